@@ -1,0 +1,22 @@
+#pragma once
+// Small string helpers shared by config parsing and the command-line tools.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace evsim {
+
+std::string toLower(std::string_view text);
+std::vector<std::string> split(std::string_view text, char separator);
+std::string trim(std::string_view text);
+
+// Parses a list of integers and inclusive ranges, "0-15,1024", into sorted unique values.
+// Throws InputError naming `what` (e.g. "--ranks") on malformed text.
+std::vector<int64_t> parseIntList(std::string_view text, std::string_view what);
+
+// Human-readable byte count: "1.50 GiB".
+std::string formatBytes(double bytes);
+
+}  // namespace evsim

@@ -1,0 +1,247 @@
+#include "events/event.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+#include "common/error.h"
+#include "common/strings.h"
+
+namespace evsim {
+
+namespace {
+
+// Cost rule of one compute op: flops and bytes moved per execution from its dims.
+struct ComputeOpRule {
+  std::vector<std::string> dims;
+  bool has_layout = false;
+  // flops and memory traffic (in elements of the event's dtype, except adam) from dims
+  double (*flops)(const std::vector<int64_t>&);
+  double (*elements_moved)(const std::vector<int64_t>&);
+};
+
+double rows_cols(const std::vector<int64_t>& d) { return double(d[0]) * double(d[1]); }
+
+const std::map<std::string, ComputeOpRule, std::less<>>& computeRules() {
+  // Flop counts of the non-GEMM ops are the usual per-element operation counts; they only matter
+  // for the analytic fallback, where these ops are memory-bound anyway.
+  static const std::map<std::string, ComputeOpRule, std::less<>> rules = {
+      {"gemm",
+       {{"m", "n", "k"}, true, [](const auto& d) { return 2.0 * d[0] * d[1] * d[2]; },
+        [](const auto& d) { return double(d[0]) * d[2] + double(d[2]) * d[1] + double(d[0]) * d[1]; }}},
+      {"bgemm",
+       {{"batch", "m", "n", "k"}, true,
+        [](const auto& d) { return 2.0 * d[0] * d[1] * d[2] * d[3]; },
+        [](const auto& d) {
+          return double(d[0]) * (double(d[1]) * d[3] + double(d[3]) * d[2] + double(d[1]) * d[2]);
+        }}},
+      {"layernorm_fwd", {{"rows", "cols"}, false, [](const auto& d) { return 8 * rows_cols(d); },
+                         [](const auto& d) { return 2 * rows_cols(d); }}},
+      {"layernorm_bwd", {{"rows", "cols"}, false, [](const auto& d) { return 10 * rows_cols(d); },
+                         [](const auto& d) { return 3 * rows_cols(d); }}},
+      {"softmax_fwd", {{"rows", "cols"}, false, [](const auto& d) { return 5 * rows_cols(d); },
+                       [](const auto& d) { return 2 * rows_cols(d); }}},
+      {"softmax_bwd", {{"rows", "cols"}, false, [](const auto& d) { return 4 * rows_cols(d); },
+                       [](const auto& d) { return 3 * rows_cols(d); }}},
+      {"cross_entropy_fwd", {{"rows", "cols"}, false, [](const auto& d) { return 4 * rows_cols(d); },
+                             [](const auto& d) { return rows_cols(d); }}},
+      {"cross_entropy_bwd", {{"rows", "cols"}, false, [](const auto& d) { return 3 * rows_cols(d); },
+                             [](const auto& d) { return 2 * rows_cols(d); }}},
+      {"gelu_fwd", {{"elems"}, false, [](const auto& d) { return 8.0 * d[0]; },
+                    [](const auto& d) { return 2.0 * d[0]; }}},
+      {"gelu_bwd", {{"elems"}, false, [](const auto& d) { return 12.0 * d[0]; },
+                    [](const auto& d) { return 3.0 * d[0]; }}},
+      {"dropout_fwd", {{"elems"}, false, [](const auto& d) { return 2.0 * d[0]; },
+                       [](const auto& d) { return 2.5 * d[0]; }}},  // x in, y out, 1-byte mask
+      {"dropout_bwd", {{"elems"}, false, [](const auto& d) { return 1.0 * d[0]; },
+                       [](const auto& d) { return 2.5 * d[0]; }}},
+      {"add", {{"elems"}, false, [](const auto& d) { return 1.0 * d[0]; },
+               [](const auto& d) { return 3.0 * d[0]; }}},
+      {"embedding_fwd", {{"tokens", "hidden", "vocab"}, false, [](const auto&) { return 0.0; },
+                         [](const auto& d) { return 2.0 * d[0] * d[1]; }}},
+      {"embedding_bwd", {{"tokens", "hidden", "vocab"}, false,
+                         [](const auto& d) { return double(d[0]) * d[1]; },
+                         [](const auto& d) { return 2.0 * d[0] * d[1] + double(d[2]) * d[1]; }}},
+      // fp32 master weight, gradient, two moments read; weight and moments written.
+      {"adam", {{"params"}, false, [](const auto& d) { return 12.0 * d[0]; },
+                [](const auto& d) { return 7.0 * d[0]; }}},
+  };
+  return rules;
+}
+
+std::string placementText(const Placement& p) {
+  return fmt::format("group={} nodes={} rpn={}", p.group_size, p.nodes, p.ranks_per_node);
+}
+
+}  // namespace
+
+std::string_view eventKindName(EventKind kind) {
+  switch (kind) {
+    case EventKind::kCompute: return "compute";
+    case EventKind::kP2P: return "p2p";
+    case EventKind::kAllReduce: return "allreduce";
+    case EventKind::kReduceScatter: return "reduce_scatter";
+    case EventKind::kAllGather: return "allgather";
+  }
+  return "?";
+}
+
+bool isCommunication(EventKind kind) { return kind != EventKind::kCompute; }
+
+const std::vector<std::string>& computeOpNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& [name, rule] : computeRules()) out.push_back(name);
+    return out;
+  }();
+  return names;
+}
+
+std::string Event::signature() const {
+  std::string out(op);
+  if (kind == EventKind::kCompute) {
+    for (const Dim& d : dims) out += fmt::format(" {}={}", d.name, d.value);
+    if (!layout.empty()) out += " layout=" + layout;
+  } else {
+    out += fmt::format(" bytes={} {}", message_bytes, placementText(placement));
+  }
+  out += " dtype=";
+  out += dtypeName(dtype);
+  return out;
+}
+
+bool Event::hasDim(std::string_view name) const {
+  return std::any_of(dims.begin(), dims.end(), [&](const Dim& d) { return d.name == name; });
+}
+
+int64_t Event::dim(std::string_view name) const {
+  for (const Dim& d : dims) {
+    if (d.name == name) return d.value;
+  }
+  EVSIM_THROW(Error, "event '{}' has no dimension '{}'", signature(), name);
+}
+
+Event makeCompute(std::string_view op, std::vector<Dim> dims, std::string_view layout, DType dtype,
+                  std::string_view where) {
+  auto rule_it = computeRules().find(op);
+  if (rule_it == computeRules().end()) {
+    EVSIM_THROW(InputError, "{}: unknown compute op '{}'", where, op);
+  }
+  const ComputeOpRule& rule = rule_it->second;
+  if (dims.size() != rule.dims.size()) {
+    EVSIM_THROW(InputError, "{}: op '{}' takes dims {}", where, op, fmt::join(rule.dims, " "));
+  }
+  std::vector<int64_t> values;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i].name != rule.dims[i]) {
+      EVSIM_THROW(InputError, "{}: op '{}' expects dim '{}' in place {}, got '{}'", where, op,
+                  rule.dims[i], i + 1, dims[i].name);
+    }
+    if (dims[i].value <= 0) {
+      EVSIM_THROW(InputError, "{}: op '{}' dim {}={} must be > 0", where, op, dims[i].name,
+                  dims[i].value);
+    }
+    values.push_back(dims[i].value);
+  }
+  if (rule.has_layout != !layout.empty() ||
+      (rule.has_layout && layout != "nn" && layout != "nt" && layout != "tn" && layout != "tt")) {
+    EVSIM_THROW(InputError, "{}: op '{}' layout '{}' invalid ({})", where, op, layout,
+                rule.has_layout ? "nn, nt, tn or tt" : "takes none");
+  }
+  Event e;
+  e.kind = EventKind::kCompute;
+  e.op = std::string(op);
+  e.dims = std::move(dims);
+  e.layout = std::string(layout);
+  e.dtype = op == "adam" ? DType::kFp32 : dtype;
+  e.flops = rule.flops(values);
+  e.memory_bytes = static_cast<int64_t>(rule.elements_moved(values) * double(dtypeBytes(e.dtype)));
+  return e;
+}
+
+Event makeGemm(int64_t m, int64_t n, int64_t k, std::string_view layout, DType dtype) {
+  return makeCompute("gemm", {{"m", m}, {"n", n}, {"k", k}}, layout, dtype);
+}
+
+Event makeBatchedGemm(int64_t batch, int64_t m, int64_t n, int64_t k, std::string_view layout,
+                      DType dtype) {
+  return makeCompute("bgemm", {{"batch", batch}, {"m", m}, {"n", n}, {"k", k}}, layout, dtype);
+}
+
+Event makeCommunication(EventKind kind, int64_t message_bytes, Placement placement, DType dtype) {
+  EVSIM_CHECK(kind != EventKind::kCompute, "not a communication kind");
+  EVSIM_CHECK(message_bytes > 0 && placement.group_size >= 2 && placement.nodes >= 1 &&
+                  placement.ranks_per_node >= 1 && placement.ranks_per_node <= placement.group_size,
+              "bad communication event: bytes={} group={} nodes={} rpn={}", message_bytes,
+              placement.group_size, placement.nodes, placement.ranks_per_node);
+  Event e;
+  e.kind = kind;
+  e.op = std::string(eventKindName(kind));
+  e.dtype = dtype;
+  e.message_bytes = message_bytes;
+  e.placement = placement;
+  return e;
+}
+
+Event parseEventSignature(std::string_view signature, std::string_view where) {
+  std::vector<std::string> tokens;
+  for (const std::string& t : split(trim(signature), ' ')) {
+    if (!t.empty()) tokens.push_back(t);
+  }
+  if (tokens.empty()) EVSIM_THROW(InputError, "{}: empty event signature", where);
+  std::string op = tokens[0];
+  std::vector<Dim> dims;
+  std::string layout;
+  std::string dtype_name;
+  std::map<std::string, int64_t> comm;
+  bool is_comm = op == "p2p" || op == "allreduce" || op == "reduce_scatter" || op == "allgather";
+  for (size_t i = 1; i < tokens.size(); ++i) {
+    size_t eq = tokens[i].find('=');
+    if (eq == std::string::npos || eq == 0) {
+      EVSIM_THROW(InputError, "{}: '{}': expected key=value, got '{}'", where, signature, tokens[i]);
+    }
+    std::string key = tokens[i].substr(0, eq);
+    std::string value = tokens[i].substr(eq + 1);
+    if (key == "dtype") {
+      dtype_name = value;
+      continue;
+    }
+    if (key == "layout") {
+      layout = value;
+      continue;
+    }
+    int64_t number = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
+    if (ec != std::errc() || ptr != value.data() + value.size()) {
+      EVSIM_THROW(InputError, "{}: '{}': {}='{}' is not an integer", where, signature, key, value);
+    }
+    if (is_comm) {
+      comm[key] = number;
+    } else {
+      dims.push_back({key, number});
+    }
+  }
+  if (dtype_name.empty()) EVSIM_THROW(InputError, "{}: '{}': missing dtype=", where, signature);
+  DType dtype = parseDType(dtype_name, where);
+  if (!is_comm) return makeCompute(op, std::move(dims), layout, dtype, where);
+
+  for (const char* key : {"bytes", "group", "nodes", "rpn"}) {
+    if (!comm.count(key) || comm[key] <= 0) {
+      EVSIM_THROW(InputError, "{}: '{}': needs {}= > 0", where, signature, key);
+    }
+  }
+  Placement placement{static_cast<int>(comm["group"]), static_cast<int>(comm["nodes"]),
+                      static_cast<int>(comm["rpn"])};
+  if (placement.group_size < 2 || placement.ranks_per_node > placement.group_size ||
+      placement.nodes * placement.ranks_per_node < placement.group_size) {
+    EVSIM_THROW(InputError, "{}: '{}': placement group={} nodes={} rpn={} is impossible", where,
+                signature, placement.group_size, placement.nodes, placement.ranks_per_node);
+  }
+  EventKind kind = op == "p2p"         ? EventKind::kP2P
+                   : op == "allreduce" ? EventKind::kAllReduce
+                   : op == "allgather" ? EventKind::kAllGather
+                                       : EventKind::kReduceScatter;
+  return makeCommunication(kind, comm["bytes"], placement, dtype);
+}
+
+}  // namespace evsim

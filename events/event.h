@@ -1,0 +1,82 @@
+#pragma once
+// Events: the unique units of work that eventprof measures and the modeler looks up.
+//
+// A compute event is (op, named integer dimensions, GEMM layout, dtype); a communication event is
+// (collective, message bytes, dtype, group placement). Each has a stable, readable signature, e.g.
+//   "gemm m=2048 n=3072 k=1024 layout=nt dtype=bf16"
+//   "allreduce bytes=4194304 group=4 nodes=2 rpn=2 dtype=bf16"
+//   "p2p bytes=2097152 group=2 nodes=2 rpn=1 dtype=bf16"
+// which is the key of the profile database. Signatures are parsed back by parseEventSignature, so
+// an event file or a profile is self-describing.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "events/dtype.h"
+
+namespace evsim {
+
+enum class EventKind { kCompute, kP2P, kAllReduce, kReduceScatter, kAllGather };
+
+std::string_view eventKindName(EventKind kind);  // "compute", "p2p", "allreduce", ...
+bool isCommunication(EventKind kind);
+
+// How a communication group sits on the cluster.
+struct Placement {
+  int group_size = 1;      // ranks in the group
+  int nodes = 1;           // distinct nodes the group spans
+  int ranks_per_node = 1;  // most ranks of the group on one node
+  bool interNode() const { return nodes > 1; }
+  bool operator==(const Placement&) const = default;
+};
+
+struct Dim {
+  std::string name;
+  int64_t value = 0;
+  bool operator==(const Dim&) const = default;
+};
+
+struct Event {
+  EventKind kind = EventKind::kCompute;
+  std::string op;          // compute: "gemm", "bgemm", "softmax_fwd", ...; comm: the collective
+  std::vector<Dim> dims;   // compute shape, in signature order (empty for communication)
+  std::string layout;      // GEMM operand layout "nn", "nt", "tn" (empty for others)
+  DType dtype = DType::kFp16;
+  int64_t message_bytes = 0;  // communication: bytes each rank contributes / sends
+  Placement placement;        // communication only
+
+  double flops = 0;         // floating-point operations per execution (compute)
+  int64_t memory_bytes = 0; // bytes read + written per execution (compute), for roofline estimates
+
+  std::string signature() const;
+  int64_t dim(std::string_view name) const;  // throws Error when absent
+  bool hasDim(std::string_view name) const;
+};
+
+// The compute ops eventsim knows, with the dims each takes (in signature order):
+//   gemm m n k (+layout)          C[m,n] = op(A)[m,k] * op(B)[k,n]; layout "nt" = B transposed
+//   bgemm batch m n k (+layout)   `batch` independent GEMMs of that shape (strided)
+//   layernorm_fwd/bwd rows cols   softmax_fwd/bwd rows cols (fused scale + mask + softmax)
+//   cross_entropy_fwd/bwd rows cols (cols = this rank's vocabulary shard)
+//   gelu_fwd/bwd elems  dropout_fwd/bwd elems  add elems
+//   embedding_fwd/bwd tokens hidden vocab (vocab = this rank's shard)
+//   adam params                    one mixed-precision Adam step over `params` fp32 master weights
+const std::vector<std::string>& computeOpNames();
+
+// Builds a compute event, filling flops and memory traffic from the op's cost rule. Throws
+// InputError naming `where` for an unknown op, wrong dims or non-positive sizes.
+Event makeCompute(std::string_view op, std::vector<Dim> dims, std::string_view layout, DType dtype,
+                  std::string_view where = "event");
+Event makeGemm(int64_t m, int64_t n, int64_t k, std::string_view layout, DType dtype);
+Event makeBatchedGemm(int64_t batch, int64_t m, int64_t n, int64_t k, std::string_view layout,
+                      DType dtype);
+Event makeCommunication(EventKind kind, int64_t message_bytes, Placement placement, DType dtype);
+
+// Parses a signature back into an Event (flops and bytes recomputed from the dims). Throws
+// InputError naming `where` when it is not a signature eventsim writes.
+Event parseEventSignature(std::string_view signature, std::string_view where);
+
+}  // namespace evsim

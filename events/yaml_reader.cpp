@@ -1,0 +1,161 @@
+#include "events/yaml_reader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "common/error.h"
+
+namespace evsim {
+
+namespace {
+YamlReader parse(const std::string& text, const std::string& origin) {
+  try {
+    YAML::Node root = YAML::Load(text);
+    if (!root.IsMap()) {
+      EVSIM_THROW(InputError, "{}: top level must be a mapping of keys", origin);
+    }
+    return YamlReader(root, origin, "");
+  } catch (const YAML::Exception& e) {
+    EVSIM_THROW(InputError, "{}: malformed YAML at line {}, column {}: {}", origin, e.mark.line + 1,
+                e.mark.column + 1, e.msg);
+  }
+}
+}  // namespace
+
+YamlReader YamlReader::fromFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) EVSIM_THROW(InputError, "{}: cannot open file", path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse(text, path);
+}
+
+YamlReader YamlReader::fromString(const std::string& text, const std::string& origin) {
+  return parse(text, origin);
+}
+
+YamlReader::YamlReader(YAML::Node node, std::string file, std::string path)
+    : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {}
+
+std::string YamlReader::where(const std::string& key) const {
+  std::string full = path_.empty() ? key : (key.empty() ? path_ : path_ + "." + key);
+  return full.empty() ? file_ : file_ + ": " + full;
+}
+
+void YamlReader::fail(const std::string& key, const std::string& message) const {
+  throw InputError(where(key) + ": " + message);
+}
+
+bool YamlReader::has(const std::string& key) const { return node_.IsMap() && node_[key]; }
+
+void YamlReader::allowOnly(std::initializer_list<std::string_view> allowed) const {
+  if (!node_.IsMap()) fail("", "must be a mapping");
+  for (const auto& kv : node_) {
+    std::string key = kv.first.as<std::string>();
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      std::string list;
+      for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      fail(key, "unknown key (allowed: " + list + ")");
+    }
+  }
+}
+
+YamlReader YamlReader::child(const std::string& key) const {
+  if (!has(key)) fail(key, "missing required key");
+  return YamlReader(node_[key], file_, path_.empty() ? key : path_ + "." + key);
+}
+
+std::vector<YamlReader> YamlReader::items(const std::string& key) const {
+  return child(key).items();
+}
+
+std::vector<YamlReader> YamlReader::items() const {
+  if (!node_.IsSequence()) fail("", "must be a list");
+  std::vector<YamlReader> out;
+  for (size_t i = 0; i < node_.size(); ++i) {
+    out.emplace_back(node_[i], file_, fmt::format("{}[{}]", path_, i));
+  }
+  return out;
+}
+
+std::map<std::string, YamlReader> YamlReader::entries() const {
+  if (!node_.IsMap()) fail("", "must be a mapping");
+  std::map<std::string, YamlReader> out;
+  for (const auto& kv : node_) {
+    std::string key = kv.first.as<std::string>();
+    out.emplace(key, YamlReader(kv.second, file_, path_.empty() ? key : path_ + "." + key));
+  }
+  return out;
+}
+
+YAML::Node YamlReader::scalar(const std::string& key) const {
+  if (!has(key)) fail(key, "missing required key");
+  YAML::Node value = node_[key];
+  if (!value.IsScalar()) fail(key, "must be a single value");
+  return value;
+}
+
+std::string YamlReader::str(const std::string& key) const {
+  std::string value = scalar(key).as<std::string>();
+  if (value.empty()) fail(key, "must not be empty");
+  return value;
+}
+
+int64_t YamlReader::nonNegativeInt(const std::string& key) const {
+  YAML::Node value = scalar(key);
+  int64_t out = 0;
+  try {
+    out = value.as<int64_t>();
+  } catch (const YAML::Exception&) {
+    fail(key, "'" + value.as<std::string>() + "' is not an integer");
+  }
+  if (out < 0) fail(key, fmt::format("{}: must be >= 0", out));
+  return out;
+}
+
+int64_t YamlReader::positiveInt(const std::string& key) const {
+  int64_t out = nonNegativeInt(key);
+  if (out <= 0) fail(key, fmt::format("{}: must be > 0", out));
+  return out;
+}
+
+double YamlReader::nonNegativeDouble(const std::string& key) const {
+  YAML::Node value = scalar(key);
+  double out = 0;
+  try {
+    out = value.as<double>();
+  } catch (const YAML::Exception&) {
+    fail(key, "'" + value.as<std::string>() + "' is not a number");
+  }
+  if (!std::isfinite(out) || out < 0) fail(key, fmt::format("{}: must be a number >= 0", out));
+  return out;
+}
+
+double YamlReader::positiveDouble(const std::string& key) const {
+  double out = nonNegativeDouble(key);
+  if (out <= 0) fail(key, fmt::format("{}: must be > 0", out));
+  return out;
+}
+
+double YamlReader::asPositiveDouble() const {
+  if (!node_.IsScalar()) fail("", "must be a single value");
+  double out = 0;
+  try {
+    out = node_.as<double>();
+  } catch (const YAML::Exception&) {
+    fail("", "'" + node_.as<std::string>() + "' is not a number");
+  }
+  if (!std::isfinite(out) || out <= 0) fail("", fmt::format("{}: must be > 0", out));
+  return out;
+}
+
+bool YamlReader::boolean(const std::string& key) const {
+  YAML::Node value = scalar(key);
+  try {
+    return value.as<bool>();
+  } catch (const YAML::Exception&) {
+    fail(key, "'" + value.as<std::string>() + "' is not true or false");
+  }
+}
+
+}  // namespace evsim

@@ -1,0 +1,61 @@
+#pragma once
+// Strict YAML reading for configs and profile databases. Every access names the file and the key
+// path, so a bad value produces one line: "configs/models/x.yaml: layers[1].count: -3: must be > 0".
+// Unknown keys are errors (a typo must not fall back to a default silently).
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace evsim {
+
+class YamlReader {
+ public:
+  // Parses `path`; throws InputError naming the file on a missing file or a syntax error.
+  static YamlReader fromFile(const std::string& path);
+  // Parses in-memory text; `origin` names it in errors.
+  static YamlReader fromString(const std::string& text, const std::string& origin);
+
+  YamlReader(YAML::Node node, std::string file, std::string path);
+
+  bool has(const std::string& key) const;
+  // Throws if the node has a key outside `allowed`.
+  void allowOnly(std::initializer_list<std::string_view> allowed) const;
+
+  YamlReader child(const std::string& key) const;           // required mapping/sequence
+  std::vector<YamlReader> items(const std::string& key) const;  // required sequence
+  std::vector<YamlReader> items() const;                       // this node as a sequence
+  std::map<std::string, YamlReader> entries() const;           // this node as a mapping
+
+  std::string str(const std::string& key) const;
+  int64_t positiveInt(const std::string& key) const;
+  int64_t nonNegativeInt(const std::string& key) const;
+  double positiveDouble(const std::string& key) const;
+  double nonNegativeDouble(const std::string& key) const;
+  bool boolean(const std::string& key) const;
+
+  // This node's own scalar value, as a number > 0.
+  double asPositiveDouble() const;
+
+  const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }
+  const YAML::Node& node() const { return node_; }
+
+  // "file: path.key" for error messages.
+  std::string where(const std::string& key) const;
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+
+ private:
+  YAML::Node scalar(const std::string& key) const;
+
+  YAML::Node node_;
+  std::string file_;
+  std::string path_;
+};
+
+}  // namespace evsim
