@@ -1,0 +1,94 @@
+#pragma once
+// The profile database: what eventprof measured, keyed by event signature. Versioned YAML; the
+// profiler writes it (atomically, re-written as events complete) and the modeler reads it.
+//
+// Format (schema_version 1):
+//   schema_version: 1
+//   metadata:
+//     backend: cpu | cuda
+//     date: "2026-11-21T10:00:00Z"
+//     world_size: 4
+//     ranks_per_node: 2
+//     hosts: [node-a, node-b]
+//     devices: ["NVIDIA H100 80GB HBM3", ...]     # or CPU model names
+//     versions: {cuda: "13.0", nccl: "2.27.3", mpi: "Open MPI 4.1.4"}   # those that apply
+//   events:
+//     - signature: "gemm m=2048 n=3072 k=1024 layout=nt dtype=bf16"
+//       kind: compute                    # compute | p2p | allreduce | reduce_scatter | allgather
+//       time_us: {median: 12.5, min: 12.1, max: 13.9, stddev: 0.4, count: 20}
+//     - signature: "allreduce bytes=4194304 group=16 nodes=2 rpn=8 dtype=bf16"
+//       kind: allreduce
+//       time_us: {median: ..., min: ..., max: ..., stddev: ..., count: ...}
+//       group_size: 16
+//       nodes: 2
+//       ranks_per_node: 8
+//       bytes: 4194304
+//       measured_group_size: 4           # == group_size when measured directly
+//       scaled: true                     # scaled from measured_group_size by the ring factor
+//       algbw_gb_s: 10.2
+//       busbw_gb_s: 19.1
+//
+// Loading checks the schema version, every required key, that each signature parses, and that the
+// statistics are consistent (min <= median <= max, count > 0); anything else is an InputError
+// naming the file and the entry.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "events/event.h"
+
+namespace evsim {
+
+inline constexpr int kProfileSchemaVersion = 1;
+
+struct TimingStats {
+  double median_us = 0;
+  double min_us = 0;
+  double max_us = 0;
+  double stddev_us = 0;
+  int count = 0;
+};
+
+struct ProfileMetadata {
+  std::string backend;
+  std::string date;
+  int world_size = 0;
+  int ranks_per_node = 0;
+  std::vector<std::string> hosts;
+  std::vector<std::string> devices;
+  std::map<std::string, std::string> versions;
+};
+
+struct ProfileRecord {
+  Event event;          // parsed from the signature
+  std::string signature;
+  TimingStats time;
+  // Communication only:
+  int measured_group_size = 0;  // group the time was measured at (== group_size unless scaled)
+  bool scaled = false;
+  double algbw_gb_s = 0;
+  double busbw_gb_s = 0;
+};
+
+class ProfileDb {
+ public:
+  ProfileMetadata metadata;
+
+  // Throws InputError: missing file, malformed YAML, wrong schema version, bad entries.
+  static ProfileDb load(const std::string& path);
+  // Writes to `path` atomically (temp file in the same directory, then rename).
+  void save(const std::string& path) const;
+
+  // Adds or replaces the record with the same signature.
+  void put(ProfileRecord record);
+  const ProfileRecord* find(const std::string& signature) const;
+  const std::vector<ProfileRecord>& records() const { return records_; }
+
+ private:
+  std::vector<ProfileRecord> records_;
+  std::map<std::string, size_t> index_;
+};
+
+}  // namespace evsim
