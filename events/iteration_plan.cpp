@@ -1,0 +1,210 @@
+#include "events/iteration_plan.h"
+
+#include <map>
+
+#include "common/error.h"
+#include "events/layer_ops.h"
+#include "events/stage_partition.h"
+
+namespace evsim {
+
+namespace {
+
+// Parameters one TP rank holds of a block: column/row-parallel weights split by t, the row-parallel
+// output biases and the layernorms replicated (as Megatron does).
+int64_t blockParametersPerRank(const ModelConfig& m, const TransformerBlock& block, int t) {
+  const int64_t h = m.hidden_size, f = m.ffn_hidden_size;
+  int64_t attention = 4 * h * h / t + 3 * h / t + h;
+  int64_t mlp = 2 * h * f / t + f / t + h;
+  int64_t params = attention + mlp + 4 * h;
+  if (block.cross_attention) params += attention + 2 * h;
+  return params;
+}
+
+double opListFlops(const EventTable& table, const OpList& ops) {
+  double flops = 0;
+  for (const OpInstance& op : ops) flops += table[op.event].event.flops;
+  return flops;
+}
+
+// Partitions the blocks by the FLOPs of their forward + backward ops.
+std::vector<int> balancedStages(const ModelConfig& model, const LayerShape& shape, int stages,
+                                int embedding_streams) {
+  EventTable scratch;
+  LayerOpBuilder builder(shape, scratch);
+  std::map<bool, double> block_cost;  // by cross_attention
+  std::vector<double> costs;
+  for (const TransformerBlock& block : model.blocks) {
+    if (!block_cost.count(block.cross_attention)) {
+      OpList ops;
+      builder.blockForward(block, 0, ops);
+      builder.blockBackward(block, 0, ops);
+      block_cost[block.cross_attention] = opListFlops(scratch, ops);
+    }
+    costs.push_back(block_cost[block.cross_attention]);
+  }
+  OpList first, last;
+  builder.embeddingForward(embedding_streams, first);
+  builder.embeddingBackward(embedding_streams, first);
+  builder.headForward(last);
+  builder.headBackward(last);
+  return partitionLayers(costs, opListFlops(scratch, first), opListFlops(scratch, last), stages);
+}
+
+// Splits the stage's gradients into DDP buckets in backward order; a bucket closes at the end of a
+// layer once it holds at least `bucket_bytes` (PyTorch fills buckets by whole parameters).
+void buildBuckets(StagePlan& stage, const std::map<int, int64_t>& layer_params, int64_t grad_bytes,
+                  int64_t bucket_bytes, Placement dp_group, DType dtype, EventTable& table) {
+  int64_t pending = 0;
+  auto close = [&](int op_index) {
+    if (pending == 0) return;
+    int event = table.intern(makeCommunication(EventKind::kAllReduce, pending, dp_group, dtype));
+    stage.dp_buckets.push_back(GradBucket{event, op_index, pending});
+    pending = 0;
+  };
+  for (size_t i = 0; i < stage.backward.size(); ++i) {
+    int layer = stage.backward[i].layer;
+    bool layer_ends = i + 1 == stage.backward.size() || stage.backward[i + 1].layer != layer;
+    if (!layer_ends) continue;
+    pending += layer_params.at(layer) * grad_bytes;
+    if (pending >= bucket_bytes) close(static_cast<int>(i));
+  }
+  close(static_cast<int>(stage.backward.size()) - 1);
+}
+
+}  // namespace
+
+int IterationPlan::pipelineOf(int dp) const {
+  for (size_t c = 0; c < pipelines.size(); ++c) {
+    for (int r : pipelines[c].replicas) {
+      if (r == dp) return static_cast<int>(c);
+    }
+  }
+  EVSIM_THROW(Error, "DP replica {} is in no pipeline class", dp);
+}
+
+IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& cluster,
+                                 const Strategy& strategy) {
+  validateStrategy(model, cluster, strategy);
+  IterationPlan plan;
+  plan.model = model;
+  plan.cluster = cluster;
+  plan.strategy = strategy;
+  plan.micro_batches = strategy.microBatches();
+  plan.padded_vocab = model.paddedVocab(strategy.tp);
+
+  const int M = strategy.tp, P = strategy.pp, D = strategy.dp;
+  const int64_t m = plan.micro_batches;
+  const RankLayout layout = plan.layout();
+  const DType dtype = model.dtype;
+  const int64_t elem_bytes = dtypeBytes(dtype);
+  const int embedding_streams = model.hasCrossAttention() ? 2 : 1;
+
+  LayerShape shape;
+  shape.micro_batch = strategy.micro_batch;
+  shape.seq = model.seq_length;
+  shape.hidden = model.hidden_size;
+  shape.heads = model.num_heads;
+  shape.ffn = model.ffn_hidden_size;
+  shape.vocab = plan.padded_vocab;
+  shape.tp = M;
+  shape.dtype = dtype;
+
+  std::vector<int> first_layer = balancedStages(model, shape, P, embedding_streams);
+  EventTable& table = plan.events;
+
+  for (int s = 0; s < P; ++s) {
+    StagePlan stage;
+    stage.stage = s;
+    stage.first_layer = first_layer[s];
+    int end_layer = s + 1 < P ? first_layer[s + 1] : static_cast<int>(model.numLayers());
+    stage.num_layers = end_layer - stage.first_layer;
+    stage.has_embedding = s == 0;
+    stage.has_head = s == P - 1;
+    stage.tp_group = layout.worstTpGroup(s);
+    stage.dp_group = layout.worstDpGroup(s);
+    shape.tp_group = stage.tp_group;
+    LayerOpBuilder builder(shape, table);
+
+    std::map<int, int64_t> layer_params;
+    if (stage.has_embedding) {
+      builder.embeddingForward(embedding_streams, stage.forward);
+      layer_params[kEmbeddingLayer] = plan.padded_vocab / M * model.hidden_size +
+                                      model.seq_length * model.hidden_size;
+    }
+    for (int layer = stage.first_layer; layer < end_layer; ++layer) {
+      builder.blockForward(model.blocks[layer], layer, stage.forward);
+      layer_params[layer] = blockParametersPerRank(model, model.blocks[layer], M);
+    }
+    if (stage.has_head) {
+      builder.headForward(stage.forward);
+      builder.headBackward(stage.backward);
+      // Final layernorm; with P > 1 the last stage also keeps its copy of the tied LM head weight.
+      layer_params[kHeadLayer] = 2 * model.hidden_size +
+                                 (P > 1 ? plan.padded_vocab / M * model.hidden_size : 0);
+    }
+    for (int layer = end_layer - 1; layer >= stage.first_layer; --layer) {
+      builder.blockBackward(model.blocks[layer], layer, stage.backward);
+    }
+    if (stage.has_embedding) builder.embeddingBackward(embedding_streams, stage.backward);
+
+    for (const auto& [layer, params] : layer_params) stage.parameters += params;
+    stage.optimizer.push_back(OpInstance{
+        table.intern(makeCompute("adam", {{"params", stage.parameters}}, "", DType::kFp32)),
+        Stream::kCompute, kEmbeddingLayer, "adam_step"});
+
+    if (D > 1) {
+      if (strategy.dp_overlap) {
+        buildBuckets(stage, layer_params, elem_bytes, strategy.dp_bucket_bytes, stage.dp_group,
+                     dtype, table);
+      } else {
+        stage.dp_allreduce = table.intern(makeCommunication(
+            EventKind::kAllReduce, stage.parameters * elem_bytes, stage.dp_group, dtype));
+      }
+    }
+    if (s + 1 < P) {
+      // A decoder stage of an encoder-decoder model also forwards the encoder output.
+      bool next_is_cross = model.blocks[end_layer].cross_attention;
+      stage.activation_bytes_out =
+          shape.tokens() * model.hidden_size * elem_bytes * (next_is_cross ? 2 : 1);
+    }
+    plan.stages.push_back(std::move(stage));
+  }
+
+  // Pipeline classes: DP replicas with identical transfer placements are simulated once.
+  std::map<std::vector<int>, int> class_of;
+  for (int d = 0; d < D; ++d) {
+    PipelineClass pipeline;
+    for (int s = 0; s + 1 < P; ++s) {
+      Placement pair = layout.worstPipelinePair(d, s);
+      int event = table.intern(makeCommunication(EventKind::kP2P, plan.stages[s].activation_bytes_out,
+                                                 pair, dtype));
+      pipeline.forward_p2p.push_back(event);
+      pipeline.backward_p2p.push_back(event);  // the gradient has the activation's shape
+    }
+    auto [it, inserted] = class_of.try_emplace(pipeline.forward_p2p, static_cast<int>(plan.pipelines.size()));
+    if (inserted) plan.pipelines.push_back(std::move(pipeline));
+    plan.pipelines[it->second].replicas.push_back(d);
+  }
+
+  // Counts over all devices.
+  const int64_t devices_per_stage = int64_t{M} * D;
+  for (const StagePlan& stage : plan.stages) {
+    for (const OpInstance& op : stage.forward) table.addCount(op.event, m * devices_per_stage);
+    for (const OpInstance& op : stage.backward) table.addCount(op.event, m * devices_per_stage);
+    for (const OpInstance& op : stage.optimizer) table.addCount(op.event, devices_per_stage);
+    if (stage.dp_allreduce >= 0) table.addCount(stage.dp_allreduce, devices_per_stage);
+    for (const GradBucket& b : stage.dp_buckets) table.addCount(b.event, devices_per_stage);
+  }
+  for (const PipelineClass& pipeline : plan.pipelines) {
+    const int64_t transfers = m * M * static_cast<int64_t>(pipeline.replicas.size());
+    for (int s = 0; s + 1 < P; ++s) {
+      table.addCount(pipeline.forward_p2p[s], 2 * transfers);   // send + receive
+      table.addCount(pipeline.backward_p2p[s], 2 * transfers);
+    }
+  }
+  for (const UniqueEvent& e : table.events()) plan.op_executions += e.count;
+  return plan;
+}
+
+}  // namespace evsim

@@ -1,0 +1,77 @@
+#pragma once
+// Everything each device runs in one training iteration of (model, cluster, strategy), in the
+// compact form the modeler and the profiler consume:
+//   - the unique events, with how often each runs over all devices (`events`);
+//   - per pipeline stage, the op list of one micro-batch forward and backward on one device (all M
+//     TP ranks of a stage run the same list), its gradient reduction and optimizer step;
+//   - pipeline classes: DP replicas whose stage-to-stage transfers have the same placement, so the
+//     modeler simulates one pipeline per class instead of D.
+//
+// Counting convention: `count` is the number of executions over all devices; a collective counts
+// once per participating rank, a point-to-point transfer twice (its send and its receive).
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "events/cluster_config.h"
+#include "events/event_table.h"
+#include "events/model_config.h"
+#include "events/op_list.h"
+#include "events/rank_layout.h"
+#include "events/strategy.h"
+
+namespace evsim {
+
+// With --dp-overlap, a bucket of gradients all-reduced as soon as the backward op that completes it
+// has run (during the last micro-batch's backward).
+struct GradBucket {
+  int event = -1;
+  int ready_after_op = -1;  // index into StagePlan::backward
+  int64_t bytes = 0;
+};
+
+struct StagePlan {
+  int stage = 0;
+  int first_layer = 0;  // transformer blocks [first_layer, first_layer + num_layers)
+  int num_layers = 0;
+  bool has_embedding = false;
+  bool has_head = false;
+  OpList forward;     // one micro-batch, one device
+  OpList backward;
+  OpList optimizer;   // once per iteration
+  int64_t parameters = 0;  // on one device of the stage (its TP shard)
+  int64_t activation_bytes_out = 0;  // sent to the next stage per micro-batch (0 on the last)
+  int dp_allreduce = -1;             // gradient all-reduce over D when not overlapped (-1: D == 1)
+  std::vector<GradBucket> dp_buckets;  // with dp_overlap and D > 1, in backward order
+  Placement tp_group;
+  Placement dp_group;
+};
+
+struct PipelineClass {
+  std::vector<int> replicas;      // DP indices that share these transfers
+  std::vector<int> forward_p2p;   // event of the activation send stage s -> s+1 (size P-1)
+  std::vector<int> backward_p2p;  // event of the gradient send stage s+1 -> s (size P-1)
+};
+
+struct IterationPlan {
+  ModelConfig model;
+  ClusterConfig cluster;
+  Strategy strategy;
+  int64_t micro_batches = 0;  // m per pipeline
+  int64_t padded_vocab = 0;
+  EventTable events;
+  std::vector<StagePlan> stages;
+  std::vector<PipelineClass> pipelines;
+  int64_t op_executions = 0;  // sum of all event counts
+
+  RankLayout layout() const { return RankLayout(strategy, cluster.gpus_per_node); }
+  // Which pipeline class DP replica `dp` belongs to.
+  int pipelineOf(int dp) const;
+};
+
+// Validates the strategy (InputError naming the rule) and builds the plan.
+IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& cluster,
+                                 const Strategy& strategy);
+
+}  // namespace evsim

@@ -1,0 +1,199 @@
+#include "events/layer_ops.h"
+
+#include "common/error.h"
+
+namespace evsim {
+
+std::string_view streamName(Stream stream) {
+  switch (stream) {
+    case Stream::kCompute: return "compute";
+    case Stream::kTpComm: return "tp-comm";
+    case Stream::kPpComm: return "pp-comm";
+    case Stream::kDpComm: return "dp-comm";
+  }
+  return "?";
+}
+
+std::string_view phaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kForward: return "forward";
+    case Phase::kBackward: return "backward";
+    case Phase::kGradSync: return "grad-sync";
+    case Phase::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+void LayerOpBuilder::compute(OpList& out, int layer, std::string_view name, const Event& event) {
+  out.push_back(OpInstance{table_.intern(event), Stream::kCompute, layer, name});
+}
+
+void LayerOpBuilder::tpAllReduce(OpList& out, int layer, std::string_view name, int64_t bytes,
+                                 DType dtype) {
+  if (shape_.tp == 1) return;  // a group of one has nothing to reduce
+  Event e = makeCommunication(EventKind::kAllReduce, bytes, shape_.tp_group, dtype);
+  out.push_back(OpInstance{table_.intern(e), Stream::kTpComm, layer, name});
+}
+
+void LayerOpBuilder::linearForward(OpList& out, int layer, std::string_view name, int64_t rows,
+                                   int64_t out_features, int64_t in_features) {
+  compute(out, layer, name, makeGemm(rows, out_features, in_features, "nt", shape_.dtype));
+}
+
+void LayerOpBuilder::linearBackward(OpList& out, int layer, std::string_view dgrad,
+                                    std::string_view wgrad, int64_t rows, int64_t out_features,
+                                    int64_t in_features) {
+  compute(out, layer, dgrad, makeGemm(rows, in_features, out_features, "nn", shape_.dtype));
+  compute(out, layer, wgrad, makeGemm(out_features, in_features, rows, "tn", shape_.dtype));
+}
+
+void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden, t = s.tp, d = s.hidden / s.heads;
+  const int64_t heads = s.micro_batch * s.heads / t;  // attention heads on this rank, times b
+  const int64_t elems = T * h;
+  if (cross) {
+    compute(out, layer, "cross_layernorm", makeCompute("layernorm_fwd", {{"rows", T}, {"cols", h}}, "", s.dtype));
+    linearForward(out, layer, "cross_q_gemm", T, h / t, h);
+    linearForward(out, layer, "cross_kv_gemm", T, 2 * h / t, h);  // from the encoder output
+  } else {
+    compute(out, layer, "layernorm", makeCompute("layernorm_fwd", {{"rows", T}, {"cols", h}}, "", s.dtype));
+    linearForward(out, layer, "qkv_gemm", T, 3 * h / t, h);
+  }
+  compute(out, layer, "attn_scores", makeBatchedGemm(heads, s.seq, s.seq, d, "nt", s.dtype));
+  compute(out, layer, "scale_mask_softmax",
+          makeCompute("softmax_fwd", {{"rows", heads * s.seq}, {"cols", s.seq}}, "", s.dtype));
+  compute(out, layer, "attn_dropout",
+          makeCompute("dropout_fwd", {{"elems", heads * s.seq * s.seq}}, "", s.dtype));
+  compute(out, layer, "attn_values", makeBatchedGemm(heads, s.seq, d, s.seq, "nn", s.dtype));
+  linearForward(out, layer, cross ? "cross_proj_gemm" : "attn_proj_gemm", T, h, h / t);
+  tpAllReduce(out, layer, cross ? "cross_proj_allreduce" : "attn_proj_allreduce",
+              elems * dtypeBytes(s.dtype), s.dtype);
+  compute(out, layer, "dropout", makeCompute("dropout_fwd", {{"elems", elems}}, "", s.dtype));
+  compute(out, layer, "residual_add", makeCompute("add", {{"elems", elems}}, "", s.dtype));
+}
+
+void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden, t = s.tp, d = s.hidden / s.heads;
+  const int64_t heads = s.micro_batch * s.heads / t;
+  const int64_t elems = T * h;
+  const int64_t grad_bytes = elems * dtypeBytes(s.dtype);
+  compute(out, layer, "dropout_bwd", makeCompute("dropout_bwd", {{"elems", elems}}, "", s.dtype));
+  linearBackward(out, layer, cross ? "cross_proj_dgrad" : "attn_proj_dgrad",
+                 cross ? "cross_proj_wgrad" : "attn_proj_wgrad", T, h, h / t);
+  // context = P V: dP = dC V^T, dV = P^T dC
+  compute(out, layer, "attn_values_dgrad_p", makeBatchedGemm(heads, s.seq, s.seq, d, "nt", s.dtype));
+  compute(out, layer, "attn_values_dgrad_v", makeBatchedGemm(heads, s.seq, d, s.seq, "tn", s.dtype));
+  compute(out, layer, "attn_dropout_bwd",
+          makeCompute("dropout_bwd", {{"elems", heads * s.seq * s.seq}}, "", s.dtype));
+  compute(out, layer, "softmax_bwd",
+          makeCompute("softmax_bwd", {{"rows", heads * s.seq}, {"cols", s.seq}}, "", s.dtype));
+  // scores = Q K^T: dQ = dS K, dK = dS^T Q
+  compute(out, layer, "attn_scores_dgrad_q", makeBatchedGemm(heads, s.seq, d, s.seq, "nn", s.dtype));
+  compute(out, layer, "attn_scores_dgrad_k", makeBatchedGemm(heads, s.seq, d, s.seq, "tn", s.dtype));
+  if (cross) {
+    linearBackward(out, layer, "cross_kv_dgrad", "cross_kv_wgrad", T, 2 * h / t, h);
+    tpAllReduce(out, layer, "cross_kv_input_grad_allreduce", grad_bytes, s.dtype);
+    linearBackward(out, layer, "cross_q_dgrad", "cross_q_wgrad", T, h / t, h);
+    tpAllReduce(out, layer, "cross_q_input_grad_allreduce", grad_bytes, s.dtype);
+    compute(out, layer, "cross_layernorm_bwd",
+            makeCompute("layernorm_bwd", {{"rows", T}, {"cols", h}}, "", s.dtype));
+  } else {
+    linearBackward(out, layer, "qkv_dgrad", "qkv_wgrad", T, 3 * h / t, h);
+    tpAllReduce(out, layer, "qkv_input_grad_allreduce", grad_bytes, s.dtype);
+    compute(out, layer, "layernorm_bwd",
+            makeCompute("layernorm_bwd", {{"rows", T}, {"cols", h}}, "", s.dtype));
+  }
+  compute(out, layer, "residual_grad_add", makeCompute("add", {{"elems", elems}}, "", s.dtype));
+}
+
+void LayerOpBuilder::mlpForward(OpList& out, int layer) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden, t = s.tp, f = s.ffn;
+  compute(out, layer, "mlp_layernorm", makeCompute("layernorm_fwd", {{"rows", T}, {"cols", h}}, "", s.dtype));
+  linearForward(out, layer, "fc1_gemm", T, f / t, h);
+  compute(out, layer, "gelu", makeCompute("gelu_fwd", {{"elems", T * f / t}}, "", s.dtype));
+  linearForward(out, layer, "fc2_gemm", T, h, f / t);
+  tpAllReduce(out, layer, "fc2_allreduce", T * h * dtypeBytes(s.dtype), s.dtype);
+  compute(out, layer, "mlp_dropout", makeCompute("dropout_fwd", {{"elems", T * h}}, "", s.dtype));
+  compute(out, layer, "mlp_residual_add", makeCompute("add", {{"elems", T * h}}, "", s.dtype));
+}
+
+void LayerOpBuilder::mlpBackward(OpList& out, int layer) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden, t = s.tp, f = s.ffn;
+  compute(out, layer, "mlp_dropout_bwd", makeCompute("dropout_bwd", {{"elems", T * h}}, "", s.dtype));
+  linearBackward(out, layer, "fc2_dgrad", "fc2_wgrad", T, h, f / t);
+  compute(out, layer, "gelu_bwd", makeCompute("gelu_bwd", {{"elems", T * f / t}}, "", s.dtype));
+  linearBackward(out, layer, "fc1_dgrad", "fc1_wgrad", T, f / t, h);
+  tpAllReduce(out, layer, "fc1_input_grad_allreduce", T * h * dtypeBytes(s.dtype), s.dtype);
+  compute(out, layer, "mlp_layernorm_bwd",
+          makeCompute("layernorm_bwd", {{"rows", T}, {"cols", h}}, "", s.dtype));
+  compute(out, layer, "mlp_residual_grad_add", makeCompute("add", {{"elems", T * h}}, "", s.dtype));
+}
+
+void LayerOpBuilder::blockForward(const TransformerBlock& block, int layer, OpList& out) {
+  attentionForward(out, layer, /*cross=*/false);
+  if (block.cross_attention) attentionForward(out, layer, /*cross=*/true);
+  mlpForward(out, layer);
+}
+
+void LayerOpBuilder::blockBackward(const TransformerBlock& block, int layer, OpList& out) {
+  mlpBackward(out, layer);
+  if (block.cross_attention) attentionBackward(out, layer, /*cross=*/true);
+  attentionBackward(out, layer, /*cross=*/false);
+}
+
+void LayerOpBuilder::embeddingForward(int streams, OpList& out) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden;
+  for (int i = 0; i < streams; ++i) {
+    compute(out, kEmbeddingLayer, "word_embedding",
+            makeCompute("embedding_fwd", {{"tokens", T}, {"hidden", h}, {"vocab", s.vocab / s.tp}}, "",
+                        s.dtype));
+    tpAllReduce(out, kEmbeddingLayer, "embedding_allreduce", T * h * dtypeBytes(s.dtype), s.dtype);
+    compute(out, kEmbeddingLayer, "position_add", makeCompute("add", {{"elems", T * h}}, "", s.dtype));
+    compute(out, kEmbeddingLayer, "embedding_dropout",
+            makeCompute("dropout_fwd", {{"elems", T * h}}, "", s.dtype));
+  }
+}
+
+void LayerOpBuilder::embeddingBackward(int streams, OpList& out) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden;
+  for (int i = 0; i < streams; ++i) {
+    compute(out, kEmbeddingLayer, "embedding_dropout_bwd",
+            makeCompute("dropout_bwd", {{"elems", T * h}}, "", s.dtype));
+    compute(out, kEmbeddingLayer, "word_embedding_bwd",
+            makeCompute("embedding_bwd", {{"tokens", T}, {"hidden", h}, {"vocab", s.vocab / s.tp}}, "",
+                        s.dtype));
+  }
+}
+
+void LayerOpBuilder::headForward(OpList& out) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden, v = s.vocab / s.tp;
+  compute(out, kHeadLayer, "final_layernorm", makeCompute("layernorm_fwd", {{"rows", T}, {"cols", h}}, "", s.dtype));
+  linearForward(out, kHeadLayer, "lm_head_gemm", T, v, h);
+  compute(out, kHeadLayer, "cross_entropy",
+          makeCompute("cross_entropy_fwd", {{"rows", T}, {"cols", v}}, "", s.dtype));
+  // Vocab-parallel cross-entropy: max logit, target logit and sum of exponentials, fp32 per token.
+  const int64_t per_token = T * dtypeBytes(DType::kFp32);
+  tpAllReduce(out, kHeadLayer, "ce_max_allreduce", per_token, DType::kFp32);
+  tpAllReduce(out, kHeadLayer, "ce_target_allreduce", per_token, DType::kFp32);
+  tpAllReduce(out, kHeadLayer, "ce_sumexp_allreduce", per_token, DType::kFp32);
+}
+
+void LayerOpBuilder::headBackward(OpList& out) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden, v = s.vocab / s.tp;
+  compute(out, kHeadLayer, "cross_entropy_bwd",
+          makeCompute("cross_entropy_bwd", {{"rows", T}, {"cols", v}}, "", s.dtype));
+  linearBackward(out, kHeadLayer, "lm_head_dgrad", "lm_head_wgrad", T, v, h);
+  tpAllReduce(out, kHeadLayer, "lm_head_input_grad_allreduce", T * h * dtypeBytes(s.dtype), s.dtype);
+  compute(out, kHeadLayer, "final_layernorm_bwd",
+          makeCompute("layernorm_bwd", {{"rows", T}, {"cols", h}}, "", s.dtype));
+}
+
+}  // namespace evsim

@@ -1,0 +1,72 @@
+#pragma once
+// Megatron-LM op lists of one micro-batch under tensor parallelism t, per rank:
+//
+// Block forward: layernorm; QKV GEMM (column-parallel, 3h/t outputs); attention scores batched GEMM
+// (b*a/t heads); fused scale + mask + softmax; attention dropout; attention x V batched GEMM;
+// output projection GEMM (row-parallel, input h/t) then all-reduce over the t group; dropout;
+// residual add; layernorm; fc1 (column-parallel) + GeLU; fc2 (row-parallel) then all-reduce;
+// dropout; residual add. Cross-attention blocks (T5 decoder) add a layernorm, Q and KV GEMMs, the
+// attention core over the encoder sequence, projection + all-reduce, dropout and add.
+// Backward runs the reverse: per GEMM a data-gradient and a weight-gradient GEMM, the element-wise
+// backward ops, and the all-reduce of the input gradient of each column-parallel GEMM (Megatron's
+// `f` operator), i.e. two per self-attention block.
+// Embedding (vocabulary-parallel lookup + all-reduce, position add, dropout) on the first stage;
+// final layernorm, LM head GEMM (vocabulary-parallel) and the vocab-parallel cross-entropy (three
+// fp32 all-reduces of one value per token) on the last.
+//
+// GEMMs follow PyTorch's Linear: forward Y = X W^T (layout nt), dgrad dX = dY W (nn), wgrad
+// dW = dY^T X (tn).
+
+#include <cstdint>
+#include <vector>
+
+#include "events/event.h"
+#include "events/event_table.h"
+#include "events/model_config.h"
+#include "events/op_list.h"
+
+namespace evsim {
+
+struct LayerShape {
+  int64_t micro_batch = 1;  // b
+  int64_t seq = 1;          // s (decoder and encoder use the same length)
+  int64_t hidden = 1;       // h
+  int64_t heads = 1;        // a
+  int64_t ffn = 1;          // f
+  int64_t vocab = 1;        // padded vocabulary
+  int tp = 1;               // t
+  DType dtype = DType::kFp16;
+  Placement tp_group;       // where the t ranks sit (group_size == tp)
+
+  int64_t tokens() const { return micro_batch * seq; }
+};
+
+class LayerOpBuilder {
+ public:
+  LayerOpBuilder(const LayerShape& shape, EventTable& table) : shape_(shape), table_(table) {}
+
+  void blockForward(const TransformerBlock& block, int layer, OpList& out);
+  void blockBackward(const TransformerBlock& block, int layer, OpList& out);
+  // `streams` = 2 for T5-style models that embed encoder and decoder inputs on the first stage.
+  void embeddingForward(int streams, OpList& out);
+  void embeddingBackward(int streams, OpList& out);
+  void headForward(OpList& out);
+  void headBackward(OpList& out);
+
+ private:
+  void compute(OpList& out, int layer, std::string_view name, const Event& event);
+  void tpAllReduce(OpList& out, int layer, std::string_view name, int64_t bytes, DType dtype);
+  void linearForward(OpList& out, int layer, std::string_view name, int64_t rows, int64_t out_features,
+                     int64_t in_features);
+  void linearBackward(OpList& out, int layer, std::string_view dgrad, std::string_view wgrad,
+                      int64_t rows, int64_t out_features, int64_t in_features);
+  void attentionForward(OpList& out, int layer, bool cross);
+  void attentionBackward(OpList& out, int layer, bool cross);
+  void mlpForward(OpList& out, int layer);
+  void mlpBackward(OpList& out, int layer);
+
+  const LayerShape& shape_;
+  EventTable& table_;
+};
+
+}  // namespace evsim

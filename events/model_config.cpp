@@ -1,0 +1,109 @@
+#include "events/model_config.h"
+
+#include "common/error.h"
+#include "events/yaml_reader.h"
+
+namespace evsim {
+
+namespace {
+
+ModelConfig readModel(const YamlReader& root) {
+  root.allowOnly({"name", "dtype", "hidden_size", "num_heads", "ffn_hidden_size", "seq_length",
+                  "vocab_size", "layers", "description"});
+  ModelConfig model;
+  model.source = root.file();
+  model.name = root.str("name");
+  model.dtype = parseDType(root.str("dtype"), root.where("dtype"));
+  model.hidden_size = root.positiveInt("hidden_size");
+  model.num_heads = root.positiveInt("num_heads");
+  model.ffn_hidden_size = root.positiveInt("ffn_hidden_size");
+  model.seq_length = root.positiveInt("seq_length");
+  model.vocab_size = root.positiveInt("vocab_size");
+  if (model.hidden_size % model.num_heads != 0) {
+    root.fail("num_heads", fmt::format("{} does not divide hidden_size {}", model.num_heads,
+                                       model.hidden_size));
+  }
+
+  bool seen_embedding = false, seen_head = false, seen_encoder = false;
+  std::vector<YamlReader> groups = root.items("layers");
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const YamlReader& group = groups[i];
+    std::string type = group.str("type");
+    bool last = i + 1 == groups.size();
+    if (type == "embedding") {
+      group.allowOnly({"type"});
+      if (i != 0 || seen_embedding) group.fail("type", "embedding must be the first layer group");
+      seen_embedding = true;
+    } else if (type == "head") {
+      group.allowOnly({"type"});
+      if (!last) group.fail("type", "head must be the last layer group");
+      seen_head = true;
+    } else if (type == "encoder" || type == "decoder") {
+      TransformerBlock block;
+      block.type = type == "encoder" ? BlockType::kEncoder : BlockType::kDecoder;
+      if (block.type == BlockType::kDecoder) {
+        group.allowOnly({"type", "count", "cross_attention"});
+        block.cross_attention = group.boolean("cross_attention");
+        if (block.cross_attention && !seen_encoder) {
+          group.fail("cross_attention", "true needs encoder blocks before this group");
+        }
+      } else {
+        group.allowOnly({"type", "count"});
+        seen_encoder = true;
+        if (model.hasCrossAttention()) group.fail("type", "encoder blocks after cross-attention");
+      }
+      int64_t count = group.positiveInt("count");
+      model.blocks.insert(model.blocks.end(), count, block);
+    } else {
+      group.fail("type", "'" + type + "': unknown layer type (embedding, encoder, decoder, head)");
+    }
+  }
+  if (!seen_embedding) root.fail("layers", "needs an embedding group first");
+  if (!seen_head) root.fail("layers", "needs a head group last");
+  if (model.blocks.empty()) root.fail("layers", "needs at least one encoder or decoder group");
+  return model;
+}
+
+}  // namespace
+
+bool ModelConfig::hasCrossAttention() const {
+  for (const TransformerBlock& b : blocks) {
+    if (b.cross_attention) return true;
+  }
+  return false;
+}
+
+int64_t ModelConfig::paddedVocab(int tp) const {
+  int64_t multiple = 128 * static_cast<int64_t>(tp);
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+int64_t ModelConfig::blockParameters(const TransformerBlock& block) const {
+  int64_t h = hidden_size, f = ffn_hidden_size;
+  int64_t attention = 4 * h * h + 4 * h;      // QKV + output projection, with biases
+  int64_t mlp = 2 * h * f + f + h;            // fc1 + fc2, with biases
+  int64_t layernorms = 2 * 2 * h;             // two layernorms, gain + bias
+  int64_t params = attention + mlp + layernorms;
+  if (block.cross_attention) params += attention + 2 * h;  // cross-attention + its layernorm
+  return params;
+}
+
+int64_t ModelConfig::embeddingParameters(int tp) const {
+  return paddedVocab(tp) * hidden_size + seq_length * hidden_size;
+}
+
+int64_t ModelConfig::totalParameters() const {
+  int64_t params = embeddingParameters(1) + 2 * hidden_size;  // + final layernorm
+  for (const TransformerBlock& b : blocks) params += blockParameters(b);
+  return params;
+}
+
+ModelConfig loadModelConfig(const std::string& path) {
+  return readModel(YamlReader::fromFile(path));
+}
+
+ModelConfig parseModelConfig(const std::string& yaml_text, const std::string& origin) {
+  return readModel(YamlReader::fromString(yaml_text, origin));
+}
+
+}  // namespace evsim

@@ -1,0 +1,31 @@
+#pragma once
+// One op as a device runs it: which unique event, on which stream, for which layer. Stage op lists
+// are built once per stage and reused for every micro-batch and every replica.
+
+#include <string_view>
+#include <vector>
+
+namespace evsim {
+
+// Streams are the trace threads of a device. Compute, TP and PP communication block each other
+// (Megatron runs them in order on the default stream); only DP gradient reduction may overlap.
+enum class Stream { kCompute, kTpComm, kPpComm, kDpComm };
+inline constexpr int kStreamCount = 4;
+std::string_view streamName(Stream stream);  // "compute", "tp-comm", "pp-comm", "dp-comm"
+
+enum class Phase { kForward, kBackward, kGradSync, kOptimizer };
+std::string_view phaseName(Phase phase);  // "forward", "backward", "grad-sync", "optimizer"
+
+inline constexpr int kEmbeddingLayer = -1;  // `layer` of ops outside transformer blocks
+inline constexpr int kHeadLayer = -2;
+
+struct OpInstance {
+  int event = -1;           // index into the plan's event table
+  Stream stream = Stream::kCompute;
+  int layer = kEmbeddingLayer;  // global transformer block index, or kEmbeddingLayer/kHeadLayer
+  std::string_view name;    // op name within the layer, e.g. "qkv_gemm" (static storage)
+};
+
+using OpList = std::vector<OpInstance>;
+
+}  // namespace evsim

@@ -1,0 +1,85 @@
+#include "events/rank_layout.h"
+
+#include <algorithm>
+#include <map>
+
+#include "common/error.h"
+
+namespace evsim {
+
+namespace {
+// Larger is worse: crossing more nodes, then crowding fewer ranks on each.
+bool worse(const Placement& a, const Placement& b) {
+  if (a.nodes != b.nodes) return a.nodes > b.nodes;
+  return a.ranks_per_node < b.ranks_per_node;
+}
+}  // namespace
+
+RankLayout::RankLayout(const Strategy& strategy, int gpus_per_node)
+    : tp_(strategy.tp), pp_(strategy.pp), dp_(strategy.dp), gpus_per_node_(gpus_per_node) {
+  EVSIM_CHECK(tp_ > 0 && pp_ > 0 && dp_ > 0 && gpus_per_node_ > 0, "bad layout");
+}
+
+RankCoord RankLayout::coord(int64_t rank) const {
+  RankCoord c;
+  c.tp = static_cast<int>(rank % tp_);
+  c.dp = static_cast<int>((rank / tp_) % dp_);
+  c.pp = static_cast<int>(rank / (int64_t{tp_} * dp_));
+  return c;
+}
+
+Placement RankLayout::placementOf(const std::vector<int64_t>& ranks) const {
+  std::map<int, int> per_node;
+  for (int64_t r : ranks) ++per_node[node(r)];
+  Placement p;
+  p.group_size = static_cast<int>(ranks.size());
+  p.nodes = static_cast<int>(per_node.size());
+  p.ranks_per_node = 0;
+  for (const auto& [n, count] : per_node) p.ranks_per_node = std::max(p.ranks_per_node, count);
+  return p;
+}
+
+Placement RankLayout::tpGroup(int dp, int pp) const {
+  std::vector<int64_t> ranks;
+  for (int t = 0; t < tp_; ++t) ranks.push_back(rank(t, dp, pp));
+  return placementOf(ranks);
+}
+
+Placement RankLayout::dpGroup(int tp, int pp) const {
+  std::vector<int64_t> ranks;
+  for (int d = 0; d < dp_; ++d) ranks.push_back(rank(tp, d, pp));
+  return placementOf(ranks);
+}
+
+Placement RankLayout::pipelinePair(int tp, int dp, int pp) const {
+  return placementOf({rank(tp, dp, pp), rank(tp, dp, pp + 1)});
+}
+
+Placement RankLayout::worstTpGroup(int pp) const {
+  Placement worst = tpGroup(0, pp);
+  for (int d = 1; d < dp_; ++d) {
+    Placement p = tpGroup(d, pp);
+    if (worse(p, worst)) worst = p;
+  }
+  return worst;
+}
+
+Placement RankLayout::worstDpGroup(int pp) const {
+  Placement worst = dpGroup(0, pp);
+  for (int t = 1; t < tp_; ++t) {
+    Placement p = dpGroup(t, pp);
+    if (worse(p, worst)) worst = p;
+  }
+  return worst;
+}
+
+Placement RankLayout::worstPipelinePair(int dp, int pp) const {
+  Placement worst = pipelinePair(0, dp, pp);
+  for (int t = 1; t < tp_; ++t) {
+    Placement p = pipelinePair(t, dp, pp);
+    if (worse(p, worst)) worst = p;
+  }
+  return worst;
+}
+
+}  // namespace evsim

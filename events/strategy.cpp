@@ -1,0 +1,99 @@
+#include "events/strategy.h"
+
+#include <cctype>
+
+#include "common/error.h"
+#include "common/strings.h"
+
+namespace evsim {
+
+std::string_view scheduleName(Schedule schedule) {
+  switch (schedule) {
+    case Schedule::kGpipe: return "gpipe";
+    case Schedule::kDapple: return "dapple";
+  }
+  return "?";
+}
+
+Schedule parseSchedule(std::string_view text, std::string_view flag) {
+  std::string lower = toLower(trim(text));
+  if (lower == "gpipe") return Schedule::kGpipe;
+  if (lower == "dapple" || lower == "1f1b") return Schedule::kDapple;
+  EVSIM_THROW(InputError, "{} '{}': unknown schedule (gpipe, dapple or 1f1b)", flag, text);
+}
+
+std::string Strategy::name() const { return fmt::format("{}M{}P{}D", tp, pp, dp); }
+
+void parseStrategyText(std::string_view text, Strategy& strategy, std::string_view flag) {
+  std::string upper = toLower(trim(text));
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  int values[3] = {0, 0, 0};  // M, P, D
+  const std::string letters = "MPD";
+  size_t pos = 0;
+  while (pos < upper.size()) {
+    size_t digits = pos;
+    while (digits < upper.size() && std::isdigit(static_cast<unsigned char>(upper[digits]))) ++digits;
+    if (digits == pos || digits >= upper.size() || letters.find(upper[digits]) == std::string::npos ||
+        digits - pos > 6) {
+      EVSIM_THROW(InputError, "{} '{}': expected the form 2M4P2D (a number before each of M, P, D)",
+                  flag, text);
+    }
+    int slot = static_cast<int>(letters.find(upper[digits]));
+    if (values[slot] != 0) EVSIM_THROW(InputError, "{} '{}': {} given twice", flag, text, upper[digits]);
+    values[slot] = std::stoi(upper.substr(pos, digits - pos));
+    if (values[slot] <= 0) {
+      EVSIM_THROW(InputError, "{} '{}': {} must be > 0", flag, text, upper[digits]);
+    }
+    pos = digits + 1;
+  }
+  for (int slot = 0; slot < 3; ++slot) {
+    if (values[slot] == 0) {
+      EVSIM_THROW(InputError, "{} '{}': missing the {} part (form 2M4P2D)", flag, text, letters[slot]);
+    }
+  }
+  strategy.tp = values[0];
+  strategy.pp = values[1];
+  strategy.dp = values[2];
+}
+
+std::optional<std::string> strategyViolation(const ModelConfig& model, const ClusterConfig& cluster,
+                                             const Strategy& s) {
+  std::string label = "--strategy " + s.name();
+  if (s.tp <= 0 || s.pp <= 0 || s.dp <= 0) return label + ": M, P and D must be > 0";
+  if (model.num_heads % s.tp != 0) {
+    return fmt::format("{}: M={} does not divide num_heads={} of {}", label, s.tp, model.num_heads,
+                       model.name);
+  }
+  if (model.hidden_size % s.tp != 0) {
+    return fmt::format("{}: M={} does not divide hidden_size={} of {}", label, s.tp,
+                       model.hidden_size, model.name);
+  }
+  if (model.ffn_hidden_size % s.tp != 0) {
+    return fmt::format("{}: M={} does not divide ffn_hidden_size={} of {}", label, s.tp,
+                       model.ffn_hidden_size, model.name);
+  }
+  if (s.pp > model.numLayers()) {
+    return fmt::format("{}: P={} is more than the {} layers of {}", label, s.pp, model.numLayers(),
+                       model.name);
+  }
+  if (auto total = cluster.totalGpus(); total && s.gpus() > *total) {
+    return fmt::format("{}: needs {} GPUs, cluster {} has {} ({} nodes x {})", label, s.gpus(),
+                       cluster.name, *total, *cluster.nodes, cluster.gpus_per_node);
+  }
+  if (s.micro_batch <= 0) return fmt::format("--micro-batch {}: must be > 0", s.micro_batch);
+  if (s.global_batch <= 0) return fmt::format("--global-batch {}: must be > 0", s.global_batch);
+  if (s.global_batch % (s.micro_batch * s.dp) != 0) {
+    return fmt::format("--global-batch {}: not divisible by micro-batch x D = {} x {} = {}",
+                       s.global_batch, s.micro_batch, s.dp, s.micro_batch * s.dp);
+  }
+  if (s.dp_overlap && s.dp_bucket_bytes <= 0) {
+    return fmt::format("--dp-bucket-mb: bucket of {} bytes must be > 0", s.dp_bucket_bytes);
+  }
+  return std::nullopt;
+}
+
+void validateStrategy(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& s) {
+  if (auto why = strategyViolation(model, cluster, s)) throw InputError(*why);
+}
+
+}  // namespace evsim

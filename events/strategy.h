@@ -1,0 +1,51 @@
+#pragma once
+// A hybrid parallel strategy: tensor (model) parallel M, pipeline P, data parallel D, written
+// "2M4P2D", plus micro-batch size b, global batch B and the pipeline schedule. Each pipeline runs
+// m = B / (b * D) micro-batches per iteration.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "events/cluster_config.h"
+#include "events/model_config.h"
+
+namespace evsim {
+
+enum class Schedule { kGpipe, kDapple };
+
+std::string_view scheduleName(Schedule schedule);  // "gpipe", "dapple"
+// Accepts gpipe, dapple and 1f1b (any case); throws InputError naming `flag` otherwise.
+Schedule parseSchedule(std::string_view text, std::string_view flag = "--schedule");
+
+struct Strategy {
+  int tp = 1;  // M
+  int pp = 1;  // P
+  int dp = 1;  // D
+  int64_t micro_batch = 1;   // b
+  int64_t global_batch = 1;  // B
+  Schedule schedule = Schedule::kDapple;
+  // Data-parallel gradient all-reduce in buckets overlapped with the last backward (PyTorch DDP).
+  bool dp_overlap = false;
+  int64_t dp_bucket_bytes = 25 * 1024 * 1024;  // DDP's default bucket_cap_mb = 25
+
+  int64_t gpus() const { return int64_t{tp} * pp * dp; }
+  int64_t microBatches() const { return global_batch / (micro_batch * dp); }
+  std::string name() const;  // "2M4P2D"
+};
+
+// Parses "2M4P2D" (any case, any order of the three parts, each once). Throws InputError naming
+// `flag` and the text.
+void parseStrategyText(std::string_view text, Strategy& strategy,
+                       std::string_view flag = "--strategy");
+
+// Why `strategy` cannot run `model` on `cluster`, or nullopt when it can. Names the flag, the value
+// and the rule broken, e.g. "--strategy 3M1P1D: M=3 does not divide num_heads=16".
+std::optional<std::string> strategyViolation(const ModelConfig& model, const ClusterConfig& cluster,
+                                             const Strategy& strategy);
+// Throws InputError with strategyViolation's message.
+void validateStrategy(const ModelConfig& model, const ClusterConfig& cluster,
+                      const Strategy& strategy);
+
+}  // namespace evsim
