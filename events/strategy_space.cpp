@@ -3,6 +3,8 @@
 #include <set>
 #include <tuple>
 
+#include <fmt/format.h>
+
 #include "events/iteration_plan.h"
 
 namespace evsim {
