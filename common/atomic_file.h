@@ -1,0 +1,33 @@
+#pragma once
+// Writes a file all-or-nothing: output goes to "<path>.tmp.<pid>" in the same directory and is
+// renamed over `path` by commit(). Destroyed without commit() (an exception, a crash), the temp file
+// is removed and any previous `path` stays intact: a reader never sees a partial output.
+
+#include <fstream>
+#include <string>
+
+namespace evsim {
+
+class AtomicFileWriter {
+ public:
+  // Throws InputError naming the path when the file cannot be created.
+  explicit AtomicFileWriter(std::string path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  std::ofstream& stream() { return out_; }
+  // Flushes, checks for write errors and renames into place. Throws Error on failure.
+  void commit();
+
+ private:
+  std::string path_;
+  std::string temp_path_;
+  std::ofstream out_;
+  bool committed_ = false;
+};
+
+// Convenience: the whole content at once.
+void writeFileAtomically(const std::string& path, const std::string& content);
+
+}  // namespace evsim
