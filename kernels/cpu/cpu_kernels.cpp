@@ -1,0 +1,258 @@
+// ComputeKernel wrappers over the pure functions of cpu_ops.h, and makeCpuKernel. Each wrapper
+// owns float32 buffers sized from the event's dims, filled with random values at construction,
+// and calls one function per run().
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/hash_rng.h"
+#include "kernels/kernel.h"
+
+namespace evsim {
+
+namespace {
+
+using Floats = std::vector<float>;
+using Ints = std::vector<int32_t>;
+namespace kp = kernel_params;
+
+// Random buffer number `stream` of a kernel seeded with `seed`.
+Floats randomFloats(int64_t n, uint64_t seed, uint64_t stream, float lo = -1.0f, float hi = 1.0f) {
+  Floats out(static_cast<size_t>(n));
+  uint64_t s = rng::hashAt(seed, stream);
+  for (int64_t i = 0; i < n; ++i) out[i] = rng::uniformAt(s, uint64_t(i), lo, hi);
+  return out;
+}
+
+Ints randomIndices(int64_t n, int64_t bound, uint64_t seed, uint64_t stream) {
+  Ints out(static_cast<size_t>(n));
+  uint64_t s = rng::hashAt(seed, stream);
+  for (int64_t i = 0; i < n; ++i) out[i] = rng::indexAt(s, uint64_t(i), bound);
+  return out;
+}
+
+class GemmKernel final : public ComputeKernel {
+ public:
+  GemmKernel(const Event& e, uint64_t seed)
+      : layout_(e.layout),
+        batch_(e.hasDim("batch") ? e.dim("batch") : 1),
+        m_(e.dim("m")), n_(e.dim("n")), k_(e.dim("k")),
+        a_(randomFloats(batch_ * m_ * k_, seed, 0)),
+        b_(randomFloats(batch_ * k_ * n_, seed, 1)),
+        c_(randomFloats(batch_ * m_ * n_, seed, 2)) {
+    kp::parseGemmLayout(layout_);  // fail at construction, not at the first timed run
+  }
+  void run() override {
+    cpu::batchedGemm(layout_, batch_, m_, n_, k_, a_.data(), b_.data(), c_.data());
+  }
+
+ private:
+  std::string layout_;
+  int64_t batch_, m_, n_, k_;
+  Floats a_, b_, c_;
+};
+
+class SoftmaxKernel final : public ComputeKernel {
+ public:
+  SoftmaxKernel(const Event& e, uint64_t seed, bool backward)
+      : backward_(backward), rows_(e.dim("rows")), cols_(e.dim("cols")),
+        x_(randomFloats(rows_ * cols_, seed, 0)), y_(x_.size()), dy_(randomFloats(rows_ * cols_, seed, 1)),
+        dx_(x_.size()) {
+    // The backward pass needs real probabilities (with the mask's zeros) as its input y.
+    cpu::softmaxForward(x_.data(), y_.data(), rows_, cols_, kp::kSoftmaxScale, kp::SoftmaxMask::kCausal);
+  }
+  void run() override {
+    if (backward_) {
+      cpu::softmaxBackward(y_.data(), dy_.data(), dx_.data(), rows_, cols_, kp::kSoftmaxScale);
+    } else {
+      cpu::softmaxForward(x_.data(), y_.data(), rows_, cols_, kp::kSoftmaxScale,
+                          kp::SoftmaxMask::kCausal);
+    }
+  }
+
+ private:
+  bool backward_;
+  int64_t rows_, cols_;
+  Floats x_, y_, dy_, dx_;
+};
+
+class LayerNormKernel final : public ComputeKernel {
+ public:
+  LayerNormKernel(const Event& e, uint64_t seed, bool backward)
+      : backward_(backward), rows_(e.dim("rows")), cols_(e.dim("cols")),
+        x_(randomFloats(rows_ * cols_, seed, 0)), gamma_(randomFloats(cols_, seed, 1, 0.5f, 1.5f)),
+        beta_(randomFloats(cols_, seed, 2)), y_(x_.size()), mean_(rows_), rstd_(rows_),
+        dy_(randomFloats(rows_ * cols_, seed, 3)), dx_(x_.size()), dgamma_(cols_), dbeta_(cols_) {
+    forward();  // backward reads the saved statistics
+  }
+  void run() override {
+    if (backward_) {
+      cpu::layerNormBackward(x_.data(), dy_.data(), gamma_.data(), mean_.data(), rstd_.data(),
+                             dx_.data(), dgamma_.data(), dbeta_.data(), rows_, cols_);
+    } else {
+      forward();
+    }
+  }
+
+ private:
+  void forward() {
+    cpu::layerNormForward(x_.data(), gamma_.data(), beta_.data(), y_.data(), mean_.data(),
+                          rstd_.data(), rows_, cols_, kp::kLayerNormEpsilon);
+  }
+  bool backward_;
+  int64_t rows_, cols_;
+  Floats x_, gamma_, beta_, y_, mean_, rstd_, dy_, dx_, dgamma_, dbeta_;
+};
+
+// gelu_fwd/bwd, dropout_fwd/bwd and add: n elements, two inputs, one output.
+class ElementwiseKernel final : public ComputeKernel {
+ public:
+  ElementwiseKernel(const Event& e, uint64_t seed)
+      : op_(e.op), n_(e.dim("elems")), seed_(seed), a_(randomFloats(n_, seed, 0)),
+        b_(randomFloats(n_, seed, 1)), out_(n_) {
+    if (op_.starts_with("dropout")) {
+      // dropout_bwd reuses the mask of a forward pass.
+      mask_.resize(static_cast<size_t>(n_));
+      cpu::dropoutForward(a_.data(), out_.data(), mask_.data(), n_, kp::kDropoutProbability, seed_);
+    }
+  }
+  void run() override {
+    if (op_ == "gelu_fwd") {
+      cpu::geluForward(a_.data(), out_.data(), n_);
+    } else if (op_ == "gelu_bwd") {
+      cpu::geluBackward(a_.data(), b_.data(), out_.data(), n_);
+    } else if (op_ == "dropout_fwd") {
+      cpu::dropoutForward(a_.data(), out_.data(), mask_.data(), n_, kp::kDropoutProbability, seed_);
+    } else if (op_ == "dropout_bwd") {
+      cpu::dropoutBackward(b_.data(), mask_.data(), out_.data(), n_, kp::kDropoutProbability);
+    } else {
+      cpu::add(a_.data(), b_.data(), out_.data(), n_);
+    }
+  }
+
+ private:
+  std::string op_;
+  int64_t n_;
+  uint64_t seed_;
+  Floats a_, b_, out_;
+  std::vector<uint8_t> mask_;
+};
+
+class EmbeddingKernel final : public ComputeKernel {
+ public:
+  EmbeddingKernel(const Event& e, uint64_t seed, bool backward)
+      : backward_(backward), tokens_(e.dim("tokens")), hidden_(e.dim("hidden")),
+        ids_(randomIndices(tokens_, e.dim("vocab"), seed, 0)),
+        table_(randomFloats(e.dim("vocab") * hidden_, seed, 1)),
+        activations_(randomFloats(tokens_ * hidden_, seed, 2)) {}
+  void run() override {
+    // Forward: table -> activations. Backward: activation gradients scatter-add into the table's
+    // gradient, which plays the role of table_ (accumulating like Megatron's main_grad).
+    if (backward_) {
+      cpu::embeddingBackward(ids_.data(), activations_.data(), table_.data(), tokens_, hidden_);
+    } else {
+      cpu::embeddingForward(ids_.data(), table_.data(), activations_.data(), tokens_, hidden_);
+    }
+  }
+
+ private:
+  bool backward_;
+  int64_t tokens_, hidden_;
+  Ints ids_;
+  Floats table_, activations_;
+};
+
+class CrossEntropyKernel final : public ComputeKernel {
+ public:
+  CrossEntropyKernel(const Event& e, uint64_t seed, bool backward)
+      : backward_(backward), rows_(e.dim("rows")), cols_(e.dim("cols")),
+        logits_(randomFloats(rows_ * cols_, seed, 0, -4.0f, 4.0f)),
+        targets_(randomIndices(rows_, cols_, seed, 1)), loss_(rows_), lse_(rows_),
+        dloss_(randomFloats(rows_, seed, 2, 0.5f, 1.5f)), dlogits_(backward ? logits_.size() : 0) {
+    forward();  // backward reads the saved log-sum-exp
+  }
+  void run() override {
+    if (backward_) {
+      cpu::crossEntropyBackward(logits_.data(), targets_.data(), lse_.data(), dloss_.data(),
+                                dlogits_.data(), rows_, cols_);
+    } else {
+      forward();
+    }
+  }
+
+ private:
+  void forward() {
+    cpu::crossEntropyForward(logits_.data(), targets_.data(), loss_.data(), lse_.data(), rows_,
+                             cols_);
+  }
+  bool backward_;
+  int64_t rows_, cols_;
+  Floats logits_;
+  Ints targets_;
+  Floats loss_, lse_, dloss_, dlogits_;
+};
+
+class AdamKernel final : public ComputeKernel {
+ public:
+  AdamKernel(const Event& e, uint64_t seed)
+      : n_(e.dim("params")), weights_(randomFloats(n_, seed, 0)), grads_(randomFloats(n_, seed, 1)),
+        m_(randomFloats(n_, seed, 2, -0.01f, 0.01f)),
+        v_(randomFloats(n_, seed, 3, 1e-6f, 1e-4f)) {}  // second moments are positive
+  void run() override { cpu::adamStep(weights_.data(), grads_.data(), m_.data(), v_.data(), n_, ++step_, {}); }
+
+ private:
+  int64_t n_;
+  int64_t step_ = 0;
+  Floats weights_, grads_, m_, v_;
+};
+
+using Factory = std::function<std::unique_ptr<ComputeKernel>(const Event&, uint64_t)>;
+
+template <typename K>
+Factory plain() {
+  return [](const Event& e, uint64_t s) { return std::make_unique<K>(e, s); };
+}
+template <typename K>
+Factory pass(bool backward) {
+  return [backward](const Event& e, uint64_t s) { return std::make_unique<K>(e, s, backward); };
+}
+
+const std::map<std::string, Factory, std::less<>>& factories() {
+  static const std::map<std::string, Factory, std::less<>> table = {
+      {"gemm", plain<GemmKernel>()},
+      {"bgemm", plain<GemmKernel>()},
+      {"softmax_fwd", pass<SoftmaxKernel>(false)},
+      {"softmax_bwd", pass<SoftmaxKernel>(true)},
+      {"layernorm_fwd", pass<LayerNormKernel>(false)},
+      {"layernorm_bwd", pass<LayerNormKernel>(true)},
+      {"gelu_fwd", plain<ElementwiseKernel>()},
+      {"gelu_bwd", plain<ElementwiseKernel>()},
+      {"dropout_fwd", plain<ElementwiseKernel>()},
+      {"dropout_bwd", plain<ElementwiseKernel>()},
+      {"add", plain<ElementwiseKernel>()},
+      {"embedding_fwd", pass<EmbeddingKernel>(false)},
+      {"embedding_bwd", pass<EmbeddingKernel>(true)},
+      {"cross_entropy_fwd", pass<CrossEntropyKernel>(false)},
+      {"cross_entropy_bwd", pass<CrossEntropyKernel>(true)},
+      {"adam", plain<AdamKernel>()},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::unique_ptr<ComputeKernel> makeCpuKernel(const Event& event, uint64_t seed) {
+  if (event.kind != EventKind::kCompute) {
+    EVSIM_THROW(InputError, "'{}': not a compute event; no CPU kernel runs it", event.signature());
+  }
+  auto it = factories().find(event.op);
+  if (it == factories().end()) {
+    EVSIM_THROW(InputError, "'{}': no CPU kernel for compute op '{}'", event.signature(), event.op);
+  }
+  return it->second(event, seed);
+}
+
+}  // namespace evsim
