@@ -109,6 +109,7 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
   shape.vocab = plan.padded_vocab;
   shape.tp = M;
   shape.dtype = dtype;
+  shape.tp_group = layout.worstTpGroup(0);  // stages are balanced by FLOPs; placement is moot there
 
   std::vector<int> first_layer = balancedStages(model, shape, P, embedding_streams);
   EventTable& table = plan.events;

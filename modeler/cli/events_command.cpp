@@ -1,0 +1,143 @@
+#include "modeler/cli/events_command.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <memory>
+
+#include "common/atomic_file.h"
+#include "common/error.h"
+#include "common/strings.h"
+#include "events/event_file.h"
+#include "events/iteration_plan.h"
+#include "events/strategy_space.h"
+#include "modeler/cli/run_options.h"
+
+namespace evsim {
+
+namespace {
+
+struct EventsArgs {
+  RunOptions run;
+  int64_t gpus = 0;
+  std::string micro_batches = "1,2,4,8";
+  bool json = false;
+  std::string output;
+};
+
+nlohmann::json eventsJson(const EventTable& table, int64_t op_executions) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const UniqueEvent& u : table.events()) {
+    const Event& e = u.event;
+    nlohmann::json item = {{"signature", u.signature},
+                           {"kind", eventKindName(e.kind)},
+                           {"op", e.op},
+                           {"count", u.count},
+                           {"flops", e.flops},
+                           {"dtype", dtypeName(e.dtype)}};
+    if (isCommunication(e.kind)) {
+      item["bytes"] = e.message_bytes;
+      item["group_size"] = e.placement.group_size;
+      item["nodes"] = e.placement.nodes;
+      item["ranks_per_node"] = e.placement.ranks_per_node;
+      item["scope"] = scopeName(e.placement);
+    } else {
+      item["bytes"] = e.memory_bytes;
+    }
+    events.push_back(std::move(item));
+  }
+  return {{"op_executions", op_executions}, {"unique_events", table.size()}, {"events", events}};
+}
+
+void printText(const EventTable& table, int64_t op_executions, const std::string& title) {
+  fmt::print("{}\n\n", title);
+  fmt::print("{:>10}  {:<9} {:>14} {:>12}  {:<6} {}\n", "count", "kind", "GFLOP/exec", "bytes",
+             "scope", "signature");
+  for (const UniqueEvent& u : table.events()) {
+    const Event& e = u.event;
+    bool comm = isCommunication(e.kind);
+    fmt::print("{:>10}  {:<9} {:>14.4f} {:>12}  {:<6} {}\n", u.count, eventKindName(e.kind),
+               e.flops / 1e9, comm ? e.message_bytes : e.memory_bytes,
+               comm ? scopeName(e.placement) : "-", u.signature);
+  }
+  double ratio = table.size() ? double(op_executions) / table.size() : 0;
+  fmt::print("\n{} op executions collapse into {} unique events ({:.0f}x)\n", op_executions,
+             table.size(), ratio);
+}
+
+void run(const EventsArgs& args) {
+  ModelConfig model = args.run.loadModel();
+  ClusterConfig cluster = args.run.loadCluster();
+  EventTable union_table;
+  const EventTable* table = nullptr;
+  int64_t op_executions = 0;
+  std::unique_ptr<IterationPlan> plan;
+  std::vector<std::pair<std::string, std::string>> source = {{"model", model.name},
+                                                             {"cluster", cluster.name}};
+  std::string title;
+  if (args.gpus > 0) {
+    Strategy base;
+    base.global_batch = args.run.global_batch;
+    base.dp_overlap = args.run.dp_overlap;
+    if (base.global_batch <= 0) EVSIM_THROW(InputError, "--global-batch: required with --gpus");
+    StrategySpace space;
+    space.gpus = args.gpus;
+    space.micro_batches = parseIntList(args.micro_batches, "--micro-batches");
+    space.schedules = {Schedule::kDapple};
+    union_table = unionOfEvents(model, cluster, base, space);
+    if (union_table.size() == 0) {
+      EVSIM_THROW(InputError, "--gpus {}: no valid strategy for {} on {} (global batch {})",
+                  args.gpus, model.name, cluster.name, base.global_batch);
+    }
+    table = &union_table;
+    for (const UniqueEvent& u : union_table.events()) op_executions += u.count;
+    source.push_back({"gpus", std::to_string(args.gpus)});
+    source.push_back({"global_batch", std::to_string(base.global_batch)});
+    source.push_back({"micro_batches", args.micro_batches});
+    title = fmt::format("Union of events over every valid strategy: {} on {} x {} ({} GPUs)",
+                        model.name, cluster.name, cluster.device.name, args.gpus);
+  } else {
+    Strategy strategy = args.run.strategy();
+    plan = std::make_unique<IterationPlan>(buildIterationPlan(model, cluster, strategy));
+    table = &plan->events;
+    op_executions = plan->op_executions;
+    source.push_back({"strategy", strategy.name()});
+    source.push_back({"micro_batch", std::to_string(strategy.micro_batch)});
+    source.push_back({"global_batch", std::to_string(strategy.global_batch)});
+    title = fmt::format("{} on {}: {} (b={}, B={}, m={} micro-batches, {} GPUs)", model.name,
+                        cluster.name, strategy.name(), strategy.micro_batch, strategy.global_batch,
+                        plan->micro_batches, strategy.gpus());
+  }
+  if (!args.output.empty()) {
+    writeFileAtomically(args.output, eventsFileYaml(*table, op_executions, source));
+  }
+  if (args.json) {
+    nlohmann::json out = eventsJson(*table, op_executions);
+    nlohmann::json src = nlohmann::json::object();
+    for (const auto& [k, v] : source) src[k] = v;
+    out["source"] = src;
+    std::cout << out.dump(2) << "\n";
+  } else {
+    printText(*table, op_executions, title);
+    if (!args.output.empty()) fmt::print("events written to {}\n", args.output);
+  }
+}
+
+}  // namespace
+
+void registerEventsCommand(CLI::App& app) {
+  auto args = std::make_shared<EventsArgs>();
+  CLI::App* cmd = app.add_subcommand("events", "list the unique events of a model and strategy");
+  args->run.addModelOptions(*cmd);
+  args->run.addStrategyOptions(*cmd, /*strategy_required=*/false);
+  cmd->add_option("--gpus", args->gpus,
+                  "instead of one strategy: the union over every valid strategy for N GPUs");
+  cmd->add_option("--micro-batches", args->micro_batches, "micro-batch sizes for --gpus")
+      ->capture_default_str();
+  cmd->add_flag("--json", args->json, "print JSON");
+  cmd->add_option("-o,--output", args->output, "write the events file (YAML) for eventprof");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace evsim

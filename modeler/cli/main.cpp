@@ -1,0 +1,29 @@
+// eventsim: events, simulate, search, compare. The composition root: parses the command line,
+// runs one subcommand, and turns exceptions into one line and an exit code (2 for bad input).
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "common/error.h"
+#include "modeler/cli/events_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"eventsim: predict distributed transformer training from profiled events"};
+  app.require_subcommand(1);
+  evsim::registerEventsCommand(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : evsim::kInputErrorExitCode;
+  } catch (const evsim::InputError& e) {
+    fmt::print(stderr, "eventsim: error: {}\n", e.what());
+    return evsim::kInputErrorExitCode;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "eventsim: internal error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

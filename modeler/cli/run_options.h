@@ -1,0 +1,44 @@
+#pragma once
+// Command-line options shared by the eventsim subcommands: which model, cluster and strategy.
+// A model or cluster is a YAML path, or a bundled config's name ("gpt2-345m" ->
+// configs/models/gpt2-345m.yaml in the source tree).
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+
+#include "events/cluster_config.h"
+#include "events/model_config.h"
+#include "events/strategy.h"
+
+namespace evsim {
+
+struct RunOptions {
+  std::string model;
+  std::string cluster;
+  std::string strategy_text;
+  int tp = 0, pp = 0, dp = 0;
+  int64_t micro_batch = 0;
+  int64_t global_batch = 0;
+  std::string schedule = "dapple";
+  bool dp_overlap = false;
+  double dp_bucket_mb = 25;
+
+  // Registers --model, --cluster (required).
+  void addModelOptions(CLI::App& app);
+  // Registers --strategy / --tp --pp --dp, --micro-batch, --global-batch, --schedule, --dp-overlap.
+  void addStrategyOptions(CLI::App& app, bool strategy_required);
+
+  ModelConfig loadModel() const;
+  ClusterConfig loadCluster() const;
+  // Strategy from the flags; throws InputError naming the flag.
+  Strategy strategy() const;
+  // The same options as a command line fragment ("--model x --cluster y --strategy 2M2P4D ...").
+  std::string commandLine(const Strategy& strategy) const;
+};
+
+// Resolves a config argument: an existing file, or configs/<kind>/<name>.yaml.
+std::string resolveConfigPath(const std::string& argument, const std::string& kind);
+
+}  // namespace evsim
