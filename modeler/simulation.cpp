@@ -1,0 +1,170 @@
+#include "modeler/simulation.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "common/error.h"
+#include "common/units.h"
+
+namespace evsim {
+
+namespace {
+
+// Prefix sums of op costs: where each op starts within its task, and the task's total.
+double opOffsets(const OpList& ops, const std::vector<EventCost>& costs, std::vector<double>& starts) {
+  double t = 0;
+  starts.reserve(ops.size());
+  for (const OpInstance& op : ops) {
+    starts.push_back(t);
+    t += costs[op.event].time_us;
+  }
+  return t;
+}
+
+double streamTime(const OpList& ops, const std::vector<EventCost>& costs, Stream stream) {
+  double t = 0;
+  for (const OpInstance& op : ops) {
+    if (op.stream == stream) t += costs[op.event].time_us;
+  }
+  return t;
+}
+
+// Every per-device figure, for min / mean / max folds.
+constexpr double DeviceMetrics::*kDeviceFields[] = {
+    &DeviceMetrics::compute_us,         &DeviceMetrics::tp_comm_us, &DeviceMetrics::pp_comm_us,
+    &DeviceMetrics::dp_comm_us,         &DeviceMetrics::exposed_dp_comm_us,
+    &DeviceMetrics::idle_us,            &DeviceMetrics::bubble_fraction,
+    &DeviceMetrics::utilization};
+
+void foldDevice(DeviceMetrics& min, DeviceMetrics& max, DeviceMetrics& sum, const DeviceMetrics& d,
+                double weight, double DeviceMetrics::*field) {
+  min.*field = std::min(min.*field, d.*field);
+  max.*field = std::max(max.*field, d.*field);
+  sum.*field += d.*field * weight;
+}
+
+}  // namespace
+
+DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
+  const StagePlan& plan = sim.plan.stages[stage];
+  const StageTimeline& timeline = sim.timeline.pipelines[pipeline].stages[stage];
+  const double m = static_cast<double>(sim.plan.micro_batches);
+  DeviceMetrics d;
+  d.compute_us = m * (streamTime(plan.forward, sim.costs, Stream::kCompute) +
+                      streamTime(plan.backward, sim.costs, Stream::kCompute)) +
+                 timeline.optimizer.duration();
+  d.tp_comm_us = m * (streamTime(plan.forward, sim.costs, Stream::kTpComm) +
+                      streamTime(plan.backward, sim.costs, Stream::kTpComm));
+  for (const TaskTiming& t : timeline.tasks) d.pp_comm_us += t.send.duration();
+  for (const Interval& sync : timeline.grad_sync) {
+    d.dp_comm_us += sync.duration();
+    // Overlapped buckets only cost the device the part after its own compute has finished.
+    double hidden_until = sim.input.dp_overlap ? timeline.pipeline_end_us : sync.start_us;
+    d.exposed_dp_comm_us += std::max(0.0, sync.end_us - std::max(sync.start_us, hidden_until));
+  }
+  double busy = d.compute_us + d.tp_comm_us + d.pp_comm_us + d.exposed_dp_comm_us;
+  d.idle_us = std::max(0.0, sim.timeline.iteration_us - busy);
+  double flush = sim.timeline.pipelines[pipeline].flush_us;
+  d.bubble_fraction = flush > 0 ? std::max(0.0, (flush - timeline.busy_in_pipeline_us) / flush) : 0;
+  d.utilization = sim.timeline.iteration_us > 0 ? d.compute_us / sim.timeline.iteration_us : 0;
+  return d;
+}
+
+Simulation simulate(IterationPlan plan, std::vector<EventCost> costs) {
+  EVSIM_CHECK(static_cast<int>(costs.size()) == plan.events.size(), "{} costs for {} events",
+              costs.size(), plan.events.size());
+  Simulation sim;
+  sim.plan = std::move(plan);
+  sim.costs = std::move(costs);
+  const IterationPlan& p = sim.plan;
+  const std::vector<EventCost>& c = sim.costs;
+
+  sim.input.schedule = p.strategy.schedule;
+  sim.input.micro_batches = p.micro_batches;
+  sim.input.dp_overlap = p.strategy.dp_overlap;
+  sim.offsets.resize(p.stages.size());
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    const StagePlan& stage = p.stages[s];
+    StageOpOffsets& offsets = sim.offsets[s];
+    StageCost cost;
+    cost.forward_us = opOffsets(stage.forward, c, offsets.forward_start_us);
+    cost.backward_us = opOffsets(stage.backward, c, offsets.backward_start_us);
+    for (const OpInstance& op : stage.optimizer) cost.optimizer_us += c[op.event].time_us;
+    if (stage.dp_allreduce >= 0) cost.grad_allreduce_us = c[stage.dp_allreduce].time_us;
+    for (const GradBucket& b : stage.dp_buckets) {
+      double ready = offsets.backward_start_us[b.ready_after_op] +
+                     c[stage.backward[b.ready_after_op].event].time_us;
+      cost.buckets.push_back(BucketCost{ready, c[b.event].time_us});
+    }
+    sim.input.stages.push_back(std::move(cost));
+  }
+  for (const PipelineClass& pipeline : p.pipelines) {
+    PipelineCost links;
+    for (int e : pipeline.forward_p2p) links.send_forward_us.push_back(c[e].time_us);
+    for (int e : pipeline.backward_p2p) links.send_backward_us.push_back(c[e].time_us);
+    sim.input.pipelines.push_back(std::move(links));
+  }
+  sim.timeline = computeTimeline(sim.input);
+
+  // Metrics.
+  SimulationSummary& sum = sim.summary;
+  const Strategy& strategy = p.strategy;
+  sum.iteration_us = sim.timeline.iteration_us;
+  const double seconds = sum.iteration_us / kUsPerSecond;
+  sum.samples_per_s = strategy.global_batch / seconds;
+  sum.tokens_per_s = sum.samples_per_s * p.model.seq_length;
+  std::array<double, kProvenanceCount> time_by_source{};
+  for (int e = 0; e < p.events.size(); ++e) {
+    const UniqueEvent& u = p.events[e];
+    if (u.event.kind == EventKind::kCompute) sum.model_flops += u.event.flops * u.count;
+    time_by_source[static_cast<int>(c[e].provenance)] += c[e].time_us * u.count;
+  }
+  double total_time = 0;
+  for (double t : time_by_source) total_time += t;
+  for (int i = 0; i < kProvenanceCount; ++i) {
+    sum.provenance_share[i] = total_time > 0 ? time_by_source[i] / total_time : 0;
+  }
+  sum.flops_per_gpu_per_s = sum.model_flops / seconds / static_cast<double>(strategy.gpus());
+  sum.mfu = sum.flops_per_gpu_per_s / (p.cluster.device.peakTflops(p.model.dtype) * kFlopsPerTflop);
+
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  DeviceMetrics lo{kInf, kInf, kInf, kInf, kInf, kInf, kInf, kInf}, hi, total;
+  double weight_sum = 0, best_busy = -1;
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    StageSummary stage;
+    stage.stage = static_cast<int>(s);
+    stage.num_layers = p.stages[s].num_layers;
+    double stage_weight = 0;
+    for (size_t k = 0; k < p.pipelines.size(); ++k) {
+      DeviceMetrics d = deviceMetrics(sim, static_cast<int>(k), static_cast<int>(s));
+      double weight = static_cast<double>(p.pipelines[k].replicas.size()) * strategy.tp;
+      for (auto field : kDeviceFields) {
+        foldDevice(lo, hi, total, d, weight, field);
+        stage.device.*field += d.*field * weight;
+      }
+      stage_weight += weight;
+      stage.peak_activations = std::max(stage.peak_activations,
+                                        sim.timeline.pipelines[k].stages[s].peak_activations);
+    }
+    for (auto field : kDeviceFields) {
+      stage.device.*field /= stage_weight;
+    }
+    weight_sum += stage_weight;
+    double busy = sum.iteration_us - stage.device.idle_us;
+    if (busy > best_busy) {
+      best_busy = busy;
+      sum.critical_stage = stage.stage;
+    }
+    sum.stages.push_back(stage);
+  }
+  for (auto field : kDeviceFields) {
+    total.*field /= weight_sum;
+  }
+  sum.min_device = lo;
+  sum.max_device = hi;
+  sum.mean_device = total;
+  sum.bubble_fraction = total.bubble_fraction;
+  return sim;
+}
+
+}  // namespace evsim

@@ -1,0 +1,74 @@
+#pragma once
+// One simulated iteration: the plan (what runs), the cost of every event (how long, and where that
+// figure came from), the timeline of every distinct device, and the metrics users read.
+//
+// Hierarchy (DistSim): the M TP ranks of a stage run the same op list in lockstep (model level);
+// stages run micro-batch tasks by the schedule (pipeline level); DP replicas with the same
+// transfer placements form one pipeline class simulated once (data level). Per-rank timelines are
+// expanded only when written out.
+
+#include <array>
+#include <vector>
+
+#include "events/iteration_plan.h"
+#include "modeler/cost_model.h"
+#include "modeler/timing_engine.h"
+
+namespace evsim {
+
+// Where each op of a stage's forward/backward list starts within its task.
+struct StageOpOffsets {
+  std::vector<double> forward_start_us;  // per op, from the task start
+  std::vector<double> backward_start_us;
+};
+
+struct DeviceMetrics {
+  double compute_us = 0;
+  double tp_comm_us = 0;
+  double pp_comm_us = 0;
+  double dp_comm_us = 0;        // gradient all-reduce time (may overlap compute)
+  double exposed_dp_comm_us = 0;  // the part that does not overlap compute
+  double idle_us = 0;
+  double bubble_fraction = 0;   // idle share of the pipeline phase (up to the flush)
+  double utilization = 0;       // compute / iteration time
+};
+
+struct StageSummary {
+  int stage = 0;
+  int num_layers = 0;
+  DeviceMetrics device;  // averaged over the stage's pipeline classes
+  int peak_activations = 0;
+};
+
+struct SimulationSummary {
+  double iteration_us = 0;
+  double samples_per_s = 0;
+  double tokens_per_s = 0;
+  double model_flops = 0;            // per iteration, all devices (compute events x counts)
+  double flops_per_gpu_per_s = 0;
+  double mfu = 0;                    // against the device's peak for the model dtype
+  double bubble_fraction = 0;        // mean over devices
+  DeviceMetrics min_device, mean_device, max_device;  // field-wise over devices
+  std::vector<StageSummary> stages;
+  int critical_stage = 0;            // the stage with the most busy time
+  std::array<double, kProvenanceCount> provenance_share{};  // of all op time over all devices
+};
+
+struct Simulation {
+  IterationPlan plan;
+  std::vector<EventCost> costs;  // by event index
+  TimingInput input;
+  IterationTimeline timeline;
+  std::vector<StageOpOffsets> offsets;
+  SimulationSummary summary;
+
+  double costUs(int event) const { return costs[event].time_us; }
+};
+
+// Runs the timing and metrics. `costs` has one entry per plan event.
+Simulation simulate(IterationPlan plan, std::vector<EventCost> costs);
+
+// Metrics of one stage device of one pipeline class.
+DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage);
+
+}  // namespace evsim
