@@ -8,11 +8,13 @@
 
 #include "common/error.h"
 #include "modeler/cli/events_command.h"
+#include "modeler/cli/simulate_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"eventsim: predict distributed transformer training from profiled events"};
   app.require_subcommand(1);
   evsim::registerEventsCommand(app);
+  evsim::registerSimulateCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,92 @@
+#include "modeler/cli/simulate_command.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "common/atomic_file.h"
+#include "common/error.h"
+#include "common/strings.h"
+#include "modeler/simulation.h"
+#include "modeler/summary_report.h"
+#include "modeler/trace_writer.h"
+
+namespace evsim {
+
+void CostSourceOptions::add(CLI::App& app) {
+  app.add_option("--profile", profile, "profile database written by eventprof");
+  app.add_option("--fallback", fallback, "estimate events missing from the profile: analytic")
+      ->check(CLI::IsMember({"analytic"}));
+}
+
+std::optional<ProfileDb> CostSourceOptions::loadProfile() const {
+  if (profile.empty() && !analytic()) {
+    EVSIM_THROW(InputError, "no cost source: give --profile DB (from eventprof) and/or --fallback analytic");
+  }
+  if (profile.empty()) return std::nullopt;
+  return ProfileDb::load(profile);
+}
+
+std::string eventprofHint(const RunOptions& run, const Strategy& strategy) {
+  return fmt::format("mpirun -np 4 eventprof {} -o profile.yaml", run.commandLine(strategy));
+}
+
+namespace {
+
+struct SimulateArgs {
+  RunOptions run;
+  CostSourceOptions costs;
+  bool json = false;
+  std::string trace;
+  std::string csv;
+  std::string ranks;
+};
+
+void runSimulate(const SimulateArgs& args) {
+  ModelConfig model = args.run.loadModel();
+  ClusterConfig cluster = args.run.loadCluster();
+  Strategy strategy = args.run.strategy();
+  std::optional<ProfileDb> db = args.costs.loadProfile();
+  IterationPlan plan = buildIterationPlan(model, cluster, strategy);
+  CostModel cost_model(cluster, db ? &*db : nullptr, args.costs.analytic());
+  std::vector<EventCost> costs = cost_model.costAll(plan.events, eventprofHint(args.run, strategy));
+  Simulation sim = simulate(std::move(plan), std::move(costs));
+
+  std::vector<int64_t> selection;
+  if (!args.ranks.empty()) selection = parseIntList(args.ranks, "--ranks");
+  std::vector<int64_t> ranks = selectRanks(sim, selection);
+  if (!args.trace.empty()) {
+    AtomicFileWriter out(args.trace);
+    writeChromeTrace(sim, ranks, out.stream());
+    out.commit();
+  }
+  if (!args.csv.empty()) {
+    AtomicFileWriter out(args.csv);
+    writeTimelineCsv(sim, ranks, out.stream());
+    out.commit();
+  }
+  if (args.json) {
+    std::cout << summaryJson(sim).dump(2) << "\n";
+  } else {
+    std::cout << summaryText(sim);
+    if (!args.trace.empty()) fmt::print("\nChrome trace ({} ranks): {}\n", ranks.size(), args.trace);
+    if (!args.csv.empty()) fmt::print("CSV timeline ({} ranks): {}\n", ranks.size(), args.csv);
+  }
+}
+
+}  // namespace
+
+void registerSimulateCommand(CLI::App& app) {
+  auto args = std::make_shared<SimulateArgs>();
+  CLI::App* cmd = app.add_subcommand("simulate", "simulate one iteration of a strategy");
+  args->run.addModelOptions(*cmd);
+  args->run.addStrategyOptions(*cmd, /*strategy_required=*/true);
+  args->costs.add(*cmd);
+  cmd->add_flag("--json", args->json, "print the summary as JSON");
+  cmd->add_option("--trace", args->trace, "write a Chrome trace (Perfetto) of the timelines");
+  cmd->add_option("--csv", args->csv, "write the timelines as CSV");
+  cmd->add_option("--ranks", args->ranks, "ranks to write, e.g. 0-15,1024 (default: all)");
+  cmd->callback([args] { runSimulate(*args); });
+}
+
+}  // namespace evsim

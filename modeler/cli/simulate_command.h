@@ -1,0 +1,34 @@
+#pragma once
+// `eventsim simulate`: one strategy's iteration from measured (or estimated) event costs: summary,
+// Chrome trace, CSV.
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "events/iteration_plan.h"
+#include "modeler/cost_model.h"
+#include "modeler/profile_db.h"
+#include "modeler/cli/run_options.h"
+
+namespace evsim {
+
+void registerSimulateCommand(CLI::App& app);
+
+// Cost sources from --profile / --fallback, shared with `eventsim search`.
+struct CostSourceOptions {
+  std::string profile;
+  std::string fallback;  // "" or "analytic"
+
+  void add(CLI::App& app);
+  // Loads the database (if any); throws InputError when neither source is given.
+  std::optional<ProfileDb> loadProfile() const;
+  bool analytic() const { return fallback == "analytic"; }
+};
+
+// The eventprof command line that would measure the events of `strategy`.
+std::string eventprofHint(const RunOptions& run, const Strategy& strategy);
+
+}  // namespace evsim

@@ -1,0 +1,103 @@
+#include "modeler/summary_report.h"
+
+#include <fmt/format.h>
+
+#include "common/units.h"
+
+namespace evsim {
+
+namespace {
+
+nlohmann::json deviceJson(const DeviceMetrics& d) {
+  return {{"compute_ms", d.compute_us / kUsPerMs},
+          {"tp_comm_ms", d.tp_comm_us / kUsPerMs},
+          {"pp_comm_ms", d.pp_comm_us / kUsPerMs},
+          {"dp_comm_ms", d.dp_comm_us / kUsPerMs},
+          {"exposed_dp_comm_ms", d.exposed_dp_comm_us / kUsPerMs},
+          {"idle_ms", d.idle_us / kUsPerMs},
+          {"utilization", d.utilization},
+          {"bubble_fraction", d.bubble_fraction}};
+}
+
+std::string deviceRow(const std::string& label, const DeviceMetrics& d) {
+  return fmt::format("  {:<10} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>9.1f}% {:>8.1f}%\n",
+                     label, d.compute_us / kUsPerMs, d.tp_comm_us / kUsPerMs, d.pp_comm_us / kUsPerMs,
+                     d.exposed_dp_comm_us / kUsPerMs, d.idle_us / kUsPerMs, 100 * d.utilization,
+                     100 * d.bubble_fraction);
+}
+
+}  // namespace
+
+nlohmann::json summaryJson(const Simulation& sim) {
+  const SimulationSummary& s = sim.summary;
+  const Strategy& st = sim.plan.strategy;
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageSummary& stage : s.stages) {
+    nlohmann::json j = deviceJson(stage.device);
+    j["stage"] = stage.stage;
+    j["layers"] = stage.num_layers;
+    j["peak_activations_in_flight"] = stage.peak_activations;
+    stages.push_back(j);
+  }
+  nlohmann::json provenance;
+  for (int i = 0; i < kProvenanceCount; ++i) {
+    provenance[std::string(provenanceName(static_cast<Provenance>(i)))] = s.provenance_share[i];
+  }
+  return {{"model", sim.plan.model.name},
+          {"cluster", sim.plan.cluster.name},
+          {"strategy", st.name()},
+          {"micro_batch", st.micro_batch},
+          {"global_batch", st.global_batch},
+          {"micro_batches", sim.plan.micro_batches},
+          {"schedule", scheduleName(st.schedule)},
+          {"dp_overlap", st.dp_overlap},
+          {"iteration_time_ms", s.iteration_us / kUsPerMs},
+          {"throughput_samples_per_s", s.samples_per_s},
+          {"throughput_tokens_per_s", s.tokens_per_s},
+          {"model_tflops_per_gpu", s.flops_per_gpu_per_s / kFlopsPerTflop},
+          {"mfu", s.mfu},
+          {"bubble_fraction", s.bubble_fraction},
+          {"critical_stage", s.critical_stage},
+          {"devices",
+           {{"count", st.gpus()},
+            {"simulated", sim.plan.pipelines.size() * sim.plan.stages.size()},
+            {"min", deviceJson(s.min_device)},
+            {"mean", deviceJson(s.mean_device)},
+            {"max", deviceJson(s.max_device)}}},
+          {"stages", stages},
+          {"provenance", provenance}};
+}
+
+std::string summaryText(const Simulation& sim) {
+  const SimulationSummary& s = sim.summary;
+  const IterationPlan& p = sim.plan;
+  const Strategy& st = p.strategy;
+  std::string out = fmt::format(
+      "{} on {} ({} x {}): {} b={} B={} m={} {}{}\n", p.model.name, p.cluster.name, st.gpus(),
+      p.cluster.device.name, st.name(), st.micro_batch, st.global_batch, p.micro_batches,
+      scheduleName(st.schedule), st.dp_overlap ? " dp-overlap" : "");
+  out += fmt::format("  iteration time     {:.3f} ms\n", s.iteration_us / kUsPerMs);
+  out += fmt::format("  throughput         {:.2f} samples/s, {:.0f} tokens/s\n", s.samples_per_s,
+                     s.tokens_per_s);
+  out += fmt::format("  model FLOP/s/GPU   {:.2f} TFLOP/s, MFU {:.1f}% of {:.1f} TFLOP/s {}\n",
+                     s.flops_per_gpu_per_s / kFlopsPerTflop, 100 * s.mfu,
+                     p.cluster.device.peakTflops(p.model.dtype), dtypeName(p.model.dtype));
+  out += fmt::format("  pipeline bubble    {:.1f}%   critical stage {}\n", 100 * s.bubble_fraction,
+                     s.critical_stage);
+  out += fmt::format("  provenance         measured {:.1f}%, derived {:.1f}%, estimated {:.1f}% of op time\n",
+                     100 * s.provenance_share[0], 100 * s.provenance_share[1],
+                     100 * s.provenance_share[2]);
+  out += fmt::format("  devices            {} ({} simulated: {} stage(s) x {} pipeline class(es))\n",
+                     st.gpus(), p.pipelines.size() * p.stages.size(), p.stages.size(), p.pipelines.size());
+  out += fmt::format("\n  per device (ms)    {:>11} {:>11} {:>11} {:>11} {:>11} {:>10} {:>9}\n",
+                     "compute", "tp-comm", "pp-comm", "dp-exposed", "idle", "util", "bubble");
+  out += deviceRow("min", s.min_device);
+  out += deviceRow("mean", s.mean_device);
+  out += deviceRow("max", s.max_device);
+  for (const StageSummary& stage : s.stages) {
+    out += deviceRow(fmt::format("stage {}", stage.stage), stage.device);
+  }
+  return out;
+}
+
+}  // namespace evsim

@@ -1,0 +1,19 @@
+#pragma once
+// The simulation summary as users read it (text) and programs read it (JSON). JSON keys:
+// iteration_time_ms, throughput_samples_per_s, throughput_tokens_per_s, model_tflops_per_gpu, mfu,
+// bubble_fraction, critical_stage, devices {count, min, mean, max: {compute_ms, tp_comm_ms,
+// pp_comm_ms, dp_comm_ms, exposed_dp_comm_ms, idle_ms, utilization, bubble_fraction}},
+// stages [...], provenance {measured, derived, estimated} (shares of op time).
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "modeler/simulation.h"
+
+namespace evsim {
+
+nlohmann::json summaryJson(const Simulation& sim);
+std::string summaryText(const Simulation& sim);
+
+}  // namespace evsim
