@@ -1,0 +1,107 @@
+// Modeler speed: plan + cost lookup + timing + metrics of one strategy (what `eventsim simulate`
+// does before writing files), and how it grows with layers, micro-batches, P and D (it should not
+// grow with D or M beyond placement bookkeeping).
+//
+//   build/bench/simulate_bench --benchmark_filter=Gpt3 [--benchmark_min_time=1]
+// Results: bench/RESULTS.md.
+
+#include <benchmark/benchmark.h>
+
+#include <fstream>
+
+#include "events/iteration_plan.h"
+#include "modeler/cost_model.h"
+#include "modeler/simulation.h"
+#include "modeler/trace_writer.h"
+
+namespace {
+
+using namespace evsim;
+
+const ModelConfig& gpt3() {
+  static ModelConfig model = loadModelConfig(EVSIM_CONFIG_DIR "/models/gpt3-175b.yaml");
+  return model;
+}
+const ClusterConfig& dgx() {
+  static ClusterConfig cluster = loadClusterConfig(EVSIM_CONFIG_DIR "/clusters/dgx-a100.yaml");
+  return cluster;
+}
+
+Simulation runOnce(const ModelConfig& model, const Strategy& s) {
+  IterationPlan plan = buildIterationPlan(model, dgx(), s);
+  CostModel costs(dgx(), nullptr, /*analytic_fallback=*/true);
+  return simulate(std::move(plan), costs.costAll(plan.events, ""));
+}
+
+Strategy strategy(int tp, int pp, int dp, int64_t b, int64_t B, Schedule schedule) {
+  Strategy s;
+  s.tp = tp;
+  s.pp = pp;
+  s.dp = dp;
+  s.micro_batch = b;
+  s.global_batch = B;
+  s.schedule = schedule;
+  return s;
+}
+
+// The target: gpt3-175b, 8M16P16D (2048 GPUs), b=1, B=1536, DAPPLE, summary < 1 s.
+void BM_Gpt3_8M16P16D_Summary(benchmark::State& state) {
+  Strategy s = strategy(8, 16, 16, 1, 1536, Schedule::kDapple);
+  for (auto _ : state) {
+    Simulation sim = runOnce(gpt3(), s);
+    benchmark::DoNotOptimize(sim.summary.iteration_us);
+  }
+}
+BENCHMARK(BM_Gpt3_8M16P16D_Summary)->Unit(benchmark::kMillisecond);
+
+// Growth with D at fixed M, P (GPUs = 8*16*D): should be flat.
+void BM_Gpt3_ScaleD(benchmark::State& state) {
+  int dp = static_cast<int>(state.range(0));
+  Strategy s = strategy(8, 16, dp, 1, 96 * dp, Schedule::kDapple);
+  for (auto _ : state) benchmark::DoNotOptimize(runOnce(gpt3(), s).summary.iteration_us);
+}
+BENCHMARK(BM_Gpt3_ScaleD)->Arg(1)->Arg(4)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond);
+
+// Growth with micro-batches m (B = m * D * b).
+void BM_Gpt3_ScaleMicroBatches(benchmark::State& state) {
+  int64_t m = state.range(0);
+  Strategy s = strategy(8, 16, 16, 1, m * 16, Schedule::kDapple);
+  for (auto _ : state) benchmark::DoNotOptimize(runOnce(gpt3(), s).summary.iteration_us);
+}
+BENCHMARK(BM_Gpt3_ScaleMicroBatches)->Arg(16)->Arg(96)->Arg(384)->Unit(benchmark::kMillisecond);
+
+// Growth with P at fixed M, D.
+void BM_Gpt3_ScaleP(benchmark::State& state) {
+  int pp = static_cast<int>(state.range(0));
+  Strategy s = strategy(8, pp, 16, 1, 1536, Schedule::kDapple);
+  for (auto _ : state) benchmark::DoNotOptimize(runOnce(gpt3(), s).summary.iteration_us);
+}
+BENCHMARK(BM_Gpt3_ScaleP)->Arg(4)->Arg(16)->Arg(48)->Arg(96)->Unit(benchmark::kMillisecond);
+
+// Growth with the number of layers (model depth), P = 8.
+void BM_ScaleLayers(benchmark::State& state) {
+  ModelConfig model = gpt3();
+  model.blocks.resize(static_cast<size_t>(state.range(0)), model.blocks.front());
+  Strategy s = strategy(8, 8, 16, 1, 1536, Schedule::kDapple);
+  for (auto _ : state) benchmark::DoNotOptimize(runOnce(model, s).summary.iteration_us);
+}
+BENCHMARK(BM_ScaleLayers)->Arg(24)->Arg(96)->Arg(384)->Unit(benchmark::kMillisecond);
+
+// Writing the full 2048-rank Chrome trace (to /dev/null: the formatting cost, not the disk's).
+void BM_Gpt3_FullTrace(benchmark::State& state) {
+  Simulation sim = runOnce(gpt3(), strategy(8, 16, 16, 1, 1536, Schedule::kDapple));
+  std::vector<int64_t> ranks = selectRanks(sim, {});
+  int64_t bytes = 0;
+  for (auto _ : state) {
+    std::ofstream out("/dev/null");
+    auto before = out.tellp();
+    writeChromeTrace(sim, ranks, out);
+    bytes += static_cast<int64_t>(out.tellp() - before);
+  }
+  state.SetBytesProcessed(bytes);
+}
+BENCHMARK(BM_Gpt3_FullTrace)->Unit(benchmark::kSecond)->Iterations(1);
+
+}  // namespace
+
+BENCHMARK_MAIN();
