@@ -1,7 +1,7 @@
 #pragma once
 // The cost of each event, with where it came from:
-//   measured  — the profile database has the event's signature (eventprof measured it, or measured
-//               it at a smaller group and scaled it; the record says which);
+//   measured  — the profile database has the event's signature, measured directly (a record the
+//               profiler scaled from a smaller group is reported as derived);
 //   derived   — computed from measured records: an all-reduce (reduce-scatter, all-gather) over a
 //               group larger than any measured one, scaled from the largest measured group with the
 //               same placement shape (ranks per node, and intra vs inter) and the same bytes by the
