@@ -1,2 +1,258 @@
-// Implemented by the profiler work (see profile_db.h for the format).
+// Profile database: YAML writing with YAML::Emitter and strict loading through YamlReader.
+// See profile_db.h for the format. Writers are the profiler (rank 0, after every completed event)
+// and tests; readers are the modeler and `eventprof --resume`.
 #include "modeler/profile_db.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include <unistd.h>
+
+#include "common/error.h"
+#include "events/yaml_reader.h"
+
+namespace evsim {
+
+namespace {
+
+bool hasCommunicationFields(EventKind kind) { return isCommunication(kind); }
+
+// A statistic that must be a finite number >= 0 (stddev may be 0; times of a real event may not).
+TimingStats readStats(const YamlReader& entry) {
+  YamlReader time = entry.child("time_us");
+  time.allowOnly({"median", "min", "max", "stddev", "count"});
+  TimingStats stats;
+  stats.median_us = time.positiveDouble("median");
+  stats.min_us = time.positiveDouble("min");
+  stats.max_us = time.positiveDouble("max");
+  stats.stddev_us = time.nonNegativeDouble("stddev");
+  int64_t count = time.positiveInt("count");
+  if (count > 1'000'000'000) time.fail("count", fmt::format("{}: implausibly large", count));
+  stats.count = static_cast<int>(count);
+  if (!(stats.min_us <= stats.median_us && stats.median_us <= stats.max_us)) {
+    time.fail("", fmt::format("inconsistent statistics: need min <= median <= max, got min={} "
+                              "median={} max={}",
+                              stats.min_us, stats.median_us, stats.max_us));
+  }
+  return stats;
+}
+
+// Checks that a key of the entry agrees with the value its signature implies.
+void expectEqual(const YamlReader& entry, const std::string& key, int64_t from_signature) {
+  int64_t value = entry.positiveInt(key);
+  if (value != from_signature) {
+    entry.fail(key, fmt::format("{} disagrees with the signature ({})", value, from_signature));
+  }
+}
+
+ProfileRecord readRecord(const YamlReader& entry) {
+  if (!entry.node().IsMap()) entry.fail("", "must be a mapping with signature, kind, time_us");
+  ProfileRecord record;
+  record.signature = entry.str("signature");
+  record.event = parseEventSignature(record.signature, entry.where("signature"));
+  // Store the canonical form so lookups by Event::signature() always match.
+  record.signature = record.event.signature();
+  std::string kind = entry.str("kind");
+  if (kind != eventKindName(record.event.kind)) {
+    entry.fail("kind", fmt::format("'{}' disagrees with the signature (kind {})", kind,
+                                   eventKindName(record.event.kind)));
+  }
+  if (!hasCommunicationFields(record.event.kind)) {
+    entry.allowOnly({"signature", "kind", "time_us"});
+    record.time = readStats(entry);
+    return record;
+  }
+  entry.allowOnly({"signature", "kind", "time_us", "group_size", "nodes", "ranks_per_node",
+                   "bytes", "measured_group_size", "scaled", "algbw_gb_s", "busbw_gb_s"});
+  record.time = readStats(entry);
+  const Placement& p = record.event.placement;
+  expectEqual(entry, "group_size", p.group_size);
+  expectEqual(entry, "nodes", p.nodes);
+  expectEqual(entry, "ranks_per_node", p.ranks_per_node);
+  expectEqual(entry, "bytes", record.event.message_bytes);
+  int64_t measured = entry.positiveInt("measured_group_size");
+  if (measured < 2 || measured > p.group_size) {
+    entry.fail("measured_group_size",
+               fmt::format("{}: must be between 2 and group_size {}", measured, p.group_size));
+  }
+  record.measured_group_size = static_cast<int>(measured);
+  record.scaled = entry.boolean("scaled");
+  if (record.scaled != (measured != p.group_size)) {
+    entry.fail("scaled", fmt::format("{} but measured_group_size {} {} group_size {}",
+                                     record.scaled ? "true" : "false", measured,
+                                     record.scaled ? "==" : "!=", p.group_size));
+  }
+  record.algbw_gb_s = entry.positiveDouble("algbw_gb_s");
+  record.busbw_gb_s = entry.positiveDouble("busbw_gb_s");
+  return record;
+}
+
+std::vector<std::string> stringList(const YamlReader& parent, const std::string& key) {
+  std::vector<std::string> out;
+  for (const YamlReader& item : parent.items(key)) {
+    if (!item.node().IsScalar() || item.node().as<std::string>().empty()) {
+      item.fail("", "must be a non-empty string");
+    }
+    out.push_back(item.node().as<std::string>());
+  }
+  return out;
+}
+
+ProfileMetadata readMetadata(const YamlReader& root) {
+  YamlReader meta = root.child("metadata");
+  meta.allowOnly({"backend", "date", "world_size", "ranks_per_node", "hosts", "devices", "versions"});
+  ProfileMetadata out;
+  out.backend = meta.str("backend");
+  if (out.backend != "cpu" && out.backend != "cuda") {
+    meta.fail("backend", fmt::format("'{}': must be cpu or cuda", out.backend));
+  }
+  out.date = meta.str("date");
+  out.world_size = static_cast<int>(meta.positiveInt("world_size"));
+  out.ranks_per_node = static_cast<int>(meta.positiveInt("ranks_per_node"));
+  out.hosts = stringList(meta, "hosts");
+  out.devices = stringList(meta, "devices");
+  if (meta.has("versions")) {
+    YamlReader versions = meta.child("versions");
+    if (versions.node().IsMap()) {
+      for (const auto& [name, value] : versions.entries()) out.versions[name] = versions.str(name);
+    } else if (!versions.node().IsNull()) {
+      versions.fail("", "must be a mapping of component: version");
+    }
+  }
+  return out;
+}
+
+void emitRecord(YAML::Emitter& out, const ProfileRecord& r) {
+  out << YAML::BeginMap;
+  out << YAML::Key << "signature" << YAML::Value << YAML::DoubleQuoted << r.signature;
+  out << YAML::Key << "kind" << YAML::Value << std::string(eventKindName(r.event.kind));
+  out << YAML::Key << "time_us" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  out << YAML::Key << "median" << YAML::Value << r.time.median_us;
+  out << YAML::Key << "min" << YAML::Value << r.time.min_us;
+  out << YAML::Key << "max" << YAML::Value << r.time.max_us;
+  out << YAML::Key << "stddev" << YAML::Value << r.time.stddev_us;
+  out << YAML::Key << "count" << YAML::Value << r.time.count;
+  out << YAML::EndMap;
+  if (hasCommunicationFields(r.event.kind)) {
+    const Placement& p = r.event.placement;
+    out << YAML::Key << "group_size" << YAML::Value << p.group_size;
+    out << YAML::Key << "nodes" << YAML::Value << p.nodes;
+    out << YAML::Key << "ranks_per_node" << YAML::Value << p.ranks_per_node;
+    out << YAML::Key << "bytes" << YAML::Value << r.event.message_bytes;
+    out << YAML::Key << "measured_group_size" << YAML::Value << r.measured_group_size;
+    out << YAML::Key << "scaled" << YAML::Value << r.scaled;
+    out << YAML::Key << "algbw_gb_s" << YAML::Value << r.algbw_gb_s;
+    out << YAML::Key << "busbw_gb_s" << YAML::Value << r.busbw_gb_s;
+  }
+  out << YAML::EndMap;
+}
+
+std::string emit(const ProfileMetadata& m, const std::vector<ProfileRecord>& records) {
+  YAML::Emitter out;
+  // 7 significant digits: sub-ns resolution below 1 ms, and no float noise ("4.9470000000000001").
+  out.SetDoublePrecision(7);
+  out << YAML::BeginMap;
+  out << YAML::Key << "schema_version" << YAML::Value << kProfileSchemaVersion;
+  out << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "backend" << YAML::Value << m.backend;
+  out << YAML::Key << "date" << YAML::Value << YAML::DoubleQuoted << m.date;
+  out << YAML::Key << "world_size" << YAML::Value << m.world_size;
+  out << YAML::Key << "ranks_per_node" << YAML::Value << m.ranks_per_node;
+  out << YAML::Key << "hosts" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& h : m.hosts) out << YAML::DoubleQuoted << h;
+  out << YAML::EndSeq;
+  out << YAML::Key << "devices" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& d : m.devices) out << YAML::DoubleQuoted << d;
+  out << YAML::EndSeq;
+  out << YAML::Key << "versions" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  for (const auto& [name, version] : m.versions) {
+    out << YAML::Key << name << YAML::Value << YAML::DoubleQuoted << version;
+  }
+  out << YAML::EndMap;
+  out << YAML::EndMap;
+  out << YAML::Key << "events" << YAML::Value << YAML::BeginSeq;
+  for (const ProfileRecord& r : records) emitRecord(out, r);
+  out << YAML::EndSeq;
+  out << YAML::EndMap;
+  if (!out.good()) EVSIM_THROW(Error, "profile database: YAML emitter error: {}", out.GetLastError());
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace
+
+ProfileDb ProfileDb::load(const std::string& path) {
+  YamlReader root = YamlReader::fromFile(path);
+  root.allowOnly({"schema_version", "metadata", "events"});
+  // The version is read before anything else so a newer file says so instead of failing on keys.
+  if (!root.has("schema_version")) {
+    root.fail("schema_version", "missing: not an eventsim profile database");
+  }
+  int64_t version = root.nonNegativeInt("schema_version");
+  if (version != kProfileSchemaVersion) {
+    root.fail("schema_version", fmt::format("{} is not supported (this eventsim reads version {})",
+                                            version, kProfileSchemaVersion));
+  }
+  ProfileDb db;
+  db.metadata = readMetadata(root);
+  YamlReader events = root.child("events");
+  if (events.node().IsNull()) return db;  // "events:" with nothing after it: no entries yet
+  for (const YamlReader& entry : events.items()) {
+    ProfileRecord record = readRecord(entry);
+    if (db.find(record.signature) != nullptr) {
+      entry.fail("signature", fmt::format("'{}' appears twice", record.signature));
+    }
+    db.put(std::move(record));
+  }
+  return db;
+}
+
+void ProfileDb::save(const std::string& path) const {
+  std::string text = emit(metadata, records_);
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  // Same directory as the target so rename() is atomic (no cross-filesystem copy).
+  fs::path temp = target;
+  temp += fmt::format(".tmp.{}", static_cast<long>(::getpid()));
+  {
+    std::FILE* f = std::fopen(temp.c_str(), "wb");
+    if (f == nullptr) {
+      EVSIM_THROW(InputError, "{}: cannot write ({})", temp.string(), std::strerror(errno));
+    }
+    size_t written = std::fwrite(text.data(), 1, text.size(), f);
+    bool ok = written == text.size() && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+    int saved_errno = errno;
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok) {
+      std::remove(temp.c_str());
+      EVSIM_THROW(Error, "{}: writing failed ({})", temp.string(), std::strerror(saved_errno));
+    }
+  }
+  if (std::rename(temp.c_str(), target.c_str()) != 0) {
+    int saved_errno = errno;
+    std::remove(temp.c_str());
+    EVSIM_THROW(Error, "{}: cannot replace with {} ({})", path, temp.string(),
+                std::strerror(saved_errno));
+  }
+}
+
+void ProfileDb::put(ProfileRecord record) {
+  if (record.signature.empty()) record.signature = record.event.signature();
+  auto it = index_.find(record.signature);
+  if (it != index_.end()) {
+    records_[it->second] = std::move(record);
+    return;
+  }
+  index_.emplace(record.signature, records_.size());
+  records_.push_back(std::move(record));
+}
+
+const ProfileRecord* ProfileDb::find(const std::string& signature) const {
+  auto it = index_.find(signature);
+  return it == index_.end() ? nullptr : &records_[it->second];
+}
+
+}  // namespace evsim

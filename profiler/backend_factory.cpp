@@ -1,0 +1,78 @@
+// The one place that picks the profiling backend (kineto's ActivityProfilerController is the
+// model): everything else sees only ProfilerBackend.
+#include "profiler/backend_factory.h"
+
+#include "profiler/cpu_backend.h"
+#include "profiler/mpi_check.h"
+#include "profiler/profile_session.h"
+
+#if EVSIM_WITH_CUDA
+#include "profiler/cuda/cuda_backend.h"
+#endif
+
+namespace evsim {
+
+namespace {
+
+int visibleGpus() {
+#if EVSIM_WITH_CUDA
+  return visibleCudaDevices();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+bool cudaBackendBuilt() {
+#if EVSIM_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<ProfilerBackend> makeBackend(const BackendRequest& request, const MpiWorld& world) {
+  if (request.name != "auto" && request.name != "cpu" && request.name != "cuda") {
+    throw CollectiveInputError(fmt::format("--backend {}: must be auto, cpu or cuda", request.name));
+  }
+  std::string chosen = request.name;
+  if (chosen != "cpu") {
+    if (!cudaBackendBuilt()) {
+      if (chosen == "cuda") {
+        throw CollectiveInputError(
+            "--backend cuda: this eventprof was built without the CUDA backend (configure with "
+            "-DEVSIM_BACKEND=cuda on a machine with the CUDA toolkit, CUPTI and NCCL)");
+      }
+      chosen = "cpu";
+    } else {
+      int gpus = visibleGpus();
+      std::vector<int> all(static_cast<size_t>(world.size));
+      EVSIM_MPI_CHECK(MPI_Allgather(&gpus, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD));
+      std::vector<std::string> hosts = broadcastStrings(gatherStrings(world.host, 0, MPI_COMM_WORLD), 0,
+                                                        MPI_COMM_WORLD);
+      std::vector<std::string> without;
+      for (int r = 0; r < world.size; ++r) {
+        if (all[r] == 0) without.push_back(fmt::format("{}@{}", r, hosts[r]));
+      }
+      if (without.empty()) {
+        chosen = "cuda";
+      } else if (chosen == "cuda") {
+        throw CollectiveInputError(fmt::format(
+            "--backend cuda: no CUDA device visible on rank(s) {} (check CUDA_VISIBLE_DEVICES and "
+            "the driver, or use --backend cpu)",
+            fmt::join(without, ", ")));
+      } else {
+        chosen = "cpu";
+      }
+    }
+  }
+  if (chosen == "cpu") return std::make_unique<CpuBackend>(request.seed);
+#if EVSIM_WITH_CUDA
+  return makeCudaBackend(CudaBackendOptions{world.local_rank, request.seed, request.comm_timeout_s});
+#else
+  EVSIM_THROW(Error, "unreachable: cuda chosen without the CUDA backend");
+#endif
+}
+
+}  // namespace evsim

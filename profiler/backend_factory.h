@@ -1,0 +1,28 @@
+#pragma once
+// Chooses and builds this rank's profiling backend. backend_factory.cpp is the only file of the
+// profiler that knows whether the CUDA backend was built (#if EVSIM_WITH_CUDA).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "profiler/backend.h"
+#include "profiler/mpi_env.h"
+
+namespace evsim {
+
+struct BackendRequest {
+  std::string name = "auto";        // auto | cpu | cuda
+  uint64_t seed = 1;                // kernels' random inputs (per rank)
+  double comm_timeout_s = 300;      // CUDA: a NCCL operation pending longer aborts the run
+};
+
+// True when this eventprof was built with the CUDA backend.
+bool cudaBackendBuilt();
+
+// Collective over MPI_COMM_WORLD. `auto` picks cuda only when it was built and every rank sees a
+// GPU, cpu otherwise; `cuda` where it was not built or where some rank sees no GPU is a
+// CollectiveInputError naming those ranks — never a silent fallback.
+std::unique_ptr<ProfilerBackend> makeBackend(const BackendRequest& request, const MpiWorld& world);
+
+}  // namespace evsim

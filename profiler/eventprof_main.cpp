@@ -1,0 +1,196 @@
+// eventprof: measures events on the cluster it runs on and writes a profile database.
+//   mpirun -np 4 eventprof --events events.yaml -o profile.yaml [--backend auto|cpu|cuda]
+// main() is the composition root: flags -> event list (rank 0) -> topology -> backend -> session.
+// Every failure ends in one line; a rank that fails alone calls MPI_Abort so the others never hang.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "common/error.h"
+#include "common/strings.h"
+#include "modeler/cli/run_options.h"
+#include "profiler/backend_factory.h"
+#include "profiler/event_source.h"
+#include "profiler/mpi_env.h"
+#include "profiler/profile_session.h"
+
+namespace evsim {
+namespace {
+
+struct Flags {
+  std::string events_file;
+  RunOptions run;  // --model, --cluster, --strategy, --micro-batch, ... as in `eventsim events`
+  int64_t gpus = 0;
+  std::string micro_batches = "1,2,4,8";
+  std::string output;
+  std::string backend = "auto";
+  int warmup = 5;
+  int repeats = 20;
+  bool resume = false;
+  int ranks_per_node = 0;
+  bool intra_node_only = false;
+  double comm_timeout_s = 300;
+  uint64_t seed = 1;
+};
+
+void addFlags(CLI::App& app, Flags& f) {
+  app.add_option("--events", f.events_file,
+                 "YAML events file (top-level `events:` list with signature/count), e.g. from "
+                 "`eventsim events -o FILE`")
+      ->check(CLI::ExistingFile);
+  app.add_option("--model", f.run.model, "with --strategy or --gpus: model YAML or bundled name");
+  app.add_option("--cluster", f.run.cluster,
+                 "with --strategy or --gpus: the target cluster YAML or bundled name");
+  f.run.addStrategyOptions(app, /*strategy_required=*/false);
+  app.add_option("--gpus", f.gpus,
+                 "instead of one strategy: the union of the events of every valid strategy for N "
+                 "GPUs (needs --global-batch)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--micro-batches", f.micro_batches, "micro-batch sizes for --gpus")
+      ->capture_default_str();
+  app.add_option("-o,--output", f.output, "profile database to write (YAML)")->required();
+  app.add_option("--backend", f.backend, "auto (cuda when every rank sees a GPU), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--warmup", f.warmup, "untimed runs before each event's repetitions")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--repeats", f.repeats, "timed repetitions per event")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag("--resume", f.resume,
+               "keep the events already in the output profile (same hardware only) and measure "
+               "the rest");
+  app.add_option("--ranks-per-node", f.ranks_per_node,
+                 "group consecutive ranks of a host into emulated nodes of this size")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--intra-node-only", f.intra_node_only,
+               "on a single node, skip inter-node events (listed as not measured) instead of "
+               "stopping");
+  app.add_option("--comm-timeout", f.comm_timeout_s,
+                 "cuda: seconds a NCCL operation may stay pending before the run is aborted")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--seed", f.seed, "seed of the kernels' random inputs")->capture_default_str();
+}
+
+// The events to profile, from exactly one of --events, --strategy (or --tp/--pp/--dp), --gpus.
+std::vector<Event> wantedEvents(const Flags& f) {
+  const bool strategy = !f.run.strategy_text.empty() || f.run.tp > 0 || f.run.pp > 0 || f.run.dp > 0;
+  const int sources = int(!f.events_file.empty()) + int(strategy) + int(f.gpus > 0);
+  if (sources != 1) {
+    EVSIM_THROW(InputError, "{}: give exactly one of --events FILE, --strategy xMxPxD (with --model, "
+                            "--cluster, --micro-batch, --global-batch) or --gpus N (with --model, "
+                            "--cluster, --global-batch)",
+                sources == 0 ? "no events to profile" : "more than one event source");
+  }
+  if (!f.events_file.empty()) return eventsFromFile(f.events_file);
+  if (f.run.model.empty() || f.run.cluster.empty()) {
+    EVSIM_THROW(InputError, "{} needs --model and --cluster", strategy ? "--strategy" : "--gpus");
+  }
+  ModelConfig model = f.run.loadModel();
+  ClusterConfig cluster = f.run.loadCluster();
+  if (strategy) return eventsForStrategy(model, cluster, f.run.strategy());
+  Strategy base;
+  base.global_batch = f.run.global_batch;
+  base.dp_overlap = f.run.dp_overlap;
+  if (base.global_batch <= 0) EVSIM_THROW(InputError, "--global-batch: required with --gpus");
+  StrategySpace space;
+  space.gpus = f.gpus;
+  space.micro_batches = parseIntList(f.micro_batches, "--micro-batches");
+  space.schedules = {parseSchedule(f.run.schedule)};
+  return eventsForGpus(model, cluster, base, space);
+}
+
+// Returns the process exit code. Throws on errors (see main).
+int runEventprof(int argc, char** argv, const MpiWorld& world) {
+  CLI::App app{"eventprof: profile the events of distributed transformer training"};
+  Flags flags;
+  addFlags(app, flags);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Every rank parsed the same arguments; one message is enough.
+    if (world.rank == 0) app.exit(e);
+    return e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success) ? 0 : kInputErrorExitCode;
+  }
+  std::vector<Event> wanted;
+  std::string load_error;
+  if (world.rank == 0) {
+    try {
+      wanted = wantedEvents(flags);
+    } catch (const InputError& e) {
+      load_error = e.what();
+    }
+  }
+  load_error = broadcastString(load_error, 0, MPI_COMM_WORLD);
+  if (!load_error.empty()) throw CollectiveInputError(load_error);
+
+  Topology topo;
+  std::string topo_error;
+  try {
+    topo = discoverTopology(world, flags.ranks_per_node);
+  } catch (const InputError& e) {
+    topo_error = e.what();  // every rank has the same topology, so the same error
+  }
+  if (!topo_error.empty()) throw CollectiveInputError(topo_error);
+
+  BackendRequest request{flags.backend, flags.seed + static_cast<uint64_t>(world.rank),
+                         flags.comm_timeout_s};
+  std::unique_ptr<ProfilerBackend> backend = makeBackend(request, world);
+  if (world.rank == 0) {
+    fmt::print(stderr, "[eventprof] backend {} on {} rank(s), {} node(s){}: {}\n", backend->name(),
+               world.size, topo.nodes(), topo.emulated ? " (emulated)" : "",
+               fmt::join(topo.node_names, ", "));
+  }
+
+  ProfileOptions options;
+  options.output_path = flags.output;
+  options.warmup = flags.warmup;
+  options.repeats = flags.repeats;
+  options.resume = flags.resume;
+  options.intra_node_only = flags.intra_node_only;
+  ProfileSession session(world, topo, *backend, options);
+  ProfileSummary summary = session.run(wanted);
+  if (world.rank == 0) printSummary(stderr, summary, flags.output, world.size);
+  return 0;
+}
+
+}  // namespace
+}  // namespace evsim
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  evsim::MpiWorld world;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world.rank);
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  int host_length = 0;
+  MPI_Get_processor_name(host, &host_length);
+  world.host.assign(host, static_cast<size_t>(host_length));
+
+  auto die = [&](const char* message, int code) {
+    std::fprintf(stderr, "[rank %d@%s] %s\n", world.rank, world.host.c_str(), message);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    return code;
+  };
+  try {
+    world = evsim::queryMpiWorld();
+    int code = evsim::runEventprof(argc, argv, world);
+    MPI_Finalize();
+    return code;
+  } catch (const evsim::CollectiveInputError& e) {
+    // Every rank has this error; rank 0 reports it and all leave normally.
+    if (world.rank == 0) std::fprintf(stderr, "eventprof: %s\n", e.what());
+    MPI_Finalize();
+    return evsim::kInputErrorExitCode;
+  } catch (const evsim::InputError& e) {
+    return die(e.what(), evsim::kInputErrorExitCode);
+  } catch (const std::exception& e) {
+    return die(e.what(), 1);
+  } catch (...) {
+    return die("unknown exception", 1);
+  }
+}

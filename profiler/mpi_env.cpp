@@ -1,0 +1,92 @@
+#include "profiler/mpi_env.h"
+
+#include <cstdint>
+
+#include "profiler/mpi_check.h"
+
+namespace evsim {
+
+MpiWorld queryMpiWorld() {
+  EVSIM_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  MpiWorld w;
+  EVSIM_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &w.rank));
+  EVSIM_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &w.size));
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  EVSIM_MPI_CHECK(MPI_Get_processor_name(name, &length));
+  w.host.assign(name, static_cast<size_t>(length));
+  MPI_Comm local = MPI_COMM_NULL;
+  EVSIM_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &local));
+  EVSIM_MPI_CHECK(MPI_Comm_rank(local, &w.local_rank));
+  EVSIM_MPI_CHECK(MPI_Comm_size(local, &w.local_size));
+  EVSIM_MPI_CHECK(MPI_Allreduce(&w.rank, &w.host_key, 1, MPI_INT, MPI_MIN, local));
+  EVSIM_MPI_CHECK(MPI_Comm_free(&local));
+  return w;
+}
+
+Topology discoverTopology(const MpiWorld& world, int emulated_ranks_per_node) {
+  std::vector<int> keys(static_cast<size_t>(world.size));
+  EVSIM_MPI_CHECK(MPI_Allgather(&world.host_key, 1, MPI_INT, keys.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  std::vector<std::string> names = gatherStrings(world.host, 0, MPI_COMM_WORLD);
+  names = broadcastStrings(names, 0, MPI_COMM_WORLD);
+  return buildTopology(keys, names, emulated_ranks_per_node);
+}
+
+std::string mpiLibraryVersion() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  EVSIM_MPI_CHECK(MPI_Get_library_version(text, &length));
+  std::string version(text, static_cast<size_t>(length));
+  size_t cut = version.find_first_of(",\n");
+  return version.substr(0, cut);
+}
+
+std::string broadcastString(const std::string& text, int root, MPI_Comm comm) {
+  int64_t length = static_cast<int64_t>(text.size());
+  EVSIM_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, root, comm));
+  std::string out = text;
+  out.resize(static_cast<size_t>(length));
+  EVSIM_CHECK(length <= INT32_MAX, "string of {} bytes too long to broadcast", length);
+  if (length > 0) EVSIM_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(length), MPI_CHAR, root, comm));
+  return out;
+}
+
+std::vector<std::string> broadcastStrings(const std::vector<std::string>& items, int root, MPI_Comm comm) {
+  // One string with a length-prefixed encoding keeps it at two broadcasts.
+  std::string packed;
+  for (const std::string& item : items) packed += std::to_string(item.size()) + ":" + item;
+  packed = broadcastString(packed, root, comm);
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < packed.size()) {
+    size_t colon = packed.find(':', pos);
+    EVSIM_CHECK(colon != std::string::npos, "corrupt string list");
+    size_t length = std::stoul(packed.substr(pos, colon - pos));
+    out.push_back(packed.substr(colon + 1, length));
+    pos = colon + 1 + length;
+  }
+  return out;
+}
+
+std::vector<std::string> gatherStrings(const std::string& text, int root, MPI_Comm comm) {
+  int rank = 0, size = 0;
+  EVSIM_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  EVSIM_MPI_CHECK(MPI_Comm_size(comm, &size));
+  int length = static_cast<int>(text.size());
+  std::vector<int> lengths(rank == root ? size : 0);
+  EVSIM_MPI_CHECK(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, comm));
+  std::vector<int> offsets(lengths.size(), 0);
+  int total = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    offsets[i] = total;
+    total += lengths[i];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  EVSIM_MPI_CHECK(MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(),
+                              offsets.data(), MPI_CHAR, root, comm));
+  std::vector<std::string> out;
+  for (size_t i = 0; i < lengths.size(); ++i) out.push_back(all.substr(offsets[i], lengths[i]));
+  return out;
+}
+
+}  // namespace evsim

@@ -1,0 +1,39 @@
+#pragma once
+// MPI-side facts about the profiling run and small collective helpers. All functions here are
+// collective over MPI_COMM_WORLD unless they say otherwise.
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "profiler/topology.h"
+
+namespace evsim {
+
+struct MpiWorld {
+  int rank = 0;
+  int size = 1;
+  std::string host;    // MPI_Get_processor_name
+  int local_rank = 0;  // index among the ranks sharing this rank's real node (picks the GPU)
+  int local_size = 1;
+  int host_key = 0;    // lowest world rank on this rank's real node
+};
+
+// Sets MPI_ERRORS_RETURN on MPI_COMM_WORLD, then finds this rank's node with
+// MPI_Comm_split_type(MPI_COMM_TYPE_SHARED).
+MpiWorld queryMpiWorld();
+
+// Gathers every rank's host key and name and builds the (possibly emulated) topology, identical on
+// all ranks. Throws InputError (on every rank) for a bad --ranks-per-node.
+Topology discoverTopology(const MpiWorld& world, int emulated_ranks_per_node);
+
+// MPI_Get_library_version's first line up to the first comma, e.g. "Open MPI v4.1.4". Local.
+std::string mpiLibraryVersion();
+
+std::string broadcastString(const std::string& text, int root, MPI_Comm comm);
+std::vector<std::string> broadcastStrings(const std::vector<std::string>& items, int root, MPI_Comm comm);
+// Every rank's `text`, in rank order, on `root` (empty elsewhere).
+std::vector<std::string> gatherStrings(const std::string& text, int root, MPI_Comm comm);
+
+}  // namespace evsim

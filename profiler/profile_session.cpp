@@ -1,0 +1,295 @@
+#include "profiler/profile_session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+
+#include "profiler/comm_math.h"
+#include "profiler/group_planner.h"
+#include "profiler/mpi_check.h"
+#include "profiler/stats.h"
+#include "profiler/work_plan.h"
+
+namespace evsim {
+
+namespace {
+
+// steady_clock ticks in ns; a sample below that is a clock artefact, and a zero time would make an
+// invalid profile (times must be > 0), so samples are floored here.
+constexpr double kClockFloorUs = 1e-3;
+
+// One measured event as it travels between ranks (fixed size, sent as bytes).
+struct WireResult {
+  int32_t valid = 0;
+  int32_t count = 0;
+  double median_us = 0, min_us = 0, max_us = 0, stddev_us = 0;
+};
+
+WireResult toWire(const TimingStats& s) {
+  return WireResult{1, s.count, s.median_us, s.min_us, s.max_us, s.stddev_us};
+}
+
+TimingStats fromWire(const WireResult& w, double scale) {
+  return TimingStats{w.median_us * scale, w.min_us * scale, w.max_us * scale, w.stddev_us * scale,
+                     w.count};
+}
+
+std::vector<double> floored(std::vector<double> samples) {
+  for (double& s : samples) s = std::max(s, kClockFloorUs);
+  return samples;
+}
+
+std::string utcNow() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+// Runs `fn` on rank 0; an InputError there becomes a CollectiveInputError on every rank.
+template <typename Fn>
+void onRootShared(int rank, Fn&& fn) {
+  std::string error;
+  if (rank == 0) {
+    try {
+      fn();
+    } catch (const InputError& e) {
+      error = e.what();
+    }
+  }
+  error = broadcastString(error, 0, MPI_COMM_WORLD);
+  if (!error.empty()) throw CollectiveInputError(error);
+}
+
+std::vector<std::string> signaturesOf(const std::vector<Event>& events) {
+  std::vector<std::string> out;
+  for (const Event& e : events) out.push_back(e.signature());
+  return out;
+}
+
+std::vector<Event> eventsOf(const std::vector<std::string>& signatures) {
+  std::vector<Event> out;
+  for (const std::string& s : signatures) out.push_back(parseEventSignature(s, "rank 0's event list"));
+  return out;
+}
+
+}  // namespace
+
+struct ProfileSession::Work {
+  std::vector<Event> compute;
+  std::vector<Event> communication;
+  size_t already_measured = 0;            // rank 0 only
+  std::vector<std::string> unmeasurable;  // rank 0 only
+};
+
+ProfileSession::ProfileSession(const MpiWorld& world, const Topology& topo,
+                               ProfilerBackend& backend, ProfileOptions options)
+    : world_(world), topo_(topo), backend_(backend), options_(std::move(options)) {
+  EVSIM_CHECK(options_.warmup >= 0 && options_.repeats > 0, "warmup {} repeats {}",
+              options_.warmup, options_.repeats);
+}
+
+ProfileMetadata ProfileSession::collectMetadata() {
+  ProfileMetadata m;
+  m.devices = gatherStrings(backend_.deviceName(), 0, MPI_COMM_WORLD);
+  m.backend = backend_.name();
+  m.date = utcNow();
+  m.world_size = world_.size;
+  m.ranks_per_node = topo_.ranksPerNode();
+  m.hosts = topo_.node_names;
+  m.versions = backend_.versions();
+  m.versions["mpi"] = mpiLibraryVersion();
+  return m;
+}
+
+void ProfileSession::save(const ProfileDb& db) const {
+  if (world_.rank == 0) db.save(options_.output_path);
+}
+
+ProfileSession::Work ProfileSession::prepare(const std::vector<Event>& wanted,
+                                             const ProfileMetadata& metadata, ProfileDb& db) {
+  WorkPlan plan;
+  onRootShared(world_.rank, [&] {
+    std::optional<ProfileDb> previous;
+    if (options_.resume && std::filesystem::exists(options_.output_path)) {
+      previous = ProfileDb::load(options_.output_path);
+      checkResumable(previous->metadata, metadata, options_.output_path);
+      db = *previous;
+    }
+    db.metadata = metadata;
+    plan = planWork(wanted, previous ? &*previous : nullptr, topo_, options_.intra_node_only);
+    db.save(options_.output_path);  // fails early, as bad input, when the output is unwritable
+    if (options_.log == nullptr) return;
+    if (!topo_.uniform()) {
+      fmt::print(options_.log, "[eventprof] warning: nodes have different rank counts; the "
+                               "profile records the largest, {}\n", topo_.ranksPerNode());
+    }
+    if (previous) {
+      fmt::print(options_.log, "[eventprof] resuming {}: {} event(s) already measured\n",
+                 options_.output_path, plan.already_measured.size());
+    }
+    for (const std::string& u : plan.unmeasurable) {
+      fmt::print(options_.log, "[eventprof] not measured (--intra-node-only): {}\n", u);
+    }
+  });
+  // Everyone learns the plan from rank 0, which alone read the inputs.
+  Work work;
+  work.compute = eventsOf(broadcastStrings(signaturesOf(plan.compute), 0, MPI_COMM_WORLD));
+  work.communication = eventsOf(broadcastStrings(signaturesOf(plan.communication), 0, MPI_COMM_WORLD));
+  work.already_measured = plan.already_measured.size();
+  work.unmeasurable = plan.unmeasurable;
+  return work;
+}
+
+ProfileSummary ProfileSession::run(const std::vector<Event>& wanted) {
+  auto start = std::chrono::steady_clock::now();
+  ProfileMetadata metadata = collectMetadata();
+  ProfileDb db;
+  Work work = prepare(wanted, metadata, db);
+
+  ProfileSummary summary;
+  summary.already_measured = work.already_measured;
+  summary.unmeasurable = work.unmeasurable;
+  Progress progress(work.compute.size() + work.communication.size(),
+                    world_.rank == 0 ? options_.log : nullptr);
+  size_t done = 0;
+  measureCompute(work.compute, db, progress, done);
+  summary.measured_compute = work.compute.size();
+  measureCommunication(work.communication, db, progress, done, summary);
+  summary.measured_communication = work.communication.size();
+
+  EVSIM_MPI_CHECK(MPI_Reduce(&busy_s_, &summary.measuring_device_s, 1, MPI_DOUBLE, MPI_SUM, 0,
+                             MPI_COMM_WORLD));
+  summary.records_in_profile = db.records().size();
+  summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return summary;
+}
+
+void ProfileSession::measureCompute(const std::vector<Event>& events, ProfileDb& db,
+                                    Progress& progress, size_t& done) {
+  const size_t ranks = static_cast<size_t>(world_.size);
+  // Round r: rank k measures event r * ranks + k, so every device works at once, and rank 0
+  // saves after each round.
+  for (size_t first = 0; first < events.size(); first += ranks) {
+    const size_t in_round = std::min(ranks, events.size() - first);
+    progress.starting(done, in_round == 1 ? events[first].signature()
+                                          : fmt::format("{} compute events on {} ranks ({}, ...)",
+                                                        in_round, in_round, events[first].signature()));
+    WireResult mine;
+    const size_t index = first + static_cast<size_t>(world_.rank);
+    if (index < events.size()) {
+      auto t0 = std::chrono::steady_clock::now();
+      std::vector<double> samples = backend_.timeCompute(events[index], options_.warmup, options_.repeats);
+      busy_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      mine = toWire(computeStats(floored(std::move(samples))));
+    }
+    std::vector<WireResult> all(world_.rank == 0 ? ranks : 0);
+    EVSIM_MPI_CHECK(MPI_Gather(&mine, sizeof(WireResult), MPI_BYTE, all.data(), sizeof(WireResult),
+                               MPI_BYTE, 0, MPI_COMM_WORLD));
+    if (world_.rank == 0) {
+      for (size_t k = 0; k < in_round; ++k) {
+        EVSIM_CHECK(all[k].valid == 1, "rank {} sent no result for '{}'", k, events[first + k].signature());
+        ProfileRecord record;
+        record.event = events[first + k];
+        record.signature = record.event.signature();
+        record.time = fromWire(all[k], 1.0);
+        db.put(std::move(record));
+      }
+      save(db);
+    }
+    done += in_round;
+  }
+}
+
+void ProfileSession::measureCommunication(const std::vector<Event>& events, ProfileDb& db,
+                                          Progress& progress, size_t& done,
+                                          ProfileSummary& summary) {
+  for (const Event& event : events) {
+    const GroupPlan plan = planGroup(topo_, event.placement);  // same answer on every rank
+    EVSIM_CHECK(plan.unmeasurable.empty(), "'{}': {}", event.signature(), plan.unmeasurable);
+    const Placement& target = event.placement;
+    const double scale = ringScaleFactor(event.kind, plan.measured.group_size, target.group_size);
+    std::string what = event.signature();
+    if (!plan.exact) {
+      what += fmt::format(" [measured on group={} nodes={} rpn={}{}]", plan.measured.group_size,
+                          plan.measured.nodes, plan.measured.ranks_per_node,
+                          plan.scaled(target) ? fmt::format(", scaled x{:.4g}", scale) : "");
+    }
+    progress.starting(done, what);
+
+    const auto it = std::find(plan.ranks.begin(), plan.ranks.end(), world_.rank);
+    const bool member = it != plan.ranks.end();
+    MPI_Comm comm = MPI_COMM_NULL;
+    EVSIM_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, world_.rank, &comm));
+    WireResult result;
+    if (member) {
+      CommGroup group{comm, static_cast<int>(it - plan.ranks.begin()),
+                      static_cast<int>(plan.ranks.size()), plan.ranks};
+      auto t0 = std::chrono::steady_clock::now();
+      std::vector<double> samples =
+          event.kind == EventKind::kP2P
+              ? backend_.timeP2P(event, group, options_.warmup, options_.repeats)
+              : backend_.timeCollective(event, group, options_.warmup, options_.repeats);
+      busy_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      EVSIM_CHECK(samples.size() == static_cast<size_t>(options_.repeats), "{} samples for {} repeats",
+                  samples.size(), options_.repeats);
+      std::vector<double> all(group.rank == 0 ? samples.size() * group.size : 0);
+      EVSIM_MPI_CHECK(MPI_Gather(samples.data(), options_.repeats, MPI_DOUBLE, all.data(),
+                                 options_.repeats, MPI_DOUBLE, 0, comm));
+      if (group.rank == 0) {
+        std::vector<std::vector<double>> per_rank;
+        for (int r = 0; r < group.size; ++r) {
+          per_rank.emplace_back(all.begin() + r * options_.repeats, all.begin() + (r + 1) * options_.repeats);
+        }
+        std::vector<double> combined = event.kind == EventKind::kP2P
+                                           ? combineP2P(per_rank[0], per_rank[1])
+                                           : combineCollective(per_rank);
+        result = toWire(computeStats(floored(std::move(combined))));
+      }
+      EVSIM_MPI_CHECK(MPI_Comm_free(&comm));
+    }
+    // The group's first rank (its comm rank 0) has the result; rank 0 records it.
+    EVSIM_MPI_CHECK(MPI_Bcast(&result, sizeof(WireResult), MPI_BYTE, plan.ranks.front(), MPI_COMM_WORLD));
+    if (world_.rank == 0) {
+      EVSIM_CHECK(result.valid == 1, "no result for '{}'", event.signature());
+      ProfileRecord record;
+      record.event = event;
+      record.signature = event.signature();
+      record.time = fromWire(result, scale);
+      record.measured_group_size = plan.measured.group_size;
+      record.scaled = plan.scaled(target);
+      record.algbw_gb_s = algorithmBandwidthGBs(event.message_bytes, record.time.median_us);
+      record.busbw_gb_s = record.algbw_gb_s * busBandwidthFactor(event.kind, target.group_size);
+      db.put(std::move(record));
+      save(db);
+    }
+    if (plan.scaled(target)) ++summary.scaled;
+    ++done;
+  }
+}
+
+void printSummary(std::FILE* out, const ProfileSummary& s, const std::string& output_path,
+                  int world_size) {
+  if (out == nullptr) return;
+  fmt::print(out,
+             "[eventprof] done: measured {} event(s) ({} compute, {} communication, {} scaled from "
+             "a smaller group); {} already in the profile; {} not measured\n",
+             s.measured_compute + s.measured_communication, s.measured_compute,
+             s.measured_communication, s.scaled, s.already_measured, s.unmeasurable.size());
+  for (const std::string& u : s.unmeasurable) fmt::print(out, "[eventprof]   not measured: {}\n", u);
+  fmt::print(out,
+             "[eventprof] wrote {} ({} events) in {:.2f} s; profiling cost {:.2f} device-seconds "
+             "measuring (sum over {} ranks; {:.2f} device-seconds held)\n",
+             output_path, s.records_in_profile, s.wall_s, s.measuring_device_s, world_size,
+             s.wall_s * world_size);
+  if (s.modeled_iteration_device_s) {
+    fmt::print(out, "[eventprof] one modeled iteration of the strategies covered: {:.2f} device-s\n",
+               *s.modeled_iteration_device_s);
+  }
+  std::fflush(out);
+}
+
+}  // namespace evsim

@@ -1,0 +1,87 @@
+#pragma once
+// The measurement harness: decides (on rank 0) what to measure, spreads compute events over all
+// ranks, measures communication events on the groups group_planner.h picks, turns per-rank samples
+// into records, and has rank 0 re-write the profile database after every completed step, so a
+// crash or Ctrl-C loses at most the events in flight.
+//
+// Call order: MPI_Init -> queryMpiWorld -> discoverTopology -> make a backend -> ProfileSession
+// ::run on every rank (collective over MPI_COMM_WORLD) -> MPI_Finalize.
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "events/event.h"
+#include "modeler/profile_db.h"
+#include "profiler/backend.h"
+#include "profiler/mpi_env.h"
+#include "profiler/progress.h"
+#include "profiler/topology.h"
+
+namespace evsim {
+
+// Bad input that every rank knows about with the same message (rank 0 found it and broadcast
+// it): main() prints it once and all ranks exit normally, with no MPI_Abort needed.
+class CollectiveInputError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+struct ProfileOptions {
+  std::string output_path;
+  int warmup = 5;    // untimed runs before each event's timed repetitions
+  int repeats = 20;  // timed repetitions per event
+  bool resume = false;
+  bool intra_node_only = false;
+  std::FILE* log = stderr;  // rank 0's progress and summary (nullptr: quiet)
+};
+
+struct ProfileSummary {
+  size_t measured_compute = 0;
+  size_t measured_communication = 0;
+  size_t already_measured = 0;
+  std::vector<std::string> unmeasurable;  // "signature: reason"
+  size_t scaled = 0;                      // communication records scaled from a smaller group
+  size_t records_in_profile = 0;
+  double wall_s = 0;
+  // Profiling cost: the sum over ranks of the time spent inside backend measurement calls.
+  double measuring_device_s = 0;
+  // TODO(modeler): device-seconds of one modeled iteration of the strategies covered, so the
+  // summary can say what profiling cost relative to running them (DistSim reports 13%). Stays
+  // empty until the modeler can be called from here.
+  std::optional<double> modeled_iteration_device_s;
+};
+
+class ProfileSession {
+ public:
+  ProfileSession(const MpiWorld& world, const Topology& topo, ProfilerBackend& backend,
+                 ProfileOptions options);
+
+  // Collective. `wanted` is read on rank 0 only. Throws CollectiveInputError (all ranks) for bad
+  // input found before measuring: unmeasurable events, a profile that cannot be resumed, an
+  // unwritable output.
+  ProfileSummary run(const std::vector<Event>& wanted);
+
+ private:
+  struct Work;
+  ProfileMetadata collectMetadata();
+  Work prepare(const std::vector<Event>& wanted, const ProfileMetadata& metadata, ProfileDb& db);
+  void measureCompute(const std::vector<Event>& events, ProfileDb& db, Progress& progress,
+                      size_t& done);
+  void measureCommunication(const std::vector<Event>& events, ProfileDb& db, Progress& progress,
+                            size_t& done, ProfileSummary& summary);
+  void save(const ProfileDb& db) const;
+
+  MpiWorld world_;
+  Topology topo_;
+  ProfilerBackend& backend_;
+  ProfileOptions options_;
+  double busy_s_ = 0;  // this rank's time inside backend calls
+};
+
+void printSummary(std::FILE* out, const ProfileSummary& summary, const std::string& output_path,
+                  int world_size);
+
+}  // namespace evsim
