@@ -1,0 +1,233 @@
+// CUDA backend: compute events through kernels/cuda, timed by the span of their kernels as CUPTI
+// activity records report them (CUDA events when CUPTI is unavailable); communication through NCCL
+// on its own stream, timed with CUDA events, each repetition after an MPI barrier of the group.
+#include "profiler/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <map>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "profiler/cuda/cupti_check.h"
+#include "profiler/cuda/cupti_tracer.h"
+#include "profiler/cuda/nccl_comm.h"
+#include "profiler/mpi_check.h"
+
+namespace evsim {
+
+namespace {
+
+// Device memory owned for one event's measurement.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) {
+    EVSIM_CUDA_CHECK(cudaMalloc(&ptr_, std::max<size_t>(bytes, 1)));
+    EVSIM_CUDA_CHECK(cudaMemset(ptr_, 0, std::max<size_t>(bytes, 1)));
+  }
+  ~DeviceBuffer() { static_cast<void>(cudaFree(ptr_)); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+// NCCL element type and count for `bytes` of `dtype` (odd byte counts travel as bytes).
+std::pair<ncclDataType_t, size_t> ncclElements(const Event& event, int64_t bytes) {
+  int64_t element = dtypeBytes(event.dtype);
+  if (bytes % element != 0) return {ncclUint8, static_cast<size_t>(bytes)};
+  ncclDataType_t type = event.dtype == DType::kFp32   ? ncclFloat32
+                        : event.dtype == DType::kBf16 ? ncclBfloat16
+                                                      : ncclFloat16;
+  return {type, static_cast<size_t>(bytes / element)};
+}
+
+std::string versionText(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
+
+class CudaBackend : public ProfilerBackend {
+ public:
+  explicit CudaBackend(const CudaBackendOptions& options)
+      : seed_(options.seed), timeout_s_(options.comm_timeout_s) {
+    int count = visibleCudaDevices();
+    EVSIM_CHECK(count > 0, "CUDA backend without a visible device");
+    device_ = options.local_rank % count;
+    EVSIM_CUDA_CHECK(cudaSetDevice(device_));
+    EVSIM_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_stream_, cudaStreamNonBlocking));
+    EVSIM_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+    EVSIM_CUDA_CHECK(cudaEventCreate(&start_));
+    EVSIM_CUDA_CHECK(cudaEventCreate(&stop_));
+    try {
+      tracer_ = CuptiTracer::create();
+      compute_stream_id_ = CuptiTracer::streamId(compute_stream_);
+      span_timer_ = std::make_unique<KernelSpanTimer>(*tracer_);
+    } catch (const Error& e) {
+      tracer_.reset();
+      std::fprintf(stderr, "[eventprof] CUPTI unavailable (%s): compute events are timed with CUDA "
+                           "events instead\n", e.what());
+    }
+  }
+
+  ~CudaBackend() override {
+    comms_.clear();  // communicators before the streams they used
+    span_timer_.reset();
+    tracer_.reset();
+    static_cast<void>(cudaEventDestroy(start_));
+    static_cast<void>(cudaEventDestroy(stop_));
+    static_cast<void>(cudaStreamDestroy(compute_stream_));
+    static_cast<void>(cudaStreamDestroy(comm_stream_));
+  }
+
+  std::string name() const override { return "cuda"; }
+
+  std::string deviceName() const override {
+    cudaDeviceProp props{};
+    EVSIM_CUDA_CHECK(cudaGetDeviceProperties(&props, device_));
+    return props.name;
+  }
+
+  std::map<std::string, std::string> versions() const override {
+    std::map<std::string, std::string> out;
+    int runtime = 0, driver = 0, nccl = 0;
+    EVSIM_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    EVSIM_CUDA_CHECK(cudaDriverGetVersion(&driver));
+    EVSIM_NCCL_CHECK(ncclGetVersion(&nccl));
+    out["cuda"] = versionText(runtime);
+    out["cuda_driver"] = versionText(driver);
+    out["nccl"] = fmt::format("{}.{}.{}", nccl / 10000, (nccl % 10000) / 100, nccl % 100);
+    // Present only when compute events were timed by CUPTI (absent: CUDA-event fallback).
+    if (tracer_) out["cupti"] = CuptiTracer::version();
+    return out;
+  }
+
+  std::vector<double> timeCompute(const Event& event, int warmup, int repeats) override {
+    std::unique_ptr<ComputeKernel> kernel = makeCudaKernel(event, compute_stream_, seed_);
+    auto run = [&] { kernel->run(); };
+    auto sync = [&] { kernel->synchronize(); };
+    if (span_timer_) return span_timer_->time(compute_stream_id_, warmup, repeats, run, sync);
+    // Fallback: CUDA events around each repetition (includes launch gaps between its kernels).
+    for (int i = 0; i < warmup; ++i) run();
+    std::vector<cudaEvent_t> marks(static_cast<size_t>(repeats) + 1);
+    for (cudaEvent_t& e : marks) EVSIM_CUDA_CHECK(cudaEventCreate(&e));
+    std::vector<double> samples;
+    try {
+      EVSIM_CUDA_CHECK(cudaEventRecord(marks[0], compute_stream_));
+      for (int i = 0; i < repeats; ++i) {
+        run();
+        EVSIM_CUDA_CHECK(cudaEventRecord(marks[i + 1], compute_stream_));
+      }
+      sync();
+      for (int i = 0; i < repeats; ++i) {
+        float ms = 0;
+        EVSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, marks[i], marks[i + 1]));
+        samples.push_back(double(ms) * 1000.0);
+      }
+    } catch (...) {
+      for (cudaEvent_t e : marks) static_cast<void>(cudaEventDestroy(e));
+      throw;
+    }
+    for (cudaEvent_t e : marks) static_cast<void>(cudaEventDestroy(e));
+    return samples;
+  }
+
+  std::vector<double> timeP2P(const Event& event, const CommGroup& group, int warmup,
+                              int repeats) override {
+    EVSIM_CHECK(group.size == 2, "p2p over {} ranks", group.size);
+    auto [type, count] = ncclElements(event, event.message_bytes);
+    DeviceBuffer buffer(static_cast<size_t>(event.message_bytes));
+    const bool sender = group.rank == 0;
+    return timeNccl(group, warmup, repeats, sender ? "ncclSend" : "ncclRecv", [&](ncclComm_t c) {
+      if (sender) {
+        EVSIM_NCCL_CHECK(ncclSend(buffer.get(), count, type, 1, c, comm_stream_));
+      } else {
+        EVSIM_NCCL_CHECK(ncclRecv(buffer.get(), count, type, 0, c, comm_stream_));
+      }
+    });
+  }
+
+  std::vector<double> timeCollective(const Event& event, const CommGroup& group, int warmup,
+                                     int repeats) override {
+    auto [type, count] = ncclElements(event, event.message_bytes);
+    const size_t element = static_cast<size_t>(event.message_bytes) / count;
+    // message_bytes is the full buffer (nccl-tests' size); shards are count / group.size.
+    const size_t shard = count / static_cast<size_t>(group.size);
+    EVSIM_CHECK(event.kind == EventKind::kAllReduce || shard > 0, "'{}': fewer elements than ranks",
+                event.signature());
+    DeviceBuffer send(count * element), recv(count * element);
+    switch (event.kind) {
+      case EventKind::kAllReduce:
+        return timeNccl(group, warmup, repeats, "ncclAllReduce", [&](ncclComm_t c) {
+          EVSIM_NCCL_CHECK(ncclAllReduce(send.get(), recv.get(), count, type, ncclSum, c, comm_stream_));
+        });
+      case EventKind::kReduceScatter:
+        return timeNccl(group, warmup, repeats, "ncclReduceScatter", [&](ncclComm_t c) {
+          EVSIM_NCCL_CHECK(ncclReduceScatter(send.get(), recv.get(), shard, type, ncclSum, c, comm_stream_));
+        });
+      case EventKind::kAllGather:
+        return timeNccl(group, warmup, repeats, "ncclAllGather", [&](ncclComm_t c) {
+          EVSIM_NCCL_CHECK(ncclAllGather(send.get(), recv.get(), shard, type, c, comm_stream_));
+        });
+      default:
+        EVSIM_THROW(Error, "'{}' is not a collective", event.signature());
+    }
+  }
+
+ private:
+  NcclComm& communicator(const CommGroup& group) {
+    auto it = comms_.find(group.world_ranks);
+    if (it == comms_.end()) {
+      it = comms_.emplace(group.world_ranks, std::make_unique<NcclComm>(group, timeout_s_)).first;
+    }
+    return *it->second;
+  }
+
+  template <typename Enqueue>
+  std::vector<double> timeNccl(const CommGroup& group, int warmup, int repeats, const char* what,
+                               Enqueue&& enqueue) {
+    NcclComm& nccl = communicator(group);
+    std::vector<double> samples;
+    for (int i = 0; i < warmup + repeats; ++i) {
+      EVSIM_MPI_CHECK(MPI_Barrier(group.comm));  // the stream is idle: the last wait finished
+      EVSIM_CUDA_CHECK(cudaEventRecord(start_, comm_stream_));
+      enqueue(nccl.get());
+      nccl.waitEnqueued(what);
+      EVSIM_CUDA_CHECK(cudaEventRecord(stop_, comm_stream_));
+      nccl.waitEvent(stop_, what);
+      float ms = 0;
+      EVSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+      if (i >= warmup) samples.push_back(double(ms) * 1000.0);
+    }
+    return samples;
+  }
+
+  uint64_t seed_;
+  double timeout_s_;
+  int device_ = 0;
+  cudaStream_t compute_stream_ = nullptr;
+  cudaStream_t comm_stream_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  std::unique_ptr<CuptiTracer> tracer_;
+  uint32_t compute_stream_id_ = 0;
+  std::unique_ptr<KernelSpanTimer> span_timer_;
+  std::map<std::vector<int>, std::unique_ptr<NcclComm>> comms_;
+};
+
+}  // namespace
+
+int visibleCudaDevices() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());  // clear the sticky "no device" error
+    return 0;
+  }
+  return count;
+}
+
+std::unique_ptr<ProfilerBackend> makeCudaBackend(const CudaBackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+}  // namespace evsim
