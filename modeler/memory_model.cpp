@@ -1,0 +1,95 @@
+#include "modeler/memory_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "common/units.h"
+#include "modeler/schedule.h"
+
+namespace evsim {
+
+namespace {
+
+constexpr int64_t kMaskBytes = 1;        // dropout masks are stored as bytes
+constexpr int64_t kTokenIdBytes = 8;     // Megatron's 8*s*b for token and position ids
+constexpr int64_t kLogitBytes = 4;       // logits are upcast to fp32 for the cross-entropy
+
+}  // namespace
+
+int64_t modelStateBytesPerParameter(DType dtype) {
+  // Megatron-LM theoretical_memory_usage.py: 18 bytes per parameter without the distributed
+  // optimizer (16-bit weight 2, fp32 main grad 4, fp32 master weight 4, Adam moments 4 + 4).
+  // An fp32 model keeps no master copy: weight 4, gradient 4, moments 4 + 4.
+  return dtype == DType::kFp32 ? 16 : 18;
+}
+
+int64_t blockActivationBytes(const ModelConfig& model, const TransformerBlock& block,
+                             int64_t micro_batch, int tp) {
+  const double e = static_cast<double>(dtypeBytes(model.dtype));
+  const double s = static_cast<double>(model.seq_length);
+  const double b = static_cast<double>(micro_batch);
+  const double h = static_cast<double>(model.hidden_size);
+  const double a = static_cast<double>(model.num_heads);
+  const double f = static_cast<double>(model.ffn_hidden_size);
+  const double t = static_cast<double>(tp);
+  const double mask = static_cast<double>(kMaskBytes);
+  const double sbh = s * b * h;
+  // Not split by TP: two layernorm inputs (2e), the attention and MLP inputs (2e), two dropout
+  // masks (2 x 1 byte). Split by TP: Q, K, V and the output projection's input (4e); the MLP's
+  // first GEMM output and GeLU output (2e * f/h). Attention scores: softmax output and dropout
+  // output (2e) plus the mask (1), a*s*s*b elements each.
+  double bytes = sbh * (4 * e + 2 * mask) + sbh * (4 * e + 2 * e * f / h) / t +
+                 (2 * e + mask) * a * s * s * b / t;
+  if (block.cross_attention) {
+    // One more layernorm + attention sub-block (layernorm input, attention input, dropout mask;
+    // Q, K, V and projection input split by TP; scores against the encoder sequence).
+    bytes += sbh * (2 * e + mask) + sbh * 4 * e / t + (2 * e + mask) * a * s * s * b / t;
+  }
+  return std::llround(bytes);
+}
+
+MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
+  EVSIM_CHECK(headroom >= 0 && headroom < 1, "headroom {}", headroom);
+  const ModelConfig& model = plan.model;
+  const Strategy& strategy = plan.strategy;
+  const int P = static_cast<int>(plan.stages.size());
+  const int64_t e = dtypeBytes(model.dtype);
+  const int64_t sb = model.seq_length * strategy.micro_batch;
+  const int64_t sbh = sb * model.hidden_size;
+
+  MemoryEstimate out;
+  out.headroom = headroom;
+  out.capacity_bytes = plan.cluster.device.memoryBytes();
+  out.usable_bytes = static_cast<int64_t>(std::floor(static_cast<double>(out.capacity_bytes) * (1 - headroom)));
+  for (const StagePlan& stage : plan.stages) {
+    StageMemory mem;
+    mem.stage = stage.stage;
+    mem.parameters = stage.parameters;
+    mem.model_state_bytes = stage.parameters * modelStateBytesPerParameter(model.dtype);
+    int64_t per_micro_batch = 0;
+    for (int layer = stage.first_layer; layer < stage.first_layer + stage.num_layers; ++layer) {
+      per_micro_batch +=
+          blockActivationBytes(model, model.blocks[layer], strategy.micro_batch, strategy.tp);
+    }
+    if (stage.has_embedding) {
+      per_micro_batch += kTokenIdBytes * sb + e * sbh + kMaskBytes * sbh;
+    }
+    if (stage.has_head) {
+      per_micro_batch += 2 * e * sbh + kLogitBytes * sb * plan.padded_vocab / strategy.tp;
+    }
+    mem.activation_bytes_per_micro_batch = per_micro_batch;
+    mem.in_flight = peakActivationsInFlight(
+        stageTaskOrder(strategy.schedule, stage.stage, P, plan.micro_batches));
+    mem.activation_bytes = per_micro_batch * mem.in_flight;
+    mem.peak_bytes = mem.model_state_bytes + mem.activation_bytes;
+    if (mem.peak_bytes > out.peak_bytes) {
+      out.peak_bytes = mem.peak_bytes;
+      out.peak_stage = mem.stage;
+    }
+    out.stages.push_back(mem);
+  }
+  return out;
+}
+
+}  // namespace evsim

@@ -1,0 +1,73 @@
+#pragma once
+// Peak memory of one device of each pipeline stage for one training iteration, so that `eventsim
+// search` can rule out strategies that would not fit and `eventsim simulate` can report it.
+//
+// Model states (Megatron-LM megatron/training/theoretical_memory_usage.py, without the distributed
+// optimizer), per parameter of the stage's TP shard (StagePlan::parameters):
+//   fp16/bf16 mixed precision with Adam: 18 bytes = 2 (16-bit weight) + 4 (fp32 main gradient)
+//                                                  + 4 (fp32 master weight) + 4 + 4 (Adam m, v);
+//   fp32 model with Adam:                16 bytes = 4 (weight) + 4 (gradient) + 4 + 4 (Adam m, v);
+//                                        no master copy is needed.
+//
+// Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+// Models", Table 2, tensor parallel without sequence parallelism, no recomputation), per
+// transformer block and micro-batch, with e the bytes of the model dtype and f the FFN size:
+//   s*b*h * [ (4e + 2) + (4e + 2e*f/h) / t ] + (2e + 1) * a*s^2*b / t
+// which for e = 2 and f = 4h is the paper's s*b*h*(10 + 24/t + 5*a*s/(h*t)) (and 34 + 5as/h at
+// t = 1). The "+2" and "+1" are the 1-byte dropout masks. A decoder block with cross-attention adds
+// one more attention sub-block: s*b*h * [ (2e + 1) + 4e/t ] + (2e + 1) * a*s^2*b / t (encoder and
+// decoder sequence lengths are the same in our configs).
+//
+// Extras per micro-batch (Megatron's compute_activation_memory "small contributions"):
+//   first stage: token and position ids 8*s*b, the embedding output e*s*b*h and its dropout mask
+//                s*b*h;
+//   last stage:  the final layernorm's input and the LM head's input, 2*e*s*b*h, and the fp32 logits
+//                kept for the cross-entropy backward, 4*s*b*V/t (V the padded vocabulary).
+// All activations are multiplied by the micro-batches in flight on the stage, the most forwards done
+// whose backward has not run (GPipe: m; DAPPLE/1F1B: min(P - s, m)), as the schedule gives them.
+// Temporary buffers (workspace, the backward of one op, communication buffers) and allocator
+// fragmentation are not modelled: the headroom fraction of device memory is set aside for them.
+
+#include <cstdint>
+#include <vector>
+
+#include "events/iteration_plan.h"
+#include "events/model_config.h"
+
+namespace evsim {
+
+inline constexpr double kDefaultMemoryHeadroom = 0.10;
+
+// Model-state bytes per parameter for mixed-precision Adam (18) or fp32 Adam (16).
+int64_t modelStateBytesPerParameter(DType dtype);
+
+// Activation bytes of one transformer block for one micro-batch of `micro_batch` sequences, on one
+// of `tp` tensor-parallel devices (formula above).
+int64_t blockActivationBytes(const ModelConfig& model, const TransformerBlock& block,
+                             int64_t micro_batch, int tp);
+
+struct StageMemory {
+  int stage = 0;
+  int64_t parameters = 0;           // on one device of the stage
+  int64_t model_state_bytes = 0;    // weights + gradients + optimizer state
+  int64_t activation_bytes_per_micro_batch = 0;  // blocks + embedding/head extras
+  int in_flight = 0;                // micro-batches whose activations are held at once
+  int64_t activation_bytes = 0;     // activation_bytes_per_micro_batch * in_flight
+  int64_t peak_bytes = 0;           // model_state_bytes + activation_bytes
+};
+
+struct MemoryEstimate {
+  std::vector<StageMemory> stages;
+  int64_t peak_bytes = 0;   // max over stages
+  int peak_stage = 0;
+  int64_t capacity_bytes = 0;  // device memory
+  int64_t usable_bytes = 0;    // capacity * (1 - headroom)
+  double headroom = kDefaultMemoryHeadroom;
+
+  bool fits() const { return peak_bytes <= usable_bytes; }
+};
+
+// Per-stage peak memory of `plan`. `headroom` in [0, 1): the share of device memory set aside.
+MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom = kDefaultMemoryHeadroom);
+
+}  // namespace evsim

@@ -1,0 +1,181 @@
+#include "modeler/search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_set>
+
+#include "common/error.h"
+#include "events/iteration_plan.h"
+#include "modeler/simulation.h"
+
+namespace evsim {
+
+namespace {
+
+// Runs f(0) ... f(n-1) on up to `threads` threads, each taking the next index. The first exception
+// stops the remaining work and is rethrown on the caller's thread.
+template <class F>
+void parallelFor(size_t n, unsigned threads, F&& f) {
+  if (n == 0) return;
+  unsigned count = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+  count = static_cast<unsigned>(std::min<size_t>(count, n));
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto worker = [&] {
+    for (;;) {
+      size_t i = next.fetch_add(1);
+      if (i >= n) return;
+      try {
+        f(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next.store(n);
+      }
+    }
+  };
+  if (count <= 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    pool.reserve(count);
+    for (unsigned t = 0; t < count; ++t) pool.emplace_back(worker);
+    for (std::thread& t : pool) t.join();
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
+
+std::string_view candidateStatusName(CandidateStatus status) {
+  switch (status) {
+    case CandidateStatus::kOk:
+      return "ok";
+    case CandidateStatus::kOom:
+      return "OOM";
+    case CandidateStatus::kInvalid:
+      return "invalid";
+  }
+  return "?";
+}
+
+const CandidateResult* SearchReport::best() const {
+  if (candidates.empty() || candidates.front().status != CandidateStatus::kOk) return nullptr;
+  return &candidates.front();
+}
+
+SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
+                       const CostModel& costs, const SearchOptions& options,
+                       std::string_view eventprof_hint) {
+  const StrategySpace& space = options.space;
+  if (space.gpus <= 0) EVSIM_THROW(InputError, "--gpus {}: must be > 0", space.gpus);
+  if (space.micro_batches.empty()) EVSIM_THROW(InputError, "--micro-batch: no sizes given");
+  for (int64_t b : space.micro_batches) {
+    if (b <= 0) EVSIM_THROW(InputError, "--micro-batch {}: must be > 0", b);
+  }
+  if (space.schedules.empty()) EVSIM_THROW(InputError, "--schedule: no schedule given");
+  if (!(options.memory_headroom >= 0 && options.memory_headroom < 1)) {
+    EVSIM_THROW(InputError, "--memory-headroom {}: must be in [0, 1)", options.memory_headroom);
+  }
+  if (options.base.global_batch <= 0) {
+    EVSIM_THROW(InputError, "--global-batch {}: must be > 0", options.base.global_batch);
+  }
+
+  std::vector<Candidate> candidates = enumerateCandidates(model, cluster, options.base, space);
+  const size_t n = candidates.size();
+  std::vector<CandidateResult> results(n);
+  std::vector<std::optional<IterationPlan>> plans(n);
+
+  // Phase 1: plans and memory of every valid candidate; OOM ones go no further.
+  parallelFor(n, options.threads, [&](size_t i) {
+    CandidateResult& r = results[i];
+    r.strategy = candidates[i].strategy;
+    if (candidates[i].violation) {
+      r.status = CandidateStatus::kInvalid;
+      r.violation = *candidates[i].violation;
+      return;
+    }
+    IterationPlan plan = buildIterationPlan(model, cluster, r.strategy);
+    MemoryEstimate mem = estimateMemory(plan, options.memory_headroom);
+    r.micro_batches = plan.micro_batches;
+    r.peak_memory_bytes = mem.peak_bytes;
+    r.peak_memory_stage = mem.peak_stage;
+    r.status = mem.fits() ? CandidateStatus::kOk : CandidateStatus::kOom;
+    if (r.status == CandidateStatus::kOk) plans[i] = std::move(plan);
+  });
+
+  // Phase 2: every event of every fitting candidate must have a cost; list the missing ones once.
+  {
+    std::unordered_set<std::string> seen;
+    EventTable missing;
+    for (size_t i = 0; i < n; ++i) {
+      if (!plans[i]) continue;
+      for (const UniqueEvent& u : plans[i]->events.events()) {
+        if (!seen.insert(u.signature).second) continue;
+        if (!costs.cost(u.event)) missing.intern(u.event);
+      }
+    }
+    if (missing.size() > 0) costs.costAll(missing, eventprof_hint);  // throws, listing them all
+  }
+
+  // Phase 3: simulate the fitting candidates.
+  parallelFor(n, options.threads, [&](size_t i) {
+    if (!plans[i]) return;
+    std::vector<EventCost> event_costs = costs.costAll(plans[i]->events, eventprof_hint);
+    Simulation sim = simulate(std::move(*plans[i]), std::move(event_costs));
+    plans[i].reset();
+    CandidateResult& r = results[i];
+    r.iteration_us = sim.summary.iteration_us;
+    r.samples_per_s = sim.summary.samples_per_s;
+    r.bubble_fraction = sim.summary.bubble_fraction;
+    r.provenance_share = sim.summary.provenance_share;
+  });
+
+  SearchReport report;
+  report.headroom = options.memory_headroom;
+  report.capacity_bytes = cluster.device.memoryBytes();
+  report.usable_bytes = static_cast<int64_t>(
+      static_cast<double>(report.capacity_bytes) * (1 - options.memory_headroom));
+  double worst = 0;
+  for (const CandidateResult& r : results) {
+    switch (r.status) {
+      case CandidateStatus::kOk:
+        ++report.ok;
+        if (worst == 0 || r.samples_per_s < worst) worst = r.samples_per_s;
+        break;
+      case CandidateStatus::kOom:
+        ++report.oom;
+        break;
+      case CandidateStatus::kInvalid:
+        ++report.invalid;
+        break;
+    }
+  }
+  report.valid = report.ok + report.oom;
+  for (CandidateResult& r : results) {
+    if (r.status == CandidateStatus::kOk && worst > 0) r.speedup_over_worst = r.samples_per_s / worst;
+  }
+  // Stable: ties keep enumeration order (M, then P, then b, then schedule).
+  std::stable_sort(results.begin(), results.end(),
+                   [](const CandidateResult& a, const CandidateResult& b) {
+                     if (a.status != b.status) return a.status < b.status;
+                     if (a.status == CandidateStatus::kOk) return a.iteration_us < b.iteration_us;
+                     if (a.status == CandidateStatus::kOom) {
+                       return a.peak_memory_bytes < b.peak_memory_bytes;
+                     }
+                     return false;
+                   });
+  int rank = 0;
+  for (CandidateResult& r : results) {
+    if (r.status == CandidateStatus::kOk) r.rank = ++rank;
+  }
+  report.candidates = std::move(results);
+  return report;
+}
+
+}  // namespace evsim

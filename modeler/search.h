@@ -1,0 +1,72 @@
+#pragma once
+// Grid search over hybrid parallel strategies (DistSim section 4.4): every (M, P, D) with
+// M*P*D = N x micro-batch x schedule, each checked for validity, then for memory (the memory model
+// with headroom), then simulated from a shared, const CostModel. Candidates run on a thread pool.
+//
+// Call order: runSearch() enumerates (enumerateCandidates), builds every valid candidate's plan and
+// memory estimate in parallel, checks that the cost model covers the union of the events of every
+// candidate that fits (one InputError listing all missing ones, followed by `eventprof_hint`),
+// then simulates the fitting candidates in parallel and ranks them.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "events/strategy_space.h"
+#include "modeler/cost_model.h"
+#include "modeler/memory_model.h"
+
+namespace evsim {
+
+enum class CandidateStatus { kOk, kOom, kInvalid };
+std::string_view candidateStatusName(CandidateStatus status);  // "ok", "OOM", "invalid"
+
+struct SearchOptions {
+  Strategy base;        // global batch, dp_overlap and bucket size shared by every candidate
+  StrategySpace space;  // N, micro-batch sizes, schedules, cross-node TP
+  double memory_headroom = kDefaultMemoryHeadroom;  // share of device memory set aside
+  unsigned threads = 0;  // 0: std::thread::hardware_concurrency()
+};
+
+struct CandidateResult {
+  Strategy strategy;
+  CandidateStatus status = CandidateStatus::kInvalid;
+  std::string violation;  // the rule an invalid candidate breaks
+  int rank = 0;           // 1-based among the ok candidates by throughput; 0 otherwise
+  int64_t micro_batches = 0;
+  // Memory (valid candidates): the peak over stages on one device, and the stage it is on.
+  int64_t peak_memory_bytes = 0;
+  int peak_memory_stage = 0;
+  // Timing (ok candidates only).
+  double iteration_us = 0;
+  double samples_per_s = 0;
+  double speedup_over_worst = 0;  // throughput / the worst ok candidate's throughput
+  double bubble_fraction = 0;
+  std::array<double, kProvenanceCount> provenance_share{};
+};
+
+struct SearchReport {
+  // Ranked: ok candidates by throughput (best first), then OOM by peak memory, then invalid in
+  // enumeration order.
+  std::vector<CandidateResult> candidates;
+  int64_t valid = 0;  // ok + OOM
+  int64_t ok = 0;
+  int64_t oom = 0;
+  int64_t invalid = 0;
+  int64_t capacity_bytes = 0;  // device memory
+  int64_t usable_bytes = 0;    // capacity * (1 - headroom)
+  double headroom = kDefaultMemoryHeadroom;
+
+  // The best ok candidate, or nullptr when none fits.
+  const CandidateResult* best() const;
+};
+
+// Throws InputError on an empty space (N <= 0, no micro-batch sizes or schedules), a headroom
+// outside [0, 1), or events the cost model does not cover (listed once for the union).
+SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
+                       const CostModel& costs, const SearchOptions& options,
+                       std::string_view eventprof_hint);
+
+}  // namespace evsim

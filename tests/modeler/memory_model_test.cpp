@@ -1,0 +1,168 @@
+// Memory model: Megatron's bytes per parameter, Korthikanti's activation formulas and the peak of
+// a whole stage, every expected number worked out by hand in the comment next to it.
+#include "modeler/memory_model.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "events/cluster_config.h"
+#include "events/iteration_plan.h"
+#include "events/model_config.h"
+
+namespace evsim {
+namespace {
+
+// GPT-3 175B shapes (one block is enough for the per-block formula).
+const char* kGpt3BlockYaml = R"(
+name: gpt3-block
+dtype: bf16
+hidden_size: 12288
+num_heads: 96
+ffn_hidden_size: 49152
+seq_length: 2048
+vocab_size: 51200
+layers:
+  - {type: embedding}
+  - {type: decoder, count: 1, cross_attention: false}
+  - {type: head}
+)";
+
+// A tiny fp16 model: h=64, a=4, f=256 (=4h), s=32, V=512 (a multiple of 128: no padding at t=1).
+const char* kTinyYaml = R"(
+name: tiny-mem
+dtype: fp16
+hidden_size: 64
+num_heads: 4
+ffn_hidden_size: 256
+seq_length: 32
+vocab_size: 512
+layers:
+  - {type: embedding}
+  - {type: encoder, count: 2}
+  - {type: head}
+)";
+
+std::string clusterYaml(const std::string& memory_gib) {
+  return R"(
+name: mem-cluster
+node:
+  gpus: 2
+  device:
+    name: mem-gpu
+    peak_tflops: {fp16: 100, bf16: 100, fp32: 10}
+    memory_bandwidth_gb_s: 1000
+    memory_gib: )" + memory_gib + R"(
+  intra_link: {name: link, bandwidth_gb_s: 100, latency_us: 2}
+network: {name: net, bandwidth_gb_s: 10, latency_us: 5}
+)";
+}
+
+Strategy strategy(int tp, int pp, int dp, int64_t b, int64_t B, Schedule schedule) {
+  Strategy s;
+  s.tp = tp;
+  s.pp = pp;
+  s.dp = dp;
+  s.micro_batch = b;
+  s.global_batch = B;
+  s.schedule = schedule;
+  return s;
+}
+
+TEST(MemoryModelTest, BytesPerParameterFollowMegatron) {
+  // 2 (16-bit weight) + 4 (fp32 grad) + 4 (fp32 master) + 4 + 4 (Adam moments) = 18.
+  EXPECT_EQ(modelStateBytesPerParameter(DType::kFp16), 18);
+  EXPECT_EQ(modelStateBytesPerParameter(DType::kBf16), 18);
+  // fp32: 4 weight + 4 grad + 4 + 4 moments, no master copy = 16.
+  EXPECT_EQ(modelStateBytesPerParameter(DType::kFp32), 16);
+}
+
+TEST(MemoryModelTest, KorthikantiActivationsGpt3WithTensorParallel) {
+  ModelConfig model = parseModelConfig(kGpt3BlockYaml, "gpt3-block.yaml");
+  const TransformerBlock& block = model.blocks[0];
+  // s=2048, b=1, h=12288, a=96, t=8: s*b*h = 2048 * 12288 = 25,165,824.
+  //   10 + 24/8 = 13;  5*a*s/(h*t) = 5*96*2048 / (12288*8) = 983,040 / 98,304 = 10.
+  //   bytes = 25,165,824 * 23 = 578,813,952.
+  EXPECT_EQ(blockActivationBytes(model, block, 1, 8), 578'813'952);
+  // Without TP: 34 + 5*a*s/h = 34 + 5*96*2048/12288 = 34 + 80 = 114 -> 25,165,824 * 114.
+  EXPECT_EQ(blockActivationBytes(model, block, 1, 1), 2'868'903'936);
+  // Linear in the micro-batch size.
+  EXPECT_EQ(blockActivationBytes(model, block, 4, 8), 4 * 578'813'952LL);
+}
+
+TEST(MemoryModelTest, StagePeakByHand) {
+  ModelConfig model = parseModelConfig(kTinyYaml, "tiny-mem.yaml");
+  ClusterConfig cluster = parseClusterConfig(clusterYaml("1"), "mem-cluster.yaml");
+  IterationPlan plan = buildIterationPlan(model, cluster, strategy(1, 1, 1, 1, 1, Schedule::kDapple));
+  MemoryEstimate mem = estimateMemory(plan, 0.0);
+  ASSERT_EQ(mem.stages.size(), 1u);
+  const StageMemory& st = mem.stages[0];
+  // Parameters: block = QKV+proj 4h^2+4h = 16,640; MLP 2hf+f+h = 33,088; layernorms 4h = 256
+  //   -> 49,984 per block, 99,968 for two; embedding V*h + s*h = 32,768 + 2,048 = 34,816;
+  //   final layernorm 2h = 128 (P = 1: the LM head is tied to the embedding). Total 134,912.
+  EXPECT_EQ(st.parameters, 134'912);
+  EXPECT_EQ(st.model_state_bytes, 18 * 134'912);  // 2,428,416
+  // Activations per micro-batch: s*b*h = 2,048.
+  //   block: 34 * 2,048 + 5*a*s^2*b = 69,632 + 5*4*1,024 = 90,112; two blocks 180,224;
+  //   embedding: ids 8*s*b = 256, output 2*s*b*h = 4,096, mask 2,048 -> 6,400;
+  //   head: 2 * 2 * s*b*h = 8,192 + fp32 logits 4*s*b*V = 65,536 -> 73,728.
+  //   total 260,352, one micro-batch in flight (m = 1).
+  EXPECT_EQ(st.activation_bytes_per_micro_batch, 260'352);
+  EXPECT_EQ(st.in_flight, 1);
+  EXPECT_EQ(st.peak_bytes, 2'428'416 + 260'352);  // 2,688,768
+  EXPECT_EQ(mem.peak_bytes, 2'688'768);
+  EXPECT_EQ(mem.capacity_bytes, 1LL << 30);
+  EXPECT_TRUE(mem.fits());
+}
+
+TEST(MemoryModelTest, HeadroomShrinksUsableMemory) {
+  ModelConfig model = parseModelConfig(kTinyYaml, "tiny-mem.yaml");
+  ClusterConfig cluster = parseClusterConfig(clusterYaml("1"), "mem-cluster.yaml");
+  IterationPlan plan = buildIterationPlan(model, cluster, strategy(1, 1, 1, 1, 1, Schedule::kDapple));
+  // 1 GiB = 1,073,741,824 bytes; 25% headroom leaves 805,306,368.
+  MemoryEstimate mem = estimateMemory(plan, 0.25);
+  EXPECT_EQ(mem.usable_bytes, 805'306'368);
+  // The peak (2,688,768) fits 1 GiB but not 0.0025 GiB = 2,684,354 bytes (just under the peak),
+  // and fits 0.00251 GiB = 2,695,091 bytes (just over).
+  ClusterConfig small = parseClusterConfig(clusterYaml("0.0025"), "small.yaml");
+  plan = buildIterationPlan(model, small, strategy(1, 1, 1, 1, 1, Schedule::kDapple));
+  EXPECT_FALSE(estimateMemory(plan, 0.0).fits());
+  ClusterConfig enough = parseClusterConfig(clusterYaml("0.00251"), "enough.yaml");
+  plan = buildIterationPlan(model, enough, strategy(1, 1, 1, 1, 1, Schedule::kDapple));
+  EXPECT_TRUE(estimateMemory(plan, 0.0).fits());
+}
+
+TEST(MemoryModelTest, GpipeHoldsMoreActivationsThanDapple) {
+  ModelConfig model = parseModelConfig(kTinyYaml, "tiny-mem.yaml");
+  ClusterConfig cluster = parseClusterConfig(clusterYaml("1"), "mem-cluster.yaml");
+  // P = 2, m = 8 micro-batches (B = 8, b = 1, D = 1): GPipe holds all 8 on both stages; DAPPLE
+  // holds min(P - s, m) = 2 on stage 0 and 1 on stage 1.
+  IterationPlan gpipe = buildIterationPlan(model, cluster, strategy(1, 2, 1, 1, 8, Schedule::kGpipe));
+  IterationPlan dapple = buildIterationPlan(model, cluster, strategy(1, 2, 1, 1, 8, Schedule::kDapple));
+  MemoryEstimate g = estimateMemory(gpipe);
+  MemoryEstimate d = estimateMemory(dapple);
+  ASSERT_EQ(g.stages.size(), 2u);
+  EXPECT_EQ(g.stages[0].in_flight, 8);
+  EXPECT_EQ(g.stages[1].in_flight, 8);
+  EXPECT_EQ(d.stages[0].in_flight, 2);
+  EXPECT_EQ(d.stages[1].in_flight, 1);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(g.stages[s].model_state_bytes, d.stages[s].model_state_bytes);
+    EXPECT_GT(g.stages[s].peak_bytes, d.stages[s].peak_bytes);
+  }
+  EXPECT_GT(g.peak_bytes, d.peak_bytes);
+}
+
+TEST(MemoryModelTest, TensorParallelSplitsModelStatesAndActivations) {
+  ModelConfig model = parseModelConfig(kTinyYaml, "tiny-mem.yaml");
+  ClusterConfig cluster = parseClusterConfig(clusterYaml("1"), "mem-cluster.yaml");
+  MemoryEstimate t1 = estimateMemory(
+      buildIterationPlan(model, cluster, strategy(1, 1, 1, 1, 1, Schedule::kDapple)));
+  MemoryEstimate t2 = estimateMemory(
+      buildIterationPlan(model, cluster, strategy(2, 1, 1, 1, 1, Schedule::kDapple)));
+  EXPECT_LT(t2.stages[0].model_state_bytes, t1.stages[0].model_state_bytes);
+  EXPECT_LT(t2.stages[0].activation_bytes, t1.stages[0].activation_bytes);
+}
+
+}  // namespace
+}  // namespace evsim

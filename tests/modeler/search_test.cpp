@@ -1,0 +1,213 @@
+// Search: candidate counts worked out by hand, invalid candidates with the right rule, OOM at the
+// memory limit, ranking where one strategy is clearly best, missing events listed once.
+#include "modeler/search.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "common/error.h"
+#include "events/cluster_config.h"
+#include "events/model_config.h"
+#include "modeler/profile_db.h"
+
+namespace evsim {
+namespace {
+
+// h=64, a=4 (M in {1, 2, 4} divides both), f=256, 4 layers (P <= 4), s=32, V=512.
+const char* kTinyYaml = R"(
+name: tiny-search
+dtype: fp16
+hidden_size: 64
+num_heads: 4
+ffn_hidden_size: 256
+seq_length: 32
+vocab_size: 512
+layers:
+  - {type: embedding}
+  - {type: encoder, count: 4}
+  - {type: head}
+)";
+
+std::string clusterYaml(int gpus_per_node, const std::string& memory_gib,
+                        const std::string& network_gb_s = "10") {
+  return "name: search-cluster\nnode:\n  gpus: " + std::to_string(gpus_per_node) + R"(
+  device:
+    name: search-gpu
+    peak_tflops: {fp16: 100, bf16: 100, fp32: 10}
+    memory_bandwidth_gb_s: 1000
+    memory_gib: )" + memory_gib + R"(
+  intra_link: {name: link, bandwidth_gb_s: 100, latency_us: 0}
+network: {name: net, bandwidth_gb_s: )" + network_gb_s + R"(, latency_us: 0}
+)";
+}
+
+SearchOptions options(int64_t gpus, int64_t global_batch, std::vector<int64_t> micro_batches,
+                      std::vector<Schedule> schedules) {
+  SearchOptions o;
+  o.base.global_batch = global_batch;
+  o.space.gpus = gpus;
+  o.space.micro_batches = std::move(micro_batches);
+  o.space.schedules = std::move(schedules);
+  o.threads = 2;
+  return o;
+}
+
+class SearchTest : public ::testing::Test {
+ protected:
+  ModelConfig model_ = parseModelConfig(kTinyYaml, "tiny-search.yaml");
+  ClusterConfig cluster_ = parseClusterConfig(clusterYaml(2, "16"), "search-cluster.yaml");
+  CostModel analytic_{cluster_, nullptr, /*analytic_fallback=*/true};
+};
+
+const CandidateResult* find(const SearchReport& report, const std::string& name, int64_t b,
+                            Schedule schedule = Schedule::kDapple) {
+  for (const CandidateResult& r : report.candidates) {
+    if (r.strategy.name() == name && r.strategy.micro_batch == b && r.strategy.schedule == schedule) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+TEST_F(SearchTest, FourGpusOnTwoGpuNodes) {
+  // N = 4: (M,P,D) in {(1,1,4), (1,2,2), (1,4,1), (2,1,2), (2,2,1), (4,1,1)}; with 2 GPUs per
+  // node, M = 4 would cross nodes. b = 1, B = 4: b*D divides B for every D.
+  SearchReport report =
+      runSearch(model_, cluster_, analytic_, options(4, 4, {1}, {Schedule::kDapple}), "");
+  EXPECT_EQ(report.candidates.size(), 6u);
+  EXPECT_EQ(report.valid, 5);
+  EXPECT_EQ(report.ok, 5);
+  EXPECT_EQ(report.oom, 0);
+  EXPECT_EQ(report.invalid, 1);
+  const CandidateResult* cross = find(report, "4M1P1D", 1);
+  ASSERT_NE(cross, nullptr);
+  EXPECT_EQ(cross->status, CandidateStatus::kInvalid);
+  EXPECT_NE(cross->violation.find("cross nodes"), std::string::npos) << cross->violation;
+  // Invalid ones come last; ok ones are ranked 1..5.
+  EXPECT_EQ(report.candidates.back().status, CandidateStatus::kInvalid);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(report.candidates[i].rank, i + 1);
+
+  SearchOptions cross_ok = options(4, 4, {1}, {Schedule::kDapple});
+  cross_ok.space.allow_cross_node_tp = true;
+  SearchReport lifted = runSearch(model_, cluster_, analytic_, cross_ok, "");
+  EXPECT_EQ(lifted.valid, 6);
+  EXPECT_EQ(lifted.invalid, 0);
+}
+
+TEST_F(SearchTest, MicroBatchesAndSchedulesMultiply) {
+  // 6 (M,P,D) x 4 micro-batch sizes x 2 schedules = 48 candidates. b*D must divide B = 4:
+  //   D=4 (1,1,4): b=1 -> 1; D=2 (1,2,2), (2,1,2): b=1,2 -> 2 each; D=1 (1,4,1), (2,2,1): b=1,2,4
+  //   -> 3 each; (4,1,1) crosses nodes. Valid = (1 + 2 + 2 + 3 + 3) x 2 schedules = 22.
+  SearchReport report = runSearch(model_, cluster_, analytic_,
+                                  options(4, 4, {1, 2, 4, 8}, {Schedule::kGpipe, Schedule::kDapple}),
+                                  "");
+  EXPECT_EQ(report.candidates.size(), 48u);
+  EXPECT_EQ(report.valid, 22);
+  EXPECT_EQ(report.invalid, 26);
+  // b=2 with D=4: 2*4 = 8 does not divide B = 4.
+  const CandidateResult* batch = find(report, "1M1P4D", 2);
+  ASSERT_NE(batch, nullptr);
+  EXPECT_EQ(batch->status, CandidateStatus::kInvalid);
+  EXPECT_NE(batch->violation.find("not divisible by micro-batch x D"), std::string::npos)
+      << batch->violation;
+}
+
+TEST_F(SearchTest, MorePipelineStagesThanLayersIsInvalid) {
+  // N = 8 on 2-GPU nodes: (1,8,1) has P = 8 > 4 layers.
+  SearchReport report =
+      runSearch(model_, cluster_, analytic_, options(8, 8, {1}, {Schedule::kDapple}), "");
+  const CandidateResult* deep = find(report, "1M8P1D", 1);
+  ASSERT_NE(deep, nullptr);
+  EXPECT_EQ(deep->status, CandidateStatus::kInvalid);
+  EXPECT_NE(deep->violation.find("more than the 4 layers"), std::string::npos) << deep->violation;
+  // (1,4,2) is fine.
+  const CandidateResult* ok = find(report, "1M4P2D", 1);
+  ASSERT_NE(ok, nullptr);
+  EXPECT_EQ(ok->status, CandidateStatus::kOk);
+}
+
+TEST_F(SearchTest, OomJustOverTheLimitAndNotJustUnder) {
+  // The tiny model with 2 layers on one GPU, b = 1, m = 1 (memory_model_test works it out):
+  // peak = 18 * 134,912 + 260,352 = 2,688,768 bytes. With no headroom:
+  //   0.0025 GiB  = 2,684,354 bytes  < peak -> OOM;   0.00251 GiB = 2,695,091 bytes > peak -> ok.
+  ModelConfig two = model_;
+  two.blocks.resize(2);
+  for (const auto& [gib, status] :
+       {std::pair{"0.0025", CandidateStatus::kOom}, std::pair{"0.00251", CandidateStatus::kOk}}) {
+    ClusterConfig cluster = parseClusterConfig(clusterYaml(1, gib), "limit.yaml");
+    CostModel costs(cluster, nullptr, true);
+    SearchOptions o = options(1, 1, {1}, {Schedule::kDapple});
+    o.memory_headroom = 0;
+    SearchReport report = runSearch(two, cluster, costs, o, "");
+    ASSERT_EQ(report.candidates.size(), 1u);
+    const CandidateResult& r = report.candidates[0];
+    EXPECT_EQ(r.status, status) << gib;
+    EXPECT_EQ(r.peak_memory_bytes, 2'688'768);
+    if (status == CandidateStatus::kOom) {
+      EXPECT_EQ(report.oom, 1);
+      EXPECT_EQ(r.iteration_us, 0);  // not simulated
+      EXPECT_EQ(report.best(), nullptr);
+    } else {
+      EXPECT_GT(r.iteration_us, 0);
+      EXPECT_EQ(report.best(), &r);
+    }
+  }
+  // 10% headroom on 0.00251 GiB leaves 2,425,582 bytes: OOM again.
+  ClusterConfig cluster = parseClusterConfig(clusterYaml(1, "0.00251"), "limit.yaml");
+  CostModel costs(cluster, nullptr, true);
+  SearchReport report = runSearch(two, cluster, costs, options(1, 1, {1}, {Schedule::kDapple}), "");
+  EXPECT_EQ(report.candidates[0].status, CandidateStatus::kOom);
+}
+
+TEST_F(SearchTest, PipelineWinsOverDataParallelOnASlowNetwork) {
+  // One GPU per node and a network of 0.001 GB/s (1 byte/us, no latency): every transfer crosses
+  // it. N = 2, B = 2, b = 1: M = 2 would cross nodes, leaving 1M1P2D and 1M2P1D.
+  //   1M1P2D all-reduces every gradient: 34,816 (embedding) + 4 * 49,984 (blocks) + 128 (final
+  //     layernorm) = 234,880 params x 2 bytes x ring factor 2*(2-1)/2 = 469,760 bytes -> ~0.47 s.
+  //   1M2P1D sends m = 2 activations forward and 2 gradients back, s*b*h*2 = 4,096 bytes each:
+  //     16 KB -> ~16 ms at most.
+  // Compute (microseconds at 100 TFLOP/s and 1000 GB/s) does not matter, so 1M2P1D ranks first,
+  // more than 10x faster.
+  ClusterConfig slow = parseClusterConfig(clusterYaml(1, "16", "0.001"), "slow.yaml");
+  CostModel costs(slow, nullptr, true);
+  SearchReport report = runSearch(model_, slow, costs, options(2, 2, {1}, {Schedule::kDapple}), "");
+  ASSERT_NE(report.best(), nullptr);
+  EXPECT_EQ(report.best()->strategy.name(), "1M2P1D");
+  EXPECT_EQ(report.best()->rank, 1);
+  EXPECT_EQ(report.ok, 2);
+  const CandidateResult* dp = find(report, "1M1P2D", 1);
+  ASSERT_NE(dp, nullptr);
+  EXPECT_EQ(dp->rank, 2);
+  EXPECT_DOUBLE_EQ(dp->speedup_over_worst, 1.0);
+  EXPECT_GT(report.best()->speedup_over_worst, 10.0);
+  EXPECT_DOUBLE_EQ(report.best()->provenance_share[static_cast<int>(Provenance::kEstimated)], 1.0);
+}
+
+TEST_F(SearchTest, MissingEventsListedOnceWithTheHint) {
+  ProfileDb empty;
+  CostModel measured_only(cluster_, &empty, /*analytic_fallback=*/false);
+  try {
+    runSearch(model_, cluster_, measured_only, options(4, 4, {1}, {Schedule::kDapple}),
+              "mpirun -np 4 eventprof --gpus 4");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("mpirun -np 4 eventprof --gpus 4"), std::string::npos) << what;
+    EXPECT_NE(what.find("events have no cost"), std::string::npos) << what;
+  }
+}
+
+TEST_F(SearchTest, BadOptionsAreInputErrors) {
+  SearchOptions o = options(4, 4, {1}, {Schedule::kDapple});
+  o.memory_headroom = 1.0;
+  EXPECT_THROW(runSearch(model_, cluster_, analytic_, o, ""), InputError);
+  EXPECT_THROW(runSearch(model_, cluster_, analytic_, options(0, 4, {1}, {Schedule::kDapple}), ""),
+               InputError);
+  EXPECT_THROW(runSearch(model_, cluster_, analytic_, options(4, 4, {}, {Schedule::kDapple}), ""),
+               InputError);
+}
+
+}  // namespace
+}  // namespace evsim
