@@ -1,0 +1,19 @@
+#include "kernels/cuda/cuda_check.h"
+
+#include "common/error.h"
+
+namespace evsim::cuda_detail {
+
+void throwCudaError(const char* call, cudaError_t status, const char* file, int line) {
+  EVSIM_THROW(Error, "CUDA call {} failed: {} ({}) at {}:{}", call, cudaGetErrorName(status),
+              cudaGetErrorString(status), file, line);
+}
+
+void throwCublasError(const char* call, cublasStatus_t status, const char* file, int line) {
+  EVSIM_THROW(Error, "cuBLAS call {} failed: {} ({}) at {}:{}", call, cublasGetStatusName(status),
+              cublasGetStatusString(status), file, line);
+}
+
+void throwError(const char* message) { throw Error(message); }
+
+}  // namespace evsim::cuda_detail

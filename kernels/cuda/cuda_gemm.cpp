@@ -1,0 +1,109 @@
+#include "kernels/cuda/cuda_gemm.h"
+
+#include <climits>
+
+#include "common/error.h"
+#include "kernels/cuda/cuda_kernel_base.h"
+#include "kernels/kernel_params.h"
+
+namespace evsim::cuda {
+
+namespace {
+
+cudaDataType_t cudaType(DType dtype) {
+  switch (dtype) {
+    case DType::kFp16: return CUDA_R_16F;
+    case DType::kBf16: return CUDA_R_16BF;
+    case DType::kFp32: return CUDA_R_32F;
+  }
+  EVSIM_THROW(Error, "unknown dtype {}", static_cast<int>(dtype));
+}
+
+int cublasInt(int64_t value, const char* what) {
+  if (value <= 0 || value > INT_MAX) {
+    EVSIM_THROW(Error, "GEMM {}={} outside the cuBLAS integer range (1..{})", what, value, INT_MAX);
+  }
+  return static_cast<int>(value);
+}
+
+// Owns a cuBLAS handle; destroyed even when a later constructor step throws.
+class CublasHandle {
+ public:
+  explicit CublasHandle(cudaStream_t stream) {
+    EVSIM_CUBLAS_CHECK(cublasCreate(&handle_));
+    try {
+      EVSIM_CUBLAS_CHECK(cublasSetStream(handle_, stream));
+    } catch (...) {
+      cublasDestroy(handle_);
+      throw;
+    }
+  }
+  ~CublasHandle() { cublasDestroy(handle_); }  // teardown: status ignored
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+class CudaGemmKernel final : public CudaKernelBase {
+ public:
+  CudaGemmKernel(const Event& e, cudaStream_t stream, uint64_t seed)
+      : CudaKernelBase(stream, seed), dtype_(e.dtype), layout_(e.layout),
+        batch_(e.hasDim("batch") ? e.dim("batch") : 1), m_(e.dim("m")), n_(e.dim("n")),
+        k_(e.dim("k")), handle_(stream) {
+    kernel_params::parseGemmLayout(layout_);  // fail here, not at the first timed run
+    a_ = randomBuffer(dtype_, batch_ * m_ * k_, 0);
+    b_ = randomBuffer(dtype_, batch_ * k_ * n_, 1);
+    c_ = randomBuffer(dtype_, batch_ * m_ * n_, 2);
+    synchronize();
+  }
+  void run() override {
+    gemm(handle_.get(), dtype_, layout_, batch_, m_, n_, k_, a_.get(), b_.get(), c_.get());
+  }
+
+ private:
+  DType dtype_;
+  std::string layout_;
+  int64_t batch_, m_, n_, k_;
+  CublasHandle handle_;
+  DeviceBuffer a_, b_, c_;
+};
+
+}  // namespace
+
+void gemm(cublasHandle_t handle, DType dtype, std::string_view layout, int64_t batch, int64_t m,
+          int64_t n, int64_t k, const void* a, const void* b, void* c) {
+  kernel_params::GemmLayout l = kernel_params::parseGemmLayout(layout);
+  const int mi = cublasInt(m, "m"), ni = cublasInt(n, "n"), ki = cublasInt(k, "k");
+  const int batches = cublasInt(batch, "batch");
+  const cudaDataType_t type = cudaType(dtype);
+  const float alpha = 1.0f;
+  const float beta = 0.0f;
+  // cuBLAS is column-major. A row-major X[r,c] is the column-major X^T[c,r] with the same leading
+  // dimension, so we compute C^T[n,m] = op(B)^T op(A)^T: B is the first operand, m and n swap.
+  // Row-major B stored [k,n] is column-major B^T (n x k): no transpose; stored [n,k] it is B
+  // (k x n) and needs CUBLAS_OP_T. Likewise for A.
+  const cublasOperation_t op_b = l.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = l.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int ldb = l.trans_b ? ki : ni;
+  const int lda = l.trans_a ? mi : ki;
+  const int ldc = ni;
+  if (batches == 1) {
+    EVSIM_CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, ni, mi, ki, &alpha, b, type, ldb, a, type,
+                                    lda, &beta, c, type, ldc, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT));
+  } else {
+    EVSIM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        handle, op_b, op_a, ni, mi, ki, &alpha, b, type, ldb, k * n, a, type, lda, m * k, &beta, c,
+        type, ldc, m * n, batches, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+std::unique_ptr<ComputeKernel> makeCudaGemmKernel(const Event& event, cudaStream_t stream,
+                                                  uint64_t seed) {
+  return std::make_unique<CudaGemmKernel>(event, stream, seed);
+}
+
+}  // namespace evsim::cuda

@@ -1,0 +1,27 @@
+#pragma once
+// cuBLAS GEMMs on row-major operands (layouts as in kernels/kernel_params.h).
+
+#include <cublas_v2.h>
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "events/event.h"
+#include "kernels/kernel.h"
+
+namespace evsim::cuda {
+
+// C[m,n] = op(A) op(B) for each of `batch` strided operand sets (A_i at a + i*m*k elements, ...),
+// enqueued on the handle's stream. All of a, b, c hold `dtype`. fp16/bf16 use CUBLAS_COMPUTE_32F
+// (float accumulation; cuBLAS picks tensor-core algorithms by default). fp32 also uses plain
+// CUBLAS_COMPUTE_32F, not TF32: PyTorch's default (allow_tf32 = False for matmul), so the timing
+// is that of a true fp32 GEMM.
+void gemm(cublasHandle_t handle, DType dtype, std::string_view layout, int64_t batch, int64_t m,
+          int64_t n, int64_t k, const void* a, const void* b, void* c);
+
+// gemm and bgemm events: owns a cuBLAS handle bound to `stream` and random operands.
+std::unique_ptr<ComputeKernel> makeCudaGemmKernel(const Event& event, cudaStream_t stream,
+                                                  uint64_t seed);
+
+}  // namespace evsim::cuda

@@ -1,0 +1,284 @@
+// CUDA ComputeKernel wrappers over the launchers of cuda_ops.h, and makeCudaKernel. Each wrapper
+// owns device buffers in the event's dtype, fills them with random values, runs any forward pass
+// its backward needs (saved statistics, masks), and synchronises before returning, so run() times
+// exactly one event.
+#include "kernels/cuda/cuda_kernels.h"
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "common/error.h"
+#include "kernels/cuda/cuda_gemm.h"
+#include "kernels/cuda/cuda_kernel_base.h"
+
+namespace evsim {
+
+namespace {
+
+using cuda::CudaKernelBase;
+using cuda::DeviceBuffer;
+namespace kp = kernel_params;
+
+int64_t floatBytes(int64_t n) { return n * int64_t(sizeof(float)); }
+
+class SoftmaxKernel final : public CudaKernelBase {
+ public:
+  SoftmaxKernel(const Event& e, cudaStream_t s, uint64_t seed, bool backward)
+      : CudaKernelBase(s, seed), backward_(backward), dtype_(e.dtype), rows_(e.dim("rows")),
+        cols_(e.dim("cols")) {
+    x_ = randomBuffer(dtype_, rows_ * cols_, 0);
+    y_ = DeviceBuffer(rows_ * cols_ * dtypeBytes(dtype_));
+    forward();  // the backward pass needs real probabilities as its input y
+    if (backward_) {
+      dy_ = randomBuffer(dtype_, rows_ * cols_, 1);
+      dx_ = DeviceBuffer(rows_ * cols_ * dtypeBytes(dtype_));
+    }
+    synchronize();
+  }
+  void run() override {
+    if (backward_) {
+      cuda::softmaxBackward(dtype_, y_.get(), dy_.get(), dx_.get(), rows_, cols_, kp::kSoftmaxScale,
+                            stream_);
+    } else {
+      forward();
+    }
+  }
+
+ private:
+  void forward() {
+    cuda::softmaxForward(dtype_, x_.get(), y_.get(), rows_, cols_, kp::kSoftmaxScale,
+                         kp::SoftmaxMask::kCausal, stream_);
+  }
+  bool backward_;
+  DType dtype_;
+  int64_t rows_, cols_;
+  DeviceBuffer x_, y_, dy_, dx_;
+};
+
+class LayerNormKernel final : public CudaKernelBase {
+ public:
+  LayerNormKernel(const Event& e, cudaStream_t s, uint64_t seed, bool backward)
+      : CudaKernelBase(s, seed), backward_(backward), dtype_(e.dtype), rows_(e.dim("rows")),
+        cols_(e.dim("cols")) {
+    x_ = randomBuffer(dtype_, rows_ * cols_, 0);
+    gamma_ = randomBuffer(dtype_, cols_, 1, 0.5f, 1.5f);
+    beta_ = randomBuffer(dtype_, cols_, 2);
+    y_ = DeviceBuffer(rows_ * cols_ * dtypeBytes(dtype_));
+    mean_ = DeviceBuffer(floatBytes(rows_));
+    rstd_ = DeviceBuffer(floatBytes(rows_));
+    forward();  // backward reads the saved statistics
+    if (backward_) {
+      dy_ = randomBuffer(dtype_, rows_ * cols_, 3);
+      dx_ = DeviceBuffer(rows_ * cols_ * dtypeBytes(dtype_));
+      dgamma_ = DeviceBuffer(cols_ * dtypeBytes(dtype_));
+      dbeta_ = DeviceBuffer(cols_ * dtypeBytes(dtype_));
+      workspace_ = DeviceBuffer(floatBytes(cuda::layerNormBackwardWorkspaceFloats(rows_, cols_)));
+    }
+    synchronize();
+  }
+  void run() override {
+    if (backward_) {
+      cuda::layerNormBackward(dtype_, x_.get(), dy_.get(), gamma_.get(), mean_.as<float>(),
+                              rstd_.as<float>(), dx_.get(), dgamma_.get(), dbeta_.get(),
+                              workspace_.as<float>(), rows_, cols_, stream_);
+    } else {
+      forward();
+    }
+  }
+
+ private:
+  void forward() {
+    cuda::layerNormForward(dtype_, x_.get(), gamma_.get(), beta_.get(), y_.get(), mean_.as<float>(),
+                           rstd_.as<float>(), rows_, cols_, kp::kLayerNormEpsilon, stream_);
+  }
+  bool backward_;
+  DType dtype_;
+  int64_t rows_, cols_;
+  DeviceBuffer x_, gamma_, beta_, y_, mean_, rstd_, dy_, dx_, dgamma_, dbeta_, workspace_;
+};
+
+// gelu_fwd/bwd, dropout_fwd/bwd and add.
+class ElementwiseKernel final : public CudaKernelBase {
+ public:
+  ElementwiseKernel(const Event& e, cudaStream_t s, uint64_t seed)
+      : CudaKernelBase(s, seed), op_(e.op), dtype_(e.dtype), n_(e.dim("elems")) {
+    a_ = randomBuffer(dtype_, n_, 0);
+    b_ = randomBuffer(dtype_, n_, 1);
+    out_ = DeviceBuffer(n_ * dtypeBytes(dtype_));
+    if (op_.starts_with("dropout")) {
+      mask_ = DeviceBuffer(n_);
+      dropoutForward();  // dropout_bwd reuses the mask of a forward pass
+    }
+    synchronize();
+  }
+  void run() override {
+    if (op_ == "gelu_fwd") {
+      cuda::geluForward(dtype_, a_.get(), out_.get(), n_, stream_);
+    } else if (op_ == "gelu_bwd") {
+      cuda::geluBackward(dtype_, a_.get(), b_.get(), out_.get(), n_, stream_);
+    } else if (op_ == "dropout_fwd") {
+      dropoutForward();
+    } else if (op_ == "dropout_bwd") {
+      cuda::dropoutBackward(dtype_, b_.get(), mask_.as<uint8_t>(), out_.get(), n_,
+                            kp::kDropoutProbability, stream_);
+    } else {
+      cuda::add(dtype_, a_.get(), b_.get(), out_.get(), n_, stream_);
+    }
+  }
+
+ private:
+  void dropoutForward() {
+    cuda::dropoutForward(dtype_, a_.get(), out_.get(), mask_.as<uint8_t>(), n_,
+                         kp::kDropoutProbability, seed_, stream_);
+  }
+  std::string op_;
+  DType dtype_;
+  int64_t n_;
+  DeviceBuffer a_, b_, out_, mask_;
+};
+
+class EmbeddingKernel final : public CudaKernelBase {
+ public:
+  EmbeddingKernel(const Event& e, cudaStream_t s, uint64_t seed, bool backward)
+      : CudaKernelBase(s, seed), backward_(backward), dtype_(e.dtype), tokens_(e.dim("tokens")),
+        hidden_(e.dim("hidden")), vocab_(e.dim("vocab")) {
+    ids_ = randomIndices(tokens_, vocab_, 0);
+    activations_ = randomBuffer(dtype_, tokens_ * hidden_, 2);
+    // Forward reads the table in dtype; backward accumulates into an fp32 gradient.
+    table_ = randomBuffer(backward_ ? DType::kFp32 : dtype_, vocab_ * hidden_, 1);
+    synchronize();
+  }
+  void run() override {
+    if (backward_) {
+      cuda::embeddingBackward(dtype_, ids_.as<int32_t>(), activations_.get(), table_.as<float>(),
+                              tokens_, hidden_, stream_);
+    } else {
+      cuda::embeddingForward(dtype_, ids_.as<int32_t>(), table_.get(), activations_.get(), tokens_,
+                             hidden_, stream_);
+    }
+  }
+
+ private:
+  bool backward_;
+  DType dtype_;
+  int64_t tokens_, hidden_, vocab_;
+  DeviceBuffer ids_, activations_, table_;
+};
+
+class CrossEntropyKernel final : public CudaKernelBase {
+ public:
+  CrossEntropyKernel(const Event& e, cudaStream_t s, uint64_t seed, bool backward)
+      : CudaKernelBase(s, seed), backward_(backward), dtype_(e.dtype), rows_(e.dim("rows")),
+        cols_(e.dim("cols")) {
+    logits_ = randomBuffer(dtype_, rows_ * cols_, 0, -4.0f, 4.0f);
+    targets_ = randomIndices(rows_, cols_, 1);
+    loss_ = DeviceBuffer(floatBytes(rows_));
+    lse_ = DeviceBuffer(floatBytes(rows_));
+    forward();  // backward reads the saved log-sum-exp
+    if (backward_) {
+      dloss_ = randomBuffer(DType::kFp32, rows_, 2, 0.5f, 1.5f);
+      dlogits_ = DeviceBuffer(rows_ * cols_ * dtypeBytes(dtype_));
+    }
+    synchronize();
+  }
+  void run() override {
+    if (backward_) {
+      cuda::crossEntropyBackward(dtype_, logits_.get(), targets_.as<int32_t>(), lse_.as<float>(),
+                                 dloss_.as<float>(), dlogits_.get(), rows_, cols_, stream_);
+    } else {
+      forward();
+    }
+  }
+
+ private:
+  void forward() {
+    cuda::crossEntropyForward(dtype_, logits_.get(), targets_.as<int32_t>(), loss_.as<float>(),
+                              lse_.as<float>(), rows_, cols_, stream_);
+  }
+  bool backward_;
+  DType dtype_;
+  int64_t rows_, cols_;
+  DeviceBuffer logits_, targets_, loss_, lse_, dloss_, dlogits_;
+};
+
+class AdamKernel final : public CudaKernelBase {
+ public:
+  AdamKernel(const Event& e, cudaStream_t s, uint64_t seed)
+      : CudaKernelBase(s, seed), n_(e.dim("params")) {
+    weights_ = randomBuffer(DType::kFp32, n_, 0);
+    grads_ = randomBuffer(DType::kFp32, n_, 1);
+    m_ = randomBuffer(DType::kFp32, n_, 2, -0.01f, 0.01f);
+    v_ = randomBuffer(DType::kFp32, n_, 3, 1e-6f, 1e-4f);  // second moments are positive
+    synchronize();
+  }
+  void run() override {
+    cuda::adamStep(weights_.as<float>(), grads_.as<float>(), m_.as<float>(), v_.as<float>(), n_,
+                   ++step_, kp::AdamHyper{}, stream_);
+  }
+
+ private:
+  int64_t n_;
+  int64_t step_ = 0;
+  DeviceBuffer weights_, grads_, m_, v_;
+};
+
+using Factory = std::function<std::unique_ptr<ComputeKernel>(const Event&, cudaStream_t, uint64_t)>;
+
+template <typename K>
+Factory plain() {
+  return [](const Event& e, cudaStream_t s, uint64_t seed) { return std::make_unique<K>(e, s, seed); };
+}
+template <typename K>
+Factory pass(bool backward) {
+  return [backward](const Event& e, cudaStream_t s, uint64_t seed) {
+    return std::make_unique<K>(e, s, seed, backward);
+  };
+}
+
+const std::map<std::string, Factory, std::less<>>& factories() {
+  static const std::map<std::string, Factory, std::less<>> table = {
+      {"gemm", cuda::makeCudaGemmKernel},
+      {"bgemm", cuda::makeCudaGemmKernel},
+      {"softmax_fwd", pass<SoftmaxKernel>(false)},
+      {"softmax_bwd", pass<SoftmaxKernel>(true)},
+      {"layernorm_fwd", pass<LayerNormKernel>(false)},
+      {"layernorm_bwd", pass<LayerNormKernel>(true)},
+      {"gelu_fwd", plain<ElementwiseKernel>()},
+      {"gelu_bwd", plain<ElementwiseKernel>()},
+      {"dropout_fwd", plain<ElementwiseKernel>()},
+      {"dropout_bwd", plain<ElementwiseKernel>()},
+      {"add", plain<ElementwiseKernel>()},
+      {"embedding_fwd", pass<EmbeddingKernel>(false)},
+      {"embedding_bwd", pass<EmbeddingKernel>(true)},
+      {"cross_entropy_fwd", pass<CrossEntropyKernel>(false)},
+      {"cross_entropy_bwd", pass<CrossEntropyKernel>(true)},
+      {"adam", plain<AdamKernel>()},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::unique_ptr<ComputeKernel> makeCudaKernel(const Event& event, void* cuda_stream, uint64_t seed) {
+  if (event.kind != EventKind::kCompute) {
+    EVSIM_THROW(InputError, "'{}': not a compute event; no CUDA kernel runs it", event.signature());
+  }
+  auto it = factories().find(event.op);
+  if (it == factories().end()) {
+    EVSIM_THROW(InputError, "'{}': no CUDA kernel for compute op '{}'", event.signature(),
+                event.op);
+  }
+  return it->second(event, static_cast<cudaStream_t>(cuda_stream), seed);
+}
+
+int cudaDeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // reset the (non-sticky) last-error state for later calls
+    return 0;
+  }
+  return count;
+}
+
+}  // namespace evsim

@@ -1,0 +1,69 @@
+#pragma once
+// Launchers of the own CUDA kernels (the .cu files), type-erased: pointers are void* holding the
+// element type `dtype` (fp16 = __half, bf16 = __nv_bfloat16, fp32 = float) unless a parameter says
+// float or int32_t. Every launcher only enqueues work on `stream` and checks the launch; all math
+// accumulates in float. Semantics match the CPU functions of kernels/cpu/cpu_ops.h, which are the
+// reference the GPU tests compare against.
+//
+// Host-only header without fmt, so both the C++ wrappers and the .cu files include it.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "events/dtype.h"
+#include "kernels/kernel_params.h"
+
+namespace evsim::cuda {
+
+// ---- fills (fill.cu) ----
+// p[i] = uniform in [lo, hi) from rng::uniformAt(seed, i), converted to dtype.
+void fillUniform(DType dtype, void* p, int64_t n, uint64_t seed, float lo, float hi,
+                 cudaStream_t stream);
+// p[i] = rng::indexAt(seed, i, bound), in [0, bound).
+void fillIndices(int32_t* p, int64_t n, int64_t bound, uint64_t seed, cudaStream_t stream);
+
+// ---- row-wise (norm_softmax.cu) ----
+void softmaxForward(DType dtype, const void* x, void* y, int64_t rows, int64_t cols, float scale,
+                    kernel_params::SoftmaxMask mask, cudaStream_t stream);
+void softmaxBackward(DType dtype, const void* y, const void* dy, void* dx, int64_t rows,
+                     int64_t cols, float scale, cudaStream_t stream);
+// gamma, beta, y in dtype; mean and rstd float[rows].
+void layerNormForward(DType dtype, const void* x, const void* gamma, const void* beta, void* y,
+                      float* mean, float* rstd, int64_t rows, int64_t cols, float eps,
+                      cudaStream_t stream);
+// Floats of scratch layerNormBackward needs for its column reductions of dgamma and dbeta.
+int64_t layerNormBackwardWorkspaceFloats(int64_t rows, int64_t cols);
+void layerNormBackward(DType dtype, const void* x, const void* dy, const void* gamma,
+                       const float* mean, const float* rstd, void* dx, void* dgamma, void* dbeta,
+                       float* workspace, int64_t rows, int64_t cols, cudaStream_t stream);
+
+// ---- element-wise (elementwise.cu) ----
+void geluForward(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream);
+void geluBackward(DType dtype, const void* x, const void* dy, void* dx, int64_t n,
+                  cudaStream_t stream);
+// Same keep decisions as the CPU for the same seed (rng::keepAt); mask is uint8 (1 = kept).
+void dropoutForward(DType dtype, const void* x, void* y, uint8_t* mask, int64_t n, float p,
+                    uint64_t seed, cudaStream_t stream);
+void dropoutBackward(DType dtype, const void* dy, const uint8_t* mask, void* dx, int64_t n,
+                     float p, cudaStream_t stream);
+void add(DType dtype, const void* a, const void* b, void* c, int64_t n, cudaStream_t stream);
+// AdamW step `step` (1-based) on fp32 master weights, grads and moments.
+void adamStep(float* weights, const float* grads, float* m, float* v, int64_t n, int64_t step,
+              const kernel_params::AdamHyper& hyper, cudaStream_t stream);
+
+// ---- embedding and loss (embedding_loss.cu) ----
+void embeddingForward(DType dtype, const int32_t* ids, const void* table, void* out,
+                      int64_t tokens, int64_t hidden, cudaStream_t stream);
+// dtable is float: the gradient accumulates in fp32 (Megatron's main_grad) with atomicAdd, which
+// also keeps duplicate tokens exact enough and works on every architecture.
+void embeddingBackward(DType dtype, const int32_t* ids, const void* dout, float* dtable,
+                       int64_t tokens, int64_t hidden, cudaStream_t stream);
+// loss and lse are float[rows]; logits and dlogits in dtype; dloss float[rows].
+void crossEntropyForward(DType dtype, const void* logits, const int32_t* targets, float* loss,
+                         float* lse, int64_t rows, int64_t cols, cudaStream_t stream);
+void crossEntropyBackward(DType dtype, const void* logits, const int32_t* targets,
+                          const float* lse, const float* dloss, void* dlogits, int64_t rows,
+                          int64_t cols, cudaStream_t stream);
+
+}  // namespace evsim::cuda

@@ -1,0 +1,263 @@
+// CUDA kernels against the CPU reference functions (kernels/cpu/cpu_ops.h) on the same inputs.
+// Labelled `gpu` in ctest; every test that needs a device skips cleanly when there is none.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "common/error.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/cuda_gemm.h"
+#include "kernels/cuda/cuda_kernel_base.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "tests/kernels/small_events.h"
+
+namespace evsim {
+namespace {
+
+using cuda::DeviceBuffer;
+using Floats = std::vector<float>;
+namespace kp = kernel_params;
+
+constexpr DType kAllDTypes[] = {DType::kFp32, DType::kFp16, DType::kBf16};
+
+class CudaKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// Copies n device elements of dtype back as floats.
+Floats download(DType dtype, const void* device, int64_t n) {
+  Floats out(static_cast<size_t>(n));
+  std::vector<uint8_t> raw(static_cast<size_t>(n * dtypeBytes(dtype)));
+  EVSIM_CUDA_CHECK(cudaDeviceSynchronize());
+  EVSIM_CUDA_CHECK(cudaMemcpy(raw.data(), device, raw.size(), cudaMemcpyDeviceToHost));
+  for (int64_t i = 0; i < n; ++i) {
+    switch (dtype) {
+      case DType::kFp32: out[i] = reinterpret_cast<const float*>(raw.data())[i]; break;
+      case DType::kFp16: out[i] = __half2float(reinterpret_cast<const __half*>(raw.data())[i]); break;
+      case DType::kBf16:
+        out[i] = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(raw.data())[i]);
+        break;
+    }
+  }
+  return out;
+}
+
+std::vector<int32_t> downloadInts(const DeviceBuffer& device, int64_t n) {
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  EVSIM_CUDA_CHECK(cudaMemcpy(out.data(), device.get(), n * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  return out;
+}
+
+// A device buffer of random dtype values; `host` receives the exact (rounded) values as floats,
+// so the CPU reference sees the very inputs the GPU saw.
+DeviceBuffer randomDevice(DType dtype, int64_t n, uint64_t seed, Floats& host, float lo = -1.0f,
+                          float hi = 1.0f) {
+  DeviceBuffer buffer(n * dtypeBytes(dtype));
+  cuda::fillUniform(dtype, buffer.get(), n, seed, lo, hi, nullptr);
+  host = download(dtype, buffer.get(), n);
+  return buffer;
+}
+
+// Tolerance for results stored in dtype (fp32 math inside): the output rounding dominates.
+float tolerance(DType dtype, float fp32_tol) {
+  return dtype == DType::kFp32 ? fp32_tol : dtype == DType::kFp16 ? 4e-3f : 3e-2f;
+}
+
+void expectClose(const Floats& got, const Floats& want, float tol, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol * std::max(1.0f, std::fabs(want[i]))) << what << " [" << i << "]";
+  }
+}
+
+TEST(CudaKernelFactory, RejectsUnknownOpWithoutTouchingTheDevice) {
+  Event event = makeCompute("add", {{"elems", 4}}, "", DType::kFp16, "test");
+  event.op = "conv2d";
+  EXPECT_THROW(makeCudaKernel(event, nullptr), InputError);
+}
+
+TEST_F(CudaKernels, EveryComputeOpConstructsAndRunsInEveryDtype) {
+  cudaStream_t stream = nullptr;
+  EVSIM_CUDA_CHECK(cudaStreamCreate(&stream));
+  for (DType dtype : kAllDTypes) {
+    for (const std::string& op : computeOpNames()) {
+      SCOPED_TRACE(op + " " + std::string(dtypeName(dtype)));
+      auto kernel = makeCudaKernel(test::smallEvent(op, dtype), stream, 5);
+      for (int i = 0; i < 3; ++i) kernel->run();
+      kernel->synchronize();
+    }
+  }
+  EVSIM_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+TEST_F(CudaKernels, GemmMatchesCpuInEveryLayoutAndDtype) {
+  cublasHandle_t handle = nullptr;
+  EVSIM_CUBLAS_CHECK(cublasCreate(&handle));
+  const int64_t batch = 3, m = 33, n = 17, k = 64;
+  for (DType dtype : kAllDTypes) {
+    for (const char* layout : {"nn", "nt", "tn", "tt"}) {
+      SCOPED_TRACE(std::string(layout) + " " + std::string(dtypeName(dtype)));
+      Floats a, b;
+      DeviceBuffer da = randomDevice(dtype, batch * m * k, 1, a);
+      DeviceBuffer db = randomDevice(dtype, batch * k * n, 2, b);
+      DeviceBuffer dc(batch * m * n * dtypeBytes(dtype));
+      Floats want(batch * m * n);
+      cpu::batchedGemm(layout, batch, m, n, k, a.data(), b.data(), want.data());
+      cuda::gemm(handle, dtype, layout, batch, m, n, k, da.get(), db.get(), dc.get());
+      expectClose(download(dtype, dc.get(), batch * m * n), want, tolerance(dtype, 1e-4f), "bgemm");
+      cuda::gemm(handle, dtype, layout, 1, m, n, k, da.get(), db.get(), dc.get());
+      want.resize(m * n);
+      expectClose(download(dtype, dc.get(), m * n), want, tolerance(dtype, 1e-4f), "gemm");
+    }
+  }
+  cublasDestroy(handle);
+}
+
+TEST_F(CudaKernels, SoftmaxAndLayerNormMatchCpu) {
+  const int64_t rows = 70, cols = 300;  // cols not a multiple of the block size
+  for (DType dtype : kAllDTypes) {
+    SCOPED_TRACE(dtypeName(dtype));
+    const float tol = tolerance(dtype, 1e-5f);
+    Floats x, dy, gamma, beta;
+    DeviceBuffer dx_in = randomDevice(dtype, rows * cols, 3, x, -4.0f, 4.0f);
+    DeviceBuffer ddy = randomDevice(dtype, rows * cols, 4, dy);
+    DeviceBuffer dgamma_in = randomDevice(dtype, cols, 5, gamma, 0.5f, 1.5f);
+    DeviceBuffer dbeta_in = randomDevice(dtype, cols, 6, beta);
+    DeviceBuffer out(rows * cols * dtypeBytes(dtype)), grad(rows * cols * dtypeBytes(dtype));
+
+    Floats y(rows * cols), dx(rows * cols);
+    cpu::softmaxForward(x.data(), y.data(), rows, cols, 0.5f, kp::SoftmaxMask::kCausal);
+    cuda::softmaxForward(dtype, dx_in.get(), out.get(), rows, cols, 0.5f, kp::SoftmaxMask::kCausal,
+                         nullptr);
+    Floats y_gpu = download(dtype, out.get(), rows * cols);
+    expectClose(y_gpu, y, tol, "softmax_fwd");
+    cpu::softmaxBackward(y_gpu.data(), dy.data(), dx.data(), rows, cols, 0.5f);
+    cuda::softmaxBackward(dtype, out.get(), ddy.get(), grad.get(), rows, cols, 0.5f, nullptr);
+    expectClose(download(dtype, grad.get(), rows * cols), dx, tol, "softmax_bwd");
+
+    Floats mean(rows), rstd(rows), dgamma(cols), dbeta(cols);
+    DeviceBuffer dmean(rows * 4), drstd(rows * 4);
+    DeviceBuffer dg(cols * dtypeBytes(dtype)), dbt(cols * dtypeBytes(dtype));
+    DeviceBuffer work(4 * cuda::layerNormBackwardWorkspaceFloats(rows, cols));
+    cpu::layerNormForward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(),
+                          rows, cols, 1e-5f);
+    cuda::layerNormForward(dtype, dx_in.get(), dgamma_in.get(), dbeta_in.get(), out.get(),
+                           dmean.as<float>(), drstd.as<float>(), rows, cols, 1e-5f, nullptr);
+    expectClose(download(dtype, out.get(), rows * cols), y, tol * 4, "layernorm_fwd");
+    expectClose(download(DType::kFp32, dmean.get(), rows), mean, 1e-5f, "mean");
+    expectClose(download(DType::kFp32, drstd.get(), rows), rstd, 1e-4f, "rstd");
+    cpu::layerNormBackward(x.data(), dy.data(), gamma.data(), mean.data(), rstd.data(), dx.data(),
+                           dgamma.data(), dbeta.data(), rows, cols);
+    cuda::layerNormBackward(dtype, dx_in.get(), ddy.get(), dgamma_in.get(), dmean.as<float>(),
+                            drstd.as<float>(), grad.get(), dg.get(), dbt.get(), work.as<float>(),
+                            rows, cols, nullptr);
+    expectClose(download(dtype, grad.get(), rows * cols), dx, tol * 4 + 1e-4f, "layernorm_bwd dx");
+    expectClose(download(dtype, dg.get(), cols), dgamma, tol + 1e-4f, "dgamma");
+    expectClose(download(dtype, dbt.get(), cols), dbeta, tol + 1e-4f, "dbeta");
+  }
+}
+
+TEST_F(CudaKernels, ElementwiseOpsMatchCpu) {
+  const int64_t n = 5000;
+  const float p = kp::kDropoutProbability;
+  for (DType dtype : kAllDTypes) {
+    SCOPED_TRACE(dtypeName(dtype));
+    const float tol = tolerance(dtype, 1e-5f);
+    Floats a, b;
+    DeviceBuffer da = randomDevice(dtype, n, 7, a, -3.0f, 3.0f);
+    DeviceBuffer db = randomDevice(dtype, n, 8, b);
+    DeviceBuffer out(n * dtypeBytes(dtype)), mask(n);
+    Floats want(n);
+    cpu::geluForward(a.data(), want.data(), n);
+    cuda::geluForward(dtype, da.get(), out.get(), n, nullptr);
+    expectClose(download(dtype, out.get(), n), want, tol, "gelu_fwd");
+    cpu::geluBackward(a.data(), b.data(), want.data(), n);
+    cuda::geluBackward(dtype, da.get(), db.get(), out.get(), n, nullptr);
+    expectClose(download(dtype, out.get(), n), want, tol, "gelu_bwd");
+    cpu::add(a.data(), b.data(), want.data(), n);
+    cuda::add(dtype, da.get(), db.get(), out.get(), n, nullptr);
+    expectClose(download(dtype, out.get(), n), want, tol, "add");
+
+    std::vector<uint8_t> cpu_mask(n), gpu_mask(n);
+    cpu::dropoutForward(a.data(), want.data(), cpu_mask.data(), n, p, 99);
+    cuda::dropoutForward(dtype, da.get(), out.get(), mask.as<uint8_t>(), n, p, 99, nullptr);
+    expectClose(download(dtype, out.get(), n), want, tol, "dropout_fwd");
+    EVSIM_CUDA_CHECK(cudaMemcpy(gpu_mask.data(), mask.get(), n, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(gpu_mask, cpu_mask);  // same hash RNG, same decisions
+    cpu::dropoutBackward(b.data(), cpu_mask.data(), want.data(), n, p);
+    cuda::dropoutBackward(dtype, db.get(), mask.as<uint8_t>(), out.get(), n, p, nullptr);
+    expectClose(download(dtype, out.get(), n), want, tol, "dropout_bwd");
+  }
+  // adam is fp32 only.
+  Floats w, g, m, v;
+  DeviceBuffer dw = randomDevice(DType::kFp32, n, 10, w);
+  DeviceBuffer dg = randomDevice(DType::kFp32, n, 11, g);
+  DeviceBuffer dm = randomDevice(DType::kFp32, n, 12, m, -0.01f, 0.01f);
+  DeviceBuffer dv = randomDevice(DType::kFp32, n, 13, v, 1e-6f, 1e-4f);
+  kp::AdamHyper hyper;
+  for (int64_t step = 1; step <= 3; ++step) {
+    cpu::adamStep(w.data(), g.data(), m.data(), v.data(), n, step, hyper);
+    cuda::adamStep(dw.as<float>(), dg.as<float>(), dm.as<float>(), dv.as<float>(), n, step, hyper,
+                   nullptr);
+  }
+  expectClose(download(DType::kFp32, dw.get(), n), w, 1e-5f, "adam weights");
+  expectClose(download(DType::kFp32, dv.get(), n), v, 1e-5f, "adam v");
+}
+
+TEST_F(CudaKernels, EmbeddingAndCrossEntropyMatchCpu) {
+  const int64_t tokens = 64, hidden = 40, vocab = 10;  // few ids: many duplicates to scatter-add
+  for (DType dtype : kAllDTypes) {
+    SCOPED_TRACE(dtypeName(dtype));
+    const float tol = tolerance(dtype, 1e-5f);
+    DeviceBuffer ids(tokens * 4);
+    cuda::fillIndices(ids.as<int32_t>(), tokens, vocab, 17, nullptr);
+    std::vector<int32_t> host_ids = downloadInts(ids, tokens);
+    Floats table, dout;
+    DeviceBuffer dtable_in = randomDevice(dtype, vocab * hidden, 18, table);
+    DeviceBuffer ddout = randomDevice(dtype, tokens * hidden, 19, dout);
+    DeviceBuffer out(tokens * hidden * dtypeBytes(dtype)), dtable(vocab * hidden * 4);
+    Floats want(tokens * hidden), want_table(vocab * hidden, 0.0f);
+    cpu::embeddingForward(host_ids.data(), table.data(), want.data(), tokens, hidden);
+    cuda::embeddingForward(dtype, ids.as<int32_t>(), dtable_in.get(), out.get(), tokens, hidden,
+                           nullptr);
+    expectClose(download(dtype, out.get(), tokens * hidden), want, 0.0f, "embedding_fwd");
+    cpu::embeddingBackward(host_ids.data(), dout.data(), want_table.data(), tokens, hidden);
+    EVSIM_CUDA_CHECK(cudaMemset(dtable.get(), 0, vocab * hidden * 4));
+    cuda::embeddingBackward(dtype, ids.as<int32_t>(), ddout.get(), dtable.as<float>(), tokens,
+                            hidden, nullptr);
+    expectClose(download(DType::kFp32, dtable.get(), vocab * hidden), want_table, 1e-5f,
+                "embedding_bwd");
+
+    const int64_t rows = 9, cols = 1000;
+    Floats logits, dloss;
+    DeviceBuffer dlogits_in = randomDevice(dtype, rows * cols, 20, logits, -4.0f, 4.0f);
+    DeviceBuffer ddloss = randomDevice(DType::kFp32, rows, 21, dloss, 0.5f, 1.5f);
+    DeviceBuffer targets(rows * 4), loss(rows * 4), lse(rows * 4);
+    DeviceBuffer grad(rows * cols * dtypeBytes(dtype));
+    cuda::fillIndices(targets.as<int32_t>(), rows, cols, 22, nullptr);
+    std::vector<int32_t> host_targets = downloadInts(targets, rows);
+    Floats want_loss(rows), want_lse(rows), want_grad(rows * cols);
+    cpu::crossEntropyForward(logits.data(), host_targets.data(), want_loss.data(), want_lse.data(),
+                             rows, cols);
+    cuda::crossEntropyForward(dtype, dlogits_in.get(), targets.as<int32_t>(), loss.as<float>(),
+                              lse.as<float>(), rows, cols, nullptr);
+    expectClose(download(DType::kFp32, loss.get(), rows), want_loss, 1e-5f, "cross_entropy loss");
+    cpu::crossEntropyBackward(logits.data(), host_targets.data(), want_lse.data(), dloss.data(),
+                              want_grad.data(), rows, cols);
+    cuda::crossEntropyBackward(dtype, dlogits_in.get(), targets.as<int32_t>(), lse.as<float>(),
+                               ddloss.as<float>(), grad.get(), rows, cols, nullptr);
+    expectClose(download(dtype, grad.get(), rows * cols), want_grad, tol + 1e-5f,
+                "cross_entropy_bwd");
+  }
+}
+
+}  // namespace
+}  // namespace evsim

@@ -1,0 +1,44 @@
+#pragma once
+// Small, fast instances of every compute op, shared by the CPU and CUDA factory tests.
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "events/event.h"
+
+namespace evsim::test {
+
+// `op` with small dims (GEMMs in layout "nt"); records a test failure for an op with no entry, so
+// a new op in events/ forces a kernel and a test here.
+inline Event smallEvent(const std::string& op, DType dtype = DType::kBf16) {
+  static const std::map<std::string, std::vector<Dim>> dims = {
+      {"gemm", {{"m", 8}, {"n", 6}, {"k", 4}}},
+      {"bgemm", {{"batch", 3}, {"m", 8}, {"n", 6}, {"k", 4}}},
+      {"layernorm_fwd", {{"rows", 4}, {"cols", 16}}},
+      {"layernorm_bwd", {{"rows", 4}, {"cols", 16}}},
+      {"softmax_fwd", {{"rows", 32}, {"cols", 8}}},
+      {"softmax_bwd", {{"rows", 32}, {"cols", 8}}},
+      {"cross_entropy_fwd", {{"rows", 4}, {"cols", 100}}},
+      {"cross_entropy_bwd", {{"rows", 4}, {"cols", 100}}},
+      {"gelu_fwd", {{"elems", 1000}}},
+      {"gelu_bwd", {{"elems", 1000}}},
+      {"dropout_fwd", {{"elems", 1000}}},
+      {"dropout_bwd", {{"elems", 1000}}},
+      {"add", {{"elems", 1000}}},
+      {"embedding_fwd", {{"tokens", 16}, {"hidden", 8}, {"vocab", 50}}},
+      {"embedding_bwd", {{"tokens", 16}, {"hidden", 8}, {"vocab", 50}}},
+      {"adam", {{"params", 1000}}},
+  };
+  auto it = dims.find(op);
+  if (it == dims.end()) {
+    ADD_FAILURE() << "no test dims for op '" << op << "'";
+    return makeCompute("add", {{"elems", 1}}, "", dtype, "test");
+  }
+  bool gemm_like = op == "gemm" || op == "bgemm";
+  return makeCompute(op, it->second, gemm_like ? "nt" : "", dtype, "test");
+}
+
+}  // namespace evsim::test
