@@ -1,0 +1,151 @@
+// Pipeline schedules: the task order of each stage (GPipe, DAPPLE/1F1B) and the activations a stage
+// holds at once. Every expected order below is written out by hand from the schedule's definition:
+//   GPipe:  F0 .. F(m-1) B0 .. B(m-1) on every stage;
+//   DAPPLE: stage s of P runs w = min(P-s-1, m) warm-up forwards, then alternates F(w+i) B(i),
+//           then drains the remaining backwards.
+#include "modeler/schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+
+namespace evsim {
+namespace {
+
+// "F0 F1 B0 B1" — readable in a failure message.
+std::string orderText(const std::vector<StageTask>& order) {
+  std::string out;
+  for (const StageTask& t : order) {
+    if (!out.empty()) out += ' ';
+    out += (t.phase == Phase::kForward ? 'F' : 'B');
+    out += std::to_string(t.micro_batch);
+  }
+  return out;
+}
+
+std::string order(Schedule schedule, int stage, int stages, int64_t m) {
+  return orderText(stageTaskOrder(schedule, stage, stages, m));
+}
+
+TEST(ScheduleTest, GpipeRunsAllForwardsThenAllBackwardsOnEveryStage) {
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(order(Schedule::kGpipe, s, 4, 6), "F0 F1 F2 F3 F4 F5 B0 B1 B2 B3 B4 B5") << "stage " << s;
+  }
+  EXPECT_EQ(order(Schedule::kGpipe, 0, 1, 1), "F0 B0");
+}
+
+TEST(ScheduleTest, DappleP4M6) {
+  // Stage 0: w = min(3, 6) = 3 warm-up forwards F0 F1 F2; then 6 - 3 = 3 pairs F3 B0, F4 B1, F5 B2;
+  // then the 3 remaining backwards B3 B4 B5.
+  EXPECT_EQ(order(Schedule::kDapple, 0, 4, 6), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
+  // Stage 1: w = 2: F0 F1; pairs F2 B0, F3 B1, F4 B2, F5 B3; drain B4 B5.
+  EXPECT_EQ(order(Schedule::kDapple, 1, 4, 6), "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5");
+  // Stage 2: w = 1: F0; pairs F1 B0 .. F5 B4; drain B5.
+  EXPECT_EQ(order(Schedule::kDapple, 2, 4, 6), "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5");
+  // Last stage: w = 0, strict alternation.
+  EXPECT_EQ(order(Schedule::kDapple, 3, 4, 6), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5");
+}
+
+TEST(ScheduleTest, DappleWithFewerMicroBatchesThanWarmup) {
+  // P = 4, m = 2. Stage 0: P-s-1 = 3 > m, so w = min(3, 2) = 2: every forward is warm-up, no pairs,
+  // then both backwards — the GPipe order.
+  EXPECT_EQ(order(Schedule::kDapple, 0, 4, 2), "F0 F1 B0 B1");
+  // Stage 1: w = min(2, 2) = 2: the same.
+  EXPECT_EQ(order(Schedule::kDapple, 1, 4, 2), "F0 F1 B0 B1");
+  // Stage 2: w = 1: F0; one pair F1 B0; drain B1.
+  EXPECT_EQ(order(Schedule::kDapple, 2, 4, 2), "F0 F1 B0 B1");
+  // Stage 3: w = 0.
+  EXPECT_EQ(order(Schedule::kDapple, 3, 4, 2), "F0 B0 F1 B1");
+  // P = 8, m = 1 on stage 0: w = min(7, 1) = 1.
+  EXPECT_EQ(order(Schedule::kDapple, 0, 8, 1), "F0 B0");
+}
+
+TEST(ScheduleTest, SingleStageDappleAlternates) {
+  // P = 1: w = min(0, m) = 0, so F0 B0 F1 B1 F2 B2.
+  EXPECT_EQ(order(Schedule::kDapple, 0, 1, 3), "F0 B0 F1 B1 F2 B2");
+}
+
+TEST(ScheduleTest, EveryOrderIsAValidPermutation) {
+  // Each micro-batch appears once forward and once backward, its forward first, and forwards and
+  // backwards each in micro-batch order.
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kDapple}) {
+    for (int P : {1, 2, 3, 4, 7}) {
+      for (int m : {1, 2, 3, 5, 8}) {
+        for (int s = 0; s < P; ++s) {
+          std::vector<StageTask> tasks = stageTaskOrder(schedule, s, P, m);
+          ASSERT_EQ(tasks.size(), 2u * m);
+          int next_f = 0, next_b = 0;
+          for (const StageTask& t : tasks) {
+            if (t.phase == Phase::kForward) {
+              EXPECT_EQ(t.micro_batch, next_f++);
+            } else {
+              ASSERT_EQ(t.phase, Phase::kBackward);
+              EXPECT_EQ(t.micro_batch, next_b++);
+              EXPECT_LT(t.micro_batch, next_f) << "backward before its forward";
+            }
+          }
+          EXPECT_EQ(next_f, m);
+          EXPECT_EQ(next_b, m);
+        }
+      }
+    }
+  }
+}
+
+TEST(ScheduleTest, PeakActivationsDappleIsMinOfPMinusSAndM) {
+  // DAPPLE: the w warm-up forwards plus the first forward of the steady state, then every forward is
+  // followed by a backward: min(P - s, m).
+  // P = 4, m = 6: 4, 3, 2, 1.
+  const int expected_m6[] = {4, 3, 2, 1};
+  // P = 4, m = 2: min(4,2) = 2, min(3,2) = 2, min(2,2) = 2, min(1,2) = 1.
+  const int expected_m2[] = {2, 2, 2, 1};
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(peakActivationsInFlight(stageTaskOrder(Schedule::kDapple, s, 4, 6)), expected_m6[s]);
+    EXPECT_EQ(peakActivationsInFlight(stageTaskOrder(Schedule::kDapple, s, 4, 2)), expected_m2[s]);
+  }
+  // General: never more than P - s, exactly min(P - s, m).
+  for (int P : {1, 2, 3, 5, 8}) {
+    for (int m : {1, 2, 4, 9}) {
+      for (int s = 0; s < P; ++s) {
+        int peak = peakActivationsInFlight(stageTaskOrder(Schedule::kDapple, s, P, m));
+        EXPECT_LE(peak, P - s);
+        EXPECT_EQ(peak, std::min(P - s, m)) << "P=" << P << " m=" << m << " s=" << s;
+      }
+    }
+  }
+}
+
+TEST(ScheduleTest, PeakActivationsGpipeIsM) {
+  for (int P : {1, 4}) {
+    for (int m : {1, 3, 8}) {
+      for (int s = 0; s < P; ++s) {
+        EXPECT_EQ(peakActivationsInFlight(stageTaskOrder(Schedule::kGpipe, s, P, m)), m);
+      }
+    }
+  }
+}
+
+TEST(ScheduleTest, PeakActivationsOfHandWrittenOrders) {
+  EXPECT_EQ(peakActivationsInFlight({}), 0);
+  // F0 F1 B0 F2 B1 B2: 1, 2, 1, 2, 1, 0 -> 2.
+  EXPECT_EQ(peakActivationsInFlight({{Phase::kForward, 0},
+                                     {Phase::kForward, 1},
+                                     {Phase::kBackward, 0},
+                                     {Phase::kForward, 2},
+                                     {Phase::kBackward, 1},
+                                     {Phase::kBackward, 2}}),
+            2);
+}
+
+TEST(ScheduleTest, RejectsBadArguments) {
+  EXPECT_THROW(stageTaskOrder(Schedule::kDapple, 4, 4, 2), Error);   // stage out of range
+  EXPECT_THROW(stageTaskOrder(Schedule::kDapple, -1, 4, 2), Error);
+  EXPECT_THROW(stageTaskOrder(Schedule::kGpipe, 0, 4, 0), Error);    // no micro-batches
+}
+
+}  // namespace
+}  // namespace evsim
