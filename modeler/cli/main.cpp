@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "modeler/cli/events_command.h"
+#include "modeler/cli/search_command.h"
 #include "modeler/cli/simulate_command.h"
 
 int main(int argc, char** argv) {
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   evsim::registerEventsCommand(app);
   evsim::registerSimulateCommand(app);
+  evsim::registerSearchCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,294 @@
+#include "modeler/cli/search_command.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/atomic_file.h"
+#include "common/error.h"
+#include "common/strings.h"
+#include "common/units.h"
+#include "modeler/cli/run_options.h"
+#include "modeler/cli/simulate_command.h"
+#include "modeler/profile_db.h"
+#include "modeler/search.h"
+
+namespace evsim {
+
+namespace {
+
+struct SearchArgs {
+  RunOptions run;
+  CostSourceOptions costs;
+  int64_t gpus = 0;
+  std::string micro_batches = "1,2,4,8";
+  std::string schedules = "gpipe,dapple";
+  int top = 0;  // 0: every candidate
+  bool json = false;
+  std::string csv;
+  bool allow_cross_node_tp = false;
+  double memory_headroom = kDefaultMemoryHeadroom;
+};
+
+std::vector<Schedule> parseSchedules(const std::string& text) {
+  std::vector<Schedule> out;
+  for (const std::string& part : split(text, ',')) {
+    std::string name = trim(part);
+    if (name.empty()) EVSIM_THROW(InputError, "--schedule '{}': empty entry", text);
+    Schedule s = parseSchedule(name, "--schedule");
+    bool seen = false;
+    for (Schedule o : out) seen = seen || o == s;
+    if (!seen) out.push_back(s);
+  }
+  if (out.empty()) EVSIM_THROW(InputError, "--schedule '{}': no schedule given", text);
+  return out;
+}
+
+// The union form: one profiling run that covers every candidate.
+std::string unionEventprofHint(const SearchArgs& args) {
+  return fmt::format(
+      "mpirun -np 4 eventprof --model {} --cluster {} --gpus {} --global-batch {} "
+      "--micro-batches {} -o profile.yaml",
+      args.run.model, args.run.cluster, args.gpus, args.run.global_batch, args.micro_batches);
+}
+
+std::string simulateCommand(const SearchArgs& args, const Strategy& strategy) {
+  std::string out = "eventsim simulate " + args.run.commandLine(strategy);
+  if (!args.costs.profile.empty()) out += " --profile " + args.costs.profile;
+  if (args.costs.analytic()) out += " --fallback analytic";
+  return out;
+}
+
+double gib(int64_t bytes) { return static_cast<double>(bytes) / kBytesPerGiB; }
+
+std::string provenanceText(const CandidateResult& r) {
+  return fmt::format("{:.0f}/{:.0f}/{:.0f}", 100 * r.provenance_share[0],
+                     100 * r.provenance_share[1], 100 * r.provenance_share[2]);
+}
+
+nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& report) {
+  const Strategy& s = r.strategy;
+  bool valid = r.status != CandidateStatus::kInvalid;
+  bool ok = r.status == CandidateStatus::kOk;
+  nlohmann::json j = {{"rank", ok ? nlohmann::json(r.rank) : nlohmann::json()},
+                      {"strategy", s.name()},
+                      {"tp", s.tp},
+                      {"pp", s.pp},
+                      {"dp", s.dp},
+                      {"micro_batch", s.micro_batch},
+                      {"schedule", scheduleName(s.schedule)},
+                      {"status", candidateStatusName(r.status)}};
+  j["micro_batches"] = valid ? nlohmann::json(r.micro_batches) : nlohmann::json();
+  j["iteration_time_ms"] = ok ? nlohmann::json(r.iteration_us / kUsPerMs) : nlohmann::json();
+  j["throughput_samples_per_s"] = ok ? nlohmann::json(r.samples_per_s) : nlohmann::json();
+  j["speedup_over_worst"] = ok ? nlohmann::json(r.speedup_over_worst) : nlohmann::json();
+  j["bubble_fraction"] = ok ? nlohmann::json(r.bubble_fraction) : nlohmann::json();
+  j["peak_memory_bytes"] = valid ? nlohmann::json(r.peak_memory_bytes) : nlohmann::json();
+  j["peak_memory_stage"] = valid ? nlohmann::json(r.peak_memory_stage) : nlohmann::json();
+  j["memory_headroom_bytes"] =
+      valid ? nlohmann::json(report.usable_bytes - r.peak_memory_bytes) : nlohmann::json();
+  if (ok) {
+    nlohmann::json provenance;
+    for (int i = 0; i < kProvenanceCount; ++i) {
+      provenance[std::string(provenanceName(static_cast<Provenance>(i)))] = r.provenance_share[i];
+    }
+    j["provenance"] = provenance;
+  } else {
+    j["provenance"] = nullptr;
+  }
+  if (!valid) j["violation"] = r.violation;
+  return j;
+}
+
+nlohmann::json reportJson(const SearchArgs& args, const ModelConfig& model,
+                          const ClusterConfig& cluster, const SearchReport& report) {
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const CandidateResult& r : report.candidates) candidates.push_back(candidateJson(r, report));
+  const CandidateResult* best = report.best();
+  return {{"model", model.name},
+          {"cluster", cluster.name},
+          {"device", cluster.device.name},
+          {"gpus", args.gpus},
+          {"global_batch", args.run.global_batch},
+          {"device_memory_bytes", report.capacity_bytes},
+          {"usable_memory_bytes", report.usable_bytes},
+          {"memory_headroom", report.headroom},
+          {"counts",
+           {{"candidates", report.candidates.size()},
+            {"valid", report.valid},
+            {"ok", report.ok},
+            {"oom", report.oom},
+            {"invalid", report.invalid}}},
+          {"best", best ? nlohmann::json(best->strategy.name()) : nlohmann::json()},
+          {"simulate_command", best ? nlohmann::json(simulateCommand(args, best->strategy))
+                                    : nlohmann::json()},
+          {"candidates", candidates}};
+}
+
+std::string csvQuote(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+void writeCsv(const SearchReport& report, std::ostream& out) {
+  out << "rank,strategy,tp,pp,dp,micro_batch,schedule,status,iteration_time_ms,"
+         "throughput_samples_per_s,speedup_over_worst,bubble_fraction,peak_memory_bytes,"
+         "memory_headroom_bytes,measured_share,derived_share,estimated_share,violation\n";
+  for (const CandidateResult& r : report.candidates) {
+    const Strategy& s = r.strategy;
+    bool valid = r.status != CandidateStatus::kInvalid;
+    bool ok = r.status == CandidateStatus::kOk;
+    out << (ok ? std::to_string(r.rank) : "") << ',' << s.name() << ',' << s.tp << ',' << s.pp
+        << ',' << s.dp << ',' << s.micro_batch << ',' << scheduleName(s.schedule) << ','
+        << candidateStatusName(r.status) << ',';
+    if (ok) {
+      out << fmt::format("{:.6f},{:.6f},{:.6f},{:.6f}", r.iteration_us / kUsPerMs, r.samples_per_s,
+                         r.speedup_over_worst, r.bubble_fraction);
+    } else {
+      out << ",,,";
+    }
+    out << ',';
+    if (valid) out << r.peak_memory_bytes << ',' << (report.usable_bytes - r.peak_memory_bytes);
+    else out << ',';
+    out << ',';
+    if (ok) {
+      out << fmt::format("{:.6f},{:.6f},{:.6f}", r.provenance_share[0], r.provenance_share[1],
+                         r.provenance_share[2]);
+    } else {
+      out << ",,";
+    }
+    out << ',' << (valid ? "" : csvQuote(r.violation)) << '\n';
+  }
+}
+
+void printText(const SearchArgs& args, const ModelConfig& model, const ClusterConfig& cluster,
+               const SearchReport& report) {
+  fmt::print("Search: {} on {} ({} GPUs of {}, {:.1f} GiB; usable {:.1f} GiB with {:.0f}% headroom), "
+             "B={}\n",
+             model.name, cluster.name, args.gpus, cluster.device.name, gib(report.capacity_bytes),
+             gib(report.usable_bytes), 100 * report.headroom, args.run.global_batch);
+  fmt::print("candidates: {} (valid {}: ok {}, OOM {}; invalid {})\n\n", report.candidates.size(),
+             report.valid, report.ok, report.oom, report.invalid);
+  fmt::print("{:>4}  {:<10} {:>3}  {:<8} {:>11} {:>11} {:>8} {:>7} {:>10} {:>10}  {:<11} {}\n",
+             "rank", "strategy", "b", "schedule", "iter (ms)", "samples/s", "speedup", "bubble",
+             "peak GiB", "free GiB", "m/d/e %", "status");
+  int shown = 0;
+  for (const CandidateResult& r : report.candidates) {
+    if (r.status == CandidateStatus::kInvalid) continue;
+    if (r.status == CandidateStatus::kOk && args.top > 0 && r.rank > args.top) continue;
+    const Strategy& s = r.strategy;
+    double free = gib(report.usable_bytes - r.peak_memory_bytes);
+    if (r.status == CandidateStatus::kOk) {
+      fmt::print("{:>4}  {:<10} {:>3}  {:<8} {:>11.3f} {:>11.2f} {:>7.2f}x {:>6.1f}% {:>10.2f} {:>10.2f}  "
+                 "{:<11} ok\n",
+                 r.rank, s.name(), s.micro_batch, scheduleName(s.schedule), r.iteration_us / kUsPerMs,
+                 r.samples_per_s, r.speedup_over_worst, 100 * r.bubble_fraction,
+                 gib(r.peak_memory_bytes), free, provenanceText(r));
+    } else {
+      fmt::print("{:>4}  {:<10} {:>3}  {:<8} {:>11} {:>11} {:>8} {:>7} {:>10.2f} {:>10.2f}  {:<11} "
+                 "OOM (stage {})\n",
+                 "-", s.name(), s.micro_batch, scheduleName(s.schedule), "-", "-", "-", "-",
+                 gib(r.peak_memory_bytes), free, "-", r.peak_memory_stage);
+    }
+    ++shown;
+  }
+  if (args.top > 0 && report.ok > args.top) {
+    fmt::print("  ({} more ok candidates not shown: --top {})\n", report.ok - args.top, args.top);
+  }
+  if (report.invalid > 0) {
+    // One line per strategy and micro-batch: the schedules break the same rule.
+    fmt::print("\ninvalid ({} candidates):\n", report.invalid);
+    std::map<std::pair<std::string, int64_t>, bool> listed;
+    for (const CandidateResult& r : report.candidates) {
+      if (r.status != CandidateStatus::kInvalid) continue;
+      if (!listed.try_emplace({r.strategy.name(), r.strategy.micro_batch}, true).second) continue;
+      fmt::print("  {:<10} b={:<3} {}\n", r.strategy.name(), r.strategy.micro_batch, r.violation);
+    }
+  }
+  if (const CandidateResult* best = report.best()) {
+    fmt::print("\nbest: {} b={} {} — {:.3f} ms, {:.2f} samples/s ({:.2f}x the worst)\n",
+               best->strategy.name(), best->strategy.micro_batch,
+               scheduleName(best->strategy.schedule), best->iteration_us / kUsPerMs,
+               best->samples_per_s, best->speedup_over_worst);
+    fmt::print("full timeline: {} --trace best.json\n", simulateCommand(args, best->strategy));
+  } else {
+    fmt::print("\nno strategy fits in {:.1f} GiB per GPU (usable {:.1f} GiB)\n",
+               gib(report.capacity_bytes), gib(report.usable_bytes));
+  }
+  (void)shown;
+}
+
+void run(const SearchArgs& args) {
+  ModelConfig model = args.run.loadModel();
+  ClusterConfig cluster = args.run.loadCluster();
+  if (args.gpus <= 0) EVSIM_THROW(InputError, "--gpus {}: must be > 0", args.gpus);
+  if (args.run.global_batch <= 0) {
+    EVSIM_THROW(InputError, "--global-batch {}: must be > 0", args.run.global_batch);
+  }
+  if (args.top < 0) EVSIM_THROW(InputError, "--top {}: must be >= 0", args.top);
+  if (!(args.memory_headroom >= 0 && args.memory_headroom < 1)) {
+    EVSIM_THROW(InputError, "--memory-headroom {}: must be in [0, 1)", args.memory_headroom);
+  }
+  SearchOptions options;
+  options.base.global_batch = args.run.global_batch;
+  options.space.gpus = args.gpus;
+  options.space.micro_batches = parseIntList(args.micro_batches, "--micro-batch");
+  for (int64_t b : options.space.micro_batches) {
+    if (b <= 0) EVSIM_THROW(InputError, "--micro-batch {}: must be > 0", b);
+  }
+  options.space.schedules = parseSchedules(args.schedules);
+  options.space.allow_cross_node_tp = args.allow_cross_node_tp;
+  options.memory_headroom = args.memory_headroom;
+
+  std::optional<ProfileDb> db = args.costs.loadProfile();
+  CostModel cost_model(cluster, db ? &*db : nullptr, args.costs.analytic());
+  SearchReport report = runSearch(model, cluster, cost_model, options, unionEventprofHint(args));
+
+  if (!args.csv.empty()) {
+    AtomicFileWriter out(args.csv);
+    writeCsv(report, out.stream());
+    out.commit();
+  }
+  if (args.json) {
+    std::cout << reportJson(args, model, cluster, report).dump(2) << "\n";
+  } else {
+    printText(args, model, cluster, report);
+    if (!args.csv.empty()) fmt::print("CSV: {}\n", args.csv);
+  }
+}
+
+}  // namespace
+
+void registerSearchCommand(CLI::App& app) {
+  auto args = std::make_shared<SearchArgs>();
+  CLI::App* cmd = app.add_subcommand("search", "rank every parallel strategy for N GPUs");
+  args->run.addModelOptions(*cmd);
+  cmd->add_option("--gpus", args->gpus, "number of GPUs N (M*P*D = N)")->required();
+  cmd->add_option("--global-batch", args->run.global_batch, "global batch B")->required();
+  cmd->add_option("--micro-batch", args->micro_batches, "micro-batch sizes to try, e.g. 1,2,4,8")
+      ->capture_default_str();
+  cmd->add_option("--schedule", args->schedules, "schedules to try: gpipe,dapple")
+      ->capture_default_str();
+  args->costs.add(*cmd);
+  cmd->add_option("--top", args->top, "show only the K best ok strategies in the table (0: all)");
+  cmd->add_flag("--json", args->json, "print the ranking as JSON");
+  cmd->add_option("--csv", args->csv, "write the ranking as CSV");
+  cmd->add_flag("--allow-cross-node-tp", args->allow_cross_node_tp,
+                "allow tensor parallel groups that span nodes");
+  cmd->add_option("--memory-headroom", args->memory_headroom,
+                  "share of device memory kept free for workspace and fragmentation")
+      ->capture_default_str();
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace evsim
