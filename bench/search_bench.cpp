@@ -1,0 +1,77 @@
+// Search speed: every candidate of gpt3-175b on 1024 A100s (M*P*D = 1024, b in 1,2,4,8, GPipe and
+// DAPPLE), as `eventsim search` runs it: enumerate, plan + memory model per candidate, cost union
+// check, simulate the ones that fit, rank. Target: < 5 s on a 2-core machine.
+//
+//   build/bench/search_bench [--benchmark_filter=Gpt3]
+// Results: bench/RESULTS.md ("## search").
+
+#include <benchmark/benchmark.h>
+
+#include "events/cluster_config.h"
+#include "events/model_config.h"
+#include "modeler/cost_model.h"
+#include "modeler/search.h"
+
+namespace {
+
+using namespace evsim;
+
+const ModelConfig& gpt3() {
+  static ModelConfig model = loadModelConfig(EVSIM_CONFIG_DIR "/models/gpt3-175b.yaml");
+  return model;
+}
+const ClusterConfig& dgx() {
+  static ClusterConfig cluster = loadClusterConfig(EVSIM_CONFIG_DIR "/clusters/dgx-a100.yaml");
+  return cluster;
+}
+// The same cluster with memory no strategy exceeds: every valid candidate is simulated (the
+// worst case for the search's time).
+const ClusterConfig& dgxHugeMemory() {
+  static ClusterConfig cluster = [] {
+    ClusterConfig c = dgx();
+    c.device.memory_gib = 1e6;
+    return c;
+  }();
+  return cluster;
+}
+
+SearchOptions gpt3Options(unsigned threads) {
+  SearchOptions o;
+  o.base.global_batch = 1536;
+  o.space.gpus = 1024;
+  o.space.micro_batches = {1, 2, 4, 8};
+  o.space.schedules = {Schedule::kGpipe, Schedule::kDapple};
+  o.threads = threads;
+  return o;
+}
+
+void runBench(benchmark::State& state, const ClusterConfig& cluster) {
+  CostModel costs(cluster, nullptr, /*analytic_fallback=*/true);
+  SearchOptions options = gpt3Options(static_cast<unsigned>(state.range(0)));
+  SearchReport report;
+  for (auto _ : state) {
+    report = runSearch(gpt3(), cluster, costs, options, "");
+    benchmark::DoNotOptimize(report.candidates.data());
+  }
+  state.counters["candidates"] = static_cast<double>(report.candidates.size());
+  state.counters["valid"] = static_cast<double>(report.valid);
+  state.counters["simulated"] = static_cast<double>(report.ok);
+  state.counters["oom"] = static_cast<double>(report.oom);
+}
+
+// The target: 80 GiB A100s, so most candidates are OOM and only the fitting ones simulate.
+// Arg: threads (0 = hardware_concurrency).
+void BM_Gpt3_1024Gpus(benchmark::State& state) { runBench(state, dgx()); }
+BENCHMARK(BM_Gpt3_1024Gpus)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Every valid candidate simulated (no OOM).
+void BM_Gpt3_1024Gpus_AllSimulated(benchmark::State& state) { runBench(state, dgxHugeMemory()); }
+BENCHMARK(BM_Gpt3_1024Gpus_AllSimulated)
+    ->Arg(1)
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
