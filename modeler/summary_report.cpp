@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "common/strings.h"
 #include "common/units.h"
+#include "modeler/memory_model.h"
 
 namespace evsim {
 
@@ -31,12 +33,14 @@ std::string deviceRow(const std::string& label, const DeviceMetrics& d) {
 nlohmann::json summaryJson(const Simulation& sim) {
   const SimulationSummary& s = sim.summary;
   const Strategy& st = sim.plan.strategy;
+  const MemoryEstimate memory = estimateMemory(sim.plan);  // per device, default headroom
   nlohmann::json stages = nlohmann::json::array();
   for (const StageSummary& stage : s.stages) {
     nlohmann::json j = deviceJson(stage.device);
     j["stage"] = stage.stage;
     j["layers"] = stage.num_layers;
     j["peak_activations_in_flight"] = stage.peak_activations;
+    j["peak_memory_bytes"] = memory.stages.at(stage.stage).peak_bytes;
     stages.push_back(j);
   }
   nlohmann::json provenance;
@@ -65,6 +69,10 @@ nlohmann::json summaryJson(const Simulation& sim) {
             {"mean", deviceJson(s.mean_device)},
             {"max", deviceJson(s.max_device)}}},
           {"stages", stages},
+          {"peak_memory_bytes", memory.peak_bytes},
+          {"peak_memory_stage", memory.peak_stage},
+          {"device_memory_bytes", memory.capacity_bytes},
+          {"usable_memory_bytes", memory.usable_bytes},
           {"provenance", provenance}};
 }
 
@@ -87,6 +95,12 @@ std::string summaryText(const Simulation& sim) {
   out += fmt::format("  provenance         measured {:.1f}%, derived {:.1f}%, estimated {:.1f}% of op time\n",
                      100 * s.provenance_share[0], 100 * s.provenance_share[1],
                      100 * s.provenance_share[2]);
+  const MemoryEstimate memory = estimateMemory(p);
+  out += fmt::format("  peak memory/GPU    {} on stage {} of {} ({} usable with {:.0f}% headroom){}\n",
+                     formatBytes(static_cast<double>(memory.peak_bytes)), memory.peak_stage,
+                     formatBytes(static_cast<double>(memory.capacity_bytes)),
+                     formatBytes(static_cast<double>(memory.usable_bytes)), 100 * memory.headroom,
+                     memory.fits() ? "" : " -- OOM: would not fit");
   out += fmt::format("  devices            {} ({} simulated: {} stage(s) x {} pipeline class(es))\n",
                      st.gpus(), p.pipelines.size() * p.stages.size(), p.stages.size(), p.pipelines.size());
   out += fmt::format("\n  per device (ms)    {:>11} {:>11} {:>11} {:>11} {:>11} {:>10} {:>9}\n",
@@ -97,6 +111,11 @@ std::string summaryText(const Simulation& sim) {
   for (const StageSummary& stage : s.stages) {
     out += deviceRow(fmt::format("stage {}", stage.stage), stage.device);
   }
+  out += "\n  peak memory/GPU   ";
+  for (const StageMemory& stage : memory.stages) {
+    out += fmt::format(" s{} {}", stage.stage, formatBytes(static_cast<double>(stage.peak_bytes)));
+  }
+  out += "\n";
   return out;
 }
 
