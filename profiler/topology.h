@@ -26,7 +26,8 @@ struct Topology {
 // `host_key[r]`: equal for world ranks on the same real node (e.g. the lowest world rank of the
 // node's shared-memory communicator). `host_name[r]`: that node's name. `emulated_ranks_per_node`:
 // 0 to use real nodes, otherwise K > 0 and every real node's rank count must be a multiple of K
-// (InputError naming --ranks-per-node otherwise). Nodes are numbered by their lowest rank.
+// (InputError naming --ranks-per-node otherwise). Real nodes are numbered by their lowest rank;
+// an emulated node k of a real node follows node k-1 of the same real node.
 Topology buildTopology(const std::vector<int>& host_key, const std::vector<std::string>& host_name,
                        int emulated_ranks_per_node);
 

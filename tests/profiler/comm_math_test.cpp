@@ -1,0 +1,55 @@
+// nccl-tests bandwidth factors and ring scaling, by hand.
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "profiler/comm_math.h"
+
+namespace evsim {
+namespace {
+
+TEST(RingScale, FourToSixteen) {
+  // ((16-1)/16) / ((4-1)/4) = 0.9375 / 0.75 = 1.25
+  EXPECT_DOUBLE_EQ(ringScaleFactor(EventKind::kAllReduce, 4, 16), 1.25);
+  // The same factor for reduce-scatter and all-gather (all-reduce's 2 cancels).
+  EXPECT_DOUBLE_EQ(ringScaleFactor(EventKind::kReduceScatter, 4, 16), 1.25);
+  EXPECT_DOUBLE_EQ(ringScaleFactor(EventKind::kAllGather, 4, 16), 1.25);
+}
+
+TEST(RingScale, OtherSizes) {
+  EXPECT_DOUBLE_EQ(ringScaleFactor(EventKind::kAllReduce, 2, 8), 1.75);     // (7/8)/(1/2)
+  EXPECT_DOUBLE_EQ(ringScaleFactor(EventKind::kAllReduce, 8, 64), 1.125);   // (63/64)/(7/8)
+  EXPECT_DOUBLE_EQ(ringScaleFactor(EventKind::kAllReduce, 8, 8), 1.0);
+  EXPECT_DOUBLE_EQ(ringScaleFactor(EventKind::kP2P, 2, 2), 1.0);
+}
+
+TEST(RingScale, RejectsScalingDown) {
+  EXPECT_THROW(ringScaleFactor(EventKind::kAllReduce, 8, 4), Error);
+  EXPECT_THROW(ringScaleFactor(EventKind::kAllReduce, 1, 4), Error);
+}
+
+TEST(BusBandwidth, NcclTestsFactors) {
+  EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kAllReduce, 4), 1.5);       // 2 * 3/4
+  EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kAllReduce, 2), 1.0);       // 2 * 1/2
+  EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kReduceScatter, 4), 0.75);  // 3/4
+  EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kAllGather, 8), 0.875);     // 7/8
+  EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kP2P, 2), 1.0);
+}
+
+TEST(BusBandwidth, AlgorithmBandwidthInGBs) {
+  // 1e6 bytes in 100 us = 1e10 B/s = 10 GB/s.
+  EXPECT_DOUBLE_EQ(algorithmBandwidthGBs(1'000'000, 100), 10.0);
+  EXPECT_THROW(algorithmBandwidthGBs(1, 0), Error);
+}
+
+TEST(BusBandwidth, ScalingKeepsBusBandwidth) {
+  // Measured at 4 in t us, scaled to 16 -> 1.25 t; busbw must not change with the group size.
+  const int64_t bytes = 1 << 20;
+  const double t = 200;
+  double bus4 = algorithmBandwidthGBs(bytes, t) * busBandwidthFactor(EventKind::kAllReduce, 4);
+  double t16 = t * ringScaleFactor(EventKind::kAllReduce, 4, 16);
+  double bus16 = algorithmBandwidthGBs(bytes, t16) * busBandwidthFactor(EventKind::kAllReduce, 16);
+  EXPECT_NEAR(bus16, bus4, 1e-12);
+}
+
+}  // namespace
+}  // namespace evsim

@@ -1,0 +1,219 @@
+// Profile database: round trip, atomic writing, and one clear InputError per kind of damage.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+#include "modeler/profile_db.h"
+
+namespace evsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ProfileDbTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("evsim_profile_db_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    path_ = (dir_ / "profile.yaml").string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static ProfileDb sample() {
+    ProfileDb db;
+    db.metadata.backend = "cuda";
+    db.metadata.date = "2026-11-21T10:00:00Z";
+    db.metadata.world_size = 4;
+    db.metadata.ranks_per_node = 2;
+    db.metadata.hosts = {"node-a", "node-b"};
+    db.metadata.devices = {"NVIDIA A40", "NVIDIA A40", "NVIDIA A40", "NVIDIA A40"};
+    db.metadata.versions = {{"cuda", "13.0"}, {"nccl", "2.28.9"}, {"mpi", "Open MPI v4.1.4"}};
+    ProfileRecord gemm;
+    gemm.event = parseEventSignature("gemm m=2048 n=3072 k=1024 layout=nt dtype=bf16", "test");
+    gemm.time = {12.5, 12.1, 13.9, 0.4, 20};
+    db.put(gemm);
+    ProfileRecord ar;
+    ar.event = parseEventSignature("allreduce bytes=4194304 group=16 nodes=2 rpn=8 dtype=bf16", "test");
+    ar.time = {250, 240, 275.5, 7.25, 20};
+    ar.measured_group_size = 4;
+    ar.scaled = true;
+    ar.algbw_gb_s = 16.777216;
+    ar.busbw_gb_s = 31.45728;
+    db.put(ar);
+    return db;
+  }
+
+  std::string read() const {
+    std::ifstream in(path_);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  void write(const std::string& text) const { std::ofstream(path_) << text; }
+
+  // Loads and returns the InputError's message (fails the test when loading succeeds).
+  std::string loadError() const {
+    try {
+      ProfileDb::load(path_);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "loading succeeded";
+    return "";
+  }
+  // Replaces the first `from` in the saved sample.
+  void writeSampleWith(const std::string& from, const std::string& to) {
+    sample().save(path_);
+    std::string text = read();
+    size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    write(text.replace(at, from.size(), to));
+  }
+
+  fs::path dir_;
+  std::string path_;
+};
+
+TEST_F(ProfileDbTest, RoundTrip) {
+  ProfileDb original = sample();
+  original.save(path_);
+  ProfileDb loaded = ProfileDb::load(path_);
+  EXPECT_EQ(loaded.metadata.backend, "cuda");
+  EXPECT_EQ(loaded.metadata.world_size, 4);
+  EXPECT_EQ(loaded.metadata.ranks_per_node, 2);
+  EXPECT_EQ(loaded.metadata.hosts, original.metadata.hosts);
+  EXPECT_EQ(loaded.metadata.devices, original.metadata.devices);
+  EXPECT_EQ(loaded.metadata.versions, original.metadata.versions);
+  EXPECT_EQ(loaded.metadata.date, original.metadata.date);
+  ASSERT_EQ(loaded.records().size(), 2u);
+  const ProfileRecord* gemm = loaded.find("gemm m=2048 n=3072 k=1024 layout=nt dtype=bf16");
+  ASSERT_NE(gemm, nullptr);
+  EXPECT_DOUBLE_EQ(gemm->time.median_us, 12.5);
+  EXPECT_DOUBLE_EQ(gemm->time.stddev_us, 0.4);
+  EXPECT_EQ(gemm->time.count, 20);
+  EXPECT_EQ(gemm->event.kind, EventKind::kCompute);
+  const ProfileRecord* ar = loaded.find("allreduce bytes=4194304 group=16 nodes=2 rpn=8 dtype=bf16");
+  ASSERT_NE(ar, nullptr);
+  EXPECT_EQ(ar->measured_group_size, 4);
+  EXPECT_TRUE(ar->scaled);
+  EXPECT_DOUBLE_EQ(ar->time.max_us, 275.5);
+  EXPECT_NEAR(ar->algbw_gb_s, 16.777216, 1e-5);
+  EXPECT_NEAR(ar->busbw_gb_s, 31.45728, 1e-5);
+  EXPECT_EQ(ar->event.placement, (Placement{16, 2, 8}));
+}
+
+TEST_F(ProfileDbTest, SaveReplacesAtomicallyAndLeavesNoTempFile) {
+  ProfileDb db = sample();
+  db.save(path_);
+  ProfileRecord extra;
+  extra.event = parseEventSignature("gelu_fwd elems=1024 dtype=bf16", "test");
+  extra.time = {1, 1, 1, 0, 3};
+  db.put(extra);
+  db.put(extra);  // same signature: replaced, not duplicated
+  db.save(path_);
+  EXPECT_EQ(ProfileDb::load(path_).records().size(), 3u);
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    ++files;
+    EXPECT_EQ(entry.path().filename(), "profile.yaml");
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST_F(ProfileDbTest, EmptyEventListLoads) {
+  ProfileDb db = sample();
+  ProfileDb empty;
+  empty.metadata = db.metadata;
+  empty.save(path_);
+  EXPECT_TRUE(ProfileDb::load(path_).records().empty());
+}
+
+TEST_F(ProfileDbTest, MissingFile) {
+  EXPECT_NE(loadError().find(path_ + ": cannot open"), std::string::npos);
+}
+
+TEST_F(ProfileDbTest, TruncatedFile) {
+  sample().save(path_);
+  std::string text = read();
+  // Cut inside the last entry's flow map: "time_us: {median: 250, min: 2"
+  size_t cut = text.rfind("min: ");
+  ASSERT_NE(cut, std::string::npos);
+  write(text.substr(0, cut + 6));
+  std::string error = loadError();
+  EXPECT_NE(error.find(path_), std::string::npos) << error;
+  EXPECT_NE(error.find("malformed YAML"), std::string::npos) << error;
+  // Cut between an entry's keys: the entry lacks its statistics.
+  write(text.substr(0, text.find("    time_us", text.find("allreduce"))));
+  error = loadError();
+  EXPECT_NE(error.find(path_ + ": events[1].time_us: missing"), std::string::npos) << error;
+}
+
+TEST_F(ProfileDbTest, WrongVersion) {
+  writeSampleWith("schema_version: 1", "schema_version: 2");
+  std::string error = loadError();
+  EXPECT_NE(error.find(path_ + ": schema_version: 2 is not supported"), std::string::npos) << error;
+}
+
+TEST_F(ProfileDbTest, NotAProfile) {
+  write("events: []\n");
+  EXPECT_NE(loadError().find("schema_version: missing"), std::string::npos);
+}
+
+TEST_F(ProfileDbTest, MissingKey) {
+  writeSampleWith("    kind: compute\n", "");
+  std::string error = loadError();
+  EXPECT_NE(error.find(path_ + ": events[0].kind: missing required key"), std::string::npos) << error;
+}
+
+TEST_F(ProfileDbTest, BadSignature) {
+  writeSampleWith("gemm m=2048", "gemm m=abc");
+  std::string error = loadError();
+  EXPECT_NE(error.find(path_ + ": events[0].signature"), std::string::npos) << error;
+  EXPECT_NE(error.find("not an integer"), std::string::npos) << error;
+}
+
+TEST_F(ProfileDbTest, MinAboveMax) {
+  writeSampleWith("min: 12.1", "min: 14.5");
+  std::string error = loadError();
+  EXPECT_NE(error.find(path_ + ": events[0].time_us: inconsistent statistics"), std::string::npos)
+      << error;
+}
+
+TEST_F(ProfileDbTest, KindContradictsSignature) {
+  writeSampleWith("kind: allreduce", "kind: allgather");
+  EXPECT_NE(loadError().find("events[1].kind: 'allgather' disagrees"), std::string::npos);
+}
+
+TEST_F(ProfileDbTest, ScaledFlagMustMatchGroupSizes) {
+  writeSampleWith("scaled: true", "scaled: false");
+  EXPECT_NE(loadError().find("events[1].scaled"), std::string::npos);
+}
+
+TEST_F(ProfileDbTest, PlacementMustMatchSignature) {
+  writeSampleWith("group_size: 16", "group_size: 8");
+  EXPECT_NE(loadError().find("events[1].group_size: 8 disagrees with the signature (16)"),
+            std::string::npos);
+}
+
+TEST_F(ProfileDbTest, DuplicateSignature) {
+  sample().save(path_);
+  std::string text = read();
+  size_t events = text.find("events:\n") + 8;
+  std::string first_entry = text.substr(events, text.find("  - signature", events + 4) - events);
+  write(text + first_entry);
+  EXPECT_NE(loadError().find("appears twice"), std::string::npos);
+}
+
+TEST_F(ProfileDbTest, UnknownKey) {
+  writeSampleWith("    kind: compute\n", "    kind: compute\n    colour: blue\n");
+  EXPECT_NE(loadError().find("events[0].colour: unknown key"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace evsim

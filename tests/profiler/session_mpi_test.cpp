@@ -1,0 +1,163 @@
+// The harness under MPI with a scripted backend, so every number in the profile is known:
+// compute events spread round-robin, min(send, recv) for p2p, the slowest rank for collectives,
+// ring scaling for a group larger than the cluster. Run with 4 ranks (ctest does).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <filesystem>
+
+#include "profiler/mpi_env.h"
+#include "profiler/profile_session.h"
+
+namespace evsim {
+namespace {
+
+int worldRank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+// Times are scripted per rank and event kind; the harness must combine them as documented.
+class ScriptedBackend : public ProfilerBackend {
+ public:
+  explicit ScriptedBackend(int rank) : rank_(rank) {}
+  std::string name() const override { return "cpu"; }
+  std::string deviceName() const override { return "scripted"; }
+  std::map<std::string, std::string> versions() const override { return {}; }
+
+  std::vector<double> timeCompute(const Event&, int, int repeats) override {
+    // Rank r reports 100 * (r + 1): the profile shows which rank measured each event.
+    return std::vector<double>(static_cast<size_t>(repeats), 100.0 * (rank_ + 1));
+  }
+  std::vector<double> timeP2P(const Event&, const CommGroup& group, int, int) override {
+    EXPECT_EQ(group.size, 2);
+    return group.rank == 0 ? std::vector<double>{10, 20, 30} : std::vector<double>{12, 5, 40};
+  }
+  std::vector<double> timeCollective(const Event&, const CommGroup& group, int, int) override {
+    // Group rank g: {g + 1, 10 if g == 1 else 1, 4}: slowest per repetition = {size, 10, 4}.
+    return {double(group.rank + 1), group.rank == 1 ? 10.0 : 1.0, 4.0};
+  }
+
+ private:
+  int rank_;
+};
+
+class SessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    world_ = queryMpiWorld();
+    ASSERT_EQ(world_.size, 4) << "run with mpirun -np 4";
+    topo_ = discoverTopology(world_, 2);
+    path_ = broadcastString(
+        (std::filesystem::temp_directory_path() / ("evsim_session_test_" + std::to_string(::getpid()) + ".yaml")).string(),
+        0, MPI_COMM_WORLD);
+  }
+  void TearDown() override {
+    if (world_.rank == 0) std::filesystem::remove(path_);
+  }
+  ProfileSummary run(const std::vector<std::string>& signatures, bool resume = false) {
+    std::vector<Event> events;
+    for (const std::string& s : signatures) events.push_back(parseEventSignature(s, "test"));
+    ScriptedBackend backend(world_.rank);
+    ProfileOptions options;
+    options.output_path = path_;
+    options.warmup = 1;
+    options.repeats = 3;
+    options.resume = resume;
+    options.log = nullptr;
+    ProfileSession session(world_, topo_, backend, options);
+    return session.run(world_.rank == 0 ? events : std::vector<Event>{});
+  }
+
+  MpiWorld world_;
+  Topology topo_;
+  std::string path_;
+};
+
+TEST_F(SessionTest, TopologyFromEmulatedNodes) {
+  EXPECT_EQ(topo_.nodes(), 2);
+  EXPECT_EQ(topo_.node_of_rank, (std::vector<int>{0, 0, 1, 1}));
+}
+
+TEST_F(SessionTest, CombinesAndScalesAsDocumented) {
+  const std::vector<std::string> sigs = {
+      "gemm m=8 n=8 k=8 layout=nn dtype=fp32", "gelu_fwd elems=64 dtype=fp32",
+      "add elems=64 dtype=fp32", "softmax_fwd rows=4 cols=4 dtype=fp32",
+      "adam params=64 dtype=fp32",  // round 2: rank 0 again
+      "p2p bytes=1000 group=2 nodes=2 rpn=1 dtype=fp32",
+      "allreduce bytes=4000 group=4 nodes=2 rpn=2 dtype=fp32",
+      "allreduce bytes=4000 group=16 nodes=2 rpn=8 dtype=fp32"};
+  ProfileSummary summary = run(sigs);
+  if (world_.rank != 0) return;
+  EXPECT_EQ(summary.measured_compute, 5u);
+  EXPECT_EQ(summary.measured_communication, 3u);
+  EXPECT_EQ(summary.scaled, 1u);
+  EXPECT_GT(summary.measuring_device_s, 0);
+
+  ProfileDb db = ProfileDb::load(path_);
+  ASSERT_EQ(db.records().size(), sigs.size());
+  EXPECT_EQ(db.metadata.world_size, 4);
+  EXPECT_EQ(db.metadata.ranks_per_node, 2);
+  EXPECT_EQ(db.metadata.devices.size(), 4u);
+  // Round-robin: event i measured by rank i % 4.
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_DOUBLE_EQ(db.find(sigs[i])->time.median_us, 100.0 * (i % 4 + 1)) << sigs[i];
+  }
+  // p2p: min(send, recv) per repetition = {10, 5, 30}.
+  const ProfileRecord* p2p = db.find(sigs[5]);
+  EXPECT_DOUBLE_EQ(p2p->time.median_us, 10);
+  EXPECT_DOUBLE_EQ(p2p->time.min_us, 5);
+  EXPECT_DOUBLE_EQ(p2p->time.max_us, 30);
+  EXPECT_DOUBLE_EQ(p2p->algbw_gb_s, 0.1);  // 1000 B / 10 us
+  EXPECT_DOUBLE_EQ(p2p->busbw_gb_s, 0.1);
+  // all-reduce over 4: slowest rank per repetition = {4, 10, 4}: median 4.
+  const ProfileRecord* ar4 = db.find(sigs[6]);
+  EXPECT_DOUBLE_EQ(ar4->time.median_us, 4);
+  EXPECT_DOUBLE_EQ(ar4->time.max_us, 10);
+  EXPECT_FALSE(ar4->scaled);
+  EXPECT_EQ(ar4->measured_group_size, 4);
+  EXPECT_DOUBLE_EQ(ar4->algbw_gb_s, 1.0);   // 4000 B / 4 us
+  EXPECT_DOUBLE_EQ(ar4->busbw_gb_s, 1.5);   // x 2 * 3/4
+  // all-reduce over 16, measured on the same 4 ranks and scaled by 1.25.
+  const ProfileRecord* ar16 = db.find(sigs[7]);
+  EXPECT_DOUBLE_EQ(ar16->time.median_us, 5);
+  EXPECT_DOUBLE_EQ(ar16->time.max_us, 12.5);
+  EXPECT_TRUE(ar16->scaled);
+  EXPECT_EQ(ar16->measured_group_size, 4);
+  EXPECT_DOUBLE_EQ(ar16->algbw_gb_s, 0.8);
+  EXPECT_DOUBLE_EQ(ar16->busbw_gb_s, 1.5);  // 0.8 * 2 * 15/16: bus bandwidth is size-invariant
+}
+
+TEST_F(SessionTest, ResumeMeasuresOnlyWhatIsMissing) {
+  run({"gemm m=8 n=8 k=8 layout=nn dtype=fp32"});
+  ProfileSummary again = run({"gemm m=8 n=8 k=8 layout=nn dtype=fp32", "add elems=64 dtype=fp32"},
+                             /*resume=*/true);
+  if (world_.rank != 0) return;
+  EXPECT_EQ(again.already_measured, 1u);
+  EXPECT_EQ(again.measured_compute, 1u);
+  EXPECT_EQ(ProfileDb::load(path_).records().size(), 2u);
+}
+
+TEST_F(SessionTest, UnmeasurableEventIsACollectiveInputError) {
+  // Intra-node group of 4 with rpn 4 is measurable (scaled); an intra-node p2p on a cluster
+  // whose nodes have one rank is not. Emulate that with --ranks-per-node 1.
+  topo_ = discoverTopology(world_, 1);
+  EXPECT_THROW(run({"p2p bytes=8 group=2 nodes=1 rpn=2 dtype=fp32"}), CollectiveInputError);
+}
+
+}  // namespace
+}  // namespace evsim
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (evsim::worldRank() != 0) {
+    // One rank reports; the others still fail the run through their exit code.
+    delete ::testing::UnitTest::GetInstance()->listeners().Release(
+        ::testing::UnitTest::GetInstance()->listeners().default_result_printer());
+  }
+  int result = RUN_ALL_TESTS();
+  MPI_Finalize();
+  return result;
+}
