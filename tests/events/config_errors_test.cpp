@@ -1,0 +1,358 @@
+// Model and cluster configs: the bundled ones load with the values worked out by hand, and every
+// bad-input rule gives one InputError line naming the file, the key path and the value.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "events/cluster_config.h"
+#include "events/model_config.h"
+#include "test_support.h"
+
+namespace evsim {
+namespace {
+
+using test::inputErrorOf;
+
+constexpr const char* kHeader =
+    "name: m\n"
+    "dtype: fp16\n"
+    "hidden_size: 64\n"
+    "num_heads: 4\n"
+    "ffn_hidden_size: 256\n"
+    "seq_length: 32\n"
+    "vocab_size: 512\n";
+constexpr const char* kLayers =
+    "layers:\n"
+    "  - {type: embedding}\n"
+    "  - {type: decoder, count: 2, cross_attention: false}\n"
+    "  - {type: head}\n";
+
+// The valid model with the line that starts with `from` replaced by `to` (removed when empty).
+std::string modelWith(const std::string& from, const std::string& to) {
+  std::string yaml = std::string(kHeader) + kLayers;
+  size_t at = yaml.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at == std::string::npos) return yaml;
+  size_t end = yaml.find('\n', at);
+  yaml.replace(at, end - at + 1, to.empty() ? "" : to + "\n");
+  return yaml;
+}
+
+std::string modelError(const std::string& yaml) {
+  return inputErrorOf([&] { parseModelConfig(yaml, "m.yaml"); });
+}
+
+// The valid header with these layer groups (YAML list lines).
+std::string layersError(const std::string& layers) {
+  return modelError(std::string(kHeader) + "layers:\n" + layers);
+}
+
+TEST(ModelConfig, BaseTextIsValid) {
+  ModelConfig m = parseModelConfig(modelWith("name: m", "name: m"), "m.yaml");
+  EXPECT_EQ(m.name, "m");
+  EXPECT_EQ(m.source, "m.yaml");
+  EXPECT_EQ(m.numLayers(), 2);
+  EXPECT_EQ(m.headDim(), 16);
+  EXPECT_EQ(m.dtype, DType::kFp16);
+}
+
+TEST(ModelConfig, BundledModelsLoadWithHandCountedParameters) {
+  namespace fs = std::filesystem;
+  int loaded = 0;
+  for (const auto& entry : fs::directory_iterator(std::string(EVSIM_TEST_CONFIG_DIR) + "/models")) {
+    SCOPED_TRACE(entry.path().string());
+    EXPECT_NO_THROW(loadModelConfig(entry.path().string()));
+    ++loaded;
+  }
+  EXPECT_GE(loaded, 8);
+
+  // BERT-Large: vocabulary 30522 padded to 30592 (239 * 128). Per block 4h^2 + 4h (attention) +
+  // 2hf + f + h (MLP) + 4h (layernorms) = 4194304 + 4096 + 8388608 + 4096 + 1024 + 4096 = 12596224;
+  // 24 blocks = 302309376; embedding 30592*1024 + 512*1024 = 31850496; final layernorm 2048.
+  // Total 334161920 (the well-known ~335M).
+  ModelConfig bert = loadModelConfig(test::configPath("models", "bert-large"));
+  EXPECT_EQ(bert.numLayers(), 24);
+  EXPECT_EQ(bert.paddedVocab(1), 30592);
+  EXPECT_EQ(bert.blockParameters(bert.blocks[0]), 12596224);
+  EXPECT_EQ(bert.totalParameters(), 334161920);
+
+  // GPT-3: per block 12h^2 + 13h = 1811939328 + 159744; 96 blocks = 173961510912; embedding
+  // 51200*12288 + 2048*12288 = 654311424; final layernorm 24576. Total 174615846912 (~175B).
+  ModelConfig gpt3 = loadModelConfig(test::configPath("models", "gpt3-175b"));
+  EXPECT_EQ(gpt3.dtype, DType::kBf16);
+  EXPECT_EQ(gpt3.totalParameters(), 174615846912);
+
+  // T5-Large: 24 encoder blocks then 24 decoder blocks with cross-attention.
+  ModelConfig t5 = loadModelConfig(test::configPath("models", "t5-large"));
+  ASSERT_EQ(t5.numLayers(), 48);
+  EXPECT_EQ(t5.blocks[23].type, BlockType::kEncoder);
+  EXPECT_FALSE(t5.blocks[23].cross_attention);
+  EXPECT_EQ(t5.blocks[24].type, BlockType::kDecoder);
+  EXPECT_TRUE(t5.blocks[24].cross_attention);
+  EXPECT_TRUE(t5.hasCrossAttention());
+  // A cross-attention block adds a second attention (4h^2 + 4h) and a layernorm (2h).
+  EXPECT_EQ(t5.blockParameters(t5.blocks[24]) - t5.blockParameters(t5.blocks[0]),
+            4 * 1024 * 1024 + 4 * 1024 + 2 * 1024);
+}
+
+TEST(ModelConfig, UnknownOrMisspelledKeysNameFileAndKey) {
+  EXPECT_CONTAINS(modelError(modelWith("hidden_size", "hiden_size: 64")),
+                  "m.yaml: hiden_size: unknown key");
+  EXPECT_CONTAINS(modelError(modelWith("name: m", "name: m\nnum_layers: 24")),
+                  "m.yaml: num_layers: unknown key");
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: decoder, count: 2, cross_atention: false}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers[1].cross_atention: unknown key");
+  EXPECT_CONTAINS(layersError("  - {type: embedding, count: 1}\n"
+                              "  - {type: encoder, count: 2}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers[0].count: unknown key");
+  // Encoders take no cross_attention key.
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: encoder, count: 2, cross_attention: false}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers[1].cross_attention: unknown key");
+}
+
+TEST(ModelConfig, MisspelledKeyInAFileNamesThePath) {
+  const std::string path = test::dataPath("models/misspelled-key.yaml");
+  std::string msg = inputErrorOf([&] { loadModelConfig(path); });
+  EXPECT_CONTAINS(msg, path + ": hiden_size: unknown key");
+  EXPECT_CONTAINS(msg, "hidden_size");  // the allowed list shows the right spelling
+}
+
+TEST(ModelConfig, MissingFields) {
+  for (const char* key : {"name", "dtype", "hidden_size", "num_heads", "ffn_hidden_size",
+                          "seq_length", "vocab_size"}) {
+    SCOPED_TRACE(key);
+    EXPECT_CONTAINS(modelError(modelWith(std::string(key) + ":", "")),
+                    std::string("m.yaml: ") + key + ": missing required key");
+  }
+  EXPECT_CONTAINS(modelError(kHeader), "m.yaml: layers: missing required key");
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: decoder, count: 2}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers[1].cross_attention: missing required key");
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: encoder}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers[1].count: missing required key");
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {count: 2}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers[1].type: missing required key");
+}
+
+TEST(ModelConfig, NonPositiveAndNonNumericSizes) {
+  EXPECT_CONTAINS(modelError(modelWith("hidden_size", "hidden_size: 0")),
+                  "m.yaml: hidden_size: 0: must be > 0");
+  EXPECT_CONTAINS(modelError(modelWith("seq_length", "seq_length: 0")),
+                  "m.yaml: seq_length: 0: must be > 0");
+  EXPECT_CONTAINS(modelError(modelWith("vocab_size", "vocab_size: -5")), "m.yaml: vocab_size: -5");
+  EXPECT_CONTAINS(modelError(modelWith("num_heads", "num_heads: 1.5")),
+                  "m.yaml: num_heads: '1.5' is not an integer");
+  EXPECT_CONTAINS(modelError(modelWith("ffn_hidden_size", "ffn_hidden_size: big")),
+                  "m.yaml: ffn_hidden_size: 'big' is not an integer");
+  EXPECT_CONTAINS(modelError(modelWith("hidden_size", "hidden_size: [64]")),
+                  "m.yaml: hidden_size: must be a single value");
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: encoder, count: 0}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers[1].count: 0: must be > 0");
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: encoder, count: -3}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers[1].count: -3: must be");
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: decoder, count: 2, cross_attention: maybe}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers[1].cross_attention: 'maybe' is not true or false");
+  EXPECT_CONTAINS(modelError(modelWith("name: m", "name: ''")), "m.yaml: name: must not be empty");
+}
+
+// Bug: YamlReader::positiveInt reports a negative value against the >= 0 rule of nonNegativeInt
+// ("count: -3: must be >= 0"), although the rule broken is "> 0" and yaml_reader.h documents
+// "layers[1].count: -3: must be > 0". Same for positiveDouble. Enable once fixed.
+TEST(ModelConfig, DISABLED_NegativeCountNamesTheGreaterThanZeroRule) {
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: encoder, count: -3}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers[1].count: -3: must be > 0");
+  EXPECT_CONTAINS(inputErrorOf([] {
+                    std::string yaml = test::clusterYaml(4);
+                    yaml.replace(yaml.find("bandwidth_gb_s: 300"), 19,
+                                 std::string("bandwidth_gb_s: -300"));
+                    parseClusterConfig(yaml, "c.yaml");
+                  }),
+                  "c.yaml: node.intra_link.bandwidth_gb_s: -300: must be > 0");
+}
+
+// Bug: a key given twice is silently accepted and the first value wins (yaml-cpp keeps both
+// entries; node[key] returns the first), e.g. "hidden_size: 64" then "hidden_size: 128" loads
+// h = 64. Bad input must not be silently resolved. Enable once YamlReader rejects duplicates.
+TEST(ModelConfig, DISABLED_DuplicateKeyIsAnError) {
+  EXPECT_CONTAINS(modelError(modelWith("hidden_size", "hidden_size: 64\nhidden_size: 128")),
+                  "m.yaml: hidden_size: duplicate key");
+  EXPECT_CONTAINS(inputErrorOf([] {
+                    std::string yaml = test::clusterYaml(4);
+                    yaml.replace(yaml.find("fp16: 100,"), 10, std::string("fp16: 100, fp16: 50,"));
+                    parseClusterConfig(yaml, "c.yaml");
+                  }),
+                  "c.yaml: node.device.peak_tflops.fp16: duplicate key");
+}
+
+TEST(ModelConfig, MalformedYaml) {
+  EXPECT_CONTAINS(modelError("name: m\nlayers: [ {type: embedding}\n"),
+                  "m.yaml: malformed YAML at line");
+  EXPECT_CONTAINS(modelError("- a\n- b\n"), "m.yaml: top level must be a mapping");
+  EXPECT_CONTAINS(modelError(""), "m.yaml: top level must be a mapping");
+  const std::string path = test::dataPath("models/malformed.yaml");
+  std::string msg = inputErrorOf([&] { loadModelConfig(path); });
+  EXPECT_CONTAINS(msg, path + ": malformed YAML at line");
+  EXPECT_CONTAINS(inputErrorOf([] { loadModelConfig("/nonexistent/model.yaml"); }),
+                  "/nonexistent/model.yaml: cannot open file");
+}
+
+TEST(ModelConfig, HeadsMustDivideHidden) {
+  EXPECT_CONTAINS(modelError(modelWith("hidden_size", "hidden_size: 66")),
+                  "m.yaml: num_heads: 4 does not divide hidden_size 66");
+}
+
+TEST(ModelConfig, BadDtype) {
+  EXPECT_CONTAINS(modelError(modelWith("dtype", "dtype: fp8")),
+                  "m.yaml: dtype: 'fp8': unknown dtype");
+  EXPECT_EQ(parseModelConfig(modelWith("dtype", "dtype: BF16"), "m.yaml").dtype, DType::kBf16);
+}
+
+TEST(ModelConfig, LayerGroupOrder) {
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: head}\n"
+                              "  - {type: decoder, count: 2, cross_attention: false}\n"),
+                  "m.yaml: layers[1].type: head must be the last layer group");
+  EXPECT_CONTAINS(layersError("  - {type: decoder, count: 2, cross_attention: false}\n"
+                              "  - {type: embedding}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers[1].type: embedding must be the first layer group");
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: embedding}\n"
+                              "  - {type: decoder, count: 2, cross_attention: false}\n"
+                              "  - {type: head}\n"),
+                  "layers[1].type: embedding must be the first layer group");
+  EXPECT_CONTAINS(layersError("  - {type: decoder, count: 2, cross_attention: false}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers: needs an embedding group first");
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: decoder, count: 2, cross_attention: false}\n"),
+                  "m.yaml: layers: needs a head group last");
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers: needs at least one encoder or decoder group");
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: transformer, count: 2}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers[1].type: 'transformer': unknown layer type");
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: decoder, count: 2, cross_attention: true}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers[1].cross_attention: true needs encoder blocks before");
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: encoder, count: 1}\n"
+                              "  - {type: decoder, count: 1, cross_attention: true}\n"
+                              "  - {type: encoder, count: 1}\n"
+                              "  - {type: head}\n"),
+                  "m.yaml: layers[3].type: encoder blocks after cross-attention");
+  EXPECT_CONTAINS(layersError("  3\n"), "m.yaml: layers: must be a list");
+  const std::string path = test::dataPath("models/head-not-last.yaml");
+  EXPECT_CONTAINS(inputErrorOf([&] { loadModelConfig(path); }),
+                  path + ": layers[1].type: head must be the last layer group");
+}
+
+// --- clusters ---------------------------------------------------------------------------------
+
+std::string clusterError(const std::string& yaml) {
+  return inputErrorOf([&] { parseClusterConfig(yaml, "c.yaml"); });
+}
+
+std::string clusterWith(const std::string& from, const std::string& to) {
+  std::string yaml = test::clusterYaml(4, 2);
+  size_t at = yaml.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) yaml.replace(at, from.size(), to);
+  return yaml;
+}
+
+TEST(ClusterConfig, BundledClustersLoad) {
+  namespace fs = std::filesystem;
+  for (const auto& entry :
+       fs::directory_iterator(std::string(EVSIM_TEST_CONFIG_DIR) + "/clusters")) {
+    SCOPED_TRACE(entry.path().string());
+    EXPECT_NO_THROW(loadClusterConfig(entry.path().string()));
+  }
+  ClusterConfig a40 = loadClusterConfig(test::configPath("clusters", "a40-4x4"));
+  EXPECT_EQ(a40.totalGpus(), 16);
+  EXPECT_EQ(a40.gpus_per_node, 4);
+  EXPECT_EQ(a40.nodeOfRank(5), 1);
+  EXPECT_DOUBLE_EQ(a40.device.peakTflops(DType::kFp16), 149.7);
+  ClusterConfig dgx = loadClusterConfig(test::configPath("clusters", "dgx-a100"));
+  EXPECT_FALSE(dgx.totalGpus().has_value());  // open node count
+  EXPECT_EQ(dgx.device.memoryBytes(), int64_t{80} * 1024 * 1024 * 1024);
+}
+
+TEST(ClusterConfig, UnknownKeysNameFileAndKey) {
+  const std::string path = test::dataPath("clusters/unknown-key.yaml");
+  EXPECT_CONTAINS(inputErrorOf([&] { loadClusterConfig(path); }),
+                  path + ": network.bandwith_gb_s: unknown key");
+  EXPECT_CONTAINS(clusterError(clusterWith("name: test-cluster", "name: x\ngpus_per_node: 8")),
+                  "c.yaml: gpus_per_node: unknown key");
+  EXPECT_CONTAINS(clusterError(clusterWith("memory_gib", "memory_gb")),
+                  "c.yaml: node.device.memory_gb: unknown key");
+  EXPECT_CONTAINS(clusterError(clusterWith("  gpus: 4", "  gpus: 4\n  cpus: 64")),
+                  "c.yaml: node.cpus: unknown key");
+}
+
+TEST(ClusterConfig, BadDtypeInPeakTflops) {
+  const std::string path = test::dataPath("clusters/bad-dtype.yaml");
+  std::string msg = inputErrorOf([&] { loadClusterConfig(path); });
+  EXPECT_CONTAINS(msg, path + ": node.device.peak_tflops.fp8: 'fp8': unknown dtype");
+  EXPECT_CONTAINS(clusterError(clusterWith("{fp16: 100, bf16: 100, fp32: 20}", "{}")),
+                  "c.yaml: node.device.peak_tflops: needs at least one dtype");
+  EXPECT_CONTAINS(clusterError(clusterWith("fp16: 100,", "fp16: 0,")),
+                  "c.yaml: node.device.peak_tflops.fp16: 0: must be > 0");
+  // A device without a peak for the model's dtype: named when asked.
+  ClusterConfig c =
+      parseClusterConfig(clusterWith("{fp16: 100, bf16: 100, fp32: 20}", "{fp16: 100}"), "c.yaml");
+  EXPECT_CONTAINS(inputErrorOf([&] { c.device.peakTflops(DType::kBf16); }),
+                  "device 'Test GPU': no peak_tflops for bf16");
+}
+
+TEST(ClusterConfig, MissingFieldsAndNonPositiveSizes) {
+  EXPECT_CONTAINS(clusterError(clusterWith("  gpus: 4\n", "")),
+                  "c.yaml: node.gpus: missing required key");
+  EXPECT_CONTAINS(clusterError(clusterWith("  gpus: 4", "  gpus: 0")),
+                  "c.yaml: node.gpus: 0: must be > 0");
+  EXPECT_CONTAINS(clusterError(clusterWith("nodes: 2", "nodes: 0")),
+                  "c.yaml: nodes: 0: must be > 0");
+  EXPECT_CONTAINS(
+      clusterError(clusterWith("network: {name: IB, bandwidth_gb_s: 25, latency_us: 5}\n", "")),
+      "c.yaml: network: missing required key");
+  EXPECT_CONTAINS(clusterError(clusterWith("bandwidth_gb_s: 25", "bandwidth_gb_s: 0")),
+                  "c.yaml: network.bandwidth_gb_s: 0: must be > 0");
+  EXPECT_CONTAINS(clusterError(clusterWith("latency_us: 3", "latency_us: -1")),
+                  "c.yaml: node.intra_link.latency_us: -1");
+  EXPECT_CONTAINS(clusterError(clusterWith("memory_gib: 40", "memory_gib: lots")),
+                  "c.yaml: node.device.memory_gib: 'lots' is not a number");
+  EXPECT_CONTAINS(clusterError(clusterWith("    name: Test GPU\n", "")),
+                  "c.yaml: node.device.name: missing required key");
+  // latency 0 is allowed (an ideal link), bandwidth 0 is not.
+  EXPECT_NO_THROW(parseClusterConfig(clusterWith("latency_us: 3", "latency_us: 0"), "c.yaml"));
+}
+
+TEST(ClusterConfig, MalformedYaml) {
+  EXPECT_CONTAINS(clusterError("name: x\nnode: {gpus: 4\n"), "c.yaml: malformed YAML at line");
+}
+
+}  // namespace
+}  // namespace evsim

@@ -1,0 +1,150 @@
+// Strategy space: every (M, P, D) with M*P*D = N, in order of M then P, each valid or carrying the
+// rule it breaks; and the union of events one profiling run must cover.
+
+#include "events/strategy_space.h"
+
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "events/iteration_plan.h"
+#include "test_support.h"
+
+namespace evsim {
+namespace {
+
+using Triple = std::tuple<int, int, int>;
+
+class StrategySpaceTest : public ::testing::Test {
+ protected:
+  ModelConfig bert_ =
+      loadModelConfig(test::configPath("models", "bert-large"));  // 24 layers, 16 heads
+  ClusterConfig a40_ = loadClusterConfig(test::configPath("clusters", "a40-4x4"));  // 4 nodes x 4
+
+  std::vector<Candidate> candidates(const ModelConfig& model, int64_t gpus, int64_t global_batch,
+                                    std::vector<int64_t> micro = {1},
+                                    std::vector<Schedule> schedules = {Schedule::kDapple},
+                                    bool cross_node_tp = false) {
+    Strategy base;
+    base.global_batch = global_batch;
+    StrategySpace space;
+    space.gpus = gpus;
+    space.micro_batches = std::move(micro);
+    space.schedules = std::move(schedules);
+    space.allow_cross_node_tp = cross_node_tp;
+    return enumerateCandidates(model, a40_, base, space);
+  }
+};
+
+std::vector<Triple> triples(const std::vector<Candidate>& cs) {
+  std::vector<Triple> out;
+  for (const Candidate& c : cs) out.emplace_back(c.strategy.tp, c.strategy.pp, c.strategy.dp);
+  return out;
+}
+
+int validCount(const std::vector<Candidate>& cs) {
+  int n = 0;
+  for (const Candidate& c : cs) n += !c.violation.has_value();
+  return n;
+}
+
+TEST_F(StrategySpaceTest, EightGpusHaveTenOrderedFactorizations) {
+  // 8 = 2^3: the three exponents of 2 spread over (M, P, D): C(3+2, 2) = 10 ways.
+  auto cs = candidates(bert_, 8, 64);
+  std::vector<Triple> expected = {{1, 1, 8}, {1, 2, 4}, {1, 4, 2}, {1, 8, 1}, {2, 1, 4},
+                                  {2, 2, 2}, {2, 4, 1}, {4, 1, 2}, {4, 2, 1}, {8, 1, 1}};
+  EXPECT_EQ(triples(cs), expected);
+  // Only 8M1P1D breaks a rule: 16 heads, h 1024, f 4096 all divide by 8, but the a40 node has 4
+  // GPUs, so an 8-way TP group would cross nodes (not allowed by default).
+  EXPECT_EQ(validCount(cs), 9);
+  ASSERT_TRUE(cs.back().violation.has_value());
+  EXPECT_CONTAINS(*cs.back().violation,
+                  "--strategy 8M1P1D: M=8 does not divide the 4 GPUs of a node");
+  // Lifting the rule makes all 10 valid.
+  EXPECT_EQ(validCount(candidates(bert_, 8, 64, {1}, {Schedule::kDapple}, true)), 10);
+  // The base's batch and the candidate's own sizes are carried into each strategy.
+  EXPECT_EQ(cs[5].strategy.name(), "2M2P2D");
+  EXPECT_EQ(cs[5].strategy.global_batch, 64);
+  EXPECT_EQ(cs[5].strategy.micro_batch, 1);
+}
+
+TEST_F(StrategySpaceTest, InvalidCandidatesCarryTheirRule) {
+  // B = 4, b = 1: D = 8 needs B divisible by 8.
+  auto cs = candidates(bert_, 8, 4);
+  ASSERT_EQ(cs.size(), 10u);
+  EXPECT_CONTAINS(cs[0].violation.value_or(""),
+                  "--global-batch 4: not divisible by micro-batch x D = 1 x 8 = 8");
+  EXPECT_EQ(validCount(cs), 8);  // (1,1,8) by batch, (8,1,1) by cross-node TP
+  // A 2-block model: P = 4 and P = 8 exceed the layers; M = 8 does not divide its 4 heads.
+  ModelConfig tiny = test::model(64, 4, 256, 32, 512, 2);
+  auto small = candidates(tiny, 8, 64);
+  int by_layers = 0, by_heads = 0;
+  for (const Candidate& c : small) {
+    std::string why = c.violation.value_or("");
+    by_layers += why.find("is more than the 2 layers") != std::string::npos;
+    by_heads += why.find("does not divide num_heads=4") != std::string::npos;
+  }
+  EXPECT_EQ(by_layers, 3);  // (1,4,2), (1,8,1), (2,4,1)
+  EXPECT_EQ(by_heads, 1);   // (8,1,1)
+  EXPECT_EQ(validCount(small), 6);
+}
+
+TEST_F(StrategySpaceTest, CountsForOtherN) {
+  // 12 = 2^2 * 3: C(4,2) * C(3,2) = 6 * 3 = 18 triples. M in {3, 6, 12} does not divide 16 heads:
+  // M=3 has 3 (P,D) pairs (P*D = 4), M=6 has 2, M=12 has 1: 6 invalid, 12 valid.
+  auto twelve = candidates(bert_, 12, 48);
+  EXPECT_EQ(twelve.size(), 18u);
+  EXPECT_EQ(validCount(twelve), 12);
+  // 16 = 2^4: C(6,2) = 15. 1: just (1,1,1). 6 = 2*3: 3 * 3 = 9.
+  EXPECT_EQ(candidates(bert_, 16, 64).size(), 15u);
+  EXPECT_EQ(triples(candidates(bert_, 1, 64)), (std::vector<Triple>{{1, 1, 1}}));
+  EXPECT_EQ(candidates(bert_, 6, 60).size(), 9u);
+  // 32 GPUs do not fit the 16 of a40-4x4: every candidate is invalid. Rules are checked heads,
+  // hidden, ffn, layers, GPUs: 32M1P1D breaks the heads rule and 1M32P1D the layers rule first;
+  // the other 19 name the GPU rule.
+  auto too_many = candidates(bert_, 32, 64);
+  EXPECT_EQ(too_many.size(), 21u);  // 2^5: C(7,2)
+  EXPECT_EQ(validCount(too_many), 0);
+  int by_gpus = 0;
+  for (const Candidate& c : too_many) {
+    by_gpus +=
+        c.violation.value_or("").find("needs 32 GPUs, cluster a40-4x4 has 16") != std::string::npos;
+  }
+  EXPECT_EQ(by_gpus, 19);
+  // Micro-batches x schedules multiply the list: 10 * 2 * 2.
+  EXPECT_EQ(candidates(bert_, 8, 64, {1, 2}, {Schedule::kGpipe, Schedule::kDapple}).size(), 40u);
+}
+
+TEST_F(StrategySpaceTest, UnionOfEventsCoversEveryValidCandidate) {
+  Strategy base;
+  base.global_batch = 64;
+  StrategySpace space;
+  space.gpus = 8;
+  space.micro_batches = {1};
+  space.schedules = {Schedule::kDapple};
+  EventTable all = unionOfEvents(bert_, a40_, base, space);
+  for (const Candidate& c : enumerateCandidates(bert_, a40_, base, space)) {
+    if (c.violation) continue;
+    IterationPlan plan = buildIterationPlan(bert_, a40_, c.strategy);
+    for (const UniqueEvent& u : plan.events.events()) {
+      EXPECT_GE(test::countOf(all, u.signature), u.count)
+          << c.strategy.name() << " " << u.signature;
+    }
+  }
+  // M = 1 QKV forward GEMM (T = 512, n = 3h = 3072, k = h = 1024) appears in the 4 candidates
+  // with M = 1; each runs it L * m * M * D = 24 * (64 / D) * D = 1536 times: 4 * 1536 = 6144.
+  EXPECT_EQ(test::countOf(all, "gemm m=512 n=3072 k=1024 layout=nt dtype=fp16"), 6144);
+
+  // Schedules share events and are counted once.
+  StrategySpace both = space;
+  both.schedules = {Schedule::kGpipe, Schedule::kDapple};
+  EventTable all2 = unionOfEvents(bert_, a40_, base, both);
+  ASSERT_EQ(all2.size(), all.size());
+  for (int i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all2[i].signature, all[i].signature);
+    EXPECT_EQ(all2[i].count, all[i].count);
+  }
+}
+
+}  // namespace
+}  // namespace evsim

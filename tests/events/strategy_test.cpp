@@ -1,0 +1,137 @@
+// Strategy text ("2M4P2D"), schedules, and the rules a strategy must meet for a model and cluster.
+// Every rejection is an InputError whose one line names the flag, the value and the rule.
+
+#include "events/strategy.h"
+
+#include <gtest/gtest.h>
+
+#include "events/iteration_plan.h"
+#include "test_support.h"
+
+namespace evsim {
+namespace {
+
+using test::inputErrorOf;
+
+Strategy parsed(const std::string& text) {
+  Strategy s;
+  parseStrategyText(text, s);
+  return s;
+}
+
+TEST(StrategyText, AcceptsAnyCaseAndOrder) {
+  for (const char* text : {"2M4P2D", "2m4p2d", "4P2D2M", "2D2M4P", " 2M4P2D "}) {
+    SCOPED_TRACE(text);
+    Strategy s = parsed(text);
+    EXPECT_EQ(s.tp, 2);
+    EXPECT_EQ(s.pp, 4);
+    EXPECT_EQ(s.dp, 2);
+    EXPECT_EQ(s.gpus(), 16);
+    EXPECT_EQ(s.name(), "2M4P2D");
+  }
+  Strategy big = parsed("8M8P16D");
+  EXPECT_EQ(big.gpus(), 1024);
+  EXPECT_EQ(parsed("1M1P1D").name(), "1M1P1D");
+}
+
+TEST(StrategyText, RejectsMalformedTextNamingFlagAndText) {
+  struct Case {
+    const char* text;
+    const char* rule;
+  };
+  for (const Case& c : {Case{"2M4P", "missing the D part"}, Case{"0M1P1D", "M must be > 0"},
+                        Case{"2X4P2D", "expected the form 2M4P2D"}, Case{"2M2M1P", "M given twice"},
+                        Case{"M4P2D", "expected the form"}, Case{"2M4P2D3", "expected the form"},
+                        Case{"", "missing the M part"}, Case{"-2M4P2D", "expected the form"}}) {
+    SCOPED_TRACE(c.text);
+    Strategy s;
+    std::string msg = inputErrorOf([&] { parseStrategyText(c.text, s); });
+    EXPECT_CONTAINS(msg, std::string("--strategy '").append(c.text).append("'"));
+    EXPECT_CONTAINS(msg, c.rule);
+  }
+  // The flag is the caller's: a strategy list in another command names its own flag.
+  Strategy s;
+  EXPECT_CONTAINS(inputErrorOf([&] { parseStrategyText("2M", s, "--strategies"); }),
+                  "--strategies '2M'");
+}
+
+TEST(Schedule, ParsesKnownNamesAndRejectsOthers) {
+  EXPECT_EQ(parseSchedule("gpipe"), Schedule::kGpipe);
+  EXPECT_EQ(parseSchedule("GPipe"), Schedule::kGpipe);
+  EXPECT_EQ(parseSchedule("dapple"), Schedule::kDapple);
+  EXPECT_EQ(parseSchedule("1F1B"), Schedule::kDapple);
+  EXPECT_EQ(scheduleName(Schedule::kDapple), "dapple");
+  std::string msg = inputErrorOf([] { parseSchedule("pipedream"); });
+  EXPECT_CONTAINS(msg, "--schedule 'pipedream'");
+  EXPECT_CONTAINS(msg, "unknown schedule");
+}
+
+class StrategyRules : public ::testing::Test {
+ protected:
+  // BERT-Large shape (h 1024, 16 heads, f 4096) with 4 blocks, on 2 nodes x 4 GPUs = 8 GPUs.
+  ModelConfig model_ = test::model(1024, 16, 4096, 128, 30522, 4);
+  ClusterConfig cluster_ = test::cluster(4, 2);
+
+  std::string violation(const std::string& text, int64_t b, int64_t B) {
+    auto why = strategyViolation(model_, cluster_, test::strategy(text, b, B));
+    return why.value_or("");
+  }
+};
+
+TEST_F(StrategyRules, ValidStrategyHasNoViolation) {
+  EXPECT_EQ(violation("2M2P2D", 2, 8), "");
+  EXPECT_EQ(violation("8M1P1D", 1, 1), "");  // 8 GPUs on 2 nodes: allowed here, TP crosses nodes
+  EXPECT_NO_THROW(validateStrategy(model_, cluster_, test::strategy("1M4P2D", 1, 2)));
+}
+
+TEST_F(StrategyRules, MMustDivideHeads) {
+  std::string msg = violation("3M1P1D", 1, 1);
+  EXPECT_CONTAINS(msg, "--strategy 3M1P1D");
+  EXPECT_CONTAINS(msg, "M=3 does not divide num_heads=16");
+  // buildIterationPlan validates first and throws the same line.
+  EXPECT_EQ(
+      inputErrorOf([&] { buildIterationPlan(model_, cluster_, test::strategy("3M1P1D", 1, 1)); }),
+      msg);
+}
+
+// No test for "M does not divide hidden_size": a model needs num_heads | hidden_size, so any M
+// dividing num_heads divides hidden_size too; that rule of strategyViolation cannot fire.
+TEST_F(StrategyRules, MMustDivideFfnHiddenSize) {
+  // odd-ffn: 4 heads, h 64, f 1001: M=2 divides heads and h, not f.
+  ModelConfig odd = loadModelConfig(test::dataPath("models/odd-ffn.yaml"));
+  auto why = strategyViolation(odd, cluster_, test::strategy("2M1P1D", 1, 1));
+  ASSERT_TRUE(why.has_value());
+  EXPECT_CONTAINS(*why, "--strategy 2M1P1D");
+  EXPECT_CONTAINS(*why, "M=2 does not divide ffn_hidden_size=1001");
+  EXPECT_FALSE(strategyViolation(odd, cluster_, test::strategy("1M1P1D", 1, 1)).has_value());
+}
+
+TEST_F(StrategyRules, PMustNotExceedLayers) {
+  std::string msg = violation("1M8P1D", 1, 1);
+  EXPECT_CONTAINS(msg, "--strategy 1M8P1D");
+  EXPECT_CONTAINS(msg, "P=8 is more than the 4 layers");
+  EXPECT_EQ(violation("1M4P2D", 1, 2), "");  // P equal to the layer count is fine
+}
+
+TEST_F(StrategyRules, GpusMustFitTheCluster) {
+  std::string msg = violation("2M2P4D", 1, 4);
+  EXPECT_CONTAINS(msg, "--strategy 2M2P4D");
+  EXPECT_CONTAINS(msg, "needs 16 GPUs");
+  EXPECT_CONTAINS(msg, "has 8 (2 nodes x 4)");
+  // A cluster without a node count has no limit.
+  EXPECT_FALSE(strategyViolation(model_, test::cluster(4), test::strategy("2M2P4D", 1, 4)));
+}
+
+TEST_F(StrategyRules, GlobalBatchMustBeAMultipleOfMicroBatchTimesD) {
+  std::string msg = violation("1M1P4D", 2, 12);  // 12 % (2*4) = 4
+  EXPECT_CONTAINS(msg, "--global-batch 12");
+  EXPECT_CONTAINS(msg, "2 x 4 = 8");
+  EXPECT_EQ(violation("1M1P4D", 2, 16), "");
+  EXPECT_CONTAINS(violation("1M1P4D", 8, 4), "--global-batch 4");  // B smaller than b*D
+  EXPECT_CONTAINS(violation("1M1P1D", 0, 4), "--micro-batch 0");
+  EXPECT_CONTAINS(violation("1M1P1D", 1, 0), "--global-batch 0");
+  EXPECT_EQ(test::strategy("1M1P4D", 2, 16).microBatches(), 2);
+}
+
+}  // namespace
+}  // namespace evsim

@@ -1,0 +1,150 @@
+#pragma once
+// Helpers shared by the events/ tests: small configs written in the test, bundled config paths,
+// and look-ups of ops by name in a stage's op list.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+#include "events/cluster_config.h"
+#include "events/iteration_plan.h"
+#include "events/model_config.h"
+#include "events/strategy.h"
+
+namespace evsim::test {
+
+// Passes when `text` contains `part`; prints both otherwise (gmock's HasSubstr without gmock).
+inline ::testing::AssertionResult containsText(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\n  text: " << text << "\n  lacks: " << part;
+}
+#define EXPECT_CONTAINS(text, part) EXPECT_TRUE(::evsim::test::containsText((text), (part)))
+
+inline std::string configPath(const std::string& kind, const std::string& name) {
+  return std::string(EVSIM_TEST_CONFIG_DIR) + "/" + kind + "/" + name + ".yaml";
+}
+inline std::string dataPath(const std::string& relative) {
+  return std::string(EVSIM_TEST_DATA_DIR) + "/" + relative;
+}
+
+// A decoder-only model of `layers` blocks with the given shape, as YAML text.
+inline std::string modelYaml(int64_t hidden, int64_t heads, int64_t ffn, int64_t seq, int64_t vocab,
+                             int64_t layers, const std::string& dtype = "fp16") {
+  return "name: test-model\n"
+         "dtype: " +
+         dtype +
+         "\n"
+         "hidden_size: " +
+         std::to_string(hidden) +
+         "\n"
+         "num_heads: " +
+         std::to_string(heads) +
+         "\n"
+         "ffn_hidden_size: " +
+         std::to_string(ffn) +
+         "\n"
+         "seq_length: " +
+         std::to_string(seq) +
+         "\n"
+         "vocab_size: " +
+         std::to_string(vocab) +
+         "\n"
+         "layers:\n"
+         "  - {type: embedding}\n"
+         "  - {type: decoder, count: " +
+         std::to_string(layers) +
+         ", cross_attention: false}\n"
+         "  - {type: head}\n";
+}
+
+inline ModelConfig model(int64_t hidden, int64_t heads, int64_t ffn, int64_t seq, int64_t vocab,
+                         int64_t layers, const std::string& dtype = "fp16") {
+  return parseModelConfig(modelYaml(hidden, heads, ffn, seq, vocab, layers, dtype), "test-model");
+}
+
+// `gpus` GPUs per node; `nodes` 0 leaves the node count open.
+inline std::string clusterYaml(int gpus, int nodes = 0) {
+  std::string out = "name: test-cluster\n";
+  if (nodes > 0) out += "nodes: " + std::to_string(nodes) + "\n";
+  out +=
+      "node:\n"
+      "  gpus: " +
+      std::to_string(gpus) +
+      "\n"
+      "  device:\n"
+      "    name: Test GPU\n"
+      "    peak_tflops: {fp16: 100, bf16: 100, fp32: 20}\n"
+      "    memory_bandwidth_gb_s: 1000\n"
+      "    memory_gib: 40\n"
+      "  intra_link: {name: NVLink, bandwidth_gb_s: 300, latency_us: 3}\n"
+      "network: {name: IB, bandwidth_gb_s: 25, latency_us: 5}\n";
+  return out;
+}
+
+inline ClusterConfig cluster(int gpus, int nodes = 0) {
+  return parseClusterConfig(clusterYaml(gpus, nodes), "test-cluster");
+}
+
+inline Strategy strategy(const std::string& text, int64_t micro_batch, int64_t global_batch) {
+  Strategy s;
+  parseStrategyText(text, s);
+  s.micro_batch = micro_batch;
+  s.global_batch = global_batch;
+  return s;
+}
+
+// The first op called `name` in `ops` (optionally of `layer`); fails the test when absent.
+inline const OpInstance& findOp(const OpList& ops, std::string_view name, int layer = INT32_MIN) {
+  for (const OpInstance& op : ops) {
+    if (op.name == name && (layer == INT32_MIN || op.layer == layer)) return op;
+  }
+  ADD_FAILURE() << "no op named " << name;
+  static const OpInstance none;
+  return none;
+}
+
+inline int countOps(const OpList& ops, std::string_view name) {
+  int n = 0;
+  for (const OpInstance& op : ops) n += op.name == name;
+  return n;
+}
+
+inline const Event& eventOf(const IterationPlan& plan, const OpInstance& op) {
+  EXPECT_GE(op.event, 0);
+  return plan.events[op.event < 0 ? 0 : op.event].event;
+}
+
+inline std::vector<int64_t> dimValues(const Event& e) {
+  std::vector<int64_t> out;
+  for (const Dim& d : e.dims) out.push_back(d.value);
+  return out;
+}
+
+// Count of the unique event with `signature`, or -1 when the plan has no such event.
+inline int64_t countOf(const EventTable& table, const std::string& signature) {
+  for (const UniqueEvent& u : table.events()) {
+    if (u.signature == signature) return u.count;
+  }
+  return -1;
+}
+
+// The message of the InputError `f` throws; fails the test when it throws nothing or another type.
+template <typename F>
+std::string inputErrorOf(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected InputError, nothing was thrown";
+  return "";
+}
+
+}  // namespace evsim::test
