@@ -69,7 +69,7 @@ struct StageTimeline {
 
 struct PipelineTimeline {
   std::vector<StageTimeline> stages;
-  double flush_us = 0;  // when the last stage's last backward (with its sends) ended
+  double flush_us = 0;  // when the pipeline's last task ended (stage 0's last backward)
 };
 
 struct IterationTimeline {

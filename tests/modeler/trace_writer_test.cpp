@@ -336,7 +336,7 @@ TEST_F(TraceWriterTest, RankOutsideTheWorldIsInputError) {
 // BUG (modeler/trace_writer.cpp, selectRanks): only `r >= world` is rejected; a negative rank is
 // returned as is and later expanded by RankLayout::coord(-1) into garbage coordinates (and an
 // out-of-range pipeline lookup). Fix: `if (r < 0 || r >= world) EVSIM_THROW(InputError, ...)`.
-TEST_F(TraceWriterTest, DISABLED_NegativeRankIsInputError) {
+TEST_F(TraceWriterTest, NegativeRankIsInputError) {
   EXPECT_THROW(selectRanks(*sim_, {-1}), InputError);
 }
 
