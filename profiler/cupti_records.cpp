@@ -113,7 +113,14 @@ std::vector<double> KernelSpanTimer::time(uint32_t stream_id, int warmup, int re
   EVSIM_CHECK(warmup >= 0 && repeats > 0, "warmup {} repeats {}", warmup, repeats);
   for (int i = 0; i < warmup; ++i) run();
   synchronize();
-  tracer_.drain();  // warm-up records and anything left from before: not this event's time
+  tracer_.drain();  // anything left from before: not this event's time
+  // Disable again on every path out, so a failing event leaves no tracing overhead behind.
+  struct Disable {
+    ActivityTracer& tracer;
+    ~Disable() { tracer.disable(); }
+  };
+  tracer_.enable();
+  Disable disable_on_exit{tracer_};
   const uint64_t first = next_external_id_;
   next_external_id_ += static_cast<uint64_t>(repeats);
   for (int i = 0; i < repeats; ++i) {

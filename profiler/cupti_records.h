@@ -65,6 +65,10 @@ std::vector<double> spanDurationsUs(const std::vector<RepetitionSpan>& spans);
 class ActivityTracer {
  public:
   virtual ~ActivityTracer() = default;
+  // Records are collected only between enable() and disable(): tracing every API call costs
+  // host time, which must not leak into communication timings taken while compute is idle.
+  virtual void enable() = 0;
+  virtual void disable() = 0;
   // API calls made by this thread between push and pop are tagged with `external_id`.
   virtual void pushExternalId(uint64_t external_id) = 0;
   virtual void popExternalId() = 0;
@@ -74,9 +78,9 @@ class ActivityTracer {
 };
 
 // Times repetitions of a GPU workload by the kernel spans CUPTI reports. Call order per event:
-// `warmup` untraced-for-timing runs, then `repeats` runs each inside its own external id, then one
-// synchronize and one drain. External ids increase across calls, so records of an earlier event
-// that arrive late can never be mistaken for this one's.
+// `warmup` untraced runs, synchronize, drain (discarding leftovers), enable, `repeats` runs each
+// inside its own external id, synchronize, drain, disable. External ids increase across calls, so
+// records of an earlier event that arrive late can never be mistaken for this one's.
 class KernelSpanTimer {
  public:
   explicit KernelSpanTimer(ActivityTracer& tracer) : tracer_(tracer) {}

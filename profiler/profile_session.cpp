@@ -114,10 +114,18 @@ ProfileSession::Work ProfileSession::prepare(const std::vector<Event>& wanted,
   WorkPlan plan;
   onRootShared(world_.rank, [&] {
     std::optional<ProfileDb> previous;
-    if (options_.resume && std::filesystem::exists(options_.output_path)) {
+    const bool exists = std::filesystem::exists(options_.output_path);
+    if (options_.resume && exists) {
       previous = ProfileDb::load(options_.output_path);
       checkResumable(previous->metadata, metadata, options_.output_path);
       db = *previous;
+    }
+    if (options_.log != nullptr && exists != options_.resume) {
+      fmt::print(options_.log, "[eventprof] {}\n",
+                 exists ? fmt::format("{} exists: starting a new profile (use --resume to keep it)",
+                                      options_.output_path)
+                        : fmt::format("--resume: {} does not exist yet, starting a new profile",
+                                      options_.output_path));
     }
     db.metadata = metadata;
     plan = planWork(wanted, previous ? &*previous : nullptr, topo_, options_.intra_node_only);

@@ -115,24 +115,35 @@ std::unique_ptr<CuptiTracer> CuptiTracer::create() {
   if (!g_active.compare_exchange_strong(expected, true)) {
     EVSIM_THROW(Error, "CUPTI: a tracer is already active in this process");
   }
+  std::unique_ptr<CuptiTracer> tracer(new CuptiTracer());
   try {
     EVSIM_CUPTI_CHECK(cuptiActivityRegisterCallbacks(bufferRequested, bufferCompleted));
-    for (CUpti_ActivityKind kind : kKinds) EVSIM_CUPTI_CHECK(cuptiActivityEnable(kind));
+    tracer->enable();  // fails here, at start-up, when CUPTI is unavailable
+    tracer->disable();
+    tracer->drain();
   } catch (...) {
-    for (CUpti_ActivityKind kind : kKinds) EVSIM_CUPTI_IGNORE(cuptiActivityDisable(kind));
-    g_active = false;
+    tracer.reset();
     throw;
   }
-  return std::unique_ptr<CuptiTracer>(new CuptiTracer());
+  return tracer;
 }
 
 CuptiTracer::~CuptiTracer() {
-  for (CUpti_ActivityKind kind : kKinds) EVSIM_CUPTI_IGNORE(cuptiActivityDisable(kind));
+  disable();
   EVSIM_CUPTI_IGNORE(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   std::lock_guard<std::mutex> lock(g_mutex);
   g_records.clear();
   g_dropped = 0;
   g_active = false;
+}
+
+void CuptiTracer::enable() {
+  for (CUpti_ActivityKind kind : kKinds) EVSIM_CUPTI_CHECK(cuptiActivityEnable(kind));
+}
+
+void CuptiTracer::disable() {
+  // Teardown path as well (destructor, scope guards): never throws.
+  for (CUpti_ActivityKind kind : kKinds) EVSIM_CUPTI_IGNORE(cuptiActivityDisable(kind));
 }
 
 void CuptiTracer::pushExternalId(uint64_t external_id) {

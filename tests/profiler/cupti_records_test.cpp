@@ -18,7 +18,7 @@ ActivityRecord kernel(uint32_t correlation, uint64_t start, uint64_t end, uint32
   r.start_ns = start;
   r.end_ns = end;
   r.stream_id = stream;
-  r.name = "k" + std::to_string(correlation);
+  r.name = fmt::format("k{}", correlation);  // not "k" + to_string(): GCC 12 -Wrestrict false alarm
   return r;
 }
 
@@ -114,6 +114,8 @@ TEST(CuptiRecords, CorrelationRangeErrors) {
 // and records stay buffered until drain().
 class FakeTracer : public ActivityTracer {
  public:
+  void enable() override { enabled_ = true; }
+  void disable() override { enabled_ = false; }
   void pushExternalId(uint64_t id) override { stack_.push_back(id); }
   void popExternalId() override { stack_.pop_back(); }
   std::vector<ActivityRecord> drain() override {
@@ -124,16 +126,19 @@ class FakeTracer : public ActivityTracer {
   void launch(uint64_t duration_ns, uint32_t stream = 7) {
     uint32_t correlation = next_correlation_++;
     clock_ns_ += 100;
-    buffer_.push_back(kernel(correlation, clock_ns_, clock_ns_ + duration_ns, stream));
+    ++launches_;
+    if (enabled_) buffer_.push_back(kernel(correlation, clock_ns_, clock_ns_ + duration_ns, stream));
     clock_ns_ += duration_ns;
-    if (!stack_.empty()) buffer_.push_back(external(correlation, stack_.back()));
+    if (enabled_ && !stack_.empty()) buffer_.push_back(external(correlation, stack_.back()));
   }
   void memcpyNow() {
-    buffer_.push_back(memcpy_on(next_correlation_++, clock_ns_, clock_ns_ + 5000));
+    if (enabled_) buffer_.push_back(memcpy_on(next_correlation_++, clock_ns_, clock_ns_ + 5000));
     clock_ns_ += 5000;
   }
 
   int drains_ = 0;
+  int launches_ = 0;
+  bool enabled_ = false;
   std::vector<ActivityRecord> buffer_;
 
  private:
@@ -156,7 +161,9 @@ TEST(KernelSpanTimer, SpansOfEachRepetition) {
   };
   std::vector<double> us = timer.time(7, /*warmup=*/2, /*repeats=*/3, run, [] {});
   EXPECT_EQ(runs, 5);
+  EXPECT_EQ(tracer.launches_, 15);
   EXPECT_EQ(tracer.drains_, 2);  // after warm-up, after the timed runs
+  EXPECT_FALSE(tracer.enabled_);  // tracing is off again between events
   // start of first kernel -> end of second: 1000 + 100 (gap) + 500 = 1600 ns.
   EXPECT_EQ(us, (std::vector<double>{1.6, 1.6, 1.6}));
 }
@@ -185,6 +192,7 @@ TEST(KernelSpanTimer, WorkWithoutKernelsIsAnError) {
   FakeTracer tracer;
   KernelSpanTimer timer(tracer);
   EXPECT_THROW(timer.time(7, 1, 2, [&] { tracer.memcpyNow(); }, [] {}), Error);
+  EXPECT_FALSE(tracer.enabled_);  // disabled on the error path too
 }
 
 }  // namespace
