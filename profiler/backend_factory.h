@@ -20,9 +20,10 @@ struct BackendRequest {
 // True when this eventprof was built with the CUDA backend.
 bool cudaBackendBuilt();
 
-// Collective over MPI_COMM_WORLD. `auto` picks cuda only when it was built and every rank sees a
-// GPU, cpu otherwise; `cuda` where it was not built or where some rank sees no GPU is a
-// CollectiveInputError naming those ranks — never a silent fallback.
+// Collective over MPI_COMM_WORLD. `auto` picks cuda only when it was built and every rank has a GPU
+// of its own (a host's GPUs >= its ranks), cpu otherwise; `cuda` where it was not built, where
+// some rank sees no GPU or where ranks would share a GPU is a CollectiveInputError naming those
+// ranks — never a silent fallback.
 std::unique_ptr<ProfilerBackend> makeBackend(const BackendRequest& request, const MpiWorld& world);
 
 }  // namespace evsim
