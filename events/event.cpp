@@ -206,9 +206,13 @@ Event parseEventSignature(std::string_view signature, std::string_view where) {
       dtype_name = value;
       continue;
     }
-    if (key == "layout") {
+    if (key == "layout" && !is_comm) {
       layout = value;
       continue;
+    }
+    if (is_comm && key != "bytes" && key != "group" && key != "nodes" && key != "rpn") {
+      EVSIM_THROW(InputError, "{}: '{}': unknown key '{}' (bytes, group, nodes, rpn, dtype)", where,
+                  signature, key);
     }
     int64_t number = 0;
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
@@ -232,7 +236,8 @@ Event parseEventSignature(std::string_view signature, std::string_view where) {
   }
   Placement placement{static_cast<int>(comm["group"]), static_cast<int>(comm["nodes"]),
                       static_cast<int>(comm["rpn"])};
-  if (placement.group_size < 2 || placement.ranks_per_node > placement.group_size ||
+  // One node holds rpn ranks and every other node at least one: rpn + nodes - 1 <= group.
+  if (placement.group_size < 2 || placement.ranks_per_node + placement.nodes - 1 > placement.group_size ||
       placement.nodes * placement.ranks_per_node < placement.group_size) {
     EVSIM_THROW(InputError, "{}: '{}': placement group={} nodes={} rpn={} is impossible", where,
                 signature, placement.group_size, placement.nodes, placement.ranks_per_node);

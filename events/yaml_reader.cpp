@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <set>
 
 #include "common/error.h"
 
@@ -50,8 +51,11 @@ bool YamlReader::has(const std::string& key) const { return node_.IsMap() && nod
 
 void YamlReader::allowOnly(std::initializer_list<std::string_view> allowed) const {
   if (!node_.IsMap()) fail("", "must be a mapping");
+  std::set<std::string> seen;
   for (const auto& kv : node_) {
     std::string key = kv.first.as<std::string>();
+    // yaml-cpp keeps both entries of a repeated key and lookups see the first: refuse it.
+    if (!seen.insert(key).second) fail(key, "duplicate key");
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       std::string list;
       for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
@@ -83,6 +87,7 @@ std::map<std::string, YamlReader> YamlReader::entries() const {
   std::map<std::string, YamlReader> out;
   for (const auto& kv : node_) {
     std::string key = kv.first.as<std::string>();
+    if (out.count(key)) fail(key, "duplicate key");
     out.emplace(key, YamlReader(kv.second, file_, path_.empty() ? key : path_ + "." + key));
   }
   return out;
@@ -101,38 +106,47 @@ std::string YamlReader::str(const std::string& key) const {
   return value;
 }
 
-int64_t YamlReader::nonNegativeInt(const std::string& key) const {
-  YAML::Node value = scalar(key);
-  int64_t out = 0;
+namespace {
+// Integer value of `node`, or a failure naming the key.
+int64_t readInt(const YamlReader& reader, const std::string& key, const YAML::Node& value) {
   try {
-    out = value.as<int64_t>();
+    return value.as<int64_t>();
   } catch (const YAML::Exception&) {
-    fail(key, "'" + value.as<std::string>() + "' is not an integer");
+    reader.fail(key, "'" + value.as<std::string>() + "' is not an integer");
   }
+}
+double readDouble(const YamlReader& reader, const std::string& key, const YAML::Node& value) {
+  double out = 0;
+  try {
+    out = value.as<double>();
+  } catch (const YAML::Exception&) {
+    reader.fail(key, "'" + value.as<std::string>() + "' is not a number");
+  }
+  if (!std::isfinite(out)) reader.fail(key, "'" + value.as<std::string>() + "' is not a finite number");
+  return out;
+}
+}  // namespace
+
+int64_t YamlReader::nonNegativeInt(const std::string& key) const {
+  int64_t out = readInt(*this, key, scalar(key));
   if (out < 0) fail(key, fmt::format("{}: must be >= 0", out));
   return out;
 }
 
 int64_t YamlReader::positiveInt(const std::string& key) const {
-  int64_t out = nonNegativeInt(key);
+  int64_t out = readInt(*this, key, scalar(key));
   if (out <= 0) fail(key, fmt::format("{}: must be > 0", out));
   return out;
 }
 
 double YamlReader::nonNegativeDouble(const std::string& key) const {
-  YAML::Node value = scalar(key);
-  double out = 0;
-  try {
-    out = value.as<double>();
-  } catch (const YAML::Exception&) {
-    fail(key, "'" + value.as<std::string>() + "' is not a number");
-  }
-  if (!std::isfinite(out) || out < 0) fail(key, fmt::format("{}: must be a number >= 0", out));
+  double out = readDouble(*this, key, scalar(key));
+  if (out < 0) fail(key, fmt::format("{}: must be >= 0", out));
   return out;
 }
 
 double YamlReader::positiveDouble(const std::string& key) const {
-  double out = nonNegativeDouble(key);
+  double out = readDouble(*this, key, scalar(key));
   if (out <= 0) fail(key, fmt::format("{}: must be > 0", out));
   return out;
 }

@@ -131,7 +131,7 @@ TEST(EventSignature, BadSignaturesNameWhereAndWhat) {
 // rpn + (nodes - 1) <= N <= nodes * rpn; the check only tests the right-hand side and rpn <= N.
 // "group=2 nodes=3" puts 2 ranks on 3 nodes; "group=4 nodes=3 rpn=3" needs at least 5 ranks.
 // Unknown keys ("foo=1") are silently dropped for communication (compute dims reject them).
-TEST(EventSignature, DISABLED_RejectsImpossiblePlacementsAndUnknownCommKeys) {
+TEST(EventSignature, RejectsImpossiblePlacementsAndUnknownCommKeys) {
   for (const char* sig : {"p2p bytes=8 group=2 nodes=3 rpn=1 dtype=fp16",
                           "allreduce bytes=8 group=4 nodes=3 rpn=3 dtype=fp16",
                           "allreduce bytes=8 group=2 nodes=1 rpn=2 foo=1 dtype=fp16",
