@@ -10,12 +10,12 @@ cd "$(dirname "$0")/.."
 mkdir -p out
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 SIM=build/eventsim
-PROF=build/eventprof
+PROF=build/profiler/eventprof
 
 echo "== 1. eventprof (CPU backend, 4 ranks) + simulate: tiny-gpt 2M2P1D on cpu-local"
 TINY="--model tiny-gpt --cluster cpu-local --strategy 2M2P1D --micro-batch 2 --global-batch 8"
 if [ -x "$PROF" ]; then
-  mpirun --oversubscribe -np 4 "$PROF" $TINY --backend cpu --ranks-per-node 2 -o out/tiny-profile.yaml
+  mpirun --oversubscribe -np 4 "$PROF" $TINY --backend cpu --ranks-per-node 2 --warmup 2 --repeats 5 -o out/tiny-profile.yaml
   $SIM simulate $TINY --schedule dapple --profile out/tiny-profile.yaml --trace out/tiny-trace.json
 else
   echo "(eventprof not built; skipping)"
