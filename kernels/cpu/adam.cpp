@@ -18,7 +18,8 @@ void adamStep(float* weights, const float* grads, float* m, float* v, int64_t n,
     v[i] = hyper.beta2 * v[i] + (1.0f - hyper.beta2) * g * g;
     float mhat = m[i] / correction1;
     float vhat = v[i] / correction2;
-    weights[i] -= hyper.lr * (mhat / (std::sqrt(vhat) + hyper.eps) + hyper.weight_decay * weights[i]);
+    weights[i] -=
+        hyper.lr * (mhat / (std::sqrt(vhat) + hyper.eps) + hyper.weight_decay * weights[i]);
   }
 }
 

@@ -39,7 +39,9 @@ class GemmKernel final : public ComputeKernel {
   GemmKernel(const Event& e, uint64_t seed)
       : layout_(e.layout),
         batch_(e.hasDim("batch") ? e.dim("batch") : 1),
-        m_(e.dim("m")), n_(e.dim("n")), k_(e.dim("k")),
+        m_(e.dim("m")),
+        n_(e.dim("n")),
+        k_(e.dim("k")),
         a_(randomFloats(batch_ * m_ * k_, seed, 0)),
         b_(randomFloats(batch_ * k_ * n_, seed, 1)),
         c_(randomFloats(batch_ * m_ * n_, seed, 2)) {
@@ -58,11 +60,16 @@ class GemmKernel final : public ComputeKernel {
 class SoftmaxKernel final : public ComputeKernel {
  public:
   SoftmaxKernel(const Event& e, uint64_t seed, bool backward)
-      : backward_(backward), rows_(e.dim("rows")), cols_(e.dim("cols")),
-        x_(randomFloats(rows_ * cols_, seed, 0)), y_(x_.size()), dy_(randomFloats(rows_ * cols_, seed, 1)),
+      : backward_(backward),
+        rows_(e.dim("rows")),
+        cols_(e.dim("cols")),
+        x_(randomFloats(rows_ * cols_, seed, 0)),
+        y_(x_.size()),
+        dy_(randomFloats(rows_ * cols_, seed, 1)),
         dx_(x_.size()) {
     // The backward pass needs real probabilities (with the mask's zeros) as its input y.
-    cpu::softmaxForward(x_.data(), y_.data(), rows_, cols_, kp::kSoftmaxScale, kp::SoftmaxMask::kCausal);
+    cpu::softmaxForward(x_.data(), y_.data(), rows_, cols_, kp::kSoftmaxScale,
+                        kp::SoftmaxMask::kCausal);
   }
   void run() override {
     if (backward_) {
@@ -82,10 +89,19 @@ class SoftmaxKernel final : public ComputeKernel {
 class LayerNormKernel final : public ComputeKernel {
  public:
   LayerNormKernel(const Event& e, uint64_t seed, bool backward)
-      : backward_(backward), rows_(e.dim("rows")), cols_(e.dim("cols")),
-        x_(randomFloats(rows_ * cols_, seed, 0)), gamma_(randomFloats(cols_, seed, 1, 0.5f, 1.5f)),
-        beta_(randomFloats(cols_, seed, 2)), y_(x_.size()), mean_(rows_), rstd_(rows_),
-        dy_(randomFloats(rows_ * cols_, seed, 3)), dx_(x_.size()), dgamma_(cols_), dbeta_(cols_) {
+      : backward_(backward),
+        rows_(e.dim("rows")),
+        cols_(e.dim("cols")),
+        x_(randomFloats(rows_ * cols_, seed, 0)),
+        gamma_(randomFloats(cols_, seed, 1, 0.5f, 1.5f)),
+        beta_(randomFloats(cols_, seed, 2)),
+        y_(x_.size()),
+        mean_(rows_),
+        rstd_(rows_),
+        dy_(randomFloats(rows_ * cols_, seed, 3)),
+        dx_(x_.size()),
+        dgamma_(cols_),
+        dbeta_(cols_) {
     forward();  // backward reads the saved statistics
   }
   void run() override {
@@ -111,8 +127,12 @@ class LayerNormKernel final : public ComputeKernel {
 class ElementwiseKernel final : public ComputeKernel {
  public:
   ElementwiseKernel(const Event& e, uint64_t seed)
-      : op_(e.op), n_(e.dim("elems")), seed_(seed), a_(randomFloats(n_, seed, 0)),
-        b_(randomFloats(n_, seed, 1)), out_(n_) {
+      : op_(e.op),
+        n_(e.dim("elems")),
+        seed_(seed),
+        a_(randomFloats(n_, seed, 0)),
+        b_(randomFloats(n_, seed, 1)),
+        out_(n_) {
     if (op_.starts_with("dropout")) {
       // dropout_bwd reuses the mask of a forward pass.
       mask_.resize(static_cast<size_t>(n_));
@@ -144,7 +164,9 @@ class ElementwiseKernel final : public ComputeKernel {
 class EmbeddingKernel final : public ComputeKernel {
  public:
   EmbeddingKernel(const Event& e, uint64_t seed, bool backward)
-      : backward_(backward), tokens_(e.dim("tokens")), hidden_(e.dim("hidden")),
+      : backward_(backward),
+        tokens_(e.dim("tokens")),
+        hidden_(e.dim("hidden")),
         ids_(randomIndices(tokens_, e.dim("vocab"), seed, 0)),
         table_(randomFloats(e.dim("vocab") * hidden_, seed, 1)),
         activations_(randomFloats(tokens_ * hidden_, seed, 2)) {}
@@ -168,10 +190,15 @@ class EmbeddingKernel final : public ComputeKernel {
 class CrossEntropyKernel final : public ComputeKernel {
  public:
   CrossEntropyKernel(const Event& e, uint64_t seed, bool backward)
-      : backward_(backward), rows_(e.dim("rows")), cols_(e.dim("cols")),
+      : backward_(backward),
+        rows_(e.dim("rows")),
+        cols_(e.dim("cols")),
         logits_(randomFloats(rows_ * cols_, seed, 0, -4.0f, 4.0f)),
-        targets_(randomIndices(rows_, cols_, seed, 1)), loss_(rows_), lse_(rows_),
-        dloss_(randomFloats(rows_, seed, 2, 0.5f, 1.5f)), dlogits_(backward ? logits_.size() : 0) {
+        targets_(randomIndices(rows_, cols_, seed, 1)),
+        loss_(rows_),
+        lse_(rows_),
+        dloss_(randomFloats(rows_, seed, 2, 0.5f, 1.5f)),
+        dlogits_(backward ? logits_.size() : 0) {
     forward();  // backward reads the saved log-sum-exp
   }
   void run() override {
@@ -198,10 +225,14 @@ class CrossEntropyKernel final : public ComputeKernel {
 class AdamKernel final : public ComputeKernel {
  public:
   AdamKernel(const Event& e, uint64_t seed)
-      : n_(e.dim("params")), weights_(randomFloats(n_, seed, 0)), grads_(randomFloats(n_, seed, 1)),
+      : n_(e.dim("params")),
+        weights_(randomFloats(n_, seed, 0)),
+        grads_(randomFloats(n_, seed, 1)),
         m_(randomFloats(n_, seed, 2, -0.01f, 0.01f)),
         v_(randomFloats(n_, seed, 3, 1e-6f, 1e-4f)) {}  // second moments are positive
-  void run() override { cpu::adamStep(weights_.data(), grads_.data(), m_.data(), v_.data(), n_, ++step_, {}); }
+  void run() override {
+    cpu::adamStep(weights_.data(), grads_.data(), m_.data(), v_.data(), n_, ++step_, {});
+  }
 
  private:
   int64_t n_;

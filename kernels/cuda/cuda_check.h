@@ -16,29 +16,29 @@ namespace evsim::cuda_detail {
 
 }  // namespace evsim::cuda_detail
 
-#define EVSIM_CUDA_CHECK(call)                                                       \
-  do {                                                                               \
-    cudaError_t evsim_cuda_status_ = (call);                                         \
-    if (evsim_cuda_status_ != cudaSuccess) {                                         \
+#define EVSIM_CUDA_CHECK(call)                                                             \
+  do {                                                                                     \
+    cudaError_t evsim_cuda_status_ = (call);                                               \
+    if (evsim_cuda_status_ != cudaSuccess) {                                               \
       ::evsim::cuda_detail::throwCudaError(#call, evsim_cuda_status_, __FILE__, __LINE__); \
-    }                                                                                \
+    }                                                                                      \
   } while (0)
 
-#define EVSIM_CUBLAS_CHECK(call)                                                         \
-  do {                                                                                   \
-    cublasStatus_t evsim_cublas_status_ = (call);                                        \
-    if (evsim_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                 \
+#define EVSIM_CUBLAS_CHECK(call)                                                               \
+  do {                                                                                         \
+    cublasStatus_t evsim_cublas_status_ = (call);                                              \
+    if (evsim_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                       \
       ::evsim::cuda_detail::throwCublasError(#call, evsim_cublas_status_, __FILE__, __LINE__); \
-    }                                                                                    \
+    }                                                                                          \
   } while (0)
 
 // After a <<<...>>> launch: launch-configuration errors surface here, execution errors at the
 // next synchronising call.
-#define EVSIM_CUDA_CHECK_LAUNCH(kernel_name)                                                \
-  do {                                                                                     \
-    cudaError_t evsim_cuda_status_ = cudaGetLastError();                                   \
-    if (evsim_cuda_status_ != cudaSuccess) {                                               \
-      ::evsim::cuda_detail::throwCudaError("launch of " #kernel_name, evsim_cuda_status_,   \
-                                           __FILE__, __LINE__);                            \
-    }                                                                                      \
+#define EVSIM_CUDA_CHECK_LAUNCH(kernel_name)                                              \
+  do {                                                                                    \
+    cudaError_t evsim_cuda_status_ = cudaGetLastError();                                  \
+    if (evsim_cuda_status_ != cudaSuccess) {                                              \
+      ::evsim::cuda_detail::throwCudaError("launch of " #kernel_name, evsim_cuda_status_, \
+                                           __FILE__, __LINE__);                           \
+    }                                                                                     \
   } while (0)

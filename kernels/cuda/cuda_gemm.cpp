@@ -12,9 +12,12 @@ namespace {
 
 cudaDataType_t cudaType(DType dtype) {
   switch (dtype) {
-    case DType::kFp16: return CUDA_R_16F;
-    case DType::kBf16: return CUDA_R_16BF;
-    case DType::kFp32: return CUDA_R_32F;
+    case DType::kFp16:
+      return CUDA_R_16F;
+    case DType::kBf16:
+      return CUDA_R_16BF;
+    case DType::kFp32:
+      return CUDA_R_32F;
   }
   EVSIM_THROW(Error, "unknown dtype {}", static_cast<int>(dtype));
 }
@@ -50,9 +53,14 @@ class CublasHandle {
 class CudaGemmKernel final : public CudaKernelBase {
  public:
   CudaGemmKernel(const Event& e, cudaStream_t stream, uint64_t seed)
-      : CudaKernelBase(stream, seed), dtype_(e.dtype), layout_(e.layout),
-        batch_(e.hasDim("batch") ? e.dim("batch") : 1), m_(e.dim("m")), n_(e.dim("n")),
-        k_(e.dim("k")), handle_(stream) {
+      : CudaKernelBase(stream, seed),
+        dtype_(e.dtype),
+        layout_(e.layout),
+        batch_(e.hasDim("batch") ? e.dim("batch") : 1),
+        m_(e.dim("m")),
+        n_(e.dim("n")),
+        k_(e.dim("k")),
+        handle_(stream) {
     kernel_params::parseGemmLayout(layout_);  // fail here, not at the first timed run
     a_ = randomBuffer(dtype_, batch_ * m_ * k_, 0);
     b_ = randomBuffer(dtype_, batch_ * k_ * n_, 1);

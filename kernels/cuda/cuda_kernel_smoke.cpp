@@ -103,11 +103,13 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (signatures.empty()) {
-    EVSIM_THROW(InputError, "usage: cuda_kernel_smoke --list | --all | \"<signature>\" "
-                                   "[--iters N]");
+    EVSIM_THROW(InputError,
+                "usage: cuda_kernel_smoke --list | --all | \"<signature>\" "
+                "[--iters N]");
   }
   std::vector<evsim::Event> events;  // all parsed first: a typo fails before any GPU work
-  for (const std::string& s : signatures) events.push_back(evsim::parseEventSignature(s, "argument"));
+  for (const std::string& s : signatures)
+    events.push_back(evsim::parseEventSignature(s, "argument"));
   if (evsim::cudaDeviceCount() == 0) EVSIM_THROW(Error, "no CUDA device visible");
   cudaDeviceProp prop{};
   EVSIM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));

@@ -25,7 +25,10 @@ int64_t floatBytes(int64_t n) { return n * int64_t(sizeof(float)); }
 class SoftmaxKernel final : public CudaKernelBase {
  public:
   SoftmaxKernel(const Event& e, cudaStream_t s, uint64_t seed, bool backward)
-      : CudaKernelBase(s, seed), backward_(backward), dtype_(e.dtype), rows_(e.dim("rows")),
+      : CudaKernelBase(s, seed),
+        backward_(backward),
+        dtype_(e.dtype),
+        rows_(e.dim("rows")),
         cols_(e.dim("cols")) {
     x_ = randomBuffer(dtype_, rows_ * cols_, 0);
     y_ = DeviceBuffer(rows_ * cols_ * dtypeBytes(dtype_));
@@ -59,7 +62,10 @@ class SoftmaxKernel final : public CudaKernelBase {
 class LayerNormKernel final : public CudaKernelBase {
  public:
   LayerNormKernel(const Event& e, cudaStream_t s, uint64_t seed, bool backward)
-      : CudaKernelBase(s, seed), backward_(backward), dtype_(e.dtype), rows_(e.dim("rows")),
+      : CudaKernelBase(s, seed),
+        backward_(backward),
+        dtype_(e.dtype),
+        rows_(e.dim("rows")),
         cols_(e.dim("cols")) {
     x_ = randomBuffer(dtype_, rows_ * cols_, 0);
     gamma_ = randomBuffer(dtype_, cols_, 1, 0.5f, 1.5f);
@@ -141,8 +147,12 @@ class ElementwiseKernel final : public CudaKernelBase {
 class EmbeddingKernel final : public CudaKernelBase {
  public:
   EmbeddingKernel(const Event& e, cudaStream_t s, uint64_t seed, bool backward)
-      : CudaKernelBase(s, seed), backward_(backward), dtype_(e.dtype), tokens_(e.dim("tokens")),
-        hidden_(e.dim("hidden")), vocab_(e.dim("vocab")) {
+      : CudaKernelBase(s, seed),
+        backward_(backward),
+        dtype_(e.dtype),
+        tokens_(e.dim("tokens")),
+        hidden_(e.dim("hidden")),
+        vocab_(e.dim("vocab")) {
     ids_ = randomIndices(tokens_, vocab_, 0);
     activations_ = randomBuffer(dtype_, tokens_ * hidden_, 2);
     // Forward reads the table in dtype; backward accumulates into an fp32 gradient.
@@ -169,7 +179,10 @@ class EmbeddingKernel final : public CudaKernelBase {
 class CrossEntropyKernel final : public CudaKernelBase {
  public:
   CrossEntropyKernel(const Event& e, cudaStream_t s, uint64_t seed, bool backward)
-      : CudaKernelBase(s, seed), backward_(backward), dtype_(e.dtype), rows_(e.dim("rows")),
+      : CudaKernelBase(s, seed),
+        backward_(backward),
+        dtype_(e.dtype),
+        rows_(e.dim("rows")),
         cols_(e.dim("cols")) {
     logits_ = randomBuffer(dtype_, rows_ * cols_, 0, -4.0f, 4.0f);
     targets_ = randomIndices(rows_, cols_, 1);
@@ -227,7 +240,8 @@ using Factory = std::function<std::unique_ptr<ComputeKernel>(const Event&, cudaS
 
 template <typename K>
 Factory plain() {
-  return [](const Event& e, cudaStream_t s, uint64_t seed) { return std::make_unique<K>(e, s, seed); };
+  return
+      [](const Event& e, cudaStream_t s, uint64_t seed) { return std::make_unique<K>(e, s, seed); };
 }
 template <typename K>
 Factory pass(bool backward) {
@@ -260,7 +274,8 @@ const std::map<std::string, Factory, std::less<>>& factories() {
 
 }  // namespace
 
-std::unique_ptr<ComputeKernel> makeCudaKernel(const Event& event, void* cuda_stream, uint64_t seed) {
+std::unique_ptr<ComputeKernel> makeCudaKernel(const Event& event, void* cuda_stream,
+                                              uint64_t seed) {
   if (event.kind != EventKind::kCompute) {
     EVSIM_THROW(InputError, "'{}': not a compute event; no CUDA kernel runs it", event.signature());
   }

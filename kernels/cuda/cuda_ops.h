@@ -45,16 +45,16 @@ void geluBackward(DType dtype, const void* x, const void* dy, void* dx, int64_t 
 // Same keep decisions as the CPU for the same seed (rng::keepAt); mask is uint8 (1 = kept).
 void dropoutForward(DType dtype, const void* x, void* y, uint8_t* mask, int64_t n, float p,
                     uint64_t seed, cudaStream_t stream);
-void dropoutBackward(DType dtype, const void* dy, const uint8_t* mask, void* dx, int64_t n,
-                     float p, cudaStream_t stream);
+void dropoutBackward(DType dtype, const void* dy, const uint8_t* mask, void* dx, int64_t n, float p,
+                     cudaStream_t stream);
 void add(DType dtype, const void* a, const void* b, void* c, int64_t n, cudaStream_t stream);
 // AdamW step `step` (1-based) on fp32 master weights, grads and moments.
 void adamStep(float* weights, const float* grads, float* m, float* v, int64_t n, int64_t step,
               const kernel_params::AdamHyper& hyper, cudaStream_t stream);
 
 // ---- embedding and loss (embedding_loss.cu) ----
-void embeddingForward(DType dtype, const int32_t* ids, const void* table, void* out,
-                      int64_t tokens, int64_t hidden, cudaStream_t stream);
+void embeddingForward(DType dtype, const int32_t* ids, const void* table, void* out, int64_t tokens,
+                      int64_t hidden, cudaStream_t stream);
 // dtable is float: the gradient accumulates in fp32 (Megatron's main_grad) with atomicAdd, which
 // also keeps duplicate tokens exact enough and works on every architecture.
 void embeddingBackward(DType dtype, const int32_t* ids, const void* dout, float* dtable,
@@ -62,8 +62,8 @@ void embeddingBackward(DType dtype, const int32_t* ids, const void* dout, float*
 // loss and lse are float[rows]; logits and dlogits in dtype; dloss float[rows].
 void crossEntropyForward(DType dtype, const void* logits, const int32_t* targets, float* loss,
                          float* lse, int64_t rows, int64_t cols, cudaStream_t stream);
-void crossEntropyBackward(DType dtype, const void* logits, const int32_t* targets,
-                          const float* lse, const float* dloss, void* dlogits, int64_t rows,
-                          int64_t cols, cudaStream_t stream);
+void crossEntropyBackward(DType dtype, const void* logits, const int32_t* targets, const float* lse,
+                          const float* dloss, void* dlogits, int64_t rows, int64_t cols,
+                          cudaStream_t stream);
 
 }  // namespace evsim::cuda

@@ -18,9 +18,13 @@ __device__ __forceinline__ float toFloat(__nv_bfloat16 x) { return __bfloat162fl
 template <typename T>
 __device__ __forceinline__ T fromFloat(float x);
 template <>
-__device__ __forceinline__ float fromFloat<float>(float x) { return x; }
+__device__ __forceinline__ float fromFloat<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ __half fromFloat<__half>(float x) { return __float2half(x); }
+__device__ __forceinline__ __half fromFloat<__half>(float x) {
+  return __float2half(x);
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float x) {
   return __float2bfloat16(x);
@@ -30,9 +34,15 @@ __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float x) {
 template <typename F>
 void dispatchDType(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::kFp16: f(__half{}); return;
-    case DType::kBf16: f(__nv_bfloat16{}); return;
-    case DType::kFp32: f(float{}); return;
+    case DType::kFp16:
+      f(__half{});
+      return;
+    case DType::kBf16:
+      f(__nv_bfloat16{});
+      return;
+    case DType::kFp32:
+      f(float{});
+      return;
   }
 }
 

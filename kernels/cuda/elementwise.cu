@@ -14,7 +14,7 @@ namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
 
-#define EVSIM_GRID_STRIDE(i, n)                                                    \
+#define EVSIM_GRID_STRIDE(i, n)                                             \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
@@ -82,8 +82,8 @@ void checkProbability(float p) {
 void geluForward(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream) {
   dispatchDType(dtype, [&](auto tag) {
     using T = decltype(tag);
-    geluForwardKernel<T><<<elementBlocks(n), kElementThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<T*>(y), n);
+    geluForwardKernel<T><<<elementBlocks(n), kElementThreads, 0, stream>>>(static_cast<const T*>(x),
+                                                                           static_cast<T*>(y), n);
   });
   EVSIM_CUDA_CHECK_LAUNCH(geluForwardKernel);
 }
@@ -109,8 +109,8 @@ void dropoutForward(DType dtype, const void* x, void* y, uint8_t* mask, int64_t 
   EVSIM_CUDA_CHECK_LAUNCH(dropoutForwardKernel);
 }
 
-void dropoutBackward(DType dtype, const void* dy, const uint8_t* mask, void* dx, int64_t n,
-                     float p, cudaStream_t stream) {
+void dropoutBackward(DType dtype, const void* dy, const uint8_t* mask, void* dx, int64_t n, float p,
+                     cudaStream_t stream) {
   checkProbability(p);
   dispatchDType(dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -18,8 +18,7 @@ unsigned gridOf(int64_t count, const char* what) {
 int hiddenThreads(int64_t hidden) { return hidden >= 256 ? 256 : 128; }
 
 template <typename T>
-__global__ void embeddingForwardKernel(const int32_t* ids, const T* table, T* out,
-                                       int64_t hidden) {
+__global__ void embeddingForwardKernel(const int32_t* ids, const T* table, T* out, int64_t hidden) {
   const int64_t token = blockIdx.x;
   const T* row = table + int64_t(ids[token]) * hidden;
   T* dst = out + token * hidden;
@@ -42,10 +41,12 @@ __global__ void crossEntropyForwardKernel(const T* logits, const int32_t* target
   const int64_t row = blockIdx.x;
   const T* xr = logits + row * cols;
   float max_value = -INFINITY;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) max_value = fmaxf(max_value, toFloat(xr[j]));
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    max_value = fmaxf(max_value, toFloat(xr[j]));
   max_value = blockMax(max_value);
   float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += __expf(toFloat(xr[j]) - max_value);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    sum += __expf(toFloat(xr[j]) - max_value);
   sum = blockSum(sum);
   if (threadIdx.x == 0) {
     float log_sum_exp = max_value + __logf(sum);
@@ -71,8 +72,8 @@ __global__ void crossEntropyBackwardKernel(const T* logits, const int32_t* targe
 
 }  // namespace
 
-void embeddingForward(DType dtype, const int32_t* ids, const void* table, void* out,
-                      int64_t tokens, int64_t hidden, cudaStream_t stream) {
+void embeddingForward(DType dtype, const int32_t* ids, const void* table, void* out, int64_t tokens,
+                      int64_t hidden, cudaStream_t stream) {
   const unsigned grid = gridOf(tokens, "embedding token count outside the CUDA grid range");
   dispatchDType(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -104,9 +105,9 @@ void crossEntropyForward(DType dtype, const void* logits, const int32_t* targets
   EVSIM_CUDA_CHECK_LAUNCH(crossEntropyForwardKernel);
 }
 
-void crossEntropyBackward(DType dtype, const void* logits, const int32_t* targets,
-                          const float* lse, const float* dloss, void* dlogits, int64_t rows,
-                          int64_t cols, cudaStream_t stream) {
+void crossEntropyBackward(DType dtype, const void* logits, const int32_t* targets, const float* lse,
+                          const float* dloss, void* dlogits, int64_t rows, int64_t cols,
+                          cudaStream_t stream) {
   const unsigned grid = gridOf(rows, "cross-entropy row count outside the CUDA grid range");
   dispatchDType(dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -30,8 +30,8 @@ void fillUniform(DType dtype, void* p, int64_t n, uint64_t seed, float lo, float
                  cudaStream_t stream) {
   dispatchDType(dtype, [&](auto tag) {
     using T = decltype(tag);
-    fillUniformKernel<T><<<elementBlocks(n), kElementThreads, 0, stream>>>(static_cast<T*>(p), n,
-                                                                           seed, lo, hi);
+    fillUniformKernel<T>
+        <<<elementBlocks(n), kElementThreads, 0, stream>>>(static_cast<T*>(p), n, seed, lo, hi);
   });
   EVSIM_CUDA_CHECK_LAUNCH(fillUniformKernel);
 }

@@ -53,8 +53,8 @@ __global__ void softmaxBackwardKernel(const T* y, const T* dy, T* dx, int64_t co
 }
 
 template <typename T>
-__global__ void layerNormForwardKernel(const T* x, const T* gamma, const T* beta, T* y,
-                                       float* mean, float* rstd, int64_t cols, float eps) {
+__global__ void layerNormForwardKernel(const T* x, const T* gamma, const T* beta, T* y, float* mean,
+                                       float* rstd, int64_t cols, float eps) {
   const int64_t row = blockIdx.x;
   const T* xr = x + row * cols;
   T* yr = y + row * cols;
@@ -116,8 +116,8 @@ int layerNormParts(int64_t rows) {
 
 template <typename T>
 __global__ void layerNormParamPartialKernel(const T* x, const T* dy, const float* mean,
-                                            const float* rstd, float* part_gamma,
-                                            float* part_beta, int64_t rows, int64_t cols) {
+                                            const float* rstd, float* part_gamma, float* part_beta,
+                                            int64_t rows, int64_t cols) {
   __shared__ float tile_gamma[kRowTile][kColTile + 1];
   __shared__ float tile_beta[kRowTile][kColTile + 1];
   const int64_t col = int64_t(blockIdx.x) * kColTile + threadIdx.x;

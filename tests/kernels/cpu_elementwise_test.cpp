@@ -33,7 +33,8 @@ TEST(CpuGelu, ArraysApplyTheScalarFunction) {
 TEST(CpuGelu, BackwardMatchesFiniteDifference) {
   const double h = 1e-3;
   for (float x : {-3.0f, -1.0f, -0.3f, 0.0f, 0.4f, 1.0f, 2.5f}) {
-    double numeric = (double(cpu::geluValue(float(x + h))) - cpu::geluValue(float(x - h))) / (2 * h);
+    double numeric =
+        (double(cpu::geluValue(float(x + h))) - cpu::geluValue(float(x - h))) / (2 * h);
     EXPECT_NEAR(cpu::geluDerivative(x), numeric, 2e-3) << "x=" << x;
   }
 }

@@ -53,8 +53,8 @@ TEST(CpuCrossEntropy, HandComputedRowAndGradient) {
   cpu::crossEntropyForward(logits.data(), targets.data(), loss.data(), lse.data(), 1, 3);
   EXPECT_NEAR(loss[0], std::log(2.0f), 1e-6f);
   EXPECT_NEAR(lse[0], std::log(6.0f), 1e-6f);
-  cpu::crossEntropyBackward(logits.data(), targets.data(), lse.data(), dloss.data(),
-                            dlogits.data(), 1, 3);
+  cpu::crossEntropyBackward(logits.data(), targets.data(), lse.data(), dloss.data(), dlogits.data(),
+                            1, 3);
   EXPECT_NEAR(dlogits[0], 1 / 6.0f, 1e-6f);
   EXPECT_NEAR(dlogits[1], 2 / 6.0f, 1e-6f);
   EXPECT_NEAR(dlogits[2], 3 / 6.0f - 1, 1e-6f);
@@ -68,8 +68,8 @@ TEST(CpuCrossEntropy, GradientRowsSumToZeroAndMatchFiniteDifferences) {
   std::vector<int32_t> targets = {0, 6, 3, 3};
   std::vector<float> loss(rows), lse(rows), dlogits(rows * cols);
   cpu::crossEntropyForward(logits.data(), targets.data(), loss.data(), lse.data(), rows, cols);
-  cpu::crossEntropyBackward(logits.data(), targets.data(), lse.data(), dloss.data(),
-                            dlogits.data(), rows, cols);
+  cpu::crossEntropyBackward(logits.data(), targets.data(), lse.data(), dloss.data(), dlogits.data(),
+                            rows, cols);
   auto weightedLoss = [&] {
     std::vector<float> l(rows), s(rows);
     cpu::crossEntropyForward(logits.data(), targets.data(), l.data(), s.data(), rows, cols);

@@ -54,7 +54,8 @@ TEST(CpuGemm, HandComputed2x2InEveryLayout) {
     const std::vector<float>& a;
     const std::vector<float>& b;
   };
-  for (const Case& c : {Case{"nn", a, b}, Case{"nt", a, bt}, Case{"tn", at, b}, Case{"tt", at, bt}}) {
+  for (const Case& c :
+       {Case{"nn", a, b}, Case{"nt", a, bt}, Case{"tn", at, b}, Case{"tt", at, bt}}) {
     std::vector<float> out(4, -1.0f);
     cpu::gemm(c.layout, 2, 2, 2, c.a.data(), c.b.data(), out.data());
     EXPECT_EQ(out, expected) << c.layout;
@@ -94,8 +95,8 @@ TEST(CpuBatchedGemm, EachBatchIsAnIndependentGemm) {
   std::vector<float> out(batch * m * n);
   cpu::batchedGemm("nt", batch, m, n, k, a.data(), b.data(), out.data());
   for (int i = 0; i < batch; ++i) {
-    std::vector<float> want = naiveGemm(false, true, m, n, k, a.data() + i * m * k,
-                                        b.data() + i * k * n);
+    std::vector<float> want =
+        naiveGemm(false, true, m, n, k, a.data() + i * m * k, b.data() + i * k * n);
     for (int j = 0; j < m * n; ++j) EXPECT_NEAR(out[i * m * n + j], want[j], 1e-5f);
   }
   // Changing batch 1's inputs changes batch 1's output only.

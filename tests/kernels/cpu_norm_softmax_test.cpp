@@ -66,7 +66,8 @@ TEST(CpuSoftmax, CausalMaskHidesFutureKeys) {
   std::vector<float> x(4 * 3, 0.0f);
   std::vector<float> y(x.size());
   cpu::softmaxForward(x.data(), y.data(), 4, 3, 1.0f, SoftmaxMask::kCausal);
-  const std::vector<float> expected = {1, 0, 0, 0.5f, 0.5f, 0, 1 / 3.0f, 1 / 3.0f, 1 / 3.0f, 1, 0, 0};
+  const std::vector<float> expected = {1,        0,        0,        0.5f, 0.5f, 0,
+                                       1 / 3.0f, 1 / 3.0f, 1 / 3.0f, 1,    0,    0};
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(y[i], expected[i], 1e-6f) << i;
 }
 

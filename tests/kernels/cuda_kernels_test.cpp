@@ -1,5 +1,7 @@
 // CUDA kernels against the CPU reference functions (kernels/cpu/cpu_ops.h) on the same inputs.
 // Labelled `gpu` in ctest; every test that needs a device skips cleanly when there is none.
+#include "kernels/cuda/cuda_kernels.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <gtest/gtest.h>
@@ -12,7 +14,6 @@
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/cuda_gemm.h"
 #include "kernels/cuda/cuda_kernel_base.h"
-#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "tests/kernels/small_events.h"
 
@@ -40,8 +41,12 @@ Floats download(DType dtype, const void* device, int64_t n) {
   EVSIM_CUDA_CHECK(cudaMemcpy(raw.data(), device, raw.size(), cudaMemcpyDeviceToHost));
   for (int64_t i = 0; i < n; ++i) {
     switch (dtype) {
-      case DType::kFp32: out[i] = reinterpret_cast<const float*>(raw.data())[i]; break;
-      case DType::kFp16: out[i] = __half2float(reinterpret_cast<const __half*>(raw.data())[i]); break;
+      case DType::kFp32:
+        out[i] = reinterpret_cast<const float*>(raw.data())[i];
+        break;
+      case DType::kFp16:
+        out[i] = __half2float(reinterpret_cast<const __half*>(raw.data())[i]);
+        break;
       case DType::kBf16:
         out[i] = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(raw.data())[i]);
         break;
@@ -52,7 +57,8 @@ Floats download(DType dtype, const void* device, int64_t n) {
 
 std::vector<int32_t> downloadInts(const DeviceBuffer& device, int64_t n) {
   std::vector<int32_t> out(static_cast<size_t>(n));
-  EVSIM_CUDA_CHECK(cudaMemcpy(out.data(), device.get(), n * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  EVSIM_CUDA_CHECK(
+      cudaMemcpy(out.data(), device.get(), n * sizeof(int32_t), cudaMemcpyDeviceToHost));
   return out;
 }
 
@@ -74,7 +80,8 @@ float tolerance(DType dtype, float fp32_tol) {
 void expectClose(const Floats& got, const Floats& want, float tol, const char* what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], tol * std::max(1.0f, std::fabs(want[i]))) << what << " [" << i << "]";
+    ASSERT_NEAR(got[i], want[i], tol * std::max(1.0f, std::fabs(want[i])))
+        << what << " [" << i << "]";
   }
 }
 
