@@ -86,6 +86,10 @@ int IterationPlan::pipelineOf(int dp) const {
 IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& cluster,
                                  const Strategy& strategy) {
   validateStrategy(model, cluster, strategy);
+  // TODO(issue 6): parsed and validated, not yet built into op lists; refuse rather than ignore.
+  if (!strategy.techniques().empty()) {
+    EVSIM_THROW(InputError, "{}{}: not supported yet", strategy.name(), strategy.techniques());
+  }
   IterationPlan plan;
   plan.model = model;
   plan.cluster = cluster;

@@ -11,18 +11,47 @@ std::string_view scheduleName(Schedule schedule) {
   switch (schedule) {
     case Schedule::kGpipe: return "gpipe";
     case Schedule::kDapple: return "dapple";
+    case Schedule::kInterleaved: return "interleaved";
   }
   return "?";
+}
+
+std::string_view recomputeName(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::kNone: return "none";
+    case Recompute::kFull: return "full";
+    case Recompute::kSelective: return "selective";
+  }
+  return "?";
+}
+
+Recompute parseRecompute(std::string_view text, std::string_view flag) {
+  std::string lower = toLower(trim(text));
+  if (lower == "none") return Recompute::kNone;
+  if (lower == "full") return Recompute::kFull;
+  if (lower == "selective") return Recompute::kSelective;
+  EVSIM_THROW(InputError, "{} '{}': unknown recomputation (none, full or selective)", flag, text);
 }
 
 Schedule parseSchedule(std::string_view text, std::string_view flag) {
   std::string lower = toLower(trim(text));
   if (lower == "gpipe") return Schedule::kGpipe;
   if (lower == "dapple" || lower == "1f1b") return Schedule::kDapple;
-  EVSIM_THROW(InputError, "{} '{}': unknown schedule (gpipe, dapple or 1f1b)", flag, text);
+  if (lower == "interleaved") return Schedule::kInterleaved;
+  EVSIM_THROW(InputError, "{} '{}': unknown schedule (gpipe, dapple, 1f1b or interleaved)", flag,
+              text);
 }
 
 std::string Strategy::name() const { return fmt::format("{}M{}P{}D", tp, pp, dp); }
+
+std::string Strategy::techniques() const {
+  std::string out;
+  if (schedule == Schedule::kInterleaved) out += fmt::format(" v{}", virtual_stages);
+  if (recompute != Recompute::kNone) out += fmt::format(" rc={}", recomputeName(recompute));
+  if (sequence_parallel) out += " sp";
+  if (zero_stage > 0) out += fmt::format(" zero{}", zero_stage);
+  return out;
+}
 
 void parseStrategyText(std::string_view text, Strategy& strategy, std::string_view flag) {
   std::string upper = toLower(trim(text));
@@ -88,6 +117,39 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
   }
   if (s.dp_overlap && s.dp_bucket_bytes <= 0) {
     return fmt::format("--dp-bucket-mb: bucket of {} bytes must be > 0", s.dp_bucket_bytes);
+  }
+  if (s.schedule == Schedule::kInterleaved) {
+    if (s.virtual_stages < 2) {
+      return fmt::format("--virtual-stages {}: the interleaved schedule needs v >= 2",
+                         s.virtual_stages);
+    }
+    if (s.pp < 2) return fmt::format("{}: the interleaved schedule needs P >= 2", label);
+    if (int64_t{s.pp} * s.virtual_stages > model.numLayers()) {
+      return fmt::format("{} --virtual-stages {}: P x v = {} model chunks but {} has {} layers",
+                         label, s.virtual_stages, s.pp * s.virtual_stages, model.name,
+                         model.numLayers());
+    }
+    if (s.microBatches() % s.pp != 0) {
+      return fmt::format("{} --schedule interleaved: m = B/(b*D) = {} micro-batches is not a "
+                         "multiple of P={}",
+                         label, s.microBatches(), s.pp);
+    }
+  } else if (s.virtual_stages != 1) {
+    return fmt::format("--virtual-stages {}: only with --schedule interleaved", s.virtual_stages);
+  }
+  if (s.sequence_parallel) {
+    if (s.tp < 2) return fmt::format("{} --sequence-parallel: needs M >= 2", label);
+    if (model.seq_length % s.tp != 0) {
+      return fmt::format("{} --sequence-parallel: M={} does not divide seq_length={} of {}", label,
+                         s.tp, model.seq_length, model.name);
+    }
+  }
+  if (s.zero_stage < 0 || s.zero_stage > 3) {
+    return fmt::format("--zero {}: must be 0, 1, 2 or 3", s.zero_stage);
+  }
+  if (s.zero_stage > 0 && s.dp < 2) {
+    return fmt::format("{} --zero {}: sharding over the DP group needs D >= 2", label,
+                       s.zero_stage);
   }
   return std::nullopt;
 }

@@ -13,11 +13,18 @@
 
 namespace evsim {
 
-enum class Schedule { kGpipe, kDapple };
+// kInterleaved is Megatron's interleaved 1F1B: each device holds `virtual_stages` model chunks.
+enum class Schedule { kGpipe, kDapple, kInterleaved };
 
-std::string_view scheduleName(Schedule schedule);  // "gpipe", "dapple"
-// Accepts gpipe, dapple and 1f1b (any case); throws InputError naming `flag` otherwise.
+std::string_view scheduleName(Schedule schedule);  // "gpipe", "dapple", "interleaved"
+// Accepts gpipe, dapple, 1f1b and interleaved (any case); throws InputError naming `flag` otherwise.
 Schedule parseSchedule(std::string_view text, std::string_view flag = "--schedule");
+
+// Activation recomputation (Korthikanti et al. 2022): full re-runs each layer's forward before its
+// backward; selective re-runs only the attention core (scores, softmax, dropout, x V).
+enum class Recompute { kNone, kFull, kSelective };
+std::string_view recomputeName(Recompute recompute);  // "none", "full", "selective"
+Recompute parseRecompute(std::string_view text, std::string_view flag = "--recompute");
 
 struct Strategy {
   int tp = 1;  // M
@@ -29,10 +36,20 @@ struct Strategy {
   // Data-parallel gradient all-reduce in buckets overlapped with the last backward (PyTorch DDP).
   bool dp_overlap = false;
   int64_t dp_bucket_bytes = 25 * 1024 * 1024;  // DDP's default bucket_cap_mb = 25
+  int virtual_stages = 1;  // v model chunks per device; > 1 only with Schedule::kInterleaved
+  Recompute recompute = Recompute::kNone;
+  // Megatron's sequence parallelism: layernorm/dropout regions split along the sequence over the
+  // TP group; each TP all-reduce becomes a reduce-scatter plus an all-gather.
+  bool sequence_parallel = false;
+  // ZeRO stage over the DP group: 0 off, 1 optimizer state (Megatron's distributed optimizer),
+  // 2 + gradients, 3 + parameters.
+  int zero_stage = 0;
 
   int64_t gpus() const { return int64_t{tp} * pp * dp; }
   int64_t microBatches() const { return global_batch / (micro_batch * dp); }
   std::string name() const;  // "2M4P2D"
+  // The techniques beyond M, P, D as a short suffix, e.g. " v3 rc=selective sp zero1" ("" if none).
+  std::string techniques() const;
 };
 
 // Parses "2M4P2D" (any case, any order of the three parts, each once). Throws InputError naming

@@ -39,7 +39,18 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
     b->required();
     B->required();
   }
-  app.add_option("--schedule", schedule, "gpipe | dapple (1F1B)")->capture_default_str();
+  app.add_option("--schedule", schedule, "gpipe | dapple (1F1B) | interleaved")
+      ->capture_default_str();
+  app.add_option("--virtual-stages", virtual_stages,
+                 "model chunks per device v (with --schedule interleaved)")
+      ->capture_default_str();
+  app.add_option("--recompute", recompute, "activation recomputation: none | full | selective")
+      ->capture_default_str();
+  app.add_flag("--sequence-parallel", sequence_parallel,
+               "Megatron sequence parallelism over the TP group");
+  app.add_option("--zero", zero_stage,
+                 "ZeRO stage over the DP group: 0, 1 (distributed optimizer), 2, 3")
+      ->capture_default_str();
   app.add_flag("--dp-overlap", dp_overlap,
                "overlap bucketed DP gradient all-reduces with backward (PyTorch DDP)");
   app.add_option("--dp-bucket-mb", dp_bucket_mb, "DDP bucket size in MiB")->capture_default_str();
@@ -72,6 +83,10 @@ Strategy RunOptions::strategy() const {
   s.dp_overlap = dp_overlap;
   if (!(dp_bucket_mb > 0)) EVSIM_THROW(InputError, "--dp-bucket-mb {}: must be > 0", dp_bucket_mb);
   s.dp_bucket_bytes = static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);
+  s.virtual_stages = virtual_stages;
+  s.recompute = parseRecompute(recompute);
+  s.sequence_parallel = sequence_parallel;
+  s.zero_stage = zero_stage;
   return s;
 }
 
@@ -80,6 +95,10 @@ std::string RunOptions::commandLine(const Strategy& s) const {
                                 model, cluster, s.name(), s.micro_batch, s.global_batch,
                                 scheduleName(s.schedule));
   if (s.dp_overlap) out += fmt::format(" --dp-overlap --dp-bucket-mb {}", dp_bucket_mb);
+  if (s.schedule == Schedule::kInterleaved) out += fmt::format(" --virtual-stages {}", s.virtual_stages);
+  if (s.recompute != Recompute::kNone) out += fmt::format(" --recompute {}", recomputeName(s.recompute));
+  if (s.sequence_parallel) out += " --sequence-parallel";
+  if (s.zero_stage > 0) out += fmt::format(" --zero {}", s.zero_stage);
   return out;
 }
 

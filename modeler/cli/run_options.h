@@ -24,10 +24,15 @@ struct RunOptions {
   std::string schedule = "dapple";
   bool dp_overlap = false;
   double dp_bucket_mb = 25;
+  int virtual_stages = 1;
+  std::string recompute = "none";
+  bool sequence_parallel = false;
+  int zero_stage = 0;
 
   // Registers --model, --cluster (required).
   void addModelOptions(CLI::App& app);
-  // Registers --strategy / --tp --pp --dp, --micro-batch, --global-batch, --schedule, --dp-overlap.
+  // Registers --strategy / --tp --pp --dp, --micro-batch, --global-batch, --schedule, --dp-overlap,
+  // --virtual-stages, --recompute, --sequence-parallel, --zero.
   void addStrategyOptions(CLI::App& app, bool strategy_required);
 
   ModelConfig loadModel() const;

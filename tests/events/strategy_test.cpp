@@ -61,6 +61,8 @@ TEST(Schedule, ParsesKnownNamesAndRejectsOthers) {
   EXPECT_EQ(parseSchedule("dapple"), Schedule::kDapple);
   EXPECT_EQ(parseSchedule("1F1B"), Schedule::kDapple);
   EXPECT_EQ(scheduleName(Schedule::kDapple), "dapple");
+  EXPECT_EQ(parseSchedule("Interleaved"), Schedule::kInterleaved);
+  EXPECT_EQ(scheduleName(Schedule::kInterleaved), "interleaved");
   std::string msg = inputErrorOf([] { parseSchedule("pipedream"); });
   EXPECT_CONTAINS(msg, "--schedule 'pipedream'");
   EXPECT_CONTAINS(msg, "unknown schedule");
@@ -131,6 +133,64 @@ TEST_F(StrategyRules, GlobalBatchMustBeAMultipleOfMicroBatchTimesD) {
   EXPECT_CONTAINS(violation("1M1P1D", 0, 4), "--micro-batch 0");
   EXPECT_CONTAINS(violation("1M1P1D", 1, 0), "--global-batch 0");
   EXPECT_EQ(test::strategy("1M1P4D", 2, 16).microBatches(), 2);
+}
+
+TEST(Recompute, ParsesKnownNamesAndRejectsOthers) {
+  EXPECT_EQ(parseRecompute("none"), Recompute::kNone);
+  EXPECT_EQ(parseRecompute("FULL"), Recompute::kFull);
+  EXPECT_EQ(parseRecompute("selective"), Recompute::kSelective);
+  EXPECT_EQ(recomputeName(Recompute::kSelective), "selective");
+  std::string msg = inputErrorOf([] { parseRecompute("partial"); });
+  EXPECT_CONTAINS(msg, "--recompute 'partial'");
+  EXPECT_CONTAINS(msg, "none, full or selective");
+}
+
+TEST_F(StrategyRules, InterleavedNeedsVirtualStagesPipelineAndMicroBatchMultipleOfP) {
+  Strategy s = test::strategy("1M2P1D", 1, 4);  // m = 4
+  s.schedule = Schedule::kInterleaved;
+  s.virtual_stages = 2;  // 2 x 2 = 4 chunks of 4 layers
+  EXPECT_FALSE(strategyViolation(model_, cluster_, s).has_value());
+  EXPECT_EQ(s.techniques(), " v2");
+
+  s.virtual_stages = 1;
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""), "needs v >= 2");
+  s.virtual_stages = 3;  // 6 chunks, 4 layers
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""),
+                  "P x v = 6 model chunks but");
+  s.virtual_stages = 2;
+  s.global_batch = 3;  // m = 3, not a multiple of P = 2
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""),
+                  "m = B/(b*D) = 3 micro-batches is not a multiple of P=2");
+  Strategy one_stage = test::strategy("1M1P1D", 1, 4);
+  one_stage.schedule = Schedule::kInterleaved;
+  one_stage.virtual_stages = 2;
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, one_stage).value_or(""), "needs P >= 2");
+  Strategy dapple = test::strategy("1M2P1D", 1, 4);
+  dapple.virtual_stages = 2;
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, dapple).value_or(""),
+                  "--virtual-stages 2: only with --schedule interleaved");
+}
+
+TEST_F(StrategyRules, SequenceParallelNeedsTensorParallelismDividingTheSequence) {
+  Strategy s = test::strategy("2M1P1D", 1, 1);
+  s.sequence_parallel = true;
+  EXPECT_FALSE(strategyViolation(model_, cluster_, s).has_value());
+  EXPECT_EQ(s.techniques(), " sp");
+  Strategy no_tp = test::strategy("1M1P1D", 1, 1);
+  no_tp.sequence_parallel = true;
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, no_tp).value_or(""), "needs M >= 2");
+}
+
+TEST_F(StrategyRules, ZeroNeedsDataParallelismAndAKnownStage) {
+  Strategy s = test::strategy("1M1P2D", 1, 2);
+  s.zero_stage = 3;
+  EXPECT_FALSE(strategyViolation(model_, cluster_, s).has_value());
+  EXPECT_EQ(s.techniques(), " zero3");
+  s.zero_stage = 4;
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""), "--zero 4: must be 0, 1, 2 or 3");
+  Strategy single = test::strategy("1M1P1D", 1, 1);
+  single.zero_stage = 1;
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, single).value_or(""), "needs D >= 2");
 }
 
 }  // namespace
