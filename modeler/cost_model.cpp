@@ -30,15 +30,6 @@ bool sameCollective(const Event& a, const Event& b) {
   return a.kind == b.kind && a.dtype == b.dtype;
 }
 
-// Ring volume factor: a ring collective over n ranks moves (n-1)/n of the buffer (twice for
-// all-reduce, which cancels in the ratio) over each rank's link, so
-// t(N) = t(n) * ((N-1)/N) / ((n-1)/n).
-double ringScale(int measured_n, int target_n) {
-  double from = double(measured_n - 1) / measured_n;
-  double to = double(target_n - 1) / target_n;
-  return to / from;
-}
-
 // Time at `bytes` from records of one collective at one placement: the exact size, or log-log
 // interpolation between the nearest measured sizes below and above. Never extrapolates: outside
 // the measured range there is no data to trust (protocol and algorithm switches happen there).
@@ -99,18 +90,6 @@ std::string_view provenanceName(Provenance p) {
     case Provenance::kEstimated: return "estimated";
   }
   return "?";
-}
-
-double busBandwidthFactor(EventKind kind, int n) {
-  EVSIM_CHECK(n >= 1, "group size {} of {}", n, eventKindName(kind));
-  switch (kind) {
-    case EventKind::kAllReduce: return 2.0 * (n - 1) / n;
-    case EventKind::kReduceScatter:
-    case EventKind::kAllGather: return double(n - 1) / n;
-    case EventKind::kP2P:
-    case EventKind::kCompute: return 1.0;
-  }
-  return 1.0;
 }
 
 CostModel::CostModel(const ClusterConfig& cluster, const ProfileDb* db, bool analytic_fallback)
@@ -177,7 +156,7 @@ std::optional<EventCost> CostModel::derive(const Event& event) const {
   }
   for (const auto& [nodes, series] : by_nodes) {
     if (std::optional<double> t = timeAtBytes(series, event.message_bytes)) {
-      return EventCost{*t * ringScale(largest, target.group_size), Provenance::kDerived};
+      return EventCost{*t * ringScaleFactor(event.kind, largest, target.group_size), Provenance::kDerived};
     }
   }
   return std::nullopt;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "events/cluster_config.h"
+#include "events/comm_factors.h"
 #include "events/event.h"
 #include "events/event_table.h"
 #include "modeler/profile_db.h"
@@ -57,9 +58,5 @@ class CostModel {
   const ProfileDb* db_;
   bool analytic_fallback_;
 };
-
-// nccl-tests bus bandwidth factor of a collective over n ranks: all-reduce 2(n-1)/n, reduce-scatter
-// and all-gather (n-1)/n, p2p 1.
-double busBandwidthFactor(EventKind kind, int n);
 
 }  // namespace evsim

@@ -78,7 +78,7 @@ std::unique_ptr<ProfilerBackend> makeBackend(const BackendRequest& request, cons
       }
     }
   }
-  if (chosen == "cpu") return std::make_unique<CpuBackend>(request.seed);
+  if (chosen == "cpu") return std::make_unique<CpuBackend>(request.seed, world.local_size);
 #if EVSIM_WITH_CUDA
   return makeCudaBackend(CudaBackendOptions{world.local_rank, request.seed, request.comm_timeout_s});
 #else

@@ -1,22 +1,12 @@
 #pragma once
-// Communication arithmetic, following nccl-tests (doc/PERFORMANCE.md):
-//   algbw = bytes / time, busbw = algbw * factor(n) with factor
-//     allreduce 2(n-1)/n, reduce_scatter and allgather (n-1)/n, p2p 1.
-// `bytes` is the event's message_bytes, which for reduce_scatter and allgather is the full
-// (unsharded) buffer — nccl-tests' "size" — so that the factors above apply unchanged.
-//
-// Ring scaling: a ring collective over n ranks moves factor(n) * bytes over each rank's link, so
-// time(N) = time(n) * ((N-1)/N) / ((n-1)/n) for all three collectives (all-reduce's 2 cancels).
+// Communication arithmetic of measurements: algbw (nccl-tests: bytes / time); the bus-bandwidth and
+// ring-scaling factors are in events/comm_factors.h, shared with the cost model.
 
-#include "events/event.h"
+#include <cstdint>
+
+#include "events/comm_factors.h"
 
 namespace evsim {
-
-// nccl-tests bus-bandwidth factor of `kind` over `group_size` ranks (1 for p2p and compute).
-double busBandwidthFactor(EventKind kind, int group_size);
-
-// time(target) / time(measured) for a ring collective; 1 for p2p. Requires 2 <= measured <= target.
-double ringScaleFactor(EventKind kind, int measured_group_size, int target_group_size);
 
 // GB/s (1e9 bytes per second) of `bytes` moved in `time_us` microseconds.
 double algorithmBandwidthGBs(int64_t bytes, double time_us);

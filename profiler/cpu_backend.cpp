@@ -1,5 +1,6 @@
 #include "profiler/cpu_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <fstream>
@@ -7,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "kernels/cpu/cpu_threads.h"
 #include "kernels/kernel.h"
 #include "profiler/mpi_check.h"
 
@@ -57,6 +59,14 @@ std::vector<char> makeBuffer(int64_t elements, int64_t element_bytes) {
 }
 
 }  // namespace
+
+CpuBackend::CpuBackend(uint64_t seed, int ranks_on_host) : seed_(seed) {
+  setCpuKernelThreads(cpuThreadsPerRank(ranks_on_host));
+}
+
+int CpuBackend::computeSlots(int ranks_on_host) const {
+  return std::max(1, std::min(ranks_on_host, hostCores()));
+}
 
 std::string cpuModelName() {
   std::ifstream in("/proc/cpuinfo");

@@ -11,13 +11,16 @@ namespace evsim {
 
 class CpuBackend : public ProfilerBackend {
  public:
-  // `seed` picks the kernels' random inputs (the harness passes one per rank).
-  explicit CpuBackend(uint64_t seed) : seed_(seed) {}
+  // `seed` picks the kernels' random inputs (the harness passes one per rank). `ranks_on_host`
+  // ranks share this host's cores: each gets cpuThreadsPerRank of them for its BLAS.
+  CpuBackend(uint64_t seed, int ranks_on_host);
 
   std::string name() const override { return "cpu"; }
   std::string deviceName() const override;
   std::map<std::string, std::string> versions() const override { return {}; }
 
+  // At most one timing rank per core: two ranks on one core would each time a kernel at half speed.
+  int computeSlots(int ranks_on_host) const override;
   std::vector<double> timeCompute(const Event& event, int warmup, int repeats) override;
   std::vector<double> timeP2P(const Event& event, const CommGroup& group, int warmup,
                               int repeats) override;

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "common/error.h"
@@ -76,8 +77,17 @@ void addFlags(CLI::App& app, Flags& f) {
   app.add_option("--seed", f.seed, "seed of the kernels' random inputs")->capture_default_str();
 }
 
+// What to profile: the events, and the strategies they come from (none for an events file), so
+// the summary can model one iteration of them.
+struct ProfileRequest {
+  std::vector<Event> events;
+  std::optional<ModelConfig> model;
+  std::optional<ClusterConfig> cluster;
+  std::vector<Strategy> strategies;
+};
+
 // The events to profile, from exactly one of --events, --strategy (or --tp/--pp/--dp), --gpus.
-std::vector<Event> wantedEvents(const Flags& f) {
+ProfileRequest wantedEvents(const Flags& f) {
   const bool strategy = !f.run.strategy_text.empty() || f.run.tp > 0 || f.run.pp > 0 || f.run.dp > 0;
   const int sources = int(!f.events_file.empty()) + int(strategy) + int(f.gpus > 0);
   if (sources != 1) {
@@ -86,13 +96,21 @@ std::vector<Event> wantedEvents(const Flags& f) {
                             "--cluster, --global-batch)",
                 sources == 0 ? "no events to profile" : "more than one event source");
   }
-  if (!f.events_file.empty()) return eventsFromFile(f.events_file);
+  ProfileRequest request;
+  if (!f.events_file.empty()) {
+    request.events = eventsFromFile(f.events_file);
+    return request;
+  }
   if (f.run.model.empty() || f.run.cluster.empty()) {
     EVSIM_THROW(InputError, "{} needs --model and --cluster", strategy ? "--strategy" : "--gpus");
   }
-  ModelConfig model = f.run.loadModel();
-  ClusterConfig cluster = f.run.loadCluster();
-  if (strategy) return eventsForStrategy(model, cluster, f.run.strategy());
+  const ModelConfig& model = request.model.emplace(f.run.loadModel());
+  const ClusterConfig& cluster = request.cluster.emplace(f.run.loadCluster());
+  if (strategy) {
+    request.strategies.push_back(f.run.strategy());
+    request.events = eventsForStrategy(model, cluster, request.strategies.back());
+    return request;
+  }
   Strategy base;
   base.global_batch = f.run.global_batch;
   base.dp_overlap = f.run.dp_overlap;
@@ -101,7 +119,30 @@ std::vector<Event> wantedEvents(const Flags& f) {
   space.gpus = f.gpus;
   space.micro_batches = parseIntList(f.micro_batches, "--micro-batches");
   space.schedules = {parseSchedule(f.run.schedule)};
-  return eventsForGpus(model, cluster, base, space);
+  request.events = eventsForGpus(model, cluster, base, space);
+  for (const Candidate& c : enumerateCandidates(model, cluster, base, space)) {
+    if (!c.violation) request.strategies.push_back(c.strategy);
+  }
+  return request;
+}
+
+// One modeled iteration of the strategies profiled, from the profile just written. The profile is
+// complete on disk by now, so a failure here is reported and costs nothing measured.
+void addModeledCost(const ProfileRequest& request, const std::string& profile_path,
+                    ProfileSummary& summary) {
+  if (request.strategies.empty()) {
+    fmt::print(stderr,
+               "[eventprof] events from a file: the strategies are unknown, so profiling cost is "
+               "not compared with a modeled iteration (profile with --strategy or --gpus for that)\n");
+    return;
+  }
+  try {
+    summary.modeled = modelIterationCost(*request.model, *request.cluster, request.strategies,
+                                         ProfileDb::load(profile_path));
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "[eventprof] could not model an iteration from {}: {}\n", profile_path,
+               e.what());
+  }
 }
 
 // Returns the process exit code. Throws on errors (see main).
@@ -116,7 +157,7 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
     if (world.rank == 0) app.exit(e);
     return e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success) ? 0 : kInputErrorExitCode;
   }
-  std::vector<Event> wanted;
+  ProfileRequest wanted;
   std::string load_error;
   if (world.rank == 0) {
     try {
@@ -153,8 +194,11 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
   options.resume = flags.resume;
   options.intra_node_only = flags.intra_node_only;
   ProfileSession session(world, topo, *backend, options);
-  ProfileSummary summary = session.run(wanted);
-  if (world.rank == 0) printSummary(stderr, summary, flags.output, world.size);
+  ProfileSummary summary = session.run(wanted.events);
+  if (world.rank == 0) {
+    addModeledCost(wanted, flags.output, summary);
+    printSummary(stderr, summary, flags.output, world.size);
+  }
   return 0;
 }
 

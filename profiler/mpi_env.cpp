@@ -1,6 +1,8 @@
 #include "profiler/mpi_env.h"
 
+#include <chrono>
 #include <cstdint>
+#include <thread>
 
 #include "profiler/mpi_check.h"
 
@@ -22,6 +24,17 @@ MpiWorld queryMpiWorld() {
   EVSIM_MPI_CHECK(MPI_Allreduce(&w.rank, &w.host_key, 1, MPI_INT, MPI_MIN, local));
   EVSIM_MPI_CHECK(MPI_Comm_free(&local));
   return w;
+}
+
+void waitQuietly(MPI_Request& request) {
+  // 50 us: well under any event's measurement, long enough that the waiter costs no CPU.
+  constexpr auto kPollInterval = std::chrono::microseconds(50);
+  for (;;) {
+    int done = 0;
+    EVSIM_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    std::this_thread::sleep_for(kPollInterval);
+  }
 }
 
 Topology discoverTopology(const MpiWorld& world, int emulated_ranks_per_node) {

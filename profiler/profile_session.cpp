@@ -178,32 +178,48 @@ ProfileSummary ProfileSession::run(const std::vector<Event>& wanted) {
 
 void ProfileSession::measureCompute(const std::vector<Event>& events, ProfileDb& db,
                                     Progress& progress, size_t& done) {
+  // The ranks that time compute: all of them on GPUs; on a CPU host with more ranks than cores,
+  // only as many as there are cores (the others wait without spinning), so no two timed kernels
+  // share a core.
+  const int timing = world_.local_rank < backend_.computeSlots(world_.local_size) ? 1 : 0;
+  std::vector<int> timing_flags(static_cast<size_t>(world_.size));
+  EVSIM_MPI_CHECK(MPI_Allgather(&timing, 1, MPI_INT, timing_flags.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  std::vector<int> timers;  // world ranks that time compute, ascending
+  for (int r = 0; r < world_.size; ++r) {
+    if (timing_flags[r]) timers.push_back(r);
+  }
   const size_t ranks = static_cast<size_t>(world_.size);
-  // Round r: rank k measures event r * ranks + k, so every device works at once, and rank 0
-  // saves after each round.
-  for (size_t first = 0; first < events.size(); first += ranks) {
-    const size_t in_round = std::min(ranks, events.size() - first);
+  const size_t slots = timers.size();
+  const auto my_slot = std::find(timers.begin(), timers.end(), world_.rank) - timers.begin();
+  // Round r: the k-th timing rank measures event r * slots + k, so every device works at once, and
+  // rank 0 saves after each round.
+  for (size_t first = 0; first < events.size(); first += slots) {
+    const size_t in_round = std::min(slots, events.size() - first);
     progress.starting(done, in_round == 1 ? events[first].signature()
                                           : fmt::format("{} compute events on {} ranks ({}, ...)",
                                                         in_round, in_round, events[first].signature()));
     WireResult mine;
-    const size_t index = first + static_cast<size_t>(world_.rank);
-    if (index < events.size()) {
+    const size_t index = first + static_cast<size_t>(my_slot);
+    if (timing && index < events.size()) {
       auto t0 = std::chrono::steady_clock::now();
       std::vector<double> samples = backend_.timeCompute(events[index], options_.warmup, options_.repeats);
       busy_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       mine = toWire(computeStats(floored(std::move(samples))));
     }
     std::vector<WireResult> all(world_.rank == 0 ? ranks : 0);
-    EVSIM_MPI_CHECK(MPI_Gather(&mine, sizeof(WireResult), MPI_BYTE, all.data(), sizeof(WireResult),
-                               MPI_BYTE, 0, MPI_COMM_WORLD));
+    MPI_Request gather = MPI_REQUEST_NULL;
+    EVSIM_MPI_CHECK(MPI_Igather(&mine, sizeof(WireResult), MPI_BYTE, all.data(), sizeof(WireResult),
+                                MPI_BYTE, 0, MPI_COMM_WORLD, &gather));
+    waitQuietly(gather);
     if (world_.rank == 0) {
       for (size_t k = 0; k < in_round; ++k) {
-        EVSIM_CHECK(all[k].valid == 1, "rank {} sent no result for '{}'", k, events[first + k].signature());
+        const WireResult& result = all[static_cast<size_t>(timers[k])];
+        EVSIM_CHECK(result.valid == 1, "rank {} sent no result for '{}'", timers[k],
+                    events[first + k].signature());
         ProfileRecord record;
         record.event = events[first + k];
         record.signature = record.event.signature();
-        record.time = fromWire(all[k], 1.0);
+        record.time = fromWire(result, 1.0);
         db.put(std::move(record));
       }
       save(db);
@@ -260,7 +276,10 @@ void ProfileSession::measureCommunication(const std::vector<Event>& events, Prof
       EVSIM_MPI_CHECK(MPI_Comm_free(&comm));
     }
     // The group's first rank (its comm rank 0) has the result; rank 0 records it.
-    EVSIM_MPI_CHECK(MPI_Bcast(&result, sizeof(WireResult), MPI_BYTE, plan.ranks.front(), MPI_COMM_WORLD));
+    MPI_Request broadcast = MPI_REQUEST_NULL;
+    EVSIM_MPI_CHECK(MPI_Ibcast(&result, sizeof(WireResult), MPI_BYTE, plan.ranks.front(),
+                               MPI_COMM_WORLD, &broadcast));
+    waitQuietly(broadcast);
     if (world_.rank == 0) {
       EVSIM_CHECK(result.valid == 1, "no result for '{}'", event.signature());
       ProfileRecord record;
@@ -293,9 +312,18 @@ void printSummary(std::FILE* out, const ProfileSummary& s, const std::string& ou
              "measuring (sum over {} ranks; {:.2f} device-seconds held)\n",
              output_path, s.records_in_profile, s.wall_s, s.measuring_device_s, world_size,
              s.wall_s * world_size);
-  if (s.modeled_iteration_device_s) {
-    fmt::print(out, "[eventprof] one modeled iteration of the strategies covered: {:.2f} device-s\n",
-               *s.modeled_iteration_device_s);
+  if (s.modeled && s.modeled->simulated > 0) {
+    const double held_s = s.wall_s * world_size;
+    const double modeled_s = s.modeled->device_s;
+    fmt::print(out,
+               "[eventprof] one modeled iteration of the {} strategies covered: {:.2f} device-s; "
+               "profiling cost {:.1f}% of it held ({:.1f}% measuring)\n",
+               s.modeled->simulated, modeled_s, 100 * held_s / modeled_s,
+               100 * s.measuring_device_s / modeled_s);
+  }
+  if (s.modeled && s.modeled->not_covered > 0) {
+    fmt::print(out, "[eventprof] {} strategies not modeled: the profile lacks some of their events\n",
+               s.modeled->not_covered);
   }
   std::fflush(out);
 }

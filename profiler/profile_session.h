@@ -16,6 +16,7 @@
 #include "events/event.h"
 #include "modeler/profile_db.h"
 #include "profiler/backend.h"
+#include "profiler/modeled_cost.h"
 #include "profiler/mpi_env.h"
 #include "profiler/progress.h"
 #include "profiler/topology.h"
@@ -48,10 +49,9 @@ struct ProfileSummary {
   double wall_s = 0;
   // Profiling cost: the sum over ranks of the time spent inside backend measurement calls.
   double measuring_device_s = 0;
-  // TODO(modeler): device-seconds of one modeled iteration of the strategies covered, so the
-  // summary can say what profiling cost relative to running them (DistSim reports 13%). Stays
-  // empty until the modeler can be called from here.
-  std::optional<double> modeled_iteration_device_s;
+  // One modeled iteration of the strategies covered (set by the caller after run(); empty when
+  // the events came from a file and the strategies are unknown).
+  std::optional<ModeledIterationCost> modeled;
 };
 
 class ProfileSession {
