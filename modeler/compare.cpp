@@ -55,7 +55,8 @@ struct Unmatched {
   }
   std::string describe(const Timeline& has, const Timeline& lacks) const {
     return fmt::format("{}: lacks {} event(s) of {}, first: {}{}", lacks.path, count, has.path,
-                       fmt::join(first, "; "), count > static_cast<int64_t>(first.size()) ? "; ..." : "");
+                       fmt::join(first, "; "),
+                       count > static_cast<int64_t>(first.size()) ? "; ..." : "");
   }
 };
 
@@ -147,7 +148,8 @@ PairComparison compareTimelines(const Timeline& predicted, const Timeline& measu
         current_rank = p->rank;
         rank_events = 0;
       }
-      double d_start = std::abs((p->start_us - predicted.begin_us) - (m->start_us - measured.begin_us));
+      double d_start =
+          std::abs((p->start_us - predicted.begin_us) - (m->start_us - measured.begin_us));
       double d_end = std::abs((p->end_us - predicted.begin_us) - (m->end_us - measured.begin_us));
       rank_sum_us += (d_start + d_end) / 2;
       ++rank_events;
@@ -165,8 +167,10 @@ PairComparison compareTimelines(const Timeline& predicted, const Timeline& measu
   flushRank(current_rank, rank_events);
   if (missing_in_measured.count > 0 || missing_in_predicted.count > 0) {
     std::vector<std::string> parts;
-    if (missing_in_measured.count > 0) parts.push_back(missing_in_measured.describe(predicted, measured));
-    if (missing_in_predicted.count > 0) parts.push_back(missing_in_predicted.describe(measured, predicted));
+    if (missing_in_measured.count > 0)
+      parts.push_back(missing_in_measured.describe(predicted, measured));
+    if (missing_in_predicted.count > 0)
+      parts.push_back(missing_in_predicted.describe(measured, predicted));
     EVSIM_THROW(InputError, "{} (the files describe different runs)", fmt::join(parts, " | "));
   }
 
@@ -188,8 +192,8 @@ PairComparison compareTimelines(const Timeline& predicted, const Timeline& measu
     for (const auto& [key, span] : *pair) {
       if (other.count(key) == 0) {
         const Timeline& lacks = pair == &p_tasks ? measured : predicted;
-        EVSIM_THROW(InputError, "{}: no stage {} {} micro-batch {} task, which {} has",
-                    lacks.path, std::get<0>(key), std::get<1>(key) == 0 ? "forward" : "backward",
+        EVSIM_THROW(InputError, "{}: no stage {} {} micro-batch {} task, which {} has", lacks.path,
+                    std::get<0>(key), std::get<1>(key) == 0 ? "forward" : "backward",
                     std::get<2>(key), pair == &p_tasks ? predicted.path : measured.path);
       }
     }
@@ -243,13 +247,15 @@ RankingComparison compareRankings(const std::vector<double>& predicted_us,
       if (dp == 0) ++ties_pred;
       if (dm == 0) ++ties_meas;
       if (dp == 0 || dm == 0) continue;
-      if ((dp > 0) == (dm > 0)) ++concordant;
-      else ++discordant;
+      if ((dp > 0) == (dm > 0))
+        ++concordant;
+      else
+        ++discordant;
     }
   }
   r.preserved = discordant == 0;
-  double denominator = std::sqrt(static_cast<double>(pairs - ties_pred) *
-                                 static_cast<double>(pairs - ties_meas));
+  double denominator =
+      std::sqrt(static_cast<double>(pairs - ties_pred) * static_cast<double>(pairs - ties_meas));
   if (denominator > 0) r.kendall_tau = static_cast<double>(concordant - discordant) / denominator;
   return r;
 }

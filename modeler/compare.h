@@ -74,7 +74,7 @@ struct RankingComparison {
   // No pair of strategies ordered one way by the prediction and the other way by the measurement
   // (equal times on either side do not count against it).
   bool preserved = true;
-  std::optional<double> kendall_tau;  // tau-b; absent with fewer than 2 entries or all ties
+  std::optional<double> kendall_tau;    // tau-b; absent with fewer than 2 entries or all ties
   std::vector<size_t> predicted_order;  // indices, fastest first
   std::vector<size_t> measured_order;
 };

@@ -16,9 +16,23 @@ namespace {
 
 constexpr size_t kColumnCount = 13;
 constexpr std::array<std::string_view, kColumnCount> kColumns = {
-    "rank",     "tp",    "pp", "dp",    "stream", "event",     "start_us",
-    "dur_us", "micro_batch", "phase", "op",     "layer", "provenance"};
-enum Column { kRank, kTp, kPp, kDp, kStream, kEvent, kStart, kDur, kMicroBatch, kPhase, kOp, kLayer, kProvenance };
+    "rank",   "tp",          "pp",    "dp", "stream", "event",     "start_us",
+    "dur_us", "micro_batch", "phase", "op", "layer",  "provenance"};
+enum Column {
+  kRank,
+  kTp,
+  kPp,
+  kDp,
+  kStream,
+  kEvent,
+  kStart,
+  kDur,
+  kMicroBatch,
+  kPhase,
+  kOp,
+  kLayer,
+  kProvenance
+};
 
 struct Coord {
   int32_t tp, pp, dp;
@@ -32,8 +46,8 @@ size_t splitFields(std::string_view line, std::array<std::string_view, kColumnCo
   size_t begin = 0;
   while (true) {
     size_t comma = line.find(',', begin);
-    std::string_view field = line.substr(begin, comma == std::string_view::npos ? line.size() - begin
-                                                                                : comma - begin);
+    std::string_view field =
+        line.substr(begin, comma == std::string_view::npos ? line.size() - begin : comma - begin);
     if (count == kColumnCount) return count + 1;
     fields[count++] = field;
     if (comma == std::string_view::npos) return count;
@@ -136,7 +150,8 @@ Timeline readTimelineCsv(std::istream& in, const std::string& path, NameTable& n
   auto stripCr = [&line] {
     if (!line.empty() && line.back() == '\r') line.pop_back();
   };
-  if (!std::getline(in, line)) EVSIM_THROW(InputError, "{}: empty file (expected the header '{}')", path, kTimelineCsvHeader);
+  if (!std::getline(in, line))
+    EVSIM_THROW(InputError, "{}: empty file (expected the header '{}')", path, kTimelineCsvHeader);
   ++line_number;
   stripCr();
   if (line != kTimelineCsvHeader) {

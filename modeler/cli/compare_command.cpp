@@ -1,7 +1,6 @@
 #include "modeler/cli/compare_command.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -87,7 +87,8 @@ std::string targetCheck(const PairComparison& c) {
 // Stage x micro-batch table: one row per stage and phase, cells "start/finish" in %.
 void printStageTable(const PairComparison& c) {
   int32_t micro_batches = 0;
-  for (const StageTaskError& t : c.tasks) micro_batches = std::max(micro_batches, t.micro_batch + 1);
+  for (const StageTaskError& t : c.tasks)
+    micro_batches = std::max(micro_batches, t.micro_batch + 1);
   int32_t shown = std::min(micro_batches, kMaxTableMicroBatches);
   std::map<std::pair<int32_t, int>, std::vector<std::string>> rows;
   for (const StageTaskError& t : c.tasks) {
@@ -119,17 +120,19 @@ void printPair(const PairResult& r) {
              c.iteration_error_pct);
   fmt::print("  device activity   max {:.2f}% (rank {}), mean {:.2f}%\n", c.device_error_pct_max,
              c.device_error_max_rank, c.device_error_pct_mean);
-  fmt::print("  stage tasks       start max {:.2f}% mean {:.2f}%, finish max {:.2f}% mean {:.2f}%\n",
-             c.start_error_pct.max, c.start_error_pct.mean, c.finish_error_pct.max,
-             c.finish_error_pct.mean);
+  fmt::print(
+      "  stage tasks       start max {:.2f}% mean {:.2f}%, finish max {:.2f}% mean {:.2f}%\n",
+      c.start_error_pct.max, c.start_error_pct.mean, c.finish_error_pct.max,
+      c.finish_error_pct.mean);
   if (!c.tasks.empty()) printStageTable(c);
   fmt::print("\n");
 }
 
 void printSummary(const std::vector<PairResult>& results) {
-  fmt::print("{:<16} {:>10} {:>10} {:>9} {:>18} {:>10}  target |iter|,activity <= {:.0f}%,{:.0f}%\n",
-             "label", "pred ms", "meas ms", "iter err", "activity max", "stage max",
-             kIterationTargetPct, kActivityTargetPct);
+  fmt::print(
+      "{:<16} {:>10} {:>10} {:>9} {:>18} {:>10}  target |iter|,activity <= {:.0f}%,{:.0f}%\n",
+      "label", "pred ms", "meas ms", "iter err", "activity max", "stage max", kIterationTargetPct,
+      kActivityTargetPct);
   for (const PairResult& r : results) {
     const PairComparison& c = r.c;
     fmt::print("{:<16} {:>10.3f} {:>10.3f} {:>+8.2f}% {:>18} {:>9.2f}%  {}\n", r.label,
@@ -149,7 +152,8 @@ std::vector<std::string> orderedLabels(const std::vector<PairResult>& results,
 
 void run(const CompareArgs& args) {
   if (args.predicted.size() != args.measured.size()) {
-    EVSIM_THROW(InputError, "--predicted given {} times but --measured {} times; they pair up in order",
+    EVSIM_THROW(InputError,
+                "--predicted given {} times but --measured {} times; they pair up in order",
                 args.predicted.size(), args.measured.size());
   }
   if (!args.labels.empty() && args.labels.size() != args.predicted.size()) {
@@ -194,7 +198,8 @@ void run(const CompareArgs& args) {
       out["iteration_time_error_pct_max_abs"] = worst_iteration;
       out["device_activity_error_pct_max"] = worst_activity;
       out["ranking_preserved"] = ranking.preserved;
-      out["kendall_tau"] = ranking.kendall_tau ? nlohmann::json(*ranking.kendall_tau) : nlohmann::json();
+      out["kendall_tau"] =
+          ranking.kendall_tau ? nlohmann::json(*ranking.kendall_tau) : nlohmann::json();
       out["predicted_ranking"] = orderedLabels(results, ranking.predicted_order);
       out["measured_ranking"] = orderedLabels(results, ranking.measured_order);
     }
@@ -204,12 +209,13 @@ void run(const CompareArgs& args) {
   for (const PairResult& r : results) printPair(r);
   printSummary(results);
   if (is_set) {
-    fmt::print("\nranking (fastest first)\n  predicted: {}\n  measured:  {}\n  preserved: {}, "
-               "Kendall's tau {}\n",
-               fmt::join(orderedLabels(results, ranking.predicted_order), " < "),
-               fmt::join(orderedLabels(results, ranking.measured_order), " < "),
-               ranking.preserved ? "yes" : "no",
-               ranking.kendall_tau ? fmt::format("{:.3f}", *ranking.kendall_tau) : "undefined (ties)");
+    fmt::print(
+        "\nranking (fastest first)\n  predicted: {}\n  measured:  {}\n  preserved: {}, "
+        "Kendall's tau {}\n",
+        fmt::join(orderedLabels(results, ranking.predicted_order), " < "),
+        fmt::join(orderedLabels(results, ranking.measured_order), " < "),
+        ranking.preserved ? "yes" : "no",
+        ranking.kendall_tau ? fmt::format("{:.3f}", *ranking.kendall_tau) : "undefined (ties)");
   }
 }
 

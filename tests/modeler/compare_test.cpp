@@ -177,11 +177,13 @@ TEST(CompareTest, StageTasksSpanTheStageRanks) {
 // A measured clock that starts at 1e6 us: times count from each file's own first start.
 TEST(CompareTest, TimesAreRelativeToEachFilesStart) {
   NameTable names;
-  Timeline p = readText(kHeader + "0,0,0,0,compute,g,0,10,0,forward,gemm,0,estimated\n"
-                                  "0,0,0,0,compute,g,10,10,0,backward,gemm,0,estimated\n",
+  Timeline p = readText(kHeader +
+                            "0,0,0,0,compute,g,0,10,0,forward,gemm,0,estimated\n"
+                            "0,0,0,0,compute,g,10,10,0,backward,gemm,0,estimated\n",
                         names);
-  Timeline m = readText(kHeader + "0,0,0,0,compute,g,1000000,10,0,forward,gemm,0,measured\n"
-                                  "0,0,0,0,compute,g,1000010,10,0,backward,gemm,0,measured\n",
+  Timeline m = readText(kHeader +
+                            "0,0,0,0,compute,g,1000000,10,0,forward,gemm,0,measured\n"
+                            "0,0,0,0,compute,g,1000010,10,0,backward,gemm,0,measured\n",
                         names);
   PairComparison c = compareTimelines(p, m, names);
   EXPECT_NEAR(c.iteration_error_pct, 0, kTol);
@@ -202,7 +204,8 @@ std::string readError(const std::string& text) {
 TEST(TimelineCsvTest, RejectsMalformedInputNamingFileLineAndColumn) {
   const std::string ok = "0,0,0,0,compute,g,0,10,0,forward,gemm,0,estimated\n";
   EXPECT_NE(readError("").find("x.csv: empty file"), std::string::npos);
-  EXPECT_NE(readError("rank,tp\n" + ok).find("x.csv:1: header 'rank,tp' is not"), std::string::npos);
+  EXPECT_NE(readError("rank,tp\n" + ok).find("x.csv:1: header 'rank,tp' is not"),
+            std::string::npos);
   EXPECT_NE(readError(kHeader).find("x.csv: no events"), std::string::npos);
   EXPECT_NE(readError(kHeader + ok + "0,0,0,0,compute,g,0,10,0,forward,gemm,0\n")
                 .find("x.csv:3: 12 columns, expected 13"),
@@ -234,8 +237,9 @@ TEST(TimelineCsvTest, RejectsMalformedInputNamingFileLineAndColumn) {
   EXPECT_NE(readError(kHeader + "0,0,0,0,compute,g,0,1,0,forward,gemm,tail,e\n")
                 .find("column 'layer' = 'tail'"),
             std::string::npos);
-  EXPECT_NE(readError(kHeader + "0,0,0,0,compute,g,0,1,0,forward,,0,e\n").find("column 'op' = '': empty"),
-            std::string::npos);
+  EXPECT_NE(
+      readError(kHeader + "0,0,0,0,compute,g,0,1,0,forward,,0,e\n").find("column 'op' = '': empty"),
+      std::string::npos);
   EXPECT_NE(readError(kHeader + ok + "0,0,1,0,compute,g,0,1,0,forward,gemm,0,e\n")
                 .find("x.csv:3: rank 0 is at tp 0 pp 1 dp 0 here but at tp 0 pp 0 dp 0 earlier"),
             std::string::npos);
@@ -243,10 +247,11 @@ TEST(TimelineCsvTest, RejectsMalformedInputNamingFileLineAndColumn) {
 
 TEST(TimelineCsvTest, ReadsCrlfEmbeddingAndHeadLayers) {
   NameTable names;
-  Timeline t = readText(std::string(kTimelineCsvHeader) + "\r\n" +
-                            "2,1,0,0,tp-comm,ar,5.5,2.25,-1,grad-sync,grad_allreduce,embedding,m\r\n"
-                            "2,1,0,0,dp-comm,ar,1.5,1,3,backward,x,head,m\r\n",
-                        names);
+  Timeline t =
+      readText(std::string(kTimelineCsvHeader) + "\r\n" +
+                   "2,1,0,0,tp-comm,ar,5.5,2.25,-1,grad-sync,grad_allreduce,embedding,m\r\n"
+                   "2,1,0,0,dp-comm,ar,1.5,1,3,backward,x,head,m\r\n",
+               names);
   ASSERT_EQ(t.rows.size(), 2u);
   EXPECT_EQ(t.rows[0].layer, kEmbeddingLayer);
   EXPECT_EQ(t.rows[0].stream, Stream::kTpComm);
