@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "modeler/cli/compare_command.h"
 #include "modeler/cli/events_command.h"
 #include "modeler/cli/search_command.h"
 #include "modeler/cli/simulate_command.h"
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   evsim::registerEventsCommand(app);
   evsim::registerSimulateCommand(app);
   evsim::registerSearchCommand(app);
+  evsim::registerCompareCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
