@@ -27,7 +27,7 @@ struct StageTask {
   int chunk = 0;  // which of the device's model chunks (0 unless interleaved)
 };
 
-// `virtual_stages` (v) must be 1 for GPipe and DAPPLE, >= 1 for kInterleaved (v = 1 gives 1F1B).
+// `virtual_stages` (v) must be 1 for GPipe and DAPPLE; kInterleaved needs m % P == 0.
 std::vector<StageTask> stageTaskOrder(Schedule schedule, int stage, int stages,
                                       int64_t micro_batches, int virtual_stages = 1);
 
