@@ -197,8 +197,8 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
     PipelineClass pipeline;
     for (int k = 0; k + 1 < K; ++k) {
       Placement pair = layout.worstStagePair(d, k % P, (k + 1) % P);
-      int event = table.intern(makeCommunication(EventKind::kP2P, plan.stages[k].activation_bytes_out,
-                                                 pair, dtype));
+      int event = table.intern(
+          makeCommunication(EventKind::kP2P, plan.stages[k].activation_bytes_out, pair, dtype));
       pipeline.forward_p2p.push_back(event);
       pipeline.backward_p2p.push_back(event);  // the gradient has the activation's shape
     }
@@ -219,7 +219,7 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
   for (const PipelineClass& pipeline : plan.pipelines) {
     const int64_t transfers = m * M * static_cast<int64_t>(pipeline.replicas.size());
     for (int k = 0; k + 1 < K; ++k) {
-      table.addCount(pipeline.forward_p2p[k], 2 * transfers);   // send + receive
+      table.addCount(pipeline.forward_p2p[k], 2 * transfers);  // send + receive
       table.addCount(pipeline.backward_p2p[k], 2 * transfers);
     }
   }

@@ -78,8 +78,8 @@ struct IterationPlan {
   int64_t op_executions = 0;  // sum of all event counts
 
   RankLayout layout() const { return RankLayout(strategy, cluster.gpus_per_node); }
-  int deviceStages() const { return strategy.pp; }                       // P
-  int virtualStages() const { return static_cast<int>(stages.size()); }  // P*v
+  int deviceStages() const { return strategy.pp; }                          // P
+  int virtualStages() const { return static_cast<int>(stages.size()); }     // P*v
   int chunksPerDevice() const { return virtualStages() / deviceStages(); }  // v
   // Virtual stage of chunk `chunk` of device stage `device_stage`: chunk * P + device_stage.
   int virtualStageOf(int device_stage, int chunk) const {

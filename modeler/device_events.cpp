@@ -22,8 +22,8 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpInstance& op = ops[i];
       visit(DeviceEvent{op.stream, task.task.phase, op.name, op.event, op.layer,
-                        task.task.micro_batch, task.run.start_us + starts[i],
-                        sim.costUs(op.event), task.task.chunk});
+                        task.task.micro_batch, task.run.start_us + starts[i], sim.costUs(op.event),
+                        task.task.chunk});
     }
     int send_event = -1;
     if (forward && k < last_stage) send_event = links.forward_p2p[k];

@@ -23,7 +23,7 @@ struct DeviceEvent {
   int micro_batch = -1;   // -1 outside micro-batch tasks
   double start_us = 0;
   double duration_us = 0;
-  int chunk = 0;          // the device's model chunk (0 unless interleaved)
+  int chunk = 0;  // the device's model chunk (0 unless interleaved)
 };
 
 // Calls `visit` for every event of `rank`, task by task.

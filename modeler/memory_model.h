@@ -1,5 +1,5 @@
 #pragma once
-// Peak memory of one device of each pipeline (device) stage for one training iteration, so that `eventsim
+// Peak memory of one device of each pipeline stage for one training iteration, so that `eventsim
 // search` can rule out strategies that would not fit and `eventsim simulate` can report it.
 //
 // Model states (Megatron-LM megatron/training/theoretical_memory_usage.py, without the distributed
@@ -25,10 +25,10 @@
 //                kept for the cross-entropy backward, 4*s*b*V/t (V the padded vocabulary).
 // All activations are multiplied by the micro-batches in flight on the stage, the most forwards done
 // whose backward has not run (GPipe: m; DAPPLE/1F1B: min(P - s, m)), as the schedule gives them.
-// With the interleaved schedule a device holds v chunks: its activations are the peak, along its
-// task order, of the chunk activations held (each forward adds its chunk's bytes, each backward
-// frees them). Device 0 holds up to v*P + P - 1 chunk activations, Megatron's factor
-// (1 + (P-1)/(P*v)) times P micro-batches of all its layers.
+// With the interleaved schedule (stages are device stages) a device holds v chunks: its
+// activations are the peak, along its task order, of the chunk activations held (each forward adds
+// its chunk's bytes, each backward frees them). Device 0 holds up to v*P + P - 1 chunk
+// activations: Megatron's factor (1 + (P-1)/(P*v)) times P micro-batches of all its layers.
 // Temporary buffers (workspace, the backward of one op, communication buffers) and allocator
 // fragmentation are not modelled: the headroom fraction of device memory is set aside for them.
 

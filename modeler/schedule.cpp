@@ -43,8 +43,7 @@ std::vector<StageTask> stageTaskOrder(Schedule schedule, int stage, int stages,
                 stages);
     return interleavedOrder(stage, stages, m, virtual_stages);
   }
-  EVSIM_CHECK(virtual_stages == 1, "{} schedule with v={}", scheduleName(schedule),
-              virtual_stages);
+  EVSIM_CHECK(virtual_stages == 1, "{} schedule with v={}", scheduleName(schedule), virtual_stages);
   std::vector<StageTask> order;
   order.reserve(2 * static_cast<size_t>(m));
   if (schedule == Schedule::kGpipe) {
@@ -75,8 +74,8 @@ int64_t peakActivationBytes(const std::vector<StageTask>& order,
                             const std::vector<int64_t>& chunk_bytes) {
   int64_t held = 0, peak = 0;
   for (const StageTask& t : order) {
-    EVSIM_CHECK(t.chunk >= 0 && t.chunk < static_cast<int>(chunk_bytes.size()),
-                "chunk {} of {}", t.chunk, chunk_bytes.size());
+    EVSIM_CHECK(t.chunk >= 0 && t.chunk < static_cast<int>(chunk_bytes.size()), "chunk {} of {}",
+                t.chunk, chunk_bytes.size());
     held += t.phase == Phase::kForward ? chunk_bytes[t.chunk] : -chunk_bytes[t.chunk];
     peak = std::max(peak, held);
   }

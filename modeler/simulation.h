@@ -37,7 +37,7 @@ struct DeviceMetrics {
 // Per device stage (pp coordinate), over all its chunks.
 struct StageSummary {
   int stage = 0;
-  int num_layers = 0;  // sum over the device's chunks
+  int num_layers = 0;    // sum over the device's chunks
   DeviceMetrics device;  // averaged over the stage's pipeline classes
   int peak_activations = 0;
 };

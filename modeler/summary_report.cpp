@@ -104,9 +104,9 @@ std::string summaryText(const Simulation& sim) {
                      formatBytes(static_cast<double>(memory.capacity_bytes)),
                      formatBytes(static_cast<double>(memory.usable_bytes)), 100 * memory.headroom,
                      memory.fits() ? "" : " -- OOM: would not fit");
-  out += fmt::format("  devices            {} ({} simulated: {} stage(s) x {} pipeline class(es))\n",
-                     st.gpus(), p.pipelines.size() * p.deviceStages(), p.deviceStages(),
-                     p.pipelines.size());
+  out += fmt::format(
+      "  devices            {} ({} simulated: {} stage(s) x {} pipeline class(es))\n", st.gpus(),
+      p.pipelines.size() * p.deviceStages(), p.deviceStages(), p.pipelines.size());
   out += fmt::format("\n  per device (ms)    {:>11} {:>11} {:>11} {:>11} {:>11} {:>10} {:>9}\n",
                      "compute", "tp-comm", "pp-comm", "dp-exposed", "idle", "util", "bubble");
   out += deviceRow("min", s.min_device);

@@ -125,7 +125,8 @@ IterationTimeline computeTimeline(const TimingInput& input) {
         }
       } else if (cost.grad_allreduce_us > 0) {
         double ready = 0;
-        for (const PipelineTimeline& p : out.pipelines) ready = std::max(ready, p.stages[s].pipeline_end_us);
+        for (const PipelineTimeline& p : out.pipelines)
+          ready = std::max(ready, p.stages[s].pipeline_end_us);
         Interval i{std::max(stream_free, ready), 0};
         i.end_us = i.start_us + cost.grad_allreduce_us;
         stream_free = i.end_us;

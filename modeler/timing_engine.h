@@ -47,8 +47,8 @@ struct PipelineCost {
 struct TimingInput {
   Schedule schedule = Schedule::kDapple;
   int64_t micro_batches = 1;
-  int virtual_stages = 1;         // v; > 1 only with Schedule::kInterleaved
-  std::vector<StageCost> stages;  // per virtual stage, K = P*v
+  int virtual_stages = 1;               // v; > 1 only with Schedule::kInterleaved
+  std::vector<StageCost> stages;        // per virtual stage, K = P*v
   std::vector<PipelineCost> pipelines;  // at least one
   bool dp_overlap = false;
 };

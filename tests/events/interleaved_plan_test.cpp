@@ -30,8 +30,8 @@ Placement placement(int group, int nodes, int rpn) { return Placement{group, nod
 
 TEST(InterleavedPlan, ChunksMapToDeviceStagesAndCoverEveryBlockOnce) {
   // 1M2P1D, v = 3: 6 chunks over 12 blocks. Chunk k on device k % 2 as its chunk k / 2.
-  IterationPlan plan = buildIterationPlan(tiny(12), test::cluster(8),
-                                          interleaved("1M2P1D", 1, 4, 3));
+  IterationPlan plan =
+      buildIterationPlan(tiny(12), test::cluster(8), interleaved("1M2P1D", 1, 4, 3));
   ASSERT_EQ(plan.virtualStages(), 6);
   EXPECT_EQ(plan.deviceStages(), 2);
   EXPECT_EQ(plan.chunksPerDevice(), 3);
@@ -47,8 +47,8 @@ TEST(InterleavedPlan, ChunksMapToDeviceStagesAndCoverEveryBlockOnce) {
     EXPECT_EQ(s.has_embedding, k == 0);
     EXPECT_EQ(s.has_head, k == 5);
     EXPECT_EQ(s.activation_bytes_out, k < 5 ? 32 * 64 * 2 : 0);  // T*h fp16 to the next chunk
-    EXPECT_EQ(s.optimizer.size(), 1u);                            // its own Adam step
-    EXPECT_EQ(s.dp_allreduce, -1);                                // D = 1
+    EXPECT_EQ(s.optimizer.size(), 1u);                           // its own Adam step
+    EXPECT_EQ(s.dp_allreduce, -1);                               // D = 1
     EXPECT_EQ(plan.virtualStageOf(k % 2, k / 2), k);
   }
   EXPECT_EQ(next, 12);
@@ -60,7 +60,8 @@ TEST(InterleavedPlan, ChunksMapToDeviceStagesAndCoverEveryBlockOnce) {
 }
 
 TEST(InterleavedPlan, OneChunkPerDeviceIsTheDapplePlan) {
-  IterationPlan plan = buildIterationPlan(tiny(4), test::cluster(8), test::strategy("1M2P1D", 1, 4));
+  IterationPlan plan =
+      buildIterationPlan(tiny(4), test::cluster(8), test::strategy("1M2P1D", 1, 4));
   ASSERT_EQ(plan.virtualStages(), 2);
   EXPECT_EQ(plan.chunksPerDevice(), 1);
   for (int k = 0; k < 2; ++k) {
@@ -111,7 +112,8 @@ TEST(InterleavedPlan, WrapBoundaryUsesThePlacementOfTheLastAndFirstDeviceStages)
   // 1M4P1D on nodes of 2 GPUs: device stage s is rank s, on node s / 2. v = 2: 8 chunks, 7
   // boundaries between device stages 0-1 (intra), 1-2 (inter), 2-3 (intra), 3-0 (wrap: inter),
   // 0-1, 1-2, 2-3.
-  IterationPlan plan = buildIterationPlan(tiny(8), test::cluster(2), interleaved("1M4P1D", 1, 4, 2));
+  IterationPlan plan =
+      buildIterationPlan(tiny(8), test::cluster(2), interleaved("1M4P1D", 1, 4, 2));
   ASSERT_EQ(plan.pipelines.size(), 1u);
   const PipelineClass& p = plan.pipelines[0];
   ASSERT_EQ(p.forward_p2p.size(), 7u);

@@ -70,7 +70,8 @@ std::vector<EventCost> blockOnlyOnes(const IterationPlan& p) {
   }
   std::vector<EventCost> out;
   for (int e = 0; e < p.events.size(); ++e) {
-    out.push_back(EventCost{in_block.count(e) && !outside.count(e) ? 1.0 : 0.0, Provenance::kMeasured});
+    out.push_back(
+        EventCost{in_block.count(e) && !outside.count(e) ? 1.0 : 0.0, Provenance::kMeasured});
   }
   return out;
 }
@@ -79,7 +80,8 @@ std::vector<EventCost> blockOnlyOnes(const IterationPlan& p) {
 // each device busy m*v*24 = 192 us, bubble 24/216 = 1/9. DAPPLE on the same 4 blocks (2 per
 // stage, f = 18, b = 30): (m + P - 1)(f + b) = 5 * 48 = 240 us.
 TEST(InterleavedSimulation, BalancedChunksClosedForm) {
-  Simulation dapple = simulate(plan(Schedule::kDapple, 1, 4), blockOnlyOnes(plan(Schedule::kDapple, 1, 4)));
+  Simulation dapple =
+      simulate(plan(Schedule::kDapple, 1, 4), blockOnlyOnes(plan(Schedule::kDapple, 1, 4)));
   EXPECT_DOUBLE_EQ(dapple.summary.iteration_us, 240);
 
   IterationPlan p = plan(Schedule::kInterleaved, 2, 4);
@@ -117,7 +119,9 @@ TEST(InterleavedSimulation, RankEventsCarryTheirChunksLayers) {
     if (e.stream == Stream::kPpComm) {
       ++sends;
       activation_sends += e.phase == Phase::kForward;
-      if (e.phase == Phase::kForward) EXPECT_EQ(e.chunk, 0);
+      if (e.phase == Phase::kForward) {
+        EXPECT_EQ(e.chunk, 0);
+      }
     }
     if (e.phase == Phase::kOptimizer) {
       ++adam;

@@ -75,8 +75,8 @@ TEST(InterleavedSchedule, EveryTaskOnceAndForwardBeforeBackward) {
             if (t.phase == Phase::kBackward) {
               EXPECT_TRUE(seen.count({0, t.micro_batch, t.chunk}));
             }
-            EXPECT_TRUE(seen.insert({t.phase == Phase::kForward ? 0 : 1, t.micro_batch, t.chunk})
-                            .second);
+            EXPECT_TRUE(
+                seen.insert({t.phase == Phase::kForward ? 0 : 1, t.micro_batch, t.chunk}).second);
           }
           EXPECT_EQ(seen.size(), static_cast<size_t>(2 * m * v));
         }
@@ -100,7 +100,8 @@ TEST(InterleavedSchedule, FirstDeviceHoldsMegatronsFactorOfActivations) {
     int64_t m;
     int64_t chunks;
   };
-  for (const Case& c : {Case{2, 2, 4, 5}, Case{4, 2, 8, 11}, Case{4, 3, 8, 15}, Case{4, 2, 16, 11}}) {
+  for (const Case& c :
+       {Case{2, 2, 4, 5}, Case{4, 2, 8, 11}, Case{4, 3, 8, 15}, Case{4, 2, 16, 11}}) {
     SCOPED_TRACE(::testing::Message() << "P=" << c.P << " v=" << c.v << " m=" << c.m);
     std::vector<StageTask> order = stageTaskOrder(Schedule::kInterleaved, 0, c.P, c.m, c.v);
     EXPECT_EQ(peakActivationsInFlight(order), c.chunks);
@@ -120,8 +121,8 @@ TimingInput interleavedInput(int P, int v, int64_t m, double chunk_f, double chu
   in.virtual_stages = v;
   in.micro_batches = m;
   in.stages.assign(P * v, StageCost{chunk_f, chunk_b, 0, {}, 0});
-  in.pipelines.push_back(PipelineCost{std::vector<double>(P * v - 1, 0.0),
-                                      std::vector<double>(P * v - 1, 0.0)});
+  in.pipelines.push_back(
+      PipelineCost{std::vector<double>(P * v - 1, 0.0), std::vector<double>(P * v - 1, 0.0)});
   return in;
 }
 
@@ -139,8 +140,8 @@ TEST(InterleavedTiming, UniformChunksClosedForm) {
     int64_t m;
     double iteration;
   };
-  for (const Case& c : {Case{2, 2, 4, 27}, Case{4, 2, 8, 57}, Case{4, 3, 8, 81},
-                        Case{2, 3, 4, 39}}) {
+  for (const Case& c :
+       {Case{2, 2, 4, 27}, Case{4, 2, 8, 57}, Case{4, 3, 8, 81}, Case{2, 3, 4, 39}}) {
     SCOPED_TRACE(::testing::Message() << "P=" << c.P << " v=" << c.v << " m=" << c.m);
     // Chunk costs 1 and 2 whatever v: f = v, b = 2v.
     const double f = c.v, b = 2.0 * c.v;
@@ -235,7 +236,8 @@ TEST(InterleavedTiming, HandWorkedTimelineWithSendsAndDataParallel) {
   EXPECT_DOUBLE_EQ(p.stages[0].pipeline_end_us, 17.5);
   EXPECT_DOUBLE_EQ(p.stages[1].pipeline_end_us, 15.5);
   EXPECT_DOUBLE_EQ(p.flush_us, 17.5);
-  // Busy: device 0 runs 4*1 + 4*2 = 12 and sends 4*0.5 + 2*0.25 = 2.5; device 1 12 + 2*0.5 + 4*0.25.
+  // Busy: device 0 runs 4*1 + 4*2 = 12 and sends 4*0.5 + 2*0.25 = 2.5; device 1 12 + 2*0.5 +
+  // 4*0.25.
   EXPECT_DOUBLE_EQ(p.stages[0].busy_in_pipeline_us, 14.5);
   EXPECT_DOUBLE_EQ(p.stages[1].busy_in_pipeline_us, 14);
   ASSERT_EQ(p.stages[0].grad_sync.size(), 2u);
