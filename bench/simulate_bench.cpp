@@ -54,6 +54,18 @@ void BM_Gpt3_8M16P16D_Summary(benchmark::State& state) {
 }
 BENCHMARK(BM_Gpt3_8M16P16D_Summary)->Unit(benchmark::kMillisecond);
 
+// The same with Megatron's interleaved 1F1B, v = 3 chunks per device (48 chunks of 2 layers):
+// 3x the tasks and P2P boundaries of the DAPPLE case.
+void BM_Gpt3_8M16P16D_Interleaved_V3(benchmark::State& state) {
+  Strategy s = strategy(8, 16, 16, 1, 1536, Schedule::kInterleaved);
+  s.virtual_stages = 3;
+  for (auto _ : state) {
+    Simulation sim = runOnce(gpt3(), s);
+    benchmark::DoNotOptimize(sim.summary.iteration_us);
+  }
+}
+BENCHMARK(BM_Gpt3_8M16P16D_Interleaved_V3)->Unit(benchmark::kMillisecond);
+
 // Growth with D at fixed M, P (GPUs = 8*16*D): should be flat.
 void BM_Gpt3_ScaleD(benchmark::State& state) {
   int dp = static_cast<int>(state.range(0));

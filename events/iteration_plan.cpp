@@ -74,6 +74,14 @@ void buildBuckets(StagePlan& stage, const std::map<int, int64_t>& layer_params, 
 
 }  // namespace
 
+std::vector<int> IterationPlan::deviceChunks(int device_stage) const {
+  EVSIM_CHECK(device_stage >= 0 && device_stage < deviceStages(), "device stage {} of {}",
+              device_stage, deviceStages());
+  std::vector<int> out;
+  for (int c = 0; c < chunksPerDevice(); ++c) out.push_back(virtualStageOf(device_stage, c));
+  return out;
+}
+
 int IterationPlan::pipelineOf(int dp) const {
   for (size_t c = 0; c < pipelines.size(); ++c) {
     for (int r : pipelines[c].replicas) {
@@ -87,7 +95,9 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
                                  const Strategy& strategy) {
   validateStrategy(model, cluster, strategy);
   // TODO(issue 6): parsed and validated, not yet built into op lists; refuse rather than ignore.
-  if (!strategy.techniques().empty()) {
+  // (The interleaved schedule is built: chunks below.)
+  if (strategy.recompute != Recompute::kNone || strategy.sequence_parallel ||
+      strategy.zero_stage != 0) {
     EVSIM_THROW(InputError, "{}{}: not supported yet", strategy.name(), strategy.techniques());
   }
   IterationPlan plan;
@@ -98,6 +108,9 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
   plan.padded_vocab = model.paddedVocab(strategy.tp);
 
   const int M = strategy.tp, P = strategy.pp, D = strategy.dp;
+  // Model chunks: P*v virtual stages, chunk k on device stage k % P (v = 1: the P stages).
+  const int v = strategy.schedule == Schedule::kInterleaved ? strategy.virtual_stages : 1;
+  const int K = P * v;
   const int64_t m = plan.micro_batches;
   const RankLayout layout = plan.layout();
   const DType dtype = model.dtype;
@@ -115,19 +128,21 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
   shape.dtype = dtype;
   shape.tp_group = layout.worstTpGroup(0);  // stages are balanced by FLOPs; placement is moot there
 
-  std::vector<int> first_layer = balancedStages(model, shape, P, embedding_streams);
+  std::vector<int> first_layer = balancedStages(model, shape, K, embedding_streams);
   EventTable& table = plan.events;
 
-  for (int s = 0; s < P; ++s) {
+  for (int k = 0; k < K; ++k) {
     StagePlan stage;
-    stage.stage = s;
-    stage.first_layer = first_layer[s];
-    int end_layer = s + 1 < P ? first_layer[s + 1] : static_cast<int>(model.numLayers());
+    stage.stage = k;
+    stage.device_stage = k % P;
+    stage.chunk = k / P;
+    stage.first_layer = first_layer[k];
+    int end_layer = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model.numLayers());
     stage.num_layers = end_layer - stage.first_layer;
-    stage.has_embedding = s == 0;
-    stage.has_head = s == P - 1;
-    stage.tp_group = layout.worstTpGroup(s);
-    stage.dp_group = layout.worstDpGroup(s);
+    stage.has_embedding = k == 0;
+    stage.has_head = k == K - 1;
+    stage.tp_group = layout.worstTpGroup(stage.device_stage);
+    stage.dp_group = layout.worstDpGroup(stage.device_stage);
     shape.tp_group = stage.tp_group;
     LayerOpBuilder builder(shape, table);
 
@@ -167,7 +182,7 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
             EventKind::kAllReduce, stage.parameters * elem_bytes, stage.dp_group, dtype));
       }
     }
-    if (s + 1 < P) {
+    if (k + 1 < K) {
       // A decoder stage of an encoder-decoder model also forwards the encoder output.
       bool next_is_cross = model.blocks[end_layer].cross_attention;
       stage.activation_bytes_out =
@@ -180,10 +195,10 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
   std::map<std::vector<int>, int> class_of;
   for (int d = 0; d < D; ++d) {
     PipelineClass pipeline;
-    for (int s = 0; s + 1 < P; ++s) {
-      Placement pair = layout.worstPipelinePair(d, s);
-      int event = table.intern(makeCommunication(EventKind::kP2P, plan.stages[s].activation_bytes_out,
-                                                 pair, dtype));
+    for (int k = 0; k + 1 < K; ++k) {
+      Placement pair = layout.worstStagePair(d, k % P, (k + 1) % P);
+      int event = table.intern(
+          makeCommunication(EventKind::kP2P, plan.stages[k].activation_bytes_out, pair, dtype));
       pipeline.forward_p2p.push_back(event);
       pipeline.backward_p2p.push_back(event);  // the gradient has the activation's shape
     }
@@ -203,9 +218,9 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
   }
   for (const PipelineClass& pipeline : plan.pipelines) {
     const int64_t transfers = m * M * static_cast<int64_t>(pipeline.replicas.size());
-    for (int s = 0; s + 1 < P; ++s) {
-      table.addCount(pipeline.forward_p2p[s], 2 * transfers);   // send + receive
-      table.addCount(pipeline.backward_p2p[s], 2 * transfers);
+    for (int k = 0; k + 1 < K; ++k) {
+      table.addCount(pipeline.forward_p2p[k], 2 * transfers);  // send + receive
+      table.addCount(pipeline.backward_p2p[k], 2 * transfers);
     }
   }
   for (const UniqueEvent& e : table.events()) plan.op_executions += e.count;

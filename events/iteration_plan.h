@@ -2,13 +2,19 @@
 // Everything each device runs in one training iteration of (model, cluster, strategy), in the
 // compact form the modeler and the profiler consume:
 //   - the unique events, with how often each runs over all devices (`events`);
-//   - per pipeline stage, the op list of one micro-batch forward and backward on one device (all M
-//     TP ranks of a stage run the same list), its gradient reduction and optimizer step;
+//   - per model chunk (virtual pipeline stage), the op list of one micro-batch forward and backward
+//     on one device (all M TP ranks of a stage run the same list), its gradient reduction and
+//     optimizer step. Without interleaving (v = 1) chunk k is device stage k. With Megatron's
+//     interleaved schedule the layers are split into P*v chunks; chunk k runs on device stage k % P
+//     as that device's chunk k / P, so device stage s holds chunks s, s + P, ..., s + (v-1)P;
 //   - pipeline classes: DP replicas whose stage-to-stage transfers have the same placement, so the
 //     modeler simulates one pipeline per class instead of D.
 //
 // Counting convention: `count` is the number of executions over all devices; a collective counts
-// once per participating rank, a point-to-point transfer twice (its send and its receive).
+// once per participating rank, a point-to-point transfer twice (its send and its receive). Each
+// chunk's forward/backward ops run m times on each of the M*D devices of its device stage, its
+// optimizer and gradient sync once per device; every chunk boundary carries m transfers per TP
+// rank and replica, so interleaving multiplies the P2P counts by about v.
 
 #include <cstdint>
 #include <optional>
@@ -32,7 +38,9 @@ struct GradBucket {
 };
 
 struct StagePlan {
-  int stage = 0;
+  int stage = 0;         // virtual stage (model chunk) index k in [0, P*v)
+  int device_stage = 0;  // k % P: the pp coordinate of the devices that run it
+  int chunk = 0;         // k / P: which of that device's v chunks it is
   int first_layer = 0;  // transformer blocks [first_layer, first_layer + num_layers)
   int num_layers = 0;
   bool has_embedding = false;
@@ -41,7 +49,9 @@ struct StagePlan {
   OpList backward;
   OpList optimizer;   // once per iteration
   int64_t parameters = 0;  // on one device of the stage (its TP shard)
-  int64_t activation_bytes_out = 0;  // sent to the next stage per micro-batch (0 on the last)
+  int64_t activation_bytes_out = 0;  // sent to the next chunk per micro-batch (0 on the last)
+  // Each chunk syncs its own gradients and steps its own optimizer (Megatron wraps every chunk in
+  // its own DDP; Adam's cost is linear in parameters).
   int dp_allreduce = -1;             // gradient all-reduce over D when not overlapped (-1: D == 1)
   std::vector<GradBucket> dp_buckets;  // with dp_overlap and D > 1, in backward order
   Placement tp_group;
@@ -50,8 +60,10 @@ struct StagePlan {
 
 struct PipelineClass {
   std::vector<int> replicas;      // DP indices that share these transfers
-  std::vector<int> forward_p2p;   // event of the activation send stage s -> s+1 (size P-1)
-  std::vector<int> backward_p2p;  // event of the gradient send stage s+1 -> s (size P-1)
+  // One boundary per consecutive chunk pair k -> k+1 (size P*v - 1), between device stages k % P
+  // and (k+1) % P; with v > 1 this includes the wrap from device stage P-1 back to 0.
+  std::vector<int> forward_p2p;   // event of the activation send chunk k -> k+1
+  std::vector<int> backward_p2p;  // event of the gradient send chunk k+1 -> k
 };
 
 struct IterationPlan {
@@ -61,11 +73,20 @@ struct IterationPlan {
   int64_t micro_batches = 0;  // m per pipeline
   int64_t padded_vocab = 0;
   EventTable events;
-  std::vector<StagePlan> stages;
+  std::vector<StagePlan> stages;  // one per virtual stage (model chunk), P*v
   std::vector<PipelineClass> pipelines;
   int64_t op_executions = 0;  // sum of all event counts
 
   RankLayout layout() const { return RankLayout(strategy, cluster.gpus_per_node); }
+  int deviceStages() const { return strategy.pp; }                          // P
+  int virtualStages() const { return static_cast<int>(stages.size()); }     // P*v
+  int chunksPerDevice() const { return virtualStages() / deviceStages(); }  // v
+  // Virtual stage of chunk `chunk` of device stage `device_stage`: chunk * P + device_stage.
+  int virtualStageOf(int device_stage, int chunk) const {
+    return chunk * deviceStages() + device_stage;
+  }
+  // The virtual stages device stage `device_stage` runs, in chunk order (size v).
+  std::vector<int> deviceChunks(int device_stage) const;
   // Which pipeline class DP replica `dp` belongs to.
   int pipelineOf(int dp) const;
 };

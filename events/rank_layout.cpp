@@ -52,7 +52,13 @@ Placement RankLayout::dpGroup(int tp, int pp) const {
 }
 
 Placement RankLayout::pipelinePair(int tp, int dp, int pp) const {
-  return placementOf({rank(tp, dp, pp), rank(tp, dp, pp + 1)});
+  return stagePair(tp, dp, pp, pp + 1);
+}
+
+Placement RankLayout::stagePair(int tp, int dp, int from_pp, int to_pp) const {
+  EVSIM_CHECK(from_pp >= 0 && from_pp < pp_ && to_pp >= 0 && to_pp < pp_ && from_pp != to_pp,
+              "stage pair {} -> {} of {} stages", from_pp, to_pp, pp_);
+  return placementOf({rank(tp, dp, from_pp), rank(tp, dp, to_pp)});
 }
 
 Placement RankLayout::worstTpGroup(int pp) const {
@@ -74,9 +80,13 @@ Placement RankLayout::worstDpGroup(int pp) const {
 }
 
 Placement RankLayout::worstPipelinePair(int dp, int pp) const {
-  Placement worst = pipelinePair(0, dp, pp);
+  return worstStagePair(dp, pp, pp + 1);
+}
+
+Placement RankLayout::worstStagePair(int dp, int from_pp, int to_pp) const {
+  Placement worst = stagePair(0, dp, from_pp, to_pp);
   for (int t = 1; t < tp_; ++t) {
-    Placement p = pipelinePair(t, dp, pp);
+    Placement p = stagePair(t, dp, from_pp, to_pp);
     if (worse(p, worst)) worst = p;
   }
   return worst;

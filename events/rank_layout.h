@@ -34,6 +34,9 @@ class RankLayout {
   Placement dpGroup(int tp, int pp) const;
   // The send/recv pair between (tp, dp, pp) and (tp, dp, pp + 1).
   Placement pipelinePair(int tp, int dp, int pp) const;
+  // The send/recv pair between (tp, dp, from_pp) and (tp, dp, to_pp), any two stages (the
+  // interleaved schedule's wrap from the last device stage back to the first is not adjacent).
+  Placement stagePair(int tp, int dp, int from_pp, int to_pp) const;
 
   // Worst (most nodes, then fewest ranks per node) over the TP groups of stage `pp`, the DP groups
   // of stage `pp`, and the TP ranks of pipeline replica `dp` at boundary pp -> pp+1. The modeler
@@ -41,6 +44,8 @@ class RankLayout {
   Placement worstTpGroup(int pp) const;
   Placement worstDpGroup(int pp) const;
   Placement worstPipelinePair(int dp, int pp) const;
+  // Worst over the TP ranks of replica `dp` of the pair from_pp -> to_pp (any two stages).
+  Placement worstStagePair(int dp, int from_pp, int to_pp) const;
 
  private:
   int tp_, pp_, dp_;

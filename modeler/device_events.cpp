@@ -7,42 +7,55 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
   const IterationPlan& plan = sim.plan;
   const RankCoord coord = plan.layout().coord(rank);
   const int pipeline = plan.pipelineOf(coord.dp);
-  const StagePlan& stage = plan.stages[coord.pp];
   const StageTimeline& timeline = sim.timeline.pipelines[pipeline].stages[coord.pp];
-  const StageOpOffsets& offsets = sim.offsets[coord.pp];
   const PipelineClass& links = plan.pipelines[pipeline];
+  const int last_stage = plan.virtualStages() - 1;
 
   for (const TaskTiming& task : timeline.tasks) {
+    // Chunk c of this device is virtual stage k; its ops carry that chunk's layer numbers.
+    const int k = plan.virtualStageOf(coord.pp, task.task.chunk);
+    const StagePlan& stage = plan.stages[k];
+    const StageOpOffsets& offsets = sim.offsets[k];
     const bool forward = task.task.phase == Phase::kForward;
     const OpList& ops = forward ? stage.forward : stage.backward;
     const std::vector<double>& starts = forward ? offsets.forward_start_us : offsets.backward_start_us;
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpInstance& op = ops[i];
       visit(DeviceEvent{op.stream, task.task.phase, op.name, op.event, op.layer,
-                        task.task.micro_batch, task.run.start_us + starts[i],
-                        sim.costUs(op.event)});
+                        task.task.micro_batch, task.run.start_us + starts[i], sim.costUs(op.event),
+                        task.task.chunk});
     }
     int send_event = -1;
-    if (forward && coord.pp + 1 < plan.strategy.pp) send_event = links.forward_p2p[coord.pp];
-    if (!forward && coord.pp > 0) send_event = links.backward_p2p[coord.pp - 1];
+    if (forward && k < last_stage) send_event = links.forward_p2p[k];
+    if (!forward && k > 0) send_event = links.backward_p2p[k - 1];
     if (send_event >= 0) {
       visit(DeviceEvent{Stream::kPpComm, task.task.phase,
                         forward ? "send_activation" : "send_gradient", send_event, kEmbeddingLayer,
-                        task.task.micro_batch, task.send.start_us, task.send.duration()});
+                        task.task.micro_batch, task.send.start_us, task.send.duration(),
+                        task.task.chunk});
     }
   }
+  // Grad syncs come grouped by chunk (timeline.grad_sync_chunk); buckets in order within a chunk.
+  int bucket = 0;
   for (size_t i = 0; i < timeline.grad_sync.size(); ++i) {
     const Interval& sync = timeline.grad_sync[i];
-    int event = stage.dp_allreduce >= 0 ? stage.dp_allreduce : stage.dp_buckets[i].event;
+    const int chunk = timeline.grad_sync_chunk[i];
+    if (i > 0 && timeline.grad_sync_chunk[i - 1] != chunk) bucket = 0;
+    const StagePlan& stage = plan.stages[plan.virtualStageOf(coord.pp, chunk)];
+    const bool whole = stage.dp_allreduce >= 0;
+    int event = whole ? stage.dp_allreduce : stage.dp_buckets[bucket++].event;
     visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync,
-                      stage.dp_allreduce >= 0 ? "grad_allreduce" : "grad_bucket_allreduce", event,
-                      kEmbeddingLayer, -1, sync.start_us, sync.duration()});
+                      whole ? "grad_allreduce" : "grad_bucket_allreduce", event, kEmbeddingLayer,
+                      -1, sync.start_us, sync.duration(), chunk});
   }
+  // The chunks' optimizer steps, v-1 first (the timing engine's order).
   double t = timeline.optimizer.start_us;
-  for (const OpInstance& op : stage.optimizer) {
-    visit(DeviceEvent{op.stream, Phase::kOptimizer, op.name, op.event, op.layer, -1, t,
-                      sim.costUs(op.event)});
-    t += sim.costUs(op.event);
+  for (int chunk = plan.chunksPerDevice() - 1; chunk >= 0; --chunk) {
+    for (const OpInstance& op : plan.stages[plan.virtualStageOf(coord.pp, chunk)].optimizer) {
+      visit(DeviceEvent{op.stream, Phase::kOptimizer, op.name, op.event, op.layer, -1, t,
+                        sim.costUs(op.event), chunk});
+      t += sim.costUs(op.event);
+    }
   }
 }
 

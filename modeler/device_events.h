@@ -1,6 +1,7 @@
 #pragma once
 // Expands a simulation into the events of one rank, in time order per stream: every op of every
-// micro-batch task, the P2P sends, the gradient all-reduces and the optimizer step. Identical ranks
+// micro-batch task (of each of the rank's model chunks when interleaved), the P2P sends, the
+// gradient all-reduces and the optimizer step (per chunk). Identical ranks
 // (the TP ranks of a stage, the DP replicas of a pipeline class) expand from the same timeline, so
 // writing thousands of ranks never re-simulates anything.
 
@@ -22,6 +23,7 @@ struct DeviceEvent {
   int micro_batch = -1;   // -1 outside micro-batch tasks
   double start_us = 0;
   double duration_us = 0;
+  int chunk = 0;  // the device's model chunk (0 unless interleaved)
 };
 
 // Calls `visit` for every event of `rank`, task by task.

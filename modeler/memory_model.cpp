@@ -53,7 +53,7 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
   EVSIM_CHECK(headroom >= 0 && headroom < 1, "headroom {}", headroom);
   const ModelConfig& model = plan.model;
   const Strategy& strategy = plan.strategy;
-  const int P = static_cast<int>(plan.stages.size());
+  const int P = plan.deviceStages();
   const int64_t e = dtypeBytes(model.dtype);
   const int64_t sb = model.seq_length * strategy.micro_batch;
   const int64_t sbh = sb * model.hidden_size;
@@ -62,26 +62,34 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
   out.headroom = headroom;
   out.capacity_bytes = plan.cluster.device.memoryBytes();
   out.usable_bytes = static_cast<int64_t>(std::floor(static_cast<double>(out.capacity_bytes) * (1 - headroom)));
-  for (const StagePlan& stage : plan.stages) {
+  const int v = plan.chunksPerDevice();
+  for (int device = 0; device < P; ++device) {
     StageMemory mem;
-    mem.stage = stage.stage;
-    mem.parameters = stage.parameters;
-    mem.model_state_bytes = stage.parameters * modelStateBytesPerParameter(model.dtype);
-    int64_t per_micro_batch = 0;
-    for (int layer = stage.first_layer; layer < stage.first_layer + stage.num_layers; ++layer) {
-      per_micro_batch +=
-          blockActivationBytes(model, model.blocks[layer], strategy.micro_batch, strategy.tp);
+    mem.stage = device;
+    // Per chunk of the device: its parameters and its activation bytes per micro-batch.
+    std::vector<int64_t> chunk_bytes;
+    for (int k : plan.deviceChunks(device)) {
+      const StagePlan& stage = plan.stages[k];
+      mem.parameters += stage.parameters;
+      int64_t per_micro_batch = 0;
+      for (int layer = stage.first_layer; layer < stage.first_layer + stage.num_layers; ++layer) {
+        per_micro_batch +=
+            blockActivationBytes(model, model.blocks[layer], strategy.micro_batch, strategy.tp);
+      }
+      if (stage.has_embedding) {
+        per_micro_batch += kTokenIdBytes * sb + e * sbh + kMaskBytes * sbh;
+      }
+      if (stage.has_head) {
+        per_micro_batch += 2 * e * sbh + kLogitBytes * sb * plan.padded_vocab / strategy.tp;
+      }
+      chunk_bytes.push_back(per_micro_batch);
+      mem.activation_bytes_per_micro_batch += per_micro_batch;
     }
-    if (stage.has_embedding) {
-      per_micro_batch += kTokenIdBytes * sb + e * sbh + kMaskBytes * sbh;
-    }
-    if (stage.has_head) {
-      per_micro_batch += 2 * e * sbh + kLogitBytes * sb * plan.padded_vocab / strategy.tp;
-    }
-    mem.activation_bytes_per_micro_batch = per_micro_batch;
-    mem.in_flight = peakActivationsInFlight(
-        stageTaskOrder(strategy.schedule, stage.stage, P, plan.micro_batches));
-    mem.activation_bytes = per_micro_batch * mem.in_flight;
+    mem.model_state_bytes = mem.parameters * modelStateBytesPerParameter(model.dtype);
+    const std::vector<StageTask> order =
+        stageTaskOrder(strategy.schedule, device, P, plan.micro_batches, v);
+    mem.in_flight = peakActivationsInFlight(order);
+    mem.activation_bytes = peakActivationBytes(order, chunk_bytes);
     mem.peak_bytes = mem.model_state_bytes + mem.activation_bytes;
     if (mem.peak_bytes > out.peak_bytes) {
       out.peak_bytes = mem.peak_bytes;

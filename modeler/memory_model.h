@@ -25,6 +25,10 @@
 //                kept for the cross-entropy backward, 4*s*b*V/t (V the padded vocabulary).
 // All activations are multiplied by the micro-batches in flight on the stage, the most forwards done
 // whose backward has not run (GPipe: m; DAPPLE/1F1B: min(P - s, m)), as the schedule gives them.
+// With the interleaved schedule (stages are device stages) a device holds v chunks: its
+// activations are the peak, along its task order, of the chunk activations held (each forward adds
+// its chunk's bytes, each backward frees them). Device 0 holds up to v*P + P - 1 chunk
+// activations: Megatron's factor (1 + (P-1)/(P*v)) times P micro-batches of all its layers.
 // Temporary buffers (workspace, the backward of one op, communication buffers) and allocator
 // fragmentation are not modelled: the headroom fraction of device memory is set aside for them.
 
@@ -46,13 +50,15 @@ int64_t modelStateBytesPerParameter(DType dtype);
 int64_t blockActivationBytes(const ModelConfig& model, const TransformerBlock& block,
                              int64_t micro_batch, int tp);
 
+// Per device stage (pp coordinate), over all its chunks.
 struct StageMemory {
   int stage = 0;
-  int64_t parameters = 0;           // on one device of the stage
+  int64_t parameters = 0;           // on one device of the stage (sum over its chunks)
   int64_t model_state_bytes = 0;    // weights + gradients + optimizer state
-  int64_t activation_bytes_per_micro_batch = 0;  // blocks + embedding/head extras
-  int in_flight = 0;                // micro-batches whose activations are held at once
-  int64_t activation_bytes = 0;     // activation_bytes_per_micro_batch * in_flight
+  int64_t activation_bytes_per_micro_batch = 0;  // blocks + embedding/head extras, all chunks
+  int in_flight = 0;                // micro-batch chunk activations held at once
+  // Peak held activations: activation_bytes_per_micro_batch * in_flight without interleaving.
+  int64_t activation_bytes = 0;
   int64_t peak_bytes = 0;           // model_state_bytes + activation_bytes
 };
 

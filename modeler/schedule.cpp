@@ -6,10 +6,44 @@
 
 namespace evsim {
 
-std::vector<StageTask> stageTaskOrder(Schedule schedule, int stage, int stages, int64_t micro_batches) {
+namespace {
+
+// Megatron's interleaved order (see the header), micro-step by micro-step.
+std::vector<StageTask> interleavedOrder(int stage, int stages, int m, int v) {
+  const int P = stages;
+  const int total = m * v;
+  auto forwardStep = [&](int k) {
+    return StageTask{Phase::kForward, (k / (P * v)) * P + k % P, (k % (P * v)) / P};
+  };
+  auto backwardStep = [&](int k) {
+    return StageTask{Phase::kBackward, (k / (P * v)) * P + k % P, v - 1 - (k % (P * v)) / P};
+  };
+  const int warmup = std::min((P - stage - 1) * 2 + (v - 1) * P, total);
+  std::vector<StageTask> order;
+  order.reserve(2 * static_cast<size_t>(total));
+  for (int k = 0; k < warmup; ++k) order.push_back(forwardStep(k));
+  for (int i = 0; i < total - warmup; ++i) {
+    order.push_back(forwardStep(warmup + i));
+    order.push_back(backwardStep(i));
+  }
+  for (int k = total - warmup; k < total; ++k) order.push_back(backwardStep(k));
+  return order;
+}
+
+}  // namespace
+
+std::vector<StageTask> stageTaskOrder(Schedule schedule, int stage, int stages,
+                                      int64_t micro_batches, int virtual_stages) {
   EVSIM_CHECK(stage >= 0 && stage < stages && micro_batches > 0, "stage {} of {}, m={}", stage,
               stages, micro_batches);
   const int m = static_cast<int>(micro_batches);
+  if (schedule == Schedule::kInterleaved) {
+    EVSIM_CHECK(virtual_stages >= 1 && m % stages == 0,
+                "interleaved schedule: v={}, m={} not a multiple of P={}", virtual_stages, m,
+                stages);
+    return interleavedOrder(stage, stages, m, virtual_stages);
+  }
+  EVSIM_CHECK(virtual_stages == 1, "{} schedule with v={}", scheduleName(schedule), virtual_stages);
   std::vector<StageTask> order;
   order.reserve(2 * static_cast<size_t>(m));
   if (schedule == Schedule::kGpipe) {
@@ -32,6 +66,18 @@ int peakActivationsInFlight(const std::vector<StageTask>& order) {
   for (const StageTask& t : order) {
     in_flight += t.phase == Phase::kForward ? 1 : -1;
     peak = std::max(peak, in_flight);
+  }
+  return peak;
+}
+
+int64_t peakActivationBytes(const std::vector<StageTask>& order,
+                            const std::vector<int64_t>& chunk_bytes) {
+  int64_t held = 0, peak = 0;
+  for (const StageTask& t : order) {
+    EVSIM_CHECK(t.chunk >= 0 && t.chunk < static_cast<int>(chunk_bytes.size()), "chunk {} of {}",
+                t.chunk, chunk_bytes.size());
+    held += t.phase == Phase::kForward ? chunk_bytes[t.chunk] : -chunk_bytes[t.chunk];
+    peak = std::max(peak, held);
   }
   return peak;
 }

@@ -46,15 +46,17 @@ void foldDevice(DeviceMetrics& min, DeviceMetrics& max, DeviceMetrics& sum, cons
 }  // namespace
 
 DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
-  const StagePlan& plan = sim.plan.stages[stage];
   const StageTimeline& timeline = sim.timeline.pipelines[pipeline].stages[stage];
   const double m = static_cast<double>(sim.plan.micro_batches);
   DeviceMetrics d;
-  d.compute_us = m * (streamTime(plan.forward, sim.costs, Stream::kCompute) +
-                      streamTime(plan.backward, sim.costs, Stream::kCompute)) +
-                 timeline.optimizer.duration();
-  d.tp_comm_us = m * (streamTime(plan.forward, sim.costs, Stream::kTpComm) +
-                      streamTime(plan.backward, sim.costs, Stream::kTpComm));
+  for (int k : sim.plan.deviceChunks(stage)) {
+    const StagePlan& plan = sim.plan.stages[k];
+    d.compute_us += m * (streamTime(plan.forward, sim.costs, Stream::kCompute) +
+                         streamTime(plan.backward, sim.costs, Stream::kCompute));
+    d.tp_comm_us += m * (streamTime(plan.forward, sim.costs, Stream::kTpComm) +
+                         streamTime(plan.backward, sim.costs, Stream::kTpComm));
+  }
+  d.compute_us += timeline.optimizer.duration();
   for (const TaskTiming& t : timeline.tasks) d.pp_comm_us += t.send.duration();
   for (const Interval& sync : timeline.grad_sync) {
     d.dp_comm_us += sync.duration();
@@ -81,6 +83,7 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs) {
 
   sim.input.schedule = p.strategy.schedule;
   sim.input.micro_batches = p.micro_batches;
+  sim.input.virtual_stages = p.chunksPerDevice();
   sim.input.dp_overlap = p.strategy.dp_overlap;
   sim.offsets.resize(p.stages.size());
   for (size_t s = 0; s < p.stages.size(); ++s) {
@@ -130,13 +133,13 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   DeviceMetrics lo{kInf, kInf, kInf, kInf, kInf, kInf, kInf, kInf}, hi, total;
   double weight_sum = 0, best_busy = -1;
-  for (size_t s = 0; s < p.stages.size(); ++s) {
+  for (int s = 0; s < p.deviceStages(); ++s) {
     StageSummary stage;
-    stage.stage = static_cast<int>(s);
-    stage.num_layers = p.stages[s].num_layers;
+    stage.stage = s;
+    for (int k : p.deviceChunks(s)) stage.num_layers += p.stages[k].num_layers;
     double stage_weight = 0;
     for (size_t k = 0; k < p.pipelines.size(); ++k) {
-      DeviceMetrics d = deviceMetrics(sim, static_cast<int>(k), static_cast<int>(s));
+      DeviceMetrics d = deviceMetrics(sim, static_cast<int>(k), s);
       double weight = static_cast<double>(p.pipelines[k].replicas.size()) * strategy.tp;
       for (auto field : kDeviceFields) {
         foldDevice(lo, hi, total, d, weight, field);

@@ -3,7 +3,8 @@
 // figure came from), the timeline of every distinct device, and the metrics users read.
 //
 // Hierarchy (DistSim): the M TP ranks of a stage run the same op list in lockstep (model level);
-// stages run micro-batch tasks by the schedule (pipeline level); DP replicas with the same
+// device stages run micro-batch tasks of their model chunks (one chunk per device unless
+// interleaved) by the schedule (pipeline level); DP replicas with the same
 // transfer placements form one pipeline class simulated once (data level). Per-rank timelines are
 // expanded only when written out.
 
@@ -16,7 +17,7 @@
 
 namespace evsim {
 
-// Where each op of a stage's forward/backward list starts within its task.
+// Where each op of a virtual stage's (chunk's) forward/backward list starts within its task.
 struct StageOpOffsets {
   std::vector<double> forward_start_us;  // per op, from the task start
   std::vector<double> backward_start_us;
@@ -33,9 +34,10 @@ struct DeviceMetrics {
   double utilization = 0;       // compute / iteration time
 };
 
+// Per device stage (pp coordinate), over all its chunks.
 struct StageSummary {
   int stage = 0;
-  int num_layers = 0;
+  int num_layers = 0;    // sum over the device's chunks
   DeviceMetrics device;  // averaged over the stage's pipeline classes
   int peak_activations = 0;
 };
@@ -59,7 +61,7 @@ struct Simulation {
   std::vector<EventCost> costs;  // by event index
   TimingInput input;
   IterationTimeline timeline;
-  std::vector<StageOpOffsets> offsets;
+  std::vector<StageOpOffsets> offsets;  // per virtual stage
   SimulationSummary summary;
 
   double costUs(int event) const { return costs[event].time_us; }
@@ -68,7 +70,7 @@ struct Simulation {
 // Runs the timing and metrics. `costs` has one entry per plan event.
 Simulation simulate(IterationPlan plan, std::vector<EventCost> costs);
 
-// Metrics of one stage device of one pipeline class.
+// Metrics of one device stage (all its chunks) of one pipeline class.
 DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage);
 
 }  // namespace evsim

@@ -54,6 +54,7 @@ nlohmann::json summaryJson(const Simulation& sim) {
           {"global_batch", st.global_batch},
           {"micro_batches", sim.plan.micro_batches},
           {"schedule", scheduleName(st.schedule)},
+          {"virtual_stages", sim.plan.chunksPerDevice()},
           {"dp_overlap", st.dp_overlap},
           {"iteration_time_ms", s.iteration_us / kUsPerMs},
           {"throughput_samples_per_s", s.samples_per_s},
@@ -64,7 +65,7 @@ nlohmann::json summaryJson(const Simulation& sim) {
           {"critical_stage", s.critical_stage},
           {"devices",
            {{"count", st.gpus()},
-            {"simulated", sim.plan.pipelines.size() * sim.plan.stages.size()},
+            {"simulated", sim.plan.pipelines.size() * sim.plan.deviceStages()},
             {"min", deviceJson(s.min_device)},
             {"mean", deviceJson(s.mean_device)},
             {"max", deviceJson(s.max_device)}}},
@@ -81,9 +82,11 @@ std::string summaryText(const Simulation& sim) {
   const IterationPlan& p = sim.plan;
   const Strategy& st = p.strategy;
   std::string out = fmt::format(
-      "{} on {} ({} x {}): {} b={} B={} m={} {}{}\n", p.model.name, p.cluster.name, st.gpus(),
+      "{} on {} ({} x {}): {} b={} B={} m={} {}{}{}\n", p.model.name, p.cluster.name, st.gpus(),
       p.cluster.device.name, st.name(), st.micro_batch, st.global_batch, p.micro_batches,
-      scheduleName(st.schedule), st.dp_overlap ? " dp-overlap" : "");
+      scheduleName(st.schedule),
+      st.schedule == Schedule::kInterleaved ? fmt::format(" v={}", st.virtual_stages) : "",
+      st.dp_overlap ? " dp-overlap" : "");
   out += fmt::format("  iteration time     {:.3f} ms\n", s.iteration_us / kUsPerMs);
   out += fmt::format("  throughput         {:.2f} samples/s, {:.0f} tokens/s\n", s.samples_per_s,
                      s.tokens_per_s);
@@ -101,8 +104,9 @@ std::string summaryText(const Simulation& sim) {
                      formatBytes(static_cast<double>(memory.capacity_bytes)),
                      formatBytes(static_cast<double>(memory.usable_bytes)), 100 * memory.headroom,
                      memory.fits() ? "" : " -- OOM: would not fit");
-  out += fmt::format("  devices            {} ({} simulated: {} stage(s) x {} pipeline class(es))\n",
-                     st.gpus(), p.pipelines.size() * p.stages.size(), p.stages.size(), p.pipelines.size());
+  out += fmt::format(
+      "  devices            {} ({} simulated: {} stage(s) x {} pipeline class(es))\n", st.gpus(),
+      p.pipelines.size() * p.deviceStages(), p.deviceStages(), p.pipelines.size());
   out += fmt::format("\n  per device (ms)    {:>11} {:>11} {:>11} {:>11} {:>11} {:>10} {:>9}\n",
                      "compute", "tp-comm", "pp-comm", "dp-exposed", "idle", "util", "bubble");
   out += deviceRow("min", s.min_device);

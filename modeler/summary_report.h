@@ -3,9 +3,9 @@
 // iteration_time_ms, throughput_samples_per_s, throughput_tokens_per_s, model_tflops_per_gpu, mfu,
 // bubble_fraction, critical_stage, devices {count, min, mean, max: {compute_ms, tp_comm_ms,
 // pp_comm_ms, dp_comm_ms, exposed_dp_comm_ms, idle_ms, utilization, bubble_fraction}},
-// stages [...], provenance {measured, derived, estimated} (shares of op time), and the memory
-// model's peak_memory_bytes (overall and per stage), peak_memory_stage, device_memory_bytes and
-// usable_memory_bytes.
+// virtual_stages (v), stages [...] (one per device stage, over all its chunks), provenance
+// {measured, derived, estimated} (shares of op time), and the memory model's peak_memory_bytes
+// (overall and per stage), peak_memory_stage, device_memory_bytes and usable_memory_bytes.
 
 #include <nlohmann/json.hpp>
 

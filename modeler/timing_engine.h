@@ -1,15 +1,21 @@
 #pragma once
 // The dependency-driven timing of one training iteration (DistSim's Algorithm 1), on costs alone.
 //
-// Each pipeline (a class of identical DP replicas) is P stage devices. A stage task (forward or
-// backward of one micro-batch) starts when its device is free and its input has arrived: the
-// activation from stage s-1's forward, the gradient from stage s+1's backward. Sending occupies the
-// sender's device right after the producing task (Megatron's P2P blocks compute) and the data
-// arrives when the send ends. After a stage's last task, its gradients are all-reduced over D
-// (starting when every replica's stage has finished: the collective waits for its slowest member),
-// then the optimizer steps. With overlap, gradient buckets are all-reduced on the DP stream as
-// soon as the last backward has produced them, one after another; the optimizer waits for the last.
-// All times are microseconds from the iteration start.
+// Each pipeline (a class of identical DP replicas) is P stage devices running K = P*v virtual
+// stages (model chunks; v = 1 without interleaving): chunk c of device s is virtual stage
+// k = c*P + s. A task (forward or backward of one micro-batch of one chunk) starts when its device
+// is free and its input has arrived: the activation from virtual stage k-1's forward, the gradient
+// from virtual stage k+1's backward. Sending occupies the sender's device right after the
+// producing task (Megatron's P2P blocks compute) and the data arrives when the send ends.
+//
+// Data parallelism, per device: each chunk has its own gradient sync (one DDP per chunk). After
+// the device's last task the chunks' gradients are all-reduced over D one after another (chunk
+// v-1 first, the order in which their last backwards finish), each starting no earlier than every
+// replica's device has finished (the collective waits for its slowest member); then the chunks'
+// optimizer steps run one after another as one optimizer interval. With overlap, a chunk's
+// gradient buckets are all-reduced on the device's DP stream as soon as that chunk's last backward
+// has produced them, one after another (chunks in the same order); the optimizer waits for the
+// last. All times are microseconds from the iteration start.
 
 #include <cstdint>
 #include <vector>
@@ -24,6 +30,7 @@ struct BucketCost {
   double allreduce_us = 0;
 };
 
+// One per virtual stage (model chunk).
 struct StageCost {
   double forward_us = 0;   // one micro-batch, compute + TP communication
   double backward_us = 0;
@@ -33,14 +40,15 @@ struct StageCost {
 };
 
 struct PipelineCost {
-  std::vector<double> send_forward_us;   // stage s -> s+1 activation, size P-1
-  std::vector<double> send_backward_us;  // stage s+1 -> s gradient, size P-1
+  std::vector<double> send_forward_us;   // virtual stage k -> k+1 activation, size K-1
+  std::vector<double> send_backward_us;  // virtual stage k+1 -> k gradient, size K-1
 };
 
 struct TimingInput {
   Schedule schedule = Schedule::kDapple;
   int64_t micro_batches = 1;
-  std::vector<StageCost> stages;
+  int virtual_stages = 1;               // v; > 1 only with Schedule::kInterleaved
+  std::vector<StageCost> stages;        // per virtual stage, K = P*v
   std::vector<PipelineCost> pipelines;  // at least one
   bool dp_overlap = false;
 };
@@ -58,17 +66,20 @@ struct TaskTiming {
   double input_ready_us = 0;  // when its input arrived (0 for inputs that need no transfer)
 };
 
+// One per device stage (all its chunks).
 struct StageTimeline {
   std::vector<TaskTiming> tasks;  // in schedule order
   double pipeline_end_us = 0;     // end of the last task and its send
-  std::vector<Interval> grad_sync;  // one all-reduce, or one per bucket (empty when D == 1)
-  Interval optimizer;
-  int peak_activations = 0;
+  // Per chunk (v-1 first) one all-reduce or one per bucket (empty when D == 1).
+  std::vector<Interval> grad_sync;
+  std::vector<int> grad_sync_chunk;  // the chunk of each grad_sync interval
+  Interval optimizer;                // all chunks' optimizer steps, v-1 first
+  int peak_activations = 0;          // micro-batch chunk activations held at once
   double busy_in_pipeline_us = 0;  // task runs + sends
 };
 
 struct PipelineTimeline {
-  std::vector<StageTimeline> stages;
+  std::vector<StageTimeline> stages;  // per device stage, P
   double flush_us = 0;  // when the pipeline's last task ended (stage 0's last backward)
 };
 
