@@ -37,7 +37,9 @@ std::vector<int64_t> selectRanks(const Simulation& sim, const std::vector<int64_
     return all;
   }
   for (int64_t r : selection) {
-    if (r < 0 || r >= world) EVSIM_THROW(InputError, "--ranks: rank {} is outside the {} ranks of {}", r, world, sim.plan.strategy.name());
+    if (r < 0 || r >= world)
+      EVSIM_THROW(InputError, "--ranks: rank {} is outside the {} ranks of {}", r, world,
+                  sim.plan.strategy.name());
   }
   return selection;
 }

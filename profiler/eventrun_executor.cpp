@@ -129,16 +129,16 @@ void RankExecutor::runCollective(const Action& action, MPI_Request* request) {
   MPI_Comm comm = comms_.at(static_cast<size_t>(action.group));
   int size = 0;
   EVSIM_MPI_CHECK(MPI_Comm_size(comm, &size));
-  EVSIM_CHECK(size == std::max(1, event.placement.group_size),
-              "'{}' run in a group of {} ranks", event.signature(), size);
+  EVSIM_CHECK(size == std::max(1, event.placement.group_size), "'{}' run in a group of {} ranks",
+              event.signature(), size);
   const int shard = b.count / size;
   // Blocking collectives use the same algorithms as eventprof measured (MPI's tuned blocking
   // collectives); only overlapped DP buckets (`request`) need the non-blocking form.
   switch (event.kind) {
     case EventKind::kAllReduce:
       if (request) {
-        EVSIM_MPI_CHECK(MPI_Iallreduce(b.send.data(), b.recv.data(), b.count, b.type, MPI_SUM,
-                                       comm, request));
+        EVSIM_MPI_CHECK(
+            MPI_Iallreduce(b.send.data(), b.recv.data(), b.count, b.type, MPI_SUM, comm, request));
       } else {
         EVSIM_MPI_CHECK(
             MPI_Allreduce(b.send.data(), b.recv.data(), b.count, b.type, MPI_SUM, comm));

@@ -53,7 +53,7 @@ class RankExecutor {
  private:
   struct Buffer {
     MPI_Datatype type = MPI_UINT8_T;
-    int count = 0;               // elements of the full message
+    int count = 0;                 // elements of the full message
     std::vector<char> send, recv;  // sized for the event's collective or P2P
   };
   Buffer& bufferFor(int event);

@@ -69,8 +69,7 @@ IterationPlan loadPlan(const Flags& f, const MpiWorld& world) {
   IterationPlan plan;
   try {
     if (f.iterations < 2) {
-      EVSIM_THROW(InputError, "--iterations {}: must be >= 2 (the first is warm-up)",
-                  f.iterations);
+      EVSIM_THROW(InputError, "--iterations {}: must be >= 2 (the first is warm-up)", f.iterations);
     }
     if (f.trace.empty() && f.csv.empty()) {
       EVSIM_THROW(InputError, "no output: give --trace FILE and/or --csv FILE");
@@ -155,8 +154,8 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   }
   // Iteration starts: the earliest barrier exit over ranks, on rank 0's clock.
   std::vector<double> start_us(static_cast<size_t>(n));
-  EVSIM_MPI_CHECK(MPI_Allreduce(begin_us.data(), start_us.data(), n, MPI_DOUBLE, MPI_MIN,
-                                MPI_COMM_WORLD));
+  EVSIM_MPI_CHECK(
+      MPI_Allreduce(begin_us.data(), start_us.data(), n, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
   std::vector<MeasuredSpan> spans = medianSpans(program, times, start_us, clock.offset_us);
 
   // Per-iteration span over all ranks: max(end) - min(start), for the summary line.
@@ -172,8 +171,8 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
     }
   }
   std::vector<double> all_start(n), all_end(n);
-  EVSIM_MPI_CHECK(MPI_Reduce(first_start.data(), all_start.data(), n, MPI_DOUBLE, MPI_MIN, 0,
-                             MPI_COMM_WORLD));
+  EVSIM_MPI_CHECK(
+      MPI_Reduce(first_start.data(), all_start.data(), n, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD));
   EVSIM_MPI_CHECK(
       MPI_Reduce(last_end.data(), all_end.data(), n, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
   double residual_us = 0;
@@ -204,8 +203,9 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   std::vector<int64_t> ranks;
   for (int r = 0; r < world.size; ++r) {
     programs.push_back(buildRankProgram(plan, r));
-    EVSIM_CHECK(2 * programs.back().recordedCount() == counts[r], "rank {} sent {} times for {} events",
-                r, counts[r], programs.back().recordedCount());
+    EVSIM_CHECK(2 * programs.back().recordedCount() == counts[r],
+                "rank {} sent {} times for {} events", r, counts[r],
+                programs.back().recordedCount());
     for (int k = 0; k < counts[r]; k += 2) {
       rank_spans[r].push_back(MeasuredSpan{all[offsets[r] + k], all[offsets[r] + k + 1]});
     }

@@ -103,8 +103,8 @@ class ProgramBuilder {
 
   void addP2P(ActionKind kind, int event, const StageTask& task, int peer_stage, int tag,
               std::string_view name) {
-    Action a = commonFields(Stream::kPpComm, task.phase, name, event, kEmbeddingLayer,
-                            task.micro_batch);
+    Action a =
+        commonFields(Stream::kPpComm, task.phase, name, event, kEmbeddingLayer, task.micro_batch);
     a.kind = kind;
     a.peer = layout_.rank(program_.coord.tp, program_.coord.dp, peer_stage);
     a.tag = tag;
@@ -139,8 +139,8 @@ class ProgramBuilder {
 }  // namespace
 
 int RankProgram::recordedCount() const {
-  return static_cast<int>(std::count_if(actions.begin(), actions.end(),
-                                        [](const Action& a) { return a.recorded(); }));
+  return static_cast<int>(
+      std::count_if(actions.begin(), actions.end(), [](const Action& a) { return a.recorded(); }));
 }
 
 std::vector<int64_t> collectiveGroup(const IterationPlan& plan, const RankCoord& coord,

@@ -41,10 +41,10 @@ struct Action {
   std::string_view name;  // op name as the simulator writes it (static storage)
   int event = -1;         // plan event index (-1 for kBucketWait)
   int layer = kEmbeddingLayer;
-  int micro_batch = -1;   // -1 outside micro-batch tasks
-  int64_t peer = -1;      // kSend / kRecv: world rank of the other side
-  int tag = 0;            // kSend / kRecv: 2 * micro_batch (+1 for gradients)
-  int group = -1;         // kCollective / kBucketStart: index into RankProgram::groups
+  int micro_batch = -1;  // -1 outside micro-batch tasks
+  int64_t peer = -1;     // kSend / kRecv: world rank of the other side
+  int tag = 0;           // kSend / kRecv: 2 * micro_batch (+1 for gradients)
+  int group = -1;        // kCollective / kBucketStart: index into RankProgram::groups
 
   // Whether the action is a timeline event (receives and waits are idle time).
   bool recorded() const { return kind != ActionKind::kRecv && kind != ActionKind::kBucketWait; }

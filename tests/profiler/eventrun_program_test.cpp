@@ -8,8 +8,8 @@
 // With M = 2 the TP all-reduces add 2 per block forward and backward, 1 to the embedding forward,
 // 3 to the head forward and 1 to the head backward (block 17 / 23, embedding 4 / 2, head 6 / 5).
 // P = 2 splits the blocks 2 / 2 (asserted below), so per micro-batch:
-//   M = 1: stage 0 F = 3 + 2*15 = 33, B = 2*21 + 2 = 44;  stage 1 F = 2*15 + 3 = 33, B = 4 + 2*21 = 46
-//   M = 2: stage 0 F = 38 (TP 5), B = 48 (TP 4);           stage 1 F = 40 (TP 7), B = 51 (TP 5)
+//   M = 1: stage 0 F = 3 + 2*15 = 33, B = 2*21 + 2 = 44;  stage 1 F = 2*15 + 3 = 33, B = 4 + 2*21 =
+//   46 M = 2: stage 0 F = 38 (TP 5), B = 48 (TP 4);           stage 1 F = 40 (TP 7), B = 51 (TP 5)
 #include "profiler/eventrun_program.h"
 
 #include <gtest/gtest.h>
@@ -135,12 +135,10 @@ TEST(EventrunProgram, OneByTwoByOneGpipeByHand) {
 TEST(EventrunProgram, OneByTwoByOneDappleLastStageAlternates) {
   IterationPlan plan = makePlan("1M2P1D", 1, 2, Schedule::kDapple);
   // Stage 1 of 2 has no warm-up forwards: F0 B0 F1 B1; stage 0 warms up with one: F0 F1 B0 B1.
-  EXPECT_EQ(shape(buildRankProgram(plan, 1)),
-            (Tokens{"recv0", "F0x33", "B0x46", "send0", "recv1", "F1x33", "B1x46", "send1",
-                    "adam_step"}));
-  EXPECT_EQ(shape(buildRankProgram(plan, 0)),
-            (Tokens{"F0x33", "send0", "F1x33", "send1", "recv0", "B0x44", "recv1", "B1x44",
-                    "adam_step"}));
+  EXPECT_EQ(shape(buildRankProgram(plan, 1)), (Tokens{"recv0", "F0x33", "B0x46", "send0", "recv1",
+                                                      "F1x33", "B1x46", "send1", "adam_step"}));
+  EXPECT_EQ(shape(buildRankProgram(plan, 0)), (Tokens{"F0x33", "send0", "F1x33", "send1", "recv0",
+                                                      "B0x44", "recv1", "B1x44", "adam_step"}));
 }
 
 TEST(EventrunProgram, TwoByTwoByTwoGroupsPeersAndCounts) {
@@ -149,7 +147,7 @@ TEST(EventrunProgram, TwoByTwoByTwoGroupsPeersAndCounts) {
   RankProgram r0 = buildRankProgram(plan, 0);
   EXPECT_EQ(shape(r0), (Tokens{"F0x38", "send0", "F1x38", "send1", "recv0", "B0x48", "recv1",
                                "B1x48", "allreduce", "adam_step"}));
-  EXPECT_EQ(r0.recordedCount(), 2 * (38 + 48) + 2 + 1 + 1);  // 176
+  EXPECT_EQ(r0.recordedCount(), 2 * (38 + 48) + 2 + 1 + 1);                   // 176
   EXPECT_EQ(r0.groups, (std::vector<std::vector<int64_t>>{{0, 1}, {0, 2}}));  // TP, DP
   int tp_collectives = 0;
   for (const Action& a : r0.actions) {
@@ -209,8 +207,8 @@ std::vector<Key> simulatedKeys(const IterationPlan& plan, int64_t rank) {
   keep.push_back(simulate(plan, costs));
   std::vector<Key> keys;
   forEachDeviceEvent(keep.back(), rank, [&](const DeviceEvent& e) {
-    keys.emplace_back(static_cast<int>(e.stream), static_cast<int>(e.phase), e.micro_batch,
-                      e.layer, std::string(e.name));
+    keys.emplace_back(static_cast<int>(e.stream), static_cast<int>(e.phase), e.micro_batch, e.layer,
+                      std::string(e.name));
   });
   std::sort(keys.begin(), keys.end());
   return keys;
@@ -220,8 +218,8 @@ std::vector<Key> programKeys(const RankProgram& p) {
   std::vector<Key> keys;
   for (const Action& a : p.actions) {
     if (!a.recorded()) continue;
-    keys.emplace_back(static_cast<int>(a.stream), static_cast<int>(a.phase), a.micro_batch,
-                      a.layer, std::string(a.name));
+    keys.emplace_back(static_cast<int>(a.stream), static_cast<int>(a.phase), a.micro_batch, a.layer,
+                      std::string(a.name));
   }
   std::sort(keys.begin(), keys.end());
   return keys;
@@ -233,9 +231,9 @@ TEST(EventrunProgram, SameEventsAsTheSimulatorOnEveryRank) {
     int64_t b, B;
     bool overlap;
   };
-  for (Case c : {Case{"1M2P1D", 1, 4, false}, Case{"2M1P1D", 1, 4, false},
-                 Case{"1M1P2D", 1, 4, false}, Case{"1M2P2D", 1, 8, false},
-                 Case{"1M1P2D", 1, 4, true}, Case{"2M2P2D", 2, 8, false}}) {
+  for (Case c :
+       {Case{"1M2P1D", 1, 4, false}, Case{"2M1P1D", 1, 4, false}, Case{"1M1P2D", 1, 4, false},
+        Case{"1M2P2D", 1, 8, false}, Case{"1M1P2D", 1, 4, true}, Case{"2M2P2D", 2, 8, false}}) {
     for (Schedule schedule : {Schedule::kGpipe, Schedule::kDapple}) {
       IterationPlan plan = makePlan(c.strategy, c.b, c.B, schedule, c.overlap);
       for (int64_t r = 0; r < plan.strategy.gpus(); ++r) {
