@@ -9,14 +9,41 @@
 //
 // CSV: one row per device event:
 //   rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance
+//
+// Both the simulator (`eventsim simulate`) and the measured run (`eventrun`) write through the
+// TimelineSource overloads, so one row formatter decides the format and the two files open side by
+// side in Perfetto and compare row by row.
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
+#include <string_view>
 #include <vector>
 
+#include "events/iteration_plan.h"
+#include "modeler/device_events.h"
 #include "modeler/simulation.h"
 
 namespace evsim {
+
+using DeviceEventVisitor = std::function<void(const DeviceEvent&)>;
+
+// A timeline to write: the plan its events index into, every rank's events in time order per
+// stream, and where each event's duration came from ("measured", "derived", "estimated").
+struct TimelineSource {
+  const IterationPlan* plan = nullptr;
+  std::function<void(int64_t rank, const DeviceEventVisitor& visit)> for_each_event;
+  std::function<std::string_view(int event)> provenance;
+};
+
+// The simulation's timeline (forEachDeviceEvent, provenance from the cost model). `sim` must
+// outlive the returned source.
+TimelineSource simulationTimeline(const Simulation& sim);
+
+void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& ranks,
+                      std::ostream& out);
+void writeTimelineCsv(const TimelineSource& source, const std::vector<int64_t>& ranks,
+                      std::ostream& out);
 
 void writeChromeTrace(const Simulation& sim, const std::vector<int64_t>& ranks, std::ostream& out);
 void writeTimelineCsv(const Simulation& sim, const std::vector<int64_t>& ranks, std::ostream& out);
@@ -24,5 +51,8 @@ void writeTimelineCsv(const Simulation& sim, const std::vector<int64_t>& ranks, 
 // All ranks of the strategy, or `selection` checked against the world size (InputError naming
 // --ranks otherwise).
 std::vector<int64_t> selectRanks(const Simulation& sim, const std::vector<int64_t>& selection);
+
+// "embedding", "head" or the block index: the `layer` column of the CSV and trace.
+std::string layerText(int layer);
 
 }  // namespace evsim

@@ -1,0 +1,289 @@
+#include "profiler/eventrun_executor.h"
+
+#include <climits>
+#include <thread>
+
+#include "common/error.h"
+#include "profiler/mpi_check.h"
+
+namespace evsim {
+
+namespace {
+
+// Between two MPI_Test calls of a sleeping wait: short against the events eventrun times
+// (milliseconds on the CPU), long enough that the scheduler runs another rank meanwhile.
+constexpr std::chrono::microseconds kSleepPoll{10};
+
+// MPI element type and count for `bytes` of `dtype` (as profiler/cpu_backend.cpp): 16-bit types
+// travel as MPI_INT16_T, fp32 as float, odd byte counts as bytes.
+void describe(const Event& event, int64_t bytes, MPI_Datatype& type, int64_t& elements,
+              int64_t& element_bytes) {
+  element_bytes = dtypeBytes(event.dtype);
+  type = element_bytes == 4 ? MPI_FLOAT : MPI_INT16_T;
+  if (bytes % element_bytes != 0) {
+    type = MPI_UINT8_T;
+    element_bytes = 1;
+  }
+  elements = bytes / element_bytes;
+  if (elements > INT_MAX) {
+    EVSIM_THROW(Error, "'{}': {} elements exceed MPI's int count", event.signature(), elements);
+  }
+}
+
+// Small non-zero values: sums over a group never overflow 16-bit integers.
+std::vector<char> filled(int64_t elements, int64_t element_bytes) {
+  std::vector<char> buffer(static_cast<size_t>(elements * element_bytes));
+  for (int64_t i = 0; i < elements; ++i) {
+    if (element_bytes == 4) {
+      reinterpret_cast<float*>(buffer.data())[i] = 1.0f;
+    } else if (element_bytes == 2) {
+      reinterpret_cast<int16_t*>(buffer.data())[i] = 1;
+    } else {
+      buffer[static_cast<size_t>(i)] = 1;
+    }
+  }
+  return buffer;
+}
+
+}  // namespace
+
+double steadyNowUs() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+RankExecutor::RankExecutor(const IterationPlan& plan, const RankProgram& program, WaitMode wait,
+                           uint64_t seed)
+    : plan_(plan), program_(program), wait_mode_(wait) {
+  // Groups are sorted by member list on every rank, so creating them in order cannot deadlock:
+  // the smallest group not yet created is every member's next call.
+  for (const std::vector<int64_t>& members : program_.groups) {
+    MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+    EVSIM_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world_group));
+    std::vector<int> ranks(members.begin(), members.end());
+    EVSIM_MPI_CHECK(
+        MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &group));
+    MPI_Comm comm = MPI_COMM_NULL;
+    EVSIM_MPI_CHECK(MPI_Comm_create_group(MPI_COMM_WORLD, group, /*tag=*/0, &comm));
+    EVSIM_MPI_CHECK(MPI_Group_free(&group));
+    EVSIM_MPI_CHECK(MPI_Group_free(&world_group));
+    comms_.push_back(comm);
+  }
+  for (const Action& a : program_.actions) {
+    if (a.kind == ActionKind::kCompute) {
+      if (!kernels_.count(a.event)) {
+        kernels_[a.event] = makeCpuKernel(plan_.events[a.event].event, seed + 7919 * a.event);
+      }
+    } else if (a.kind == ActionKind::kRecv) {
+      Buffer b = bufferFor(a.event);  // a copy: every receive has its own buffer
+      recv_buffers_.push_back(std::move(b));
+    } else if (a.event >= 0) {
+      bufferFor(a.event);
+    }
+  }
+  recv_requests_.assign(recv_buffers_.size(), MPI_REQUEST_NULL);
+}
+
+RankExecutor::~RankExecutor() {
+  for (MPI_Comm& comm : comms_) {
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);  // teardown: errors ignored
+  }
+}
+
+RankExecutor::Buffer& RankExecutor::bufferFor(int event_index) {
+  auto it = buffers_.find(event_index);
+  if (it != buffers_.end()) return it->second;
+  const Event& event = plan_.events[event_index].event;
+  Buffer b;
+  int64_t elements = 0, element_bytes = 1;
+  describe(event, event.message_bytes, b.type, elements, element_bytes);
+  b.count = static_cast<int>(elements);
+  // Reduce-scatter and all-gather split the full buffer into one shard per rank (a remainder of
+  // fewer elements than ranks is dropped, as the profiler does).
+  const int64_t ranks = std::max(1, event.placement.group_size);
+  const int64_t shard = elements / ranks;
+  switch (event.kind) {
+    case EventKind::kAllReduce:
+    case EventKind::kP2P:
+      b.send = filled(elements, element_bytes);
+      b.recv = filled(elements, element_bytes);
+      break;
+    case EventKind::kReduceScatter:
+      b.send = filled(shard * ranks, element_bytes);
+      b.recv = filled(shard, element_bytes);
+      break;
+    case EventKind::kAllGather:
+      b.send = filled(shard, element_bytes);
+      b.recv = filled(shard * ranks, element_bytes);
+      break;
+    case EventKind::kCompute:
+      EVSIM_THROW(Error, "'{}' is not a communication event", event.signature());
+  }
+  return buffers_.emplace(event_index, std::move(b)).first->second;
+}
+
+void RankExecutor::runCollective(const Action& action, MPI_Request* request) {
+  const Event& event = plan_.events[action.event].event;
+  Buffer& b = bufferFor(action.event);
+  MPI_Comm comm = comms_.at(static_cast<size_t>(action.group));
+  int size = 0;
+  EVSIM_MPI_CHECK(MPI_Comm_size(comm, &size));
+  EVSIM_CHECK(size == std::max(1, event.placement.group_size), "'{}' run in a group of {} ranks",
+              event.signature(), size);
+  const int shard = b.count / size;
+  // Blocking collectives use the same algorithms as eventprof measured (MPI's tuned blocking
+  // collectives); only overlapped DP buckets (`request`) need the non-blocking form.
+  switch (event.kind) {
+    case EventKind::kAllReduce:
+      if (request) {
+        EVSIM_MPI_CHECK(
+            MPI_Iallreduce(b.send.data(), b.recv.data(), b.count, b.type, MPI_SUM, comm, request));
+      } else {
+        EVSIM_MPI_CHECK(
+            MPI_Allreduce(b.send.data(), b.recv.data(), b.count, b.type, MPI_SUM, comm));
+      }
+      break;
+    case EventKind::kReduceScatter:
+      EVSIM_CHECK(!request, "non-blocking reduce-scatter is not used");
+      EVSIM_MPI_CHECK(
+          MPI_Reduce_scatter_block(b.send.data(), b.recv.data(), shard, b.type, MPI_SUM, comm));
+      break;
+    case EventKind::kAllGather:
+      EVSIM_CHECK(!request, "non-blocking all-gather is not used");
+      EVSIM_MPI_CHECK(
+          MPI_Allgather(b.send.data(), shard, b.type, b.recv.data(), shard, b.type, comm));
+      break;
+    default:
+      EVSIM_THROW(Error, "'{}' is not a collective", event.signature());
+  }
+}
+
+void RankExecutor::wait(MPI_Request& request) {
+  if (wait_mode_ == WaitMode::kSpin) {
+    EVSIM_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+    return;
+  }
+  int done = 0;
+  for (;;) {
+    EVSIM_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    std::this_thread::sleep_for(kSleepPoll);
+  }
+}
+
+void RankExecutor::startNextBucket(std::vector<ActionTime>& times) {
+  if (bucket_request_ != MPI_REQUEST_NULL || bucket_queue_.empty()) return;
+  bucket_action_ = bucket_queue_.front();
+  bucket_queue_.pop_front();
+  times[bucket_action_].start_us = steadyNowUs();
+  runCollective(program_.actions[bucket_action_], &bucket_request_);
+}
+
+void RankExecutor::pollPending(std::vector<ActionTime>& times) {
+  if (bucket_request_ != MPI_REQUEST_NULL) {
+    int done = 0;
+    EVSIM_MPI_CHECK(MPI_Test(&bucket_request_, &done, MPI_STATUS_IGNORE));
+    if (done) {
+      times[bucket_action_].end_us = steadyNowUs();
+      startNextBucket(times);
+    }
+  }
+  if (!recv_requests_.empty()) {
+    int completed = 0;
+    std::vector<int> indices(recv_requests_.size());
+    EVSIM_MPI_CHECK(MPI_Testsome(static_cast<int>(recv_requests_.size()), recv_requests_.data(),
+                                 &completed, indices.data(), MPI_STATUSES_IGNORE));
+  }
+}
+
+void RankExecutor::runIteration(std::vector<ActionTime>& times) {
+  times.assign(program_.actions.size(), ActionTime{});
+  // Post every receive of the iteration first (see the header).
+  size_t next_recv = 0;
+  for (const Action& a : program_.actions) {
+    if (a.kind != ActionKind::kRecv) continue;
+    Buffer& b = recv_buffers_[next_recv];
+    EVSIM_MPI_CHECK(MPI_Irecv(b.recv.data(), b.count, b.type, static_cast<int>(a.peer), a.tag,
+                              MPI_COMM_WORLD, &recv_requests_[next_recv]));
+    ++next_recv;
+  }
+  next_recv = 0;
+  for (size_t i = 0; i < program_.actions.size(); ++i) {
+    const Action& a = program_.actions[i];
+    const double start = steadyNowUs();
+    switch (a.kind) {
+      case ActionKind::kCompute: {
+        ComputeKernel& kernel = *kernels_.at(a.event);
+        kernel.run();
+        kernel.synchronize();
+        break;
+      }
+      case ActionKind::kCollective:
+        runCollective(a, nullptr);
+        break;
+      case ActionKind::kSend: {
+        Buffer& b = bufferFor(a.event);
+        MPI_Request request = MPI_REQUEST_NULL;
+        EVSIM_MPI_CHECK(MPI_Isend(b.send.data(), b.count, b.type, static_cast<int>(a.peer), a.tag,
+                                  MPI_COMM_WORLD, &request));
+        wait(request);
+        break;
+      }
+      case ActionKind::kRecv:
+        wait(recv_requests_[next_recv++]);
+        break;
+      case ActionKind::kBucketStart:
+        bucket_queue_.push_back(i);
+        startNextBucket(times);
+        break;
+      case ActionKind::kBucketWait:
+        while (bucket_request_ != MPI_REQUEST_NULL) {
+          wait(bucket_request_);
+          times[bucket_action_].end_us = steadyNowUs();
+          startNextBucket(times);
+        }
+        break;
+    }
+    if (a.kind != ActionKind::kBucketStart) times[i] = ActionTime{start, steadyNowUs()};
+    pollPending(times);
+  }
+}
+
+ClockOffset estimateClockOffset(MPI_Comm comm, int rounds) {
+  int rank = 0, size = 0;
+  EVSIM_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  EVSIM_MPI_CHECK(MPI_Comm_size(comm, &size));
+  ClockOffset mine;
+  for (int peer = 1; peer < size; ++peer) {
+    if (rank != 0 && rank != peer) continue;
+    double best_rtt = -1, best_offset = 0;
+    for (int i = 0; i < rounds; ++i) {
+      if (rank == 0) {
+        double t0 = steadyNowUs(), tr = 0;
+        EVSIM_MPI_CHECK(MPI_Send(&t0, 1, MPI_DOUBLE, peer, i, comm));
+        EVSIM_MPI_CHECK(MPI_Recv(&tr, 1, MPI_DOUBLE, peer, i, comm, MPI_STATUS_IGNORE));
+        double t1 = steadyNowUs();
+        if (best_rtt < 0 || t1 - t0 < best_rtt) {
+          best_rtt = t1 - t0;
+          best_offset = tr - (t0 + t1) / 2;
+        }
+      } else {
+        double t0 = 0;
+        EVSIM_MPI_CHECK(MPI_Recv(&t0, 1, MPI_DOUBLE, 0, i, comm, MPI_STATUS_IGNORE));
+        double tr = steadyNowUs();
+        EVSIM_MPI_CHECK(MPI_Send(&tr, 1, MPI_DOUBLE, 0, i, comm));
+      }
+    }
+    double result[2] = {best_offset, best_rtt / 2};
+    if (rank == 0) {
+      EVSIM_MPI_CHECK(MPI_Send(result, 2, MPI_DOUBLE, peer, rounds, comm));
+    } else {
+      EVSIM_MPI_CHECK(MPI_Recv(result, 2, MPI_DOUBLE, 0, rounds, comm, MPI_STATUS_IGNORE));
+      mine = ClockOffset{result[0], result[1]};
+    }
+  }
+  return mine;
+}
+
+}  // namespace evsim

@@ -1,0 +1,90 @@
+#pragma once
+// Runs a RankProgram (eventrun_program.h) for real on the CPU: compute actions through the
+// kernels/cpu implementation of their event, communication through MPI in the communicator the
+// action names (P2P on MPI_COMM_WORLD with the peer's world rank; collectives in one communicator
+// per distinct group, created at construction). Buffers are sized from each event's
+// message_bytes; for reduce-scatter and all-gather message_bytes is the full buffer, as in
+// profiler/cpu_backend.cpp.
+//
+// Receives are posted at the start of each iteration, so a send always finds its receive and
+// completes as soon as the data has moved (no deadlock between a stage sending forward and its
+// neighbour sending backward, whatever the schedule). After every action the executor tests its
+// pending requests, which drives MPI's progress while the rank computes (a GPU's copy engine does
+// that on its own). DP gradient buckets run one at a time in issue order, each started as soon
+// as the previous has completed.
+//
+// Call order: construct on every rank of MPI_COMM_WORLD at the same point (collective: it creates
+// the group communicators) -> runIteration() any number of times, every rank the same number.
+
+#include <mpi.h>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "events/iteration_plan.h"
+#include "kernels/kernel.h"
+#include "profiler/eventrun_program.h"
+
+namespace evsim {
+
+// How a rank waits for MPI: kSpin calls MPI_Wait (Open MPI busy-polls a core); kSleep polls
+// MPI_Test and sleeps between polls, leaving the core to ranks that compute when there are more
+// ranks than cores.
+enum class WaitMode { kSpin, kSleep };
+
+struct ActionTime {
+  double start_us = 0;  // steady_clock, this rank's clock
+  double end_us = 0;
+};
+
+class RankExecutor {
+ public:
+  RankExecutor(const IterationPlan& plan, const RankProgram& program, WaitMode wait, uint64_t seed);
+  ~RankExecutor();
+  RankExecutor(const RankExecutor&) = delete;
+  RankExecutor& operator=(const RankExecutor&) = delete;
+
+  // One iteration. `times` gets one entry per action (entries of unrecorded actions are left 0).
+  void runIteration(std::vector<ActionTime>& times);
+
+ private:
+  struct Buffer {
+    MPI_Datatype type = MPI_UINT8_T;
+    int count = 0;                 // elements of the full message
+    std::vector<char> send, recv;  // sized for the event's collective or P2P
+  };
+  Buffer& bufferFor(int event);
+  void runCollective(const Action& action, MPI_Request* request);
+  void wait(MPI_Request& request);
+  void pollPending(std::vector<ActionTime>& times);
+  void startNextBucket(std::vector<ActionTime>& times);
+
+  const IterationPlan& plan_;
+  const RankProgram& program_;
+  WaitMode wait_mode_;
+  std::map<int, std::unique_ptr<ComputeKernel>> kernels_;  // by event
+  std::map<int, Buffer> buffers_;                          // by event (send/collective side)
+  std::vector<MPI_Comm> comms_;                            // by program group
+  std::vector<Buffer> recv_buffers_;                       // one per kRecv action
+  std::vector<MPI_Request> recv_requests_;                 // one per kRecv action
+  std::deque<size_t> bucket_queue_;                        // issued, not started (action indices)
+  MPI_Request bucket_request_ = MPI_REQUEST_NULL;          // the bucket in flight
+  size_t bucket_action_ = 0;
+};
+
+// Clock offset of this rank against rank 0, by ping-pong (collective over `comm`, rank 0 is the
+// reference). For each of `rounds` exchanges rank 0 notes t0, sends to rank r, r answers with its
+// clock tr, rank 0 notes t1; offset = tr - (t0 + t1) / 2 from the exchange with the smallest round
+// trip, whose error is at most half that round trip (the reply may be taken anywhere within it).
+struct ClockOffset {
+  double offset_us = 0;    // this rank's steady_clock minus rank 0's
+  double half_rtt_us = 0;  // bound on the offset's error
+};
+ClockOffset estimateClockOffset(MPI_Comm comm, int rounds);
+
+double steadyNowUs();
+
+}  // namespace evsim

@@ -1,0 +1,276 @@
+// eventrun: executes one iteration of a strategy for real, several times, and writes the measured
+// timeline of every rank in `eventsim simulate`'s formats (ground truth for the modeler).
+//   mpirun -np K eventrun --model M --cluster C --strategy xMyPzD --micro-batch b --global-batch B
+//       --schedule S [--iterations n] [--backend cpu|cuda] [--ranks-per-node R]
+//       --trace measured.json --csv measured.csv
+// main() is the composition root: flags -> plan (every rank) -> rank program -> executor ->
+// clock alignment -> timed iterations -> medians gathered on rank 0 -> files. Every failure ends in
+// one line; a rank that fails alone calls MPI_Abort so the others never hang.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "common/atomic_file.h"
+#include "common/error.h"
+#include "modeler/cli/run_options.h"
+#include "profiler/eventrun_executor.h"
+#include "profiler/eventrun_program.h"
+#include "profiler/eventrun_report.h"
+#include "profiler/mpi_check.h"
+#include "profiler/mpi_env.h"
+#include "profiler/profile_session.h"
+
+namespace evsim {
+namespace {
+
+// Ping-pong exchanges per rank for the clock offset; the smallest round trip of these is kept.
+constexpr int kClockRounds = 50;
+
+struct Flags {
+  RunOptions run;
+  int iterations = 5;
+  std::string backend = "cpu";
+  int ranks_per_node = 0;
+  std::string wait = "auto";
+  std::string trace;
+  std::string csv;
+  uint64_t seed = 1;
+};
+
+void addFlags(CLI::App& app, Flags& f) {
+  f.run.addModelOptions(app);
+  f.run.addStrategyOptions(app, /*strategy_required=*/true);
+  app.add_option("--iterations", f.iterations,
+                 "iterations to run; the first is warm-up, the report uses the median of the rest")
+      ->capture_default_str();
+  app.add_option("--backend", f.backend, "cpu (kernels/cpu + MPI) or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--ranks-per-node", f.ranks_per_node,
+                 "group consecutive ranks of a host into emulated nodes of this size (must match "
+                 "the cluster's gpus per node)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--wait", f.wait,
+                 "how a rank waits for MPI: spin (MPI_Wait), sleep (MPI_Test + short sleeps, for "
+                 "more ranks than cores) or auto (sleep when this host has more ranks than cores)")
+      ->check(CLI::IsMember({"auto", "spin", "sleep"}))
+      ->capture_default_str();
+  app.add_option("--trace", f.trace, "write the measured Chrome trace (Perfetto)");
+  app.add_option("--csv", f.csv, "write the measured timeline as CSV");
+  app.add_option("--seed", f.seed, "seed of the kernels' random inputs")->capture_default_str();
+}
+
+// Builds the plan on every rank; an input error on rank 0 stops every rank with one message.
+IterationPlan loadPlan(const Flags& f, const MpiWorld& world) {
+  std::string error;
+  IterationPlan plan;
+  try {
+    if (f.iterations < 2) {
+      EVSIM_THROW(InputError, "--iterations {}: must be >= 2 (the first is warm-up)", f.iterations);
+    }
+    if (f.trace.empty() && f.csv.empty()) {
+      EVSIM_THROW(InputError, "no output: give --trace FILE and/or --csv FILE");
+    }
+    if (f.backend == "cuda") {
+      // TODO(issue 5): a CUDA executor (NCCL communicators, CUDA kernels, CUDA events).
+      EVSIM_THROW(InputError,
+                  "--backend cuda: not available in eventrun yet (only the CPU executor is "
+                  "built); use --backend cpu");
+    }
+    plan = buildIterationPlan(f.run.loadModel(), f.run.loadCluster(), f.run.strategy());
+    if (plan.strategy.gpus() != world.size) {
+      EVSIM_THROW(InputError, "--strategy {}: needs {} ranks, but mpirun started {}",
+                  plan.strategy.name(), plan.strategy.gpus(), world.size);
+    }
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  std::string first = broadcastString(error, 0, MPI_COMM_WORLD);
+  if (!first.empty()) throw CollectiveInputError(first);
+  if (!error.empty()) throw InputError(error);  // this rank alone: MPI_Abort in main
+  return plan;
+}
+
+// The run's nodes must be the cluster's: the plan's communication events name their placement.
+void checkPlacement(const IterationPlan& plan, const Topology& topo, int ranks_per_node) {
+  const RankLayout layout = plan.layout();
+  for (int r = 0; r < topo.world_size; ++r) {
+    if (topo.node_of_rank[r] != layout.node(r)) {
+      throw CollectiveInputError(fmt::format(
+          "--ranks-per-node {}: rank {} runs on node {} but --cluster {} places it on node {} "
+          "({} gpus per node); pass --ranks-per-node {}",
+          ranks_per_node, r, topo.node_of_rank[r], plan.cluster.name, layout.node(r),
+          plan.cluster.gpus_per_node, plan.cluster.gpus_per_node));
+    }
+  }
+}
+
+WaitMode waitMode(const std::string& flag, const MpiWorld& world) {
+  if (flag == "spin") return WaitMode::kSpin;
+  if (flag == "sleep") return WaitMode::kSleep;
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores > 0 && static_cast<unsigned>(world.local_size) > cores ? WaitMode::kSleep
+                                                                      : WaitMode::kSpin;
+}
+
+int runEventrun(int argc, char** argv, const MpiWorld& world) {
+  CLI::App app{"eventrun: execute a strategy for real and record every event (ground truth)"};
+  Flags flags;
+  addFlags(app, flags);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (world.rank == 0) app.exit(e);
+    return e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success) ? 0 : kInputErrorExitCode;
+  }
+  const IterationPlan plan = loadPlan(flags, world);
+  Topology topo;
+  std::string topo_error;
+  try {
+    topo = discoverTopology(world, flags.ranks_per_node);
+  } catch (const InputError& e) {
+    topo_error = e.what();
+  }
+  if (!topo_error.empty()) throw CollectiveInputError(topo_error);
+  checkPlacement(plan, topo, flags.ranks_per_node);
+
+  const WaitMode wait = waitMode(flags.wait, world);
+  const RankProgram program = buildRankProgram(plan, world.rank);
+  const ClockOffset clock = estimateClockOffset(MPI_COMM_WORLD, kClockRounds);
+  const int n = flags.iterations;
+  std::vector<std::vector<ActionTime>> times(static_cast<size_t>(n));
+  std::vector<double> begin_us(static_cast<size_t>(n));
+  {
+    RankExecutor executor(plan, program, wait, flags.seed + static_cast<uint64_t>(world.rank));
+    for (int i = 0; i < n; ++i) {
+      EVSIM_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+      begin_us[i] = steadyNowUs() - clock.offset_us;
+      executor.runIteration(times[i]);
+    }
+    EVSIM_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  }
+  // Iteration starts: the earliest barrier exit over ranks, on rank 0's clock.
+  std::vector<double> start_us(static_cast<size_t>(n));
+  EVSIM_MPI_CHECK(
+      MPI_Allreduce(begin_us.data(), start_us.data(), n, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
+  std::vector<MeasuredSpan> spans = medianSpans(program, times, start_us, clock.offset_us);
+
+  // Per-iteration span over all ranks: max(end) - min(start), for the summary line.
+  std::vector<double> first_start(n, 0), last_end(n, 0);
+  for (int i = 0; i < n; ++i) {
+    bool any = false;
+    for (size_t a = 0; a < program.actions.size(); ++a) {
+      if (!program.actions[a].recorded()) continue;
+      double s = times[i][a].start_us - clock.offset_us, e = times[i][a].end_us - clock.offset_us;
+      first_start[i] = any ? std::min(first_start[i], s) : s;
+      last_end[i] = any ? std::max(last_end[i], e) : e;
+      any = true;
+    }
+  }
+  std::vector<double> all_start(n), all_end(n);
+  EVSIM_MPI_CHECK(
+      MPI_Reduce(first_start.data(), all_start.data(), n, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD));
+  EVSIM_MPI_CHECK(
+      MPI_Reduce(last_end.data(), all_end.data(), n, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
+  double residual_us = 0;
+  EVSIM_MPI_CHECK(
+      MPI_Reduce(&clock.half_rtt_us, &residual_us, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
+
+  // Gather every rank's spans on rank 0.
+  std::vector<double> flat;
+  for (const MeasuredSpan& s : spans) {
+    flat.push_back(s.start_us);
+    flat.push_back(s.end_us);
+  }
+  const int count = static_cast<int>(flat.size());
+  std::vector<int> counts(world.rank == 0 ? world.size : 0), offsets(counts.size(), 0);
+  EVSIM_MPI_CHECK(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
+  int total = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    offsets[r] = total;
+    total += counts[r];
+  }
+  std::vector<double> all(static_cast<size_t>(total));
+  EVSIM_MPI_CHECK(MPI_Gatherv(flat.data(), count, MPI_DOUBLE, all.data(), counts.data(),
+                              offsets.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  if (world.rank != 0) return 0;
+
+  std::vector<RankProgram> programs;
+  std::vector<std::vector<MeasuredSpan>> rank_spans(static_cast<size_t>(world.size));
+  std::vector<int64_t> ranks;
+  for (int r = 0; r < world.size; ++r) {
+    programs.push_back(buildRankProgram(plan, r));
+    EVSIM_CHECK(2 * programs.back().recordedCount() == counts[r],
+                "rank {} sent {} times for {} events", r, counts[r],
+                programs.back().recordedCount());
+    for (int k = 0; k < counts[r]; k += 2) {
+      rank_spans[r].push_back(MeasuredSpan{all[offsets[r] + k], all[offsets[r] + k + 1]});
+    }
+    ranks.push_back(r);
+  }
+  TimelineSource source = measuredTimeline(plan, programs, rank_spans);
+  if (!flags.trace.empty()) {
+    AtomicFileWriter out(flags.trace);
+    writeChromeTrace(source, ranks, out.stream());
+    out.commit();
+  }
+  if (!flags.csv.empty()) {
+    AtomicFileWriter out(flags.csv);
+    writeTimelineCsv(source, ranks, out.stream());
+    out.commit();
+  }
+  std::vector<double> iteration_ms;
+  for (int i = 1; i < n; ++i) iteration_ms.push_back((all_end[i] - all_start[i]) / 1000);
+  const Strategy& s = plan.strategy;
+  fmt::print(
+      "eventrun: {} {} {} b={} B={} m={} on {} ranks (backend cpu, wait {}): iteration {:.3f} ms "
+      "(median of {}, min {:.3f}, max {:.3f}); clocks aligned to rank 0 by ping-pong, residual "
+      "<= {:.2f} us (max half round trip){}{}\n",
+      plan.model.name, s.name(), scheduleName(s.schedule), s.micro_batch, s.global_batch,
+      plan.micro_batches, world.size, wait == WaitMode::kSpin ? "spin" : "sleep",
+      median(iteration_ms), iteration_ms.size(),
+      *std::min_element(iteration_ms.begin(), iteration_ms.end()),
+      *std::max_element(iteration_ms.begin(), iteration_ms.end()), residual_us,
+      flags.trace.empty() ? "" : "; trace " + flags.trace,
+      flags.csv.empty() ? "" : "; csv " + flags.csv);
+  return 0;
+}
+
+}  // namespace
+}  // namespace evsim
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  evsim::MpiWorld world;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world.rank);
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  int host_length = 0;
+  MPI_Get_processor_name(host, &host_length);
+  world.host.assign(host, static_cast<size_t>(host_length));
+
+  auto die = [&](const char* message, int code) {
+    std::fprintf(stderr, "[rank %d@%s] %s\n", world.rank, world.host.c_str(), message);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    return code;
+  };
+  try {
+    world = evsim::queryMpiWorld();
+    int code = evsim::runEventrun(argc, argv, world);
+    MPI_Finalize();
+    return code;
+  } catch (const evsim::CollectiveInputError& e) {
+    if (world.rank == 0) std::fprintf(stderr, "eventrun: %s\n", e.what());
+    MPI_Finalize();
+    return evsim::kInputErrorExitCode;
+  } catch (const evsim::InputError& e) {
+    return die(e.what(), evsim::kInputErrorExitCode);
+  } catch (const std::exception& e) {
+    return die(e.what(), 1);
+  } catch (...) {
+    return die("unknown exception", 1);
+  }
+}

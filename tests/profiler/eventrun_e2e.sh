@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# eventrun end to end on 2 ranks (CPU backend): tiny-gpt 1M2P1D DAPPLE on cpu-local, then
+# scripts/check_timeline.py against the simulator's CSV of the same strategy (the expected key set),
+# with the clock residual eventrun reports as tolerance.
+#   eventrun_e2e.sh MPIEXEC EVENTRUN EVENTSIM CHECKER OUT_DIR
+set -euo pipefail
+mpiexec=$1 eventrun=$2 eventsim=$3 checker=$4 out=$5
+mkdir -p "$out"
+args=(--model tiny-gpt --cluster cpu-local --strategy 1M2P1D --micro-batch 2 --global-batch 8
+      --schedule dapple)
+export OPENBLAS_NUM_THREADS=1
+summary=$("$mpiexec" -n 2 --oversubscribe "$eventrun" "${args[@]}" --iterations 3 \
+  --trace "$out/measured.json" --csv "$out/measured.csv")
+echo "$summary"
+residual=$(sed -n 's/.*residual <= \([0-9.]*\) us.*/\1/p' <<<"$summary")
+[ -n "$residual" ] || { echo "no clock residual in the summary line"; exit 1; }
+"$eventsim" simulate "${args[@]}" --fallback analytic --csv "$out/simulated.csv" >/dev/null
+python3 "$checker" --measured "$out/measured.csv" --expected "$out/simulated.csv" \
+  --tolerance-us "$residual"
+# Both outputs carry the simulator's header and the trace is valid JSON with one process per rank.
+cmp <(head -1 "$out/measured.csv") <(head -1 "$out/simulated.csv")
+python3 -c "import json,sys; t=json.load(open(sys.argv[1]))['traceEvents']; \
+pids={e['pid'] for e in t if e['ph']=='X'}; assert pids=={0,1}, pids" "$out/measured.json"
