@@ -18,7 +18,8 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
     const std::vector<double>& starts = forward ? offsets.forward_start_us : offsets.backward_start_us;
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpInstance& op = ops[i];
-      visit(DeviceEvent{op.stream, task.task.phase, op.name, op.event, op.layer,
+      visit(DeviceEvent{op.stream, op.recompute ? Phase::kRecompute : task.task.phase, op.name,
+                        op.event, op.layer,
                         task.task.micro_batch, task.run.start_us + starts[i],
                         sim.costUs(op.event)});
     }
@@ -33,16 +34,24 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
   }
   for (size_t i = 0; i < timeline.grad_sync.size(); ++i) {
     const Interval& sync = timeline.grad_sync[i];
-    int event = stage.dp_allreduce >= 0 ? stage.dp_allreduce : stage.dp_buckets[i].event;
-    visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync,
-                      stage.dp_allreduce >= 0 ? "grad_allreduce" : "grad_bucket_allreduce", event,
-                      kEmbeddingLayer, -1, sync.start_us, sync.duration()});
+    const bool whole = stage.gradSyncEvent() >= 0;
+    const int event = whole ? stage.gradSyncEvent() : stage.dp_buckets[i].event;
+    const bool scatter = plan.events[event].event.kind == EventKind::kReduceScatter;
+    std::string_view name = whole ? (scatter ? "grad_reduce_scatter" : "grad_allreduce")
+                                  : (scatter ? "grad_bucket_reduce_scatter" : "grad_bucket_allreduce");
+    visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync, name, event, kEmbeddingLayer, -1,
+                      sync.start_us, sync.duration()});
   }
   double t = timeline.optimizer.start_us;
   for (const OpInstance& op : stage.optimizer) {
     visit(DeviceEvent{op.stream, Phase::kOptimizer, op.name, op.event, op.layer, -1, t,
                       sim.costUs(op.event)});
     t += sim.costUs(op.event);
+  }
+  if (stage.dp_allgather >= 0) {
+    const Interval& gather = timeline.param_allgather;
+    visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync, "param_allgather", stage.dp_allgather,
+                      kEmbeddingLayer, -1, gather.start_us, gather.duration()});
   }
 }
 

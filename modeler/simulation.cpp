@@ -56,6 +56,11 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   d.tp_comm_us = m * (streamTime(plan.forward, sim.costs, Stream::kTpComm) +
                       streamTime(plan.backward, sim.costs, Stream::kTpComm));
   for (const TaskTiming& t : timeline.tasks) d.pp_comm_us += t.send.duration();
+  // ZeRO-3 gathers and scatters inside the tasks: blocking, hence fully exposed.
+  const double zero3_us = m * (streamTime(plan.forward, sim.costs, Stream::kDpComm) +
+                               streamTime(plan.backward, sim.costs, Stream::kDpComm));
+  d.dp_comm_us += zero3_us + timeline.param_allgather.duration();
+  d.exposed_dp_comm_us += zero3_us + timeline.param_allgather.duration();
   for (const Interval& sync : timeline.grad_sync) {
     d.dp_comm_us += sync.duration();
     // Overlapped buckets only cost the device the part after its own compute has finished.
@@ -90,7 +95,8 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs) {
     cost.forward_us = opOffsets(stage.forward, c, offsets.forward_start_us);
     cost.backward_us = opOffsets(stage.backward, c, offsets.backward_start_us);
     for (const OpInstance& op : stage.optimizer) cost.optimizer_us += c[op.event].time_us;
-    if (stage.dp_allreduce >= 0) cost.grad_allreduce_us = c[stage.dp_allreduce].time_us;
+    if (stage.gradSyncEvent() >= 0) cost.grad_allreduce_us = c[stage.gradSyncEvent()].time_us;
+    if (stage.dp_allgather >= 0) cost.param_allgather_us = c[stage.dp_allgather].time_us;
     for (const GradBucket& b : stage.dp_buckets) {
       double ready = offsets.backward_start_us[b.ready_after_op] +
                      c[stage.backward[b.ready_after_op].event].time_us;

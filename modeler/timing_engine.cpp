@@ -110,12 +110,19 @@ IterationTimeline computeTimeline(const TimingInput& input) {
       sync.push_back(Interval{ready, ready + cost.grad_allreduce_us});
       last_sync_end = sync.back().end_us;
     }
+    double optimizer_end = 0;
     for (PipelineTimeline& p : out.pipelines) {
       StageTimeline& stage = p.stages[s];
       stage.grad_sync = sync;
       stage.optimizer.start_us = std::max(stage.pipeline_end_us, last_sync_end);
       stage.optimizer.end_us = stage.optimizer.start_us + cost.optimizer_us;
+      optimizer_end = std::max(optimizer_end, stage.optimizer.end_us);
       out.iteration_us = std::max(out.iteration_us, stage.optimizer.end_us);
+    }
+    if (cost.param_allgather_us > 0) {
+      const Interval gather{optimizer_end, optimizer_end + cost.param_allgather_us};
+      for (PipelineTimeline& p : out.pipelines) p.stages[s].param_allgather = gather;
+      out.iteration_us = std::max(out.iteration_us, gather.end_us);
     }
   }
   return out;

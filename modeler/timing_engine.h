@@ -7,7 +7,9 @@
 // sender's device right after the producing task (Megatron's P2P blocks compute) and the data
 // arrives when the send ends. After a stage's last task, its gradients are all-reduced over D
 // (starting when every replica's stage has finished: the collective waits for its slowest member),
-// then the optimizer steps. With overlap, gradient buckets are all-reduced on the DP stream as
+// then the optimizer steps (under ZeRO 1/2 the all-reduce is a reduce-scatter, and the updated
+// parameter shards are all-gathered after the step, again when the slowest replica is ready). With
+// overlap, gradient buckets are all-reduced on the DP stream as
 // soon as the last backward has produced them, one after another; the optimizer waits for the last.
 // All times are microseconds from the iteration start.
 
@@ -30,6 +32,9 @@ struct StageCost {
   double grad_allreduce_us = 0;      // without overlap (0 when D == 1)
   std::vector<BucketCost> buckets;   // with overlap
   double optimizer_us = 0;
+  // ZeRO 1/2: the parameter all-gather after the optimizer step (0: none). grad_allreduce_us and
+  // the buckets then hold reduce-scatters.
+  double param_allgather_us = 0;
 };
 
 struct PipelineCost {
@@ -63,6 +68,7 @@ struct StageTimeline {
   double pipeline_end_us = 0;     // end of the last task and its send
   std::vector<Interval> grad_sync;  // one all-reduce, or one per bucket (empty when D == 1)
   Interval optimizer;
+  Interval param_allgather;  // ZeRO 1/2, after the optimizer (empty otherwise)
   int peak_activations = 0;
   double busy_in_pipeline_us = 0;  // task runs + sends
 };
