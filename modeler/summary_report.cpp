@@ -55,6 +55,10 @@ nlohmann::json summaryJson(const Simulation& sim) {
           {"micro_batches", sim.plan.micro_batches},
           {"schedule", scheduleName(st.schedule)},
           {"dp_overlap", st.dp_overlap},
+          {"virtual_stages", st.virtual_stages},
+          {"recompute", recomputeName(st.recompute)},
+          {"sequence_parallel", st.sequence_parallel},
+          {"zero", st.zero_stage},
           {"iteration_time_ms", s.iteration_us / kUsPerMs},
           {"throughput_samples_per_s", s.samples_per_s},
           {"throughput_tokens_per_s", s.tokens_per_s},
@@ -81,9 +85,9 @@ std::string summaryText(const Simulation& sim) {
   const IterationPlan& p = sim.plan;
   const Strategy& st = p.strategy;
   std::string out = fmt::format(
-      "{} on {} ({} x {}): {} b={} B={} m={} {}{}\n", p.model.name, p.cluster.name, st.gpus(),
+      "{} on {} ({} x {}): {} b={} B={} m={} {}{}{}\n", p.model.name, p.cluster.name, st.gpus(),
       p.cluster.device.name, st.name(), st.micro_batch, st.global_batch, p.micro_batches,
-      scheduleName(st.schedule), st.dp_overlap ? " dp-overlap" : "");
+      scheduleName(st.schedule), st.dp_overlap ? " dp-overlap" : "", st.techniques());
   out += fmt::format("  iteration time     {:.3f} ms\n", s.iteration_us / kUsPerMs);
   out += fmt::format("  throughput         {:.2f} samples/s, {:.0f} tokens/s\n", s.samples_per_s,
                      s.tokens_per_s);
