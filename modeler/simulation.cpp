@@ -125,6 +125,17 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs) {
     if (u.event.kind == EventKind::kCompute) sum.model_flops += u.event.flops * u.count;
     time_by_source[static_cast<int>(c[e].provenance)] += c[e].time_us * u.count;
   }
+  // MFU counts the model's FLOPs only: recomputed forward ops are hardware work (HFU), not model
+  // work (Korthikanti et al. 2022), so they come off again.
+  const double devices_per_stage = static_cast<double>(strategy.tp) * strategy.dp;
+  for (const StagePlan& stage : p.stages) {
+    for (const OpInstance& op : stage.backward) {
+      if (op.recompute && p.events[op.event].event.kind == EventKind::kCompute) {
+        sum.model_flops -= p.events[op.event].event.flops * static_cast<double>(p.micro_batches) *
+                           devices_per_stage;
+      }
+    }
+  }
   double total_time = 0;
   for (double t : time_by_source) total_time += t;
   for (int i = 0; i < kProvenanceCount; ++i) {

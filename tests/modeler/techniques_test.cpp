@@ -206,6 +206,10 @@ TEST(TechniquesTiming, RecomputedOpsShowAsRecomputePhase) {
   EXPECT_EQ(recomputed, 2 * block_forward_ops);
   EXPECT_EQ(backward, 2 * static_cast<int>(base.stages[0].backward.size()));
   EXPECT_EQ(phaseName(Phase::kRecompute), "recompute");
+  // Model FLOPs (and MFU) exclude the recomputed work: same as without recomputation.
+  Simulation plain = simulate(base, onesAndTwos(base));
+  EXPECT_NEAR(sim.summary.model_flops, plain.summary.model_flops, 1e-6 * plain.summary.model_flops);
+  EXPECT_GT(sim.summary.iteration_us, plain.summary.iteration_us);
 }
 
 }  // namespace
