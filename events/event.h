@@ -46,8 +46,8 @@ struct Event {
   std::string layout;      // GEMM operand layout "nn", "nt", "tn" (empty for others)
   DType dtype = DType::kFp16;
   // Communication: all-reduce, p2p: the buffer each rank contributes / sends; reduce-scatter and
-  // all-gather: the FULL (unsharded) buffer, nccl-tests' "size" (each rank holds bytes / group), so
-  // the nccl-tests bus-bandwidth factors of profiler/comm_math.h and the cost model apply unchanged.
+  // all-gather: the FULL (unsharded) buffer, nccl-tests' "size" (each rank holds bytes / group),
+  // so nccl-tests' bus-bandwidth factors (profiler/comm_math.h, the cost model) apply unchanged.
   int64_t message_bytes = 0;
   Placement placement;        // communication only
 

@@ -211,8 +211,8 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
       // A decoder stage of an encoder-decoder model also forwards the encoder output.
       bool next_is_cross = model.blocks[end_layer].cross_attention;
       // With SP the tensor between stages is the sequence shard (s/t tokens), as in Megatron.
-      stage.activation_bytes_out = shape.regionTokens() * model.hidden_size * elem_bytes *
-                                   (next_is_cross ? 2 : 1);
+      stage.activation_bytes_out =
+          shape.regionTokens() * model.hidden_size * elem_bytes * (next_is_cross ? 2 : 1);
     }
     plan.stages.push_back(std::move(stage));
   }

@@ -20,7 +20,8 @@ std::string_view phaseName(Phase phase) {
     case Phase::kBackward: return "backward";
     case Phase::kGradSync: return "grad-sync";
     case Phase::kOptimizer: return "optimizer";
-    case Phase::kRecompute: return "recompute";
+    case Phase::kRecompute:
+      return "recompute";
   }
   return "?";
 }
@@ -174,7 +175,8 @@ void LayerOpBuilder::mlpBackward(OpList& out, int layer) {
   const LayerShape& s = shape_;
   const int64_t T = s.tokens(), h = s.hidden, t = s.tp, f = s.ffn;
   const int64_t region = s.regionTokens() * h;
-  compute(out, layer, "mlp_dropout_bwd", makeCompute("dropout_bwd", {{"elems", region}}, "", s.dtype));
+  compute(out, layer, "mlp_dropout_bwd",
+          makeCompute("dropout_bwd", {{"elems", region}}, "", s.dtype));
   gatherInput(out, layer, "fc2_grad_allgather");
   linearBackward(out, layer, "fc2_dgrad", "fc2_wgrad", T, h, f / t);
   compute(out, layer, "gelu_bwd", makeCompute("gelu_bwd", {{"elems", T * f / t}}, "", s.dtype));
@@ -183,7 +185,8 @@ void LayerOpBuilder::mlpBackward(OpList& out, int layer) {
   reduceOutput(out, layer, "fc1_input_grad_allreduce", "fc1_input_grad_reduce_scatter");
   compute(out, layer, "mlp_layernorm_bwd",
           makeCompute("layernorm_bwd", {{"rows", s.regionTokens()}, {"cols", h}}, "", s.dtype));
-  compute(out, layer, "mlp_residual_grad_add", makeCompute("add", {{"elems", region}}, "", s.dtype));
+  compute(out, layer, "mlp_residual_grad_add",
+          makeCompute("add", {{"elems", region}}, "", s.dtype));
 }
 
 void LayerOpBuilder::blockForward(const TransformerBlock& block, int layer, OpList& out) {
@@ -213,7 +216,8 @@ void LayerOpBuilder::embeddingForward(int streams, OpList& out) {
             makeCompute("embedding_fwd", {{"tokens", T}, {"hidden", h}, {"vocab", s.vocab / s.tp}}, "",
                         s.dtype));
     reduceOutput(out, kEmbeddingLayer, "embedding_allreduce", "embedding_reduce_scatter");
-    compute(out, kEmbeddingLayer, "position_add", makeCompute("add", {{"elems", region}}, "", s.dtype));
+    compute(out, kEmbeddingLayer, "position_add",
+            makeCompute("add", {{"elems", region}}, "", s.dtype));
     compute(out, kEmbeddingLayer, "embedding_dropout",
             makeCompute("dropout_fwd", {{"elems", region}}, "", s.dtype));
   }
@@ -256,7 +260,8 @@ void LayerOpBuilder::headBackward(OpList& out) {
           makeCompute("cross_entropy_bwd", {{"rows", T}, {"cols", v}}, "", s.dtype));
   gatherInput(out, kHeadLayer, "lm_head_input_regather");
   linearBackward(out, kHeadLayer, "lm_head_dgrad", "lm_head_wgrad", T, v, h);
-  reduceOutput(out, kHeadLayer, "lm_head_input_grad_allreduce", "lm_head_input_grad_reduce_scatter");
+  reduceOutput(out, kHeadLayer, "lm_head_input_grad_allreduce",
+               "lm_head_input_grad_reduce_scatter");
   compute(out, kHeadLayer, "final_layernorm_bwd",
           makeCompute("layernorm_bwd", {{"rows", s.regionTokens()}, {"cols", h}}, "", s.dtype));
 }

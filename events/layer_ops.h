@@ -14,8 +14,8 @@
 // final layernorm, LM head GEMM (vocabulary-parallel) and the vocab-parallel cross-entropy (three
 // fp32 all-reduces of one value per token) on the last.
 //
-// Sequence parallelism (Megatron, Korthikanti et al. 2022 section 4.2.2): the layernorm, dropout and
-// residual-add regions hold s/t tokens; the all-reduce after each row-parallel GEMM becomes a
+// Sequence parallelism (Megatron, Korthikanti et al. 2022 section 4.2.2): the layernorm, dropout
+// and residual-add regions hold s/t tokens; the all-reduce after each row-parallel GEMM becomes a
 // reduce-scatter and an all-gather precedes each column-parallel GEMM. Backward runs the reverse
 // (all-gather of the output gradient before a row-parallel GEMM, reduce-scatter of the input
 // gradient after a column-parallel one) plus Megatron's re-all-gather of the column-parallel input

@@ -19,8 +19,7 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpInstance& op = ops[i];
       visit(DeviceEvent{op.stream, op.recompute ? Phase::kRecompute : task.task.phase, op.name,
-                        op.event, op.layer,
-                        task.task.micro_batch, task.run.start_us + starts[i],
+                        op.event, op.layer, task.task.micro_batch, task.run.start_us + starts[i],
                         sim.costUs(op.event)});
     }
     int send_event = -1;
@@ -37,8 +36,9 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
     const bool whole = stage.gradSyncEvent() >= 0;
     const int event = whole ? stage.gradSyncEvent() : stage.dp_buckets[i].event;
     const bool scatter = plan.events[event].event.kind == EventKind::kReduceScatter;
-    std::string_view name = whole ? (scatter ? "grad_reduce_scatter" : "grad_allreduce")
-                                  : (scatter ? "grad_bucket_reduce_scatter" : "grad_bucket_allreduce");
+    std::string_view name =
+        whole ? (scatter ? "grad_reduce_scatter" : "grad_allreduce")
+              : (scatter ? "grad_bucket_reduce_scatter" : "grad_bucket_allreduce");
     visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync, name, event, kEmbeddingLayer, -1,
                       sync.start_us, sync.duration()});
   }

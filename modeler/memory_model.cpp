@@ -31,10 +31,14 @@ double modelStateBytesPerParameter(DType dtype, int zero_stage, int dp) {
   const bool fp32 = dtype == DType::kFp32;
   const double w = fp32 ? 4 : 2, g = 4, o = fp32 ? 8 : 12, d = dp;
   switch (zero_stage) {
-    case 0: return w + g + o;
-    case 1: return w + g + o / d;
-    case 2: return w + (g + o) / d;
-    default: return (w + g + o) / d;
+    case 0:
+      return w + g + o;
+    case 1:
+      return w + g + o / d;
+    case 2:
+      return w + (g + o) / d;
+    default:
+      return (w + g + o) / d;
   }
 }
 
@@ -90,9 +94,9 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
     StageMemory mem;
     mem.stage = stage.stage;
     mem.parameters = stage.parameters;
-    mem.model_state_bytes = std::llround(
-        static_cast<double>(stage.parameters) *
-        modelStateBytesPerParameter(model.dtype, zero, strategy.dp));
+    mem.model_state_bytes =
+        std::llround(static_cast<double>(stage.parameters) *
+                     modelStateBytesPerParameter(model.dtype, zero, strategy.dp));
     int64_t per_micro_batch = 0;
     for (int layer = stage.first_layer; layer < stage.first_layer + stage.num_layers; ++layer) {
       per_micro_batch += blockActivationBytes(model, model.blocks[layer], strategy.micro_batch,
@@ -104,7 +108,8 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
     }
     if (stage.has_head) {
       // The final layernorm's input (a region) and the LM head's (gathered) input.
-      per_micro_batch += e * sbh_region + e * sbh + kLogitBytes * sb * plan.padded_vocab / strategy.tp;
+      per_micro_batch +=
+          e * sbh_region + e * sbh + kLogitBytes * sb * plan.padded_vocab / strategy.tp;
     }
     mem.activation_bytes_per_micro_batch = per_micro_batch;
     mem.in_flight = peakActivationsInFlight(

@@ -35,11 +35,12 @@
 // Extras per micro-batch (Megatron's compute_activation_memory "small contributions"):
 //   first stage: token and position ids 8*s*b, the embedding output e*s*b*h and its dropout mask
 //                s*b*h;
-//   last stage:  the final layernorm's input and the LM head's input, 2*e*s*b*h, and the fp32 logits
+//   last stage:  the final layernorm's input and the LM head's input, 2*e*s*b*h, and the fp32
+//   logits
 //                kept for the cross-entropy backward, 4*s*b*V/t (V the padded vocabulary).
-// All activations are multiplied by the micro-batches in flight on the stage, the most forwards done
-// whose backward has not run (GPipe: m; DAPPLE/1F1B: min(P - s, m)), as the schedule gives them.
-// Temporary buffers (workspace, the backward of one op, communication buffers) and allocator
+// All activations are multiplied by the micro-batches in flight on the stage, the most forwards
+// done whose backward has not run (GPipe: m; DAPPLE/1F1B: min(P - s, m)), as the schedule gives
+// them. Temporary buffers (workspace, the backward of one op, communication buffers) and allocator
 // fragmentation are not modelled: the headroom fraction of device memory is set aside for them.
 
 #include <cstdint>

@@ -88,7 +88,8 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
     if (zero < 0 || zero > 3) EVSIM_THROW(InputError, "--zero {}: must be 0, 1, 2 or 3", zero);
   }
   for (int v : space.virtual_stages) {
-    if (v < 2) EVSIM_THROW(InputError, "--virtual-stages {}: the interleaved schedule needs v >= 2", v);
+    if (v < 2)
+      EVSIM_THROW(InputError, "--virtual-stages {}: the interleaved schedule needs v >= 2", v);
   }
   if (!(options.memory_headroom >= 0 && options.memory_headroom < 1)) {
     EVSIM_THROW(InputError, "--memory-headroom {}: must be in [0, 1)", options.memory_headroom);

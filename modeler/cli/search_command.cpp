@@ -1,12 +1,12 @@
 #include "modeler/cli/search_command.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -238,9 +238,10 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
              gib(report.usable_bytes), 100 * report.headroom, args.run.global_batch);
   fmt::print("candidates: {} (valid {}: ok {}, OOM {}; invalid {})\n\n", report.candidates.size(),
              report.valid, report.ok, report.oom, report.invalid);
-  fmt::print("{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>7} {:>10} {:>10}  {:<11} {}\n",
-             "rank", "strategy", "b", "schedule", "techniques", "iter (ms)", "samples/s", "speedup", "bubble",
-             "peak GiB", "free GiB", "m/d/e %", "status");
+  fmt::print(
+      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>7} {:>10} {:>10}  {:<11} {}\n",
+      "rank", "strategy", "b", "schedule", "techniques", "iter (ms)", "samples/s", "speedup",
+      "bubble", "peak GiB", "free GiB", "m/d/e %", "status");
   int shown = 0;
   for (const CandidateResult& r : report.candidates) {
     if (r.status == CandidateStatus::kInvalid) continue;
@@ -248,18 +249,18 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
     const Strategy& s = r.strategy;
     double free = gib(report.usable_bytes - r.peak_memory_bytes);
     if (r.status == CandidateStatus::kOk) {
-      fmt::print("{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11.3f} {:>11.2f} {:>7.2f}x {:>6.1f}% {:>10.2f} "
-                 "{:>10.2f}  {:<11} ok\n",
-                 r.rank, s.name(), s.micro_batch, scheduleName(s.schedule), techniquesText(s),
-                 r.iteration_us / kUsPerMs,
-                 r.samples_per_s, r.speedup_over_worst, 100 * r.bubble_fraction,
-                 gib(r.peak_memory_bytes), free, provenanceText(r));
+      fmt::print(
+          "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11.3f} {:>11.2f} {:>7.2f}x {:>6.1f}% {:>10.2f} "
+          "{:>10.2f}  {:<11} ok\n",
+          r.rank, s.name(), s.micro_batch, scheduleName(s.schedule), techniquesText(s),
+          r.iteration_us / kUsPerMs, r.samples_per_s, r.speedup_over_worst, 100 * r.bubble_fraction,
+          gib(r.peak_memory_bytes), free, provenanceText(r));
     } else {
-      fmt::print("{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>7} {:>10.2f} {:>10.2f}  "
-                 "{:<11} OOM (stage {})\n",
-                 "-", s.name(), s.micro_batch, scheduleName(s.schedule), techniquesText(s), "-", "-",
-                 "-", "-",
-                 gib(r.peak_memory_bytes), free, "-", r.peak_memory_stage);
+      fmt::print(
+          "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>7} {:>10.2f} {:>10.2f}  "
+          "{:<11} OOM (stage {})\n",
+          "-", s.name(), s.micro_batch, scheduleName(s.schedule), techniquesText(s), "-", "-", "-",
+          "-", gib(r.peak_memory_bytes), free, "-", r.peak_memory_stage);
     }
     ++shown;
   }
@@ -272,7 +273,8 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
     std::map<std::tuple<std::string, int64_t, std::string>, bool> listed;
     for (const CandidateResult& r : report.candidates) {
       if (r.status != CandidateStatus::kInvalid) continue;
-      if (!listed.try_emplace({r.strategy.name(), r.strategy.micro_batch, r.violation}, true).second) {
+      if (!listed.try_emplace({r.strategy.name(), r.strategy.micro_batch, r.violation}, true)
+               .second) {
         continue;
       }
       fmt::print("  {:<10} b={:<3} {}\n", r.strategy.name(), r.strategy.micro_batch, r.violation);
@@ -282,8 +284,7 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
     fmt::print("\nbest: {} b={} {}{} — {:.3f} ms, {:.2f} samples/s ({:.2f}x the worst)\n",
                best->strategy.name(), best->strategy.micro_batch,
                scheduleName(best->strategy.schedule), best->strategy.techniques(),
-               best->iteration_us / kUsPerMs,
-               best->samples_per_s, best->speedup_over_worst);
+               best->iteration_us / kUsPerMs, best->samples_per_s, best->speedup_over_worst);
     fmt::print("full timeline: {} --trace best.json\n", simulateCommand(args, best->strategy));
   } else {
     fmt::print("\nno strategy fits in {:.1f} GiB per GPU (usable {:.1f} GiB)\n",
@@ -355,7 +356,8 @@ void registerSearchCommand(CLI::App& app) {
   cmd->add_option("--sequence-parallel", args->sequence_parallel,
                   "sequence parallelism to try: off,on (on only where M >= 2)")
       ->capture_default_str();
-  cmd->add_option("--zero", args->zero_stages, "ZeRO stages to try: 0,1,2,3 (> 0 only where D >= 2)")
+  cmd->add_option("--zero", args->zero_stages,
+                  "ZeRO stages to try: 0,1,2,3 (> 0 only where D >= 2)")
       ->capture_default_str();
   args->costs.add(*cmd);
   cmd->add_option("--top", args->top, "show only the K best ok strategies in the table (0: all)");

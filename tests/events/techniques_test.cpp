@@ -88,9 +88,10 @@ TEST(Recompute, FullReRunsEachBlockForwardInsideItsBackward) {
       EXPECT_EQ(countKind(full, again, EventKind::kAllReduce), t == 1 ? 0 : 2);
     }
     // Nothing else changes: embedding and head have no recomputation.
-    EXPECT_EQ(f.backward.size(), b.backward.size() + (b.forward.size() -
-                                                      layerOps(b.forward, kEmbeddingLayer, false).size() -
-                                                      layerOps(b.forward, kHeadLayer, false).size()));
+    EXPECT_EQ(
+        f.backward.size(),
+        b.backward.size() + (b.forward.size() - layerOps(b.forward, kEmbeddingLayer, false).size() -
+                             layerOps(b.forward, kHeadLayer, false).size()));
   }
 }
 
@@ -153,9 +154,9 @@ TEST(SequenceParallel, CollectivesBecomeReduceScatterAndAllGather) {
       EXPECT_EQ(eventOf(sp, findOp(fwd, "mlp_residual_add")).dim("elems"), kT * kH / t);
       EXPECT_EQ(eventOf(sp, findOp(bwd, "mlp_layernorm_bwd")).dim("rows"), kT / t);
       EXPECT_EQ(eventOf(sp, findOp(fwd, "qkv_gemm")).dim("m"), kT);
-      EXPECT_EQ(eventOf(sp, findOp(fwd, "attn_scores")).flops,
-                eventOf(base, findOp(layerOps(base.stages[0].forward, 0, false), "attn_scores"))
-                    .flops);
+      EXPECT_EQ(
+          eventOf(sp, findOp(fwd, "attn_scores")).flops,
+          eventOf(base, findOp(layerOps(base.stages[0].forward, 0, false), "attn_scores")).flops);
       EXPECT_EQ(eventOf(sp, findOp(fwd, "qkv_input_allgather")).kind, EventKind::kAllGather);
       EXPECT_EQ(eventOf(sp, findOp(fwd, "fc2_reduce_scatter")).kind, EventKind::kReduceScatter);
     }

@@ -58,7 +58,8 @@ Strategy strategy(int tp, int dp, int64_t global_batch, Recompute rc, bool sp, i
   return s;
 }
 
-// --- memory ---------------------------------------------------------------------------------------
+// --- memory
+// ---------------------------------------------------------------------------------------
 
 TEST(TechniquesMemory, KorthikantiTable2PerBlock) {
   const ModelConfig m = model();
@@ -97,8 +98,10 @@ TEST(TechniquesMemory, ZeroModelStateBytesPerParameter) {
 
 TEST(TechniquesMemory, StageEstimateUsesZeroAndSequenceParallel) {
   // 2M1P4D, b = 2, B = 8: one micro-batch per pipeline, one in flight.
-  IterationPlan base = buildIterationPlan(model(), cluster(), strategy(2, 4, 8, Recompute::kNone, false, 0));
-  IterationPlan sp1 = buildIterationPlan(model(), cluster(), strategy(2, 4, 8, Recompute::kNone, true, 1));
+  IterationPlan base =
+      buildIterationPlan(model(), cluster(), strategy(2, 4, 8, Recompute::kNone, false, 0));
+  IterationPlan sp1 =
+      buildIterationPlan(model(), cluster(), strategy(2, 4, 8, Recompute::kNone, true, 1));
   MemoryEstimate b = estimateMemory(base);
   MemoryEstimate z = estimateMemory(sp1);
   const int64_t params = base.stages[0].parameters;
@@ -110,8 +113,8 @@ TEST(TechniquesMemory, StageEstimateUsesZeroAndSequenceParallel) {
   //   blocks 2 * 720896; embedding ids 8 sb, output e sbh/t and mask sbh/t;
   //   head: final layernorm input e sbh/t, LM head input e sbh, fp32 logits 4 sb V'/t.
   const int64_t v = sp1.padded_vocab;
-  const int64_t expected = 2 * 720896 + (8 * 128 + 2 * 16384 + 16384) +
-                           (2 * 16384 + 2 * 32768 + 4 * 128 * v / 2);
+  const int64_t expected =
+      2 * 720896 + (8 * 128 + 2 * 16384 + 16384) + (2 * 16384 + 2 * 32768 + 4 * 128 * v / 2);
   EXPECT_EQ(z.stages[0].activation_bytes_per_micro_batch, expected);
 }
 
@@ -144,15 +147,18 @@ TEST(TechniquesVolume, ReduceScatterPlusAllGatherEqualsOneAllReduce) {
 std::vector<EventCost> onesAndTwos(const IterationPlan& p) {
   std::vector<EventCost> out;
   for (const UniqueEvent& u : p.events.events()) {
-    out.push_back(EventCost{u.event.kind == EventKind::kCompute ? 1.0 : 2.0, Provenance::kMeasured});
+    out.push_back(
+        EventCost{u.event.kind == EventKind::kCompute ? 1.0 : 2.0, Provenance::kMeasured});
   }
   return out;
 }
 
 TEST(TechniquesTiming, ZeroOneReduceScattersStepsThenGathers) {
   // 1M1P2D, b = 2, B = 8: m = 2 micro-batches; at t = 1 every task op is compute (1 us).
-  IterationPlan zero0 = buildIterationPlan(model(), cluster(), strategy(1, 2, 8, Recompute::kNone, false, 0));
-  IterationPlan zero1 = buildIterationPlan(model(), cluster(), strategy(1, 2, 8, Recompute::kNone, false, 1));
+  IterationPlan zero0 =
+      buildIterationPlan(model(), cluster(), strategy(1, 2, 8, Recompute::kNone, false, 0));
+  IterationPlan zero1 =
+      buildIterationPlan(model(), cluster(), strategy(1, 2, 8, Recompute::kNone, false, 1));
   const double F = static_cast<double>(zero1.stages[0].forward.size());
   const double B = static_cast<double>(zero1.stages[0].backward.size());
   Simulation s0 = simulate(zero0, onesAndTwos(zero0));
@@ -173,12 +179,15 @@ TEST(TechniquesTiming, ZeroOneReduceScattersStepsThenGathers) {
   forEachDeviceEvent(s1, 0, [&](const DeviceEvent& e) {
     if (e.phase == Phase::kGradSync || e.phase == Phase::kOptimizer) sync.emplace_back(e.name);
   });
-  EXPECT_EQ(sync, (std::vector<std::string>{"grad_reduce_scatter", "adam_step", "param_allgather"}));
+  EXPECT_EQ(sync,
+            (std::vector<std::string>{"grad_reduce_scatter", "adam_step", "param_allgather"}));
 }
 
 TEST(TechniquesTiming, ZeroThreeCommunicatesInsideTheTasks) {
-  IterationPlan p = buildIterationPlan(model(), cluster(), strategy(1, 2, 8, Recompute::kNone, false, 3));
-  IterationPlan base = buildIterationPlan(model(), cluster(), strategy(1, 2, 8, Recompute::kNone, false, 0));
+  IterationPlan p =
+      buildIterationPlan(model(), cluster(), strategy(1, 2, 8, Recompute::kNone, false, 3));
+  IterationPlan base =
+      buildIterationPlan(model(), cluster(), strategy(1, 2, 8, Recompute::kNone, false, 0));
   const double F = static_cast<double>(base.stages[0].forward.size());
   const double B = static_cast<double>(base.stages[0].backward.size());
   // 4 parts (embedding, 2 blocks, head): forward + 4 gathers, backward + 4 gathers + 4 scatters,
@@ -192,8 +201,10 @@ TEST(TechniquesTiming, ZeroThreeCommunicatesInsideTheTasks) {
 }
 
 TEST(TechniquesTiming, RecomputedOpsShowAsRecomputePhase) {
-  IterationPlan p = buildIterationPlan(model(), cluster(), strategy(2, 1, 4, Recompute::kFull, false, 0));
-  IterationPlan base = buildIterationPlan(model(), cluster(), strategy(2, 1, 4, Recompute::kNone, false, 0));
+  IterationPlan p =
+      buildIterationPlan(model(), cluster(), strategy(2, 1, 4, Recompute::kFull, false, 0));
+  IterationPlan base =
+      buildIterationPlan(model(), cluster(), strategy(2, 1, 4, Recompute::kNone, false, 0));
   int block_forward_ops = 0;
   for (const OpInstance& op : base.stages[0].forward) block_forward_ops += op.layer >= 0;
   Simulation sim = simulate(p, onesAndTwos(p));

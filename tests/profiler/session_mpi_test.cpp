@@ -153,10 +153,10 @@ TEST_F(SessionTest, ScalesReduceScatterAndAllGatherPastTheMeasuredGroup) {
     EXPECT_DOUBLE_EQ(n16->time.max_us, 12.5);
     EXPECT_TRUE(n16->scaled);
     EXPECT_EQ(n16->measured_group_size, 4);
-    EXPECT_DOUBLE_EQ(n4->algbw_gb_s, 1.0);     // 4000 B / 4 us
-    EXPECT_DOUBLE_EQ(n4->busbw_gb_s, 0.75);    // x (4-1)/4
-    EXPECT_DOUBLE_EQ(n16->algbw_gb_s, 0.8);    // 4000 B / 5 us
-    EXPECT_DOUBLE_EQ(n16->busbw_gb_s, 0.75);   // x 15/16: the bus bandwidth is kept
+    EXPECT_DOUBLE_EQ(n4->algbw_gb_s, 1.0);    // 4000 B / 4 us
+    EXPECT_DOUBLE_EQ(n4->busbw_gb_s, 0.75);   // x (4-1)/4
+    EXPECT_DOUBLE_EQ(n16->algbw_gb_s, 0.8);   // 4000 B / 5 us
+    EXPECT_DOUBLE_EQ(n16->busbw_gb_s, 0.75);  // x 15/16: the bus bandwidth is kept
   }
 }
 
