@@ -72,6 +72,26 @@ BENCHMARK(BM_Gpt3_1024Gpus_AllSimulated)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// Issue 6's dimensions on top: recomputation none/full/selective, SP off/on (M >= 2), ZeRO 0/1
+// (D >= 2): 5304 candidates instead of 528. Interleaved is left out until its plans build.
+void BM_Gpt3_1024Gpus_Techniques(benchmark::State& state) {
+  CostModel costs(dgx(), nullptr, /*analytic_fallback=*/true);
+  SearchOptions options = gpt3Options(static_cast<unsigned>(state.range(0)));
+  options.space.recomputes = {Recompute::kNone, Recompute::kFull, Recompute::kSelective};
+  options.space.sequence_parallel = {false, true};
+  options.space.zero_stages = {0, 1};
+  SearchReport report;
+  for (auto _ : state) {
+    report = runSearch(gpt3(), dgx(), costs, options, "");
+    benchmark::DoNotOptimize(report.candidates.data());
+  }
+  state.counters["candidates"] = static_cast<double>(report.candidates.size());
+  state.counters["valid"] = static_cast<double>(report.valid);
+  state.counters["simulated"] = static_cast<double>(report.ok);
+  state.counters["oom"] = static_cast<double>(report.oom);
+}
+BENCHMARK(BM_Gpt3_1024Gpus_Techniques)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -45,7 +45,10 @@ struct Event {
   std::vector<Dim> dims;   // compute shape, in signature order (empty for communication)
   std::string layout;      // GEMM operand layout "nn", "nt", "tn" (empty for others)
   DType dtype = DType::kFp16;
-  int64_t message_bytes = 0;  // communication: bytes each rank contributes / sends
+  // Communication: all-reduce, p2p: the buffer each rank contributes / sends; reduce-scatter and
+  // all-gather: the FULL (unsharded) buffer, nccl-tests' "size" (each rank holds bytes / group),
+  // so nccl-tests' bus-bandwidth factors (profiler/comm_math.h, the cost model) apply unchanged.
+  int64_t message_bytes = 0;
   Placement placement;        // communication only
 
   double flops = 0;         // floating-point operations per execution (compute)

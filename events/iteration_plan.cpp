@@ -54,11 +54,12 @@ std::vector<int> balancedStages(const ModelConfig& model, const LayerShape& shap
 // Splits the stage's gradients into DDP buckets in backward order; a bucket closes at the end of a
 // layer once it holds at least `bucket_bytes` (PyTorch fills buckets by whole parameters).
 void buildBuckets(StagePlan& stage, const std::map<int, int64_t>& layer_params, int64_t grad_bytes,
-                  int64_t bucket_bytes, Placement dp_group, DType dtype, EventTable& table) {
+                  int64_t bucket_bytes, Placement dp_group, DType dtype, EventKind kind,
+                  EventTable& table) {
   int64_t pending = 0;
   auto close = [&](int op_index) {
     if (pending == 0) return;
-    int event = table.intern(makeCommunication(EventKind::kAllReduce, pending, dp_group, dtype));
+    int event = table.intern(makeCommunication(kind, pending, dp_group, dtype));
     stage.dp_buckets.push_back(GradBucket{event, op_index, pending});
     pending = 0;
   };
@@ -94,12 +95,6 @@ int IterationPlan::pipelineOf(int dp) const {
 IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& cluster,
                                  const Strategy& strategy) {
   validateStrategy(model, cluster, strategy);
-  // TODO(issue 6): parsed and validated, not yet built into op lists; refuse rather than ignore.
-  // (The interleaved schedule is built: chunks below.)
-  if (strategy.recompute != Recompute::kNone || strategy.sequence_parallel ||
-      strategy.zero_stage != 0) {
-    EVSIM_THROW(InputError, "{}{}: not supported yet", strategy.name(), strategy.techniques());
-  }
   IterationPlan plan;
   plan.model = model;
   plan.cluster = cluster;
@@ -127,6 +122,9 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
   shape.tp = M;
   shape.dtype = dtype;
   shape.tp_group = layout.worstTpGroup(0);  // stages are balanced by FLOPs; placement is moot there
+  shape.sequence_parallel = strategy.sequence_parallel;
+  shape.recompute = strategy.recompute;
+  const int zero = D > 1 ? strategy.zero_stage : 0;
 
   std::vector<int> first_layer = balancedStages(model, shape, K, embedding_streams);
   EventTable& table = plan.events;
@@ -148,45 +146,81 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
 
     std::map<int, int64_t> layer_params;
     if (stage.has_embedding) {
-      builder.embeddingForward(embedding_streams, stage.forward);
       layer_params[kEmbeddingLayer] = plan.padded_vocab / M * model.hidden_size +
                                       model.seq_length * model.hidden_size;
     }
     for (int layer = stage.first_layer; layer < end_layer; ++layer) {
-      builder.blockForward(model.blocks[layer], layer, stage.forward);
       layer_params[layer] = blockParametersPerRank(model, model.blocks[layer], M);
     }
     if (stage.has_head) {
-      builder.headForward(stage.forward);
-      builder.headBackward(stage.backward);
       // Final layernorm; with P > 1 the last stage also keeps its copy of the tied LM head weight.
       layer_params[kHeadLayer] = 2 * model.hidden_size +
                                  (P > 1 ? plan.padded_vocab / M * model.hidden_size : 0);
     }
-    for (int layer = end_layer - 1; layer >= stage.first_layer; --layer) {
-      builder.blockBackward(model.blocks[layer], layer, stage.backward);
+    // ZeRO-3: gather a layer's parameters before its forward and again before its backward, and
+    // reduce-scatter its gradients right after its backward, in the DP group.
+    auto zero3 = [&](OpList& ops, int layer, EventKind kind, std::string_view name) {
+      if (zero != 3) return;
+      Event e = makeCommunication(kind, layer_params.at(layer) * elem_bytes, stage.dp_group, dtype);
+      ops.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, name});
+    };
+    constexpr std::string_view kGather = "zero3_param_allgather";
+    constexpr std::string_view kScatter = "zero3_grad_reduce_scatter";
+    if (stage.has_embedding) {
+      zero3(stage.forward, kEmbeddingLayer, EventKind::kAllGather, kGather);
+      builder.embeddingForward(embedding_streams, stage.forward);
     }
-    if (stage.has_embedding) builder.embeddingBackward(embedding_streams, stage.backward);
+    for (int layer = stage.first_layer; layer < end_layer; ++layer) {
+      zero3(stage.forward, layer, EventKind::kAllGather, kGather);
+      builder.blockForward(model.blocks[layer], layer, stage.forward);
+    }
+    if (stage.has_head) {
+      zero3(stage.forward, kHeadLayer, EventKind::kAllGather, kGather);
+      builder.headForward(stage.forward);
+      zero3(stage.backward, kHeadLayer, EventKind::kAllGather, kGather);
+      builder.headBackward(stage.backward);
+      zero3(stage.backward, kHeadLayer, EventKind::kReduceScatter, kScatter);
+    }
+    for (int layer = end_layer - 1; layer >= stage.first_layer; --layer) {
+      zero3(stage.backward, layer, EventKind::kAllGather, kGather);
+      builder.blockBackward(model.blocks[layer], layer, stage.backward);
+      zero3(stage.backward, layer, EventKind::kReduceScatter, kScatter);
+    }
+    if (stage.has_embedding) {
+      zero3(stage.backward, kEmbeddingLayer, EventKind::kAllGather, kGather);
+      builder.embeddingBackward(embedding_streams, stage.backward);
+      zero3(stage.backward, kEmbeddingLayer, EventKind::kReduceScatter, kScatter);
+    }
 
     for (const auto& [layer, params] : layer_params) stage.parameters += params;
+    // Under ZeRO each DP rank steps only its shard (the last shard may be smaller; we take the
+    // larger, rounded-up one, which is what the slowest rank runs).
+    const int64_t optimizer_params = zero > 0 ? (stage.parameters + D - 1) / D : stage.parameters;
     stage.optimizer.push_back(OpInstance{
-        table.intern(makeCompute("adam", {{"params", stage.parameters}}, "", DType::kFp32)),
+        table.intern(makeCompute("adam", {{"params", optimizer_params}}, "", DType::kFp32)),
         Stream::kCompute, kEmbeddingLayer, "adam_step"});
 
-    if (D > 1) {
+    if (D > 1 && zero < 3) {
+      const EventKind grad_kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
       if (strategy.dp_overlap) {
         buildBuckets(stage, layer_params, elem_bytes, strategy.dp_bucket_bytes, stage.dp_group,
-                     dtype, table);
+                     dtype, grad_kind, table);
       } else {
-        stage.dp_allreduce = table.intern(makeCommunication(
-            EventKind::kAllReduce, stage.parameters * elem_bytes, stage.dp_group, dtype));
+        int event = table.intern(
+            makeCommunication(grad_kind, stage.parameters * elem_bytes, stage.dp_group, dtype));
+        (zero > 0 ? stage.dp_reduce_scatter : stage.dp_allreduce) = event;
+      }
+      if (zero > 0) {
+        stage.dp_allgather = table.intern(makeCommunication(
+            EventKind::kAllGather, stage.parameters * elem_bytes, stage.dp_group, dtype));
       }
     }
     if (k + 1 < K) {
       // A decoder stage of an encoder-decoder model also forwards the encoder output.
       bool next_is_cross = model.blocks[end_layer].cross_attention;
+      // With SP the tensor between stages is the sequence shard (s/t tokens), as in Megatron.
       stage.activation_bytes_out =
-          shape.tokens() * model.hidden_size * elem_bytes * (next_is_cross ? 2 : 1);
+          shape.regionTokens() * model.hidden_size * elem_bytes * (next_is_cross ? 2 : 1);
     }
     plan.stages.push_back(std::move(stage));
   }
@@ -214,6 +248,8 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
     for (const OpInstance& op : stage.backward) table.addCount(op.event, m * devices_per_stage);
     for (const OpInstance& op : stage.optimizer) table.addCount(op.event, devices_per_stage);
     if (stage.dp_allreduce >= 0) table.addCount(stage.dp_allreduce, devices_per_stage);
+    if (stage.dp_reduce_scatter >= 0) table.addCount(stage.dp_reduce_scatter, devices_per_stage);
+    if (stage.dp_allgather >= 0) table.addCount(stage.dp_allgather, devices_per_stage);
     for (const GradBucket& b : stage.dp_buckets) table.addCount(b.event, devices_per_stage);
   }
   for (const PipelineClass& pipeline : plan.pipelines) {

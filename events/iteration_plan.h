@@ -32,7 +32,7 @@ namespace evsim {
 // With --dp-overlap, a bucket of gradients all-reduced as soon as the backward op that completes it
 // has run (during the last micro-batch's backward).
 struct GradBucket {
-  int event = -1;
+  int event = -1;           // all-reduce, or reduce-scatter under ZeRO 1/2
   int ready_after_op = -1;  // index into StagePlan::backward
   int64_t bytes = 0;
 };
@@ -47,13 +47,23 @@ struct StagePlan {
   bool has_head = false;
   OpList forward;     // one micro-batch, one device
   OpList backward;
-  OpList optimizer;   // once per iteration
+  OpList optimizer;        // once per iteration (under ZeRO on the 1/D parameter shard)
   int64_t parameters = 0;  // on one device of the stage (its TP shard)
   int64_t activation_bytes_out = 0;  // sent to the next chunk per micro-batch (0 on the last)
+  // Gradient synchronisation over D (grad-sync phase, dp-comm stream), at most one of the two
+  // first forms: ZeRO 0 all-reduces, ZeRO 1/2 reduce-scatter (full-buffer bytes), then the
+  // optimizer steps on its 1/D shard, then `dp_allgather` gathers the updated parameters. With
+  // dp_overlap the all-reduce / reduce-scatter becomes `dp_buckets`. ZeRO-3 has none of these: its
+  // per-layer parameter all-gathers and gradient reduce-scatters are ops of `forward` / `backward`
+  // on the dp-comm stream (blocking inside the task, no prefetch: a conservative simplification).
   // Each chunk syncs its own gradients and steps its own optimizer (Megatron wraps every chunk in
   // its own DDP; Adam's cost is linear in parameters).
-  int dp_allreduce = -1;             // gradient all-reduce over D when not overlapped (-1: D == 1)
+  int dp_allreduce = -1;               // ZeRO 0 gradient all-reduce when not overlapped (-1: none)
+  int dp_reduce_scatter = -1;          // ZeRO 1/2 gradient reduce-scatter when not overlapped
+  int dp_allgather = -1;               // ZeRO 1/2 parameter all-gather after the optimizer step
   std::vector<GradBucket> dp_buckets;  // with dp_overlap and D > 1, in backward order
+  // The event of the non-overlapped gradient collective (all-reduce or reduce-scatter), or -1.
+  int gradSyncEvent() const { return dp_allreduce >= 0 ? dp_allreduce : dp_reduce_scatter; }
   Placement tp_group;
   Placement dp_group;
 };

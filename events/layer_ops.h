@@ -14,6 +14,19 @@
 // final layernorm, LM head GEMM (vocabulary-parallel) and the vocab-parallel cross-entropy (three
 // fp32 all-reduces of one value per token) on the last.
 //
+// Sequence parallelism (Megatron, Korthikanti et al. 2022 section 4.2.2): the layernorm, dropout
+// and residual-add regions hold s/t tokens; the all-reduce after each row-parallel GEMM becomes a
+// reduce-scatter and an all-gather precedes each column-parallel GEMM. Backward runs the reverse
+// (all-gather of the output gradient before a row-parallel GEMM, reduce-scatter of the input
+// gradient after a column-parallel one) plus Megatron's re-all-gather of the column-parallel input
+// for its weight gradient. The embedding output is reduce-scattered; the head all-gathers before
+// the LM head GEMM. Collectives carry the full buffer in message_bytes (nccl-tests' "size").
+//
+// Activation recomputation: `full` re-runs a block's forward ops (TP collectives included) at the
+// start of its backward; `selective` re-runs the attention core (scores, scale+mask+softmax,
+// attention dropout, x V) right before the attention core's backward. Recomputed ops are the
+// forward events again, marked OpInstance::recompute.
+//
 // GEMMs follow PyTorch's Linear: forward Y = X W^T (layout nt), dgrad dX = dY W (nn), wgrad
 // dW = dY^T X (tn).
 
@@ -24,6 +37,7 @@
 #include "events/event_table.h"
 #include "events/model_config.h"
 #include "events/op_list.h"
+#include "events/strategy.h"
 
 namespace evsim {
 
@@ -37,8 +51,12 @@ struct LayerShape {
   int tp = 1;               // t
   DType dtype = DType::kFp16;
   Placement tp_group;       // where the t ranks sit (group_size == tp)
+  bool sequence_parallel = false;  // needs tp >= 2 and tp dividing seq
+  Recompute recompute = Recompute::kNone;
 
   int64_t tokens() const { return micro_batch * seq; }
+  // Tokens of the layernorm / dropout / residual regions on one rank: s*b/t with SP.
+  int64_t regionTokens() const { return sequence_parallel ? tokens() / tp : tokens(); }
 };
 
 class LayerOpBuilder {
@@ -56,6 +74,14 @@ class LayerOpBuilder {
  private:
   void compute(OpList& out, int layer, std::string_view name, const Event& event);
   void tpAllReduce(OpList& out, int layer, std::string_view name, int64_t bytes, DType dtype);
+  void tpCollective(OpList& out, int layer, std::string_view name, EventKind kind, int64_t bytes);
+  // SP: all-gather of a column-parallel GEMM's input (forward, and again for its wgrad backward).
+  void gatherInput(OpList& out, int layer, std::string_view name);
+  // Row-parallel output (forward) or column-parallel input gradient (backward): all-reduce, or
+  // reduce-scatter with SP.
+  void reduceOutput(OpList& out, int layer, std::string_view allreduce_name,
+                    std::string_view reduce_scatter_name);
+  void attentionCore(OpList& out, int layer);
   void linearForward(OpList& out, int layer, std::string_view name, int64_t rows, int64_t out_features,
                      int64_t in_features);
   void linearBackward(OpList& out, int layer, std::string_view dgrad, std::string_view wgrad,
@@ -67,6 +93,7 @@ class LayerOpBuilder {
 
   const LayerShape& shape_;
   EventTable& table_;
+  bool recomputing_ = false;  // ops pushed now are recomputed forward ops
 };
 
 }  // namespace evsim

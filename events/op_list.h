@@ -13,8 +13,11 @@ enum class Stream { kCompute, kTpComm, kPpComm, kDpComm };
 inline constexpr int kStreamCount = 4;
 std::string_view streamName(Stream stream);  // "compute", "tp-comm", "pp-comm", "dp-comm"
 
-enum class Phase { kForward, kBackward, kGradSync, kOptimizer };
-std::string_view phaseName(Phase phase);  // "forward", "backward", "grad-sync", "optimizer"
+// kRecompute marks, in traces and CSV, a forward op re-run inside a backward task (activation
+// recomputation); schedules never produce it as a task phase.
+enum class Phase { kForward, kBackward, kGradSync, kOptimizer, kRecompute };
+// "forward", "backward", "grad-sync", "optimizer", "recompute"
+std::string_view phaseName(Phase phase);
 
 inline constexpr int kEmbeddingLayer = -1;  // `layer` of ops outside transformer blocks
 inline constexpr int kHeadLayer = -2;
@@ -24,6 +27,7 @@ struct OpInstance {
   Stream stream = Stream::kCompute;
   int layer = kEmbeddingLayer;  // global transformer block index, or kEmbeddingLayer/kHeadLayer
   std::string_view name;    // op name within the layer, e.g. "qkv_gemm" (static storage)
+  bool recompute = false;   // a forward op re-run in the backward task (activation recomputation)
 };
 
 using OpList = std::vector<OpInstance>;

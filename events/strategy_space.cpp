@@ -9,9 +9,46 @@
 
 namespace evsim {
 
+namespace {
+
+// Whether the interleaved schedule with v chunks per device can apply to (P, b, D) at all; the
+// search skips the v values that cannot rather than listing them as invalid.
+bool interleavedApplies(const ModelConfig& model, const Strategy& s, int v) {
+  if (s.pp < 2 || int64_t{s.pp} * v > model.numLayers()) return false;
+  const int64_t per_step = s.micro_batch * s.dp;
+  if (per_step <= 0 || s.global_batch % per_step != 0) return true;  // invalid for another rule
+  return s.microBatches() % s.pp == 0;
+}
+
+}  // namespace
+
 std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const ClusterConfig& cluster,
                                            const Strategy& base, const StrategySpace& space) {
   std::vector<Candidate> out;
+  auto add = [&](const Strategy& strategy) {
+    for (Recompute rc : space.recomputes) {
+      for (bool sp : space.sequence_parallel) {
+        if (sp && strategy.tp < 2) continue;
+        for (int zero : space.zero_stages) {
+          if (zero > 0 && strategy.dp < 2) continue;
+          Candidate c;
+          c.strategy = strategy;
+          c.strategy.recompute = rc;
+          c.strategy.sequence_parallel = sp;
+          c.strategy.zero_stage = zero;
+          c.violation = strategyViolation(model, cluster, c.strategy);
+          if (!c.violation && !space.allow_cross_node_tp &&
+              cluster.gpus_per_node % c.strategy.tp != 0) {
+            c.violation = fmt::format(
+                "--strategy {}: M={} does not divide the {} GPUs of a node (TP would cross nodes; "
+                "--allow-cross-node-tp lifts this)",
+                c.strategy.name(), c.strategy.tp, cluster.gpus_per_node);
+          }
+          out.push_back(std::move(c));
+        }
+      }
+    }
+  };
   for (int64_t m = 1; m <= space.gpus; ++m) {
     if (space.gpus % m != 0) continue;
     for (int64_t p = 1; p <= space.gpus / m; ++p) {
@@ -19,21 +56,22 @@ std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const Clust
       int64_t d = space.gpus / m / p;
       for (int64_t b : space.micro_batches) {
         for (Schedule schedule : space.schedules) {
-          Candidate c;
-          c.strategy = base;
-          c.strategy.tp = static_cast<int>(m);
-          c.strategy.pp = static_cast<int>(p);
-          c.strategy.dp = static_cast<int>(d);
-          c.strategy.micro_batch = b;
-          c.strategy.schedule = schedule;
-          c.violation = strategyViolation(model, cluster, c.strategy);
-          if (!c.violation && !space.allow_cross_node_tp && cluster.gpus_per_node % m != 0) {
-            c.violation = fmt::format(
-                "--strategy {}: M={} does not divide the {} GPUs of a node (TP would cross nodes; "
-                "--allow-cross-node-tp lifts this)",
-                c.strategy.name(), m, cluster.gpus_per_node);
+          Strategy s = base;
+          s.tp = static_cast<int>(m);
+          s.pp = static_cast<int>(p);
+          s.dp = static_cast<int>(d);
+          s.micro_batch = b;
+          s.schedule = schedule;
+          s.virtual_stages = 1;
+          if (schedule != Schedule::kInterleaved) {
+            add(s);
+            continue;
           }
-          out.push_back(std::move(c));
+          for (int v : space.virtual_stages) {
+            if (!interleavedApplies(model, s, v)) continue;
+            s.virtual_stages = v;
+            add(s);
+          }
         }
       }
     }
@@ -44,11 +82,18 @@ std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const Clust
 EventTable unionOfEvents(const ModelConfig& model, const ClusterConfig& cluster,
                          const Strategy& base, const StrategySpace& space) {
   EventTable all;
-  std::set<std::tuple<int, int, int, int64_t>> seen;  // schedules share their events
+  // GPipe and DAPPLE share their events; the techniques change them (recomputation through the
+  // stage partition, hence the gradient bytes), and so does the interleaved schedule (P*v chunks,
+  // the wrap-around transfer): v is in the key, 1 for the other schedules.
+  std::set<std::tuple<int, int, int, int64_t, int, bool, int, int>> seen;
   for (const Candidate& c : enumerateCandidates(model, cluster, base, space)) {
     if (c.violation) continue;
     const Strategy& s = c.strategy;
-    if (!seen.insert({s.tp, s.pp, s.dp, s.micro_batch}).second) continue;
+    if (!seen.insert({s.tp, s.pp, s.dp, s.micro_batch, static_cast<int>(s.recompute),
+                      s.sequence_parallel, s.zero_stage, s.virtual_stages})
+             .second) {
+      continue;
+    }
     IterationPlan plan = buildIterationPlan(model, cluster, s);
     for (const UniqueEvent& e : plan.events.events()) all.addCount(all.intern(e.event), e.count);
   }

@@ -23,10 +23,18 @@ struct StrategySpace {
   std::vector<int64_t> micro_batches;
   std::vector<Schedule> schedules;
   bool allow_cross_node_tp = false;  // by default M divides the GPUs of a node
+  // Techniques (issue 6). The defaults reproduce the plain search.
+  std::vector<int> virtual_stages = {2};  // v values tried with Schedule::kInterleaved
+  std::vector<Recompute> recomputes = {Recompute::kNone};
+  std::vector<bool> sequence_parallel = {false};  // `true` is only tried where M >= 2
+  std::vector<int> zero_stages = {0};             // stages > 0 only where D >= 2
 };
 
-// All (M, P, D) with M*P*D == gpus, in order of M, then P; `base` gives the global batch and the
-// other options. Invalid candidates carry their violation.
+// All (M, P, D) with M*P*D == gpus, in order of M, then P, then micro-batch, schedule (and v),
+// recomputation, sequence parallelism, ZeRO stage; `base` gives the global batch and the other
+// options. Combinations that cannot apply are not enumerated: SP at M = 1, ZeRO at D = 1, and
+// interleaved v values that break its rules (P >= 2, P*v <= layers, m a multiple of P). Other
+// invalid candidates are listed with their violation.
 std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const ClusterConfig& cluster,
                                            const Strategy& base, const StrategySpace& space);
 

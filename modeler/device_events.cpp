@@ -21,9 +21,9 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
     const std::vector<double>& starts = forward ? offsets.forward_start_us : offsets.backward_start_us;
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpInstance& op = ops[i];
-      visit(DeviceEvent{op.stream, task.task.phase, op.name, op.event, op.layer,
-                        task.task.micro_batch, task.run.start_us + starts[i], sim.costUs(op.event),
-                        task.task.chunk});
+      visit(DeviceEvent{op.stream, op.recompute ? Phase::kRecompute : task.task.phase, op.name,
+                        op.event, op.layer, task.task.micro_batch, task.run.start_us + starts[i],
+                        sim.costUs(op.event), task.task.chunk});
     }
     int send_event = -1;
     if (forward && k < last_stage) send_event = links.forward_p2p[k];
@@ -42,11 +42,14 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
     const int chunk = timeline.grad_sync_chunk[i];
     if (i > 0 && timeline.grad_sync_chunk[i - 1] != chunk) bucket = 0;
     const StagePlan& stage = plan.stages[plan.virtualStageOf(coord.pp, chunk)];
-    const bool whole = stage.dp_allreduce >= 0;
-    int event = whole ? stage.dp_allreduce : stage.dp_buckets[bucket++].event;
-    visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync,
-                      whole ? "grad_allreduce" : "grad_bucket_allreduce", event, kEmbeddingLayer,
-                      -1, sync.start_us, sync.duration(), chunk});
+    const bool whole = stage.gradSyncEvent() >= 0;
+    const int event = whole ? stage.gradSyncEvent() : stage.dp_buckets[bucket++].event;
+    const bool scatter = plan.events[event].event.kind == EventKind::kReduceScatter;
+    std::string_view name =
+        whole ? (scatter ? "grad_reduce_scatter" : "grad_allreduce")
+              : (scatter ? "grad_bucket_reduce_scatter" : "grad_bucket_allreduce");
+    visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync, name, event, kEmbeddingLayer, -1,
+                      sync.start_us, sync.duration(), chunk});
   }
   // The chunks' optimizer steps, v-1 first (the timing engine's order).
   double t = timeline.optimizer.start_us;
@@ -56,6 +59,15 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
                         sim.costUs(op.event), chunk});
       t += sim.costUs(op.event);
     }
+  }
+  // ZeRO 1/2: the chunks' parameter all-gathers after the optimizer, v-1 first.
+  t = timeline.param_allgather.start_us;
+  for (int chunk = plan.chunksPerDevice() - 1; chunk >= 0; --chunk) {
+    const StagePlan& stage = plan.stages[plan.virtualStageOf(coord.pp, chunk)];
+    if (stage.dp_allgather < 0) continue;
+    visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync, "param_allgather", stage.dp_allgather,
+                      kEmbeddingLayer, -1, t, sim.costUs(stage.dp_allgather), chunk});
+    t += sim.costUs(stage.dp_allgather);
   }
 }
 

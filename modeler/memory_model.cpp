@@ -24,8 +24,27 @@ int64_t modelStateBytesPerParameter(DType dtype) {
   return dtype == DType::kFp32 ? 16 : 18;
 }
 
+double modelStateBytesPerParameter(DType dtype, int zero_stage, int dp) {
+  EVSIM_CHECK(zero_stage >= 0 && zero_stage <= 3 && dp >= 1, "zero {} over {}", zero_stage, dp);
+  // Weight w, gradient g (kept in fp32 for 16-bit models: Megatron's main grad) and optimizer state
+  // o (fp32 master copy for 16-bit models, Adam m and v): 2 + 4 + 12 or 4 + 4 + 8.
+  const bool fp32 = dtype == DType::kFp32;
+  const double w = fp32 ? 4 : 2, g = 4, o = fp32 ? 8 : 12, d = dp;
+  switch (zero_stage) {
+    case 0:
+      return w + g + o;
+    case 1:
+      return w + g + o / d;
+    case 2:
+      return w + (g + o) / d;
+    default:
+      return (w + g + o) / d;
+  }
+}
+
 int64_t blockActivationBytes(const ModelConfig& model, const TransformerBlock& block,
-                             int64_t micro_batch, int tp) {
+                             int64_t micro_batch, int tp, Recompute recompute,
+                             bool sequence_parallel) {
   const double e = static_cast<double>(dtypeBytes(model.dtype));
   const double s = static_cast<double>(model.seq_length);
   const double b = static_cast<double>(micro_batch);
@@ -35,16 +54,23 @@ int64_t blockActivationBytes(const ModelConfig& model, const TransformerBlock& b
   const double t = static_cast<double>(tp);
   const double mask = static_cast<double>(kMaskBytes);
   const double sbh = s * b * h;
+  // With SP the regions outside the TP-split GEMMs hold s/t tokens.
+  const double unsplit = sequence_parallel ? 1 / t : 1;
+  // Full recomputation keeps only the block input.
+  if (recompute == Recompute::kFull) return std::llround(e * sbh * unsplit);
+  // Selective recomputation rebuilds the attention scores, softmax and dropout outputs.
+  const double scores = recompute == Recompute::kSelective ? 0 : 1;
   // Not split by TP: two layernorm inputs (2e), the attention and MLP inputs (2e), two dropout
   // masks (2 x 1 byte). Split by TP: Q, K, V and the output projection's input (4e); the MLP's
   // first GEMM output and GeLU output (2e * f/h). Attention scores: softmax output and dropout
   // output (2e) plus the mask (1), a*s*s*b elements each.
-  double bytes = sbh * (4 * e + 2 * mask) + sbh * (4 * e + 2 * e * f / h) / t +
-                 (2 * e + mask) * a * s * s * b / t;
+  double bytes = sbh * (4 * e + 2 * mask) * unsplit + sbh * (4 * e + 2 * e * f / h) / t +
+                 scores * (2 * e + mask) * a * s * s * b / t;
   if (block.cross_attention) {
     // One more layernorm + attention sub-block (layernorm input, attention input, dropout mask;
     // Q, K, V and projection input split by TP; scores against the encoder sequence).
-    bytes += sbh * (2 * e + mask) + sbh * 4 * e / t + (2 * e + mask) * a * s * s * b / t;
+    bytes += sbh * (2 * e + mask) * unsplit + sbh * 4 * e / t +
+             scores * (2 * e + mask) * a * s * s * b / t;
   }
   return std::llround(bytes);
 }
@@ -57,6 +83,8 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
   const int64_t e = dtypeBytes(model.dtype);
   const int64_t sb = model.seq_length * strategy.micro_batch;
   const int64_t sbh = sb * model.hidden_size;
+  const bool sp = strategy.sequence_parallel;
+  const int zero = strategy.dp > 1 ? strategy.zero_stage : 0;
 
   MemoryEstimate out;
   out.headroom = headroom;
@@ -66,6 +94,7 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
   for (int device = 0; device < P; ++device) {
     StageMemory mem;
     mem.stage = device;
+    const int64_t sbh_region = sp ? sbh / strategy.tp : sbh;  // s/t tokens with SP
     // Per chunk of the device: its parameters and its activation bytes per micro-batch.
     std::vector<int64_t> chunk_bytes;
     for (int k : plan.deviceChunks(device)) {
@@ -73,19 +102,22 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
       mem.parameters += stage.parameters;
       int64_t per_micro_batch = 0;
       for (int layer = stage.first_layer; layer < stage.first_layer + stage.num_layers; ++layer) {
-        per_micro_batch +=
-            blockActivationBytes(model, model.blocks[layer], strategy.micro_batch, strategy.tp);
+        per_micro_batch += blockActivationBytes(model, model.blocks[layer], strategy.micro_batch,
+                                                strategy.tp, strategy.recompute, sp);
       }
       if (stage.has_embedding) {
-        per_micro_batch += kTokenIdBytes * sb + e * sbh + kMaskBytes * sbh;
+        per_micro_batch += kTokenIdBytes * sb + e * sbh_region + kMaskBytes * sbh_region;
       }
       if (stage.has_head) {
-        per_micro_batch += 2 * e * sbh + kLogitBytes * sb * plan.padded_vocab / strategy.tp;
+        // The final layernorm's input (a region) and the LM head's (gathered) input.
+        per_micro_batch +=
+            e * sbh_region + e * sbh + kLogitBytes * sb * plan.padded_vocab / strategy.tp;
       }
       chunk_bytes.push_back(per_micro_batch);
       mem.activation_bytes_per_micro_batch += per_micro_batch;
     }
-    mem.model_state_bytes = mem.parameters * modelStateBytesPerParameter(model.dtype);
+    mem.model_state_bytes = std::llround(static_cast<double>(mem.parameters) *
+                                         modelStateBytesPerParameter(model.dtype, zero, strategy.dp));
     const std::vector<StageTask> order =
         stageTaskOrder(strategy.schedule, device, P, plan.micro_batches, v);
     mem.in_flight = peakActivationsInFlight(order);

@@ -18,14 +18,28 @@
 // one more attention sub-block: s*b*h * [ (2e + 1) + 4e/t ] + (2e + 1) * a*s^2*b / t (encoder and
 // decoder sequence lengths are the same in our configs).
 //
+// Techniques (Korthikanti et al. 2022 Table 2, generalised to e and f as above):
+//   sequence parallel: the part not split by TP, s*b*h*(4e + 2), is split by t too, so with e = 2
+//     and f = 4h a block holds s*b*h/t*(34 + 5*a*s/h);
+//   selective recomputation: the attention-score terms (2e + 1)*a*s^2*b/t are dropped (recomputed),
+//     s*b*h*(10 + 24/t) (34/t with SP);
+//   full recomputation: only the block input is kept, e*s*b*h (2*s*b*h at e = 2; /t with SP). The
+//     one block whose activations are rebuilt during its backward is a transient left to headroom.
+// With SP the embedding output and its mask, and the final layernorm's input, are s/t tokens too.
+//
+// Model states under ZeRO over D ranks (per parameter, mixed precision; fp32 in brackets):
+//   none 18 [16]; ZeRO-1 (Megatron's distributed optimizer: master weights and Adam moments
+//   sharded) 6 + 12/D [8 + 8/D]; ZeRO-2 (+ gradients) 2 + 16/D [4 + 12/D]; ZeRO-3 (+ weights)
+//   18/D [16/D].
+//
 // Extras per micro-batch (Megatron's compute_activation_memory "small contributions"):
 //   first stage: token and position ids 8*s*b, the embedding output e*s*b*h and its dropout mask
 //                s*b*h;
-//   last stage:  the final layernorm's input and the LM head's input, 2*e*s*b*h, and the fp32 logits
-//                kept for the cross-entropy backward, 4*s*b*V/t (V the padded vocabulary).
-// All activations are multiplied by the micro-batches in flight on the stage, the most forwards done
-// whose backward has not run (GPipe: m; DAPPLE/1F1B: min(P - s, m)), as the schedule gives them.
-// With the interleaved schedule (stages are device stages) a device holds v chunks: its
+//   last stage:  the final layernorm's input and the LM head's input, 2*e*s*b*h, and the fp32
+//                logits kept for the cross-entropy backward, 4*s*b*V/t (V the padded vocabulary).
+// All activations are multiplied by the micro-batches in flight on the stage, the most forwards
+// done whose backward has not run (GPipe: m; DAPPLE/1F1B: min(P - s, m)), as the schedule gives
+// them. With the interleaved schedule (stages are device stages) a device holds v chunks: its
 // activations are the peak, along its task order, of the chunk activations held (each forward adds
 // its chunk's bytes, each backward frees them). Device 0 holds up to v*P + P - 1 chunk
 // activations: Megatron's factor (1 + (P-1)/(P*v)) times P micro-batches of all its layers.
@@ -44,11 +58,14 @@ inline constexpr double kDefaultMemoryHeadroom = 0.10;
 
 // Model-state bytes per parameter for mixed-precision Adam (18) or fp32 Adam (16).
 int64_t modelStateBytesPerParameter(DType dtype);
+// Under ZeRO stage `zero_stage` over `dp` ranks (formulas above); zero_stage 0 gives the above.
+double modelStateBytesPerParameter(DType dtype, int zero_stage, int dp);
 
 // Activation bytes of one transformer block for one micro-batch of `micro_batch` sequences, on one
 // of `tp` tensor-parallel devices (formula above).
 int64_t blockActivationBytes(const ModelConfig& model, const TransformerBlock& block,
-                             int64_t micro_batch, int tp);
+                             int64_t micro_batch, int tp, Recompute recompute = Recompute::kNone,
+                             bool sequence_parallel = false);
 
 // Per device stage (pp coordinate), over all its chunks.
 struct StageMemory {

@@ -79,6 +79,18 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
     if (b <= 0) EVSIM_THROW(InputError, "--micro-batch {}: must be > 0", b);
   }
   if (space.schedules.empty()) EVSIM_THROW(InputError, "--schedule: no schedule given");
+  if (space.recomputes.empty()) EVSIM_THROW(InputError, "--recompute: no mode given");
+  if (space.sequence_parallel.empty()) {
+    EVSIM_THROW(InputError, "--sequence-parallel: no setting given");
+  }
+  if (space.zero_stages.empty()) EVSIM_THROW(InputError, "--zero: no stage given");
+  for (int zero : space.zero_stages) {
+    if (zero < 0 || zero > 3) EVSIM_THROW(InputError, "--zero {}: must be 0, 1, 2 or 3", zero);
+  }
+  for (int v : space.virtual_stages) {
+    if (v < 2)
+      EVSIM_THROW(InputError, "--virtual-stages {}: the interleaved schedule needs v >= 2", v);
+  }
   if (!(options.memory_headroom >= 0 && options.memory_headroom < 1)) {
     EVSIM_THROW(InputError, "--memory-headroom {}: must be in [0, 1)", options.memory_headroom);
   }
@@ -160,7 +172,7 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
   for (CandidateResult& r : results) {
     if (r.status == CandidateStatus::kOk && worst > 0) r.speedup_over_worst = r.samples_per_s / worst;
   }
-  // Stable: ties keep enumeration order (M, then P, then b, then schedule).
+  // Stable: ties keep enumeration order (M, then P, then b, then schedule, then techniques).
   std::stable_sort(results.begin(), results.end(),
                    [](const CandidateResult& a, const CandidateResult& b) {
                      if (a.status != b.status) return a.status < b.status;

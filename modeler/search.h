@@ -1,7 +1,8 @@
 #pragma once
 // Grid search over hybrid parallel strategies (DistSim section 4.4): every (M, P, D) with
-// M*P*D = N x micro-batch x schedule, each checked for validity, then for memory (the memory model
-// with headroom), then simulated from a shared, const CostModel. Candidates run on a thread pool.
+// M*P*D = N x micro-batch x schedule (x v) x recomputation x sequence parallelism x ZeRO stage,
+// each checked for validity, then for memory (the memory model with headroom), then simulated
+// from a shared, const CostModel. Candidates run on a thread pool.
 //
 // Call order: runSearch() enumerates (enumerateCandidates), builds every valid candidate's plan and
 // memory estimate in parallel, checks that the cost model covers the union of the events of every
@@ -63,7 +64,8 @@ struct SearchReport {
   const CandidateResult* best() const;
 };
 
-// Throws InputError on an empty space (N <= 0, no micro-batch sizes or schedules), a headroom
+// Throws InputError on an empty space (N <= 0, no micro-batch sizes, schedules, recomputation
+// modes, SP settings or ZeRO stages), a ZeRO stage outside 0..3, a v < 2, a headroom
 // outside [0, 1), or events the cost model does not cover (listed once for the union).
 SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
                        const CostModel& costs, const SearchOptions& options,

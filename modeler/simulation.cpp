@@ -49,15 +49,21 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   const StageTimeline& timeline = sim.timeline.pipelines[pipeline].stages[stage];
   const double m = static_cast<double>(sim.plan.micro_batches);
   DeviceMetrics d;
+  double zero3_us = 0;
   for (int k : sim.plan.deviceChunks(stage)) {
     const StagePlan& plan = sim.plan.stages[k];
     d.compute_us += m * (streamTime(plan.forward, sim.costs, Stream::kCompute) +
                          streamTime(plan.backward, sim.costs, Stream::kCompute));
     d.tp_comm_us += m * (streamTime(plan.forward, sim.costs, Stream::kTpComm) +
                          streamTime(plan.backward, sim.costs, Stream::kTpComm));
+    // ZeRO-3 gathers and scatters inside the tasks: blocking, hence fully exposed.
+    zero3_us += m * (streamTime(plan.forward, sim.costs, Stream::kDpComm) +
+                     streamTime(plan.backward, sim.costs, Stream::kDpComm));
   }
   d.compute_us += timeline.optimizer.duration();
   for (const TaskTiming& t : timeline.tasks) d.pp_comm_us += t.send.duration();
+  d.dp_comm_us += zero3_us + timeline.param_allgather.duration();
+  d.exposed_dp_comm_us += zero3_us + timeline.param_allgather.duration();
   for (const Interval& sync : timeline.grad_sync) {
     d.dp_comm_us += sync.duration();
     // Overlapped buckets only cost the device the part after its own compute has finished.
@@ -93,7 +99,8 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs) {
     cost.forward_us = opOffsets(stage.forward, c, offsets.forward_start_us);
     cost.backward_us = opOffsets(stage.backward, c, offsets.backward_start_us);
     for (const OpInstance& op : stage.optimizer) cost.optimizer_us += c[op.event].time_us;
-    if (stage.dp_allreduce >= 0) cost.grad_allreduce_us = c[stage.dp_allreduce].time_us;
+    if (stage.gradSyncEvent() >= 0) cost.grad_allreduce_us = c[stage.gradSyncEvent()].time_us;
+    if (stage.dp_allgather >= 0) cost.param_allgather_us = c[stage.dp_allgather].time_us;
     for (const GradBucket& b : stage.dp_buckets) {
       double ready = offsets.backward_start_us[b.ready_after_op] +
                      c[stage.backward[b.ready_after_op].event].time_us;
@@ -121,6 +128,17 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs) {
     const UniqueEvent& u = p.events[e];
     if (u.event.kind == EventKind::kCompute) sum.model_flops += u.event.flops * u.count;
     time_by_source[static_cast<int>(c[e].provenance)] += c[e].time_us * u.count;
+  }
+  // MFU counts the model's FLOPs only: recomputed forward ops are hardware work (HFU), not model
+  // work (Korthikanti et al. 2022), so they come off again.
+  const double devices_per_stage = static_cast<double>(strategy.tp) * strategy.dp;
+  for (const StagePlan& stage : p.stages) {
+    for (const OpInstance& op : stage.backward) {
+      if (op.recompute && p.events[op.event].event.kind == EventKind::kCompute) {
+        sum.model_flops -= p.events[op.event].event.flops * static_cast<double>(p.micro_batches) *
+                           devices_per_stage;
+      }
+    }
   }
   double total_time = 0;
   for (double t : time_by_source) total_time += t;

@@ -46,7 +46,7 @@ struct SimulationSummary {
   double iteration_us = 0;
   double samples_per_s = 0;
   double tokens_per_s = 0;
-  double model_flops = 0;            // per iteration, all devices (compute events x counts)
+  double model_flops = 0;            // per iteration, all devices, without recomputed ops
   double flops_per_gpu_per_s = 0;
   double mfu = 0;                    // against the device's peak for the model dtype
   double bubble_fraction = 0;        // mean over devices

@@ -54,8 +54,11 @@ nlohmann::json summaryJson(const Simulation& sim) {
           {"global_batch", st.global_batch},
           {"micro_batches", sim.plan.micro_batches},
           {"schedule", scheduleName(st.schedule)},
-          {"virtual_stages", sim.plan.chunksPerDevice()},
           {"dp_overlap", st.dp_overlap},
+          {"virtual_stages", st.virtual_stages},
+          {"recompute", recomputeName(st.recompute)},
+          {"sequence_parallel", st.sequence_parallel},
+          {"zero", st.zero_stage},
           {"iteration_time_ms", s.iteration_us / kUsPerMs},
           {"throughput_samples_per_s", s.samples_per_s},
           {"throughput_tokens_per_s", s.tokens_per_s},
@@ -84,9 +87,7 @@ std::string summaryText(const Simulation& sim) {
   std::string out = fmt::format(
       "{} on {} ({} x {}): {} b={} B={} m={} {}{}{}\n", p.model.name, p.cluster.name, st.gpus(),
       p.cluster.device.name, st.name(), st.micro_batch, st.global_batch, p.micro_batches,
-      scheduleName(st.schedule),
-      st.schedule == Schedule::kInterleaved ? fmt::format(" v={}", st.virtual_stages) : "",
-      st.dp_overlap ? " dp-overlap" : "");
+      scheduleName(st.schedule), st.dp_overlap ? " dp-overlap" : "", st.techniques());
   out += fmt::format("  iteration time     {:.3f} ms\n", s.iteration_us / kUsPerMs);
   out += fmt::format("  throughput         {:.2f} samples/s, {:.0f} tokens/s\n", s.samples_per_s,
                      s.tokens_per_s);

@@ -107,9 +107,11 @@ IterationTimeline computeTimeline(const TimingInput& input) {
     std::vector<int> sync_chunk;
     double stream_free = 0;
     double optimizer_us = 0;
+    double param_allgather_us = 0;
     for (int c = v - 1; c >= 0; --c) {
       const StageCost& cost = input.stages[static_cast<size_t>(c) * P + s];
       optimizer_us += cost.optimizer_us;
+      param_allgather_us += cost.param_allgather_us;
       if (input.dp_overlap && !cost.buckets.empty()) {
         double last_backward_start = 0;
         for (const PipelineTimeline& p : out.pipelines) {
@@ -134,13 +136,20 @@ IterationTimeline computeTimeline(const TimingInput& input) {
         sync_chunk.push_back(c);
       }
     }
+    double optimizer_end = 0;
     for (PipelineTimeline& p : out.pipelines) {
       StageTimeline& stage = p.stages[s];
       stage.grad_sync = sync;
       stage.grad_sync_chunk = sync_chunk;
       stage.optimizer.start_us = std::max(stage.pipeline_end_us, stream_free);
       stage.optimizer.end_us = stage.optimizer.start_us + optimizer_us;
+      optimizer_end = std::max(optimizer_end, stage.optimizer.end_us);
       out.iteration_us = std::max(out.iteration_us, stage.optimizer.end_us);
+    }
+    if (param_allgather_us > 0) {
+      const Interval gather{optimizer_end, optimizer_end + param_allgather_us};
+      for (PipelineTimeline& p : out.pipelines) p.stages[s].param_allgather = gather;
+      out.iteration_us = std::max(out.iteration_us, gather.end_us);
     }
   }
   return out;

@@ -12,10 +12,12 @@
 // the device's last task the chunks' gradients are all-reduced over D one after another (chunk
 // v-1 first, the order in which their last backwards finish), each starting no earlier than every
 // replica's device has finished (the collective waits for its slowest member); then the chunks'
-// optimizer steps run one after another as one optimizer interval. With overlap, a chunk's
-// gradient buckets are all-reduced on the device's DP stream as soon as that chunk's last backward
-// has produced them, one after another (chunks in the same order); the optimizer waits for the
-// last. All times are microseconds from the iteration start.
+// optimizer steps run one after another as one optimizer interval. Under ZeRO 1/2 the all-reduce
+// is a reduce-scatter, and after the optimizer the chunks' updated parameter shards are
+// all-gathered (one interval, v-1 first, starting when the slowest replica is ready). With
+// overlap, a chunk's gradient buckets are all-reduced on the device's DP stream as soon as that
+// chunk's last backward has produced them, one after another (chunks in the same order); the
+// optimizer waits for the last. All times are microseconds from the iteration start.
 
 #include <cstdint>
 #include <vector>
@@ -37,6 +39,9 @@ struct StageCost {
   double grad_allreduce_us = 0;      // without overlap (0 when D == 1)
   std::vector<BucketCost> buckets;   // with overlap
   double optimizer_us = 0;
+  // ZeRO 1/2: the parameter all-gather after the optimizer step (0: none). grad_allreduce_us and
+  // the buckets then hold reduce-scatters.
+  double param_allgather_us = 0;
 };
 
 struct PipelineCost {
@@ -70,10 +75,11 @@ struct TaskTiming {
 struct StageTimeline {
   std::vector<TaskTiming> tasks;  // in schedule order
   double pipeline_end_us = 0;     // end of the last task and its send
-  // Per chunk (v-1 first) one all-reduce or one per bucket (empty when D == 1).
+  // Per chunk (v-1 first) one all-reduce / reduce-scatter or one per bucket (empty when D == 1).
   std::vector<Interval> grad_sync;
   std::vector<int> grad_sync_chunk;  // the chunk of each grad_sync interval
   Interval optimizer;                // all chunks' optimizer steps, v-1 first
+  Interval param_allgather;          // ZeRO 1/2: all chunks' parameter all-gathers, v-1 first
   int peak_activations = 0;          // micro-batch chunk activations held at once
   double busy_in_pipeline_us = 0;  // task runs + sends
 };

@@ -103,11 +103,13 @@ void run(const EventsArgs& args) {
     table = &plan->events;
     op_executions = plan->op_executions;
     source.push_back({"strategy", strategy.name()});
+    if (!strategy.techniques().empty())
+      source.push_back({"techniques", strategy.techniques().substr(1)});
     source.push_back({"micro_batch", std::to_string(strategy.micro_batch)});
     source.push_back({"global_batch", std::to_string(strategy.global_batch)});
-    title = fmt::format("{} on {}: {} (b={}, B={}, m={} micro-batches, {} GPUs)", model.name,
-                        cluster.name, strategy.name(), strategy.micro_batch, strategy.global_batch,
-                        plan->micro_batches, strategy.gpus());
+    title = fmt::format("{} on {}: {}{} (b={}, B={}, m={} micro-batches, {} GPUs)", model.name,
+                        cluster.name, strategy.name(), strategy.techniques(), strategy.micro_batch,
+                        strategy.global_batch, plan->micro_batches, strategy.gpus());
   }
   if (!args.output.empty()) {
     writeFileAtomically(args.output, eventsFileYaml(*table, op_executions, source));

@@ -1,13 +1,15 @@
 #include "modeler/cli/search_command.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/atomic_file.h"
@@ -29,6 +31,10 @@ struct SearchArgs {
   int64_t gpus = 0;
   std::string micro_batches = "1,2,4,8";
   std::string schedules = "gpipe,dapple";
+  std::string virtual_stages = "2,3,4";  // tried with the interleaved schedule (valid v only)
+  std::string recomputes = "none";
+  std::string sequence_parallel = "off";
+  std::string zero_stages = "0";
   int top = 0;  // 0: every candidate
   bool json = false;
   std::string csv;
@@ -48,6 +54,52 @@ std::vector<Schedule> parseSchedules(const std::string& text) {
   }
   if (out.empty()) EVSIM_THROW(InputError, "--schedule '{}': no schedule given", text);
   return out;
+}
+
+std::vector<Recompute> parseRecomputes(const std::string& text) {
+  std::vector<Recompute> out;
+  for (const std::string& part : split(text, ',')) {
+    std::string name = trim(part);
+    if (name.empty()) EVSIM_THROW(InputError, "--recompute '{}': empty entry", text);
+    Recompute r = parseRecompute(name, "--recompute");
+    if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<bool> parseOnOff(const std::string& text) {
+  std::vector<bool> out;
+  for (const std::string& part : split(text, ',')) {
+    std::string name = trim(part);
+    if (name != "off" && name != "on") {
+      EVSIM_THROW(InputError, "--sequence-parallel '{}': each entry must be off or on, got '{}'",
+                  text, name);
+    }
+    bool on = name == "on";
+    if (std::find(out.begin(), out.end(), on) == out.end()) out.push_back(on);
+  }
+  return out;
+}
+
+std::vector<int> parseSmallInts(const std::string& text, std::string_view flag) {
+  std::vector<int> out;
+  for (int64_t v : parseIntList(text, flag)) {
+    int value = static_cast<int>(v);
+    if (std::find(out.begin(), out.end(), value) == out.end()) out.push_back(value);
+  }
+  return out;
+}
+
+// The techniques of a candidate for the table: "v3 rc=sel sp z1", "-" when none.
+std::string techniquesText(const Strategy& s) {
+  std::string out;
+  auto add = [&](const std::string& part) { out += (out.empty() ? "" : " ") + part; };
+  if (s.schedule == Schedule::kInterleaved) add(fmt::format("v{}", s.virtual_stages));
+  if (s.recompute == Recompute::kFull) add("rc=full");
+  if (s.recompute == Recompute::kSelective) add("rc=sel");
+  if (s.sequence_parallel) add("sp");
+  if (s.zero_stage > 0) add(fmt::format("z{}", s.zero_stage));
+  return out.empty() ? "-" : out;
 }
 
 // The union form: one profiling run that covers every candidate.
@@ -83,6 +135,10 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
                       {"dp", s.dp},
                       {"micro_batch", s.micro_batch},
                       {"schedule", scheduleName(s.schedule)},
+                      {"virtual_stages", s.virtual_stages},
+                      {"recompute", recomputeName(s.recompute)},
+                      {"sequence_parallel", s.sequence_parallel},
+                      {"zero", s.zero_stage},
                       {"status", candidateStatusName(r.status)}};
   j["micro_batches"] = valid ? nlohmann::json(r.micro_batches) : nlohmann::json();
   j["iteration_time_ms"] = ok ? nlohmann::json(r.iteration_us / kUsPerMs) : nlohmann::json();
@@ -141,7 +197,8 @@ std::string csvQuote(const std::string& text) {
 }
 
 void writeCsv(const SearchReport& report, std::ostream& out) {
-  out << "rank,strategy,tp,pp,dp,micro_batch,schedule,status,iteration_time_ms,"
+  out << "rank,strategy,tp,pp,dp,micro_batch,schedule,virtual_stages,recompute,sequence_parallel,"
+         "zero,status,iteration_time_ms,"
          "throughput_samples_per_s,speedup_over_worst,bubble_fraction,peak_memory_bytes,"
          "memory_headroom_bytes,measured_share,derived_share,estimated_share,violation\n";
   for (const CandidateResult& r : report.candidates) {
@@ -150,6 +207,8 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
     bool ok = r.status == CandidateStatus::kOk;
     out << (ok ? std::to_string(r.rank) : "") << ',' << s.name() << ',' << s.tp << ',' << s.pp
         << ',' << s.dp << ',' << s.micro_batch << ',' << scheduleName(s.schedule) << ','
+        << s.virtual_stages << ',' << recomputeName(s.recompute) << ','
+        << (s.sequence_parallel ? "on" : "off") << ',' << s.zero_stage << ','
         << candidateStatusName(r.status) << ',';
     if (ok) {
       out << fmt::format("{:.6f},{:.6f},{:.6f},{:.6f}", r.iteration_us / kUsPerMs, r.samples_per_s,
@@ -179,9 +238,10 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
              gib(report.usable_bytes), 100 * report.headroom, args.run.global_batch);
   fmt::print("candidates: {} (valid {}: ok {}, OOM {}; invalid {})\n\n", report.candidates.size(),
              report.valid, report.ok, report.oom, report.invalid);
-  fmt::print("{:>4}  {:<10} {:>3}  {:<8} {:>11} {:>11} {:>8} {:>7} {:>10} {:>10}  {:<11} {}\n",
-             "rank", "strategy", "b", "schedule", "iter (ms)", "samples/s", "speedup", "bubble",
-             "peak GiB", "free GiB", "m/d/e %", "status");
+  fmt::print(
+      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>7} {:>10} {:>10}  {:<11} {}\n",
+      "rank", "strategy", "b", "schedule", "techniques", "iter (ms)", "samples/s", "speedup",
+      "bubble", "peak GiB", "free GiB", "m/d/e %", "status");
   int shown = 0;
   for (const CandidateResult& r : report.candidates) {
     if (r.status == CandidateStatus::kInvalid) continue;
@@ -189,16 +249,18 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
     const Strategy& s = r.strategy;
     double free = gib(report.usable_bytes - r.peak_memory_bytes);
     if (r.status == CandidateStatus::kOk) {
-      fmt::print("{:>4}  {:<10} {:>3}  {:<8} {:>11.3f} {:>11.2f} {:>7.2f}x {:>6.1f}% {:>10.2f} {:>10.2f}  "
-                 "{:<11} ok\n",
-                 r.rank, s.name(), s.micro_batch, scheduleName(s.schedule), r.iteration_us / kUsPerMs,
-                 r.samples_per_s, r.speedup_over_worst, 100 * r.bubble_fraction,
-                 gib(r.peak_memory_bytes), free, provenanceText(r));
+      fmt::print(
+          "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11.3f} {:>11.2f} {:>7.2f}x {:>6.1f}% {:>10.2f} "
+          "{:>10.2f}  {:<11} ok\n",
+          r.rank, s.name(), s.micro_batch, scheduleName(s.schedule), techniquesText(s),
+          r.iteration_us / kUsPerMs, r.samples_per_s, r.speedup_over_worst, 100 * r.bubble_fraction,
+          gib(r.peak_memory_bytes), free, provenanceText(r));
     } else {
-      fmt::print("{:>4}  {:<10} {:>3}  {:<8} {:>11} {:>11} {:>8} {:>7} {:>10.2f} {:>10.2f}  {:<11} "
-                 "OOM (stage {})\n",
-                 "-", s.name(), s.micro_batch, scheduleName(s.schedule), "-", "-", "-", "-",
-                 gib(r.peak_memory_bytes), free, "-", r.peak_memory_stage);
+      fmt::print(
+          "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>7} {:>10.2f} {:>10.2f}  "
+          "{:<11} OOM (stage {})\n",
+          "-", s.name(), s.micro_batch, scheduleName(s.schedule), techniquesText(s), "-", "-", "-",
+          "-", gib(r.peak_memory_bytes), free, "-", r.peak_memory_stage);
     }
     ++shown;
   }
@@ -206,20 +268,23 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
     fmt::print("  ({} more ok candidates not shown: --top {})\n", report.ok - args.top, args.top);
   }
   if (report.invalid > 0) {
-    // One line per strategy and micro-batch: the schedules break the same rule.
+    // One line per strategy, micro-batch and rule: schedules and techniques often break the same.
     fmt::print("\ninvalid ({} candidates):\n", report.invalid);
-    std::map<std::pair<std::string, int64_t>, bool> listed;
+    std::map<std::tuple<std::string, int64_t, std::string>, bool> listed;
     for (const CandidateResult& r : report.candidates) {
       if (r.status != CandidateStatus::kInvalid) continue;
-      if (!listed.try_emplace({r.strategy.name(), r.strategy.micro_batch}, true).second) continue;
+      if (!listed.try_emplace({r.strategy.name(), r.strategy.micro_batch, r.violation}, true)
+               .second) {
+        continue;
+      }
       fmt::print("  {:<10} b={:<3} {}\n", r.strategy.name(), r.strategy.micro_batch, r.violation);
     }
   }
   if (const CandidateResult* best = report.best()) {
-    fmt::print("\nbest: {} b={} {} — {:.3f} ms, {:.2f} samples/s ({:.2f}x the worst)\n",
+    fmt::print("\nbest: {} b={} {}{} — {:.3f} ms, {:.2f} samples/s ({:.2f}x the worst)\n",
                best->strategy.name(), best->strategy.micro_batch,
-               scheduleName(best->strategy.schedule), best->iteration_us / kUsPerMs,
-               best->samples_per_s, best->speedup_over_worst);
+               scheduleName(best->strategy.schedule), best->strategy.techniques(),
+               best->iteration_us / kUsPerMs, best->samples_per_s, best->speedup_over_worst);
     fmt::print("full timeline: {} --trace best.json\n", simulateCommand(args, best->strategy));
   } else {
     fmt::print("\nno strategy fits in {:.1f} GiB per GPU (usable {:.1f} GiB)\n",
@@ -247,6 +312,10 @@ void run(const SearchArgs& args) {
     if (b <= 0) EVSIM_THROW(InputError, "--micro-batch {}: must be > 0", b);
   }
   options.space.schedules = parseSchedules(args.schedules);
+  options.space.virtual_stages = parseSmallInts(args.virtual_stages, "--virtual-stages");
+  options.space.recomputes = parseRecomputes(args.recomputes);
+  options.space.sequence_parallel = parseOnOff(args.sequence_parallel);
+  options.space.zero_stages = parseSmallInts(args.zero_stages, "--zero");
   options.space.allow_cross_node_tp = args.allow_cross_node_tp;
   options.memory_headroom = args.memory_headroom;
 
@@ -277,7 +346,18 @@ void registerSearchCommand(CLI::App& app) {
   cmd->add_option("--global-batch", args->run.global_batch, "global batch B")->required();
   cmd->add_option("--micro-batch", args->micro_batches, "micro-batch sizes to try, e.g. 1,2,4,8")
       ->capture_default_str();
-  cmd->add_option("--schedule", args->schedules, "schedules to try: gpipe,dapple")
+  cmd->add_option("--schedule", args->schedules, "schedules to try: gpipe,dapple,interleaved")
+      ->capture_default_str();
+  cmd->add_option("--virtual-stages", args->virtual_stages,
+                  "model chunks per device to try with interleaved (only valid v are enumerated)")
+      ->capture_default_str();
+  cmd->add_option("--recompute", args->recomputes, "recomputation to try: none,full,selective")
+      ->capture_default_str();
+  cmd->add_option("--sequence-parallel", args->sequence_parallel,
+                  "sequence parallelism to try: off,on (on only where M >= 2)")
+      ->capture_default_str();
+  cmd->add_option("--zero", args->zero_stages,
+                  "ZeRO stages to try: 0,1,2,3 (> 0 only where D >= 2)")
       ->capture_default_str();
   args->costs.add(*cmd);
   cmd->add_option("--top", args->top, "show only the K best ok strategies in the table (0: all)");

@@ -143,11 +143,39 @@ TEST(RankLayoutStagePair, AnyTwoStagesWorstOverTpRanks) {
   EXPECT_THROW(layout.stagePair(0, 0, 0, 3), Error);
 }
 
-TEST(InterleavedPlan, OtherTechniquesAreStillRefused) {
-  Strategy s = interleaved("1M2P1D", 1, 4, 2);
+TEST(InterleavedPlan, EachChunkCarriesRecomputationSequenceParallelismAndZero) {
+  // 2M2P2D, m = B/(b*D) = 2, v = 2: four chunks of one block each, selective recomputation,
+  // sequence parallelism and ZeRO-1 together.
+  Strategy s = interleaved("2M2P2D", 1, 4, 2);
   s.recompute = Recompute::kSelective;
-  EXPECT_CONTAINS(test::inputErrorOf([&] { buildIterationPlan(tiny(4), test::cluster(8), s); }),
-                  "not supported yet");
+  s.sequence_parallel = true;
+  s.zero_stage = 1;
+  IterationPlan plan = buildIterationPlan(tiny(4), test::cluster(8), s);
+  ASSERT_EQ(plan.virtualStages(), 4);
+  for (const StagePlan& chunk : plan.stages) {
+    SCOPED_TRACE(chunk.stage);
+    EXPECT_EQ(chunk.num_layers, 1);
+    // ZeRO-1 per chunk: a gradient reduce-scatter and a parameter all-gather, no all-reduce.
+    EXPECT_EQ(chunk.dp_allreduce, -1);
+    ASSERT_GE(chunk.dp_reduce_scatter, 0);
+    ASSERT_GE(chunk.dp_allgather, 0);
+    EXPECT_EQ(plan.events[chunk.dp_reduce_scatter].event.kind, EventKind::kReduceScatter);
+    EXPECT_EQ(plan.events[chunk.dp_allgather].event.kind, EventKind::kAllGather);
+    // Selective recomputation: the attention core's 4 ops re-run in the chunk's one block.
+    int recomputed = 0;
+    for (const OpInstance& op : chunk.backward) recomputed += op.recompute ? 1 : 0;
+    EXPECT_EQ(recomputed, 4);
+  }
+  // Sequence parallelism: the middle chunks hold only a block, whose TP collectives are
+  // reduce-scatters and all-gathers, never all-reduces.
+  for (int k : {1, 2}) {
+    for (const OpList* ops : {&plan.stages[k].forward, &plan.stages[k].backward}) {
+      for (const OpInstance& op : *ops) {
+        if (op.stream != Stream::kTpComm) continue;
+        EXPECT_NE(plan.events[op.event].event.kind, EventKind::kAllReduce) << op.name;
+      }
+    }
+  }
 }
 
 }  // namespace

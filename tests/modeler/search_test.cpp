@@ -209,5 +209,86 @@ TEST_F(SearchTest, BadOptionsAreInputErrors) {
                InputError);
 }
 
+// --- techniques (issue 6) ---------------------------------------------------------------------
+
+TEST_F(SearchTest, TechniqueDimensionsMultiplyWhereTheyApply) {
+  // N = 4, b = 1, B = 4, DAPPLE; recompute x3, SP off/on (on only at M >= 2), ZeRO 0..3 (> 0 only
+  // at D >= 2): (1,1,4) 3*1*4 = 12, (1,2,2) 12, (1,4,1) 3, (2,1,2) 3*2*4 = 24, (2,2,1) 3*2 = 6,
+  // (4,1,1) 6 (TP crosses nodes: invalid). 63 candidates, 57 valid, all fit.
+  SearchOptions o = options(4, 4, {1}, {Schedule::kDapple});
+  o.space.recomputes = {Recompute::kNone, Recompute::kFull, Recompute::kSelective};
+  o.space.sequence_parallel = {false, true};
+  o.space.zero_stages = {0, 1, 2, 3};
+  SearchReport report = runSearch(model_, cluster_, analytic_, o, "");
+  EXPECT_EQ(report.candidates.size(), 63u);
+  EXPECT_EQ(report.valid, 57);
+  EXPECT_EQ(report.ok, 57);
+  EXPECT_EQ(report.invalid, 6);
+  int sp = 0, zero = 0;
+  for (const CandidateResult& r : report.candidates) {
+    sp += r.strategy.sequence_parallel;
+    zero += r.strategy.zero_stage > 0;
+    if (r.strategy.sequence_parallel) EXPECT_GE(r.strategy.tp, 2);
+    if (r.strategy.zero_stage > 0) EXPECT_GE(r.strategy.dp, 2);
+  }
+  EXPECT_EQ(sp, 12 + 3 + 3);    // (2,1,2) 3*4, (2,2,1) 3, (4,1,1) 3
+  EXPECT_EQ(zero, 9 + 9 + 18);  // (1,1,4) 3*3, (1,2,2) 3*3, (2,1,2) 3*2*3
+  // With the same costs, full recomputation adds a forward per block: never faster than none.
+  const CandidateResult* none = nullptr;
+  const CandidateResult* full = nullptr;
+  for (const CandidateResult& r : report.candidates) {
+    const Strategy& st = r.strategy;
+    if (st.name() != "1M2P2D" || st.zero_stage != 0) continue;
+    if (st.recompute == Recompute::kNone) none = &r;
+    if (st.recompute == Recompute::kFull) full = &r;
+  }
+  ASSERT_TRUE(none && full);
+  EXPECT_GT(full->iteration_us, none->iteration_us);
+  EXPECT_LT(full->peak_memory_bytes, none->peak_memory_bytes);
+}
+
+TEST_F(SearchTest, InterleavedEnumeratesOnlyValidVirtualStages) {
+  // 4 layers, N = 4, b = 1, B = 8, {dapple, interleaved}, v in {2, 3, 4}: interleaved needs P >= 2,
+  // P*v <= 4 and m = 8/D a multiple of P. (1,2,2): m = 4, v = 2 only; (2,2,1): m = 8, v = 2 only;
+  // (1,4,1): P*v >= 8 > 4, none; P = 1: none. 6 DAPPLE + 2 interleaved = 8.
+  StrategySpace space;
+  space.gpus = 4;
+  space.micro_batches = {1};
+  space.schedules = {Schedule::kDapple, Schedule::kInterleaved};
+  space.virtual_stages = {2, 3, 4};
+  Strategy base;
+  base.global_batch = 8;
+  std::vector<Candidate> all = enumerateCandidates(model_, cluster_, base, space);
+  EXPECT_EQ(all.size(), 8u);
+  std::vector<std::string> interleaved;
+  for (const Candidate& c : all) {
+    if (c.strategy.schedule != Schedule::kInterleaved) {
+      EXPECT_EQ(c.strategy.virtual_stages, 1);
+      continue;
+    }
+    EXPECT_FALSE(c.violation) << *c.violation;
+    interleaved.push_back(c.strategy.name() + " v" + std::to_string(c.strategy.virtual_stages));
+  }
+  EXPECT_EQ(interleaved, (std::vector<std::string>{"1M2P2D v2", "2M2P1D v2"}));
+  // B = 6: (1,2,2) has m = 3, not a multiple of P = 2; (2,2,1) m = 6 keeps v = 2.
+  base.global_batch = 6;
+  int count = 0;
+  for (const Candidate& c : enumerateCandidates(model_, cluster_, base, space)) {
+    count += c.strategy.schedule == Schedule::kInterleaved;
+  }
+  EXPECT_EQ(count, 1);
+}
+
+TEST_F(SearchTest, BadTechniqueOptionsAreInputErrors) {
+  SearchOptions o = options(4, 4, {1}, {Schedule::kDapple});
+  o.space.zero_stages = {4};
+  EXPECT_THROW(runSearch(model_, cluster_, analytic_, o, ""), InputError);
+  o.space.zero_stages = {};
+  EXPECT_THROW(runSearch(model_, cluster_, analytic_, o, ""), InputError);
+  o = options(4, 4, {1}, {Schedule::kDapple});
+  o.space.virtual_stages = {1};
+  EXPECT_THROW(runSearch(model_, cluster_, analytic_, o, ""), InputError);
+}
+
 }  // namespace
 }  // namespace evsim

@@ -35,6 +35,23 @@ TEST(BusBandwidth, NcclTestsFactors) {
   EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kP2P, 2), 1.0);
 }
 
+TEST(BusBandwidth, ReduceScatterPlusAllGatherMoveOneAllReduce) {
+  // Sequence parallelism replaces an all-reduce by a reduce-scatter and an all-gather of the same
+  // full buffer: (n-1)/n + (n-1)/n = 2(n-1)/n, e.g. 3/4 + 3/4 = 1.5 at n = 4.
+  for (int n : {2, 4, 8, 16}) {
+    EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kReduceScatter, n) +
+                         busBandwidthFactor(EventKind::kAllGather, n),
+                     busBandwidthFactor(EventKind::kAllReduce, n))
+        << n;
+  }
+  // Measured on 4, scaled to 16, their times still sum to the all-reduce's scaled time.
+  const double rs4 = 30, ag4 = 30, ar4 = 60;
+  EXPECT_DOUBLE_EQ(rs4 * ringScaleFactor(EventKind::kReduceScatter, 4, 16) +
+                       ag4 * ringScaleFactor(EventKind::kAllGather, 4, 16),
+                   ar4 * ringScaleFactor(EventKind::kAllReduce, 4, 16));  // 37.5 + 37.5 = 75
+  EXPECT_DOUBLE_EQ(ar4 * ringScaleFactor(EventKind::kAllReduce, 4, 16), 75);
+}
+
 TEST(BusBandwidth, AlgorithmBandwidthInGBs) {
   // 1e6 bytes in 100 us = 1e10 B/s = 10 GB/s.
   EXPECT_DOUBLE_EQ(algorithmBandwidthGBs(1'000'000, 100), 10.0);

@@ -129,6 +129,37 @@ TEST_F(SessionTest, CombinesAndScalesAsDocumented) {
   EXPECT_DOUBLE_EQ(ar16->busbw_gb_s, 1.5);  // 0.8 * 2 * 15/16: bus bandwidth is size-invariant
 }
 
+// Sequence parallelism and ZeRO bring reduce-scatter and all-gather: measured on 4 ranks and scaled
+// to 16 by the same ring factor, ((16-1)/16) / ((4-1)/4) = 1.25, on the full-buffer bytes.
+TEST_F(SessionTest, ScalesReduceScatterAndAllGatherPastTheMeasuredGroup) {
+  const std::vector<std::string> sigs = {
+      "reduce_scatter bytes=4000 group=4 nodes=2 rpn=2 dtype=fp32",
+      "reduce_scatter bytes=4000 group=16 nodes=2 rpn=8 dtype=fp32",
+      "allgather bytes=4000 group=4 nodes=2 rpn=2 dtype=fp32",
+      "allgather bytes=4000 group=16 nodes=2 rpn=8 dtype=fp32"};
+  ProfileSummary summary = run(sigs);
+  if (world_.rank != 0) return;
+  EXPECT_EQ(summary.measured_communication, 4u);
+  EXPECT_EQ(summary.scaled, 2u);
+  ProfileDb db = ProfileDb::load(path_);
+  for (int k = 0; k < 2; ++k) {
+    const ProfileRecord* n4 = db.find(sigs[2 * k]);
+    const ProfileRecord* n16 = db.find(sigs[2 * k + 1]);
+    ASSERT_TRUE(n4 && n16) << sigs[2 * k];
+    // Slowest rank per repetition = {4, 10, 4}: median 4, max 10; scaled: 5 and 12.5.
+    EXPECT_DOUBLE_EQ(n4->time.median_us, 4);
+    EXPECT_FALSE(n4->scaled);
+    EXPECT_DOUBLE_EQ(n16->time.median_us, 5);
+    EXPECT_DOUBLE_EQ(n16->time.max_us, 12.5);
+    EXPECT_TRUE(n16->scaled);
+    EXPECT_EQ(n16->measured_group_size, 4);
+    EXPECT_DOUBLE_EQ(n4->algbw_gb_s, 1.0);    // 4000 B / 4 us
+    EXPECT_DOUBLE_EQ(n4->busbw_gb_s, 0.75);   // x (4-1)/4
+    EXPECT_DOUBLE_EQ(n16->algbw_gb_s, 0.8);   // 4000 B / 5 us
+    EXPECT_DOUBLE_EQ(n16->busbw_gb_s, 0.75);  // x 15/16: the bus bandwidth is kept
+  }
+}
+
 TEST_F(SessionTest, ResumeMeasuresOnlyWhatIsMissing) {
   run({"gemm m=8 n=8 k=8 layout=nn dtype=fp32"});
   ProfileSummary again = run({"gemm m=8 n=8 k=8 layout=nn dtype=fp32", "add elems=64 dtype=fp32"},
