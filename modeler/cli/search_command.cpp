@@ -16,6 +16,8 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "common/units.h"
+#include "events/event_file.h"
+#include "events/strategy_space.h"
 #include "modeler/cli/run_options.h"
 #include "modeler/cli/simulate_command.h"
 #include "modeler/profile_db.h"
@@ -40,6 +42,7 @@ struct SearchArgs {
   std::string csv;
   bool allow_cross_node_tp = false;
   double memory_headroom = kDefaultMemoryHeadroom;
+  std::string write_events;  // the union of the candidates' events, for eventprof --events
 };
 
 std::vector<Schedule> parseSchedules(const std::string& text) {
@@ -102,12 +105,61 @@ std::string techniquesText(const Strategy& s) {
   return out.empty() ? "-" : out;
 }
 
-// The union form: one profiling run that covers every candidate.
-std::string unionEventprofHint(const SearchArgs& args) {
+// The search's own arguments that pick the candidates, as a command line fragment.
+std::string spaceCommandLine(const SearchArgs& args) {
+  std::string out = fmt::format(
+      "--model {} --cluster {} --gpus {} --global-batch {} --micro-batch {} --schedule {}",
+      args.run.model, args.run.cluster, args.gpus, args.run.global_batch, args.micro_batches,
+      args.schedules);
+  if (args.schedules.find("interleaved") != std::string::npos) {
+    out += fmt::format(" --virtual-stages {}", args.virtual_stages);
+  }
+  out += fmt::format(" --recompute {} --sequence-parallel {} --zero {}", args.recomputes,
+                     args.sequence_parallel, args.zero_stages);
+  if (args.allow_cross_node_tp) out += " --allow-cross-node-tp";
+  return out;
+}
+
+// One profiling run that covers every candidate. eventprof --gpus enumerates the plain space
+// (GPipe/DAPPLE, no techniques) itself; any other space goes through an events file.
+std::string unionEventprofHint(const SearchArgs& args, const SearchOptions& options) {
+  const StrategySpace& space = options.space;
+  bool plain = space.recomputes == std::vector<Recompute>{Recompute::kNone} &&
+               space.sequence_parallel == std::vector<bool>{false} &&
+               space.zero_stages == std::vector<int>{0} && !args.allow_cross_node_tp;
+  for (Schedule s : space.schedules) plain = plain && s != Schedule::kInterleaved;
+  if (plain) {
+    return fmt::format(
+        "mpirun -np 4 eventprof --model {} --cluster {} --gpus {} --global-batch {} "
+        "--micro-batches {} -o profile.yaml",
+        args.run.model, args.run.cluster, args.gpus, args.run.global_batch, args.micro_batches);
+  }
   return fmt::format(
-      "mpirun -np 4 eventprof --model {} --cluster {} --gpus {} --global-batch {} "
-      "--micro-batches {} -o profile.yaml",
-      args.run.model, args.run.cluster, args.gpus, args.run.global_batch, args.micro_batches);
+      "eventsim search {} --write-events events.yaml --fallback analytic && mpirun -np 4 "
+      "eventprof --events events.yaml -o profile.yaml",
+      spaceCommandLine(args));
+}
+
+// Writes the union of the events of every valid candidate (fitting in memory or not) as an events
+// file, before any cost is needed, so the profile can be made for exactly this search.
+void writeUnionEvents(const SearchArgs& args, const ModelConfig& model,
+                      const ClusterConfig& cluster, const SearchOptions& options) {
+  EventTable table = unionOfEvents(model, cluster, options.base, options.space);
+  if (table.size() == 0) {
+    EVSIM_THROW(InputError, "--write-events {}: no valid strategy, so no events to write",
+                args.write_events);
+  }
+  int64_t op_executions = 0;
+  for (const UniqueEvent& u : table.events()) op_executions += u.count;
+  const std::vector<std::pair<std::string, std::string>> source = {
+      {"model", model.name},
+      {"cluster", cluster.name},
+      {"gpus", std::to_string(args.gpus)},
+      {"global_batch", std::to_string(args.run.global_batch)},
+      {"search", spaceCommandLine(args)}};
+  writeFileAtomically(args.write_events, eventsFileYaml(table, op_executions, source));
+  fmt::print(stderr, "wrote the {} events of every valid candidate to {} (for eventprof --events)\n",
+             table.size(), args.write_events);
 }
 
 std::string simulateCommand(const SearchArgs& args, const Strategy& strategy) {
@@ -319,9 +371,11 @@ void run(const SearchArgs& args) {
   options.space.allow_cross_node_tp = args.allow_cross_node_tp;
   options.memory_headroom = args.memory_headroom;
 
+  if (!args.write_events.empty()) writeUnionEvents(args, model, cluster, options);
   std::optional<ProfileDb> db = args.costs.loadProfile();
   CostModel cost_model(cluster, db ? &*db : nullptr, args.costs.analytic());
-  SearchReport report = runSearch(model, cluster, cost_model, options, unionEventprofHint(args));
+  SearchReport report =
+      runSearch(model, cluster, cost_model, options, unionEventprofHint(args, options));
 
   if (!args.csv.empty()) {
     AtomicFileWriter out(args.csv);
@@ -360,6 +414,8 @@ void registerSearchCommand(CLI::App& app) {
                   "ZeRO stages to try: 0,1,2,3 (> 0 only where D >= 2)")
       ->capture_default_str();
   args->costs.add(*cmd);
+  cmd->add_option("--write-events", args->write_events,
+                  "write the union of every valid candidate's events (YAML) for eventprof --events");
   cmd->add_option("--top", args->top, "show only the K best ok strategies in the table (0: all)");
   cmd->add_flag("--json", args->json, "print the ranking as JSON");
   cmd->add_option("--csv", args->csv, "write the ranking as CSV");
