@@ -35,7 +35,7 @@ struct Strategy {
   Schedule schedule = Schedule::kDapple;
   // Data-parallel gradient all-reduce in buckets overlapped with the last backward (PyTorch DDP).
   bool dp_overlap = false;
-  int64_t dp_bucket_bytes = 25 * 1024 * 1024;  // DDP's default bucket_cap_mb = 25
+  int64_t dp_bucket_bytes = int64_t{25} * 1024 * 1024;  // DDP's default bucket_cap_mb = 25
   int virtual_stages = 1;  // v model chunks per device; > 1 only with Schedule::kInterleaved
   Recompute recompute = Recompute::kNone;
   // Megatron's sequence parallelism: layernorm/dropout regions split along the sequence over the
