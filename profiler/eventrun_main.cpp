@@ -15,6 +15,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "kernels/cpu/cpu_threads.h"
 #include "modeler/cli/run_options.h"
 #include "profiler/eventrun_executor.h"
 #include "profiler/eventrun_program.h"
@@ -137,6 +138,8 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   if (!topo_error.empty()) throw CollectiveInputError(topo_error);
   checkPlacement(plan, topo, flags.ranks_per_node);
 
+  // The same BLAS threads per rank as eventprof's CPU backend gave the kernels it profiled.
+  setCpuKernelThreads(cpuThreadsPerRank(world.local_size));
   const WaitMode wait = waitMode(flags.wait, world);
   const RankProgram program = buildRankProgram(plan, world.rank);
   const ClockOffset clock = estimateClockOffset(MPI_COMM_WORLD, kClockRounds);
