@@ -1,7 +1,8 @@
 // eventrun: executes one iteration of a strategy for real, several times, and writes the measured
 // timeline of every rank in `eventsim simulate`'s formats (ground truth for the modeler).
 //   mpirun -np K eventrun --model M --cluster C --strategy xMyPzD --micro-batch b --global-batch B
-//       --schedule S [--iterations n] [--backend cpu|cuda] [--ranks-per-node R]
+//       --schedule S [--virtual-stages v] [--recompute R] [--sequence-parallel] [--zero Z]
+//       [--dp-overlap] [--iterations n] [--backend cpu|cuda] [--ranks-per-node R]
 //       --trace measured.json --csv measured.csv
 // main() is the composition root: flags -> plan (every rank) -> rank program -> executor ->
 // clock alignment -> timed iterations -> medians gathered on rank 0 -> files. Every failure ends in
@@ -229,11 +230,11 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   for (int i = 1; i < n; ++i) iteration_ms.push_back((all_end[i] - all_start[i]) / 1000);
   const Strategy& s = plan.strategy;
   fmt::print(
-      "eventrun: {} {} {} b={} B={} m={} on {} ranks (backend cpu, wait {}): iteration {:.3f} ms "
+      "eventrun: {} {}{} {} b={} B={} m={} on {} ranks (backend cpu, wait {}): iteration {:.3f} ms "
       "(median of {}, min {:.3f}, max {:.3f}); clocks aligned to rank 0 by ping-pong, residual "
       "<= {:.2f} us (max half round trip){}{}\n",
-      plan.model.name, s.name(), scheduleName(s.schedule), s.micro_batch, s.global_batch,
-      plan.micro_batches, world.size, wait == WaitMode::kSpin ? "spin" : "sleep",
+      plan.model.name, s.name(), s.techniques(), scheduleName(s.schedule), s.micro_batch,
+      s.global_batch, plan.micro_batches, world.size, wait == WaitMode::kSpin ? "spin" : "sleep",
       median(iteration_ms), iteration_ms.size(),
       *std::min_element(iteration_ms.begin(), iteration_ms.end()),
       *std::max_element(iteration_ms.begin(), iteration_ms.end()), residual_us,
