@@ -56,6 +56,20 @@ double steadyNowUs() {
 RankExecutor::RankExecutor(const IterationPlan& plan, const RankProgram& program, WaitMode wait,
                            uint64_t seed)
     : plan_(plan), program_(program), wait_mode_(wait) {
+  // P2P tags encode (boundary, micro-batch, direction); MPI only guarantees tags up to
+  // MPI_TAG_UB (at least 32767), so a long pipeline with many micro-batches could exceed it.
+  void* tag_ub = nullptr;
+  int has_tag_ub = 0;
+  EVSIM_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &has_tag_ub));
+  const int64_t max_tag = has_tag_ub ? *static_cast<int*>(tag_ub) : 32767;
+  const int64_t bound = p2pTagBound(plan_);
+  if (bound - 1 > max_tag) {
+    EVSIM_THROW(InputError,
+                "--strategy {} with {} virtual stages and m = {}: P2P tags up to {} exceed this "
+                "MPI's MPI_TAG_UB {}; use fewer micro-batches or virtual stages",
+                plan_.strategy.name(), plan_.virtualStages(), plan_.micro_batches, bound - 1,
+                max_tag);
+  }
   // Groups are sorted by member list on every rank, so creating them in order cannot deadlock:
   // the smallest group not yet created is every member's next call.
   for (const std::vector<int64_t>& members : program_.groups) {
@@ -144,15 +158,23 @@ void RankExecutor::runCollective(const Action& action, MPI_Request* request) {
             MPI_Allreduce(b.send.data(), b.recv.data(), b.count, b.type, MPI_SUM, comm));
       }
       break;
-    case EventKind::kReduceScatter:
-      EVSIM_CHECK(!request, "non-blocking reduce-scatter is not used");
-      EVSIM_MPI_CHECK(
-          MPI_Reduce_scatter_block(b.send.data(), b.recv.data(), shard, b.type, MPI_SUM, comm));
+    case EventKind::kReduceScatter:  // ZeRO 1/2 buckets are non-blocking
+      if (request) {
+        EVSIM_MPI_CHECK(MPI_Ireduce_scatter_block(b.send.data(), b.recv.data(), shard, b.type,
+                                                  MPI_SUM, comm, request));
+      } else {
+        EVSIM_MPI_CHECK(
+            MPI_Reduce_scatter_block(b.send.data(), b.recv.data(), shard, b.type, MPI_SUM, comm));
+      }
       break;
     case EventKind::kAllGather:
-      EVSIM_CHECK(!request, "non-blocking all-gather is not used");
-      EVSIM_MPI_CHECK(
-          MPI_Allgather(b.send.data(), shard, b.type, b.recv.data(), shard, b.type, comm));
+      if (request) {
+        EVSIM_MPI_CHECK(MPI_Iallgather(b.send.data(), shard, b.type, b.recv.data(), shard, b.type,
+                                       comm, request));
+      } else {
+        EVSIM_MPI_CHECK(
+            MPI_Allgather(b.send.data(), shard, b.type, b.recv.data(), shard, b.type, comm));
+      }
       break;
     default:
       EVSIM_THROW(Error, "'{}' is not a collective", event.signature());

@@ -1,7 +1,8 @@
 // eventrun: executes one iteration of a strategy for real, several times, and writes the measured
 // timeline of every rank in `eventsim simulate`'s formats (ground truth for the modeler).
 //   mpirun -np K eventrun --model M --cluster C --strategy xMyPzD --micro-batch b --global-batch B
-//       --schedule S [--iterations n] [--backend cpu|cuda] [--ranks-per-node R]
+//       --schedule S [--virtual-stages v] [--recompute R] [--sequence-parallel] [--zero Z]
+//       [--dp-overlap] [--iterations n] [--backend cpu|cuda] [--ranks-per-node R]
 //       --trace measured.json --csv measured.csv
 // main() is the composition root: flags -> plan (every rank) -> rank program -> executor ->
 // clock alignment -> timed iterations -> medians gathered on rank 0 -> files. Every failure ends in
@@ -15,6 +16,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "kernels/cpu/cpu_threads.h"
 #include "modeler/cli/run_options.h"
 #include "profiler/eventrun_executor.h"
 #include "profiler/eventrun_program.h"
@@ -137,6 +139,8 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   if (!topo_error.empty()) throw CollectiveInputError(topo_error);
   checkPlacement(plan, topo, flags.ranks_per_node);
 
+  // The same BLAS threads per rank as eventprof's CPU backend gave the kernels it profiled.
+  setCpuKernelThreads(cpuThreadsPerRank(world.local_size));
   const WaitMode wait = waitMode(flags.wait, world);
   const RankProgram program = buildRankProgram(plan, world.rank);
   const ClockOffset clock = estimateClockOffset(MPI_COMM_WORLD, kClockRounds);
@@ -226,11 +230,11 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   for (int i = 1; i < n; ++i) iteration_ms.push_back((all_end[i] - all_start[i]) / 1000);
   const Strategy& s = plan.strategy;
   fmt::print(
-      "eventrun: {} {} {} b={} B={} m={} on {} ranks (backend cpu, wait {}): iteration {:.3f} ms "
+      "eventrun: {} {}{} {} b={} B={} m={} on {} ranks (backend cpu, wait {}): iteration {:.3f} ms "
       "(median of {}, min {:.3f}, max {:.3f}); clocks aligned to rank 0 by ping-pong, residual "
       "<= {:.2f} us (max half round trip){}{}\n",
-      plan.model.name, s.name(), scheduleName(s.schedule), s.micro_batch, s.global_batch,
-      plan.micro_batches, world.size, wait == WaitMode::kSpin ? "spin" : "sleep",
+      plan.model.name, s.name(), s.techniques(), scheduleName(s.schedule), s.micro_batch,
+      s.global_batch, plan.micro_batches, world.size, wait == WaitMode::kSpin ? "spin" : "sleep",
       median(iteration_ms), iteration_ms.size(),
       *std::min_element(iteration_ms.begin(), iteration_ms.end()),
       *std::max_element(iteration_ms.begin(), iteration_ms.end()), residual_us,

@@ -1,6 +1,7 @@
 #include "profiler/eventrun_program.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/error.h"
 #include "modeler/schedule.h"
@@ -18,65 +19,84 @@ class ProgramBuilder {
 
   RankProgram build() {
     const RankCoord c = program_.coord;
-    const int P = plan_.strategy.pp;
-    const StagePlan& stage = plan_.stages[c.pp];
+    const int P = plan_.deviceStages();
+    const int v = plan_.chunksPerDevice();
+    const int K = plan_.virtualStages();
     const PipelineClass& links = plan_.pipelines[plan_.pipelineOf(c.dp)];
     const std::vector<StageTask> order =
-        stageTaskOrder(plan_.strategy.schedule, c.pp, P, plan_.micro_batches);
+        stageTaskOrder(plan_.strategy.schedule, c.pp, P, plan_.micro_batches, v);
+    // A chunk's gradients are complete during its last backward task: its buckets go there.
+    std::vector<size_t> last_backward(static_cast<size_t>(v), order.size());
+    for (size_t t = 0; t < order.size(); ++t) {
+      if (order[t].phase == Phase::kBackward) last_backward[order[t].chunk] = t;
+    }
     for (size_t t = 0; t < order.size(); ++t) {
       const StageTask task = order[t];
       const bool forward = task.phase == Phase::kForward;
-      const int mb = task.micro_batch;
-      const int tag = 2 * mb + (forward ? 0 : 1);
-      // Input: the activation comes over the boundary (s-1, s), the gradient over (s, s+1).
-      if (forward && c.pp > 0) {
-        addP2P(ActionKind::kRecv, links.forward_p2p[c.pp - 1], task, c.pp - 1, tag, "");
-      } else if (!forward && c.pp + 1 < P) {
-        addP2P(ActionKind::kRecv, links.backward_p2p[c.pp], task, c.pp + 1, tag, "");
+      const int k = plan_.virtualStageOf(c.pp, task.chunk);
+      const StagePlan& stage = plan_.stages[k];
+      // Input: the activation comes over boundary (k-1, k), the gradient over (k, k+1).
+      if (forward && k > 0) {
+        addP2P(ActionKind::kRecv, links.forward_p2p[k - 1], task, k - 1, k - 1, "");
+      } else if (!forward && k + 1 < K) {
+        addP2P(ActionKind::kRecv, links.backward_p2p[k], task, k + 1, k, "");
       }
       const OpList& ops = forward ? stage.forward : stage.backward;
-      const bool last_task = t + 1 == order.size();
+      const bool buckets_here = t == last_backward[task.chunk];
       for (size_t i = 0; i < ops.size(); ++i) {
-        addOp(ops[i], task.phase, mb);
-        if (!last_task) continue;
+        addOp(ops[i], ops[i].recompute ? Phase::kRecompute : task.phase, task.micro_batch,
+              task.chunk);
+        if (!buckets_here) continue;
         for (const GradBucket& bucket : stage.dp_buckets) {
           if (bucket.ready_after_op != static_cast<int>(i)) continue;
-          Action a = commonFields(Stream::kDpComm, Phase::kGradSync, "grad_bucket_allreduce",
-                                  bucket.event, kEmbeddingLayer, -1);
+          Action a = commonFields(
+              Stream::kDpComm, Phase::kGradSync,
+              isScatter(bucket.event) ? "grad_bucket_reduce_scatter" : "grad_bucket_allreduce",
+              bucket.event, kEmbeddingLayer, -1, task.chunk);
           a.kind = ActionKind::kBucketStart;
           a.group = groupIndex(Stream::kDpComm);
           program_.actions.push_back(a);
         }
       }
-      if (forward && c.pp + 1 < P) {
-        addP2P(ActionKind::kSend, links.forward_p2p[c.pp], task, c.pp + 1, tag, "send_activation");
-      } else if (!forward && c.pp > 0) {
-        addP2P(ActionKind::kSend, links.backward_p2p[c.pp - 1], task, c.pp - 1, tag,
-               "send_gradient");
+      if (forward && k + 1 < K) {
+        addP2P(ActionKind::kSend, links.forward_p2p[k], task, k + 1, k, "send_activation");
+      } else if (!forward && k > 0) {
+        addP2P(ActionKind::kSend, links.backward_p2p[k - 1], task, k - 1, k - 1, "send_gradient");
       }
     }
-    if (stage.dp_allreduce >= 0) {
-      Action a = commonFields(Stream::kDpComm, Phase::kGradSync, "grad_allreduce",
-                              stage.dp_allreduce, kEmbeddingLayer, -1);
-      a.kind = ActionKind::kCollective;
-      a.group = groupIndex(Stream::kDpComm);
-      program_.actions.push_back(a);
+    bool any_bucket = false;
+    for (int chunk = v - 1; chunk >= 0; --chunk) {
+      const StagePlan& stage = chunkStage(chunk);
+      any_bucket = any_bucket || !stage.dp_buckets.empty();
+      const int event = stage.gradSyncEvent();
+      if (event < 0) continue;
+      addCollective(Stream::kDpComm, isScatter(event) ? "grad_reduce_scatter" : "grad_allreduce",
+                    event, chunk);
     }
-    if (!stage.dp_buckets.empty()) {
+    if (any_bucket) {
       Action wait = commonFields(Stream::kDpComm, Phase::kGradSync, "grad_bucket_wait", -1,
-                                 kEmbeddingLayer, -1);
+                                 kEmbeddingLayer, -1, 0);
       wait.kind = ActionKind::kBucketWait;
       program_.actions.push_back(wait);
     }
-    for (const OpInstance& op : stage.optimizer) addOp(op, Phase::kOptimizer, -1);
+    for (int chunk = v - 1; chunk >= 0; --chunk) {
+      for (const OpInstance& op : chunkStage(chunk).optimizer) {
+        addOp(op, Phase::kOptimizer, -1, chunk);
+      }
+    }
+    for (int chunk = v - 1; chunk >= 0; --chunk) {
+      const int event = chunkStage(chunk).dp_allgather;
+      if (event >= 0) addCollective(Stream::kDpComm, "param_allgather", event, chunk);
+    }
     sortGroups();
     return std::move(program_);
   }
 
  private:
   static Action commonFields(Stream stream, Phase phase, std::string_view name, int event,
-                             int layer, int micro_batch) {
+                             int layer, int micro_batch, int chunk) {
     Action a;
+    a.chunk = chunk;
     a.stream = stream;
     a.phase = phase;
     a.name = name;
@@ -86,8 +106,24 @@ class ProgramBuilder {
     return a;
   }
 
-  void addOp(const OpInstance& op, Phase phase, int micro_batch) {
-    Action a = commonFields(op.stream, phase, op.name, op.event, op.layer, micro_batch);
+  const StagePlan& chunkStage(int chunk) const {
+    return plan_.stages[plan_.virtualStageOf(program_.coord.pp, chunk)];
+  }
+
+  bool isScatter(int event) const {
+    return plan_.events[event].event.kind == EventKind::kReduceScatter;
+  }
+
+  // A blocking gradient-sync phase collective on the DP group, outside micro-batch tasks.
+  void addCollective(Stream stream, std::string_view name, int event, int chunk) {
+    Action a = commonFields(stream, Phase::kGradSync, name, event, kEmbeddingLayer, -1, chunk);
+    a.kind = ActionKind::kCollective;
+    a.group = groupIndex(stream);
+    program_.actions.push_back(a);
+  }
+
+  void addOp(const OpInstance& op, Phase phase, int micro_batch, int chunk) {
+    Action a = commonFields(op.stream, phase, op.name, op.event, op.layer, micro_batch, chunk);
     const EventKind kind = plan_.events[op.event].event.kind;
     if (kind == EventKind::kCompute) {
       a.kind = ActionKind::kCompute;
@@ -101,13 +137,17 @@ class ProgramBuilder {
     program_.actions.push_back(a);
   }
 
-  void addP2P(ActionKind kind, int event, const StageTask& task, int peer_stage, int tag,
+  // `peer_stage` is a virtual stage, `boundary` the chunk boundary (b -> b+1) the message crosses.
+  void addP2P(ActionKind kind, int event, const StageTask& task, int peer_stage, int boundary,
               std::string_view name) {
-    Action a =
-        commonFields(Stream::kPpComm, task.phase, name, event, kEmbeddingLayer, task.micro_batch);
+    Action a = commonFields(Stream::kPpComm, task.phase, name, event, kEmbeddingLayer,
+                            task.micro_batch, task.chunk);
     a.kind = kind;
-    a.peer = layout_.rank(program_.coord.tp, program_.coord.dp, peer_stage);
-    a.tag = tag;
+    a.peer = layout_.rank(program_.coord.tp, program_.coord.dp, peer_stage % plan_.deviceStages());
+    const int64_t tag = 2 * (boundary * plan_.micro_batches + task.micro_batch) +
+                        (task.phase == Phase::kForward ? 0 : 1);
+    EVSIM_CHECK(tag < std::numeric_limits<int>::max(), "P2P tag {} overflows int", tag);
+    a.tag = static_cast<int>(tag);
     program_.actions.push_back(a);
   }
 
@@ -141,6 +181,10 @@ class ProgramBuilder {
 int RankProgram::recordedCount() const {
   return static_cast<int>(
       std::count_if(actions.begin(), actions.end(), [](const Action& a) { return a.recorded(); }));
+}
+
+int64_t p2pTagBound(const IterationPlan& plan) {
+  return 2 * static_cast<int64_t>(plan.virtualStages() - 1) * plan.micro_batches;
 }
 
 std::vector<int64_t> collectiveGroup(const IterationPlan& plan, const RankCoord& coord,

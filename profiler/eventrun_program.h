@@ -5,15 +5,25 @@
 // same events. Pure: no MPI. The executor (eventrun_executor.h) runs a program; new op kinds or
 // schedules only change this builder.
 //
-// Per stage task (forward/backward of micro-batch i, in stageTaskOrder):
-//   recv   the input: activation from stage s-1 (forward) or gradient from stage s+1 (backward);
-//          not an event (waiting for input is idle time; the transfer is the sender's event)
-//   ops    the stage's forward/backward op list: compute ops on the CPU kernels, collectives in
-//          the group their stream names
-//   send   the output: "send_activation" to stage s+1 / "send_gradient" to stage s-1
-// then the gradient all-reduce over the DP group ("grad_allreduce"), or with dp_overlap the DDP
-// buckets ("grad_bucket_allreduce"), each issued after the op of the last backward task that
-// completes it and waited for before the optimizer ops ("adam_step").
+// Per task of the device's schedule (stageTaskOrder with v chunks; chunk c is virtual stage
+// k = c*P + s, whose op list carries that chunk's layer numbers):
+//   recv   the input: activation from virtual stage k-1 (device (k-1)%P, forward) or gradient from
+//          k+1 (device (k+1)%P, backward); not an event (waiting for input is idle time; the
+//          transfer is the sender's event)
+//   ops    the chunk's forward/backward op list: compute ops on the CPU kernels (recomputed forward
+//          ops in a backward task with phase recompute), collectives in the group their stream
+//          names (TP all-reduces, sequence-parallel reduce-scatter/all-gather, ZeRO-3 per-layer
+//          gathers and scatters on dp-comm)
+//   send   the output: "send_activation" to k+1 / "send_gradient" to k-1
+// then the gradient sync of each chunk, v-1 first, over the DP group: "grad_allreduce" (ZeRO 0) or
+// "grad_reduce_scatter" (ZeRO 1/2), or with dp_overlap the DDP buckets ("grad_bucket_allreduce" /
+// "grad_bucket_reduce_scatter"), each issued after the op of the chunk's last backward task that
+// completes it and all waited for before the optimizers; then the chunks' optimizer ops
+// ("adam_step"), v-1 first; then under ZeRO 1/2 the chunks' "param_allgather", v-1 first. This is
+// modeler/device_events.cpp's order.
+//
+// P2P tags: boundary b (chunk b -> b+1), micro-batch i, direction d (0 activation, 1 gradient):
+// tag = 2 * (b * m + i) + d, unique within an iteration; p2pTagBound() is one past the largest.
 
 #include <cstdint>
 #include <string_view>
@@ -43,8 +53,9 @@ struct Action {
   int layer = kEmbeddingLayer;
   int micro_batch = -1;  // -1 outside micro-batch tasks
   int64_t peer = -1;     // kSend / kRecv: world rank of the other side
-  int tag = 0;           // kSend / kRecv: 2 * micro_batch (+1 for gradients)
+  int tag = 0;           // kSend / kRecv: 2 * (boundary * m + micro_batch) (+1 for gradients)
   int group = -1;        // kCollective / kBucketStart: index into RankProgram::groups
+  int chunk = 0;         // the device's model chunk (0 unless interleaved)
 
   // Whether the action is a timeline event (receives and waits are idle time).
   bool recorded() const { return kind != ActionKind::kRecv && kind != ActionKind::kBucketWait; }
@@ -60,6 +71,9 @@ struct RankProgram {
 
   int recordedCount() const;
 };
+
+// One past the largest P2P tag any rank of `plan` uses: 2 * (P*v - 1) * m.
+int64_t p2pTagBound(const IterationPlan& plan);
 
 // World ranks of the group a collective on `stream` runs in, for the rank at `coord`:
 //   tp-comm  the M ranks of its TP group (same dp, pp)

@@ -49,7 +49,7 @@ TimelineSource measuredTimeline(const IterationPlan& plan, const std::vector<Ran
       if (!a.recorded()) continue;
       const MeasuredSpan& span = measured.at(k++);
       visit(DeviceEvent{a.stream, a.phase, a.name, a.event, a.layer, a.micro_batch, span.start_us,
-                        span.end_us - span.start_us});
+                        span.end_us - span.start_us, a.chunk});
     }
   };
   source.provenance = [](int) { return std::string_view("measured"); };

@@ -7,9 +7,12 @@
   expected one (the simulator's CSV for the same strategy: eventrun's programs have the same keys);
 - every row is provenance "measured" with a non-negative duration;
 - per rank and stream, events do not overlap (Perfetto draws one slice per thread at a time);
-- dependencies: a stage's forward of micro-batch i starts no earlier than the activation send of
-  micro-batch i from the previous stage started, and its backward no earlier than the gradient send
-  from the next stage started.
+- dependencies: the forward of micro-batch i on virtual stage (model chunk) k starts no earlier
+  than the activation send of micro-batch i from chunk k-1 started, and its backward (recompute
+  included) no earlier than the gradient send from chunk k+1 started. The CSV has no chunk column:
+  chunks are found from layer numbers (along a pipeline, ordered by layer, each maximal run of
+  layers on one device is a chunk; with interleaving a device holds several), and a send belongs to
+  the chunk whose task of the same phase and micro-batch on that rank started last before it.
 T (default 0) absorbs clock-alignment error between ranks: pass eventrun's reported residual.
 Exit 0 when all hold; otherwise one line per violation (at most 20) and exit 1.
 """
@@ -35,6 +38,86 @@ def key(r):
     return (r["rank"], r["stream"], r["phase"], r["micro_batch"], r["layer"], r["op"])
 
 
+TASK_PHASES = {"forward": "forward", "backward": "backward", "recompute": "backward"}
+
+
+def layer_order(layer):
+    """Position of a CSV layer along the model: embedding first, head last."""
+    if layer == "embedding":
+        return -1
+    if layer == "head":
+        return float("inf")
+    return int(layer)
+
+
+def virtual_stages(measured):
+    """{(tp, dp): [(pp, set of layers) per chunk k]}: along each pipeline, layers sorted; a maximal
+    run of layers on one device stage is one chunk."""
+    owner = collections.defaultdict(dict)  # (tp, dp) -> layer -> pp
+    for r in measured:
+        if r["stream"] != "pp-comm" and r["phase"] == "forward":
+            owner[(r["tp"], r["dp"])][r["layer"]] = r["pp"]
+    out = {}
+    for pipe, layers in owner.items():
+        chunks = []
+        for layer in sorted(layers, key=layer_order):
+            pp = layers[layer]
+            if not chunks or chunks[-1][0] != pp:
+                chunks.append((pp, set()))
+            chunks[-1][1].add(layer)
+        out[pipe] = chunks
+    return out
+
+
+def check_dependencies(measured, tol):
+    errors = []
+    stages = virtual_stages(measured)
+    chunk_of = {}  # (tp, dp, layer) -> k
+    for (tp, dp), chunks in stages.items():
+        for k, (_, layers) in enumerate(chunks):
+            for layer in layers:
+                chunk_of[(tp, dp, layer)] = k
+    # Task starts per (tp, dp, k, phase, micro_batch): the first op of the task on any stream but
+    # pp-comm (recomputed ops open their backward task).
+    task_start = {}
+    for r in measured:
+        phase = TASK_PHASES.get(r["phase"])
+        if r["stream"] == "pp-comm" or phase is None:
+            continue
+        k = chunk_of.get((r["tp"], r["dp"], r["layer"]))
+        if k is None:
+            errors.append(f"rank {r['rank']} {r['op']} layer {r['layer']}: layer has no forward")
+            continue
+        t = (r["tp"], r["dp"], k, phase, r["micro_batch"])
+        task_start[t] = min(task_start.get(t, float("inf")), r["start_us"])
+    for r in measured:
+        if r["op"] not in ("send_activation", "send_gradient"):
+            continue
+        forward = r["op"] == "send_activation"
+        chunks = stages.get((r["tp"], r["dp"]), [])
+        # The sending chunk: this device's task of that phase and micro-batch that started last
+        # before the send (the send follows its task).
+        sender, sender_start = None, None
+        for k, (pp, _) in enumerate(chunks):
+            start = task_start.get((r["tp"], r["dp"], k, r["phase"], r["micro_batch"]))
+            if pp != r["pp"] or start is None or start > r["start_us"] + tol:
+                continue
+            if sender_start is None or start > sender_start:
+                sender, sender_start = k, start
+        receiver = None if sender is None else sender + (1 if forward else -1)
+        start = task_start.get((r["tp"], r["dp"], receiver, r["phase"], r["micro_batch"]))
+        what = f"rank {r['rank']} {r['op']} mb {r['micro_batch']}"
+        if sender is None:
+            errors.append(f"{what}: no sending task before it")
+        elif start is None:
+            errors.append(f"{what} (chunk {sender}): no receiving task on chunk {receiver}")
+        elif start < r["start_us"] - tol:
+            errors.append(f"chunk {receiver} (pp {chunks[receiver][0]}) {r['phase']} mb "
+                          f"{r['micro_batch']} starts {start:.3f} before {what} (chunk {sender}) "
+                          f"started {r['start_us']:.3f}")
+    return errors
+
+
 def check(measured, expected, tol):
     errors = []
     got = collections.Counter(key(r) for r in measured)
@@ -57,25 +140,7 @@ def check(measured, expected, tol):
             if b["start_us"] < a["end_us"] - tol:
                 errors.append(f"rank {rank} {stream}: {a['op']} ends {a['end_us']:.3f} after "
                               f"{b['op']} starts {b['start_us']:.3f}")
-    # Task starts per (rank, phase, micro_batch): the first op on compute or TP streams.
-    task_start = {}
-    rank_of = {}
-    for r in measured:
-        rank_of[(r["tp"], r["dp"], r["pp"])] = r["rank"]
-        if r["stream"] in ("compute", "tp-comm") and r["phase"] in ("forward", "backward"):
-            k = (r["rank"], r["phase"], r["micro_batch"])
-            task_start[k] = min(task_start.get(k, float("inf")), r["start_us"])
-    for r in measured:
-        if r["op"] not in ("send_activation", "send_gradient"):
-            continue
-        forward = r["op"] == "send_activation"
-        peer = rank_of.get((r["tp"], r["dp"], r["pp"] + (1 if forward else -1)))
-        start = task_start.get((peer, r["phase"], r["micro_batch"]))
-        if peer is None or start is None:
-            errors.append(f"rank {r['rank']} {r['op']} mb {r['micro_batch']}: no receiving task")
-        elif start < r["start_us"] - tol:
-            errors.append(f"rank {peer} {r['phase']} mb {r['micro_batch']} starts {start:.3f} "
-                          f"before rank {r['rank']}'s {r['op']} started {r['start_us']:.3f}")
+    errors += check_dependencies(measured, tol)
     return errors
 
 

@@ -2,15 +2,19 @@
 # Validation suite: how far is the modeler from a real run on this machine?
 #  1. profile the events of every strategy on 2 and 4 GPUs of a small GPT with eventprof (CPU
 #     backend, 4 ranks as 2 emulated nodes of 2);
+#     the strategies with techniques below add their own events (`eventsim events -o`, then
+#     `eventprof --events --resume`, which measures only what the profile lacks);
 #  2. for each strategy (1M2P1D, 2M1P1D, 1M1P2D on 2 ranks; 1M2P2D, 2M2P1D on 4 ranks; GPipe and
-#     DAPPLE): eventrun (measured timeline) and `eventsim simulate --profile` (predicted timeline);
+#     DAPPLE; plus 1M2P1D DAPPLE --recompute full and 1M2P1D interleaved --virtual-stages 2):
+#     eventrun (measured timeline) and `eventsim simulate --profile` (predicted timeline);
 #  3. one table of errors: iteration time (max(start+dur) - min(start) per CSV), per-device activity
 #     error (mean |start diff| and |end diff| of matched events as % of the measured iteration,
 #     DistSim §5.3; worst device), and whether the predicted ranking matches the measured one.
 #     With `eventsim compare` built (branch compare), its --json figures are printed too.
 # Usage: scripts/validate.sh [--model M] [--iterations N] [--wait auto|spin|sleep] [--out DIR]
-# Noise: OPENBLAS_NUM_THREADS=1 (one core per rank), and eventrun's --wait auto sleeps between
-# MPI polls when a host runs more ranks than cores (see docs/VALIDATION.md).
+# Noise: eventprof and eventrun give each rank max(1, cores / ranks on the host) BLAS threads
+# (kernels/cpu/cpu_threads.h), and eventrun's --wait auto sleeps between MPI polls when a host
+# runs more ranks than cores (see docs/VALIDATION.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=small-gpt CLUSTER=cpu-local ITER=7 WAIT=auto OUT=out/validate
@@ -23,7 +27,7 @@ while [ $# -gt 0 ]; do
     *) echo "validate.sh: unknown argument $1 (see the header for usage)" >&2; exit 2 ;;
   esac
 done
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 SIM=build/eventsim PROF=build/profiler/eventprof RUN=build/profiler/eventrun
 for b in $SIM $PROF $RUN; do [ -x $b ] || { echo "validate.sh: $b not built" >&2; exit 2; }; done
 mkdir -p "$OUT"
@@ -31,32 +35,55 @@ mkdir -p "$OUT"
 echo "== $(nproc) cores; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 BATCH="--micro-batch 2 --global-batch 8"
 MPIRUN="mpirun --oversubscribe"
+PROF_ARGS="--backend cpu --ranks-per-node 2 --warmup 3 --repeats 15"
+# The runs: "xMyPzD schedule [technique flags]", each with $BATCH.
+CASES=()
+for strategy in 1M2P1D 2M1P1D 1M1P2D 1M2P2D 2M2P1D; do
+  for schedule in gpipe dapple; do CASES+=("$strategy $schedule"); done
+done
+CASES+=("1M2P1D dapple --recompute full" "1M2P1D interleaved --virtual-stages 2")
+gpusOf() {
+  python3 -c "import re; m=re.fullmatch(r'(\d+)M(\d+)P(\d+)D','$1'); \
+print(int(m[1])*int(m[2])*int(m[3]))"
+}
+# 1M2P1D dapple --recompute full -> 1M2P1D-dapple-rcfull; --virtual-stages 2 -> -v2.
+tagOf() { sed 's/ --recompute /-rc/; s/ --virtual-stages /-v/; s/ --/-/g; s/ /-/g' <<<"$1"; }
 
 for gpus in 2 4; do
   echo "== eventprof: every strategy of $MODEL on $gpus GPUs ($CLUSTER, 4 ranks, CPU backend)"
   $MPIRUN -np 4 $PROF --model $MODEL --cluster $CLUSTER --gpus $gpus --global-batch 8 \
-    --micro-batches 2 --backend cpu --ranks-per-node 2 --warmup 3 --repeats 15 \
-    -o "$OUT/profile-$gpus.yaml" 2>&1 | tail -n 1
+    --micro-batches 2 $PROF_ARGS -o "$OUT/profile-$gpus.yaml" 2>&1 | tail -n 1
+done
+# The --gpus union covers plain GPipe/DAPPLE strategies only: add each technique run's events.
+for c in "${CASES[@]}"; do
+  read -r strategy schedule flags <<<"$c"
+  [ -n "$flags" ] || [ "$schedule" = interleaved ] || continue
+  tag=$(tagOf "$c")
+  echo "== eventprof --resume: events of $tag"
+  $SIM events --model $MODEL --cluster $CLUSTER --strategy $strategy $BATCH --schedule $schedule \
+    $flags -o "$OUT/events-$tag.yaml" >/dev/null
+  $MPIRUN -np 4 $PROF --events "$OUT/events-$tag.yaml" $PROF_ARGS --resume \
+    -o "$OUT/profile-$(gpusOf $strategy).yaml" 2>&1 | tail -n 1
 done
 
 has_compare=0
 $SIM --help 2>/dev/null | grep -qE "^ +compare" && has_compare=1
 echo "== eventrun + simulate per strategy"
-for strategy in 1M2P1D 2M1P1D 1M1P2D 1M2P2D 2M2P1D; do
-  gpus=$(python3 -c "import re,sys; m=re.fullmatch(r'(\d+)M(\d+)P(\d+)D','$strategy'); \
-print(int(m[1])*int(m[2])*int(m[3]))")
-  for schedule in gpipe dapple; do
-    ARGS="--model $MODEL --cluster $CLUSTER --strategy $strategy $BATCH --schedule $schedule"
-    tag=$strategy-$schedule
-    $MPIRUN -np $gpus $RUN $ARGS --iterations $ITER --wait $WAIT --ranks-per-node 2 \
-      --csv "$OUT/$tag-measured.csv" --trace "$OUT/$tag-measured.json" | tee "$OUT/$tag-run.txt"
-    $SIM simulate $ARGS --profile "$OUT/profile-$gpus.yaml" --csv "$OUT/$tag-predicted.csv" \
-      --trace "$OUT/$tag-predicted.json" >/dev/null
-    if [ $has_compare = 1 ]; then
-      $SIM compare --predicted "$OUT/$tag-predicted.csv" --measured "$OUT/$tag-measured.csv" \
-        --json > "$OUT/$tag-compare.json"
-    fi
-  done
+for c in "${CASES[@]}"; do
+  read -r strategy schedule flags <<<"$c"
+  gpus=$(gpusOf $strategy)
+  ARGS="--model $MODEL --cluster $CLUSTER --strategy $strategy $BATCH --schedule $schedule $flags"
+  tag=$(tagOf "$c")
+  $MPIRUN -np $gpus $RUN $ARGS --iterations $ITER --wait $WAIT --ranks-per-node 2 \
+    --csv "$OUT/$tag-measured.csv" --trace "$OUT/$tag-measured.json" | tee "$OUT/$tag-run.txt"
+  $SIM simulate $ARGS --profile "$OUT/profile-$gpus.yaml" --csv "$OUT/$tag-predicted.csv" \
+    --trace "$OUT/$tag-predicted.json" >/dev/null
+  # A compare failure (e.g. a CSV reader that does not know a phase yet) must not stop the suite.
+  if [ $has_compare = 1 ] && ! $SIM compare --predicted "$OUT/$tag-predicted.csv" \
+      --measured "$OUT/$tag-measured.csv" --json > "$OUT/$tag-compare.json" 2>"$OUT/$tag-compare.err"; then
+    echo "validate.sh: eventsim compare failed for $tag: $(head -n 1 "$OUT/$tag-compare.err")" >&2
+    rm -f "$OUT/$tag-compare.json"
+  fi
 done
 
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

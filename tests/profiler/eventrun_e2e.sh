@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# eventrun end to end on 2 ranks (CPU backend): tiny-gpt 1M2P1D DAPPLE on cpu-local, then
-# scripts/check_timeline.py against the simulator's CSV of the same strategy (the expected key set),
-# with the clock residual eventrun reports as tolerance.
-#   eventrun_e2e.sh MPIEXEC EVENTRUN EVENTSIM CHECKER OUT_DIR
+# eventrun end to end on 2 ranks (CPU backend): tiny-gpt 1M2P1D on cpu-local (DAPPLE, or the
+# schedule/technique flags given after OUT_DIR), then scripts/check_timeline.py against the
+# simulator's CSV of the same strategy (the expected key set), with the clock residual eventrun
+# reports as tolerance. eventrun limits each rank's BLAS threads itself (cpuThreadsPerRank).
+#   eventrun_e2e.sh MPIEXEC EVENTRUN EVENTSIM CHECKER OUT_DIR [--schedule ... --recompute ...]
 set -euo pipefail
 mpiexec=$1 eventrun=$2 eventsim=$3 checker=$4 out=$5
+shift 5
 mkdir -p "$out"
+extra=("$@")
+[ ${#extra[@]} -gt 0 ] || extra=(--schedule dapple)
 args=(--model tiny-gpt --cluster cpu-local --strategy 1M2P1D --micro-batch 2 --global-batch 8
-      --schedule dapple)
-export OPENBLAS_NUM_THREADS=1
+      "${extra[@]}")
 summary=$("$mpiexec" -n 2 --oversubscribe "$eventrun" "${args[@]}" --iterations 3 \
   --trace "$out/measured.json" --csv "$out/measured.csv")
 echo "$summary"
