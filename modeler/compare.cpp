@@ -84,11 +84,14 @@ struct TaskSpan {
 using TaskKey = std::tuple<int32_t, int, int32_t>;  // stage, phase (forward 0, backward 1), mb
 
 // Per (stage, phase, micro-batch) of forward and backward: earliest start and latest end over the
-// stage's ranks, relative to the file's first start.
+// stage's ranks, relative to the file's first start. Recomputed ops run inside the backward task.
+// With the interleaved schedule a stage runs each micro-batch once per chunk: the span covers them.
 std::map<TaskKey, TaskSpan> stageTasks(const Timeline& t) {
   std::map<TaskKey, TaskSpan> tasks;
   for (const TimelineRow& r : t.rows) {
-    if (r.micro_batch < 0 || (r.phase != Phase::kForward && r.phase != Phase::kBackward)) continue;
+    const bool in_task = r.phase == Phase::kForward || r.phase == Phase::kBackward ||
+                         r.phase == Phase::kRecompute;
+    if (r.micro_batch < 0 || !in_task) continue;
     TaskKey key{r.pp, r.phase == Phase::kForward ? 0 : 1, r.micro_batch};
     double start = r.start_us - t.begin_us;
     double finish = r.end_us - t.begin_us;

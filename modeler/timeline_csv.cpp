@@ -96,10 +96,11 @@ class LineParser {
   }
 
   Phase phase() const {
-    for (Phase p : {Phase::kForward, Phase::kBackward, Phase::kGradSync, Phase::kOptimizer}) {
+    for (Phase p : {Phase::kForward, Phase::kBackward, Phase::kRecompute, Phase::kGradSync,
+                    Phase::kOptimizer}) {
       if (fields_[kPhase] == phaseName(p)) return p;
     }
-    fail(kPhase, "not one of forward, backward, grad-sync, optimizer");
+    fail(kPhase, "not one of forward, backward, recompute, grad-sync, optimizer");
   }
 
   int32_t layer() const {

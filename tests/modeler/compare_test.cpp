@@ -54,6 +54,21 @@ const StageTaskError& task(const PairComparison& c, int32_t stage, Phase phase, 
   throw std::runtime_error("no task");
 }
 
+// predicted_recompute.csv: one rank, F0 0-10, the recomputed forward 10-20 (phase recompute) inside
+// B0, B0's gemm 20-40, optimizer 40-50. measured_recompute.csv: recompute 12-25, B0 25-45,
+// optimizer 45-55 (55 us iteration).
+TEST(CompareTest, RecomputedOpsBelongToTheBackwardTask) {
+  PairComparison c = compareFiles("predicted_recompute.csv", "measured_recompute.csv");
+  EXPECT_EQ(c.matched_events, 4);
+  EXPECT_NEAR(c.iteration_error_pct, (50.0 - 55.0) / 55.0 * 100, kTol);
+  // Rank 0: |d| per event: F0 0, recompute (2 + 5)/2, B0 5, optimizer 5 -> 3.375 us of 55.
+  EXPECT_NEAR(device(c, 0).error_pct, 3.375 / 55 * 100, kTol);
+  // B0 starts with its recomputation: 10 vs 12 (2 us), finishes 40 vs 45 (5 us).
+  const StageTaskError& b0 = task(c, 0, Phase::kBackward, 0);
+  EXPECT_NEAR(b0.start_error_pct, 2.0 / 55 * 100, kTol);
+  EXPECT_NEAR(b0.finish_error_pct, 5.0 / 55 * 100, kTol);
+}
+
 TEST(CompareTest, IdenticalFilesHaveNoError) {
   PairComparison c = compareFiles("predicted_2stage.csv", "predicted_2stage.csv");
   EXPECT_EQ(c.matched_events, 15);
