@@ -227,7 +227,7 @@ PairComparison compareTimelines(const Timeline& predicted, const Timeline& measu
 }
 
 RankingComparison compareRankings(const std::vector<double>& predicted_us,
-                                  const std::vector<double>& measured_us) {
+                                  const std::vector<double>& measured_us, double tie_pct) {
   EVSIM_CHECK(predicted_us.size() == measured_us.size(), "{} predicted vs {} measured times",
               predicted_us.size(), measured_us.size());
   const size_t n = predicted_us.size();
@@ -245,8 +245,11 @@ RankingComparison compareRankings(const std::vector<double>& predicted_us,
   for (size_t a = 0; a < n; ++a) {
     for (size_t b = a + 1; b < n; ++b) {
       ++pairs;
-      double dp = predicted_us[a] - predicted_us[b];
-      double dm = measured_us[a] - measured_us[b];
+      auto tied = [tie_pct](double x, double y) {
+        return x == y || std::abs(x - y) < tie_pct / 100 * std::min(x, y);
+      };
+      double dp = tied(predicted_us[a], predicted_us[b]) ? 0 : predicted_us[a] - predicted_us[b];
+      double dm = tied(measured_us[a], measured_us[b]) ? 0 : measured_us[a] - measured_us[b];
       if (dp == 0) ++ties_pred;
       if (dm == 0) ++ties_meas;
       if (dp == 0 || dm == 0) continue;

@@ -72,14 +72,16 @@ PairComparison compareTimelines(const Timeline& predicted, const Timeline& measu
 
 struct RankingComparison {
   // No pair of strategies ordered one way by the prediction and the other way by the measurement
-  // (equal times on either side do not count against it).
+  // (a tie on either side does not count against it).
   bool preserved = true;
   std::optional<double> kendall_tau;    // tau-b; absent with fewer than 2 entries or all ties
   std::vector<size_t> predicted_order;  // indices, fastest first
   std::vector<size_t> measured_order;
 };
 
+// Two times within `tie_pct` percent of the smaller are a tie (on either side): strategies closer
+// than the run-to-run spread of the measurement cannot be ordered by it. 0: only equal times tie.
 RankingComparison compareRankings(const std::vector<double>& predicted_us,
-                                  const std::vector<double>& measured_us);
+                                  const std::vector<double>& measured_us, double tie_pct = 0);
 
 }  // namespace evsim

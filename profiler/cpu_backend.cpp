@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"
-#include "kernels/cpu/cpu_threads.h"
+#include "kernels/cpu/cpu_host.h"
 #include "kernels/kernel.h"
 #include "profiler/mpi_check.h"
 
@@ -17,6 +17,9 @@ namespace evsim {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Most kernel copies cycled through to keep each timed run's data out of the caches.
+constexpr int64_t kMaxKernelCopies = 256;
 
 double elapsedUs(Clock::time_point since) {
   return std::chrono::duration<double, std::micro>(Clock::now() - since).count();
@@ -83,15 +86,26 @@ std::string cpuModelName() {
 std::string CpuBackend::deviceName() const { return cpuModelName(); }
 
 std::vector<double> CpuBackend::timeCompute(const Event& event, int warmup, int repeats) {
-  std::unique_ptr<ComputeKernel> kernel = makeCpuKernel(event, seed_);
-  for (int i = 0; i < warmup; ++i) kernel->run();
-  kernel->synchronize();
+  // Copies of the kernel, each with its own buffers, taken in turn: between two runs of one copy
+  // the others pass more than the last-level cache, so every timed run reads its data from memory,
+  // as inside an iteration (kernels/cpu/cpu_host.h). The CPU kernels work in fp32. Tiny kernels
+  // stop at kMaxKernelCopies, partly cached: their time is small either way.
+  const int64_t kernel_bytes =
+      std::max<int64_t>(1, event.memory_bytes * 4 / std::max<int64_t>(1, dtypeBytes(event.dtype)));
+  const int64_t wanted = 2 * lastLevelCacheBytes() / kernel_bytes + 1;
+  const int copies = static_cast<int>(std::clamp<int64_t>(wanted, 1, kMaxKernelCopies));
+  std::vector<std::unique_ptr<ComputeKernel>> kernels;
+  for (int c = 0; c < copies; ++c) kernels.push_back(makeCpuKernel(event, seed_ + 104729 * c));
+  size_t next = 0;
+  auto nextKernel = [&]() -> ComputeKernel& { return *kernels[next++ % kernels.size()]; };
+  for (int i = 0; i < warmup; ++i) nextKernel().run();
   std::vector<double> samples;
   samples.reserve(static_cast<size_t>(repeats));
   for (int i = 0; i < repeats; ++i) {
+    ComputeKernel& kernel = nextKernel();
     Clock::time_point start = Clock::now();
-    kernel->run();
-    kernel->synchronize();
+    kernel.run();
+    kernel.synchronize();
     samples.push_back(elapsedUs(start));
   }
   return samples;

@@ -16,7 +16,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
-#include "kernels/cpu/cpu_threads.h"
+#include "kernels/cpu/cpu_host.h"
 #include "modeler/cli/run_options.h"
 #include "profiler/eventrun_executor.h"
 #include "profiler/eventrun_program.h"

@@ -145,7 +145,9 @@ class ElementwiseKernel final : public ComputeKernel {
     } else if (op_ == "gelu_bwd") {
       cpu::geluBackward(a_.data(), b_.data(), out_.data(), n_);
     } else if (op_ == "dropout_fwd") {
-      cpu::dropoutForward(a_.data(), out_.data(), mask_.data(), n_, kp::kDropoutProbability, seed_);
+      // A fresh mask per call, as training draws one per step.
+      cpu::dropoutForward(a_.data(), out_.data(), mask_.data(), n_, kp::kDropoutProbability,
+                          seed_ + ++calls_);
     } else if (op_ == "dropout_bwd") {
       cpu::dropoutBackward(b_.data(), mask_.data(), out_.data(), n_, kp::kDropoutProbability);
     } else {
@@ -157,6 +159,7 @@ class ElementwiseKernel final : public ComputeKernel {
   std::string op_;
   int64_t n_;
   uint64_t seed_;
+  uint64_t calls_ = 0;
   Floats a_, b_, out_;
   std::vector<uint8_t> mask_;
 };

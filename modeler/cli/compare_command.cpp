@@ -28,6 +28,7 @@ constexpr double kActivityTargetPct = 5.0;
 constexpr int32_t kMaxTableMicroBatches = 16;
 
 struct CompareArgs {
+  double tie_pct = 0;
   std::vector<std::string> predicted;
   std::vector<std::string> measured;
   std::vector<std::string> labels;
@@ -180,7 +181,8 @@ void run(const CompareArgs& args) {
     measured_us.push_back(r.c.measured_iteration_us);
   }
   const bool is_set = results.size() > 1;
-  RankingComparison ranking = compareRankings(predicted_us, measured_us);
+  if (!(args.tie_pct >= 0)) EVSIM_THROW(InputError, "--tie-pct {}: must be >= 0", args.tie_pct);
+  RankingComparison ranking = compareRankings(predicted_us, measured_us, args.tie_pct);
 
   if (args.json) {
     nlohmann::json out;
@@ -231,6 +233,10 @@ void registerCompareCommand(CLI::App& app) {
   cmd->add_option("--measured", args->measured, "measured timeline CSV, paired in order")
       ->required();
   cmd->add_option("--label", args->labels, "name of each pair (default: predicted file stem)");
+  cmd->add_option("--tie-pct", args->tie_pct,
+                  "for the ranking: iteration times within this % of each other are a tie (the "
+                  "measurement's run-to-run spread)")
+      ->capture_default_str();
   cmd->add_flag("--json", args->json, "print the errors as JSON");
   cmd->callback([args] { run(*args); });
 }

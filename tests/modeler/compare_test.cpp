@@ -319,5 +319,18 @@ TEST(RankingTest, TiesUseTauB) {
   EXPECT_FALSE(compareRankings({5}, {7}).kendall_tau.has_value());
 }
 
+TEST(CompareTest, RankingTreatsTimesWithinTheToleranceAsTies) {
+  // Strategies 0 and 1: predicted 100 < 101 (1% apart), measured 101.5 > 100 (1.5% apart).
+  // Strictly that pair is discordant; with a 2% tolerance both sides tie, and the other pairs
+  // (120 / 130 against the rest) agree.
+  const std::vector<double> predicted = {100, 101, 120}, measured = {101.5, 100, 130};
+  EXPECT_FALSE(compareRankings(predicted, measured).preserved);
+  RankingComparison r = compareRankings(predicted, measured, 2.0);
+  EXPECT_TRUE(r.preserved);
+  // tau-b: C = 2, D = 0, 3 pairs, 1 tie on each side: 2 / sqrt(2 * 2) = 1.
+  ASSERT_TRUE(r.kendall_tau.has_value());
+  EXPECT_NEAR(*r.kendall_tau, 1.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace evsim

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "events/iteration_plan.h"
-#include "kernels/cpu/cpu_threads.h"
+#include "kernels/cpu/cpu_host.h"
 
 namespace evsim {
 namespace {
