@@ -18,7 +18,7 @@
 # cores (see docs/VALIDATION.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODEL=medium-gpt CLUSTER=cpu-local ITER=7 WAIT=auto OUT=out/validate
+MODEL=medium-gpt CLUSTER=cpu-local ITER=11 WAIT=auto OUT=out/validate
 while [ $# -gt 0 ]; do
   case $1 in
     --model) MODEL=$2; shift 2 ;;
@@ -36,7 +36,7 @@ mkdir -p "$OUT"
 echo "== $(nproc) cores; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 BATCH="--micro-batch 2 --global-batch 8"
 MPIRUN="mpirun --oversubscribe"
-PROF_ARGS="--backend cpu --ranks-per-node 2 --warmup 3 --repeats 15"
+PROF_ARGS="--backend cpu --ranks-per-node 2 --warmup 5 --repeats 30"
 # The runs: "xMyPzD schedule [technique flags]", each with $BATCH.
 CASES=()
 for strategy in 1M2P1D 2M1P1D 1M1P2D 1M2P2D 2M2P1D; do
