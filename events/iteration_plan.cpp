@@ -159,9 +159,16 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
     }
     // ZeRO-3: gather a layer's parameters before its forward and again before its backward, and
     // reduce-scatter its gradients right after its backward, in the DP group.
+    // When one chunk holds both ends (K = 1), the LM head uses the tied embedding matrix, which
+    // ZeRO-3 released after the embedding: the head gathers it again (its gradient is reduced
+    // with the embedding's).
+    const int64_t tied_head_params =
+        stage.has_head && stage.has_embedding ? plan.padded_vocab / M * model.hidden_size : 0;
     auto zero3 = [&](OpList& ops, int layer, EventKind kind, std::string_view name) {
       if (zero != 3) return;
-      Event e = makeCommunication(kind, layer_params.at(layer) * elem_bytes, stage.dp_group, dtype);
+      int64_t params = layer_params.at(layer);
+      if (layer == kHeadLayer && kind == EventKind::kAllGather) params += tied_head_params;
+      Event e = makeCommunication(kind, params * elem_bytes, stage.dp_group, dtype);
       ops.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, name});
     };
     constexpr std::string_view kGather = "zero3_param_allgather";

@@ -147,6 +147,11 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
   if (s.zero_stage < 0 || s.zero_stage > 3) {
     return fmt::format("--zero {}: must be 0, 1, 2 or 3", s.zero_stage);
   }
+  if (s.zero_stage == 3 && s.dp_overlap) {
+    return fmt::format("{} --zero 3 --dp-overlap: ZeRO-3 reduce-scatters each layer's gradients "
+                       "inside the backward; there are no DDP buckets to overlap",
+                       label);
+  }
   if (s.zero_stage > 0 && s.dp < 2) {
     return fmt::format("{} --zero {}: sharding over the DP group needs D >= 2", label,
                        s.zero_stage);

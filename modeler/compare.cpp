@@ -245,11 +245,12 @@ RankingComparison compareRankings(const std::vector<double>& predicted_us,
   for (size_t a = 0; a < n; ++a) {
     for (size_t b = a + 1; b < n; ++b) {
       ++pairs;
-      auto tied = [tie_pct](double x, double y) {
-        return x == y || std::abs(x - y) < tie_pct / 100 * std::min(x, y);
+      // Only the measurement has a spread; predictions are deterministic and tie only when equal.
+      auto measured_tie = [tie_pct](double x, double y) {
+        return std::abs(x - y) < tie_pct / 100 * std::min(x, y);
       };
-      double dp = tied(predicted_us[a], predicted_us[b]) ? 0 : predicted_us[a] - predicted_us[b];
-      double dm = tied(measured_us[a], measured_us[b]) ? 0 : measured_us[a] - measured_us[b];
+      double dp = predicted_us[a] - predicted_us[b];
+      double dm = measured_tie(measured_us[a], measured_us[b]) ? 0 : measured_us[a] - measured_us[b];
       if (dp == 0) ++ties_pred;
       if (dm == 0) ++ties_meas;
       if (dp == 0 || dm == 0) continue;

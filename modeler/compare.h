@@ -79,8 +79,8 @@ struct RankingComparison {
   std::vector<size_t> measured_order;
 };
 
-// Two times within `tie_pct` percent of the smaller are a tie (on either side): strategies closer
-// than the run-to-run spread of the measurement cannot be ordered by it. 0: only equal times tie.
+// Two measured times within `tie_pct` percent of the smaller are a tie: strategies closer than the
+// run-to-run spread of the measurement cannot be ordered by it. Predictions tie only when equal.
 RankingComparison compareRankings(const std::vector<double>& predicted_us,
                                   const std::vector<double>& measured_us, double tie_pct = 0);
 

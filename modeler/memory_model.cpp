@@ -109,9 +109,10 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
         per_micro_batch += kTokenIdBytes * sb + e * sbh_region + kMaskBytes * sbh_region;
       }
       if (stage.has_head) {
-        // The final layernorm's input (a region) and the LM head's (gathered) input.
+        // The final layernorm's input and the LM head's input, both regions: with SP the head
+        // keeps its input's shard and re-gathers it for the weight gradient (as Megatron does).
         per_micro_batch +=
-            e * sbh_region + e * sbh + kLogitBytes * sb * plan.padded_vocab / strategy.tp;
+            2 * e * sbh_region + kLogitBytes * sb * plan.padded_vocab / strategy.tp;
       }
       chunk_bytes.push_back(per_micro_batch);
       mem.activation_bytes_per_micro_batch += per_micro_batch;

@@ -69,9 +69,7 @@ const CandidateResult* SearchReport::best() const {
   return &candidates.front();
 }
 
-SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
-                       const CostModel& costs, const SearchOptions& options,
-                       std::string_view eventprof_hint) {
+void validateSearchOptions(const SearchOptions& options) {
   const StrategySpace& space = options.space;
   if (space.gpus <= 0) EVSIM_THROW(InputError, "--gpus {}: must be > 0", space.gpus);
   if (space.micro_batches.empty()) EVSIM_THROW(InputError, "--micro-batch: no sizes given");
@@ -97,6 +95,13 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
   if (options.base.global_batch <= 0) {
     EVSIM_THROW(InputError, "--global-batch {}: must be > 0", options.base.global_batch);
   }
+}
+
+SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
+                       const CostModel& costs, const SearchOptions& options,
+                       std::string_view eventprof_hint) {
+  validateSearchOptions(options);
+  const StrategySpace& space = options.space;
 
   std::vector<Candidate> candidates = enumerateCandidates(model, cluster, options.base, space);
   const size_t n = candidates.size();

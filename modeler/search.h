@@ -65,8 +65,12 @@ struct SearchReport {
 };
 
 // Throws InputError on an empty space (N <= 0, no micro-batch sizes, schedules, recomputation
-// modes, SP settings or ZeRO stages), a ZeRO stage outside 0..3, a v < 2, a headroom
-// outside [0, 1), or events the cost model does not cover (listed once for the union).
+// modes, SP settings or ZeRO stages), a ZeRO stage outside 0..3, a v < 2 or a headroom outside
+// [0, 1), naming the flag.
+void validateSearchOptions(const SearchOptions& options);
+
+// Validates `options` (above), then ranks the space. Throws InputError for events the cost model
+// does not cover (listed once for the union).
 SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
                        const CostModel& costs, const SearchOptions& options,
                        std::string_view eventprof_hint);

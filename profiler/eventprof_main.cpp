@@ -111,6 +111,18 @@ ProfileRequest wantedEvents(const Flags& f) {
     request.events = eventsForStrategy(model, cluster, request.strategies.back());
     return request;
   }
+  // The --gpus union spans plain GPipe/DAPPLE strategies; a technique flag would be ignored, so it
+  // is refused with the command that covers a space with techniques.
+  const bool techniques = f.run.recompute != "none" || f.run.sequence_parallel ||
+                          f.run.zero_stage != 0 || f.run.virtual_stages != 1 ||
+                          parseSchedule(f.run.schedule) == Schedule::kInterleaved;
+  if (techniques) {
+    EVSIM_THROW(InputError,
+                "--gpus {}: the union covers GPipe/DAPPLE strategies without techniques; for "
+                "--schedule interleaved, --recompute, --sequence-parallel or --zero write the "
+                "union with `eventsim search ... --write-events FILE` and profile --events FILE",
+                f.gpus);
+  }
   Strategy base;
   base.global_batch = f.run.global_batch;
   base.dp_overlap = f.run.dp_overlap;

@@ -89,17 +89,19 @@ echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 CORES=$(nproc)
 PAIRS=()
 TABLE_ARGS=()
+FIT_TAGS=()
 for c in "${CASES[@]}"; do
   read -r strategy schedule flags <<<"$c"
   tag=$(tagOf "$c")
   TABLE_ARGS+=("$tag:$(gpusOf $strategy)")
   if [ "$(gpusOf $strategy)" -le "$CORES" ]; then
     PAIRS+=(--predicted "$OUT/$tag-predicted.csv" --measured "$OUT/$tag-measured.csv" --label "$tag")
+    FIT_TAGS+=("$tag:$(gpusOf $strategy)")
   fi
 done
 # Strategies closer than the measurement's own run-to-run spread cannot be ordered by it: the tie
 # tolerance is the median, over these runs, of (max - min) / median of their iteration times.
-TIE=$(python3 - "$OUT" "${TABLE_ARGS[@]}" <<'PY'
+TIE=$(python3 - "$OUT" "${FIT_TAGS[@]}" <<'PY'
 import re, statistics, sys
 out, cases = sys.argv[1], sys.argv[2:]
 spreads = []

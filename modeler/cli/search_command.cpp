@@ -371,6 +371,7 @@ void run(const SearchArgs& args) {
   options.space.allow_cross_node_tp = args.allow_cross_node_tp;
   options.memory_headroom = args.memory_headroom;
 
+  validateSearchOptions(options);  // before writing anything
   if (!args.write_events.empty()) writeUnionEvents(args, model, cluster, options);
   std::optional<ProfileDb> db = args.costs.loadProfile();
   CostModel cost_model(cluster, db ? &*db : nullptr, args.costs.analytic());

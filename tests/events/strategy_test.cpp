@@ -188,6 +188,11 @@ TEST_F(StrategyRules, ZeroNeedsDataParallelismAndAKnownStage) {
   EXPECT_EQ(s.techniques(), " zero3");
   s.zero_stage = 4;
   EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""), "--zero 4: must be 0, 1, 2 or 3");
+  s.zero_stage = 3;
+  s.dp_overlap = true;  // ZeRO-3 has no DDP buckets
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""), "--zero 3 --dp-overlap");
+  s.zero_stage = 1;  // ZeRO-1 overlaps its bucketed reduce-scatters
+  EXPECT_FALSE(strategyViolation(model_, cluster_, s).has_value());
   Strategy single = test::strategy("1M1P1D", 1, 1);
   single.zero_stage = 1;
   EXPECT_CONTAINS(strategyViolation(model_, cluster_, single).value_or(""), "needs D >= 2");

@@ -239,6 +239,18 @@ TEST(Zero, StageThreeGathersParametersPerLayerInsideTheTasks) {
     EXPECT_EQ(eventOf(p, bwd.back()).kind, EventKind::kReduceScatter);
     EXPECT_EQ(eventOf(p, bwd.back()).message_bytes, params * kE);
   }
+  // P = 1: one chunk holds both ends, so the LM head gathers the tied embedding matrix again
+  // (with the final layernorm's 2h); its gradient reduce-scatter covers the layernorm only.
+  const int64_t head_params = 2 * kH + p.padded_vocab * kH;
+  OpList head_fwd = layerOps(st.forward, kHeadLayer, false);
+  OpList head_bwd = layerOps(st.backward, kHeadLayer, false);
+  ASSERT_FALSE(head_fwd.empty());
+  ASSERT_FALSE(head_bwd.empty());
+  EXPECT_EQ(head_fwd.front().name, "zero3_param_allgather");
+  EXPECT_EQ(eventOf(p, head_fwd.front()).message_bytes, head_params * kE);
+  EXPECT_EQ(eventOf(p, head_bwd.front()).message_bytes, head_params * kE);
+  EXPECT_EQ(head_bwd.back().name, "zero3_grad_reduce_scatter");
+  EXPECT_EQ(eventOf(p, head_bwd.back()).message_bytes, 2 * kH * kE);
   EXPECT_EQ(eventOf(p, st.optimizer[0]).dim("params"), (st.parameters + 1) / 2);
 }
 

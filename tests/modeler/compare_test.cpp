@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 #include <string>
 
@@ -320,16 +321,18 @@ TEST(RankingTest, TiesUseTauB) {
 }
 
 TEST(CompareTest, RankingTreatsTimesWithinTheToleranceAsTies) {
-  // Strategies 0 and 1: predicted 100 < 101 (1% apart), measured 101.5 > 100 (1.5% apart).
-  // Strictly that pair is discordant; with a 2% tolerance both sides tie, and the other pairs
+  // Strategies 0 and 1: predicted 100 < 101, measured 101.5 > 100 (1.5% apart). Strictly that
+  // pair is discordant; with a 2% tolerance the measurement ties it, and the other pairs
   // (120 / 130 against the rest) agree.
   const std::vector<double> predicted = {100, 101, 120}, measured = {101.5, 100, 130};
   EXPECT_FALSE(compareRankings(predicted, measured).preserved);
   RankingComparison r = compareRankings(predicted, measured, 2.0);
   EXPECT_TRUE(r.preserved);
-  // tau-b: C = 2, D = 0, 3 pairs, 1 tie on each side: 2 / sqrt(2 * 2) = 1.
+  // tau-b: C = 2, D = 0, 3 pairs, no predicted tie, 1 measured tie: 2 / sqrt(3 * 2).
   ASSERT_TRUE(r.kendall_tau.has_value());
-  EXPECT_NEAR(*r.kendall_tau, 1.0, 1e-12);
+  EXPECT_NEAR(*r.kendall_tau, 2 / std::sqrt(6.0), 1e-12);
+  // A 1% tolerance does not cover the 1.5% gap: discordant again.
+  EXPECT_FALSE(compareRankings(predicted, measured, 1.0).preserved);
 }
 
 }  // namespace

@@ -111,10 +111,11 @@ TEST(TechniquesMemory, StageEstimateUsesZeroAndSequenceParallel) {
   ASSERT_EQ(z.stages[0].in_flight, 1);
   // Per micro-batch with SP at t = 2 (sb = 128, sbh = 32768, V' = the padded vocabulary):
   //   blocks 2 * 720896; embedding ids 8 sb, output e sbh/t and mask sbh/t;
-  //   head: final layernorm input e sbh/t, LM head input e sbh, fp32 logits 4 sb V'/t.
+  //   head: final layernorm input e sbh/t, LM head input e sbh/t (kept as the shard, re-gathered
+  //   for the weight gradient), fp32 logits 4 sb V'/t.
   const int64_t v = sp1.padded_vocab;
   const int64_t expected =
-      2 * 720896 + (8 * 128 + 2 * 16384 + 16384) + (2 * 16384 + 2 * 32768 + 4 * 128 * v / 2);
+      2 * 720896 + (8 * 128 + 2 * 16384 + 16384) + (2 * 16384 + 2 * 16384 + 4 * 128 * v / 2);
   EXPECT_EQ(z.stages[0].activation_bytes_per_micro_batch, expected);
 }
 

@@ -422,7 +422,6 @@ TEST(EventrunProgram, SameEventsAsTheSimulatorWithTechniques) {
       {"zero1 overlap", "1M1P2D", 1, 4, true, {.zero = 1}},
       {"zero2", "1M2P2D", 1, 8, false, {.zero = 2}},
       {"zero3", "1M1P2D", 1, 4, false, {.zero = 3}},
-      {"zero3 overlap", "1M1P2D", 1, 4, true, {.zero = 3}},
       {"interleaved v2 + selective + sp + zero1", "2M2P2D", 1, 8, false, combined},  // m = 4
       {"interleaved v2 + selective + sp + zero1 overlap", "2M2P2D", 1, 8, true, combined},
   };
