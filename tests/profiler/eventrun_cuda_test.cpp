@@ -38,7 +38,9 @@ TEST(EventrunCuda, TinyGptOneRankIteration) {
     EXPECT_GT(times[a].end_us, times[a].start_us);
     if (action.kind != ActionKind::kCompute) continue;
     ++computes;
-    if (last_compute_end_us >= 0) EXPECT_GE(times[a].start_us, last_compute_end_us);
+    if (last_compute_end_us >= 0) {
+      EXPECT_GE(times[a].start_us, last_compute_end_us);
+    }
     last_compute_end_us = times[a].end_us;
   }
   EXPECT_GT(computes, 0);
