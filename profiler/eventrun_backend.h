@@ -14,10 +14,10 @@
 namespace evsim {
 
 struct EventrunBackendRequest {
-  std::string name = "cpu";     // cpu | cuda
+  std::string name = "cpu";         // cpu | cuda
   WaitMode wait = WaitMode::kSpin;  // cpu only
-  uint64_t seed = 1;            // this rank's kernel seed
-  double comm_timeout_s = 300;  // cuda only: a NCCL operation pending longer aborts the run
+  uint64_t seed = 1;                // this rank's kernel seed
+  double comm_timeout_s = 300;      // cuda only: a NCCL operation pending longer aborts the run
 };
 
 // Collective over MPI_COMM_WORLD. Checks that the backend can run on every rank before any rank

@@ -143,8 +143,8 @@ class Simulation {
         bool all = true;
         for (const Transfer& t : step.transfers) {
           if (done_transfers_.count(t)) continue;
-          const int64_t peer = std::get<0>(t) == static_cast<int64_t>(r) ? std::get<1>(t)
-                                                                          : std::get<0>(t);
+          const int64_t peer =
+              std::get<0>(t) == static_cast<int64_t>(r) ? std::get<1>(t) : std::get<0>(t);
           const Step* other = current(peer);
           const bool met = other && other->kind == StepKind::kP2P &&
                            std::find(other->transfers.begin(), other->transfers.end(), t) !=
@@ -200,8 +200,8 @@ std::string P2PStall::describe(const std::vector<RankProgram>& programs) const {
     if (!out.empty()) out += ", ";
     out += fmt::format("rank {} at action {} ({}", ranks[i], actions[i], a.name);
     if (a.kind == ActionKind::kSend || a.kind == ActionKind::kRecv) {
-      out += fmt::format(" {} rank {}, micro-batch {}",
-                         a.kind == ActionKind::kSend ? "to" : "from", a.peer, a.micro_batch);
+      out += fmt::format(" {} rank {}, micro-batch {}", a.kind == ActionKind::kSend ? "to" : "from",
+                         a.peer, a.micro_batch);
     }
     out += ")";
   }

@@ -17,7 +17,7 @@ constexpr std::chrono::microseconds kSleepPoll{10};
 // MPI element type and count for `bytes` of `dtype` (as profiler/cpu_backend.cpp): 16-bit types
 // travel as MPI_INT16_T, fp32 as float, odd byte counts as bytes.
 void describeElements(const Event& event, int64_t bytes, MPI_Datatype& type, int64_t& elements,
-              int64_t& element_bytes) {
+                      int64_t& element_bytes) {
   element_bytes = dtypeBytes(event.dtype);
   type = element_bytes == 4 ? MPI_FLOAT : MPI_INT16_T;
   if (bytes % element_bytes != 0) {
@@ -53,8 +53,8 @@ double steadyNowUs() {
       .count();
 }
 
-CpuRankExecutor::CpuRankExecutor(const IterationPlan& plan, const RankProgram& program, WaitMode wait,
-                           uint64_t seed)
+CpuRankExecutor::CpuRankExecutor(const IterationPlan& plan, const RankProgram& program,
+                                 WaitMode wait, uint64_t seed)
     : plan_(plan), program_(program), wait_mode_(wait) {
   // P2P tags encode (boundary, micro-batch, direction); MPI only guarantees tags up to
   // MPI_TAG_UB (at least 32767), so a long pipeline with many micro-batches could exceed it.

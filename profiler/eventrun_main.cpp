@@ -2,11 +2,13 @@
 // timeline of every rank in `eventsim simulate`'s formats (ground truth for the modeler).
 //   mpirun -np K eventrun --model M --cluster C --strategy xMyPzD --micro-batch b --global-batch B
 //       --schedule S [--virtual-stages v] [--recompute R] [--sequence-parallel] [--zero Z]
-//       [--dp-overlap] [--iterations n] [--backend cpu|cuda] [--ranks-per-node R] [--comm-timeout s]
+//       [--dp-overlap] [--iterations n] [--backend cpu|cuda] [--ranks-per-node R] [--comm-timeout
+//       s]
 //       --trace measured.json --csv measured.csv
 // main() is the composition root: flags -> plan (every rank) -> backend check -> rank program ->
 // clock alignment -> executor (CPU or CUDA, chosen in eventrun_backend.cpp) -> timed iterations ->
-// medians gathered on rank 0 -> files. Every failure ends in one line; a rank that fails alone calls MPI_Abort so the others never hang.
+// medians gathered on rank 0 -> files. Every failure ends in one line; a rank that fails alone
+// calls MPI_Abort so the others never hang.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -141,9 +143,8 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   if (!topo_error.empty()) throw CollectiveInputError(topo_error);
   checkPlacement(plan, topo, flags.ranks_per_node);
   const WaitMode wait = waitMode(flags.wait, world);
-  const EventrunBackendRequest request{flags.backend, wait,
-                                       flags.seed + static_cast<uint64_t>(world.rank),
-                                       flags.comm_timeout_s};
+  const EventrunBackendRequest request{
+      flags.backend, wait, flags.seed + static_cast<uint64_t>(world.rank), flags.comm_timeout_s};
   checkEventrunBackend(request, world);  // before the clocks and kernels: fail fast
 
   // The same BLAS threads per rank as eventprof's CPU backend gave the kernels it profiled.
@@ -246,9 +247,8 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
       "(median of {}, min {:.3f}, max {:.3f}); clocks aligned to rank 0 by ping-pong, residual "
       "<= {:.2f} us (max half round trip{}){}{}\n",
       plan.model.name, s.name(), s.techniques(), scheduleName(s.schedule), s.micro_batch,
-      s.global_batch, plan.micro_batches, world.size, executor_text,
-      median(iteration_ms), iteration_ms.size(),
-      *std::min_element(iteration_ms.begin(), iteration_ms.end()),
+      s.global_batch, plan.micro_batches, world.size, executor_text, median(iteration_ms),
+      iteration_ms.size(), *std::min_element(iteration_ms.begin(), iteration_ms.end()),
       *std::max_element(iteration_ms.begin(), iteration_ms.end()), residual_us,
       flags.backend == "cuda" ? " + CUDA event to host clock" : "",
       flags.trace.empty() ? "" : "; trace " + flags.trace,

@@ -94,8 +94,8 @@ class CudaRankExecutor : public RankExecutor {
                                                   options.comm_timeout_s));
     }
     for (size_t g = 0; g < program_.groups.size(); ++g) {
-      const bool buckets = std::any_of(
-          program_.actions.begin(), program_.actions.end(), [&](const Action& a) {
+      const bool buckets =
+          std::any_of(program_.actions.begin(), program_.actions.end(), [&](const Action& a) {
             return a.kind == ActionKind::kBucketStart && a.group == static_cast<int>(g);
           });
       if (buckets) {
@@ -113,8 +113,8 @@ class CudaRankExecutor : public RankExecutor {
     for (const Action& a : program_.actions) {
       if (a.kind == ActionKind::kCompute) {
         if (!kernels_.count(a.event)) {
-          kernels_[a.event] = makeCudaKernel(plan_.events[a.event].event, compute_,
-                                             options.seed + 7919 * a.event);
+          kernels_[a.event] =
+              makeCudaKernel(plan_.events[a.event].event, compute_, options.seed + 7919 * a.event);
         }
       } else if (a.event >= 0) {
         buffersFor(a.event);
@@ -304,14 +304,14 @@ class CudaRankExecutor : public RankExecutor {
   const IterationPlan& plan_;
   const RankProgram& program_;
   static constexpr size_t kNone = static_cast<size_t>(-1);
-  std::vector<size_t> fused_recv_;   // by send action: the receive run in its group, or kNone
+  std::vector<size_t> fused_recv_;    // by send action: the receive run in its group, or kNone
   std::vector<bool> received_early_;  // by receive action: run in an earlier send's group
   int device_ = 0;
   cudaStream_t compute_ = nullptr, bucket_ = nullptr;
   cudaEvent_t reference_ = nullptr;
-  cudaEvent_t done_ = nullptr;  // scratch: the host waits for it, never timed
-  std::vector<MPI_Comm> mpi_comms_;                        // by program group
-  std::vector<std::unique_ptr<NcclComm>> comms_;           // by program group
+  cudaEvent_t done_ = nullptr;                    // scratch: the host waits for it, never timed
+  std::vector<MPI_Comm> mpi_comms_;               // by program group
+  std::vector<std::unique_ptr<NcclComm>> comms_;  // by program group
   std::map<int, std::unique_ptr<NcclComm>> bucket_comms_;  // by program group, bucket groups only
   std::unique_ptr<NcclComm> p2p_;                          // world, when P > 1
   std::map<int, std::unique_ptr<ComputeKernel>> kernels_;  // by event

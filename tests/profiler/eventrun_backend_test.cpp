@@ -35,11 +35,11 @@ TEST(EventrunGpuTiming, ResolvesAgainstTheReferenceMidpoint) {
 
 TEST(EventrunGpuTiming, RejectsImpossibleTimes) {
   std::vector<bool> one{true};
-  EXPECT_THROW(resolveGpuTimes({10, 5}, {{0, 1}}, one), Error);              // reversed window
-  EXPECT_THROW(resolveGpuTimes({0, 2}, {{0.5, 0.4}}, one), Error);           // ends 100 us early
-  EXPECT_THROW(resolveGpuTimes({0, 2}, {{-0.01, 0.4}}, one), Error);         // 10 us before ref
-  EXPECT_NO_THROW(resolveGpuTimes({0, 2}, {{-0.0004, 0.4}}, one));           // within 0.5 us
-  EXPECT_THROW(resolveGpuTimes({0, 2}, {{0, 1}, {0, 1}}, one), Error);       // sizes differ
+  EXPECT_THROW(resolveGpuTimes({10, 5}, {{0, 1}}, one), Error);         // reversed window
+  EXPECT_THROW(resolveGpuTimes({0, 2}, {{0.5, 0.4}}, one), Error);      // ends 100 us early
+  EXPECT_THROW(resolveGpuTimes({0, 2}, {{-0.01, 0.4}}, one), Error);    // 10 us before ref
+  EXPECT_NO_THROW(resolveGpuTimes({0, 2}, {{-0.0004, 0.4}}, one));      // within 0.5 us
+  EXPECT_THROW(resolveGpuTimes({0, 2}, {{0, 1}, {0, 1}}, one), Error);  // sizes differ
 }
 
 const char* kModelYaml = R"(
