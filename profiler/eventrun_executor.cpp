@@ -16,8 +16,8 @@ constexpr std::chrono::microseconds kSleepPoll{10};
 
 // MPI element type and count for `bytes` of `dtype` (as profiler/cpu_backend.cpp): 16-bit types
 // travel as MPI_INT16_T, fp32 as float, odd byte counts as bytes.
-void describe(const Event& event, int64_t bytes, MPI_Datatype& type, int64_t& elements,
-              int64_t& element_bytes) {
+void describeElements(const Event& event, int64_t bytes, MPI_Datatype& type, int64_t& elements,
+                      int64_t& element_bytes) {
   element_bytes = dtypeBytes(event.dtype);
   type = element_bytes == 4 ? MPI_FLOAT : MPI_INT16_T;
   if (bytes % element_bytes != 0) {
@@ -53,8 +53,8 @@ double steadyNowUs() {
       .count();
 }
 
-RankExecutor::RankExecutor(const IterationPlan& plan, const RankProgram& program, WaitMode wait,
-                           uint64_t seed)
+CpuRankExecutor::CpuRankExecutor(const IterationPlan& plan, const RankProgram& program,
+                                 WaitMode wait, uint64_t seed)
     : plan_(plan), program_(program), wait_mode_(wait) {
   // P2P tags encode (boundary, micro-batch, direction); MPI only guarantees tags up to
   // MPI_TAG_UB (at least 32767), so a long pipeline with many micro-batches could exceed it.
@@ -70,20 +70,7 @@ RankExecutor::RankExecutor(const IterationPlan& plan, const RankProgram& program
                 plan_.strategy.name(), plan_.virtualStages(), plan_.micro_batches, bound - 1,
                 max_tag);
   }
-  // Groups are sorted by member list on every rank, so creating them in order cannot deadlock:
-  // the smallest group not yet created is every member's next call.
-  for (const std::vector<int64_t>& members : program_.groups) {
-    MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
-    EVSIM_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world_group));
-    std::vector<int> ranks(members.begin(), members.end());
-    EVSIM_MPI_CHECK(
-        MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &group));
-    MPI_Comm comm = MPI_COMM_NULL;
-    EVSIM_MPI_CHECK(MPI_Comm_create_group(MPI_COMM_WORLD, group, /*tag=*/0, &comm));
-    EVSIM_MPI_CHECK(MPI_Group_free(&group));
-    EVSIM_MPI_CHECK(MPI_Group_free(&world_group));
-    comms_.push_back(comm);
-  }
+  comms_ = createGroupComms(program_.groups);
   for (const Action& a : program_.actions) {
     if (a.kind == ActionKind::kCompute) {
       if (!kernels_.count(a.event)) {
@@ -99,19 +86,19 @@ RankExecutor::RankExecutor(const IterationPlan& plan, const RankProgram& program
   recv_requests_.assign(recv_buffers_.size(), MPI_REQUEST_NULL);
 }
 
-RankExecutor::~RankExecutor() {
+CpuRankExecutor::~CpuRankExecutor() {
   for (MPI_Comm& comm : comms_) {
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);  // teardown: errors ignored
   }
 }
 
-RankExecutor::Buffer& RankExecutor::bufferFor(int event_index) {
+CpuRankExecutor::Buffer& CpuRankExecutor::bufferFor(int event_index) {
   auto it = buffers_.find(event_index);
   if (it != buffers_.end()) return it->second;
   const Event& event = plan_.events[event_index].event;
   Buffer b;
   int64_t elements = 0, element_bytes = 1;
-  describe(event, event.message_bytes, b.type, elements, element_bytes);
+  describeElements(event, event.message_bytes, b.type, elements, element_bytes);
   b.count = static_cast<int>(elements);
   // Reduce-scatter and all-gather split the full buffer into one shard per rank (a remainder of
   // fewer elements than ranks is dropped, as the profiler does).
@@ -137,7 +124,7 @@ RankExecutor::Buffer& RankExecutor::bufferFor(int event_index) {
   return buffers_.emplace(event_index, std::move(b)).first->second;
 }
 
-void RankExecutor::runCollective(const Action& action, MPI_Request* request) {
+void CpuRankExecutor::runCollective(const Action& action, MPI_Request* request) {
   const Event& event = plan_.events[action.event].event;
   Buffer& b = bufferFor(action.event);
   MPI_Comm comm = comms_.at(static_cast<size_t>(action.group));
@@ -181,7 +168,7 @@ void RankExecutor::runCollective(const Action& action, MPI_Request* request) {
   }
 }
 
-void RankExecutor::wait(MPI_Request& request) {
+void CpuRankExecutor::wait(MPI_Request& request) {
   if (wait_mode_ == WaitMode::kSpin) {
     EVSIM_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
     return;
@@ -194,7 +181,7 @@ void RankExecutor::wait(MPI_Request& request) {
   }
 }
 
-void RankExecutor::startNextBucket(std::vector<ActionTime>& times) {
+void CpuRankExecutor::startNextBucket(std::vector<ActionTime>& times) {
   if (bucket_request_ != MPI_REQUEST_NULL || bucket_queue_.empty()) return;
   bucket_action_ = bucket_queue_.front();
   bucket_queue_.pop_front();
@@ -202,7 +189,7 @@ void RankExecutor::startNextBucket(std::vector<ActionTime>& times) {
   runCollective(program_.actions[bucket_action_], &bucket_request_);
 }
 
-void RankExecutor::pollPending(std::vector<ActionTime>& times) {
+void CpuRankExecutor::pollPending(std::vector<ActionTime>& times) {
   if (bucket_request_ != MPI_REQUEST_NULL) {
     int done = 0;
     EVSIM_MPI_CHECK(MPI_Test(&bucket_request_, &done, MPI_STATUS_IGNORE));
@@ -219,7 +206,7 @@ void RankExecutor::pollPending(std::vector<ActionTime>& times) {
   }
 }
 
-void RankExecutor::runIteration(std::vector<ActionTime>& times) {
+void CpuRankExecutor::runIteration(std::vector<ActionTime>& times) {
   times.assign(program_.actions.size(), ActionTime{});
   // Post every receive of the iteration first (see the header).
   size_t next_recv = 0;
@@ -270,6 +257,27 @@ void RankExecutor::runIteration(std::vector<ActionTime>& times) {
     if (a.kind != ActionKind::kBucketStart) times[i] = ActionTime{start, steadyNowUs()};
     pollPending(times);
   }
+}
+
+std::string CpuRankExecutor::describe() const {
+  return wait_mode_ == WaitMode::kSpin ? "cpu, wait spin" : "cpu, wait sleep";
+}
+
+std::vector<MPI_Comm> createGroupComms(const std::vector<std::vector<int64_t>>& groups) {
+  std::vector<MPI_Comm> comms;
+  for (const std::vector<int64_t>& members : groups) {
+    MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+    EVSIM_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world_group));
+    std::vector<int> ranks(members.begin(), members.end());
+    EVSIM_MPI_CHECK(
+        MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &group));
+    MPI_Comm comm = MPI_COMM_NULL;
+    EVSIM_MPI_CHECK(MPI_Comm_create_group(MPI_COMM_WORLD, group, /*tag=*/0, &comm));
+    EVSIM_MPI_CHECK(MPI_Group_free(&group));
+    EVSIM_MPI_CHECK(MPI_Group_free(&world_group));
+    comms.push_back(comm);
+  }
+  return comms;
 }
 
 ClockOffset estimateClockOffset(MPI_Comm comm, int rounds) {

@@ -1,5 +1,9 @@
 #pragma once
-// Runs a RankProgram (eventrun_program.h) for real on the CPU: compute actions through the
+// Executors of a RankProgram (eventrun_program.h). RankExecutor is the interface main() drives;
+// the chooser (eventrun_backend.h) makes the CPU one below or the CUDA one
+// (profiler/cuda/eventrun_cuda_executor.h).
+//
+// CpuRankExecutor runs a program for real on the CPU: compute actions through the
 // kernels/cpu implementation of their event, communication through MPI in the communicator the
 // action names (P2P on MPI_COMM_WORLD with the peer's world rank; collectives in one communicator
 // per distinct group, created at construction). Buffers are sized from each event's
@@ -22,6 +26,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "events/iteration_plan.h"
@@ -42,13 +47,27 @@ struct ActionTime {
 
 class RankExecutor {
  public:
-  RankExecutor(const IterationPlan& plan, const RankProgram& program, WaitMode wait, uint64_t seed);
-  ~RankExecutor();
-  RankExecutor(const RankExecutor&) = delete;
-  RankExecutor& operator=(const RankExecutor&) = delete;
+  virtual ~RankExecutor() = default;
+  // One iteration. `times` gets one entry per action (entries of unrecorded actions are left 0),
+  // on this rank's steady_clock in microseconds.
+  virtual void runIteration(std::vector<ActionTime>& times) = 0;
+  // For the summary line: "cpu, wait spin", "cuda, device 0 (NVIDIA H100)".
+  virtual std::string describe() const = 0;
+  // Bound on the error of the times on this rank's steady_clock beyond the clock reading itself
+  // (0 on the CPU; the CUDA executor's GPU-to-host conversion), over the iterations run so far.
+  virtual double timeErrorUs() const { return 0; }
+};
 
-  // One iteration. `times` gets one entry per action (entries of unrecorded actions are left 0).
-  void runIteration(std::vector<ActionTime>& times);
+class CpuRankExecutor : public RankExecutor {
+ public:
+  CpuRankExecutor(const IterationPlan& plan, const RankProgram& program, WaitMode wait,
+                  uint64_t seed);
+  ~CpuRankExecutor() override;
+  CpuRankExecutor(const CpuRankExecutor&) = delete;
+  CpuRankExecutor& operator=(const CpuRankExecutor&) = delete;
+
+  void runIteration(std::vector<ActionTime>& times) override;
+  std::string describe() const override;
 
  private:
   struct Buffer {
@@ -84,6 +103,11 @@ struct ClockOffset {
   double half_rtt_us = 0;  // bound on the offset's error
 };
 ClockOffset estimateClockOffset(MPI_Comm comm, int rounds);
+
+// One MPI communicator per group (ascending world ranks, this rank included), in the given order.
+// Collective over MPI_COMM_WORLD: every rank must pass its groups sorted (RankProgram::groups), so
+// the smallest group not yet created is every member's next call and creation cannot deadlock.
+std::vector<MPI_Comm> createGroupComms(const std::vector<std::vector<int64_t>>& groups);
 
 double steadyNowUs();
 

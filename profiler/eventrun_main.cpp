@@ -2,15 +2,18 @@
 // timeline of every rank in `eventsim simulate`'s formats (ground truth for the modeler).
 //   mpirun -np K eventrun --model M --cluster C --strategy xMyPzD --micro-batch b --global-batch B
 //       --schedule S [--virtual-stages v] [--recompute R] [--sequence-parallel] [--zero Z]
-//       [--dp-overlap] [--iterations n] [--backend cpu|cuda] [--ranks-per-node R]
+//       [--dp-overlap] [--iterations n] [--backend cpu|cuda] [--ranks-per-node R] [--comm-timeout
+//       s]
 //       --trace measured.json --csv measured.csv
-// main() is the composition root: flags -> plan (every rank) -> rank program -> executor ->
-// clock alignment -> timed iterations -> medians gathered on rank 0 -> files. Every failure ends in
-// one line; a rank that fails alone calls MPI_Abort so the others never hang.
+// main() is the composition root: flags -> plan (every rank) -> backend check -> rank program ->
+// clock alignment -> executor (CPU or CUDA, chosen in eventrun_backend.cpp) -> timed iterations ->
+// medians gathered on rank 0 -> files. Every failure ends in one line; a rank that fails alone
+// calls MPI_Abort so the others never hang.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -18,6 +21,7 @@
 #include "common/error.h"
 #include "kernels/cpu/cpu_host.h"
 #include "modeler/cli/run_options.h"
+#include "profiler/eventrun_backend.h"
 #include "profiler/eventrun_executor.h"
 #include "profiler/eventrun_program.h"
 #include "profiler/eventrun_report.h"
@@ -37,6 +41,7 @@ struct Flags {
   std::string backend = "cpu";
   int ranks_per_node = 0;
   std::string wait = "auto";
+  double comm_timeout_s = 300;
   std::string trace;
   std::string csv;
   uint64_t seed = 1;
@@ -48,7 +53,8 @@ void addFlags(CLI::App& app, Flags& f) {
   app.add_option("--iterations", f.iterations,
                  "iterations to run; the first is warm-up, the report uses the median of the rest")
       ->capture_default_str();
-  app.add_option("--backend", f.backend, "cpu (kernels/cpu + MPI) or cuda")
+  app.add_option("--backend", f.backend,
+                 "cpu (kernels/cpu + MPI) or cuda (kernels/cuda + NCCL, one GPU per rank)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   app.add_option("--ranks-per-node", f.ranks_per_node,
@@ -59,6 +65,10 @@ void addFlags(CLI::App& app, Flags& f) {
                  "how a rank waits for MPI: spin (MPI_Wait), sleep (MPI_Test + short sleeps, for "
                  "more ranks than cores) or auto (sleep when this host has more ranks than cores)")
       ->check(CLI::IsMember({"auto", "spin", "sleep"}))
+      ->capture_default_str();
+  app.add_option("--comm-timeout", f.comm_timeout_s,
+                 "cuda: seconds a NCCL operation may stay pending before the run is aborted")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--trace", f.trace, "write the measured Chrome trace (Perfetto)");
   app.add_option("--csv", f.csv, "write the measured timeline as CSV");
@@ -75,12 +85,6 @@ IterationPlan loadPlan(const Flags& f, const MpiWorld& world) {
     }
     if (f.trace.empty() && f.csv.empty()) {
       EVSIM_THROW(InputError, "no output: give --trace FILE and/or --csv FILE");
-    }
-    if (f.backend == "cuda") {
-      // TODO(issue 5): a CUDA executor (NCCL communicators, CUDA kernels, CUDA events).
-      EVSIM_THROW(InputError,
-                  "--backend cuda: not available in eventrun yet (only the CPU executor is "
-                  "built); use --backend cpu");
     }
     plan = buildIterationPlan(f.run.loadModel(), f.run.loadCluster(), f.run.strategy());
     if (plan.strategy.gpus() != world.size) {
@@ -138,23 +142,30 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   }
   if (!topo_error.empty()) throw CollectiveInputError(topo_error);
   checkPlacement(plan, topo, flags.ranks_per_node);
+  const WaitMode wait = waitMode(flags.wait, world);
+  const EventrunBackendRequest request{
+      flags.backend, wait, flags.seed + static_cast<uint64_t>(world.rank), flags.comm_timeout_s};
+  checkEventrunBackend(request, world);  // before the clocks and kernels: fail fast
 
   // The same BLAS threads per rank as eventprof's CPU backend gave the kernels it profiled.
   setCpuKernelThreads(cpuThreadsPerRank(world.local_size));
-  const WaitMode wait = waitMode(flags.wait, world);
   const RankProgram program = buildRankProgram(plan, world.rank);
   const ClockOffset clock = estimateClockOffset(MPI_COMM_WORLD, kClockRounds);
   const int n = flags.iterations;
   std::vector<std::vector<ActionTime>> times(static_cast<size_t>(n));
   std::vector<double> begin_us(static_cast<size_t>(n));
+  std::string executor_text;
+  double time_error_us = 0;  // the executor's own bound (CUDA events to host clock)
   {
-    RankExecutor executor(plan, program, wait, flags.seed + static_cast<uint64_t>(world.rank));
+    std::unique_ptr<RankExecutor> executor = makeRankExecutor(request, plan, program, world);
+    executor_text = executor->describe();
     for (int i = 0; i < n; ++i) {
       EVSIM_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
       begin_us[i] = steadyNowUs() - clock.offset_us;
-      executor.runIteration(times[i]);
+      executor->runIteration(times[i]);
     }
     EVSIM_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    time_error_us = executor->timeErrorUs();
   }
   // Iteration starts: the earliest barrier exit over ranks, on rank 0's clock.
   std::vector<double> start_us(static_cast<size_t>(n));
@@ -179,9 +190,11 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
       MPI_Reduce(first_start.data(), all_start.data(), n, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD));
   EVSIM_MPI_CHECK(
       MPI_Reduce(last_end.data(), all_end.data(), n, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
+  // Clock alignment error plus, on the GPU, the conversion of CUDA event times to the host clock.
+  const double rank_error_us = clock.half_rtt_us + time_error_us;
   double residual_us = 0;
   EVSIM_MPI_CHECK(
-      MPI_Reduce(&clock.half_rtt_us, &residual_us, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
+      MPI_Reduce(&rank_error_us, &residual_us, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
 
   // Gather every rank's spans on rank 0.
   std::vector<double> flat;
@@ -230,14 +243,14 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   for (int i = 1; i < n; ++i) iteration_ms.push_back((all_end[i] - all_start[i]) / 1000);
   const Strategy& s = plan.strategy;
   fmt::print(
-      "eventrun: {} {}{} {} b={} B={} m={} on {} ranks (backend cpu, wait {}): iteration {:.3f} ms "
+      "eventrun: {} {}{} {} b={} B={} m={} on {} ranks (backend {}): iteration {:.3f} ms "
       "(median of {}, min {:.3f}, max {:.3f}); clocks aligned to rank 0 by ping-pong, residual "
-      "<= {:.2f} us (max half round trip){}{}\n",
+      "<= {:.2f} us (max half round trip{}){}{}\n",
       plan.model.name, s.name(), s.techniques(), scheduleName(s.schedule), s.micro_batch,
-      s.global_batch, plan.micro_batches, world.size, wait == WaitMode::kSpin ? "spin" : "sleep",
-      median(iteration_ms), iteration_ms.size(),
-      *std::min_element(iteration_ms.begin(), iteration_ms.end()),
+      s.global_batch, plan.micro_batches, world.size, executor_text, median(iteration_ms),
+      iteration_ms.size(), *std::min_element(iteration_ms.begin(), iteration_ms.end()),
       *std::max_element(iteration_ms.begin(), iteration_ms.end()), residual_us,
+      flags.backend == "cuda" ? " + CUDA event to host clock" : "",
       flags.trace.empty() ? "" : "; trace " + flags.trace,
       flags.csv.empty() ? "" : "; csv " + flags.csv);
   return 0;
