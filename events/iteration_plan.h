@@ -14,7 +14,7 @@
 // once per participating rank, a point-to-point transfer twice (its send and its receive). Each
 // chunk's forward/backward ops run m times on each of the M*D devices of its device stage, its
 // optimizer and gradient sync once per device; every chunk boundary carries m transfers per TP
-// rank and replica, so interleaving multiplies the P2P counts by about v.
+// rank and replica, so interleaving multiplies the P2P counts by (P*v - 1) / (P - 1).
 
 #include <cstdint>
 #include <optional>

@@ -47,6 +47,13 @@ std::vector<char> filled(int64_t elements, int64_t element_bytes) {
 
 }  // namespace
 
+int64_t mpiTagUpperBound() {
+  void* tag_ub = nullptr;
+  int has_tag_ub = 0;
+  EVSIM_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &has_tag_ub));
+  return has_tag_ub ? *static_cast<int*>(tag_ub) : 32767;  // 32767: the least MPI allows
+}
+
 double steadyNowUs() {
   return std::chrono::duration<double, std::micro>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -56,20 +63,9 @@ double steadyNowUs() {
 CpuRankExecutor::CpuRankExecutor(const IterationPlan& plan, const RankProgram& program,
                                  WaitMode wait, uint64_t seed)
     : plan_(plan), program_(program), wait_mode_(wait) {
-  // P2P tags encode (boundary, micro-batch, direction); MPI only guarantees tags up to
-  // MPI_TAG_UB (at least 32767), so a long pipeline with many micro-batches could exceed it.
-  void* tag_ub = nullptr;
-  int has_tag_ub = 0;
-  EVSIM_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &has_tag_ub));
-  const int64_t max_tag = has_tag_ub ? *static_cast<int*>(tag_ub) : 32767;
-  const int64_t bound = p2pTagBound(plan_);
-  if (bound - 1 > max_tag) {
-    EVSIM_THROW(InputError,
-                "--strategy {} with {} virtual stages and m = {}: P2P tags up to {} exceed this "
-                "MPI's MPI_TAG_UB {}; use fewer micro-batches or virtual stages",
-                plan_.strategy.name(), plan_.virtualStages(), plan_.micro_batches, bound - 1,
-                max_tag);
-  }
+  // eventrun_main checked the tags against MPI_TAG_UB with the other input errors.
+  EVSIM_CHECK(p2pTagBound(plan_) - 1 <= mpiTagUpperBound(), "P2P tags up to {} exceed MPI_TAG_UB",
+              p2pTagBound(plan_) - 1);
   comms_ = createGroupComms(program_.groups);
   for (const Action& a : program_.actions) {
     if (a.kind == ActionKind::kCompute) {
@@ -80,7 +76,7 @@ CpuRankExecutor::CpuRankExecutor(const IterationPlan& plan, const RankProgram& p
       Buffer b = bufferFor(a.event);  // a copy: every receive has its own buffer
       recv_buffers_.push_back(std::move(b));
     } else if (a.event >= 0) {
-      bufferFor(a.event);
+      bufferFor(a.event, a.kind == ActionKind::kBucketStart);
     }
   }
   recv_requests_.assign(recv_buffers_.size(), MPI_REQUEST_NULL);
@@ -92,8 +88,8 @@ CpuRankExecutor::~CpuRankExecutor() {
   }
 }
 
-CpuRankExecutor::Buffer& CpuRankExecutor::bufferFor(int event_index) {
-  auto it = buffers_.find(event_index);
+CpuRankExecutor::Buffer& CpuRankExecutor::bufferFor(int event_index, bool in_flight) {
+  auto it = buffers_.find({event_index, in_flight});
   if (it != buffers_.end()) return it->second;
   const Event& event = plan_.events[event_index].event;
   Buffer b;
@@ -121,12 +117,14 @@ CpuRankExecutor::Buffer& CpuRankExecutor::bufferFor(int event_index) {
     case EventKind::kCompute:
       EVSIM_THROW(Error, "'{}' is not a communication event", event.signature());
   }
-  return buffers_.emplace(event_index, std::move(b)).first->second;
+  return buffers_.emplace(std::make_pair(event_index, in_flight), std::move(b)).first->second;
 }
 
 void CpuRankExecutor::runCollective(const Action& action, MPI_Request* request) {
   const Event& event = plan_.events[action.event].event;
-  Buffer& b = bufferFor(action.event);
+  // A bucket in flight must not share its buffers with a blocking collective of the same event
+  // (MPI forbids touching a buffer of a pending non-blocking operation).
+  Buffer& b = bufferFor(action.event, /*in_flight=*/request != nullptr);
   MPI_Comm comm = comms_.at(static_cast<size_t>(action.group));
   int size = 0;
   EVSIM_MPI_CHECK(MPI_Comm_size(comm, &size));

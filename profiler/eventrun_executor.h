@@ -40,11 +40,6 @@ namespace evsim {
 // ranks than cores.
 enum class WaitMode { kSpin, kSleep };
 
-struct ActionTime {
-  double start_us = 0;  // steady_clock, this rank's clock
-  double end_us = 0;
-};
-
 class RankExecutor {
  public:
   virtual ~RankExecutor() = default;
@@ -75,7 +70,8 @@ class CpuRankExecutor : public RankExecutor {
     int count = 0;                 // elements of the full message
     std::vector<char> send, recv;  // sized for the event's collective or P2P
   };
-  Buffer& bufferFor(int event);
+  // The send/collective buffers of `event`; `in_flight` ones serve non-blocking DP buckets only.
+  Buffer& bufferFor(int event, bool in_flight = false);
   void runCollective(const Action& action, MPI_Request* request);
   void wait(MPI_Request& request);
   void pollPending(std::vector<ActionTime>& times);
@@ -85,7 +81,7 @@ class CpuRankExecutor : public RankExecutor {
   const RankProgram& program_;
   WaitMode wait_mode_;
   std::map<int, std::unique_ptr<ComputeKernel>> kernels_;  // by event
-  std::map<int, Buffer> buffers_;                          // by event (send/collective side)
+  std::map<std::pair<int, bool>, Buffer> buffers_;         // by (event, in flight)
   std::vector<MPI_Comm> comms_;                            // by program group
   std::vector<Buffer> recv_buffers_;                       // one per kRecv action
   std::vector<MPI_Request> recv_requests_;                 // one per kRecv action
@@ -110,5 +106,8 @@ ClockOffset estimateClockOffset(MPI_Comm comm, int rounds);
 std::vector<MPI_Comm> createGroupComms(const std::vector<std::vector<int64_t>>& groups);
 
 double steadyNowUs();
+
+// MPI_TAG_UB of MPI_COMM_WORLD: the largest P2P tag this MPI accepts (at least 32767).
+int64_t mpiTagUpperBound();
 
 }  // namespace evsim

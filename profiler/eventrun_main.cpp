@@ -91,6 +91,15 @@ IterationPlan loadPlan(const Flags& f, const MpiWorld& world) {
       EVSIM_THROW(InputError, "--strategy {}: needs {} ranks, but mpirun started {}",
                   plan.strategy.name(), plan.strategy.gpus(), world.size);
     }
+    // P2P tags encode (boundary, micro-batch, direction); MPI only guarantees tags up to
+    // MPI_TAG_UB, so a long pipeline with many micro-batches could exceed it.
+    if (p2pTagBound(plan) - 1 > mpiTagUpperBound()) {
+      EVSIM_THROW(InputError,
+                  "--strategy {} with {} virtual stages and m = {}: P2P tags up to {} exceed this "
+                  "MPI's MPI_TAG_UB {}; use fewer micro-batches or virtual stages",
+                  plan.strategy.name(), plan.virtualStages(), plan.micro_batches,
+                  p2pTagBound(plan) - 1, mpiTagUpperBound());
+    }
   } catch (const InputError& e) {
     error = e.what();
   }

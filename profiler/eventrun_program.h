@@ -61,6 +61,12 @@ struct Action {
   bool recorded() const { return kind != ActionKind::kRecv && kind != ActionKind::kBucketWait; }
 };
 
+// When one action ran: steady_clock microseconds on the running rank's clock.
+struct ActionTime {
+  double start_us = 0;
+  double end_us = 0;
+};
+
 struct RankProgram {
   int64_t rank = 0;
   RankCoord coord;

@@ -12,7 +12,6 @@
 
 #include "events/iteration_plan.h"
 #include "modeler/trace_writer.h"
-#include "profiler/eventrun_executor.h"
 #include "profiler/eventrun_program.h"
 
 namespace evsim {

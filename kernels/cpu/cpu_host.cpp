@@ -5,6 +5,8 @@
 #include <string>
 #include <thread>
 
+#include <sched.h>
+
 // Declared weak: present when the BLAS linked is OpenBLAS, null otherwise (reference BLAS, BLIS).
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
@@ -30,7 +32,14 @@ int64_t parseCacheSize(const std::string& text) {
 
 }  // namespace
 
-int hostCores() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+int hostCores() {
+  // The CPUs this process may run on (a container or `taskset` may allow fewer than the machine
+  // has); hardware_concurrency when the affinity mask cannot be read.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) return std::max(1, CPU_COUNT(&allowed));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
 
 int cpuThreadsPerRank(int ranks_on_host) {
   return std::max(1, hostCores() / std::max(1, ranks_on_host));

@@ -14,7 +14,7 @@
 
 namespace evsim {
 
-// Cores of this host (std::thread::hardware_concurrency, at least 1).
+// Cores this process may use (its CPU affinity mask; hardware_concurrency as a fallback; >= 1).
 int hostCores();
 
 // Threads per rank for `ranks_on_host` ranks: max(1, hostCores() / ranks_on_host).
