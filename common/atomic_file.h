@@ -1,7 +1,7 @@
 #pragma once
 // Writes a file all-or-nothing: output goes to "<path>.tmp.<pid>" in the same directory and is
-// renamed over `path` by commit(). Destroyed without commit() (an exception, a crash), the temp file
-// is removed and any previous `path` stays intact: a reader never sees a partial output.
+// renamed over `path` by commit(). Destroyed without commit() (an exception, a crash), the temp
+// file is removed and any previous `path` stays intact: a reader never sees a partial output.
 
 #include <fstream>
 #include <string>

@@ -32,10 +32,10 @@ inline constexpr int kInputErrorExitCode = 2;
 #define EVSIM_THROW(Type, ...) throw ::evsim::Type(::fmt::format(__VA_ARGS__))
 
 // Invariant check that stays on in release builds; names the condition and file:line.
-#define EVSIM_CHECK(cond, ...)                                                             \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      throw ::evsim::Error(::fmt::format("internal check failed: {} ({}:{}): {}", #cond,   \
-                                         __FILE__, __LINE__, ::fmt::format(__VA_ARGS__))); \
-    }                                                                                      \
+#define EVSIM_CHECK(cond, ...)                                                                     \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      throw ::evsim::Error(::fmt::format("internal check failed: {} ({}:{}): {}", #cond, __FILE__, \
+                                         __LINE__, ::fmt::format(__VA_ARGS__)));                   \
+    }                                                                                              \
   } while (0)

@@ -8,7 +8,7 @@ namespace evsim {
 
 inline constexpr double kUsPerSecond = 1e6;
 inline constexpr double kUsPerMs = 1e3;
-inline constexpr double kBytesPerGB = 1e9;   // links and memory bandwidth are quoted in GB/s
+inline constexpr double kBytesPerGB = 1e9;  // links and memory bandwidth are quoted in GB/s
 inline constexpr double kBytesPerGiB = 1073741824.0;  // memory capacity in GiB
 inline constexpr double kFlopsPerTflop = 1e12;
 

@@ -12,11 +12,14 @@ double ringShare(int n) { return double(n - 1) / double(n); }
 double busBandwidthFactor(EventKind kind, int group_size) {
   EVSIM_CHECK(group_size >= 1, "group size {} of {}", group_size, eventKindName(kind));
   switch (kind) {
-    case EventKind::kAllReduce: return 2.0 * ringShare(group_size);
+    case EventKind::kAllReduce:
+      return 2.0 * ringShare(group_size);
     case EventKind::kReduceScatter:
-    case EventKind::kAllGather: return ringShare(group_size);
+    case EventKind::kAllGather:
+      return ringShare(group_size);
     case EventKind::kP2P:
-    case EventKind::kCompute: return 1.0;
+    case EventKind::kCompute:
+      return 1.0;
   }
   return 1.0;
 }

@@ -9,9 +9,12 @@ int64_t dtypeBytes(DType dtype) { return dtype == DType::kFp32 ? 4 : 2; }
 
 std::string_view dtypeName(DType dtype) {
   switch (dtype) {
-    case DType::kFp16: return "fp16";
-    case DType::kBf16: return "bf16";
-    case DType::kFp32: return "fp32";
+    case DType::kFp16:
+      return "fp16";
+    case DType::kBf16:
+      return "bf16";
+    case DType::kFp32:
+      return "fp32";
   }
   return "?";
 }

@@ -27,44 +27,90 @@ const std::map<std::string, ComputeOpRule, std::less<>>& computeRules() {
   // for the analytic fallback, where these ops are memory-bound anyway.
   static const std::map<std::string, ComputeOpRule, std::less<>> rules = {
       {"gemm",
-       {{"m", "n", "k"}, true, [](const auto& d) { return 2.0 * d[0] * d[1] * d[2]; },
-        [](const auto& d) { return double(d[0]) * d[2] + double(d[2]) * d[1] + double(d[0]) * d[1]; }}},
+       {{"m", "n", "k"},
+        true,
+        [](const auto& d) { return 2.0 * d[0] * d[1] * d[2]; },
+        [](const auto& d) {
+          return double(d[0]) * d[2] + double(d[2]) * d[1] + double(d[0]) * d[1];
+        }}},
       {"bgemm",
-       {{"batch", "m", "n", "k"}, true,
+       {{"batch", "m", "n", "k"},
+        true,
         [](const auto& d) { return 2.0 * d[0] * d[1] * d[2] * d[3]; },
         [](const auto& d) {
           return double(d[0]) * (double(d[1]) * d[3] + double(d[3]) * d[2] + double(d[1]) * d[2]);
         }}},
-      {"layernorm_fwd", {{"rows", "cols"}, false, [](const auto& d) { return 8 * rows_cols(d); },
-                         [](const auto& d) { return 2 * rows_cols(d); }}},
-      {"layernorm_bwd", {{"rows", "cols"}, false, [](const auto& d) { return 10 * rows_cols(d); },
-                         [](const auto& d) { return 3 * rows_cols(d); }}},
-      {"softmax_fwd", {{"rows", "cols"}, false, [](const auto& d) { return 5 * rows_cols(d); },
-                       [](const auto& d) { return 2 * rows_cols(d); }}},
-      {"softmax_bwd", {{"rows", "cols"}, false, [](const auto& d) { return 4 * rows_cols(d); },
-                       [](const auto& d) { return 3 * rows_cols(d); }}},
-      {"cross_entropy_fwd", {{"rows", "cols"}, false, [](const auto& d) { return 4 * rows_cols(d); },
-                             [](const auto& d) { return rows_cols(d); }}},
-      {"cross_entropy_bwd", {{"rows", "cols"}, false, [](const auto& d) { return 3 * rows_cols(d); },
-                             [](const auto& d) { return 2 * rows_cols(d); }}},
-      {"gelu_fwd", {{"elems"}, false, [](const auto& d) { return 8.0 * d[0]; },
-                    [](const auto& d) { return 2.0 * d[0]; }}},
-      {"gelu_bwd", {{"elems"}, false, [](const auto& d) { return 12.0 * d[0]; },
-                    [](const auto& d) { return 3.0 * d[0]; }}},
-      {"dropout_fwd", {{"elems"}, false, [](const auto& d) { return 2.0 * d[0]; },
-                       [](const auto& d) { return 2.5 * d[0]; }}},  // x in, y out, 1-byte mask
-      {"dropout_bwd", {{"elems"}, false, [](const auto& d) { return 1.0 * d[0]; },
-                       [](const auto& d) { return 2.5 * d[0]; }}},
-      {"add", {{"elems"}, false, [](const auto& d) { return 1.0 * d[0]; },
-               [](const auto& d) { return 3.0 * d[0]; }}},
-      {"embedding_fwd", {{"tokens", "hidden", "vocab"}, false, [](const auto&) { return 0.0; },
-                         [](const auto& d) { return 2.0 * d[0] * d[1]; }}},
-      {"embedding_bwd", {{"tokens", "hidden", "vocab"}, false,
-                         [](const auto& d) { return double(d[0]) * d[1]; },
-                         [](const auto& d) { return 2.0 * d[0] * d[1] + double(d[2]) * d[1]; }}},
+      {"layernorm_fwd",
+       {{"rows", "cols"},
+        false,
+        [](const auto& d) { return 8 * rows_cols(d); },
+        [](const auto& d) { return 2 * rows_cols(d); }}},
+      {"layernorm_bwd",
+       {{"rows", "cols"},
+        false,
+        [](const auto& d) { return 10 * rows_cols(d); },
+        [](const auto& d) { return 3 * rows_cols(d); }}},
+      {"softmax_fwd",
+       {{"rows", "cols"},
+        false,
+        [](const auto& d) { return 5 * rows_cols(d); },
+        [](const auto& d) { return 2 * rows_cols(d); }}},
+      {"softmax_bwd",
+       {{"rows", "cols"},
+        false,
+        [](const auto& d) { return 4 * rows_cols(d); },
+        [](const auto& d) { return 3 * rows_cols(d); }}},
+      {"cross_entropy_fwd",
+       {{"rows", "cols"},
+        false,
+        [](const auto& d) { return 4 * rows_cols(d); },
+        [](const auto& d) { return rows_cols(d); }}},
+      {"cross_entropy_bwd",
+       {{"rows", "cols"},
+        false,
+        [](const auto& d) { return 3 * rows_cols(d); },
+        [](const auto& d) { return 2 * rows_cols(d); }}},
+      {"gelu_fwd",
+       {{"elems"},
+        false,
+        [](const auto& d) { return 8.0 * d[0]; },
+        [](const auto& d) { return 2.0 * d[0]; }}},
+      {"gelu_bwd",
+       {{"elems"},
+        false,
+        [](const auto& d) { return 12.0 * d[0]; },
+        [](const auto& d) { return 3.0 * d[0]; }}},
+      {"dropout_fwd",
+       {{"elems"},
+        false,
+        [](const auto& d) { return 2.0 * d[0]; },
+        [](const auto& d) { return 2.5 * d[0]; }}},  // x in, y out, 1-byte mask
+      {"dropout_bwd",
+       {{"elems"},
+        false,
+        [](const auto& d) { return 1.0 * d[0]; },
+        [](const auto& d) { return 2.5 * d[0]; }}},
+      {"add",
+       {{"elems"},
+        false,
+        [](const auto& d) { return 1.0 * d[0]; },
+        [](const auto& d) { return 3.0 * d[0]; }}},
+      {"embedding_fwd",
+       {{"tokens", "hidden", "vocab"},
+        false,
+        [](const auto&) { return 0.0; },
+        [](const auto& d) { return 2.0 * d[0] * d[1]; }}},
+      {"embedding_bwd",
+       {{"tokens", "hidden", "vocab"},
+        false,
+        [](const auto& d) { return double(d[0]) * d[1]; },
+        [](const auto& d) { return 2.0 * d[0] * d[1] + double(d[2]) * d[1]; }}},
       // fp32 master weight, gradient, two moments read; weight and moments written.
-      {"adam", {{"params"}, false, [](const auto& d) { return 12.0 * d[0]; },
-                [](const auto& d) { return 7.0 * d[0]; }}},
+      {"adam",
+       {{"params"},
+        false,
+        [](const auto& d) { return 12.0 * d[0]; },
+        [](const auto& d) { return 7.0 * d[0]; }}},
   };
   return rules;
 }
@@ -77,11 +123,16 @@ std::string placementText(const Placement& p) {
 
 std::string_view eventKindName(EventKind kind) {
   switch (kind) {
-    case EventKind::kCompute: return "compute";
-    case EventKind::kP2P: return "p2p";
-    case EventKind::kAllReduce: return "allreduce";
-    case EventKind::kReduceScatter: return "reduce_scatter";
-    case EventKind::kAllGather: return "allgather";
+    case EventKind::kCompute:
+      return "compute";
+    case EventKind::kP2P:
+      return "p2p";
+    case EventKind::kAllReduce:
+      return "allreduce";
+    case EventKind::kReduceScatter:
+      return "reduce_scatter";
+    case EventKind::kAllGather:
+      return "allgather";
   }
   return "?";
 }
@@ -198,7 +249,8 @@ Event parseEventSignature(std::string_view signature, std::string_view where) {
   for (size_t i = 1; i < tokens.size(); ++i) {
     size_t eq = tokens[i].find('=');
     if (eq == std::string::npos || eq == 0) {
-      EVSIM_THROW(InputError, "{}: '{}': expected key=value, got '{}'", where, signature, tokens[i]);
+      EVSIM_THROW(InputError, "{}: '{}': expected key=value, got '{}'", where, signature,
+                  tokens[i]);
     }
     std::string key = tokens[i].substr(0, eq);
     std::string value = tokens[i].substr(eq + 1);
@@ -237,7 +289,8 @@ Event parseEventSignature(std::string_view signature, std::string_view where) {
   Placement placement{static_cast<int>(comm["group"]), static_cast<int>(comm["nodes"]),
                       static_cast<int>(comm["rpn"])};
   // One node holds rpn ranks and every other node at least one: rpn + nodes - 1 <= group.
-  if (placement.group_size < 2 || placement.ranks_per_node + placement.nodes - 1 > placement.group_size ||
+  if (placement.group_size < 2 ||
+      placement.ranks_per_node + placement.nodes - 1 > placement.group_size ||
       placement.nodes * placement.ranks_per_node < placement.group_size) {
     EVSIM_THROW(InputError, "{}: '{}': placement group={} nodes={} rpn={} is impossible", where,
                 signature, placement.group_size, placement.nodes, placement.ranks_per_node);

@@ -41,18 +41,18 @@ struct Dim {
 
 struct Event {
   EventKind kind = EventKind::kCompute;
-  std::string op;          // compute: "gemm", "bgemm", "softmax_fwd", ...; comm: the collective
-  std::vector<Dim> dims;   // compute shape, in signature order (empty for communication)
-  std::string layout;      // GEMM operand layout "nn", "nt", "tn" (empty for others)
+  std::string op;         // compute: "gemm", "bgemm", "softmax_fwd", ...; comm: the collective
+  std::vector<Dim> dims;  // compute shape, in signature order (empty for communication)
+  std::string layout;     // GEMM operand layout "nn", "nt", "tn" (empty for others)
   DType dtype = DType::kFp16;
   // Communication: all-reduce, p2p: the buffer each rank contributes / sends; reduce-scatter and
   // all-gather: the FULL (unsharded) buffer, nccl-tests' "size" (each rank holds bytes / group),
   // so nccl-tests' bus-bandwidth factors (profiler/comm_math.h, the cost model) apply unchanged.
   int64_t message_bytes = 0;
-  Placement placement;        // communication only
+  Placement placement;  // communication only
 
-  double flops = 0;         // floating-point operations per execution (compute)
-  int64_t memory_bytes = 0; // bytes read + written per execution (compute), for roofline estimates
+  double flops = 0;          // floating-point operations per execution (compute)
+  int64_t memory_bytes = 0;  // bytes read + written per execution (compute), for roofline estimates
 
   std::string signature() const;
   int64_t dim(std::string_view name) const;  // throws Error when absent

@@ -47,9 +47,9 @@ std::vector<UniqueEvent> loadEventsFile(const std::string& path) {
   YamlReader root = YamlReader::fromFile(path);
   root.allowOnly({"eventsim_events", "source", "op_executions", "unique_events", "events"});
   if (root.nonNegativeInt("eventsim_events") != kEventsFileVersion) {
-    root.fail("eventsim_events", fmt::format("version {} not supported (this build reads {})",
-                                             root.nonNegativeInt("eventsim_events"),
-                                             kEventsFileVersion));
+    root.fail("eventsim_events",
+              fmt::format("version {} not supported (this build reads {})",
+                          root.nonNegativeInt("eventsim_events"), kEventsFileVersion));
   }
   std::vector<UniqueEvent> events;
   for (const YamlReader& item : root.items("events")) {

@@ -146,16 +146,16 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
 
     std::map<int, int64_t> layer_params;
     if (stage.has_embedding) {
-      layer_params[kEmbeddingLayer] = plan.padded_vocab / M * model.hidden_size +
-                                      model.seq_length * model.hidden_size;
+      layer_params[kEmbeddingLayer] =
+          plan.padded_vocab / M * model.hidden_size + model.seq_length * model.hidden_size;
     }
     for (int layer = stage.first_layer; layer < end_layer; ++layer) {
       layer_params[layer] = blockParametersPerRank(model, model.blocks[layer], M);
     }
     if (stage.has_head) {
       // Final layernorm; with P > 1 the last stage also keeps its copy of the tied LM head weight.
-      layer_params[kHeadLayer] = 2 * model.hidden_size +
-                                 (P > 1 ? plan.padded_vocab / M * model.hidden_size : 0);
+      layer_params[kHeadLayer] =
+          2 * model.hidden_size + (P > 1 ? plan.padded_vocab / M * model.hidden_size : 0);
     }
     // ZeRO-3: gather a layer's parameters before its forward and again before its backward, and
     // reduce-scatter its gradients right after its backward, in the DP group.
@@ -243,7 +243,8 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
       pipeline.forward_p2p.push_back(event);
       pipeline.backward_p2p.push_back(event);  // the gradient has the activation's shape
     }
-    auto [it, inserted] = class_of.try_emplace(pipeline.forward_p2p, static_cast<int>(plan.pipelines.size()));
+    auto [it, inserted] =
+        class_of.try_emplace(pipeline.forward_p2p, static_cast<int>(plan.pipelines.size()));
     if (inserted) plan.pipelines.push_back(std::move(pipeline));
     plan.pipelines[it->second].replicas.push_back(d);
   }

@@ -41,14 +41,14 @@ struct StagePlan {
   int stage = 0;         // virtual stage (model chunk) index k in [0, P*v)
   int device_stage = 0;  // k % P: the pp coordinate of the devices that run it
   int chunk = 0;         // k / P: which of that device's v chunks it is
-  int first_layer = 0;  // transformer blocks [first_layer, first_layer + num_layers)
+  int first_layer = 0;   // transformer blocks [first_layer, first_layer + num_layers)
   int num_layers = 0;
   bool has_embedding = false;
   bool has_head = false;
-  OpList forward;     // one micro-batch, one device
+  OpList forward;  // one micro-batch, one device
   OpList backward;
-  OpList optimizer;        // once per iteration (under ZeRO on the 1/D parameter shard)
-  int64_t parameters = 0;  // on one device of the stage (its TP shard)
+  OpList optimizer;                  // once per iteration (under ZeRO on the 1/D parameter shard)
+  int64_t parameters = 0;            // on one device of the stage (its TP shard)
   int64_t activation_bytes_out = 0;  // sent to the next chunk per micro-batch (0 on the last)
   // Gradient synchronisation over D (grad-sync phase, dp-comm stream), at most one of the two
   // first forms: ZeRO 0 all-reduces, ZeRO 1/2 reduce-scatter (full-buffer bytes), then the
@@ -69,7 +69,7 @@ struct StagePlan {
 };
 
 struct PipelineClass {
-  std::vector<int> replicas;      // DP indices that share these transfers
+  std::vector<int> replicas;  // DP indices that share these transfers
   // One boundary per consecutive chunk pair k -> k+1 (size P*v - 1), between device stages k % P
   // and (k+1) % P; with v > 1 this includes the wrap from device stage P-1 back to 0.
   std::vector<int> forward_p2p;   // event of the activation send chunk k -> k+1

@@ -6,20 +6,28 @@ namespace evsim {
 
 std::string_view streamName(Stream stream) {
   switch (stream) {
-    case Stream::kCompute: return "compute";
-    case Stream::kTpComm: return "tp-comm";
-    case Stream::kPpComm: return "pp-comm";
-    case Stream::kDpComm: return "dp-comm";
+    case Stream::kCompute:
+      return "compute";
+    case Stream::kTpComm:
+      return "tp-comm";
+    case Stream::kPpComm:
+      return "pp-comm";
+    case Stream::kDpComm:
+      return "dp-comm";
   }
   return "?";
 }
 
 std::string_view phaseName(Phase phase) {
   switch (phase) {
-    case Phase::kForward: return "forward";
-    case Phase::kBackward: return "backward";
-    case Phase::kGradSync: return "grad-sync";
-    case Phase::kOptimizer: return "optimizer";
+    case Phase::kForward:
+      return "forward";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kGradSync:
+      return "grad-sync";
+    case Phase::kOptimizer:
+      return "optimizer";
     case Phase::kRecompute:
       return "recompute";
   }
@@ -128,15 +136,19 @@ void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
     recomputing_ = false;
   }
   // context = P V: dP = dC V^T, dV = P^T dC
-  compute(out, layer, "attn_values_dgrad_p", makeBatchedGemm(heads, s.seq, s.seq, d, "nt", s.dtype));
-  compute(out, layer, "attn_values_dgrad_v", makeBatchedGemm(heads, s.seq, d, s.seq, "tn", s.dtype));
+  compute(out, layer, "attn_values_dgrad_p",
+          makeBatchedGemm(heads, s.seq, s.seq, d, "nt", s.dtype));
+  compute(out, layer, "attn_values_dgrad_v",
+          makeBatchedGemm(heads, s.seq, d, s.seq, "tn", s.dtype));
   compute(out, layer, "attn_dropout_bwd",
           makeCompute("dropout_bwd", {{"elems", heads * s.seq * s.seq}}, "", s.dtype));
   compute(out, layer, "softmax_bwd",
           makeCompute("softmax_bwd", {{"rows", heads * s.seq}, {"cols", s.seq}}, "", s.dtype));
   // scores = Q K^T: dQ = dS K, dK = dS^T Q
-  compute(out, layer, "attn_scores_dgrad_q", makeBatchedGemm(heads, s.seq, d, s.seq, "nn", s.dtype));
-  compute(out, layer, "attn_scores_dgrad_k", makeBatchedGemm(heads, s.seq, d, s.seq, "tn", s.dtype));
+  compute(out, layer, "attn_scores_dgrad_q",
+          makeBatchedGemm(heads, s.seq, d, s.seq, "nn", s.dtype));
+  compute(out, layer, "attn_scores_dgrad_k",
+          makeBatchedGemm(heads, s.seq, d, s.seq, "tn", s.dtype));
   if (cross) {
     gatherInput(out, layer, "cross_kv_input_regather");  // the wgrad needs the full input again
     linearBackward(out, layer, "cross_kv_dgrad", "cross_kv_wgrad", T, 2 * h / t, h);
@@ -213,8 +225,8 @@ void LayerOpBuilder::embeddingForward(int streams, OpList& out) {
   const int64_t region = s.regionTokens() * h;
   for (int i = 0; i < streams; ++i) {
     compute(out, kEmbeddingLayer, "word_embedding",
-            makeCompute("embedding_fwd", {{"tokens", T}, {"hidden", h}, {"vocab", s.vocab / s.tp}}, "",
-                        s.dtype));
+            makeCompute("embedding_fwd", {{"tokens", T}, {"hidden", h}, {"vocab", s.vocab / s.tp}},
+                        "", s.dtype));
     reduceOutput(out, kEmbeddingLayer, "embedding_allreduce", "embedding_reduce_scatter");
     compute(out, kEmbeddingLayer, "position_add",
             makeCompute("add", {{"elems", region}}, "", s.dtype));
@@ -232,8 +244,8 @@ void LayerOpBuilder::embeddingBackward(int streams, OpList& out) {
             makeCompute("dropout_bwd", {{"elems", region}}, "", s.dtype));
     gatherInput(out, kEmbeddingLayer, "embedding_grad_allgather");
     compute(out, kEmbeddingLayer, "word_embedding_bwd",
-            makeCompute("embedding_bwd", {{"tokens", T}, {"hidden", h}, {"vocab", s.vocab / s.tp}}, "",
-                        s.dtype));
+            makeCompute("embedding_bwd", {{"tokens", T}, {"hidden", h}, {"vocab", s.vocab / s.tp}},
+                        "", s.dtype));
   }
 }
 

@@ -50,7 +50,7 @@ struct LayerShape {
   int64_t vocab = 1;        // padded vocabulary
   int tp = 1;               // t
   DType dtype = DType::kFp16;
-  Placement tp_group;       // where the t ranks sit (group_size == tp)
+  Placement tp_group;              // where the t ranks sit (group_size == tp)
   bool sequence_parallel = false;  // needs tp >= 2 and tp dividing seq
   Recompute recompute = Recompute::kNone;
 
@@ -82,8 +82,8 @@ class LayerOpBuilder {
   void reduceOutput(OpList& out, int layer, std::string_view allreduce_name,
                     std::string_view reduce_scatter_name);
   void attentionCore(OpList& out, int layer);
-  void linearForward(OpList& out, int layer, std::string_view name, int64_t rows, int64_t out_features,
-                     int64_t in_features);
+  void linearForward(OpList& out, int layer, std::string_view name, int64_t rows,
+                     int64_t out_features, int64_t in_features);
   void linearBackward(OpList& out, int layer, std::string_view dgrad, std::string_view wgrad,
                       int64_t rows, int64_t out_features, int64_t in_features);
   void attentionForward(OpList& out, int layer, bool cross);

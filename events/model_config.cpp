@@ -20,8 +20,8 @@ ModelConfig readModel(const YamlReader& root) {
   model.seq_length = root.positiveInt("seq_length");
   model.vocab_size = root.positiveInt("vocab_size");
   if (model.hidden_size % model.num_heads != 0) {
-    root.fail("num_heads", fmt::format("{} does not divide hidden_size {}", model.num_heads,
-                                       model.hidden_size));
+    root.fail("num_heads",
+              fmt::format("{} does not divide hidden_size {}", model.num_heads, model.hidden_size));
   }
 
   bool seen_embedding = false, seen_head = false, seen_encoder = false;
@@ -80,9 +80,9 @@ int64_t ModelConfig::paddedVocab(int tp) const {
 
 int64_t ModelConfig::blockParameters(const TransformerBlock& block) const {
   int64_t h = hidden_size, f = ffn_hidden_size;
-  int64_t attention = 4 * h * h + 4 * h;      // QKV + output projection, with biases
-  int64_t mlp = 2 * h * f + f + h;            // fc1 + fc2, with biases
-  int64_t layernorms = 2 * 2 * h;             // two layernorms, gain + bias
+  int64_t attention = 4 * h * h + 4 * h;  // QKV + output projection, with biases
+  int64_t mlp = 2 * h * f + f + h;        // fc1 + fc2, with biases
+  int64_t layernorms = 2 * 2 * h;         // two layernorms, gain + bias
   int64_t params = attention + mlp + layernorms;
   if (block.cross_attention) params += attention + 2 * h;  // cross-attention + its layernorm
   return params;

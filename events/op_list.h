@@ -23,11 +23,11 @@ inline constexpr int kEmbeddingLayer = -1;  // `layer` of ops outside transforme
 inline constexpr int kHeadLayer = -2;
 
 struct OpInstance {
-  int event = -1;           // index into the plan's event table
+  int event = -1;  // index into the plan's event table
   Stream stream = Stream::kCompute;
   int layer = kEmbeddingLayer;  // global transformer block index, or kEmbeddingLayer/kHeadLayer
-  std::string_view name;    // op name within the layer, e.g. "qkv_gemm" (static storage)
-  bool recompute = false;   // a forward op re-run in the backward task (activation recomputation)
+  std::string_view name;        // op name within the layer, e.g. "qkv_gemm" (static storage)
+  bool recompute = false;  // a forward op re-run in the backward task (activation recomputation)
 };
 
 using OpList = std::vector<OpInstance>;

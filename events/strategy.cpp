@@ -9,18 +9,24 @@ namespace evsim {
 
 std::string_view scheduleName(Schedule schedule) {
   switch (schedule) {
-    case Schedule::kGpipe: return "gpipe";
-    case Schedule::kDapple: return "dapple";
-    case Schedule::kInterleaved: return "interleaved";
+    case Schedule::kGpipe:
+      return "gpipe";
+    case Schedule::kDapple:
+      return "dapple";
+    case Schedule::kInterleaved:
+      return "interleaved";
   }
   return "?";
 }
 
 std::string_view recomputeName(Recompute recompute) {
   switch (recompute) {
-    case Recompute::kNone: return "none";
-    case Recompute::kFull: return "full";
-    case Recompute::kSelective: return "selective";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kFull:
+      return "full";
+    case Recompute::kSelective:
+      return "selective";
   }
   return "?";
 }
@@ -61,14 +67,16 @@ void parseStrategyText(std::string_view text, Strategy& strategy, std::string_vi
   size_t pos = 0;
   while (pos < upper.size()) {
     size_t digits = pos;
-    while (digits < upper.size() && std::isdigit(static_cast<unsigned char>(upper[digits]))) ++digits;
-    if (digits == pos || digits >= upper.size() || letters.find(upper[digits]) == std::string::npos ||
-        digits - pos > 6) {
+    while (digits < upper.size() && std::isdigit(static_cast<unsigned char>(upper[digits])))
+      ++digits;
+    if (digits == pos || digits >= upper.size() ||
+        letters.find(upper[digits]) == std::string::npos || digits - pos > 6) {
       EVSIM_THROW(InputError, "{} '{}': expected the form 2M4P2D (a number before each of M, P, D)",
                   flag, text);
     }
     int slot = static_cast<int>(letters.find(upper[digits]));
-    if (values[slot] != 0) EVSIM_THROW(InputError, "{} '{}': {} given twice", flag, text, upper[digits]);
+    if (values[slot] != 0)
+      EVSIM_THROW(InputError, "{} '{}': {} given twice", flag, text, upper[digits]);
     values[slot] = std::stoi(upper.substr(pos, digits - pos));
     if (values[slot] <= 0) {
       EVSIM_THROW(InputError, "{} '{}': {} must be > 0", flag, text, upper[digits]);
@@ -77,7 +85,8 @@ void parseStrategyText(std::string_view text, Strategy& strategy, std::string_vi
   }
   for (int slot = 0; slot < 3; ++slot) {
     if (values[slot] == 0) {
-      EVSIM_THROW(InputError, "{} '{}': missing the {} part (form 2M4P2D)", flag, text, letters[slot]);
+      EVSIM_THROW(InputError, "{} '{}': missing the {} part (form 2M4P2D)", flag, text,
+                  letters[slot]);
     }
   }
   strategy.tp = values[0];
@@ -130,9 +139,10 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
                          model.numLayers());
     }
     if (s.microBatches() % s.pp != 0) {
-      return fmt::format("{} --schedule interleaved: m = B/(b*D) = {} micro-batches is not a "
-                         "multiple of P={}",
-                         label, s.microBatches(), s.pp);
+      return fmt::format(
+          "{} --schedule interleaved: m = B/(b*D) = {} micro-batches is not a "
+          "multiple of P={}",
+          label, s.microBatches(), s.pp);
     }
   } else if (s.virtual_stages != 1) {
     return fmt::format("--virtual-stages {}: only with --schedule interleaved", s.virtual_stages);
@@ -148,9 +158,10 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
     return fmt::format("--zero {}: must be 0, 1, 2 or 3", s.zero_stage);
   }
   if (s.zero_stage == 3 && s.dp_overlap) {
-    return fmt::format("{} --zero 3 --dp-overlap: ZeRO-3 reduce-scatters each layer's gradients "
-                       "inside the backward; there are no DDP buckets to overlap",
-                       label);
+    return fmt::format(
+        "{} --zero 3 --dp-overlap: ZeRO-3 reduce-scatters each layer's gradients "
+        "inside the backward; there are no DDP buckets to overlap",
+        label);
   }
   if (s.zero_stage > 0 && s.dp < 2) {
     return fmt::format("{} --zero {}: sharding over the DP group needs D >= 2", label,

@@ -17,7 +17,8 @@ namespace evsim {
 enum class Schedule { kGpipe, kDapple, kInterleaved };
 
 std::string_view scheduleName(Schedule schedule);  // "gpipe", "dapple", "interleaved"
-// Accepts gpipe, dapple, 1f1b and interleaved (any case); throws InputError naming `flag` otherwise.
+// Accepts gpipe, dapple, 1f1b and interleaved (any case); throws InputError naming `flag`
+// otherwise.
 Schedule parseSchedule(std::string_view text, std::string_view flag = "--schedule");
 
 // Activation recomputation (Korthikanti et al. 2022): full re-runs each layer's forward before its
@@ -27,9 +28,9 @@ std::string_view recomputeName(Recompute recompute);  // "none", "full", "select
 Recompute parseRecompute(std::string_view text, std::string_view flag = "--recompute");
 
 struct Strategy {
-  int tp = 1;  // M
-  int pp = 1;  // P
-  int dp = 1;  // D
+  int tp = 1;                // M
+  int pp = 1;                // P
+  int dp = 1;                // D
   int64_t micro_batch = 1;   // b
   int64_t global_batch = 1;  // B
   Schedule schedule = Schedule::kDapple;

@@ -1,9 +1,9 @@
 #include "events/strategy_space.h"
 
+#include <fmt/format.h>
+
 #include <set>
 #include <tuple>
-
-#include <fmt/format.h>
 
 #include "events/iteration_plan.h"
 

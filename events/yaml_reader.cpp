@@ -122,7 +122,8 @@ double readDouble(const YamlReader& reader, const std::string& key, const YAML::
   } catch (const YAML::Exception&) {
     reader.fail(key, "'" + value.as<std::string>() + "' is not a number");
   }
-  if (!std::isfinite(out)) reader.fail(key, "'" + value.as<std::string>() + "' is not a finite number");
+  if (!std::isfinite(out))
+    reader.fail(key, "'" + value.as<std::string>() + "' is not a finite number");
   return out;
 }
 }  // namespace

@@ -1,7 +1,7 @@
 #pragma once
 // Strict YAML reading for configs and profile databases. Every access names the file and the key
-// path, so a bad value produces one line: "configs/models/x.yaml: layers[1].count: -3: must be > 0".
-// Unknown keys are errors (a typo must not fall back to a default silently).
+// path, so a bad value produces one line: "configs/models/x.yaml: layers[1].count: -3: must be >
+// 0". Unknown keys are errors (a typo must not fall back to a default silently).
 
 #include <yaml-cpp/yaml.h>
 
@@ -27,10 +27,10 @@ class YamlReader {
   // Throws if the node has a key outside `allowed`.
   void allowOnly(std::initializer_list<std::string_view> allowed) const;
 
-  YamlReader child(const std::string& key) const;           // required mapping/sequence
+  YamlReader child(const std::string& key) const;               // required mapping/sequence
   std::vector<YamlReader> items(const std::string& key) const;  // required sequence
-  std::vector<YamlReader> items() const;                       // this node as a sequence
-  std::map<std::string, YamlReader> entries() const;           // this node as a mapping
+  std::vector<YamlReader> items() const;                        // this node as a sequence
+  std::map<std::string, YamlReader> entries() const;            // this node as a mapping
 
   std::string str(const std::string& key) const;
   int64_t positiveInt(const std::string& key) const;

@@ -89,8 +89,8 @@ using TaskKey = std::tuple<int32_t, int, int32_t>;  // stage, phase (forward 0, 
 std::map<TaskKey, TaskSpan> stageTasks(const Timeline& t) {
   std::map<TaskKey, TaskSpan> tasks;
   for (const TimelineRow& r : t.rows) {
-    const bool in_task = r.phase == Phase::kForward || r.phase == Phase::kBackward ||
-                         r.phase == Phase::kRecompute;
+    const bool in_task =
+        r.phase == Phase::kForward || r.phase == Phase::kBackward || r.phase == Phase::kRecompute;
     if (r.micro_batch < 0 || !in_task) continue;
     TaskKey key{r.pp, r.phase == Phase::kForward ? 0 : 1, r.micro_batch};
     double start = r.start_us - t.begin_us;
@@ -250,7 +250,8 @@ RankingComparison compareRankings(const std::vector<double>& predicted_us,
         return std::abs(x - y) < tie_pct / 100 * std::min(x, y);
       };
       double dp = predicted_us[a] - predicted_us[b];
-      double dm = measured_tie(measured_us[a], measured_us[b]) ? 0 : measured_us[a] - measured_us[b];
+      double dm =
+          measured_tie(measured_us[a], measured_us[b]) ? 0 : measured_us[a] - measured_us[b];
       if (dp == 0) ++ties_pred;
       if (dm == 0) ++ties_meas;
       if (dp == 0 || dm == 0) continue;

@@ -85,9 +85,12 @@ LinkShare linkFor(const ClusterConfig& cluster, const Placement& placement) {
 
 std::string_view provenanceName(Provenance p) {
   switch (p) {
-    case Provenance::kMeasured: return "measured";
-    case Provenance::kDerived: return "derived";
-    case Provenance::kEstimated: return "estimated";
+    case Provenance::kMeasured:
+      return "measured";
+    case Provenance::kDerived:
+      return "derived";
+    case Provenance::kEstimated:
+      return "estimated";
   }
   return "?";
 }
@@ -156,7 +159,8 @@ std::optional<EventCost> CostModel::derive(const Event& event) const {
   }
   for (const auto& [nodes, series] : by_nodes) {
     if (std::optional<double> t = timeAtBytes(series, event.message_bytes)) {
-      return EventCost{*t * ringScaleFactor(event.kind, largest, target.group_size), Provenance::kDerived};
+      return EventCost{*t * ringScaleFactor(event.kind, largest, target.group_size),
+                       Provenance::kDerived};
     }
   }
   return std::nullopt;
@@ -182,11 +186,17 @@ double CostModel::estimateUs(const Event& event) const {
                        bytesPerUs(link.bandwidth_gb_s);
   double steps = 1;  // latency-bound steps of the ring
   switch (event.kind) {
-    case EventKind::kAllReduce: steps = 2.0 * (n - 1); break;
+    case EventKind::kAllReduce:
+      steps = 2.0 * (n - 1);
+      break;
     case EventKind::kReduceScatter:
-    case EventKind::kAllGather: steps = n - 1; break;
+    case EventKind::kAllGather:
+      steps = n - 1;
+      break;
     case EventKind::kP2P:
-    case EventKind::kCompute: steps = 1; break;
+    case EventKind::kCompute:
+      steps = 1;
+      break;
   }
   return steps * link.latency_us + transfer_us;
 }

@@ -18,7 +18,8 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
     const StageOpOffsets& offsets = sim.offsets[k];
     const bool forward = task.task.phase == Phase::kForward;
     const OpList& ops = forward ? stage.forward : stage.backward;
-    const std::vector<double>& starts = forward ? offsets.forward_start_us : offsets.backward_start_us;
+    const std::vector<double>& starts =
+        forward ? offsets.forward_start_us : offsets.backward_start_us;
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpInstance& op = ops[i];
       visit(DeviceEvent{op.stream, op.recompute ? Phase::kRecompute : task.task.phase, op.name,

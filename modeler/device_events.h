@@ -20,7 +20,7 @@ struct DeviceEvent {
   std::string_view name;  // op name, "send_activation", "send_gradient", "grad_allreduce", ...
   int event = -1;         // plan event index
   int layer = kEmbeddingLayer;
-  int micro_batch = -1;   // -1 outside micro-batch tasks
+  int micro_batch = -1;  // -1 outside micro-batch tasks
   double start_us = 0;
   double duration_us = 0;
   int chunk = 0;  // the device's model chunk (0 unless interleaved)

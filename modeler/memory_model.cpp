@@ -11,9 +11,9 @@ namespace evsim {
 
 namespace {
 
-constexpr int64_t kMaskBytes = 1;        // dropout masks are stored as bytes
-constexpr int64_t kTokenIdBytes = 8;     // Megatron's 8*s*b for token and position ids
-constexpr int64_t kLogitBytes = 4;       // logits are upcast to fp32 for the cross-entropy
+constexpr int64_t kMaskBytes = 1;     // dropout masks are stored as bytes
+constexpr int64_t kTokenIdBytes = 8;  // Megatron's 8*s*b for token and position ids
+constexpr int64_t kLogitBytes = 4;    // logits are upcast to fp32 for the cross-entropy
 
 }  // namespace
 
@@ -89,7 +89,8 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
   MemoryEstimate out;
   out.headroom = headroom;
   out.capacity_bytes = plan.cluster.device.memoryBytes();
-  out.usable_bytes = static_cast<int64_t>(std::floor(static_cast<double>(out.capacity_bytes) * (1 - headroom)));
+  out.usable_bytes =
+      static_cast<int64_t>(std::floor(static_cast<double>(out.capacity_bytes) * (1 - headroom)));
   const int v = plan.chunksPerDevice();
   for (int device = 0; device < P; ++device) {
     StageMemory mem;
@@ -111,14 +112,14 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
       if (stage.has_head) {
         // The final layernorm's input and the LM head's input, both regions: with SP the head
         // keeps its input's shard and re-gathers it for the weight gradient (as Megatron does).
-        per_micro_batch +=
-            2 * e * sbh_region + kLogitBytes * sb * plan.padded_vocab / strategy.tp;
+        per_micro_batch += 2 * e * sbh_region + kLogitBytes * sb * plan.padded_vocab / strategy.tp;
       }
       chunk_bytes.push_back(per_micro_batch);
       mem.activation_bytes_per_micro_batch += per_micro_batch;
     }
-    mem.model_state_bytes = std::llround(static_cast<double>(mem.parameters) *
-                                         modelStateBytesPerParameter(model.dtype, zero, strategy.dp));
+    mem.model_state_bytes =
+        std::llround(static_cast<double>(mem.parameters) *
+                     modelStateBytesPerParameter(model.dtype, zero, strategy.dp));
     const std::vector<StageTask> order =
         stageTaskOrder(strategy.schedule, device, P, plan.micro_batches, v);
     mem.in_flight = peakActivationsInFlight(order);

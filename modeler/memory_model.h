@@ -70,18 +70,18 @@ int64_t blockActivationBytes(const ModelConfig& model, const TransformerBlock& b
 // Per device stage (pp coordinate), over all its chunks.
 struct StageMemory {
   int stage = 0;
-  int64_t parameters = 0;           // on one device of the stage (sum over its chunks)
-  int64_t model_state_bytes = 0;    // weights + gradients + optimizer state
+  int64_t parameters = 0;                        // on one device of the stage (sum over its chunks)
+  int64_t model_state_bytes = 0;                 // weights + gradients + optimizer state
   int64_t activation_bytes_per_micro_batch = 0;  // blocks + embedding/head extras, all chunks
-  int in_flight = 0;                // micro-batch chunk activations held at once
+  int in_flight = 0;                             // micro-batch chunk activations held at once
   // Peak held activations: activation_bytes_per_micro_batch * in_flight without interleaving.
   int64_t activation_bytes = 0;
-  int64_t peak_bytes = 0;           // model_state_bytes + activation_bytes
+  int64_t peak_bytes = 0;  // model_state_bytes + activation_bytes
 };
 
 struct MemoryEstimate {
   std::vector<StageMemory> stages;
-  int64_t peak_bytes = 0;   // max over stages
+  int64_t peak_bytes = 0;  // max over stages
   int peak_stage = 0;
   int64_t capacity_bytes = 0;  // device memory
   int64_t usable_bytes = 0;    // capacity * (1 - headroom)

@@ -3,14 +3,13 @@
 // and tests; readers are the modeler and `eventprof --resume`.
 #include "modeler/profile_db.h"
 
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-
-#include <unistd.h>
 
 #include "common/error.h"
 #include "events/yaml_reader.h"
@@ -66,8 +65,8 @@ ProfileRecord readRecord(const YamlReader& entry) {
     record.time = readStats(entry);
     return record;
   }
-  entry.allowOnly({"signature", "kind", "time_us", "group_size", "nodes", "ranks_per_node",
-                   "bytes", "measured_group_size", "scaled", "algbw_gb_s", "busbw_gb_s"});
+  entry.allowOnly({"signature", "kind", "time_us", "group_size", "nodes", "ranks_per_node", "bytes",
+                   "measured_group_size", "scaled", "algbw_gb_s", "busbw_gb_s"});
   record.time = readStats(entry);
   const Placement& p = record.event.placement;
   expectEqual(entry, "group_size", p.group_size);
@@ -104,7 +103,8 @@ std::vector<std::string> stringList(const YamlReader& parent, const std::string&
 
 ProfileMetadata readMetadata(const YamlReader& root) {
   YamlReader meta = root.child("metadata");
-  meta.allowOnly({"backend", "date", "world_size", "ranks_per_node", "hosts", "devices", "versions"});
+  meta.allowOnly(
+      {"backend", "date", "world_size", "ranks_per_node", "hosts", "devices", "versions"});
   ProfileMetadata out;
   out.backend = meta.str("backend");
   if (out.backend != "cpu" && out.backend != "cuda") {
@@ -178,7 +178,8 @@ std::string emit(const ProfileMetadata& m, const std::vector<ProfileRecord>& rec
   for (const ProfileRecord& r : records) emitRecord(out, r);
   out << YAML::EndSeq;
   out << YAML::EndMap;
-  if (!out.good()) EVSIM_THROW(Error, "profile database: YAML emitter error: {}", out.GetLastError());
+  if (!out.good())
+    EVSIM_THROW(Error, "profile database: YAML emitter error: {}", out.GetLastError());
   return std::string(out.c_str()) + "\n";
 }
 

@@ -62,7 +62,7 @@ struct ProfileMetadata {
 };
 
 struct ProfileRecord {
-  Event event;          // parsed from the signature
+  Event event;  // parsed from the signature
   std::string signature;
   TimingStats time;
   // Communication only:

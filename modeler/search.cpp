@@ -156,8 +156,8 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
   SearchReport report;
   report.headroom = options.memory_headroom;
   report.capacity_bytes = cluster.device.memoryBytes();
-  report.usable_bytes = static_cast<int64_t>(
-      static_cast<double>(report.capacity_bytes) * (1 - options.memory_headroom));
+  report.usable_bytes = static_cast<int64_t>(static_cast<double>(report.capacity_bytes) *
+                                             (1 - options.memory_headroom));
   double worst = 0;
   for (const CandidateResult& r : results) {
     switch (r.status) {
@@ -175,7 +175,8 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
   }
   report.valid = report.ok + report.oom;
   for (CandidateResult& r : results) {
-    if (r.status == CandidateStatus::kOk && worst > 0) r.speedup_over_worst = r.samples_per_s / worst;
+    if (r.status == CandidateStatus::kOk && worst > 0)
+      r.speedup_over_worst = r.samples_per_s / worst;
   }
   // Stable: ties keep enumeration order (M, then P, then b, then schedule, then techniques).
   std::stable_sort(results.begin(), results.end(),

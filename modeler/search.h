@@ -28,7 +28,7 @@ struct SearchOptions {
   Strategy base;        // global batch, dp_overlap and bucket size shared by every candidate
   StrategySpace space;  // N, micro-batch sizes, schedules, cross-node TP
   double memory_headroom = kDefaultMemoryHeadroom;  // share of device memory set aside
-  unsigned threads = 0;  // 0: std::thread::hardware_concurrency()
+  unsigned threads = 0;                             // 0: std::thread::hardware_concurrency()
 };
 
 struct CandidateResult {

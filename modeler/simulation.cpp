@@ -11,7 +11,8 @@ namespace evsim {
 namespace {
 
 // Prefix sums of op costs: where each op starts within its task, and the task's total.
-double opOffsets(const OpList& ops, const std::vector<EventCost>& costs, std::vector<double>& starts) {
+double opOffsets(const OpList& ops, const std::vector<EventCost>& costs,
+                 std::vector<double>& starts) {
   double t = 0;
   starts.reserve(ops.size());
   for (const OpInstance& op : ops) {
@@ -31,10 +32,9 @@ double streamTime(const OpList& ops, const std::vector<EventCost>& costs, Stream
 
 // Every per-device figure, for min / mean / max folds.
 constexpr double DeviceMetrics::*kDeviceFields[] = {
-    &DeviceMetrics::compute_us,         &DeviceMetrics::tp_comm_us, &DeviceMetrics::pp_comm_us,
-    &DeviceMetrics::dp_comm_us,         &DeviceMetrics::exposed_dp_comm_us,
-    &DeviceMetrics::idle_us,            &DeviceMetrics::bubble_fraction,
-    &DeviceMetrics::utilization};
+    &DeviceMetrics::compute_us,      &DeviceMetrics::tp_comm_us,         &DeviceMetrics::pp_comm_us,
+    &DeviceMetrics::dp_comm_us,      &DeviceMetrics::exposed_dp_comm_us, &DeviceMetrics::idle_us,
+    &DeviceMetrics::bubble_fraction, &DeviceMetrics::utilization};
 
 void foldDevice(DeviceMetrics& min, DeviceMetrics& max, DeviceMetrics& sum, const DeviceMetrics& d,
                 double weight, double DeviceMetrics::*field) {
@@ -164,8 +164,8 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs) {
         stage.device.*field += d.*field * weight;
       }
       stage_weight += weight;
-      stage.peak_activations = std::max(stage.peak_activations,
-                                        sim.timeline.pipelines[k].stages[s].peak_activations);
+      stage.peak_activations =
+          std::max(stage.peak_activations, sim.timeline.pipelines[k].stages[s].peak_activations);
     }
     for (auto field : kDeviceFields) {
       stage.device.*field /= stage_weight;

@@ -27,11 +27,11 @@ struct DeviceMetrics {
   double compute_us = 0;
   double tp_comm_us = 0;
   double pp_comm_us = 0;
-  double dp_comm_us = 0;        // gradient all-reduce time (may overlap compute)
+  double dp_comm_us = 0;          // gradient all-reduce time (may overlap compute)
   double exposed_dp_comm_us = 0;  // the part that does not overlap compute
   double idle_us = 0;
-  double bubble_fraction = 0;   // idle share of the pipeline phase (up to the flush)
-  double utilization = 0;       // compute / iteration time
+  double bubble_fraction = 0;  // idle share of the pipeline phase (up to the flush)
+  double utilization = 0;      // compute / iteration time
 };
 
 // Per device stage (pp coordinate), over all its chunks.
@@ -46,13 +46,13 @@ struct SimulationSummary {
   double iteration_us = 0;
   double samples_per_s = 0;
   double tokens_per_s = 0;
-  double model_flops = 0;            // per iteration, all devices, without recomputed ops
+  double model_flops = 0;  // per iteration, all devices, without recomputed ops
   double flops_per_gpu_per_s = 0;
-  double mfu = 0;                    // against the device's peak for the model dtype
-  double bubble_fraction = 0;        // mean over devices
+  double mfu = 0;              // against the device's peak for the model dtype
+  double bubble_fraction = 0;  // mean over devices
   DeviceMetrics min_device, mean_device, max_device;  // field-wise over devices
   std::vector<StageSummary> stages;
-  int critical_stage = 0;            // the stage with the most busy time
+  int critical_stage = 0;                                   // the stage with the most busy time
   std::array<double, kProvenanceCount> provenance_share{};  // of all op time over all devices
 };
 

@@ -22,10 +22,11 @@ nlohmann::json deviceJson(const DeviceMetrics& d) {
 }
 
 std::string deviceRow(const std::string& label, const DeviceMetrics& d) {
-  return fmt::format("  {:<10} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>9.1f}% {:>8.1f}%\n",
-                     label, d.compute_us / kUsPerMs, d.tp_comm_us / kUsPerMs, d.pp_comm_us / kUsPerMs,
-                     d.exposed_dp_comm_us / kUsPerMs, d.idle_us / kUsPerMs, 100 * d.utilization,
-                     100 * d.bubble_fraction);
+  return fmt::format(
+      "  {:<10} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>9.1f}% {:>8.1f}%\n", label,
+      d.compute_us / kUsPerMs, d.tp_comm_us / kUsPerMs, d.pp_comm_us / kUsPerMs,
+      d.exposed_dp_comm_us / kUsPerMs, d.idle_us / kUsPerMs, 100 * d.utilization,
+      100 * d.bubble_fraction);
 }
 
 }  // namespace
@@ -96,15 +97,16 @@ std::string summaryText(const Simulation& sim) {
                      p.cluster.device.peakTflops(p.model.dtype), dtypeName(p.model.dtype));
   out += fmt::format("  pipeline bubble    {:.1f}%   critical stage {}\n", 100 * s.bubble_fraction,
                      s.critical_stage);
-  out += fmt::format("  provenance         measured {:.1f}%, derived {:.1f}%, estimated {:.1f}% of op time\n",
-                     100 * s.provenance_share[0], 100 * s.provenance_share[1],
-                     100 * s.provenance_share[2]);
+  out += fmt::format(
+      "  provenance         measured {:.1f}%, derived {:.1f}%, estimated {:.1f}% of op time\n",
+      100 * s.provenance_share[0], 100 * s.provenance_share[1], 100 * s.provenance_share[2]);
   const MemoryEstimate memory = estimateMemory(p);
-  out += fmt::format("  peak memory/GPU    {} on stage {} of {} ({} usable with {:.0f}% headroom){}\n",
-                     formatBytes(static_cast<double>(memory.peak_bytes)), memory.peak_stage,
-                     formatBytes(static_cast<double>(memory.capacity_bytes)),
-                     formatBytes(static_cast<double>(memory.usable_bytes)), 100 * memory.headroom,
-                     memory.fits() ? "" : " -- OOM: would not fit");
+  out +=
+      fmt::format("  peak memory/GPU    {} on stage {} of {} ({} usable with {:.0f}% headroom){}\n",
+                  formatBytes(static_cast<double>(memory.peak_bytes)), memory.peak_stage,
+                  formatBytes(static_cast<double>(memory.capacity_bytes)),
+                  formatBytes(static_cast<double>(memory.usable_bytes)), 100 * memory.headroom,
+                  memory.fits() ? "" : " -- OOM: would not fit");
   out += fmt::format(
       "  devices            {} ({} simulated: {} stage(s) x {} pipeline class(es))\n", st.gpus(),
       p.pipelines.size() * p.deviceStages(), p.deviceStages(), p.pipelines.size());

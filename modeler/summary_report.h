@@ -8,7 +8,6 @@
 // (overall and per stage), peak_memory_stage, device_memory_bytes and usable_memory_bytes.
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 #include "modeler/simulation.h"

@@ -48,7 +48,8 @@ PipelineTimeline timePipeline(const TimingInput& input, const PipelineCost& link
         t.input_ready_us = ready;
         t.run.start_us = std::max(device_free[s], ready);
         const StageCost& cost = input.stages[k];
-        t.run.end_us = t.run.start_us + (task.phase == Phase::kForward ? cost.forward_us : cost.backward_us);
+        t.run.end_us =
+            t.run.start_us + (task.phase == Phase::kForward ? cost.forward_us : cost.backward_us);
         t.send = Interval{t.run.end_us, t.run.end_us};
         if (task.phase == Phase::kForward && k + 1 < K) {
           t.send.end_us += links.send_forward_us[k];
@@ -98,7 +99,8 @@ IterationTimeline computeTimeline(const TimingInput& input) {
   }
   const int P = static_cast<int>(K) / v;
   IterationTimeline out;
-  for (const PipelineCost& links : input.pipelines) out.pipelines.push_back(timePipeline(input, links));
+  for (const PipelineCost& links : input.pipelines)
+    out.pipelines.push_back(timePipeline(input, links));
 
   // Data parallelism: a chunk's gradient collectives span every replica, so each one starts when
   // the slowest replica is ready for it; a device's syncs share its DP stream.

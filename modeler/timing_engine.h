@@ -34,10 +34,10 @@ struct BucketCost {
 
 // One per virtual stage (model chunk).
 struct StageCost {
-  double forward_us = 0;   // one micro-batch, compute + TP communication
+  double forward_us = 0;  // one micro-batch, compute + TP communication
   double backward_us = 0;
-  double grad_allreduce_us = 0;      // without overlap (0 when D == 1)
-  std::vector<BucketCost> buckets;   // with overlap
+  double grad_allreduce_us = 0;     // without overlap (0 when D == 1)
+  std::vector<BucketCost> buckets;  // with overlap
   double optimizer_us = 0;
   // ZeRO 1/2: the parameter all-gather after the optimizer step (0: none). grad_allreduce_us and
   // the buckets then hold reduce-scatters.
@@ -66,8 +66,8 @@ struct Interval {
 
 struct TaskTiming {
   StageTask task;
-  Interval run;             // compute + TP communication
-  Interval send;            // P2P send after the task (empty when there is no next/previous stage)
+  Interval run;   // compute + TP communication
+  Interval send;  // P2P send after the task (empty when there is no next/previous stage)
   double input_ready_us = 0;  // when its input arrived (0 for inputs that need no transfer)
 };
 
@@ -81,7 +81,7 @@ struct StageTimeline {
   Interval optimizer;                // all chunks' optimizer steps, v-1 first
   Interval param_allgather;          // ZeRO 1/2: all chunks' parameter all-gathers, v-1 first
   int peak_activations = 0;          // micro-batch chunk activations held at once
-  double busy_in_pipeline_us = 0;  // task runs + sends
+  double busy_in_pipeline_us = 0;    // task runs + sends
 };
 
 struct PipelineTimeline {

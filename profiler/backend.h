@@ -23,7 +23,7 @@ struct CommGroup {
   MPI_Comm comm = MPI_COMM_NULL;  // only the measuring ranks
   int rank = 0;                   // this rank's index in comm
   int size = 0;
-  std::vector<int> world_ranks;   // ascending; comm rank i is world_ranks[i]
+  std::vector<int> world_ranks;  // ascending; comm rank i is world_ranks[i]
 };
 
 class ProfilerBackend {
@@ -32,7 +32,8 @@ class ProfilerBackend {
 
   virtual std::string name() const = 0;        // "cpu" | "cuda": the profile's metadata.backend
   virtual std::string deviceName() const = 0;  // this rank's device, for metadata.devices
-  // Versions of the backend's own libraries ("cuda", "nccl", "cupti"); MPI's is added by the harness.
+  // Versions of the backend's own libraries ("cuda", "nccl", "cupti"); MPI's is added by the
+  // harness.
   virtual std::map<std::string, std::string> versions() const = 0;
 
   // How many of the `ranks_on_host` ranks sharing a host may time compute events at once without

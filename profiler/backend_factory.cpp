@@ -34,7 +34,8 @@ bool cudaBackendBuilt() {
 
 std::unique_ptr<ProfilerBackend> makeBackend(const BackendRequest& request, const MpiWorld& world) {
   if (request.name != "auto" && request.name != "cpu" && request.name != "cuda") {
-    throw CollectiveInputError(fmt::format("--backend {}: must be auto, cpu or cuda", request.name));
+    throw CollectiveInputError(
+        fmt::format("--backend {}: must be auto, cpu or cuda", request.name));
   }
   std::string chosen = request.name;
   if (chosen != "cpu") {
@@ -50,15 +51,16 @@ std::unique_ptr<ProfilerBackend> makeBackend(const BackendRequest& request, cons
       int mine[2] = {visibleGpus(), world.local_size};
       std::vector<int> all(2 * static_cast<size_t>(world.size));
       EVSIM_MPI_CHECK(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, MPI_COMM_WORLD));
-      std::vector<std::string> hosts = broadcastStrings(gatherStrings(world.host, 0, MPI_COMM_WORLD), 0,
-                                                        MPI_COMM_WORLD);
+      std::vector<std::string> hosts =
+          broadcastStrings(gatherStrings(world.host, 0, MPI_COMM_WORLD), 0, MPI_COMM_WORLD);
       std::vector<std::string> without, shared;
       for (int r = 0; r < world.size; ++r) {
         const int gpus = all[2 * r], ranks_on_host = all[2 * r + 1];
         if (gpus == 0) {
           without.push_back(fmt::format("{}@{}", r, hosts[r]));
         } else if (gpus < ranks_on_host) {
-          shared.push_back(fmt::format("{}@{} ({} ranks, {} GPUs)", r, hosts[r], ranks_on_host, gpus));
+          shared.push_back(
+              fmt::format("{}@{} ({} ranks, {} GPUs)", r, hosts[r], ranks_on_host, gpus));
         }
       }
       if (without.empty() && shared.empty()) {
@@ -80,7 +82,8 @@ std::unique_ptr<ProfilerBackend> makeBackend(const BackendRequest& request, cons
   }
   if (chosen == "cpu") return std::make_unique<CpuBackend>(request.seed, world.local_size);
 #if EVSIM_WITH_CUDA
-  return makeCudaBackend(CudaBackendOptions{world.local_rank, request.seed, request.comm_timeout_s});
+  return makeCudaBackend(
+      CudaBackendOptions{world.local_rank, request.seed, request.comm_timeout_s});
 #else
   EVSIM_THROW(Error, "unreachable: cuda chosen without the CUDA backend");
 #endif

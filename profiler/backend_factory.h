@@ -12,9 +12,9 @@
 namespace evsim {
 
 struct BackendRequest {
-  std::string name = "auto";        // auto | cpu | cuda
-  uint64_t seed = 1;                // kernels' random inputs (per rank)
-  double comm_timeout_s = 300;      // CUDA: a NCCL operation pending longer aborts the run
+  std::string name = "auto";    // auto | cpu | cuda
+  uint64_t seed = 1;            // kernels' random inputs (per rank)
+  double comm_timeout_s = 300;  // CUDA: a NCCL operation pending longer aborts the run
 };
 
 // True when this eventprof was built with the CUDA backend.

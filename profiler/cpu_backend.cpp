@@ -140,8 +140,8 @@ std::vector<double> CpuBackend::timeCollective(const Event& event, const CommGro
   // Reduce-scatter and all-gather split the full buffer into one shard per rank; a remainder of
   // fewer than group.size elements is dropped (it would not change the time measurably).
   const int64_t shard = full.elements / group.size;
-  EVSIM_CHECK(event.kind == EventKind::kAllReduce || shard > 0,
-              "'{}': fewer elements than ranks", event.signature());
+  EVSIM_CHECK(event.kind == EventKind::kAllReduce || shard > 0, "'{}': fewer elements than ranks",
+              event.signature());
   std::vector<char> send, recv;
   if (event.kind == EventKind::kAllGather) {
     send = makeBuffer(shard, full.element_bytes);
@@ -149,8 +149,8 @@ std::vector<double> CpuBackend::timeCollective(const Event& event, const CommGro
   } else {
     send = makeBuffer(event.kind == EventKind::kAllReduce ? full.elements : shard * group.size,
                       full.element_bytes);
-    recv = makeBuffer(event.kind == EventKind::kAllReduce ? full.elements : shard,
-                      full.element_bytes);
+    recv =
+        makeBuffer(event.kind == EventKind::kAllReduce ? full.elements : shard, full.element_bytes);
   }
   std::vector<double> samples;
   for (int i = 0; i < warmup + repeats; ++i) {

@@ -1,7 +1,8 @@
 #pragma once
 // CPU backend: compute events through kernels/cpu timed with steady_clock, communication through
 // MPI (MPI_Send/MPI_Recv, MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather), each repetition
-// after a barrier of the measuring ranks. It needs no GPU, so the whole profiler is exercised in CI.
+// after a barrier of the measuring ranks. It needs no GPU, so the whole profiler is exercised in
+// CI.
 
 #include <cstdint>
 

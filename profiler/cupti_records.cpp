@@ -18,8 +18,9 @@ bool countsAsKernel(const ActivityRecord& r, std::optional<uint32_t> stream_id) 
 }
 
 void extend(RepetitionSpan& span, const ActivityRecord& r) {
-  EVSIM_CHECK(r.end_ns >= r.start_ns, "kernel '{}' (correlation {}) ends at {} ns before its start {}",
-              r.name, r.correlation_id, r.end_ns, r.start_ns);
+  EVSIM_CHECK(r.end_ns >= r.start_ns,
+              "kernel '{}' (correlation {}) ends at {} ns before its start {}", r.name,
+              r.correlation_id, r.end_ns, r.start_ns);
   if (span.kernels == 0) {
     span.start_ns = r.start_ns;
     span.end_ns = r.end_ns;
@@ -62,7 +63,8 @@ std::vector<RepetitionSpan> spansByExternalId(const std::vector<ActivityRecord>&
     if (rep >= static_cast<uint64_t>(repetitions)) continue;
     extend(spans[rep], r);
   }
-  requireKernels(spans, [&](size_t i) { return fmt::format("external id {}", first_external_id + i); });
+  requireKernels(spans,
+                 [&](size_t i) { return fmt::format("external id {}", first_external_id + i); });
   return spans;
 }
 
@@ -87,8 +89,9 @@ std::vector<RepetitionSpan> spansByCorrelationRanges(const std::vector<ActivityR
   std::vector<RepetitionSpan> spans(ranges.size());
   for (const ActivityRecord& r : records) {
     if (!countsAsKernel(r, stream_id)) continue;
-    auto it = std::upper_bound(sorted.begin(), sorted.end(), r.correlation_id,
-                               [](uint32_t id, const auto& entry) { return id < entry.first.first; });
+    auto it =
+        std::upper_bound(sorted.begin(), sorted.end(), r.correlation_id,
+                         [](uint32_t id, const auto& entry) { return id < entry.first.first; });
     if (it == sorted.begin()) continue;
     --it;
     if (r.correlation_id > it->first.last) continue;

@@ -23,11 +23,19 @@
 
 namespace evsim {
 
-enum class ActivityKind { kKernel, kMemcpy, kMemset, kRuntimeApi, kDriverApi, kExternalCorrelation, kOther };
+enum class ActivityKind {
+  kKernel,
+  kMemcpy,
+  kMemset,
+  kRuntimeApi,
+  kDriverApi,
+  kExternalCorrelation,
+  kOther
+};
 
 struct ActivityRecord {
   ActivityKind kind = ActivityKind::kOther;
-  uint64_t start_ns = 0;        // GPU timestamps for kernels; 0 and 0 when CUPTI had none
+  uint64_t start_ns = 0;  // GPU timestamps for kernels; 0 and 0 when CUPTI had none
   uint64_t end_ns = 0;
   uint32_t correlation_id = 0;  // the launching API call's id (kernels, API and external records)
   uint32_t stream_id = 0;       // kernels, memcpy, memset
@@ -88,7 +96,8 @@ class KernelSpanTimer {
   // `run` enqueues one repetition on the stream whose CUPTI id is `stream_id`; `synchronize`
   // waits for the stream. Returns one duration (us) per repetition.
   std::vector<double> time(uint32_t stream_id, int warmup, int repeats,
-                           const std::function<void()>& run, const std::function<void()>& synchronize);
+                           const std::function<void()>& run,
+                           const std::function<void()>& synchronize);
 
  private:
   ActivityTracer& tracer_;

@@ -16,7 +16,9 @@ std::vector<Event> eventsOf(const std::vector<UniqueEvent>& table) {
 }
 }  // namespace
 
-std::vector<Event> eventsFromFile(const std::string& path) { return eventsOf(loadEventsFile(path)); }
+std::vector<Event> eventsFromFile(const std::string& path) {
+  return eventsOf(loadEventsFile(path));
+}
 
 std::vector<Event> eventsForStrategy(const ModelConfig& model, const ClusterConfig& cluster,
                                      const Strategy& strategy) {

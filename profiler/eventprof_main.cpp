@@ -88,12 +88,14 @@ struct ProfileRequest {
 
 // The events to profile, from exactly one of --events, --strategy (or --tp/--pp/--dp), --gpus.
 ProfileRequest wantedEvents(const Flags& f) {
-  const bool strategy = !f.run.strategy_text.empty() || f.run.tp > 0 || f.run.pp > 0 || f.run.dp > 0;
+  const bool strategy =
+      !f.run.strategy_text.empty() || f.run.tp > 0 || f.run.pp > 0 || f.run.dp > 0;
   const int sources = int(!f.events_file.empty()) + int(strategy) + int(f.gpus > 0);
   if (sources != 1) {
-    EVSIM_THROW(InputError, "{}: give exactly one of --events FILE, --strategy xMxPxD (with --model, "
-                            "--cluster, --micro-batch, --global-batch) or --gpus N (with --model, "
-                            "--cluster, --global-batch)",
+    EVSIM_THROW(InputError,
+                "{}: give exactly one of --events FILE, --strategy xMxPxD (with --model, "
+                "--cluster, --micro-batch, --global-batch) or --gpus N (with --model, "
+                "--cluster, --global-batch)",
                 sources == 0 ? "no events to profile" : "more than one event source");
   }
   ProfileRequest request;
@@ -143,9 +145,10 @@ ProfileRequest wantedEvents(const Flags& f) {
 void addModeledCost(const ProfileRequest& request, const std::string& profile_path,
                     ProfileSummary& summary) {
   if (request.strategies.empty()) {
-    fmt::print(stderr,
-               "[eventprof] events from a file: the strategies are unknown, so profiling cost is "
-               "not compared with a modeled iteration (profile with --strategy or --gpus for that)\n");
+    fmt::print(
+        stderr,
+        "[eventprof] events from a file: the strategies are unknown, so profiling cost is "
+        "not compared with a modeled iteration (profile with --strategy or --gpus for that)\n");
     return;
   }
   try {

@@ -66,9 +66,10 @@ GroupPlan planGroup(const Topology& topo, const Placement& target, int max_direc
       return plan;
     }
   } else if (topo.nodes() < 2) {
-    plan.unmeasurable = fmt::format("inter-node: needs at least 2 nodes (the profiling cluster has "
-                                    "1; use --ranks-per-node to emulate nodes, or "
-                                    "--intra-node-only)");
+    plan.unmeasurable = fmt::format(
+        "inter-node: needs at least 2 nodes (the profiling cluster has "
+        "1; use --ranks-per-node to emulate nodes, or "
+        "--intra-node-only)");
     return plan;
   }
 

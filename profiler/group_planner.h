@@ -4,10 +4,12 @@
 // Rule (docs/PROFILER.md, "Choosing the measured group"):
 //  1. Intra-node events (nodes = 1) stay intra-node and inter-node events stay inter-node: the link
 //     type matters more than the group size, which ring scaling corrects.
-//  2. A group of at most `max_direct` (8) ranks is measured directly with the event's placement when
+//  2. A group of at most `max_direct` (8) ranks is measured directly with the event's placement
+//  when
 //     the cluster can hold it: `nodes` nodes, the first taking `rpn` ranks, and so on, each node
 //     keeping at least one rank for the nodes after it (greedy fill, e.g. 4 = 2+2, 3 = 2+1).
-//  3. Otherwise it is measured on the largest uniform shape k' nodes x r' ranks that fits: 2 <= k' <=
+//  3. Otherwise it is measured on the largest uniform shape k' nodes x r' ranks that fits: 2 <= k'
+//  <=
 //     nodes (1 for intra-node), r' <= rpn, k' * r' <= max_direct, and the cluster has k' nodes with
 //     r' ranks; largest k' * r' first, then largest r' (closest per-node shape). The measured group
 //     is min(group, k' * r') ranks; a smaller group than the event's is scaled by the ring factor.
@@ -26,9 +28,9 @@ namespace evsim {
 inline constexpr int kMaxDirectGroupSize = 8;
 
 struct GroupPlan {
-  std::vector<int> ranks;  // ascending world ranks that take part; empty when unmeasurable
-  Placement measured;      // how `ranks` sit on the profiling cluster
-  bool exact = false;      // measured == the event's placement
+  std::vector<int> ranks;    // ascending world ranks that take part; empty when unmeasurable
+  Placement measured;        // how `ranks` sit on the profiling cluster
+  bool exact = false;        // measured == the event's placement
   std::string unmeasurable;  // why no group can be built (empty when `ranks` is usable)
 
   bool scaled(const Placement& target) const { return measured.group_size != target.group_size; }

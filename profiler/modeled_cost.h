@@ -15,9 +15,9 @@
 namespace evsim {
 
 struct ModeledIterationCost {
-  double device_s = 0;      // sum over the simulated strategies
-  size_t simulated = 0;     // strategies every event of which the profile covers
-  size_t not_covered = 0;   // strategies skipped: an event is missing from the profile
+  double device_s = 0;     // sum over the simulated strategies
+  size_t simulated = 0;    // strategies every event of which the profile covers
+  size_t not_covered = 0;  // strategies skipped: an event is missing from the profile
 };
 
 // Simulates one iteration of each strategy from `db` alone (measured or derived costs, never

@@ -14,13 +14,14 @@ namespace evsim {
 inline std::string mpiErrorString(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return fmt::format("MPI error {}", code);
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    return fmt::format("MPI error {}", code);
   return std::string(text, static_cast<size_t>(length));
 }
 
 }  // namespace evsim
 
-#define EVSIM_MPI_CHECK(call)                                                                   \
+#define EVSIM_MPI_CHECK(call)                                                                  \
   do {                                                                                         \
     int evsim_mpi_status_ = (call);                                                            \
     if (evsim_mpi_status_ != MPI_SUCCESS) {                                                    \

@@ -18,7 +18,8 @@ MpiWorld queryMpiWorld() {
   EVSIM_MPI_CHECK(MPI_Get_processor_name(name, &length));
   w.host.assign(name, static_cast<size_t>(length));
   MPI_Comm local = MPI_COMM_NULL;
-  EVSIM_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &local));
+  EVSIM_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &local));
   EVSIM_MPI_CHECK(MPI_Comm_rank(local, &w.local_rank));
   EVSIM_MPI_CHECK(MPI_Comm_size(local, &w.local_size));
   EVSIM_MPI_CHECK(MPI_Allreduce(&w.rank, &w.host_key, 1, MPI_INT, MPI_MIN, local));
@@ -39,7 +40,8 @@ void waitQuietly(MPI_Request& request) {
 
 Topology discoverTopology(const MpiWorld& world, int emulated_ranks_per_node) {
   std::vector<int> keys(static_cast<size_t>(world.size));
-  EVSIM_MPI_CHECK(MPI_Allgather(&world.host_key, 1, MPI_INT, keys.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  EVSIM_MPI_CHECK(
+      MPI_Allgather(&world.host_key, 1, MPI_INT, keys.data(), 1, MPI_INT, MPI_COMM_WORLD));
   std::vector<std::string> names = gatherStrings(world.host, 0, MPI_COMM_WORLD);
   names = broadcastStrings(names, 0, MPI_COMM_WORLD);
   return buildTopology(keys, names, emulated_ranks_per_node);
@@ -60,11 +62,13 @@ std::string broadcastString(const std::string& text, int root, MPI_Comm comm) {
   std::string out = text;
   out.resize(static_cast<size_t>(length));
   EVSIM_CHECK(length <= INT32_MAX, "string of {} bytes too long to broadcast", length);
-  if (length > 0) EVSIM_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(length), MPI_CHAR, root, comm));
+  if (length > 0)
+    EVSIM_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(length), MPI_CHAR, root, comm));
   return out;
 }
 
-std::vector<std::string> broadcastStrings(const std::vector<std::string>& items, int root, MPI_Comm comm) {
+std::vector<std::string> broadcastStrings(const std::vector<std::string>& items, int root,
+                                          MPI_Comm comm) {
   // One string with a length-prefixed encoding keeps it at two broadcasts.
   std::string packed;
   for (const std::string& item : items) packed += std::to_string(item.size()) + ":" + item;

@@ -17,7 +17,7 @@ struct MpiWorld {
   std::string host;    // MPI_Get_processor_name
   int local_rank = 0;  // index among the ranks sharing this rank's real node (picks the GPU)
   int local_size = 1;
-  int host_key = 0;    // lowest world rank on this rank's real node
+  int host_key = 0;  // lowest world rank on this rank's real node
 };
 
 // Sets MPI_ERRORS_RETURN on MPI_COMM_WORLD, then finds this rank's node with
@@ -37,7 +37,8 @@ std::string mpiLibraryVersion();
 void waitQuietly(MPI_Request& request);
 
 std::string broadcastString(const std::string& text, int root, MPI_Comm comm);
-std::vector<std::string> broadcastStrings(const std::vector<std::string>& items, int root, MPI_Comm comm);
+std::vector<std::string> broadcastStrings(const std::vector<std::string>& items, int root,
+                                          MPI_Comm comm);
 // Every rank's `text`, in rank order, on `root` (empty elsewhere).
 std::vector<std::string> gatherStrings(const std::string& text, int root, MPI_Comm comm);
 

@@ -72,7 +72,8 @@ std::vector<std::string> signaturesOf(const std::vector<Event>& events) {
 
 std::vector<Event> eventsOf(const std::vector<std::string>& signatures) {
   std::vector<Event> out;
-  for (const std::string& s : signatures) out.push_back(parseEventSignature(s, "rank 0's event list"));
+  for (const std::string& s : signatures)
+    out.push_back(parseEventSignature(s, "rank 0's event list"));
   return out;
 }
 
@@ -88,8 +89,8 @@ struct ProfileSession::Work {
 ProfileSession::ProfileSession(const MpiWorld& world, const Topology& topo,
                                ProfilerBackend& backend, ProfileOptions options)
     : world_(world), topo_(topo), backend_(backend), options_(std::move(options)) {
-  EVSIM_CHECK(options_.warmup >= 0 && options_.repeats > 0, "warmup {} repeats {}",
-              options_.warmup, options_.repeats);
+  EVSIM_CHECK(options_.warmup >= 0 && options_.repeats > 0, "warmup {} repeats {}", options_.warmup,
+              options_.repeats);
 }
 
 ProfileMetadata ProfileSession::collectMetadata() {
@@ -132,8 +133,10 @@ ProfileSession::Work ProfileSession::prepare(const std::vector<Event>& wanted,
     db.save(options_.output_path);  // fails early, as bad input, when the output is unwritable
     if (options_.log == nullptr) return;
     if (!topo_.uniform()) {
-      fmt::print(options_.log, "[eventprof] warning: nodes have different rank counts; the "
-                               "profile records the largest, {}\n", topo_.ranksPerNode());
+      fmt::print(options_.log,
+                 "[eventprof] warning: nodes have different rank counts; the "
+                 "profile records the largest, {}\n",
+                 topo_.ranksPerNode());
     }
     if (previous) {
       fmt::print(options_.log, "[eventprof] resuming {}: {} event(s) already measured\n",
@@ -146,7 +149,8 @@ ProfileSession::Work ProfileSession::prepare(const std::vector<Event>& wanted,
   // Everyone learns the plan from rank 0, which alone read the inputs.
   Work work;
   work.compute = eventsOf(broadcastStrings(signaturesOf(plan.compute), 0, MPI_COMM_WORLD));
-  work.communication = eventsOf(broadcastStrings(signaturesOf(plan.communication), 0, MPI_COMM_WORLD));
+  work.communication =
+      eventsOf(broadcastStrings(signaturesOf(plan.communication), 0, MPI_COMM_WORLD));
   work.already_measured = plan.already_measured.size();
   work.unmeasurable = plan.unmeasurable;
   return work;
@@ -169,8 +173,8 @@ ProfileSummary ProfileSession::run(const std::vector<Event>& wanted) {
   measureCommunication(work.communication, db, progress, done, summary);
   summary.measured_communication = work.communication.size();
 
-  EVSIM_MPI_CHECK(MPI_Reduce(&busy_s_, &summary.measuring_device_s, 1, MPI_DOUBLE, MPI_SUM, 0,
-                             MPI_COMM_WORLD));
+  EVSIM_MPI_CHECK(
+      MPI_Reduce(&busy_s_, &summary.measuring_device_s, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
   summary.records_in_profile = db.records().size();
   summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
@@ -183,7 +187,8 @@ void ProfileSession::measureCompute(const std::vector<Event>& events, ProfileDb&
   // share a core.
   const int timing = world_.local_rank < backend_.computeSlots(world_.local_size) ? 1 : 0;
   std::vector<int> timing_flags(static_cast<size_t>(world_.size));
-  EVSIM_MPI_CHECK(MPI_Allgather(&timing, 1, MPI_INT, timing_flags.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  EVSIM_MPI_CHECK(
+      MPI_Allgather(&timing, 1, MPI_INT, timing_flags.data(), 1, MPI_INT, MPI_COMM_WORLD));
   std::vector<int> timers;  // world ranks that time compute, ascending
   for (int r = 0; r < world_.size; ++r) {
     if (timing_flags[r]) timers.push_back(r);
@@ -195,14 +200,16 @@ void ProfileSession::measureCompute(const std::vector<Event>& events, ProfileDb&
   // rank 0 saves after each round.
   for (size_t first = 0; first < events.size(); first += slots) {
     const size_t in_round = std::min(slots, events.size() - first);
-    progress.starting(done, in_round == 1 ? events[first].signature()
-                                          : fmt::format("{} compute events on {} ranks ({}, ...)",
-                                                        in_round, in_round, events[first].signature()));
+    progress.starting(done, in_round == 1
+                                ? events[first].signature()
+                                : fmt::format("{} compute events on {} ranks ({}, ...)", in_round,
+                                              in_round, events[first].signature()));
     WireResult mine;
     const size_t index = first + static_cast<size_t>(my_slot);
     if (timing && index < events.size()) {
       auto t0 = std::chrono::steady_clock::now();
-      std::vector<double> samples = backend_.timeCompute(events[index], options_.warmup, options_.repeats);
+      std::vector<double> samples =
+          backend_.timeCompute(events[index], options_.warmup, options_.repeats);
       busy_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       mine = toWire(computeStats(floored(std::move(samples))));
     }
@@ -258,15 +265,16 @@ void ProfileSession::measureCommunication(const std::vector<Event>& events, Prof
               ? backend_.timeP2P(event, group, options_.warmup, options_.repeats)
               : backend_.timeCollective(event, group, options_.warmup, options_.repeats);
       busy_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      EVSIM_CHECK(samples.size() == static_cast<size_t>(options_.repeats), "{} samples for {} repeats",
-                  samples.size(), options_.repeats);
+      EVSIM_CHECK(samples.size() == static_cast<size_t>(options_.repeats),
+                  "{} samples for {} repeats", samples.size(), options_.repeats);
       std::vector<double> all(group.rank == 0 ? samples.size() * group.size : 0);
       EVSIM_MPI_CHECK(MPI_Gather(samples.data(), options_.repeats, MPI_DOUBLE, all.data(),
                                  options_.repeats, MPI_DOUBLE, 0, comm));
       if (group.rank == 0) {
         std::vector<std::vector<double>> per_rank;
         for (int r = 0; r < group.size; ++r) {
-          per_rank.emplace_back(all.begin() + r * options_.repeats, all.begin() + (r + 1) * options_.repeats);
+          per_rank.emplace_back(all.begin() + r * options_.repeats,
+                                all.begin() + (r + 1) * options_.repeats);
         }
         std::vector<double> combined = event.kind == EventKind::kP2P
                                            ? combineP2P(per_rank[0], per_rank[1])
@@ -306,7 +314,8 @@ void printSummary(std::FILE* out, const ProfileSummary& s, const std::string& ou
              "a smaller group); {} already in the profile; {} not measured\n",
              s.measured_compute + s.measured_communication, s.measured_compute,
              s.measured_communication, s.scaled, s.already_measured, s.unmeasurable.size());
-  for (const std::string& u : s.unmeasurable) fmt::print(out, "[eventprof]   not measured: {}\n", u);
+  for (const std::string& u : s.unmeasurable)
+    fmt::print(out, "[eventprof]   not measured: {}\n", u);
   fmt::print(out,
              "[eventprof] wrote {} ({} events) in {:.2f} s; profiling cost {:.2f} device-seconds "
              "measuring (sum over {} ranks; {:.2f} device-seconds held)\n",
@@ -322,7 +331,8 @@ void printSummary(std::FILE* out, const ProfileSummary& s, const std::string& ou
                100 * s.measuring_device_s / modeled_s);
   }
   if (s.modeled && s.modeled->not_covered > 0) {
-    fmt::print(out, "[eventprof] {} strategies not modeled: the profile lacks some of their events\n",
+    fmt::print(out,
+               "[eventprof] {} strategies not modeled: the profile lacks some of their events\n",
                s.modeled->not_covered);
   }
   std::fflush(out);

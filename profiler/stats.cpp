@@ -18,7 +18,8 @@ TimingStats computeStats(std::vector<double> samples_us) {
   stats.count = static_cast<int>(n);
   stats.min_us = samples_us.front();
   stats.max_us = samples_us.back();
-  stats.median_us = n % 2 == 1 ? samples_us[n / 2] : 0.5 * (samples_us[n / 2 - 1] + samples_us[n / 2]);
+  stats.median_us =
+      n % 2 == 1 ? samples_us[n / 2] : 0.5 * (samples_us[n / 2 - 1] + samples_us[n / 2]);
   if (n > 1) {
     double mean = 0;
     for (double s : samples_us) mean += s;
@@ -30,7 +31,8 @@ TimingStats computeStats(std::vector<double> samples_us) {
   return stats;
 }
 
-std::vector<double> combineP2P(const std::vector<double>& send_us, const std::vector<double>& recv_us) {
+std::vector<double> combineP2P(const std::vector<double>& send_us,
+                               const std::vector<double>& recv_us) {
   EVSIM_CHECK(send_us.size() == recv_us.size(), "p2p: {} send samples but {} receive samples",
               send_us.size(), recv_us.size());
   std::vector<double> out(send_us.size());

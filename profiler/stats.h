@@ -17,7 +17,8 @@ TimingStats computeStats(std::vector<double> samples_us);
 // because the side that called later did not wait for its peer, so its time is the transfer alone,
 // while the earlier caller's time also counts the wait for the later one.
 // The two lists must have the same length.
-std::vector<double> combineP2P(const std::vector<double>& send_us, const std::vector<double>& recv_us);
+std::vector<double> combineP2P(const std::vector<double>& send_us,
+                               const std::vector<double>& recv_us);
 
 // Collectives: a repetition is complete only when every rank has its result, so its time is the
 // slowest rank's (max over ranks). `per_rank_us[r][i]` is rank r's time of repetition i; every rank

@@ -11,9 +11,9 @@ namespace evsim {
 
 struct Topology {
   int world_size = 0;
-  std::vector<int> node_of_rank;              // dense node index per world rank
+  std::vector<int> node_of_rank;                // dense node index per world rank
   std::vector<std::vector<int>> ranks_of_node;  // ascending world ranks of each node
-  std::vector<std::string> node_names;        // host name, or "host/k" for emulated node k of host
+  std::vector<std::string> node_names;  // host name, or "host/k" for emulated node k of host
   bool emulated = false;
 
   int nodes() const { return static_cast<int>(ranks_of_node.size()); }

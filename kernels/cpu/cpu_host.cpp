@@ -1,11 +1,11 @@
 #include "kernels/cpu/cpu_host.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <fstream>
 #include <string>
 #include <thread>
-
-#include <sched.h>
 
 // Declared weak: present when the BLAS linked is OpenBLAS, null otherwise (reference BLAS, BLIS).
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));

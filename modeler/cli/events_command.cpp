@@ -1,10 +1,10 @@
 #include "modeler/cli/events_command.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
 #include "common/error.h"

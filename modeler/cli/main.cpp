@@ -1,9 +1,9 @@
 // eventsim: events, simulate, search, compare. The composition root: parses the command line,
 // runs one subcommand, and turns exceptions into one line and an exit code (2 for bad input).
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "common/error.h"

@@ -13,7 +13,8 @@ namespace evsim {
 std::string resolveConfigPath(const std::string& argument, const std::string& kind) {
   namespace fs = std::filesystem;
   if (fs::exists(argument)) return argument;
-  bool bare_name = argument.find('/') == std::string::npos && argument.find(".yaml") == std::string::npos;
+  bool bare_name =
+      argument.find('/') == std::string::npos && argument.find(".yaml") == std::string::npos;
   if (bare_name) {
     fs::path bundled = fs::path(EVSIM_CONFIG_DIR) / kind / (argument + ".yaml");
     if (fs::exists(bundled)) return bundled.string();
@@ -24,7 +25,8 @@ std::string resolveConfigPath(const std::string& argument, const std::string& ki
 
 void RunOptions::addModelOptions(CLI::App& app) {
   app.add_option("--model", model, "model YAML, or a bundled name (e.g. bert-large)")->required();
-  app.add_option("--cluster", cluster, "cluster YAML, or a bundled name (e.g. a40-4x4)")->required();
+  app.add_option("--cluster", cluster, "cluster YAML, or a bundled name (e.g. a40-4x4)")
+      ->required();
 }
 
 void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
@@ -56,7 +58,9 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
   app.add_option("--dp-bucket-mb", dp_bucket_mb, "DDP bucket size in MiB")->capture_default_str();
 }
 
-ModelConfig RunOptions::loadModel() const { return loadModelConfig(resolveConfigPath(model, "models")); }
+ModelConfig RunOptions::loadModel() const {
+  return loadModelConfig(resolveConfigPath(model, "models"));
+}
 
 ClusterConfig RunOptions::loadCluster() const {
   return loadClusterConfig(resolveConfigPath(cluster, "clusters"));
@@ -91,12 +95,14 @@ Strategy RunOptions::strategy() const {
 }
 
 std::string RunOptions::commandLine(const Strategy& s) const {
-  std::string out = fmt::format("--model {} --cluster {} --strategy {} --micro-batch {} --global-batch {} --schedule {}",
-                                model, cluster, s.name(), s.micro_batch, s.global_batch,
-                                scheduleName(s.schedule));
+  std::string out = fmt::format(
+      "--model {} --cluster {} --strategy {} --micro-batch {} --global-batch {} --schedule {}",
+      model, cluster, s.name(), s.micro_batch, s.global_batch, scheduleName(s.schedule));
   if (s.dp_overlap) out += fmt::format(" --dp-overlap --dp-bucket-mb {}", dp_bucket_mb);
-  if (s.schedule == Schedule::kInterleaved) out += fmt::format(" --virtual-stages {}", s.virtual_stages);
-  if (s.recompute != Recompute::kNone) out += fmt::format(" --recompute {}", recomputeName(s.recompute));
+  if (s.schedule == Schedule::kInterleaved)
+    out += fmt::format(" --virtual-stages {}", s.virtual_stages);
+  if (s.recompute != Recompute::kNone)
+    out += fmt::format(" --recompute {}", recomputeName(s.recompute));
   if (s.sequence_parallel) out += " --sequence-parallel";
   if (s.zero_stage > 0) out += fmt::format(" --zero {}", s.zero_stage);
   return out;

@@ -4,7 +4,6 @@
 // configs/models/gpt2-345m.yaml in the source tree).
 
 #include <CLI/CLI.hpp>
-
 #include <optional>
 #include <string>
 

@@ -158,7 +158,8 @@ void writeUnionEvents(const SearchArgs& args, const ModelConfig& model,
       {"global_batch", std::to_string(args.run.global_batch)},
       {"search", spaceCommandLine(args)}};
   writeFileAtomically(args.write_events, eventsFileYaml(table, op_executions, source));
-  fmt::print(stderr, "wrote the {} events of every valid candidate to {} (for eventprof --events)\n",
+  fmt::print(stderr,
+             "wrote the {} events of every valid candidate to {} (for eventprof --events)\n",
              table.size(), args.write_events);
 }
 
@@ -234,8 +235,8 @@ nlohmann::json reportJson(const SearchArgs& args, const ModelConfig& model,
             {"oom", report.oom},
             {"invalid", report.invalid}}},
           {"best", best ? nlohmann::json(best->strategy.name()) : nlohmann::json()},
-          {"simulate_command", best ? nlohmann::json(simulateCommand(args, best->strategy))
-                                    : nlohmann::json()},
+          {"simulate_command",
+           best ? nlohmann::json(simulateCommand(args, best->strategy)) : nlohmann::json()},
           {"candidates", candidates}};
 }
 
@@ -269,8 +270,10 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
       out << ",,,";
     }
     out << ',';
-    if (valid) out << r.peak_memory_bytes << ',' << (report.usable_bytes - r.peak_memory_bytes);
-    else out << ',';
+    if (valid)
+      out << r.peak_memory_bytes << ',' << (report.usable_bytes - r.peak_memory_bytes);
+    else
+      out << ',';
     out << ',';
     if (ok) {
       out << fmt::format("{:.6f},{:.6f},{:.6f}", r.provenance_share[0], r.provenance_share[1],
@@ -284,10 +287,11 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
 
 void printText(const SearchArgs& args, const ModelConfig& model, const ClusterConfig& cluster,
                const SearchReport& report) {
-  fmt::print("Search: {} on {} ({} GPUs of {}, {:.1f} GiB; usable {:.1f} GiB with {:.0f}% headroom), "
-             "B={}\n",
-             model.name, cluster.name, args.gpus, cluster.device.name, gib(report.capacity_bytes),
-             gib(report.usable_bytes), 100 * report.headroom, args.run.global_batch);
+  fmt::print(
+      "Search: {} on {} ({} GPUs of {}, {:.1f} GiB; usable {:.1f} GiB with {:.0f}% headroom), "
+      "B={}\n",
+      model.name, cluster.name, args.gpus, cluster.device.name, gib(report.capacity_bytes),
+      gib(report.usable_bytes), 100 * report.headroom, args.run.global_batch);
   fmt::print("candidates: {} (valid {}: ok {}, OOM {}; invalid {})\n\n", report.candidates.size(),
              report.valid, report.ok, report.oom, report.invalid);
   fmt::print(
@@ -415,8 +419,9 @@ void registerSearchCommand(CLI::App& app) {
                   "ZeRO stages to try: 0,1,2,3 (> 0 only where D >= 2)")
       ->capture_default_str();
   args->costs.add(*cmd);
-  cmd->add_option("--write-events", args->write_events,
-                  "write the union of every valid candidate's events (YAML) for eventprof --events");
+  cmd->add_option(
+      "--write-events", args->write_events,
+      "write the union of every valid candidate's events (YAML) for eventprof --events");
   cmd->add_option("--top", args->top, "show only the K best ok strategies in the table (0: all)");
   cmd->add_flag("--json", args->json, "print the ranking as JSON");
   cmd->add_option("--csv", args->csv, "write the ranking as CSV");

@@ -21,7 +21,8 @@ void CostSourceOptions::add(CLI::App& app) {
 
 std::optional<ProfileDb> CostSourceOptions::loadProfile() const {
   if (profile.empty() && !analytic()) {
-    EVSIM_THROW(InputError, "no cost source: give --profile DB (from eventprof) and/or --fallback analytic");
+    EVSIM_THROW(InputError,
+                "no cost source: give --profile DB (from eventprof) and/or --fallback analytic");
   }
   if (profile.empty()) return std::nullopt;
   return ProfileDb::load(profile);
@@ -69,7 +70,8 @@ void runSimulate(const SimulateArgs& args) {
     std::cout << summaryJson(sim).dump(2) << "\n";
   } else {
     std::cout << summaryText(sim);
-    if (!args.trace.empty()) fmt::print("\nChrome trace ({} ranks): {}\n", ranks.size(), args.trace);
+    if (!args.trace.empty())
+      fmt::print("\nChrome trace ({} ranks): {}\n", ranks.size(), args.trace);
     if (!args.csv.empty()) fmt::print("CSV timeline ({} ranks): {}\n", ranks.size(), args.csv);
   }
 }

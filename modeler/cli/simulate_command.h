@@ -3,15 +3,14 @@
 // Chrome trace, CSV.
 
 #include <CLI/CLI.hpp>
-
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "events/iteration_plan.h"
+#include "modeler/cli/run_options.h"
 #include "modeler/cost_model.h"
 #include "modeler/profile_db.h"
-#include "modeler/cli/run_options.h"
 
 namespace evsim {
 

@@ -66,8 +66,10 @@ class CudaBackend : public ProfilerBackend {
       span_timer_ = std::make_unique<KernelSpanTimer>(*tracer_);
     } catch (const Error& e) {
       tracer_.reset();
-      std::fprintf(stderr, "[eventprof] CUPTI unavailable (%s): compute events are timed with CUDA "
-                           "events instead\n", e.what());
+      std::fprintf(stderr,
+                   "[eventprof] CUPTI unavailable (%s): compute events are timed with CUDA "
+                   "events instead\n",
+                   e.what());
     }
   }
 
@@ -160,11 +162,13 @@ class CudaBackend : public ProfilerBackend {
     switch (event.kind) {
       case EventKind::kAllReduce:
         return timeNccl(group, warmup, repeats, "ncclAllReduce", [&](ncclComm_t c) {
-          EVSIM_NCCL_CHECK(ncclAllReduce(send.get(), recv.get(), count, type, ncclSum, c, comm_stream_));
+          EVSIM_NCCL_CHECK(
+              ncclAllReduce(send.get(), recv.get(), count, type, ncclSum, c, comm_stream_));
         });
       case EventKind::kReduceScatter:
         return timeNccl(group, warmup, repeats, "ncclReduceScatter", [&](ncclComm_t c) {
-          EVSIM_NCCL_CHECK(ncclReduceScatter(send.get(), recv.get(), shard, type, ncclSum, c, comm_stream_));
+          EVSIM_NCCL_CHECK(
+              ncclReduceScatter(send.get(), recv.get(), shard, type, ncclSum, c, comm_stream_));
         });
       case EventKind::kAllGather:
         return timeNccl(group, warmup, repeats, "ncclAllGather", [&](ncclComm_t c) {

@@ -17,28 +17,26 @@ inline const char* cuptiStatusString(CUptiResult status) {
 }  // namespace evsim
 
 #define EVSIM_CUPTI_CHECK(call)                                                                 \
-  do {                                                                                         \
-    CUptiResult evsim_cupti_status_ = (call);                                                  \
-    if (evsim_cupti_status_ != CUPTI_SUCCESS) {                                                \
-      throw ::evsim::Error(::fmt::format("{} failed: {} ({}) ({}:{})", #call,                  \
-                                         ::evsim::cuptiStatusString(evsim_cupti_status_),      \
-                                         static_cast<int>(evsim_cupti_status_), __FILE__,      \
-                                         __LINE__));                                           \
-    }                                                                                          \
+  do {                                                                                          \
+    CUptiResult evsim_cupti_status_ = (call);                                                   \
+    if (evsim_cupti_status_ != CUPTI_SUCCESS) {                                                 \
+      throw ::evsim::Error(::fmt::format(                                                       \
+          "{} failed: {} ({}) ({}:{})", #call, ::evsim::cuptiStatusString(evsim_cupti_status_), \
+          static_cast<int>(evsim_cupti_status_), __FILE__, __LINE__));                          \
+    }                                                                                           \
   } while (0)
 
 #define EVSIM_CUPTI_IGNORE(call) static_cast<void>(call)
 
 // ncclInProgress is not an error on a non-blocking communicator: the caller polls for completion.
-#define EVSIM_NCCL_CHECK(call)                                                                  \
-  do {                                                                                         \
-    ncclResult_t evsim_nccl_status_ = (call);                                                  \
-    if (evsim_nccl_status_ != ncclSuccess && evsim_nccl_status_ != ncclInProgress) {           \
-      throw ::evsim::Error(::fmt::format("{} failed: {} ({}) ({}:{})", #call,                  \
-                                         ncclGetErrorString(evsim_nccl_status_),               \
-                                         static_cast<int>(evsim_nccl_status_), __FILE__,       \
-                                         __LINE__));                                           \
-    }                                                                                          \
+#define EVSIM_NCCL_CHECK(call)                                                         \
+  do {                                                                                 \
+    ncclResult_t evsim_nccl_status_ = (call);                                          \
+    if (evsim_nccl_status_ != ncclSuccess && evsim_nccl_status_ != ncclInProgress) {   \
+      throw ::evsim::Error(::fmt::format(                                              \
+          "{} failed: {} ({}) ({}:{})", #call, ncclGetErrorString(evsim_nccl_status_), \
+          static_cast<int>(evsim_nccl_status_), __FILE__, __LINE__));                  \
+    }                                                                                  \
   } while (0)
 
 #define EVSIM_NCCL_IGNORE(call) static_cast<void>(call)

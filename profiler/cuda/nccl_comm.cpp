@@ -58,9 +58,10 @@ void NcclComm::poll(Ready&& ready, const std::string& what) {
     if (state == ncclSuccess && ready()) return;
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > timeout_s_) {
-      abortAndThrow(fmt::format("NCCL {} on {}: still pending after {:.0f} s (a peer lost or "
-                                "stuck?); communicator aborted (see --comm-timeout)",
-                                what, ranks_text_, waited));
+      abortAndThrow(
+          fmt::format("NCCL {} on {}: still pending after {:.0f} s (a peer lost or "
+                      "stuck?); communicator aborted (see --comm-timeout)",
+                      what, ranks_text_, waited));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }

@@ -187,7 +187,8 @@ TEST_F(StrategyRules, ZeroNeedsDataParallelismAndAKnownStage) {
   EXPECT_FALSE(strategyViolation(model_, cluster_, s).has_value());
   EXPECT_EQ(s.techniques(), " zero3");
   s.zero_stage = 4;
-  EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""), "--zero 4: must be 0, 1, 2 or 3");
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""),
+                  "--zero 4: must be 0, 1, 2 or 3");
   s.zero_stage = 3;
   s.dp_overlap = true;  // ZeRO-3 has no DDP buckets
   EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""), "--zero 3 --dp-overlap");

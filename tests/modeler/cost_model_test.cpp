@@ -140,12 +140,12 @@ TEST_F(CostModelTest, ScalesIntraNodeGroupsFromIntraNodeGroups) {
 TEST_F(CostModelTest, DoesNotScaleAcrossRanksPerNodeScopeDtypeOrCollective) {
   db_.put(record(allReduce(kMiB, 4, 2, 2), 100));
   CostModel m = model();
-  EXPECT_FALSE(m.cost(allReduce(kMiB, 16, 2, 8)));                 // rpn 8 != 2
-  EXPECT_FALSE(m.cost(allReduce(kMiB, 16, 16, 1)));                // rpn 1 != 2
-  EXPECT_FALSE(m.cost(allReduce(kMiB, 8, 1, 8)));                  // intra, measured inter
+  EXPECT_FALSE(m.cost(allReduce(kMiB, 16, 2, 8)));                // rpn 8 != 2
+  EXPECT_FALSE(m.cost(allReduce(kMiB, 16, 16, 1)));               // rpn 1 != 2
+  EXPECT_FALSE(m.cost(allReduce(kMiB, 8, 1, 8)));                 // intra, measured inter
   EXPECT_FALSE(m.cost(allReduce(kMiB, 16, 8, 2, DType::kBf16)));  // other dtype
   EXPECT_FALSE(m.cost(makeCommunication(EventKind::kReduceScatter, kMiB, {16, 8, 2},
-                                        DType::kFp16)));           // other collective
+                                        DType::kFp16)));  // other collective
 }
 
 TEST_F(CostModelTest, DoesNotDeriveGroupsNotLargerThanEveryMeasuredOne) {
@@ -282,14 +282,14 @@ TEST_F(CostModelTest, EstimatesCollectivesByAlphaBeta) {
   // 150 + 2*(15/16)*4e6/8e4 = 150 + 93.75 = 243.75.
   EXPECT_NEAR(m.estimateUs(allReduce(4'000'000, 16, 2, 8)), 243.75, 1e-9);
   // Intra reduce-scatter n=8, 8e6 bytes: 7*2 + (7/8)*8e6/1e5 = 14 + 70 = 84.
-  EXPECT_NEAR(m.estimateUs(makeCommunication(EventKind::kReduceScatter, 8'000'000, {8, 1, 8},
-                                             DType::kFp16)),
+  EXPECT_NEAR(m.estimateUs(
+                  makeCommunication(EventKind::kReduceScatter, 8'000'000, {8, 1, 8}, DType::kFp16)),
               84.0, 1e-9);
   // Inter all-gather n=4, one rank per node: 80/8 = 10 GB/s = 1e4 B/us:
   // 3*5 + (3/4)*4e6/1e4 = 15 + 300 = 315.
-  EXPECT_NEAR(m.estimateUs(makeCommunication(EventKind::kAllGather, 4'000'000, {4, 4, 1},
-                                             DType::kFp16)),
-              315.0, 1e-9);
+  EXPECT_NEAR(
+      m.estimateUs(makeCommunication(EventKind::kAllGather, 4'000'000, {4, 4, 1}, DType::kFp16)),
+      315.0, 1e-9);
   // p2p: inter 5 + 1e6/1e4 = 105; intra 2 + 1e6/1e5 = 12.
   EXPECT_NEAR(m.estimateUs(p2p(1'000'000, 2)), 105.0, 1e-9);
   EXPECT_NEAR(m.estimateUs(p2p(1'000'000, 1)), 12.0, 1e-9);
@@ -384,8 +384,8 @@ TEST(CostModelNames, ProvenanceNames) {
 }
 
 TEST(CostModelNames, BusBandwidthFactorsFollowNcclTests) {
-  EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kAllReduce, 2), 1.0);    // 2*1/2
-  EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kAllReduce, 8), 1.75);   // 2*7/8
+  EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kAllReduce, 2), 1.0);   // 2*1/2
+  EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kAllReduce, 8), 1.75);  // 2*7/8
   EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kReduceScatter, 4), 0.75);
   EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kAllGather, 2), 0.5);
   EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kAllGather, 16), 0.9375);  // 15/16

@@ -52,7 +52,8 @@ node:
     name: mem-gpu
     peak_tflops: {fp16: 100, bf16: 100, fp32: 10}
     memory_bandwidth_gb_s: 1000
-    memory_gib: )" + memory_gib + R"(
+    memory_gib: )" +
+         memory_gib + R"(
   intra_link: {name: link, bandwidth_gb_s: 100, latency_us: 2}
 network: {name: net, bandwidth_gb_s: 10, latency_us: 5}
 )";
@@ -93,7 +94,8 @@ TEST(MemoryModelTest, KorthikantiActivationsGpt3WithTensorParallel) {
 TEST(MemoryModelTest, StagePeakByHand) {
   ModelConfig model = parseModelConfig(kTinyYaml, "tiny-mem.yaml");
   ClusterConfig cluster = parseClusterConfig(clusterYaml("1"), "mem-cluster.yaml");
-  IterationPlan plan = buildIterationPlan(model, cluster, strategy(1, 1, 1, 1, 1, Schedule::kDapple));
+  IterationPlan plan =
+      buildIterationPlan(model, cluster, strategy(1, 1, 1, 1, 1, Schedule::kDapple));
   MemoryEstimate mem = estimateMemory(plan, 0.0);
   ASSERT_EQ(mem.stages.size(), 1u);
   const StageMemory& st = mem.stages[0];
@@ -118,7 +120,8 @@ TEST(MemoryModelTest, StagePeakByHand) {
 TEST(MemoryModelTest, HeadroomShrinksUsableMemory) {
   ModelConfig model = parseModelConfig(kTinyYaml, "tiny-mem.yaml");
   ClusterConfig cluster = parseClusterConfig(clusterYaml("1"), "mem-cluster.yaml");
-  IterationPlan plan = buildIterationPlan(model, cluster, strategy(1, 1, 1, 1, 1, Schedule::kDapple));
+  IterationPlan plan =
+      buildIterationPlan(model, cluster, strategy(1, 1, 1, 1, 1, Schedule::kDapple));
   // 1 GiB = 1,073,741,824 bytes; 25% headroom leaves 805,306,368.
   MemoryEstimate mem = estimateMemory(plan, 0.25);
   EXPECT_EQ(mem.usable_bytes, 805'306'368);
@@ -137,8 +140,10 @@ TEST(MemoryModelTest, GpipeHoldsMoreActivationsThanDapple) {
   ClusterConfig cluster = parseClusterConfig(clusterYaml("1"), "mem-cluster.yaml");
   // P = 2, m = 8 micro-batches (B = 8, b = 1, D = 1): GPipe holds all 8 on both stages; DAPPLE
   // holds min(P - s, m) = 2 on stage 0 and 1 on stage 1.
-  IterationPlan gpipe = buildIterationPlan(model, cluster, strategy(1, 2, 1, 1, 8, Schedule::kGpipe));
-  IterationPlan dapple = buildIterationPlan(model, cluster, strategy(1, 2, 1, 1, 8, Schedule::kDapple));
+  IterationPlan gpipe =
+      buildIterationPlan(model, cluster, strategy(1, 2, 1, 1, 8, Schedule::kGpipe));
+  IterationPlan dapple =
+      buildIterationPlan(model, cluster, strategy(1, 2, 1, 1, 8, Schedule::kDapple));
   MemoryEstimate g = estimateMemory(gpipe);
   MemoryEstimate d = estimateMemory(dapple);
   ASSERT_EQ(g.stages.size(), 2u);

@@ -33,7 +33,8 @@ std::string order(Schedule schedule, int stage, int stages, int64_t m) {
 
 TEST(ScheduleTest, GpipeRunsAllForwardsThenAllBackwardsOnEveryStage) {
   for (int s = 0; s < 4; ++s) {
-    EXPECT_EQ(order(Schedule::kGpipe, s, 4, 6), "F0 F1 F2 F3 F4 F5 B0 B1 B2 B3 B4 B5") << "stage " << s;
+    EXPECT_EQ(order(Schedule::kGpipe, s, 4, 6), "F0 F1 F2 F3 F4 F5 B0 B1 B2 B3 B4 B5")
+        << "stage " << s;
   }
   EXPECT_EQ(order(Schedule::kGpipe, 0, 1, 1), "F0 B0");
 }
@@ -97,9 +98,8 @@ TEST(ScheduleTest, EveryOrderIsAValidPermutation) {
 }
 
 TEST(ScheduleTest, PeakActivationsDappleIsMinOfPMinusSAndM) {
-  // DAPPLE: the w warm-up forwards plus the first forward of the steady state, then every forward is
-  // followed by a backward: min(P - s, m).
-  // P = 4, m = 6: 4, 3, 2, 1.
+  // DAPPLE: the w warm-up forwards plus the first forward of the steady state, then every forward
+  // is followed by a backward: min(P - s, m). P = 4, m = 6: 4, 3, 2, 1.
   const int expected_m6[] = {4, 3, 2, 1};
   // P = 4, m = 2: min(4,2) = 2, min(3,2) = 2, min(2,2) = 2, min(1,2) = 1.
   const int expected_m2[] = {2, 2, 2, 1};
@@ -142,9 +142,9 @@ TEST(ScheduleTest, PeakActivationsOfHandWrittenOrders) {
 }
 
 TEST(ScheduleTest, RejectsBadArguments) {
-  EXPECT_THROW(stageTaskOrder(Schedule::kDapple, 4, 4, 2), Error);   // stage out of range
+  EXPECT_THROW(stageTaskOrder(Schedule::kDapple, 4, 4, 2), Error);  // stage out of range
   EXPECT_THROW(stageTaskOrder(Schedule::kDapple, -1, 4, 2), Error);
-  EXPECT_THROW(stageTaskOrder(Schedule::kGpipe, 0, 4, 0), Error);    // no micro-batches
+  EXPECT_THROW(stageTaskOrder(Schedule::kGpipe, 0, 4, 0), Error);  // no micro-batches
 }
 
 }  // namespace

@@ -37,9 +37,11 @@ std::string clusterYaml(int gpus_per_node, const std::string& memory_gib,
     name: search-gpu
     peak_tflops: {fp16: 100, bf16: 100, fp32: 10}
     memory_bandwidth_gb_s: 1000
-    memory_gib: )" + memory_gib + R"(
+    memory_gib: )" +
+         memory_gib + R"(
   intra_link: {name: link, bandwidth_gb_s: 100, latency_us: 0}
-network: {name: net, bandwidth_gb_s: )" + network_gb_s + R"(, latency_us: 0}
+network: {name: net, bandwidth_gb_s: )" +
+         network_gb_s + R"(, latency_us: 0}
 )";
 }
 
@@ -64,7 +66,8 @@ class SearchTest : public ::testing::Test {
 const CandidateResult* find(const SearchReport& report, const std::string& name, int64_t b,
                             Schedule schedule = Schedule::kDapple) {
   for (const CandidateResult& r : report.candidates) {
-    if (r.strategy.name() == name && r.strategy.micro_batch == b && r.strategy.schedule == schedule) {
+    if (r.strategy.name() == name && r.strategy.micro_batch == b &&
+        r.strategy.schedule == schedule) {
       return &r;
     }
   }
@@ -100,9 +103,9 @@ TEST_F(SearchTest, MicroBatchesAndSchedulesMultiply) {
   // 6 (M,P,D) x 4 micro-batch sizes x 2 schedules = 48 candidates. b*D must divide B = 4:
   //   D=4 (1,1,4): b=1 -> 1; D=2 (1,2,2), (2,1,2): b=1,2 -> 2 each; D=1 (1,4,1), (2,2,1): b=1,2,4
   //   -> 3 each; (4,1,1) crosses nodes. Valid = (1 + 2 + 2 + 3 + 3) x 2 schedules = 22.
-  SearchReport report = runSearch(model_, cluster_, analytic_,
-                                  options(4, 4, {1, 2, 4, 8}, {Schedule::kGpipe, Schedule::kDapple}),
-                                  "");
+  SearchReport report =
+      runSearch(model_, cluster_, analytic_,
+                options(4, 4, {1, 2, 4, 8}, {Schedule::kGpipe, Schedule::kDapple}), "");
   EXPECT_EQ(report.candidates.size(), 48u);
   EXPECT_EQ(report.valid, 22);
   EXPECT_EQ(report.invalid, 26);

@@ -64,7 +64,8 @@ node:
 network: {name: test-net, bandwidth_gb_s: 10, latency_us: 5}
 )";
 
-Strategy strategy(int tp, int pp, int dp, int64_t global_batch, Schedule schedule = Schedule::kGpipe) {
+Strategy strategy(int tp, int pp, int dp, int64_t global_batch,
+                  Schedule schedule = Schedule::kGpipe) {
   Strategy s;
   s.tp = tp;
   s.pp = pp;
@@ -115,7 +116,8 @@ double opListCost(const OpList& ops, const std::vector<EventCost>& c) {
   return t;
 }
 
-// --- balanced pipeline: closed forms ----------------------------------------------------------------
+// --- balanced pipeline: closed forms
+// ----------------------------------------------------------------
 
 // 4 blocks on P = 4 stages: one block per stage (each stage needs at least one). With block-only
 // events at 1 us: the 15 forward ops of a block minus the 6 that share an event with the embedding
@@ -157,7 +159,8 @@ TEST(SimulationTest, BalancedPipelineClosedForm) {
   }
 }
 
-// --- one stage: every op counted ----------------------------------------------------------------------
+// --- one stage: every op counted
+// ----------------------------------------------------------------------
 
 // P = 1, m = 2, all compute 1 us: forward 3 + 4*15 + 3 = 66 ops, backward 4 + 4*21 + 2 = 90 ops,
 // adam 1: iteration 2 * (66 + 90) + 1 = 313 us. compute_us counts all of it; no idle, no bubble.
@@ -182,9 +185,9 @@ TEST(SimulationTest, SingleStageCountsEveryOp) {
   EXPECT_DOUBLE_EQ(sim.offsets[0].backward_start_us[89], 89);
 }
 
-// MFU = model FLOPs / (iteration * N * peak). model FLOPs = sum over compute events of flops x count
-// (the plan's counts); peak 100 TFLOP/s fp16 = 1e14 FLOP/s. Two DP replicas with the same m do
-// exactly twice the work of one.
+// MFU = model FLOPs / (iteration * N * peak). model FLOPs = sum over compute events of flops x
+// count (the plan's counts); peak 100 TFLOP/s fp16 = 1e14 FLOP/s. Two DP replicas with the same m
+// do exactly twice the work of one.
 TEST(SimulationTest, ModelFlopsAndMfu) {
   IterationPlan p1 = plan(strategy(1, 2, 1, 4));
   IterationPlan p2 = plan(strategy(1, 2, 2, 8));
@@ -227,7 +230,8 @@ TEST(SimulationTest, ProvenanceSharesWeighTimeByCount) {
   EXPECT_NEAR(share[static_cast<int>(Provenance::kMeasured)], 0.25, 1e-12);
 }
 
-// --- data parallelism -------------------------------------------------------------------------------
+// --- data parallelism
+// -------------------------------------------------------------------------------
 
 // 1M2P1D (B = 4) vs 1M2P2D (B = 8): both m = 4, same op lists. Compute 1 us, sends 0, and every
 // gradient all-reduce 7 us. Each stage's all-reduce starts when the stage's pipeline ends and the

@@ -24,7 +24,8 @@ TimingInput uniformInput(Schedule schedule, int P, int64_t m, double f, double b
   in.schedule = schedule;
   in.micro_batches = m;
   in.stages.assign(P, StageCost{f, b, 0, {}, 0});
-  in.pipelines.push_back(PipelineCost{std::vector<double>(P - 1, 0.0), std::vector<double>(P - 1, 0.0)});
+  in.pipelines.push_back(
+      PipelineCost{std::vector<double>(P - 1, 0.0), std::vector<double>(P - 1, 0.0)});
   return in;
 }
 
@@ -42,9 +43,9 @@ void expectTasks(const StageTimeline& stage, const std::vector<Row>& rows, const
   for (size_t i = 0; i < rows.size(); ++i) {
     const TaskTiming& t = stage.tasks[i];
     const Row& r = rows[i];
-    SCOPED_TRACE(::testing::Message() << what << " task " << i << " ("
-                                      << (r.phase == Phase::kForward ? 'F' : 'B') << r.micro_batch
-                                      << ")");
+    SCOPED_TRACE(::testing::Message()
+                 << what << " task " << i << " (" << (r.phase == Phase::kForward ? 'F' : 'B')
+                 << r.micro_batch << ")");
     EXPECT_EQ(t.task.phase, r.phase);
     EXPECT_EQ(t.task.micro_batch, r.micro_batch);
     EXPECT_DOUBLE_EQ(t.run.start_us, r.run_start);
@@ -58,12 +59,13 @@ void expectTasks(const StageTimeline& stage, const std::vector<Row>& rows, const
 constexpr Phase F = Phase::kForward;
 constexpr Phase B = Phase::kBackward;
 
-// --- closed forms -----------------------------------------------------------------------------------
+// --- closed forms
+// -----------------------------------------------------------------------------------
 
 // Uniform stages (f, b per micro-batch), free sends, one pipeline, no DP: both schedules take
-// (m + P - 1)(f + b). GPipe: the last stage's last forward ends at (P - 1 + m) f; the backwards then
-// ripple back, stage 0's last ends (m + P - 1) b later. Each stage is busy m (f + b), so the bubble
-// is (P - 1)/(m + P - 1) of the flush.
+// (m + P - 1)(f + b). GPipe: the last stage's last forward ends at (P - 1 + m) f; the backwards
+// then ripple back, stage 0's last ends (m + P - 1) b later. Each stage is busy m (f + b), so the
+// bubble is (P - 1)/(m + P - 1) of the flush.
 TEST(TimingEngineTest, UniformStagesClosedForm) {
   struct Case {
     int P;
@@ -109,9 +111,11 @@ TEST(TimingEngineTest, PeakActivationsComeFromTheSchedule) {
   }
 }
 
-// --- non-uniform stages and P2P ---------------------------------------------------------------------
+// --- non-uniform stages and P2P
+// ---------------------------------------------------------------------
 
-// P = 2, m = 2, f = (1, 2), b = (2, 4), send forward 0.5 (stage 0 -> 1), send backward 0.25 (1 -> 0).
+// P = 2, m = 2, f = (1, 2), b = (2, 4), send forward 0.5 (stage 0 -> 1), send backward 0.25 (1 ->
+// 0).
 TimingInput twoStageInput(Schedule schedule, int64_t m) {
   TimingInput in;
   in.schedule = schedule;
@@ -220,7 +224,8 @@ TEST(TimingEngineTest, EachLinkUsesItsOwnSendCost) {
   EXPECT_DOUBLE_EQ(tl.iteration_us, 12);
 }
 
-// --- data parallelism -------------------------------------------------------------------------------
+// --- data parallelism
+// -------------------------------------------------------------------------------
 
 // The GPipe P = 2, m = 2 pipeline above (stage 0 ends at 16, stage 1 at 14) with optimizer 1 per
 // stage.
@@ -395,7 +400,8 @@ TEST(TimingEngineTest, OverlappedBucketsFollowTheSlowestClass) {
   EXPECT_DOUBLE_EQ(tl.iteration_us, 23);
 }
 
-// --- bad input --------------------------------------------------------------------------------------
+// --- bad input
+// --------------------------------------------------------------------------------------
 
 TEST(TimingEngineTest, RejectsInconsistentInput) {
   TimingInput no_pipeline = uniformInput(Schedule::kGpipe, 2, 2, 1, 2);

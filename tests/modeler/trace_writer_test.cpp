@@ -296,7 +296,8 @@ TEST(TraceWriterOverlapTest, BucketsAreSeparateSlicesOnTheDpThread) {
     EXPECT_GT(buckets, 1u);
     EXPECT_EQ(grad_sync[rank], static_cast<int>(buckets));
     // m (F + B) + 2 sends + buckets + 1 optimizer op.
-    const size_t expected = kMicroBatches * (stage.forward.size() + stage.backward.size()) + 2 + buckets + 1;
+    const size_t expected =
+        kMicroBatches * (stage.forward.size() + stage.backward.size()) + 2 + buckets + 1;
     EXPECT_EQ(total[rank], static_cast<int>(expected)) << "rank " << rank;
     auto& spans = dp_spans[rank];
     std::sort(spans.begin(), spans.end());
@@ -315,7 +316,7 @@ TEST_F(TraceWriterTest, SelectedRanksOnly) {
     if (e.at("ph") == "X") ++x_count;
   }
   EXPECT_EQ(pids, (std::set<int>{1, 6}));
-  EXPECT_EQ(x_count, 176 + 186);  // one stage-0 rank, one stage-1 rank
+  EXPECT_EQ(x_count, 176 + 186);                             // one stage-0 rank, one stage-1 rank
   EXPECT_EQ(eventsWithPh(trace, "M").size(), 2u * (2 + 4));  // name, sort index, 4 threads
 }
 
@@ -340,7 +341,8 @@ TEST_F(TraceWriterTest, NegativeRankIsInputError) {
   EXPECT_THROW(selectRanks(*sim_, {-1}), InputError);
 }
 
-// --- CSV ----------------------------------------------------------------------------------------------
+// --- CSV
+// ----------------------------------------------------------------------------------------------
 
 std::vector<std::string> splitLine(const std::string& line) {
   std::vector<std::string> out;
@@ -358,7 +360,8 @@ TEST_F(TraceWriterTest, CsvHeaderAndRows) {
   std::istringstream in(out.str());
   std::string line;
   ASSERT_TRUE(std::getline(in, line));
-  EXPECT_EQ(line, "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance");
+  EXPECT_EQ(line,
+            "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance");
   const std::set<std::string> streams = {"compute", "tp-comm", "pp-comm", "dp-comm"};
   std::map<int, int> rows;
   while (std::getline(in, line)) {

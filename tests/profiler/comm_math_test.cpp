@@ -1,8 +1,9 @@
 // nccl-tests bandwidth factors and ring scaling, by hand.
+#include "profiler/comm_math.h"
+
 #include <gtest/gtest.h>
 
 #include "common/error.h"
-#include "profiler/comm_math.h"
 
 namespace evsim {
 namespace {
@@ -16,8 +17,8 @@ TEST(RingScale, FourToSixteen) {
 }
 
 TEST(RingScale, OtherSizes) {
-  EXPECT_DOUBLE_EQ(ringScaleFactor(EventKind::kAllReduce, 2, 8), 1.75);     // (7/8)/(1/2)
-  EXPECT_DOUBLE_EQ(ringScaleFactor(EventKind::kAllReduce, 8, 64), 1.125);   // (63/64)/(7/8)
+  EXPECT_DOUBLE_EQ(ringScaleFactor(EventKind::kAllReduce, 2, 8), 1.75);    // (7/8)/(1/2)
+  EXPECT_DOUBLE_EQ(ringScaleFactor(EventKind::kAllReduce, 8, 64), 1.125);  // (63/64)/(7/8)
   EXPECT_DOUBLE_EQ(ringScaleFactor(EventKind::kAllReduce, 8, 8), 1.0);
   EXPECT_DOUBLE_EQ(ringScaleFactor(EventKind::kP2P, 2, 2), 1.0);
 }

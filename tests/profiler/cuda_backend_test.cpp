@@ -1,8 +1,9 @@
 // The CUDA backend's compute timing on a real GPU (label `gpu`; skipped without one): CUPTI kernel
 // spans for a GEMM and a row-wise op, with the metadata the profile records.
+#include "profiler/cuda/cuda_backend.h"
+
 #include <gtest/gtest.h>
 
-#include "profiler/cuda/cuda_backend.h"
 #include "profiler/stats.h"
 
 namespace evsim {

@@ -1,12 +1,13 @@
 // CUPTI record processing with synthetic activity records, and KernelSpanTimer driven by a fake
 // tracer (kineto's CuptiActivityProfilerTest is the model): no GPU needed.
+#include "profiler/cupti_records.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
 #include "common/error.h"
-#include "profiler/cupti_records.h"
 
 namespace evsim {
 namespace {
@@ -39,15 +40,19 @@ ActivityRecord memcpy_on(uint32_t correlation, uint64_t start, uint64_t end) {
 // Two repetitions (external ids 100, 101) on stream 7 plus noise that must not count.
 std::vector<ActivityRecord> twoRepetitions() {
   return {
-      kernel(1, 100, 150),            // rep 0
-      kernel(2, 160, 200),            // rep 0
-      memcpy_on(3, 90, 400),          // rep 0 memcpy: ignored though it is longer
+      kernel(1, 100, 150),               // rep 0
+      kernel(2, 160, 200),               // rep 0
+      memcpy_on(3, 90, 400),             // rep 0 memcpy: ignored though it is longer
       kernel(4, 50, 500, /*stream=*/9),  // rep 0 but another stream (e.g. NCCL): ignored
-      kernel(5, 300, 380),            // rep 1
-      kernel(6, 0, 0),                // rep 1, no timestamps: ignored
-      kernel(7, 10, 20),              // launched outside any repetition: ignored
-      external(1, 100), external(2, 100), external(3, 100), external(4, 100),
-      external(5, 101), external(6, 101),
+      kernel(5, 300, 380),               // rep 1
+      kernel(6, 0, 0),                   // rep 1, no timestamps: ignored
+      kernel(7, 10, 20),                 // launched outside any repetition: ignored
+      external(1, 100),
+      external(2, 100),
+      external(3, 100),
+      external(4, 100),
+      external(5, 101),
+      external(6, 101),
   };
 }
 
@@ -94,8 +99,7 @@ TEST(CuptiRecords, SpansByCorrelationRanges) {
   std::vector<ActivityRecord> records = {kernel(12, 1000, 1500), kernel(15, 1600, 2000),
                                          kernel(21, 3000, 3250), kernel(35, 0, 99999),
                                          memcpy_on(13, 0, 5000)};
-  std::vector<RepetitionSpan> spans =
-      spansByCorrelationRanges(records, {{10, 19}, {20, 29}}, 7u);
+  std::vector<RepetitionSpan> spans = spansByCorrelationRanges(records, {{10, 19}, {20, 29}}, 7u);
   EXPECT_EQ(spanDurationsUs(spans), (std::vector<double>{1.0, 0.25}));
   // Ranges given out of order still map to their own repetition.
   spans = spansByCorrelationRanges(records, {{20, 29}, {10, 19}}, 7u);
@@ -127,7 +131,8 @@ class FakeTracer : public ActivityTracer {
     uint32_t correlation = next_correlation_++;
     clock_ns_ += 100;
     ++launches_;
-    if (enabled_) buffer_.push_back(kernel(correlation, clock_ns_, clock_ns_ + duration_ns, stream));
+    if (enabled_)
+      buffer_.push_back(kernel(correlation, clock_ns_, clock_ns_ + duration_ns, stream));
     clock_ns_ += duration_ns;
     if (enabled_ && !stack_.empty()) buffer_.push_back(external(correlation, stack_.back()));
   }
@@ -162,7 +167,7 @@ TEST(KernelSpanTimer, SpansOfEachRepetition) {
   std::vector<double> us = timer.time(7, /*warmup=*/2, /*repeats=*/3, run, [] {});
   EXPECT_EQ(runs, 5);
   EXPECT_EQ(tracer.launches_, 15);
-  EXPECT_EQ(tracer.drains_, 2);  // after warm-up, after the timed runs
+  EXPECT_EQ(tracer.drains_, 2);   // after warm-up, after the timed runs
   EXPECT_FALSE(tracer.enabled_);  // tracing is off again between events
   // start of first kernel -> end of second: 1000 + 100 (gap) + 500 = 1600 ns.
   EXPECT_EQ(us, (std::vector<double>{1.6, 1.6, 1.6}));
@@ -171,7 +176,8 @@ TEST(KernelSpanTimer, SpansOfEachRepetition) {
 TEST(KernelSpanTimer, LateRecordsOfAnEarlierEventDoNotCount) {
   FakeTracer tracer;
   KernelSpanTimer timer(tracer);
-  timer.time(7, 0, 2, [&] { tracer.launch(2000); }, [] {});
+  timer.time(
+      7, 0, 2, [&] { tracer.launch(2000); }, [] {});
   // While the second event runs, a record of the first (external id 1) arrives late, as when
   // CUPTI completes an older buffer: its id is below the second event's, so it is ignored.
   bool first_run = true;
@@ -191,7 +197,9 @@ TEST(KernelSpanTimer, LateRecordsOfAnEarlierEventDoNotCount) {
 TEST(KernelSpanTimer, WorkWithoutKernelsIsAnError) {
   FakeTracer tracer;
   KernelSpanTimer timer(tracer);
-  EXPECT_THROW(timer.time(7, 1, 2, [&] { tracer.memcpyNow(); }, [] {}), Error);
+  EXPECT_THROW(timer.time(
+                   7, 1, 2, [&] { tracer.memcpyNow(); }, [] {}),
+               Error);
   EXPECT_FALSE(tracer.enabled_);  // disabled on the error path too
 }
 

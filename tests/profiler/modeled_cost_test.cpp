@@ -66,7 +66,8 @@ TEST(ModeledIterationCost, SumsDeviceSecondsOverStrategiesAndSkipsUncoveredOnes)
   const StagePlan& stage = dp_plan.stages.at(0);
   const double ops_single = 4.0 * double(stage.forward.size() + stage.backward.size()) + 1;
   const double ops_dp_device = 2.0 * double(stage.forward.size() + stage.backward.size()) + 2;
-  ModeledIterationCost cost = modelIterationCost(tinyGpt(), cpuLocal(), {single, data_parallel}, db);
+  ModeledIterationCost cost =
+      modelIterationCost(tinyGpt(), cpuLocal(), {single, data_parallel}, db);
   EXPECT_EQ(cost.simulated, 2u);
   EXPECT_NEAR(cost.device_s, (ops_single + 2 * ops_dp_device) * kOpUs * 1e-6, 1e-12);
 

@@ -21,8 +21,10 @@ int main(int argc, char** argv) {
       ++problems;
     };
     if (db.metadata.backend != "cpu") problem("backend " + db.metadata.backend);
-    if (db.metadata.world_size != 4) problem("world_size " + std::to_string(db.metadata.world_size));
-    if (db.metadata.ranks_per_node != 2) problem("ranks_per_node " + std::to_string(db.metadata.ranks_per_node));
+    if (db.metadata.world_size != 4)
+      problem("world_size " + std::to_string(db.metadata.world_size));
+    if (db.metadata.ranks_per_node != 2)
+      problem("ranks_per_node " + std::to_string(db.metadata.ranks_per_node));
     if (db.metadata.hosts.size() != 2) problem("expected 2 (emulated) hosts");
     if (db.metadata.devices.size() != 4) problem("expected 4 devices");
     if (db.metadata.versions.count("mpi") == 0) problem("no MPI version");

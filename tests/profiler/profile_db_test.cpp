@@ -1,4 +1,6 @@
 // Profile database: round trip, atomic writing, and one clear InputError per kind of damage.
+#include "modeler/profile_db.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -6,7 +8,6 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "modeler/profile_db.h"
 
 namespace evsim {
 namespace {
@@ -17,8 +18,9 @@ class ProfileDbTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("evsim_profile_db_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("evsim_profile_db_test_" +
+            std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     path_ = (dir_ / "profile.yaml").string();
@@ -39,7 +41,8 @@ class ProfileDbTest : public ::testing::Test {
     gemm.time = {12.5, 12.1, 13.9, 0.4, 20};
     db.put(gemm);
     ProfileRecord ar;
-    ar.event = parseEventSignature("allreduce bytes=4194304 group=16 nodes=2 rpn=8 dtype=bf16", "test");
+    ar.event =
+        parseEventSignature("allreduce bytes=4194304 group=16 nodes=2 rpn=8 dtype=bf16", "test");
     ar.time = {250, 240, 275.5, 7.25, 20};
     ar.measured_group_size = 4;
     ar.scaled = true;
@@ -98,7 +101,8 @@ TEST_F(ProfileDbTest, RoundTrip) {
   EXPECT_DOUBLE_EQ(gemm->time.stddev_us, 0.4);
   EXPECT_EQ(gemm->time.count, 20);
   EXPECT_EQ(gemm->event.kind, EventKind::kCompute);
-  const ProfileRecord* ar = loaded.find("allreduce bytes=4194304 group=16 nodes=2 rpn=8 dtype=bf16");
+  const ProfileRecord* ar =
+      loaded.find("allreduce bytes=4194304 group=16 nodes=2 rpn=8 dtype=bf16");
   ASSERT_NE(ar, nullptr);
   EXPECT_EQ(ar->measured_group_size, 4);
   EXPECT_TRUE(ar->scaled);
@@ -168,7 +172,8 @@ TEST_F(ProfileDbTest, NotAProfile) {
 TEST_F(ProfileDbTest, MissingKey) {
   writeSampleWith("    kind: compute\n", "");
   std::string error = loadError();
-  EXPECT_NE(error.find(path_ + ": events[0].kind: missing required key"), std::string::npos) << error;
+  EXPECT_NE(error.find(path_ + ": events[0].kind: missing required key"), std::string::npos)
+      << error;
 }
 
 TEST_F(ProfileDbTest, BadSignature) {

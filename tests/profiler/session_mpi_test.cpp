@@ -49,9 +49,10 @@ class SessionTest : public ::testing::Test {
     world_ = queryMpiWorld();
     ASSERT_EQ(world_.size, 4) << "run with mpirun -np 4";
     topo_ = discoverTopology(world_, 2);
-    path_ = broadcastString(
-        (std::filesystem::temp_directory_path() / ("evsim_session_test_" + std::to_string(::getpid()) + ".yaml")).string(),
-        0, MPI_COMM_WORLD);
+    path_ = broadcastString((std::filesystem::temp_directory_path() /
+                             ("evsim_session_test_" + std::to_string(::getpid()) + ".yaml"))
+                                .string(),
+                            0, MPI_COMM_WORLD);
   }
   void TearDown() override {
     if (world_.rank == 0) std::filesystem::remove(path_);
@@ -81,13 +82,14 @@ TEST_F(SessionTest, TopologyFromEmulatedNodes) {
 }
 
 TEST_F(SessionTest, CombinesAndScalesAsDocumented) {
-  const std::vector<std::string> sigs = {
-      "gemm m=8 n=8 k=8 layout=nn dtype=fp32", "gelu_fwd elems=64 dtype=fp32",
-      "add elems=64 dtype=fp32", "softmax_fwd rows=4 cols=4 dtype=fp32",
-      "adam params=64 dtype=fp32",  // round 2: rank 0 again
-      "p2p bytes=1000 group=2 nodes=2 rpn=1 dtype=fp32",
-      "allreduce bytes=4000 group=4 nodes=2 rpn=2 dtype=fp32",
-      "allreduce bytes=4000 group=16 nodes=2 rpn=8 dtype=fp32"};
+  const std::vector<std::string> sigs = {"gemm m=8 n=8 k=8 layout=nn dtype=fp32",
+                                         "gelu_fwd elems=64 dtype=fp32",
+                                         "add elems=64 dtype=fp32",
+                                         "softmax_fwd rows=4 cols=4 dtype=fp32",
+                                         "adam params=64 dtype=fp32",  // round 2: rank 0 again
+                                         "p2p bytes=1000 group=2 nodes=2 rpn=1 dtype=fp32",
+                                         "allreduce bytes=4000 group=4 nodes=2 rpn=2 dtype=fp32",
+                                         "allreduce bytes=4000 group=16 nodes=2 rpn=8 dtype=fp32"};
   ProfileSummary summary = run(sigs);
   if (world_.rank != 0) return;
   EXPECT_EQ(summary.measured_compute, 5u);
@@ -117,8 +119,8 @@ TEST_F(SessionTest, CombinesAndScalesAsDocumented) {
   EXPECT_DOUBLE_EQ(ar4->time.max_us, 10);
   EXPECT_FALSE(ar4->scaled);
   EXPECT_EQ(ar4->measured_group_size, 4);
-  EXPECT_DOUBLE_EQ(ar4->algbw_gb_s, 1.0);   // 4000 B / 4 us
-  EXPECT_DOUBLE_EQ(ar4->busbw_gb_s, 1.5);   // x 2 * 3/4
+  EXPECT_DOUBLE_EQ(ar4->algbw_gb_s, 1.0);  // 4000 B / 4 us
+  EXPECT_DOUBLE_EQ(ar4->busbw_gb_s, 1.5);  // x 2 * 3/4
   // all-reduce over 16, measured on the same 4 ranks and scaled by 1.25.
   const ProfileRecord* ar16 = db.find(sigs[7]);
   EXPECT_DOUBLE_EQ(ar16->time.median_us, 5);

@@ -1,8 +1,9 @@
 // Statistics and the combination of per-rank samples, with numbers worked out by hand.
+#include "profiler/stats.h"
+
 #include <gtest/gtest.h>
 
 #include "common/error.h"
-#include "profiler/stats.h"
 
 namespace evsim {
 namespace {
@@ -47,9 +48,7 @@ TEST(CombineP2P, KeepsTheShorterSideOfEachRepetition) {
   EXPECT_DOUBLE_EQ(s.max_us, 30);
 }
 
-TEST(CombineP2P, RejectsMismatchedRepetitions) {
-  EXPECT_THROW(combineP2P({1, 2}, {1}), Error);
-}
+TEST(CombineP2P, RejectsMismatchedRepetitions) { EXPECT_THROW(combineP2P({1, 2}, {1}), Error); }
 
 TEST(CombineCollective, SlowestRankPerRepetition) {
   std::vector<std::vector<double>> per_rank = {{1, 10, 4}, {2, 3, 4}, {4, 1, 1}};

@@ -1,9 +1,10 @@
 // Node grouping (real and emulated) and the choice of ranks for communication events.
+#include "profiler/topology.h"
+
 #include <gtest/gtest.h>
 
 #include "common/error.h"
 #include "profiler/group_planner.h"
-#include "profiler/topology.h"
 
 namespace evsim {
 namespace {

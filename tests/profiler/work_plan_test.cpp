@@ -1,9 +1,10 @@
 // What a run measures: resume skips measured signatures and refuses other hardware; events the
 // cluster cannot measure stop the run or, with --intra-node-only, are listed.
+#include "profiler/work_plan.h"
+
 #include <gtest/gtest.h>
 
 #include "common/error.h"
-#include "profiler/work_plan.h"
 
 namespace evsim {
 namespace {
