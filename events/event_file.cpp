@@ -59,8 +59,8 @@ std::vector<UniqueEvent> loadEventsFile(const std::string& path) {
     u.event = parseEventSignature(u.signature, item.where("signature"));
     u.signature = u.event.signature();  // normalised spelling
     if (item.has("kind") && item.str("kind") != eventKindName(u.event.kind)) {
-      item.fail("kind", "'" + item.str("kind") + "' contradicts the signature's kind '" +
-                            std::string(eventKindName(u.event.kind)) + "'");
+      item.fail("kind", fmt::format("'{}' contradicts the signature's kind '{}'", item.str("kind"),
+                                    eventKindName(u.event.kind)));
     }
     u.count = item.has("count") ? item.nonNegativeInt("count") : 0;
     events.push_back(std::move(u));

@@ -231,8 +231,12 @@ TEST_F(SearchTest, TechniqueDimensionsMultiplyWhereTheyApply) {
   for (const CandidateResult& r : report.candidates) {
     sp += r.strategy.sequence_parallel;
     zero += r.strategy.zero_stage > 0;
-    if (r.strategy.sequence_parallel) EXPECT_GE(r.strategy.tp, 2);
-    if (r.strategy.zero_stage > 0) EXPECT_GE(r.strategy.dp, 2);
+    if (r.strategy.sequence_parallel) {
+      EXPECT_GE(r.strategy.tp, 2);
+    }
+    if (r.strategy.zero_stage > 0) {
+      EXPECT_GE(r.strategy.dp, 2);
+    }
   }
   EXPECT_EQ(sp, 12 + 3 + 3);    // (2,1,2) 3*4, (2,2,1) 3, (4,1,1) 3
   EXPECT_EQ(zero, 9 + 9 + 18);  // (1,1,4) 3*3, (1,2,2) 3*3, (2,1,2) 3*2*3
