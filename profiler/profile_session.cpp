@@ -168,7 +168,9 @@ ProfileSummary ProfileSession::run(const std::vector<Event>& wanted) {
   Progress progress(work.compute.size() + work.communication.size(),
                     world_.rank == 0 ? options_.log : nullptr);
   size_t done = 0;
-  measureCompute(work.compute, db, progress, done);
+  const std::vector<int> timers = timingRanks();
+  summary.devices = static_cast<int>(timers.size());
+  measureCompute(work.compute, timers, db, progress, done);
   summary.measured_compute = work.compute.size();
   measureCommunication(work.communication, db, progress, done, summary);
   summary.measured_communication = work.communication.size();
@@ -180,19 +182,23 @@ ProfileSummary ProfileSession::run(const std::vector<Event>& wanted) {
   return summary;
 }
 
-void ProfileSession::measureCompute(const std::vector<Event>& events, ProfileDb& db,
-                                    Progress& progress, size_t& done) {
-  // The ranks that time compute: all of them on GPUs; on a CPU host with more ranks than cores,
-  // only as many as there are cores (the others wait without spinning), so no two timed kernels
-  // share a core.
+std::vector<int> ProfileSession::timingRanks() const {
+  // All ranks on GPUs; on a CPU host with more ranks than cores, only as many as there are cores
+  // (the others wait without spinning), so no two timed kernels share a core.
   const int timing = world_.local_rank < backend_.computeSlots(world_.local_size) ? 1 : 0;
   std::vector<int> timing_flags(static_cast<size_t>(world_.size));
   EVSIM_MPI_CHECK(
       MPI_Allgather(&timing, 1, MPI_INT, timing_flags.data(), 1, MPI_INT, MPI_COMM_WORLD));
-  std::vector<int> timers;  // world ranks that time compute, ascending
+  std::vector<int> timers;
   for (int r = 0; r < world_.size; ++r) {
     if (timing_flags[r]) timers.push_back(r);
   }
+  return timers;
+}
+
+void ProfileSession::measureCompute(const std::vector<Event>& events,
+                                    const std::vector<int>& timers, ProfileDb& db,
+                                    Progress& progress, size_t& done) {
   const size_t ranks = static_cast<size_t>(world_.size);
   const size_t slots = timers.size();
   const auto my_slot = std::find(timers.begin(), timers.end(), world_.rank) - timers.begin();
@@ -206,7 +212,7 @@ void ProfileSession::measureCompute(const std::vector<Event>& events, ProfileDb&
                                               in_round, events[first].signature()));
     WireResult mine;
     const size_t index = first + static_cast<size_t>(my_slot);
-    if (timing && index < events.size()) {
+    if (my_slot < static_cast<std::ptrdiff_t>(slots) && index < events.size()) {
       auto t0 = std::chrono::steady_clock::now();
       std::vector<double> samples =
           backend_.timeCompute(events[index], options_.warmup, options_.repeats);
@@ -318,11 +324,11 @@ void printSummary(std::FILE* out, const ProfileSummary& s, const std::string& ou
     fmt::print(out, "[eventprof]   not measured: {}\n", u);
   fmt::print(out,
              "[eventprof] wrote {} ({} events) in {:.2f} s; profiling cost {:.2f} device-seconds "
-             "measuring (sum over {} ranks; {:.2f} device-seconds held)\n",
+             "measuring (sum over {} ranks; {:.2f} device-seconds held: {} devices x wall time)\n",
              output_path, s.records_in_profile, s.wall_s, s.measuring_device_s, world_size,
-             s.wall_s * world_size);
+             s.heldDeviceSeconds(), s.devices);
   if (s.modeled && s.modeled->simulated > 0) {
-    const double held_s = s.wall_s * world_size;
+    const double held_s = s.heldDeviceSeconds();
     const double modeled_s = s.modeled->device_s;
     fmt::print(out,
                "[eventprof] one modeled iteration of the {} strategies covered: {:.2f} device-s; "

@@ -47,6 +47,10 @@ struct ProfileSummary {
   size_t scaled = 0;                      // communication records scaled from a smaller group
   size_t records_in_profile = 0;
   double wall_s = 0;
+  // Devices the run holds: the ranks that time compute (every rank on GPUs; on a CPU host with
+  // more ranks than cores, its cores), so held device-seconds do not count ranks sharing a core.
+  int devices = 0;
+  double heldDeviceSeconds() const { return wall_s * devices; }
   // Profiling cost: the sum over ranks of the time spent inside backend measurement calls.
   double measuring_device_s = 0;
   // One modeled iteration of the strategies covered (set by the caller after run(); empty when
@@ -68,8 +72,10 @@ class ProfileSession {
   struct Work;
   ProfileMetadata collectMetadata();
   Work prepare(const std::vector<Event>& wanted, const ProfileMetadata& metadata, ProfileDb& db);
-  void measureCompute(const std::vector<Event>& events, ProfileDb& db, Progress& progress,
-                      size_t& done);
+  // World ranks that time compute events (collective), ascending.
+  std::vector<int> timingRanks() const;
+  void measureCompute(const std::vector<Event>& events, const std::vector<int>& timers,
+                      ProfileDb& db, Progress& progress, size_t& done);
   void measureCommunication(const std::vector<Event>& events, ProfileDb& db, Progress& progress,
                             size_t& done, ProfileSummary& summary);
   void save(const ProfileDb& db) const;
