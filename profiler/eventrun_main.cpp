@@ -27,6 +27,7 @@
 #include "profiler/eventrun_report.h"
 #include "profiler/mpi_check.h"
 #include "profiler/mpi_env.h"
+#include "profiler/mpi_main.h"
 #include "profiler/profile_session.h"
 
 namespace evsim {
@@ -269,34 +270,5 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
 }  // namespace evsim
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  evsim::MpiWorld world;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world.rank);
-  char host[MPI_MAX_PROCESSOR_NAME] = {};
-  int host_length = 0;
-  MPI_Get_processor_name(host, &host_length);
-  world.host.assign(host, static_cast<size_t>(host_length));
-
-  auto die = [&](const char* message, int code) {
-    std::fprintf(stderr, "[rank %d@%s] %s\n", world.rank, world.host.c_str(), message);
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, code);
-    return code;
-  };
-  try {
-    world = evsim::queryMpiWorld();
-    int code = evsim::runEventrun(argc, argv, world);
-    MPI_Finalize();
-    return code;
-  } catch (const evsim::CollectiveInputError& e) {
-    if (world.rank == 0) std::fprintf(stderr, "eventrun: %s\n", e.what());
-    MPI_Finalize();
-    return evsim::kInputErrorExitCode;
-  } catch (const evsim::InputError& e) {
-    return die(e.what(), evsim::kInputErrorExitCode);
-  } catch (const std::exception& e) {
-    return die(e.what(), 1);
-  } catch (...) {
-    return die("unknown exception", 1);
-  }
+  return evsim::runMpiMain(argc, argv, "eventrun", evsim::runEventrun);
 }

@@ -1,0 +1,52 @@
+#include "profiler/mpi_main.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "common/error.h"
+#include "profiler/profile_session.h"
+
+namespace evsim {
+
+int runMpiMain(int argc, char** argv, std::string_view program,
+               const std::function<int(int, char**, const MpiWorld&)>& body) {
+  MPI_Init(&argc, &argv);
+  MpiWorld world;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world.rank);
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  int host_length = 0;
+  MPI_Get_processor_name(host, &host_length);
+  world.host.assign(host, static_cast<size_t>(host_length));
+
+  auto die = [&](const char* message, int code) {
+    std::fprintf(stderr, "[rank %d@%s] %s\n", world.rank, world.host.c_str(), message);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    return code;
+  };
+  try {
+    world = queryMpiWorld();
+    int code = body(argc, argv, world);
+    MPI_Finalize();
+    return code;
+  } catch (const CollectiveInputError& e) {
+    // Every rank has this error; rank 0 reports it and all leave normally.
+    if (world.rank == 0) {
+      std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(program.size()), program.data(),
+                   e.what());
+    }
+    MPI_Finalize();
+    return kInputErrorExitCode;
+  } catch (const InputError& e) {
+    return die(e.what(), kInputErrorExitCode);
+  } catch (const std::exception& e) {
+    return die(e.what(), 1);
+  } catch (...) {
+    return die("unknown exception", 1);
+  }
+}
+
+}  // namespace evsim
