@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "profiler/cuda/cuda_buffers.h"
 #include "profiler/cuda/cupti_check.h"
 #include "profiler/cuda/cupti_tracer.h"
 #include "profiler/cuda/nccl_comm.h"
@@ -19,32 +20,6 @@
 namespace evsim {
 
 namespace {
-
-// Device memory owned for one event's measurement.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) {
-    EVSIM_CUDA_CHECK(cudaMalloc(&ptr_, std::max<size_t>(bytes, 1)));
-    EVSIM_CUDA_CHECK(cudaMemset(ptr_, 0, std::max<size_t>(bytes, 1)));
-  }
-  ~DeviceBuffer() { static_cast<void>(cudaFree(ptr_)); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-};
-
-// NCCL element type and count for `bytes` of `dtype` (odd byte counts travel as bytes).
-std::pair<ncclDataType_t, size_t> ncclElements(const Event& event, int64_t bytes) {
-  int64_t element = dtypeBytes(event.dtype);
-  if (bytes % element != 0) return {ncclUint8, static_cast<size_t>(bytes)};
-  ncclDataType_t type = event.dtype == DType::kFp32   ? ncclFloat32
-                        : event.dtype == DType::kBf16 ? ncclBfloat16
-                                                      : ncclFloat16;
-  return {type, static_cast<size_t>(bytes / element)};
-}
 
 std::string versionText(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
 
