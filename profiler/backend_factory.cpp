@@ -3,7 +3,6 @@
 #include "profiler/backend_factory.h"
 
 #include "profiler/cpu_backend.h"
-#include "profiler/mpi_check.h"
 #include "profiler/profile_session.h"
 
 #if EVSIM_WITH_CUDA
@@ -47,34 +46,11 @@ std::unique_ptr<ProfilerBackend> makeBackend(const BackendRequest& request, cons
       }
       chosen = "cpu";
     } else {
-      // Every rank needs a GPU of its own: NCCL refuses two ranks of a communicator on one GPU.
-      int mine[2] = {visibleGpus(), world.local_size};
-      std::vector<int> all(2 * static_cast<size_t>(world.size));
-      EVSIM_MPI_CHECK(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, MPI_COMM_WORLD));
-      std::vector<std::string> hosts =
-          broadcastStrings(gatherStrings(world.host, 0, MPI_COMM_WORLD), 0, MPI_COMM_WORLD);
-      std::vector<std::string> without, shared;
-      for (int r = 0; r < world.size; ++r) {
-        const int gpus = all[2 * r], ranks_on_host = all[2 * r + 1];
-        if (gpus == 0) {
-          without.push_back(fmt::format("{}@{}", r, hosts[r]));
-        } else if (gpus < ranks_on_host) {
-          shared.push_back(
-              fmt::format("{}@{} ({} ranks, {} GPUs)", r, hosts[r], ranks_on_host, gpus));
-        }
-      }
-      if (without.empty() && shared.empty()) {
+      const GpuShortage shortage = findGpuShortage(world, visibleGpus());
+      if (shortage.none()) {
         chosen = "cuda";
-      } else if (chosen == "cuda" && !without.empty()) {
-        throw CollectiveInputError(fmt::format(
-            "--backend cuda: no CUDA device visible on rank(s) {} (check CUDA_VISIBLE_DEVICES and "
-            "the driver, or use --backend cpu)",
-            fmt::join(without, ", ")));
       } else if (chosen == "cuda") {
-        throw CollectiveInputError(fmt::format(
-            "--backend cuda: more ranks than GPUs on a host, rank(s) {}: each rank needs its own "
-            "GPU (start fewer ranks per host, or use --backend cpu)",
-            fmt::join(shared, ", ")));
+        throw CollectiveInputError(shortage.message());
       } else {
         chosen = "cpu";
       }

@@ -1,5 +1,8 @@
 #include "profiler/mpi_env.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -45,6 +48,38 @@ Topology discoverTopology(const MpiWorld& world, int emulated_ranks_per_node) {
   std::vector<std::string> names = gatherStrings(world.host, 0, MPI_COMM_WORLD);
   names = broadcastStrings(names, 0, MPI_COMM_WORLD);
   return buildTopology(keys, names, emulated_ranks_per_node);
+}
+
+GpuShortage findGpuShortage(const MpiWorld& world, int visible_gpus) {
+  int mine[2] = {visible_gpus, world.local_size};
+  std::vector<int> all(2 * static_cast<size_t>(world.size));
+  EVSIM_MPI_CHECK(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, MPI_COMM_WORLD));
+  std::vector<std::string> hosts =
+      broadcastStrings(gatherStrings(world.host, 0, MPI_COMM_WORLD), 0, MPI_COMM_WORLD);
+  GpuShortage out;
+  for (int r = 0; r < world.size; ++r) {
+    const int gpus = all[2 * r], ranks_on_host = all[2 * r + 1];
+    if (gpus == 0) {
+      out.without.push_back(fmt::format("{}@{}", r, hosts[r]));
+    } else if (gpus < ranks_on_host) {
+      out.shared.push_back(
+          fmt::format("{}@{} ({} ranks, {} GPUs)", r, hosts[r], ranks_on_host, gpus));
+    }
+  }
+  return out;
+}
+
+std::string GpuShortage::message() const {
+  if (!without.empty()) {
+    return fmt::format(
+        "--backend cuda: no CUDA device visible on rank(s) {} (check CUDA_VISIBLE_DEVICES and the "
+        "driver, or use --backend cpu)",
+        fmt::join(without, ", "));
+  }
+  return fmt::format(
+      "--backend cuda: more ranks than GPUs on a host, rank(s) {}: each rank needs its own GPU "
+      "(start fewer ranks per host, or use --backend cpu)",
+      fmt::join(shared, ", "));
 }
 
 std::string mpiLibraryVersion() {

@@ -28,6 +28,17 @@ MpiWorld queryMpiWorld();
 // all ranks. Throws InputError (on every rank) for a bad --ranks-per-node.
 Topology discoverTopology(const MpiWorld& world, int emulated_ranks_per_node);
 
+// Ranks that cannot have a GPU of their own (NCCL refuses two ranks of a communicator on one GPU).
+// Collective: every rank passes the GPUs it sees and gets the same answer.
+struct GpuShortage {
+  std::vector<std::string> without;  // "r@host": ranks that see no GPU
+  std::vector<std::string> shared;   // "r@host (k ranks, g GPUs)": more ranks than GPUs on a host
+  bool none() const { return without.empty() && shared.empty(); }
+  // The --backend cuda error for a shortage (ranks without a GPU first).
+  std::string message() const;
+};
+GpuShortage findGpuShortage(const MpiWorld& world, int visible_gpus);
+
 // MPI_Get_library_version's first line up to the first comma, e.g. "Open MPI v4.1.4". Local.
 std::string mpiLibraryVersion();
 
