@@ -114,26 +114,7 @@ ProfileRequest wantedEvents(const Flags& f) {
     request.events = eventsForStrategy(model, cluster, request.strategies.back());
     return request;
   }
-  // The --gpus union spans plain GPipe/DAPPLE strategies; a technique flag would be ignored, so it
-  // is refused with the command that covers a space with techniques.
-  const bool techniques = f.run.recompute != "none" || f.run.sequence_parallel ||
-                          f.run.zero_stage != 0 || f.run.virtual_stages != 1 ||
-                          parseSchedule(f.run.schedule) == Schedule::kInterleaved;
-  if (techniques) {
-    EVSIM_THROW(InputError,
-                "--gpus {}: the union covers GPipe/DAPPLE strategies without techniques; for "
-                "--schedule interleaved, --recompute, --sequence-parallel or --zero write the "
-                "union with `eventsim search ... --write-events FILE` and profile --events FILE",
-                f.gpus);
-  }
-  Strategy base;
-  base.global_batch = f.run.global_batch;
-  base.dp_overlap = f.run.dp_overlap;
-  if (base.global_batch <= 0) EVSIM_THROW(InputError, "--global-batch: required with --gpus");
-  StrategySpace space;
-  space.gpus = f.gpus;
-  space.micro_batches = parseIntList(f.micro_batches, "--micro-batches");
-  space.schedules = {parseSchedule(f.run.schedule)};
+  const auto [base, space] = f.run.unionSpace(f.gpus, f.micro_batches);
   request.events = eventsForGpus(model, cluster, base, space);
   for (const Candidate& c : enumerateCandidates(model, cluster, base, space)) {
     if (!c.violation) request.strategies.push_back(c.strategy);

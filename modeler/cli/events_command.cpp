@@ -77,14 +77,7 @@ void run(const EventsArgs& args) {
                                                              {"cluster", cluster.name}};
   std::string title;
   if (args.gpus > 0) {
-    Strategy base;
-    base.global_batch = args.run.global_batch;
-    base.dp_overlap = args.run.dp_overlap;
-    if (base.global_batch <= 0) EVSIM_THROW(InputError, "--global-batch: required with --gpus");
-    StrategySpace space;
-    space.gpus = args.gpus;
-    space.micro_batches = parseIntList(args.micro_batches, "--micro-batches");
-    space.schedules = {Schedule::kDapple};
+    const auto [base, space] = args.run.unionSpace(args.gpus, args.micro_batches);
     union_table = unionOfEvents(model, cluster, base, space);
     if (union_table.size() == 0) {
       EVSIM_THROW(InputError, "--gpus {}: no valid strategy for {} on {} (global batch {})",

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/strings.h"
 
 #ifndef EVSIM_CONFIG_DIR
 #define EVSIM_CONFIG_DIR "configs"
@@ -92,6 +93,28 @@ Strategy RunOptions::strategy() const {
   s.sequence_parallel = sequence_parallel;
   s.zero_stage = zero_stage;
   return s;
+}
+
+std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
+                                                          const std::string& micro_batches) const {
+  const bool techniques = recompute != "none" || sequence_parallel || zero_stage != 0 ||
+                          virtual_stages != 1 || parseSchedule(schedule) == Schedule::kInterleaved;
+  if (techniques) {
+    EVSIM_THROW(InputError,
+                "--gpus {}: the union covers GPipe/DAPPLE strategies without techniques; for "
+                "--schedule interleaved, --recompute, --sequence-parallel or --zero write the "
+                "union with `eventsim search ... --write-events FILE` and profile --events FILE",
+                gpus);
+  }
+  Strategy base;
+  base.global_batch = global_batch;
+  base.dp_overlap = dp_overlap;
+  if (base.global_batch <= 0) EVSIM_THROW(InputError, "--global-batch: required with --gpus");
+  StrategySpace space;
+  space.gpus = gpus;
+  space.micro_batches = parseIntList(micro_batches, "--micro-batches");
+  space.schedules = {parseSchedule(schedule)};
+  return {base, space};
 }
 
 std::string RunOptions::commandLine(const Strategy& s) const {

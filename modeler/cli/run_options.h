@@ -6,10 +6,12 @@
 #include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "events/cluster_config.h"
 #include "events/model_config.h"
 #include "events/strategy.h"
+#include "events/strategy_space.h"
 
 namespace evsim {
 
@@ -38,6 +40,12 @@ struct RunOptions {
   ClusterConfig loadCluster() const;
   // Strategy from the flags; throws InputError naming the flag.
   Strategy strategy() const;
+  // The --gpus union (`eventsim events --gpus`, `eventprof --gpus`): the base strategy (global
+  // batch, --dp-overlap) and every (M, P, D) for `gpus` GPUs at each of `micro_batches` ("1,2,4").
+  // It spans plain GPipe/DAPPLE strategies, which share their events; a technique flag would be
+  // ignored there, so it is refused (InputError) with the command that covers such a space.
+  std::pair<Strategy, StrategySpace> unionSpace(int64_t gpus,
+                                                const std::string& micro_batches) const;
   // The same options as a command line fragment ("--model x --cluster y --strategy 2M2P4D ...").
   std::string commandLine(const Strategy& strategy) const;
 };
