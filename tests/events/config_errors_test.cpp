@@ -8,7 +8,7 @@
 
 #include "events/cluster_config.h"
 #include "events/model_config.h"
-#include "test_support.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "events/event_file.h"
 #include "events/iteration_plan.h"
-#include "test_support.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "events/event.h"
 #include "events/iteration_plan.h"
-#include "test_support.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {

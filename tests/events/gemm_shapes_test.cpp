@@ -13,7 +13,7 @@
 #include <cmath>
 
 #include "events/iteration_plan.h"
-#include "test_support.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "events/iteration_plan.h"
 #include "events/rank_layout.h"
-#include "test_support.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {

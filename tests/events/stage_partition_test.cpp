@@ -10,7 +10,7 @@
 
 #include "common/error.h"
 #include "events/iteration_plan.h"
-#include "test_support.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {

@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "events/iteration_plan.h"
-#include "test_support.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "events/iteration_plan.h"
-#include "test_support.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "events/iteration_plan.h"
-#include "test_support.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {

@@ -12,39 +12,12 @@
 #include "modeler/device_events.h"
 #include "modeler/memory_model.h"
 #include "modeler/simulation.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {
 
-// h = 64, a = 4, f = 256, s = 32, V = 512, fp16.
-const char* kModelYaml = R"(
-name: interleaved-gpt
-dtype: fp16
-hidden_size: 64
-num_heads: 4
-ffn_hidden_size: 256
-seq_length: 32
-vocab_size: 512
-layers:
-  - {type: embedding}
-  - {type: decoder, count: 4, cross_attention: false}
-  - {type: head}
-)";
-
-const char* kClusterYaml = R"(
-name: one-node
-nodes: 1
-node:
-  gpus: 8
-  device:
-    name: test-gpu
-    peak_tflops: {fp16: 100, bf16: 100, fp32: 20}
-    memory_bandwidth_gb_s: 1000
-    memory_gib: 1
-  intra_link: {name: link, bandwidth_gb_s: 100, latency_us: 2}
-network: {name: net, bandwidth_gb_s: 10, latency_us: 5}
-)";
-
+// h = 64, a = 4, f = 256, s = 32, V = 512, fp16, on one node of 8 GPUs with 1 GiB each.
 IterationPlan plan(Schedule schedule, int v, int64_t global_batch) {
   Strategy s;
   s.tp = 1;
@@ -54,8 +27,8 @@ IterationPlan plan(Schedule schedule, int v, int64_t global_batch) {
   s.global_batch = global_batch;
   s.schedule = schedule;
   s.virtual_stages = v;
-  return buildIterationPlan(parseModelConfig(kModelYaml, "interleaved-gpt.yaml"),
-                            parseClusterConfig(kClusterYaml, "one-node.yaml"), s);
+  return buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
+                            test::cluster(8, 1, {100, 2, 10, 5, /*memory_gib=*/1}), s);
 }
 
 // 1 us for events only transformer-block ops use, 0 for the rest (shared with embedding, head or

@@ -28,41 +28,10 @@
 #include "events/iteration_plan.h"
 #include "events/model_config.h"
 #include "modeler/device_events.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {
-
-// h = 64, a = 4, f = 256, s = 32, vocab 512 (already a multiple of 128): with b = 1 the shapes keep
-// embedding/head events apart from the block-only ones (T*h = 2048 elements vs the attention
-// dropout's b*a*s*s = 4096; lm_head GEMMs have 512 where block GEMMs have 64/192/256).
-const char* kModelYaml = R"(
-name: sim-test-gpt
-dtype: fp16
-hidden_size: 64
-num_heads: 4
-ffn_hidden_size: 256
-seq_length: 32
-vocab_size: 512
-layers:
-  - {type: embedding}
-  - {type: decoder, count: 4, cross_attention: false}
-  - {type: head}
-)";
-
-// One node of 8 GPUs with a 100 TFLOP/s fp16 peak.
-const char* kClusterYaml = R"(
-name: sim-test-node
-nodes: 1
-node:
-  gpus: 8
-  device:
-    name: test-gpu
-    peak_tflops: {fp16: 100, bf16: 100, fp32: 20}
-    memory_bandwidth_gb_s: 1000
-    memory_gib: 40
-  intra_link: {name: test-link, bandwidth_gb_s: 100, latency_us: 2}
-network: {name: test-net, bandwidth_gb_s: 10, latency_us: 5}
-)";
 
 Strategy strategy(int tp, int pp, int dp, int64_t global_batch,
                   Schedule schedule = Schedule::kGpipe) {
@@ -76,9 +45,13 @@ Strategy strategy(int tp, int pp, int dp, int64_t global_batch,
   return s;
 }
 
+// h = 64, a = 4, f = 256, s = 32, vocab 512 (already a multiple of 128): with b = 1 the shapes keep
+// embedding/head events apart from the block-only ones (T*h = 2048 elements vs the attention
+// dropout's b*a*s*s = 4096; lm_head GEMMs have 512 where block GEMMs have 64/192/256). One node
+// of 8 GPUs with a 100 TFLOP/s fp16 peak.
 IterationPlan plan(const Strategy& s) {
-  return buildIterationPlan(parseModelConfig(kModelYaml, "sim-test-gpt.yaml"),
-                            parseClusterConfig(kClusterYaml, "sim-test-node.yaml"), s);
+  return buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
+                            test::cluster(8, 1, test::kSlowLinks), s);
 }
 
 std::vector<EventCost> costs(const IterationPlan& p,

@@ -10,41 +10,14 @@
 #include "modeler/device_events.h"
 #include "modeler/memory_model.h"
 #include "modeler/simulation.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {
 
-// h = 256, a = 8, f = 4h = 1024, s = 64, V = 1100, 2 blocks, fp16 (e = 2).
-const char* kModelYaml = R"(
-name: tech-tiny
-dtype: fp16
-hidden_size: 256
-num_heads: 8
-ffn_hidden_size: 1024
-seq_length: 64
-vocab_size: 1100
-layers:
-  - {type: embedding}
-  - {type: decoder, count: 2, cross_attention: false}
-  - {type: head}
-)";
-
-const char* kClusterYaml = R"(
-name: tech-node
-nodes: 1
-node:
-  gpus: 8
-  device:
-    name: test-gpu
-    peak_tflops: {fp16: 100, bf16: 100, fp32: 20}
-    memory_bandwidth_gb_s: 1000
-    memory_gib: 40
-  intra_link: {name: test-link, bandwidth_gb_s: 100, latency_us: 2}
-network: {name: test-net, bandwidth_gb_s: 10, latency_us: 5}
-)";
-
-ModelConfig model() { return parseModelConfig(kModelYaml, "tech-tiny.yaml"); }
-ClusterConfig cluster() { return parseClusterConfig(kClusterYaml, "tech-node.yaml"); }
+// h = 256, a = 8, f = 4h = 1024, s = 64, V = 1100, 2 blocks, fp16 (e = 2); one node of 8 GPUs.
+ModelConfig model() { return test::model(256, 8, 1024, 64, 1100, 2, "fp16"); }
+ClusterConfig cluster() { return test::cluster(8, 1, test::kSlowLinks); }
 
 Strategy strategy(int tp, int dp, int64_t global_batch, Recompute rc, bool sp, int zero) {
   Strategy s;

@@ -38,39 +38,12 @@
 #include "events/cluster_config.h"
 #include "events/iteration_plan.h"
 #include "events/model_config.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {
 
 using nlohmann::json;
-
-const char* kModelYaml = R"(
-name: trace-test-gpt
-dtype: fp16
-hidden_size: 64
-num_heads: 4
-ffn_hidden_size: 256
-seq_length: 32
-vocab_size: 512
-layers:
-  - {type: embedding}
-  - {type: decoder, count: 4, cross_attention: false}
-  - {type: head}
-)";
-
-const char* kClusterYaml = R"(
-name: trace-test-cluster
-nodes: 2
-node:
-  gpus: 4
-  device:
-    name: test-gpu
-    peak_tflops: {fp16: 100, bf16: 100, fp32: 20}
-    memory_bandwidth_gb_s: 1000
-    memory_gib: 40
-  intra_link: {name: test-link, bandwidth_gb_s: 100, latency_us: 2}
-network: {name: test-net, bandwidth_gb_s: 10, latency_us: 5}
-)";
 
 constexpr int kWorld = 8;
 constexpr int64_t kMicroBatches = 2;
@@ -85,8 +58,8 @@ Simulation smallSimulation(bool dp_overlap = false) {
   s.schedule = Schedule::kGpipe;
   s.dp_overlap = dp_overlap;
   if (dp_overlap) s.dp_bucket_bytes = 1;  // every layer closes a bucket
-  IterationPlan plan = buildIterationPlan(parseModelConfig(kModelYaml, "trace-test-gpt.yaml"),
-                                          parseClusterConfig(kClusterYaml, "trace-test.yaml"), s);
+  IterationPlan plan = buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
+                                          test::cluster(4, 2, test::kSlowLinks), s);
   std::set<int> tp_ops, dp_ops;
   for (const StagePlan& st : plan.stages) {
     for (const OpList* ops : {&st.forward, &st.backward}) {

@@ -11,6 +11,7 @@
 #include "events/model_config.h"
 #include "profiler/eventrun_backend_p2p.h"
 #include "profiler/eventrun_backend_timing.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {
@@ -42,34 +43,6 @@ TEST(EventrunGpuTiming, RejectsImpossibleTimes) {
   EXPECT_THROW(resolveGpuTimes({0, 2}, {{0, 1}, {0, 1}}, one), Error);  // sizes differ
 }
 
-const char* kModelYaml = R"(
-name: eventrun-backend-test-gpt
-dtype: fp32
-hidden_size: 64
-num_heads: 4
-ffn_hidden_size: 256
-seq_length: 32
-vocab_size: 512
-layers:
-  - {type: embedding}
-  - {type: decoder, count: 4, cross_attention: false}
-  - {type: head}
-)";
-
-const char* kClusterYaml = R"(
-name: eventrun-backend-test-cluster
-nodes: 2
-node:
-  gpus: 4
-  device:
-    name: test-gpu
-    peak_tflops: {fp16: 100, bf16: 100, fp32: 20}
-    memory_bandwidth_gb_s: 1000
-    memory_gib: 40
-  intra_link: {name: test-link, bandwidth_gb_s: 100, latency_us: 2}
-network: {name: test-net, bandwidth_gb_s: 10, latency_us: 5}
-)";
-
 std::vector<RankProgram> programsOf(const std::string& strategy, int64_t global_batch,
                                     Schedule schedule, int virtual_stages = 1,
                                     bool dp_overlap = false) {
@@ -81,8 +54,8 @@ std::vector<RankProgram> programsOf(const std::string& strategy, int64_t global_
   s.virtual_stages = virtual_stages;
   s.dp_overlap = dp_overlap;
   if (dp_overlap) s.dp_bucket_bytes = 1;
-  IterationPlan plan = buildIterationPlan(parseModelConfig(kModelYaml, "test.yaml"),
-                                          parseClusterConfig(kClusterYaml, "test.yaml"), s);
+  IterationPlan plan = buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp32"),
+                                          test::cluster(4, 2, test::kSlowLinks), s);
   std::vector<RankProgram> programs;
   for (int64_t r = 0; r < s.gpus(); ++r) programs.push_back(buildRankProgram(plan, r));
   return programs;

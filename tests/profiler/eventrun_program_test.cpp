@@ -25,37 +25,10 @@
 #include "modeler/device_events.h"
 #include "modeler/simulation.h"
 #include "profiler/eventrun_report.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {
-
-const char* kModelYaml = R"(
-name: eventrun-test-gpt
-dtype: fp32
-hidden_size: 64
-num_heads: 4
-ffn_hidden_size: 256
-seq_length: 32
-vocab_size: 512
-layers:
-  - {type: embedding}
-  - {type: decoder, count: 4, cross_attention: false}
-  - {type: head}
-)";
-
-const char* kClusterYaml = R"(
-name: eventrun-test-cluster
-nodes: 2
-node:
-  gpus: 4
-  device:
-    name: test-gpu
-    peak_tflops: {fp16: 100, bf16: 100, fp32: 20}
-    memory_bandwidth_gb_s: 1000
-    memory_gib: 40
-  intra_link: {name: test-link, bandwidth_gb_s: 100, latency_us: 2}
-network: {name: test-net, bandwidth_gb_s: 10, latency_us: 5}
-)";
 
 // The issue-6 techniques of a plan (defaults: none).
 struct Techniques {
@@ -78,8 +51,8 @@ IterationPlan makePlan(const std::string& strategy, int64_t micro_batch, int64_t
   s.zero_stage = t.zero;
   s.dp_overlap = dp_overlap;
   if (dp_overlap) s.dp_bucket_bytes = 1;  // every layer closes a bucket
-  return buildIterationPlan(parseModelConfig(kModelYaml, "test.yaml"),
-                            parseClusterConfig(kClusterYaml, "test.yaml"), s);
+  return buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp32"),
+                            test::cluster(4, 2, test::kSlowLinks), s);
 }
 
 // The program as runs of tokens: "recv0" (activation/gradient for micro-batch 0), "F0x33" (33

@@ -1,6 +1,6 @@
 #pragma once
-// Helpers shared by the events/ tests: small configs written in the test, bundled config paths,
-// and look-ups of ops by name in a stage's op list.
+// Helpers shared by the test programs (target evsim_test_support): small configs written in the
+// test, bundled config paths, and look-ups of ops by name in a stage's op list.
 
 #include <gtest/gtest.h>
 
@@ -66,27 +66,40 @@ inline ModelConfig model(int64_t hidden, int64_t heads, int64_t ffn, int64_t seq
   return parseModelConfig(modelYaml(hidden, heads, ffn, seq, vocab, layers, dtype), "test-model");
 }
 
-// `gpus` GPUs per node; `nodes` 0 leaves the node count open.
-inline std::string clusterYaml(int gpus, int nodes = 0) {
+// The links and memory of a test cluster's device (the defaults: NVLink-like and IB-like links).
+struct TestLinks {
+  int intra_gb_s = 300;
+  int intra_latency_us = 3;
+  int network_gb_s = 25;
+  int network_latency_us = 5;
+  int memory_gib = 40;
+};
+// Slower links (100 GB/s, 2 us in the node; 10 GB/s, 5 us between nodes), as the modeler and
+// profiler tests use.
+inline constexpr TestLinks kSlowLinks{100, 2, 10, 5, 40};
+
+// `gpus` GPUs per node (peak 100 TFLOP/s fp16/bf16, 20 fp32; 1000 GB/s memory); `nodes` 0 leaves
+// the node count open.
+inline std::string clusterYaml(int gpus, int nodes = 0, const TestLinks& links = {}) {
   std::string out = "name: test-cluster\n";
   if (nodes > 0) out += "nodes: " + std::to_string(nodes) + "\n";
-  out +=
-      "node:\n"
-      "  gpus: " +
-      std::to_string(gpus) +
-      "\n"
-      "  device:\n"
-      "    name: Test GPU\n"
-      "    peak_tflops: {fp16: 100, bf16: 100, fp32: 20}\n"
-      "    memory_bandwidth_gb_s: 1000\n"
-      "    memory_gib: 40\n"
-      "  intra_link: {name: NVLink, bandwidth_gb_s: 300, latency_us: 3}\n"
-      "network: {name: IB, bandwidth_gb_s: 25, latency_us: 5}\n";
+  out += "node:\n  gpus: " + std::to_string(gpus) +
+         "\n"
+         "  device:\n"
+         "    name: Test GPU\n"
+         "    peak_tflops: {fp16: 100, bf16: 100, fp32: 20}\n"
+         "    memory_bandwidth_gb_s: 1000\n"
+         "    memory_gib: " +
+         std::to_string(links.memory_gib) +
+         "\n  intra_link: {name: NVLink, bandwidth_gb_s: " + std::to_string(links.intra_gb_s) +
+         ", latency_us: " + std::to_string(links.intra_latency_us) +
+         "}\nnetwork: {name: IB, bandwidth_gb_s: " + std::to_string(links.network_gb_s) +
+         ", latency_us: " + std::to_string(links.network_latency_us) + "}\n";
   return out;
 }
 
-inline ClusterConfig cluster(int gpus, int nodes = 0) {
-  return parseClusterConfig(clusterYaml(gpus, nodes), "test-cluster");
+inline ClusterConfig cluster(int gpus, int nodes = 0, const TestLinks& links = {}) {
+  return parseClusterConfig(clusterYaml(gpus, nodes, links), "test-cluster");
 }
 
 inline Strategy strategy(const std::string& text, int64_t micro_batch, int64_t global_batch) {
