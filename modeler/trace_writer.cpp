@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/atomic_file.h"
 #include "common/error.h"
 #include "modeler/device_events.h"
 
@@ -106,6 +107,20 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
   }
   fmt::format_to(emit, "\n]}}\n");
   flushIfFull(buf, out, /*force=*/true);
+}
+
+void writeTimelineFiles(const TimelineSource& source, const std::vector<int64_t>& ranks,
+                        const std::string& trace_path, const std::string& csv_path) {
+  if (!trace_path.empty()) {
+    AtomicFileWriter out(trace_path);
+    writeChromeTrace(source, ranks, out.stream());
+    out.commit();
+  }
+  if (!csv_path.empty()) {
+    AtomicFileWriter out(csv_path);
+    writeTimelineCsv(source, ranks, out.stream());
+    out.commit();
+  }
 }
 
 void writeTimelineCsv(const TimelineSource& source, const std::vector<int64_t>& ranks,

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <ostream>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -44,6 +45,11 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
                       std::ostream& out);
 void writeTimelineCsv(const TimelineSource& source, const std::vector<int64_t>& ranks,
                       std::ostream& out);
+
+// Writes the Chrome trace to `trace_path` and the CSV to `csv_path`, each atomically (temp file,
+// then rename) and only when its path is not empty.
+void writeTimelineFiles(const TimelineSource& source, const std::vector<int64_t>& ranks,
+                        const std::string& trace_path, const std::string& csv_path);
 
 void writeChromeTrace(const Simulation& sim, const std::vector<int64_t>& ranks, std::ostream& out);
 void writeTimelineCsv(const Simulation& sim, const std::vector<int64_t>& ranks, std::ostream& out);

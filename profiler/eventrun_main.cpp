@@ -17,7 +17,6 @@
 #include <string>
 #include <thread>
 
-#include "common/atomic_file.h"
 #include "common/error.h"
 #include "kernels/cpu/cpu_host.h"
 #include "modeler/cli/run_options.h"
@@ -239,16 +238,7 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
     ranks.push_back(r);
   }
   TimelineSource source = measuredTimeline(plan, programs, rank_spans);
-  if (!flags.trace.empty()) {
-    AtomicFileWriter out(flags.trace);
-    writeChromeTrace(source, ranks, out.stream());
-    out.commit();
-  }
-  if (!flags.csv.empty()) {
-    AtomicFileWriter out(flags.csv);
-    writeTimelineCsv(source, ranks, out.stream());
-    out.commit();
-  }
+  writeTimelineFiles(source, ranks, flags.trace, flags.csv);
   std::vector<double> iteration_ms;
   for (int i = 1; i < n; ++i) iteration_ms.push_back((all_end[i] - all_start[i]) / 1000);
   const Strategy& s = plan.strategy;

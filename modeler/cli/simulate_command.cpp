@@ -4,7 +4,6 @@
 
 #include <iostream>
 
-#include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/strings.h"
 #include "modeler/simulation.h"
@@ -56,16 +55,7 @@ void runSimulate(const SimulateArgs& args) {
   std::vector<int64_t> selection;
   if (!args.ranks.empty()) selection = parseIntList(args.ranks, "--ranks");
   std::vector<int64_t> ranks = selectRanks(sim, selection);
-  if (!args.trace.empty()) {
-    AtomicFileWriter out(args.trace);
-    writeChromeTrace(sim, ranks, out.stream());
-    out.commit();
-  }
-  if (!args.csv.empty()) {
-    AtomicFileWriter out(args.csv);
-    writeTimelineCsv(sim, ranks, out.stream());
-    out.commit();
-  }
+  writeTimelineFiles(simulationTimeline(sim), ranks, args.trace, args.csv);
   if (args.json) {
     std::cout << summaryJson(sim).dump(2) << "\n";
   } else {
