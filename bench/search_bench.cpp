@@ -7,6 +7,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_configs.h"
 #include "events/cluster_config.h"
 #include "events/model_config.h"
 #include "modeler/cost_model.h"
@@ -16,14 +17,9 @@ namespace {
 
 using namespace evsim;
 
-const ModelConfig& gpt3() {
-  static ModelConfig model = loadModelConfig(EVSIM_CONFIG_DIR "/models/gpt3-175b.yaml");
-  return model;
-}
-const ClusterConfig& dgx() {
-  static ClusterConfig cluster = loadClusterConfig(EVSIM_CONFIG_DIR "/clusters/dgx-a100.yaml");
-  return cluster;
-}
+using bench::dgx;
+using bench::gpt3;
+
 // The same cluster with memory no strategy exceeds: every valid candidate is simulated (the
 // worst case for the search's time).
 const ClusterConfig& dgxHugeMemory() {

@@ -9,6 +9,7 @@
 
 #include <fstream>
 
+#include "bench_configs.h"
 #include "events/iteration_plan.h"
 #include "modeler/cost_model.h"
 #include "modeler/simulation.h"
@@ -18,14 +19,8 @@ namespace {
 
 using namespace evsim;
 
-const ModelConfig& gpt3() {
-  static ModelConfig model = loadModelConfig(EVSIM_CONFIG_DIR "/models/gpt3-175b.yaml");
-  return model;
-}
-const ClusterConfig& dgx() {
-  static ClusterConfig cluster = loadClusterConfig(EVSIM_CONFIG_DIR "/clusters/dgx-a100.yaml");
-  return cluster;
-}
+using bench::dgx;
+using bench::gpt3;
 
 Simulation runOnce(const ModelConfig& model, const Strategy& s) {
   IterationPlan plan = buildIterationPlan(model, dgx(), s);

@@ -1,0 +1,20 @@
+#pragma once
+// The bundled configs the benchmarks run on, loaded once per process.
+
+#include "events/cluster_config.h"
+#include "events/model_config.h"
+
+namespace evsim::bench {
+
+inline const ModelConfig& gpt3() {
+  static const ModelConfig model = loadModelConfig(EVSIM_CONFIG_DIR "/models/gpt3-175b.yaml");
+  return model;
+}
+
+inline const ClusterConfig& dgx() {
+  static const ClusterConfig cluster =
+      loadClusterConfig(EVSIM_CONFIG_DIR "/clusters/dgx-a100.yaml");
+  return cluster;
+}
+
+}  // namespace evsim::bench
