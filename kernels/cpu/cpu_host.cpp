@@ -30,6 +30,28 @@ int64_t parseCacheSize(const std::string& text) {
   return value;
 }
 
+// See lastLevelCacheBytes().
+int64_t readLastLevelCacheBytes() {
+  // sysfs lists cpu0's caches as index0, index1, ...; the highest level is the last-level cache.
+  // (sysconf's _SC_LEVEL3_CACHE_SIZE is not used: virtual machines report nonsense there.)
+  constexpr int64_t kDefaultBytes = int64_t{32} << 20;
+  int best_level = 0;
+  int64_t best_bytes = 0;
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+    std::ifstream level_file(dir + "/level"), size_file(dir + "/size");
+    int level = 0;
+    std::string size;
+    if (!(level_file >> level) || !(size_file >> size)) continue;
+    const int64_t bytes = parseCacheSize(size);
+    if (bytes > 0 && level > best_level) {
+      best_level = level;
+      best_bytes = bytes;
+    }
+  }
+  return best_bytes > 0 ? best_bytes : kDefaultBytes;
+}
+
 }  // namespace
 
 int hostCores() {
@@ -50,24 +72,9 @@ void setCpuKernelThreads(int threads) {
 }
 
 int64_t lastLevelCacheBytes() {
-  // sysfs lists cpu0's caches as index0, index1, ...; the highest level is the last-level cache.
-  // (sysconf's _SC_LEVEL3_CACHE_SIZE is not used: virtual machines report nonsense there.)
-  constexpr int64_t kDefaultBytes = int64_t{32} << 20;
-  int best_level = 0;
-  int64_t best_bytes = 0;
-  for (int index = 0; index < 8; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
-    std::ifstream level_file(dir + "/level"), size_file(dir + "/size");
-    int level = 0;
-    std::string size;
-    if (!(level_file >> level) || !(size_file >> size)) continue;
-    const int64_t bytes = parseCacheSize(size);
-    if (bytes > 0 && level > best_level) {
-      best_level = level;
-      best_bytes = bytes;
-    }
-  }
-  return best_bytes > 0 ? best_bytes : kDefaultBytes;
+  // Read once: eventprof asks for every compute event it times.
+  static const int64_t bytes = readLastLevelCacheBytes();
+  return bytes;
 }
 
 }  // namespace evsim
