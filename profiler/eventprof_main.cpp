@@ -147,13 +147,7 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
   CLI::App app{"eventprof: profile the events of distributed transformer training"};
   Flags flags;
   addFlags(app, flags);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // Every rank parsed the same arguments; one message is enough.
-    if (world.rank == 0) app.exit(e);
-    return e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success) ? 0 : kInputErrorExitCode;
-  }
+  if (std::optional<int> done = parseFlagsOnEveryRank(app, argc, argv, world)) return *done;
   ProfileRequest wanted;
   std::string load_error;
   if (world.rank == 0) {

@@ -14,8 +14,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 
 #include "common/error.h"
 #include "kernels/cpu/cpu_host.h"
@@ -126,21 +126,14 @@ void checkPlacement(const IterationPlan& plan, const Topology& topo, int ranks_p
 WaitMode waitMode(const std::string& flag, const MpiWorld& world) {
   if (flag == "spin") return WaitMode::kSpin;
   if (flag == "sleep") return WaitMode::kSleep;
-  const unsigned cores = std::thread::hardware_concurrency();
-  return cores > 0 && static_cast<unsigned>(world.local_size) > cores ? WaitMode::kSleep
-                                                                      : WaitMode::kSpin;
+  return world.local_size > hostCores() ? WaitMode::kSleep : WaitMode::kSpin;
 }
 
 int runEventrun(int argc, char** argv, const MpiWorld& world) {
   CLI::App app{"eventrun: execute a strategy for real and record every event (ground truth)"};
   Flags flags;
   addFlags(app, flags);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (world.rank == 0) app.exit(e);
-    return e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success) ? 0 : kInputErrorExitCode;
-  }
+  if (std::optional<int> done = parseFlagsOnEveryRank(app, argc, argv, world)) return *done;
   const IterationPlan plan = loadPlan(flags, world);
   Topology topo;
   std::string topo_error;

@@ -11,6 +11,18 @@
 
 namespace evsim {
 
+std::optional<int> parseFlagsOnEveryRank(CLI::App& app, int argc, char** argv,
+                                         const MpiWorld& world) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Every rank parsed the same arguments; one message is enough.
+    if (world.rank == 0) app.exit(e);
+    return e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success) ? 0 : kInputErrorExitCode;
+  }
+  return std::nullopt;
+}
+
 int runMpiMain(int argc, char** argv, std::string_view program,
                const std::function<int(int, char**, const MpiWorld&)>& body) {
   MPI_Init(&argc, &argv);

@@ -6,12 +6,19 @@
 //   - any other error on one rank: "[rank r@host] message" and MPI_Abort (kInputErrorExitCode for
 //     InputError, 1 otherwise), so the other ranks never hang.
 
+#include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
 #include <string_view>
 
 #include "profiler/mpi_env.h"
 
 namespace evsim {
+
+// Parses the flags on every rank (each has the same arguments). Returns the exit code when the run
+// ends here (--help: 0, a bad flag: kInputErrorExitCode, printed by rank 0 only), nullopt to go on.
+std::optional<int> parseFlagsOnEveryRank(CLI::App& app, int argc, char** argv,
+                                         const MpiWorld& world);
 
 // Returns the process exit code; never throws.
 int runMpiMain(int argc, char** argv, std::string_view program,

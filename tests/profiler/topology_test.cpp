@@ -5,22 +5,12 @@
 
 #include "common/error.h"
 #include "profiler/group_planner.h"
+#include "topology_fixture.h"
 
 namespace evsim {
 namespace {
 
-// `nodes` real hosts of `per_node` consecutive ranks each.
-Topology cluster(int nodes, int per_node) {
-  std::vector<int> keys;
-  std::vector<std::string> names;
-  for (int n = 0; n < nodes; ++n) {
-    for (int i = 0; i < per_node; ++i) {
-      keys.push_back(n * per_node);
-      names.push_back("host" + std::to_string(n));
-    }
-  }
-  return buildTopology(keys, names, 0);
-}
+using test::hosts;
 
 TEST(Topology, EmulatedNodesOfOneHost) {
   Topology t = buildTopology({0, 0, 0, 0}, {"vm", "vm", "vm", "vm"}, 2);
@@ -63,25 +53,25 @@ TEST(GroupPlanner, FillNodes) {
 
 TEST(GroupPlanner, Group4Nodes2Rpn2) {
   Placement target{4, 2, 2};
-  GroupPlan on2x2 = planGroup(cluster(2, 2), target);
+  GroupPlan on2x2 = planGroup(hosts(2, 2), target);
   EXPECT_EQ(on2x2.ranks, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_TRUE(on2x2.exact);
   EXPECT_FALSE(on2x2.scaled(target));
   // Two nodes of four: the first two ranks of each.
-  EXPECT_EQ(planGroup(cluster(2, 4), target).ranks, (std::vector<int>{0, 1, 4, 5}));
+  EXPECT_EQ(planGroup(hosts(2, 4), target).ranks, (std::vector<int>{0, 1, 4, 5}));
   // Four nodes of two: nodes 0 and 1.
-  EXPECT_EQ(planGroup(cluster(4, 2), target).ranks, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(planGroup(hosts(4, 2), target).ranks, (std::vector<int>{0, 1, 2, 3}));
 }
 
 TEST(GroupPlanner, PointToPoint) {
-  Topology t = cluster(2, 2);
+  Topology t = hosts(2, 2);
   EXPECT_EQ(planGroup(t, {2, 1, 2}).ranks, (std::vector<int>{0, 1}));  // intra-node
   EXPECT_EQ(planGroup(t, {2, 2, 1}).ranks, (std::vector<int>{0, 2}));  // inter-node
 }
 
 TEST(GroupPlanner, LargeGroupScaledFromSameLinkType) {
   Placement target{16, 2, 8};
-  GroupPlan plan = planGroup(cluster(2, 2), target);
+  GroupPlan plan = planGroup(hosts(2, 2), target);
   EXPECT_EQ(plan.ranks, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(plan.measured, (Placement{4, 2, 2}));
   EXPECT_TRUE(plan.scaled(target));
@@ -91,41 +81,41 @@ TEST(GroupPlanner, LargeGroupScaledFromSameLinkType) {
 TEST(GroupPlanner, IntraNodeStaysIntraNode) {
   // rpn=4 on nodes of 2: measure 2 ranks of one node and scale, rather than cross nodes.
   Placement target{4, 1, 4};
-  GroupPlan plan = planGroup(cluster(2, 2), target);
+  GroupPlan plan = planGroup(hosts(2, 2), target);
   EXPECT_EQ(plan.ranks, (std::vector<int>{0, 1}));
   EXPECT_EQ(plan.measured, (Placement{2, 1, 2}));
   EXPECT_TRUE(plan.scaled(target));
 }
 
 TEST(GroupPlanner, DirectUpToEightThenCapped) {
-  EXPECT_TRUE(planGroup(cluster(1, 8), {8, 1, 8}).exact);
-  GroupPlan capped = planGroup(cluster(1, 16), {16, 1, 16});
+  EXPECT_TRUE(planGroup(hosts(1, 8), {8, 1, 8}).exact);
+  GroupPlan capped = planGroup(hosts(1, 16), {16, 1, 16});
   EXPECT_EQ(capped.measured, (Placement{8, 1, 8}));
   EXPECT_EQ(capped.ranks.size(), 8u);
   // Beyond the world size: measured at the 4 ranks there are.
-  EXPECT_EQ(planGroup(cluster(2, 2), {8, 2, 4}).measured, (Placement{4, 2, 2}));
+  EXPECT_EQ(planGroup(hosts(2, 2), {8, 2, 4}).measured, (Placement{4, 2, 2}));
 }
 
 TEST(GroupPlanner, PrefersMoreRanksPerNodeAtEqualSize) {
   // 32 = 4 nodes x 8, capped at 8: 2 nodes x 4 and 4 nodes x 2 both give 8; 2 x 4 is closer.
-  GroupPlan plan = planGroup(cluster(4, 8), {32, 4, 8});
+  GroupPlan plan = planGroup(hosts(4, 8), {32, 4, 8});
   EXPECT_EQ(plan.measured, (Placement{8, 2, 4}));
   EXPECT_EQ(plan.ranks, (std::vector<int>{0, 1, 2, 3, 8, 9, 10, 11}));
 }
 
 TEST(GroupPlanner, UnevenPlacementAndClosestShape) {
-  EXPECT_EQ(planGroup(cluster(2, 2), {3, 2, 2}).ranks, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(planGroup(hosts(2, 2), {3, 2, 2}).ranks, (std::vector<int>{0, 1, 2}));
   // 3+1 cannot be built on nodes of 2: 2+2 keeps the size, so nothing is scaled.
-  GroupPlan plan = planGroup(cluster(2, 2), {4, 2, 3});
+  GroupPlan plan = planGroup(hosts(2, 2), {4, 2, 3});
   EXPECT_EQ(plan.measured, (Placement{4, 2, 2}));
   EXPECT_FALSE(plan.exact);
   EXPECT_FALSE(plan.scaled({4, 2, 3}));
 }
 
 TEST(GroupPlanner, Unmeasurable) {
-  EXPECT_FALSE(planGroup(cluster(1, 4), {2, 2, 1}).unmeasurable.empty());  // inter on one node
-  EXPECT_FALSE(planGroup(cluster(4, 1), {2, 1, 2}).unmeasurable.empty());  // intra, 1 per node
-  EXPECT_TRUE(planGroup(cluster(1, 4), {2, 2, 1}).ranks.empty());
+  EXPECT_FALSE(planGroup(hosts(1, 4), {2, 2, 1}).unmeasurable.empty());  // inter on one node
+  EXPECT_FALSE(planGroup(hosts(4, 1), {2, 1, 2}).unmeasurable.empty());  // intra, 1 per node
+  EXPECT_TRUE(planGroup(hosts(1, 4), {2, 2, 1}).ranks.empty());
 }
 
 }  // namespace

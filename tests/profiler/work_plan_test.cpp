@@ -5,21 +5,12 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "topology_fixture.h"
 
 namespace evsim {
 namespace {
 
-Topology cluster(int nodes, int per_node) {
-  std::vector<int> keys;
-  std::vector<std::string> names;
-  for (int n = 0; n < nodes; ++n) {
-    for (int i = 0; i < per_node; ++i) {
-      keys.push_back(n * per_node);
-      names.push_back("host" + std::to_string(n));
-    }
-  }
-  return buildTopology(keys, names, 0);
-}
+using test::hosts;
 
 const char* kGemm = "gemm m=64 n=64 k=64 layout=nn dtype=fp16";
 const char* kSoftmax = "softmax_fwd rows=8 cols=16 dtype=fp16";
@@ -46,7 +37,7 @@ ProfileMetadata hardware() {
 }
 
 TEST(WorkPlan, FreshRunSplitsComputeAndCommunication) {
-  WorkPlan plan = planWork(wanted(), nullptr, cluster(2, 2), false);
+  WorkPlan plan = planWork(wanted(), nullptr, hosts(2, 2), false);
   ASSERT_EQ(plan.compute.size(), 2u);
   EXPECT_EQ(plan.compute[0].signature(), kGemm);
   ASSERT_EQ(plan.communication.size(), 2u);
@@ -67,7 +58,7 @@ TEST(WorkPlan, ResumeSkipsMeasuredSignatures) {
   p2p.measured_group_size = 2;
   previous.put(p2p);
 
-  WorkPlan plan = planWork(wanted(), &previous, cluster(2, 2), false);
+  WorkPlan plan = planWork(wanted(), &previous, hosts(2, 2), false);
   EXPECT_EQ(plan.already_measured, (std::vector<std::string>{kGemm, kIntraP2P}));
   ASSERT_EQ(plan.compute.size(), 1u);
   EXPECT_EQ(plan.compute[0].signature(), kSoftmax);
@@ -77,12 +68,12 @@ TEST(WorkPlan, ResumeSkipsMeasuredSignatures) {
 
 TEST(WorkPlan, InterNodeOnOneNodeStopsUnlessIntraNodeOnly) {
   try {
-    planWork(wanted(), nullptr, cluster(1, 4), false);
+    planWork(wanted(), nullptr, hosts(1, 4), false);
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--intra-node-only"), std::string::npos) << e.what();
   }
-  WorkPlan plan = planWork(wanted(), nullptr, cluster(1, 4), true);
+  WorkPlan plan = planWork(wanted(), nullptr, hosts(1, 4), true);
   ASSERT_EQ(plan.unmeasurable.size(), 1u);
   EXPECT_EQ(plan.unmeasurable[0].rfind(kInterAllReduce, 0), 0u);
   ASSERT_EQ(plan.communication.size(), 1u);  // the intra-node p2p is still measured
@@ -90,7 +81,7 @@ TEST(WorkPlan, InterNodeOnOneNodeStopsUnlessIntraNodeOnly) {
 }
 
 TEST(WorkPlan, IntraNodeWithOneRankPerNodeAlwaysStops) {
-  EXPECT_THROW(planWork(wanted(), nullptr, cluster(4, 1), true), InputError);
+  EXPECT_THROW(planWork(wanted(), nullptr, hosts(4, 1), true), InputError);
 }
 
 TEST(Resume, SameHardwareIsAccepted) {
