@@ -1,5 +1,8 @@
 #include "events/cluster_config.h"
 
+#include <filesystem>
+#include <vector>
+
 #include "common/error.h"
 #include "common/units.h"
 #include "events/yaml_reader.h"
@@ -14,6 +17,24 @@ Link readLink(const YamlReader& link) {
               link.nonNegativeDouble("latency_us")};
 }
 
+// `device: NAME` — a path (absolute or relative to the cluster file), or a bundled device: a
+// devices/ folder beside the cluster's folder (configs/clusters -> configs/devices), then the
+// project's configs/devices.
+DeviceSpec readDeviceFile(const YamlReader& node, const std::string& cluster_file) {
+  namespace fs = std::filesystem;
+  const std::string name = node.str("device");
+  const fs::path cluster_dir = fs::path(cluster_file).parent_path();
+  std::vector<fs::path> candidates = {fs::path(name), cluster_dir / name,
+                                      cluster_dir / ".." / "devices" / (name + ".yaml"),
+                                      fs::path(EVSIM_CONFIG_DIR) / "devices" / (name + ".yaml")};
+  for (const fs::path& candidate : candidates) {
+    std::error_code ec;
+    if (fs::is_regular_file(candidate, ec)) return loadDeviceConfig(candidate.string());
+  }
+  node.fail("device", fmt::format("'{}': no such device file, and no bundled devices/{}.yaml",
+                                  name, name));
+}
+
 ClusterConfig readCluster(const YamlReader& root) {
   root.allowOnly({"name", "nodes", "node", "network", "description"});
   ClusterConfig cluster;
@@ -26,33 +47,13 @@ ClusterConfig readCluster(const YamlReader& root) {
   cluster.gpus_per_node = static_cast<int>(node.positiveInt("gpus"));
   cluster.intra_link = readLink(node.child("intra_link"));
 
-  YamlReader device = node.child("device");
-  device.allowOnly({"name", "peak_tflops", "memory_bandwidth_gb_s", "memory_gib"});
-  cluster.device.name = device.str("name");
-  cluster.device.memory_bandwidth_gb_s = device.positiveDouble("memory_bandwidth_gb_s");
-  cluster.device.memory_gib = device.positiveDouble("memory_gib");
-  for (const auto& [dtype_name, value] : device.child("peak_tflops").entries()) {
-    DType dtype = parseDType(dtype_name, value.where(""));
-    cluster.device.peak_tflops[dtype] = value.asPositiveDouble();
-  }
-  if (cluster.device.peak_tflops.empty()) {
-    device.fail("peak_tflops", "needs at least one dtype");
-  }
+  cluster.device = node.node()["device"].IsScalar() ? readDeviceFile(node, root.file())
+                                                   : readInlineDevice(node.child("device"));
   cluster.network = readLink(root.child("network"));
   return cluster;
 }
 
 }  // namespace
-
-double DeviceSpec::peakTflops(DType dtype) const {
-  auto it = peak_tflops.find(dtype);
-  if (it == peak_tflops.end()) {
-    EVSIM_THROW(InputError, "device '{}': no peak_tflops for {}", name, dtypeName(dtype));
-  }
-  return it->second;
-}
-
-int64_t DeviceSpec::memoryBytes() const { return static_cast<int64_t>(memory_gib * kBytesPerGiB); }
 
 std::optional<int64_t> ClusterConfig::totalGpus() const {
   if (!nodes) return std::nullopt;

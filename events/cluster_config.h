@@ -5,6 +5,8 @@
 //   nodes: 4                      # optional: without it a strategy uses as many nodes as it needs
 //   node:
 //     gpus: 8
+//     device: a100-sxm4-80gb       # a device file: configs/devices/a100-sxm4-80gb.yaml
+//                                  # (events/device_config.h), or inline datasheet figures only:
 //     device:
 //       name: NVIDIA A100-SXM4-80GB
 //       peak_tflops: {fp16: 312, bf16: 312, fp32: 19.5}   # dense, per GPU
@@ -18,7 +20,7 @@
 #include <optional>
 #include <string>
 
-#include "events/dtype.h"
+#include "events/device_config.h"
 
 namespace evsim {
 
@@ -28,16 +30,6 @@ struct Link {
   double latency_us = 0;
 };
 
-struct DeviceSpec {
-  std::string name;
-  std::map<DType, double> peak_tflops;
-  double memory_bandwidth_gb_s = 0;
-  double memory_gib = 0;
-
-  // Throws InputError when the spec has no peak for `dtype`.
-  double peakTflops(DType dtype) const;
-  int64_t memoryBytes() const;
-};
 
 struct ClusterConfig {
   std::string name;

@@ -1,45 +1,36 @@
 #pragma once
-// The cost of each event, with where it came from:
-//   measured  — the profile database has the event's signature, measured directly (a record the
-//               profiler scaled from a smaller group is reported as derived);
-//   derived   — computed from measured records: an all-reduce (reduce-scatter, all-gather) over a
-//               group larger than any measured one, scaled from the largest measured group with the
-//               same placement shape (ranks per node, and intra vs inter) and the same bytes by the
-//               ring volume factor t(N) = t(n) * ((N-1)/N) / ((n-1)/n); a message size between two
-//               measured sizes of the same collective and placement, interpolated log-log (both at
-//               once when needed: interpolate at the measured group, then scale);
-//   estimated — only with the analytic fallback: compute from the device spec
-//               (max(flops / peak, bytes / memory bandwidth)), communication by alpha-beta from the
-//               cluster's links with the nccl-tests volume factors.
+// The cost of each event, with where it came from: a chain of cost sources (cost_source.h) asked
+// in order, the first answer winning —
+//   measured  — the profile database (MeasuredSource, profile_sources.h);
+//   derived   — scaled or interpolated from measured records (DerivedSource);
+//   estimated — the cluster's device model (device_model.h), only with the fallback on.
+// Every answer also carries the op's host issue time from the device model (0 without one): the
+// framework's launch floor applies to measured kernels too.
 // Without the fallback, a missing event is an InputError listing every missing signature and the
 // eventprof command that would measure them.
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "events/cluster_config.h"
-#include "events/comm_factors.h"
 #include "events/event.h"
 #include "events/event_table.h"
+#include "modeler/cost_source.h"
+#include "modeler/device_model.h"
 #include "modeler/profile_db.h"
 
 namespace evsim {
 
-enum class Provenance { kMeasured, kDerived, kEstimated };
-inline constexpr int kProvenanceCount = 3;
-std::string_view provenanceName(Provenance p);  // "measured", "derived", "estimated"
-
-struct EventCost {
-  double time_us = 0;
-  Provenance provenance = Provenance::kMeasured;
-};
-
 class CostModel {
  public:
-  // `db` may be null (analytic only); `analytic_fallback` enables estimates. At least one source.
+  // `db` may be null (device model only); `analytic_fallback` enables estimates. At least one
+  // source. `cluster` and `db` must outlive the model.
   CostModel(const ClusterConfig& cluster, const ProfileDb* db, bool analytic_fallback);
+  // A chain of any sources, asked in order, over `cluster`'s device model for host costs.
+  CostModel(const ClusterConfig& cluster, std::vector<std::unique_ptr<CostSource>> sources);
 
   // The cost of one event, or nullopt when no source covers it.
   std::optional<EventCost> cost(const Event& event) const;
@@ -48,15 +39,14 @@ class CostModel {
   // followed by `eventprof_hint` (the command that would measure them).
   std::vector<EventCost> costAll(const EventTable& table, std::string_view eventprof_hint) const;
 
-  // Analytic estimate alone (used by cost() under the fallback, and by tests).
-  double estimateUs(const Event& event) const;
+  // The device model's estimate alone (used by the chain under the fallback, and by tests).
+  double estimateUs(const Event& event) const { return device_.estimateUs(event); }
+  const DeviceModel& device() const { return device_; }
 
  private:
-  std::optional<EventCost> derive(const Event& event) const;
-
-  const ClusterConfig& cluster_;
-  const ProfileDb* db_;
-  bool analytic_fallback_;
+  DeviceModel device_;
+  const ProfileDb* db_ = nullptr;  // for error messages
+  std::vector<std::unique_ptr<CostSource>> sources_;
 };
 
 }  // namespace evsim

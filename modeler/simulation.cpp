@@ -10,16 +10,23 @@ namespace evsim {
 
 namespace {
 
-// Prefix sums of op costs: where each op starts within its task, and the task's total.
+// Where each op starts within its task, and the task's duration. The ops of a task run one after
+// another on the device, and each must first be issued by the host (the framework's Python and
+// launch path, EventCost::host_us), which starts issuing when the task starts (Megatron
+// synchronises on the task's P2P input): op i starts at max(host issued ops 1..i, op i-1 ended).
+// With no host cost this is the plain prefix sum of the op times.
 double opOffsets(const OpList& ops, const std::vector<EventCost>& costs,
                  std::vector<double>& starts) {
-  double t = 0;
+  double device_free = 0, host_issued = 0;
   starts.reserve(ops.size());
   for (const OpInstance& op : ops) {
-    starts.push_back(t);
-    t += costs[op.event].time_us;
+    const EventCost& c = costs[op.event];
+    host_issued += c.host_us;
+    const double start = std::max(device_free, host_issued);
+    starts.push_back(start);
+    device_free = start + c.time_us;
   }
-  return t;
+  return device_free;
 }
 
 double streamTime(const OpList& ops, const std::vector<EventCost>& costs, Stream stream) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "events/comm_factors.h"
 
 namespace evsim {
 namespace {

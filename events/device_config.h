@@ -1,0 +1,99 @@
+#pragma once
+// A GPU: its datasheet figures and, optionally, a calibrated device model — what a kernel and a
+// collective really get, fitted to measurements (modeler/device_model.h turns these into times).
+//
+// A cluster names a device file (configs/devices/<name>.yaml) or, as before, gives an inline
+// `device:` with datasheet figures only. Device file format (every model parameter carries where
+// its value came from: "datasheet ...", "fitted: <from what>", "measured: <how>" or
+// "assumed: <why>"):
+//
+//   name: a100-sxm4-80gb
+//   gpu: NVIDIA A100-SXM4-80GB
+//   datasheet:
+//     source: "NVIDIA A100 datasheet"
+//     peak_tflops: {fp16: 312, bf16: 312, fp32: 19.5}   # dense, per GPU
+//     memory_bandwidth_gb_s: 2039
+//     memory_gib: 80
+//     sm_count: 108
+//   model:                                               # optional: without it, roofline only
+//     gemm_efficiency: {value: 0.8, source: "fitted: ..."}        # of peak, full waves, large k
+//     gemm_tile_overhead_k: {value: 64, source: "..."}           # per-tile prologue/epilogue, in k
+//     gemm_kernel_us: {value: 4, source: "..."}                  # fixed time per GEMM kernel
+//     memory_efficiency: {value: 0.8, source: "..."}             # of datasheet bandwidth
+//     memory_kernel_us: {value: 3, source: "..."}                # fixed time per memory-bound op
+//     host_op_us: {value: 10, source: "..."}                     # framework issue time per op
+//     uncertainty_pct: {value: 9, source: "..."}                 # fit's typical error, for bands
+//     allreduce_curves:                                          # NCCL inside one node
+//       - {group: 8, floor_us: 94, ll_latency_us: 37, ll_busbw_gb_s: 155,
+//          simple_latency_us: 99, simple_busbw_gb_s: 231, source: "fitted: ..."}
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "events/dtype.h"
+
+namespace evsim {
+
+// One model parameter and where its value came from.
+struct SourcedValue {
+  double value = 0;
+  std::string source;
+};
+
+// NCCL all-reduce time inside one node over `group` ranks, in bus-bandwidth terms (nccl-tests):
+// NCCL picks the faster of a low-latency protocol (LL/LL128: little start-up, lower bandwidth) and
+// the bandwidth protocol (Simple), and nothing finishes under the launch-and-sync floor:
+//   t(bytes) = max(floor, min(ll_latency + factor*bytes/ll_busbw,
+//                             simple_latency + factor*bytes/simple_busbw))
+struct CollectiveCurve {
+  int group = 2;
+  double floor_us = 0;
+  double ll_latency_us = 0;
+  double ll_busbw_gb_s = 0;
+  double simple_latency_us = 0;
+  double simple_busbw_gb_s = 0;
+  std::string source;
+};
+
+struct DeviceModelParams {
+  SourcedValue gemm_efficiency;
+  SourcedValue gemm_tile_overhead_k;
+  SourcedValue gemm_kernel_us;
+  SourcedValue memory_efficiency;
+  SourcedValue memory_kernel_us;
+  SourcedValue host_op_us;
+  SourcedValue uncertainty_pct;
+  std::vector<CollectiveCurve> allreduce_curves;  // sorted by group; may be empty
+};
+
+struct DeviceSpec {
+  std::string id;    // the device file's `name` (e.g. a100-sxm4-80gb); "" for an inline spec
+  std::string name;  // the GPU's product name
+  std::map<DType, double> peak_tflops;
+  double memory_bandwidth_gb_s = 0;
+  double memory_gib = 0;
+  int sm_count = 0;              // 0 for an inline datasheet spec (no tile model)
+  std::string file;              // the device file it came from ("" for an inline spec)
+  std::string datasheet_source;  // where the datasheet figures came from
+  std::optional<DeviceModelParams> model;
+
+  // Throws InputError when the spec has no peak for `dtype`.
+  double peakTflops(DType dtype) const;
+  int64_t memoryBytes() const;
+};
+
+// Loads a device file. Throws InputError naming the file and key on anything missing or invalid.
+DeviceSpec loadDeviceConfig(const std::string& path);
+DeviceSpec parseDeviceConfig(const std::string& yaml_text, const std::string& origin);
+// The device file text for `spec` (which must have a model and an id), as loadDeviceConfig reads
+// it back.
+std::string deviceConfigYaml(const DeviceSpec& spec);
+
+class YamlReader;
+// An inline `device:` mapping of a cluster file (datasheet figures only).
+DeviceSpec readInlineDevice(const YamlReader& device);
+
+}  // namespace evsim

@@ -1,0 +1,147 @@
+// The device model's formulas; device_model.h states them and their units.
+#include "modeler/device_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "common/units.h"
+#include "events/comm_factors.h"
+
+namespace evsim {
+
+namespace {
+
+constexpr int64_t kTile = 128;          // output tile edge of the GEMM kernels modelled
+constexpr int64_t kFragment = 16;       // tensor-core fragment edge: the least a tile can shrink to
+constexpr int64_t kMinSplitK = 256;     // split-K never cuts the reduction finer than this
+constexpr double kFlopsPerUs(double tflops) { return tflops * kFlopsPerTflop / kUsPerSecond; }
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Latency-bound steps of a ring collective over n ranks.
+double ringSteps(EventKind kind, int n) {
+  switch (kind) {
+    case EventKind::kAllReduce:
+      return 2.0 * (n - 1);
+    case EventKind::kReduceScatter:
+    case EventKind::kAllGather:
+      return n - 1;
+    case EventKind::kP2P:
+    case EventKind::kCompute:
+      return 1;
+  }
+  return 1;
+}
+
+struct LinkShare {
+  double bandwidth_gb_s = 0;
+  double latency_us = 0;
+};
+
+// Intra-node: the GPU's own link. Inter-node: the node's network is shared by every group that
+// communicates at once — one per rank of the group on that node out of gpus_per_node — so each
+// rank gets network * ranks_per_node / gpus_per_node (a DP group with one rank per node on 8-GPU
+// nodes gets 1/8), never more than its intra-node link. The share is capped at 1 for placements
+// from a profile whose nodes hold more ranks than this cluster's.
+LinkShare linkFor(const ClusterConfig& cluster, const Placement& placement) {
+  if (!placement.interNode()) {
+    return {cluster.intra_link.bandwidth_gb_s, cluster.intra_link.latency_us};
+  }
+  double share = std::min(1.0, double(placement.ranks_per_node) / cluster.gpus_per_node);
+  return {std::min(cluster.intra_link.bandwidth_gb_s, cluster.network.bandwidth_gb_s * share),
+          cluster.network.latency_us};
+}
+
+}  // namespace
+
+double curveUs(const CollectiveCurve& c, EventKind kind, int group, int64_t bytes) {
+  const double volume = busBandwidthFactor(kind, group) * double(bytes);
+  const double latency_scale = ringSteps(kind, group) / ringSteps(EventKind::kAllReduce, c.group);
+  const double ll = c.ll_latency_us * latency_scale + volume / bytesPerUs(c.ll_busbw_gb_s);
+  const double simple =
+      c.simple_latency_us * latency_scale + volume / bytesPerUs(c.simple_busbw_gb_s);
+  return std::max(c.floor_us, std::min(ll, simple));
+}
+
+double DeviceModel::rooflineUs(double flops, int64_t memory_bytes, DType dtype) const {
+  const DeviceSpec& d = cluster_.device;
+  double compute_us = flops / kFlopsPerUs(d.peakTflops(dtype));
+  double memory_us = double(memory_bytes) / bytesPerUs(d.memory_bandwidth_gb_s);
+  return std::max(compute_us, memory_us);
+}
+
+double DeviceModel::memoryBoundUs(double flops, int64_t memory_bytes, DType dtype) const {
+  const DeviceSpec& d = cluster_.device;
+  if (!d.model) return rooflineUs(flops, memory_bytes, dtype);
+  double compute_us = flops / kFlopsPerUs(d.peakTflops(dtype));
+  double memory_us = double(memory_bytes) /
+                     bytesPerUs(d.memory_bandwidth_gb_s * d.model->memory_efficiency.value);
+  return std::max(compute_us, memory_us) + d.model->memory_kernel_us.value;
+}
+
+double DeviceModel::gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype,
+                           int64_t memory_bytes) const {
+  const DeviceSpec& d = cluster_.device;
+  if (!d.model) return rooflineUs(2.0 * double(batch) * m * n * k, memory_bytes, dtype);
+  const DeviceModelParams& p = *d.model;
+  const int64_t sm = d.sm_count;
+  const int64_t tiles = batch * ceilDiv(m, kTile) * ceilDiv(n, kTile);
+  int64_t split = 1;
+  if (tiles < sm) split = std::max<int64_t>(1, std::min(sm / tiles, ceilDiv(k, kMinSplitK)));
+  const int64_t waves = ceilDiv(tiles * split, sm);
+  const int64_t tm = std::min(kTile, ceilDiv(m, kFragment) * kFragment);
+  const int64_t tn = std::min(kTile, ceilDiv(n, kFragment) * kFragment);
+  const double per_sm_flops_per_us = kFlopsPerUs(d.peakTflops(dtype)) / double(sm);
+  const double tile_us = (double(k) / double(split) + p.gemm_tile_overhead_k.value) * 2.0 *
+                         double(tm) * double(tn) / (per_sm_flops_per_us * p.gemm_efficiency.value);
+  const double memory_us =
+      double(memory_bytes) / bytesPerUs(d.memory_bandwidth_gb_s * p.memory_efficiency.value);
+  return std::max(double(waves) * tile_us, memory_us) + p.gemm_kernel_us.value;
+}
+
+double DeviceModel::alphaBetaUs(const Event& event) const {
+  LinkShare link = linkFor(cluster_, event.placement);
+  int n = event.placement.group_size;
+  double transfer_us = busBandwidthFactor(event.kind, n) * double(event.message_bytes) /
+                       bytesPerUs(link.bandwidth_gb_s);
+  return ringSteps(event.kind, n) * link.latency_us + transfer_us;
+}
+
+double DeviceModel::intraNodeCurveUs(EventKind kind, int group, int64_t bytes) const {
+  const std::vector<CollectiveCurve>& curves = cluster_.device.model->allreduce_curves;
+  const CollectiveCurve* chosen = &curves.front();
+  for (const CollectiveCurve& c : curves) {
+    if (c.group <= group) chosen = &c;
+  }
+  return curveUs(*chosen, kind, group, bytes);
+}
+
+double DeviceModel::communicationUs(const Event& event) const {
+  const DeviceSpec& d = cluster_.device;
+  if (!d.model || d.model->allreduce_curves.empty()) return alphaBetaUs(event);
+  const int n = event.placement.group_size;
+  // The curves are intra-node figures; a P2P "group" is its two ends.
+  double inside = intraNodeCurveUs(event.kind, std::max(n, 2), event.message_bytes);
+  if (!event.placement.interNode()) return inside;
+  return std::max(inside, alphaBetaUs(event));
+}
+
+double DeviceModel::estimateUs(const Event& event) const {
+  if (isCommunication(event.kind)) return communicationUs(event);
+  if (event.op == "gemm") {
+    return gemmUs(1, event.dim("m"), event.dim("n"), event.dim("k"), event.dtype,
+                  event.memory_bytes);
+  }
+  if (event.op == "bgemm") {
+    return gemmUs(event.dim("batch"), event.dim("m"), event.dim("n"), event.dim("k"), event.dtype,
+                  event.memory_bytes);
+  }
+  return memoryBoundUs(event.flops, event.memory_bytes, event.dtype);
+}
+
+double DeviceModel::hostUs(const Event&) const {
+  return cluster_.device.model ? cluster_.device.model->host_op_us.value : 0.0;
+}
+
+}  // namespace evsim

@@ -1,0 +1,70 @@
+#pragma once
+// The device model: how long an event takes on a cluster's GPU and network without measuring it,
+// from the device's datasheet and, when its device file has one, a calibrated model
+// (events/device_config.h; fitted by `eventsim calibrate`, docs/CALIBRATION.md). All times in µs.
+//
+// Calibrated (the device file has `model:`):
+//   GEMM (gemm, and bgemm: `batch` independent GEMMs in one kernel) on 128x128 output tiles, one
+//     tile per SM at a time (wave quantization on sm_count):
+//       tiles  = batch * ceil(m/128) * ceil(n/128)
+//       split  = split-K when the tiles leave SMs idle: min(floor(sm/tiles), ceil(k/256)), >= 1
+//       waves  = ceil(tiles * split / sm)
+//       tile_us = (k/split + tile_overhead_k) * 2 * tm * tn / (peak/sm * gemm_efficiency)
+//                 with tm = min(128, m rounded up to 16) (tensor-core fragments; n alike)
+//       time   = max(waves * tile_us, bytes / (bandwidth * memory_efficiency)) + gemm_kernel_us
+//   other compute ops (memory-bound): max(flops / peak, bytes / (bandwidth * memory_efficiency))
+//     + memory_kernel_us
+//   host: every op inside a task costs host_op_us of framework time to issue; a kernel cannot
+//     start before the host has issued it (see hostUs; the simulation applies it per task)
+//   collectives inside a node, from the NCCL all-reduce curve of the largest fitted group <= n
+//     (else the smallest): t = max(floor, min(ll_latency*r + factor*bytes/ll_busbw,
+//     simple_latency*r + factor*bytes/simple_busbw)), factor the nccl-tests bus-bandwidth factor
+//     of the collective over n ranks, r = its latency steps over the curve's all-reduce steps
+//     (all-reduce 2(n-1), reduce-scatter and all-gather n-1, p2p 1)
+//   collectives across nodes: the alpha-beta ring below over each rank's share of the network,
+//     never faster than the same collective inside one node
+// Datasheet only (an inline device, or no `model:`): the roofline max(flops/peak, bytes/bw) and
+//   alpha-beta over the cluster's links with the nccl-tests volume factors:
+//     all-reduce over n          2(n-1) * alpha + 2(n-1)/n * bytes / bw
+//     reduce-scatter, all-gather  (n-1) * alpha +  (n-1)/n * bytes / bw   (bytes: full buffer)
+//     p2p                              alpha +            bytes / bw
+//   where bw is the GPU's intra-node link, or across nodes the node's network shared by the
+//   groups that communicate at once (network * ranks_per_node / gpus_per_node, at most the link).
+
+#include <cstdint>
+
+#include "events/cluster_config.h"
+#include "events/event.h"
+
+namespace evsim {
+
+class DeviceModel {
+ public:
+  explicit DeviceModel(const ClusterConfig& cluster) : cluster_(cluster) {}
+
+  // Time of one execution of `event` on the device (compute) or its group (communication).
+  double estimateUs(const Event& event) const;
+  // Host (framework) time to issue `event` inside a task: 0 without a calibrated model.
+  double hostUs(const Event& event) const;
+
+  // True when the device file carries a fitted model (not the datasheet roofline).
+  bool calibrated() const { return cluster_.device.model.has_value(); }
+
+  // The pieces, public for tests and `eventsim calibrate`.
+  double gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype,
+                int64_t memory_bytes) const;
+  double memoryBoundUs(double flops, int64_t memory_bytes, DType dtype) const;
+  double communicationUs(const Event& event) const;
+
+ private:
+  double rooflineUs(double flops, int64_t memory_bytes, DType dtype) const;
+  double alphaBetaUs(const Event& event) const;
+  double intraNodeCurveUs(EventKind kind, int group, int64_t bytes) const;
+
+  const ClusterConfig& cluster_;
+};
+
+// The curve time of a collective (see above), exposed for the fit and tests.
+double curveUs(const CollectiveCurve& curve, EventKind kind, int group, int64_t bytes);
+
+}  // namespace evsim

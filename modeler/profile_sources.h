@@ -1,0 +1,36 @@
+#pragma once
+// The cost sources backed by a profile database (eventprof, or imported nccl-tests logs):
+//   MeasuredSource — the event's signature is in the database, measured directly (a record the
+//     profiler scaled from a smaller group is reported as derived);
+//   DerivedSource — computed from measured records: an all-reduce (reduce-scatter, all-gather)
+//     over a group larger than any measured one, scaled from the largest measured group with the
+//     same placement shape (ranks per node, and intra vs inter) and the same bytes by the ring
+//     volume factor t(N) = t(n) * ((N-1)/N) / ((n-1)/n); a message size between two measured
+//     sizes of the same collective and placement, interpolated log-log (both at once when needed:
+//     interpolate at the measured group, then scale). Compute events are never derived: another
+//     shape may run another kernel.
+
+#include "modeler/cost_source.h"
+#include "modeler/profile_db.h"
+
+namespace evsim {
+
+class MeasuredSource : public CostSource {
+ public:
+  explicit MeasuredSource(const ProfileDb& db) : db_(db) {}
+  std::optional<EventCost> cost(const Event& event) const override;
+
+ private:
+  const ProfileDb& db_;
+};
+
+class DerivedSource : public CostSource {
+ public:
+  explicit DerivedSource(const ProfileDb& db) : db_(db) {}
+  std::optional<EventCost> cost(const Event& event) const override;
+
+ private:
+  const ProfileDb& db_;
+};
+
+}  // namespace evsim
