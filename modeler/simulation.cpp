@@ -29,6 +29,11 @@ double opOffsets(const OpList& ops, const std::vector<EventCost>& costs,
   return device_free;
 }
 
+// An op outside a task — a P2P send, the gradient sync, the optimizer step — starts after a
+// synchronisation (the task's end, or the collective's rendezvous), so its host issue time is not
+// hidden behind earlier kernels: it adds to the op's time.
+double issued(const EventCost& c) { return c.host_us + c.time_us; }
+
 double streamTime(const OpList& ops, const std::vector<EventCost>& costs, Stream stream) {
   double t = 0;
   for (const OpInstance& op : ops) {
@@ -85,6 +90,39 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   return d;
 }
 
+TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
+                        std::vector<StageOpOffsets>& offsets_out) {
+  TimingInput input;
+  input.schedule = p.strategy.schedule;
+  input.micro_batches = p.micro_batches;
+  input.virtual_stages = p.chunksPerDevice();
+  input.dp_overlap = p.strategy.dp_overlap;
+  offsets_out.assign(p.stages.size(), StageOpOffsets{});
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    const StagePlan& stage = p.stages[s];
+    StageOpOffsets& offsets = offsets_out[s];
+    StageCost cost;
+    cost.forward_us = opOffsets(stage.forward, c, offsets.forward_start_us);
+    cost.backward_us = opOffsets(stage.backward, c, offsets.backward_start_us);
+    for (const OpInstance& op : stage.optimizer) cost.optimizer_us += issued(c[op.event]);
+    if (stage.gradSyncEvent() >= 0) cost.grad_allreduce_us = issued(c[stage.gradSyncEvent()]);
+    if (stage.dp_allgather >= 0) cost.param_allgather_us = issued(c[stage.dp_allgather]);
+    for (const GradBucket& b : stage.dp_buckets) {
+      double ready = offsets.backward_start_us[b.ready_after_op] +
+                     c[stage.backward[b.ready_after_op].event].time_us;
+      cost.buckets.push_back(BucketCost{ready, c[b.event].time_us});
+    }
+    input.stages.push_back(std::move(cost));
+  }
+  for (const PipelineClass& pipeline : p.pipelines) {
+    PipelineCost links;
+    for (int e : pipeline.forward_p2p) links.send_forward_us.push_back(issued(c[e]));
+    for (int e : pipeline.backward_p2p) links.send_backward_us.push_back(issued(c[e]));
+    input.pipelines.push_back(std::move(links));
+  }
+  return input;
+}
+
 Simulation simulate(IterationPlan plan, std::vector<EventCost> costs) {
   EVSIM_CHECK(static_cast<int>(costs.size()) == plan.events.size(), "{} costs for {} events",
               costs.size(), plan.events.size());
@@ -94,33 +132,7 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs) {
   const IterationPlan& p = sim.plan;
   const std::vector<EventCost>& c = sim.costs;
 
-  sim.input.schedule = p.strategy.schedule;
-  sim.input.micro_batches = p.micro_batches;
-  sim.input.virtual_stages = p.chunksPerDevice();
-  sim.input.dp_overlap = p.strategy.dp_overlap;
-  sim.offsets.resize(p.stages.size());
-  for (size_t s = 0; s < p.stages.size(); ++s) {
-    const StagePlan& stage = p.stages[s];
-    StageOpOffsets& offsets = sim.offsets[s];
-    StageCost cost;
-    cost.forward_us = opOffsets(stage.forward, c, offsets.forward_start_us);
-    cost.backward_us = opOffsets(stage.backward, c, offsets.backward_start_us);
-    for (const OpInstance& op : stage.optimizer) cost.optimizer_us += c[op.event].time_us;
-    if (stage.gradSyncEvent() >= 0) cost.grad_allreduce_us = c[stage.gradSyncEvent()].time_us;
-    if (stage.dp_allgather >= 0) cost.param_allgather_us = c[stage.dp_allgather].time_us;
-    for (const GradBucket& b : stage.dp_buckets) {
-      double ready = offsets.backward_start_us[b.ready_after_op] +
-                     c[stage.backward[b.ready_after_op].event].time_us;
-      cost.buckets.push_back(BucketCost{ready, c[b.event].time_us});
-    }
-    sim.input.stages.push_back(std::move(cost));
-  }
-  for (const PipelineClass& pipeline : p.pipelines) {
-    PipelineCost links;
-    for (int e : pipeline.forward_p2p) links.send_forward_us.push_back(c[e].time_us);
-    for (int e : pipeline.backward_p2p) links.send_backward_us.push_back(c[e].time_us);
-    sim.input.pipelines.push_back(std::move(links));
-  }
+  sim.input = timingInput(p, c, sim.offsets);
   sim.timeline = computeTimeline(sim.input);
 
   // Metrics.

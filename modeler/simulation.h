@@ -67,6 +67,12 @@ struct Simulation {
   double costUs(int event) const { return costs[event].time_us; }
 };
 
+// The timing engine's input for `plan` at `costs` (one per plan event), and where each op starts
+// within its task (per virtual stage, into `offsets`). simulate() runs it; a fit that only needs
+// the iteration time calls it with computeTimeline() directly, without copying the plan.
+TimingInput timingInput(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                        std::vector<StageOpOffsets>& offsets);
+
 // Runs the timing and metrics. `costs` has one entry per plan event.
 Simulation simulate(IterationPlan plan, std::vector<EventCost> costs);
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "modeler/cli/calibrate_command.h"
 #include "modeler/cli/compare_command.h"
 #include "modeler/cli/events_command.h"
 #include "modeler/cli/search_command.h"
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   evsim::registerSimulateCommand(app);
   evsim::registerSearchCommand(app);
   evsim::registerCompareCommand(app);
+  evsim::registerCalibrateCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

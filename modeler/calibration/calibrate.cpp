@@ -1,0 +1,136 @@
+#include "modeler/calibration/calibrate.h"
+
+#include <algorithm>
+#include <map>
+
+#include "common/error.h"
+
+namespace evsim {
+
+namespace {
+
+const std::map<std::string, int64_t MeasuredRun::*, std::less<>>& filterKeys() {
+  static const std::map<std::string, int64_t MeasuredRun::*, std::less<>> keys = {
+      {"hidden", &MeasuredRun::hidden},        {"layers", &MeasuredRun::layers},
+      {"heads", &MeasuredRun::heads},          {"gpus", &MeasuredRun::gpus},
+      {"micro_batch", &MeasuredRun::micro_batch}, {"global_batch", &MeasuredRun::global_batch},
+      {"seq", &MeasuredRun::seq}};
+  return keys;
+}
+
+// The intra-node all-reduce records of the profile, grouped by group size.
+std::map<int, std::vector<CollectivePoint>> intraNodeAllReduces(const ProfileDb& db) {
+  std::map<int, std::vector<CollectivePoint>> out;
+  for (const ProfileRecord& r : db.records()) {
+    if (r.event.kind != EventKind::kAllReduce || r.event.placement.interNode() || r.scaled) continue;
+    out[r.event.placement.group_size].push_back({r.event.message_bytes, r.time.median_us});
+  }
+  return out;
+}
+
+}  // namespace
+
+bool RunFilter::matches(const MeasuredRun& run) const {
+  if (key == "tp") return run.tp == value;
+  if (key == "dp") return run.dp == value;
+  if (key == "pp") return run.pp == value;
+  return run.*filterKeys().at(key) == value;
+}
+
+RunFilter parseRunFilter(const std::string& text, const std::string& flag) {
+  size_t eq = text.find('=');
+  RunFilter f;
+  f.key = text.substr(0, eq);
+  bool known = filterKeys().count(f.key) > 0 || f.key == "tp" || f.key == "dp" || f.key == "pp";
+  if (eq == std::string::npos || !known) {
+    EVSIM_THROW(InputError,
+                "{} '{}': expected KEY=VALUE with KEY one of hidden, layers, heads, gpus, tp, dp, "
+                "pp, micro_batch, global_batch, seq",
+                flag, text);
+  }
+  try {
+    size_t used = 0;
+    f.value = std::stoll(text.substr(eq + 1), &used);
+    if (used != text.size() - eq - 1) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    EVSIM_THROW(InputError, "{} '{}': the value is not an integer", flag, text);
+  }
+  return f;
+}
+
+DeviceModelParams startingModel() {
+  const std::string start = "assumed: starting point (not fitted)";
+  DeviceModelParams p;
+  p.gemm_efficiency = {0.7, start};
+  p.gemm_tile_overhead_k = {64, start};
+  p.gemm_kernel_us = {5, start};
+  p.memory_efficiency = {0.7, start};
+  p.memory_kernel_us = {3, start};
+  p.host_op_us = {10, start};
+  p.uncertainty_pct = {50, start};
+  return p;
+}
+
+CalibrationReport calibrate(const CalibrationInput& input) {
+  if (input.collectives == nullptr && input.runs.empty()) {
+    EVSIM_THROW(InputError, "nothing to calibrate: give measured runs and/or collective records");
+  }
+  CalibrationReport report;
+  ClusterConfig cluster = input.cluster;
+  DeviceSpec& device = cluster.device;
+  if (device.sm_count <= 0) {
+    EVSIM_THROW(InputError,
+                "cluster '{}': its device '{}' has no sm_count: calibrate needs a device file "
+                "(configs/devices/) with the datasheet's SM count",
+                cluster.name, device.name);
+  }
+  if (!device.model) device.model = startingModel();
+  device.id = input.device_id;
+
+  if (input.collectives != nullptr) {
+    auto groups = intraNodeAllReduces(*input.collectives);
+    if (groups.empty()) {
+      EVSIM_THROW(InputError, "{}: no intra-node all-reduce records to fit a curve to",
+                  input.collectives_origin);
+    }
+    device.model->allreduce_curves.clear();
+    for (const auto& [group, points] : groups) {
+      std::string what = fmt::format("{}: all-reduce over {} ranks", input.collectives_origin, group);
+      CollectiveFit fit = fitAllReduceCurve(group, points, what);
+      fit.curve.source = fmt::format("fitted: {} sizes of {} (mean error {:.1f}%, worst {:.1f}%)",
+                                     fit.points, input.collectives_origin, fit.mean_abs_error_pct,
+                                     fit.max_abs_error_pct);
+      device.model->allreduce_curves.push_back(fit.curve);
+      report.collective_fits.push_back(fit);
+    }
+  }
+
+  if (!input.runs.empty()) {
+    device.peakTflops(input.settings.dtype);  // a missing peak is an input error, before threads
+    report.runs.emplace(input.runs, cluster, input.settings);
+    const RunSet& runs = *report.runs;
+    for (const PlannedRun& r : runs.planned()) {
+      report.in_fit.push_back(!input.fit_where || input.fit_where->matches(r.run));
+    }
+    std::string where = input.fit_where
+                            ? fmt::format("{}={}", input.fit_where->key, input.fit_where->value)
+                            : std::string("all");
+    int fitted = static_cast<int>(std::count(report.in_fit.begin(), report.in_fit.end(), true));
+    std::string source = fmt::format("fitted: {} runs ({}) of {}", fitted, where, input.runs_origin);
+    report.compute_fit = fitComputeModel(runs, cluster, report.in_fit, source, input.threads,
+                                         input.max_evaluations);
+    device.model = report.compute_fit->params;
+    const ComputeFit& fit = *report.compute_fit;
+    const bool held_out = fit.holdout_mape_pct >= 0;
+    device.model->uncertainty_pct = {
+        held_out ? fit.holdout_mape_pct : fit.fit_mape_pct,
+        held_out ? fmt::format("fitted: MAPE of the {} held-out runs of {}",
+                               runs.planned().size() - fitted, input.runs_origin)
+                 : fmt::format("fitted: MAPE of the fit itself ({} runs of {}; not cross-validated)",
+                               fitted, input.runs_origin)};
+  }
+  report.device = device;
+  return report;
+}
+
+}  // namespace evsim

@@ -1,0 +1,67 @@
+#include "modeler/calibration/run_set.h"
+
+#include <thread>
+
+#include "common/error.h"
+#include "common/units.h"
+#include "modeler/cost_model.h"
+#include "modeler/simulation.h"
+
+namespace evsim {
+
+namespace {
+
+ModelConfig gptModel(const MeasuredRun& r, const RunSettings& settings) {
+  std::string yaml = fmt::format(
+      "name: gpt-h{}-l{}\ndtype: {}\nhidden_size: {}\nnum_heads: {}\nffn_hidden_size: {}\n"
+      "seq_length: {}\nvocab_size: {}\nlayers:\n  - {{type: embedding}}\n"
+      "  - {{type: decoder, count: {}, cross_attention: false}}\n  - {{type: head}}\n",
+      r.hidden, r.layers, dtypeName(settings.dtype), r.hidden, r.heads, 4 * r.hidden, r.seq,
+      settings.vocab, r.layers);
+  return parseModelConfig(yaml, fmt::format("measured run at line {}", r.line));
+}
+
+}  // namespace
+
+RunSet::RunSet(const std::vector<MeasuredRun>& runs, const ClusterConfig& cluster,
+               const RunSettings& settings) {
+  for (const MeasuredRun& r : runs) {
+    Strategy s;
+    s.tp = r.tp;
+    s.pp = r.pp;
+    s.dp = r.dp;
+    s.micro_batch = r.micro_batch;
+    s.global_batch = r.global_batch;
+    s.schedule = settings.schedule;
+    s.recompute = settings.recompute;
+    try {
+      planned_.push_back(PlannedRun{r, buildIterationPlan(gptModel(r, settings), cluster, s)});
+    } catch (const InputError& e) {
+      skipped_.emplace_back(r, e.what());
+    }
+  }
+}
+
+double predictIterationUs(const IterationPlan& plan, const ClusterConfig& cluster) {
+  CostModel costs(cluster, nullptr, /*analytic_fallback=*/true);
+  std::vector<EventCost> c = costs.costAll(plan.events, "");
+  std::vector<StageOpOffsets> offsets;
+  return computeTimeline(timingInput(plan, c, offsets)).iteration_us;
+}
+
+std::vector<double> RunSet::predictMs(const ClusterConfig& cluster, int threads) const {
+  std::vector<double> out(planned_.size());
+  auto work = [&](size_t first, size_t stride) {
+    for (size_t i = first; i < planned_.size(); i += stride) {
+      out[i] = predictIterationUs(planned_[i].plan, cluster) / kUsPerMs;
+    }
+  };
+  const size_t n = static_cast<size_t>(std::max(1, threads));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < n; ++t) pool.emplace_back(work, t, n);
+  work(0, n);
+  for (std::thread& t : pool) t.join();
+  return out;
+}
+
+}  // namespace evsim

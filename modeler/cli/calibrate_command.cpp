@@ -1,0 +1,153 @@
+#include "modeler/cli/calibrate_command.h"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "common/atomic_file.h"
+#include "common/error.h"
+#include "modeler/calibration/calibrate.h"
+#include "modeler/cli/run_options.h"
+
+namespace evsim {
+
+namespace {
+
+struct CalibrateArgs {
+  std::string cluster;
+  std::string device_name;
+  std::string runs;
+  std::string collectives;
+  std::string fit_where;
+  std::string dtype = "fp16";
+  int64_t vocab = 50257;
+  std::string schedule = "dapple";
+  std::string recompute = "full";
+  int threads = 0;
+  int max_evaluations = 400;
+  std::string output;
+  std::string predictions;
+};
+
+std::string predictionsCsv(const CalibrationReport& report) {
+  std::string out =
+      "line,gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,measured_ms,"
+      "predicted_ms,error_pct,set\n";
+  const RunSet& runs = *report.runs;
+  for (size_t i = 0; i < runs.planned().size(); ++i) {
+    const MeasuredRun& r = runs.planned()[i].run;
+    double predicted = report.compute_fit->predicted_ms[i];
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.3f},{}\n", r.line, r.gpus,
+                       r.global_batch, r.micro_batch, r.hidden, r.heads, r.layers, r.seq, r.tp, r.dp,
+                       r.pp, r.iteration_ms, predicted, 100 * (predicted / r.iteration_ms - 1),
+                       report.in_fit[i] ? "fit" : "held-out");
+  }
+  for (const auto& [r, why] : runs.skipped()) {
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.4f},,,skipped\n", r.line, r.gpus,
+                       r.global_batch, r.micro_batch, r.hidden, r.heads, r.layers, r.seq, r.tp,
+                       r.dp, r.pp, r.iteration_ms);
+  }
+  return out;
+}
+
+void printReport(const CalibrationReport& report) {
+  for (const CollectiveFit& f : report.collective_fits) {
+    const CollectiveCurve& c = f.curve;
+    fmt::print(
+        "all-reduce over {} ranks: floor {:.1f} us; low-latency {:.1f} us + {:.0f} GB/s; "
+        "bandwidth {:.1f} us + {:.0f} GB/s bus; {} sizes, mean error {:.1f}%, worst {:.1f}%\n",
+        c.group, c.floor_us, c.ll_latency_us, c.ll_busbw_gb_s, c.simple_latency_us,
+        c.simple_busbw_gb_s, f.points, f.mean_abs_error_pct, f.max_abs_error_pct);
+  }
+  if (report.compute_fit) {
+    const ComputeFit& f = *report.compute_fit;
+    const DeviceModelParams& p = f.params;
+    fmt::print(
+        "compute: GEMM efficiency {:.3f}, tile overhead {:.1f} (k), GEMM kernel {:.2f} us, memory "
+        "efficiency {:.3f}, memory kernel {:.2f} us, host {:.2f} us per op ({} evaluations)\n",
+        p.gemm_efficiency.value, p.gemm_tile_overhead_k.value, p.gemm_kernel_us.value,
+        p.memory_efficiency.value, p.memory_kernel_us.value, p.host_op_us.value, f.evaluations);
+    int fitted = static_cast<int>(std::count(report.in_fit.begin(), report.in_fit.end(), true));
+    fmt::print("iteration time: MAPE {:.2f}% over {} fitted runs", f.fit_mape_pct, fitted);
+    if (f.holdout_mape_pct >= 0) {
+      fmt::print(", {:.2f}% over {} held-out runs", f.holdout_mape_pct,
+                 report.in_fit.size() - fitted);
+    }
+    fmt::print("; {} runs skipped\n", report.runs->skipped().size());
+  }
+}
+
+void runCalibrate(const CalibrateArgs& args) {
+  CalibrationInput input;
+  input.cluster = loadClusterConfig(resolveConfigPath(args.cluster, "clusters"));
+  input.device_id = args.device_name.empty() ? input.cluster.device.id : args.device_name;
+  if (input.device_id.empty()) {
+    EVSIM_THROW(InputError, "--name is required: the cluster's device is inline, not a device file");
+  }
+  std::optional<ProfileDb> db;
+  if (!args.collectives.empty()) {
+    db = ProfileDb::load(args.collectives);
+    input.collectives = &*db;
+    input.collectives_origin = args.collectives;
+  }
+  if (!args.runs.empty()) {
+    input.runs = loadMeasuredRuns(args.runs);
+    input.runs_origin = args.runs;
+  }
+  input.settings.dtype = parseDType(args.dtype, "--dtype");
+  input.settings.vocab = args.vocab;
+  input.settings.schedule = parseSchedule(args.schedule);
+  input.settings.recompute = parseRecompute(args.recompute);
+  if (!args.fit_where.empty()) input.fit_where = parseRunFilter(args.fit_where, "--fit-where");
+  input.threads = args.threads > 0 ? args.threads
+                                   : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  input.max_evaluations = args.max_evaluations;
+  CalibrationReport report = calibrate(input);
+  printReport(report);
+  // Both files or neither: the predictions are written first, and a failure there loses nothing.
+  if (!args.predictions.empty() && report.runs) {
+    writeFileAtomically(args.predictions, predictionsCsv(report));
+  }
+  writeFileAtomically(args.output, deviceConfigYaml(report.device));
+  fmt::print("device file: {}\n", args.output);
+  if (!args.predictions.empty() && report.runs) fmt::print("predictions: {}\n", args.predictions);
+}
+
+}  // namespace
+
+void registerCalibrateCommand(CLI::App& app) {
+  auto args = std::make_shared<CalibrateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate", "fit a device model to measured collectives and iterations (docs/CALIBRATION.md)");
+  cmd->add_option("--cluster", args->cluster,
+                  "cluster YAML or bundled name: node shape, links, and the device to start from")
+      ->required();
+  cmd->add_option("--name", args->device_name,
+                  "name of the fitted device (default: the cluster's device file's name)");
+  cmd->add_option("--runs", args->runs,
+                  "CSV of measured iterations (vTrain's columns: # GPUs, global batch, micro "
+                  "batch, hidden size, attention heads, # layers, sequence length, tensor/data/"
+                  "pipeline parallelism, iteration time (ms))");
+  cmd->add_option("--collectives", args->collectives,
+                  "profile database whose intra-node all-reduce records give the NCCL curves "
+                  "(e.g. from eventsim import-nccl-tests)");
+  cmd->add_option("--fit-where", args->fit_where,
+                  "fit on the runs with KEY=VALUE (e.g. hidden=1024) and hold out the rest");
+  cmd->add_option("--dtype", args->dtype, "dtype of the runs")->capture_default_str();
+  cmd->add_option("--vocab", args->vocab, "vocabulary size of the runs")->capture_default_str();
+  cmd->add_option("--schedule", args->schedule, "pipeline schedule of the runs")
+      ->capture_default_str();
+  cmd->add_option("--recompute", args->recompute, "activation recomputation of the runs")
+      ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  cmd->add_option("--max-evaluations", args->max_evaluations,
+                  "model evaluations of the compute fit")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 100000));
+  cmd->add_option("-o,--output", args->output, "device file to write")->required();
+  cmd->add_option("--predictions", args->predictions,
+                  "CSV of every run's measured and predicted time (fit, held-out or skipped)");
+  cmd->callback([args] { runCalibrate(*args); });
+}
+
+}  // namespace evsim
