@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+#include <string>
+
 #include "common/strings.h"
 #include "common/units.h"
 #include "modeler/memory_model.h"
@@ -29,12 +32,38 @@ std::string deviceRow(const std::string& label, const DeviceMetrics& d) {
       100 * d.bubble_fraction);
 }
 
+// The iteration time's uncertainty from the estimated share of op time: the device model's
+// typical error (its fit's residuals, uncertainty_pct) applied to that share. Measured and
+// derived times carry no model error. Without a fitted model the band is unknown.
+struct UncertaintyBand {
+  std::optional<double> band_us;
+  std::string basis;
+};
+
+UncertaintyBand uncertaintyBand(const Simulation& sim) {
+  const double estimated = sim.summary.provenance_share[static_cast<int>(Provenance::kEstimated)];
+  const DeviceSpec& device = sim.plan.cluster.device;
+  if (estimated <= 0) return {0.0, "no estimated op time"};
+  if (!device.model) {
+    return {std::nullopt,
+            fmt::format("unknown: {:.0f}% of op time from the datasheet roofline of {}, which has "
+                        "no fitted model",
+                        100 * estimated, device.name)};
+  }
+  const SourcedValue& u = device.model->uncertainty_pct;
+  return {sim.summary.iteration_us * estimated * u.value / 100,
+          fmt::format("{:.0f}% of op time estimated by the device model of {} (+-{:.1f}%, {})",
+                      100 * estimated, device.id.empty() ? device.name : device.id, u.value,
+                      u.source)};
+}
+
 }  // namespace
 
 nlohmann::json summaryJson(const Simulation& sim) {
   const SimulationSummary& s = sim.summary;
   const Strategy& st = sim.plan.strategy;
   const MemoryEstimate memory = estimateMemory(sim.plan);  // per device, default headroom
+  const UncertaintyBand band = uncertaintyBand(sim);
   nlohmann::json stages = nlohmann::json::array();
   for (const StageSummary& stage : s.stages) {
     nlohmann::json j = deviceJson(stage.device);
@@ -61,6 +90,9 @@ nlohmann::json summaryJson(const Simulation& sim) {
           {"sequence_parallel", st.sequence_parallel},
           {"zero", st.zero_stage},
           {"iteration_time_ms", s.iteration_us / kUsPerMs},
+          {"iteration_time_uncertainty_ms",
+           band.band_us ? nlohmann::json(*band.band_us / kUsPerMs) : nlohmann::json(nullptr)},
+          {"uncertainty_basis", band.basis},
           {"throughput_samples_per_s", s.samples_per_s},
           {"throughput_tokens_per_s", s.tokens_per_s},
           {"model_tflops_per_gpu", s.flops_per_gpu_per_s / kFlopsPerTflop},
@@ -89,7 +121,14 @@ std::string summaryText(const Simulation& sim) {
       "{} on {} ({} x {}): {} b={} B={} m={} {}{}{}\n", p.model.name, p.cluster.name, st.gpus(),
       p.cluster.device.name, st.name(), st.micro_batch, st.global_batch, p.micro_batches,
       scheduleName(st.schedule), st.dp_overlap ? " dp-overlap" : "", st.techniques());
-  out += fmt::format("  iteration time     {:.3f} ms\n", s.iteration_us / kUsPerMs);
+  const UncertaintyBand band = uncertaintyBand(sim);
+  out += fmt::format("  iteration time     {:.3f} ms", s.iteration_us / kUsPerMs);
+  if (!band.band_us) {
+    out += " (+-? estimated: no fitted device model)";
+  } else if (*band.band_us > 0) {
+    out += fmt::format(" (+-{:.3f} ms estimated)", *band.band_us / kUsPerMs);
+  }
+  out += fmt::format("\n  uncertainty        {}\n", band.basis);
   out += fmt::format("  throughput         {:.2f} samples/s, {:.0f} tokens/s\n", s.samples_per_s,
                      s.tokens_per_s);
   out += fmt::format("  model FLOP/s/GPU   {:.2f} TFLOP/s, MFU {:.1f}% of {:.1f} TFLOP/s {}\n",

@@ -13,4 +13,4 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libopenmpi-dev openmpi-bin \
   libgtest-dev libgmock-dev libbenchmark-dev \
   libopenblas-dev \
-  python3 python3-matplotlib
+  python3 python3-matplotlib python3-yaml

@@ -5,7 +5,8 @@
 //   2. then the compute and host parameters to measured iteration times (compute_fit.h), the
 //      curves held fixed, on the runs `fit_where` selects; the other runs are held out and
 //      predicted with the fitted model.
-// The device's uncertainty is the held-out MAPE when runs were held out, else the fit's own.
+// The device's uncertainty is the cross-validated MAPE (see CalibrationInput::cross_validate), or
+// the held-out MAPE when runs were held out, else the fit's own.
 
 #include <optional>
 #include <string>
@@ -24,7 +25,8 @@ namespace evsim {
 struct RunFilter {
   std::string key;
   int64_t value = 0;
-  bool matches(const MeasuredRun& run) const;
+  int64_t keyOf(const MeasuredRun& run) const;  // the run's value of `key`
+  bool matches(const MeasuredRun& run) const { return keyOf(run) == value; }
 };
 // Throws InputError naming `flag` on an unknown key or a malformed value.
 RunFilter parseRunFilter(const std::string& text, const std::string& flag);
@@ -38,6 +40,10 @@ struct CalibrationInput {
   std::string runs_origin;
   RunSettings settings;
   std::optional<RunFilter> fit_where;
+  // Cross-validation by group: for each value of this key (e.g. "hidden"), fit on the runs with
+  // that value and predict the others; then fit on every run. The device's uncertainty is the
+  // mean held-out MAPE over the folds. Excludes fit_where.
+  std::string cross_validate;
   int threads = 1;
   int max_evaluations = 400;
 };
@@ -47,15 +53,24 @@ struct CalibrationReport {
   std::vector<CollectiveFit> collective_fits;
   std::optional<ComputeFit> compute_fit;
   std::vector<bool> in_fit;  // per planned run
+  struct Fold {
+    int64_t value = 0;  // of the cross-validation key
+    double fit_mape_pct = 0, holdout_mape_pct = 0;
+  };
+  std::vector<Fold> folds;
+  // Per planned run: predicted by the fold that held it out, averaged over such folds (empty
+  // without cross-validation).
+  std::vector<double> cross_validated_ms;
   std::optional<RunSet> runs;
 };
 
 // Throws InputError when there is nothing to fit or the inputs cannot be used.
 CalibrationReport calibrate(const CalibrationInput& input);
 
-// Where fitting starts when the device file has no model yet: mid-range values of a modern GPU
-// under a PyTorch framework. Only a starting point; each is replaced by the fit, or keeps the
-// source "assumed: starting point" when its part is not fitted.
+// Where fitting starts when the device file has no model yet: typical values of a modern GPU under
+// a PyTorch framework. They are also the fit's weak prior (compute_fit.h): values the runs cannot
+// tell apart stay near them. Each is replaced by the fit, or keeps the source "assumed: starting
+// point" when its part is not fitted.
 DeviceModelParams startingModel();
 
 }  // namespace evsim

@@ -4,7 +4,8 @@
 // op) to measured iteration times, with the collective curves held fixed. The objective is the
 // mean squared log error of predicted vs measured iteration time over the runs chosen for the
 // fit; efficiencies are searched through a logistic transform (kept in (0, 1)), the rest in log
-// space (kept > 0). Six physical parameters for hundreds of runs: it fits kernel behaviour, not
+// space (kept > 0), with a weak prior towards the starting values (parameters the runs cannot
+// separate, like the GEMM efficiency of host-bound runs, stay physical). Six physical parameters for hundreds of runs: it fits kernel behaviour, not
 // rows.
 
 #include <string>

@@ -19,6 +19,7 @@ struct CalibrateArgs {
   std::string runs;
   std::string collectives;
   std::string fit_where;
+  std::string cross_validate;
   std::string dtype = "fp16";
   int64_t vocab = 50257;
   std::string schedule = "dapple";
@@ -32,18 +33,21 @@ struct CalibrateArgs {
 std::string predictionsCsv(const CalibrationReport& report) {
   std::string out =
       "line,gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,measured_ms,"
-      "predicted_ms,error_pct,set\n";
+      "predicted_ms,error_pct,set,cross_validated_ms\n";
   const RunSet& runs = *report.runs;
   for (size_t i = 0; i < runs.planned().size(); ++i) {
     const MeasuredRun& r = runs.planned()[i].run;
     double predicted = report.compute_fit->predicted_ms[i];
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.3f},{}\n", r.line, r.gpus,
-                       r.global_batch, r.micro_batch, r.hidden, r.heads, r.layers, r.seq, r.tp, r.dp,
-                       r.pp, r.iteration_ms, predicted, 100 * (predicted / r.iteration_ms - 1),
-                       report.in_fit[i] ? "fit" : "held-out");
+    std::string cross_validated =
+        report.cross_validated_ms.empty() ? "" : fmt::format("{:.4f}", report.cross_validated_ms[i]);
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.3f},{},{}\n", r.line,
+                       r.gpus, r.global_batch, r.micro_batch, r.hidden, r.heads, r.layers, r.seq,
+                       r.tp, r.dp, r.pp, r.iteration_ms, predicted,
+                       100 * (predicted / r.iteration_ms - 1),
+                       report.in_fit[i] ? "fit" : "held-out", cross_validated);
   }
   for (const auto& [r, why] : runs.skipped()) {
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.4f},,,skipped\n", r.line, r.gpus,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.4f},,,skipped,\n", r.line, r.gpus,
                        r.global_batch, r.micro_batch, r.hidden, r.heads, r.layers, r.seq, r.tp,
                        r.dp, r.pp, r.iteration_ms);
   }
@@ -58,6 +62,10 @@ void printReport(const CalibrationReport& report) {
         "bandwidth {:.1f} us + {:.0f} GB/s bus; {} sizes, mean error {:.1f}%, worst {:.1f}%\n",
         c.group, c.floor_us, c.ll_latency_us, c.ll_busbw_gb_s, c.simple_latency_us,
         c.simple_busbw_gb_s, f.points, f.mean_abs_error_pct, f.max_abs_error_pct);
+  }
+  for (const CalibrationReport::Fold& f : report.folds) {
+    fmt::print("cross-validation fold {}: MAPE {:.2f}% fitted, {:.2f}% held out\n", f.value,
+               f.fit_mape_pct, f.holdout_mape_pct);
   }
   if (report.compute_fit) {
     const ComputeFit& f = *report.compute_fit;
@@ -98,6 +106,7 @@ void runCalibrate(const CalibrateArgs& args) {
   input.settings.vocab = args.vocab;
   input.settings.schedule = parseSchedule(args.schedule);
   input.settings.recompute = parseRecompute(args.recompute);
+  input.cross_validate = args.cross_validate;
   if (!args.fit_where.empty()) input.fit_where = parseRunFilter(args.fit_where, "--fit-where");
   input.threads = args.threads > 0 ? args.threads
                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -133,6 +142,9 @@ void registerCalibrateCommand(CLI::App& app) {
                   "(e.g. from eventsim import-nccl-tests)");
   cmd->add_option("--fit-where", args->fit_where,
                   "fit on the runs with KEY=VALUE (e.g. hidden=1024) and hold out the rest");
+  cmd->add_option("--cross-validate", args->cross_validate,
+                  "KEY: fit on each value of KEY (e.g. hidden) in turn and predict the other "
+                  "runs; the device's uncertainty is the mean held-out MAPE");
   cmd->add_option("--dtype", args->dtype, "dtype of the runs")->capture_default_str();
   cmd->add_option("--vocab", args->vocab, "vocabulary size of the runs")->capture_default_str();
   cmd->add_option("--schedule", args->schedule, "pipeline schedule of the runs")
