@@ -25,9 +25,6 @@ constexpr Coordinate kCoordinates[] = {
 };
 // Where a parameter starts when the starting model has it at 0 (log space cannot hold 0).
 constexpr double kSmallestStart = 0.1;
-// Weight of the prior per squared coordinate (log or logit) away from the start: a factor e away
-// costs as much as a 3% systematic error over every run.
-constexpr double kPriorWeight = 0.001;
 
 void setCoordinates(const std::vector<double>& x, DeviceModelParams& p) {
   for (size_t i = 0; i < x.size(); ++i) {
@@ -51,7 +48,8 @@ double meanAbsPctError(const RunSet& runs, const std::vector<double>& predicted_
 }
 
 ComputeFit fitComputeModel(const RunSet& runs, ClusterConfig cluster, const std::vector<bool>& in_fit,
-                           const std::string& source, int threads, int max_evaluations) {
+                           const std::string& source, int threads, int max_evaluations,
+                           double prior_weight) {
   EVSIM_CHECK(cluster.device.model.has_value(), "fit needs a starting model");
   EVSIM_CHECK(in_fit.size() == runs.planned().size(), "{} fit flags for {} runs", in_fit.size(),
               runs.planned().size());
@@ -83,7 +81,7 @@ ComputeFit fitComputeModel(const RunSet& runs, ClusterConfig cluster, const std:
     // (a GEMM efficiency in host-bound runs) at physical values instead of drifting to a bound.
     double prior = 0;
     for (size_t i = 0; i < x.size(); ++i) prior += (x[i] - start[i]) * (x[i] - start[i]);
-    return sum / fitted + kPriorWeight * prior;
+    return sum / fitted + prior_weight * prior;
   };
   MinimizeResult r = minimizeNelderMead(objective, start, step, max_evaluations, 1e-9);
   // A restart from the optimum escapes a collapsed simplex.

@@ -1,0 +1,215 @@
+// The device model's formulas (modeler/device_model.h) on a device with round numbers, every
+// expected time worked out by hand in the comment beside it; the host issue floor of a task; and
+// the device file loader's errors.
+#include "modeler/device_model.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/error.h"
+#include "events/cluster_config.h"
+#include "modeler/cost_model.h"
+#include "modeler/simulation.h"
+
+namespace evsim {
+namespace {
+
+// 108 SMs, 324 TFLOP/s fp16 (3e6 flop/us per SM), 2000 GB/s memory; GEMM efficiency 0.75, tile
+// overhead 64 (k), 5 us per GEMM kernel; memory efficiency 0.8 (1.6e6 bytes/us), 2 us per
+// memory-bound kernel; 20 us host time per op; an 8-rank all-reduce curve.
+const char* kDeviceYaml = R"(
+name: round-gpu
+gpu: Round GPU
+datasheet:
+  source: "test datasheet"
+  peak_tflops: {fp16: 324}
+  memory_bandwidth_gb_s: 2000
+  memory_gib: 80
+  sm_count: 108
+model:
+  gemm_efficiency: {value: 0.75, source: "test"}
+  gemm_tile_overhead_k: {value: 64, source: "test"}
+  gemm_kernel_us: {value: 5, source: "test"}
+  memory_efficiency: {value: 0.8, source: "test"}
+  memory_kernel_us: {value: 2, source: "test"}
+  host_op_us: {value: 20, source: "test"}
+  uncertainty_pct: {value: 10, source: "test"}
+  allreduce_curves:
+    - {group: 8, floor_us: 90, ll_latency_us: 35, ll_busbw_gb_s: 150, simple_latency_us: 100,
+       simple_busbw_gb_s: 230, source: "test"}
+)";
+
+ClusterConfig roundCluster() {
+  ClusterConfig c;
+  c.name = "round";
+  c.gpus_per_node = 8;
+  c.device = parseDeviceConfig(kDeviceYaml, "round-gpu.yaml");
+  c.intra_link = {"link", 300, 3};
+  c.network = {"net", 200, 5};
+  return c;
+}
+
+TEST(DeviceModel, LargeGemmRunsAtTheAchievablePeakWithWaveQuantization) {
+  ClusterConfig cluster = roundCluster();
+  DeviceModel model(cluster);
+  // 8192^3: 64 x 64 = 4096 tiles of 128 x 128 -> ceil(4096 / 108) = 38 waves (no split-K).
+  // Per tile: (8192 + 64) * 2 * 128 * 128 flop / (3e6 * 0.75 flop/us) = 270532608 / 2.25e6
+  //   = 120.236715 us; 38 waves = 4568.995 us; memory 3 * 8192^2 * 2 B / 1.6e6 = 251.7 us (less);
+  // + 5 us kernel = 4573.995 us, i.e. 240.4 TFLOP/s of the 243 (0.75 x 324) achievable.
+  double us = model.gemmUs(1, 8192, 8192, 8192, DType::kFp16, int64_t{3} * 8192 * 8192 * 2);
+  EXPECT_NEAR(us, 38 * 270532608.0 / 2.25e6 + 5, 1e-6);
+  Event gemm = makeGemm(8192, 8192, 8192, "nt", DType::kFp16);
+  EXPECT_NEAR(model.estimateUs(gemm), us, 1e-9);
+}
+
+TEST(DeviceModel, SkinnyGemmIsMemoryBound) {
+  ClusterConfig cluster = roundCluster();
+  DeviceModel model(cluster);
+  // 1 x 4096 x 4096: 32 tiles (one row of 128-column tiles), split-K min(108 / 32, 4096 / 256)
+  // = 3 -> 96 CTAs in one wave, each (4096/3 + 64) * 2 * 16 * 128 / 2.25e6 = 2.60 us.
+  // Memory: (4096 + 4096*4096 + 4096) * 2 B = 33570816 B / 1.6e6 B/us = 20.98176 us: bound.
+  Event gemv = makeGemm(1, 4096, 4096, "nt", DType::kFp16);
+  EXPECT_EQ(gemv.memory_bytes, 33570816);
+  EXPECT_NEAR(model.estimateUs(gemv), 33570816 / 1.6e6 + 5, 1e-9);
+}
+
+TEST(DeviceModel, OneTileMoreThanTheSmsCostsAWholeWave) {
+  ClusterConfig cluster = roundCluster();
+  DeviceModel model(cluster);
+  // m = 128 * 108, n = 128: 108 tiles, one wave; m = 128 * 109: 109 tiles, two waves. k = 4096:
+  // tile (4096 + 64) * 32768 / 2.25e6 = 60.5838 us; memory stays far below (< 4 us).
+  const double tile_us = (4096 + 64) * 32768 / 2.25e6;
+  double one_wave = model.gemmUs(1, 128 * 108, 128, 4096, DType::kFp16, 0);
+  double two_waves = model.gemmUs(1, 128 * 109, 128, 4096, DType::kFp16, 0);
+  EXPECT_NEAR(one_wave, tile_us + 5, 1e-9);
+  EXPECT_NEAR(two_waves, 2 * tile_us + 5, 1e-9);
+}
+
+TEST(DeviceModel, MemoryBoundOpsStreamAtTheAchievableBandwidth) {
+  ClusterConfig cluster = roundCluster();
+  DeviceModel model(cluster);
+  // gelu over 2^24 elements fp16: 2 * 2^24 elements * 2 B = 67108864 B / 1.6e6 = 41.943 us + 2.
+  Event gelu = makeCompute("gelu_fwd", {{"elems", 1 << 24}}, "", DType::kFp16);
+  EXPECT_NEAR(model.estimateUs(gelu), 67108864 / 1.6e6 + 2, 1e-9);
+}
+
+TEST(DeviceModel, CollectivesFollowTheFittedCurve) {
+  ClusterConfig cluster = roundCluster();
+  DeviceModel model(cluster);
+  const int64_t MiB = 1 << 20;
+  // 8-rank all-reduce, factor 1.75. 1 MiB: LL 35 + 1.75 * 1048576 / 150e3 = 47.234 us, Simple
+  // 100 + 7.98 = 107.98 -> 47.234 < floor 90 -> 90 us.
+  Event small = makeCommunication(EventKind::kAllReduce, MiB, {8, 1, 8}, DType::kFp16);
+  EXPECT_NEAR(model.estimateUs(small), 90, 1e-9);
+  // 256 MiB: LL 35 + 1.75 * 268435456 / 150e3 = 3166.68; Simple 100 + 469762048 / 230e3
+  // = 2142.44 us.
+  Event large = makeCommunication(EventKind::kAllReduce, 256 * MiB, {8, 1, 8}, DType::kFp16);
+  EXPECT_NEAR(model.estimateUs(large), 100 + 1.75 * 268435456 / 230e3, 1e-6);
+  // Reduce-scatter over 8 of 256 MiB: factor 7/8, latency steps 7 of the curve's 14 (half):
+  // Simple 50 + 0.875 * 268435456 / 230e3 = 1071.22 us.
+  Event scatter = makeCommunication(EventKind::kReduceScatter, 256 * MiB, {8, 1, 8}, DType::kFp16);
+  EXPECT_NEAR(model.estimateUs(scatter), 50 + 0.875 * 268435456 / 230e3, 1e-6);
+  // A 4-rank group uses the smallest curve (8) with its own factor 1.5 and steps 6/14:
+  // Simple 100 * 6/14 + 1.5 * 268435456 / 230e3 = 42.857 + 1750.67.
+  Event four = makeCommunication(EventKind::kAllReduce, 256 * MiB, {4, 1, 4}, DType::kFp16);
+  EXPECT_NEAR(model.estimateUs(four), 100.0 * 6 / 14 + 1.5 * 268435456 / 230e3, 1e-6);
+  // Across 2 nodes (8 ranks, 4 per node): the ring over each rank's network share
+  // min(300, 200 * 4/8) = 100 GB/s: 14 * 5 + 1.75 * 268435456 / 1e5 = 4767.62 us, slower than
+  // inside a node, so it stands.
+  Event across = makeCommunication(EventKind::kAllReduce, 256 * MiB, {8, 2, 4}, DType::kFp16);
+  EXPECT_NEAR(model.estimateUs(across), 70 + 1.75 * 268435456 / 1e5, 1e-6);
+}
+
+TEST(DeviceModel, DatasheetDeviceIsTheRoofline) {
+  ClusterConfig cluster = roundCluster();
+  cluster.device.model.reset();
+  DeviceModel model(cluster);
+  // 8192^3: 2 * 8192^3 / 324e6 flop/us = 3393.76 us; no host time.
+  Event gemm = makeGemm(8192, 8192, 8192, "nt", DType::kFp16);
+  EXPECT_NEAR(model.estimateUs(gemm), 2.0 * 8192 * 8192 * 8192 / 324e6, 1e-6);
+  EXPECT_EQ(model.hostUs(gemm), 0);
+  EXPECT_FALSE(model.calibrated());
+}
+
+TEST(DeviceModel, TaskOpsWaitForTheHostToIssueThem) {
+  // Three ops with device times 50, 5, 5 us and 20 us host time each. The host issues them at 20,
+  // 40, 60; op 1 runs 20-70, op 2 waits for the device: 70-75, op 3: 75-80. The task takes 80 us.
+  // With 10 us kernels the host is the bottleneck: starts 20, 40, 60 -> the task takes 70 us.
+  auto taskUs = [](std::vector<double> device_us) {
+    OpList ops;
+    std::vector<EventCost> costs;
+    for (size_t i = 0; i < device_us.size(); ++i) {
+      ops.push_back(OpInstance{static_cast<int>(i), Stream::kCompute, 0, "op", false});
+      costs.push_back(EventCost{device_us[i], Provenance::kEstimated, 20});
+    }
+    IterationPlan plan;
+    plan.stages.resize(1);
+    plan.stages[0].forward = ops;
+    plan.pipelines.resize(1);
+    std::vector<StageOpOffsets> offsets;
+    TimingInput input = timingInput(plan, costs, offsets);
+    return std::make_pair(input.stages[0].forward_us, offsets[0].forward_start_us);
+  };
+  auto [gpu_bound, starts] = taskUs({50, 5, 5});
+  EXPECT_DOUBLE_EQ(gpu_bound, 80);
+  EXPECT_EQ(starts, (std::vector<double>{20, 70, 75}));
+  EXPECT_DOUBLE_EQ(taskUs({10, 10, 10}).first, 70);
+}
+
+TEST(DeviceConfig, MissingFieldIsOneLineNamingFileAndKey) {
+  std::string yaml = kDeviceYaml;
+  yaml.erase(yaml.find("  host_op_us:"), yaml.find("  uncertainty_pct:") - yaml.find("  host_op_us:"));
+  try {
+    parseDeviceConfig(yaml, "bad-gpu.yaml");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad-gpu.yaml"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("host_op_us"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DeviceConfig, EfficiencyAbove1IsRefused) {
+  std::string yaml = kDeviceYaml;
+  yaml.replace(yaml.find("value: 0.75"), 11, "value: 75.0");
+  EXPECT_THROW(parseDeviceConfig(yaml, "pct-gpu.yaml"), InputError);
+}
+
+TEST(DeviceConfig, WrittenFileReadsBackTheSameModel) {
+  DeviceSpec spec = parseDeviceConfig(kDeviceYaml, "round-gpu.yaml");
+  DeviceSpec again = parseDeviceConfig(deviceConfigYaml(spec), "written.yaml");
+  EXPECT_EQ(again.id, "round-gpu");
+  EXPECT_EQ(again.sm_count, 108);
+  EXPECT_DOUBLE_EQ(again.model->gemm_efficiency.value, 0.75);
+  EXPECT_EQ(again.model->host_op_us.source, "test");
+  ASSERT_EQ(again.model->allreduce_curves.size(), 1u);
+  EXPECT_DOUBLE_EQ(again.model->allreduce_curves[0].simple_busbw_gb_s, 230);
+}
+
+TEST(DeviceConfig, ClusterNamesABundledDevice) {
+  ClusterConfig c = parseClusterConfig(R"(
+name: named
+node:
+  gpus: 8
+  device: a100-sxm4-80gb
+  intra_link: {name: l, bandwidth_gb_s: 300, latency_us: 3}
+network: {name: n, bandwidth_gb_s: 200, latency_us: 5}
+)",
+                                       "named.yaml");
+  EXPECT_EQ(c.device.id, "a100-sxm4-80gb");
+  EXPECT_EQ(c.device.sm_count, 108);
+  EXPECT_TRUE(c.device.model.has_value());
+  EXPECT_THROW(parseClusterConfig(R"(
+name: named
+node:
+  gpus: 8
+  device: no-such-gpu
+  intra_link: {name: l, bandwidth_gb_s: 300, latency_us: 3}
+network: {name: n, bandwidth_gb_s: 200, latency_us: 5}
+)",
+                                  "named.yaml"),
+               InputError);
+}
+
+}  // namespace
+}  // namespace evsim
