@@ -5,7 +5,7 @@
 // Format (schema_version 1):
 //   schema_version: 1
 //   metadata:
-//     backend: cpu | cuda
+//     backend: cpu | cuda | nccl-tests      # nccl-tests: imported by eventsim import-nccl-tests
 //     date: "2026-11-21T10:00:00Z"
 //     world_size: 4
 //     ranks_per_node: 2

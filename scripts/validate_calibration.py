@@ -31,7 +31,11 @@ RUNS = os.path.join(CALIBRATION, "vtrain_single_node.csv")
 
 
 def run(cmd):
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    # From the project root with relative paths, so the sources written into the device file
+    # ("fitted: ... of ../shared/calibration/...") read the same on every machine.
+    cmd = [os.path.relpath(c, ROOT) if os.path.isabs(c) and c.startswith(os.path.dirname(ROOT))
+           else c for c in cmd]
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if result.returncode != 0:
         sys.exit(f"validate_calibration: {' '.join(cmd)} failed ({result.returncode}):\n"
                  f"{result.stderr.strip()}")

@@ -19,12 +19,17 @@ const std::map<std::string, int64_t MeasuredRun::*, std::less<>>& filterKeys() {
   return keys;
 }
 
-// The intra-node all-reduce records of the profile, grouped by group size.
+// The measured intra-node all-reduce records of the profile, grouped by group size, one point per
+// message size (the same size filed under several dtypes counts once).
 std::map<int, std::vector<CollectivePoint>> intraNodeAllReduces(const ProfileDb& db) {
-  std::map<int, std::vector<CollectivePoint>> out;
+  std::map<int, std::map<int64_t, double>> by_size;
   for (const ProfileRecord& r : db.records()) {
     if (r.event.kind != EventKind::kAllReduce || r.event.placement.interNode() || r.scaled) continue;
-    out[r.event.placement.group_size].push_back({r.event.message_bytes, r.time.median_us});
+    by_size[r.event.placement.group_size].emplace(r.event.message_bytes, r.time.median_us);
+  }
+  std::map<int, std::vector<CollectivePoint>> out;
+  for (const auto& [group, sizes] : by_size) {
+    for (const auto& [bytes, time_us] : sizes) out[group].push_back({bytes, time_us});
   }
   return out;
 }

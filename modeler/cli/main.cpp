@@ -10,6 +10,7 @@
 #include "modeler/cli/calibrate_command.h"
 #include "modeler/cli/compare_command.h"
 #include "modeler/cli/events_command.h"
+#include "modeler/cli/import_command.h"
 #include "modeler/cli/search_command.h"
 #include "modeler/cli/simulate_command.h"
 
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   evsim::registerSearchCommand(app);
   evsim::registerCompareCommand(app);
   evsim::registerCalibrateCommand(app);
+  evsim::registerImportCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
