@@ -31,8 +31,8 @@ DeviceSpec readDeviceFile(const YamlReader& node, const std::string& cluster_fil
     std::error_code ec;
     if (fs::is_regular_file(candidate, ec)) return loadDeviceConfig(candidate.string());
   }
-  node.fail("device", fmt::format("'{}': no such device file, and no bundled devices/{}.yaml",
-                                  name, name));
+  node.fail("device",
+            fmt::format("'{}': no such device file, and no bundled devices/{}.yaml", name, name));
 }
 
 ClusterConfig readCluster(const YamlReader& root) {
@@ -48,7 +48,7 @@ ClusterConfig readCluster(const YamlReader& root) {
   cluster.intra_link = readLink(node.child("intra_link"));
 
   cluster.device = node.node()["device"].IsScalar() ? readDeviceFile(node, root.file())
-                                                   : readInlineDevice(node.child("device"));
+                                                    : readInlineDevice(node.child("device"));
   cluster.network = readLink(root.child("network"));
   return cluster;
 }

@@ -30,7 +30,6 @@ struct Link {
   double latency_us = 0;
 };
 
-
 struct ClusterConfig {
   std::string name;
   std::string source;

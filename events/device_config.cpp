@@ -42,9 +42,8 @@ CollectiveCurve readCurve(const YamlReader& item) {
 }
 
 DeviceModelParams readModel(const YamlReader& model) {
-  model.allowOnly({"gemm_efficiency", "gemm_tile_overhead_k", "gemm_kernel_us",
-                   "memory_efficiency", "memory_kernel_us", "host_op_us", "uncertainty_pct",
-                   "allreduce_curves"});
+  model.allowOnly({"gemm_efficiency", "gemm_tile_overhead_k", "gemm_kernel_us", "memory_efficiency",
+                   "memory_kernel_us", "host_op_us", "uncertainty_pct", "allreduce_curves"});
   DeviceModelParams p;
   p.gemm_efficiency = readSourced(model, "gemm_efficiency", kMaxFraction);
   p.gemm_tile_overhead_k = readSourced(model, "gemm_tile_overhead_k", kMaxTileOverheadK);
@@ -98,8 +97,7 @@ DeviceSpec readDeviceFile(const YamlReader& root) {
 
 void emitSourced(YAML::Emitter& out, const std::string& key, const SourcedValue& v) {
   out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "value"
-      << YAML::Value << v.value << YAML::Key << "source" << YAML::Value << v.source
-      << YAML::EndMap;
+      << YAML::Value << v.value << YAML::Key << "source" << YAML::Value << v.source << YAML::EndMap;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "events/collective.h"
 
 namespace evsim {
 
@@ -122,19 +123,7 @@ std::string placementText(const Placement& p) {
 }  // namespace
 
 std::string_view eventKindName(EventKind kind) {
-  switch (kind) {
-    case EventKind::kCompute:
-      return "compute";
-    case EventKind::kP2P:
-      return "p2p";
-    case EventKind::kAllReduce:
-      return "allreduce";
-    case EventKind::kReduceScatter:
-      return "reduce_scatter";
-    case EventKind::kAllGather:
-      return "allgather";
-  }
-  return "?";
+  return kind == EventKind::kCompute ? "compute" : collectiveOf(kind).name;
 }
 
 bool isCommunication(EventKind kind) { return kind != EventKind::kCompute; }
@@ -245,7 +234,8 @@ Event parseEventSignature(std::string_view signature, std::string_view where) {
   std::string layout;
   std::string dtype_name;
   std::map<std::string, int64_t> comm;
-  bool is_comm = op == "p2p" || op == "allreduce" || op == "reduce_scatter" || op == "allgather";
+  const Collective* collective = findCollective(op);
+  const bool is_comm = collective != nullptr;
   for (size_t i = 1; i < tokens.size(); ++i) {
     size_t eq = tokens[i].find('=');
     if (eq == std::string::npos || eq == 0) {
@@ -295,11 +285,7 @@ Event parseEventSignature(std::string_view signature, std::string_view where) {
     EVSIM_THROW(InputError, "{}: '{}': placement group={} nodes={} rpn={} is impossible", where,
                 signature, placement.group_size, placement.nodes, placement.ranks_per_node);
   }
-  EventKind kind = op == "p2p"         ? EventKind::kP2P
-                   : op == "allreduce" ? EventKind::kAllReduce
-                   : op == "allgather" ? EventKind::kAllGather
-                                       : EventKind::kReduceScatter;
-  return makeCommunication(kind, comm["bytes"], placement, dtype);
+  return makeCommunication(collective->kind, comm["bytes"], placement, dtype);
 }
 
 }  // namespace evsim

@@ -19,9 +19,18 @@
 
 namespace evsim {
 
-enum class EventKind { kCompute, kP2P, kAllReduce, kReduceScatter, kAllGather };
+// Communication kinds are described in events/collective.h (one file each in events/collectives/).
+enum class EventKind {
+  kCompute,
+  kP2P,
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kAllToAll,
+  kBroadcast
+};
 
-std::string_view eventKindName(EventKind kind);  // "compute", "p2p", "allreduce", ...
+std::string_view eventKindName(EventKind kind);  // "compute", or the collective's name
 bool isCommunication(EventKind kind);
 
 // How a communication group sits on the cluster.
@@ -45,9 +54,9 @@ struct Event {
   std::vector<Dim> dims;  // compute shape, in signature order (empty for communication)
   std::string layout;     // GEMM operand layout "nn", "nt", "tn" (empty for others)
   DType dtype = DType::kFp16;
-  // Communication: all-reduce, p2p: the buffer each rank contributes / sends; reduce-scatter and
-  // all-gather: the FULL (unsharded) buffer, nccl-tests' "size" (each rank holds bytes / group),
-  // so nccl-tests' bus-bandwidth factors (profiler/comm_math.h, the cost model) apply unchanged.
+  // Communication: all-reduce, broadcast, p2p: the buffer each rank contributes / sends;
+  // reduce-scatter, all-gather, all-to-all: the FULL (unsharded) buffer, nccl-tests' "size" (each
+  // rank holds bytes / group), so nccl-tests' bus-bandwidth factors (events/collective.h) apply.
   int64_t message_bytes = 0;
   Placement placement;  // communication only
 

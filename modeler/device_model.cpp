@@ -6,33 +6,22 @@
 
 #include "common/error.h"
 #include "common/units.h"
+#include "events/collective.h"
 #include "events/comm_factors.h"
 
 namespace evsim {
 
 namespace {
 
-constexpr int64_t kTile = 128;          // output tile edge of the GEMM kernels modelled
-constexpr int64_t kFragment = 16;       // tensor-core fragment edge: the least a tile can shrink to
-constexpr int64_t kMinSplitK = 256;     // split-K never cuts the reduction finer than this
+constexpr int64_t kTile = 128;       // output tile edge of the GEMM kernels modelled
+constexpr int64_t kFragment = 16;    // tensor-core fragment edge: the least a tile can shrink to
+constexpr int64_t kMinSplitK = 256;  // split-K never cuts the reduction finer than this
 constexpr double kFlopsPerUs(double tflops) { return tflops * kFlopsPerTflop / kUsPerSecond; }
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Latency-bound steps of a ring collective over n ranks.
-double ringSteps(EventKind kind, int n) {
-  switch (kind) {
-    case EventKind::kAllReduce:
-      return 2.0 * (n - 1);
-    case EventKind::kReduceScatter:
-    case EventKind::kAllGather:
-      return n - 1;
-    case EventKind::kP2P:
-    case EventKind::kCompute:
-      return 1;
-  }
-  return 1;
-}
+// Latency-bound steps of a collective over n ranks (events/collective.h).
+double ringSteps(EventKind kind, int n) { return collectiveOf(kind).latency_steps(n); }
 
 struct LinkShare {
   double bandwidth_gb_s = 0;
@@ -75,8 +64,8 @@ double DeviceModel::memoryBoundUs(double flops, int64_t memory_bytes, DType dtyp
   const DeviceSpec& d = cluster_.device;
   if (!d.model) return rooflineUs(flops, memory_bytes, dtype);
   double compute_us = flops / kFlopsPerUs(d.peakTflops(dtype));
-  double memory_us = double(memory_bytes) /
-                     bytesPerUs(d.memory_bandwidth_gb_s * d.model->memory_efficiency.value);
+  double memory_us =
+      double(memory_bytes) / bytesPerUs(d.memory_bandwidth_gb_s * d.model->memory_efficiency.value);
   return std::max(compute_us, memory_us) + d.model->memory_kernel_us.value;
 }
 

@@ -20,13 +20,17 @@
 //     (else the smallest): t = max(floor, min(ll_latency*r + factor*bytes/ll_busbw,
 //     simple_latency*r + factor*bytes/simple_busbw)), factor the nccl-tests bus-bandwidth factor
 //     of the collective over n ranks, r = its latency steps over the curve's all-reduce steps
-//     (all-reduce 2(n-1), reduce-scatter and all-gather n-1, p2p 1)
+//     (events/collective.h: all-reduce 2(n-1), reduce-scatter, all-gather, all-to-all and
+//     broadcast n-1, p2p 1)
 //   collectives across nodes: the alpha-beta ring below over each rank's share of the network,
 //     never faster than the same collective inside one node
 // Datasheet only (an inline device, or no `model:`): the roofline max(flops/peak, bytes/bw) and
 //   alpha-beta over the cluster's links with the nccl-tests volume factors:
+//     steps(n) * alpha + bus_factor(n) * bytes / bw, with events/collective.h's steps and factors:
 //     all-reduce over n          2(n-1) * alpha + 2(n-1)/n * bytes / bw
 //     reduce-scatter, all-gather  (n-1) * alpha +  (n-1)/n * bytes / bw   (bytes: full buffer)
+//     all-to-all                  (n-1) * alpha +  (n-1)/n * bytes / bw   (bytes: full buffer)
+//     broadcast                   (n-1) * alpha +            bytes / bw
 //     p2p                              alpha +            bytes / bw
 //   where bw is the GPU's intra-node link, or across nodes the node's network shared by the
 //   groups that communicate at once (network * ranks_per_node / gpus_per_node, at most the link).

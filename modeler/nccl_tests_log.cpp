@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "common/units.h"
+#include "events/collective.h"
 #include "events/comm_factors.h"
 
 namespace evsim {
@@ -31,8 +32,9 @@ DType elementType(const std::string& type, const std::string& where) {
   if (type == "float") return DType::kFp32;
   if (type == "half") return DType::kFp16;
   if (type == "bfloat16") return DType::kBf16;
-  EVSIM_THROW(InputError, "{}: element type '{}' is not one eventsim models (float, half, bfloat16)",
-              where, type.substr(0, 40));
+  EVSIM_THROW(InputError,
+              "{}: element type '{}' is not one eventsim models (float, half, bfloat16)", where,
+              type.substr(0, 40));
 }
 
 int64_t positiveInt(const std::string& text, const std::string& where, const std::string& what) {
@@ -74,8 +76,7 @@ struct Row {
   int64_t bytes = 0;
   DType dtype = DType::kFp32;
   double time_us = 0;
-  double algbw_gb_s = 0;
-  double busbw_gb_s = 0;
+  double algbw_gb_s = 0;  // bytes / time, recomputed (the logs round to 0.01 GB/s)
 };
 
 Placement placementFor(EventKind kind, const NcclTestsOptions& options,
@@ -133,7 +134,7 @@ NcclTestsImport finish(EventKind kind, const std::vector<Row>& rows, int count,
     r.measured_group_size = out.placement.group_size;
     r.scaled = false;
     r.algbw_gb_s = row.algbw_gb_s;
-    r.busbw_gb_s = row.busbw_gb_s;
+    r.busbw_gb_s = row.algbw_gb_s * busBandwidthFactor(kind, out.placement.group_size);
     out.records.push_back(std::move(r));
   }
   return out;
@@ -156,8 +157,10 @@ NcclTestsImport parseCsv(const std::string& text, const std::string& origin,
     const std::string where = fmt::format("{}:{}", origin, line_number);
     std::vector<std::string> cells = split(line, ',');
     if (cells.size() != 7) {
-      EVSIM_THROW(InputError, "{}: {} cells, expected 7 (size, count, type, then time (ns) and "
-                  "busbw for out-of-place and in-place)", where, cells.size());
+      EVSIM_THROW(InputError,
+                  "{}: {} cells, expected 7 (size, count, type, then time (ns) and "
+                  "busbw for out-of-place and in-place)",
+                  where, cells.size());
     }
     for (std::string& c : cells) c = trim(c);
     Row row;
@@ -165,7 +168,7 @@ NcclTestsImport parseCsv(const std::string& text, const std::string& origin,
     row.dtype = elementType(cells[2], where);
     const int column = options.in_place ? 5 : 3;
     row.time_us = positiveNumber(cells[column], where, "time (ns)") / kNsPerUs;
-    row.busbw_gb_s = positiveNumber(cells[column + 1], where, "busbw");
+    positiveNumber(cells[column + 1], where, "busbw");  // recomputed from size and time
     row.algbw_gb_s = double(row.bytes) / row.time_us / kNsPerUs;
     rows.push_back(row);
   }
@@ -175,12 +178,18 @@ NcclTestsImport parseCsv(const std::string& text, const std::string& origin,
 }  // namespace
 
 std::optional<EventKind> ncclTestsCollective(const std::string& name) {
-  std::string n = toLower(name);
-  n.erase(std::remove(n.begin(), n.end(), '_'), n.end());
-  if (n.find("allreduce") != std::string::npos) return EventKind::kAllReduce;
-  if (n.find("allgather") != std::string::npos) return EventKind::kAllGather;
-  if (n.find("reducescatter") != std::string::npos) return EventKind::kReduceScatter;
-  if (n.find("sendrecv") != std::string::npos || n == "p2p") return EventKind::kP2P;
+  // Names compared without underscores and case: "all_reduce_perf", "allreduce", "AllReduce".
+  auto plain = [](std::string_view text) {
+    std::string out = toLower(text);
+    out.erase(std::remove(out.begin(), out.end(), '_'), out.end());
+    return out;
+  };
+  const std::string wanted = plain(name);
+  for (const Collective* c : allCollectives()) {
+    std::string test = plain(c->nccl_tests);  // "allreduceperf"
+    std::string bare = test.substr(0, test.size() - 4);
+    if (wanted == plain(c->name) || wanted.find(bare) != std::string::npos) return c->kind;
+  }
   return std::nullopt;
 }
 
@@ -249,8 +258,9 @@ NcclTestsImport parseNcclTests(const std::string& text, const std::string& origi
     row.bytes = positiveInt(t[column("size", 0)], where, "size");
     row.dtype = elementType(t[column("type", 0)], where);
     row.time_us = positiveNumber(t[time], where, "time");
-    row.algbw_gb_s = number(t[time + 1], where, "algbw");
-    row.busbw_gb_s = number(t[time + 2], where, "busbw");
+    number(t[time + 1], where, "algbw");  // checked, but recomputed below: nccl-tests prints
+    number(t[time + 2], where, "busbw");  // them to 0.01 GB/s, so small sizes read 0.00
+    row.algbw_gb_s = double(row.bytes) / row.time_us / 1e3;
     rows.push_back(row);
   }
   if (rows.empty()) EVSIM_THROW(InputError, "{}: no measurement rows", origin);
@@ -259,7 +269,7 @@ NcclTestsImport parseNcclTests(const std::string& text, const std::string& origi
     EVSIM_THROW(InputError,
                 "{}: which collective? The log does not say (no 'Collective test starting:' line) "
                 "and neither does the file name: give --collective allreduce|allgather|"
-                "reduce_scatter|sendrecv",
+                "reduce_scatter|alltoall|broadcast|sendrecv",
                 origin);
   }
   return finish(*kind, rows, count, options, std::move(hosts), std::move(devices), origin);

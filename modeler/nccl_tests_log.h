@@ -1,7 +1,8 @@
 #pragma once
 // Reads NVIDIA nccl-tests output (all_reduce_perf, all_gather_perf, reduce_scatter_perf,
-// sendrecv_perf) into profile records, so a user's own cluster measurements feed the cost model
-// as measured communication events (`eventsim import-nccl-tests`). Two forms:
+// alltoall_perf, broadcast_perf, sendrecv_perf: events/collective.h) into profile records, so a
+// user's own cluster measurements feed the cost model as measured communication events (`eventsim
+// import-nccl-tests`). Two forms:
 //
 // 1. The standard stdout of a test:
 //      # Collective test starting: all_reduce_perf          (newer versions; else --collective,
@@ -18,7 +19,8 @@
 //    is required; --nodes defaults to 1 there, as those files are single-node).
 //
 // Times: the out-of-place column unless in_place. nccl-tests reports one averaged time per size,
-// so a record's median, min and max are that time (count: the log's `iters`, else 1). Element
+// so a record's median, min and max are that time (count: the log's `iters`, else 1); algbw and
+// busbw are recomputed from size and time (the logs print them to 0.01 GB/s). Element
 // types: float -> fp32, half -> fp16, bfloat16 -> bf16. sendrecv over n ranks is a ring of pairs:
 // it becomes p2p events between 2 ranks, across nodes when the log spans more than one host.
 // A row whose #wrong is not 0 is refused: a wrong result's time is not a measurement.
@@ -52,7 +54,8 @@ NcclTestsImport parseNcclTests(const std::string& text, const std::string& origi
                                const NcclTestsOptions& options);
 NcclTestsImport loadNcclTests(const std::string& path, const NcclTestsOptions& options);
 
-// "allreduce", "all_reduce", "all_reduce_perf", ... -> the event kind; nullopt if unknown.
+// "allreduce", "all_reduce", "all_reduce_perf", "alltoall_perf", ... -> the event kind; nullopt if
+// unknown.
 std::optional<EventKind> ncclTestsCollective(const std::string& name);
 
 }  // namespace evsim

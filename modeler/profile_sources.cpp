@@ -6,6 +6,7 @@
 #include <map>
 #include <vector>
 
+#include "events/collective.h"
 #include "events/comm_factors.h"
 
 namespace evsim {
@@ -69,7 +70,9 @@ std::optional<EventCost> DerivedSource::cost(const Event& event) const {
     if (!t) return std::nullopt;
     return EventCost{*t, Provenance::kDerived};
   }
-  if (event.kind == EventKind::kP2P) return std::nullopt;
+  // Only ring collectives scale with the group (p2p has no group to grow; all-to-all and
+  // broadcast do not follow the ring volume factor).
+  if (!collectiveOf(event.kind).ring_scalable) return std::nullopt;
 
   // A group larger than every measured group of the same shape: scale from the largest one (after
   // interpolating in size there if needed). Only the largest is used, so every derived size of a

@@ -51,10 +51,10 @@ UncertaintyBand uncertaintyBand(const Simulation& sim) {
                         100 * estimated, device.name)};
   }
   const SourcedValue& u = device.model->uncertainty_pct;
-  return {sim.summary.iteration_us * estimated * u.value / 100,
-          fmt::format("{:.0f}% of op time estimated by the device model of {} (+-{:.1f}%, {})",
-                      100 * estimated, device.id.empty() ? device.name : device.id, u.value,
-                      u.source)};
+  return {
+      sim.summary.iteration_us * estimated * u.value / 100,
+      fmt::format("{:.0f}% of op time estimated by the device model of {} (+-{:.1f}%, {})",
+                  100 * estimated, device.id.empty() ? device.name : device.id, u.value, u.source)};
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 #include "profiler/eventrun_executor.h"
 
-#include <climits>
 #include <thread>
 
 #include "common/error.h"
 #include "profiler/mpi_check.h"
+#include "profiler/mpi_collectives.h"
 
 namespace evsim {
 
@@ -13,37 +13,6 @@ namespace {
 // Between two MPI_Test calls of a sleeping wait: short against the events eventrun times
 // (milliseconds on the CPU), long enough that the scheduler runs another rank meanwhile.
 constexpr std::chrono::microseconds kSleepPoll{10};
-
-// MPI element type and count for `bytes` of `dtype` (as profiler/cpu_backend.cpp): 16-bit types
-// travel as MPI_INT16_T, fp32 as float, odd byte counts as bytes.
-void describeElements(const Event& event, int64_t bytes, MPI_Datatype& type, int64_t& elements,
-                      int64_t& element_bytes) {
-  element_bytes = dtypeBytes(event.dtype);
-  type = element_bytes == 4 ? MPI_FLOAT : MPI_INT16_T;
-  if (bytes % element_bytes != 0) {
-    type = MPI_UINT8_T;
-    element_bytes = 1;
-  }
-  elements = bytes / element_bytes;
-  if (elements > INT_MAX) {
-    EVSIM_THROW(Error, "'{}': {} elements exceed MPI's int count", event.signature(), elements);
-  }
-}
-
-// Small non-zero values: sums over a group never overflow 16-bit integers.
-std::vector<char> filled(int64_t elements, int64_t element_bytes) {
-  std::vector<char> buffer(static_cast<size_t>(elements * element_bytes));
-  for (int64_t i = 0; i < elements; ++i) {
-    if (element_bytes == 4) {
-      reinterpret_cast<float*>(buffer.data())[i] = 1.0f;
-    } else if (element_bytes == 2) {
-      reinterpret_cast<int16_t*>(buffer.data())[i] = 1;
-    } else {
-      buffer[static_cast<size_t>(i)] = 1;
-    }
-  }
-  return buffer;
-}
 
 }  // namespace
 
@@ -73,7 +42,7 @@ CpuRankExecutor::CpuRankExecutor(const IterationPlan& plan, const RankProgram& p
         kernels_[a.event] = makeCpuKernel(plan_.events[a.event].event, seed + 7919 * a.event);
       }
     } else if (a.kind == ActionKind::kRecv) {
-      Buffer b = bufferFor(a.event);  // a copy: every receive has its own buffer
+      MpiCollectiveBuffers b = bufferFor(a.event);  // a copy: every receive has its own buffer
       recv_buffers_.push_back(std::move(b));
     } else if (a.event >= 0) {
       bufferFor(a.event, a.kind == ActionKind::kBucketStart);
@@ -88,35 +57,12 @@ CpuRankExecutor::~CpuRankExecutor() {
   }
 }
 
-CpuRankExecutor::Buffer& CpuRankExecutor::bufferFor(int event_index, bool in_flight) {
+MpiCollectiveBuffers& CpuRankExecutor::bufferFor(int event_index, bool in_flight) {
   auto it = buffers_.find({event_index, in_flight});
   if (it != buffers_.end()) return it->second;
   const Event& event = plan_.events[event_index].event;
-  Buffer b;
-  int64_t elements = 0, element_bytes = 1;
-  describeElements(event, event.message_bytes, b.type, elements, element_bytes);
-  b.count = static_cast<int>(elements);
-  // Reduce-scatter and all-gather split the full buffer into one shard per rank (a remainder of
-  // fewer elements than ranks is dropped, as the profiler does).
-  const int64_t ranks = std::max(1, event.placement.group_size);
-  const int64_t shard = elements / ranks;
-  switch (event.kind) {
-    case EventKind::kAllReduce:
-    case EventKind::kP2P:
-      b.send = filled(elements, element_bytes);
-      b.recv = filled(elements, element_bytes);
-      break;
-    case EventKind::kReduceScatter:
-      b.send = filled(shard * ranks, element_bytes);
-      b.recv = filled(shard, element_bytes);
-      break;
-    case EventKind::kAllGather:
-      b.send = filled(shard, element_bytes);
-      b.recv = filled(shard * ranks, element_bytes);
-      break;
-    case EventKind::kCompute:
-      EVSIM_THROW(Error, "'{}' is not a communication event", event.signature());
-  }
+  EVSIM_CHECK(isCommunication(event.kind), "'{}' is not a communication event", event.signature());
+  MpiCollectiveBuffers b = makeMpiBuffers(event, event.placement.group_size);
   return buffers_.emplace(std::make_pair(event_index, in_flight), std::move(b)).first->second;
 }
 
@@ -124,46 +70,8 @@ void CpuRankExecutor::runCollective(const Action& action, MPI_Request* request) 
   const Event& event = plan_.events[action.event].event;
   // A bucket in flight must not share its buffers with a blocking collective of the same event
   // (MPI forbids touching a buffer of a pending non-blocking operation).
-  Buffer& b = bufferFor(action.event, /*in_flight=*/request != nullptr);
-  MPI_Comm comm = comms_.at(static_cast<size_t>(action.group));
-  int size = 0;
-  EVSIM_MPI_CHECK(MPI_Comm_size(comm, &size));
-  EVSIM_CHECK(size == std::max(1, event.placement.group_size), "'{}' run in a group of {} ranks",
-              event.signature(), size);
-  const int shard = b.count / size;
-  // Blocking collectives use the same algorithms as eventprof measured (MPI's tuned blocking
-  // collectives); only overlapped DP buckets (`request`) need the non-blocking form.
-  switch (event.kind) {
-    case EventKind::kAllReduce:
-      if (request) {
-        EVSIM_MPI_CHECK(
-            MPI_Iallreduce(b.send.data(), b.recv.data(), b.count, b.type, MPI_SUM, comm, request));
-      } else {
-        EVSIM_MPI_CHECK(
-            MPI_Allreduce(b.send.data(), b.recv.data(), b.count, b.type, MPI_SUM, comm));
-      }
-      break;
-    case EventKind::kReduceScatter:  // ZeRO 1/2 buckets are non-blocking
-      if (request) {
-        EVSIM_MPI_CHECK(MPI_Ireduce_scatter_block(b.send.data(), b.recv.data(), shard, b.type,
-                                                  MPI_SUM, comm, request));
-      } else {
-        EVSIM_MPI_CHECK(
-            MPI_Reduce_scatter_block(b.send.data(), b.recv.data(), shard, b.type, MPI_SUM, comm));
-      }
-      break;
-    case EventKind::kAllGather:
-      if (request) {
-        EVSIM_MPI_CHECK(MPI_Iallgather(b.send.data(), shard, b.type, b.recv.data(), shard, b.type,
-                                       comm, request));
-      } else {
-        EVSIM_MPI_CHECK(
-            MPI_Allgather(b.send.data(), shard, b.type, b.recv.data(), shard, b.type, comm));
-      }
-      break;
-    default:
-      EVSIM_THROW(Error, "'{}' is not a collective", event.signature());
-  }
+  MpiCollectiveBuffers& b = bufferFor(action.event, /*in_flight=*/request != nullptr);
+  runMpiCollective(event, b, comms_.at(static_cast<size_t>(action.group)), request);
 }
 
 void CpuRankExecutor::wait(MPI_Request& request) {
@@ -210,9 +118,10 @@ void CpuRankExecutor::runIteration(std::vector<ActionTime>& times) {
   size_t next_recv = 0;
   for (const Action& a : program_.actions) {
     if (a.kind != ActionKind::kRecv) continue;
-    Buffer& b = recv_buffers_[next_recv];
-    EVSIM_MPI_CHECK(MPI_Irecv(b.recv.data(), b.count, b.type, static_cast<int>(a.peer), a.tag,
-                              MPI_COMM_WORLD, &recv_requests_[next_recv]));
+    MpiCollectiveBuffers& b = recv_buffers_[next_recv];
+    EVSIM_MPI_CHECK(MPI_Irecv(b.recv.data(), static_cast<int>(b.elements), b.type,
+                              static_cast<int>(a.peer), a.tag, MPI_COMM_WORLD,
+                              &recv_requests_[next_recv]));
     ++next_recv;
   }
   next_recv = 0;
@@ -230,10 +139,10 @@ void CpuRankExecutor::runIteration(std::vector<ActionTime>& times) {
         runCollective(a, nullptr);
         break;
       case ActionKind::kSend: {
-        Buffer& b = bufferFor(a.event);
+        MpiCollectiveBuffers& b = bufferFor(a.event);
         MPI_Request request = MPI_REQUEST_NULL;
-        EVSIM_MPI_CHECK(MPI_Isend(b.send.data(), b.count, b.type, static_cast<int>(a.peer), a.tag,
-                                  MPI_COMM_WORLD, &request));
+        EVSIM_MPI_CHECK(MPI_Isend(b.send.data(), static_cast<int>(b.elements), b.type,
+                                  static_cast<int>(a.peer), a.tag, MPI_COMM_WORLD, &request));
         wait(request);
         break;
       }

@@ -7,8 +7,7 @@
 // kernels/cpu implementation of their event, communication through MPI in the communicator the
 // action names (P2P on MPI_COMM_WORLD with the peer's world rank; collectives in one communicator
 // per distinct group, created at construction). Buffers are sized from each event's
-// message_bytes; for reduce-scatter and all-gather message_bytes is the full buffer, as in
-// profiler/cpu_backend.cpp.
+// message_bytes by profiler/mpi_collectives.h, the same buffers and calls eventprof measures.
 //
 // Receives are posted at the start of each iteration, so a send always finds its receive and
 // completes as soon as the data has moved (no deadlock between a stage sending forward and its
@@ -32,6 +31,7 @@
 #include "events/iteration_plan.h"
 #include "kernels/kernel.h"
 #include "profiler/eventrun_program.h"
+#include "profiler/mpi_collectives.h"
 
 namespace evsim {
 
@@ -65,13 +65,8 @@ class CpuRankExecutor : public RankExecutor {
   std::string describe() const override;
 
  private:
-  struct Buffer {
-    MPI_Datatype type = MPI_UINT8_T;
-    int count = 0;                 // elements of the full message
-    std::vector<char> send, recv;  // sized for the event's collective or P2P
-  };
   // The send/collective buffers of `event`; `in_flight` ones serve non-blocking DP buckets only.
-  Buffer& bufferFor(int event, bool in_flight = false);
+  MpiCollectiveBuffers& bufferFor(int event, bool in_flight = false);
   void runCollective(const Action& action, MPI_Request* request);
   void wait(MPI_Request& request);
   void pollPending(std::vector<ActionTime>& times);
@@ -80,13 +75,13 @@ class CpuRankExecutor : public RankExecutor {
   const IterationPlan& plan_;
   const RankProgram& program_;
   WaitMode wait_mode_;
-  std::map<int, std::unique_ptr<ComputeKernel>> kernels_;  // by event
-  std::map<std::pair<int, bool>, Buffer> buffers_;         // by (event, in flight)
-  std::vector<MPI_Comm> comms_;                            // by program group
-  std::vector<Buffer> recv_buffers_;                       // one per kRecv action
-  std::vector<MPI_Request> recv_requests_;                 // one per kRecv action
-  std::deque<size_t> bucket_queue_;                        // issued, not started (action indices)
-  MPI_Request bucket_request_ = MPI_REQUEST_NULL;          // the bucket in flight
+  std::map<int, std::unique_ptr<ComputeKernel>> kernels_;         // by event
+  std::map<std::pair<int, bool>, MpiCollectiveBuffers> buffers_;  // by (event, in flight)
+  std::vector<MPI_Comm> comms_;                                   // by program group
+  std::vector<MpiCollectiveBuffers> recv_buffers_;                // one per kRecv action
+  std::vector<MPI_Request> recv_requests_;                        // one per kRecv action
+  std::deque<size_t> bucket_queue_;                // issued, not started (action indices)
+  MPI_Request bucket_request_ = MPI_REQUEST_NULL;  // the bucket in flight
   size_t bucket_action_ = 0;
 };
 

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "events/collective.h"
 
 namespace evsim {
 
@@ -102,6 +103,20 @@ GroupPlan planGroup(const Topology& topo, const Placement& target, int max_direc
   EVSIM_CHECK(takeRanks(topo, order, counts, plan.ranks), "planned shape does not fit");
   plan.measured = Placement{group, best_nodes, *std::max_element(counts.begin(), counts.end())};
   plan.exact = plan.measured == target;
+  return plan;
+}
+
+GroupPlan planEventGroup(const Topology& topo, const Event& event) {
+  GroupPlan plan = planGroup(topo, event.placement);
+  const Collective& collective = collectiveOf(event.kind);
+  if (plan.unmeasurable.empty() && plan.scaled(event.placement) && event.kind != EventKind::kP2P &&
+      !collective.ring_scalable) {
+    plan = GroupPlan{};
+    plan.unmeasurable = fmt::format(
+        "{} over {} ranks cannot be scaled from a smaller group (it does not follow the ring "
+        "volume factor): profile it on a cluster of at least {} ranks in that placement",
+        collective.name, event.placement.group_size, event.placement.group_size);
+  }
   return plan;
 }
 

@@ -38,6 +38,9 @@ struct GroupPlan {
 
 GroupPlan planGroup(const Topology& topo, const Placement& target,
                     int max_direct = kMaxDirectGroupSize);
+// planGroup for `event`, except that a collective which does not scale by the ring factor
+// (events/collective.h: all-to-all, broadcast) is unmeasurable on a smaller group than its own.
+GroupPlan planEventGroup(const Topology& topo, const Event& event);
 
 // Ranks per node when `group` ranks fill `nodes` nodes at most `rpn` each, every node keeping at
 // least one rank: 4/2/2 -> {2,2}; 3/2/2 -> {2,1}; 6/3/4 -> {4,1,1}.

@@ -245,7 +245,7 @@ void ProfileSession::measureCommunication(const std::vector<Event>& events, Prof
                                           Progress& progress, size_t& done,
                                           ProfileSummary& summary) {
   for (const Event& event : events) {
-    const GroupPlan plan = planGroup(topo_, event.placement);  // same answer on every rank
+    const GroupPlan plan = planEventGroup(topo_, event);  // same answer on every rank
     EVSIM_CHECK(plan.unmeasurable.empty(), "'{}': {}", event.signature(), plan.unmeasurable);
     const Placement& target = event.placement;
     const double scale = ringScaleFactor(event.kind, plan.measured.group_size, target.group_size);

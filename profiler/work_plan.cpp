@@ -19,7 +19,7 @@ WorkPlan planWork(const std::vector<Event>& wanted, const ProfileDb* previous, c
       plan.compute.push_back(event);
       continue;
     }
-    GroupPlan group = planGroup(topo, event.placement);
+    GroupPlan group = planEventGroup(topo, event);
     if (group.unmeasurable.empty()) {
       plan.communication.push_back(event);
     } else if (event.placement.interNode() && topo.nodes() < 2) {

@@ -12,9 +12,12 @@ namespace {
 
 const std::map<std::string, int64_t MeasuredRun::*, std::less<>>& filterKeys() {
   static const std::map<std::string, int64_t MeasuredRun::*, std::less<>> keys = {
-      {"hidden", &MeasuredRun::hidden},        {"layers", &MeasuredRun::layers},
-      {"heads", &MeasuredRun::heads},          {"gpus", &MeasuredRun::gpus},
-      {"micro_batch", &MeasuredRun::micro_batch}, {"global_batch", &MeasuredRun::global_batch},
+      {"hidden", &MeasuredRun::hidden},
+      {"layers", &MeasuredRun::layers},
+      {"heads", &MeasuredRun::heads},
+      {"gpus", &MeasuredRun::gpus},
+      {"micro_batch", &MeasuredRun::micro_batch},
+      {"global_batch", &MeasuredRun::global_batch},
       {"seq", &MeasuredRun::seq}};
   return keys;
 }
@@ -24,7 +27,8 @@ const std::map<std::string, int64_t MeasuredRun::*, std::less<>>& filterKeys() {
 std::map<int, std::vector<CollectivePoint>> intraNodeAllReduces(const ProfileDb& db) {
   std::map<int, std::map<int64_t, double>> by_size;
   for (const ProfileRecord& r : db.records()) {
-    if (r.event.kind != EventKind::kAllReduce || r.event.placement.interNode() || r.scaled) continue;
+    if (r.event.kind != EventKind::kAllReduce || r.event.placement.interNode() || r.scaled)
+      continue;
     by_size[r.event.placement.group_size].emplace(r.event.message_bytes, r.time.median_us);
   }
   std::map<int, std::vector<CollectivePoint>> out;
@@ -53,8 +57,8 @@ void crossValidate(const CalibrationInput& input, const ClusterConfig& cluster,
     probe.value = value;
     std::vector<bool> in_fold;
     for (const PlannedRun& r : runs.planned()) in_fold.push_back(probe.matches(r.run));
-    ComputeFit fit = fitComputeModel(runs, cluster, in_fold, "fold", input.threads,
-                                     input.max_evaluations);
+    ComputeFit fit =
+        fitComputeModel(runs, cluster, in_fold, "fold", input.threads, input.max_evaluations);
     report.folds.push_back({value, fit.fit_mape_pct, fit.holdout_mape_pct});
     for (size_t i = 0; i < in_fold.size(); ++i) {
       if (in_fold[i]) continue;
@@ -100,12 +104,12 @@ RunFilter parseRunFilter(const std::string& text, const std::string& flag) {
 DeviceModelParams startingModel() {
   const std::string start = "assumed: starting point (not fitted)";
   DeviceModelParams p;
-  p.gemm_efficiency = {0.8, start};     // cuBLAS on large GEMMs: ~80% of the tensor-core peak
+  p.gemm_efficiency = {0.8, start};      // cuBLAS on large GEMMs: ~80% of the tensor-core peak
   p.gemm_tile_overhead_k = {64, start};  // a main-loop stage or two of prologue and epilogue
   p.gemm_kernel_us = {3, start};         // launch-to-first-tile latency on the GPU
   p.memory_efficiency = {0.7, start};    // streaming kernels reach 70-90% of the datasheet
   p.memory_kernel_us = {3, start};
-  p.host_op_us = {30, start};            // PyTorch eager: Python, dispatcher, launch
+  p.host_op_us = {30, start};  // PyTorch eager: Python, dispatcher, launch
   p.uncertainty_pct = {50, start};
   return p;
 }
@@ -137,11 +141,12 @@ CalibrationReport calibrate(const CalibrationInput& input) {
     }
     device.model->allreduce_curves.clear();
     for (const auto& [group, points] : groups) {
-      std::string what = fmt::format("{}: all-reduce over {} ranks", input.collectives_origin, group);
+      std::string what =
+          fmt::format("{}: all-reduce over {} ranks", input.collectives_origin, group);
       CollectiveFit fit = fitAllReduceCurve(group, points, what);
-      fit.curve.source = fmt::format("fitted: {} sizes of {} (mean error {:.1f}%, worst {:.1f}%)",
-                                     fit.points, input.collectives_origin, fit.mean_abs_error_pct,
-                                     fit.max_abs_error_pct);
+      fit.curve.source =
+          fmt::format("fitted: {} sizes of {} (mean error {:.1f}%, worst {:.1f}%)", fit.points,
+                      input.collectives_origin, fit.mean_abs_error_pct, fit.max_abs_error_pct);
       device.model->allreduce_curves.push_back(fit.curve);
       report.collective_fits.push_back(fit);
     }
@@ -159,9 +164,10 @@ CalibrationReport calibrate(const CalibrationInput& input) {
                             ? fmt::format("{}={}", input.fit_where->key, input.fit_where->value)
                             : std::string("all");
     int fitted = static_cast<int>(std::count(report.in_fit.begin(), report.in_fit.end(), true));
-    std::string source = fmt::format("fitted: {} runs ({}) of {}", fitted, where, input.runs_origin);
-    report.compute_fit = fitComputeModel(runs, cluster, report.in_fit, source, input.threads,
-                                         input.max_evaluations);
+    std::string source =
+        fmt::format("fitted: {} runs ({}) of {}", fitted, where, input.runs_origin);
+    report.compute_fit =
+        fitComputeModel(runs, cluster, report.in_fit, source, input.threads, input.max_evaluations);
     device.model = report.compute_fit->params;
     const ComputeFit& fit = *report.compute_fit;
     if (!report.folds.empty()) {

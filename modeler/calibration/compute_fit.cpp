@@ -19,9 +19,12 @@ struct Coordinate {
   bool fraction;  // logistic (0, 1) rather than log (0, inf)
 };
 constexpr Coordinate kCoordinates[] = {
-    {&DeviceModelParams::gemm_efficiency, true},    {&DeviceModelParams::gemm_tile_overhead_k, false},
-    {&DeviceModelParams::gemm_kernel_us, false},    {&DeviceModelParams::memory_efficiency, true},
-    {&DeviceModelParams::memory_kernel_us, false},  {&DeviceModelParams::host_op_us, false},
+    {&DeviceModelParams::gemm_efficiency, true},
+    {&DeviceModelParams::gemm_tile_overhead_k, false},
+    {&DeviceModelParams::gemm_kernel_us, false},
+    {&DeviceModelParams::memory_efficiency, true},
+    {&DeviceModelParams::memory_kernel_us, false},
+    {&DeviceModelParams::host_op_us, false},
 };
 // Where a parameter starts when the starting model has it at 0 (log space cannot hold 0).
 constexpr double kSmallestStart = 0.1;
@@ -47,9 +50,9 @@ double meanAbsPctError(const RunSet& runs, const std::vector<double>& predicted_
   return count > 0 ? 100 * sum / count : -1;
 }
 
-ComputeFit fitComputeModel(const RunSet& runs, ClusterConfig cluster, const std::vector<bool>& in_fit,
-                           const std::string& source, int threads, int max_evaluations,
-                           double prior_weight) {
+ComputeFit fitComputeModel(const RunSet& runs, ClusterConfig cluster,
+                           const std::vector<bool>& in_fit, const std::string& source, int threads,
+                           int max_evaluations, double prior_weight) {
   EVSIM_CHECK(cluster.device.model.has_value(), "fit needs a starting model");
   EVSIM_CHECK(in_fit.size() == runs.planned().size(), "{} fit flags for {} runs", in_fit.size(),
               runs.planned().size());

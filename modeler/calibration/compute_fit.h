@@ -5,8 +5,8 @@
 // mean squared log error of predicted vs measured iteration time over the runs chosen for the
 // fit; efficiencies are searched through a logistic transform (kept in (0, 1)), the rest in log
 // space (kept > 0), with a weak prior towards the starting values (parameters the runs cannot
-// separate, like the GEMM efficiency of host-bound runs, stay physical). Six physical parameters for hundreds of runs: it fits kernel behaviour, not
-// rows.
+// separate, like the GEMM efficiency of host-bound runs, stay physical). Six physical parameters
+// for hundreds of runs: it fits kernel behaviour, not rows.
 
 #include <string>
 #include <vector>
@@ -17,10 +17,10 @@
 namespace evsim {
 
 struct ComputeFit {
-  DeviceModelParams params;      // the fitted model (curves and uncertainty as given)
+  DeviceModelParams params;          // the fitted model (curves and uncertainty as given)
   std::vector<double> predicted_ms;  // per planned run, at the fitted parameters
-  double fit_mape_pct = 0;       // over the runs in the fit
-  double holdout_mape_pct = -1;  // over the others; -1 when every run was in the fit
+  double fit_mape_pct = 0;           // over the runs in the fit
+  double holdout_mape_pct = -1;      // over the others; -1 when every run was in the fit
   int evaluations = 0;
 };
 
@@ -30,9 +30,9 @@ inline constexpr double kDefaultPriorWeight = 0.001;
 
 // `cluster.device.model` is the starting point and the prior (its curves are kept); `in_fit[i]`
 // says whether planned run i is fitted. Every fitted parameter's source becomes `source`.
-ComputeFit fitComputeModel(const RunSet& runs, ClusterConfig cluster, const std::vector<bool>& in_fit,
-                           const std::string& source, int threads, int max_evaluations,
-                           double prior_weight = kDefaultPriorWeight);
+ComputeFit fitComputeModel(const RunSet& runs, ClusterConfig cluster,
+                           const std::vector<bool>& in_fit, const std::string& source, int threads,
+                           int max_evaluations, double prior_weight = kDefaultPriorWeight);
 
 // Mean absolute percentage error of predicted vs measured over the runs where `select` is true.
 double meanAbsPctError(const RunSet& runs, const std::vector<double>& predicted_ms,

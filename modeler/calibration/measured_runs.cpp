@@ -99,20 +99,22 @@ std::vector<MeasuredRun> parseMeasuredRuns(const std::string& text, const std::s
       r.iteration_ms = std::stod(time, &used);
       if (used != time.size()) throw std::invalid_argument("trailing text");
     } catch (const std::exception&) {
-      EVSIM_THROW(InputError, "{}:{}: iteration time (ms) '{}': not a number", origin,
-                  line_number, time.substr(0, 40));
+      EVSIM_THROW(InputError, "{}:{}: iteration time (ms) '{}': not a number", origin, line_number,
+                  time.substr(0, 40));
     }
     if (!(r.iteration_ms > 0) || !std::isfinite(r.iteration_ms)) {
       EVSIM_THROW(InputError, "{}:{}: iteration time (ms) {}: must be > 0", origin, line_number,
                   time.substr(0, 40));
     }
     if (int64_t{r.tp} * r.dp * r.pp != r.gpus) {
-      EVSIM_THROW(InputError, "{}:{}: tensor x data x pipeline parallelism = {} x {} x {} != {} GPUs",
-                  origin, line_number, r.tp, r.dp, r.pp, r.gpus);
+      EVSIM_THROW(InputError,
+                  "{}:{}: tensor x data x pipeline parallelism = {} x {} x {} != {} GPUs", origin,
+                  line_number, r.tp, r.dp, r.pp, r.gpus);
     }
     runs.push_back(r);
   }
-  if (runs.empty()) EVSIM_THROW(InputError, "{}: no measured runs (a header and data rows)", origin);
+  if (runs.empty())
+    EVSIM_THROW(InputError, "{}: no measured runs (a header and data rows)", origin);
   return runs;
 }
 

@@ -33,7 +33,8 @@ MinimizeResult minimizeNelderMead(const std::function<double(const std::vector<d
   };
   while (evaluations < max_evaluations) {
     std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return values[a] < values[b]; });
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return values[a] < values[b]; });
     const size_t best = order.front(), worst = order.back(), second = order[n - 1];
     if (std::abs(values[worst] - values[best]) <= tolerance * (1 + std::abs(values[best]))) break;
     std::vector<double> centroid(n, 0.0);
@@ -67,7 +68,8 @@ MinimizeResult minimizeNelderMead(const std::function<double(const std::vector<d
     }
     for (size_t i : order) {
       if (i == best) continue;
-      for (size_t j = 0; j < n; ++j) simplex[i][j] = simplex[best][j] + 0.5 * (simplex[i][j] - simplex[best][j]);
+      for (size_t j = 0; j < n; ++j)
+        simplex[i][j] = simplex[best][j] + 0.5 * (simplex[i][j] - simplex[best][j]);
       values[i] = eval(simplex[i]);
     }
   }

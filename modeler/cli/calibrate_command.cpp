@@ -38,13 +38,14 @@ std::string predictionsCsv(const CalibrationReport& report) {
   for (size_t i = 0; i < runs.planned().size(); ++i) {
     const MeasuredRun& r = runs.planned()[i].run;
     double predicted = report.compute_fit->predicted_ms[i];
-    std::string cross_validated =
-        report.cross_validated_ms.empty() ? "" : fmt::format("{:.4f}", report.cross_validated_ms[i]);
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.3f},{},{}\n", r.line,
-                       r.gpus, r.global_batch, r.micro_batch, r.hidden, r.heads, r.layers, r.seq,
-                       r.tp, r.dp, r.pp, r.iteration_ms, predicted,
-                       100 * (predicted / r.iteration_ms - 1),
-                       report.in_fit[i] ? "fit" : "held-out", cross_validated);
+    std::string cross_validated = report.cross_validated_ms.empty()
+                                      ? ""
+                                      : fmt::format("{:.4f}", report.cross_validated_ms[i]);
+    out +=
+        fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.3f},{},{}\n", r.line, r.gpus,
+                    r.global_batch, r.micro_batch, r.hidden, r.heads, r.layers, r.seq, r.tp, r.dp,
+                    r.pp, r.iteration_ms, predicted, 100 * (predicted / r.iteration_ms - 1),
+                    report.in_fit[i] ? "fit" : "held-out", cross_validated);
   }
   for (const auto& [r, why] : runs.skipped()) {
     out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.4f},,,skipped,\n", r.line, r.gpus,
@@ -90,7 +91,8 @@ void runCalibrate(const CalibrateArgs& args) {
   input.cluster = loadClusterConfig(resolveConfigPath(args.cluster, "clusters"));
   input.device_id = args.device_name.empty() ? input.cluster.device.id : args.device_name;
   if (input.device_id.empty()) {
-    EVSIM_THROW(InputError, "--name is required: the cluster's device is inline, not a device file");
+    EVSIM_THROW(InputError,
+                "--name is required: the cluster's device is inline, not a device file");
   }
   std::optional<ProfileDb> db;
   if (!args.collectives.empty()) {
@@ -108,8 +110,9 @@ void runCalibrate(const CalibrateArgs& args) {
   input.settings.recompute = parseRecompute(args.recompute);
   input.cross_validate = args.cross_validate;
   if (!args.fit_where.empty()) input.fit_where = parseRunFilter(args.fit_where, "--fit-where");
-  input.threads = args.threads > 0 ? args.threads
-                                   : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  input.threads = args.threads > 0
+                      ? args.threads
+                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   input.max_evaluations = args.max_evaluations;
   CalibrationReport report = calibrate(input);
   printReport(report);
@@ -127,7 +130,8 @@ void runCalibrate(const CalibrateArgs& args) {
 void registerCalibrateCommand(CLI::App& app) {
   auto args = std::make_shared<CalibrateArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "calibrate", "fit a device model to measured collectives and iterations (docs/CALIBRATION.md)");
+      "calibrate",
+      "fit a device model to measured collectives and iterations (docs/CALIBRATION.md)");
   cmd->add_option("--cluster", args->cluster,
                   "cluster YAML or bundled name: node shape, links, and the device to start from")
       ->required();

@@ -39,7 +39,8 @@ void runImport(const ImportArgs& args) {
     options.collective = ncclTestsCollective(args.collective);
     if (!options.collective) {
       EVSIM_THROW(InputError,
-                  "--collective '{}': expected allreduce, allgather, reduce_scatter or sendrecv",
+                  "--collective '{}': expected allreduce, allgather, reduce_scatter, alltoall, "
+                  "broadcast or sendrecv",
                   args.collective);
     }
   }
@@ -81,8 +82,8 @@ void runImport(const ImportArgs& args) {
         db.put(copy);
       }
     }
-    fmt::print("{}: {} sizes of {} over {} ranks on {} node(s), {} per node, {}{}\n",
-               args.logs[i], in.records.size(), eventKindName(in.kind), in.placement.group_size,
+    fmt::print("{}: {} sizes of {} over {} ranks on {} node(s), {} per node, {}{}\n", args.logs[i],
+               in.records.size(), eventKindName(in.kind), in.placement.group_size,
                in.placement.nodes, in.placement.ranks_per_node, dtypeName(in.dtype),
                extra_dtypes.empty() ? "" : " (and the --as-dtype types)");
   }
@@ -97,11 +98,13 @@ void registerImportCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "import-nccl-tests",
       "read nccl-tests output (all_reduce_perf, all_gather_perf, reduce_scatter_perf, "
-      "sendrecv_perf) or its CSV form into a profile database as measured events");
+      "alltoall_perf, broadcast_perf, sendrecv_perf) or its CSV form into a profile database as "
+      "measured events");
   cmd->add_option("logs", args->logs, "nccl-tests output files (one test each)")->required();
-  cmd->add_option("--collective", args->collective,
-                  "allreduce|allgather|reduce_scatter|sendrecv, when neither the log (newer "
-                  "versions print 'Collective test starting') nor the file name says");
+  cmd->add_option(
+      "--collective", args->collective,
+      "allreduce|allgather|reduce_scatter|alltoall|broadcast|sendrecv, when neither the log (newer "
+      "versions print 'Collective test starting') nor the file name says");
   cmd->add_option("--group", args->group,
                   "ranks in the test, when the log has no Rank lines (required for the CSV form)")
       ->check(CLI::Range(2, 1 << 20));

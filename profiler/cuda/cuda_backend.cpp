@@ -14,6 +14,7 @@
 #include "profiler/cuda/cuda_buffers.h"
 #include "profiler/cuda/cupti_check.h"
 #include "profiler/cuda/cupti_tracer.h"
+#include "profiler/cuda/nccl_collectives.h"
 #include "profiler/cuda/nccl_comm.h"
 #include "profiler/mpi_check.h"
 
@@ -127,31 +128,9 @@ class CudaBackend : public ProfilerBackend {
 
   std::vector<double> timeCollective(const Event& event, const CommGroup& group, int warmup,
                                      int repeats) override {
-    auto [type, count] = ncclElements(event, event.message_bytes);
-    const size_t element = static_cast<size_t>(event.message_bytes) / count;
-    // message_bytes is the full buffer (nccl-tests' size); shards are count / group.size.
-    const size_t shard = count / static_cast<size_t>(group.size);
-    EVSIM_CHECK(event.kind == EventKind::kAllReduce || shard > 0, "'{}': fewer elements than ranks",
-                event.signature());
-    DeviceBuffer send(count * element), recv(count * element);
-    switch (event.kind) {
-      case EventKind::kAllReduce:
-        return timeNccl(group, warmup, repeats, "ncclAllReduce", [&](ncclComm_t c) {
-          EVSIM_NCCL_CHECK(
-              ncclAllReduce(send.get(), recv.get(), count, type, ncclSum, c, comm_stream_));
-        });
-      case EventKind::kReduceScatter:
-        return timeNccl(group, warmup, repeats, "ncclReduceScatter", [&](ncclComm_t c) {
-          EVSIM_NCCL_CHECK(
-              ncclReduceScatter(send.get(), recv.get(), shard, type, ncclSum, c, comm_stream_));
-        });
-      case EventKind::kAllGather:
-        return timeNccl(group, warmup, repeats, "ncclAllGather", [&](ncclComm_t c) {
-          EVSIM_NCCL_CHECK(ncclAllGather(send.get(), recv.get(), shard, type, c, comm_stream_));
-        });
-      default:
-        EVSIM_THROW(Error, "'{}' is not a collective", event.signature());
-    }
+    NcclCollectiveBuffers buffers = makeNcclBuffers(event, group.size);
+    return timeNccl(group, warmup, repeats, ncclCallName(event.kind),
+                    [&](ncclComm_t c) { enqueueNcclCollective(event, buffers, c, comm_stream_); });
   }
 
  private:

@@ -11,6 +11,7 @@
 #include "profiler/cuda/cuda_backend.h"
 #include "profiler/cuda/cuda_buffers.h"
 #include "profiler/cuda/cupti_check.h"
+#include "profiler/cuda/nccl_collectives.h"
 #include "profiler/cuda/nccl_comm.h"
 #include "profiler/eventrun_backend_p2p.h"
 #include "profiler/eventrun_backend_timing.h"
@@ -22,13 +23,6 @@ namespace {
 
 // Send and receive buffers of one communication event: message_bytes is the full buffer of a
 // collective (shards are count / group size) and the payload of a P2P transfer.
-struct CommBuffers {
-  ncclDataType_t type = ncclUint8;
-  size_t count = 0;
-  size_t shard = 0;
-  std::unique_ptr<DeviceBuffer> send, recv;
-};
-
 CommGroup commGroup(MPI_Comm comm, const std::vector<int64_t>& members) {
   CommGroup g;
   g.comm = comm;
@@ -228,51 +222,27 @@ class CudaRankExecutor : public RankExecutor {
   }
 
  private:
-  CommBuffers& buffersFor(int event_index) {
+  NcclCollectiveBuffers& buffersFor(int event_index) {
     auto it = buffers_.find(event_index);
     if (it != buffers_.end()) return it->second;
     const Event& event = plan_.events[event_index].event;
-    CommBuffers b;
-    std::tie(b.type, b.count) = ncclElements(event, event.message_bytes);
-    const size_t element = b.count == 0 ? 1 : static_cast<size_t>(event.message_bytes) / b.count;
-    b.shard = b.count / static_cast<size_t>(std::max(1, event.placement.group_size));
-    EVSIM_CHECK(event.kind == EventKind::kAllReduce || event.kind == EventKind::kP2P || b.shard > 0,
-                "'{}': fewer elements than ranks", event.signature());
-    b.send = std::make_unique<DeviceBuffer>(b.count * element);
-    b.recv = std::make_unique<DeviceBuffer>(b.count * element);
+    NcclCollectiveBuffers b = makeNcclBuffers(event, event.placement.group_size);
     return buffers_.emplace(event_index, std::move(b)).first->second;
   }
 
   void enqueueCollective(const Action& a, NcclComm& comm, cudaStream_t stream) {
-    const Event& event = plan_.events[a.event].event;
-    CommBuffers& b = buffersFor(a.event);
-    switch (event.kind) {
-      case EventKind::kAllReduce:
-        EVSIM_NCCL_CHECK(ncclAllReduce(b.send->get(), b.recv->get(), b.count, b.type, ncclSum,
-                                       comm.get(), stream));
-        break;
-      case EventKind::kReduceScatter:
-        EVSIM_NCCL_CHECK(ncclReduceScatter(b.send->get(), b.recv->get(), b.shard, b.type, ncclSum,
-                                           comm.get(), stream));
-        break;
-      case EventKind::kAllGather:
-        EVSIM_NCCL_CHECK(
-            ncclAllGather(b.send->get(), b.recv->get(), b.shard, b.type, comm.get(), stream));
-        break;
-      default:
-        EVSIM_THROW(Error, "'{}' is not a collective", event.signature());
-    }
+    enqueueNcclCollective(plan_.events[a.event].event, buffersFor(a.event), comm.get(), stream);
     comm.waitEnqueued(std::string(a.name));
   }
 
   void enqueueP2P(const Action& a) {
     EVSIM_CHECK(p2p_ != nullptr, "P2P action without a pipeline (P = 1)");
-    CommBuffers& b = buffersFor(a.event);
+    NcclCollectiveBuffers& b = buffersFor(a.event);
     const int peer = static_cast<int>(a.peer);
     if (a.kind == ActionKind::kSend) {
-      EVSIM_NCCL_CHECK(ncclSend(b.send->get(), b.count, b.type, peer, p2p_->get(), compute_));
+      EVSIM_NCCL_CHECK(ncclSend(b.send->get(), b.elements, b.type, peer, p2p_->get(), compute_));
     } else {
-      EVSIM_NCCL_CHECK(ncclRecv(b.recv->get(), b.count, b.type, peer, p2p_->get(), compute_));
+      EVSIM_NCCL_CHECK(ncclRecv(b.recv->get(), b.elements, b.type, peer, p2p_->get(), compute_));
     }
   }
 
@@ -290,7 +260,7 @@ class CudaRankExecutor : public RankExecutor {
   std::map<int, std::unique_ptr<NcclComm>> bucket_comms_;  // by program group, bucket groups only
   std::unique_ptr<NcclComm> p2p_;                          // world, when P > 1
   std::map<int, std::unique_ptr<ComputeKernel>> kernels_;  // by event
-  std::map<int, CommBuffers> buffers_;                     // by event
+  std::map<int, NcclCollectiveBuffers> buffers_;           // by event
   std::vector<cudaEvent_t> starts_, ends_;                 // by action, recorded ones only
   double error_us_ = 0;
 };

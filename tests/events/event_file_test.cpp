@@ -95,6 +95,16 @@ TEST(EventSignature, FormatAndCostsByHand) {
                   g);
 }
 
+TEST(EventSignature, EveryCollectiveRoundTrips) {
+  // MoE's token dispatch (all-to-all over the EP group) and a broadcast keep their placement.
+  Event a2a = makeCommunication(EventKind::kAllToAll, 8388608, Placement{8, 1, 8}, DType::kBf16);
+  EXPECT_EQ(a2a.signature(), "alltoall bytes=8388608 group=8 nodes=1 rpn=8 dtype=bf16");
+  expectSameEvent(parseEventSignature(a2a.signature(), "x"), a2a);
+  Event bcast = makeCommunication(EventKind::kBroadcast, 4096, Placement{4, 2, 2}, DType::kFp32);
+  EXPECT_EQ(bcast.signature(), "broadcast bytes=4096 group=4 nodes=2 rpn=2 dtype=fp32");
+  expectSameEvent(parseEventSignature(bcast.signature(), "x"), bcast);
+}
+
 TEST(EventSignature, BadSignaturesNameWhereAndWhat) {
   struct Case {
     const char* signature;

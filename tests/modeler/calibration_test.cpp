@@ -83,7 +83,8 @@ TEST(CollectiveFit, TooFewSizesIsAnInputError) {
   EXPECT_THROW(fitAllReduceCurve(8, points, "short log"), InputError);
 }
 
-// A cluster of one 8-GPU node whose device is `params` (datasheet: 100 SMs, 300 TFLOP/s fp16, 20 fp32).
+// A cluster of one 8-GPU node whose device is `params` (datasheet: 100 SMs, 300 TFLOP/s fp16, 20
+// fp32).
 ClusterConfig syntheticCluster(const DeviceModelParams& params) {
   ClusterConfig c;
   c.name = "synthetic";

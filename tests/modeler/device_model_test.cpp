@@ -159,7 +159,8 @@ TEST(DeviceModel, TaskOpsWaitForTheHostToIssueThem) {
 
 TEST(DeviceConfig, MissingFieldIsOneLineNamingFileAndKey) {
   std::string yaml = kDeviceYaml;
-  yaml.erase(yaml.find("  host_op_us:"), yaml.find("  uncertainty_pct:") - yaml.find("  host_op_us:"));
+  yaml.erase(yaml.find("  host_op_us:"),
+             yaml.find("  uncertainty_pct:") - yaml.find("  host_op_us:"));
   try {
     parseDeviceConfig(yaml, "bad-gpu.yaml");
     FAIL() << "no error";

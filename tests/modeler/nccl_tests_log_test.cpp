@@ -37,14 +37,15 @@ TEST(NcclTestsLog, AllReduceOverTwoHostsOfTwo) {
   EXPECT_DOUBLE_EQ(r.time.median_us, 160.0);  // out-of-place
   EXPECT_DOUBLE_EQ(r.time.min_us, 160.0);
   EXPECT_EQ(r.time.count, 20);  // "iters: 20", not the warm-up's 5
-  EXPECT_DOUBLE_EQ(r.busbw_gb_s, 19.66);
+  // Recomputed: 2097152 B / 160 us = 13.1072 GB/s algbw, x 2 * 3/4 = 19.6608 busbw (printed 19.66).
+  EXPECT_DOUBLE_EQ(r.busbw_gb_s, 2097152 / 160.0 / 1e3 * 1.5);
   EXPECT_FALSE(r.scaled);
   EXPECT_EQ(r.measured_group_size, 4);
 
   NcclTestsOptions in_place;
   in_place.in_place = true;
-  EXPECT_DOUBLE_EQ(loadNcclTests(kData + "all_reduce_perf_2x2.log", in_place).records[1].time.median_us,
-                   170.0);
+  EXPECT_DOUBLE_EQ(
+      loadNcclTests(kData + "all_reduce_perf_2x2.log", in_place).records[1].time.median_us, 170.0);
 }
 
 TEST(NcclTestsLog, SendRecvAcrossHostsIsP2P) {
@@ -57,6 +58,20 @@ TEST(NcclTestsLog, SendRecvAcrossHostsIsP2P) {
   EXPECT_EQ(in.records[0].time.count, 10);
 }
 
+TEST(NcclTestsLog, AllToAllWithGroupGiven) {
+  // A log without Rank lines: --group 8 (one node). busbw = algbw x 7/8 as printed.
+  NcclTestsOptions options;
+  options.group = 8;
+  NcclTestsImport in = loadNcclTests(kData + "alltoall_perf_8.log", options);
+  EXPECT_EQ(in.kind, EventKind::kAllToAll);
+  EXPECT_EQ(in.placement, (Placement{8, 1, 8}));
+  ASSERT_EQ(in.records.size(), 2u);
+  EXPECT_EQ(in.records[1].signature, "alltoall bytes=2097152 group=8 nodes=1 rpn=8 dtype=fp32");
+  EXPECT_DOUBLE_EQ(in.records[1].time.median_us, 60.0);
+  EXPECT_EQ(in.records[1].time.count, 50);
+  EXPECT_NEAR(in.records[1].busbw_gb_s, 2097152 / 60.0 / 1e3 * 0.875, 1e-9);  // printed 30.58
+}
+
 TEST(NcclTestsLog, CsvFormNeedsTheGroup) {
   NcclTestsOptions options;
   options.group = 8;
@@ -67,7 +82,8 @@ TEST(NcclTestsLog, CsvFormNeedsTheGroup) {
   // 92790 ns out-of-place = 92.79 us; algbw = 1048576 B / 92.79 us = 11.30 GB/s.
   EXPECT_DOUBLE_EQ(in.records[0].time.median_us, 92.79);
   EXPECT_NEAR(in.records[0].algbw_gb_s, 1048576 / 92.79 / 1e3, 1e-9);
-  EXPECT_DOUBLE_EQ(in.records[0].busbw_gb_s, 19.78);
+  // busbw recomputed: 11.3004 x 2 * 7/8 = 19.776 GB/s (the CSV says 19.78).
+  EXPECT_NEAR(in.records[0].busbw_gb_s, 1048576 / 92.79 / 1e3 * 1.75, 1e-9);
   EXPECT_THROW(loadNcclTests(kData + "allreduce_excerpt.csv", {}), InputError);
 }
 
@@ -87,15 +103,17 @@ TEST(NcclTestsLog, BadInputNamesFileLineAndRule) {
   EXPECT_EQ(errorOf(header + "1048576 262144 float sum -1 100 1 1 0 100 1 1 0\n"),
             "log.txt: no '#  Rank ... on HOST' lines to tell the group: give --group N (and "
             "--nodes K)");
-  std::string no_name = header.substr(header.find('\n') + 1) + "1048576 262144 float sum -1 100 1 1 0 100 1 1 0\n";
+  std::string no_name =
+      header.substr(header.find('\n') + 1) + "1048576 262144 float sum -1 100 1 1 0 100 1 1 0\n";
   EXPECT_EQ(errorOf(no_name).rfind("log.txt: which collective?", 0), 0u);
   try {
     loadNcclTests(kData + "wrong_values.log", {});
     FAIL() << "accepted wrong values";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
-              kData + "wrong_values.log:4: 3 wrong values at 2097152 bytes: a failed run is not a "
-                      "measurement");
+              kData +
+                  "wrong_values.log:4: 3 wrong values at 2097152 bytes: a failed run is not a "
+                  "measurement");
   }
 }
 

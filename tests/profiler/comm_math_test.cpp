@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "events/collective.h"
 
 namespace evsim {
 namespace {
@@ -34,6 +35,41 @@ TEST(BusBandwidth, NcclTestsFactors) {
   EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kReduceScatter, 4), 0.75);  // 3/4
   EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kAllGather, 8), 0.875);     // 7/8
   EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kP2P, 2), 1.0);
+}
+
+TEST(BusBandwidth, AllToAllAndBroadcast) {
+  // nccl-tests: alltoall (n-1)/n (each rank keeps its own n-th), broadcast 1 (the whole buffer
+  // crosses each link once).
+  EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kAllToAll, 4), 0.75);
+  EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kAllToAll, 8), 0.875);
+  EXPECT_DOUBLE_EQ(busBandwidthFactor(EventKind::kBroadcast, 8), 1.0);
+  // Neither follows the ring volume factor: same group only.
+  EXPECT_DOUBLE_EQ(ringScaleFactor(EventKind::kAllToAll, 8, 8), 1.0);
+  EXPECT_THROW(ringScaleFactor(EventKind::kAllToAll, 4, 16), Error);
+  EXPECT_THROW(ringScaleFactor(EventKind::kBroadcast, 4, 16), Error);
+}
+
+TEST(CollectiveTable, BuffersPerRank) {
+  // 1000 elements over 8 ranks: a shard is 125. All-reduce: whole buffer in and out; reduce-
+  // scatter: 1000 in, 125 out; all-gather: 125 in, 1000 out; all-to-all: 125 to each of 8 peers.
+  auto shape = [](EventKind kind) { return collectiveOf(kind).buffers(1000, 8); };
+  EXPECT_EQ(shape(EventKind::kAllReduce).send_elements, 1000);
+  EXPECT_EQ(shape(EventKind::kAllReduce).recv_elements, 1000);
+  EXPECT_EQ(shape(EventKind::kReduceScatter).send_elements, 1000);
+  EXPECT_EQ(shape(EventKind::kReduceScatter).recv_elements, 125);
+  EXPECT_EQ(shape(EventKind::kAllGather).send_elements, 125);
+  EXPECT_EQ(shape(EventKind::kAllGather).recv_elements, 1000);
+  EXPECT_EQ(shape(EventKind::kAllToAll).send_elements, 1000);
+  EXPECT_EQ(shape(EventKind::kAllToAll).recv_elements, 1000);
+  // 1003 elements over 8: the remainder of 3 is dropped from sharded buffers (8 x 125 = 1000).
+  EXPECT_EQ(collectiveOf(EventKind::kReduceScatter).buffers(1003, 8).send_elements, 1000);
+  // Every collective is found by its signature name and its kind.
+  for (const Collective* c : allCollectives()) {
+    EXPECT_EQ(findCollective(c->name), c);
+    EXPECT_EQ(&collectiveOf(c->kind), c);
+    EXPECT_EQ(eventKindName(c->kind), c->name);
+  }
+  EXPECT_EQ(allCollectives().size(), 6u);
 }
 
 TEST(BusBandwidth, ReduceScatterPlusAllGatherMoveOneAllReduce) {

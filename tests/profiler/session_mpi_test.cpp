@@ -172,6 +172,23 @@ TEST_F(SessionTest, ResumeMeasuresOnlyWhatIsMissing) {
   EXPECT_EQ(ProfileDb::load(path_).records().size(), 2u);
 }
 
+// All-to-all is measured like any collective on a group that fits (the slowest rank per
+// repetition: {4, 10, 4}, median 4; busbw = 4000 B / 4 us x 3/4), but never scaled from a smaller
+// group: its pairwise traffic does not follow the ring factor.
+TEST_F(SessionTest, AllToAllIsMeasuredDirectlyAndNeverScaled) {
+  const std::string a2a4 = "alltoall bytes=4000 group=4 nodes=2 rpn=2 dtype=fp32";
+  ProfileSummary summary = run({a2a4});
+  if (world_.rank == 0) {
+    EXPECT_EQ(summary.scaled, 0u);
+    const ProfileRecord* r = ProfileDb::load(path_).find(a2a4);
+    ASSERT_TRUE(r);
+    EXPECT_DOUBLE_EQ(r->time.median_us, 4);
+    EXPECT_DOUBLE_EQ(r->busbw_gb_s, 0.75);
+  }
+  EXPECT_THROW(run({"alltoall bytes=4000 group=16 nodes=2 rpn=8 dtype=fp32"}),
+               CollectiveInputError);
+}
+
 TEST_F(SessionTest, UnmeasurableEventIsACollectiveInputError) {
   // Intra-node group of 4 with rpn 4 is measurable (scaled); an intra-node p2p on a cluster
   // whose nodes have one rank is not. Emulate that with --ranks-per-node 1.
