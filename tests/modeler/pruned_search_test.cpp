@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "events/iteration_plan.h"
 #include "modeler/closed_form_tier.h"
+#include "modeler/profile_db.h"
 #include "modeler/simulation.h"
 #include "support/test_support.h"
 
@@ -164,6 +165,23 @@ TEST(PrunedSearchTest, ViolationRuleDropsTheValues) {
   EXPECT_EQ(violationRule("--strategy 3M1P1D: M=3 does not divide num_heads=16 of gpt3-175b"),
             "M=N does not divide num_heads=N of gptN-Nb");
   EXPECT_EQ(violationRule("no colon 12"), "no colon N");
+}
+
+TEST(PrunedSearchTest, MissingCostsAreOneErrorWithTheHint) {
+  // No source covers any event: the bound cannot be computed, so nothing is pruned, and the
+  // simulated candidates' missing events come back in one InputError with the hint.
+  BundledSearch b = bundledSearches()[2];
+  ModelConfig model = loadModelConfig(test::configPath("models", b.model));
+  ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
+  ProfileDb empty;
+  CostModel measured_only(cluster, &empty, /*analytic_fallback=*/false);
+  try {
+    runPrunedSearch(model, cluster, measured_only, b.options, "eventprof --events e.yaml");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_CONTAINS(std::string(e.what()), "events have no cost");
+    EXPECT_CONTAINS(std::string(e.what()), "eventprof --events e.yaml");
+  }
 }
 
 TEST(PrunedSearchTest, TopMustBePositive) {
