@@ -11,6 +11,7 @@
 #include "events/cluster_config.h"
 #include "events/model_config.h"
 #include "modeler/cost_model.h"
+#include "modeler/pruned_search.h"
 #include "modeler/search.h"
 
 namespace {
@@ -87,6 +88,60 @@ void BM_Gpt3_1024Gpus_Techniques(benchmark::State& state) {
   state.counters["oom"] = static_cast<double>(report.oom);
 }
 BENCHMARK(BM_Gpt3_1024Gpus_Techniques)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Issue 14's widest GPT-3 space: b 1,2,4,8; GPipe, DAPPLE and interleaved with every valid v in
+// 2..48; recomputation none/selective/full; SP off/on; ZeRO 0..3 (66,912 candidates, 16,656
+// valid). One iteration: the exhaustive path takes over a minute on one core. Arg: threads.
+SearchOptions widestOptions(unsigned threads) {
+  SearchOptions o = gpt3Options(threads);
+  o.space.schedules = {Schedule::kGpipe, Schedule::kDapple, Schedule::kInterleaved};
+  o.space.virtual_stages.clear();
+  for (int v = 2; v <= 48; ++v) o.space.virtual_stages.push_back(v);
+  o.space.recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  o.space.sequence_parallel = {false, true};
+  o.space.zero_stages = {0, 1, 2, 3};
+  return o;
+}
+
+void BM_Gpt3_1024Gpus_Widest_Exhaustive(benchmark::State& state) {
+  CostModel costs(dgx(), nullptr, /*analytic_fallback=*/true);
+  SearchOptions options = widestOptions(static_cast<unsigned>(state.range(0)));
+  SearchReport report;
+  for (auto _ : state) {
+    report = runSearch(gpt3(), dgx(), costs, options, "");
+    benchmark::DoNotOptimize(report.candidates.data());
+  }
+  state.counters["candidates"] = static_cast<double>(report.candidates.size());
+  state.counters["valid"] = static_cast<double>(report.valid);
+  state.counters["simulated"] = static_cast<double>(report.ok);
+  state.counters["oom"] = static_cast<double>(report.oom);
+}
+BENCHMARK(BM_Gpt3_1024Gpus_Widest_Exhaustive)
+    ->Arg(1)
+    ->Arg(0)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The same space through the pruned, streaming search (`eventsim search ... --top 10`): the
+// closed-form tier for every valid candidate, full simulation only for those whose time bound can
+// still reach the top 10. Arg: threads (0 = every core).
+void BM_Gpt3_1024Gpus_Widest_Pruned(benchmark::State& state) {
+  CostModel costs(dgx(), nullptr, /*analytic_fallback=*/true);
+  SearchOptions options = widestOptions(static_cast<unsigned>(state.range(0)));
+  options.top_k = 10;
+  SearchReport report;
+  for (auto _ : state) {
+    report = runPrunedSearch(gpt3(), dgx(), costs, options, "");
+    benchmark::DoNotOptimize(report.candidates.data());
+  }
+  state.counters["candidates"] = static_cast<double>(report.total());
+  state.counters["valid"] = static_cast<double>(report.valid);
+  state.counters["ok"] = static_cast<double>(report.ok);
+  state.counters["simulated"] = static_cast<double>(report.simulated);
+  state.counters["pruned"] = static_cast<double>(report.pruned_by_bound);
+}
+BENCHMARK(BM_Gpt3_1024Gpus_Widest_Pruned)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

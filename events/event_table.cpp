@@ -1,12 +1,55 @@
 #include "events/event_table.h"
 
+#include <string_view>
+
 namespace evsim {
 
+namespace {
+
+// 64-bit FNV-1a style mixing; quality only matters for bucket spread, collisions are compared.
+inline void mix(uint64_t& h, uint64_t value) {
+  h ^= value + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+}
+
+inline void mixText(uint64_t& h, std::string_view text) {
+  mix(h, std::hash<std::string_view>{}(text));
+}
+
+}  // namespace
+
+uint64_t eventKeyHash(const Event& e) {
+  uint64_t h = static_cast<uint64_t>(e.kind);
+  mixText(h, e.op);
+  mix(h, static_cast<uint64_t>(e.dtype));
+  if (e.kind == EventKind::kCompute) {
+    for (const Dim& d : e.dims) mix(h, static_cast<uint64_t>(d.value));
+    mixText(h, e.layout);
+  } else {
+    mix(h, static_cast<uint64_t>(e.message_bytes));
+    mix(h, static_cast<uint64_t>(e.placement.group_size));
+    mix(h, static_cast<uint64_t>(e.placement.nodes));
+    mix(h, static_cast<uint64_t>(e.placement.ranks_per_node));
+  }
+  return h;
+}
+
+bool sameEventKey(const Event& a, const Event& b) {
+  // Exactly the fields Event::signature() prints.
+  if (a.op != b.op || a.dtype != b.dtype) return false;
+  if (a.kind == EventKind::kCompute) return a.dims == b.dims && a.layout == b.layout;
+  return a.message_bytes == b.message_bytes && a.placement == b.placement;
+}
+
 int EventTable::intern(const Event& event) {
-  std::string signature = event.signature();
-  auto [it, inserted] = index_.try_emplace(signature, static_cast<int>(events_.size()));
-  if (inserted) events_.push_back(UniqueEvent{event, std::move(signature), 0});
-  return it->second;
+  const uint64_t h = eventKeyHash(event);
+  auto [first, last] = index_.equal_range(h);
+  for (auto it = first; it != last; ++it) {
+    if (sameEventKey(events_[it->second].event, event)) return it->second;
+  }
+  const int index = static_cast<int>(events_.size());
+  events_.push_back(UniqueEvent{event, event.signature(), 0});
+  index_.emplace(h, index);
+  return index;
 }
 
 }  // namespace evsim

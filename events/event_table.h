@@ -1,5 +1,10 @@
 #pragma once
 // The unique events of an iteration with how often each runs. Ops refer to events by index.
+//
+// Events are deduplicated by a compact key (kind, op, dim values, layout, dtype, bytes, placement)
+// hashed without formatting: two events have the same key exactly when they have the same
+// signature. The signature string is formatted once per unique event, for output and profile
+// look-ups, never for the many repeated interns of plan building.
 
 #include <cstdint>
 #include <string>
@@ -18,7 +23,7 @@ struct UniqueEvent {
 
 class EventTable {
  public:
-  // Index of `event`, adding it (with count 0) the first time its signature is seen.
+  // Index of `event`, adding it (with count 0) the first time its key is seen.
   int intern(const Event& event);
   void addCount(int index, int64_t executions) { events_[index].count += executions; }
 
@@ -28,7 +33,11 @@ class EventTable {
 
  private:
   std::vector<UniqueEvent> events_;
-  std::unordered_map<std::string, int> index_;
+  std::unordered_multimap<uint64_t, int> index_;  // key hash -> indices (collisions compared)
 };
+
+// The key's hash, and whether two events have the same key (= the same signature).
+uint64_t eventKeyHash(const Event& event);
+bool sameEventKey(const Event& a, const Event& b);
 
 }  // namespace evsim

@@ -1,6 +1,7 @@
 #include "events/iteration_plan.h"
 
 #include <map>
+#include <optional>
 
 #include "common/error.h"
 #include "events/layer_ops.h"
@@ -73,7 +74,70 @@ void buildBuckets(StagePlan& stage, const std::map<int, int64_t>& layer_params, 
   close(static_cast<int>(stage.backward.size()) - 1);
 }
 
+LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placement tp_group) {
+  LayerShape shape;
+  shape.micro_batch = strategy.micro_batch;
+  shape.seq = model.seq_length;
+  shape.hidden = model.hidden_size;
+  shape.heads = model.num_heads;
+  shape.ffn = model.ffn_hidden_size;
+  shape.vocab = model.paddedVocab(strategy.tp);
+  shape.tp = strategy.tp;
+  shape.dtype = model.dtype;
+  shape.tp_group = tp_group;
+  shape.sequence_parallel = strategy.sequence_parallel;
+  shape.recompute = strategy.recompute;
+  return shape;
+}
+
+int64_t embeddingParameters(const ModelConfig& model, int tp) {
+  return model.paddedVocab(tp) / tp * model.hidden_size + model.seq_length * model.hidden_size;
+}
+
+// Final layernorm; with P > 1 the last stage also keeps its copy of the tied LM head weight.
+int64_t headParameters(const ModelConfig& model, int tp, int pp) {
+  return 2 * model.hidden_size + (pp > 1 ? model.paddedVocab(tp) / tp * model.hidden_size : 0);
+}
+
 }  // namespace
+
+std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& strategy,
+                                  PlanCache* cache) {
+  const int v = strategy.schedule == Schedule::kInterleaved ? strategy.virtual_stages : 1;
+  const int K = strategy.pp * v;
+  auto compute = [&] {
+    // Placement does not change FLOPs: any valid group of M ranks will do.
+    LayerShape shape = layerShape(model, strategy, Placement{strategy.tp, 1, strategy.tp});
+    return balancedStages(model, shape, K, model.hasCrossAttention() ? 2 : 1);
+  };
+  if (cache == nullptr) return compute();
+  return cache->partition({strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
+                           static_cast<int>(strategy.recompute), K},
+                          compute);
+}
+
+int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int first_layer,
+                        int end_layer, bool has_embedding, bool has_head) {
+  int64_t params = has_embedding ? embeddingParameters(model, strategy.tp) : 0;
+  for (int layer = first_layer; layer < end_layer; ++layer) {
+    params += blockParametersPerRank(model, model.blocks[layer], strategy.tp);
+  }
+  if (has_head) params += headParameters(model, strategy.tp, strategy.pp);
+  return params;
+}
+
+const PlanCache::Placements& stagePlacements(const Strategy& strategy, int gpus_per_node,
+                                             PlanCache& cache) {
+  return cache.placements({strategy.tp, strategy.pp, strategy.dp}, [&] {
+    RankLayout layout(strategy, gpus_per_node);
+    PlanCache::Placements out;
+    for (int s = 0; s < strategy.pp; ++s) {
+      out.tp.push_back(layout.worstTpGroup(s));
+      out.dp.push_back(layout.worstDpGroup(s));
+    }
+    return out;
+  });
+}
 
 std::vector<int> IterationPlan::deviceChunks(int device_stage) const {
   EVSIM_CHECK(device_stage >= 0 && device_stage < deviceStages(), "device stage {} of {}",
@@ -93,7 +157,7 @@ int IterationPlan::pipelineOf(int dp) const {
 }
 
 IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& cluster,
-                                 const Strategy& strategy) {
+                                 const Strategy& strategy, PlanCache* cache) {
   validateStrategy(model, cluster, strategy);
   IterationPlan plan;
   plan.model = model;
@@ -111,22 +175,18 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
   const DType dtype = model.dtype;
   const int64_t elem_bytes = dtypeBytes(dtype);
   const int embedding_streams = model.hasCrossAttention() ? 2 : 1;
+  std::optional<PlanCache::Placements> own_placements;
+  if (cache == nullptr) {
+    PlanCache scratch;
+    own_placements = stagePlacements(strategy, cluster.gpus_per_node, scratch);
+  }
+  const PlanCache::Placements& placements =
+      cache ? stagePlacements(strategy, cluster.gpus_per_node, *cache) : *own_placements;
 
-  LayerShape shape;
-  shape.micro_batch = strategy.micro_batch;
-  shape.seq = model.seq_length;
-  shape.hidden = model.hidden_size;
-  shape.heads = model.num_heads;
-  shape.ffn = model.ffn_hidden_size;
-  shape.vocab = plan.padded_vocab;
-  shape.tp = M;
-  shape.dtype = dtype;
-  shape.tp_group = layout.worstTpGroup(0);  // stages are balanced by FLOPs; placement is moot there
-  shape.sequence_parallel = strategy.sequence_parallel;
-  shape.recompute = strategy.recompute;
+  LayerShape shape = layerShape(model, strategy, placements.tp[0]);
   const int zero = D > 1 ? strategy.zero_stage : 0;
 
-  std::vector<int> first_layer = balancedStages(model, shape, K, embedding_streams);
+  std::vector<int> first_layer = stageFirstLayers(model, strategy, cache);
   EventTable& table = plan.events;
 
   for (int k = 0; k < K; ++k) {
@@ -139,24 +199,17 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
     stage.num_layers = end_layer - stage.first_layer;
     stage.has_embedding = k == 0;
     stage.has_head = k == K - 1;
-    stage.tp_group = layout.worstTpGroup(stage.device_stage);
-    stage.dp_group = layout.worstDpGroup(stage.device_stage);
+    stage.tp_group = placements.tp[stage.device_stage];
+    stage.dp_group = placements.dp[stage.device_stage];
     shape.tp_group = stage.tp_group;
     LayerOpBuilder builder(shape, table);
 
     std::map<int, int64_t> layer_params;
-    if (stage.has_embedding) {
-      layer_params[kEmbeddingLayer] =
-          plan.padded_vocab / M * model.hidden_size + model.seq_length * model.hidden_size;
-    }
+    if (stage.has_embedding) layer_params[kEmbeddingLayer] = embeddingParameters(model, M);
     for (int layer = stage.first_layer; layer < end_layer; ++layer) {
       layer_params[layer] = blockParametersPerRank(model, model.blocks[layer], M);
     }
-    if (stage.has_head) {
-      // Final layernorm; with P > 1 the last stage also keeps its copy of the tied LM head weight.
-      layer_params[kHeadLayer] =
-          2 * model.hidden_size + (P > 1 ? plan.padded_vocab / M * model.hidden_size : 0);
-    }
+    if (stage.has_head) layer_params[kHeadLayer] = headParameters(model, M, P);
     // ZeRO-3: gather a layer's parameters before its forward and again before its backward, and
     // reduce-scatter its gradients right after its backward, in the DP group.
     // When one chunk holds both ends (K = 1), the LM head uses the tied embedding matrix, which

@@ -24,6 +24,7 @@
 #include "events/event_table.h"
 #include "events/model_config.h"
 #include "events/op_list.h"
+#include "events/plan_cache.h"
 #include "events/rank_layout.h"
 #include "events/strategy.h"
 
@@ -101,8 +102,22 @@ struct IterationPlan {
   int pipelineOf(int dp) const;
 };
 
-// Validates the strategy (InputError naming the rule) and builds the plan.
+// Validates the strategy (InputError naming the rule) and builds the plan. `cache` (optional, for
+// one model and cluster) shares stage partitions and group placements between plans.
 IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& cluster,
-                                 const Strategy& strategy);
+                                 const Strategy& strategy, PlanCache* cache = nullptr);
+
+// The first transformer block of each of the P*v model chunks, the blocks balanced by the FLOPs of
+// their forward + backward ops (StagePlan::first_layer of the plan). No validation.
+std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& strategy,
+                                  PlanCache* cache = nullptr);
+// The parameters one device of a chunk holds, its TP shard (StagePlan::parameters): blocks
+// [first_layer, end_layer), the embedding on the first chunk, the final layernorm (and with P > 1
+// the tied LM head copy) on the last.
+int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int first_layer,
+                        int end_layer, bool has_embedding, bool has_head);
+// The worst TP and DP group placement of each device stage (RankLayout::worstTpGroup/DpGroup).
+const PlanCache::Placements& stagePlacements(const Strategy& strategy, int gpus_per_node,
+                                             PlanCache& cache);
 
 }  // namespace evsim

@@ -1,7 +1,6 @@
 #include "events/rank_layout.h"
 
 #include <algorithm>
-#include <map>
 
 #include "common/error.h"
 
@@ -29,13 +28,29 @@ RankCoord RankLayout::coord(int64_t rank) const {
 }
 
 Placement RankLayout::placementOf(const std::vector<int64_t>& ranks) const {
-  std::map<int, int> per_node;
-  for (int64_t r : ranks) ++per_node[node(r)];
+  // Groups are arithmetic progressions of ranks, so equal nodes are adjacent once sorted: count
+  // runs instead of filling a map (this runs for every group of every plan of a search).
+  std::vector<int64_t> sorted;
+  const std::vector<int64_t>* in = &ranks;
+  if (!std::is_sorted(ranks.begin(), ranks.end())) {
+    sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    in = &sorted;
+  }
   Placement p;
-  p.group_size = static_cast<int>(ranks.size());
-  p.nodes = static_cast<int>(per_node.size());
+  p.group_size = static_cast<int>(in->size());
+  p.nodes = 0;
   p.ranks_per_node = 0;
-  for (const auto& [n, count] : per_node) p.ranks_per_node = std::max(p.ranks_per_node, count);
+  int run = 0, last_node = -1;
+  for (int64_t r : *in) {
+    const int n = node(r);
+    if (p.nodes == 0 || n != last_node) {
+      ++p.nodes;
+      run = 0;
+      last_node = n;
+    }
+    p.ranks_per_node = std::max(p.ranks_per_node, ++run);
+  }
   return p;
 }
 

@@ -25,6 +25,12 @@ bool interleavedApplies(const ModelConfig& model, const Strategy& s, int v) {
 std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const ClusterConfig& cluster,
                                            const Strategy& base, const StrategySpace& space) {
   std::vector<Candidate> out;
+  forEachCandidate(model, cluster, base, space, [&](Candidate&& c) { out.push_back(std::move(c)); });
+  return out;
+}
+
+void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& base,
+                      const StrategySpace& space, const std::function<void(Candidate&&)>& visit) {
   auto add = [&](const Strategy& strategy) {
     for (Recompute rc : space.recomputes) {
       for (bool sp : space.sequence_parallel) {
@@ -44,7 +50,7 @@ std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const Clust
                 "--allow-cross-node-tp lifts this)",
                 c.strategy.name(), c.strategy.tp, cluster.gpus_per_node);
           }
-          out.push_back(std::move(c));
+          visit(std::move(c));
         }
       }
     }
@@ -76,7 +82,6 @@ std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const Clust
       }
     }
   }
-  return out;
 }
 
 EventTable unionOfEvents(const ModelConfig& model, const ClusterConfig& cluster,

@@ -2,6 +2,7 @@
 // Every xMxPxD strategy for N GPUs (x micro-batch x schedule), each valid or with the rule it
 // breaks. Shared by `eventsim search` and by the union of events one profiling run must cover.
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,10 @@ struct StrategySpace {
 // invalid candidates are listed with their violation.
 std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const ClusterConfig& cluster,
                                            const Strategy& base, const StrategySpace& space);
+// The same candidates in the same order, handed to `visit` one at a time (nothing is kept, so a
+// search can stream a space of any size).
+void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& base,
+                      const StrategySpace& space, const std::function<void(Candidate&&)>& visit);
 
 // The union of the unique events of every valid candidate; `count` sums over candidates that
 // differ in events (schedules share events and count once).

@@ -76,10 +76,25 @@ int64_t blockActivationBytes(const ModelConfig& model, const TransformerBlock& b
 }
 
 MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
+  std::vector<ChunkMemoryInput> chunks;
+  chunks.reserve(plan.stages.size());
+  for (const StagePlan& stage : plan.stages) {
+    chunks.push_back(ChunkMemoryInput{stage.first_layer, stage.num_layers, stage.has_embedding,
+                                      stage.has_head, stage.parameters});
+  }
+  return estimateMemory(plan.model, plan.strategy, plan.micro_batches,
+                        plan.cluster.device.memoryBytes(), chunks, headroom);
+}
+
+MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy,
+                              int64_t micro_batches, int64_t capacity_bytes,
+                              const std::vector<ChunkMemoryInput>& chunks, double headroom) {
   EVSIM_CHECK(headroom >= 0 && headroom < 1, "headroom {}", headroom);
-  const ModelConfig& model = plan.model;
-  const Strategy& strategy = plan.strategy;
-  const int P = plan.deviceStages();
+  const int P = strategy.pp;
+  EVSIM_CHECK(!chunks.empty() && chunks.size() % P == 0, "{} chunks for {} stages", chunks.size(),
+              P);
+  const int v = static_cast<int>(chunks.size()) / P;
+  const int64_t padded_vocab = model.paddedVocab(strategy.tp);
   const int64_t e = dtypeBytes(model.dtype);
   const int64_t sb = model.seq_length * strategy.micro_batch;
   const int64_t sbh = sb * model.hidden_size;
@@ -88,23 +103,30 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
 
   MemoryEstimate out;
   out.headroom = headroom;
-  out.capacity_bytes = plan.cluster.device.memoryBytes();
+  out.capacity_bytes = capacity_bytes;
   out.usable_bytes =
       static_cast<int64_t>(std::floor(static_cast<double>(out.capacity_bytes) * (1 - headroom)));
-  const int v = plan.chunksPerDevice();
+  // Blocks of a model are few kinds (self-attention, cross-attention): their bytes once.
+  const int64_t self_bytes = blockActivationBytes(model, TransformerBlock{}, strategy.micro_batch,
+                                                  strategy.tp, strategy.recompute, sp);
+  TransformerBlock cross_block;
+  cross_block.cross_attention = true;
+  const int64_t cross_bytes = model.hasCrossAttention()
+                                  ? blockActivationBytes(model, cross_block, strategy.micro_batch,
+                                                         strategy.tp, strategy.recompute, sp)
+                                  : 0;
   for (int device = 0; device < P; ++device) {
     StageMemory mem;
     mem.stage = device;
     const int64_t sbh_region = sp ? sbh / strategy.tp : sbh;  // s/t tokens with SP
     // Per chunk of the device: its parameters and its activation bytes per micro-batch.
     std::vector<int64_t> chunk_bytes;
-    for (int k : plan.deviceChunks(device)) {
-      const StagePlan& stage = plan.stages[k];
+    for (int c = 0; c < v; ++c) {
+      const ChunkMemoryInput& stage = chunks[static_cast<size_t>(c) * P + device];
       mem.parameters += stage.parameters;
       int64_t per_micro_batch = 0;
       for (int layer = stage.first_layer; layer < stage.first_layer + stage.num_layers; ++layer) {
-        per_micro_batch += blockActivationBytes(model, model.blocks[layer], strategy.micro_batch,
-                                                strategy.tp, strategy.recompute, sp);
+        per_micro_batch += model.blocks[layer].cross_attention ? cross_bytes : self_bytes;
       }
       if (stage.has_embedding) {
         per_micro_batch += kTokenIdBytes * sb + e * sbh_region + kMaskBytes * sbh_region;
@@ -112,7 +134,7 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
       if (stage.has_head) {
         // The final layernorm's input and the LM head's input, both regions: with SP the head
         // keeps its input's shard and re-gathers it for the weight gradient (as Megatron does).
-        per_micro_batch += 2 * e * sbh_region + kLogitBytes * sb * plan.padded_vocab / strategy.tp;
+        per_micro_batch += 2 * e * sbh_region + kLogitBytes * sb * padded_vocab / strategy.tp;
       }
       chunk_bytes.push_back(per_micro_batch);
       mem.activation_bytes_per_micro_batch += per_micro_batch;
@@ -120,10 +142,18 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
     mem.model_state_bytes =
         std::llround(static_cast<double>(mem.parameters) *
                      modelStateBytesPerParameter(model.dtype, zero, strategy.dp));
-    const std::vector<StageTask> order =
-        stageTaskOrder(strategy.schedule, device, P, plan.micro_batches, v);
-    mem.in_flight = peakActivationsInFlight(order);
-    mem.activation_bytes = peakActivationBytes(order, chunk_bytes);
+    if (v == 1 && strategy.schedule != Schedule::kInterleaved) {
+      // The orders' peaks in closed form (schedule.h): GPipe holds all m, 1F1B min(P - s, m).
+      const int64_t m = micro_batches;
+      mem.in_flight = static_cast<int>(
+          strategy.schedule == Schedule::kGpipe ? m : std::min<int64_t>(P - device, m));
+      mem.activation_bytes = mem.in_flight * chunk_bytes[0];
+    } else {
+      const std::vector<StageTask> order =
+          stageTaskOrder(strategy.schedule, device, P, micro_batches, v);
+      mem.in_flight = peakActivationsInFlight(order);
+      mem.activation_bytes = peakActivationBytes(order, chunk_bytes);
+    }
     mem.peak_bytes = mem.model_state_bytes + mem.activation_bytes;
     if (mem.peak_bytes > out.peak_bytes) {
       out.peak_bytes = mem.peak_bytes;

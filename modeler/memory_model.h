@@ -93,4 +93,21 @@ struct MemoryEstimate {
 // Per-stage peak memory of `plan`. `headroom` in [0, 1): the share of device memory set aside.
 MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom = kDefaultMemoryHeadroom);
 
+// What the memory model needs of one model chunk (virtual stage): the StagePlan fields, without
+// its op lists, so that a search can check memory before (or instead of) building the plan.
+struct ChunkMemoryInput {
+  int first_layer = 0;
+  int num_layers = 0;
+  bool has_embedding = false;
+  bool has_head = false;
+  int64_t parameters = 0;  // StagePlan::parameters
+};
+
+// The same estimate from the chunks (one per virtual stage, P*v, in virtual-stage order); `plan`'s
+// overload calls this, so both give identical figures.
+MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy,
+                              int64_t micro_batches, int64_t capacity_bytes,
+                              const std::vector<ChunkMemoryInput>& chunks,
+                              double headroom = kDefaultMemoryHeadroom);
+
 }  // namespace evsim

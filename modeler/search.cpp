@@ -1,56 +1,15 @@
 #include "modeler/search.h"
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
-#include <mutex>
 #include <optional>
-#include <thread>
 #include <unordered_set>
 
 #include "common/error.h"
 #include "events/iteration_plan.h"
+#include "modeler/parallel_for.h"
 #include "modeler/simulation.h"
 
 namespace evsim {
-
-namespace {
-
-// Runs f(0) ... f(n-1) on up to `threads` threads, each taking the next index. The first exception
-// stops the remaining work and is rethrown on the caller's thread.
-template <class F>
-void parallelFor(size_t n, unsigned threads, F&& f) {
-  if (n == 0) return;
-  unsigned count = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
-  count = static_cast<unsigned>(std::min<size_t>(count, n));
-  std::atomic<size_t> next{0};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto worker = [&] {
-    for (;;) {
-      size_t i = next.fetch_add(1);
-      if (i >= n) return;
-      try {
-        f(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-        next.store(n);
-      }
-    }
-  };
-  if (count <= 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(count);
-    for (unsigned t = 0; t < count; ++t) pool.emplace_back(worker);
-    for (std::thread& t : pool) t.join();
-  }
-  if (error) std::rethrow_exception(error);
-}
-
-}  // namespace
 
 std::string_view candidateStatusName(CandidateStatus status) {
   switch (status) {
@@ -107,6 +66,7 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
   const size_t n = candidates.size();
   std::vector<CandidateResult> results(n);
   std::vector<std::optional<IterationPlan>> plans(n);
+  PlanCache cache;  // partitions and placements shared by the candidates' plans
 
   // Phase 1: plans and memory of every valid candidate; OOM ones go no further.
   parallelFor(n, options.threads, [&](size_t i) {
@@ -117,7 +77,7 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
       r.violation = *candidates[i].violation;
       return;
     }
-    IterationPlan plan = buildIterationPlan(model, cluster, r.strategy);
+    IterationPlan plan = buildIterationPlan(model, cluster, r.strategy, &cache);
     MemoryEstimate mem = estimateMemory(plan, options.memory_headroom);
     r.micro_batches = plan.micro_batches;
     r.peak_memory_bytes = mem.peak_bytes;

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,7 @@ struct SearchOptions {
   StrategySpace space;  // N, micro-batch sizes, schedules, cross-node TP
   double memory_headroom = kDefaultMemoryHeadroom;  // share of device memory set aside
   unsigned threads = 0;                             // 0: std::thread::hardware_concurrency()
+  int top_k = 10;  // runPrunedSearch only: how many of the best candidates to keep and rank
 };
 
 struct CandidateResult {
@@ -59,6 +61,16 @@ struct SearchReport {
   int64_t capacity_bytes = 0;  // device memory
   int64_t usable_bytes = 0;    // capacity * (1 - headroom)
   double headroom = kDefaultMemoryHeadroom;
+
+  // runPrunedSearch only: `candidates` holds the top K ok candidates (ranked as above); the others
+  // are only counted. ok and oom are exact (the closed-form tier computes every valid candidate's
+  // memory); speedup_over_worst is over the slowest candidate that was simulated.
+  bool pruned = false;
+  int64_t closed_form = 0;      // valid candidates the closed-form tier evaluated
+  int64_t simulated = 0;        // ok candidates fully simulated
+  int64_t pruned_by_bound = 0;  // ok candidates whose lower bound exceeded the K-th best time
+  std::map<std::string, int64_t> invalid_by_rule;  // rule (numbers written N) -> candidates
+  int64_t total() const { return valid + invalid; }
 
   // The best ok candidate, or nullptr when none fits.
   const CandidateResult* best() const;

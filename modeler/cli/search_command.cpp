@@ -21,6 +21,7 @@
 #include "modeler/cli/run_options.h"
 #include "modeler/cli/simulate_command.h"
 #include "modeler/profile_db.h"
+#include "modeler/pruned_search.h"
 #include "modeler/search.h"
 
 namespace evsim {
@@ -43,6 +44,8 @@ struct SearchArgs {
   bool allow_cross_node_tp = false;
   double memory_headroom = kDefaultMemoryHeadroom;
   std::string write_events;  // the union of the candidates' events, for eventprof --events
+  unsigned threads = 0;      // 0: every core
+  bool exhaustive = false;   // with --top: simulate and list every candidate anyway
 };
 
 std::vector<Schedule> parseSchedules(const std::string& text) {
@@ -215,6 +218,23 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
   return j;
 }
 
+nlohmann::json countsJson(const SearchReport& report) {
+  nlohmann::json counts = {{"candidates", report.total()},
+                           {"valid", report.valid},
+                           {"ok", report.ok},
+                           {"oom", report.oom},
+                           {"invalid", report.invalid}};
+  if (report.pruned) {
+    // Pruned search: how many candidates each tier saw, and why the others went no further.
+    counts["closed_form"] = report.closed_form;
+    counts["simulated"] = report.simulated;
+    counts["pruned_by_bound"] = report.pruned_by_bound;
+    counts["listed"] = report.candidates.size();
+    counts["invalid_by_rule"] = report.invalid_by_rule;
+  }
+  return counts;
+}
+
 nlohmann::json reportJson(const SearchArgs& args, const ModelConfig& model,
                           const ClusterConfig& cluster, const SearchReport& report) {
   nlohmann::json candidates = nlohmann::json::array();
@@ -228,12 +248,7 @@ nlohmann::json reportJson(const SearchArgs& args, const ModelConfig& model,
           {"device_memory_bytes", report.capacity_bytes},
           {"usable_memory_bytes", report.usable_bytes},
           {"memory_headroom", report.headroom},
-          {"counts",
-           {{"candidates", report.candidates.size()},
-            {"valid", report.valid},
-            {"ok", report.ok},
-            {"oom", report.oom},
-            {"invalid", report.invalid}}},
+          {"counts", countsJson(report)},
           {"best", best ? nlohmann::json(best->strategy.name()) : nlohmann::json()},
           {"simulate_command",
            best ? nlohmann::json(simulateCommand(args, best->strategy)) : nlohmann::json()},
@@ -292,8 +307,15 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
       "B={}\n",
       model.name, cluster.name, args.gpus, cluster.device.name, gib(report.capacity_bytes),
       gib(report.usable_bytes), 100 * report.headroom, args.run.global_batch);
-  fmt::print("candidates: {} (valid {}: ok {}, OOM {}; invalid {})\n\n", report.candidates.size(),
+  fmt::print("candidates: {} (valid {}: ok {}, OOM {}; invalid {})\n", report.total(),
              report.valid, report.ok, report.oom, report.invalid);
+  if (report.pruned) {
+    fmt::print(
+        "tiers: closed form {} (memory + time bound), simulated {}, pruned by bound {} "
+        "(top {}; --exhaustive simulates and lists every candidate)\n",
+        report.closed_form, report.simulated, report.pruned_by_bound, args.top);
+  }
+  fmt::print("\n");
   fmt::print(
       "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>7} {:>10} {:>10}  {:<11} {}\n",
       "rank", "strategy", "b", "schedule", "techniques", "iter (ms)", "samples/s", "speedup",
@@ -323,7 +345,10 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
   if (args.top > 0 && report.ok > args.top) {
     fmt::print("  ({} more ok candidates not shown: --top {})\n", report.ok - args.top, args.top);
   }
-  if (report.invalid > 0) {
+  if (report.invalid > 0 && report.pruned) {
+    fmt::print("\ninvalid ({} candidates), by rule:\n", report.invalid);
+    for (const auto& [rule, count] : report.invalid_by_rule) fmt::print("  {:>8}  {}\n", count, rule);
+  } else if (report.invalid > 0) {
     // One line per strategy, micro-batch and rule: schedules and techniques often break the same.
     fmt::print("\ninvalid ({} candidates):\n", report.invalid);
     std::map<std::tuple<std::string, int64_t, std::string>, bool> listed;
@@ -337,10 +362,11 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
     }
   }
   if (const CandidateResult* best = report.best()) {
-    fmt::print("\nbest: {} b={} {}{} — {:.3f} ms, {:.2f} samples/s ({:.2f}x the worst)\n",
+    fmt::print("\nbest: {} b={} {}{} — {:.3f} ms, {:.2f} samples/s ({:.2f}x the {})\n",
                best->strategy.name(), best->strategy.micro_batch,
                scheduleName(best->strategy.schedule), best->strategy.techniques(),
-               best->iteration_us / kUsPerMs, best->samples_per_s, best->speedup_over_worst);
+               best->iteration_us / kUsPerMs, best->samples_per_s, best->speedup_over_worst,
+               report.pruned ? "slowest simulated" : "worst");
     fmt::print("full timeline: {} --trace best.json\n", simulateCommand(args, best->strategy));
   } else {
     fmt::print("\nno strategy fits in {:.1f} GiB per GPU (usable {:.1f} GiB)\n",
@@ -374,13 +400,19 @@ void run(const SearchArgs& args) {
   options.space.zero_stages = parseSmallInts(args.zero_stages, "--zero");
   options.space.allow_cross_node_tp = args.allow_cross_node_tp;
   options.memory_headroom = args.memory_headroom;
+  options.threads = args.threads;
+  options.top_k = args.top;
 
   validateSearchOptions(options);  // before writing anything
   if (!args.write_events.empty()) writeUnionEvents(args, model, cluster, options);
   std::optional<ProfileDb> db = args.costs.loadProfile();
   CostModel cost_model(cluster, db ? &*db : nullptr, args.costs.analytic());
+  // --top K asks for the K best: the pruned, streaming search finds exactly those; without it (or
+  // with --exhaustive) every candidate is simulated and listed.
+  const bool pruned = args.top > 0 && !args.exhaustive;
   SearchReport report =
-      runSearch(model, cluster, cost_model, options, unionEventprofHint(args, options));
+      pruned ? runPrunedSearch(model, cluster, cost_model, options, unionEventprofHint(args, options))
+             : runSearch(model, cluster, cost_model, options, unionEventprofHint(args, options));
 
   if (!args.csv.empty()) {
     AtomicFileWriter out(args.csv);
@@ -422,7 +454,11 @@ void registerSearchCommand(CLI::App& app) {
   cmd->add_option(
       "--write-events", args->write_events,
       "write the union of every valid candidate's events (YAML) for eventprof --events");
-  cmd->add_option("--top", args->top, "show only the K best ok strategies in the table (0: all)");
+  cmd->add_option("--top", args->top, "find the K best strategies: pruned search, JSON/CSV hold those K (0: rank all)");
+  cmd->add_flag("--exhaustive", args->exhaustive,
+                "with --top: simulate every fitting candidate and list them all (no pruning)");
+  cmd->add_option("--threads", args->threads, "worker threads (0: every core)")
+      ->capture_default_str();
   cmd->add_flag("--json", args->json, "print the ranking as JSON");
   cmd->add_option("--csv", args->csv, "write the ranking as CSV");
   cmd->add_flag("--allow-cross-node-tp", args->allow_cross_node_tp,

@@ -1,0 +1,193 @@
+#include "modeler/closed_form_tier.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "events/iteration_plan.h"
+#include "events/layer_ops.h"
+#include "modeler/memory_model.h"
+
+namespace evsim {
+
+ClosedFormTier::ClosedFormTier(const ModelConfig& model, const ClusterConfig& cluster,
+                               const CostModel& costs, double headroom, PlanCache& cache)
+    : model_(model), cluster_(cluster), costs_(costs), headroom_(headroom), cache_(cache) {}
+
+double ClosedFormTier::issuedUs(const Event& event) const {
+  std::optional<EventCost> c = costs_.cost(event);
+  return c ? c->host_us + c->time_us : -1;
+}
+
+ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& strategy,
+                                                             Placement tp_group) const {
+  LayerShape shape;
+  shape.micro_batch = strategy.micro_batch;
+  shape.seq = model_.seq_length;
+  shape.hidden = model_.hidden_size;
+  shape.heads = model_.num_heads;
+  shape.ffn = model_.ffn_hidden_size;
+  shape.vocab = model_.paddedVocab(strategy.tp);
+  shape.tp = strategy.tp;
+  shape.dtype = model_.dtype;
+  shape.tp_group = tp_group;
+  shape.sequence_parallel = strategy.sequence_parallel;
+  shape.recompute = strategy.recompute;
+  EventTable table;
+  LayerOpBuilder builder(shape, table);
+  LayerTimes out;
+  std::vector<double> op_us;  // by event index, filled as events appear
+  auto sum = [&](const OpList& ops) {
+    double total = 0;
+    for (const OpInstance& op : ops) {
+      while (static_cast<int>(op_us.size()) < table.size()) {
+        std::optional<EventCost> c = costs_.cost(table[static_cast<int>(op_us.size())].event);
+        if (!c) out.complete = false;
+        op_us.push_back(c ? c->time_us : 0);
+      }
+      total += op_us[op.event];
+    }
+    return total;
+  };
+  auto block = [&](bool cross, double& forward, double& backward) {
+    TransformerBlock b;
+    b.cross_attention = cross;
+    OpList f, g;
+    builder.blockForward(b, 0, f);
+    builder.blockBackward(b, 0, g);
+    forward = sum(f);
+    backward = sum(g);
+  };
+  block(false, out.self_forward, out.self_backward);
+  if (model_.hasCrossAttention()) block(true, out.cross_forward, out.cross_backward);
+  const int streams = model_.hasCrossAttention() ? 2 : 1;
+  OpList ef, eb, hf, hb;
+  builder.embeddingForward(streams, ef);
+  builder.embeddingBackward(streams, eb);
+  builder.headForward(hf);
+  builder.headBackward(hb);
+  out.embedding_forward = sum(ef);
+  out.embedding_backward = sum(eb);
+  out.head_forward = sum(hf);
+  out.head_backward = sum(hb);
+  return out;
+}
+
+ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy,
+                                                      Placement tp_group) const {
+  const LayerKey key{strategy.micro_batch,
+                     strategy.tp,
+                     strategy.sequence_parallel,
+                     static_cast<int>(strategy.recompute),
+                     tp_group.group_size,
+                     tp_group.nodes,
+                     tp_group.ranks_per_node};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = layer_times_.find(key);
+    if (it != layer_times_.end()) return it->second;
+  }
+  LayerTimes times = computeLayerTimes(strategy, tp_group);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return layer_times_.try_emplace(key, times).first->second;
+}
+
+double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batches,
+                                    const std::vector<int>& first_layer,
+                                    const std::vector<int64_t>& parameters) const {
+  const int P = strategy.pp, D = strategy.dp;
+  const int K = static_cast<int>(first_layer.size());
+  const int v = K / P;
+  const int zero = D > 1 ? strategy.zero_stage : 0;
+  const int64_t elem_bytes = dtypeBytes(model_.dtype);
+  const PlanCache::Placements& placements =
+      stagePlacements(strategy, cluster_.gpus_per_node, cache_);
+
+  // Per virtual stage: one micro-batch's forward and backward op-time sums.
+  std::vector<double> forward(K), backward(K);
+  for (int k = 0; k < K; ++k) {
+    const LayerTimes t = layerTimes(strategy, placements.tp[k % P]);
+    if (!t.complete) return 0;
+    const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
+    for (int layer = first_layer[k]; layer < end; ++layer) {
+      const bool cross = model_.blocks[layer].cross_attention;
+      forward[k] += cross ? t.cross_forward : t.self_forward;
+      backward[k] += cross ? t.cross_backward : t.self_backward;
+    }
+    if (k == 0) {
+      forward[k] += t.embedding_forward;
+      backward[k] += t.embedding_backward;
+    }
+    if (k == K - 1) {
+      forward[k] += t.head_forward;
+      backward[k] += t.head_backward;
+    }
+  }
+  // After the pipeline: gradient sync (not overlapped), optimizer, ZeRO 1/2 parameter gathers.
+  std::vector<double> post(P, 0.0);
+  for (int k = 0; k < K; ++k) {
+    const int s = k % P;
+    const int64_t optimizer_params = zero > 0 ? (parameters[k] + D - 1) / D : parameters[k];
+    const double adam =
+        issuedUs(makeCompute("adam", {{"params", optimizer_params}}, "", DType::kFp32));
+    if (adam < 0) return 0;
+    post[s] += adam;
+    if (D > 1 && zero < 3) {
+      const int64_t bytes = parameters[k] * elem_bytes;
+      if (!strategy.dp_overlap) {
+        const EventKind kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
+        const double sync =
+            issuedUs(makeCommunication(kind, bytes, placements.dp[s], model_.dtype));
+        if (sync < 0) return 0;
+        post[s] += sync;
+      }
+      if (zero > 0) {
+        const double gather = issuedUs(
+            makeCommunication(EventKind::kAllGather, bytes, placements.dp[s], model_.dtype));
+        if (gather < 0) return 0;
+        post[s] += gather;
+      }
+    }
+  }
+  const double m = static_cast<double>(micro_batches);
+  double bound = 0, fill = 0, drain = 0;
+  for (int s = 0; s < P; ++s) {
+    double per_micro_batch = 0;
+    for (int c = 0; c < v; ++c) per_micro_batch += forward[c * P + s] + backward[c * P + s];
+    const double work = m * per_micro_batch;
+    bound = std::max(bound, fill + work + post[s]);
+    bound = std::max(bound, fill + work + drain + post[0]);
+    fill += forward[s];
+    drain += backward[s];
+  }
+  return bound;
+}
+
+ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
+  ClosedFormResult out;
+  out.micro_batches = strategy.microBatches();
+  const std::vector<int> first_layer = stageFirstLayers(model_, strategy, &cache_);
+  const int K = static_cast<int>(first_layer.size());
+  std::vector<ChunkMemoryInput> chunks(K);
+  std::vector<int64_t> parameters(K);
+  for (int k = 0; k < K; ++k) {
+    ChunkMemoryInput& c = chunks[k];
+    const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
+    c.first_layer = first_layer[k];
+    c.num_layers = end - c.first_layer;
+    c.has_embedding = k == 0;
+    c.has_head = k == K - 1;
+    c.parameters = chunkParameters(model_, strategy, c.first_layer, end, c.has_embedding,
+                                   c.has_head);
+    parameters[k] = c.parameters;
+  }
+  const MemoryEstimate mem = estimateMemory(model_, strategy, out.micro_batches,
+                                            cluster_.device.memoryBytes(), chunks, headroom_);
+  out.peak_memory_bytes = mem.peak_bytes;
+  out.peak_memory_stage = mem.peak_stage;
+  out.fits = mem.fits();
+  if (out.fits) out.lower_bound_us = lowerBoundUs(strategy, out.micro_batches, first_layer,
+                                                  parameters);
+  return out;
+}
+
+}  // namespace evsim

@@ -1,0 +1,81 @@
+#pragma once
+// The first tier of a pruned search: per valid candidate, from per-layer sums alone (no op list,
+// no rank placement beyond the cached worst groups), its exact peak memory and a provable lower
+// bound on the iteration time the full simulation would give.
+//
+// Memory: the memory model (memory_model.h) over the chunks' layers and parameters, the same
+// function the plan's estimate calls, so fits/OOM are exactly the full path's.
+//
+// Time bound, per device stage s (chunk c is virtual stage k = c*P + s; F_k, B_k the sums of the
+// op times of one micro-batch's forward and backward of chunk k — compute and TP communication,
+// ZeRO-3 gathers left out — which the host-issue recurrence can only lengthen):
+//   work_s  = m * sum over s's chunks of (F_k + B_k)     (its tasks run one after another)
+//   fill_s  = sum_{k < s} F_k   (micro-batch 0 must pass virtual stages 0..s-1 first)
+//   drain_s = sum_{k < s} B_k   (s's last task is chunk 0's last backward; stages s-1..0 follow)
+//   post_s  = s's gradient sync without overlap + optimizer steps + ZeRO 1/2 all-gathers, each
+//             with its host issue time, as the simulation charges them
+//   bound = max_s max(fill_s + work_s + post_s, fill_s + work_s + drain_s + post_0)
+// P2P sends, bubbles beyond fill/drain and exposed overlapped buckets only add time, so the
+// simulated iteration time is never below the bound. When the cost model lacks an event the bound
+// is 0 (the candidate is never pruned; the full path reports the missing events).
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "events/cluster_config.h"
+#include "events/model_config.h"
+#include "events/plan_cache.h"
+#include "events/strategy.h"
+#include "modeler/cost_model.h"
+
+namespace evsim {
+
+struct ClosedFormResult {
+  int64_t micro_batches = 0;
+  int64_t peak_memory_bytes = 0;
+  int peak_memory_stage = 0;
+  bool fits = false;
+  double lower_bound_us = 0;  // of the simulated iteration time; 0 when it cannot be bounded
+};
+
+class ClosedFormTier {
+ public:
+  // All references must outlive the tier; `cache` is shared with the plans the search builds.
+  ClosedFormTier(const ModelConfig& model, const ClusterConfig& cluster, const CostModel& costs,
+                 double headroom, PlanCache& cache);
+
+  // `strategy` must be valid (strategyViolation is empty). Thread-safe.
+  ClosedFormResult evaluate(const Strategy& strategy) const;
+
+ private:
+  // Op-time sums of one micro-batch of a block of each kind, the embedding and the head.
+  struct LayerTimes {
+    double self_forward = 0, self_backward = 0;
+    double cross_forward = 0, cross_backward = 0;
+    double embedding_forward = 0, embedding_backward = 0;
+    double head_forward = 0, head_backward = 0;
+    bool complete = true;  // every op had a cost
+  };
+  // (b, M, SP, recompute, TP group size, nodes, ranks per node)
+  using LayerKey = std::tuple<int64_t, int, bool, int, int, int, int>;
+
+  LayerTimes layerTimes(const Strategy& strategy, Placement tp_group) const;
+  LayerTimes computeLayerTimes(const Strategy& strategy, Placement tp_group) const;
+  // host + device time of one execution, or a negative value when no source covers it.
+  double issuedUs(const Event& event) const;
+  double lowerBoundUs(const Strategy& strategy, int64_t micro_batches,
+                      const std::vector<int>& first_layer,
+                      const std::vector<int64_t>& parameters) const;
+
+  const ModelConfig& model_;
+  const ClusterConfig& cluster_;
+  const CostModel& costs_;
+  double headroom_;
+  PlanCache& cache_;
+  mutable std::mutex mutex_;
+  mutable std::map<LayerKey, LayerTimes> layer_times_;
+};
+
+}  // namespace evsim

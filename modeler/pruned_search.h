@@ -1,0 +1,34 @@
+#pragma once
+// The pruned, streaming search (issue 14): the same ranking as runSearch's first K ok candidates,
+// in bounded memory and without simulating what provably cannot reach them.
+//
+// Candidates stream from the enumeration in batches of a fixed size (memory does not grow with
+// the space). Per batch: the closed-form tier (closed_form_tier.h) gives every valid candidate its
+// exact peak memory (OOM ones stop there) and a lower bound on its iteration time; the fitting
+// ones are taken in order of that bound, in rounds of a fixed size, and a round is fully simulated
+// (plan, costs, timing) only as far as bounds do not exceed the K-th best simulated time so far
+// (a candidate whose bound exceeds it cannot enter the top K). Ties rank in enumeration order, as
+// runSearch's stable sort does, so the top K are runSearch's first K.
+//
+// Determinism: batch and round sizes are fixed and the threshold changes only between rounds, so
+// the result — including every count — is the same whatever the thread count.
+//
+// Costs: a candidate the full simulation reaches must have every event costed; missing ones are
+// collected over the whole search and reported in one InputError (followed by `eventprof_hint`).
+
+#include <string_view>
+
+#include "modeler/search.h"
+
+namespace evsim {
+
+// Validates `options` (validateSearchOptions; top_k >= 1) and returns the top options.top_k.
+SearchReport runPrunedSearch(const ModelConfig& model, const ClusterConfig& cluster,
+                             const CostModel& costs, const SearchOptions& options,
+                             std::string_view eventprof_hint);
+
+// The rule of a violation message without its values: the text after the first ": " with every
+// run of digits written N ("M=N does not divide num_heads=N of gptN-Nb").
+std::string violationRule(std::string_view violation);
+
+}  // namespace evsim

@@ -1,0 +1,197 @@
+// The pruned, streaming search (issue 14) against the exhaustive one: the same top 10 on the
+// bundled searches, the closed-form tier's memory equal to the plan's and its time bound never
+// above the simulated time, counts that add up, and results independent of the thread count.
+#include "modeler/pruned_search.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "events/iteration_plan.h"
+#include "modeler/closed_form_tier.h"
+#include "modeler/profile_db.h"
+#include "modeler/simulation.h"
+#include "support/test_support.h"
+
+namespace evsim {
+namespace {
+
+struct BundledSearch {
+  std::string model, cluster;
+  SearchOptions options;
+};
+
+SearchOptions space(int64_t gpus, int64_t global_batch, std::vector<int64_t> micro_batches,
+                    std::vector<Schedule> schedules) {
+  SearchOptions o;
+  o.base.global_batch = global_batch;
+  o.space.gpus = gpus;
+  o.space.micro_batches = std::move(micro_batches);
+  o.space.schedules = std::move(schedules);
+  o.threads = 2;
+  o.top_k = 10;
+  return o;
+}
+
+// The searches the docs run (docs/SEARCH.md, README.md), and a tiny one over every dimension.
+std::vector<BundledSearch> bundledSearches() {
+  std::vector<BundledSearch> out;
+  out.push_back({"bert-exlarge", "a40-4x4",
+                 space(16, 16, {1, 2, 4, 8}, {Schedule::kGpipe, Schedule::kDapple})});
+  SearchOptions gpt3 = space(1024, 1536, {1, 2}, {Schedule::kDapple, Schedule::kInterleaved});
+  gpt3.space.virtual_stages = {2, 3};
+  gpt3.space.recomputes = {Recompute::kNone, Recompute::kSelective};
+  gpt3.space.sequence_parallel = {false, true};
+  out.push_back({"gpt3-175b", "dgx-a100", gpt3});
+  SearchOptions tiny = space(4, 16, {1, 2, 4},
+                             {Schedule::kGpipe, Schedule::kDapple, Schedule::kInterleaved});
+  tiny.space.virtual_stages = {2, 3, 4};
+  tiny.space.recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  tiny.space.sequence_parallel = {false, true};
+  tiny.space.zero_stages = {0, 1, 2, 3};
+  out.push_back({"tiny-gpt", "cpu-local", tiny});
+  return out;
+}
+
+void expectSameCandidate(const CandidateResult& a, const CandidateResult& b, const std::string& at) {
+  EXPECT_EQ(a.strategy.name(), b.strategy.name()) << at;
+  EXPECT_EQ(a.strategy.micro_batch, b.strategy.micro_batch) << at;
+  EXPECT_EQ(a.strategy.schedule, b.strategy.schedule) << at;
+  EXPECT_EQ(a.strategy.virtual_stages, b.strategy.virtual_stages) << at;
+  EXPECT_EQ(a.strategy.recompute, b.strategy.recompute) << at;
+  EXPECT_EQ(a.strategy.sequence_parallel, b.strategy.sequence_parallel) << at;
+  EXPECT_EQ(a.strategy.zero_stage, b.strategy.zero_stage) << at;
+  EXPECT_EQ(a.rank, b.rank) << at;
+  EXPECT_EQ(a.iteration_us, b.iteration_us) << at;  // the same simulation, bit for bit
+  EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes) << at;
+  EXPECT_EQ(a.peak_memory_stage, b.peak_memory_stage) << at;
+  EXPECT_EQ(a.bubble_fraction, b.bubble_fraction) << at;
+}
+
+TEST(PrunedSearchTest, SameTopTenAsTheExhaustiveSearchOnTheBundledSearches) {
+  for (const BundledSearch& b : bundledSearches()) {
+    ModelConfig model = loadModelConfig(test::configPath("models", b.model));
+    ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
+    CostModel costs(cluster, nullptr, /*analytic_fallback=*/true);
+    SearchReport all = runSearch(model, cluster, costs, b.options, "");
+    SearchReport pruned = runPrunedSearch(model, cluster, costs, b.options, "");
+    const std::string name = b.model + " on " + b.cluster;
+    ASSERT_GE(all.ok, 10) << name;  // a top 10 to compare
+    ASSERT_EQ(pruned.candidates.size(), 10u) << name;
+    for (int i = 0; i < 10; ++i) {
+      expectSameCandidate(pruned.candidates[i], all.candidates[i],
+                          name + " #" + std::to_string(i + 1));
+    }
+    EXPECT_EQ(pruned.total(), static_cast<int64_t>(all.candidates.size())) << name;
+    EXPECT_EQ(pruned.ok, all.ok) << name;
+    EXPECT_EQ(pruned.oom, all.oom) << name;
+    EXPECT_EQ(pruned.invalid, all.invalid) << name;
+    // Tiers: every valid candidate passes the closed form; the ok ones are simulated or pruned.
+    EXPECT_EQ(pruned.closed_form, pruned.valid) << name;
+    EXPECT_EQ(pruned.simulated + pruned.pruned_by_bound, pruned.ok) << name;
+    int64_t by_rule = 0;
+    for (const auto& [rule, count] : pruned.invalid_by_rule) by_rule += count;
+    EXPECT_EQ(by_rule, pruned.invalid) << name;
+  }
+}
+
+TEST(PrunedSearchTest, TheBoundPrunesTheWidestBundledSpace) {
+  // gpt3-175b with the README's techniques: most fitting candidates cannot reach the top 10.
+  BundledSearch b = bundledSearches()[1];
+  ModelConfig model = loadModelConfig(test::configPath("models", b.model));
+  ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
+  CostModel costs(cluster, nullptr, true);
+  SearchReport pruned = runPrunedSearch(model, cluster, costs, b.options, "");
+  EXPECT_GT(pruned.pruned_by_bound, 0);
+  EXPECT_LT(pruned.simulated, pruned.ok);
+}
+
+TEST(PrunedSearchTest, ClosedFormMemoryIsThePlansAndTheBoundIsBelowTheSimulation) {
+  // Every valid candidate of the tiny space: memory equal to the plan's estimate, and
+  // 0 < bound <= simulated iteration time.
+  BundledSearch b = bundledSearches()[2];
+  ModelConfig model = loadModelConfig(test::configPath("models", b.model));
+  ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
+  CostModel costs(cluster, nullptr, true);
+  PlanCache cache;
+  ClosedFormTier tier(model, cluster, costs, 0.1, cache);
+  int checked = 0;
+  for (Candidate& c : enumerateCandidates(model, cluster, b.options.base, b.options.space)) {
+    if (c.violation) continue;
+    for (bool overlap : {false, true}) {
+      c.strategy.dp_overlap = overlap;
+      if (strategyViolation(model, cluster, c.strategy)) continue;  // ZeRO-3 has no buckets
+      ClosedFormResult closed = tier.evaluate(c.strategy);
+      IterationPlan plan = buildIterationPlan(model, cluster, c.strategy);
+      MemoryEstimate mem = estimateMemory(plan, 0.1);
+      EXPECT_EQ(closed.peak_memory_bytes, mem.peak_bytes);
+      EXPECT_EQ(closed.peak_memory_stage, mem.peak_stage);
+      EXPECT_EQ(closed.fits, mem.fits());
+      EXPECT_EQ(closed.micro_batches, plan.micro_batches);
+      if (!closed.fits) continue;
+      std::vector<EventCost> event_costs = costs.costAll(plan.events, "");
+      Simulation sim = simulate(std::move(plan), std::move(event_costs));
+      EXPECT_GT(closed.lower_bound_us, 0);
+      EXPECT_LE(closed.lower_bound_us, sim.summary.iteration_us * (1 + 1e-12))
+          << c.strategy.name() << c.strategy.techniques();
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
+TEST(PrunedSearchTest, ResultsDoNotDependOnTheThreadCount) {
+  BundledSearch b = bundledSearches()[1];
+  ModelConfig model = loadModelConfig(test::configPath("models", b.model));
+  ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
+  CostModel costs(cluster, nullptr, true);
+  b.options.threads = 1;
+  SearchReport one = runPrunedSearch(model, cluster, costs, b.options, "");
+  b.options.threads = 3;
+  SearchReport three = runPrunedSearch(model, cluster, costs, b.options, "");
+  ASSERT_EQ(one.candidates.size(), three.candidates.size());
+  for (size_t i = 0; i < one.candidates.size(); ++i) {
+    expectSameCandidate(one.candidates[i], three.candidates[i], "#" + std::to_string(i + 1));
+    EXPECT_EQ(one.candidates[i].speedup_over_worst, three.candidates[i].speedup_over_worst);
+  }
+  EXPECT_EQ(one.simulated, three.simulated);
+  EXPECT_EQ(one.pruned_by_bound, three.pruned_by_bound);
+  EXPECT_EQ(one.invalid_by_rule, three.invalid_by_rule);
+}
+
+TEST(PrunedSearchTest, ViolationRuleDropsTheValues) {
+  EXPECT_EQ(violationRule("--strategy 3M1P1D: M=3 does not divide num_heads=16 of gpt3-175b"),
+            "M=N does not divide num_heads=N of gptN-Nb");
+  EXPECT_EQ(violationRule("no colon 12"), "no colon N");
+}
+
+TEST(PrunedSearchTest, MissingCostsAreOneErrorWithTheHint) {
+  // No source covers any event: the bound cannot be computed, so nothing is pruned, and the
+  // simulated candidates' missing events come back in one InputError with the hint.
+  BundledSearch b = bundledSearches()[2];
+  ModelConfig model = loadModelConfig(test::configPath("models", b.model));
+  ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
+  ProfileDb empty;
+  CostModel measured_only(cluster, &empty, /*analytic_fallback=*/false);
+  try {
+    runPrunedSearch(model, cluster, measured_only, b.options, "eventprof --events e.yaml");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_CONTAINS(std::string(e.what()), "events have no cost");
+    EXPECT_CONTAINS(std::string(e.what()), "eventprof --events e.yaml");
+  }
+}
+
+TEST(PrunedSearchTest, TopMustBePositive) {
+  BundledSearch b = bundledSearches()[2];
+  ModelConfig model = loadModelConfig(test::configPath("models", b.model));
+  ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
+  CostModel costs(cluster, nullptr, true);
+  b.options.top_k = 0;
+  EXPECT_THROW(runPrunedSearch(model, cluster, costs, b.options, ""), InputError);
+}
+
+}  // namespace
+}  // namespace evsim
