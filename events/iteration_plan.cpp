@@ -74,22 +74,6 @@ void buildBuckets(StagePlan& stage, const std::map<int, int64_t>& layer_params, 
   close(static_cast<int>(stage.backward.size()) - 1);
 }
 
-LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placement tp_group) {
-  LayerShape shape;
-  shape.micro_batch = strategy.micro_batch;
-  shape.seq = model.seq_length;
-  shape.hidden = model.hidden_size;
-  shape.heads = model.num_heads;
-  shape.ffn = model.ffn_hidden_size;
-  shape.vocab = model.paddedVocab(strategy.tp);
-  shape.tp = strategy.tp;
-  shape.dtype = model.dtype;
-  shape.tp_group = tp_group;
-  shape.sequence_parallel = strategy.sequence_parallel;
-  shape.recompute = strategy.recompute;
-  return shape;
-}
-
 int64_t embeddingParameters(const ModelConfig& model, int tp) {
   return model.paddedVocab(tp) / tp * model.hidden_size + model.seq_length * model.hidden_size;
 }

@@ -34,6 +34,22 @@ std::string_view phaseName(Phase phase) {
   return "?";
 }
 
+LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placement tp_group) {
+  LayerShape shape;
+  shape.micro_batch = strategy.micro_batch;
+  shape.seq = model.seq_length;
+  shape.hidden = model.hidden_size;
+  shape.heads = model.num_heads;
+  shape.ffn = model.ffn_hidden_size;
+  shape.vocab = model.paddedVocab(strategy.tp);
+  shape.tp = strategy.tp;
+  shape.dtype = model.dtype;
+  shape.tp_group = tp_group;
+  shape.sequence_parallel = strategy.sequence_parallel;
+  shape.recompute = strategy.recompute;
+  return shape;
+}
+
 void LayerOpBuilder::compute(OpList& out, int layer, std::string_view name, const Event& event) {
   out.push_back(OpInstance{table_.intern(event), Stream::kCompute, layer, name, recomputing_});
 }

@@ -59,6 +59,9 @@ struct LayerShape {
   int64_t regionTokens() const { return sequence_parallel ? tokens() / tp : tokens(); }
 };
 
+// The shape of every layer of `model` under `strategy`, with its TP group at `tp_group`.
+LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placement tp_group);
+
 class LayerOpBuilder {
  public:
   LayerOpBuilder(const LayerShape& shape, EventTable& table) : shape_(shape), table_(table) {}

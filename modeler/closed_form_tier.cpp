@@ -20,18 +20,7 @@ double ClosedFormTier::issuedUs(const Event& event) const {
 
 ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& strategy,
                                                              Placement tp_group) const {
-  LayerShape shape;
-  shape.micro_batch = strategy.micro_batch;
-  shape.seq = model_.seq_length;
-  shape.hidden = model_.hidden_size;
-  shape.heads = model_.num_heads;
-  shape.ffn = model_.ffn_hidden_size;
-  shape.vocab = model_.paddedVocab(strategy.tp);
-  shape.tp = strategy.tp;
-  shape.dtype = model_.dtype;
-  shape.tp_group = tp_group;
-  shape.sequence_parallel = strategy.sequence_parallel;
-  shape.recompute = strategy.recompute;
+  const LayerShape shape = layerShape(model_, strategy, tp_group);
   EventTable table;
   LayerOpBuilder builder(shape, table);
   LayerTimes out;
@@ -74,12 +63,9 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
 
 ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy,
                                                       Placement tp_group) const {
-  const LayerKey key{strategy.micro_batch,
-                     strategy.tp,
-                     strategy.sequence_parallel,
-                     static_cast<int>(strategy.recompute),
-                     tp_group.group_size,
-                     tp_group.nodes,
+  const LayerKey key{strategy.micro_batch,       strategy.tp,
+                     strategy.sequence_parallel, static_cast<int>(strategy.recompute),
+                     tp_group.group_size,        tp_group.nodes,
                      tp_group.ranks_per_node};
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -176,8 +162,8 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
     c.num_layers = end - c.first_layer;
     c.has_embedding = k == 0;
     c.has_head = k == K - 1;
-    c.parameters = chunkParameters(model_, strategy, c.first_layer, end, c.has_embedding,
-                                   c.has_head);
+    c.parameters =
+        chunkParameters(model_, strategy, c.first_layer, end, c.has_embedding, c.has_head);
     parameters[k] = c.parameters;
   }
   const MemoryEstimate mem = estimateMemory(model_, strategy, out.micro_batches,
@@ -185,8 +171,8 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
   out.peak_memory_bytes = mem.peak_bytes;
   out.peak_memory_stage = mem.peak_stage;
   out.fits = mem.fits();
-  if (out.fits) out.lower_bound_us = lowerBoundUs(strategy, out.micro_batches, first_layer,
-                                                  parameters);
+  if (out.fits)
+    out.lower_bound_us = lowerBoundUs(strategy, out.micro_batches, first_layer, parameters);
   return out;
 }
 
