@@ -87,15 +87,3 @@ TEST(MpiCollectives, CpuBackendTimesEveryCollective) {
 
 }  // namespace
 }  // namespace evsim
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (evsim::worldRank() != 0) {
-    delete ::testing::UnitTest::GetInstance()->listeners().Release(
-        ::testing::UnitTest::GetInstance()->listeners().default_result_printer());
-  }
-  int result = RUN_ALL_TESTS();
-  MPI_Finalize();
-  return result;
-}

@@ -12,12 +12,6 @@
 namespace evsim {
 namespace {
 
-int worldRank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
 // Times are scripted per rank and event kind; the harness must combine them as documented.
 class ScriptedBackend : public ProfilerBackend {
  public:
@@ -198,16 +192,3 @@ TEST_F(SessionTest, UnmeasurableEventIsACollectiveInputError) {
 
 }  // namespace
 }  // namespace evsim
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (evsim::worldRank() != 0) {
-    // One rank reports; the others still fail the run through their exit code.
-    delete ::testing::UnitTest::GetInstance()->listeners().Release(
-        ::testing::UnitTest::GetInstance()->listeners().default_result_printer());
-  }
-  int result = RUN_ALL_TESTS();
-  MPI_Finalize();
-  return result;
-}
