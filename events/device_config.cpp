@@ -15,6 +15,10 @@ namespace {
 // Upper bounds that catch unit mistakes (an efficiency given in percent, a time in ns).
 constexpr double kMaxFraction = 1.0;
 constexpr double kMaxTileOverheadK = 65536;
+constexpr int64_t kMaxSmCount = 1 << 20;
+constexpr int64_t kMaxGroup = 1 << 20;
+// A MAPE can exceed 100% (a prediction 3x too slow is 200% off): the bound only catches garbage.
+constexpr double kMaxUncertaintyPct = 1e4;
 
 SourcedValue readSourced(const YamlReader& parent, const std::string& key, double max_value) {
   YamlReader entry = parent.child(key);
@@ -30,7 +34,9 @@ CollectiveCurve readCurve(const YamlReader& item) {
   item.allowOnly({"group", "floor_us", "ll_latency_us", "ll_busbw_gb_s", "simple_latency_us",
                   "simple_busbw_gb_s", "source"});
   CollectiveCurve c;
-  c.group = static_cast<int>(item.positiveInt("group"));
+  const int64_t group = item.positiveInt("group");
+  if (group > kMaxGroup) item.fail("group", fmt::format("{}: must be <= {}", group, kMaxGroup));
+  c.group = static_cast<int>(group);
   if (c.group < 2) item.fail("group", fmt::format("{}: a collective needs >= 2 ranks", c.group));
   c.floor_us = item.nonNegativeDouble("floor_us");
   c.ll_latency_us = item.nonNegativeDouble("ll_latency_us");
@@ -51,7 +57,7 @@ DeviceModelParams readModel(const YamlReader& model) {
   p.memory_efficiency = readSourced(model, "memory_efficiency", kMaxFraction);
   p.memory_kernel_us = readSourced(model, "memory_kernel_us", kUsPerSecond);
   p.host_op_us = readSourced(model, "host_op_us", kUsPerSecond);
-  p.uncertainty_pct = readSourced(model, "uncertainty_pct", 100);
+  p.uncertainty_pct = readSourced(model, "uncertainty_pct", kMaxUncertaintyPct);
   if (p.gemm_efficiency.value <= 0) model.fail("gemm_efficiency.value", "must be > 0");
   if (p.memory_efficiency.value <= 0) model.fail("memory_efficiency.value", "must be > 0");
   if (model.has("allreduce_curves")) {
@@ -90,7 +96,10 @@ DeviceSpec readDeviceFile(const YamlReader& root) {
   readPeaks(sheet.child("peak_tflops"), spec);
   spec.memory_bandwidth_gb_s = sheet.positiveDouble("memory_bandwidth_gb_s");
   spec.memory_gib = sheet.positiveDouble("memory_gib");
-  spec.sm_count = static_cast<int>(sheet.positiveInt("sm_count"));
+  const int64_t sm_count = sheet.positiveInt("sm_count");
+  if (sm_count > kMaxSmCount)
+    sheet.fail("sm_count", fmt::format("{}: must be <= {}", sm_count, kMaxSmCount));
+  spec.sm_count = static_cast<int>(sm_count);
   if (root.has("model")) spec.model = readModel(root.child("model"));
   return spec;
 }

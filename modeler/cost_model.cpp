@@ -2,7 +2,6 @@
 #include "modeler/cost_model.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "common/error.h"
 #include "modeler/estimated_source.h"

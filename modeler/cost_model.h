@@ -31,6 +31,11 @@ class CostModel {
   CostModel(const ClusterConfig& cluster, const ProfileDb* db, bool analytic_fallback);
   // A chain of any sources, asked in order, over `cluster`'s device model for host costs.
   CostModel(const ClusterConfig& cluster, std::vector<std::unique_ptr<CostSource>> sources);
+  // The model keeps a reference to the cluster: a temporary would dangle.
+  CostModel(ClusterConfig&&, const ProfileDb*, bool) = delete;
+  // EstimatedSource refers to device_: the model stays where it was built.
+  CostModel(const CostModel&) = delete;
+  CostModel& operator=(const CostModel&) = delete;
 
   // The cost of one event, or nullopt when no source covers it.
   std::optional<EventCost> cost(const Event& event) const;
@@ -39,7 +44,7 @@ class CostModel {
   // followed by `eventprof_hint` (the command that would measure them).
   std::vector<EventCost> costAll(const EventTable& table, std::string_view eventprof_hint) const;
 
-  // The device model's estimate alone (used by the chain under the fallback, and by tests).
+  // The device model's estimate alone (what EstimatedSource answers), for tests and reports.
   double estimateUs(const Event& event) const { return device_.estimateUs(event); }
   const DeviceModel& device() const { return device_; }
 

@@ -74,19 +74,23 @@ double DeviceModel::gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType
   const DeviceSpec& d = cluster_.device;
   if (!d.model) return rooflineUs(2.0 * double(batch) * m * n * k, memory_bytes, dtype);
   const DeviceModelParams& p = *d.model;
-  const int64_t sm = d.sm_count;
-  const int64_t tiles = batch * ceilDiv(m, kTile) * ceilDiv(n, kTile);
-  int64_t split = 1;
-  if (tiles < sm) split = std::max<int64_t>(1, std::min(sm / tiles, ceilDiv(k, kMinSplitK)));
-  const int64_t waves = ceilDiv(tiles * split, sm);
-  const int64_t tm = std::min(kTile, ceilDiv(m, kFragment) * kFragment);
-  const int64_t tn = std::min(kTile, ceilDiv(n, kFragment) * kFragment);
-  const double per_sm_flops_per_us = kFlopsPerUs(d.peakTflops(dtype)) / double(sm);
-  const double tile_us = (double(k) / double(split) + p.gemm_tile_overhead_k.value) * 2.0 *
-                         double(tm) * double(tn) / (per_sm_flops_per_us * p.gemm_efficiency.value);
+  // Tile counts in double: shapes from user input may be too large for int64 products.
+  const double sm = d.sm_count;
+  const double tiles = double(batch) * std::ceil(double(m) / kTile) * std::ceil(double(n) / kTile);
+  double split = 1;
+  if (tiles < sm)
+    split = std::max(1.0, std::min(std::floor(sm / tiles), std::ceil(double(k) / kMinSplitK)));
+  const double waves = std::ceil(tiles * split / sm);
+  const double tm =
+      std::min<double>(kTile, double(ceilDiv(std::min<int64_t>(m, kTile), kFragment) * kFragment));
+  const double tn =
+      std::min<double>(kTile, double(ceilDiv(std::min<int64_t>(n, kTile), kFragment) * kFragment));
+  const double per_sm_flops_per_us = kFlopsPerUs(d.peakTflops(dtype)) / sm;
+  const double tile_us = (double(k) / split + p.gemm_tile_overhead_k.value) * 2.0 * tm * tn /
+                         (per_sm_flops_per_us * p.gemm_efficiency.value);
   const double memory_us =
       double(memory_bytes) / bytesPerUs(d.memory_bandwidth_gb_s * p.memory_efficiency.value);
-  return std::max(double(waves) * tile_us, memory_us) + p.gemm_kernel_us.value;
+  return std::max(waves * tile_us, memory_us) + p.gemm_kernel_us.value;
 }
 
 double DeviceModel::alphaBetaUs(const Event& event) const {

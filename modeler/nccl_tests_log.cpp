@@ -20,6 +20,9 @@ namespace evsim {
 namespace {
 
 constexpr double kNsPerUs = 1e3;
+// Older nccl-tests report the largest numerical error of a result; round-off of fp16 sums stays
+// far below this, a wrong result far above.
+constexpr double kMaxNumericalError = 1e-2;
 
 std::vector<std::string> tokens(const std::string& line) {
   std::istringstream in(line);
@@ -220,8 +223,11 @@ NcclTestsImport parseNcclTests(const std::string& text, const std::string& origi
         if (it != t.end() && it + 1 != t.end()) {
           count = static_cast<int>(positiveInt(*(it + 1), where, "iters"));
         }
-      } else if (t.size() >= 9 && t[1] == "Rank" && t[5] == "Pid" && t[7] == "on") {
-        hosts.push_back(t[8]);
+      } else if (t.size() >= 4 && t[1] == "Rank" &&
+                 std::find(t.begin(), t.end(), "on") != t.end() &&
+                 std::find(t.begin(), t.end(), "on") + 1 != t.end()) {
+        // "#  Rank  0 Group  0 Pid 123 on HOST device ..." (older versions have no Group field).
+        hosts.push_back(*(std::find(t.begin(), t.end(), "on") + 1));
         // "device 0 [0x07] NVIDIA A100-SXM4-80GB": the name is what follows the bus id.
         size_t bus = line.find(']');
         devices.push_back(bus == std::string::npos ? "" : trim(line.substr(bus + 1)));
@@ -231,6 +237,9 @@ NcclTestsImport parseNcclTests(const std::string& text, const std::string& origi
       }
       continue;
     }
+    // Data rows start with the size; anything else on stdout (mpirun's or NCCL_DEBUG's lines)
+    // is not nccl-tests' table.
+    if (t[0].find_first_not_of("0123456789") != std::string::npos) continue;
     if (header.empty()) {
       EVSIM_THROW(InputError, "{}: a data row before the column header ('#  size  count ...')",
                   where);
@@ -248,9 +257,17 @@ NcclTestsImport parseNcclTests(const std::string& text, const std::string& origi
     };
     const int side = options.in_place ? 1 : 0;
     const size_t time = column("time", side);
-    // The error count follows busbw: "#wrong" in newer versions, "error" in older ones.
+    // The error follows busbw: "#wrong" (a count, must be 0) in newer versions, "error" (the
+    // largest numerical error, e.g. 1e-07: float round-off is not a failure) in older ones.
     const size_t wrong = time + 3;
-    if (wrong < t.size() && t[wrong] != "0" && t[wrong] != "N/A") {
+    const bool counted = wrong < header.size() && header[wrong] == "#wrong";
+    auto failed = [&](const std::string& cell) {
+      if (cell == "N/A") return false;
+      if (counted) return cell != "0";
+      double error = number(cell, where, "error");
+      return error > kMaxNumericalError;
+    };
+    if (wrong < t.size() && failed(t[wrong])) {
       EVSIM_THROW(InputError, "{}: {} wrong values at {} bytes: a failed run is not a measurement",
                   where, t[wrong], t[column("size", 0)]);
     }

@@ -43,6 +43,10 @@ void crossValidate(const CalibrationInput& input, const ClusterConfig& cluster,
                    CalibrationReport& report) {
   const RunSet& runs = *report.runs;
   std::set<int64_t> values;
+  if (input.cross_validate.find('=') != std::string::npos) {
+    EVSIM_THROW(InputError, "--cross-validate '{}': give a key (e.g. hidden), not KEY=VALUE",
+                input.cross_validate);
+  }
   RunFilter probe = parseRunFilter(input.cross_validate + "=0", "--cross-validate");
   for (const PlannedRun& r : runs.planned()) {
     values.insert(probe.keyOf(r.run));
@@ -130,7 +134,15 @@ CalibrationReport calibrate(const CalibrationInput& input) {
                 "(configs/devices/) with the datasheet's SM count",
                 cluster.name, device.name);
   }
-  if (!device.model) device.model = startingModel();
+  // The compute and host parameters always start from, and are pulled towards, startingModel():
+  // starting from the cluster's existing fit would let a held-out fold see runs it predicts.
+  // Existing collective curves are kept unless refitted.
+  {
+    std::vector<CollectiveCurve> curves;
+    if (device.model) curves = device.model->allreduce_curves;
+    device.model = startingModel();
+    device.model->allreduce_curves = std::move(curves);
+  }
   device.id = input.device_id;
 
   if (input.collectives != nullptr) {
@@ -139,7 +151,7 @@ CalibrationReport calibrate(const CalibrationInput& input) {
       EVSIM_THROW(InputError, "{}: no intra-node all-reduce records to fit a curve to",
                   input.collectives_origin);
     }
-    device.model->allreduce_curves.clear();
+    std::vector<CollectiveCurve>& curves = device.model->allreduce_curves;
     for (const auto& [group, points] : groups) {
       std::string what =
           fmt::format("{}: all-reduce over {} ranks", input.collectives_origin, group);
@@ -147,9 +159,13 @@ CalibrationReport calibrate(const CalibrationInput& input) {
       fit.curve.source =
           fmt::format("fitted: {} sizes of {} (mean error {:.1f}%, worst {:.1f}%)", fit.points,
                       input.collectives_origin, fit.mean_abs_error_pct, fit.max_abs_error_pct);
-      device.model->allreduce_curves.push_back(fit.curve);
+      // Replaces the curve of this group size; curves of other sizes stay.
+      std::erase_if(curves, [&](const CollectiveCurve& c) { return c.group == group; });
+      curves.push_back(fit.curve);
       report.collective_fits.push_back(fit);
     }
+    std::sort(curves.begin(), curves.end(),
+              [](const CollectiveCurve& a, const CollectiveCurve& b) { return a.group < b.group; });
   }
 
   if (!input.runs.empty()) {

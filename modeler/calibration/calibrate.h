@@ -32,7 +32,8 @@ struct RunFilter {
 RunFilter parseRunFilter(const std::string& text, const std::string& flag);
 
 struct CalibrationInput {
-  ClusterConfig cluster;  // its device is the starting point (a model is added if it has none)
+  ClusterConfig cluster;  // its device's datasheet and collective curves; compute parameters
+                          // always start from startingModel()
   std::string device_id;  // the fitted device's name
   const ProfileDb* collectives = nullptr;
   std::string collectives_origin;
@@ -67,7 +68,7 @@ struct CalibrationReport {
 // Throws InputError when there is nothing to fit or the inputs cannot be used.
 CalibrationReport calibrate(const CalibrationInput& input);
 
-// Where fitting starts when the device file has no model yet: typical values of a modern GPU under
+// Where the compute and host fit starts: typical values of a modern GPU under
 // a PyTorch framework. They are also the fit's weak prior (compute_fit.h): values the runs cannot
 // tell apart stay near them. Each is replaced by the fit, or keeps the source "assumed: starting
 // point" when its part is not fitted.

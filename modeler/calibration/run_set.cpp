@@ -1,11 +1,9 @@
 #include "modeler/calibration/run_set.h"
 
-#include <exception>
-#include <thread>
-
 #include "common/error.h"
 #include "common/units.h"
 #include "modeler/cost_model.h"
+#include "modeler/parallel_for.h"
 #include "modeler/simulation.h"
 
 namespace evsim {
@@ -52,25 +50,8 @@ double predictIterationUs(const IterationPlan& plan, const ClusterConfig& cluste
 
 std::vector<double> RunSet::predictMs(const ClusterConfig& cluster, int threads) const {
   std::vector<double> out(planned_.size());
-  const size_t n = static_cast<size_t>(std::max(1, threads));
-  // An error in a worker (a dtype the device has no peak for) is carried to the caller.
-  std::vector<std::exception_ptr> errors(n);
-  auto work = [&](size_t first) {
-    try {
-      for (size_t i = first; i < planned_.size(); i += n) {
-        out[i] = predictIterationUs(planned_[i].plan, cluster) / kUsPerMs;
-      }
-    } catch (...) {
-      errors[first] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < n; ++t) pool.emplace_back(work, t);
-  work(0);
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  parallelFor(planned_.size(), static_cast<unsigned>(std::max(1, threads)),
+              [&](size_t i) { out[i] = predictIterationUs(planned_[i].plan, cluster) / kUsPerMs; });
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "common/atomic_file.h"
@@ -114,13 +115,23 @@ void runCalibrate(const CalibrateArgs& args) {
                       ? args.threads
                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   input.max_evaluations = args.max_evaluations;
+  if (!args.predictions.empty() && args.runs.empty()) {
+    EVSIM_THROW(InputError, "--predictions needs --runs (the predictions are of measured runs)");
+  }
   CalibrationReport report = calibrate(input);
   printReport(report);
-  // Both files or neither: the predictions are written first, and a failure there loses nothing.
-  if (!args.predictions.empty() && report.runs) {
-    writeFileAtomically(args.predictions, predictionsCsv(report));
+  // The device file is read back before it is written: a fit that ran into a bound (a parameter
+  // the loader refuses) is reported here, not by the next simulate.
+  const std::string device_yaml = deviceConfigYaml(report.device);
+  try {
+    parseDeviceConfig(device_yaml, args.output);
+  } catch (const InputError& e) {
+    EVSIM_THROW(InputError, "calibrate: the fitted device is not usable ({}): check the runs",
+                e.what());
   }
-  writeFileAtomically(args.output, deviceConfigYaml(report.device));
+  // Predictions first: a failure there leaves no new device file behind.
+  if (!args.predictions.empty()) writeFileAtomically(args.predictions, predictionsCsv(report));
+  writeFileAtomically(args.output, device_yaml);
   fmt::print("device file: {}\n", args.output);
   if (!args.predictions.empty() && report.runs) fmt::print("predictions: {}\n", args.predictions);
 }
@@ -150,12 +161,15 @@ void registerCalibrateCommand(CLI::App& app) {
                   "KEY: fit on each value of KEY (e.g. hidden) in turn and predict the other "
                   "runs; the device's uncertainty is the mean held-out MAPE");
   cmd->add_option("--dtype", args->dtype, "dtype of the runs")->capture_default_str();
-  cmd->add_option("--vocab", args->vocab, "vocabulary size of the runs")->capture_default_str();
+  cmd->add_option("--vocab", args->vocab, "vocabulary size of the runs")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   cmd->add_option("--schedule", args->schedule, "pipeline schedule of the runs")
       ->capture_default_str();
   cmd->add_option("--recompute", args->recompute, "activation recomputation of the runs")
       ->capture_default_str();
-  cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  cmd->add_option("--threads", args->threads, "threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
   cmd->add_option("--max-evaluations", args->max_evaluations,
                   "model evaluations of the compute fit")
       ->capture_default_str()

@@ -147,6 +147,23 @@ TEST(ComputeFit, RecoversKnownParametersFromSyntheticRuns) {
   EXPECT_EQ(fit.params.host_op_us.source, "fitted: test");
 }
 
+TEST(RunSet, PredictionsDoNotDependOnThreads) {
+  ClusterConfig cluster = syntheticCluster(startingModel());
+  std::vector<MeasuredRun> runs;
+  for (int tp : {1, 2, 4, 8}) {
+    MeasuredRun r;
+    r.line = tp;
+    r.hidden = 1024, r.heads = 16, r.layers = 2, r.seq = 256;
+    r.tp = tp, r.dp = 1, r.pp = 1, r.gpus = tp, r.micro_batch = 1, r.global_batch = 4;
+    r.iteration_ms = 1;
+    runs.push_back(r);
+  }
+  RunSettings settings;
+  settings.vocab = 1024;
+  RunSet set(runs, cluster, settings);
+  EXPECT_EQ(set.predictMs(cluster, 1), set.predictMs(cluster, 3));
+}
+
 TEST(Calibrate, RunFilterNamesItsKeys) {
   EXPECT_EQ(parseRunFilter("hidden=1024", "--fit-where").value, 1024);
   EXPECT_THROW(parseRunFilter("width=1024", "--fit-where"), InputError);

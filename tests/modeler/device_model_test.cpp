@@ -5,11 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 
 #include "common/error.h"
 #include "events/cluster_config.h"
 #include "modeler/cost_model.h"
+#include "modeler/estimated_source.h"
 #include "modeler/simulation.h"
 
 namespace evsim {
@@ -155,6 +157,33 @@ TEST(DeviceModel, TaskOpsWaitForTheHostToIssueThem) {
   EXPECT_DOUBLE_EQ(gpu_bound, 80);
   EXPECT_EQ(starts, (std::vector<double>{20, 70, 75}));
   EXPECT_DOUBLE_EQ(taskUs({10, 10, 10}).first, 70);
+}
+
+// A new cost source plugs into the chain as one class: asked first, it answers for GEMMs only;
+// everything else falls through to the device model, and every answer gets the host time.
+class GemmTable : public CostSource {
+ public:
+  std::optional<EventCost> cost(const Event& event) const override {
+    if (event.op != "gemm") return std::nullopt;
+    return EventCost{123.0, Provenance::kMeasured};
+  }
+};
+
+TEST(CostModelChain, ASourceAskedFirstWinsAndTheRestFallThrough) {
+  ClusterConfig cluster = roundCluster();
+  std::vector<std::unique_ptr<CostSource>> sources;
+  sources.push_back(std::make_unique<GemmTable>());
+  DeviceModel device(cluster);
+  sources.push_back(std::make_unique<EstimatedSource>(device));
+  CostModel costs(cluster, std::move(sources));
+  auto gemm = costs.cost(makeGemm(8192, 8192, 8192, "nt", DType::kFp16));
+  EXPECT_DOUBLE_EQ(gemm->time_us, 123.0);
+  EXPECT_EQ(gemm->provenance, Provenance::kMeasured);
+  EXPECT_DOUBLE_EQ(gemm->host_us, 20);
+  Event gelu = makeCompute("gelu_fwd", {{"elems", 1 << 24}}, "", DType::kFp16);
+  auto estimated = costs.cost(gelu);
+  EXPECT_DOUBLE_EQ(estimated->time_us, 67108864 / 1.6e6 + 2);
+  EXPECT_EQ(estimated->provenance, Provenance::kEstimated);
 }
 
 TEST(DeviceConfig, MissingFieldIsOneLineNamingFileAndKey) {

@@ -48,6 +48,24 @@ TEST(NcclTestsLog, AllReduceOverTwoHostsOfTwo) {
       loadNcclTests(kData + "all_reduce_perf_2x2.log", in_place).records[1].time.median_us, 170.0);
 }
 
+TEST(NcclTestsLog, OlderFormatWithNoiseOnStdout) {
+  // No Group field, no root column, a numerical error column (1e-07 is round-off, not a failure),
+  // an NCCL INFO line before the table; the file name says all_reduce.
+  NcclTestsImport in = loadNcclTests(kData + "all_reduce_perf_old.log", {});
+  EXPECT_EQ(in.kind, EventKind::kAllReduce);
+  EXPECT_EQ(in.placement, (Placement{2, 1, 2}));  // both ranks on host-a
+  ASSERT_EQ(in.records.size(), 2u);
+  EXPECT_EQ(in.records[0].signature, "allreduce bytes=1048576 group=2 nodes=1 rpn=2 dtype=fp32");
+  EXPECT_DOUBLE_EQ(in.records[0].time.median_us, 80.0);
+  const std::string header =
+      "# Collective test starting: all_reduce_perf\n"
+      "#  size  count  type  redop  time  algbw  busbw  error  time  algbw  busbw  error\n";
+  NcclTestsOptions two;
+  two.group = 2;
+  EXPECT_EQ(errorOf(header + "1048576 262144 float sum 80 1 1 0.5 81 1 1 0\n", two),
+            "log.txt:3: 0.5 wrong values at 1048576 bytes: a failed run is not a measurement");
+}
+
 TEST(NcclTestsLog, SendRecvAcrossHostsIsP2P) {
   // No "Collective test starting" line: the file name says sendrecv.
   NcclTestsImport in = loadNcclTests(kData + "sendrecv_perf_2nodes.log", {});

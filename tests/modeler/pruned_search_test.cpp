@@ -45,8 +45,8 @@ std::vector<BundledSearch> bundledSearches() {
   gpt3.space.recomputes = {Recompute::kNone, Recompute::kSelective};
   gpt3.space.sequence_parallel = {false, true};
   out.push_back({"gpt3-175b", "dgx-a100", gpt3});
-  SearchOptions tiny = space(4, 16, {1, 2, 4},
-                             {Schedule::kGpipe, Schedule::kDapple, Schedule::kInterleaved});
+  SearchOptions tiny =
+      space(4, 16, {1, 2, 4}, {Schedule::kGpipe, Schedule::kDapple, Schedule::kInterleaved});
   tiny.space.virtual_stages = {2, 3, 4};
   tiny.space.recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   tiny.space.sequence_parallel = {false, true};
@@ -55,7 +55,8 @@ std::vector<BundledSearch> bundledSearches() {
   return out;
 }
 
-void expectSameCandidate(const CandidateResult& a, const CandidateResult& b, const std::string& at) {
+void expectSameCandidate(const CandidateResult& a, const CandidateResult& b,
+                         const std::string& at) {
   EXPECT_EQ(a.strategy.name(), b.strategy.name()) << at;
   EXPECT_EQ(a.strategy.micro_batch, b.strategy.micro_batch) << at;
   EXPECT_EQ(a.strategy.schedule, b.strategy.schedule) << at;

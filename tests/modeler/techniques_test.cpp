@@ -96,7 +96,8 @@ TEST(TechniquesMemory, StageEstimateUsesZeroAndSequenceParallel) {
 // --- communication volume ---------------------------------------------------------------------
 
 TEST(TechniquesVolume, ReduceScatterPlusAllGatherEqualsOneAllReduce) {
-  const CostModel costs(cluster(), nullptr, /*analytic_fallback=*/true);
+  const ClusterConfig c = cluster();
+  const CostModel costs(c, nullptr, /*analytic_fallback=*/true);
   for (int n : {2, 4, 8}) {
     SCOPED_TRACE(n);
     const Placement group{n, 1, n};

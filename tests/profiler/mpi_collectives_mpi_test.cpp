@@ -43,8 +43,8 @@ TEST(MpiCollectives, AllToAllSendsEachPeerItsOwnQuarter) {
 
 TEST(MpiCollectives, ReductionsAndGathersDeliverTheirShapes) {
   // Buffers start at 1.0 everywhere. All-reduce of 8 floats: 8 sums of 4 ranks = 4. Reduce-scatter
-  // of 8: each rank keeps 2 sums = 4. All-gather of 8: each rank sends 2 ones, receives 8 ones.
-  // Broadcast from rank 0 of a buffer rank 0 set to 7: 7 everywhere.
+  // of 8: each rank keeps 2 sums = 4. All-gather of 8: rank r sends two values r + 1, everyone
+  // receives 1 1 2 2 3 3 4 4. Broadcast from rank 0 of a buffer rank 0 set to 7: 7 everywhere.
   const int me = worldRank();
   Event all_reduce = fp32Event(EventKind::kAllReduce, 8);
   MpiCollectiveBuffers ar = makeMpiBuffers(all_reduce, 4);
@@ -62,8 +62,9 @@ TEST(MpiCollectives, ReductionsAndGathersDeliverTheirShapes) {
   MpiCollectiveBuffers ag = makeMpiBuffers(gather, 4);
   ASSERT_EQ(ag.send.size(), 8u);
   ASSERT_EQ(ag.recv.size(), 32u);
+  asFloats(ag.send)[0] = asFloats(ag.send)[1] = float(me + 1);
   runMpiCollective(gather, ag, MPI_COMM_WORLD);
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(asFloats(ag.recv)[i], 1.0f);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(asFloats(ag.recv)[i], float(i / 2 + 1)) << i;
 
   Event broadcast = fp32Event(EventKind::kBroadcast, 8);
   MpiCollectiveBuffers bc = makeMpiBuffers(broadcast, 4);
