@@ -2,6 +2,7 @@
 // Small string helpers shared by config parsing and the command-line tools.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,9 @@ std::string trim(std::string_view text);
 // Parses a list of integers and inclusive ranges, "0-15,1024", into sorted unique values.
 // Throws InputError naming `what` (e.g. "--ranks") on malformed text.
 std::vector<int64_t> parseIntList(std::string_view text, std::string_view what);
+// The whole of `text` as a number (from_chars: no locale, no hex, no trailing text), or nullopt.
+std::optional<double> parseNumber(std::string_view text);
+std::optional<int64_t> parseInteger(std::string_view text);
 
 // Human-readable byte count: "1.50 GiB".
 std::string formatBytes(double bytes);

@@ -171,7 +171,7 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
 }
 
 void validateStrategy(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& s) {
-  if (auto why = strategyViolation(model, cluster, s)) throw InputError(*why);
+  if (auto why = strategyViolation(model, cluster, s)) EVSIM_THROW(InputError, "{}", *why);
 }
 
 }  // namespace evsim

@@ -44,7 +44,7 @@ std::string YamlReader::where(const std::string& key) const {
 }
 
 void YamlReader::fail(const std::string& key, const std::string& message) const {
-  throw InputError(where(key) + ": " + message);
+  EVSIM_THROW(InputError, "{}", where(key) + ": " + message);
 }
 
 bool YamlReader::has(const std::string& key) const { return node_.IsMap() && node_[key]; }

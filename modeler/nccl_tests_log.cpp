@@ -51,14 +51,10 @@ int64_t positiveInt(const std::string& text, const std::string& where, const std
 }
 
 double number(const std::string& text, const std::string& where, const std::string& what) {
-  double value = 0;
-  try {
-    size_t used = 0;
-    value = std::stod(text, &used);
-    if (used != text.size()) throw std::invalid_argument("trailing");
-  } catch (const std::exception&) {
+  const std::optional<double> parsed = parseNumber(text);
+  if (!parsed)
     EVSIM_THROW(InputError, "{}: {} '{}' is not a number", where, what, text.substr(0, 40));
-  }
+  const double value = *parsed;
   if (!std::isfinite(value) || value < 0) {
     EVSIM_THROW(InputError, "{}: {} {} must be a finite number >= 0", where, what,
                 text.substr(0, 40));

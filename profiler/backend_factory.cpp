@@ -33,14 +33,14 @@ bool cudaBackendBuilt() {
 
 std::unique_ptr<ProfilerBackend> makeBackend(const BackendRequest& request, const MpiWorld& world) {
   if (request.name != "auto" && request.name != "cpu" && request.name != "cuda") {
-    throw CollectiveInputError(
-        fmt::format("--backend {}: must be auto, cpu or cuda", request.name));
+    EVSIM_THROW(CollectiveInputError, "--backend {}: must be auto, cpu or cuda", request.name);
   }
   std::string chosen = request.name;
   if (chosen != "cpu") {
     if (!cudaBackendBuilt()) {
       if (chosen == "cuda") {
-        throw CollectiveInputError(
+        EVSIM_THROW(
+            CollectiveInputError,
             "--backend cuda: this eventprof was built without the CUDA backend (configure with "
             "-DEVSIM_BACKEND=cuda on a machine with the CUDA toolkit, CUPTI and NCCL)");
       }
@@ -50,7 +50,7 @@ std::unique_ptr<ProfilerBackend> makeBackend(const BackendRequest& request, cons
       if (shortage.none()) {
         chosen = "cuda";
       } else if (chosen == "cuda") {
-        throw CollectiveInputError(shortage.message());
+        EVSIM_THROW(CollectiveInputError, "{}", shortage.message());
       } else {
         chosen = "cpu";
       }

@@ -158,7 +158,7 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
     }
   }
   load_error = broadcastString(load_error, 0, MPI_COMM_WORLD);
-  if (!load_error.empty()) throw CollectiveInputError(load_error);
+  if (!load_error.empty()) EVSIM_THROW(CollectiveInputError, "{}", load_error);
 
   Topology topo;
   std::string topo_error;
@@ -167,7 +167,7 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
   } catch (const InputError& e) {
     topo_error = e.what();  // every rank has the same topology, so the same error
   }
-  if (!topo_error.empty()) throw CollectiveInputError(topo_error);
+  if (!topo_error.empty()) EVSIM_THROW(CollectiveInputError, "{}", topo_error);
 
   BackendRequest request{flags.backend, flags.seed + static_cast<uint64_t>(world.rank),
                          flags.comm_timeout_s};

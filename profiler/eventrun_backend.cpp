@@ -15,15 +15,16 @@ void checkEventrunBackend(const EventrunBackendRequest& request,
                           [[maybe_unused]] const MpiWorld& world) {
   if (request.name == "cpu") return;
   if (request.name != "cuda") {
-    throw CollectiveInputError(fmt::format("--backend {}: must be cpu or cuda", request.name));
+    EVSIM_THROW(CollectiveInputError, "--backend {}: must be cpu or cuda", request.name);
   }
 #if !EVSIM_WITH_CUDA
-  throw CollectiveInputError(
+  EVSIM_THROW(
+      CollectiveInputError,
       "--backend cuda: this eventrun was built without CUDA (configure with -DEVSIM_BACKEND=cuda "
       "or auto on a machine with the CUDA toolkit, CUPTI and NCCL), or use --backend cpu");
 #else
   const GpuShortage shortage = findGpuShortage(world, visibleCudaDevices());
-  if (!shortage.none()) throw CollectiveInputError(shortage.message());
+  if (!shortage.none()) EVSIM_THROW(CollectiveInputError, "{}", shortage.message());
 #endif
 }
 
@@ -43,10 +44,11 @@ std::unique_ptr<RankExecutor> makeRankExecutor(const EventrunBackendRequest& req
     fused = fuseP2P(programs);
   } catch (const Error& e) {
     // Every rank finds the same from the same programs: one message, exit 2.
-    throw CollectiveInputError(fmt::format(
+    EVSIM_THROW(
+        CollectiveInputError,
         "--backend cuda --schedule {}: this schedule's P2P order cannot run on NCCL's rendezvous "
         "send/receive yet ({}); use --backend cpu",
-        scheduleName(plan.strategy.schedule), e.what()));
+        scheduleName(plan.strategy.schedule), e.what());
   }
   return makeCudaRankExecutor(
       plan, program,

@@ -104,8 +104,8 @@ IterationPlan loadPlan(const Flags& f, const MpiWorld& world) {
     error = e.what();
   }
   std::string first = broadcastString(error, 0, MPI_COMM_WORLD);
-  if (!first.empty()) throw CollectiveInputError(first);
-  if (!error.empty()) throw InputError(error);  // this rank alone: MPI_Abort in main
+  if (!first.empty()) EVSIM_THROW(CollectiveInputError, "{}", first);
+  if (!error.empty()) EVSIM_THROW(InputError, "{}", error);  // this rank alone: MPI_Abort in main
   return plan;
 }
 
@@ -114,11 +114,12 @@ void checkPlacement(const IterationPlan& plan, const Topology& topo, int ranks_p
   const RankLayout layout = plan.layout();
   for (int r = 0; r < topo.world_size; ++r) {
     if (topo.node_of_rank[r] != layout.node(r)) {
-      throw CollectiveInputError(fmt::format(
+      EVSIM_THROW(
+          CollectiveInputError,
           "--ranks-per-node {}: rank {} runs on node {} but --cluster {} places it on node {} "
           "({} gpus per node); pass --ranks-per-node {}",
           ranks_per_node, r, topo.node_of_rank[r], plan.cluster.name, layout.node(r),
-          plan.cluster.gpus_per_node, plan.cluster.gpus_per_node));
+          plan.cluster.gpus_per_node, plan.cluster.gpus_per_node);
     }
   }
 }
@@ -142,7 +143,7 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   } catch (const InputError& e) {
     topo_error = e.what();
   }
-  if (!topo_error.empty()) throw CollectiveInputError(topo_error);
+  if (!topo_error.empty()) EVSIM_THROW(CollectiveInputError, "{}", topo_error);
   checkPlacement(plan, topo, flags.ranks_per_node);
   const WaitMode wait = waitMode(flags.wait, world);
   const EventrunBackendRequest request{

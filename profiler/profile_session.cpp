@@ -61,7 +61,7 @@ void onRootShared(int rank, Fn&& fn) {
     }
   }
   error = broadcastString(error, 0, MPI_COMM_WORLD);
-  if (!error.empty()) throw CollectiveInputError(error);
+  if (!error.empty()) EVSIM_THROW(CollectiveInputError, "{}", error);
 }
 
 std::vector<std::string> signaturesOf(const std::vector<Event>& events) {

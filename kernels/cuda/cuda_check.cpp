@@ -14,6 +14,6 @@ void throwCublasError(const char* call, cublasStatus_t status, const char* file,
               cublasGetStatusString(status), file, line);
 }
 
-void throwError(const char* message) { throw Error(message); }
+void throwError(const char* message) { EVSIM_THROW(Error, "{}", message); }
 
 }  // namespace evsim::cuda_detail

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/strings.h"
 
 namespace evsim {
 
@@ -95,13 +96,9 @@ RunFilter parseRunFilter(const std::string& text, const std::string& flag) {
                 "pp, micro_batch, global_batch, seq",
                 flag, text);
   }
-  try {
-    size_t used = 0;
-    f.value = std::stoll(text.substr(eq + 1), &used);
-    if (used != text.size() - eq - 1) throw std::invalid_argument("trailing");
-  } catch (const std::exception&) {
-    EVSIM_THROW(InputError, "{} '{}': the value is not an integer", flag, text);
-  }
+  const std::optional<int64_t> value = parseInteger(std::string_view(text).substr(eq + 1));
+  if (!value) EVSIM_THROW(InputError, "{} '{}': the value is not an integer", flag, text);
+  f.value = *value;
   return f;
 }
 

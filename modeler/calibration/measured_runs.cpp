@@ -94,14 +94,12 @@ std::vector<MeasuredRun> parseMeasuredRuns(const std::string& text, const std::s
     r.dp = parallel(kDp);
     r.pp = parallel(kPp);
     const std::string& time = cells[index[kTime]];
-    try {
-      size_t used = 0;
-      r.iteration_ms = std::stod(time, &used);
-      if (used != time.size()) throw std::invalid_argument("trailing text");
-    } catch (const std::exception&) {
+    const std::optional<double> ms = parseNumber(time);
+    if (!ms) {
       EVSIM_THROW(InputError, "{}:{}: iteration time (ms) '{}': not a number", origin, line_number,
                   time.substr(0, 40));
     }
+    r.iteration_ms = *ms;
     if (!(r.iteration_ms > 0) || !std::isfinite(r.iteration_ms)) {
       EVSIM_THROW(InputError, "{}:{}: iteration time (ms) {}: must be > 0", origin, line_number,
                   time.substr(0, 40));

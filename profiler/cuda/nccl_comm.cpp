@@ -42,7 +42,7 @@ NcclComm::~NcclComm() {
 void NcclComm::abortAndThrow(const std::string& why) {
   EVSIM_NCCL_IGNORE(ncclCommAbort(comm_));
   comm_ = nullptr;
-  throw Error(why);
+  EVSIM_THROW(Error, "{}", why);
 }
 
 template <typename Ready>
