@@ -13,6 +13,7 @@
 #include "modeler/closed_form_tier.h"
 #include "modeler/profile_db.h"
 #include "modeler/simulation.h"
+#include "support/search_options.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -25,12 +26,8 @@ struct BundledSearch {
 
 SearchOptions space(int64_t gpus, int64_t global_batch, std::vector<int64_t> micro_batches,
                     std::vector<Schedule> schedules) {
-  SearchOptions o;
-  o.base.global_batch = global_batch;
-  o.space.gpus = gpus;
-  o.space.micro_batches = std::move(micro_batches);
-  o.space.schedules = std::move(schedules);
-  o.threads = 2;
+  SearchOptions o = test_support::searchOptions(gpus, global_batch, std::move(micro_batches),
+                                                std::move(schedules));
   o.top_k = 10;
   return o;
 }

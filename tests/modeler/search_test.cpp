@@ -11,6 +11,7 @@
 #include "events/cluster_config.h"
 #include "events/model_config.h"
 #include "modeler/profile_db.h"
+#include "support/search_options.h"
 
 namespace evsim {
 namespace {
@@ -47,13 +48,8 @@ network: {name: net, bandwidth_gb_s: )" +
 
 SearchOptions options(int64_t gpus, int64_t global_batch, std::vector<int64_t> micro_batches,
                       std::vector<Schedule> schedules) {
-  SearchOptions o;
-  o.base.global_batch = global_batch;
-  o.space.gpus = gpus;
-  o.space.micro_batches = std::move(micro_batches);
-  o.space.schedules = std::move(schedules);
-  o.threads = 2;
-  return o;
+  return test_support::searchOptions(gpus, global_batch, std::move(micro_batches),
+                                     std::move(schedules));
 }
 
 class SearchTest : public ::testing::Test {
