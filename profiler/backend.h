@@ -35,6 +35,8 @@ class ProfilerBackend {
   // Versions of the backend's own libraries ("cuda", "nccl", "cupti"); MPI's is added by the
   // harness.
   virtual std::map<std::string, std::string> versions() const = 0;
+  // One line about how this rank timed its events worth printing after the run ("" for none).
+  virtual std::string timingNote() const { return ""; }
 
   // How many of the `ranks_on_host` ranks sharing a host may time compute events at once without
   // slowing each other: one per GPU on CUDA (every rank has its own), the host's cores on the CPU.

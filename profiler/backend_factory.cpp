@@ -56,10 +56,21 @@ std::unique_ptr<ProfilerBackend> makeBackend(const BackendRequest& request, cons
       }
     }
   }
-  if (chosen == "cpu") return std::make_unique<CpuBackend>(request.seed, world.local_size);
+  if (request.compute_timer != "cupti" && request.compute_timer != "cuda-events") {
+    EVSIM_THROW(CollectiveInputError, "--compute-timer {}: must be cupti or cuda-events",
+                request.compute_timer);
+  }
+  if (chosen == "cpu") {
+    if (request.compute_timer != "cupti") {
+      EVSIM_THROW(CollectiveInputError,
+                  "--compute-timer {}: applies to the cuda backend only (this run uses cpu)",
+                  request.compute_timer);
+    }
+    return std::make_unique<CpuBackend>(request.seed, world.local_size);
+  }
 #if EVSIM_WITH_CUDA
-  return makeCudaBackend(
-      CudaBackendOptions{world.local_rank, request.seed, request.comm_timeout_s});
+  return makeCudaBackend(CudaBackendOptions{world.local_rank, request.seed, request.comm_timeout_s,
+                                            request.compute_timer == "cupti"});
 #else
   EVSIM_THROW(Error, "unreachable: cuda chosen without the CUDA backend");
 #endif

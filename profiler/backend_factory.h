@@ -15,6 +15,10 @@ struct BackendRequest {
   std::string name = "auto";    // auto | cpu | cuda
   uint64_t seed = 1;            // kernels' random inputs (per rank)
   double comm_timeout_s = 300;  // CUDA: a NCCL operation pending longer aborts the run
+  // CUDA: how compute events are timed. "cupti" (the span of the event's kernels as CUPTI reports
+  // them; CUDA events when CUPTI is unavailable) or "cuda-events" (events around each repetition,
+  // launch gaps included): the second exists to cross-check the first on a GPU.
+  std::string compute_timer = "cupti";
 };
 
 // True when this eventprof was built with the CUDA backend.

@@ -112,7 +112,8 @@ std::vector<double> spanDurationsUs(const std::vector<RepetitionSpan>& spans) {
 
 std::vector<double> KernelSpanTimer::time(uint32_t stream_id, int warmup, int repeats,
                                           const std::function<void()>& run,
-                                          const std::function<void()>& synchronize) {
+                                          const std::function<void()>& synchronize,
+                                          const EnqueueGate& gate) {
   EVSIM_CHECK(warmup >= 0 && repeats > 0, "warmup {} repeats {}", warmup, repeats);
   for (int i = 0; i < warmup; ++i) run();
   synchronize();
@@ -126,11 +127,18 @@ std::vector<double> KernelSpanTimer::time(uint32_t stream_id, int warmup, int re
   Disable disable_on_exit{tracer_};
   const uint64_t first = next_external_id_;
   next_external_id_ += static_cast<uint64_t>(repeats);
-  for (int i = 0; i < repeats; ++i) {
-    tracer_.pushExternalId(first + static_cast<uint64_t>(i));
-    run();
-    tracer_.popExternalId();
+  if (gate.hold) gate.hold();  // its own kernel has no external id: in no repetition's span
+  try {
+    for (int i = 0; i < repeats; ++i) {
+      tracer_.pushExternalId(first + static_cast<uint64_t>(i));
+      run();
+      tracer_.popExternalId();
+    }
+  } catch (...) {
+    if (gate.release) gate.release();  // never leave the stream held
+    throw;
   }
+  if (gate.release) gate.release();
   synchronize();
   return spanDurationsUs(spansByExternalId(tracer_.drain(), first, repeats, stream_id));
 }

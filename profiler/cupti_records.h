@@ -89,6 +89,14 @@ class ActivityTracer {
 // `warmup` untraced runs, synchronize, drain (discarding leftovers), enable, `repeats` runs each
 // inside its own external id, synchronize, drain, disable. External ids increase across calls, so
 // records of an earlier event that arrive late can never be mistaken for this one's.
+// Optional around the timed repetitions: `hold` stops the stream before they are enqueued and
+// `release` lets it go after, so they run back to back on the device however long the host takes to
+// launch them (a span would otherwise include the host's gap between an event's own kernels).
+struct EnqueueGate {
+  std::function<void()> hold;
+  std::function<void()> release;
+};
+
 class KernelSpanTimer {
  public:
   explicit KernelSpanTimer(ActivityTracer& tracer) : tracer_(tracer) {}
@@ -97,7 +105,8 @@ class KernelSpanTimer {
   // waits for the stream. Returns one duration (us) per repetition.
   std::vector<double> time(uint32_t stream_id, int warmup, int repeats,
                            const std::function<void()>& run,
-                           const std::function<void()>& synchronize);
+                           const std::function<void()>& synchronize,
+                           const EnqueueGate& gate = {});
 
  private:
   ActivityTracer& tracer_;

@@ -35,6 +35,7 @@ struct Flags {
   bool intra_node_only = false;
   double comm_timeout_s = 300;
   uint64_t seed = 1;
+  std::string compute_timer = "cupti";
 };
 
 void addFlags(CLI::App& app, Flags& f) {
@@ -76,6 +77,11 @@ void addFlags(CLI::App& app, Flags& f) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--seed", f.seed, "seed of the kernels' random inputs")->capture_default_str();
+  app.add_option("--compute-timer", f.compute_timer,
+                 "cuda: cupti (kernel spans) or cuda-events (events around each repetition, "
+                 "launch gaps included; to cross-check CUPTI)")
+      ->check(CLI::IsMember({"cupti", "cuda-events"}))
+      ->capture_default_str();
 }
 
 // What to profile: the events, and the strategies they come from (none for an events file), so
@@ -170,7 +176,7 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
   if (!topo_error.empty()) EVSIM_THROW(CollectiveInputError, "{}", topo_error);
 
   BackendRequest request{flags.backend, flags.seed + static_cast<uint64_t>(world.rank),
-                         flags.comm_timeout_s};
+                         flags.comm_timeout_s, flags.compute_timer};
   std::unique_ptr<ProfilerBackend> backend = makeBackend(request, world);
   if (world.rank == 0) {
     fmt::print(stderr, "[eventprof] backend {} on {} rank(s), {} node(s){}: {}\n", backend->name(),
@@ -189,6 +195,9 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
   if (world.rank == 0) {
     addModeledCost(wanted, flags.output, summary);
     printSummary(stderr, summary, flags.output, world.size);
+    if (std::string note = backend->timingNote(); !note.empty()) {
+      fmt::print(stderr, "[eventprof] rank 0: {}\n", note);
+    }
   }
   return 0;
 }

@@ -23,6 +23,11 @@ void fillUniform(DType dtype, void* p, int64_t n, uint64_t seed, float lo, float
 // p[i] = rng::indexAt(seed, i, bound), in [0, bound).
 void fillIndices(int32_t* p, int64_t n, int64_t bound, uint64_t seed, cudaStream_t stream);
 
+// ---- timing (hold.cu) ----
+// One thread that spins until *release (host-mapped memory) becomes non-zero, or until timeout_s
+// passes, when it sets *timed_out (host-mapped) to 1. Work enqueued behind it starts together.
+void holdStream(const volatile int* release, double timeout_s, int* timed_out, cudaStream_t stream);
+
 // ---- row-wise (norm_softmax.cu) ----
 void softmaxForward(DType dtype, const void* x, void* y, int64_t rows, int64_t cols, float scale,
                     kernel_params::SoftmaxMask mask, cudaStream_t stream);

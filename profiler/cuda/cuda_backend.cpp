@@ -1,16 +1,20 @@
 // CUDA backend: compute events through kernels/cuda, timed by the span of their kernels as CUPTI
-// activity records report them (CUDA events when CUPTI is unavailable); communication through NCCL
+// activity records report them (CUDA events behind a hold kernel when CUPTI is unavailable or
+// --compute-timer cuda-events asks for them); communication through NCCL
 // on its own stream, timed with CUDA events, each repetition after an MPI barrier of the group.
 #include "profiler/cuda/cuda_backend.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <map>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "profiler/cuda/cuda_buffers.h"
 #include "profiler/cuda/cupti_check.h"
 #include "profiler/cuda/cupti_tracer.h"
@@ -21,6 +25,34 @@
 namespace evsim {
 
 namespace {
+
+// Two ints in pinned, device-mapped host memory: the hold kernel's release flag and its timeout
+// report (kernels/cuda/hold.cu).
+class HoldFlags {
+ public:
+  HoldFlags() {
+    EVSIM_CUDA_CHECK(
+        cudaHostAlloc(&flags_, 2 * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
+    EVSIM_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_flags_), flags_, 0));
+  }
+  ~HoldFlags() { static_cast<void>(cudaFreeHost(flags_)); }
+  HoldFlags(const HoldFlags&) = delete;
+  HoldFlags& operator=(const HoldFlags&) = delete;
+
+  void arm() {
+    flag(0) = 0;
+    flag(1) = 0;
+  }
+  void releaseNow() { flag(0) = 1; }
+  bool timedOutNow() { return flag(1) != 0; }
+  const volatile int* release() const { return device_flags_; }
+  int* timedOut() const { return device_flags_ + 1; }
+
+ private:
+  volatile int& flag(int i) { return const_cast<volatile int*>(flags_)[i]; }
+  int* flags_ = nullptr;
+  int* device_flags_ = nullptr;
+};
 
 std::string versionText(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
 
@@ -36,6 +68,7 @@ class CudaBackend : public ProfilerBackend {
     EVSIM_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
     EVSIM_CUDA_CHECK(cudaEventCreate(&start_));
     EVSIM_CUDA_CHECK(cudaEventCreate(&stop_));
+    if (!options.use_cupti) return;  // CUDA events for compute, as asked
     try {
       tracer_ = CuptiTracer::create();
       compute_stream_id_ = CuptiTracer::streamId(compute_stream_);
@@ -85,32 +118,25 @@ class CudaBackend : public ProfilerBackend {
     std::unique_ptr<ComputeKernel> kernel = makeCudaKernel(event, compute_stream_, seed_);
     auto run = [&] { kernel->run(); };
     auto sync = [&] { kernel->synchronize(); };
-    if (span_timer_) return span_timer_->time(compute_stream_id_, warmup, repeats, run, sync);
-    // Fallback: CUDA events around each repetition (includes launch gaps between its kernels).
-    for (int i = 0; i < warmup; ++i) run();
-    std::vector<cudaEvent_t> marks(static_cast<size_t>(repeats) + 1);
-    for (cudaEvent_t& e : marks) EVSIM_CUDA_CHECK(cudaEventCreate(&e));
-    std::vector<double> samples;
-    try {
-      EVSIM_CUDA_CHECK(cudaEventRecord(marks[0], compute_stream_));
-      for (int i = 0; i < repeats; ++i) {
-        run();
-        EVSIM_CUDA_CHECK(cudaEventRecord(marks[i + 1], compute_stream_));
-      }
-      sync();
-      for (int i = 0; i < repeats; ++i) {
-        float ms = 0;
-        EVSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, marks[i], marks[i + 1]));
-        samples.push_back(double(ms) * 1000.0);
-      }
-    } catch (...) {
-      for (cudaEvent_t e : marks) static_cast<void>(cudaEventDestroy(e));
-      throw;
+    if (span_timer_) {
+      EnqueueGate gate{[&] { holdStream(); }, [&] { releaseStream(); }};
+      std::vector<double> spans =
+          span_timer_->time(compute_stream_id_, warmup, repeats, run, sync, gate);
+      checkHoldKept(repeats);
+      return spans;
     }
-    for (cudaEvent_t e : marks) static_cast<void>(cudaEventDestroy(e));
-    return samples;
+    return timeWithEvents(*kernel, warmup, repeats);
   }
 
+  std::string timingNote() const override {
+    if (host_enqueue_us_.empty()) return "";
+    std::vector<double> v = host_enqueue_us_;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return fmt::format(
+        "compute timed with CUDA events; host time to enqueue one repetition (this executor's "
+        "issue cost per op): median {:.2f} us over {} events",
+        v[v.size() / 2], v.size());
+  }
   std::vector<double> timeP2P(const Event& event, const CommGroup& group, int warmup,
                               int repeats) override {
     EVSIM_CHECK(group.size == 2, "p2p over {} ranks", group.size);
@@ -161,8 +187,72 @@ class CudaBackend : public ProfilerBackend {
     return samples;
   }
 
+  // CUDA events around groups of back-to-back repetitions, all enqueued while a hold kernel keeps
+  // the stream waiting: each sample is a group's device time over its size, not the host's time to
+  // launch it (longer for kernels of a few microseconds). Events only between groups: an event
+  // between every two repetitions stops the device from preparing the next launch while the last
+  // runs, adding 3-5 us to each (measured on an H100). Also records the host's enqueue time per
+  // repetition (timingNote).
+  std::vector<double> timeWithEvents(ComputeKernel& kernel, int warmup, int repeats) {
+    for (int i = 0; i < warmup; ++i) kernel.run();
+    kernel.synchronize();
+    const int group = std::max(1, repeats / kEventGroups);
+    const int groups = (repeats + group - 1) / group;
+    std::vector<cudaEvent_t> marks(static_cast<size_t>(groups) + 1);
+    for (cudaEvent_t& e : marks) EVSIM_CUDA_CHECK(cudaEventCreate(&e));
+    std::vector<double> samples;
+    try {
+      holdStream();
+      const auto enqueue_start = std::chrono::steady_clock::now();
+      EVSIM_CUDA_CHECK(cudaEventRecord(marks[0], compute_stream_));
+      for (int i = 0; i < repeats; ++i) {
+        kernel.run();
+        if ((i + 1) % group == 0 || i + 1 == repeats) {
+          EVSIM_CUDA_CHECK(cudaEventRecord(marks[(i + group) / group], compute_stream_));
+        }
+      }
+      const std::chrono::duration<double, std::micro> enqueue =
+          std::chrono::steady_clock::now() - enqueue_start;
+      releaseStream();
+      kernel.synchronize();
+      checkHoldKept(repeats);
+      host_enqueue_us_.push_back(enqueue.count() / repeats);
+      for (int g = 0; g < groups; ++g) {
+        float ms = 0;
+        EVSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, marks[g], marks[g + 1]));
+        const int size = std::min(group, repeats - g * group);
+        samples.push_back(double(ms) * 1000.0 / size);
+      }
+    } catch (...) {
+      releaseStream();
+      for (cudaEvent_t e : marks) static_cast<void>(cudaEventDestroy(e));
+      throw;
+    }
+    for (cudaEvent_t e : marks) static_cast<void>(cudaEventDestroy(e));
+    return samples;
+  }
+
+  void holdStream() {
+    hold_.arm();
+    cuda::holdStream(hold_.release(), kHoldTimeoutS, hold_.timedOut(), compute_stream_);
+  }
+  void releaseStream() { hold_.releaseNow(); }
+  // After the stream synchronized: a hold that timed out let repetitions start before all were
+  // enqueued, so their times may include the host's launch gaps.
+  void checkHoldKept(int repeats) {
+    EVSIM_CHECK(!hold_.timedOutNow(),
+                "compute timing: enqueueing {} repetitions took over {} s (the launch queue is "
+                "full?): time fewer --repeats",
+                repeats, kHoldTimeoutS);
+  }
+
+  static constexpr double kHoldTimeoutS = 10;
+  static constexpr int kEventGroups = 5;  // samples from the CUDA-event timer (enough for a spread)
+
   uint64_t seed_;
   double timeout_s_;
+  HoldFlags hold_;
+  std::vector<double> host_enqueue_us_;
   int device_ = 0;
   cudaStream_t compute_stream_ = nullptr;
   cudaStream_t comm_stream_ = nullptr;

@@ -16,6 +16,7 @@ struct CudaBackendOptions {
   int local_rank = 0;           // rank among those on this node: picks device local_rank % count
   uint64_t seed = 1;            // kernels' random inputs
   double comm_timeout_s = 300;  // a NCCL operation pending longer aborts its communicator
+  bool use_cupti = true;        // false: compute timed with CUDA events (to cross-check CUPTI)
 };
 
 // Compute: kernels/cuda timed by CUPTI kernel spans (CUDA events when CUPTI is unavailable).

@@ -203,5 +203,35 @@ TEST(KernelSpanTimer, WorkWithoutKernelsIsAnError) {
   EXPECT_FALSE(tracer.enabled_);  // disabled on the error path too
 }
 
+// The gate holds the stream before the first timed run and releases it after the last (after the
+// warm-up, whose runs are not held); its own kernel (launched outside any external id) counts in
+// no repetition. A run that throws still releases the stream.
+TEST(KernelSpanTimer, GateHoldsTheStreamAroundTheTimedRunsOnly) {
+  FakeTracer tracer;
+  KernelSpanTimer timer(tracer);
+  std::vector<std::string> calls;
+  EnqueueGate gate{[&] {
+                     calls.push_back("hold");
+                     tracer.launch(50'000);  // the hold kernel
+                   },
+                   [&] { calls.push_back("release"); }};
+  auto run = [&] {
+    calls.push_back("run");
+    tracer.launch(400);
+  };
+  std::vector<double> us = timer.time(7, /*warmup=*/1, /*repeats=*/2, run, [] {}, gate);
+  EXPECT_EQ(calls, (std::vector<std::string>{"run", "hold", "run", "run", "release"}));
+  EXPECT_EQ(us, (std::vector<double>{0.4, 0.4}));
+
+  calls.clear();
+  auto failing = [&] {
+    calls.push_back("run");
+    EVSIM_THROW(Error, "launch failed");
+  };
+  EXPECT_THROW(timer.time(7, 0, 2, failing, [] {}, gate), Error);
+  EXPECT_EQ(calls, (std::vector<std::string>{"hold", "run", "release"}));
+  EXPECT_FALSE(tracer.enabled_);
+}
+
 }  // namespace
 }  // namespace evsim
