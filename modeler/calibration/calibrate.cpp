@@ -76,6 +76,37 @@ void crossValidate(const CalibrationInput& input, const ClusterConfig& cluster,
   }
 }
 
+// The kernel parameters from measured kernel times; the device's uncertainty becomes their held-out
+// MAPE (else the fit's own).
+void fitKernels(const CalibrationInput& input, ClusterConfig& cluster, CalibrationReport& report) {
+  const ProfileDb& db = *input.kernels;
+  report.kernel_points = kernelPoints(db, input.hold_out_every, input.kernels_origin);
+  const std::vector<KernelPoint>& points = report.kernel_points;
+  int fitted = 0;
+  for (const KernelPoint& p : points) fitted += p.in_fit ? 1 : 0;
+  const std::string gpu = db.metadata.devices.empty() ? "an unnamed GPU" : db.metadata.devices[0];
+  const std::string timer = db.metadata.versions.count("cupti") ? "CUPTI" : "CUDA events";
+  const std::string source =
+      fmt::format("measured: fitted to {} kernels timed with {} on {}, {} ({})", fitted, timer, gpu,
+                  db.metadata.date.substr(0, 10), input.kernels_origin);
+  report.kernel_fit = fitKernelModel(points, cluster, source, input.max_evaluations);
+  DeviceModelParams& model = *cluster.device.model;
+  const SourcedValue host = model.host_op_us;
+  model = report.kernel_fit->params;
+  model.host_op_us = host;
+  const double held_out = kernelMapePct(points, report.kernel_fit->predicted_us, false);
+  if (held_out >= 0) {
+    model.uncertainty_pct = {held_out,
+                             fmt::format("measured: MAPE of the {} held-out kernels of {}",
+                                         points.size() - fitted, input.kernels_origin)};
+  } else {
+    model.uncertainty_pct = {
+        kernelMapePct(points, report.kernel_fit->predicted_us, true),
+        fmt::format("measured: MAPE of the fit itself ({} kernels of {}; none held out)", fitted,
+                    input.kernels_origin)};
+  }
+}
+
 }  // namespace
 
 int64_t RunFilter::keyOf(const MeasuredRun& run) const {
@@ -119,8 +150,12 @@ CalibrationReport calibrate(const CalibrationInput& input) {
   if (!input.cross_validate.empty() && input.fit_where) {
     EVSIM_THROW(InputError, "--cross-validate and --fit-where exclude each other");
   }
-  if (input.collectives == nullptr && input.runs.empty()) {
-    EVSIM_THROW(InputError, "nothing to calibrate: give measured runs and/or collective records");
+  if (input.collectives == nullptr && input.runs.empty() && input.kernels == nullptr) {
+    EVSIM_THROW(InputError,
+                "nothing to calibrate: give measured runs, kernels and/or collective records");
+  }
+  if (input.kernels != nullptr && !input.runs.empty()) {
+    EVSIM_THROW(InputError, "--kernels and --runs exclude each other: fit one or the other");
   }
   CalibrationReport report;
   ClusterConfig cluster = input.cluster;
@@ -136,9 +171,15 @@ CalibrationReport calibrate(const CalibrationInput& input) {
   // Existing collective curves are kept unless refitted.
   {
     std::vector<CollectiveCurve> curves;
-    if (device.model) curves = device.model->allreduce_curves;
+    std::optional<SourcedValue> host;
+    if (device.model) {
+      curves = device.model->allreduce_curves;
+      host = device.model->host_op_us;
+    }
     device.model = startingModel();
     device.model->allreduce_curves = std::move(curves);
+    // A kernel fit says nothing about the framework's host time: keep the device's.
+    if (input.kernels != nullptr && host) device.model->host_op_us = *host;
   }
   device.id = input.device_id;
 
@@ -201,6 +242,7 @@ CalibrationReport calibrate(const CalibrationInput& input) {
                       input.runs_origin)};
     }
   }
+  if (input.kernels != nullptr) fitKernels(input, cluster, report);
   report.device = device;
   return report;
 }

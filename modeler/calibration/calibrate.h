@@ -4,7 +4,9 @@
 //      of a profile database (from `eventsim import-nccl-tests` or eventprof);
 //   2. then the compute and host parameters to measured iteration times (compute_fit.h), the
 //      curves held fixed, on the runs `fit_where` selects; the other runs are held out and
-//      predicted with the fitted model.
+//      predicted with the fitted model;
+//   or 2'. the kernel parameters to measured kernel times (kernel_fit.h): a profile's compute
+//      records, every hold_out_every-th held out; the host issue time stays the cluster device's.
 // The device's uncertainty is the cross-validated MAPE (see CalibrationInput::cross_validate), or
 // the held-out MAPE when runs were held out, else the fit's own.
 
@@ -15,6 +17,7 @@
 #include "events/cluster_config.h"
 #include "modeler/calibration/collective_fit.h"
 #include "modeler/calibration/compute_fit.h"
+#include "modeler/calibration/kernel_fit.h"
 #include "modeler/calibration/run_set.h"
 #include "modeler/profile_db.h"
 
@@ -45,6 +48,10 @@ struct CalibrationInput {
   // that value and predict the others; then fit on every run. The device's uncertainty is the
   // mean held-out MAPE over the folds. Excludes fit_where.
   std::string cross_validate;
+  // Kernel times to fit instead of runs (excludes runs).
+  const ProfileDb* kernels = nullptr;
+  std::string kernels_origin;
+  int hold_out_every = 0;
   int threads = 1;
   int max_evaluations = 400;
 };
@@ -63,6 +70,8 @@ struct CalibrationReport {
   // without cross-validation).
   std::vector<double> cross_validated_ms;
   std::optional<RunSet> runs;
+  std::vector<KernelPoint> kernel_points;
+  std::optional<KernelFit> kernel_fit;
 };
 
 // Throws InputError when there is nothing to fit or the inputs cannot be used.

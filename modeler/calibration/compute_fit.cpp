@@ -4,39 +4,12 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "modeler/calibration/fit_coordinates.h"
 #include "modeler/calibration/nelder_mead.h"
 
 namespace evsim {
 
-namespace {
-
-double logistic(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-double logit(double p) { return std::log(p / (1.0 - p)); }
-
-// The searched coordinates, in order, and how each maps to its parameter.
-struct Coordinate {
-  SourcedValue DeviceModelParams::*param;
-  bool fraction;  // logistic (0, 1) rather than log (0, inf)
-};
-constexpr Coordinate kCoordinates[] = {
-    {&DeviceModelParams::gemm_efficiency, true},
-    {&DeviceModelParams::gemm_tile_overhead_k, false},
-    {&DeviceModelParams::gemm_kernel_us, false},
-    {&DeviceModelParams::memory_efficiency, true},
-    {&DeviceModelParams::memory_kernel_us, false},
-    {&DeviceModelParams::host_op_us, false},
-};
-// Where a parameter starts when the starting model has it at 0 (log space cannot hold 0).
-constexpr double kSmallestStart = 0.1;
-
-void setCoordinates(const std::vector<double>& x, DeviceModelParams& p) {
-  for (size_t i = 0; i < x.size(); ++i) {
-    const Coordinate& c = kCoordinates[i];
-    (p.*c.param).value = c.fraction ? logistic(x[i]) : std::exp(x[i]);
-  }
-}
-
-}  // namespace
+using fit_coordinates::kAll;
 
 double meanAbsPctError(const RunSet& runs, const std::vector<double>& predicted_ms,
                        const std::vector<bool>& select, bool value) {
@@ -61,18 +34,10 @@ ComputeFit fitComputeModel(const RunSet& runs, ClusterConfig cluster,
   if (fitted == 0) EVSIM_THROW(InputError, "no measured run is selected for the fit");
 
   DeviceModelParams& p = *cluster.device.model;
-  std::vector<double> start, step;
-  for (const Coordinate& c : kCoordinates) {
-    double v = (p.*c.param).value;
-    if (c.fraction) {
-      start.push_back(logit(std::clamp(v, 0.05, 0.95)));
-    } else {
-      start.push_back(std::log(std::max(v, kSmallestStart)));
-    }
-    step.push_back(0.5);
-  }
+  const std::vector<double> start = fit_coordinates::toCoordinates(p, kAll);
+  const std::vector<double> step(start.size(), 0.5);
   auto objective = [&](const std::vector<double>& x) {
-    setCoordinates(x, p);
+    fit_coordinates::setFromCoordinates(x, kAll, p);
     std::vector<double> predicted = runs.predictMs(cluster, threads);
     double sum = 0;
     for (size_t i = 0; i < predicted.size(); ++i) {
@@ -90,8 +55,8 @@ ComputeFit fitComputeModel(const RunSet& runs, ClusterConfig cluster,
   // A restart from the optimum escapes a collapsed simplex.
   MinimizeResult again = minimizeNelderMead(objective, r.x, step, max_evaluations / 2, 1e-9);
   if (again.value <= r.value) r.x = again.x;
-  setCoordinates(r.x, p);
-  for (const Coordinate& c : kCoordinates) (p.*c.param).source = source;
+  fit_coordinates::setFromCoordinates(r.x, kAll, p);
+  for (const fit_coordinates::Coordinate& c : kAll) (p.*c.param).source = source;
 
   ComputeFit fit;
   fit.params = p;

@@ -19,6 +19,8 @@ struct CalibrateArgs {
   std::string device_name;
   std::string runs;
   std::string collectives;
+  std::string kernels;
+  int hold_out_every = 3;
   std::string fit_where;
   std::string cross_validate;
   std::string dtype = "fp16";
@@ -56,6 +58,56 @@ std::string predictionsCsv(const CalibrationReport& report) {
   return out;
 }
 
+std::string kernelPredictionsCsv(const CalibrationReport& report) {
+  std::string out = "signature,family,measured_us,predicted_us,error_pct,set\n";
+  const std::vector<KernelPoint>& points = report.kernel_points;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const double measured = points[i].record->time.median_us;
+    const double predicted = report.kernel_fit->predicted_us[i];
+    out += fmt::format("\"{}\",{},{:.3f},{:.3f},{:.2f},{}\n", points[i].record->signature,
+                       points[i].family, measured, predicted, 100 * (predicted / measured - 1),
+                       points[i].in_fit ? "fit" : "held-out");
+  }
+  return out;
+}
+
+// Per op family: MAPE of the fitted and the held-out kernels.
+void printKernelReport(const CalibrationReport& report) {
+  const KernelFit& f = *report.kernel_fit;
+  const DeviceModelParams& p = f.params;
+  fmt::print(
+      "kernels: GEMM efficiency {:.3f}, tile overhead {:.1f} (k), GEMM kernel {:.2f} us, memory "
+      "efficiency {:.3f}, memory kernel {:.2f} us ({} evaluations)\n",
+      p.gemm_efficiency.value, p.gemm_tile_overhead_k.value, p.gemm_kernel_us.value,
+      p.memory_efficiency.value, p.memory_kernel_us.value, f.evaluations);
+  std::vector<std::string> families;
+  for (const KernelPoint& k : report.kernel_points) {
+    if (std::find(families.begin(), families.end(), k.family) == families.end()) {
+      families.push_back(k.family);
+    }
+  }
+  fmt::print("{:<20} {:>6} {:>10} {:>8} {:>12}\n", "family", "fitted", "MAPE", "held-out", "MAPE");
+  auto count = [&](const std::string& family, bool in_fit) {
+    return std::count_if(
+        report.kernel_points.begin(), report.kernel_points.end(),
+        [&](const KernelPoint& k) { return k.family == family && k.in_fit == in_fit; });
+  };
+  auto pct = [](double v) { return v < 0 ? std::string("-") : fmt::format("{:.2f}%", v); };
+  for (const std::string& family : families) {
+    fmt::print("{:<20} {:>6} {:>10} {:>8} {:>12}\n", family, count(family, true),
+               pct(kernelMapePct(report.kernel_points, f.predicted_us, true, family)),
+               count(family, false),
+               pct(kernelMapePct(report.kernel_points, f.predicted_us, false, family)));
+  }
+  fmt::print("{:<20} {:>6} {:>10} {:>8} {:>12}\n", "all",
+             std::count_if(report.kernel_points.begin(), report.kernel_points.end(),
+                           [](const KernelPoint& k) { return k.in_fit; }),
+             pct(kernelMapePct(report.kernel_points, f.predicted_us, true)),
+             std::count_if(report.kernel_points.begin(), report.kernel_points.end(),
+                           [](const KernelPoint& k) { return !k.in_fit; }),
+             pct(kernelMapePct(report.kernel_points, f.predicted_us, false)));
+}
+
 void printReport(const CalibrationReport& report) {
   for (const CollectiveFit& f : report.collective_fits) {
     const CollectiveCurve& c = f.curve;
@@ -85,6 +137,7 @@ void printReport(const CalibrationReport& report) {
     }
     fmt::print("; {} runs skipped\n", report.runs->skipped().size());
   }
+  if (report.kernel_fit) printKernelReport(report);
 }
 
 void runCalibrate(const CalibrateArgs& args) {
@@ -101,6 +154,13 @@ void runCalibrate(const CalibrateArgs& args) {
     input.collectives = &*db;
     input.collectives_origin = args.collectives;
   }
+  std::optional<ProfileDb> kernels;
+  if (!args.kernels.empty()) {
+    kernels = ProfileDb::load(args.kernels);
+    input.kernels = &*kernels;
+    input.kernels_origin = args.kernels;
+    input.hold_out_every = args.hold_out_every;
+  }
   if (!args.runs.empty()) {
     input.runs = loadMeasuredRuns(args.runs);
     input.runs_origin = args.runs;
@@ -115,8 +175,9 @@ void runCalibrate(const CalibrateArgs& args) {
                       ? args.threads
                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   input.max_evaluations = args.max_evaluations;
-  if (!args.predictions.empty() && args.runs.empty()) {
-    EVSIM_THROW(InputError, "--predictions needs --runs (the predictions are of measured runs)");
+  if (!args.predictions.empty() && args.runs.empty() && args.kernels.empty()) {
+    EVSIM_THROW(InputError,
+                "--predictions needs --runs or --kernels (the predictions are of measurements)");
   }
   CalibrationReport report = calibrate(input);
   printReport(report);
@@ -130,10 +191,13 @@ void runCalibrate(const CalibrateArgs& args) {
                 e.what());
   }
   // Predictions first: a failure there leaves no new device file behind.
-  if (!args.predictions.empty()) writeFileAtomically(args.predictions, predictionsCsv(report));
+  if (!args.predictions.empty()) {
+    writeFileAtomically(args.predictions,
+                        report.kernel_fit ? kernelPredictionsCsv(report) : predictionsCsv(report));
+  }
   writeFileAtomically(args.output, device_yaml);
   fmt::print("device file: {}\n", args.output);
-  if (!args.predictions.empty() && report.runs) fmt::print("predictions: {}\n", args.predictions);
+  if (!args.predictions.empty()) fmt::print("predictions: {}\n", args.predictions);
 }
 
 }  // namespace
@@ -142,7 +206,7 @@ void registerCalibrateCommand(CLI::App& app) {
   auto args = std::make_shared<CalibrateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "calibrate",
-      "fit a device model to measured collectives and iterations (docs/CALIBRATION.md)");
+      "fit a device model to measured collectives, kernels or iterations (docs/CALIBRATION.md)");
   cmd->add_option("--cluster", args->cluster,
                   "cluster YAML or bundled name: node shape, links, and the device to start from")
       ->required();
@@ -155,6 +219,13 @@ void registerCalibrateCommand(CLI::App& app) {
   cmd->add_option("--collectives", args->collectives,
                   "profile database whose intra-node all-reduce records give the NCCL curves "
                   "(e.g. from eventsim import-nccl-tests)");
+  cmd->add_option("--kernels", args->kernels,
+                  "profile database whose compute records (measured kernels, e.g. scripts/gpu's "
+                  "sweep) the kernel parameters are fitted to; excludes --runs");
+  cmd->add_option("--hold-out-every", args->hold_out_every,
+                  "with --kernels: hold out every N-th compute record (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
   cmd->add_option("--fit-where", args->fit_where,
                   "fit on the runs with KEY=VALUE (e.g. hidden=1024) and hold out the rest");
   cmd->add_option("--cross-validate", args->cross_validate,

@@ -307,8 +307,8 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
       "B={}\n",
       model.name, cluster.name, args.gpus, cluster.device.name, gib(report.capacity_bytes),
       gib(report.usable_bytes), 100 * report.headroom, args.run.global_batch);
-  fmt::print("candidates: {} (valid {}: ok {}, OOM {}; invalid {})\n", report.total(),
-             report.valid, report.ok, report.oom, report.invalid);
+  fmt::print("candidates: {} (valid {}: ok {}, OOM {}; invalid {})\n", report.total(), report.valid,
+             report.ok, report.oom, report.invalid);
   if (report.pruned) {
     fmt::print(
         "tiers: closed form {} (memory + time bound), simulated {}, pruned by bound {} "
@@ -347,7 +347,8 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
   }
   if (report.invalid > 0 && report.pruned) {
     fmt::print("\ninvalid ({} candidates), by rule:\n", report.invalid);
-    for (const auto& [rule, count] : report.invalid_by_rule) fmt::print("  {:>8}  {}\n", count, rule);
+    for (const auto& [rule, count] : report.invalid_by_rule)
+      fmt::print("  {:>8}  {}\n", count, rule);
   } else if (report.invalid > 0) {
     // One line per strategy, micro-batch and rule: schedules and techniques often break the same.
     fmt::print("\ninvalid ({} candidates):\n", report.invalid);
@@ -378,6 +379,7 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
 void run(const SearchArgs& args) {
   ModelConfig model = args.run.loadModel();
   ClusterConfig cluster = args.run.loadCluster();
+  args.costs.applyHostTime(cluster);
   if (args.gpus <= 0) EVSIM_THROW(InputError, "--gpus {}: must be > 0", args.gpus);
   if (args.run.global_batch <= 0) {
     EVSIM_THROW(InputError, "--global-batch {}: must be > 0", args.run.global_batch);
@@ -411,8 +413,9 @@ void run(const SearchArgs& args) {
   // with --exhaustive) every candidate is simulated and listed.
   const bool pruned = args.top > 0 && !args.exhaustive;
   SearchReport report =
-      pruned ? runPrunedSearch(model, cluster, cost_model, options, unionEventprofHint(args, options))
-             : runSearch(model, cluster, cost_model, options, unionEventprofHint(args, options));
+      pruned
+          ? runPrunedSearch(model, cluster, cost_model, options, unionEventprofHint(args, options))
+          : runSearch(model, cluster, cost_model, options, unionEventprofHint(args, options));
 
   if (!args.csv.empty()) {
     AtomicFileWriter out(args.csv);
@@ -454,7 +457,8 @@ void registerSearchCommand(CLI::App& app) {
   cmd->add_option(
       "--write-events", args->write_events,
       "write the union of every valid candidate's events (YAML) for eventprof --events");
-  cmd->add_option("--top", args->top, "find the K best strategies: pruned search, JSON/CSV hold those K (0: rank all)");
+  cmd->add_option("--top", args->top,
+                  "find the K best strategies: pruned search, JSON/CSV hold those K (0: rank all)");
   cmd->add_flag("--exhaustive", args->exhaustive,
                 "with --top: simulate every fitting candidate and list them all (no pruning)");
   cmd->add_option("--threads", args->threads, "worker threads (0: every core)")

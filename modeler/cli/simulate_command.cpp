@@ -16,6 +16,21 @@ void CostSourceOptions::add(CLI::App& app) {
   app.add_option("--profile", profile, "profile database written by eventprof");
   app.add_option("--fallback", fallback, "estimate events missing from the profile: analytic")
       ->check(CLI::IsMember({"analytic"}));
+  app.add_option("--host-op-us", host_op_us,
+                 "host time to issue one op (us), instead of the device file's host_op_us: e.g. "
+                 "the executor's own, as eventprof --compute-timer cuda-events reports it")
+      ->check(CLI::NonNegativeNumber);
+}
+
+void CostSourceOptions::applyHostTime(ClusterConfig& cluster) const {
+  if (!host_op_us) return;
+  if (!cluster.device.model) {
+    EVSIM_THROW(InputError,
+                "--host-op-us {}: cluster {} has an inline device without a device model (give a "
+                "device file, configs/devices/)",
+                *host_op_us, cluster.name);
+  }
+  cluster.device.model->host_op_us = {*host_op_us, "--host-op-us"};
 }
 
 std::optional<ProfileDb> CostSourceOptions::loadProfile() const {
@@ -45,6 +60,7 @@ struct SimulateArgs {
 void runSimulate(const SimulateArgs& args) {
   ModelConfig model = args.run.loadModel();
   ClusterConfig cluster = args.run.loadCluster();
+  args.costs.applyHostTime(cluster);
   Strategy strategy = args.run.strategy();
   std::optional<ProfileDb> db = args.costs.loadProfile();
   IterationPlan plan = buildIterationPlan(model, cluster, strategy);

@@ -20,8 +20,13 @@ void registerSimulateCommand(CLI::App& app);
 struct CostSourceOptions {
   std::string profile;
   std::string fallback;  // "" or "analytic"
+  // The framework's host time to issue one op, replacing the device file's host_op_us: it belongs
+  // to the software that runs the model (PyTorch eager, a C++ executor, CUDA graphs), not the GPU.
+  std::optional<double> host_op_us;
 
   void add(CLI::App& app);
+  // Applies --host-op-us to the cluster's device model; InputError when the device has none.
+  void applyHostTime(ClusterConfig& cluster) const;
   // Loads the database (if any); throws InputError when neither source is given.
   std::optional<ProfileDb> loadProfile() const;
   bool analytic() const { return fallback == "analytic"; }

@@ -1,5 +1,6 @@
 // Calibration: the measured-runs reader, and the fits recovering known parameters from synthetic
 // measurements made with those parameters.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include "common/error.h"
 #include "modeler/calibration/calibrate.h"
 #include "modeler/calibration/collective_fit.h"
+#include "modeler/calibration/kernel_fit.h"
 #include "modeler/calibration/measured_runs.h"
 #include "modeler/calibration/nelder_mead.h"
 #include "modeler/device_model.h"
@@ -145,6 +147,62 @@ TEST(ComputeFit, RecoversKnownParametersFromSyntheticRuns) {
   EXPECT_NEAR(fit.params.host_op_us.value, 45, 45 * 0.01);
   EXPECT_NEAR(fit.params.memory_efficiency.value, 0.85, 0.85 * 0.02);
   EXPECT_EQ(fit.params.host_op_us.source, "fitted: test");
+}
+
+// Kernel times made by known parameters (square GEMMs of 2 to 137 GFLOP, skinny ones, memory-bound
+// ops of 1 to 256 MiB): the kernel fit recovers the parameters from a different start, holds out
+// every third record, and leaves the host time alone.
+TEST(KernelFit, RecoversKnownParametersFromSyntheticKernels) {
+  DeviceModelParams truth = startingModel();
+  truth.gemm_efficiency.value = 0.72;
+  truth.gemm_kernel_us.value = 2.5;
+  truth.memory_efficiency.value = 0.6;
+  truth.memory_kernel_us.value = 1.5;
+  const ClusterConfig truth_cluster = syntheticCluster(truth);
+  const DeviceModel truth_model(truth_cluster);
+  ProfileDb db;
+  std::vector<std::string> signatures;
+  for (int64_t s : {1024, 2048, 4096}) {
+    signatures.push_back(fmt::format("gemm m={} n={} k={} layout=nt dtype=fp16", s, s, s));
+    signatures.push_back(fmt::format("gemm m={} n=64 k=2048 layout=nn dtype=fp16", s));
+  }
+  for (int64_t e : {1 << 19, 1 << 23, 1 << 27}) {
+    signatures.push_back(fmt::format("add elems={} dtype=fp16", e));
+    signatures.push_back(fmt::format("gelu_fwd elems={} dtype=fp16", e));
+  }
+  signatures.push_back("allreduce bytes=1048576 group=8 nodes=1 rpn=8 dtype=fp16");  // not a kernel
+  for (const std::string& sig : signatures) {
+    ProfileRecord r;
+    r.event = parseEventSignature(sig, "test");
+    r.signature = sig;
+    r.time.median_us = truth_model.estimateUs(r.event);
+    db.put(r);
+  }
+  std::vector<KernelPoint> points = kernelPoints(db, 3, "test");
+  ASSERT_EQ(points.size(), 12u);  // the all-reduce is not a kernel
+  for (size_t i = 0; i < points.size(); ++i) EXPECT_EQ(points[i].in_fit, i % 3 != 2) << i;
+  EXPECT_EQ(points[0].family, "gemm >= 1 GFLOP");  // 2 * 1024^3 = 2.1 GFLOP
+  EXPECT_EQ(points[1].family, "gemm < 1 GFLOP");   // 2 * 1024 * 64 * 2048 = 0.27 GFLOP
+  EXPECT_EQ(points[6].family, "add");
+
+  DeviceModelParams start = startingModel();
+  start.host_op_us.value = 77;
+  KernelFit fit = fitKernelModel(points, syntheticCluster(start), "measured: test", 3000,
+                                 /*prior_weight=*/0);
+  EXPECT_LT(kernelMapePct(points, fit.predicted_us, false), 0.5);  // held out
+  EXPECT_NEAR(fit.params.gemm_efficiency.value, 0.72, 0.72 * 0.02);
+  EXPECT_NEAR(fit.params.memory_efficiency.value, 0.6, 0.6 * 0.02);
+  EXPECT_NEAR(fit.params.memory_kernel_us.value, 1.5, 0.15);
+  EXPECT_EQ(fit.params.host_op_us.value, 77);  // not a kernel parameter
+  EXPECT_EQ(fit.params.gemm_efficiency.source, "measured: test");
+
+  ProfileDb only_comm;
+  ProfileRecord r;
+  r.event = parseEventSignature(signatures.back(), "test");
+  r.signature = signatures.back();
+  r.time.median_us = 10;
+  only_comm.put(r);
+  EXPECT_THROW(kernelPoints(only_comm, 3, "comm.yaml"), InputError);
 }
 
 TEST(RunSet, PredictionsDoNotDependOnThreads) {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdio>
+
 #include "events/cluster_config.h"
 #include "events/model_config.h"
 #include "profiler/cuda/cuda_backend.h"
@@ -52,6 +54,11 @@ TEST(EventrunCuda, TinyGptOneRankIteration) {
 }  // namespace evsim
 
 int main(int argc, char** argv) {
+  // Without a GPU ctest must report the test skipped (SKIP_RETURN_CODE 77), not passed.
+  if (evsim::visibleCudaDevices() == 0) {
+    std::printf("no CUDA device: skipped\n");
+    return 77;
+  }
   MPI_Init(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
   int code = RUN_ALL_TESTS();
