@@ -7,8 +7,10 @@ tensor-parallel splits, plus square and skinny shapes from 64 to 16384. Layout l
 eventsim's events: row-major A then B, "t" = stored transposed (nn.Linear's weight is [out, in], so
 the forward pass is "nt", the data gradient "nn" and the weight gradient "tn").
 
-Every shape carries `split`: "fit" or "check". The held-back check set is every layer shape at
-tokens=4096 and every third square/skinny shape: the fit never sees them (issue 19, item 4).
+Every shape carries `split`: "fit" or "check" (every layer shape at tokens=4096 and every third
+square/skinny shape), for tools that take a held-back set by shape. `eventsim calibrate --kernels`
+holds out by position instead (--hold-out-every 3, scripts/gpu/fit_h100.sh): every family loses a
+third of its shapes to the check set.
 
   sweep_shapes.py events OUT.yaml [--dtypes bf16,fp16]   eventprof events file: the cuBLAS sweep
                                                          and eventsim's memory-bound kernels

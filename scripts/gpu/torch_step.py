@@ -83,6 +83,9 @@ def main():
     ap.add_argument("--dtype", help="override the model file's dtype")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--kernel-table", metavar="FILE",
+                    help="also profile one step with torch.profiler and write its CUDA kernel "
+                         "table (time per kernel name) to FILE")
     a = ap.parse_args()
     cfg = yaml.safe_load(open(a.model))
     dname = a.dtype or cfg.get("dtype", "fp32")
@@ -125,6 +128,14 @@ def main():
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
+    if a.kernel_table:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+        with open(a.kernel_table, "w") as f:
+            f.write(prof.key_averages().table(sort_by="cuda_time_total", row_limit=40,
+                                              max_name_column_width=90))
     print(json.dumps({"model": cfg["name"], "dtype": dname, "micro_batch": b,
                       "global_batch": a.global_batch, "steps": a.steps,
                       "median_ms": statistics.median(times), "mean_ms": statistics.mean(times),
