@@ -5,7 +5,6 @@
 
 #include "common/error.h"
 #include "modeler/calibration/fit_coordinates.h"
-#include "modeler/calibration/nelder_mead.h"
 
 namespace evsim {
 
@@ -35,8 +34,7 @@ ComputeFit fitComputeModel(const RunSet& runs, ClusterConfig cluster,
 
   DeviceModelParams& p = *cluster.device.model;
   const std::vector<double> start = fit_coordinates::toCoordinates(p, kAll);
-  const std::vector<double> step(start.size(), 0.5);
-  auto objective = [&](const std::vector<double>& x) {
+  auto mean_squared_log_error = [&](const std::vector<double>& x) {
     fit_coordinates::setFromCoordinates(x, kAll, p);
     std::vector<double> predicted = runs.predictMs(cluster, threads);
     double sum = 0;
@@ -45,22 +43,17 @@ ComputeFit fitComputeModel(const RunSet& runs, ClusterConfig cluster,
       double e = std::log(predicted[i] / runs.planned()[i].run.iteration_ms);
       sum += e * e;
     }
-    // A weak prior towards the starting model keeps parameters the runs cannot tell apart
-    // (a GEMM efficiency in host-bound runs) at physical values instead of drifting to a bound.
-    double prior = 0;
-    for (size_t i = 0; i < x.size(); ++i) prior += (x[i] - start[i]) * (x[i] - start[i]);
-    return sum / fitted + prior_weight * prior;
+    return sum / fitted;
   };
-  MinimizeResult r = minimizeNelderMead(objective, start, step, max_evaluations, 1e-9);
-  // A restart from the optimum escapes a collapsed simplex.
-  MinimizeResult again = minimizeNelderMead(objective, r.x, step, max_evaluations / 2, 1e-9);
-  if (again.value <= r.value) r.x = again.x;
-  fit_coordinates::setFromCoordinates(r.x, kAll, p);
+  int evaluations = 0;
+  const std::vector<double> best = fit_coordinates::minimizeWithPrior(
+      mean_squared_log_error, start, prior_weight, max_evaluations, 1e-9, evaluations);
+  fit_coordinates::setFromCoordinates(best, kAll, p);
   for (const fit_coordinates::Coordinate& c : kAll) (p.*c.param).source = source;
 
   ComputeFit fit;
   fit.params = p;
-  fit.evaluations = r.evaluations + again.evaluations;
+  fit.evaluations = evaluations;
   fit.predicted_ms = runs.predictMs(cluster, threads);
   fit.fit_mape_pct = meanAbsPctError(runs, fit.predicted_ms, in_fit, true);
   fit.holdout_mape_pct = meanAbsPctError(runs, fit.predicted_ms, in_fit, false);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "events/device_config.h"
+#include "modeler/calibration/nelder_mead.h"
 
 namespace evsim::fit_coordinates {
 
@@ -48,6 +49,26 @@ inline void setFromCoordinates(const std::vector<double>& x,
     const Coordinate& c = coordinates[i];
     (p.*c.param).value = c.fraction ? 1.0 / (1.0 + std::exp(-x[i])) : std::exp(x[i]);
   }
+}
+
+// Minimizes `mean_squared_log_error(x)` + prior_weight * |x - start|^2 by Nelder-Mead from `start`,
+// then once more from the optimum (a restart escapes a collapsed simplex). The weak prior keeps
+// parameters the data cannot tell apart (a GEMM efficiency in host-bound runs) at physical values
+// instead of drifting to a bound. Returns the best coordinates; adds the evaluations used.
+template <typename Error>
+std::vector<double> minimizeWithPrior(Error&& mean_squared_log_error,
+                                      const std::vector<double>& start, double prior_weight,
+                                      int max_evaluations, double tolerance, int& evaluations) {
+  auto objective = [&](const std::vector<double>& x) {
+    double prior = 0;
+    for (size_t i = 0; i < x.size(); ++i) prior += (x[i] - start[i]) * (x[i] - start[i]);
+    return mean_squared_log_error(x) + prior_weight * prior;
+  };
+  const std::vector<double> step(start.size(), 0.5);
+  MinimizeResult r = minimizeNelderMead(objective, start, step, max_evaluations, tolerance);
+  MinimizeResult again = minimizeNelderMead(objective, r.x, step, max_evaluations / 2, tolerance);
+  evaluations += r.evaluations + again.evaluations;
+  return again.value <= r.value ? again.x : r.x;
 }
 
 }  // namespace evsim::fit_coordinates

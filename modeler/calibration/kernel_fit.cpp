@@ -4,7 +4,6 @@
 
 #include "common/error.h"
 #include "modeler/calibration/fit_coordinates.h"
-#include "modeler/calibration/nelder_mead.h"
 #include "modeler/device_model.h"
 
 namespace evsim {
@@ -75,8 +74,7 @@ KernelFit fitKernelModel(const std::vector<KernelPoint>& points, ClusterConfig c
 
   DeviceModelParams& params = *cluster.device.model;
   const std::vector<double> start = fit_coordinates::toCoordinates(params, kernelCoordinates());
-  const std::vector<double> step(start.size(), 0.5);
-  auto objective = [&](const std::vector<double>& x) {
+  auto mean_squared_log_error = [&](const std::vector<double>& x) {
     fit_coordinates::setFromCoordinates(x, kernelCoordinates(), params);
     std::vector<double> predicted = predictUs(points, cluster);
     double sum = 0;
@@ -85,21 +83,20 @@ KernelFit fitKernelModel(const std::vector<KernelPoint>& points, ClusterConfig c
       const double e = std::log(predicted[i] / points[i].record->time.median_us);
       sum += e * e;
     }
-    double prior = 0;
-    for (size_t i = 0; i < x.size(); ++i) prior += (x[i] - start[i]) * (x[i] - start[i]);
-    return sum / fitted + prior_weight * prior;
+    return sum / fitted;
   };
-  MinimizeResult r = minimizeNelderMead(objective, start, step, max_evaluations, 1e-10);
-  MinimizeResult again = minimizeNelderMead(objective, r.x, step, max_evaluations / 2, 1e-10);
-  if (again.value <= r.value) r.x = again.x;
-  fit_coordinates::setFromCoordinates(r.x, kernelCoordinates(), params);
-  for (const fit_coordinates::Coordinate& c : kernelCoordinates())
+  int evaluations = 0;
+  const std::vector<double> best = fit_coordinates::minimizeWithPrior(
+      mean_squared_log_error, start, prior_weight, max_evaluations, 1e-10, evaluations);
+  fit_coordinates::setFromCoordinates(best, kernelCoordinates(), params);
+  for (const fit_coordinates::Coordinate& c : kernelCoordinates()) {
     (params.*c.param).source = source;
+  }
 
   KernelFit fit;
   fit.params = params;
   fit.predicted_us = predictUs(points, cluster);
-  fit.evaluations = r.evaluations + again.evaluations;
+  fit.evaluations = evaluations;
   return fit;
 }
 

@@ -71,15 +71,18 @@ std::string kernelPredictionsCsv(const CalibrationReport& report) {
   return out;
 }
 
+std::string kernelParamsText(const DeviceModelParams& p) {
+  return fmt::format(
+      "GEMM efficiency {:.3f}, tile overhead {:.1f} (k), GEMM kernel {:.2f} us, memory efficiency "
+      "{:.3f}, memory kernel {:.2f} us",
+      p.gemm_efficiency.value, p.gemm_tile_overhead_k.value, p.gemm_kernel_us.value,
+      p.memory_efficiency.value, p.memory_kernel_us.value);
+}
+
 // Per op family: MAPE of the fitted and the held-out kernels.
 void printKernelReport(const CalibrationReport& report) {
   const KernelFit& f = *report.kernel_fit;
-  const DeviceModelParams& p = f.params;
-  fmt::print(
-      "kernels: GEMM efficiency {:.3f}, tile overhead {:.1f} (k), GEMM kernel {:.2f} us, memory "
-      "efficiency {:.3f}, memory kernel {:.2f} us ({} evaluations)\n",
-      p.gemm_efficiency.value, p.gemm_tile_overhead_k.value, p.gemm_kernel_us.value,
-      p.memory_efficiency.value, p.memory_kernel_us.value, f.evaluations);
+  fmt::print("kernels: {} ({} evaluations)\n", kernelParamsText(f.params), f.evaluations);
   std::vector<std::string> families;
   for (const KernelPoint& k : report.kernel_points) {
     if (std::find(families.begin(), families.end(), k.family) == families.end()) {
@@ -124,11 +127,8 @@ void printReport(const CalibrationReport& report) {
   if (report.compute_fit) {
     const ComputeFit& f = *report.compute_fit;
     const DeviceModelParams& p = f.params;
-    fmt::print(
-        "compute: GEMM efficiency {:.3f}, tile overhead {:.1f} (k), GEMM kernel {:.2f} us, memory "
-        "efficiency {:.3f}, memory kernel {:.2f} us, host {:.2f} us per op ({} evaluations)\n",
-        p.gemm_efficiency.value, p.gemm_tile_overhead_k.value, p.gemm_kernel_us.value,
-        p.memory_efficiency.value, p.memory_kernel_us.value, p.host_op_us.value, f.evaluations);
+    fmt::print("compute: {}, host {:.2f} us per op ({} evaluations)\n", kernelParamsText(p),
+               p.host_op_us.value, f.evaluations);
     int fitted = static_cast<int>(std::count(report.in_fit.begin(), report.in_fit.end(), true));
     fmt::print("iteration time: MAPE {:.2f}% over {} fitted runs", f.fit_mape_pct, fitted);
     if (f.holdout_mape_pct >= 0) {
