@@ -3,13 +3,48 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include "common/error.h"
 
 namespace evsim {
 
-AtomicFileWriter::AtomicFileWriter(std::string path)
-    : path_(std::move(path)), temp_path_(path_ + ".tmp." + std::to_string(::getpid())) {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Where the bytes go: a symlink is followed to its target (the link stays a link), and anything
+// that is not a regular file is written in place (a FIFO, /dev/null, a terminal), never renamed
+// over. A directory is an input error.
+struct OutputTarget {
+  std::string path;
+  bool direct = false;
+};
+
+OutputTarget resolveTarget(const std::string& path) {
+  std::error_code ec;
+  fs::path target = path;
+  if (fs::is_symlink(fs::symlink_status(target, ec))) {
+    target = fs::weakly_canonical(target, ec);
+    if (ec) EVSIM_THROW(InputError, "{}: cannot follow the symbolic link ({})", path, ec.message());
+  }
+  const fs::file_status status = fs::status(target, ec);
+  if (status.type() == fs::file_type::directory) {
+    EVSIM_THROW(InputError, "{}: is a directory, not an output file", path);
+  }
+  const bool exists =
+      status.type() != fs::file_type::not_found && status.type() != fs::file_type::none;
+  return {target.string(), exists && status.type() != fs::file_type::regular};
+}
+
+}  // namespace
+
+AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
+  OutputTarget target = resolveTarget(path_);
+  direct_ = target.direct;
+  temp_path_ = direct_ ? target.path : target.path + ".tmp." + std::to_string(::getpid());
+  final_path_ = target.path;
   out_.open(temp_path_, std::ios::out | std::ios::trunc | std::ios::binary);
   if (!out_) EVSIM_THROW(InputError, "{}: cannot create output file", path_);
 }
@@ -17,7 +52,7 @@ AtomicFileWriter::AtomicFileWriter(std::string path)
 AtomicFileWriter::~AtomicFileWriter() {
   if (!committed_) {
     out_.close();
-    std::remove(temp_path_.c_str());
+    if (!direct_) std::remove(temp_path_.c_str());
   }
 }
 
@@ -25,7 +60,8 @@ void AtomicFileWriter::commit() {
   out_.flush();
   if (!out_) EVSIM_THROW(Error, "{}: write failed (disk full?)", path_);
   out_.close();
-  if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+  if (!out_) EVSIM_THROW(Error, "{}: write failed on close (disk full?)", path_);
+  if (!direct_ && std::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
     EVSIM_THROW(Error, "{}: cannot rename {} into place", path_, temp_path_);
   }
   committed_ = true;

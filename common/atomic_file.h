@@ -2,6 +2,9 @@
 // Writes a file all-or-nothing: output goes to "<path>.tmp.<pid>" in the same directory and is
 // renamed over `path` by commit(). Destroyed without commit() (an exception, a crash), the temp
 // file is removed and any previous `path` stays intact: a reader never sees a partial output.
+// A symbolic link is followed (its target is replaced, the link stays); a path that exists and is
+// not a regular file (a FIFO, /dev/null, a terminal) is written in place, never renamed over;
+// a directory is an InputError.
 
 #include <fstream>
 #include <string>
@@ -21,8 +24,10 @@ class AtomicFileWriter {
   void commit();
 
  private:
-  std::string path_;
-  std::string temp_path_;
+  std::string path_;        // as given, for messages
+  std::string final_path_;  // where the bytes end up (a symlink's target)
+  std::string temp_path_;   // written first; final_path_ itself when direct_
+  bool direct_ = false;     // not a regular file: written in place
   std::ofstream out_;
   bool committed_ = false;
 };
