@@ -137,6 +137,7 @@ class CudaBackend : public ProfilerBackend {
         "issue cost per op): median {:.2f} us over {} events",
         v[v.size() / 2], v.size());
   }
+
   std::vector<double> timeP2P(const Event& event, const CommGroup& group, int warmup,
                               int repeats) override {
     EVSIM_CHECK(group.size == 2, "p2p over {} ranks", group.size);
