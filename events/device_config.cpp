@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/units.h"
+#include "events/event.h"
 #include "events/yaml_reader.h"
 
 namespace evsim {
@@ -49,7 +50,8 @@ CollectiveCurve readCurve(const YamlReader& item) {
 
 DeviceModelParams readModel(const YamlReader& model) {
   model.allowOnly({"gemm_efficiency", "gemm_tile_overhead_k", "gemm_kernel_us", "memory_efficiency",
-                   "memory_kernel_us", "host_op_us", "uncertainty_pct", "allreduce_curves"});
+                   "memory_efficiency_by_op", "memory_kernel_us", "host_op_us", "uncertainty_pct",
+                   "allreduce_curves"});
   DeviceModelParams p;
   p.gemm_efficiency = readSourced(model, "gemm_efficiency", kMaxFraction);
   p.gemm_tile_overhead_k = readSourced(model, "gemm_tile_overhead_k", kMaxTileOverheadK);
@@ -60,6 +62,18 @@ DeviceModelParams readModel(const YamlReader& model) {
   p.uncertainty_pct = readSourced(model, "uncertainty_pct", kMaxUncertaintyPct);
   if (p.gemm_efficiency.value <= 0) model.fail("gemm_efficiency.value", "must be > 0");
   if (p.memory_efficiency.value <= 0) model.fail("memory_efficiency.value", "must be > 0");
+  if (model.has("memory_efficiency_by_op")) {
+    const YamlReader by_op = model.child("memory_efficiency_by_op");
+    const std::vector<std::string>& ops = computeOpNames();
+    for (const auto& [op, entry] : by_op.entries()) {
+      if (op == "gemm" || op == "bgemm" || std::find(ops.begin(), ops.end(), op) == ops.end()) {
+        by_op.fail(op, "not a memory-bound compute op (gemm and bgemm have their own model)");
+      }
+      SourcedValue v = readSourced(by_op, op, kMaxFraction);
+      if (v.value <= 0) by_op.fail(op + ".value", "must be > 0");
+      p.memory_efficiency_by_op[op] = v;
+    }
+  }
   if (model.has("allreduce_curves")) {
     for (const YamlReader& item : model.items("allreduce_curves")) {
       p.allreduce_curves.push_back(readCurve(item));
@@ -165,6 +179,11 @@ std::string deviceConfigYaml(const DeviceSpec& spec) {
   emitSourced(out, "gemm_tile_overhead_k", m.gemm_tile_overhead_k);
   emitSourced(out, "gemm_kernel_us", m.gemm_kernel_us);
   emitSourced(out, "memory_efficiency", m.memory_efficiency);
+  if (!m.memory_efficiency_by_op.empty()) {
+    out << YAML::Key << "memory_efficiency_by_op" << YAML::Value << YAML::BeginMap;
+    for (const auto& [op, v] : m.memory_efficiency_by_op) emitSourced(out, op, v);
+    out << YAML::EndMap;
+  }
   emitSourced(out, "memory_kernel_us", m.memory_kernel_us);
   emitSourced(out, "host_op_us", m.host_op_us);
   emitSourced(out, "uncertainty_pct", m.uncertainty_pct);

@@ -20,6 +20,8 @@
 //     gemm_tile_overhead_k: {value: 64, source: "..."}           # per-tile prologue/epilogue, in k
 //     gemm_kernel_us: {value: 4, source: "..."}                  # fixed time per GEMM kernel
 //     memory_efficiency: {value: 0.8, source: "..."}             # of datasheet bandwidth
+//     memory_efficiency_by_op:                                   # optional, per memory-bound op
+//       dropout_fwd: {value: 0.6, source: "measured: ..."}        #   (others: memory_efficiency)
 //     memory_kernel_us: {value: 3, source: "..."}                # fixed time per memory-bound op
 //     host_op_us: {value: 10, source: "..."}                     # framework issue time per op
 //     uncertainty_pct: {value: 9, source: "..."}                 # fit's typical error, for bands
@@ -63,6 +65,10 @@ struct DeviceModelParams {
   SourcedValue gemm_tile_overhead_k;
   SourcedValue gemm_kernel_us;
   SourcedValue memory_efficiency;
+  // Kernels of different memory-bound ops reach different bandwidths (a fused dropout or a
+  // two-pass LayerNorm backward); an op listed here uses its own efficiency instead of
+  // memory_efficiency. Keys are compute op names other than gemm and bgemm.
+  std::map<std::string, SourcedValue> memory_efficiency_by_op;
   SourcedValue memory_kernel_us;
   SourcedValue host_op_us;
   SourcedValue uncertainty_pct;

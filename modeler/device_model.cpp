@@ -60,12 +60,16 @@ double DeviceModel::rooflineUs(double flops, int64_t memory_bytes, DType dtype) 
   return std::max(compute_us, memory_us);
 }
 
-double DeviceModel::memoryBoundUs(double flops, int64_t memory_bytes, DType dtype) const {
+double DeviceModel::memoryBoundUs(double flops, int64_t memory_bytes, DType dtype,
+                                  const std::string& op) const {
   const DeviceSpec& d = cluster_.device;
   if (!d.model) return rooflineUs(flops, memory_bytes, dtype);
+  const auto own = d.model->memory_efficiency_by_op.find(op);
+  const double efficiency = own != d.model->memory_efficiency_by_op.end()
+                                ? own->second.value
+                                : d.model->memory_efficiency.value;
   double compute_us = flops / kFlopsPerUs(d.peakTflops(dtype));
-  double memory_us =
-      double(memory_bytes) / bytesPerUs(d.memory_bandwidth_gb_s * d.model->memory_efficiency.value);
+  double memory_us = double(memory_bytes) / bytesPerUs(d.memory_bandwidth_gb_s * efficiency);
   return std::max(compute_us, memory_us) + d.model->memory_kernel_us.value;
 }
 
@@ -130,7 +134,7 @@ double DeviceModel::estimateUs(const Event& event) const {
     return gemmUs(event.dim("batch"), event.dim("m"), event.dim("n"), event.dim("k"), event.dtype,
                   event.memory_bytes);
   }
-  return memoryBoundUs(event.flops, event.memory_bytes, event.dtype);
+  return memoryBoundUs(event.flops, event.memory_bytes, event.dtype, event.op);
 }
 
 double DeviceModel::hostUs(const Event&) const {

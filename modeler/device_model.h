@@ -12,8 +12,8 @@
 //       tile_us = (k/split + tile_overhead_k) * 2 * tm * tn / (peak/sm * gemm_efficiency)
 //                 with tm = min(128, m rounded up to 16) (tensor-core fragments; n alike)
 //       time   = max(waves * tile_us, bytes / (bandwidth * memory_efficiency)) + gemm_kernel_us
-//   other compute ops (memory-bound): max(flops / peak, bytes / (bandwidth * memory_efficiency))
-//     + memory_kernel_us
+//   other compute ops (memory-bound): max(flops / peak, bytes / (bandwidth * efficiency))
+//     + memory_kernel_us, efficiency = the op's memory_efficiency_by_op, else memory_efficiency
 //   host: every op inside a task costs host_op_us of framework time to issue; a kernel cannot
 //     start before the host has issued it (see hostUs; the simulation applies it per task)
 //   collectives inside a node, from the NCCL all-reduce curve of the largest fitted group <= n
@@ -36,6 +36,7 @@
 //   groups that communicate at once (network * ranks_per_node / gpus_per_node, at most the link).
 
 #include <cstdint>
+#include <string>
 
 #include "events/cluster_config.h"
 #include "events/event.h"
@@ -57,7 +58,8 @@ class DeviceModel {
   // The pieces, public for tests and `eventsim calibrate`.
   double gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype,
                 int64_t memory_bytes) const;
-  double memoryBoundUs(double flops, int64_t memory_bytes, DType dtype) const;
+  double memoryBoundUs(double flops, int64_t memory_bytes, DType dtype,
+                       const std::string& op = "") const;
   double communicationUs(const Event& event) const;
 
  private:

@@ -107,8 +107,10 @@ ProfileMetadata readMetadata(const YamlReader& root) {
       {"backend", "date", "world_size", "ranks_per_node", "hosts", "devices", "versions"});
   ProfileMetadata out;
   out.backend = meta.str("backend");
-  if (out.backend != "cpu" && out.backend != "cuda" && out.backend != "nccl-tests") {
-    meta.fail("backend", fmt::format("'{}': must be cpu, cuda or nccl-tests", out.backend));
+  if (out.backend != "cpu" && out.backend != "cuda" && out.backend != "nccl-tests" &&
+      out.backend != "pytorch") {
+    meta.fail("backend",
+              fmt::format("'{}': must be cpu, cuda, nccl-tests or pytorch", out.backend));
   }
   out.date = meta.str("date");
   out.world_size = static_cast<int>(meta.positiveInt("world_size"));

@@ -5,7 +5,9 @@
 // Format (schema_version 1):
 //   schema_version: 1
 //   metadata:
-//     backend: cpu | cuda | nccl-tests      # nccl-tests: imported by eventsim import-nccl-tests
+//     backend: cpu | cuda | nccl-tests | pytorch   # nccl-tests: imported by eventsim
+//                                                  # import-nccl-tests; pytorch: kernels timed in
+//                                                  # PyTorch (scripts/gpu/torch_to_profile.py)
 //     date: "2026-11-21T10:00:00Z"
 //     world_size: 4
 //     ranks_per_node: 2

@@ -47,7 +47,7 @@ ComputeFit fitComputeModel(const RunSet& runs, ClusterConfig cluster,
   };
   int evaluations = 0;
   const std::vector<double> best = fit_coordinates::minimizeWithPrior(
-      mean_squared_log_error, start, prior_weight, max_evaluations, 1e-9, evaluations);
+      mean_squared_log_error, start, start, prior_weight, max_evaluations, 1e-9, evaluations);
   fit_coordinates::setFromCoordinates(best, kAll, p);
   for (const fit_coordinates::Coordinate& c : kAll) (p.*c.param).source = source;
 

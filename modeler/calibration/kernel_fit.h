@@ -1,9 +1,10 @@
 #pragma once
 // Fits the device model's kernel parameters (GEMM efficiency, per-tile overhead, fixed time per
-// GEMM kernel, memory efficiency, fixed time per memory-bound kernel) to measured kernel times: the
-// compute records of a profile database, e.g. scripts/gpu's sweep timed by eventprof with CUPTI on
-// one GPU. The objective is the mean squared log error of the device model's estimate against the
-// measured median over the kernels in the fit, with the weak prior of compute_fit.h towards the
+// GEMM kernel, memory efficiency, fixed time per memory-bound kernel, and a memory efficiency of
+// its own for every memory-bound op with at least two kernels in the fit) to measured kernel times:
+// the compute records of a profile database, e.g. scripts/gpu's sweep timed by eventprof with CUPTI
+// on one GPU. The objective is the mean squared log error of the device model's estimate against
+// the measured median over the kernels in the fit, with the weak prior of compute_fit.h towards the
 // starting values. The host issue time is not a kernel property and is left as given.
 //
 // Held-out kernels: every `hold_out_every`-th compute record in profile order (0: none), so that a

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "common/atomic_file.h"
@@ -83,6 +84,13 @@ std::string kernelParamsText(const DeviceModelParams& p) {
 void printKernelReport(const CalibrationReport& report) {
   const KernelFit& f = *report.kernel_fit;
   fmt::print("kernels: {} ({} evaluations)\n", kernelParamsText(f.params), f.evaluations);
+  if (!f.params.memory_efficiency_by_op.empty()) {
+    std::string by_op;
+    for (const auto& [op, v] : f.params.memory_efficiency_by_op) {
+      by_op += fmt::format("{}{} {:.3f}", by_op.empty() ? "" : ", ", op, v.value);
+    }
+    fmt::print("memory efficiency by op: {}\n", by_op);
+  }
   std::vector<std::string> families;
   for (const KernelPoint& k : report.kernel_points) {
     if (std::find(families.begin(), families.end(), k.family) == families.end()) {
@@ -102,6 +110,24 @@ void printKernelReport(const CalibrationReport& report) {
                count(family, false),
                pct(kernelMapePct(report.kernel_points, f.predicted_us, false, family)));
   }
+  auto memory_bound = [](const KernelPoint& k) {
+    return k.family.rfind("gemm", 0) != 0 && k.family.rfind("bgemm", 0) != 0;
+  };
+  auto memory_mape = [&](bool in_fit) {
+    double sum = 0;
+    int n = 0;
+    for (size_t i = 0; i < report.kernel_points.size(); ++i) {
+      const KernelPoint& k = report.kernel_points[i];
+      if (k.in_fit != in_fit || !memory_bound(k)) continue;
+      sum += std::abs(f.predicted_us[i] / k.record->time.median_us - 1);
+      ++n;
+    }
+    return std::make_pair(n, n > 0 ? 100 * sum / n : -1.0);
+  };
+  const auto [mem_fit_n, mem_fit] = memory_mape(true);
+  const auto [mem_out_n, mem_out] = memory_mape(false);
+  fmt::print("{:<20} {:>6} {:>10} {:>8} {:>12}\n", "memory-bound (all)", mem_fit_n, pct(mem_fit),
+             mem_out_n, pct(mem_out));
   fmt::print("{:<20} {:>6} {:>10} {:>8} {:>12}\n", "all",
              std::count_if(report.kernel_points.begin(), report.kernel_points.end(),
                            [](const KernelPoint& k) { return k.in_fit; }),

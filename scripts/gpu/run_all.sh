@@ -5,12 +5,13 @@
 # it measured. Needs gpu-bundle.tar.xz (scripts/gpu/bundle.sh, built on any machine with the CUDA
 # toolkit) and a python3 with PyTorch and PyYAML.
 #   scripts/gpu/run_all.sh OUT [STEP ...]
-# Steps (default: all, in this order): info tests profile eventrun torchstep sweep torchsweep
+# Steps (default: all, in this order): info tests profile eventrun torchstep torchcompiled sweep
+# torchsweep (torchops: only the sweep's memory-bound ops, forward and backward)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${1:?usage: run_all.sh OUT [STEP ...]}"
 shift
-steps="${*:-info tests profile eventrun torchstep sweep torchsweep}"
+steps="${*:-info tests profile eventrun torchstep torchcompiled sweep torchsweep}"
 work="$out/work"
 mkdir -p "$work"
 cd "$root"
@@ -71,6 +72,10 @@ for entry in "${models[@]}"; do
     step "torchstep_$m" 240 python3 scripts/gpu/torch_step.py "scripts/gpu/models/$m.yaml" \
       --micro-batch "$mb" --global-batch "$gb"
   fi
+  if has torchcompiled; then
+    step "torchcompiled_$m" 400 python3 scripts/gpu/torch_step.py "scripts/gpu/models/$m.yaml" \
+      --micro-batch "$mb" --global-batch "$gb" --compile --kernel-table "$work/torch_kernels_compiled_$m.txt"
+  fi
 done
 if has sweep; then
   python3 scripts/gpu/sweep_shapes.py events "$work/sweep_events.yaml"
@@ -79,5 +84,7 @@ if has sweep; then
 fi
 if has torchsweep; then
   step torch_sweep 420 env PYTHONUNBUFFERED=1 python3 scripts/gpu/torch_sweep.py "$work"
+elif has torchops; then
+  step torch_ops 300 env PYTHONUNBUFFERED=1 python3 scripts/gpu/torch_sweep.py "$work" --only ops
 fi
 cat "$work/steps.txt"

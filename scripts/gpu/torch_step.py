@@ -83,6 +83,9 @@ def main():
     ap.add_argument("--dtype", help="override the model file's dtype")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the model (Inductor fuses masking, softmax, dropout and "
+                         "the element-wise ops, as Megatron's fused kernels do)")
     ap.add_argument("--kernel-table", metavar="FILE",
                     help="also profile one step with torch.profiler and write its CUDA kernel "
                          "table (time per kernel name) to FILE")
@@ -95,6 +98,7 @@ def main():
     torch.manual_seed(0)
     model = Gpt(cfg).cuda().to(dtype).train()
     params = list(model.parameters())
+    forward = torch.compile(model) if a.compile else model
     half = dtype != torch.float32
     master = [p.detach().float().clone().requires_grad_(True) for p in params] if half else params
     opt = torch.optim.AdamW(master, lr=1e-4, weight_decay=0.01, fused=True)
@@ -108,7 +112,7 @@ def main():
         for p in params:
             p.grad = None
         for ids, tgt in data:
-            (model(ids, tgt, mask) / micro).backward()
+            (forward(ids, tgt, mask) / micro).backward()
         if half:
             for m, p in zip(master, params):
                 m.grad = p.grad.float()
@@ -136,7 +140,7 @@ def main():
         with open(a.kernel_table, "w") as f:
             f.write(prof.key_averages().table(sort_by="cuda_time_total", row_limit=40,
                                               max_name_column_width=90))
-    print(json.dumps({"model": cfg["name"], "dtype": dname, "micro_batch": b,
+    print(json.dumps({"model": cfg["name"], "dtype": dname, "compiled": a.compile, "micro_batch": b,
                       "global_batch": a.global_batch, "steps": a.steps,
                       "median_ms": statistics.median(times), "mean_ms": statistics.mean(times),
                       "min_ms": min(times), "max_ms": max(times),

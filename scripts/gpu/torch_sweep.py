@@ -8,7 +8,7 @@ events measure the device's time per call and not PyTorch's host time to launch 
 for small shapes. Inputs are random (never zeros) and rotated among several sets when they would fit
 in the 50 MB L2, so repeated calls do not measure the cache.
 
-  python3 scripts/gpu/torch_sweep.py OUTDIR [--only gemm,attention,membound,host]
+  python3 scripts/gpu/torch_sweep.py OUTDIR [--only gemm,attention,membound,ops,host]
 """
 import argparse
 import csv
@@ -183,6 +183,65 @@ def membound_sweep(out):
                 f"{8 * src.numel() / t / 1e3:.1f}"])
 
 
+def ops_sweep(out):
+    """PyTorch's kernels for eventsim's memory-bound ops, forward and backward, named by eventsim
+    signatures (torch_ops.csv -> scripts/gpu/torch_to_profile.py -> `eventsim calibrate --kernels`):
+    what a framework's kernels reach, as opposed to eventsim's own (the cuBLAS sweep's profile)."""
+    w = csv.writer(open(os.path.join(out, "torch_ops.csv"), "w"))
+    w.writerow(["signature", "time_us"])
+    bf = torch.bfloat16
+
+    def fwd_bwd(name_fwd, name_bwd, fn, inputs, reps=20):
+        ins = [t.requires_grad_(True) for t in inputs]
+        t_f = median_us(lambda i: fn(*ins), reps)
+        y = fn(*ins)
+        dy = torch.randn_like(y)
+        t_b = median_us(lambda i: torch.autograd.grad(y, ins, dy, retain_graph=True), reps)
+        w.writerow([name_fwd, f"{t_f:.3f}"])
+        if name_bwd:
+            w.writerow([name_bwd, f"{t_b:.3f}"])
+
+    for e in (20, 22, 24, 26, 28):
+        n = 1 << e
+        fwd_bwd(f"gelu_fwd elems={n} dtype=bf16", f"gelu_bwd elems={n} dtype=bf16",
+                lambda x: F.gelu(x, approximate="tanh"), [torch.randn(n, device="cuda", dtype=bf)])
+        fwd_bwd(f"dropout_fwd elems={n} dtype=bf16", f"dropout_bwd elems={n} dtype=bf16",
+                lambda x: F.dropout(x, 0.1, True), [torch.randn(n, device="cuda", dtype=bf)])
+        a, b = (torch.randn(n, device="cuda", dtype=bf) for _ in range(2))
+        w.writerow([f"add elems={n} dtype=bf16", f"{median_us(lambda i: a + b, 20):.3f}"])
+        for cols in (1024, 4096):
+            rows = n // cols
+            fwd_bwd(f"layernorm_fwd rows={rows} cols={cols} dtype=bf16",
+                    f"layernorm_bwd rows={rows} cols={cols} dtype=bf16",
+                    lambda x, g, bb: F.layer_norm(x, (x.shape[-1],), g, bb),
+                    [torch.randn(rows, cols, device="cuda", dtype=bf),
+                     torch.randn(cols, device="cuda", dtype=bf),
+                     torch.randn(cols, device="cuda", dtype=bf)])
+            fwd_bwd(f"softmax_fwd rows={rows} cols={cols} dtype=bf16",
+                    f"softmax_bwd rows={rows} cols={cols} dtype=bf16",
+                    lambda x: torch.softmax(x, dim=-1),
+                    [torch.randn(rows, cols, device="cuda", dtype=bf)])
+        p = torch.randn(n, device="cuda", requires_grad=True)
+        p.grad = torch.randn_like(p)
+        opt = torch.optim.AdamW([p], lr=1e-4, fused=True)
+        w.writerow([f"adam params={n} dtype=fp32", f"{median_us(lambda i: opt.step(), 20):.3f}"])
+        del a, b, p, opt
+        torch.cuda.empty_cache()
+    for rows in (4096, 16384):
+        for vocab in (32000, 50304):
+            logits = torch.randn(rows, vocab, device="cuda", dtype=bf)
+            tgt = torch.randint(0, vocab, (rows,), device="cuda")
+            fwd_bwd(f"cross_entropy_fwd rows={rows} cols={vocab} dtype=bf16",
+                    f"cross_entropy_bwd rows={rows} cols={vocab} dtype=bf16",
+                    lambda x: F.cross_entropy(x, tgt), [logits], reps=10)
+            for hidden in (1024, 4096):
+                table = torch.randn(vocab, hidden, device="cuda", dtype=bf)
+                fwd_bwd(f"embedding_fwd tokens={rows} hidden={hidden} vocab={vocab} dtype=bf16",
+                        f"embedding_bwd tokens={rows} hidden={hidden} vocab={vocab} dtype=bf16",
+                        lambda t: F.embedding(tgt, t), [table], reps=10)
+            torch.cuda.empty_cache()
+
+
 def host_sweep(out):
     """The fixed time of a tiny kernel on the GPU, and PyTorch eager's host time per op."""
     w = csv.writer(open(os.path.join(out, "torch_host.csv"), "w"))
@@ -236,14 +295,14 @@ def host_sweep(out):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
-    ap.add_argument("--only", default="gemm,attention,membound,host")
+    ap.add_argument("--only", default="gemm,attention,membound,ops,host")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.manual_seed(0)
     for part in a.only.split(","):
         t0 = time.time()
         {"gemm": gemm_sweep, "attention": attention_sweep, "membound": membound_sweep,
-         "host": host_sweep}[part](a.out)
+         "ops": ops_sweep, "host": host_sweep}[part](a.out)
         print(f"torch_sweep {part}: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
 
 

@@ -157,6 +157,7 @@ TEST(KernelFit, RecoversKnownParametersFromSyntheticKernels) {
   truth.gemm_efficiency.value = 0.72;
   truth.gemm_kernel_us.value = 2.5;
   truth.memory_efficiency.value = 0.6;
+  truth.memory_efficiency_by_op["gelu_fwd"] = {0.45, "truth"};  // its own, slower kernel
   truth.memory_kernel_us.value = 1.5;
   const ClusterConfig truth_cluster = syntheticCluster(truth);
   const DeviceModel truth_model(truth_cluster);
@@ -191,7 +192,11 @@ TEST(KernelFit, RecoversKnownParametersFromSyntheticKernels) {
                                  /*prior_weight=*/0);
   EXPECT_LT(kernelMapePct(points, fit.predicted_us, false), 0.5);  // held out
   EXPECT_NEAR(fit.params.gemm_efficiency.value, 0.72, 0.72 * 0.02);
-  EXPECT_NEAR(fit.params.memory_efficiency.value, 0.6, 0.6 * 0.02);
+  // The shared memory efficiency is seen by the skinny GEMMs' memory side and by add (its own
+  // efficiency fits to the same 0.6); gelu's own efficiency is recovered.
+  EXPECT_NEAR(fit.params.memory_efficiency_by_op.at("add").value, 0.6, 0.6 * 0.02);
+  EXPECT_NEAR(fit.params.memory_efficiency_by_op.at("gelu_fwd").value, 0.45, 0.45 * 0.02);
+  EXPECT_EQ(fit.params.memory_efficiency_by_op.at("gelu_fwd").source, "measured: test");
   EXPECT_NEAR(fit.params.memory_kernel_us.value, 1.5, 0.15);
   EXPECT_EQ(fit.params.host_op_us.value, 77);  // not a kernel parameter
   EXPECT_EQ(fit.params.gemm_efficiency.source, "measured: test");

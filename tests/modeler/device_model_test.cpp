@@ -96,6 +96,19 @@ TEST(DeviceModel, MemoryBoundOpsStreamAtTheAchievableBandwidth) {
   EXPECT_NEAR(model.estimateUs(gelu), 67108864 / 1.6e6 + 2, 1e-9);
 }
 
+// An op with an efficiency of its own uses it; the others keep memory_efficiency.
+TEST(DeviceModel, AnOpsOwnMemoryEfficiencyReplacesTheShared) {
+  ClusterConfig cluster = roundCluster();
+  cluster.device.model->memory_efficiency_by_op["gelu_fwd"] = {0.4, "test"};
+  DeviceModel model(cluster);
+  // 67108864 B at 2000 GB/s * 0.4 = 8e5 B/us: 83.886 us + 2.
+  Event gelu = makeCompute("gelu_fwd", {{"elems", 1 << 24}}, "", DType::kFp16);
+  EXPECT_NEAR(model.estimateUs(gelu), 67108864 / 0.8e6 + 2, 1e-9);
+  // add over 2^24 fp16: 3 * 2^24 * 2 B = 100663296 B at 1.6e6 B/us (the shared 0.8) + 2.
+  Event add = makeCompute("add", {{"elems", 1 << 24}}, "", DType::kFp16);
+  EXPECT_NEAR(model.estimateUs(add), 100663296 / 1.6e6 + 2, 1e-9);
+}
+
 TEST(DeviceModel, CollectivesFollowTheFittedCurve) {
   ClusterConfig cluster = roundCluster();
   DeviceModel model(cluster);
@@ -214,6 +227,29 @@ TEST(DeviceConfig, WrittenFileReadsBackTheSameModel) {
   EXPECT_EQ(again.model->host_op_us.source, "test");
   ASSERT_EQ(again.model->allreduce_curves.size(), 1u);
   EXPECT_DOUBLE_EQ(again.model->allreduce_curves[0].simple_busbw_gb_s, 230);
+}
+
+TEST(DeviceConfig, MemoryEfficiencyByOpReadsBackAndRefusesGemmsAndUnknownOps) {
+  std::string yaml = kDeviceYaml;
+  const std::string by_op =
+      "  memory_efficiency_by_op:\n    dropout_fwd: {value: 0.6, source: \"measured: test\"}\n";
+  yaml.insert(yaml.find("  memory_kernel_us:"), by_op);
+  DeviceSpec spec = parseDeviceConfig(yaml, "by-op.yaml");
+  DeviceSpec again = parseDeviceConfig(deviceConfigYaml(spec), "written.yaml");
+  ASSERT_EQ(again.model->memory_efficiency_by_op.count("dropout_fwd"), 1u);
+  EXPECT_DOUBLE_EQ(again.model->memory_efficiency_by_op.at("dropout_fwd").value, 0.6);
+  EXPECT_EQ(again.model->memory_efficiency_by_op.at("dropout_fwd").source, "measured: test");
+  for (const char* op : {"gemm", "dropout"}) {  // a GEMM has its own model; "dropout" is no op
+    std::string bad = yaml;
+    bad.replace(bad.find("dropout_fwd: {"), 11, op);
+    try {
+      parseDeviceConfig(bad, "bad.yaml");
+      FAIL() << op;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("not a memory-bound compute op"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(DeviceConfig, ClusterNamesABundledDevice) {
