@@ -72,6 +72,7 @@ def predictions(run, eventsim):
           "host | error | PyTorch ms | from profile (device file host) | error | device model "
           "alone | error |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+    compiled = []
     for m, mb, gb in MODELS:
         er = float(re.search(r"iteration ([0-9.]+) ms", open(f"{run}/eventrun_{m}.log").read())
                    .group(1))
@@ -83,10 +84,25 @@ def predictions(run, eventsim):
         p_pt = simulate(eventsim, m, mb, gb, prof)
         d_pt = simulate(eventsim, m, mb, gb, ["--fallback", "analytic"])
         pct = lambda p, t: f"{(p / t - 1) * 100:+.1f}%"
+        compiled_file = f"{run}/torchcompiled_{m}.json"
+        if os.path.exists(compiled_file):
+            compiled.append((m, json.load(open(compiled_file))["median_ms"], d_pt,
+                             simulate(eventsim, m, mb, gb, ["--fallback", "analytic",
+                                                             "--host-op-us", "0"])))
         print(f"| {m} | {er:.2f} | {p_er:.2f} | {pct(p_er, er)} | {d_er:.2f} | {pct(d_er, er)} "
               f"| {torch_ms:.2f} | {p_pt:.2f} | {pct(p_pt, torch_ms)} | {d_pt:.2f} "
               f"| {pct(d_pt, torch_ms)} |")
     print()
+    if compiled:
+        print("The same step under torch.compile (Inductor fuses masking, softmax, dropout and the "
+              "element-wise ops):\n")
+        print("| model | compiled PyTorch ms | device model | error | device model, no host time "
+              "| error |")
+        print("|---|---|---|---|---|---|")
+        for m, c, d, d0 in compiled:
+            print(f"| {m} | {c:.2f} | {d:.2f} | {(d / c - 1) * 100:+.1f}% | {d0:.2f} "
+                  f"| {(d0 / c - 1) * 100:+.1f}% |")
+        print()
 
 
 def main():
