@@ -66,7 +66,7 @@ DeviceModelParams readModel(const YamlReader& model) {
     const YamlReader by_op = model.child("memory_efficiency_by_op");
     const std::vector<std::string>& ops = computeOpNames();
     for (const auto& [op, entry] : by_op.entries()) {
-      if (op == "gemm" || op == "bgemm" || std::find(ops.begin(), ops.end(), op) == ops.end()) {
+      if (isGemmOp(op) || std::find(ops.begin(), ops.end(), op) == ops.end()) {
         by_op.fail(op, "not a memory-bound compute op (gemm and bgemm have their own model)");
       }
       SourcedValue v = readSourced(by_op, op, kMaxFraction);

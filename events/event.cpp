@@ -14,6 +14,7 @@ namespace {
 
 // Cost rule of one compute op: flops and bytes moved per execution from its dims.
 struct ComputeOpRule {
+  ComputeOpKind kind;
   std::vector<std::string> dims;
   bool has_layout = false;
   // flops and memory traffic (in elements of the event's dtype, except adam) from dims
@@ -28,92 +29,113 @@ const std::map<std::string, ComputeOpRule, std::less<>>& computeRules() {
   // for the analytic fallback, where these ops are memory-bound anyway.
   static const std::map<std::string, ComputeOpRule, std::less<>> rules = {
       {"gemm",
-       {{"m", "n", "k"},
+       {{OpFamily::kGemm, false},
+        {"m", "n", "k"},
         true,
         [](const auto& d) { return 2.0 * d[0] * d[1] * d[2]; },
         [](const auto& d) {
           return double(d[0]) * d[2] + double(d[2]) * d[1] + double(d[0]) * d[1];
         }}},
       {"bgemm",
-       {{"batch", "m", "n", "k"},
+       {{OpFamily::kGemm, false},
+        {"batch", "m", "n", "k"},
         true,
         [](const auto& d) { return 2.0 * d[0] * d[1] * d[2] * d[3]; },
         [](const auto& d) {
           return double(d[0]) * (double(d[1]) * d[3] + double(d[3]) * d[2] + double(d[1]) * d[2]);
         }}},
       {"layernorm_fwd",
-       {{"rows", "cols"},
+       {{OpFamily::kLayerNorm, false},
+        {"rows", "cols"},
         false,
         [](const auto& d) { return 8 * rows_cols(d); },
         [](const auto& d) { return 2 * rows_cols(d); }}},
       {"layernorm_bwd",
-       {{"rows", "cols"},
+       {{OpFamily::kLayerNorm, true},
+        {"rows", "cols"},
         false,
         [](const auto& d) { return 10 * rows_cols(d); },
         [](const auto& d) { return 3 * rows_cols(d); }}},
       {"softmax_fwd",
-       {{"rows", "cols"},
+       {{OpFamily::kSoftmax, false},
+        {"rows", "cols"},
         false,
         [](const auto& d) { return 5 * rows_cols(d); },
         [](const auto& d) { return 2 * rows_cols(d); }}},
       {"softmax_bwd",
-       {{"rows", "cols"},
+       {{OpFamily::kSoftmax, true},
+        {"rows", "cols"},
         false,
         [](const auto& d) { return 4 * rows_cols(d); },
         [](const auto& d) { return 3 * rows_cols(d); }}},
       {"cross_entropy_fwd",
-       {{"rows", "cols"},
+       {{OpFamily::kCrossEntropy, false},
+        {"rows", "cols"},
         false,
         [](const auto& d) { return 4 * rows_cols(d); },
         [](const auto& d) { return rows_cols(d); }}},
       {"cross_entropy_bwd",
-       {{"rows", "cols"},
+       {{OpFamily::kCrossEntropy, true},
+        {"rows", "cols"},
         false,
         [](const auto& d) { return 3 * rows_cols(d); },
         [](const auto& d) { return 2 * rows_cols(d); }}},
       {"gelu_fwd",
-       {{"elems"},
+       {{OpFamily::kElementwise, false},
+        {"elems"},
         false,
         [](const auto& d) { return 8.0 * d[0]; },
         [](const auto& d) { return 2.0 * d[0]; }}},
       {"gelu_bwd",
-       {{"elems"},
+       {{OpFamily::kElementwise, true},
+        {"elems"},
         false,
         [](const auto& d) { return 12.0 * d[0]; },
         [](const auto& d) { return 3.0 * d[0]; }}},
       {"dropout_fwd",
-       {{"elems"},
+       {{OpFamily::kElementwise, false},
+        {"elems"},
         false,
         [](const auto& d) { return 2.0 * d[0]; },
         [](const auto& d) { return 2.5 * d[0]; }}},  // x in, y out, 1-byte mask
       {"dropout_bwd",
-       {{"elems"},
+       {{OpFamily::kElementwise, true},
+        {"elems"},
         false,
         [](const auto& d) { return 1.0 * d[0]; },
         [](const auto& d) { return 2.5 * d[0]; }}},
       {"add",
-       {{"elems"},
+       {{OpFamily::kElementwise, false},
+        {"elems"},
         false,
         [](const auto& d) { return 1.0 * d[0]; },
         [](const auto& d) { return 3.0 * d[0]; }}},
       {"embedding_fwd",
-       {{"tokens", "hidden", "vocab"},
+       {{OpFamily::kEmbedding, false},
+        {"tokens", "hidden", "vocab"},
         false,
         [](const auto&) { return 0.0; },
         [](const auto& d) { return 2.0 * d[0] * d[1]; }}},
       {"embedding_bwd",
-       {{"tokens", "hidden", "vocab"},
+       {{OpFamily::kEmbedding, true},
+        {"tokens", "hidden", "vocab"},
         false,
         [](const auto& d) { return double(d[0]) * d[1]; },
         [](const auto& d) { return 2.0 * d[0] * d[1] + double(d[2]) * d[1]; }}},
       // fp32 master weight, gradient, two moments read; weight and moments written.
       {"adam",
-       {{"params"},
+       {{OpFamily::kAdam, false},
+        {"params"},
         false,
         [](const auto& d) { return 12.0 * d[0]; },
         [](const auto& d) { return 7.0 * d[0]; }}},
   };
   return rules;
+}
+
+const ComputeOpRule* findRule(std::string_view op) {
+  auto it = computeRules().find(op);
+  return it == computeRules().end() ? nullptr : &it->second;
 }
 
 std::string placementText(const Placement& p) {
@@ -135,6 +157,24 @@ const std::vector<std::string>& computeOpNames() {
     return out;
   }();
   return names;
+}
+
+ComputeOpKind computeOpKind(const Event& event, std::string_view backend) {
+  if (event.kind != EventKind::kCompute) {
+    EVSIM_THROW(InputError, "'{}': not a compute event; no {} kernel runs it", event.signature(),
+                backend);
+  }
+  const ComputeOpRule* rule = findRule(event.op);
+  if (rule == nullptr) {
+    EVSIM_THROW(InputError, "'{}': no {} kernel for compute op '{}'", event.signature(), backend,
+                event.op);
+  }
+  return rule->kind;
+}
+
+bool isGemmOp(std::string_view op) {
+  const ComputeOpRule* rule = findRule(op);
+  return rule != nullptr && rule->kind.family == OpFamily::kGemm;
 }
 
 std::string Event::signature() const {

@@ -78,6 +78,20 @@ struct Event {
 //   adam params                    one mixed-precision Adam step over `params` fp32 master weights
 const std::vector<std::string>& computeOpNames();
 
+// What computes an op: its family and whether it is a backward pass. The backends' kernel
+// factories (kernels/cpu, kernels/cuda) switch on the family, so the op list lives once, in the
+// table of events/event.cpp, beside each op's dims and cost rule.
+enum class OpFamily { kGemm, kSoftmax, kLayerNorm, kElementwise, kEmbedding, kCrossEntropy, kAdam };
+struct ComputeOpKind {
+  OpFamily family = OpFamily::kElementwise;
+  bool backward = false;
+};
+// InputError naming the event's signature for an event that is not a compute op eventsim knows;
+// `backend` names who asked ("CPU", "CUDA").
+ComputeOpKind computeOpKind(const Event& event, std::string_view backend);
+// True for gemm and bgemm (the ops with a GEMM model); false for the memory-bound ones.
+bool isGemmOp(std::string_view op);
+
 // Builds a compute event, filling flops and memory traffic from the op's cost rule. Throws
 // InputError naming `where` for an unknown op, wrong dims or non-positive sizes.
 Event makeCompute(std::string_view op, std::vector<Dim> dims, std::string_view layout, DType dtype,

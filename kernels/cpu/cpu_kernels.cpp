@@ -1,8 +1,6 @@
 // ComputeKernel wrappers over the pure functions of cpu_ops.h, and makeCpuKernel. Each wrapper
 // owns float32 buffers sized from the event's dims, filled with random values at construction,
 // and calls one function per run().
-#include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -243,50 +241,28 @@ class AdamKernel final : public ComputeKernel {
   Floats weights_, grads_, m_, v_;
 };
 
-using Factory = std::function<std::unique_ptr<ComputeKernel>(const Event&, uint64_t)>;
-
-template <typename K>
-Factory plain() {
-  return [](const Event& e, uint64_t s) { return std::make_unique<K>(e, s); };
-}
-template <typename K>
-Factory pass(bool backward) {
-  return [backward](const Event& e, uint64_t s) { return std::make_unique<K>(e, s, backward); };
-}
-
-const std::map<std::string, Factory, std::less<>>& factories() {
-  static const std::map<std::string, Factory, std::less<>> table = {
-      {"gemm", plain<GemmKernel>()},
-      {"bgemm", plain<GemmKernel>()},
-      {"softmax_fwd", pass<SoftmaxKernel>(false)},
-      {"softmax_bwd", pass<SoftmaxKernel>(true)},
-      {"layernorm_fwd", pass<LayerNormKernel>(false)},
-      {"layernorm_bwd", pass<LayerNormKernel>(true)},
-      {"gelu_fwd", plain<ElementwiseKernel>()},
-      {"gelu_bwd", plain<ElementwiseKernel>()},
-      {"dropout_fwd", plain<ElementwiseKernel>()},
-      {"dropout_bwd", plain<ElementwiseKernel>()},
-      {"add", plain<ElementwiseKernel>()},
-      {"embedding_fwd", pass<EmbeddingKernel>(false)},
-      {"embedding_bwd", pass<EmbeddingKernel>(true)},
-      {"cross_entropy_fwd", pass<CrossEntropyKernel>(false)},
-      {"cross_entropy_bwd", pass<CrossEntropyKernel>(true)},
-      {"adam", plain<AdamKernel>()},
-  };
-  return table;
-}
-
 }  // namespace
 
+// One case per op family of events/event.cpp's op table (computeOpKind).
 std::unique_ptr<ComputeKernel> makeCpuKernel(const Event& event, uint64_t seed) {
-  if (event.kind != EventKind::kCompute) {
-    EVSIM_THROW(InputError, "'{}': not a compute event; no CPU kernel runs it", event.signature());
+  const ComputeOpKind kind = computeOpKind(event, "CPU");
+  switch (kind.family) {
+    case OpFamily::kGemm:
+      return std::make_unique<GemmKernel>(event, seed);
+    case OpFamily::kSoftmax:
+      return std::make_unique<SoftmaxKernel>(event, seed, kind.backward);
+    case OpFamily::kLayerNorm:
+      return std::make_unique<LayerNormKernel>(event, seed, kind.backward);
+    case OpFamily::kElementwise:
+      return std::make_unique<ElementwiseKernel>(event, seed);
+    case OpFamily::kEmbedding:
+      return std::make_unique<EmbeddingKernel>(event, seed, kind.backward);
+    case OpFamily::kCrossEntropy:
+      return std::make_unique<CrossEntropyKernel>(event, seed, kind.backward);
+    case OpFamily::kAdam:
+      return std::make_unique<AdamKernel>(event, seed);
   }
-  auto it = factories().find(event.op);
-  if (it == factories().end()) {
-    EVSIM_THROW(InputError, "'{}': no CPU kernel for compute op '{}'", event.signature(), event.op);
-  }
-  return it->second(event, seed);
+  EVSIM_THROW(Error, "op family {} has no CPU kernel", static_cast<int>(kind.family));
 }
 
 }  // namespace evsim

@@ -4,8 +4,6 @@
 // exactly one event.
 #include "kernels/cuda/cuda_kernels.h"
 
-#include <functional>
-#include <map>
 #include <string>
 
 #include "common/error.h"
@@ -236,55 +234,30 @@ class AdamKernel final : public CudaKernelBase {
   DeviceBuffer weights_, grads_, m_, v_;
 };
 
-using Factory = std::function<std::unique_ptr<ComputeKernel>(const Event&, cudaStream_t, uint64_t)>;
-
-template <typename K>
-Factory plain() {
-  return
-      [](const Event& e, cudaStream_t s, uint64_t seed) { return std::make_unique<K>(e, s, seed); };
-}
-template <typename K>
-Factory pass(bool backward) {
-  return [backward](const Event& e, cudaStream_t s, uint64_t seed) {
-    return std::make_unique<K>(e, s, seed, backward);
-  };
-}
-
-const std::map<std::string, Factory, std::less<>>& factories() {
-  static const std::map<std::string, Factory, std::less<>> table = {
-      {"gemm", cuda::makeCudaGemmKernel},
-      {"bgemm", cuda::makeCudaGemmKernel},
-      {"softmax_fwd", pass<SoftmaxKernel>(false)},
-      {"softmax_bwd", pass<SoftmaxKernel>(true)},
-      {"layernorm_fwd", pass<LayerNormKernel>(false)},
-      {"layernorm_bwd", pass<LayerNormKernel>(true)},
-      {"gelu_fwd", plain<ElementwiseKernel>()},
-      {"gelu_bwd", plain<ElementwiseKernel>()},
-      {"dropout_fwd", plain<ElementwiseKernel>()},
-      {"dropout_bwd", plain<ElementwiseKernel>()},
-      {"add", plain<ElementwiseKernel>()},
-      {"embedding_fwd", pass<EmbeddingKernel>(false)},
-      {"embedding_bwd", pass<EmbeddingKernel>(true)},
-      {"cross_entropy_fwd", pass<CrossEntropyKernel>(false)},
-      {"cross_entropy_bwd", pass<CrossEntropyKernel>(true)},
-      {"adam", plain<AdamKernel>()},
-  };
-  return table;
-}
-
 }  // namespace
 
+// One case per op family of events/event.cpp's op table (computeOpKind).
 std::unique_ptr<ComputeKernel> makeCudaKernel(const Event& event, void* cuda_stream,
                                               uint64_t seed) {
-  if (event.kind != EventKind::kCompute) {
-    EVSIM_THROW(InputError, "'{}': not a compute event; no CUDA kernel runs it", event.signature());
+  const ComputeOpKind kind = computeOpKind(event, "CUDA");
+  auto stream = static_cast<cudaStream_t>(cuda_stream);
+  switch (kind.family) {
+    case OpFamily::kGemm:
+      return cuda::makeCudaGemmKernel(event, stream, seed);
+    case OpFamily::kSoftmax:
+      return std::make_unique<SoftmaxKernel>(event, stream, seed, kind.backward);
+    case OpFamily::kLayerNorm:
+      return std::make_unique<LayerNormKernel>(event, stream, seed, kind.backward);
+    case OpFamily::kElementwise:
+      return std::make_unique<ElementwiseKernel>(event, stream, seed);
+    case OpFamily::kEmbedding:
+      return std::make_unique<EmbeddingKernel>(event, stream, seed, kind.backward);
+    case OpFamily::kCrossEntropy:
+      return std::make_unique<CrossEntropyKernel>(event, stream, seed, kind.backward);
+    case OpFamily::kAdam:
+      return std::make_unique<AdamKernel>(event, stream, seed);
   }
-  auto it = factories().find(event.op);
-  if (it == factories().end()) {
-    EVSIM_THROW(InputError, "'{}': no CUDA kernel for compute op '{}'", event.signature(),
-                event.op);
-  }
-  return it->second(event, static_cast<cudaStream_t>(cuda_stream), seed);
+  EVSIM_THROW(Error, "op family {} has no CUDA kernel", static_cast<int>(kind.family));
 }
 
 int cudaDeviceCount() {

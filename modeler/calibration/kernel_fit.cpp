@@ -18,7 +18,7 @@ std::span<const fit_coordinates::Coordinate> kernelCoordinates() {
 }
 
 std::string familyOf(const Event& e) {
-  if (e.op == "gemm" || e.op == "bgemm") {
+  if (isGemmOp(e.op)) {
     return e.flops >= kGemmFamilySplitFlops ? e.op + " >= 1 GFLOP" : e.op + " < 1 GFLOP";
   }
   return e.op;
@@ -31,7 +31,7 @@ std::vector<std::string> perOpMemoryOps(const std::vector<KernelPoint>& points) 
   std::map<std::string, int> fitted;
   for (const KernelPoint& p : points) {
     const std::string& op = p.record->event.op;
-    if (p.in_fit && op != "gemm" && op != "bgemm") ++fitted[op];
+    if (p.in_fit && !isGemmOp(op)) ++fitted[op];
   }
   std::vector<std::string> ops;
   for (const auto& [op, n] : fitted) {
