@@ -29,14 +29,7 @@ Simulation runOnce(const ModelConfig& model, const Strategy& s) {
 }
 
 Strategy strategy(int tp, int pp, int dp, int64_t b, int64_t B, Schedule schedule) {
-  Strategy s;
-  s.tp = tp;
-  s.pp = pp;
-  s.dp = dp;
-  s.micro_batch = b;
-  s.global_batch = B;
-  s.schedule = schedule;
-  return s;
+  return Strategy::of(tp, pp, dp, b, B, schedule);
 }
 
 // The target: gpt3-175b, 8M16P16D (2048 GPUs), b=1, B=1536, DAPPLE, summary < 1 s.

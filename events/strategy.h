@@ -46,6 +46,16 @@ struct Strategy {
   // 2 + gradients, 3 + parameters.
   int zero_stage = 0;
 
+  // The plain M/P/D strategy with batch sizes and a schedule, every technique off.
+  static Strategy of(int tp, int pp, int dp, int64_t micro_batch, int64_t global_batch,
+                     Schedule schedule = Schedule::kDapple) {
+    Strategy s;
+    s.tp = tp, s.pp = pp, s.dp = dp;
+    s.micro_batch = micro_batch, s.global_batch = global_batch;
+    s.schedule = schedule;
+    return s;
+  }
+
   int64_t gpus() const { return int64_t{tp} * pp * dp; }
   int64_t microBatches() const { return global_batch / (micro_batch * dp); }
   std::string name() const;  // "2M4P2D"

@@ -25,13 +25,7 @@ ModelConfig gptModel(const MeasuredRun& r, const RunSettings& settings) {
 RunSet::RunSet(const std::vector<MeasuredRun>& runs, const ClusterConfig& cluster,
                const RunSettings& settings) {
   for (const MeasuredRun& r : runs) {
-    Strategy s;
-    s.tp = r.tp;
-    s.pp = r.pp;
-    s.dp = r.dp;
-    s.micro_batch = r.micro_batch;
-    s.global_batch = r.global_batch;
-    s.schedule = settings.schedule;
+    Strategy s = Strategy::of(r.tp, r.pp, r.dp, r.micro_batch, r.global_batch, settings.schedule);
     s.recompute = settings.recompute;
     try {
       planned_.push_back(PlannedRun{r, buildIterationPlan(gptModel(r, settings), cluster, s)});

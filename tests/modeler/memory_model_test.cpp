@@ -60,14 +60,7 @@ network: {name: net, bandwidth_gb_s: 10, latency_us: 5}
 }
 
 Strategy strategy(int tp, int pp, int dp, int64_t b, int64_t B, Schedule schedule) {
-  Strategy s;
-  s.tp = tp;
-  s.pp = pp;
-  s.dp = dp;
-  s.micro_batch = b;
-  s.global_batch = B;
-  s.schedule = schedule;
-  return s;
+  return Strategy::of(tp, pp, dp, b, B, schedule);
 }
 
 TEST(MemoryModelTest, BytesPerParameterFollowMegatron) {

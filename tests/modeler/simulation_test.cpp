@@ -35,14 +35,7 @@ namespace {
 
 Strategy strategy(int tp, int pp, int dp, int64_t global_batch,
                   Schedule schedule = Schedule::kGpipe) {
-  Strategy s;
-  s.tp = tp;
-  s.pp = pp;
-  s.dp = dp;
-  s.micro_batch = 1;
-  s.global_batch = global_batch;
-  s.schedule = schedule;
-  return s;
+  return Strategy::of(tp, pp, dp, 1, global_batch, schedule);
 }
 
 // h = 64, a = 4, f = 256, s = 32, vocab 512 (already a multiple of 128): with b = 1 the shapes keep

@@ -17,13 +17,7 @@ ModelConfig tinyGpt() { return loadModelConfig(EVSIM_CONFIG_DIR "/models/tiny-gp
 ClusterConfig cpuLocal() { return loadClusterConfig(EVSIM_CONFIG_DIR "/clusters/cpu-local.yaml"); }
 
 Strategy strategy(int tp, int pp, int dp, int64_t global_batch) {
-  Strategy s;
-  s.tp = tp;
-  s.pp = pp;
-  s.dp = dp;
-  s.micro_batch = 1;
-  s.global_batch = global_batch;
-  return s;
+  return Strategy::of(tp, pp, dp, 1, global_batch);
 }
 
 // A profile holding every event of `plan`, each measured at kOpUs.
