@@ -4,8 +4,8 @@
 // (nccl-tests, doc/PERFORMANCE.md), its latency-bound ring steps, whether a time measured over n
 // ranks scales to N by the ring volume factor, and the elements each rank sends and receives.
 // One file per collective in events/collectives/ (all_reduce.cpp, ...), listed in
-// collectives/registry.cpp. The devices run them from the same buffers (profiler/mpi_collectives,
-// profiler/cuda/nccl_collectives).
+// collectives/registry.cpp. The devices run them from the same buffers (mpi/mpi_collectives,
+// mpi/cuda/nccl_collectives).
 //
 // `elements` is always an event's message_bytes in elements: all-reduce, broadcast, p2p: the buffer
 // each rank contributes or sends; reduce-scatter, all-gather, all-to-all: the FULL buffer

@@ -18,9 +18,9 @@
 #include "events/cluster_config.h"
 #include "events/event.h"
 #include "events/event_table.h"
+#include "io/profile_db.h"
 #include "modeler/cost_source.h"
 #include "modeler/device_model.h"
-#include "modeler/profile_db.h"
 
 namespace evsim {
 

@@ -12,8 +12,9 @@
 //               8       2    float     sum     -1  10.58   0.00   0.00      0  10.42   0.00 ...
 //    The columns are found from the header line (older versions lack `root`, name the error
 //    column `error` and print a numerical error there, and have no `Group` in the Rank lines).
-//    Lines that are not nccl-tests' table (mpirun's, NCCL_DEBUG's) are skipped. The Rank lines give the group (ranks), nodes (distinct hosts) and
-//    ranks per node (the most on one host); --group/--nodes stand in when a log lacks them.
+//    Lines that are not nccl-tests' table (mpirun's, NCCL_DEBUG's) are skipped. The Rank lines give
+//    the group (ranks), nodes (distinct hosts) and ranks per node (the most on one host);
+//    --group/--nodes stand in when a log lacks them.
 // 2. The CSV form of ../shared/calibration/nccl_allreduce_*.csv:
 //      size(B),count,type,time(ns),busbw(GB/s),time(ns),busbw(GB/s)     (out-of-place first)
 //    which names neither the collective (all-reduce unless --collective) nor the group (--group
@@ -30,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "modeler/profile_db.h"
+#include "io/profile_db.h"
 
 namespace evsim {
 

@@ -10,8 +10,8 @@
 //     placement, interpolated log-log (both at once when needed: interpolate at the measured group,
 //     then scale). Compute events are never derived: another shape may run another kernel.
 
+#include "io/profile_db.h"
 #include "modeler/cost_source.h"
-#include "modeler/profile_db.h"
 
 namespace evsim {
 

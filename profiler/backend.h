@@ -15,16 +15,9 @@
 #include <vector>
 
 #include "events/event.h"
+#include "mpi/comm_group.h"
 
 namespace evsim {
-
-// The ranks that measure one communication event together.
-struct CommGroup {
-  MPI_Comm comm = MPI_COMM_NULL;  // only the measuring ranks
-  int rank = 0;                   // this rank's index in comm
-  int size = 0;
-  std::vector<int> world_ranks;  // ascending; comm rank i is world_ranks[i]
-};
 
 class ProfilerBackend {
  public:

@@ -6,6 +6,7 @@
 #include "profiler/profile_session.h"
 
 #if EVSIM_WITH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
 #include "profiler/cuda/cuda_backend.h"
 #endif
 
@@ -15,7 +16,7 @@ namespace {
 
 int visibleGpus() {
 #if EVSIM_WITH_CUDA
-  return visibleCudaDevices();
+  return cudaDeviceCount();
 #else
   return 0;
 #endif

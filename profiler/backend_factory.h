@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "mpi/mpi_env.h"
 #include "profiler/backend.h"
-#include "profiler/mpi_env.h"
 
 namespace evsim {
 

@@ -9,8 +9,8 @@
 #include "common/strings.h"
 #include "kernels/cpu/cpu_host.h"
 #include "kernels/kernel.h"
-#include "profiler/mpi_check.h"
-#include "profiler/mpi_collectives.h"
+#include "mpi/mpi_check.h"
+#include "mpi/mpi_collectives.h"
 
 namespace evsim {
 

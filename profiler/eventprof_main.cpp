@@ -11,11 +11,11 @@
 
 #include "common/error.h"
 #include "common/strings.h"
-#include "modeler/cli/run_options.h"
+#include "io/run_options.h"
+#include "mpi/mpi_env.h"
+#include "mpi/mpi_main.h"
 #include "profiler/backend_factory.h"
 #include "profiler/event_source.h"
-#include "profiler/mpi_env.h"
-#include "profiler/mpi_main.h"
 #include "profiler/profile_session.h"
 
 namespace evsim {

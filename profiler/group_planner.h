@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "events/event.h"
-#include "profiler/topology.h"
+#include "mpi/topology.h"
 
 namespace evsim {
 

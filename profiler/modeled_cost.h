@@ -10,7 +10,7 @@
 #include "events/cluster_config.h"
 #include "events/model_config.h"
 #include "events/strategy.h"
-#include "modeler/profile_db.h"
+#include "io/profile_db.h"
 
 namespace evsim {
 

@@ -5,9 +5,9 @@
 #include <ctime>
 #include <filesystem>
 
+#include "mpi/mpi_check.h"
 #include "profiler/comm_math.h"
 #include "profiler/group_planner.h"
-#include "profiler/mpi_check.h"
 #include "profiler/stats.h"
 #include "profiler/work_plan.h"
 

@@ -14,21 +14,14 @@
 
 #include "common/error.h"
 #include "events/event.h"
-#include "modeler/profile_db.h"
+#include "io/profile_db.h"
+#include "mpi/mpi_env.h"
+#include "mpi/topology.h"
 #include "profiler/backend.h"
 #include "profiler/modeled_cost.h"
-#include "profiler/mpi_env.h"
 #include "profiler/progress.h"
-#include "profiler/topology.h"
 
 namespace evsim {
-
-// Bad input that every rank knows about with the same message (rank 0 found it and broadcast
-// it): main() prints it once and all ranks exit normally, with no MPI_Abort needed.
-class CollectiveInputError : public InputError {
- public:
-  using InputError::InputError;
-};
 
 struct ProfileOptions {
   std::string output_path;

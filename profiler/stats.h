@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "modeler/profile_db.h"
+#include "io/profile_db.h"
 
 namespace evsim {
 

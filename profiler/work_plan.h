@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "events/event.h"
-#include "modeler/profile_db.h"
-#include "profiler/topology.h"
+#include "io/profile_db.h"
+#include "mpi/topology.h"
 
 namespace evsim {
 

@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-SIM=build/eventsim PROF=build/profiler/eventprof RUN=build/profiler/eventrun
+SIM=build/eventsim PROF=build/profiler/eventprof RUN=build/runner/eventrun
 for b in $SIM $PROF $RUN; do [ -x $b ] || { echo "validate.sh: $b not built" >&2; exit 2; }; done
 mkdir -p "$OUT"
 # Other work on the machine preempts the ranks and inflates measured events: say how loaded it was.

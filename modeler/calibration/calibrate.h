@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "events/cluster_config.h"
+#include "io/profile_db.h"
 #include "modeler/calibration/collective_fit.h"
 #include "modeler/calibration/compute_fit.h"
 #include "modeler/calibration/kernel_fit.h"
 #include "modeler/calibration/run_set.h"
-#include "modeler/profile_db.h"
 
 namespace evsim {
 

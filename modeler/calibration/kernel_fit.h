@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "events/cluster_config.h"
+#include "io/profile_db.h"
 #include "modeler/calibration/compute_fit.h"
-#include "modeler/profile_db.h"
 
 namespace evsim {
 

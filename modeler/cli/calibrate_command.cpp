@@ -8,8 +8,8 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "io/run_options.h"
 #include "modeler/calibration/calibrate.h"
-#include "modeler/cli/run_options.h"
 
 namespace evsim {
 

@@ -12,7 +12,7 @@
 #include "events/event_file.h"
 #include "events/iteration_plan.h"
 #include "events/strategy_space.h"
-#include "modeler/cli/run_options.h"
+#include "io/run_options.h"
 
 namespace evsim {
 

@@ -18,9 +18,9 @@
 #include "common/units.h"
 #include "events/event_file.h"
 #include "events/strategy_space.h"
-#include "modeler/cli/run_options.h"
+#include "io/profile_db.h"
+#include "io/run_options.h"
 #include "modeler/cli/simulate_command.h"
-#include "modeler/profile_db.h"
 #include "modeler/pruned_search.h"
 #include "modeler/search.h"
 

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "events/iteration_plan.h"
-#include "modeler/cli/run_options.h"
+#include "io/profile_db.h"
+#include "io/run_options.h"
 #include "modeler/cost_model.h"
-#include "modeler/profile_db.h"
 
 namespace evsim {
 

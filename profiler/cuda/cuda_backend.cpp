@@ -15,12 +15,12 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "profiler/cuda/cuda_buffers.h"
-#include "profiler/cuda/cupti_check.h"
+#include "mpi/cuda/cuda_buffers.h"
+#include "mpi/cuda/nccl_check.h"
+#include "mpi/cuda/nccl_collectives.h"
+#include "mpi/cuda/nccl_comm.h"
+#include "mpi/mpi_check.h"
 #include "profiler/cuda/cupti_tracer.h"
-#include "profiler/cuda/nccl_collectives.h"
-#include "profiler/cuda/nccl_comm.h"
-#include "profiler/mpi_check.h"
 
 namespace evsim {
 
@@ -60,7 +60,7 @@ class CudaBackend : public ProfilerBackend {
  public:
   explicit CudaBackend(const CudaBackendOptions& options)
       : seed_(options.seed), timeout_s_(options.comm_timeout_s) {
-    int count = visibleCudaDevices();
+    int count = cudaDeviceCount();
     EVSIM_CHECK(count > 0, "CUDA backend without a visible device");
     device_ = options.local_rank % count;
     EVSIM_CUDA_CHECK(cudaSetDevice(device_));
@@ -265,15 +265,6 @@ class CudaBackend : public ProfilerBackend {
 };
 
 }  // namespace
-
-int visibleCudaDevices() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    static_cast<void>(cudaGetLastError());  // clear the sticky "no device" error
-    return 0;
-  }
-  return count;
-}
 
 std::unique_ptr<ProfilerBackend> makeCudaBackend(const CudaBackendOptions& options) {
   return std::make_unique<CudaBackend>(options);

@@ -9,9 +9,6 @@
 
 namespace evsim {
 
-// CUDA devices this process sees; 0 without a GPU or driver. Never throws.
-int visibleCudaDevices();
-
 struct CudaBackendOptions {
   int local_rank = 0;           // rank among those on this node: picks device local_rank % count
   uint64_t seed = 1;            // kernels' random inputs

@@ -1,10 +1,9 @@
 #pragma once
-// Check macros for CUPTI and NCCL calls: a failure throws evsim::Error naming the call, the status
-// string and file:line (nccl's checks.h is the model). EVSIM_*_IGNORE is for teardown paths, where
-// a second exception would hide the first.
+// Check macros for CUPTI calls: a failure throws evsim::Error naming the call, the status
+// string and file:line (nccl's checks.h is the model; NCCL's own: mpi/cuda/nccl_check.h).
+// EVSIM_*_IGNORE is for teardown paths, where a second exception would hide the first.
 
 #include <cupti.h>
-#include <nccl.h>
 
 #include "common/error.h"
 
@@ -27,16 +26,3 @@ inline const char* cuptiStatusString(CUptiResult status) {
   } while (0)
 
 #define EVSIM_CUPTI_IGNORE(call) static_cast<void>(call)
-
-// ncclInProgress is not an error on a non-blocking communicator: the caller polls for completion.
-#define EVSIM_NCCL_CHECK(call)                                                         \
-  do {                                                                                 \
-    ncclResult_t evsim_nccl_status_ = (call);                                          \
-    if (evsim_nccl_status_ != ncclSuccess && evsim_nccl_status_ != ncclInProgress) {   \
-      throw ::evsim::Error(::fmt::format(                                              \
-          "{} failed: {} ({}) ({}:{})", #call, ncclGetErrorString(evsim_nccl_status_), \
-          static_cast<int>(evsim_nccl_status_), __FILE__, __LINE__));                  \
-    }                                                                                  \
-  } while (0)
-
-#define EVSIM_NCCL_IGNORE(call) static_cast<void>(call)

@@ -18,7 +18,7 @@ cmake --build build-gpu -j "$(nproc)" --target "${targets[@]}"
 out=gpu-bundle
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-cp build-gpu/profiler/eventprof build-gpu/profiler/eventrun build-gpu/eventsim \
+cp build-gpu/profiler/eventprof build-gpu/runner/eventrun build-gpu/eventsim \
    build-gpu/tests/kernels/kernels_cuda_test build-gpu/tests/profiler/profiler_cuda_test \
    build-gpu/tests/profiler/eventrun_cuda_test "$out/bin/"
 

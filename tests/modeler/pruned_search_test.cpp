@@ -10,8 +10,8 @@
 
 #include "common/error.h"
 #include "events/iteration_plan.h"
+#include "io/profile_db.h"
 #include "modeler/closed_form_tier.h"
-#include "modeler/profile_db.h"
 #include "modeler/simulation.h"
 #include "support/search_options.h"
 #include "support/test_support.h"

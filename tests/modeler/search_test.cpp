@@ -10,7 +10,7 @@
 #include "common/error.h"
 #include "events/cluster_config.h"
 #include "events/model_config.h"
-#include "modeler/profile_db.h"
+#include "io/profile_db.h"
 #include "support/search_options.h"
 
 namespace evsim {

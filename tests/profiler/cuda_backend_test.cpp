@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/cuda/cuda_kernels.h"
 #include "profiler/stats.h"
 
 namespace evsim {
@@ -12,7 +13,7 @@ namespace {
 class CudaBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (visibleCudaDevices() == 0) GTEST_SKIP() << "no CUDA device";
+    if (cudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
     backend_ = makeCudaBackend(CudaBackendOptions{});
   }
   std::unique_ptr<ProfilerBackend> backend_;

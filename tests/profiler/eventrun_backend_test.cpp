@@ -1,6 +1,6 @@
 // The GPU-free logic of eventrun's CUDA executor: CUDA event times to host times
-// (profiler/eventrun_backend_timing.h) and the P2P pairing that keeps rendezvous send/receive from
-// deadlocking (profiler/eventrun_backend_p2p.h), against numbers and orders worked out by hand.
+// (runner/eventrun_backend_timing.h) and the P2P pairing that keeps rendezvous send/receive from
+// deadlocking (runner/eventrun_backend_p2p.h), against numbers and orders worked out by hand.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -9,8 +9,8 @@
 #include "common/error.h"
 #include "events/cluster_config.h"
 #include "events/model_config.h"
-#include "profiler/eventrun_backend_p2p.h"
-#include "profiler/eventrun_backend_timing.h"
+#include "runner/eventrun_backend_p2p.h"
+#include "runner/eventrun_backend_timing.h"
 #include "support/test_support.h"
 
 namespace evsim {

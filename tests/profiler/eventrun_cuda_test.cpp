@@ -9,14 +9,14 @@
 
 #include "events/cluster_config.h"
 #include "events/model_config.h"
-#include "profiler/cuda/cuda_backend.h"
-#include "profiler/cuda/eventrun_cuda_executor.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "runner/cuda/eventrun_cuda_executor.h"
 
 namespace evsim {
 namespace {
 
 TEST(EventrunCuda, TinyGptOneRankIteration) {
-  if (visibleCudaDevices() == 0) GTEST_SKIP() << "no CUDA device";
+  if (cudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   Strategy s;
   parseStrategyText("1M1P1D", s);
   s.micro_batch = 2;
@@ -55,7 +55,7 @@ TEST(EventrunCuda, TinyGptOneRankIteration) {
 
 int main(int argc, char** argv) {
   // Without a GPU ctest must report the test skipped (SKIP_RETURN_CODE 77), not passed.
-  if (evsim::visibleCudaDevices() == 0) {
+  if (evsim::cudaDeviceCount() == 0) {
     std::printf("no CUDA device: skipped\n");
     return 77;
   }

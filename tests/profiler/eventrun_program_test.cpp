@@ -1,4 +1,4 @@
-// eventrun's rank programs (profiler/eventrun_program.h) against action sequences worked out by
+// eventrun's rank programs (runner/eventrun_program.h) against action sequences worked out by
 // hand, and against the simulator's per-rank event expansion (modeler/device_events.cpp).
 //
 // Model: a GPT with 4 decoder blocks (h 64, 4 heads, f 256, s 32, vocab 512). Op counts per
@@ -10,7 +10,7 @@
 // P = 2 splits the blocks 2 / 2 (asserted below), so per micro-batch:
 //   M = 1: stage 0 F = 3 + 2*15 = 33, B = 2*21 + 2 = 44;  stage 1 F = 2*15 + 3 = 33, B = 4 + 2*21 =
 //   46 M = 2: stage 0 F = 38 (TP 5), B = 48 (TP 4);           stage 1 F = 40 (TP 7), B = 51 (TP 5)
-#include "profiler/eventrun_program.h"
+#include "runner/eventrun_program.h"
 
 #include <gtest/gtest.h>
 
@@ -24,7 +24,7 @@
 #include "events/model_config.h"
 #include "modeler/device_events.h"
 #include "modeler/simulation.h"
-#include "profiler/eventrun_report.h"
+#include "runner/eventrun_report.h"
 #include "support/test_support.h"
 
 namespace evsim {

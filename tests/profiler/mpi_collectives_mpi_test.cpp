@@ -1,4 +1,4 @@
-// The CPU device's collectives (profiler/mpi_collectives.h) for real under 4 MPI ranks: the data
+// The CPU device's collectives (mpi/mpi_collectives.h) for real under 4 MPI ranks: the data
 // each collective delivers, worked out from what each rank sent, and eventprof's CPU backend
 // timing every collective kind. Run with 4 ranks (ctest does).
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 
 #include <cstring>
 
+#include "mpi/mpi_collectives.h"
 #include "profiler/cpu_backend.h"
-#include "profiler/mpi_collectives.h"
 
 namespace evsim {
 namespace {

@@ -5,7 +5,7 @@
 #include <exception>
 
 #include "events/event_file.h"
-#include "modeler/profile_db.h"
+#include "io/profile_db.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {

@@ -1,5 +1,5 @@
 // Profile database: round trip, atomic writing, and one clear InputError per kind of damage.
-#include "modeler/profile_db.h"
+#include "io/profile_db.h"
 
 #include <gtest/gtest.h>
 

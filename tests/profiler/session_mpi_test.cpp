@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "profiler/mpi_env.h"
+#include "mpi/mpi_env.h"
 #include "profiler/profile_session.h"
 
 namespace evsim {

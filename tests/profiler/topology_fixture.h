@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "profiler/topology.h"
+#include "mpi/topology.h"
 
 namespace evsim::test {
 

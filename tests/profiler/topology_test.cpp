@@ -1,5 +1,5 @@
 // Node grouping (real and emulated) and the choice of ranks for communication events.
-#include "profiler/topology.h"
+#include "mpi/topology.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Profile database: YAML writing with YAML::Emitter and strict loading through YamlReader.
 // See profile_db.h for the format. Writers are the profiler (rank 0, after every completed event)
 // and tests; readers are the modeler and `eventprof --resume`.
-#include "modeler/profile_db.h"
+#include "io/profile_db.h"
 
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>

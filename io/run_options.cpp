@@ -1,4 +1,4 @@
-#include "modeler/cli/run_options.h"
+#include "io/run_options.h"
 
 #include <filesystem>
 

@@ -12,7 +12,7 @@
 
 #include "events/iteration_plan.h"
 #include "modeler/trace_writer.h"
-#include "profiler/eventrun_program.h"
+#include "runner/eventrun_program.h"
 
 namespace evsim {
 

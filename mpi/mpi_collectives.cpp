@@ -1,11 +1,11 @@
-#include "profiler/mpi_collectives.h"
+#include "mpi/mpi_collectives.h"
 
 #include <algorithm>
 #include <climits>
 
 #include "common/error.h"
 #include "events/collective.h"
-#include "profiler/mpi_check.h"
+#include "mpi/mpi_check.h"
 
 namespace evsim {
 

@@ -1,4 +1,4 @@
-#include "profiler/mpi_env.h"
+#include "mpi/mpi_env.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "profiler/mpi_check.h"
+#include "mpi/mpi_check.h"
 
 namespace evsim {
 

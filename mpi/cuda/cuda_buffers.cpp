@@ -1,4 +1,4 @@
-#include "profiler/cuda/cuda_buffers.h"
+#include "mpi/cuda/cuda_buffers.h"
 
 #include <algorithm>
 

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string_view>
 
-#include "profiler/mpi_env.h"
+#include "mpi/mpi_env.h"
 
 namespace evsim {
 

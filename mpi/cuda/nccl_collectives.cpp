@@ -1,10 +1,10 @@
-#include "profiler/cuda/nccl_collectives.h"
+#include "mpi/cuda/nccl_collectives.h"
 
 #include <algorithm>
 
 #include "common/error.h"
 #include "events/collective.h"
-#include "profiler/cuda/cupti_check.h"
+#include "mpi/cuda/nccl_check.h"
 
 namespace evsim {
 

@@ -1,4 +1,4 @@
-#include "profiler/eventrun_backend_p2p.h"
+#include "runner/eventrun_backend_p2p.h"
 
 #include <algorithm>
 #include <map>

@@ -18,16 +18,15 @@
 #include <string>
 
 #include "common/error.h"
+#include "io/run_options.h"
 #include "kernels/cpu/cpu_host.h"
-#include "modeler/cli/run_options.h"
-#include "profiler/eventrun_backend.h"
-#include "profiler/eventrun_executor.h"
-#include "profiler/eventrun_program.h"
-#include "profiler/eventrun_report.h"
-#include "profiler/mpi_check.h"
-#include "profiler/mpi_env.h"
-#include "profiler/mpi_main.h"
-#include "profiler/profile_session.h"
+#include "mpi/mpi_check.h"
+#include "mpi/mpi_env.h"
+#include "mpi/mpi_main.h"
+#include "runner/eventrun_backend.h"
+#include "runner/eventrun_executor.h"
+#include "runner/eventrun_program.h"
+#include "runner/eventrun_report.h"
 
 namespace evsim {
 namespace {

@@ -1,10 +1,10 @@
-#include "profiler/eventrun_executor.h"
+#include "runner/eventrun_executor.h"
 
 #include <thread>
 
 #include "common/error.h"
-#include "profiler/mpi_check.h"
-#include "profiler/mpi_collectives.h"
+#include "mpi/mpi_check.h"
+#include "mpi/mpi_collectives.h"
 
 namespace evsim {
 

@@ -1,4 +1,4 @@
-#include "profiler/eventrun_backend_timing.h"
+#include "runner/eventrun_backend_timing.h"
 
 #include "common/error.h"
 

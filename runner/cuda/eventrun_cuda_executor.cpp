@@ -1,4 +1,4 @@
-#include "profiler/cuda/eventrun_cuda_executor.h"
+#include "runner/cuda/eventrun_cuda_executor.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -8,14 +8,13 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "profiler/cuda/cuda_backend.h"
-#include "profiler/cuda/cuda_buffers.h"
-#include "profiler/cuda/cupti_check.h"
-#include "profiler/cuda/nccl_collectives.h"
-#include "profiler/cuda/nccl_comm.h"
-#include "profiler/eventrun_backend_p2p.h"
-#include "profiler/eventrun_backend_timing.h"
-#include "profiler/mpi_check.h"
+#include "mpi/cuda/cuda_buffers.h"
+#include "mpi/cuda/nccl_check.h"
+#include "mpi/cuda/nccl_collectives.h"
+#include "mpi/cuda/nccl_comm.h"
+#include "mpi/mpi_check.h"
+#include "runner/eventrun_backend_p2p.h"
+#include "runner/eventrun_backend_timing.h"
 
 namespace evsim {
 
@@ -40,7 +39,7 @@ class CudaRankExecutor : public RankExecutor {
         program_(program),
         fused_recv_(program.actions.size(), kNone),
         received_early_(program.actions.size(), false) {
-    const int count = visibleCudaDevices();
+    const int count = cudaDeviceCount();
     EVSIM_CHECK(count > 0, "CUDA executor without a visible device");
     device_ = options.local_rank % count;
     EVSIM_CUDA_CHECK(cudaSetDevice(device_));

@@ -1,4 +1,4 @@
-#include "profiler/eventrun_program.h"
+#include "runner/eventrun_program.h"
 
 #include <algorithm>
 #include <limits>

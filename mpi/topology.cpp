@@ -1,4 +1,4 @@
-#include "profiler/topology.h"
+#include "mpi/topology.h"
 
 #include <algorithm>
 #include <map>

@@ -1,12 +1,12 @@
 // The only eventrun file compiled with EVSIM_WITH_CUDA: everything else sees RankExecutor.
-#include "profiler/eventrun_backend.h"
+#include "runner/eventrun_backend.h"
 
-#include "profiler/eventrun_backend_p2p.h"
-#include "profiler/profile_session.h"
+#include "mpi/mpi_env.h"
+#include "runner/eventrun_backend_p2p.h"
 
 #if EVSIM_WITH_CUDA
-#include "profiler/cuda/cuda_backend.h"
-#include "profiler/cuda/eventrun_cuda_executor.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "runner/cuda/eventrun_cuda_executor.h"
 #endif
 
 namespace evsim {
@@ -23,7 +23,7 @@ void checkEventrunBackend(const EventrunBackendRequest& request,
       "--backend cuda: this eventrun was built without CUDA (configure with -DEVSIM_BACKEND=cuda "
       "or auto on a machine with the CUDA toolkit, CUPTI and NCCL), or use --backend cpu");
 #else
-  const GpuShortage shortage = findGpuShortage(world, visibleCudaDevices());
+  const GpuShortage shortage = findGpuShortage(world, cudaDeviceCount());
   if (!shortage.none()) EVSIM_THROW(CollectiveInputError, "{}", shortage.message());
 #endif
 }

@@ -1,6 +1,6 @@
 #pragma once
 // eventrun's CUDA executor: runs a RankProgram on this rank's GPU (device local_rank % visible
-// devices). No CUDA header here, so the chooser (profiler/eventrun_backend.cpp) can include it.
+// devices). No CUDA header here, so the chooser (runner/eventrun_backend.cpp) can include it.
 // Built only when EVSIM_WITH_CUDA (target evsim_eventrun_cuda).
 //
 // Streams: one compute stream carries, in program order, the compute kernels (kernels/cuda
@@ -15,11 +15,11 @@
 // P2P: a receive is issued where the program waits for its input, a send at its send action; both
 // block the host (NcclComm's timeout) until done. Where that would deadlock (both neighbours
 // sending first), the send and its next receive run as one ncclGroupStart/End; the pairs come
-// from fuseP2P (profiler/eventrun_backend_p2p.h), worked out identically on every rank. A fused
+// from fuseP2P (runner/eventrun_backend_p2p.h), worked out identically on every rank. A fused
 // send's recorded span is the group's (it ends when both transfers are done). Schedules whose
 // order fusing cannot make deadlock-free (interleaved 1F1B) are refused by the chooser.
 // Timing: two CUDA events around every recorded action on its stream, resolved after the
-// iteration against a reference event (profiler/eventrun_backend_timing.h).
+// iteration against a reference event (runner/eventrun_backend_timing.h).
 //
 // Call order: construct on every rank of MPI_COMM_WORLD at the same point (collective) ->
 // runIteration() any number of times, every rank the same number.
@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "events/iteration_plan.h"
-#include "profiler/eventrun_executor.h"
-#include "profiler/eventrun_program.h"
+#include "runner/eventrun_executor.h"
+#include "runner/eventrun_program.h"
 
 namespace evsim {
 

@@ -1,4 +1,4 @@
-#include "profiler/eventrun_report.h"
+#include "runner/eventrun_report.h"
 
 #include <algorithm>
 

@@ -7,9 +7,17 @@
 #include <string>
 #include <vector>
 
-#include "profiler/topology.h"
+#include "common/error.h"
+#include "mpi/topology.h"
 
 namespace evsim {
+
+// Bad input that every rank knows about with the same message (rank 0 found it and broadcast
+// it): main() prints it once and all ranks exit normally, with no MPI_Abort needed.
+class CollectiveInputError : public InputError {
+ public:
+  using InputError::InputError;
+};
 
 struct MpiWorld {
   int rank = 0;

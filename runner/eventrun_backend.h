@@ -1,15 +1,15 @@
 #pragma once
 // The one place that picks eventrun's executor (as profiler/backend_factory.cpp does for
-// eventprof): `cpu` is CpuRankExecutor (profiler/eventrun_executor.h); `cuda` is the CUDA executor
-// (profiler/cuda/eventrun_cuda_executor.h), present only in builds with EVSIM_WITH_CUDA.
+// eventprof): `cpu` is CpuRankExecutor (runner/eventrun_executor.h); `cuda` is the CUDA executor
+// (runner/cuda/eventrun_cuda_executor.h), present only in builds with EVSIM_WITH_CUDA.
 
 #include <memory>
 #include <string>
 
 #include "events/iteration_plan.h"
-#include "profiler/eventrun_executor.h"
-#include "profiler/eventrun_program.h"
-#include "profiler/mpi_env.h"
+#include "mpi/mpi_env.h"
+#include "runner/eventrun_executor.h"
+#include "runner/eventrun_program.h"
 
 namespace evsim {
 

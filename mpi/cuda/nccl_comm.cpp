@@ -1,11 +1,11 @@
-#include "profiler/cuda/nccl_comm.h"
+#include "mpi/cuda/nccl_comm.h"
 
 #include <chrono>
 #include <thread>
 
 #include "kernels/cuda/cuda_check.h"
-#include "profiler/cuda/cupti_check.h"
-#include "profiler/mpi_check.h"
+#include "mpi/cuda/nccl_check.h"
+#include "mpi/mpi_check.h"
 
 namespace evsim {
 

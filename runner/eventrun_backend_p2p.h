@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "profiler/eventrun_program.h"
+#include "runner/eventrun_program.h"
 
 namespace evsim {
 

@@ -1,4 +1,4 @@
-#include "profiler/mpi_main.h"
+#include "mpi/mpi_main.h"
 
 #include <mpi.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "common/error.h"
-#include "profiler/profile_session.h"
+#include "mpi/mpi_env.h"
 
 namespace evsim {
 

@@ -1,13 +1,13 @@
 #pragma once
 // Executors of a RankProgram (eventrun_program.h). RankExecutor is the interface main() drives;
 // the chooser (eventrun_backend.h) makes the CPU one below or the CUDA one
-// (profiler/cuda/eventrun_cuda_executor.h).
+// (runner/cuda/eventrun_cuda_executor.h).
 //
 // CpuRankExecutor runs a program for real on the CPU: compute actions through the
 // kernels/cpu implementation of their event, communication through MPI in the communicator the
 // action names (P2P on MPI_COMM_WORLD with the peer's world rank; collectives in one communicator
 // per distinct group, created at construction). Buffers are sized from each event's
-// message_bytes by profiler/mpi_collectives.h, the same buffers and calls eventprof measures.
+// message_bytes by mpi/mpi_collectives.h, the same buffers and calls eventprof measures.
 //
 // Receives are posted at the start of each iteration, so a send always finds its receive and
 // completes as soon as the data has moved (no deadlock between a stage sending forward and its
@@ -30,8 +30,8 @@
 
 #include "events/iteration_plan.h"
 #include "kernels/kernel.h"
-#include "profiler/eventrun_program.h"
-#include "profiler/mpi_collectives.h"
+#include "mpi/mpi_collectives.h"
+#include "runner/eventrun_program.h"
 
 namespace evsim {
 

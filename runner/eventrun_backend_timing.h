@@ -1,6 +1,6 @@
 #pragma once
 // From CUDA event elapsed times to action times on the host's steady_clock, for the CUDA executor
-// (profiler/cuda/eventrun_cuda_executor.h). Pure: no CUDA, so it is tested without a GPU.
+// (runner/cuda/eventrun_cuda_executor.h). Pure: no CUDA, so it is tested without a GPU.
 //
 // Per iteration the executor, with both of its streams idle, reads steady_clock (before_us),
 // records one reference CUDA event on the compute stream, polls cudaEventQuery until it reports
@@ -14,7 +14,7 @@
 
 #include <vector>
 
-#include "profiler/eventrun_executor.h"
+#include "runner/eventrun_executor.h"
 
 namespace evsim {
 

@@ -1,7 +1,7 @@
 #pragma once
 // The CUDA device's communicator: device buffers and NCCL calls of every collective of
 // events/collective.h, for eventprof's CUDA backend and eventrun's CUDA executor alike (the CUDA
-// counterpart of profiler/mpi_collectives.h).
+// counterpart of mpi/mpi_collectives.h).
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "events/event.h"
-#include "profiler/cuda/cuda_buffers.h"
+#include "mpi/cuda/cuda_buffers.h"
 
 namespace evsim {
 
