@@ -7,17 +7,18 @@
 #include <string>
 
 #include "common/error.h"
+#include "io/cli_errors.h"
 #include "mpi/mpi_env.h"
 
 namespace evsim {
 
 std::optional<int> parseFlagsOnEveryRank(CLI::App& app, int argc, char** argv,
-                                         const MpiWorld& world) {
+                                         const MpiWorld& world, std::string_view tool) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // Every rank parsed the same arguments; one message is enough.
-    if (world.rank == 0) app.exit(e);
+    if (world.rank == 0) return exitOnParseError(app, e, tool);
     return e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success) ? 0 : kInputErrorExitCode;
   }
   return std::nullopt;

@@ -16,9 +16,10 @@
 namespace evsim {
 
 // Parses the flags on every rank (each has the same arguments). Returns the exit code when the run
-// ends here (--help: 0, a bad flag: kInputErrorExitCode, printed by rank 0 only), nullopt to go on.
+// ends here (--help: 0, a bad flag: kInputErrorExitCode with one line "<tool>: error: ..." printed
+// by rank 0 only), nullopt to go on.
 std::optional<int> parseFlagsOnEveryRank(CLI::App& app, int argc, char** argv,
-                                         const MpiWorld& world);
+                                         const MpiWorld& world, std::string_view tool);
 
 // Returns the process exit code; never throws.
 int runMpiMain(int argc, char** argv, std::string_view program,

@@ -153,7 +153,7 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
   CLI::App app{"eventprof: profile the events of distributed transformer training"};
   Flags flags;
   addFlags(app, flags);
-  if (std::optional<int> done = parseFlagsOnEveryRank(app, argc, argv, world)) return *done;
+  if (std::optional<int> done = parseFlagsOnEveryRank(app, argc, argv, world, "eventprof")) return *done;
   ProfileRequest wanted;
   std::string load_error;
   if (world.rank == 0) {

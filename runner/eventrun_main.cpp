@@ -133,7 +133,7 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   CLI::App app{"eventrun: execute a strategy for real and record every event (ground truth)"};
   Flags flags;
   addFlags(app, flags);
-  if (std::optional<int> done = parseFlagsOnEveryRank(app, argc, argv, world)) return *done;
+  if (std::optional<int> done = parseFlagsOnEveryRank(app, argc, argv, world, "eventrun")) return *done;
   const IterationPlan plan = loadPlan(flags, world);
   Topology topo;
   std::string topo_error;

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "io/cli_errors.h"
 #include "modeler/cli/calibrate_command.h"
 #include "modeler/cli/compare_command.h"
 #include "modeler/cli/events_command.h"
@@ -26,8 +27,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : evsim::kInputErrorExitCode;
+    return evsim::exitOnParseError(app, e, "eventsim");
   } catch (const evsim::InputError& e) {
     fmt::print(stderr, "eventsim: error: {}\n", e.what());
     return evsim::kInputErrorExitCode;
