@@ -11,10 +11,17 @@ namespace evsim {
 
 namespace {
 
+// Bounds far beyond any machine (a link of 10 PB/s, a latency of 1000 s, a million nodes of 65536
+// GPUs): what lies outside is a typo, and would overflow the products the planner forms.
+constexpr double kMaxBandwidthGBs = 1e7;
+constexpr double kMaxLatencyUs = 1e9;
+constexpr int64_t kMaxNodes = int64_t{1} << 20;
+constexpr int64_t kMaxGpusPerNode = int64_t{1} << 16;
+
 Link readLink(const YamlReader& link) {
   link.allowOnly({"name", "bandwidth_gb_s", "latency_us"});
-  return Link{link.str("name"), link.positiveDouble("bandwidth_gb_s"),
-              link.nonNegativeDouble("latency_us")};
+  return Link{link.str("name"), link.positiveDouble("bandwidth_gb_s", kMaxBandwidthGBs),
+              link.nonNegativeDouble("latency_us", kMaxLatencyUs)};
 }
 
 // `device: NAME` — a path (absolute or relative to the cluster file), or a bundled device: a
@@ -40,11 +47,11 @@ ClusterConfig readCluster(const YamlReader& root) {
   ClusterConfig cluster;
   cluster.source = root.file();
   cluster.name = root.str("name");
-  if (root.has("nodes")) cluster.nodes = static_cast<int>(root.positiveInt("nodes"));
+  if (root.has("nodes")) cluster.nodes = static_cast<int>(root.positiveInt("nodes", kMaxNodes));
 
   YamlReader node = root.child("node");
   node.allowOnly({"gpus", "device", "intra_link"});
-  cluster.gpus_per_node = static_cast<int>(node.positiveInt("gpus"));
+  cluster.gpus_per_node = static_cast<int>(node.positiveInt("gpus", kMaxGpusPerNode));
   cluster.intra_link = readLink(node.child("intra_link"));
 
   cluster.device = node.node()["device"].IsScalar() ? readDeviceFile(node, root.file())

@@ -13,6 +13,11 @@ namespace evsim {
 
 namespace {
 
+// A GPU's memory and bandwidth: bounds far beyond any device (1 PiB, 10 PB/s) that keep the byte
+// counts formed from them inside int64.
+constexpr double kMaxMemoryGib = 1e6;
+constexpr double kMaxBandwidthGBs = 1e7;
+
 // Upper bounds that catch unit mistakes (an efficiency given in percent, a time in ns).
 constexpr double kMaxFraction = 1.0;
 constexpr double kMaxTileOverheadK = 65536;
@@ -108,8 +113,8 @@ DeviceSpec readDeviceFile(const YamlReader& root) {
   sheet.allowOnly({"source", "peak_tflops", "memory_bandwidth_gb_s", "memory_gib", "sm_count"});
   spec.datasheet_source = sheet.str("source");
   readPeaks(sheet.child("peak_tflops"), spec);
-  spec.memory_bandwidth_gb_s = sheet.positiveDouble("memory_bandwidth_gb_s");
-  spec.memory_gib = sheet.positiveDouble("memory_gib");
+  spec.memory_bandwidth_gb_s = sheet.positiveDouble("memory_bandwidth_gb_s", kMaxBandwidthGBs);
+  spec.memory_gib = sheet.positiveDouble("memory_gib", kMaxMemoryGib);
   const int64_t sm_count = sheet.positiveInt("sm_count");
   if (sm_count > kMaxSmCount)
     sheet.fail("sm_count", fmt::format("{}: must be <= {}", sm_count, kMaxSmCount));
@@ -140,8 +145,8 @@ DeviceSpec readInlineDevice(const YamlReader& device) {
   DeviceSpec spec;
   spec.name = device.str("name");
   spec.datasheet_source = "inline in " + device.file();
-  spec.memory_bandwidth_gb_s = device.positiveDouble("memory_bandwidth_gb_s");
-  spec.memory_gib = device.positiveDouble("memory_gib");
+  spec.memory_bandwidth_gb_s = device.positiveDouble("memory_bandwidth_gb_s", kMaxBandwidthGBs);
+  spec.memory_gib = device.positiveDouble("memory_gib", kMaxMemoryGib);
   readPeaks(device.child("peak_tflops"), spec);
   return spec;
 }

@@ -7,6 +7,13 @@ namespace evsim {
 
 namespace {
 
+constexpr int64_t kMaxHidden = int64_t{1} << 20;
+constexpr int64_t kMaxHeads = int64_t{1} << 16;
+constexpr int64_t kMaxFfnHidden = int64_t{1} << 22;
+constexpr int64_t kMaxSeqLength = int64_t{1} << 24;
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxLayers = int64_t{1} << 16;
+
 ModelConfig readModel(const YamlReader& root) {
   root.allowOnly({"name", "dtype", "hidden_size", "num_heads", "ffn_hidden_size", "seq_length",
                   "vocab_size", "layers", "description"});
@@ -14,11 +21,13 @@ ModelConfig readModel(const YamlReader& root) {
   model.source = root.file();
   model.name = root.str("name");
   model.dtype = parseDType(root.str("dtype"), root.where("dtype"));
-  model.hidden_size = root.positiveInt("hidden_size");
-  model.num_heads = root.positiveInt("num_heads");
-  model.ffn_hidden_size = root.positiveInt("ffn_hidden_size");
-  model.seq_length = root.positiveInt("seq_length");
-  model.vocab_size = root.positiveInt("vocab_size");
+  // Bounds ~100x beyond any model trained today, so that the products the planner forms
+  // (parameters ~ 12 h^2 layers, tokens x hidden, vocabulary x hidden) stay far inside int64.
+  model.hidden_size = root.positiveInt("hidden_size", kMaxHidden);
+  model.num_heads = root.positiveInt("num_heads", kMaxHeads);
+  model.ffn_hidden_size = root.positiveInt("ffn_hidden_size", kMaxFfnHidden);
+  model.seq_length = root.positiveInt("seq_length", kMaxSeqLength);
+  model.vocab_size = root.positiveInt("vocab_size", kMaxVocab);
   if (model.hidden_size % model.num_heads != 0) {
     root.fail("num_heads",
               fmt::format("{} does not divide hidden_size {}", model.num_heads, model.hidden_size));
@@ -52,7 +61,7 @@ ModelConfig readModel(const YamlReader& root) {
         seen_encoder = true;
         if (model.hasCrossAttention()) group.fail("type", "encoder blocks after cross-attention");
       }
-      int64_t count = group.positiveInt("count");
+      int64_t count = group.positiveInt("count", kMaxLayers);
       model.blocks.insert(model.blocks.end(), count, block);
     } else {
       group.fail("type", "'" + type + "': unknown layer type (embedding, encoder, decoder, head)");

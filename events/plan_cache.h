@@ -29,8 +29,7 @@ class PlanCache {
   // The cached value, or compute()'s result stored under `key`.
   std::vector<int> partition(const PartitionKey& key,
                              const std::function<std::vector<int>()>& compute);
-  const Placements& placements(const PlacementKey& key,
-                               const std::function<Placements()>& compute);
+  const Placements& placements(const PlacementKey& key, const std::function<Placements()>& compute);
 
  private:
   std::mutex mutex_;

@@ -25,7 +25,8 @@ bool interleavedApplies(const ModelConfig& model, const Strategy& s, int v) {
 std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const ClusterConfig& cluster,
                                            const Strategy& base, const StrategySpace& space) {
   std::vector<Candidate> out;
-  forEachCandidate(model, cluster, base, space, [&](Candidate&& c) { out.push_back(std::move(c)); });
+  forEachCandidate(model, cluster, base, space,
+                   [&](Candidate&& c) { out.push_back(std::move(c)); });
   return out;
 }
 

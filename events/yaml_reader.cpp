@@ -128,27 +128,31 @@ double readDouble(const YamlReader& reader, const std::string& key, const YAML::
 }
 }  // namespace
 
-int64_t YamlReader::nonNegativeInt(const std::string& key) const {
+int64_t YamlReader::nonNegativeInt(const std::string& key, int64_t max) const {
   int64_t out = readInt(*this, key, scalar(key));
   if (out < 0) fail(key, fmt::format("{}: must be >= 0", out));
+  if (out > max) fail(key, fmt::format("{}: must be <= {}", out, max));
   return out;
 }
 
-int64_t YamlReader::positiveInt(const std::string& key) const {
+int64_t YamlReader::positiveInt(const std::string& key, int64_t max) const {
   int64_t out = readInt(*this, key, scalar(key));
   if (out <= 0) fail(key, fmt::format("{}: must be > 0", out));
+  if (out > max) fail(key, fmt::format("{}: must be <= {}", out, max));
   return out;
 }
 
-double YamlReader::nonNegativeDouble(const std::string& key) const {
+double YamlReader::nonNegativeDouble(const std::string& key, double max) const {
   double out = readDouble(*this, key, scalar(key));
   if (out < 0) fail(key, fmt::format("{}: must be >= 0", out));
+  if (out > max) fail(key, fmt::format("{}: must be <= {:g}", out, max));
   return out;
 }
 
-double YamlReader::positiveDouble(const std::string& key) const {
+double YamlReader::positiveDouble(const std::string& key, double max) const {
   double out = readDouble(*this, key, scalar(key));
   if (out <= 0) fail(key, fmt::format("{}: must be > 0", out));
+  if (out > max) fail(key, fmt::format("{}: must be <= {:g}", out, max));
   return out;
 }
 

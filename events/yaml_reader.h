@@ -32,11 +32,17 @@ class YamlReader {
   std::vector<YamlReader> items() const;                        // this node as a sequence
   std::map<std::string, YamlReader> entries() const;            // this node as a mapping
 
+  // Numbers are bounded where they are read (issue 17): an integer is at most `max` (by default
+  // what an int holds, so narrowing to int is safe), a float finite and at most `max`; a value
+  // outside is one InputError naming file, key, value and bound.
+  static constexpr int64_t kMaxInt = 2147483647;  // INT_MAX
+  static constexpr double kMaxDouble = 1e12;
+
   std::string str(const std::string& key) const;
-  int64_t positiveInt(const std::string& key) const;
-  int64_t nonNegativeInt(const std::string& key) const;
-  double positiveDouble(const std::string& key) const;
-  double nonNegativeDouble(const std::string& key) const;
+  int64_t positiveInt(const std::string& key, int64_t max = kMaxInt) const;
+  int64_t nonNegativeInt(const std::string& key, int64_t max = kMaxInt) const;
+  double positiveDouble(const std::string& key, double max = kMaxDouble) const;
+  double nonNegativeDouble(const std::string& key, double max = kMaxDouble) const;
   bool boolean(const std::string& key) const;
 
   // This node's own scalar value, as a number > 0.

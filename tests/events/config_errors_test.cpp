@@ -49,6 +49,17 @@ std::string layersError(const std::string& layers) {
   return modelError(std::string(kHeader) + "layers:\n" + layers);
 }
 
+// Dimensions beyond any model are refused where they are read: a 4e9 hidden size gave a negative
+// parameter count.
+TEST(ModelConfig, DimensionsBeyondAnyModelAreRefused) {
+  EXPECT_CONTAINS(modelError(modelWith("hidden_size: 64", "hidden_size: 4000000000")),
+                  "m.yaml: hidden_size: 4000000000: must be <= 1048576");
+  EXPECT_CONTAINS(modelError(modelWith("vocab_size: 512", "vocab_size: 99999999999")),
+                  "m.yaml: vocab_size: 99999999999: must be <= 16777216");
+  EXPECT_CONTAINS(layersError("  - {type: decoder, count: 100000, cross_attention: false}\n"),
+                  "count: 100000: must be <= 65536");
+}
+
 TEST(ModelConfig, BaseTextIsValid) {
   ModelConfig m = parseModelConfig(modelWith("name: m", "name: m"), "m.yaml");
   EXPECT_EQ(m.name, "m");
@@ -282,6 +293,20 @@ std::string clusterWith(const std::string& from, const std::string& to) {
   EXPECT_NE(at, std::string::npos) << from;
   if (at != std::string::npos) yaml.replace(at, from.size(), to);
   return yaml;
+}
+
+// Numbers beyond any machine are refused where they are read (issue 17): before, 2147483648
+// nodes became -2147483648, 4294967298 GPUs became 2, a 1e308 us latency printed an infinite
+// iteration time and 1e300 GiB a negative memory.
+TEST(ClusterConfig, NumbersBeyondAnyMachineAreRefused) {
+  EXPECT_CONTAINS(clusterError(clusterWith("nodes: 2", "nodes: 2147483648")),
+                  "c.yaml: nodes: 2147483648: must be <= 1048576");
+  EXPECT_CONTAINS(clusterError(clusterWith("  gpus: 4", "  gpus: 4294967298")),
+                  "c.yaml: node.gpus: 4294967298: must be <= 65536");
+  EXPECT_CONTAINS(clusterError(clusterWith("latency_us: 5", "latency_us: 1e308")),
+                  "latency_us: 1e+308: must be <= 1e+09");
+  EXPECT_CONTAINS(clusterError(clusterWith("memory_gib: 40", "memory_gib: 1e300")),
+                  "node.device.memory_gib: 1e+300: must be <= 1e+06");
 }
 
 TEST(ClusterConfig, BundledClustersLoad) {

@@ -164,6 +164,14 @@ TEST_F(ProfileDbTest, WrongVersion) {
   EXPECT_NE(error.find(path_ + ": schema_version: 2 is not supported"), std::string::npos) << error;
 }
 
+// A world size beyond an int is refused where it is read, not narrowed (4294967300 became 4).
+TEST_F(ProfileDbTest, WorldSizeBeyondAnIntIsRefused) {
+  writeSampleWith("world_size: 4", "world_size: 4294967300");
+  std::string error = loadError();
+  EXPECT_NE(error.find("metadata.world_size: 4294967300: must be <= 2147483647"), std::string::npos)
+      << error;
+}
+
 TEST_F(ProfileDbTest, NotAProfile) {
   write("events: []\n");
   EXPECT_NE(loadError().find("schema_version: missing"), std::string::npos);
