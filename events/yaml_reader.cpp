@@ -2,33 +2,43 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <set>
 
 #include "common/error.h"
+#include "common/input_file.h"
 
 namespace evsim {
 
 namespace {
 YamlReader parse(const std::string& text, const std::string& origin) {
+  std::vector<YAML::Node> documents;
   try {
-    YAML::Node root = YAML::Load(text);
-    if (!root.IsMap()) {
-      EVSIM_THROW(InputError, "{}: top level must be a mapping of keys", origin);
-    }
-    return YamlReader(root, origin, "");
+    documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
-    EVSIM_THROW(InputError, "{}: malformed YAML at line {}, column {}: {}", origin, e.mark.line + 1,
+    // file:line:col, as compilers print it, so editors jump there.
+    EVSIM_THROW(InputError, "{}:{}:{}: malformed YAML: {}", origin, e.mark.line + 1,
                 e.mark.column + 1, e.msg);
   }
+  // A second document would be ignored silently: refuse it.
+  if (documents.size() > 1) {
+    EVSIM_THROW(InputError, "{}: {} YAML documents ('---'); one is expected", origin,
+                documents.size());
+  }
+  if (documents.empty() || !documents[0].IsMap()) {
+    EVSIM_THROW(InputError, "{}: top level must be a mapping of keys", origin);
+  }
+  return YamlReader(documents[0], origin, "");
+}
+
+// A mapping's key as text; a key that is itself a list or a mapping is an input error.
+std::string keyText(const YamlReader& reader, const YAML::Node& key) {
+  if (!key.IsScalar()) reader.fail("", "a key must be a single value, not a list or a mapping");
+  return key.as<std::string>();
 }
 }  // namespace
 
 YamlReader YamlReader::fromFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) EVSIM_THROW(InputError, "{}: cannot open file", path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse(text, path);
+  return parse(readInputFile(path, "YAML input"), path);
 }
 
 YamlReader YamlReader::fromString(const std::string& text, const std::string& origin) {
@@ -53,7 +63,7 @@ void YamlReader::allowOnly(std::initializer_list<std::string_view> allowed) cons
   if (!node_.IsMap()) fail("", "must be a mapping");
   std::set<std::string> seen;
   for (const auto& kv : node_) {
-    std::string key = kv.first.as<std::string>();
+    std::string key = keyText(*this, kv.first);
     // yaml-cpp keeps both entries of a repeated key and lookups see the first: refuse it.
     if (!seen.insert(key).second) fail(key, "duplicate key");
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
@@ -86,7 +96,7 @@ std::map<std::string, YamlReader> YamlReader::entries() const {
   if (!node_.IsMap()) fail("", "must be a mapping");
   std::map<std::string, YamlReader> out;
   for (const auto& kv : node_) {
-    std::string key = kv.first.as<std::string>();
+    std::string key = keyText(*this, kv.first);
     if (out.count(key)) fail(key, "duplicate key");
     out.emplace(key, YamlReader(kv.second, file_, path_.empty() ? key : path_ + "." + key));
   }

@@ -4,12 +4,12 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "common/error.h"
+#include "common/input_file.h"
 #include "common/strings.h"
 #include "common/units.h"
 #include "events/collective.h"
@@ -289,15 +289,7 @@ NcclTestsImport parseNcclTests(const std::string& text, const std::string& origi
 }
 
 NcclTestsImport loadNcclTests(const std::string& path, const NcclTestsOptions& options) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    EVSIM_THROW(InputError, "{}: no such file", path);
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) EVSIM_THROW(InputError, "{}: cannot read", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parseNcclTests(text.str(), path, options);
+  return parseNcclTests(readInputFile(path, "nccl-tests log"), path, options);
 }
 
 }  // namespace evsim

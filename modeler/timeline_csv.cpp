@@ -5,10 +5,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include "common/error.h"
+#include "common/input_file.h"
 
 namespace evsim {
 
@@ -216,8 +217,7 @@ Timeline readTimelineCsv(std::istream& in, const std::string& path, NameTable& n
 }
 
 Timeline loadTimelineCsv(const std::string& path, NameTable& names) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) EVSIM_THROW(InputError, "{}: cannot open timeline CSV: {}", path, std::strerror(errno));
+  std::istringstream in(readInputFile(path, "timeline CSV"));
   return readTimelineCsv(in, path, names);
 }
 

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "common/error.h"
+#include "common/input_file.h"
 #include "common/strings.h"
 
 namespace evsim {
@@ -117,11 +117,7 @@ std::vector<MeasuredRun> parseMeasuredRuns(const std::string& text, const std::s
 }
 
 std::vector<MeasuredRun> loadMeasuredRuns(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) EVSIM_THROW(InputError, "{}: cannot read the measured runs", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parseMeasuredRuns(text.str(), path);
+  return parseMeasuredRuns(readInputFile(path, "measured-runs CSV"), path);
 }
 
 }  // namespace evsim

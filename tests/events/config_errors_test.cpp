@@ -216,13 +216,14 @@ TEST(ModelConfig, DuplicateKeyIsAnError) {
 }
 
 TEST(ModelConfig, MalformedYaml) {
+  // file:line:col, as a compiler prints it (issue 17): the open list runs to the end, line 3.
   EXPECT_CONTAINS(modelError("name: m\nlayers: [ {type: embedding}\n"),
-                  "m.yaml: malformed YAML at line");
+                  "m.yaml:3:1: malformed YAML: end of sequence flow not found");
   EXPECT_CONTAINS(modelError("- a\n- b\n"), "m.yaml: top level must be a mapping");
   EXPECT_CONTAINS(modelError(""), "m.yaml: top level must be a mapping");
   const std::string path = test::dataPath("models/malformed.yaml");
   std::string msg = inputErrorOf([&] { loadModelConfig(path); });
-  EXPECT_CONTAINS(msg, path + ": malformed YAML at line");
+  EXPECT_CONTAINS(msg, path + ":6:1: malformed YAML");
   EXPECT_CONTAINS(inputErrorOf([] { loadModelConfig("/nonexistent/model.yaml"); }),
                   "/nonexistent/model.yaml: cannot open file");
 }
@@ -375,8 +376,17 @@ TEST(ClusterConfig, MissingFieldsAndNonPositiveSizes) {
   EXPECT_NO_THROW(parseClusterConfig(clusterWith("latency_us: 3", "latency_us: 0"), "c.yaml"));
 }
 
+// A second YAML document would be ignored silently, and a key that is a list made an internal
+// error: both are one input error now (issue 17, item 2).
+TEST(ModelConfig, OneDocumentAndScalarKeys) {
+  EXPECT_CONTAINS(modelError(modelWith("name: m", "name: m") + "---\nname: other\n"),
+                  "m.yaml: 2 YAML documents ('---'); one is expected");
+  EXPECT_CONTAINS(modelError(modelWith("name: m", "name: m\n[a, b]: 1")),
+                  "m.yaml: a key must be a single value, not a list or a mapping");
+}
+
 TEST(ClusterConfig, MalformedYaml) {
-  EXPECT_CONTAINS(clusterError("name: x\nnode: {gpus: 4\n"), "c.yaml: malformed YAML at line");
+  EXPECT_CONTAINS(clusterError("name: x\nnode: {gpus: 4\n"), "c.yaml:3:1: malformed YAML");
 }
 
 }  // namespace

@@ -213,7 +213,7 @@ TEST(EventsFile, CorruptFilesNameFileAndEntry) {
     SCOPED_TRACE(c.text);
     TempFile f(c.text);
     std::string msg = inputErrorOf([&] { loadEventsFile(f.path()); });
-    EXPECT_CONTAINS(msg, f.path() + ": ");
+    EXPECT_CONTAINS(msg, f.path() + ":");
     EXPECT_CONTAINS(msg, c.says);
   }
   EXPECT_CONTAINS(inputErrorOf([] { loadEventsFile("/nonexistent/events.yaml"); }),
