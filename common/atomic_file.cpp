@@ -46,7 +46,7 @@ AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
   temp_path_ = direct_ ? target.path : target.path + ".tmp." + std::to_string(::getpid());
   final_path_ = target.path;
   out_.open(temp_path_, std::ios::out | std::ios::trunc | std::ios::binary);
-  if (!out_) EVSIM_THROW(InputError, "{}: cannot create output file", path_);
+  if (!out_) EVSIM_THROW(EnvironmentError, "{}: cannot create output file", path_);
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
@@ -58,11 +58,11 @@ AtomicFileWriter::~AtomicFileWriter() {
 
 void AtomicFileWriter::commit() {
   out_.flush();
-  if (!out_) EVSIM_THROW(Error, "{}: write failed (disk full?)", path_);
+  if (!out_) EVSIM_THROW(EnvironmentError, "{}: write failed (disk full?)", path_);
   out_.close();
-  if (!out_) EVSIM_THROW(Error, "{}: write failed on close (disk full?)", path_);
+  if (!out_) EVSIM_THROW(EnvironmentError, "{}: write failed on close (disk full?)", path_);
   if (!direct_ && std::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
-    EVSIM_THROW(Error, "{}: cannot rename {} into place", path_, temp_path_);
+    EVSIM_THROW(EnvironmentError, "{}: cannot rename {} into place", path_, temp_path_);
   }
   committed_ = true;
 }

@@ -3,7 +3,9 @@
 //
 // InputError: the user's input is wrong (config file, flag, profile database). main() prints the
 //   one-line message and exits with code 2.
-// Error: anything else that went wrong (an invariant, a vendor call). Exit code 1.
+// EnvironmentError: the machine failed the run (disk full, an unwritable path, a failing CUDA,
+//   NCCL, CUPTI or MPI call, a lost or silent peer). One line, exit code 1.
+// Error: anything else — a broken invariant, i.e. a bug in eventsim. "internal error", exit 3.
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -23,8 +25,15 @@ class InputError : public Error {
   using Error::Error;
 };
 
-// Exit code main() uses for bad input, as every tool of the project documents.
+class EnvironmentError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Exit codes every tool of the project documents (README): bad input, a failing environment, a bug.
 inline constexpr int kInputErrorExitCode = 2;
+inline constexpr int kEnvironmentErrorExitCode = 1;
+inline constexpr int kBugExitCode = 3;
 
 }  // namespace evsim
 

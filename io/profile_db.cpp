@@ -231,13 +231,13 @@ void ProfileDb::save(const std::string& path) const {
     ok = (std::fclose(f) == 0) && ok;
     if (!ok) {
       std::remove(temp.c_str());
-      EVSIM_THROW(Error, "{}: writing failed ({})", temp.string(), std::strerror(saved_errno));
+      EVSIM_THROW(EnvironmentError, "{}: writing failed ({})", temp.string(), std::strerror(saved_errno));
     }
   }
   if (std::rename(temp.c_str(), target.c_str()) != 0) {
     int saved_errno = errno;
     std::remove(temp.c_str());
-    EVSIM_THROW(Error, "{}: cannot replace with {} ({})", path, temp.string(),
+    EVSIM_THROW(EnvironmentError, "{}: cannot replace with {} ({})", path, temp.string(),
                 std::strerror(saved_errno));
   }
 }

@@ -25,7 +25,7 @@ inline std::string mpiErrorString(int code) {
   do {                                                                                         \
     int evsim_mpi_status_ = (call);                                                            \
     if (evsim_mpi_status_ != MPI_SUCCESS) {                                                    \
-      throw ::evsim::Error(::fmt::format("{} failed: {} ({}:{})", #call,                       \
+      throw ::evsim::EnvironmentError(::fmt::format("{} failed: {} ({}:{})", #call,                       \
                                          ::evsim::mpiErrorString(evsim_mpi_status_), __FILE__, \
                                          __LINE__));                                           \
     }                                                                                          \

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 
 #include "common/error.h"
@@ -55,10 +56,15 @@ int runMpiMain(int argc, char** argv, std::string_view program,
     return kInputErrorExitCode;
   } catch (const InputError& e) {
     return die(e.what(), kInputErrorExitCode);
+  } catch (const EnvironmentError& e) {
+    return die(e.what(), kEnvironmentErrorExitCode);
+  } catch (const std::bad_alloc&) {
+    return die("out of memory", kEnvironmentErrorExitCode);
   } catch (const std::exception& e) {
-    return die(e.what(), 1);
+    return die((std::string("internal error (a bug, please report it): ") + e.what()).c_str(),
+               kBugExitCode);
   } catch (...) {
-    return die("unknown exception", 1);
+    return die("internal error (a bug, please report it): unknown exception", kBugExitCode);
   }
 }
 

@@ -5,12 +5,12 @@
 namespace evsim::cuda_detail {
 
 void throwCudaError(const char* call, cudaError_t status, const char* file, int line) {
-  EVSIM_THROW(Error, "CUDA call {} failed: {} ({}) at {}:{}", call, cudaGetErrorName(status),
+  EVSIM_THROW(EnvironmentError, "CUDA call {} failed: {} ({}) at {}:{}", call, cudaGetErrorName(status),
               cudaGetErrorString(status), file, line);
 }
 
 void throwCublasError(const char* call, cublasStatus_t status, const char* file, int line) {
-  EVSIM_THROW(Error, "cuBLAS call {} failed: {} ({}) at {}:{}", call, cublasGetStatusName(status),
+  EVSIM_THROW(EnvironmentError, "cuBLAS call {} failed: {} ({}) at {}:{}", call, cublasGetStatusName(status),
               cublasGetStatusString(status), file, line);
 }
 

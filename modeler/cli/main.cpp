@@ -1,10 +1,12 @@
 // eventsim: events, simulate, search, compare. The composition root: parses the command line,
-// runs one subcommand, and turns exceptions into one line and an exit code (2 for bad input).
+// runs one subcommand, and turns exceptions into one line and an exit code: 2 bad input, 1 the
+// environment failed (disk, memory, a library call), 3 a bug (common/error.h).
 
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <new>
 
 #include "common/error.h"
 #include "io/cli_errors.h"
@@ -31,9 +33,16 @@ int main(int argc, char** argv) {
   } catch (const evsim::InputError& e) {
     fmt::print(stderr, "eventsim: error: {}\n", e.what());
     return evsim::kInputErrorExitCode;
+  } catch (const evsim::EnvironmentError& e) {
+    fmt::print(stderr, "eventsim: error: {}\n", e.what());
+    return evsim::kEnvironmentErrorExitCode;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "eventsim: error: out of memory\n");
+    return evsim::kEnvironmentErrorExitCode;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "eventsim: internal error: {}\n", e.what());
-    return 1;
+    fmt::print(stderr, "eventsim: internal error (a bug in eventsim, please report it): {}\n",
+               e.what());
+    return evsim::kBugExitCode;
   }
   return 0;
 }

@@ -13,7 +13,7 @@
   do {                                                                                 \
     ncclResult_t evsim_nccl_status_ = (call);                                          \
     if (evsim_nccl_status_ != ncclSuccess && evsim_nccl_status_ != ncclInProgress) {   \
-      throw ::evsim::Error(::fmt::format(                                              \
+      throw ::evsim::EnvironmentError(::fmt::format(                                              \
           "{} failed: {} ({}) ({}:{})", #call, ncclGetErrorString(evsim_nccl_status_), \
           static_cast<int>(evsim_nccl_status_), __FILE__, __LINE__));                  \
     }                                                                                  \

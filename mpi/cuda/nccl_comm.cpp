@@ -42,7 +42,7 @@ NcclComm::~NcclComm() {
 void NcclComm::abortAndThrow(const std::string& why) {
   EVSIM_NCCL_IGNORE(ncclCommAbort(comm_));
   comm_ = nullptr;
-  EVSIM_THROW(Error, "{}", why);
+  EVSIM_THROW(EnvironmentError, "{}", why);
 }
 
 template <typename Ready>
