@@ -59,6 +59,10 @@ std::vector<int64_t> parseIntList(std::string_view text, std::string_view what) 
     if (last < first) {
       EVSIM_THROW(InputError, "{} '{}': range '{}' ends before it starts", what, text, item);
     }
+    // Bounded before it is expanded: "0-4000000000" took 54 s and 16.8 GB (issue 17).
+    if (last - first >= kMaxListValues - static_cast<int64_t>(values.size())) {
+      EVSIM_THROW(InputError, "{} '{}': more than {} values", what, text, kMaxListValues);
+    }
     for (int64_t v = first; v <= last; ++v) values.push_back(v);
   }
   std::sort(values.begin(), values.end());

@@ -13,8 +13,11 @@ std::string toLower(std::string_view text);
 std::vector<std::string> split(std::string_view text, char separator);
 std::string trim(std::string_view text);
 
+// At most this many values from one list (a rank selection of 4M ranks is already far beyond any
+// cluster simulated).
+inline constexpr int64_t kMaxListValues = int64_t{1} << 22;
 // Parses a list of integers and inclusive ranges, "0-15,1024", into sorted unique values.
-// Throws InputError naming `what` (e.g. "--ranks") on malformed text.
+// Throws InputError naming `what` (e.g. "--ranks") on malformed text or more than kMaxListValues.
 std::vector<int64_t> parseIntList(std::string_view text, std::string_view what);
 // The whole of `text` as a number (from_chars: no locale, no hex, no trailing text), or nullopt.
 std::optional<double> parseNumber(std::string_view text);

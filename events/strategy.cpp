@@ -120,9 +120,23 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
   }
   if (s.micro_batch <= 0) return fmt::format("--micro-batch {}: must be > 0", s.micro_batch);
   if (s.global_batch <= 0) return fmt::format("--global-batch {}: must be > 0", s.global_batch);
+  // The work an iteration implies is bounded before any plan is built: 10^8 micro-batches were
+  // killed by the kernel at 21.6 GB (issue 17). The bounds are far beyond any training run.
+  if (s.micro_batch > kMaxMicroBatch) {
+    return fmt::format("--micro-batch {}: must be <= {}", s.micro_batch, kMaxMicroBatch);
+  }
+  if (s.global_batch > kMaxGlobalBatch) {
+    return fmt::format("--global-batch {}: must be <= {}", s.global_batch, kMaxGlobalBatch);
+  }
   if (s.global_batch % (s.micro_batch * s.dp) != 0) {
     return fmt::format("--global-batch {}: not divisible by micro-batch x D = {} x {} = {}",
                        s.global_batch, s.micro_batch, s.dp, s.micro_batch * s.dp);
+  }
+  if (s.microBatches() > kMaxMicroBatches) {
+    return fmt::format(
+        "--global-batch {}: m = B/(b*D) = {} micro-batches per iteration, more than the {} "
+        "eventsim simulates (raise --micro-batch or D)",
+        s.global_batch, s.microBatches(), kMaxMicroBatches);
   }
   if (s.dp_overlap && s.dp_bucket_bytes <= 0) {
     return fmt::format("--dp-bucket-mb: bucket of {} bytes must be > 0", s.dp_bucket_bytes);

@@ -27,6 +27,12 @@ enum class Recompute { kNone, kFull, kSelective };
 std::string_view recomputeName(Recompute recompute);  // "none", "full", "selective"
 Recompute parseRecompute(std::string_view text, std::string_view flag = "--recompute");
 
+// Bounds on the batch sizes and micro-batches of a strategy (validateStrategy): far beyond any run,
+// they keep the work of one simulated iteration bounded.
+inline constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;
+inline constexpr int64_t kMaxGlobalBatch = int64_t{1} << 30;
+inline constexpr int64_t kMaxMicroBatches = int64_t{1} << 16;
+
 struct Strategy {
   int tp = 1;                // M
   int pp = 1;                // P

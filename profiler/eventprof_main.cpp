@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "io/cli_checks.h"
 #include "io/run_options.h"
 #include "mpi/mpi_env.h"
 #include "mpi/mpi_main.h"
@@ -74,7 +75,7 @@ void addFlags(CLI::App& app, Flags& f) {
                "stopping");
   app.add_option("--comm-timeout", f.comm_timeout_s,
                  "cuda: seconds a NCCL operation may stay pending before the run is aborted")
-      ->check(CLI::PositiveNumber)
+      ->check(kFinitePositive)
       ->capture_default_str();
   app.add_option("--seed", f.seed, "seed of the kernels' random inputs")->capture_default_str();
   app.add_option("--compute-timer", f.compute_timer,
@@ -153,7 +154,8 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
   CLI::App app{"eventprof: profile the events of distributed transformer training"};
   Flags flags;
   addFlags(app, flags);
-  if (std::optional<int> done = parseFlagsOnEveryRank(app, argc, argv, world, "eventprof")) return *done;
+  if (std::optional<int> done = parseFlagsOnEveryRank(app, argc, argv, world, "eventprof"))
+    return *done;
   ProfileRequest wanted;
   std::string load_error;
   if (world.rank == 0) {

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "io/cli_checks.h"
 #include "io/run_options.h"
 #include "kernels/cpu/cpu_host.h"
 #include "mpi/mpi_check.h"
@@ -67,7 +68,7 @@ void addFlags(CLI::App& app, Flags& f) {
       ->capture_default_str();
   app.add_option("--comm-timeout", f.comm_timeout_s,
                  "cuda: seconds a NCCL operation may stay pending before the run is aborted")
-      ->check(CLI::PositiveNumber)
+      ->check(kFinitePositive)
       ->capture_default_str();
   app.add_option("--trace", f.trace, "write the measured Chrome trace (Perfetto)");
   app.add_option("--csv", f.csv, "write the measured timeline as CSV");
@@ -133,7 +134,8 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   CLI::App app{"eventrun: execute a strategy for real and record every event (ground truth)"};
   Flags flags;
   addFlags(app, flags);
-  if (std::optional<int> done = parseFlagsOnEveryRank(app, argc, argv, world, "eventrun")) return *done;
+  if (std::optional<int> done = parseFlagsOnEveryRank(app, argc, argv, world, "eventrun"))
+    return *done;
   const IterationPlan plan = loadPlan(flags, world);
   Topology topo;
   std::string topo_error;

@@ -126,8 +126,12 @@ void registerEventsCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("events", "list the unique events of a model and strategy");
   args->run.addModelOptions(*cmd);
   args->run.addStrategyOptions(*cmd, /*strategy_required=*/false);
-  cmd->add_option("--gpus", args->gpus,
-                  "instead of one strategy: the union over every valid strategy for N GPUs");
+  CLI::Option* gpus =
+      cmd->add_option("--gpus", args->gpus,
+                      "instead of one strategy: the union over every valid strategy for N GPUs");
+  // A strategy beside --gpus would be ignored: refuse the pair (issue 17, item 6).
+  for (const char* one : {"--strategy", "--tp", "--pp", "--dp"})
+    gpus->excludes(cmd->get_option(one));
   cmd->add_option("--micro-batches", args->micro_batches, "micro-batch sizes for --gpus")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "print JSON");
