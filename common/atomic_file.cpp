@@ -56,11 +56,17 @@ AtomicFileWriter::~AtomicFileWriter() {
   }
 }
 
-void AtomicFileWriter::commit() {
+void AtomicFileWriter::finish() {
+  if (finished_) return;
   out_.flush();
   if (!out_) EVSIM_THROW(EnvironmentError, "{}: write failed (disk full?)", path_);
   out_.close();
   if (!out_) EVSIM_THROW(EnvironmentError, "{}: write failed on close (disk full?)", path_);
+  finished_ = true;
+}
+
+void AtomicFileWriter::publish() {
+  EVSIM_CHECK(finished_, "{}: publish() before finish()", path_);
   if (!direct_ && std::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
     EVSIM_THROW(EnvironmentError, "{}: cannot rename {} into place", path_, temp_path_);
   }

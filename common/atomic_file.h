@@ -20,8 +20,16 @@ class AtomicFileWriter {
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
   std::ofstream& stream() { return out_; }
-  // Flushes, checks for write errors and renames into place. Throws Error on failure.
-  void commit();
+  // Flushes, checks for write errors and renames into place. Throws EnvironmentError on failure.
+  void commit() {
+    finish();
+    publish();
+  }
+  // The two halves of commit(), for a command that writes several files all or none: finish()
+  // every writer (any failure throws, and the destructors remove every temp file), then publish()
+  // every writer.
+  void finish();
+  void publish();
 
  private:
   std::string path_;        // as given, for messages
@@ -29,6 +37,7 @@ class AtomicFileWriter {
   std::string temp_path_;   // written first; final_path_ itself when direct_
   bool direct_ = false;     // not a regular file: written in place
   std::ofstream out_;
+  bool finished_ = false;
   bool committed_ = false;
 };
 

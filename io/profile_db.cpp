@@ -3,6 +3,7 @@
 // and tests; readers are the modeler and `eventprof --resume`.
 #include "io/profile_db.h"
 
+#include <signal.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -12,6 +13,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "events/yaml_reader.h"
 
 namespace evsim {
@@ -231,7 +233,8 @@ void ProfileDb::save(const std::string& path) const {
     ok = (std::fclose(f) == 0) && ok;
     if (!ok) {
       std::remove(temp.c_str());
-      EVSIM_THROW(EnvironmentError, "{}: writing failed ({})", temp.string(), std::strerror(saved_errno));
+      EVSIM_THROW(EnvironmentError, "{}: writing failed ({})", temp.string(),
+                  std::strerror(saved_errno));
     }
   }
   if (std::rename(temp.c_str(), target.c_str()) != 0) {
@@ -240,6 +243,25 @@ void ProfileDb::save(const std::string& path) const {
     EVSIM_THROW(EnvironmentError, "{}: cannot replace with {} ({})", path, temp.string(),
                 std::strerror(saved_errno));
   }
+}
+
+int ProfileDb::removeStaleTemps(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string prefix = target.filename().string() + ".tmp.";
+  std::error_code ec;
+  int removed = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::optional<int64_t> pid = parseInteger(std::string_view(name).substr(prefix.size()));
+    if (!pid || *pid <= 0) continue;
+    // kill(pid, 0) fails with ESRCH when no such process exists: its writer is gone.
+    if (::kill(static_cast<pid_t>(*pid), 0) == 0 || errno != ESRCH) continue;
+    if (fs::remove(entry.path(), ec)) ++removed;
+  }
+  return removed;
 }
 
 void ProfileDb::put(ProfileRecord record) {

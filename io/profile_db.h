@@ -80,8 +80,11 @@ class ProfileDb {
 
   // Throws InputError: missing file, malformed YAML, wrong schema version, bad entries.
   static ProfileDb load(const std::string& path);
-  // Writes to `path` atomically (temp file in the same directory, then rename).
+  // Writes to `path` atomically (temp file "<path>.tmp.<pid>" in the same directory, then rename).
   void save(const std::string& path) const;
+  // Removes the temp files an interrupted save() of `path` left behind: "<path>.tmp.<pid>" whose
+  // process no longer runs (a running writer's is kept). Returns how many were removed.
+  static int removeStaleTemps(const std::string& path);
 
   // Adds or replaces the record with the same signature.
   void put(ProfileRecord record);

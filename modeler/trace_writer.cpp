@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "common/atomic_file.h"
 #include "common/error.h"
 #include "modeler/device_events.h"
@@ -111,16 +113,17 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
 
 void writeTimelineFiles(const TimelineSource& source, const std::vector<int64_t>& ranks,
                         const std::string& trace_path, const std::string& csv_path) {
-  if (!trace_path.empty()) {
-    AtomicFileWriter out(trace_path);
-    writeChromeTrace(source, ranks, out.stream());
-    out.commit();
-  }
-  if (!csv_path.empty()) {
-    AtomicFileWriter out(csv_path);
-    writeTimelineCsv(source, ranks, out.stream());
-    out.commit();
-  }
+  // All or none: both files are opened, written and flushed before either is published, so a
+  // failing one (an unwritable path, a full disk) leaves neither behind.
+  std::optional<AtomicFileWriter> trace, csv;
+  if (!trace_path.empty()) trace.emplace(trace_path);
+  if (!csv_path.empty()) csv.emplace(csv_path);
+  if (trace) writeChromeTrace(source, ranks, trace->stream());
+  if (csv) writeTimelineCsv(source, ranks, csv->stream());
+  if (trace) trace->finish();
+  if (csv) csv->finish();
+  if (trace) trace->publish();
+  if (csv) csv->publish();
 }
 
 void writeTimelineCsv(const TimelineSource& source, const std::vector<int64_t>& ranks,

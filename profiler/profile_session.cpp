@@ -114,6 +114,12 @@ ProfileSession::Work ProfileSession::prepare(const std::vector<Event>& wanted,
                                              const ProfileMetadata& metadata, ProfileDb& db) {
   WorkPlan plan;
   onRootShared(world_.rank, [&] {
+    // An interrupted earlier run (kill -9 during a save) leaves "<output>.tmp.<pid>" behind.
+    if (const int stale = ProfileDb::removeStaleTemps(options_.output_path);
+        stale > 0 && options_.log != nullptr) {
+      fmt::print(options_.log, "[eventprof] removed {} temp file(s) an interrupted run left\n",
+                 stale);
+    }
     std::optional<ProfileDb> previous;
     const bool exists = std::filesystem::exists(options_.output_path);
     if (options_.resume && exists) {

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <iostream>
 #include <new>
 
 #include "common/error.h"
@@ -28,6 +29,11 @@ int main(int argc, char** argv) {
   evsim::registerImportCommand(app);
   try {
     app.parse(argc, argv);
+    // Output lost on a full or closed standard output must not end in exit code 0.
+    std::cout.flush();
+    if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      EVSIM_THROW(EnvironmentError, "writing to standard output failed");
+    }
   } catch (const CLI::ParseError& e) {
     return evsim::exitOnParseError(app, e, "eventsim");
   } catch (const evsim::InputError& e) {

@@ -2,6 +2,8 @@
 #include "io/profile_db.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -170,6 +172,27 @@ TEST_F(ProfileDbTest, WorldSizeBeyondAnIntIsRefused) {
   std::string error = loadError();
   EXPECT_NE(error.find("metadata.world_size: 4294967300: must be <= 2147483647"), std::string::npos)
       << error;
+}
+
+// The temp file of an interrupted save whose process is gone is removed; a running writer's (this
+// process) is kept (issue 17, item 4).
+TEST_F(ProfileDbTest, StaleTempFilesAreRemoved) {
+  pid_t gone = 0;
+  for (pid_t p = 4194000; p > 1000; --p) {  // a pid no process has (kill says ESRCH)
+    if (::kill(p, 0) != 0 && errno == ESRCH) {
+      gone = p;
+      break;
+    }
+  }
+  ASSERT_GT(gone, 0);
+  const std::string stale = path_ + ".tmp." + std::to_string(gone);
+  const std::string live = path_ + ".tmp." + std::to_string(::getpid());
+  std::ofstream(stale) << "half";
+  std::ofstream(live) << "writing";
+  EXPECT_EQ(ProfileDb::removeStaleTemps(path_), 1);
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  std::filesystem::remove(live);
 }
 
 TEST_F(ProfileDbTest, NotAProfile) {
