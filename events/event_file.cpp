@@ -43,8 +43,20 @@ std::string eventsFileYaml(const EventTable& table, int64_t op_executions,
   return std::string(out.c_str()) + "\n";
 }
 
+namespace {
+std::vector<UniqueEvent> readEventsFile(const YamlReader& root);
+}  // namespace
+
 std::vector<UniqueEvent> loadEventsFile(const std::string& path) {
-  YamlReader root = YamlReader::fromFile(path);
+  return readEventsFile(YamlReader::fromFile(path));
+}
+
+std::vector<UniqueEvent> parseEventsFile(const std::string& text, const std::string& origin) {
+  return readEventsFile(YamlReader::fromString(text, origin));
+}
+
+namespace {
+std::vector<UniqueEvent> readEventsFile(const YamlReader& root) {
   root.allowOnly({"eventsim_events", "source", "op_executions", "unique_events", "events"});
   if (root.nonNegativeInt("eventsim_events") != kEventsFileVersion) {
     root.fail("eventsim_events",
@@ -68,5 +80,6 @@ std::vector<UniqueEvent> loadEventsFile(const std::string& path) {
   if (events.empty()) root.fail("events", "lists no events");
   return events;
 }
+}  // namespace
 
 }  // namespace evsim

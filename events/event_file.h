@@ -37,6 +37,8 @@ std::string eventsFileYaml(const EventTable& table, int64_t op_executions,
 // Reads an events file; throws InputError naming the file and entry on any problem (unknown
 // version, missing signature, a signature that does not parse, a kind that contradicts it).
 std::vector<UniqueEvent> loadEventsFile(const std::string& path);
+// The same from text; `origin` names it in errors (tests, fuzzing).
+std::vector<UniqueEvent> parseEventsFile(const std::string& text, const std::string& origin);
 
 // "intra" or "inter" for communication events.
 std::string_view scopeName(const Placement& placement);

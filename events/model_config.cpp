@@ -33,7 +33,7 @@ ModelConfig readModel(const YamlReader& root) {
               fmt::format("{} does not divide hidden_size {}", model.num_heads, model.hidden_size));
   }
 
-  bool seen_embedding = false, seen_head = false, seen_encoder = false;
+  bool seen_embedding = false, seen_head = false, seen_encoder = false, seen_cross = false;
   std::vector<YamlReader> groups = root.items("layers");
   for (size_t i = 0; i < groups.size(); ++i) {
     const YamlReader& group = groups[i];
@@ -56,12 +56,18 @@ ModelConfig readModel(const YamlReader& root) {
         if (block.cross_attention && !seen_encoder) {
           group.fail("cross_attention", "true needs encoder blocks before this group");
         }
+        seen_cross = seen_cross || block.cross_attention;
       } else {
         group.allowOnly({"type", "count"});
         seen_encoder = true;
-        if (model.hasCrossAttention()) group.fail("type", "encoder blocks after cross-attention");
+        if (seen_cross) group.fail("type", "encoder blocks after cross-attention");
       }
       int64_t count = group.positiveInt("count", kMaxLayers);
+      // The total is bounded too: many groups of the largest count exhausted memory (found by
+      // fuzzing, tests/fuzz).
+      if (static_cast<int64_t>(model.blocks.size()) + count > kMaxLayers) {
+        group.fail("count", fmt::format("{}: more than {} blocks in all", count, kMaxLayers));
+      }
       model.blocks.insert(model.blocks.end(), count, block);
     } else {
       group.fail("type", "'" + type + "': unknown layer type (embedding, encoder, decoder, head)");

@@ -1,8 +1,14 @@
 #include "events/yaml_reader.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <future>
+#include <memory>
+#include <optional>
 #include <set>
+#include <string_view>
+#include <thread>
 
 #include "common/error.h"
 #include "common/input_file.h"
@@ -10,15 +16,110 @@
 namespace evsim {
 
 namespace {
-YamlReader parse(const std::string& text, const std::string& origin) {
-  std::vector<YAML::Node> documents;
+// yaml-cpp 0.7 (Debian 12) loops forever on a ',' where a document's first node should start
+// (",}", "&a ,", a line ', x' after '---'; found by fuzzing, tests/fuzz) and stops at a NUL byte.
+// Neither is valid YAML, so they are refused before yaml-cpp sees them: control characters other
+// than tab and line ends anywhere, and a line whose first token (after indentation, anchors and
+// tags) is ',' outside flow collections, quotes, comments and block scalars.
+std::optional<std::string> yamlHazard(const std::string& text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) {
+      return fmt::format("control character 0x{:02x} at byte {} is not allowed in YAML", c, i);
+    }
+  }
+  int flow_depth = 0;
+  char quote = 0;                // inside '...' or "..." (may span lines)
+  int block_scalar_indent = -1;  // inside a | or > block: lines indented more than this
+  int line_number = 0;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + start, end - start);
+    ++line_number;
+    size_t indent = line.find_first_not_of(" \t");
+    if (block_scalar_indent >= 0) {
+      if (indent == std::string_view::npos || static_cast<int>(indent) > block_scalar_indent) {
+        start = end + 1;
+        continue;
+      }
+      block_scalar_indent = -1;
+    }
+    size_t i = indent == std::string_view::npos ? line.size() : indent;
+    if (quote == 0 && flow_depth == 0) {
+      // Skip anchors and tags that may precede a node, then look at the first token.
+      while (i < line.size() && (line[i] == '&' || line[i] == '!')) {
+        while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+        while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+      }
+      if (i < line.size() && line[i] == ',') {
+        return fmt::format("line {}: ',' cannot start a node here", line_number);
+      }
+    }
+    for (size_t k = indent == std::string_view::npos ? line.size() : indent; k < line.size(); ++k) {
+      const char c = line[k];
+      if (quote != 0) {
+        if (quote == '"' && c == '\\') {
+          ++k;
+        } else if (c == quote) {
+          quote = 0;
+        }
+        continue;
+      }
+      const bool token_start = k == 0 || line[k - 1] == ' ' || line[k - 1] == '\t' ||
+                               line[k - 1] == '[' || line[k - 1] == '{' || line[k - 1] == ',';
+      if (c == '#' && (k == 0 || line[k - 1] == ' ' || line[k - 1] == '\t')) break;
+      if ((c == '"' || c == '\'') && token_start) quote = c;
+      if (c == '[' || c == '{') ++flow_depth;
+      if ((c == ']' || c == '}') && flow_depth > 0) --flow_depth;
+      // "key: |" or "key: >-" opens a block scalar: its lines are text, not YAML.
+      if ((c == '|' || c == '>') && token_start && flow_depth == 0) {
+        size_t rest = line.find_first_not_of("+-0123456789", k + 1);
+        if (rest == std::string_view::npos ||
+            line.substr(rest).find_first_not_of(" \t") == std::string_view::npos) {
+          block_scalar_indent = static_cast<int>(indent == std::string_view::npos ? 0 : indent);
+          break;
+        }
+      }
+    }
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+// yaml-cpp on its own thread, given kParseDeadline: the pre-scan above catches the loops fuzzing
+// found, and this is the backstop for any it did not. A parse past the deadline is refused as
+// malformed input; its thread is left spinning (it cannot be stopped) until the process, which
+// reports the error and exits, ends. Configs and profiles parse in milliseconds.
+constexpr std::chrono::seconds kParseDeadline{10};
+
+std::vector<YAML::Node> loadWithDeadline(const std::string& text, const std::string& origin) {
+  auto shared_text = std::make_shared<const std::string>(text);
+  std::packaged_task<std::vector<YAML::Node>()> task(
+      [shared_text] { return YAML::LoadAll(*shared_text); });
+  std::future<std::vector<YAML::Node>> result = task.get_future();
+  std::thread(std::move(task)).detach();
+  if (result.wait_for(kParseDeadline) != std::future_status::ready) {
+    EVSIM_THROW(InputError,
+                "{}: malformed YAML: the parser did not finish in {} s (yaml-cpp loops on some "
+                "malformed input)",
+                origin, kParseDeadline.count());
+  }
   try {
-    documents = YAML::LoadAll(text);
+    return result.get();
   } catch (const YAML::Exception& e) {
     // file:line:col, as compilers print it, so editors jump there.
     EVSIM_THROW(InputError, "{}:{}:{}: malformed YAML: {}", origin, e.mark.line + 1,
                 e.mark.column + 1, e.msg);
   }
+}
+
+YamlReader parse(const std::string& text, const std::string& origin) {
+  if (std::optional<std::string> hazard = yamlHazard(text)) {
+    EVSIM_THROW(InputError, "{}: malformed YAML: {}", origin, *hazard);
+  }
+  std::vector<YAML::Node> documents = loadWithDeadline(text, origin);
   // A second document would be ignored silently: refuse it.
   if (documents.size() > 1) {
     EVSIM_THROW(InputError, "{}: {} YAML documents ('---'); one is expected", origin,

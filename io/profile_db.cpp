@@ -189,8 +189,13 @@ std::string emit(const ProfileMetadata& m, const std::vector<ProfileRecord>& rec
 
 }  // namespace
 
-ProfileDb ProfileDb::load(const std::string& path) {
-  YamlReader root = YamlReader::fromFile(path);
+ProfileDb ProfileDb::load(const std::string& path) { return read(YamlReader::fromFile(path)); }
+
+ProfileDb ProfileDb::parse(const std::string& text, const std::string& origin) {
+  return read(YamlReader::fromString(text, origin));
+}
+
+ProfileDb ProfileDb::read(const YamlReader& root) {
   root.allowOnly({"schema_version", "metadata", "events"});
   // The version is read before anything else so a newer file says so instead of failing on keys.
   if (!root.has("schema_version")) {

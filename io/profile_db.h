@@ -43,6 +43,8 @@
 
 namespace evsim {
 
+class YamlReader;
+
 inline constexpr int kProfileSchemaVersion = 1;
 
 struct TimingStats {
@@ -80,6 +82,8 @@ class ProfileDb {
 
   // Throws InputError: missing file, malformed YAML, wrong schema version, bad entries.
   static ProfileDb load(const std::string& path);
+  // The same from text; `origin` names it in errors (tests, fuzzing).
+  static ProfileDb parse(const std::string& text, const std::string& origin);
   // Writes to `path` atomically (temp file "<path>.tmp.<pid>" in the same directory, then rename).
   void save(const std::string& path) const;
   // Removes the temp files an interrupted save() of `path` left behind: "<path>.tmp.<pid>" whose
@@ -92,6 +96,8 @@ class ProfileDb {
   const std::vector<ProfileRecord>& records() const { return records_; }
 
  private:
+  static ProfileDb read(const YamlReader& root);
+
   std::vector<ProfileRecord> records_;
   std::map<std::string, size_t> index_;
 };

@@ -198,7 +198,8 @@ CalibrationReport calibrate(const CalibrationInput& input) {
           fmt::format("fitted: {} sizes of {} (mean error {:.1f}%, worst {:.1f}%)", fit.points,
                       input.collectives_origin, fit.mean_abs_error_pct, fit.max_abs_error_pct);
       // Replaces the curve of this group size; curves of other sizes stay.
-      std::erase_if(curves, [&](const CollectiveCurve& c) { return c.group == group; });
+      const int fitted_group = group;  // a structured binding cannot be captured before C++20 clang
+      std::erase_if(curves, [&](const CollectiveCurve& c) { return c.group == fitted_group; });
       curves.push_back(fit.curve);
       report.collective_fits.push_back(fit);
     }

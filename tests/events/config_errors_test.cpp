@@ -8,6 +8,7 @@
 
 #include "events/cluster_config.h"
 #include "events/model_config.h"
+#include "events/yaml_reader.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -58,6 +59,12 @@ TEST(ModelConfig, DimensionsBeyondAnyModelAreRefused) {
                   "m.yaml: vocab_size: 99999999999: must be <= 16777216");
   EXPECT_CONTAINS(layersError("  - {type: decoder, count: 100000, cross_attention: false}\n"),
                   "count: 100000: must be <= 65536");
+  // Found by fuzzing: many groups of the largest count ran out of memory; the total is bounded.
+  EXPECT_CONTAINS(layersError("  - {type: embedding}\n"
+                              "  - {type: decoder, count: 65536, cross_attention: false}\n"
+                              "  - {type: decoder, count: 1, cross_attention: false}\n"
+                              "  - {type: head}\n"),
+                  "layers[2].count: 1: more than 65536 blocks in all");
 }
 
 TEST(ModelConfig, BaseTextIsValid) {
@@ -383,6 +390,23 @@ TEST(ModelConfig, OneDocumentAndScalarKeys) {
                   "m.yaml: 2 YAML documents ('---'); one is expected");
   EXPECT_CONTAINS(modelError(modelWith("name: m", "name: m\n[a, b]: 1")),
                   "m.yaml: a key must be a single value, not a list or a mapping");
+}
+
+// Inputs on which yaml-cpp 0.7 loops forever (found by fuzzing, tests/fuzz) are refused first, in
+// one line; a block scalar whose text starts a line with ',' is still fine.
+TEST(Yaml, InputsThatHangYamlCppAreRefused) {
+  auto error = [](const std::string& text) {
+    return inputErrorOf([&] { YamlReader::fromString(text, "y.yaml"); });
+  };
+  EXPECT_CONTAINS(error(","), "y.yaml: malformed YAML: line 1: ',' cannot start a node here");
+  EXPECT_CONTAINS(error(", count: 2}"), "line 1: ',' cannot start a node here");
+  EXPECT_CONTAINS(error("# comment\n\n, a"), "line 3: ',' cannot start a node here");
+  EXPECT_CONTAINS(error("&anchor ,"), "line 1: ',' cannot start a node here");
+  EXPECT_CONTAINS(error("a: 1\n---\n, b"), "line 3: ',' cannot start a node here");
+  EXPECT_CONTAINS(error(std::string("a: 1 # x\0\0y\n", 12)),
+                  "control character 0x00 at byte 8 is not allowed in YAML");
+  EXPECT_NO_THROW(YamlReader::fromString("text: |\n  , a line of text\nname: m\n", "y.yaml"));
+  EXPECT_NO_THROW(YamlReader::fromString("list: [a,\n  b]\nq: 'x\n, y'\n", "y.yaml"));
 }
 
 TEST(ClusterConfig, MalformedYaml) {
