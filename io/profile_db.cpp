@@ -230,7 +230,7 @@ void ProfileDb::save(const std::string& path) const {
   {
     std::FILE* f = std::fopen(temp.c_str(), "wb");
     if (f == nullptr) {
-      EVSIM_THROW(InputError, "{}: cannot write ({})", temp.string(), std::strerror(errno));
+      EVSIM_THROW(EnvironmentError, "{}: cannot write ({})", temp.string(), std::strerror(errno));
     }
     size_t written = std::fwrite(text.data(), 1, text.size(), f);
     bool ok = written == text.size() && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;

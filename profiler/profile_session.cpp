@@ -136,7 +136,7 @@ ProfileSession::Work ProfileSession::prepare(const std::vector<Event>& wanted,
     }
     db.metadata = metadata;
     plan = planWork(wanted, previous ? &*previous : nullptr, topo_, options_.intra_node_only);
-    db.save(options_.output_path);  // fails early, as bad input, when the output is unwritable
+    db.save(options_.output_path);  // fails early (exit 1) when the output is unwritable
     if (options_.log == nullptr) return;
     if (!topo_.uniform()) {
       fmt::print(options_.log,
