@@ -1,6 +1,6 @@
 // eventprof: measures events on the cluster it runs on and writes a profile database.
 //   mpirun -np 4 eventprof --events events.yaml -o profile.yaml [--backend auto|cpu|cuda]
-// main() is the composition root: flags -> event list (rank 0) -> topology -> backend -> session.
+// main() is the composition root: flags -> event list (rank 0) -> topology -> device -> session.
 // Every failure ends in one line; a rank that fails alone calls MPI_Abort so the others never hang.
 #include <mpi.h>
 
@@ -15,7 +15,7 @@
 #include "io/run_options.h"
 #include "mpi/mpi_env.h"
 #include "mpi/mpi_main.h"
-#include "profiler/backend_factory.h"
+#include "platform/device_factory.h"
 #include "profiler/event_source.h"
 #include "profiler/profile_session.h"
 
@@ -177,12 +177,15 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
   }
   if (!topo_error.empty()) EVSIM_THROW(CollectiveInputError, "{}", topo_error);
 
-  BackendRequest request{flags.backend, flags.seed + static_cast<uint64_t>(world.rank),
-                         flags.comm_timeout_s, flags.compute_timer};
-  std::unique_ptr<ProfilerBackend> backend = makeBackend(request, world);
+  DeviceRequest request;
+  request.name = flags.backend;
+  request.seed = flags.seed + static_cast<uint64_t>(world.rank);
+  request.comm_timeout_s = flags.comm_timeout_s;
+  request.compute_timer = flags.compute_timer;
+  std::unique_ptr<Device> device = makeDevice(request, world);
   if (world.rank == 0) {
-    fmt::print(stderr, "[eventprof] backend {} on {} rank(s), {} node(s){}: {}\n", backend->name(),
-               world.size, topo.nodes(), topo.emulated ? " (emulated)" : "",
+    fmt::print(stderr, "[eventprof] backend {} on {} rank(s), {} node(s){}: {}\n",
+               device->platform(), world.size, topo.nodes(), topo.emulated ? " (emulated)" : "",
                fmt::join(topo.node_names, ", "));
   }
 
@@ -192,12 +195,12 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
   options.repeats = flags.repeats;
   options.resume = flags.resume;
   options.intra_node_only = flags.intra_node_only;
-  ProfileSession session(world, topo, *backend, options);
+  ProfileSession session(world, topo, *device, options);
   ProfileSummary summary = session.run(wanted.events);
   if (world.rank == 0) {
     addModeledCost(wanted, flags.output, summary);
     printSummary(stderr, summary, flags.output, world.size);
-    if (std::string note = backend->timingNote(); !note.empty()) {
+    if (std::string note = device->timingNote(); !note.empty()) {
       fmt::print(stderr, "[eventprof] rank 0: {}\n", note);
     }
   }

@@ -87,21 +87,21 @@ struct ProfileSession::Work {
 };
 
 ProfileSession::ProfileSession(const MpiWorld& world, const Topology& topo,
-                               ProfilerBackend& backend, ProfileOptions options)
-    : world_(world), topo_(topo), backend_(backend), options_(std::move(options)) {
+                               Device& device, ProfileOptions options)
+    : world_(world), topo_(topo), device_(device), options_(std::move(options)) {
   EVSIM_CHECK(options_.warmup >= 0 && options_.repeats > 0, "warmup {} repeats {}", options_.warmup,
               options_.repeats);
 }
 
 ProfileMetadata ProfileSession::collectMetadata() {
   ProfileMetadata m;
-  m.devices = gatherStrings(backend_.deviceName(), 0, MPI_COMM_WORLD);
-  m.backend = backend_.name();
+  m.devices = gatherStrings(device_.deviceName(), 0, MPI_COMM_WORLD);
+  m.backend = device_.platform();
   m.date = utcNow();
   m.world_size = world_.size;
   m.ranks_per_node = topo_.ranksPerNode();
   m.hosts = topo_.node_names;
-  m.versions = backend_.versions();
+  m.versions = device_.versions();
   m.versions["mpi"] = mpiLibraryVersion();
   return m;
 }
@@ -191,7 +191,7 @@ ProfileSummary ProfileSession::run(const std::vector<Event>& wanted) {
 std::vector<int> ProfileSession::timingRanks() const {
   // All ranks on GPUs; on a CPU host with more ranks than cores, only as many as there are cores
   // (the others wait without spinning), so no two timed kernels share a core.
-  const int timing = world_.local_rank < backend_.computeSlots(world_.local_size) ? 1 : 0;
+  const int timing = world_.local_rank < device_.computeSlots(world_.local_size) ? 1 : 0;
   std::vector<int> timing_flags(static_cast<size_t>(world_.size));
   EVSIM_MPI_CHECK(
       MPI_Allgather(&timing, 1, MPI_INT, timing_flags.data(), 1, MPI_INT, MPI_COMM_WORLD));
@@ -221,7 +221,7 @@ void ProfileSession::measureCompute(const std::vector<Event>& events,
     if (my_slot < static_cast<std::ptrdiff_t>(slots) && index < events.size()) {
       auto t0 = std::chrono::steady_clock::now();
       std::vector<double> samples =
-          backend_.timeCompute(events[index], options_.warmup, options_.repeats);
+          device_.timeCompute(events[index], options_.warmup, options_.repeats);
       busy_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       mine = toWire(computeStats(floored(std::move(samples))));
     }
@@ -274,8 +274,8 @@ void ProfileSession::measureCommunication(const std::vector<Event>& events, Prof
       auto t0 = std::chrono::steady_clock::now();
       std::vector<double> samples =
           event.kind == EventKind::kP2P
-              ? backend_.timeP2P(event, group, options_.warmup, options_.repeats)
-              : backend_.timeCollective(event, group, options_.warmup, options_.repeats);
+              ? device_.timeP2P(event, group, options_.warmup, options_.repeats)
+              : device_.timeCollective(event, group, options_.warmup, options_.repeats);
       busy_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       EVSIM_CHECK(samples.size() == static_cast<size_t>(options_.repeats),
                   "{} samples for {} repeats", samples.size(), options_.repeats);

@@ -4,7 +4,7 @@
 // into records, and has rank 0 re-write the profile database after every completed step, so a
 // crash or Ctrl-C loses at most the events in flight.
 //
-// Call order: MPI_Init -> queryMpiWorld -> discoverTopology -> make a backend -> ProfileSession
+// Call order: MPI_Init -> queryMpiWorld -> discoverTopology -> makeDevice (platform/device_factory.h) -> ProfileSession
 // ::run on every rank (collective over MPI_COMM_WORLD) -> MPI_Finalize.
 
 #include <cstdio>
@@ -17,7 +17,7 @@
 #include "io/profile_db.h"
 #include "mpi/mpi_env.h"
 #include "mpi/topology.h"
-#include "profiler/backend.h"
+#include "platform/device.h"
 #include "profiler/modeled_cost.h"
 #include "profiler/progress.h"
 
@@ -44,7 +44,7 @@ struct ProfileSummary {
   // more ranks than cores, its cores), so held device-seconds do not count ranks sharing a core.
   int devices = 0;
   double heldDeviceSeconds() const { return wall_s * devices; }
-  // Profiling cost: the sum over ranks of the time spent inside backend measurement calls.
+  // Profiling cost: the sum over ranks of the time spent inside device measurement calls.
   double measuring_device_s = 0;
   // One modeled iteration of the strategies covered (set by the caller after run(); empty when
   // the events came from a file and the strategies are unknown).
@@ -53,7 +53,7 @@ struct ProfileSummary {
 
 class ProfileSession {
  public:
-  ProfileSession(const MpiWorld& world, const Topology& topo, ProfilerBackend& backend,
+  ProfileSession(const MpiWorld& world, const Topology& topo, Device& device,
                  ProfileOptions options);
 
   // Collective. `wanted` is read on rank 0 only. Throws CollectiveInputError (all ranks) for bad
@@ -75,9 +75,9 @@ class ProfileSession {
 
   MpiWorld world_;
   Topology topo_;
-  ProfilerBackend& backend_;
+  Device& device_;
   ProfileOptions options_;
-  double busy_s_ = 0;  // this rank's time inside backend calls
+  double busy_s_ = 0;  // this rank's time inside device measurement calls
 };
 
 void printSummary(std::FILE* out, const ProfileSummary& summary, const std::string& output_path,

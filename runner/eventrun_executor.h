@@ -1,6 +1,6 @@
 #pragma once
 // Executors of a RankProgram (eventrun_program.h). RankExecutor is the interface main() drives;
-// the chooser (eventrun_backend.h) makes the CPU one below or the CUDA one
+// the rank's Device (platform/device.h) makes the CPU one below or the CUDA one
 // (runner/cuda/eventrun_cuda_executor.h).
 //
 // CpuRankExecutor runs a program for real on the CPU: compute actions through the

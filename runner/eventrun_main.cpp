@@ -2,11 +2,12 @@
 // timeline of every rank in `eventsim simulate`'s formats (ground truth for the modeler).
 //   mpirun -np K eventrun --model M --cluster C --strategy xMyPzD --micro-batch b --global-batch B
 //       --schedule S [--virtual-stages v] [--recompute R] [--sequence-parallel] [--zero Z]
-//       [--dp-overlap] [--iterations n] [--backend cpu|cuda] [--ranks-per-node R] [--comm-timeout
-//       s]
+//       [--dp-overlap] [--iterations n] [--backend auto|cpu|cuda] [--ranks-per-node R]
+//       [--comm-timeout s]
 //       --trace measured.json --csv measured.csv
-// main() is the composition root: flags -> plan (every rank) -> backend check -> rank program ->
-// clock alignment -> executor (CPU or CUDA, chosen in eventrun_backend.cpp) -> timed iterations ->
+// main() is the composition root: flags -> plan (every rank) -> device (CPU or CUDA, chosen in
+// platform/device_factory.cpp) -> rank program -> clock alignment -> the device's executor -> timed
+// iterations ->
 // medians gathered on rank 0 -> files. Every failure ends in one line; a rank that fails alone
 // calls MPI_Abort so the others never hang.
 #include <mpi.h>
@@ -20,11 +21,10 @@
 #include "common/error.h"
 #include "io/cli_checks.h"
 #include "io/run_options.h"
-#include "kernels/cpu/cpu_host.h"
 #include "mpi/mpi_check.h"
 #include "mpi/mpi_env.h"
 #include "mpi/mpi_main.h"
-#include "runner/eventrun_backend.h"
+#include "platform/device_factory.h"
 #include "runner/eventrun_executor.h"
 #include "runner/eventrun_program.h"
 #include "runner/eventrun_report.h"
@@ -38,7 +38,7 @@ constexpr int kClockRounds = 50;
 struct Flags {
   RunOptions run;
   int iterations = 5;
-  std::string backend = "cpu";
+  std::string backend = "auto";
   int ranks_per_node = 0;
   std::string wait = "auto";
   double comm_timeout_s = 300;
@@ -54,8 +54,9 @@ void addFlags(CLI::App& app, Flags& f) {
                  "iterations to run; the first is warm-up, the report uses the median of the rest")
       ->capture_default_str();
   app.add_option("--backend", f.backend,
-                 "cpu (kernels/cpu + MPI) or cuda (kernels/cuda + NCCL, one GPU per rank)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+                 "auto (cuda when every rank sees a GPU of its own), cpu (kernels/cpu + MPI) or "
+                 "cuda (kernels/cuda + NCCL, one GPU per rank)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   app.add_option("--ranks-per-node", f.ranks_per_node,
                  "group consecutive ranks of a host into emulated nodes of this size (must match "
@@ -124,12 +125,6 @@ void checkPlacement(const IterationPlan& plan, const Topology& topo, int ranks_p
   }
 }
 
-WaitMode waitMode(const std::string& flag, const MpiWorld& world) {
-  if (flag == "spin") return WaitMode::kSpin;
-  if (flag == "sleep") return WaitMode::kSleep;
-  return world.local_size > hostCores() ? WaitMode::kSleep : WaitMode::kSpin;
-}
-
 int runEventrun(int argc, char** argv, const MpiWorld& world) {
   CLI::App app{"eventrun: execute a strategy for real and record every event (ground truth)"};
   Flags flags;
@@ -146,13 +141,14 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   }
   if (!topo_error.empty()) EVSIM_THROW(CollectiveInputError, "{}", topo_error);
   checkPlacement(plan, topo, flags.ranks_per_node);
-  const WaitMode wait = waitMode(flags.wait, world);
-  const EventrunBackendRequest request{
-      flags.backend, wait, flags.seed + static_cast<uint64_t>(world.rank), flags.comm_timeout_s};
-  checkEventrunBackend(request, world);  // before the clocks and kernels: fail fast
-
-  // The same BLAS threads per rank as eventprof's CPU backend gave the kernels it profiled.
-  setCpuKernelThreads(cpuThreadsPerRank(world.local_size));
+  DeviceRequest request;
+  request.name = flags.backend;
+  request.seed = flags.seed + static_cast<uint64_t>(world.rank);
+  request.comm_timeout_s = flags.comm_timeout_s;
+  request.measures_events = false;
+  request.wait = flags.wait;
+  // Before the clocks and kernels: a platform that cannot run here fails fast.
+  const std::unique_ptr<Device> device = makeDevice(request, world);
   const RankProgram program = buildRankProgram(plan, world.rank);
   const ClockOffset clock = estimateClockOffset(MPI_COMM_WORLD, kClockRounds);
   const int n = flags.iterations;
@@ -161,7 +157,7 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   std::string executor_text;
   double time_error_us = 0;  // the executor's own bound (CUDA events to host clock)
   {
-    std::unique_ptr<RankExecutor> executor = makeRankExecutor(request, plan, program, world);
+    std::unique_ptr<RankExecutor> executor = device->makeExecutor(plan, program);
     executor_text = executor->describe();
     for (int i = 0; i < n; ++i) {
       EVSIM_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
@@ -245,7 +241,7 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
       s.global_batch, plan.micro_batches, world.size, executor_text, median(iteration_ms),
       iteration_ms.size(), *std::min_element(iteration_ms.begin(), iteration_ms.end()),
       *std::max_element(iteration_ms.begin(), iteration_ms.end()), residual_us,
-      flags.backend == "cuda" ? " + CUDA event to host clock" : "",
+      device->platform() == "cuda" ? " + CUDA event to host clock" : "",
       flags.trace.empty() ? "" : "; trace " + flags.trace,
       flags.csv.empty() ? "" : "; csv " + flags.csv);
   return 0;

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "profiler/backend.h"
+#include "mpi/comm_group.h"
 
 namespace evsim {
 

@@ -1,7 +1,7 @@
 #pragma once
 // eventrun's CUDA executor: runs a RankProgram on this rank's GPU (device local_rank % visible
-// devices). No CUDA header here, so the chooser (runner/eventrun_backend.cpp) can include it.
-// Built only when EVSIM_WITH_CUDA (target evsim_eventrun_cuda).
+// devices). No CUDA header here, so the CUDA device (platform/cuda/cuda_device.cpp) can include it.
+// Built only when EVSIM_WITH_CUDA (target evsim_runner_cuda).
 //
 // Streams: one compute stream carries, in program order, the compute kernels (kernels/cuda
 // makeCudaKernel), the blocking collectives and the P2P transfers; a second stream carries the DP
@@ -17,7 +17,7 @@
 // sending first), the send and its next receive run as one ncclGroupStart/End; the pairs come
 // from fuseP2P (runner/eventrun_backend_p2p.h), worked out identically on every rank. A fused
 // send's recorded span is the group's (it ends when both transfers are done). Schedules whose
-// order fusing cannot make deadlock-free (interleaved 1F1B) are refused by the chooser.
+// order fusing cannot make deadlock-free (interleaved 1F1B) are refused by the CUDA device.
 // Timing: two CUDA events around every recorded action on its stream, resolved after the
 // iteration against a reference event (runner/eventrun_backend_timing.h).
 //

@@ -1,6 +1,6 @@
 // CUPTI record processing with synthetic activity records, and KernelSpanTimer driven by a fake
 // tracer (kineto's CuptiActivityProfilerTest is the model): no GPU needed.
-#include "profiler/cupti_records.h"
+#include "platform/cupti_records.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The CPU device's collectives (mpi/mpi_collectives.h) for real under 4 MPI ranks: the data
-// each collective delivers, worked out from what each rank sent, and eventprof's CPU backend
+// each collective delivers, worked out from what each rank sent, and the CPU device's
 // timing every collective kind. Run with 4 ranks (ctest does).
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "mpi/mpi_collectives.h"
-#include "profiler/cpu_backend.h"
+#include "platform/cpu/cpu_device.h"
 
 namespace evsim {
 namespace {
@@ -75,8 +75,8 @@ TEST(MpiCollectives, ReductionsAndGathersDeliverTheirShapes) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(asFloats(bc.send)[i], 7.0f);
 }
 
-TEST(MpiCollectives, CpuBackendTimesEveryCollective) {
-  CpuBackend backend(/*seed=*/1, /*ranks_on_host=*/4);
+TEST(MpiCollectives, CpuDeviceTimesEveryCollective) {
+  CpuDevice backend(/*seed=*/1, /*ranks_on_host=*/4);
   CommGroup group{MPI_COMM_WORLD, worldRank(), 4, {0, 1, 2, 3}};
   for (EventKind kind : {EventKind::kAllReduce, EventKind::kReduceScatter, EventKind::kAllGather,
                          EventKind::kAllToAll, EventKind::kBroadcast}) {

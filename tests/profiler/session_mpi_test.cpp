@@ -1,4 +1,4 @@
-// The harness under MPI with a scripted backend, so every number in the profile is known:
+// The harness under MPI with a scripted device, so every number in the profile is known:
 // compute events spread round-robin, min(send, recv) for p2p, the slowest rank for collectives,
 // ring scaling for a group larger than the cluster. Run with 4 ranks (ctest does).
 #include <gtest/gtest.h>
@@ -13,10 +13,10 @@ namespace evsim {
 namespace {
 
 // Times are scripted per rank and event kind; the harness must combine them as documented.
-class ScriptedBackend : public ProfilerBackend {
+class ScriptedDevice : public Device {
  public:
-  explicit ScriptedBackend(int rank) : rank_(rank) {}
-  std::string name() const override { return "cpu"; }
+  explicit ScriptedDevice(int rank) : rank_(rank) {}
+  std::string platform() const override { return "cpu"; }
   std::string deviceName() const override { return "scripted"; }
   std::map<std::string, std::string> versions() const override { return {}; }
 
@@ -31,6 +31,10 @@ class ScriptedBackend : public ProfilerBackend {
   std::vector<double> timeCollective(const Event&, const CommGroup& group, int, int) override {
     // Group rank g: {g + 1, 10 if g == 1 else 1, 4}: slowest per repetition = {size, 10, 4}.
     return {double(group.rank + 1), group.rank == 1 ? 10.0 : 1.0, 4.0};
+  }
+
+  std::unique_ptr<RankExecutor> makeExecutor(const IterationPlan&, const RankProgram&) override {
+    EVSIM_THROW(Error, "the profiler harness never runs programs");
   }
 
  private:
@@ -54,7 +58,7 @@ class SessionTest : public ::testing::Test {
   ProfileSummary run(const std::vector<std::string>& signatures, bool resume = false) {
     std::vector<Event> events;
     for (const std::string& s : signatures) events.push_back(parseEventSignature(s, "test"));
-    ScriptedBackend backend(world_.rank);
+    ScriptedDevice backend(world_.rank);
     ProfileOptions options;
     options.output_path = path_;
     options.warmup = 1;

@@ -1,16 +1,18 @@
 #pragma once
-// What a profiling backend measures. The harness (profile_session.cpp) decides what to measure,
-// on which ranks, and how per-rank times become one record; a backend only times one event on this
-// rank. Backends: CpuBackend (steady_clock + MPI, always built) and the CUDA backend (CUPTI + NCCL,
-// profiler/cuda/, built when EVSIM_WITH_CUDA). backend_factory.cpp is the one place that chooses.
+// One Device per platform: this rank's kernels, communicator and clock, the single thing both
+// tools stand on. eventprof measures events on it (timeCompute / timeP2P / timeCollective);
+// eventrun runs a whole rank program on it (makeExecutor). Platforms: CpuDevice (kernels/cpu +
+// MPI + steady_clock, platform/cpu/, always built) and the CUDA device (kernels/cuda + NCCL +
+// CUPTI / CUDA events, platform/cuda/, built when EVSIM_WITH_CUDA). device_factory.cpp is the one
+// file that chooses; adding a platform is one folder here plus one branch there.
 //
 // Times are microseconds, one entry per timed repetition, warm-up runs excluded. Call order: every
 // rank of `group` calls the communication methods for the same event at the same time (they are
-// collective over group.comm); timeCompute is local to this rank.
-
-#include <mpi.h>
+// collective over group.comm); timeCompute is local to this rank; makeExecutor is collective over
+// MPI_COMM_WORLD (executors create their communicators).
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,18 +21,23 @@
 
 namespace evsim {
 
-class ProfilerBackend {
- public:
-  virtual ~ProfilerBackend() = default;
+struct IterationPlan;
+struct RankProgram;
+class RankExecutor;
 
-  virtual std::string name() const = 0;        // "cpu" | "cuda": the profile's metadata.backend
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual std::string platform() const = 0;    // "cpu" | "cuda": the profile's metadata.backend
   virtual std::string deviceName() const = 0;  // this rank's device, for metadata.devices
-  // Versions of the backend's own libraries ("cuda", "nccl", "cupti"); MPI's is added by the
+  // Versions of the platform's own libraries ("cuda", "nccl", "cupti"); MPI's is added by the
   // harness.
   virtual std::map<std::string, std::string> versions() const = 0;
   // One line about how this rank timed its events worth printing after the run ("" for none).
   virtual std::string timingNote() const { return ""; }
 
+  // --- measuring one event (eventprof) ---
   // How many of the `ranks_on_host` ranks sharing a host may time compute events at once without
   // slowing each other: one per GPU on CUDA (every rank has its own), the host's cores on the CPU.
   virtual int computeSlots(int ranks_on_host) const { return ranks_on_host; }
@@ -40,10 +47,16 @@ class ProfilerBackend {
   // sends, rank 1 receives. Returns this side's times; the harness keeps min(send, recv).
   virtual std::vector<double> timeP2P(const Event& event, const CommGroup& group, int warmup,
                                       int repeats) = 0;
-  // The event's collective (all-reduce, reduce-scatter, all-gather) over group, with
-  // event.message_bytes as the full buffer (see comm_math.h). Returns this rank's times.
+  // The event's collective (events/collectives/ registry) over group, with event.message_bytes as
+  // the full buffer. Returns this rank's times.
   virtual std::vector<double> timeCollective(const Event& event, const CommGroup& group, int warmup,
                                              int repeats) = 0;
+
+  // --- running a rank program (eventrun) ---
+  // An executor of `program` (this rank's) on this device. `plan` and `program` must outlive it.
+  // Throws CollectiveInputError (every rank alike) when this platform cannot run the plan.
+  virtual std::unique_ptr<RankExecutor> makeExecutor(const IterationPlan& plan,
+                                                     const RankProgram& program) = 0;
 };
 
 }  // namespace evsim

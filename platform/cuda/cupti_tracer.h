@@ -1,5 +1,5 @@
 #pragma once
-// Thin CUPTI Activity API wrapper behind the ActivityTracer seam (profiler/cupti_records.h): it
+// Thin CUPTI Activity API wrapper behind the ActivityTracer seam (platform/cupti_records.h): it
 // only enables activity kinds, hands CUPTI buffers, and converts CUpti_Activity records into
 // ActivityRecord. All timing logic is in cupti_records.cpp, tested without a GPU.
 //
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "profiler/cupti_records.h"
+#include "platform/cupti_records.h"
 
 namespace evsim {
 

@@ -1,4 +1,4 @@
-#include "profiler/cuda/cupti_tracer.h"
+#include "platform/cuda/cupti_tracer.h"
 
 #include <cuda.h>
 
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "profiler/cuda/cupti_check.h"
+#include "platform/cuda/cupti_check.h"
 
 namespace evsim {
 

@@ -1,4 +1,4 @@
-#include "profiler/cpu_backend.h"
+#include "platform/cpu/cpu_device.h"
 
 #include <algorithm>
 #include <chrono>
@@ -27,11 +27,11 @@ double elapsedUs(Clock::time_point since) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(uint64_t seed, int ranks_on_host) : seed_(seed) {
+CpuDevice::CpuDevice(uint64_t seed, int ranks_on_host, WaitMode wait) : seed_(seed), wait_(wait) {
   setCpuKernelThreads(cpuThreadsPerRank(ranks_on_host));
 }
 
-int CpuBackend::computeSlots(int ranks_on_host) const {
+int CpuDevice::computeSlots(int ranks_on_host) const {
   return std::max(1, std::min(ranks_on_host, hostCores()));
 }
 
@@ -47,9 +47,9 @@ std::string cpuModelName() {
   return "cpu";
 }
 
-std::string CpuBackend::deviceName() const { return cpuModelName(); }
+std::string CpuDevice::deviceName() const { return cpuModelName(); }
 
-std::vector<double> CpuBackend::timeCompute(const Event& event, int warmup, int repeats) {
+std::vector<double> CpuDevice::timeCompute(const Event& event, int warmup, int repeats) {
   // Copies of the kernel, each with its own buffers, taken in turn: between two runs of one copy
   // the others pass more than the last-level cache, so every timed run reads its data from memory,
   // as inside an iteration (kernels/cpu/cpu_host.h). The CPU kernels work in fp32. Tiny kernels
@@ -75,8 +75,8 @@ std::vector<double> CpuBackend::timeCompute(const Event& event, int warmup, int 
   return samples;
 }
 
-std::vector<double> CpuBackend::timeP2P(const Event& event, const CommGroup& group, int warmup,
-                                        int repeats) {
+std::vector<double> CpuDevice::timeP2P(const Event& event, const CommGroup& group, int warmup,
+                                       int repeats) {
   EVSIM_CHECK(group.size == 2, "p2p over {} ranks", group.size);
   MpiCollectiveBuffers b = makeMpiBuffers(event, 2);
   const int elements = static_cast<int>(b.elements);
@@ -97,8 +97,8 @@ std::vector<double> CpuBackend::timeP2P(const Event& event, const CommGroup& gro
   return samples;
 }
 
-std::vector<double> CpuBackend::timeCollective(const Event& event, const CommGroup& group,
-                                               int warmup, int repeats) {
+std::vector<double> CpuDevice::timeCollective(const Event& event, const CommGroup& group,
+                                              int warmup, int repeats) {
   MpiCollectiveBuffers buffers = makeMpiBuffers(event, group.size);
   std::vector<double> samples;
   for (int i = 0; i < warmup + repeats; ++i) {
@@ -109,6 +109,11 @@ std::vector<double> CpuBackend::timeCollective(const Event& event, const CommGro
     if (i >= warmup) samples.push_back(us);
   }
   return samples;
+}
+
+std::unique_ptr<RankExecutor> CpuDevice::makeExecutor(const IterationPlan& plan,
+                                                      const RankProgram& program) {
+  return std::make_unique<CpuRankExecutor>(plan, program, wait_, seed_);
 }
 
 }  // namespace evsim

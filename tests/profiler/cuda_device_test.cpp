@@ -1,6 +1,6 @@
-// The CUDA backend's compute timing on a real GPU (label `gpu`; skipped without one): CUPTI kernel
+// The CUDA device's compute timing on a real GPU (label `gpu`; skipped without one): CUPTI kernel
 // spans for a GEMM and a row-wise op, with the metadata the profile records.
-#include "profiler/cuda/cuda_backend.h"
+#include "platform/cuda/cuda_device.h"
 
 #include <gtest/gtest.h>
 
@@ -10,28 +10,28 @@
 namespace evsim {
 namespace {
 
-class CudaBackendTest : public ::testing::Test {
+class CudaDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (cudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-    backend_ = makeCudaBackend(CudaBackendOptions{});
+    device_ = makeCudaDevice(CudaDeviceOptions{});
   }
-  std::unique_ptr<ProfilerBackend> backend_;
+  std::unique_ptr<Device> device_;
 };
 
-TEST_F(CudaBackendTest, DescribesItself) {
-  EXPECT_EQ(backend_->name(), "cuda");
-  EXPECT_FALSE(backend_->deviceName().empty());
-  auto versions = backend_->versions();
+TEST_F(CudaDeviceTest, DescribesItself) {
+  EXPECT_EQ(device_->platform(), "cuda");
+  EXPECT_FALSE(device_->deviceName().empty());
+  auto versions = device_->versions();
   EXPECT_TRUE(versions.count("cuda"));
   EXPECT_TRUE(versions.count("nccl"));
 }
 
-TEST_F(CudaBackendTest, TimesComputeEvents) {
+TEST_F(CudaDeviceTest, TimesComputeEvents) {
   for (const char* signature : {"gemm m=1024 n=1024 k=1024 layout=nt dtype=bf16",
                                 "softmax_fwd rows=4096 cols=512 dtype=fp16"}) {
     Event event = parseEventSignature(signature, "test");
-    std::vector<double> us = backend_->timeCompute(event, 2, 5);
+    std::vector<double> us = device_->timeCompute(event, 2, 5);
     ASSERT_EQ(us.size(), 5u) << signature;
     TimingStats stats = computeStats(us);
     EXPECT_GT(stats.min_us, 0) << signature;
@@ -44,11 +44,11 @@ TEST_F(CudaBackendTest, TimesComputeEvents) {
 // within the 3% of issue 18. A memory-bound add gets 10%: on an H100 (2026-11-23) its CUPTI span
 // was 6% longer than its event time, run after run, which the launch gap (~1 us of 228) does not
 // explain (docs/VALIDATION.md reports it as a miss).
-TEST_F(CudaBackendTest, CudaEventTimingAgreesWithCupti) {
-  if (backend_->versions().count("cupti") == 0) GTEST_SKIP() << "CUPTI unavailable here";
-  CudaBackendOptions events_only;
-  events_only.use_cupti = false;
-  std::unique_ptr<ProfilerBackend> with_events = makeCudaBackend(events_only);
+TEST_F(CudaDeviceTest, CudaEventTimingAgreesWithCupti) {
+  if (device_->versions().count("cupti") == 0) GTEST_SKIP() << "CUPTI unavailable here";
+  CudaDeviceOptions events_only;
+  events_only.compute_timer = CudaComputeTimer::kCudaEvents;
+  std::unique_ptr<Device> with_events = makeCudaDevice(events_only);
   // 2*4096^3 = 137 GFLOP: 0.1-1.4 ms on any GPU from 100 to 1000 TFLOP/s; 2^26 bf16 adds move
   // 384 MiB: 0.1-0.5 ms at 0.8-3.3 TB/s.
   const std::pair<const char*, double> cases[] = {
@@ -56,7 +56,7 @@ TEST_F(CudaBackendTest, CudaEventTimingAgreesWithCupti) {
       {"add elems=67108864 dtype=bf16", 0.10}};
   for (const auto& [signature, tolerance] : cases) {
     Event event = parseEventSignature(signature, "test");
-    const double cupti = computeStats(backend_->timeCompute(event, 3, 20)).median_us;
+    const double cupti = computeStats(device_->timeCompute(event, 3, 20)).median_us;
     std::vector<double> samples = with_events->timeCompute(event, 3, 20);
     EXPECT_EQ(samples.size(), 5u) << "five groups of four repetitions";
     const double events = computeStats(samples).median_us;
@@ -65,7 +65,7 @@ TEST_F(CudaBackendTest, CudaEventTimingAgreesWithCupti) {
   }
   EXPECT_NE(with_events->timingNote().find("host time to enqueue one repetition"),
             std::string::npos);
-  EXPECT_EQ(backend_->timingNote(), "");  // CUPTI timing has no enqueue note
+  EXPECT_EQ(device_->timingNote(), "");  // CUPTI timing has no enqueue note
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
-// CUDA backend: compute events through kernels/cuda, timed by the span of their kernels as CUPTI
-// activity records report them (CUDA events behind a hold kernel when CUPTI is unavailable or
-// --compute-timer cuda-events asks for them); communication through NCCL
-// on its own stream, timed with CUDA events, each repetition after an MPI barrier of the group.
-#include "profiler/cuda/cuda_backend.h"
+// The CUDA platform: compute events through kernels/cuda, timed by the span of their kernels as
+// CUPTI activity records report them (CUDA events behind a hold kernel when CUPTI is unavailable
+// or --compute-timer cuda-events asks for them); communication through NCCL on its own stream,
+// timed with CUDA events, each repetition after an MPI barrier of the group; rank programs through
+// the CUDA executor (runner/cuda/eventrun_cuda_executor.h).
+#include "platform/cuda/cuda_device.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -20,7 +21,11 @@
 #include "mpi/cuda/nccl_collectives.h"
 #include "mpi/cuda/nccl_comm.h"
 #include "mpi/mpi_check.h"
-#include "profiler/cuda/cupti_tracer.h"
+#include "mpi/mpi_env.h"
+#include "platform/cuda/cupti_tracer.h"
+#include "runner/cuda/eventrun_cuda_executor.h"
+#include "runner/eventrun_backend_p2p.h"
+#include "runner/eventrun_program.h"
 
 namespace evsim {
 
@@ -56,10 +61,9 @@ class HoldFlags {
 
 std::string versionText(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
 
-class CudaBackend : public ProfilerBackend {
+class CudaDevice : public Device {
  public:
-  explicit CudaBackend(const CudaBackendOptions& options)
-      : seed_(options.seed), timeout_s_(options.comm_timeout_s) {
+  explicit CudaDevice(const CudaDeviceOptions& options) : options_(options) {
     int count = cudaDeviceCount();
     EVSIM_CHECK(count > 0, "CUDA backend without a visible device");
     device_ = options.local_rank % count;
@@ -68,7 +72,7 @@ class CudaBackend : public ProfilerBackend {
     EVSIM_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
     EVSIM_CUDA_CHECK(cudaEventCreate(&start_));
     EVSIM_CUDA_CHECK(cudaEventCreate(&stop_));
-    if (!options.use_cupti) return;  // CUDA events for compute, as asked
+    if (options.compute_timer != CudaComputeTimer::kCupti) return;
     try {
       tracer_ = CuptiTracer::create();
       compute_stream_id_ = CuptiTracer::streamId(compute_stream_);
@@ -82,7 +86,7 @@ class CudaBackend : public ProfilerBackend {
     }
   }
 
-  ~CudaBackend() override {
+  ~CudaDevice() override {
     comms_.clear();  // communicators before the streams they used
     span_timer_.reset();
     tracer_.reset();
@@ -92,7 +96,7 @@ class CudaBackend : public ProfilerBackend {
     static_cast<void>(cudaStreamDestroy(comm_stream_));
   }
 
-  std::string name() const override { return "cuda"; }
+  std::string platform() const override { return "cuda"; }
 
   std::string deviceName() const override {
     cudaDeviceProp props{};
@@ -115,7 +119,7 @@ class CudaBackend : public ProfilerBackend {
   }
 
   std::vector<double> timeCompute(const Event& event, int warmup, int repeats) override {
-    std::unique_ptr<ComputeKernel> kernel = makeCudaKernel(event, compute_stream_, seed_);
+    std::unique_ptr<ComputeKernel> kernel = makeCudaKernel(event, compute_stream_, options_.seed);
     auto run = [&] { kernel->run(); };
     auto sync = [&] { kernel->synchronize(); };
     if (span_timer_) {
@@ -160,11 +164,35 @@ class CudaBackend : public ProfilerBackend {
                     [&](ncclComm_t c) { enqueueNcclCollective(event, buffers, c, comm_stream_); });
   }
 
+  std::unique_ptr<RankExecutor> makeExecutor(const IterationPlan& plan,
+                                             const RankProgram& program) override {
+    // Every rank derives the same fused pairs from all ranks' programs (no communication needed).
+    std::vector<RankProgram> programs;
+    for (int r = 0; r < options_.world_size; ++r) programs.push_back(buildRankProgram(plan, r));
+    std::vector<std::vector<size_t>> fused;
+    try {
+      fused = fuseP2P(programs);
+    } catch (const Error& e) {
+      // Every rank finds the same from the same programs: one message, exit 2.
+      EVSIM_THROW(CollectiveInputError,
+                  "--backend cuda --schedule {}: this schedule's P2P order cannot run on NCCL's "
+                  "rendezvous send/receive yet ({}); use --backend cpu",
+                  scheduleName(plan.strategy.schedule), e.what());
+    }
+    return makeCudaRankExecutor(
+        plan, program,
+        CudaExecutorOptions{options_.local_rank, options_.seed, options_.comm_timeout_s,
+                            fused[static_cast<size_t>(options_.world_rank)]});
+  }
+
  private:
   NcclComm& communicator(const CommGroup& group) {
     auto it = comms_.find(group.world_ranks);
     if (it == comms_.end()) {
-      it = comms_.emplace(group.world_ranks, std::make_unique<NcclComm>(group, timeout_s_)).first;
+      it = comms_
+               .emplace(group.world_ranks,
+                        std::make_unique<NcclComm>(group, options_.comm_timeout_s))
+               .first;
     }
     return *it->second;
   }
@@ -250,8 +278,7 @@ class CudaBackend : public ProfilerBackend {
   static constexpr double kHoldTimeoutS = 10;
   static constexpr int kEventGroups = 5;  // samples from the CUDA-event timer (enough for a spread)
 
-  uint64_t seed_;
-  double timeout_s_;
+  CudaDeviceOptions options_;
   HoldFlags hold_;
   std::vector<double> host_enqueue_us_;
   int device_ = 0;
@@ -266,8 +293,8 @@ class CudaBackend : public ProfilerBackend {
 
 }  // namespace
 
-std::unique_ptr<ProfilerBackend> makeCudaBackend(const CudaBackendOptions& options) {
-  return std::make_unique<CudaBackend>(options);
+std::unique_ptr<Device> makeCudaDevice(const CudaDeviceOptions& options) {
+  return std::make_unique<CudaDevice>(options);
 }
 
 }  // namespace evsim

@@ -2,7 +2,7 @@
 // GPU-free half of CUPTI kernel timing: turns activity records into one span per repetition.
 // No CUDA or CUPTI header here, so all of this is unit-tested with synthetic records on machines
 // without a GPU (the model is kineto's CuptiActivityApi and its tests). The CUPTI side,
-// profiler/cuda/cupti_tracer.cpp, only converts CUpti_Activity* records into ActivityRecord.
+// platform/cuda/cupti_tracer.cpp, only converts CUpti_Activity* records into ActivityRecord.
 //
 // An event's time is the span of the kernels it launched: first kernel start to last kernel end,
 // as the activity records report them. Memcpy, memset, API and other records never count, nor do

@@ -1,4 +1,4 @@
-#include "profiler/cupti_records.h"
+#include "platform/cupti_records.h"
 
 #include <algorithm>
 #include <unordered_map>

@@ -1,0 +1,44 @@
+#pragma once
+// The CPU platform: compute events through kernels/cpu timed with steady_clock, communication
+// through MPI (the events/collectives registry's MPI calls), each repetition after a barrier of the
+// measuring ranks; rank programs run by CpuRankExecutor (runner/eventrun_executor.h). It needs no
+// GPU, so both tools are exercised whole in CI.
+
+#include <cstdint>
+
+#include "platform/device.h"
+#include "runner/eventrun_executor.h"
+
+namespace evsim {
+
+class CpuDevice : public Device {
+ public:
+  // `seed` picks the kernels' random inputs (the harness passes one per rank). `ranks_on_host`
+  // ranks share this host's cores: each gets cpuThreadsPerRank of them for its BLAS, in eventprof
+  // and eventrun alike (so eventrun runs the kernels as they were profiled). `wait`: how an
+  // executor waits for MPI.
+  CpuDevice(uint64_t seed, int ranks_on_host, WaitMode wait = WaitMode::kSpin);
+
+  std::string platform() const override { return "cpu"; }
+  std::string deviceName() const override;
+  std::map<std::string, std::string> versions() const override { return {}; }
+
+  // At most one timing rank per core: two ranks on one core would each time a kernel at half speed.
+  int computeSlots(int ranks_on_host) const override;
+  std::vector<double> timeCompute(const Event& event, int warmup, int repeats) override;
+  std::vector<double> timeP2P(const Event& event, const CommGroup& group, int warmup,
+                              int repeats) override;
+  std::vector<double> timeCollective(const Event& event, const CommGroup& group, int warmup,
+                                     int repeats) override;
+  std::unique_ptr<RankExecutor> makeExecutor(const IterationPlan& plan,
+                                             const RankProgram& program) override;
+
+ private:
+  uint64_t seed_;
+  WaitMode wait_;
+};
+
+// "model name" of /proc/cpuinfo, or "cpu" when it cannot be read.
+std::string cpuModelName();
+
+}  // namespace evsim
