@@ -122,6 +122,71 @@ const std::map<std::string, ComputeOpRule, std::less<>>& computeRules() {
         false,
         [](const auto& d) { return double(d[0]) * d[1]; },
         [](const auto& d) { return 2.0 * d[0] * d[1] + double(d[2]) * d[1]; }}},
+      // RMSNorm (Llama): y = x / rms(x) * g, no mean and no bias.
+      {"rmsnorm_fwd",
+       {{OpFamily::kRmsNorm, false},
+        {"rows", "cols"},
+        false,
+        [](const auto& d) { return 4 * rows_cols(d); },
+        [](const auto& d) { return 2 * rows_cols(d); }}},
+      {"rmsnorm_bwd",
+       {{OpFamily::kRmsNorm, true},
+        {"rows", "cols"},
+        false,
+        [](const auto& d) { return 8 * rows_cols(d); },
+        [](const auto& d) { return 3 * rows_cols(d); }}},
+      // SwiGLU: y = silu(gate) * up over `elems` outputs, reading the 2 * elems fused fc1 output
+      // [gate | up] (Megatron's --swiglu). Backward reads both halves and dy, writes both grads.
+      {"swiglu_fwd",
+       {{OpFamily::kSwiGlu, false},
+        {"elems"},
+        false,
+        [](const auto& d) { return 8.0 * d[0]; },
+        [](const auto& d) { return 3.0 * d[0]; }}},
+      {"swiglu_bwd",
+       {{OpFamily::kSwiGlu, true},
+        {"elems"},
+        false,
+        [](const auto& d) { return 16.0 * d[0]; },
+        [](const auto& d) { return 5.0 * d[0]; }}},
+      // Rotary position embedding on `heads` heads of `dim` channels for each of `tokens` tokens
+      // (query and key heads together), in place; the backward is the inverse rotation.
+      {"rope_fwd",
+       {{OpFamily::kRope, false},
+        {"tokens", "heads", "dim"},
+        false,
+        [](const auto& d) { return 3.0 * d[0] * d[1] * d[2]; },
+        [](const auto& d) { return 2.0 * d[0] * d[1] * d[2]; }}},
+      {"rope_bwd",
+       {{OpFamily::kRope, true},
+        {"tokens", "heads", "dim"},
+        false,
+        [](const auto& d) { return 3.0 * d[0] * d[1] * d[2]; },
+        [](const auto& d) { return 2.0 * d[0] * d[1] * d[2]; }}},
+      // Fused (Flash) attention over `batch` query heads (micro-batch x heads on this rank) that
+      // share `groups` key/value heads (grouped-query attention: batch % groups == 0), `seq`
+      // tokens, `dim` channels per head; causal 1 masks future tokens. The s x s scores never reach
+      // memory. FLOPs as Megatron counts them (training.py num_floating_point_operations): forward
+      // 4 * batch * seq^2 * dim (QK^T and PV, the mask ignored), backward twice that; the work a
+      // kernel really does (half with the causal mask, the backward's recomputed QK^T) is the
+      // device model's business (modeler/device_model.cpp). Memory: Q, K, V and O once, plus the
+      // fp32 log-sum-exp per row (backward: also dO, dQ, dK, dV).
+      {"flash_attn_fwd",
+       {{OpFamily::kAttention, false},
+        {"batch", "groups", "seq", "dim", "causal"},
+        false,
+        [](const auto& d) { return 4.0 * d[0] * d[2] * d[2] * d[3]; },
+        [](const auto& d) {
+          return 2.0 * d[0] * d[2] * d[3] + 2.0 * d[1] * d[2] * d[3] + 2.0 * d[0] * d[2];
+        }}},
+      {"flash_attn_bwd",
+       {{OpFamily::kAttention, true},
+        {"batch", "groups", "seq", "dim", "causal"},
+        false,
+        [](const auto& d) { return 8.0 * d[0] * d[2] * d[2] * d[3]; },
+        [](const auto& d) {
+          return 4.0 * d[0] * d[2] * d[3] + 4.0 * d[1] * d[2] * d[3] + 2.0 * d[0] * d[2];
+        }}},
       // fp32 master weight, gradient, two moments read; weight and moments written.
       {"adam",
        {{OpFamily::kAdam, false},
@@ -217,11 +282,20 @@ Event makeCompute(std::string_view op, std::vector<Dim> dims, std::string_view l
       EVSIM_THROW(InputError, "{}: op '{}' expects dim '{}' in place {}, got '{}'", where, op,
                   rule.dims[i], i + 1, dims[i].name);
     }
-    if (dims[i].value <= 0) {
+    if (dims[i].name == "causal") {
+      if (dims[i].value != 0 && dims[i].value != 1) {
+        EVSIM_THROW(InputError, "{}: op '{}' dim causal={} must be 0 or 1", where, op,
+                    dims[i].value);
+      }
+    } else if (dims[i].value <= 0) {
       EVSIM_THROW(InputError, "{}: op '{}' dim {}={} must be > 0", where, op, dims[i].name,
                   dims[i].value);
     }
     values.push_back(dims[i].value);
+  }
+  if (rule.kind.family == OpFamily::kAttention && values[0] % values[1] != 0) {
+    EVSIM_THROW(InputError, "{}: op '{}' groups={} must divide batch={}", where, op, values[1],
+                values[0]);
   }
   if (rule.has_layout != !layout.empty() ||
       (rule.has_layout && layout != "nn" && layout != "nt" && layout != "tn" && layout != "tt")) {

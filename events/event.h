@@ -76,12 +76,26 @@ struct Event {
 //   gelu_fwd/bwd elems  dropout_fwd/bwd elems  add elems
 //   embedding_fwd/bwd tokens hidden vocab (vocab = this rank's shard)
 //   adam params                    one mixed-precision Adam step over `params` fp32 master weights
+//   rmsnorm_fwd/bwd rows cols      swiglu_fwd/bwd elems (outputs; input 2 x elems)
+//   rope_fwd/bwd tokens heads dim  flash_attn_fwd/bwd batch groups seq dim causal
 const std::vector<std::string>& computeOpNames();
 
 // What computes an op: its family and whether it is a backward pass. The backends' kernel
 // factories (kernels/cpu, kernels/cuda) switch on the family, so the op list lives once, in the
 // table of events/event.cpp, beside each op's dims and cost rule.
-enum class OpFamily { kGemm, kSoftmax, kLayerNorm, kElementwise, kEmbedding, kCrossEntropy, kAdam };
+enum class OpFamily {
+  kGemm,
+  kSoftmax,
+  kLayerNorm,
+  kElementwise,
+  kEmbedding,
+  kCrossEntropy,
+  kAdam,
+  kRmsNorm,
+  kSwiGlu,
+  kRope,
+  kAttention,  // fused (Flash) attention
+};
 struct ComputeOpKind {
   OpFamily family = OpFamily::kElementwise;
   bool backward = false;

@@ -21,6 +21,9 @@ ModelConfig readModel(const YamlReader& root) {
   model.source = root.file();
   model.name = root.str("name");
   model.dtype = parseDType(root.str("dtype"), root.where("dtype"));
+  if (model.dtype == DType::kFp8) {
+    root.fail("dtype", "fp8 is not a model dtype: use bf16 with fp8: true");
+  }
   // Bounds ~100x beyond any model trained today, so that the products the planner forms
   // (parameters ~ 12 h^2 layers, tokens x hidden, vocabulary x hidden) stay far inside int64.
   model.hidden_size = root.positiveInt("hidden_size", kMaxHidden);

@@ -241,8 +241,11 @@ TEST(ModelConfig, HeadsMustDivideHidden) {
 }
 
 TEST(ModelConfig, BadDtype) {
+  EXPECT_CONTAINS(modelError(modelWith("dtype", "dtype: fp4")),
+                  "m.yaml: dtype: 'fp4': unknown dtype");
+  // FP8 is for GEMMs only (Transformer Engine): the model's dtype stays 16-bit.
   EXPECT_CONTAINS(modelError(modelWith("dtype", "dtype: fp8")),
-                  "m.yaml: dtype: 'fp8': unknown dtype");
+                  "m.yaml: dtype: fp8 is not a model dtype: use bf16 with fp8: true");
   EXPECT_EQ(parseModelConfig(modelWith("dtype", "dtype: BF16"), "m.yaml").dtype, DType::kBf16);
 }
 
@@ -349,7 +352,7 @@ TEST(ClusterConfig, UnknownKeysNameFileAndKey) {
 TEST(ClusterConfig, BadDtypeInPeakTflops) {
   const std::string path = test::dataPath("clusters/bad-dtype.yaml");
   std::string msg = inputErrorOf([&] { loadClusterConfig(path); });
-  EXPECT_CONTAINS(msg, path + ": node.device.peak_tflops.fp8: 'fp8': unknown dtype");
+  EXPECT_CONTAINS(msg, path + ": node.device.peak_tflops.fp4: 'fp4': unknown dtype");
   EXPECT_CONTAINS(clusterError(clusterWith("{fp16: 100, bf16: 100, fp32: 20}", "{}")),
                   "c.yaml: node.device.peak_tflops: needs at least one dtype");
   EXPECT_CONTAINS(clusterError(clusterWith("fp16: 100,", "fp16: 0,")),

@@ -121,7 +121,7 @@ TEST(EventSignature, BadSignaturesNameWhereAndWhat) {
            Case{"gemm m=1 n=2 k=3 layout=xy dtype=fp16", "layout 'xy' invalid"},
            Case{"softmax_fwd rows=2 cols=3 layout=nt dtype=fp16", "layout 'nt' invalid"},
            Case{"conv2d n=1 dtype=fp16", "unknown compute op 'conv2d'"},
-           Case{"gemm m=1 n=2 k=3 layout=nt dtype=fp8", "'fp8': unknown dtype"},
+           Case{"gemm m=1 n=2 k=3 layout=nt dtype=fp4", "'fp4': unknown dtype"},
            Case{"gemm m1 n=2 k=3 layout=nt dtype=fp16", "expected key=value, got 'm1'"},
            Case{"allreduce bytes=0 group=2 nodes=1 rpn=2 dtype=fp16", "needs bytes= > 0"},
            Case{"allreduce bytes=8 nodes=1 rpn=2 dtype=fp16", "needs group= > 0"},
