@@ -11,45 +11,23 @@ namespace evsim {
 
 namespace {
 
-// Parameters one TP rank holds of a block: column/row-parallel weights split by t, the row-parallel
-// output biases and the layernorms replicated (as Megatron does).
-int64_t blockParametersPerRank(const ModelConfig& m, const TransformerBlock& block, int t) {
-  const int64_t h = m.hidden_size, f = m.ffn_hidden_size;
-  int64_t attention = 4 * h * h / t + 3 * h / t + h;
-  int64_t mlp = 2 * h * f / t + f / t + h;
-  int64_t params = attention + mlp + 4 * h;
-  if (block.cross_attention) params += attention + 2 * h;
-  return params;
+// The footprints of every layer kind under `strategy`'s shape, from `cache` when given (then the
+// reference lives there) or computed into `own`.
+ModelFootprint strategyFootprint(const ModelConfig& model, const Strategy& strategy) {
+  // Placement does not change any sum: any valid group of M ranks will do.
+  return modelFootprint(model, layerShape(model, strategy, Placement{strategy.tp, 1, strategy.tp}));
 }
 
-double opListFlops(const EventTable& table, const OpList& ops) {
-  double flops = 0;
-  for (const OpInstance& op : ops) flops += table[op.event].event.flops;
-  return flops;
+const ModelFootprint& footprintFor(const ModelConfig& model, const Strategy& strategy,
+                                   PlanCache* cache, std::optional<ModelFootprint>& own) {
+  if (cache == nullptr) return own.emplace(strategyFootprint(model, strategy));
+  return cachedFootprint(model, strategy, *cache);
 }
 
-// Partitions the blocks by the FLOPs of their forward + backward ops.
-std::vector<int> balancedStages(const ModelConfig& model, const LayerShape& shape, int stages,
-                                int embedding_streams) {
-  EventTable scratch;
-  LayerOpBuilder builder(shape, scratch);
-  std::map<bool, double> block_cost;  // by cross_attention
-  std::vector<double> costs;
-  for (const TransformerBlock& block : model.blocks) {
-    if (!block_cost.count(block.cross_attention)) {
-      OpList ops;
-      builder.blockForward(block, 0, ops);
-      builder.blockBackward(block, 0, ops);
-      block_cost[block.cross_attention] = opListFlops(scratch, ops);
-    }
-    costs.push_back(block_cost[block.cross_attention]);
-  }
-  OpList first, last;
-  builder.embeddingForward(embedding_streams, first);
-  builder.embeddingBackward(embedding_streams, first);
-  builder.headForward(last);
-  builder.headBackward(last);
-  return partitionLayers(costs, opListFlops(scratch, first), opListFlops(scratch, last), stages);
+// The LM head GEMM has its own weight unless it is tied to the embedding on the same chunk
+// (Megatron keeps a copy of a tied weight on the last stage when P > 1).
+bool headOwnsOutputWeight(const ModelConfig& model, bool has_embedding) {
+  return model.spec.untied_output || !has_embedding;
 }
 
 // Splits the stage's gradients into DDP buckets in backward order; a bucket closes at the end of a
@@ -74,25 +52,28 @@ void buildBuckets(StagePlan& stage, const std::map<int, int64_t>& layer_params, 
   close(static_cast<int>(stage.backward.size()) - 1);
 }
 
-int64_t embeddingParameters(const ModelConfig& model, int tp) {
-  return model.paddedVocab(tp) / tp * model.hidden_size + model.seq_length * model.hidden_size;
-}
-
-// Final layernorm; with P > 1 the last stage also keeps its copy of the tied LM head weight.
-int64_t headParameters(const ModelConfig& model, int tp, int pp) {
-  return 2 * model.hidden_size + (pp > 1 ? model.paddedVocab(tp) / tp * model.hidden_size : 0);
-}
-
 }  // namespace
+
+const ModelFootprint& cachedFootprint(const ModelConfig& model, const Strategy& strategy,
+                                     PlanCache& cache) {
+  return cache.footprint({strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
+                          static_cast<int>(strategy.recompute)},
+                         [&] { return strategyFootprint(model, strategy); });
+}
 
 std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& strategy,
                                   PlanCache* cache) {
   const int v = strategy.schedule == Schedule::kInterleaved ? strategy.virtual_stages : 1;
   const int K = strategy.pp * v;
   auto compute = [&] {
-    // Placement does not change FLOPs: any valid group of M ranks will do.
-    LayerShape shape = layerShape(model, strategy, Placement{strategy.tp, 1, strategy.tp});
-    return balancedStages(model, shape, K, model.hasCrossAttention() ? 2 : 1);
+    // Blocks balanced by the FLOPs their forward and backward ops run (recomputation included).
+    std::optional<ModelFootprint> own;
+    const ModelFootprint& footprint = footprintFor(model, strategy, cache, own);
+    std::vector<double> costs;
+    for (const TransformerBlock& block : model.blocks) {
+      costs.push_back(footprint.block(block).work_flops);
+    }
+    return partitionLayers(costs, footprint.embedding.work_flops, footprint.head.work_flops, K);
   };
   if (cache == nullptr) return compute();
   return cache->partition({strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
@@ -101,12 +82,17 @@ std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& stra
 }
 
 int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int first_layer,
-                        int end_layer, bool has_embedding, bool has_head) {
-  int64_t params = has_embedding ? embeddingParameters(model, strategy.tp) : 0;
+                        int end_layer, bool has_embedding, bool has_head, PlanCache* cache) {
+  std::optional<ModelFootprint> own;
+  const ModelFootprint& footprint = footprintFor(model, strategy, cache, own);
+  int64_t params = has_embedding ? footprint.embedding.weights : 0;
   for (int layer = first_layer; layer < end_layer; ++layer) {
-    params += blockParametersPerRank(model, model.blocks[layer], strategy.tp);
+    params += footprint.block(model.blocks[layer]).weights;
   }
-  if (has_head) params += headParameters(model, strategy.tp, strategy.pp);
+  if (has_head) {
+    params += footprint.head.weights;
+    if (headOwnsOutputWeight(model, has_embedding)) params += footprint.output_weights;
+  }
   return params;
 }
 
@@ -158,7 +144,7 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
   const RankLayout layout = plan.layout();
   const DType dtype = model.dtype;
   const int64_t elem_bytes = dtypeBytes(dtype);
-  const int embedding_streams = model.hasCrossAttention() ? 2 : 1;
+  const int embedding_streams = embeddingStreams(model);
   std::optional<PlanCache::Placements> own_placements;
   if (cache == nullptr) {
     PlanCache scratch;
@@ -171,6 +157,8 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
   const int zero = D > 1 ? strategy.zero_stage : 0;
 
   std::vector<int> first_layer = stageFirstLayers(model, strategy, cache);
+  std::optional<ModelFootprint> own_footprint;
+  const ModelFootprint& footprint = footprintFor(model, strategy, cache, own_footprint);
   EventTable& table = plan.events;
 
   for (int k = 0; k < K; ++k) {
@@ -188,19 +176,24 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
     shape.tp_group = stage.tp_group;
     LayerOpBuilder builder(shape, table);
 
+    // Each layer's parameters on one rank (its forward ops' weights), for ZeRO-3's gathers and the
+    // DDP buckets; the stage's parameters are their sum.
     std::map<int, int64_t> layer_params;
-    if (stage.has_embedding) layer_params[kEmbeddingLayer] = embeddingParameters(model, M);
+    if (stage.has_embedding) layer_params[kEmbeddingLayer] = footprint.embedding.weights;
     for (int layer = stage.first_layer; layer < end_layer; ++layer) {
-      layer_params[layer] = blockParametersPerRank(model, model.blocks[layer], M);
+      layer_params[layer] = footprint.block(model.blocks[layer]).weights;
     }
-    if (stage.has_head) layer_params[kHeadLayer] = headParameters(model, M, P);
+    const bool owns_output = headOwnsOutputWeight(model, stage.has_embedding);
+    if (stage.has_head) {
+      layer_params[kHeadLayer] = footprint.head.weights + (owns_output ? footprint.output_weights : 0);
+    }
     // ZeRO-3: gather a layer's parameters before its forward and again before its backward, and
     // reduce-scatter its gradients right after its backward, in the DP group.
     // When one chunk holds both ends (K = 1), the LM head uses the tied embedding matrix, which
     // ZeRO-3 released after the embedding: the head gathers it again (its gradient is reduced
     // with the embedding's).
     const int64_t tied_head_params =
-        stage.has_head && stage.has_embedding ? plan.padded_vocab / M * model.hidden_size : 0;
+        stage.has_head && !owns_output ? footprint.output_weights : 0;
     auto zero3 = [&](OpList& ops, int layer, EventKind kind, std::string_view name) {
       if (zero != 3) return;
       int64_t params = layer_params.at(layer);
@@ -220,7 +213,7 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
     }
     if (stage.has_head) {
       zero3(stage.forward, kHeadLayer, EventKind::kAllGather, kGather);
-      builder.headForward(stage.forward);
+      builder.headForward(stage.forward, owns_output);
       zero3(stage.backward, kHeadLayer, EventKind::kAllGather, kGather);
       builder.headBackward(stage.backward);
       zero3(stage.backward, kHeadLayer, EventKind::kReduceScatter, kScatter);

@@ -108,14 +108,21 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
                                  const Strategy& strategy, PlanCache* cache = nullptr);
 
 // The first transformer block of each of the P*v model chunks, the blocks balanced by the FLOPs of
-// their forward + backward ops (StagePlan::first_layer of the plan). No validation.
+// their forward + backward ops, recomputation included (StagePlan::first_layer of the plan). No
+// validation.
 std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& strategy,
                                   PlanCache* cache = nullptr);
 // The parameters one device of a chunk holds, its TP shard (StagePlan::parameters): blocks
-// [first_layer, end_layer), the embedding on the first chunk, the final layernorm (and with P > 1
-// the tied LM head copy) on the last.
+// [first_layer, end_layer), the embedding on the first chunk, the final norm and the LM head's own
+// weight (untied, or the tied weight's copy when the embedding is on another chunk) on the last.
+// Summed from the layers' op lists (layer_footprint.h); `cache` shares them between calls.
 int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int first_layer,
-                        int end_layer, bool has_embedding, bool has_head);
+                        int end_layer, bool has_embedding, bool has_head,
+                        PlanCache* cache = nullptr);
+// The footprints of every layer kind under `strategy` (its b, M, SP and recomputation), computed
+// once per shape in `cache`.
+const ModelFootprint& cachedFootprint(const ModelConfig& model, const Strategy& strategy,
+                                     PlanCache& cache);
 // The worst TP and DP group placement of each device stage (RankLayout::worstTpGroup/DpGroup).
 const PlanCache::Placements& stagePlacements(const Strategy& strategy, int gpus_per_node,
                                              PlanCache& cache);

@@ -4,6 +4,15 @@
 
 namespace evsim {
 
+namespace {
+
+constexpr int64_t kMaskBytes = 1;     // dropout masks are stored as bytes
+constexpr int64_t kTokenIdBytes = 8;  // Megatron's 8*s*b for token and position ids
+constexpr int64_t kLogitBytes = 4;    // logits are upcast to fp32 for the cross-entropy
+constexpr int64_t kLseBytes = 4;      // flash attention's fp32 log-sum-exp per query row
+
+}  // namespace
+
 std::string_view streamName(Stream stream) {
   switch (stream) {
     case Stream::kCompute:
@@ -40,18 +49,27 @@ LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placem
   shape.seq = model.seq_length;
   shape.hidden = model.hidden_size;
   shape.heads = model.num_heads;
+  shape.query_groups = model.queryGroups();
   shape.ffn = model.ffn_hidden_size;
   shape.vocab = model.paddedVocab(strategy.tp);
   shape.tp = strategy.tp;
   shape.dtype = model.dtype;
+  shape.gemm_dtype = model.gemmDtype();
+  shape.spec = model.spec;
   shape.tp_group = tp_group;
   shape.sequence_parallel = strategy.sequence_parallel;
   shape.recompute = strategy.recompute;
   return shape;
 }
 
-void LayerOpBuilder::compute(OpList& out, int layer, std::string_view name, const Event& event) {
-  out.push_back(OpInstance{table_.intern(event), Stream::kCompute, layer, name, recomputing_});
+void LayerOpBuilder::compute(OpList& out, int layer, std::string_view name, const Event& event,
+                             int64_t weights, int64_t saved) {
+  OpInstance op{table_.intern(event), Stream::kCompute, layer, name, recomputing_};
+  if (!recomputing_) {
+    op.weights = weights;
+    op.saved_bytes = saving_ ? saved : 0;
+  }
+  out.push_back(op);
 }
 
 void LayerOpBuilder::tpAllReduce(OpList& out, int layer, std::string_view name, int64_t bytes,
@@ -85,30 +103,81 @@ void LayerOpBuilder::reduceOutput(OpList& out, int layer, std::string_view allre
   }
 }
 
+// A norm over the region's tokens: LayerNorm (gain and bias) or RMSNorm (gain), replicated over TP.
+// The forward keeps its input.
+void LayerOpBuilder::norm(OpList& out, int layer, std::string_view name, bool backward) {
+  const LayerShape& s = shape_;
+  const bool rms = s.spec.norm == NormKind::kRmsNorm;
+  const char* op = rms ? (backward ? "rmsnorm_bwd" : "rmsnorm_fwd")
+                       : (backward ? "layernorm_bwd" : "layernorm_fwd");
+  const int64_t rows = s.regionTokens();
+  compute(out, layer, name, makeCompute(op, {{"rows", rows}, {"cols", s.hidden}}, "", s.dtype),
+          (rms ? 1 : 2) * s.hidden, e() * rows * s.hidden);
+}
+
+// Hidden dropout over `elems` (none when the model's hidden dropout is 0); keeps a 1-byte mask.
+void LayerOpBuilder::dropout(OpList& out, int layer, std::string_view name, int64_t elems,
+                             bool backward) {
+  if (!shape_.spec.hidden_dropout) return;
+  compute(out, layer, name,
+          makeCompute(backward ? "dropout_bwd" : "dropout_fwd", {{"elems", elems}}, "",
+                      shape_.dtype),
+          0, kMaskBytes * elems);
+}
+
 void LayerOpBuilder::linearForward(OpList& out, int layer, std::string_view name, int64_t rows,
-                                   int64_t out_features, int64_t in_features) {
-  compute(out, layer, name, makeGemm(rows, out_features, in_features, "nt", shape_.dtype));
+                                   int64_t out_features, int64_t in_features, int64_t bias,
+                                   int64_t saved_input) {
+  const DType dtype = layer >= 0 ? shape_.gemm_dtype : shape_.dtype;
+  compute(out, layer, name, makeGemm(rows, out_features, in_features, "nt", dtype),
+          out_features * in_features + bias, saved_input * dtypeBytes(dtype));
 }
 
 void LayerOpBuilder::linearBackward(OpList& out, int layer, std::string_view dgrad,
                                     std::string_view wgrad, int64_t rows, int64_t out_features,
                                     int64_t in_features) {
-  compute(out, layer, dgrad, makeGemm(rows, in_features, out_features, "nn", shape_.dtype));
-  compute(out, layer, wgrad, makeGemm(out_features, in_features, rows, "tn", shape_.dtype));
+  const DType dtype = layer >= 0 ? shape_.gemm_dtype : shape_.dtype;
+  compute(out, layer, dgrad, makeGemm(rows, in_features, out_features, "nn", dtype));
+  compute(out, layer, wgrad, makeGemm(out_features, in_features, rows, "tn", dtype));
 }
 
-// Scores bGEMM, fused scale + mask + softmax, attention dropout, x V bGEMM: what selective
-// recomputation re-runs (Megatron's checkpointed core_attention).
+// The attention core: with flash attention one fused op keeping Q, K, V and the fp32 log-sum-exp
+// (the output is the projection's saved input); otherwise scores bGEMM, fused scale + mask +
+// softmax, attention dropout, x V bGEMM, what selective recomputation re-runs (Megatron's
+// checkpointed core_attention). Grouped-query attention: the b*a/t query heads of a rank read its
+// b*g/t key/value heads; the unfused path broadcasts K and V to every query head (as Megatron's
+// core attention does), so its GEMMs are those of multi-head attention.
 void LayerOpBuilder::attentionCore(OpList& out, int layer) {
   const LayerShape& s = shape_;
-  const int64_t d = s.hidden / s.heads;
+  const int64_t d = s.headDim();
   const int64_t heads = s.micro_batch * s.heads / s.tp;  // attention heads on this rank, times b
-  compute(out, layer, "attn_scores", makeBatchedGemm(heads, s.seq, s.seq, d, "nt", s.dtype));
+  const int64_t kv_heads = s.micro_batch * s.query_groups / s.tp;
+  const int64_t q_bytes = e() * heads * s.seq * d, kv_bytes = e() * kv_heads * s.seq * d;
+  if (s.spec.flash_attention) {
+    compute(out, layer, "flash_attention",
+            makeCompute("flash_attn_fwd",
+                        {{"batch", heads}, {"groups", kv_heads}, {"seq", s.seq}, {"dim", d},
+                         {"causal", 1}},
+                        "", s.dtype),
+            0, q_bytes + 2 * kv_bytes + kLseBytes * heads * s.seq);
+    return;
+  }
+  // Selective recomputation rebuilds the s x s tensors: their ops keep nothing.
+  const bool keep_scores = s.recompute != Recompute::kSelective;
+  const int64_t score_elems = heads * s.seq * s.seq;
+  compute(out, layer, "attn_scores", makeBatchedGemm(heads, s.seq, s.seq, d, "nt", s.dtype), 0,
+          q_bytes + kv_bytes);
   compute(out, layer, "scale_mask_softmax",
-          makeCompute("softmax_fwd", {{"rows", heads * s.seq}, {"cols", s.seq}}, "", s.dtype));
-  compute(out, layer, "attn_dropout",
-          makeCompute("dropout_fwd", {{"elems", heads * s.seq * s.seq}}, "", s.dtype));
-  compute(out, layer, "attn_values", makeBatchedGemm(heads, s.seq, d, s.seq, "nn", s.dtype));
+          makeCompute("softmax_fwd", {{"rows", heads * s.seq}, {"cols", s.seq}}, "", s.dtype), 0,
+          keep_scores ? e() * score_elems : 0);
+  if (s.spec.attention_dropout) {
+    compute(out, layer, "attn_dropout",
+            makeCompute("dropout_fwd", {{"elems", score_elems}}, "", s.dtype), 0,
+            keep_scores ? kMaskBytes * score_elems : 0);
+  }
+  // x V keeps its inputs: the dropout output (s x s) and V.
+  compute(out, layer, "attn_values", makeBatchedGemm(heads, s.seq, d, s.seq, "nn", s.dtype), 0,
+          (keep_scores ? e() * score_elems : 0) + kv_bytes);
 }
 
 void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {
@@ -116,55 +185,75 @@ void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {
   const int64_t T = s.tokens(), h = s.hidden, t = s.tp;
   const int64_t region = s.regionTokens() * h;
   if (cross) {
-    compute(out, layer, "cross_layernorm",
-            makeCompute("layernorm_fwd", {{"rows", s.regionTokens()}, {"cols", h}}, "", s.dtype));
+    norm(out, layer, "cross_layernorm", false);
     gatherInput(out, layer, "cross_q_input_allgather");
-    linearForward(out, layer, "cross_q_gemm", T, h / t, h);
+    linearForward(out, layer, "cross_q_gemm", T, h / t, h, bias(h / t), region);
     // The encoder output is sequence-parallel too under SP.
     gatherInput(out, layer, "cross_kv_input_allgather");
-    linearForward(out, layer, "cross_kv_gemm", T, 2 * h / t, h);  // from the encoder output
+    // From the encoder output; its input is the encoder's, kept by the encoder's own blocks.
+    linearForward(out, layer, "cross_kv_gemm", T, 2 * h / t, h, bias(2 * h / t), 0);
   } else {
-    compute(out, layer, "layernorm",
-            makeCompute("layernorm_fwd", {{"rows", s.regionTokens()}, {"cols", h}}, "", s.dtype));
+    norm(out, layer, "layernorm", false);
     gatherInput(out, layer, "qkv_input_allgather");
-    linearForward(out, layer, "qkv_gemm", T, 3 * h / t, h);
+    linearForward(out, layer, "qkv_gemm", T, s.qkvWidth(), h, bias(s.qkvWidth()), region);
+    if (s.spec.position == PositionKind::kRope) {
+      // Q and K heads rotated in place; the backward needs only the positions.
+      compute(out, layer, "rope",
+              makeCompute("rope_fwd",
+                          {{"tokens", T},
+                           {"heads", (s.heads + s.query_groups) / t},
+                           {"dim", s.headDim()}},
+                          "", s.dtype));
+    }
   }
   attentionCore(out, layer);
-  linearForward(out, layer, cross ? "cross_proj_gemm" : "attn_proj_gemm", T, h, h / t);
+  linearForward(out, layer, cross ? "cross_proj_gemm" : "attn_proj_gemm", T, h, h / t, bias(h),
+                T * h / t);
   reduceOutput(out, layer, cross ? "cross_proj_allreduce" : "attn_proj_allreduce",
                cross ? "cross_proj_reduce_scatter" : "attn_proj_reduce_scatter");
-  compute(out, layer, "dropout", makeCompute("dropout_fwd", {{"elems", region}}, "", s.dtype));
+  dropout(out, layer, "dropout", region, false);
   compute(out, layer, "residual_add", makeCompute("add", {{"elems", region}}, "", s.dtype));
 }
 
 void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
   const LayerShape& s = shape_;
-  const int64_t T = s.tokens(), h = s.hidden, t = s.tp, d = s.hidden / s.heads;
+  const int64_t T = s.tokens(), h = s.hidden, t = s.tp, d = s.headDim();
   const int64_t heads = s.micro_batch * s.heads / t;
   const int64_t region = s.regionTokens() * h;
-  compute(out, layer, "dropout_bwd", makeCompute("dropout_bwd", {{"elems", region}}, "", s.dtype));
+  dropout(out, layer, "dropout_bwd", region, true);
   gatherInput(out, layer, cross ? "cross_proj_grad_allgather" : "attn_proj_grad_allgather");
   linearBackward(out, layer, cross ? "cross_proj_dgrad" : "attn_proj_dgrad",
                  cross ? "cross_proj_wgrad" : "attn_proj_wgrad", T, h, h / t);
-  if (s.recompute == Recompute::kSelective) {
-    recomputing_ = true;
-    attentionCore(out, layer);
-    recomputing_ = false;
+  if (s.spec.flash_attention) {
+    const int64_t kv_heads = s.micro_batch * s.query_groups / t;
+    compute(out, layer, "flash_attention_bwd",
+            makeCompute("flash_attn_bwd",
+                        {{"batch", heads}, {"groups", kv_heads}, {"seq", s.seq}, {"dim", d},
+                         {"causal", 1}},
+                        "", s.dtype));
+  } else {
+    if (s.recompute == Recompute::kSelective) {
+      recomputing_ = true;
+      attentionCore(out, layer);
+      recomputing_ = false;
+    }
+    // context = P V: dP = dC V^T, dV = P^T dC
+    compute(out, layer, "attn_values_dgrad_p",
+            makeBatchedGemm(heads, s.seq, s.seq, d, "nt", s.dtype));
+    compute(out, layer, "attn_values_dgrad_v",
+            makeBatchedGemm(heads, s.seq, d, s.seq, "tn", s.dtype));
+    if (s.spec.attention_dropout) {
+      compute(out, layer, "attn_dropout_bwd",
+              makeCompute("dropout_bwd", {{"elems", heads * s.seq * s.seq}}, "", s.dtype));
+    }
+    compute(out, layer, "softmax_bwd",
+            makeCompute("softmax_bwd", {{"rows", heads * s.seq}, {"cols", s.seq}}, "", s.dtype));
+    // scores = Q K^T: dQ = dS K, dK = dS^T Q
+    compute(out, layer, "attn_scores_dgrad_q",
+            makeBatchedGemm(heads, s.seq, d, s.seq, "nn", s.dtype));
+    compute(out, layer, "attn_scores_dgrad_k",
+            makeBatchedGemm(heads, s.seq, d, s.seq, "tn", s.dtype));
   }
-  // context = P V: dP = dC V^T, dV = P^T dC
-  compute(out, layer, "attn_values_dgrad_p",
-          makeBatchedGemm(heads, s.seq, s.seq, d, "nt", s.dtype));
-  compute(out, layer, "attn_values_dgrad_v",
-          makeBatchedGemm(heads, s.seq, d, s.seq, "tn", s.dtype));
-  compute(out, layer, "attn_dropout_bwd",
-          makeCompute("dropout_bwd", {{"elems", heads * s.seq * s.seq}}, "", s.dtype));
-  compute(out, layer, "softmax_bwd",
-          makeCompute("softmax_bwd", {{"rows", heads * s.seq}, {"cols", s.seq}}, "", s.dtype));
-  // scores = Q K^T: dQ = dS K, dK = dS^T Q
-  compute(out, layer, "attn_scores_dgrad_q",
-          makeBatchedGemm(heads, s.seq, d, s.seq, "nn", s.dtype));
-  compute(out, layer, "attn_scores_dgrad_k",
-          makeBatchedGemm(heads, s.seq, d, s.seq, "tn", s.dtype));
   if (cross) {
     gatherInput(out, layer, "cross_kv_input_regather");  // the wgrad needs the full input again
     linearBackward(out, layer, "cross_kv_dgrad", "cross_kv_wgrad", T, 2 * h / t, h);
@@ -172,14 +261,20 @@ void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
     gatherInput(out, layer, "cross_q_input_regather");
     linearBackward(out, layer, "cross_q_dgrad", "cross_q_wgrad", T, h / t, h);
     reduceOutput(out, layer, "cross_q_input_grad_allreduce", "cross_q_input_grad_reduce_scatter");
-    compute(out, layer, "cross_layernorm_bwd",
-            makeCompute("layernorm_bwd", {{"rows", s.regionTokens()}, {"cols", h}}, "", s.dtype));
+    norm(out, layer, "cross_layernorm_bwd", true);
   } else {
+    if (s.spec.position == PositionKind::kRope) {
+      compute(out, layer, "rope_bwd",
+              makeCompute("rope_bwd",
+                          {{"tokens", T},
+                           {"heads", (s.heads + s.query_groups) / t},
+                           {"dim", s.headDim()}},
+                          "", s.dtype));
+    }
     gatherInput(out, layer, "qkv_input_regather");
-    linearBackward(out, layer, "qkv_dgrad", "qkv_wgrad", T, 3 * h / t, h);
+    linearBackward(out, layer, "qkv_dgrad", "qkv_wgrad", T, s.qkvWidth(), h);
     reduceOutput(out, layer, "qkv_input_grad_allreduce", "qkv_input_grad_reduce_scatter");
-    compute(out, layer, "layernorm_bwd",
-            makeCompute("layernorm_bwd", {{"rows", s.regionTokens()}, {"cols", h}}, "", s.dtype));
+    norm(out, layer, "layernorm_bwd", true);
   }
   compute(out, layer, "residual_grad_add", makeCompute("add", {{"elems", region}}, "", s.dtype));
 }
@@ -188,14 +283,18 @@ void LayerOpBuilder::mlpForward(OpList& out, int layer) {
   const LayerShape& s = shape_;
   const int64_t T = s.tokens(), h = s.hidden, t = s.tp, f = s.ffn;
   const int64_t region = s.regionTokens() * h;
-  compute(out, layer, "mlp_layernorm",
-          makeCompute("layernorm_fwd", {{"rows", s.regionTokens()}, {"cols", h}}, "", s.dtype));
+  const bool swiglu = s.spec.mlp == MlpKind::kSwiGlu;
+  const int64_t fc1_width = (swiglu ? 2 : 1) * f / t;  // SwiGLU: [gate | up] in one GEMM
+  norm(out, layer, "mlp_layernorm", false);
   gatherInput(out, layer, "fc1_input_allgather");
-  linearForward(out, layer, "fc1_gemm", T, f / t, h);
-  compute(out, layer, "gelu", makeCompute("gelu_fwd", {{"elems", T * f / t}}, "", s.dtype));
-  linearForward(out, layer, "fc2_gemm", T, h, f / t);
+  linearForward(out, layer, "fc1_gemm", T, fc1_width, h, bias(fc1_width), region);
+  // The activation keeps its input (the fc1 output), fc2 its input (the activation's output).
+  compute(out, layer, swiglu ? "swiglu" : "gelu",
+          makeCompute(swiglu ? "swiglu_fwd" : "gelu_fwd", {{"elems", T * f / t}}, "", s.dtype), 0,
+          e() * T * fc1_width);
+  linearForward(out, layer, "fc2_gemm", T, h, f / t, bias(h), T * f / t);
   reduceOutput(out, layer, "fc2_allreduce", "fc2_reduce_scatter");
-  compute(out, layer, "mlp_dropout", makeCompute("dropout_fwd", {{"elems", region}}, "", s.dtype));
+  dropout(out, layer, "mlp_dropout", region, false);
   compute(out, layer, "mlp_residual_add", makeCompute("add", {{"elems", region}}, "", s.dtype));
 }
 
@@ -203,24 +302,31 @@ void LayerOpBuilder::mlpBackward(OpList& out, int layer) {
   const LayerShape& s = shape_;
   const int64_t T = s.tokens(), h = s.hidden, t = s.tp, f = s.ffn;
   const int64_t region = s.regionTokens() * h;
-  compute(out, layer, "mlp_dropout_bwd",
-          makeCompute("dropout_bwd", {{"elems", region}}, "", s.dtype));
+  const bool swiglu = s.spec.mlp == MlpKind::kSwiGlu;
+  const int64_t fc1_width = (swiglu ? 2 : 1) * f / t;
+  dropout(out, layer, "mlp_dropout_bwd", region, true);
   gatherInput(out, layer, "fc2_grad_allgather");
   linearBackward(out, layer, "fc2_dgrad", "fc2_wgrad", T, h, f / t);
-  compute(out, layer, "gelu_bwd", makeCompute("gelu_bwd", {{"elems", T * f / t}}, "", s.dtype));
+  compute(out, layer, swiglu ? "swiglu_bwd" : "gelu_bwd",
+          makeCompute(swiglu ? "swiglu_bwd" : "gelu_bwd", {{"elems", T * f / t}}, "", s.dtype));
   gatherInput(out, layer, "fc1_input_regather");
-  linearBackward(out, layer, "fc1_dgrad", "fc1_wgrad", T, f / t, h);
+  linearBackward(out, layer, "fc1_dgrad", "fc1_wgrad", T, fc1_width, h);
   reduceOutput(out, layer, "fc1_input_grad_allreduce", "fc1_input_grad_reduce_scatter");
-  compute(out, layer, "mlp_layernorm_bwd",
-          makeCompute("layernorm_bwd", {{"rows", s.regionTokens()}, {"cols", h}}, "", s.dtype));
+  norm(out, layer, "mlp_layernorm_bwd", true);
   compute(out, layer, "mlp_residual_grad_add",
           makeCompute("add", {{"elems", region}}, "", s.dtype));
 }
 
 void LayerOpBuilder::blockForward(const TransformerBlock& block, int layer, OpList& out) {
+  // Full recomputation keeps only the block's input: on its first op, the ops themselves nothing.
+  const bool full = shape_.recompute == Recompute::kFull && !recomputing_;
+  const size_t first = out.size();
+  if (full) saving_ = false;
   attentionForward(out, layer, /*cross=*/false);
   if (block.cross_attention) attentionForward(out, layer, /*cross=*/true);
   mlpForward(out, layer);
+  saving_ = true;
+  if (full) out[first].saved_bytes = e() * shape_.regionTokens() * shape_.hidden;
 }
 
 void LayerOpBuilder::blockBackward(const TransformerBlock& block, int layer, OpList& out) {
@@ -235,19 +341,25 @@ void LayerOpBuilder::blockBackward(const TransformerBlock& block, int layer, OpL
   attentionBackward(out, layer, /*cross=*/false);
 }
 
+// Megatron's first-stage extras (theoretical_memory_usage.py): the token and position ids (8 bytes
+// per token), the embedding output and its dropout mask. A T5-style model embeds two streams
+// (encoder and decoder inputs) through one shared table.
 void LayerOpBuilder::embeddingForward(int streams, OpList& out) {
   const LayerShape& s = shape_;
   const int64_t T = s.tokens(), h = s.hidden;
   const int64_t region = s.regionTokens() * h;
+  const bool learned = s.spec.position == PositionKind::kLearned;
   for (int i = 0; i < streams; ++i) {
     compute(out, kEmbeddingLayer, "word_embedding",
             makeCompute("embedding_fwd", {{"tokens", T}, {"hidden", h}, {"vocab", s.vocab / s.tp}},
-                        "", s.dtype));
+                        "", s.dtype),
+            i == 0 ? s.vocab / s.tp * h : 0, kTokenIdBytes * T + e() * region);
     reduceOutput(out, kEmbeddingLayer, "embedding_allreduce", "embedding_reduce_scatter");
-    compute(out, kEmbeddingLayer, "position_add",
-            makeCompute("add", {{"elems", region}}, "", s.dtype));
-    compute(out, kEmbeddingLayer, "embedding_dropout",
-            makeCompute("dropout_fwd", {{"elems", region}}, "", s.dtype));
+    if (learned) {
+      compute(out, kEmbeddingLayer, "position_add",
+              makeCompute("add", {{"elems", region}}, "", s.dtype), i == 0 ? s.seq * h : 0);
+    }
+    dropout(out, kEmbeddingLayer, "embedding_dropout", region, false);
   }
 }
 
@@ -256,8 +368,7 @@ void LayerOpBuilder::embeddingBackward(int streams, OpList& out) {
   const int64_t T = s.tokens(), h = s.hidden;
   const int64_t region = s.regionTokens() * h;
   for (int i = 0; i < streams; ++i) {
-    compute(out, kEmbeddingLayer, "embedding_dropout_bwd",
-            makeCompute("dropout_bwd", {{"elems", region}}, "", s.dtype));
+    dropout(out, kEmbeddingLayer, "embedding_dropout_bwd", region, true);
     gatherInput(out, kEmbeddingLayer, "embedding_grad_allgather");
     compute(out, kEmbeddingLayer, "word_embedding_bwd",
             makeCompute("embedding_bwd", {{"tokens", T}, {"hidden", h}, {"vocab", s.vocab / s.tp}},
@@ -265,15 +376,18 @@ void LayerOpBuilder::embeddingBackward(int streams, OpList& out) {
   }
 }
 
-void LayerOpBuilder::headForward(OpList& out) {
+void LayerOpBuilder::headForward(OpList& out, bool owns_output_weight) {
   const LayerShape& s = shape_;
   const int64_t T = s.tokens(), h = s.hidden, v = s.vocab / s.tp;
-  compute(out, kHeadLayer, "final_layernorm",
-          makeCompute("layernorm_fwd", {{"rows", s.regionTokens()}, {"cols", h}}, "", s.dtype));
+  norm(out, kHeadLayer, "final_layernorm", false);
   gatherInput(out, kHeadLayer, "lm_head_input_allgather");
-  linearForward(out, kHeadLayer, "lm_head_gemm", T, v, h);
+  // The LM head keeps its input (the region: with SP its shard, re-gathered for the wgrad).
+  compute(out, kHeadLayer, "lm_head_gemm", makeGemm(T, v, h, "nt", s.dtype),
+          owns_output_weight ? v * h : 0, e() * s.regionTokens() * h);
+  // The logits are kept in fp32 for the cross-entropy backward.
   compute(out, kHeadLayer, "cross_entropy",
-          makeCompute("cross_entropy_fwd", {{"rows", T}, {"cols", v}}, "", s.dtype));
+          makeCompute("cross_entropy_fwd", {{"rows", T}, {"cols", v}}, "", s.dtype), 0,
+          kLogitBytes * T * v);
   // Vocab-parallel cross-entropy: max logit, target logit and sum of exponentials, fp32 per token.
   const int64_t per_token = T * dtypeBytes(DType::kFp32);
   tpAllReduce(out, kHeadLayer, "ce_max_allreduce", per_token, DType::kFp32);
@@ -290,8 +404,7 @@ void LayerOpBuilder::headBackward(OpList& out) {
   linearBackward(out, kHeadLayer, "lm_head_dgrad", "lm_head_wgrad", T, v, h);
   reduceOutput(out, kHeadLayer, "lm_head_input_grad_allreduce",
                "lm_head_input_grad_reduce_scatter");
-  compute(out, kHeadLayer, "final_layernorm_bwd",
-          makeCompute("layernorm_bwd", {{"rows", s.regionTokens()}, {"cols", h}}, "", s.dtype));
+  norm(out, kHeadLayer, "final_layernorm_bwd", true);
 }
 
 }  // namespace evsim

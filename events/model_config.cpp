@@ -1,6 +1,7 @@
 #include "events/model_config.h"
 
 #include "common/error.h"
+#include "events/layer_footprint.h"
 #include "events/yaml_reader.h"
 
 namespace evsim {
@@ -14,9 +15,58 @@ constexpr int64_t kMaxSeqLength = int64_t{1} << 24;
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 constexpr int64_t kMaxLayers = int64_t{1} << 16;
 
+// `key`'s value among `names` (index), or `fallback` when the key is absent.
+int choice(const YamlReader& root, const std::string& key, std::initializer_list<const char*> names,
+           int fallback) {
+  if (!root.has(key)) return fallback;
+  const std::string value = root.str(key);
+  int i = 0;
+  for (const char* name : names) {
+    if (value == name) return i;
+    ++i;
+  }
+  root.fail(key, fmt::format("'{}': must be {}", value, fmt::join(names, " or ")));
+}
+
+bool flag(const YamlReader& root, const std::string& key, bool fallback) {
+  return root.has(key) ? root.boolean(key) : fallback;
+}
+
+// A dropout probability (Megatron's default 0.1 when absent): only whether it is 0 changes the work.
+bool dropout(const YamlReader& root, const std::string& key) {
+  if (!root.has(key)) return true;
+  const double p = root.nonNegativeDouble(key, 1.0);
+  if (p >= 1) root.fail(key, fmt::format("{}: must be < 1", p));
+  return p > 0;
+}
+
+BlockSpec readBlockSpec(const YamlReader& root, int64_t heads) {
+  BlockSpec spec;
+  spec.query_groups = root.has("num_query_groups") ? root.positiveInt("num_query_groups", kMaxHeads)
+                                                   : heads;
+  if (heads % spec.query_groups != 0) {
+    root.fail("num_query_groups",
+              fmt::format("{} does not divide num_heads {}", spec.query_groups, heads));
+  }
+  spec.norm = static_cast<NormKind>(choice(root, "normalization", {"layernorm", "rmsnorm"}, 0));
+  spec.mlp = static_cast<MlpKind>(choice(root, "activation", {"gelu", "swiglu"}, 0));
+  spec.position =
+      static_cast<PositionKind>(choice(root, "position_embedding", {"learned", "rope"}, 0));
+  spec.bias = flag(root, "add_bias_linear", true);
+  spec.untied_output = flag(root, "untie_embeddings_and_output_weights", false);
+  spec.flash_attention = flag(root, "flash_attention", false);
+  spec.fp8 = flag(root, "fp8", false);
+  spec.hidden_dropout = dropout(root, "hidden_dropout");
+  spec.attention_dropout = dropout(root, "attention_dropout");
+  return spec;
+}
+
 ModelConfig readModel(const YamlReader& root) {
   root.allowOnly({"name", "dtype", "hidden_size", "num_heads", "ffn_hidden_size", "seq_length",
-                  "vocab_size", "layers", "description"});
+                  "vocab_size", "layers", "description", "num_query_groups", "normalization",
+                  "activation", "position_embedding", "add_bias_linear",
+                  "untie_embeddings_and_output_weights", "flash_attention", "fp8", "hidden_dropout",
+                  "attention_dropout"});
   ModelConfig model;
   model.source = root.file();
   model.name = root.str("name");
@@ -35,6 +85,7 @@ ModelConfig readModel(const YamlReader& root) {
     root.fail("num_heads",
               fmt::format("{} does not divide hidden_size {}", model.num_heads, model.hidden_size));
   }
+  model.spec = readBlockSpec(root, model.num_heads);
 
   bool seen_embedding = false, seen_head = false, seen_encoder = false, seen_cross = false;
   std::vector<YamlReader> groups = root.items("layers");
@@ -97,22 +148,18 @@ int64_t ModelConfig::paddedVocab(int tp) const {
 }
 
 int64_t ModelConfig::blockParameters(const TransformerBlock& block) const {
-  int64_t h = hidden_size, f = ffn_hidden_size;
-  int64_t attention = 4 * h * h + 4 * h;  // QKV + output projection, with biases
-  int64_t mlp = 2 * h * f + f + h;        // fc1 + fc2, with biases
-  int64_t layernorms = 2 * 2 * h;         // two layernorms, gain + bias
-  int64_t params = attention + mlp + layernorms;
-  if (block.cross_attention) params += attention + 2 * h;  // cross-attention + its layernorm
-  return params;
+  return unsplitFootprint(*this).block(block).weights;
 }
 
-int64_t ModelConfig::embeddingParameters(int tp) const {
-  return paddedVocab(tp) * hidden_size + seq_length * hidden_size;
+int64_t ModelConfig::embeddingParameters() const {
+  return unsplitFootprint(*this).embedding.weights;
 }
 
 int64_t ModelConfig::totalParameters() const {
-  int64_t params = embeddingParameters(1) + 2 * hidden_size;  // + final layernorm
-  for (const TransformerBlock& b : blocks) params += blockParameters(b);
+  const ModelFootprint footprint = unsplitFootprint(*this);
+  int64_t params = footprint.embedding.weights + footprint.head.weights;
+  if (spec.untied_output) params += footprint.output_weights;
+  for (const TransformerBlock& b : blocks) params += footprint.block(b).weights;
   return params;
 }
 

@@ -18,6 +18,21 @@
 // self-attention + MLP, plus cross-attention to the encoder output when cross_attention: true, as
 // T5's decoder). Causal masking does not change the work Megatron does, so GPT blocks are decoder
 // blocks without cross-attention.
+//
+// The block's architecture (one block spec for every layer; Megatron-LM's argument names), each
+// optional with GPT's choice as the default:
+//   num_query_groups: 8          # grouped-query attention: K/V heads (default num_heads: MHA)
+//   normalization: rmsnorm       # layernorm | rmsnorm
+//   activation: swiglu           # gelu | swiglu (fc1 is one fused [gate | up] GEMM, as Megatron)
+//   position_embedding: rope     # learned | rope
+//   add_bias_linear: false       # biases on the linear layers
+//   untie_embeddings_and_output_weights: true   # the LM head has its own weight
+//   flash_attention: true        # fused attention: no s x s scores saved (Megatron --use-flash-attn)
+//   fp8: true                    # GEMMs in FP8 (Transformer Engine), everything else in `dtype`
+//   hidden_dropout: 0.0          # 0 drops the dropout ops and their masks (default 0.1)
+//   attention_dropout: 0.0       # likewise for the attention probabilities (default 0.1)
+// events/layer_ops.cpp builds each layer's op list from these; parameters, FLOPs and saved
+// activations are summed from those op lists (events/layer_footprint.h), never from formulas.
 
 #include <cstdint>
 #include <string>
@@ -32,6 +47,25 @@ enum class BlockType { kEncoder, kDecoder };
 struct TransformerBlock {
   BlockType type = BlockType::kEncoder;
   bool cross_attention = false;
+  bool operator==(const TransformerBlock&) const = default;
+};
+
+enum class NormKind { kLayerNorm, kRmsNorm };
+enum class MlpKind { kGelu, kSwiGlu };
+enum class PositionKind { kLearned, kRope };
+
+// What every transformer block of the model is made of (see the header comment).
+struct BlockSpec {
+  int64_t query_groups = 0;  // K/V heads; == num_heads for multi-head attention
+  NormKind norm = NormKind::kLayerNorm;
+  MlpKind mlp = MlpKind::kGelu;
+  PositionKind position = PositionKind::kLearned;
+  bool bias = true;
+  bool untied_output = false;  // untie_embeddings_and_output_weights
+  bool flash_attention = false;
+  bool fp8 = false;
+  bool hidden_dropout = true;     // probability > 0: dropout ops after attention, MLP, embedding
+  bool attention_dropout = true;  // probability > 0: dropout on the attention probabilities
 };
 
 struct ModelConfig {
@@ -43,17 +77,22 @@ struct ModelConfig {
   int64_t ffn_hidden_size = 0;
   int64_t seq_length = 0;
   int64_t vocab_size = 0;
+  BlockSpec spec;
   std::vector<TransformerBlock> blocks;  // one entry per transformer layer, in order
 
   int64_t numLayers() const { return static_cast<int64_t>(blocks.size()); }
   int64_t headDim() const { return hidden_size / num_heads; }
+  int64_t queryGroups() const { return spec.query_groups > 0 ? spec.query_groups : num_heads; }
+  // The dtype of GEMM operands: fp8 with `fp8: true`, the model dtype otherwise.
+  DType gemmDtype() const { return spec.fp8 ? DType::kFp8 : dtype; }
   bool hasCrossAttention() const;
   // Vocabulary padded to a multiple of 128 * tp, as Megatron's make_vocab_size_divisible_by does.
   int64_t paddedVocab(int tp) const;
-  // Parameters of one transformer block (weights + biases + layernorms), unsplit.
+  // Parameters (unsplit, padded vocabulary at tp = 1), summed from the op lists: one block,
+  // the embedding (word table, and positions when learned), and the whole model (with the LM
+  // head's own weight when untied).
   int64_t blockParameters(const TransformerBlock& block) const;
-  // Word embedding (padded vocabulary x hidden) plus learned positions (seq x hidden).
-  int64_t embeddingParameters(int tp) const;
+  int64_t embeddingParameters() const;
   int64_t totalParameters() const;
 };
 

@@ -2,6 +2,7 @@
 // One op as a device runs it: which unique event, on which stream, for which layer. Stage op lists
 // are built once per stage and reused for every micro-batch and every replica.
 
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -28,6 +29,12 @@ struct OpInstance {
   int layer = kEmbeddingLayer;  // global transformer block index, or kEmbeddingLayer/kHeadLayer
   std::string_view name;        // op name within the layer, e.g. "qkv_gemm" (static storage)
   bool recompute = false;  // a forward op re-run in the backward task (activation recomputation)
+  // Parameter elements this op owns on one rank (a GEMM's weight and bias, a norm's gain), on
+  // forward ops only: a chunk's parameters are the sum over its forward list.
+  int64_t weights = 0;
+  // Activation bytes this forward op keeps until its backward, per micro-batch on one rank: a
+  // chunk's activation memory is the sum over its forward list (layer_footprint.h).
+  int64_t saved_bytes = 0;
 };
 
 using OpList = std::vector<OpInstance>;

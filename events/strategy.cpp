@@ -106,6 +106,10 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
     return fmt::format("{}: M={} does not divide hidden_size={} of {}", label, s.tp,
                        model.hidden_size, model.name);
   }
+  if (model.queryGroups() % s.tp != 0) {
+    return fmt::format("{}: M={} does not divide num_query_groups={} of {}", label, s.tp,
+                       model.queryGroups(), model.name);
+  }
   if (model.ffn_hidden_size % s.tp != 0) {
     return fmt::format("{}: M={} does not divide ffn_hidden_size={} of {}", label, s.tp,
                        model.ffn_hidden_size, model.name);

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "events/iteration_plan.h"
+#include "events/layer_footprint.h"
 #include "events/layer_ops.h"
 #include "modeler/memory_model.h"
 
@@ -48,11 +49,11 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
   };
   block(false, out.self_forward, out.self_backward);
   if (model_.hasCrossAttention()) block(true, out.cross_forward, out.cross_backward);
-  const int streams = model_.hasCrossAttention() ? 2 : 1;
+  const int streams = embeddingStreams(model_);
   OpList ef, eb, hf, hb;
   builder.embeddingForward(streams, ef);
   builder.embeddingBackward(streams, eb);
-  builder.headForward(hf);
+  builder.headForward(hf, /*owns_output_weight=*/true);  // weights do not change times
   builder.headBackward(hb);
   out.embedding_forward = sum(ef);
   out.embedding_backward = sum(eb);
@@ -152,18 +153,22 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
   ClosedFormResult out;
   out.micro_batches = strategy.microBatches();
   const std::vector<int> first_layer = stageFirstLayers(model_, strategy, &cache_);
+  const ModelFootprint& footprint = cachedFootprint(model_, strategy, cache_);
   const int K = static_cast<int>(first_layer.size());
   std::vector<ChunkMemoryInput> chunks(K);
   std::vector<int64_t> parameters(K);
   for (int k = 0; k < K; ++k) {
     ChunkMemoryInput& c = chunks[k];
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
-    c.first_layer = first_layer[k];
-    c.num_layers = end - c.first_layer;
-    c.has_embedding = k == 0;
-    c.has_head = k == K - 1;
-    c.parameters =
-        chunkParameters(model_, strategy, c.first_layer, end, c.has_embedding, c.has_head);
+    const bool has_embedding = k == 0, has_head = k == K - 1;
+    c.parameters = chunkParameters(model_, strategy, first_layer[k], end, has_embedding, has_head,
+                                   &cache_);
+    // The same sums the plan's forward op lists give (estimateMemory(plan)).
+    for (int layer = first_layer[k]; layer < end; ++layer) {
+      c.activation_bytes += footprint.block(model_.blocks[layer]).saved_bytes;
+    }
+    if (has_embedding) c.activation_bytes += footprint.embedding.saved_bytes;
+    if (has_head) c.activation_bytes += footprint.head.saved_bytes;
     parameters[k] = c.parameters;
   }
   const MemoryEstimate mem = estimateMemory(model_, strategy, out.micro_batches,

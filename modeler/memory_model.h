@@ -9,8 +9,10 @@
 //   fp32 model with Adam:                16 bytes = 4 (weight) + 4 (gradient) + 4 + 4 (Adam m, v);
 //                                        no master copy is needed.
 //
-// Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
-// Models", Table 2, tensor parallel without sequence parallelism, no recomputation), per
+// Activations are the saved bytes of each chunk's forward ops (events/layer_ops.h says what each op
+// keeps; events/layer_footprint.h sums them): the memory model never writes a block formula. For
+// GPT blocks those sums are Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+// Transformer Models", Table 2, tensor parallel without sequence parallelism, no recomputation), per
 // transformer block and micro-batch, with e the bytes of the model dtype and f the FFN size:
 //   s*b*h * [ (4e + 2) + (4e + 2e*f/h) / t ] + (2e + 1) * a*s^2*b / t
 // which for e = 2 and f = 4h is the paper's s*b*h*(10 + 24/t + 5*a*s/(h*t)) (and 34 + 5as/h at
@@ -62,7 +64,7 @@ int64_t modelStateBytesPerParameter(DType dtype);
 double modelStateBytesPerParameter(DType dtype, int zero_stage, int dp);
 
 // Activation bytes of one transformer block for one micro-batch of `micro_batch` sequences, on one
-// of `tp` tensor-parallel devices (formula above).
+// of `tp` tensor-parallel devices: the saved bytes of its forward ops.
 int64_t blockActivationBytes(const ModelConfig& model, const TransformerBlock& block,
                              int64_t micro_batch, int tp, Recompute recompute = Recompute::kNone,
                              bool sequence_parallel = false);
@@ -93,14 +95,13 @@ struct MemoryEstimate {
 // Per-stage peak memory of `plan`. `headroom` in [0, 1): the share of device memory set aside.
 MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom = kDefaultMemoryHeadroom);
 
-// What the memory model needs of one model chunk (virtual stage): the StagePlan fields, without
-// its op lists, so that a search can check memory before (or instead of) building the plan.
+// What the memory model needs of one model chunk (virtual stage), so that a search can check
+// memory before (or instead of) building the plan.
 struct ChunkMemoryInput {
-  int first_layer = 0;
-  int num_layers = 0;
-  bool has_embedding = false;
-  bool has_head = false;
   int64_t parameters = 0;  // StagePlan::parameters
+  // Per micro-batch: the saved bytes of the chunk's forward ops (from the plan's op lists, or
+  // the same sums from layer footprints).
+  int64_t activation_bytes = 0;
 };
 
 // The same estimate from the chunks (one per virtual stage, P*v, in virtual-stage order); `plan`'s
