@@ -134,7 +134,29 @@ double DeviceModel::estimateUs(const Event& event) const {
     return gemmUs(event.dim("batch"), event.dim("m"), event.dim("n"), event.dim("k"), event.dtype,
                   event.memory_bytes);
   }
+  if (computeOpKind(event, "device model").family == OpFamily::kAttention) {
+    return fusedAttentionUs(event);
+  }
   return memoryBoundUs(event.flops, event.memory_bytes, event.dtype, event.op);
+}
+
+double DeviceModel::fusedAttentionUs(const Event& event) const {
+  // A fused attention kernel runs, tile by tile, the batched GEMMs of the unfused path: QK^T and
+  // PV forward; the backward recomputes QK^T and adds dV, dP, dQ and dK (FlashAttention-2, Dao
+  // 2023: 5 GEMMs). Each has the flops of the scores GEMM (batch x seq x seq x dim). The causal
+  // mask skips the tiles above the diagonal: half the work. The event's own flops stay Megatron's
+  // count (model FLOPs, for MFU); this is what the kernel runs. No fused kernel has been measured:
+  // its GEMM efficiency is taken as cuBLAS's (optimistic for the backward, which FlashAttention-2
+  // runs at about 2/3 of its forward's throughput).
+  const bool backward = computeOpKind(event, "device model").backward;
+  const int64_t batch = event.dim("batch"), seq = event.dim("seq"), dim = event.dim("dim");
+  const double gemms = backward ? 5 : 2;
+  const double causal = event.dim("causal") != 0 ? 0.5 : 1.0;
+  const double kernel_us = cluster_.device.model ? cluster_.device.model->gemm_kernel_us.value : 0;
+  const double scores_us = gemmUs(batch, seq, seq, dim, event.dtype, 0) - kernel_us;
+  return std::max(scores_us * gemms * causal, memoryBoundUs(0, event.memory_bytes, event.dtype,
+                                                            event.op)) +
+         kernel_us;
 }
 
 double DeviceModel::hostUs(const Event&) const {

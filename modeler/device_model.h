@@ -61,6 +61,8 @@ class DeviceModel {
   double memoryBoundUs(double flops, int64_t memory_bytes, DType dtype,
                        const std::string& op = "") const;
   double communicationUs(const Event& event) const;
+  // A fused (flash) attention op as the batched GEMMs it runs inside (device_model.cpp).
+  double fusedAttentionUs(const Event& event) const;
 
  private:
   double rooflineUs(double flops, int64_t memory_bytes, DType dtype) const;

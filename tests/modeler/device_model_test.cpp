@@ -147,6 +147,28 @@ TEST(DeviceModel, DatasheetDeviceIsTheRoofline) {
   EXPECT_FALSE(model.calibrated());
 }
 
+TEST(DeviceModel, FusedAttentionRunsItsScoresGemmsCausallyHalved) {
+  ClusterConfig cluster = roundCluster();
+  DeviceModel model(cluster);
+  // 64 heads, s = 4096, d = 128: the scores GEMM is 64 x (32 x 32 tiles) = 65536 tiles -> 607
+  // waves of (128 + 64) * 2 * 128 * 128 / 2.25e6 = 2.796203 us = 1697.295 us. Forward: QK^T and
+  // PV, causal: 2 * 0.5 = 1 such GEMM + 5 us; backward: 5 * 0.5 = 2.5 of them + 5 us.
+  const double scores_us = 607 * (128.0 + 64) * 2 * 128 * 128 / 2.25e6;
+  Event forward = makeCompute(
+      "flash_attn_fwd",
+      {{"batch", 64}, {"groups", 8}, {"seq", 4096}, {"dim", 128}, {"causal", 1}}, "",
+      DType::kFp16);
+  Event backward = makeCompute(
+      "flash_attn_bwd",
+      {{"batch", 64}, {"groups", 8}, {"seq", 4096}, {"dim", 128}, {"causal", 1}}, "",
+      DType::kFp16);
+  EXPECT_NEAR(model.estimateUs(forward), scores_us + 5, 1e-6);
+  EXPECT_NEAR(model.estimateUs(backward), 2.5 * scores_us + 5, 1e-6);
+  // The event's FLOPs stay Megatron's count: 4 b s^2 d forward, twice that backward.
+  EXPECT_EQ(forward.flops, 4.0 * 64 * 4096 * 4096 * 128);
+  EXPECT_EQ(backward.flops, 2 * forward.flops);
+}
+
 TEST(DeviceModel, TaskOpsWaitForTheHostToIssueThem) {
   // Three ops with device times 50, 5, 5 us and 20 us host time each. The host issues them at 20,
   // 40, 60; op 1 runs 20-70, op 2 waits for the device: 70-75, op 3: 75-80. The task takes 80 us.
