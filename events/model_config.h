@@ -94,6 +94,9 @@ struct ModelConfig {
   int64_t blockParameters(const TransformerBlock& block) const;
   int64_t embeddingParameters() const;
   int64_t totalParameters() const;
+  // Parameters one token passes through. Every block is dense today (no experts), so all of them;
+  // a mixture-of-experts block would count only its top-k experts here.
+  int64_t activeParameters() const { return totalParameters(); }
 };
 
 // Throws InputError naming the file, key and rule on any bad or unknown entry.

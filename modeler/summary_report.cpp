@@ -78,6 +78,8 @@ nlohmann::json summaryJson(const Simulation& sim) {
     provenance[std::string(provenanceName(static_cast<Provenance>(i)))] = s.provenance_share[i];
   }
   return {{"model", sim.plan.model.name},
+          {"parameters_total", sim.plan.model.totalParameters()},
+          {"parameters_active", sim.plan.model.activeParameters()},
           {"cluster", sim.plan.cluster.name},
           {"strategy", st.name()},
           {"micro_batch", st.micro_batch},

@@ -109,6 +109,8 @@ void run(const EventsArgs& args) {
   }
   if (args.json) {
     nlohmann::json out = eventsJson(*table, op_executions);
+    out["parameters_total"] = model.totalParameters();
+    out["parameters_active"] = model.activeParameters();
     nlohmann::json src = nlohmann::json::object();
     for (const auto& [k, v] : source) src[k] = v;
     out["source"] = src;
