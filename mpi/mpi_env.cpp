@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "mpi/mpi_check.h"
+#include "mpi/mpi_wait.h"
 
 namespace evsim {
 
@@ -28,17 +29,6 @@ MpiWorld queryMpiWorld() {
   EVSIM_MPI_CHECK(MPI_Allreduce(&w.rank, &w.host_key, 1, MPI_INT, MPI_MIN, local));
   EVSIM_MPI_CHECK(MPI_Comm_free(&local));
   return w;
-}
-
-void waitQuietly(MPI_Request& request) {
-  // 50 us: well under any event's measurement, long enough that the waiter costs no CPU.
-  constexpr auto kPollInterval = std::chrono::microseconds(50);
-  for (;;) {
-    int done = 0;
-    EVSIM_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    std::this_thread::sleep_for(kPollInterval);
-  }
 }
 
 Topology discoverTopology(const MpiWorld& world, int emulated_ranks_per_node) {
@@ -93,12 +83,17 @@ std::string mpiLibraryVersion() {
 
 std::string broadcastString(const std::string& text, int root, MPI_Comm comm) {
   int64_t length = static_cast<int64_t>(text.size());
-  EVSIM_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, root, comm));
+  MPI_Request request = MPI_REQUEST_NULL;
+  EVSIM_MPI_CHECK(MPI_Ibcast(&length, 1, MPI_INT64_T, root, comm, &request));
+  waitRequest(request, fmt::format("a broadcast from rank {}", root), WaitStyle::kSleep);
   std::string out = text;
   out.resize(static_cast<size_t>(length));
   EVSIM_CHECK(length <= INT32_MAX, "string of {} bytes too long to broadcast", length);
-  if (length > 0)
-    EVSIM_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(length), MPI_CHAR, root, comm));
+  if (length > 0) {
+    EVSIM_MPI_CHECK(
+        MPI_Ibcast(out.data(), static_cast<int>(length), MPI_CHAR, root, comm, &request));
+    waitRequest(request, fmt::format("a broadcast from rank {}", root), WaitStyle::kSleep);
+  }
   return out;
 }
 
@@ -126,7 +121,9 @@ std::vector<std::string> gatherStrings(const std::string& text, int root, MPI_Co
   EVSIM_MPI_CHECK(MPI_Comm_size(comm, &size));
   int length = static_cast<int>(text.size());
   std::vector<int> lengths(rank == root ? size : 0);
-  EVSIM_MPI_CHECK(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, comm));
+  MPI_Request request = MPI_REQUEST_NULL;
+  EVSIM_MPI_CHECK(MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, comm, &request));
+  waitRequest(request, fmt::format("a gather to rank {}", root), WaitStyle::kSleep);
   std::vector<int> offsets(lengths.size(), 0);
   int total = 0;
   for (size_t i = 0; i < lengths.size(); ++i) {
@@ -134,8 +131,9 @@ std::vector<std::string> gatherStrings(const std::string& text, int root, MPI_Co
     total += lengths[i];
   }
   std::string all(static_cast<size_t>(total), '\0');
-  EVSIM_MPI_CHECK(MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(),
-                              offsets.data(), MPI_CHAR, root, comm));
+  EVSIM_MPI_CHECK(MPI_Igatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(),
+                               offsets.data(), MPI_CHAR, root, comm, &request));
+  waitRequest(request, fmt::format("a gather to rank {}", root), WaitStyle::kSleep);
   std::vector<std::string> out;
   for (size_t i = 0; i < lengths.size(); ++i) out.push_back(all.substr(offsets[i], lengths[i]));
   return out;

@@ -50,10 +50,6 @@ GpuShortage findGpuShortage(const MpiWorld& world, int visible_gpus);
 // MPI_Get_library_version's first line up to the first comma, e.g. "Open MPI v4.1.4". Local.
 std::string mpiLibraryVersion();
 
-// Completes `request` while sleeping between polls instead of busy-waiting as MPI's blocking calls
-// do. Ranks that wait while others measure must not take the CPU from them: on a CPU backend with
-// more ranks than cores, a spinning waiter would slow the very kernels being timed. Local.
-void waitQuietly(MPI_Request& request);
 
 std::string broadcastString(const std::string& text, int root, MPI_Comm comm);
 std::vector<std::string> broadcastStrings(const std::vector<std::string>& items, int root,

@@ -15,6 +15,7 @@
 #include "io/run_options.h"
 #include "mpi/mpi_env.h"
 #include "mpi/mpi_main.h"
+#include "mpi/mpi_wait.h"
 #include "platform/device_factory.h"
 #include "profiler/event_source.h"
 #include "profiler/profile_session.h"
@@ -74,7 +75,8 @@ void addFlags(CLI::App& app, Flags& f) {
                "on a single node, skip inter-node events (listed as not measured) instead of "
                "stopping");
   app.add_option("--comm-timeout", f.comm_timeout_s,
-                 "cuda: seconds a NCCL operation may stay pending before the run is aborted")
+                 "seconds any wait on another rank (MPI; NCCL on cuda) may last before the run "
+                 "stops with a message naming it (a stalled or dead peer)")
       ->check(kFinitePositive)
       ->capture_default_str();
   app.add_option("--seed", f.seed, "seed of the kernels' random inputs")->capture_default_str();
@@ -156,6 +158,7 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
   addFlags(app, flags);
   if (std::optional<int> done = parseFlagsOnEveryRank(app, argc, argv, world, "eventprof"))
     return *done;
+  setCommTimeout(flags.comm_timeout_s);  // before the first wait on another rank
   ProfileRequest wanted;
   std::string load_error;
   if (world.rank == 0) {

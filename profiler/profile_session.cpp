@@ -5,6 +5,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "mpi/mpi_wait.h"
 #include "mpi/mpi_check.h"
 #include "profiler/comm_math.h"
 #include "profiler/group_planner.h"
@@ -181,8 +182,10 @@ ProfileSummary ProfileSession::run(const std::vector<Event>& wanted) {
   measureCommunication(work.communication, db, progress, done, summary);
   summary.measured_communication = work.communication.size();
 
-  EVSIM_MPI_CHECK(
-      MPI_Reduce(&busy_s_, &summary.measuring_device_s, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
+  MPI_Request reduce = MPI_REQUEST_NULL;
+  EVSIM_MPI_CHECK(MPI_Ireduce(&busy_s_, &summary.measuring_device_s, 1, MPI_DOUBLE, MPI_SUM, 0,
+                              MPI_COMM_WORLD, &reduce));
+  waitRequest(reduce, "the sum of measuring time", WaitStyle::kSleep);
   summary.records_in_profile = db.records().size();
   summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
@@ -193,8 +196,10 @@ std::vector<int> ProfileSession::timingRanks() const {
   // (the others wait without spinning), so no two timed kernels share a core.
   const int timing = world_.local_rank < device_.computeSlots(world_.local_size) ? 1 : 0;
   std::vector<int> timing_flags(static_cast<size_t>(world_.size));
-  EVSIM_MPI_CHECK(
-      MPI_Allgather(&timing, 1, MPI_INT, timing_flags.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  MPI_Request gather = MPI_REQUEST_NULL;
+  EVSIM_MPI_CHECK(MPI_Iallgather(&timing, 1, MPI_INT, timing_flags.data(), 1, MPI_INT,
+                                 MPI_COMM_WORLD, &gather));
+  waitRequest(gather, "the list of timing ranks", WaitStyle::kSleep);
   std::vector<int> timers;
   for (int r = 0; r < world_.size; ++r) {
     if (timing_flags[r]) timers.push_back(r);
@@ -229,7 +234,7 @@ void ProfileSession::measureCompute(const std::vector<Event>& events,
     MPI_Request gather = MPI_REQUEST_NULL;
     EVSIM_MPI_CHECK(MPI_Igather(&mine, sizeof(WireResult), MPI_BYTE, all.data(), sizeof(WireResult),
                                 MPI_BYTE, 0, MPI_COMM_WORLD, &gather));
-    waitQuietly(gather);
+    waitRequest(gather, "a compute round's results", WaitStyle::kSleep);
     if (world_.rank == 0) {
       for (size_t k = 0; k < in_round; ++k) {
         const WireResult& result = all[static_cast<size_t>(timers[k])];
@@ -266,7 +271,11 @@ void ProfileSession::measureCommunication(const std::vector<Event>& events, Prof
     const auto it = std::find(plan.ranks.begin(), plan.ranks.end(), world_.rank);
     const bool member = it != plan.ranks.end();
     MPI_Comm comm = MPI_COMM_NULL;
-    EVSIM_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, world_.rank, &comm));
+    {
+      CommWatch watch("creating a measurement group's communicator");
+      EVSIM_MPI_CHECK(
+          MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, world_.rank, &comm));
+    }
     WireResult result;
     if (member) {
       CommGroup group{comm, static_cast<int>(it - plan.ranks.begin()),
@@ -280,8 +289,10 @@ void ProfileSession::measureCommunication(const std::vector<Event>& events, Prof
       EVSIM_CHECK(samples.size() == static_cast<size_t>(options_.repeats),
                   "{} samples for {} repeats", samples.size(), options_.repeats);
       std::vector<double> all(group.rank == 0 ? samples.size() * group.size : 0);
-      EVSIM_MPI_CHECK(MPI_Gather(samples.data(), options_.repeats, MPI_DOUBLE, all.data(),
-                                 options_.repeats, MPI_DOUBLE, 0, comm));
+      MPI_Request gather = MPI_REQUEST_NULL;
+      EVSIM_MPI_CHECK(MPI_Igather(samples.data(), options_.repeats, MPI_DOUBLE, all.data(),
+                                  options_.repeats, MPI_DOUBLE, 0, comm, &gather));
+      waitRequest(gather, fmt::format("the samples of '{}'", event.signature()));
       if (group.rank == 0) {
         std::vector<std::vector<double>> per_rank;
         for (int r = 0; r < group.size; ++r) {
@@ -299,7 +310,8 @@ void ProfileSession::measureCommunication(const std::vector<Event>& events, Prof
     MPI_Request broadcast = MPI_REQUEST_NULL;
     EVSIM_MPI_CHECK(MPI_Ibcast(&result, sizeof(WireResult), MPI_BYTE, plan.ranks.front(),
                                MPI_COMM_WORLD, &broadcast));
-    waitQuietly(broadcast);
+    waitRequest(broadcast, fmt::format("the result of '{}'", event.signature()),
+                WaitStyle::kSleep);
     if (world_.rank == 0) {
       EVSIM_CHECK(result.valid == 1, "no result for '{}'", event.signature());
       ProfileRecord record;

@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "mpi/mpi_check.h"
 #include "mpi/mpi_collectives.h"
+#include "mpi/mpi_wait.h"
 
 namespace evsim {
 
@@ -13,6 +14,8 @@ namespace {
 // Between two MPI_Test calls of a sleeping wait: short against the events eventrun times
 // (milliseconds on the CPU), long enough that the scheduler runs another rank meanwhile.
 constexpr std::chrono::microseconds kSleepPoll{10};
+// What a rank waits for in a stall message (mpi/mpi_wait.h).
+constexpr std::string_view kWaitWhat = "a transfer or collective of this rank's program";
 
 }  // namespace
 
@@ -76,15 +79,11 @@ void CpuRankExecutor::runCollective(const Action& action, MPI_Request* request) 
 
 void CpuRankExecutor::wait(MPI_Request& request) {
   if (wait_mode_ == WaitMode::kSpin) {
+    CommWatch watch(kWaitWhat);
     EVSIM_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
     return;
   }
-  int done = 0;
-  for (;;) {
-    EVSIM_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    std::this_thread::sleep_for(kSleepPoll);
-  }
+  waitRequest(request, kWaitWhat, WaitStyle::kSleep, kSleepPoll);
 }
 
 void CpuRankExecutor::startNextBucket(std::vector<ActionTime>& times) {
@@ -135,9 +134,11 @@ void CpuRankExecutor::runIteration(std::vector<ActionTime>& times) {
         kernel.synchronize();
         break;
       }
-      case ActionKind::kCollective:
+      case ActionKind::kCollective: {
+        CommWatch watch(kWaitWhat);
         runCollective(a, nullptr);
         break;
+      }
       case ActionKind::kSend: {
         MpiCollectiveBuffers& b = bufferFor(a.event);
         MPI_Request request = MPI_REQUEST_NULL;
@@ -172,6 +173,7 @@ std::string CpuRankExecutor::describe() const {
 
 std::vector<MPI_Comm> createGroupComms(const std::vector<std::vector<int64_t>>& groups) {
   std::vector<MPI_Comm> comms;
+  CommWatch watch("creating the program's communicators");
   for (const std::vector<int64_t>& members : groups) {
     MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
     EVSIM_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world_group));
@@ -194,6 +196,7 @@ ClockOffset estimateClockOffset(MPI_Comm comm, int rounds) {
   ClockOffset mine;
   for (int peer = 1; peer < size; ++peer) {
     if (rank != 0 && rank != peer) continue;
+    CommWatch watch("the clock alignment ping-pong with rank 0");
     double best_rtt = -1, best_offset = 0;
     for (int i = 0; i < rounds; ++i) {
       if (rank == 0) {

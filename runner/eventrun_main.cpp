@@ -24,6 +24,7 @@
 #include "mpi/mpi_check.h"
 #include "mpi/mpi_env.h"
 #include "mpi/mpi_main.h"
+#include "mpi/mpi_wait.h"
 #include "platform/device_factory.h"
 #include "runner/eventrun_executor.h"
 #include "runner/eventrun_program.h"
@@ -68,7 +69,8 @@ void addFlags(CLI::App& app, Flags& f) {
       ->check(CLI::IsMember({"auto", "spin", "sleep"}))
       ->capture_default_str();
   app.add_option("--comm-timeout", f.comm_timeout_s,
-                 "cuda: seconds a NCCL operation may stay pending before the run is aborted")
+                 "seconds any wait on another rank (MPI; NCCL on cuda) may last before the run "
+                 "stops with a message naming it (a stalled or dead peer)")
       ->check(kFinitePositive)
       ->capture_default_str();
   app.add_option("--trace", f.trace, "write the measured Chrome trace (Perfetto)");
@@ -131,6 +133,7 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   addFlags(app, flags);
   if (std::optional<int> done = parseFlagsOnEveryRank(app, argc, argv, world, "eventrun"))
     return *done;
+  setCommTimeout(flags.comm_timeout_s);  // before the first wait on another rank
   const IterationPlan plan = loadPlan(flags, world);
   Topology topo;
   std::string topo_error;
@@ -160,13 +163,19 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
     std::unique_ptr<RankExecutor> executor = device->makeExecutor(plan, program);
     executor_text = executor->describe();
     for (int i = 0; i < n; ++i) {
-      EVSIM_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+      {
+        CommWatch watch("the barrier before an iteration");
+        EVSIM_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+      }
       begin_us[i] = steadyNowUs() - clock.offset_us;
       executor->runIteration(times[i]);
     }
+    CommWatch watch("the barrier after the last iteration");
     EVSIM_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     time_error_us = executor->timeErrorUs();
   }
+  // Gathering the times: every rank is done iterating, so these wait only on a stalled peer.
+  auto gathering = std::make_unique<CommWatch>("gathering the measured times on rank 0");
   // Iteration starts: the earliest barrier exit over ranks, on rank 0's clock.
   std::vector<double> start_us(static_cast<size_t>(n));
   EVSIM_MPI_CHECK(
@@ -213,6 +222,7 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   std::vector<double> all(static_cast<size_t>(total));
   EVSIM_MPI_CHECK(MPI_Gatherv(flat.data(), count, MPI_DOUBLE, all.data(), counts.data(),
                               offsets.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  gathering.reset();  // writing the files below is no wait on a peer
   if (world.rank != 0) return 0;
 
   std::vector<RankProgram> programs;

@@ -11,6 +11,7 @@
 #include "kernels/kernel.h"
 #include "mpi/mpi_check.h"
 #include "mpi/mpi_collectives.h"
+#include "mpi/mpi_wait.h"
 
 namespace evsim {
 
@@ -82,7 +83,10 @@ std::vector<double> CpuDevice::timeP2P(const Event& event, const CommGroup& grou
   const int elements = static_cast<int>(b.elements);
   const bool sender = group.rank == 0;
   std::vector<double> samples;
+  const std::string what = fmt::format("p2p '{}' between world ranks {}", event.signature(),
+                                       fmt::join(group.world_ranks, ","));
   for (int i = 0; i < warmup + repeats; ++i) {
+    CommWatch watch(what);  // one repetition at a time: the deadline bounds each
     EVSIM_MPI_CHECK(MPI_Barrier(group.comm));
     Clock::time_point start = Clock::now();
     if (sender) {
@@ -101,7 +105,10 @@ std::vector<double> CpuDevice::timeCollective(const Event& event, const CommGrou
                                               int warmup, int repeats) {
   MpiCollectiveBuffers buffers = makeMpiBuffers(event, group.size);
   std::vector<double> samples;
+  const std::string what = fmt::format("'{}' over world ranks {}", event.signature(),
+                                       fmt::join(group.world_ranks, ","));
   for (int i = 0; i < warmup + repeats; ++i) {
+    CommWatch watch(what);
     EVSIM_MPI_CHECK(MPI_Barrier(group.comm));
     Clock::time_point start = Clock::now();
     runMpiCollective(event, buffers, group.comm);

@@ -22,6 +22,7 @@
 #include "mpi/cuda/nccl_comm.h"
 #include "mpi/mpi_check.h"
 #include "mpi/mpi_env.h"
+#include "mpi/mpi_wait.h"
 #include "platform/cuda/cupti_tracer.h"
 #include "runner/cuda/eventrun_cuda_executor.h"
 #include "runner/eventrun_backend_p2p.h"
@@ -203,7 +204,10 @@ class CudaDevice : public Device {
     NcclComm& nccl = communicator(group);
     std::vector<double> samples;
     for (int i = 0; i < warmup + repeats; ++i) {
-      EVSIM_MPI_CHECK(MPI_Barrier(group.comm));  // the stream is idle: the last wait finished
+      {
+        CommWatch watch("the barrier before a NCCL measurement");
+        EVSIM_MPI_CHECK(MPI_Barrier(group.comm));  // the stream is idle: the last wait finished
+      }
       EVSIM_CUDA_CHECK(cudaEventRecord(start_, comm_stream_));
       enqueue(nccl.get());
       nccl.waitEnqueued(what);

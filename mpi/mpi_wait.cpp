@@ -1,0 +1,113 @@
+#include "mpi/mpi_wait.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "common/error.h"
+#include "mpi/mpi_check.h"
+
+namespace evsim {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How often the watchdog looks: the deadline is met within this.
+constexpr auto kWatchdogPeriod = std::chrono::milliseconds(100);
+
+double g_timeout_s = kDefaultCommTimeoutS;
+
+// The armed watch: deadline on the steady clock in ns (0: none) and what it guards.
+std::mutex g_mutex;
+long long g_deadline_ns = 0;
+std::string_view g_what;
+bool g_watchdog_started = false;
+
+long long nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+int worldRank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+std::string stalledMessage(std::string_view what) {
+  return fmt::format(
+      "rank {}: {} not complete after {:g} s (--comm-timeout {:g}): a peer rank "
+      "stalled or died",
+      worldRank(), what, g_timeout_s, g_timeout_s);
+}
+
+[[noreturn]] void watchdog() {
+  long long last_ns = nowNs();
+  for (;;) {
+    std::this_thread::sleep_for(kWatchdogPeriod);
+    std::lock_guard<std::mutex> lock(g_mutex);
+    const long long now = nowNs();
+    // A wake far later than the period means this process itself was stopped (SIGSTOP, a frozen
+    // host): its peers were not late, so the time it lost does not count against the deadline.
+    const long long gap = now - last_ns;
+    last_ns = now;
+    if (gap > 10 * std::chrono::nanoseconds(kWatchdogPeriod).count() && g_deadline_ns != 0) {
+      g_deadline_ns += gap;
+    }
+    if (g_deadline_ns != 0 && now > g_deadline_ns) {
+      // MPI_Comm_rank is a local query, safe while the main thread waits inside MPI in practice;
+      // the message is all this rank can still say.
+      const std::string line = stalledMessage(g_what);
+      std::fprintf(stderr, "%s\n", line.c_str());
+      std::fflush(stderr);
+      std::_Exit(kEnvironmentErrorExitCode);
+    }
+  }
+}
+
+}  // namespace
+
+void setCommTimeout(double seconds) {
+  EVSIM_CHECK(std::isfinite(seconds) && seconds > 0, "comm timeout {}", seconds);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_timeout_s = seconds;
+  if (!g_watchdog_started) {
+    std::thread(watchdog).detach();
+    g_watchdog_started = true;
+  }
+}
+
+double commTimeout() { return g_timeout_s; }
+
+void waitRequest(MPI_Request& request, std::string_view what, WaitStyle style,
+                 std::chrono::microseconds sleep_poll) {
+  const long long deadline = nowNs() + static_cast<long long>(g_timeout_s * 1e9);
+  for (;;) {
+    int done = 0;
+    EVSIM_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    // The request stays pending: the caller ends the process (MPI_Abort), which frees it.
+    if (nowNs() > deadline) EVSIM_THROW(EnvironmentError, "{}", stalledMessage(what));
+    if (style == WaitStyle::kSleep) std::this_thread::sleep_for(sleep_poll);
+  }
+}
+
+CommWatch::CommWatch(std::string_view what) : what_(what) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  outer_what_ = g_what;
+  outer_deadline_ns_ = g_deadline_ns;
+  g_what = what_;
+  g_deadline_ns = nowNs() + static_cast<long long>(g_timeout_s * 1e9);
+}
+
+CommWatch::~CommWatch() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_what = outer_what_;
+  g_deadline_ns = outer_deadline_ns_;
+}
+
+}  // namespace evsim
