@@ -8,12 +8,6 @@ namespace evsim {
 
 namespace {
 
-constexpr int64_t kMaxHidden = int64_t{1} << 20;
-constexpr int64_t kMaxHeads = int64_t{1} << 16;
-constexpr int64_t kMaxFfnHidden = int64_t{1} << 22;
-constexpr int64_t kMaxSeqLength = int64_t{1} << 24;
-constexpr int64_t kMaxVocab = int64_t{1} << 24;
-constexpr int64_t kMaxLayers = int64_t{1} << 16;
 
 // `key`'s value among `names` (index), or `fallback` when the key is absent.
 int choice(const YamlReader& root, const std::string& key, std::initializer_list<const char*> names,

@@ -42,6 +42,15 @@
 
 namespace evsim {
 
+// Bounds ~100x beyond any model trained today, so that the products the planner forms (parameters
+// ~ 12 h^2 layers, tokens x hidden, vocabulary x hidden) stay far inside int64.
+inline constexpr int64_t kMaxHidden = int64_t{1} << 20;
+inline constexpr int64_t kMaxHeads = int64_t{1} << 16;
+inline constexpr int64_t kMaxFfnHidden = int64_t{1} << 22;
+inline constexpr int64_t kMaxSeqLength = int64_t{1} << 24;
+inline constexpr int64_t kMaxVocab = int64_t{1} << 24;
+inline constexpr int64_t kMaxLayers = int64_t{1} << 16;
+
 enum class BlockType { kEncoder, kDecoder };
 
 struct TransformerBlock {

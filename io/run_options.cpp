@@ -28,49 +28,81 @@ void RunOptions::addModelOptions(CLI::App& app) {
   app.add_option("--model", model, "model YAML, or a bundled name (e.g. bert-large)")->required();
   app.add_option("--cluster", cluster, "cluster YAML, or a bundled name (e.g. a40-4x4)")
       ->required();
+  overrides.addOptions(app);
+}
+
+void RunOptions::addGpusOption(CLI::App& app) {
+  app.add_option("--gpus", gpus, "GPUs in all: D = gpus / (M x P), with --tp and --pp")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
 }
 
 void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
   auto* text = app.add_option("--strategy", strategy_text, "xMxPxD, e.g. 2M4P2D (any case)");
-  auto* tp_opt = app.add_option("--tp", tp, "tensor-parallel size M");
-  auto* pp_opt = app.add_option("--pp", pp, "pipeline-parallel size P");
+  auto* tp_opt = app.add_option("--tp,--tensor-model-parallel-size", tp, "tensor-parallel size M");
+  auto* pp_opt =
+      app.add_option("--pp,--pipeline-model-parallel-size", pp, "pipeline-parallel size P");
   auto* dp_opt = app.add_option("--dp", dp, "data-parallel size D");
   text->excludes(tp_opt)->excludes(pp_opt)->excludes(dp_opt);
-  auto* b = app.add_option("--micro-batch", micro_batch, "micro-batch size b");
-  auto* B = app.add_option("--global-batch", global_batch, "global batch B (m = B / (b*D))");
+  auto* b = app.add_option("--micro-batch,--micro-batch-size", micro_batch, "micro-batch size b");
+  auto* B = app.add_option("--global-batch,--global-batch-size", global_batch,
+                           "global batch B (m = B / (b*D))");
   if (strategy_required) {
     b->required();
     B->required();
   }
   app.add_option("--schedule", schedule, "gpipe | dapple (1F1B) | interleaved")
       ->capture_default_str();
-  app.add_option("--virtual-stages", virtual_stages,
-                 "model chunks per device v (with --schedule interleaved)")
+  auto* v = app.add_option("--virtual-stages", virtual_stages,
+                           "model chunks per device v (with --schedule interleaved)")
+                ->capture_default_str();
+  app.add_option("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
+                 "Megatron's form of v: layers per model chunk (implies --schedule interleaved)")
+      ->check(CLI::PositiveNumber)
+      ->excludes(v);
+  app.add_option("--recompute,--recompute-granularity", recompute,
+                 "activation recomputation: none | full | selective")
       ->capture_default_str();
-  app.add_option("--recompute", recompute, "activation recomputation: none | full | selective")
-      ->capture_default_str();
+  app.add_option("--recompute-method", recompute_method,
+                 "Megatron's: uniform (every layer, as --recompute full models it)")
+      ->check(CLI::IsMember({"uniform", "block"}));
   app.add_flag("--sequence-parallel", sequence_parallel,
                "Megatron sequence parallelism over the TP group");
-  app.add_option("--zero", zero_stage,
-                 "ZeRO stage over the DP group: 0, 1 (distributed optimizer), 2, 3")
-      ->capture_default_str();
-  app.add_flag("--dp-overlap", dp_overlap,
+  auto* zero = app.add_option("--zero", zero_stage,
+                               "ZeRO stage over the DP group: 0, 1 (distributed optimizer), 2, 3")
+                   ->capture_default_str();
+  app.add_flag("--use-distributed-optimizer", distributed_optimizer,
+               "Megatron's distributed optimizer (--zero 1)")
+      ->excludes(zero);
+  app.add_flag("--dp-overlap,--overlap-grad-reduce", dp_overlap,
                "overlap bucketed DP gradient all-reduces with backward (PyTorch DDP)");
   app.add_option("--dp-bucket-mb", dp_bucket_mb, "DDP bucket size in MiB")->capture_default_str();
 }
 
 ModelConfig RunOptions::loadModel() const {
-  return loadModelConfig(resolveConfigPath(model, "models"));
+  ModelConfig loaded = loadModelConfig(resolveConfigPath(model, "models"));
+  overrides.apply(loaded);
+  return loaded;
 }
 
 ClusterConfig RunOptions::loadCluster() const {
   return loadClusterConfig(resolveConfigPath(cluster, "clusters"));
 }
 
-Strategy RunOptions::strategy() const {
+Strategy RunOptions::strategy(const ModelConfig& model_config) const {
   Strategy s;
   if (!strategy_text.empty()) {
+    if (gpus > 0) EVSIM_THROW(InputError, "--gpus {}: give --tp and --pp, not --strategy", gpus);
     parseStrategyText(strategy_text, s);
+  } else if (gpus > 0) {
+    if (tp <= 0 || pp <= 0 || dp > 0) {
+      EVSIM_THROW(InputError, "--gpus {}: give --tp and --pp (D is derived), not --dp", gpus);
+    }
+    if (gpus % (int64_t{tp} * pp) != 0) {
+      EVSIM_THROW(InputError, "--gpus {}: not divisible by M x P = {} x {}", gpus, tp, pp);
+    }
+    s.tp = tp;
+    s.pp = pp;
+    s.dp = static_cast<int>(gpus / (int64_t{tp} * pp));
   } else if (tp > 0 || pp > 0 || dp > 0) {
     if (tp <= 0 || pp <= 0 || dp <= 0) {
       EVSIM_THROW(InputError, "--tp {} --pp {} --dp {}: give all three, each > 0 (or --strategy)",
@@ -80,7 +112,9 @@ Strategy RunOptions::strategy() const {
     s.pp = pp;
     s.dp = dp;
   } else {
-    EVSIM_THROW(InputError, "--strategy: missing (give --strategy 2M4P2D or --tp/--pp/--dp)");
+    EVSIM_THROW(InputError,
+                "--strategy: missing (give --strategy 2M4P2D, --tp/--pp/--dp, or --tp/--pp "
+                "--gpus N)");
   }
   s.micro_batch = micro_batch;
   s.global_batch = global_batch;
@@ -89,9 +123,31 @@ Strategy RunOptions::strategy() const {
   if (!(dp_bucket_mb > 0)) EVSIM_THROW(InputError, "--dp-bucket-mb {}: must be > 0", dp_bucket_mb);
   s.dp_bucket_bytes = static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);
   s.virtual_stages = virtual_stages;
+  if (layers_per_virtual_stage > 0) {
+    // Megatron: L / (P x layers per chunk) chunks per device.
+    const int64_t per_device = int64_t{s.pp} * layers_per_virtual_stage;
+    if (model_config.numLayers() % per_device != 0) {
+      EVSIM_THROW(InputError,
+                  "--num-layers-per-virtual-pipeline-stage {}: P x {} does not divide the {} "
+                  "layers of {}",
+                  layers_per_virtual_stage, layers_per_virtual_stage, model_config.numLayers(),
+                  model_config.name);
+    }
+    s.virtual_stages = static_cast<int>(model_config.numLayers() / per_device);
+    s.schedule = Schedule::kInterleaved;
+  }
   s.recompute = parseRecompute(recompute);
+  if (recompute_method == "block") {
+    EVSIM_THROW(InputError,
+                "--recompute-method block: not modelled (eventsim recomputes every layer, "
+                "Megatron's uniform method)");
+  }
+  if (!recompute_method.empty() && s.recompute != Recompute::kFull) {
+    EVSIM_THROW(InputError, "--recompute-method {}: applies to --recompute-granularity full",
+                recompute_method);
+  }
   s.sequence_parallel = sequence_parallel;
-  s.zero_stage = zero_stage;
+  s.zero_stage = distributed_optimizer ? 1 : zero_stage;
   return s;
 }
 

@@ -1,7 +1,12 @@
 #pragma once
 // Command-line options shared by the eventsim subcommands: which model, cluster and strategy.
 // A model or cluster is a YAML path, or a bundled config's name ("gpt2-345m" ->
-// configs/models/gpt2-345m.yaml in the source tree).
+// configs/models/gpt2-345m.yaml in the source tree). Megatron-LM's own flag names are accepted
+// beside ours: --tensor-model-parallel-size (--tp), --pipeline-model-parallel-size (--pp),
+// --micro-batch-size, --global-batch-size, --num-layers-per-virtual-pipeline-stage,
+// --recompute-granularity (with --recompute-method uniform), --sequence-parallel,
+// --use-distributed-optimizer (--zero 1), --overlap-grad-reduce (--dp-overlap), and the model
+// arguments of model_overrides.h.
 
 #include <CLI/CLI.hpp>
 #include <optional>
@@ -12,6 +17,7 @@
 #include "events/model_config.h"
 #include "events/strategy.h"
 #include "events/strategy_space.h"
+#include "io/model_overrides.h"
 
 namespace evsim {
 
@@ -29,17 +35,26 @@ struct RunOptions {
   std::string recompute = "none";
   bool sequence_parallel = false;
   int zero_stage = 0;
+  bool distributed_optimizer = false;  // Megatron's --use-distributed-optimizer: ZeRO-1
+  int layers_per_virtual_stage = 0;    // Megatron's --num-layers-per-virtual-pipeline-stage
+  std::string recompute_method;        // Megatron's --recompute-method (uniform only)
+  int64_t gpus = 0;                    // simulate --gpus: D = gpus / (M * P)
+  ModelOverrides overrides;
 
-  // Registers --model, --cluster (required).
+  // Registers --model, --cluster (required) and the model overrides.
   void addModelOptions(CLI::App& app);
+  // Registers --gpus N, from which D is derived when --tp and --pp are given (simulate, eventrun).
+  void addGpusOption(CLI::App& app);
   // Registers --strategy / --tp --pp --dp, --micro-batch, --global-batch, --schedule, --dp-overlap,
   // --virtual-stages, --recompute, --sequence-parallel, --zero.
   void addStrategyOptions(CLI::App& app, bool strategy_required);
 
+  // The model file with the command line's overrides applied.
   ModelConfig loadModel() const;
   ClusterConfig loadCluster() const;
-  // Strategy from the flags; throws InputError naming the flag.
-  Strategy strategy() const;
+  // Strategy from the flags; throws InputError naming the flag. `model` turns Megatron's
+  // --num-layers-per-virtual-pipeline-stage into v.
+  Strategy strategy(const ModelConfig& model) const;
   // The --gpus union (`eventsim events --gpus`, `eventprof --gpus`): the base strategy (global
   // batch, --dp-overlap) and every (M, P, D) for `gpus` GPUs at each of `micro_batches` ("1,2,4").
   // It spans plain GPipe/DAPPLE strategies, which share their events; a technique flag would be

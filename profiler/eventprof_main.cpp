@@ -119,7 +119,7 @@ ProfileRequest wantedEvents(const Flags& f) {
   const ModelConfig& model = request.model.emplace(f.run.loadModel());
   const ClusterConfig& cluster = request.cluster.emplace(f.run.loadCluster());
   if (strategy) {
-    request.strategies.push_back(f.run.strategy());
+    request.strategies.push_back(f.run.strategy(model));
     request.events = eventsForStrategy(model, cluster, request.strategies.back());
     return request;
   }

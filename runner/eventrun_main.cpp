@@ -89,7 +89,8 @@ IterationPlan loadPlan(const Flags& f, const MpiWorld& world) {
     if (f.trace.empty() && f.csv.empty()) {
       EVSIM_THROW(InputError, "no output: give --trace FILE and/or --csv FILE");
     }
-    plan = buildIterationPlan(f.run.loadModel(), f.run.loadCluster(), f.run.strategy());
+    const ModelConfig model = f.run.loadModel();
+    plan = buildIterationPlan(model, f.run.loadCluster(), f.run.strategy(model));
     if (plan.strategy.gpus() != world.size) {
       EVSIM_THROW(InputError, "--strategy {}: needs {} ranks, but mpirun started {}",
                   plan.strategy.name(), plan.strategy.gpus(), world.size);

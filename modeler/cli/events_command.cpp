@@ -91,7 +91,7 @@ void run(const EventsArgs& args) {
     title = fmt::format("Union of events over every valid strategy: {} on {} x {} ({} GPUs)",
                         model.name, cluster.name, cluster.device.name, args.gpus);
   } else {
-    Strategy strategy = args.run.strategy();
+    Strategy strategy = args.run.strategy(model);
     plan = std::make_unique<IterationPlan>(buildIterationPlan(model, cluster, strategy));
     table = &plan->events;
     op_executions = plan->op_executions;

@@ -61,7 +61,7 @@ void runSimulate(const SimulateArgs& args) {
   ModelConfig model = args.run.loadModel();
   ClusterConfig cluster = args.run.loadCluster();
   args.costs.applyHostTime(cluster);
-  Strategy strategy = args.run.strategy();
+  Strategy strategy = args.run.strategy(model);
   std::optional<ProfileDb> db = args.costs.loadProfile();
   IterationPlan plan = buildIterationPlan(model, cluster, strategy);
   CostModel cost_model(cluster, db ? &*db : nullptr, args.costs.analytic());
@@ -89,6 +89,7 @@ void registerSimulateCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("simulate", "simulate one iteration of a strategy");
   args->run.addModelOptions(*cmd);
   args->run.addStrategyOptions(*cmd, /*strategy_required=*/true);
+  args->run.addGpusOption(*cmd);
   args->costs.add(*cmd);
   cmd->add_flag("--json", args->json, "print the summary as JSON");
   cmd->add_option("--trace", args->trace, "write a Chrome trace (Perfetto) of the timelines");
