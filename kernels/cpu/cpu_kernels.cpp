@@ -5,32 +5,21 @@
 #include <vector>
 
 #include "common/error.h"
+#include "kernels/cpu/cpu_llama_kernels.h"
 #include "kernels/cpu/cpu_ops.h"
-#include "kernels/hash_rng.h"
+#include "kernels/cpu/cpu_random.h"
+#include "kernels/event_shapes.h"
 #include "kernels/kernel.h"
 
 namespace evsim {
 
 namespace {
 
-using Floats = std::vector<float>;
-using Ints = std::vector<int32_t>;
+using cpu::Floats;
+using cpu::Ints;
+using cpu::randomFloats;
+using cpu::randomIndices;
 namespace kp = kernel_params;
-
-// Random buffer number `stream` of a kernel seeded with `seed`.
-Floats randomFloats(int64_t n, uint64_t seed, uint64_t stream, float lo = -1.0f, float hi = 1.0f) {
-  Floats out(static_cast<size_t>(n));
-  uint64_t s = rng::hashAt(seed, stream);
-  for (int64_t i = 0; i < n; ++i) out[i] = rng::uniformAt(s, uint64_t(i), lo, hi);
-  return out;
-}
-
-Ints randomIndices(int64_t n, int64_t bound, uint64_t seed, uint64_t stream) {
-  Ints out(static_cast<size_t>(n));
-  uint64_t s = rng::hashAt(seed, stream);
-  for (int64_t i = 0; i < n; ++i) out[i] = rng::indexAt(s, uint64_t(i), bound);
-  return out;
-}
 
 class GemmKernel final : public ComputeKernel {
  public:
@@ -246,6 +235,7 @@ class AdamKernel final : public ComputeKernel {
 // One case per op family of events/event.cpp's op table (computeOpKind).
 std::unique_ptr<ComputeKernel> makeCpuKernel(const Event& event, uint64_t seed) {
   const ComputeOpKind kind = computeOpKind(event, "CPU");
+  checkKernelDType(event, kind, "CPU");
   switch (kind.family) {
     case OpFamily::kGemm:
       return std::make_unique<GemmKernel>(event, seed);
@@ -261,6 +251,14 @@ std::unique_ptr<ComputeKernel> makeCpuKernel(const Event& event, uint64_t seed) 
       return std::make_unique<CrossEntropyKernel>(event, seed, kind.backward);
     case OpFamily::kAdam:
       return std::make_unique<AdamKernel>(event, seed);
+    case OpFamily::kRmsNorm:
+      return cpu::makeRmsNormKernel(event, seed, kind.backward);
+    case OpFamily::kSwiGlu:
+      return cpu::makeSwiGluKernel(event, seed, kind.backward);
+    case OpFamily::kRope:
+      return cpu::makeRopeKernel(event, seed, kind.backward);
+    case OpFamily::kAttention:
+      return cpu::makeAttentionKernel(event, seed, kind.backward);
   }
   EVSIM_THROW(Error, "op family {} has no CPU kernel", static_cast<int>(kind.family));
 }

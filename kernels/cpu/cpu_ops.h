@@ -2,10 +2,11 @@
 // The CPU compute kernels as pure functions over float32 arrays. The ComputeKernel wrappers
 // (cpu_kernels.cpp) own buffers and call these; tests call them directly on known inputs.
 //
-// Everything is float32 whatever the event's dtype: CPUs have no fast fp16/bf16 arithmetic, and
-// converting per element would time the conversion rather than the op. All arrays are row-major
-// and must not alias unless a function says so. Functions are single-threaded except the GEMMs,
-// whose threading is OpenBLAS's (the profiler sets it; nothing here changes global state).
+// Everything is float32 whatever the event's dtype (fp8 GEMMs too): CPUs have no fast fp8/fp16/bf16
+// arithmetic, and converting per element would time the conversion rather than the op. All arrays
+// are row-major and must not alias unless a function says so. Functions are single-threaded except
+// the GEMMs, whose threading is OpenBLAS's (the profiler sets it; nothing here changes global
+// state).
 
 #include <cstdint>
 #include <string_view>
@@ -23,6 +24,10 @@ void gemm(std::string_view layout, int64_t m, int64_t n, int64_t k, const float*
 // `batch` independent GEMMs; operand i starts at a + i*m*k, b + i*k*n, c + i*m*n.
 void batchedGemm(std::string_view layout, int64_t batch, int64_t m, int64_t n, int64_t k,
                  const float* a, const float* b, float* c);
+// C = alpha * op(A) op(B) + beta * C, same operand storage as gemm: the fused attention scales its
+// scores inside the GEMM and sums dK and dV over query tiles with beta = 1.
+void gemmScaled(std::string_view layout, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, const float* b, float beta, float* c);
 
 // ---- softmax and layernorm over rows of `cols` (norm_softmax.cpp) ----
 // y = softmax(scale * x) per row, with masked entries excluded (their y is 0). kCausal treats
@@ -42,6 +47,52 @@ void layerNormForward(const float* x, const float* gamma, const float* beta, flo
 void layerNormBackward(const float* x, const float* dy, const float* gamma, const float* mean,
                        const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
                        int64_t cols);
+
+// ---- RMSNorm over rows of `cols` (rmsnorm.cpp) ----
+// y = x * rstd * gamma per row with rstd = 1 / sqrt(mean(x^2) + eps): no mean subtraction and no
+// bias (Llama). Saves rstd[rows] for backward.
+void rmsNormForward(const float* x, const float* gamma, float* y, float* rstd, int64_t rows,
+                    int64_t cols, float eps);
+// Input gradient dx[rows,cols] and dgamma[cols] (overwritten, summed over rows).
+void rmsNormBackward(const float* x, const float* dy, const float* gamma, const float* rstd,
+                     float* dx, float* dgamma, int64_t rows, int64_t cols);
+
+// ---- SwiGLU (swiglu.cpp) ----
+// Row r of the fused fc1 output x holds 2 * cols values [gate | up] (Megatron's --swiglu chunks
+// the last dimension in two); y[r, j] = silu(gate[r, j]) * up[r, j], silu(g) = g * sigmoid(g).
+void swigluForward(const float* x, float* y, int64_t rows, int64_t cols);
+// dx in x's layout: [dy * up * silu'(gate) | dy * silu(gate)].
+void swigluBackward(const float* x, const float* dy, float* dx, int64_t rows, int64_t cols);
+
+// ---- rotary position embedding (rope.cpp) ----
+// cos and sin tables [positions][dim/2]: pair i at position p turns by p * theta^(-2i/dim).
+void ropeTables(int64_t positions, int64_t dim, float theta, float* cos, float* sin);
+// x and y are [tokens][heads][dim]; token t sits at position t % positions. Rotate-half form
+// (Llama, Megatron): the pair (x[i], x[i + dim/2]) of every head turns by its angle. dim is even.
+// y may equal x (in place).
+void ropeForward(const float* x, float* y, const float* cos, const float* sin, int64_t tokens,
+                 int64_t heads, int64_t dim, int64_t positions);
+// The gradient: the inverse (transposed) rotation of dy. dx may equal dy.
+void ropeBackward(const float* dy, float* dx, const float* cos, const float* sin, int64_t tokens,
+                  int64_t heads, int64_t dim, int64_t positions);
+
+// ---- fused attention (attention.cpp) ----
+// Layout and masking as kernel_params::AttentionShape says. Both passes go one tile of
+// `block_rows` query rows at a time (scores [block_rows x keys] through BLAS, never [seq x seq]);
+// a causal tile stops at its last row's keys.
+// Floats of scratch `workspace` must hold for either pass.
+int64_t attentionWorkspaceFloats(const kernel_params::AttentionShape& shape, int64_t block_rows);
+// O = softmax(Q K^T / sqrt(dim)) V per query head, and lse[h][i] = the natural log of row i's sum
+// of exp(scaled score) (FlashAttention's softmax_lse), which the backward pass needs.
+void attentionForward(const kernel_params::AttentionShape& shape, int64_t block_rows,
+                      const float* q, const float* k, const float* v, float* o, float* lse,
+                      float* workspace);
+// dQ, dK, dV (overwritten; dK and dV sum over the query heads of their group) from Q, K, V, O,
+// dO and lse, recomputing the probabilities tile by tile as FlashAttention does.
+void attentionBackward(const kernel_params::AttentionShape& shape, int64_t block_rows,
+                       const float* q, const float* k, const float* v, const float* o,
+                       const float* dout, const float* lse, float* dq, float* dk, float* dv,
+                       float* workspace);
 
 // ---- element-wise (elementwise.cpp) ----
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).

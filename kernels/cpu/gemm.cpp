@@ -39,8 +39,9 @@ BlasCall blasCall(std::string_view layout, int64_t m, int64_t n, int64_t k) {
   return call;
 }
 
-void run(const BlasCall& c, const float* a, const float* b, float* out) {
-  cblas_sgemm(CblasRowMajor, c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0f, a, c.lda, b, c.ldb, 0.0f,
+void run(const BlasCall& c, const float* a, const float* b, float* out, float alpha = 1.0f,
+         float beta = 0.0f) {
+  cblas_sgemm(CblasRowMajor, c.trans_a, c.trans_b, c.m, c.n, c.k, alpha, a, c.lda, b, c.ldb, beta,
               out, c.ldc);
 }
 
@@ -49,6 +50,11 @@ void run(const BlasCall& c, const float* a, const float* b, float* out) {
 void gemm(std::string_view layout, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
           float* c) {
   run(blasCall(layout, m, n, k), a, b, c);
+}
+
+void gemmScaled(std::string_view layout, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, const float* b, float beta, float* c) {
+  run(blasCall(layout, m, n, k), a, b, c, alpha, beta);
 }
 
 void batchedGemm(std::string_view layout, int64_t batch, int64_t m, int64_t n, int64_t k,

@@ -13,6 +13,8 @@ namespace evsim::cuda_detail {
                                    int line);
 // Throws evsim::Error(message): for .cu code, which cannot use EVSIM_THROW (fmt).
 [[noreturn]] void throwError(const char* message);
+// Throws evsim::InputError(message): a request no kernel can run (e.g. an fp8 non-GEMM operand).
+[[noreturn]] void throwInputError(const char* message);
 
 }  // namespace evsim::cuda_detail
 

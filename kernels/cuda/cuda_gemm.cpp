@@ -3,6 +3,7 @@
 #include <climits>
 
 #include "common/error.h"
+#include "kernels/cuda/cuda_gemm_fp8.h"
 #include "kernels/cuda/cuda_kernel_base.h"
 #include "kernels/kernel_params.h"
 
@@ -10,45 +11,12 @@ namespace evsim::cuda {
 
 namespace {
 
-cudaDataType_t cudaType(DType dtype) {
-  switch (dtype) {
-    case DType::kFp16:
-      return CUDA_R_16F;
-    case DType::kBf16:
-      return CUDA_R_16BF;
-    case DType::kFp32:
-      return CUDA_R_32F;
-  }
-  EVSIM_THROW(Error, "unknown dtype {}", static_cast<int>(dtype));
-}
-
 int cublasInt(int64_t value, const char* what) {
   if (value <= 0 || value > INT_MAX) {
     EVSIM_THROW(Error, "GEMM {}={} outside the cuBLAS integer range (1..{})", what, value, INT_MAX);
   }
   return static_cast<int>(value);
 }
-
-// Owns a cuBLAS handle; destroyed even when a later constructor step throws.
-class CublasHandle {
- public:
-  explicit CublasHandle(cudaStream_t stream) {
-    EVSIM_CUBLAS_CHECK(cublasCreate(&handle_));
-    try {
-      EVSIM_CUBLAS_CHECK(cublasSetStream(handle_, stream));
-    } catch (...) {
-      cublasDestroy(handle_);
-      throw;
-    }
-  }
-  ~CublasHandle() { cublasDestroy(handle_); }  // teardown: status ignored
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-  cublasHandle_t get() const { return handle_; }
-
- private:
-  cublasHandle_t handle_ = nullptr;
-};
 
 class CudaGemmKernel final : public CudaKernelBase {
  public:
@@ -81,8 +49,37 @@ class CudaGemmKernel final : public CudaKernelBase {
 
 }  // namespace
 
+CublasHandle::CublasHandle(cudaStream_t stream) {
+  EVSIM_CUBLAS_CHECK(cublasCreate(&handle_));
+  try {
+    EVSIM_CUBLAS_CHECK(cublasSetStream(handle_, stream));
+  } catch (...) {
+    cublasDestroy(handle_);
+    throw;
+  }
+}
+
+CublasHandle::~CublasHandle() { cublasDestroy(handle_); }  // teardown: status ignored
+
+cudaDataType_t cudaType(DType dtype) {
+  switch (dtype) {
+    case DType::kFp16:
+      return CUDA_R_16F;
+    case DType::kBf16:
+      return CUDA_R_16BF;
+    case DType::kFp32:
+      return CUDA_R_32F;
+    case DType::kFp8:
+      return CUDA_R_8F_E4M3;
+  }
+  EVSIM_THROW(Error, "unknown dtype {}", static_cast<int>(dtype));
+}
+
 void gemm(cublasHandle_t handle, DType dtype, std::string_view layout, int64_t batch, int64_t m,
           int64_t n, int64_t k, const void* a, const void* b, void* c) {
+  if (dtype == DType::kFp8) {
+    EVSIM_THROW(InputError, "cublasGemmEx takes no fp8 operands: fp8 GEMMs run through cuBLASLt");
+  }
   kernel_params::GemmLayout l = kernel_params::parseGemmLayout(layout);
   const int mi = cublasInt(m, "m"), ni = cublasInt(n, "n"), ki = cublasInt(k, "k");
   const int batches = cublasInt(batch, "batch");
@@ -111,6 +108,7 @@ void gemm(cublasHandle_t handle, DType dtype, std::string_view layout, int64_t b
 
 std::unique_ptr<ComputeKernel> makeCudaGemmKernel(const Event& event, cudaStream_t stream,
                                                   uint64_t seed) {
+  if (event.dtype == DType::kFp8) return makeCudaFp8GemmKernel(event, stream, seed);
   return std::make_unique<CudaGemmKernel>(event, stream, seed);
 }
 

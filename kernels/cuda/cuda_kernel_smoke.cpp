@@ -43,6 +43,17 @@ const std::vector<std::string>& exampleSignatures() {
       "embedding_fwd tokens=8192 hidden=1024 vocab=25216 dtype=bf16",
       "embedding_bwd tokens=8192 hidden=1024 vocab=25216 dtype=bf16",
       "adam params=100000000 dtype=fp32",
+      // Llama-style layer (hidden 4096, 32 query and 8 key/value heads of 128, ffn 11008,
+      // sequence 4096, micro-batch 2) and an FP8 projection.
+      "gemm m=8192 n=4096 k=4096 layout=nt dtype=fp8",
+      "rmsnorm_fwd rows=8192 cols=4096 dtype=bf16",
+      "rmsnorm_bwd rows=8192 cols=4096 dtype=bf16",
+      "swiglu_fwd elems=90177536 dtype=bf16",
+      "swiglu_bwd elems=90177536 dtype=bf16",
+      "rope_fwd tokens=8192 heads=40 dim=128 dtype=bf16",
+      "rope_bwd tokens=8192 heads=40 dim=128 dtype=bf16",
+      "flash_attn_fwd batch=64 groups=16 seq=4096 dim=128 causal=1 dtype=bf16",
+      "flash_attn_bwd batch=64 groups=16 seq=4096 dim=128 causal=1 dtype=bf16",
   };
   return examples;
 }

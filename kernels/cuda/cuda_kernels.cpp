@@ -7,8 +7,11 @@
 #include <string>
 
 #include "common/error.h"
+#include "kernels/cuda/cuda_attention.h"
 #include "kernels/cuda/cuda_gemm.h"
 #include "kernels/cuda/cuda_kernel_base.h"
+#include "kernels/cuda/cuda_llama_kernels.h"
+#include "kernels/event_shapes.h"
 
 namespace evsim {
 
@@ -240,6 +243,7 @@ class AdamKernel final : public CudaKernelBase {
 std::unique_ptr<ComputeKernel> makeCudaKernel(const Event& event, void* cuda_stream,
                                               uint64_t seed) {
   const ComputeOpKind kind = computeOpKind(event, "CUDA");
+  checkKernelDType(event, kind, "CUDA");
   auto stream = static_cast<cudaStream_t>(cuda_stream);
   switch (kind.family) {
     case OpFamily::kGemm:
@@ -256,6 +260,14 @@ std::unique_ptr<ComputeKernel> makeCudaKernel(const Event& event, void* cuda_str
       return std::make_unique<CrossEntropyKernel>(event, stream, seed, kind.backward);
     case OpFamily::kAdam:
       return std::make_unique<AdamKernel>(event, stream, seed);
+    case OpFamily::kRmsNorm:
+      return cuda::makeCudaRmsNormKernel(event, stream, seed, kind.backward);
+    case OpFamily::kSwiGlu:
+      return cuda::makeCudaSwiGluKernel(event, stream, seed, kind.backward);
+    case OpFamily::kRope:
+      return cuda::makeCudaRopeKernel(event, stream, seed, kind.backward);
+    case OpFamily::kAttention:
+      return cuda::makeCudaAttentionKernel(event, stream, seed, kind.backward);
   }
   EVSIM_THROW(Error, "op family {} has no CUDA kernel", static_cast<int>(kind.family));
 }

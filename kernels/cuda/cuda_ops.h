@@ -1,9 +1,10 @@
 #pragma once
 // Launchers of the own CUDA kernels (the .cu files), type-erased: pointers are void* holding the
 // element type `dtype` (fp16 = __half, bf16 = __nv_bfloat16, fp32 = float) unless a parameter says
-// float or int32_t. Every launcher only enqueues work on `stream` and checks the launch; all math
-// accumulates in float. Semantics match the CPU functions of kernels/cpu/cpu_ops.h, which are the
-// reference the GPU tests compare against.
+// float or int32_t. fp8 is for GEMM operands only: fillUniform writes it; every other launcher
+// throws InputError for it. Every launcher only enqueues work on `stream` and checks the launch;
+// all math accumulates in float. Semantics match the CPU functions of kernels/cpu/cpu_ops.h, which
+// are the reference the GPU tests compare against.
 //
 // Host-only header without fmt, so both the C++ wrappers and the .cu files include it.
 
@@ -17,7 +18,7 @@
 namespace evsim::cuda {
 
 // ---- fills (fill.cu) ----
-// p[i] = uniform in [lo, hi) from rng::uniformAt(seed, i), converted to dtype.
+// p[i] = uniform in [lo, hi) from rng::uniformAt(seed, i), converted to dtype (fp8: E4M3).
 void fillUniform(DType dtype, void* p, int64_t n, uint64_t seed, float lo, float hi,
                  cudaStream_t stream);
 // p[i] = rng::indexAt(seed, i, bound), in [0, bound).
@@ -42,6 +43,51 @@ int64_t layerNormBackwardWorkspaceFloats(int64_t rows, int64_t cols);
 void layerNormBackward(DType dtype, const void* x, const void* dy, const void* gamma,
                        const float* mean, const float* rstd, void* dx, void* dgamma, void* dbeta,
                        float* workspace, int64_t rows, int64_t cols, cudaStream_t stream);
+
+// ---- RMSNorm (rmsnorm.cu) ----
+// gamma, y in dtype; rstd float[rows].
+void rmsNormForward(DType dtype, const void* x, const void* gamma, void* y, float* rstd,
+                    int64_t rows, int64_t cols, float eps, cudaStream_t stream);
+// Floats of scratch rmsNormBackward needs for the column reduction of dgamma.
+int64_t rmsNormBackwardWorkspaceFloats(int64_t rows, int64_t cols);
+void rmsNormBackward(DType dtype, const void* x, const void* dy, const void* gamma,
+                     const float* rstd, void* dx, void* dgamma, float* workspace, int64_t rows,
+                     int64_t cols, cudaStream_t stream);
+
+// ---- SwiGLU and RoPE (swiglu.cu, rope.cu) ----
+// x rows of [gate | up] (2 * cols), y rows of cols; dx in x's layout.
+void swigluForward(DType dtype, const void* x, void* y, int64_t rows, int64_t cols,
+                   cudaStream_t stream);
+void swigluBackward(DType dtype, const void* x, const void* dy, void* dx, int64_t rows,
+                    int64_t cols, cudaStream_t stream);
+// x, y [tokens][heads][dim] (y may be x); cos, sin float [positions][dim/2] (cpu::ropeTables).
+void ropeForward(DType dtype, const void* x, void* y, const float* cos, const float* sin,
+                 int64_t tokens, int64_t heads, int64_t dim, int64_t positions,
+                 cudaStream_t stream);
+void ropeBackward(DType dtype, const void* dy, void* dx, const float* cos, const float* sin,
+                  int64_t tokens, int64_t heads, int64_t dim, int64_t positions,
+                  cudaStream_t stream);
+
+// ---- fused attention, row-wise pieces (attention.cu; cuda_attention.cpp adds the GEMMs) ----
+// A tile holds query rows [first, first + rows) of each of `batch` heads against their first
+// `keys` keys: fp32 scores [batch][rows][keys] (already scaled). Row i sees all keys, or with
+// `causal` keys j <= first + i.
+// probs (dtype, same layout) = the rows' softmax, masked entries 0; lse[h * seq + first + i].
+void attentionSoftmax(DType dtype, const float* scores, void* probs, float* lse, int64_t batch,
+                      int64_t rows, int64_t keys, int64_t seq, int64_t first, bool causal,
+                      cudaStream_t stream);
+// delta[r] = dout[r,:] . out[r,:] over `rows` rows of `dim` (FlashAttention's D = rowsum(dO o O)).
+void attentionDelta(DType dtype, const void* dout, const void* out, float* delta, int64_t rows,
+                    int64_t dim, cudaStream_t stream);
+// From the scores, dP = dO V^T (fp32, same layout), lse and delta: probs = exp(scores - lse) and
+// dscores = probs * (dP - delta), both in dtype, masked entries 0.
+void attentionScoreGrad(DType dtype, const float* scores, const float* dprobs, const float* lse,
+                        const float* delta, void* probs, void* dscores, int64_t batch, int64_t rows,
+                        int64_t keys, int64_t seq, int64_t first, bool causal, cudaStream_t stream);
+// out[g] (dtype) = sum of per_head[g * heads_per_group + r] (fp32) over r; each entry
+// `head_elems` long: the dK, dV of a key/value head from its query heads' sums.
+void attentionGroupSum(DType dtype, const float* per_head, void* out, int64_t groups,
+                       int64_t heads_per_group, int64_t head_elems, cudaStream_t stream);
 
 // ---- element-wise (elementwise.cu) ----
 void geluForward(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream);

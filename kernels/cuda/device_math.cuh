@@ -5,9 +5,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <climits>
 #include <cstdint>
 
 #include "events/dtype.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace evsim::cuda {
 
@@ -30,7 +32,9 @@ __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float x) {
   return __float2bfloat16(x);
 }
 
-// Calls f(T{}) with T the element type of dtype; f launches the templated kernel.
+// Calls f(T{}) with T the element type of dtype; f launches the templated kernel. fp8 is for GEMM
+// operands only (cuBLASLt, cuda_gemm_fp8.cpp; fill.cu fills them): no own kernel is built for it,
+// and the factory refuses fp8 non-GEMM events by signature before any launch gets here.
 template <typename F>
 void dispatchDType(DType dtype, F&& f) {
   switch (dtype) {
@@ -43,6 +47,8 @@ void dispatchDType(DType dtype, F&& f) {
     case DType::kFp32:
       f(float{});
       return;
+    case DType::kFp8:
+      cuda_detail::throwInputError("fp8 is for GEMM operands only: no CUDA kernel computes in fp8");
   }
 }
 
@@ -82,6 +88,12 @@ __device__ __forceinline__ float blockReduce(float v) {
 
 __device__ __forceinline__ float blockSum(float v) { return blockReduce<false>(v); }
 __device__ __forceinline__ float blockMax(float v) { return blockReduce<true>(v); }
+
+// Grid of a one-block-per-row kernel.
+inline unsigned rowGrid(int64_t rows) {
+  if (rows <= 0 || rows > INT_MAX) cuda_detail::throwError("row count outside the CUDA grid range");
+  return static_cast<unsigned>(rows);
+}
 
 // Threads per block for a one-block-per-row kernel over `cols` columns (a multiple of 32).
 inline int rowThreads(int64_t cols) {

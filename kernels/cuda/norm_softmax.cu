@@ -1,7 +1,5 @@
 // Row-wise CUDA kernels: fused scale + mask + softmax, layernorm, and their gradients. One block
 // per row; reductions in float through warp shuffles.
-#include <climits>
-
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_math.cuh"
@@ -9,11 +7,6 @@
 namespace evsim::cuda {
 
 namespace {
-
-unsigned rowGrid(int64_t rows) {
-  if (rows <= 0 || rows > INT_MAX) cuda_detail::throwError("row count outside the CUDA grid range");
-  return static_cast<unsigned>(rows);
-}
 
 template <typename T>
 __global__ void softmaxForwardKernel(const T* x, T* y, int64_t cols, float scale, bool causal) {

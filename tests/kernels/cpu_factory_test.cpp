@@ -31,6 +31,48 @@ TEST(CpuKernelFactory, EveryGemmLayoutRuns) {
   }
 }
 
+TEST(CpuKernelFactory, Fp8GemmsRunInFp32) {
+  // The CPU computes every dtype in float32; fp8 GEMMs are no exception.
+  for (const char* layout : {"nn", "nt", "tn", "tt"}) {
+    makeCpuKernel(makeGemm(16, 32, 48, layout, DType::kFp8))->run();
+    makeCpuKernel(makeBatchedGemm(2, 16, 32, 48, layout, DType::kFp8))->run();
+  }
+}
+
+TEST(CpuKernelFactory, RejectsFp8NonGemmEventsNamingTheSignature) {
+  for (const std::string& op : computeOpNames()) {
+    Event event = test::smallEvent(op, DType::kFp8);
+    // GEMMs take fp8; adam's dtype is always fp32 (makeCompute).
+    if (isGemmOp(op) || event.dtype != DType::kFp8) continue;
+    SCOPED_TRACE(op);
+    try {
+      makeCpuKernel(event);
+      FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(event.signature()), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CpuKernelFactory, RopeRejectsAnOddDimNamingTheSignature) {
+  Event event =
+      makeCompute("rope_fwd", {{"tokens", 4}, {"heads", 2}, {"dim", 7}}, "", DType::kBf16, "test");
+  try {
+    makeCpuKernel(event);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("rope_fwd tokens=4 heads=2 dim=7 dtype=bf16"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(CpuKernelFactory, AttentionRejectsGroupsThatDoNotDivideBatch) {
+  Event event = test::smallEvent("flash_attn_fwd");
+  event.dims[1].value = 3;  // groups=3, batch=4: built by hand, past makeCompute's check
+  EXPECT_THROW(makeCpuKernel(event), InputError);
+}
+
 TEST(CpuKernelFactory, RejectsUnknownOpNamingTheSignature) {
   Event event;
   event.kind = EventKind::kCompute;

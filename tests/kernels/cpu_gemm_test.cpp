@@ -83,6 +83,17 @@ TEST(CpuGemm, NonSquareMatchesNaiveLoopInEveryLayout) {
   }
 }
 
+TEST(CpuGemm, ScaledGemmScalesAndAccumulates) {
+  const int m = 3, n = 4, k = 6;
+  std::vector<float> a = randomVector(m * k, 13);
+  std::vector<float> b = randomVector(n * k, 14);
+  std::vector<float> c = randomVector(m * n, 15);
+  const std::vector<float> c0 = c;
+  cpu::gemmScaled("nt", m, n, k, 0.5f, a.data(), b.data(), 2.0f, c.data());
+  std::vector<float> product = naiveGemm(false, true, m, n, k, a.data(), b.data());
+  for (int i = 0; i < m * n; ++i) EXPECT_NEAR(c[i], 0.5f * product[i] + 2.0f * c0[i], 1e-5f) << i;
+}
+
 TEST(CpuGemm, RejectsUnknownLayout) {
   float a = 1, b = 1, c = 0;
   EXPECT_THROW(cpu::gemm("xn", 1, 1, 1, &a, &b, &c), InputError);

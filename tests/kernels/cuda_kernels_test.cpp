@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +13,9 @@
 
 #include "common/error.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/cuda_attention.h"
 #include "kernels/cuda/cuda_gemm.h"
+#include "kernels/cuda/cuda_gemm_fp8.h"
 #include "kernels/cuda/cuda_kernel_base.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "tests/kernels/small_events.h"
@@ -49,6 +52,9 @@ Floats download(DType dtype, const void* device, int64_t n) {
         break;
       case DType::kBf16:
         out[i] = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(raw.data())[i]);
+        break;
+      case DType::kFp8:
+        out[i] = static_cast<float>(reinterpret_cast<const __nv_fp8_e4m3*>(raw.data())[i]);
         break;
     }
   }
@@ -263,6 +269,182 @@ TEST_F(CudaKernels, EmbeddingAndCrossEntropyMatchCpu) {
                                ddloss.as<float>(), grad.get(), rows, cols, nullptr);
     expectClose(download(dtype, grad.get(), rows * cols), want_grad, tol + 1e-5f,
                 "cross_entropy_bwd");
+  }
+}
+
+// True when the current GPU has FP8 tensor cores (compute capability 8.9+).
+bool hasFp8() {
+  int device = 0, major = 0, minor = 0;
+  EVSIM_CUDA_CHECK(cudaGetDevice(&device));
+  EVSIM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  EVSIM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major * 10 + minor >= 89;
+}
+
+TEST(CudaKernelFactory, RejectsFp8NonGemmAndOddRopeWithoutTouchingTheDevice) {
+  for (const std::string& op : computeOpNames()) {
+    Event event = test::smallEvent(op, DType::kFp8);
+    if (isGemmOp(op) || event.dtype != DType::kFp8) continue;  // adam is always fp32
+    SCOPED_TRACE(op);
+    try {
+      makeCudaKernel(event, nullptr);
+      FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(event.signature()), std::string::npos) << e.what();
+    }
+  }
+  Event rope =
+      makeCompute("rope_bwd", {{"tokens", 4}, {"heads", 2}, {"dim", 5}}, "", DType::kBf16, "test");
+  EXPECT_THROW(makeCudaKernel(rope, nullptr), InputError);
+}
+
+TEST_F(CudaKernels, RmsNormSwiGluAndRopeMatchCpu) {
+  const int64_t rows = 70, cols = 300;  // cols not a multiple of the block size
+  for (DType dtype : kAllDTypes) {
+    SCOPED_TRACE(dtypeName(dtype));
+    const float tol = tolerance(dtype, 1e-5f);
+    Floats x, dy, gamma;
+    DeviceBuffer dx_in = randomDevice(dtype, rows * cols, 30, x, -3.0f, 3.0f);
+    DeviceBuffer ddy = randomDevice(dtype, rows * cols, 31, dy);
+    DeviceBuffer dgamma_in = randomDevice(dtype, cols, 32, gamma, 0.5f, 1.5f);
+    DeviceBuffer out(rows * cols * dtypeBytes(dtype)), grad(rows * cols * dtypeBytes(dtype));
+    DeviceBuffer drstd(rows * 4), dg(cols * dtypeBytes(dtype));
+    DeviceBuffer work(4 * cuda::rmsNormBackwardWorkspaceFloats(rows, cols));
+    Floats y(rows * cols), rstd(rows), dx(rows * cols), dgamma(cols);
+    cpu::rmsNormForward(x.data(), gamma.data(), y.data(), rstd.data(), rows, cols, 1e-5f);
+    cuda::rmsNormForward(dtype, dx_in.get(), dgamma_in.get(), out.get(), drstd.as<float>(), rows,
+                         cols, 1e-5f, nullptr);
+    expectClose(download(dtype, out.get(), rows * cols), y, tol * 4, "rmsnorm_fwd");
+    expectClose(download(DType::kFp32, drstd.get(), rows), rstd, 1e-4f, "rmsnorm rstd");
+    cpu::rmsNormBackward(x.data(), dy.data(), gamma.data(), rstd.data(), dx.data(), dgamma.data(),
+                         rows, cols);
+    cuda::rmsNormBackward(dtype, dx_in.get(), ddy.get(), dgamma_in.get(), drstd.as<float>(),
+                          grad.get(), dg.get(), work.as<float>(), rows, cols, nullptr);
+    expectClose(download(dtype, grad.get(), rows * cols), dx, tol * 4 + 1e-4f, "rmsnorm_bwd dx");
+    expectClose(download(dtype, dg.get(), cols), dgamma, tol + 1e-4f, "rmsnorm dgamma");
+
+    // SwiGLU over 7 rows of [gate | up] (x holds 7 * 2 * 150 values).
+    const int64_t sw_rows = 7, sw_cols = 150;
+    Floats want(sw_rows * sw_cols), want_grad(sw_rows * 2 * sw_cols);
+    cpu::swigluForward(x.data(), want.data(), sw_rows, sw_cols);
+    cuda::swigluForward(dtype, dx_in.get(), out.get(), sw_rows, sw_cols, nullptr);
+    expectClose(download(dtype, out.get(), sw_rows * sw_cols), want, tol, "swiglu_fwd");
+    cpu::swigluBackward(x.data(), dy.data(), want_grad.data(), sw_rows, sw_cols);
+    cuda::swigluBackward(dtype, dx_in.get(), ddy.get(), grad.get(), sw_rows, sw_cols, nullptr);
+    expectClose(download(dtype, grad.get(), sw_rows * 2 * sw_cols), want_grad, tol, "swiglu_bwd");
+
+    // RoPE: 50 tokens of 3 heads x 128 channels (= 19200 of x's 21000 values) over 40 positions.
+    const int64_t tokens = 50, heads = 3, dim = 128, positions = 40;
+    const int64_t n = tokens * heads * dim;
+    Floats cos(positions * dim / 2), sin(cos.size()), rotated(n);
+    cpu::ropeTables(positions, dim, 10000.0f, cos.data(), sin.data());
+    DeviceBuffer dcos(cos.size() * 4), dsin(sin.size() * 4);
+    EVSIM_CUDA_CHECK(cudaMemcpy(dcos.get(), cos.data(), cos.size() * 4, cudaMemcpyHostToDevice));
+    EVSIM_CUDA_CHECK(cudaMemcpy(dsin.get(), sin.data(), sin.size() * 4, cudaMemcpyHostToDevice));
+    cpu::ropeForward(x.data(), rotated.data(), cos.data(), sin.data(), tokens, heads, dim,
+                     positions);
+    cuda::ropeForward(dtype, dx_in.get(), out.get(), dcos.as<float>(), dsin.as<float>(), tokens,
+                      heads, dim, positions, nullptr);
+    expectClose(download(dtype, out.get(), n), rotated, tol, "rope_fwd");
+    cpu::ropeBackward(x.data(), rotated.data(), cos.data(), sin.data(), tokens, heads, dim,
+                      positions);
+    cuda::ropeBackward(dtype, dx_in.get(), dx_in.get(), dcos.as<float>(), dsin.as<float>(), tokens,
+                       heads, dim, positions, nullptr);  // in place
+    expectClose(download(dtype, dx_in.get(), n), rotated, tol, "rope_bwd in place");
+  }
+}
+
+TEST_F(CudaKernels, AttentionMatchesCpu) {
+  cudaStream_t stream = nullptr;
+  EVSIM_CUDA_CHECK(cudaStreamCreate(&stream));
+  cuda::CublasHandle handle(stream);
+  // groups 2 of 4 heads: calls per head-in-group; groups 1: one call per group with a stride-0
+  // K/V operand; groups 4: plain multi-head attention.
+  for (int64_t groups : {2, 1, 4}) {
+    for (bool causal : {true, false}) {
+      for (DType dtype : kAllDTypes) {
+        SCOPED_TRACE(testing::Message()
+                     << "groups " << groups << " causal " << causal << " " << dtypeName(dtype));
+        kp::AttentionShape s;
+        s.batch = 4;
+        s.groups = groups;
+        s.seq = 37;
+        s.dim = 16;
+        s.causal = causal;
+        const int64_t block_rows = 16;  // tiles of 16, 16 and 5 rows
+        const int64_t q_size = s.batch * s.seq * s.dim, kv_size = s.groups * s.seq * s.dim;
+        Floats q, k, v, dout;
+        DeviceBuffer dq_in = randomDevice(dtype, q_size, 40, q, -2.0f, 2.0f);
+        DeviceBuffer dk_in = randomDevice(dtype, kv_size, 41, k);
+        DeviceBuffer dv_in = randomDevice(dtype, kv_size, 42, v);
+        DeviceBuffer ddout = randomDevice(dtype, q_size, 43, dout);
+        DeviceBuffer o(q_size * dtypeBytes(dtype)), lse(s.batch * s.seq * 4);
+        DeviceBuffer dq(q_size * dtypeBytes(dtype)), dk(kv_size * dtypeBytes(dtype));
+        DeviceBuffer dv(kv_size * dtypeBytes(dtype));
+        cuda::AttentionScratch scratch(dtype, s, block_rows, true);
+        cuda::attentionForward(handle.get(), dtype, s, dq_in.get(), dk_in.get(), dv_in.get(),
+                               o.get(), lse.as<float>(), scratch, stream);
+        Floats want_o(q_size), want_lse(s.batch * s.seq);
+        Floats work(cpu::attentionWorkspaceFloats(s, block_rows));
+        cpu::attentionForward(s, block_rows, q.data(), k.data(), v.data(), want_o.data(),
+                              want_lse.data(), work.data());
+        // Probabilities are rounded to dtype before P V, as FlashAttention does.
+        const float tol = tolerance(dtype, 1e-4f);
+        const Floats got_o = download(dtype, o.get(), q_size);
+        expectClose(got_o, want_o, 2 * tol, "attention O");
+        expectClose(download(DType::kFp32, lse.get(), s.batch * s.seq), want_lse, 1e-4f, "lse");
+
+        cuda::attentionBackward(handle.get(), dtype, s, dq_in.get(), dk_in.get(), dv_in.get(),
+                                o.get(), ddout.get(), lse.as<float>(), dq.get(), dk.get(), dv.get(),
+                                scratch, stream);
+        Floats want_dq(q_size), want_dk(kv_size), want_dv(kv_size);
+        cpu::attentionBackward(s, block_rows, q.data(), k.data(), v.data(), got_o.data(),
+                               dout.data(), want_lse.data(), want_dq.data(), want_dk.data(),
+                               want_dv.data(), work.data());
+        expectClose(download(dtype, dq.get(), q_size), want_dq, 4 * tol, "dQ");
+        expectClose(download(dtype, dk.get(), kv_size), want_dk, 4 * tol, "dK");
+        expectClose(download(dtype, dv.get(), kv_size), want_dv, 4 * tol, "dV");
+      }
+    }
+  }
+  EVSIM_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+TEST_F(CudaKernels, Fp8GemmMatchesCpuOnTheSameFp8Values) {
+  if (!hasFp8()) GTEST_SKIP() << "no FP8 tensor cores (compute capability < 8.9)";
+  const int64_t batch = 2, m = 48, n = 32, k = 64;
+  Floats a, b, scales = {1.0f, 1.0f};
+  DeviceBuffer da = randomDevice(DType::kFp8, batch * m * k, 50, a);
+  DeviceBuffer db = randomDevice(DType::kFp8, batch * n * k, 51, b);
+  DeviceBuffer dd(batch * m * n * 2), dscales(2 * 4);
+  EVSIM_CUDA_CHECK(cudaMemcpy(dscales.get(), scales.data(), 8, cudaMemcpyHostToDevice));
+  Floats want(batch * m * n);
+  cpu::batchedGemm("nt", batch, m, n, k, a.data(), b.data(), want.data());  // exact fp8 products
+  for (bool fast : {false, true}) {
+    SCOPED_TRACE(fast ? "fast accumulation" : "split accumulator");
+    cuda::Fp8Gemm gemm(batch, m, n, k, fast, dscales.as<float>(), dscales.as<float>() + 1, nullptr);
+    gemm.run(da.get(), db.get(), dd.get());
+    expectClose(download(DType::kBf16, dd.get(), batch * m * n), want, 1e-2f, "fp8 gemm");
+  }
+}
+
+TEST_F(CudaKernels, Fp8GemmEventsRunInEveryLayoutOrSayWhyNot) {
+  for (const char* layout : {"nn", "nt", "tn", "tt"}) {
+    SCOPED_TRACE(layout);
+    Event gemm = makeGemm(64, 32, 48, layout, DType::kFp8);
+    Event bgemm = makeBatchedGemm(3, 64, 32, 48, layout, DType::kFp8);
+    if (!hasFp8()) {
+      EXPECT_THROW(makeCudaKernel(gemm, nullptr), InputError);
+      continue;
+    }
+    for (const Event& event : {gemm, bgemm}) {
+      auto kernel = makeCudaKernel(event, nullptr);
+      kernel->run();
+      kernel->synchronize();
+    }
+  }
+  if (hasFp8()) {  // sizes that are not multiples of 16
+    EXPECT_THROW(makeCudaKernel(makeGemm(8, 6, 4, "nt", DType::kFp8), nullptr), InputError);
   }
 }
 

@@ -31,6 +31,14 @@ inline Event smallEvent(const std::string& op, DType dtype = DType::kBf16) {
       {"embedding_fwd", {{"tokens", 16}, {"hidden", 8}, {"vocab", 50}}},
       {"embedding_bwd", {{"tokens", 16}, {"hidden", 8}, {"vocab", 50}}},
       {"adam", {{"params", 1000}}},
+      {"rmsnorm_fwd", {{"rows", 4}, {"cols", 16}}},
+      {"rmsnorm_bwd", {{"rows", 4}, {"cols", 16}}},
+      {"swiglu_fwd", {{"elems", 1000}}},
+      {"swiglu_bwd", {{"elems", 1000}}},
+      {"rope_fwd", {{"tokens", 8}, {"heads", 3}, {"dim", 16}}},
+      {"rope_bwd", {{"tokens", 8}, {"heads", 3}, {"dim", 16}}},
+      {"flash_attn_fwd", {{"batch", 4}, {"groups", 2}, {"seq", 37}, {"dim", 16}, {"causal", 1}}},
+      {"flash_attn_bwd", {{"batch", 4}, {"groups", 2}, {"seq", 37}, {"dim", 16}, {"causal", 1}}},
   };
   auto it = dims.find(op);
   if (it == dims.end()) {

@@ -1,0 +1,40 @@
+#include "kernels/event_shapes.h"
+
+#include "common/error.h"
+
+namespace evsim {
+
+void checkKernelDType(const Event& event, const ComputeOpKind& kind, std::string_view backend) {
+  if (event.dtype == DType::kFp8 && kind.family != OpFamily::kGemm) {
+    EVSIM_THROW(InputError,
+                "'{}': fp8 is for GEMM operands only; no {} kernel runs {} in fp8 (the planner "
+                "keeps non-GEMM ops in bf16)",
+                event.signature(), backend, event.op);
+  }
+}
+
+void checkRopeDim(const Event& event) {
+  if (event.dim("dim") % 2 != 0) {
+    EVSIM_THROW(InputError,
+                "'{}': rope needs an even dim (rotate-half pairs channel i with i + dim/2)",
+                event.signature());
+  }
+}
+
+kernel_params::AttentionShape attentionShape(const Event& event) {
+  kernel_params::AttentionShape shape;
+  shape.batch = event.dim("batch");
+  shape.groups = event.dim("groups");
+  shape.seq = event.dim("seq");
+  shape.dim = event.dim("dim");
+  shape.causal = event.dim("causal") != 0;
+  // makeCompute refuses groups that do not divide batch; an Event built by hand may not have been
+  // through it.
+  if (shape.batch % shape.groups != 0) {
+    EVSIM_THROW(InputError, "'{}': groups={} must divide batch={}", event.signature(), shape.groups,
+                shape.batch);
+  }
+  return shape;
+}
+
+}  // namespace evsim
