@@ -21,12 +21,15 @@ std::string resolveConfigPath(const std::string& argument, const std::string& ki
     if (fs::exists(bundled)) return bundled.string();
   }
   EVSIM_THROW(InputError, "--{} '{}': no such file{}", kind == "models" ? "model" : "cluster",
-              argument, bare_name ? fmt::format(" and no bundled {}/{}.yaml", kind, argument) : "");
+              argument,
+              bare_name ? fmt::format(" and no bundled {}/{}.yaml (eventsim list {})", kind,
+                                      argument, kind)
+                        : "");
 }
 
 void RunOptions::addModelOptions(CLI::App& app) {
-  app.add_option("--model", model, "model YAML, or a bundled name (e.g. bert-large)")->required();
-  app.add_option("--cluster", cluster, "cluster YAML, or a bundled name (e.g. a40-4x4)")
+  app.add_option("--model", model, "model YAML, or a bundled name (eventsim list models)")->required();
+  app.add_option("--cluster", cluster, "cluster YAML, or a bundled name (eventsim list clusters)")
       ->required();
   overrides.addOptions(app);
 }

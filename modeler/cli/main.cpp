@@ -1,4 +1,4 @@
-// eventsim: events, simulate, search, compare. The composition root: parses the command line,
+// eventsim: events, simulate, search, compare, calibrate, import-nccl-tests, list. The composition root: parses the command line,
 // runs one subcommand, and turns exceptions into one line and an exit code: 2 bad input, 1 the
 // environment failed (disk, memory, a library call), 3 a bug (common/error.h).
 
@@ -15,6 +15,7 @@
 #include "modeler/cli/compare_command.h"
 #include "modeler/cli/events_command.h"
 #include "modeler/cli/import_command.h"
+#include "modeler/cli/list_command.h"
 #include "modeler/cli/search_command.h"
 #include "modeler/cli/simulate_command.h"
 
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   evsim::registerCompareCommand(app);
   evsim::registerCalibrateCommand(app);
   evsim::registerImportCommand(app);
+  evsim::registerListCommand(app);
   try {
     app.parse(argc, argv);
     // Output lost on a full or closed standard output must not end in exit code 0.

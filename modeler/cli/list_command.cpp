@@ -1,0 +1,102 @@
+#include "modeler/cli/list_command.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "events/cluster_config.h"
+#include "events/device_config.h"
+#include "events/model_config.h"
+
+#ifndef EVSIM_CONFIG_DIR
+#define EVSIM_CONFIG_DIR "configs"
+#endif
+
+namespace evsim {
+
+namespace {
+
+// The bundled YAML files of configs/<kind>/ (not its subfolders), by name.
+std::vector<std::filesystem::path> bundledFiles(const std::string& kind) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(EVSIM_CONFIG_DIR) / kind;
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".yaml") {
+      out.push_back(entry.path());
+    }
+  }
+  if (ec) EVSIM_THROW(EnvironmentError, "{}: cannot list ({})", dir.string(), ec.message());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string modelLine(const ModelConfig& m) {
+  const BlockSpec& s = m.spec;
+  std::string traits;
+  if (m.queryGroups() != m.num_heads) traits += fmt::format(", GQA {}", m.queryGroups());
+  if (s.mlp == MlpKind::kSwiGlu) traits += ", SwiGLU";
+  if (s.norm == NormKind::kRmsNorm) traits += ", RMSNorm";
+  if (s.position == PositionKind::kRope) traits += ", RoPE";
+  if (s.flash_attention) traits += ", flash attention";
+  if (s.fp8) traits += ", fp8 GEMMs";
+  if (m.hasCrossAttention()) traits += ", encoder-decoder";
+  const double params = static_cast<double>(m.totalParameters());
+  const std::string size = params >= 1e9 ? fmt::format("{:.2f} B", params / 1e9)
+                                         : fmt::format("{:.2f} M", params / 1e6);
+  return fmt::format("{} parameters, {} layers, hidden {}, seq {}, {}{}", size, m.numLayers(),
+                     m.hidden_size, m.seq_length, dtypeName(m.dtype), traits);
+}
+
+std::string deviceLine(const DeviceSpec& d) {
+  const auto peak = d.peak_tflops.find(DType::kBf16);
+  return fmt::format("{}, {} TFLOP/s bf16, {:g} GiB, {:g} GB/s, {}", d.name,
+                     peak == d.peak_tflops.end() ? 0.0 : peak->second, d.memory_gib,
+                     d.memory_bandwidth_gb_s,
+                     d.model ? "kernel model fitted" : "datasheet only (roofline)");
+}
+
+std::string clusterLine(const ClusterConfig& c) {
+  return fmt::format("{}{} x {} per node, {} {:g} GB/s per GPU, {} {:g} GB/s per node",
+                     c.nodes ? fmt::format("{} nodes, ", *c.nodes) : "", c.gpus_per_node,
+                     c.device.id.empty() ? c.device.name : c.device.id, c.intra_link.name,
+                     c.intra_link.bandwidth_gb_s, c.network.name, c.network.bandwidth_gb_s);
+}
+
+void list(const std::string& kind) {
+  const std::string folder = kind;  // models, clusters, devices
+  std::vector<std::filesystem::path> files = bundledFiles(folder);
+  size_t width = 0;
+  for (const auto& f : files) width = std::max(width, f.stem().string().size());
+  for (const auto& f : files) {
+    std::string line;
+    try {
+      if (kind == "models") line = modelLine(loadModelConfig(f.string()));
+      if (kind == "clusters") line = clusterLine(loadClusterConfig(f.string()));
+      if (kind == "devices") line = deviceLine(loadDeviceConfig(f.string()));
+    } catch (const InputError& e) {
+      line = fmt::format("(cannot load: {})", e.what());
+    }
+    fmt::print("{:<{}}  {}\n", f.stem().string(), width, line);
+  }
+}
+
+}  // namespace
+
+void registerListCommand(CLI::App& app) {
+  auto kind = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "list", "the bundled models, clusters or devices (configs/), one line each: the names "
+              "--model and --cluster take");
+  cmd->add_option("what", *kind, "models | clusters | devices")
+      ->required()
+      ->check(CLI::IsMember({"models", "clusters", "devices"}));
+  cmd->callback([kind] { list(*kind); });
+}
+
+}  // namespace evsim
