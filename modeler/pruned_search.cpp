@@ -116,6 +116,20 @@ class PrunedSearch {
     return out;
   }
 
+  // Keeps the OOM candidate closest to fitting (for the "what would make it fit" advice).
+  void noteOom(const Strategy& strategy, const ClosedFormResult& closed) {
+    if (report_.closest_oom && report_.closest_oom->peak_memory_bytes <= closed.peak_memory_bytes) {
+      return;
+    }
+    CandidateResult c;
+    c.strategy = strategy;
+    c.status = CandidateStatus::kOom;
+    c.micro_batches = closed.micro_batches;
+    c.peak_memory_bytes = closed.peak_memory_bytes;
+    c.peak_memory_stage = closed.peak_memory_stage;
+    report_.closest_oom = c;
+  }
+
   void flush() {
     const size_t n = batch_.size();
     if (n == 0) return;
@@ -127,7 +141,10 @@ class PrunedSearch {
     for (size_t i = 0; i < n; ++i) {
       if (batch_[i].violation) {
         ++report_.invalid;
-        ++report_.invalid_by_rule[violationRule(*batch_[i].violation)];
+        const std::string rule = violationRule(*batch_[i].violation);
+        ++report_.invalid_by_rule[rule];
+        report_.invalid_example.try_emplace(
+            rule, fmt::format("{} (b={})", *batch_[i].violation, batch_[i].strategy.micro_batch));
         continue;
       }
       ++report_.closed_form;
@@ -136,6 +153,7 @@ class PrunedSearch {
         fitting.push_back(i);
       } else {
         ++report_.oom;
+        noteOom(batch_[i].strategy, closed[i]);
       }
     }
     // Most promising first, so the threshold tightens early.

@@ -1,5 +1,7 @@
 #include "modeler/search.h"
 
+#include "modeler/pruned_search.h"
+
 #include <algorithm>
 #include <optional>
 #include <unordered_set>
@@ -7,6 +9,7 @@
 #include "common/error.h"
 #include "events/iteration_plan.h"
 #include "modeler/parallel_for.h"
+#include "modeler/pruned_search.h"
 #include "modeler/simulation.h"
 
 namespace evsim {
@@ -127,10 +130,18 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
         break;
       case CandidateStatus::kOom:
         ++report.oom;
+        if (!report.closest_oom || r.peak_memory_bytes < report.closest_oom->peak_memory_bytes) {
+          report.closest_oom = r;
+        }
         break;
-      case CandidateStatus::kInvalid:
+      case CandidateStatus::kInvalid: {
         ++report.invalid;
+        const std::string rule = violationRule(r.violation);
+        ++report.invalid_by_rule[rule];
+        report.invalid_example.try_emplace(
+            rule, fmt::format("{} (b={})", r.violation, r.strategy.micro_batch));
         break;
+      }
     }
   }
   report.valid = report.ok + report.oom;

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,6 +71,11 @@ struct SearchReport {
   int64_t simulated = 0;        // ok candidates fully simulated
   int64_t pruned_by_bound = 0;  // ok candidates whose lower bound exceeded the K-th best time
   std::map<std::string, int64_t> invalid_by_rule;  // rule (numbers written N) -> candidates
+  // Both searches: the first invalid candidate of each rule ("--strategy 8M2P4D: M=8 does not
+  // divide ... (b=1)"),
+  // and the valid candidate that missed the memory limit by the least (when any did).
+  std::map<std::string, std::string> invalid_example;
+  std::optional<CandidateResult> closest_oom;
   int64_t total() const { return valid + invalid; }
 
   // The best ok candidate, or nullptr when none fits.

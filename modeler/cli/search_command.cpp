@@ -21,6 +21,7 @@
 #include "io/profile_db.h"
 #include "io/run_options.h"
 #include "modeler/cli/simulate_command.h"
+#include "modeler/fit_advice.h"
 #include "modeler/pruned_search.h"
 #include "modeler/search.h"
 
@@ -46,6 +47,7 @@ struct SearchArgs {
   std::string write_events;  // the union of the candidates' events, for eventprof --events
   unsigned threads = 0;      // 0: every core
   bool exhaustive = false;   // with --top: simulate and list every candidate anyway
+  bool show_rejected = false;  // list every OOM and invalid candidate, not a summary
 };
 
 std::vector<Schedule> parseSchedules(const std::string& text) {
@@ -224,19 +226,28 @@ nlohmann::json countsJson(const SearchReport& report) {
                            {"ok", report.ok},
                            {"oom", report.oom},
                            {"invalid", report.invalid}};
+  counts["invalid_by_rule"] = report.invalid_by_rule;
   if (report.pruned) {
     // Pruned search: how many candidates each tier saw, and why the others went no further.
     counts["closed_form"] = report.closed_form;
     counts["simulated"] = report.simulated;
     counts["pruned_by_bound"] = report.pruned_by_bound;
     counts["listed"] = report.candidates.size();
-    counts["invalid_by_rule"] = report.invalid_by_rule;
   }
   return counts;
 }
 
+nlohmann::json adviceJson(const std::optional<FitAdvice>& advice) {
+  if (!advice) return nullptr;
+  return {{"change", advice->change},
+          {"strategy", advice->strategy.name()},
+          {"micro_batch", advice->strategy.micro_batch},
+          {"peak_memory_bytes", advice->peak_memory_bytes}};
+}
+
 nlohmann::json reportJson(const SearchArgs& args, const ModelConfig& model,
-                          const ClusterConfig& cluster, const SearchReport& report) {
+                          const ClusterConfig& cluster, const SearchReport& report,
+                          const std::optional<FitAdvice>& advice) {
   nlohmann::json candidates = nlohmann::json::array();
   for (const CandidateResult& r : report.candidates) candidates.push_back(candidateJson(r, report));
   const CandidateResult* best = report.best();
@@ -252,6 +263,9 @@ nlohmann::json reportJson(const SearchArgs& args, const ModelConfig& model,
           {"best", best ? nlohmann::json(best->strategy.name()) : nlohmann::json()},
           {"simulate_command",
            best ? nlohmann::json(simulateCommand(args, best->strategy)) : nlohmann::json()},
+          {"closest_oom", report.closest_oom ? candidateJson(*report.closest_oom, report)
+                                             : nlohmann::json()},
+          {"fit_advice", adviceJson(advice)},
           {"candidates", candidates}};
 }
 
@@ -300,8 +314,43 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
   }
 }
 
+void printRowHeader() {
+  fmt::print(
+      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>7} {:>10} {:>10}  {:<11} {}\n",
+      "rank", "strategy", "b", "schedule", "techniques", "iter (ms)", "samples/s", "speedup",
+      "bubble", "peak GiB", "free GiB", "m/d/e %", "status");
+}
+
+void printOkRow(const CandidateResult& r, const SearchReport& report) {
+  const Strategy& s = r.strategy;
+  fmt::print(
+      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11.3f} {:>11.2f} {:>7.2f}x {:>6.1f}% {:>10.2f} "
+      "{:>10.2f}  {:<11} ok\n",
+      r.rank, s.name(), s.micro_batch, scheduleName(s.schedule), techniquesText(s),
+      r.iteration_us / kUsPerMs, r.samples_per_s, r.speedup_over_worst, 100 * r.bubble_fraction,
+      gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), provenanceText(r));
+}
+
+void printOomRow(const CandidateResult& r, const SearchReport& report) {
+  const Strategy& s = r.strategy;
+  fmt::print(
+      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>7} {:>10.2f} {:>10.2f}  "
+      "{:<11} OOM (stage {})\n",
+      "-", s.name(), s.micro_batch, scheduleName(s.schedule), techniquesText(s), "-", "-", "-", "-",
+      gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), "-",
+      r.peak_memory_stage);
+}
+
+std::string candidateText(const Strategy& s) {
+  return fmt::format("{} b={} {}{}", s.name(), s.micro_batch, scheduleName(s.schedule),
+                     s.techniques());
+}
+
+// The table of candidates that fit (at most --top), then the rejected ones: every one with
+// --show-rejected (at most --top OOM rows), else one line for the OOM and one per invalid rule
+// (count and an example), so the output stays a screen long whatever the space.
 void printText(const SearchArgs& args, const ModelConfig& model, const ClusterConfig& cluster,
-               const SearchReport& report) {
+               const SearchReport& report, const std::optional<FitAdvice>& advice) {
   fmt::print(
       "Search: {} on {} ({} GPUs of {}, {:.1f} GiB; usable {:.1f} GiB with {:.0f}% headroom), "
       "B={}\n",
@@ -316,64 +365,77 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
         report.closed_form, report.simulated, report.pruned_by_bound, args.top);
   }
   fmt::print("\n");
-  fmt::print(
-      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>7} {:>10} {:>10}  {:<11} {}\n",
-      "rank", "strategy", "b", "schedule", "techniques", "iter (ms)", "samples/s", "speedup",
-      "bubble", "peak GiB", "free GiB", "m/d/e %", "status");
-  int shown = 0;
+  printRowHeader();
   for (const CandidateResult& r : report.candidates) {
-    if (r.status == CandidateStatus::kInvalid) continue;
-    if (r.status == CandidateStatus::kOk && args.top > 0 && r.rank > args.top) continue;
-    const Strategy& s = r.strategy;
-    double free = gib(report.usable_bytes - r.peak_memory_bytes);
-    if (r.status == CandidateStatus::kOk) {
-      fmt::print(
-          "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11.3f} {:>11.2f} {:>7.2f}x {:>6.1f}% {:>10.2f} "
-          "{:>10.2f}  {:<11} ok\n",
-          r.rank, s.name(), s.micro_batch, scheduleName(s.schedule), techniquesText(s),
-          r.iteration_us / kUsPerMs, r.samples_per_s, r.speedup_over_worst, 100 * r.bubble_fraction,
-          gib(r.peak_memory_bytes), free, provenanceText(r));
-    } else {
-      fmt::print(
-          "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>7} {:>10.2f} {:>10.2f}  "
-          "{:<11} OOM (stage {})\n",
-          "-", s.name(), s.micro_batch, scheduleName(s.schedule), techniquesText(s), "-", "-", "-",
-          "-", gib(r.peak_memory_bytes), free, "-", r.peak_memory_stage);
-    }
-    ++shown;
+    if (r.status != CandidateStatus::kOk || (args.top > 0 && r.rank > args.top)) continue;
+    printOkRow(r, report);
   }
   if (args.top > 0 && report.ok > args.top) {
     fmt::print("  ({} more ok candidates not shown: --top {})\n", report.ok - args.top, args.top);
   }
-  if (report.invalid > 0 && report.pruned) {
-    fmt::print("\ninvalid ({} candidates), by rule:\n", report.invalid);
-    for (const auto& [rule, count] : report.invalid_by_rule)
-      fmt::print("  {:>8}  {}\n", count, rule);
-  } else if (report.invalid > 0) {
+  if (args.show_rejected) {
+    int oom_rows = 0;
+    for (const CandidateResult& r : report.candidates) {
+      if (r.status != CandidateStatus::kOom || (args.top > 0 && oom_rows >= args.top)) continue;
+      printOomRow(r, report);
+      ++oom_rows;
+    }
+    if (report.oom > oom_rows) {
+      fmt::print("  ({} more OOM candidates not shown: --top {})\n", report.oom - oom_rows,
+                 args.top);
+    }
+  } else if (report.closest_oom) {
+    const CandidateResult& c = *report.closest_oom;
+    fmt::print("\nOOM ({} candidates): the closest, {}, needs {:.2f} GiB of {:.2f} usable "
+               "(--show-rejected lists them)\n",
+               report.oom, candidateText(c.strategy), gib(c.peak_memory_bytes),
+               gib(report.usable_bytes));
+  }
+  if (report.invalid > 0 && args.show_rejected && !report.pruned) {
     // One line per strategy, micro-batch and rule: schedules and techniques often break the same.
     fmt::print("\ninvalid ({} candidates):\n", report.invalid);
     std::map<std::tuple<std::string, int64_t, std::string>, bool> listed;
+    int64_t rows = 0, hidden = 0;
     for (const CandidateResult& r : report.candidates) {
       if (r.status != CandidateStatus::kInvalid) continue;
       if (!listed.try_emplace({r.strategy.name(), r.strategy.micro_batch, r.violation}, true)
                .second) {
         continue;
       }
+      if (args.top > 0 && rows >= args.top) {
+        ++hidden;
+        continue;
+      }
       fmt::print("  {:<10} b={:<3} {}\n", r.strategy.name(), r.strategy.micro_batch, r.violation);
+      ++rows;
+    }
+    if (hidden > 0) fmt::print("  ({} more lines not shown: --top {})\n", hidden, args.top);
+  } else if (report.invalid > 0) {
+    fmt::print("\ninvalid ({} candidates), by rule (count, then an example):\n", report.invalid);
+    for (const auto& [rule, count] : report.invalid_by_rule) {
+      const auto example = report.invalid_example.find(rule);
+      fmt::print("  {:>8}  {}\n", count,
+                 example == report.invalid_example.end() ? rule : example->second);
     }
   }
   if (const CandidateResult* best = report.best()) {
-    fmt::print("\nbest: {} b={} {}{} — {:.3f} ms, {:.2f} samples/s ({:.2f}x the {})\n",
-               best->strategy.name(), best->strategy.micro_batch,
-               scheduleName(best->strategy.schedule), best->strategy.techniques(),
-               best->iteration_us / kUsPerMs, best->samples_per_s, best->speedup_over_worst,
-               report.pruned ? "slowest simulated" : "worst");
+    fmt::print("\nbest: {} — {:.3f} ms, {:.2f} samples/s ({:.2f}x the {})\n",
+               candidateText(best->strategy), best->iteration_us / kUsPerMs, best->samples_per_s,
+               best->speedup_over_worst, report.pruned ? "slowest simulated" : "worst");
     fmt::print("full timeline: {} --trace best.json\n", simulateCommand(args, best->strategy));
-  } else {
-    fmt::print("\nno strategy fits in {:.1f} GiB per GPU (usable {:.1f} GiB)\n",
-               gib(report.capacity_bytes), gib(report.usable_bytes));
+    return;
   }
-  (void)shown;
+  fmt::print("\nno strategy fits in {:.1f} GiB per GPU (usable {:.1f} GiB)\n",
+             gib(report.capacity_bytes), gib(report.usable_bytes));
+  if (advice) {
+    fmt::print("smallest change that fits: {} with {} ({:.2f} GiB): search with it in the space\n",
+               candidateText(report.closest_oom->strategy), advice->change,
+               gib(advice->peak_memory_bytes));
+  } else if (report.closest_oom) {
+    fmt::print("no single technique or pair (sequence parallelism, recomputation, ZeRO, a smaller "
+               "micro-batch) brings the closest candidate under the limit: more GPUs or a larger "
+               "device\n");
+  }
 }
 
 void run(const SearchArgs& args) {
@@ -411,7 +473,8 @@ void run(const SearchArgs& args) {
   CostModel cost_model(cluster, db ? &*db : nullptr, args.costs.analytic());
   // --top K asks for the K best: the pruned, streaming search finds exactly those; without it (or
   // with --exhaustive) every candidate is simulated and listed.
-  const bool pruned = args.top > 0 && !args.exhaustive;
+  // --show-rejected needs every rejected candidate kept: the exhaustive path.
+  const bool pruned = args.top > 0 && !args.exhaustive && !args.show_rejected;
   SearchReport report =
       pruned
           ? runPrunedSearch(model, cluster, cost_model, options, unionEventprofHint(args, options))
@@ -422,10 +485,15 @@ void run(const SearchArgs& args) {
     writeCsv(report, out.stream());
     out.commit();
   }
+  // Nothing fits: what would make the closest candidate fit (a few plans, only in this case).
+  std::optional<FitAdvice> advice;
+  if (report.ok == 0 && report.closest_oom) {
+    advice = adviseFit(model, cluster, report.closest_oom->strategy, args.memory_headroom);
+  }
   if (args.json) {
-    std::cout << reportJson(args, model, cluster, report).dump(2) << "\n";
+    std::cout << reportJson(args, model, cluster, report, advice).dump(2) << "\n";
   } else {
-    printText(args, model, cluster, report);
+    printText(args, model, cluster, report, advice);
     if (!args.csv.empty()) fmt::print("CSV: {}\n", args.csv);
   }
 }
@@ -457,6 +525,9 @@ void registerSearchCommand(CLI::App& app) {
   cmd->add_option(
       "--write-events", args->write_events,
       "write the union of every valid candidate's events (YAML) for eventprof --events");
+  cmd->add_flag("--show-rejected", args->show_rejected,
+                "list every OOM and invalid candidate instead of a summary (at most --top OOM "
+                "rows; searches exhaustively)");
   cmd->add_option("--top", args->top,
                   "find the K best strategies: pruned search, JSON/CSV hold those K (0: rank all)");
   cmd->add_flag("--exhaustive", args->exhaustive,
