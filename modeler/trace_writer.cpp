@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/gzip_stream.h"
 #include "modeler/device_events.h"
 
 namespace evsim {
@@ -20,6 +22,29 @@ void flushIfFull(fmt::memory_buffer& buffer, std::ostream& out, bool force = fal
     out.write(buffer.data(), static_cast<std::streamsize>(buffer.size()));
     buffer.clear();
   }
+}
+
+// The thread of the receive side of pipeline transfers (after the streams of op_list.h): a rank's
+// own sends and its receives overlap in time, so they get a row each.
+constexpr int kRecvThread = kStreamCount;
+
+// The rank a pipeline send of `rank` goes to: the next model chunk for an activation, the previous
+// one for a gradient (virtual stage k = chunk * P + pp; chunk k runs on device stage k % P), and
+// that chunk's index on the receiving device.
+struct SendTarget {
+  int64_t rank = -1;
+  int chunk = 0;
+};
+std::optional<SendTarget> sendTarget(const IterationPlan& plan, const RankLayout& layout,
+                                     const RankCoord& c, const DeviceEvent& e) {
+  if (e.stream != Stream::kPpComm) return std::nullopt;
+  const bool activation = e.name == "send_activation";
+  if (!activation && e.name != "send_gradient") return std::nullopt;
+  const int P = plan.deviceStages();
+  const int k = e.chunk * P + c.pp;
+  const int target = activation ? k + 1 : k - 1;
+  if (target < 0 || target >= plan.virtualStages()) return std::nullopt;
+  return SendTarget{layout.rank(c.tp, c.dp, target % P), target / P};
 }
 
 std::string_view layerText(int layer, fmt::memory_buffer& scratch) {
@@ -62,10 +87,26 @@ std::string layerText(int layer) {
   return std::string(layerText(layer, scratch));
 }
 
+std::vector<int64_t> firstPipelineRanks(const IterationPlan& plan) {
+  const RankLayout layout = plan.layout();
+  std::vector<int64_t> out;
+  for (int pp = 0; pp < plan.strategy.pp; ++pp) {
+    for (int tp = 0; tp < plan.strategy.tp; ++tp) out.push_back(layout.rank(tp, 0, pp));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& ranks,
                       std::ostream& out) {
   const IterationPlan& plan = *source.plan;
   const RankLayout layout = plan.layout();
+  std::vector<int64_t> sorted_ranks = ranks;
+  std::sort(sorted_ranks.begin(), sorted_ranks.end());
+  auto selected = [&](int64_t rank) {
+    return std::binary_search(sorted_ranks.begin(), sorted_ranks.end(), rank);
+  };
+  int64_t flow_id = 0;
   fmt::memory_buffer buf, layer_scratch;
   auto emit = std::back_inserter(buf);
   fmt::format_to(emit, "{{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
@@ -83,27 +124,54 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
                    "{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{0},\"args\":{{"
                    "\"sort_index\":{0}}}}}",
                    rank, layout.node(rank), layout.gpuInNode(rank), c.tp, c.pp, c.dp);
-    for (int s = 0; s < kStreamCount; ++s) {
+    for (int s = 0; s <= kRecvThread; ++s) {
       fmt::format_to(emit,
                      ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},"
                      "\"args\":{{\"name\":\"{}\"}}}}",
-                     rank, s, streamName(static_cast<Stream>(s)));
+                     rank, s, s == kRecvThread ? "pp-recv" : streamName(static_cast<Stream>(s)));
     }
     source.for_each_event(rank, [&](const DeviceEvent& e) {
       const UniqueEvent& u = plan.events[e.event];
       separator();
       fmt::format_to(emit,
                      "{{\"ph\":\"X\",\"name\":\"{}\",\"cat\":\"{}\",\"pid\":{},\"tid\":{},"
-                     "\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"micro_batch\":{},\"phase\":"
-                     "\"{}\",\"layer\":\"{}\",\"event\":\"{}\",\"provenance\":\"{}\"",
+                     "\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"micro_batch\":{},\"chunk\":{},"
+                     "\"phase\":\"{}\",\"layer\":\"{}\",\"event\":\"{}\",\"provenance\":"
+                     "\"{}\"",
                      e.name, eventKindName(u.event.kind), rank, static_cast<int>(e.stream),
-                     e.start_us, e.duration_us, e.micro_batch, phaseName(e.phase),
+                     e.start_us, e.duration_us, e.micro_batch, e.chunk, phaseName(e.phase),
                      layerText(e.layer, layer_scratch), u.signature, source.provenance(e.event));
       if (isCommunication(u.event.kind)) {
         fmt::format_to(emit, ",\"bytes\":{},\"group\":{},\"nodes\":{}", u.event.message_bytes,
                        u.event.placement.group_size, u.event.placement.nodes);
       }
       fmt::format_to(emit, "}}}}");
+      // A pipeline send: its receive slice on the receiver (same interval: the simulated transfer
+      // occupies both ends) and a flow arrow from one to the other, when the receiver is written.
+      const std::optional<SendTarget> target = sendTarget(plan, layout, c, e);
+      if (target && selected(target->rank)) {
+        const bool activation = e.name == "send_activation";
+        const int64_t id = flow_id++;
+        fmt::format_to(
+            emit,
+            ",\n{{\"ph\":\"X\",\"name\":\"{}\",\"cat\":\"p2p\",\"pid\":{},\"tid\":{},"
+            "\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"micro_batch\":{},\"chunk\":{},"
+            "\"phase\":\"{}\",\"layer\":\"{}\",\"event\":\"{}\",\"provenance\":\"{}\","
+            "\"bytes\":{},\"group\":{},\"nodes\":{},\"from_rank\":{}}}}}",
+            activation ? "recv_activation" : "recv_gradient", target->rank, kRecvThread,
+            e.start_us, e.duration_us, e.micro_batch, target->chunk, phaseName(e.phase),
+            layerText(e.layer, layer_scratch), u.signature, source.provenance(e.event),
+            u.event.message_bytes, u.event.placement.group_size, u.event.placement.nodes, rank);
+        // Flow ends bind to the slice enclosing their timestamp: the start of the send, the
+        // middle of the receive.
+        fmt::format_to(emit,
+                       ",\n{{\"ph\":\"s\",\"name\":\"p2p\",\"cat\":\"p2p\",\"id\":{},"
+                       "\"pid\":{},\"tid\":{},\"ts\":{:.3f}}},\n{{\"ph\":\"f\",\"bp\":\"e\","
+                       "\"name\":\"p2p\",\"cat\":\"p2p\",\"id\":{},\"pid\":{},\"tid\":{},"
+                       "\"ts\":{:.3f}}}",
+                       id, rank, static_cast<int>(e.stream), e.start_us, id, target->rank,
+                       kRecvThread, e.start_us + e.duration_us / 2);
+      }
       flushIfFull(buf, out);
     });
   }
@@ -118,7 +186,13 @@ void writeTimelineFiles(const TimelineSource& source, const std::vector<int64_t>
   std::optional<AtomicFileWriter> trace, csv;
   if (!trace_path.empty()) trace.emplace(trace_path);
   if (!csv_path.empty()) csv.emplace(csv_path);
-  if (trace) writeChromeTrace(source, ranks, trace->stream());
+  if (trace && isGzipPath(trace_path)) {
+    GzipOstream gz(trace->stream());
+    writeChromeTrace(source, ranks, gz);
+    gz.finish();
+  } else if (trace) {
+    writeChromeTrace(source, ranks, trace->stream());
+  }
   if (csv) writeTimelineCsv(source, ranks, csv->stream());
   if (trace) trace->finish();
   if (csv) csv->finish();

@@ -3,9 +3,12 @@
 //
 // Chrome Trace Event JSON (Perfetto, chrome://tracing): {"traceEvents":[...]}, one process per
 // rank (pid = global rank) named "rank 17 (node 2, gpu 1) tp1 pp0 dp3" and sorted by rank, one
-// thread per stream (compute, tp-comm, pp-comm, dp-comm), complete "X" events with ts/dur in
-// microseconds and args: micro_batch, phase, layer, event signature, provenance (+ bytes, group
-// for communication).
+// thread per stream (compute, tp-comm, pp-comm, dp-comm) plus pp-recv, complete "X" events with
+// ts/dur in microseconds and args: micro_batch, chunk, phase, layer, event signature, provenance
+// (+ bytes, group for communication). Every pipeline send whose receiver is written also has a
+// receive slice on the receiver's pp-recv thread (same interval) and a flow ("s" -> "f") from the
+// send to it, so Perfetto draws the pipeline's dependencies. A path ending in .gz is written
+// gzip-compressed (Perfetto opens it).
 //
 // CSV: one row per device event:
 //   rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance
@@ -53,6 +56,9 @@ void writeTimelineFiles(const TimelineSource& source, const std::vector<int64_t>
 
 void writeChromeTrace(const Simulation& sim, const std::vector<int64_t>& ranks, std::ostream& out);
 void writeTimelineCsv(const Simulation& sim, const std::vector<int64_t>& ranks, std::ostream& out);
+
+// The ranks of the first pipeline: every stage of DP replica 0 (M x P ranks), ascending.
+std::vector<int64_t> firstPipelineRanks(const IterationPlan& plan);
 
 // All ranks of the strategy, or `selection` checked against the world size (InputError naming
 // --ranks otherwise).

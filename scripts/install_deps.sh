@@ -12,5 +12,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libyaml-cpp-dev libfmt-dev libcli11-dev nlohmann-json3-dev \
   libopenmpi-dev openmpi-bin \
   libgtest-dev libgmock-dev libbenchmark-dev \
-  libopenblas-dev \
+  libopenblas-dev zlib1g-dev \
   python3 python3-matplotlib python3-yaml

@@ -48,6 +48,9 @@ std::string eventprofHint(const RunOptions& run, const Strategy& strategy) {
 
 namespace {
 
+// Above this many ranks a trace or CSV holds the first pipeline unless --ranks says otherwise.
+constexpr int64_t kAllRanksTraceLimit = 256;
+
 struct SimulateArgs {
   RunOptions run;
   CostSourceOptions costs;
@@ -69,7 +72,18 @@ void runSimulate(const SimulateArgs& args) {
   Simulation sim = simulate(std::move(plan), std::move(costs));
 
   std::vector<int64_t> selection;
-  if (!args.ranks.empty()) selection = parseIntList(args.ranks, "--ranks");
+  std::string note;
+  const bool writing = !args.trace.empty() || !args.csv.empty();
+  if (args.ranks == "all") {
+    // every rank: selectRanks' default
+  } else if (!args.ranks.empty()) {
+    selection = parseIntList(args.ranks, "--ranks");
+  } else if (writing && sim.plan.strategy.gpus() > kAllRanksTraceLimit) {
+    // Thousands of ranks make gigabytes nobody opens; one pipeline shows every stage's timeline.
+    selection = firstPipelineRanks(sim.plan);
+    note = fmt::format(" of {}: the first pipeline (DP replica 0); --ranks all writes every one",
+                       sim.plan.strategy.gpus());
+  }
   std::vector<int64_t> ranks = selectRanks(sim, selection);
   writeTimelineFiles(simulationTimeline(sim), ranks, args.trace, args.csv);
   if (args.json) {
@@ -77,8 +91,9 @@ void runSimulate(const SimulateArgs& args) {
   } else {
     std::cout << summaryText(sim);
     if (!args.trace.empty())
-      fmt::print("\nChrome trace ({} ranks): {}\n", ranks.size(), args.trace);
-    if (!args.csv.empty()) fmt::print("CSV timeline ({} ranks): {}\n", ranks.size(), args.csv);
+      fmt::print("\nChrome trace ({} ranks{}): {}\n", ranks.size(), note, args.trace);
+    if (!args.csv.empty())
+      fmt::print("CSV timeline ({} ranks{}): {}\n", ranks.size(), note, args.csv);
   }
 }
 
@@ -92,9 +107,14 @@ void registerSimulateCommand(CLI::App& app) {
   args->run.addGpusOption(*cmd);
   args->costs.add(*cmd);
   cmd->add_flag("--json", args->json, "print the summary as JSON");
-  cmd->add_option("--trace", args->trace, "write a Chrome trace (Perfetto) of the timelines");
+  cmd->add_option("--trace", args->trace,
+                  "write a Chrome trace (Perfetto) of the timelines; gzip-compressed when the "
+                  "name ends in .gz");
   cmd->add_option("--csv", args->csv, "write the timelines as CSV");
-  cmd->add_option("--ranks", args->ranks, "ranks to write, e.g. 0-15,1024 (default: all)");
+  cmd->add_option("--ranks,--trace-ranks", args->ranks,
+                  fmt::format("ranks to write, e.g. 0-15,1024, or all (default: all up to {} "
+                              "ranks, the first pipeline above)",
+                              kAllRanksTraceLimit));
   cmd->callback([args] { runSimulate(*args); });
 }
 

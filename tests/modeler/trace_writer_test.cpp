@@ -17,11 +17,14 @@
 // Blocks split 2 / 2 over the two stages:
 //   stage 0: F = 4 + 2*17 = 38 (TP 1 + 2*2 = 5), B = 2*23 + 2 = 48 (TP 4)
 //   stage 1: F = 2*17 + 6 = 40 (TP 4 + 3 = 7),   B = 5 + 2*23 = 51 (TP 1 + 4 = 5)
-// Complete events per rank = m (F + B) + sends + gradient all-reduces + optimizer ops:
+// Complete events per rank = m (F + B) + sends + gradient all-reduces + optimizer ops, and with
+// the sender written, the receive slices (pp-recv thread):
 //   stage 0: 2 * 86 + 2 (activation sends) + 1 + 1 = 176
-//            = compute 2 * (33 + 44) + 1 = 155, tp-comm 2 * 9 = 18, pp-comm 2, dp-comm 1
+//            = compute 2 * (33 + 44) + 1 = 155, tp-comm 2 * 9 = 18, pp-comm 2, dp-comm 1;
+//            + 2 gradient receives
 //   stage 1: 2 * 91 + 2 (gradient sends) + 1 + 1 = 186
-//            = compute 2 * (33 + 46) + 1 = 159, tp-comm 2 * 12 = 24, pp-comm 2, dp-comm 1
+//            = compute 2 * (33 + 46) + 1 = 159, tp-comm 2 * 12 = 24, pp-comm 2, dp-comm 1;
+//            + 2 activation receives
 #include "modeler/trace_writer.h"
 
 #include <gtest/gtest.h>
@@ -33,6 +36,10 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <zlib.h>
+
+#include <cstdio>
 
 #include "common/error.h"
 #include "events/cluster_config.h"
@@ -137,7 +144,7 @@ TEST_F(TraceWriterTest, ProcessAndThreadMetadata) {
       {4, "rank 4 (node 1, gpu 0) tp0 pp1 dp0"}, {5, "rank 5 (node 1, gpu 1) tp1 pp1 dp0"},
       {6, "rank 6 (node 1, gpu 2) tp0 pp1 dp1"}, {7, "rank 7 (node 1, gpu 3) tp1 pp1 dp1"}};
   const std::map<int, std::string> stream_names = {
-      {0, "compute"}, {1, "tp-comm"}, {2, "pp-comm"}, {3, "dp-comm"}};
+      {0, "compute"}, {1, "tp-comm"}, {2, "pp-comm"}, {3, "dp-comm"}, {4, "pp-recv"}};
   std::map<int, std::string> names;
   std::map<int, int> sort_index;
   std::map<int, std::map<int, std::string>> threads;
@@ -177,7 +184,7 @@ TEST_F(TraceWriterTest, CompleteEventsAreWellFormedAndCountedByHand) {
     EXPECT_GE(pid, 0);
     EXPECT_LT(pid, kWorld);
     EXPECT_GE(tid, 0);
-    EXPECT_LE(tid, 3);
+    EXPECT_LE(tid, 4);
     const json& args = x.at("args");
     ASSERT_TRUE(args.contains("micro_batch")) << x.dump();
     ASSERT_TRUE(args.contains("phase")) << x.dump();
@@ -200,8 +207,8 @@ TEST_F(TraceWriterTest, CompleteEventsAreWellFormedAndCountedByHand) {
     last_end = std::max(last_end, ts + dur);
   }
   // Per rank and stream, from the header comment.
-  const std::map<int, int> stage0 = {{0, 155}, {1, 18}, {2, 2}, {3, 1}};  // 176 in all
-  const std::map<int, int> stage1 = {{0, 159}, {1, 24}, {2, 2}, {3, 1}};  // 186 in all
+  const std::map<int, int> stage0 = {{0, 155}, {1, 18}, {2, 2}, {3, 1}, {4, 2}};  // 178 in all
+  const std::map<int, int> stage1 = {{0, 159}, {1, 24}, {2, 2}, {3, 1}, {4, 2}};  // 188 in all
   ASSERT_EQ(per_thread.size(), static_cast<size_t>(kWorld));
   for (int rank = 0; rank < kWorld; ++rank) {
     EXPECT_EQ(per_thread[rank], rank < 4 ? stage0 : stage1) << "rank " << rank;
@@ -268,9 +275,9 @@ TEST(TraceWriterOverlapTest, BucketsAreSeparateSlicesOnTheDpThread) {
     const size_t buckets = stage.dp_buckets.size();
     EXPECT_GT(buckets, 1u);
     EXPECT_EQ(grad_sync[rank], static_cast<int>(buckets));
-    // m (F + B) + 2 sends + buckets + 1 optimizer op.
+    // m (F + B) + 2 sends + 2 receives + buckets + 1 optimizer op.
     const size_t expected =
-        kMicroBatches * (stage.forward.size() + stage.backward.size()) + 2 + buckets + 1;
+        kMicroBatches * (stage.forward.size() + stage.backward.size()) + 2 + 2 + buckets + 1;
     EXPECT_EQ(total[rank], static_cast<int>(expected)) << "rank " << rank;
     auto& spans = dp_spans[rank];
     std::sort(spans.begin(), spans.end());
@@ -289,8 +296,74 @@ TEST_F(TraceWriterTest, SelectedRanksOnly) {
     if (e.at("ph") == "X") ++x_count;
   }
   EXPECT_EQ(pids, (std::set<int>{1, 6}));
-  EXPECT_EQ(x_count, 176 + 186);                             // one stage-0 rank, one stage-1 rank
-  EXPECT_EQ(eventsWithPh(trace, "M").size(), 2u * (2 + 4));  // name, sort index, 4 threads
+  // One stage-0 rank, one stage-1 rank; their peers (5 and 2) are not written: no receives.
+  EXPECT_EQ(x_count, 176 + 186);
+  EXPECT_EQ(eventsWithPh(trace, "M").size(), 2u * (2 + 5));  // name, sort index, 5 threads
+  EXPECT_TRUE(eventsWithPh(trace, "s").empty());
+}
+
+TEST_F(TraceWriterTest, FlowsPairEverySendWithOneReceive) {
+  // Every rank written: 8 ranks x m = 2 sends (stage 0 activations to rank + 4, stage 1 gradients
+  // to rank - 4: rank = tp + 2 (dp + 2 pp)), each with one receive slice on the peer and one flow.
+  json trace = traceOf(*sim_, selectRanks(*sim_, {}));
+  std::map<int64_t, json> starts, finishes;
+  for (const json& s : eventsWithPh(trace, "s")) {
+    EXPECT_TRUE(starts.emplace(s.at("id").get<int64_t>(), s).second) << "duplicate id";
+  }
+  for (const json& f : eventsWithPh(trace, "f")) {
+    EXPECT_EQ(f.at("bp"), "e");
+    EXPECT_TRUE(finishes.emplace(f.at("id").get<int64_t>(), f).second) << "duplicate id";
+  }
+  ASSERT_EQ(starts.size(), 16u);
+  ASSERT_EQ(finishes.size(), 16u);
+  std::vector<json> sends, recvs;
+  for (const json& x : eventsWithPh(trace, "X")) {
+    if (x.at("tid") == 2) sends.push_back(x);
+    if (x.at("tid") == 4) recvs.push_back(x);
+  }
+  ASSERT_EQ(sends.size(), 16u);
+  ASSERT_EQ(recvs.size(), 16u);
+  for (const auto& [id, s] : starts) {
+    ASSERT_TRUE(finishes.count(id)) << id;
+    const json& f = finishes.at(id);
+    const int from = s.at("pid"), to = f.at("pid");
+    EXPECT_EQ(to, from < 4 ? from + 4 : from - 4);
+    EXPECT_EQ(s.at("tid"), 2);
+    EXPECT_EQ(f.at("tid"), 4);
+    // The flow starts inside a send slice of its rank and ends inside a receive slice of the peer
+    // that names the sender and has the send's interval.
+    const double ts = s.at("ts"), tf = f.at("ts");
+    auto inside = [](const json& x, int pid, double t) {
+      return x.at("pid") == pid && x.at("ts").get<double>() <= t &&
+             t <= x.at("ts").get<double>() + x.at("dur").get<double>();
+    };
+    int send_hits = 0, recv_hits = 0;
+    for (const json& x : sends) send_hits += inside(x, from, ts);
+    for (const json& x : recvs) {
+      if (!inside(x, to, tf)) continue;
+      ++recv_hits;
+      EXPECT_EQ(x.at("args").at("from_rank"), from);
+      EXPECT_EQ(x.at("name"), from < 4 ? "recv_activation" : "recv_gradient");
+      EXPECT_DOUBLE_EQ(x.at("ts").get<double>(), ts);
+      EXPECT_DOUBLE_EQ(x.at("dur").get<double>(), 0.5);
+    }
+    EXPECT_EQ(send_hits, 1) << id;
+    EXPECT_EQ(recv_hits, 1) << id;
+  }
+}
+
+TEST_F(TraceWriterTest, GzipTraceDecompressesToTheSameJson) {
+  const std::string path = ::testing::TempDir() + "evsim_trace_test.json.gz";
+  writeTimelineFiles(simulationTimeline(*sim_), {0, 4}, path, "");
+  gzFile in = gzopen(path.c_str(), "rb");
+  ASSERT_NE(in, nullptr);
+  std::string text;
+  char chunk[4096];
+  int n = 0;
+  while ((n = gzread(in, chunk, sizeof(chunk))) > 0) text.append(chunk, static_cast<size_t>(n));
+  gzclose(in);
+  std::remove(path.c_str());
+  EXPECT_EQ(json::parse(text), traceOf(*sim_, {0, 4}));
 }
 
 TEST_F(TraceWriterTest, SelectRanksDefaultsToEveryRank) {
