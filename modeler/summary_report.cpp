@@ -7,6 +7,7 @@
 
 #include "common/strings.h"
 #include "common/units.h"
+#include "modeler/json_schema.h"
 #include "modeler/memory_model.h"
 
 namespace evsim {
@@ -77,7 +78,8 @@ nlohmann::json summaryJson(const Simulation& sim) {
   for (int i = 0; i < kProvenanceCount; ++i) {
     provenance[std::string(provenanceName(static_cast<Provenance>(i)))] = s.provenance_share[i];
   }
-  return {{"model", sim.plan.model.name},
+  return {{"schema_version", kJsonSchemaVersion},
+          {"model", sim.plan.model.name},
           {"parameters_total", sim.plan.model.totalParameters()},
           {"parameters_active", sim.plan.model.activeParameters()},
           {"cluster", sim.plan.cluster.name},

@@ -1,3 +1,4 @@
+#include "modeler/json_schema.h"
 #include "modeler/cli/compare_command.h"
 
 #include <fmt/format.h>
@@ -205,6 +206,7 @@ void run(const CompareArgs& args) {
       out["predicted_ranking"] = orderedLabels(results, ranking.predicted_order);
       out["measured_ranking"] = orderedLabels(results, ranking.measured_order);
     }
+    out["schema_version"] = kJsonSchemaVersion;
     std::cout << out.dump(2) << "\n";
     return;
   }

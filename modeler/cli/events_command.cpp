@@ -1,3 +1,4 @@
+#include "modeler/json_schema.h"
 #include "modeler/cli/events_command.h"
 
 #include <fmt/format.h>
@@ -109,6 +110,7 @@ void run(const EventsArgs& args) {
   }
   if (args.json) {
     nlohmann::json out = eventsJson(*table, op_executions);
+    out["schema_version"] = kJsonSchemaVersion;
     out["parameters_total"] = model.totalParameters();
     out["parameters_active"] = model.activeParameters();
     nlohmann::json src = nlohmann::json::object();

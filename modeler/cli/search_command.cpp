@@ -22,6 +22,7 @@
 #include "io/run_options.h"
 #include "modeler/cli/simulate_command.h"
 #include "modeler/fit_advice.h"
+#include "modeler/json_schema.h"
 #include "modeler/pruned_search.h"
 #include "modeler/search.h"
 
@@ -251,7 +252,8 @@ nlohmann::json reportJson(const SearchArgs& args, const ModelConfig& model,
   nlohmann::json candidates = nlohmann::json::array();
   for (const CandidateResult& r : report.candidates) candidates.push_back(candidateJson(r, report));
   const CandidateResult* best = report.best();
-  return {{"model", model.name},
+  return {{"schema_version", kJsonSchemaVersion},
+          {"model", model.name},
           {"cluster", cluster.name},
           {"device", cluster.device.name},
           {"gpus", args.gpus},
