@@ -94,6 +94,14 @@ void parseStrategyText(std::string_view text, Strategy& strategy, std::string_vi
   strategy.dp = values[2];
 }
 
+std::optional<std::string> crossNodeTpViolation(const ClusterConfig& cluster, const Strategy& s) {
+  if (cluster.gpus_per_node % s.tp == 0) return std::nullopt;
+  return fmt::format(
+      "--strategy {}: M={} does not divide the {} GPUs of a node (TP would cross nodes; "
+      "--allow-cross-node-tp lifts this)",
+      s.name(), s.tp, cluster.gpus_per_node);
+}
+
 std::optional<std::string> strategyViolation(const ModelConfig& model, const ClusterConfig& cluster,
                                              const Strategy& s) {
   std::string label = "--strategy " + s.name();

@@ -78,6 +78,11 @@ void parseStrategyText(std::string_view text, Strategy& strategy,
 // and the rule broken, e.g. "--strategy 3M1P1D: M=3 does not divide num_heads=16".
 std::optional<std::string> strategyViolation(const ModelConfig& model, const ClusterConfig& cluster,
                                              const Strategy& strategy);
+// TP groups that would straddle nodes (M not dividing a node's GPUs): slow over the network and
+// not what Megatron deployments do, so refused unless asked for (--allow-cross-node-tp), by search
+// and by the commands that take one strategy alike.
+std::optional<std::string> crossNodeTpViolation(const ClusterConfig& cluster, const Strategy& s);
+
 // Throws InputError with strategyViolation's message.
 void validateStrategy(const ModelConfig& model, const ClusterConfig& cluster,
                       const Strategy& strategy);

@@ -44,12 +44,8 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
           c.strategy.sequence_parallel = sp;
           c.strategy.zero_stage = zero;
           c.violation = strategyViolation(model, cluster, c.strategy);
-          if (!c.violation && !space.allow_cross_node_tp &&
-              cluster.gpus_per_node % c.strategy.tp != 0) {
-            c.violation = fmt::format(
-                "--strategy {}: M={} does not divide the {} GPUs of a node (TP would cross nodes; "
-                "--allow-cross-node-tp lifts this)",
-                c.strategy.name(), c.strategy.tp, cluster.gpus_per_node);
+          if (!c.violation && !space.allow_cross_node_tp) {
+            c.violation = crossNodeTpViolation(cluster, c.strategy);
           }
           visit(std::move(c));
         }

@@ -79,6 +79,17 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
   app.add_flag("--dp-overlap,--overlap-grad-reduce", dp_overlap,
                "overlap bucketed DP gradient all-reduces with backward (PyTorch DDP)");
   app.add_option("--dp-bucket-mb", dp_bucket_mb, "DDP bucket size in MiB")->capture_default_str();
+  app.add_flag("--allow-cross-node-tp", allow_cross_node_tp,
+               "allow TP groups that straddle nodes (M not dividing a node's GPUs)");
+}
+
+void RunOptions::checkTpPlacement(const ModelConfig& model, const ClusterConfig& cluster,
+                                  const Strategy& s) const {
+  // An invalid strategy is reported by its own rule first (the plan builder's message).
+  if (allow_cross_node_tp || strategyViolation(model, cluster, s)) return;
+  if (std::optional<std::string> v = crossNodeTpViolation(cluster, s)) {
+    EVSIM_THROW(InputError, "{}", *v);
+  }
 }
 
 ModelConfig RunOptions::loadModel() const {

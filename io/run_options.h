@@ -39,6 +39,7 @@ struct RunOptions {
   int layers_per_virtual_stage = 0;    // Megatron's --num-layers-per-virtual-pipeline-stage
   std::string recompute_method;        // Megatron's --recompute-method (uniform only)
   int64_t gpus = 0;                    // simulate --gpus: D = gpus / (M * P)
+  bool allow_cross_node_tp = false;    // TP groups may straddle nodes (search's flag too)
   ModelOverrides overrides;
 
   // Registers --model, --cluster (required) and the model overrides.
@@ -55,6 +56,10 @@ struct RunOptions {
   // Strategy from the flags; throws InputError naming the flag. `model` turns Megatron's
   // --num-layers-per-virtual-pipeline-stage into v.
   Strategy strategy(const ModelConfig& model) const;
+  // Throws InputError when the strategy is valid (strategyViolation) but its TP groups would cross
+  // nodes of `cluster` and --allow-cross-node-tp was not given (search refuses the same).
+  void checkTpPlacement(const ModelConfig& model, const ClusterConfig& cluster,
+                        const Strategy& strategy) const;
   // The --gpus union (`eventsim events --gpus`, `eventprof --gpus`): the base strategy (global
   // batch, --dp-overlap) and every (M, P, D) for `gpus` GPUs at each of `micro_batches` ("1,2,4").
   // It spans plain GPipe/DAPPLE strategies, which share their events; a technique flag would be

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -27,6 +30,18 @@ MpiWorld queryMpiWorld() {
   EVSIM_MPI_CHECK(MPI_Comm_rank(local, &w.local_rank));
   EVSIM_MPI_CHECK(MPI_Comm_size(local, &w.local_size));
   EVSIM_MPI_CHECK(MPI_Allreduce(&w.rank, &w.host_key, 1, MPI_INT, MPI_MIN, local));
+  // The node's cores for the job: OR of the local ranks' affinity masks (all CPUs of the machine
+  // when a mask cannot be read).
+  cpu_set_t mine, node;
+  CPU_ZERO(&mine);
+  CPU_ZERO(&node);
+  if (sched_getaffinity(0, sizeof(mine), &mine) != 0) {
+    const int all = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    for (int c = 0; c < all && c < CPU_SETSIZE; ++c) CPU_SET(c, &mine);
+  }
+  EVSIM_MPI_CHECK(MPI_Allreduce(&mine, &node, static_cast<int>(sizeof(cpu_set_t)),
+                                MPI_UNSIGNED_CHAR, MPI_BOR, local));
+  w.host_cores = std::max(1, CPU_COUNT(&node));
   EVSIM_MPI_CHECK(MPI_Comm_free(&local));
   return w;
 }

@@ -26,6 +26,9 @@ struct MpiWorld {
   int local_rank = 0;  // index among the ranks sharing this rank's real node (picks the GPU)
   int local_size = 1;
   int host_key = 0;  // lowest world rank on this rank's real node
+  // Cores the ranks of this node may run on together: the union of their CPU affinity masks.
+  // mpirun binds each rank to one core by default, so one rank's own mask says 1 on any host.
+  int host_cores = 1;
 };
 
 // Sets MPI_ERRORS_RETURN on MPI_COMM_WORLD, then finds this rank's node with

@@ -49,7 +49,7 @@ WaitMode waitMode(const std::string& flag, const MpiWorld& world) {
   if (flag != "auto") {
     EVSIM_THROW(CollectiveInputError, "--wait {}: must be auto, spin or sleep", flag);
   }
-  return world.local_size > hostCores() ? WaitMode::kSleep : WaitMode::kSpin;
+  return world.local_size > world.host_cores ? WaitMode::kSleep : WaitMode::kSpin;
 }
 
 }  // namespace
@@ -75,7 +75,7 @@ std::unique_ptr<Device> makeDevice(const DeviceRequest& request, const MpiWorld&
                   "--compute-timer {}: applies to the cuda backend only (this run uses cpu)",
                   request.compute_timer);
     }
-    return std::make_unique<CpuDevice>(request.seed, world.local_size, wait);
+    return std::make_unique<CpuDevice>(request.seed, world.local_size, world.host_cores, wait);
   }
   if (request.wait != "auto") {
     EVSIM_THROW(CollectiveInputError,

@@ -42,8 +42,10 @@ struct Flags {
 
 void addFlags(CLI::App& app, Flags& f) {
   app.add_option("--events", f.events_file,
-                 "YAML events file (top-level `events:` list with signature/count), e.g. from "
-                 "`eventsim events -o FILE`")
+                 "YAML events file, e.g. from `eventsim events -o FILE` or `eventsim search ... "
+                 "--write-events FILE`: `eventsim_events: 1` (the format version, required), then "
+                 "`events:`, a list of {signature: \"gemm m=.. n=.. k=.. layout=nt dtype=bf16\", "
+                 "count: N} (docs/PROFILER.md)")
       ->check(CLI::ExistingFile);
   app.add_option("--model", f.run.model, "with --strategy or --gpus: model YAML or bundled name");
   app.add_option("--cluster", f.run.cluster,
@@ -120,6 +122,7 @@ ProfileRequest wantedEvents(const Flags& f) {
   const ClusterConfig& cluster = request.cluster.emplace(f.run.loadCluster());
   if (strategy) {
     request.strategies.push_back(f.run.strategy(model));
+    f.run.checkTpPlacement(model, cluster, request.strategies.back());
     request.events = eventsForStrategy(model, cluster, request.strategies.back());
     return request;
   }
@@ -187,9 +190,11 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
   request.compute_timer = flags.compute_timer;
   std::unique_ptr<Device> device = makeDevice(request, world);
   if (world.rank == 0) {
-    fmt::print(stderr, "[eventprof] backend {} on {} rank(s), {} node(s){}: {}\n",
+    fmt::print(stderr,
+               "[eventprof] backend {} on {} rank(s), {} node(s){}: {}; {} core(s) for the {} "
+               "rank(s) of this host\n",
                device->platform(), world.size, topo.nodes(), topo.emulated ? " (emulated)" : "",
-               fmt::join(topo.node_names, ", "));
+               fmt::join(topo.node_names, ", "), world.host_cores, world.local_size);
   }
 
   ProfileOptions options;

@@ -90,7 +90,10 @@ IterationPlan loadPlan(const Flags& f, const MpiWorld& world) {
       EVSIM_THROW(InputError, "no output: give --trace FILE and/or --csv FILE");
     }
     const ModelConfig model = f.run.loadModel();
-    plan = buildIterationPlan(model, f.run.loadCluster(), f.run.strategy(model));
+    const ClusterConfig cluster = f.run.loadCluster();
+    const Strategy strategy = f.run.strategy(model);
+    f.run.checkTpPlacement(model, cluster, strategy);
+    plan = buildIterationPlan(model, cluster, strategy);
     if (plan.strategy.gpus() != world.size) {
       EVSIM_THROW(InputError, "--strategy {}: needs {} ranks, but mpirun started {}",
                   plan.strategy.name(), plan.strategy.gpus(), world.size);

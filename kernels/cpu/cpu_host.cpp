@@ -63,8 +63,8 @@ int hostCores() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
-int cpuThreadsPerRank(int ranks_on_host) {
-  return std::max(1, hostCores() / std::max(1, ranks_on_host));
+int cpuThreadsPerRank(int ranks_on_host, int host_cores) {
+  return std::max(1, std::min(hostCores(), host_cores / std::max(1, ranks_on_host)));
 }
 
 void setCpuKernelThreads(int threads) {

@@ -17,8 +17,9 @@ namespace evsim {
 // Cores this process may use (its CPU affinity mask; hardware_concurrency as a fallback; >= 1).
 int hostCores();
 
-// Threads per rank for `ranks_on_host` ranks: max(1, hostCores() / ranks_on_host).
-int cpuThreadsPerRank(int ranks_on_host);
+// Threads per rank for `ranks_on_host` ranks sharing `host_cores` cores (MpiWorld::host_cores):
+// max(1, min(hostCores(), host_cores / ranks_on_host)) — never more than this rank may run on.
+int cpuThreadsPerRank(int ranks_on_host, int host_cores);
 
 // Limits this process's BLAS threads (OpenBLAS's openblas_set_num_threads when the BLAS in use is
 // OpenBLAS; other BLAS builds are left as they are). Our own kernels are single-threaded.

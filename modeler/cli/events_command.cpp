@@ -93,6 +93,7 @@ void run(const EventsArgs& args) {
                         model.name, cluster.name, cluster.device.name, args.gpus);
   } else {
     Strategy strategy = args.run.strategy(model);
+    args.run.checkTpPlacement(model, cluster, strategy);
     plan = std::make_unique<IterationPlan>(buildIterationPlan(model, cluster, strategy));
     table = &plan->events;
     op_executions = plan->op_executions;

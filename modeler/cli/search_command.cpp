@@ -171,6 +171,7 @@ void writeUnionEvents(const SearchArgs& args, const ModelConfig& model,
 
 std::string simulateCommand(const SearchArgs& args, const Strategy& strategy) {
   std::string out = "eventsim simulate " + args.run.commandLine(strategy);
+  if (args.allow_cross_node_tp) out += " --allow-cross-node-tp";
   if (!args.costs.profile.empty()) out += " --profile " + args.costs.profile;
   if (args.costs.analytic()) out += " --fallback analytic";
   return out;
@@ -508,7 +509,8 @@ void registerSearchCommand(CLI::App& app) {
   args->run.addModelOptions(*cmd);
   cmd->add_option("--gpus", args->gpus, "number of GPUs N (M*P*D = N)")->required();
   cmd->add_option("--global-batch", args->run.global_batch, "global batch B")->required();
-  cmd->add_option("--micro-batch", args->micro_batches, "micro-batch sizes to try, e.g. 1,2,4,8")
+  cmd->add_option("--micro-batch,--micro-batches", args->micro_batches,
+                  "micro-batch sizes to try, e.g. 1,2,4,8")
       ->capture_default_str();
   cmd->add_option("--schedule", args->schedules, "schedules to try: gpipe,dapple,interleaved")
       ->capture_default_str();

@@ -65,6 +65,7 @@ void runSimulate(const SimulateArgs& args) {
   ClusterConfig cluster = args.run.loadCluster();
   args.costs.applyHostTime(cluster);
   Strategy strategy = args.run.strategy(model);
+  args.run.checkTpPlacement(model, cluster, strategy);
   std::optional<ProfileDb> db = args.costs.loadProfile();
   IterationPlan plan = buildIterationPlan(model, cluster, strategy);
   CostModel cost_model(cluster, db ? &*db : nullptr, args.costs.analytic());

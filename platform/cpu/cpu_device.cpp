@@ -28,12 +28,13 @@ double elapsedUs(Clock::time_point since) {
 
 }  // namespace
 
-CpuDevice::CpuDevice(uint64_t seed, int ranks_on_host, WaitMode wait) : seed_(seed), wait_(wait) {
-  setCpuKernelThreads(cpuThreadsPerRank(ranks_on_host));
+CpuDevice::CpuDevice(uint64_t seed, int ranks_on_host, int host_cores, WaitMode wait)
+    : seed_(seed), host_cores_(host_cores), wait_(wait) {
+  setCpuKernelThreads(cpuThreadsPerRank(ranks_on_host, host_cores));
 }
 
 int CpuDevice::computeSlots(int ranks_on_host) const {
-  return std::max(1, std::min(ranks_on_host, hostCores()));
+  return std::max(1, std::min(ranks_on_host, host_cores_));
 }
 
 std::string cpuModelName() {

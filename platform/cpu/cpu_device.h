@@ -14,10 +14,10 @@ namespace evsim {
 class CpuDevice : public Device {
  public:
   // `seed` picks the kernels' random inputs (the harness passes one per rank). `ranks_on_host`
-  // ranks share this host's cores: each gets cpuThreadsPerRank of them for its BLAS, in eventprof
-  // and eventrun alike (so eventrun runs the kernels as they were profiled). `wait`: how an
-  // executor waits for MPI.
-  CpuDevice(uint64_t seed, int ranks_on_host, WaitMode wait = WaitMode::kSpin);
+  // ranks share the host's `host_cores` cores (MpiWorld::host_cores): each gets cpuThreadsPerRank
+  // of them for its BLAS, in eventprof and eventrun alike (so eventrun runs the kernels as they
+  // were profiled). `wait`: how an executor waits for MPI.
+  CpuDevice(uint64_t seed, int ranks_on_host, int host_cores, WaitMode wait = WaitMode::kSpin);
 
   std::string platform() const override { return "cpu"; }
   std::string deviceName() const override;
@@ -35,6 +35,7 @@ class CpuDevice : public Device {
 
  private:
   uint64_t seed_;
+  int host_cores_;
   WaitMode wait_;
 };
 

@@ -74,9 +74,11 @@ TEST(ModeledIterationCost, SumsDeviceSecondsOverStrategiesAndSkipsUncoveredOnes)
 }
 
 TEST(CpuThreads, SplitsTheHostCoresOverItsRanks) {
-  EXPECT_EQ(cpuThreadsPerRank(1), hostCores());
-  EXPECT_EQ(cpuThreadsPerRank(hostCores()), 1);
-  EXPECT_EQ(cpuThreadsPerRank(4 * hostCores()), 1);  // never 0
+  EXPECT_EQ(cpuThreadsPerRank(1, hostCores()), hostCores());
+  EXPECT_EQ(cpuThreadsPerRank(hostCores(), hostCores()), 1);
+  EXPECT_EQ(cpuThreadsPerRank(4 * hostCores(), hostCores()), 1);  // never 0
+  // Never more threads than this process may run on, whatever the node offers the ranks.
+  EXPECT_EQ(cpuThreadsPerRank(1, 1000 * hostCores()), hostCores());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/cpu_host.h"
 #include "mpi/mpi_collectives.h"
 #include "platform/cpu/cpu_device.h"
 
@@ -76,7 +77,7 @@ TEST(MpiCollectives, ReductionsAndGathersDeliverTheirShapes) {
 }
 
 TEST(MpiCollectives, CpuDeviceTimesEveryCollective) {
-  CpuDevice backend(/*seed=*/1, /*ranks_on_host=*/4);
+  CpuDevice backend(/*seed=*/1, /*ranks_on_host=*/4, /*host_cores=*/hostCores());
   CommGroup group{MPI_COMM_WORLD, worldRank(), 4, {0, 1, 2, 3}};
   for (EventKind kind : {EventKind::kAllReduce, EventKind::kReduceScatter, EventKind::kAllGather,
                          EventKind::kAllToAll, EventKind::kBroadcast}) {
