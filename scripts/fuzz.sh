@@ -4,7 +4,8 @@
 # Builds build-fuzz/ with clang (-DEVSIM_FUZZ=ON), seeds each target's corpus from configs/ and
 # tests/data (corpora kept in build-fuzz/corpus/, so runs accumulate), runs each target and prints
 # one line per target: executions, corpus size, findings. Exit code 1 when any target found a
-# crash (its reproducer is in build-fuzz/findings/). CI runs a short smoke (scripts/test.sh).
+# crash (its reproducer is in build-fuzz/findings/). CI runs a mutation smoke of the same loaders
+# (ctest fuzz.mutation_smoke.*, tests/fuzz/mutation_smoke.cpp) without clang.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-10}"
