@@ -1,8 +1,11 @@
 #include "common/atomic_file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -40,7 +43,8 @@ OutputTarget resolveTarget(const std::string& path) {
 
 }  // namespace
 
-AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
+AtomicFileWriter::AtomicFileWriter(std::string path, Durability durability)
+    : path_(std::move(path)), durability_(durability) {
   OutputTarget target = resolveTarget(path_);
   direct_ = target.direct;
   temp_path_ = direct_ ? target.path : target.path + ".tmp." + std::to_string(::getpid());
@@ -62,6 +66,16 @@ void AtomicFileWriter::finish() {
   if (!out_) EVSIM_THROW(EnvironmentError, "{}: write failed (disk full?)", path_);
   out_.close();
   if (!out_) EVSIM_THROW(EnvironmentError, "{}: write failed on close (disk full?)", path_);
+  if (durability_ == Durability::kDurable && !direct_) {
+    // The data reaches the disk before the rename makes it the file.
+    const int fd = ::open(temp_path_.c_str(), O_RDONLY);
+    const bool synced = fd >= 0 && ::fsync(fd) == 0;
+    const int saved_errno = errno;
+    if (fd >= 0) ::close(fd);
+    if (!synced) {
+      EVSIM_THROW(EnvironmentError, "{}: writing failed ({})", path_, std::strerror(saved_errno));
+    }
+  }
   finished_ = true;
 }
 

@@ -13,8 +13,14 @@ namespace evsim {
 
 class AtomicFileWriter {
  public:
-  // Throws InputError naming the path when the file cannot be created.
-  explicit AtomicFileWriter(std::string path);
+  // kDurable also fsyncs the file before it is renamed into place, so a machine that loses power
+  // right after keeps either the old or the new content (the profile database: hours of
+  // measurement). kBuffered leaves that to the kernel (traces, CSVs: cheap to write again).
+  enum class Durability { kBuffered, kDurable };
+
+  // Throws InputError naming the path when it is a directory, EnvironmentError when the file
+  // cannot be created.
+  explicit AtomicFileWriter(std::string path, Durability durability = Durability::kBuffered);
   ~AtomicFileWriter();
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
@@ -36,6 +42,7 @@ class AtomicFileWriter {
   std::string final_path_;  // where the bytes end up (a symlink's target)
   std::string temp_path_;   // written first; final_path_ itself when direct_
   bool direct_ = false;     // not a regular file: written in place
+  Durability durability_;
   std::ofstream out_;
   bool finished_ = false;
   bool committed_ = false;

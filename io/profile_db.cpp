@@ -4,14 +4,12 @@
 #include "io/profile_db.h"
 
 #include <signal.h>
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 
+#include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/strings.h"
 #include "events/yaml_reader.h"
@@ -221,33 +219,11 @@ ProfileDb ProfileDb::read(const YamlReader& root) {
 }
 
 void ProfileDb::save(const std::string& path) const {
-  std::string text = emit(metadata, records_);
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  // Same directory as the target so rename() is atomic (no cross-filesystem copy).
-  fs::path temp = target;
-  temp += fmt::format(".tmp.{}", static_cast<long>(::getpid()));
-  {
-    std::FILE* f = std::fopen(temp.c_str(), "wb");
-    if (f == nullptr) {
-      EVSIM_THROW(EnvironmentError, "{}: cannot write ({})", temp.string(), std::strerror(errno));
-    }
-    size_t written = std::fwrite(text.data(), 1, text.size(), f);
-    bool ok = written == text.size() && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-    int saved_errno = errno;
-    ok = (std::fclose(f) == 0) && ok;
-    if (!ok) {
-      std::remove(temp.c_str());
-      EVSIM_THROW(EnvironmentError, "{}: writing failed ({})", temp.string(),
-                  std::strerror(saved_errno));
-    }
-  }
-  if (std::rename(temp.c_str(), target.c_str()) != 0) {
-    int saved_errno = errno;
-    std::remove(temp.c_str());
-    EVSIM_THROW(EnvironmentError, "{}: cannot replace with {} ({})", path, temp.string(),
-                std::strerror(saved_errno));
-  }
+  // Temp file beside the target (`<path>.tmp.<pid>`, what removeStaleTemps looks for), fsync,
+  // rename: an interrupted save leaves the previous database whole.
+  AtomicFileWriter writer(path, AtomicFileWriter::Durability::kDurable);
+  writer.stream() << emit(metadata, records_);
+  writer.commit();
 }
 
 int ProfileDb::removeStaleTemps(const std::string& path) {
