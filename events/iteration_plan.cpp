@@ -65,6 +65,12 @@ std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& stra
                                   PlanCache* cache) {
   const int v = strategy.schedule == Schedule::kInterleaved ? strategy.virtual_stages : 1;
   const int K = strategy.pp * v;
+  if (!strategy.stage_layers.empty()) {
+    // The user's split (validated by strategyViolation): prefix sums.
+    std::vector<int> first(strategy.stage_layers.size());
+    for (size_t k = 1; k < first.size(); ++k) first[k] = first[k - 1] + strategy.stage_layers[k - 1];
+    return first;
+  }
   auto compute = [&] {
     // Blocks balanced by the FLOPs their forward and backward ops run (recomputation included).
     std::optional<ModelFootprint> own;

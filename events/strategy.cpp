@@ -1,5 +1,7 @@
 #include "events/strategy.h"
 
+#include <fmt/ranges.h>
+
 #include <cctype>
 
 #include "common/error.h"
@@ -56,6 +58,7 @@ std::string Strategy::techniques() const {
   if (recompute != Recompute::kNone) out += fmt::format(" rc={}", recomputeName(recompute));
   if (sequence_parallel) out += " sp";
   if (zero_stage > 0) out += fmt::format(" zero{}", zero_stage);
+  if (!stage_layers.empty()) out += fmt::format(" layers={}", fmt::join(stage_layers, ","));
   return out;
 }
 
@@ -172,6 +175,22 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
     }
   } else if (s.virtual_stages != 1) {
     return fmt::format("--virtual-stages {}: only with --schedule interleaved", s.virtual_stages);
+  }
+  if (!s.stage_layers.empty()) {
+    const int chunks = s.pp * (s.schedule == Schedule::kInterleaved ? s.virtual_stages : 1);
+    if (static_cast<int>(s.stage_layers.size()) != chunks) {
+      return fmt::format("--stage-layers: {} entries for {} model chunks (P x v)",
+                         s.stage_layers.size(), chunks);
+    }
+    int64_t total = 0;
+    for (int n : s.stage_layers) {
+      if (n < 1) return fmt::format("--stage-layers: {}: every chunk needs >= 1 layer", n);
+      total += n;
+    }
+    if (total != model.numLayers()) {
+      return fmt::format("--stage-layers: {} layers in all, but {} has {}", total, model.name,
+                         model.numLayers());
+    }
   }
   if (s.sequence_parallel) {
     if (s.tp < 2) return fmt::format("{} --sequence-parallel: needs M >= 2", label);

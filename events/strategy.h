@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "events/cluster_config.h"
@@ -51,6 +52,10 @@ struct Strategy {
   // ZeRO stage over the DP group: 0 off, 1 optimizer state (Megatron's distributed optimizer),
   // 2 + gradients, 3 + parameters.
   int zero_stage = 0;
+  // Transformer blocks per model chunk (P*v entries, in virtual-stage order), or empty for the
+  // FLOP-balanced split. Large runs shorten the first and last stages, which also carry the
+  // embedding and the loss (Megatron's --decoder-first/last-pipeline-num-layers).
+  std::vector<int> stage_layers;
 
   // The plain M/P/D strategy with batch sizes and a schedule, every technique off.
   static Strategy of(int tp, int pp, int dp, int64_t micro_batch, int64_t global_batch,

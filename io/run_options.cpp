@@ -1,5 +1,7 @@
 #include "io/run_options.h"
 
+#include <fmt/ranges.h>
+
 #include <filesystem>
 
 #include "common/error.h"
@@ -81,7 +83,43 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
   app.add_option("--dp-bucket-mb", dp_bucket_mb, "DDP bucket size in MiB")->capture_default_str();
   app.add_flag("--allow-cross-node-tp", allow_cross_node_tp,
                "allow TP groups that straddle nodes (M not dividing a node's GPUs)");
+  auto* layers = app.add_option("--stage-layers", stage_layers,
+                                "transformer blocks per model chunk, e.g. 10,12,12,10 (P x v "
+                                "entries; default: the FLOP-balanced split)");
+  app.add_option("--decoder-first-pipeline-num-layers", first_stage_layers,
+                 "Megatron's: blocks on the first stage, the rest split evenly")
+      ->check(CLI::PositiveNumber)
+      ->excludes(layers);
+  app.add_option("--decoder-last-pipeline-num-layers", last_stage_layers,
+                 "Megatron's: blocks on the last stage, the rest split evenly")
+      ->check(CLI::PositiveNumber)
+      ->excludes(layers);
 }
+
+namespace {
+
+// Megatron's uneven split: the first and/or last stage get the given blocks, the others share the
+// rest evenly (it must divide).
+std::vector<int> firstLastSplit(int layers, int stages, int first, int last) {
+  const int fixed = (first > 0) + (last > 0);
+  const int middle_stages = stages - fixed;
+  const int middle_layers = layers - first - last;
+  if (stages < 2 || middle_stages < 0 || middle_layers < 0 ||
+      (middle_stages == 0 && middle_layers != 0) ||
+      (middle_stages > 0 && (middle_layers % middle_stages != 0 || middle_layers == 0))) {
+    EVSIM_THROW(InputError,
+                "--decoder-first/last-pipeline-num-layers {}/{}: the other {} layers do not split "
+                "evenly over the other {} of P={} stages",
+                first, last, middle_layers, middle_stages, stages);
+  }
+  std::vector<int> out(static_cast<size_t>(stages),
+                       middle_stages > 0 ? middle_layers / middle_stages : 0);
+  if (first > 0) out.front() = first;
+  if (last > 0) out.back() = last;
+  return out;
+}
+
+}  // namespace
 
 void RunOptions::checkTpPlacement(const ModelConfig& model, const ClusterConfig& cluster,
                                   const Strategy& s) const {
@@ -162,6 +200,28 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
   }
   s.sequence_parallel = sequence_parallel;
   s.zero_stage = distributed_optimizer ? 1 : zero_stage;
+  if (!stage_layers.empty()) {
+    // In order, repeats kept (parseIntList makes a set: "6,14,14" is three chunks here).
+    for (const std::string& part : split(stage_layers, ',')) {
+      const std::optional<int64_t> n = parseInteger(trim(part));
+      if (!n || *n < 1 || *n > kMaxLayers) {
+        EVSIM_THROW(InputError, "--stage-layers '{}': '{}' is not a layer count in 1..{}",
+                    stage_layers, part, kMaxLayers);
+      }
+      if (s.stage_layers.size() >= static_cast<size_t>(kMaxLayers)) {
+        EVSIM_THROW(InputError, "--stage-layers: more than {} entries", kMaxLayers);
+      }
+      s.stage_layers.push_back(static_cast<int>(*n));
+    }
+  } else if (first_stage_layers > 0 || last_stage_layers > 0) {
+    if (s.schedule == Schedule::kInterleaved) {
+      EVSIM_THROW(InputError,
+                  "--decoder-first/last-pipeline-num-layers: with --schedule interleaved give "
+                  "every chunk with --stage-layers");
+    }
+    s.stage_layers = firstLastSplit(static_cast<int>(model_config.numLayers()), s.pp,
+                                    first_stage_layers, last_stage_layers);
+  }
   return s;
 }
 
@@ -198,6 +258,7 @@ std::string RunOptions::commandLine(const Strategy& s) const {
     out += fmt::format(" --recompute {}", recomputeName(s.recompute));
   if (s.sequence_parallel) out += " --sequence-parallel";
   if (s.zero_stage > 0) out += fmt::format(" --zero {}", s.zero_stage);
+  if (!s.stage_layers.empty()) out += fmt::format(" --stage-layers {}", fmt::join(s.stage_layers, ","));
   return out;
 }
 

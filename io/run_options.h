@@ -40,6 +40,9 @@ struct RunOptions {
   std::string recompute_method;        // Megatron's --recompute-method (uniform only)
   int64_t gpus = 0;                    // simulate --gpus: D = gpus / (M * P)
   bool allow_cross_node_tp = false;    // TP groups may straddle nodes (search's flag too)
+  std::string stage_layers;            // --stage-layers 10,12,...: blocks per model chunk
+  int first_stage_layers = 0;          // Megatron's --decoder-first-pipeline-num-layers
+  int last_stage_layers = 0;           // Megatron's --decoder-last-pipeline-num-layers
   ModelOverrides overrides;
 
   // Registers --model, --cluster (required) and the model overrides.

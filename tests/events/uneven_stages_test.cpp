@@ -1,0 +1,48 @@
+// Uneven pipeline stages (issue 16, item 3): --stage-layers replaces the FLOP-balanced split, and
+// the plan, its parameters and its memory follow it; impossible splits name the rule.
+#include <gtest/gtest.h>
+
+#include "events/iteration_plan.h"
+#include "support/test_support.h"
+
+namespace evsim {
+namespace {
+
+// h = 64, a = 4, f = 256, s = 32, V = 512, 8 decoder blocks.
+ModelConfig model() { return test::model(64, 4, 256, 32, 512, 8, "fp16"); }
+ClusterConfig cluster() { return test::cluster(4, 2, test::kSlowLinks); }
+
+TEST(UnevenStages, TheGivenSplitIsThePlansSplit) {
+  Strategy s = Strategy::of(1, 4, 1, 1, 8);
+  s.stage_layers = {1, 3, 3, 1};
+  const IterationPlan plan = buildIterationPlan(model(), cluster(), s);
+  ASSERT_EQ(plan.stages.size(), 4u);
+  const int expected_first[] = {0, 1, 4, 7};
+  const int expected_count[] = {1, 3, 3, 1};
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(plan.stages[k].first_layer, expected_first[k]) << k;
+    EXPECT_EQ(plan.stages[k].num_layers, expected_count[k]) << k;
+  }
+  // One GPT block at t = 1: QKV 64x192 + 192, projection 64x64 + 64, fc1 64x256 + 256,
+  // fc2 256x64 + 64, two LayerNorms 2 x 128 = 49,984 parameters; the middle stages hold 3 each.
+  const int64_t block = 64 * 192 + 192 + 64 * 64 + 64 + 64 * 256 + 256 + 256 * 64 + 64 + 256;
+  EXPECT_EQ(block, 49984);
+  EXPECT_EQ(plan.stages[1].parameters, 3 * block);
+  EXPECT_EQ(plan.stages[2].parameters, 3 * block);
+  EXPECT_EQ(s.techniques(), " layers=1,3,3,1");
+}
+
+TEST(UnevenStages, ImpossibleSplitsNameTheRule) {
+  Strategy s = Strategy::of(1, 4, 1, 1, 8);
+  s.stage_layers = {2, 2, 4};
+  EXPECT_CONTAINS(*strategyViolation(model(), cluster(), s),
+                  "--stage-layers: 3 entries for 4 model chunks (P x v)");
+  s.stage_layers = {2, 2, 2, 1};
+  EXPECT_CONTAINS(*strategyViolation(model(), cluster(), s),
+                  "--stage-layers: 7 layers in all, but test-model has 8");
+  s.stage_layers = {0, 4, 2, 2};
+  EXPECT_CONTAINS(*strategyViolation(model(), cluster(), s), "every chunk needs >= 1 layer");
+}
+
+}  // namespace
+}  // namespace evsim
