@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/atomic_file.h"
@@ -46,6 +47,7 @@ struct SearchArgs {
   std::string write_events;  // the union of the candidates' events, for eventprof --events
   unsigned threads = 0;      // 0: every core
   bool exhaustive = false;   // with --top: simulate and list every candidate anyway
+  JsonSink sink;
 };
 
 std::vector<Schedule> parseSchedules(const std::string& text) {
@@ -422,7 +424,9 @@ void run(const SearchArgs& args) {
     writeCsv(report, out.stream());
     out.commit();
   }
-  if (args.json) {
+  if (args.sink) {
+    args.sink(reportJson(args, model, cluster, report));
+  } else if (args.json) {
     std::cout << reportJson(args, model, cluster, report).dump(2) << "\n";
   } else {
     printText(args, model, cluster, report);
@@ -432,8 +436,9 @@ void run(const SearchArgs& args) {
 
 }  // namespace
 
-void registerSearchCommand(CLI::App& app) {
+void registerSearchCommand(CLI::App& app, JsonSink sink) {
   auto args = std::make_shared<SearchArgs>();
+  args->sink = std::move(sink);
   CLI::App* cmd = app.add_subcommand("search", "rank every parallel strategy for N GPUs");
   args->run.addModelOptions(*cmd);
   cmd->add_option("--gpus", args->gpus, "number of GPUs N (M*P*D = N)")->required();
