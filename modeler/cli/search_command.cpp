@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/atomic_file.h"
@@ -49,6 +50,7 @@ struct SearchArgs {
   unsigned threads = 0;      // 0: every core
   bool exhaustive = false;   // with --top: simulate and list every candidate anyway
   bool show_rejected = false;  // list every OOM and invalid candidate, not a summary
+  JsonSink sink;               // the Python module: the report goes here, nothing is printed
 };
 
 std::vector<Schedule> parseSchedules(const std::string& text) {
@@ -493,7 +495,9 @@ void run(const SearchArgs& args) {
   if (report.ok == 0 && report.closest_oom) {
     advice = adviseFit(model, cluster, report.closest_oom->strategy, args.memory_headroom);
   }
-  if (args.json) {
+  if (args.sink) {
+    args.sink(reportJson(args, model, cluster, report, advice));
+  } else if (args.json) {
     std::cout << reportJson(args, model, cluster, report, advice).dump(2) << "\n";
   } else {
     printText(args, model, cluster, report, advice);
@@ -503,8 +507,9 @@ void run(const SearchArgs& args) {
 
 }  // namespace
 
-void registerSearchCommand(CLI::App& app) {
+void registerSearchCommand(CLI::App& app, JsonSink sink) {
   auto args = std::make_shared<SearchArgs>();
+  args->sink = std::move(sink);
   CLI::App* cmd = app.add_subcommand("search", "rank every parallel strategy for N GPUs");
   args->run.addModelOptions(*cmd);
   cmd->add_option("--gpus", args->gpus, "number of GPUs N (M*P*D = N)")->required();

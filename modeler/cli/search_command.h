@@ -5,8 +5,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "modeler/cli/json_sink.h"
+
 namespace evsim {
 
-void registerSearchCommand(CLI::App& app);
+// With a sink (the Python module), the ranking JSON goes there instead of standard output.
+void registerSearchCommand(CLI::App& app, JsonSink sink = {});
 
 }  // namespace evsim

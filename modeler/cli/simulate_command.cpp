@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <utility>
 
 #include "common/error.h"
 #include "common/strings.h"
@@ -58,6 +59,7 @@ struct SimulateArgs {
   std::string trace;
   std::string csv;
   std::string ranks;
+  JsonSink sink;
 };
 
 void runSimulate(const SimulateArgs& args) {
@@ -87,7 +89,9 @@ void runSimulate(const SimulateArgs& args) {
   }
   std::vector<int64_t> ranks = selectRanks(sim, selection);
   writeTimelineFiles(simulationTimeline(sim), ranks, args.trace, args.csv);
-  if (args.json) {
+  if (args.sink) {
+    args.sink(summaryJson(sim));
+  } else if (args.json) {
     std::cout << summaryJson(sim).dump(2) << "\n";
   } else {
     std::cout << summaryText(sim);
@@ -100,8 +104,9 @@ void runSimulate(const SimulateArgs& args) {
 
 }  // namespace
 
-void registerSimulateCommand(CLI::App& app) {
+void registerSimulateCommand(CLI::App& app, JsonSink sink) {
   auto args = std::make_shared<SimulateArgs>();
+  args->sink = std::move(sink);
   CLI::App* cmd = app.add_subcommand("simulate", "simulate one iteration of a strategy");
   args->run.addModelOptions(*cmd);
   args->run.addStrategyOptions(*cmd, /*strategy_required=*/true);

@@ -10,11 +10,13 @@
 #include "events/iteration_plan.h"
 #include "io/profile_db.h"
 #include "io/run_options.h"
+#include "modeler/cli/json_sink.h"
 #include "modeler/cost_model.h"
 
 namespace evsim {
 
-void registerSimulateCommand(CLI::App& app);
+// With a sink (the Python module), the summary JSON goes there instead of standard output.
+void registerSimulateCommand(CLI::App& app, JsonSink sink = {});
 
 // Cost sources from --profile / --fallback, shared with `eventsim search`.
 struct CostSourceOptions {

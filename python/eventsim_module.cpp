@@ -1,0 +1,181 @@
+// The `eventsim` Python module, for notebooks: simulate() and search() return what
+// `eventsim simulate --json` and `eventsim search --json` print. Each call builds the CLI's own
+// subcommand and parses a command line made from the keyword arguments, so flags, aliases,
+// defaults, checks and messages are the CLI's, and no second implementation can drift from it.
+// The subcommand hands its report to a sink (modeler/cli/json_sink.h) instead of standard output.
+
+#include <fmt/format.h>
+#include <pybind11/pybind11.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <memory>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "modeler/cli/json_sink.h"
+#include "modeler/cli/search_command.h"
+#include "modeler/cli/simulate_command.h"
+
+namespace py = pybind11;
+
+namespace evsim {
+namespace {
+
+// A keyword the subcommand has no flag for, or a value of the wrong Python type: TypeError, as
+// Python raises for a bad keyword argument.
+class KeywordError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+using Registrar = void (*)(CLI::App&, JsonSink);
+
+struct Command {
+  const char* name;  // the subcommand, and the Python function
+  Registrar add;
+};
+
+constexpr Command kSimulate{"simulate", &registerSimulateCommand};
+constexpr Command kSearch{"search", &registerSearchCommand};
+
+// The CLI's app with one subcommand, whose report goes to `report`.
+std::unique_ptr<CLI::App> makeApp(const Command& command, std::optional<nlohmann::json>* report) {
+  auto app = std::make_unique<CLI::App>("eventsim");
+  app->require_subcommand(1);
+  command.add(*app, [report](const nlohmann::json& j) { *report = j; });
+  return app;
+}
+
+// "sequence_parallel" -> "--sequence-parallel".
+std::string flagName(std::string keyword) {
+  std::replace(keyword.begin(), keyword.end(), '_', '-');
+  return "--" + keyword;
+}
+
+// One value as the command line spells it; lists and tuples are comma-joined ("1,2,4").
+std::string valueText(const Command& command, const std::string& keyword, py::handle value) {
+  if (py::isinstance<py::bool_>(value)) {
+    EVSIM_THROW(KeywordError, "{}(): {}={} but {} takes a value, not True/False", command.name,
+                keyword, py::str(value).cast<std::string>(), flagName(keyword));
+  }
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    std::string out;
+    for (py::handle item : value) {
+      out += (out.empty() ? "" : ",") + valueText(command, keyword, item);
+    }
+    return out;
+  }
+  return py::str(value).cast<std::string>();
+}
+
+// The command line for `kwargs`: `tp=8` -> "--tp=8", `sequence_parallel=True` -> a bare flag,
+// False and None -> left out. "=" keeps a value that starts with '-' from reading as a flag.
+std::vector<std::string> commandLine(const Command& command, const py::kwargs& kwargs) {
+  std::optional<nlohmann::json> unused;
+  std::unique_ptr<CLI::App> app = makeApp(command, &unused);
+  CLI::App* cmd = app->get_subcommand(command.name);
+  std::vector<std::string> args = {"eventsim", command.name};
+  for (const auto& [key, value] : kwargs) {
+    std::string keyword = key.cast<std::string>();
+    std::string flag = flagName(keyword);
+    const CLI::Option* option = cmd->get_option_no_throw(flag);
+    if (option == nullptr || keyword == "help") {
+      EVSIM_THROW(KeywordError, "{}() got an unexpected keyword argument '{}' (no flag {})",
+                  command.name, keyword, flag);
+    }
+    if (value.is_none()) continue;
+    if (option->get_expected_max() == 0) {  // a flag: on or off
+      if (!py::isinstance<py::bool_>(value)) {
+        EVSIM_THROW(KeywordError, "{}(): {} is a flag: give True or False", command.name, keyword);
+      }
+      if (value.cast<bool>()) args.push_back(flag);
+      continue;
+    }
+    args.push_back(flag + "=" + valueText(command, keyword, value));
+  }
+  return args;
+}
+
+// Runs the subcommand as the CLI would and returns its JSON report as Python objects.
+py::object run(const Command& command, const py::kwargs& kwargs) {
+  std::vector<std::string> args = commandLine(command, kwargs);
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::optional<nlohmann::json> report;
+  {
+    // A search may run for a while on every core: other Python threads go on meanwhile.
+    py::gil_scoped_release release;
+    std::unique_ptr<CLI::App> app = makeApp(command, &report);
+    app->parse(static_cast<int>(argv.size()), argv.data());
+  }
+  EVSIM_CHECK(report.has_value(), "eventsim {} returned without a report", command.name);
+  // Through the text the CLI prints, so a value is exactly what json.loads of `--json` gives
+  // (NaN, say, prints as null).
+  return py::module_::import("json").attr("loads")(report->dump());
+}
+
+// The subcommand's flags as CLI11 lists them, for help(eventsim.simulate).
+std::string docstring(const Command& command, const char* type, const char* returns) {
+  std::optional<nlohmann::json> unused;
+  std::unique_ptr<CLI::App> app = makeApp(command, &unused);
+  return fmt::format(
+      "{0}(**kwargs) -> {1}\n\n"
+      "Runs `eventsim {0} --json` and returns {2}. Keywords are the command's long flags with "
+      "'_' for '-' (tp=8, sequence_parallel=True, micro_batch=[1, 2]): a flag takes True or "
+      "False, a list is comma-joined, None is left out. Bad input raises ValueError with the "
+      "CLI's message; an unknown keyword, TypeError.\n\n{3}",
+      command.name, type, returns, app->get_subcommand(command.name)->help());
+}
+
+}  // namespace
+}  // namespace evsim
+
+PYBIND11_MODULE(eventsim, m) {
+  using evsim::kSearch;
+  using evsim::kSimulate;
+  // The docstrings carry the signatures: pybind11's own would read "simulate(**kwargs) -> object".
+  py::options options;
+  options.disable_function_signatures();
+  m.doc() =
+      "eventsim: predict distributed transformer training time (the eventsim CLI's "
+      "simulate and search, for notebooks)";
+  py::register_exception_translator([](std::exception_ptr error) {
+    try {
+      if (error) std::rethrow_exception(error);
+    } catch (const evsim::KeywordError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+    } catch (const CLI::ParseError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const evsim::InputError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const evsim::EnvironmentError& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (const std::bad_alloc&) {
+      PyErr_SetString(PyExc_MemoryError, "out of memory");
+    } catch (const py::error_already_set&) {
+      throw;  // pybind11's own: its translator raises them
+    } catch (const py::builtin_exception&) {
+      throw;
+    } catch (const std::exception& e) {
+      PyErr_SetString(
+          PyExc_RuntimeError,
+          fmt::format("internal error (a bug in eventsim, please report it): {}", e.what())
+              .c_str());
+    }
+  });
+  m.def(
+      "simulate", [](const py::kwargs& kwargs) { return evsim::run(kSimulate, kwargs); },
+      evsim::docstring(kSimulate, "dict", "the summary").c_str());
+  m.def(
+      "search",
+      [](const py::kwargs& kwargs) {
+        return py::object(evsim::run(kSearch, kwargs)["candidates"]);
+      },
+      evsim::docstring(kSearch, "list", "the report's ranked \"candidates\" (list of dicts)")
+          .c_str());
+}
