@@ -6,10 +6,14 @@ Usage:
     python3 scripts/plot_search.py search.json -o search.png [--top K] [--title TEXT]
     python3 scripts/plot_search.py search.csv  -o search.png      # the --csv file works too
 
-One bar per (strategy, micro-batch, schedule): throughput in samples/s, best first. Strategies that
-do not fit in device memory are drawn after them as grey hatched bars of zero height labelled OOM
-(with their predicted peak memory per GPU). Invalid candidates are not drawn; their count is in
-the title. Needs matplotlib (Debian: apt-get install python3-matplotlib; /usr/bin/python3 has it).
+One bar per candidate: throughput in samples/s, best first. Each label names the strategy, the
+micro-batch size, the schedule and the techniques, as the text table of `eventsim search` does
+("2M4P8D b=1 interleaved v3 rc=sel sp z1": v virtual stages, rc recomputation, sp sequence
+parallelism, z ZeRO stage), so candidates that differ only in techniques have labels of their own.
+Strategies that do not fit in device memory are drawn after them as grey hatched bars of zero
+height labelled OOM (with their predicted peak memory per GPU). Invalid candidates are not drawn;
+their count is in the title. Needs matplotlib (Debian: apt-get install python3-matplotlib;
+/usr/bin/python3 has it).
 """
 
 import argparse
@@ -51,6 +55,25 @@ def number(value, what, row):
         fail(f"{row}: {what} '{value}' is not a number")
 
 
+def label(c, where):
+    """The candidate's label: strategy, micro-batch, schedule, then the techniques it uses."""
+    parts = [str(c["strategy"]), f"b={c['micro_batch']}", str(c["schedule"])]
+    if c["schedule"] == "interleaved":
+        parts.append(f"v{c['virtual_stages']}")
+    recompute = {"none": None, "full": "rc=full", "selective": "rc=sel"}
+    if c["recompute"] not in recompute:
+        fail(f"{where}: recompute '{c['recompute']}' is not none, full or selective")
+    parts.append(recompute[c["recompute"]])
+    # The JSON has a boolean, the CSV on/off.
+    sequence_parallel = {True: True, False: False, "on": True, "off": False}
+    if c["sequence_parallel"] not in sequence_parallel:
+        fail(f"{where}: sequence_parallel '{c['sequence_parallel']}' is not true/false or on/off")
+    parts.append("sp" if sequence_parallel[c["sequence_parallel"]] else None)
+    zero = number(c["zero"], "zero", where)
+    parts.append(f"z{zero:.0f}" if zero else None)
+    return " ".join(p for p in parts if p)
+
+
 def load_json(path):
     try:
         with open(path) as f:
@@ -68,7 +91,8 @@ def load_csv(path):
         rows = list(csv.DictReader(f))
     if not rows:
         fail(f"{path}: no rows; expected the --csv file of `eventsim search`")
-    for key in ("strategy", "micro_batch", "schedule", "status", "throughput_samples_per_s",
+    for key in ("strategy", "micro_batch", "schedule", "virtual_stages", "recompute",
+                "sequence_parallel", "zero", "status", "throughput_samples_per_s",
                 "peak_memory_bytes"):
         if key not in rows[0]:
             fail(f"{path}: column '{key}' missing; expected the --csv file of `eventsim search`")
@@ -84,19 +108,19 @@ def candidates_of(path):
         where = f"{path}: candidate {i}"
         if not isinstance(c, dict):
             fail(f"{where}: not an object")
-        for key in ("strategy", "micro_batch", "schedule", "status"):
+        for key in ("strategy", "micro_batch", "schedule", "virtual_stages", "recompute",
+                    "sequence_parallel", "zero", "status"):
             if c.get(key) in (None, ""):
                 fail(f"{where}: '{key}' missing")
-        label = f"{c['strategy']}\nb={c['micro_batch']} {c['schedule']}"
         status = str(c["status"])
         if status == "ok":
             throughput = number(c.get("throughput_samples_per_s"), "throughput_samples_per_s", where)
             if throughput is None:
                 fail(f"{where}: status ok without throughput_samples_per_s")
-            ok.append((label, throughput))
+            ok.append((label(c, where), throughput))
         elif status == "OOM":
             peak = number(c.get("peak_memory_bytes"), "peak_memory_bytes", where)
-            oom.append((label, peak))
+            oom.append((label(c, where), peak))
         elif status == "invalid":
             invalid += 1
         else:
@@ -126,7 +150,7 @@ def main():
 
     plt = import_pyplot()
     n = len(shown_ok) + len(shown_oom)
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * n + 2), 5.0))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * n + 2) + 1.8, 5.0))  # + 1.8: the legend
     xs = list(range(n))
     worst = min((t for _, t in ok), default=0)
     ax.bar(xs[: len(shown_ok)], [t for _, t in shown_ok], color="tab:blue", label="fits (simulated)")
@@ -147,6 +171,7 @@ def main():
                        fontsize=7)
     ax.set_ylabel("throughput (samples/s)")
     ax.set_ylim(0, top * 1.18)
+    ax.set_xlim(-0.6, n - 0.4)  # the default 5% margins leave bars of blank space on long charts
     title = args.title
     if not title:
         what = " on ".join(str(meta[k]) for k in ("model", "cluster") if meta.get(k))
@@ -157,7 +182,8 @@ def main():
     if len(shown_ok) < len(ok) or len(shown_oom) < len(oom):
         counts += f" (showing {len(shown_ok)} + {len(shown_oom)} OOM)"
     ax.set_title(f"{title}\n{counts}; labels: speed-up over the worst that fits", fontsize=9)
-    ax.legend(fontsize=8, loc="upper right")
+    # Outside the axes, right: inside it would cover the speed-up labels of the tallest bars.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     out_dir = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(out_dir):

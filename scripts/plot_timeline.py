@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""Draw the timeline of chosen ranks from a per-device timeline CSV as a PNG.
+
+Usage:
+    eventsim simulate ... --csv timeline.csv          # or eventrun --csv: the same format
+    python3 scripts/plot_timeline.py timeline.csv -o timeline.png [--ranks 0,4-7]
+                                     [--start-ms T0] [--end-ms T1] [--title TEXT]
+
+One row per (rank, stream): compute, then the tp-comm, pp-comm and dp-comm streams any chosen rank
+uses (hatched). Each op is a rectangle coloured by its phase (forward, backward, recompute,
+grad-sync, optimizer); idle time, pipeline bubbles included, is empty space. Long enough runs of
+one micro-batch on a compute row carry its number. Time is in ms from the file's first event;
+--start-ms/--end-ms zoom into a window of it. Default ranks: the first pipeline in the file (the
+lowest dp, then the lowest tp: one rank per stage), at most 16. Needs matplotlib (Debian:
+apt-get install python3-matplotlib; /usr/bin/python3 has it).
+"""
+
+import argparse
+import math
+import os
+import sys
+from collections import namedtuple
+
+# modeler/timeline_csv.h: the header `eventsim simulate --csv` and `eventrun --csv` write.
+HEADER = "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance"
+STREAMS = ("compute", "tp-comm", "pp-comm", "dp-comm")
+PHASE_COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "recompute": "tab:purple",
+                 "grad-sync": "tab:red", "optimizer": "tab:green"}
+MAX_DEFAULT_RANKS = 16
+
+Op = namedtuple("Op", "rank tp pp dp stream start_us dur_us micro_batch phase")
+Rect = namedtuple("Rect", "row x width colour hatch phase micro_batch")
+
+
+def fail(message):
+    print(f"plot_timeline.py: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def import_pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        # A pyenv/virtualenv python3 does not see Debian's python3-matplotlib; try its directory.
+        debian = "/usr/lib/python3/dist-packages"
+        if os.path.isdir(debian) and debian not in sys.path:
+            sys.path.append(debian)
+        try:
+            import matplotlib
+        except ImportError:
+            fail("matplotlib is not installed (apt-get install python3-matplotlib, then run "
+                 "with /usr/bin/python3)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def load(path):
+    """The ops of a timeline CSV, checked as modeler/timeline_csv.cpp checks them."""
+    if not os.path.exists(path):
+        fail(f"{path}: no such file")
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"{path}: cannot read ({e})")
+    if not lines or lines[0] != HEADER:
+        fail(f"{path}:1: not a timeline CSV (expected the header '{HEADER}')")
+    ops, coords = [], {}
+    for number, line in enumerate(lines[1:], start=2):
+        if not line:
+            continue
+        f = line.split(",")
+        where = f"{path}:{number}"
+        if len(f) != 13:
+            fail(f"{where}: {len(f)} columns, expected 13")
+        try:
+            rank, tp, pp, dp, mb = (int(f[i]) for i in (0, 1, 2, 3, 8))
+            start, dur = float(f[6]), float(f[7])
+        except ValueError:
+            fail(f"{where}: rank, tp, pp, dp, micro_batch must be integers, "
+                 "start_us, dur_us numbers")
+        if min(rank, tp, pp, dp) < 0 or mb < -1 or dur < 0 or not math.isfinite(start + dur):
+            fail(f"{where}: a negative coordinate or duration, or a time that is not finite")
+        if f[4] not in STREAMS:
+            fail(f"{where}: stream '{f[4]}' is not one of {', '.join(STREAMS)}")
+        if f[9] not in PHASE_COLOURS:
+            fail(f"{where}: phase '{f[9]}' is not one of {', '.join(PHASE_COLOURS)}")
+        if coords.setdefault(rank, (tp, pp, dp)) != (tp, pp, dp):
+            fail(f"{where}: rank {rank} has two different (tp, pp, dp); the file mixes strategies")
+        ops.append(Op(rank, tp, pp, dp, f[4], start, dur, mb, f[9]))
+    if not ops:
+        fail(f"{path}: no events after the header")
+    return ops
+
+
+def parse_ranks(text, present):
+    """'0,4-7' -> [0, 4, 5, 6, 7]; every rank must be in the file."""
+    ranks = []
+    for part in text.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        if not dash:
+            hi = lo
+        if not lo.isdigit() or not hi.isdigit():
+            fail(f"--ranks '{text}': '{part}' is not a rank or a range like 4-7")
+        if int(hi) < int(lo):
+            fail(f"--ranks '{text}': range '{part}' is empty")
+        ranks += [r for r in range(int(lo), int(hi) + 1) if r not in ranks]
+    for r in ranks:
+        if r not in present:
+            fail(f"--ranks: rank {r} is not in the file "
+                 f"(it holds ranks {compact(sorted(present))})")
+    return ranks
+
+
+def compact(ranks):
+    """[0, 1, 2, 5] -> '0-2,5'."""
+    parts, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        parts.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def first_pipeline(ops):
+    """The ranks of the lowest dp and, within it, the lowest tp, by stage."""
+    dp = min(o.dp for o in ops)
+    tp = min(o.tp for o in ops if o.dp == dp)
+    return sorted({(o.pp, o.rank) for o in ops if (o.dp, o.tp) == (dp, tp)})
+
+
+def layout(ops, ranks, begin_us, window=(-math.inf, math.inf)):
+    """Rows [(rank, stream)] top to bottom and one Rect per op of those ranks that overlaps the
+    window (ms from begin_us); x and width in ms, unclipped. Every chosen rank gets the same
+    streams: those any of them uses, so rows line up from rank to rank."""
+    chosen = set(ranks)
+    used = {o.stream for o in ops if o.rank in chosen}
+    rows = [(r, s) for r in ranks for s in STREAMS if s in used]
+    index = {row: i for i, row in enumerate(rows)}
+    rects = []
+    for o in ops:
+        x = (o.start_us - begin_us) / 1000.0
+        width = o.dur_us / 1000.0
+        if o.rank in chosen and x <= window[1] and x + width >= window[0]:
+            rects.append(Rect(index[(o.rank, o.stream)], x, width, PHASE_COLOURS[o.phase],
+                              None if o.stream == "compute" else "////", o.phase, o.micro_batch))
+    return rows, rects
+
+
+def micro_batch_runs(rects):
+    """Runs of consecutive compute ops of one micro-batch's forward or backward pass per row:
+    [row, x0, x1, micro-batch, pass]. Recomputation is part of the backward pass (it alternates
+    with the backward layer by layer)."""
+    runs = []
+    for r in sorted((r for r in rects if r.hatch is None and r.micro_batch >= 0),
+                    key=lambda r: (r.row, r.x)):
+        last = runs[-1] if runs else None
+        key = [r.micro_batch, "forward" if r.phase == "forward" else "backward"]
+        if last and last[0] == r.row and last[3:] == key:
+            last[2] = max(last[2], r.x + r.width)
+        else:
+            runs.append([r.row, r.x, r.x + r.width] + key)
+    return runs
+
+
+def merge(spans, gap):
+    """(x, width) spans sorted and joined where less than `gap` apart: touching rectangles would
+    leave light antialiasing seams between them, and a gap under half a pixel cannot be drawn."""
+    out = []
+    for x, w in sorted(spans):
+        if out and x - (out[-1][0] + out[-1][1]) < gap:
+            out[-1][1] = max(out[-1][1], x + w - out[-1][0])
+        else:
+            out.append([x, w])
+    return out
+
+
+def draw(rows, rects, coords, window, title, subtitle, output):
+    plt = import_pyplot()
+    from matplotlib.patches import Patch
+    from matplotlib.patheffects import withStroke
+    width_in, dpi = 16.0, 110
+    fig, ax = plt.subplots(figsize=(width_in, 1.6 + 0.32 * len(rows)))
+    x0 = max(window[0], min(r.x for r in rects))
+    x1 = min(window[1], max(r.x + r.width for r in rects))
+    x1 = max(x1, x0 + 1e-3)  # zero-length ops at one instant only: a 1 us wide axis
+    # Ops shorter than a pixel (a small send, a layer norm) would vanish: draw them a pixel wide.
+    pixel = (x1 - x0) / (0.8 * width_in * dpi)
+    groups = {}
+    for r in rects:
+        groups.setdefault((r.row, r.colour, r.hatch), []).append((r.x, r.width))
+    for (row, colour, hatch), spans in groups.items():
+        spans = [(x, max(w, pixel)) for x, w in merge(spans, pixel / 2)]
+        ax.broken_barh(spans, (row - 0.4, 0.8), facecolors=colour, hatch=hatch, linewidth=0,
+                       edgecolor="white" if hatch else colour)
+    runs = micro_batch_runs(rects)
+    # A white line where each run starts sets apart runs that follow one another without a gap
+    # (the cool-down's backwards); a run wide enough for its number (7 px a digit) carries it.
+    ax.vlines([a for _, a, _, _, _ in runs], [row - 0.4 for row, *_ in runs],
+              [row + 0.4 for row, *_ in runs], colors="white", linewidth=0.8)
+    for row, a, b, mb, _ in runs:
+        if b - a > (4 + 7 * len(str(mb))) * pixel and a >= x0 and b <= x1:
+            # Outlined: a block can be striped with the short idle gaps between its ops.
+            ax.text((a + b) / 2, row, str(mb), ha="center", va="center", fontsize=7, color="white",
+                    path_effects=[withStroke(linewidth=1.5, foreground="black")])
+    for i in range(1, len(rows)):
+        if rows[i][0] != rows[i - 1][0]:  # a thin line between ranks
+            ax.axhline(i - 0.5, color="lightgrey", linewidth=0.8)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([f"rank {r} (tp{coords[r][0]} pp{coords[r][1]} dp{coords[r][2]}) {s}"
+                        for r, s in rows], fontsize=7)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(x0, x1)
+    ax.set_xlabel("time from the file's first event (ms)")
+    ax.grid(axis="x", color="0.9", linewidth=0.6)
+    ax.set_axisbelow(True)
+    phases = [p for p in PHASE_COLOURS if any(r.phase == p for r in rects)]
+    handles = [Patch(color=PHASE_COLOURS[p], label=p) for p in phases]
+    if any(r.hatch for r in rects):
+        handles.append(Patch(facecolor="grey", hatch="////", edgecolor="white",
+                             label="communication stream"))
+    ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(handles),
+              fontsize=8, frameon=False)
+    fig.suptitle(f"{title}\n{subtitle}", fontsize=9)
+    fig.tight_layout()
+    tmp = output + ".tmp.png"
+    fig.savefig(tmp, dpi=dpi)
+    os.replace(tmp, output)
+
+
+def describe(path, ops):
+    """Title from what the file says: strategy (from the coordinates), micro-batches, iteration."""
+    ranks = {o.rank for o in ops}
+    m, p, d = (max(getattr(o, k) for o in ops) + 1 for k in ("tp", "pp", "dp"))
+    strategy = f"{m}M{p}P{d}D" if len(ranks) == m * p * d else \
+        f"{len(ranks)} ranks of {m}M{p}P{d}D or larger"
+    micro_batches = len({o.micro_batch for o in ops if o.micro_batch >= 0})
+    iteration = (max(o.start_us + o.dur_us for o in ops) - min(o.start_us for o in ops)) / 1000
+    plural = "es" if micro_batches != 1 else ""
+    return (f"{os.path.basename(path)}: {strategy}, {micro_batches} micro-batch{plural}, "
+            f"iteration {iteration:.3f} ms")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("input", help="timeline CSV (eventsim simulate --csv, eventrun --csv)")
+    parser.add_argument("-o", "--output", required=True, help="PNG to write")
+    parser.add_argument("--ranks", help="ranks to draw, e.g. 0,4-7 (default: the first pipeline)")
+    parser.add_argument("--start-ms", type=float, default=-math.inf, help="window start (ms)")
+    parser.add_argument("--end-ms", type=float, default=math.inf, help="window end (ms)")
+    parser.add_argument("--title", help="chart title (default: what the CSV says)")
+    args = parser.parse_args()
+    if args.start_ms >= args.end_ms:
+        fail(f"--start-ms {args.start_ms:g} must be below --end-ms {args.end_ms:g}")
+    out_dir = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(out_dir):
+        fail(f"-o {args.output}: directory {out_dir} does not exist")
+
+    ops = load(args.input)
+    coords = {o.rank: (o.tp, o.pp, o.dp) for o in ops}
+    if args.ranks:
+        ranks, which = parse_ranks(args.ranks, coords), "chosen"
+    else:
+        ranks = [r for _, r in first_pipeline(ops)]
+        which = "first pipeline"
+        if len(ranks) > MAX_DEFAULT_RANKS:
+            which += f", the first {MAX_DEFAULT_RANKS} of its {len(ranks)} stages; --ranks chooses"
+            ranks = ranks[:MAX_DEFAULT_RANKS]
+    window = (args.start_ms, args.end_ms)
+    rows, rects = layout(ops, ranks, min(o.start_us for o in ops), window)
+    if not rects:
+        fail(f"no event of ranks {compact(sorted(ranks))} in the window {args.start_ms:g} to "
+             f"{args.end_ms:g} ms")
+    subtitle = f"ranks {compact(sorted(ranks))} ({which})"
+    if math.isfinite(args.start_ms) or math.isfinite(args.end_ms):
+        subtitle += f", window {args.start_ms:g} to {args.end_ms:g} ms"
+    draw(rows, rects, coords, window, args.title or describe(args.input, ops), subtitle,
+         args.output)
+    print(f"wrote {args.output}: {len(ranks)} ranks, {len(rows)} rows, {len(rects)} ops")
+
+
+if __name__ == "__main__":
+    main()
