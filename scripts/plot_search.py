@@ -22,28 +22,16 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plot_common  # noqa: E402  (this folder)
+
 
 def fail(message):
-    print(f"plot_search.py: error: {message}", file=sys.stderr)
-    sys.exit(2)
+    plot_common.fail("plot_search.py", message)
 
 
 def import_pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        # A pyenv/virtualenv python3 does not see Debian's python3-matplotlib; try its directory.
-        debian = "/usr/lib/python3/dist-packages"
-        if os.path.isdir(debian) and debian not in sys.path:
-            sys.path.append(debian)
-        try:
-            import matplotlib
-        except ImportError:
-            fail("matplotlib is not installed (apt-get install python3-matplotlib, then run "
-                 "with /usr/bin/python3)")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
+    return plot_common.import_pyplot("plot_search.py")
 
 
 def number(value, what, row):

@@ -21,6 +21,9 @@ import os
 import sys
 from collections import namedtuple
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plot_common  # noqa: E402  (this folder)
+
 # modeler/timeline_csv.h: the header `eventsim simulate --csv` and `eventrun --csv` write.
 HEADER = "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance"
 STREAMS = ("compute", "tp-comm", "pp-comm", "dp-comm")
@@ -33,26 +36,11 @@ Rect = namedtuple("Rect", "row x width colour hatch phase micro_batch")
 
 
 def fail(message):
-    print(f"plot_timeline.py: error: {message}", file=sys.stderr)
-    sys.exit(2)
+    plot_common.fail("plot_timeline.py", message)
 
 
 def import_pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        # A pyenv/virtualenv python3 does not see Debian's python3-matplotlib; try its directory.
-        debian = "/usr/lib/python3/dist-packages"
-        if os.path.isdir(debian) and debian not in sys.path:
-            sys.path.append(debian)
-        try:
-            import matplotlib
-        except ImportError:
-            fail("matplotlib is not installed (apt-get install python3-matplotlib, then run "
-                 "with /usr/bin/python3)")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
+    return plot_common.import_pyplot("plot_timeline.py")
 
 
 def load(path):

@@ -15,6 +15,9 @@
 
 namespace evsim::cuda {
 
+// Bytes of `n` fp32 values (the kernels' statistics and workspaces are fp32 whatever the dtype).
+inline int64_t floatBytes(int64_t n) { return n * int64_t{sizeof(float)}; }
+
 // Owning cudaMalloc allocation; move-only.
 class DeviceBuffer {
  public:

@@ -19,9 +19,8 @@ namespace {
 
 using cuda::CudaKernelBase;
 using cuda::DeviceBuffer;
+using cuda::floatBytes;
 namespace kp = kernel_params;
-
-int64_t floatBytes(int64_t n) { return n * int64_t(sizeof(float)); }
 
 class SoftmaxKernel final : public CudaKernelBase {
  public:

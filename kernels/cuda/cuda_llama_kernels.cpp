@@ -13,8 +13,6 @@ namespace {
 
 namespace kp = kernel_params;
 
-int64_t floatBytes(int64_t n) { return n * int64_t(sizeof(float)); }
-
 class RmsNormKernel final : public CudaKernelBase {
  public:
   RmsNormKernel(const Event& e, cudaStream_t s, uint64_t seed, bool backward)
