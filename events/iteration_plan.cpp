@@ -11,13 +11,13 @@ namespace evsim {
 
 namespace {
 
-// The footprints of every layer kind under `strategy`'s shape, from `cache` when given (then the
-// reference lives there) or computed into `own`.
+// The footprints of every layer kind under `strategy`'s shape.
 ModelFootprint strategyFootprint(const ModelConfig& model, const Strategy& strategy) {
   // Placement does not change any sum: any valid group of M ranks will do.
   return modelFootprint(model, layerShape(model, strategy, Placement{strategy.tp, 1, strategy.tp}));
 }
 
+// The same from `cache` when given (the reference lives there), or computed into `own`.
 const ModelFootprint& footprintFor(const ModelConfig& model, const Strategy& strategy,
                                    PlanCache* cache, std::optional<ModelFootprint>& own) {
   if (cache == nullptr) return own.emplace(strategyFootprint(model, strategy));

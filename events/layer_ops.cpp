@@ -162,11 +162,13 @@ void LayerOpBuilder::attentionCore(OpList& out, int layer) {
             0, q_bytes + 2 * kv_bytes + kLseBytes * heads * s.seq);
     return;
   }
-  // Selective recomputation rebuilds the s x s tensors: their ops keep nothing.
+  // Selective recomputation rebuilds the s x s tensors: their ops keep nothing. K and V are kept
+  // as broadcast to every query head (what the batched GEMMs' backward holds).
   const bool keep_scores = s.recompute != Recompute::kSelective;
   const int64_t score_elems = heads * s.seq * s.seq;
+  const int64_t broadcast_kv_bytes = q_bytes;
   compute(out, layer, "attn_scores", makeBatchedGemm(heads, s.seq, s.seq, d, "nt", s.dtype), 0,
-          q_bytes + kv_bytes);
+          q_bytes + broadcast_kv_bytes);
   compute(out, layer, "scale_mask_softmax",
           makeCompute("softmax_fwd", {{"rows", heads * s.seq}, {"cols", s.seq}}, "", s.dtype), 0,
           keep_scores ? e() * score_elems : 0);
@@ -175,9 +177,11 @@ void LayerOpBuilder::attentionCore(OpList& out, int layer) {
             makeCompute("dropout_fwd", {{"elems", score_elems}}, "", s.dtype), 0,
             keep_scores ? kMaskBytes * score_elems : 0);
   }
-  // x V keeps its inputs: the dropout output (s x s) and V.
+  // x V keeps its inputs: the dropout output (s x s; without dropout that is the softmax output,
+  // already kept) and V.
+  const bool own_probabilities = keep_scores && s.spec.attention_dropout;
   compute(out, layer, "attn_values", makeBatchedGemm(heads, s.seq, d, s.seq, "nn", s.dtype), 0,
-          (keep_scores ? e() * score_elems : 0) + kv_bytes);
+          (own_probabilities ? e() * score_elems : 0) + broadcast_kv_bytes);
 }
 
 void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {

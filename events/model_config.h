@@ -43,7 +43,8 @@
 namespace evsim {
 
 // Bounds ~100x beyond any model trained today, so that the products the planner forms (parameters
-// ~ 12 h^2 layers, tokens x hidden, vocabulary x hidden) stay far inside int64.
+// ~ 12 h^2 layers, tokens x hidden, vocabulary x hidden) stay far inside int64; the attention
+// scores (b x a x s^2) are bounded with the strategy (strategyViolation).
 inline constexpr int64_t kMaxHidden = int64_t{1} << 20;
 inline constexpr int64_t kMaxHeads = int64_t{1} << 16;
 inline constexpr int64_t kMaxFfnHidden = int64_t{1} << 22;

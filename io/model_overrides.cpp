@@ -50,15 +50,16 @@ void ModelOverrides::apply(ModelConfig& model) const {
   if (group_query_attention && !num_query_groups) {
     EVSIM_THROW(InputError, "--group-query-attention: give --num-query-groups too");
   }
+  // Multi-head attention stays multi-head under a new head count (unless K/V heads are given).
+  const bool multi_head = model.queryGroups() == model.num_heads;
   if (seq_length) model.seq_length = *seq_length;
   if (hidden_size) model.hidden_size = *hidden_size;
   if (num_heads) model.num_heads = *num_heads;
   if (ffn_hidden_size) model.ffn_hidden_size = *ffn_hidden_size;
   if (vocab_size) model.vocab_size = *vocab_size;
-  // The file's K/V heads follow a new head count unless given (multi-head stays multi-head).
   if (num_query_groups) {
     model.spec.query_groups = *num_query_groups;
-  } else if (num_heads && model.spec.query_groups == model.num_heads) {
+  } else if (num_heads && multi_head) {
     model.spec.query_groups = *num_heads;
   }
   if (num_layers) {

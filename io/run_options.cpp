@@ -88,11 +88,11 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
                                 "entries; default: the FLOP-balanced split)");
   app.add_option("--decoder-first-pipeline-num-layers", first_stage_layers,
                  "Megatron's: blocks on the first stage, the rest split evenly")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, static_cast<int>(kMaxLayers)))
       ->excludes(layers);
   app.add_option("--decoder-last-pipeline-num-layers", last_stage_layers,
                  "Megatron's: blocks on the last stage, the rest split evenly")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, static_cast<int>(kMaxLayers)))
       ->excludes(layers);
 }
 
@@ -101,6 +101,11 @@ namespace {
 // Megatron's uneven split: the first and/or last stage get the given blocks, the others share the
 // rest evenly (it must divide).
 std::vector<int> firstLastSplit(int layers, int stages, int first, int last) {
+  if (stages < 2) {
+    EVSIM_THROW(InputError,
+                "--decoder-first/last-pipeline-num-layers: needs P >= 2 pipeline stages, not {}",
+                stages);
+  }
   const int fixed = (first > 0) + (last > 0);
   const int middle_stages = stages - fixed;
   const int middle_layers = layers - first - last;
@@ -228,7 +233,10 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
 std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
                                                           const std::string& micro_batches) const {
   const bool techniques = recompute != "none" || sequence_parallel || zero_stage != 0 ||
-                          virtual_stages != 1 || parseSchedule(schedule) == Schedule::kInterleaved;
+                          distributed_optimizer || virtual_stages != 1 ||
+                          layers_per_virtual_stage > 0 || !stage_layers.empty() ||
+                          first_stage_layers > 0 || last_stage_layers > 0 ||
+                          parseSchedule(schedule) == Schedule::kInterleaved;
   if (techniques) {
     EVSIM_THROW(InputError,
                 "--gpus {}: the union covers GPipe/DAPPLE strategies without techniques; for "

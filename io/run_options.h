@@ -50,7 +50,9 @@ struct RunOptions {
   // Registers --gpus N, from which D is derived when --tp and --pp are given (simulate, eventrun).
   void addGpusOption(CLI::App& app);
   // Registers --strategy / --tp --pp --dp, --micro-batch, --global-batch, --schedule, --dp-overlap,
-  // --virtual-stages, --recompute, --sequence-parallel, --zero.
+  // --virtual-stages, --recompute, --sequence-parallel, --zero, --allow-cross-node-tp,
+  // --stage-layers, and Megatron's names for them (see the header comment) including
+  // --decoder-first/last-pipeline-num-layers.
   void addStrategyOptions(CLI::App& app, bool strategy_required);
 
   // The model file with the command line's overrides applied.

@@ -65,20 +65,18 @@ std::vector<Change> changes(const Strategy& base) {
   return out;
 }
 
-// Peak bytes of `strategy`, or nullopt when it is not a valid strategy.
-std::optional<int64_t> peakBytes(const ModelConfig& model, const ClusterConfig& cluster,
-                                 const Strategy& strategy, double headroom) {
+// The memory estimate of `strategy` (the search's own rule for what fits), or nullopt when it is
+// not a valid strategy.
+std::optional<MemoryEstimate> memoryOf(const ModelConfig& model, const ClusterConfig& cluster,
+                                       const Strategy& strategy, double headroom) {
   if (strategyViolation(model, cluster, strategy)) return std::nullopt;
-  const IterationPlan plan = buildIterationPlan(model, cluster, strategy);
-  return estimateMemory(plan, headroom).peak_bytes;
+  return estimateMemory(buildIterationPlan(model, cluster, strategy), headroom);
 }
 
 }  // namespace
 
 std::optional<FitAdvice> adviseFit(const ModelConfig& model, const ClusterConfig& cluster,
                                    const Strategy& strategy, double headroom) {
-  const int64_t usable = static_cast<int64_t>(static_cast<double>(cluster.device.memoryBytes()) *
-                                              (1 - headroom));
   const std::vector<Change> all = changes(strategy);
   auto attempt = [&](const std::vector<const Change*>& picked) -> std::optional<FitAdvice> {
     Strategy s = strategy;
@@ -87,9 +85,9 @@ std::optional<FitAdvice> adviseFit(const ModelConfig& model, const ClusterConfig
       if (!c->apply(s)) return std::nullopt;
       flags += (flags.empty() ? "" : " ") + c->flags;
     }
-    std::optional<int64_t> peak = peakBytes(model, cluster, s, headroom);
-    if (!peak || *peak > usable) return std::nullopt;
-    return FitAdvice{flags, s, *peak};
+    const std::optional<MemoryEstimate> memory = memoryOf(model, cluster, s, headroom);
+    if (!memory || !memory->fits()) return std::nullopt;
+    return FitAdvice{flags, s, memory->peak_bytes};
   };
   for (const Change& c : all) {
     if (std::optional<FitAdvice> a = attempt({&c})) return a;

@@ -1,7 +1,5 @@
 #include "modeler/search.h"
 
-#include "modeler/pruned_search.h"
-
 #include <algorithm>
 #include <optional>
 #include <unordered_set>

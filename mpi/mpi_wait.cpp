@@ -45,19 +45,25 @@ std::string stalledMessage(std::string_view what) {
       worldRank(), what, g_timeout_s, g_timeout_s);
 }
 
+// How long this process itself was stopped since `last_ns` (updated to now): a gap between two
+// looks far longer than a second means SIGSTOP or a frozen host, and its peers were not late, so
+// that time does not count against a deadline. 0 otherwise.
+long long selfStoppedNs(long long& last_ns) {
+  constexpr long long kStoppedGapNs = 1'000'000'000;
+  const long long now = nowNs();
+  const long long gap = now - last_ns;
+  last_ns = now;
+  return gap > kStoppedGapNs ? gap : 0;
+}
+
 [[noreturn]] void watchdog() {
   long long last_ns = nowNs();
   for (;;) {
     std::this_thread::sleep_for(kWatchdogPeriod);
     std::lock_guard<std::mutex> lock(g_mutex);
     const long long now = nowNs();
-    // A wake far later than the period means this process itself was stopped (SIGSTOP, a frozen
-    // host): its peers were not late, so the time it lost does not count against the deadline.
-    const long long gap = now - last_ns;
-    last_ns = now;
-    if (gap > 10 * std::chrono::nanoseconds(kWatchdogPeriod).count() && g_deadline_ns != 0) {
-      g_deadline_ns += gap;
-    }
+    const long long stopped = selfStoppedNs(last_ns);
+    if (g_deadline_ns != 0) g_deadline_ns += stopped;
     if (g_deadline_ns != 0 && now > g_deadline_ns) {
       // MPI_Comm_rank is a local query, safe while the main thread waits inside MPI in practice;
       // the message is all this rank can still say.
@@ -85,11 +91,13 @@ double commTimeout() { return g_timeout_s; }
 
 void waitRequest(MPI_Request& request, std::string_view what, WaitStyle style,
                  std::chrono::microseconds sleep_poll) {
-  const long long deadline = nowNs() + static_cast<long long>(g_timeout_s * 1e9);
+  long long deadline = nowNs() + static_cast<long long>(g_timeout_s * 1e9);
+  long long last_ns = nowNs();
   for (;;) {
     int done = 0;
     EVSIM_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
     if (done) return;
+    deadline += selfStoppedNs(last_ns);
     // The request stays pending: the caller ends the process (MPI_Abort), which frees it.
     if (nowNs() > deadline) EVSIM_THROW(EnvironmentError, "{}", stalledMessage(what));
     if (style == WaitStyle::kSleep) std::this_thread::sleep_for(sleep_poll);

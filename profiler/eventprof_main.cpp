@@ -78,7 +78,9 @@ void addFlags(CLI::App& app, Flags& f) {
                "stopping");
   app.add_option("--comm-timeout", f.comm_timeout_s,
                  "seconds any wait on another rank (MPI; NCCL on cuda) may last before the run "
-                 "stops with a message naming it (a stalled or dead peer)")
+                 "stops with a message naming it (a stalled or dead peer); it must exceed the "
+                 "longest step a peer legitimately takes (one event's warm-up and repeats, one "
+                 "iteration)")
       ->check(kFinitePositive)
       ->capture_default_str();
   app.add_option("--seed", f.seed, "seed of the kernels' random inputs")->capture_default_str();

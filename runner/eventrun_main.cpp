@@ -70,7 +70,9 @@ void addFlags(CLI::App& app, Flags& f) {
       ->capture_default_str();
   app.add_option("--comm-timeout", f.comm_timeout_s,
                  "seconds any wait on another rank (MPI; NCCL on cuda) may last before the run "
-                 "stops with a message naming it (a stalled or dead peer)")
+                 "stops with a message naming it (a stalled or dead peer); it must exceed the "
+                 "longest step a peer legitimately takes (one event's warm-up and repeats, one "
+                 "iteration)")
       ->check(kFinitePositive)
       ->capture_default_str();
   app.add_option("--trace", f.trace, "write the measured Chrome trace (Perfetto)");

@@ -89,10 +89,16 @@ void runSimulate(const SimulateArgs& args) {
   }
   std::vector<int64_t> ranks = selectRanks(sim, selection);
   writeTimelineFiles(simulationTimeline(sim), ranks, args.trace, args.csv);
+  nlohmann::json summary = args.sink || args.json ? summaryJson(sim) : nlohmann::json();
+  if (writing) {
+    // Which ranks the trace / CSV hold (the first pipeline by default above the limit).
+    summary["timeline_ranks"] = ranks.size();
+    summary["timeline_first_pipeline_only"] = !note.empty();
+  }
   if (args.sink) {
-    args.sink(summaryJson(sim));
+    args.sink(summary);
   } else if (args.json) {
-    std::cout << summaryJson(sim).dump(2) << "\n";
+    std::cout << summary.dump(2) << "\n";
   } else {
     std::cout << summaryText(sim);
     if (!args.trace.empty())

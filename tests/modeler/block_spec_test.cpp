@@ -128,6 +128,22 @@ TEST(BlockSpec, GroupedQuerySwiGluFlashBlockActivationsByHand) {
             e * sbh);
 }
 
+TEST(BlockSpec, UnfusedGroupedQueryAttentionKeepsBroadcastKeysAndValues) {
+  // Llama-3-70B without flash attention (t = 8, b = 1, s = 8192, e = 2, no dropout): the batched
+  // GEMMs of the unfused core keep K and V broadcast to all a heads, and the softmax output once
+  // (no dropout: x V's input is the softmax output already kept).
+  ModelConfig model = bundled("llama3-70b");
+  model.spec.flash_attention = false;
+  const double e = 2, s = 8192, h = 8192, a = 64, f = 28672, t = 8;
+  const double sbh = s * h;
+  const double unsplit = 4 * e * sbh;                                 // two norms, QKV, fc1 inputs
+  const double core = 3 * e * sbh / t + e * (a / t) * s * s;          // Q, K, V broadcast; softmax
+  const double projection = e * sbh / t;
+  const double mlp = e * s * 2 * f / t + e * s * f / t;
+  EXPECT_EQ(static_cast<double>(blockActivationBytes(model, model.blocks[0], 1, 8)),
+            unsplit + core + projection + mlp);
+}
+
 TEST(BlockSpec, GptActivationsMatchMegatronsTheoreticalMemory) {
   // theoretical_memory_usage.py assumes sequence parallelism and selective recomputation:
   // s b h (18 + 4 f/h) / t per layer. GPT-3 175B at t = 8, b = 1.
