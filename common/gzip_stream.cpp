@@ -14,8 +14,7 @@ constexpr int kGzipWindowBits = 15 + 16;
 
 }  // namespace
 
-GzipStreamBuf::GzipStreamBuf(std::ostream& target)
-    : target_(target), in_(kChunk), out_(kChunk) {
+GzipStreamBuf::GzipStreamBuf(std::ostream& target) : target_(target), in_(kChunk), out_(kChunk) {
   if (deflateInit2(&zs_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, kGzipWindowBits, 8,
                    Z_DEFAULT_STRATEGY) != Z_OK) {
     EVSIM_THROW(EnvironmentError, "gzip: zlib could not start a stream");

@@ -38,9 +38,7 @@ class GzipStreamBuf : public std::streambuf {
 
 class GzipOstream : public std::ostream {
  public:
-  explicit GzipOstream(std::ostream& target) : std::ostream(nullptr), buf_(target) {
-    rdbuf(&buf_);
-  }
+  explicit GzipOstream(std::ostream& target) : std::ostream(nullptr), buf_(target) { rdbuf(&buf_); }
   void finish() { buf_.finish(); }
 
  private:

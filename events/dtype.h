@@ -7,8 +7,9 @@
 
 namespace evsim {
 
-// kFp8 is E4M3, the format Transformer Engine uses for forward GEMM operands (Megatron's --fp8-format
-// hybrid keeps E5M2 for gradients; both are one byte, so sizes and peaks do not tell them apart).
+// kFp8 is E4M3, the format Transformer Engine uses for forward GEMM operands (Megatron's
+// --fp8-format hybrid keeps E5M2 for gradients; both are one byte, so sizes and peaks do not tell
+// them apart).
 enum class DType { kFp16, kBf16, kFp32, kFp8 };
 
 int64_t dtypeBytes(DType dtype);

@@ -55,7 +55,7 @@ void buildBuckets(StagePlan& stage, const std::map<int, int64_t>& layer_params, 
 }  // namespace
 
 const ModelFootprint& cachedFootprint(const ModelConfig& model, const Strategy& strategy,
-                                     PlanCache& cache) {
+                                      PlanCache& cache) {
   return cache.footprint({strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
                           static_cast<int>(strategy.recompute)},
                          [&] { return strategyFootprint(model, strategy); });
@@ -68,7 +68,8 @@ std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& stra
   if (!strategy.stage_layers.empty()) {
     // The user's split (validated by strategyViolation): prefix sums.
     std::vector<int> first(strategy.stage_layers.size());
-    for (size_t k = 1; k < first.size(); ++k) first[k] = first[k - 1] + strategy.stage_layers[k - 1];
+    for (size_t k = 1; k < first.size(); ++k)
+      first[k] = first[k - 1] + strategy.stage_layers[k - 1];
     return first;
   }
   auto compute = [&] {
@@ -191,15 +192,15 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
     }
     const bool owns_output = headOwnsOutputWeight(model, stage.has_embedding);
     if (stage.has_head) {
-      layer_params[kHeadLayer] = footprint.head.weights + (owns_output ? footprint.output_weights : 0);
+      layer_params[kHeadLayer] =
+          footprint.head.weights + (owns_output ? footprint.output_weights : 0);
     }
     // ZeRO-3: gather a layer's parameters before its forward and again before its backward, and
     // reduce-scatter its gradients right after its backward, in the DP group.
     // When one chunk holds both ends (K = 1), the LM head uses the tied embedding matrix, which
     // ZeRO-3 released after the embedding: the head gathers it again (its gradient is reduced
     // with the embedding's).
-    const int64_t tied_head_params =
-        stage.has_head && !owns_output ? footprint.output_weights : 0;
+    const int64_t tied_head_params = stage.has_head && !owns_output ? footprint.output_weights : 0;
     auto zero3 = [&](OpList& ops, int layer, EventKind kind, std::string_view name) {
       if (zero != 3) return;
       int64_t params = layer_params.at(layer);

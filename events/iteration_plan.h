@@ -122,7 +122,7 @@ int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int 
 // The footprints of every layer kind under `strategy` (its b, M, SP and recomputation), computed
 // once per shape in `cache`.
 const ModelFootprint& cachedFootprint(const ModelConfig& model, const Strategy& strategy,
-                                     PlanCache& cache);
+                                      PlanCache& cache);
 // The worst TP and DP group placement of each device stage (RankLayout::worstTpGroup/DpGroup).
 const PlanCache::Placements& stagePlacements(const Strategy& strategy, int gpus_per_node,
                                              PlanCache& cache);

@@ -24,8 +24,8 @@ struct LayerFootprint {
 struct ModelFootprint {
   // One entry per distinct block of the model (self-attention, cross-attention, ...).
   std::vector<std::pair<TransformerBlock, LayerFootprint>> blocks;
-  LayerFootprint embedding;  // all embedding streams
-  LayerFootprint head;       // final norm, LM head and loss, without the LM head's own weight
+  LayerFootprint embedding;    // all embedding streams
+  LayerFootprint head;         // final norm, LM head and loss, without the LM head's own weight
   int64_t output_weights = 0;  // the LM head's weight on one rank (padded vocabulary / t x h)
 
   // Throws Error for a block the model does not have.

@@ -119,10 +119,10 @@ void LayerOpBuilder::norm(OpList& out, int layer, std::string_view name, bool ba
 void LayerOpBuilder::dropout(OpList& out, int layer, std::string_view name, int64_t elems,
                              bool backward) {
   if (!shape_.spec.hidden_dropout) return;
-  compute(out, layer, name,
-          makeCompute(backward ? "dropout_bwd" : "dropout_fwd", {{"elems", elems}}, "",
-                      shape_.dtype),
-          0, kMaskBytes * elems);
+  compute(
+      out, layer, name,
+      makeCompute(backward ? "dropout_bwd" : "dropout_fwd", {{"elems", elems}}, "", shape_.dtype),
+      0, kMaskBytes * elems);
 }
 
 void LayerOpBuilder::linearForward(OpList& out, int layer, std::string_view name, int64_t rows,
@@ -155,10 +155,10 @@ void LayerOpBuilder::attentionCore(OpList& out, int layer) {
   const int64_t q_bytes = e() * heads * s.seq * d, kv_bytes = e() * kv_heads * s.seq * d;
   if (s.spec.flash_attention) {
     compute(out, layer, "flash_attention",
-            makeCompute("flash_attn_fwd",
-                        {{"batch", heads}, {"groups", kv_heads}, {"seq", s.seq}, {"dim", d},
-                         {"causal", 1}},
-                        "", s.dtype),
+            makeCompute(
+                "flash_attn_fwd",
+                {{"batch", heads}, {"groups", kv_heads}, {"seq", s.seq}, {"dim", d}, {"causal", 1}},
+                "", s.dtype),
             0, q_bytes + 2 * kv_bytes + kLseBytes * heads * s.seq);
     return;
   }
@@ -203,11 +203,10 @@ void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {
     if (s.spec.position == PositionKind::kRope) {
       // Q and K heads rotated in place; the backward needs only the positions.
       compute(out, layer, "rope",
-              makeCompute("rope_fwd",
-                          {{"tokens", T},
-                           {"heads", (s.heads + s.query_groups) / t},
-                           {"dim", s.headDim()}},
-                          "", s.dtype));
+              makeCompute(
+                  "rope_fwd",
+                  {{"tokens", T}, {"heads", (s.heads + s.query_groups) / t}, {"dim", s.headDim()}},
+                  "", s.dtype));
     }
   }
   attentionCore(out, layer);
@@ -231,10 +230,10 @@ void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
   if (s.spec.flash_attention) {
     const int64_t kv_heads = s.micro_batch * s.query_groups / t;
     compute(out, layer, "flash_attention_bwd",
-            makeCompute("flash_attn_bwd",
-                        {{"batch", heads}, {"groups", kv_heads}, {"seq", s.seq}, {"dim", d},
-                         {"causal", 1}},
-                        "", s.dtype));
+            makeCompute(
+                "flash_attn_bwd",
+                {{"batch", heads}, {"groups", kv_heads}, {"seq", s.seq}, {"dim", d}, {"causal", 1}},
+                "", s.dtype));
   } else {
     if (s.recompute == Recompute::kSelective) {
       recomputing_ = true;
@@ -269,11 +268,10 @@ void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
   } else {
     if (s.spec.position == PositionKind::kRope) {
       compute(out, layer, "rope_bwd",
-              makeCompute("rope_bwd",
-                          {{"tokens", T},
-                           {"heads", (s.heads + s.query_groups) / t},
-                           {"dim", s.headDim()}},
-                          "", s.dtype));
+              makeCompute(
+                  "rope_bwd",
+                  {{"tokens", T}, {"heads", (s.heads + s.query_groups) / t}, {"dim", s.headDim()}},
+                  "", s.dtype));
     }
     gatherInput(out, layer, "qkv_input_regather");
     linearBackward(out, layer, "qkv_dgrad", "qkv_wgrad", T, s.qkvWidth(), h);

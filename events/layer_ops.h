@@ -33,10 +33,10 @@
 // The model's block spec (model_config.h) changes the lists: grouped-query attention narrows the
 // QKV GEMM to (h + 2*g*d)/t outputs and the attention core's K/V to g/t heads; RMSNorm replaces
 // LayerNorm (no bias); SwiGLU makes fc1 one fused [gate | up] GEMM of 2f/t outputs followed by
-// swiglu_fwd (Megatron's --swiglu: the FLOPs of Llama's three GEMMs); RoPE rotates Q and K after the
-// QKV GEMM instead of adding learned positions in the embedding; without biases the weights lose
-// them; flash attention replaces the scores / softmax / dropout / x V ops with one fused op that
-// saves no s x s tensor (selective recomputation then has nothing left to recompute); a zero
+// swiglu_fwd (Megatron's --swiglu: the FLOPs of Llama's three GEMMs); RoPE rotates Q and K after
+// the QKV GEMM instead of adding learned positions in the embedding; without biases the weights
+// lose them; flash attention replaces the scores / softmax / dropout / x V ops with one fused op
+// that saves no s x s tensor (selective recomputation then has nothing left to recompute); a zero
 // dropout probability removes the dropout ops; fp8 makes the linear layers' GEMMs fp8 (the
 // attention core, the embedding and the LM head stay in the model dtype, as Transformer Engine
 // runs Megatron).
@@ -121,8 +121,7 @@ class LayerOpBuilder {
   // A linear layer: `bias` bias elements on this rank (0 without biases); `saved_input` the
   // activation elements it keeps (its input, or its input's sequence shard under SP).
   void linearForward(OpList& out, int layer, std::string_view name, int64_t rows,
-                     int64_t out_features, int64_t in_features, int64_t bias,
-                     int64_t saved_input);
+                     int64_t out_features, int64_t in_features, int64_t bias, int64_t saved_input);
   void linearBackward(OpList& out, int layer, std::string_view dgrad, std::string_view wgrad,
                       int64_t rows, int64_t out_features, int64_t in_features);
   void attentionForward(OpList& out, int layer, bool cross);

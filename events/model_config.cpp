@@ -8,7 +8,6 @@ namespace evsim {
 
 namespace {
 
-
 // `key`'s value among `names` (index), or `fallback` when the key is absent.
 int choice(const YamlReader& root, const std::string& key, std::initializer_list<const char*> names,
            int fallback) {
@@ -26,7 +25,8 @@ bool flag(const YamlReader& root, const std::string& key, bool fallback) {
   return root.has(key) ? root.boolean(key) : fallback;
 }
 
-// A dropout probability (Megatron's default 0.1 when absent): only whether it is 0 changes the work.
+// A dropout probability (Megatron's default 0.1 when absent): only whether it is 0 changes the
+// work.
 bool dropout(const YamlReader& root, const std::string& key) {
   if (!root.has(key)) return true;
   const double p = root.nonNegativeDouble(key, 1.0);
@@ -36,8 +36,8 @@ bool dropout(const YamlReader& root, const std::string& key) {
 
 BlockSpec readBlockSpec(const YamlReader& root, int64_t heads) {
   BlockSpec spec;
-  spec.query_groups = root.has("num_query_groups") ? root.positiveInt("num_query_groups", kMaxHeads)
-                                                   : heads;
+  spec.query_groups =
+      root.has("num_query_groups") ? root.positiveInt("num_query_groups", kMaxHeads) : heads;
   if (heads % spec.query_groups != 0) {
     root.fail("num_query_groups",
               fmt::format("{} does not divide num_heads {}", spec.query_groups, heads));

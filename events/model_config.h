@@ -27,10 +27,10 @@
 //   position_embedding: rope     # learned | rope
 //   add_bias_linear: false       # biases on the linear layers
 //   untie_embeddings_and_output_weights: true   # the LM head has its own weight
-//   flash_attention: true        # fused attention: no s x s scores saved (Megatron --use-flash-attn)
-//   fp8: true                    # GEMMs in FP8 (Transformer Engine), everything else in `dtype`
-//   hidden_dropout: 0.0          # 0 drops the dropout ops and their masks (default 0.1)
-//   attention_dropout: 0.0       # likewise for the attention probabilities (default 0.1)
+//   flash_attention: true        # fused attention: no s x s scores saved (Megatron
+//   --use-flash-attn) fp8: true                    # GEMMs in FP8 (Transformer Engine), everything
+//   else in `dtype` hidden_dropout: 0.0          # 0 drops the dropout ops and their masks (default
+//   0.1) attention_dropout: 0.0       # likewise for the attention probabilities (default 0.1)
 // events/layer_ops.cpp builds each layer's op list from these; parameters, FLOPs and saved
 // activations are summed from those op lists (events/layer_footprint.h), never from formulas.
 

@@ -1,8 +1,9 @@
 #pragma once
 // What plans of one (model, cluster) share across the candidates of a search, computed once:
 // the layer footprints per layer shape, the FLOP-balanced stage partition per layer shape and
-// chunk count, and the worst TP and DP group placements of each device stage per (M, P, D). Thread-safe: values are pure functions of
-// their keys, so two threads racing on a miss compute the same value and either may be kept.
+// chunk count, and the worst TP and DP group placements of each device stage per (M, P, D).
+// Thread-safe: values are pure functions of their keys, so two threads racing on a miss compute the
+// same value and either may be kept.
 
 #include <cstdint>
 #include <functional>
@@ -25,7 +26,7 @@ class PlanCache {
     std::vector<Placement> tp;
     std::vector<Placement> dp;
   };
-  using PlacementKey = std::tuple<int, int, int>;  // (M, P, D)
+  using PlacementKey = std::tuple<int, int, int>;            // (M, P, D)
   using FootprintKey = std::tuple<int64_t, int, bool, int>;  // (b, M, sequence parallel, recompute)
 
   // The cached value, or compute()'s result stored under `key`.

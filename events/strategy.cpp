@@ -179,10 +179,9 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
   // The attention scores of one layer, b x a x s^2 elements, size the op list's saved bytes and
   // memory traffic in int64 (bytes: times up to 4): bounded here, before any product is formed.
   constexpr double kMaxScoreElements = 36028797018963968.0;  // 2^55
-  const double score_elements = static_cast<double>(s.micro_batch) *
-                                static_cast<double>(model.num_heads) *
-                                static_cast<double>(model.seq_length) *
-                                static_cast<double>(model.seq_length);
+  const double score_elements =
+      static_cast<double>(s.micro_batch) * static_cast<double>(model.num_heads) *
+      static_cast<double>(model.seq_length) * static_cast<double>(model.seq_length);
   if (score_elements > kMaxScoreElements) {
     return fmt::format(
         "{} b={}: the attention scores of one layer, b x a x s^2 = {:.3g} elements, are more "

@@ -73,8 +73,8 @@ std::optional<std::string> yamlHazard(const std::string& text) {
       if ((c == '"' || c == '\'') && token_start) quote = c;
       // eventsim's files never need anchors, aliases or tags, and yaml-cpp 0.7 loops forever on
       // several malformed ones ("&a ,", "!,X"): refused before parsing.
-      const bool alias = c == '*' && k + 1 < line.size() && line[k + 1] != ' ' &&
-                         line[k + 1] != '\t';
+      const bool alias =
+          c == '*' && k + 1 < line.size() && line[k + 1] != ' ' && line[k + 1] != '\t';
       if (token_start && quote == 0 && (c == '&' || c == '!' || alias)) {
         return fmt::format("line {}: '{}' (YAML anchors, aliases and tags) is not supported",
                            line_number, c);

@@ -79,8 +79,8 @@ void ModelOverrides::apply(ModelConfig& model) const {
     model.spec.norm = normalization == "RMSNorm" ? NormKind::kRmsNorm : NormKind::kLayerNorm;
   }
   if (!position_embedding.empty()) {
-    model.spec.position = position_embedding == "rope" ? PositionKind::kRope
-                                                       : PositionKind::kLearned;
+    model.spec.position =
+        position_embedding == "rope" ? PositionKind::kRope : PositionKind::kLearned;
   }
   if (disable_bias_linear) model.spec.bias = false;
   if (untie_embeddings) model.spec.untied_output = true;

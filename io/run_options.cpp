@@ -22,15 +22,15 @@ std::string resolveConfigPath(const std::string& argument, const std::string& ki
     fs::path bundled = fs::path(EVSIM_CONFIG_DIR) / kind / (argument + ".yaml");
     if (fs::exists(bundled)) return bundled.string();
   }
-  EVSIM_THROW(InputError, "--{} '{}': no such file{}", kind == "models" ? "model" : "cluster",
-              argument,
-              bare_name ? fmt::format(" and no bundled {}/{}.yaml (eventsim list {})", kind,
-                                      argument, kind)
-                        : "");
+  EVSIM_THROW(
+      InputError, "--{} '{}': no such file{}", kind == "models" ? "model" : "cluster", argument,
+      bare_name ? fmt::format(" and no bundled {}/{}.yaml (eventsim list {})", kind, argument, kind)
+                : "");
 }
 
 void RunOptions::addModelOptions(CLI::App& app) {
-  app.add_option("--model", model, "model YAML, or a bundled name (eventsim list models)")->required();
+  app.add_option("--model", model, "model YAML, or a bundled name (eventsim list models)")
+      ->required();
   app.add_option("--cluster", cluster, "cluster YAML, or a bundled name (eventsim list clusters)")
       ->required();
   overrides.addOptions(app);
@@ -73,7 +73,7 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
   app.add_flag("--sequence-parallel", sequence_parallel,
                "Megatron sequence parallelism over the TP group");
   auto* zero = app.add_option("--zero", zero_stage,
-                               "ZeRO stage over the DP group: 0, 1 (distributed optimizer), 2, 3")
+                              "ZeRO stage over the DP group: 0, 1 (distributed optimizer), 2, 3")
                    ->capture_default_str();
   app.add_flag("--use-distributed-optimizer", distributed_optimizer,
                "Megatron's distributed optimizer (--zero 1)")
@@ -266,7 +266,8 @@ std::string RunOptions::commandLine(const Strategy& s) const {
     out += fmt::format(" --recompute {}", recomputeName(s.recompute));
   if (s.sequence_parallel) out += " --sequence-parallel";
   if (s.zero_stage > 0) out += fmt::format(" --zero {}", s.zero_stage);
-  if (!s.stage_layers.empty()) out += fmt::format(" --stage-layers {}", fmt::join(s.stage_layers, ","));
+  if (!s.stage_layers.empty())
+    out += fmt::format(" --stage-layers {}", fmt::join(s.stage_layers, ","));
   return out;
 }
 

@@ -154,8 +154,8 @@ double DeviceModel::fusedAttentionUs(const Event& event) const {
   const double causal = event.dim("causal") != 0 ? 0.5 : 1.0;
   const double kernel_us = cluster_.device.model ? cluster_.device.model->gemm_kernel_us.value : 0;
   const double scores_us = gemmUs(batch, seq, seq, dim, event.dtype, 0) - kernel_us;
-  return std::max(scores_us * gemms * causal, memoryBoundUs(0, event.memory_bytes, event.dtype,
-                                                            event.op)) +
+  return std::max(scores_us * gemms * causal,
+                  memoryBoundUs(0, event.memory_bytes, event.dtype, event.op)) +
          kernel_us;
 }
 

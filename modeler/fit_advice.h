@@ -19,9 +19,10 @@ struct FitAdvice {
   int64_t peak_memory_bytes = 0;
 };
 
-// The smallest change (one change, else two of different kinds) of `strategy` that fits in `cluster`'s device memory
-// with `headroom` set aside, or none. Changes, smallest first: sequence parallelism, selective
-// recomputation, ZeRO-1, a smaller micro-batch, ZeRO-2, full recomputation, ZeRO-3.
+// The smallest change (one change, else two of different kinds) of `strategy` that fits in
+// `cluster`'s device memory with `headroom` set aside, or none. Changes, smallest first: sequence
+// parallelism, selective recomputation, ZeRO-1, a smaller micro-batch, ZeRO-2, full recomputation,
+// ZeRO-3.
 std::optional<FitAdvice> adviseFit(const ModelConfig& model, const ClusterConfig& cluster,
                                    const Strategy& strategy, double headroom);
 

@@ -12,8 +12,8 @@
 // Activations are the saved bytes of each chunk's forward ops (events/layer_ops.h says what each op
 // keeps; events/layer_footprint.h sums them): the memory model never writes a block formula. For
 // GPT blocks those sums are Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
-// Transformer Models", Table 2, tensor parallel without sequence parallelism, no recomputation), per
-// transformer block and micro-batch, with e the bytes of the model dtype and f the FFN size:
+// Transformer Models", Table 2, tensor parallel without sequence parallelism, no recomputation),
+// per transformer block and micro-batch, with e the bytes of the model dtype and f the FFN size:
 //   s*b*h * [ (4e + 2) + (4e + 2e*f/h) / t ] + (2e + 1) * a*s^2*b / t
 // which for e = 2 and f = 4h is the paper's s*b*h*(10 + 24/t + 5*a*s/(h*t)) (and 34 + 5as/h at
 // t = 1). The "+2" and "+1" are the 1-byte dropout masks. A decoder block with cross-attention adds

@@ -116,18 +116,15 @@ class PrunedSearch {
     return out;
   }
 
-  // Keeps the OOM candidate closest to fitting (for the "what would make it fit" advice).
+  // The OOM candidate as the closed-form tier saw it (for the "what would make it fit" advice).
   void noteOom(const Strategy& strategy, const ClosedFormResult& closed) {
-    if (report_.closest_oom && report_.closest_oom->peak_memory_bytes <= closed.peak_memory_bytes) {
-      return;
-    }
     CandidateResult c;
     c.strategy = strategy;
     c.status = CandidateStatus::kOom;
     c.micro_batches = closed.micro_batches;
     c.peak_memory_bytes = closed.peak_memory_bytes;
     c.peak_memory_stage = closed.peak_memory_stage;
-    report_.closest_oom = c;
+    report_.noteOom(c);
   }
 
   void flush() {
@@ -141,10 +138,7 @@ class PrunedSearch {
     for (size_t i = 0; i < n; ++i) {
       if (batch_[i].violation) {
         ++report_.invalid;
-        const std::string rule = violationRule(*batch_[i].violation);
-        ++report_.invalid_by_rule[rule];
-        report_.invalid_example.try_emplace(
-            rule, fmt::format("{} (b={})", *batch_[i].violation, batch_[i].strategy.micro_batch));
+        report_.noteInvalid(batch_[i].strategy, *batch_[i].violation);
         continue;
       }
       ++report_.closed_form;
@@ -176,9 +170,8 @@ class PrunedSearch {
         break;
       }
       std::vector<Simulated> done(round.size());
-      parallelFor(round.size(), options_.threads, [&](size_t j) {
-        done[j] = simulateOne(batch_[round[j]], closed[round[j]]);
-      });
+      parallelFor(round.size(), options_.threads,
+                  [&](size_t j) { done[j] = simulateOne(batch_[round[j]], closed[round[j]]); });
       for (size_t j = 0; j < round.size(); ++j) {
         for (const Event& e : done[j].missing) missing_.intern(e);
         if (!done[j].ranked) continue;
@@ -196,8 +189,7 @@ class PrunedSearch {
       }
       // A round cut short by the limit leaves the rest of this batch pruned.
       if (round.size() < std::min(size, fitting.size() - start)) {
-        report_.pruned_by_bound +=
-            static_cast<int64_t>(fitting.size() - start - round.size());
+        report_.pruned_by_bound += static_cast<int64_t>(fitting.size() - start - round.size());
         break;
       }
     }
@@ -212,7 +204,7 @@ class PrunedSearch {
   mutable PlanCache cache_;
   ClosedFormTier tier_;
   std::vector<Candidate> batch_;
-  size_t first_index_ = 0;  // enumeration index of batch_[0]
+  size_t first_index_ = 0;   // enumeration index of batch_[0]
   std::vector<Ranked> top_;  // best first, at most top_k
   double worst_samples_per_s_ = 0;
   EventTable missing_;

@@ -29,6 +29,18 @@ const CandidateResult* SearchReport::best() const {
   return &candidates.front();
 }
 
+void SearchReport::noteInvalid(const Strategy& strategy, const std::string& violation) {
+  const std::string rule = violationRule(violation);
+  ++invalid_by_rule[rule];
+  invalid_example.try_emplace(rule, fmt::format("{} (b={})", violation, strategy.micro_batch));
+}
+
+void SearchReport::noteOom(const CandidateResult& candidate) {
+  if (!closest_oom || candidate.peak_memory_bytes < closest_oom->peak_memory_bytes) {
+    closest_oom = candidate;
+  }
+}
+
 void validateSearchOptions(const SearchOptions& options) {
   const StrategySpace& space = options.space;
   if (space.gpus <= 0) EVSIM_THROW(InputError, "--gpus {}: must be > 0", space.gpus);
@@ -128,18 +140,12 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
         break;
       case CandidateStatus::kOom:
         ++report.oom;
-        if (!report.closest_oom || r.peak_memory_bytes < report.closest_oom->peak_memory_bytes) {
-          report.closest_oom = r;
-        }
+        report.noteOom(r);
         break;
-      case CandidateStatus::kInvalid: {
+      case CandidateStatus::kInvalid:
         ++report.invalid;
-        const std::string rule = violationRule(r.violation);
-        ++report.invalid_by_rule[rule];
-        report.invalid_example.try_emplace(
-            rule, fmt::format("{} (b={})", r.violation, r.strategy.micro_batch));
+        report.noteInvalid(r.strategy, r.violation);
         break;
-      }
     }
   }
   report.valid = report.ok + report.oom;

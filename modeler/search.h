@@ -80,6 +80,11 @@ struct SearchReport {
 
   // The best ok candidate, or nullptr when none fits.
   const CandidateResult* best() const;
+  // Bookkeeping both searches share: an invalid candidate (counted by rule, the first kept as the
+  // rule's example) and an OOM one (the closest to fitting kept). Counts of ok/oom/invalid are the
+  // caller's.
+  void noteInvalid(const Strategy& strategy, const std::string& violation);
+  void noteOom(const CandidateResult& candidate);
 };
 
 // Throws InputError on an empty space (N <= 0, no micro-batch sizes, schedules, recomputation

@@ -93,8 +93,8 @@ nlohmann::json summaryJson(const Simulation& sim) {
           {"recompute", recomputeName(st.recompute)},
           {"sequence_parallel", st.sequence_parallel},
           {"zero", st.zero_stage},
-          {"stage_layers", st.stage_layers.empty() ? nlohmann::json(nullptr)
-                                                   : nlohmann::json(st.stage_layers)},
+          {"stage_layers",
+           st.stage_layers.empty() ? nlohmann::json(nullptr) : nlohmann::json(st.stage_layers)},
           {"iteration_time_ms", s.iteration_us / kUsPerMs},
           {"iteration_time_uncertainty_ms",
            band.band_us ? nlohmann::json(*band.band_us / kUsPerMs) : nlohmann::json(nullptr)},

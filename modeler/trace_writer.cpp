@@ -152,16 +152,16 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
       if (target && selected(target->rank)) {
         const bool activation = e.name == "send_activation";
         const int64_t id = flow_id++;
-        fmt::format_to(
-            emit,
-            ",\n{{\"ph\":\"X\",\"name\":\"{}\",\"cat\":\"p2p\",\"pid\":{},\"tid\":{},"
-            "\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"micro_batch\":{},\"chunk\":{},"
-            "\"phase\":\"{}\",\"layer\":\"{}\",\"event\":\"{}\",\"provenance\":\"{}\","
-            "\"bytes\":{},\"group\":{},\"nodes\":{},\"from_rank\":{}}}}}",
-            activation ? "recv_activation" : "recv_gradient", target->rank, kRecvThread,
-            e.start_us, e.duration_us, e.micro_batch, target->chunk, phaseName(e.phase),
-            layerText(e.layer, layer_scratch), u.signature, source.provenance(e.event),
-            u.event.message_bytes, u.event.placement.group_size, u.event.placement.nodes, rank);
+        fmt::format_to(emit,
+                       ",\n{{\"ph\":\"X\",\"name\":\"{}\",\"cat\":\"p2p\",\"pid\":{},\"tid\":{},"
+                       "\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"micro_batch\":{},\"chunk\":{},"
+                       "\"phase\":\"{}\",\"layer\":\"{}\",\"event\":\"{}\",\"provenance\":\"{}\","
+                       "\"bytes\":{},\"group\":{},\"nodes\":{},\"from_rank\":{}}}}}",
+                       activation ? "recv_activation" : "recv_gradient", target->rank, kRecvThread,
+                       e.start_us, e.duration_us, e.micro_batch, target->chunk, phaseName(e.phase),
+                       layerText(e.layer, layer_scratch), u.signature, source.provenance(e.event),
+                       u.event.message_bytes, u.event.placement.group_size, u.event.placement.nodes,
+                       rank);
         // Flow ends bind to the slice enclosing their timestamp: the start of the send, the
         // middle of the receive.
         fmt::format_to(emit,

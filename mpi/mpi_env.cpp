@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-
 #include <sched.h>
 
 #include <algorithm>
@@ -137,7 +136,8 @@ std::vector<std::string> gatherStrings(const std::string& text, int root, MPI_Co
   int length = static_cast<int>(text.size());
   std::vector<int> lengths(rank == root ? size : 0);
   MPI_Request request = MPI_REQUEST_NULL;
-  EVSIM_MPI_CHECK(MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, comm, &request));
+  EVSIM_MPI_CHECK(
+      MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, comm, &request));
   waitRequest(request, fmt::format("a gather to rank {}", root), WaitStyle::kSleep);
   std::vector<int> offsets(lengths.size(), 0);
   int total = 0;

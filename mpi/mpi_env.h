@@ -53,7 +53,6 @@ GpuShortage findGpuShortage(const MpiWorld& world, int visible_gpus);
 // MPI_Get_library_version's first line up to the first comma, e.g. "Open MPI v4.1.4". Local.
 std::string mpiLibraryVersion();
 
-
 std::string broadcastString(const std::string& text, int root, MPI_Comm comm);
 std::vector<std::string> broadcastStrings(const std::vector<std::string>& items, int root,
                                           MPI_Comm comm);

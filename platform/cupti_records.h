@@ -105,8 +105,7 @@ class KernelSpanTimer {
   // waits for the stream. Returns one duration (us) per repetition.
   std::vector<double> time(uint32_t stream_id, int warmup, int repeats,
                            const std::function<void()>& run,
-                           const std::function<void()>& synchronize,
-                           const EnqueueGate& gate = {});
+                           const std::function<void()>& synchronize, const EnqueueGate& gate = {});
 
  private:
   ActivityTracer& tracer_;

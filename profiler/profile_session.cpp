@@ -5,8 +5,8 @@
 #include <ctime>
 #include <filesystem>
 
-#include "mpi/mpi_wait.h"
 #include "mpi/mpi_check.h"
+#include "mpi/mpi_wait.h"
 #include "profiler/comm_math.h"
 #include "profiler/group_planner.h"
 #include "profiler/stats.h"
@@ -87,8 +87,8 @@ struct ProfileSession::Work {
   std::vector<std::string> unmeasurable;  // rank 0 only
 };
 
-ProfileSession::ProfileSession(const MpiWorld& world, const Topology& topo,
-                               Device& device, ProfileOptions options)
+ProfileSession::ProfileSession(const MpiWorld& world, const Topology& topo, Device& device,
+                               ProfileOptions options)
     : world_(world), topo_(topo), device_(device), options_(std::move(options)) {
   EVSIM_CHECK(options_.warmup >= 0 && options_.repeats > 0, "warmup {} repeats {}", options_.warmup,
               options_.repeats);
@@ -310,8 +310,7 @@ void ProfileSession::measureCommunication(const std::vector<Event>& events, Prof
     MPI_Request broadcast = MPI_REQUEST_NULL;
     EVSIM_MPI_CHECK(MPI_Ibcast(&result, sizeof(WireResult), MPI_BYTE, plan.ranks.front(),
                                MPI_COMM_WORLD, &broadcast));
-    waitRequest(broadcast, fmt::format("the result of '{}'", event.signature()),
-                WaitStyle::kSleep);
+    waitRequest(broadcast, fmt::format("the result of '{}'", event.signature()), WaitStyle::kSleep);
     if (world_.rank == 0) {
       EVSIM_CHECK(result.valid == 1, "no result for '{}'", event.signature());
       ProfileRecord record;

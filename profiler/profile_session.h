@@ -4,7 +4,8 @@
 // into records, and has rank 0 re-write the profile database after every completed step, so a
 // crash or Ctrl-C loses at most the events in flight.
 //
-// Call order: MPI_Init -> queryMpiWorld -> discoverTopology -> makeDevice (platform/device_factory.h) -> ProfileSession
+// Call order: MPI_Init -> queryMpiWorld -> discoverTopology -> makeDevice
+// (platform/device_factory.h) -> ProfileSession
 // ::run on every rank (collective over MPI_COMM_WORLD) -> MPI_Finalize.
 
 #include <cstdio>

@@ -1,6 +1,6 @@
 // The `eventsim` Python module, for notebooks: simulate() returns what `eventsim simulate --json`
-// prints, search() the ranked `candidates` of `eventsim search --json`. Each call builds the CLI's own
-// subcommand and parses a command line made from the keyword arguments, so flags, aliases,
+// prints, search() the ranked `candidates` of `eventsim search --json`. Each call builds the CLI's
+// own subcommand and parses a command line made from the keyword arguments, so flags, aliases,
 // defaults, checks and messages are the CLI's, and no second implementation can drift from it.
 // The subcommand hands its report to a sink (modeler/cli/json_sink.h) instead of standard output.
 

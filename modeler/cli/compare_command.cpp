@@ -1,4 +1,3 @@
-#include "modeler/json_schema.h"
 #include "modeler/cli/compare_command.h"
 
 #include <fmt/format.h>
@@ -16,6 +15,7 @@
 #include "common/error.h"
 #include "common/units.h"
 #include "modeler/compare.h"
+#include "modeler/json_schema.h"
 
 namespace evsim {
 

@@ -1,4 +1,3 @@
-#include "modeler/json_schema.h"
 #include "modeler/cli/events_command.h"
 
 #include <fmt/format.h>
@@ -14,6 +13,7 @@
 #include "events/iteration_plan.h"
 #include "events/strategy_space.h"
 #include "io/run_options.h"
+#include "modeler/json_schema.h"
 
 namespace evsim {
 

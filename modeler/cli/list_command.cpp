@@ -47,8 +47,8 @@ std::string modelLine(const ModelConfig& m) {
   if (s.fp8) traits += ", fp8 GEMMs";
   if (m.hasCrossAttention()) traits += ", encoder-decoder";
   const double params = static_cast<double>(m.totalParameters());
-  const std::string size = params >= 1e9 ? fmt::format("{:.2f} B", params / 1e9)
-                                         : fmt::format("{:.2f} M", params / 1e6);
+  const std::string size =
+      params >= 1e9 ? fmt::format("{:.2f} B", params / 1e9) : fmt::format("{:.2f} M", params / 1e6);
   return fmt::format("{} parameters, {} layers, hidden {}, seq {}, {}{}", size, m.numLayers(),
                      m.hidden_size, m.seq_length, dtypeName(m.dtype), traits);
 }
@@ -91,8 +91,9 @@ void list(const std::string& kind) {
 void registerListCommand(CLI::App& app) {
   auto kind = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand(
-      "list", "the bundled models, clusters or devices (configs/), one line each: the names "
-              "--model and --cluster take");
+      "list",
+      "the bundled models, clusters or devices (configs/), one line each: the names "
+      "--model and --cluster take");
   cmd->add_option("what", *kind, "models | clusters | devices")
       ->required()
       ->check(CLI::IsMember({"models", "clusters", "devices"}));

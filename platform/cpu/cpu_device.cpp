@@ -106,8 +106,8 @@ std::vector<double> CpuDevice::timeCollective(const Event& event, const CommGrou
                                               int warmup, int repeats) {
   MpiCollectiveBuffers buffers = makeMpiBuffers(event, group.size);
   std::vector<double> samples;
-  const std::string what = fmt::format("'{}' over world ranks {}", event.signature(),
-                                       fmt::join(group.world_ranks, ","));
+  const std::string what =
+      fmt::format("'{}' over world ranks {}", event.signature(), fmt::join(group.world_ranks, ","));
   for (int i = 0; i < warmup + repeats; ++i) {
     CommWatch watch(what);
     EVSIM_MPI_CHECK(MPI_Barrier(group.comm));

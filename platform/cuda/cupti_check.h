@@ -19,7 +19,7 @@ inline const char* cuptiStatusString(CUptiResult status) {
   do {                                                                                          \
     CUptiResult evsim_cupti_status_ = (call);                                                   \
     if (evsim_cupti_status_ != CUPTI_SUCCESS) {                                                 \
-      throw ::evsim::EnvironmentError(::fmt::format(                                                       \
+      throw ::evsim::EnvironmentError(::fmt::format(                                            \
           "{} failed: {} ({}) ({}:{})", #call, ::evsim::cuptiStatusString(evsim_cupti_status_), \
           static_cast<int>(evsim_cupti_status_), __FILE__, __LINE__));                          \
     }                                                                                           \

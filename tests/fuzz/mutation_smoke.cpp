@@ -47,8 +47,8 @@ std::string mutate(const std::string& seed, std::mt19937_64& rng) {
         break;
       }
       case 4: {  // replace a digit run with a large or negative number
-        static const char* kNumbers[] = {"0", "-1", "4294967296", "9223372036854775807", "1e308",
-                                         "nan", "-0", "65536"};
+        static const char* kNumbers[] = {"0",     "-1",  "4294967296", "9223372036854775807",
+                                         "1e308", "nan", "-0",         "65536"};
         const size_t at = s.find_first_of("0123456789", pick(s.size() + 1));
         if (at == std::string::npos) break;
         const size_t end = s.find_first_not_of("0123456789", at);

@@ -94,8 +94,8 @@ TEST(BlockSpec, TrainingFlopsPerTokenAreSixTimesParametersPlusAttention) {
   for (const LlamaShape& m : kLlamas) {
     const ModelConfig model = bundled(m.name);
     const double s = static_cast<double>(model.seq_length);
-    const double hand = 6 * (m.layers * llamaBlockParameters(m) + kLlamaVocab * m.h) +
-                        12 * m.layers * s * m.h;
+    const double hand =
+        6 * (m.layers * llamaBlockParameters(m) + kLlamaVocab * m.h) + 12 * m.layers * s * m.h;
     const ModelFootprint fp = unsplitFootprint(model);
     const double per_token = (fp.embedding.model_flops + fp.head.model_flops +
                               m.layers * fp.block(model.blocks[0]).model_flops) /
@@ -123,9 +123,9 @@ TEST(BlockSpec, GroupedQuerySwiGluFlashBlockActivationsByHand) {
   EXPECT_EQ(blockActivationBytes(model, model.blocks[0], 1, 8, Recompute::kSelective),
             blockActivationBytes(model, model.blocks[0], 1, 8));
   // Full recomputation keeps the block input only.
-  EXPECT_EQ(static_cast<double>(
-                blockActivationBytes(model, model.blocks[0], 1, 8, Recompute::kFull)),
-            e * sbh);
+  EXPECT_EQ(
+      static_cast<double>(blockActivationBytes(model, model.blocks[0], 1, 8, Recompute::kFull)),
+      e * sbh);
 }
 
 TEST(BlockSpec, UnfusedGroupedQueryAttentionKeepsBroadcastKeysAndValues) {
@@ -136,8 +136,8 @@ TEST(BlockSpec, UnfusedGroupedQueryAttentionKeepsBroadcastKeysAndValues) {
   model.spec.flash_attention = false;
   const double e = 2, s = 8192, h = 8192, a = 64, f = 28672, t = 8;
   const double sbh = s * h;
-  const double unsplit = 4 * e * sbh;                                 // two norms, QKV, fc1 inputs
-  const double core = 3 * e * sbh / t + e * (a / t) * s * s;          // Q, K, V broadcast; softmax
+  const double unsplit = 4 * e * sbh;                         // two norms, QKV, fc1 inputs
+  const double core = 3 * e * sbh / t + e * (a / t) * s * s;  // Q, K, V broadcast; softmax
   const double projection = e * sbh / t;
   const double mlp = e * s * 2 * f / t + e * s * f / t;
   EXPECT_EQ(static_cast<double>(blockActivationBytes(model, model.blocks[0], 1, 8)),
@@ -193,14 +193,15 @@ TEST(BlockSpec, BadSpecsNameTheKey) {
                   "m.yaml: num_query_groups: 3 does not divide num_heads 4");
   EXPECT_CONTAINS(error("normalization: batchnorm\n"),
                   "m.yaml: normalization: 'batchnorm': must be layernorm or rmsnorm");
-  EXPECT_CONTAINS(error("activation: relu\n"), "m.yaml: activation: 'relu': must be gelu or swiglu");
+  EXPECT_CONTAINS(error("activation: relu\n"),
+                  "m.yaml: activation: 'relu': must be gelu or swiglu");
   EXPECT_CONTAINS(error("hidden_dropout: 1.5\n"), "m.yaml: hidden_dropout: 1.5");
   EXPECT_CONTAINS(error("flash_attention: maybe\n"), "m.yaml: flash_attention");
   // M must divide the K/V heads as well as the query heads (Megatron's rule).
   const ModelConfig gqa = parseModelConfig(base + "num_query_groups: 2\n", "m.yaml");
-  EXPECT_CONTAINS(*strategyViolation(gqa, test::cluster(8, 1, test::kSlowLinks),
-                                     Strategy::of(4, 1, 1, 1, 1)),
-                  "M=4 does not divide num_query_groups=2");
+  EXPECT_CONTAINS(
+      *strategyViolation(gqa, test::cluster(8, 1, test::kSlowLinks), Strategy::of(4, 1, 1, 1, 1)),
+      "M=4 does not divide num_query_groups=2");
 }
 
 }  // namespace

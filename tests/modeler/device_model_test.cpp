@@ -155,13 +155,11 @@ TEST(DeviceModel, FusedAttentionRunsItsScoresGemmsCausallyHalved) {
   // PV, causal: 2 * 0.5 = 1 such GEMM + 5 us; backward: 5 * 0.5 = 2.5 of them + 5 us.
   const double scores_us = 607 * (128.0 + 64) * 2 * 128 * 128 / 2.25e6;
   Event forward = makeCompute(
-      "flash_attn_fwd",
-      {{"batch", 64}, {"groups", 8}, {"seq", 4096}, {"dim", 128}, {"causal", 1}}, "",
-      DType::kFp16);
+      "flash_attn_fwd", {{"batch", 64}, {"groups", 8}, {"seq", 4096}, {"dim", 128}, {"causal", 1}},
+      "", DType::kFp16);
   Event backward = makeCompute(
-      "flash_attn_bwd",
-      {{"batch", 64}, {"groups", 8}, {"seq", 4096}, {"dim", 128}, {"causal", 1}}, "",
-      DType::kFp16);
+      "flash_attn_bwd", {{"batch", 64}, {"groups", 8}, {"seq", 4096}, {"dim", 128}, {"causal", 1}},
+      "", DType::kFp16);
   EXPECT_NEAR(model.estimateUs(forward), scores_us + 5, 1e-6);
   EXPECT_NEAR(model.estimateUs(backward), 2.5 * scores_us + 5, 1e-6);
   // The event's FLOPs stay Megatron's count: 4 b s^2 d forward, twice that backward.

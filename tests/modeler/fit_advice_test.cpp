@@ -22,7 +22,8 @@ TEST(FitAdvice, SequenceParallelismIsTriedFirst) {
   const ModelConfig model = loadModelConfig(test::configPath("models", "llama3-70b"));
   const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-a100"));
   const Strategy base = Strategy::of(8, 4, 1, 1, 64);
-  const int64_t usable = static_cast<int64_t>(static_cast<double>(cluster.device.memoryBytes()) * 0.9);
+  const int64_t usable =
+      static_cast<int64_t>(static_cast<double>(cluster.device.memoryBytes()) * 0.9);
   ASSERT_GT(peak(model, cluster, base), usable);
   const std::optional<FitAdvice> advice = adviseFit(model, cluster, base, 0.1);
   ASSERT_TRUE(advice);

@@ -28,18 +28,16 @@
 #include "modeler/trace_writer.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <zlib.h>
-
-#include <cstdio>
 
 #include "common/error.h"
 #include "events/cluster_config.h"

@@ -219,7 +219,8 @@ TEST(KernelSpanTimer, GateHoldsTheStreamAroundTheTimedRunsOnly) {
     calls.push_back("run");
     tracer.launch(400);
   };
-  std::vector<double> us = timer.time(7, /*warmup=*/1, /*repeats=*/2, run, [] {}, gate);
+  std::vector<double> us = timer.time(
+      7, /*warmup=*/1, /*repeats=*/2, run, [] {}, gate);
   EXPECT_EQ(calls, (std::vector<std::string>{"run", "hold", "run", "run", "release"}));
   EXPECT_EQ(us, (std::vector<double>{0.4, 0.4}));
 
@@ -228,7 +229,9 @@ TEST(KernelSpanTimer, GateHoldsTheStreamAroundTheTimedRunsOnly) {
     calls.push_back("run");
     EVSIM_THROW(Error, "launch failed");
   };
-  EXPECT_THROW(timer.time(7, 0, 2, failing, [] {}, gate), Error);
+  EXPECT_THROW(timer.time(
+                   7, 0, 2, failing, [] {}, gate),
+               Error);
   EXPECT_EQ(calls, (std::vector<std::string>{"hold", "run", "release"}));
   EXPECT_FALSE(tracer.enabled_);
 }

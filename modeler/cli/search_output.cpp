@@ -1,0 +1,127 @@
+#include "modeler/cli/search_output.h"
+
+#include <fmt/format.h>
+
+#include "common/units.h"
+#include "modeler/simulation.h"
+
+namespace evsim {
+
+namespace {
+
+std::string csvQuote(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string provenanceText(const CandidateResult& r) {
+  return fmt::format("{:.0f}/{:.0f}/{:.0f}", 100 * r.provenance_share[0],
+                     100 * r.provenance_share[1], 100 * r.provenance_share[2]);
+}
+
+nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& report) {
+  const Strategy& s = r.strategy;
+  bool valid = r.status != CandidateStatus::kInvalid;
+  bool ok = r.status == CandidateStatus::kOk;
+  nlohmann::json j = {{"rank", ok ? nlohmann::json(r.rank) : nlohmann::json()},
+                      {"strategy", s.name()},
+                      {"tp", s.tp},
+                      {"pp", s.pp},
+                      {"dp", s.dp},
+                      {"micro_batch", s.micro_batch},
+                      {"schedule", scheduleName(s.schedule)},
+                      {"virtual_stages", s.virtual_stages},
+                      {"recompute", recomputeName(s.recompute)},
+                      {"sequence_parallel", s.sequence_parallel},
+                      {"zero", s.zero_stage},
+                      {"status", candidateStatusName(r.status)}};
+  j["micro_batches"] = valid ? nlohmann::json(r.micro_batches) : nlohmann::json();
+  j["iteration_time_ms"] = ok ? nlohmann::json(r.iteration_us / kUsPerMs) : nlohmann::json();
+  j["throughput_samples_per_s"] = ok ? nlohmann::json(r.samples_per_s) : nlohmann::json();
+  j["speedup_over_worst"] = ok ? nlohmann::json(r.speedup_over_worst) : nlohmann::json();
+  j["bubble_fraction"] = ok ? nlohmann::json(r.bubble_fraction) : nlohmann::json();
+  j["peak_memory_bytes"] = valid ? nlohmann::json(r.peak_memory_bytes) : nlohmann::json();
+  j["peak_memory_stage"] = valid ? nlohmann::json(r.peak_memory_stage) : nlohmann::json();
+  j["memory_headroom_bytes"] =
+      valid ? nlohmann::json(report.usable_bytes - r.peak_memory_bytes) : nlohmann::json();
+  if (ok) {
+    nlohmann::json provenance;
+    for (int i = 0; i < kProvenanceCount; ++i) {
+      provenance[std::string(provenanceName(static_cast<Provenance>(i)))] = r.provenance_share[i];
+    }
+    j["provenance"] = provenance;
+  } else {
+    j["provenance"] = nullptr;
+  }
+  if (!valid) j["violation"] = r.violation;
+  return j;
+}
+
+nlohmann::json countsJson(const SearchReport& report) {
+  nlohmann::json counts = {{"candidates", report.total()},
+                           {"valid", report.valid},
+                           {"ok", report.ok},
+                           {"oom", report.oom},
+                           {"invalid", report.invalid}};
+  counts["invalid_by_rule"] = report.invalid_by_rule;
+  if (report.pruned) {
+    // Pruned search: how many candidates each tier saw, and why the others went no further.
+    counts["closed_form"] = report.closed_form;
+    counts["simulated"] = report.simulated;
+    counts["pruned_by_bound"] = report.pruned_by_bound;
+    counts["listed"] = report.candidates.size();
+  }
+  return counts;
+}
+
+nlohmann::json adviceJson(const std::optional<FitAdvice>& advice) {
+  if (!advice) return nullptr;
+  return {{"change", advice->change},
+          {"strategy", advice->strategy.name()},
+          {"micro_batch", advice->strategy.micro_batch},
+          {"peak_memory_bytes", advice->peak_memory_bytes}};
+}
+
+void writeCsv(const SearchReport& report, std::ostream& out) {
+  out << "rank,strategy,tp,pp,dp,micro_batch,schedule,virtual_stages,recompute,sequence_parallel,"
+         "zero,status,iteration_time_ms,"
+         "throughput_samples_per_s,speedup_over_worst,bubble_fraction,peak_memory_bytes,"
+         "memory_headroom_bytes,measured_share,derived_share,estimated_share,violation\n";
+  for (const CandidateResult& r : report.candidates) {
+    const Strategy& s = r.strategy;
+    bool valid = r.status != CandidateStatus::kInvalid;
+    bool ok = r.status == CandidateStatus::kOk;
+    out << (ok ? std::to_string(r.rank) : "") << ',' << s.name() << ',' << s.tp << ',' << s.pp
+        << ',' << s.dp << ',' << s.micro_batch << ',' << scheduleName(s.schedule) << ','
+        << s.virtual_stages << ',' << recomputeName(s.recompute) << ','
+        << (s.sequence_parallel ? "on" : "off") << ',' << s.zero_stage << ','
+        << candidateStatusName(r.status) << ',';
+    if (ok) {
+      out << fmt::format("{:.6f},{:.6f},{:.6f},{:.6f}", r.iteration_us / kUsPerMs, r.samples_per_s,
+                         r.speedup_over_worst, r.bubble_fraction);
+    } else {
+      out << ",,,";
+    }
+    out << ',';
+    if (valid)
+      out << r.peak_memory_bytes << ',' << (report.usable_bytes - r.peak_memory_bytes);
+    else
+      out << ',';
+    out << ',';
+    if (ok) {
+      out << fmt::format("{:.6f},{:.6f},{:.6f}", r.provenance_share[0], r.provenance_share[1],
+                         r.provenance_share[2]);
+    } else {
+      out << ",,";
+    }
+    out << ',' << (valid ? "" : csvQuote(r.violation)) << '\n';
+  }
+}
+
+}  // namespace evsim
