@@ -94,4 +94,9 @@ std::optional<int64_t> parseInteger(std::string_view text) {
   return value;
 }
 
+std::string clipped(std::string_view text, size_t max) {
+  if (text.size() <= max) return std::string(text);
+  return fmt::format("{}... ({} bytes)", text.substr(0, max), text.size());
+}
+
 }  // namespace evsim

@@ -12,6 +12,9 @@ namespace evsim {
 std::string toLower(std::string_view text);
 std::vector<std::string> split(std::string_view text, char separator);
 std::string trim(std::string_view text);
+// `text` for an error message: whole up to `max` characters, else its start and "... (N bytes)" —
+// a user's 200 MB line must not be echoed back whole.
+std::string clipped(std::string_view text, size_t max = 80);
 
 // At most this many values from one list (a rank selection of 4M ranks is already far beyond any
 // cluster simulated).

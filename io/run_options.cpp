@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "io/cli_checks.h"
 
 #ifndef EVSIM_CONFIG_DIR
 #define EVSIM_CONFIG_DIR "configs"
@@ -38,7 +39,7 @@ void RunOptions::addModelOptions(CLI::App& app) {
 
 void RunOptions::addGpusOption(CLI::App& app) {
   app.add_option("--gpus", gpus, "GPUs in all: D = gpus / (M x P), with --tp and --pp")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+      ->check(kGpuCount);
 }
 
 void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
@@ -80,7 +81,9 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
       ->excludes(zero);
   app.add_flag("--dp-overlap,--overlap-grad-reduce", dp_overlap,
                "overlap bucketed DP gradient all-reduces with backward (PyTorch DDP)");
-  app.add_option("--dp-bucket-mb", dp_bucket_mb, "DDP bucket size in MiB")->capture_default_str();
+  app.add_option("--dp-bucket-mb", dp_bucket_mb, "DDP bucket size in MiB")
+      ->check(finitePositiveUpTo(1e6))
+      ->capture_default_str();
   app.add_flag("--allow-cross-node-tp", allow_cross_node_tp,
                "allow TP groups that straddle nodes (M not dividing a node's GPUs)");
   auto* layers = app.add_option("--stage-layers", stage_layers,

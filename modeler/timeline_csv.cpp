@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "common/input_file.h"
 
 namespace evsim {
@@ -63,8 +64,8 @@ class LineParser {
       : path_(path), line_(line), fields_(fields) {}
 
   [[noreturn]] void fail(Column c, std::string_view rule) const {
-    EVSIM_THROW(InputError, "{}:{}: column '{}' = '{}': {}", path_, line_, kColumns[c], fields_[c],
-                rule);
+    EVSIM_THROW(InputError, "{}:{}: column '{}' = '{}': {}", path_, line_, kColumns[c],
+                clipped(fields_[c]), rule);
   }
 
   int32_t integer(Column c, int32_t min_value) const {
@@ -157,8 +158,8 @@ Timeline readTimelineCsv(std::istream& in, const std::string& path, NameTable& n
   ++line_number;
   stripCr();
   if (line != kTimelineCsvHeader) {
-    EVSIM_THROW(InputError, "{}:1: header '{}' is not the timeline CSV header '{}'", path, line,
-                kTimelineCsvHeader);
+    EVSIM_THROW(InputError, "{}:1: header '{}' is not the timeline CSV header '{}'", path,
+                clipped(line), kTimelineCsvHeader);
   }
   // The rank's coordinates, to catch a file that mixes strategies; rows come grouped by rank, so
   // one cached entry avoids the map lookup almost always.

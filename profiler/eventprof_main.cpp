@@ -54,7 +54,7 @@ void addFlags(CLI::App& app, Flags& f) {
   app.add_option("--gpus", f.gpus,
                  "instead of one strategy: the union of the events of every valid strategy for N "
                  "GPUs (needs --global-batch)")
-      ->check(CLI::PositiveNumber);
+      ->check(kGpuCount);
   app.add_option("--micro-batches", f.micro_batches, "micro-batch sizes for --gpus")
       ->capture_default_str();
   app.add_option("-o,--output", f.output, "profile database to write (YAML)")->required();

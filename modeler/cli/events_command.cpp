@@ -12,6 +12,7 @@
 #include "events/event_file.h"
 #include "events/iteration_plan.h"
 #include "events/strategy_space.h"
+#include "io/cli_checks.h"
 #include "io/run_options.h"
 #include "modeler/json_schema.h"
 
@@ -133,7 +134,8 @@ void registerEventsCommand(CLI::App& app) {
   args->run.addStrategyOptions(*cmd, /*strategy_required=*/false);
   CLI::Option* gpus =
       cmd->add_option("--gpus", args->gpus,
-                      "instead of one strategy: the union over every valid strategy for N GPUs");
+                      "instead of one strategy: the union over every valid strategy for N GPUs")
+          ->check(kGpuCount);
   // A strategy beside --gpus would be ignored: refuse the pair (issue 17, item 6).
   for (const char* one : {"--strategy", "--tp", "--pp", "--dp"})
     gpus->excludes(cmd->get_option(one));

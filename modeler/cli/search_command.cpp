@@ -19,6 +19,7 @@
 #include "common/units.h"
 #include "events/event_file.h"
 #include "events/strategy_space.h"
+#include "io/cli_checks.h"
 #include "io/profile_db.h"
 #include "io/run_options.h"
 #include "modeler/cli/search_output.h"
@@ -401,7 +402,9 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   args->sink = std::move(sink);
   CLI::App* cmd = app.add_subcommand("search", "rank every parallel strategy for N GPUs");
   args->run.addModelOptions(*cmd);
-  cmd->add_option("--gpus", args->gpus, "number of GPUs N (M*P*D = N)")->required();
+  cmd->add_option("--gpus", args->gpus, "number of GPUs N (M*P*D = N)")
+      ->required()
+      ->check(kGpuCount);
   cmd->add_option("--global-batch", args->run.global_batch, "global batch B")->required();
   cmd->add_option("--micro-batch,--micro-batches", args->micro_batches,
                   "micro-batch sizes to try, e.g. 1,2,4,8")
