@@ -38,16 +38,20 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
         if (sp && strategy.tp < 2) continue;
         for (int zero : space.zero_stages) {
           if (zero > 0 && strategy.dp < 2) continue;
-          Candidate c;
-          c.strategy = strategy;
-          c.strategy.recompute = rc;
-          c.strategy.sequence_parallel = sp;
-          c.strategy.zero_stage = zero;
-          c.violation = strategyViolation(model, cluster, c.strategy);
-          if (!c.violation && !space.allow_cross_node_tp) {
-            c.violation = crossNodeTpViolation(cluster, c.strategy);
+          for (bool overlap : space.dp_overlaps) {
+            if (overlap && (strategy.dp < 2 || zero == 3)) continue;
+            Candidate c;
+            c.strategy = strategy;
+            c.strategy.recompute = rc;
+            c.strategy.sequence_parallel = sp;
+            c.strategy.zero_stage = zero;
+            c.strategy.dp_overlap = overlap;
+            c.violation = strategyViolation(model, cluster, c.strategy);
+            if (!c.violation && !space.allow_cross_node_tp) {
+              c.violation = crossNodeTpViolation(cluster, c.strategy);
+            }
+            visit(std::move(c));
           }
-          visit(std::move(c));
         }
       }
     }

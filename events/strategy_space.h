@@ -29,10 +29,13 @@ struct StrategySpace {
   std::vector<Recompute> recomputes = {Recompute::kNone};
   std::vector<bool> sequence_parallel = {false};  // `true` is only tried where M >= 2
   std::vector<int> zero_stages = {0};             // stages > 0 only where D >= 2
+  // DDP-style gradient buckets overlapped with the backward; `true` only where D >= 2 and not
+  // with ZeRO-3 (which has no buckets).
+  std::vector<bool> dp_overlaps = {false};
 };
 
 // All (M, P, D) with M*P*D == gpus, in order of M, then P, then micro-batch, schedule (and v),
-// recomputation, sequence parallelism, ZeRO stage; `base` gives the global batch and the other
+// recomputation, sequence parallelism, ZeRO stage, DP overlap; `base` gives the global batch and the other
 // options. Combinations that cannot apply are not enumerated: SP at M = 1, ZeRO at D = 1, and
 // interleaved v values that break its rules (P >= 2, P*v <= layers, m a multiple of P). Other
 // invalid candidates are listed with their violation.

@@ -255,6 +255,7 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
   space.gpus = gpus;
   space.micro_batches = parseIntList(micro_batches, "--micro-batches");
   space.schedules = {parseSchedule(schedule)};
+  space.dp_overlaps = {dp_overlap};
   return {base, space};
 }
 

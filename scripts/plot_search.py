@@ -59,6 +59,11 @@ def label(c, where):
     parts.append("sp" if sequence_parallel[c["sequence_parallel"]] else None)
     zero = number(c["zero"], "zero", where)
     parts.append(f"z{zero:.0f}" if zero else None)
+    # DP overlap (searched with --dp-overlap off,on); older files have no such field.
+    overlap = c.get("dp_overlap", False)
+    if overlap not in sequence_parallel:
+        fail(f"{where}: dp_overlap '{overlap}' is not true/false or on/off")
+    parts.append("ov" if sequence_parallel[overlap] else None)
     return " ".join(p for p in parts if p)
 
 

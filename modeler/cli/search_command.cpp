@@ -43,6 +43,7 @@ struct SearchArgs {
   std::string recomputes = "none";
   std::string sequence_parallel = "off";
   std::string zero_stages = "0";
+  std::string dp_overlaps = "off";
   int top = 0;  // 0: every candidate
   bool json = false;
   std::string csv;
@@ -80,13 +81,13 @@ std::vector<Recompute> parseRecomputes(const std::string& text) {
   return out;
 }
 
-std::vector<bool> parseOnOff(const std::string& text) {
+std::vector<bool> parseOnOff(const std::string& text, std::string_view flag) {
   std::vector<bool> out;
   for (const std::string& part : split(text, ',')) {
     std::string name = trim(part);
     if (name != "off" && name != "on") {
-      EVSIM_THROW(InputError, "--sequence-parallel '{}': each entry must be off or on, got '{}'",
-                  text, name);
+      EVSIM_THROW(InputError, "{} '{}': each entry must be off or on, got '{}'", flag, text,
+                  name);
     }
     bool on = name == "on";
     if (std::find(out.begin(), out.end(), on) == out.end()) out.push_back(on);
@@ -112,6 +113,7 @@ std::string techniquesText(const Strategy& s) {
   if (s.recompute == Recompute::kSelective) add("rc=sel");
   if (s.sequence_parallel) add("sp");
   if (s.zero_stage > 0) add(fmt::format("z{}", s.zero_stage));
+  if (s.dp_overlap) add("ov");
   return out.empty() ? "-" : out;
 }
 
@@ -124,8 +126,8 @@ std::string spaceCommandLine(const SearchArgs& args) {
   if (args.schedules.find("interleaved") != std::string::npos) {
     out += fmt::format(" --virtual-stages {}", args.virtual_stages);
   }
-  out += fmt::format(" --recompute {} --sequence-parallel {} --zero {}", args.recomputes,
-                     args.sequence_parallel, args.zero_stages);
+  out += fmt::format(" --recompute {} --sequence-parallel {} --zero {} --dp-overlap {}",
+                     args.recomputes, args.sequence_parallel, args.zero_stages, args.dp_overlaps);
   if (args.allow_cross_node_tp) out += " --allow-cross-node-tp";
   return out;
 }
@@ -136,7 +138,8 @@ std::string unionEventprofHint(const SearchArgs& args, const SearchOptions& opti
   const StrategySpace& space = options.space;
   bool plain = space.recomputes == std::vector<Recompute>{Recompute::kNone} &&
                space.sequence_parallel == std::vector<bool>{false} &&
-               space.zero_stages == std::vector<int>{0} && !args.allow_cross_node_tp;
+               space.zero_stages == std::vector<int>{0} &&
+               space.dp_overlaps == std::vector<bool>{false} && !args.allow_cross_node_tp;
   for (Schedule s : space.schedules) plain = plain && s != Schedule::kInterleaved;
   if (plain) {
     return fmt::format(
@@ -355,7 +358,8 @@ void run(const SearchArgs& args) {
   options.space.schedules = parseSchedules(args.schedules);
   options.space.virtual_stages = parseSmallInts(args.virtual_stages, "--virtual-stages");
   options.space.recomputes = parseRecomputes(args.recomputes);
-  options.space.sequence_parallel = parseOnOff(args.sequence_parallel);
+  options.space.sequence_parallel = parseOnOff(args.sequence_parallel, "--sequence-parallel");
+  options.space.dp_overlaps = parseOnOff(args.dp_overlaps, "--dp-overlap");
   options.space.zero_stages = parseSmallInts(args.zero_stages, "--zero");
   options.space.allow_cross_node_tp = args.allow_cross_node_tp;
   options.memory_headroom = args.memory_headroom;
@@ -418,6 +422,10 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
       ->capture_default_str();
   cmd->add_option("--sequence-parallel", args->sequence_parallel,
                   "sequence parallelism to try: off,on (on only where M >= 2)")
+      ->capture_default_str();
+  cmd->add_option("--dp-overlap", args->dp_overlaps,
+                  "gradient buckets overlapped with the backward, to try: off,on (on only where "
+                  "D >= 2 and not with ZeRO-3)")
       ->capture_default_str();
   cmd->add_option("--zero", args->zero_stages,
                   "ZeRO stages to try: 0,1,2,3 (> 0 only where D >= 2)")

@@ -40,6 +40,7 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
                       {"recompute", recomputeName(s.recompute)},
                       {"sequence_parallel", s.sequence_parallel},
                       {"zero", s.zero_stage},
+                      {"dp_overlap", s.dp_overlap},
                       {"status", candidateStatusName(r.status)}};
   j["micro_batches"] = valid ? nlohmann::json(r.micro_batches) : nlohmann::json();
   j["iteration_time_ms"] = ok ? nlohmann::json(r.iteration_us / kUsPerMs) : nlohmann::json();
@@ -90,7 +91,7 @@ nlohmann::json adviceJson(const std::optional<FitAdvice>& advice) {
 
 void writeCsv(const SearchReport& report, std::ostream& out) {
   out << "rank,strategy,tp,pp,dp,micro_batch,schedule,virtual_stages,recompute,sequence_parallel,"
-         "zero,status,iteration_time_ms,"
+         "zero,dp_overlap,status,iteration_time_ms,"
          "throughput_samples_per_s,speedup_over_worst,bubble_fraction,peak_memory_bytes,"
          "memory_headroom_bytes,measured_share,derived_share,estimated_share,violation\n";
   for (const CandidateResult& r : report.candidates) {
@@ -101,7 +102,7 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
         << ',' << s.dp << ',' << s.micro_batch << ',' << scheduleName(s.schedule) << ','
         << s.virtual_stages << ',' << recomputeName(s.recompute) << ','
         << (s.sequence_parallel ? "on" : "off") << ',' << s.zero_stage << ','
-        << candidateStatusName(r.status) << ',';
+        << (s.dp_overlap ? "on" : "off") << ',' << candidateStatusName(r.status) << ',';
     if (ok) {
       out << fmt::format("{:.6f},{:.6f},{:.6f},{:.6f}", r.iteration_us / kUsPerMs, r.samples_per_s,
                          r.speedup_over_worst, r.bubble_fraction);

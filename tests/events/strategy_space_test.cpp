@@ -68,6 +68,34 @@ TEST_F(StrategySpaceTest, EightGpusHaveTenOrderedFactorizations) {
   EXPECT_EQ(cs[5].strategy.micro_batch, 1);
 }
 
+TEST_F(StrategySpaceTest, DpOverlapIsTriedWhereThereAreBucketsToOverlap) {
+  // 8 GPUs: 6 of the 10 factorizations have D >= 2 ({1,1,8}, {1,2,4}, {1,4,2}, {2,1,4}, {2,2,2},
+  // {4,1,2}). ZeRO 0: the 10 without overlap and those 6 with it; ZeRO 3 (only where D >= 2): the
+  // 6, never overlapped (ZeRO-3 has no buckets).
+  StrategySpace space;
+  space.gpus = 8;
+  space.micro_batches = {1};
+  space.schedules = {Schedule::kDapple};
+  space.allow_cross_node_tp = true;
+  space.zero_stages = {0, 3};
+  space.dp_overlaps = {false, true};
+  Strategy base;
+  base.global_batch = 64;
+  const std::vector<Candidate> cs = enumerateCandidates(bert_, a40_, base, space);
+  int overlapped = 0, zero3 = 0;
+  for (const Candidate& c : cs) {
+    overlapped += c.strategy.dp_overlap;
+    zero3 += c.strategy.zero_stage == 3;
+    if (c.strategy.dp_overlap) {
+      EXPECT_GE(c.strategy.dp, 2);
+      EXPECT_NE(c.strategy.zero_stage, 3);
+    }
+  }
+  EXPECT_EQ(overlapped, 6);
+  EXPECT_EQ(zero3, 6);
+  EXPECT_EQ(cs.size(), 10u + 6u + 6u);
+}
+
 TEST_F(StrategySpaceTest, InvalidCandidatesCarryTheirRule) {
   // B = 4, b = 1: D = 8 needs B divisible by 8.
   auto cs = candidates(bert_, 8, 4);
