@@ -118,6 +118,9 @@ class PrunedSearch {
 
   // The OOM candidate as the closed-form tier saw it (for the "what would make it fit" advice).
   void noteOom(const Strategy& strategy, const ClosedFormResult& closed) {
+    if (report_.closest_oom && report_.closest_oom->peak_memory_bytes <= closed.peak_memory_bytes) {
+      return;  // not closer: no copy
+    }
     CandidateResult c;
     c.strategy = strategy;
     c.status = CandidateStatus::kOom;

@@ -31,8 +31,9 @@ const CandidateResult* SearchReport::best() const {
 
 void SearchReport::noteInvalid(const Strategy& strategy, const std::string& violation) {
   const std::string rule = violationRule(violation);
-  ++invalid_by_rule[rule];
-  invalid_example.try_emplace(rule, fmt::format("{} (b={})", violation, strategy.micro_batch));
+  if (++invalid_by_rule[rule] == 1) {  // the first of its rule: formatted once
+    invalid_example.emplace(rule, fmt::format("{} (b={})", violation, strategy.micro_batch));
+  }
 }
 
 void SearchReport::noteOom(const CandidateResult& candidate) {
