@@ -2,8 +2,10 @@
 // The events file `eventsim events -o FILE` writes and `eventprof --events FILE` reads (YAML):
 //
 //   eventsim_events: 1                 # format version
-//   source: {model: gpt2-345m, cluster: a40-4x4, strategy: 2M2P4D, micro_batch: 4, global_batch:
-//   64} op_executions: 123456 unique_events: 42 events:
+//   source: {model: gpt2-345m, cluster: a40-4x4, strategy: 2M2P4D}
+//   op_executions: 123456
+//   unique_events: 42
+//   events:
 //     - signature: "gemm m=2048 n=1536 k=1024 layout=nt dtype=fp16"
 //       kind: compute
 //       op: gemm
