@@ -187,6 +187,35 @@ const std::map<std::string, ComputeOpRule, std::less<>>& computeRules() {
         [](const auto& d) {
           return 4.0 * d[0] * d[2] * d[3] + 4.0 * d[1] * d[2] * d[3] + 2.0 * d[0] * d[2];
         }}},
+      // Mixture-of-experts routing. The router's softmax over `experts` logits per token and the
+      // top-k choice (reads the logits, writes fp32 probabilities and k indices); its backward
+      // reads the probability gradients and probabilities, writes the logit gradients.
+      {"moe_router_fwd",
+       {{OpFamily::kMoeRouting, false},
+        {"tokens", "experts", "topk"},
+        false,
+        [](const auto& d) { return 5.0 * d[0] * d[1]; },
+        [](const auto& d) { return 3.0 * d[0] * d[1] + 2.0 * d[0] * d[2]; }}},
+      {"moe_router_bwd",
+       {{OpFamily::kMoeRouting, true},
+        {"tokens", "experts", "topk"},
+        false,
+        [](const auto& d) { return 4.0 * d[0] * d[1]; },
+        [](const auto& d) { return 3.0 * d[0] * d[1]; }}},
+      // Token permutation: `rows` token copies of `hidden` gathered into expert order (a copy).
+      {"moe_permute",
+       {{OpFamily::kMoeRouting, false},
+        {"rows", "hidden"},
+        false,
+        [](const auto&) { return 0.0; },
+        [](const auto& d) { return 2.0 * d[0] * d[1]; }}},
+      // The inverse: each token's `topk` copies weighted and summed back into token order.
+      {"moe_unpermute",
+       {{OpFamily::kMoeRouting, false},
+        {"rows", "hidden", "topk"},
+        false,
+        [](const auto& d) { return 2.0 * d[0] * d[1]; },
+        [](const auto& d) { return double(d[0]) * d[1] * (1.0 + 1.0 / double(d[2])); }}},
       // fp32 master weight, gradient, two moments read; weight and moments written.
       {"adam",
        {{OpFamily::kAdam, false},

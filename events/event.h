@@ -95,6 +95,7 @@ enum class OpFamily {
   kSwiGlu,
   kRope,
   kAttention,  // fused (Flash) attention
+  kMoeRouting,  // mixture-of-experts router (softmax + top-k) and token (un)permutation
 };
 struct ComputeOpKind {
   OpFamily family = OpFamily::kElementwise;

@@ -57,7 +57,7 @@ void buildBuckets(StagePlan& stage, const std::map<int, int64_t>& layer_params, 
 const ModelFootprint& cachedFootprint(const ModelConfig& model, const Strategy& strategy,
                                       PlanCache& cache) {
   return cache.footprint({strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
-                          static_cast<int>(strategy.recompute)},
+                          static_cast<int>(strategy.recompute), strategy.cp, strategy.ep},
                          [&] { return strategyFootprint(model, strategy); });
 }
 
@@ -84,7 +84,7 @@ std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& stra
   };
   if (cache == nullptr) return compute();
   return cache->partition({strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
-                           static_cast<int>(strategy.recompute), K},
+                           static_cast<int>(strategy.recompute), strategy.cp, strategy.ep, K},
                           compute);
 }
 
@@ -105,12 +105,16 @@ int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int 
 
 const PlanCache::Placements& stagePlacements(const Strategy& strategy, int gpus_per_node,
                                              PlanCache& cache) {
-  return cache.placements({strategy.tp, strategy.pp, strategy.dp}, [&] {
+  return cache.placements({strategy.tp, strategy.pp, strategy.dp, strategy.cp, strategy.ep}, [&] {
     RankLayout layout(strategy, gpus_per_node);
     PlanCache::Placements out;
     for (int s = 0; s < strategy.pp; ++s) {
       out.tp.push_back(layout.worstTpGroup(s));
       out.dp.push_back(layout.worstDpGroup(s));
+      // Without CP or EP those groups are trivial (a dense model pays nothing for them).
+      out.cp_ring.push_back(strategy.cp > 1 ? layout.worstCpRingPair(s) : Placement{});
+      out.ep.push_back(strategy.ep > 1 ? layout.worstEpGroup(s) : Placement{});
+      out.expert_dp.push_back(strategy.ep > 1 ? layout.worstExpertDpGroup(s) : out.dp.back());
     }
     return out;
   });
@@ -161,7 +165,9 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
       cache ? stagePlacements(strategy, cluster.gpus_per_node, *cache) : *own_placements;
 
   LayerShape shape = layerShape(model, strategy, placements.tp[0]);
-  const int zero = D > 1 ? strategy.zero_stage : 0;
+  const int C = strategy.cp;
+  const int zero = strategy.gradGroupSize() > 1 ? strategy.zero_stage : 0;
+  const bool expert_parallel = strategy.ep > 1;
 
   std::vector<int> first_layer = stageFirstLayers(model, strategy, cache);
   std::optional<ModelFootprint> own_footprint;
@@ -180,15 +186,21 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
     stage.has_head = k == K - 1;
     stage.tp_group = placements.tp[stage.device_stage];
     stage.dp_group = placements.dp[stage.device_stage];
+    stage.expert_dp_group = placements.expert_dp[stage.device_stage];
     shape.tp_group = stage.tp_group;
+    shape.cp_ring = placements.cp_ring[stage.device_stage];
+    shape.ep_group = placements.ep[stage.device_stage];
     LayerOpBuilder builder(shape, table);
 
     // Each layer's parameters on one rank (its forward ops' weights), for ZeRO-3's gathers and the
     // DDP buckets; the stage's parameters are their sum.
-    std::map<int, int64_t> layer_params;
+    // Under expert parallelism the routed experts' share is synchronised apart (expert_params).
+    std::map<int, int64_t> layer_params, dense_params;
     if (stage.has_embedding) layer_params[kEmbeddingLayer] = footprint.embedding.weights;
     for (int layer = stage.first_layer; layer < end_layer; ++layer) {
-      layer_params[layer] = footprint.block(model.blocks[layer]).weights;
+      const LayerFootprint& block = footprint.block(model.blocks[layer]);
+      layer_params[layer] = block.weights;
+      stage.expert_parameters += block.expert_weights;
     }
     const bool owns_output = headOwnsOutputWeight(model, stage.has_embedding);
     if (stage.has_head) {
@@ -237,26 +249,53 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
     }
 
     for (const auto& [layer, params] : layer_params) stage.parameters += params;
+    dense_params = layer_params;
+    if (expert_parallel) {
+      for (int layer = stage.first_layer; layer < end_layer; ++layer) {
+        dense_params[layer] -= footprint.block(model.blocks[layer]).expert_weights;
+      }
+    }
+    const int64_t synced_apart = expert_parallel ? stage.expert_parameters : 0;
     // Under ZeRO each DP rank steps only its shard (the last shard may be smaller; we take the
     // larger, rounded-up one, which is what the slowest rank runs).
-    const int64_t optimizer_params = zero > 0 ? (stage.parameters + D - 1) / D : stage.parameters;
+    // Dense parameters shard over D x C ranks, routed experts' (with E > 1) over D x C / E.
+    const int G = strategy.gradGroupSize(), Ge = strategy.expertGradGroupSize();
+    const int64_t optimizer_params =
+        zero > 0 ? (stage.parameters - synced_apart + G - 1) / G + (synced_apart + Ge - 1) / Ge
+                 : stage.parameters;
     stage.optimizer.push_back(OpInstance{
         table.intern(makeCompute("adam", {{"params", optimizer_params}}, "", DType::kFp32)),
         Stream::kCompute, kEmbeddingLayer, "adam_step"});
 
-    if (D > 1 && zero < 3) {
-      const EventKind grad_kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
+    const EventKind grad_kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
+    if (strategy.gradGroupSize() > 1 && zero < 3) {
+      const int64_t dense_bytes = (stage.parameters - synced_apart) * elem_bytes;
       if (strategy.dp_overlap) {
-        buildBuckets(stage, layer_params, elem_bytes, strategy.dp_bucket_bytes, stage.dp_group,
+        buildBuckets(stage, dense_params, elem_bytes, strategy.dp_bucket_bytes, stage.dp_group,
                      dtype, grad_kind, table);
       } else {
-        int event = table.intern(
-            makeCommunication(grad_kind, stage.parameters * elem_bytes, stage.dp_group, dtype));
+        int event =
+            table.intern(makeCommunication(grad_kind, dense_bytes, stage.dp_group, dtype));
         (zero > 0 ? stage.dp_reduce_scatter : stage.dp_allreduce) = event;
       }
       if (zero > 0) {
-        stage.dp_allgather = table.intern(makeCommunication(
-            EventKind::kAllGather, stage.parameters * elem_bytes, stage.dp_group, dtype));
+        stage.dp_allgather = table.intern(
+            makeCommunication(EventKind::kAllGather, dense_bytes, stage.dp_group, dtype));
+      }
+    }
+    if (synced_apart > 0 && strategy.expertGradGroupSize() > 1) {
+      const int64_t bytes = synced_apart * elem_bytes;
+      const int event =
+          table.intern(makeCommunication(grad_kind, bytes, stage.expert_dp_group, dtype));
+      if (strategy.dp_overlap) {
+        stage.dp_buckets.push_back(
+            GradBucket{event, static_cast<int>(stage.backward.size()) - 1, bytes, true});
+      } else {
+        stage.expert_grad_sync = event;
+      }
+      if (zero > 0) {
+        stage.expert_allgather = table.intern(
+            makeCommunication(EventKind::kAllGather, bytes, stage.expert_dp_group, dtype));
       }
     }
     if (k + 1 < K) {
@@ -287,7 +326,7 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
   }
 
   // Counts over all devices.
-  const int64_t devices_per_stage = int64_t{M} * D;
+  const int64_t devices_per_stage = int64_t{M} * C * D;
   for (const StagePlan& stage : plan.stages) {
     for (const OpInstance& op : stage.forward) table.addCount(op.event, m * devices_per_stage);
     for (const OpInstance& op : stage.backward) table.addCount(op.event, m * devices_per_stage);
@@ -295,10 +334,12 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
     if (stage.dp_allreduce >= 0) table.addCount(stage.dp_allreduce, devices_per_stage);
     if (stage.dp_reduce_scatter >= 0) table.addCount(stage.dp_reduce_scatter, devices_per_stage);
     if (stage.dp_allgather >= 0) table.addCount(stage.dp_allgather, devices_per_stage);
+    if (stage.expert_grad_sync >= 0) table.addCount(stage.expert_grad_sync, devices_per_stage);
+    if (stage.expert_allgather >= 0) table.addCount(stage.expert_allgather, devices_per_stage);
     for (const GradBucket& b : stage.dp_buckets) table.addCount(b.event, devices_per_stage);
   }
   for (const PipelineClass& pipeline : plan.pipelines) {
-    const int64_t transfers = m * M * static_cast<int64_t>(pipeline.replicas.size());
+    const int64_t transfers = m * M * C * static_cast<int64_t>(pipeline.replicas.size());
     for (int k = 0; k + 1 < K; ++k) {
       table.addCount(pipeline.forward_p2p[k], 2 * transfers);  // send + receive
       table.addCount(pipeline.backward_p2p[k], 2 * transfers);

@@ -36,6 +36,9 @@ struct GradBucket {
   int event = -1;           // all-reduce, or reduce-scatter under ZeRO 1/2
   int ready_after_op = -1;  // index into StagePlan::backward
   int64_t bytes = 0;
+  // The routed experts' gradients under expert parallelism, reduced over the expert-data-parallel
+  // group (D*C/E ranks) instead of the DP group: one last bucket after the backward.
+  bool expert = false;
 };
 
 struct StagePlan {
@@ -50,6 +53,7 @@ struct StagePlan {
   OpList backward;
   OpList optimizer;                  // once per iteration (under ZeRO on the 1/D parameter shard)
   int64_t parameters = 0;            // on one device of the stage (its TP shard)
+  int64_t expert_parameters = 0;     // the part of `parameters` in routed experts (EP shard)
   int64_t activation_bytes_out = 0;  // sent to the next chunk per micro-batch (0 on the last)
   // Gradient synchronisation over D (grad-sync phase, dp-comm stream), at most one of the two
   // first forms: ZeRO 0 all-reduces, ZeRO 1/2 reduce-scatter (full-buffer bytes), then the
@@ -62,11 +66,17 @@ struct StagePlan {
   int dp_allreduce = -1;               // ZeRO 0 gradient all-reduce when not overlapped (-1: none)
   int dp_reduce_scatter = -1;          // ZeRO 1/2 gradient reduce-scatter when not overlapped
   int dp_allgather = -1;               // ZeRO 1/2 parameter all-gather after the optimizer step
+  // Under expert parallelism (E > 1) the routed experts' gradients are not in the collectives
+  // above: they are reduced over the expert-data-parallel group, after them (-1: none; with
+  // dp_overlap the last of dp_buckets instead), and gathered after the optimizer under ZeRO 1/2.
+  int expert_grad_sync = -1;
+  int expert_allgather = -1;
   std::vector<GradBucket> dp_buckets;  // with dp_overlap and D > 1, in backward order
   // The event of the non-overlapped gradient collective (all-reduce or reduce-scatter), or -1.
   int gradSyncEvent() const { return dp_allreduce >= 0 ? dp_allreduce : dp_reduce_scatter; }
   Placement tp_group;
-  Placement dp_group;
+  Placement dp_group;         // D x C ranks (dense gradients)
+  Placement expert_dp_group;  // D x C / E ranks (routed experts' gradients)
 };
 
 struct PipelineClass {

@@ -14,6 +14,7 @@ void addOps(const EventTable& table, const OpList& ops, bool forward, LayerFootp
     out.model_flops += flops;
     if (forward) {
       out.weights += op.weights;
+      if (op.expert) out.expert_weights += op.weights;
       out.saved_bytes += op.saved_bytes;
     }
   }
@@ -25,8 +26,8 @@ const LayerFootprint& ModelFootprint::block(const TransformerBlock& block) const
   for (const auto& [kind, footprint] : blocks) {
     if (kind == block) return footprint;
   }
-  EVSIM_THROW(Error, "no footprint for a block of type {} (cross_attention {})",
-              static_cast<int>(block.type), block.cross_attention);
+  EVSIM_THROW(Error, "no footprint for a block of type {} (cross_attention {}, moe {})",
+              static_cast<int>(block.type), block.cross_attention, block.moe);
 }
 
 LayerFootprint footprintOf(const EventTable& table, const OpList& forward, const OpList& backward) {

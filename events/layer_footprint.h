@@ -16,6 +16,7 @@ namespace evsim {
 
 struct LayerFootprint {
   int64_t weights = 0;      // parameter elements on one rank (forward ops' weights)
+  int64_t expert_weights = 0;  // the part of `weights` in routed experts (OpInstance::expert)
   int64_t saved_bytes = 0;  // activation bytes kept per micro-batch (forward ops' saved bytes)
   double model_flops = 0;   // forward + backward per micro-batch, recomputed ops excluded
   double work_flops = 0;    // the same with recomputed ops: what the device runs

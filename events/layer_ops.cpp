@@ -23,6 +23,10 @@ std::string_view streamName(Stream stream) {
       return "pp-comm";
     case Stream::kDpComm:
       return "dp-comm";
+    case Stream::kCpComm:
+      return "cp-comm";
+    case Stream::kEpComm:
+      return "ep-comm";
   }
   return "?";
 }
@@ -53,10 +57,16 @@ LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placem
   shape.ffn = model.ffn_hidden_size;
   shape.vocab = model.paddedVocab(strategy.tp);
   shape.tp = strategy.tp;
+  shape.cp = strategy.cp;
+  shape.ep = strategy.ep;
+  shape.moe = model.moe;
   shape.dtype = model.dtype;
   shape.gemm_dtype = model.gemmDtype();
   shape.spec = model.spec;
   shape.tp_group = tp_group;
+  // Placeholders valid for any sum over op lists; the plan sets the real placements per stage.
+  shape.cp_ring = Placement{2, 1, 2};
+  shape.ep_group = Placement{strategy.ep, 1, strategy.ep};
   shape.sequence_parallel = strategy.sequence_parallel;
   shape.recompute = strategy.recompute;
   return shape;
@@ -152,14 +162,18 @@ void LayerOpBuilder::attentionCore(OpList& out, int layer) {
   const int64_t d = s.headDim();
   const int64_t heads = s.micro_batch * s.heads / s.tp;  // attention heads on this rank, times b
   const int64_t kv_heads = s.micro_batch * s.query_groups / s.tp;
-  const int64_t q_bytes = e() * heads * s.seq * d, kv_bytes = e() * kv_heads * s.seq * d;
+  const int64_t q_bytes = e() * heads * s.localSeq() * d;
+  const int64_t kv_bytes = e() * kv_heads * s.localSeq() * d;
   if (s.spec.flash_attention) {
-    compute(out, layer, "flash_attention",
-            makeCompute(
-                "flash_attn_fwd",
-                {{"batch", heads}, {"groups", kv_heads}, {"seq", s.seq}, {"dim", d}, {"causal", 1}},
-                "", s.dtype),
-            0, q_bytes + 2 * kv_bytes + kLseBytes * heads * s.seq);
+    // One causal block of the rank's s/C queries per step of the ring (one step without CP); the
+    // rank keeps its own Q, K, V and log-sum-exp (K/V blocks received are not kept).
+    const Event step = flashAttentionStep(false);
+    for (int j = 0; j < s.cp; ++j) {
+      // The next K/V block travels while this step computes (Megatron's ring attention).
+      if (j + 1 < s.cp) cpRingExchange(out, layer, "cp_kv_exchange", 2 * kv_bytes);
+      compute(out, layer, j == 0 ? "flash_attention" : "flash_attention_ring_step", step, 0,
+              j == 0 ? q_bytes + 2 * kv_bytes + kLseBytes * heads * s.localSeq() : 0);
+    }
     return;
   }
   // Selective recomputation rebuilds the s x s tensors: their ops keep nothing. K and V are kept
@@ -182,6 +196,27 @@ void LayerOpBuilder::attentionCore(OpList& out, int layer) {
   const bool own_probabilities = keep_scores && s.spec.attention_dropout;
   compute(out, layer, "attn_values", makeBatchedGemm(heads, s.seq, d, s.seq, "nn", s.dtype), 0,
           (own_probabilities ? e() * score_elems : 0) + broadcast_kv_bytes);
+}
+
+Event LayerOpBuilder::flashAttentionStep(bool backward) const {
+  const LayerShape& s = shape_;
+  const int64_t heads = s.micro_batch * s.heads / s.tp;
+  const int64_t kv_heads = s.micro_batch * s.query_groups / s.tp;
+  return makeCompute(backward ? "flash_attn_bwd" : "flash_attn_fwd",
+                     {{"batch", heads},
+                      {"groups", kv_heads},
+                      {"seq", s.localSeq()},
+                      {"dim", s.headDim()},
+                      {"causal", 1}},
+                     "", s.dtype);
+}
+
+void LayerOpBuilder::cpRingExchange(OpList& out, int layer, std::string_view name,
+                                    int64_t bytes) {
+  Event e = makeCommunication(EventKind::kP2P, bytes, shape_.cp_ring, shape_.dtype);
+  OpInstance op{table_.intern(e), Stream::kCpComm, layer, name, recomputing_};
+  op.overlaps_next = true;
+  out.push_back(op);
 }
 
 void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {
@@ -228,12 +263,13 @@ void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
   linearBackward(out, layer, cross ? "cross_proj_dgrad" : "attn_proj_dgrad",
                  cross ? "cross_proj_wgrad" : "attn_proj_wgrad", T, h, h / t);
   if (s.spec.flash_attention) {
-    const int64_t kv_heads = s.micro_batch * s.query_groups / t;
-    compute(out, layer, "flash_attention_bwd",
-            makeCompute(
-                "flash_attn_bwd",
-                {{"batch", heads}, {"groups", kv_heads}, {"seq", s.seq}, {"dim", d}, {"causal", 1}},
-                "", s.dtype));
+    // Backward ring: K, V and their gradients travel together while each step's backward runs.
+    const int64_t kv_bytes = e() * s.micro_batch * s.query_groups / t * s.localSeq() * d;
+    const Event step = flashAttentionStep(true);
+    for (int j = 0; j < s.cp; ++j) {
+      if (j + 1 < s.cp) cpRingExchange(out, layer, "cp_kv_grad_exchange", 4 * kv_bytes);
+      compute(out, layer, j == 0 ? "flash_attention_bwd" : "flash_attention_ring_step_bwd", step);
+    }
   } else {
     if (s.recompute == Recompute::kSelective) {
       recomputing_ = true;
@@ -326,7 +362,11 @@ void LayerOpBuilder::blockForward(const TransformerBlock& block, int layer, OpLi
   if (full) saving_ = false;
   attentionForward(out, layer, /*cross=*/false);
   if (block.cross_attention) attentionForward(out, layer, /*cross=*/true);
-  mlpForward(out, layer);
+  if (block.moe) {
+    moeForward(out, layer);
+  } else {
+    mlpForward(out, layer);
+  }
   saving_ = true;
   if (full) out[first].saved_bytes = e() * shape_.regionTokens() * shape_.hidden;
 }
@@ -338,7 +378,11 @@ void LayerOpBuilder::blockBackward(const TransformerBlock& block, int layer, OpL
     blockForward(block, layer, out);
     recomputing_ = false;
   }
-  mlpBackward(out, layer);
+  if (block.moe) {
+    moeBackward(out, layer);
+  } else {
+    mlpBackward(out, layer);
+  }
   if (block.cross_attention) attentionBackward(out, layer, /*cross=*/true);
   attentionBackward(out, layer, /*cross=*/false);
 }

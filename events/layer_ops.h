@@ -69,14 +69,21 @@ struct LayerShape {
   int64_t ffn = 1;           // f
   int64_t vocab = 1;         // padded vocabulary
   int tp = 1;                // t
+  int cp = 1;                // C: the rank holds s/C tokens of each sequence
+  int ep = 1;                // E: the rank holds num_experts/E experts of each MoE block
+  MoeSpec moe;
   DType dtype = DType::kFp16;
   DType gemm_dtype = DType::kFp16;  // linear layers' GEMMs (fp8 with the model's fp8: true)
   BlockSpec spec;
   Placement tp_group;              // where the t ranks sit (group_size == tp)
+  Placement cp_ring;               // a ring neighbour pair of the CP group (CP > 1)
+  Placement ep_group;              // the E ranks exchanging tokens (EP > 1)
   bool sequence_parallel = false;  // needs tp >= 2 and tp dividing seq
   Recompute recompute = Recompute::kNone;
 
-  int64_t tokens() const { return micro_batch * seq; }
+  // The sequence's tokens on this rank: s/C under context parallelism.
+  int64_t localSeq() const { return seq / cp; }
+  int64_t tokens() const { return micro_batch * localSeq(); }
   int64_t headDim() const { return hidden / heads; }
   // Output features of the QKV GEMM on one rank: a query heads and 2g key/value heads of d, over t.
   int64_t qkvWidth() const { return (hidden + 2 * query_groups * headDim()) / tp; }
@@ -128,6 +135,18 @@ class LayerOpBuilder {
   void attentionBackward(OpList& out, int layer, bool cross);
   void mlpForward(OpList& out, int layer);
   void mlpBackward(OpList& out, int layer);
+  // Context parallelism: one step of ring attention (a causal block of the rank's s/C queries),
+  // and the K/V (and, backward, their gradients) exchange with the ring neighbours that runs
+  // beside it.
+  Event flashAttentionStep(bool backward) const;
+  void cpRingExchange(OpList& out, int layer, std::string_view name, int64_t bytes);
+  // Mixture of experts (events/moe_ops.cpp): router, dispatch, experts, combine, shared experts.
+  void moeForward(OpList& out, int layer);
+  void moeBackward(OpList& out, int layer);
+  void epAllToAll(OpList& out, int layer, std::string_view name, int64_t bytes);
+  // Routed token rows one rank's experts process per micro-batch, and per local expert.
+  int64_t expertRows() const;
+  int64_t rowsPerLocalExpert() const;
 
   int64_t e() const { return dtypeBytes(shape_.dtype); }
   int64_t bias(int64_t elements) const { return shape_.spec.bias ? elements : 0; }

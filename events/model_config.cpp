@@ -55,12 +55,52 @@ BlockSpec readBlockSpec(const YamlReader& root, int64_t heads) {
   return spec;
 }
 
+MoeSpec readMoe(const YamlReader& root, int64_t ffn) {
+  MoeSpec moe;
+  if (!root.has("num_experts")) {
+    for (const char* key : {"moe_router_topk", "moe_ffn_hidden_size",
+                            "moe_shared_expert_intermediate_size", "moe_expert_capacity_factor",
+                            "moe_load_imbalance"}) {
+      if (root.has(key)) root.fail(key, "needs num_experts");
+    }
+    return moe;
+  }
+  moe.num_experts = root.positiveInt("num_experts", kMaxExperts);
+  moe.top_k = root.positiveInt("moe_router_topk", kMaxExperts);
+  if (moe.top_k > moe.num_experts) {
+    root.fail("moe_router_topk",
+              fmt::format("{} is more than num_experts {}", moe.top_k, moe.num_experts));
+  }
+  moe.expert_ffn = root.has("moe_ffn_hidden_size")
+                       ? root.positiveInt("moe_ffn_hidden_size", kMaxFfnHidden)
+                       : ffn;
+  moe.shared_ffn = root.has("moe_shared_expert_intermediate_size")
+                       ? root.positiveInt("moe_shared_expert_intermediate_size", kMaxFfnHidden)
+                       : 0;
+  // Bounded so that the routed rows (tokens x k x factor) stay within the planner's int64 range.
+  constexpr double kMaxTokenFactor = 64;
+  if (root.has("moe_expert_capacity_factor")) {
+    moe.capacity_factor = root.positiveDouble("moe_expert_capacity_factor", kMaxTokenFactor);
+  }
+  if (root.has("moe_load_imbalance")) {
+    moe.load_imbalance = root.positiveDouble("moe_load_imbalance", kMaxTokenFactor);
+    if (moe.load_imbalance < 1) {
+      root.fail("moe_load_imbalance",
+                fmt::format("{}: the busiest rank holds at least the average (>= 1)",
+                            moe.load_imbalance));
+    }
+  }
+  return moe;
+}
+
 ModelConfig readModel(const YamlReader& root) {
   root.allowOnly({"name", "dtype", "hidden_size", "num_heads", "ffn_hidden_size", "seq_length",
                   "vocab_size", "layers", "description", "num_query_groups", "normalization",
                   "activation", "position_embedding", "add_bias_linear",
                   "untie_embeddings_and_output_weights", "flash_attention", "fp8", "hidden_dropout",
-                  "attention_dropout"});
+                  "attention_dropout", "num_experts", "moe_router_topk", "moe_ffn_hidden_size",
+                  "moe_shared_expert_intermediate_size", "moe_expert_capacity_factor",
+                  "moe_load_imbalance"});
   ModelConfig model;
   model.source = root.file();
   model.name = root.str("name");
@@ -80,6 +120,8 @@ ModelConfig readModel(const YamlReader& root) {
               fmt::format("{} does not divide hidden_size {}", model.num_heads, model.hidden_size));
   }
   model.spec = readBlockSpec(root, model.num_heads);
+  model.moe = readMoe(root, model.ffn_hidden_size);
+  const bool has_experts = model.moe.num_experts > 0;
 
   bool seen_embedding = false, seen_head = false, seen_encoder = false, seen_cross = false;
   std::vector<YamlReader> groups = root.items("layers");
@@ -99,8 +141,10 @@ ModelConfig readModel(const YamlReader& root) {
       TransformerBlock block;
       block.type = type == "encoder" ? BlockType::kEncoder : BlockType::kDecoder;
       if (block.type == BlockType::kDecoder) {
-        group.allowOnly({"type", "count", "cross_attention"});
+        group.allowOnly({"type", "count", "cross_attention", "moe"});
         block.cross_attention = group.boolean("cross_attention");
+        block.moe = group.has("moe") ? group.boolean("moe") : has_experts;
+        if (block.moe && !has_experts) group.fail("moe", "true needs num_experts");
         if (block.cross_attention && !seen_encoder) {
           group.fail("cross_attention", "true needs encoder blocks before this group");
         }
@@ -124,6 +168,9 @@ ModelConfig readModel(const YamlReader& root) {
   if (!seen_embedding) root.fail("layers", "needs an embedding group first");
   if (!seen_head) root.fail("layers", "needs a head group last");
   if (model.blocks.empty()) root.fail("layers", "needs at least one encoder or decoder group");
+  if (has_experts && model.moeLayers() == 0) {
+    root.fail("num_experts", "set, but every decoder group says moe: false");
+  }
   return model;
 }
 
@@ -155,6 +202,24 @@ int64_t ModelConfig::totalParameters() const {
   if (spec.untied_output) params += footprint.output_weights;
   for (const TransformerBlock& b : blocks) params += footprint.block(b).weights;
   return params;
+}
+
+int64_t ModelConfig::moeLayers() const {
+  int64_t n = 0;
+  for (const TransformerBlock& b : blocks) n += b.moe ? 1 : 0;
+  return n;
+}
+
+int64_t ModelConfig::activeParameters() const {
+  if (moe.num_experts == 0) return totalParameters();
+  // Unsplit, an MoE block's routed experts hold all E experts' weights; a token passes k of them.
+  const ModelFootprint footprint = unsplitFootprint(*this);
+  int64_t inactive = 0;
+  for (const TransformerBlock& b : blocks) {
+    if (!b.moe) continue;
+    inactive += footprint.block(b).expert_weights / moe.num_experts * (moe.num_experts - moe.top_k);
+  }
+  return totalParameters() - inactive;
 }
 
 ModelConfig loadModelConfig(const std::string& path) {

@@ -31,6 +31,17 @@
 //   --use-flash-attn) fp8: true                    # GEMMs in FP8 (Transformer Engine), everything
 //   else in `dtype` hidden_dropout: 0.0          # 0 drops the dropout ops and their masks (default
 //   0.1) attention_dropout: 0.0       # likewise for the attention probabilities (default 0.1)
+//
+// Mixture of experts (Megatron-LM's argument names; all optional, no experts by default):
+//   num_experts: 8               # E routed experts per MoE block
+//   moe_router_topk: 2           # k experts per token
+//   moe_ffn_hidden_size: 14336   # each expert's FFN size (default ffn_hidden_size)
+//   moe_shared_expert_intermediate_size: 0   # shared experts' total FFN size, every token
+//   moe_expert_capacity_factor: 1.25         # tokens per expert padded/dropped to cf x T*k/E
+//                                            # (absent: dropless)
+//   moe_load_imbalance: 1.0      # dropless: the busiest expert rank's tokens / the average
+// A decoder group is MoE when num_experts is set unless it says `moe: false` (DeepSeek-V3's first
+// dense layers); its MLP becomes router + experts (+ shared experts), the attention is unchanged.
 // events/layer_ops.cpp builds each layer's op list from these; parameters, FLOPs and saved
 // activations are summed from those op lists (events/layer_footprint.h), never from formulas.
 
@@ -51,12 +62,14 @@ inline constexpr int64_t kMaxFfnHidden = int64_t{1} << 22;
 inline constexpr int64_t kMaxSeqLength = int64_t{1} << 24;
 inline constexpr int64_t kMaxVocab = int64_t{1} << 24;
 inline constexpr int64_t kMaxLayers = int64_t{1} << 16;
+inline constexpr int64_t kMaxExperts = int64_t{1} << 12;
 
 enum class BlockType { kEncoder, kDecoder };
 
 struct TransformerBlock {
   BlockType type = BlockType::kEncoder;
   bool cross_attention = false;
+  bool moe = false;  // the MLP is the model's mixture of experts (ModelConfig::moe)
   bool operator==(const TransformerBlock&) const = default;
 };
 
@@ -78,6 +91,19 @@ struct BlockSpec {
   bool attention_dropout = true;  // probability > 0: dropout on the attention probabilities
 };
 
+// The mixture of experts of the model's MoE blocks (see the header comment).
+struct MoeSpec {
+  int64_t num_experts = 0;  // 0: a dense model
+  int64_t top_k = 0;
+  int64_t expert_ffn = 0;  // each expert's FFN hidden size
+  int64_t shared_ffn = 0;  // shared experts' FFN hidden size (0: none)
+  double capacity_factor = 0;  // 0: dropless
+  double load_imbalance = 1.0;
+  // Routed token copies an expert rank processes, relative to T x k tokens: the capacity factor
+  // (padded to capacity) or, dropless, the busiest rank's share.
+  double tokenFactor() const { return capacity_factor > 0 ? capacity_factor : load_imbalance; }
+};
+
 struct ModelConfig {
   std::string name;
   std::string source;  // file it was loaded from, for messages
@@ -88,6 +114,7 @@ struct ModelConfig {
   int64_t seq_length = 0;
   int64_t vocab_size = 0;
   BlockSpec spec;
+  MoeSpec moe;
   std::vector<TransformerBlock> blocks;  // one entry per transformer layer, in order
 
   int64_t numLayers() const { return static_cast<int64_t>(blocks.size()); }
@@ -104,9 +131,10 @@ struct ModelConfig {
   int64_t blockParameters(const TransformerBlock& block) const;
   int64_t embeddingParameters() const;
   int64_t totalParameters() const;
-  // Parameters one token passes through. Every block is dense today (no experts), so all of them;
-  // a mixture-of-experts block would count only its top-k experts here.
-  int64_t activeParameters() const { return totalParameters(); }
+  // Parameters one token passes through: an MoE block counts its router, shared experts and only
+  // top-k of its routed experts.
+  int64_t activeParameters() const;
+  int64_t moeLayers() const;
 };
 
 // Throws InputError naming the file, key and rule on any bad or unknown entry.

@@ -8,11 +8,14 @@
 
 namespace evsim {
 
-// Streams are the trace threads of a device. Compute, TP and PP communication block each other
-// (Megatron runs them in order on the default stream); only DP gradient reduction may overlap.
-enum class Stream { kCompute, kTpComm, kPpComm, kDpComm };
-inline constexpr int kStreamCount = 4;
-std::string_view streamName(Stream stream);  // "compute", "tp-comm", "pp-comm", "dp-comm"
+// Streams are the trace threads of a device, and name the group a collective runs in. Compute, TP,
+// PP and EP communication block each other (Megatron runs them in order); DP gradient reduction
+// may overlap the backward, and context parallelism's K/V ring exchange overlaps the attention
+// step it feeds (OpInstance::overlaps_next).
+enum class Stream { kCompute, kTpComm, kPpComm, kDpComm, kCpComm, kEpComm };
+inline constexpr int kStreamCount = 6;
+// "compute", "tp-comm", "pp-comm", "dp-comm", "cp-comm", "ep-comm"
+std::string_view streamName(Stream stream);
 
 // kRecompute marks, in traces and CSV, a forward op re-run inside a backward task (activation
 // recomputation); schedules never produce it as a task phase.
@@ -35,6 +38,12 @@ struct OpInstance {
   // Activation bytes this forward op keeps until its backward, per micro-batch on one rank: a
   // chunk's activation memory is the sum over its forward list (layer_footprint.h).
   int64_t saved_bytes = 0;
+  // Runs concurrently with the next op of the list (a CP ring exchange beside its attention step):
+  // the op after both starts when both have finished.
+  bool overlaps_next = false;
+  // A weight of a routed expert (expert parallelism shards these; their gradients are reduced
+  // over the expert-data-parallel group).
+  bool expert = false;
 };
 
 using OpList = std::vector<OpInstance>;

@@ -19,15 +19,19 @@ namespace evsim {
 
 class PlanCache {
  public:
-  // (b, M, sequence parallel, recompute, chunks K)
-  using PartitionKey = std::tuple<int64_t, int, bool, int, int>;
-  // Worst TP group and worst DP group of each device stage.
+  // (b, M, sequence parallel, recompute, C, E, chunks K)
+  using PartitionKey = std::tuple<int64_t, int, bool, int, int, int, int>;
+  // Worst groups of each device stage: TP, DP (x CP), the CP ring pair, EP and expert DP.
   struct Placements {
     std::vector<Placement> tp;
     std::vector<Placement> dp;
+    std::vector<Placement> cp_ring;
+    std::vector<Placement> ep;
+    std::vector<Placement> expert_dp;
   };
-  using PlacementKey = std::tuple<int, int, int>;            // (M, P, D)
-  using FootprintKey = std::tuple<int64_t, int, bool, int>;  // (b, M, sequence parallel, recompute)
+  using PlacementKey = std::tuple<int, int, int, int, int>;  // (M, P, D, C, E)
+  // (b, M, sequence parallel, recompute, C, E)
+  using FootprintKey = std::tuple<int64_t, int, bool, int, int, int>;
 
   // The cached value, or compute()'s result stored under `key`.
   std::vector<int> partition(const PartitionKey& key,

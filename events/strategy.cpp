@@ -54,6 +54,8 @@ std::string Strategy::name() const { return fmt::format("{}M{}P{}D", tp, pp, dp)
 
 std::string Strategy::techniques() const {
   std::string out;
+  if (cp > 1) out += fmt::format(" cp{}", cp);
+  if (ep > 1) out += fmt::format(" ep{}", ep);
   if (schedule == Schedule::kInterleaved) out += fmt::format(" v{}", virtual_stages);
   if (recompute != Recompute::kNone) out += fmt::format(" rc={}", recomputeName(recompute));
   if (sequence_parallel) out += " sp";
@@ -97,6 +99,57 @@ void parseStrategyText(std::string_view text, Strategy& strategy, std::string_vi
   strategy.dp = values[2];
 }
 
+namespace {
+
+std::optional<std::string> contextParallelViolation(const ModelConfig& model, const Strategy& s) {
+  if (s.cp < 1) return fmt::format("--cp {}: must be >= 1", s.cp);
+  if (s.cp == 1) return std::nullopt;
+  if (!model.spec.flash_attention) {
+    return fmt::format(
+        "--cp {}: context parallelism needs flash_attention: true in {} (Megatron runs ring "
+        "attention only with fused attention)",
+        s.cp, model.name);
+  }
+  // Megatron's load-balanced causal split: each CP rank holds 2 of 2C sequence chunks.
+  if (model.seq_length % (2 * int64_t{s.cp}) != 0) {
+    return fmt::format("--cp {}: 2 x C = {} does not divide seq_length={} of {}", s.cp, 2 * s.cp,
+                       model.seq_length, model.name);
+  }
+  if (s.sequence_parallel && model.seq_length % (int64_t{s.cp} * s.tp) != 0) {
+    return fmt::format("--cp {} --sequence-parallel: C x M = {} does not divide seq_length={}",
+                       s.cp, s.cp * s.tp, model.seq_length);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> expertParallelViolation(const ModelConfig& model, const Strategy& s) {
+  if (s.ep < 1) return fmt::format("--ep {}: must be >= 1", s.ep);
+  const int64_t experts = model.moe.num_experts;
+  if (experts > 0 && s.tp > 1 && !s.sequence_parallel) {
+    return fmt::format(
+        "--strategy {}: {} has experts and M={} > 1, which Megatron runs only with "
+        "--sequence-parallel",
+        s.name(), model.name, s.tp);
+  }
+  if (s.ep == 1) return std::nullopt;
+  if (experts == 0) {
+    return fmt::format("--ep {}: {} has no experts (num_experts)", s.ep, model.name);
+  }
+  if (experts % s.ep != 0) {
+    return fmt::format("--ep {}: does not divide num_experts={} of {}", s.ep, experts, model.name);
+  }
+  if (s.dp % s.ep != 0) {
+    return fmt::format("--ep {}: does not divide D={} (experts are sharded inside the DP group)",
+                       s.ep, s.dp);
+  }
+  if (s.zero_stage == 3) {
+    return fmt::format("--ep {} --zero 3: ZeRO-3 with expert parallelism is not modelled", s.ep);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::string> crossNodeTpViolation(const ClusterConfig& cluster, const Strategy& s) {
   if (cluster.gpus_per_node % s.tp == 0) return std::nullopt;
   return fmt::format(
@@ -109,6 +162,8 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
                                              const Strategy& s) {
   std::string label = "--strategy " + s.name();
   if (s.tp <= 0 || s.pp <= 0 || s.dp <= 0) return label + ": M, P and D must be > 0";
+  if (auto why = contextParallelViolation(model, s)) return why;
+  if (auto why = expertParallelViolation(model, s)) return why;
   if (model.num_heads % s.tp != 0) {
     return fmt::format("{}: M={} does not divide num_heads={} of {}", label, s.tp, model.num_heads,
                        model.name);
@@ -220,8 +275,8 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
         "inside the backward; there are no DDP buckets to overlap",
         label);
   }
-  if (s.zero_stage > 0 && s.dp < 2) {
-    return fmt::format("{} --zero {}: sharding over the DP group needs D >= 2", label,
+  if (s.zero_stage > 0 && s.gradGroupSize() < 2) {
+    return fmt::format("{} --zero {}: sharding over the DP group needs D x C >= 2", label,
                        s.zero_stage);
   }
   return std::nullopt;

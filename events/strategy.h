@@ -1,7 +1,9 @@
 #pragma once
 // A hybrid parallel strategy: tensor (model) parallel M, pipeline P, data parallel D, written
 // "2M4P2D", plus micro-batch size b, global batch B and the pipeline schedule. Each pipeline runs
-// m = B / (b * D) micro-batches per iteration.
+// m = B / (b * D) micro-batches per iteration. Context parallelism C splits every sequence over C
+// ranks (M*C*P*D GPUs); expert parallelism E shards the experts of MoE blocks over E ranks of the
+// DP group (Megatron-LM's rank order tp-cp-ep-dp-pp, rank_layout.h).
 
 #include <cstdint>
 #include <optional>
@@ -38,6 +40,8 @@ struct Strategy {
   int tp = 1;                // M
   int pp = 1;                // P
   int dp = 1;                // D
+  int cp = 1;                // C: context parallel (sequence split over C ranks, ring attention)
+  int ep = 1;                // E: expert parallel, inside the DP group (divides D)
   int64_t micro_batch = 1;   // b
   int64_t global_batch = 1;  // B
   Schedule schedule = Schedule::kDapple;
@@ -67,10 +71,16 @@ struct Strategy {
     return s;
   }
 
-  int64_t gpus() const { return int64_t{tp} * pp * dp; }
+  int64_t gpus() const { return int64_t{tp} * cp * pp * dp; }
+  // Ranks that hold replicas of the dense weights: D x C (Megatron's data-parallel group with
+  // context parallelism), over which dense gradients are reduced and ZeRO shards.
+  int gradGroupSize() const { return dp * cp; }
+  // Ranks that hold replicas of one expert: D x C / E (Megatron's expert-data-parallel group).
+  int expertGradGroupSize() const { return dp * cp / ep; }
   int64_t microBatches() const { return global_batch / (micro_batch * dp); }
   std::string name() const;  // "2M4P2D"
-  // The techniques beyond M, P, D as a short suffix, e.g. " v3 rc=selective sp zero1" ("" if none).
+  // The techniques beyond M, P, D as a short suffix, e.g. " cp2 ep4 v3 rc=selective sp zero1"
+  // ("" if none).
   std::string techniques() const;
 };
 

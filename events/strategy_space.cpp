@@ -37,9 +37,9 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
       for (bool sp : space.sequence_parallel) {
         if (sp && strategy.tp < 2) continue;
         for (int zero : space.zero_stages) {
-          if (zero > 0 && strategy.dp < 2) continue;
+          if (zero > 0 && strategy.gradGroupSize() < 2) continue;
           for (bool overlap : space.dp_overlaps) {
-            if (overlap && (strategy.dp < 2 || zero == 3)) continue;
+            if (overlap && (strategy.gradGroupSize() < 2 || zero == 3)) continue;
             Candidate c;
             c.strategy = strategy;
             c.strategy.recompute = rc;
@@ -56,28 +56,39 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
       }
     }
   };
+  const int64_t experts = model.moe.num_experts;
   for (int64_t m = 1; m <= space.gpus; ++m) {
     if (space.gpus % m != 0) continue;
-    for (int64_t p = 1; p <= space.gpus / m; ++p) {
-      if ((space.gpus / m) % p != 0) continue;
-      int64_t d = space.gpus / m / p;
-      for (int64_t b : space.micro_batches) {
-        for (Schedule schedule : space.schedules) {
-          Strategy s = base;
-          s.tp = static_cast<int>(m);
-          s.pp = static_cast<int>(p);
-          s.dp = static_cast<int>(d);
-          s.micro_batch = b;
-          s.schedule = schedule;
-          s.virtual_stages = 1;
-          if (schedule != Schedule::kInterleaved) {
-            add(s);
-            continue;
-          }
-          for (int v : space.virtual_stages) {
-            if (!interleavedApplies(model, s, v)) continue;
-            s.virtual_stages = v;
-            add(s);
+    for (int c : space.context_parallel) {
+      if (c < 1 || (space.gpus / m) % c != 0) continue;
+      if (c > 1 && !model.spec.flash_attention) continue;
+      const int64_t pd = space.gpus / m / c;
+      for (int64_t p = 1; p <= pd; ++p) {
+        if (pd % p != 0) continue;
+        const int64_t d = pd / p;
+        for (int e : space.expert_parallel) {
+          if (e < 1 || (e > 1 && (experts == 0 || d % e != 0 || experts % e != 0))) continue;
+          for (int64_t b : space.micro_batches) {
+            for (Schedule schedule : space.schedules) {
+              Strategy s = base;
+              s.tp = static_cast<int>(m);
+              s.cp = c;
+              s.pp = static_cast<int>(p);
+              s.dp = static_cast<int>(d);
+              s.ep = e;
+              s.micro_batch = b;
+              s.schedule = schedule;
+              s.virtual_stages = 1;
+              if (schedule != Schedule::kInterleaved) {
+                add(s);
+                continue;
+              }
+              for (int v : space.virtual_stages) {
+                if (!interleavedApplies(model, s, v)) continue;
+                s.virtual_stages = v;
+                add(s);
+              }
+            }
           }
         }
       }
@@ -91,11 +102,11 @@ EventTable unionOfEvents(const ModelConfig& model, const ClusterConfig& cluster,
   // GPipe and DAPPLE share their events; the techniques change them (recomputation through the
   // stage partition, hence the gradient bytes), and so does the interleaved schedule (P*v chunks,
   // the wrap-around transfer): v is in the key, 1 for the other schedules.
-  std::set<std::tuple<int, int, int, int64_t, int, bool, int, int>> seen;
+  std::set<std::tuple<int, int, int, int, int, int64_t, int, bool, int, int>> seen;
   for (const Candidate& c : enumerateCandidates(model, cluster, base, space)) {
     if (c.violation) continue;
     const Strategy& s = c.strategy;
-    if (!seen.insert({s.tp, s.pp, s.dp, s.micro_batch, static_cast<int>(s.recompute),
+    if (!seen.insert({s.tp, s.cp, s.pp, s.dp, s.ep, s.micro_batch, static_cast<int>(s.recompute),
                       s.sequence_parallel, s.zero_stage, s.virtual_stages})
              .second) {
       continue;

@@ -32,13 +32,18 @@ struct StrategySpace {
   // DDP-style gradient buckets overlapped with the backward; `true` only where D >= 2 and not
   // with ZeRO-3 (which has no buckets).
   std::vector<bool> dp_overlaps = {false};
+  // Context-parallel sizes C (tried only on models with flash attention) and expert-parallel sizes
+  // E (tried only on MoE models, where E divides D and the experts).
+  std::vector<int> context_parallel = {1};
+  std::vector<int> expert_parallel = {1};
 };
 
-// All (M, P, D) with M*P*D == gpus, in order of M, then P, then micro-batch, schedule (and v),
-// recomputation, sequence parallelism, ZeRO stage, DP overlap; `base` gives the global batch and the other
-// options. Combinations that cannot apply are not enumerated: SP at M = 1, ZeRO at D = 1, and
-// interleaved v values that break its rules (P >= 2, P*v <= layers, m a multiple of P). Other
-// invalid candidates are listed with their violation.
+// All (M, C, P, D) with M*C*P*D == gpus, in order of M, then C, then P, then E, micro-batch,
+// schedule (and v), recomputation, sequence parallelism, ZeRO stage, DP overlap; `base` gives the
+// global batch and the other options. Combinations that cannot apply are not enumerated: SP at
+// M = 1, ZeRO at D*C = 1, C > 1 without flash attention, E > 1 on a dense model or not dividing
+// D or the experts, and interleaved v values that break its rules (P >= 2, P*v <= layers, m a
+// multiple of P). Other invalid candidates are listed with their violation.
 std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const ClusterConfig& cluster,
                                            const Strategy& base, const StrategySpace& space);
 // The same candidates in the same order, handed to `visit` one at a time (nothing is kept, so a

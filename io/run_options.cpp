@@ -49,6 +49,14 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
       app.add_option("--pp,--pipeline-model-parallel-size", pp, "pipeline-parallel size P");
   auto* dp_opt = app.add_option("--dp", dp, "data-parallel size D");
   text->excludes(tp_opt)->excludes(pp_opt)->excludes(dp_opt);
+  app.add_option("--cp,--context-parallel-size", cp,
+                 "context-parallel size C: each sequence split over C ranks (ring attention)")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  app.add_option("--ep,--expert-model-parallel-size", ep,
+                 "expert-parallel size E: MoE experts sharded over E ranks of the DP group")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
   auto* b = app.add_option("--micro-batch,--micro-batch-size", micro_batch, "micro-batch size b");
   auto* B = app.add_option("--global-batch,--global-batch-size", global_batch,
                            "global batch B (m = B / (b*D))");
@@ -157,12 +165,16 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
     if (tp <= 0 || pp <= 0 || dp > 0) {
       EVSIM_THROW(InputError, "--gpus {}: give --tp and --pp (D is derived), not --dp", gpus);
     }
-    if (gpus % (int64_t{tp} * pp) != 0) {
-      EVSIM_THROW(InputError, "--gpus {}: not divisible by M x P = {} x {}", gpus, tp, pp);
+    if (gpus % (int64_t{tp} * pp * cp) != 0) {
+      if (cp == 1) {
+        EVSIM_THROW(InputError, "--gpus {}: not divisible by M x P = {} x {}", gpus, tp, pp);
+      }
+      EVSIM_THROW(InputError, "--gpus {}: not divisible by M x P x C = {} x {} x {}", gpus, tp, pp,
+                  cp);
     }
     s.tp = tp;
     s.pp = pp;
-    s.dp = static_cast<int>(gpus / (int64_t{tp} * pp));
+    s.dp = static_cast<int>(gpus / (int64_t{tp} * pp * cp));
   } else if (tp > 0 || pp > 0 || dp > 0) {
     if (tp <= 0 || pp <= 0 || dp <= 0) {
       EVSIM_THROW(InputError, "--tp {} --pp {} --dp {}: give all three, each > 0 (or --strategy)",
@@ -176,6 +188,8 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
                 "--strategy: missing (give --strategy 2M4P2D, --tp/--pp/--dp, or --tp/--pp "
                 "--gpus N)");
   }
+  s.cp = cp;
+  s.ep = ep;
   s.micro_batch = micro_batch;
   s.global_batch = global_batch;
   s.schedule = parseSchedule(schedule);
@@ -235,7 +249,8 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
 
 std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
                                                           const std::string& micro_batches) const {
-  const bool techniques = recompute != "none" || sequence_parallel || zero_stage != 0 ||
+  const bool techniques = cp != 1 || ep != 1 || recompute != "none" || sequence_parallel ||
+                          zero_stage != 0 ||
                           distributed_optimizer || virtual_stages != 1 ||
                           layers_per_virtual_stage > 0 || !stage_layers.empty() ||
                           first_stage_layers > 0 || last_stage_layers > 0 ||
@@ -243,8 +258,8 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
   if (techniques) {
     EVSIM_THROW(InputError,
                 "--gpus {}: the union covers GPipe/DAPPLE strategies without techniques; for "
-                "--schedule interleaved, --recompute, --sequence-parallel or --zero write the "
-                "union with `eventsim search ... --write-events FILE` and profile --events FILE",
+                "--cp, --ep, --schedule interleaved, --recompute, --sequence-parallel or --zero "
+                "write the union with `eventsim search ... --write-events FILE` and profile --events FILE",
                 gpus);
   }
   Strategy base;
@@ -263,6 +278,8 @@ std::string RunOptions::commandLine(const Strategy& s) const {
   std::string out = fmt::format(
       "--model {} --cluster {} --strategy {} --micro-batch {} --global-batch {} --schedule {}",
       model, cluster, s.name(), s.micro_batch, s.global_batch, scheduleName(s.schedule));
+  if (s.cp > 1) out += fmt::format(" --cp {}", s.cp);
+  if (s.ep > 1) out += fmt::format(" --ep {}", s.ep);
   if (s.dp_overlap) out += fmt::format(" --dp-overlap --dp-bucket-mb {}", dp_bucket_mb);
   if (s.schedule == Schedule::kInterleaved)
     out += fmt::format(" --virtual-stages {}", s.virtual_stages);

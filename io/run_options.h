@@ -5,7 +5,8 @@
 // beside ours: --tensor-model-parallel-size (--tp), --pipeline-model-parallel-size (--pp),
 // --micro-batch-size, --global-batch-size, --num-layers-per-virtual-pipeline-stage,
 // --recompute-granularity (with --recompute-method uniform), --sequence-parallel,
-// --use-distributed-optimizer (--zero 1), --overlap-grad-reduce (--dp-overlap), and the model
+// --use-distributed-optimizer (--zero 1), --overlap-grad-reduce (--dp-overlap),
+// --context-parallel-size (--cp), --expert-model-parallel-size (--ep), and the model
 // arguments of model_overrides.h.
 
 #include <CLI/CLI.hpp>
@@ -26,6 +27,8 @@ struct RunOptions {
   std::string cluster;
   std::string strategy_text;
   int tp = 0, pp = 0, dp = 0;
+  int cp = 1;  // context parallel size C
+  int ep = 1;  // expert parallel size E
   int64_t micro_batch = 0;
   int64_t global_batch = 0;
   std::string schedule = "dapple";

@@ -21,6 +21,17 @@ void checkRopeDim(const Event& event) {
   }
 }
 
+void checkMoeShape(const Event& event) {
+  if (event.hasDim("experts") && event.dim("topk") > event.dim("experts")) {
+    EVSIM_THROW(InputError, "'{}': topk={} is more than experts={}", event.signature(),
+                event.dim("topk"), event.dim("experts"));
+  }
+  if (event.hasDim("rows") && event.hasDim("topk") && event.dim("rows") % event.dim("topk") != 0) {
+    EVSIM_THROW(InputError, "'{}': topk={} must divide rows={} (k copies per token)",
+                event.signature(), event.dim("topk"), event.dim("rows"));
+  }
+}
+
 kernel_params::AttentionShape attentionShape(const Event& event) {
   kernel_params::AttentionShape shape;
   shape.batch = event.dim("batch");

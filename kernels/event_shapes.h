@@ -19,6 +19,10 @@ void checkKernelDType(const Event& event, const ComputeOpKind& kind, std::string
 // with channel i + dim/2.
 void checkRopeDim(const Event& event);
 
+// InputError naming the signature for a routing event whose topk exceeds its experts
+// (moe_router_*) or does not divide its rows (moe_unpermute).
+void checkMoeShape(const Event& event);
+
 // The flash_attn event's dims (batch groups seq dim causal) as a shape.
 kernel_params::AttentionShape attentionShape(const Event& event);
 

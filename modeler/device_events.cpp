@@ -44,11 +44,24 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
     if (i > 0 && timeline.grad_sync_chunk[i - 1] != chunk) bucket = 0;
     const StagePlan& stage = plan.stages[plan.virtualStageOf(coord.pp, chunk)];
     const bool whole = stage.gradSyncEvent() >= 0;
+    const bool expert_bucket = !whole && stage.dp_buckets[bucket].expert;
     const int event = whole ? stage.gradSyncEvent() : stage.dp_buckets[bucket++].event;
     const bool scatter = plan.events[event].event.kind == EventKind::kReduceScatter;
     std::string_view name =
         whole ? (scatter ? "grad_reduce_scatter" : "grad_allreduce")
-              : (scatter ? "grad_bucket_reduce_scatter" : "grad_bucket_allreduce");
+        : expert_bucket ? (scatter ? "expert_grad_reduce_scatter" : "expert_grad_allreduce")
+                        : (scatter ? "grad_bucket_reduce_scatter" : "grad_bucket_allreduce");
+    if (whole && stage.expert_grad_sync >= 0) {
+      // One interval holds the dense sync, then the routed experts' (timing engine).
+      const double expert_us = sim.costUs(stage.expert_grad_sync);
+      visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync, name, event, kEmbeddingLayer, -1,
+                        sync.start_us, sync.duration() - expert_us, chunk});
+      visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync,
+                        scatter ? "expert_grad_reduce_scatter" : "expert_grad_allreduce",
+                        stage.expert_grad_sync, kEmbeddingLayer, -1, sync.end_us - expert_us,
+                        expert_us, chunk});
+      continue;
+    }
     visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync, name, event, kEmbeddingLayer, -1,
                       sync.start_us, sync.duration(), chunk});
   }
@@ -65,10 +78,13 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
   t = timeline.param_allgather.start_us;
   for (int chunk = plan.chunksPerDevice() - 1; chunk >= 0; --chunk) {
     const StagePlan& stage = plan.stages[plan.virtualStageOf(coord.pp, chunk)];
-    if (stage.dp_allgather < 0) continue;
-    visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync, "param_allgather", stage.dp_allgather,
-                      kEmbeddingLayer, -1, t, sim.costUs(stage.dp_allgather), chunk});
-    t += sim.costUs(stage.dp_allgather);
+    for (int event : {stage.dp_allgather, stage.expert_allgather}) {
+      if (event < 0) continue;
+      visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync,
+                        event == stage.dp_allgather ? "param_allgather" : "expert_param_allgather",
+                        event, kEmbeddingLayer, -1, t, sim.costUs(event), chunk});
+      t += sim.costUs(event);
+    }
   }
 }
 

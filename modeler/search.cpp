@@ -58,6 +58,12 @@ void validateSearchOptions(const SearchOptions& options) {
   for (int zero : space.zero_stages) {
     if (zero < 0 || zero > 3) EVSIM_THROW(InputError, "--zero {}: must be 0, 1, 2 or 3", zero);
   }
+  for (int c : space.context_parallel) {
+    if (c < 1) EVSIM_THROW(InputError, "--cp {}: must be >= 1", c);
+  }
+  for (int e : space.expert_parallel) {
+    if (e < 1) EVSIM_THROW(InputError, "--ep {}: must be >= 1", e);
+  }
   for (int v : space.virtual_stages) {
     if (v < 2)
       EVSIM_THROW(InputError, "--virtual-stages {}: the interleaved schedule needs v >= 2", v);

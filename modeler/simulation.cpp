@@ -15,18 +15,40 @@ namespace {
 // launch path, EventCost::host_us), which starts issuing when the task starts (Megatron
 // synchronises on the task's P2P input): op i starts at max(host issued ops 1..i, op i-1 ended).
 // With no host cost this is the plain prefix sum of the op times.
+// An op that overlaps the next (OpInstance::overlaps_next: a CP ring exchange beside its attention
+// step) starts with it; the op after them waits for both.
 double opOffsets(const OpList& ops, const std::vector<EventCost>& costs,
                  std::vector<double>& starts) {
-  double device_free = 0, host_issued = 0;
+  double device_free = 0, host_issued = 0, overlapped_end = 0;
   starts.reserve(ops.size());
   for (const OpInstance& op : ops) {
     const EventCost& c = costs[op.event];
     host_issued += c.host_us;
     const double start = std::max(device_free, host_issued);
     starts.push_back(start);
-    device_free = start + c.time_us;
+    if (op.overlaps_next) {
+      overlapped_end = std::max(overlapped_end, start + c.time_us);
+      continue;  // the next op starts beside it
+    }
+    device_free = std::max(start + c.time_us, overlapped_end);
+    overlapped_end = 0;
   }
-  return device_free;
+  return std::max(device_free, overlapped_end);
+}
+
+// The time of `stream`'s ops that overlapping ops leave exposed: an op overlapping the next
+// costs only what outlasts that next op.
+double exposedStreamTime(const OpList& ops, const std::vector<EventCost>& costs, Stream stream) {
+  double t = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].stream != stream) continue;
+    double own = costs[ops[i].event].time_us;
+    if (ops[i].overlaps_next && i + 1 < ops.size()) {
+      own = std::max(0.0, own - costs[ops[i + 1].event].time_us);
+    }
+    t += own;
+  }
+  return t;
 }
 
 // An op outside a task — a P2P send, the gradient sync, the optimizer step — starts after a
@@ -44,9 +66,12 @@ double streamTime(const OpList& ops, const std::vector<EventCost>& costs, Stream
 
 // Every per-device figure, for min / mean / max folds.
 constexpr double DeviceMetrics::*kDeviceFields[] = {
-    &DeviceMetrics::compute_us,      &DeviceMetrics::tp_comm_us,         &DeviceMetrics::pp_comm_us,
-    &DeviceMetrics::dp_comm_us,      &DeviceMetrics::exposed_dp_comm_us, &DeviceMetrics::idle_us,
-    &DeviceMetrics::bubble_fraction, &DeviceMetrics::utilization};
+    &DeviceMetrics::compute_us,      &DeviceMetrics::tp_comm_us,
+    &DeviceMetrics::pp_comm_us,      &DeviceMetrics::dp_comm_us,
+    &DeviceMetrics::exposed_dp_comm_us, &DeviceMetrics::cp_comm_us,
+    &DeviceMetrics::exposed_cp_comm_us, &DeviceMetrics::ep_comm_us,
+    &DeviceMetrics::idle_us,         &DeviceMetrics::bubble_fraction,
+    &DeviceMetrics::utilization};
 
 void foldDevice(DeviceMetrics& min, DeviceMetrics& max, DeviceMetrics& sum, const DeviceMetrics& d,
                 double weight, double DeviceMetrics::*field) {
@@ -68,6 +93,12 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
                          streamTime(plan.backward, sim.costs, Stream::kCompute));
     d.tp_comm_us += m * (streamTime(plan.forward, sim.costs, Stream::kTpComm) +
                          streamTime(plan.backward, sim.costs, Stream::kTpComm));
+    d.ep_comm_us += m * (streamTime(plan.forward, sim.costs, Stream::kEpComm) +
+                         streamTime(plan.backward, sim.costs, Stream::kEpComm));
+    d.cp_comm_us += m * (streamTime(plan.forward, sim.costs, Stream::kCpComm) +
+                         streamTime(plan.backward, sim.costs, Stream::kCpComm));
+    d.exposed_cp_comm_us += m * (exposedStreamTime(plan.forward, sim.costs, Stream::kCpComm) +
+                                 exposedStreamTime(plan.backward, sim.costs, Stream::kCpComm));
     // ZeRO-3 gathers and scatters inside the tasks: blocking, hence fully exposed.
     zero3_us += m * (streamTime(plan.forward, sim.costs, Stream::kDpComm) +
                      streamTime(plan.backward, sim.costs, Stream::kDpComm));
@@ -82,7 +113,8 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
     double hidden_until = sim.input.dp_overlap ? timeline.pipeline_end_us : sync.start_us;
     d.exposed_dp_comm_us += std::max(0.0, sync.end_us - std::max(sync.start_us, hidden_until));
   }
-  double busy = d.compute_us + d.tp_comm_us + d.pp_comm_us + d.exposed_dp_comm_us;
+  double busy = d.compute_us + d.tp_comm_us + d.pp_comm_us + d.exposed_dp_comm_us +
+                d.ep_comm_us + d.exposed_cp_comm_us;
   d.idle_us = std::max(0.0, sim.timeline.iteration_us - busy);
   double flush = sim.timeline.pipelines[pipeline].flush_us;
   d.bubble_fraction = flush > 0 ? std::max(0.0, (flush - timeline.busy_in_pipeline_us) / flush) : 0;
@@ -107,6 +139,9 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
     for (const OpInstance& op : stage.optimizer) cost.optimizer_us += issued(c[op.event]);
     if (stage.gradSyncEvent() >= 0) cost.grad_allreduce_us = issued(c[stage.gradSyncEvent()]);
     if (stage.dp_allgather >= 0) cost.param_allgather_us = issued(c[stage.dp_allgather]);
+    // Expert parallelism: the routed experts' sync and gather follow the dense ones.
+    if (stage.expert_grad_sync >= 0) cost.grad_allreduce_us += issued(c[stage.expert_grad_sync]);
+    if (stage.expert_allgather >= 0) cost.param_allgather_us += issued(c[stage.expert_allgather]);
     for (const GradBucket& b : stage.dp_buckets) {
       double ready = offsets.backward_start_us[b.ready_after_op] +
                      c[stage.backward[b.ready_after_op].event].time_us;
@@ -150,7 +185,7 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs) {
   }
   // MFU counts the model's FLOPs only: recomputed forward ops are hardware work (HFU), not model
   // work (Korthikanti et al. 2022), so they come off again.
-  const double devices_per_stage = static_cast<double>(strategy.tp) * strategy.dp;
+  const double devices_per_stage = static_cast<double>(strategy.tp) * strategy.cp * strategy.dp;
   for (const StagePlan& stage : p.stages) {
     for (const OpInstance& op : stage.backward) {
       if (op.recompute && p.events[op.event].event.kind == EventKind::kCompute) {
@@ -168,7 +203,8 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs) {
   sum.mfu = sum.flops_per_gpu_per_s / (p.cluster.device.peakTflops(p.model.dtype) * kFlopsPerTflop);
 
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  DeviceMetrics lo{kInf, kInf, kInf, kInf, kInf, kInf, kInf, kInf}, hi, total;
+  DeviceMetrics lo, hi, total;
+  for (auto field : kDeviceFields) lo.*field = kInf;
   double weight_sum = 0, best_busy = -1;
   for (int s = 0; s < p.deviceStages(); ++s) {
     StageSummary stage;
@@ -177,7 +213,8 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs) {
     double stage_weight = 0;
     for (size_t k = 0; k < p.pipelines.size(); ++k) {
       DeviceMetrics d = deviceMetrics(sim, static_cast<int>(k), s);
-      double weight = static_cast<double>(p.pipelines[k].replicas.size()) * strategy.tp;
+      double weight =
+          static_cast<double>(p.pipelines[k].replicas.size()) * strategy.tp * strategy.cp;
       for (auto field : kDeviceFields) {
         foldDevice(lo, hi, total, d, weight, field);
         stage.device.*field += d.*field * weight;

@@ -29,6 +29,9 @@ struct DeviceMetrics {
   double pp_comm_us = 0;
   double dp_comm_us = 0;          // gradient all-reduce time (may overlap compute)
   double exposed_dp_comm_us = 0;  // the part that does not overlap compute
+  double cp_comm_us = 0;          // context parallelism's K/V ring exchanges (overlap attention)
+  double exposed_cp_comm_us = 0;  // the part that outlasts the attention steps
+  double ep_comm_us = 0;          // expert parallelism's token all-to-alls (blocking)
   double idle_us = 0;
   double bubble_fraction = 0;  // idle share of the pipeline phase (up to the flush)
   double utilization = 0;      // compute / iteration time

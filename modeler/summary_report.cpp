@@ -20,16 +20,23 @@ nlohmann::json deviceJson(const DeviceMetrics& d) {
           {"pp_comm_ms", d.pp_comm_us / kUsPerMs},
           {"dp_comm_ms", d.dp_comm_us / kUsPerMs},
           {"exposed_dp_comm_ms", d.exposed_dp_comm_us / kUsPerMs},
+          {"cp_comm_ms", d.cp_comm_us / kUsPerMs},
+          {"exposed_cp_comm_ms", d.exposed_cp_comm_us / kUsPerMs},
+          {"ep_comm_ms", d.ep_comm_us / kUsPerMs},
           {"idle_ms", d.idle_us / kUsPerMs},
           {"utilization", d.utilization},
           {"bubble_fraction", d.bubble_fraction}};
 }
 
-std::string deviceRow(const std::string& label, const DeviceMetrics& d) {
+// The EP all-to-all and the exposed CP ring columns appear only for strategies that have them.
+std::string deviceRow(const std::string& label, const DeviceMetrics& d, const Strategy& st) {
+  std::string extra;
+  if (st.ep > 1) extra += fmt::format(" {:>11.3f}", d.ep_comm_us / kUsPerMs);
+  if (st.cp > 1) extra += fmt::format(" {:>11.3f}", d.exposed_cp_comm_us / kUsPerMs);
   return fmt::format(
-      "  {:<10} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>9.1f}% {:>8.1f}%\n", label,
+      "  {:<10} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f}{} {:>11.3f} {:>9.1f}% {:>8.1f}%\n", label,
       d.compute_us / kUsPerMs, d.tp_comm_us / kUsPerMs, d.pp_comm_us / kUsPerMs,
-      d.exposed_dp_comm_us / kUsPerMs, d.idle_us / kUsPerMs, 100 * d.utilization,
+      d.exposed_dp_comm_us / kUsPerMs, extra, d.idle_us / kUsPerMs, 100 * d.utilization,
       100 * d.bubble_fraction);
 }
 
@@ -84,6 +91,8 @@ nlohmann::json summaryJson(const Simulation& sim) {
           {"parameters_active", sim.plan.model.activeParameters()},
           {"cluster", sim.plan.cluster.name},
           {"strategy", st.name()},
+          {"context_parallel", st.cp},
+          {"expert_parallel", st.ep},
           {"micro_batch", st.micro_batch},
           {"global_batch", st.global_batch},
           {"micro_batches", sim.plan.micro_batches},
@@ -155,13 +164,17 @@ std::string summaryText(const Simulation& sim) {
   out += fmt::format(
       "  devices            {} ({} simulated: {} stage(s) x {} pipeline class(es))\n", st.gpus(),
       p.pipelines.size() * p.deviceStages(), p.deviceStages(), p.pipelines.size());
-  out += fmt::format("\n  per device (ms)    {:>11} {:>11} {:>11} {:>11} {:>11} {:>10} {:>9}\n",
-                     "compute", "tp-comm", "pp-comm", "dp-exposed", "idle", "util", "bubble");
-  out += deviceRow("min", s.min_device);
-  out += deviceRow("mean", s.mean_device);
-  out += deviceRow("max", s.max_device);
+  std::string extra_heads;
+  if (st.ep > 1) extra_heads += fmt::format(" {:>11}", "ep-comm");
+  if (st.cp > 1) extra_heads += fmt::format(" {:>11}", "cp-exposed");
+  out += fmt::format("\n  per device (ms)    {:>11} {:>11} {:>11} {:>11}{} {:>11} {:>10} {:>9}\n",
+                     "compute", "tp-comm", "pp-comm", "dp-exposed", extra_heads, "idle", "util",
+                     "bubble");
+  out += deviceRow("min", s.min_device, st);
+  out += deviceRow("mean", s.mean_device, st);
+  out += deviceRow("max", s.max_device, st);
   for (const StageSummary& stage : s.stages) {
-    out += deviceRow(fmt::format("stage {}", stage.stage), stage.device);
+    out += deviceRow(fmt::format("stage {}", stage.stage), stage.device, st);
   }
   out += "\n  peak memory/GPU   ";
   for (const StageMemory& stage : memory.stages) {

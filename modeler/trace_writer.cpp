@@ -24,9 +24,20 @@ void flushIfFull(fmt::memory_buffer& buffer, std::ostream& out, bool force = fal
   }
 }
 
-// The thread of the receive side of pipeline transfers (after the streams of op_list.h): a rank's
-// own sends and its receives overlap in time, so they get a row each.
-constexpr int kRecvThread = kStreamCount;
+// The thread of the receive side of pipeline transfers: a rank's own sends and its receives
+// overlap in time, so they get a row each. Thread ids stay those of the four original streams
+// and this one (4) whatever streams are added after them: CP and EP come next, named only when
+// the strategy has them.
+constexpr int kRecvThread = 4;
+int threadOf(Stream stream) {
+  const int s = static_cast<int>(stream);
+  return s < kRecvThread ? s : s + 1;
+}
+bool streamUsed(const Strategy& strategy, Stream stream) {
+  if (stream == Stream::kCpComm) return strategy.cp > 1;
+  if (stream == Stream::kEpComm) return strategy.ep > 1;
+  return true;
+}
 
 // The rank a pipeline send of `rank` goes to: the next model chunk for an activation, the previous
 // one for a gradient (virtual stage k = chunk * P + pp; chunk k runs on device stage k % P), and
@@ -124,11 +135,22 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
                    "{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{0},\"args\":{{"
                    "\"sort_index\":{0}}}}}",
                    rank, layout.node(rank), layout.gpuInNode(rank), c.tp, c.pp, c.dp);
-    for (int s = 0; s <= kRecvThread; ++s) {
+    auto thread_name = [&](int tid, std::string_view name) {
       fmt::format_to(emit,
                      ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},"
                      "\"args\":{{\"name\":\"{}\"}}}}",
-                     rank, s, s == kRecvThread ? "pp-recv" : streamName(static_cast<Stream>(s)));
+                     rank, tid, name);
+    };
+    for (int s = 0; s < kStreamCount; ++s) {
+      const auto stream = static_cast<Stream>(s);
+      if (threadOf(stream) > kRecvThread) break;
+      thread_name(threadOf(stream), streamName(stream));
+    }
+    thread_name(kRecvThread, "pp-recv");
+    for (int s = 0; s < kStreamCount; ++s) {
+      const auto stream = static_cast<Stream>(s);
+      if (threadOf(stream) < kRecvThread || !streamUsed(plan.strategy, stream)) continue;
+      thread_name(threadOf(stream), streamName(stream));
     }
     source.for_each_event(rank, [&](const DeviceEvent& e) {
       const UniqueEvent& u = plan.events[e.event];
@@ -138,7 +160,7 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
                      "\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"micro_batch\":{},\"chunk\":{},"
                      "\"phase\":\"{}\",\"layer\":\"{}\",\"event\":\"{}\",\"provenance\":"
                      "\"{}\"",
-                     e.name, eventKindName(u.event.kind), rank, static_cast<int>(e.stream),
+                     e.name, eventKindName(u.event.kind), rank, threadOf(e.stream),
                      e.start_us, e.duration_us, e.micro_batch, e.chunk, phaseName(e.phase),
                      layerText(e.layer, layer_scratch), u.signature, source.provenance(e.event));
       if (isCommunication(u.event.kind)) {
@@ -169,7 +191,7 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
                        "\"pid\":{},\"tid\":{},\"ts\":{:.3f}}},\n{{\"ph\":\"f\",\"bp\":\"e\","
                        "\"name\":\"p2p\",\"cat\":\"p2p\",\"id\":{},\"pid\":{},\"tid\":{},"
                        "\"ts\":{:.3f}}}",
-                       id, rank, static_cast<int>(e.stream), e.start_us, id, target->rank,
+                       id, rank, threadOf(e.stream), e.start_us, id, target->rank,
                        kRecvThread, e.start_us + e.duration_us / 2);
       }
       flushIfFull(buf, out);

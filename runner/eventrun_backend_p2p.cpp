@@ -80,7 +80,8 @@ std::vector<Step> stepsOf(const RankProgram& p, const std::vector<size_t>& fused
           received_early[j] = true;
         }
         break;
-      case ActionKind::kCollective: {
+      case ActionKind::kCollective:
+      case ActionKind::kRingExchange: {  // every member of the group takes part
         s.kind = StepKind::kCollective;
         const std::vector<int64_t>& members = p.groups.at(static_cast<size_t>(a.group));
         s.collective = {members, occurrences[members]++};

@@ -1,5 +1,6 @@
 #include "runner/eventrun_executor.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "common/error.h"
@@ -75,6 +76,18 @@ void CpuRankExecutor::runCollective(const Action& action, MPI_Request* request) 
   // (MPI forbids touching a buffer of a pending non-blocking operation).
   MpiCollectiveBuffers& b = bufferFor(action.event, /*in_flight=*/request != nullptr);
   runMpiCollective(event, b, comms_.at(static_cast<size_t>(action.group)), request);
+}
+
+void CpuRankExecutor::ringExchange(const Action& action) {
+  const std::vector<int64_t>& members = program_.groups.at(static_cast<size_t>(action.group));
+  const int n = static_cast<int>(members.size());
+  const int me = static_cast<int>(std::find(members.begin(), members.end(), program_.rank) -
+                                  members.begin());
+  MpiCollectiveBuffers& b = bufferFor(action.event);
+  EVSIM_MPI_CHECK(MPI_Sendrecv(b.send.data(), static_cast<int>(b.elements), b.type, (me + 1) % n,
+                               /*sendtag=*/0, b.recv.data(), static_cast<int>(b.elements), b.type,
+                               (me + n - 1) % n, /*recvtag=*/0,
+                               comms_.at(static_cast<size_t>(action.group)), MPI_STATUS_IGNORE));
 }
 
 void CpuRankExecutor::wait(MPI_Request& request) {
@@ -154,6 +167,11 @@ void CpuRankExecutor::runIteration(std::vector<ActionTime>& times) {
         bucket_queue_.push_back(i);
         startNextBucket(times);
         break;
+      case ActionKind::kRingExchange: {
+        CommWatch watch(kWaitWhat);
+        ringExchange(a);
+        break;
+      }
       case ActionKind::kBucketWait:
         while (bucket_request_ != MPI_REQUEST_NULL) {
           wait(bucket_request_);

@@ -68,6 +68,8 @@ class CpuRankExecutor : public RankExecutor {
   // The send/collective buffers of `event`; `in_flight` ones serve non-blocking DP buckets only.
   MpiCollectiveBuffers& bufferFor(int event, bool in_flight = false);
   void runCollective(const Action& action, MPI_Request* request);
+  // Send to the next member of the action's group, receive from the previous (the CP ring).
+  void ringExchange(const Action& action);
   void wait(MPI_Request& request);
   void pollPending(std::vector<ActionTime>& times);
   void startNextBucket(std::vector<ActionTime>& times);

@@ -49,12 +49,15 @@ class ProgramBuilder {
         if (!buckets_here) continue;
         for (const GradBucket& bucket : stage.dp_buckets) {
           if (bucket.ready_after_op != static_cast<int>(i)) continue;
+          const bool scatter = isScatter(bucket.event);
           Action a = commonFields(
               Stream::kDpComm, Phase::kGradSync,
-              isScatter(bucket.event) ? "grad_bucket_reduce_scatter" : "grad_bucket_allreduce",
+              bucket.expert ? (scatter ? "expert_grad_reduce_scatter" : "expert_grad_allreduce")
+                            : (scatter ? "grad_bucket_reduce_scatter" : "grad_bucket_allreduce"),
               bucket.event, kEmbeddingLayer, -1, task.chunk);
           a.kind = ActionKind::kBucketStart;
-          a.group = groupIndex(Stream::kDpComm);
+          a.group = bucket.expert ? groupIndexOf(layout_.expertDpRanks(program_.coord))
+                                  : groupIndex(Stream::kDpComm);
           program_.actions.push_back(a);
         }
       }
@@ -72,6 +75,11 @@ class ProgramBuilder {
       if (event < 0) continue;
       addCollective(Stream::kDpComm, isScatter(event) ? "grad_reduce_scatter" : "grad_allreduce",
                     event, chunk);
+      if (stage.expert_grad_sync >= 0) {
+        addCollective(Stream::kDpComm,
+                      isScatter(event) ? "expert_grad_reduce_scatter" : "expert_grad_allreduce",
+                      stage.expert_grad_sync, chunk, layout_.expertDpRanks(program_.coord));
+      }
     }
     if (any_bucket) {
       Action wait = commonFields(Stream::kDpComm, Phase::kGradSync, "grad_bucket_wait", -1,
@@ -85,8 +93,14 @@ class ProgramBuilder {
       }
     }
     for (int chunk = v - 1; chunk >= 0; --chunk) {
-      const int event = chunkStage(chunk).dp_allgather;
-      if (event >= 0) addCollective(Stream::kDpComm, "param_allgather", event, chunk);
+      const StagePlan& stage = chunkStage(chunk);
+      if (stage.dp_allgather >= 0) {
+        addCollective(Stream::kDpComm, "param_allgather", stage.dp_allgather, chunk);
+      }
+      if (stage.expert_allgather >= 0) {
+        addCollective(Stream::kDpComm, "expert_param_allgather", stage.expert_allgather, chunk,
+                      layout_.expertDpRanks(program_.coord));
+      }
     }
     sortGroups();
     return std::move(program_);
@@ -114,11 +128,13 @@ class ProgramBuilder {
     return plan_.events[event].event.kind == EventKind::kReduceScatter;
   }
 
-  // A blocking gradient-sync phase collective on the DP group, outside micro-batch tasks.
-  void addCollective(Stream stream, std::string_view name, int event, int chunk) {
+  // A blocking gradient-sync phase collective on the DP group (or on `members`), outside
+  // micro-batch tasks.
+  void addCollective(Stream stream, std::string_view name, int event, int chunk,
+                     std::vector<int64_t> members = {}) {
     Action a = commonFields(stream, Phase::kGradSync, name, event, kEmbeddingLayer, -1, chunk);
     a.kind = ActionKind::kCollective;
-    a.group = groupIndex(stream);
+    a.group = members.empty() ? groupIndex(stream) : groupIndexOf(std::move(members));
     program_.actions.push_back(a);
   }
 
@@ -128,8 +144,11 @@ class ProgramBuilder {
     if (kind == EventKind::kCompute) {
       a.kind = ActionKind::kCompute;
     } else if (kind == EventKind::kP2P) {
-      EVSIM_THROW(Error, "op '{}' of stage {}: a P2P event inside an op list has no peer rule",
+      EVSIM_CHECK(op.stream == Stream::kCpComm,
+                  "op '{}' of stage {}: a P2P event inside an op list outside the CP ring",
                   op.name, program_.coord.pp);
+      a.kind = ActionKind::kRingExchange;
+      a.group = groupIndex(op.stream);
     } else {
       a.kind = ActionKind::kCollective;
       a.group = groupIndex(op.stream);
@@ -143,7 +162,8 @@ class ProgramBuilder {
     Action a = commonFields(Stream::kPpComm, task.phase, name, event, kEmbeddingLayer,
                             task.micro_batch, task.chunk);
     a.kind = kind;
-    a.peer = layout_.rank(program_.coord.tp, program_.coord.dp, peer_stage % plan_.deviceStages());
+    a.peer = layout_.rank(program_.coord.tp, program_.coord.dp, peer_stage % plan_.deviceStages(),
+                          program_.coord.cp);
     const int64_t tag = 2 * (boundary * plan_.micro_batches + task.micro_batch) +
                         (task.phase == Phase::kForward ? 0 : 1);
     EVSIM_CHECK(tag < std::numeric_limits<int>::max(), "P2P tag {} overflows int", tag);
@@ -152,7 +172,11 @@ class ProgramBuilder {
   }
 
   int groupIndex(Stream stream) {
-    std::vector<int64_t> members = collectiveGroup(plan_, program_.coord, stream);
+    return groupIndexOf(collectiveGroup(plan_, program_.coord, stream));
+  }
+
+  int groupIndexOf(std::vector<int64_t> members) {
+    std::sort(members.begin(), members.end());
     auto it = std::find(program_.groups.begin(), program_.groups.end(), members);
     if (it != program_.groups.end()) return static_cast<int>(it - program_.groups.begin());
     program_.groups.push_back(std::move(members));
@@ -194,13 +218,21 @@ std::vector<int64_t> collectiveGroup(const IterationPlan& plan, const RankCoord&
   std::vector<int64_t> members;
   switch (stream) {
     case Stream::kTpComm:
-      for (int t = 0; t < s.tp; ++t) members.push_back(layout.rank(t, coord.dp, coord.pp));
+      members = layout.tpRanks(coord);
       break;
     case Stream::kDpComm:
-      for (int d = 0; d < s.dp; ++d) members.push_back(layout.rank(coord.tp, d, coord.pp));
+      members = layout.dpRanks(coord);
+      break;
+    case Stream::kCpComm:
+      members = layout.cpRanks(coord);
+      break;
+    case Stream::kEpComm:
+      members = layout.epRanks(coord);
       break;
     case Stream::kPpComm:
-      for (int p = 0; p < s.pp; ++p) members.push_back(layout.rank(coord.tp, coord.dp, p));
+      for (int p = 0; p < s.pp; ++p) {
+        members.push_back(layout.rank(coord.tp, coord.dp, p, coord.cp));
+      }
       break;
     case Stream::kCompute:
       EVSIM_THROW(Error, "a collective on the compute stream has no group");

@@ -13,9 +13,11 @@
 //   ops    the chunk's forward/backward op list: compute ops on the CPU kernels (recomputed forward
 //          ops in a backward task with phase recompute), collectives in the group their stream
 //          names (TP all-reduces, sequence-parallel reduce-scatter/all-gather, ZeRO-3 per-layer
-//          gathers and scatters on dp-comm)
+//          gathers and scatters on dp-comm, MoE all-to-alls on ep-comm), CP ring exchanges
+//          (cp-comm) in the CP group
 //   send   the output: "send_activation" to k+1 / "send_gradient" to k-1
-// then the gradient sync of each chunk, v-1 first, over the DP group: "grad_allreduce" (ZeRO 0) or
+// then the gradient sync of each chunk, v-1 first, over the DP group (x CP; the routed experts'
+// gradients after it over the expert-data-parallel group): "grad_allreduce" (ZeRO 0) or
 // "grad_reduce_scatter" (ZeRO 1/2), or with dp_overlap the DDP buckets ("grad_bucket_allreduce" /
 // "grad_bucket_reduce_scatter"), each issued after the op of the chunk's last backward task that
 // completes it and all waited for before the optimizers; then the chunks' optimizer ops
@@ -42,6 +44,10 @@ enum class ActionKind {
   kRecv,         // wait for the matching receive from `peer` (posted at the iteration start)
   kBucketStart,  // issue a DP gradient bucket's all-reduce in `group` without waiting
   kBucketWait,   // wait until every issued bucket has completed
+  // Context parallelism's K/V ring step in `group` (the CP ranks, ascending): send the event's
+  // message to the next member, receive one from the previous, both at once. eventrun runs it
+  // just before the attention step it feeds (the simulator overlaps them).
+  kRingExchange,
 };
 
 struct Action {

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "kernels/cpu/cpu_llama_kernels.h"
+#include "kernels/cpu/cpu_moe_kernels.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/cpu_random.h"
 #include "kernels/event_shapes.h"
@@ -259,6 +260,8 @@ std::unique_ptr<ComputeKernel> makeCpuKernel(const Event& event, uint64_t seed) 
       return cpu::makeRopeKernel(event, seed, kind.backward);
     case OpFamily::kAttention:
       return cpu::makeAttentionKernel(event, seed, kind.backward);
+    case OpFamily::kMoeRouting:
+      return cpu::makeMoeKernel(event, seed);
   }
   EVSIM_THROW(Error, "op family {} has no CPU kernel", static_cast<int>(kind.family));
 }

@@ -124,6 +124,21 @@ void crossEntropyForward(const float* logits, const int32_t* targets, float* los
 void crossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
                           const float* dloss, float* dlogits, int64_t rows, int64_t cols);
 
+// ---- mixture-of-experts routing (moe.cpp) ----
+// Per token: probs[t,:] = softmax(logits[t,:]) over `experts`, and its `topk` largest entries
+// (index and probability, in descending order; ties to the lower index).
+void moeRouterForward(const float* logits, float* probs, int32_t* topk_index, float* topk_prob,
+                      int64_t tokens, int64_t experts, int64_t topk);
+// Softmax gradient per token: dlogits = probs * (dprobs - sum_j dprobs_j probs_j).
+void moeRouterBackward(const float* probs, const float* dprobs, float* dlogits, int64_t tokens,
+                       int64_t experts);
+// Gather: y[r,:] = x[source[r],:] for `rows` rows of `hidden`.
+void moePermute(const float* x, const int32_t* source, float* y, int64_t rows, int64_t hidden);
+// Weighted scatter back: x[r / topk,:] = sum over the token's topk rows r of weight[r] * y[r,:]
+// (rows grouped by token, topk consecutive rows each; x has rows / topk rows, overwritten).
+void moeUnpermute(const float* y, const float* weight, float* x, int64_t rows, int64_t hidden,
+                  int64_t topk);
+
 // ---- optimizer (adam.cpp) ----
 // One AdamW step number `step` (1-based) with bias correction, in place on weights, m and v:
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  mhat = m / (1-b1^step);  vhat = v / (1-b2^step)

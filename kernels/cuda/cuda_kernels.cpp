@@ -11,6 +11,7 @@
 #include "kernels/cuda/cuda_gemm.h"
 #include "kernels/cuda/cuda_kernel_base.h"
 #include "kernels/cuda/cuda_llama_kernels.h"
+#include "kernels/cuda/cuda_moe_kernels.h"
 #include "kernels/event_shapes.h"
 
 namespace evsim {
@@ -267,6 +268,8 @@ std::unique_ptr<ComputeKernel> makeCudaKernel(const Event& event, void* cuda_str
       return cuda::makeCudaRopeKernel(event, stream, seed, kind.backward);
     case OpFamily::kAttention:
       return cuda::makeCudaAttentionKernel(event, stream, seed, kind.backward);
+    case OpFamily::kMoeRouting:
+      return cuda::makeCudaMoeKernel(event, stream, seed);
   }
   EVSIM_THROW(Error, "op family {} has no CUDA kernel", static_cast<int>(kind.family));
 }

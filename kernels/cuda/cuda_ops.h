@@ -68,6 +68,18 @@ void ropeBackward(DType dtype, const void* dy, void* dx, const float* cos, const
                   int64_t tokens, int64_t heads, int64_t dim, int64_t positions,
                   cudaStream_t stream);
 
+// ---- mixture-of-experts routing (moe.cu), as kernels/cpu/cpu_ops.h's moe* functions ----
+// logits [tokens][experts] in dtype; probs fp32; top-k indices and probabilities per token.
+void moeRouterForward(DType dtype, const void* logits, float* probs, int32_t* topk_index,
+                      float* topk_prob, int64_t tokens, int64_t experts, int64_t topk,
+                      cudaStream_t stream);
+void moeRouterBackward(const float* probs, const float* dprobs, float* dlogits, int64_t tokens,
+                       int64_t experts, cudaStream_t stream);
+void moePermute(DType dtype, const void* x, const int32_t* source, void* y, int64_t rows,
+                int64_t hidden, cudaStream_t stream);
+void moeUnpermute(DType dtype, const void* y, const float* weight, void* x, int64_t rows,
+                  int64_t hidden, int64_t topk, cudaStream_t stream);
+
 // ---- fused attention, row-wise pieces (attention.cu; cuda_attention.cpp adds the GEMMs) ----
 // A tile holds query rows [first, first + rows) of each of `batch` heads against their first
 // `keys` keys: fp32 scores [batch][rows][keys] (already scaled). Row i sees all keys, or with

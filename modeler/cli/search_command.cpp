@@ -44,6 +44,8 @@ struct SearchArgs {
   std::string sequence_parallel = "off";
   std::string zero_stages = "0";
   std::string dp_overlaps = "off";
+  std::string context_parallel = "1";
+  std::string expert_parallel;  // empty: every power of two dividing an MoE model's experts
   int top = 0;  // 0: every candidate
   bool json = false;
   std::string csv;
@@ -108,6 +110,8 @@ std::vector<int> parseSmallInts(const std::string& text, std::string_view flag) 
 std::string techniquesText(const Strategy& s) {
   std::string out;
   auto add = [&](const std::string& part) { out += (out.empty() ? "" : " ") + part; };
+  if (s.cp > 1) add(fmt::format("cp{}", s.cp));
+  if (s.ep > 1) add(fmt::format("ep{}", s.ep));
   if (s.schedule == Schedule::kInterleaved) add(fmt::format("v{}", s.virtual_stages));
   if (s.recompute == Recompute::kFull) add("rc=full");
   if (s.recompute == Recompute::kSelective) add("rc=sel");
@@ -128,6 +132,8 @@ std::string spaceCommandLine(const SearchArgs& args) {
   }
   out += fmt::format(" --recompute {} --sequence-parallel {} --zero {} --dp-overlap {}",
                      args.recomputes, args.sequence_parallel, args.zero_stages, args.dp_overlaps);
+  if (args.context_parallel != "1") out += fmt::format(" --cp {}", args.context_parallel);
+  if (!args.expert_parallel.empty()) out += fmt::format(" --ep {}", args.expert_parallel);
   if (args.allow_cross_node_tp) out += " --allow-cross-node-tp";
   return out;
 }
@@ -139,7 +145,9 @@ std::string unionEventprofHint(const SearchArgs& args, const SearchOptions& opti
   bool plain = space.recomputes == std::vector<Recompute>{Recompute::kNone} &&
                space.sequence_parallel == std::vector<bool>{false} &&
                space.zero_stages == std::vector<int>{0} &&
-               space.dp_overlaps == std::vector<bool>{false} && !args.allow_cross_node_tp;
+               space.dp_overlaps == std::vector<bool>{false} &&
+               space.context_parallel == std::vector<int>{1} &&
+               space.expert_parallel == std::vector<int>{1} && !args.allow_cross_node_tp;
   for (Schedule s : space.schedules) plain = plain && s != Schedule::kInterleaved;
   if (plain) {
     return fmt::format(
@@ -361,6 +369,16 @@ void run(const SearchArgs& args) {
   options.space.sequence_parallel = parseOnOff(args.sequence_parallel, "--sequence-parallel");
   options.space.dp_overlaps = parseOnOff(args.dp_overlaps, "--dp-overlap");
   options.space.zero_stages = parseSmallInts(args.zero_stages, "--zero");
+  options.space.context_parallel = parseSmallInts(args.context_parallel, "--cp");
+  if (args.expert_parallel.empty()) {
+    // An MoE model is searched with its experts sharded every way that divides them.
+    options.space.expert_parallel = {1};
+    for (int e = 2; e <= model.moe.num_experts; e *= 2) {
+      if (model.moe.num_experts % e == 0) options.space.expert_parallel.push_back(e);
+    }
+  } else {
+    options.space.expert_parallel = parseSmallInts(args.expert_parallel, "--ep");
+  }
   options.space.allow_cross_node_tp = args.allow_cross_node_tp;
   options.memory_headroom = args.memory_headroom;
   options.threads = args.threads;
@@ -427,6 +445,12 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
                   "gradient buckets overlapped with the backward, to try: off,on (on only where "
                   "D >= 2 and not with ZeRO-3)")
       ->capture_default_str();
+  cmd->add_option("--cp,--context-parallel-size", args->context_parallel,
+                  "context-parallel sizes to try, e.g. 1,2,4 (> 1 only with flash attention)")
+      ->capture_default_str();
+  cmd->add_option("--ep,--expert-model-parallel-size", args->expert_parallel,
+                  "expert-parallel sizes to try (default for MoE models: every power of two "
+                  "dividing the experts; only where E divides D)");
   cmd->add_option("--zero", args->zero_stages,
                   "ZeRO stages to try: 0,1,2,3 (> 0 only where D >= 2)")
       ->capture_default_str();

@@ -34,6 +34,8 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
                       {"tp", s.tp},
                       {"pp", s.pp},
                       {"dp", s.dp},
+                      {"cp", s.cp},
+                      {"ep", s.ep},
                       {"micro_batch", s.micro_batch},
                       {"schedule", scheduleName(s.schedule)},
                       {"virtual_stages", s.virtual_stages},
@@ -90,7 +92,7 @@ nlohmann::json adviceJson(const std::optional<FitAdvice>& advice) {
 }
 
 void writeCsv(const SearchReport& report, std::ostream& out) {
-  out << "rank,strategy,tp,pp,dp,micro_batch,schedule,virtual_stages,recompute,sequence_parallel,"
+  out << "rank,strategy,tp,pp,dp,cp,ep,micro_batch,schedule,virtual_stages,recompute,sequence_parallel,"
          "zero,dp_overlap,status,iteration_time_ms,"
          "throughput_samples_per_s,speedup_over_worst,bubble_fraction,peak_memory_bytes,"
          "memory_headroom_bytes,measured_share,derived_share,estimated_share,violation\n";
@@ -99,7 +101,7 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
     bool valid = r.status != CandidateStatus::kInvalid;
     bool ok = r.status == CandidateStatus::kOk;
     out << (ok ? std::to_string(r.rank) : "") << ',' << s.name() << ',' << s.tp << ',' << s.pp
-        << ',' << s.dp << ',' << s.micro_batch << ',' << scheduleName(s.schedule) << ','
+        << ',' << s.dp << ',' << s.cp << ',' << s.ep << ',' << s.micro_batch << ',' << scheduleName(s.schedule) << ','
         << s.virtual_stages << ',' << recomputeName(s.recompute) << ','
         << (s.sequence_parallel ? "on" : "off") << ',' << s.zero_stage << ','
         << (s.dp_overlap ? "on" : "off") << ',' << candidateStatusName(r.status) << ',';

@@ -184,6 +184,14 @@ class CudaRankExecutor : public RankExecutor {
           EVSIM_CUDA_CHECK(cudaEventRecord(done_, compute_));
           p2p_->waitEvent(done_, "ncclRecv");
           break;
+        case ActionKind::kRingExchange: {
+          NcclComm& comm = *comms_.at(static_cast<size_t>(a.group));
+          EVSIM_CUDA_CHECK(cudaEventRecord(starts_[i], compute_));
+          enqueueRingExchange(a, comm);
+          EVSIM_CUDA_CHECK(cudaEventRecord(ends_[i], compute_));
+          comm.waitEvent(ends_[i], std::string(a.name));
+          break;
+        }
         case ActionKind::kBucketStart: {
           // The bucket starts once the op that completes it has run (on the compute stream) and
           // the previous bucket is done (stream order on the bucket stream).
@@ -231,6 +239,22 @@ class CudaRankExecutor : public RankExecutor {
 
   void enqueueCollective(const Action& a, NcclComm& comm, cudaStream_t stream) {
     enqueueNcclCollective(plan_.events[a.event].event, buffersFor(a.event), comm.get(), stream);
+    comm.waitEnqueued(std::string(a.name));
+  }
+
+  // The CP ring step: send to the next member of the group, receive from the previous, in one
+  // NCCL group so that neither waits for the other.
+  void enqueueRingExchange(const Action& a, NcclComm& comm) {
+    const std::vector<int64_t>& members = program_.groups.at(static_cast<size_t>(a.group));
+    const int n = static_cast<int>(members.size());
+    const int me = static_cast<int>(std::find(members.begin(), members.end(), program_.rank) -
+                                    members.begin());
+    NcclCollectiveBuffers& b = buffersFor(a.event);
+    EVSIM_NCCL_CHECK(ncclGroupStart());
+    EVSIM_NCCL_CHECK(ncclSend(b.send->get(), b.elements, b.type, (me + 1) % n, comm.get(), compute_));
+    EVSIM_NCCL_CHECK(
+        ncclRecv(b.recv->get(), b.elements, b.type, (me + n - 1) % n, comm.get(), compute_));
+    EVSIM_NCCL_CHECK(ncclGroupEnd());
     comm.waitEnqueued(std::string(a.name));
   }
 

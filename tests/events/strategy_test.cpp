@@ -196,7 +196,7 @@ TEST_F(StrategyRules, ZeroNeedsDataParallelismAndAKnownStage) {
   EXPECT_FALSE(strategyViolation(model_, cluster_, s).has_value());
   Strategy single = test::strategy("1M1P1D", 1, 1);
   single.zero_stage = 1;
-  EXPECT_CONTAINS(strategyViolation(model_, cluster_, single).value_or(""), "needs D >= 2");
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, single).value_or(""), "needs D x C >= 2");
 }
 
 }  // namespace

@@ -39,6 +39,10 @@ inline Event smallEvent(const std::string& op, DType dtype = DType::kBf16) {
       {"rope_bwd", {{"tokens", 8}, {"heads", 3}, {"dim", 16}}},
       {"flash_attn_fwd", {{"batch", 4}, {"groups", 2}, {"seq", 37}, {"dim", 16}, {"causal", 1}}},
       {"flash_attn_bwd", {{"batch", 4}, {"groups", 2}, {"seq", 37}, {"dim", 16}, {"causal", 1}}},
+      {"moe_router_fwd", {{"tokens", 12}, {"experts", 8}, {"topk", 2}}},
+      {"moe_router_bwd", {{"tokens", 12}, {"experts", 8}, {"topk", 2}}},
+      {"moe_permute", {{"rows", 24}, {"hidden", 16}}},
+      {"moe_unpermute", {{"rows", 24}, {"hidden", 16}, {"topk", 2}}},
   };
   auto it = dims.find(op);
   if (it == dims.end()) {
