@@ -20,35 +20,45 @@ double ClosedFormTier::issuedUs(const Event& event) const {
 }
 
 ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& strategy,
-                                                             Placement tp_group) const {
-  const LayerShape shape = layerShape(model_, strategy, tp_group);
+                                                             const StageGroups& groups) const {
+  LayerShape shape = layerShape(model_, strategy, groups.tp);
+  if (strategy.cp > 1) shape.cp_ring = groups.cp_ring;
+  if (strategy.ep > 1) shape.ep_group = groups.ep;
   EventTable table;
   LayerOpBuilder builder(shape, table);
   LayerTimes out;
   std::vector<double> op_us;  // by event index, filled as events appear
+  // Op times one after another; an op that overlaps the next counts with it as the longer.
   auto sum = [&](const OpList& ops) {
-    double total = 0;
+    double total = 0, overlapped = 0;
     for (const OpInstance& op : ops) {
       while (static_cast<int>(op_us.size()) < table.size()) {
         std::optional<EventCost> c = costs_.cost(table[static_cast<int>(op_us.size())].event);
         if (!c) out.complete = false;
         op_us.push_back(c ? c->time_us : 0);
       }
-      total += op_us[op.event];
+      if (op.overlaps_next) {
+        overlapped = std::max(overlapped, op_us[op.event]);
+        continue;
+      }
+      total += std::max(op_us[op.event], overlapped);
+      overlapped = 0;
     }
-    return total;
+    return total + overlapped;
   };
-  auto block = [&](bool cross, double& forward, double& backward) {
+  auto block = [&](bool cross, bool moe, double& forward, double& backward) {
     TransformerBlock b;
     b.cross_attention = cross;
+    b.moe = moe;
     OpList f, g;
     builder.blockForward(b, 0, f);
     builder.blockBackward(b, 0, g);
     forward = sum(f);
     backward = sum(g);
   };
-  block(false, out.self_forward, out.self_backward);
-  if (model_.hasCrossAttention()) block(true, out.cross_forward, out.cross_backward);
+  block(false, false, out.self_forward, out.self_backward);
+  if (model_.hasCrossAttention()) block(true, false, out.cross_forward, out.cross_backward);
+  if (model_.moeLayers() > 0) block(false, true, out.moe_forward, out.moe_backward);
   const int streams = embeddingStreams(model_);
   OpList ef, eb, hf, hb;
   builder.embeddingForward(streams, ef);
@@ -63,28 +73,37 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
 }
 
 ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy,
-                                                      Placement tp_group) const {
-  const LayerKey key{strategy.micro_batch,       strategy.tp,
-                     strategy.sequence_parallel, static_cast<int>(strategy.recompute),
-                     tp_group.group_size,        tp_group.nodes,
-                     tp_group.ranks_per_node};
+                                                      const StageGroups& groups) const {
+  auto placement = [](const Placement& p) {
+    return std::make_tuple(p.group_size, p.nodes, p.ranks_per_node);
+  };
+  const LayerKey key{strategy.micro_batch,
+                     strategy.tp,
+                     strategy.sequence_parallel,
+                     static_cast<int>(strategy.recompute),
+                     strategy.cp,
+                     strategy.ep,
+                     placement(groups.tp),
+                     placement(groups.cp_ring),
+                     placement(groups.ep)};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = layer_times_.find(key);
     if (it != layer_times_.end()) return it->second;
   }
-  LayerTimes times = computeLayerTimes(strategy, tp_group);
+  LayerTimes times = computeLayerTimes(strategy, groups);
   std::lock_guard<std::mutex> lock(mutex_);
   return layer_times_.try_emplace(key, times).first->second;
 }
 
 double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batches,
                                     const std::vector<int>& first_layer,
-                                    const std::vector<int64_t>& parameters) const {
-  const int P = strategy.pp, D = strategy.dp;
+                                    const std::vector<int64_t>& parameters,
+                                    const std::vector<int64_t>& dense_parameters) const {
+  const int P = strategy.pp, G = strategy.gradGroupSize();
   const int K = static_cast<int>(first_layer.size());
   const int v = K / P;
-  const int zero = D > 1 ? strategy.zero_stage : 0;
+  const int zero = G > 1 ? strategy.zero_stage : 0;
   const int64_t elem_bytes = dtypeBytes(model_.dtype);
   const PlanCache::Placements& placements =
       stagePlacements(strategy, cluster_.gpus_per_node, cache_);
@@ -92,13 +111,19 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   // Per virtual stage: one micro-batch's forward and backward op-time sums.
   std::vector<double> forward(K), backward(K);
   for (int k = 0; k < K; ++k) {
-    const LayerTimes t = layerTimes(strategy, placements.tp[k % P]);
+    const int s = k % P;
+    const LayerTimes t =
+        layerTimes(strategy, StageGroups{placements.tp[s], placements.cp_ring[s], placements.ep[s]});
     if (!t.complete) return 0;
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
     for (int layer = first_layer[k]; layer < end; ++layer) {
-      const bool cross = model_.blocks[layer].cross_attention;
-      forward[k] += cross ? t.cross_forward : t.self_forward;
-      backward[k] += cross ? t.cross_backward : t.self_backward;
+      const TransformerBlock& block = model_.blocks[layer];
+      forward[k] += block.cross_attention ? t.cross_forward
+                    : block.moe           ? t.moe_forward
+                                          : t.self_forward;
+      backward[k] += block.cross_attention ? t.cross_backward
+                     : block.moe           ? t.moe_backward
+                                           : t.self_backward;
     }
     if (k == 0) {
       forward[k] += t.embedding_forward;
@@ -113,13 +138,14 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   std::vector<double> post(P, 0.0);
   for (int k = 0; k < K; ++k) {
     const int s = k % P;
-    const int64_t optimizer_params = zero > 0 ? (parameters[k] + D - 1) / D : parameters[k];
+    // Under EP the experts' shard is over fewer ranks: dividing all by G stays below the plan's.
+    const int64_t optimizer_params = zero > 0 ? (parameters[k] + G - 1) / G : parameters[k];
     const double adam =
         issuedUs(makeCompute("adam", {{"params", optimizer_params}}, "", DType::kFp32));
     if (adam < 0) return 0;
     post[s] += adam;
-    if (D > 1 && zero < 3) {
-      const int64_t bytes = parameters[k] * elem_bytes;
+    if (G > 1 && zero < 3) {
+      const int64_t bytes = dense_parameters[k] * elem_bytes;
       if (!strategy.dp_overlap) {
         const EventKind kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
         const double sync =
@@ -156,7 +182,7 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
   const ModelFootprint& footprint = cachedFootprint(model_, strategy, cache_);
   const int K = static_cast<int>(first_layer.size());
   std::vector<ChunkMemoryInput> chunks(K);
-  std::vector<int64_t> parameters(K);
+  std::vector<int64_t> parameters(K), dense_parameters(K);
   for (int k = 0; k < K; ++k) {
     ChunkMemoryInput& c = chunks[k];
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
@@ -165,11 +191,15 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
         chunkParameters(model_, strategy, first_layer[k], end, has_embedding, has_head, &cache_);
     // The same sums the plan's forward op lists give (estimateMemory(plan)).
     for (int layer = first_layer[k]; layer < end; ++layer) {
-      c.activation_bytes += footprint.block(model_.blocks[layer]).saved_bytes;
+      const LayerFootprint& block = footprint.block(model_.blocks[layer]);
+      c.activation_bytes += block.saved_bytes;
+      c.expert_parameters += block.expert_weights;
     }
     if (has_embedding) c.activation_bytes += footprint.embedding.saved_bytes;
     if (has_head) c.activation_bytes += footprint.head.saved_bytes;
     parameters[k] = c.parameters;
+    // The parameters the DP group (x CP) synchronises: all, or without the experts under EP.
+    dense_parameters[k] = c.parameters - (strategy.ep > 1 ? c.expert_parameters : 0);
   }
   const MemoryEstimate mem = estimateMemory(model_, strategy, out.micro_batches,
                                             cluster_.device.memoryBytes(), chunks, headroom_);
@@ -177,7 +207,8 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
   out.peak_memory_stage = mem.peak_stage;
   out.fits = mem.fits();
   if (out.fits)
-    out.lower_bound_us = lowerBoundUs(strategy, out.micro_batches, first_layer, parameters);
+    out.lower_bound_us =
+        lowerBoundUs(strategy, out.micro_batches, first_layer, parameters, dense_parameters);
   return out;
 }
 

@@ -9,11 +9,13 @@
 // Time bound, per device stage s (chunk c is virtual stage k = c*P + s; F_k, B_k the sums of the
 // op times of one micro-batch's forward and backward of chunk k — compute and TP communication,
 // ZeRO-3 gathers left out — which the host-issue recurrence can only lengthen):
-//   work_s  = m * sum over s's chunks of (F_k + B_k)     (its tasks run one after another)
+//   work_s  = m * sum over s's chunks of (F_k + B_k)     (its tasks run one after another; an op
+//             that overlaps the next, a CP ring exchange, counts as the longer of the two)
 //   fill_s  = sum_{k < s} F_k   (micro-batch 0 must pass virtual stages 0..s-1 first)
 //   drain_s = sum_{k < s} B_k   (s's last task is chunk 0's last backward; stages s-1..0 follow)
 //   post_s  = s's gradient sync without overlap + optimizer steps + ZeRO 1/2 all-gathers, each
-//             with its host issue time, as the simulation charges them
+//             with its host issue time, as the simulation charges them (under expert parallelism
+//             the dense parameters' only: the experts' own sync can only add)
 //   bound = max_s max(fill_s + work_s + post_s, fill_s + work_s + drain_s + post_0)
 // P2P sends, bubbles beyond fill/drain and exposed overlapped buckets only add time, so the
 // simulated iteration time is never below the bound. When the cost model lacks an event the bound
@@ -54,20 +56,28 @@ class ClosedFormTier {
   struct LayerTimes {
     double self_forward = 0, self_backward = 0;
     double cross_forward = 0, cross_backward = 0;
+    double moe_forward = 0, moe_backward = 0;  // a block whose MLP is the mixture of experts
     double embedding_forward = 0, embedding_backward = 0;
     double head_forward = 0, head_backward = 0;
     bool complete = true;  // every op had a cost
   };
-  // (b, M, SP, recompute, TP group size, nodes, ranks per node)
-  using LayerKey = std::tuple<int64_t, int, bool, int, int, int, int>;
+  // The groups whose placement changes a layer's communication times, on one device stage.
+  struct StageGroups {
+    Placement tp, cp_ring, ep;
+  };
+  // (b, M, SP, recompute, C, E, and the TP, CP ring and EP placements' group size, nodes, ranks
+  // per node)
+  using LayerKey = std::tuple<int64_t, int, bool, int, int, int, std::tuple<int, int, int>,
+                              std::tuple<int, int, int>, std::tuple<int, int, int>>;
 
-  LayerTimes layerTimes(const Strategy& strategy, Placement tp_group) const;
-  LayerTimes computeLayerTimes(const Strategy& strategy, Placement tp_group) const;
+  LayerTimes layerTimes(const Strategy& strategy, const StageGroups& groups) const;
+  LayerTimes computeLayerTimes(const Strategy& strategy, const StageGroups& groups) const;
   // host + device time of one execution, or a negative value when no source covers it.
   double issuedUs(const Event& event) const;
   double lowerBoundUs(const Strategy& strategy, int64_t micro_batches,
                       const std::vector<int>& first_layer,
-                      const std::vector<int64_t>& parameters) const;
+                      const std::vector<int64_t>& parameters,
+                      const std::vector<int64_t>& dense_parameters) const;
 
   const ModelConfig& model_;
   const ClusterConfig& cluster_;

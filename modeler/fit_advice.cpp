@@ -36,7 +36,7 @@ std::vector<Change> changes(const Strategy& base) {
                    return true;
                  }});
   out.push_back({Category::kZero, "--zero 1", [](Strategy& s) {
-                   if (s.zero_stage >= 1 || s.dp < 2) return false;
+                   if (s.zero_stage >= 1 || s.gradGroupSize() < 2) return false;
                    s.zero_stage = 1;
                    return true;
                  }});
@@ -48,7 +48,7 @@ std::vector<Change> changes(const Strategy& base) {
                    }});
   }
   out.push_back({Category::kZero, "--zero 2", [](Strategy& s) {
-                   if (s.zero_stage >= 2 || s.dp < 2) return false;
+                   if (s.zero_stage >= 2 || s.gradGroupSize() < 2) return false;
                    s.zero_stage = 2;
                    return true;
                  }});
@@ -58,7 +58,7 @@ std::vector<Change> changes(const Strategy& base) {
                    return true;
                  }});
   out.push_back({Category::kZero, "--zero 3", [](Strategy& s) {
-                   if (s.zero_stage >= 3 || s.dp < 2) return false;
+                   if (s.zero_stage >= 3 || s.gradGroupSize() < 2) return false;
                    s.zero_stage = 3;
                    return true;
                  }});

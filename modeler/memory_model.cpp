@@ -53,7 +53,7 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
   for (const StagePlan& stage : plan.stages) {
     int64_t saved = 0;
     for (const OpInstance& op : stage.forward) saved += op.saved_bytes;
-    chunks.push_back(ChunkMemoryInput{stage.parameters, saved});
+    chunks.push_back(ChunkMemoryInput{stage.parameters, stage.expert_parameters, saved});
   }
   return estimateMemory(plan.model, plan.strategy, plan.micro_batches,
                         plan.cluster.device.memoryBytes(), chunks, headroom);
@@ -67,7 +67,10 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
   EVSIM_CHECK(!chunks.empty() && chunks.size() % P == 0, "{} chunks for {} stages", chunks.size(),
               P);
   const int v = static_cast<int>(chunks.size()) / P;
-  const int zero = strategy.dp > 1 ? strategy.zero_stage : 0;
+  const int zero = strategy.gradGroupSize() > 1 ? strategy.zero_stage : 0;
+  const double dense_state = modelStateBytesPerParameter(model.dtype, zero, strategy.gradGroupSize());
+  const double expert_state =
+      modelStateBytesPerParameter(model.dtype, zero, strategy.expertGradGroupSize());
 
   MemoryEstimate out;
   out.headroom = headroom;
@@ -79,15 +82,17 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
     mem.stage = device;
     // Per chunk of the device: its parameters and its activation bytes per micro-batch.
     std::vector<int64_t> chunk_bytes;
+    int64_t expert_parameters = 0;
     for (int c = 0; c < v; ++c) {
       const ChunkMemoryInput& chunk = chunks[static_cast<size_t>(c) * P + device];
       mem.parameters += chunk.parameters;
+      expert_parameters += chunk.expert_parameters;
       chunk_bytes.push_back(chunk.activation_bytes);
       mem.activation_bytes_per_micro_batch += chunk.activation_bytes;
     }
     mem.model_state_bytes =
-        std::llround(static_cast<double>(mem.parameters) *
-                     modelStateBytesPerParameter(model.dtype, zero, strategy.dp));
+        std::llround(static_cast<double>(mem.parameters - expert_parameters) * dense_state +
+                     static_cast<double>(expert_parameters) * expert_state);
     if (v == 1 && strategy.schedule != Schedule::kInterleaved) {
       // The orders' peaks in closed form (schedule.h): GPipe holds all m, 1F1B min(P - s, m).
       const int64_t m = micro_batches;

@@ -33,6 +33,9 @@
 //   none 18 [16]; ZeRO-1 (Megatron's distributed optimizer: master weights and Adam moments
 //   sharded) 6 + 12/D [8 + 8/D]; ZeRO-2 (+ gradients) 2 + 16/D [4 + 12/D]; ZeRO-3 (+ weights)
 //   18/D [16/D].
+// With context parallelism the shards are over D x C ranks (Megatron's data-parallel group with
+// CP); under expert parallelism E the routed experts' parameters (E times fewer per device, by
+// their op lists) shard over the expert-data-parallel group of D x C / E ranks.
 //
 // Extras per micro-batch (Megatron's compute_activation_memory "small contributions"):
 //   first stage: token and position ids 8*s*b, the embedding output e*s*b*h and its dropout mask
@@ -98,7 +101,8 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom = kDefa
 // What the memory model needs of one model chunk (virtual stage), so that a search can check
 // memory before (or instead of) building the plan.
 struct ChunkMemoryInput {
-  int64_t parameters = 0;  // StagePlan::parameters
+  int64_t parameters = 0;         // StagePlan::parameters
+  int64_t expert_parameters = 0;  // the routed experts' part (StagePlan::expert_parameters)
   // Per micro-batch: the saved bytes of the chunk's forward ops (from the plan's op lists, or
   // the same sums from layer footprints).
   int64_t activation_bytes = 0;
