@@ -51,8 +51,8 @@ void LayerOpBuilder::moeForward(OpList& out, int layer) {
   const int64_t region_tokens = s.regionTokens();
   const int64_t region = region_tokens * h;
   const bool swiglu = s.spec.mlp == MlpKind::kSwiGlu;
-  const int64_t fe = s.moe.expert_ffn / t;             // each expert's FFN on this TP rank
-  const int64_t fc1_width = (swiglu ? 2 : 1) * fe;     // SwiGLU: [gate | up]
+  const int64_t fe = s.moe.expert_ffn / t;          // each expert's FFN on this TP rank
+  const int64_t fc1_width = (swiglu ? 2 : 1) * fe;  // SwiGLU: [gate | up]
   const int64_t local = E / s.ep, m = rowsPerLocalExpert(), rows = local * m;
   const int64_t ge = dtypeBytes(s.gemm_dtype);
   // The region's routed copies as sent to the experts (k x f per token).
@@ -72,7 +72,8 @@ void LayerOpBuilder::moeForward(OpList& out, int layer) {
   if (s.sequence_parallel) {
     tpCollective(out, layer, "moe_dispatch_allgather", EventKind::kAllGather, rows * h * e());
   }
-  compute(out, layer, "expert_fc1_gemm", makeBatchedGemm(local, m, fc1_width, h, "nt", s.gemm_dtype),
+  compute(out, layer, "expert_fc1_gemm",
+          makeBatchedGemm(local, m, fc1_width, h, "nt", s.gemm_dtype),
           local * (fc1_width * h + bias(fc1_width)), ge * rows * h);
   out.back().expert = true;
   compute(out, layer, swiglu ? "expert_swiglu" : "expert_gelu",

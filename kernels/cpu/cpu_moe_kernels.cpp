@@ -69,9 +69,7 @@ class UnpermuteKernel final : public ComputeKernel {
         y_(randomFloats(rows_ * hidden_, seed, 0)),
         weight_(randomFloats(rows_, seed, 1, 0.0f, 1.0f)),
         x_(static_cast<size_t>(rows_ / topk_ * hidden_)) {}
-  void run() override {
-    moeUnpermute(y_.data(), weight_.data(), x_.data(), rows_, hidden_, topk_);
-  }
+  void run() override { moeUnpermute(y_.data(), weight_.data(), x_.data(), rows_, hidden_, topk_); }
 
  private:
   int64_t rows_, hidden_, topk_;

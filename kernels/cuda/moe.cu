@@ -18,7 +18,8 @@ __global__ void routerForwardKernel(const T* logits, float* probs, int32_t* topk
   const T* x = logits + t * experts;
   float* p = probs + t * experts;
   float local_max = -INFINITY;
-  for (int64_t e = threadIdx.x; e < experts; e += blockDim.x) local_max = fmaxf(local_max, toFloat(x[e]));
+  for (int64_t e = threadIdx.x; e < experts; e += blockDim.x)
+    local_max = fmaxf(local_max, toFloat(x[e]));
   const float max_logit = blockMax(local_max);
   float local_sum = 0;
   for (int64_t e = threadIdx.x; e < experts; e += blockDim.x) {

@@ -46,9 +46,15 @@ std::string modelLine(const ModelConfig& m) {
   if (s.flash_attention) traits += ", flash attention";
   if (s.fp8) traits += ", fp8 GEMMs";
   if (m.hasCrossAttention()) traits += ", encoder-decoder";
-  const double params = static_cast<double>(m.totalParameters());
-  const std::string size =
-      params >= 1e9 ? fmt::format("{:.2f} B", params / 1e9) : fmt::format("{:.2f} M", params / 1e6);
+  auto billions = [](int64_t n) {
+    const double v = static_cast<double>(n);
+    return v >= 1e9 ? fmt::format("{:.2f} B", v / 1e9) : fmt::format("{:.2f} M", v / 1e6);
+  };
+  if (m.moe.num_experts > 0) {
+    traits += fmt::format(", MoE {} experts top-{} in {} layers ({} active)", m.moe.num_experts,
+                          m.moe.top_k, m.moeLayers(), billions(m.activeParameters()));
+  }
+  const std::string size = billions(m.totalParameters());
   return fmt::format("{} parameters, {} layers, hidden {}, seq {}, {}{}", size, m.numLayers(),
                      m.hidden_size, m.seq_length, dtypeName(m.dtype), traits);
 }

@@ -4,14 +4,16 @@
 # simulator's CSV of the same strategy (the expected key set), with the clock residual eventrun
 # reports as tolerance. eventrun limits each rank's BLAS threads itself (cpuThreadsPerRank).
 #   eventrun_e2e.sh MPIEXEC EVENTRUN EVENTSIM CHECKER OUT_DIR [--schedule ... --recompute ...]
-# EVENTRUN_MODEL names another bundled model (default tiny-gpt).
+# EVENTRUN_MODEL names another bundled model (default tiny-gpt), EVENTRUN_STRATEGY another
+# 2-rank strategy (default 1M2P1D; e.g. 1M1P2D with --ep 2, or 1M1P1D with --cp 2).
 set -euo pipefail
 mpiexec=$1 eventrun=$2 eventsim=$3 checker=$4 out=$5
 shift 5
 mkdir -p "$out"
 extra=("$@")
 [ ${#extra[@]} -gt 0 ] || extra=(--schedule dapple)
-args=(--model "${EVENTRUN_MODEL:-tiny-gpt}" --cluster cpu-local --strategy 1M2P1D --micro-batch 2 --global-batch 8
+args=(--model "${EVENTRUN_MODEL:-tiny-gpt}" --cluster cpu-local --strategy "${EVENTRUN_STRATEGY:-1M2P1D}"
+      --micro-batch 2 --global-batch 8
       "${extra[@]}")
 summary=$("$mpiexec" -n 2 --oversubscribe "$eventrun" "${args[@]}" --iterations 3 \
   --trace "$out/measured.json" --csv "$out/measured.csv")
