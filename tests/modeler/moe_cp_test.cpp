@@ -47,6 +47,19 @@ TEST(Moe, MixtralParameterCountsMatchThePublishedOnes) {
   EXPECT_NEAR(active / 12.9e9, 1.0, 0.005);
 }
 
+TEST(Moe, ParameterCountAgreesWithMegatronsMoeFormula) {
+  // Megatron-LM's compute_weight_and_optimizer_memory with num_experts: 2 L h^2 [(1 + g/a) +
+  // (f/h) E 3/2 + 2/h + 1/(L h)] + 2 V h (untied). It counts no router and two vectors per norm
+  // (gain and bias); Mixtral's router adds E h per layer, its RMSNorms carry one vector (h less
+  // per norm: 2 per layer and the final one).
+  const double megatron =
+      2 * kLayers * kH * kH *
+          ((1 + kGroups / kHeads) + (kFfn / kH) * kExperts * 1.5 + 2 / kH + 1 / (kLayers * kH)) +
+      2 * kVocab * kH;
+  EXPECT_NEAR(static_cast<double>(bundled("mixtral-8x7b").totalParameters()),
+              megatron + kLayers * kExperts * kH - 2 * kLayers * kH - kH, 1.0);
+}
+
 TEST(Moe, TrainingFlopsPerTokenAreSixActiveParametersPlusAttention) {
   // Per token: 6 x the active parameters without the input embedding (forward 2, backward 4 per
   // weight: the router and the k experts a token passes through, the output layer), plus the
