@@ -113,6 +113,28 @@ TEST(Moe, AllToAllVolumeOfOneLayerByHand) {
   EXPECT_EQ(stage.expert_parameters, 2 * 2 * 3 * 64 * 128);
 }
 
+TEST(Moe, ActivationBytesOfTheExpertsByHand) {
+  // One dense and one MoE block of the small model above (fp32, T = 64 tokens, t = 1, E = 1):
+  // same attention, so the difference is the MLPs'. Dense SwiGLU MLP keeps its norm input T h,
+  // fc1 input T h, SwiGLU input T 2f, fc2 input T f (x 4 bytes) and the dropout mask T h bytes:
+  // 4 (4096 + 4096 + 16384 + 8192) + 4096 = 135168. The MoE MLP keeps the norm input 4 T h, the
+  // router input 4 T h, the fp32 probabilities 4 T E, each grouped GEMM's input over
+  // 8 experts x ceil(128 / 8) = 128 rows (fc1 4 x 128 h, SwiGLU 4 x 128 x 2f, fc2 4 x 128 f), the
+  // unpermute's expert outputs 4 T k h and the mask: 16384 + 16384 + 2048 + 32768 + 131072 +
+  // 65536 + 32768 + 4096 = 301056.
+  const std::string yaml = test::modelYaml(64, 4, 128, 64, 512, 1, "fp32");
+  const ModelConfig model = parseModelConfig(
+      yaml.substr(0, yaml.find("layers:")) +
+          "activation: swiglu\nadd_bias_linear: false\nnum_experts: 8\nmoe_router_topk: 2\n"
+          "layers:\n  - {type: embedding}\n"
+          "  - {type: decoder, count: 1, cross_attention: false, moe: false}\n"
+          "  - {type: decoder, count: 1, cross_attention: false}\n  - {type: head}\n",
+      "mixed.yaml");
+  const ModelFootprint f = unsplitFootprint(model);
+  EXPECT_EQ(f.block(model.blocks[1]).saved_bytes - f.block(model.blocks[0]).saved_bytes,
+            301056 - 135168);
+}
+
 TEST(Moe, CapacityFactorPadsTheRoutedRows) {
   Strategy s = test::strategy("1M1P4D", 1, 4);
   s.ep = 4;
