@@ -16,10 +16,15 @@ void addOps(const EventTable& table, const OpList& ops, bool forward, LayerFootp
       out.weights += op.weights;
       out.saved_bytes += op.saved_bytes;
     }
+    if (op.weight_grad) out.weight_grad_input_bytes += weightGradInputBytes(table[op.event].event);
   }
 }
 
 }  // namespace
+
+int64_t weightGradInputBytes(const Event& wgrad) {
+  return (wgrad.dim("m") + wgrad.dim("n")) * wgrad.dim("k") * dtypeBytes(wgrad.dtype);
+}
 
 const LayerFootprint& ModelFootprint::block(const TransformerBlock& block) const {
   for (const auto& [kind, footprint] : blocks) {

@@ -39,6 +39,8 @@ std::string_view phaseName(Phase phase) {
       return "optimizer";
     case Phase::kRecompute:
       return "recompute";
+    case Phase::kWeightGrad:
+      return "weight-grad";
   }
   return "?";
 }
@@ -139,6 +141,7 @@ void LayerOpBuilder::linearBackward(OpList& out, int layer, std::string_view dgr
   const DType dtype = layer >= 0 ? shape_.gemm_dtype : shape_.dtype;
   compute(out, layer, dgrad, makeGemm(rows, in_features, out_features, "nn", dtype));
   compute(out, layer, wgrad, makeGemm(out_features, in_features, rows, "tn", dtype));
+  out.back().weight_grad = true;  // the one place wgrad GEMMs are made (zero-bubble W tasks)
 }
 
 // The attention core: with flash attention one fused op keeping Q, K, V and the fp32 log-sum-exp

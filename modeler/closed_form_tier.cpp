@@ -165,10 +165,18 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
         chunkParameters(model_, strategy, first_layer[k], end, has_embedding, has_head, &cache_);
     // The same sums the plan's forward op lists give (estimateMemory(plan)).
     for (int layer = first_layer[k]; layer < end; ++layer) {
-      c.activation_bytes += footprint.block(model_.blocks[layer]).saved_bytes;
+      const LayerFootprint& block = footprint.block(model_.blocks[layer]);
+      c.activation_bytes += block.saved_bytes;
+      c.weight_grad_input_bytes += block.weight_grad_input_bytes;
     }
-    if (has_embedding) c.activation_bytes += footprint.embedding.saved_bytes;
-    if (has_head) c.activation_bytes += footprint.head.saved_bytes;
+    if (has_embedding) {
+      c.activation_bytes += footprint.embedding.saved_bytes;
+      c.weight_grad_input_bytes += footprint.embedding.weight_grad_input_bytes;
+    }
+    if (has_head) {
+      c.activation_bytes += footprint.head.saved_bytes;
+      c.weight_grad_input_bytes += footprint.head.weight_grad_input_bytes;
+    }
     parameters[k] = c.parameters;
   }
   const MemoryEstimate mem = estimateMemory(model_, strategy, out.micro_batches,

@@ -58,6 +58,9 @@ void validateSearchOptions(const SearchOptions& options) {
   for (int zero : space.zero_stages) {
     if (zero < 0 || zero > 3) EVSIM_THROW(InputError, "--zero {}: must be 0, 1, 2 or 3", zero);
   }
+  if (space.uneven_stage_shift < 0 || space.uneven_stage_shift > 1024) {
+    EVSIM_THROW(InputError, "--uneven-stages {}: must be in 0..1024", space.uneven_stage_shift);
+  }
   for (int v : space.virtual_stages) {
     if (v < 2)
       EVSIM_THROW(InputError, "--virtual-stages {}: the interleaved schedule needs v >= 2", v);
