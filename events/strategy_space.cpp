@@ -21,11 +21,12 @@ bool interleavedApplies(const ModelConfig& model, const Strategy& s, int v) {
   return s.microBatches() % s.pp == 0;
 }
 
-// Moves `count` layers off stage `from` to the `receivers`, one at a time in turn.
-std::vector<int> shorten(std::vector<int> split, int from, int count,
+// Moves `count` layers off each stage of `from` to the `receivers`, one at a time in turn.
+std::vector<int> shorten(std::vector<int> split, const std::vector<int>& from, int count,
                          const std::vector<int>& receivers) {
-  split[from] -= count;
-  for (int i = 0; i < count; ++i) ++split[receivers[i % receivers.size()]];
+  for (int s : from) split[s] -= count;
+  const int moved = count * static_cast<int>(from.size());
+  for (int i = 0; i < moved; ++i) ++split[receivers[i % receivers.size()]];
   return split;
 }
 
@@ -45,9 +46,9 @@ std::vector<std::vector<int>> unevenSplits(const std::vector<int>& balanced, int
     out.push_back(split);
   };
   for (int j = 1; j <= max_shift; ++j) {
-    keep(shorten(balanced, 0, j, P == 2 ? std::vector<int>{1} : middle));
-    keep(shorten(balanced, P - 1, j, P == 2 ? std::vector<int>{0} : middle));
-    if (P >= 3) keep(shorten(shorten(balanced, 0, j, middle), P - 1, j, middle));
+    keep(shorten(balanced, {0}, j, P == 2 ? std::vector<int>{1} : middle));
+    keep(shorten(balanced, {P - 1}, j, P == 2 ? std::vector<int>{0} : middle));
+    if (P >= 3) keep(shorten(balanced, {0, P - 1}, j, middle));
   }
   return out;
 }
