@@ -68,6 +68,7 @@ TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t mic
       n.task = t;
       n.device = s;
       n.virtual_stage = k;
+      n.position = static_cast<int>(g.device_order[s].size());
       if (t.phase == Phase::kForward && k + 1 < K) n.send = Send::kActivation, n.link = k;
       if (t.phase == Phase::kBackward && k > 0) n.send = Send::kGradient, n.link = k - 1;
       g.nodes.push_back(n);
@@ -94,13 +95,9 @@ TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t mic
     n.edge_count = static_cast<int>(g.edges.size()) - n.first_edge;
   }
   // A same-device input must come earlier in the device's order, or the device would wait forever.
-  std::vector<int> position(g.nodes.size());
-  for (const std::vector<int>& order : g.device_order) {
-    for (size_t p = 0; p < order.size(); ++p) position[order[p]] = static_cast<int>(p);
-  }
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     for (const TaskEdge& e : g.inputs(static_cast<int>(n))) {
-      EVSIM_CHECK(e.transfer || position[e.from] < position[n],
+      EVSIM_CHECK(e.transfer || g.nodes[e.from].position < g.nodes[n].position,
                   "{} schedule: device {} runs {} of mb {} before its input",
                   scheduleName(schedule), g.nodes[n].device, phaseName(g.nodes[n].task.phase),
                   g.nodes[n].task.micro_batch);
@@ -120,6 +117,17 @@ int bucketIssueOp(const OpList& backward, int ready_after_op, bool split_backwar
     if (backward[i].weight_grad) return i;
   }
   return -1;
+}
+
+int peakInFlight(const TaskGraph& graph, int device) {
+  const Phase frees = graph.split_backward ? Phase::kWeightGrad : Phase::kBackward;
+  int in_flight = 0, peak = 0;
+  for (int id : graph.device_order[device]) {
+    const Phase phase = graph.nodes[id].task.phase;
+    if (phase == Phase::kForward) peak = std::max(peak, ++in_flight);
+    if (phase == frees) --in_flight;
+  }
+  return peak;
 }
 
 ActivationPeak peakActivations(const std::vector<StageTask>& order,

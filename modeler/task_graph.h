@@ -26,6 +26,10 @@ namespace evsim {
 
 enum class Send { kNone, kActivation, kGradient };
 
+// The virtual stage a link's message reaches: an activation over link k goes to k+1, a gradient
+// over link k to k (from k+1).
+inline int linkReceiver(Send send, int link) { return send == Send::kActivation ? link + 1 : link; }
+
 struct TaskEdge {
   int from = -1;          // the producing node
   bool transfer = false;  // crosses devices: the input arrives when the producer's send ends
@@ -36,7 +40,8 @@ struct TaskNode {
   int device = 0;
   int virtual_stage = 0;  // k = chunk * P + device
   Send send = Send::kNone;
-  int link = -1;  // kActivation: link k (k -> k+1); kGradient: link k-1 (k -> k-1)
+  int link = -1;     // kActivation: link k (k -> k+1); kGradient: link k-1 (k -> k-1)
+  int position = 0;  // index in its device's order
   int first_edge = 0;
   int edge_count = 0;
 };
@@ -85,5 +90,7 @@ struct ActivationPeak {
 ActivationPeak peakActivations(const std::vector<StageTask>& order,
                                const std::vector<int64_t>& chunk_bytes,
                                const std::vector<int64_t>& chunk_held_bytes);
+// The same walk's in_flight along `device`'s order in `graph`.
+int peakInFlight(const TaskGraph& graph, int device);
 
 }  // namespace evsim

@@ -48,8 +48,8 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
   std::mt19937_64 rng(seed);
   PipelineTimeline out;
   out.stages.resize(P);
-  std::vector<TaskTiming> timing(graph.nodes.size());
-  std::vector<char> placed(graph.nodes.size(), 0);
+  // Each device's timings go straight into its task list, in its order: a producer is placed once
+  // its device has passed its position, and its timing sits there.
   std::vector<size_t> next(P, 0);
   std::vector<double> device_free(P, 0.0);
   for (int s = 0; s < P; ++s) out.stages[s].tasks.reserve(graph.device_order[s].size());
@@ -59,24 +59,26 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
     bool progressed = false;
     for (int s = 0; s < P; ++s) {
       const std::vector<int>& order = graph.device_order[s];
+      std::vector<TaskTiming>& tasks = out.stages[s].tasks;
       while (next[s] < order.size()) {
         const int id = order[next[s]];
         const TaskNode& node = graph.nodes[id];
         double ready = 0, input_ready = 0;
         bool inputs_placed = true;
         for (const TaskEdge& e : graph.inputs(id)) {
-          if (!placed[e.from]) {
+          const TaskNode& producer = graph.nodes[e.from];
+          if (next[producer.device] <= static_cast<size_t>(producer.position)) {
             inputs_placed = false;
             break;
           }
-          const TaskTiming& from = timing[e.from];
+          const TaskTiming& from = out.stages[producer.device].tasks[producer.position];
           const double arrival = e.transfer ? from.send.end_us : from.run.end_us;
           ready = std::max(ready, arrival);
           if (e.transfer) input_ready = std::max(input_ready, arrival);
         }
         if (!inputs_placed) break;  // input not produced yet: try other devices
 
-        TaskTiming& t = timing[id];
+        TaskTiming& t = tasks.emplace_back();
         t.task = node.task;
         t.node = id;
         t.input_ready_us = input_ready;
@@ -88,9 +90,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         if (node.send == Send::kActivation) t.send.end_us += links.send_forward_us[node.link];
         if (node.send == Send::kGradient) t.send.end_us += links.send_backward_us[node.link];
         device_free[s] = t.send.end_us;
-        placed[id] = 1;
         out.stages[s].busy_in_pipeline_us += t.run.duration() + t.send.duration();
-        out.stages[s].tasks.push_back(t);
         ++next[s];
         --remaining;
         progressed = true;
@@ -143,11 +143,7 @@ IterationTimeline computeTimeline(const TimingInput& input) {
   }
   // Micro-batch chunks held at once along each device's order (the memory model's walk).
   for (int s = 0; s < P; ++s) {
-    std::vector<StageTask> order;
-    order.reserve(out.graph.device_order[s].size());
-    for (int id : out.graph.device_order[s]) order.push_back(out.graph.nodes[id].task);
-    const std::vector<int64_t> unit(v, 1);
-    const int peak = peakActivations(order, unit, std::vector<int64_t>(v, 0)).in_flight;
+    const int peak = peakInFlight(out.graph, s);
     for (PipelineTimeline& p : out.pipelines) p.stages[s].peak_activations = peak;
   }
 

@@ -43,11 +43,6 @@ double nearestRank(const std::vector<double>& sorted, double pct) {
 
 std::vector<StageRef> criticalPath(const IterationTimeline& tl) {
   const TaskGraph& graph = tl.graph;
-  // Where each node sits in its device's task list (the same in every class).
-  std::vector<size_t> position(graph.nodes.size());
-  for (const std::vector<int>& order : graph.device_order) {
-    for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
-  }
   // The device that ends last.
   StageRef end;
   double end_us = -1;
@@ -82,7 +77,7 @@ std::vector<StageRef> criticalPath(const IterationTimeline& tl) {
     if (from >= 0) {
       at.stage = graph.nodes[from].device;
       tasks = &tl.pipelines[at.pipeline].stages[at.stage].tasks;
-      i = position[from];
+      i = static_cast<size_t>(graph.nodes[from].position);  // the same in every class
     } else if (i > 0) {
       --i;
     } else {
