@@ -17,10 +17,17 @@ void addOps(const EventTable& table, const OpList& ops, bool forward, LayerFootp
       if (op.expert) out.expert_weights += op.weights;
       out.saved_bytes += op.saved_bytes;
     }
+    if (op.weight_grad) out.weight_grad_input_bytes += weightGradInputBytes(table[op.event].event);
   }
 }
 
 }  // namespace
+
+int64_t weightGradInputBytes(const Event& wgrad) {
+  // A batched GEMM (MoE's grouped expert GEMMs) reads `batch` pairs of inputs.
+  const int64_t batch = wgrad.hasDim("batch") ? wgrad.dim("batch") : 1;
+  return batch * (wgrad.dim("m") + wgrad.dim("n")) * wgrad.dim("k") * dtypeBytes(wgrad.dtype);
+}
 
 const LayerFootprint& ModelFootprint::block(const TransformerBlock& block) const {
   for (const auto& [kind, footprint] : blocks) {

@@ -18,8 +18,11 @@ struct LayerFootprint {
   int64_t weights = 0;      // parameter elements on one rank (forward ops' weights)
   int64_t expert_weights = 0;  // the part of `weights` in routed experts (OpInstance::expert)
   int64_t saved_bytes = 0;  // activation bytes kept per micro-batch (forward ops' saved bytes)
-  double model_flops = 0;   // forward + backward per micro-batch, recomputed ops excluded
-  double work_flops = 0;    // the same with recomputed ops: what the device runs
+  // What a split backward's W tasks read, per micro-batch: the inputs of its weight_grad GEMMs
+  // (weightGradInputBytes). Zero-bubble schedules keep them from B until W.
+  int64_t weight_grad_input_bytes = 0;
+  double model_flops = 0;  // forward + backward per micro-batch, recomputed ops excluded
+  double work_flops = 0;   // the same with recomputed ops: what the device runs
 };
 
 struct ModelFootprint {
@@ -32,6 +35,10 @@ struct ModelFootprint {
   // Throws Error for a block the model does not have.
   const LayerFootprint& block(const TransformerBlock& block) const;
 };
+
+// Both operands of a weight-gradient GEMM dW[m,n] = dY^T[m,k] X[k,n] (layer_ops.h's wgrad, layout
+// tn): the output gradient and the layer input, (m + n) * k elements of the event's dtype.
+int64_t weightGradInputBytes(const Event& wgrad);
 
 // Sums of `forward` and `backward` (ops of one layer or more).
 LayerFootprint footprintOf(const EventTable& table, const OpList& forward, const OpList& backward);

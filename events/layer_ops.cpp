@@ -43,6 +43,8 @@ std::string_view phaseName(Phase phase) {
       return "optimizer";
     case Phase::kRecompute:
       return "recompute";
+    case Phase::kWeightGrad:
+      return "weight-grad";
   }
   return "?";
 }
@@ -149,6 +151,8 @@ void LayerOpBuilder::linearBackward(OpList& out, int layer, std::string_view dgr
   const DType dtype = layer >= 0 ? shape_.gemm_dtype : shape_.dtype;
   compute(out, layer, dgrad, makeGemm(rows, in_features, out_features, "nn", dtype));
   compute(out, layer, wgrad, makeGemm(out_features, in_features, rows, "tn", dtype));
+  // Zero-bubble W tasks run these (and moe_ops.cpp's expert and router weight gradients).
+  out.back().weight_grad = true;
 }
 
 // The attention core: with flash attention one fused op keeping Q, K, V and the fp32 log-sum-exp

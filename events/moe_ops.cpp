@@ -142,12 +142,14 @@ void LayerOpBuilder::moeBackward(OpList& out, int layer) {
   }
   compute(out, layer, "expert_fc2_dgrad", makeBatchedGemm(local, m, fe, h, "nn", s.gemm_dtype));
   compute(out, layer, "expert_fc2_wgrad", makeBatchedGemm(local, h, fe, m, "tn", s.gemm_dtype));
+  out.back().weight_grad = true;  // a W op of zero-bubble schedules
   compute(out, layer, swiglu ? "expert_swiglu_bwd" : "expert_gelu_bwd",
           makeCompute(swiglu ? "swiglu_bwd" : "gelu_bwd", {{"elems", rows * fe}}, "", s.dtype));
   compute(out, layer, "expert_fc1_dgrad",
           makeBatchedGemm(local, m, h, fc1_width, "nn", s.gemm_dtype));
   compute(out, layer, "expert_fc1_wgrad",
           makeBatchedGemm(local, fc1_width, h, m, "tn", s.gemm_dtype));
+  out.back().weight_grad = true;  // a W op of zero-bubble schedules
   if (s.sequence_parallel) {
     tpCollective(out, layer, "moe_dispatch_grad_reduce_scatter", EventKind::kReduceScatter,
                  rows * h * e());
@@ -161,6 +163,7 @@ void LayerOpBuilder::moeBackward(OpList& out, int layer) {
                       "", s.dtype));
   compute(out, layer, "router_dgrad", makeGemm(region_tokens, h, E, "nn", s.dtype));
   compute(out, layer, "router_wgrad", makeGemm(E, h, region_tokens, "tn", s.dtype));
+  out.back().weight_grad = true;  // a W op of zero-bubble schedules
   norm(out, layer, "mlp_layernorm_bwd", true);
   compute(out, layer, "mlp_residual_grad_add",
           makeCompute("add", {{"elems", region}}, "", s.dtype));

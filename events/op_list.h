@@ -18,9 +18,10 @@ inline constexpr int kStreamCount = 6;
 std::string_view streamName(Stream stream);
 
 // kRecompute marks, in traces and CSV, a forward op re-run inside a backward task (activation
-// recomputation); schedules never produce it as a task phase.
-enum class Phase { kForward, kBackward, kGradSync, kOptimizer, kRecompute };
-// "forward", "backward", "grad-sync", "optimizer", "recompute"
+// recomputation); schedules never produce it as a task phase. kWeightGrad is the weight-gradient
+// task of schedules that split the backward (zero-bubble): its ops are the weight_grad ones.
+enum class Phase { kForward, kBackward, kGradSync, kOptimizer, kRecompute, kWeightGrad };
+// "forward", "backward", "grad-sync", "optimizer", "recompute", "weight-grad"
 std::string_view phaseName(Phase phase);
 
 inline constexpr int kEmbeddingLayer = -1;  // `layer` of ops outside transformer blocks
@@ -32,6 +33,9 @@ struct OpInstance {
   int layer = kEmbeddingLayer;  // global transformer block index, or kEmbeddingLayer/kHeadLayer
   std::string_view name;        // op name within the layer, e.g. "qkv_gemm" (static storage)
   bool recompute = false;  // a forward op re-run in the backward task (activation recomputation)
+  // A backward op that only computes a weight gradient (a linear's wgrad GEMM): zero-bubble
+  // schedules defer it to a separate W task; every other backward op is the input-gradient B.
+  bool weight_grad = false;
   // Parameter elements this op owns on one rank (a GEMM's weight and bias, a norm's gain), on
   // forward ops only: a chunk's parameters are the sum over its forward list.
   int64_t weights = 0;

@@ -17,6 +17,10 @@ std::string_view scheduleName(Schedule schedule) {
       return "dapple";
     case Schedule::kInterleaved:
       return "interleaved";
+    case Schedule::kZbh1:
+      return "zbh1";
+    case Schedule::kZbh2:
+      return "zbh2";
   }
   return "?";
 }
@@ -46,7 +50,10 @@ Schedule parseSchedule(std::string_view text, std::string_view flag) {
   if (lower == "gpipe") return Schedule::kGpipe;
   if (lower == "dapple" || lower == "1f1b") return Schedule::kDapple;
   if (lower == "interleaved") return Schedule::kInterleaved;
-  EVSIM_THROW(InputError, "{} '{}': unknown schedule (gpipe, dapple, 1f1b or interleaved)", flag,
+  if (lower == "zbh1") return Schedule::kZbh1;
+  if (lower == "zbh2") return Schedule::kZbh2;
+  EVSIM_THROW(InputError,
+              "{} '{}': unknown schedule (gpipe, dapple, 1f1b, interleaved, zbh1 or zbh2)", flag,
               text);
 }
 
@@ -230,6 +237,12 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
     }
   } else if (s.virtual_stages != 1) {
     return fmt::format("--virtual-stages {}: only with --schedule interleaved", s.virtual_stages);
+  }
+  // Zero-bubble orders fill the warm-up with at least P forwards (modeler/schedules/zb_h*.cpp).
+  if ((s.schedule == Schedule::kZbh1 || s.schedule == Schedule::kZbh2) && s.microBatches() < s.pp) {
+    return fmt::format(
+        "{} --schedule {}: m = B/(b*D) = {} micro-batches, the schedule needs m >= P={}", label,
+        scheduleName(s.schedule), s.microBatches(), s.pp);
   }
   // The attention scores of one layer, b x a x s^2 elements, size the op list's saved bytes and
   // memory traffic in int64 (bytes: times up to 4): bounded here, before any product is formed.

@@ -17,11 +17,14 @@
 namespace evsim {
 
 // kInterleaved is Megatron's interleaved 1F1B: each device holds `virtual_stages` model chunks.
-enum class Schedule { kGpipe, kDapple, kInterleaved };
+// kZbh1 / kZbh2 are the zero-bubble schedules of Qi et al. (ICLR'24), which split each backward
+// into input-gradient (B) and weight-gradient (W) tasks. The orders are modeler/schedules/.
+enum class Schedule { kGpipe, kDapple, kInterleaved, kZbh1, kZbh2 };
 
-std::string_view scheduleName(Schedule schedule);  // "gpipe", "dapple", "interleaved"
-// Accepts gpipe, dapple, 1f1b and interleaved (any case); throws InputError naming `flag`
-// otherwise.
+// "gpipe", "dapple", "interleaved", "zbh1", "zbh2"
+std::string_view scheduleName(Schedule schedule);
+// Accepts gpipe, dapple, 1f1b, interleaved, zbh1 and zbh2 (any case); throws InputError naming
+// `flag` otherwise.
 Schedule parseSchedule(std::string_view text, std::string_view flag = "--schedule");
 
 // Activation recomputation (Korthikanti et al. 2022): full re-runs each layer's forward before its

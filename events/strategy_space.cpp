@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 #include <tuple>
 
@@ -20,7 +21,37 @@ bool interleavedApplies(const ModelConfig& model, const Strategy& s, int v) {
   return s.microBatches() % s.pp == 0;
 }
 
+// Moves `count` layers off each stage of `from` to the `receivers`, one at a time in turn.
+std::vector<int> shorten(std::vector<int> split, const std::vector<int>& from, int count,
+                         const std::vector<int>& receivers) {
+  for (int s : from) split[s] -= count;
+  const int moved = count * static_cast<int>(from.size());
+  for (int i = 0; i < moved; ++i) ++split[receivers[i % receivers.size()]];
+  return split;
+}
+
 }  // namespace
+
+std::vector<std::vector<int>> unevenSplits(const std::vector<int>& balanced, int max_shift) {
+  const int P = static_cast<int>(balanced.size());
+  std::vector<std::vector<int>> out;
+  if (P < 2) return out;
+  std::vector<int> middle;
+  for (int s = 1; s + 1 < P; ++s) middle.push_back(s);
+  auto keep = [&](const std::vector<int>& split) {
+    for (int n : split) {
+      if (n < 1) return;
+    }
+    if (split == balanced || std::find(out.begin(), out.end(), split) != out.end()) return;
+    out.push_back(split);
+  };
+  for (int j = 1; j <= max_shift; ++j) {
+    keep(shorten(balanced, {0}, j, P == 2 ? std::vector<int>{1} : middle));
+    keep(shorten(balanced, {P - 1}, j, P == 2 ? std::vector<int>{0} : middle));
+    if (P >= 3) keep(shorten(balanced, {0, P - 1}, j, middle));
+  }
+  return out;
+}
 
 std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const ClusterConfig& cluster,
                                            const Strategy& base, const StrategySpace& space) {
@@ -32,6 +63,22 @@ std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const Clust
 
 void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& base,
                       const StrategySpace& space, const std::function<void(Candidate&&)>& visit) {
+  // The variants of a valid balanced candidate, right after it (unevenSplits).
+  auto visitUneven = [&](const Strategy& balanced) {
+    const std::vector<int> first = stageFirstLayers(model, balanced);
+    std::vector<int> layers(first.size());
+    for (size_t k = 0; k < first.size(); ++k) {
+      const int end = k + 1 < first.size() ? first[k + 1] : static_cast<int>(model.numLayers());
+      layers[k] = end - first[k];
+    }
+    for (std::vector<int>& split : unevenSplits(layers, space.uneven_stage_shift)) {
+      Candidate c;
+      c.strategy = balanced;
+      c.strategy.stage_layers = std::move(split);
+      c.violation = strategyViolation(model, cluster, c.strategy);
+      visit(std::move(c));
+    }
+  };
   auto add = [&](const Strategy& strategy) {
     for (Recompute rc : space.recomputes) {
       for (bool sp : space.sequence_parallel) {
@@ -50,7 +97,11 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
             if (!c.violation && !space.allow_cross_node_tp) {
               c.violation = crossNodeTpViolation(cluster, c.strategy);
             }
+            const bool uneven = space.uneven_stage_shift > 0 && !c.violation &&
+                                c.strategy.pp >= 2 && c.strategy.schedule != Schedule::kInterleaved;
+            const Strategy balanced = c.strategy;
             visit(std::move(c));
+            if (uneven) visitUneven(balanced);
           }
         }
       }

@@ -36,14 +36,27 @@ struct StrategySpace {
   // E (tried only on MoE models, where E divides D and the experts).
   std::vector<int> context_parallel = {1};
   std::vector<int> expert_parallel = {1};
+  // Uneven stage splits (P >= 2, one chunk per device): besides the balanced split, its first
+  // stage, its last stage and (P >= 3) both shortened by 1..uneven_stage_shift layers
+  // (unevenSplits). 0: the balanced split only.
+  int uneven_stage_shift = 0;
 };
+
+// The variants of the per-stage layer counts `balanced` tried by the search: for j = 1..max_shift
+// the first stage j layers shorter, the last j shorter, and (P >= 3) both; the layers taken off go
+// one at a time, in turn, to the middle stages (to the other stage when P = 2), since the first
+// and last stages also carry the embedding and the loss. Variants that would leave a stage empty
+// are skipped; each split appears once, the balanced one not at all.
+std::vector<std::vector<int>> unevenSplits(const std::vector<int>& balanced, int max_shift);
 
 // All (M, C, P, D) with M*C*P*D == gpus, in order of M, then C, then P, then E, micro-batch,
 // schedule (and v), recomputation, sequence parallelism, ZeRO stage, DP overlap; `base` gives the
 // global batch and the other options. Combinations that cannot apply are not enumerated: SP at
 // M = 1, ZeRO at D*C = 1, C > 1 without flash attention, E > 1 on a dense model or not dividing
 // D or the experts, and interleaved v values that break its rules (P >= 2, P*v <= layers, m a
-// multiple of P). Other invalid candidates are listed with their violation.
+// multiple of P). Other invalid candidates are listed with their violation. With
+// uneven_stage_shift > 0, each candidate with P >= 2 and one chunk per device is followed by its
+// unevenSplits variants (stage_layers).
 std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const ClusterConfig& cluster,
                                            const Strategy& base, const StrategySpace& space);
 // The same candidates in the same order, handed to `visit` one at a time (nothing is kept, so a

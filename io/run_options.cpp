@@ -64,7 +64,7 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
     b->required();
     B->required();
   }
-  app.add_option("--schedule", schedule, "gpipe | dapple (1F1B) | interleaved")
+  app.add_option("--schedule", schedule, "gpipe | dapple (1F1B) | interleaved | zbh1 | zbh2")
       ->capture_default_str();
   auto* v = app.add_option("--virtual-stages", virtual_stages,
                            "model chunks per device v (with --schedule interleaved)")

@@ -194,9 +194,16 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
       const LayerFootprint& block = footprint.block(model_.blocks[layer]);
       c.activation_bytes += block.saved_bytes;
       c.expert_parameters += block.expert_weights;
+      c.weight_grad_input_bytes += block.weight_grad_input_bytes;
     }
-    if (has_embedding) c.activation_bytes += footprint.embedding.saved_bytes;
-    if (has_head) c.activation_bytes += footprint.head.saved_bytes;
+    if (has_embedding) {
+      c.activation_bytes += footprint.embedding.saved_bytes;
+      c.weight_grad_input_bytes += footprint.embedding.weight_grad_input_bytes;
+    }
+    if (has_head) {
+      c.activation_bytes += footprint.head.saved_bytes;
+      c.weight_grad_input_bytes += footprint.head.weight_grad_input_bytes;
+    }
     parameters[k] = c.parameters;
     // The parameters the DP group (x CP) synchronises: all, or without the experts under EP.
     dense_parameters[k] = c.parameters - (strategy.ep > 1 ? c.expert_parameters : 0);

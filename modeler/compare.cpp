@@ -89,10 +89,12 @@ using TaskKey = std::tuple<int32_t, int, int32_t>;  // stage, phase (forward 0, 
 std::map<TaskKey, TaskSpan> stageTasks(const Timeline& t) {
   std::map<TaskKey, TaskSpan> tasks;
   for (const TimelineRow& r : t.rows) {
-    const bool in_task =
-        r.phase == Phase::kForward || r.phase == Phase::kBackward || r.phase == Phase::kRecompute;
+    const bool in_task = r.phase == Phase::kForward || r.phase == Phase::kBackward ||
+                         r.phase == Phase::kRecompute || r.phase == Phase::kWeightGrad;
     if (r.micro_batch < 0 || !in_task) continue;
-    TaskKey key{r.pp, r.phase == Phase::kForward ? 0 : 1, r.micro_batch};
+    // Task kinds: forward 0, backward (recomputation inside it) 1, a split backward's W 2.
+    const int kind = r.phase == Phase::kForward ? 0 : r.phase == Phase::kWeightGrad ? 2 : 1;
+    TaskKey key{r.pp, kind, r.micro_batch};
     double start = r.start_us - t.begin_us;
     double finish = r.end_us - t.begin_us;
     auto [it, inserted] = tasks.try_emplace(key, TaskSpan{start, finish});

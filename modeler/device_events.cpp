@@ -9,31 +9,32 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
   const int pipeline = plan.pipelineOf(coord.dp);
   const StageTimeline& timeline = sim.timeline.pipelines[pipeline].stages[coord.pp];
   const PipelineClass& links = plan.pipelines[pipeline];
-  const int last_stage = plan.virtualStages() - 1;
 
+  const TaskGraph& graph = sim.timeline.graph;
+  const double slow = stageSlowdown(sim, pipeline, coord.pp);  // straggler: every op stretches
   for (const TaskTiming& task : timeline.tasks) {
     // Chunk c of this device is virtual stage k; its ops carry that chunk's layer numbers.
-    const int k = plan.virtualStageOf(coord.pp, task.task.chunk);
-    const StagePlan& stage = plan.stages[k];
-    const StageOpOffsets& offsets = sim.offsets[k];
-    const bool forward = task.task.phase == Phase::kForward;
+    const TaskNode& node = graph.nodes[task.node];
+    const StagePlan& stage = plan.stages[node.virtual_stage];
+    const StageOpOffsets& offsets = sim.offsets[node.virtual_stage];
+    const Phase phase = task.task.phase;
+    const bool forward = phase == Phase::kForward;
     const OpList& ops = forward ? stage.forward : stage.backward;
     const std::vector<double>& starts =
         forward ? offsets.forward_start_us : offsets.backward_start_us;
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpInstance& op = ops[i];
-      visit(DeviceEvent{op.stream, op.recompute ? Phase::kRecompute : task.task.phase, op.name,
-                        op.event, op.layer, task.task.micro_batch, task.run.start_us + starts[i],
-                        sim.costUs(op.event), task.task.chunk});
+      if (!forward && !runsIn(op, phase, graph.split_backward)) continue;
+      visit(DeviceEvent{op.stream, op.recompute ? Phase::kRecompute : phase, op.name, op.event,
+                        op.layer, task.task.micro_batch, task.run.start_us + starts[i] * slow,
+                        sim.costUs(op.event) * slow, task.task.chunk});
     }
-    int send_event = -1;
-    if (forward && k < last_stage) send_event = links.forward_p2p[k];
-    if (!forward && k > 0) send_event = links.backward_p2p[k - 1];
-    if (send_event >= 0) {
-      visit(DeviceEvent{Stream::kPpComm, task.task.phase,
-                        forward ? "send_activation" : "send_gradient", send_event, kEmbeddingLayer,
-                        task.task.micro_batch, task.send.start_us, task.send.duration(),
-                        task.task.chunk});
+    if (node.send != Send::kNone) {
+      const bool activation = node.send == Send::kActivation;
+      visit(DeviceEvent{Stream::kPpComm, phase, activation ? "send_activation" : "send_gradient",
+                        activation ? links.forward_p2p[node.link] : links.backward_p2p[node.link],
+                        kEmbeddingLayer, task.task.micro_batch, task.send.start_us,
+                        task.send.duration(), task.task.chunk});
     }
   }
   // Grad syncs come grouped by chunk (timeline.grad_sync_chunk); buckets in order within a chunk.
@@ -70,8 +71,8 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
   for (int chunk = plan.chunksPerDevice() - 1; chunk >= 0; --chunk) {
     for (const OpInstance& op : plan.stages[plan.virtualStageOf(coord.pp, chunk)].optimizer) {
       visit(DeviceEvent{op.stream, Phase::kOptimizer, op.name, op.event, op.layer, -1, t,
-                        sim.costUs(op.event), chunk});
-      t += sim.costUs(op.event);
+                        sim.costUs(op.event) * slow, chunk});
+      t += sim.costUs(op.event) * slow;
     }
   }
   // ZeRO 1/2: the chunks' parameter all-gathers after the optimizer, v-1 first.

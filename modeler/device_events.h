@@ -1,6 +1,7 @@
 #pragma once
 // Expands a simulation into the events of one rank, in time order per stream: every op of every
-// micro-batch task (of each of the rank's model chunks when interleaved), the P2P sends, the
+// micro-batch task of the task graph (of each of the rank's model chunks when interleaved; a split
+// backward's weight_grad ops in its W tasks, phase weight-grad), the P2P sends, the
 // gradient all-reduces and the optimizer step (per chunk). Identical ranks
 // (the TP ranks of a stage, the DP replicas of a pipeline class) expand from the same timeline, so
 // writing thousands of ranks never re-simulates anything.

@@ -6,7 +6,7 @@
 #include "common/error.h"
 #include "common/units.h"
 #include "events/layer_footprint.h"
-#include "modeler/schedule.h"
+#include "modeler/task_graph.h"
 
 namespace evsim {
 
@@ -51,9 +51,13 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
   std::vector<ChunkMemoryInput> chunks;
   chunks.reserve(plan.stages.size());
   for (const StagePlan& stage : plan.stages) {
-    int64_t saved = 0;
+    int64_t saved = 0, weight_grad_inputs = 0;
     for (const OpInstance& op : stage.forward) saved += op.saved_bytes;
-    chunks.push_back(ChunkMemoryInput{stage.parameters, stage.expert_parameters, saved});
+    for (const OpInstance& op : stage.backward) {
+      if (op.weight_grad) weight_grad_inputs += weightGradInputBytes(plan.events[op.event].event);
+    }
+    chunks.push_back(
+        ChunkMemoryInput{stage.parameters, stage.expert_parameters, saved, weight_grad_inputs});
   }
   return estimateMemory(plan.model, plan.strategy, plan.micro_batches,
                         plan.cluster.device.memoryBytes(), chunks, headroom);
@@ -77,34 +81,29 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
   out.capacity_bytes = capacity_bytes;
   out.usable_bytes =
       static_cast<int64_t>(std::floor(static_cast<double>(out.capacity_bytes) * (1 - headroom)));
+  // The device orders the task graph is built from (pipeline_schedule.h).
+  const std::vector<std::vector<StageTask>> orders =
+      pipelineSchedule(strategy.schedule).orders(PipelineShape{P, v, micro_batches});
   for (int device = 0; device < P; ++device) {
     StageMemory mem;
     mem.stage = device;
     // Per chunk of the device: its parameters and its activation bytes per micro-batch.
-    std::vector<int64_t> chunk_bytes;
+    std::vector<int64_t> chunk_bytes, chunk_held_bytes;
     int64_t expert_parameters = 0;
     for (int c = 0; c < v; ++c) {
       const ChunkMemoryInput& chunk = chunks[static_cast<size_t>(c) * P + device];
       mem.parameters += chunk.parameters;
       expert_parameters += chunk.expert_parameters;
       chunk_bytes.push_back(chunk.activation_bytes);
+      chunk_held_bytes.push_back(chunk.weight_grad_input_bytes);
       mem.activation_bytes_per_micro_batch += chunk.activation_bytes;
     }
     mem.model_state_bytes =
         std::llround(static_cast<double>(mem.parameters - expert_parameters) * dense_state +
                      static_cast<double>(expert_parameters) * expert_state);
-    if (v == 1 && strategy.schedule != Schedule::kInterleaved) {
-      // The orders' peaks in closed form (schedule.h): GPipe holds all m, 1F1B min(P - s, m).
-      const int64_t m = micro_batches;
-      mem.in_flight = static_cast<int>(
-          strategy.schedule == Schedule::kGpipe ? m : std::min<int64_t>(P - device, m));
-      mem.activation_bytes = mem.in_flight * chunk_bytes[0];
-    } else {
-      const std::vector<StageTask> order =
-          stageTaskOrder(strategy.schedule, device, P, micro_batches, v);
-      mem.in_flight = peakActivationsInFlight(order);
-      mem.activation_bytes = peakActivationBytes(order, chunk_bytes);
-    }
+    const ActivationPeak peak = peakActivations(orders[device], chunk_bytes, chunk_held_bytes);
+    mem.in_flight = peak.in_flight;
+    mem.activation_bytes = peak.bytes;
     mem.peak_bytes = mem.model_state_bytes + mem.activation_bytes;
     if (mem.peak_bytes > out.peak_bytes) {
       out.peak_bytes = mem.peak_bytes;

@@ -42,12 +42,14 @@
 //                s*b*h;
 //   last stage:  the final layernorm's input and the LM head's input, 2*e*s*b*h, and the fp32
 //                logits kept for the cross-entropy backward, 4*s*b*V/t (V the padded vocabulary).
-// All activations are multiplied by the micro-batches in flight on the stage, the most forwards
-// done whose backward has not run (GPipe: m; DAPPLE/1F1B: min(P - s, m)), as the schedule gives
-// them. With the interleaved schedule (stages are device stages) a device holds v chunks: its
-// activations are the peak, along its task order, of the chunk activations held (each forward adds
-// its chunk's bytes, each backward frees them). Device 0 holds up to v*P + P - 1 chunk
-// activations: Megatron's factor (1 + (P-1)/(P*v)) times P micro-batches of all its layers.
+// Activations follow the task graph (task_graph.h): along each device's order, a forward adds its
+// chunk's bytes and its backward frees them, so a stage holds the micro-batches in flight as the
+// schedule gives them (GPipe: m; DAPPLE/1F1B: min(P - s, m)). With the interleaved schedule a
+// device holds v chunks; device 0 holds up to v*P + P - 1 chunk activations: Megatron's factor
+// (1 + (P-1)/(P*v)) times P micro-batches of all its layers. When the schedule splits the backward
+// (zero-bubble), B frees the chunk's activations but keeps what its W reads, the inputs of the
+// weight-gradient GEMMs (both operands: the output gradient and the layer input), until W runs:
+// ZB-H1 then holds up to P micro-batches on every stage, ZB-H2 up to 2P-1.
 // Temporary buffers (workspace, the backward of one op, communication buffers) and allocator
 // fragmentation are not modelled: the headroom fraction of device memory is set aside for them.
 
@@ -106,6 +108,9 @@ struct ChunkMemoryInput {
   // Per micro-batch: the saved bytes of the chunk's forward ops (from the plan's op lists, or
   // the same sums from layer footprints).
   int64_t activation_bytes = 0;
+  // Per micro-batch: what a split backward's W tasks read and B therefore keeps (the inputs of the
+  // chunk's weight-gradient GEMMs, LayerFootprint::weight_grad_input_bytes); unused otherwise.
+  int64_t weight_grad_input_bytes = 0;
 };
 
 // The same estimate from the chunks (one per virtual stage, P*v, in virtual-stage order); `plan`'s

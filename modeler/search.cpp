@@ -64,6 +64,9 @@ void validateSearchOptions(const SearchOptions& options) {
   for (int e : space.expert_parallel) {
     if (e < 1) EVSIM_THROW(InputError, "--ep {}: must be >= 1", e);
   }
+  if (space.uneven_stage_shift < 0 || space.uneven_stage_shift > 1024) {
+    EVSIM_THROW(InputError, "--uneven-stages {}: must be in 0..1024", space.uneven_stage_shift);
+  }
   for (int v : space.virtual_stages) {
     if (v < 2)
       EVSIM_THROW(InputError, "--virtual-stages {}: the interleaved schedule needs v >= 2", v);

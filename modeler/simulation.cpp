@@ -14,18 +14,22 @@ namespace {
 // another on the device, and each must first be issued by the host (the framework's Python and
 // launch path, EventCost::host_us), which starts issuing when the task starts (Megatron
 // synchronises on the task's P2P input): op i starts at max(host issued ops 1..i, op i-1 ended).
-// With no host cost this is the plain prefix sum of the op times.
+// With no host cost this is the plain prefix sum of the op times. Only the ops `in_task` selects
+// run in this task (a split backward's B or W); `starts` has an entry for every op of `ops`.
 // An op that overlaps the next (OpInstance::overlaps_next: a CP ring exchange beside its attention
 // step) starts with it; the op after them waits for both.
-double opOffsets(const OpList& ops, const std::vector<EventCost>& costs,
+template <typename Select>
+double opOffsets(const OpList& ops, const std::vector<EventCost>& costs, Select in_task,
                  std::vector<double>& starts) {
   double device_free = 0, host_issued = 0, overlapped_end = 0;
-  starts.reserve(ops.size());
-  for (const OpInstance& op : ops) {
+  starts.resize(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OpInstance& op = ops[i];
+    if (!in_task(op)) continue;
     const EventCost& c = costs[op.event];
     host_issued += c.host_us;
     const double start = std::max(device_free, host_issued);
-    starts.push_back(start);
+    starts[i] = start;
     if (op.overlaps_next) {
       overlapped_end = std::max(overlapped_end, start + c.time_us);
       continue;  // the next op starts beside it
@@ -103,6 +107,10 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
     zero3_us += m * (streamTime(plan.forward, sim.costs, Stream::kDpComm) +
                      streamTime(plan.backward, sim.costs, Stream::kDpComm));
   }
+  // A straggler's tasks (compute and TP collectives alike) run `slow` times longer.
+  const double slow = stageSlowdown(sim, pipeline, stage);
+  d.compute_us *= slow;
+  d.tp_comm_us *= slow;
   d.compute_us += timeline.optimizer.duration();
   for (const TaskTiming& t : timeline.tasks) d.pp_comm_us += t.send.duration();
   d.dp_comm_us += zero3_us + timeline.param_allgather.duration();
@@ -129,13 +137,27 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
   input.micro_batches = p.micro_batches;
   input.virtual_stages = p.chunksPerDevice();
   input.dp_overlap = p.strategy.dp_overlap;
+  const bool split = pipelineSchedule(input.schedule).splitsBackward();
   offsets_out.assign(p.stages.size(), StageOpOffsets{});
   for (size_t s = 0; s < p.stages.size(); ++s) {
     const StagePlan& stage = p.stages[s];
     StageOpOffsets& offsets = offsets_out[s];
     StageCost cost;
-    cost.forward_us = opOffsets(stage.forward, c, offsets.forward_start_us);
-    cost.backward_us = opOffsets(stage.backward, c, offsets.backward_start_us);
+    cost.forward_us = opOffsets(
+        stage.forward, c, [](const OpInstance&) { return true; }, offsets.forward_start_us);
+    cost.backward_us = opOffsets(
+        stage.backward, c,
+        [&](const OpInstance& op) { return runsIn(op, Phase::kBackward, split); },
+        offsets.backward_start_us);
+    if (split) {
+      // W's offsets go into the same per-op vector: each op sits in exactly one of B and W.
+      std::vector<double> w_starts;
+      cost.weight_grad_us = opOffsets(
+          stage.backward, c, [](const OpInstance& op) { return op.weight_grad; }, w_starts);
+      for (size_t i = 0; i < w_starts.size(); ++i) {
+        if (stage.backward[i].weight_grad) offsets.backward_start_us[i] = w_starts[i];
+      }
+    }
     for (const OpInstance& op : stage.optimizer) cost.optimizer_us += issued(c[op.event]);
     if (stage.gradSyncEvent() >= 0) cost.grad_allreduce_us = issued(c[stage.gradSyncEvent()]);
     if (stage.dp_allgather >= 0) cost.param_allgather_us = issued(c[stage.dp_allgather]);
@@ -143,8 +165,10 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
     if (stage.expert_grad_sync >= 0) cost.grad_allreduce_us += issued(c[stage.expert_grad_sync]);
     if (stage.expert_allgather >= 0) cost.param_allgather_us += issued(c[stage.expert_allgather]);
     for (const GradBucket& b : stage.dp_buckets) {
-      double ready = offsets.backward_start_us[b.ready_after_op] +
-                     c[stage.backward[b.ready_after_op].event].time_us;
+      // Complete after its op in the chunk's last gradient task (task_graph.h: bucketIssueOp).
+      const int op = bucketIssueOp(stage.backward, b.ready_after_op, split);
+      const double ready =
+          op < 0 ? 0 : offsets.backward_start_us[op] + c[stage.backward[op].event].time_us;
       cost.buckets.push_back(BucketCost{ready, c[b.event].time_us});
     }
     input.stages.push_back(std::move(cost));
@@ -158,7 +182,13 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
   return input;
 }
 
-Simulation simulate(IterationPlan plan, std::vector<EventCost> costs) {
+double stageSlowdown(const Simulation& sim, int pipeline, int stage) {
+  const std::vector<double>& f = sim.input.pipelines[pipeline].stage_slowdown;
+  return f.empty() ? 1.0 : f[stage];
+}
+
+Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
+                    std::vector<std::vector<double>> stage_slowdown) {
   EVSIM_CHECK(static_cast<int>(costs.size()) == plan.events.size(), "{} costs for {} events",
               costs.size(), plan.events.size());
   Simulation sim;
@@ -168,6 +198,13 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs) {
   const std::vector<EventCost>& c = sim.costs;
 
   sim.input = timingInput(p, c, sim.offsets);
+  if (!stage_slowdown.empty()) {
+    EVSIM_CHECK(stage_slowdown.size() == p.pipelines.size(), "{} slowdown vectors for {} classes",
+                stage_slowdown.size(), p.pipelines.size());
+    for (size_t k = 0; k < stage_slowdown.size(); ++k) {
+      sim.input.pipelines[k].stage_slowdown = std::move(stage_slowdown[k]);
+    }
+  }
   sim.timeline = computeTimeline(sim.input);
 
   // Metrics.

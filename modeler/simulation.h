@@ -20,6 +20,8 @@ namespace evsim {
 // Where each op of a virtual stage's (chunk's) forward/backward list starts within its task.
 struct StageOpOffsets {
   std::vector<double> forward_start_us;  // per op, from the task start
+  // Per backward op, from the start of the task that runs it (B, or W for weight_grad ops when the
+  // schedule splits the backward).
   std::vector<double> backward_start_us;
 };
 
@@ -76,8 +78,15 @@ struct Simulation {
 TimingInput timingInput(const IterationPlan& plan, const std::vector<EventCost>& costs,
                         std::vector<StageOpOffsets>& offsets);
 
-// Runs the timing and metrics. `costs` has one entry per plan event.
-Simulation simulate(IterationPlan plan, std::vector<EventCost> costs);
+// Runs the timing and metrics. `costs` has one entry per plan event. `stage_slowdown`, when given,
+// holds per pipeline class of the plan each device stage's compute slowdown (stragglers.h:
+// splitSlowReplicas); task times, their ops and the optimizer step scale by it.
+Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
+                    std::vector<std::vector<double>> stage_slowdown = {});
+
+// The compute slowdown of device stage `stage` in pipeline class `pipeline` (1 without
+// stragglers).
+double stageSlowdown(const Simulation& sim, int pipeline, int stage);
 
 // Metrics of one device stage (all its chunks) of one pipeline class.
 DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage);

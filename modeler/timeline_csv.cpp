@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "common/strings.h"
 #include "common/input_file.h"
+#include "common/strings.h"
 
 namespace evsim {
 
@@ -99,10 +99,10 @@ class LineParser {
 
   Phase phase() const {
     for (Phase p : {Phase::kForward, Phase::kBackward, Phase::kRecompute, Phase::kGradSync,
-                    Phase::kOptimizer}) {
+                    Phase::kOptimizer, Phase::kWeightGrad}) {
       if (fields_[kPhase] == phaseName(p)) return p;
     }
-    fail(kPhase, "not one of forward, backward, recompute, grad-sync, optimizer");
+    fail(kPhase, "not one of forward, backward, recompute, grad-sync, optimizer, weight-grad");
   }
 
   int32_t layer() const {

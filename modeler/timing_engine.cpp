@@ -1,6 +1,8 @@
 #include "modeler/timing_engine.h"
 
 #include <algorithm>
+#include <cmath>
+#include <random>
 
 #include "common/error.h"
 
@@ -8,59 +10,87 @@ namespace evsim {
 
 namespace {
 
-// Times the pipeline's tasks in dependency order. Each device walks its own schedule; a task runs
-// once its input is known, so we sweep the devices until every task is placed.
-PipelineTimeline timePipeline(const TimingInput& input, const PipelineCost& links) {
-  const int K = static_cast<int>(input.stages.size());
-  const int v = input.virtual_stages;
-  const int P = K / v;
-  const int64_t m = input.micro_batches;
+int taskPhaseIndex(Phase phase) {
+  return phase == Phase::kForward ? 0 : phase == Phase::kBackward ? 1 : 2;
+}
+
+double taskUs(const StageCost& cost, Phase phase) {
+  switch (phase) {
+    case Phase::kForward:
+      return cost.forward_us;
+    case Phase::kBackward:
+      return cost.backward_us;
+    default:
+      return cost.weight_grad_us;
+  }
+}
+
+double slowdown(const PipelineCost& links, int device) {
+  return links.stage_slowdown.empty() ? 1.0 : links.stage_slowdown[device];
+}
+
+// The extra time of one task under per-op jitter (TaskJitter).
+double jitterUs(const TaskJitter& jitter, int virtual_stage, Phase phase, std::mt19937_64& rng) {
+  if (jitter.sigma <= 0) return 0;
+  std::normal_distribution<double> normal(0.0, 1.0);
+  double extra = 0;
+  for (double op_us : jitter.op_us[virtual_stage][taskPhaseIndex(phase)]) {
+    extra += op_us * jitter.sigma * std::abs(normal(rng));
+  }
+  return extra;
+}
+
+// List-schedules the graph on one pipeline class's links: each device walks its order; a task is
+// placed once all its inputs are placed, so we sweep the devices until every task is.
+PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
+                              const PipelineCost& links, uint64_t seed) {
+  const int P = graph.devices;
+  std::mt19937_64 rng(seed);
   PipelineTimeline out;
   out.stages.resize(P);
-  std::vector<std::vector<StageTask>> orders(P);
-  for (int s = 0; s < P; ++s) {
-    orders[s] = stageTaskOrder(input.schedule, s, P, m, v);
-    out.stages[s].tasks.reserve(orders[s].size());
-    out.stages[s].peak_activations = peakActivationsInFlight(orders[s]);
-  }
-  // Arrival time of each virtual stage's inputs; -1 means not produced yet.
-  std::vector<std::vector<double>> fwd_arrival(K, std::vector<double>(m, -1.0));
-  std::vector<std::vector<double>> bwd_arrival(K, std::vector<double>(m, -1.0));
+  // Each device's timings go straight into its task list, in its order: a producer is placed once
+  // its device has passed its position, and its timing sits there.
   std::vector<size_t> next(P, 0);
   std::vector<double> device_free(P, 0.0);
+  for (int s = 0; s < P; ++s) out.stages[s].tasks.reserve(graph.device_order[s].size());
 
-  size_t remaining = 0;
-  for (const auto& o : orders) remaining += o.size();
+  size_t remaining = graph.nodes.size();
   while (remaining > 0) {
     bool progressed = false;
     for (int s = 0; s < P; ++s) {
-      while (next[s] < orders[s].size()) {
-        const StageTask task = orders[s][next[s]];
-        const int mb = task.micro_batch;
-        const int k = task.chunk * P + s;
-        double ready = 0;
-        if (task.phase == Phase::kForward && k > 0) ready = fwd_arrival[k][mb];
-        if (task.phase == Phase::kBackward && k + 1 < K) ready = bwd_arrival[k][mb];
-        if (ready < 0) break;  // input not produced yet: try other devices
-
-        TaskTiming t;
-        t.task = task;
-        t.input_ready_us = ready;
-        t.run.start_us = std::max(device_free[s], ready);
-        const StageCost& cost = input.stages[k];
-        t.run.end_us =
-            t.run.start_us + (task.phase == Phase::kForward ? cost.forward_us : cost.backward_us);
-        t.send = Interval{t.run.end_us, t.run.end_us};
-        if (task.phase == Phase::kForward && k + 1 < K) {
-          t.send.end_us += links.send_forward_us[k];
-          fwd_arrival[k + 1][mb] = t.send.end_us;
-        } else if (task.phase == Phase::kBackward && k > 0) {
-          t.send.end_us += links.send_backward_us[k - 1];
-          bwd_arrival[k - 1][mb] = t.send.end_us;
+      const std::vector<int>& order = graph.device_order[s];
+      std::vector<TaskTiming>& tasks = out.stages[s].tasks;
+      while (next[s] < order.size()) {
+        const int id = order[next[s]];
+        const TaskNode& node = graph.nodes[id];
+        double ready = 0, input_ready = 0;
+        bool inputs_placed = true;
+        for (const TaskEdge& e : graph.inputs(id)) {
+          const TaskNode& producer = graph.nodes[e.from];
+          if (next[producer.device] <= static_cast<size_t>(producer.position)) {
+            inputs_placed = false;
+            break;
+          }
+          const TaskTiming& from = out.stages[producer.device].tasks[producer.position];
+          const double arrival = e.transfer ? from.send.end_us : from.run.end_us;
+          ready = std::max(ready, arrival);
+          if (e.transfer) input_ready = std::max(input_ready, arrival);
         }
+        if (!inputs_placed) break;  // input not produced yet: try other devices
+
+        TaskTiming& t = tasks.emplace_back();
+        t.task = node.task;
+        t.node = id;
+        t.input_ready_us = input_ready;
+        t.run.start_us = std::max(device_free[s], ready);
+        const double run_us = taskUs(input.stages[node.virtual_stage], node.task.phase) +
+                              jitterUs(input.jitter, node.virtual_stage, node.task.phase, rng);
+        t.run.end_us = t.run.start_us + run_us * slowdown(links, s);
+        t.send = Interval{t.run.end_us, t.run.end_us};
+        if (node.send == Send::kActivation) t.send.end_us += links.send_forward_us[node.link];
+        if (node.send == Send::kGradient) t.send.end_us += links.send_backward_us[node.link];
         device_free[s] = t.send.end_us;
         out.stages[s].busy_in_pipeline_us += t.run.duration() + t.send.duration();
-        out.stages[s].tasks.push_back(t);
         ++next[s];
         --remaining;
         progressed = true;
@@ -75,12 +105,14 @@ PipelineTimeline timePipeline(const TimingInput& input, const PipelineCost& link
   return out;
 }
 
-// Start of the last backward task of `chunk` on a device (its gradients are complete after it).
-double lastBackwardStart(const StageTimeline& stage, int chunk) {
+// Start of the last task of `chunk` on a device that produces gradients (the last W when the
+// backward is split, else the last B): its gradients are complete after it.
+double lastGradientTaskStart(const StageTimeline& stage, int chunk, bool split) {
+  const Phase last = split ? Phase::kWeightGrad : Phase::kBackward;
   for (auto it = stage.tasks.rbegin(); it != stage.tasks.rend(); ++it) {
-    if (it->task.phase == Phase::kBackward && it->task.chunk == chunk) return it->run.start_us;
+    if (it->task.phase == last && it->task.chunk == chunk) return it->run.start_us;
   }
-  EVSIM_THROW(Error, "no backward task of chunk {}", chunk);
+  EVSIM_THROW(Error, "no {} task of chunk {}", phaseName(last), chunk);
 }
 
 }  // namespace
@@ -89,18 +121,31 @@ IterationTimeline computeTimeline(const TimingInput& input) {
   const size_t K = input.stages.size();
   const int v = input.virtual_stages;
   EVSIM_CHECK(K >= 1 && input.micro_batches >= 1 && !input.pipelines.empty(), "empty timing input");
-  EVSIM_CHECK(v >= 1 && K % v == 0 && (v == 1 || input.schedule == Schedule::kInterleaved),
+  EVSIM_CHECK(v >= 1 && K % v == 0 && (v == 1 || pipelineSchedule(input.schedule).allowsChunks()),
               "{} virtual stages of {} per device, schedule {}", K, v,
               scheduleName(input.schedule));
   for (const PipelineCost& p : input.pipelines) {
     EVSIM_CHECK(p.send_forward_us.size() == K - 1 && p.send_backward_us.size() == K - 1,
                 "pipeline links: {} / {} for {} stages", p.send_forward_us.size(),
                 p.send_backward_us.size(), K);
+    EVSIM_CHECK(p.stage_slowdown.empty() || p.stage_slowdown.size() == K / v,
+                "{} stage slowdowns for {} device stages", p.stage_slowdown.size(), K / v);
   }
+  EVSIM_CHECK(input.jitter.sigma <= 0 || input.jitter.op_us.size() == K,
+              "jitter op times for {} of {} virtual stages", input.jitter.op_us.size(), K);
   const int P = static_cast<int>(K) / v;
   IterationTimeline out;
-  for (const PipelineCost& links : input.pipelines)
-    out.pipelines.push_back(timePipeline(input, links));
+  out.graph = buildTaskGraph(input.schedule, P, v, input.micro_batches);
+  for (size_t k = 0; k < input.pipelines.size(); ++k) {
+    // One generator per class, seeded apart (splitmix-style offsets of the jitter seed).
+    const uint64_t seed = input.jitter.seed + 0x9E3779B97F4A7C15ull * (k + 1);
+    out.pipelines.push_back(timePipeline(input, out.graph, input.pipelines[k], seed));
+  }
+  // Micro-batch chunks held at once along each device's order (the memory model's walk).
+  for (int s = 0; s < P; ++s) {
+    const int peak = peakInFlight(out.graph, s);
+    for (PipelineTimeline& p : out.pipelines) p.stages[s].peak_activations = peak;
+  }
 
   // Data parallelism: a chunk's gradient collectives span every replica, so each one starts when
   // the slowest replica is ready for it; a device's syncs share its DP stream.
@@ -117,7 +162,8 @@ IterationTimeline computeTimeline(const TimingInput& input) {
       if (input.dp_overlap && !cost.buckets.empty()) {
         double last_backward_start = 0;
         for (const PipelineTimeline& p : out.pipelines) {
-          last_backward_start = std::max(last_backward_start, lastBackwardStart(p.stages[s], c));
+          last_backward_start = std::max(
+              last_backward_start, lastGradientTaskStart(p.stages[s], c, out.graph.split_backward));
         }
         for (const BucketCost& bucket : cost.buckets) {
           Interval i;
@@ -139,12 +185,13 @@ IterationTimeline computeTimeline(const TimingInput& input) {
       }
     }
     double optimizer_end = 0;
-    for (PipelineTimeline& p : out.pipelines) {
-      StageTimeline& stage = p.stages[s];
+    for (size_t k = 0; k < out.pipelines.size(); ++k) {
+      StageTimeline& stage = out.pipelines[k].stages[s];
       stage.grad_sync = sync;
       stage.grad_sync_chunk = sync_chunk;
       stage.optimizer.start_us = std::max(stage.pipeline_end_us, stream_free);
-      stage.optimizer.end_us = stage.optimizer.start_us + optimizer_us;
+      stage.optimizer.end_us =
+          stage.optimizer.start_us + optimizer_us * slowdown(input.pipelines[k], s);
       optimizer_end = std::max(optimizer_end, stage.optimizer.end_us);
       out.iteration_us = std::max(out.iteration_us, stage.optimizer.end_us);
     }

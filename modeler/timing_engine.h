@@ -1,12 +1,14 @@
 #pragma once
-// The dependency-driven timing of one training iteration (DistSim's Algorithm 1), on costs alone.
+// The dependency-driven timing of one training iteration (DistSim's Algorithm 1), on costs alone:
+// a list scheduler over the pipeline's task graph (task_graph.h).
 //
 // Each pipeline (a class of identical DP replicas) is P stage devices running K = P*v virtual
 // stages (model chunks; v = 1 without interleaving): chunk c of device s is virtual stage
-// k = c*P + s. A task (forward or backward of one micro-batch of one chunk) starts when its device
-// is free and its input has arrived: the activation from virtual stage k-1's forward, the gradient
-// from virtual stage k+1's backward. Sending occupies the sender's device right after the
-// producing task (Megatron's P2P blocks compute) and the data arrives when the send ends.
+// k = c*P + s. Each device runs its tasks in the schedule's order; a task starts when its device is
+// free and every input edge of the graph is satisfied: a transfer edge when the producer's send
+// has ended, a same-device edge when the producer has ended. Sending occupies the sender's device
+// right after the producing task (Megatron's P2P blocks compute) and the data arrives when the
+// send ends. Nothing here knows a schedule: the graph carries it.
 //
 // Data parallelism, per device: each chunk has its own gradient sync (one DDP per chunk). After
 // the device's last task the chunks' gradients are all-reduced over D one after another (chunk
@@ -16,37 +18,56 @@
 // is a reduce-scatter, and after the optimizer the chunks' updated parameter shards are
 // all-gathered (one interval, v-1 first, starting when the slowest replica is ready). With
 // overlap, a chunk's gradient buckets are all-reduced on the device's DP stream as soon as that
-// chunk's last backward has produced them, one after another (chunks in the same order); the
-// optimizer waits for the last. All times are microseconds from the iteration start.
+// chunk's last gradient task (its last B, or its last W when the backward is split) has produced
+// them, one after another (chunks in the same order); the optimizer waits for the last. All times
+// are microseconds from the iteration start.
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "events/strategy.h"
-#include "modeler/schedule.h"
+#include "modeler/task_graph.h"
 
 namespace evsim {
 
 struct BucketCost {
-  double ready_offset_us = 0;  // from the start of the stage's last backward task
+  double ready_offset_us = 0;  // from the start of the chunk's last gradient task (B, or W)
   double allreduce_us = 0;
 };
 
 // One per virtual stage (model chunk).
 struct StageCost {
-  double forward_us = 0;  // one micro-batch, compute + TP communication
-  double backward_us = 0;
+  double forward_us = 0;            // one micro-batch, compute + TP communication
+  double backward_us = 0;           // B: the whole backward, or its input-gradient part when split
   double grad_allreduce_us = 0;     // without overlap (0 when D == 1)
   std::vector<BucketCost> buckets;  // with overlap
   double optimizer_us = 0;
   // ZeRO 1/2: the parameter all-gather after the optimizer step (0: none). grad_allreduce_us and
   // the buckets then hold reduce-scatters.
   double param_allgather_us = 0;
+  double weight_grad_us = 0;  // W: the weight-gradient ops when the schedule splits (else 0)
 };
 
 struct PipelineCost {
   std::vector<double> send_forward_us;   // virtual stage k -> k+1 activation, size K-1
   std::vector<double> send_backward_us;  // virtual stage k+1 -> k gradient, size K-1
+  // Stragglers: each device stage's compute slowdown in this class (size P, or empty for none).
+  // Its tasks (compute and the TP collectives that wait on the slow rank) and its optimizer step
+  // take this many times longer; sends and DP collectives do not.
+  std::vector<double> stage_slowdown;
+};
+
+// Per-op random slowdowns (--jitter): every compute op of every task takes t (1 + sigma |z|) with
+// z ~ N(0, 1) drawn per op (a half-normal: ops run slower than their profiled time, never faster).
+// A task's extra time is the sum over its compute ops. Deterministic for a seed: the draws follow
+// the list scheduler's placement order, one generator per pipeline class.
+struct TaskJitter {
+  double sigma = 0;  // 0: off
+  uint64_t seed = 0;
+  // Per virtual stage, per task phase (forward, backward B, weight gradient W): the compute ops'
+  // times of one task.
+  std::vector<std::array<std::vector<double>, 3>> op_us;
 };
 
 struct TimingInput {
@@ -56,6 +77,7 @@ struct TimingInput {
   std::vector<StageCost> stages;        // per virtual stage, K = P*v
   std::vector<PipelineCost> pipelines;  // at least one
   bool dp_overlap = false;
+  TaskJitter jitter;
 };
 
 struct Interval {
@@ -66,6 +88,7 @@ struct Interval {
 
 struct TaskTiming {
   StageTask task;
+  int node = -1;  // in IterationTimeline::graph
   Interval run;   // compute + TP communication
   Interval send;  // P2P send after the task (empty when there is no next/previous stage)
   double input_ready_us = 0;  // when its input arrived (0 for inputs that need no transfer)
@@ -80,7 +103,7 @@ struct StageTimeline {
   std::vector<int> grad_sync_chunk;  // the chunk of each grad_sync interval
   Interval optimizer;                // all chunks' optimizer steps, v-1 first
   Interval param_allgather;          // ZeRO 1/2: all chunks' parameter all-gathers, v-1 first
-  int peak_activations = 0;          // micro-batch chunk activations held at once
+  int peak_activations = 0;          // micro-batch chunk activations held at once (graph walk)
   double busy_in_pipeline_us = 0;    // task runs + sends
 };
 
@@ -90,11 +113,12 @@ struct PipelineTimeline {
 };
 
 struct IterationTimeline {
+  TaskGraph graph;  // the schedule's task graph, the same for every pipeline class
   std::vector<PipelineTimeline> pipelines;
   double iteration_us = 0;
 };
 
-// Throws Error if the input is inconsistent or a schedule deadlocks (an internal bug).
+// Throws Error if the input is inconsistent or the graph deadlocks (an internal bug).
 IterationTimeline computeTimeline(const TimingInput& input);
 
 }  // namespace evsim

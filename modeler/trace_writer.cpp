@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/gzip_stream.h"
 #include "modeler/device_events.h"
+#include "modeler/task_graph.h"
 
 namespace evsim {
 
@@ -51,11 +52,14 @@ std::optional<SendTarget> sendTarget(const IterationPlan& plan, const RankLayout
   if (e.stream != Stream::kPpComm) return std::nullopt;
   const bool activation = e.name == "send_activation";
   if (!activation && e.name != "send_gradient") return std::nullopt;
+  // The sender's link (task_graph.h): an activation leaves virtual stage k over link k, a
+  // gradient over link k-1; measured timelines carry no graph, so it is found from the chunk.
   const int P = plan.deviceStages();
   const int k = e.chunk * P + c.pp;
-  const int target = activation ? k + 1 : k - 1;
-  if (target < 0 || target >= plan.virtualStages()) return std::nullopt;
-  return SendTarget{layout.rank(c.tp, c.dp, target % P), target / P};
+  const int link = activation ? k : k - 1;
+  if (link < 0 || link + 1 >= plan.virtualStages()) return std::nullopt;
+  const int target = linkReceiver(activation ? Send::kActivation : Send::kGradient, link);
+  return SendTarget{layout.rank(c.tp, c.dp, target % P, c.cp), target / P};
 }
 
 std::string_view layerText(int layer, fmt::memory_buffer& scratch) {
@@ -102,7 +106,9 @@ std::vector<int64_t> firstPipelineRanks(const IterationPlan& plan) {
   const RankLayout layout = plan.layout();
   std::vector<int64_t> out;
   for (int pp = 0; pp < plan.strategy.pp; ++pp) {
-    for (int tp = 0; tp < plan.strategy.tp; ++tp) out.push_back(layout.rank(tp, 0, pp));
+    for (int cp = 0; cp < plan.strategy.cp; ++cp) {
+      for (int tp = 0; tp < plan.strategy.tp; ++tp) out.push_back(layout.rank(tp, 0, pp, cp));
+    }
   }
   std::sort(out.begin(), out.end());
   return out;

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "common/error.h"
-#include "modeler/schedule.h"
+#include "modeler/task_graph.h"
 
 namespace evsim {
 
@@ -19,52 +19,38 @@ class ProgramBuilder {
 
   RankProgram build() {
     const RankCoord c = program_.coord;
-    const int P = plan_.deviceStages();
     const int v = plan_.chunksPerDevice();
-    const int K = plan_.virtualStages();
     const PipelineClass& links = plan_.pipelines[plan_.pipelineOf(c.dp)];
-    const std::vector<StageTask> order =
-        stageTaskOrder(plan_.strategy.schedule, c.pp, P, plan_.micro_batches, v);
-    // A chunk's gradients are complete during its last backward task: its buckets go there.
-    std::vector<size_t> last_backward(static_cast<size_t>(v), order.size());
+    const TaskGraph graph = buildTaskGraph(plan_);
+    const std::vector<int>& order = graph.device_order[c.pp];
+    const Phase gradient_task = graph.split_backward ? Phase::kWeightGrad : Phase::kBackward;
+    // A chunk's gradients are complete during its last gradient task: its buckets go there.
+    std::vector<size_t> last_gradient_task(static_cast<size_t>(v), order.size());
     for (size_t t = 0; t < order.size(); ++t) {
-      if (order[t].phase == Phase::kBackward) last_backward[order[t].chunk] = t;
+      const StageTask& task = graph.nodes[order[t]].task;
+      if (task.phase == gradient_task) last_gradient_task[task.chunk] = t;
     }
     for (size_t t = 0; t < order.size(); ++t) {
-      const StageTask task = order[t];
-      const bool forward = task.phase == Phase::kForward;
-      const int k = plan_.virtualStageOf(c.pp, task.chunk);
-      const StagePlan& stage = plan_.stages[k];
-      // Input: the activation comes over boundary (k-1, k), the gradient over (k, k+1).
-      if (forward && k > 0) {
-        addP2P(ActionKind::kRecv, links.forward_p2p[k - 1], task, k - 1, k - 1, "");
-      } else if (!forward && k + 1 < K) {
-        addP2P(ActionKind::kRecv, links.backward_p2p[k], task, k + 1, k, "");
+      const TaskNode& node = graph.nodes[order[t]];
+      const StageTask task = node.task;
+      const StagePlan& stage = plan_.stages[node.virtual_stage];
+      // Inputs that cross devices arrive over the producer's link.
+      for (const TaskEdge& e : graph.inputs(order[t])) {
+        if (e.transfer) addTransfer(ActionKind::kRecv, graph.nodes[e.from], task, links, "");
       }
+      const bool forward = task.phase == Phase::kForward;
       const OpList& ops = forward ? stage.forward : stage.backward;
-      const bool buckets_here = t == last_backward[task.chunk];
+      const bool buckets_here = t == last_gradient_task[task.chunk];
+      if (buckets_here) addBuckets(stage, -1, graph.split_backward, task.chunk);
       for (size_t i = 0; i < ops.size(); ++i) {
+        if (!forward && !runsIn(ops[i], task.phase, graph.split_backward)) continue;
         addOp(ops[i], ops[i].recompute ? Phase::kRecompute : task.phase, task.micro_batch,
               task.chunk);
-        if (!buckets_here) continue;
-        for (const GradBucket& bucket : stage.dp_buckets) {
-          if (bucket.ready_after_op != static_cast<int>(i)) continue;
-          const bool scatter = isScatter(bucket.event);
-          Action a = commonFields(
-              Stream::kDpComm, Phase::kGradSync,
-              bucket.expert ? (scatter ? "expert_grad_reduce_scatter" : "expert_grad_allreduce")
-                            : (scatter ? "grad_bucket_reduce_scatter" : "grad_bucket_allreduce"),
-              bucket.event, kEmbeddingLayer, -1, task.chunk);
-          a.kind = ActionKind::kBucketStart;
-          a.group = bucket.expert ? groupIndexOf(layout_.expertDpRanks(program_.coord))
-                                  : groupIndex(Stream::kDpComm);
-          program_.actions.push_back(a);
-        }
+        if (buckets_here) addBuckets(stage, static_cast<int>(i), graph.split_backward, task.chunk);
       }
-      if (forward && k + 1 < K) {
-        addP2P(ActionKind::kSend, links.forward_p2p[k], task, k + 1, k, "send_activation");
-      } else if (!forward && k > 0) {
-        addP2P(ActionKind::kSend, links.backward_p2p[k - 1], task, k - 1, k - 1, "send_gradient");
+      if (node.send != Send::kNone) {
+        addTransfer(ActionKind::kSend, node, task, links,
+                    node.send == Send::kActivation ? "send_activation" : "send_gradient");
       }
     }
     bool any_bucket = false;
@@ -156,16 +142,40 @@ class ProgramBuilder {
     program_.actions.push_back(a);
   }
 
-  // `peer_stage` is a virtual stage, `boundary` the chunk boundary (b -> b+1) the message crosses.
-  void addP2P(ActionKind kind, int event, const StageTask& task, int peer_stage, int boundary,
-              std::string_view name) {
+  // Issues the chunk's DDP buckets that complete after backward op `op` (-1: before the task's
+  // first op), by task_graph.h's bucketIssueOp.
+  void addBuckets(const StagePlan& stage, int op, bool split, int chunk) {
+    for (const GradBucket& bucket : stage.dp_buckets) {
+      if (bucketIssueOp(stage.backward, bucket.ready_after_op, split) != op) continue;
+      const bool scatter = isScatter(bucket.event);
+      Action a = commonFields(
+          Stream::kDpComm, Phase::kGradSync,
+          bucket.expert ? (scatter ? "expert_grad_reduce_scatter" : "expert_grad_allreduce")
+                        : (scatter ? "grad_bucket_reduce_scatter" : "grad_bucket_allreduce"),
+          bucket.event, kEmbeddingLayer, -1, chunk);
+      a.kind = ActionKind::kBucketStart;
+      a.group = bucket.expert ? groupIndexOf(layout_.expertDpRanks(program_.coord))
+                              : groupIndex(Stream::kDpComm);
+      program_.actions.push_back(a);
+    }
+  }
+
+  // The message `sender` sends over its link (boundary b: chunk b -> b+1), received by `task`'s
+  // device (kRecv) or sent by it (kSend).
+  void addTransfer(ActionKind kind, const TaskNode& sender, const StageTask& task,
+                   const PipelineClass& links, std::string_view name) {
+    const bool activation = sender.send == Send::kActivation;
+    const int event = activation ? links.forward_p2p[sender.link] : links.backward_p2p[sender.link];
+    // The peer: the receiver's virtual stage when sending, the sender's when receiving.
+    const int peer_stage = kind == ActionKind::kRecv ? sender.virtual_stage
+                                                     : sender.virtual_stage + (activation ? 1 : -1);
     Action a = commonFields(Stream::kPpComm, task.phase, name, event, kEmbeddingLayer,
                             task.micro_batch, task.chunk);
     a.kind = kind;
     a.peer = layout_.rank(program_.coord.tp, program_.coord.dp, peer_stage % plan_.deviceStages(),
                           program_.coord.cp);
-    const int64_t tag = 2 * (boundary * plan_.micro_batches + task.micro_batch) +
-                        (task.phase == Phase::kForward ? 0 : 1);
+    const int64_t tag =
+        2 * (int64_t{sender.link} * plan_.micro_batches + task.micro_batch) + (activation ? 0 : 1);
     EVSIM_CHECK(tag < std::numeric_limits<int>::max(), "P2P tag {} overflows int", tag);
     a.tag = static_cast<int>(tag);
     program_.actions.push_back(a);

@@ -5,12 +5,14 @@
 // same events. Pure: no MPI. The executor (eventrun_executor.h) runs a program; new op kinds or
 // schedules only change this builder.
 //
-// Per task of the device's schedule (stageTaskOrder with v chunks; chunk c is virtual stage
-// k = c*P + s, whose op list carries that chunk's layer numbers):
+// Per task of the device's order in the task graph (modeler/task_graph.h, the graph the timing
+// engine schedules; chunk c is virtual stage k = c*P + s, whose op list carries that chunk's layer
+// numbers):
 //   recv   the input: activation from virtual stage k-1 (device (k-1)%P, forward) or gradient from
 //          k+1 (device (k+1)%P, backward); not an event (waiting for input is idle time; the
 //          transfer is the sender's event)
-//   ops    the chunk's forward/backward op list: compute ops on the CPU kernels (recomputed forward
+//   ops    the chunk's forward/backward op list (a split backward's weight_grad ops in its W task,
+//          the rest in B): compute ops on the CPU kernels (recomputed forward
 //          ops in a backward task with phase recompute), collectives in the group their stream
 //          names (TP all-reduces, sequence-parallel reduce-scatter/all-gather, ZeRO-3 per-layer
 //          gathers and scatters on dp-comm, MoE all-to-alls on ep-comm), CP ring exchanges
@@ -19,8 +21,9 @@
 // then the gradient sync of each chunk, v-1 first, over the DP group (x CP; the routed experts'
 // gradients after it over the expert-data-parallel group): "grad_allreduce" (ZeRO 0) or
 // "grad_reduce_scatter" (ZeRO 1/2), or with dp_overlap the DDP buckets ("grad_bucket_allreduce" /
-// "grad_bucket_reduce_scatter"), each issued after the op of the chunk's last backward task that
-// completes it and all waited for before the optimizers; then the chunks' optimizer ops
+// "grad_bucket_reduce_scatter"), each issued after the op of the chunk's last gradient task (B, or
+// W when split) that completes it and all waited for before the optimizers; then the chunks'
+// optimizer ops
 // ("adam_step"), v-1 first; then under ZeRO 1/2 the chunks' "param_allgather", v-1 first. This is
 // modeler/device_events.cpp's order.
 //

@@ -5,7 +5,8 @@
 #     own events (`eventsim events -o`, then `eventprof --events --resume`, which measures only
 #     what the profile lacks);
 #  2. for each strategy (1M2P1D, 2M1P1D, 1M1P2D on 2 ranks; 1M2P2D, 2M2P1D on 4 ranks; GPipe and
-#     DAPPLE; plus 1M2P1D DAPPLE --recompute full and 1M2P1D interleaved --virtual-stages 2):
+#     DAPPLE; plus 1M2P1D DAPPLE --recompute full, 1M2P1D interleaved --virtual-stages 2, 1M2P1D
+#     zero-bubble ZB-H1 and 1M2P1D DAPPLE with the uneven split --stage-layers 1,3):
 #     eventrun (measured timeline) and `eventsim simulate --profile` (predicted timeline), then
 #     `eventsim compare` (iteration-time error, per-device activity error DistSim §5.3, stage
 #     micro-batch start/finish error §5.4);
@@ -43,12 +44,17 @@ for strategy in 1M2P1D 2M1P1D 1M1P2D 1M2P2D 2M2P1D; do
   for schedule in gpipe dapple; do CASES+=("$strategy $schedule"); done
 done
 CASES+=("1M2P1D dapple --recompute full" "1M2P1D interleaved --virtual-stages 2")
+# ZB-H1 and an uneven split run the plain events (the same op lists in another order or split).
+CASES+=("1M2P1D zbh1" "1M2P1D dapple --stage-layers 1,3")
 gpusOf() {
   python3 -c "import re; m=re.fullmatch(r'(\d+)M(\d+)P(\d+)D','$1'); \
 print(int(m[1])*int(m[2])*int(m[3]))"
 }
-# 1M2P1D dapple --recompute full -> 1M2P1D-dapple-rcfull; --virtual-stages 2 -> -v2.
-tagOf() { sed 's/ --recompute /-rc/; s/ --virtual-stages /-v/; s/ --/-/g; s/ /-/g' <<<"$1"; }
+# 1M2P1D dapple --recompute full -> 1M2P1D-dapple-rcfull; --virtual-stages 2 -> -v2;
+# --stage-layers 1,3 -> -layers1,3.
+tagOf() {
+  sed 's/ --recompute /-rc/; s/ --virtual-stages /-v/; s/ --stage-layers /-layers/; s/ --/-/g; s/ /-/g' <<<"$1"
+}
 
 for gpus in 2 4; do
   echo "== eventprof: every strategy of $MODEL on $gpus GPUs ($CLUSTER, 4 ranks, CPU backend)"

@@ -1,6 +1,7 @@
 #include "modeler/cli/search_command.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iostream>
@@ -46,7 +47,8 @@ struct SearchArgs {
   std::string dp_overlaps = "off";
   std::string context_parallel = "1";
   std::string expert_parallel;  // empty: every power of two dividing an MoE model's experts
-  int top = 0;  // 0: every candidate
+  int uneven_stages = 0;  // --uneven-stages K: first/last stage shortened by 1..K layers
+  int top = 0;            // 0: every candidate
   bool json = false;
   std::string csv;
   bool allow_cross_node_tp = false;
@@ -88,8 +90,7 @@ std::vector<bool> parseOnOff(const std::string& text, std::string_view flag) {
   for (const std::string& part : split(text, ',')) {
     std::string name = trim(part);
     if (name != "off" && name != "on") {
-      EVSIM_THROW(InputError, "{} '{}': each entry must be off or on, got '{}'", flag, text,
-                  name);
+      EVSIM_THROW(InputError, "{} '{}': each entry must be off or on, got '{}'", flag, text, name);
     }
     bool on = name == "on";
     if (std::find(out.begin(), out.end(), on) == out.end()) out.push_back(on);
@@ -118,6 +119,7 @@ std::string techniquesText(const Strategy& s) {
   if (s.sequence_parallel) add("sp");
   if (s.zero_stage > 0) add(fmt::format("z{}", s.zero_stage));
   if (s.dp_overlap) add("ov");
+  if (!s.stage_layers.empty()) add(fmt::format("layers={}", fmt::join(s.stage_layers, ",")));
   return out.empty() ? "-" : out;
 }
 
@@ -134,6 +136,7 @@ std::string spaceCommandLine(const SearchArgs& args) {
                      args.recomputes, args.sequence_parallel, args.zero_stages, args.dp_overlaps);
   if (args.context_parallel != "1") out += fmt::format(" --cp {}", args.context_parallel);
   if (!args.expert_parallel.empty()) out += fmt::format(" --ep {}", args.expert_parallel);
+  if (args.uneven_stages > 0) out += fmt::format(" --uneven-stages {}", args.uneven_stages);
   if (args.allow_cross_node_tp) out += " --allow-cross-node-tp";
   return out;
 }
@@ -380,6 +383,7 @@ void run(const SearchArgs& args) {
     options.space.expert_parallel = parseSmallInts(args.expert_parallel, "--ep");
   }
   options.space.allow_cross_node_tp = args.allow_cross_node_tp;
+  options.space.uneven_stage_shift = args.uneven_stages;
   options.memory_headroom = args.memory_headroom;
   options.threads = args.threads;
   options.top_k = args.top;
@@ -431,7 +435,8 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--micro-batch,--micro-batches", args->micro_batches,
                   "micro-batch sizes to try, e.g. 1,2,4,8")
       ->capture_default_str();
-  cmd->add_option("--schedule", args->schedules, "schedules to try: gpipe,dapple,interleaved")
+  cmd->add_option("--schedule", args->schedules,
+                  "schedules to try: gpipe,dapple,interleaved,zbh1,zbh2")
       ->capture_default_str();
   cmd->add_option("--virtual-stages", args->virtual_stages,
                   "model chunks per device to try with interleaved (only valid v are enumerated)")
@@ -451,6 +456,10 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--ep,--expert-model-parallel-size", args->expert_parallel,
                   "expert-parallel sizes to try (default for MoE models: every power of two "
                   "dividing the experts; only where E divides D)");
+  cmd->add_option("--uneven-stages", args->uneven_stages,
+                  "also try the balanced split with its first stage, its last stage and both "
+                  "shortened by 1..K layers (moved to the middle stages; P >= 2, not interleaved)")
+      ->capture_default_str();
   cmd->add_option("--zero", args->zero_stages,
                   "ZeRO stages to try: 0,1,2,3 (> 0 only where D >= 2)")
       ->capture_default_str();

@@ -43,6 +43,8 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
                       {"sequence_parallel", s.sequence_parallel},
                       {"zero", s.zero_stage},
                       {"dp_overlap", s.dp_overlap},
+                      {"stage_layers", s.stage_layers.empty() ? nlohmann::json(nullptr)
+                                                              : nlohmann::json(s.stage_layers)},
                       {"status", candidateStatusName(r.status)}};
   j["micro_batches"] = valid ? nlohmann::json(r.micro_batches) : nlohmann::json();
   j["iteration_time_ms"] = ok ? nlohmann::json(r.iteration_us / kUsPerMs) : nlohmann::json();

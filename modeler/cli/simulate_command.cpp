@@ -8,8 +8,10 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "modeler/simulation.h"
+#include "modeler/stragglers.h"
 #include "modeler/summary_report.h"
 #include "modeler/trace_writer.h"
+#include "modeler/variability.h"
 
 namespace evsim {
 
@@ -59,7 +61,13 @@ struct SimulateArgs {
   std::string trace;
   std::string csv;
   std::string ranks;
+  std::string slow_ranks;  // --slow-ranks 17:1.2,node3:1.1
+  double jitter = 0;       // --jitter: per-op slowdown scale (TaskJitter)
+  uint64_t seed = 1;
+  int iterations = 0;  // 0: one, or 100 with --jitter
   JsonSink sink;
+
+  bool variability() const { return !slow_ranks.empty() || jitter > 0 || iterations > 0; }
 };
 
 void runSimulate(const SimulateArgs& args) {
@@ -72,7 +80,17 @@ void runSimulate(const SimulateArgs& args) {
   IterationPlan plan = buildIterationPlan(model, cluster, strategy);
   CostModel cost_model(cluster, db ? &*db : nullptr, args.costs.analytic());
   std::vector<EventCost> costs = cost_model.costAll(plan.events, eventprofHint(args.run, strategy));
-  Simulation sim = simulate(std::move(plan), std::move(costs));
+  std::vector<std::vector<double>> slowdown;
+  if (!args.slow_ranks.empty()) {
+    slowdown = splitSlowReplicas(
+        plan, parseSlowRanks(args.slow_ranks, strategy.gpus(), cluster.gpus_per_node));
+  }
+  Simulation sim = simulate(std::move(plan), std::move(costs), std::move(slowdown));
+  std::optional<IterationDistribution> spread;
+  if (args.variability()) {
+    const int n = args.iterations > 0 ? args.iterations : (args.jitter > 0 ? 100 : 1);
+    spread = sampleIterations(sim, args.jitter, args.seed, n);
+  }
 
   std::vector<int64_t> selection;
   std::string note;
@@ -90,6 +108,7 @@ void runSimulate(const SimulateArgs& args) {
   std::vector<int64_t> ranks = selectRanks(sim, selection);
   writeTimelineFiles(simulationTimeline(sim), ranks, args.trace, args.csv);
   nlohmann::json summary = args.sink || args.json ? summaryJson(sim) : nlohmann::json();
+  if (spread && (args.sink || args.json)) summary["variability"] = variabilityJson(sim, *spread);
   if (writing) {
     // Which ranks the trace / CSV hold (the first pipeline by default above the limit).
     summary["timeline_ranks"] = ranks.size();
@@ -101,6 +120,7 @@ void runSimulate(const SimulateArgs& args) {
     std::cout << summary.dump(2) << "\n";
   } else {
     std::cout << summaryText(sim);
+    if (spread) std::cout << variabilityText(sim, *spread);
     if (!args.trace.empty())
       fmt::print("\nChrome trace ({} ranks{}): {}\n", ranks.size(), note, args.trace);
     if (!args.csv.empty())
@@ -127,6 +147,18 @@ void registerSimulateCommand(CLI::App& app, JsonSink sink) {
                   fmt::format("ranks to write, e.g. 0-15,1024, or all (default: all up to {} "
                               "ranks, the first pipeline above)",
                               kAllRanksTraceLimit));
+  cmd->add_option(
+      "--slow-ranks", args->slow_ranks,
+      "stragglers: RANK:FACTOR or nodeN:FACTOR, comma-separated (e.g. 17:1.2,node3:1.1): "
+      "that rank's (node's) compute runs FACTOR times longer");
+  cmd->add_option("--jitter", args->jitter,
+                  "per-op random slowdown: each compute op takes t (1 + J |z|), z ~ N(0,1); "
+                  "reports the iteration time distribution over --iterations")
+      ->check(CLI::Range(0.0, 10.0));
+  cmd->add_option("--seed", args->seed, "seed of the --jitter draws (default 1)");
+  cmd->add_option("--iterations", args->iterations,
+                  "iterations sampled for the distribution (default 100 with --jitter)")
+      ->check(CLI::Range(1, 100000));
   cmd->callback([args] { runSimulate(*args); });
 }
 

@@ -96,6 +96,53 @@ TEST_F(StrategySpaceTest, DpOverlapIsTriedWhereThereAreBucketsToOverlap) {
   EXPECT_EQ(cs.size(), 10u + 6u + 6u);
 }
 
+// Hand-worked: the layers taken off the first and/or last stage go in turn to the middle stages.
+TEST(UnevenSplits, FirstLastAndBothShortened) {
+  using Splits = std::vector<std::vector<int>>;
+  // P = 4, 6 each, k = 2: first-1 {5,7,6,6}, last-1 {6,7,6,5}, both-1 {5,7,7,5} (stage 1 then 2),
+  // first-2 {4,7,7,6}, last-2 {6,7,7,4}, both-2 {4,8,8,4}.
+  EXPECT_EQ(
+      unevenSplits({6, 6, 6, 6}, 2),
+      (Splits{{5, 7, 6, 6}, {6, 7, 6, 5}, {5, 7, 7, 5}, {4, 7, 7, 6}, {6, 7, 7, 4}, {4, 8, 8, 4}}));
+  // P = 2: the other stage takes them, no "both"; a stage is never emptied.
+  EXPECT_EQ(unevenSplits({2, 2}, 3), (Splits{{1, 3}, {3, 1}}));
+  EXPECT_TRUE(unevenSplits({5}, 2).empty());
+  EXPECT_TRUE(unevenSplits({6, 6, 6}, 0).empty());
+}
+
+// bert-large (24 layers) on 8 GPUs, 1F1B: each valid candidate with P >= 2 is followed by its
+// variants. 1M4P2D's FLOP-balanced split is 6,7,7,4 (the last stage also runs the LM head); at
+// k = 2: first-1 5,8,7,4; last-1 6,8,7,3; both-1 5,8,8,3; first-2 4,8,8,4; last-2 6,8,8,2;
+// both-2 4,9,9,2 (the four layers to stages 1, 2, 1, 2).
+TEST_F(StrategySpaceTest, UnevenStagesFollowTheirBalancedCandidate) {
+  Strategy base;
+  base.global_batch = 64;
+  StrategySpace space;
+  space.gpus = 8;
+  space.micro_batches = {1};
+  space.schedules = {Schedule::kDapple};
+  space.uneven_stage_shift = 2;
+  const std::vector<Candidate> cs = enumerateCandidates(bert_, a40_, base, space);
+  std::vector<std::vector<int>> after_1m4p2d;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    if (cs[i].strategy.name() != "1M4P2D" || !cs[i].strategy.stage_layers.empty()) continue;
+    const std::vector<int> first = stageFirstLayers(bert_, cs[i].strategy);
+    ASSERT_EQ(first, (std::vector<int>{0, 6, 13, 20}));
+    for (size_t j = i + 1; j < cs.size() && cs[j].strategy.name() == "1M4P2D"; ++j) {
+      EXPECT_FALSE(cs[j].violation.has_value());
+      after_1m4p2d.push_back(cs[j].strategy.stage_layers);
+    }
+  }
+  EXPECT_EQ(
+      after_1m4p2d,
+      (std::vector<std::vector<int>>{
+          {5, 8, 7, 4}, {6, 8, 7, 3}, {5, 8, 8, 3}, {4, 8, 8, 4}, {6, 8, 8, 2}, {4, 9, 9, 2}}));
+  // P = 1 candidates have none: 1M1P8D, 2M1P4D, 4M1P2D, 8M1P1D (invalid) stay single.
+  int plain = 0;
+  for (const Candidate& c : cs) plain += c.strategy.stage_layers.empty();
+  EXPECT_EQ(plain, 10);
+}
+
 TEST_F(StrategySpaceTest, InvalidCandidatesCarryTheirRule) {
   // B = 4, b = 1: D = 8 needs B divisible by 8.
   auto cs = candidates(bert_, 8, 4);

@@ -3,10 +3,10 @@
 // simulation / per-rank events / memory of an interleaved plan. Every expected number is worked
 // out by hand in the comment next to it.
 //
-// Order (modeler/schedule.h): m*v forward and m*v backward micro-steps per device; forward step k
-// runs micro-batch (k / (P*v)) * P + k % P of chunk (k % (P*v)) / P, backward step k the same
-// micro-batch of chunk v-1-(k % (P*v)) / P; w = min((P-s-1)*2 + (v-1)*P, m*v) warm-up forwards,
-// then pairs (forward w+i, backward i), then the remaining backwards.
+// Order (modeler/schedules/interleaved.cpp): m*v forward and m*v backward micro-steps per device;
+// forward step k runs micro-batch (k / (P*v)) * P + k % P of chunk (k % (P*v)) / P, backward step k
+// the same micro-batch of chunk v-1-(k % (P*v)) / P; w = min((P-s-1)*2 + (v-1)*P, m*v) warm-up
+// forwards, then pairs (forward w+i, backward i), then the remaining backwards.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -18,12 +18,21 @@
 #include "events/iteration_plan.h"
 #include "modeler/device_events.h"
 #include "modeler/memory_model.h"
-#include "modeler/schedule.h"
 #include "modeler/simulation.h"
+#include "modeler/task_graph.h"
 #include "modeler/timing_engine.h"
 
 namespace evsim {
 namespace {
+
+// The graph walk's micro-batch chunks in flight (task_graph.h) for unit chunk bytes.
+int peakActivationsInFlight(const std::vector<StageTask>& order) {
+  return peakActivations(order, std::vector<int64_t>(8, 1), std::vector<int64_t>(8, 0)).in_flight;
+}
+int64_t peakActivationBytes(const std::vector<StageTask>& order,
+                            const std::vector<int64_t>& bytes) {
+  return peakActivations(order, bytes, std::vector<int64_t>(bytes.size(), 0)).bytes;
+}
 
 // "F0c0 F1c0 ..." (micro-batch, chunk).
 std::string orderText(const std::vector<StageTask>& order) {

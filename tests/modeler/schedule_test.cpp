@@ -3,8 +3,6 @@
 //   GPipe:  F0 .. F(m-1) B0 .. B(m-1) on every stage;
 //   DAPPLE: stage s of P runs w = min(P-s-1, m) warm-up forwards, then alternates F(w+i) B(i),
 //           then drains the remaining backwards.
-#include "modeler/schedule.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,9 +10,19 @@
 #include <vector>
 
 #include "common/error.h"
+#include "modeler/task_graph.h"
 
 namespace evsim {
 namespace {
+
+// The graph walk's micro-batch chunks in flight (task_graph.h) for unit chunk bytes.
+int peakActivationsInFlight(const std::vector<StageTask>& order) {
+  return peakActivations(order, std::vector<int64_t>(8, 1), std::vector<int64_t>(8, 0)).in_flight;
+}
+int64_t peakActivationBytes(const std::vector<StageTask>& order,
+                            const std::vector<int64_t>& bytes) {
+  return peakActivations(order, bytes, std::vector<int64_t>(bytes.size(), 0)).bytes;
+}
 
 // "F0 F1 B0 B1" — readable in a failure message.
 std::string orderText(const std::vector<StageTask>& order) {

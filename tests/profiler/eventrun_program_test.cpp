@@ -71,8 +71,8 @@ std::vector<std::string> shape(const RankProgram& p) {
     return a.chunk == 0 ? std::string() : "." + std::to_string(a.chunk);
   };
   for (const Action& a : p.actions) {
-    const bool in_task =
-        a.phase == Phase::kForward || a.phase == Phase::kBackward || a.phase == Phase::kRecompute;
+    const bool in_task = a.phase == Phase::kForward || a.phase == Phase::kBackward ||
+                         a.phase == Phase::kRecompute || a.phase == Phase::kWeightGrad;
     if (in_task && (a.kind == ActionKind::kRecv || a.kind == ActionKind::kSend)) {
       flush();
       out.push_back(std::string(a.kind == ActionKind::kRecv ? "recv" : "send") +
@@ -80,9 +80,10 @@ std::vector<std::string> shape(const RankProgram& p) {
       continue;
     }
     if (in_task) {
-      const char* letter = a.phase == Phase::kForward    ? "F"
-                           : a.phase == Phase::kBackward ? "B"
-                                                         : "R";
+      const char* letter = a.phase == Phase::kForward      ? "F"
+                           : a.phase == Phase::kBackward   ? "B"
+                           : a.phase == Phase::kWeightGrad ? "W"
+                                                           : "R";
       std::string token = letter + std::to_string(a.micro_batch) + chunkSuffix(a);
       if (token != last) flush();
       last = token;
@@ -134,6 +135,19 @@ TEST(EventrunProgram, OneByTwoByOneDappleLastStageAlternates) {
                                                       "F1x33", "B1x46", "send1", "adam_step"}));
   EXPECT_EQ(shape(buildRankProgram(plan, 0)), (Tokens{"F0x33", "send0", "F1x33", "send1", "recv0",
                                                       "B0x44", "recv1", "B1x44", "adam_step"}));
+}
+
+// ZB-H1, m = 2 (zb_h1.cpp): stage 0 runs F0 F1 B0 W0 B1 W1, stage 1 F0 B0 F1 B1 W0 W1. Stage 0's
+// backward (44 ops) splits into B 36 and W 8 (qkv, proj, fc1, fc2 wgrads of its 2 blocks); stage
+// 1's 46 into 37 and 9 (its blocks' 8 and the LM head's). W receives and sends nothing.
+TEST(EventrunProgram, ZeroBubbleH1TwoStagesByHand) {
+  IterationPlan plan = makePlan("1M2P1D", 1, 2, Schedule::kZbh1);
+  EXPECT_EQ(shape(buildRankProgram(plan, 0)),
+            (Tokens{"F0x33", "send0", "F1x33", "send1", "recv0", "B0x36", "W0x8", "recv1", "B1x36",
+                    "W1x8", "adam_step"}));
+  EXPECT_EQ(shape(buildRankProgram(plan, 1)),
+            (Tokens{"recv0", "F0x33", "B0x37", "send0", "recv1", "F1x33", "B1x37", "send1", "W0x9",
+                    "W1x9", "adam_step"}));
 }
 
 TEST(EventrunProgram, TwoByTwoByTwoGroupsPeersAndCounts) {
@@ -369,6 +383,23 @@ TEST(EventrunProgram, SameEventsAsTheSimulatorOnEveryRank) {
   }
 }
 
+// The zero-bubble schedules and an uneven split: W tasks (and the buckets that now close in the
+// last W) and the stage layers are the same in both.
+TEST(EventrunProgram, SameEventsAsTheSimulatorZeroBubbleAndUneven) {
+  for (Schedule schedule : {Schedule::kZbh1, Schedule::kZbh2}) {
+    expectSameKeysOnEveryRank(makePlan("1M2P1D", 1, 4, schedule), "1M2P1D");
+    expectSameKeysOnEveryRank(makePlan("2M2P2D", 1, 8, schedule), "2M2P2D");
+    expectSameKeysOnEveryRank(makePlan("1M2P2D", 1, 8, schedule, /*dp_overlap=*/true),
+                              "1M2P2D overlap");
+  }
+  IterationPlan uneven = makePlan("1M2P1D", 1, 4, Schedule::kDapple);
+  Strategy s = uneven.strategy;
+  s.stage_layers = {1, 3};
+  uneven = buildIterationPlan(uneven.model, uneven.cluster, s);
+  ASSERT_EQ(uneven.stages[1].num_layers, 3);
+  expectSameKeysOnEveryRank(uneven, "1M2P1D layers 1,3");
+}
+
 TEST(EventrunProgram, SameEventsAsTheSimulatorWithTechniques) {
   struct Case {
     const char* label;
@@ -399,8 +430,9 @@ TEST(EventrunProgram, SameEventsAsTheSimulatorWithTechniques) {
       {"interleaved v2 + selective + sp + zero1 overlap", "2M2P2D", 1, 8, true, combined},
   };
   for (const Case& c : cases) {
-    for (Schedule schedule : {Schedule::kGpipe, Schedule::kDapple}) {
-      if (c.t.virtual_stages > 1 && schedule == Schedule::kGpipe) continue;  // one run suffices
+    for (Schedule schedule : {Schedule::kGpipe, Schedule::kDapple, Schedule::kZbh1}) {
+      // One run suffices for interleaving (it replaces the schedule).
+      if (c.t.virtual_stages > 1 && schedule != Schedule::kDapple) continue;
       IterationPlan plan = makePlan(c.strategy, c.b, c.B, schedule, c.overlap, c.t);
       expectSameKeysOnEveryRank(plan, std::string(c.label) + " " + c.strategy + " " +
                                           std::string(scheduleName(plan.strategy.schedule)));

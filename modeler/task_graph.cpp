@@ -1,0 +1,165 @@
+#include "modeler/task_graph.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace evsim {
+
+namespace {
+
+constexpr int kPhases = 3;  // F, B, W
+
+int phaseIndex(Phase phase) {
+  switch (phase) {
+    case Phase::kForward:
+      return 0;
+    case Phase::kBackward:
+      return 1;
+    case Phase::kWeightGrad:
+      return 2;
+    default:
+      EVSIM_THROW(Error, "phase {} is not a pipeline task", phaseName(phase));
+  }
+}
+
+}  // namespace
+
+TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches) {
+  EVSIM_CHECK(devices >= 1 && chunks >= 1 && micro_batches >= 1, "task graph P={} v={} m={}",
+              devices, chunks, micro_batches);
+  const PipelineSchedule& sched = pipelineSchedule(schedule);
+  EVSIM_CHECK(chunks == 1 || sched.allowsChunks(), "{} schedule with v={}", scheduleName(schedule),
+              chunks);
+  TaskGraph g;
+  g.devices = devices;
+  g.chunks = chunks;
+  g.micro_batches = micro_batches;
+  g.split_backward = sched.splitsBackward();
+  const int K = devices * chunks;
+  const int64_t m = micro_batches;
+  // Node ids: dense over (phase, virtual stage, micro-batch); -1 until the schedule places it.
+  std::vector<int> id(static_cast<size_t>(kPhases * K * m), -1);
+  auto slot = [&](Phase phase, int k, int64_t i) -> int& {
+    return id[static_cast<size_t>((phaseIndex(phase) * K + k) * m + i)];
+  };
+  const std::vector<std::vector<StageTask>> orders =
+      sched.orders(PipelineShape{devices, chunks, micro_batches});
+  EVSIM_CHECK(static_cast<int>(orders.size()) == devices, "{} orders for {} devices", orders.size(),
+              devices);
+  g.device_order.resize(devices);
+  const size_t tasks_per_device = static_cast<size_t>((g.split_backward ? 3 : 2) * chunks * m);
+  g.nodes.reserve(tasks_per_device * devices);
+  g.edges.reserve(tasks_per_device * devices * 2);
+  for (int s = 0; s < devices; ++s) {
+    EVSIM_CHECK(orders[s].size() == tasks_per_device, "{} schedule: device {} has {} tasks, not {}",
+                scheduleName(schedule), s, orders[s].size(), tasks_per_device);
+    for (const StageTask& t : orders[s]) {
+      EVSIM_CHECK(t.chunk >= 0 && t.chunk < chunks && t.micro_batch >= 0 && t.micro_batch < m &&
+                      (g.split_backward || t.phase != Phase::kWeightGrad),
+                  "{} schedule: device {} task {} mb {} chunk {}", scheduleName(schedule), s,
+                  phaseName(t.phase), t.micro_batch, t.chunk);
+      const int k = t.chunk * devices + s;
+      int& node = slot(t.phase, k, t.micro_batch);
+      EVSIM_CHECK(node < 0, "{} schedule: device {} repeats {} of mb {} chunk {}",
+                  scheduleName(schedule), s, phaseName(t.phase), t.micro_batch, t.chunk);
+      node = static_cast<int>(g.nodes.size());
+      TaskNode n;
+      n.task = t;
+      n.device = s;
+      n.virtual_stage = k;
+      n.position = static_cast<int>(g.device_order[s].size());
+      if (t.phase == Phase::kForward && k + 1 < K) n.send = Send::kActivation, n.link = k;
+      if (t.phase == Phase::kBackward && k > 0) n.send = Send::kGradient, n.link = k - 1;
+      g.nodes.push_back(n);
+      g.device_order[s].push_back(node);
+    }
+  }
+  // Edges, once every node exists (a device's order may name a producer on a later device).
+  for (TaskNode& n : g.nodes) {
+    n.first_edge = static_cast<int>(g.edges.size());
+    const int k = n.virtual_stage;
+    const int i = n.task.micro_batch;
+    switch (n.task.phase) {
+      case Phase::kForward:
+        if (k > 0) g.edges.push_back({slot(Phase::kForward, k - 1, i), true});
+        break;
+      case Phase::kBackward:
+        if (k + 1 < K) g.edges.push_back({slot(Phase::kBackward, k + 1, i), true});
+        g.edges.push_back({slot(Phase::kForward, k, i), false});
+        break;
+      default:
+        g.edges.push_back({slot(Phase::kBackward, k, i), false});
+        break;
+    }
+    n.edge_count = static_cast<int>(g.edges.size()) - n.first_edge;
+  }
+  // A same-device input must come earlier in the device's order, or the device would wait forever.
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    for (const TaskEdge& e : g.inputs(static_cast<int>(n))) {
+      EVSIM_CHECK(e.transfer || g.nodes[e.from].position < g.nodes[n].position,
+                  "{} schedule: device {} runs {} of mb {} before its input",
+                  scheduleName(schedule), g.nodes[n].device, phaseName(g.nodes[n].task.phase),
+                  g.nodes[n].task.micro_batch);
+    }
+  }
+  return g;
+}
+
+TaskGraph buildTaskGraph(const IterationPlan& plan) {
+  return buildTaskGraph(plan.strategy.schedule, plan.deviceStages(), plan.chunksPerDevice(),
+                        plan.micro_batches);
+}
+
+int bucketIssueOp(const OpList& backward, int ready_after_op, bool split_backward) {
+  if (!split_backward) return ready_after_op;
+  for (int i = ready_after_op; i >= 0; --i) {
+    if (backward[i].weight_grad) return i;
+  }
+  return -1;
+}
+
+int peakInFlight(const TaskGraph& graph, int device) {
+  const Phase frees = graph.split_backward ? Phase::kWeightGrad : Phase::kBackward;
+  int in_flight = 0, peak = 0;
+  for (int id : graph.device_order[device]) {
+    const Phase phase = graph.nodes[id].task.phase;
+    if (phase == Phase::kForward) peak = std::max(peak, ++in_flight);
+    if (phase == frees) --in_flight;
+  }
+  return peak;
+}
+
+ActivationPeak peakActivations(const std::vector<StageTask>& order,
+                               const std::vector<int64_t>& chunk_bytes,
+                               const std::vector<int64_t>& chunk_held_bytes) {
+  const bool split = std::any_of(order.begin(), order.end(),
+                                 [](const StageTask& t) { return t.phase == Phase::kWeightGrad; });
+  int in_flight = 0;
+  int64_t held = 0;
+  ActivationPeak peak;
+  for (const StageTask& t : order) {
+    EVSIM_CHECK(t.chunk >= 0 && t.chunk < static_cast<int>(chunk_bytes.size()), "chunk {} of {}",
+                t.chunk, chunk_bytes.size());
+    const int64_t kept = split ? chunk_held_bytes.at(t.chunk) : 0;
+    switch (t.phase) {
+      case Phase::kForward:
+        held += chunk_bytes[t.chunk];
+        ++in_flight;
+        break;
+      case Phase::kBackward:
+        held += kept - chunk_bytes[t.chunk];
+        if (!split) --in_flight;
+        break;
+      default:
+        held -= kept;
+        --in_flight;
+        break;
+    }
+    peak.in_flight = std::max(peak.in_flight, in_flight);
+    peak.bytes = std::max(peak.bytes, held);
+  }
+  return peak;
+}
+
+}  // namespace evsim

@@ -1,0 +1,120 @@
+// The task graph (modeler/task_graph.h): nodes, edges, sends and device orders of small pipelines
+// counted by hand from the edge rules, and the helpers the simulator and eventrun share.
+#include "modeler/task_graph.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "common/error.h"
+
+namespace evsim {
+namespace {
+
+int nodeOf(const TaskGraph& g, Phase phase, int k, int mb) {
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const TaskNode& node = g.nodes[n];
+    if (node.task.phase == phase && node.virtual_stage == k && node.task.micro_batch == mb) {
+      return static_cast<int>(n);
+    }
+  }
+  return -1;
+}
+
+// 1F1B, P = 2, m = 2: per micro-batch F(0) (no input), F(1) <- F(0) transfer, B(1) <- F(1) same
+// device, B(0) <- B(1) transfer and F(0) same device: 4 nodes and 4 edges per micro-batch.
+// F(0) sends its activation over link 0, B(1) its gradient over link 0; the rest send nothing.
+TEST(TaskGraph, OneFOneBTwoStagesByHand) {
+  const TaskGraph g = buildTaskGraph(Schedule::kDapple, 2, 1, 2);
+  EXPECT_FALSE(g.split_backward);
+  ASSERT_EQ(g.nodes.size(), 8u);
+  EXPECT_EQ(g.edges.size(), 8u);
+  for (int i = 0; i < 2; ++i) {
+    const int f0 = nodeOf(g, Phase::kForward, 0, i), f1 = nodeOf(g, Phase::kForward, 1, i);
+    const int b0 = nodeOf(g, Phase::kBackward, 0, i), b1 = nodeOf(g, Phase::kBackward, 1, i);
+    ASSERT_GE(std::min({f0, f1, b0, b1}), 0);
+    EXPECT_TRUE(g.inputs(f0).empty());
+    ASSERT_EQ(g.inputs(f1).size(), 1u);
+    EXPECT_EQ(g.inputs(f1)[0].from, f0);
+    EXPECT_TRUE(g.inputs(f1)[0].transfer);
+    ASSERT_EQ(g.inputs(b1).size(), 1u);
+    EXPECT_EQ(g.inputs(b1)[0].from, f1);
+    EXPECT_FALSE(g.inputs(b1)[0].transfer);
+    ASSERT_EQ(g.inputs(b0).size(), 2u);
+    EXPECT_EQ(g.inputs(b0)[0].from, b1);
+    EXPECT_TRUE(g.inputs(b0)[0].transfer);
+    EXPECT_EQ(g.inputs(b0)[1].from, f0);
+    EXPECT_FALSE(g.inputs(b0)[1].transfer);
+    EXPECT_EQ(g.nodes[f0].send, Send::kActivation);
+    EXPECT_EQ(g.nodes[f0].link, 0);
+    EXPECT_EQ(g.nodes[b1].send, Send::kGradient);
+    EXPECT_EQ(g.nodes[b1].link, 0);
+    EXPECT_EQ(g.nodes[f1].send, Send::kNone);
+    EXPECT_EQ(g.nodes[b0].send, Send::kNone);
+  }
+  // Device orders are the schedule's: stage 0 F0 F1 B0 B1, stage 1 F0 B0 F1 B1.
+  const std::vector<int> order0 = {
+      nodeOf(g, Phase::kForward, 0, 0), nodeOf(g, Phase::kForward, 0, 1),
+      nodeOf(g, Phase::kBackward, 0, 0), nodeOf(g, Phase::kBackward, 0, 1)};
+  EXPECT_EQ(g.device_order[0], order0);
+  const std::vector<int> order1 = {
+      nodeOf(g, Phase::kForward, 1, 0), nodeOf(g, Phase::kBackward, 1, 0),
+      nodeOf(g, Phase::kForward, 1, 1), nodeOf(g, Phase::kBackward, 1, 1)};
+  EXPECT_EQ(g.device_order[1], order1);
+}
+
+// Interleaved P = 2, v = 2, m = 2: virtual stage k = chunk*2 + device. The forward of k = 2 (chunk
+// 1 on device 0) takes the activation that k = 1 (device 1) sends over link 1, the wrap-around;
+// the gradient of k = 1 comes from k = 2 over link 1 too.
+TEST(TaskGraph, InterleavedWrapAroundLink) {
+  const TaskGraph g = buildTaskGraph(Schedule::kInterleaved, 2, 2, 2);
+  ASSERT_EQ(g.nodes.size(), 2u * 4 * 2);
+  const int f1 = nodeOf(g, Phase::kForward, 1, 0), f2 = nodeOf(g, Phase::kForward, 2, 0);
+  const int b1 = nodeOf(g, Phase::kBackward, 1, 0), b2 = nodeOf(g, Phase::kBackward, 2, 0);
+  EXPECT_EQ(g.nodes[f1].device, 1);
+  EXPECT_EQ(g.nodes[f2].device, 0);
+  EXPECT_EQ(g.nodes[f2].task.chunk, 1);
+  ASSERT_EQ(g.inputs(f2).size(), 1u);
+  EXPECT_EQ(g.inputs(f2)[0].from, f1);
+  EXPECT_EQ(g.nodes[f1].link, 1);
+  EXPECT_EQ(g.nodes[b2].send, Send::kGradient);
+  EXPECT_EQ(g.nodes[b2].link, 1);
+  EXPECT_EQ(g.inputs(b1)[0].from, b2);
+}
+
+// ZB-H1 P = 2, m = 2: F, B and W of each (k, i): 12 nodes; W(k, i) <- B(k, i) on the same device
+// and sends nothing; the edges are 1F1B's 8 plus one per W.
+TEST(TaskGraph, SplitBackwardAddsWeightGradientNodes) {
+  const TaskGraph g = buildTaskGraph(Schedule::kZbh1, 2, 1, 2);
+  EXPECT_TRUE(g.split_backward);
+  ASSERT_EQ(g.nodes.size(), 12u);
+  EXPECT_EQ(g.edges.size(), 8u + 4u);
+  for (int k = 0; k < 2; ++k) {
+    for (int i = 0; i < 2; ++i) {
+      const int w = nodeOf(g, Phase::kWeightGrad, k, i);
+      ASSERT_GE(w, 0);
+      ASSERT_EQ(g.inputs(w).size(), 1u);
+      EXPECT_EQ(g.inputs(w)[0].from, nodeOf(g, Phase::kBackward, k, i));
+      EXPECT_FALSE(g.inputs(w)[0].transfer);
+      EXPECT_EQ(g.nodes[w].send, Send::kNone);
+    }
+  }
+  EXPECT_THROW(buildTaskGraph(Schedule::kDapple, 2, 2, 2), Error);  // chunks need interleaving
+}
+
+TEST(TaskGraph, BucketIssueOpFollowsTheTaskThatCompletesIt) {
+  // Backward ops B W B B W B (W = weight_grad).
+  OpList ops(6);
+  ops[1].weight_grad = ops[4].weight_grad = true;
+  EXPECT_EQ(bucketIssueOp(ops, 3, false), 3);  // unsplit: after the op itself
+  EXPECT_EQ(bucketIssueOp(ops, 3, true), 1);   // split: after the last W op at or before it
+  EXPECT_EQ(bucketIssueOp(ops, 5, true), 4);
+  EXPECT_EQ(bucketIssueOp(ops, 0, true), -1);  // no W op yet: at the W task's start
+  EXPECT_TRUE(runsIn(ops[1], Phase::kWeightGrad, true));
+  EXPECT_FALSE(runsIn(ops[1], Phase::kBackward, true));
+  EXPECT_TRUE(runsIn(ops[1], Phase::kBackward, false));
+  EXPECT_TRUE(runsIn(ops[0], Phase::kBackward, true));
+}
+
+}  // namespace
+}  // namespace evsim
