@@ -142,7 +142,8 @@ std::string unionEventprofHint(const SearchArgs& args, const SearchOptions& opti
   bool plain = space.recomputes == std::vector<Recompute>{Recompute::kNone} &&
                space.sequence_parallel == std::vector<bool>{false} &&
                space.zero_stages == std::vector<int>{0} &&
-               space.dp_overlaps == std::vector<bool>{false} && !args.allow_cross_node_tp;
+               space.dp_overlaps == std::vector<bool>{false} && !args.allow_cross_node_tp &&
+               space.uneven_stage_shift == 0;  // uneven splits have their own Adam events
   for (Schedule s : space.schedules) plain = plain && s != Schedule::kInterleaved;
   if (plain) {
     return fmt::format(
