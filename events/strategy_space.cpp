@@ -152,13 +152,15 @@ EventTable unionOfEvents(const ModelConfig& model, const ClusterConfig& cluster,
   EventTable all;
   // GPipe and DAPPLE share their events; the techniques change them (recomputation through the
   // stage partition, hence the gradient bytes), and so does the interleaved schedule (P*v chunks,
-  // the wrap-around transfer): v is in the key, 1 for the other schedules.
-  std::set<std::tuple<int, int, int, int, int, int64_t, int, bool, int, int>> seen;
+  // the wrap-around transfer): v is in the key, 1 for the other schedules. An uneven split changes
+  // a stage's parameters (its optimizer and gradient events): the split is in the key too.
+  std::set<std::tuple<int, int, int, int, int, int64_t, int, bool, int, int, std::vector<int>>>
+      seen;
   for (const Candidate& c : enumerateCandidates(model, cluster, base, space)) {
     if (c.violation) continue;
     const Strategy& s = c.strategy;
     if (!seen.insert({s.tp, s.cp, s.pp, s.dp, s.ep, s.micro_batch, static_cast<int>(s.recompute),
-                      s.sequence_parallel, s.zero_stage, s.virtual_stages})
+                      s.sequence_parallel, s.zero_stage, s.virtual_stages, s.stage_layers})
              .second) {
       continue;
     }

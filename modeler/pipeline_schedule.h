@@ -11,7 +11,8 @@
 // OpInstance::weight_grad in a separate W task.
 //
 // Adding a schedule: an enum value, name and parse line in events/strategy.{h,cpp}, its file here
-// in schedules/, one line in schedules/schedules.h and one case in schedules/registry.cpp.
+// in schedules/, one line in schedules/schedules.h, one case in schedules/registry.cpp and one in
+// modeler/CMakeLists.txt (docs/DESIGN.md counts them).
 
 #include <cstdint>
 #include <vector>

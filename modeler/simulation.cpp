@@ -152,10 +152,10 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
     if (split) {
       // W's offsets go into the same per-op vector: each op sits in exactly one of B and W.
       std::vector<double> w_starts;
-      cost.weight_grad_us = opOffsets(
-          stage.backward, c, [](const OpInstance& op) { return op.weight_grad; }, w_starts);
+      auto in_w = [](const OpInstance& op) { return runsIn(op, Phase::kWeightGrad, true); };
+      cost.weight_grad_us = opOffsets(stage.backward, c, in_w, w_starts);
       for (size_t i = 0; i < w_starts.size(); ++i) {
-        if (stage.backward[i].weight_grad) offsets.backward_start_us[i] = w_starts[i];
+        if (in_w(stage.backward[i])) offsets.backward_start_us[i] = w_starts[i];
       }
     }
     for (const OpInstance& op : stage.optimizer) cost.optimizer_us += issued(c[op.event]);

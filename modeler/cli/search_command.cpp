@@ -150,7 +150,8 @@ std::string unionEventprofHint(const SearchArgs& args, const SearchOptions& opti
                space.zero_stages == std::vector<int>{0} &&
                space.dp_overlaps == std::vector<bool>{false} &&
                space.context_parallel == std::vector<int>{1} &&
-               space.expert_parallel == std::vector<int>{1} && !args.allow_cross_node_tp;
+               space.expert_parallel == std::vector<int>{1} && !args.allow_cross_node_tp &&
+               space.uneven_stage_shift == 0;  // uneven splits have their own Adam events
   for (Schedule s : space.schedules) plain = plain && s != Schedule::kInterleaved;
   if (plain) {
     return fmt::format(

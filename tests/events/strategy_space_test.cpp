@@ -210,6 +210,22 @@ TEST_F(StrategySpaceTest, UnionOfEventsCoversEveryValidCandidate) {
   // with M = 1; each runs it L * m * M * D = 24 * (64 / D) * D = 1536 times: 4 * 1536 = 6144.
   EXPECT_EQ(test::countOf(all, "gemm m=512 n=3072 k=1024 layout=nt dtype=fp16"), 6144);
 
+  // Uneven splits bring their own optimizer events (a stage's parameter count): covered too.
+  StrategySpace uneven = space;
+  uneven.uneven_stage_shift = 1;
+  const EventTable with_uneven = unionOfEvents(bert_, a40_, base, uneven);
+  int uneven_candidates = 0;
+  for (const Candidate& c : enumerateCandidates(bert_, a40_, base, uneven)) {
+    if (c.violation || c.strategy.stage_layers.empty()) continue;
+    ++uneven_candidates;
+    IterationPlan plan = buildIterationPlan(bert_, a40_, c.strategy);
+    for (const UniqueEvent& u : plan.events.events()) {
+      EXPECT_GE(test::countOf(with_uneven, u.signature), u.count)
+          << c.strategy.name() << c.strategy.techniques() << " " << u.signature;
+    }
+  }
+  EXPECT_GT(uneven_candidates, 0);
+
   // Schedules share events and are counted once.
   StrategySpace both = space;
   both.schedules = {Schedule::kGpipe, Schedule::kDapple};

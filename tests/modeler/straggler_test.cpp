@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "events/iteration_plan.h"
+#include "modeler/device_events.h"
 #include "modeler/simulation.h"
 #include "modeler/stragglers.h"
 #include "modeler/timing_engine.h"
@@ -126,6 +127,40 @@ TEST(Stragglers, CriticalPathFollowsTheSlowClass) {
   // Balanced: the last task ends on stage 0 and the chain visits every stage.
   const std::vector<StageRef> balanced = criticalPath(computeTimeline(uniformInput(3, 3, 1, 2, 1)));
   EXPECT_EQ(balanced, (std::vector<StageRef>{{0, 0}, {0, 1}, {0, 2}}));
+}
+
+// 1M1P2D, m = 1 per replica, every compute op 1 us, the gradient all-reduce 5 us: one task pair
+// of 66 + 90 ops and adam per rank. Rank 1 at 1.5: its replica is its own class, its 157 ops take
+// 235.5 us in its device events, and the all-reduce waits for it: [234, 239] (after rank 1's 156
+// task ops x 1.5); rank 0's adam [239, 240], rank 1's [239, 240.5], the iteration's end.
+TEST(Stragglers, SlowRankStretchesItsDeviceEvents) {
+  IterationPlan plan = smallPlan(1, 1, 2, 2);
+  std::vector<EventCost> costs;
+  for (int e = 0; e < plan.events.size(); ++e) {
+    const EventKind kind = plan.events[e].event.kind;
+    costs.push_back(EventCost{kind == EventKind::kCompute     ? 1.0
+                              : kind == EventKind::kAllReduce ? 5.0
+                                                              : 0.0,
+                              Provenance::kMeasured});
+  }
+  std::vector<std::vector<double>> slow = splitSlowReplicas(plan, {{1, 1.5}});
+  const Simulation sim = simulate(std::move(plan), std::move(costs), std::move(slow));
+  auto computeUs = [&](int64_t rank) {
+    double total = 0, end = 0;
+    forEachDeviceEvent(sim, rank, [&](const DeviceEvent& e) {
+      if (e.stream != Stream::kCompute) return;
+      total += e.duration_us;
+      end = std::max(end, e.start_us + e.duration_us);
+    });
+    return std::pair{total, end};
+  };
+  EXPECT_DOUBLE_EQ(computeUs(0).first, 157);
+  EXPECT_DOUBLE_EQ(computeUs(1).first, 157 * 1.5);
+  EXPECT_DOUBLE_EQ(computeUs(0).second, 240);
+  EXPECT_DOUBLE_EQ(computeUs(1).second, 240.5);
+  EXPECT_DOUBLE_EQ(sim.summary.iteration_us, 240.5);
+  EXPECT_EQ(criticalPath(sim.timeline), (std::vector<StageRef>{{1, 0}}));
+  EXPECT_EQ(stageRanks(sim.plan, {1, 0}), std::vector<int64_t>{1});
 }
 
 // One stage (1M1P1D), m = 2, every compute op 1 us: 2 (66 + 90) = 312 task ops and adam: 313 us

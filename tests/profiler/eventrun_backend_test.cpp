@@ -113,7 +113,11 @@ TEST(EventrunP2P, DeeperPipelinesAndDpOverlapEndDeadlockFree) {
   };
   for (const Case& c : {Case{"1M4P1D", 8, Schedule::kDapple, 1, false},
                         Case{"1M4P1D", 8, Schedule::kGpipe, 1, false},
-                        Case{"2M2P2D", 8, Schedule::kDapple, 1, true}}) {
+                        Case{"2M2P2D", 8, Schedule::kDapple, 1, true},
+                        // ZB-H1 (W tasks, which take no input, may lie between a send and the
+                        // next receive).
+                        Case{"1M4P1D", 8, Schedule::kZbh1, 1, false},
+                        Case{"2M2P2D", 8, Schedule::kZbh1, 1, true}}) {
     SCOPED_TRACE(std::string(c.strategy) + " v=" + std::to_string(c.v));
     std::vector<RankProgram> programs =
         programsOf(c.strategy, c.global_batch, c.schedule, c.v, c.overlap);
@@ -144,6 +148,17 @@ TEST(EventrunP2P, InterleavedIsReportedAsDeadlocking) {
   // Interleaved 1F1B sends both ways between the same two devices; sends fused with their next
   // receive still leave a cycle (found by the simulation), so the CUDA executor refuses it.
   std::vector<RankProgram> programs = programsOf("1M2P1D", 8, Schedule::kInterleaved, 2);
+  EXPECT_THROW(fuseP2P(programs), Error);
+}
+
+// ZB-H2 at P = 4 keeps a cycle after fusing (its longer warm-up: stage 0 sends activation 3 while
+// stage 1 sends activation 3 on and stages 2 and 3 send gradients back, each stage's receive
+// behind its send): the CUDA executor refuses it with one line, as interleaved; the CPU executor
+// runs it. At P = 2 it fuses.
+TEST(EventrunP2P, ZeroBubbleH2AtFourStagesIsReportedAsDeadlocking) {
+  std::vector<RankProgram> two = programsOf("1M2P1D", 4, Schedule::kZbh2);
+  EXPECT_FALSE(simulateP2P(two, fuseP2P(two)).stalled());
+  std::vector<RankProgram> programs = programsOf("1M4P1D", 8, Schedule::kZbh2);
   EXPECT_THROW(fuseP2P(programs), Error);
 }
 
