@@ -55,7 +55,7 @@ std::optional<SendTarget> sendTarget(const IterationPlan& plan, const RankLayout
   const int k = e.chunk * P + c.pp;
   const int target = activation ? k + 1 : k - 1;
   if (target < 0 || target >= plan.virtualStages()) return std::nullopt;
-  return SendTarget{layout.rank(c.tp, c.dp, target % P), target / P};
+  return SendTarget{layout.rank(c.tp, c.dp, target % P, c.cp), target / P};
 }
 
 std::string_view layerText(int layer, fmt::memory_buffer& scratch) {
@@ -102,7 +102,9 @@ std::vector<int64_t> firstPipelineRanks(const IterationPlan& plan) {
   const RankLayout layout = plan.layout();
   std::vector<int64_t> out;
   for (int pp = 0; pp < plan.strategy.pp; ++pp) {
-    for (int tp = 0; tp < plan.strategy.tp; ++tp) out.push_back(layout.rank(tp, 0, pp));
+    for (int cp = 0; cp < plan.strategy.cp; ++cp) {
+      for (int tp = 0; tp < plan.strategy.tp; ++tp) out.push_back(layout.rank(tp, 0, pp, cp));
+    }
   }
   std::sort(out.begin(), out.end());
   return out;

@@ -57,7 +57,7 @@ void writeTimelineFiles(const TimelineSource& source, const std::vector<int64_t>
 void writeChromeTrace(const Simulation& sim, const std::vector<int64_t>& ranks, std::ostream& out);
 void writeTimelineCsv(const Simulation& sim, const std::vector<int64_t>& ranks, std::ostream& out);
 
-// The ranks of the first pipeline: every stage of DP replica 0 (M x P ranks), ascending.
+// The ranks of the first pipeline: every stage of DP replica 0 (M x C x P ranks), ascending.
 std::vector<int64_t> firstPipelineRanks(const IterationPlan& plan);
 
 // All ranks of the strategy, or `selection` checked against the world size (InputError naming
