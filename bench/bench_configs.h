@@ -17,4 +17,15 @@ inline const ClusterConfig& dgx() {
   return cluster;
 }
 
+inline const ModelConfig& llama405b() {
+  static const ModelConfig model = loadModelConfig(EVSIM_CONFIG_DIR "/models/llama3.1-405b.yaml");
+  return model;
+}
+
+inline const ClusterConfig& dgxH100() {
+  static const ClusterConfig cluster =
+      loadClusterConfig(EVSIM_CONFIG_DIR "/clusters/dgx-h100.yaml");
+  return cluster;
+}
+
 }  // namespace evsim::bench

@@ -143,6 +143,50 @@ void BM_Gpt3_1024Gpus_Widest_Pruned(benchmark::State& state) {
 }
 BENCHMARK(BM_Gpt3_1024Gpus_Widest_Pruned)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// Issue 14's large target: Llama 3.1 405B on 16,384 H100s (dgx-h100), B = 2048 sequences of 8192
+// tokens (Llama 3's 16M-token batch), every dimension the search has for a dense model: b 1,2,4,8;
+// GPipe, DAPPLE and interleaved with v in 2..16; recomputation none/selective/full; SP off/on;
+// ZeRO 0..3; DP overlap off/on; context parallelism 1,2,4,8,16. Pruned to the top 10 as
+// `eventsim search ... --top 10` runs it. Target: < 10 s on 2 cores. Arg: threads (0 = every core).
+SearchOptions llama16kOptions(unsigned threads) {
+  SearchOptions o;
+  o.base.global_batch = 2048;
+  o.space.gpus = 16384;
+  o.space.micro_batches = {1, 2, 4, 8};
+  o.space.schedules = {Schedule::kGpipe, Schedule::kDapple, Schedule::kInterleaved};
+  o.space.virtual_stages.clear();
+  for (int v = 2; v <= 16; ++v) o.space.virtual_stages.push_back(v);
+  o.space.recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  o.space.sequence_parallel = {false, true};
+  o.space.zero_stages = {0, 1, 2, 3};
+  o.space.dp_overlaps = {false, true};
+  o.space.context_parallel = {1, 2, 4, 8, 16};
+  o.threads = threads;
+  o.top_k = 10;
+  return o;
+}
+
+void BM_Llama405b_16384Gpus_Every_Pruned(benchmark::State& state) {
+  CostModel costs(bench::dgxH100(), nullptr, /*analytic_fallback=*/true);
+  SearchOptions options = llama16kOptions(static_cast<unsigned>(state.range(0)));
+  SearchReport report;
+  for (auto _ : state) {
+    report = runPrunedSearch(bench::llama405b(), bench::dgxH100(), costs, options, "");
+    benchmark::DoNotOptimize(report.candidates.data());
+  }
+  state.counters["candidates"] = static_cast<double>(report.total());
+  state.counters["valid"] = static_cast<double>(report.valid);
+  state.counters["ok"] = static_cast<double>(report.ok);
+  state.counters["simulated"] = static_cast<double>(report.simulated);
+  state.counters["pruned"] = static_cast<double>(report.pruned_by_bound);
+}
+BENCHMARK(BM_Llama405b_16384Gpus_Every_Pruned)
+    ->Arg(1)
+    ->Arg(0)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -310,10 +310,16 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
 
   // Pipeline classes: DP replicas with identical transfer placements are simulated once.
   std::map<std::vector<int>, int> class_of;
+  // Chunk k sends from device stage k % P to (k + 1) % P: with v chunks per device the P pairs
+  // repeat, so each is placed once per replica.
+  std::vector<Placement> pair_of_stage(P);
   for (int d = 0; d < D; ++d) {
     PipelineClass pipeline;
+    for (int p = 0; p < P && p + 1 < K; ++p) {
+      pair_of_stage[p] = layout.worstStagePair(d, p, (p + 1) % P);
+    }
     for (int k = 0; k + 1 < K; ++k) {
-      Placement pair = layout.worstStagePair(d, k % P, (k + 1) % P);
+      const Placement& pair = pair_of_stage[k % P];
       int event = table.intern(
           makeCommunication(EventKind::kP2P, plan.stages[k].activation_bytes_out, pair, dtype));
       pipeline.forward_p2p.push_back(event);

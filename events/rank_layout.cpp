@@ -125,7 +125,14 @@ Placement RankLayout::pipelinePair(int tp, int dp, int pp) const {
 Placement RankLayout::stagePair(int tp, int dp, int from_pp, int to_pp, int cp) const {
   EVSIM_CHECK(from_pp >= 0 && from_pp < pp_ && to_pp >= 0 && to_pp < pp_ && from_pp != to_pp,
               "stage pair {} -> {} of {} stages", from_pp, to_pp, pp_);
-  return placementOf({rank(tp, dp, from_pp, cp), rank(tp, dp, to_pp, cp)});
+  // placementOf for two distinct ranks, without building a vector: this runs for every stage
+  // pair of every DP replica, TP and CP rank of every plan a search simulates (N x v calls).
+  const bool same_node = node(rank(tp, dp, from_pp, cp)) == node(rank(tp, dp, to_pp, cp));
+  Placement p;
+  p.group_size = 2;
+  p.nodes = same_node ? 1 : 2;
+  p.ranks_per_node = same_node ? 2 : 1;
+  return p;
 }
 
 

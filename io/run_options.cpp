@@ -79,8 +79,13 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
   app.add_option("--recompute-method", recompute_method,
                  "Megatron's: uniform (every layer, as --recompute full models it)")
       ->check(CLI::IsMember({"uniform", "block"}));
-  app.add_flag("--sequence-parallel", sequence_parallel,
-               "Megatron sequence parallelism over the TP group");
+  CLI::Option* sp = app.add_flag("--sequence-parallel", sequence_parallel,
+                                 "Megatron sequence parallelism over the TP group");
+  app.add_option("--tp-comm", tp_comm,
+                 "TP communication: allreduce | rs-ag (rs-ag is sequence parallelism, the same "
+                 "as --sequence-parallel)")
+      ->check(CLI::IsMember({"allreduce", "rs-ag"}))
+      ->excludes(sp);
   auto* zero = app.add_option("--zero", zero_stage,
                               "ZeRO stage over the DP group: 0, 1 (distributed optimizer), 2, 3")
                    ->capture_default_str();
@@ -220,7 +225,7 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
     EVSIM_THROW(InputError, "--recompute-method {}: applies to --recompute-granularity full",
                 recompute_method);
   }
-  s.sequence_parallel = sequence_parallel;
+  s.sequence_parallel = sequence_parallel || tp_comm == "rs-ag";
   s.zero_stage = distributed_optimizer ? 1 : zero_stage;
   if (!stage_layers.empty()) {
     // In order, repeats kept (parseIntList makes a set: "6,14,14" is three chunks here).
@@ -249,12 +254,11 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
 
 std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
                                                           const std::string& micro_batches) const {
-  const bool techniques = cp != 1 || ep != 1 || recompute != "none" || sequence_parallel ||
-                          zero_stage != 0 ||
-                          distributed_optimizer || virtual_stages != 1 ||
-                          layers_per_virtual_stage > 0 || !stage_layers.empty() ||
-                          first_stage_layers > 0 || last_stage_layers > 0 ||
-                          parseSchedule(schedule) == Schedule::kInterleaved;
+  const bool techniques =
+      cp != 1 || ep != 1 || recompute != "none" || sequence_parallel || tp_comm == "rs-ag" ||
+      zero_stage != 0 || distributed_optimizer || virtual_stages != 1 ||
+      layers_per_virtual_stage > 0 || !stage_layers.empty() || first_stage_layers > 0 ||
+      last_stage_layers > 0 || parseSchedule(schedule) == Schedule::kInterleaved;
   if (techniques) {
     EVSIM_THROW(InputError,
                 "--gpus {}: the union covers GPipe/DAPPLE strategies without techniques; for "

@@ -37,6 +37,7 @@ struct RunOptions {
   int virtual_stages = 1;
   std::string recompute = "none";
   bool sequence_parallel = false;
+  std::string tp_comm;  // --tp-comm allreduce | rs-ag (rs-ag: sequence parallelism)
   int zero_stage = 0;
   bool distributed_optimizer = false;  // Megatron's --use-distributed-optimizer: ZeRO-1
   int layers_per_virtual_stage = 0;    // Megatron's --num-layers-per-virtual-pipeline-stage

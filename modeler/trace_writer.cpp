@@ -1,5 +1,6 @@
 #include "modeler/trace_writer.h"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,20 +11,11 @@
 #include "common/gzip_stream.h"
 #include "modeler/device_events.h"
 #include "modeler/task_graph.h"
+#include "modeler/trace_text.h"
 
 namespace evsim {
 
 namespace {
-
-// Flushes the buffer to the stream once it holds this much, so memory stays flat.
-constexpr size_t kFlushBytes = 1 << 20;
-
-void flushIfFull(fmt::memory_buffer& buffer, std::ostream& out, bool force = false) {
-  if (buffer.size() >= kFlushBytes || force) {
-    out.write(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    buffer.clear();
-  }
-}
 
 // The thread of the receive side of pipeline transfers: a rank's own sends and its receives
 // overlap in time, so they get a row each. Thread ids stay those of the four original streams
@@ -66,9 +58,46 @@ std::string_view layerText(int layer, fmt::memory_buffer& scratch) {
   scratch.clear();
   if (layer == kEmbeddingLayer) return "embedding";
   if (layer == kHeadLayer) return "head";
-  fmt::format_to(std::back_inserter(scratch), "{}", layer);
+  const fmt::format_int digits(layer);
+  scratch.append(digits.data(), digits.data() + digits.size());
   return std::string_view(scratch.data(), scratch.size());
 }
+
+// Per unique event, the text every slice of it repeats, formatted once on first use: its
+// category, and the end of its args (`","event":"<signature>","provenance":"<p>"` and, for
+// communication, bytes, group and nodes), which the receive slice of a send shares.
+class EventText {
+ public:
+  explicit EventText(const TimelineSource& source)
+      : source_(source), tails_(source.plan->events.size()) {}
+
+  std::string_view category(int event) const {
+    return eventKindName(source_.plan->events[event].event.kind);
+  }
+  const std::string& tail(int event) {
+    std::optional<std::string>& tail = tails_[event];
+    if (!tail) {
+      const UniqueEvent& u = source_.plan->events[event];
+      fmt::memory_buffer buf;
+      auto emit = std::back_inserter(buf);
+      fmt::format_to(emit, FMT_COMPILE("\",\"event\":\"{}\",\"provenance\":\"{}\""), u.signature,
+                     source_.provenance(event));
+      if (isCommunication(u.event.kind)) {
+        fmt::format_to(emit, FMT_COMPILE(",\"bytes\":{},\"group\":{},\"nodes\":{}"),
+                       u.event.message_bytes, u.event.placement.group_size,
+                       u.event.placement.nodes);
+      }
+      tail.emplace(buf.data(), buf.size());
+    }
+    return *tail;
+  }
+
+  fmt::memory_buffer layer_scratch;
+
+ private:
+  const TimelineSource& source_;
+  std::vector<std::optional<std::string>> tails_;
+};
 
 }  // namespace
 
@@ -123,29 +152,26 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
   auto selected = [&](int64_t rank) {
     return std::binary_search(sorted_ranks.begin(), sorted_ranks.end(), rank);
   };
+  EventText event_text(source);
   int64_t flow_id = 0;
-  fmt::memory_buffer buf, layer_scratch;
-  auto emit = std::back_inserter(buf);
-  fmt::format_to(emit, "{{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+  TraceText text(out);
+  text << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
   auto separator = [&] {
-    if (!first) fmt::format_to(emit, ",\n");
+    if (!first) text << ",\n";
     first = false;
   };
   for (int64_t rank : ranks) {
     const RankCoord c = layout.coord(rank);
     separator();
-    fmt::format_to(emit,
-                   "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{0},\"args\":{{\"name\":"
-                   "\"rank {0} (node {1}, gpu {2}) tp{3} pp{4} dp{5}\"}}}},\n"
-                   "{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{0},\"args\":{{"
-                   "\"sort_index\":{0}}}}}",
-                   rank, layout.node(rank), layout.gpuInNode(rank), c.tp, c.pp, c.dp);
+    text << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << rank
+         << ",\"args\":{\"name\":\"rank " << rank << " (node " << layout.node(rank) << ", gpu "
+         << layout.gpuInNode(rank) << ") tp" << c.tp << " pp" << c.pp << " dp" << c.dp
+         << "\"}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" << rank
+         << ",\"args\":{\"sort_index\":" << rank << "}}";
     auto thread_name = [&](int tid, std::string_view name) {
-      fmt::format_to(emit,
-                     ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},"
-                     "\"args\":{{\"name\":\"{}\"}}}}",
-                     rank, tid, name);
+      text << ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" << rank << ",\"tid\":" << tid
+           << ",\"args\":{\"name\":\"" << name << "\"}}";
     };
     for (int s = 0; s < kStreamCount; ++s) {
       const auto stream = static_cast<Stream>(s);
@@ -159,52 +185,46 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
       thread_name(threadOf(stream), streamName(stream));
     }
     source.for_each_event(rank, [&](const DeviceEvent& e) {
-      const UniqueEvent& u = plan.events[e.event];
+      const std::string_view layer = layerText(e.layer, event_text.layer_scratch);
+      const std::string& tail = event_text.tail(e.event);
       separator();
-      fmt::format_to(emit,
-                     "{{\"ph\":\"X\",\"name\":\"{}\",\"cat\":\"{}\",\"pid\":{},\"tid\":{},"
-                     "\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"micro_batch\":{},\"chunk\":{},"
-                     "\"phase\":\"{}\",\"layer\":\"{}\",\"event\":\"{}\",\"provenance\":"
-                     "\"{}\"",
-                     e.name, eventKindName(u.event.kind), rank, threadOf(e.stream),
-                     e.start_us, e.duration_us, e.micro_batch, e.chunk, phaseName(e.phase),
-                     layerText(e.layer, layer_scratch), u.signature, source.provenance(e.event));
-      if (isCommunication(u.event.kind)) {
-        fmt::format_to(emit, ",\"bytes\":{},\"group\":{},\"nodes\":{}", u.event.message_bytes,
-                       u.event.placement.group_size, u.event.placement.nodes);
-      }
-      fmt::format_to(emit, "}}}}");
+      text << "{\"ph\":\"X\",\"name\":\"" << e.name << "\",\"cat\":\""
+           << event_text.category(e.event) << "\",\"pid\":" << rank
+           << ",\"tid\":" << threadOf(e.stream) << ",\"ts\":";
+      text.fixed3(e.start_us) << ",\"dur\":";
+      text.fixed3(e.duration_us) << ",\"args\":{\"micro_batch\":" << e.micro_batch
+                                 << ",\"chunk\":" << e.chunk << ",\"phase\":\""
+                                 << phaseName(e.phase) << "\",\"layer\":\"" << layer << tail
+                                 << "}}";
       // A pipeline send: its receive slice on the receiver (same interval: the simulated transfer
       // occupies both ends) and a flow arrow from one to the other, when the receiver is written.
       const std::optional<SendTarget> target = sendTarget(plan, layout, c, e);
       if (target && selected(target->rank)) {
         const bool activation = e.name == "send_activation";
         const int64_t id = flow_id++;
-        fmt::format_to(emit,
-                       ",\n{{\"ph\":\"X\",\"name\":\"{}\",\"cat\":\"p2p\",\"pid\":{},\"tid\":{},"
-                       "\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"micro_batch\":{},\"chunk\":{},"
-                       "\"phase\":\"{}\",\"layer\":\"{}\",\"event\":\"{}\",\"provenance\":\"{}\","
-                       "\"bytes\":{},\"group\":{},\"nodes\":{},\"from_rank\":{}}}}}",
-                       activation ? "recv_activation" : "recv_gradient", target->rank, kRecvThread,
-                       e.start_us, e.duration_us, e.micro_batch, target->chunk, phaseName(e.phase),
-                       layerText(e.layer, layer_scratch), u.signature, source.provenance(e.event),
-                       u.event.message_bytes, u.event.placement.group_size, u.event.placement.nodes,
-                       rank);
+        text << ",\n{\"ph\":\"X\",\"name\":\"" << (activation ? "recv_activation" : "recv_gradient")
+             << "\",\"cat\":\"p2p\",\"pid\":" << target->rank << ",\"tid\":" << kRecvThread
+             << ",\"ts\":";
+        text.fixed3(e.start_us) << ",\"dur\":";
+        text.fixed3(e.duration_us)
+            << ",\"args\":{\"micro_batch\":" << e.micro_batch << ",\"chunk\":" << target->chunk
+            << ",\"phase\":\"" << phaseName(e.phase) << "\",\"layer\":\"" << layer << tail
+            << ",\"from_rank\":" << rank << "}}";
         // Flow ends bind to the slice enclosing their timestamp: the start of the send, the
         // middle of the receive.
-        fmt::format_to(emit,
-                       ",\n{{\"ph\":\"s\",\"name\":\"p2p\",\"cat\":\"p2p\",\"id\":{},"
-                       "\"pid\":{},\"tid\":{},\"ts\":{:.3f}}},\n{{\"ph\":\"f\",\"bp\":\"e\","
-                       "\"name\":\"p2p\",\"cat\":\"p2p\",\"id\":{},\"pid\":{},\"tid\":{},"
-                       "\"ts\":{:.3f}}}",
-                       id, rank, threadOf(e.stream), e.start_us, id, target->rank,
-                       kRecvThread, e.start_us + e.duration_us / 2);
+        text << ",\n{\"ph\":\"s\",\"name\":\"p2p\",\"cat\":\"p2p\",\"id\":" << id
+             << ",\"pid\":" << rank << ",\"tid\":" << threadOf(e.stream) << ",\"ts\":";
+        text.fixed3(e.start_us) << "},\n{\"ph\":\"f\",\"bp\":\"e\",\"name\":\"p2p\",\"cat\":"
+                                   "\"p2p\",\"id\":"
+                                << id << ",\"pid\":" << target->rank << ",\"tid\":" << kRecvThread
+                                << ",\"ts\":";
+        text.fixed3(e.start_us + e.duration_us / 2) << '}';
       }
-      flushIfFull(buf, out);
+      text.flush();
     });
   }
-  fmt::format_to(emit, "\n]}}\n");
-  flushIfFull(buf, out, /*force=*/true);
+  text << "\n]}\n";
+  text.flush(/*force=*/true);
 }
 
 void writeTimelineFiles(const TimelineSource& source, const std::vector<int64_t>& ranks,
@@ -232,22 +252,23 @@ void writeTimelineCsv(const TimelineSource& source, const std::vector<int64_t>& 
                       std::ostream& out) {
   const IterationPlan& plan = *source.plan;
   const RankLayout layout = plan.layout();
-  fmt::memory_buffer buf, layer_scratch;
-  auto emit = std::back_inserter(buf);
-  fmt::format_to(
-      emit, "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance\n");
+  fmt::memory_buffer layer_scratch;
+  TraceText text(out);
+  text << "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance\n";
   for (int64_t rank : ranks) {
     const RankCoord c = layout.coord(rank);
     source.for_each_event(rank, [&](const DeviceEvent& e) {
       // Signatures hold no commas or quotes, so fields need no quoting.
-      fmt::format_to(emit, "{},{},{},{},{},{},{:.3f},{:.3f},{},{},{},{},{}\n", rank, c.tp, c.pp,
-                     c.dp, streamName(e.stream), plan.events[e.event].signature, e.start_us,
-                     e.duration_us, e.micro_batch, phaseName(e.phase), e.name,
-                     layerText(e.layer, layer_scratch), source.provenance(e.event));
-      flushIfFull(buf, out);
+      text << rank << ',' << c.tp << ',' << c.pp << ',' << c.dp << ',' << streamName(e.stream)
+           << ',' << plan.events[e.event].signature << ',';
+      text.fixed3(e.start_us) << ',';
+      text.fixed3(e.duration_us) << ',' << e.micro_batch << ',' << phaseName(e.phase) << ','
+                                 << e.name << ',' << layerText(e.layer, layer_scratch) << ','
+                                 << source.provenance(e.event) << '\n';
+      text.flush();
     });
   }
-  flushIfFull(buf, out, /*force=*/true);
+  text.flush(/*force=*/true);
 }
 
 void writeChromeTrace(const Simulation& sim, const std::vector<int64_t>& ranks, std::ostream& out) {

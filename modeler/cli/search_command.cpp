@@ -43,6 +43,9 @@ struct SearchArgs {
   std::string virtual_stages = "2,3,4";  // tried with the interleaved schedule (valid v only)
   std::string recomputes = "none";
   std::string sequence_parallel = "off";
+  // Megatron's TP communication: allreduce (no SP) or rs-ag (reduce-scatter + all-gather, which
+  // is what sequence parallelism is): another name for --sequence-parallel off,on.
+  std::string tp_comm;
   std::string zero_stages = "0";
   std::string dp_overlaps = "off";
   std::string context_parallel = "1";
@@ -107,6 +110,24 @@ std::vector<int> parseSmallInts(const std::string& text, std::string_view flag) 
   return out;
 }
 
+// --tp-comm as the --sequence-parallel values it stands for: rs-ag is Megatron's sequence
+// parallelism (each TP all-reduce split into a reduce-scatter and an all-gather, the activations
+// between them sharded along the sequence); an rs-ag that gathered right after scattering would be
+// a ring all-reduce in two launches, the same bytes (docs/SEARCH.md).
+std::string sequenceParallelValues(const SearchArgs& args) {
+  if (args.tp_comm.empty()) return args.sequence_parallel;
+  std::string out;
+  for (const std::string& part : split(args.tp_comm, ',')) {
+    const std::string name = trim(part);
+    if (name != "allreduce" && name != "rs-ag") {
+      EVSIM_THROW(InputError, "--tp-comm '{}': each entry must be allreduce or rs-ag, got '{}'",
+                  args.tp_comm, name);
+    }
+    out += (out.empty() ? "" : ",") + std::string(name == "rs-ag" ? "on" : "off");
+  }
+  return out;
+}
+
 // The techniques of a candidate for the table: "v3 rc=sel sp z1", "-" when none.
 std::string techniquesText(const Strategy& s) {
   std::string out;
@@ -133,7 +154,8 @@ std::string spaceCommandLine(const SearchArgs& args) {
     out += fmt::format(" --virtual-stages {}", args.virtual_stages);
   }
   out += fmt::format(" --recompute {} --sequence-parallel {} --zero {} --dp-overlap {}",
-                     args.recomputes, args.sequence_parallel, args.zero_stages, args.dp_overlaps);
+                     args.recomputes, sequenceParallelValues(args), args.zero_stages,
+                     args.dp_overlaps);
   if (args.context_parallel != "1") out += fmt::format(" --cp {}", args.context_parallel);
   if (!args.expert_parallel.empty()) out += fmt::format(" --ep {}", args.expert_parallel);
   if (args.uneven_stages > 0) out += fmt::format(" --uneven-stages {}", args.uneven_stages);
@@ -370,7 +392,8 @@ void run(const SearchArgs& args) {
   options.space.schedules = parseSchedules(args.schedules);
   options.space.virtual_stages = parseSmallInts(args.virtual_stages, "--virtual-stages");
   options.space.recomputes = parseRecomputes(args.recomputes);
-  options.space.sequence_parallel = parseOnOff(args.sequence_parallel, "--sequence-parallel");
+  options.space.sequence_parallel = parseOnOff(
+      sequenceParallelValues(args), args.tp_comm.empty() ? "--sequence-parallel" : "--tp-comm");
   options.space.dp_overlaps = parseOnOff(args.dp_overlaps, "--dp-overlap");
   options.space.zero_stages = parseSmallInts(args.zero_stages, "--zero");
   options.space.context_parallel = parseSmallInts(args.context_parallel, "--cp");
@@ -444,9 +467,13 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
       ->capture_default_str();
   cmd->add_option("--recompute", args->recomputes, "recomputation to try: none,full,selective")
       ->capture_default_str();
-  cmd->add_option("--sequence-parallel", args->sequence_parallel,
-                  "sequence parallelism to try: off,on (on only where M >= 2)")
-      ->capture_default_str();
+  CLI::Option* sp = cmd->add_option("--sequence-parallel", args->sequence_parallel,
+                                    "sequence parallelism to try: off,on (on only where M >= 2)")
+                        ->capture_default_str();
+  cmd->add_option("--tp-comm", args->tp_comm,
+                  "TP communication to try: allreduce,rs-ag (rs-ag is sequence parallelism: "
+                  "another name for --sequence-parallel off,on)")
+      ->excludes(sp);
   cmd->add_option("--dp-overlap", args->dp_overlaps,
                   "gradient buckets overlapped with the backward, to try: off,on (on only where "
                   "D >= 2 and not with ZeRO-3)")
