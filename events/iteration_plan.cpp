@@ -3,6 +3,7 @@
 #include <map>
 #include <optional>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "events/layer_ops.h"
 #include "events/stage_partition.h"
@@ -205,7 +206,8 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
       if (zero != 3) return;
       int64_t params = layer_params.at(layer);
       if (layer == kHeadLayer && kind == EventKind::kAllGather) params += tied_head_params;
-      Event e = makeCommunication(kind, params * elem_bytes, stage.dp_group, dtype);
+      Event e = makeCommunication(kind, checkedMul(params, elem_bytes, "ZeRO-3 gather bytes"),
+                                  stage.dp_group, dtype);
       ops.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, name});
     };
     constexpr std::string_view kGather = "zero3_param_allgather";
@@ -236,7 +238,10 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
       zero3(stage.backward, kEmbeddingLayer, EventKind::kReduceScatter, kScatter);
     }
 
-    for (const auto& [layer, params] : layer_params) stage.parameters += params;
+    // Checked, like the byte counts below: sized by hidden^2 x layers from the model file.
+    for (const auto& [layer, params] : layer_params) {
+      stage.parameters = checkedAdd(stage.parameters, params, "stage parameters");
+    }
     // Under ZeRO each DP rank steps only its shard (the last shard may be smaller; we take the
     // larger, rounded-up one, which is what the slowest rank runs).
     const int64_t optimizer_params = zero > 0 ? (stage.parameters + D - 1) / D : stage.parameters;
@@ -251,12 +256,14 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
                      dtype, grad_kind, table);
       } else {
         int event = table.intern(
-            makeCommunication(grad_kind, stage.parameters * elem_bytes, stage.dp_group, dtype));
+            makeCommunication(grad_kind, checkedMul(stage.parameters, elem_bytes, "gradient bytes"),
+                              stage.dp_group, dtype));
         (zero > 0 ? stage.dp_reduce_scatter : stage.dp_allreduce) = event;
       }
       if (zero > 0) {
         stage.dp_allgather = table.intern(makeCommunication(
-            EventKind::kAllGather, stage.parameters * elem_bytes, stage.dp_group, dtype));
+            EventKind::kAllGather, checkedMul(stage.parameters, elem_bytes, "parameter bytes"),
+            stage.dp_group, dtype));
       }
     }
     if (k + 1 < K) {
@@ -304,7 +311,9 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
       table.addCount(pipeline.backward_p2p[k], 2 * transfers);
     }
   }
-  for (const UniqueEvent& e : table.events()) plan.op_executions += e.count;
+  for (const UniqueEvent& e : table.events()) {
+    plan.op_executions = checkedAdd(plan.op_executions, e.count, "op executions");
+  }
   return plan;
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include "common/error.h"
@@ -109,6 +110,13 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
                                              const Strategy& s) {
   std::string label = "--strategy " + s.name();
   if (s.tp <= 0 || s.pp <= 0 || s.dp <= 0) return label + ": M, P and D must be > 0";
+  // Before any int64 product of M, P and D (three ints may overflow one; exact in double here):
+  // per-replica lists and op counts grow with the world, so it is bounded like the batch.
+  const double world = static_cast<double>(s.tp) * s.pp * s.dp;
+  if (world > static_cast<double>(kMaxStrategyGpus)) {
+    return fmt::format("{}: M x P x D = {:.3g} GPUs, more than the {} eventsim simulates", label,
+                       world, kMaxStrategyGpus);
+  }
   if (model.num_heads % s.tp != 0) {
     return fmt::format("{}: M={} does not divide num_heads={} of {}", label, s.tp, model.num_heads,
                        model.name);
@@ -164,7 +172,7 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
     if (s.pp < 2) return fmt::format("{}: the interleaved schedule needs P >= 2", label);
     if (int64_t{s.pp} * s.virtual_stages > model.numLayers()) {
       return fmt::format("{} --virtual-stages {}: P x v = {} model chunks but {} has {} layers",
-                         label, s.virtual_stages, s.pp * s.virtual_stages, model.name,
+                         label, s.virtual_stages, int64_t{s.pp} * s.virtual_stages, model.name,
                          model.numLayers());
     }
     if (s.microBatches() % s.pp != 0) {
@@ -187,6 +195,19 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
         "{} b={}: the attention scores of one layer, b x a x s^2 = {:.3g} elements, are more "
         "than eventsim models (2^55)",
         label, s.micro_batch, score_elements);
+  }
+  // Likewise the widest activation of a layer, b x s x max(h, 2 x ffn (SwiGLU), V/M) elements (the
+  // logits in fp32 times 4 bytes overflowed int64 within the other bounds).
+  const double widest = std::max({static_cast<double>(model.hidden_size),
+                                  2.0 * static_cast<double>(model.ffn_hidden_size),
+                                  static_cast<double>(model.vocab_size) / s.tp});
+  const double activation_elements =
+      static_cast<double>(s.micro_batch) * static_cast<double>(model.seq_length) * widest;
+  if (activation_elements > kMaxScoreElements) {
+    return fmt::format(
+        "{} b={}: the widest activation of one layer, b x s x max(h, 2 x ffn, V/M) = {:.3g} "
+        "elements, is more than eventsim models (2^55)",
+        label, s.micro_batch, activation_elements);
   }
   if (!s.stage_layers.empty()) {
     const int chunks = s.pp * (s.schedule == Schedule::kInterleaved ? s.virtual_stages : 1);

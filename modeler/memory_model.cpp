@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "common/units.h"
 #include "events/layer_footprint.h"
@@ -52,7 +54,8 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
   chunks.reserve(plan.stages.size());
   for (const StagePlan& stage : plan.stages) {
     int64_t saved = 0;
-    for (const OpInstance& op : stage.forward) saved += op.saved_bytes;
+    // Saturating: a sum beyond int64 is out of memory on any device, not an error (search).
+    for (const OpInstance& op : stage.forward) saved = saturatingAdd(saved, op.saved_bytes);
     chunks.push_back(ChunkMemoryInput{stage.parameters, saved});
   }
   return estimateMemory(plan.model, plan.strategy, plan.micro_batches,
@@ -81,26 +84,29 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
     std::vector<int64_t> chunk_bytes;
     for (int c = 0; c < v; ++c) {
       const ChunkMemoryInput& chunk = chunks[static_cast<size_t>(c) * P + device];
-      mem.parameters += chunk.parameters;
+      mem.parameters = saturatingAdd(mem.parameters, chunk.parameters);
       chunk_bytes.push_back(chunk.activation_bytes);
-      mem.activation_bytes_per_micro_batch += chunk.activation_bytes;
+      mem.activation_bytes_per_micro_batch =
+          saturatingAdd(mem.activation_bytes_per_micro_batch, chunk.activation_bytes);
     }
+    // Clamped like the sums: llround of a value beyond int64 is unspecified (it came out negative).
+    const double state_bytes = static_cast<double>(mem.parameters) *
+                               modelStateBytesPerParameter(model.dtype, zero, strategy.dp);
     mem.model_state_bytes =
-        std::llround(static_cast<double>(mem.parameters) *
-                     modelStateBytesPerParameter(model.dtype, zero, strategy.dp));
+        state_bytes < 9.2e18 ? std::llround(state_bytes) : std::numeric_limits<int64_t>::max();
     if (v == 1 && strategy.schedule != Schedule::kInterleaved) {
       // The orders' peaks in closed form (schedule.h): GPipe holds all m, 1F1B min(P - s, m).
       const int64_t m = micro_batches;
       mem.in_flight = static_cast<int>(
           strategy.schedule == Schedule::kGpipe ? m : std::min<int64_t>(P - device, m));
-      mem.activation_bytes = mem.in_flight * chunk_bytes[0];
+      mem.activation_bytes = saturatingMul<int64_t>(mem.in_flight, chunk_bytes[0]);
     } else {
       const std::vector<StageTask> order =
           stageTaskOrder(strategy.schedule, device, P, micro_batches, v);
       mem.in_flight = peakActivationsInFlight(order);
       mem.activation_bytes = peakActivationBytes(order, chunk_bytes);
     }
-    mem.peak_bytes = mem.model_state_bytes + mem.activation_bytes;
+    mem.peak_bytes = saturatingAdd(mem.model_state_bytes, mem.activation_bytes);
     if (mem.peak_bytes > out.peak_bytes) {
       out.peak_bytes = mem.peak_bytes;
       out.peak_stage = mem.stage;

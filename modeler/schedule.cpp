@@ -1,6 +1,7 @@
 #include "modeler/schedule.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/error.h"
 
@@ -72,14 +73,16 @@ int peakActivationsInFlight(const std::vector<StageTask>& order) {
 
 int64_t peakActivationBytes(const std::vector<StageTask>& order,
                             const std::vector<int64_t>& chunk_bytes) {
-  int64_t held = 0, peak = 0;
+  // In 128 bits, clamped to int64 (memory_model.cpp saturates likewise): a peak beyond int64 is
+  // out of memory on any device, and the running sum must not wrap.
+  __int128 held = 0, peak = 0;
   for (const StageTask& t : order) {
     EVSIM_CHECK(t.chunk >= 0 && t.chunk < static_cast<int>(chunk_bytes.size()), "chunk {} of {}",
                 t.chunk, chunk_bytes.size());
     held += t.phase == Phase::kForward ? chunk_bytes[t.chunk] : -chunk_bytes[t.chunk];
     peak = std::max(peak, held);
   }
-  return peak;
+  return static_cast<int64_t>(std::min<__int128>(peak, std::numeric_limits<int64_t>::max()));
 }
 
 }  // namespace evsim
