@@ -20,7 +20,8 @@ namespace {
 // (",}", "&a ,", a line ', x' after '---'; found by fuzzing, tests/fuzz) and stops at a NUL byte.
 // Neither is valid YAML, so they are refused before yaml-cpp sees them: control characters other
 // than tab and line ends anywhere, and a line whose first token (after indentation, anchors and
-// tags) is ',' outside flow collections, quotes, comments and block scalars.
+// tags) is ',' outside flow collections, quotes, comments and block scalars, or a ',' right after
+// a quoted value or a closed flow collection there.
 std::optional<std::string> yamlHazard(const std::string& text) {
   for (size_t i = 0; i < text.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
@@ -57,6 +58,10 @@ std::optional<std::string> yamlHazard(const std::string& text) {
         return fmt::format("line {}: ',' cannot start a node here", line_number);
       }
     }
+    // A ',' right after a quoted value or a closed [ ] / { } outside any flow collection ("a",
+    // [a],) spins yaml-cpp 0.7 too (found by fuzzing): never valid YAML, refused.
+    bool after_closed = false;
+    size_t closed_quote_at = std::string_view::npos;  // where the last quoted value ended
     for (size_t k = indent == std::string_view::npos ? line.size() : indent; k < line.size(); ++k) {
       const char c = line[k];
       if (quote != 0) {
@@ -64,11 +69,20 @@ std::optional<std::string> yamlHazard(const std::string& text) {
           ++k;
         } else if (c == quote) {
           quote = 0;
+          after_closed = flow_depth == 0;
+          closed_quote_at = k;
         }
         continue;
       }
+      if (c == ',' && flow_depth == 0 && after_closed) {
+        return fmt::format("line {}: ',' after a quoted value or a [ ] or {{ }} collection",
+                           line_number);
+      }
+      if (c != ' ' && c != '\t') after_closed = false;
+      // A quote right after a closed one starts the next quoted value, as yaml-cpp reads 4 quotes.
       const bool token_start = k == 0 || line[k - 1] == ' ' || line[k - 1] == '\t' ||
-                               line[k - 1] == '[' || line[k - 1] == '{' || line[k - 1] == ',';
+                               line[k - 1] == '[' || line[k - 1] == '{' || line[k - 1] == ',' ||
+                               closed_quote_at + 1 == k;
       if (c == '#' && (k == 0 || line[k - 1] == ' ' || line[k - 1] == '\t')) break;
       if ((c == '"' || c == '\'') && token_start) quote = c;
       // eventsim's files never need anchors, aliases or tags, and yaml-cpp 0.7 loops forever on
@@ -80,7 +94,7 @@ std::optional<std::string> yamlHazard(const std::string& text) {
                            line_number, c);
       }
       if (c == '[' || c == '{') ++flow_depth;
-      if ((c == ']' || c == '}') && flow_depth > 0) --flow_depth;
+      if ((c == ']' || c == '}') && flow_depth > 0) after_closed = --flow_depth == 0;
       // "key: |" or "key: >-" opens a block scalar: its lines are text, not YAML.
       if ((c == '|' || c == '>') && token_start && flow_depth == 0) {
         size_t rest = line.find_first_not_of("+-0123456789", k + 1);

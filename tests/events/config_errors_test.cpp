@@ -406,6 +406,17 @@ TEST(Yaml, InputsThatHangYamlCppAreRefused) {
   EXPECT_CONTAINS(error("# comment\n\n, a"), "line 3: ',' cannot start a node here");
   EXPECT_CONTAINS(error("&anchor ,"), "line 1: ',' cannot start a node here");
   EXPECT_CONTAINS(error("a: 1\n---\n, b"), "line 3: ',' cannot start a node here");
+  // A ',' after a quoted value or a closed flow collection at block level spun yaml-cpp as well
+  // (scripts/fuzz.sh, 2026-11-23: '\"\"\"-\"\", \"\"' and shorter forms).
+  const std::string after = "',' after a quoted value or a [ ] or { } collection";
+  EXPECT_CONTAINS(error("\"a\","), "y.yaml: malformed YAML: line 1: " + after);
+  EXPECT_CONTAINS(error("'a' ,"), "line 1: " + after);
+  EXPECT_CONTAINS(error("x: 1\n---\n\"a\"\t, b"), "line 3: " + after);
+  EXPECT_CONTAINS(error("[a],[b]"), "line 1: " + after);
+  EXPECT_CONTAINS(error("{a: b} ,"), "line 1: " + after);
+  // Inside a flow collection, after a ':' or in a comment a ',' after a quote is fine.
+  EXPECT_NO_THROW(
+      YamlReader::fromString("k: [\"a\", 'b', [c], {d: e}]\n\"q\": 1 # \"x\", y\n", "y.yaml"));
   EXPECT_CONTAINS(error(std::string("a: 1 # x\0\0y\n", 12)),
                   "control character 0x00 at byte 8 is not allowed in YAML");
   EXPECT_NO_THROW(YamlReader::fromString("text: |\n  , a line of text\nname: m\n", "y.yaml"));
