@@ -62,6 +62,10 @@ std::optional<std::string> yamlHazard(const std::string& text) {
     // [a],) spins yaml-cpp 0.7 too (found by fuzzing): never valid YAML, refused.
     bool after_closed = false;
     size_t closed_quote_at = std::string_view::npos;  // where the last quoted value ended
+    // Inside a plain (unquoted) value outside flow collections, '[', '{' and quotes are text
+    // ("y - {typ" is one value): without this a '{' there opened a phantom flow collection and hid
+    // a following line's leading ',' (a yaml-cpp loop found by fuzzing) from the check above.
+    bool in_plain = false;
     for (size_t k = indent == std::string_view::npos ? line.size() : indent; k < line.size(); ++k) {
       const char c = line[k];
       if (quote != 0) {
@@ -79,11 +83,25 @@ std::optional<std::string> yamlHazard(const std::string& text) {
                            line_number);
       }
       if (c != ' ' && c != '\t') after_closed = false;
+      const bool blank_next = k + 1 == line.size() || line[k + 1] == ' ' || line[k + 1] == '\t';
+      if (in_plain) {
+        if (c == ':' && blank_next) in_plain = false;  // "key: value": the key ends here
+        if (c == '#' && (line[k - 1] == ' ' || line[k - 1] == '\t')) break;
+        continue;
+      }
       // A quote right after a closed one starts the next quoted value, as yaml-cpp reads 4 quotes.
       const bool token_start = k == 0 || line[k - 1] == ' ' || line[k - 1] == '\t' ||
                                line[k - 1] == '[' || line[k - 1] == '{' || line[k - 1] == ',' ||
                                closed_quote_at + 1 == k;
       if (c == '#' && (k == 0 || line[k - 1] == ' ' || line[k - 1] == '\t')) break;
+      // A plain value starts with a character that is no indicator ("-1" and ":x" included).
+      const bool indicator =
+          std::string_view(" \t,[]{}#&*!|>'\"%@`").find(c) != std::string_view::npos ||
+          ((c == '-' || c == '?' || c == ':') && blank_next);
+      if (flow_depth == 0 && token_start && !indicator) {
+        in_plain = true;
+        continue;
+      }
       if ((c == '"' || c == '\'') && token_start) quote = c;
       // eventsim's files never need anchors, aliases or tags, and yaml-cpp 0.7 loops forever on
       // several malformed ones ("&a ,", "!,X"): refused before parsing.

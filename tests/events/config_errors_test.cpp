@@ -414,6 +414,10 @@ TEST(Yaml, InputsThatHangYamlCppAreRefused) {
   EXPECT_CONTAINS(error("x: 1\n---\n\"a\"\t, b"), "line 3: " + after);
   EXPECT_CONTAINS(error("[a],[b]"), "line 1: " + after);
   EXPECT_CONTAINS(error("{a: b} ,"), "line 1: " + after);
+  // A '{' inside a plain value opens no flow collection, so the next line's ',' is still seen
+  // (" y,,at - {typ,,e:" then ", - ay" spun yaml-cpp; scripts/fuzz.sh, 2026-11-23).
+  EXPECT_CONTAINS(error(" y,,at - {typ,,e:\n,  - ay"), "line 2: ',' cannot start a node here");
+  EXPECT_NO_THROW(YamlReader::fromString("name: a{b [c \"d\n'e\nx: 1\n", "y.yaml"));
   // Inside a flow collection, after a ':' or in a comment a ',' after a quote is fine.
   EXPECT_NO_THROW(
       YamlReader::fromString("k: [\"a\", 'b', [c], {d: e}]\n\"q\": 1 # \"x\", y\n", "y.yaml"));
