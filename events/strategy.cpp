@@ -161,6 +161,17 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
         "eventsim simulates (raise --micro-batch or D)",
         s.global_batch, s.microBatches(), kMaxMicroBatches);
   }
+  // The simulation steps every block of every micro-batch: 4096 blocks x 512 micro-batches took a
+  // minute on one core, the largest files and flags allowed hours. Bounded 16x beyond the largest
+  // runs (126 blocks x 2048 micro-batches).
+  constexpr int64_t kMaxBlockExecutions = int64_t{1} << 22;
+  if (model.numLayers() * s.microBatches() > kMaxBlockExecutions) {
+    return fmt::format(
+        "--global-batch {}: {} blocks x m = {} micro-batches = {} block executions per iteration, "
+        "more than the {} eventsim simulates (raise --micro-batch or D)",
+        s.global_batch, model.numLayers(), s.microBatches(),
+        model.numLayers() * s.microBatches(), kMaxBlockExecutions);
+  }
   if (s.dp_overlap && s.dp_bucket_bytes <= 0) {
     return fmt::format("--dp-bucket-mb: bucket of {} bytes must be > 0", s.dp_bucket_bytes);
   }
