@@ -169,8 +169,8 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
     return fmt::format(
         "--global-batch {}: {} blocks x m = {} micro-batches = {} block executions per iteration, "
         "more than the {} eventsim simulates (raise --micro-batch or D)",
-        s.global_batch, model.numLayers(), s.microBatches(),
-        model.numLayers() * s.microBatches(), kMaxBlockExecutions);
+        s.global_batch, model.numLayers(), s.microBatches(), model.numLayers() * s.microBatches(),
+        kMaxBlockExecutions);
   }
   if (s.dp_overlap && s.dp_bucket_bytes <= 0) {
     return fmt::format("--dp-bucket-mb: bucket of {} bytes must be > 0", s.dp_bucket_bytes);
