@@ -89,7 +89,7 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
       mem.activation_bytes_per_micro_batch =
           saturatingAdd(mem.activation_bytes_per_micro_batch, chunk.activation_bytes);
     }
-    // Clamped like the sums: llround of a value beyond int64 is unspecified (it came out negative).
+    // Clamped like the sums: llround beyond int64 is unspecified (x86 gives INT64_MIN, a negative).
     const double state_bytes = static_cast<double>(mem.parameters) *
                                modelStateBytesPerParameter(model.dtype, zero, strategy.dp);
     mem.model_state_bytes =
