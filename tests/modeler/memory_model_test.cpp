@@ -69,9 +69,8 @@ Strategy strategy(int tp, int pp, int dp, int64_t b, int64_t B, Schedule schedul
 TEST(MemoryModelTest, PeakBeyondInt64Saturates) {
   const ModelConfig model = parseModelConfig(kTinyYaml, "tiny.yaml");
   const int64_t huge = int64_t{1} << 61;
-  const MemoryEstimate mem =
-      estimateMemory(model, strategy(1, 1, 1, 1, 8, Schedule::kGpipe), 8, int64_t{80} << 30,
-                     {ChunkMemoryInput{1000, huge}}, 0.0);
+  const MemoryEstimate mem = estimateMemory(model, strategy(1, 1, 1, 1, 8, Schedule::kGpipe), 8,
+                                            int64_t{80} << 30, {ChunkMemoryInput{1000, huge}}, 0.0);
   ASSERT_EQ(mem.stages.size(), 1u);
   EXPECT_EQ(mem.stages[0].activation_bytes, std::numeric_limits<int64_t>::max());
   EXPECT_EQ(mem.peak_bytes, std::numeric_limits<int64_t>::max());
