@@ -58,7 +58,7 @@ std::optional<std::string> yamlHazard(const std::string& text) {
         return fmt::format("line {}: ',' cannot start a node here", line_number);
       }
     }
-    // A ',' right after a quoted value or a closed [ ] / { } outside any flow collection ("a",
+    // Text right after a quoted value or a closed [ ] / { } outside any flow collection ("a",
     // [a],) spins yaml-cpp 0.7 too (found by fuzzing): never valid YAML, refused.
     bool after_closed = false;
     size_t closed_quote_at = std::string_view::npos;  // where the last quoted value ended
@@ -78,9 +78,13 @@ std::optional<std::string> yamlHazard(const std::string& text) {
         }
         continue;
       }
-      if (c == ',' && flow_depth == 0 && after_closed) {
-        return fmt::format("line {}: ',' after a quoted value or a [ ] or {{ }} collection",
-                           line_number);
+      // Only a ':' (it was a key) or a comment may follow there: "'a' s" then a line "?" spins
+      // yaml-cpp as well (fuzzing). A quote right after one is the next quoted value ('it''s').
+      if (flow_depth == 0 && after_closed &&
+          std::string_view(" \t\r:#").find(c) == std::string_view::npos &&
+          !((c == '"' || c == '\'') && closed_quote_at + 1 == k)) {
+        return fmt::format("line {}: '{}' after a quoted value or a [ ] or {{ }} collection",
+                           line_number, c);
       }
       if (c != ' ' && c != '\t') after_closed = false;
       const bool blank_next = k + 1 == line.size() || line[k + 1] == ' ' || line[k + 1] == '\t';

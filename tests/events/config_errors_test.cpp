@@ -409,6 +409,11 @@ TEST(Yaml, InputsThatHangYamlCppAreRefused) {
   // A ',' after a quoted value or a closed flow collection at block level spun yaml-cpp as well
   // (scripts/fuzz.sh, 2026-11-23: '\"\"\"-\"\", \"\"' and shorter forms).
   const std::string after = "',' after a quoted value or a [ ] or { } collection";
+  // Any text there but a ':' or a comment: "'' s" then a line "?" spun yaml-cpp too (fuzzing).
+  EXPECT_CONTAINS(error("'' s\n?\n"),
+                  "line 1: 's' after a quoted value or a [ ] or { } collection");
+  EXPECT_CONTAINS(error("[a] s\n?\n"), "line 1: 's' after a quoted value");
+  EXPECT_NO_THROW(YamlReader::fromString("a: 'it''s'\r\n\"b\" : \"x\"  # c\nc: [1]\n", "y.yaml"));
   EXPECT_CONTAINS(error("\"a\","), "y.yaml: malformed YAML: line 1: " + after);
   EXPECT_CONTAINS(error("'a' ,"), "line 1: " + after);
   EXPECT_CONTAINS(error("x: 1\n---\n\"a\"\t, b"), "line 3: " + after);
