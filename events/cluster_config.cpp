@@ -59,8 +59,11 @@ ClusterConfig readCluster(const YamlReader& root) {
   cluster.gpus_per_node = static_cast<int>(node.positiveInt("gpus", kMaxGpusPerNode));
   cluster.intra_link = readLink(node.child("intra_link"));
 
-  cluster.device = node.node()["device"].IsScalar() ? readDeviceFile(node, root.file())
-                                                    : readInlineDevice(node.child("device"));
+  // child() first: indexing a missing key made yaml-cpp throw "invalid node", an internal error
+  // (found by fuzzing).
+  const YamlReader device = node.child("device");
+  cluster.device =
+      device.node().IsScalar() ? readDeviceFile(node, root.file()) : readInlineDevice(device);
   cluster.network = readLink(root.child("network"));
   return cluster;
 }

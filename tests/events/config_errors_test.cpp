@@ -439,6 +439,14 @@ TEST(Yaml, InputsThatHangYamlCppAreRefused) {
   EXPECT_NO_THROW(YamlReader::fromString("d: \"&x !y *z\" # &a !b\ne: 2 * 3\n", "y.yaml"));
 }
 
+// A cluster without node.device was "internal error: invalid node" (scripts/fuzz.sh, 2026-11-23).
+TEST(ClusterConfig, MissingDeviceIsAnInputError) {
+  EXPECT_CONTAINS(clusterError("name: x\nnode:\n  gpus: 8\n  intra_link: {name: l, "
+                               "bandwidth_gb_s: 4, latency_us: 3}\nnetwork: {name: n, "
+                               "bandwidth_gb_s: 4, latency_us: 5}\n"),
+                  "c.yaml: node.device: missing required key");
+}
+
 TEST(ClusterConfig, MalformedYaml) {
   EXPECT_CONTAINS(clusterError("name: x\nnode: {gpus: 4\n"), "c.yaml:3:1: malformed YAML");
 }
