@@ -62,9 +62,10 @@ std::optional<std::string> yamlHazard(const std::string& text) {
     // [a],) spins yaml-cpp 0.7 too (found by fuzzing): never valid YAML, refused.
     bool after_closed = false;
     size_t closed_quote_at = std::string_view::npos;  // where the last quoted value ended
-    // Inside a plain (unquoted) value outside flow collections, '[', '{' and quotes are text
-    // ("y - {typ" is one value): without this a '{' there opened a phantom flow collection and hid
-    // a following line's leading ',' (a yaml-cpp loop found by fuzzing) from the check above.
+    // Inside a plain (unquoted) value, '[', '{' and quotes are text ("y - {typ" is one value, and
+    // so is "signatur \"tes" in a flow mapping): without this a '{' there opened a phantom flow
+    // collection, or a quote a phantom string, and hid a following line's leading ',' (yaml-cpp
+    // loops found by fuzzing) from the check above.
     bool in_plain = false;
     for (size_t k = indent == std::string_view::npos ? line.size() : indent; k < line.size(); ++k) {
       const char c = line[k];
@@ -89,9 +90,15 @@ std::optional<std::string> yamlHazard(const std::string& text) {
       if (c != ' ' && c != '\t') after_closed = false;
       const bool blank_next = k + 1 == line.size() || line[k + 1] == ' ' || line[k + 1] == '\t';
       if (in_plain) {
-        if (c == ':' && blank_next) in_plain = false;  // "key: value": the key ends here
-        if (c == '#' && (line[k - 1] == ' ' || line[k - 1] == '\t')) break;
-        continue;
+        // In a flow collection a plain value also ends at a flow indicator, which is then read.
+        const bool flow_end =
+            flow_depth > 0 && std::string_view(",[]{}").find(c) != std::string_view::npos;
+        if (!flow_end) {
+          if (c == ':' && blank_next) in_plain = false;  // "key: value": the key ends here
+          if (c == '#' && (line[k - 1] == ' ' || line[k - 1] == '\t')) break;
+          continue;
+        }
+        in_plain = false;
       }
       // A quote right after a closed one starts the next quoted value, as yaml-cpp reads 4 quotes.
       const bool token_start = k == 0 || line[k - 1] == ' ' || line[k - 1] == '\t' ||
@@ -102,7 +109,7 @@ std::optional<std::string> yamlHazard(const std::string& text) {
       const bool indicator =
           std::string_view(" \t,[]{}#&*!|>'\"%@`").find(c) != std::string_view::npos ||
           ((c == '-' || c == '?' || c == ':') && blank_next);
-      if (flow_depth == 0 && token_start && !indicator) {
+      if (token_start && !indicator) {
         in_plain = true;
         continue;
       }

@@ -423,6 +423,9 @@ TEST(Yaml, InputsThatHangYamlCppAreRefused) {
   // (" y,,at - {typ,,e:" then ", - ay" spun yaml-cpp; scripts/fuzz.sh, 2026-11-23).
   EXPECT_CONTAINS(error(" y,,at - {typ,,e:\n,  - ay"), "line 2: ',' cannot start a node here");
   EXPECT_NO_THROW(YamlReader::fromString("name: a{b [c \"d\n'e\nx: 1\n", "y.yaml"));
+  // Likewise a quote inside a plain value of a flow mapping opens no string (fuzzing, events).
+  EXPECT_CONTAINS(error("- {sig \"x, count: 1}\n  , - {s\n"),
+                  "line 2: ',' cannot start a node here");
   // Inside a flow collection, after a ':' or in a comment a ',' after a quote is fine.
   EXPECT_NO_THROW(
       YamlReader::fromString("k: [\"a\", 'b', [c], {d: e}]\n\"q\": 1 # \"x\", y\n", "y.yaml"));
