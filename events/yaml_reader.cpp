@@ -48,6 +48,15 @@ std::optional<std::string> yamlHazard(const std::string& text) {
       block_scalar_indent = -1;
     }
     size_t i = indent == std::string_view::npos ? line.size() : indent;
+    // Whatever this scan thinks the context is (it is no YAML parser: fuzzing found three ways to
+    // mislead it), a line that starts with ',' is refused, and so is a directive ('%' at column 0):
+    // both are in every yaml-cpp loop found so far, and eventsim's files need neither.
+    if (i < line.size() && line[i] == ',') {
+      return fmt::format("line {}: ',' cannot start a node here", line_number);
+    }
+    if (!line.empty() && line[0] == '%') {
+      return fmt::format("line {}: '%' (YAML directives) is not supported", line_number);
+    }
     if (quote == 0 && flow_depth == 0) {
       // Skip anchors and tags that may precede a node, then look at the first token.
       while (i < line.size() && (line[i] == '&' || line[i] == '!')) {

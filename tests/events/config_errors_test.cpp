@@ -432,7 +432,11 @@ TEST(Yaml, InputsThatHangYamlCppAreRefused) {
   EXPECT_CONTAINS(error(std::string("a: 1 # x\0\0y\n", 12)),
                   "control character 0x00 at byte 8 is not allowed in YAML");
   EXPECT_NO_THROW(YamlReader::fromString("text: |\n  , a line of text\nname: m\n", "y.yaml"));
-  EXPECT_NO_THROW(YamlReader::fromString("list: [a,\n  b]\nq: 'x\n, y'\n", "y.yaml"));
+  EXPECT_NO_THROW(YamlReader::fromString("list: [a,\n  b]\nq: 'x\n y'\n", "y.yaml"));
+  // A line that starts with ',' is refused in any context, even inside a multi-line string
+  // (valid YAML, needed by no eventsim file): the scan cannot be misled about the context.
+  EXPECT_CONTAINS(error("q: 'x\n, y'\n"), "line 2: ',' cannot start a node here");
+  EXPECT_CONTAINS(error("n: a\n%  {nam\nb: 1\n"), "line 2: '%' (YAML directives) is not supported");
   // Anchors, aliases and tags: no eventsim file needs them, and "!,X" hangs yaml-cpp.
   EXPECT_CONTAINS(error("!,X"), "line 1: '!' (YAML anchors, aliases and tags) is not supported");
   EXPECT_CONTAINS(error("a: &x 1\nb: *x\n"), "line 1: '&' (YAML anchors");
