@@ -14,14 +14,19 @@ namespace {
 // Bounds far beyond any machine (a link of 10 PB/s, a latency of 1000 s, a million nodes of 65536
 // GPUs): what lies outside is a typo, and would overflow the products the planner forms.
 constexpr double kMaxBandwidthGBs = 1e7;
+// And a floor (1 kB/s): a bandwidth of 1e-300 GB/s is positive but made an iteration take 7e304 ms.
+constexpr double kMinBandwidthGBs = 1e-6;
 constexpr double kMaxLatencyUs = 1e9;
 constexpr int64_t kMaxNodes = int64_t{1} << 20;
 constexpr int64_t kMaxGpusPerNode = int64_t{1} << 16;
 
 Link readLink(const YamlReader& link) {
   link.allowOnly({"name", "bandwidth_gb_s", "latency_us"});
-  return Link{link.str("name"), link.positiveDouble("bandwidth_gb_s", kMaxBandwidthGBs),
-              link.nonNegativeDouble("latency_us", kMaxLatencyUs)};
+  const double bandwidth = link.positiveDouble("bandwidth_gb_s", kMaxBandwidthGBs);
+  if (bandwidth < kMinBandwidthGBs) {
+    link.fail("bandwidth_gb_s", fmt::format("{:g}: must be >= {:g}", bandwidth, kMinBandwidthGBs));
+  }
+  return Link{link.str("name"), bandwidth, link.nonNegativeDouble("latency_us", kMaxLatencyUs)};
 }
 
 // `device: NAME` — a path (absolute or relative to the cluster file), or a bundled device: a
@@ -54,8 +59,11 @@ ClusterConfig readCluster(const YamlReader& root) {
   cluster.gpus_per_node = static_cast<int>(node.positiveInt("gpus", kMaxGpusPerNode));
   cluster.intra_link = readLink(node.child("intra_link"));
 
-  cluster.device = node.node()["device"].IsScalar() ? readDeviceFile(node, root.file())
-                                                    : readInlineDevice(node.child("device"));
+  // child() first: indexing a missing key made yaml-cpp throw "invalid node", an internal error
+  // (found by fuzzing).
+  const YamlReader device = node.child("device");
+  cluster.device =
+      device.node().IsScalar() ? readDeviceFile(node, root.file()) : readInlineDevice(device);
   cluster.network = readLink(root.child("network"));
   return cluster;
 }

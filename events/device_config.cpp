@@ -17,6 +17,18 @@ namespace {
 // counts formed from them inside int64.
 constexpr double kMaxMemoryGib = 1e6;
 constexpr double kMaxBandwidthGBs = 1e7;
+// Floors (1 kB/s, 1 kFLOP/s, 1 KiB): tiny positive values divided into times of 1e304 ms.
+constexpr double kMinBandwidthGBs = 1e-6;
+constexpr double kMinTflops = 1e-9;
+constexpr double kMinMemoryGib = 1.0 / (1 << 20);
+constexpr double kMaxTflops = 1e9;
+
+// A datasheet figure in [min, max].
+double datasheetValue(const YamlReader& reader, const std::string& key, double min, double max) {
+  const double value = reader.positiveDouble(key, max);
+  if (value < min) reader.fail(key, fmt::format("{:g}: must be >= {:g}", value, min));
+  return value;
+}
 
 // Upper bounds that catch unit mistakes (an efficiency given in percent, a time in ns).
 constexpr double kMaxFraction = 1.0;
@@ -98,7 +110,11 @@ DeviceModelParams readModel(const YamlReader& model) {
 void readPeaks(const YamlReader& peaks, DeviceSpec& spec) {
   for (const auto& [dtype_name, value] : peaks.entries()) {
     DType dtype = parseDType(dtype_name, value.where(""));
-    spec.peak_tflops[dtype] = value.asPositiveDouble();
+    const double tflops = value.asPositiveDouble();
+    if (tflops < kMinTflops || tflops > kMaxTflops) {
+      value.fail("", fmt::format("{:g}: must be in [{:g}, {:g}]", tflops, kMinTflops, kMaxTflops));
+    }
+    spec.peak_tflops[dtype] = tflops;
   }
   if (spec.peak_tflops.empty()) peaks.fail("", "needs at least one dtype");
 }
@@ -113,8 +129,9 @@ DeviceSpec readDeviceFile(const YamlReader& root) {
   sheet.allowOnly({"source", "peak_tflops", "memory_bandwidth_gb_s", "memory_gib", "sm_count"});
   spec.datasheet_source = sheet.str("source");
   readPeaks(sheet.child("peak_tflops"), spec);
-  spec.memory_bandwidth_gb_s = sheet.positiveDouble("memory_bandwidth_gb_s", kMaxBandwidthGBs);
-  spec.memory_gib = sheet.positiveDouble("memory_gib", kMaxMemoryGib);
+  spec.memory_bandwidth_gb_s =
+      datasheetValue(sheet, "memory_bandwidth_gb_s", kMinBandwidthGBs, kMaxBandwidthGBs);
+  spec.memory_gib = datasheetValue(sheet, "memory_gib", kMinMemoryGib, kMaxMemoryGib);
   const int64_t sm_count = sheet.positiveInt("sm_count");
   if (sm_count > kMaxSmCount)
     sheet.fail("sm_count", fmt::format("{}: must be <= {}", sm_count, kMaxSmCount));
@@ -145,8 +162,9 @@ DeviceSpec readInlineDevice(const YamlReader& device) {
   DeviceSpec spec;
   spec.name = device.str("name");
   spec.datasheet_source = "inline in " + device.file();
-  spec.memory_bandwidth_gb_s = device.positiveDouble("memory_bandwidth_gb_s", kMaxBandwidthGBs);
-  spec.memory_gib = device.positiveDouble("memory_gib", kMaxMemoryGib);
+  spec.memory_bandwidth_gb_s =
+      datasheetValue(device, "memory_bandwidth_gb_s", kMinBandwidthGBs, kMaxBandwidthGBs);
+  spec.memory_gib = datasheetValue(device, "memory_gib", kMinMemoryGib, kMaxMemoryGib);
   readPeaks(device.child("peak_tflops"), spec);
   return spec;
 }

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <map>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "common/strings.h"
 #include "events/collective.h"
@@ -338,7 +339,9 @@ Event makeCompute(std::string_view op, std::vector<Dim> dims, std::string_view l
   e.layout = std::string(layout);
   e.dtype = op == "adam" ? DType::kFp32 : dtype;
   e.flops = rule.flops(values);
-  e.memory_bytes = static_cast<int64_t>(rule.elements_moved(values) * double(dtypeBytes(e.dtype)));
+  // Dims read from a file can be anything up to int64: the traffic they imply must fit int64.
+  e.memory_bytes = checkedToInt64(rule.elements_moved(values) * double(dtypeBytes(e.dtype)),
+                                  fmt::format("{}: op '{}' memory traffic in bytes", where, op));
   return e;
 }
 
@@ -419,12 +422,16 @@ Event parseEventSignature(std::string_view signature, std::string_view where) {
       EVSIM_THROW(InputError, "{}: '{}': needs {}= > 0", where, signature, key);
     }
   }
-  Placement placement{static_cast<int>(comm["group"]), static_cast<int>(comm["nodes"]),
-                      static_cast<int>(comm["rpn"])};
-  // One node holds rpn ranks and every other node at least one: rpn + nodes - 1 <= group.
-  if (placement.group_size < 2 ||
-      placement.ranks_per_node + placement.nodes - 1 > placement.group_size ||
-      placement.nodes * placement.ranks_per_node < placement.group_size) {
+  // Narrowed checked: a group of 4294967298 must not become one of 2 (issue 17).
+  const std::string sig_where = fmt::format("{}: '{}'", where, signature);
+  Placement placement{checkedNarrow<int>(comm["group"], sig_where + ": group"),
+                      checkedNarrow<int>(comm["nodes"], sig_where + ": nodes"),
+                      checkedNarrow<int>(comm["rpn"], sig_where + ": rpn")};
+  // One node holds rpn ranks and every other node at least one: rpn + nodes - 1 <= group (in
+  // int64: the sums and products of two ints may not fit one).
+  const int64_t group = placement.group_size, nodes = placement.nodes,
+                rpn = placement.ranks_per_node;
+  if (group < 2 || rpn + nodes - 1 > group || nodes * rpn < group) {
     EVSIM_THROW(InputError, "{}: '{}': placement group={} nodes={} rpn={} is impossible", where,
                 signature, placement.group_size, placement.nodes, placement.ranks_per_node);
   }

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/checked.h"
 #include "events/event.h"
 
 namespace evsim {
@@ -25,7 +26,10 @@ class EventTable {
  public:
   // Index of `event`, adding it (with count 0) the first time its key is seen.
   int intern(const Event& event);
-  void addCount(int index, int64_t executions) { events_[index].count += executions; }
+  // Checked (common/checked.h): counts multiply micro-batches, devices and repeated layers.
+  void addCount(int index, int64_t executions) {
+    events_[index].count = checkedAdd(events_[index].count, executions, "op executions");
+  }
 
   const std::vector<UniqueEvent>& events() const { return events_; }
   const UniqueEvent& operator[](int index) const { return events_[index]; }

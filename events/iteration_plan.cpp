@@ -3,6 +3,7 @@
 #include <map>
 #include <optional>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "events/layer_ops.h"
 #include "events/stage_partition.h"
@@ -217,7 +218,8 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
       if (zero != 3) return;
       int64_t params = layer_params.at(layer);
       if (layer == kHeadLayer && kind == EventKind::kAllGather) params += tied_head_params;
-      Event e = makeCommunication(kind, params * elem_bytes, stage.dp_group, dtype);
+      Event e = makeCommunication(kind, checkedMul(params, elem_bytes, "ZeRO-3 gather bytes"),
+                                  stage.dp_group, dtype);
       ops.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, name});
     };
     constexpr std::string_view kGather = "zero3_param_allgather";
@@ -248,7 +250,10 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
       zero3(stage.backward, kEmbeddingLayer, EventKind::kReduceScatter, kScatter);
     }
 
-    for (const auto& [layer, params] : layer_params) stage.parameters += params;
+    // Checked, like the byte counts below: sized by hidden^2 x layers from the model file.
+    for (const auto& [layer, params] : layer_params) {
+      stage.parameters = checkedAdd(stage.parameters, params, "stage parameters");
+    }
     dense_params = layer_params;
     if (expert_parallel) {
       for (int layer = stage.first_layer; layer < end_layer; ++layer) {
@@ -269,7 +274,8 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
 
     const EventKind grad_kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
     if (strategy.gradGroupSize() > 1 && zero < 3) {
-      const int64_t dense_bytes = (stage.parameters - synced_apart) * elem_bytes;
+      const int64_t dense_bytes =
+          checkedMul(stage.parameters - synced_apart, elem_bytes, "gradient bytes");
       if (strategy.dp_overlap) {
         buildBuckets(stage, dense_params, elem_bytes, strategy.dp_bucket_bytes, stage.dp_group,
                      dtype, grad_kind, table);
@@ -284,7 +290,7 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
       }
     }
     if (synced_apart > 0 && strategy.expertGradGroupSize() > 1) {
-      const int64_t bytes = synced_apart * elem_bytes;
+      const int64_t bytes = checkedMul(synced_apart, elem_bytes, "expert gradient bytes");
       const int event =
           table.intern(makeCommunication(grad_kind, bytes, stage.expert_dp_group, dtype));
       if (strategy.dp_overlap) {
@@ -351,7 +357,9 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
       table.addCount(pipeline.backward_p2p[k], 2 * transfers);
     }
   }
-  for (const UniqueEvent& e : table.events()) plan.op_executions += e.count;
+  for (const UniqueEvent& e : table.events()) {
+    plan.op_executions = checkedAdd(plan.op_executions, e.count, "op executions");
+  }
   return plan;
 }
 

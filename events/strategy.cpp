@@ -2,6 +2,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include "common/error.h"
@@ -169,6 +170,13 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
                                              const Strategy& s) {
   std::string label = "--strategy " + s.name();
   if (s.tp <= 0 || s.pp <= 0 || s.dp <= 0) return label + ": M, P and D must be > 0";
+  // Before any int64 product of M, C, P and D (four ints may overflow one; exact in double here):
+  // per-replica lists and op counts grow with the world, so it is bounded like the batch.
+  const double world = static_cast<double>(s.tp) * s.cp * s.pp * s.dp;
+  if (world > static_cast<double>(kMaxStrategyGpus)) {
+    return fmt::format("{}: {} = {:.3g} GPUs, more than the {} eventsim simulates", label,
+                       s.cp > 1 ? "M x C x P x D" : "M x P x D", world, kMaxStrategyGpus);
+  }
   if (auto why = contextParallelViolation(model, s)) return why;
   if (auto why = expertParallelViolation(model, s)) return why;
   if (model.num_heads % s.tp != 0) {
@@ -215,6 +223,17 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
         "eventsim simulates (raise --micro-batch or D)",
         s.global_batch, s.microBatches(), kMaxMicroBatches);
   }
+  // The simulation steps every block of every micro-batch: 4096 blocks x 512 micro-batches took a
+  // minute on one core, the largest files and flags allowed hours. Bounded 16x beyond the largest
+  // runs (126 blocks x 2048 micro-batches).
+  constexpr int64_t kMaxBlockExecutions = int64_t{1} << 22;
+  if (model.numLayers() * s.microBatches() > kMaxBlockExecutions) {
+    return fmt::format(
+        "--global-batch {}: {} blocks x m = {} micro-batches = {} block executions per iteration, "
+        "more than the {} eventsim simulates (raise --micro-batch or D)",
+        s.global_batch, model.numLayers(), s.microBatches(), model.numLayers() * s.microBatches(),
+        kMaxBlockExecutions);
+  }
   if (s.dp_overlap && s.dp_bucket_bytes <= 0) {
     return fmt::format("--dp-bucket-mb: bucket of {} bytes must be > 0", s.dp_bucket_bytes);
   }
@@ -226,7 +245,7 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
     if (s.pp < 2) return fmt::format("{}: the interleaved schedule needs P >= 2", label);
     if (int64_t{s.pp} * s.virtual_stages > model.numLayers()) {
       return fmt::format("{} --virtual-stages {}: P x v = {} model chunks but {} has {} layers",
-                         label, s.virtual_stages, s.pp * s.virtual_stages, model.name,
+                         label, s.virtual_stages, int64_t{s.pp} * s.virtual_stages, model.name,
                          model.numLayers());
     }
     if (s.microBatches() % s.pp != 0) {
@@ -255,6 +274,19 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
         "{} b={}: the attention scores of one layer, b x a x s^2 = {:.3g} elements, are more "
         "than eventsim models (2^55)",
         label, s.micro_batch, score_elements);
+  }
+  // Likewise the widest activation of a layer, b x s x max(h, 2 x ffn (SwiGLU), V/M) elements (the
+  // logits in fp32 times 4 bytes overflowed int64 within the other bounds).
+  const double widest = std::max({static_cast<double>(model.hidden_size),
+                                  2.0 * static_cast<double>(model.ffn_hidden_size),
+                                  static_cast<double>(model.vocab_size) / s.tp});
+  const double activation_elements =
+      static_cast<double>(s.micro_batch) * static_cast<double>(model.seq_length) * widest;
+  if (activation_elements > kMaxScoreElements) {
+    return fmt::format(
+        "{} b={}: the widest activation of one layer, b x s x max(h, 2 x ffn, V/M) = {:.3g} "
+        "elements, is more than eventsim models (2^55)",
+        label, s.micro_batch, activation_elements);
   }
   if (!s.stage_layers.empty()) {
     const int chunks = s.pp * (s.schedule == Schedule::kInterleaved ? s.virtual_stages : 1);

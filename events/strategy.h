@@ -38,6 +38,8 @@ Recompute parseRecompute(std::string_view text, std::string_view flag = "--recom
 inline constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;
 inline constexpr int64_t kMaxGlobalBatch = int64_t{1} << 30;
 inline constexpr int64_t kMaxMicroBatches = int64_t{1} << 16;
+// GPUs of one strategy, M x P x D: 16.7 M, over 100x the largest cluster trained on today.
+inline constexpr int64_t kMaxStrategyGpus = int64_t{1} << 24;
 
 struct Strategy {
   int tp = 1;                // M

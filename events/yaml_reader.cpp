@@ -20,7 +20,8 @@ namespace {
 // (",}", "&a ,", a line ', x' after '---'; found by fuzzing, tests/fuzz) and stops at a NUL byte.
 // Neither is valid YAML, so they are refused before yaml-cpp sees them: control characters other
 // than tab and line ends anywhere, and a line whose first token (after indentation, anchors and
-// tags) is ',' outside flow collections, quotes, comments and block scalars.
+// tags) is ',' outside flow collections, quotes, comments and block scalars, or a ',' right after
+// a quoted value or a closed flow collection there.
 std::optional<std::string> yamlHazard(const std::string& text) {
   for (size_t i = 0; i < text.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
@@ -47,6 +48,15 @@ std::optional<std::string> yamlHazard(const std::string& text) {
       block_scalar_indent = -1;
     }
     size_t i = indent == std::string_view::npos ? line.size() : indent;
+    // Whatever this scan thinks the context is (it is no YAML parser: fuzzing found three ways to
+    // mislead it), a line that starts with ',' is refused, and so is a directive ('%' at column 0):
+    // both are in every yaml-cpp loop found so far, and eventsim's files need neither.
+    if (i < line.size() && line[i] == ',') {
+      return fmt::format("line {}: ',' cannot start a node here", line_number);
+    }
+    if (!line.empty() && line[0] == '%') {
+      return fmt::format("line {}: '%' (YAML directives) is not supported", line_number);
+    }
     if (quote == 0 && flow_depth == 0) {
       // Skip anchors and tags that may precede a node, then look at the first token.
       while (i < line.size() && (line[i] == '&' || line[i] == '!')) {
@@ -57,6 +67,15 @@ std::optional<std::string> yamlHazard(const std::string& text) {
         return fmt::format("line {}: ',' cannot start a node here", line_number);
       }
     }
+    // Text right after a quoted value or a closed [ ] / { } outside any flow collection ("a",
+    // [a],) spins yaml-cpp 0.7 too (found by fuzzing): never valid YAML, refused.
+    bool after_closed = false;
+    size_t closed_quote_at = std::string_view::npos;  // where the last quoted value ended
+    // Inside a plain (unquoted) value, '[', '{' and quotes are text ("y - {typ" is one value, and
+    // so is "signatur \"tes" in a flow mapping): without this a '{' there opened a phantom flow
+    // collection, or a quote a phantom string, and hid a following line's leading ',' (yaml-cpp
+    // loops found by fuzzing) from the check above.
+    bool in_plain = false;
     for (size_t k = indent == std::string_view::npos ? line.size() : indent; k < line.size(); ++k) {
       const char c = line[k];
       if (quote != 0) {
@@ -64,12 +83,45 @@ std::optional<std::string> yamlHazard(const std::string& text) {
           ++k;
         } else if (c == quote) {
           quote = 0;
+          after_closed = flow_depth == 0;
+          closed_quote_at = k;
         }
         continue;
       }
+      // Only a ':' (it was a key) or a comment may follow there: "'a' s" then a line "?" spins
+      // yaml-cpp as well (fuzzing). A quote right after one is the next quoted value ('it''s').
+      if (flow_depth == 0 && after_closed &&
+          std::string_view(" \t\r:#").find(c) == std::string_view::npos &&
+          !((c == '"' || c == '\'') && closed_quote_at + 1 == k)) {
+        return fmt::format("line {}: '{}' after a quoted value or a [ ] or {{ }} collection",
+                           line_number, c);
+      }
+      if (c != ' ' && c != '\t') after_closed = false;
+      const bool blank_next = k + 1 == line.size() || line[k + 1] == ' ' || line[k + 1] == '\t';
+      if (in_plain) {
+        // In a flow collection a plain value also ends at a flow indicator, which is then read.
+        const bool flow_end =
+            flow_depth > 0 && std::string_view(",[]{}").find(c) != std::string_view::npos;
+        if (!flow_end) {
+          if (c == ':' && blank_next) in_plain = false;  // "key: value": the key ends here
+          if (c == '#' && (line[k - 1] == ' ' || line[k - 1] == '\t')) break;
+          continue;
+        }
+        in_plain = false;
+      }
+      // A quote right after a closed one starts the next quoted value, as yaml-cpp reads 4 quotes.
       const bool token_start = k == 0 || line[k - 1] == ' ' || line[k - 1] == '\t' ||
-                               line[k - 1] == '[' || line[k - 1] == '{' || line[k - 1] == ',';
+                               line[k - 1] == '[' || line[k - 1] == '{' || line[k - 1] == ',' ||
+                               closed_quote_at + 1 == k;
       if (c == '#' && (k == 0 || line[k - 1] == ' ' || line[k - 1] == '\t')) break;
+      // A plain value starts with a character that is no indicator ("-1" and ":x" included).
+      const bool indicator =
+          std::string_view(" \t,[]{}#&*!|>'\"%@`").find(c) != std::string_view::npos ||
+          ((c == '-' || c == '?' || c == ':') && blank_next);
+      if (token_start && !indicator) {
+        in_plain = true;
+        continue;
+      }
       if ((c == '"' || c == '\'') && token_start) quote = c;
       // eventsim's files never need anchors, aliases or tags, and yaml-cpp 0.7 loops forever on
       // several malformed ones ("&a ,", "!,X"): refused before parsing.
@@ -80,7 +132,7 @@ std::optional<std::string> yamlHazard(const std::string& text) {
                            line_number, c);
       }
       if (c == '[' || c == '{') ++flow_depth;
-      if ((c == ']' || c == '}') && flow_depth > 0) --flow_depth;
+      if ((c == ']' || c == '}') && flow_depth > 0) after_closed = --flow_depth == 0;
       // "key: |" or "key: >-" opens a block scalar: its lines are text, not YAML.
       if ((c == '|' || c == '>') && token_start && flow_depth == 0) {
         size_t rest = line.find_first_not_of("+-0123456789", k + 1);

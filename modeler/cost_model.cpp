@@ -2,6 +2,7 @@
 #include "modeler/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/error.h"
 #include "modeler/estimated_source.h"
@@ -61,6 +62,13 @@ CostModel::CostModel(const ClusterConfig& cluster, std::vector<std::unique_ptr<C
 std::optional<EventCost> CostModel::cost(const Event& event) const {
   for (const std::unique_ptr<CostSource>& source : sources_) {
     if (std::optional<EventCost> c = source->cost(event)) {
+      // Values inside their bounds can still divide to infinity (a bandwidth of 1e-300 GB/s).
+      if (!std::isfinite(c->time_us)) {
+        EVSIM_THROW(InputError,
+                    "event '{}': its time is not finite (a bandwidth, peak or efficiency near 0 in "
+                    "the device, cluster or profile?)",
+                    event.signature());
+      }
       c->host_us = device_.hostUs(event);
       return c;
     }

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "common/units.h"
 #include "events/layer_footprint.h"
@@ -52,9 +54,12 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
   chunks.reserve(plan.stages.size());
   for (const StagePlan& stage : plan.stages) {
     int64_t saved = 0, weight_grad_inputs = 0;
-    for (const OpInstance& op : stage.forward) saved += op.saved_bytes;
+    // Saturating: a sum beyond int64 is out of memory on any device, not an error (search).
+    for (const OpInstance& op : stage.forward) saved = saturatingAdd(saved, op.saved_bytes);
     for (const OpInstance& op : stage.backward) {
-      if (op.weight_grad) weight_grad_inputs += weightGradInputBytes(plan.events[op.event].event);
+      if (!op.weight_grad) continue;
+      weight_grad_inputs =
+          saturatingAdd(weight_grad_inputs, weightGradInputBytes(plan.events[op.event].event));
     }
     chunks.push_back(
         ChunkMemoryInput{stage.parameters, stage.expert_parameters, saved, weight_grad_inputs});
@@ -92,19 +97,23 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
     int64_t expert_parameters = 0;
     for (int c = 0; c < v; ++c) {
       const ChunkMemoryInput& chunk = chunks[static_cast<size_t>(c) * P + device];
-      mem.parameters += chunk.parameters;
-      expert_parameters += chunk.expert_parameters;
+      mem.parameters = saturatingAdd(mem.parameters, chunk.parameters);
+      expert_parameters = saturatingAdd(expert_parameters, chunk.expert_parameters);
       chunk_bytes.push_back(chunk.activation_bytes);
       chunk_held_bytes.push_back(chunk.weight_grad_input_bytes);
-      mem.activation_bytes_per_micro_batch += chunk.activation_bytes;
+      mem.activation_bytes_per_micro_batch =
+          saturatingAdd(mem.activation_bytes_per_micro_batch, chunk.activation_bytes);
     }
+    // Clamped like the sums: llround beyond int64 is unspecified (x86 gives INT64_MIN, a negative).
+    const double state_bytes =
+        static_cast<double>(mem.parameters - expert_parameters) * dense_state +
+        static_cast<double>(expert_parameters) * expert_state;
     mem.model_state_bytes =
-        std::llround(static_cast<double>(mem.parameters - expert_parameters) * dense_state +
-                     static_cast<double>(expert_parameters) * expert_state);
+        state_bytes < 9.2e18 ? std::llround(state_bytes) : std::numeric_limits<int64_t>::max();
     const ActivationPeak peak = peakActivations(orders[device], chunk_bytes, chunk_held_bytes);
     mem.in_flight = peak.in_flight;
     mem.activation_bytes = peak.bytes;
-    mem.peak_bytes = mem.model_state_bytes + mem.activation_bytes;
+    mem.peak_bytes = saturatingAdd(mem.model_state_bytes, mem.activation_bytes);
     if (mem.peak_bytes > out.peak_bytes) {
       out.peak_bytes = mem.peak_bytes;
       out.peak_stage = mem.stage;

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "common/input_file.h"
 #include "common/strings.h"
@@ -217,7 +218,8 @@ NcclTestsImport parseNcclTests(const std::string& text, const std::string& origi
         // "warmup iters: 5 iters: 20": the timed iterations follow the second "iters:".
         if (it != t.end()) it = std::find(it + 1, t.end(), "iters:");
         if (it != t.end() && it + 1 != t.end()) {
-          count = static_cast<int>(positiveInt(*(it + 1), where, "iters"));
+          // Checked: a static_cast turned 4294967298 iterations into 2.
+          count = checkedNarrow<int>(positiveInt(*(it + 1), where, "iters"), where + ": iters");
         }
       } else if (t.size() >= 4 && t[1] == "Rank" &&
                  std::find(t.begin(), t.end(), "on") != t.end() &&

@@ -1,6 +1,7 @@
 #include "modeler/simulation.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "common/error.h"
@@ -206,6 +207,11 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
     }
   }
   sim.timeline = computeTimeline(sim.input);
+  // Finite event times can still add up past double's range (issue 17: an infinite time, exit 0).
+  if (!std::isfinite(sim.timeline.iteration_us)) {
+    EVSIM_THROW(InputError, "the iteration time is not finite: the inputs imply more than {:g} us",
+                std::numeric_limits<double>::max());
+  }
 
   // Metrics.
   SimulationSummary& sum = sim.summary;

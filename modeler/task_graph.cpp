@@ -1,6 +1,7 @@
 #include "modeler/task_graph.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/error.h"
 
@@ -136,7 +137,9 @@ ActivationPeak peakActivations(const std::vector<StageTask>& order,
   const bool split = std::any_of(order.begin(), order.end(),
                                  [](const StageTask& t) { return t.phase == Phase::kWeightGrad; });
   int in_flight = 0;
-  int64_t held = 0;
+  // In 128 bits, clamped to int64 (memory_model.cpp saturates likewise): a peak beyond int64 is
+  // out of memory on any device, and the running sum must not wrap.
+  __int128 held = 0, peak_bytes = 0;
   ActivationPeak peak;
   for (const StageTask& t : order) {
     EVSIM_CHECK(t.chunk >= 0 && t.chunk < static_cast<int>(chunk_bytes.size()), "chunk {} of {}",
@@ -157,8 +160,9 @@ ActivationPeak peakActivations(const std::vector<StageTask>& order,
         break;
     }
     peak.in_flight = std::max(peak.in_flight, in_flight);
-    peak.bytes = std::max(peak.bytes, held);
+    peak_bytes = std::max(peak_bytes, held);
   }
+  peak.bytes = static_cast<int64_t>(std::min<__int128>(peak_bytes, std::numeric_limits<int64_t>::max()));
   return peak;
 }
 

@@ -11,6 +11,7 @@
 
 #include "mpi/mpi_check.h"
 #include "mpi/mpi_wait.h"
+#include "mpi/peers.h"
 
 namespace evsim {
 
@@ -42,6 +43,7 @@ MpiWorld queryMpiWorld() {
                                 MPI_UNSIGNED_CHAR, MPI_BOR, local));
   w.host_cores = std::max(1, CPU_COUNT(&node));
   EVSIM_MPI_CHECK(MPI_Comm_free(&local));
+  registerPeers(w.rank, w.size, w.host_key);
   return w;
 }
 

@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "mpi/mpi_check.h"
+#include "mpi/peers.h"
 
 namespace evsim {
 
@@ -38,11 +39,16 @@ int worldRank() {
   return rank;
 }
 
+// Names the silent rank when it runs on this node (peers.h); a peer elsewhere cannot be seen.
 std::string stalledMessage(std::string_view what) {
-  return fmt::format(
-      "rank {}: {} not complete after {:g} s (--comm-timeout {:g}): a peer rank "
-      "stalled or died",
-      worldRank(), what, g_timeout_s, g_timeout_s);
+  std::string silent = silentPeersOnThisNode();
+  if (silent.empty()) {
+    silent = allPeersOnThisNode()
+                 ? "a peer rank stalled or died"
+                 : "a peer rank stalled or died (none on this node is stopped or gone)";
+  }
+  return fmt::format("rank {}: {} not complete after {:g} s (--comm-timeout {:g}): {}", worldRank(),
+                     what, g_timeout_s, g_timeout_s, silent);
 }
 
 // How long this process itself was stopped since `last_ns` (updated to now): a gap between two

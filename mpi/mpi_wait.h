@@ -9,6 +9,8 @@
 // watchdog thread sees the deadline pass while the call has not returned, prints the line and ends
 // the process with exit code 1 (std::_Exit: the main thread is inside MPI, so MPI_Abort from
 // another thread is not an option without MPI_THREAD_MULTIPLE); mpirun then ends the other ranks.
+// A rank that dies is noticed by mpirun, which ends the others with SIGTERM: peers.h's handler
+// names it.
 
 #include <mpi.h>
 
@@ -33,7 +35,8 @@ enum class WaitStyle {
 inline constexpr std::chrono::microseconds kDefaultSleepPoll{50};
 
 // Completes `request`. Throws EnvironmentError "rank R: <what> not complete after T s
-// (--comm-timeout T): a peer rank stalled or died" when the deadline passes.
+// (--comm-timeout T): rank K (pid P) is stopped" when the deadline passes (the silent rank named
+// when it runs on this node, peers.h; else "a peer rank stalled or died").
 void waitRequest(MPI_Request& request, std::string_view what, WaitStyle style = WaitStyle::kSpin,
                  std::chrono::microseconds sleep_poll = kDefaultSleepPoll);
 

@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # Fuzzes every loader with libFuzzer under ASan + UBSan (issue 17, item 7).
 #   scripts/fuzz.sh [SECONDS per target, default 10] [RUNS per target: stop after that many instead]
+#                   [TARGET...: default all eight]
 # Builds build-fuzz/ with clang (-DEVSIM_FUZZ=ON), seeds each target's corpus from configs/ and
 # tests/data (corpora kept in build-fuzz/corpus/, so runs accumulate), runs each target and prints
 # one line per target: executions, corpus size, findings. Exit code 1 when any target found a
-# crash (its reproducer is in build-fuzz/findings/). CI runs a mutation smoke of the same loaders
-# (ctest fuzz.mutation_smoke.*, tests/fuzz/mutation_smoke.cpp) without clang.
+# crash (its reproducer is in build-fuzz/findings/). EVSIM_FUZZ_BUILD names another build folder
+# (the CI smoke, ctest fuzz.libfuzzer_smoke, uses its own); EVSIM_FUZZ_JOBS the build's jobs.
+# Every build also runs a mutation smoke of the same loaders without clang (fuzz.mutation_smoke.*).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-10}"
 runs="${2:-}"
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+shift $(($# < 2 ? $# : 2))
+build="${EVSIM_FUZZ_BUILD:-build-fuzz}"
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DEVSIM_FUZZ=ON -DEVSIM_BUILD_TESTS=OFF -DEVSIM_BUILD_BENCH=OFF -DEVSIM_BACKEND=cpu >/dev/null
 targets=(model cluster device profile events runs_csv nccl_log signature)
-cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]/#/fuzz_}" >/dev/null
+[ $# -gt 0 ] && targets=("$@")
+cmake --build "$build" -j "${EVSIM_FUZZ_JOBS:-$(nproc)}" --target "${targets[@]/#/fuzz_}" >/dev/null
 seed() {  # seed TARGET FILES...: copy seeds into the target's corpus
-  local dir="build-fuzz/corpus/$1"
+  local dir="$build/corpus/$1"
   shift
   mkdir -p "$dir"
   for f in "$@"; do [ -f "$f" ] && cp "$f" "$dir/" 2>/dev/null || true; done
@@ -26,29 +31,33 @@ seed device configs/devices/*.yaml tests/data/devices/*.yaml
 seed profile tests/data/profiles/*.yaml docs/gpu-runs/2026-11-23-h100/profile_tiny-gpt-bf16.yaml
 seed events tests/data/profiler_events.yaml
 seed nccl_log tests/data/nccl_tests/*
-mkdir -p build-fuzz/corpus/runs_csv
+mkdir -p "$build/corpus/runs_csv"
 printf '%s\n%s\n' '# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,tensor parallelism,data parallelism,pipeline parallelism,iteration time (ms)' \
-  '8,64,4,1024,16,24,1024,2,2,2,512.5' > build-fuzz/corpus/runs_csv/vtrain.csv
-mkdir -p build-fuzz/corpus/signature build-fuzz/findings
-printf 'gemm m=64 n=64 k=64 layout=nt dtype=fp16' > build-fuzz/corpus/signature/gemm
-printf 'allreduce bytes=1048576 group=8 nodes=1 rpn=8 dtype=fp16' > build-fuzz/corpus/signature/ar
+  '8,64,4,1024,16,24,1024,2,2,2,512.5' > "$build/corpus/runs_csv/vtrain.csv"
+mkdir -p "$build/corpus/signature" "$build/findings"
+printf 'gemm m=64 n=64 k=64 layout=nt dtype=fp16' > "$build/corpus/signature/gemm"
+printf 'allreduce bytes=1048576 group=8 nodes=1 rpn=8 dtype=fp16' > "$build/corpus/signature/ar"
 failed=0
 for t in "${targets[@]}"; do
   limit=(-max_total_time="$seconds")
   [ -n "$runs" ] && limit=(-runs="$runs")
-  log="build-fuzz/fuzz_$t.log"
+  log="$build/fuzz_$t.log"
+  started=$(date +%s)
   # No symbolization at the crash (it hung once after an out-of-memory): the artifact reproduces it.
+  # -timeout=4: libFuzzer looks every 3 s, so a unit is caught before the YAML parser's 10 s
+  # deadline: a yaml-cpp loop is a finding (a timeout with its input), not a refusal whose spinning
+  # thread would stay and pile up with the next ones (it starved a run into a false timeout).
   if ASAN_OPTIONS=detect_leaks=0:symbolize=0 UBSAN_OPTIONS=symbolize=0 \
-      timeout $((seconds + 120)) build-fuzz/tests/fuzz/fuzz_"$t" "${limit[@]}" -max_len=65536 \
-      -rss_limit_mb=2048 -timeout=20 -artifact_prefix="build-fuzz/findings/$t-" \
-      "build-fuzz/corpus/$t" >"$log" 2>&1; then
+      timeout $((seconds + 120)) "$build/tests/fuzz/fuzz_$t" "${limit[@]}" -max_len=65536 \
+      -rss_limit_mb=2048 -timeout=4 -artifact_prefix="$build/findings/$t-" \
+      "$build/corpus/$t" >"$log" 2>&1; then
     status="0 findings"
   else
     status="FINDING (see $log)"
     failed=1
   fi
   execs=$(grep -oE '^(#[0-9]+|Done [0-9]+ runs)' "$log" | tail -1 | grep -oE '[0-9]+')
-  printf '%-10s %10s executions  corpus %5s  %s\n' "$t" "${execs:-?}" \
-    "$(ls "build-fuzz/corpus/$t" | wc -l)" "$status"
+  printf '%-10s %10s executions  %6s s  corpus %5s  %s\n' "$t" "${execs:-?}" \
+    "$(($(date +%s) - started))" "$(ls "$build/corpus/$t" | wc -l)" "$status"
 done
 exit "$failed"

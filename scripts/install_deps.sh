@@ -14,4 +14,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libgtest-dev libgmock-dev libbenchmark-dev \
   libopenblas-dev zlib1g-dev \
   python3 python3-matplotlib python3-yaml \
-  python3-dev pybind11-dev python3-pytest
+  python3-dev pybind11-dev python3-pytest \
+  clang libclang-rt-dev
+# clang + libclang-rt-dev: libFuzzer for the loaders' fuzz smoke (ctest fuzz.libfuzzer_smoke;
+# Debian's clang does not pull in its runtime libraries without recommends).

@@ -406,10 +406,37 @@ TEST(Yaml, InputsThatHangYamlCppAreRefused) {
   EXPECT_CONTAINS(error("# comment\n\n, a"), "line 3: ',' cannot start a node here");
   EXPECT_CONTAINS(error("&anchor ,"), "line 1: ',' cannot start a node here");
   EXPECT_CONTAINS(error("a: 1\n---\n, b"), "line 3: ',' cannot start a node here");
+  // A ',' after a quoted value or a closed flow collection at block level spun yaml-cpp as well
+  // (scripts/fuzz.sh, 2026-11-23: '\"\"\"-\"\", \"\"' and shorter forms).
+  const std::string after = "',' after a quoted value or a [ ] or { } collection";
+  // Any text there but a ':' or a comment: "'' s" then a line "?" spun yaml-cpp too (fuzzing).
+  EXPECT_CONTAINS(error("'' s\n?\n"),
+                  "line 1: 's' after a quoted value or a [ ] or { } collection");
+  EXPECT_CONTAINS(error("[a] s\n?\n"), "line 1: 's' after a quoted value");
+  EXPECT_NO_THROW(YamlReader::fromString("a: 'it''s'\r\n\"b\" : \"x\"  # c\nc: [1]\n", "y.yaml"));
+  EXPECT_CONTAINS(error("\"a\","), "y.yaml: malformed YAML: line 1: " + after);
+  EXPECT_CONTAINS(error("'a' ,"), "line 1: " + after);
+  EXPECT_CONTAINS(error("x: 1\n---\n\"a\"\t, b"), "line 3: " + after);
+  EXPECT_CONTAINS(error("[a],[b]"), "line 1: " + after);
+  EXPECT_CONTAINS(error("{a: b} ,"), "line 1: " + after);
+  // A '{' inside a plain value opens no flow collection, so the next line's ',' is still seen
+  // (" y,,at - {typ,,e:" then ", - ay" spun yaml-cpp; scripts/fuzz.sh, 2026-11-23).
+  EXPECT_CONTAINS(error(" y,,at - {typ,,e:\n,  - ay"), "line 2: ',' cannot start a node here");
+  EXPECT_NO_THROW(YamlReader::fromString("name: a{b [c \"d\n'e\nx: 1\n", "y.yaml"));
+  // Likewise a quote inside a plain value of a flow mapping opens no string (fuzzing, events).
+  EXPECT_CONTAINS(error("- {sig \"x, count: 1}\n  , - {s\n"),
+                  "line 2: ',' cannot start a node here");
+  // Inside a flow collection, after a ':' or in a comment a ',' after a quote is fine.
+  EXPECT_NO_THROW(
+      YamlReader::fromString("k: [\"a\", 'b', [c], {d: e}]\n\"q\": 1 # \"x\", y\n", "y.yaml"));
   EXPECT_CONTAINS(error(std::string("a: 1 # x\0\0y\n", 12)),
                   "control character 0x00 at byte 8 is not allowed in YAML");
   EXPECT_NO_THROW(YamlReader::fromString("text: |\n  , a line of text\nname: m\n", "y.yaml"));
-  EXPECT_NO_THROW(YamlReader::fromString("list: [a,\n  b]\nq: 'x\n, y'\n", "y.yaml"));
+  EXPECT_NO_THROW(YamlReader::fromString("list: [a,\n  b]\nq: 'x\n y'\n", "y.yaml"));
+  // A line that starts with ',' is refused in any context, even inside a multi-line string
+  // (valid YAML, needed by no eventsim file): the scan cannot be misled about the context.
+  EXPECT_CONTAINS(error("q: 'x\n, y'\n"), "line 2: ',' cannot start a node here");
+  EXPECT_CONTAINS(error("n: a\n%  {nam\nb: 1\n"), "line 2: '%' (YAML directives) is not supported");
   // Anchors, aliases and tags: no eventsim file needs them, and "!,X" hangs yaml-cpp.
   EXPECT_CONTAINS(error("!,X"), "line 1: '!' (YAML anchors, aliases and tags) is not supported");
   EXPECT_CONTAINS(error("a: &x 1\nb: *x\n"), "line 1: '&' (YAML anchors");
@@ -417,6 +444,14 @@ TEST(Yaml, InputsThatHangYamlCppAreRefused) {
   EXPECT_CONTAINS(error("a: !!int 1\n"), "line 1: '!' (YAML anchors");
   // Inside quotes, comments and as a lone '*' they are text.
   EXPECT_NO_THROW(YamlReader::fromString("d: \"&x !y *z\" # &a !b\ne: 2 * 3\n", "y.yaml"));
+}
+
+// A cluster without node.device was "internal error: invalid node" (scripts/fuzz.sh, 2026-11-23).
+TEST(ClusterConfig, MissingDeviceIsAnInputError) {
+  EXPECT_CONTAINS(clusterError("name: x\nnode:\n  gpus: 8\n  intra_link: {name: l, "
+                               "bandwidth_gb_s: 4, latency_us: 3}\nnetwork: {name: n, "
+                               "bandwidth_gb_s: 4, latency_us: 5}\n"),
+                  "c.yaml: node.device: missing required key");
 }
 
 TEST(ClusterConfig, MalformedYaml) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 #include "events/cluster_config.h"
@@ -61,6 +62,27 @@ network: {name: net, bandwidth_gb_s: 10, latency_us: 5}
 
 Strategy strategy(int tp, int pp, int dp, int64_t b, int64_t B, Schedule schedule) {
   return Strategy::of(tp, pp, dp, b, B, schedule);
+}
+
+// A peak beyond int64 saturates (issue 17, item 3): out of memory on any device, never a wrapped,
+// negative peak that "fits". GPipe holds all m = 8 micro-batches of 2^61 bytes each: 2^64.
+TEST(MemoryModelTest, PeakBeyondInt64Saturates) {
+  const ModelConfig model = parseModelConfig(kTinyYaml, "tiny.yaml");
+  const int64_t huge = int64_t{1} << 61;
+  const MemoryEstimate mem = estimateMemory(model, strategy(1, 1, 1, 1, 8, Schedule::kGpipe), 8,
+                                            int64_t{80} << 30, {ChunkMemoryInput{1000, huge}}, 0.0);
+  ASSERT_EQ(mem.stages.size(), 1u);
+  EXPECT_EQ(mem.stages[0].activation_bytes, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(mem.peak_bytes, std::numeric_limits<int64_t>::max());
+  EXPECT_FALSE(mem.fits());
+  // Interleaved (P = 2, v = 2, m = 4): stage 0 holds at least 4 chunk activations of 2^61 bytes at
+  // its peak (its warm-up forwards), past int64 too.
+  Strategy interleaved = strategy(1, 2, 1, 1, 4, Schedule::kInterleaved);
+  interleaved.virtual_stages = 2;
+  const MemoryEstimate il = estimateMemory(model, interleaved, 4, int64_t{80} << 30,
+                                           std::vector<ChunkMemoryInput>(4, {1000, huge}), 0.0);
+  EXPECT_EQ(il.stages[0].activation_bytes, std::numeric_limits<int64_t>::max());
+  EXPECT_FALSE(il.fits());
 }
 
 TEST(MemoryModelTest, BytesPerParameterFollowMegatron) {

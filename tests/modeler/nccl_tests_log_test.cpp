@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "common/error.h"
@@ -22,6 +24,18 @@ std::string errorOf(const std::string& text, const NcclTestsOptions& options = {
     return e.what();
   }
   return "no error";
+}
+
+// An iteration count beyond an int is refused, not narrowed (4294967298 = 2^32 + 2 became 2).
+TEST(NcclTestsLog, IterationsBeyondAnIntRefused) {
+  std::ifstream in(kData + "all_reduce_perf_2x2.log");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string log = text.str();
+  const std::string iters = "warmup iters: 5 iters: 20";
+  ASSERT_NE(log.find(iters), std::string::npos);
+  log.replace(log.find(iters), iters.size(), "warmup iters: 5 iters: 4294967298");
+  EXPECT_EQ(errorOf(log), "log.txt:4: iters: 4294967298 is out of range (at most 2147483647)");
 }
 
 TEST(NcclTestsLog, AllReduceOverTwoHostsOfTwo) {

@@ -1,8 +1,9 @@
 #!/bin/sh
 # A stalled rank ends the run (issue 17, item 5): starts `mpirun -np 2 TOOL ARGS... --comm-timeout
 # 3`, stops the newest of mpirun's rank processes with SIGSTOP once the run is under way, and checks
-# that the run ends within 60 s with exit code 1 and the stall line ("not complete after 3 s
-# (--comm-timeout 3)") on stderr. Usage: stalled_rank.sh MPIEXEC TOOL ARGS...
+# that the run ends within 60 s with exit code 1 and the stall line naming the stopped rank ("not
+# complete after 3 s (--comm-timeout 3): rank 1 (pid P) is stopped") on stderr.
+# Usage: stalled_rank.sh MPIEXEC TOOL ARGS...
 set -u
 mpiexec=$1
 tool=$2
@@ -34,6 +35,7 @@ rc=$?
 kill -KILL "$victim" 2>/dev/null
 cat "$log"
 if [ "$rc" -ne 1 ]; then echo "exit code $rc, expected 1"; exit 1; fi
-grep -q "not complete after 3 s (--comm-timeout 3): a peer rank stalled or died" "$log" || {
-  echo "no stall message"; exit 1; }
+# The waiting rank names the stopped one: its pid is the process stopped above.
+grep -qE "not complete after 3 s \(--comm-timeout 3\): rank [0-9]+ \(pid $victim\) is stopped" "$log" || {
+  echo "no stall message naming the stopped rank (pid $victim)"; exit 1; }
 echo "stall noticed after about $waited s"
