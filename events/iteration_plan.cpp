@@ -280,8 +280,7 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
         buildBuckets(stage, dense_params, elem_bytes, strategy.dp_bucket_bytes, stage.dp_group,
                      dtype, grad_kind, table);
       } else {
-        int event =
-            table.intern(makeCommunication(grad_kind, dense_bytes, stage.dp_group, dtype));
+        int event = table.intern(makeCommunication(grad_kind, dense_bytes, stage.dp_group, dtype));
         (zero > 0 ? stage.dp_reduce_scatter : stage.dp_allreduce) = event;
       }
       if (zero > 0) {

@@ -77,7 +77,8 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
               P);
   const int v = static_cast<int>(chunks.size()) / P;
   const int zero = strategy.gradGroupSize() > 1 ? strategy.zero_stage : 0;
-  const double dense_state = modelStateBytesPerParameter(model.dtype, zero, strategy.gradGroupSize());
+  const double dense_state =
+      modelStateBytesPerParameter(model.dtype, zero, strategy.gradGroupSize());
   const double expert_state =
       modelStateBytesPerParameter(model.dtype, zero, strategy.expertGradGroupSize());
 

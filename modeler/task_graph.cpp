@@ -162,7 +162,8 @@ ActivationPeak peakActivations(const std::vector<StageTask>& order,
     peak.in_flight = std::max(peak.in_flight, in_flight);
     peak_bytes = std::max(peak_bytes, held);
   }
-  peak.bytes = static_cast<int64_t>(std::min<__int128>(peak_bytes, std::numeric_limits<int64_t>::max()));
+  peak.bytes =
+      static_cast<int64_t>(std::min<__int128>(peak_bytes, std::numeric_limits<int64_t>::max()));
   return peak;
 }
 

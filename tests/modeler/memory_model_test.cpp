@@ -69,8 +69,9 @@ Strategy strategy(int tp, int pp, int dp, int64_t b, int64_t B, Schedule schedul
 TEST(MemoryModelTest, PeakBeyondInt64Saturates) {
   const ModelConfig model = parseModelConfig(kTinyYaml, "tiny.yaml");
   const int64_t huge = int64_t{1} << 61;
-  const MemoryEstimate mem = estimateMemory(model, strategy(1, 1, 1, 1, 8, Schedule::kGpipe), 8,
-                                            int64_t{80} << 30, {ChunkMemoryInput{1000, huge}}, 0.0);
+  const MemoryEstimate mem =
+      estimateMemory(model, strategy(1, 1, 1, 1, 8, Schedule::kGpipe), 8, int64_t{80} << 30,
+                     {ChunkMemoryInput{.parameters = 1000, .activation_bytes = huge}}, 0.0);
   ASSERT_EQ(mem.stages.size(), 1u);
   EXPECT_EQ(mem.stages[0].activation_bytes, std::numeric_limits<int64_t>::max());
   EXPECT_EQ(mem.peak_bytes, std::numeric_limits<int64_t>::max());
@@ -79,8 +80,9 @@ TEST(MemoryModelTest, PeakBeyondInt64Saturates) {
   // its peak (its warm-up forwards), past int64 too.
   Strategy interleaved = strategy(1, 2, 1, 1, 4, Schedule::kInterleaved);
   interleaved.virtual_stages = 2;
-  const MemoryEstimate il = estimateMemory(model, interleaved, 4, int64_t{80} << 30,
-                                           std::vector<ChunkMemoryInput>(4, {1000, huge}), 0.0);
+  const MemoryEstimate il = estimateMemory(
+      model, interleaved, 4, int64_t{80} << 30,
+      std::vector<ChunkMemoryInput>(4, {.parameters = 1000, .activation_bytes = huge}), 0.0);
   EXPECT_EQ(il.stages[0].activation_bytes, std::numeric_limits<int64_t>::max());
   EXPECT_FALSE(il.fits());
 }
