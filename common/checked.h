@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <string_view>
+#include <type_traits>
 
 #include "common/error.h"
 
@@ -63,11 +64,18 @@ T saturatingMul(T a, T b) {
 }
 
 // A finite double in [0, 2^62] rounded down to int64 (a cast of a larger or non-finite value is
-// undefined behaviour), or InputError.
-inline int64_t checkedToInt64(double value, std::string_view what) {
+// undefined behaviour), or InputError. `what` names the input; on hot paths pass a callable that
+// returns it, so that the name is formatted only when the check fails.
+template <typename What>
+int64_t checkedToInt64(double value, const What& what) {
   constexpr double kMax = 4611686018427387904.0;  // 2^62
   if (!std::isfinite(value) || value < 0 || value > kMax) {
-    EVSIM_THROW(InputError, "{}: {:.4g} is out of range (0 to 2^62)", what, value);
+    if constexpr (std::is_invocable_v<What>) {
+      EVSIM_THROW(InputError, "{}: {:.4g} is out of range (0 to 2^62)", what(), value);
+    } else {
+      EVSIM_THROW(InputError, "{}: {:.4g} is out of range (0 to 2^62)", std::string_view(what),
+                  value);
+    }
   }
   return static_cast<int64_t>(value);
 }

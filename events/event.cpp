@@ -340,12 +340,10 @@ Event makeCompute(std::string_view op, std::vector<Dim> dims, std::string_view l
   e.dtype = op == "adam" ? DType::kFp32 : dtype;
   e.flops = rule.flops(values);
   // Dims read from a file can be anything up to int64: the traffic they imply must fit int64.
-  // The message is formatted only on failure: this runs for every op of every plan of a search.
-  const double bytes = rule.elements_moved(values) * double(dtypeBytes(e.dtype));
-  if (!(bytes >= 0 && bytes <= 4611686018427387904.0)) {  // 2^62, as checkedToInt64
-    checkedToInt64(bytes, fmt::format("{}: op '{}' memory traffic in bytes", where, op));
-  }
-  e.memory_bytes = static_cast<int64_t>(bytes);
+  // The name is formatted only on failure: this runs for every op of every plan of a search.
+  e.memory_bytes = checkedToInt64(rule.elements_moved(values) * double(dtypeBytes(e.dtype)), [&] {
+    return fmt::format("{}: op '{}' memory traffic in bytes", where, op);
+  });
   return e;
 }
 

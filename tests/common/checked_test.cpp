@@ -61,6 +61,17 @@ TEST(Checked, DoubleToInt64) {
   EXPECT_NE(messageOf([] { checkedToInt64(std::numeric_limits<double>::infinity(), "bytes"); }),
             "no InputError");
   EXPECT_NE(messageOf([] { checkedToInt64(std::nan(""), "bytes"); }), "no InputError");
+  // A callable name is called only when the check fails (hot paths build no message).
+  int named = 0;
+  auto name = [&] {
+    ++named;
+    return std::string("traffic");
+  };
+  EXPECT_EQ(checkedToInt64(1024.0, name), 1024);
+  EXPECT_EQ(named, 0);
+  EXPECT_EQ(messageOf([&] { checkedToInt64(1e300, name); }),
+            messageOf([] { checkedToInt64(1e300, "traffic"); }));
+  EXPECT_EQ(named, 1);
 }
 
 }  // namespace
