@@ -79,14 +79,11 @@ void CpuRankExecutor::runCollective(const Action& action, MPI_Request* request) 
 }
 
 void CpuRankExecutor::ringExchange(const Action& action) {
-  const std::vector<int64_t>& members = program_.groups.at(static_cast<size_t>(action.group));
-  const int n = static_cast<int>(members.size());
-  const int me = static_cast<int>(std::find(members.begin(), members.end(), program_.rank) -
-                                  members.begin());
+  const RingPeers peers = ringPeers(program_, action.group);
   MpiCollectiveBuffers& b = bufferFor(action.event);
-  EVSIM_MPI_CHECK(MPI_Sendrecv(b.send.data(), static_cast<int>(b.elements), b.type, (me + 1) % n,
+  EVSIM_MPI_CHECK(MPI_Sendrecv(b.send.data(), static_cast<int>(b.elements), b.type, peers.next,
                                /*sendtag=*/0, b.recv.data(), static_cast<int>(b.elements), b.type,
-                               (me + n - 1) % n, /*recvtag=*/0,
+                               peers.previous, /*recvtag=*/0,
                                comms_.at(static_cast<size_t>(action.group)), MPI_STATUS_IGNORE));
 }
 

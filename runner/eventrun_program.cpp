@@ -131,8 +131,8 @@ class ProgramBuilder {
       a.kind = ActionKind::kCompute;
     } else if (kind == EventKind::kP2P) {
       EVSIM_CHECK(op.stream == Stream::kCpComm,
-                  "op '{}' of stage {}: a P2P event inside an op list outside the CP ring",
-                  op.name, program_.coord.pp);
+                  "op '{}' of stage {}: a P2P event inside an op list outside the CP ring", op.name,
+                  program_.coord.pp);
       a.kind = ActionKind::kRingExchange;
       a.group = groupIndex(op.stream);
     } else {
@@ -215,6 +215,15 @@ class ProgramBuilder {
 int RankProgram::recordedCount() const {
   return static_cast<int>(
       std::count_if(actions.begin(), actions.end(), [](const Action& a) { return a.recorded(); }));
+}
+
+RingPeers ringPeers(const RankProgram& program, int group) {
+  const std::vector<int64_t>& members = program.groups.at(static_cast<size_t>(group));
+  const auto it = std::find(members.begin(), members.end(), program.rank);
+  EVSIM_CHECK(it != members.end(), "rank {} is not in its ring group", program.rank);
+  const int n = static_cast<int>(members.size());
+  const int me = static_cast<int>(it - members.begin());
+  return RingPeers{(me + 1) % n, (me + n - 1) % n};
 }
 
 int64_t p2pTagBound(const IterationPlan& plan) {

@@ -87,6 +87,14 @@ struct RankProgram {
   int recordedCount() const;
 };
 
+// A kRingExchange's neighbours: the positions, within `group`'s members, of the next member (sent
+// to) and the previous one (received from) around the ring. Both executors use it.
+struct RingPeers {
+  int next = 0;
+  int previous = 0;
+};
+RingPeers ringPeers(const RankProgram& program, int group);
+
 // One past the largest P2P tag any rank of `plan` uses: 2 * (P*v - 1) * m.
 int64_t p2pTagBound(const IterationPlan& plan);
 

@@ -245,15 +245,12 @@ class CudaRankExecutor : public RankExecutor {
   // The CP ring step: send to the next member of the group, receive from the previous, in one
   // NCCL group so that neither waits for the other.
   void enqueueRingExchange(const Action& a, NcclComm& comm) {
-    const std::vector<int64_t>& members = program_.groups.at(static_cast<size_t>(a.group));
-    const int n = static_cast<int>(members.size());
-    const int me = static_cast<int>(std::find(members.begin(), members.end(), program_.rank) -
-                                    members.begin());
+    const RingPeers peers = ringPeers(program_, a.group);
     NcclCollectiveBuffers& b = buffersFor(a.event);
     EVSIM_NCCL_CHECK(ncclGroupStart());
-    EVSIM_NCCL_CHECK(ncclSend(b.send->get(), b.elements, b.type, (me + 1) % n, comm.get(), compute_));
+    EVSIM_NCCL_CHECK(ncclSend(b.send->get(), b.elements, b.type, peers.next, comm.get(), compute_));
     EVSIM_NCCL_CHECK(
-        ncclRecv(b.recv->get(), b.elements, b.type, (me + n - 1) % n, comm.get(), compute_));
+        ncclRecv(b.recv->get(), b.elements, b.type, peers.previous, comm.get(), compute_));
     EVSIM_NCCL_CHECK(ncclGroupEnd());
     comm.waitEnqueued(std::string(a.name));
   }

@@ -100,6 +100,20 @@ std::vector<std::string> shape(const RankProgram& p) {
 
 using Tokens = std::vector<std::string>;
 
+TEST(EventrunProgram, RingPeersWrapAroundTheGroup) {
+  // Group {4, 6, 8}: rank 4 is position 0 (sends to 6, position 1; receives from 8, position 2),
+  // rank 8 is position 2 (sends to 4, position 0; receives from 6, position 1).
+  RankProgram p;
+  p.groups = {{0, 1}, {4, 6, 8}};
+  p.rank = 4;
+  EXPECT_EQ(ringPeers(p, 1).next, 1);
+  EXPECT_EQ(ringPeers(p, 1).previous, 2);
+  p.rank = 8;
+  EXPECT_EQ(ringPeers(p, 1).next, 0);
+  EXPECT_EQ(ringPeers(p, 1).previous, 1);
+  EXPECT_THROW(ringPeers(p, 0), Error);  // not a member
+}
+
 TEST(EventrunProgram, OneByTwoByOneGpipeByHand) {
   IterationPlan plan = makePlan("1M2P1D", 1, 2, Schedule::kGpipe);  // m = 2
   ASSERT_EQ(plan.stages[0].num_layers, 2);
