@@ -144,8 +144,11 @@ class LayerOpBuilder {
   void moeForward(OpList& out, int layer);
   void moeBackward(OpList& out, int layer);
   void epAllToAll(OpList& out, int layer, std::string_view name, int64_t bytes);
-  // Routed token rows one rank's experts process per micro-batch, and per local expert.
-  int64_t expertRows() const;
+  // Routed token copies of `tokens` tokens (k x the token factor each, rounded up); the region's
+  // copies are what the all-to-all sends, the rank's (after the TP gather) what its experts
+  // process per micro-batch, in all and per local expert.
+  int64_t routedRows(int64_t tokens) const;
+  int64_t expertRows() const { return routedRows(shape_.tokens()); }
   int64_t rowsPerLocalExpert() const;
 
   int64_t e() const { return dtypeBytes(shape_.dtype); }

@@ -28,10 +28,10 @@ namespace {
 constexpr int64_t kProbabilityBytes = 4;  // router probabilities are kept in fp32
 }  // namespace
 
-int64_t LayerOpBuilder::expertRows() const {
-  const LayerShape& s = shape_;
+int64_t LayerOpBuilder::routedRows(int64_t tokens) const {
+  const MoeSpec& moe = shape_.moe;
   return static_cast<int64_t>(
-      std::ceil(static_cast<double>(s.tokens() * s.moe.top_k) * s.moe.tokenFactor()));
+      std::ceil(static_cast<double>(tokens * moe.top_k) * moe.tokenFactor()));
 }
 
 int64_t LayerOpBuilder::rowsPerLocalExpert() const {
@@ -55,9 +55,7 @@ void LayerOpBuilder::moeForward(OpList& out, int layer) {
   const int64_t fc1_width = (swiglu ? 2 : 1) * fe;  // SwiGLU: [gate | up]
   const int64_t local = E / s.ep, m = rowsPerLocalExpert(), rows = local * m;
   const int64_t ge = dtypeBytes(s.gemm_dtype);
-  // The region's routed copies as sent to the experts (k x f per token).
-  const int64_t sent_rows =
-      static_cast<int64_t>(std::ceil(static_cast<double>(region_tokens * k) * s.moe.tokenFactor()));
+  const int64_t sent_rows = routedRows(region_tokens);  // what the all-to-all moves
 
   norm(out, layer, "mlp_layernorm", false);
   compute(out, layer, "router_gemm", makeGemm(region_tokens, E, h, "nt", s.dtype), E * h,
@@ -116,8 +114,7 @@ void LayerOpBuilder::moeBackward(OpList& out, int layer) {
   const int64_t fe = s.moe.expert_ffn / t;
   const int64_t fc1_width = (swiglu ? 2 : 1) * fe;
   const int64_t local = E / s.ep, m = rowsPerLocalExpert(), rows = local * m;
-  const int64_t sent_rows =
-      static_cast<int64_t>(std::ceil(static_cast<double>(region_tokens * k) * s.moe.tokenFactor()));
+  const int64_t sent_rows = routedRows(region_tokens);
 
   dropout(out, layer, "mlp_dropout_bwd", region, true);
   if (s.moe.shared_ffn > 0) {
