@@ -17,6 +17,7 @@ constexpr double kMaxBandwidthGBs = 1e7;
 // And a floor (1 kB/s): a bandwidth of 1e-300 GB/s is positive but made an iteration take 7e304 ms.
 constexpr double kMinBandwidthGBs = 1e-6;
 constexpr double kMaxLatencyUs = 1e9;
+constexpr double kMaxHostMemoryGib = 1e9;  // a petabyte per node
 constexpr int64_t kMaxNodes = int64_t{1} << 20;
 constexpr int64_t kMaxGpusPerNode = int64_t{1} << 16;
 
@@ -55,9 +56,16 @@ ClusterConfig readCluster(const YamlReader& root) {
   if (root.has("nodes")) cluster.nodes = static_cast<int>(root.positiveInt("nodes", kMaxNodes));
 
   YamlReader node = root.child("node");
-  node.allowOnly({"gpus", "device", "intra_link"});
+  node.allowOnly({"gpus", "device", "intra_link", "host_link", "host_memory"});
   cluster.gpus_per_node = static_cast<int>(node.positiveInt("gpus", kMaxGpusPerNode));
   cluster.intra_link = readLink(node.child("intra_link"));
+  if (node.has("host_link")) cluster.host_link = readLink(node.child("host_link"));
+  if (node.has("host_memory")) {
+    const YamlReader host = node.child("host_memory");
+    host.allowOnly({"gib", "bandwidth_gb_s"});
+    cluster.host_memory = HostMemory{host.positiveDouble("gib", kMaxHostMemoryGib),
+                                     host.positiveDouble("bandwidth_gb_s", kMaxBandwidthGBs)};
+  }
 
   // child() first: indexing a missing key made yaml-cpp throw "invalid node", an internal error
   // (found by fuzzing).

@@ -224,6 +224,28 @@ const std::map<std::string, ComputeOpRule, std::less<>>& computeRules() {
         false,
         [](const auto& d) { return 12.0 * d[0]; },
         [](const auto& d) { return 7.0 * d[0]; }}},
+      // The same step run by the host CPU on optimizer state offloaded to host memory
+      // (ZeRO-Offload's CPU Adam, Megatron's --optimizer-cpu-offload).
+      {"cpu_adam",
+       {{OpFamily::kHostAdam, false},
+        {"params"},
+        false,
+        [](const auto& d) { return 12.0 * d[0]; },
+        [](const auto& d) { return 7.0 * d[0]; }}},
+      // Copies over the GPU's host link (PCIe): `elems` elements of the event's dtype to pinned
+      // host memory (offload) and back (prefetch). Traffic is what crosses the link, once.
+      {"offload_d2h",
+       {{OpFamily::kHostCopy, false},
+        {"elems"},
+        false,
+        [](const auto&) { return 0.0; },
+        [](const auto& d) { return double(d[0]); }}},
+      {"offload_h2d",
+       {{OpFamily::kHostCopy, false},
+        {"elems"},
+        false,
+        [](const auto&) { return 0.0; },
+        [](const auto& d) { return double(d[0]); }}},
   };
   return rules;
 }
@@ -337,7 +359,7 @@ Event makeCompute(std::string_view op, std::vector<Dim> dims, std::string_view l
   e.op = std::string(op);
   e.dims = std::move(dims);
   e.layout = std::string(layout);
-  e.dtype = op == "adam" ? DType::kFp32 : dtype;
+  e.dtype = op == "adam" || op == "cpu_adam" ? DType::kFp32 : dtype;
   e.flops = rule.flops(values);
   // Dims read from a file can be anything up to int64: the traffic they imply must fit int64.
   // The name is formatted only on failure: this runs for every op of every plan of a search.

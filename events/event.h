@@ -76,6 +76,8 @@ struct Event {
 //   gelu_fwd/bwd elems  dropout_fwd/bwd elems  add elems
 //   embedding_fwd/bwd tokens hidden vocab (vocab = this rank's shard)
 //   adam params                    one mixed-precision Adam step over `params` fp32 master weights
+//   cpu_adam params                the same step on the host CPU (optimizer offload)
+//   offload_d2h/h2d elems          a copy to / from pinned host memory (offload, prefetch)
 //   rmsnorm_fwd/bwd rows cols      swiglu_fwd/bwd elems (outputs; input 2 x elems)
 //   rope_fwd/bwd tokens heads dim  flash_attn_fwd/bwd batch groups seq dim causal
 const std::vector<std::string>& computeOpNames();
@@ -94,8 +96,10 @@ enum class OpFamily {
   kRmsNorm,
   kSwiGlu,
   kRope,
-  kAttention,  // fused (Flash) attention
+  kAttention,   // fused (Flash) attention
   kMoeRouting,  // mixture-of-experts router (softmax + top-k) and token (un)permutation
+  kHostCopy,    // offload_d2h / offload_h2d: a copy over the host link (no kernel: a DMA engine)
+  kHostAdam,    // cpu_adam: the optimizer step on the host CPU (no GPU work at all)
 };
 struct ComputeOpKind {
   OpFamily family = OpFamily::kElementwise;

@@ -138,6 +138,80 @@ int IterationPlan::pipelineOf(int dp) const {
   EVSIM_THROW(Error, "DP replica {} is in no pipeline class", dp);
 }
 
+std::vector<StepOp> optimizerStepOps(int64_t params, DType model_dtype, Offload offload) {
+  if (!offloadsOptimizer(offload)) {
+    return {{makeCompute("adam", {{"params", params}}, "", DType::kFp32), Stream::kCompute,
+             "adam_step"}};
+  }
+  return {{makeCompute("offload_d2h", {{"elems", params}}, "", DType::kFp32), Stream::kHost,
+           "grad_to_host"},
+          {makeCompute("cpu_adam", {{"params", params}}, "", DType::kFp32), Stream::kHost,
+           "cpu_adam_step"},
+          {makeCompute("offload_h2d", {{"elems", params}}, "", model_dtype), Stream::kHost,
+           "param_to_device"}};
+}
+
+namespace {
+
+// Consecutive ops of one layer in an op list: [begin, end).
+struct LayerRun {
+  size_t begin = 0, end = 0;
+  int layer = kEmbeddingLayer;
+};
+
+std::vector<LayerRun> layerRuns(const OpList& ops) {
+  std::vector<LayerRun> runs;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (runs.empty() || ops[i].layer != runs.back().layer) runs.push_back({i, i, ops[i].layer});
+    runs.back().end = i + 1;
+  }
+  return runs;
+}
+
+}  // namespace
+
+void addActivationOffload(StagePlan& stage, DType dtype, EventTable& table) {
+  std::map<int, int64_t> saved;  // per layer, per micro-batch
+  for (const OpInstance& op : stage.forward) saved[op.layer] += op.saved_bytes;
+  const int64_t elem_bytes = dtypeBytes(dtype);
+  auto copy = [&](int layer, std::string_view op, std::string_view name, size_t beside) {
+    const int64_t elems = (saved[layer] + elem_bytes - 1) / elem_bytes;
+    OpInstance out{table.intern(makeCompute(op, {{"elems", elems}}, "", dtype)), Stream::kHost,
+                   layer, name};
+    out.overlap_ops = static_cast<int>(beside);
+    return out;
+  };
+  OpList forward;
+  const std::vector<LayerRun> f = layerRuns(stage.forward);
+  for (size_t r = 0; r < f.size(); ++r) {
+    forward.insert(forward.end(), stage.forward.begin() + f[r].begin,
+                   stage.forward.begin() + f[r].end);
+    if (saved[f[r].layer] == 0) continue;
+    const size_t beside = r + 1 < f.size() ? f[r + 1].end - f[r + 1].begin : 0;
+    forward.push_back(copy(f[r].layer, "offload_d2h", "activation_offload", beside));
+  }
+  OpList backward;
+  std::vector<int> moved(stage.backward.size());  // old backward index -> new
+  const std::vector<LayerRun> b = layerRuns(stage.backward);
+  for (size_t r = 0; r < b.size(); ++r) {
+    // The prefetch of run r + 1's layer goes beside run r; the first run's own prefetch first.
+    if (r == 0 && saved[b[r].layer] > 0) {
+      backward.push_back(copy(b[r].layer, "offload_h2d", "activation_prefetch", 0));
+    }
+    if (r + 1 < b.size() && saved[b[r + 1].layer] > 0) {
+      backward.push_back(
+          copy(b[r + 1].layer, "offload_h2d", "activation_prefetch", b[r].end - b[r].begin));
+    }
+    for (size_t i = b[r].begin; i < b[r].end; ++i) {
+      moved[i] = static_cast<int>(backward.size());
+      backward.push_back(stage.backward[i]);
+    }
+  }
+  for (GradBucket& bucket : stage.dp_buckets) bucket.ready_after_op = moved[bucket.ready_after_op];
+  stage.forward = std::move(forward);
+  stage.backward = std::move(backward);
+}
+
 IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& cluster,
                                  const Strategy& strategy, PlanCache* cache) {
   validateStrategy(model, cluster, strategy);
@@ -268,9 +342,10 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
     const int64_t optimizer_params =
         zero > 0 ? (stage.parameters - synced_apart + G - 1) / G + (synced_apart + Ge - 1) / Ge
                  : stage.parameters;
-    stage.optimizer.push_back(OpInstance{
-        table.intern(makeCompute("adam", {{"params", optimizer_params}}, "", DType::kFp32)),
-        Stream::kCompute, kEmbeddingLayer, "adam_step"});
+    for (const StepOp& op : optimizerStepOps(optimizer_params, dtype, strategy.offload)) {
+      stage.optimizer.push_back(
+          OpInstance{table.intern(op.event), op.stream, kEmbeddingLayer, op.name});
+    }
 
     const EventKind grad_kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
     if (strategy.gradGroupSize() > 1 && zero < 3) {
@@ -303,6 +378,7 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
             makeCommunication(EventKind::kAllGather, bytes, stage.expert_dp_group, dtype));
       }
     }
+    if (offloadsActivations(strategy.offload)) addActivationOffload(stage, dtype, table);
     if (k + 1 < K) {
       // A decoder stage of an encoder-decoder model also forwards the encoder output.
       bool next_is_cross = model.blocks[end_layer].cross_attention;

@@ -63,9 +63,9 @@ struct StagePlan {
   // on the dp-comm stream (blocking inside the task, no prefetch: a conservative simplification).
   // Each chunk syncs its own gradients and steps its own optimizer (Megatron wraps every chunk in
   // its own DDP; Adam's cost is linear in parameters).
-  int dp_allreduce = -1;               // ZeRO 0 gradient all-reduce when not overlapped (-1: none)
-  int dp_reduce_scatter = -1;          // ZeRO 1/2 gradient reduce-scatter when not overlapped
-  int dp_allgather = -1;               // ZeRO 1/2 parameter all-gather after the optimizer step
+  int dp_allreduce = -1;       // ZeRO 0 gradient all-reduce when not overlapped (-1: none)
+  int dp_reduce_scatter = -1;  // ZeRO 1/2 gradient reduce-scatter when not overlapped
+  int dp_allgather = -1;       // ZeRO 1/2 parameter all-gather after the optimizer step
   // Under expert parallelism (E > 1) the routed experts' gradients are not in the collectives
   // above: they are reduced over the expert-data-parallel group, after them (-1: none; with
   // dp_overlap the last of dp_buckets instead), and gathered after the optimizer under ZeRO 1/2.
@@ -133,6 +133,20 @@ int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int 
 // once per shape in `cache`.
 const ModelFootprint& cachedFootprint(const ModelConfig& model, const Strategy& strategy,
                                       PlanCache& cache);
+// The ops of one optimizer step over `params` parameters (a rank's shard under ZeRO), in order: the
+// GPU's Adam; or, offloading the optimizer, the fp32 gradients' copy to the host, the host's Adam
+// and the updated weights' copy back in the model's dtype (ZeRO-Offload's step).
+struct StepOp {
+  Event event;
+  Stream stream = Stream::kCompute;
+  std::string_view name;
+};
+std::vector<StepOp> optimizerStepOps(int64_t params, DType model_dtype, Offload offload);
+// With activation offload: after each layer's forward ops, a copy of its saved activations to the
+// host beside the next layer's ops (the chunk's last layer in order, nothing left to hide it);
+// before each layer's backward, their copy back beside the backward of the layer before it (the
+// first in order). No validation.
+void addActivationOffload(StagePlan& stage, DType dtype, EventTable& table);
 // The worst TP and DP group placement of each device stage (RankLayout::worstTpGroup/DpGroup).
 const PlanCache::Placements& stagePlacements(const Strategy& strategy, int gpus_per_node,
                                              PlanCache& cache);

@@ -27,6 +27,8 @@ std::string_view streamName(Stream stream) {
       return "cp-comm";
     case Stream::kEpComm:
       return "ep-comm";
+    case Stream::kHost:
+      return "host";
   }
   return "?";
 }
@@ -215,11 +217,10 @@ Event LayerOpBuilder::flashAttentionStep(bool backward) const {
                      "", s.dtype);
 }
 
-void LayerOpBuilder::cpRingExchange(OpList& out, int layer, std::string_view name,
-                                    int64_t bytes) {
+void LayerOpBuilder::cpRingExchange(OpList& out, int layer, std::string_view name, int64_t bytes) {
   Event e = makeCommunication(EventKind::kP2P, bytes, shape_.cp_ring, shape_.dtype);
   OpInstance op{table_.intern(e), Stream::kCpComm, layer, name, recomputing_};
-  op.overlaps_next = true;
+  op.overlap_ops = 1;
   out.push_back(op);
 }
 

@@ -11,10 +11,12 @@ namespace evsim {
 // Streams are the trace threads of a device, and name the group a collective runs in. Compute, TP,
 // PP and EP communication block each other (Megatron runs them in order); DP gradient reduction
 // may overlap the backward, and context parallelism's K/V ring exchange overlaps the attention
-// step it feeds (OpInstance::overlaps_next).
-enum class Stream { kCompute, kTpComm, kPpComm, kDpComm, kCpComm, kEpComm };
-inline constexpr int kStreamCount = 6;
-// "compute", "tp-comm", "pp-comm", "dp-comm", "cp-comm", "ep-comm"
+// step it feeds (OpInstance::overlap_ops). The host stream is work off the GPU's engines (offload
+// to host memory): copies over the host link, on a copy engine beside the layers they are issued
+// before, and the host CPU's optimizer step.
+enum class Stream { kCompute, kTpComm, kPpComm, kDpComm, kCpComm, kEpComm, kHost };
+inline constexpr int kStreamCount = 7;
+// "compute", "tp-comm", "pp-comm", "dp-comm", "cp-comm", "ep-comm", "host"
 std::string_view streamName(Stream stream);
 
 // kRecompute marks, in traces and CSV, a forward op re-run inside a backward task (activation
@@ -42,9 +44,10 @@ struct OpInstance {
   // Activation bytes this forward op keeps until its backward, per micro-batch on one rank: a
   // chunk's activation memory is the sum over its forward list (layer_footprint.h).
   int64_t saved_bytes = 0;
-  // Runs concurrently with the next op of the list (a CP ring exchange beside its attention step):
-  // the op after both starts when both have finished.
-  bool overlaps_next = false;
+  // Runs concurrently with the next `overlap_ops` ops of the list (a CP ring exchange beside the
+  // one attention step it feeds; an activation offload or prefetch beside a whole layer): the op
+  // after them starts when they and it have finished (a task ends when all have). 0: in order.
+  int overlap_ops = 0;
   // A weight of a routed expert (expert parallelism shards these; their gradients are reduced
   // over the expert-data-parallel group).
   bool expert = false;

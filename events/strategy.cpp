@@ -26,6 +26,29 @@ std::string_view scheduleName(Schedule schedule) {
   return "?";
 }
 
+std::string_view offloadName(Offload offload) {
+  switch (offload) {
+    case Offload::kNone:
+      return "none";
+    case Offload::kOptimizer:
+      return "optimizer";
+    case Offload::kActivations:
+      return "activations";
+    case Offload::kBoth:
+      return "both";
+  }
+  return "?";
+}
+
+Offload parseOffload(std::string_view text, std::string_view flag) {
+  std::string lower = toLower(trim(text));
+  for (Offload o : {Offload::kNone, Offload::kOptimizer, Offload::kActivations, Offload::kBoth}) {
+    if (lower == offloadName(o)) return o;
+  }
+  EVSIM_THROW(InputError, "{} '{}': unknown offload (none, optimizer, activations or both)", flag,
+              text);
+}
+
 std::string_view recomputeName(Recompute recompute) {
   switch (recompute) {
     case Recompute::kNone:
@@ -68,6 +91,7 @@ std::string Strategy::techniques() const {
   if (recompute != Recompute::kNone) out += fmt::format(" rc={}", recomputeName(recompute));
   if (sequence_parallel) out += " sp";
   if (zero_stage > 0) out += fmt::format(" zero{}", zero_stage);
+  if (offload != Offload::kNone) out += fmt::format(" offload={}", offloadName(offload));
   if (!stage_layers.empty()) out += fmt::format(" layers={}", fmt::join(stage_layers, ","));
   return out;
 }
@@ -323,6 +347,21 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
   if (s.zero_stage > 0 && s.gradGroupSize() < 2) {
     return fmt::format("{} --zero {}: sharding over the DP group needs D x C >= 2", label,
                        s.zero_stage);
+  }
+  if (s.offload != Offload::kNone) {
+    if (!cluster.host_link || !cluster.host_memory) {
+      return fmt::format(
+          "--offload {}: cluster {} has no host side to offload to (node: host_link and "
+          "host_memory in {})",
+          offloadName(s.offload), cluster.name, cluster.source);
+    }
+    if (offloadsActivations(s.offload) &&
+        (s.schedule == Schedule::kZbh1 || s.schedule == Schedule::kZbh2)) {
+      return fmt::format(
+          "{} --offload {} --schedule {}: not modelled (a split backward keeps its W inputs on "
+          "the device between B and W)",
+          label, offloadName(s.offload), scheduleName(s.schedule));
+    }
   }
   return std::nullopt;
 }

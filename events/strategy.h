@@ -33,6 +33,23 @@ enum class Recompute { kNone, kFull, kSelective };
 std::string_view recomputeName(Recompute recompute);  // "none", "full", "selective"
 Recompute parseRecompute(std::string_view text, std::string_view flag = "--recompute");
 
+// Offload to host memory over the host link (the cluster's node.host_link / host_memory):
+//   optimizer: the optimizer state (fp32 master weights and Adam moments) lives in host memory and
+//     the host CPU steps it (ZeRO-Offload, Megatron's --optimizer-cpu-offload): after the gradient
+//     sync each rank copies its gradient shard to the host, runs CPU Adam, and copies the updated
+//     weights back;
+//   activations: each layer's saved activations go to host memory as soon as the next layer starts
+//     and come back while the layer after it in the backward runs (Megatron's --cpu-offloading),
+//     so a device holds about two layers' activations instead of every micro-batch in flight;
+//   both: the two together.
+enum class Offload { kNone, kOptimizer, kActivations, kBoth };
+std::string_view offloadName(Offload offload);  // "none", "optimizer", "activations", "both"
+Offload parseOffload(std::string_view text, std::string_view flag = "--offload");
+inline bool offloadsOptimizer(Offload o) { return o == Offload::kOptimizer || o == Offload::kBoth; }
+inline bool offloadsActivations(Offload o) {
+  return o == Offload::kActivations || o == Offload::kBoth;
+}
+
 // Bounds on the batch sizes and micro-batches of a strategy (validateStrategy): far beyond any run,
 // they keep the work of one simulated iteration bounded.
 inline constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;
@@ -61,6 +78,7 @@ struct Strategy {
   // ZeRO stage over the DP group: 0 off, 1 optimizer state (Megatron's distributed optimizer),
   // 2 + gradients, 3 + parameters.
   int zero_stage = 0;
+  Offload offload = Offload::kNone;
   // Transformer blocks per model chunk (P*v entries, in virtual-stage order), or empty for the
   // FLOP-balanced split. Large runs shorten the first and last stages, which also carry the
   // embedding and the loss (Megatron's --decoder-first/last-pipeline-num-layers).

@@ -87,21 +87,25 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
           if (zero > 0 && strategy.gradGroupSize() < 2) continue;
           for (bool overlap : space.dp_overlaps) {
             if (overlap && (strategy.gradGroupSize() < 2 || zero == 3)) continue;
-            Candidate c;
-            c.strategy = strategy;
-            c.strategy.recompute = rc;
-            c.strategy.sequence_parallel = sp;
-            c.strategy.zero_stage = zero;
-            c.strategy.dp_overlap = overlap;
-            c.violation = strategyViolation(model, cluster, c.strategy);
-            if (!c.violation && !space.allow_cross_node_tp) {
-              c.violation = crossNodeTpViolation(cluster, c.strategy);
+            for (Offload offload : space.offloads) {
+              Candidate c;
+              c.strategy = strategy;
+              c.strategy.recompute = rc;
+              c.strategy.sequence_parallel = sp;
+              c.strategy.zero_stage = zero;
+              c.strategy.dp_overlap = overlap;
+              c.strategy.offload = offload;
+              c.violation = strategyViolation(model, cluster, c.strategy);
+              if (!c.violation && !space.allow_cross_node_tp) {
+                c.violation = crossNodeTpViolation(cluster, c.strategy);
+              }
+              const bool uneven = space.uneven_stage_shift > 0 && !c.violation &&
+                                  c.strategy.pp >= 2 &&
+                                  c.strategy.schedule != Schedule::kInterleaved;
+              const Strategy balanced = c.strategy;
+              visit(std::move(c));
+              if (uneven) visitUneven(balanced);
             }
-            const bool uneven = space.uneven_stage_shift > 0 && !c.violation &&
-                                c.strategy.pp >= 2 && c.strategy.schedule != Schedule::kInterleaved;
-            const Strategy balanced = c.strategy;
-            visit(std::move(c));
-            if (uneven) visitUneven(balanced);
           }
         }
       }
@@ -153,14 +157,18 @@ EventTable unionOfEvents(const ModelConfig& model, const ClusterConfig& cluster,
   // GPipe and DAPPLE share their events; the techniques change them (recomputation through the
   // stage partition, hence the gradient bytes), and so does the interleaved schedule (P*v chunks,
   // the wrap-around transfer): v is in the key, 1 for the other schedules. An uneven split changes
-  // a stage's parameters (its optimizer and gradient events): the split is in the key too.
-  std::set<std::tuple<int, int, int, int, int, int64_t, int, bool, int, int, std::vector<int>>>
+  // a stage's parameters (its optimizer and gradient events): the split is in the key too. DP
+  // overlap (bucketed gradient collectives) and offload (host-link copies, the host's Adam) add
+  // events of their own.
+  std::set<std::tuple<int, int, int, int, int, int64_t, int, bool, int, int, std::vector<int>, bool,
+                      int>>
       seen;
   for (const Candidate& c : enumerateCandidates(model, cluster, base, space)) {
     if (c.violation) continue;
     const Strategy& s = c.strategy;
     if (!seen.insert({s.tp, s.cp, s.pp, s.dp, s.ep, s.micro_batch, static_cast<int>(s.recompute),
-                      s.sequence_parallel, s.zero_stage, s.virtual_stages, s.stage_layers})
+                      s.sequence_parallel, s.zero_stage, s.virtual_stages, s.stage_layers,
+                      s.dp_overlap, static_cast<int>(s.offload)})
              .second) {
       continue;
     }

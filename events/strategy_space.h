@@ -32,6 +32,8 @@ struct StrategySpace {
   // DDP-style gradient buckets overlapped with the backward; `true` only where D >= 2 and not
   // with ZeRO-3 (which has no buckets).
   std::vector<bool> dp_overlaps = {false};
+  // Offload to host memory (Strategy::offload); clusters without a host side list them invalid.
+  std::vector<Offload> offloads = {Offload::kNone};
   // Context-parallel sizes C (tried only on models with flash attention) and expert-parallel sizes
   // E (tried only on MoE models, where E divides D and the experts).
   std::vector<int> context_parallel = {1};
@@ -50,7 +52,8 @@ struct StrategySpace {
 std::vector<std::vector<int>> unevenSplits(const std::vector<int>& balanced, int max_shift);
 
 // All (M, C, P, D) with M*C*P*D == gpus, in order of M, then C, then P, then E, micro-batch,
-// schedule (and v), recomputation, sequence parallelism, ZeRO stage, DP overlap; `base` gives the
+// schedule (and v), recomputation, sequence parallelism, ZeRO stage, DP overlap, offload; `base`
+// gives the
 // global batch and the other options. Combinations that cannot apply are not enumerated: SP at
 // M = 1, ZeRO at D*C = 1, C > 1 without flash attention, E > 1 on a dense model or not dividing
 // D or the experts, and interleaved v values that break its rules (P >= 2, P*v <= layers, m a

@@ -92,6 +92,10 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
   app.add_flag("--use-distributed-optimizer", distributed_optimizer,
                "Megatron's distributed optimizer (--zero 1)")
       ->excludes(zero);
+  app.add_option("--offload", offload,
+                 "offload to host memory over the host link: none | optimizer (CPU Adam on "
+                 "host-resident state) | activations (every layer's, prefetched back) | both")
+      ->capture_default_str();
   app.add_flag("--dp-overlap,--overlap-grad-reduce", dp_overlap,
                "overlap bucketed DP gradient all-reduces with backward (PyTorch DDP)");
   app.add_option("--dp-bucket-mb", dp_bucket_mb, "DDP bucket size in MiB")
@@ -227,6 +231,7 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
   }
   s.sequence_parallel = sequence_parallel || tp_comm == "rs-ag";
   s.zero_stage = distributed_optimizer ? 1 : zero_stage;
+  s.offload = parseOffload(offload);
   if (!stage_layers.empty()) {
     // In order, repeats kept (parseIntList makes a set: "6,14,14" is three chunks here).
     for (const std::string& part : split(stage_layers, ',')) {
@@ -260,11 +265,12 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
       layers_per_virtual_stage > 0 || !stage_layers.empty() || first_stage_layers > 0 ||
       last_stage_layers > 0 || parseSchedule(schedule) == Schedule::kInterleaved;
   if (techniques) {
-    EVSIM_THROW(InputError,
-                "--gpus {}: the union covers GPipe/DAPPLE strategies without techniques; for "
-                "--cp, --ep, --schedule interleaved, --recompute, --sequence-parallel or --zero "
-                "write the union with `eventsim search ... --write-events FILE` and profile --events FILE",
-                gpus);
+    EVSIM_THROW(
+        InputError,
+        "--gpus {}: the union covers GPipe/DAPPLE strategies without techniques; for "
+        "--cp, --ep, --schedule interleaved, --recompute, --sequence-parallel or --zero "
+        "write the union with `eventsim search ... --write-events FILE` and profile --events FILE",
+        gpus);
   }
   Strategy base;
   base.global_batch = global_batch;

@@ -39,6 +39,7 @@ struct RunOptions {
   bool sequence_parallel = false;
   std::string tp_comm;  // --tp-comm allreduce | rs-ag (rs-ag: sequence parallelism)
   int zero_stage = 0;
+  std::string offload = "none";
   bool distributed_optimizer = false;  // Megatron's --use-distributed-optimizer: ZeRO-1
   int layers_per_virtual_stage = 0;    // Megatron's --num-layers-per-virtual-pipeline-stage
   std::string recompute_method;        // Megatron's --recompute-method (uniform only)

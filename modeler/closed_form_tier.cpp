@@ -7,6 +7,7 @@
 #include "events/layer_footprint.h"
 #include "events/layer_ops.h"
 #include "modeler/memory_model.h"
+#include "modeler/op_offsets.h"
 
 namespace evsim {
 
@@ -28,23 +29,21 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
   LayerOpBuilder builder(shape, table);
   LayerTimes out;
   std::vector<double> op_us;  // by event index, filled as events appear
-  // Op times one after another; an op that overlaps the next counts with it as the longer.
+  // Op times as a task runs them (op_offsets.h), without host issue time (which only adds).
   auto sum = [&](const OpList& ops) {
-    double total = 0, overlapped = 0;
     for (const OpInstance& op : ops) {
-      while (static_cast<int>(op_us.size()) < table.size()) {
+      while (static_cast<int>(op_us.size()) <= op.event) {
         std::optional<EventCost> c = costs_.cost(table[static_cast<int>(op_us.size())].event);
         if (!c) out.complete = false;
         op_us.push_back(c ? c->time_us : 0);
       }
-      if (op.overlaps_next) {
-        overlapped = std::max(overlapped, op_us[op.event]);
-        continue;
-      }
-      total += std::max(op_us[op.event], overlapped);
-      overlapped = 0;
     }
-    return total + overlapped;
+    return opOffsets(
+        ops, [](const OpInstance&) { return true; },
+        [&](const OpInstance& op) {
+          return std::pair{0.0, op_us[op.event]};
+        },
+        [](size_t, double) {});
   };
   auto block = [&](bool cross, bool moe, double& forward, double& backward) {
     TransformerBlock b;
@@ -112,8 +111,8 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   std::vector<double> forward(K), backward(K);
   for (int k = 0; k < K; ++k) {
     const int s = k % P;
-    const LayerTimes t =
-        layerTimes(strategy, StageGroups{placements.tp[s], placements.cp_ring[s], placements.ep[s]});
+    const LayerTimes t = layerTimes(
+        strategy, StageGroups{placements.tp[s], placements.cp_ring[s], placements.ep[s]});
     if (!t.complete) return 0;
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
     for (int layer = first_layer[k]; layer < end; ++layer) {
@@ -140,10 +139,11 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     const int s = k % P;
     // Under EP the experts' shard is over fewer ranks: dividing all by G stays below the plan's.
     const int64_t optimizer_params = zero > 0 ? (parameters[k] + G - 1) / G : parameters[k];
-    const double adam =
-        issuedUs(makeCompute("adam", {{"params", optimizer_params}}, "", DType::kFp32));
-    if (adam < 0) return 0;
-    post[s] += adam;
+    for (const StepOp& op : optimizerStepOps(optimizer_params, model_.dtype, strategy.offload)) {
+      const double t = issuedUs(op.event);
+      if (t < 0) return 0;
+      post[s] += t;
+    }
     if (G > 1 && zero < 3) {
       const int64_t bytes = dense_parameters[k] * elem_bytes;
       if (!strategy.dp_overlap) {
@@ -193,23 +193,27 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
     for (int layer = first_layer[k]; layer < end; ++layer) {
       const LayerFootprint& block = footprint.block(model_.blocks[layer]);
       c.activation_bytes += block.saved_bytes;
+      c.largest_layer_bytes = std::max(c.largest_layer_bytes, block.saved_bytes);
       c.expert_parameters += block.expert_weights;
       c.weight_grad_input_bytes += block.weight_grad_input_bytes;
     }
     if (has_embedding) {
       c.activation_bytes += footprint.embedding.saved_bytes;
+      c.largest_layer_bytes = std::max(c.largest_layer_bytes, footprint.embedding.saved_bytes);
       c.weight_grad_input_bytes += footprint.embedding.weight_grad_input_bytes;
     }
     if (has_head) {
       c.activation_bytes += footprint.head.saved_bytes;
+      c.largest_layer_bytes = std::max(c.largest_layer_bytes, footprint.head.saved_bytes);
       c.weight_grad_input_bytes += footprint.head.weight_grad_input_bytes;
     }
     parameters[k] = c.parameters;
     // The parameters the DP group (x CP) synchronises: all, or without the experts under EP.
     dense_parameters[k] = c.parameters - (strategy.ep > 1 ? c.expert_parameters : 0);
   }
-  const MemoryEstimate mem = estimateMemory(model_, strategy, out.micro_batches,
-                                            cluster_.device.memoryBytes(), chunks, headroom_);
+  const MemoryEstimate mem =
+      estimateMemory(model_, strategy, out.micro_batches, cluster_.device.memoryBytes(), chunks,
+                     headroom_, hostCapacity(cluster_));
   out.peak_memory_bytes = mem.peak_bytes;
   out.peak_memory_stage = mem.peak_stage;
   out.fits = mem.fits();

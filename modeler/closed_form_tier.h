@@ -9,13 +9,15 @@
 // Time bound, per device stage s (chunk c is virtual stage k = c*P + s; F_k, B_k the sums of the
 // op times of one micro-batch's forward and backward of chunk k — compute and TP communication,
 // ZeRO-3 gathers left out — which the host-issue recurrence can only lengthen):
-//   work_s  = m * sum over s's chunks of (F_k + B_k)     (its tasks run one after another; an op
-//             that overlaps the next, a CP ring exchange, counts as the longer of the two)
+//   work_s  = m * sum over s's chunks of (F_k + B_k)     (its tasks run one after another, each
+//             timed as the simulation times it without host issue: op_offsets.h)
 //   fill_s  = sum_{k < s} F_k   (micro-batch 0 must pass virtual stages 0..s-1 first)
 //   drain_s = sum_{k < s} B_k   (s's last task is chunk 0's last backward; stages s-1..0 follow)
-//   post_s  = s's gradient sync without overlap + optimizer steps + ZeRO 1/2 all-gathers, each
-//             with its host issue time, as the simulation charges them (under expert parallelism
-//             the dense parameters' only: the experts' own sync can only add)
+//   post_s  = s's gradient sync without overlap + optimizer steps (with optimizer offload: the
+//             copies and the host's Adam) + ZeRO 1/2 all-gathers, each with its host issue time,
+//             as the simulation charges them (under expert parallelism the dense parameters'
+//             only: the experts' own sync can only add)
+// Activation offload's copies are left out of F_k and B_k: ops beside others can only delay them.
 //   bound = max_s max(fill_s + work_s + post_s, fill_s + work_s + drain_s + post_0)
 // P2P sends, bubbles beyond fill/drain and exposed overlapped buckets only add time, so the
 // simulated iteration time is never below the bound. When the cost model lacks an event the bound
@@ -75,8 +77,7 @@ class ClosedFormTier {
   // host + device time of one execution, or a negative value when no source covers it.
   double issuedUs(const Event& event) const;
   double lowerBoundUs(const Strategy& strategy, int64_t micro_batches,
-                      const std::vector<int>& first_layer,
-                      const std::vector<int64_t>& parameters,
+                      const std::vector<int>& first_layer, const std::vector<int64_t>& parameters,
                       const std::vector<int64_t>& dense_parameters) const;
 
   const ModelConfig& model_;

@@ -134,9 +134,9 @@ double DeviceModel::estimateUs(const Event& event) const {
     return gemmUs(event.dim("batch"), event.dim("m"), event.dim("n"), event.dim("k"), event.dtype,
                   event.memory_bytes);
   }
-  if (computeOpKind(event, "device model").family == OpFamily::kAttention) {
-    return fusedAttentionUs(event);
-  }
+  const OpFamily family = computeOpKind(event, "device model").family;
+  if (family == OpFamily::kAttention) return fusedAttentionUs(event);
+  if (family == OpFamily::kHostCopy || family == OpFamily::kHostAdam) return hostSideUs(event);
   return memoryBoundUs(event.flops, event.memory_bytes, event.dtype, event.op);
 }
 
@@ -157,6 +157,26 @@ double DeviceModel::fusedAttentionUs(const Event& event) const {
   return std::max(scores_us * gemms * causal,
                   memoryBoundUs(0, event.memory_bytes, event.dtype, event.op)) +
          kernel_us;
+}
+
+double DeviceModel::hostSideUs(const Event& event) const {
+  const bool copy = computeOpKind(event, "device model").family == OpFamily::kHostCopy;
+  if (copy && !cluster_.host_link) {
+    EVSIM_THROW(InputError, "'{}': cluster {} has no node.host_link to time it ({})",
+                event.signature(), cluster_.name, cluster_.source);
+  }
+  if (!copy && !cluster_.host_memory) {
+    EVSIM_THROW(InputError, "'{}': cluster {} has no node.host_memory to time it ({})",
+                event.signature(), cluster_.name, cluster_.source);
+  }
+  if (copy) {
+    return cluster_.host_link->latency_us +
+           double(event.memory_bytes) / bytesPerUs(cluster_.host_link->bandwidth_gb_s);
+  }
+  // The host's Adam streams its state through host memory, whose bandwidth the node's GPUs'
+  // steps share (they all step at once).
+  const double share_gb_s = cluster_.host_memory->bandwidth_gb_s / cluster_.gpus_per_node;
+  return double(event.memory_bytes) / bytesPerUs(share_gb_s);
 }
 
 double DeviceModel::hostUs(const Event&) const {

@@ -14,6 +14,9 @@
 //       time   = max(waves * tile_us, bytes / (bandwidth * memory_efficiency)) + gemm_kernel_us
 //   other compute ops (memory-bound): max(flops / peak, bytes / (bandwidth * efficiency))
 //     + memory_kernel_us, efficiency = the op's memory_efficiency_by_op, else memory_efficiency
+//   host-side ops (offload, either model): a copy over the host link takes latency + bytes / its
+//     bandwidth; the host's Adam (cpu_adam) streams its bytes through the node's host memory at
+//     bandwidth / gpus_per_node (the node's GPUs step at once)
 //   host: every op inside a task costs host_op_us of framework time to issue; a kernel cannot
 //     start before the host has issued it (see hostUs; the simulation applies it per task)
 //   collectives inside a node, from the NCCL all-reduce curve of the largest fitted group <= n
@@ -63,6 +66,8 @@ class DeviceModel {
   double communicationUs(const Event& event) const;
   // A fused (flash) attention op as the batched GEMMs it runs inside (device_model.cpp).
   double fusedAttentionUs(const Event& event) const;
+  // An offload copy or the host's Adam (above): InputError when the cluster has no host side.
+  double hostSideUs(const Event& event) const;
 
  private:
   double rooflineUs(double flops, int64_t memory_bytes, DType dtype) const;

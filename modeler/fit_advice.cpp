@@ -14,7 +14,7 @@ namespace evsim {
 namespace {
 
 // Changes of one category (the ZeRO stages, the micro-batch sizes) are never combined.
-enum class Category { kSequenceParallel, kRecompute, kZero, kMicroBatch };
+enum class Category { kSequenceParallel, kRecompute, kZero, kMicroBatch, kOffload };
 
 struct Change {
   Category category;
@@ -62,6 +62,15 @@ std::vector<Change> changes(const Strategy& base) {
                    s.zero_stage = 3;
                    return true;
                  }});
+  // Last: offload trades host-link time for memory (clusters without a host side refuse it).
+  for (Offload o : {Offload::kOptimizer, Offload::kActivations, Offload::kBoth}) {
+    out.push_back(
+        {Category::kOffload, fmt::format("--offload {}", offloadName(o)), [o](Strategy& s) {
+           if (s.offload != Offload::kNone) return false;
+           s.offload = o;
+           return true;
+         }});
+  }
   return out;
 }
 

@@ -50,12 +50,22 @@
 // (zero-bubble), B frees the chunk's activations but keeps what its W reads, the inputs of the
 // weight-gradient GEMMs (both operands: the output gradient and the layer input), until W runs:
 // ZB-H1 then holds up to P micro-batches on every stage, ZB-H2 up to 2P-1.
+// Offload (Strategy::offload, over the cluster's host link):
+//   optimizer: the optimizer state o (fp32 master copy and Adam moments, 12 [8] bytes per
+//     parameter) and an fp32 gradient landing buffer (4) live in host memory, sharded like o under
+//     ZeRO >= 1; the device keeps w + g (ZeRO-0/1), w + g/D (ZeRO-2), (w + g)/D (ZeRO-3);
+//   activations: every micro-batch's saved activations live in host memory (what the device would
+//     otherwise hold, above); the device holds two layers' worth, the largest layer of its chunks:
+//     the one being computed and the one being copied out (forward) or prefetched (backward).
+// A node's host memory holds the host bytes of all its GPUs: gpus_per_node times the largest
+// per-device figure, against the node's host_memory less the same headroom.
 // Temporary buffers (workspace, the backward of one op, communication buffers) and allocator
 // fragmentation are not modelled: the headroom fraction of device memory is set aside for them.
 
 #include <cstdint>
 #include <vector>
 
+#include "events/cluster_config.h"
 #include "events/iteration_plan.h"
 #include "events/model_config.h"
 
@@ -66,7 +76,12 @@ inline constexpr double kDefaultMemoryHeadroom = 0.10;
 // Model-state bytes per parameter for mixed-precision Adam (18) or fp32 Adam (16).
 int64_t modelStateBytesPerParameter(DType dtype);
 // Under ZeRO stage `zero_stage` over `dp` ranks (formulas above); zero_stage 0 gives the above.
-double modelStateBytesPerParameter(DType dtype, int zero_stage, int dp);
+// With `offload_optimizer` the device's share only (weights and gradients).
+double modelStateBytesPerParameter(DType dtype, int zero_stage, int dp,
+                                   bool offload_optimizer = false);
+// What optimizer offload puts in host memory per parameter: the optimizer state and an fp32
+// gradient buffer, both sharded over `dp` ranks under ZeRO >= 1.
+double hostStateBytesPerParameter(DType dtype, int zero_stage, int dp);
 
 // Activation bytes of one transformer block for one micro-batch of `micro_batch` sequences, on one
 // of `tp` tensor-parallel devices: the saved bytes of its forward ops.
@@ -81,10 +96,22 @@ struct StageMemory {
   int64_t model_state_bytes = 0;                 // weights + gradients + optimizer state
   int64_t activation_bytes_per_micro_batch = 0;  // blocks + embedding/head extras, all chunks
   int in_flight = 0;                             // micro-batch chunk activations held at once
-  // Peak held activations: activation_bytes_per_micro_batch * in_flight without interleaving.
+  // Peak held activations on the device: activation_bytes_per_micro_batch * in_flight without
+  // interleaving or offload; two of the largest layer's with activation offload.
   int64_t activation_bytes = 0;
   int64_t peak_bytes = 0;  // model_state_bytes + activation_bytes
+  // In host memory, per device: offloaded optimizer state and activations (0 without offload).
+  int64_t host_state_bytes = 0;
+  int64_t host_activation_bytes = 0;
+  int64_t hostBytes() const { return host_state_bytes + host_activation_bytes; }
 };
+
+// Host memory a node offers to its GPUs' offloaded state (the cluster's node.host_memory).
+struct HostCapacity {
+  int64_t bytes_per_node = 0;
+  int gpus_per_node = 1;
+};
+HostCapacity hostCapacity(const ClusterConfig& cluster);  // 0 bytes without host_memory
 
 struct MemoryEstimate {
   std::vector<StageMemory> stages;
@@ -93,8 +120,13 @@ struct MemoryEstimate {
   int64_t capacity_bytes = 0;  // device memory
   int64_t usable_bytes = 0;    // capacity * (1 - headroom)
   double headroom = kDefaultMemoryHeadroom;
+  // Offload: host bytes of one node (gpus_per_node x the largest device's) and what it offers.
+  int64_t host_peak_bytes = 0;
+  int64_t host_usable_bytes = 0;
 
-  bool fits() const { return peak_bytes <= usable_bytes; }
+  bool fitsDevice() const { return peak_bytes <= usable_bytes; }
+  bool fitsHost() const { return host_peak_bytes <= host_usable_bytes; }
+  bool fits() const { return fitsDevice() && fitsHost(); }
 };
 
 // Per-stage peak memory of `plan`. `headroom` in [0, 1): the share of device memory set aside.
@@ -111,6 +143,9 @@ struct ChunkMemoryInput {
   // Per micro-batch: what a split backward's W tasks read and B therefore keeps (the inputs of the
   // chunk's weight-gradient GEMMs, LayerFootprint::weight_grad_input_bytes); unused otherwise.
   int64_t weight_grad_input_bytes = 0;
+  // Per micro-batch: the saved bytes of the chunk's largest layer (a block, the embedding or the
+  // head), what activation offload keeps on the device twice; unused otherwise.
+  int64_t largest_layer_bytes = 0;
 };
 
 // The same estimate from the chunks (one per virtual stage, P*v, in virtual-stage order); `plan`'s
@@ -118,6 +153,7 @@ struct ChunkMemoryInput {
 MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy,
                               int64_t micro_batches, int64_t capacity_bytes,
                               const std::vector<ChunkMemoryInput>& chunks,
-                              double headroom = kDefaultMemoryHeadroom);
+                              double headroom = kDefaultMemoryHeadroom,
+                              const HostCapacity& host = {});
 
 }  // namespace evsim

@@ -58,6 +58,7 @@ void validateSearchOptions(const SearchOptions& options) {
   for (int zero : space.zero_stages) {
     if (zero < 0 || zero > 3) EVSIM_THROW(InputError, "--zero {}: must be 0, 1, 2 or 3", zero);
   }
+  if (space.offloads.empty()) EVSIM_THROW(InputError, "--offload: no setting given");
   for (int c : space.context_parallel) {
     if (c < 1) EVSIM_THROW(InputError, "--cp {}: must be >= 1", c);
   }

@@ -6,52 +6,37 @@
 
 #include "common/error.h"
 #include "common/units.h"
+#include "modeler/op_offsets.h"
 
 namespace evsim {
 
 namespace {
 
-// Where each op starts within its task, and the task's duration. The ops of a task run one after
-// another on the device, and each must first be issued by the host (the framework's Python and
-// launch path, EventCost::host_us), which starts issuing when the task starts (Megatron
-// synchronises on the task's P2P input): op i starts at max(host issued ops 1..i, op i-1 ended).
-// With no host cost this is the plain prefix sum of the op times. Only the ops `in_task` selects
-// run in this task (a split backward's B or W); `starts` has an entry for every op of `ops`.
-// An op that overlaps the next (OpInstance::overlaps_next: a CP ring exchange beside its attention
-// step) starts with it; the op after them waits for both.
+// Each op's start within its task (op_offsets.h) into `starts` (an entry for every op of `ops`,
+// selected or not), and the task's duration.
 template <typename Select>
-double opOffsets(const OpList& ops, const std::vector<EventCost>& costs, Select in_task,
-                 std::vector<double>& starts) {
-  double device_free = 0, host_issued = 0, overlapped_end = 0;
+double taskOpStarts(const OpList& ops, const std::vector<EventCost>& costs, Select in_task,
+                    std::vector<double>& starts) {
   starts.resize(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const OpInstance& op = ops[i];
-    if (!in_task(op)) continue;
-    const EventCost& c = costs[op.event];
-    host_issued += c.host_us;
-    const double start = std::max(device_free, host_issued);
-    starts[i] = start;
-    if (op.overlaps_next) {
-      overlapped_end = std::max(overlapped_end, start + c.time_us);
-      continue;  // the next op starts beside it
-    }
-    device_free = std::max(start + c.time_us, overlapped_end);
-    overlapped_end = 0;
-  }
-  return std::max(device_free, overlapped_end);
+  return opOffsets(
+      ops, in_task,
+      [&](const OpInstance& op) {
+        const EventCost& c = costs[op.event];
+        return std::pair{c.host_us, c.time_us};
+      },
+      [&](size_t i, double start) { starts[i] = start; });
 }
 
-// The time of `stream`'s ops that overlapping ops leave exposed: an op overlapping the next
-// costs only what outlasts that next op.
+// The time of `stream`'s ops that overlapping ops leave exposed: an op running beside the next n
+// ops costs only what outlasts them.
 double exposedStreamTime(const OpList& ops, const std::vector<EventCost>& costs, Stream stream) {
   double t = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].stream != stream) continue;
     double own = costs[ops[i].event].time_us;
-    if (ops[i].overlaps_next && i + 1 < ops.size()) {
-      own = std::max(0.0, own - costs[ops[i + 1].event].time_us);
-    }
-    t += own;
+    const size_t end = std::min(ops.size(), i + 1 + static_cast<size_t>(ops[i].overlap_ops));
+    for (size_t j = i + 1; j < end; ++j) own -= costs[ops[j].event].time_us;
+    t += std::max(0.0, own);
   }
   return t;
 }
@@ -70,13 +55,19 @@ double streamTime(const OpList& ops, const std::vector<EventCost>& costs, Stream
 }
 
 // Every per-device figure, for min / mean / max folds.
-constexpr double DeviceMetrics::*kDeviceFields[] = {
-    &DeviceMetrics::compute_us,      &DeviceMetrics::tp_comm_us,
-    &DeviceMetrics::pp_comm_us,      &DeviceMetrics::dp_comm_us,
-    &DeviceMetrics::exposed_dp_comm_us, &DeviceMetrics::cp_comm_us,
-    &DeviceMetrics::exposed_cp_comm_us, &DeviceMetrics::ep_comm_us,
-    &DeviceMetrics::idle_us,         &DeviceMetrics::bubble_fraction,
-    &DeviceMetrics::utilization};
+constexpr double DeviceMetrics::*kDeviceFields[] = {&DeviceMetrics::compute_us,
+                                                    &DeviceMetrics::tp_comm_us,
+                                                    &DeviceMetrics::pp_comm_us,
+                                                    &DeviceMetrics::dp_comm_us,
+                                                    &DeviceMetrics::exposed_dp_comm_us,
+                                                    &DeviceMetrics::cp_comm_us,
+                                                    &DeviceMetrics::exposed_cp_comm_us,
+                                                    &DeviceMetrics::ep_comm_us,
+                                                    &DeviceMetrics::offload_us,
+                                                    &DeviceMetrics::exposed_offload_us,
+                                                    &DeviceMetrics::idle_us,
+                                                    &DeviceMetrics::bubble_fraction,
+                                                    &DeviceMetrics::utilization};
 
 void foldDevice(DeviceMetrics& min, DeviceMetrics& max, DeviceMetrics& sum, const DeviceMetrics& d,
                 double weight, double DeviceMetrics::*field) {
@@ -91,7 +82,7 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   const StageTimeline& timeline = sim.timeline.pipelines[pipeline].stages[stage];
   const double m = static_cast<double>(sim.plan.micro_batches);
   DeviceMetrics d;
-  double zero3_us = 0;
+  double zero3_us = 0, optimizer_host_us = 0;
   for (int k : sim.plan.deviceChunks(stage)) {
     const StagePlan& plan = sim.plan.stages[k];
     d.compute_us += m * (streamTime(plan.forward, sim.costs, Stream::kCompute) +
@@ -104,6 +95,16 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
                          streamTime(plan.backward, sim.costs, Stream::kCpComm));
     d.exposed_cp_comm_us += m * (exposedStreamTime(plan.forward, sim.costs, Stream::kCpComm) +
                                  exposedStreamTime(plan.backward, sim.costs, Stream::kCpComm));
+    d.offload_us += m * (streamTime(plan.forward, sim.costs, Stream::kHost) +
+                         streamTime(plan.backward, sim.costs, Stream::kHost));
+    d.exposed_offload_us += m * (exposedStreamTime(plan.forward, sim.costs, Stream::kHost) +
+                                 exposedStreamTime(plan.backward, sim.costs, Stream::kHost));
+    // The optimizer step's host side (copies, the host's Adam) runs between synchronisations:
+    // nothing hides it.
+    for (const OpInstance& op : plan.optimizer) {
+      if (op.stream != Stream::kHost) continue;
+      optimizer_host_us += issued(sim.costs[op.event]);
+    }
     // ZeRO-3 gathers and scatters inside the tasks: blocking, hence fully exposed.
     zero3_us += m * (streamTime(plan.forward, sim.costs, Stream::kDpComm) +
                      streamTime(plan.backward, sim.costs, Stream::kDpComm));
@@ -112,7 +113,10 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   const double slow = stageSlowdown(sim, pipeline, stage);
   d.compute_us *= slow;
   d.tp_comm_us *= slow;
-  d.compute_us += timeline.optimizer.duration();
+  // The optimizer step (stretched by `slow` like the rest, timing_engine.cpp) less its host side.
+  d.compute_us += timeline.optimizer.duration() - optimizer_host_us * slow;
+  d.offload_us += optimizer_host_us * slow;
+  d.exposed_offload_us += optimizer_host_us * slow;
   for (const TaskTiming& t : timeline.tasks) d.pp_comm_us += t.send.duration();
   d.dp_comm_us += zero3_us + timeline.param_allgather.duration();
   d.exposed_dp_comm_us += zero3_us + timeline.param_allgather.duration();
@@ -122,8 +126,8 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
     double hidden_until = sim.input.dp_overlap ? timeline.pipeline_end_us : sync.start_us;
     d.exposed_dp_comm_us += std::max(0.0, sync.end_us - std::max(sync.start_us, hidden_until));
   }
-  double busy = d.compute_us + d.tp_comm_us + d.pp_comm_us + d.exposed_dp_comm_us +
-                d.ep_comm_us + d.exposed_cp_comm_us;
+  double busy = d.compute_us + d.tp_comm_us + d.pp_comm_us + d.exposed_dp_comm_us + d.ep_comm_us +
+                d.exposed_cp_comm_us + d.exposed_offload_us;
   d.idle_us = std::max(0.0, sim.timeline.iteration_us - busy);
   double flush = sim.timeline.pipelines[pipeline].flush_us;
   d.bubble_fraction = flush > 0 ? std::max(0.0, (flush - timeline.busy_in_pipeline_us) / flush) : 0;
@@ -144,9 +148,9 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
     const StagePlan& stage = p.stages[s];
     StageOpOffsets& offsets = offsets_out[s];
     StageCost cost;
-    cost.forward_us = opOffsets(
+    cost.forward_us = taskOpStarts(
         stage.forward, c, [](const OpInstance&) { return true; }, offsets.forward_start_us);
-    cost.backward_us = opOffsets(
+    cost.backward_us = taskOpStarts(
         stage.backward, c,
         [&](const OpInstance& op) { return runsIn(op, Phase::kBackward, split); },
         offsets.backward_start_us);
@@ -154,7 +158,7 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
       // W's offsets go into the same per-op vector: each op sits in exactly one of B and W.
       std::vector<double> w_starts;
       auto in_w = [](const OpInstance& op) { return runsIn(op, Phase::kWeightGrad, true); };
-      cost.weight_grad_us = opOffsets(stage.backward, c, in_w, w_starts);
+      cost.weight_grad_us = taskOpStarts(stage.backward, c, in_w, w_starts);
       for (size_t i = 0; i < w_starts.size(); ++i) {
         if (in_w(stage.backward[i])) offsets.backward_start_us[i] = w_starts[i];
       }

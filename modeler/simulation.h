@@ -34,6 +34,8 @@ struct DeviceMetrics {
   double cp_comm_us = 0;          // context parallelism's K/V ring exchanges (overlap attention)
   double exposed_cp_comm_us = 0;  // the part that outlasts the attention steps
   double ep_comm_us = 0;          // expert parallelism's token all-to-alls (blocking)
+  double offload_us = 0;  // --offload's host stream: activation copies, the optimizer's host step
+  double exposed_offload_us = 0;  // the part no layer hides (the optimizer's host step: all of it)
   double idle_us = 0;
   double bubble_fraction = 0;  // idle share of the pipeline phase (up to the flush)
   double utilization = 0;      // compute / iteration time

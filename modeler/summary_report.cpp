@@ -23,16 +23,22 @@ nlohmann::json deviceJson(const DeviceMetrics& d) {
           {"cp_comm_ms", d.cp_comm_us / kUsPerMs},
           {"exposed_cp_comm_ms", d.exposed_cp_comm_us / kUsPerMs},
           {"ep_comm_ms", d.ep_comm_us / kUsPerMs},
+          {"offload_ms", d.offload_us / kUsPerMs},
+          {"exposed_offload_ms", d.exposed_offload_us / kUsPerMs},
           {"idle_ms", d.idle_us / kUsPerMs},
           {"utilization", d.utilization},
           {"bubble_fraction", d.bubble_fraction}};
 }
 
-// The EP all-to-all and the exposed CP ring columns appear only for strategies that have them.
+// The EP all-to-all, exposed CP ring and exposed offload columns appear only for strategies that
+// have them.
 std::string deviceRow(const std::string& label, const DeviceMetrics& d, const Strategy& st) {
   std::string extra;
   if (st.ep > 1) extra += fmt::format(" {:>11.3f}", d.ep_comm_us / kUsPerMs);
   if (st.cp > 1) extra += fmt::format(" {:>11.3f}", d.exposed_cp_comm_us / kUsPerMs);
+  if (st.offload != Offload::kNone) {
+    extra += fmt::format(" {:>11.3f}", d.exposed_offload_us / kUsPerMs);
+  }
   return fmt::format(
       "  {:<10} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f}{} {:>11.3f} {:>9.1f}% {:>8.1f}%\n", label,
       d.compute_us / kUsPerMs, d.tp_comm_us / kUsPerMs, d.pp_comm_us / kUsPerMs,
@@ -102,6 +108,7 @@ nlohmann::json summaryJson(const Simulation& sim) {
           {"recompute", recomputeName(st.recompute)},
           {"sequence_parallel", st.sequence_parallel},
           {"zero", st.zero_stage},
+          {"offload", offloadName(st.offload)},
           {"stage_layers",
            st.stage_layers.empty() ? nlohmann::json(nullptr) : nlohmann::json(st.stage_layers)},
           {"iteration_time_ms", s.iteration_us / kUsPerMs},
@@ -125,6 +132,8 @@ nlohmann::json summaryJson(const Simulation& sim) {
           {"peak_memory_stage", memory.peak_stage},
           {"device_memory_bytes", memory.capacity_bytes},
           {"usable_memory_bytes", memory.usable_bytes},
+          {"host_memory_bytes_per_node", memory.host_peak_bytes},
+          {"usable_host_memory_bytes_per_node", memory.host_usable_bytes},
           {"provenance", provenance}};
 }
 
@@ -160,13 +169,20 @@ std::string summaryText(const Simulation& sim) {
                   formatBytes(static_cast<double>(memory.peak_bytes)), memory.peak_stage,
                   formatBytes(static_cast<double>(memory.capacity_bytes)),
                   formatBytes(static_cast<double>(memory.usable_bytes)), 100 * memory.headroom,
-                  memory.fits() ? "" : " -- OOM: would not fit");
+                  memory.fitsDevice() ? "" : " -- OOM: would not fit");
+  if (st.offload != Offload::kNone) {
+    out += fmt::format("  host memory/node   {} of {} usable{}\n",
+                       formatBytes(static_cast<double>(memory.host_peak_bytes)),
+                       formatBytes(static_cast<double>(memory.host_usable_bytes)),
+                       memory.fitsHost() ? "" : " -- would not fit");
+  }
   out += fmt::format(
       "  devices            {} ({} simulated: {} stage(s) x {} pipeline class(es))\n", st.gpus(),
       p.pipelines.size() * p.deviceStages(), p.deviceStages(), p.pipelines.size());
   std::string extra_heads;
   if (st.ep > 1) extra_heads += fmt::format(" {:>11}", "ep-comm");
   if (st.cp > 1) extra_heads += fmt::format(" {:>11}", "cp-exposed");
+  if (st.offload != Offload::kNone) extra_heads += fmt::format(" {:>11}", "offload-exp");
   out += fmt::format("\n  per device (ms)    {:>11} {:>11} {:>11} {:>11}{} {:>11} {:>10} {:>9}\n",
                      "compute", "tp-comm", "pp-comm", "dp-exposed", extra_heads, "idle", "util",
                      "bubble");

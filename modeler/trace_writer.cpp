@@ -19,8 +19,8 @@ namespace {
 
 // The thread of the receive side of pipeline transfers: a rank's own sends and its receives
 // overlap in time, so they get a row each. Thread ids stay those of the four original streams
-// and this one (4) whatever streams are added after them: CP and EP come next, named only when
-// the strategy has them.
+// and this one (4) whatever streams are added after them: CP, EP and the host link come next,
+// named only when the strategy has them.
 constexpr int kRecvThread = 4;
 int threadOf(Stream stream) {
   const int s = static_cast<int>(stream);
@@ -29,6 +29,7 @@ int threadOf(Stream stream) {
 bool streamUsed(const Strategy& strategy, Stream stream) {
   if (stream == Stream::kCpComm) return strategy.cp > 1;
   if (stream == Stream::kEpComm) return strategy.ep > 1;
+  if (stream == Stream::kHost) return strategy.offload != Offload::kNone;
   return true;
 }
 

@@ -254,7 +254,8 @@ std::vector<int64_t> collectiveGroup(const IterationPlan& plan, const RankCoord&
       }
       break;
     case Stream::kCompute:
-      EVSIM_THROW(Error, "a collective on the compute stream has no group");
+    case Stream::kHost:
+      EVSIM_THROW(Error, "a collective on the {} stream has no group", streamName(stream));
   }
   std::sort(members.begin(), members.end());
   return members;

@@ -1,6 +1,7 @@
 // ComputeKernel wrappers over the pure functions of cpu_ops.h, and makeCpuKernel. Each wrapper
 // owns float32 buffers sized from the event's dims, filled with random values at construction,
 // and calls one function per run().
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -231,6 +232,21 @@ class AdamKernel final : public ComputeKernel {
   Floats weights_, grads_, m_, v_;
 };
 
+// An offload copy. A CPU has no host link: this copies between two buffers of host memory, the
+// closest stand-in (its time is a memory copy's, not a PCIe transfer's).
+class HostCopyKernel final : public ComputeKernel {
+ public:
+  HostCopyKernel(const Event& e, uint64_t seed)
+      : bytes_(static_cast<size_t>(e.memory_bytes)),
+        from_(randomFloats(static_cast<int64_t>(bytes_ / sizeof(float)) + 1, seed, 0)),
+        to_(from_.size()) {}
+  void run() override { std::memcpy(to_.data(), from_.data(), bytes_); }
+
+ private:
+  size_t bytes_;
+  Floats from_, to_;
+};
+
 }  // namespace
 
 // One case per op family of events/event.cpp's op table (computeOpKind).
@@ -251,7 +267,10 @@ std::unique_ptr<ComputeKernel> makeCpuKernel(const Event& event, uint64_t seed) 
     case OpFamily::kCrossEntropy:
       return std::make_unique<CrossEntropyKernel>(event, seed, kind.backward);
     case OpFamily::kAdam:
+    case OpFamily::kHostAdam:  // the CPU's own Adam either way
       return std::make_unique<AdamKernel>(event, seed);
+    case OpFamily::kHostCopy:
+      return std::make_unique<HostCopyKernel>(event, seed);
     case OpFamily::kRmsNorm:
       return cpu::makeRmsNormKernel(event, seed, kind.backward);
     case OpFamily::kSwiGlu:

@@ -4,6 +4,7 @@
 // exactly one event.
 #include "kernels/cuda/cuda_kernels.h"
 
+#include <algorithm>
 #include <string>
 
 #include "common/error.h"
@@ -237,6 +238,47 @@ class AdamKernel final : public CudaKernelBase {
   DeviceBuffer weights_, grads_, m_, v_;
 };
 
+// Pinned host memory, so that copies to and from it run on a copy engine at the link's rate.
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(int64_t bytes) {
+    EVSIM_CUDA_CHECK(cudaMallocHost(&ptr_, static_cast<size_t>(std::max<int64_t>(bytes, 1))));
+  }
+  ~PinnedBuffer() { cudaFreeHost(ptr_); }  // teardown: nothing useful to do with an error
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+// An offload copy over the host link: device to pinned host memory (offload_d2h) or back
+// (offload_h2d). No kernel runs it (a DMA engine does): CudaDevice times it with CUDA events.
+class HostCopyKernel final : public CudaKernelBase {
+ public:
+  HostCopyKernel(const Event& e, cudaStream_t s, uint64_t seed)
+      : CudaKernelBase(s, seed),
+        to_host_(e.op == "offload_d2h"),
+        bytes_(e.memory_bytes),
+        device_(randomBuffer(DType::kFp32, bytes_ / 4 + 1, 0)),
+        host_(bytes_) {
+    synchronize();
+  }
+  void run() override {
+    const auto kind = to_host_ ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
+    void* to = to_host_ ? host_.get() : device_.get();
+    const void* from = to_host_ ? device_.get() : host_.get();
+    EVSIM_CUDA_CHECK(cudaMemcpyAsync(to, from, static_cast<size_t>(bytes_), kind, stream_));
+  }
+
+ private:
+  bool to_host_;
+  int64_t bytes_;
+  DeviceBuffer device_;
+  PinnedBuffer host_;
+};
+
 }  // namespace
 
 // One case per op family of events/event.cpp's op table (computeOpKind).
@@ -270,6 +312,10 @@ std::unique_ptr<ComputeKernel> makeCudaKernel(const Event& event, void* cuda_str
       return cuda::makeCudaAttentionKernel(event, stream, seed, kind.backward);
     case OpFamily::kMoeRouting:
       return cuda::makeCudaMoeKernel(event, stream, seed);
+    case OpFamily::kHostCopy:
+      return std::make_unique<HostCopyKernel>(event, stream, seed);
+    case OpFamily::kHostAdam:  // runs on the host CPU, as in training: the CPU kernel
+      return makeCpuKernel(event, seed);
   }
   EVSIM_THROW(Error, "op family {} has no CUDA kernel", static_cast<int>(kind.family));
 }

@@ -48,10 +48,11 @@ struct SearchArgs {
   std::string tp_comm;
   std::string zero_stages = "0";
   std::string dp_overlaps = "off";
+  std::string offloads = "none";
   std::string context_parallel = "1";
   std::string expert_parallel;  // empty: every power of two dividing an MoE model's experts
-  int uneven_stages = 0;  // --uneven-stages K: first/last stage shortened by 1..K layers
-  int top = 0;            // 0: every candidate
+  int uneven_stages = 0;        // --uneven-stages K: first/last stage shortened by 1..K layers
+  int top = 0;                  // 0: every candidate
   bool json = false;
   std::string csv;
   bool allow_cross_node_tp = false;
@@ -77,15 +78,26 @@ std::vector<Schedule> parseSchedules(const std::string& text) {
   return out;
 }
 
-std::vector<Recompute> parseRecomputes(const std::string& text) {
-  std::vector<Recompute> out;
+// A comma-separated list of named values (each parsed by `parse`), repeats dropped.
+template <typename T>
+std::vector<T> parseNamedList(const std::string& text, std::string_view flag,
+                              T (*parse)(std::string_view, std::string_view)) {
+  std::vector<T> out;
   for (const std::string& part : split(text, ',')) {
     std::string name = trim(part);
-    if (name.empty()) EVSIM_THROW(InputError, "--recompute '{}': empty entry", text);
-    Recompute r = parseRecompute(name, "--recompute");
-    if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+    if (name.empty()) EVSIM_THROW(InputError, "{} '{}': empty entry", flag, text);
+    T value = parse(name, flag);
+    if (std::find(out.begin(), out.end(), value) == out.end()) out.push_back(value);
   }
   return out;
+}
+
+std::vector<Recompute> parseRecomputes(const std::string& text) {
+  return parseNamedList(text, "--recompute", &parseRecompute);
+}
+
+std::vector<Offload> parseOffloads(const std::string& text) {
+  return parseNamedList(text, "--offload", &parseOffload);
 }
 
 std::vector<bool> parseOnOff(const std::string& text, std::string_view flag) {
@@ -140,6 +152,7 @@ std::string techniquesText(const Strategy& s) {
   if (s.sequence_parallel) add("sp");
   if (s.zero_stage > 0) add(fmt::format("z{}", s.zero_stage));
   if (s.dp_overlap) add("ov");
+  if (s.offload != Offload::kNone) add(fmt::format("off={}", offloadName(s.offload)));
   if (!s.stage_layers.empty()) add(fmt::format("layers={}", fmt::join(s.stage_layers, ",")));
   return out.empty() ? "-" : out;
 }
@@ -156,6 +169,7 @@ std::string spaceCommandLine(const SearchArgs& args) {
   out += fmt::format(" --recompute {} --sequence-parallel {} --zero {} --dp-overlap {}",
                      args.recomputes, sequenceParallelValues(args), args.zero_stages,
                      args.dp_overlaps);
+  if (args.offloads != "none") out += fmt::format(" --offload {}", args.offloads);
   if (args.context_parallel != "1") out += fmt::format(" --cp {}", args.context_parallel);
   if (!args.expert_parallel.empty()) out += fmt::format(" --ep {}", args.expert_parallel);
   if (args.uneven_stages > 0) out += fmt::format(" --uneven-stages {}", args.uneven_stages);
@@ -171,6 +185,7 @@ std::string unionEventprofHint(const SearchArgs& args, const SearchOptions& opti
                space.sequence_parallel == std::vector<bool>{false} &&
                space.zero_stages == std::vector<int>{0} &&
                space.dp_overlaps == std::vector<bool>{false} &&
+               space.offloads == std::vector<Offload>{Offload::kNone} &&
                space.context_parallel == std::vector<int>{1} &&
                space.expert_parallel == std::vector<int>{1} && !args.allow_cross_node_tp &&
                space.uneven_stage_shift == 0;  // uneven splits have their own Adam events
@@ -396,6 +411,7 @@ void run(const SearchArgs& args) {
       sequenceParallelValues(args), args.tp_comm.empty() ? "--sequence-parallel" : "--tp-comm");
   options.space.dp_overlaps = parseOnOff(args.dp_overlaps, "--dp-overlap");
   options.space.zero_stages = parseSmallInts(args.zero_stages, "--zero");
+  options.space.offloads = parseOffloads(args.offloads);
   options.space.context_parallel = parseSmallInts(args.context_parallel, "--cp");
   if (args.expert_parallel.empty()) {
     // An MoE model is searched with its experts sharded every way that divides them.
@@ -477,6 +493,10 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--dp-overlap", args->dp_overlaps,
                   "gradient buckets overlapped with the backward, to try: off,on (on only where "
                   "D >= 2 and not with ZeRO-3)")
+      ->capture_default_str();
+  cmd->add_option("--offload", args->offloads,
+                  "offload to host memory to try: none,optimizer,activations,both (needs the "
+                  "cluster's node host_link and host_memory)")
       ->capture_default_str();
   cmd->add_option("--cp,--context-parallel-size", args->context_parallel,
                   "context-parallel sizes to try, e.g. 1,2,4 (> 1 only with flash attention)")

@@ -43,6 +43,7 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
                       {"sequence_parallel", s.sequence_parallel},
                       {"zero", s.zero_stage},
                       {"dp_overlap", s.dp_overlap},
+                      {"offload", offloadName(s.offload)},
                       {"stage_layers", s.stage_layers.empty() ? nlohmann::json(nullptr)
                                                               : nlohmann::json(s.stage_layers)},
                       {"status", candidateStatusName(r.status)}};
@@ -94,8 +95,9 @@ nlohmann::json adviceJson(const std::optional<FitAdvice>& advice) {
 }
 
 void writeCsv(const SearchReport& report, std::ostream& out) {
-  out << "rank,strategy,tp,pp,dp,cp,ep,micro_batch,schedule,virtual_stages,recompute,sequence_parallel,"
-         "zero,dp_overlap,status,iteration_time_ms,"
+  out << "rank,strategy,tp,pp,dp,cp,ep,micro_batch,schedule,virtual_stages,recompute,sequence_"
+         "parallel,"
+         "zero,dp_overlap,offload,status,iteration_time_ms,"
          "throughput_samples_per_s,speedup_over_worst,bubble_fraction,peak_memory_bytes,"
          "memory_headroom_bytes,measured_share,derived_share,estimated_share,violation\n";
   for (const CandidateResult& r : report.candidates) {
@@ -103,10 +105,11 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
     bool valid = r.status != CandidateStatus::kInvalid;
     bool ok = r.status == CandidateStatus::kOk;
     out << (ok ? std::to_string(r.rank) : "") << ',' << s.name() << ',' << s.tp << ',' << s.pp
-        << ',' << s.dp << ',' << s.cp << ',' << s.ep << ',' << s.micro_batch << ',' << scheduleName(s.schedule) << ','
-        << s.virtual_stages << ',' << recomputeName(s.recompute) << ','
-        << (s.sequence_parallel ? "on" : "off") << ',' << s.zero_stage << ','
-        << (s.dp_overlap ? "on" : "off") << ',' << candidateStatusName(r.status) << ',';
+        << ',' << s.dp << ',' << s.cp << ',' << s.ep << ',' << s.micro_batch << ','
+        << scheduleName(s.schedule) << ',' << s.virtual_stages << ',' << recomputeName(s.recompute)
+        << ',' << (s.sequence_parallel ? "on" : "off") << ',' << s.zero_stage << ','
+        << (s.dp_overlap ? "on" : "off") << ',' << offloadName(s.offload) << ','
+        << candidateStatusName(r.status) << ',';
     if (ok) {
       out << fmt::format("{:.6f},{:.6f},{:.6f},{:.6f}", r.iteration_us / kUsPerMs, r.samples_per_s,
                          r.speedup_over_worst, r.bubble_fraction);

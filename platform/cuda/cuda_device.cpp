@@ -121,6 +121,11 @@ class CudaDevice : public Device {
 
   std::vector<double> timeCompute(const Event& event, int warmup, int repeats) override {
     std::unique_ptr<ComputeKernel> kernel = makeCudaKernel(event, compute_stream_, options_.seed);
+    const OpFamily family = computeOpKind(event, "CUDA").family;
+    // The host's Adam (optimizer offload) runs on the CPU: the host clock times it.
+    if (family == OpFamily::kHostAdam) return timeOnHost(*kernel, warmup, repeats);
+    // An offload copy is a DMA with no kernel for CUPTI to span: CUDA events on its stream.
+    if (family == OpFamily::kHostCopy) return timeWithEvents(*kernel, warmup, repeats);
     auto run = [&] { kernel->run(); };
     auto sync = [&] { kernel->synchronize(); };
     if (span_timer_) {
@@ -226,6 +231,19 @@ class CudaDevice : public Device {
   // between every two repetitions stops the device from preparing the next launch while the last
   // runs, adding 3-5 us to each (measured on an H100). Also records the host's enqueue time per
   // repetition (timingNote).
+  static std::vector<double> timeOnHost(ComputeKernel& kernel, int warmup, int repeats) {
+    for (int i = 0; i < warmup; ++i) kernel.run();
+    std::vector<double> samples;
+    for (int i = 0; i < repeats; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      kernel.run();
+      samples.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count());
+    }
+    return samples;
+  }
+
   std::vector<double> timeWithEvents(ComputeKernel& kernel, int warmup, int repeats) {
     for (int i = 0; i < warmup; ++i) kernel.run();
     kernel.synchronize();

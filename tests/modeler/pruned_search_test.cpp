@@ -49,6 +49,8 @@ std::vector<BundledSearch> bundledSearches() {
   tiny.space.sequence_parallel = {false, true};
   tiny.space.zero_stages = {0, 1, 2, 3};
   tiny.space.dp_overlaps = {false, true};
+  tiny.space.offloads = {Offload::kNone, Offload::kOptimizer, Offload::kActivations,
+                         Offload::kBoth};
   out.push_back({"tiny-gpt", "cpu-local", tiny});
   return out;
 }
@@ -63,6 +65,7 @@ void expectSameCandidate(const CandidateResult& a, const CandidateResult& b,
   EXPECT_EQ(a.strategy.sequence_parallel, b.strategy.sequence_parallel) << at;
   EXPECT_EQ(a.strategy.zero_stage, b.strategy.zero_stage) << at;
   EXPECT_EQ(a.strategy.dp_overlap, b.strategy.dp_overlap) << at;
+  EXPECT_EQ(a.strategy.offload, b.strategy.offload) << at;
   EXPECT_EQ(a.rank, b.rank) << at;
   EXPECT_EQ(a.iteration_us, b.iteration_us) << at;  // the same simulation, bit for bit
   EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes) << at;

@@ -1,0 +1,67 @@
+#pragma once
+// Where each op of a task starts, and the task's duration: the one rule the simulation times tasks
+// by and the closed-form tier bounds them with.
+//
+// The ops of a task run one after another on the device, and each must first be issued by the host
+// (the framework's Python and launch path, EventCost::host_us), which starts issuing when the task
+// starts (Megatron synchronises on the task's P2P input): op i starts at max(host issued ops 1..i,
+// op i-1 ended). With no host cost this is the plain prefix sum of the op times. An op that runs
+// beside the next n ops (OpInstance::overlap_ops: a CP ring exchange beside its attention step, an
+// activation offload beside a layer) starts in order but does not hold the device; the op after
+// those n waits for it, and the task ends when every op has. Overlapping ops of one stream run one
+// at a time (one copy engine, one ring): each starts after the previous one ends. Only the ops
+// `in_task` selects run (a split backward's B or W); an op that waits for an overlapping one waits
+// at the first selected op at or after its position.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+
+#include "common/error.h"
+#include "events/op_list.h"
+
+namespace evsim {
+
+// `cost(op)` gives {host_us, time_us}; `start_at(i, t)` is told where selected op i starts.
+template <typename Select, typename Cost, typename OnStart>
+double opOffsets(const OpList& ops, Select in_task, Cost cost, OnStart start_at) {
+  // Ops running beside later ones: the index of the first op that waits for each, and its end.
+  // Nesting is shallow (a CP exchange inside an offloaded layer, two offloads in flight).
+  struct Beside {
+    size_t release = 0;
+    double end = 0;
+  };
+  std::array<Beside, 8> beside;
+  size_t pending = 0;
+  std::array<double, kStreamCount> stream_free{};  // of the overlapping ops on each stream
+  double device_free = 0, host_issued = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OpInstance& op = ops[i];
+    if (!in_task(op)) continue;
+    const auto [host_us, time_us] = cost(op);
+    host_issued += host_us;
+    double& stream_free_at = stream_free[static_cast<size_t>(op.stream)];
+    double start = std::max({device_free, host_issued, stream_free_at});
+    for (size_t j = 0; j < pending;) {
+      if (beside[j].release <= i) {
+        start = std::max(start, beside[j].end);
+        beside[j] = beside[--pending];
+      } else {
+        ++j;
+      }
+    }
+    start_at(i, start);
+    if (op.overlap_ops > 0) {
+      stream_free_at = start + time_us;
+      EVSIM_CHECK(pending < beside.size(), "op '{}': more than {} overlapping ops at once", op.name,
+                  beside.size());
+      beside[pending++] = {i + 1 + static_cast<size_t>(op.overlap_ops), stream_free_at};
+      continue;  // the next ops start beside it
+    }
+    device_free = start + time_us;
+  }
+  for (size_t j = 0; j < pending; ++j) device_free = std::max(device_free, beside[j].end);
+  return device_free;
+}
+
+}  // namespace evsim
