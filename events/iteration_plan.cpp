@@ -207,7 +207,9 @@ void addActivationOffload(StagePlan& stage, DType dtype, EventTable& table) {
       backward.push_back(stage.backward[i]);
     }
   }
-  for (GradBucket& bucket : stage.dp_buckets) bucket.ready_after_op = moved[bucket.ready_after_op];
+  for (GradBucket& bucket : stage.dp_buckets) {
+    if (bucket.ready_after_op >= 0) bucket.ready_after_op = moved[bucket.ready_after_op];
+  }
   stage.forward = std::move(forward);
   stage.backward = std::move(backward);
 }

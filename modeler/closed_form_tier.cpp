@@ -1,6 +1,7 @@
 #include "modeler/closed_form_tier.h"
 
 #include <algorithm>
+#include <map>
 
 #include "common/error.h"
 #include "events/iteration_plan.h"
@@ -95,6 +96,43 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy,
   return layer_times_.try_emplace(key, times).first->second;
 }
 
+void ClosedFormTier::addActivationCopyBounds(const Strategy& strategy,
+                                             const std::vector<int>& first_layer,
+                                             std::vector<double>& forward,
+                                             std::vector<double>& backward) const {
+  // A task's copies run one at a time on the host stream and the task ends after the last
+  // (op_offsets.h): it lasts at least their sum, whatever the ops beside them.
+  const ModelFootprint& footprint = cachedFootprint(model_, strategy, cache_);
+  const int64_t elem_bytes = dtypeBytes(model_.dtype);
+  std::map<std::pair<bool, int64_t>, double> memo;  // (out, bytes): the layers of a kind repeat
+  auto copyUs = [&](bool out, int64_t bytes) {
+    if (bytes == 0) return 0.0;  // no copy (addActivationOffload)
+    auto [it, inserted] = memo.try_emplace({out, bytes}, 0.0);
+    if (inserted) {
+      const Event copy =
+          makeCompute(out ? "offload_d2h" : "offload_h2d",
+                      {{"elems", (bytes + elem_bytes - 1) / elem_bytes}}, "", model_.dtype);
+      std::optional<EventCost> c = costs_.cost(copy);
+      it->second = c ? c->time_us : 0.0;  // uncosted: no bound from it (the full path reports it)
+    }
+    return it->second;
+  };
+  const int K = static_cast<int>(first_layer.size());
+  for (int k = 0; k < K; ++k) {
+    std::vector<int64_t> layers;
+    if (k == 0) layers.push_back(footprint.embedding.saved_bytes);
+    const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
+    for (int layer = first_layer[k]; layer < end; ++layer) {
+      layers.push_back(footprint.block(model_.blocks[layer]).saved_bytes);
+    }
+    if (k == K - 1) layers.push_back(footprint.head.saved_bytes);
+    double out = 0, in = 0;
+    for (int64_t bytes : layers) out += copyUs(true, bytes), in += copyUs(false, bytes);
+    forward[k] = std::max(forward[k], out);
+    backward[k] = std::max(backward[k], in);
+  }
+}
+
 double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batches,
                                     const std::vector<int>& first_layer,
                                     const std::vector<int64_t>& parameters,
@@ -132,6 +170,9 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
       forward[k] += t.head_forward;
       backward[k] += t.head_backward;
     }
+  }
+  if (offloadsActivations(strategy.offload)) {
+    addActivationCopyBounds(strategy, first_layer, forward, backward);
   }
   // After the pipeline: gradient sync (not overlapped), optimizer, ZeRO 1/2 parameter gathers.
   std::vector<double> post(P, 0.0);

@@ -17,7 +17,8 @@
 //             copies and the host's Adam) + ZeRO 1/2 all-gathers, each with its host issue time,
 //             as the simulation charges them (under expert parallelism the dense parameters'
 //             only: the experts' own sync can only add)
-// Activation offload's copies are left out of F_k and B_k: ops beside others can only delay them.
+// With activation offload F_k and B_k are at least the sums of the task's copies out and in (they
+// run one at a time on the host stream, and the task ends after the last).
 //   bound = max_s max(fill_s + work_s + post_s, fill_s + work_s + drain_s + post_0)
 // P2P sends, bubbles beyond fill/drain and exposed overlapped buckets only add time, so the
 // simulated iteration time is never below the bound. When the cost model lacks an event the bound
@@ -76,6 +77,9 @@ class ClosedFormTier {
   LayerTimes computeLayerTimes(const Strategy& strategy, const StageGroups& groups) const;
   // host + device time of one execution, or a negative value when no source covers it.
   double issuedUs(const Event& event) const;
+  // Raises each chunk's F_k and B_k to its activation copies' sums (activation offload).
+  void addActivationCopyBounds(const Strategy& strategy, const std::vector<int>& first_layer,
+                               std::vector<double>& forward, std::vector<double>& backward) const;
   double lowerBoundUs(const Strategy& strategy, int64_t micro_batches,
                       const std::vector<int>& first_layer, const std::vector<int64_t>& parameters,
                       const std::vector<int64_t>& dense_parameters) const;
