@@ -31,9 +31,49 @@ const PlanCache::Placements& PlanCache::placements(const PlacementKey& key,
   return lookup(mutex_, placements_, key, compute);
 }
 
+const PlanCache::PipelineClasses& PlanCache::pipelineClasses(
+    const PlacementKey& key, const std::function<PipelineClasses()>& compute) {
+  return lookup(mutex_, pipeline_classes_, key, compute);
+}
+
 const ModelFootprint& PlanCache::footprint(const FootprintKey& key,
                                            const std::function<ModelFootprint()>& compute) {
   return lookup(mutex_, footprints_, key, compute);
+}
+
+std::shared_ptr<const PlanCore> PlanCache::core(
+    const CoreKey& key, const std::function<std::shared_ptr<const PlanCore>()>& compute) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = cores_.find(key);
+    if (it != cores_.end()) {
+      ++core_hits_;
+      core_order_.splice(core_order_.end(), core_order_, it->second.second);
+      return it->second.first;
+    }
+    ++core_misses_;
+  }
+  std::shared_ptr<const PlanCore> value = compute();  // outside the lock, as lookup() does
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (core_capacity_ == 0) return value;
+  auto [it, inserted] = cores_.try_emplace(key, value, core_order_.end());
+  if (!inserted) return it->second.first;  // another thread stored it meanwhile: the same value
+  it->second.second = core_order_.insert(core_order_.end(), key);
+  if (cores_.size() > core_capacity_) {
+    cores_.erase(core_order_.front());
+    core_order_.pop_front();
+  }
+  return value;
+}
+
+int64_t PlanCache::coreHits() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return core_hits_;
+}
+
+int64_t PlanCache::coreMisses() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return core_misses_;
 }
 
 }  // namespace evsim
