@@ -1,5 +1,7 @@
 #include "events/iteration_plan.h"
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "common/checked.h"
@@ -53,7 +55,18 @@ std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& stra
     for (const TransformerBlock& block : model.blocks) {
       costs.push_back(footprint.block(block).work_flops);
     }
-    return partitionLayers(costs, footprint.embedding.work_flops, footprint.head.work_flops, K);
+    const double first_extra = footprint.embedding.work_flops;
+    const double last_extra = footprint.head.work_flops;
+    auto partition = [&] { return partitionLayers(costs, first_extra, last_extra, K); };
+    if (cache == nullptr) return partition();
+    // Scaled by a power of two (exact): the partition of the scaled costs is the same.
+    double largest = std::max(first_extra, last_extra);
+    for (double c : costs) largest = std::max(largest, c);
+    const int exponent = largest > 0 && std::isfinite(largest) ? std::ilogb(largest) : 0;
+    PlanCache::CostKey key{costs, std::ldexp(first_extra, -exponent),
+                           std::ldexp(last_extra, -exponent), K};
+    for (double& c : std::get<0>(key)) c = std::ldexp(c, -exponent);
+    return cache->partitionOfCosts(key, partition);
   };
   if (cache == nullptr) return compute();
   return cache->partition({strategy.micro_batch, strategy.tp, strategy.sequence_parallel,

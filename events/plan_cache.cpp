@@ -26,6 +26,11 @@ std::vector<int> PlanCache::partition(const PartitionKey& key,
   return lookup(mutex_, partitions_, key, compute);
 }
 
+std::vector<int> PlanCache::partitionOfCosts(const CostKey& key,
+                                             const std::function<std::vector<int>()>& compute) {
+  return lookup(mutex_, partitions_of_costs_, key, compute);
+}
+
 const PlanCache::Placements& PlanCache::placements(const PlacementKey& key,
                                                    const std::function<Placements()>& compute) {
   return lookup(mutex_, placements_, key, compute);

@@ -27,6 +27,10 @@ class PlanCache {
  public:
   // (b, M, sequence parallel, recompute, C, E, chunks K)
   using PartitionKey = std::tuple<int64_t, int, bool, int, int, int, int>;
+  // The partition's inputs (block costs, first and last stage extras, chunks K), scaled by a power
+  // of two so that the largest is in [1, 2): exact, so the partition is the same. Shapes whose
+  // costs differ only by such a factor (micro-batch sizes, TP degrees) share one partition.
+  using CostKey = std::tuple<std::vector<double>, double, double, int>;
   // Worst groups of each device stage: TP, DP (x CP), the CP ring pair, EP and expert DP.
   struct Placements {
     std::vector<Placement> tp;
@@ -63,6 +67,8 @@ class PlanCache {
   // The cached value, or compute()'s result stored under `key`.
   std::vector<int> partition(const PartitionKey& key,
                              const std::function<std::vector<int>()>& compute);
+  std::vector<int> partitionOfCosts(const CostKey& key,
+                                    const std::function<std::vector<int>()>& compute);
   const Placements& placements(const PlacementKey& key, const std::function<Placements()>& compute);
   const PipelineClasses& pipelineClasses(const PlacementKey& key,
                                          const std::function<PipelineClasses()>& compute);
@@ -79,6 +85,7 @@ class PlanCache {
  private:
   mutable std::mutex mutex_;
   std::map<PartitionKey, std::vector<int>> partitions_;
+  std::map<CostKey, std::vector<int>> partitions_of_costs_;
   std::map<PlacementKey, Placements> placements_;  // node-based: references stay valid
   std::map<PlacementKey, PipelineClasses> pipeline_classes_;
   std::map<FootprintKey, ModelFootprint> footprints_;

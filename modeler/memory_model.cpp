@@ -88,8 +88,8 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
   out.usable_bytes =
       static_cast<int64_t>(std::floor(static_cast<double>(out.capacity_bytes) * (1 - headroom)));
   // The device orders the task graph is built from (pipeline_schedule.h).
-  const std::vector<std::vector<StageTask>> orders =
-      pipelineSchedule(strategy.schedule).orders(PipelineShape{P, v, micro_batches});
+  const std::shared_ptr<const DeviceOrders> orders =
+      scheduleOrders(strategy.schedule, PipelineShape{P, v, micro_batches});
   for (int device = 0; device < P; ++device) {
     StageMemory mem;
     mem.stage = device;
@@ -111,7 +111,7 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
         static_cast<double>(expert_parameters) * expert_state;
     mem.model_state_bytes =
         state_bytes < 9.2e18 ? std::llround(state_bytes) : std::numeric_limits<int64_t>::max();
-    const ActivationPeak peak = peakActivations(orders[device], chunk_bytes, chunk_held_bytes);
+    const ActivationPeak peak = peakActivations((*orders)[device], chunk_bytes, chunk_held_bytes);
     mem.in_flight = peak.in_flight;
     mem.activation_bytes = peak.bytes;
     mem.peak_bytes = saturatingAdd(mem.model_state_bytes, mem.activation_bytes);
