@@ -59,8 +59,10 @@ class PlanCache {
       std::tuple<int64_t, int, int, int, int, int, bool, int, int, bool, std::vector<int>>;
   // Plan cores kept: a core holds every chunk's op lists (about 1 MB for a 126-layer model), so
   // only the most recently used are kept. A search visits candidates by their lower bound, which
-  // puts the ZeRO / overlap / schedule variants of one core close together.
-  static constexpr size_t kDefaultCoreCapacity = 64;
+  // puts the ZeRO / overlap / schedule variants of one core close together. In the 16,384-GPU
+  // search (4,354 plans) 16 cores give 334 reuses on one thread, 64 give 430, an unbounded cache
+  // 456: a core costs about 0.1-0.2 ms to build, and 16 keep the peak RSS at 50 MB (64: 113 MB).
+  static constexpr size_t kDefaultCoreCapacity = 16;
 
   explicit PlanCache(size_t core_capacity = kDefaultCoreCapacity) : core_capacity_(core_capacity) {}
 
