@@ -1,5 +1,7 @@
 #include "events/plan_cache.h"
 
+#include <algorithm>
+
 namespace evsim {
 
 namespace {
@@ -48,26 +50,27 @@ const ModelFootprint& PlanCache::footprint(const FootprintKey& key,
 
 std::shared_ptr<const PlanCore> PlanCache::core(
     const CoreKey& key, const std::function<std::shared_ptr<const PlanCore>()>& compute) {
+  auto find = [&] {
+    return std::find_if(cores_.begin(), cores_.end(),
+                        [&](const auto& entry) { return entry.first == key; });
+  };
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = cores_.find(key);
+    auto it = find();
     if (it != cores_.end()) {
       ++core_hits_;
-      core_order_.splice(core_order_.end(), core_order_, it->second.second);
-      return it->second.first;
+      cores_.splice(cores_.end(), cores_, it);  // now the most recently used
+      return it->second;
     }
     ++core_misses_;
   }
   std::shared_ptr<const PlanCore> value = compute();  // outside the lock, as lookup() does
   std::lock_guard<std::mutex> lock(mutex_);
   if (core_capacity_ == 0) return value;
-  auto [it, inserted] = cores_.try_emplace(key, value, core_order_.end());
-  if (!inserted) return it->second.first;  // another thread stored it meanwhile: the same value
-  it->second.second = core_order_.insert(core_order_.end(), key);
-  if (cores_.size() > core_capacity_) {
-    cores_.erase(core_order_.front());
-    core_order_.pop_front();
-  }
+  auto it = find();
+  if (it != cores_.end()) return it->second;  // another thread stored it meanwhile: the same value
+  cores_.emplace_back(key, value);
+  if (cores_.size() > core_capacity_) cores_.pop_front();
   return value;
 }
 

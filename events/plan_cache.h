@@ -18,6 +18,7 @@
 
 #include "events/event.h"
 #include "events/layer_footprint.h"
+#include "events/strategy.h"
 
 namespace evsim {
 
@@ -54,9 +55,9 @@ class PlanCache {
   // (b, M, sequence parallel, recompute, C, E)
   using FootprintKey = std::tuple<int64_t, int, bool, int, int, int>;
 
-  // (b, M, P, D, C, E, sequence parallel, recompute, chunks K, ZeRO-3, the user's stage_layers)
-  using CoreKey =
-      std::tuple<int64_t, int, int, int, int, int, bool, int, int, bool, std::vector<int>>;
+  // The strategy with the fields a core does not depend on reset (planCoreKey, plan_core.h): a
+  // field added to Strategy is part of the key unless planCoreKey resets it.
+  using CoreKey = Strategy;
   // Plan cores kept: a core holds every chunk's op lists (about 1 MB for a 126-layer model), so
   // only the most recently used are kept. A search visits candidates by their lower bound, which
   // puts the ZeRO / overlap / schedule variants of one core close together. In the 16,384-GPU
@@ -91,11 +92,9 @@ class PlanCache {
   std::map<PlacementKey, Placements> placements_;  // node-based: references stay valid
   std::map<PlacementKey, PipelineClasses> pipeline_classes_;
   std::map<FootprintKey, ModelFootprint> footprints_;
-  // Least recently used first; cores_ maps a key to its core and its place in that list.
+  // Least recently used first; few, so found by comparing keys.
   size_t core_capacity_;
-  std::list<CoreKey> core_order_;
-  std::map<CoreKey, std::pair<std::shared_ptr<const PlanCore>, std::list<CoreKey>::iterator>>
-      cores_;
+  std::list<std::pair<CoreKey, std::shared_ptr<const PlanCore>>> cores_;
   int64_t core_hits_ = 0, core_misses_ = 0;
 };
 

@@ -88,18 +88,15 @@ bool headOwnsOutputWeight(const ModelConfig& model, bool has_embedding) {
   return model.spec.untied_output || !has_embedding;
 }
 
-PlanCache::CoreKey planCoreKey(const Strategy& s) {
-  return {s.micro_batch,
-          s.tp,
-          s.pp,
-          s.dp,
-          s.cp,
-          s.ep,
-          s.sequence_parallel,
-          static_cast<int>(s.recompute),
-          chunkCount(s),
-          effectiveZero(s) == 3,
-          s.stage_layers};
+PlanCache::CoreKey planCoreKey(const Strategy& strategy) {
+  // Reset what only finishPlan reads; everything else (a field added later included) stays.
+  Strategy key = strategy;
+  key.zero_stage = effectiveZero(strategy) == 3 ? 3 : 0;
+  key.dp_overlap = false;
+  key.dp_bucket_bytes = Strategy{}.dp_bucket_bytes;
+  key.global_batch = 0;
+  if (key.schedule != Schedule::kInterleaved) key.schedule = Schedule::kDapple;  // v = 1 alike
+  return key;
 }
 
 std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,

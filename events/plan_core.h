@@ -49,8 +49,11 @@ struct PlanCore {
   std::vector<PipelineClass> pipelines;
 };
 
-// The key of `strategy`'s core (PlanCache::CoreKey); the ZeRO stage counts only as "3 or not",
-// and only with a DP x CP group of more than one rank (otherwise ZeRO does nothing).
+// The key of `strategy`'s core (PlanCache::CoreKey): `strategy` with the fields only finishPlan
+// reads reset: the ZeRO stage to 3 or 0 (ZeRO-3 changes the op lists; ZeRO does nothing over a
+// DP x CP group of one rank), DP overlap and bucket size, the global batch, and a non-interleaved
+// schedule to one of them. A new Strategy field is part of the key until it is reset here, which
+// is right for any field that changes op lists, the partition or placements.
 PlanCache::CoreKey planCoreKey(const Strategy& strategy);
 
 // Builds the core of a plan of `strategy` (valid for `model` and `cluster`: validateStrategy),

@@ -12,6 +12,7 @@
 
 #include "events/iteration_plan.h"
 #include "events/plan_cache.h"
+#include "events/plan_core.h"
 #include "modeler/cost_model.h"
 #include "modeler/simulation.h"
 #include "support/test_support.h"
@@ -270,10 +271,52 @@ TEST_F(PlanReuse, OverlapBucketsOfAReusedCoreByHand) {
   EXPECT_EQ(s1.dp_allreduce, -1);
 }
 
+TEST(PlanCoreKey, ResetsOnlyWhatFinishingReads) {
+  // 2M4P4D (D x C = 4 ranks: ZeRO acts), b 2, B 64.
+  const Strategy base = test::strategy("2M4P4D", 2, 64);
+  auto with = [&](auto change) {
+    Strategy s = base;
+    change(s);
+    return planCoreKey(s);
+  };
+  const PlanCache::CoreKey key = planCoreKey(base);
+  // Shared: ZeRO 0/1/2, overlap and bucket size, global batch, the non-interleaved schedules.
+  EXPECT_EQ(with([](Strategy& s) { s.zero_stage = 2; }), key);
+  EXPECT_EQ(with([](Strategy& s) { s.dp_overlap = true; }), key);
+  EXPECT_EQ(with([](Strategy& s) { s.dp_bucket_bytes = 1 << 20; }), key);
+  EXPECT_EQ(with([](Strategy& s) { s.global_batch = 128; }), key);
+  EXPECT_EQ(with([](Strategy& s) { s.schedule = Schedule::kZbh2; }), key);
+  EXPECT_EQ(with([](Strategy& s) { s.schedule = Schedule::kGpipe; }), key);
+  // Apart: ZeRO-3, the interleaved schedule (and its v), shapes, techniques, splits.
+  EXPECT_NE(with([](Strategy& s) { s.zero_stage = 3; }), key);
+  const PlanCache::CoreKey v2 = with([](Strategy& s) {
+    s.schedule = Schedule::kInterleaved;
+    s.virtual_stages = 2;
+  });
+  EXPECT_NE(v2, key);
+  EXPECT_NE(with([](Strategy& s) {
+              s.schedule = Schedule::kInterleaved;
+              s.virtual_stages = 3;
+            }),
+            v2);
+  EXPECT_NE(with([](Strategy& s) { s.micro_batch = 4; }), key);
+  EXPECT_NE(with([](Strategy& s) { s.dp = 2; }), key);
+  EXPECT_NE(with([](Strategy& s) { s.cp = 2; }), key);
+  EXPECT_NE(with([](Strategy& s) { s.ep = 2; }), key);
+  EXPECT_NE(with([](Strategy& s) { s.recompute = Recompute::kSelective; }), key);
+  EXPECT_NE(with([](Strategy& s) { s.sequence_parallel = true; }), key);
+  EXPECT_NE(with([](Strategy& s) { s.stage_layers = {24, 24, 24, 24}; }), key);
+  // With D x C = 1, ZeRO-3 does nothing: the same core as ZeRO 0.
+  Strategy alone = test::strategy("2M4P1D", 2, 64);
+  const PlanCache::CoreKey alone_key = planCoreKey(alone);
+  alone.zero_stage = 3;
+  EXPECT_EQ(planCoreKey(alone), alone_key);
+}
+
 TEST(PlanCacheCores, KeepsTheMostRecentlyUsed) {
   // Capacity 2: a, b, a (hit: a is now the most recent), c (evicts b), a (hit), b (miss).
   PlanCache cache(2);
-  auto key = [](int tp) { return PlanCache::CoreKey{1, tp, 1, 1, 1, 1, false, 0, 1, false, {}}; };
+  auto key = [](int tp) { return test::strategy(std::to_string(tp) + "M1P1D", 1, 1); };
   int built = 0;
   auto get = [&](int tp) {
     return cache.core(key(tp), [&] {
