@@ -40,15 +40,26 @@ bool sameEventKey(const Event& a, const Event& b) {
   return a.message_bytes == b.message_bytes && a.placement == b.placement;
 }
 
-int EventTable::intern(const Event& event) {
-  const uint64_t h = eventKeyHash(event);
-  auto [first, last] = index_.equal_range(h);
+int EventTable::find(const Event& event, uint64_t hash) const {
+  auto [first, last] = index_.equal_range(hash);
   for (auto it = first; it != last; ++it) {
     if (sameEventKey(events_[it->second].event, event)) return it->second;
   }
+  return -1;
+}
+
+int EventTable::intern(const Event& event) {
+  const uint64_t h = eventKeyHash(event);
+  const int found = find(event, h);
+  if (found >= 0) return found;
+  return appendNew(UniqueEvent{event, event.signature(), 0}, h);
+}
+
+int EventTable::appendNew(const UniqueEvent& unique, uint64_t hash) {
   const int index = static_cast<int>(events_.size());
-  events_.push_back(UniqueEvent{event, event.signature(), 0});
-  index_.emplace(h, index);
+  events_.push_back(unique);
+  hashes_.push_back(hash);
+  index_.emplace(hash, index);
   return index;
 }
 

@@ -26,6 +26,14 @@ class EventTable {
  public:
   // Index of `event`, adding it (with count 0) the first time its key is seen.
   int intern(const Event& event);
+  // Adds `unique` (its count included) at the end without looking for it: the caller knows its
+  // key is not in the table yet, and that `hash` is its eventKeyHash (finishing a cached plan core
+  // copies events whose hashes and signatures were computed once). Returns its index.
+  int appendNew(const UniqueEvent& unique, uint64_t hash);
+  // Index of the event with `event`'s key, whose eventKeyHash is `hash`, or -1.
+  int find(const Event& event, uint64_t hash) const;
+  // eventKeyHash of the event at `index`, as computed when it was added.
+  uint64_t hashAt(int index) const { return hashes_[index]; }
   // Checked (common/checked.h): counts multiply micro-batches, devices and repeated layers.
   void addCount(int index, int64_t executions) {
     events_[index].count = checkedAdd(events_[index].count, executions, "op executions");
@@ -37,6 +45,7 @@ class EventTable {
 
  private:
   std::vector<UniqueEvent> events_;
+  std::vector<uint64_t> hashes_;                  // eventKeyHash of each of events_
   std::unordered_multimap<uint64_t, int> index_;  // key hash -> indices (collisions compared)
 };
 

@@ -113,7 +113,9 @@ struct IterationPlan {
 };
 
 // Validates the strategy (InputError naming the rule) and builds the plan. `cache` (optional, for
-// one model and cluster) shares stage partitions and group placements between plans.
+// one model and cluster) shares stage partitions, group placements and plan cores (plan_core.h:
+// plans that differ only in ZeRO stage 0/1/2, DP overlap, non-interleaved schedule or global batch
+// share their op lists) between plans; the plan is the same with or without it.
 IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& cluster,
                                  const Strategy& strategy, PlanCache* cache = nullptr);
 
@@ -145,7 +147,8 @@ std::vector<StepOp> optimizerStepOps(int64_t params, DType model_dtype, Offload 
 // With activation offload: after each layer's forward ops, a copy of its saved activations to the
 // host beside the next layer's ops (the chunk's last layer in order, nothing left to hide it);
 // before each layer's backward, their copy back beside the backward of the layer before it (the
-// first in order). No validation.
+// first in order). Called on a plan core's op lists, before any DDP bucket points into them (the
+// buckets skip the host stream's copies). No validation.
 void addActivationOffload(StagePlan& stage, DType dtype, EventTable& table);
 // The worst TP and DP group placement of each device stage (RankLayout::worstTpGroup/DpGroup).
 const PlanCache::Placements& stagePlacements(const Strategy& strategy, int gpus_per_node,

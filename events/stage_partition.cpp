@@ -24,9 +24,15 @@ std::vector<int> partitionLayers(const std::vector<double>& block_cost, double f
   std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, kInf));
   std::vector<std::vector<int>> split(stages + 1, std::vector<int>(n + 1, 0));
   best[0][0] = 0.0;
+  // least[j]: the smallest best[k - 1][j'] for j' >= j. A split at j' costs at least
+  // best[k - 1][j'], so once least[j] reaches what would improve best[k][i], no later j can: the
+  // scan stops there with the same result as a full one.
+  std::vector<double> least(n + 2, kInf);
   for (int k = 1; k <= stages; ++k) {
+    for (int j = n; j >= 0; --j) least[j] = std::min(best[k - 1][j], least[j + 1]);
     for (int i = k; i <= n - (stages - k); ++i) {
       for (int j = k - 1; j < i; ++j) {
+        if (least[j] >= best[k][i] * (1 - 1e-12)) break;
         if (best[k - 1][j] == kInf) continue;
         double candidate = std::max(best[k - 1][j], stageCost(j, i, k - 1));
         // Relative tolerance so float noise does not break ties between equal splits.

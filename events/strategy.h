@@ -105,6 +105,8 @@ struct Strategy {
   // The techniques beyond M, P, D as a short suffix, e.g. " cp2 ep4 v3 rc=selective sp zero1"
   // ("" if none).
   std::string techniques() const;
+  // Every field: PlanCache keys plan cores by a strategy with the finishing-only fields reset.
+  bool operator==(const Strategy&) const = default;
 };
 
 // Parses "2M4P2D" (any case, any order of the three parts, each once). Throws InputError naming

@@ -15,6 +15,7 @@
 // modeler/CMakeLists.txt (docs/DESIGN.md counts them).
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "events/op_list.h"
@@ -53,6 +54,12 @@ class PipelineSchedule {
 
 // The schedule object of `schedule` (static storage).
 const PipelineSchedule& pipelineSchedule(Schedule schedule);
+
+using DeviceOrders = std::vector<std::vector<StageTask>>;  // index = device
+// pipelineSchedule(schedule).orders(shape), computed once per (schedule, shape) and shared: a
+// search asks for the same few shapes for every candidate's memory estimate and task graph.
+// Thread-safe; the most recently used orders are kept, up to about 2^21 tasks (24 MiB) in all.
+std::shared_ptr<const DeviceOrders> scheduleOrders(Schedule schedule, const PipelineShape& shape);
 
 // pipelineSchedule(schedule).deviceOrder(stage, {stages, virtual_stages, micro_batches}) after
 // checking the arguments (stage in range, m >= 1, v > 1 only for chunked schedules).

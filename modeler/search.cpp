@@ -90,7 +90,7 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
   const size_t n = candidates.size();
   std::vector<CandidateResult> results(n);
   std::vector<std::optional<IterationPlan>> plans(n);
-  PlanCache cache;  // partitions and placements shared by the candidates' plans
+  PlanCache cache;  // partitions, placements and plan cores shared by the candidates' plans
 
   // Phase 1: plans and memory of every valid candidate; OOM ones go no further.
   parallelFor(n, options.threads, [&](size_t i) {

@@ -44,8 +44,9 @@ TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t mic
   auto slot = [&](Phase phase, int k, int64_t i) -> int& {
     return id[static_cast<size_t>((phaseIndex(phase) * K + k) * m + i)];
   };
-  const std::vector<std::vector<StageTask>> orders =
-      sched.orders(PipelineShape{devices, chunks, micro_batches});
+  const std::shared_ptr<const DeviceOrders> shared_orders =
+      scheduleOrders(schedule, PipelineShape{devices, chunks, micro_batches});
+  const DeviceOrders& orders = *shared_orders;
   EVSIM_CHECK(static_cast<int>(orders.size()) == devices, "{} orders for {} devices", orders.size(),
               devices);
   g.device_order.resize(devices);

@@ -6,10 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
+#include <random>
 
 #include "common/error.h"
 #include "events/iteration_plan.h"
+#include "events/plan_cache.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -106,6 +110,113 @@ TEST(StagePartition, PlanStagesCoverEveryBlockOnce) {
     EXPECT_EQ(s.has_head, s.stage == 3);
   }
   EXPECT_EQ(next, 8);
+}
+
+// The dynamic program as first written: every split j of every (stage count, prefix) scanned,
+// the first j that improves by more than the relative tolerance kept. partitionLayers stops the
+// scan early where no later j can improve; its results must be these.
+Starts fullScan(const std::vector<double>& cost, double first_extra, double last_extra,
+                int stages) {
+  const int n = static_cast<int>(cost.size());
+  std::vector<double> prefix(n + 1, 0.0);
+  for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + cost[i];
+  auto stageCost = [&](int first, int end, int stage) {
+    double c = prefix[end] - prefix[first];
+    if (stage == 0) c += first_extra;
+    if (stage == stages - 1) c += last_extra;
+    return c;
+  };
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, kInf));
+  std::vector<std::vector<int>> split(stages + 1, std::vector<int>(n + 1, 0));
+  best[0][0] = 0.0;
+  for (int k = 1; k <= stages; ++k) {
+    for (int i = k; i <= n - (stages - k); ++i) {
+      for (int j = k - 1; j < i; ++j) {
+        if (best[k - 1][j] == kInf) continue;
+        double candidate = std::max(best[k - 1][j], stageCost(j, i, k - 1));
+        if (candidate < best[k][i] * (1 - 1e-12)) {
+          best[k][i] = candidate;
+          split[k][i] = j;
+        }
+      }
+    }
+  }
+  Starts first(stages);
+  int end = n;
+  for (int k = stages; k >= 1; --k) {
+    first[k - 1] = split[k][end];
+    end = split[k][end];
+  }
+  return first;
+}
+
+TEST(StagePartition, EarlyStopGivesTheFullScansSplits) {
+  // Random block costs, many with ties (a few distinct values, as real models repeat one block),
+  // random extras, every stage count: the same starts as the full scan. (A stop at 0.99 of the
+  // best instead of the tolerance fails here.)
+  std::mt19937 rng(14);
+  int cases = 0;
+  for (int trial = 0; trial < 450; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 40);
+    // Exact ties, near ties (costs within 2%: splits whose costs differ by under 1%), and spread.
+    const int kind = trial % 3;
+    std::vector<double> cost(n);
+    for (double& c : cost) {
+      const double r = static_cast<double>(rng() % 100000);
+      c = kind == 0 ? 1.0 + static_cast<double>(rng() % 3)
+                    : (kind == 1 ? 100.0 + std::fmod(r, 2.0) : r / 7.0);
+    }
+    const double first = (rng() % 5) * 0.75, last = (rng() % 5) * 1.5;
+    for (int stages = 1; stages <= n; ++stages) {
+      ASSERT_EQ(partitionLayers(cost, first, last, stages), fullScan(cost, first, last, stages))
+          << "n=" << n << " stages=" << stages << " trial=" << trial;
+      ++cases;
+    }
+  }
+  EXPECT_GT(cases, 4500);
+}
+
+TEST(StagePartition, ScalingEveryCostByAPowerOfTwoKeepsTheSplits) {
+  // What PlanCache's cost key relies on: 126 equal blocks (Llama 3.1 405B), a light embedding
+  // and a heavy head, and a random non-uniform model, scaled by 2^-40 .. 2^40.
+  std::vector<double> uniform(126, 3.0e12);
+  std::vector<double> random(57);
+  std::mt19937 rng(7);
+  for (double& c : random) c = 1e9 + static_cast<double>(rng() % 1000000) * 1e5;
+  for (const std::vector<double>* cost : {&uniform, &random}) {
+    for (int stages : {2, 7, 16, 48}) {
+      const Starts base = partitionLayers(*cost, 1.1e11, 5.3e12, stages);
+      for (int e : {-40, -3, 1, 2, 3, 40}) {
+        std::vector<double> scaled = *cost;
+        for (double& c : scaled) c = std::ldexp(c, e);
+        EXPECT_EQ(partitionLayers(scaled, std::ldexp(1.1e11, e), std::ldexp(5.3e12, e), stages),
+                  base)
+            << "stages " << stages << " scale 2^" << e;
+      }
+    }
+  }
+}
+
+TEST(StagePartition, CachedSplitsEqualTheUncachedOnes) {
+  // One cache across micro-batch sizes, TP degrees, recomputation and chunk counts (whose costs
+  // may share a scaled key): each equals the split computed without a cache.
+  ModelConfig model = test::model(64, 4, 256, 32, 512, 24);
+  PlanCache cache;
+  for (int64_t b : {1, 2, 4}) {
+    for (int tp : {1, 2, 4}) {
+      for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+        for (int stages : {2, 3, 8}) {
+          Strategy s = test::strategy("1M1P1D", b, 64);
+          s.tp = tp;
+          s.pp = stages;
+          s.recompute = rc;
+          EXPECT_EQ(stageFirstLayers(model, s, &cache), stageFirstLayers(model, s))
+              << "b=" << b << " tp=" << tp << " stages=" << stages;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -155,5 +155,24 @@ TEST(ScheduleTest, RejectsBadArguments) {
   EXPECT_THROW(stageTaskOrder(Schedule::kGpipe, 0, 4, 0), Error);  // no micro-batches
 }
 
+TEST(ScheduleOrders, SharedOrdersAreTheSchedulesOwn) {
+  // scheduleOrders computes each (schedule, P, v, m) once: the same object for a second caller,
+  // equal to the schedule's own orders, and apart from other shapes.
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kDapple, Schedule::kInterleaved,
+                            Schedule::kZbh1, Schedule::kZbh2}) {
+    const int v = schedule == Schedule::kInterleaved ? 3 : 1;
+    const PipelineShape shape{4, v, 8};
+    const std::shared_ptr<const DeviceOrders> first = scheduleOrders(schedule, shape);
+    EXPECT_EQ(*first, pipelineSchedule(schedule).orders(shape)) << scheduleName(schedule);
+    EXPECT_EQ(scheduleOrders(schedule, shape).get(), first.get());
+    const PipelineShape other{4, v, 12};
+    EXPECT_EQ(*scheduleOrders(schedule, other), pipelineSchedule(schedule).orders(other));
+    // DAPPLE's stage 0 of 4 by hand: 3 warm-up forwards, then 1F1B.
+    if (schedule == Schedule::kDapple) {
+      EXPECT_EQ(orderText((*first)[0]), "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace evsim
