@@ -141,14 +141,19 @@ void BM_Gpt3_1024Gpus_Widest_Pruned(benchmark::State& state) {
   state.counters["simulated"] = static_cast<double>(report.simulated);
   state.counters["pruned"] = static_cast<double>(report.pruned_by_bound);
 }
-BENCHMARK(BM_Gpt3_1024Gpus_Widest_Pruned)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Gpt3_1024Gpus_Widest_Pruned)
+    ->Arg(1)
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // Issue 14's large target: Llama 3.1 405B on 16,384 H100s (dgx-h100), B = 2048 sequences of 8192
 // tokens (Llama 3's 16M-token batch), every dimension the search has for a dense model: b 1,2,4,8;
 // GPipe, DAPPLE and interleaved with v in 2..16; recomputation none/selective/full; SP off/on;
-// ZeRO 0..3; DP overlap off/on; context parallelism 1,2,4,8,16. Pruned to the top 10 as
-// `eventsim search ... --top 10` runs it. Target: < 10 s on 2 cores. Arg: threads (0 = every core).
-SearchOptions llama16kOptions(unsigned threads) {
+// ZeRO 0..3; DP overlap off/on; context parallelism 1,2,4,8,16; offload none, optimizer,
+// activations, both (`with_offload`). Pruned to the top 10 as `eventsim search ... --top 10` runs
+// it. Target: < 10 s on 2 cores. Arg: threads (0 = every core).
+SearchOptions llama16kOptions(unsigned threads, bool with_offload) {
   SearchOptions o;
   o.base.global_batch = 2048;
   o.space.gpus = 16384;
@@ -161,14 +166,20 @@ SearchOptions llama16kOptions(unsigned threads) {
   o.space.zero_stages = {0, 1, 2, 3};
   o.space.dp_overlaps = {false, true};
   o.space.context_parallel = {1, 2, 4, 8, 16};
+  if (with_offload) {
+    o.space.offloads = {Offload::kNone, Offload::kOptimizer, Offload::kActivations, Offload::kBoth};
+  }
   o.threads = threads;
   o.top_k = 10;
   return o;
 }
 
+// Arg 0: threads; Arg 1: 1 with the offload dimension (every dimension), 0 without (the space
+// measured before offload existed).
 void BM_Llama405b_16384Gpus_Every_Pruned(benchmark::State& state) {
   CostModel costs(bench::dgxH100(), nullptr, /*analytic_fallback=*/true);
-  SearchOptions options = llama16kOptions(static_cast<unsigned>(state.range(0)));
+  SearchOptions options =
+      llama16kOptions(static_cast<unsigned>(state.range(0)), state.range(1) != 0);
   SearchReport report;
   for (auto _ : state) {
     report = runPrunedSearch(bench::llama405b(), bench::dgxH100(), costs, options, "");
@@ -181,8 +192,10 @@ void BM_Llama405b_16384Gpus_Every_Pruned(benchmark::State& state) {
   state.counters["pruned"] = static_cast<double>(report.pruned_by_bound);
 }
 BENCHMARK(BM_Llama405b_16384Gpus_Every_Pruned)
-    ->Arg(1)
-    ->Arg(0)
+    ->Args({1, 0})
+    ->Args({0, 0})
+    ->Args({1, 1})
+    ->Args({0, 1})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

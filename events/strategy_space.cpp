@@ -80,6 +80,18 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
     }
   };
   auto add = [&](const Strategy& strategy) {
+    // The rules strategyViolation checks before the techniques' (SP, ZeRO, overlap, offload) do
+    // not read them: when the strategy with every technique off breaks one, each technique
+    // variant breaks the same (a bucket size > 0 keeps overlap's own rule from coming first). The
+    // message is then formatted once, not per variant (millions in a wide search).
+    Strategy plain = strategy;
+    plain.recompute = Recompute::kNone;
+    plain.sequence_parallel = false;
+    plain.zero_stage = 0;
+    plain.dp_overlap = false;
+    plain.offload = Offload::kNone;
+    const std::optional<std::string> plain_violation =
+        strategy.dp_bucket_bytes > 0 ? strategyViolation(model, cluster, plain) : std::nullopt;
     for (Recompute rc : space.recomputes) {
       for (bool sp : space.sequence_parallel) {
         if (sp && strategy.tp < 2) continue;
@@ -95,7 +107,8 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
               c.strategy.zero_stage = zero;
               c.strategy.dp_overlap = overlap;
               c.strategy.offload = offload;
-              c.violation = strategyViolation(model, cluster, c.strategy);
+              c.violation =
+                  plain_violation ? plain_violation : strategyViolation(model, cluster, c.strategy);
               if (!c.violation && !space.allow_cross_node_tp) {
                 c.violation = crossNodeTpViolation(cluster, c.strategy);
               }

@@ -142,9 +142,9 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
       static_cast<int64_t>(std::floor(static_cast<double>(out.capacity_bytes) * (1 - headroom)));
   out.host_usable_bytes =
       static_cast<int64_t>(std::floor(static_cast<double>(host.bytes_per_node) * (1 - headroom)));
-  // The device orders the task graph is built from (pipeline_schedule.h).
-  const std::shared_ptr<const DeviceOrders> orders =
-      scheduleOrders(strategy.schedule, PipelineShape{P, v, micro_batches});
+  // The held-activation states of the device orders the task graph is built from (task_graph.h).
+  const std::shared_ptr<const std::vector<ActivationStates>> states =
+      scheduleActivationStates(strategy.schedule, PipelineShape{P, v, micro_batches});
   for (int device = 0; device < P; ++device) {
     StageMemory mem;
     mem.stage = device;
@@ -166,7 +166,7 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
                                          static_cast<double>(expert_parameters) * expert_state);
     mem.host_state_bytes = clampedRound(dense_parameters * dense_host +
                                         static_cast<double>(expert_parameters) * expert_host);
-    const ActivationPeak peak = peakActivations((*orders)[device], chunk_bytes, chunk_held_bytes);
+    const ActivationPeak peak = peakActivations((*states)[device], chunk_bytes, chunk_held_bytes);
     mem.in_flight = peak.in_flight;
     mem.activation_bytes = peak.bytes;
     if (offload_activations) {

@@ -60,6 +60,12 @@ using DeviceOrders = std::vector<std::vector<StageTask>>;  // index = device
 // search asks for the same few shapes for every candidate's memory estimate and task graph.
 // Thread-safe; the most recently used orders are kept, up to about 2^21 tasks (24 MiB) in all.
 std::shared_ptr<const DeviceOrders> scheduleOrders(Schedule schedule, const PipelineShape& shape);
+// Per device, activationStates of its order (task_graph.h), computed once per (schedule, shape)
+// and shared like the orders (up to about 2^22 counts kept): the memory model's peak per candidate
+// is then a few dot products instead of a walk of the order.
+struct ActivationStates;
+std::shared_ptr<const std::vector<ActivationStates>> scheduleActivationStates(
+    Schedule schedule, const PipelineShape& shape);
 
 // pipelineSchedule(schedule).deviceOrder(stage, {stages, virtual_stages, micro_batches}) after
 // checking the arguments (stage in range, m >= 1, v > 1 only for chunked schedules).

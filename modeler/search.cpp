@@ -30,7 +30,12 @@ const CandidateResult* SearchReport::best() const {
 }
 
 void SearchReport::noteInvalid(const Strategy& strategy, const std::string& violation) {
-  const std::string rule = violationRule(violation);
+  // The variants of one invalid strategy come one after another with the same message.
+  if (violation != last_violation_) {
+    last_violation_ = violation;
+    last_rule_ = violationRule(violation);
+  }
+  const std::string& rule = last_rule_;
   if (++invalid_by_rule[rule] == 1) {  // the first of its rule: formatted once
     invalid_example.emplace(rule, fmt::format("{} (b={})", violation, strategy.micro_batch));
   }

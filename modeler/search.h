@@ -85,6 +85,9 @@ struct SearchReport {
   // caller's.
   void noteInvalid(const Strategy& strategy, const std::string& violation);
   void noteOom(const CandidateResult& candidate);
+
+ private:
+  std::string last_violation_, last_rule_;  // noteInvalid's last message and its rule
 };
 
 // Throws InputError on an empty space (N <= 0, no micro-batch sizes, schedules, recomputation

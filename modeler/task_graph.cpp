@@ -168,4 +168,78 @@ ActivationPeak peakActivations(const std::vector<StageTask>& order,
   return peak;
 }
 
+ActivationStates activationStates(const std::vector<StageTask>& order, int chunks) {
+  const bool split = std::any_of(order.begin(), order.end(),
+                                 [](const StageTask& t) { return t.phase == Phase::kWeightGrad; });
+  ActivationStates out;
+  out.chunks = chunks;
+  const size_t width = 2 * static_cast<size_t>(chunks);
+  std::vector<int> now(width, 0);
+  std::vector<std::vector<int>> frontier;
+  auto covers = [](const std::vector<int>& a, const std::vector<int>& b) {  // a >= b everywhere
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i] < b[i]) return false;
+    }
+    return true;
+  };
+  int in_flight = 0;
+  for (const StageTask& t : order) {
+    EVSIM_CHECK(t.chunk >= 0 && t.chunk < chunks, "chunk {} of {}", t.chunk, chunks);
+    const size_t live = static_cast<size_t>(t.chunk), kept = live + static_cast<size_t>(chunks);
+    switch (t.phase) {
+      case Phase::kForward:
+        ++now[live];
+        ++in_flight;
+        break;
+      case Phase::kBackward:
+        --now[live];
+        if (split) {
+          ++now[kept];
+        } else {
+          --in_flight;
+        }
+        break;
+      default:
+        --now[kept];
+        --in_flight;
+        break;
+    }
+    out.in_flight = std::max(out.in_flight, in_flight);
+    if (std::any_of(frontier.begin(), frontier.end(),
+                    [&](const std::vector<int>& f) { return covers(f, now); })) {
+      continue;
+    }
+    frontier.erase(std::remove_if(frontier.begin(), frontier.end(),
+                                  [&](const std::vector<int>& f) { return covers(now, f); }),
+                   frontier.end());
+    frontier.push_back(now);
+  }
+  for (const std::vector<int>& f : frontier)
+    out.counts.insert(out.counts.end(), f.begin(), f.end());
+  return out;
+}
+
+ActivationPeak peakActivations(const ActivationStates& states,
+                               const std::vector<int64_t>& chunk_bytes,
+                               const std::vector<int64_t>& chunk_held_bytes) {
+  const size_t chunks = static_cast<size_t>(states.chunks);
+  EVSIM_CHECK(chunk_bytes.size() == chunks && chunk_held_bytes.size() == chunks,
+              "{} chunk sizes for {} chunks", chunk_bytes.size(), chunks);
+  // In 128 bits, clamped to int64, as the walk does.
+  __int128 peak_bytes = 0;
+  for (size_t at = 0; at < states.counts.size(); at += 2 * chunks) {
+    __int128 held = 0;
+    for (size_t c = 0; c < chunks; ++c) {
+      held += static_cast<__int128>(states.counts[at + c]) * chunk_bytes[c] +
+              static_cast<__int128>(states.counts[at + chunks + c]) * chunk_held_bytes[c];
+    }
+    peak_bytes = std::max(peak_bytes, held);
+  }
+  ActivationPeak peak;
+  peak.in_flight = states.in_flight;
+  peak.bytes =
+      static_cast<int64_t>(std::min<__int128>(peak_bytes, std::numeric_limits<int64_t>::max()));
+  return peak;
+}
+
 }  // namespace evsim

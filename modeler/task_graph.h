@@ -90,6 +90,21 @@ struct ActivationPeak {
 ActivationPeak peakActivations(const std::vector<StageTask>& order,
                                const std::vector<int64_t>& chunk_bytes,
                                const std::vector<int64_t>& chunk_held_bytes);
+// The same walk reduced to what its peak can be for any chunk sizes: the states (per chunk, the
+// micro-batches whose activations are held, then those whose W inputs are held) that no other
+// state of the walk matches or exceeds in every count. Held bytes are a sum of counts times
+// non-negative sizes, so their peak is at one of these: a search keeps them per (schedule, shape)
+// instead of walking the order for every candidate (scheduleActivationStates).
+struct ActivationStates {
+  int chunks = 0;
+  int in_flight = 0;        // the walk's peak in_flight
+  std::vector<int> counts;  // per state, 2 x chunks counts
+};
+ActivationStates activationStates(const std::vector<StageTask>& order, int chunks);
+// peakActivations(order, ...) from activationStates(order, chunk_bytes.size()): the same result.
+ActivationPeak peakActivations(const ActivationStates& states,
+                               const std::vector<int64_t>& chunk_bytes,
+                               const std::vector<int64_t>& chunk_held_bytes);
 // The same walk's in_flight along `device`'s order in `graph`.
 int peakInFlight(const TaskGraph& graph, int device);
 

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "modeler/schedules/schedules.h"
+#include "modeler/task_graph.h"
 
 namespace evsim {
 
@@ -31,44 +32,93 @@ const PipelineSchedule& pipelineSchedule(Schedule schedule) {
   EVSIM_THROW(Error, "schedule {} has no order", static_cast<int>(schedule));
 }
 
-std::shared_ptr<const DeviceOrders> scheduleOrders(Schedule schedule, const PipelineShape& shape) {
-  using Key = std::tuple<int, int, int, int64_t>;  // (schedule, P, v, m)
-  constexpr size_t kMaxCachedTasks = size_t{1} << 21;
-  struct Entry {
-    std::shared_ptr<const DeviceOrders> orders;
-    size_t tasks = 0;
-    std::list<Key>::iterator age;
-  };
-  static std::mutex mutex;
-  static std::map<Key, Entry> cache;
-  static std::list<Key> ages;  // least recently used first
-  static size_t cached_tasks = 0;
-  const Key key{static_cast<int>(schedule), shape.stages, shape.chunks, shape.micro_batches};
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache.find(key);
-    if (it != cache.end()) {
-      ages.splice(ages.end(), ages, it->second.age);
-      return it->second.orders;
+namespace {
+
+using ShapeKey = std::tuple<int, int, int, int64_t>;  // (schedule, P, v, m)
+
+// Values computed once per (schedule, shape) and shared, thread-safe: the most recently used are
+// kept up to `capacity` units of size (what `size` says a value weighs); larger ones not at all.
+template <typename T>
+class ShapeCache {
+ public:
+  explicit ShapeCache(size_t capacity) : capacity_(capacity) {}
+
+  template <typename Compute, typename Size>
+  std::shared_ptr<const T> get(const ShapeKey& key, Compute compute, Size size) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = cache_.find(key);
+      if (it != cache_.end()) {
+        ages_.splice(ages_.end(), ages_, it->second.age);
+        return it->second.value;
+      }
     }
+    // Computed outside the lock; two threads racing on a miss compute the same value.
+    auto value = std::make_shared<const T>(compute());
+    const size_t units = size(*value);
+    if (units > capacity_ / 4) return value;  // too large to keep
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto [it, inserted] = cache_.try_emplace(key, Entry{value, units, ages_.end()});
+    if (!inserted) return it->second.value;
+    it->second.age = ages_.insert(ages_.end(), key);
+    cached_ += units;
+    while (cached_ > capacity_) {
+      auto oldest = cache_.find(ages_.front());
+      cached_ -= oldest->second.units;
+      cache_.erase(oldest);
+      ages_.pop_front();
+    }
+    return value;
   }
-  // Computed outside the lock; two threads racing on a miss compute the same orders.
-  auto orders = std::make_shared<const DeviceOrders>(pipelineSchedule(schedule).orders(shape));
-  size_t tasks = 0;
-  for (const std::vector<StageTask>& order : *orders) tasks += order.size();
-  if (tasks > kMaxCachedTasks / 4) return orders;  // too large to keep
-  std::lock_guard<std::mutex> lock(mutex);
-  auto [it, inserted] = cache.try_emplace(key, Entry{orders, tasks, ages.end()});
-  if (!inserted) return it->second.orders;
-  it->second.age = ages.insert(ages.end(), key);
-  cached_tasks += tasks;
-  while (cached_tasks > kMaxCachedTasks) {
-    auto oldest = cache.find(ages.front());
-    cached_tasks -= oldest->second.tasks;
-    cache.erase(oldest);
-    ages.pop_front();
-  }
-  return orders;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const T> value;
+    size_t units = 0;
+    std::list<ShapeKey>::iterator age;
+  };
+  const size_t capacity_;
+  std::mutex mutex_;
+  std::map<ShapeKey, Entry> cache_;
+  std::list<ShapeKey> ages_;  // least recently used first
+  size_t cached_ = 0;
+};
+
+ShapeKey shapeKey(Schedule schedule, const PipelineShape& shape) {
+  return {static_cast<int>(schedule), shape.stages, shape.chunks, shape.micro_batches};
+}
+
+}  // namespace
+
+std::shared_ptr<const DeviceOrders> scheduleOrders(Schedule schedule, const PipelineShape& shape) {
+  static ShapeCache<DeviceOrders> cache(size_t{1} << 21);  // tasks
+  return cache.get(
+      shapeKey(schedule, shape), [&] { return pipelineSchedule(schedule).orders(shape); },
+      [](const DeviceOrders& orders) {
+        size_t tasks = 0;
+        for (const std::vector<StageTask>& order : orders) tasks += order.size();
+        return tasks;
+      });
+}
+
+std::shared_ptr<const std::vector<ActivationStates>> scheduleActivationStates(
+    Schedule schedule, const PipelineShape& shape) {
+  static ShapeCache<std::vector<ActivationStates>> cache(size_t{1} << 22);  // counts
+  return cache.get(
+      shapeKey(schedule, shape),
+      [&] {
+        const std::shared_ptr<const DeviceOrders> orders = scheduleOrders(schedule, shape);
+        std::vector<ActivationStates> out;
+        for (const std::vector<StageTask>& order : *orders) {
+          out.push_back(activationStates(order, shape.chunks));
+        }
+        return out;
+      },
+      [](const std::vector<ActivationStates>& states) {
+        size_t counts = 0;
+        for (const ActivationStates& s : states) counts += s.counts.size();
+        return counts;
+      });
 }
 
 std::vector<StageTask> stageTaskOrder(Schedule schedule, int stage, int stages,
