@@ -46,6 +46,10 @@ done
 CASES+=("1M2P1D dapple --recompute full" "1M2P1D interleaved --virtual-stages 2")
 # ZB-H1 and an uneven split run the plain events (the same op lists in another order or split).
 CASES+=("1M2P1D zbh1" "1M2P1D dapple --stage-layers 1,3")
+# Offload of the optimizer and the activations: on the CPU backend a copy to "host" memory is a
+# memory copy, and eventrun runs the copies in order where the model overlaps them with the next
+# layer (docs/TECHNIQUES.md), so this row shows what the overlap is worth, not a host link.
+CASES+=("1M2P1D dapple --offload both")
 gpusOf() {
   python3 -c "import re; m=re.fullmatch(r'(\d+)M(\d+)P(\d+)D','$1'); \
 print(int(m[1])*int(m[2])*int(m[3]))"
