@@ -157,7 +157,9 @@ std::vector<LayerRun> layerRuns(const OpList& ops) {
 
 void addActivationOffload(StagePlan& stage, DType dtype, EventTable& table) {
   std::map<int, int64_t> saved;  // per layer, per micro-batch
-  for (const OpInstance& op : stage.forward) saved[op.layer] += op.saved_bytes;
+  for (const OpInstance& op : stage.forward) {
+    saved[op.layer] = saturatingAdd(saved[op.layer], op.saved_bytes);  // as the memory model sums
+  }
   const int64_t elem_bytes = dtypeBytes(dtype);
   auto copy = [&](int layer, std::string_view op, std::string_view name, size_t beside) {
     const int64_t elems = (saved[layer] + elem_bytes - 1) / elem_bytes;

@@ -114,8 +114,9 @@ struct IterationPlan {
 
 // Validates the strategy (InputError naming the rule) and builds the plan. `cache` (optional, for
 // one model and cluster) shares stage partitions, group placements and plan cores (plan_core.h:
-// plans that differ only in ZeRO stage 0/1/2, DP overlap, non-interleaved schedule or global batch
-// share their op lists) between plans; the plan is the same with or without it.
+// plans that differ only in ZeRO stage 0/1/2, DP overlap, non-interleaved schedule, optimizer
+// offload or global batch share their op lists) between plans; the plan is the same with or
+// without it.
 IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& cluster,
                                  const Strategy& strategy, PlanCache* cache = nullptr);
 

@@ -80,23 +80,24 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
     }
   };
   auto add = [&](const Strategy& strategy) {
-    // The rules strategyViolation checks before the techniques' (SP, ZeRO, overlap, offload) do
-    // not read them: when the strategy with every technique off breaks one, each technique
-    // variant breaks the same (a bucket size > 0 keeps overlap's own rule from coming first). The
-    // message is then formatted once, not per variant (millions in a wide search).
-    Strategy plain = strategy;
-    plain.recompute = Recompute::kNone;
-    plain.sequence_parallel = false;
-    plain.zero_stage = 0;
-    plain.dp_overlap = false;
-    plain.offload = Offload::kNone;
-    const std::optional<std::string> plain_violation =
-        strategy.dp_bucket_bytes > 0 ? strategyViolation(model, cluster, plain) : std::nullopt;
     for (Recompute rc : space.recomputes) {
       for (bool sp : space.sequence_parallel) {
         if (sp && strategy.tp < 2) continue;
         for (int zero : space.zero_stages) {
           if (zero > 0 && strategy.gradGroupSize() < 2) continue;
+          // strategyViolation's rules read no technique but SP and the ZeRO stage (context and
+          // expert parallelism's) before the techniques' own, and none reads the recomputation:
+          // when the strategy with this SP and ZeRO stage and nothing else breaks one, every
+          // overlap and offload variant breaks the same (a bucket size > 0 keeps overlap's own
+          // rule from coming first). Its message is then formatted once, not per variant.
+          Strategy plain = strategy;
+          plain.sequence_parallel = sp;
+          plain.zero_stage = zero;
+          const std::optional<std::string> plain_violation =
+              strategy.dp_bucket_bytes > 0 && !strategy.dp_overlap &&
+                      strategy.offload == Offload::kNone
+                  ? strategyViolation(model, cluster, plain)
+                  : std::nullopt;
           for (bool overlap : space.dp_overlaps) {
             if (overlap && (strategy.gradGroupSize() < 2 || zero == 3)) continue;
             for (Offload offload : space.offloads) {

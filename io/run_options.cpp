@@ -263,12 +263,13 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
       cp != 1 || ep != 1 || recompute != "none" || sequence_parallel || tp_comm == "rs-ag" ||
       zero_stage != 0 || distributed_optimizer || virtual_stages != 1 ||
       layers_per_virtual_stage > 0 || !stage_layers.empty() || first_stage_layers > 0 ||
-      last_stage_layers > 0 || parseSchedule(schedule) == Schedule::kInterleaved;
+      last_stage_layers > 0 || parseSchedule(schedule) == Schedule::kInterleaved ||
+      parseOffload(offload) != Offload::kNone;
   if (techniques) {
     EVSIM_THROW(
         InputError,
         "--gpus {}: the union covers GPipe/DAPPLE strategies without techniques; for "
-        "--cp, --ep, --schedule interleaved, --recompute, --sequence-parallel or --zero "
+        "--cp, --ep, --schedule interleaved, --recompute, --sequence-parallel, --zero or --offload "
         "write the union with `eventsim search ... --write-events FILE` and profile --events FILE",
         gpus);
   }
@@ -297,6 +298,7 @@ std::string RunOptions::commandLine(const Strategy& s) const {
     out += fmt::format(" --recompute {}", recomputeName(s.recompute));
   if (s.sequence_parallel) out += " --sequence-parallel";
   if (s.zero_stage > 0) out += fmt::format(" --zero {}", s.zero_stage);
+  if (s.offload != Offload::kNone) out += fmt::format(" --offload {}", offloadName(s.offload));
   if (!s.stage_layers.empty())
     out += fmt::format(" --stage-layers {}", fmt::join(s.stage_layers, ","));
   return out;

@@ -65,6 +65,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/checked.h"
 #include "events/cluster_config.h"
 #include "events/iteration_plan.h"
 #include "events/model_config.h"
@@ -103,7 +104,7 @@ struct StageMemory {
   // In host memory, per device: offloaded optimizer state and activations (0 without offload).
   int64_t host_state_bytes = 0;
   int64_t host_activation_bytes = 0;
-  int64_t hostBytes() const { return host_state_bytes + host_activation_bytes; }
+  int64_t hostBytes() const { return saturatingAdd(host_state_bytes, host_activation_bytes); }
 };
 
 // Host memory a node offers to its GPUs' offloaded state (the cluster's node.host_memory).

@@ -7,8 +7,9 @@
 // starts (Megatron synchronises on the task's P2P input): op i starts at max(host issued ops 1..i,
 // op i-1 ended). With no host cost this is the plain prefix sum of the op times. An op that runs
 // beside the next n ops (OpInstance::overlap_ops: a CP ring exchange beside its attention step, an
-// activation offload beside a layer) starts in order but does not hold the device; the op after
-// those n waits for it, and the task ends when every op has. Overlapping ops of one stream run one
+// activation offload beside a layer) starts in order but does not hold the device; from the op
+// after those n on, the device waits for it (even when that op is itself one that runs beside
+// others), and the task ends when every op has. Overlapping ops of one stream run one
 // at a time (one copy engine, one ring): each starts after the previous one ends. Only the ops
 // `in_task` selects run (a split backward's B or W); an op that waits for an overlapping one waits
 // at the first selected op at or after its position.
@@ -40,16 +41,18 @@ double opOffsets(const OpList& ops, Select in_task, Cost cost, OnStart start_at)
     if (!in_task(op)) continue;
     const auto [host_us, time_us] = cost(op);
     host_issued += host_us;
-    double& stream_free_at = stream_free[static_cast<size_t>(op.stream)];
-    double start = std::max({device_free, host_issued, stream_free_at});
+    // Ops released here hold the device from this point on, whether this op runs beside later
+    // ones or not (a copy issued next, a layer whose prefetch was beside the one before).
     for (size_t j = 0; j < pending;) {
       if (beside[j].release <= i) {
-        start = std::max(start, beside[j].end);
+        device_free = std::max(device_free, beside[j].end);
         beside[j] = beside[--pending];
       } else {
         ++j;
       }
     }
+    double& stream_free_at = stream_free[static_cast<size_t>(op.stream)];
+    const double start = std::max({device_free, host_issued, stream_free_at});
     start_at(i, start);
     if (op.overlap_ops > 0) {
       stream_free_at = start + time_us;

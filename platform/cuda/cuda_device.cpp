@@ -225,12 +225,7 @@ class CudaDevice : public Device {
     return samples;
   }
 
-  // CUDA events around groups of back-to-back repetitions, all enqueued while a hold kernel keeps
-  // the stream waiting: each sample is a group's device time over its size, not the host's time to
-  // launch it (longer for kernels of a few microseconds). Events only between groups: an event
-  // between every two repetitions stops the device from preparing the next launch while the last
-  // runs, adding 3-5 us to each (measured on an H100). Also records the host's enqueue time per
-  // repetition (timingNote).
+  // A host-side op (the host's Adam of optimizer offload): the host clock around each run.
   static std::vector<double> timeOnHost(ComputeKernel& kernel, int warmup, int repeats) {
     for (int i = 0; i < warmup; ++i) kernel.run();
     std::vector<double> samples;
@@ -244,6 +239,12 @@ class CudaDevice : public Device {
     return samples;
   }
 
+  // CUDA events around groups of back-to-back repetitions, all enqueued while a hold kernel keeps
+  // the stream waiting: each sample is a group's device time over its size, not the host's time to
+  // launch it (longer for kernels of a few microseconds). Events only between groups: an event
+  // between every two repetitions stops the device from preparing the next launch while the last
+  // runs, adding 3-5 us to each (measured on an H100). Also records the host's enqueue time per
+  // repetition (timingNote).
   std::vector<double> timeWithEvents(ComputeKernel& kernel, int warmup, int repeats) {
     for (int i = 0; i < warmup; ++i) kernel.run();
     kernel.synchronize();

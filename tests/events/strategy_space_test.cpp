@@ -164,6 +164,38 @@ TEST_F(StrategySpaceTest, InvalidCandidatesCarryTheirRule) {
   EXPECT_EQ(validCount(small), 6);
 }
 
+TEST_F(StrategySpaceTest, EveryCandidateCarriesTheViolationOfItsOwnCheck) {
+  // The enumeration formats an invalid strategy's message once for its technique variants: each
+  // candidate must still carry exactly what strategyViolation (then the cross-node TP rule) says
+  // of it — on an MoE model, whose M > 1 needs SP and whose EP excludes ZeRO-3, and with CP (SP
+  // splits the sequence over C x M), over every technique and offload.
+  const ModelConfig moe = loadModelConfig(test::configPath("models", "tiny-moe"));
+  const ClusterConfig local = loadClusterConfig(test::configPath("clusters", "cpu-local"));
+  Strategy base;
+  base.global_batch = 16;
+  StrategySpace space;
+  space.gpus = 4;
+  space.micro_batches = {1, 2};
+  space.schedules = {Schedule::kDapple, Schedule::kZbh1, Schedule::kInterleaved};
+  space.recomputes = {Recompute::kNone, Recompute::kFull};
+  space.sequence_parallel = {false, true};
+  space.zero_stages = {0, 1, 3};
+  space.dp_overlaps = {false, true};
+  space.context_parallel = {1, 2};
+  space.expert_parallel = {1, 2};
+  space.offloads = {Offload::kNone, Offload::kOptimizer, Offload::kActivations};
+  int valid_tp2_sp = 0, checked = 0;
+  for (const Candidate& c : enumerateCandidates(moe, local, base, space)) {
+    std::optional<std::string> own = strategyViolation(moe, local, c.strategy);
+    if (!own) own = crossNodeTpViolation(local, c.strategy);
+    EXPECT_EQ(c.violation, own) << c.strategy.name() << c.strategy.techniques();
+    valid_tp2_sp += !c.violation && c.strategy.tp == 2 && c.strategy.sequence_parallel;
+    ++checked;
+  }
+  EXPECT_GT(checked, 500);
+  EXPECT_GT(valid_tp2_sp, 0);  // M = 2 with SP is valid for the MoE model
+}
+
 TEST_F(StrategySpaceTest, CountsForOtherN) {
   // 12 = 2^2 * 3: C(4,2) * C(3,2) = 6 * 3 = 18 triples. M in {3, 6, 12} does not divide 16 heads:
   // M=3 has 3 (P,D) pairs (P*D = 4), M=6 has 2, M=12 has 1: 6 invalid, 12 valid.

@@ -61,11 +61,21 @@ TEST(OffloadTiming, AnOpBesideTheNextTwoHoldsTheThird) {
 }
 
 TEST(OffloadTiming, CopiesOfOneStreamRunOneAtATime) {
-  // A 0-10; X1 (15, beside B) 10-25; B 10-20; X2 must wait for X1 on the link: 25-40, beside C
-  // 20-30; the task ends with X2 at 40.
+  // A 0-10; X1 (15, beside B) 10-25; B 10-20; X1 is released at X2: the device waits for it, and
+  // X2 runs on the same link after it: 25-40, beside C, which starts at 25 too: 25-35. The task
+  // ends with X2 at 40. (Activation offload: layer l+2 waits for layer l's copy.)
   const Traced t = trace({{10}, {15, 1, Stream::kHost}, {10}, {15, 1, Stream::kHost}, {10}});
-  EXPECT_EQ(t.starts, (std::vector<double>{0, 10, 10, 25, 20}));
+  EXPECT_EQ(t.starts, (std::vector<double>{0, 10, 10, 25, 25}));
   EXPECT_DOUBLE_EQ(t.end_us, 40);
+}
+
+TEST(OffloadTiming, ALayerWaitsForItsPrefetch) {
+  // Backward: X 0-10 with the prefetch P (15) of the next layer beside it; P is released at the
+  // next prefetch Q (beside Y), so Y waits for P: P 0-15, X 0-10, Q 15-16, Y 15-16; Z, released
+  // with Q, waits for it: 16-26.
+  const Traced t = trace({{15, 1, Stream::kHost}, {10}, {1, 1, Stream::kHost}, {1}, {10}});
+  EXPECT_EQ(t.starts, (std::vector<double>{0, 0, 15, 15, 16}));
+  EXPECT_DOUBLE_EQ(t.end_us, 26);
 }
 
 TEST(OffloadTiming, AnInOrderOpOfTheStreamWaitsForItsCopies) {
