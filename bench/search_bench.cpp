@@ -42,9 +42,10 @@ SearchOptions gpt3Options(unsigned threads) {
   return o;
 }
 
-void runBench(benchmark::State& state, const ClusterConfig& cluster) {
+// Runs the exhaustive search of `options` (gpt3-175b on `cluster`) and reports its counts.
+void runExhaustive(benchmark::State& state, const ClusterConfig& cluster,
+                   const SearchOptions& options) {
   CostModel costs(cluster, nullptr, /*analytic_fallback=*/true);
-  SearchOptions options = gpt3Options(static_cast<unsigned>(state.range(0)));
   SearchReport report;
   for (auto _ : state) {
     report = runSearch(gpt3(), cluster, costs, options, "");
@@ -54,6 +55,27 @@ void runBench(benchmark::State& state, const ClusterConfig& cluster) {
   state.counters["valid"] = static_cast<double>(report.valid);
   state.counters["simulated"] = static_cast<double>(report.ok);
   state.counters["oom"] = static_cast<double>(report.oom);
+}
+
+// Runs the pruned search of `options` (`eventsim search ... --top K`) and reports its tiers'
+// counts.
+void runPruned(benchmark::State& state, const ModelConfig& model, const ClusterConfig& cluster,
+               const SearchOptions& options) {
+  CostModel costs(cluster, nullptr, /*analytic_fallback=*/true);
+  SearchReport report;
+  for (auto _ : state) {
+    report = runPrunedSearch(model, cluster, costs, options, "");
+    benchmark::DoNotOptimize(report.candidates.data());
+  }
+  state.counters["candidates"] = static_cast<double>(report.total());
+  state.counters["valid"] = static_cast<double>(report.valid);
+  state.counters["ok"] = static_cast<double>(report.ok);
+  state.counters["simulated"] = static_cast<double>(report.simulated);
+  state.counters["pruned"] = static_cast<double>(report.pruned_by_bound);
+}
+
+void runBench(benchmark::State& state, const ClusterConfig& cluster) {
+  runExhaustive(state, cluster, gpt3Options(static_cast<unsigned>(state.range(0))));
 }
 
 // The issue's target: 80 GiB A100s, so most candidates are OOM and only the fitting ones simulate.
@@ -72,20 +94,11 @@ BENCHMARK(BM_Gpt3_1024Gpus_AllSimulated)
 // Issue 6's dimensions on top: recomputation none/full/selective, SP off/on (M >= 2), ZeRO 0/1
 // (D >= 2): 5304 candidates instead of 528. Interleaved is left out until its plans build.
 void BM_Gpt3_1024Gpus_Techniques(benchmark::State& state) {
-  CostModel costs(dgx(), nullptr, /*analytic_fallback=*/true);
   SearchOptions options = gpt3Options(static_cast<unsigned>(state.range(0)));
   options.space.recomputes = {Recompute::kNone, Recompute::kFull, Recompute::kSelective};
   options.space.sequence_parallel = {false, true};
   options.space.zero_stages = {0, 1};
-  SearchReport report;
-  for (auto _ : state) {
-    report = runSearch(gpt3(), dgx(), costs, options, "");
-    benchmark::DoNotOptimize(report.candidates.data());
-  }
-  state.counters["candidates"] = static_cast<double>(report.candidates.size());
-  state.counters["valid"] = static_cast<double>(report.valid);
-  state.counters["simulated"] = static_cast<double>(report.ok);
-  state.counters["oom"] = static_cast<double>(report.oom);
+  runExhaustive(state, dgx(), options);
 }
 BENCHMARK(BM_Gpt3_1024Gpus_Techniques)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -104,17 +117,7 @@ SearchOptions widestOptions(unsigned threads) {
 }
 
 void BM_Gpt3_1024Gpus_Widest_Exhaustive(benchmark::State& state) {
-  CostModel costs(dgx(), nullptr, /*analytic_fallback=*/true);
-  SearchOptions options = widestOptions(static_cast<unsigned>(state.range(0)));
-  SearchReport report;
-  for (auto _ : state) {
-    report = runSearch(gpt3(), dgx(), costs, options, "");
-    benchmark::DoNotOptimize(report.candidates.data());
-  }
-  state.counters["candidates"] = static_cast<double>(report.candidates.size());
-  state.counters["valid"] = static_cast<double>(report.valid);
-  state.counters["simulated"] = static_cast<double>(report.ok);
-  state.counters["oom"] = static_cast<double>(report.oom);
+  runExhaustive(state, dgx(), widestOptions(static_cast<unsigned>(state.range(0))));
 }
 BENCHMARK(BM_Gpt3_1024Gpus_Widest_Exhaustive)
     ->Arg(1)
@@ -127,19 +130,9 @@ BENCHMARK(BM_Gpt3_1024Gpus_Widest_Exhaustive)
 // closed-form tier for every valid candidate, full simulation only for those whose time bound can
 // still reach the top 10. Arg: threads (0 = every core).
 void BM_Gpt3_1024Gpus_Widest_Pruned(benchmark::State& state) {
-  CostModel costs(dgx(), nullptr, /*analytic_fallback=*/true);
   SearchOptions options = widestOptions(static_cast<unsigned>(state.range(0)));
   options.top_k = 10;
-  SearchReport report;
-  for (auto _ : state) {
-    report = runPrunedSearch(gpt3(), dgx(), costs, options, "");
-    benchmark::DoNotOptimize(report.candidates.data());
-  }
-  state.counters["candidates"] = static_cast<double>(report.total());
-  state.counters["valid"] = static_cast<double>(report.valid);
-  state.counters["ok"] = static_cast<double>(report.ok);
-  state.counters["simulated"] = static_cast<double>(report.simulated);
-  state.counters["pruned"] = static_cast<double>(report.pruned_by_bound);
+  runPruned(state, gpt3(), dgx(), options);
 }
 BENCHMARK(BM_Gpt3_1024Gpus_Widest_Pruned)
     ->Arg(1)
@@ -177,19 +170,8 @@ SearchOptions llama16kOptions(unsigned threads, bool with_offload) {
 // Arg 0: threads; Arg 1: 1 with the offload dimension (every dimension), 0 without (the space
 // measured before offload existed).
 void BM_Llama405b_16384Gpus_Every_Pruned(benchmark::State& state) {
-  CostModel costs(bench::dgxH100(), nullptr, /*analytic_fallback=*/true);
-  SearchOptions options =
-      llama16kOptions(static_cast<unsigned>(state.range(0)), state.range(1) != 0);
-  SearchReport report;
-  for (auto _ : state) {
-    report = runPrunedSearch(bench::llama405b(), bench::dgxH100(), costs, options, "");
-    benchmark::DoNotOptimize(report.candidates.data());
-  }
-  state.counters["candidates"] = static_cast<double>(report.total());
-  state.counters["valid"] = static_cast<double>(report.valid);
-  state.counters["ok"] = static_cast<double>(report.ok);
-  state.counters["simulated"] = static_cast<double>(report.simulated);
-  state.counters["pruned"] = static_cast<double>(report.pruned_by_bound);
+  runPruned(state, bench::llama405b(), bench::dgxH100(),
+            llama16kOptions(static_cast<unsigned>(state.range(0)), state.range(1) != 0));
 }
 BENCHMARK(BM_Llama405b_16384Gpus_Every_Pruned)
     ->Args({1, 0})
