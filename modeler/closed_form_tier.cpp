@@ -119,15 +119,15 @@ void ClosedFormTier::addActivationCopyBounds(const Strategy& strategy,
   };
   const int K = static_cast<int>(first_layer.size());
   for (int k = 0; k < K; ++k) {
-    std::vector<int64_t> layers;
-    if (k == 0) layers.push_back(footprint.embedding.saved_bytes);
-    const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
-    for (int layer = first_layer[k]; layer < end; ++layer) {
-      layers.push_back(footprint.block(model_.blocks[layer]).saved_bytes);
-    }
-    if (k == K - 1) layers.push_back(footprint.head.saved_bytes);
     double out = 0, in = 0;
-    for (int64_t bytes : layers) out += copyUs(true, bytes), in += copyUs(false, bytes);
+    auto layer = [&](int64_t saved_bytes) {
+      out += copyUs(true, saved_bytes);
+      in += copyUs(false, saved_bytes);
+    };
+    if (k == 0) layer(footprint.embedding.saved_bytes);
+    const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
+    for (int l = first_layer[k]; l < end; ++l) layer(footprint.block(model_.blocks[l]).saved_bytes);
+    if (k == K - 1) layer(footprint.head.saved_bytes);
     forward[k] = std::max(forward[k], out);
     backward[k] = std::max(backward[k], in);
   }

@@ -136,7 +136,8 @@ double DeviceModel::estimateUs(const Event& event) const {
   }
   const OpFamily family = computeOpKind(event, "device model").family;
   if (family == OpFamily::kAttention) return fusedAttentionUs(event);
-  if (family == OpFamily::kHostCopy || family == OpFamily::kHostAdam) return hostSideUs(event);
+  if (family == OpFamily::kHostCopy) return hostCopyUs(event);
+  if (family == OpFamily::kHostAdam) return hostAdamUs(event);
   return memoryBoundUs(event.flops, event.memory_bytes, event.dtype, event.op);
 }
 
@@ -159,19 +160,19 @@ double DeviceModel::fusedAttentionUs(const Event& event) const {
          kernel_us;
 }
 
-double DeviceModel::hostSideUs(const Event& event) const {
-  const bool copy = computeOpKind(event, "device model").family == OpFamily::kHostCopy;
-  if (copy && !cluster_.host_link) {
+double DeviceModel::hostCopyUs(const Event& event) const {
+  if (!cluster_.host_link) {
     EVSIM_THROW(InputError, "'{}': cluster {} has no node.host_link to time it ({})",
                 event.signature(), cluster_.name, cluster_.source);
   }
-  if (!copy && !cluster_.host_memory) {
+  return cluster_.host_link->latency_us +
+         double(event.memory_bytes) / bytesPerUs(cluster_.host_link->bandwidth_gb_s);
+}
+
+double DeviceModel::hostAdamUs(const Event& event) const {
+  if (!cluster_.host_memory) {
     EVSIM_THROW(InputError, "'{}': cluster {} has no node.host_memory to time it ({})",
                 event.signature(), cluster_.name, cluster_.source);
-  }
-  if (copy) {
-    return cluster_.host_link->latency_us +
-           double(event.memory_bytes) / bytesPerUs(cluster_.host_link->bandwidth_gb_s);
   }
   // The host's Adam streams its state through host memory, whose bandwidth the node's GPUs'
   // steps share (they all step at once).

@@ -66,8 +66,10 @@ class DeviceModel {
   double communicationUs(const Event& event) const;
   // A fused (flash) attention op as the batched GEMMs it runs inside (device_model.cpp).
   double fusedAttentionUs(const Event& event) const;
-  // An offload copy or the host's Adam (above): InputError when the cluster has no host side.
-  double hostSideUs(const Event& event) const;
+  // An offload copy and the host's Adam (above): InputError when the cluster lacks the
+  // node.host_link or node.host_memory they are timed by.
+  double hostCopyUs(const Event& event) const;
+  double hostAdamUs(const Event& event) const;
 
  private:
   double rooflineUs(double flops, int64_t memory_bytes, DType dtype) const;

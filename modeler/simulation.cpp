@@ -85,20 +85,19 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   double zero3_us = 0, optimizer_host_us = 0;
   for (int k : sim.plan.deviceChunks(stage)) {
     const StagePlan& plan = sim.plan.stages[k];
-    d.compute_us += m * (streamTime(plan.forward, sim.costs, Stream::kCompute) +
-                         streamTime(plan.backward, sim.costs, Stream::kCompute));
-    d.tp_comm_us += m * (streamTime(plan.forward, sim.costs, Stream::kTpComm) +
-                         streamTime(plan.backward, sim.costs, Stream::kTpComm));
-    d.ep_comm_us += m * (streamTime(plan.forward, sim.costs, Stream::kEpComm) +
-                         streamTime(plan.backward, sim.costs, Stream::kEpComm));
-    d.cp_comm_us += m * (streamTime(plan.forward, sim.costs, Stream::kCpComm) +
-                         streamTime(plan.backward, sim.costs, Stream::kCpComm));
-    d.exposed_cp_comm_us += m * (exposedStreamTime(plan.forward, sim.costs, Stream::kCpComm) +
-                                 exposedStreamTime(plan.backward, sim.costs, Stream::kCpComm));
-    d.offload_us += m * (streamTime(plan.forward, sim.costs, Stream::kHost) +
-                         streamTime(plan.backward, sim.costs, Stream::kHost));
-    d.exposed_offload_us += m * (exposedStreamTime(plan.forward, sim.costs, Stream::kHost) +
-                                 exposedStreamTime(plan.backward, sim.costs, Stream::kHost));
+    // One micro-batch's forward and backward, m times: all of a stream's time, or what the ops
+    // it runs beside leave exposed.
+    auto tasks = [&](auto time_of, Stream stream) {
+      return m *
+             (time_of(plan.forward, sim.costs, stream) + time_of(plan.backward, sim.costs, stream));
+    };
+    d.compute_us += tasks(streamTime, Stream::kCompute);
+    d.tp_comm_us += tasks(streamTime, Stream::kTpComm);
+    d.ep_comm_us += tasks(streamTime, Stream::kEpComm);
+    d.cp_comm_us += tasks(streamTime, Stream::kCpComm);
+    d.exposed_cp_comm_us += tasks(exposedStreamTime, Stream::kCpComm);
+    d.offload_us += tasks(streamTime, Stream::kHost);
+    d.exposed_offload_us += tasks(exposedStreamTime, Stream::kHost);
     // The optimizer step's host side (copies, the host's Adam) runs between synchronisations:
     // nothing hides it.
     for (const OpInstance& op : plan.optimizer) {
@@ -106,8 +105,7 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
       optimizer_host_us += issued(sim.costs[op.event]);
     }
     // ZeRO-3 gathers and scatters inside the tasks: blocking, hence fully exposed.
-    zero3_us += m * (streamTime(plan.forward, sim.costs, Stream::kDpComm) +
-                     streamTime(plan.backward, sim.costs, Stream::kDpComm));
+    zero3_us += tasks(streamTime, Stream::kDpComm);
   }
   // A straggler's tasks (compute and TP collectives alike) run `slow` times longer.
   const double slow = stageSlowdown(sim, pipeline, stage);
