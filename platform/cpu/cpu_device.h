@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/kernel.h"
 #include "platform/device.h"
 #include "runner/eventrun_executor.h"
 
@@ -30,6 +31,10 @@ class CpuDevice : public Device {
                               int repeats) override;
   std::vector<double> timeCollective(const Event& event, const CommGroup& group, int warmup,
                                      int repeats) override;
+  // The kernel on a second thread while this (MPI) thread runs the transfer in a loop, until
+  // every member's kernels are done (cpu_overlap.cpp).
+  OverlapSamples timeComputeBeside(const Event& compute, const Event& transfer,
+                                   const CommGroup& group, int warmup, int repeats) override;
   std::unique_ptr<RankExecutor> makeExecutor(const IterationPlan& plan,
                                              const RankProgram& program) override;
 
@@ -38,6 +43,10 @@ class CpuDevice : public Device {
   int host_cores_;
   WaitMode wait_;
 };
+
+// Copies of `event`'s CPU kernel (inputs from `seed`) to take in turn, enough that each run reads
+// its data from memory rather than the last-level cache.
+std::vector<std::unique_ptr<ComputeKernel>> cacheColdCopies(const Event& event, uint64_t seed);
 
 // "model name" of /proc/cpuinfo, or "cpu" when it cannot be read.
 std::string cpuModelName();
