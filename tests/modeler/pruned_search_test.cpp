@@ -55,7 +55,7 @@ std::vector<BundledSearch> bundledSearches() {
   out.push_back({"tiny-gpt", "cpu-local", tiny});
   // The overlap slowdown on (issue 28): DP buckets beside the backward and CP exchanges beside
   // attention slow compute; the closed form's bound ignores it and must stay a lower bound.
-  SearchOptions slowed = space(8, 16, {1, 2}, {Schedule::kDapple, Schedule::kInterleaved});
+  SearchOptions slowed = space(4, 16, {1, 2}, {Schedule::kDapple, Schedule::kInterleaved});
   slowed.space.virtual_stages = {2};
   slowed.space.zero_stages = {0, 1};
   slowed.space.dp_overlaps = {false, true};
