@@ -31,7 +31,7 @@ struct StageOpOffsets {
 
 struct DeviceMetrics {
   double compute_us = 0;           // including overlap_slowdown_us
-  double overlap_slowdown_us = 0;  // compute time added beside transfers (overlap_slowdown.h)
+  double overlap_slowdown_us = 0;  // what the overlap slowdown adds to tasks (overlap_slowdown.h)
   double tp_comm_us = 0;
   double pp_comm_us = 0;
   double dp_comm_us = 0;          // gradient all-reduce time (may overlap compute)
