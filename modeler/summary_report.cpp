@@ -165,8 +165,7 @@ std::string summaryText(const Simulation& sim) {
     const OverlapSlowdown& f = p.cluster.device.overlap_slowdown;
     out += fmt::format(
         "  overlap slowdown   +{:.3f} ms per device (mean) from compute beside communication "
-        "(x{:g} "
-        "NVLink, x{:g} network; --overlap-slowdown off leaves it out)\n",
+        "(x{:g} NVLink, x{:g} network; --overlap-slowdown off leaves it out)\n",
         s.mean_device.overlap_slowdown_us / kUsPerMs, f.nvlink.value, f.network.value);
   }
   out += fmt::format(
