@@ -28,6 +28,9 @@
 //     allreduce_curves:                                          # NCCL inside one node
 //       - {group: 8, floor_us: 94, ll_latency_us: 37, ll_busbw_gb_s: 155,
 //          simple_latency_us: 99, simple_busbw_gb_s: 231, source: "fitted: ..."}
+//   overlap_slowdown:                                    # optional (also in an inline device):
+//     nvlink: {value: 1.19, source: "..."}               #   compute beside a collective inside
+//     network: {value: 1.10, source: "..."}              #   a node / one that crosses nodes
 
 #include <cstdint>
 #include <map>
@@ -75,6 +78,18 @@ struct DeviceModelParams {
   std::vector<CollectiveCurve> allreduce_curves;  // sorted by group; may be empty
 };
 
+// How much slower a compute op runs while a collective or P2P transfer is in flight on its GPU
+// (NCCL's kernels take SMs and HBM bandwidth): the time factor (>= 1) of the overlapped part of
+// the op, per traffic kind: `nvlink` for a group inside one node, `network` for one that crosses
+// nodes (modeler/overlap_slowdown.h applies it). Absent from the device file: 1, 1 (no slowdown),
+// with the source saying so.
+struct OverlapSlowdown {
+  SourcedValue nvlink{1.0, "none given: compute beside communication at full speed"};
+  SourcedValue network{1.0, "none given: compute beside communication at full speed"};
+  bool given = false;  // read from the device file (written back by deviceConfigYaml)
+  double factor(bool inter_node) const { return inter_node ? network.value : nvlink.value; }
+};
+
 struct DeviceSpec {
   std::string id;    // the device file's `name` (e.g. a100-sxm4-80gb); "" for an inline spec
   std::string name;  // the GPU's product name
@@ -85,6 +100,7 @@ struct DeviceSpec {
   std::string file;              // the device file it came from ("" for an inline spec)
   std::string datasheet_source;  // where the datasheet figures came from
   std::optional<DeviceModelParams> model;
+  OverlapSlowdown overlap_slowdown;
 
   // Throws InputError when the spec has no peak for `dtype`.
   double peakTflops(DType dtype) const;

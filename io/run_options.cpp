@@ -161,8 +161,21 @@ ModelConfig RunOptions::loadModel() const {
   return loaded;
 }
 
+void RunOptions::addOverlapSlowdownOption(CLI::App& app) {
+  app.add_option("--overlap-slowdown", overlap_slowdown,
+                 "on: compute beside a collective slows by the device file's overlap_slowdown "
+                 "factors (default); off: runs at full speed")
+      ->check(CLI::IsMember({"on", "off"}));
+}
+
 ClusterConfig RunOptions::loadCluster() const {
-  return loadClusterConfig(resolveConfigPath(cluster, "clusters"));
+  ClusterConfig out = loadClusterConfig(resolveConfigPath(cluster, "clusters"));
+  if (overlap_slowdown == "off") {
+    const std::string why = "switched off (--overlap-slowdown off)";
+    out.device.overlap_slowdown.nvlink = {1.0, why};
+    out.device.overlap_slowdown.network = {1.0, why};
+  }
+  return out;
 }
 
 Strategy RunOptions::strategy(const ModelConfig& model_config) const {
@@ -292,6 +305,7 @@ std::string RunOptions::commandLine(const Strategy& s) const {
   if (s.cp > 1) out += fmt::format(" --cp {}", s.cp);
   if (s.ep > 1) out += fmt::format(" --ep {}", s.ep);
   if (s.dp_overlap) out += fmt::format(" --dp-overlap --dp-bucket-mb {}", dp_bucket_mb);
+  if (overlap_slowdown == "off") out += " --overlap-slowdown off";
   if (s.schedule == Schedule::kInterleaved)
     out += fmt::format(" --virtual-stages {}", s.virtual_stages);
   if (s.recompute != Recompute::kNone)

@@ -49,6 +49,9 @@ struct RunOptions {
   int first_stage_layers = 0;          // Megatron's --decoder-first-pipeline-num-layers
   int last_stage_layers = 0;           // Megatron's --decoder-last-pipeline-num-layers
   ModelOverrides overrides;
+  // --overlap-slowdown on|off: off sets the device's overlap slowdown factors to 1 (compute beside
+  // communication at full speed; modeler/overlap_slowdown.h), for ablations.
+  std::string overlap_slowdown = "on";
 
   // Registers --model, --cluster (required) and the model overrides.
   void addModelOptions(CLI::App& app);
@@ -60,8 +63,12 @@ struct RunOptions {
   // --decoder-first/last-pipeline-num-layers.
   void addStrategyOptions(CLI::App& app, bool strategy_required);
 
+  // Registers --overlap-slowdown on|off (simulate, search: every command that times iterations).
+  void addOverlapSlowdownOption(CLI::App& app);
+
   // The model file with the command line's overrides applied.
   ModelConfig loadModel() const;
+  // The cluster file, its device's overlap slowdown switched off by --overlap-slowdown off.
   ClusterConfig loadCluster() const;
   // Strategy from the flags; throws InputError naming the flag. `model` turns Megatron's
   // --num-layers-per-virtual-pipeline-stage into v.

@@ -17,6 +17,7 @@ namespace {
 
 nlohmann::json deviceJson(const DeviceMetrics& d) {
   return {{"compute_ms", d.compute_us / kUsPerMs},
+          {"overlap_slowdown_ms", d.overlap_slowdown_us / kUsPerMs},
           {"tp_comm_ms", d.tp_comm_us / kUsPerMs},
           {"pp_comm_ms", d.pp_comm_us / kUsPerMs},
           {"dp_comm_ms", d.dp_comm_us / kUsPerMs},
@@ -161,6 +162,13 @@ std::string summaryText(const Simulation& sim) {
                      p.cluster.device.peakTflops(p.model.dtype), dtypeName(p.model.dtype));
   out += fmt::format("  pipeline bubble    {:.1f}%   critical stage {}\n", 100 * s.bubble_fraction,
                      s.critical_stage);
+  if (s.max_device.overlap_slowdown_us > 0) {
+    const OverlapSlowdown& f = p.cluster.device.overlap_slowdown;
+    out += fmt::format(
+        "  overlap slowdown   +{:.3f} ms per device (mean) from compute beside communication "
+        "(x{:g} NVLink, x{:g} network; --overlap-slowdown off leaves it out)\n",
+        s.mean_device.overlap_slowdown_us / kUsPerMs, f.nvlink.value, f.network.value);
+  }
   out += fmt::format(
       "  provenance         measured {:.1f}%, derived {:.1f}%, estimated {:.1f}% of op time\n",
       100 * s.provenance_share[0], 100 * s.provenance_share[1], 100 * s.provenance_share[2]);

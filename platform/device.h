@@ -47,6 +47,20 @@ class Device {
   // the full buffer. Returns this rank's times.
   virtual std::vector<double> timeCollective(const Event& event, const CommGroup& group, int warmup,
                                              int repeats) = 0;
+
+  // --- overlap slowdown (eventprof --overlap; modeler/overlap_slowdown.h) ---
+  // A compute event timed alone and while `transfer` (a collective over `group`, with
+  // transfer.message_bytes as its buffer) is in flight on this device the whole time: `repeats`
+  // samples of each, warm-up runs excluded, taken the same way so that they compare. Collective
+  // over group.comm (every member calls it at once). Beside-samples are only of repetitions that
+  // ran wholly inside the transfers' span. Platforms that cannot say so throw CollectiveInputError.
+  struct OverlapSamples {
+    std::vector<double> alone_us;
+    std::vector<double> beside_us;
+  };
+  virtual OverlapSamples timeComputeBeside(const Event& compute, const Event& transfer,
+                                           const CommGroup& group, int warmup, int repeats);
+
 };
 
 }  // namespace evsim

@@ -21,6 +21,7 @@ struct CalibrateArgs {
   std::string runs;
   std::string collectives;
   std::string kernels;
+  std::string overlap;
   int hold_out_every = 3;
   std::string fit_where;
   std::string cross_validate;
@@ -164,6 +165,12 @@ void printReport(const CalibrationReport& report) {
     fmt::print("; {} runs skipped\n", report.runs->skipped().size());
   }
   if (report.kernel_fit) printKernelReport(report);
+  for (const OverlapFit& f : report.overlap_fits) {
+    fmt::print("overlap slowdown ({}): x{:.3f} over {} kernels{}, rms error {:.1f}%\n",
+               f.inter_node ? "network" : "nvlink", f.factor, f.points,
+               f.raw_factor < 1 ? fmt::format(" (measured {:.3f}, kept at 1)", f.raw_factor) : "",
+               f.rms_error_pct);
+  }
 }
 
 void runCalibrate(const CalibrateArgs& args) {
@@ -186,6 +193,12 @@ void runCalibrate(const CalibrateArgs& args) {
     input.kernels = &*kernels;
     input.kernels_origin = args.kernels;
     input.hold_out_every = args.hold_out_every;
+  }
+  std::optional<ProfileDb> overlap;
+  if (!args.overlap.empty()) {
+    overlap = ProfileDb::load(args.overlap);
+    input.overlap = &*overlap;
+    input.overlap_origin = args.overlap;
   }
   if (!args.runs.empty()) {
     input.runs = loadMeasuredRuns(args.runs);
@@ -248,6 +261,9 @@ void registerCalibrateCommand(CLI::App& app) {
   cmd->add_option("--kernels", args->kernels,
                   "profile database whose compute records (measured kernels, e.g. scripts/gpu's "
                   "sweep) the kernel parameters are fitted to; excludes --runs");
+  cmd->add_option("--overlap", args->overlap,
+                  "profile database whose overlap records (eventprof --overlap: kernels alone and "
+                  "beside an all-reduce) give the overlap slowdown per traffic kind");
   cmd->add_option("--hold-out-every", args->hold_out_every,
                   "with --kernels: hold out every N-th compute record (0: none)")
       ->capture_default_str()

@@ -276,6 +276,7 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   args->sink = std::move(sink);
   CLI::App* cmd = app.add_subcommand("search", "rank every parallel strategy for N GPUs");
   args->run.addModelOptions(*cmd);
+  args->run.addOverlapSlowdownOption(*cmd);
   cmd->add_option("--gpus", args->gpus, "number of GPUs N (M*P*D = N)")
       ->required()
       ->check(kGpuCount);

@@ -138,6 +138,7 @@ void registerSimulateCommand(CLI::App& app, JsonSink sink) {
   args->run.addModelOptions(*cmd);
   args->run.addStrategyOptions(*cmd, /*strategy_required=*/true);
   args->run.addGpusOption(*cmd);
+  args->run.addOverlapSlowdownOption(*cmd);
   args->costs.add(*cmd);
   cmd->add_flag("--json", args->json, "print the summary as JSON");
   cmd->add_option("--trace", args->trace,

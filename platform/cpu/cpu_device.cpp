@@ -51,7 +51,7 @@ std::string cpuModelName() {
 
 std::string CpuDevice::deviceName() const { return cpuModelName(); }
 
-std::vector<double> CpuDevice::timeCompute(const Event& event, int warmup, int repeats) {
+std::vector<std::unique_ptr<ComputeKernel>> cacheColdCopies(const Event& event, uint64_t seed) {
   // Copies of the kernel, each with its own buffers, taken in turn: between two runs of one copy
   // the others pass more than the last-level cache, so every timed run reads its data from memory,
   // as inside an iteration (kernels/cpu/cpu_host.h). The CPU kernels work in fp32. Tiny kernels
@@ -61,7 +61,12 @@ std::vector<double> CpuDevice::timeCompute(const Event& event, int warmup, int r
   const int64_t wanted = 2 * lastLevelCacheBytes() / kernel_bytes + 1;
   const int copies = static_cast<int>(std::clamp<int64_t>(wanted, 1, kMaxKernelCopies));
   std::vector<std::unique_ptr<ComputeKernel>> kernels;
-  for (int c = 0; c < copies; ++c) kernels.push_back(makeCpuKernel(event, seed_ + 104729 * c));
+  for (int c = 0; c < copies; ++c) kernels.push_back(makeCpuKernel(event, seed + 104729 * c));
+  return kernels;
+}
+
+std::vector<double> CpuDevice::timeCompute(const Event& event, int warmup, int repeats) {
+  std::vector<std::unique_ptr<ComputeKernel>> kernels = cacheColdCopies(event, seed_);
   size_t next = 0;
   auto nextKernel = [&]() -> ComputeKernel& { return *kernels[next++ % kernels.size()]; };
   for (int i = 0; i < warmup; ++i) nextKernel().run();
