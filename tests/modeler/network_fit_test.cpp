@@ -67,7 +67,7 @@ TEST(NetworkFit, Ndv4OneAndTwoNodes) {
   NcclTuner tuner(c);
   const auto one = logRows("azure_ndv4_a100_1node_allreduce.log");
   const auto two = logRows("azure_ndv4_a100_2nodes_allreduce.log");
-  ASSERT_EQ(one.size(), 28u);  // the logs' sizes, 1 KiB up
+  ASSERT_EQ(one.size(), 28u);  // the logs' sizes: 2 B - 256 MiB and 1 KiB - 16 GiB
   ASSERT_EQ(two.size(), 25u);
   // Fitted: 7% mean over both files (scripts/fit_network.py --report).
   EXPECT_LT(meanError(tuner, EventKind::kAllReduce, {8, 1, 8}, one), 0.10);
