@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "events/cluster_config.h"
+#include "config/cluster_config.h"
 #include "events/comm_factors.h"
 #include "io/run_options.h"
 #include "modeler/nccl_tests_log.h"

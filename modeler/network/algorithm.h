@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "events/event.h"
-#include "events/network_topology.h"
+#include "config/network_topology.h"
 #include "modeler/network/fabric.h"
 
 namespace evsim {

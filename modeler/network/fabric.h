@@ -1,5 +1,5 @@
 #pragma once
-// Where a communication group sits on the cluster's network (events/network_topology.h): its
+// Where a communication group sits on the cluster's network (config/network_topology.h): its
 // ranks, nodes and ranks per node, the links its traffic crosses, and the bandwidth those links
 // leave it. The collective algorithms (algorithm.h) cost a collective from this alone.
 //
@@ -16,7 +16,7 @@
 
 #include <string>
 
-#include "events/cluster_config.h"
+#include "config/cluster_config.h"
 #include "events/event.h"
 
 namespace evsim {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "events/cluster_config.h"
+#include "config/cluster_config.h"
 #include "events/event.h"
 #include "modeler/network/fabric.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "events/cluster_config.h"
+#include "config/cluster_config.h"
 #include "events/comm_factors.h"
 #include "modeler/nccl_tests_log.h"
 #include "modeler/network/nccl_tuner.h"

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "common/error.h"
-#include "events/cluster_config.h"
+#include "config/cluster_config.h"
 #include "modeler/network/algorithm.h"
 #include "modeler/network/nccl_tuner.h"
 
