@@ -81,12 +81,12 @@ const char* ncclProtocolName(NcclProtocol p) {
   return "?";
 }
 
-double HopTuning::latencyOf(const std::string& algorithm, NcclProtocol protocol) const {
+double HopTuning::latencyOf(std::string_view algorithm, NcclProtocol protocol) const {
   auto own = algorithm_latency_us.find(algorithm);
   return (own != algorithm_latency_us.end() ? own->second : latency_us)[static_cast<int>(protocol)];
 }
 
-double HopTuning::efficiencyOf(const std::string& algorithm) const {
+double HopTuning::efficiencyOf(std::string_view algorithm) const {
   auto own = efficiency.find(algorithm);
   if (own != efficiency.end()) return own->second;
   auto ring = efficiency.find("ring");

@@ -29,6 +29,7 @@
 #include <array>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace evsim {
@@ -51,12 +52,13 @@ struct HopTuning {
   std::array<double, kNcclProtocolCount> latency_us{};  // per algorithm step, by protocol
   // An algorithm's own per-step latencies where they differ from the ring's (`latency_us`), as
   // NCCL's hwLat table has a row per algorithm: {"nvls_tree": {.., .., 150}}.
-  std::map<std::string, std::array<double, kNcclProtocolCount>> algorithm_latency_us;
+  std::map<std::string, std::array<double, kNcclProtocolCount>, std::less<>> algorithm_latency_us;
   // Achieved share of the link's bandwidth by algorithm name ("ring", "tree", ...); an algorithm
   // not listed uses "ring"'s.
-  std::map<std::string, double> efficiency;
-  double efficiencyOf(const std::string& algorithm) const;
-  double latencyOf(const std::string& algorithm, NcclProtocol protocol) const;
+  // (std::less<>: looked up by string_view, without building a string, on the tuner's hot path.)
+  std::map<std::string, double, std::less<>> efficiency;
+  double efficiencyOf(std::string_view algorithm) const;
+  double latencyOf(std::string_view algorithm, NcclProtocol protocol) const;
 };
 
 struct NcclTuning {

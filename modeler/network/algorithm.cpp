@@ -22,13 +22,14 @@ bool protocolEnabled(const GroupOnFabric& group, NcclProtocol protocol) {
 double stepUs(const GroupOnFabric& group, std::string_view algorithm, NcclProtocol protocol,
               bool network) {
   const HopTuning& hop = network ? group.tuning->net : group.tuning->intra;
-  return hop.latencyOf(std::string(algorithm), protocol);
+  return hop.latencyOf(algorithm, protocol);
 }
 
 double hopBandwidthGBs(const GroupOnFabric& group, std::string_view algorithm) {
-  const std::string name(algorithm);
-  double bw = group.intra_bw_gb_s * group.tuning->intra.efficiencyOf(name);
-  if (group.nodes > 1) bw = std::min(bw, group.net_bw_gb_s * group.tuning->net.efficiencyOf(name));
+  double bw = group.intra_bw_gb_s * group.tuning->intra.efficiencyOf(algorithm);
+  if (group.nodes > 1) {
+    bw = std::min(bw, group.net_bw_gb_s * group.tuning->net.efficiencyOf(algorithm));
+  }
   return bw;
 }
 

@@ -10,8 +10,8 @@
 #include <optional>
 #include <string_view>
 
-#include "events/event.h"
 #include "config/network_topology.h"
+#include "events/event.h"
 #include "modeler/network/fabric.h"
 
 namespace evsim {
