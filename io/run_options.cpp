@@ -2,6 +2,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/error.h"
@@ -34,6 +35,9 @@ void RunOptions::addModelOptions(CLI::App& app) {
       ->required();
   app.add_option("--cluster", cluster, "cluster YAML, or a bundled name (eventsim list clusters)")
       ->required();
+  app.add_option("--nccl-algo", nccl_algo,
+                 "force one NCCL algorithm for every collective, as NCCL_ALGO does (ring, tree, "
+                 "nvls, nvls_tree, collnet, pat; default: the cluster's, else NCCL's choice)");
   overrides.addOptions(app);
 }
 
@@ -169,13 +173,22 @@ void RunOptions::addOverlapSlowdownOption(CLI::App& app) {
 }
 
 ClusterConfig RunOptions::loadCluster() const {
-  ClusterConfig out = loadClusterConfig(resolveConfigPath(cluster, "clusters"));
+  ClusterConfig c = loadClusterConfig(resolveConfigPath(cluster, "clusters"));
   if (overlap_slowdown == "off") {
     const std::string why = "switched off (--overlap-slowdown off)";
-    out.device.overlap_slowdown.nvlink = {1.0, why};
-    out.device.overlap_slowdown.network = {1.0, why};
+    c.device.overlap_slowdown.nvlink = {1.0, why};
+    c.device.overlap_slowdown.network = {1.0, why};
   }
-  return out;
+  if (!nccl_algo.empty()) {
+    const auto& names = ncclAlgorithmNames();
+    if (nccl_algo != "auto" && std::find(names.begin(), names.end(), nccl_algo) == names.end()) {
+      EVSIM_THROW(InputError,
+                  "--nccl-algo '{}': must be auto, ring, tree, nvls, nvls_tree, collnet or pat",
+                  nccl_algo);
+    }
+    c.topology.nccl.algorithm = nccl_algo;
+  }
+  return c;
 }
 
 Strategy RunOptions::strategy(const ModelConfig& model_config) const {
@@ -302,6 +315,7 @@ std::string RunOptions::commandLine(const Strategy& s) const {
   std::string out = fmt::format(
       "--model {} --cluster {} --strategy {} --micro-batch {} --global-batch {} --schedule {}",
       model, cluster, s.name(), s.micro_batch, s.global_batch, scheduleName(s.schedule));
+  if (!nccl_algo.empty()) out += fmt::format(" --nccl-algo {}", nccl_algo);
   if (s.cp > 1) out += fmt::format(" --cp {}", s.cp);
   if (s.ep > 1) out += fmt::format(" --ep {}", s.ep);
   if (s.dp_overlap) out += fmt::format(" --dp-overlap --dp-bucket-mb {}", dp_bucket_mb);

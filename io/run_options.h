@@ -25,6 +25,7 @@ namespace evsim {
 struct RunOptions {
   std::string model;
   std::string cluster;
+  std::string nccl_algo;  // --nccl-algo: forces the network model's algorithm (as NCCL_ALGO)
   std::string strategy_text;
   int tp = 0, pp = 0, dp = 0;
   int cp = 1;  // context parallel size C

@@ -207,6 +207,11 @@ NcclTestsImport parseNcclTests(const std::string& text, const std::string& origi
   while (std::getline(in, line)) {
     ++line_number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    // Open MPI's --tag-output prefix "[1,0]<stdout>:" (mpirun's rank tag) is not nccl-tests'.
+    if (!line.empty() && line[0] == '[') {
+      const size_t tag = line.find("]<stdout>:");
+      if (tag != std::string::npos) line.erase(0, tag + std::string_view("]<stdout>:").size());
+    }
     const std::string where = fmt::format("{}:{}", origin, line_number);
     std::vector<std::string> t = tokens(line);
     if (t.empty()) continue;

@@ -15,6 +15,7 @@
 #include "modeler/cli/calibrate_command.h"
 #include "modeler/cli/compare_command.h"
 #include "modeler/cli/events_command.h"
+#include "modeler/cli/collective_command.h"
 #include "modeler/cli/import_command.h"
 #include "modeler/cli/list_command.h"
 #include "modeler/cli/search_command.h"
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   evsim::registerCompareCommand(app);
   evsim::registerCalibrateCommand(app);
   evsim::registerImportCommand(app);
+  evsim::registerCollectiveCommand(app);
   evsim::registerListCommand(app);
   try {
     app.parse(argc, argv);
