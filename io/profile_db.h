@@ -96,7 +96,8 @@ class ProfileDb {
   const std::vector<ProfileRecord>& records() const { return records_; }
 
  private:
-  static ProfileDb read(const YamlReader& root);
+  // Checks the top level (version, metadata, the events key) and fills db.metadata.
+  static void readHeader(const YamlReader& root, ProfileDb& db);
 
   std::vector<ProfileRecord> records_;
   std::map<std::string, size_t> index_;

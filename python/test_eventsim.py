@@ -111,3 +111,36 @@ def test_false_and_none_leave_a_flag_out():
 def test_docstring_lists_the_flags():
     assert "--global-batch" in eventsim.simulate.__doc__
     assert "--gpus" in eventsim.search.__doc__
+
+
+def test_nul_and_lone_surrogate_raise_value_error_naming_the_keyword():
+    # A NUL cut "gpt2-345m\0x" short to an existing model; a lone surrogate was "Unable to cast".
+    with pytest.raises(ValueError, match=r"^simulate\(\): model: a NUL character at index 9 is"):
+        eventsim.simulate(**dict(STRATEGIES[0], model="gpt2-345m\0x"), fallback="analytic")
+    with pytest.raises(ValueError, match=r"^simulate\(\): model: not valid text"):
+        eventsim.simulate(**dict(STRATEGIES[0], model="gpt\ud800"), fallback="analytic")
+    with pytest.raises(ValueError, match=r"^simulate\(\): micro_batch: not valid text"):
+        eventsim.simulate(**dict(STRATEGIES[0], micro_batch=["\udfff"]), fallback="analytic")
+
+
+def test_ctrl_c_interrupts_a_long_call():
+    # A search of 4096 GPUs over every technique runs for well over a minute on 2 cores; SIGINT
+    # after 0.5 s must raise KeyboardInterrupt within a few seconds (it waited for the end).
+    import signal
+    import threading
+    import time
+    kwargs = dict(model="gpt2-345m", cluster="dgx-a100", gpus=4096, global_batch=4096,
+                  micro_batch=[1, 2, 4, 8], schedule="gpipe,dapple,interleaved,zbh1",
+                  virtual_stages=[2, 3, 4], recompute=["none", "selective", "full"],
+                  sequence_parallel=["off", "on"], zero=[0, 1, 2, 3], fallback="analytic",
+                  threads=1)
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        eventsim.search(**kwargs)
+    elapsed = time.monotonic() - start
+    timer.join()
+    assert elapsed < 10, f"KeyboardInterrupt after {elapsed:.1f} s"
+    # The module is usable afterwards: the cancellation was reset.
+    assert eventsim.simulate(**STRATEGIES[0], fallback="analytic")["iteration_time_ms"] > 0

@@ -357,11 +357,12 @@ TEST(ClusterConfig, BadDtypeInPeakTflops) {
                   "c.yaml: node.device.peak_tflops: needs at least one dtype");
   EXPECT_CONTAINS(clusterError(clusterWith("fp16: 100,", "fp16: 0,")),
                   "c.yaml: node.device.peak_tflops.fp16: 0: must be > 0");
-  // A device without a peak for the model's dtype: named when asked.
+  // A device without a peak for the model's dtype: named when asked, with its file (issue 33).
   ClusterConfig c =
       parseClusterConfig(clusterWith("{fp16: 100, bf16: 100, fp32: 20}", "{fp16: 100}"), "c.yaml");
-  EXPECT_CONTAINS(inputErrorOf([&] { c.device.peakTflops(DType::kBf16); }),
-                  "device 'Test GPU': no peak_tflops for bf16");
+  EXPECT_EQ(inputErrorOf([&] { c.device.peakTflops(DType::kBf16); }),
+            "c.yaml: node.device.peak_tflops: no entry for bf16 (device 'Test GPU'; the model "
+            "computes in bf16)");
 }
 
 TEST(ClusterConfig, MissingFieldsAndNonPositiveSizes) {
