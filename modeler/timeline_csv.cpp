@@ -91,7 +91,7 @@ class LineParser {
     // Beyond 31 years in microseconds a timeline is corrupt, and sums of such times overflowed
     // to inf (start_us 1e308 was accepted, issue 33).
     if (std::abs(value) > kMaxTimeUs)
-      fail(c, fmt::format("{:g}: must be within +-{:g} us", value, kMaxTimeUs));
+      fail(c, fmt::format("must be within +-{:g} us", kMaxTimeUs));
     return value;
   }
 

@@ -124,23 +124,21 @@ def test_nul_and_lone_surrogate_raise_value_error_naming_the_keyword():
 
 
 def test_ctrl_c_interrupts_a_long_call():
-    # A search of 4096 GPUs over every technique runs for well over a minute on 2 cores; SIGINT
-    # after 0.5 s must raise KeyboardInterrupt within a few seconds (it waited for the end).
+    # 100,000 sampled iterations of gpt2-345m 1M8P16D (2.85e9 op samples): 82 s of CPU on this
+    # project's 2-core VM (bench/RESULTS.md). SIGINT after 0.5 s must raise KeyboardInterrupt well
+    # before that (before: only when the call returned).
     import signal
     import threading
     import time
-    kwargs = dict(model="gpt2-345m", cluster="dgx-a100", gpus=4096, global_batch=4096,
-                  micro_batch=[1, 2, 4, 8], schedule="gpipe,dapple,interleaved,zbh1",
-                  virtual_stages=[2, 3, 4], recompute=["none", "selective", "full"],
-                  sequence_parallel=["off", "on"], zero=[0, 1, 2, 3], fallback="analytic",
-                  threads=1)
+    kwargs = dict(model="gpt2-345m", cluster="dgx-a100", strategy="1M8P16D", micro_batch=1,
+                  global_batch=512, fallback="analytic", jitter=0.05, iterations=100000)
     timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
     start = time.monotonic()
     timer.start()
     with pytest.raises(KeyboardInterrupt):
-        eventsim.search(**kwargs)
+        eventsim.simulate(**kwargs)
     elapsed = time.monotonic() - start
     timer.join()
-    assert elapsed < 10, f"KeyboardInterrupt after {elapsed:.1f} s"
+    assert elapsed < 20, f"KeyboardInterrupt after {elapsed:.1f} s"
     # The module is usable afterwards: the cancellation was reset.
     assert eventsim.simulate(**STRATEGIES[0], fallback="analytic")["iteration_time_ms"] > 0
