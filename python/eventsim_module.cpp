@@ -161,7 +161,10 @@ py::object run(const Command& command, const py::kwargs& kwargs) {
     worker.join();
   }
   requestCancel(false);
-  if (interrupted) throw py::error_already_set();
+  if (interrupted) {
+    py::error_already_set keyboard_interrupt;  // the KeyboardInterrupt PyErr_CheckSignals set
+    throw keyboard_interrupt;
+  }
   if (failure) std::rethrow_exception(failure);
   EVSIM_CHECK(report.has_value(), "eventsim {} returned without a report", command.name);
   // Through the text the CLI prints, so a value is exactly what json.loads of `--json` gives
