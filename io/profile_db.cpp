@@ -13,7 +13,7 @@
 #include "common/error.h"
 #include "common/input_file.h"
 #include "common/strings.h"
-#include "events/yaml_reader.h"
+#include "common/yaml_reader.h"
 
 namespace evsim {
 

@@ -1,4 +1,5 @@
 #include "modeler/memory_model.h"
+#include "plan/layer_shape.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +8,8 @@
 #include "common/checked.h"
 #include "common/error.h"
 #include "common/units.h"
-#include "events/layer_footprint.h"
-#include "modeler/task_graph.h"
+#include "ops/layer_footprint.h"
+#include "plan/task_graph.h"
 
 namespace evsim {
 
@@ -120,6 +121,7 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
   EVSIM_CHECK(!chunks.empty() && chunks.size() % P == 0, "{} chunks for {} stages", chunks.size(),
               P);
   const int v = static_cast<int>(chunks.size()) / P;
+  const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, v);
   const int zero = strategy.gradGroupSize() > 1 ? strategy.zero_stage : 0;
   const bool offload_optimizer = offloadsOptimizer(strategy.offload);
   const bool offload_activations = offloadsActivations(strategy.offload);
@@ -152,7 +154,7 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
     std::vector<int64_t> chunk_bytes, chunk_held_bytes;
     int64_t expert_parameters = 0, largest_layer = 0;
     for (int c = 0; c < v; ++c) {
-      const ChunkMemoryInput& chunk = chunks[static_cast<size_t>(c) * P + device];
+      const ChunkMemoryInput& chunk = chunks[static_cast<size_t>(pipeline.virtualStage(device, c))];
       mem.parameters = saturatingAdd(mem.parameters, chunk.parameters);
       expert_parameters = saturatingAdd(expert_parameters, chunk.expert_parameters);
       chunk_bytes.push_back(chunk.activation_bytes);

@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "io/cli_checks.h"
-#include "events/strategy.h"
+#include "plan/strategy.h"
 #include "modeler/nccl_tests_log.h"
 
 namespace evsim {
