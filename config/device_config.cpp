@@ -200,7 +200,15 @@ void emitModel(YAML::Emitter& out, const DeviceModelParams& m) {
 double DeviceSpec::peakTflops(DType dtype) const {
   auto it = peak_tflops.find(dtype);
   if (it == peak_tflops.end()) {
-    EVSIM_THROW(InputError, "device '{}': no peak_tflops for {}", name, dtypeName(dtype));
+    // Named by its file (the device file, or the cluster file of an inline spec; issue 33).
+    constexpr std::string_view kInline = "inline in ";
+    const std::string where =
+        !file.empty() ? file + ": datasheet.peak_tflops"
+        : datasheet_source.rfind(kInline, 0) == 0
+            ? datasheet_source.substr(kInline.size()) + ": node.device.peak_tflops"
+            : "device.peak_tflops";
+    EVSIM_THROW(InputError, "{}: no entry for {} (device '{}'; the model computes in {})", where,
+                dtypeName(dtype), name, dtypeName(dtype));
   }
   return it->second;
 }

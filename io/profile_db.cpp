@@ -11,6 +11,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/input_file.h"
 #include "common/strings.h"
 #include "common/yaml_reader.h"
 
@@ -218,13 +219,35 @@ std::string emit(const ProfileMetadata& m, const std::vector<ProfileRecord>& rec
 
 }  // namespace
 
-ProfileDb ProfileDb::load(const std::string& path) { return read(YamlReader::fromFile(path)); }
-
-ProfileDb ProfileDb::parse(const std::string& text, const std::string& origin) {
-  return read(YamlReader::fromString(text, origin));
+ProfileDb ProfileDb::load(const std::string& path) {
+  return parse(readInputFile(path, "YAML input"), path);
 }
 
-ProfileDb ProfileDb::read(const YamlReader& root) {
+// The entries are read as the parser reaches them (YamlReader::fromStringStreaming): a
+// 400,000-entry profile is never held as YAML nodes at once. The version is still judged before any
+// entry: an entry's error is kept until the whole file is parsed and the version checked.
+ProfileDb ProfileDb::parse(const std::string& text, const std::string& origin) {
+  ProfileDb db;
+  std::optional<std::string> entry_error;
+  const YamlReader root =
+      YamlReader::fromStringStreaming(text, origin, "events", [&](const YamlReader& entry) {
+        if (entry_error) return;
+        try {
+          ProfileRecord record = readRecord(entry);
+          if (db.find(record.signature) != nullptr) {
+            entry.fail("signature", fmt::format("'{}' appears twice", record.signature));
+          }
+          db.put(std::move(record));
+        } catch (const InputError& e) {
+          entry_error = e.what();
+        }
+      });
+  readHeader(root, db);
+  if (entry_error) EVSIM_THROW(InputError, "{}", *entry_error);
+  return db;
+}
+
+void ProfileDb::readHeader(const YamlReader& root, ProfileDb& db) {
   root.allowOnly({"schema_version", "metadata", "events", "overlap"});
   // The version is read before anything else so a newer file says so instead of failing on keys.
   if (!root.has("schema_version")) {
@@ -235,21 +258,14 @@ ProfileDb ProfileDb::read(const YamlReader& root) {
     root.fail("schema_version", fmt::format("{} is not supported (this eventsim reads version {})",
                                             version, kProfileSchemaVersion));
   }
-  ProfileDb db;
   db.metadata = readMetadata(root);
   if (root.has("overlap")) {
     for (const YamlReader& entry : root.items("overlap")) db.putOverlap(readOverlap(entry));
   }
   YamlReader events = root.child("events");
-  if (events.node().IsNull()) return db;  // "events:" with nothing after it: no entries yet
-  for (const YamlReader& entry : events.items()) {
-    ProfileRecord record = readRecord(entry);
-    if (db.find(record.signature) != nullptr) {
-      entry.fail("signature", fmt::format("'{}' appears twice", record.signature));
-    }
-    db.put(std::move(record));
-  }
-  return db;
+  // "events:" with nothing after it: no entries yet. A list was streamed (and left empty here).
+  if (events.node().IsNull() || events.node().IsSequence()) return;
+  events.fail("", "must be a list");
 }
 
 void ProfileDb::save(const std::string& path) const {

@@ -115,7 +115,8 @@ class ProfileDb {
   const std::vector<OverlapRecord>& overlapRecords() const { return overlap_; }
 
  private:
-  static ProfileDb read(const YamlReader& root);
+  // Checks the top level (version, metadata, the events key) and fills db.metadata.
+  static void readHeader(const YamlReader& root, ProfileDb& db);
 
   std::vector<ProfileRecord> records_;
   std::vector<OverlapRecord> overlap_;

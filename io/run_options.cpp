@@ -17,15 +17,22 @@ namespace evsim {
 
 std::string resolveConfigPath(const std::string& argument, const std::string& kind) {
   namespace fs = std::filesystem;
-  if (fs::exists(argument)) return argument;
+  const std::string flag = kind == "models" ? "model" : "cluster";
+  // error_code forms: a symbolic-link loop or a 5,000-character name threw filesystem_error, an
+  // "internal error" (issue 33). The name is clipped in the message.
+  std::error_code ec;
+  if (fs::exists(argument, ec)) return argument;
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    EVSIM_THROW(InputError, "--{} '{}': {}", flag, clipped(argument, 200), ec.message());
+  }
   bool bare_name =
       argument.find('/') == std::string::npos && argument.find(".yaml") == std::string::npos;
   if (bare_name) {
     fs::path bundled = fs::path(EVSIM_CONFIG_DIR) / kind / (argument + ".yaml");
-    if (fs::exists(bundled)) return bundled.string();
+    if (fs::exists(bundled, ec)) return bundled.string();
   }
   EVSIM_THROW(
-      InputError, "--{} '{}': no such file{}", kind == "models" ? "model" : "cluster", argument,
+      InputError, "--{} '{}': no such file{}", flag, clipped(argument, 200),
       bare_name ? fmt::format(" and no bundled {}/{}.yaml (eventsim list {})", kind, argument, kind)
                 : "");
 }
@@ -48,10 +55,13 @@ void RunOptions::addGpusOption(CLI::App& app) {
 
 void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
   auto* text = app.add_option("--strategy", strategy_text, "xMxPxD, e.g. 2M4P2D (any case)");
-  auto* tp_opt = app.add_option("--tp,--tensor-model-parallel-size", tp, "tensor-parallel size M");
+  // Checked here: "--tp 0 --pp 2 --gpus 4" was told to give --tp and --pp, which it had.
+  auto* tp_opt = app.add_option("--tp,--tensor-model-parallel-size", tp, "tensor-parallel size M")
+                     ->check(kPositiveInteger);
   auto* pp_opt =
-      app.add_option("--pp,--pipeline-model-parallel-size", pp, "pipeline-parallel size P");
-  auto* dp_opt = app.add_option("--dp", dp, "data-parallel size D");
+      app.add_option("--pp,--pipeline-model-parallel-size", pp, "pipeline-parallel size P")
+          ->check(kPositiveInteger);
+  auto* dp_opt = app.add_option("--dp", dp, "data-parallel size D")->check(kPositiveInteger);
   text->excludes(tp_opt)->excludes(pp_opt)->excludes(dp_opt);
   app.add_option("--cp,--context-parallel-size", cp,
                  "context-parallel size C: each sequence split over C ranks (ring attention)")
@@ -75,7 +85,7 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
                 ->capture_default_str();
   app.add_option("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
                  "Megatron's form of v: layers per model chunk (implies --schedule interleaved)")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveInteger)
       ->excludes(v);
   app.add_option("--recompute,--recompute-granularity", recompute,
                  "activation recomputation: none | full | selective")
@@ -306,6 +316,10 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
   StrategySpace space;
   space.gpus = gpus;
   space.micro_batches = parseIntList(micro_batches, "--micro-batches");
+  if (!space.micro_batches.empty() && space.micro_batches.front() < 1) {
+    EVSIM_THROW(InputError, "--micro-batches {}: a micro-batch size must be >= 1, not {}",
+                micro_batches, space.micro_batches.front());
+  }
   space.schedules = {parseSchedule(schedule)};
   space.dp_overlaps = {dp_overlap};
   return {base, space};

@@ -59,22 +59,24 @@ void addFlags(CLI::App& app, Flags& f) {
       ->check(kGpuCount);
   app.add_option("--micro-batches", f.micro_batches, "micro-batch sizes for --gpus")
       ->capture_default_str();
-  app.add_option("-o,--output", f.output, "profile database to write (YAML)")->required();
+  app.add_option("-o,--output", f.output, "profile database to write (YAML)")
+      ->required()
+      ->check(kFileName);
   app.add_option("--backend", f.backend, "auto (cuda when every rank sees a GPU), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   app.add_option("--warmup", f.warmup, "untimed runs before each event's repetitions")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegativeInteger)
       ->capture_default_str();
   app.add_option("--repeats", f.repeats, "timed repetitions per event")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveInteger)
       ->capture_default_str();
   app.add_flag("--resume", f.resume,
                "keep the events already in the output profile (same hardware only) and measure "
                "the rest");
   app.add_option("--ranks-per-node", f.ranks_per_node,
                  "group consecutive ranks of a host into emulated nodes of this size")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveInteger);
   app.add_flag("--intra-node-only", f.intra_node_only,
                "on a single node, skip inter-node events (listed as not measured) instead of "
                "stopping");
@@ -85,7 +87,9 @@ void addFlags(CLI::App& app, Flags& f) {
                  "iteration)")
       ->check(kFinitePositive)
       ->capture_default_str();
-  app.add_option("--seed", f.seed, "seed of the kernels' random inputs")->capture_default_str();
+  app.add_option("--seed", f.seed, "seed of the kernels' random inputs")
+      ->check(kUnsignedText)
+      ->capture_default_str();
   app.add_option("--compute-timer", f.compute_timer,
                  "cuda: cupti (kernel spans) or cuda-events (events around each repetition, "
                  "launch gaps included; to cross-check CUPTI)")

@@ -111,3 +111,34 @@ def test_false_and_none_leave_a_flag_out():
 def test_docstring_lists_the_flags():
     assert "--global-batch" in eventsim.simulate.__doc__
     assert "--gpus" in eventsim.search.__doc__
+
+
+def test_nul_and_lone_surrogate_raise_value_error_naming_the_keyword():
+    # A NUL cut "gpt2-345m\0x" short to an existing model; a lone surrogate was "Unable to cast".
+    with pytest.raises(ValueError, match=r"^simulate\(\): model: a NUL character at index 9 is"):
+        eventsim.simulate(**dict(STRATEGIES[0], model="gpt2-345m\0x"), fallback="analytic")
+    with pytest.raises(ValueError, match=r"^simulate\(\): model: not valid text"):
+        eventsim.simulate(**dict(STRATEGIES[0], model="gpt\ud800"), fallback="analytic")
+    with pytest.raises(ValueError, match=r"^simulate\(\): micro_batch: not valid text"):
+        eventsim.simulate(**dict(STRATEGIES[0], micro_batch=["\udfff"]), fallback="analytic")
+
+
+def test_ctrl_c_interrupts_a_long_call():
+    # 100,000 sampled iterations of gpt2-345m 1M8P16D (2.85e9 op samples): 82 s of CPU on this
+    # project's 2-core VM (bench/RESULTS.md). SIGINT after 0.5 s must raise KeyboardInterrupt well
+    # before that (before: only when the call returned).
+    import signal
+    import threading
+    import time
+    kwargs = dict(model="gpt2-345m", cluster="dgx-a100", strategy="1M8P16D", micro_batch=1,
+                  global_batch=512, fallback="analytic", jitter=0.05, iterations=100000)
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        eventsim.simulate(**kwargs)
+    elapsed = time.monotonic() - start
+    timer.join()
+    assert elapsed < 20, f"KeyboardInterrupt after {elapsed:.1f} s"
+    # The module is usable afterwards: the cancellation was reset.
+    assert eventsim.simulate(**STRATEGIES[0], fallback="analytic")["iteration_time_ms"] > 0

@@ -214,6 +214,12 @@ CalibrationReport calibrate(const CalibrationInput& input) {
     device.peakTflops(input.settings.dtype);  // a missing peak is an input error, before threads
     report.runs.emplace(input.runs, cluster, input.settings);
     const RunSet& runs = *report.runs;
+    if (runs.planned().empty()) {
+      // Every row refused by the planner: nothing to fit, and the line names the file (issue 33).
+      const auto& [first, why] = runs.skipped().front();
+      EVSIM_THROW(InputError, "{}: all {} runs were skipped, nothing to fit (line {}: {})",
+                  input.runs_origin, runs.skipped().size(), first.line, why);
+    }
     for (const PlannedRun& r : runs.planned()) {
       report.in_fit.push_back(!input.fit_where || input.fit_where->matches(r.run));
     }

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <thread>
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "io/cli_checks.h"
 #include "io/run_options.h"
 #include "modeler/calibration/calibrate.h"
 
@@ -229,12 +231,21 @@ void runCalibrate(const CalibrateArgs& args) {
     EVSIM_THROW(InputError, "calibrate: the fitted device is not usable ({}): check the runs",
                 e.what());
   }
-  // Predictions first: a failure there leaves no new device file behind.
+  // Both written, then both published together (common/atomic_file.h): a failure leaves neither,
+  // and two calibrations at once leave one's pair.
+  std::optional<AtomicFileWriter> predictions;
   if (!args.predictions.empty()) {
-    writeFileAtomically(args.predictions,
-                        report.kernel_fit ? kernelPredictionsCsv(report) : predictionsCsv(report));
+    predictions.emplace(args.predictions);
+    predictions->stream() << (report.kernel_fit ? kernelPredictionsCsv(report)
+                                                : predictionsCsv(report));
   }
-  writeFileAtomically(args.output, device_yaml);
+  AtomicFileWriter device(args.output);
+  device.stream() << device_yaml;
+  if (predictions) predictions->finish();
+  device.finish();
+  std::vector<AtomicFileWriter*> outputs{&device};
+  if (predictions) outputs.insert(outputs.begin(), &*predictions);
+  publishTogether(outputs);
   fmt::print("device file: {}\n", args.output);
   if (!args.predictions.empty()) fmt::print("predictions: {}\n", args.predictions);
 }
@@ -287,7 +298,7 @@ void registerCalibrateCommand(CLI::App& app) {
                   "model evaluations of the compute fit")
       ->capture_default_str()
       ->check(CLI::Range(10, 100000));
-  cmd->add_option("-o,--output", args->output, "device file to write")->required();
+  cmd->add_option("-o,--output", args->output, "device file to write")->required()->check(kFileName);
   cmd->add_option("--predictions", args->predictions,
                   "CSV of every run's measured and predicted time (fit, held-out or skipped)");
   cmd->callback([args] { runCalibrate(*args); });

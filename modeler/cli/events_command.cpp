@@ -143,7 +143,8 @@ void registerEventsCommand(CLI::App& app) {
   cmd->add_option("--micro-batches", args->micro_batches, "micro-batch sizes for --gpus")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "print JSON");
-  cmd->add_option("-o,--output", args->output, "write the events file (YAML) for eventprof");
+  cmd->add_option("-o,--output", args->output, "write the events file (YAML) for eventprof")
+      ->check(kFileName);
   cmd->callback([args] { run(*args); });
 }
 

@@ -334,7 +334,7 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--threads", args->threads, "worker threads (0: every core)")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "print the ranking as JSON");
-  cmd->add_option("--csv", args->csv, "write the ranking as CSV");
+  cmd->add_option("--csv", args->csv, "write the ranking as CSV")->check(kFileName);
   cmd->add_flag("--allow-cross-node-tp", args->allow_cross_node_tp,
                 "allow tensor parallel groups that span nodes");
   cmd->add_option("--memory-headroom", args->memory_headroom,

@@ -1,6 +1,7 @@
 #include "platform/cpu/cpu_device.h"
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <fstream>
 #include <vector>
@@ -31,6 +32,14 @@ double elapsedUs(Clock::time_point since) {
 CpuDevice::CpuDevice(uint64_t seed, int ranks_on_host, int host_cores, WaitMode wait)
     : seed_(seed), host_cores_(host_cores), wait_(wait) {
   setCpuKernelThreads(cpuThreadsPerRank(ranks_on_host, host_cores));
+}
+
+std::string CpuDevice::cannotMeasure(const Event& event) const {
+  if (!isCommunication(event.kind)) return "";
+  const int64_t elements = mpiElementCount(event);
+  if (elements <= INT_MAX) return "";
+  return fmt::format("{} elements exceed MPI's int count ({}) on the cpu backend", elements,
+                     INT_MAX);
 }
 
 int CpuDevice::computeSlots(int ranks_on_host) const {

@@ -27,6 +27,7 @@ class CpuDevice : public Device {
 
   // At most one timing rank per core: two ranks on one core would each time a kernel at half speed.
   int computeSlots(int ranks_on_host) const override;
+  std::string cannotMeasure(const Event& event) const override;
   std::vector<double> timeCompute(const Event& event, int warmup, int repeats) override;
   std::vector<double> timeP2P(const Event& event, const CommGroup& group, int warmup,
                               int repeats) override;
