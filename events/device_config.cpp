@@ -119,8 +119,20 @@ void readPeaks(const YamlReader& peaks, DeviceSpec& spec) {
   if (spec.peak_tflops.empty()) peaks.fail("", "needs at least one dtype");
 }
 
+MemoryOverheads readMemoryOverheads(const YamlReader& memory) {
+  memory.allowOnly({"cuda_context_mib", "cublas_workspace_mib", "nccl_mib_per_communicator",
+                    "allocator_fragmentation"});
+  constexpr double kMaxMib = 1 << 20;  // 1 TiB: only catches garbage
+  MemoryOverheads out;
+  out.cuda_context_mib = readSourced(memory, "cuda_context_mib", kMaxMib);
+  out.cublas_workspace_mib = readSourced(memory, "cublas_workspace_mib", kMaxMib);
+  out.nccl_mib_per_communicator = readSourced(memory, "nccl_mib_per_communicator", kMaxMib);
+  out.allocator_fragmentation = readSourced(memory, "allocator_fragmentation", kMaxFraction);
+  return out;
+}
+
 DeviceSpec readDeviceFile(const YamlReader& root) {
-  root.allowOnly({"name", "gpu", "description", "datasheet", "model"});
+  root.allowOnly({"name", "gpu", "description", "datasheet", "model", "memory"});
   DeviceSpec spec;
   spec.file = root.file();
   spec.id = root.str("name");
@@ -137,6 +149,7 @@ DeviceSpec readDeviceFile(const YamlReader& root) {
     sheet.fail("sm_count", fmt::format("{}: must be <= {}", sm_count, kMaxSmCount));
   spec.sm_count = static_cast<int>(sm_count);
   if (root.has("model")) spec.model = readModel(root.child("model"));
+  if (root.has("memory")) spec.memory = readMemoryOverheads(root.child("memory"));
   return spec;
 }
 
@@ -225,6 +238,12 @@ std::string deviceConfigYaml(const DeviceSpec& spec) {
     }
     out << YAML::EndSeq;
   }
+  out << YAML::EndMap;
+  out << YAML::Key << "memory" << YAML::Value << YAML::BeginMap;
+  emitSourced(out, "cuda_context_mib", spec.memory.cuda_context_mib);
+  emitSourced(out, "cublas_workspace_mib", spec.memory.cublas_workspace_mib);
+  emitSourced(out, "nccl_mib_per_communicator", spec.memory.nccl_mib_per_communicator);
+  emitSourced(out, "allocator_fragmentation", spec.memory.allocator_fragmentation);
   out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

@@ -206,6 +206,12 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
                                   stage.dp_group, dtype);
       ops.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, name});
     };
+    // FSDP without reshard-after-forward keeps the forward's gathered parameters for the
+    // backward: no second gather.
+    const bool regather = strategy.reshardsAfterForward();
+    auto zero3_regather = [&](OpList& ops, int layer) {
+      if (regather) zero3_op(ops, layer, EventKind::kAllGather, "zero3_param_allgather");
+    };
     constexpr std::string_view kGather = "zero3_param_allgather";
     constexpr std::string_view kScatter = "zero3_grad_reduce_scatter";
     if (stage.has_embedding) {
@@ -219,17 +225,17 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     if (stage.has_head) {
       zero3_op(stage.forward, kHeadLayer, EventKind::kAllGather, kGather);
       builder.headForward(stage.forward, owns_output);
-      zero3_op(stage.backward, kHeadLayer, EventKind::kAllGather, kGather);
+      zero3_regather(stage.backward, kHeadLayer);
       builder.headBackward(stage.backward);
       zero3_op(stage.backward, kHeadLayer, EventKind::kReduceScatter, kScatter);
     }
     for (int layer = end_layer - 1; layer >= stage.first_layer; --layer) {
-      zero3_op(stage.backward, layer, EventKind::kAllGather, kGather);
+      zero3_regather(stage.backward, layer);
       emitBlock(builder, layer, /*forward=*/false, stage.backward);
       zero3_op(stage.backward, layer, EventKind::kReduceScatter, kScatter);
     }
     if (stage.has_embedding) {
-      zero3_op(stage.backward, kEmbeddingLayer, EventKind::kAllGather, kGather);
+      zero3_regather(stage.backward, kEmbeddingLayer);
       builder.embeddingBackward(embedding_streams, stage.backward);
       zero3_op(stage.backward, kEmbeddingLayer, EventKind::kReduceScatter, kScatter);
     }

@@ -150,7 +150,11 @@ std::string techniquesText(const Strategy& s) {
   if (s.recompute == Recompute::kFull) add("rc=full");
   if (s.recompute == Recompute::kSelective) add("rc=sel");
   if (s.sequence_parallel) add("sp");
-  if (s.zero_stage > 0) add(fmt::format("z{}", s.zero_stage));
+  if (s.framework == Framework::kFsdp) {
+    add(s.zero_stage == 3 ? "fsdp" : "fsdp(unsharded)");
+  } else if (s.zero_stage > 0) {
+    add(fmt::format("z{}", s.zero_stage));
+  }
   if (s.dp_overlap) add("ov");
   if (s.offload != Offload::kNone) add(fmt::format("off={}", offloadName(s.offload)));
   if (!s.stage_layers.empty()) add(fmt::format("layers={}", fmt::join(s.stage_layers, ",")));
@@ -399,6 +403,14 @@ void run(const SearchArgs& args) {
   }
   SearchOptions options;
   options.base.global_batch = args.run.global_batch;
+  options.base.framework = parseFramework(args.run.framework);
+  options.base.reshard = parseReshard(args.run.reshard);
+  if (options.base.framework == Framework::kFsdp && trim(args.zero_stages) != "0") {
+    EVSIM_THROW(InputError,
+                "--framework fsdp --zero {}: FSDP shards fully (ZeRO-3) wherever D x C >= 2; "
+                "leave --zero out",
+                args.zero_stages);
+  }
   options.space.gpus = args.gpus;
   options.space.micro_batches = parseIntList(args.micro_batches, "--micro-batch");
   for (int64_t b : options.space.micro_batches) {
@@ -528,6 +540,7 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--csv", args->csv, "write the ranking as CSV");
   cmd->add_flag("--allow-cross-node-tp", args->allow_cross_node_tp,
                 "allow tensor parallel groups that span nodes");
+  args->run.addFrameworkOptions(*cmd);
   cmd->add_option("--memory-headroom", args->memory_headroom,
                   "share of device memory kept free for workspace and fragmentation")
       ->capture_default_str();
