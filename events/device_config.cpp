@@ -171,7 +171,7 @@ double DeviceSpec::peakTflops(DType dtype) const {
 int64_t DeviceSpec::memoryBytes() const { return static_cast<int64_t>(memory_gib * kBytesPerGiB); }
 
 DeviceSpec readInlineDevice(const YamlReader& device) {
-  device.allowOnly({"name", "peak_tflops", "memory_bandwidth_gb_s", "memory_gib"});
+  device.allowOnly({"name", "peak_tflops", "memory_bandwidth_gb_s", "memory_gib", "memory"});
   DeviceSpec spec;
   spec.name = device.str("name");
   spec.datasheet_source = "inline in " + device.file();
@@ -179,6 +179,7 @@ DeviceSpec readInlineDevice(const YamlReader& device) {
       datasheetValue(device, "memory_bandwidth_gb_s", kMinBandwidthGBs, kMaxBandwidthGBs);
   spec.memory_gib = datasheetValue(device, "memory_gib", kMinMemoryGib, kMaxMemoryGib);
   readPeaks(device.child("peak_tflops"), spec);
+  if (device.has("memory")) spec.memory = readMemoryOverheads(device.child("memory"));
   return spec;
 }
 

@@ -258,7 +258,7 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
         mem.model_state_bytes, clampedRound(static_cast<double>(dynamic) * (1 + fragmentation)));
     mem.communicators = communicators;
     mem.overhead_bytes = overhead;
-    mem.peak_bytes = saturatingAdd(mem.reserved_bytes, mem.overhead_bytes);
+    mem.peak_bytes = saturatingAdd(mem.allocated_bytes, mem.overhead_bytes);
     out.host_peak_bytes = std::max(
         out.host_peak_bytes, clampedRound(double(mem.hostBytes()) * double(host.gpus_per_node)));
     out.allocated_peak_bytes = std::max(out.allocated_peak_bytes, mem.allocated_bytes);

@@ -76,12 +76,15 @@
 //             the device exceeds what is allocated at the peak by a share f of the bytes that
 //             come and go (the device file's memory.allocator_fragmentation). The model states
 //             are allocated once, in large buffers, and do not fragment.
-//   device    = reserved + the CUDA context + NCCL's buffers per communicator (outside PyTorch's
+//   device    = allocated + the CUDA context + NCCL's buffers per communicator (outside PyTorch's
 //             allocator; the device file's memory block); this is what must fit in the device
-//             memory less the headroom.
+//             memory less the headroom. Not the reserved peak: when cudaMalloc fails the caching
+//             allocator frees its cached unsplit blocks and retries (c10/cuda/
+//             CUDACachingAllocator.cpp), so a run dies only when what is allocated, the split
+//             blocks it cannot free and the memory outside it exceed the device.
 // The headroom (--memory-headroom, default kDefaultMemoryHeadroom) is what is left for what is
-// still not modelled: the PyTorch-version spread of the same run (about 5%) and kernels'
-// temporary buffers beyond cuBLAS's workspace.
+// still not modelled: those split blocks, the PyTorch-version spread of the same run (about 5%)
+// and kernels' temporary buffers beyond cuBLAS's workspace.
 
 #include <cstdint>
 #include <vector>
@@ -136,7 +139,7 @@ struct StageMemory {
   int64_t reserved_bytes = 0;   // PyTorch's max_memory_reserved
   int communicators = 0;        // NCCL communicators of the rank
   int64_t overhead_bytes = 0;   // CUDA context + NCCL buffers (outside the allocator)
-  int64_t peak_bytes = 0;       // reserved + overhead: what the device must hold
+  int64_t peak_bytes = 0;       // allocated + overhead: what the device must hold
   // In host memory, per device: offloaded optimizer state and activations (0 without offload).
   int64_t host_state_bytes = 0;
   int64_t host_activation_bytes = 0;

@@ -97,13 +97,13 @@ nlohmann::json stageMemoryJson(const StageMemory& m) {
           {"device_bytes", m.peak_bytes}};
 }
 
-// "weights 10.2, grads 4.1, optimizer 6.3, activations 38.0, buffers 3.1 -> allocated 62.3 /
-// reserved 66.0, + overhead 1.1 = 67.1 of 80.0 GiB"
+// "weights 10.2, grads 4.1, optimizer 6.3, activations 38.0, buffers 3.1 -> allocated 61.7 /
+// reserved 66.0; allocated + overhead 1.1 = 62.8 of 80.0 GiB"
 std::string memoryBreakdownText(const StageMemory& m, const MemoryEstimate& e) {
   auto gib = [](int64_t bytes) { return static_cast<double>(bytes) / kBytesPerGiB; };
   return fmt::format(
       "weights {:.1f}, grads {:.1f}, optimizer {:.1f}, activations {:.1f}, buffers {:.1f} -> "
-      "allocated {:.1f} / reserved {:.1f}, + overhead {:.1f} = {:.1f} of {:.1f} GiB",
+      "allocated {:.1f} / reserved {:.1f}; allocated + overhead {:.1f} = {:.1f} of {:.1f} GiB",
       gib(m.weight_bytes), gib(m.gradient_bytes), gib(m.optimizer_bytes),
       gib(m.activationPeakBytes()), gib(m.bufferBytes()), gib(m.allocated_bytes),
       gib(m.reserved_bytes), gib(m.overhead_bytes), gib(m.peak_bytes), gib(e.capacity_bytes));
