@@ -172,5 +172,46 @@ TEST(MemoryComponents, DevSetScheduleRanking) {
   EXPECT_LT(interleaved, zbh2);
 }
 
+// FSDP's events: ZeRO-3's per-layer gathers and reduce-scatters, the reduce-scatter in fp32
+// (4 bytes per parameter of the layer), and no second gather without reshard-after-forward.
+TEST(MemoryComponents, FsdpEvents) {
+  const ModelConfig model = test::model(64, 4, 256, 32, 512, 2, "bf16");
+  const ClusterConfig cluster = test::cluster(8);
+  auto plan = [&](Framework framework, Reshard reshard) {
+    Strategy s = Strategy::of(1, 1, 2, 1, 2);
+    s.zero_stage = 3;
+    s.framework = framework;
+    s.reshard = reshard;
+    return buildIterationPlan(model, cluster, s);
+  };
+  auto count = [](const OpList& ops, std::string_view name) {
+    int n = 0;
+    for (const OpInstance& op : ops) n += op.name == name;
+    return n;
+  };
+  // Block parameters: QKV + proj 4h^2 + 4h = 16,640, MLP 2hf + f + h = 33,088, norms 4h = 256.
+  const int64_t block = 49'984;
+  for (Reshard reshard : {Reshard::kAlways, Reshard::kNever}) {
+    const IterationPlan p = plan(Framework::kFsdp, reshard);
+    const StagePlan& st = p.stages[0];
+    // Embedding, 2 blocks and the head gather before their forward (4), again before their
+    // backward only when resharding.
+    EXPECT_EQ(count(st.forward, "zero3_param_allgather"), 4);
+    EXPECT_EQ(count(st.backward, "zero3_param_allgather"), reshard == Reshard::kAlways ? 4 : 0);
+    for (const OpInstance& op : st.backward) {
+      if (op.name != "zero3_grad_reduce_scatter" || op.layer != 0) continue;
+      EXPECT_EQ(p.events[op.event].event.dtype, DType::kFp32);
+      EXPECT_EQ(p.events[op.event].event.message_bytes, 4 * block);
+    }
+  }
+  // DeepSpeed-style ZeRO-3 (Megatron framework): reduce-scatter in the model dtype, 2 bytes.
+  const IterationPlan z = plan(Framework::kMegatron, Reshard::kDefault);
+  for (const OpInstance& op : z.stages[0].backward) {
+    if (op.name == "zero3_grad_reduce_scatter" && op.layer == 0) {
+      EXPECT_EQ(z.events[op.event].event.message_bytes, 2 * block);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace evsim
