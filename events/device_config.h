@@ -94,8 +94,9 @@ struct MemoryOverheads {
   // (activations, transients, buffers): freed blocks of one size are kept by the caching allocator
   // and split for later requests of other sizes, so the reserved peak exceeds the allocated peak.
   SourcedValue allocator_fragmentation{
-      0.10, "assumed: PyTorch caching allocator without expandable segments, reserved/allocated "
-            "of the dynamic bytes in published training logs 1.05-1.15"};
+      0.10,
+      "assumed: PyTorch caching allocator without expandable segments, reserved/allocated "
+      "of the dynamic bytes in published training logs 1.05-1.15"};
 };
 
 struct DeviceSpec {

@@ -210,8 +210,8 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       if (fsdp && kind == EventKind::kAllGather && model.spec.fp8 && layer >= 0) {
         wire = DType::kFp8;
       }
-      Event e = makeCommunication(
-          kind, checkedMul(params, dtypeBytes(wire), "ZeRO-3 gather bytes"), stage.dp_group, wire);
+      Event e = makeCommunication(kind, checkedMul(params, dtypeBytes(wire), "ZeRO-3 gather bytes"),
+                                  stage.dp_group, wire);
       ops.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, name});
     };
     // FSDP without reshard-after-forward keeps the forward's gathered parameters for the

@@ -318,11 +318,10 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
     }
   } else if (first_stage_layers > 0 || last_stage_layers > 0 || account_for_embedding ||
              account_for_loss) {
-    s.stage_layers = megatronSplit(
-        MegatronSplit{static_cast<int>(model_config.numLayers()), s.pp,
-                      s.schedule == Schedule::kInterleaved ? s.virtual_stages : 1,
-                      first_stage_layers, last_stage_layers, account_for_embedding,
-                      account_for_loss});
+    s.stage_layers = megatronSplit(MegatronSplit{
+        static_cast<int>(model_config.numLayers()), s.pp,
+        s.schedule == Schedule::kInterleaved ? s.virtual_stages : 1, first_stage_layers,
+        last_stage_layers, account_for_embedding, account_for_loss});
   }
   return s;
 }

@@ -254,8 +254,7 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
       c.largest_layer_bytes = std::max(c.largest_layer_bytes, footprint.head.saved_bytes);
       c.weight_grad_input_bytes += footprint.head.weight_grad_input_bytes;
     }
-    addLayerFacts(model_, footprint, unrecomputed, first_layer[k], end, has_embedding, has_head,
-                  c);
+    addLayerFacts(model_, footprint, unrecomputed, first_layer[k], end, has_embedding, has_head, c);
     parameters[k] = c.parameters;
     // The parameters the DP group (x CP) synchronises: all, or without the experts under EP.
     dense_parameters[k] = c.parameters - (strategy.ep > 1 ? c.expert_parameters : 0);

@@ -16,7 +16,9 @@ double tokens(const ModelConfig& model, const Strategy& s) {
 double regionTokens(const ModelConfig& model, const Strategy& s) {
   return tokens(model, s) / (s.sequence_parallel ? s.tp : 1);
 }
-int64_t rounded(double bytes) { return bytes < 9.2e18 ? static_cast<int64_t>(bytes + 0.5) : INT64_MAX; }
+int64_t rounded(double bytes) {
+  return bytes < 9.2e18 ? static_cast<int64_t>(bytes + 0.5) : INT64_MAX;
+}
 
 }  // namespace
 

@@ -1,8 +1,9 @@
 #pragma once
 // The bytes a training framework holds on one device beside the saved activations, one small
-// function per mechanism, so that each can be checked by hand (tests/modeler/memory_components_test).
-// modeler/memory_model.h adds them up per pipeline stage. e is the bytes of the model dtype, T the
-// tokens of one micro-batch on the rank (s/C x b), h the hidden size, t the TP size.
+// function per mechanism, so that each can be checked by hand
+// (tests/modeler/memory_components_test). modeler/memory_model.h adds them up per pipeline stage. e
+// is the bytes of the model dtype, T the tokens of one micro-batch on the rank (s/C x b), h the
+// hidden size, t the TP size.
 //
 // Model states per parameter of the rank's TP shard (weights / gradients / optimizer state):
 //   Megatron-LM, 16-bit model: 2 / 4 (fp32 main gradient) / 12 (fp32 master, Adam m and v);
@@ -13,8 +14,9 @@
 //
 // Buffers of the data-parallel sharding (ZeRO-3 and FSDP; Megatron's ZeRO-0/1 reduce and gather
 // in views of its contiguous buffers and need none), with L the largest layer's parameters on the
-// rank, S the chunk's, g the gathered dtype's bytes (e, or 1 for linear weights with FP8 all-gather)
-// and r the reduction dtype's bytes (4: FSDP's fp32 reduce_dtype; e: DeepSpeed's ZeRO-3):
+// rank, S the chunk's, g the gathered dtype's bytes (e, or 1 for linear weights with FP8
+// all-gather) and r the reduction dtype's bytes (4: FSDP's fp32 reduce_dtype; e: DeepSpeed's
+// ZeRO-3):
 //   reshard after forward, no pipeline: at a layer's backward the layer's gathered parameters and
 //     the next one's prefetch (2gL), its unsharded gradient (eL) and the reduce-scatter input (rL);
 //   no reshard, no pipeline: the whole chunk stays gathered (gS) plus one layer's gradient and

@@ -19,8 +19,7 @@ int64_t modelStateBytesPerParameter(DType dtype) {
   // Megatron-LM theoretical_memory_usage.py: 18 bytes per parameter without the distributed
   // optimizer (16-bit weight 2, fp32 main grad 4, fp32 master weight 4, Adam moments 4 + 4).
   // An fp32 model keeps no master copy: weight 4, gradient 4, moments 4 + 4.
-  return std::llround(
-      stateBytesPerParameter(Framework::kMegatron, dtype, 0, 1, false).total());
+  return std::llround(stateBytesPerParameter(Framework::kMegatron, dtype, 0, 1, false).total());
 }
 
 namespace {
@@ -99,9 +98,9 @@ void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
         std::max(chunk.largest_layer_parameters, footprint.embedding.weights);
   }
   if (has_head) {
-    const int64_t head = footprint.head.weights + (headOwnsOutputWeight(model, has_embedding)
-                                                       ? footprint.output_weights
-                                                       : 0);
+    const int64_t head =
+        footprint.head.weights +
+        (headOwnsOutputWeight(model, has_embedding) ? footprint.output_weights : 0);
     chunk.largest_layer_parameters = std::max(chunk.largest_layer_parameters, head);
   }
 }
@@ -110,15 +109,15 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
   std::vector<ChunkMemoryInput> chunks;
   chunks.reserve(plan.stages.size());
   // The footprints the plan's op lists were built from, and without recomputation.
-  Strategy unsplit = plan.strategy;
+  Strategy unrecomputed_strategy = plan.strategy;
   const Placement tp_group{plan.strategy.tp, 1, plan.strategy.tp};
   const ModelFootprint footprint =
       modelFootprint(plan.model, layerShape(plan.model, plan.strategy, tp_group));
   std::unique_ptr<ModelFootprint> unrecomputed;
   if (plan.strategy.recompute != Recompute::kNone) {
-    unsplit.recompute = Recompute::kNone;
+    unrecomputed_strategy.recompute = Recompute::kNone;
     unrecomputed = std::make_unique<ModelFootprint>(
-        modelFootprint(plan.model, layerShape(plan.model, unsplit, tp_group)));
+        modelFootprint(plan.model, layerShape(plan.model, unrecomputed_strategy, tp_group)));
   }
   for (const StagePlan& stage : plan.stages) {
     int64_t saved = 0, weight_grad_inputs = 0, layer_saved = 0, largest_layer = 0;
@@ -140,8 +139,7 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
     ChunkMemoryInput chunk{stage.parameters, stage.expert_parameters, saved, weight_grad_inputs,
                            largest_layer};
     addLayerFacts(plan.model, footprint, unrecomputed.get(), stage.first_layer,
-                  stage.first_layer + stage.num_layers, stage.has_embedding, stage.has_head,
-                  chunk);
+                  stage.first_layer + stage.num_layers, stage.has_embedding, stage.has_head, chunk);
     chunks.push_back(chunk);
   }
   return estimateMemory(plan.model, plan.strategy, plan.micro_batches,
@@ -229,8 +227,8 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
         clampedRound(dense_parameters * dense_state.gradients + experts * expert_state.gradients);
     mem.optimizer_bytes =
         clampedRound(dense_parameters * dense_state.optimizer + experts * expert_state.optimizer);
-    mem.model_state_bytes = clampedRound(dense_parameters * dense_state.total() +
-                                         experts * expert_state.total());
+    mem.model_state_bytes =
+        clampedRound(dense_parameters * dense_state.total() + experts * expert_state.total());
     mem.host_state_bytes = clampedRound(dense_parameters * dense_host + experts * expert_host);
     const ActivationPeak peak = peakActivations((*states)[device], chunk_bytes, chunk_held_bytes);
     mem.in_flight = peak.in_flight;

@@ -119,8 +119,8 @@ int64_t blockActivationBytes(const ModelConfig& model, const TransformerBlock& b
 // Per device stage (pp coordinate), over all its chunks.
 struct StageMemory {
   int stage = 0;
-  int64_t parameters = 0;                        // on one device of the stage (sum over its chunks)
-  int64_t model_state_bytes = 0;                 // weights + gradients + optimizer state
+  int64_t parameters = 0;         // on one device of the stage (sum over its chunks)
+  int64_t model_state_bytes = 0;  // weights + gradients + optimizer state
   int64_t weight_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
   int64_t activation_bytes_per_micro_batch = 0;  // blocks + embedding/head extras, all chunks
   int in_flight = 0;                             // micro-batch chunk activations held at once
@@ -163,8 +163,8 @@ struct MemoryEstimate {
   int peak_stage = 0;
   int64_t allocated_peak_bytes = 0;  // max over stages
   int64_t reserved_peak_bytes = 0;   // max over stages
-  int64_t capacity_bytes = 0;  // device memory
-  int64_t usable_bytes = 0;    // capacity * (1 - headroom)
+  int64_t capacity_bytes = 0;        // device memory
+  int64_t usable_bytes = 0;          // capacity * (1 - headroom)
   double headroom = kDefaultMemoryHeadroom;
   // Offload: host bytes of one node (gpus_per_node x the largest device's) and what it offers.
   int64_t host_peak_bytes = 0;

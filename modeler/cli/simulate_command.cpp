@@ -7,9 +7,9 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "modeler/memory_model.h"
 #include "modeler/simulation.h"
 #include "modeler/stragglers.h"
-#include "modeler/memory_model.h"
 #include "modeler/summary_report.h"
 #include "modeler/trace_writer.h"
 #include "modeler/variability.h"
@@ -109,7 +109,8 @@ void runSimulate(const SimulateArgs& args) {
   }
   std::vector<int64_t> ranks = selectRanks(sim, selection);
   writeTimelineFiles(simulationTimeline(sim), ranks, args.trace, args.csv);
-  nlohmann::json summary = args.sink || args.json ? summaryJson(sim, args.memory_headroom) : nlohmann::json();
+  nlohmann::json summary =
+      args.sink || args.json ? summaryJson(sim, args.memory_headroom) : nlohmann::json();
   if (spread && (args.sink || args.json)) summary["variability"] = variabilityJson(sim, *spread);
   if (writing) {
     // Which ranks the trace / CSV hold (the first pipeline by default above the limit).

@@ -2,12 +2,13 @@
 // h = 1024, a = 16, f = 4096, s = 1024, V = 50257 (padded to 50304 at t = 1, 50432 at t = 2),
 // bf16, micro-batch 2; and how memory_model.h adds them up. Plus the two behaviours the issue
 // names: FSDP's states fall as 16 bytes/parameter / D, and the dev set's schedule ranking.
+#include "modeler/memory_components.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "events/iteration_plan.h"
-#include "modeler/memory_components.h"
 #include "modeler/memory_model.h"
 #include "support/test_support.h"
 
@@ -24,7 +25,8 @@ Strategy strategy(int tp, int pp, int dp, Framework framework = Framework::kMega
 
 TEST(MemoryComponents, StateBytesPerParameter) {
   // Megatron bf16: 2 / 4 / 12; distributed optimizer over 4: 2 / 4 / 3; ZeRO-3 over 4: all / 4.
-  StateBytesPerParameter m = stateBytesPerParameter(Framework::kMegatron, DType::kBf16, 0, 1, false);
+  StateBytesPerParameter m =
+      stateBytesPerParameter(Framework::kMegatron, DType::kBf16, 0, 1, false);
   EXPECT_DOUBLE_EQ(m.weights, 2);
   EXPECT_DOUBLE_EQ(m.gradients, 4);
   EXPECT_DOUBLE_EQ(m.optimizer, 12);
