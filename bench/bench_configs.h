@@ -1,8 +1,8 @@
 #pragma once
 // The bundled configs the benchmarks run on, loaded once per process.
 
-#include "events/cluster_config.h"
-#include "events/model_config.h"
+#include "config/cluster_config.h"
+#include "config/model_config.h"
 
 namespace evsim::bench {
 

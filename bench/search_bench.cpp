@@ -8,8 +8,8 @@
 #include <benchmark/benchmark.h>
 
 #include "bench_configs.h"
-#include "events/cluster_config.h"
-#include "events/model_config.h"
+#include "config/cluster_config.h"
+#include "config/model_config.h"
 #include "modeler/cost_model.h"
 #include "modeler/pruned_search.h"
 #include "modeler/search.h"
@@ -48,7 +48,7 @@ void runExhaustive(benchmark::State& state, const ClusterConfig& cluster,
   CostModel costs(cluster, nullptr, /*analytic_fallback=*/true);
   SearchReport report;
   for (auto _ : state) {
-    report = runSearch(gpt3(), cluster, costs, options, "");
+    report = runSearch(gpt3(), cluster, costs, options);
     benchmark::DoNotOptimize(report.candidates.data());
   }
   state.counters["candidates"] = static_cast<double>(report.candidates.size());
@@ -64,7 +64,7 @@ void runPruned(benchmark::State& state, const ModelConfig& model, const ClusterC
   CostModel costs(cluster, nullptr, /*analytic_fallback=*/true);
   SearchReport report;
   for (auto _ : state) {
-    report = runPrunedSearch(model, cluster, costs, options, "");
+    report = runPrunedSearch(model, cluster, costs, options);
     benchmark::DoNotOptimize(report.candidates.data());
   }
   state.counters["candidates"] = static_cast<double>(report.total());

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "bench_configs.h"
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "modeler/cost_model.h"
 #include "modeler/simulation.h"
 #include "modeler/trace_writer.h"
@@ -25,7 +25,7 @@ using bench::gpt3;
 Simulation runOnce(const ModelConfig& model, const Strategy& s) {
   IterationPlan plan = buildIterationPlan(model, dgx(), s);
   CostModel costs(dgx(), nullptr, /*analytic_fallback=*/true);
-  return simulate(std::move(plan), costs.costAll(plan.events, ""));
+  return simulate(std::move(plan), costs.costAll(plan.events));
 }
 
 Strategy strategy(int tp, int pp, int dp, int64_t b, int64_t B, Schedule schedule) {

@@ -3,7 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/error.h"
-#include "events/yaml_reader.h"
+#include "common/yaml_reader.h"
 
 namespace evsim {
 

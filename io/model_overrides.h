@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "events/model_config.h"
+#include "config/model_config.h"
 
 namespace evsim {
 

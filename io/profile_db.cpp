@@ -12,7 +12,7 @@
 #include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/strings.h"
-#include "events/yaml_reader.h"
+#include "common/yaml_reader.h"
 
 namespace evsim {
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <utility>
 
-#include "events/cluster_config.h"
-#include "events/model_config.h"
-#include "events/strategy.h"
-#include "events/strategy_space.h"
+#include "config/cluster_config.h"
+#include "config/model_config.h"
+#include "plan/strategy.h"
+#include "plan/strategy_space.h"
 #include "io/model_overrides.h"
 
 namespace evsim {

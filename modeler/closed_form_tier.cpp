@@ -1,12 +1,13 @@
 #include "modeler/closed_form_tier.h"
+#include "plan/layer_shape.h"
 
 #include <algorithm>
 #include <map>
 
 #include "common/error.h"
-#include "events/iteration_plan.h"
-#include "events/layer_footprint.h"
-#include "events/layer_ops.h"
+#include "plan/iteration_plan.h"
+#include "ops/layer_footprint.h"
+#include "ops/layer_ops.h"
 #include "modeler/memory_model.h"
 #include "modeler/op_offsets.h"
 
@@ -140,6 +141,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   const int P = strategy.pp, G = strategy.gradGroupSize();
   const int K = static_cast<int>(first_layer.size());
   const int v = K / P;
+  const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, v);
   const int zero = G > 1 ? strategy.zero_stage : 0;
   const int64_t elem_bytes = dtypeBytes(model_.dtype);
   const PlanCache::Placements& placements =
@@ -148,7 +150,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   // Per virtual stage: one micro-batch's forward and backward op-time sums.
   std::vector<double> forward(K), backward(K);
   for (int k = 0; k < K; ++k) {
-    const int s = k % P;
+    const int s = pipeline.device(k);
     const LayerTimes t = layerTimes(
         strategy, StageGroups{placements.tp[s], placements.cp_ring[s], placements.ep[s]});
     if (!t.complete) return 0;
@@ -177,7 +179,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   // After the pipeline: gradient sync (not overlapped), optimizer, ZeRO 1/2 parameter gathers.
   std::vector<double> post(P, 0.0);
   for (int k = 0; k < K; ++k) {
-    const int s = k % P;
+    const int s = pipeline.device(k);
     // Under EP the experts' shard is over fewer ranks: dividing all by G stays below the plan's.
     const int64_t optimizer_params = zero > 0 ? (parameters[k] + G - 1) / G : parameters[k];
     for (const StepOp& op : optimizerStepOps(optimizer_params, model_.dtype, strategy.offload)) {
@@ -206,7 +208,10 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   double bound = 0, fill = 0, drain = 0;
   for (int s = 0; s < P; ++s) {
     double per_micro_batch = 0;
-    for (int c = 0; c < v; ++c) per_micro_batch += forward[c * P + s] + backward[c * P + s];
+    for (int c = 0; c < v; ++c) {
+      const int k = pipeline.virtualStage(s, c);
+      per_micro_batch += forward[k] + backward[k];
+    }
     const double work = m * per_micro_batch;
     bound = std::max(bound, fill + work + post[s]);
     bound = std::max(bound, fill + work + drain + post[0]);

@@ -29,10 +29,10 @@
 #include <mutex>
 #include <tuple>
 
-#include "events/cluster_config.h"
-#include "events/model_config.h"
-#include "events/plan_cache.h"
-#include "events/strategy.h"
+#include "config/cluster_config.h"
+#include "config/model_config.h"
+#include "plan/plan_cache.h"
+#include "plan/strategy.h"
 #include "modeler/cost_model.h"
 
 namespace evsim {

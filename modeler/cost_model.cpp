@@ -76,8 +76,7 @@ std::optional<EventCost> CostModel::cost(const Event& event) const {
   return std::nullopt;
 }
 
-std::vector<EventCost> CostModel::costAll(const EventTable& table,
-                                          std::string_view eventprof_hint) const {
+std::vector<EventCost> CostModel::costAll(const EventTable& table) const {
   std::vector<EventCost> costs;
   costs.reserve(table.size());
   std::vector<std::string> missing;
@@ -100,12 +99,8 @@ std::vector<EventCost> CostModel::costAll(const EventTable& table,
   if (missing.size() > kMaxListedMissing) {
     list += fmt::format("; and {} more", missing.size() - kMaxListedMissing);
   }
-  // The hint is a command line; keep the message on one line whatever the caller passed.
-  std::string hint(eventprof_hint.empty() ? std::string_view("eventprof") : eventprof_hint);
-  std::replace(hint.begin(), hint.end(), '\n', ' ');
-  EVSIM_THROW(InputError, "{} event{} no cost in profile {}: {} — measure them with: {}",
-              missing.size(), missing.size() == 1 ? " has" : "s have", describeProfile(db_), list,
-              hint);
+  EVSIM_THROW(MissingCostsError, "{} event{} no cost in profile {}: {}", missing.size(),
+              missing.size() == 1 ? " has" : "s have", describeProfile(db_), list);
 }
 
 }  // namespace evsim

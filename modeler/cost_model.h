@@ -9,13 +9,15 @@
 // Without the fallback, a missing event is an InputError listing every missing signature and the
 // eventprof command that would measure them.
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "events/cluster_config.h"
+#include "common/error.h"
+#include "config/cluster_config.h"
 #include "events/event.h"
 #include "events/event_table.h"
 #include "io/profile_db.h"
@@ -23,6 +25,26 @@
 #include "modeler/device_model.h"
 
 namespace evsim {
+
+// Events no cost source covers: one message listing every missing signature. Commands that know
+// which eventprof run would measure them say so (withEventprofHint, modeler/cli/).
+class MissingCostsError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+// Runs `work`; a MissingCostsError from it becomes one InputError that ends with `hint`, the
+// command that would measure the missing events (kept on one line).
+template <typename Work>
+auto withEventprofHint(const std::string& hint, Work work) -> decltype(work()) {
+  try {
+    return work();
+  } catch (const MissingCostsError& e) {
+    std::string one_line = hint;
+    std::replace(one_line.begin(), one_line.end(), '\n', ' ');
+    EVSIM_THROW(InputError, "{} — measure them with: {}", e.what(), one_line);
+  }
+}
 
 class CostModel {
  public:
@@ -40,9 +62,9 @@ class CostModel {
   // The cost of one event, or nullopt when no source covers it.
   std::optional<EventCost> cost(const Event& event) const;
 
-  // Costs of every event of `table`, by index. Throws InputError listing all missing signatures,
-  // followed by `eventprof_hint` (the command that would measure them).
-  std::vector<EventCost> costAll(const EventTable& table, std::string_view eventprof_hint) const;
+  // Costs of every event of `table`, by index. Throws MissingCostsError listing all missing
+  // signatures.
+  std::vector<EventCost> costAll(const EventTable& table) const;
 
   // The device model's estimate alone (what EstimatedSource answers), for tests and reports.
   double estimateUs(const Event& event) const { return device_.estimateUs(event); }

@@ -10,7 +10,7 @@
 #include <functional>
 #include <string_view>
 
-#include "events/op_list.h"
+#include "ops/op_list.h"
 #include "modeler/simulation.h"
 
 namespace evsim {

@@ -1,7 +1,7 @@
 #pragma once
 // The device model: how long an event takes on a cluster's GPU and network without measuring it,
 // from the device's datasheet and, when its device file has one, a calibrated model
-// (events/device_config.h; fitted by `eventsim calibrate`, docs/CALIBRATION.md). All times in µs.
+// (config/device_config.h; fitted by `eventsim calibrate`, docs/CALIBRATION.md). All times in µs.
 //
 // Calibrated (the device file has `model:`):
 //   GEMM (gemm, and bgemm: `batch` independent GEMMs in one kernel) on 128x128 output tiles, one
@@ -41,7 +41,7 @@
 #include <cstdint>
 #include <string>
 
-#include "events/cluster_config.h"
+#include "config/cluster_config.h"
 #include "events/event.h"
 
 namespace evsim {

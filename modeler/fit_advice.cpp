@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "common/error.h"
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "modeler/memory_model.h"
 
 namespace evsim {

@@ -7,9 +7,9 @@
 #include <optional>
 #include <string>
 
-#include "events/cluster_config.h"
-#include "events/model_config.h"
-#include "events/strategy.h"
+#include "config/cluster_config.h"
+#include "config/model_config.h"
+#include "plan/strategy.h"
 
 namespace evsim {
 

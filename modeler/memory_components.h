@@ -55,9 +55,9 @@
 
 #include <cstdint>
 
-#include "events/device_config.h"
-#include "events/model_config.h"
-#include "events/strategy.h"
+#include "config/device_config.h"
+#include "config/model_config.h"
+#include "plan/strategy.h"
 
 namespace evsim {
 

@@ -1,4 +1,5 @@
 #include "modeler/memory_model.h"
+#include "plan/layer_shape.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,10 +9,10 @@
 #include "common/checked.h"
 #include "common/error.h"
 #include "common/units.h"
-#include "events/layer_footprint.h"
-#include "events/plan_core.h"
 #include "modeler/memory_components.h"
-#include "modeler/task_graph.h"
+#include "ops/layer_footprint.h"
+#include "plan/plan_core.h"
+#include "plan/task_graph.h"
 
 namespace evsim {
 
@@ -156,6 +157,7 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
   EVSIM_CHECK(!chunks.empty() && chunks.size() % P == 0, "{} chunks for {} stages", chunks.size(),
               P);
   const int v = static_cast<int>(chunks.size()) / P;
+  const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, v);
   const int zero = strategy.gradGroupSize() > 1 ? strategy.zero_stage : 0;
   const bool offload_optimizer = offloadsOptimizer(strategy.offload);
   const bool offload_activations = offloadsActivations(strategy.offload);
@@ -200,7 +202,7 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
     int64_t expert_parameters = 0, largest_layer = 0;
     StageLayerFacts facts;
     for (int c = 0; c < v; ++c) {
-      const size_t k = static_cast<size_t>(c) * P + device;
+      const size_t k = static_cast<size_t>(pipeline.virtualStage(device, c));
       const ChunkMemoryInput& chunk = chunks[k];
       mem.parameters = saturatingAdd(mem.parameters, chunk.parameters);
       expert_parameters = saturatingAdd(expert_parameters, chunk.expert_parameters);

@@ -9,8 +9,8 @@
 //   fp32 model with Adam:                16 bytes = 4 (weight) + 4 (gradient) + 4 + 4 (Adam m, v);
 //                                        no master copy is needed.
 //
-// Activations are the saved bytes of each chunk's forward ops (events/layer_ops.h says what each op
-// keeps; events/layer_footprint.h sums them): the memory model never writes a block formula. For
+// Activations are the saved bytes of each chunk's forward ops (ops/layer_ops.h says what each op
+// keeps; ops/layer_footprint.h sums them): the memory model never writes a block formula. For
 // GPT blocks those sums are Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
 // Transformer Models", Table 2, tensor parallel without sequence parallelism, no recomputation),
 // per transformer block and micro-batch, with e the bytes of the model dtype and f the FFN size:
@@ -90,11 +90,11 @@
 #include <vector>
 
 #include "common/checked.h"
-#include "events/cluster_config.h"
-#include "events/device_config.h"
-#include "events/iteration_plan.h"
-#include "events/layer_footprint.h"
-#include "events/model_config.h"
+#include "config/cluster_config.h"
+#include "config/device_config.h"
+#include "config/model_config.h"
+#include "ops/layer_footprint.h"
+#include "plan/iteration_plan.h"
 
 namespace evsim {
 

@@ -19,7 +19,7 @@
 #include <cstddef>
 
 #include "common/error.h"
-#include "events/op_list.h"
+#include "ops/op_list.h"
 
 namespace evsim {
 

@@ -8,8 +8,8 @@
 #include <unordered_set>
 
 #include "common/error.h"
-#include "events/iteration_plan.h"
-#include "events/plan_cache.h"
+#include "plan/iteration_plan.h"
+#include "plan/plan_cache.h"
 #include "modeler/closed_form_tier.h"
 #include "modeler/parallel_for.h"
 #include "modeler/simulation.h"
@@ -59,9 +59,9 @@ class PrunedSearch {
   }
 
   // Processes the last batch and returns the report (throws for missing costs).
-  SearchReport finish(std::string_view eventprof_hint) {
+  SearchReport finish() {
     flush();
-    if (missing_.size() > 0) costs_.costAll(missing_, eventprof_hint);  // throws, listing all
+    if (missing_.size() > 0) costs_.costAll(missing_);  // throws, listing all
     report_.pruned = true;
     report_.headroom = options_.memory_headroom;
     report_.capacity_bytes = cluster_.device.memoryBytes();
@@ -232,14 +232,13 @@ std::string violationRule(std::string_view violation) {
 }
 
 SearchReport runPrunedSearch(const ModelConfig& model, const ClusterConfig& cluster,
-                             const CostModel& costs, const SearchOptions& options,
-                             std::string_view eventprof_hint) {
+                             const CostModel& costs, const SearchOptions& options) {
   validateSearchOptions(options);
   if (options.top_k < 1) EVSIM_THROW(InputError, "--top {}: must be >= 1", options.top_k);
   PrunedSearch search(model, cluster, costs, options);
   forEachCandidate(model, cluster, options.base, options.space,
                    [&](Candidate&& c) { search.add(std::move(c)); });
-  return search.finish(eventprof_hint);
+  return search.finish();
 }
 
 }  // namespace evsim

@@ -14,7 +14,7 @@
 // the result — including every count — is the same whatever the thread count.
 //
 // Costs: a candidate the full simulation reaches must have every event costed; missing ones are
-// collected over the whole search and reported in one InputError (followed by `eventprof_hint`).
+// collected over the whole search and reported in one MissingCostsError (cost_model.h).
 
 #include <string_view>
 
@@ -24,8 +24,7 @@ namespace evsim {
 
 // Validates `options` (validateSearchOptions; top_k >= 1) and returns the top options.top_k.
 SearchReport runPrunedSearch(const ModelConfig& model, const ClusterConfig& cluster,
-                             const CostModel& costs, const SearchOptions& options,
-                             std::string_view eventprof_hint);
+                             const CostModel& costs, const SearchOptions& options);
 
 // The rule of a violation message without its values: the text after the first ": " with every
 // run of digits written N ("M=N does not divide num_heads=N of gptN-Nb").

@@ -5,7 +5,7 @@
 #include <unordered_set>
 
 #include "common/error.h"
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "modeler/parallel_for.h"
 #include "modeler/pruned_search.h"
 #include "modeler/simulation.h"
@@ -86,8 +86,7 @@ void validateSearchOptions(const SearchOptions& options) {
 }
 
 SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
-                       const CostModel& costs, const SearchOptions& options,
-                       std::string_view eventprof_hint) {
+                       const CostModel& costs, const SearchOptions& options) {
   validateSearchOptions(options);
   const StrategySpace& space = options.space;
 
@@ -126,13 +125,13 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
         if (!costs.cost(u.event)) missing.intern(u.event);
       }
     }
-    if (missing.size() > 0) costs.costAll(missing, eventprof_hint);  // throws, listing them all
+    if (missing.size() > 0) costs.costAll(missing);  // throws, listing them all
   }
 
   // Phase 3: simulate the fitting candidates.
   parallelFor(n, options.threads, [&](size_t i) {
     if (!plans[i]) return;
-    std::vector<EventCost> event_costs = costs.costAll(plans[i]->events, eventprof_hint);
+    std::vector<EventCost> event_costs = costs.costAll(plans[i]->events);
     Simulation sim = simulate(std::move(*plans[i]), std::move(event_costs));
     plans[i].reset();
     CandidateResult& r = results[i];

@@ -6,7 +6,7 @@
 //
 // Call order: runSearch() enumerates (enumerateCandidates), builds every valid candidate's plan and
 // memory estimate in parallel, checks that the cost model covers the union of the events of every
-// candidate that fits (one InputError listing all missing ones, followed by `eventprof_hint`),
+// candidate that fits (one MissingCostsError listing all missing ones),
 // then simulates the fitting candidates in parallel and ranks them.
 
 #include <array>
@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "events/strategy_space.h"
+#include "plan/strategy_space.h"
 #include "modeler/cost_model.h"
 #include "modeler/memory_model.h"
 
@@ -98,7 +98,6 @@ void validateSearchOptions(const SearchOptions& options);
 // Validates `options` (above), then ranks the space. Throws InputError for events the cost model
 // does not cover (listed once for the union).
 SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
-                       const CostModel& costs, const SearchOptions& options,
-                       std::string_view eventprof_hint);
+                       const CostModel& costs, const SearchOptions& options);
 
 }  // namespace evsim

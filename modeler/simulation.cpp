@@ -178,8 +178,9 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
   }
   for (const PipelineClass& pipeline : p.pipelines) {
     PipelineCost links;
-    for (int e : pipeline.forward_p2p) links.send_forward_us.push_back(issued(c[e]));
-    for (int e : pipeline.backward_p2p) links.send_backward_us.push_back(issued(c[e]));
+    // A link inside one device (the V layout's turn) has no transfer: 0.
+    for (int e : pipeline.forward_p2p) links.send_forward_us.push_back(e < 0 ? 0 : issued(c[e]));
+    for (int e : pipeline.backward_p2p) links.send_backward_us.push_back(e < 0 ? 0 : issued(c[e]));
     input.pipelines.push_back(std::move(links));
   }
   return input;

@@ -11,7 +11,7 @@
 #include <array>
 #include <vector>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "modeler/cost_model.h"
 #include "modeler/timing_engine.h"
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 
 namespace evsim {
 

@@ -1,4 +1,5 @@
 #include "modeler/summary_report.h"
+#include "ops/parameter_counts.h"
 
 #include <fmt/format.h>
 
@@ -130,8 +131,8 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom) {
   }
   return {{"schema_version", kJsonSchemaVersion},
           {"model", sim.plan.model.name},
-          {"parameters_total", sim.plan.model.totalParameters()},
-          {"parameters_active", sim.plan.model.activeParameters()},
+          {"parameters_total", totalParameters(sim.plan.model)},
+          {"parameters_active", activeParameters(sim.plan.model)},
           {"cluster", sim.plan.cluster.name},
           {"strategy", st.name()},
           {"context_parallel", st.cp},
@@ -187,9 +188,9 @@ std::string summaryText(const Simulation& sim, double memory_headroom) {
   const IterationPlan& p = sim.plan;
   const Strategy& st = p.strategy;
   std::string out = fmt::format(
-      "{} on {} ({} x {}): {} b={} B={} m={} {}{}{}\n", p.model.name, p.cluster.name, st.gpus(),
+      "{} on {} ({} x {}): {} b={} B={} m={} {}{}\n", p.model.name, p.cluster.name, st.gpus(),
       p.cluster.device.name, st.name(), st.micro_batch, st.global_batch, p.micro_batches,
-      scheduleName(st.schedule), st.dp_overlap ? " dp-overlap" : "", st.techniques());
+      scheduleName(st.schedule), st.techniques());
   const UncertaintyBand band = uncertaintyBand(sim);
   out += fmt::format("  iteration time     {:.3f} ms", s.iteration_us / kUsPerMs);
   if (!band.band_us) {

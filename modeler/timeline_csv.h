@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "events/op_list.h"
+#include "ops/op_list.h"
 
 namespace evsim {
 

@@ -124,6 +124,8 @@ IterationTimeline computeTimeline(const TimingInput& input) {
   EVSIM_CHECK(v >= 1 && K % v == 0 && (v == 1 || pipelineSchedule(input.schedule).allowsChunks()),
               "{} virtual stages of {} per device, schedule {}", K, v,
               scheduleName(input.schedule));
+  const PipelineLayout pipeline =
+      pipelineLayout(input.schedule, static_cast<int>(K) / v, v);
   for (const PipelineCost& p : input.pipelines) {
     EVSIM_CHECK(p.send_forward_us.size() == K - 1 && p.send_backward_us.size() == K - 1,
                 "pipeline links: {} / {} for {} stages", p.send_forward_us.size(),
@@ -156,7 +158,7 @@ IterationTimeline computeTimeline(const TimingInput& input) {
     double optimizer_us = 0;
     double param_allgather_us = 0;
     for (int c = v - 1; c >= 0; --c) {
-      const StageCost& cost = input.stages[static_cast<size_t>(c) * P + s];
+      const StageCost& cost = input.stages[static_cast<size_t>(pipeline.virtualStage(s, c))];
       optimizer_us += cost.optimizer_us;
       param_allgather_us += cost.param_allgather_us;
       if (input.dp_overlap && !cost.buckets.empty()) {

@@ -26,8 +26,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "events/strategy.h"
-#include "modeler/task_graph.h"
+#include "plan/strategy.h"
+#include "plan/task_graph.h"
 
 namespace evsim {
 

@@ -10,7 +10,7 @@
 #include "common/error.h"
 #include "common/gzip_stream.h"
 #include "modeler/device_events.h"
-#include "modeler/task_graph.h"
+#include "plan/task_graph.h"
 #include "modeler/trace_text.h"
 
 namespace evsim {
@@ -47,12 +47,12 @@ std::optional<SendTarget> sendTarget(const IterationPlan& plan, const RankLayout
   if (!activation && e.name != "send_gradient") return std::nullopt;
   // The sender's link (task_graph.h): an activation leaves virtual stage k over link k, a
   // gradient over link k-1; measured timelines carry no graph, so it is found from the chunk.
-  const int P = plan.deviceStages();
-  const int k = e.chunk * P + c.pp;
+  const PipelineLayout pipeline = plan.pipelineLayout();
+  const int k = pipeline.virtualStage(c.pp, e.chunk);
   const int link = activation ? k : k - 1;
   if (link < 0 || link + 1 >= plan.virtualStages()) return std::nullopt;
   const int target = linkReceiver(activation ? Send::kActivation : Send::kGradient, link);
-  return SendTarget{layout.rank(c.tp, c.dp, target % P, c.cp), target / P};
+  return SendTarget{layout.rank(c.tp, c.dp, pipeline.device(target), c.cp), pipeline.chunk(target)};
 }
 
 std::string_view layerText(int layer, fmt::memory_buffer& scratch) {

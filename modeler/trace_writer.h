@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "modeler/device_events.h"
 #include "modeler/simulation.h"
 

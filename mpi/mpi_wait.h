@@ -19,6 +19,11 @@
 
 namespace evsim {
 
+// How a rank waits for MPI: kSpin calls MPI_Wait (Open MPI busy-polls a core); kSleep polls
+// MPI_Test and sleeps between polls, leaving the core to ranks that compute when there are more
+// ranks than cores.
+enum class WaitMode { kSpin, kSleep };
+
 inline constexpr double kDefaultCommTimeoutS = 300;
 
 // Process-wide, set once by main() from --comm-timeout (seconds, > 0); starts the watchdog.

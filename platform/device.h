@@ -1,15 +1,15 @@
 #pragma once
 // One Device per platform: this rank's kernels, communicator and clock, the single thing both
 // tools stand on. eventprof measures events on it (timeCompute / timeP2P / timeCollective);
-// eventrun runs a whole rank program on it (makeExecutor). Platforms: CpuDevice (kernels/cpu +
-// MPI + steady_clock, platform/cpu/, always built) and the CUDA device (kernels/cuda + NCCL +
-// CUPTI / CUDA events, platform/cuda/, built when EVSIM_WITH_CUDA). device_factory.cpp is the one
-// file that chooses; adding a platform is one folder here plus one branch there.
+// eventrun runs a whole rank program with it (runner/executor_factory.h builds the platform's
+// executor). Platforms: CpuDevice (kernels/cpu + MPI + steady_clock, platform/cpu/, always built)
+// and the CUDA device (kernels/cuda + NCCL + CUPTI / CUDA events, platform/cuda/, built when
+// EVSIM_WITH_CUDA). device_factory.cpp is the one file that chooses; adding a platform is one
+// folder here plus one branch there (and its executor in runner/executor_factory.cpp).
 //
 // Times are microseconds, one entry per timed repetition, warm-up runs excluded. Call order: every
 // rank of `group` calls the communication methods for the same event at the same time (they are
-// collective over group.comm); timeCompute is local to this rank; makeExecutor is collective over
-// MPI_COMM_WORLD (executors create their communicators).
+// collective over group.comm); timeCompute is local to this rank.
 
 #include <map>
 #include <memory>
@@ -20,10 +20,6 @@
 #include "mpi/comm_group.h"
 
 namespace evsim {
-
-struct IterationPlan;
-struct RankProgram;
-class RankExecutor;
 
 class Device {
  public:
@@ -51,12 +47,6 @@ class Device {
   // the full buffer. Returns this rank's times.
   virtual std::vector<double> timeCollective(const Event& event, const CommGroup& group, int warmup,
                                              int repeats) = 0;
-
-  // --- running a rank program (eventrun) ---
-  // An executor of `program` (this rank's) on this device. `plan` and `program` must outlive it.
-  // Throws CollectiveInputError (every rank alike) when this platform cannot run the plan.
-  virtual std::unique_ptr<RankExecutor> makeExecutor(const IterationPlan& plan,
-                                                     const RankProgram& program) = 0;
 };
 
 }  // namespace evsim

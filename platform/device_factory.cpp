@@ -84,8 +84,6 @@ std::unique_ptr<Device> makeDevice(const DeviceRequest& request, const MpiWorld&
 #if EVSIM_WITH_CUDA
   CudaDeviceOptions options;
   options.local_rank = world.local_rank;
-  options.world_rank = world.rank;
-  options.world_size = world.size;
   options.seed = request.seed;
   options.comm_timeout_s = request.comm_timeout_s;
   options.compute_timer = !request.measures_events           ? CudaComputeTimer::kNone

@@ -4,7 +4,7 @@
 
 #include "common/error.h"
 #include "events/event_file.h"
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 
 namespace evsim {
 

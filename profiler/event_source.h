@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "events/cluster_config.h"
+#include "config/cluster_config.h"
 #include "events/event.h"
-#include "events/model_config.h"
-#include "events/strategy.h"
-#include "events/strategy_space.h"
+#include "config/model_config.h"
+#include "plan/strategy.h"
+#include "plan/strategy_space.h"
 
 namespace evsim {
 

@@ -1,6 +1,6 @@
 #include "profiler/modeled_cost.h"
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "modeler/cost_model.h"
 #include "modeler/simulation.h"
 

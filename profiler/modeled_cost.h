@@ -7,9 +7,9 @@
 #include <cstddef>
 #include <vector>
 
-#include "events/cluster_config.h"
-#include "events/model_config.h"
-#include "events/strategy.h"
+#include "config/cluster_config.h"
+#include "config/model_config.h"
+#include "plan/strategy.h"
 #include "io/profile_db.h"
 
 namespace evsim {

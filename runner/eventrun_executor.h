@@ -28,17 +28,13 @@
 #include <string>
 #include <vector>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "kernels/kernel.h"
 #include "mpi/mpi_collectives.h"
+#include "mpi/mpi_wait.h"
 #include "runner/eventrun_program.h"
 
 namespace evsim {
-
-// How a rank waits for MPI: kSpin calls MPI_Wait (Open MPI busy-polls a core); kSleep polls
-// MPI_Test and sleeps between polls, leaving the core to ranks that compute when there are more
-// ranks than cores.
-enum class WaitMode { kSpin, kSleep };
 
 class RankExecutor {
  public:

@@ -27,6 +27,7 @@
 #include "mpi/mpi_wait.h"
 #include "platform/device_factory.h"
 #include "runner/eventrun_executor.h"
+#include "runner/executor_factory.h"
 #include "runner/eventrun_program.h"
 #include "runner/eventrun_report.h"
 
@@ -166,7 +167,7 @@ int runEventrun(int argc, char** argv, const MpiWorld& world) {
   std::string executor_text;
   double time_error_us = 0;  // the executor's own bound (CUDA events to host clock)
   {
-    std::unique_ptr<RankExecutor> executor = device->makeExecutor(plan, program);
+    std::unique_ptr<RankExecutor> executor = makeRankExecutor(*device, request, world, plan, program);
     executor_text = executor->describe();
     for (int i = 0; i < n; ++i) {
       {

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "common/error.h"
-#include "modeler/task_graph.h"
+#include "plan/task_graph.h"
 
 namespace evsim {
 
@@ -107,7 +107,7 @@ class ProgramBuilder {
   }
 
   const StagePlan& chunkStage(int chunk) const {
-    return plan_.stages[plan_.virtualStageOf(program_.coord.pp, chunk)];
+    return plan_.stages[plan_.pipelineLayout().virtualStage(program_.coord.pp, chunk)];
   }
 
   bool isScatter(int event) const {
@@ -172,8 +172,8 @@ class ProgramBuilder {
     Action a = commonFields(Stream::kPpComm, task.phase, name, event, kEmbeddingLayer,
                             task.micro_batch, task.chunk);
     a.kind = kind;
-    a.peer = layout_.rank(program_.coord.tp, program_.coord.dp, peer_stage % plan_.deviceStages(),
-                          program_.coord.cp);
+    a.peer = layout_.rank(program_.coord.tp, program_.coord.dp,
+                          plan_.pipelineLayout().device(peer_stage), program_.coord.cp);
     const int64_t tag =
         2 * (int64_t{sender.link} * plan_.micro_batches + task.micro_batch) + (activation ? 0 : 1);
     EVSIM_CHECK(tag < std::numeric_limits<int>::max(), "P2P tag {} overflows int", tag);

@@ -5,7 +5,7 @@
 // same events. Pure: no MPI. The executor (eventrun_executor.h) runs a program; new op kinds or
 // schedules only change this builder.
 //
-// Per task of the device's order in the task graph (modeler/task_graph.h, the graph the timing
+// Per task of the device's order in the task graph (plan/task_graph.h, the graph the timing
 // engine schedules; chunk c is virtual stage k = c*P + s, whose op list carries that chunk's layer
 // numbers):
 //   recv   the input: activation from virtual stage k-1 (device (k-1)%P, forward) or gradient from
@@ -34,9 +34,9 @@
 #include <string_view>
 #include <vector>
 
-#include "events/iteration_plan.h"
-#include "events/op_list.h"
-#include "events/rank_layout.h"
+#include "plan/iteration_plan.h"
+#include "ops/op_list.h"
+#include "plan/rank_layout.h"
 
 namespace evsim {
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "modeler/trace_writer.h"
 #include "runner/eventrun_program.h"
 

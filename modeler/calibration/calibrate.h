@@ -1,5 +1,5 @@
 #pragma once
-// `eventsim calibrate`: fits a device model (events/device_config.h) to measurements —
+// `eventsim calibrate`: fits a device model (config/device_config.h) to measurements —
 //   1. the NCCL all-reduce curve of each group size found among the intra-node all-reduce records
 //      of a profile database (from `eventsim import-nccl-tests` or eventprof);
 //   2. then the compute and host parameters to measured iteration times (compute_fit.h), the
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "events/cluster_config.h"
+#include "config/cluster_config.h"
 #include "io/profile_db.h"
 #include "modeler/calibration/collective_fit.h"
 #include "modeler/calibration/compute_fit.h"

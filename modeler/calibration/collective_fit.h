@@ -1,5 +1,5 @@
 #pragma once
-// Fits an NCCL all-reduce curve (events/device_config.h, CollectiveCurve) to measured times of one
+// Fits an NCCL all-reduce curve (config/device_config.h, CollectiveCurve) to measured times of one
 // group inside one node — nccl-tests' all_reduce_perf, or the records `eventsim
 // import-nccl-tests` put in a profile database. Five parameters: the floor, and latency and bus
 // bandwidth of each of the two protocols. Minimises the mean squared log error first, then the
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "events/device_config.h"
+#include "config/device_config.h"
 
 namespace evsim {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "events/cluster_config.h"
+#include "config/cluster_config.h"
 #include "modeler/calibration/run_set.h"
 
 namespace evsim {

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "events/device_config.h"
+#include "config/device_config.h"
 #include "modeler/calibration/nelder_mead.h"
 
 namespace evsim::fit_coordinates {

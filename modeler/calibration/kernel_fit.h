@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "events/cluster_config.h"
+#include "config/cluster_config.h"
 #include "io/profile_db.h"
 #include "modeler/calibration/compute_fit.h"
 

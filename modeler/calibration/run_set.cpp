@@ -37,7 +37,7 @@ RunSet::RunSet(const std::vector<MeasuredRun>& runs, const ClusterConfig& cluste
 
 double predictIterationUs(const IterationPlan& plan, const ClusterConfig& cluster) {
   CostModel costs(cluster, nullptr, /*analytic_fallback=*/true);
-  std::vector<EventCost> c = costs.costAll(plan.events, "");
+  std::vector<EventCost> c = costs.costAll(plan.events);
   std::vector<StageOpOffsets> offsets;
   return computeTimeline(timingInput(plan, c, offsets)).iteration_us;
 }

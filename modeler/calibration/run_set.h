@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "events/cluster_config.h"
-#include "events/iteration_plan.h"
+#include "config/cluster_config.h"
+#include "plan/iteration_plan.h"
 #include "modeler/calibration/measured_runs.h"
 
 namespace evsim {

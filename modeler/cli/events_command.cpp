@@ -1,4 +1,5 @@
 #include "modeler/cli/events_command.h"
+#include "ops/parameter_counts.h"
 
 #include <fmt/format.h>
 
@@ -10,8 +11,8 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "events/event_file.h"
-#include "events/iteration_plan.h"
-#include "events/strategy_space.h"
+#include "plan/iteration_plan.h"
+#include "plan/strategy_space.h"
 #include "io/cli_checks.h"
 #include "io/run_options.h"
 #include "modeler/json_schema.h"
@@ -113,8 +114,8 @@ void run(const EventsArgs& args) {
   if (args.json) {
     nlohmann::json out = eventsJson(*table, op_executions);
     out["schema_version"] = kJsonSchemaVersion;
-    out["parameters_total"] = model.totalParameters();
-    out["parameters_active"] = model.activeParameters();
+    out["parameters_total"] = totalParameters(model);
+    out["parameters_active"] = activeParameters(model);
     nlohmann::json src = nlohmann::json::object();
     for (const auto& [k, v] : source) src[k] = v;
     out["source"] = src;

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "common/error.h"
-#include "events/strategy.h"
+#include "plan/strategy.h"
 #include "modeler/nccl_tests_log.h"
 
 namespace evsim {

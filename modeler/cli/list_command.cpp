@@ -1,4 +1,5 @@
 #include "modeler/cli/list_command.h"
+#include "ops/parameter_counts.h"
 
 #include <fmt/format.h>
 
@@ -8,9 +9,9 @@
 #include <vector>
 
 #include "common/error.h"
-#include "events/cluster_config.h"
-#include "events/device_config.h"
-#include "events/model_config.h"
+#include "config/cluster_config.h"
+#include "config/device_config.h"
+#include "config/model_config.h"
 
 #ifndef EVSIM_CONFIG_DIR
 #define EVSIM_CONFIG_DIR "configs"
@@ -52,9 +53,9 @@ std::string modelLine(const ModelConfig& m) {
   };
   if (m.moe.num_experts > 0) {
     traits += fmt::format(", MoE {} experts top-{} in {} layers ({} active)", m.moe.num_experts,
-                          m.moe.top_k, m.moeLayers(), billions(m.activeParameters()));
+                          m.moe.top_k, m.moeLayers(), billions(activeParameters(m)));
   }
-  const std::string size = billions(m.totalParameters());
+  const std::string size = billions(totalParameters(m));
   return fmt::format("{} parameters, {} layers, hidden {}, seq {}, {}{}", size, m.numLayers(),
                      m.hidden_size, m.seq_length, dtypeName(m.dtype), traits);
 }

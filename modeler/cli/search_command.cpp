@@ -19,10 +19,11 @@
 #include "common/strings.h"
 #include "common/units.h"
 #include "events/event_file.h"
-#include "events/strategy_space.h"
+#include "plan/strategy_space.h"
 #include "io/cli_checks.h"
 #include "io/profile_db.h"
 #include "io/run_options.h"
+#include "modeler/cli/search_args.h"
 #include "modeler/cli/search_output.h"
 #include "modeler/cli/simulate_command.h"
 #include "modeler/fit_advice.h"
@@ -34,207 +35,10 @@ namespace evsim {
 
 namespace {
 
-struct SearchArgs {
-  RunOptions run;
-  CostSourceOptions costs;
-  int64_t gpus = 0;
-  std::string micro_batches = "1,2,4,8";
-  std::string schedules = "gpipe,dapple";
-  std::string virtual_stages = "2,3,4";  // tried with the interleaved schedule (valid v only)
-  std::string recomputes = "none";
-  std::string sequence_parallel = "off";
-  // Megatron's TP communication: allreduce (no SP) or rs-ag (reduce-scatter + all-gather, which
-  // is what sequence parallelism is): another name for --sequence-parallel off,on.
-  std::string tp_comm;
-  std::string zero_stages = "0";
-  std::string dp_overlaps = "off";
-  std::string offloads = "none";
-  std::string context_parallel = "1";
-  std::string expert_parallel;  // empty: every power of two dividing an MoE model's experts
-  int uneven_stages = 0;        // --uneven-stages K: first/last stage shortened by 1..K layers
-  int top = 0;                  // 0: every candidate
-  bool json = false;
-  std::string csv;
-  bool allow_cross_node_tp = false;
-  double memory_headroom = kDefaultMemoryHeadroom;
-  std::string write_events;    // the union of the candidates' events, for eventprof --events
-  unsigned threads = 0;        // 0: every core
-  bool exhaustive = false;     // with --top: simulate and list every candidate anyway
-  bool show_rejected = false;  // list every OOM and invalid candidate, not a summary
-  JsonSink sink;               // the Python module: the report goes here, nothing is printed
-};
-
-std::vector<Schedule> parseSchedules(const std::string& text) {
-  std::vector<Schedule> out;
-  for (const std::string& part : split(text, ',')) {
-    std::string name = trim(part);
-    if (name.empty()) EVSIM_THROW(InputError, "--schedule '{}': empty entry", text);
-    Schedule s = parseSchedule(name, "--schedule");
-    bool seen = false;
-    for (Schedule o : out) seen = seen || o == s;
-    if (!seen) out.push_back(s);
-  }
-  if (out.empty()) EVSIM_THROW(InputError, "--schedule '{}': no schedule given", text);
-  return out;
-}
-
-// A comma-separated list of named values (each parsed by `parse`), repeats dropped.
-template <typename T>
-std::vector<T> parseNamedList(const std::string& text, std::string_view flag,
-                              T (*parse)(std::string_view, std::string_view)) {
-  std::vector<T> out;
-  for (const std::string& part : split(text, ',')) {
-    std::string name = trim(part);
-    if (name.empty()) EVSIM_THROW(InputError, "{} '{}': empty entry", flag, text);
-    T value = parse(name, flag);
-    if (std::find(out.begin(), out.end(), value) == out.end()) out.push_back(value);
-  }
-  return out;
-}
-
-std::vector<Recompute> parseRecomputes(const std::string& text) {
-  return parseNamedList(text, "--recompute", &parseRecompute);
-}
-
-std::vector<Offload> parseOffloads(const std::string& text) {
-  return parseNamedList(text, "--offload", &parseOffload);
-}
-
-std::vector<bool> parseOnOff(const std::string& text, std::string_view flag) {
-  std::vector<bool> out;
-  for (const std::string& part : split(text, ',')) {
-    std::string name = trim(part);
-    if (name != "off" && name != "on") {
-      EVSIM_THROW(InputError, "{} '{}': each entry must be off or on, got '{}'", flag, text, name);
-    }
-    bool on = name == "on";
-    if (std::find(out.begin(), out.end(), on) == out.end()) out.push_back(on);
-  }
-  return out;
-}
-
-std::vector<int> parseSmallInts(const std::string& text, std::string_view flag) {
-  std::vector<int> out;
-  for (int64_t v : parseIntList(text, flag)) {
-    int value = static_cast<int>(v);
-    if (std::find(out.begin(), out.end(), value) == out.end()) out.push_back(value);
-  }
-  return out;
-}
-
-// --tp-comm as the --sequence-parallel values it stands for: rs-ag is Megatron's sequence
-// parallelism (each TP all-reduce split into a reduce-scatter and an all-gather, the activations
-// between them sharded along the sequence); an rs-ag that gathered right after scattering would be
-// a ring all-reduce in two launches, the same bytes (docs/SEARCH.md).
-std::string sequenceParallelValues(const SearchArgs& args) {
-  if (args.tp_comm.empty()) return args.sequence_parallel;
-  std::string out;
-  for (const std::string& part : split(args.tp_comm, ',')) {
-    const std::string name = trim(part);
-    if (name != "allreduce" && name != "rs-ag") {
-      EVSIM_THROW(InputError, "--tp-comm '{}': each entry must be allreduce or rs-ag, got '{}'",
-                  args.tp_comm, name);
-    }
-    out += (out.empty() ? "" : ",") + std::string(name == "rs-ag" ? "on" : "off");
-  }
-  return out;
-}
-
 // The techniques of a candidate for the table: "v3 rc=sel sp z1", "-" when none.
-std::string techniquesText(const Strategy& s) {
-  std::string out;
-  auto add = [&](const std::string& part) { out += (out.empty() ? "" : " ") + part; };
-  if (s.cp > 1) add(fmt::format("cp{}", s.cp));
-  if (s.ep > 1) add(fmt::format("ep{}", s.ep));
-  if (s.schedule == Schedule::kInterleaved) add(fmt::format("v{}", s.virtual_stages));
-  if (s.recompute == Recompute::kFull) add("rc=full");
-  if (s.recompute == Recompute::kSelective) add("rc=sel");
-  if (s.sequence_parallel) add("sp");
-  if (s.framework == Framework::kFsdp) {
-    add(s.zero_stage == 3 ? "fsdp" : "fsdp(unsharded)");
-  } else if (s.zero_stage > 0) {
-    add(fmt::format("z{}", s.zero_stage));
-  }
-  if (s.dp_overlap) add("ov");
-  if (s.offload != Offload::kNone) add(fmt::format("off={}", offloadName(s.offload)));
-  if (!s.stage_layers.empty()) add(fmt::format("layers={}", fmt::join(s.stage_layers, ",")));
-  return out.empty() ? "-" : out;
-}
-
-// The search's own arguments that pick the candidates, as a command line fragment.
-std::string spaceCommandLine(const SearchArgs& args) {
-  std::string out = fmt::format(
-      "--model {} --cluster {} --gpus {} --global-batch {} --micro-batch {} --schedule {}",
-      args.run.model, args.run.cluster, args.gpus, args.run.global_batch, args.micro_batches,
-      args.schedules);
-  if (args.schedules.find("interleaved") != std::string::npos) {
-    out += fmt::format(" --virtual-stages {}", args.virtual_stages);
-  }
-  out += fmt::format(" --recompute {} --sequence-parallel {} --zero {} --dp-overlap {}",
-                     args.recomputes, sequenceParallelValues(args), args.zero_stages,
-                     args.dp_overlaps);
-  if (args.offloads != "none") out += fmt::format(" --offload {}", args.offloads);
-  if (args.context_parallel != "1") out += fmt::format(" --cp {}", args.context_parallel);
-  if (!args.expert_parallel.empty()) out += fmt::format(" --ep {}", args.expert_parallel);
-  if (args.uneven_stages > 0) out += fmt::format(" --uneven-stages {}", args.uneven_stages);
-  if (args.allow_cross_node_tp) out += " --allow-cross-node-tp";
-  return out;
-}
-
-// One profiling run that covers every candidate. eventprof --gpus enumerates the plain space
-// (GPipe/DAPPLE, no techniques) itself; any other space goes through an events file.
-std::string unionEventprofHint(const SearchArgs& args, const SearchOptions& options) {
-  const StrategySpace& space = options.space;
-  bool plain = space.recomputes == std::vector<Recompute>{Recompute::kNone} &&
-               space.sequence_parallel == std::vector<bool>{false} &&
-               space.zero_stages == std::vector<int>{0} &&
-               space.dp_overlaps == std::vector<bool>{false} &&
-               space.offloads == std::vector<Offload>{Offload::kNone} &&
-               space.context_parallel == std::vector<int>{1} &&
-               space.expert_parallel == std::vector<int>{1} && !args.allow_cross_node_tp &&
-               space.uneven_stage_shift == 0;  // uneven splits have their own Adam events
-  for (Schedule s : space.schedules) plain = plain && s != Schedule::kInterleaved;
-  if (plain) {
-    return fmt::format(
-        "mpirun -np 4 eventprof --model {} --cluster {} --gpus {} --global-batch {} "
-        "--micro-batches {} -o profile.yaml",
-        args.run.model, args.run.cluster, args.gpus, args.run.global_batch, args.micro_batches);
-  }
-  return fmt::format(
-      "eventsim search {} --write-events events.yaml --fallback analytic && mpirun -np 4 "
-      "eventprof --events events.yaml -o profile.yaml",
-      spaceCommandLine(args));
-}
-
-// Writes the union of the events of every valid candidate (fitting in memory or not) as an events
-// file, before any cost is needed, so the profile can be made for exactly this search.
-void writeUnionEvents(const SearchArgs& args, const ModelConfig& model,
-                      const ClusterConfig& cluster, const SearchOptions& options) {
-  EventTable table = unionOfEvents(model, cluster, options.base, options.space);
-  if (table.size() == 0) {
-    EVSIM_THROW(InputError, "--write-events {}: no valid strategy, so no events to write",
-                args.write_events);
-  }
-  int64_t op_executions = 0;
-  for (const UniqueEvent& u : table.events()) op_executions += u.count;
-  const std::vector<std::pair<std::string, std::string>> source = {
-      {"model", model.name},
-      {"cluster", cluster.name},
-      {"gpus", std::to_string(args.gpus)},
-      {"global_batch", std::to_string(args.run.global_batch)},
-      {"search", spaceCommandLine(args)}};
-  writeFileAtomically(args.write_events, eventsFileYaml(table, op_executions, source));
-  fmt::print(stderr,
-             "wrote the {} events of every valid candidate to {} (for eventprof --events)\n",
-             table.size(), args.write_events);
-}
-
-std::string simulateCommand(const SearchArgs& args, const Strategy& strategy) {
-  std::string out = "eventsim simulate " + args.run.commandLine(strategy);
-  if (args.allow_cross_node_tp) out += " --allow-cross-node-tp";
-  if (!args.costs.profile.empty()) out += " --profile " + args.costs.profile;
-  if (args.costs.analytic()) out += " --fallback analytic";
-  return out;
+std::string shortTechniques(const Strategy& s) {
+  const std::string text = s.techniques(Strategy::TechniqueStyle::kShort);
+  return text.empty() ? "-" : text.substr(1);
 }
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / kBytesPerGiB; }
@@ -276,7 +80,7 @@ void printOkRow(const CandidateResult& r, const SearchReport& report) {
   fmt::print(
       "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11.3f} {:>11.2f} {:>7.2f}x {:>6.1f}% {:>10.2f} "
       "{:>10.2f}  {:<11} ok\n",
-      r.rank, s.name(), s.micro_batch, scheduleName(s.schedule), techniquesText(s),
+      r.rank, s.name(), s.micro_batch, scheduleName(s.schedule), shortTechniques(s),
       r.iteration_us / kUsPerMs, r.samples_per_s, r.speedup_over_worst, 100 * r.bubble_fraction,
       gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), provenanceText(r));
 }
@@ -286,7 +90,7 @@ void printOomRow(const CandidateResult& r, const SearchReport& report) {
   fmt::print(
       "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>7} {:>10.2f} {:>10.2f}  "
       "{:<11} OOM (stage {})\n",
-      "-", s.name(), s.micro_batch, scheduleName(s.schedule), techniquesText(s), "-", "-", "-", "-",
+      "-", s.name(), s.micro_batch, scheduleName(s.schedule), shortTechniques(s), "-", "-", "-", "-",
       gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), "-",
       r.peak_memory_stage);
 }
@@ -448,10 +252,10 @@ void run(const SearchArgs& args) {
   // with --exhaustive) every candidate is simulated and listed.
   // --show-rejected needs every rejected candidate kept: the exhaustive path.
   const bool pruned = args.top > 0 && !args.exhaustive && !args.show_rejected;
-  SearchReport report =
-      pruned
-          ? runPrunedSearch(model, cluster, cost_model, options, unionEventprofHint(args, options))
-          : runSearch(model, cluster, cost_model, options, unionEventprofHint(args, options));
+  SearchReport report = withEventprofHint(unionEventprofHint(args, options), [&] {
+    return pruned ? runPrunedSearch(model, cluster, cost_model, options)
+                  : runSearch(model, cluster, cost_model, options);
+  });
 
   if (!args.csv.empty()) {
     AtomicFileWriter out(args.csv);

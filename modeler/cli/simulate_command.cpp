@@ -81,7 +81,8 @@ void runSimulate(const SimulateArgs& args) {
   std::optional<ProfileDb> db = args.costs.loadProfile();
   IterationPlan plan = buildIterationPlan(model, cluster, strategy);
   CostModel cost_model(cluster, db ? &*db : nullptr, args.costs.analytic());
-  std::vector<EventCost> costs = cost_model.costAll(plan.events, eventprofHint(args.run, strategy));
+  std::vector<EventCost> costs = withEventprofHint(eventprofHint(args.run, strategy),
+                                                   [&] { return cost_model.costAll(plan.events); });
   std::vector<std::vector<double>> slowdown;
   if (!args.slow_ranks.empty()) {
     slowdown = splitSlowReplicas(

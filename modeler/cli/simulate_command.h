@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "io/profile_db.h"
 #include "io/run_options.h"
 #include "modeler/cli/json_sink.h"

@@ -119,9 +119,4 @@ std::vector<double> CpuDevice::timeCollective(const Event& event, const CommGrou
   return samples;
 }
 
-std::unique_ptr<RankExecutor> CpuDevice::makeExecutor(const IterationPlan& plan,
-                                                      const RankProgram& program) {
-  return std::make_unique<CpuRankExecutor>(plan, program, wait_, seed_);
-}
-
 }  // namespace evsim

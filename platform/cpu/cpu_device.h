@@ -1,13 +1,14 @@
 #pragma once
 // The CPU platform: compute events through kernels/cpu timed with steady_clock, communication
 // through MPI (the events/collectives registry's MPI calls), each repetition after a barrier of the
-// measuring ranks; rank programs run by CpuRankExecutor (runner/eventrun_executor.h). It needs no
+// measuring ranks; rank programs run by
+// runner/'s CpuRankExecutor with this device's seed and wait mode. It needs no
 // GPU, so both tools are exercised whole in CI.
 
 #include <cstdint>
 
 #include "platform/device.h"
-#include "runner/eventrun_executor.h"
+#include "mpi/mpi_wait.h"
 
 namespace evsim {
 
@@ -30,8 +31,9 @@ class CpuDevice : public Device {
                               int repeats) override;
   std::vector<double> timeCollective(const Event& event, const CommGroup& group, int warmup,
                                      int repeats) override;
-  std::unique_ptr<RankExecutor> makeExecutor(const IterationPlan& plan,
-                                             const RankProgram& program) override;
+  // What eventrun's CPU executor (runner/executor_factory.h) runs programs with.
+  uint64_t seed() const { return seed_; }
+  WaitMode waitMode() const { return wait_; }
 
  private:
   uint64_t seed_;

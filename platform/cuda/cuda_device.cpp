@@ -1,8 +1,8 @@
 // The CUDA platform: compute events through kernels/cuda, timed by the span of their kernels as
 // CUPTI activity records report them (CUDA events behind a hold kernel when CUPTI is unavailable
 // or --compute-timer cuda-events asks for them); communication through NCCL on its own stream,
-// timed with CUDA events, each repetition after an MPI barrier of the group; rank programs through
-// the CUDA executor (runner/cuda/eventrun_cuda_executor.h).
+// timed with CUDA events, each repetition after an MPI barrier of the group. Rank programs run
+// through runner/'s CUDA executor (runner/executor_factory.h).
 #include "platform/cuda/cuda_device.h"
 
 #include <cuda_runtime_api.h>
@@ -24,9 +24,6 @@
 #include "mpi/mpi_env.h"
 #include "mpi/mpi_wait.h"
 #include "platform/cuda/cupti_tracer.h"
-#include "runner/cuda/eventrun_cuda_executor.h"
-#include "runner/eventrun_backend_p2p.h"
-#include "runner/eventrun_program.h"
 
 namespace evsim {
 
@@ -168,27 +165,6 @@ class CudaDevice : public Device {
     NcclCollectiveBuffers buffers = makeNcclBuffers(event, group.size);
     return timeNccl(group, warmup, repeats, ncclCallName(event.kind),
                     [&](ncclComm_t c) { enqueueNcclCollective(event, buffers, c, comm_stream_); });
-  }
-
-  std::unique_ptr<RankExecutor> makeExecutor(const IterationPlan& plan,
-                                             const RankProgram& program) override {
-    // Every rank derives the same fused pairs from all ranks' programs (no communication needed).
-    std::vector<RankProgram> programs;
-    for (int r = 0; r < options_.world_size; ++r) programs.push_back(buildRankProgram(plan, r));
-    std::vector<std::vector<size_t>> fused;
-    try {
-      fused = fuseP2P(programs);
-    } catch (const Error& e) {
-      // Every rank finds the same from the same programs: one message, exit 2.
-      EVSIM_THROW(CollectiveInputError,
-                  "--backend cuda --schedule {}: this schedule's P2P order cannot run on NCCL's "
-                  "rendezvous send/receive yet ({}); use --backend cpu",
-                  scheduleName(plan.strategy.schedule), e.what());
-    }
-    return makeCudaRankExecutor(
-        plan, program,
-        CudaExecutorOptions{options_.local_rank, options_.seed, options_.comm_timeout_s,
-                            fused[static_cast<size_t>(options_.world_rank)]});
   }
 
  private:

@@ -19,16 +19,14 @@ enum class CudaComputeTimer {
 
 struct CudaDeviceOptions {
   int local_rank = 0;  // rank among those on this node: picks device local_rank % count
-  int world_rank = 0;  // this rank in MPI_COMM_WORLD (executors pair P2P from all programs)
-  int world_size = 1;
   uint64_t seed = 1;            // kernels' random inputs
   double comm_timeout_s = 300;  // a NCCL operation pending longer aborts its communicator
   CudaComputeTimer compute_timer = CudaComputeTimer::kCupti;
 };
 
 // Compute: kernels/cuda timed by the chosen timer. Communication: NCCL on a dedicated stream,
-// timed with CUDA events, NCCL ids exchanged over MPI. Programs: the CUDA executor
-// (runner/cuda/eventrun_cuda_executor.h).
+// timed with CUDA events, NCCL ids exchanged over MPI. Programs run on the same GPU through
+// runner/'s CUDA executor (runner/executor_factory.h).
 std::unique_ptr<Device> makeCudaDevice(const CudaDeviceOptions& options);
 
 }  // namespace evsim

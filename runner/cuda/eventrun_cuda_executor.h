@@ -28,7 +28,7 @@
 #include <memory>
 #include <vector>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "runner/eventrun_executor.h"
 #include "runner/eventrun_program.h"
 

@@ -6,9 +6,10 @@
 #include <filesystem>
 #include <string>
 
-#include "events/cluster_config.h"
-#include "events/model_config.h"
-#include "events/yaml_reader.h"
+#include "config/cluster_config.h"
+#include "ops/parameter_counts.h"
+#include "config/model_config.h"
+#include "common/yaml_reader.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -93,14 +94,14 @@ TEST(ModelConfig, BundledModelsLoadWithHandCountedParameters) {
   ModelConfig bert = loadModelConfig(test::configPath("models", "bert-large"));
   EXPECT_EQ(bert.numLayers(), 24);
   EXPECT_EQ(bert.paddedVocab(1), 30592);
-  EXPECT_EQ(bert.blockParameters(bert.blocks[0]), 12596224);
-  EXPECT_EQ(bert.totalParameters(), 334161920);
+  EXPECT_EQ(blockParameters(bert, bert.blocks[0]), 12596224);
+  EXPECT_EQ(totalParameters(bert), 334161920);
 
   // GPT-3: per block 12h^2 + 13h = 1811939328 + 159744; 96 blocks = 173961510912; embedding
   // 51200*12288 + 2048*12288 = 654311424; final layernorm 24576. Total 174615846912 (~175B).
   ModelConfig gpt3 = loadModelConfig(test::configPath("models", "gpt3-175b"));
   EXPECT_EQ(gpt3.dtype, DType::kBf16);
-  EXPECT_EQ(gpt3.totalParameters(), 174615846912);
+  EXPECT_EQ(totalParameters(gpt3), 174615846912);
 
   // T5-Large: 24 encoder blocks then 24 decoder blocks with cross-attention.
   ModelConfig t5 = loadModelConfig(test::configPath("models", "t5-large"));
@@ -111,7 +112,7 @@ TEST(ModelConfig, BundledModelsLoadWithHandCountedParameters) {
   EXPECT_TRUE(t5.blocks[24].cross_attention);
   EXPECT_TRUE(t5.hasCrossAttention());
   // A cross-attention block adds a second attention (4h^2 + 4h) and a layernorm (2h).
-  EXPECT_EQ(t5.blockParameters(t5.blocks[24]) - t5.blockParameters(t5.blocks[0]),
+  EXPECT_EQ(blockParameters(t5, t5.blocks[24]) - blockParameters(t5, t5.blocks[0]),
             4 * 1024 * 1024 + 4 * 1024 + 2 * 1024);
 }
 

@@ -1,7 +1,7 @@
 // Dedup and counts: identical layers, micro-batches, replicas and TP ranks collapse into one event
 // whose count grows exactly as worked out by hand; different shapes stay apart.
 //
-// Counting convention (events/iteration_plan.h): count = executions over all devices; an op of the
+// Counting convention (plan/iteration_plan.h): count = executions over all devices; an op of the
 // per-micro-batch lists runs m times on each of the M*D devices of its stage; a collective counts
 // once per participating rank; a P2P transfer twice (send + receive).
 
@@ -11,7 +11,7 @@
 #include <set>
 
 #include "events/event_file.h"
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "support/test_support.h"
 
 namespace evsim {

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "events/event.h"
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "support/test_support.h"
 
 namespace evsim {

@@ -12,7 +12,7 @@
 
 #include <cmath>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "support/test_support.h"
 
 namespace evsim {

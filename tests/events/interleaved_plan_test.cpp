@@ -1,14 +1,14 @@
 // The plan of Megatron's interleaved 1F1B schedule: P*v model chunks (virtual stages), chunk k on
 // device stage k % P as its chunk k / P, one P2P boundary per consecutive chunk pair (including the
 // wrap from device stage P-1 back to 0), each chunk with its own optimizer and gradient sync.
-// Counts follow the convention of events/iteration_plan.h; expected numbers are worked by hand.
+// Counts follow the convention of plan/iteration_plan.h; expected numbers are worked by hand.
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
-#include "events/iteration_plan.h"
-#include "events/rank_layout.h"
+#include "plan/iteration_plan.h"
+#include "plan/rank_layout.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -49,7 +49,7 @@ TEST(InterleavedPlan, ChunksMapToDeviceStagesAndCoverEveryBlockOnce) {
     EXPECT_EQ(s.activation_bytes_out, k < 5 ? 32 * 64 * 2 : 0);  // T*h fp16 to the next chunk
     EXPECT_EQ(s.optimizer.size(), 1u);                           // its own Adam step
     EXPECT_EQ(s.dp_allreduce, -1);                               // D = 1
-    EXPECT_EQ(plan.virtualStageOf(k % 2, k / 2), k);
+    EXPECT_EQ(plan.pipelineLayout().virtualStage(k % 2, k / 2), k);
   }
   EXPECT_EQ(next, 12);
   EXPECT_EQ(plan.deviceChunks(0), (std::vector<int>{0, 2, 4}));

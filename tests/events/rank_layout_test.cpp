@@ -1,13 +1,13 @@
 // Megatron rank placement: rank = tp + M * (dp + D * pp), node = rank / gpus_per_node, and how
 // TP, DP and pipeline groups sit on nodes.
 
-#include "events/rank_layout.h"
+#include "plan/rank_layout.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "support/test_support.h"
 
 namespace evsim {

@@ -1,7 +1,7 @@
 // partitionLayers: contiguous stages minimising the largest stage cost; the embedding's cost counts
 // on the first stage, the head's on the last; every stage gets at least one block.
 
-#include "events/stage_partition.h"
+#include "plan/stage_partition.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include <random>
 
 #include "common/error.h"
-#include "events/iteration_plan.h"
-#include "events/plan_cache.h"
+#include "plan/iteration_plan.h"
+#include "plan/plan_cache.h"
 #include "support/test_support.h"
 
 namespace evsim {

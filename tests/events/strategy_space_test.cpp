@@ -1,13 +1,13 @@
 // Strategy space: every (M, P, D) with M*P*D = N, in order of M then P, each valid or carrying the
 // rule it breaks; and the union of events one profiling run must cover.
 
-#include "events/strategy_space.h"
+#include "plan/strategy_space.h"
 
 #include <gtest/gtest.h>
 
 #include <tuple>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "support/test_support.h"
 
 namespace evsim {

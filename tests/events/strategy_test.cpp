@@ -1,11 +1,11 @@
 // Strategy text ("2M4P2D"), schedules, and the rules a strategy must meet for a model and cluster.
 // Every rejection is an InputError whose one line names the flag, the value and the rule.
 
-#include "events/strategy.h"
+#include "plan/strategy.h"
 
 #include <gtest/gtest.h>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "support/test_support.h"
 
 namespace evsim {

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "support/test_support.h"
 
 namespace evsim {

@@ -2,7 +2,7 @@
 // the plan, its parameters and its memory follow it; impossible splits name the rule.
 #include <gtest/gtest.h>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "support/test_support.h"
 
 namespace evsim {

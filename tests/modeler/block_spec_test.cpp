@@ -2,15 +2,16 @@
 // and against Megatron-LM's own formulas (megatron/training/theoretical_memory_usage.py and
 // training.py's FLOP count, re-derived here from their public source), the FLOPs per token of a
 // training step, and the activation bytes of a grouped-query + SwiGLU + FlashAttention block worked
-// out op by op. Every sum the planner uses comes from op lists (events/layer_footprint.h); the
+// out op by op. Every sum the planner uses comes from op lists (ops/layer_footprint.h); the
 // numbers here come from closed forms.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 
-#include "events/iteration_plan.h"
-#include "events/layer_footprint.h"
+#include "plan/iteration_plan.h"
+#include "ops/parameter_counts.h"
+#include "ops/layer_footprint.h"
 #include "modeler/memory_model.h"
 #include "support/test_support.h"
 
@@ -47,12 +48,12 @@ TEST(BlockSpec, LlamaParameterCountsMatchThePublishedOnes) {
     const ModelConfig model = bundled(m.name);
     // Untied: the embedding table and the output layer are V x h each; plus the final RMSNorm.
     const double hand = m.layers * llamaBlockParameters(m) + 2 * kLlamaVocab * m.h + m.h;
-    EXPECT_EQ(static_cast<double>(model.totalParameters()), hand) << m.name;
+    EXPECT_EQ(static_cast<double>(totalParameters(model)), hand) << m.name;
     const double published = m.published_billions * 1e9;
-    EXPECT_NEAR(static_cast<double>(model.totalParameters()) / published, 1.0, 0.005) << m.name;
+    EXPECT_NEAR(static_cast<double>(totalParameters(model)) / published, 1.0, 0.005) << m.name;
   }
   // 8,030,261,248 for Llama-3-8B (the figure Hugging Face prints for the checkpoint).
-  EXPECT_EQ(bundled("llama3-8b").totalParameters(), 8'030'261'248);
+  EXPECT_EQ(totalParameters(bundled("llama3-8b")), 8'030'261'248);
 }
 
 // Megatron-LM's compute_weight_and_optimizer_memory (no MoE): 2 L h^2 [(1 + g/a) q + f/h * 3/2
@@ -72,14 +73,14 @@ TEST(BlockSpec, ParameterCountsAgreeWithMegatronsFormula) {
   // (s x h): exactly that much more here.
   const ModelConfig gpt3 = bundled("gpt3-175b");
   const double h = 12288, layers = 96, s = 2048;
-  EXPECT_NEAR(static_cast<double>(gpt3.totalParameters()) -
+  EXPECT_NEAR(static_cast<double>(totalParameters(gpt3)) -
                   megatronParameters(h, 96, 96, 49152, layers, 51200, false, false),
               9 * h * layers + s * h, 1.0);
   // Llama's RMSNorms carry one vector: h per norm less than Megatron's count, two per layer and
   // the final one.
   for (const LlamaShape& m : kLlamas) {
     EXPECT_NEAR(megatronParameters(m.h, m.a, m.g, m.f, m.layers, kLlamaVocab, true, true) -
-                    static_cast<double>(bundled(m.name).totalParameters()),
+                    static_cast<double>(totalParameters(bundled(m.name))),
                 2 * m.h * m.layers + m.h, 1.0)
         << m.name;
   }

@@ -314,7 +314,7 @@ TEST_F(CostModelTest, CostAllReturnsCostsInTableOrder) {
   EventTable table;
   table.intern(allReduce(kMiB, 16, 8, 2));
   table.intern(makeGemm(1024, 1024, 1024, "nn", DType::kFp16));
-  std::vector<EventCost> costs = model().costAll(table, "eventprof --events e.yaml");
+  std::vector<EventCost> costs = model().costAll(table);
   ASSERT_EQ(costs.size(), 2u);
   EXPECT_NEAR(costs[0].time_us, 125.0, 1e-9);
   EXPECT_EQ(costs[0].provenance, Provenance::kDerived);
@@ -331,7 +331,8 @@ TEST_F(CostModelTest, CostAllListsEveryMissingSignatureAndTheHint) {
   table.intern(gemm);
   table.intern(ar);
   try {
-    model().costAll(table, "mpirun -np 4 eventprof --events missing.yaml");
+    withEventprofHint("mpirun -np 4 eventprof\n--events missing.yaml",
+                      [&] { return model().costAll(table); });
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     std::string msg = e.what();
@@ -344,7 +345,7 @@ TEST_F(CostModelTest, CostAllListsEveryMissingSignatureAndTheHint) {
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
   // With the fallback nothing is missing: the two are estimated.
-  std::vector<EventCost> costs = model(/*fallback=*/true).costAll(table, "unused");
+  std::vector<EventCost> costs = model(/*fallback=*/true).costAll(table);
   ASSERT_EQ(costs.size(), 3u);
   EXPECT_EQ(costs[0].provenance, Provenance::kMeasured);
   EXPECT_EQ(costs[1].provenance, Provenance::kEstimated);
@@ -355,7 +356,7 @@ TEST_F(CostModelTest, CostAllListsAtMostTenMissing) {
   EventTable table;
   for (int i = 1; i <= 12; ++i) table.intern(makeCompute("add", {{"elems", i}}, "", DType::kFp16));
   try {
-    model().costAll(table, "eventprof");
+    model().costAll(table);
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     std::string msg = e.what();
@@ -370,7 +371,7 @@ TEST_F(CostModelTest, NeedsAtLeastOneSource) {
   CostModel analytic(cluster_, nullptr, true);
   EventTable table;
   table.intern(allReduce(4'000'000, 4, 1, 4));
-  std::vector<EventCost> costs = analytic.costAll(table, "eventprof");
+  std::vector<EventCost> costs = analytic.costAll(table);
   ASSERT_EQ(costs.size(), 1u);
   EXPECT_NEAR(costs[0].time_us, 72.0, 1e-9);  // as in EstimatesCollectivesByAlphaBeta
   EXPECT_EQ(costs[0].provenance, Provenance::kEstimated);
@@ -417,7 +418,7 @@ TEST(CostModelProfileFile, LoadsAndCostsFromAHandWrittenProfile) {
   EventTable table;
   table.intern(p2p(2 * kMiB, 2));
   try {
-    m.costAll(table, "eventprof");
+    m.costAll(table);
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("1 event has no cost in profile (cpu backend, "

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "common/error.h"
-#include "events/cluster_config.h"
+#include "config/cluster_config.h"
 #include "modeler/cost_model.h"
 #include "modeler/estimated_source.h"
 #include "modeler/simulation.h"

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "modeler/memory_model.h"
 #include "support/test_support.h"
 

@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "modeler/device_events.h"
 #include "modeler/memory_model.h"
 #include "modeler/simulation.h"

@@ -3,7 +3,7 @@
 // simulation / per-rank events / memory of an interleaved plan. Every expected number is worked
 // out by hand in the comment next to it.
 //
-// Order (modeler/schedules/interleaved.cpp): m*v forward and m*v backward micro-steps per device;
+// Order (plan/schedules/interleaved.cpp): m*v forward and m*v backward micro-steps per device;
 // forward step k runs micro-batch (k / (P*v)) * P + k % P of chunk (k % (P*v)) / P, backward step k
 // the same micro-batch of chunk v-1-(k % (P*v)) / P; w = min((P-s-1)*2 + (v-1)*P, m*v) warm-up
 // forwards, then pairs (forward w+i, backward i), then the remaining backwards.
@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "common/error.h"
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "modeler/device_events.h"
 #include "modeler/memory_model.h"
 #include "modeler/simulation.h"
-#include "modeler/task_graph.h"
+#include "plan/task_graph.h"
 #include "modeler/timing_engine.h"
 
 namespace evsim {

@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "modeler/memory_model.h"
 #include "support/test_support.h"
 

@@ -7,9 +7,9 @@
 #include <limits>
 #include <string>
 
-#include "events/cluster_config.h"
-#include "events/iteration_plan.h"
-#include "events/model_config.h"
+#include "config/cluster_config.h"
+#include "plan/iteration_plan.h"
+#include "config/model_config.h"
 
 namespace evsim {
 namespace {

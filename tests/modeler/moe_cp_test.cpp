@@ -7,9 +7,10 @@
 #include <cmath>
 #include <string>
 
-#include "events/iteration_plan.h"
-#include "events/layer_footprint.h"
-#include "events/rank_layout.h"
+#include "plan/iteration_plan.h"
+#include "ops/parameter_counts.h"
+#include "ops/layer_footprint.h"
+#include "plan/rank_layout.h"
 #include "modeler/memory_model.h"
 #include "modeler/simulation.h"
 #include "support/test_support.h"
@@ -41,8 +42,8 @@ TEST(Moe, MixtralParameterCountsMatchThePublishedOnes) {
   // Untied embedding and output layer (V x h each) and the final norm.
   const double total = kLayers * mixtralBlock() + 2 * kVocab * kH + kH;
   const double active = total - kLayers * (kExperts - kTopK) * mixtralExpert();
-  EXPECT_EQ(static_cast<double>(model.totalParameters()), total);
-  EXPECT_EQ(static_cast<double>(model.activeParameters()), active);
+  EXPECT_EQ(static_cast<double>(totalParameters(model)), total);
+  EXPECT_EQ(static_cast<double>(activeParameters(model)), active);
   EXPECT_NEAR(total / 46.7e9, 1.0, 0.005);
   EXPECT_NEAR(active / 12.9e9, 1.0, 0.005);
 }
@@ -56,7 +57,7 @@ TEST(Moe, ParameterCountAgreesWithMegatronsMoeFormula) {
       2 * kLayers * kH * kH *
           ((1 + kGroups / kHeads) + (kFfn / kH) * kExperts * 1.5 + 2 / kH + 1 / (kLayers * kH)) +
       2 * kVocab * kH;
-  EXPECT_NEAR(static_cast<double>(bundled("mixtral-8x7b").totalParameters()),
+  EXPECT_NEAR(static_cast<double>(totalParameters(bundled("mixtral-8x7b"))),
               megatron + kLayers * kExperts * kH - 2 * kLayers * kH - kH, 1.0);
 }
 
@@ -68,7 +69,7 @@ TEST(Moe, TrainingFlopsPerTokenAreSixActiveParametersPlusAttention) {
   // element-wise work well under 1%.
   const ModelConfig model = bundled("mixtral-8x7b");
   const double s = static_cast<double>(model.seq_length);
-  const double active_non_embedding = static_cast<double>(model.activeParameters()) - kVocab * kH;
+  const double active_non_embedding = static_cast<double>(activeParameters(model)) - kVocab * kH;
   const double hand = 6 * active_non_embedding + kLayers * 12 * s * kH;
   const ModelFootprint f = unsplitFootprint(model);  // b = 1: one sequence of s tokens
   double flops = f.embedding.model_flops + f.head.model_flops;
@@ -171,7 +172,7 @@ TEST(Moe, ModelStatesShardExpertsOverTheExpertDataParallelGroup) {
   const IterationPlan plan = buildIterationPlan(model, test::cluster(8), s);
   const double experts = kLayers * mixtralExpert();  // one of 8 per layer on this device
   const double dense =
-      static_cast<double>(model.totalParameters()) - kLayers * kExperts * mixtralExpert();
+      static_cast<double>(totalParameters(model)) - kLayers * kExperts * mixtralExpert();
   EXPECT_EQ(static_cast<double>(plan.stages[0].parameters), dense + experts);
   const MemoryEstimate mem = estimateMemory(plan);
   EXPECT_NEAR(static_cast<double>(mem.stages[0].model_state_bytes),

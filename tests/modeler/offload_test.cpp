@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "modeler/cost_model.h"
 #include "modeler/device_model.h"
 #include "modeler/memory_model.h"
@@ -344,7 +344,7 @@ TEST(OffloadMemory, DeviceAndHostBytesByHand) {
 Simulation simulated(const ClusterConfig& c, const Strategy& s) {
   IterationPlan plan = buildIterationPlan(model(), c, s);
   CostModel costs(c, nullptr, true);
-  std::vector<EventCost> event_costs = costs.costAll(plan.events, "");
+  std::vector<EventCost> event_costs = costs.costAll(plan.events);
   return simulate(std::move(plan), std::move(event_costs));
 }
 

@@ -1,4 +1,4 @@
-// Plan reuse (events/plan_core.h): candidates that differ only in ZeRO stage 0/1/2, DP overlap or
+// Plan reuse (plan/plan_core.h): candidates that differ only in ZeRO stage 0/1/2, DP overlap or
 // the non-interleaved schedule share one plan core through the PlanCache. A plan finished from a
 // reused core must be the plan built alone: the same events in the same order with the same
 // counts, the same op lists, gradient syncs and pipeline classes, the same simulated iteration
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "events/iteration_plan.h"
-#include "events/plan_cache.h"
-#include "events/plan_core.h"
+#include "plan/iteration_plan.h"
+#include "plan/plan_cache.h"
+#include "plan/plan_core.h"
 #include "modeler/cost_model.h"
 #include "modeler/simulation.h"
 #include "support/test_support.h"
@@ -162,7 +162,7 @@ class PlanReuse : public ::testing::Test {
   }
 
   double iterationUs(IterationPlan plan) const {
-    std::vector<EventCost> costs = costs_.costAll(plan.events, "eventprof");
+    std::vector<EventCost> costs = costs_.costAll(plan.events);
     return simulate(std::move(plan), std::move(costs)).summary.iteration_us;
   }
 

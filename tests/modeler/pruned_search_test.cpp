@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "io/profile_db.h"
 #include "modeler/closed_form_tier.h"
 #include "modeler/simulation.h"
@@ -78,8 +78,8 @@ TEST(PrunedSearchTest, SameTopTenAsTheExhaustiveSearchOnTheBundledSearches) {
     ModelConfig model = loadModelConfig(test::configPath("models", b.model));
     ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
     CostModel costs(cluster, nullptr, /*analytic_fallback=*/true);
-    SearchReport all = runSearch(model, cluster, costs, b.options, "");
-    SearchReport pruned = runPrunedSearch(model, cluster, costs, b.options, "");
+    SearchReport all = runSearch(model, cluster, costs, b.options);
+    SearchReport pruned = runPrunedSearch(model, cluster, costs, b.options);
     const std::string name = b.model + " on " + b.cluster;
     ASSERT_GE(all.ok, 10) << name;  // a top 10 to compare
     ASSERT_EQ(pruned.candidates.size(), 10u) << name;
@@ -106,7 +106,7 @@ TEST(PrunedSearchTest, TheBoundPrunesTheWidestBundledSpace) {
   ModelConfig model = loadModelConfig(test::configPath("models", b.model));
   ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
   CostModel costs(cluster, nullptr, true);
-  SearchReport pruned = runPrunedSearch(model, cluster, costs, b.options, "");
+  SearchReport pruned = runPrunedSearch(model, cluster, costs, b.options);
   EXPECT_GT(pruned.pruned_by_bound, 0);
   EXPECT_LT(pruned.simulated, pruned.ok);
 }
@@ -134,7 +134,7 @@ TEST(PrunedSearchTest, ClosedFormMemoryIsThePlansAndTheBoundIsBelowTheSimulation
       EXPECT_EQ(closed.fits, mem.fits());
       EXPECT_EQ(closed.micro_batches, plan.micro_batches);
       if (!closed.fits) continue;
-      std::vector<EventCost> event_costs = costs.costAll(plan.events, "");
+      std::vector<EventCost> event_costs = costs.costAll(plan.events);
       Simulation sim = simulate(std::move(plan), std::move(event_costs));
       EXPECT_GT(closed.lower_bound_us, 0);
       EXPECT_LE(closed.lower_bound_us, sim.summary.iteration_us * (1 + 1e-12))
@@ -151,9 +151,9 @@ TEST(PrunedSearchTest, ResultsDoNotDependOnTheThreadCount) {
   ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
   CostModel costs(cluster, nullptr, true);
   b.options.threads = 1;
-  SearchReport one = runPrunedSearch(model, cluster, costs, b.options, "");
+  SearchReport one = runPrunedSearch(model, cluster, costs, b.options);
   b.options.threads = 3;
-  SearchReport three = runPrunedSearch(model, cluster, costs, b.options, "");
+  SearchReport three = runPrunedSearch(model, cluster, costs, b.options);
   ASSERT_EQ(one.candidates.size(), three.candidates.size());
   for (size_t i = 0; i < one.candidates.size(); ++i) {
     expectSameCandidate(one.candidates[i], three.candidates[i], "#" + std::to_string(i + 1));
@@ -179,11 +179,10 @@ TEST(PrunedSearchTest, MissingCostsAreOneErrorWithTheHint) {
   ProfileDb empty;
   CostModel measured_only(cluster, &empty, /*analytic_fallback=*/false);
   try {
-    runPrunedSearch(model, cluster, measured_only, b.options, "eventprof --events e.yaml");
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {
+    runPrunedSearch(model, cluster, measured_only, b.options);
+    FAIL() << "expected MissingCostsError";
+  } catch (const MissingCostsError& e) {
     EXPECT_CONTAINS(std::string(e.what()), "events have no cost");
-    EXPECT_CONTAINS(std::string(e.what()), "eventprof --events e.yaml");
   }
 }
 
@@ -193,7 +192,7 @@ TEST(PrunedSearchTest, TopMustBePositive) {
   ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
   CostModel costs(cluster, nullptr, true);
   b.options.top_k = 0;
-  EXPECT_THROW(runPrunedSearch(model, cluster, costs, b.options, ""), InputError);
+  EXPECT_THROW(runPrunedSearch(model, cluster, costs, b.options), InputError);
 }
 
 }  // namespace

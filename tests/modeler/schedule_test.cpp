@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "modeler/task_graph.h"
+#include "plan/task_graph.h"
 
 namespace evsim {
 namespace {

@@ -2,7 +2,7 @@
 // so that every task's length is a count of ops: iteration time, bubbles, throughput, MFU,
 // provenance shares, the data-parallel all-reduce, and DP replicas sharing one timeline.
 //
-// Op counts used below (events/layer_ops.h, tensor parallel 1 so no TP all-reduce ops):
+// Op counts used below (ops/layer_ops.h, tensor parallel 1 so no TP all-reduce ops):
 //   block forward  15 ops: layernorm qkv_gemm attn_scores scale_mask_softmax attn_dropout
 //                  attn_values attn_proj_gemm dropout residual_add | mlp_layernorm fc1_gemm gelu
 //                  fc2_gemm mlp_dropout mlp_residual_add
@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "events/cluster_config.h"
-#include "events/iteration_plan.h"
-#include "events/model_config.h"
+#include "config/cluster_config.h"
+#include "plan/iteration_plan.h"
+#include "config/model_config.h"
 #include "modeler/device_events.h"
 #include "support/test_support.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "modeler/device_events.h"
 #include "modeler/simulation.h"
 #include "modeler/stragglers.h"

@@ -1,6 +1,6 @@
-// The task graph (modeler/task_graph.h): nodes, edges, sends and device orders of small pipelines
+// The task graph (plan/task_graph.h): nodes, edges, sends and device orders of small pipelines
 // counted by hand from the edge rules, and the helpers the simulator and eventrun share.
-#include "modeler/task_graph.h"
+#include "plan/task_graph.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "events/comm_factors.h"
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "modeler/cost_model.h"
 #include "modeler/device_events.h"
 #include "modeler/memory_model.h"

@@ -6,7 +6,7 @@
 // 2 nodes x 4 GPUs. Costs: compute 1 us, TP all-reduce 0.25, P2P 0.5, DP all-reduce 3 (multiples
 // of 0.25, so the 3-decimal trace is exact).
 //
-// Op counts with TP = 2 (events/layer_ops.h; TP all-reduces in brackets):
+// Op counts with TP = 2 (ops/layer_ops.h; TP all-reduces in brackets):
 //   block forward 17 = 15 + [attn_proj_allreduce, fc2_allreduce]
 //   block backward 23 = 21 + [fc1_input_grad_allreduce, qkv_input_grad_allreduce]
 //   embedding forward 4 = word_embedding [embedding_allreduce] position_add embedding_dropout;
@@ -40,9 +40,9 @@
 #include <vector>
 
 #include "common/error.h"
-#include "events/cluster_config.h"
-#include "events/iteration_plan.h"
-#include "events/model_config.h"
+#include "config/cluster_config.h"
+#include "plan/iteration_plan.h"
+#include "config/model_config.h"
 #include "support/test_support.h"
 
 namespace evsim {

@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "common/error.h"
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "modeler/device_events.h"
 #include "modeler/memory_model.h"
 #include "modeler/simulation.h"
-#include "modeler/task_graph.h"
+#include "plan/task_graph.h"
 #include "modeler/timing_engine.h"
 #include "support/test_support.h"
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "events/cluster_config.h"
-#include "events/model_config.h"
+#include "config/cluster_config.h"
+#include "config/model_config.h"
 #include "runner/eventrun_backend_p2p.h"
 #include "runner/eventrun_backend_timing.h"
 #include "support/test_support.h"

@@ -7,8 +7,8 @@
 
 #include <cstdio>
 
-#include "events/cluster_config.h"
-#include "events/model_config.h"
+#include "config/cluster_config.h"
+#include "config/model_config.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "runner/cuda/eventrun_cuda_executor.h"
 

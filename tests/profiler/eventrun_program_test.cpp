@@ -2,7 +2,7 @@
 // hand, and against the simulator's per-rank event expansion (modeler/device_events.cpp).
 //
 // Model: a GPT with 4 decoder blocks (h 64, 4 heads, f 256, s 32, vocab 512). Op counts per
-// micro-batch (events/layer_ops.h), with M = 1 (no TP all-reduces):
+// micro-batch (ops/layer_ops.h), with M = 1 (no TP all-reduces):
 //   block forward 15, block backward 21, embedding forward 3 / backward 2,
 //   head forward 3 (final_layernorm, lm_head_gemm, cross_entropy), head backward 4.
 // With M = 2 the TP all-reduces add 2 per block forward and backward, 1 to the embedding forward,
@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "events/cluster_config.h"
-#include "events/model_config.h"
+#include "config/cluster_config.h"
+#include "config/model_config.h"
 #include "modeler/device_events.h"
 #include "modeler/simulation.h"
 #include "runner/eventrun_report.h"

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "events/iteration_plan.h"
+#include "plan/iteration_plan.h"
 #include "kernels/cpu/cpu_host.h"
 
 namespace evsim {

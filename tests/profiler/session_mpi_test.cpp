@@ -33,10 +33,6 @@ class ScriptedDevice : public Device {
     return {double(group.rank + 1), group.rank == 1 ? 10.0 : 1.0, 4.0};
   }
 
-  std::unique_ptr<RankExecutor> makeExecutor(const IterationPlan&, const RankProgram&) override {
-    EVSIM_THROW(Error, "the profiler harness never runs programs");
-  }
-
  private:
   int rank_;
 };

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "common/error.h"
-#include "events/cluster_config.h"
-#include "events/iteration_plan.h"
-#include "events/model_config.h"
-#include "events/strategy.h"
+#include "config/cluster_config.h"
+#include "plan/iteration_plan.h"
+#include "config/model_config.h"
+#include "plan/strategy.h"
 
 namespace evsim::test {
 

@@ -1,0 +1,253 @@
+#include "config/device_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "common/units.h"
+#include "events/event.h"
+#include "common/yaml_reader.h"
+
+namespace evsim {
+
+namespace {
+
+// A GPU's memory and bandwidth: bounds far beyond any device (1 PiB, 10 PB/s) that keep the byte
+// counts formed from them inside int64.
+constexpr double kMaxMemoryGib = 1e6;
+constexpr double kMaxBandwidthGBs = 1e7;
+// Floors (1 kB/s, 1 kFLOP/s, 1 KiB): tiny positive values divided into times of 1e304 ms.
+constexpr double kMinBandwidthGBs = 1e-6;
+constexpr double kMinTflops = 1e-9;
+constexpr double kMinMemoryGib = 1.0 / (1 << 20);
+constexpr double kMaxTflops = 1e9;
+
+// A datasheet figure in [min, max].
+double datasheetValue(const YamlReader& reader, const std::string& key, double min, double max) {
+  const double value = reader.positiveDouble(key, max);
+  if (value < min) reader.fail(key, fmt::format("{:g}: must be >= {:g}", value, min));
+  return value;
+}
+
+// Upper bounds that catch unit mistakes (an efficiency given in percent, a time in ns).
+constexpr double kMaxFraction = 1.0;
+constexpr double kMaxTileOverheadK = 65536;
+constexpr int64_t kMaxSmCount = 1 << 20;
+constexpr int64_t kMaxGroup = 1 << 20;
+// A MAPE can exceed 100% (a prediction 3x too slow is 200% off): the bound only catches garbage.
+constexpr double kMaxUncertaintyPct = 1e4;
+
+SourcedValue readSourced(const YamlReader& parent, const std::string& key, double max_value) {
+  YamlReader entry = parent.child(key);
+  entry.allowOnly({"value", "source"});
+  SourcedValue out{entry.nonNegativeDouble("value"), entry.str("source")};
+  if (out.value > max_value) {
+    entry.fail("value", fmt::format("{}: must be <= {}", out.value, max_value));
+  }
+  return out;
+}
+
+CollectiveCurve readCurve(const YamlReader& item) {
+  item.allowOnly({"group", "floor_us", "ll_latency_us", "ll_busbw_gb_s", "simple_latency_us",
+                  "simple_busbw_gb_s", "source"});
+  CollectiveCurve c;
+  const int64_t group = item.positiveInt("group");
+  if (group > kMaxGroup) item.fail("group", fmt::format("{}: must be <= {}", group, kMaxGroup));
+  c.group = static_cast<int>(group);
+  if (c.group < 2) item.fail("group", fmt::format("{}: a collective needs >= 2 ranks", c.group));
+  c.floor_us = item.nonNegativeDouble("floor_us");
+  c.ll_latency_us = item.nonNegativeDouble("ll_latency_us");
+  c.ll_busbw_gb_s = item.positiveDouble("ll_busbw_gb_s");
+  c.simple_latency_us = item.nonNegativeDouble("simple_latency_us");
+  c.simple_busbw_gb_s = item.positiveDouble("simple_busbw_gb_s");
+  c.source = item.str("source");
+  return c;
+}
+
+DeviceModelParams readModel(const YamlReader& model) {
+  model.allowOnly({"gemm_efficiency", "gemm_tile_overhead_k", "gemm_kernel_us", "memory_efficiency",
+                   "memory_efficiency_by_op", "memory_kernel_us", "host_op_us", "uncertainty_pct",
+                   "allreduce_curves"});
+  DeviceModelParams p;
+  p.gemm_efficiency = readSourced(model, "gemm_efficiency", kMaxFraction);
+  p.gemm_tile_overhead_k = readSourced(model, "gemm_tile_overhead_k", kMaxTileOverheadK);
+  p.gemm_kernel_us = readSourced(model, "gemm_kernel_us", kUsPerSecond);
+  p.memory_efficiency = readSourced(model, "memory_efficiency", kMaxFraction);
+  p.memory_kernel_us = readSourced(model, "memory_kernel_us", kUsPerSecond);
+  p.host_op_us = readSourced(model, "host_op_us", kUsPerSecond);
+  p.uncertainty_pct = readSourced(model, "uncertainty_pct", kMaxUncertaintyPct);
+  if (p.gemm_efficiency.value <= 0) model.fail("gemm_efficiency.value", "must be > 0");
+  if (p.memory_efficiency.value <= 0) model.fail("memory_efficiency.value", "must be > 0");
+  if (model.has("memory_efficiency_by_op")) {
+    const YamlReader by_op = model.child("memory_efficiency_by_op");
+    const std::vector<std::string>& ops = computeOpNames();
+    for (const auto& [op, entry] : by_op.entries()) {
+      if (isGemmOp(op) || std::find(ops.begin(), ops.end(), op) == ops.end()) {
+        by_op.fail(op, "not a memory-bound compute op (gemm and bgemm have their own model)");
+      }
+      SourcedValue v = readSourced(by_op, op, kMaxFraction);
+      if (v.value <= 0) by_op.fail(op + ".value", "must be > 0");
+      p.memory_efficiency_by_op[op] = v;
+    }
+  }
+  if (model.has("allreduce_curves")) {
+    for (const YamlReader& item : model.items("allreduce_curves")) {
+      p.allreduce_curves.push_back(readCurve(item));
+    }
+  }
+  std::sort(p.allreduce_curves.begin(), p.allreduce_curves.end(),
+            [](const CollectiveCurve& a, const CollectiveCurve& b) { return a.group < b.group; });
+  for (size_t i = 1; i < p.allreduce_curves.size(); ++i) {
+    if (p.allreduce_curves[i].group == p.allreduce_curves[i - 1].group) {
+      model.fail("allreduce_curves",
+                 fmt::format("group {} appears twice", p.allreduce_curves[i].group));
+    }
+  }
+  return p;
+}
+
+void readPeaks(const YamlReader& peaks, DeviceSpec& spec) {
+  for (const auto& [dtype_name, value] : peaks.entries()) {
+    DType dtype = parseDType(dtype_name, value.where(""));
+    const double tflops = value.asPositiveDouble();
+    if (tflops < kMinTflops || tflops > kMaxTflops) {
+      value.fail("", fmt::format("{:g}: must be in [{:g}, {:g}]", tflops, kMinTflops, kMaxTflops));
+    }
+    spec.peak_tflops[dtype] = tflops;
+  }
+  if (spec.peak_tflops.empty()) peaks.fail("", "needs at least one dtype");
+}
+
+MemoryOverheads readMemoryOverheads(const YamlReader& memory) {
+  memory.allowOnly({"cuda_context_mib", "cublas_workspace_mib", "nccl_mib_per_communicator",
+                    "allocator_fragmentation"});
+  constexpr double kMaxMib = 1 << 20;  // 1 TiB: only catches garbage
+  MemoryOverheads out;
+  out.cuda_context_mib = readSourced(memory, "cuda_context_mib", kMaxMib);
+  out.cublas_workspace_mib = readSourced(memory, "cublas_workspace_mib", kMaxMib);
+  out.nccl_mib_per_communicator = readSourced(memory, "nccl_mib_per_communicator", kMaxMib);
+  out.allocator_fragmentation = readSourced(memory, "allocator_fragmentation", kMaxFraction);
+  return out;
+}
+
+DeviceSpec readDeviceFile(const YamlReader& root) {
+  root.allowOnly({"name", "gpu", "description", "datasheet", "model", "memory"});
+  DeviceSpec spec;
+  spec.file = root.file();
+  spec.id = root.str("name");
+  spec.name = root.str("gpu");
+  YamlReader sheet = root.child("datasheet");
+  sheet.allowOnly({"source", "peak_tflops", "memory_bandwidth_gb_s", "memory_gib", "sm_count"});
+  spec.datasheet_source = sheet.str("source");
+  readPeaks(sheet.child("peak_tflops"), spec);
+  spec.memory_bandwidth_gb_s =
+      datasheetValue(sheet, "memory_bandwidth_gb_s", kMinBandwidthGBs, kMaxBandwidthGBs);
+  spec.memory_gib = datasheetValue(sheet, "memory_gib", kMinMemoryGib, kMaxMemoryGib);
+  const int64_t sm_count = sheet.positiveInt("sm_count");
+  if (sm_count > kMaxSmCount)
+    sheet.fail("sm_count", fmt::format("{}: must be <= {}", sm_count, kMaxSmCount));
+  spec.sm_count = static_cast<int>(sm_count);
+  if (root.has("model")) spec.model = readModel(root.child("model"));
+  if (root.has("memory")) spec.memory = readMemoryOverheads(root.child("memory"));
+  return spec;
+}
+
+void emitSourced(YAML::Emitter& out, const std::string& key, const SourcedValue& v) {
+  out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "value"
+      << YAML::Value << v.value << YAML::Key << "source" << YAML::Value << v.source << YAML::EndMap;
+}
+
+}  // namespace
+
+double DeviceSpec::peakTflops(DType dtype) const {
+  auto it = peak_tflops.find(dtype);
+  if (it == peak_tflops.end()) {
+    EVSIM_THROW(InputError, "device '{}': no peak_tflops for {}", name, dtypeName(dtype));
+  }
+  return it->second;
+}
+
+int64_t DeviceSpec::memoryBytes() const { return static_cast<int64_t>(memory_gib * kBytesPerGiB); }
+
+DeviceSpec readInlineDevice(const YamlReader& device) {
+  device.allowOnly({"name", "peak_tflops", "memory_bandwidth_gb_s", "memory_gib", "memory"});
+  DeviceSpec spec;
+  spec.name = device.str("name");
+  spec.datasheet_source = "inline in " + device.file();
+  spec.memory_bandwidth_gb_s =
+      datasheetValue(device, "memory_bandwidth_gb_s", kMinBandwidthGBs, kMaxBandwidthGBs);
+  spec.memory_gib = datasheetValue(device, "memory_gib", kMinMemoryGib, kMaxMemoryGib);
+  readPeaks(device.child("peak_tflops"), spec);
+  if (device.has("memory")) spec.memory = readMemoryOverheads(device.child("memory"));
+  return spec;
+}
+
+DeviceSpec loadDeviceConfig(const std::string& path) {
+  return readDeviceFile(YamlReader::fromFile(path));
+}
+
+DeviceSpec parseDeviceConfig(const std::string& yaml_text, const std::string& origin) {
+  return readDeviceFile(YamlReader::fromString(yaml_text, origin));
+}
+
+std::string deviceConfigYaml(const DeviceSpec& spec) {
+  EVSIM_CHECK(spec.model.has_value() && !spec.id.empty(), "device '{}' has no model to write",
+              spec.name);
+  const DeviceModelParams& m = *spec.model;
+  YAML::Emitter out;
+  out.SetDoublePrecision(6);
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << spec.id;
+  out << YAML::Key << "gpu" << YAML::Value << spec.name;
+  out << YAML::Key << "datasheet" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "source" << YAML::Value << spec.datasheet_source;
+  out << YAML::Key << "peak_tflops" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  for (const auto& [dtype, tflops] : spec.peak_tflops) {
+    out << YAML::Key << std::string(dtypeName(dtype)) << YAML::Value << tflops;
+  }
+  out << YAML::EndMap;
+  out << YAML::Key << "memory_bandwidth_gb_s" << YAML::Value << spec.memory_bandwidth_gb_s;
+  out << YAML::Key << "memory_gib" << YAML::Value << spec.memory_gib;
+  out << YAML::Key << "sm_count" << YAML::Value << spec.sm_count;
+  out << YAML::EndMap;
+  out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
+  emitSourced(out, "gemm_efficiency", m.gemm_efficiency);
+  emitSourced(out, "gemm_tile_overhead_k", m.gemm_tile_overhead_k);
+  emitSourced(out, "gemm_kernel_us", m.gemm_kernel_us);
+  emitSourced(out, "memory_efficiency", m.memory_efficiency);
+  if (!m.memory_efficiency_by_op.empty()) {
+    out << YAML::Key << "memory_efficiency_by_op" << YAML::Value << YAML::BeginMap;
+    for (const auto& [op, v] : m.memory_efficiency_by_op) emitSourced(out, op, v);
+    out << YAML::EndMap;
+  }
+  emitSourced(out, "memory_kernel_us", m.memory_kernel_us);
+  emitSourced(out, "host_op_us", m.host_op_us);
+  emitSourced(out, "uncertainty_pct", m.uncertainty_pct);
+  if (!m.allreduce_curves.empty()) {
+    out << YAML::Key << "allreduce_curves" << YAML::Value << YAML::BeginSeq;
+    for (const CollectiveCurve& c : m.allreduce_curves) {
+      out << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "group" << YAML::Value << c.group;
+      out << YAML::Key << "floor_us" << YAML::Value << c.floor_us;
+      out << YAML::Key << "ll_latency_us" << YAML::Value << c.ll_latency_us;
+      out << YAML::Key << "ll_busbw_gb_s" << YAML::Value << c.ll_busbw_gb_s;
+      out << YAML::Key << "simple_latency_us" << YAML::Value << c.simple_latency_us;
+      out << YAML::Key << "simple_busbw_gb_s" << YAML::Value << c.simple_busbw_gb_s;
+      out << YAML::Key << "source" << YAML::Value << c.source;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
+  out << YAML::EndMap;
+  out << YAML::Key << "memory" << YAML::Value << YAML::BeginMap;
+  emitSourced(out, "cuda_context_mib", spec.memory.cuda_context_mib);
+  emitSourced(out, "cublas_workspace_mib", spec.memory.cublas_workspace_mib);
+  emitSourced(out, "nccl_mib_per_communicator", spec.memory.nccl_mib_per_communicator);
+  emitSourced(out, "allocator_fragmentation", spec.memory.allocator_fragmentation);
+  out << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace evsim

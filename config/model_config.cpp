@@ -1,0 +1,204 @@
+#include "config/model_config.h"
+
+#include "common/error.h"
+#include "common/yaml_reader.h"
+
+namespace evsim {
+
+namespace {
+
+// `key`'s value among `names` (index), or `fallback` when the key is absent.
+int choice(const YamlReader& root, const std::string& key, std::initializer_list<const char*> names,
+           int fallback) {
+  if (!root.has(key)) return fallback;
+  const std::string value = root.str(key);
+  int i = 0;
+  for (const char* name : names) {
+    if (value == name) return i;
+    ++i;
+  }
+  root.fail(key, fmt::format("'{}': must be {}", value, fmt::join(names, " or ")));
+}
+
+bool flag(const YamlReader& root, const std::string& key, bool fallback) {
+  return root.has(key) ? root.boolean(key) : fallback;
+}
+
+// A dropout probability (Megatron's default 0.1 when absent): only whether it is 0 changes the
+// work.
+bool dropout(const YamlReader& root, const std::string& key) {
+  if (!root.has(key)) return true;
+  const double p = root.nonNegativeDouble(key, 1.0);
+  if (p >= 1) root.fail(key, fmt::format("{}: must be < 1", p));
+  return p > 0;
+}
+
+BlockSpec readBlockSpec(const YamlReader& root, int64_t heads) {
+  BlockSpec spec;
+  spec.query_groups =
+      root.has("num_query_groups") ? root.positiveInt("num_query_groups", kMaxHeads) : heads;
+  if (heads % spec.query_groups != 0) {
+    root.fail("num_query_groups",
+              fmt::format("{} does not divide num_heads {}", spec.query_groups, heads));
+  }
+  spec.norm = static_cast<NormKind>(choice(root, "normalization", {"layernorm", "rmsnorm"}, 0));
+  spec.mlp = static_cast<MlpKind>(choice(root, "activation", {"gelu", "swiglu"}, 0));
+  spec.position =
+      static_cast<PositionKind>(choice(root, "position_embedding", {"learned", "rope"}, 0));
+  spec.bias = flag(root, "add_bias_linear", true);
+  spec.untied_output = flag(root, "untie_embeddings_and_output_weights", false);
+  spec.flash_attention = flag(root, "flash_attention", false);
+  spec.fp8 = flag(root, "fp8", false);
+  spec.hidden_dropout = dropout(root, "hidden_dropout");
+  spec.attention_dropout = dropout(root, "attention_dropout");
+  return spec;
+}
+
+MoeSpec readMoe(const YamlReader& root, int64_t ffn) {
+  MoeSpec moe;
+  if (!root.has("num_experts")) {
+    for (const char* key : {"moe_router_topk", "moe_ffn_hidden_size",
+                            "moe_shared_expert_intermediate_size", "moe_expert_capacity_factor",
+                            "moe_load_imbalance"}) {
+      if (root.has(key)) root.fail(key, "needs num_experts");
+    }
+    return moe;
+  }
+  moe.num_experts = root.positiveInt("num_experts", kMaxExperts);
+  moe.top_k = root.positiveInt("moe_router_topk", kMaxExperts);
+  if (moe.top_k > moe.num_experts) {
+    root.fail("moe_router_topk",
+              fmt::format("{} is more than num_experts {}", moe.top_k, moe.num_experts));
+  }
+  moe.expert_ffn = root.has("moe_ffn_hidden_size")
+                       ? root.positiveInt("moe_ffn_hidden_size", kMaxFfnHidden)
+                       : ffn;
+  moe.shared_ffn = root.has("moe_shared_expert_intermediate_size")
+                       ? root.positiveInt("moe_shared_expert_intermediate_size", kMaxFfnHidden)
+                       : 0;
+  // Bounded so that the routed rows (tokens x k x factor) stay within the planner's int64 range.
+  constexpr double kMaxTokenFactor = 64;
+  if (root.has("moe_expert_capacity_factor")) {
+    moe.capacity_factor = root.positiveDouble("moe_expert_capacity_factor", kMaxTokenFactor);
+  }
+  if (root.has("moe_load_imbalance")) {
+    moe.load_imbalance = root.positiveDouble("moe_load_imbalance", kMaxTokenFactor);
+    if (moe.load_imbalance < 1) {
+      root.fail("moe_load_imbalance",
+                fmt::format("{}: the busiest rank holds at least the average (>= 1)",
+                            moe.load_imbalance));
+    }
+  }
+  return moe;
+}
+
+ModelConfig readModel(const YamlReader& root) {
+  root.allowOnly({"name", "dtype", "hidden_size", "num_heads", "ffn_hidden_size", "seq_length",
+                  "vocab_size", "layers", "description", "num_query_groups", "normalization",
+                  "activation", "position_embedding", "add_bias_linear",
+                  "untie_embeddings_and_output_weights", "flash_attention", "fp8", "hidden_dropout",
+                  "attention_dropout", "num_experts", "moe_router_topk", "moe_ffn_hidden_size",
+                  "moe_shared_expert_intermediate_size", "moe_expert_capacity_factor",
+                  "moe_load_imbalance"});
+  ModelConfig model;
+  model.source = root.file();
+  model.name = root.str("name");
+  model.dtype = parseDType(root.str("dtype"), root.where("dtype"));
+  if (model.dtype == DType::kFp8) {
+    root.fail("dtype", "fp8 is not a model dtype: use bf16 with fp8: true");
+  }
+  // Bounds ~100x beyond any model trained today, so that the products the planner forms
+  // (parameters ~ 12 h^2 layers, tokens x hidden, vocabulary x hidden) stay far inside int64.
+  model.hidden_size = root.positiveInt("hidden_size", kMaxHidden);
+  model.num_heads = root.positiveInt("num_heads", kMaxHeads);
+  model.ffn_hidden_size = root.positiveInt("ffn_hidden_size", kMaxFfnHidden);
+  model.seq_length = root.positiveInt("seq_length", kMaxSeqLength);
+  model.vocab_size = root.positiveInt("vocab_size", kMaxVocab);
+  if (model.hidden_size % model.num_heads != 0) {
+    root.fail("num_heads",
+              fmt::format("{} does not divide hidden_size {}", model.num_heads, model.hidden_size));
+  }
+  model.spec = readBlockSpec(root, model.num_heads);
+  model.moe = readMoe(root, model.ffn_hidden_size);
+  const bool has_experts = model.moe.num_experts > 0;
+
+  bool seen_embedding = false, seen_head = false, seen_encoder = false, seen_cross = false;
+  std::vector<YamlReader> groups = root.items("layers");
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const YamlReader& group = groups[i];
+    std::string type = group.str("type");
+    bool last = i + 1 == groups.size();
+    if (type == "embedding") {
+      group.allowOnly({"type"});
+      if (i != 0 || seen_embedding) group.fail("type", "embedding must be the first layer group");
+      seen_embedding = true;
+    } else if (type == "head") {
+      group.allowOnly({"type"});
+      if (!last) group.fail("type", "head must be the last layer group");
+      seen_head = true;
+    } else if (type == "encoder" || type == "decoder") {
+      TransformerBlock block;
+      block.type = type == "encoder" ? BlockType::kEncoder : BlockType::kDecoder;
+      if (block.type == BlockType::kDecoder) {
+        group.allowOnly({"type", "count", "cross_attention", "moe"});
+        block.cross_attention = group.boolean("cross_attention");
+        block.moe = group.has("moe") ? group.boolean("moe") : has_experts;
+        if (block.moe && !has_experts) group.fail("moe", "true needs num_experts");
+        if (block.cross_attention && !seen_encoder) {
+          group.fail("cross_attention", "true needs encoder blocks before this group");
+        }
+        seen_cross = seen_cross || block.cross_attention;
+      } else {
+        group.allowOnly({"type", "count"});
+        seen_encoder = true;
+        if (seen_cross) group.fail("type", "encoder blocks after cross-attention");
+      }
+      int64_t count = group.positiveInt("count", kMaxLayers);
+      // The total is bounded too: many groups of the largest count exhausted memory (found by
+      // fuzzing, tests/fuzz).
+      if (static_cast<int64_t>(model.blocks.size()) + count > kMaxLayers) {
+        group.fail("count", fmt::format("{}: more than {} blocks in all", count, kMaxLayers));
+      }
+      model.blocks.insert(model.blocks.end(), count, block);
+    } else {
+      group.fail("type", "'" + type + "': unknown layer type (embedding, encoder, decoder, head)");
+    }
+  }
+  if (!seen_embedding) root.fail("layers", "needs an embedding group first");
+  if (!seen_head) root.fail("layers", "needs a head group last");
+  if (model.blocks.empty()) root.fail("layers", "needs at least one encoder or decoder group");
+  if (has_experts && model.moeLayers() == 0) {
+    root.fail("num_experts", "set, but every decoder group says moe: false");
+  }
+  return model;
+}
+
+}  // namespace
+
+bool ModelConfig::hasCrossAttention() const {
+  for (const TransformerBlock& b : blocks) {
+    if (b.cross_attention) return true;
+  }
+  return false;
+}
+
+int64_t ModelConfig::paddedVocab(int tp) const {
+  int64_t multiple = 128 * static_cast<int64_t>(tp);
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+int64_t ModelConfig::moeLayers() const {
+  int64_t n = 0;
+  for (const TransformerBlock& b : blocks) n += b.moe ? 1 : 0;
+  return n;
+}
+
+ModelConfig loadModelConfig(const std::string& path) {
+  return readModel(YamlReader::fromFile(path));
+}
+
+ModelConfig parseModelConfig(const std::string& yaml_text, const std::string& origin) {
+  return readModel(YamlReader::fromString(yaml_text, origin));
+}
+
+}  // namespace evsim

@@ -1,0 +1,135 @@
+#pragma once
+// A transformer model as eventsim sees it: the shapes that decide every op, and its layer groups
+// in order. Loaded from configs/models/*.yaml:
+//
+//   name: gpt2-345m
+//   dtype: fp16                 # fp16 | bf16 | fp32
+//   hidden_size: 1024
+//   num_heads: 16
+//   ffn_hidden_size: 4096
+//   seq_length: 1024
+//   vocab_size: 50257           # padded as Megatron does (multiple of 128 x TP size)
+//   layers:                     # in order
+//     - {type: embedding}
+//     - {type: decoder, count: 24, cross_attention: false}   # self-attention + MLP blocks
+//     - {type: head}            # final layernorm, LM head GEMM, cross-entropy
+//
+// Block types: `encoder` (self-attention + MLP, as BERT and the T5 encoder), `decoder` (causal
+// self-attention + MLP, plus cross-attention to the encoder output when cross_attention: true, as
+// T5's decoder). Causal masking does not change the work Megatron does, so GPT blocks are decoder
+// blocks without cross-attention.
+//
+// The block's architecture (one block spec for every layer; Megatron-LM's argument names), each
+// optional with GPT's choice as the default:
+//   num_query_groups: 8          # grouped-query attention: K/V heads (default num_heads: MHA)
+//   normalization: rmsnorm       # layernorm | rmsnorm
+//   activation: swiglu           # gelu | swiglu (fc1 is one fused [gate | up] GEMM, as Megatron)
+//   position_embedding: rope     # learned | rope
+//   add_bias_linear: false       # biases on the linear layers
+//   untie_embeddings_and_output_weights: true   # the LM head has its own weight
+//   flash_attention: true        # fused attention: no s x s scores saved (Megatron
+//   --use-flash-attn) fp8: true                    # GEMMs in FP8 (Transformer Engine), everything
+//   else in `dtype` hidden_dropout: 0.0          # 0 drops the dropout ops and their masks (default
+//   0.1) attention_dropout: 0.0       # likewise for the attention probabilities (default 0.1)
+//
+// Mixture of experts (Megatron-LM's argument names; all optional, no experts by default):
+//   num_experts: 8               # E routed experts per MoE block
+//   moe_router_topk: 2           # k experts per token
+//   moe_ffn_hidden_size: 14336   # each expert's FFN size (default ffn_hidden_size)
+//   moe_shared_expert_intermediate_size: 0   # shared experts' total FFN size, every token
+//   moe_expert_capacity_factor: 1.25         # tokens per expert padded/dropped to cf x T*k/E
+//                                            # (absent: dropless)
+//   moe_load_imbalance: 1.0      # dropless: the busiest expert rank's tokens / the average
+// A decoder group is MoE when num_experts is set unless it says `moe: false` (DeepSeek-V3's first
+// dense layers); its MLP becomes router + experts (+ shared experts), the attention is unchanged.
+// ops/layer_ops.cpp builds each layer's op list from these; parameters, FLOPs and saved
+// activations are summed from those op lists (ops/layer_footprint.h), never from formulas.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "events/dtype.h"
+
+namespace evsim {
+
+// Bounds ~100x beyond any model trained today, so that the products the planner forms (parameters
+// ~ 12 h^2 layers, tokens x hidden, vocabulary x hidden) stay far inside int64; the attention
+// scores (b x a x s^2) are bounded with the strategy (strategyViolation).
+inline constexpr int64_t kMaxHidden = int64_t{1} << 20;
+inline constexpr int64_t kMaxHeads = int64_t{1} << 16;
+inline constexpr int64_t kMaxFfnHidden = int64_t{1} << 22;
+inline constexpr int64_t kMaxSeqLength = int64_t{1} << 24;
+inline constexpr int64_t kMaxVocab = int64_t{1} << 24;
+inline constexpr int64_t kMaxLayers = int64_t{1} << 16;
+inline constexpr int64_t kMaxExperts = int64_t{1} << 12;
+
+enum class BlockType { kEncoder, kDecoder };
+
+struct TransformerBlock {
+  BlockType type = BlockType::kEncoder;
+  bool cross_attention = false;
+  bool moe = false;  // the MLP is the model's mixture of experts (ModelConfig::moe)
+  bool operator==(const TransformerBlock&) const = default;
+};
+
+enum class NormKind { kLayerNorm, kRmsNorm };
+enum class MlpKind { kGelu, kSwiGlu };
+enum class PositionKind { kLearned, kRope };
+
+// What every transformer block of the model is made of (see the header comment).
+struct BlockSpec {
+  int64_t query_groups = 0;  // K/V heads; == num_heads for multi-head attention
+  NormKind norm = NormKind::kLayerNorm;
+  MlpKind mlp = MlpKind::kGelu;
+  PositionKind position = PositionKind::kLearned;
+  bool bias = true;
+  bool untied_output = false;  // untie_embeddings_and_output_weights
+  bool flash_attention = false;
+  bool fp8 = false;
+  bool hidden_dropout = true;     // probability > 0: dropout ops after attention, MLP, embedding
+  bool attention_dropout = true;  // probability > 0: dropout on the attention probabilities
+};
+
+// The mixture of experts of the model's MoE blocks (see the header comment).
+struct MoeSpec {
+  int64_t num_experts = 0;  // 0: a dense model
+  int64_t top_k = 0;
+  int64_t expert_ffn = 0;  // each expert's FFN hidden size
+  int64_t shared_ffn = 0;  // shared experts' FFN hidden size (0: none)
+  double capacity_factor = 0;  // 0: dropless
+  double load_imbalance = 1.0;
+  // Routed token copies an expert rank processes, relative to T x k tokens: the capacity factor
+  // (padded to capacity) or, dropless, the busiest rank's share.
+  double tokenFactor() const { return capacity_factor > 0 ? capacity_factor : load_imbalance; }
+};
+
+struct ModelConfig {
+  std::string name;
+  std::string source;  // file it was loaded from, for messages
+  DType dtype = DType::kFp16;
+  int64_t hidden_size = 0;
+  int64_t num_heads = 0;
+  int64_t ffn_hidden_size = 0;
+  int64_t seq_length = 0;
+  int64_t vocab_size = 0;
+  BlockSpec spec;
+  MoeSpec moe;
+  std::vector<TransformerBlock> blocks;  // one entry per transformer layer, in order
+
+  int64_t numLayers() const { return static_cast<int64_t>(blocks.size()); }
+  int64_t headDim() const { return hidden_size / num_heads; }
+  int64_t queryGroups() const { return spec.query_groups > 0 ? spec.query_groups : num_heads; }
+  // The dtype of GEMM operands: fp8 with `fp8: true`, the model dtype otherwise.
+  DType gemmDtype() const { return spec.fp8 ? DType::kFp8 : dtype; }
+  bool hasCrossAttention() const;
+  // Vocabulary padded to a multiple of 128 * tp, as Megatron's make_vocab_size_divisible_by does.
+  int64_t paddedVocab(int tp) const;
+  int64_t moeLayers() const;
+};
+
+// Throws InputError naming the file, key and rule on any bad or unknown entry.
+ModelConfig loadModelConfig(const std::string& path);
+ModelConfig parseModelConfig(const std::string& yaml_text, const std::string& origin);
+
+}  // namespace evsim

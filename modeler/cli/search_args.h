@@ -1,0 +1,71 @@
+#pragma once
+// `eventsim search`'s arguments: the flags as given, the list parsers that turn them into a
+// strategy space, and the command lines the search prints (the space, the eventprof run that
+// covers it, the simulate command of a candidate). search_command.cpp runs the search.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/cluster_config.h"
+#include "config/model_config.h"
+#include "io/run_options.h"
+#include "modeler/cli/json_sink.h"
+#include "modeler/cli/simulate_command.h"
+#include "modeler/memory_model.h"
+#include "modeler/search.h"
+#include "plan/strategy.h"
+
+namespace evsim {
+
+struct SearchArgs {
+  RunOptions run;
+  CostSourceOptions costs;
+  int64_t gpus = 0;
+  std::string micro_batches = "1,2,4,8";
+  std::string schedules = "gpipe,dapple";
+  std::string virtual_stages = "2,3,4";  // tried with the interleaved schedule (valid v only)
+  std::string recomputes = "none";
+  std::string sequence_parallel = "off";
+  // Megatron's TP communication: allreduce (no SP) or rs-ag (reduce-scatter + all-gather, which
+  // is what sequence parallelism is): another name for --sequence-parallel off,on.
+  std::string tp_comm;
+  std::string zero_stages = "0";
+  std::string dp_overlaps = "off";
+  std::string offloads = "none";
+  std::string context_parallel = "1";
+  std::string expert_parallel;  // empty: every power of two dividing an MoE model's experts
+  int uneven_stages = 0;        // --uneven-stages K: first/last stage shortened by 1..K layers
+  int top = 0;                  // 0: every candidate
+  bool json = false;
+  std::string csv;
+  bool allow_cross_node_tp = false;
+  double memory_headroom = kDefaultMemoryHeadroom;
+  std::string write_events;    // the union of the candidates' events, for eventprof --events
+  unsigned threads = 0;        // 0: every core
+  bool exhaustive = false;     // with --top: simulate and list every candidate anyway
+  bool show_rejected = false;  // list every OOM and invalid candidate, not a summary
+  JsonSink sink;               // the Python module: the report goes here, nothing is printed
+};
+
+// Comma-separated flag values: "gpipe,dapple", "none,selective", "off,on", "1,2,4" (repeats
+// dropped). Each throws InputError naming `flag` and the value.
+std::vector<Schedule> parseSchedules(const std::string& text);
+std::vector<Recompute> parseRecomputes(const std::string& text);
+std::vector<Offload> parseOffloads(const std::string& text);
+std::vector<bool> parseOnOff(const std::string& text, std::string_view flag);
+std::vector<int> parseSmallInts(const std::string& text, std::string_view flag);
+// --tp-comm as the --sequence-parallel values it stands for (docs/SEARCH.md).
+std::string sequenceParallelValues(const SearchArgs& args);
+
+// The search's own arguments that pick the candidates, as a command line fragment.
+std::string spaceCommandLine(const SearchArgs& args);
+// One profiling run that covers every candidate.
+std::string unionEventprofHint(const SearchArgs& args, const SearchOptions& options);
+// Writes the union of the events of every valid candidate as an events file (--write-events).
+void writeUnionEvents(const SearchArgs& args, const ModelConfig& model,
+                      const ClusterConfig& cluster, const SearchOptions& options);
+// The simulate command of one candidate.
+std::string simulateCommand(const SearchArgs& args, const Strategy& strategy);
+
+}  // namespace evsim

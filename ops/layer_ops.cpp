@@ -1,0 +1,457 @@
+#include "ops/layer_ops.h"
+
+#include "common/error.h"
+
+namespace evsim {
+
+namespace {
+
+constexpr int64_t kMaskBytes = 1;     // dropout masks are stored as bytes
+constexpr int64_t kTokenIdBytes = 8;  // Megatron's 8*s*b for token and position ids
+constexpr int64_t kLogitBytes = 4;    // logits are upcast to fp32 for the cross-entropy
+constexpr int64_t kLseBytes = 4;      // flash attention's fp32 log-sum-exp per query row
+
+}  // namespace
+
+std::string_view streamName(Stream stream) {
+  switch (stream) {
+    case Stream::kCompute:
+      return "compute";
+    case Stream::kTpComm:
+      return "tp-comm";
+    case Stream::kPpComm:
+      return "pp-comm";
+    case Stream::kDpComm:
+      return "dp-comm";
+    case Stream::kCpComm:
+      return "cp-comm";
+    case Stream::kEpComm:
+      return "ep-comm";
+    case Stream::kHost:
+      return "host";
+  }
+  return "?";
+}
+
+std::string_view phaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kForward:
+      return "forward";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kGradSync:
+      return "grad-sync";
+    case Phase::kOptimizer:
+      return "optimizer";
+    case Phase::kRecompute:
+      return "recompute";
+    case Phase::kWeightGrad:
+      return "weight-grad";
+  }
+  return "?";
+}
+
+LayerShape modelLayerShape(const ModelConfig& model, int64_t micro_batch, int tp) {
+  LayerShape shape;
+  shape.micro_batch = micro_batch;
+  shape.seq = model.seq_length;
+  shape.hidden = model.hidden_size;
+  shape.heads = model.num_heads;
+  shape.query_groups = model.queryGroups();
+  shape.ffn = model.ffn_hidden_size;
+  shape.vocab = model.paddedVocab(tp);
+  shape.tp = tp;
+  shape.moe = model.moe;
+  shape.dtype = model.dtype;
+  shape.gemm_dtype = model.gemmDtype();
+  shape.spec = model.spec;
+  shape.tp_group = Placement{tp, 1, tp};
+  // Placeholders valid for any sum over op lists; a plan sets the real placements per stage.
+  shape.cp_ring = Placement{2, 1, 2};
+  shape.ep_group = Placement{1, 1, 1};
+  return shape;
+}
+
+void LayerOpBuilder::compute(OpList& out, int layer, std::string_view name, const Event& event,
+                             int64_t weights, int64_t saved) {
+  OpInstance op{table_.intern(event), Stream::kCompute, layer, name, recomputing_};
+  if (!recomputing_) {
+    op.weights = weights;
+    op.saved_bytes = saving_ ? saved : 0;
+  }
+  out.push_back(op);
+}
+
+void LayerOpBuilder::tpAllReduce(OpList& out, int layer, std::string_view name, int64_t bytes,
+                                 DType dtype) {
+  if (shape_.tp == 1) return;  // a group of one has nothing to reduce
+  Event e = makeCommunication(EventKind::kAllReduce, bytes, shape_.tp_group, dtype);
+  out.push_back(OpInstance{table_.intern(e), Stream::kTpComm, layer, name, recomputing_});
+}
+
+void LayerOpBuilder::tpCollective(OpList& out, int layer, std::string_view name, EventKind kind,
+                                  int64_t bytes) {
+  if (shape_.tp == 1) return;
+  Event e = makeCommunication(kind, bytes, shape_.tp_group, shape_.dtype);
+  out.push_back(OpInstance{table_.intern(e), Stream::kTpComm, layer, name, recomputing_});
+}
+
+void LayerOpBuilder::gatherInput(OpList& out, int layer, std::string_view name) {
+  if (!shape_.sequence_parallel) return;
+  // Full buffer: the s*b*h activation every rank ends up with.
+  tpCollective(out, layer, name, EventKind::kAllGather,
+               shape_.tokens() * shape_.hidden * dtypeBytes(shape_.dtype));
+}
+
+void LayerOpBuilder::reduceOutput(OpList& out, int layer, std::string_view allreduce_name,
+                                  std::string_view reduce_scatter_name) {
+  const int64_t bytes = shape_.tokens() * shape_.hidden * dtypeBytes(shape_.dtype);
+  if (shape_.sequence_parallel) {
+    tpCollective(out, layer, reduce_scatter_name, EventKind::kReduceScatter, bytes);
+  } else {
+    tpAllReduce(out, layer, allreduce_name, bytes, shape_.dtype);
+  }
+}
+
+// A norm over the region's tokens: LayerNorm (gain and bias) or RMSNorm (gain), replicated over TP.
+// The forward keeps its input.
+void LayerOpBuilder::norm(OpList& out, int layer, std::string_view name, bool backward) {
+  const LayerShape& s = shape_;
+  const bool rms = s.spec.norm == NormKind::kRmsNorm;
+  const char* op = rms ? (backward ? "rmsnorm_bwd" : "rmsnorm_fwd")
+                       : (backward ? "layernorm_bwd" : "layernorm_fwd");
+  const int64_t rows = s.regionTokens();
+  compute(out, layer, name, makeCompute(op, {{"rows", rows}, {"cols", s.hidden}}, "", s.dtype),
+          (rms ? 1 : 2) * s.hidden, e() * rows * s.hidden);
+}
+
+// Hidden dropout over `elems` (none when the model's hidden dropout is 0); keeps a 1-byte mask.
+void LayerOpBuilder::dropout(OpList& out, int layer, std::string_view name, int64_t elems,
+                             bool backward) {
+  if (!shape_.spec.hidden_dropout) return;
+  compute(
+      out, layer, name,
+      makeCompute(backward ? "dropout_bwd" : "dropout_fwd", {{"elems", elems}}, "", shape_.dtype),
+      0, kMaskBytes * elems);
+}
+
+void LayerOpBuilder::linearForward(OpList& out, int layer, std::string_view name, int64_t rows,
+                                   int64_t out_features, int64_t in_features, int64_t bias,
+                                   int64_t saved_input) {
+  const DType dtype = layer >= 0 ? shape_.gemm_dtype : shape_.dtype;
+  compute(out, layer, name, makeGemm(rows, out_features, in_features, "nt", dtype),
+          out_features * in_features + bias, saved_input * dtypeBytes(dtype));
+}
+
+void LayerOpBuilder::linearBackward(OpList& out, int layer, std::string_view dgrad,
+                                    std::string_view wgrad, int64_t rows, int64_t out_features,
+                                    int64_t in_features) {
+  const DType dtype = layer >= 0 ? shape_.gemm_dtype : shape_.dtype;
+  compute(out, layer, dgrad, makeGemm(rows, in_features, out_features, "nn", dtype));
+  compute(out, layer, wgrad, makeGemm(out_features, in_features, rows, "tn", dtype));
+  // Zero-bubble W tasks run these (and moe_ops.cpp's expert and router weight gradients).
+  out.back().weight_grad = true;
+}
+
+// The attention core: with flash attention one fused op keeping Q, K, V and the fp32 log-sum-exp
+// (the output is the projection's saved input); otherwise scores bGEMM, fused scale + mask +
+// softmax, attention dropout, x V bGEMM, what selective recomputation re-runs (Megatron's
+// checkpointed core_attention). Grouped-query attention: the b*a/t query heads of a rank read its
+// b*g/t key/value heads; the unfused path broadcasts K and V to every query head (as Megatron's
+// core attention does), so its GEMMs are those of multi-head attention.
+void LayerOpBuilder::attentionCore(OpList& out, int layer) {
+  const LayerShape& s = shape_;
+  const int64_t d = s.headDim();
+  const int64_t heads = s.micro_batch * s.heads / s.tp;  // attention heads on this rank, times b
+  const int64_t kv_heads = s.micro_batch * s.query_groups / s.tp;
+  const int64_t q_bytes = e() * heads * s.localSeq() * d;
+  const int64_t kv_bytes = e() * kv_heads * s.localSeq() * d;
+  if (s.spec.flash_attention) {
+    // One causal block of the rank's s/C queries per step of the ring (one step without CP); the
+    // rank keeps its own Q, K, V and log-sum-exp (K/V blocks received are not kept).
+    const Event step = flashAttentionStep(false);
+    for (int j = 0; j < s.cp; ++j) {
+      // The next K/V block travels while this step computes (Megatron's ring attention).
+      if (j + 1 < s.cp) cpRingExchange(out, layer, "cp_kv_exchange", 2 * kv_bytes);
+      compute(out, layer, j == 0 ? "flash_attention" : "flash_attention_ring_step", step, 0,
+              j == 0 ? q_bytes + 2 * kv_bytes + kLseBytes * heads * s.localSeq() : 0);
+    }
+    return;
+  }
+  // Selective recomputation rebuilds the s x s tensors: their ops keep nothing. K and V are kept
+  // as broadcast to every query head (what the batched GEMMs' backward holds).
+  const bool keep_scores = s.recompute != Recompute::kSelective;
+  const int64_t score_elems = heads * s.seq * s.seq;
+  const int64_t broadcast_kv_bytes = q_bytes;
+  compute(out, layer, "attn_scores", makeBatchedGemm(heads, s.seq, s.seq, d, "nt", s.dtype), 0,
+          q_bytes + broadcast_kv_bytes);
+  compute(out, layer, "scale_mask_softmax",
+          makeCompute("softmax_fwd", {{"rows", heads * s.seq}, {"cols", s.seq}}, "", s.dtype), 0,
+          keep_scores ? e() * score_elems : 0);
+  if (s.spec.attention_dropout) {
+    compute(out, layer, "attn_dropout",
+            makeCompute("dropout_fwd", {{"elems", score_elems}}, "", s.dtype), 0,
+            keep_scores ? kMaskBytes * score_elems : 0);
+  }
+  // x V keeps its inputs: the dropout output (s x s; without dropout that is the softmax output,
+  // already kept) and V.
+  const bool own_probabilities = keep_scores && s.spec.attention_dropout;
+  compute(out, layer, "attn_values", makeBatchedGemm(heads, s.seq, d, s.seq, "nn", s.dtype), 0,
+          (own_probabilities ? e() * score_elems : 0) + broadcast_kv_bytes);
+}
+
+Event LayerOpBuilder::flashAttentionStep(bool backward) const {
+  const LayerShape& s = shape_;
+  const int64_t heads = s.micro_batch * s.heads / s.tp;
+  const int64_t kv_heads = s.micro_batch * s.query_groups / s.tp;
+  return makeCompute(backward ? "flash_attn_bwd" : "flash_attn_fwd",
+                     {{"batch", heads},
+                      {"groups", kv_heads},
+                      {"seq", s.localSeq()},
+                      {"dim", s.headDim()},
+                      {"causal", 1}},
+                     "", s.dtype);
+}
+
+void LayerOpBuilder::cpRingExchange(OpList& out, int layer, std::string_view name, int64_t bytes) {
+  Event e = makeCommunication(EventKind::kP2P, bytes, shape_.cp_ring, shape_.dtype);
+  OpInstance op{table_.intern(e), Stream::kCpComm, layer, name, recomputing_};
+  op.overlap_ops = 1;
+  out.push_back(op);
+}
+
+void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden, t = s.tp;
+  const int64_t region = s.regionTokens() * h;
+  if (cross) {
+    norm(out, layer, "cross_layernorm", false);
+    gatherInput(out, layer, "cross_q_input_allgather");
+    linearForward(out, layer, "cross_q_gemm", T, h / t, h, bias(h / t), region);
+    // The encoder output is sequence-parallel too under SP.
+    gatherInput(out, layer, "cross_kv_input_allgather");
+    // From the encoder output; its input is the encoder's, kept by the encoder's own blocks.
+    linearForward(out, layer, "cross_kv_gemm", T, 2 * h / t, h, bias(2 * h / t), 0);
+  } else {
+    norm(out, layer, "layernorm", false);
+    gatherInput(out, layer, "qkv_input_allgather");
+    linearForward(out, layer, "qkv_gemm", T, s.qkvWidth(), h, bias(s.qkvWidth()), region);
+    if (s.spec.position == PositionKind::kRope) {
+      // Q and K heads rotated in place; the backward needs only the positions.
+      compute(out, layer, "rope",
+              makeCompute(
+                  "rope_fwd",
+                  {{"tokens", T}, {"heads", (s.heads + s.query_groups) / t}, {"dim", s.headDim()}},
+                  "", s.dtype));
+    }
+  }
+  attentionCore(out, layer);
+  linearForward(out, layer, cross ? "cross_proj_gemm" : "attn_proj_gemm", T, h, h / t, bias(h),
+                T * h / t);
+  reduceOutput(out, layer, cross ? "cross_proj_allreduce" : "attn_proj_allreduce",
+               cross ? "cross_proj_reduce_scatter" : "attn_proj_reduce_scatter");
+  dropout(out, layer, "dropout", region, false);
+  compute(out, layer, "residual_add", makeCompute("add", {{"elems", region}}, "", s.dtype));
+}
+
+void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden, t = s.tp, d = s.headDim();
+  const int64_t heads = s.micro_batch * s.heads / t;
+  const int64_t region = s.regionTokens() * h;
+  dropout(out, layer, "dropout_bwd", region, true);
+  gatherInput(out, layer, cross ? "cross_proj_grad_allgather" : "attn_proj_grad_allgather");
+  linearBackward(out, layer, cross ? "cross_proj_dgrad" : "attn_proj_dgrad",
+                 cross ? "cross_proj_wgrad" : "attn_proj_wgrad", T, h, h / t);
+  if (s.spec.flash_attention) {
+    // Backward ring: K, V and their gradients travel together while each step's backward runs.
+    const int64_t kv_bytes = e() * s.micro_batch * s.query_groups / t * s.localSeq() * d;
+    const Event step = flashAttentionStep(true);
+    for (int j = 0; j < s.cp; ++j) {
+      if (j + 1 < s.cp) cpRingExchange(out, layer, "cp_kv_grad_exchange", 4 * kv_bytes);
+      compute(out, layer, j == 0 ? "flash_attention_bwd" : "flash_attention_ring_step_bwd", step);
+    }
+  } else {
+    if (s.recompute == Recompute::kSelective) {
+      recomputing_ = true;
+      attentionCore(out, layer);
+      recomputing_ = false;
+    }
+    // context = P V: dP = dC V^T, dV = P^T dC
+    compute(out, layer, "attn_values_dgrad_p",
+            makeBatchedGemm(heads, s.seq, s.seq, d, "nt", s.dtype));
+    compute(out, layer, "attn_values_dgrad_v",
+            makeBatchedGemm(heads, s.seq, d, s.seq, "tn", s.dtype));
+    if (s.spec.attention_dropout) {
+      compute(out, layer, "attn_dropout_bwd",
+              makeCompute("dropout_bwd", {{"elems", heads * s.seq * s.seq}}, "", s.dtype));
+    }
+    compute(out, layer, "softmax_bwd",
+            makeCompute("softmax_bwd", {{"rows", heads * s.seq}, {"cols", s.seq}}, "", s.dtype));
+    // scores = Q K^T: dQ = dS K, dK = dS^T Q
+    compute(out, layer, "attn_scores_dgrad_q",
+            makeBatchedGemm(heads, s.seq, d, s.seq, "nn", s.dtype));
+    compute(out, layer, "attn_scores_dgrad_k",
+            makeBatchedGemm(heads, s.seq, d, s.seq, "tn", s.dtype));
+  }
+  if (cross) {
+    gatherInput(out, layer, "cross_kv_input_regather");  // the wgrad needs the full input again
+    linearBackward(out, layer, "cross_kv_dgrad", "cross_kv_wgrad", T, 2 * h / t, h);
+    reduceOutput(out, layer, "cross_kv_input_grad_allreduce", "cross_kv_input_grad_reduce_scatter");
+    gatherInput(out, layer, "cross_q_input_regather");
+    linearBackward(out, layer, "cross_q_dgrad", "cross_q_wgrad", T, h / t, h);
+    reduceOutput(out, layer, "cross_q_input_grad_allreduce", "cross_q_input_grad_reduce_scatter");
+    norm(out, layer, "cross_layernorm_bwd", true);
+  } else {
+    if (s.spec.position == PositionKind::kRope) {
+      compute(out, layer, "rope_bwd",
+              makeCompute(
+                  "rope_bwd",
+                  {{"tokens", T}, {"heads", (s.heads + s.query_groups) / t}, {"dim", s.headDim()}},
+                  "", s.dtype));
+    }
+    gatherInput(out, layer, "qkv_input_regather");
+    linearBackward(out, layer, "qkv_dgrad", "qkv_wgrad", T, s.qkvWidth(), h);
+    reduceOutput(out, layer, "qkv_input_grad_allreduce", "qkv_input_grad_reduce_scatter");
+    norm(out, layer, "layernorm_bwd", true);
+  }
+  compute(out, layer, "residual_grad_add", makeCompute("add", {{"elems", region}}, "", s.dtype));
+}
+
+void LayerOpBuilder::mlpForward(OpList& out, int layer) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden, t = s.tp, f = s.ffn;
+  const int64_t region = s.regionTokens() * h;
+  const bool swiglu = s.spec.mlp == MlpKind::kSwiGlu;
+  const int64_t fc1_width = (swiglu ? 2 : 1) * f / t;  // SwiGLU: [gate | up] in one GEMM
+  norm(out, layer, "mlp_layernorm", false);
+  gatherInput(out, layer, "fc1_input_allgather");
+  linearForward(out, layer, "fc1_gemm", T, fc1_width, h, bias(fc1_width), region);
+  // The activation keeps its input (the fc1 output), fc2 its input (the activation's output).
+  compute(out, layer, swiglu ? "swiglu" : "gelu",
+          makeCompute(swiglu ? "swiglu_fwd" : "gelu_fwd", {{"elems", T * f / t}}, "", s.dtype), 0,
+          e() * T * fc1_width);
+  linearForward(out, layer, "fc2_gemm", T, h, f / t, bias(h), T * f / t);
+  reduceOutput(out, layer, "fc2_allreduce", "fc2_reduce_scatter");
+  dropout(out, layer, "mlp_dropout", region, false);
+  compute(out, layer, "mlp_residual_add", makeCompute("add", {{"elems", region}}, "", s.dtype));
+}
+
+void LayerOpBuilder::mlpBackward(OpList& out, int layer) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden, t = s.tp, f = s.ffn;
+  const int64_t region = s.regionTokens() * h;
+  const bool swiglu = s.spec.mlp == MlpKind::kSwiGlu;
+  const int64_t fc1_width = (swiglu ? 2 : 1) * f / t;
+  dropout(out, layer, "mlp_dropout_bwd", region, true);
+  gatherInput(out, layer, "fc2_grad_allgather");
+  linearBackward(out, layer, "fc2_dgrad", "fc2_wgrad", T, h, f / t);
+  compute(out, layer, swiglu ? "swiglu_bwd" : "gelu_bwd",
+          makeCompute(swiglu ? "swiglu_bwd" : "gelu_bwd", {{"elems", T * f / t}}, "", s.dtype));
+  gatherInput(out, layer, "fc1_input_regather");
+  linearBackward(out, layer, "fc1_dgrad", "fc1_wgrad", T, fc1_width, h);
+  reduceOutput(out, layer, "fc1_input_grad_allreduce", "fc1_input_grad_reduce_scatter");
+  norm(out, layer, "mlp_layernorm_bwd", true);
+  compute(out, layer, "mlp_residual_grad_add",
+          makeCompute("add", {{"elems", region}}, "", s.dtype));
+}
+
+void LayerOpBuilder::blockForward(const TransformerBlock& block, int layer, OpList& out) {
+  // Full recomputation keeps only the block's input: on its first op, the ops themselves nothing.
+  const bool full = shape_.recompute == Recompute::kFull && !recomputing_;
+  const size_t first = out.size();
+  if (full) saving_ = false;
+  attentionForward(out, layer, /*cross=*/false);
+  if (block.cross_attention) attentionForward(out, layer, /*cross=*/true);
+  if (block.moe) {
+    moeForward(out, layer);
+  } else {
+    mlpForward(out, layer);
+  }
+  saving_ = true;
+  if (full) out[first].saved_bytes = e() * shape_.regionTokens() * shape_.hidden;
+}
+
+void LayerOpBuilder::blockBackward(const TransformerBlock& block, int layer, OpList& out) {
+  if (shape_.recompute == Recompute::kFull) {
+    // Megatron's full (uniform) checkpointing: the block's input was kept, the forward re-runs.
+    recomputing_ = true;
+    blockForward(block, layer, out);
+    recomputing_ = false;
+  }
+  if (block.moe) {
+    moeBackward(out, layer);
+  } else {
+    mlpBackward(out, layer);
+  }
+  if (block.cross_attention) attentionBackward(out, layer, /*cross=*/true);
+  attentionBackward(out, layer, /*cross=*/false);
+}
+
+// Megatron's first-stage extras (theoretical_memory_usage.py): the token and position ids (8 bytes
+// per token), the embedding output and its dropout mask. A T5-style model embeds two streams
+// (encoder and decoder inputs) through one shared table.
+void LayerOpBuilder::embeddingForward(int streams, OpList& out) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden;
+  const int64_t region = s.regionTokens() * h;
+  const bool learned = s.spec.position == PositionKind::kLearned;
+  for (int i = 0; i < streams; ++i) {
+    compute(out, kEmbeddingLayer, "word_embedding",
+            makeCompute("embedding_fwd", {{"tokens", T}, {"hidden", h}, {"vocab", s.vocab / s.tp}},
+                        "", s.dtype),
+            i == 0 ? s.vocab / s.tp * h : 0, kTokenIdBytes * T + e() * region);
+    reduceOutput(out, kEmbeddingLayer, "embedding_allreduce", "embedding_reduce_scatter");
+    if (learned) {
+      compute(out, kEmbeddingLayer, "position_add",
+              makeCompute("add", {{"elems", region}}, "", s.dtype), i == 0 ? s.seq * h : 0);
+    }
+    dropout(out, kEmbeddingLayer, "embedding_dropout", region, false);
+  }
+}
+
+void LayerOpBuilder::embeddingBackward(int streams, OpList& out) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden;
+  const int64_t region = s.regionTokens() * h;
+  for (int i = 0; i < streams; ++i) {
+    dropout(out, kEmbeddingLayer, "embedding_dropout_bwd", region, true);
+    gatherInput(out, kEmbeddingLayer, "embedding_grad_allgather");
+    compute(out, kEmbeddingLayer, "word_embedding_bwd",
+            makeCompute("embedding_bwd", {{"tokens", T}, {"hidden", h}, {"vocab", s.vocab / s.tp}},
+                        "", s.dtype));
+  }
+}
+
+void LayerOpBuilder::headForward(OpList& out, bool owns_output_weight) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden, v = s.vocab / s.tp;
+  norm(out, kHeadLayer, "final_layernorm", false);
+  gatherInput(out, kHeadLayer, "lm_head_input_allgather");
+  // The LM head keeps its input (the region: with SP its shard, re-gathered for the wgrad).
+  compute(out, kHeadLayer, "lm_head_gemm", makeGemm(T, v, h, "nt", s.dtype),
+          owns_output_weight ? v * h : 0, e() * s.regionTokens() * h);
+  // The logits are kept in fp32 for the cross-entropy backward.
+  compute(out, kHeadLayer, "cross_entropy",
+          makeCompute("cross_entropy_fwd", {{"rows", T}, {"cols", v}}, "", s.dtype), 0,
+          kLogitBytes * T * v);
+  // Vocab-parallel cross-entropy: max logit, target logit and sum of exponentials, fp32 per token.
+  const int64_t per_token = T * dtypeBytes(DType::kFp32);
+  tpAllReduce(out, kHeadLayer, "ce_max_allreduce", per_token, DType::kFp32);
+  tpAllReduce(out, kHeadLayer, "ce_target_allreduce", per_token, DType::kFp32);
+  tpAllReduce(out, kHeadLayer, "ce_sumexp_allreduce", per_token, DType::kFp32);
+}
+
+void LayerOpBuilder::headBackward(OpList& out) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden, v = s.vocab / s.tp;
+  compute(out, kHeadLayer, "cross_entropy_bwd",
+          makeCompute("cross_entropy_bwd", {{"rows", T}, {"cols", v}}, "", s.dtype));
+  gatherInput(out, kHeadLayer, "lm_head_input_regather");
+  linearBackward(out, kHeadLayer, "lm_head_dgrad", "lm_head_wgrad", T, v, h);
+  reduceOutput(out, kHeadLayer, "lm_head_input_grad_allreduce",
+               "lm_head_input_grad_reduce_scatter");
+  norm(out, kHeadLayer, "final_layernorm_bwd", true);
+}
+
+}  // namespace evsim

@@ -1,0 +1,165 @@
+#pragma once
+// Megatron-LM op lists of one micro-batch under tensor parallelism t, per rank:
+//
+// Block forward: layernorm; QKV GEMM (column-parallel, 3h/t outputs); attention scores batched GEMM
+// (b*a/t heads); fused scale + mask + softmax; attention dropout; attention x V batched GEMM;
+// output projection GEMM (row-parallel, input h/t) then all-reduce over the t group; dropout;
+// residual add; layernorm; fc1 (column-parallel) + GeLU; fc2 (row-parallel) then all-reduce;
+// dropout; residual add. Cross-attention blocks (T5 decoder) add a layernorm, Q and KV GEMMs, the
+// attention core over the encoder sequence, projection + all-reduce, dropout and add.
+// Backward runs the reverse: per GEMM a data-gradient and a weight-gradient GEMM, the element-wise
+// backward ops, and the all-reduce of the input gradient of each column-parallel GEMM (Megatron's
+// `f` operator), i.e. two per self-attention block.
+// Embedding (vocabulary-parallel lookup + all-reduce, position add, dropout) on the first stage;
+// final layernorm, LM head GEMM (vocabulary-parallel) and the vocab-parallel cross-entropy (three
+// fp32 all-reduces of one value per token) on the last.
+//
+// Sequence parallelism (Megatron, Korthikanti et al. 2022 section 4.2.2): the layernorm, dropout
+// and residual-add regions hold s/t tokens; the all-reduce after each row-parallel GEMM becomes a
+// reduce-scatter and an all-gather precedes each column-parallel GEMM. Backward runs the reverse
+// (all-gather of the output gradient before a row-parallel GEMM, reduce-scatter of the input
+// gradient after a column-parallel one) plus Megatron's re-all-gather of the column-parallel input
+// for its weight gradient. The embedding output is reduce-scattered; the head all-gathers before
+// the LM head GEMM. Collectives carry the full buffer in message_bytes (nccl-tests' "size").
+//
+// Activation recomputation: `full` re-runs a block's forward ops (TP collectives included) at the
+// start of its backward; `selective` re-runs the attention core (scores, scale+mask+softmax,
+// attention dropout, x V) right before the attention core's backward. Recomputed ops are the
+// forward events again, marked OpInstance::recompute.
+//
+// GEMMs follow PyTorch's Linear: forward Y = X W^T (layout nt), dgrad dX = dY W (nn), wgrad
+// dW = dY^T X (tn).
+//
+// The model's block spec (model_config.h) changes the lists: grouped-query attention narrows the
+// QKV GEMM to (h + 2*g*d)/t outputs and the attention core's K/V to g/t heads; RMSNorm replaces
+// LayerNorm (no bias); SwiGLU makes fc1 one fused [gate | up] GEMM of 2f/t outputs followed by
+// swiglu_fwd (Megatron's --swiglu: the FLOPs of Llama's three GEMMs); RoPE rotates Q and K after
+// the QKV GEMM instead of adding learned positions in the embedding; without biases the weights
+// lose them; flash attention replaces the scores / softmax / dropout / x V ops with one fused op
+// that saves no s x s tensor (selective recomputation then has nothing left to recompute); a zero
+// dropout probability removes the dropout ops; fp8 makes the linear layers' GEMMs fp8 (the
+// attention core, the embedding and the LM head stay in the model dtype, as Transformer Engine
+// runs Megatron).
+//
+// Every forward op carries what it owns and keeps (OpInstance::weights, ::saved_bytes), so that
+// parameters and activation memory are sums over op lists (layer_footprint.h). Saved bytes follow
+// Korthikanti et al. 2022 op by op: a norm keeps its input; a linear layer its input (1 byte per
+// element for fp8 GEMMs, as Transformer Engine saves the cast input); the attention scores GEMM Q
+// and K, the softmax its output, attention dropout its 1-byte mask, x V the dropout output and V;
+// GeLU / SwiGLU their input; dropout its mask. Selective recomputation drops the s x s ones; full
+// recomputation keeps only the block input (on the block's first op).
+
+#include <cstdint>
+#include <vector>
+
+#include "events/event.h"
+#include "events/event_table.h"
+#include "config/model_config.h"
+#include "ops/op_list.h"
+#include "ops/recompute.h"
+
+namespace evsim {
+
+struct LayerShape {
+  int64_t micro_batch = 1;   // b
+  int64_t seq = 1;           // s (decoder and encoder use the same length)
+  int64_t hidden = 1;        // h
+  int64_t heads = 1;         // a
+  int64_t query_groups = 1;  // g (== a without grouped-query attention)
+  int64_t ffn = 1;           // f
+  int64_t vocab = 1;         // padded vocabulary
+  int tp = 1;                // t
+  int cp = 1;                // C: the rank holds s/C tokens of each sequence
+  int ep = 1;                // E: the rank holds num_experts/E experts of each MoE block
+  MoeSpec moe;
+  DType dtype = DType::kFp16;
+  DType gemm_dtype = DType::kFp16;  // linear layers' GEMMs (fp8 with the model's fp8: true)
+  BlockSpec spec;
+  Placement tp_group;              // where the t ranks sit (group_size == tp)
+  Placement cp_ring;               // a ring neighbour pair of the CP group (CP > 1)
+  Placement ep_group;              // the E ranks exchanging tokens (EP > 1)
+  bool sequence_parallel = false;  // needs tp >= 2 and tp dividing seq
+  Recompute recompute = Recompute::kNone;
+
+  // The sequence's tokens on this rank: s/C under context parallelism.
+  int64_t localSeq() const { return seq / cp; }
+  int64_t tokens() const { return micro_batch * localSeq(); }
+  int64_t headDim() const { return hidden / heads; }
+  // Output features of the QKV GEMM on one rank: a query heads and 2g key/value heads of d, over t.
+  int64_t qkvWidth() const { return (hidden + 2 * query_groups * headDim()) / tp; }
+  // Tokens of the layernorm / dropout / residual regions on one rank: s*b/t with SP.
+  int64_t regionTokens() const { return sequence_parallel ? tokens() / tp : tokens(); }
+};
+
+// The model's sizes and block spec at micro-batch `micro_batch` on `tp` tensor-parallel ranks,
+// every other parallelism and technique off (plan/layer_shape.h adds a strategy's).
+LayerShape modelLayerShape(const ModelConfig& model, int64_t micro_batch, int tp);
+
+class LayerOpBuilder {
+ public:
+  LayerOpBuilder(const LayerShape& shape, EventTable& table) : shape_(shape), table_(table) {}
+
+  void blockForward(const TransformerBlock& block, int layer, OpList& out);
+  void blockBackward(const TransformerBlock& block, int layer, OpList& out);
+  // `streams` = 2 for T5-style models that embed encoder and decoder inputs on the first stage.
+  void embeddingForward(int streams, OpList& out);
+  void embeddingBackward(int streams, OpList& out);
+  // `owns_output_weight`: the LM head GEMM's weight is this chunk's own (untied, or tied but on a
+  // different chunk than the embedding, as Megatron keeps a copy on the last stage).
+  void headForward(OpList& out, bool owns_output_weight);
+  void headBackward(OpList& out);
+
+ private:
+  // `weights`: parameter elements the op owns on this rank; `saved`: activation bytes it keeps
+  // for its backward (forward ops only; zero for recomputed ops and, under full recomputation,
+  // inside a block).
+  void compute(OpList& out, int layer, std::string_view name, const Event& event,
+               int64_t weights = 0, int64_t saved = 0);
+  void norm(OpList& out, int layer, std::string_view name, bool backward);
+  void dropout(OpList& out, int layer, std::string_view name, int64_t elems, bool backward);
+  void tpAllReduce(OpList& out, int layer, std::string_view name, int64_t bytes, DType dtype);
+  void tpCollective(OpList& out, int layer, std::string_view name, EventKind kind, int64_t bytes);
+  // SP: all-gather of a column-parallel GEMM's input (forward, and again for its wgrad backward).
+  void gatherInput(OpList& out, int layer, std::string_view name);
+  // Row-parallel output (forward) or column-parallel input gradient (backward): all-reduce, or
+  // reduce-scatter with SP.
+  void reduceOutput(OpList& out, int layer, std::string_view allreduce_name,
+                    std::string_view reduce_scatter_name);
+  void attentionCore(OpList& out, int layer);
+  // A linear layer: `bias` bias elements on this rank (0 without biases); `saved_input` the
+  // activation elements it keeps (its input, or its input's sequence shard under SP).
+  void linearForward(OpList& out, int layer, std::string_view name, int64_t rows,
+                     int64_t out_features, int64_t in_features, int64_t bias, int64_t saved_input);
+  void linearBackward(OpList& out, int layer, std::string_view dgrad, std::string_view wgrad,
+                      int64_t rows, int64_t out_features, int64_t in_features);
+  void attentionForward(OpList& out, int layer, bool cross);
+  void attentionBackward(OpList& out, int layer, bool cross);
+  void mlpForward(OpList& out, int layer);
+  void mlpBackward(OpList& out, int layer);
+  // Context parallelism: one step of ring attention (a causal block of the rank's s/C queries),
+  // and the K/V (and, backward, their gradients) exchange with the ring neighbours that runs
+  // beside it.
+  Event flashAttentionStep(bool backward) const;
+  void cpRingExchange(OpList& out, int layer, std::string_view name, int64_t bytes);
+  // Mixture of experts (ops/moe_ops.cpp): router, dispatch, experts, combine, shared experts.
+  void moeForward(OpList& out, int layer);
+  void moeBackward(OpList& out, int layer);
+  void epAllToAll(OpList& out, int layer, std::string_view name, int64_t bytes);
+  // Routed token copies of `tokens` tokens (k x the token factor each, rounded up); the region's
+  // copies are what the all-to-all sends, the rank's (after the TP gather) what its experts
+  // process per micro-batch, in all and per local expert.
+  int64_t routedRows(int64_t tokens) const;
+  int64_t expertRows() const { return routedRows(shape_.tokens()); }
+  int64_t rowsPerLocalExpert() const;
+
+  int64_t e() const { return dtypeBytes(shape_.dtype); }
+  int64_t bias(int64_t elements) const { return shape_.spec.bias ? elements : 0; }
+
+  const LayerShape& shape_;
+  EventTable& table_;
+  bool recomputing_ = false;  // ops pushed now are recomputed forward ops
+  bool saving_ = true;        // forward ops keep their saved bytes (false inside a fully
+                              // recomputed block)
+};
+
+}  // namespace evsim

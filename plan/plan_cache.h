@@ -1,0 +1,101 @@
+#pragma once
+// What plans of one (model, cluster) share across the candidates of a search, computed once:
+// the layer footprints per layer shape, the FLOP-balanced stage partition per layer shape and
+// chunk count, the worst TP and DP group placements of each device stage per (M, P, D), and the
+// plan cores (plan_core.h) of the candidates last simulated: candidates that differ only in ZeRO
+// stage 0/1/2, DP overlap or the non-interleaved schedule share one.
+// Thread-safe: values are pure functions of their keys, so two threads racing on a miss compute the
+// same value and either may be kept.
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "events/event.h"
+#include "ops/layer_footprint.h"
+#include "plan/strategy.h"
+
+namespace evsim {
+
+struct PlanCore;
+
+class PlanCache {
+ public:
+  // (b, M, sequence parallel, recompute, C, E, chunks K)
+  using PartitionKey = std::tuple<int64_t, int, bool, int, int, int, int>;
+  // The partition's inputs (block costs, first and last stage extras, chunks K), scaled by a power
+  // of two so that the largest is in [1, 2): exact, so the partition is the same. Shapes whose
+  // costs differ only by such a factor (micro-batch sizes, TP degrees) share one partition.
+  using CostKey = std::tuple<std::vector<double>, double, double, int>;
+  // Worst groups of each device stage: TP, DP (x CP), the CP ring pair, EP and expert DP.
+  struct Placements {
+    std::vector<Placement> tp;
+    std::vector<Placement> dp;
+    std::vector<Placement> cp_ring;
+    std::vector<Placement> ep;
+    std::vector<Placement> expert_dp;
+  };
+  using PlacementKey = std::tuple<int, int, int, int, int>;  // (M, P, D, C, E)
+  // The DP replicas grouped by the worst placements of their stage-to-stage pairs (pipeline
+  // classes, in order of their first replica): `pairs[c][p]` is class c's pair from device stage p
+  // to (p + 1) % P. `line` compares the P - 1 pairs p -> p + 1 (v = 1); `ring` also the wrap
+  // P - 1 -> 0 that interleaved chunks cross (v > 1; P pairs).
+  struct PipelineGroups {
+    std::vector<std::vector<Placement>> pairs;
+    std::vector<std::vector<int>> replicas;
+  };
+  struct PipelineClasses {
+    PipelineGroups line, ring;
+  };
+  // (b, M, sequence parallel, recompute, C, E)
+  using FootprintKey = std::tuple<int64_t, int, bool, int, int, int>;
+
+  // The strategy with the fields a core does not depend on reset (planCoreKey, plan_core.h): a
+  // field added to Strategy is part of the key unless planCoreKey resets it.
+  using CoreKey = Strategy;
+  // Plan cores kept: a core holds every chunk's op lists (about 1 MB for a 126-layer model), so
+  // only the most recently used are kept. A search visits candidates by their lower bound, which
+  // puts the ZeRO / overlap / schedule variants of one core close together. In the 16,384-GPU
+  // search (4,354 plans) 16 cores give 334 reuses on one thread, 64 give 430, an unbounded cache
+  // 456: a core costs about 0.1-0.2 ms to build, and 16 keep the peak RSS at 50 MB (64: 113 MB).
+  static constexpr size_t kDefaultCoreCapacity = 16;
+
+  explicit PlanCache(size_t core_capacity = kDefaultCoreCapacity) : core_capacity_(core_capacity) {}
+
+  // The cached value, or compute()'s result stored under `key`.
+  std::vector<int> partition(const PartitionKey& key,
+                             const std::function<std::vector<int>()>& compute);
+  std::vector<int> partitionOfCosts(const CostKey& key,
+                                    const std::function<std::vector<int>()>& compute);
+  const Placements& placements(const PlacementKey& key, const std::function<Placements()>& compute);
+  const PipelineClasses& pipelineClasses(const PlacementKey& key,
+                                         const std::function<PipelineClasses()>& compute);
+  const ModelFootprint& footprint(const FootprintKey& key,
+                                  const std::function<ModelFootprint()>& compute);
+  // The core under `key` (now the most recently used), or compute()'s, stored there (evicting the
+  // least recently used beyond the capacity; a caller's pointer keeps an evicted core alive).
+  std::shared_ptr<const PlanCore> core(
+      const CoreKey& key, const std::function<std::shared_ptr<const PlanCore>()>& compute);
+  // Core look-ups answered from the cache, and those that computed the core.
+  int64_t coreHits() const;
+  int64_t coreMisses() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<PartitionKey, std::vector<int>> partitions_;
+  std::map<CostKey, std::vector<int>> partitions_of_costs_;
+  std::map<PlacementKey, Placements> placements_;  // node-based: references stay valid
+  std::map<PlacementKey, PipelineClasses> pipeline_classes_;
+  std::map<FootprintKey, ModelFootprint> footprints_;
+  // Least recently used first; few, so found by comparing keys.
+  size_t core_capacity_;
+  std::list<std::pair<CoreKey, std::shared_ptr<const PlanCore>>> cores_;
+  int64_t core_hits_ = 0, core_misses_ = 0;
+};
+
+}  // namespace evsim

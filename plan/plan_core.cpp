@@ -1,0 +1,435 @@
+#include "plan/plan_core.h"
+
+#include <algorithm>
+
+#include "common/checked.h"
+#include "common/error.h"
+#include "ops/layer_ops.h"
+#include "plan/layer_shape.h"
+
+namespace evsim {
+
+namespace {
+
+// Chunks: P*v model chunks (v = 1 unless the schedule runs several per device), placed on the
+// device stages by the schedule's layout (pipeline_layout.h).
+int chunkCount(const Strategy& strategy) { return pipelineLayout(strategy).stages(); }
+
+// ZeRO acts only over a DP x CP group of more than one rank.
+int effectiveZero(const Strategy& strategy) {
+  return strategy.gradGroupSize() > 1 ? strategy.zero_stage : 0;
+}
+
+// The pipeline classes of (M, P, D, C, E): replicas grouped by their pairs' placements, for v = 1
+// (pairs p -> p + 1) and v > 1 (the wrap P - 1 -> 0 too). A pair's placement is the worst over its
+// TP x CP rank pairs (RankLayout::worstStagePair).
+const PlanCache::PipelineClasses& pipelineClasses(const Strategy& strategy, int gpus_per_node,
+                                                  PlanCache& cache) {
+  const int P = strategy.pp, D = strategy.dp;
+  return cache.pipelineClasses(
+      {strategy.tp, strategy.pp, strategy.dp, strategy.cp, strategy.ep}, [&] {
+        const RankLayout layout(strategy, gpus_per_node);
+        PlanCache::PipelineClasses out;
+        std::map<std::vector<int>, int> line_of, ring_of;
+        auto group = [](PlanCache::PipelineGroups& groups, std::map<std::vector<int>, int>& of,
+                        const std::vector<Placement>& pairs, int d) {
+          std::vector<int> key;
+          key.reserve(3 * pairs.size());
+          for (const Placement& p : pairs) {
+            key.insert(key.end(), {p.group_size, p.nodes, p.ranks_per_node});
+          }
+          auto [it, inserted] = of.try_emplace(std::move(key), static_cast<int>(of.size()));
+          if (inserted) {
+            groups.pairs.push_back(pairs);
+            groups.replicas.emplace_back();
+          }
+          groups.replicas[it->second].push_back(d);
+        };
+        // With P = 1 there is no pair (the interleaved schedule needs P >= 2).
+        std::vector<Placement> pairs(P > 1 ? P : 0);
+        for (int d = 0; d < D; ++d) {
+          for (int p = 0; p < static_cast<int>(pairs.size()); ++p) {
+            pairs[p] = layout.worstStagePair(d, p, (p + 1) % P);
+          }
+          group(out.ring, ring_of, pairs, d);
+          group(out.line, line_of,
+                std::vector<Placement>(pairs.begin(), pairs.end() - (P > 1 ? 1 : 0)), d);
+        }
+        return out;
+      });
+}
+
+// Splits the stage's gradients into DDP buckets in backward order; a bucket closes at the end of a
+// layer once it holds at least `bucket_bytes` (PyTorch fills buckets by whole parameters).
+template <typename Intern>
+void buildBuckets(StagePlan& stage, const std::map<int, int64_t>& layer_params, int64_t grad_bytes,
+                  int64_t bucket_bytes, Placement dp_group, DType dtype, EventKind kind,
+                  Intern&& intern) {
+  int64_t pending = 0;
+  auto close = [&](int op_index) {
+    if (pending == 0) return;
+    int event = intern(makeCommunication(kind, pending, dp_group, dtype));
+    stage.dp_buckets.push_back(GradBucket{event, op_index, pending});
+    pending = 0;
+  };
+  // Activation prefetches (host stream) sit before the layer they overlap, with their own layer's
+  // index: they compute no gradient, so a layer ends at its last op off the host stream.
+  std::vector<int> ops;
+  for (size_t i = 0; i < stage.backward.size(); ++i) {
+    if (stage.backward[i].stream != Stream::kHost) ops.push_back(static_cast<int>(i));
+  }
+  for (size_t j = 0; j < ops.size(); ++j) {
+    const int layer = stage.backward[ops[j]].layer;
+    const bool layer_ends = j + 1 == ops.size() || stage.backward[ops[j + 1]].layer != layer;
+    if (!layer_ends) continue;
+    pending += layer_params.at(layer) * grad_bytes;
+    if (pending >= bucket_bytes) close(ops[j]);
+  }
+  close(ops.empty() ? -1 : ops.back());
+}
+
+}  // namespace
+
+bool headOwnsOutputWeight(const ModelConfig& model, bool has_embedding) {
+  return model.spec.untied_output || !has_embedding;
+}
+
+PlanCache::CoreKey planCoreKey(const Strategy& strategy) {
+  // Reset what only finishPlan reads; everything else (a field added later included) stays.
+  Strategy key = strategy;
+  key.zero_stage = effectiveZero(strategy) == 3 ? 3 : 0;
+  key.dp_overlap = false;
+  key.dp_bucket_bytes = Strategy{}.dp_bucket_bytes;
+  key.global_batch = 0;
+  if (pipelineLayout(key).chunks() == 1) key.schedule = Schedule::kDapple;  // v = 1 alike
+  // Optimizer offload changes only the optimizer step; activation offload the op lists.
+  key.offload = offloadsActivations(strategy.offload) ? Offload::kActivations : Offload::kNone;
+  return key;
+}
+
+std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
+                                              const ClusterConfig& cluster,
+                                              const Strategy& strategy, PlanCache& cache) {
+  auto core = std::make_shared<PlanCore>();
+  const int P = strategy.pp;
+  const PipelineLayout pipeline = pipelineLayout(strategy);
+  const int K = pipeline.stages();
+  const DType dtype = model.dtype;
+  const int64_t elem_bytes = dtypeBytes(dtype);
+  const int embedding_streams = embeddingStreams(model);
+  const PlanCache::Placements& placements = stagePlacements(strategy, cluster.gpus_per_node, cache);
+
+  LayerShape shape = layerShape(model, strategy, placements.tp[0]);
+  const bool zero3 = effectiveZero(strategy) == 3;
+  const bool expert_parallel = strategy.ep > 1;
+
+  std::vector<int> first_layer = stageFirstLayers(model, strategy, &cache);
+  const ModelFootprint& footprint = cachedFootprint(model, strategy, cache);
+  EventTable& table = core->events;
+
+  // A block's ops depend on its kind and the shape's groups, not on its index: the first block of
+  // each (kind, groups) is built, the others copy its ops with their own layer index. Built where
+  // the first of them comes, they intern their events where a block-by-block pass would.
+  struct BlockOps {
+    TransformerBlock block;
+    Placement tp, cp_ring, ep;
+    bool forward = true;
+    OpList ops;  // of the block built first; `layer` fields are overwritten on copy
+  };
+  std::vector<BlockOps> block_ops;
+  auto emitBlock = [&](LayerOpBuilder& builder, int layer, bool forward, OpList& out) {
+    const TransformerBlock& block = model.blocks[layer];
+    for (const BlockOps& b : block_ops) {
+      if (b.forward != forward || !(b.block == block) || !(b.tp == shape.tp_group) ||
+          !(b.cp_ring == shape.cp_ring) || !(b.ep == shape.ep_group)) {
+        continue;
+      }
+      const size_t first = out.size();
+      out.insert(out.end(), b.ops.begin(), b.ops.end());
+      for (size_t i = first; i < out.size(); ++i) out[i].layer = layer;
+      return;
+    }
+    const size_t first = out.size();
+    if (forward) {
+      builder.blockForward(block, layer, out);
+    } else {
+      builder.blockBackward(block, layer, out);
+    }
+    block_ops.push_back(
+        BlockOps{block, shape.tp_group, shape.cp_ring, shape.ep_group, forward,
+                 OpList(out.begin() + static_cast<std::ptrdiff_t>(first), out.end())});
+  };
+
+  for (int k = 0; k < K; ++k) {
+    StagePlan stage;
+    stage.stage = k;
+    stage.device_stage = pipeline.device(k);
+    stage.chunk = pipeline.chunk(k);
+    stage.first_layer = first_layer[k];
+    int end_layer = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model.numLayers());
+    stage.num_layers = end_layer - stage.first_layer;
+    stage.has_embedding = k == 0;
+    stage.has_head = k == K - 1;
+    stage.tp_group = placements.tp[stage.device_stage];
+    stage.dp_group = placements.dp[stage.device_stage];
+    stage.expert_dp_group = placements.expert_dp[stage.device_stage];
+    shape.tp_group = stage.tp_group;
+    shape.cp_ring = placements.cp_ring[stage.device_stage];
+    shape.ep_group = placements.ep[stage.device_stage];
+    LayerOpBuilder builder(shape, table);
+
+    // Each layer's parameters on one rank (its forward ops' weights), for ZeRO-3's gathers and the
+    // DDP buckets; the stage's parameters are their sum.
+    // Under expert parallelism the routed experts' share is synchronised apart (expert_params).
+    std::map<int, int64_t> layer_params;
+    if (stage.has_embedding) layer_params[kEmbeddingLayer] = footprint.embedding.weights;
+    for (int layer = stage.first_layer; layer < end_layer; ++layer) {
+      const LayerFootprint& block = footprint.block(model.blocks[layer]);
+      layer_params[layer] = block.weights;
+      stage.expert_parameters += block.expert_weights;
+    }
+    const bool owns_output = headOwnsOutputWeight(model, stage.has_embedding);
+    if (stage.has_head) {
+      layer_params[kHeadLayer] =
+          footprint.head.weights + (owns_output ? footprint.output_weights : 0);
+    }
+    // ZeRO-3: gather a layer's parameters before its forward and again before its backward, and
+    // reduce-scatter its gradients right after its backward, in the DP group.
+    // When one chunk holds both ends (K = 1), the LM head uses the tied embedding matrix, which
+    // ZeRO-3 released after the embedding: the head gathers it again (its gradient is reduced
+    // with the embedding's).
+    const int64_t tied_head_params = stage.has_head && !owns_output ? footprint.output_weights : 0;
+    // FSDP2 (torchtitan's mixed precision) gathers in the model dtype, blocks' linear weights in
+    // fp8 with Float8 all-gather, and reduce-scatters gradients in fp32.
+    const bool fsdp = strategy.framework == Framework::kFsdp;
+    auto zero3_op = [&](OpList& ops, int layer, EventKind kind, std::string_view name) {
+      if (!zero3) return;
+      int64_t params = layer_params.at(layer);
+      if (layer == kHeadLayer && kind == EventKind::kAllGather) params += tied_head_params;
+      DType wire = dtype;
+      if (fsdp && kind == EventKind::kReduceScatter) wire = DType::kFp32;
+      if (fsdp && kind == EventKind::kAllGather && model.spec.fp8 && layer >= 0) {
+        wire = DType::kFp8;
+      }
+      Event e = makeCommunication(kind, checkedMul(params, dtypeBytes(wire), "ZeRO-3 gather bytes"),
+                                  stage.dp_group, wire);
+      ops.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, name});
+    };
+    // FSDP without reshard-after-forward keeps the forward's gathered parameters for the
+    // backward: no second gather.
+    const bool regather = strategy.reshardsAfterForward();
+    auto zero3_regather = [&](OpList& ops, int layer) {
+      if (regather) zero3_op(ops, layer, EventKind::kAllGather, "zero3_param_allgather");
+    };
+    constexpr std::string_view kGather = "zero3_param_allgather";
+    constexpr std::string_view kScatter = "zero3_grad_reduce_scatter";
+    if (stage.has_embedding) {
+      zero3_op(stage.forward, kEmbeddingLayer, EventKind::kAllGather, kGather);
+      builder.embeddingForward(embedding_streams, stage.forward);
+    }
+    for (int layer = stage.first_layer; layer < end_layer; ++layer) {
+      zero3_op(stage.forward, layer, EventKind::kAllGather, kGather);
+      emitBlock(builder, layer, /*forward=*/true, stage.forward);
+    }
+    if (stage.has_head) {
+      zero3_op(stage.forward, kHeadLayer, EventKind::kAllGather, kGather);
+      builder.headForward(stage.forward, owns_output);
+      zero3_regather(stage.backward, kHeadLayer);
+      builder.headBackward(stage.backward);
+      zero3_op(stage.backward, kHeadLayer, EventKind::kReduceScatter, kScatter);
+    }
+    for (int layer = end_layer - 1; layer >= stage.first_layer; --layer) {
+      zero3_regather(stage.backward, layer);
+      emitBlock(builder, layer, /*forward=*/false, stage.backward);
+      zero3_op(stage.backward, layer, EventKind::kReduceScatter, kScatter);
+    }
+    if (stage.has_embedding) {
+      zero3_regather(stage.backward, kEmbeddingLayer);
+      builder.embeddingBackward(embedding_streams, stage.backward);
+      zero3_op(stage.backward, kEmbeddingLayer, EventKind::kReduceScatter, kScatter);
+    }
+
+    // Checked, like the byte counts below: sized by hidden^2 x layers from the model file.
+    for (const auto& [layer, params] : layer_params) {
+      stage.parameters = checkedAdd(stage.parameters, params, "stage parameters");
+    }
+    std::map<int, int64_t> dense_params = layer_params;
+    if (expert_parallel) {
+      for (int layer = stage.first_layer; layer < end_layer; ++layer) {
+        dense_params[layer] -= footprint.block(model.blocks[layer]).expert_weights;
+      }
+    }
+    if (offloadsActivations(strategy.offload)) addActivationOffload(stage, dtype, table);
+    if (k + 1 < K) {
+      // A decoder stage of an encoder-decoder model also forwards the encoder output.
+      bool next_is_cross = model.blocks[end_layer].cross_attention;
+      // With SP the tensor between stages is the sequence shard (s/t tokens), as in Megatron.
+      stage.activation_bytes_out =
+          shape.regionTokens() * model.hidden_size * elem_bytes * (next_is_cross ? 2 : 1);
+    }
+    core->stages.push_back(std::move(stage));
+    core->layer_params.push_back(std::move(layer_params));
+    core->dense_params.push_back(std::move(dense_params));
+    core->stage_events_end.push_back(table.size());
+  }
+
+  // Pipeline classes: DP replicas with identical transfer placements are simulated once. Link k
+  // (chunk k -> k+1) crosses the device pair the layout names (linkPair): with v looped chunks
+  // per device the P pairs repeat, wrapping from the last device to the first. A link inside one
+  // device (the V layout's turn) has no event (-1). A class's events are interned when its first
+  // replica comes, in boundary order, as a pass over the replicas would.
+  const PlanCache::PipelineClasses& classes =
+      pipelineClasses(strategy, cluster.gpus_per_node, cache);
+  EVSIM_CHECK(K == P || P > 1, "{} chunks on one pipeline stage", K);
+  const PlanCache::PipelineGroups& groups = pipeline.wraps() ? classes.ring : classes.line;
+  for (size_t c = 0; c < groups.pairs.size(); ++c) {
+    PipelineClass links;
+    links.replicas = groups.replicas[c];
+    for (int k = 0; k + 1 < K; ++k) {
+      const int pair = pipeline.linkPair(k);
+      const int event = pair < 0 ? -1
+                                 : table.intern(makeCommunication(
+                                       EventKind::kP2P, core->stages[k].activation_bytes_out,
+                                       groups.pairs[c][static_cast<size_t>(pair)], dtype));
+      links.forward_p2p.push_back(event);
+      links.backward_p2p.push_back(event);  // the gradient has the activation's shape
+    }
+    core->pipelines.push_back(std::move(links));
+  }
+
+  // Uses per event, multiplied into counts by finishPlan.
+  core->op_uses.assign(table.size(), 0);
+  core->p2p_uses.assign(table.size(), 0);
+  for (const StagePlan& stage : core->stages) {
+    for (const OpInstance& op : stage.forward) ++core->op_uses[op.event];
+    for (const OpInstance& op : stage.backward) ++core->op_uses[op.event];
+  }
+  for (const PipelineClass& pipeline : core->pipelines) {
+    const int64_t replicas = static_cast<int64_t>(pipeline.replicas.size());
+    for (int k = 0; k + 1 < K; ++k) {
+      if (pipeline.forward_p2p[k] < 0) continue;  // a hand-over inside one device
+      core->p2p_uses[pipeline.forward_p2p[k]] += 2 * replicas;  // send + receive
+      core->p2p_uses[pipeline.backward_p2p[k]] += 2 * replicas;
+    }
+  }
+  return core;
+}
+
+void finishPlan(const PlanCore& core, IterationPlan& plan) {
+  const ModelConfig& model = plan.model;
+  const Strategy& strategy = plan.strategy;
+  const int K = chunkCount(strategy);
+  EVSIM_CHECK(
+      static_cast<int>(core.stages.size()) == K && plan.stages.empty() && plan.events.size() == 0,
+      "plan core of {} chunks for {} chunks", core.stages.size(), K);
+  const DType dtype = model.dtype;
+  const int64_t elem_bytes = dtypeBytes(dtype);
+  const int zero = effectiveZero(strategy);
+  EventTable& table = plan.events;
+
+  // The core's events go into the plan's table in their order, each chunk's optimizer and
+  // gradient events after that chunk's own. A core event can equal only an event finishPlan
+  // added before it (the core's events are unique), so it is looked up only when there are some.
+  std::vector<int> remap(static_cast<size_t>(core.events.size()), -1);
+  bool finished_any = false;
+  auto take = [&](int i) {
+    const UniqueEvent& u = core.events[i];
+    const uint64_t hash = core.events.hashAt(i);
+    const int found = finished_any ? table.find(u.event, hash) : -1;
+    remap[i] = found >= 0 ? found : table.appendNew(u, hash);
+  };
+  auto intern = [&](const Event& e) {
+    const int before = table.size();
+    const int index = table.intern(e);
+    finished_any = finished_any || index == before;
+    return index;
+  };
+  int next = 0;
+  plan.stages.reserve(core.stages.size());
+  for (int k = 0; k < K; ++k) {
+    for (; next < core.stage_events_end[k]; ++next) take(next);
+    StagePlan stage = core.stages[k];
+    for (OpInstance& op : stage.forward) op.event = remap[op.event];
+    for (OpInstance& op : stage.backward) op.event = remap[op.event];
+
+    const int64_t synced_apart = strategy.ep > 1 ? stage.expert_parameters : 0;
+    // Under ZeRO each DP rank steps only its shard (the last shard may be smaller; we take the
+    // larger, rounded-up one, which is what the slowest rank runs).
+    // Dense parameters shard over D x C ranks, routed experts' (with E > 1) over D x C / E.
+    const int G = strategy.gradGroupSize(), Ge = strategy.expertGradGroupSize();
+    const int64_t optimizer_params =
+        zero > 0 ? (stage.parameters - synced_apart + G - 1) / G + (synced_apart + Ge - 1) / Ge
+                 : stage.parameters;
+    for (const StepOp& op : optimizerStepOps(optimizer_params, dtype, strategy.offload)) {
+      stage.optimizer.push_back(OpInstance{intern(op.event), op.stream, kEmbeddingLayer, op.name});
+    }
+
+    const EventKind grad_kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
+    if (strategy.gradGroupSize() > 1 && zero < 3) {
+      const int64_t dense_bytes =
+          checkedMul(stage.parameters - synced_apart, elem_bytes, "gradient bytes");
+      if (strategy.dp_overlap) {
+        buildBuckets(stage, core.dense_params[k], elem_bytes, strategy.dp_bucket_bytes,
+                     stage.dp_group, dtype, grad_kind, intern);
+      } else {
+        int event = intern(makeCommunication(grad_kind, dense_bytes, stage.dp_group, dtype));
+        (zero > 0 ? stage.dp_reduce_scatter : stage.dp_allreduce) = event;
+      }
+      if (zero > 0) {
+        stage.dp_allgather =
+            intern(makeCommunication(EventKind::kAllGather, dense_bytes, stage.dp_group, dtype));
+      }
+    }
+    if (synced_apart > 0 && strategy.expertGradGroupSize() > 1) {
+      const int64_t bytes = checkedMul(synced_apart, elem_bytes, "expert gradient bytes");
+      const int event = intern(makeCommunication(grad_kind, bytes, stage.expert_dp_group, dtype));
+      if (strategy.dp_overlap) {
+        stage.dp_buckets.push_back(
+            GradBucket{event, static_cast<int>(stage.backward.size()) - 1, bytes, true});
+      } else {
+        stage.expert_grad_sync = event;
+      }
+      if (zero > 0) {
+        stage.expert_allgather =
+            intern(makeCommunication(EventKind::kAllGather, bytes, stage.expert_dp_group, dtype));
+      }
+    }
+    plan.stages.push_back(std::move(stage));
+  }
+  for (; next < core.events.size(); ++next) take(next);  // the P2P events
+  plan.pipelines = core.pipelines;
+  for (PipelineClass& pipeline : plan.pipelines) {
+    for (int& e : pipeline.forward_p2p) e = e < 0 ? e : remap[e];
+    for (int& e : pipeline.backward_p2p) e = e < 0 ? e : remap[e];
+  }
+
+  // Counts over all devices: each chunk's op lists run m times on each of its M*C*D devices, its
+  // optimizer and gradient sync once per device; a transfer counts its send and its receive on
+  // each of the M*C rank pairs of a replica, m times.
+  const int64_t m = plan.micro_batches;
+  const int64_t devices_per_stage = int64_t{strategy.tp} * strategy.cp * strategy.dp;
+  const int64_t per_op_use = checkedMul(m, devices_per_stage, "op executions");
+  const int64_t per_p2p_use = checkedMul(m, int64_t{strategy.tp} * strategy.cp, "op executions");
+  for (int i = 0; i < core.events.size(); ++i) {
+    if (core.op_uses[i] > 0) {
+      table.addCount(remap[i], checkedMul(core.op_uses[i], per_op_use, "op executions"));
+    }
+    if (core.p2p_uses[i] > 0) {
+      table.addCount(remap[i], checkedMul(core.p2p_uses[i], per_p2p_use, "op executions"));
+    }
+  }
+  for (const StagePlan& stage : plan.stages) {
+    for (const OpInstance& op : stage.optimizer) table.addCount(op.event, devices_per_stage);
+    if (stage.dp_allreduce >= 0) table.addCount(stage.dp_allreduce, devices_per_stage);
+    if (stage.dp_reduce_scatter >= 0) table.addCount(stage.dp_reduce_scatter, devices_per_stage);
+    if (stage.dp_allgather >= 0) table.addCount(stage.dp_allgather, devices_per_stage);
+    if (stage.expert_grad_sync >= 0) table.addCount(stage.expert_grad_sync, devices_per_stage);
+    if (stage.expert_allgather >= 0) table.addCount(stage.expert_allgather, devices_per_stage);
+    for (const GradBucket& b : stage.dp_buckets) table.addCount(b.event, devices_per_stage);
+  }
+  for (const UniqueEvent& e : table.events()) {
+    plan.op_executions = checkedAdd(plan.op_executions, e.count, "op executions");
+  }
+}
+
+}  // namespace evsim

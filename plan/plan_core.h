@@ -1,0 +1,74 @@
+#pragma once
+// The part of an iteration plan that ZeRO stages 0-2, DP overlap and the choice among the
+// non-interleaved schedules (gpipe, dapple, zbh1, zbh2) leave unchanged, built once and shared by
+// the candidates of a search that differ only in those (PlanCache::core):
+//   - the chunk partition and, per chunk, its forward and backward op lists of one micro-batch,
+//     parameters and TP / DP / expert-DP group placements;
+//   - the pipeline classes with their P2P events.
+// ZeRO-3 puts per-layer parameter gathers and gradient reduce-scatters into the op lists, so it
+// has cores of its own (CoreKey's ZeRO-3 flag).
+//
+// buildIterationPlan = validate + core (cached or built) + finishPlan. finishPlan adds what
+// depends on the rest of the strategy: each chunk's optimizer step, its gradient sync (one
+// collective, or DDP buckets with overlap), ZeRO 1/2's parameter all-gathers, and every event's
+// count (the global batch sets m). It interns events in the order a plan built in one pass would:
+// per chunk its op lists' new events (activation offload's copies after the others), then its
+// optimizer and gradient events; the P2P events last.
+// So event indices, the event table and the op lists are the same whether the core was reused or
+// not (tests/events/plan_reuse_test.cpp).
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "events/event_table.h"
+#include "plan/iteration_plan.h"
+#include "plan/plan_cache.h"
+
+namespace evsim {
+
+struct PlanCore {
+  // One per model chunk (P*v). Optimizer, gradient sync fields and buckets empty; op events index
+  // `events`.
+  std::vector<StagePlan> stages;
+  // Per chunk: each layer's parameters on one rank (kEmbeddingLayer, the blocks, kHeadLayer with
+  // the LM head's own weight), and the same without the routed experts' (the DDP buckets' share
+  // under expert parallelism; equal to `layer_params` without it).
+  std::vector<std::map<int, int64_t>> layer_params;
+  std::vector<std::map<int, int64_t>> dense_params;
+  // The op lists' events, then the P2P events, each in first-use order: chunk k's op lists first
+  // use events [stage_events_end[k-1], stage_events_end[k]) (from 0 for k = 0); the P2P events
+  // are those from stage_events_end.back() on.
+  EventTable events;
+  std::vector<int> stage_events_end;
+  // Per event: its uses in all chunks' forward and backward lists (each runs m times on each of a
+  // chunk's M*C*D devices), and its P2P sends + receives over the pipeline classes, per micro-batch
+  // and TP x CP rank (x m x M x C). Counts are 0 in `events`; finishPlan multiplies these.
+  std::vector<int64_t> op_uses;
+  std::vector<int64_t> p2p_uses;
+  std::vector<PipelineClass> pipelines;
+};
+
+// The key of `strategy`'s core (PlanCache::CoreKey): `strategy` with the fields only finishPlan
+// reads reset: the ZeRO stage to 3 or 0 (ZeRO-3 changes the op lists; ZeRO does nothing over a
+// DP x CP group of one rank), DP overlap and bucket size, the global batch, and a non-interleaved
+// schedule to one of them. A new Strategy field is part of the key until it is reset here, which
+// is right for any field that changes op lists, the partition or placements.
+PlanCache::CoreKey planCoreKey(const Strategy& strategy);
+
+// Builds the core of a plan of `strategy` (valid for `model` and `cluster`: validateStrategy),
+// sharing partitions, footprints and placements through `cache`.
+std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
+                                              const ClusterConfig& cluster,
+                                              const Strategy& strategy, PlanCache& cache);
+
+// Completes `plan` from `core`: `plan` has its model, cluster, strategy and micro_batches set and
+// no events or stages yet; `core` is planCoreKey(plan.strategy)'s.
+void finishPlan(const PlanCore& core, IterationPlan& plan);
+
+// The LM head GEMM has its own weight unless it is tied to the embedding on the same chunk
+// (Megatron keeps a copy of a tied weight on the last stage when P > 1).
+bool headOwnsOutputWeight(const ModelConfig& model, bool has_embedding);
+
+}  // namespace evsim

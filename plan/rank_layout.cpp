@@ -1,0 +1,214 @@
+#include "plan/rank_layout.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace evsim {
+
+namespace {
+// Larger is worse: crossing more nodes, then crowding fewer ranks on each.
+bool worse(const Placement& a, const Placement& b) {
+  if (a.nodes != b.nodes) return a.nodes > b.nodes;
+  return a.ranks_per_node < b.ranks_per_node;
+}
+}  // namespace
+
+RankLayout::RankLayout(const Strategy& strategy, int gpus_per_node)
+    : tp_(strategy.tp),
+      pp_(strategy.pp),
+      dp_(strategy.dp),
+      cp_(strategy.cp),
+      ep_(strategy.ep),
+      gpus_per_node_(gpus_per_node) {
+  EVSIM_CHECK(tp_ > 0 && pp_ > 0 && dp_ > 0 && cp_ > 0 && ep_ > 0 && dp_ % ep_ == 0 &&
+                  gpus_per_node_ > 0,
+              "bad layout");
+}
+
+RankCoord RankLayout::coord(int64_t rank) const {
+  RankCoord c;
+  c.tp = static_cast<int>(rank % tp_);
+  c.cp = static_cast<int>((rank / tp_) % cp_);
+  c.dp = static_cast<int>((rank / (int64_t{tp_} * cp_)) % dp_);
+  c.pp = static_cast<int>(rank / (int64_t{tp_} * cp_ * dp_));
+  return c;
+}
+
+Placement RankLayout::placementOf(const std::vector<int64_t>& ranks) const {
+  // Groups are arithmetic progressions of ranks, so equal nodes are adjacent once sorted: count
+  // runs instead of filling a map (this runs for every group of every plan of a search).
+  std::vector<int64_t> sorted;
+  const std::vector<int64_t>* in = &ranks;
+  if (!std::is_sorted(ranks.begin(), ranks.end())) {
+    sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    in = &sorted;
+  }
+  Placement p;
+  p.group_size = static_cast<int>(in->size());
+  p.nodes = 0;
+  p.ranks_per_node = 0;
+  int run = 0, last_node = -1;
+  for (int64_t r : *in) {
+    const int n = node(r);
+    if (p.nodes == 0 || n != last_node) {
+      ++p.nodes;
+      run = 0;
+      last_node = n;
+    }
+    p.ranks_per_node = std::max(p.ranks_per_node, ++run);
+  }
+  return p;
+}
+
+std::vector<int64_t> RankLayout::tpRanks(const RankCoord& c) const {
+  std::vector<int64_t> ranks;
+  for (int t = 0; t < tp_; ++t) ranks.push_back(rank(t, c.dp, c.pp, c.cp));
+  return ranks;
+}
+
+std::vector<int64_t> RankLayout::dpRanks(const RankCoord& c) const {
+  std::vector<int64_t> ranks;
+  for (int d = 0; d < dp_; ++d) {
+    for (int x = 0; x < cp_; ++x) ranks.push_back(rank(c.tp, d, c.pp, x));
+  }
+  return ranks;
+}
+
+std::vector<int64_t> RankLayout::cpRanks(const RankCoord& c) const {
+  std::vector<int64_t> ranks;
+  for (int x = 0; x < cp_; ++x) ranks.push_back(rank(c.tp, c.dp, c.pp, x));
+  return ranks;
+}
+
+std::vector<int64_t> RankLayout::epRanks(const RankCoord& c) const {
+  std::vector<int64_t> ranks;
+  const int first = c.dp / ep_ * ep_;
+  for (int d = first; d < first + ep_; ++d) ranks.push_back(rank(c.tp, d, c.pp, c.cp));
+  return ranks;
+}
+
+std::vector<int64_t> RankLayout::expertDpRanks(const RankCoord& c) const {
+  std::vector<int64_t> ranks;
+  for (int d = c.dp % ep_; d < dp_; d += ep_) {
+    for (int x = 0; x < cp_; ++x) ranks.push_back(rank(c.tp, d, c.pp, x));
+  }
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
+Placement RankLayout::tpGroup(int dp, int pp, int cp) const {
+  return placementOf(tpRanks(RankCoord{0, dp, pp, cp}));
+}
+
+Placement RankLayout::dpGroup(int tp, int pp) const {
+  return placementOf(dpRanks(RankCoord{tp, 0, pp, 0}));
+}
+
+Placement RankLayout::cpGroup(int tp, int dp, int pp) const {
+  return placementOf(cpRanks(RankCoord{tp, dp, pp, 0}));
+}
+
+Placement RankLayout::epGroup(int tp, int dp, int pp, int cp) const {
+  return placementOf(epRanks(RankCoord{tp, dp, pp, cp}));
+}
+
+Placement RankLayout::expertDpGroup(int tp, int dp, int pp) const {
+  return placementOf(expertDpRanks(RankCoord{tp, dp, pp, 0}));
+}
+
+Placement RankLayout::pipelinePair(int tp, int dp, int pp) const {
+  return stagePair(tp, dp, pp, pp + 1);
+}
+
+Placement RankLayout::stagePair(int tp, int dp, int from_pp, int to_pp, int cp) const {
+  EVSIM_CHECK(from_pp >= 0 && from_pp < pp_ && to_pp >= 0 && to_pp < pp_ && from_pp != to_pp,
+              "stage pair {} -> {} of {} stages", from_pp, to_pp, pp_);
+  // placementOf for two distinct ranks, without building a vector: this runs for every stage
+  // pair of every DP replica, TP and CP rank of every plan a search simulates (N x v calls).
+  const bool same_node = node(rank(tp, dp, from_pp, cp)) == node(rank(tp, dp, to_pp, cp));
+  Placement p;
+  p.group_size = 2;
+  p.nodes = same_node ? 1 : 2;
+  p.ranks_per_node = same_node ? 2 : 1;
+  return p;
+}
+
+
+Placement RankLayout::worstTpGroup(int pp) const {
+  Placement worst = tpGroup(0, pp);
+  for (int d = 0; d < dp_; ++d) {
+    for (int x = 0; x < cp_; ++x) {
+      Placement p = tpGroup(d, pp, x);
+      if (worse(p, worst)) worst = p;
+    }
+  }
+  return worst;
+}
+
+Placement RankLayout::worstCpGroup(int pp) const {
+  Placement worst = cpGroup(0, 0, pp);
+  for (int t = 0; t < tp_; ++t) {
+    for (int d = 0; d < dp_; ++d) {
+      Placement p = cpGroup(t, d, pp);
+      if (worse(p, worst)) worst = p;
+    }
+  }
+  return worst;
+}
+
+Placement RankLayout::worstEpGroup(int pp) const {
+  Placement worst = epGroup(0, 0, pp, 0);
+  for (int t = 0; t < tp_; ++t) {
+    for (int d = 0; d < dp_; d += ep_) {
+      for (int x = 0; x < cp_; ++x) {
+        Placement p = epGroup(t, d, pp, x);
+        if (worse(p, worst)) worst = p;
+      }
+    }
+  }
+  return worst;
+}
+
+Placement RankLayout::worstExpertDpGroup(int pp) const {
+  Placement worst = expertDpGroup(0, 0, pp);
+  for (int t = 0; t < tp_; ++t) {
+    for (int e = 0; e < ep_; ++e) {
+      Placement p = expertDpGroup(t, e, pp);
+      if (worse(p, worst)) worst = p;
+    }
+  }
+  return worst;
+}
+
+Placement RankLayout::worstCpRingPair(int pp) const {
+  const Placement group = worstCpGroup(pp);
+  return group.nodes > 1 ? Placement{2, 2, 1} : Placement{2, 1, 2};
+}
+
+Placement RankLayout::worstDpGroup(int pp) const {
+  Placement worst = dpGroup(0, pp);
+  for (int t = 1; t < tp_; ++t) {
+    Placement p = dpGroup(t, pp);
+    if (worse(p, worst)) worst = p;
+  }
+  return worst;
+}
+
+Placement RankLayout::worstPipelinePair(int dp, int pp) const {
+  return worstStagePair(dp, pp, pp + 1);
+}
+
+Placement RankLayout::worstStagePair(int dp, int from_pp, int to_pp) const {
+  Placement worst = stagePair(0, dp, from_pp, to_pp);
+  for (int t = 0; t < tp_; ++t) {
+    for (int x = 0; x < cp_; ++x) {
+      Placement p = stagePair(t, dp, from_pp, to_pp, x);
+      if (worse(p, worst)) worst = p;
+    }
+  }
+  return worst;
+}
+
+}  // namespace evsim

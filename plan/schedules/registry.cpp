@@ -1,0 +1,143 @@
+#include <list>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "common/error.h"
+#include "plan/schedules/schedules.h"
+#include "plan/task_graph.h"
+
+namespace evsim {
+
+std::vector<std::vector<StageTask>> PipelineSchedule::orders(const PipelineShape& shape) const {
+  std::vector<std::vector<StageTask>> out;
+  out.reserve(static_cast<size_t>(shape.stages));
+  for (int s = 0; s < shape.stages; ++s) out.push_back(deviceOrder(s, shape));
+  return out;
+}
+
+const PipelineSchedule& pipelineSchedule(Schedule schedule) {
+  switch (schedule) {
+    case Schedule::kGpipe:
+      return gpipeSchedule();
+    case Schedule::kDapple:
+      return oneFOneBSchedule();
+    case Schedule::kInterleaved:
+      return interleavedSchedule();
+    case Schedule::kZbh1:
+      return zbH1Schedule();
+    case Schedule::kZbh2:
+      return zbH2Schedule();
+  }
+  EVSIM_THROW(Error, "schedule {} has no order", static_cast<int>(schedule));
+}
+
+PipelineLayout pipelineLayout(Schedule schedule, int devices, int chunks) {
+  return PipelineLayout(pipelineSchedule(schedule).layout(), devices, chunks);
+}
+
+PipelineLayout pipelineLayout(const Strategy& strategy) {
+  const bool chunked = pipelineSchedule(strategy.schedule).allowsChunks();
+  return pipelineLayout(strategy.schedule, strategy.pp, chunked ? strategy.virtual_stages : 1);
+}
+
+namespace {
+
+using ShapeKey = std::tuple<int, int, int, int64_t>;  // (schedule, P, v, m)
+
+// Values computed once per (schedule, shape) and shared, thread-safe: the most recently used are
+// kept up to `capacity` units of size (what `size` says a value weighs); larger ones not at all.
+template <typename T>
+class ShapeCache {
+ public:
+  explicit ShapeCache(size_t capacity) : capacity_(capacity) {}
+
+  template <typename Compute, typename Size>
+  std::shared_ptr<const T> get(const ShapeKey& key, Compute compute, Size size) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = cache_.find(key);
+      if (it != cache_.end()) {
+        ages_.splice(ages_.end(), ages_, it->second.age);
+        return it->second.value;
+      }
+    }
+    // Computed outside the lock; two threads racing on a miss compute the same value.
+    auto value = std::make_shared<const T>(compute());
+    const size_t units = size(*value);
+    if (units > capacity_ / 4) return value;  // too large to keep
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto [it, inserted] = cache_.try_emplace(key, Entry{value, units, ages_.end()});
+    if (!inserted) return it->second.value;
+    it->second.age = ages_.insert(ages_.end(), key);
+    cached_ += units;
+    while (cached_ > capacity_) {
+      auto oldest = cache_.find(ages_.front());
+      cached_ -= oldest->second.units;
+      cache_.erase(oldest);
+      ages_.pop_front();
+    }
+    return value;
+  }
+
+ private:
+  struct Entry {
+    std::shared_ptr<const T> value;
+    size_t units = 0;
+    std::list<ShapeKey>::iterator age;
+  };
+  const size_t capacity_;
+  std::mutex mutex_;
+  std::map<ShapeKey, Entry> cache_;
+  std::list<ShapeKey> ages_;  // least recently used first
+  size_t cached_ = 0;
+};
+
+ShapeKey shapeKey(Schedule schedule, const PipelineShape& shape) {
+  return {static_cast<int>(schedule), shape.stages, shape.chunks, shape.micro_batches};
+}
+
+}  // namespace
+
+std::shared_ptr<const DeviceOrders> scheduleOrders(Schedule schedule, const PipelineShape& shape) {
+  static ShapeCache<DeviceOrders> cache(size_t{1} << 21);  // tasks
+  return cache.get(
+      shapeKey(schedule, shape), [&] { return pipelineSchedule(schedule).orders(shape); },
+      [](const DeviceOrders& orders) {
+        size_t tasks = 0;
+        for (const std::vector<StageTask>& order : orders) tasks += order.size();
+        return tasks;
+      });
+}
+
+std::shared_ptr<const std::vector<ActivationStates>> scheduleActivationStates(
+    Schedule schedule, const PipelineShape& shape) {
+  static ShapeCache<std::vector<ActivationStates>> cache(size_t{1} << 22);  // counts
+  return cache.get(
+      shapeKey(schedule, shape),
+      [&] {
+        const std::shared_ptr<const DeviceOrders> orders = scheduleOrders(schedule, shape);
+        std::vector<ActivationStates> out;
+        for (const std::vector<StageTask>& order : *orders) {
+          out.push_back(activationStates(order, shape.chunks));
+        }
+        return out;
+      },
+      [](const std::vector<ActivationStates>& states) {
+        size_t counts = 0;
+        for (const ActivationStates& s : states) counts += s.counts.size();
+        return counts;
+      });
+}
+
+std::vector<StageTask> stageTaskOrder(Schedule schedule, int stage, int stages,
+                                      int64_t micro_batches, int virtual_stages) {
+  EVSIM_CHECK(stage >= 0 && stage < stages && micro_batches > 0, "stage {} of {}, m={}", stage,
+              stages, micro_batches);
+  const PipelineSchedule& s = pipelineSchedule(schedule);
+  EVSIM_CHECK(virtual_stages == 1 || (virtual_stages > 1 && s.allowsChunks()),
+              "{} schedule with v={}", scheduleName(schedule), virtual_stages);
+  return s.deviceOrder(stage, PipelineShape{stages, virtual_stages, micro_batches});
+}
+
+}  // namespace evsim

@@ -1,0 +1,423 @@
+#include "plan/strategy.h"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "common/error.h"
+#include "common/strings.h"
+
+namespace evsim {
+
+std::string_view scheduleName(Schedule schedule) {
+  switch (schedule) {
+    case Schedule::kGpipe:
+      return "gpipe";
+    case Schedule::kDapple:
+      return "dapple";
+    case Schedule::kInterleaved:
+      return "interleaved";
+    case Schedule::kZbh1:
+      return "zbh1";
+    case Schedule::kZbh2:
+      return "zbh2";
+  }
+  return "?";
+}
+
+std::string_view offloadName(Offload offload) {
+  switch (offload) {
+    case Offload::kNone:
+      return "none";
+    case Offload::kOptimizer:
+      return "optimizer";
+    case Offload::kActivations:
+      return "activations";
+    case Offload::kBoth:
+      return "both";
+  }
+  return "?";
+}
+
+Offload parseOffload(std::string_view text, std::string_view flag) {
+  std::string lower = toLower(trim(text));
+  for (Offload o : {Offload::kNone, Offload::kOptimizer, Offload::kActivations, Offload::kBoth}) {
+    if (lower == offloadName(o)) return o;
+  }
+  EVSIM_THROW(InputError, "{} '{}': unknown offload (none, optimizer, activations or both)", flag,
+              text);
+}
+
+std::string_view frameworkName(Framework framework) {
+  return framework == Framework::kFsdp ? "fsdp" : "megatron";
+}
+
+Framework parseFramework(std::string_view text, std::string_view flag) {
+  std::string lower = toLower(trim(text));
+  if (lower == "megatron") return Framework::kMegatron;
+  if (lower == "fsdp") return Framework::kFsdp;
+  EVSIM_THROW(InputError, "{} '{}': unknown framework (megatron or fsdp)", flag, text);
+}
+
+std::string_view reshardName(Reshard reshard) {
+  switch (reshard) {
+    case Reshard::kDefault:
+      return "default";
+    case Reshard::kAlways:
+      return "always";
+    case Reshard::kNever:
+      return "never";
+  }
+  return "?";
+}
+
+Reshard parseReshard(std::string_view text, std::string_view flag) {
+  std::string lower = toLower(trim(text));
+  if (lower == "default") return Reshard::kDefault;
+  if (lower == "always") return Reshard::kAlways;
+  if (lower == "never") return Reshard::kNever;
+  EVSIM_THROW(InputError, "{} '{}': unknown policy (default, always or never)", flag, text);
+}
+
+Schedule parseSchedule(std::string_view text, std::string_view flag) {
+  std::string lower = toLower(trim(text));
+  if (lower == "gpipe") return Schedule::kGpipe;
+  if (lower == "dapple" || lower == "1f1b") return Schedule::kDapple;
+  if (lower == "interleaved") return Schedule::kInterleaved;
+  if (lower == "zbh1") return Schedule::kZbh1;
+  if (lower == "zbh2") return Schedule::kZbh2;
+  EVSIM_THROW(InputError,
+              "{} '{}': unknown schedule (gpipe, dapple, 1f1b, interleaved, zbh1 or zbh2)", flag,
+              text);
+}
+
+std::string Strategy::name() const { return fmt::format("{}M{}P{}D", tp, pp, dp); }
+
+std::string Strategy::techniques(TechniqueStyle style) const {
+  const bool brief = style == TechniqueStyle::kShort;
+  std::string out;
+  if (dp_overlap) out += brief ? " ov" : " dp-overlap";
+  if (cp > 1) out += fmt::format(" cp{}", cp);
+  if (ep > 1) out += fmt::format(" ep{}", ep);
+  if (virtual_stages > 1) out += fmt::format(" v{}", virtual_stages);
+  if (recompute != Recompute::kNone) {
+    out += fmt::format(" rc={}", brief && recompute == Recompute::kSelective
+                                     ? std::string_view("sel")
+                                     : recomputeName(recompute));
+  }
+  if (sequence_parallel) out += " sp";
+  if (framework == Framework::kFsdp) {
+    out += " fsdp";
+    if (reshard != Reshard::kDefault) out += fmt::format(" reshard={}", reshardName(reshard));
+  } else if (zero_stage > 0) {
+    out += fmt::format(" {}{}", brief ? "z" : "zero", zero_stage);
+  }
+  if (offload != Offload::kNone) {
+    out += fmt::format(" {}={}", brief ? "off" : "offload", offloadName(offload));
+  }
+  if (!stage_layers.empty()) out += fmt::format(" layers={}", fmt::join(stage_layers, ","));
+  return out;
+}
+
+void parseStrategyText(std::string_view text, Strategy& strategy, std::string_view flag) {
+  std::string upper = toLower(trim(text));
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  int values[3] = {0, 0, 0};  // M, P, D
+  const std::string letters = "MPD";
+  size_t pos = 0;
+  while (pos < upper.size()) {
+    size_t digits = pos;
+    while (digits < upper.size() && std::isdigit(static_cast<unsigned char>(upper[digits])))
+      ++digits;
+    if (digits == pos || digits >= upper.size() ||
+        letters.find(upper[digits]) == std::string::npos || digits - pos > 6) {
+      EVSIM_THROW(InputError, "{} '{}': expected the form 2M4P2D (a number before each of M, P, D)",
+                  flag, text);
+    }
+    int slot = static_cast<int>(letters.find(upper[digits]));
+    if (values[slot] != 0)
+      EVSIM_THROW(InputError, "{} '{}': {} given twice", flag, text, upper[digits]);
+    values[slot] = std::stoi(upper.substr(pos, digits - pos));
+    if (values[slot] <= 0) {
+      EVSIM_THROW(InputError, "{} '{}': {} must be > 0", flag, text, upper[digits]);
+    }
+    pos = digits + 1;
+  }
+  for (int slot = 0; slot < 3; ++slot) {
+    if (values[slot] == 0) {
+      EVSIM_THROW(InputError, "{} '{}': missing the {} part (form 2M4P2D)", flag, text,
+                  letters[slot]);
+    }
+  }
+  strategy.tp = values[0];
+  strategy.pp = values[1];
+  strategy.dp = values[2];
+}
+
+namespace {
+
+std::optional<std::string> contextParallelViolation(const ModelConfig& model, const Strategy& s) {
+  if (s.cp < 1) return fmt::format("--cp {}: must be >= 1", s.cp);
+  if (s.cp == 1) return std::nullopt;
+  if (!model.spec.flash_attention) {
+    return fmt::format(
+        "--cp {}: context parallelism needs flash_attention: true in {} (Megatron runs ring "
+        "attention only with fused attention)",
+        s.cp, model.name);
+  }
+  // Megatron's load-balanced causal split: each CP rank holds 2 of 2C sequence chunks.
+  if (model.seq_length % (2 * int64_t{s.cp}) != 0) {
+    return fmt::format("--cp {}: 2 x C = {} does not divide seq_length={} of {}", s.cp, 2 * s.cp,
+                       model.seq_length, model.name);
+  }
+  if (s.sequence_parallel && model.seq_length % (int64_t{s.cp} * s.tp) != 0) {
+    return fmt::format("--cp {} --sequence-parallel: C x M = {} does not divide seq_length={}",
+                       s.cp, s.cp * s.tp, model.seq_length);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> expertParallelViolation(const ModelConfig& model, const Strategy& s) {
+  if (s.ep < 1) return fmt::format("--ep {}: must be >= 1", s.ep);
+  const int64_t experts = model.moe.num_experts;
+  if (experts > 0 && s.tp > 1 && !s.sequence_parallel) {
+    return fmt::format(
+        "--strategy {}: {} has experts and M={} > 1, which Megatron runs only with "
+        "--sequence-parallel",
+        s.name(), model.name, s.tp);
+  }
+  if (s.ep == 1) return std::nullopt;
+  if (experts == 0) {
+    return fmt::format("--ep {}: {} has no experts (num_experts)", s.ep, model.name);
+  }
+  if (experts % s.ep != 0) {
+    return fmt::format("--ep {}: does not divide num_experts={} of {}", s.ep, experts, model.name);
+  }
+  if (s.dp % s.ep != 0) {
+    return fmt::format("--ep {}: does not divide D={} (experts are sharded inside the DP group)",
+                       s.ep, s.dp);
+  }
+  if (s.zero_stage == 3) {
+    return fmt::format("--ep {} --zero 3: ZeRO-3 with expert parallelism is not modelled", s.ep);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> crossNodeTpViolation(const ClusterConfig& cluster, const Strategy& s) {
+  if (cluster.gpus_per_node % s.tp == 0) return std::nullopt;
+  return fmt::format(
+      "--strategy {}: M={} does not divide the {} GPUs of a node (TP would cross nodes; "
+      "--allow-cross-node-tp lifts this)",
+      s.name(), s.tp, cluster.gpus_per_node);
+}
+
+std::optional<std::string> strategyViolation(const ModelConfig& model, const ClusterConfig& cluster,
+                                             const Strategy& s) {
+  std::string label = "--strategy " + s.name();
+  if (s.tp <= 0 || s.pp <= 0 || s.dp <= 0) return label + ": M, P and D must be > 0";
+  // Before any int64 product of M, C, P and D (four ints may overflow one; exact in double here):
+  // per-replica lists and op counts grow with the world, so it is bounded like the batch.
+  const double world = static_cast<double>(s.tp) * s.cp * s.pp * s.dp;
+  if (world > static_cast<double>(kMaxStrategyGpus)) {
+    return fmt::format("{}: {} = {:.3g} GPUs, more than the {} eventsim simulates", label,
+                       s.cp > 1 ? "M x C x P x D" : "M x P x D", world, kMaxStrategyGpus);
+  }
+  if (auto why = contextParallelViolation(model, s)) return why;
+  if (auto why = expertParallelViolation(model, s)) return why;
+  if (model.num_heads % s.tp != 0) {
+    return fmt::format("{}: M={} does not divide num_heads={} of {}", label, s.tp, model.num_heads,
+                       model.name);
+  }
+  if (model.hidden_size % s.tp != 0) {
+    return fmt::format("{}: M={} does not divide hidden_size={} of {}", label, s.tp,
+                       model.hidden_size, model.name);
+  }
+  if (model.queryGroups() % s.tp != 0) {
+    return fmt::format("{}: M={} does not divide num_query_groups={} of {}", label, s.tp,
+                       model.queryGroups(), model.name);
+  }
+  if (model.ffn_hidden_size % s.tp != 0) {
+    return fmt::format("{}: M={} does not divide ffn_hidden_size={} of {}", label, s.tp,
+                       model.ffn_hidden_size, model.name);
+  }
+  if (s.pp > model.numLayers()) {
+    return fmt::format("{}: P={} is more than the {} layers of {}", label, s.pp, model.numLayers(),
+                       model.name);
+  }
+  if (auto total = cluster.totalGpus(); total && s.gpus() > *total) {
+    return fmt::format("{}: needs {} GPUs, cluster {} has {} ({} nodes x {})", label, s.gpus(),
+                       cluster.name, *total, *cluster.nodes, cluster.gpus_per_node);
+  }
+  if (s.micro_batch <= 0) return fmt::format("--micro-batch {}: must be > 0", s.micro_batch);
+  if (s.global_batch <= 0) return fmt::format("--global-batch {}: must be > 0", s.global_batch);
+  // The work an iteration implies is bounded before any plan is built: 10^8 micro-batches were
+  // killed by the kernel at 21.6 GB (issue 17). The bounds are far beyond any training run.
+  if (s.micro_batch > kMaxMicroBatch) {
+    return fmt::format("--micro-batch {}: must be <= {}", s.micro_batch, kMaxMicroBatch);
+  }
+  if (s.global_batch > kMaxGlobalBatch) {
+    return fmt::format("--global-batch {}: must be <= {}", s.global_batch, kMaxGlobalBatch);
+  }
+  if (s.global_batch % (s.micro_batch * s.dp) != 0) {
+    return fmt::format("--global-batch {}: not divisible by micro-batch x D = {} x {} = {}",
+                       s.global_batch, s.micro_batch, s.dp, s.micro_batch * s.dp);
+  }
+  if (s.microBatches() > kMaxMicroBatches) {
+    return fmt::format(
+        "--global-batch {}: m = B/(b*D) = {} micro-batches per iteration, more than the {} "
+        "eventsim simulates (raise --micro-batch or D)",
+        s.global_batch, s.microBatches(), kMaxMicroBatches);
+  }
+  // The simulation steps every block of every micro-batch: 4096 blocks x 512 micro-batches took a
+  // minute on one core, the largest files and flags allowed hours. Bounded 16x beyond the largest
+  // runs (126 blocks x 2048 micro-batches).
+  constexpr int64_t kMaxBlockExecutions = int64_t{1} << 22;
+  if (model.numLayers() * s.microBatches() > kMaxBlockExecutions) {
+    return fmt::format(
+        "--global-batch {}: {} blocks x m = {} micro-batches = {} block executions per iteration, "
+        "more than the {} eventsim simulates (raise --micro-batch or D)",
+        s.global_batch, model.numLayers(), s.microBatches(), model.numLayers() * s.microBatches(),
+        kMaxBlockExecutions);
+  }
+  if (s.dp_overlap && s.dp_bucket_bytes <= 0) {
+    return fmt::format("--dp-bucket-mb: bucket of {} bytes must be > 0", s.dp_bucket_bytes);
+  }
+  if (s.schedule == Schedule::kInterleaved) {
+    if (s.virtual_stages < 2) {
+      return fmt::format("--virtual-stages {}: the interleaved schedule needs v >= 2",
+                         s.virtual_stages);
+    }
+    if (s.pp < 2) return fmt::format("{}: the interleaved schedule needs P >= 2", label);
+    // Given stage layers are checked below (the first and last chunk may hold no block).
+    if (s.stage_layers.empty() && int64_t{s.pp} * s.virtual_stages > model.numLayers()) {
+      return fmt::format("{} --virtual-stages {}: P x v = {} model chunks but {} has {} layers",
+                         label, s.virtual_stages, int64_t{s.pp} * s.virtual_stages, model.name,
+                         model.numLayers());
+    }
+    if (s.microBatches() % s.pp != 0) {
+      return fmt::format(
+          "{} --schedule interleaved: m = B/(b*D) = {} micro-batches is not a "
+          "multiple of P={}",
+          label, s.microBatches(), s.pp);
+    }
+  } else if (s.virtual_stages != 1) {
+    return fmt::format("--virtual-stages {}: only with --schedule interleaved", s.virtual_stages);
+  }
+  // Zero-bubble orders fill the warm-up with at least P forwards (plan/schedules/zb_h*.cpp).
+  if ((s.schedule == Schedule::kZbh1 || s.schedule == Schedule::kZbh2) && s.microBatches() < s.pp) {
+    return fmt::format(
+        "{} --schedule {}: m = B/(b*D) = {} micro-batches, the schedule needs m >= P={}", label,
+        scheduleName(s.schedule), s.microBatches(), s.pp);
+  }
+  // The attention scores of one layer, b x a x s^2 elements, size the op list's saved bytes and
+  // memory traffic in int64 (bytes: times up to 4): bounded here, before any product is formed.
+  constexpr double kMaxScoreElements = 36028797018963968.0;  // 2^55
+  const double score_elements =
+      static_cast<double>(s.micro_batch) * static_cast<double>(model.num_heads) *
+      static_cast<double>(model.seq_length) * static_cast<double>(model.seq_length);
+  if (score_elements > kMaxScoreElements) {
+    return fmt::format(
+        "{} b={}: the attention scores of one layer, b x a x s^2 = {:.3g} elements, are more "
+        "than eventsim models (2^55)",
+        label, s.micro_batch, score_elements);
+  }
+  // Likewise the widest activation of a layer, b x s x max(h, 2 x ffn (SwiGLU), V/M) elements (the
+  // logits in fp32 times 4 bytes overflowed int64 within the other bounds).
+  const double widest = std::max({static_cast<double>(model.hidden_size),
+                                  2.0 * static_cast<double>(model.ffn_hidden_size),
+                                  static_cast<double>(model.vocab_size) / s.tp});
+  const double activation_elements =
+      static_cast<double>(s.micro_batch) * static_cast<double>(model.seq_length) * widest;
+  if (activation_elements > kMaxScoreElements) {
+    return fmt::format(
+        "{} b={}: the widest activation of one layer, b x s x max(h, 2 x ffn, V/M) = {:.3g} "
+        "elements, is more than eventsim models (2^55)",
+        label, s.micro_batch, activation_elements);
+  }
+  if (!s.stage_layers.empty()) {
+    const int chunks = s.pp * (s.schedule == Schedule::kInterleaved ? s.virtual_stages : 1);
+    if (static_cast<int>(s.stage_layers.size()) != chunks) {
+      return fmt::format("--stage-layers: {} entries for {} model chunks (P x v)",
+                         s.stage_layers.size(), chunks);
+    }
+    int64_t total = 0;
+    for (size_t k = 0; k < s.stage_layers.size(); ++k) {
+      const int n = s.stage_layers[k];
+      // The first chunk (the embedding) and the last (the loss) may hold no block, as Megatron's
+      // --account-for-embedding/loss-in-pipeline-split makes them with one layer per chunk.
+      const bool end_chunk = chunks > 1 && (k == 0 || k + 1 == s.stage_layers.size());
+      if (n < (end_chunk ? 0 : 1)) {
+        return fmt::format(
+            "--stage-layers: {}: every chunk needs >= 1 layer (the first and last >= 0)", n);
+      }
+      total += n;
+    }
+    if (total != model.numLayers()) {
+      return fmt::format("--stage-layers: {} layers in all, but {} has {}", total, model.name,
+                         model.numLayers());
+    }
+  }
+  if (s.sequence_parallel) {
+    if (s.tp < 2) return fmt::format("{} --sequence-parallel: needs M >= 2", label);
+    if (model.seq_length % s.tp != 0) {
+      return fmt::format("{} --sequence-parallel: M={} does not divide seq_length={} of {}", label,
+                         s.tp, model.seq_length, model.name);
+    }
+  }
+  if (s.zero_stage < 0 || s.zero_stage > 3) {
+    return fmt::format("--zero {}: must be 0, 1, 2 or 3", s.zero_stage);
+  }
+  if (s.framework == Framework::kFsdp) {
+    // FSDP's full shard is ZeRO-3's layout and events; without a group to shard over it runs as
+    // plain replicas (torchtitan with dp_shard = 1).
+    const int expected = s.gradGroupSize() > 1 ? 3 : 0;
+    if (s.zero_stage != expected) {
+      return fmt::format(
+          "{} --framework fsdp --zero {}: FSDP shards parameters, gradients and optimizer state "
+          "over D x C = {} (ZeRO stage {}); no other stage applies",
+          label, s.zero_stage, s.gradGroupSize(), expected);
+    }
+    if (s.offload != Offload::kNone) {
+      return fmt::format("{} --framework fsdp --offload {}: FSDP's CPU offload is not modelled",
+                         label, offloadName(s.offload));
+    }
+  } else if (s.reshard != Reshard::kDefault) {
+    return fmt::format("--reshard-after-forward {}: only with --framework fsdp",
+                       reshardName(s.reshard));
+  }
+  if (s.zero_stage == 3 && s.dp_overlap) {
+    return fmt::format(
+        "{} --zero 3 --dp-overlap: ZeRO-3 reduce-scatters each layer's gradients "
+        "inside the backward; there are no DDP buckets to overlap",
+        label);
+  }
+  if (s.zero_stage > 0 && s.gradGroupSize() < 2) {
+    return fmt::format("{} --zero {}: sharding over the DP group needs D x C >= 2", label,
+                       s.zero_stage);
+  }
+  if (s.offload != Offload::kNone) {
+    if (!cluster.host_link || !cluster.host_memory) {
+      return fmt::format(
+          "--offload {}: cluster {} has no host side to offload to (node: host_link and "
+          "host_memory in {})",
+          offloadName(s.offload), cluster.name, cluster.source);
+    }
+    if (offloadsActivations(s.offload) &&
+        (s.schedule == Schedule::kZbh1 || s.schedule == Schedule::kZbh2)) {
+      return fmt::format(
+          "{} --offload {} --schedule {}: not modelled (a split backward keeps its W inputs on "
+          "the device between B and W)",
+          label, offloadName(s.offload), scheduleName(s.schedule));
+    }
+  }
+  return std::nullopt;
+}
+
+void validateStrategy(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& s) {
+  if (auto why = strategyViolation(model, cluster, s)) EVSIM_THROW(InputError, "{}", *why);
+}
+
+}  // namespace evsim

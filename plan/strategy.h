@@ -1,0 +1,156 @@
+#pragma once
+// A hybrid parallel strategy: tensor (model) parallel M, pipeline P, data parallel D, written
+// "2M4P2D", plus micro-batch size b, global batch B and the pipeline schedule. Each pipeline runs
+// m = B / (b * D) micro-batches per iteration. Context parallelism C splits every sequence over C
+// ranks (M*C*P*D GPUs); expert parallelism E shards the experts of MoE blocks over E ranks of the
+// DP group (Megatron-LM's rank order tp-cp-ep-dp-pp, rank_layout.h).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/cluster_config.h"
+#include "config/model_config.h"
+#include "ops/recompute.h"
+
+namespace evsim {
+
+// kInterleaved is Megatron's interleaved 1F1B: each device holds `virtual_stages` model chunks.
+// kZbh1 / kZbh2 are the zero-bubble schedules of Qi et al. (ICLR'24), which split each backward
+// into input-gradient (B) and weight-gradient (W) tasks. The orders are plan/schedules/.
+enum class Schedule { kGpipe, kDapple, kInterleaved, kZbh1, kZbh2 };
+
+// "gpipe", "dapple", "interleaved", "zbh1", "zbh2"
+std::string_view scheduleName(Schedule schedule);
+// Accepts gpipe, dapple, 1f1b, interleaved, zbh1 and zbh2 (any case); throws InputError naming
+// `flag` otherwise.
+Schedule parseSchedule(std::string_view text, std::string_view flag = "--schedule");
+
+// Offload to host memory over the host link (the cluster's node.host_link / host_memory):
+//   optimizer: the optimizer state (fp32 master weights and Adam moments) lives in host memory and
+//     the host CPU steps it (ZeRO-Offload, Megatron's --optimizer-cpu-offload): after the gradient
+//     sync each rank copies its gradient shard to the host, runs CPU Adam, and copies the updated
+//     weights back;
+//   activations: each layer's saved activations go to host memory as soon as the next layer starts
+//     and come back while the layer after it in the backward runs (Megatron's --cpu-offloading),
+//     so a device holds about two layers' activations instead of every micro-batch in flight;
+//   both: the two together.
+enum class Offload { kNone, kOptimizer, kActivations, kBoth };
+std::string_view offloadName(Offload offload);  // "none", "optimizer", "activations", "both"
+Offload parseOffload(std::string_view text, std::string_view flag = "--offload");
+inline bool offloadsOptimizer(Offload o) { return o == Offload::kOptimizer || o == Offload::kBoth; }
+inline bool offloadsActivations(Offload o) {
+  return o == Offload::kActivations || o == Offload::kBoth;
+}
+
+// Which training framework lays out the model states (modeler/memory_model.h):
+//   megatron: Megatron-LM: 16-bit weights, fp32 main gradients in contiguous DDP buffers, fp32
+//     master weights and Adam moments (sharded with --use-distributed-optimizer, ZeRO-1);
+//   fsdp: PyTorch FSDP2 as torchtitan runs it: fp32 parameters, gradients and Adam moments all
+//     sharded over D x C (full shard), each layer's parameters all-gathered in the model dtype
+//     (fp8 for linear weights with Float8 all-gather) before its forward and backward and its
+//     gradients reduce-scattered in fp32 after its backward (the events of ZeRO-3).
+enum class Framework { kMegatron, kFsdp };
+std::string_view frameworkName(Framework framework);  // "megatron", "fsdp"
+Framework parseFramework(std::string_view text, std::string_view flag = "--framework");
+
+// FSDP's reshard-after-forward (torchtitan's fsdp_reshard_after_forward): free each layer's
+// gathered parameters after its forward and gather them again for its backward (always), keep
+// them from forward to backward (never), or torchtitan's default: always without pipeline
+// parallelism, never with it (the pipeline runs many micro-batches between a forward and its
+// backward, and PyTorch's pipelining keeps the gathered parameters and unsharded gradients until
+// the last micro-batch's backward).
+enum class Reshard { kDefault, kAlways, kNever };
+std::string_view reshardName(Reshard reshard);  // "default", "always", "never"
+Reshard parseReshard(std::string_view text, std::string_view flag = "--reshard-after-forward");
+
+// Bounds on the batch sizes and micro-batches of a strategy (validateStrategy): far beyond any run,
+// they keep the work of one simulated iteration bounded.
+inline constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;
+inline constexpr int64_t kMaxGlobalBatch = int64_t{1} << 30;
+inline constexpr int64_t kMaxMicroBatches = int64_t{1} << 16;
+// GPUs of one strategy, M x P x D: 16.7 M, over 100x the largest cluster trained on today.
+inline constexpr int64_t kMaxStrategyGpus = int64_t{1} << 24;
+
+struct Strategy {
+  int tp = 1;                // M
+  int pp = 1;                // P
+  int dp = 1;                // D
+  int cp = 1;                // C: context parallel (sequence split over C ranks, ring attention)
+  int ep = 1;                // E: expert parallel, inside the DP group (divides D)
+  int64_t micro_batch = 1;   // b
+  int64_t global_batch = 1;  // B
+  Schedule schedule = Schedule::kDapple;
+  // Data-parallel gradient all-reduce in buckets overlapped with the last backward (PyTorch DDP).
+  bool dp_overlap = false;
+  int64_t dp_bucket_bytes = int64_t{25} * 1024 * 1024;  // DDP's default bucket_cap_mb = 25
+  int virtual_stages = 1;  // v model chunks per device; > 1 only with Schedule::kInterleaved
+  Recompute recompute = Recompute::kNone;
+  // Megatron's sequence parallelism: layernorm/dropout regions split along the sequence over the
+  // TP group; each TP all-reduce becomes a reduce-scatter plus an all-gather.
+  bool sequence_parallel = false;
+  // ZeRO stage over the DP group: 0 off, 1 optimizer state (Megatron's distributed optimizer),
+  // 2 + gradients, 3 + parameters.
+  int zero_stage = 0;
+  Offload offload = Offload::kNone;
+  // Transformer blocks per model chunk (P*v entries, in virtual-stage order), or empty for the
+  // FLOP-balanced split. Large runs shorten the first and last stages, which also carry the
+  // embedding and the loss (Megatron's --decoder-first/last-pipeline-num-layers).
+  std::vector<int> stage_layers;
+  Framework framework = Framework::kMegatron;
+  Reshard reshard = Reshard::kDefault;  // FSDP only (strategyViolation)
+
+  // The plain M/P/D strategy with batch sizes and a schedule, every technique off.
+  static Strategy of(int tp, int pp, int dp, int64_t micro_batch, int64_t global_batch,
+                     Schedule schedule = Schedule::kDapple) {
+    Strategy s;
+    s.tp = tp, s.pp = pp, s.dp = dp;
+    s.micro_batch = micro_batch, s.global_batch = global_batch;
+    s.schedule = schedule;
+    return s;
+  }
+
+  int64_t gpus() const { return int64_t{tp} * cp * pp * dp; }
+  // Ranks that hold replicas of the dense weights: D x C (Megatron's data-parallel group with
+  // context parallelism), over which dense gradients are reduced and ZeRO shards.
+  int gradGroupSize() const { return dp * cp; }
+  // Ranks that hold replicas of one expert: D x C / E (Megatron's expert-data-parallel group).
+  int expertGradGroupSize() const { return dp * cp / ep; }
+  int64_t microBatches() const { return global_batch / (micro_batch * dp); }
+  // Whether a layer's parameters sharded over the DP group (ZeRO-3, FSDP) are gathered again for
+  // its backward: DeepSpeed's ZeRO-3 always; FSDP by its policy (Reshard).
+  bool reshardsAfterForward() const {
+    if (framework != Framework::kFsdp || reshard == Reshard::kAlways) return true;
+    return reshard == Reshard::kDefault && pp == 1;
+  }
+  std::string name() const;  // "2M4P2D"
+  // The techniques beyond M, P, D, one word each in one order, e.g. " dp-overlap cp2 ep4 v3
+  // rc=selective sp zero1" ("" if none). kShort is the search table's spelling of the same words
+  // (" ov cp2 ep4 v3 rc=sel sp z1").
+  enum class TechniqueStyle { kLong, kShort };
+  std::string techniques(TechniqueStyle style = TechniqueStyle::kLong) const;
+  // Every field: PlanCache keys plan cores by a strategy with the finishing-only fields reset.
+  bool operator==(const Strategy&) const = default;
+};
+
+// Parses "2M4P2D" (any case, any order of the three parts, each once). Throws InputError naming
+// `flag` and the text.
+void parseStrategyText(std::string_view text, Strategy& strategy,
+                       std::string_view flag = "--strategy");
+
+// Why `strategy` cannot run `model` on `cluster`, or nullopt when it can. Names the flag, the value
+// and the rule broken, e.g. "--strategy 3M1P1D: M=3 does not divide num_heads=16".
+std::optional<std::string> strategyViolation(const ModelConfig& model, const ClusterConfig& cluster,
+                                             const Strategy& strategy);
+// TP groups that would straddle nodes (M not dividing a node's GPUs): slow over the network and
+// not what Megatron deployments do, so refused unless asked for (--allow-cross-node-tp), by search
+// and by the commands that take one strategy alike.
+std::optional<std::string> crossNodeTpViolation(const ClusterConfig& cluster, const Strategy& s);
+
+// Throws InputError with strategyViolation's message.
+void validateStrategy(const ModelConfig& model, const ClusterConfig& cluster,
+                      const Strategy& strategy);
+
+}  // namespace evsim

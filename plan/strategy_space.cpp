@@ -1,0 +1,198 @@
+#include "plan/strategy_space.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "plan/iteration_plan.h"
+
+namespace evsim {
+
+namespace {
+
+// Whether the interleaved schedule with v chunks per device can apply to (P, b, D) at all; the
+// search skips the v values that cannot rather than listing them as invalid.
+bool interleavedApplies(const ModelConfig& model, const Strategy& s, int v) {
+  if (s.pp < 2 || int64_t{s.pp} * v > model.numLayers()) return false;
+  const int64_t per_step = s.micro_batch * s.dp;
+  if (per_step <= 0 || s.global_batch % per_step != 0) return true;  // invalid for another rule
+  return s.microBatches() % s.pp == 0;
+}
+
+// Moves `count` layers off each stage of `from` to the `receivers`, one at a time in turn.
+std::vector<int> shorten(std::vector<int> split, const std::vector<int>& from, int count,
+                         const std::vector<int>& receivers) {
+  for (int s : from) split[s] -= count;
+  const int moved = count * static_cast<int>(from.size());
+  for (int i = 0; i < moved; ++i) ++split[receivers[i % receivers.size()]];
+  return split;
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> unevenSplits(const std::vector<int>& balanced, int max_shift) {
+  const int P = static_cast<int>(balanced.size());
+  std::vector<std::vector<int>> out;
+  if (P < 2) return out;
+  std::vector<int> middle;
+  for (int s = 1; s + 1 < P; ++s) middle.push_back(s);
+  auto keep = [&](const std::vector<int>& split) {
+    for (int n : split) {
+      if (n < 1) return;
+    }
+    if (split == balanced || std::find(out.begin(), out.end(), split) != out.end()) return;
+    out.push_back(split);
+  };
+  for (int j = 1; j <= max_shift; ++j) {
+    keep(shorten(balanced, {0}, j, P == 2 ? std::vector<int>{1} : middle));
+    keep(shorten(balanced, {P - 1}, j, P == 2 ? std::vector<int>{0} : middle));
+    if (P >= 3) keep(shorten(balanced, {0, P - 1}, j, middle));
+  }
+  return out;
+}
+
+std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const ClusterConfig& cluster,
+                                           const Strategy& base, const StrategySpace& space) {
+  std::vector<Candidate> out;
+  forEachCandidate(model, cluster, base, space,
+                   [&](Candidate&& c) { out.push_back(std::move(c)); });
+  return out;
+}
+
+void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& base,
+                      const StrategySpace& space, const std::function<void(Candidate&&)>& visit) {
+  // The variants of a valid balanced candidate, right after it (unevenSplits).
+  auto visitUneven = [&](const Strategy& balanced) {
+    const std::vector<int> first = stageFirstLayers(model, balanced);
+    std::vector<int> layers(first.size());
+    for (size_t k = 0; k < first.size(); ++k) {
+      const int end = k + 1 < first.size() ? first[k + 1] : static_cast<int>(model.numLayers());
+      layers[k] = end - first[k];
+    }
+    for (std::vector<int>& split : unevenSplits(layers, space.uneven_stage_shift)) {
+      Candidate c;
+      c.strategy = balanced;
+      c.strategy.stage_layers = std::move(split);
+      c.violation = strategyViolation(model, cluster, c.strategy);
+      visit(std::move(c));
+    }
+  };
+  auto add = [&](const Strategy& strategy) {
+    for (Recompute rc : space.recomputes) {
+      for (bool sp : space.sequence_parallel) {
+        if (sp && strategy.tp < 2) continue;
+        // FSDP shards fully wherever there is a group to shard over (strategyViolation).
+        const std::vector<int> fsdp_zero = {strategy.gradGroupSize() > 1 ? 3 : 0};
+        const bool fsdp = strategy.framework == Framework::kFsdp;
+        for (int zero : fsdp ? fsdp_zero : space.zero_stages) {
+          if (zero > 0 && strategy.gradGroupSize() < 2) continue;
+          // strategyViolation's rules read no technique but SP and the ZeRO stage (context and
+          // expert parallelism's) before the techniques' own, and none reads the recomputation:
+          // when the strategy with this SP and ZeRO stage and nothing else breaks one, every
+          // overlap and offload variant breaks the same (a bucket size > 0 keeps overlap's own
+          // rule from coming first). Its message is then formatted once, not per variant.
+          Strategy plain = strategy;
+          plain.sequence_parallel = sp;
+          plain.zero_stage = zero;
+          const std::optional<std::string> plain_violation =
+              strategy.dp_bucket_bytes > 0 && !strategy.dp_overlap &&
+                      strategy.offload == Offload::kNone
+                  ? strategyViolation(model, cluster, plain)
+                  : std::nullopt;
+          for (bool overlap : space.dp_overlaps) {
+            if (overlap && (strategy.gradGroupSize() < 2 || zero == 3)) continue;
+            for (Offload offload : space.offloads) {
+              Candidate c;
+              c.strategy = strategy;
+              c.strategy.recompute = rc;
+              c.strategy.sequence_parallel = sp;
+              c.strategy.zero_stage = zero;
+              c.strategy.dp_overlap = overlap;
+              c.strategy.offload = offload;
+              c.violation =
+                  plain_violation ? plain_violation : strategyViolation(model, cluster, c.strategy);
+              if (!c.violation && !space.allow_cross_node_tp) {
+                c.violation = crossNodeTpViolation(cluster, c.strategy);
+              }
+              const bool uneven = space.uneven_stage_shift > 0 && !c.violation &&
+                                  c.strategy.pp >= 2 &&
+                                  c.strategy.schedule != Schedule::kInterleaved;
+              const Strategy balanced = c.strategy;
+              visit(std::move(c));
+              if (uneven) visitUneven(balanced);
+            }
+          }
+        }
+      }
+    }
+  };
+  const int64_t experts = model.moe.num_experts;
+  for (int64_t m = 1; m <= space.gpus; ++m) {
+    if (space.gpus % m != 0) continue;
+    for (int c : space.context_parallel) {
+      if (c < 1 || (space.gpus / m) % c != 0) continue;
+      if (c > 1 && !model.spec.flash_attention) continue;
+      const int64_t pd = space.gpus / m / c;
+      for (int64_t p = 1; p <= pd; ++p) {
+        if (pd % p != 0) continue;
+        const int64_t d = pd / p;
+        for (int e : space.expert_parallel) {
+          if (e < 1 || (e > 1 && (experts == 0 || d % e != 0 || experts % e != 0))) continue;
+          for (int64_t b : space.micro_batches) {
+            for (Schedule schedule : space.schedules) {
+              Strategy s = base;
+              s.tp = static_cast<int>(m);
+              s.cp = c;
+              s.pp = static_cast<int>(p);
+              s.dp = static_cast<int>(d);
+              s.ep = e;
+              s.micro_batch = b;
+              s.schedule = schedule;
+              s.virtual_stages = 1;
+              if (schedule != Schedule::kInterleaved) {
+                add(s);
+                continue;
+              }
+              for (int v : space.virtual_stages) {
+                if (!interleavedApplies(model, s, v)) continue;
+                s.virtual_stages = v;
+                add(s);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+EventTable unionOfEvents(const ModelConfig& model, const ClusterConfig& cluster,
+                         const Strategy& base, const StrategySpace& space) {
+  EventTable all;
+  // GPipe and DAPPLE share their events; the techniques change them (recomputation through the
+  // stage partition, hence the gradient bytes), and so does the interleaved schedule (P*v chunks,
+  // the wrap-around transfer): v is in the key, 1 for the other schedules. An uneven split changes
+  // a stage's parameters (its optimizer and gradient events): the split is in the key too. DP
+  // overlap (bucketed gradient collectives) and offload (host-link copies, the host's Adam) add
+  // events of their own.
+  std::set<std::tuple<int, int, int, int, int, int64_t, int, bool, int, int, std::vector<int>, bool,
+                      int>>
+      seen;
+  for (const Candidate& c : enumerateCandidates(model, cluster, base, space)) {
+    if (c.violation) continue;
+    const Strategy& s = c.strategy;
+    if (!seen.insert({s.tp, s.cp, s.pp, s.dp, s.ep, s.micro_batch, static_cast<int>(s.recompute),
+                      s.sequence_parallel, s.zero_stage, s.virtual_stages, s.stage_layers,
+                      s.dp_overlap, static_cast<int>(s.offload)})
+             .second) {
+      continue;
+    }
+    IterationPlan plan = buildIterationPlan(model, cluster, s);
+    for (const UniqueEvent& e : plan.events.events()) all.addCount(all.intern(e.event), e.count);
+  }
+  return all;
+}
+
+}  // namespace evsim

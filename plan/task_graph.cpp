@@ -1,0 +1,255 @@
+#include "plan/task_graph.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "common/error.h"
+
+namespace evsim {
+
+namespace {
+
+constexpr int kPhases = 3;  // F, B, W
+
+int phaseIndex(Phase phase) {
+  switch (phase) {
+    case Phase::kForward:
+      return 0;
+    case Phase::kBackward:
+      return 1;
+    case Phase::kWeightGrad:
+      return 2;
+    default:
+      EVSIM_THROW(Error, "phase {} is not a pipeline task", phaseName(phase));
+  }
+}
+
+}  // namespace
+
+TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches) {
+  EVSIM_CHECK(devices >= 1 && chunks >= 1 && micro_batches >= 1, "task graph P={} v={} m={}",
+              devices, chunks, micro_batches);
+  const PipelineSchedule& sched = pipelineSchedule(schedule);
+  EVSIM_CHECK(chunks == 1 || sched.allowsChunks(), "{} schedule with v={}", scheduleName(schedule),
+              chunks);
+  TaskGraph g;
+  g.devices = devices;
+  g.chunks = chunks;
+  g.micro_batches = micro_batches;
+  g.split_backward = sched.splitsBackward();
+  const PipelineLayout layout = pipelineLayout(schedule, devices, chunks);
+  const int K = layout.stages();
+  const int64_t m = micro_batches;
+  // Node ids: dense over (phase, virtual stage, micro-batch); -1 until the schedule places it.
+  std::vector<int> id(static_cast<size_t>(kPhases * K * m), -1);
+  auto slot = [&](Phase phase, int k, int64_t i) -> int& {
+    return id[static_cast<size_t>((phaseIndex(phase) * K + k) * m + i)];
+  };
+  const std::shared_ptr<const DeviceOrders> shared_orders =
+      scheduleOrders(schedule, PipelineShape{devices, chunks, micro_batches});
+  const DeviceOrders& orders = *shared_orders;
+  EVSIM_CHECK(static_cast<int>(orders.size()) == devices, "{} orders for {} devices", orders.size(),
+              devices);
+  g.device_order.resize(devices);
+  const size_t tasks_per_device = static_cast<size_t>((g.split_backward ? 3 : 2) * chunks * m);
+  g.nodes.reserve(tasks_per_device * devices);
+  g.edges.reserve(tasks_per_device * devices * 2);
+  for (int s = 0; s < devices; ++s) {
+    EVSIM_CHECK(orders[s].size() == tasks_per_device, "{} schedule: device {} has {} tasks, not {}",
+                scheduleName(schedule), s, orders[s].size(), tasks_per_device);
+    for (const StageTask& t : orders[s]) {
+      EVSIM_CHECK(t.chunk >= 0 && t.chunk < chunks && t.micro_batch >= 0 && t.micro_batch < m &&
+                      (g.split_backward || t.phase != Phase::kWeightGrad),
+                  "{} schedule: device {} task {} mb {} chunk {}", scheduleName(schedule), s,
+                  phaseName(t.phase), t.micro_batch, t.chunk);
+      const int k = layout.virtualStage(s, t.chunk);
+      int& node = slot(t.phase, k, t.micro_batch);
+      EVSIM_CHECK(node < 0, "{} schedule: device {} repeats {} of mb {} chunk {}",
+                  scheduleName(schedule), s, phaseName(t.phase), t.micro_batch, t.chunk);
+      node = static_cast<int>(g.nodes.size());
+      TaskNode n;
+      n.task = t;
+      n.device = s;
+      n.virtual_stage = k;
+      n.position = static_cast<int>(g.device_order[s].size());
+      // A hand-over to a stage on the same device (the V layout's turn) is in memory: no send.
+      if (t.phase == Phase::kForward && k + 1 < K && !layout.sameDevice(k, k + 1)) {
+        n.send = Send::kActivation, n.link = k;
+      }
+      if (t.phase == Phase::kBackward && k > 0 && !layout.sameDevice(k, k - 1)) {
+        n.send = Send::kGradient, n.link = k - 1;
+      }
+      g.nodes.push_back(n);
+      g.device_order[s].push_back(node);
+    }
+  }
+  // Edges, once every node exists (a device's order may name a producer on a later device).
+  for (TaskNode& n : g.nodes) {
+    n.first_edge = static_cast<int>(g.edges.size());
+    const int k = n.virtual_stage;
+    const int i = n.task.micro_batch;
+    switch (n.task.phase) {
+      case Phase::kForward:
+        if (k > 0) {
+          g.edges.push_back({slot(Phase::kForward, k - 1, i), !layout.sameDevice(k - 1, k)});
+        }
+        break;
+      case Phase::kBackward:
+        if (k + 1 < K) {
+          g.edges.push_back({slot(Phase::kBackward, k + 1, i), !layout.sameDevice(k + 1, k)});
+        }
+        g.edges.push_back({slot(Phase::kForward, k, i), false});
+        break;
+      default:
+        g.edges.push_back({slot(Phase::kBackward, k, i), false});
+        break;
+    }
+    n.edge_count = static_cast<int>(g.edges.size()) - n.first_edge;
+  }
+  // A same-device input must come earlier in the device's order, or the device would wait forever.
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    for (const TaskEdge& e : g.inputs(static_cast<int>(n))) {
+      EVSIM_CHECK(e.transfer || g.nodes[e.from].position < g.nodes[n].position,
+                  "{} schedule: device {} runs {} of mb {} before its input",
+                  scheduleName(schedule), g.nodes[n].device, phaseName(g.nodes[n].task.phase),
+                  g.nodes[n].task.micro_batch);
+    }
+  }
+  return g;
+}
+
+TaskGraph buildTaskGraph(const IterationPlan& plan) {
+  return buildTaskGraph(plan.strategy.schedule, plan.deviceStages(), plan.chunksPerDevice(),
+                        plan.micro_batches);
+}
+
+int bucketIssueOp(const OpList& backward, int ready_after_op, bool split_backward) {
+  if (!split_backward) return ready_after_op;
+  for (int i = ready_after_op; i >= 0; --i) {
+    if (backward[i].weight_grad) return i;
+  }
+  return -1;
+}
+
+int peakInFlight(const TaskGraph& graph, int device) {
+  const Phase frees = graph.split_backward ? Phase::kWeightGrad : Phase::kBackward;
+  int in_flight = 0, peak = 0;
+  for (int id : graph.device_order[device]) {
+    const Phase phase = graph.nodes[id].task.phase;
+    if (phase == Phase::kForward) peak = std::max(peak, ++in_flight);
+    if (phase == frees) --in_flight;
+  }
+  return peak;
+}
+
+ActivationPeak peakActivations(const std::vector<StageTask>& order,
+                               const std::vector<int64_t>& chunk_bytes,
+                               const std::vector<int64_t>& chunk_held_bytes) {
+  const bool split = std::any_of(order.begin(), order.end(),
+                                 [](const StageTask& t) { return t.phase == Phase::kWeightGrad; });
+  int in_flight = 0;
+  // In 128 bits, clamped to int64 (memory_model.cpp saturates likewise): a peak beyond int64 is
+  // out of memory on any device, and the running sum must not wrap.
+  __int128 held = 0, peak_bytes = 0;
+  ActivationPeak peak;
+  for (const StageTask& t : order) {
+    EVSIM_CHECK(t.chunk >= 0 && t.chunk < static_cast<int>(chunk_bytes.size()), "chunk {} of {}",
+                t.chunk, chunk_bytes.size());
+    const int64_t kept = split ? chunk_held_bytes.at(t.chunk) : 0;
+    switch (t.phase) {
+      case Phase::kForward:
+        held += chunk_bytes[t.chunk];
+        ++in_flight;
+        break;
+      case Phase::kBackward:
+        held += kept - chunk_bytes[t.chunk];
+        if (!split) --in_flight;
+        break;
+      default:
+        held -= kept;
+        --in_flight;
+        break;
+    }
+    peak.in_flight = std::max(peak.in_flight, in_flight);
+    peak_bytes = std::max(peak_bytes, held);
+  }
+  peak.bytes =
+      static_cast<int64_t>(std::min<__int128>(peak_bytes, std::numeric_limits<int64_t>::max()));
+  return peak;
+}
+
+ActivationStates activationStates(const std::vector<StageTask>& order, int chunks) {
+  const bool split = std::any_of(order.begin(), order.end(),
+                                 [](const StageTask& t) { return t.phase == Phase::kWeightGrad; });
+  ActivationStates out;
+  out.chunks = chunks;
+  const size_t width = 2 * static_cast<size_t>(chunks);
+  std::vector<int> now(width, 0);
+  std::vector<std::vector<int>> frontier;
+  auto covers = [](const std::vector<int>& a, const std::vector<int>& b) {  // a >= b everywhere
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i] < b[i]) return false;
+    }
+    return true;
+  };
+  int in_flight = 0;
+  for (const StageTask& t : order) {
+    EVSIM_CHECK(t.chunk >= 0 && t.chunk < chunks, "chunk {} of {}", t.chunk, chunks);
+    const size_t live = static_cast<size_t>(t.chunk), kept = live + static_cast<size_t>(chunks);
+    switch (t.phase) {
+      case Phase::kForward:
+        ++now[live];
+        ++in_flight;
+        break;
+      case Phase::kBackward:
+        --now[live];
+        if (split) {
+          ++now[kept];
+        } else {
+          --in_flight;
+        }
+        break;
+      default:
+        --now[kept];
+        --in_flight;
+        break;
+    }
+    out.in_flight = std::max(out.in_flight, in_flight);
+    if (std::any_of(frontier.begin(), frontier.end(),
+                    [&](const std::vector<int>& f) { return covers(f, now); })) {
+      continue;
+    }
+    frontier.erase(std::remove_if(frontier.begin(), frontier.end(),
+                                  [&](const std::vector<int>& f) { return covers(now, f); }),
+                   frontier.end());
+    frontier.push_back(now);
+  }
+  for (const std::vector<int>& f : frontier)
+    out.counts.insert(out.counts.end(), f.begin(), f.end());
+  return out;
+}
+
+ActivationPeak peakActivations(const ActivationStates& states,
+                               const std::vector<int64_t>& chunk_bytes,
+                               const std::vector<int64_t>& chunk_held_bytes) {
+  const size_t chunks = static_cast<size_t>(states.chunks);
+  EVSIM_CHECK(chunk_bytes.size() == chunks && chunk_held_bytes.size() == chunks,
+              "{} chunk sizes for {} chunks", chunk_bytes.size(), chunks);
+  // In 128 bits, clamped to int64, as the walk does.
+  __int128 peak_bytes = 0;
+  for (size_t at = 0; at < states.counts.size(); at += 2 * chunks) {
+    __int128 held = 0;
+    for (size_t c = 0; c < chunks; ++c) {
+      held += static_cast<__int128>(states.counts[at + c]) * chunk_bytes[c] +
+              static_cast<__int128>(states.counts[at + chunks + c]) * chunk_held_bytes[c];
+    }
+    peak_bytes = std::max(peak_bytes, held);
+  }
+  ActivationPeak peak;
+  peak.in_flight = states.in_flight;
+  peak.bytes =
+      static_cast<int64_t>(std::min<__int128>(peak_bytes, std::numeric_limits<int64_t>::max()));
+  return peak;
+}
+
+}  // namespace evsim

@@ -1,0 +1,111 @@
+#pragma once
+// The task graph of one pipeline's iteration: every task (forward F, backward B, weight gradient W
+// of one micro-batch of one model chunk) as a node, its inputs as explicit edges, and each
+// device's order from the schedule (pipeline_schedule.h). The timing engine list-schedules it, the
+// device events and eventrun's rank programs walk it, the memory model follows its live
+// activations. Built once per (schedule, P, v, m); the same for every pipeline class.
+//
+// Chunk c of device s is virtual stage k = c*P + s (K = P*v). Edges:
+//   F(k, i) <- F(k-1, i)  transfer: the activation over link k-1 (the sender's send_activation)
+//   B(k, i) <- B(k+1, i)  transfer: the gradient over link k (the sender's send_gradient)
+//   B(k, i) <- F(k, i)    same device: the activations it consumes
+//   W(k, i) <- B(k, i)    same device (split schedules only): the output gradients W needs
+// A task's send runs on its device right after it (Megatron's P2P blocks compute): F of k < K-1
+// sends its activation over link k, B of k > 0 its gradient over link k-1; W sends nothing.
+// Recomputation (Recompute::kFull / kSelective) stays inside B, as in Megatron: the recomputed
+// forward ops head the B task's op list.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "plan/iteration_plan.h"
+#include "plan/pipeline_schedule.h"
+
+namespace evsim {
+
+enum class Send { kNone, kActivation, kGradient };
+
+// The virtual stage a link's message reaches: an activation over link k goes to k+1, a gradient
+// over link k to k (from k+1).
+inline int linkReceiver(Send send, int link) { return send == Send::kActivation ? link + 1 : link; }
+
+struct TaskEdge {
+  int from = -1;          // the producing node
+  bool transfer = false;  // crosses devices: the input arrives when the producer's send ends
+};
+
+struct TaskNode {
+  StageTask task;
+  int device = 0;
+  int virtual_stage = 0;  // k = chunk * P + device
+  Send send = Send::kNone;
+  int link = -1;     // kActivation: link k (k -> k+1); kGradient: link k-1 (k -> k-1)
+  int position = 0;  // index in its device's order
+  int first_edge = 0;
+  int edge_count = 0;
+};
+
+struct TaskGraph {
+  int devices = 1;            // P
+  int chunks = 1;             // v
+  int64_t micro_batches = 1;  // m
+  bool split_backward = false;
+  std::vector<TaskNode> nodes;
+  std::vector<TaskEdge> edges;
+  std::vector<std::vector<int>> device_order;  // node ids, in the order each device runs them
+
+  std::span<const TaskEdge> inputs(int node) const {
+    const TaskNode& n = nodes[node];
+    return {edges.data() + n.first_edge, static_cast<size_t>(n.edge_count)};
+  }
+  int virtualStages() const { return devices * chunks; }
+};
+
+// Throws Error when the schedule's orders miss or repeat a task, or place a task before a
+// same-device input (an internal bug).
+TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches);
+// The graph of `plan`'s strategy.
+TaskGraph buildTaskGraph(const IterationPlan& plan);
+
+// Which task of a split backward runs `op`: ops marked weight_grad run in W, the rest in B; without
+// a split B runs them all.
+inline bool runsIn(const OpInstance& op, Phase task_phase, bool split_backward) {
+  if (!split_backward) return task_phase == Phase::kBackward;
+  return op.weight_grad == (task_phase == Phase::kWeightGrad);
+}
+
+// A DDP bucket closes after backward op `ready_after_op`; it is issued in the chunk's last
+// gradient task (the last B, or the last W when split) after the op this returns, or before the
+// task's first op when -1 (a split bucket whose ops include no weight-gradient op).
+int bucketIssueOp(const OpList& backward, int ready_after_op, bool split_backward);
+
+// Activations along one device's order: each F of chunk c holds chunk_bytes[c]; B frees them but
+// keeps chunk_held_bytes[c] (what W reads: the wgrad GEMMs' inputs and output gradients; 0 without
+// a split) until W. in_flight counts micro-batch chunks held (F +1, the freeing task -1).
+struct ActivationPeak {
+  int in_flight = 0;
+  int64_t bytes = 0;
+};
+ActivationPeak peakActivations(const std::vector<StageTask>& order,
+                               const std::vector<int64_t>& chunk_bytes,
+                               const std::vector<int64_t>& chunk_held_bytes);
+// The same walk reduced to what its peak can be for any chunk sizes: the states (per chunk, the
+// micro-batches whose activations are held, then those whose W inputs are held) that no other
+// state of the walk matches or exceeds in every count. Held bytes are a sum of counts times
+// non-negative sizes, so their peak is at one of these: a search keeps them per (schedule, shape)
+// instead of walking the order for every candidate (scheduleActivationStates).
+struct ActivationStates {
+  int chunks = 0;
+  int in_flight = 0;        // the walk's peak in_flight
+  std::vector<int> counts;  // per state, 2 x chunks counts
+};
+ActivationStates activationStates(const std::vector<StageTask>& order, int chunks);
+// peakActivations(order, ...) from activationStates(order, chunk_bytes.size()): the same result.
+ActivationPeak peakActivations(const ActivationStates& states,
+                               const std::vector<int64_t>& chunk_bytes,
+                               const std::vector<int64_t>& chunk_held_bytes);
+// The same walk's in_flight along `device`'s order in `graph`.
+int peakInFlight(const TaskGraph& graph, int device);
+
+}  // namespace evsim
