@@ -133,8 +133,21 @@ void readPeaks(const YamlReader& peaks, DeviceSpec& spec) {
   if (spec.peak_tflops.empty()) peaks.fail("", "needs at least one dtype");
 }
 
+MemoryOverheads readMemoryOverheads(const YamlReader& memory) {
+  memory.allowOnly({"cuda_context_mib", "cublas_workspace_mib", "nccl_mib_per_communicator",
+                    "allocator_fragmentation"});
+  constexpr double kMaxMib = 1 << 20;  // 1 TiB: only catches garbage
+  MemoryOverheads out;
+  out.cuda_context_mib = readSourced(memory, "cuda_context_mib", kMaxMib);
+  out.cublas_workspace_mib = readSourced(memory, "cublas_workspace_mib", kMaxMib);
+  out.nccl_mib_per_communicator = readSourced(memory, "nccl_mib_per_communicator", kMaxMib);
+  out.allocator_fragmentation = readSourced(memory, "allocator_fragmentation", kMaxFraction);
+  return out;
+}
+
 DeviceSpec readDeviceFile(const YamlReader& root) {
-  root.allowOnly({"name", "gpu", "description", "datasheet", "model", "overlap_slowdown"});
+  root.allowOnly(
+      {"name", "gpu", "description", "datasheet", "model", "overlap_slowdown", "memory"});
   DeviceSpec spec;
   spec.file = root.file();
   spec.id = root.str("name");
@@ -154,6 +167,7 @@ DeviceSpec readDeviceFile(const YamlReader& root) {
   if (root.has("overlap_slowdown")) {
     spec.overlap_slowdown = readOverlapSlowdown(root.child("overlap_slowdown"));
   }
+  if (root.has("memory")) spec.memory = readMemoryOverheads(root.child("memory"));
   return spec;
 }
 
@@ -217,7 +231,7 @@ int64_t DeviceSpec::memoryBytes() const { return static_cast<int64_t>(memory_gib
 
 DeviceSpec readInlineDevice(const YamlReader& device) {
   device.allowOnly(
-      {"name", "peak_tflops", "memory_bandwidth_gb_s", "memory_gib", "overlap_slowdown"});
+      {"name", "peak_tflops", "memory_bandwidth_gb_s", "memory_gib", "overlap_slowdown", "memory"});
   DeviceSpec spec;
   spec.name = device.str("name");
   spec.datasheet_source = "inline in " + device.file();
@@ -228,6 +242,7 @@ DeviceSpec readInlineDevice(const YamlReader& device) {
   if (device.has("overlap_slowdown")) {
     spec.overlap_slowdown = readOverlapSlowdown(device.child("overlap_slowdown"));
   }
+  if (device.has("memory")) spec.memory = readMemoryOverheads(device.child("memory"));
   return spec;
 }
 
@@ -259,6 +274,12 @@ std::string deviceConfigYaml(const DeviceSpec& spec) {
   out << YAML::Key << "sm_count" << YAML::Value << spec.sm_count;
   out << YAML::EndMap;
   if (spec.model) emitModel(out, *spec.model);
+  out << YAML::Key << "memory" << YAML::Value << YAML::BeginMap;
+  emitSourced(out, "cuda_context_mib", spec.memory.cuda_context_mib);
+  emitSourced(out, "cublas_workspace_mib", spec.memory.cublas_workspace_mib);
+  emitSourced(out, "nccl_mib_per_communicator", spec.memory.nccl_mib_per_communicator);
+  emitSourced(out, "allocator_fragmentation", spec.memory.allocator_fragmentation);
+  out << YAML::EndMap;
   if (spec.overlap_slowdown.given) {
     out << YAML::Key << "overlap_slowdown" << YAML::Value << YAML::BeginMap;
     emitSourced(out, "nvlink", spec.overlap_slowdown.nvlink);

@@ -128,33 +128,103 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
                  "Megatron's: blocks on the last stage, the rest split evenly")
       ->check(CLI::Range(1, static_cast<int>(kMaxLayers)))
       ->excludes(layers);
+  app.add_flag("--account-for-embedding-in-pipeline-split", account_for_embedding,
+               "Megatron's: the embedding counts as one layer of the first model chunk")
+      ->excludes(layers);
+  app.add_flag("--account-for-loss-in-pipeline-split", account_for_loss,
+               "Megatron's: the loss counts as one layer of the last model chunk")
+      ->excludes(layers);
+  addFrameworkOptions(app);
+}
+
+void RunOptions::addFrameworkOptions(CLI::App& app) {
+  app.add_option("--framework", framework,
+                 "megatron (Megatron-LM's memory layout) | fsdp (PyTorch FSDP2 as torchtitan "
+                 "runs it: fully sharded fp32 states, per-layer gathers)")
+      ->capture_default_str();
+  app.add_option("--reshard-after-forward", reshard,
+                 "FSDP: default (always without PP, never with PP) | always | never")
+      ->capture_default_str();
+}
+
+void RunOptions::applyFramework(Strategy& s) const {
+  s.framework = parseFramework(framework);
+  s.reshard = parseReshard(reshard);
+  if (s.framework == Framework::kFsdp && zero_stage == 0 && !distributed_optimizer) {
+    s.zero_stage = s.gradGroupSize() > 1 ? 3 : 0;
+  }
 }
 
 namespace {
 
-// Megatron's uneven split: the first and/or last stage get the given blocks, the others share the
-// rest evenly (it must divide).
-std::vector<int> firstLastSplit(int layers, int stages, int first, int last) {
-  if (stages < 2) {
+// Megatron-LM's layers per model chunk (get_num_layers_to_build / get_transformer_layer_offset):
+// the first and/or last pipeline stage get the given blocks and the others share the rest evenly;
+// with v chunks per stage each stage's blocks split evenly over its chunks. Accounting for the
+// embedding (loss) counts it as one layer of the first (last) chunk: the L + 1 (+ 1) layers split
+// evenly over the P x v chunks, and that chunk builds one block fewer. Chunks are returned in
+// virtual-stage order (chunk c of stage p at c x P + p).
+struct MegatronSplit {
+  int layers, stages, chunks_per_stage, first, last;
+  bool embedding, loss;
+};
+std::vector<int> megatronSplit(const MegatronSplit& m) {
+  const int P = m.stages, v = m.chunks_per_stage;
+  if (P < 2) {
     EVSIM_THROW(InputError,
-                "--decoder-first/last-pipeline-num-layers: needs P >= 2 pipeline stages, not {}",
-                stages);
+                "--decoder-first/last-pipeline-num-layers, --account-for-*-in-pipeline-split: need "
+                "P >= 2 pipeline stages, not {}",
+                P);
   }
-  const int fixed = (first > 0) + (last > 0);
-  const int middle_stages = stages - fixed;
-  const int middle_layers = layers - first - last;
-  if (stages < 2 || middle_stages < 0 || middle_layers < 0 ||
-      (middle_stages == 0 && middle_layers != 0) ||
+  if ((m.first > 0 || m.last > 0) && (m.embedding || m.loss)) {
+    EVSIM_THROW(InputError,
+                "--decoder-first/last-pipeline-num-layers with --account-for-*-in-pipeline-split: "
+                "Megatron allows one or the other");
+  }
+  std::vector<int> per_stage(static_cast<size_t>(P));
+  if (m.embedding || m.loss) {
+    const int total = m.layers + m.embedding + m.loss;
+    if (total % (P * v) != 0) {
+      EVSIM_THROW(InputError,
+                  "--account-for-*-in-pipeline-split: {} layers + {} (embedding/loss) = {} do not "
+                  "split evenly over P x v = {} model chunks",
+                  m.layers, m.embedding + m.loss, total, P * v);
+    }
+    std::vector<int> out(static_cast<size_t>(P * v), total / (P * v));
+    if (m.embedding) --out.front();
+    if (m.loss) --out.back();
+    for (int n : out) {
+      if (n < 0) {
+        EVSIM_THROW(InputError,
+                    "--account-for-*-in-pipeline-split: {} layers over P x v = {} chunks leave "
+                    "the embedding or the loss without a chunk of its own",
+                    m.layers, P * v);
+      }
+    }
+    return out;
+  }
+  const int fixed = (m.first > 0) + (m.last > 0);
+  const int middle_stages = P - fixed;
+  const int middle_layers = m.layers - m.first - m.last;
+  if (middle_stages < 0 || middle_layers < 0 || (middle_stages == 0 && middle_layers != 0) ||
       (middle_stages > 0 && (middle_layers % middle_stages != 0 || middle_layers == 0))) {
     EVSIM_THROW(InputError,
                 "--decoder-first/last-pipeline-num-layers {}/{}: the other {} layers do not split "
                 "evenly over the other {} of P={} stages",
-                first, last, middle_layers, middle_stages, stages);
+                m.first, m.last, middle_layers, middle_stages, P);
   }
-  std::vector<int> out(static_cast<size_t>(stages),
-                       middle_stages > 0 ? middle_layers / middle_stages : 0);
-  if (first > 0) out.front() = first;
-  if (last > 0) out.back() = last;
+  per_stage.assign(static_cast<size_t>(P), middle_stages > 0 ? middle_layers / middle_stages : 0);
+  if (m.first > 0) per_stage.front() = m.first;
+  if (m.last > 0) per_stage.back() = m.last;
+  std::vector<int> out(static_cast<size_t>(P * v));
+  for (int p = 0; p < P; ++p) {
+    if (per_stage[p] % v != 0) {
+      EVSIM_THROW(InputError,
+                  "--decoder-first/last-pipeline-num-layers {}/{}: stage {}'s {} layers do not "
+                  "split evenly over its {} virtual stages",
+                  m.first, m.last, p, per_stage[p], v);
+    }
+    for (int c = 0; c < v; ++c) out[static_cast<size_t>(c * P + p)] = per_stage[p] / v;
+  }
   return out;
 }
 
@@ -268,6 +338,7 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
   s.sequence_parallel = sequence_parallel || tp_comm == "rs-ag";
   s.zero_stage = distributed_optimizer ? 1 : zero_stage;
   s.offload = parseOffload(offload);
+  applyFramework(s);
   if (!stage_layers.empty()) {
     // In order, repeats kept (parseIntList makes a set: "6,14,14" is three chunks here).
     for (const std::string& part : split(stage_layers, ',')) {
@@ -281,14 +352,12 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
       }
       s.stage_layers.push_back(static_cast<int>(*n));
     }
-  } else if (first_stage_layers > 0 || last_stage_layers > 0) {
-    if (s.schedule == Schedule::kInterleaved) {
-      EVSIM_THROW(InputError,
-                  "--decoder-first/last-pipeline-num-layers: with --schedule interleaved give "
-                  "every chunk with --stage-layers");
-    }
-    s.stage_layers = firstLastSplit(static_cast<int>(model_config.numLayers()), s.pp,
-                                    first_stage_layers, last_stage_layers);
+  } else if (first_stage_layers > 0 || last_stage_layers > 0 || account_for_embedding ||
+             account_for_loss) {
+    s.stage_layers = megatronSplit(MegatronSplit{
+        static_cast<int>(model_config.numLayers()), s.pp,
+        s.schedule == Schedule::kInterleaved ? s.virtual_stages : 1, first_stage_layers,
+        last_stage_layers, account_for_embedding, account_for_loss});
   }
   return s;
 }
@@ -299,7 +368,8 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
       cp != 1 || ep != 1 || recompute != "none" || sequence_parallel || tp_comm == "rs-ag" ||
       zero_stage != 0 || distributed_optimizer || virtual_stages != 1 ||
       layers_per_virtual_stage > 0 || !stage_layers.empty() || first_stage_layers > 0 ||
-      last_stage_layers > 0 || parseSchedule(schedule) == Schedule::kInterleaved ||
+      last_stage_layers > 0 || account_for_embedding || account_for_loss ||
+      framework != "megatron" || parseSchedule(schedule) == Schedule::kInterleaved ||
       parseOffload(offload) != Offload::kNone;
   if (techniques) {
     EVSIM_THROW(
@@ -339,7 +409,13 @@ std::string RunOptions::commandLine(const Strategy& s) const {
   if (s.recompute != Recompute::kNone)
     out += fmt::format(" --recompute {}", recomputeName(s.recompute));
   if (s.sequence_parallel) out += " --sequence-parallel";
-  if (s.zero_stage > 0) out += fmt::format(" --zero {}", s.zero_stage);
+  if (s.framework == Framework::kFsdp) {
+    out += " --framework fsdp";
+    if (s.reshard != Reshard::kDefault)
+      out += fmt::format(" --reshard-after-forward {}", reshardName(s.reshard));
+  } else if (s.zero_stage > 0) {
+    out += fmt::format(" --zero {}", s.zero_stage);
+  }
   if (s.offload != Offload::kNone) out += fmt::format(" --offload {}", offloadName(s.offload));
   if (!s.stage_layers.empty())
     out += fmt::format(" --stage-layers {}", fmt::join(s.stage_layers, ","));

@@ -49,6 +49,10 @@ struct RunOptions {
   std::string stage_layers;            // --stage-layers 10,12,...: blocks per model chunk
   int first_stage_layers = 0;          // Megatron's --decoder-first-pipeline-num-layers
   int last_stage_layers = 0;           // Megatron's --decoder-last-pipeline-num-layers
+  bool account_for_embedding = false;  // Megatron's --account-for-embedding-in-pipeline-split
+  bool account_for_loss = false;       // Megatron's --account-for-loss-in-pipeline-split
+  std::string framework = "megatron";  // --framework megatron | fsdp
+  std::string reshard = "default";     // --reshard-after-forward default | always | never
   ModelOverrides overrides;
   // --overlap-slowdown on|off: off sets the device's overlap slowdown factors to 1 (compute beside
   // communication at full speed; modeler/overlap_slowdown.h), for ablations.
@@ -63,6 +67,11 @@ struct RunOptions {
   // --stage-layers, and Megatron's names for them (see the header comment) including
   // --decoder-first/last-pipeline-num-layers.
   void addStrategyOptions(CLI::App& app, bool strategy_required);
+  // Registers --framework and --reshard-after-forward (addStrategyOptions does; search too).
+  void addFrameworkOptions(CLI::App& app);
+  // Sets the framework of `strategy` from the flags; with fsdp the ZeRO stage becomes FSDP's full
+  // shard (3) where D x C >= 2 unless --zero was given (strategyViolation then names the clash).
+  void applyFramework(Strategy& strategy) const;
 
   // Registers --overlap-slowdown on|off (simulate, search: every command that times iterations).
   void addOverlapSlowdownOption(CLI::App& app);

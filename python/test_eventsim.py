@@ -46,6 +46,9 @@ STRATEGIES = [
     dict(model="tiny-llama", cluster="dgx-h100", tensor_model_parallel_size=2,
          pipeline_model_parallel_size=2, dp=2, micro_batch_size=1, global_batch_size=16,
          num_layers=8, zero=1),
+    # FSDP2's memory layout and events, and simulate's memory headroom.
+    dict(model="tiny-llama", cluster="dgx-h100", tp=2, pp=1, dp=4, micro_batch=1,
+         global_batch=16, framework="fsdp", memory_headroom=0.1),
 ]
 
 
@@ -142,3 +145,14 @@ def test_ctrl_c_interrupts_a_long_call():
     assert elapsed < 20, f"KeyboardInterrupt after {elapsed:.1f} s"
     # The module is usable afterwards: the cancellation was reset.
     assert eventsim.simulate(**STRATEGIES[0], fallback="analytic")["iteration_time_ms"] > 0
+
+
+def test_fsdp_states_shard_over_d():
+    """FSDP's weights + grads + optimizer are 16 bytes per parameter / D on every stage."""
+    base = dict(model="tiny-llama", cluster="dgx-h100", tp=1, pp=1, micro_batch=1,
+                global_batch=16, framework="fsdp", fallback="analytic")
+    states = {}
+    for d in (2, 4):
+        memory = eventsim.simulate(dp=d, **base)["stages"][0]["memory"]
+        states[d] = memory["weights_bytes"] + memory["gradients_bytes"] + memory["optimizer_bytes"]
+    assert abs(states[2] - 2 * states[4]) <= 2

@@ -207,6 +207,14 @@ void run(const SearchArgs& args) {
   }
   SearchOptions options;
   options.base.global_batch = args.run.global_batch;
+  options.base.framework = parseFramework(args.run.framework);
+  options.base.reshard = parseReshard(args.run.reshard);
+  if (options.base.framework == Framework::kFsdp && trim(args.zero_stages) != "0") {
+    EVSIM_THROW(InputError,
+                "--framework fsdp --zero {}: FSDP shards fully (ZeRO-3) wherever D x C >= 2; "
+                "leave --zero out",
+                args.zero_stages);
+  }
   options.space.gpus = args.gpus;
   options.space.micro_batches = parseIntList(args.micro_batches, "--micro-batch");
   for (int64_t b : options.space.micro_batches) {
@@ -337,6 +345,7 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--csv", args->csv, "write the ranking as CSV")->check(kFileName);
   cmd->add_flag("--allow-cross-node-tp", args->allow_cross_node_tp,
                 "allow tensor parallel groups that span nodes");
+  args->run.addFrameworkOptions(*cmd);
   cmd->add_option("--memory-headroom", args->memory_headroom,
                   "share of device memory kept free for workspace and fragmentation")
       ->capture_default_str();

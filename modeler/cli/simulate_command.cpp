@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "modeler/output_estimate.h"
+#include "modeler/memory_model.h"
 #include "modeler/simulation.h"
 #include "modeler/stragglers.h"
 #include "modeler/summary_report.h"
@@ -68,6 +69,7 @@ struct SimulateArgs {
   uint64_t seed = 1;
   int iterations = 0;  // 0: one, or 100 with --jitter
   double max_output_gib = kDefaultMaxOutputGiB;  // --max-output-gib: one trace / CSV at most
+  double memory_headroom = kDefaultMemoryHeadroom;
   JsonSink sink;
 
   bool variability() const { return !slow_ranks.empty() || jitter > 0 || iterations > 0; }
@@ -120,7 +122,8 @@ void runSimulate(const SimulateArgs& args) {
                         static_cast<int64_t>(ranks.size()), args.max_output_gib);
   }
   writeTimelineFiles(timeline, ranks, args.trace, args.csv);
-  nlohmann::json summary = args.sink || args.json ? summaryJson(sim) : nlohmann::json();
+  nlohmann::json summary =
+      args.sink || args.json ? summaryJson(sim, args.memory_headroom) : nlohmann::json();
   if (spread && (args.sink || args.json)) summary["variability"] = variabilityJson(sim, *spread);
   if (writing) {
     // Which ranks the trace / CSV hold (the first pipeline by default above the limit).
@@ -132,7 +135,7 @@ void runSimulate(const SimulateArgs& args) {
   } else if (args.json) {
     std::cout << summary.dump(2) << "\n";
   } else {
-    std::cout << summaryText(sim);
+    std::cout << summaryText(sim, args.memory_headroom);
     if (spread) std::cout << variabilityText(sim, *spread);
     if (!args.trace.empty())
       fmt::print("\nChrome trace ({} ranks{}): {}\n", ranks.size(), note, args.trace);
@@ -174,6 +177,11 @@ void registerSimulateCommand(CLI::App& app, JsonSink sink) {
                   "per-op random slowdown: each compute op takes t (1 + J |z|), z ~ N(0,1); "
                   "reports the iteration time distribution over --iterations")
       ->check(finiteInRange(0.0, 10.0));
+  cmd->add_option("--memory-headroom", args->memory_headroom,
+                  "share of device memory kept free beyond what the memory model counts "
+                  "(as search's)")
+      ->check(finiteInRange(0.0, 0.99))
+      ->capture_default_str();
   cmd->add_option("--seed", args->seed, "seed of the --jitter draws (default 1)")
       ->check(kUnsignedText);
   cmd->add_option("--iterations", args->iterations,
