@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "io/cli_checks.h"
+#include "plan/pipeline_schedule.h"
 
 #ifndef EVSIM_CONFIG_DIR
 #define EVSIM_CONFIG_DIR "configs"
@@ -246,10 +247,11 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
       s.stage_layers.push_back(static_cast<int>(*n));
     }
   } else if (first_stage_layers > 0 || last_stage_layers > 0) {
-    if (s.schedule == Schedule::kInterleaved) {
+    if (pipelineLayout(s).chunks() > 1) {
       EVSIM_THROW(InputError,
-                  "--decoder-first/last-pipeline-num-layers: with --schedule interleaved give "
-                  "every chunk with --stage-layers");
+                  "--decoder-first/last-pipeline-num-layers: with --schedule {} give every chunk "
+                  "with --stage-layers",
+                  scheduleName(s.schedule));
     }
     s.stage_layers = firstLastSplit(static_cast<int>(model_config.numLayers()), s.pp,
                                     first_stage_layers, last_stage_layers);
