@@ -126,8 +126,9 @@ std::shared_ptr<const DeviceOrders> scheduleOrders(Schedule schedule, const Pipe
 std::shared_ptr<const std::vector<ActivationStates>> scheduleActivationStates(
     Schedule schedule, const PipelineShape& shape) {
   if (schedule == Schedule::kFile) {
+    const std::shared_ptr<const DeviceOrders> orders = scheduleOrders(schedule, shape);
     std::vector<ActivationStates> out;
-    for (const std::vector<StageTask>& order : *scheduleOrders(schedule, shape)) {
+    for (const std::vector<StageTask>& order : *orders) {
       out.push_back(activationStates(order, shape.chunks));
     }
     return std::make_shared<const std::vector<ActivationStates>>(std::move(out));
