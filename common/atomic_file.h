@@ -2,12 +2,14 @@
 // Writes a file all-or-nothing: output goes to "<path>.tmp.<pid>" in the same directory and is
 // renamed over `path` by commit(). Destroyed without commit() (an exception, a crash), the temp
 // file is removed and any previous `path` stays intact: a reader never sees a partial output.
-// A symbolic link is followed (its target is replaced, the link stays); a path that exists and is
-// not a regular file (a FIFO, /dev/null, a terminal) is written in place, never renamed over;
-// a directory is an InputError.
+// A symbolic link is followed (its target is replaced or, for a dangling link, created; the link
+// stays; a loop is an InputError); a path that exists and is not a regular file (a FIFO, /dev/null,
+// a terminal) is written in place, never renamed over (a FIFO nobody reads is an InputError, not a
+// wait forever); a directory is an InputError.
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace evsim {
 
@@ -38,6 +40,8 @@ class AtomicFileWriter {
   void publish();
 
  private:
+  friend void publishTogether(const std::vector<AtomicFileWriter*>& writers);
+
   std::string path_;        // as given, for messages
   std::string final_path_;  // where the bytes end up (a symlink's target)
   std::string temp_path_;   // written first; final_path_ itself when direct_
@@ -47,6 +51,12 @@ class AtomicFileWriter {
   bool finished_ = false;
   bool committed_ = false;
 };
+
+// Publishes finished writers of one command together (issue 33): under an exclusive lock (flock) of
+// their directories, which every call takes, so that commands writing the same targets at once
+// leave all of one command's files, never a mix. Throws EnvironmentError when the lock cannot be
+// taken (nothing replaced) or a rename fails after another succeeded (the message names them).
+void publishTogether(const std::vector<AtomicFileWriter*>& writers);
 
 // Convenience: the whole content at once.
 void writeFileAtomically(const std::string& path, const std::string& content);

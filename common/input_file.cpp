@@ -64,6 +64,10 @@ int64_t firstInvalidUtf8(const std::string& text) {
 std::string readInputFile(const std::string& path, const std::string& what) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
+  if (ec && status.type() != fs::file_type::not_found) {
+    // A symbolic-link loop, a name too long, a directory without permission: the system says.
+    EVSIM_THROW(InputError, "{}: cannot read the {} ({})", clipped(path, 200), what, ec.message());
+  }
   if (status.type() == fs::file_type::not_found) {
     EVSIM_THROW(InputError, "{}: cannot open file (no such {})", path, what);
   }

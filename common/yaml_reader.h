@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <string>
@@ -20,6 +21,12 @@ class YamlReader {
   static YamlReader fromFile(const std::string& path);
   // Parses in-memory text; `origin` names it in errors.
   static YamlReader fromString(const std::string& text, const std::string& origin);
+  // The same, but the items of the top-level sequence under `key` go to `on_item` one by one as
+  // they are parsed (named "key[i]" in errors) and are not kept: the returned reader maps `key` to
+  // an empty list. For long lists (profile databases), whose nodes would not fit in memory at once.
+  using ItemSink = std::function<void(const YamlReader& item)>;
+  static YamlReader fromStringStreaming(const std::string& text, const std::string& origin,
+                                        const std::string& key, const ItemSink& on_item);
 
   YamlReader(YAML::Node node, std::string file, std::string path);
 

@@ -49,7 +49,7 @@ DeviceSpec readDeviceFile(const YamlReader& node, const std::string& cluster_fil
 }
 
 ClusterConfig readCluster(const YamlReader& root) {
-  root.allowOnly({"name", "nodes", "node", "network", "description"});
+  root.allowOnly({"name", "nodes", "node", "network", "topology", "description"});
   ClusterConfig cluster;
   cluster.source = root.file();
   cluster.name = root.str("name");
@@ -73,6 +73,13 @@ ClusterConfig readCluster(const YamlReader& root) {
   cluster.device =
       device.node().IsScalar() ? readDeviceFile(node, root.file()) : readInlineDevice(device);
   cluster.network = readLink(root.child("network"));
+  cluster.topology =
+      root.has("topology")
+          ? readNetworkTopology(root.child("topology"), cluster.gpus_per_node,
+                                cluster.intra_link.latency_us, cluster.network.bandwidth_gb_s,
+                                cluster.network.latency_us)
+          : derivedNetworkTopology(cluster.gpus_per_node, cluster.intra_link.latency_us,
+                                   cluster.network.bandwidth_gb_s, cluster.network.latency_us);
   return cluster;
 }
 

@@ -19,6 +19,8 @@
 //     host_link: {name: PCIe Gen4 x16, bandwidth_gb_s: 25, latency_us: 10}
 //     host_memory: {gib: 2048, bandwidth_gb_s: 400}
 //   network: {name: 8x HDR 200Gb/s, bandwidth_gb_s: 200, latency_us: 5}  # per node, one direction
+//   topology: {...}   # optional: NICs, NVSwitch, fabric tiers, fitted NCCL terms
+//                     # (config/network_topology.h); derived from the links when absent
 
 #include <cstdint>
 #include <map>
@@ -26,6 +28,7 @@
 #include <string>
 
 #include "config/device_config.h"
+#include "config/network_topology.h"
 
 namespace evsim {
 
@@ -50,6 +53,7 @@ struct ClusterConfig {
   Link network;                           // bandwidth per node
   std::optional<Link> host_link;          // bandwidth per GPU; absent: no offload
   std::optional<HostMemory> host_memory;  // per node; absent: no offload
+  NetworkTopology topology;               // always set (derived from the links for old files)
 
   // GPUs available, or nullopt when the node count is open.
   std::optional<int64_t> totalGpus() const;

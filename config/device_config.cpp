@@ -107,6 +107,20 @@ DeviceModelParams readModel(const YamlReader& model) {
   return p;
 }
 
+// A slowdown factor above this is a unit mistake (a percentage), not a measurement.
+constexpr double kMaxOverlapSlowdown = 10;
+
+OverlapSlowdown readOverlapSlowdown(const YamlReader& section) {
+  section.allowOnly({"nvlink", "network"});
+  OverlapSlowdown out;
+  out.given = true;
+  out.nvlink = readSourced(section, "nvlink", kMaxOverlapSlowdown);
+  out.network = readSourced(section, "network", kMaxOverlapSlowdown);
+  if (out.nvlink.value < 1) section.fail("nvlink.value", "a slowdown factor must be >= 1");
+  if (out.network.value < 1) section.fail("network.value", "a slowdown factor must be >= 1");
+  return out;
+}
+
 void readPeaks(const YamlReader& peaks, DeviceSpec& spec) {
   for (const auto& [dtype_name, value] : peaks.entries()) {
     DType dtype = parseDType(dtype_name, value.where(""));
@@ -119,8 +133,21 @@ void readPeaks(const YamlReader& peaks, DeviceSpec& spec) {
   if (spec.peak_tflops.empty()) peaks.fail("", "needs at least one dtype");
 }
 
+MemoryOverheads readMemoryOverheads(const YamlReader& memory) {
+  memory.allowOnly({"cuda_context_mib", "cublas_workspace_mib", "nccl_mib_per_communicator",
+                    "allocator_fragmentation"});
+  constexpr double kMaxMib = 1 << 20;  // 1 TiB: only catches garbage
+  MemoryOverheads out;
+  out.cuda_context_mib = readSourced(memory, "cuda_context_mib", kMaxMib);
+  out.cublas_workspace_mib = readSourced(memory, "cublas_workspace_mib", kMaxMib);
+  out.nccl_mib_per_communicator = readSourced(memory, "nccl_mib_per_communicator", kMaxMib);
+  out.allocator_fragmentation = readSourced(memory, "allocator_fragmentation", kMaxFraction);
+  return out;
+}
+
 DeviceSpec readDeviceFile(const YamlReader& root) {
-  root.allowOnly({"name", "gpu", "description", "datasheet", "model"});
+  root.allowOnly(
+      {"name", "gpu", "description", "datasheet", "model", "overlap_slowdown", "memory"});
   DeviceSpec spec;
   spec.file = root.file();
   spec.id = root.str("name");
@@ -137,6 +164,10 @@ DeviceSpec readDeviceFile(const YamlReader& root) {
     sheet.fail("sm_count", fmt::format("{}: must be <= {}", sm_count, kMaxSmCount));
   spec.sm_count = static_cast<int>(sm_count);
   if (root.has("model")) spec.model = readModel(root.child("model"));
+  if (root.has("overlap_slowdown")) {
+    spec.overlap_slowdown = readOverlapSlowdown(root.child("overlap_slowdown"));
+  }
+  if (root.has("memory")) spec.memory = readMemoryOverheads(root.child("memory"));
   return spec;
 }
 
@@ -145,58 +176,8 @@ void emitSourced(YAML::Emitter& out, const std::string& key, const SourcedValue&
       << YAML::Value << v.value << YAML::Key << "source" << YAML::Value << v.source << YAML::EndMap;
 }
 
-}  // namespace
-
-double DeviceSpec::peakTflops(DType dtype) const {
-  auto it = peak_tflops.find(dtype);
-  if (it == peak_tflops.end()) {
-    EVSIM_THROW(InputError, "device '{}': no peak_tflops for {}", name, dtypeName(dtype));
-  }
-  return it->second;
-}
-
-int64_t DeviceSpec::memoryBytes() const { return static_cast<int64_t>(memory_gib * kBytesPerGiB); }
-
-DeviceSpec readInlineDevice(const YamlReader& device) {
-  device.allowOnly({"name", "peak_tflops", "memory_bandwidth_gb_s", "memory_gib"});
-  DeviceSpec spec;
-  spec.name = device.str("name");
-  spec.datasheet_source = "inline in " + device.file();
-  spec.memory_bandwidth_gb_s =
-      datasheetValue(device, "memory_bandwidth_gb_s", kMinBandwidthGBs, kMaxBandwidthGBs);
-  spec.memory_gib = datasheetValue(device, "memory_gib", kMinMemoryGib, kMaxMemoryGib);
-  readPeaks(device.child("peak_tflops"), spec);
-  return spec;
-}
-
-DeviceSpec loadDeviceConfig(const std::string& path) {
-  return readDeviceFile(YamlReader::fromFile(path));
-}
-
-DeviceSpec parseDeviceConfig(const std::string& yaml_text, const std::string& origin) {
-  return readDeviceFile(YamlReader::fromString(yaml_text, origin));
-}
-
-std::string deviceConfigYaml(const DeviceSpec& spec) {
-  EVSIM_CHECK(spec.model.has_value() && !spec.id.empty(), "device '{}' has no model to write",
-              spec.name);
-  const DeviceModelParams& m = *spec.model;
-  YAML::Emitter out;
-  out.SetDoublePrecision(6);
-  out << YAML::BeginMap;
-  out << YAML::Key << "name" << YAML::Value << spec.id;
-  out << YAML::Key << "gpu" << YAML::Value << spec.name;
-  out << YAML::Key << "datasheet" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "source" << YAML::Value << spec.datasheet_source;
-  out << YAML::Key << "peak_tflops" << YAML::Value << YAML::Flow << YAML::BeginMap;
-  for (const auto& [dtype, tflops] : spec.peak_tflops) {
-    out << YAML::Key << std::string(dtypeName(dtype)) << YAML::Value << tflops;
-  }
-  out << YAML::EndMap;
-  out << YAML::Key << "memory_bandwidth_gb_s" << YAML::Value << spec.memory_bandwidth_gb_s;
-  out << YAML::Key << "memory_gib" << YAML::Value << spec.memory_gib;
-  out << YAML::Key << "sm_count" << YAML::Value << spec.sm_count;
-  out << YAML::EndMap;
+// The calibrated model section (deviceConfigYaml).
+void emitModel(YAML::Emitter& out, const DeviceModelParams& m) {
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
   emitSourced(out, "gemm_efficiency", m.gemm_efficiency);
   emitSourced(out, "gemm_tile_overhead_k", m.gemm_tile_overhead_k);
@@ -226,6 +207,85 @@ std::string deviceConfigYaml(const DeviceSpec& spec) {
     out << YAML::EndSeq;
   }
   out << YAML::EndMap;
+}
+
+}  // namespace
+
+double DeviceSpec::peakTflops(DType dtype) const {
+  auto it = peak_tflops.find(dtype);
+  if (it == peak_tflops.end()) {
+    // Named by its file (the device file, or the cluster file of an inline spec; issue 33).
+    constexpr std::string_view kInline = "inline in ";
+    const std::string where =
+        !file.empty() ? file + ": datasheet.peak_tflops"
+        : datasheet_source.rfind(kInline, 0) == 0
+            ? datasheet_source.substr(kInline.size()) + ": node.device.peak_tflops"
+            : "device.peak_tflops";
+    EVSIM_THROW(InputError, "{}: no entry for {} (device '{}'; the model computes in {})", where,
+                dtypeName(dtype), name, dtypeName(dtype));
+  }
+  return it->second;
+}
+
+int64_t DeviceSpec::memoryBytes() const { return static_cast<int64_t>(memory_gib * kBytesPerGiB); }
+
+DeviceSpec readInlineDevice(const YamlReader& device) {
+  device.allowOnly(
+      {"name", "peak_tflops", "memory_bandwidth_gb_s", "memory_gib", "overlap_slowdown", "memory"});
+  DeviceSpec spec;
+  spec.name = device.str("name");
+  spec.datasheet_source = "inline in " + device.file();
+  spec.memory_bandwidth_gb_s =
+      datasheetValue(device, "memory_bandwidth_gb_s", kMinBandwidthGBs, kMaxBandwidthGBs);
+  spec.memory_gib = datasheetValue(device, "memory_gib", kMinMemoryGib, kMaxMemoryGib);
+  readPeaks(device.child("peak_tflops"), spec);
+  if (device.has("overlap_slowdown")) {
+    spec.overlap_slowdown = readOverlapSlowdown(device.child("overlap_slowdown"));
+  }
+  if (device.has("memory")) spec.memory = readMemoryOverheads(device.child("memory"));
+  return spec;
+}
+
+DeviceSpec loadDeviceConfig(const std::string& path) {
+  return readDeviceFile(YamlReader::fromFile(path));
+}
+
+DeviceSpec parseDeviceConfig(const std::string& yaml_text, const std::string& origin) {
+  return readDeviceFile(YamlReader::fromString(yaml_text, origin));
+}
+
+std::string deviceConfigYaml(const DeviceSpec& spec) {
+  EVSIM_CHECK(!spec.id.empty() && spec.sm_count > 0, "device '{}' is not a device file's",
+              spec.name);
+  YAML::Emitter out;
+  out.SetDoublePrecision(6);
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << spec.id;
+  out << YAML::Key << "gpu" << YAML::Value << spec.name;
+  out << YAML::Key << "datasheet" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "source" << YAML::Value << spec.datasheet_source;
+  out << YAML::Key << "peak_tflops" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  for (const auto& [dtype, tflops] : spec.peak_tflops) {
+    out << YAML::Key << std::string(dtypeName(dtype)) << YAML::Value << tflops;
+  }
+  out << YAML::EndMap;
+  out << YAML::Key << "memory_bandwidth_gb_s" << YAML::Value << spec.memory_bandwidth_gb_s;
+  out << YAML::Key << "memory_gib" << YAML::Value << spec.memory_gib;
+  out << YAML::Key << "sm_count" << YAML::Value << spec.sm_count;
+  out << YAML::EndMap;
+  if (spec.model) emitModel(out, *spec.model);
+  out << YAML::Key << "memory" << YAML::Value << YAML::BeginMap;
+  emitSourced(out, "cuda_context_mib", spec.memory.cuda_context_mib);
+  emitSourced(out, "cublas_workspace_mib", spec.memory.cublas_workspace_mib);
+  emitSourced(out, "nccl_mib_per_communicator", spec.memory.nccl_mib_per_communicator);
+  emitSourced(out, "allocator_fragmentation", spec.memory.allocator_fragmentation);
+  out << YAML::EndMap;
+  if (spec.overlap_slowdown.given) {
+    out << YAML::Key << "overlap_slowdown" << YAML::Value << YAML::BeginMap;
+    emitSourced(out, "nvlink", spec.overlap_slowdown.nvlink);
+    emitSourced(out, "network", spec.overlap_slowdown.network);
+    out << YAML::EndMap;
+  }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

@@ -28,6 +28,9 @@
 //     allreduce_curves:                                          # NCCL inside one node
 //       - {group: 8, floor_us: 94, ll_latency_us: 37, ll_busbw_gb_s: 155,
 //          simple_latency_us: 99, simple_busbw_gb_s: 231, source: "fitted: ..."}
+//   overlap_slowdown:                                    # optional (also in an inline device):
+//     nvlink: {value: 1.19, source: "..."}               #   compute beside a collective inside
+//     network: {value: 1.10, source: "..."}              #   a node / one that crosses nodes
 
 #include <cstdint>
 #include <map>
@@ -75,6 +78,42 @@ struct DeviceModelParams {
   std::vector<CollectiveCurve> allreduce_curves;  // sorted by group; may be empty
 };
 
+// How much slower a compute op runs while a collective or P2P transfer is in flight on its GPU
+// (NCCL's kernels take SMs and HBM bandwidth): the time factor (>= 1) of the overlapped part of
+// the op, per traffic kind: `nvlink` for a group inside one node, `network` for one that crosses
+// nodes (modeler/overlap_slowdown.h applies it). Absent from the device file: 1, 1 (no slowdown),
+// with the source saying so.
+struct OverlapSlowdown {
+  SourcedValue nvlink{1.0, "none given: compute beside communication at full speed"};
+  SourcedValue network{1.0, "none given: compute beside communication at full speed"};
+  bool given = false;  // read from the device file (written back by deviceConfigYaml)
+  double factor(bool inter_node) const { return inter_node ? network.value : nvlink.value; }
+};
+
+// What a training process holds on the device beside its tensors, and how PyTorch's caching
+// allocator pads them (modeler/memory_model.h uses these). A device file may give them under
+// `memory:` (each {value, source}); without it the defaults below apply, each saying so.
+struct MemoryOverheads {
+  // The CUDA context and the loaded kernel modules (outside PyTorch's allocator: seen by
+  // nvidia-smi, not by max_memory_reserved).
+  SourcedValue cuda_context_mib{
+      600, "assumed: CUDA 12 context with lazy module loading, PyTorch + NCCL + cuBLAS modules"};
+  // cuBLAS/cuBLASLt workspace per stream, allocated through PyTorch's caching allocator.
+  SourcedValue cublas_workspace_mib{
+      32, "assumed: PyTorch's default CUBLAS_WORKSPACE_CONFIG on Hopper, :4096:8 = 32 MiB"};
+  // NCCL's internal buffers per communicator a rank belongs to (cudaMalloc by NCCL, outside the
+  // allocator): NCCL_BUFFSIZE 4 MiB per channel and peer for the Simple protocol, plus LL/LL128.
+  SourcedValue nccl_mib_per_communicator{
+      256, "assumed: NCCL 2.18+ defaults, ~16 ring channels x 2 peers x (4 MiB Simple + LL128)"};
+  // Reserved above allocated, as a share of the bytes that come and go within an iteration
+  // (activations, transients, buffers): freed blocks of one size are kept by the caching allocator
+  // and split for later requests of other sizes, so the reserved peak exceeds the allocated peak.
+  SourcedValue allocator_fragmentation{
+      0.10,
+      "assumed: PyTorch caching allocator without expandable segments, reserved/allocated "
+      "of the dynamic bytes in published training logs 1.05-1.15"};
+};
+
 struct DeviceSpec {
   std::string id;    // the device file's `name` (e.g. a100-sxm4-80gb); "" for an inline spec
   std::string name;  // the GPU's product name
@@ -85,6 +124,8 @@ struct DeviceSpec {
   std::string file;              // the device file it came from ("" for an inline spec)
   std::string datasheet_source;  // where the datasheet figures came from
   std::optional<DeviceModelParams> model;
+  OverlapSlowdown overlap_slowdown;
+  MemoryOverheads memory;  // the file's `memory:` block, or the defaults
 
   // Throws InputError when the spec has no peak for `dtype`.
   double peakTflops(DType dtype) const;

@@ -11,6 +11,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/input_file.h"
 #include "common/strings.h"
 #include "common/yaml_reader.h"
 
@@ -21,8 +22,8 @@ namespace {
 bool hasCommunicationFields(EventKind kind) { return isCommunication(kind); }
 
 // A statistic that must be a finite number >= 0 (stddev may be 0; times of a real event may not).
-TimingStats readStats(const YamlReader& entry) {
-  YamlReader time = entry.child("time_us");
+TimingStats readStats(const YamlReader& entry, const std::string& key = "time_us") {
+  YamlReader time = entry.child(key);
   time.allowOnly({"median", "min", "max", "stddev", "count"});
   TimingStats stats;
   stats.median_us = time.positiveDouble("median");
@@ -90,6 +91,30 @@ ProfileRecord readRecord(const YamlReader& entry) {
   return record;
 }
 
+OverlapRecord readOverlap(const YamlReader& entry) {
+  if (!entry.node().IsMap())
+    entry.fail("", "must be a mapping with compute, transfer, alone_us, beside_us");
+  entry.allowOnly({"compute", "transfer", "alone_us", "beside_us"});
+  OverlapRecord r;
+  r.compute = parseEventSignature(entry.str("compute"), entry.where("compute"));
+  if (r.compute.kind != EventKind::kCompute) entry.fail("compute", "not a compute event");
+  r.transfer = parseEventSignature(entry.str("transfer"), entry.where("transfer"));
+  if (!isCommunication(r.transfer.kind)) entry.fail("transfer", "not a communication event");
+  r.alone = readStats(entry, "alone_us");
+  r.beside = readStats(entry, "beside_us");
+  return r;
+}
+
+void emitStats(YAML::Emitter& out, const std::string& key, const TimingStats& t) {
+  out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap;
+  out << YAML::Key << "median" << YAML::Value << t.median_us;
+  out << YAML::Key << "min" << YAML::Value << t.min_us;
+  out << YAML::Key << "max" << YAML::Value << t.max_us;
+  out << YAML::Key << "stddev" << YAML::Value << t.stddev_us;
+  out << YAML::Key << "count" << YAML::Value << t.count;
+  out << YAML::EndMap;
+}
+
 std::vector<std::string> stringList(const YamlReader& parent, const std::string& key) {
   std::vector<std::string> out;
   for (const YamlReader& item : parent.items(key)) {
@@ -132,13 +157,7 @@ void emitRecord(YAML::Emitter& out, const ProfileRecord& r) {
   out << YAML::BeginMap;
   out << YAML::Key << "signature" << YAML::Value << YAML::DoubleQuoted << r.signature;
   out << YAML::Key << "kind" << YAML::Value << std::string(eventKindName(r.event.kind));
-  out << YAML::Key << "time_us" << YAML::Value << YAML::Flow << YAML::BeginMap;
-  out << YAML::Key << "median" << YAML::Value << r.time.median_us;
-  out << YAML::Key << "min" << YAML::Value << r.time.min_us;
-  out << YAML::Key << "max" << YAML::Value << r.time.max_us;
-  out << YAML::Key << "stddev" << YAML::Value << r.time.stddev_us;
-  out << YAML::Key << "count" << YAML::Value << r.time.count;
-  out << YAML::EndMap;
+  emitStats(out, "time_us", r.time);
   if (hasCommunicationFields(r.event.kind)) {
     const Placement& p = r.event.placement;
     out << YAML::Key << "group_size" << YAML::Value << p.group_size;
@@ -153,7 +172,8 @@ void emitRecord(YAML::Emitter& out, const ProfileRecord& r) {
   out << YAML::EndMap;
 }
 
-std::string emit(const ProfileMetadata& m, const std::vector<ProfileRecord>& records) {
+std::string emit(const ProfileMetadata& m, const std::vector<ProfileRecord>& records,
+                 const std::vector<OverlapRecord>& overlap) {
   YAML::Emitter out;
   // 7 significant digits: sub-ns resolution below 1 ms, and no float noise ("4.9470000000000001").
   out.SetDoublePrecision(7);
@@ -179,6 +199,18 @@ std::string emit(const ProfileMetadata& m, const std::vector<ProfileRecord>& rec
   out << YAML::Key << "events" << YAML::Value << YAML::BeginSeq;
   for (const ProfileRecord& r : records) emitRecord(out, r);
   out << YAML::EndSeq;
+  if (!overlap.empty()) {
+    out << YAML::Key << "overlap" << YAML::Value << YAML::BeginSeq;
+    for (const OverlapRecord& r : overlap) {
+      out << YAML::BeginMap;
+      out << YAML::Key << "compute" << YAML::Value << YAML::DoubleQuoted << r.compute.signature();
+      out << YAML::Key << "transfer" << YAML::Value << YAML::DoubleQuoted << r.transfer.signature();
+      emitStats(out, "alone_us", r.alone);
+      emitStats(out, "beside_us", r.beside);
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
   out << YAML::EndMap;
   if (!out.good())
     EVSIM_THROW(Error, "profile database: YAML emitter error: {}", out.GetLastError());
@@ -187,14 +219,36 @@ std::string emit(const ProfileMetadata& m, const std::vector<ProfileRecord>& rec
 
 }  // namespace
 
-ProfileDb ProfileDb::load(const std::string& path) { return read(YamlReader::fromFile(path)); }
-
-ProfileDb ProfileDb::parse(const std::string& text, const std::string& origin) {
-  return read(YamlReader::fromString(text, origin));
+ProfileDb ProfileDb::load(const std::string& path) {
+  return parse(readInputFile(path, "YAML input"), path);
 }
 
-ProfileDb ProfileDb::read(const YamlReader& root) {
-  root.allowOnly({"schema_version", "metadata", "events"});
+// The entries are read as the parser reaches them (YamlReader::fromStringStreaming): a
+// 400,000-entry profile is never held as YAML nodes at once. The version is still judged before any
+// entry: an entry's error is kept until the whole file is parsed and the version checked.
+ProfileDb ProfileDb::parse(const std::string& text, const std::string& origin) {
+  ProfileDb db;
+  std::optional<std::string> entry_error;
+  const YamlReader root =
+      YamlReader::fromStringStreaming(text, origin, "events", [&](const YamlReader& entry) {
+        if (entry_error) return;
+        try {
+          ProfileRecord record = readRecord(entry);
+          if (db.find(record.signature) != nullptr) {
+            entry.fail("signature", fmt::format("'{}' appears twice", record.signature));
+          }
+          db.put(std::move(record));
+        } catch (const InputError& e) {
+          entry_error = e.what();
+        }
+      });
+  readHeader(root, db);
+  if (entry_error) EVSIM_THROW(InputError, "{}", *entry_error);
+  return db;
+}
+
+void ProfileDb::readHeader(const YamlReader& root, ProfileDb& db) {
+  root.allowOnly({"schema_version", "metadata", "events", "overlap"});
   // The version is read before anything else so a newer file says so instead of failing on keys.
   if (!root.has("schema_version")) {
     root.fail("schema_version", "missing: not an eventsim profile database");
@@ -204,25 +258,21 @@ ProfileDb ProfileDb::read(const YamlReader& root) {
     root.fail("schema_version", fmt::format("{} is not supported (this eventsim reads version {})",
                                             version, kProfileSchemaVersion));
   }
-  ProfileDb db;
   db.metadata = readMetadata(root);
-  YamlReader events = root.child("events");
-  if (events.node().IsNull()) return db;  // "events:" with nothing after it: no entries yet
-  for (const YamlReader& entry : events.items()) {
-    ProfileRecord record = readRecord(entry);
-    if (db.find(record.signature) != nullptr) {
-      entry.fail("signature", fmt::format("'{}' appears twice", record.signature));
-    }
-    db.put(std::move(record));
+  if (root.has("overlap")) {
+    for (const YamlReader& entry : root.items("overlap")) db.putOverlap(readOverlap(entry));
   }
-  return db;
+  YamlReader events = root.child("events");
+  // "events:" with nothing after it: no entries yet. A list was streamed (and left empty here).
+  if (events.node().IsNull() || events.node().IsSequence()) return;
+  events.fail("", "must be a list");
 }
 
 void ProfileDb::save(const std::string& path) const {
   // Temp file beside the target (`<path>.tmp.<pid>`, what removeStaleTemps looks for), fsync,
   // rename: an interrupted save leaves the previous database whole.
   AtomicFileWriter writer(path, AtomicFileWriter::Durability::kDurable);
-  writer.stream() << emit(metadata, records_);
+  writer.stream() << emit(metadata, records_, overlap_);
   writer.commit();
 }
 
@@ -254,6 +304,17 @@ void ProfileDb::put(ProfileRecord record) {
   }
   index_.emplace(record.signature, records_.size());
   records_.push_back(std::move(record));
+}
+
+void ProfileDb::putOverlap(OverlapRecord record) {
+  for (OverlapRecord& r : overlap_) {
+    if (r.compute.signature() == record.compute.signature() &&
+        r.transfer.signature() == record.transfer.signature()) {
+      r = std::move(record);
+      return;
+    }
+  }
+  overlap_.push_back(std::move(record));
 }
 
 const ProfileRecord* ProfileDb::find(const std::string& signature) const {

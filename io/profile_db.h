@@ -29,6 +29,11 @@
 //       scaled: true                     # scaled from measured_group_size by the ring factor
 //       algbw_gb_s: 10.2
 //       busbw_gb_s: 19.1
+//   overlap:                             # optional (eventprof --overlap; older files lack it)
+//     - compute: "gemm m=512 n=512 k=512 layout=nn dtype=fp32"
+//       transfer: "allreduce bytes=67108864 group=2 nodes=1 rpn=2 dtype=fp32"
+//       alone_us: {median: ..., min: ..., max: ..., stddev: ..., count: ...}
+//       beside_us: {median: ..., ...}    # the same kernel while the transfer runs all along
 //
 // Loading checks the schema version, every required key, that each signature parses, and that the
 // statistics are consistent (min <= median <= max, count > 0); anything else is an InputError
@@ -76,6 +81,16 @@ struct ProfileRecord {
   double busbw_gb_s = 0;
 };
 
+// A compute kernel timed alone and while a transfer is in flight on its device the whole time
+// (eventprof --overlap): the overlap slowdown's measurement (modeler/overlap_slowdown.h). The
+// transfer's placement gives the traffic kind (inside a node or across nodes).
+struct OverlapRecord {
+  Event compute;
+  Event transfer;
+  TimingStats alone;
+  TimingStats beside;
+};
+
 class ProfileDb {
  public:
   ProfileMetadata metadata;
@@ -95,10 +110,16 @@ class ProfileDb {
   const ProfileRecord* find(const std::string& signature) const;
   const std::vector<ProfileRecord>& records() const { return records_; }
 
+  // Adds or replaces the overlap record of the same compute and transfer events.
+  void putOverlap(OverlapRecord record);
+  const std::vector<OverlapRecord>& overlapRecords() const { return overlap_; }
+
  private:
-  static ProfileDb read(const YamlReader& root);
+  // Checks the top level (version, metadata, the events key) and fills db.metadata.
+  static void readHeader(const YamlReader& root, ProfileDb& db);
 
   std::vector<ProfileRecord> records_;
+  std::vector<OverlapRecord> overlap_;
   std::map<std::string, size_t> index_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/error.h"
@@ -17,15 +18,22 @@ namespace evsim {
 
 std::string resolveConfigPath(const std::string& argument, const std::string& kind) {
   namespace fs = std::filesystem;
-  if (fs::exists(argument)) return argument;
+  const std::string flag = kind == "models" ? "model" : "cluster";
+  // error_code forms: a symbolic-link loop or a 5,000-character name threw filesystem_error, an
+  // "internal error" (issue 33). The name is clipped in the message.
+  std::error_code ec;
+  if (fs::exists(argument, ec)) return argument;
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    EVSIM_THROW(InputError, "--{} '{}': {}", flag, clipped(argument, 200), ec.message());
+  }
   bool bare_name =
       argument.find('/') == std::string::npos && argument.find(".yaml") == std::string::npos;
   if (bare_name) {
     fs::path bundled = fs::path(EVSIM_CONFIG_DIR) / kind / (argument + ".yaml");
-    if (fs::exists(bundled)) return bundled.string();
+    if (fs::exists(bundled, ec)) return bundled.string();
   }
   EVSIM_THROW(
-      InputError, "--{} '{}': no such file{}", kind == "models" ? "model" : "cluster", argument,
+      InputError, "--{} '{}': no such file{}", flag, clipped(argument, 200),
       bare_name ? fmt::format(" and no bundled {}/{}.yaml (eventsim list {})", kind, argument, kind)
                 : "");
 }
@@ -35,6 +43,9 @@ void RunOptions::addModelOptions(CLI::App& app) {
       ->required();
   app.add_option("--cluster", cluster, "cluster YAML, or a bundled name (eventsim list clusters)")
       ->required();
+  app.add_option("--nccl-algo", nccl_algo,
+                 "force one NCCL algorithm for every collective, as NCCL_ALGO does (ring, tree, "
+                 "nvls, nvls_tree, collnet, pat; default: the cluster's, else NCCL's choice)");
   overrides.addOptions(app);
 }
 
@@ -45,10 +56,13 @@ void RunOptions::addGpusOption(CLI::App& app) {
 
 void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
   auto* text = app.add_option("--strategy", strategy_text, "xMxPxD, e.g. 2M4P2D (any case)");
-  auto* tp_opt = app.add_option("--tp,--tensor-model-parallel-size", tp, "tensor-parallel size M");
+  // Checked here: "--tp 0 --pp 2 --gpus 4" was told to give --tp and --pp, which it had.
+  auto* tp_opt = app.add_option("--tp,--tensor-model-parallel-size", tp, "tensor-parallel size M")
+                     ->check(kPositiveInteger);
   auto* pp_opt =
-      app.add_option("--pp,--pipeline-model-parallel-size", pp, "pipeline-parallel size P");
-  auto* dp_opt = app.add_option("--dp", dp, "data-parallel size D");
+      app.add_option("--pp,--pipeline-model-parallel-size", pp, "pipeline-parallel size P")
+          ->check(kPositiveInteger);
+  auto* dp_opt = app.add_option("--dp", dp, "data-parallel size D")->check(kPositiveInteger);
   text->excludes(tp_opt)->excludes(pp_opt)->excludes(dp_opt);
   app.add_option("--cp,--context-parallel-size", cp,
                  "context-parallel size C: each sequence split over C ranks (ring attention)")
@@ -72,7 +86,7 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
                 ->capture_default_str();
   app.add_option("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
                  "Megatron's form of v: layers per model chunk (implies --schedule interleaved)")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveInteger)
       ->excludes(v);
   app.add_option("--recompute,--recompute-granularity", recompute,
                  "activation recomputation: none | full | selective")
@@ -115,33 +129,103 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
                  "Megatron's: blocks on the last stage, the rest split evenly")
       ->check(CLI::Range(1, static_cast<int>(kMaxLayers)))
       ->excludes(layers);
+  app.add_flag("--account-for-embedding-in-pipeline-split", account_for_embedding,
+               "Megatron's: the embedding counts as one layer of the first model chunk")
+      ->excludes(layers);
+  app.add_flag("--account-for-loss-in-pipeline-split", account_for_loss,
+               "Megatron's: the loss counts as one layer of the last model chunk")
+      ->excludes(layers);
+  addFrameworkOptions(app);
+}
+
+void RunOptions::addFrameworkOptions(CLI::App& app) {
+  app.add_option("--framework", framework,
+                 "megatron (Megatron-LM's memory layout) | fsdp (PyTorch FSDP2 as torchtitan "
+                 "runs it: fully sharded fp32 states, per-layer gathers)")
+      ->capture_default_str();
+  app.add_option("--reshard-after-forward", reshard,
+                 "FSDP: default (always without PP, never with PP) | always | never")
+      ->capture_default_str();
+}
+
+void RunOptions::applyFramework(Strategy& s) const {
+  s.framework = parseFramework(framework);
+  s.reshard = parseReshard(reshard);
+  if (s.framework == Framework::kFsdp && zero_stage == 0 && !distributed_optimizer) {
+    s.zero_stage = s.gradGroupSize() > 1 ? 3 : 0;
+  }
 }
 
 namespace {
 
-// Megatron's uneven split: the first and/or last stage get the given blocks, the others share the
-// rest evenly (it must divide).
-std::vector<int> firstLastSplit(int layers, int stages, int first, int last) {
-  if (stages < 2) {
+// Megatron-LM's layers per model chunk (get_num_layers_to_build / get_transformer_layer_offset):
+// the first and/or last pipeline stage get the given blocks and the others share the rest evenly;
+// with v chunks per stage each stage's blocks split evenly over its chunks. Accounting for the
+// embedding (loss) counts it as one layer of the first (last) chunk: the L + 1 (+ 1) layers split
+// evenly over the P x v chunks, and that chunk builds one block fewer. Chunks are returned in
+// virtual-stage order (chunk c of stage p at c x P + p).
+struct MegatronSplit {
+  int layers, stages, chunks_per_stage, first, last;
+  bool embedding, loss;
+};
+std::vector<int> megatronSplit(const MegatronSplit& m) {
+  const int P = m.stages, v = m.chunks_per_stage;
+  if (P < 2) {
     EVSIM_THROW(InputError,
-                "--decoder-first/last-pipeline-num-layers: needs P >= 2 pipeline stages, not {}",
-                stages);
+                "--decoder-first/last-pipeline-num-layers, --account-for-*-in-pipeline-split: need "
+                "P >= 2 pipeline stages, not {}",
+                P);
   }
-  const int fixed = (first > 0) + (last > 0);
-  const int middle_stages = stages - fixed;
-  const int middle_layers = layers - first - last;
-  if (stages < 2 || middle_stages < 0 || middle_layers < 0 ||
-      (middle_stages == 0 && middle_layers != 0) ||
+  if ((m.first > 0 || m.last > 0) && (m.embedding || m.loss)) {
+    EVSIM_THROW(InputError,
+                "--decoder-first/last-pipeline-num-layers with --account-for-*-in-pipeline-split: "
+                "Megatron allows one or the other");
+  }
+  std::vector<int> per_stage(static_cast<size_t>(P));
+  if (m.embedding || m.loss) {
+    const int total = m.layers + m.embedding + m.loss;
+    if (total % (P * v) != 0) {
+      EVSIM_THROW(InputError,
+                  "--account-for-*-in-pipeline-split: {} layers + {} (embedding/loss) = {} do not "
+                  "split evenly over P x v = {} model chunks",
+                  m.layers, m.embedding + m.loss, total, P * v);
+    }
+    std::vector<int> out(static_cast<size_t>(P * v), total / (P * v));
+    if (m.embedding) --out.front();
+    if (m.loss) --out.back();
+    for (int n : out) {
+      if (n < 0) {
+        EVSIM_THROW(InputError,
+                    "--account-for-*-in-pipeline-split: {} layers over P x v = {} chunks leave "
+                    "the embedding or the loss without a chunk of its own",
+                    m.layers, P * v);
+      }
+    }
+    return out;
+  }
+  const int fixed = (m.first > 0) + (m.last > 0);
+  const int middle_stages = P - fixed;
+  const int middle_layers = m.layers - m.first - m.last;
+  if (middle_stages < 0 || middle_layers < 0 || (middle_stages == 0 && middle_layers != 0) ||
       (middle_stages > 0 && (middle_layers % middle_stages != 0 || middle_layers == 0))) {
     EVSIM_THROW(InputError,
                 "--decoder-first/last-pipeline-num-layers {}/{}: the other {} layers do not split "
                 "evenly over the other {} of P={} stages",
-                first, last, middle_layers, middle_stages, stages);
+                m.first, m.last, middle_layers, middle_stages, P);
   }
-  std::vector<int> out(static_cast<size_t>(stages),
-                       middle_stages > 0 ? middle_layers / middle_stages : 0);
-  if (first > 0) out.front() = first;
-  if (last > 0) out.back() = last;
+  per_stage.assign(static_cast<size_t>(P), middle_stages > 0 ? middle_layers / middle_stages : 0);
+  if (m.first > 0) per_stage.front() = m.first;
+  if (m.last > 0) per_stage.back() = m.last;
+  std::vector<int> out(static_cast<size_t>(P * v));
+  for (int p = 0; p < P; ++p) {
+    if (per_stage[p] % v != 0) {
+      EVSIM_THROW(InputError,
+                  "--decoder-first/last-pipeline-num-layers {}/{}: stage {}'s {} layers do not "
+                  "split evenly over its {} virtual stages",
+                  m.first, m.last, p, per_stage[p], v);
+    }
+    for (int c = 0; c < v; ++c) out[static_cast<size_t>(c * P + p)] = per_stage[p] / v;
+  }
   return out;
 }
 
@@ -162,8 +246,30 @@ ModelConfig RunOptions::loadModel() const {
   return loaded;
 }
 
+void RunOptions::addOverlapSlowdownOption(CLI::App& app) {
+  app.add_option("--overlap-slowdown", overlap_slowdown,
+                 "on: compute beside a collective slows by the device file's overlap_slowdown "
+                 "factors (default); off: runs at full speed")
+      ->check(CLI::IsMember({"on", "off"}));
+}
+
 ClusterConfig RunOptions::loadCluster() const {
-  return loadClusterConfig(resolveConfigPath(cluster, "clusters"));
+  ClusterConfig c = loadClusterConfig(resolveConfigPath(cluster, "clusters"));
+  if (overlap_slowdown == "off") {
+    const std::string why = "switched off (--overlap-slowdown off)";
+    c.device.overlap_slowdown.nvlink = {1.0, why};
+    c.device.overlap_slowdown.network = {1.0, why};
+  }
+  if (!nccl_algo.empty()) {
+    const auto& names = ncclAlgorithmNames();
+    if (nccl_algo != "auto" && std::find(names.begin(), names.end(), nccl_algo) == names.end()) {
+      EVSIM_THROW(InputError,
+                  "--nccl-algo '{}': must be auto, ring, tree, nvls, nvls_tree, collnet or pat",
+                  nccl_algo);
+    }
+    c.topology.nccl.algorithm = nccl_algo;
+  }
+  return c;
 }
 
 Strategy RunOptions::strategy(const ModelConfig& model_config) const {
@@ -233,6 +339,7 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
   s.sequence_parallel = sequence_parallel || tp_comm == "rs-ag";
   s.zero_stage = distributed_optimizer ? 1 : zero_stage;
   s.offload = parseOffload(offload);
+  applyFramework(s);
   if (!stage_layers.empty()) {
     // In order, repeats kept (parseIntList makes a set: "6,14,14" is three chunks here).
     for (const std::string& part : split(stage_layers, ',')) {
@@ -246,15 +353,12 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
       }
       s.stage_layers.push_back(static_cast<int>(*n));
     }
-  } else if (first_stage_layers > 0 || last_stage_layers > 0) {
-    if (pipelineLayout(s).chunks() > 1) {
-      EVSIM_THROW(InputError,
-                  "--decoder-first/last-pipeline-num-layers: with --schedule {} give every chunk "
-                  "with --stage-layers",
-                  scheduleName(s.schedule));
-    }
-    s.stage_layers = firstLastSplit(static_cast<int>(model_config.numLayers()), s.pp,
-                                    first_stage_layers, last_stage_layers);
+  } else if (first_stage_layers > 0 || last_stage_layers > 0 || account_for_embedding ||
+             account_for_loss) {
+    // In virtual-stage order: the first and last chunk are k = 0 and k = P*v - 1 under any layout.
+    s.stage_layers = megatronSplit(MegatronSplit{
+        static_cast<int>(model_config.numLayers()), s.pp, pipelineLayout(s).chunks(),
+        first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss});
   }
   return s;
 }
@@ -265,7 +369,8 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
       cp != 1 || ep != 1 || recompute != "none" || sequence_parallel || tp_comm == "rs-ag" ||
       zero_stage != 0 || distributed_optimizer || virtual_stages != 1 ||
       layers_per_virtual_stage > 0 || !stage_layers.empty() || first_stage_layers > 0 ||
-      last_stage_layers > 0 || parseSchedule(schedule) == Schedule::kInterleaved ||
+      last_stage_layers > 0 || account_for_embedding || account_for_loss ||
+      framework != "megatron" || parseSchedule(schedule) == Schedule::kInterleaved ||
       parseOffload(offload) != Offload::kNone;
   if (techniques) {
     EVSIM_THROW(
@@ -282,6 +387,10 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
   StrategySpace space;
   space.gpus = gpus;
   space.micro_batches = parseIntList(micro_batches, "--micro-batches");
+  if (!space.micro_batches.empty() && space.micro_batches.front() < 1) {
+    EVSIM_THROW(InputError, "--micro-batches {}: a micro-batch size must be >= 1, not {}",
+                micro_batches, space.micro_batches.front());
+  }
   space.schedules = {parseSchedule(schedule)};
   space.dp_overlaps = {dp_overlap};
   return {base, space};
@@ -291,15 +400,23 @@ std::string RunOptions::commandLine(const Strategy& s) const {
   std::string out = fmt::format(
       "--model {} --cluster {} --strategy {} --micro-batch {} --global-batch {} --schedule {}",
       model, cluster, s.name(), s.micro_batch, s.global_batch, scheduleName(s.schedule));
+  if (!nccl_algo.empty()) out += fmt::format(" --nccl-algo {}", nccl_algo);
   if (s.cp > 1) out += fmt::format(" --cp {}", s.cp);
   if (s.ep > 1) out += fmt::format(" --ep {}", s.ep);
   if (s.dp_overlap) out += fmt::format(" --dp-overlap --dp-bucket-mb {}", dp_bucket_mb);
+  if (overlap_slowdown == "off") out += " --overlap-slowdown off";
   if (s.schedule == Schedule::kInterleaved)
     out += fmt::format(" --virtual-stages {}", s.virtual_stages);
   if (s.recompute != Recompute::kNone)
     out += fmt::format(" --recompute {}", recomputeName(s.recompute));
   if (s.sequence_parallel) out += " --sequence-parallel";
-  if (s.zero_stage > 0) out += fmt::format(" --zero {}", s.zero_stage);
+  if (s.framework == Framework::kFsdp) {
+    out += " --framework fsdp";
+    if (s.reshard != Reshard::kDefault)
+      out += fmt::format(" --reshard-after-forward {}", reshardName(s.reshard));
+  } else if (s.zero_stage > 0) {
+    out += fmt::format(" --zero {}", s.zero_stage);
+  }
   if (s.offload != Offload::kNone) out += fmt::format(" --offload {}", offloadName(s.offload));
   if (!s.stage_layers.empty())
     out += fmt::format(" --stage-layers {}", fmt::join(s.stage_layers, ","));

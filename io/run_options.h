@@ -25,6 +25,7 @@ namespace evsim {
 struct RunOptions {
   std::string model;
   std::string cluster;
+  std::string nccl_algo;  // --nccl-algo: forces the network model's algorithm (as NCCL_ALGO)
   std::string strategy_text;
   int tp = 0, pp = 0, dp = 0;
   int cp = 1;  // context parallel size C
@@ -48,7 +49,14 @@ struct RunOptions {
   std::string stage_layers;            // --stage-layers 10,12,...: blocks per model chunk
   int first_stage_layers = 0;          // Megatron's --decoder-first-pipeline-num-layers
   int last_stage_layers = 0;           // Megatron's --decoder-last-pipeline-num-layers
+  bool account_for_embedding = false;  // Megatron's --account-for-embedding-in-pipeline-split
+  bool account_for_loss = false;       // Megatron's --account-for-loss-in-pipeline-split
+  std::string framework = "megatron";  // --framework megatron | fsdp
+  std::string reshard = "default";     // --reshard-after-forward default | always | never
   ModelOverrides overrides;
+  // --overlap-slowdown on|off: off sets the device's overlap slowdown factors to 1 (compute beside
+  // communication at full speed; modeler/overlap_slowdown.h), for ablations.
+  std::string overlap_slowdown = "on";
 
   // Registers --model, --cluster (required) and the model overrides.
   void addModelOptions(CLI::App& app);
@@ -59,9 +67,18 @@ struct RunOptions {
   // --stage-layers, and Megatron's names for them (see the header comment) including
   // --decoder-first/last-pipeline-num-layers.
   void addStrategyOptions(CLI::App& app, bool strategy_required);
+  // Registers --framework and --reshard-after-forward (addStrategyOptions does; search too).
+  void addFrameworkOptions(CLI::App& app);
+  // Sets the framework of `strategy` from the flags; with fsdp the ZeRO stage becomes FSDP's full
+  // shard (3) where D x C >= 2 unless --zero was given (strategyViolation then names the clash).
+  void applyFramework(Strategy& strategy) const;
+
+  // Registers --overlap-slowdown on|off (simulate, search: every command that times iterations).
+  void addOverlapSlowdownOption(CLI::App& app);
 
   // The model file with the command line's overrides applied.
   ModelConfig loadModel() const;
+  // The cluster file, its device's overlap slowdown switched off by --overlap-slowdown off.
   ClusterConfig loadCluster() const;
   // Strategy from the flags; throws InputError naming the flag. `model` turns Megatron's
   // --num-layers-per-virtual-pipeline-stage into v.

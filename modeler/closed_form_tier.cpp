@@ -228,6 +228,12 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
   const ModelFootprint& footprint = cachedFootprint(model_, strategy, cache_);
   const int K = static_cast<int>(first_layer.size());
   std::vector<ChunkMemoryInput> chunks(K);
+  const ModelFootprint* unrecomputed = nullptr;
+  if (strategy.recompute != Recompute::kNone) {
+    Strategy plain = strategy;
+    plain.recompute = Recompute::kNone;
+    unrecomputed = &cachedFootprint(model_, plain, cache_);
+  }
   std::vector<int64_t> parameters(K), dense_parameters(K);
   for (int k = 0; k < K; ++k) {
     ChunkMemoryInput& c = chunks[k];
@@ -253,13 +259,14 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
       c.largest_layer_bytes = std::max(c.largest_layer_bytes, footprint.head.saved_bytes);
       c.weight_grad_input_bytes += footprint.head.weight_grad_input_bytes;
     }
+    addLayerFacts(model_, footprint, unrecomputed, first_layer[k], end, has_embedding, has_head, c);
     parameters[k] = c.parameters;
     // The parameters the DP group (x CP) synchronises: all, or without the experts under EP.
     dense_parameters[k] = c.parameters - (strategy.ep > 1 ? c.expert_parameters : 0);
   }
   const MemoryEstimate mem =
       estimateMemory(model_, strategy, out.micro_batches, cluster_.device.memoryBytes(), chunks,
-                     headroom_, hostCapacity(cluster_));
+                     headroom_, hostCapacity(cluster_), cluster_.device.memory);
   out.peak_memory_bytes = mem.peak_bytes;
   out.peak_memory_stage = mem.peak_stage;
   out.fits = mem.fits();

@@ -49,7 +49,7 @@ CostModel::CostModel(const ClusterConfig& cluster, const ProfileDb* db, bool ana
   }
   if (db_ != nullptr) {
     sources_.push_back(std::make_unique<MeasuredSource>(*db_));
-    sources_.push_back(std::make_unique<DerivedSource>(*db_));
+    sources_.push_back(std::make_unique<DerivedSource>(*db_, cluster));
   }
   if (analytic_fallback) sources_.push_back(std::make_unique<EstimatedSource>(device_));
 }

@@ -23,25 +23,6 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Latency-bound steps of a collective over n ranks (events/collective.h).
 double ringSteps(EventKind kind, int n) { return collectiveOf(kind).latency_steps(n); }
 
-struct LinkShare {
-  double bandwidth_gb_s = 0;
-  double latency_us = 0;
-};
-
-// Intra-node: the GPU's own link. Inter-node: the node's network is shared by every group that
-// communicates at once — one per rank of the group on that node out of gpus_per_node — so each
-// rank gets network * ranks_per_node / gpus_per_node (a DP group with one rank per node on 8-GPU
-// nodes gets 1/8), never more than its intra-node link. The share is capped at 1 for placements
-// from a profile whose nodes hold more ranks than this cluster's.
-LinkShare linkFor(const ClusterConfig& cluster, const Placement& placement) {
-  if (!placement.interNode()) {
-    return {cluster.intra_link.bandwidth_gb_s, cluster.intra_link.latency_us};
-  }
-  double share = std::min(1.0, double(placement.ranks_per_node) / cluster.gpus_per_node);
-  return {std::min(cluster.intra_link.bandwidth_gb_s, cluster.network.bandwidth_gb_s * share),
-          cluster.network.latency_us};
-}
-
 }  // namespace
 
 double curveUs(const CollectiveCurve& c, EventKind kind, int group, int64_t bytes) {
@@ -97,14 +78,6 @@ double DeviceModel::gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType
   return std::max(waves * tile_us, memory_us) + p.gemm_kernel_us.value;
 }
 
-double DeviceModel::alphaBetaUs(const Event& event) const {
-  LinkShare link = linkFor(cluster_, event.placement);
-  int n = event.placement.group_size;
-  double transfer_us = busBandwidthFactor(event.kind, n) * double(event.message_bytes) /
-                       bytesPerUs(link.bandwidth_gb_s);
-  return ringSteps(event.kind, n) * link.latency_us + transfer_us;
-}
-
 double DeviceModel::intraNodeCurveUs(EventKind kind, int group, int64_t bytes) const {
   const std::vector<CollectiveCurve>& curves = cluster_.device.model->allreduce_curves;
   const CollectiveCurve* chosen = &curves.front();
@@ -116,12 +89,12 @@ double DeviceModel::intraNodeCurveUs(EventKind kind, int group, int64_t bytes) c
 
 double DeviceModel::communicationUs(const Event& event) const {
   const DeviceSpec& d = cluster_.device;
-  if (!d.model || d.model->allreduce_curves.empty()) return alphaBetaUs(event);
-  const int n = event.placement.group_size;
-  // The curves are intra-node figures; a P2P "group" is its two ends.
-  double inside = intraNodeCurveUs(event.kind, std::max(n, 2), event.message_bytes);
-  if (!event.placement.interNode()) return inside;
-  return std::max(inside, alphaBetaUs(event));
+  // The curves are measured inside one node; a P2P "group" is its two ends.
+  if (d.model && !d.model->allreduce_curves.empty() && !event.placement.interNode()) {
+    return intraNodeCurveUs(event.kind, std::max(event.placement.group_size, 2),
+                            event.message_bytes);
+  }
+  return network_.timeUs(event.kind, event.placement, event.message_bytes);
 }
 
 double DeviceModel::estimateUs(const Event& event) const {

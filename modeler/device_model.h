@@ -19,36 +19,28 @@
 //     bandwidth / gpus_per_node (the node's GPUs step at once)
 //   host: every op inside a task costs host_op_us of framework time to issue; a kernel cannot
 //     start before the host has issued it (see hostUs; the simulation applies it per task)
-//   collectives inside a node, from the NCCL all-reduce curve of the largest fitted group <= n
-//     (else the smallest): t = max(floor, min(ll_latency*r + factor*bytes/ll_busbw,
-//     simple_latency*r + factor*bytes/simple_busbw)), factor the nccl-tests bus-bandwidth factor
-//     of the collective over n ranks, r = its latency steps over the curve's all-reduce steps
-//     (events/collective.h: all-reduce 2(n-1), reduce-scatter, all-gather, all-to-all and
-//     broadcast n-1, p2p 1)
-//   collectives across nodes: the alpha-beta ring below over each rank's share of the network,
-//     never faster than the same collective inside one node
-// Datasheet only (an inline device, or no `model:`): the roofline max(flops/peak, bytes/bw) and
-//   alpha-beta over the cluster's links with the nccl-tests volume factors:
-//     steps(n) * alpha + bus_factor(n) * bytes / bw, with events/collective.h's steps and factors:
-//     all-reduce over n          2(n-1) * alpha + 2(n-1)/n * bytes / bw
-//     reduce-scatter, all-gather  (n-1) * alpha +  (n-1)/n * bytes / bw   (bytes: full buffer)
-//     all-to-all                  (n-1) * alpha +  (n-1)/n * bytes / bw   (bytes: full buffer)
-//     broadcast                   (n-1) * alpha +            bytes / bw
-//     p2p                              alpha +            bytes / bw
-//   where bw is the GPU's intra-node link, or across nodes the node's network shared by the
-//   groups that communicate at once (network * ranks_per_node / gpus_per_node, at most the link).
+//   collectives inside a node, where the device file has NCCL all-reduce curves (measured inside
+//     one node), from the curve of the largest fitted group <= n (else the smallest):
+//     t = max(floor, min(ll_latency*r + factor*bytes/ll_busbw, simple_latency*r +
+//     factor*bytes/simple_busbw)), factor the nccl-tests bus-bandwidth factor of the collective
+//     over n ranks, r = its latency steps over the curve's all-reduce steps (events/collective.h)
+//   every other collective (across nodes, or without curves): NCCL's algorithms and protocols on
+//     the cluster's topology, the cheapest (modeler/network/nccl_tuner.h, docs/NETWORK.md)
+// Datasheet only (an inline device, or no `model:`): the roofline max(flops/peak, bytes/bw), and
+//   collectives as above.
 
 #include <cstdint>
 #include <string>
 
 #include "config/cluster_config.h"
 #include "events/event.h"
+#include "modeler/network/nccl_tuner.h"
 
 namespace evsim {
 
 class DeviceModel {
  public:
-  explicit DeviceModel(const ClusterConfig& cluster) : cluster_(cluster) {}
+  explicit DeviceModel(const ClusterConfig& cluster) : cluster_(cluster), network_(cluster) {}
 
   // Time of one execution of `event` on the device (compute) or its group (communication).
   double estimateUs(const Event& event) const;
@@ -73,10 +65,10 @@ class DeviceModel {
 
  private:
   double rooflineUs(double flops, int64_t memory_bytes, DType dtype) const;
-  double alphaBetaUs(const Event& event) const;
   double intraNodeCurveUs(EventKind kind, int group, int64_t bytes) const;
 
   const ClusterConfig& cluster_;
+  NcclTuner network_;
 };
 
 // The curve time of a collective (see above), exposed for the fit and tests.

@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "common/checked.h"
 #include "common/error.h"
 #include "common/units.h"
+#include "modeler/memory_components.h"
 #include "ops/layer_footprint.h"
+#include "plan/plan_core.h"
 #include "plan/task_graph.h"
 
 namespace evsim {
@@ -17,20 +20,10 @@ int64_t modelStateBytesPerParameter(DType dtype) {
   // Megatron-LM theoretical_memory_usage.py: 18 bytes per parameter without the distributed
   // optimizer (16-bit weight 2, fp32 main grad 4, fp32 master weight 4, Adam moments 4 + 4).
   // An fp32 model keeps no master copy: weight 4, gradient 4, moments 4 + 4.
-  return dtype == DType::kFp32 ? 16 : 18;
+  return std::llround(stateBytesPerParameter(Framework::kMegatron, dtype, 0, 1, false).total());
 }
 
 namespace {
-
-// Weight w, gradient g (kept in fp32 for 16-bit models: Megatron's main grad) and optimizer state
-// o (fp32 master copy for 16-bit models, Adam m and v): 2 + 4 + 12 or 4 + 4 + 8.
-struct StateParts {
-  double w, g, o;
-};
-StateParts stateParts(DType dtype) {
-  const bool fp32 = dtype == DType::kFp32;
-  return {fp32 ? 4.0 : 2.0, 4.0, fp32 ? 8.0 : 12.0};
-}
 
 // Byte sums saturate (beyond int64 is out of memory, not an error), and so does this rounding:
 // llround beyond int64 is unspecified (x86 gives INT64_MIN, a negative).
@@ -42,8 +35,9 @@ int64_t clampedRound(double bytes) {
 
 double hostStateBytesPerParameter(DType dtype, int zero_stage, int dp) {
   EVSIM_CHECK(zero_stage >= 0 && zero_stage <= 3 && dp >= 1, "zero {} over {}", zero_stage, dp);
-  const StateParts p = stateParts(dtype);
-  const double host = p.o + 4;  // the state and the fp32 gradients it is stepped with
+  // The state and the fp32 gradients it is stepped with.
+  const double host =
+      stateBytesPerParameter(Framework::kMegatron, dtype, 0, 1, false).optimizer + 4;
   return zero_stage > 0 ? host / dp : host;
 }
 
@@ -57,19 +51,8 @@ HostCapacity hostCapacity(const ClusterConfig& cluster) {
 }
 
 double modelStateBytesPerParameter(DType dtype, int zero_stage, int dp, bool offload_optimizer) {
-  EVSIM_CHECK(zero_stage >= 0 && zero_stage <= 3 && dp >= 1, "zero {} over {}", zero_stage, dp);
-  const StateParts p = stateParts(dtype);
-  const double w = p.w, g = p.g, o = offload_optimizer ? 0 : p.o, d = dp;
-  switch (zero_stage) {
-    case 0:
-      return w + g + o;
-    case 1:
-      return w + g + o / d;
-    case 2:
-      return w + (g + o) / d;
-    default:
-      return (w + g + o) / d;
-  }
+  return stateBytesPerParameter(Framework::kMegatron, dtype, zero_stage, dp, offload_optimizer)
+      .total();
 }
 
 int64_t blockActivationBytes(const ModelConfig& model, const TransformerBlock& block,
@@ -84,9 +67,59 @@ int64_t blockActivationBytes(const ModelConfig& model, const TransformerBlock& b
   return modelFootprint(model, shape).block(block).saved_bytes;
 }
 
+int64_t StageMemory::bufferBytes() const {
+  int64_t out = comm_transient_bytes;
+  for (int64_t b : {dp_buffer_bytes, pp_buffer_bytes, fp8_bytes, workspace_bytes}) {
+    out = saturatingAdd(out, b);
+  }
+  return out;
+}
+
+int64_t StageMemory::activationPeakBytes() const {
+  return saturatingAdd(activation_bytes, activation_transient_bytes);
+}
+
+void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
+                   const ModelFootprint* unrecomputed, int first_layer, int end_layer,
+                   bool has_embedding, bool has_head, ChunkMemoryInput& chunk) {
+  for (int layer = first_layer; layer < end_layer; ++layer) {
+    const TransformerBlock& block = model.blocks[layer];
+    const LayerFootprint& kept = footprint.block(block);
+    chunk.block_parameters = saturatingAdd(chunk.block_parameters, kept.weights);
+    chunk.largest_layer_parameters = std::max(chunk.largest_layer_parameters, kept.weights);
+    chunk.has_moe = chunk.has_moe || block.moe;
+    if (unrecomputed) {
+      chunk.recompute_transient_bytes =
+          std::max(chunk.recompute_transient_bytes,
+                   unrecomputed->block(block).saved_bytes - kept.saved_bytes);
+    }
+  }
+  if (has_embedding) {
+    chunk.largest_layer_parameters =
+        std::max(chunk.largest_layer_parameters, footprint.embedding.weights);
+  }
+  if (has_head) {
+    const int64_t head =
+        footprint.head.weights +
+        (headOwnsOutputWeight(model, has_embedding) ? footprint.output_weights : 0);
+    chunk.largest_layer_parameters = std::max(chunk.largest_layer_parameters, head);
+  }
+}
+
 MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
   std::vector<ChunkMemoryInput> chunks;
   chunks.reserve(plan.stages.size());
+  // The footprints the plan's op lists were built from, and without recomputation.
+  Strategy unrecomputed_strategy = plan.strategy;
+  const Placement tp_group{plan.strategy.tp, 1, plan.strategy.tp};
+  const ModelFootprint footprint =
+      modelFootprint(plan.model, layerShape(plan.model, plan.strategy, tp_group));
+  std::unique_ptr<ModelFootprint> unrecomputed;
+  if (plan.strategy.recompute != Recompute::kNone) {
+    unrecomputed_strategy.recompute = Recompute::kNone;
+    unrecomputed = std::make_unique<ModelFootprint>(
+        modelFootprint(plan.model, layerShape(plan.model, unrecomputed_strategy, tp_group)));
+  }
   for (const StagePlan& stage : plan.stages) {
     int64_t saved = 0, weight_grad_inputs = 0, layer_saved = 0, largest_layer = 0;
     // Saturating: a sum beyond int64 is out of memory on any device, not an error (search).
@@ -104,18 +137,21 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
       weight_grad_inputs =
           saturatingAdd(weight_grad_inputs, weightGradInputBytes(plan.events[op.event].event));
     }
-    chunks.push_back(ChunkMemoryInput{stage.parameters, stage.expert_parameters, saved,
-                                      weight_grad_inputs, largest_layer});
+    ChunkMemoryInput chunk{stage.parameters, stage.expert_parameters, saved, weight_grad_inputs,
+                           largest_layer};
+    addLayerFacts(plan.model, footprint, unrecomputed.get(), stage.first_layer,
+                  stage.first_layer + stage.num_layers, stage.has_embedding, stage.has_head, chunk);
+    chunks.push_back(chunk);
   }
   return estimateMemory(plan.model, plan.strategy, plan.micro_batches,
                         plan.cluster.device.memoryBytes(), chunks, headroom,
-                        hostCapacity(plan.cluster));
+                        hostCapacity(plan.cluster), plan.cluster.device.memory);
 }
 
 MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy,
                               int64_t micro_batches, int64_t capacity_bytes,
                               const std::vector<ChunkMemoryInput>& chunks, double headroom,
-                              const HostCapacity& host) {
+                              const HostCapacity& host, const MemoryOverheads& overheads) {
   EVSIM_CHECK(headroom >= 0 && headroom < 1, "headroom {}", headroom);
   const int P = strategy.pp;
   EVSIM_CHECK(!chunks.empty() && chunks.size() % P == 0, "{} chunks for {} stages", chunks.size(),
@@ -125,10 +161,10 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
   const int zero = strategy.gradGroupSize() > 1 ? strategy.zero_stage : 0;
   const bool offload_optimizer = offloadsOptimizer(strategy.offload);
   const bool offload_activations = offloadsActivations(strategy.offload);
-  const double dense_state =
-      modelStateBytesPerParameter(model.dtype, zero, strategy.gradGroupSize(), offload_optimizer);
-  const double expert_state = modelStateBytesPerParameter(
-      model.dtype, zero, strategy.expertGradGroupSize(), offload_optimizer);
+  const StateBytesPerParameter dense_state = stateBytesPerParameter(
+      strategy.framework, model.dtype, zero, strategy.gradGroupSize(), offload_optimizer);
+  const StateBytesPerParameter expert_state = stateBytesPerParameter(
+      strategy.framework, model.dtype, zero, strategy.expertGradGroupSize(), offload_optimizer);
   const double dense_host =
       offload_optimizer ? hostStateBytesPerParameter(model.dtype, zero, strategy.gradGroupSize())
                         : 0;
@@ -136,6 +172,17 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
       offload_optimizer
           ? hostStateBytesPerParameter(model.dtype, zero, strategy.expertGradGroupSize())
           : 0;
+  // The same for every stage: one layer's SP/CP buffers, the pipeline's, the workspace, overhead.
+  const int64_t tp_cp_buffer = tensorContextBufferBytes(model, strategy);
+  const int64_t pp_buffer = pipelineBufferBytes(model, strategy);
+  constexpr double kBytesPerMiB = 1024.0 * 1024.0;
+  const int64_t workspace = clampedRound(overheads.cublas_workspace_mib.value * kBytesPerMiB);
+  const int communicators = communicatorCount(strategy);
+  const int64_t overhead =
+      clampedRound((overheads.cuda_context_mib.value +
+                    communicators * overheads.nccl_mib_per_communicator.value) *
+                   kBytesPerMiB);
+  const double fragmentation = overheads.allocator_fragmentation.value;
 
   MemoryEstimate out;
   out.headroom = headroom;
@@ -153,8 +200,10 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
     // Per chunk of the device: its parameters and its activation bytes per micro-batch.
     std::vector<int64_t> chunk_bytes, chunk_held_bytes;
     int64_t expert_parameters = 0, largest_layer = 0;
+    StageLayerFacts facts;
     for (int c = 0; c < v; ++c) {
-      const ChunkMemoryInput& chunk = chunks[static_cast<size_t>(pipeline.virtualStage(device, c))];
+      const size_t k = static_cast<size_t>(pipeline.virtualStage(device, c));
+      const ChunkMemoryInput& chunk = chunks[k];
       mem.parameters = saturatingAdd(mem.parameters, chunk.parameters);
       expert_parameters = saturatingAdd(expert_parameters, chunk.expert_parameters);
       chunk_bytes.push_back(chunk.activation_bytes);
@@ -162,12 +211,27 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
       largest_layer = std::max(largest_layer, chunk.largest_layer_bytes);
       mem.activation_bytes_per_micro_batch =
           saturatingAdd(mem.activation_bytes_per_micro_batch, chunk.activation_bytes);
+      facts.block_parameters = saturatingAdd(facts.block_parameters, chunk.block_parameters);
+      facts.largest_layer_parameters =
+          std::max(facts.largest_layer_parameters, chunk.largest_layer_parameters);
+      facts.recompute_transient_bytes =
+          std::max(facts.recompute_transient_bytes, chunk.recompute_transient_bytes);
+      facts.has_moe = facts.has_moe || chunk.has_moe;
+      facts.has_embedding = facts.has_embedding || k == 0;
+      facts.has_head = facts.has_head || k + 1 == chunks.size();
     }
+    facts.parameters = mem.parameters;
     const double dense_parameters = static_cast<double>(mem.parameters - expert_parameters);
-    mem.model_state_bytes = clampedRound(dense_parameters * dense_state +
-                                         static_cast<double>(expert_parameters) * expert_state);
-    mem.host_state_bytes = clampedRound(dense_parameters * dense_host +
-                                        static_cast<double>(expert_parameters) * expert_host);
+    const double experts = static_cast<double>(expert_parameters);
+    mem.weight_bytes =
+        clampedRound(dense_parameters * dense_state.weights + experts * expert_state.weights);
+    mem.gradient_bytes =
+        clampedRound(dense_parameters * dense_state.gradients + experts * expert_state.gradients);
+    mem.optimizer_bytes =
+        clampedRound(dense_parameters * dense_state.optimizer + experts * expert_state.optimizer);
+    mem.model_state_bytes =
+        clampedRound(dense_parameters * dense_state.total() + experts * expert_state.total());
+    mem.host_state_bytes = clampedRound(dense_parameters * dense_host + experts * expert_host);
     const ActivationPeak peak = peakActivations((*states)[device], chunk_bytes, chunk_held_bytes);
     mem.in_flight = peak.in_flight;
     mem.activation_bytes = peak.bytes;
@@ -175,9 +239,30 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
       mem.host_activation_bytes = peak.bytes;
       mem.activation_bytes = saturatingAdd(largest_layer, largest_layer);
     }
-    mem.peak_bytes = saturatingAdd(mem.model_state_bytes, mem.activation_bytes);
+    // Transients and buffers (memory_components.h).
+    mem.recompute_bytes = facts.recompute_transient_bytes;
+    mem.loss_bytes = lossTransientBytes(model, strategy, facts.has_head);
+    mem.embedding_gradient_bytes = embeddingGradientBytes(model, strategy, facts.has_embedding);
+    mem.activation_transient_bytes =
+        std::max({mem.recompute_bytes, mem.loss_bytes, mem.embedding_gradient_bytes});
+    mem.tp_cp_buffer_bytes = tp_cp_buffer;
+    mem.moe_dispatch_bytes = moeDispatchBytes(model, strategy, facts.has_moe);
+    mem.comm_transient_bytes = std::max(mem.tp_cp_buffer_bytes, mem.moe_dispatch_bytes);
+    mem.dp_buffer_bytes = dataParallelBufferBytes(model, strategy, zero, facts);
+    mem.pp_buffer_bytes = pp_buffer;
+    mem.fp8_bytes = fp8WeightBytes(model, strategy, facts);
+    mem.workspace_bytes = workspace;
+    const int64_t dynamic = saturatingAdd(mem.activationPeakBytes(), mem.bufferBytes());
+    mem.allocated_bytes = saturatingAdd(mem.model_state_bytes, dynamic);
+    mem.reserved_bytes = saturatingAdd(
+        mem.model_state_bytes, clampedRound(static_cast<double>(dynamic) * (1 + fragmentation)));
+    mem.communicators = communicators;
+    mem.overhead_bytes = overhead;
+    mem.peak_bytes = saturatingAdd(mem.allocated_bytes, mem.overhead_bytes);
     out.host_peak_bytes = std::max(
         out.host_peak_bytes, clampedRound(double(mem.hostBytes()) * double(host.gpus_per_node)));
+    out.allocated_peak_bytes = std::max(out.allocated_peak_bytes, mem.allocated_bytes);
+    out.reserved_peak_bytes = std::max(out.reserved_peak_bytes, mem.reserved_bytes);
     if (mem.peak_bytes > out.peak_bytes) {
       out.peak_bytes = mem.peak_bytes;
       out.peak_stage = mem.stage;

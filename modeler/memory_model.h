@@ -26,7 +26,8 @@
 //   selective recomputation: the attention-score terms (2e + 1)*a*s^2*b/t are dropped (recomputed),
 //     s*b*h*(10 + 24/t) (34/t with SP);
 //   full recomputation: only the block input is kept, e*s*b*h (2*s*b*h at e = 2; /t with SP). The
-//     one block whose activations are rebuilt during its backward is a transient left to headroom.
+//     one block whose activations are rebuilt during its backward is the recompute transient
+//     (memory_components.h).
 // With SP the embedding output and its mask, and the final layernorm's input, are s/t tokens too.
 //
 // Model states under ZeRO over D ranks (per parameter, mixed precision; fp32 in brackets):
@@ -59,20 +60,45 @@
 //     the one being computed and the one being copied out (forward) or prefetched (backward).
 // A node's host memory holds the host bytes of all its GPUs: gpus_per_node times the largest
 // per-device figure, against the node's host_memory less the same headroom.
-// Temporary buffers (workspace, the backward of one op, communication buffers) and allocator
-// fragmentation are not modelled: the headroom fraction of device memory is set aside for them.
+// Framework (Strategy::framework): the model states above are Megatron-LM's; FSDP2's, the
+// buffers, transients and overheads beside the activations are modeler/memory_components.h's.
+//
+// A stage's peak, on one device (all figures per stage, in StageMemory):
+//   allocated = weights + gradients + optimizer state              (persistent)
+//             + held activations (above)
+//             + the largest activation transient (recompute, loss, embedding gradient)
+//             + the largest communication transient (SP/CP gathers, MoE dispatch)
+//             + data-parallel shard buffers + pipeline buffers + FP8 copies + cuBLAS workspace.
+//   The transients of each kind come at different moments of the step (a block's recompute, the
+//   loss at the start of the backward, one layer's gather), so only the largest of a kind counts.
+//   reserved  = persistent + (1 + f) x the rest: PyTorch's caching allocator keeps freed blocks
+//             and splits them for later requests of other sizes, so what it has reserved from
+//             the device exceeds what is allocated at the peak by a share f of the bytes that
+//             come and go (the device file's memory.allocator_fragmentation). The model states
+//             are allocated once, in large buffers, and do not fragment.
+//   device    = allocated + the CUDA context + NCCL's buffers per communicator (outside PyTorch's
+//             allocator; the device file's memory block); this is what must fit in the device
+//             memory less the headroom. Not the reserved peak: when cudaMalloc fails the caching
+//             allocator frees its cached unsplit blocks and retries (c10/cuda/
+//             CUDACachingAllocator.cpp), so a run dies only when what is allocated, the split
+//             blocks it cannot free and the memory outside it exceed the device.
+// The headroom (--memory-headroom, default kDefaultMemoryHeadroom) is what is left for what is
+// still not modelled: those split blocks, the PyTorch-version spread of the same run (about 5%)
+// and kernels' temporary buffers beyond cuBLAS's workspace.
 
 #include <cstdint>
 #include <vector>
 
 #include "common/checked.h"
 #include "config/cluster_config.h"
-#include "plan/iteration_plan.h"
+#include "config/device_config.h"
 #include "config/model_config.h"
+#include "ops/layer_footprint.h"
+#include "plan/iteration_plan.h"
 
 namespace evsim {
 
-inline constexpr double kDefaultMemoryHeadroom = 0.10;
+inline constexpr double kDefaultMemoryHeadroom = 0.05;
 
 // Model-state bytes per parameter for mixed-precision Adam (18) or fp32 Adam (16).
 int64_t modelStateBytesPerParameter(DType dtype);
@@ -93,18 +119,35 @@ int64_t blockActivationBytes(const ModelConfig& model, const TransformerBlock& b
 // Per device stage (pp coordinate), over all its chunks.
 struct StageMemory {
   int stage = 0;
-  int64_t parameters = 0;                        // on one device of the stage (sum over its chunks)
-  int64_t model_state_bytes = 0;                 // weights + gradients + optimizer state
+  int64_t parameters = 0;         // on one device of the stage (sum over its chunks)
+  int64_t model_state_bytes = 0;  // weights + gradients + optimizer state
+  int64_t weight_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
   int64_t activation_bytes_per_micro_batch = 0;  // blocks + embedding/head extras, all chunks
   int in_flight = 0;                             // micro-batch chunk activations held at once
   // Peak held activations on the device: activation_bytes_per_micro_batch * in_flight without
   // interleaving or offload; two of the largest layer's with activation offload.
   int64_t activation_bytes = 0;
-  int64_t peak_bytes = 0;  // model_state_bytes + activation_bytes
+  // Transients (memory_components.h); the peak adds the largest activation transient and the
+  // largest communication transient.
+  int64_t recompute_bytes = 0, loss_bytes = 0, embedding_gradient_bytes = 0;
+  int64_t tp_cp_buffer_bytes = 0, moe_dispatch_bytes = 0;
+  int64_t activation_transient_bytes = 0;  // max(recompute, loss, embedding gradient)
+  int64_t comm_transient_bytes = 0;        // max(SP/CP buffers, MoE dispatch)
+  // Buffers through the step.
+  int64_t dp_buffer_bytes = 0, pp_buffer_bytes = 0, fp8_bytes = 0, workspace_bytes = 0;
+  int64_t allocated_bytes = 0;  // PyTorch's max_memory_allocated
+  int64_t reserved_bytes = 0;   // PyTorch's max_memory_reserved
+  int communicators = 0;        // NCCL communicators of the rank
+  int64_t overhead_bytes = 0;   // CUDA context + NCCL buffers (outside the allocator)
+  int64_t peak_bytes = 0;       // allocated + overhead: what the device must hold
   // In host memory, per device: offloaded optimizer state and activations (0 without offload).
   int64_t host_state_bytes = 0;
   int64_t host_activation_bytes = 0;
   int64_t hostBytes() const { return saturatingAdd(host_state_bytes, host_activation_bytes); }
+  // The summary's "buffers": everything allocated but model states and activations.
+  int64_t bufferBytes() const;
+  // Held activations and the activation transient.
+  int64_t activationPeakBytes() const;
 };
 
 // Host memory a node offers to its GPUs' offloaded state (the cluster's node.host_memory).
@@ -116,10 +159,12 @@ HostCapacity hostCapacity(const ClusterConfig& cluster);  // 0 bytes without hos
 
 struct MemoryEstimate {
   std::vector<StageMemory> stages;
-  int64_t peak_bytes = 0;  // max over stages
+  int64_t peak_bytes = 0;  // max over stages of StageMemory::peak_bytes (device bytes)
   int peak_stage = 0;
-  int64_t capacity_bytes = 0;  // device memory
-  int64_t usable_bytes = 0;    // capacity * (1 - headroom)
+  int64_t allocated_peak_bytes = 0;  // max over stages
+  int64_t reserved_peak_bytes = 0;   // max over stages
+  int64_t capacity_bytes = 0;        // device memory
+  int64_t usable_bytes = 0;          // capacity * (1 - headroom)
   double headroom = kDefaultMemoryHeadroom;
   // Offload: host bytes of one node (gpus_per_node x the largest device's) and what it offers.
   int64_t host_peak_bytes = 0;
@@ -128,6 +173,8 @@ struct MemoryEstimate {
   bool fitsDevice() const { return peak_bytes <= usable_bytes; }
   bool fitsHost() const { return host_peak_bytes <= host_usable_bytes; }
   bool fits() const { return fitsDevice() && fitsHost(); }
+  // Usable device bytes left at the peak (negative: out of memory).
+  int64_t marginBytes() const { return usable_bytes - peak_bytes; }
 };
 
 // Per-stage peak memory of `plan`. `headroom` in [0, 1): the share of device memory set aside.
@@ -147,7 +194,20 @@ struct ChunkMemoryInput {
   // Per micro-batch: the saved bytes of the chunk's largest layer (a block, the embedding or the
   // head), what activation offload keeps on the device twice; unused otherwise.
   int64_t largest_layer_bytes = 0;
+  // Of the chunk's layers (addLayerFacts): the blocks' parameters, the largest layer's parameters
+  // (a block, the embedding or the head), the largest block's recompute transient, MoE blocks.
+  int64_t block_parameters = 0;
+  int64_t largest_layer_parameters = 0;
+  int64_t recompute_transient_bytes = 0;
+  bool has_moe = false;
 };
+
+// Fills the layer facts of `chunk` for blocks [first_layer, end_layer) (and the embedding and the
+// head when it has them): `footprint` under the strategy, `unrecomputed` the same without
+// recomputation (nullptr when the strategy recomputes nothing).
+void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
+                   const ModelFootprint* unrecomputed, int first_layer, int end_layer,
+                   bool has_embedding, bool has_head, ChunkMemoryInput& chunk);
 
 // The same estimate from the chunks (one per virtual stage, P*v, in virtual-stage order); `plan`'s
 // overload calls this, so both give identical figures.
@@ -155,6 +215,7 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
                               int64_t micro_batches, int64_t capacity_bytes,
                               const std::vector<ChunkMemoryInput>& chunks,
                               double headroom = kDefaultMemoryHeadroom,
-                              const HostCapacity& host = {});
+                              const HostCapacity& host = {},
+                              const MemoryOverheads& overheads = MemoryOverheads{});
 
 }  // namespace evsim

@@ -207,6 +207,11 @@ NcclTestsImport parseNcclTests(const std::string& text, const std::string& origi
   while (std::getline(in, line)) {
     ++line_number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    // Open MPI's --tag-output prefix "[1,0]<stdout>:" (mpirun's rank tag) is not nccl-tests'.
+    if (!line.empty() && line[0] == '[') {
+      const size_t tag = line.find("]<stdout>:");
+      if (tag != std::string::npos) line.erase(0, tag + std::string_view("]<stdout>:").size());
+    }
     const std::string where = fmt::format("{}:{}", origin, line_number);
     std::vector<std::string> t = tokens(line);
     if (t.empty()) continue;
@@ -255,6 +260,13 @@ NcclTestsImport parseNcclTests(const std::string& text, const std::string& origi
     };
     const int side = options.in_place ? 1 : 0;
     const size_t time = column("time", side);
+    // nccl-tests prints algbw and busbw after each time; a header that ends at "time" had
+    // t[time + 1] read past the row (issue 33, found by fuzzing).
+    if (time + 2 >= header.size()) {
+      EVSIM_THROW(InputError,
+                  "{}: the column header has no 'algbw' and 'busbw' columns after its {} 'time'",
+                  where, side == 0 ? "first" : "second");
+    }
     // The error follows busbw: "#wrong" (a count, must be 0) in newer versions, "error" (the
     // largest numerical error, e.g. 1e-07: float round-off is not a failure) in older ones.
     const size_t wrong = time + 3;

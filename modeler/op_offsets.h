@@ -13,6 +13,12 @@
 // at a time (one copy engine, one ring): each starts after the previous one ends. Only the ops
 // `in_task` selects run (a split backward's B or W); an op that waits for an overlapping one waits
 // at the first selected op at or after its position.
+//
+// Overlap slowdown (overlap_slowdown.h): a compute-stream op that runs while an overlapping
+// transfer is in flight takes longer by that rule; `slowdown(op)` gives the factor an overlapping
+// op imposes on compute beside it (1: none, as for host copies). The closed-form tier passes no
+// slowdown: factors are >= 1 and a task's end only grows with its ops' ends, so its times stay
+// lower bounds.
 
 #include <algorithm>
 #include <array>
@@ -20,17 +26,21 @@
 
 #include "common/error.h"
 #include "ops/op_list.h"
+#include "modeler/overlap_slowdown.h"
 
 namespace evsim {
 
-// `cost(op)` gives {host_us, time_us}; `start_at(i, t)` is told where selected op i starts.
-template <typename Select, typename Cost, typename OnStart>
-double opOffsets(const OpList& ops, Select in_task, Cost cost, OnStart start_at) {
+// `cost(op)` gives {host_us, time_us}; `start_at(i, t)` is told where selected op i starts;
+// `slowdown(op)` the factor of an overlapping op (see above).
+template <typename Select, typename Cost, typename OnStart, typename Slowdown>
+double opOffsets(const OpList& ops, Select in_task, Cost cost, OnStart start_at,
+                 Slowdown slowdown) {
   // Ops running beside later ones: the index of the first op that waits for each, and its end.
   // Nesting is shallow (a CP exchange inside an offloaded layer, two offloads in flight).
   struct Beside {
     size_t release = 0;
     double end = 0;
+    SlowInterval transfer;  // its interval and the factor it slows compute by
   };
   std::array<Beside, 8> beside;
   size_t pending = 0;
@@ -58,13 +68,25 @@ double opOffsets(const OpList& ops, Select in_task, Cost cost, OnStart start_at)
       stream_free_at = start + time_us;
       EVSIM_CHECK(pending < beside.size(), "op '{}': more than {} overlapping ops at once", op.name,
                   beside.size());
-      beside[pending++] = {i + 1 + static_cast<size_t>(op.overlap_ops), stream_free_at};
+      beside[pending++] = {i + 1 + static_cast<size_t>(op.overlap_ops), stream_free_at,
+                           SlowInterval{start, stream_free_at, slowdown(op)}};
       continue;  // the next ops start beside it
     }
     device_free = start + time_us;
+    if (op.stream == Stream::kCompute && pending > 0) {
+      std::array<SlowInterval, 8> transfers;
+      for (size_t j = 0; j < pending; ++j) transfers[j] = beside[j].transfer;
+      device_free = slowedEndUs(start, time_us, std::span(transfers.data(), pending));
+    }
   }
   for (size_t j = 0; j < pending; ++j) device_free = std::max(device_free, beside[j].end);
   return device_free;
+}
+
+// Without overlap slowdown (the closed-form tier's lower bound).
+template <typename Select, typename Cost, typename OnStart>
+double opOffsets(const OpList& ops, Select in_task, Cost cost, OnStart start_at) {
+  return opOffsets(ops, in_task, cost, start_at, [](const OpInstance&) { return 1.0; });
 }
 
 }  // namespace evsim

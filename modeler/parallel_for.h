@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/cancel.h"
+
 namespace evsim {
 
 inline unsigned resolveThreads(unsigned threads) {
@@ -30,6 +32,7 @@ void parallelFor(size_t n, unsigned threads, F&& f) {
       size_t i = next.fetch_add(1);
       if (i >= n) return;
       try {
+        throwIfCancelled();  // common/cancel.h: a Python caller's Ctrl-C
         f(i);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "events/collective.h"
-#include "events/comm_factors.h"
 
 namespace evsim {
 
@@ -98,8 +97,10 @@ std::optional<EventCost> DerivedSource::cost(const Event& event) const {
   }
   for (const auto& [nodes, series] : by_nodes) {
     if (std::optional<double> t = timeAtBytes(series, event.message_bytes)) {
-      return EventCost{*t * ringScaleFactor(event.kind, largest, target.group_size),
-                       Provenance::kDerived};
+      const Placement& measured = series.front()->event.placement;
+      const double scale = network_.timeUs(event.kind, target, event.message_bytes) /
+                           network_.timeUs(event.kind, measured, event.message_bytes);
+      return EventCost{*t * scale, Provenance::kDerived};
     }
   }
   return std::nullopt;

@@ -5,13 +5,16 @@
 //   DerivedSource — computed from measured records: a ring collective (all-reduce,
 //     reduce-scatter, all-gather: events/collective.h's ring_scalable) over a group larger than any
 //     measured one, scaled from the largest measured group with the same placement shape (ranks per
-//     node, and intra vs inter) and the same bytes by the ring volume factor t(N) = t(n) *
-//     ((N-1)/N) / ((n-1)/n); a message size between two measured sizes of the same collective and
-//     placement, interpolated log-log (both at once when needed: interpolate at the measured group,
-//     then scale). Compute events are never derived: another shape may run another kernel.
+//     node, and intra vs inter) and the same bytes by the network model's ratio
+//     t(N) = t(n) * model(N) / model(n) (modeler/network/nccl_tuner.h: the algorithm NCCL picks at
+//     each size, its latency growing with the node count); a message size between two measured
+//     sizes of the same collective and placement, interpolated log-log (both at once when needed:
+//     interpolate at the measured group, then scale). Compute events are never derived: another
+//     shape may run another kernel.
 
 #include "io/profile_db.h"
 #include "modeler/cost_source.h"
+#include "modeler/network/nccl_tuner.h"
 
 namespace evsim {
 
@@ -26,11 +29,12 @@ class MeasuredSource : public CostSource {
 
 class DerivedSource : public CostSource {
  public:
-  explicit DerivedSource(const ProfileDb& db) : db_(db) {}
+  DerivedSource(const ProfileDb& db, const ClusterConfig& cluster) : db_(db), network_(cluster) {}
   std::optional<EventCost> cost(const Event& event) const override;
 
  private:
   const ProfileDb& db_;
+  NcclTuner network_;
 };
 
 }  // namespace evsim

@@ -12,10 +12,18 @@ namespace evsim {
 
 namespace {
 
+// The factor by which compute beside `event` slows (overlap_slowdown.h): by the traffic kind of a
+// collective or P2P transfer, 1 for anything else (host copies, compute).
+double slowdownBeside(const DeviceSpec& device, const UniqueEvent& event) {
+  if (!isCommunication(event.event.kind)) return 1.0;
+  return device.overlap_slowdown.factor(event.event.placement.interNode());
+}
+
 // Each op's start within its task (op_offsets.h) into `starts` (an entry for every op of `ops`,
-// selected or not), and the task's duration.
+// selected or not), and the task's duration, compute beside an overlapping transfer slowed.
 template <typename Select>
-double taskOpStarts(const OpList& ops, const std::vector<EventCost>& costs, Select in_task,
+double taskOpStarts(const IterationPlan& plan, const OpList& ops,
+                    const std::vector<EventCost>& costs, Select in_task,
                     std::vector<double>& starts) {
   starts.resize(ops.size());
   return opOffsets(
@@ -24,7 +32,32 @@ double taskOpStarts(const OpList& ops, const std::vector<EventCost>& costs, Sele
         const EventCost& c = costs[op.event];
         return std::pair{c.host_us, c.time_us};
       },
-      [&](size_t i, double start) { starts[i] = start; });
+      [&](size_t i, double start) { starts[i] = start; },
+      [&](const OpInstance& op) {
+        return op.stream == Stream::kHost
+                   ? 1.0
+                   : slowdownBeside(plan.cluster.device, plan.events[op.event]);
+      });
+}
+
+// The time the overlap slowdown adds to a task (its duration less the same task's without it): 0
+// at once when no op of the task runs beside others on a communication stream.
+template <typename Select>
+double taskSlowdownUs(const IterationPlan& plan, const OpList& ops,
+                      const std::vector<EventCost>& costs, Select in_task, double slowed_us) {
+  const OverlapSlowdown& f = plan.cluster.device.overlap_slowdown;
+  if (f.nvlink.value <= 1 && f.network.value <= 1) return 0;
+  const bool beside_transfer = std::any_of(ops.begin(), ops.end(), [&](const OpInstance& op) {
+    return op.overlap_ops > 0 && op.stream != Stream::kHost && in_task(op);
+  });
+  if (!beside_transfer) return 0;
+  const double alone_us = opOffsets(
+      ops, in_task,
+      [&](const OpInstance& op) {
+        return std::pair{costs[op.event].host_us, costs[op.event].time_us};
+      },
+      [](size_t, double) {});
+  return slowed_us - alone_us;
 }
 
 // The time of `stream`'s ops that overlapping ops leave exposed: an op running beside the next n
@@ -55,7 +88,9 @@ double streamTime(const OpList& ops, const std::vector<EventCost>& costs, Stream
 }
 
 // Every per-device figure, for min / mean / max folds.
+// clang-format off
 constexpr double DeviceMetrics::*kDeviceFields[] = {&DeviceMetrics::compute_us,
+                                                    &DeviceMetrics::overlap_slowdown_us,
                                                     &DeviceMetrics::tp_comm_us,
                                                     &DeviceMetrics::pp_comm_us,
                                                     &DeviceMetrics::dp_comm_us,
@@ -68,6 +103,7 @@ constexpr double DeviceMetrics::*kDeviceFields[] = {&DeviceMetrics::compute_us,
                                                     &DeviceMetrics::idle_us,
                                                     &DeviceMetrics::bubble_fraction,
                                                     &DeviceMetrics::utilization};
+// clang-format on
 
 void foldDevice(DeviceMetrics& min, DeviceMetrics& max, DeviceMetrics& sum, const DeviceMetrics& d,
                 double weight, double DeviceMetrics::*field) {
@@ -92,6 +128,9 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
              (time_of(plan.forward, sim.costs, stream) + time_of(plan.backward, sim.costs, stream));
     };
     d.compute_us += tasks(streamTime, Stream::kCompute);
+    // Compute slowed beside the task's own transfers (a CP exchange): compute time too.
+    const StageOpOffsets& offsets = sim.offsets[k];
+    d.overlap_slowdown_us += m * (offsets.forward_slowdown_us + offsets.backward_slowdown_us);
     d.tp_comm_us += tasks(streamTime, Stream::kTpComm);
     d.ep_comm_us += tasks(streamTime, Stream::kEpComm);
     d.cp_comm_us += tasks(streamTime, Stream::kCpComm);
@@ -109,10 +148,13 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   }
   // A straggler's tasks (compute and TP collectives alike) run `slow` times longer.
   const double slow = stageSlowdown(sim, pipeline, stage);
+  d.overlap_slowdown_us *= slow;
+  // And beside the DP buckets (timing_engine.cpp stretched those tasks after the straggler).
+  for (const TaskTiming& t : timeline.tasks) d.overlap_slowdown_us += t.overlap_slowdown_us;
   d.compute_us *= slow;
   d.tp_comm_us *= slow;
   // The optimizer step (stretched by `slow` like the rest, timing_engine.cpp) less its host side.
-  d.compute_us += timeline.optimizer.duration() - optimizer_host_us * slow;
+  d.compute_us += timeline.optimizer.duration() - optimizer_host_us * slow + d.overlap_slowdown_us;
   d.offload_us += optimizer_host_us * slow;
   d.exposed_offload_us += optimizer_host_us * slow;
   for (const TaskTiming& t : timeline.tasks) d.pp_comm_us += t.send.duration();
@@ -146,17 +188,19 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
     const StagePlan& stage = p.stages[s];
     StageOpOffsets& offsets = offsets_out[s];
     StageCost cost;
-    cost.forward_us = taskOpStarts(
-        stage.forward, c, [](const OpInstance&) { return true; }, offsets.forward_start_us);
-    cost.backward_us = taskOpStarts(
-        stage.backward, c,
-        [&](const OpInstance& op) { return runsIn(op, Phase::kBackward, split); },
-        offsets.backward_start_us);
+    auto all = [](const OpInstance&) { return true; };
+    auto in_b = [&](const OpInstance& op) { return runsIn(op, Phase::kBackward, split); };
+    cost.forward_us = taskOpStarts(p, stage.forward, c, all, offsets.forward_start_us);
+    cost.backward_us = taskOpStarts(p, stage.backward, c, in_b, offsets.backward_start_us);
+    offsets.forward_slowdown_us = taskSlowdownUs(p, stage.forward, c, all, cost.forward_us);
+    offsets.backward_slowdown_us = taskSlowdownUs(p, stage.backward, c, in_b, cost.backward_us);
     if (split) {
       // W's offsets go into the same per-op vector: each op sits in exactly one of B and W.
       std::vector<double> w_starts;
       auto in_w = [](const OpInstance& op) { return runsIn(op, Phase::kWeightGrad, true); };
-      cost.weight_grad_us = taskOpStarts(stage.backward, c, in_w, w_starts);
+      cost.weight_grad_us = taskOpStarts(p, stage.backward, c, in_w, w_starts);
+      offsets.backward_slowdown_us +=
+          taskSlowdownUs(p, stage.backward, c, in_w, cost.weight_grad_us);
       for (size_t i = 0; i < w_starts.size(); ++i) {
         if (in_w(stage.backward[i])) offsets.backward_start_us[i] = w_starts[i];
       }
@@ -172,7 +216,8 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
       const int op = bucketIssueOp(stage.backward, b.ready_after_op, split);
       const double ready =
           op < 0 ? 0 : offsets.backward_start_us[op] + c[stage.backward[op].event].time_us;
-      cost.buckets.push_back(BucketCost{ready, c[b.event].time_us});
+      cost.buckets.push_back(BucketCost{ready, c[b.event].time_us,
+                                        slowdownBeside(p.cluster.device, p.events[b.event])});
     }
     input.stages.push_back(std::move(cost));
   }

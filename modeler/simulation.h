@@ -23,10 +23,15 @@ struct StageOpOffsets {
   // Per backward op, from the start of the task that runs it (B, or W for weight_grad ops when the
   // schedule splits the backward).
   std::vector<double> backward_start_us;
+  // The time the overlap slowdown adds to one micro-batch's forward task and to its backward (B
+  // and W together): compute slowed beside the task's own transfers (overlap_slowdown.h).
+  double forward_slowdown_us = 0;
+  double backward_slowdown_us = 0;
 };
 
 struct DeviceMetrics {
-  double compute_us = 0;
+  double compute_us = 0;           // including overlap_slowdown_us
+  double overlap_slowdown_us = 0;  // what the overlap slowdown adds to tasks (overlap_slowdown.h)
   double tp_comm_us = 0;
   double pp_comm_us = 0;
   double dp_comm_us = 0;          // gradient all-reduce time (may overlap compute)

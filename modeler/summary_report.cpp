@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -17,6 +18,7 @@ namespace {
 
 nlohmann::json deviceJson(const DeviceMetrics& d) {
   return {{"compute_ms", d.compute_us / kUsPerMs},
+          {"overlap_slowdown_ms", d.overlap_slowdown_us / kUsPerMs},
           {"tp_comm_ms", d.tp_comm_us / kUsPerMs},
           {"pp_comm_ms", d.pp_comm_us / kUsPerMs},
           {"dp_comm_ms", d.dp_comm_us / kUsPerMs},
@@ -74,10 +76,45 @@ UncertaintyBand uncertaintyBand(const Simulation& sim) {
 
 }  // namespace
 
-nlohmann::json summaryJson(const Simulation& sim) {
+// One stage's memory by component (bytes), memory_model.h's terms.
+nlohmann::json stageMemoryJson(const StageMemory& m) {
+  return {{"weights_bytes", m.weight_bytes},
+          {"gradients_bytes", m.gradient_bytes},
+          {"optimizer_bytes", m.optimizer_bytes},
+          {"activations_bytes", m.activation_bytes},
+          {"activations_in_flight", m.in_flight},
+          {"recompute_transient_bytes", m.recompute_bytes},
+          {"loss_transient_bytes", m.loss_bytes},
+          {"embedding_gradient_bytes", m.embedding_gradient_bytes},
+          {"tp_cp_buffer_bytes", m.tp_cp_buffer_bytes},
+          {"moe_dispatch_bytes", m.moe_dispatch_bytes},
+          {"dp_buffer_bytes", m.dp_buffer_bytes},
+          {"pp_buffer_bytes", m.pp_buffer_bytes},
+          {"fp8_weight_bytes", m.fp8_bytes},
+          {"workspace_bytes", m.workspace_bytes},
+          {"allocated_bytes", m.allocated_bytes},
+          {"reserved_bytes", m.reserved_bytes},
+          {"nccl_communicators", m.communicators},
+          {"overhead_bytes", m.overhead_bytes},
+          {"device_bytes", m.peak_bytes}};
+}
+
+// "weights 10.2, grads 4.1, optimizer 6.3, activations 38.0, buffers 3.1 -> allocated 61.7 /
+// reserved 66.0; allocated + overhead 1.1 = 62.8 of 80.0 GiB"
+std::string memoryBreakdownText(const StageMemory& m, const MemoryEstimate& e) {
+  auto gib = [](int64_t bytes) { return static_cast<double>(bytes) / kBytesPerGiB; };
+  return fmt::format(
+      "weights {:.1f}, grads {:.1f}, optimizer {:.1f}, activations {:.1f}, buffers {:.1f} -> "
+      "allocated {:.1f} / reserved {:.1f}; allocated + overhead {:.1f} = {:.1f} of {:.1f} GiB",
+      gib(m.weight_bytes), gib(m.gradient_bytes), gib(m.optimizer_bytes),
+      gib(m.activationPeakBytes()), gib(m.bufferBytes()), gib(m.allocated_bytes),
+      gib(m.reserved_bytes), gib(m.overhead_bytes), gib(m.peak_bytes), gib(e.capacity_bytes));
+}
+
+nlohmann::json summaryJson(const Simulation& sim, double memory_headroom) {
   const SimulationSummary& s = sim.summary;
   const Strategy& st = sim.plan.strategy;
-  const MemoryEstimate memory = estimateMemory(sim.plan);  // per device, default headroom
+  const MemoryEstimate memory = estimateMemory(sim.plan, memory_headroom);  // per device
   const UncertaintyBand band = uncertaintyBand(sim);
   nlohmann::json stages = nlohmann::json::array();
   for (const StageSummary& stage : s.stages) {
@@ -86,6 +123,7 @@ nlohmann::json summaryJson(const Simulation& sim) {
     j["layers"] = stage.num_layers;
     j["peak_activations_in_flight"] = stage.peak_activations;
     j["peak_memory_bytes"] = memory.stages.at(stage.stage).peak_bytes;
+    j["memory"] = stageMemoryJson(memory.stages.at(stage.stage));
     stages.push_back(j);
   }
   nlohmann::json provenance;
@@ -129,8 +167,16 @@ nlohmann::json summaryJson(const Simulation& sim) {
             {"mean", deviceJson(s.mean_device)},
             {"max", deviceJson(s.max_device)}}},
           {"stages", stages},
+          {"framework", frameworkName(st.framework)},
+          {"reshard_after_forward", st.zero_stage == 3 && st.gradGroupSize() > 1
+                                        ? nlohmann::json(st.reshardsAfterForward())
+                                        : nlohmann::json(nullptr)},
           {"peak_memory_bytes", memory.peak_bytes},
           {"peak_memory_stage", memory.peak_stage},
+          {"allocated_memory_bytes", memory.allocated_peak_bytes},
+          {"reserved_memory_bytes", memory.reserved_peak_bytes},
+          {"memory_headroom", memory.headroom},
+          {"memory_margin_bytes", memory.marginBytes()},
           {"device_memory_bytes", memory.capacity_bytes},
           {"usable_memory_bytes", memory.usable_bytes},
           {"host_memory_bytes_per_node", memory.host_peak_bytes},
@@ -138,7 +184,7 @@ nlohmann::json summaryJson(const Simulation& sim) {
           {"provenance", provenance}};
 }
 
-std::string summaryText(const Simulation& sim) {
+std::string summaryText(const Simulation& sim, double memory_headroom) {
   const SimulationSummary& s = sim.summary;
   const IterationPlan& p = sim.plan;
   const Strategy& st = p.strategy;
@@ -161,16 +207,27 @@ std::string summaryText(const Simulation& sim) {
                      p.cluster.device.peakTflops(p.model.dtype), dtypeName(p.model.dtype));
   out += fmt::format("  pipeline bubble    {:.1f}%   critical stage {}\n", 100 * s.bubble_fraction,
                      s.critical_stage);
+  if (s.max_device.overlap_slowdown_us > 0) {
+    const OverlapSlowdown& f = p.cluster.device.overlap_slowdown;
+    out += fmt::format(
+        "  overlap slowdown   +{:.3f} ms per device (mean) from compute beside communication "
+        "(x{:g} NVLink, x{:g} network; --overlap-slowdown off leaves it out)\n",
+        s.mean_device.overlap_slowdown_us / kUsPerMs, f.nvlink.value, f.network.value);
+  }
   out += fmt::format(
       "  provenance         measured {:.1f}%, derived {:.1f}%, estimated {:.1f}% of op time\n",
       100 * s.provenance_share[0], 100 * s.provenance_share[1], 100 * s.provenance_share[2]);
-  const MemoryEstimate memory = estimateMemory(p);
-  out +=
-      fmt::format("  peak memory/GPU    {} on stage {} of {} ({} usable with {:.0f}% headroom){}\n",
-                  formatBytes(static_cast<double>(memory.peak_bytes)), memory.peak_stage,
-                  formatBytes(static_cast<double>(memory.capacity_bytes)),
-                  formatBytes(static_cast<double>(memory.usable_bytes)), 100 * memory.headroom,
-                  memory.fitsDevice() ? "" : " -- OOM: would not fit");
+  const MemoryEstimate memory = estimateMemory(p, memory_headroom);
+  out += fmt::format(
+      "  peak memory/GPU    {} on stage {} of {} ({} usable with {:.0f}% headroom, margin {}){}\n",
+      formatBytes(static_cast<double>(memory.peak_bytes)), memory.peak_stage,
+      formatBytes(static_cast<double>(memory.capacity_bytes)),
+      formatBytes(static_cast<double>(memory.usable_bytes)), 100 * memory.headroom,
+      formatBytes(static_cast<double>(std::abs(memory.marginBytes()))) +
+          (memory.marginBytes() < 0 ? " short" : ""),
+      memory.fitsDevice() ? "" : " -- OOM: would not fit");
+  out += fmt::format("  memory ({}, stage {}) {}\n", frameworkName(st.framework), memory.peak_stage,
+                     memoryBreakdownText(memory.stages.at(memory.peak_stage), memory));
   if (st.offload != Offload::kNone) {
     out += fmt::format("  host memory/node   {} of {} usable{}\n",
                        formatBytes(static_cast<double>(memory.host_peak_bytes)),

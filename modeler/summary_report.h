@@ -10,11 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "modeler/memory_model.h"
 #include "modeler/simulation.h"
 
 namespace evsim {
 
-nlohmann::json summaryJson(const Simulation& sim);
-std::string summaryText(const Simulation& sim);
+nlohmann::json summaryJson(const Simulation& sim, double memory_headroom = kDefaultMemoryHeadroom);
+std::string summaryText(const Simulation& sim, double memory_headroom = kDefaultMemoryHeadroom);
 
 }  // namespace evsim

@@ -17,6 +17,7 @@ namespace evsim {
 namespace {
 
 constexpr size_t kColumnCount = 13;
+constexpr double kMaxTimeUs = 1e15;
 constexpr std::array<std::string_view, kColumnCount> kColumns = {
     "rank",   "tp",          "pp",    "dp", "stream", "event",     "start_us",
     "dur_us", "micro_batch", "phase", "op", "layer",  "provenance"};
@@ -87,6 +88,10 @@ class LineParser {
       fail(c, "not a number");
     }
     if (!std::isfinite(value)) fail(c, "not a finite number");
+    // Beyond 31 years in microseconds a timeline is corrupt, and sums of such times overflowed
+    // to inf (start_us 1e308 was accepted, issue 33).
+    if (std::abs(value) > kMaxTimeUs)
+      fail(c, fmt::format("must be within +-{:g} us", kMaxTimeUs));
     return value;
   }
 

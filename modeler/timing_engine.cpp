@@ -5,6 +5,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "modeler/overlap_slowdown.h"
 
 namespace evsim {
 
@@ -40,6 +41,40 @@ double jitterUs(const TaskJitter& jitter, int virtual_stage, Phase phase, std::m
   return extra;
 }
 
+// The DP buckets of one device as the list scheduler sees them (overlap slowdown, the header):
+// the position in the device's order of each chunk's last gradient task, and the buckets placed
+// so far on the device's DP stream.
+struct DeviceBuckets {
+  std::vector<int> last_gradient_chunk;  // per position: the chunk whose buckets it issues, or -1
+  std::vector<SlowInterval> in_flight;
+  double stream_free_us = 0;
+};
+
+// Empty when no bucket slows compute (no DP overlap, or factors of 1): the scheduler then skips
+// the slowdown altogether.
+std::vector<DeviceBuckets> slowingBuckets(const TimingInput& input, const TaskGraph& graph) {
+  if (!input.dp_overlap) return {};
+  bool slows = false;
+  for (const StageCost& stage : input.stages) {
+    for (const BucketCost& b : stage.buckets) slows = slows || b.compute_slowdown > 1;
+  }
+  if (!slows) return {};
+  const Phase last = graph.split_backward ? Phase::kWeightGrad : Phase::kBackward;
+  std::vector<DeviceBuckets> out(graph.devices);
+  for (int s = 0; s < graph.devices; ++s) {
+    const std::vector<int>& order = graph.device_order[s];
+    out[s].last_gradient_chunk.assign(order.size(), -1);
+    std::vector<bool> seen(input.virtual_stages, false);
+    for (size_t i = order.size(); i-- > 0;) {
+      const StageTask& task = graph.nodes[order[i]].task;
+      if (task.phase != last || seen[task.chunk]) continue;
+      seen[task.chunk] = true;
+      out[s].last_gradient_chunk[i] = task.chunk;
+    }
+  }
+  return out;
+}
+
 // List-schedules the graph on one pipeline class's links: each device walks its order; a task is
 // placed once all its inputs are placed, so we sweep the devices until every task is.
 PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
@@ -53,6 +88,10 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
   std::vector<size_t> next(P, 0);
   std::vector<double> device_free(P, 0.0);
   for (int s = 0; s < P; ++s) out.stages[s].tasks.reserve(graph.device_order[s].size());
+  std::vector<DeviceBuckets> buckets = slowingBuckets(input, graph);
+  if (!buckets.empty()) {
+    for (int s = 0; s < P; ++s) out.stages[s].bucket_ready_us.resize(input.virtual_stages);
+  }
 
   size_t remaining = graph.nodes.size();
   while (remaining > 0) {
@@ -86,6 +125,28 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         const double run_us = taskUs(input.stages[node.virtual_stage], node.task.phase) +
                               jitterUs(input.jitter, node.virtual_stage, node.task.phase, rng);
         t.run.end_us = t.run.start_us + run_us * slowdown(links, s);
+        if (!buckets.empty()) {
+          DeviceBuckets& dp = buckets[s];
+          // Tasks on a device start in order: buckets already over stay over.
+          std::erase_if(dp.in_flight,
+                        [&](const SlowInterval& b) { return b.end_us <= t.run.start_us; });
+          const int chunk = dp.last_gradient_chunk[next[s]];
+          if (chunk >= 0) {
+            // A bucket is ready when the task has done its ready offset's work, slowed by the
+            // buckets before it (it and later ones start after that point).
+            std::vector<double>& ready = out.stages[s].bucket_ready_us[chunk];
+            for (const BucketCost& b : input.stages[static_cast<size_t>(chunk) * P + s].buckets) {
+              ready.push_back(slowedEndUs(t.run.start_us, b.ready_offset_us * slowdown(links, s),
+                                          dp.in_flight));
+              const double start = std::max(dp.stream_free_us, ready.back());
+              dp.stream_free_us = start + b.allreduce_us;
+              dp.in_flight.push_back({start, dp.stream_free_us, b.compute_slowdown});
+            }
+          }
+          const double end = slowedEndUs(t.run.start_us, t.run.duration(), dp.in_flight);
+          t.overlap_slowdown_us = end - t.run.end_us;
+          t.run.end_us = end;
+        }
         t.send = Interval{t.run.end_us, t.run.end_us};
         if (node.send == Send::kActivation) t.send.end_us += links.send_forward_us[node.link];
         if (node.send == Send::kGradient) t.send.end_us += links.send_backward_us[node.link];
@@ -167,9 +228,19 @@ IterationTimeline computeTimeline(const TimingInput& input) {
           last_backward_start = std::max(
               last_backward_start, lastGradientTaskStart(p.stages[s], c, out.graph.split_backward));
         }
-        for (const BucketCost& bucket : cost.buckets) {
+        for (size_t b = 0; b < cost.buckets.size(); ++b) {
+          // Ready in every replica: at the latest start plus its offset, or where the overlap
+          // slowdown placed it in each class (timePipeline).
+          double ready = last_backward_start + cost.buckets[b].ready_offset_us;
+          if (!out.pipelines[0].stages[s].bucket_ready_us.empty()) {
+            ready = 0;
+            for (const PipelineTimeline& p : out.pipelines) {
+              ready = std::max(ready, p.stages[s].bucket_ready_us[c][b]);
+            }
+          }
+          const BucketCost& bucket = cost.buckets[b];
           Interval i;
-          i.start_us = std::max(stream_free, last_backward_start + bucket.ready_offset_us);
+          i.start_us = std::max(stream_free, ready);
           i.end_us = i.start_us + bucket.allreduce_us;
           stream_free = i.end_us;
           sync.push_back(i);

@@ -21,6 +21,15 @@
 // chunk's last gradient task (its last B, or its last W when the backward is split) has produced
 // them, one after another (chunks in the same order); the optimizer waits for the last. All times
 // are microseconds from the iteration start.
+//
+// Overlap slowdown (overlap_slowdown.h): a task that runs while its device's DP buckets are in
+// flight is stretched by that rule (its run, compute and TP communication together, is the work),
+// by each bucket's factor. The list scheduler places a chunk's buckets on the device's DP stream
+// when it places the chunk's last gradient task, at the task's start plus each bucket's ready
+// offset's work (the offset scaled by a straggler's factor, slowed by the buckets already in
+// flight), so that task and every later one on the device see them. With several pipeline classes
+// the buckets then wait for the slowest replica (below); the slowdown uses each class's own bucket
+// times.
 
 #include <array>
 #include <cstdint>
@@ -34,6 +43,7 @@ namespace evsim {
 struct BucketCost {
   double ready_offset_us = 0;  // from the start of the chunk's last gradient task (B, or W)
   double allreduce_us = 0;
+  double compute_slowdown = 1;  // factor of compute beside it (overlap_slowdown.h); 1: none
 };
 
 // One per virtual stage (model chunk).
@@ -91,7 +101,8 @@ struct TaskTiming {
   int node = -1;  // in IterationTimeline::graph
   Interval run;   // compute + TP communication
   Interval send;  // P2P send after the task (empty when there is no next/previous stage)
-  double input_ready_us = 0;  // when its input arrived (0 for inputs that need no transfer)
+  double input_ready_us = 0;       // when its input arrived (0 for inputs that need no transfer)
+  double overlap_slowdown_us = 0;  // what DP buckets in flight beside it added to `run`
 };
 
 // One per device stage (all its chunks).
@@ -105,6 +116,8 @@ struct StageTimeline {
   Interval param_allgather;          // ZeRO 1/2: all chunks' parameter all-gathers, v-1 first
   int peak_activations = 0;          // micro-batch chunk activations held at once (graph walk)
   double busy_in_pipeline_us = 0;    // task runs + sends
+  // Overlap slowdown only (else empty): per chunk, when each DP bucket was ready in this class.
+  std::vector<std::vector<double>> bucket_ready_us;
 };
 
 struct PipelineTimeline {

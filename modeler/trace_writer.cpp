@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "common/atomic_file.h"
+#include "common/cancel.h"
 #include "common/error.h"
 #include "common/gzip_stream.h"
 #include "modeler/device_events.h"
@@ -163,6 +164,7 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
     first = false;
   };
   for (int64_t rank : ranks) {
+    throwIfCancelled();
     const RankCoord c = layout.coord(rank);
     separator();
     text << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << rank
@@ -236,17 +238,24 @@ void writeTimelineFiles(const TimelineSource& source, const std::vector<int64_t>
   if (!trace_path.empty()) trace.emplace(trace_path);
   if (!csv_path.empty()) csv.emplace(csv_path);
   if (trace && isGzipPath(trace_path)) {
-    GzipOstream gz(trace->stream());
-    writeChromeTrace(source, ranks, gz);
-    gz.finish();
+    try {
+      GzipOstream gz(trace->stream());
+      writeChromeTrace(source, ranks, gz);
+      gz.finish();
+    } catch (const EnvironmentError& e) {
+      // "gzip: writing the compressed output failed" named no file (a full disk, issue 33).
+      EVSIM_THROW(EnvironmentError, "{}: {} (disk full?)", trace_path, e.what());
+    }
   } else if (trace) {
     writeChromeTrace(source, ranks, trace->stream());
   }
   if (csv) writeTimelineCsv(source, ranks, csv->stream());
   if (trace) trace->finish();
   if (csv) csv->finish();
-  if (trace) trace->publish();
-  if (csv) csv->publish();
+  std::vector<AtomicFileWriter*> outputs;
+  if (trace) outputs.push_back(&*trace);
+  if (csv) outputs.push_back(&*csv);
+  publishTogether(outputs);
 }
 
 void writeTimelineCsv(const TimelineSource& source, const std::vector<int64_t>& ranks,
@@ -257,6 +266,7 @@ void writeTimelineCsv(const TimelineSource& source, const std::vector<int64_t>& 
   TraceText text(out);
   text << "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance\n";
   for (int64_t rank : ranks) {
+    throwIfCancelled();
     const RankCoord c = layout.coord(rank);
     source.for_each_event(rank, [&](const DeviceEvent& e) {
       // Signatures hold no commas or quotes, so fields need no quoting.

@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 
+#include "common/cancel.h"
 #include "common/error.h"
 #include "common/units.h"
 
@@ -115,6 +116,7 @@ IterationDistribution sampleIterations(const Simulation& sim, double jitter, uin
   if (jitter > 0) input.jitter.op_us = computeOpTimes(sim);
   std::map<StageRef, int> on_path;
   for (int i = 0; i < iterations; ++i) {
+    throwIfCancelled();
     input.jitter.seed = seed * 1000003 + static_cast<uint64_t>(i);
     const IterationTimeline tl = computeTimeline(input);
     d.iteration_us.push_back(tl.iteration_us);

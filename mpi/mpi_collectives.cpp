@@ -30,15 +30,21 @@ int count(int64_t elements) { return static_cast<int>(elements); }
 
 }  // namespace
 
+namespace {
+// The element size MPI moves `event` in: its dtype's, or bytes when the size is not a multiple.
+int64_t mpiElementBytes(const Event& event) {
+  const int64_t bytes = dtypeBytes(event.dtype);
+  return event.message_bytes % bytes == 0 ? bytes : 1;
+}
+}  // namespace
+
+int64_t mpiElementCount(const Event& event) { return event.message_bytes / mpiElementBytes(event); }
+
 MpiCollectiveBuffers makeMpiBuffers(const Event& event, int group_size) {
   MpiCollectiveBuffers b;
-  b.element_bytes = dtypeBytes(event.dtype);
-  b.type = b.element_bytes == 4 ? MPI_FLOAT : MPI_INT16_T;
-  if (event.message_bytes % b.element_bytes != 0) {
-    b.type = MPI_UINT8_T;
-    b.element_bytes = 1;
-  }
-  b.elements = event.message_bytes / b.element_bytes;
+  b.element_bytes = mpiElementBytes(event);
+  b.type = b.element_bytes == 4 ? MPI_FLOAT : (b.element_bytes == 2 ? MPI_INT16_T : MPI_UINT8_T);
+  b.elements = mpiElementCount(event);
   b.group = std::max(1, group_size);
   if (b.elements > INT_MAX) {
     EVSIM_THROW(Error, "'{}': {} elements exceed MPI's int count", event.signature(), b.elements);

@@ -23,6 +23,10 @@ struct MpiCollectiveBuffers {
 
 // Buffers for `event` (a collective or p2p) over its group, filled with small non-zero values
 // (sums over a group never overflow 16-bit integers). Throws Error past MPI's int counts.
+// The elements MPI moves for `event` (its dtype's, or bytes when the size is not a multiple):
+// eventprof refuses an event beyond MPI's int count before measuring (CpuDevice::cannotMeasure).
+int64_t mpiElementCount(const Event& event);
+
 MpiCollectiveBuffers makeMpiBuffers(const Event& event, int group_size);
 
 // Runs `event`'s collective over `comm` (whose size is the group the buffers were made for).

@@ -207,13 +207,27 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     // ZeRO-3 released after the embedding: the head gathers it again (its gradient is reduced
     // with the embedding's).
     const int64_t tied_head_params = stage.has_head && !owns_output ? footprint.output_weights : 0;
+    // FSDP2 (torchtitan's mixed precision) gathers in the model dtype, blocks' linear weights in
+    // fp8 with Float8 all-gather, and reduce-scatters gradients in fp32.
+    const bool fsdp = strategy.framework == Framework::kFsdp;
     auto zero3_op = [&](OpList& ops, int layer, EventKind kind, std::string_view name) {
       if (!zero3) return;
       int64_t params = layer_params.at(layer);
       if (layer == kHeadLayer && kind == EventKind::kAllGather) params += tied_head_params;
-      Event e = makeCommunication(kind, checkedMul(params, elem_bytes, "ZeRO-3 gather bytes"),
-                                  stage.dp_group, dtype);
+      DType wire = dtype;
+      if (fsdp && kind == EventKind::kReduceScatter) wire = DType::kFp32;
+      if (fsdp && kind == EventKind::kAllGather && model.spec.fp8 && layer >= 0) {
+        wire = DType::kFp8;
+      }
+      Event e = makeCommunication(kind, checkedMul(params, dtypeBytes(wire), "ZeRO-3 gather bytes"),
+                                  stage.dp_group, wire);
       ops.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, name});
+    };
+    // FSDP without reshard-after-forward keeps the forward's gathered parameters for the
+    // backward: no second gather.
+    const bool regather = strategy.reshardsAfterForward();
+    auto zero3_regather = [&](OpList& ops, int layer) {
+      if (regather) zero3_op(ops, layer, EventKind::kAllGather, "zero3_param_allgather");
     };
     constexpr std::string_view kGather = "zero3_param_allgather";
     constexpr std::string_view kScatter = "zero3_grad_reduce_scatter";
@@ -228,17 +242,17 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     if (stage.has_head) {
       zero3_op(stage.forward, kHeadLayer, EventKind::kAllGather, kGather);
       builder.headForward(stage.forward, owns_output);
-      zero3_op(stage.backward, kHeadLayer, EventKind::kAllGather, kGather);
+      zero3_regather(stage.backward, kHeadLayer);
       builder.headBackward(stage.backward);
       zero3_op(stage.backward, kHeadLayer, EventKind::kReduceScatter, kScatter);
     }
     for (int layer = end_layer - 1; layer >= stage.first_layer; --layer) {
-      zero3_op(stage.backward, layer, EventKind::kAllGather, kGather);
+      zero3_regather(stage.backward, layer);
       emitBlock(builder, layer, /*forward=*/false, stage.backward);
       zero3_op(stage.backward, layer, EventKind::kReduceScatter, kScatter);
     }
     if (stage.has_embedding) {
-      zero3_op(stage.backward, kEmbeddingLayer, EventKind::kAllGather, kGather);
+      zero3_regather(stage.backward, kEmbeddingLayer);
       builder.embeddingBackward(embedding_streams, stage.backward);
       zero3_op(stage.backward, kEmbeddingLayer, EventKind::kReduceScatter, kScatter);
     }

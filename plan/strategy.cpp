@@ -59,6 +59,37 @@ Offload parseOffload(std::string_view text, std::string_view flag) {
               text);
 }
 
+std::string_view frameworkName(Framework framework) {
+  return framework == Framework::kFsdp ? "fsdp" : "megatron";
+}
+
+Framework parseFramework(std::string_view text, std::string_view flag) {
+  std::string lower = toLower(trim(text));
+  if (lower == "megatron") return Framework::kMegatron;
+  if (lower == "fsdp") return Framework::kFsdp;
+  EVSIM_THROW(InputError, "{} '{}': unknown framework (megatron or fsdp)", flag, text);
+}
+
+std::string_view reshardName(Reshard reshard) {
+  switch (reshard) {
+    case Reshard::kDefault:
+      return "default";
+    case Reshard::kAlways:
+      return "always";
+    case Reshard::kNever:
+      return "never";
+  }
+  return "?";
+}
+
+Reshard parseReshard(std::string_view text, std::string_view flag) {
+  std::string lower = toLower(trim(text));
+  if (lower == "default") return Reshard::kDefault;
+  if (lower == "always") return Reshard::kAlways;
+  if (lower == "never") return Reshard::kNever;
+  EVSIM_THROW(InputError, "{} '{}': unknown policy (default, always or never)", flag, text);
+}
+
 Schedule parseSchedule(std::string_view text, std::string_view flag) {
   std::string lower = toLower(trim(text));
   if (lower.size() > 4 && lower.ends_with(".csv")) {
@@ -92,7 +123,12 @@ std::string Strategy::techniques(TechniqueStyle style) const {
                                      : recomputeName(recompute));
   }
   if (sequence_parallel) out += " sp";
-  if (zero_stage > 0) out += fmt::format(" {}{}", brief ? "z" : "zero", zero_stage);
+  if (framework == Framework::kFsdp) {
+    out += " fsdp";
+    if (reshard != Reshard::kDefault) out += fmt::format(" reshard={}", reshardName(reshard));
+  } else if (zero_stage > 0) {
+    out += fmt::format(" {}{}", brief ? "z" : "zero", zero_stage);
+  }
   if (offload != Offload::kNone) {
     out += fmt::format(" {}={}", brief ? "off" : "offload", offloadName(offload));
   }
@@ -271,7 +307,8 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
                          s.virtual_stages);
     }
     if (s.pp < 2) return fmt::format("{}: the interleaved schedule needs P >= 2", label);
-    if (int64_t{s.pp} * s.virtual_stages > model.numLayers()) {
+    // Given stage layers are checked below (the first and last chunk may hold no block).
+    if (s.stage_layers.empty() && int64_t{s.pp} * s.virtual_stages > model.numLayers()) {
       return fmt::format("{} --virtual-stages {}: P x v = {} model chunks but {} has {} layers",
                          label, s.virtual_stages, int64_t{s.pp} * s.virtual_stages, model.name,
                          model.numLayers());
@@ -343,8 +380,15 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
                          s.stage_layers.size(), chunks);
     }
     int64_t total = 0;
-    for (int n : s.stage_layers) {
-      if (n < 1) return fmt::format("--stage-layers: {}: every chunk needs >= 1 layer", n);
+    for (size_t k = 0; k < s.stage_layers.size(); ++k) {
+      const int n = s.stage_layers[k];
+      // The first chunk (the embedding) and the last (the loss) may hold no block, as Megatron's
+      // --account-for-embedding/loss-in-pipeline-split makes them with one layer per chunk.
+      const bool end_chunk = chunks > 1 && (k == 0 || k + 1 == s.stage_layers.size());
+      if (n < (end_chunk ? 0 : 1)) {
+        return fmt::format(
+            "--stage-layers: {}: every chunk needs >= 1 layer (the first and last >= 0)", n);
+      }
       total += n;
     }
     if (total != model.numLayers()) {
@@ -361,6 +405,24 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
   }
   if (s.zero_stage < 0 || s.zero_stage > 3) {
     return fmt::format("--zero {}: must be 0, 1, 2 or 3", s.zero_stage);
+  }
+  if (s.framework == Framework::kFsdp) {
+    // FSDP's full shard is ZeRO-3's layout and events; without a group to shard over it runs as
+    // plain replicas (torchtitan with dp_shard = 1).
+    const int expected = s.gradGroupSize() > 1 ? 3 : 0;
+    if (s.zero_stage != expected) {
+      return fmt::format(
+          "{} --framework fsdp --zero {}: FSDP shards parameters, gradients and optimizer state "
+          "over D x C = {} (ZeRO stage {}); no other stage applies",
+          label, s.zero_stage, s.gradGroupSize(), expected);
+    }
+    if (s.offload != Offload::kNone) {
+      return fmt::format("{} --framework fsdp --offload {}: FSDP's CPU offload is not modelled",
+                         label, offloadName(s.offload));
+    }
+  } else if (s.reshard != Reshard::kDefault) {
+    return fmt::format("--reshard-after-forward {}: only with --framework fsdp",
+                       reshardName(s.reshard));
   }
   if (s.zero_stage == 3 && s.dp_overlap) {
     return fmt::format(

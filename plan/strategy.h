@@ -48,6 +48,27 @@ inline bool offloadsActivations(Offload o) {
   return o == Offload::kActivations || o == Offload::kBoth;
 }
 
+// Which training framework lays out the model states (modeler/memory_model.h):
+//   megatron: Megatron-LM: 16-bit weights, fp32 main gradients in contiguous DDP buffers, fp32
+//     master weights and Adam moments (sharded with --use-distributed-optimizer, ZeRO-1);
+//   fsdp: PyTorch FSDP2 as torchtitan runs it: fp32 parameters, gradients and Adam moments all
+//     sharded over D x C (full shard), each layer's parameters all-gathered in the model dtype
+//     (fp8 for linear weights with Float8 all-gather) before its forward and backward and its
+//     gradients reduce-scattered in fp32 after its backward (the events of ZeRO-3).
+enum class Framework { kMegatron, kFsdp };
+std::string_view frameworkName(Framework framework);  // "megatron", "fsdp"
+Framework parseFramework(std::string_view text, std::string_view flag = "--framework");
+
+// FSDP's reshard-after-forward (torchtitan's fsdp_reshard_after_forward): free each layer's
+// gathered parameters after its forward and gather them again for its backward (always), keep
+// them from forward to backward (never), or torchtitan's default: always without pipeline
+// parallelism, never with it (the pipeline runs many micro-batches between a forward and its
+// backward, and PyTorch's pipelining keeps the gathered parameters and unsharded gradients until
+// the last micro-batch's backward).
+enum class Reshard { kDefault, kAlways, kNever };
+std::string_view reshardName(Reshard reshard);  // "default", "always", "never"
+Reshard parseReshard(std::string_view text, std::string_view flag = "--reshard-after-forward");
+
 // Bounds on the batch sizes and micro-batches of a strategy (validateStrategy): far beyond any run,
 // they keep the work of one simulated iteration bounded.
 inline constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;
@@ -81,6 +102,8 @@ struct Strategy {
   // FLOP-balanced split. Large runs shorten the first and last stages, which also carry the
   // embedding and the loss (Megatron's --decoder-first/last-pipeline-num-layers).
   std::vector<int> stage_layers;
+  Framework framework = Framework::kMegatron;
+  Reshard reshard = Reshard::kDefault;  // FSDP only (strategyViolation)
 
   // The plain M/P/D strategy with batch sizes and a schedule, every technique off.
   static Strategy of(int tp, int pp, int dp, int64_t micro_batch, int64_t global_batch,
@@ -99,6 +122,12 @@ struct Strategy {
   // Ranks that hold replicas of one expert: D x C / E (Megatron's expert-data-parallel group).
   int expertGradGroupSize() const { return dp * cp / ep; }
   int64_t microBatches() const { return global_batch / (micro_batch * dp); }
+  // Whether a layer's parameters sharded over the DP group (ZeRO-3, FSDP) are gathered again for
+  // its backward: DeepSpeed's ZeRO-3 always; FSDP by its policy (Reshard).
+  bool reshardsAfterForward() const {
+    if (framework != Framework::kFsdp || reshard == Reshard::kAlways) return true;
+    return reshard == Reshard::kDefault && pp == 1;
+  }
   std::string name() const;  // "2M4P2D"
   // The techniques beyond M, P, D, one word each in one order, e.g. " dp-overlap cp2 ep4 v3
   // rc=selective sp zero1" ("" if none). kShort is the search table's spelling of the same words

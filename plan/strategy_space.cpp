@@ -83,7 +83,10 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
     for (Recompute rc : space.recomputes) {
       for (bool sp : space.sequence_parallel) {
         if (sp && strategy.tp < 2) continue;
-        for (int zero : space.zero_stages) {
+        // FSDP shards fully wherever there is a group to shard over (strategyViolation).
+        const std::vector<int> fsdp_zero = {strategy.gradGroupSize() > 1 ? 3 : 0};
+        const bool fsdp = strategy.framework == Framework::kFsdp;
+        for (int zero : fsdp ? fsdp_zero : space.zero_stages) {
           if (zero > 0 && strategy.gradGroupSize() < 2) continue;
           // strategyViolation's rules read no technique but SP and the ZeRO stage (context and
           // expert parallelism's) before the techniques' own, and none reads the recomputation:

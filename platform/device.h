@@ -37,6 +37,9 @@ class Device {
   // How many of the `ranks_on_host` ranks sharing a host may time compute events at once without
   // slowing each other: one per GPU on CUDA (every rank has its own), the host's cores on the CPU.
   virtual int computeSlots(int ranks_on_host) const { return ranks_on_host; }
+  // Why this platform cannot measure `event` at all ("" when it can): checked for every event
+  // before measuring starts, so a run does not fail halfway (issue 33).
+  virtual std::string cannotMeasure(const Event& /*event*/) const { return ""; }
   // `warmup` untimed runs, then `repeats` timed runs of a compute event on this rank's device.
   virtual std::vector<double> timeCompute(const Event& event, int warmup, int repeats) = 0;
   // One side of a point-to-point transfer of event.message_bytes: group.size == 2, group rank 0
@@ -47,6 +50,20 @@ class Device {
   // the full buffer. Returns this rank's times.
   virtual std::vector<double> timeCollective(const Event& event, const CommGroup& group, int warmup,
                                              int repeats) = 0;
+
+  // --- overlap slowdown (eventprof --overlap; modeler/overlap_slowdown.h) ---
+  // A compute event timed alone and while `transfer` (a collective over `group`, with
+  // transfer.message_bytes as its buffer) is in flight on this device the whole time: `repeats`
+  // samples of each, warm-up runs excluded, taken the same way so that they compare. Collective
+  // over group.comm (every member calls it at once). Beside-samples are only of repetitions that
+  // ran wholly inside the transfers' span. Platforms that cannot say so throw CollectiveInputError.
+  struct OverlapSamples {
+    std::vector<double> alone_us;
+    std::vector<double> beside_us;
+  };
+  virtual OverlapSamples timeComputeBeside(const Event& compute, const Event& transfer,
+                                           const CommGroup& group, int warmup, int repeats);
+
 };
 
 }  // namespace evsim

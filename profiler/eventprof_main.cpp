@@ -18,6 +18,7 @@
 #include "mpi/mpi_wait.h"
 #include "platform/device_factory.h"
 #include "profiler/event_source.h"
+#include "profiler/overlap_probe.h"
 #include "profiler/profile_session.h"
 
 namespace evsim {
@@ -38,6 +39,7 @@ struct Flags {
   double comm_timeout_s = 300;
   uint64_t seed = 1;
   std::string compute_timer = "cupti";
+  bool overlap = false;
 };
 
 void addFlags(CLI::App& app, Flags& f) {
@@ -57,22 +59,24 @@ void addFlags(CLI::App& app, Flags& f) {
       ->check(kGpuCount);
   app.add_option("--micro-batches", f.micro_batches, "micro-batch sizes for --gpus")
       ->capture_default_str();
-  app.add_option("-o,--output", f.output, "profile database to write (YAML)")->required();
+  app.add_option("-o,--output", f.output, "profile database to write (YAML)")
+      ->required()
+      ->check(kFileName);
   app.add_option("--backend", f.backend, "auto (cuda when every rank sees a GPU), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   app.add_option("--warmup", f.warmup, "untimed runs before each event's repetitions")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegativeInteger)
       ->capture_default_str();
   app.add_option("--repeats", f.repeats, "timed repetitions per event")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveInteger)
       ->capture_default_str();
   app.add_flag("--resume", f.resume,
                "keep the events already in the output profile (same hardware only) and measure "
                "the rest");
   app.add_option("--ranks-per-node", f.ranks_per_node,
                  "group consecutive ranks of a host into emulated nodes of this size")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveInteger);
   app.add_flag("--intra-node-only", f.intra_node_only,
                "on a single node, skip inter-node events (listed as not measured) instead of "
                "stopping");
@@ -83,12 +87,18 @@ void addFlags(CLI::App& app, Flags& f) {
                  "iteration)")
       ->check(kFinitePositive)
       ->capture_default_str();
-  app.add_option("--seed", f.seed, "seed of the kernels' random inputs")->capture_default_str();
+  app.add_option("--seed", f.seed, "seed of the kernels' random inputs")
+      ->check(kUnsignedText)
+      ->capture_default_str();
   app.add_option("--compute-timer", f.compute_timer,
                  "cuda: cupti (kernel spans) or cuda-events (events around each repetition, "
                  "launch gaps included; to cross-check CUPTI)")
       ->check(CLI::IsMember({"cupti", "cuda-events"}))
       ->capture_default_str();
+  app.add_flag("--overlap", f.overlap,
+               "instead of events: time a GEMM and a memory-bound kernel alone and beside an "
+               "all-reduce (inside a node; across nodes when the ranks span two or more), for "
+               "`eventsim calibrate --overlap` (the overlap slowdown; docs/PROFILER.md)");
 }
 
 // What to profile: the events, and the strategies they come from (none for an events file), so
@@ -166,7 +176,14 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
   setCommTimeout(flags.comm_timeout_s);  // before the first wait on another rank
   ProfileRequest wanted;
   std::string load_error;
-  if (world.rank == 0) {
+  if (world.rank == 0 && flags.overlap) {
+    if (!flags.events_file.empty() || !flags.run.strategy_text.empty() || flags.run.tp > 0 ||
+        flags.gpus > 0 || flags.resume) {
+      load_error =
+          "--overlap measures its own kernels: give no --events, --strategy, --gpus or "
+          "--resume with it";
+    }
+  } else if (world.rank == 0) {
     try {
       wanted = wantedEvents(flags);
     } catch (const InputError& e) {
@@ -206,6 +223,13 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
   options.resume = flags.resume;
   options.intra_node_only = flags.intra_node_only;
   ProfileSession session(world, topo, *device, options);
+  if (flags.overlap) {
+    const int records = measureOverlap(world, topo, *device, options, session.collectMetadata());
+    if (world.rank == 0) {
+      fmt::print(stderr, "[eventprof] wrote {} ({} overlap records)\n", flags.output, records);
+    }
+    return 0;
+  }
   ProfileSummary summary = session.run(wanted.events);
   if (world.rank == 0) {
     addModeledCost(wanted, flags.output, summary);

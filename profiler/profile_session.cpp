@@ -4,6 +4,7 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
+#include <new>
 
 #include "mpi/mpi_check.h"
 #include "mpi/mpi_wait.h"
@@ -63,6 +64,17 @@ void onRootShared(int rank, Fn&& fn) {
   }
   error = broadcastString(error, 0, MPI_COMM_WORLD);
   if (!error.empty()) EVSIM_THROW(CollectiveInputError, "{}", error);
+}
+
+// Runs one measurement; running out of memory for its buffers names the event ("out of memory"
+// alone did not, issue 33).
+template <typename F>
+std::vector<double> measuring(const Event& event, F&& measure) {
+  try {
+    return measure();
+  } catch (const std::bad_alloc&) {
+    EVSIM_THROW(EnvironmentError, "'{}': out of memory for the event's buffers", event.signature());
+  }
 }
 
 std::vector<std::string> signaturesOf(const std::vector<Event>& events) {
@@ -137,6 +149,15 @@ ProfileSession::Work ProfileSession::prepare(const std::vector<Event>& wanted,
     }
     db.metadata = metadata;
     plan = planWork(wanted, previous ? &*previous : nullptr, topo_, options_.intra_node_only);
+    // Refused before any measuring: an event beyond MPI's int count failed as an internal error
+    // after hours of measuring (issue 33).
+    for (const std::vector<Event>* events : {&plan.compute, &plan.communication}) {
+      for (const Event& event : *events) {
+        if (std::string why = device_.cannotMeasure(event); !why.empty()) {
+          EVSIM_THROW(InputError, "'{}': cannot be measured: {}", event.signature(), why);
+        }
+      }
+    }
     db.save(options_.output_path);  // fails early (exit 1) when the output is unwritable
     if (options_.log == nullptr) return;
     if (!topo_.uniform()) {
@@ -225,15 +246,21 @@ void ProfileSession::measureCompute(const std::vector<Event>& events,
     const size_t index = first + static_cast<size_t>(my_slot);
     if (my_slot < static_cast<std::ptrdiff_t>(slots) && index < events.size()) {
       auto t0 = std::chrono::steady_clock::now();
-      std::vector<double> samples =
-          device_.timeCompute(events[index], options_.warmup, options_.repeats);
+      std::vector<double> samples = measuring(events[index], [&] {
+        return device_.timeCompute(events[index], options_.warmup, options_.repeats);
+      });
       busy_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       mine = toWire(computeStats(floored(std::move(samples))));
     }
-    std::vector<WireResult> all(world_.rank == 0 ? ranks : 0);
+    // Every rank waits for the whole round (an allgather, not a gather to rank 0): with a gather,
+    // a rank with nothing to measure finished all rounds at once (its send completes locally) and
+    // then waited in the first communication event for the whole compute phase, which
+    // --comm-timeout cut off on healthy runs (issue 33). Now every wait lasts one round: the
+    // slowest measurement of the round, plus rank 0 saving the previous one.
+    std::vector<WireResult> all(ranks);
     MPI_Request gather = MPI_REQUEST_NULL;
-    EVSIM_MPI_CHECK(MPI_Igather(&mine, sizeof(WireResult), MPI_BYTE, all.data(), sizeof(WireResult),
-                                MPI_BYTE, 0, MPI_COMM_WORLD, &gather));
+    EVSIM_MPI_CHECK(MPI_Iallgather(&mine, sizeof(WireResult), MPI_BYTE, all.data(),
+                                   sizeof(WireResult), MPI_BYTE, MPI_COMM_WORLD, &gather));
     waitRequest(gather, "a compute round's results", WaitStyle::kSleep);
     if (world_.rank == 0) {
       for (size_t k = 0; k < in_round; ++k) {
@@ -281,10 +308,11 @@ void ProfileSession::measureCommunication(const std::vector<Event>& events, Prof
       CommGroup group{comm, static_cast<int>(it - plan.ranks.begin()),
                       static_cast<int>(plan.ranks.size()), plan.ranks};
       auto t0 = std::chrono::steady_clock::now();
-      std::vector<double> samples =
-          event.kind == EventKind::kP2P
-              ? device_.timeP2P(event, group, options_.warmup, options_.repeats)
-              : device_.timeCollective(event, group, options_.warmup, options_.repeats);
+      std::vector<double> samples = measuring(event, [&] {
+        return event.kind == EventKind::kP2P
+                   ? device_.timeP2P(event, group, options_.warmup, options_.repeats)
+                   : device_.timeCollective(event, group, options_.warmup, options_.repeats);
+      });
       busy_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       EVSIM_CHECK(samples.size() == static_cast<size_t>(options_.repeats),
                   "{} samples for {} repeats", samples.size(), options_.repeats);

@@ -61,10 +61,11 @@ class ProfileSession {
   // input found before measuring: unmeasurable events, a profile that cannot be resumed, an
   // unwritable output.
   ProfileSummary run(const std::vector<Event>& wanted);
+  // The profile's metadata (backend, hosts, devices, versions). Collective.
+  ProfileMetadata collectMetadata();
 
  private:
   struct Work;
-  ProfileMetadata collectMetadata();
   Work prepare(const std::vector<Event>& wanted, const ProfileMetadata& metadata, ProfileDb& db);
   // World ranks that time compute events (collective), ascending.
   std::vector<int> timingRanks() const;

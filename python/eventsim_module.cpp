@@ -9,13 +9,18 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
 #include <memory>
 #include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "common/cancel.h"
 #include "common/error.h"
 #include "modeler/cli/json_sink.h"
 #include "modeler/cli/search_command.h"
@@ -57,6 +62,24 @@ std::string flagName(std::string keyword) {
   return "--" + keyword;
 }
 
+// `text` as UTF-8, refused with a ValueError naming the keyword when it cannot be passed on a
+// command line: a lone surrogate ("Unable to cast" before) or a NUL (which cut the value short).
+std::string utf8Text(const Command& command, const std::string& keyword, const py::str& text) {
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
+  if (data == nullptr) {
+    PyErr_Clear();
+    EVSIM_THROW(InputError, "{}(): {}: not valid text (a lone surrogate?); give UTF-8 text",
+                command.name, keyword);
+  }
+  std::string out(data, static_cast<size_t>(size));
+  if (const size_t nul = out.find('\0'); nul != std::string::npos) {
+    EVSIM_THROW(InputError, "{}(): {}: a NUL character at index {} is not allowed", command.name,
+                keyword, nul);
+  }
+  return out;
+}
+
 // One value as the command line spells it; lists and tuples are comma-joined ("1,2,4").
 std::string valueText(const Command& command, const std::string& keyword, py::handle value) {
   if (py::isinstance<py::bool_>(value)) {
@@ -70,7 +93,7 @@ std::string valueText(const Command& command, const std::string& keyword, py::ha
     }
     return out;
   }
-  return py::str(value).cast<std::string>();
+  return utf8Text(command, keyword, py::str(value));
 }
 
 // The command line for `kwargs`: `tp=8` -> "--tp=8", `sequence_parallel=True` -> a bare flag,
@@ -81,7 +104,7 @@ std::vector<std::string> commandLine(const Command& command, const py::kwargs& k
   CLI::App* cmd = app->get_subcommand(command.name);
   std::vector<std::string> args = {"eventsim", command.name};
   for (const auto& [key, value] : kwargs) {
-    std::string keyword = key.cast<std::string>();
+    std::string keyword = utf8Text(command, "a keyword", py::str(key));
     std::string flag = flagName(keyword);
     const CLI::Option* option = cmd->get_option_no_throw(flag);
     if (option == nullptr || keyword == "help") {
@@ -107,12 +130,42 @@ py::object run(const Command& command, const py::kwargs& kwargs) {
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
   std::optional<nlohmann::json> report;
-  {
-    // A search may run for a while on every core: other Python threads go on meanwhile.
-    py::gil_scoped_release release;
-    std::unique_ptr<CLI::App> app = makeApp(command, &report);
-    app->parse(static_cast<int>(argv.size()), argv.data());
+  // The command runs on a worker thread while this one, every 50 ms, lets Python look at its
+  // signals: Ctrl-C waited for the call to return before (issue 33). On KeyboardInterrupt the
+  // worker is asked to stop (common/cancel.h), joined, and the interrupt raised.
+  std::exception_ptr failure;
+  std::atomic<bool> finished{false};
+  std::thread worker([&] {
+    try {
+      std::unique_ptr<CLI::App> app = makeApp(command, &report);
+      app->parse(static_cast<int>(argv.size()), argv.data());
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    finished.store(true);
+  });
+  bool interrupted = false;
+  while (!finished.load()) {
+    {
+      // A search may run for a while on every core: other Python threads go on meanwhile.
+      py::gil_scoped_release release;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!interrupted && PyErr_CheckSignals() != 0) {
+      interrupted = true;  // the KeyboardInterrupt stays set while the worker stops
+      requestCancel(true);
+    }
   }
+  {
+    py::gil_scoped_release release;
+    worker.join();
+  }
+  requestCancel(false);
+  if (interrupted) {
+    py::error_already_set keyboard_interrupt;  // the KeyboardInterrupt PyErr_CheckSignals set
+    throw keyboard_interrupt;
+  }
+  if (failure) std::rethrow_exception(failure);
   EVSIM_CHECK(report.has_value(), "eventsim {} returned without a report", command.name);
   // Through the text the CLI prints, so a value is exactly what json.loads of `--json` gives
   // (NaN, say, prints as null).

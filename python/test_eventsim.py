@@ -48,6 +48,9 @@ STRATEGIES = [
     dict(model="tiny-llama", cluster="dgx-h100", tensor_model_parallel_size=2,
          pipeline_model_parallel_size=2, dp=2, micro_batch_size=1, global_batch_size=16,
          num_layers=8, zero=1),
+    # FSDP2's memory layout and events, and simulate's memory headroom.
+    dict(model="tiny-llama", cluster="dgx-h100", tp=2, pp=1, dp=4, micro_batch=1,
+         global_batch=16, framework="fsdp", memory_headroom=0.1),
 ]
 
 
@@ -113,3 +116,45 @@ def test_false_and_none_leave_a_flag_out():
 def test_docstring_lists_the_flags():
     assert "--global-batch" in eventsim.simulate.__doc__
     assert "--gpus" in eventsim.search.__doc__
+
+
+def test_nul_and_lone_surrogate_raise_value_error_naming_the_keyword():
+    # A NUL cut "gpt2-345m\0x" short to an existing model; a lone surrogate was "Unable to cast".
+    with pytest.raises(ValueError, match=r"^simulate\(\): model: a NUL character at index 9 is"):
+        eventsim.simulate(**dict(STRATEGIES[0], model="gpt2-345m\0x"), fallback="analytic")
+    with pytest.raises(ValueError, match=r"^simulate\(\): model: not valid text"):
+        eventsim.simulate(**dict(STRATEGIES[0], model="gpt\ud800"), fallback="analytic")
+    with pytest.raises(ValueError, match=r"^simulate\(\): micro_batch: not valid text"):
+        eventsim.simulate(**dict(STRATEGIES[0], micro_batch=["\udfff"]), fallback="analytic")
+
+
+def test_ctrl_c_interrupts_a_long_call():
+    # 100,000 sampled iterations of gpt2-345m 1M8P16D (2.85e9 op samples): 82 s of CPU on this
+    # project's 2-core VM (bench/RESULTS.md). SIGINT after 0.5 s must raise KeyboardInterrupt well
+    # before that (before: only when the call returned).
+    import signal
+    import threading
+    import time
+    kwargs = dict(model="gpt2-345m", cluster="dgx-a100", strategy="1M8P16D", micro_batch=1,
+                  global_batch=512, fallback="analytic", jitter=0.05, iterations=100000)
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        eventsim.simulate(**kwargs)
+    elapsed = time.monotonic() - start
+    timer.join()
+    assert elapsed < 20, f"KeyboardInterrupt after {elapsed:.1f} s"
+    # The module is usable afterwards: the cancellation was reset.
+    assert eventsim.simulate(**STRATEGIES[0], fallback="analytic")["iteration_time_ms"] > 0
+
+
+def test_fsdp_states_shard_over_d():
+    """FSDP's weights + grads + optimizer are 16 bytes per parameter / D on every stage."""
+    base = dict(model="tiny-llama", cluster="dgx-h100", tp=1, pp=1, micro_batch=1,
+                global_batch=16, framework="fsdp", fallback="analytic")
+    states = {}
+    for d in (2, 4):
+        memory = eventsim.simulate(dp=d, **base)["stages"][0]["memory"]
+        states[d] = memory["weights_bytes"] + memory["gradients_bytes"] + memory["optimizer_bytes"]
+    assert abs(states[2] - 2 * states[4]) <= 2

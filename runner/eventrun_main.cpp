@@ -63,7 +63,7 @@ void addFlags(CLI::App& app, Flags& f) {
   app.add_option("--ranks-per-node", f.ranks_per_node,
                  "group consecutive ranks of a host into emulated nodes of this size (must match "
                  "the cluster's gpus per node)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveInteger);
   app.add_option("--wait", f.wait,
                  "how a rank waits for MPI: spin (MPI_Wait), sleep (MPI_Test + short sleeps, for "
                  "more ranks than cores) or auto (sleep when this host has more ranks than cores)")
@@ -76,10 +76,14 @@ void addFlags(CLI::App& app, Flags& f) {
                  "iteration)")
       ->check(kFinitePositive)
       ->capture_default_str();
-  app.add_option("--trace", f.trace, "write the measured Chrome trace (Perfetto)");
-  app.add_option("--csv", f.csv, "write the measured timeline as CSV");
-  app.add_option("--seed", f.seed, "seed of the kernels' random inputs")->capture_default_str();
+  app.add_option("--trace", f.trace, "write the measured Chrome trace (Perfetto)")->check(kFileName);
+  app.add_option("--csv", f.csv, "write the measured timeline as CSV")->check(kFileName);
+  app.add_option("--seed", f.seed, "seed of the kernels' random inputs")
+      ->check(kUnsignedText)
+      ->capture_default_str();
 }
+
+constexpr int kMaxIterations = 100000;
 
 // Builds the plan on every rank; an input error on rank 0 stops every rank with one message.
 IterationPlan loadPlan(const Flags& f, const MpiWorld& world) {
@@ -88,6 +92,14 @@ IterationPlan loadPlan(const Flags& f, const MpiWorld& world) {
   try {
     if (f.iterations < 2) {
       EVSIM_THROW(InputError, "--iterations {}: must be >= 2 (the first is warm-up)", f.iterations);
+    }
+    // Every iteration's times stay in memory until the end: 10^9 iterations ran out of memory
+    // after measuring had started (issue 33).
+    if (f.iterations > kMaxIterations) {
+      EVSIM_THROW(InputError,
+                  "--iterations {}: at most {} (each iteration's times are kept in memory; a "
+                  "median needs tens)",
+                  f.iterations, kMaxIterations);
     }
     if (f.trace.empty() && f.csv.empty()) {
       EVSIM_THROW(InputError, "no output: give --trace FILE and/or --csv FILE");

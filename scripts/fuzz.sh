@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes every loader with libFuzzer under ASan + UBSan (issue 17, item 7).
 #   scripts/fuzz.sh [SECONDS per target, default 10] [RUNS per target: stop after that many instead]
-#                   [TARGET...: default all eight]
+#                   [TARGET...: default all ten]
 # Builds build-fuzz/ with clang (-DEVSIM_FUZZ=ON), seeds each target's corpus from configs/ and
 # tests/data (corpora kept in build-fuzz/corpus/, so runs accumulate), runs each target and prints
 # one line per target: executions, corpus size, findings. Exit code 1 when any target found a
@@ -16,7 +16,7 @@ shift $(($# < 2 ? $# : 2))
 build="${EVSIM_FUZZ_BUILD:-build-fuzz}"
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DEVSIM_FUZZ=ON -DEVSIM_BUILD_TESTS=OFF -DEVSIM_BUILD_BENCH=OFF -DEVSIM_BACKEND=cpu >/dev/null
-targets=(model cluster device profile events runs_csv nccl_log signature)
+targets=(model cluster device profile events runs_csv nccl_log signature profile_size nccl_header)
 [ $# -gt 0 ] && targets=("$@")
 cmake --build "$build" -j "${EVSIM_FUZZ_JOBS:-$(nproc)}" --target "${targets[@]/#/fuzz_}" >/dev/null
 seed() {  # seed TARGET FILES...: copy seeds into the target's corpus
@@ -31,6 +31,8 @@ seed device configs/devices/*.yaml tests/data/devices/*.yaml
 seed profile tests/data/profiles/*.yaml docs/gpu-runs/2026-11-23-h100/profile_tiny-gpt-bf16.yaml
 seed events tests/data/profiler_events.yaml
 seed nccl_log tests/data/nccl_tests/*
+seed profile_size tests/data/fuzz/profile_size/*
+seed nccl_header tests/data/fuzz/nccl_header/*
 mkdir -p "$build/corpus/runs_csv"
 printf '%s\n%s\n' '# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,tensor parallelism,data parallelism,pipeline parallelism,iteration time (ms)' \
   '8,64,4,1024,16,24,1024,2,2,2,512.5' > "$build/corpus/runs_csv/vtrain.csv"
@@ -44,9 +46,8 @@ for t in "${targets[@]}"; do
   log="$build/fuzz_$t.log"
   started=$(date +%s)
   # No symbolization at the crash (it hung once after an out-of-memory): the artifact reproduces it.
-  # -timeout=4: libFuzzer looks every 3 s, so a unit is caught before the YAML parser's 10 s
-  # deadline: a yaml-cpp loop is a finding (a timeout with its input), not a refusal whose spinning
-  # thread would stay and pile up with the next ones (it starved a run into a false timeout).
+  # -timeout=4: an input that takes seconds is a finding (a timeout with its input). The YAML
+  # parser has no deadline of its own any more (libyaml, events/yaml_tree.h).
   if ASAN_OPTIONS=detect_leaks=0:symbolize=0 UBSAN_OPTIONS=symbolize=0 \
       timeout $((seconds + 120)) "$build/tests/fuzz/fuzz_$t" "${limit[@]}" -max_len=65536 \
       -rss_limit_mb=2048 -timeout=4 -artifact_prefix="$build/findings/$t-" \

@@ -150,9 +150,12 @@ CalibrationReport calibrate(const CalibrationInput& input) {
   if (!input.cross_validate.empty() && input.fit_where) {
     EVSIM_THROW(InputError, "--cross-validate and --fit-where exclude each other");
   }
-  if (input.collectives == nullptr && input.runs.empty() && input.kernels == nullptr) {
+  const bool fits_model =
+      input.collectives != nullptr || !input.runs.empty() || input.kernels != nullptr;
+  if (!fits_model && input.overlap == nullptr) {
     EVSIM_THROW(InputError,
-                "nothing to calibrate: give measured runs, kernels and/or collective records");
+                "nothing to calibrate: give measured runs, kernels, collective and/or overlap "
+                "records");
   }
   if (input.kernels != nullptr && !input.runs.empty()) {
     EVSIM_THROW(InputError, "--kernels and --runs exclude each other: fit one or the other");
@@ -168,8 +171,8 @@ CalibrationReport calibrate(const CalibrationInput& input) {
   }
   // The compute and host parameters always start from, and are pulled towards, startingModel():
   // starting from the cluster's existing fit would let a held-out fold see runs it predicts.
-  // Existing collective curves are kept unless refitted.
-  {
+  // Existing collective curves are kept unless refitted. An overlap fit alone keeps the model.
+  if (fits_model) {
     std::vector<CollectiveCurve> curves;
     std::optional<SourcedValue> host;
     if (device.model) {
@@ -211,6 +214,12 @@ CalibrationReport calibrate(const CalibrationInput& input) {
     device.peakTflops(input.settings.dtype);  // a missing peak is an input error, before threads
     report.runs.emplace(input.runs, cluster, input.settings);
     const RunSet& runs = *report.runs;
+    if (runs.planned().empty()) {
+      // Every row refused by the planner: nothing to fit, and the line names the file (issue 33).
+      const auto& [first, why] = runs.skipped().front();
+      EVSIM_THROW(InputError, "{}: all {} runs were skipped, nothing to fit (line {}: {})",
+                  input.runs_origin, runs.skipped().size(), first.line, why);
+    }
     for (const PlannedRun& r : runs.planned()) {
       report.in_fit.push_back(!input.fit_where || input.fit_where->matches(r.run));
     }
@@ -244,6 +253,14 @@ CalibrationReport calibrate(const CalibrationInput& input) {
     }
   }
   if (input.kernels != nullptr) fitKernels(input, cluster, report);
+  if (input.overlap != nullptr) {
+    report.overlap_fits = fitOverlapSlowdown(input.overlap->overlapRecords(), input.overlap_origin);
+    OverlapSlowdown& slowdown = device.overlap_slowdown;
+    slowdown.given = true;  // a kind not measured keeps the device's value (or 1)
+    for (const OverlapFit& fit : report.overlap_fits) {
+      (fit.inter_node ? slowdown.network : slowdown.nvlink) = {fit.factor, fit.source};
+    }
+  }
   report.device = device;
   return report;
 }

@@ -7,6 +7,8 @@
 //      predicted with the fitted model;
 //   or 2'. the kernel parameters to measured kernel times (kernel_fit.h): a profile's compute
 //      records, every hold_out_every-th held out; the host issue time stays the cluster device's.
+//   3. and/or the overlap slowdown per traffic kind from kernels timed alone and beside a transfer
+//      (overlap_fit.h); on its own it leaves the device's model as it is.
 // The device's uncertainty is the cross-validated MAPE (see CalibrationInput::cross_validate), or
 // the held-out MAPE when runs were held out, else the fit's own.
 
@@ -19,6 +21,7 @@
 #include "modeler/calibration/collective_fit.h"
 #include "modeler/calibration/compute_fit.h"
 #include "modeler/calibration/kernel_fit.h"
+#include "modeler/calibration/overlap_fit.h"
 #include "modeler/calibration/run_set.h"
 
 namespace evsim {
@@ -52,6 +55,9 @@ struct CalibrationInput {
   const ProfileDb* kernels = nullptr;
   std::string kernels_origin;
   int hold_out_every = 0;
+  // Overlap records (ProfileDb::overlapRecords) to fit the overlap slowdown to.
+  const ProfileDb* overlap = nullptr;
+  std::string overlap_origin;
   int threads = 1;
   int max_evaluations = 400;
 };
@@ -72,6 +78,7 @@ struct CalibrationReport {
   std::optional<RunSet> runs;
   std::vector<KernelPoint> kernel_points;
   std::optional<KernelFit> kernel_fit;
+  std::vector<OverlapFit> overlap_fits;
 };
 
 // Throws InputError when there is nothing to fit or the inputs cannot be used.

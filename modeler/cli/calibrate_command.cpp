@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <thread>
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "io/cli_checks.h"
 #include "io/run_options.h"
 #include "modeler/calibration/calibrate.h"
 
@@ -21,6 +23,7 @@ struct CalibrateArgs {
   std::string runs;
   std::string collectives;
   std::string kernels;
+  std::string overlap;
   int hold_out_every = 3;
   std::string fit_where;
   std::string cross_validate;
@@ -164,6 +167,12 @@ void printReport(const CalibrationReport& report) {
     fmt::print("; {} runs skipped\n", report.runs->skipped().size());
   }
   if (report.kernel_fit) printKernelReport(report);
+  for (const OverlapFit& f : report.overlap_fits) {
+    fmt::print("overlap slowdown ({}): x{:.3f} over {} kernels{}, rms error {:.1f}%\n",
+               f.inter_node ? "network" : "nvlink", f.factor, f.points,
+               f.raw_factor < 1 ? fmt::format(" (measured {:.3f}, kept at 1)", f.raw_factor) : "",
+               f.rms_error_pct);
+  }
 }
 
 void runCalibrate(const CalibrateArgs& args) {
@@ -186,6 +195,12 @@ void runCalibrate(const CalibrateArgs& args) {
     input.kernels = &*kernels;
     input.kernels_origin = args.kernels;
     input.hold_out_every = args.hold_out_every;
+  }
+  std::optional<ProfileDb> overlap;
+  if (!args.overlap.empty()) {
+    overlap = ProfileDb::load(args.overlap);
+    input.overlap = &*overlap;
+    input.overlap_origin = args.overlap;
   }
   if (!args.runs.empty()) {
     input.runs = loadMeasuredRuns(args.runs);
@@ -216,12 +231,21 @@ void runCalibrate(const CalibrateArgs& args) {
     EVSIM_THROW(InputError, "calibrate: the fitted device is not usable ({}): check the runs",
                 e.what());
   }
-  // Predictions first: a failure there leaves no new device file behind.
+  // Both written, then both published together (common/atomic_file.h): a failure leaves neither,
+  // and two calibrations at once leave one's pair.
+  std::optional<AtomicFileWriter> predictions;
   if (!args.predictions.empty()) {
-    writeFileAtomically(args.predictions,
-                        report.kernel_fit ? kernelPredictionsCsv(report) : predictionsCsv(report));
+    predictions.emplace(args.predictions);
+    predictions->stream() << (report.kernel_fit ? kernelPredictionsCsv(report)
+                                                : predictionsCsv(report));
   }
-  writeFileAtomically(args.output, device_yaml);
+  AtomicFileWriter device(args.output);
+  device.stream() << device_yaml;
+  if (predictions) predictions->finish();
+  device.finish();
+  std::vector<AtomicFileWriter*> outputs{&device};
+  if (predictions) outputs.insert(outputs.begin(), &*predictions);
+  publishTogether(outputs);
   fmt::print("device file: {}\n", args.output);
   if (!args.predictions.empty()) fmt::print("predictions: {}\n", args.predictions);
 }
@@ -248,6 +272,9 @@ void registerCalibrateCommand(CLI::App& app) {
   cmd->add_option("--kernels", args->kernels,
                   "profile database whose compute records (measured kernels, e.g. scripts/gpu's "
                   "sweep) the kernel parameters are fitted to; excludes --runs");
+  cmd->add_option("--overlap", args->overlap,
+                  "profile database whose overlap records (eventprof --overlap: kernels alone and "
+                  "beside an all-reduce) give the overlap slowdown per traffic kind");
   cmd->add_option("--hold-out-every", args->hold_out_every,
                   "with --kernels: hold out every N-th compute record (0: none)")
       ->capture_default_str()
@@ -271,7 +298,7 @@ void registerCalibrateCommand(CLI::App& app) {
                   "model evaluations of the compute fit")
       ->capture_default_str()
       ->check(CLI::Range(10, 100000));
-  cmd->add_option("-o,--output", args->output, "device file to write")->required();
+  cmd->add_option("-o,--output", args->output, "device file to write")->required()->check(kFileName);
   cmd->add_option("--predictions", args->predictions,
                   "CSV of every run's measured and predicted time (fit, held-out or skipped)");
   cmd->callback([args] { runCalibrate(*args); });

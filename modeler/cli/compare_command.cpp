@@ -182,7 +182,9 @@ void run(const CompareArgs& args) {
     measured_us.push_back(r.c.measured_iteration_us);
   }
   const bool is_set = results.size() > 1;
-  if (!(args.tie_pct >= 0)) EVSIM_THROW(InputError, "--tie-pct {}: must be >= 0", args.tie_pct);
+  if (!(std::isfinite(args.tie_pct) && args.tie_pct >= 0)) {
+    EVSIM_THROW(InputError, "--tie-pct {}: must be a finite number >= 0", args.tie_pct);
+  }
   RankingComparison ranking = compareRankings(predicted_us, measured_us, args.tie_pct);
 
   if (args.json) {

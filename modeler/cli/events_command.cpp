@@ -153,10 +153,12 @@ void registerEventsCommand(CLI::App& app) {
   cmd->add_option("--micro-batches", args->micro_batches, "micro-batch sizes for --gpus")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "print JSON");
-  cmd->add_option("-o,--output", args->output, "write the events file (YAML) for eventprof");
+  cmd->add_option("-o,--output", args->output, "write the events file (YAML) for eventprof")
+      ->check(kFileName);
   cmd->add_option("--write-schedule", args->schedule_output,
                   "write the strategy's pipeline schedule as per-rank actions (torchtitan CSV), "
                   "to edit and load with --schedule FILE.csv")
+      ->check(kFileName)
       ->excludes(gpus);
   cmd->callback([args] { run(*args); });
 }

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "io/cli_checks.h"
 #include "plan/strategy.h"
 #include "modeler/nccl_tests_log.h"
 
@@ -115,7 +116,9 @@ void registerImportCommand(CLI::App& app) {
                   "also file every record under these dtypes (fp16, bf16, fp32): a collective's "
                   "time depends on its bytes, not on the element type")
       ->delimiter(',');
-  cmd->add_option("-o,--output", args->output, "profile database to write")->required();
+  cmd->add_option("-o,--output", args->output, "profile database to write")
+      ->required()
+      ->check(kFileName);
   cmd->add_flag("--append", args->append, "add to (or replace in) an existing profile database");
   cmd->callback([args] { runImport(*args); });
 }

@@ -9,12 +9,14 @@
 #include <cstdio>
 #include <iostream>
 #include <new>
+#include <string>
 
 #include "common/error.h"
 #include "io/cli_errors.h"
 #include "modeler/cli/calibrate_command.h"
 #include "modeler/cli/compare_command.h"
 #include "modeler/cli/events_command.h"
+#include "modeler/cli/collective_command.h"
 #include "modeler/cli/import_command.h"
 #include "modeler/cli/list_command.h"
 #include "modeler/cli/search_command.h"
@@ -29,8 +31,22 @@ int main(int argc, char** argv) {
   evsim::registerCompareCommand(app);
   evsim::registerCalibrateCommand(app);
   evsim::registerImportCommand(app);
+  evsim::registerCollectiveCommand(app);
   evsim::registerListCommand(app);
   try {
+    // "eventsim simulat" was "A subcommand is required": name the word and the commands.
+    if (argc > 1 && argv[1][0] != '-') {
+      const CLI::App& commands = app;
+      std::string names;
+      bool known = false;
+      for (const CLI::App* sub : commands.get_subcommands([](const CLI::App*) { return true; })) {
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+        known = known || sub->check_name(argv[1]);
+      }
+      if (!known) {
+        EVSIM_THROW(InputError, "unknown command '{}' (commands: {})", argv[1], names);
+      }
+    }
     app.parse(argc, argv);
     // Output lost on a full or closed standard output must not end in exit code 0.
     std::cout.flush();

@@ -207,6 +207,14 @@ void run(const SearchArgs& args) {
   }
   SearchOptions options;
   options.base.global_batch = args.run.global_batch;
+  options.base.framework = parseFramework(args.run.framework);
+  options.base.reshard = parseReshard(args.run.reshard);
+  if (options.base.framework == Framework::kFsdp && trim(args.zero_stages) != "0") {
+    EVSIM_THROW(InputError,
+                "--framework fsdp --zero {}: FSDP shards fully (ZeRO-3) wherever D x C >= 2; "
+                "leave --zero out",
+                args.zero_stages);
+  }
   options.space.gpus = args.gpus;
   options.space.micro_batches = parseIntList(args.micro_batches, "--micro-batch");
   for (int64_t b : options.space.micro_batches) {
@@ -276,6 +284,7 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   args->sink = std::move(sink);
   CLI::App* cmd = app.add_subcommand("search", "rank every parallel strategy for N GPUs");
   args->run.addModelOptions(*cmd);
+  args->run.addOverlapSlowdownOption(*cmd);
   cmd->add_option("--gpus", args->gpus, "number of GPUs N (M*P*D = N)")
       ->required()
       ->check(kGpuCount);
@@ -333,9 +342,10 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--threads", args->threads, "worker threads (0: every core)")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "print the ranking as JSON");
-  cmd->add_option("--csv", args->csv, "write the ranking as CSV");
+  cmd->add_option("--csv", args->csv, "write the ranking as CSV")->check(kFileName);
   cmd->add_flag("--allow-cross-node-tp", args->allow_cross_node_tp,
                 "allow tensor parallel groups that span nodes");
+  args->run.addFrameworkOptions(*cmd);
   cmd->add_option("--memory-headroom", args->memory_headroom,
                   "share of device memory kept free for workspace and fragmentation")
       ->capture_default_str();

@@ -42,6 +42,7 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
                       {"recompute", recomputeName(s.recompute)},
                       {"sequence_parallel", s.sequence_parallel},
                       {"zero", s.zero_stage},
+                      {"framework", frameworkName(s.framework)},
                       {"dp_overlap", s.dp_overlap},
                       {"offload", offloadName(s.offload)},
                       {"stage_layers", s.stage_layers.empty() ? nlohmann::json(nullptr)

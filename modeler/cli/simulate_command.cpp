@@ -7,10 +7,13 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "modeler/output_estimate.h"
+#include "modeler/memory_model.h"
 #include "modeler/simulation.h"
 #include "modeler/stragglers.h"
 #include "modeler/summary_report.h"
 #include "modeler/trace_writer.h"
+#include "io/cli_checks.h"
 #include "modeler/variability.h"
 
 namespace evsim {
@@ -22,7 +25,7 @@ void CostSourceOptions::add(CLI::App& app) {
   app.add_option("--host-op-us", host_op_us,
                  "host time to issue one op (us), instead of the device file's host_op_us: e.g. "
                  "the executor's own, as eventprof --compute-timer cuda-events reports it")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kFiniteNonNegative);
 }
 
 void CostSourceOptions::applyHostTime(ClusterConfig& cluster) const {
@@ -65,6 +68,8 @@ struct SimulateArgs {
   double jitter = 0;       // --jitter: per-op slowdown scale (TaskJitter)
   uint64_t seed = 1;
   int iterations = 0;  // 0: one, or 100 with --jitter
+  double max_output_gib = kDefaultMaxOutputGiB;  // --max-output-gib: one trace / CSV at most
+  double memory_headroom = kDefaultMemoryHeadroom;
   JsonSink sink;
 
   bool variability() const { return !slow_ranks.empty() || jitter > 0 || iterations > 0; }
@@ -90,6 +95,10 @@ void runSimulate(const SimulateArgs& args) {
   std::optional<IterationDistribution> spread;
   if (args.variability()) {
     const int n = args.iterations > 0 ? args.iterations : (args.jitter > 0 ? 100 : 1);
+    // Estimated first (op samples, deterministic): refused when it would take far too long.
+    if (const std::string note = checkSamplingWork(sim, n); !note.empty()) {
+      fmt::print(stderr, "eventsim: note: {}\n", note);
+    }
     spread = sampleIterations(sim, args.jitter, args.seed, n);
   }
 
@@ -107,8 +116,14 @@ void runSimulate(const SimulateArgs& args) {
                        sim.plan.strategy.gpus());
   }
   std::vector<int64_t> ranks = selectRanks(sim, selection);
-  writeTimelineFiles(simulationTimeline(sim), ranks, args.trace, args.csv);
-  nlohmann::json summary = args.sink || args.json ? summaryJson(sim) : nlohmann::json();
+  const TimelineSource timeline = simulationTimeline(sim);
+  if (writing) {
+    checkTimelineOutput(estimateTimelineOutput(sim, timeline, ranks), args.trace, args.csv,
+                        static_cast<int64_t>(ranks.size()), args.max_output_gib);
+  }
+  writeTimelineFiles(timeline, ranks, args.trace, args.csv);
+  nlohmann::json summary =
+      args.sink || args.json ? summaryJson(sim, args.memory_headroom) : nlohmann::json();
   if (spread && (args.sink || args.json)) summary["variability"] = variabilityJson(sim, *spread);
   if (writing) {
     // Which ranks the trace / CSV hold (the first pipeline by default above the limit).
@@ -120,7 +135,7 @@ void runSimulate(const SimulateArgs& args) {
   } else if (args.json) {
     std::cout << summary.dump(2) << "\n";
   } else {
-    std::cout << summaryText(sim);
+    std::cout << summaryText(sim, args.memory_headroom);
     if (spread) std::cout << variabilityText(sim, *spread);
     if (!args.trace.empty())
       fmt::print("\nChrome trace ({} ranks{}): {}\n", ranks.size(), note, args.trace);
@@ -138,12 +153,18 @@ void registerSimulateCommand(CLI::App& app, JsonSink sink) {
   args->run.addModelOptions(*cmd);
   args->run.addStrategyOptions(*cmd, /*strategy_required=*/true);
   args->run.addGpusOption(*cmd);
+  args->run.addOverlapSlowdownOption(*cmd);
   args->costs.add(*cmd);
   cmd->add_flag("--json", args->json, "print the summary as JSON");
   cmd->add_option("--trace", args->trace,
                   "write a Chrome trace (Perfetto) of the timelines; gzip-compressed when the "
-                  "name ends in .gz");
-  cmd->add_option("--csv", args->csv, "write the timelines as CSV");
+                  "name ends in .gz")
+      ->check(kFileName);
+  cmd->add_option("--csv", args->csv, "write the timelines as CSV")->check(kFileName);
+  cmd->add_option("--max-output-gib", args->max_output_gib,
+                  "refuse a --trace or --csv estimated larger than this (GiB, uncompressed)")
+      ->check(kFinitePositive)
+      ->capture_default_str();
   cmd->add_option("--ranks,--trace-ranks", args->ranks,
                   fmt::format("ranks to write, e.g. 0-15,1024, or all (default: all up to {} "
                               "ranks, the first pipeline above)",
@@ -155,8 +176,14 @@ void registerSimulateCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--jitter", args->jitter,
                   "per-op random slowdown: each compute op takes t (1 + J |z|), z ~ N(0,1); "
                   "reports the iteration time distribution over --iterations")
-      ->check(CLI::Range(0.0, 10.0));
-  cmd->add_option("--seed", args->seed, "seed of the --jitter draws (default 1)");
+      ->check(finiteInRange(0.0, 10.0));
+  cmd->add_option("--memory-headroom", args->memory_headroom,
+                  "share of device memory kept free beyond what the memory model counts "
+                  "(as search's)")
+      ->check(finiteInRange(0.0, 0.99))
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "seed of the --jitter draws (default 1)")
+      ->check(kUnsignedText);
   cmd->add_option("--iterations", args->iterations,
                   "iterations sampled for the distribution (default 100 with --jitter)")
       ->check(CLI::Range(1, 100000));

@@ -1,6 +1,7 @@
 #include "platform/cpu/cpu_device.h"
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <fstream>
 #include <vector>
@@ -33,6 +34,14 @@ CpuDevice::CpuDevice(uint64_t seed, int ranks_on_host, int host_cores, WaitMode 
   setCpuKernelThreads(cpuThreadsPerRank(ranks_on_host, host_cores));
 }
 
+std::string CpuDevice::cannotMeasure(const Event& event) const {
+  if (!isCommunication(event.kind)) return "";
+  const int64_t elements = mpiElementCount(event);
+  if (elements <= INT_MAX) return "";
+  return fmt::format("{} elements exceed MPI's int count ({}) on the cpu backend", elements,
+                     INT_MAX);
+}
+
 int CpuDevice::computeSlots(int ranks_on_host) const {
   return std::max(1, std::min(ranks_on_host, host_cores_));
 }
@@ -51,7 +60,7 @@ std::string cpuModelName() {
 
 std::string CpuDevice::deviceName() const { return cpuModelName(); }
 
-std::vector<double> CpuDevice::timeCompute(const Event& event, int warmup, int repeats) {
+std::vector<std::unique_ptr<ComputeKernel>> cacheColdCopies(const Event& event, uint64_t seed) {
   // Copies of the kernel, each with its own buffers, taken in turn: between two runs of one copy
   // the others pass more than the last-level cache, so every timed run reads its data from memory,
   // as inside an iteration (kernels/cpu/cpu_host.h). The CPU kernels work in fp32. Tiny kernels
@@ -61,7 +70,12 @@ std::vector<double> CpuDevice::timeCompute(const Event& event, int warmup, int r
   const int64_t wanted = 2 * lastLevelCacheBytes() / kernel_bytes + 1;
   const int copies = static_cast<int>(std::clamp<int64_t>(wanted, 1, kMaxKernelCopies));
   std::vector<std::unique_ptr<ComputeKernel>> kernels;
-  for (int c = 0; c < copies; ++c) kernels.push_back(makeCpuKernel(event, seed_ + 104729 * c));
+  for (int c = 0; c < copies; ++c) kernels.push_back(makeCpuKernel(event, seed + 104729 * c));
+  return kernels;
+}
+
+std::vector<double> CpuDevice::timeCompute(const Event& event, int warmup, int repeats) {
+  std::vector<std::unique_ptr<ComputeKernel>> kernels = cacheColdCopies(event, seed_);
   size_t next = 0;
   auto nextKernel = [&]() -> ComputeKernel& { return *kernels[next++ % kernels.size()]; };
   for (int i = 0; i < warmup; ++i) nextKernel().run();

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/kernel.h"
 #include "platform/device.h"
 #include "mpi/mpi_wait.h"
 
@@ -26,6 +27,7 @@ class CpuDevice : public Device {
 
   // At most one timing rank per core: two ranks on one core would each time a kernel at half speed.
   int computeSlots(int ranks_on_host) const override;
+  std::string cannotMeasure(const Event& event) const override;
   std::vector<double> timeCompute(const Event& event, int warmup, int repeats) override;
   std::vector<double> timeP2P(const Event& event, const CommGroup& group, int warmup,
                               int repeats) override;
@@ -34,12 +36,20 @@ class CpuDevice : public Device {
   // What eventrun's CPU executor (runner/executor_factory.h) runs programs with.
   uint64_t seed() const { return seed_; }
   WaitMode waitMode() const { return wait_; }
+  // The kernel on a second thread while this (MPI) thread runs the transfer in a loop, until
+  // every member's kernels are done (cpu_overlap.cpp).
+  OverlapSamples timeComputeBeside(const Event& compute, const Event& transfer,
+                                   const CommGroup& group, int warmup, int repeats) override;
 
  private:
   uint64_t seed_;
   int host_cores_;
   WaitMode wait_;
 };
+
+// Copies of `event`'s CPU kernel (inputs from `seed`) to take in turn, enough that each run reads
+// its data from memory rather than the last-level cache.
+std::vector<std::unique_ptr<ComputeKernel>> cacheColdCopies(const Event& event, uint64_t seed);
 
 // "model name" of /proc/cpuinfo, or "cpu" when it cannot be read.
 std::string cpuModelName();

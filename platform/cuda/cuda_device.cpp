@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -165,6 +166,76 @@ class CudaDevice : public Device {
     NcclCollectiveBuffers buffers = makeNcclBuffers(event, group.size);
     return timeNccl(group, warmup, repeats, ncclCallName(event.kind),
                     [&](ncclComm_t c) { enqueueNcclCollective(event, buffers, c, comm_stream_); });
+  }
+
+  // The kernel on the compute stream, alone and then while the transfer runs back to back on the
+  // comm stream (NCCL's kernels beside it, as a DP bucket beside the backward). Both timed with
+  // CUDA events around each repetition (the same way, so they compare; the events add a few us
+  // to each, which is why the kernels are large). The transfer loop is sized from one transfer's
+  // time to outlast the kernels twice over, the same count on every member; a beside-sample is
+  // kept only when its kernel ended before the last transfer did.
+  OverlapSamples timeComputeBeside(const Event& compute, const Event& transfer,
+                                   const CommGroup& group, int warmup, int repeats) override {
+    const OpFamily family = computeOpKind(compute, "CUDA").family;
+    EVSIM_CHECK(family != OpFamily::kHostAdam && family != OpFamily::kHostCopy,
+                "--overlap: '{}' is not a GPU kernel", compute.signature());
+    std::unique_ptr<ComputeKernel> kernel = makeCudaKernel(compute, compute_stream_, options_.seed);
+    NcclCollectiveBuffers buffers = makeNcclBuffers(transfer, group.size);
+    const char* call = ncclCallName(transfer.kind);
+    auto enqueue = [&](ncclComm_t c) { enqueueNcclCollective(transfer, buffers, c, comm_stream_); };
+    const int runs = warmup + repeats;
+    std::vector<cudaEvent_t> marks(static_cast<size_t>(runs) + 1);
+    for (cudaEvent_t& e : marks) EVSIM_CUDA_CHECK(cudaEventCreate(&e));
+    OverlapSamples out;
+    try {
+      NcclComm& nccl = communicator(group);
+      auto timeRuns = [&](cudaEvent_t transfers_end) {
+        for (int i = 0; i < runs; ++i) {
+          EVSIM_CUDA_CHECK(cudaEventRecord(marks[i], compute_stream_));
+          kernel->run();
+        }
+        EVSIM_CUDA_CHECK(cudaEventRecord(marks[runs], compute_stream_));
+        kernel->synchronize();
+        if (transfers_end != nullptr) nccl.waitEvent(transfers_end, call);
+        std::vector<double> samples;
+        for (int i = warmup; i < runs; ++i) {
+          float ms = 0, left_ms = 0;
+          EVSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, marks[i], marks[i + 1]));
+          if (transfers_end != nullptr) {
+            EVSIM_CUDA_CHECK(cudaEventElapsedTime(&left_ms, marks[i + 1], transfers_end));
+            if (left_ms < 0) continue;  // ended after the last transfer: not wholly beside it
+          }
+          samples.push_back(double(ms) * 1000.0);
+        }
+        return samples;
+      };
+      out.alone_us = timeRuns(nullptr);
+      std::vector<double> alone_sorted = out.alone_us;
+      std::sort(alone_sorted.begin(), alone_sorted.end());
+      const double kernel_us = alone_sorted[alone_sorted.size() / 2];
+      std::vector<double> transfer_us = timeNccl(group, 1, 3, call, enqueue);
+      std::sort(transfer_us.begin(), transfer_us.end());
+      int loops = static_cast<int>(std::ceil(2.0 * runs * kernel_us / transfer_us[1])) + 2;
+      EVSIM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loops, 1, MPI_INT, MPI_MAX, group.comm));
+      {
+        CommWatch watch("the barrier before a kernel beside a transfer");
+        EVSIM_MPI_CHECK(MPI_Barrier(group.comm));
+      }
+      EVSIM_CUDA_CHECK(cudaEventRecord(start_, comm_stream_));
+      for (int i = 0; i < loops; ++i) enqueue(nccl.get());
+      nccl.waitEnqueued(call);
+      EVSIM_CUDA_CHECK(cudaEventRecord(stop_, comm_stream_));
+      // The kernels start once the transfers have (the first is enqueued before them).
+      EVSIM_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, start_, 0));
+      out.beside_us = timeRuns(stop_);
+    } catch (...) {
+      for (cudaEvent_t e : marks) static_cast<void>(cudaEventDestroy(e));
+      throw;
+    }
+    for (cudaEvent_t e : marks) static_cast<void>(cudaEventDestroy(e));
+    EVSIM_CHECK(!out.beside_us.empty(), "--overlap: no run of '{}' ended inside the transfers",
+                compute.signature());
+    return out;
   }
 
  private:

@@ -157,15 +157,19 @@ TEST(StagePartition, EarlyStopGivesTheFullScansSplits) {
   // best instead of the tolerance fails here.)
   std::mt19937 rng(14);
   int cases = 0;
-  for (int trial = 0; trial < 450; ++trial) {
+  for (int trial = 0; trial < 600; ++trial) {
     const int n = 1 + static_cast<int>(rng() % 40);
-    // Exact ties, near ties (costs within 2%: splits whose costs differ by under 1%), and spread.
-    const int kind = trial % 3;
+    // Exact ties, near ties (costs within 2%: splits whose costs differ by under 1%), spread, and
+    // blocks of zero or negligible cost (steps within the tolerance, where the scan walks back).
+    const int kind = trial % 4;
     std::vector<double> cost(n);
     for (double& c : cost) {
       const double r = static_cast<double>(rng() % 100000);
-      c = kind == 0 ? 1.0 + static_cast<double>(rng() % 3)
-                    : (kind == 1 ? 100.0 + std::fmod(r, 2.0) : r / 7.0);
+      const double tiny[] = {0.0, 1e-14, 1.0};
+      c = kind == 0   ? 1.0 + static_cast<double>(rng() % 3)
+          : kind == 1 ? 100.0 + std::fmod(r, 2.0)
+          : kind == 2 ? r / 7.0
+                      : tiny[rng() % 3];
     }
     const double first = (rng() % 5) * 0.75, last = (rng() % 5) * 1.5;
     for (int stages = 1; stages <= n; ++stages) {
@@ -174,7 +178,21 @@ TEST(StagePartition, EarlyStopGivesTheFullScansSplits) {
       ++cases;
     }
   }
-  EXPECT_GT(cases, 4500);
+  EXPECT_GT(cases, 6000);
+}
+
+// A model the full scan took minutes on (it grew as L^2 x P; issue 33): 65,536 equal blocks on
+// 1,024 stages divide evenly, 64 blocks each; with a head worth 63.5 blocks the last stage holds
+// one block and the others 65535 / 1023 = 64.06 -> 64 or 65 (the largest stage 65, the last 64.5).
+TEST(StagePartition, LargeModelIsNearLinear) {
+  const int stages = 1024;
+  const std::vector<double> ones(65536, 1.0);
+  const Starts even = partitionLayers(ones, 0, 0, stages);
+  ASSERT_EQ(even.size(), static_cast<size_t>(stages));
+  for (int k = 0; k < stages; ++k) ASSERT_EQ(even[k], 64 * k) << k;
+  const Starts headed = partitionLayers(ones, 0, 63.5, stages);
+  EXPECT_EQ(headed.back(), 65535);
+  EXPECT_DOUBLE_EQ(maxStageCost(ones, 0, 63.5, headed), 65.0);
 }
 
 TEST(StagePartition, ScalingEveryCostByAPowerOfTwoKeepsTheSplits) {

@@ -40,8 +40,12 @@ TEST(UnevenStages, ImpossibleSplitsNameTheRule) {
   s.stage_layers = {2, 2, 2, 1};
   EXPECT_CONTAINS(*strategyViolation(model(), cluster(), s),
                   "--stage-layers: 7 layers in all, but test-model has 8");
-  s.stage_layers = {0, 4, 2, 2};
+  s.stage_layers = {4, 0, 2, 2};
   EXPECT_CONTAINS(*strategyViolation(model(), cluster(), s), "every chunk needs >= 1 layer");
+  // The first and last chunks carry the embedding and the loss: they may hold no block
+  // (Megatron's --account-for-embedding/loss-in-pipeline-split with one layer per chunk).
+  s.stage_layers = {0, 4, 4, 0};
+  EXPECT_FALSE(strategyViolation(model(), cluster(), s).has_value());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // libFuzzer target for one of eventsim's loaders (issue 17, item 7), chosen at compile time by
 // EVSIM_FUZZ_TARGET (tests/fuzz/CMakeLists.txt builds one executable per loader). Any input may
-// be refused with an InputError (the YAML parser's 10 s deadline included); anything else escaping
+// be refused with an InputError; anything else escaping
 // — another exception, a crash, a sanitizer report (the build uses ASan and UBSan) — is a finding.
 #include <cstddef>
 #include <cstdint>

@@ -1,5 +1,6 @@
-// CostModel: lookup, derivation (ring scaling, log-log interpolation), analytic estimates and the
-// missing-event error. Every expected number is worked out by hand in the comment next to it.
+// CostModel: lookup, derivation (network-model scaling, log-log interpolation), analytic estimates
+// and the missing-event error. Every expected number is worked out by hand in the comment next to
+// it.
 #include "modeler/cost_model.h"
 
 #include <gtest/gtest.h>
@@ -30,7 +31,24 @@ node:
 network: {name: test-net, bandwidth_gb_s: 80, latency_us: 5}
 )";
 
-ClusterConfig testCluster() { return parseClusterConfig(kClusterYaml, "test-cluster.yaml"); }
+// The ring forced, as NCCL_ALGO=ring: the derived tests' expectations are the ring's closed form.
+ClusterConfig testCluster() {
+  ClusterConfig c = parseClusterConfig(kClusterYaml, "test-cluster.yaml");
+  c.topology.nccl.algorithm = "ring";
+  return c;
+}
+
+// NCCL's ring all-reduce, Simple (docs/NETWORK.md): base 8.4 us + 2(n-1) steps of `step_us` +
+// 2(n-1)/n x bytes over the slowest hop (bytes per us). This cluster (no topology: one NIC per
+// GPU) gives a group with 2 ranks per node 80 * 2/8 = 20 GB/s (2e4 B/us) and 5 us steps across
+// nodes; inside a node its 100 GB/s link and 2 us steps.
+double ringAllReduceUs(int n, double step_us, double bytes_per_us, int64_t bytes) {
+  return 8.4 + 2.0 * (n - 1) * step_us + 2.0 * (n - 1) / n * double(bytes) / bytes_per_us;
+}
+// Reduce-scatter and all-gather: n-1 steps, (n-1)/n of the buffer.
+double ringGatherUs(int n, double step_us, double bytes_per_us, int64_t bytes) {
+  return 8.4 + (n - 1) * step_us + double(n - 1) / n * double(bytes) / bytes_per_us;
+}
 
 Event allReduce(int64_t bytes, int group, int nodes, int rpn, DType dtype = DType::kFp16) {
   return makeCommunication(EventKind::kAllReduce, bytes, {group, nodes, rpn}, dtype);
@@ -88,19 +106,23 @@ TEST_F(CostModelTest, ProfilerScaledRecordIsDerived) {
   EXPECT_EQ(c->provenance, Provenance::kDerived);
 }
 
-// --- derived: ring scaling -----------------------------------------------------------------------
+// --- derived: scaling by the network model -------------------------------------------------------
 
-TEST_F(CostModelTest, ScalesAllReduceToLargerGroupByRingFactor) {
+TEST_F(CostModelTest, ScalesAllReduceToLargerGroupByTheNetworkModel) {
   db_.put(record(allReduce(kMiB, 4, 2, 2), 100));
-  // N=16 from n=4: 100 * (15/16) / (3/4) = 125.
+  // N=16 from n=4, t(N) = t(n) * model(N) / model(n): model(4) = 8.4 + 30 + 1.5 * 52.4288 =
+  // 117.0432 us, model(16) = 8.4 + 150 + 1.875 * 52.4288 = 256.704 us -> 219.327 (the ring volume
+  // factor alone said 125: it held the latency of 2(n-1) steps flat).
   auto n16 = model().cost(allReduce(kMiB, 16, 8, 2));
   ASSERT_TRUE(n16);
-  EXPECT_NEAR(n16->time_us, 125.0, 1e-9);
+  EXPECT_NEAR(n16->time_us, 100 * 256.704 / 117.0432, 1e-9);
+  EXPECT_NEAR(n16->time_us,
+              100 * ringAllReduceUs(16, 5, 2e4, kMiB) / ringAllReduceUs(4, 5, 2e4, kMiB), 1e-9);
   EXPECT_EQ(n16->provenance, Provenance::kDerived);
-  // N=8 from n=4: 100 * (7/8) / (3/4) = 116.667.
+  // N=8 from n=4: model(8) = 8.4 + 70 + 1.75 * 52.4288 = 170.1504 -> 145.372.
   auto n8 = model().cost(allReduce(kMiB, 8, 4, 2));
   ASSERT_TRUE(n8);
-  EXPECT_NEAR(n8->time_us, 116.6666667, 1e-6);
+  EXPECT_NEAR(n8->time_us, 100 * 170.1504 / 117.0432, 1e-9);
   EXPECT_EQ(n8->provenance, Provenance::kDerived);
 }
 
@@ -109,32 +131,34 @@ TEST_F(CostModelTest, ScalesReduceScatterAndAllGatherLikeAllReduce) {
   Placement n8{8, 4, 2};
   db_.put(record(makeCommunication(EventKind::kReduceScatter, kMiB, n4, DType::kFp16), 60));
   db_.put(record(makeCommunication(EventKind::kAllGather, kMiB, n4, DType::kFp16), 90));
-  // 60 * (7/8) / (3/4) = 70; 90 * (7/8) / (3/4) = 105.
+  // model(4) = 8.4 + 3 * 5 + 0.75 * 52.4288 = 62.7216, model(8) = 8.4 + 35 + 0.875 * 52.4288 =
+  // 89.2752: 60 * 89.2752 / 62.7216 = 85.40; 90 * the same = 128.10.
   auto rs = model().cost(makeCommunication(EventKind::kReduceScatter, kMiB, n8, DType::kFp16));
   auto ag = model().cost(makeCommunication(EventKind::kAllGather, kMiB, n8, DType::kFp16));
   ASSERT_TRUE(rs && ag);
-  EXPECT_NEAR(rs->time_us, 70.0, 1e-9);
-  EXPECT_NEAR(ag->time_us, 105.0, 1e-9);
+  EXPECT_NEAR(rs->time_us, 60 * 89.2752 / 62.7216, 1e-9);
+  EXPECT_NEAR(ag->time_us, 90 * ringGatherUs(8, 5, 2e4, kMiB) / ringGatherUs(4, 5, 2e4, kMiB),
+              1e-9);
   EXPECT_EQ(rs->provenance, Provenance::kDerived);
 }
 
 TEST_F(CostModelTest, PrefersLargestMeasuredGroup) {
   db_.put(record(allReduce(kMiB, 4, 2, 2), 100));
   db_.put(record(allReduce(kMiB, 8, 4, 2), 150));
-  // From n=8: 150 * (15/16) / (7/8) = 160.714 (n=4 would give 125).
+  // From n=8: 150 * 256.704 / 170.1504 = 226.30 (n=4 would give 219.33).
   auto c = model().cost(allReduce(kMiB, 16, 8, 2));
   ASSERT_TRUE(c);
-  EXPECT_NEAR(c->time_us, 150.0 * (15.0 / 16) / (7.0 / 8), 1e-9);
-  EXPECT_NEAR(c->time_us, 160.7142857, 1e-6);
+  EXPECT_NEAR(c->time_us, 150.0 * 256.704 / 170.1504, 1e-9);
 }
 
 TEST_F(CostModelTest, ScalesIntraNodeGroupsFromIntraNodeGroups) {
   // Intra-node groups have ranks_per_node == group_size, so only the scope is compared.
   db_.put(record(allReduce(kMiB, 4, 1, 4), 100));
-  // 100 * (7/8) / (3/4) = 116.667.
+  // Over the 100 GB/s link with 2 us steps: model(4) = 8.4 + 12 + 1.5 * 10.48576 = 36.12864,
+  // model(8) = 8.4 + 28 + 1.75 * 10.48576 = 54.75008 -> 151.541.
   auto c = model().cost(allReduce(kMiB, 8, 1, 8));
   ASSERT_TRUE(c);
-  EXPECT_NEAR(c->time_us, 116.6666667, 1e-6);
+  EXPECT_NEAR(c->time_us, 100 * 54.75008 / 36.12864, 1e-9);
   EXPECT_EQ(c->provenance, Provenance::kDerived);
 }
 
@@ -161,12 +185,13 @@ TEST_F(CostModelTest, DoesNotDeriveGroupsNotLargerThanEveryMeasuredOne) {
 }
 
 TEST_F(CostModelTest, ScalingComposesOverProfilerScaledRecords) {
-  // Group 16 (rpn 8) was scaled from 4: 125. Group 32 (rpn 8) from it:
-  // 125 * (31/32) / (15/16) = 129.1667 = 100 * (31/32) / (3/4).
+  // Group 16 (rpn 8) was scaled from 4 by the profiler: 125, a base like any other. Group 32
+  // (rpn 8, the whole node's 80 GB/s = 8e4 B/us) from it: model(16) = 8.4 + 150 + 1.875 * 13.1072
+  // = 182.976, model(32) = 8.4 + 310 + 1.9375 * 13.1072 = 343.7952 -> 234.862.
   db_.put(record(allReduce(kMiB, 16, 2, 8), 125, /*measured_group=*/4));
   auto c = model().cost(allReduce(kMiB, 32, 4, 8));
   ASSERT_TRUE(c);
-  EXPECT_NEAR(c->time_us, 129.1666667, 1e-6);
+  EXPECT_NEAR(c->time_us, 125 * 343.7952 / 182.976, 1e-9);
   EXPECT_EQ(c->provenance, Provenance::kDerived);
 }
 
@@ -213,11 +238,11 @@ TEST_F(CostModelTest, NeverExtrapolatesOutsideMeasuredSizes) {
 TEST_F(CostModelTest, InterpolatesAtMeasuredGroupThenScales) {
   db_.put(record(allReduce(kMiB, 4, 2, 2), 100));
   db_.put(record(allReduce(4 * kMiB, 4, 2, 2), 300));
-  // 2 MiB at n=4: 173.205; to N=16: * (15/16) / (3/4) = 216.506.
+  // 2 MiB at n=4: 173.205; to N=16 at 2 MiB: model(4) = 38.4 + 1.5 * 104.8576 = 195.6864,
+  // model(16) = 158.4 + 1.875 * 104.8576 = 355.008 -> 314.225.
   auto c = model().cost(allReduce(2 * kMiB, 16, 8, 2));
   ASSERT_TRUE(c);
-  EXPECT_NEAR(c->time_us, 100.0 * std::sqrt(3.0) * 1.25, 1e-9);
-  EXPECT_NEAR(c->time_us, 216.5063509, 1e-6);
+  EXPECT_NEAR(c->time_us, 100.0 * std::sqrt(3.0) * 355.008 / 195.6864, 1e-9);
   EXPECT_EQ(c->provenance, Provenance::kDerived);
 }
 
@@ -272,25 +297,27 @@ TEST_F(CostModelTest, EstimateNeedsAPeakForTheDtype) {
   EXPECT_THROW(m.estimateUs(makeGemm(64, 64, 64, "nn", DType::kBf16)), InputError);
 }
 
-TEST_F(CostModelTest, EstimatesCollectivesByAlphaBeta) {
+TEST_F(CostModelTest, EstimatesCollectivesByTheForcedRing) {
   CostModel m(cluster_, nullptr, true);
-  // Intra all-reduce n=4, 4e6 bytes, 1e5 B/us, alpha 2: 2*3*2 + 2*(3/4)*4e6/1e5 = 12 + 60 = 72.
-  EXPECT_NEAR(m.estimateUs(allReduce(4'000'000, 4, 1, 4)), 72.0, 1e-9);
-  // Inter all-reduce n=16 on 8 nodes, rpn 2: bw min(100, 80*2/8) = 20 GB/s = 2e4 B/us, alpha 5:
-  // 2*15*5 + 2*(15/16)*4e6/2e4 = 150 + 375 = 525.
-  EXPECT_NEAR(m.estimateUs(allReduce(4'000'000, 16, 8, 2)), 525.0, 1e-9);
+  // The ring, Simple (LL's quarter of the link loses at these sizes): NCCL's base 8.4 us + steps
+  // x the hop's step latency + the bus factor x bytes over the slowest hop.
+  // Intra all-reduce n=4, 4e6 bytes, 1e5 B/us, steps 2 us: 8.4 + 2*3*2 + 2*(3/4)*4e6/1e5 = 80.4.
+  EXPECT_NEAR(m.estimateUs(allReduce(4'000'000, 4, 1, 4)), 8.4 + 72.0, 1e-9);
+  // Inter all-reduce n=16 on 8 nodes, rpn 2: bw min(100, 80*2/8) = 20 GB/s = 2e4 B/us, steps 5:
+  // 8.4 + 2*15*5 + 2*(15/16)*4e6/2e4 = 8.4 + 150 + 375 = 533.4.
+  EXPECT_NEAR(m.estimateUs(allReduce(4'000'000, 16, 8, 2)), 8.4 + 525.0, 1e-9);
   // Inter all-reduce n=16 on 2 nodes, rpn 8: the whole NIC, 80 GB/s = 8e4 B/us:
-  // 150 + 2*(15/16)*4e6/8e4 = 150 + 93.75 = 243.75.
-  EXPECT_NEAR(m.estimateUs(allReduce(4'000'000, 16, 2, 8)), 243.75, 1e-9);
-  // Intra reduce-scatter n=8, 8e6 bytes: 7*2 + (7/8)*8e6/1e5 = 14 + 70 = 84.
+  // 8.4 + 150 + 2*(15/16)*4e6/8e4 = 8.4 + 150 + 93.75 = 252.15.
+  EXPECT_NEAR(m.estimateUs(allReduce(4'000'000, 16, 2, 8)), 8.4 + 243.75, 1e-9);
+  // Intra reduce-scatter n=8, 8e6 bytes: 8.4 + 7*2 + (7/8)*8e6/1e5 = 8.4 + 14 + 70 = 92.4.
   EXPECT_NEAR(m.estimateUs(
                   makeCommunication(EventKind::kReduceScatter, 8'000'000, {8, 1, 8}, DType::kFp16)),
-              84.0, 1e-9);
+              8.4 + 84.0, 1e-9);
   // Inter all-gather n=4, one rank per node: 80/8 = 10 GB/s = 1e4 B/us:
-  // 3*5 + (3/4)*4e6/1e4 = 15 + 300 = 315.
+  // 8.4 + 3*5 + (3/4)*4e6/1e4 = 8.4 + 15 + 300 = 323.4.
   EXPECT_NEAR(
       m.estimateUs(makeCommunication(EventKind::kAllGather, 4'000'000, {4, 4, 1}, DType::kFp16)),
-      315.0, 1e-9);
+      8.4 + 315.0, 1e-9);
   // p2p: inter 5 + 1e6/1e4 = 105; intra 2 + 1e6/1e5 = 12.
   EXPECT_NEAR(m.estimateUs(p2p(1'000'000, 2)), 105.0, 1e-9);
   EXPECT_NEAR(m.estimateUs(p2p(1'000'000, 1)), 12.0, 1e-9);
@@ -301,9 +328,10 @@ TEST_F(CostModelTest, InterNodeBandwidthNeverExceedsTheIntraLink) {
   std::string yaml = kClusterYaml;
   yaml.replace(yaml.find("bandwidth_gb_s: 80"), 18, "bandwidth_gb_s: 400");
   ClusterConfig fat = parseClusterConfig(yaml, "fat.yaml");
+  fat.topology.nccl.algorithm = "ring";
   CostModel m(fat, nullptr, true);
-  // 2*15*5 + 2*(15/16)*4e6/1e5 = 150 + 75 = 225.
-  EXPECT_NEAR(m.estimateUs(allReduce(4'000'000, 16, 2, 8)), 225.0, 1e-9);
+  // 8.4 + 2*15*5 + 2*(15/16)*4e6/1e5 = 8.4 + 150 + 75 = 233.4.
+  EXPECT_NEAR(m.estimateUs(allReduce(4'000'000, 16, 2, 8)), 8.4 + 225.0, 1e-9);
 }
 
 // --- costAll and errors --------------------------------------------------------------------------
@@ -316,7 +344,7 @@ TEST_F(CostModelTest, CostAllReturnsCostsInTableOrder) {
   table.intern(makeGemm(1024, 1024, 1024, "nn", DType::kFp16));
   std::vector<EventCost> costs = model().costAll(table);
   ASSERT_EQ(costs.size(), 2u);
-  EXPECT_NEAR(costs[0].time_us, 125.0, 1e-9);
+  EXPECT_NEAR(costs[0].time_us, 100 * 256.704 / 117.0432, 1e-9);  // as in ScalesAllReduce...
   EXPECT_EQ(costs[0].provenance, Provenance::kDerived);
   EXPECT_DOUBLE_EQ(costs[1].time_us, 30);
   EXPECT_EQ(costs[1].provenance, Provenance::kMeasured);
@@ -373,7 +401,7 @@ TEST_F(CostModelTest, NeedsAtLeastOneSource) {
   table.intern(allReduce(4'000'000, 4, 1, 4));
   std::vector<EventCost> costs = analytic.costAll(table);
   ASSERT_EQ(costs.size(), 1u);
-  EXPECT_NEAR(costs[0].time_us, 72.0, 1e-9);  // as in EstimatesCollectivesByAlphaBeta
+  EXPECT_NEAR(costs[0].time_us, 80.4, 1e-9);  // as in EstimatesCollectivesByTheForcedRing
   EXPECT_EQ(costs[0].provenance, Provenance::kEstimated);
 }
 
@@ -409,10 +437,12 @@ TEST(CostModelProfileFile, LoadsAndCostsFromAHandWrittenProfile) {
   ASSERT_TRUE(scaled);
   EXPECT_DOUBLE_EQ(scaled->time_us, 125);
   EXPECT_EQ(scaled->provenance, Provenance::kDerived);
-  // 2 MiB at n=8 (rpn 2): 100 * 3^0.5 * (7/8) / (3/4) = 202.073.
+  // 2 MiB at n=8 (rpn 2) from n=4: 100 * 3^0.5 * model(8) / model(4) at 2 MiB, the ring over
+  // 2e4 B/us with 5 us steps: (78.4 + 1.75 * 104.8576) / (38.4 + 1.5 * 104.8576) = 261.9008 /
+  // 195.6864 -> 231.812.
   auto ar = m.cost(allReduce(2 * kMiB, 8, 4, 2));
   ASSERT_TRUE(ar);
-  EXPECT_NEAR(ar->time_us, 202.0725942, 1e-6);
+  EXPECT_NEAR(ar->time_us, 100 * std::sqrt(3.0) * 261.9008 / 195.6864, 1e-6);
   // p2p of 2 MiB: only 1 MiB measured, nothing to interpolate against.
   EXPECT_FALSE(m.cost(p2p(2 * kMiB, 2)));
   EventTable table;

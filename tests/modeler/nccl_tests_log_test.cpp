@@ -38,6 +38,27 @@ TEST(NcclTestsLog, IterationsBeyondAnIntRefused) {
   EXPECT_EQ(errorOf(log), "log.txt:4: iters: 4294967298 is out of range (at most 2147483647)");
 }
 
+// A header that ends at "time" with a row that matches it: algbw and busbw were read past the row
+// (found by fuzzing, issue 33). Now one line naming the row and the missing columns.
+TEST(NcclTestsLog, HeaderEndingAtTimeIsRefused) {
+  const std::string log =
+      "# Collective test starting: all_reduce_perf\n#  size count type redop root time\n"
+      "1024 256 float sum -1 5.0\n";
+  EXPECT_EQ(errorOf(log, NcclTestsOptions{.group = 2}),
+            "log.txt:3: the column header has no 'algbw' and 'busbw' columns after its first "
+            "'time'");
+  // In-place times (the second "time") need their own two columns too.
+  const std::string in_place =
+      "# Collective test starting: all_reduce_perf\n"
+      "#  size count type redop root time algbw busbw #wrong time\n"
+      "1024 256 float sum -1 5.0 0.2 0.3 0 5.1\n";
+  NcclTestsOptions options{.group = 2};
+  options.in_place = true;
+  EXPECT_EQ(errorOf(in_place, options),
+            "log.txt:3: the column header has no 'algbw' and 'busbw' columns after its second "
+            "'time'");
+}
+
 TEST(NcclTestsLog, AllReduceOverTwoHostsOfTwo) {
   NcclTestsImport in = loadNcclTests(kData + "all_reduce_perf_2x2.log", {});
   EXPECT_EQ(in.kind, EventKind::kAllReduce);

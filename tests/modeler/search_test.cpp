@@ -40,6 +40,7 @@ std::string clusterYaml(int gpus_per_node, const std::string& memory_gib,
     memory_bandwidth_gb_s: 1000
     memory_gib: )" +
          memory_gib + R"(
+    memory: {cuda_context_mib: {value: 0, source: test}, cublas_workspace_mib: {value: 0, source: test}, nccl_mib_per_communicator: {value: 0, source: test}, allocator_fragmentation: {value: 0, source: test}}
   intra_link: {name: link, bandwidth_gb_s: 100, latency_us: 0}
 network: {name: net, bandwidth_gb_s: )" +
          network_gb_s + R"(, latency_us: 0}
@@ -129,12 +130,13 @@ TEST_F(SearchTest, MorePipelineStagesThanLayersIsInvalid) {
 
 TEST_F(SearchTest, OomJustOverTheLimitAndNotJustUnder) {
   // The tiny model with 2 layers on one GPU, b = 1, m = 1 (memory_model_test works it out):
-  // peak = 18 * 134,912 + 260,352 = 2,688,768 bytes. With no headroom:
-  //   0.0025 GiB  = 2,684,354 bytes  < peak -> OOM;   0.00251 GiB = 2,695,091 bytes > peak -> ok.
+  // peak = 18 * 134,912 + 260,352 + the embedding gradient 65,536 = 2,754,304 bytes (this device
+  // file zeroes the workspace, context, NCCL and fragmentation). With no headroom:
+  //   0.00256 GiB = 2,748,779 bytes < peak -> OOM;   0.00257 GiB = 2,759,516 bytes > peak -> ok.
   ModelConfig two = model_;
   two.blocks.resize(2);
   for (const auto& [gib, status] :
-       {std::pair{"0.0025", CandidateStatus::kOom}, std::pair{"0.00251", CandidateStatus::kOk}}) {
+       {std::pair{"0.00256", CandidateStatus::kOom}, std::pair{"0.00257", CandidateStatus::kOk}}) {
     ClusterConfig cluster = parseClusterConfig(clusterYaml(1, gib), "limit.yaml");
     CostModel costs(cluster, nullptr, true);
     SearchOptions o = options(1, 1, {1}, {Schedule::kDapple});
@@ -143,7 +145,7 @@ TEST_F(SearchTest, OomJustOverTheLimitAndNotJustUnder) {
     ASSERT_EQ(report.candidates.size(), 1u);
     const CandidateResult& r = report.candidates[0];
     EXPECT_EQ(r.status, status) << gib;
-    EXPECT_EQ(r.peak_memory_bytes, 2'688'768);
+    EXPECT_EQ(r.peak_memory_bytes, 2'754'304);
     if (status == CandidateStatus::kOom) {
       EXPECT_EQ(report.oom, 1);
       EXPECT_EQ(r.iteration_us, 0);  // not simulated
@@ -153,8 +155,8 @@ TEST_F(SearchTest, OomJustOverTheLimitAndNotJustUnder) {
       EXPECT_EQ(report.best(), &r);
     }
   }
-  // 10% headroom on 0.00251 GiB leaves 2,425,582 bytes: OOM again.
-  ClusterConfig cluster = parseClusterConfig(clusterYaml(1, "0.00251"), "limit.yaml");
+  // 10% headroom on 0.00257 GiB leaves 2,483,564 bytes: OOM again.
+  ClusterConfig cluster = parseClusterConfig(clusterYaml(1, "0.00257"), "limit.yaml");
   CostModel costs(cluster, nullptr, true);
   SearchReport report = runSearch(two, cluster, costs, options(1, 1, {1}, {Schedule::kDapple}));
   EXPECT_EQ(report.candidates[0].status, CandidateStatus::kOom);

@@ -251,5 +251,56 @@ TEST_F(ProfileDbTest, UnknownKey) {
   EXPECT_NE(loadError().find("events[0].colour: unknown key"), std::string::npos);
 }
 
+// Issue 33: entries are read as they are parsed. A bad entry is still reported after a newer
+// schema version (the version is judged first, even when "events" comes before it in the file),
+// and the entry's index is its place in the list.
+TEST_F(ProfileDbTest, VersionIsJudgedBeforeStreamedEntries) {
+  sample().save(path_);
+  std::string text = read();
+  const std::string version = "schema_version: 1\n";
+  ASSERT_EQ(text.rfind(version, 0), 0u);
+  // The version moved after the events, then made 2, with a broken first entry.
+  text = text.substr(version.size()) + "schema_version: 2\n";
+  const size_t kind = text.find("    kind: compute\n");
+  ASSERT_NE(kind, std::string::npos);
+  text.insert(kind, "    colour: blue\n");
+  write(text);
+  EXPECT_EQ(loadError(), path_ + ": schema_version: 2 is not supported (this eventsim reads version 1)");
+  // With version 1 the entry's error is the answer.
+  const size_t two = text.rfind("schema_version: 2");
+  write(text.replace(two, 17, "schema_version: 1"));
+  EXPECT_NE(loadError().find(path_ + ": events[0].colour: unknown key"), std::string::npos);
+}
+
+TEST_F(ProfileDbTest, EventsMustBeAList) {
+  writeSampleWith("events:\n", "events: {a: 1}\nunused:\n");
+  // The unknown top-level key is judged first, as before.
+  EXPECT_NE(loadError().find(path_ + ": unused: unknown key"), std::string::npos);
+  sample().save(path_);
+  std::string text = read();
+  write(text.substr(0, text.find("events:\n")) + "events: {a: 1}\n");
+  EXPECT_EQ(loadError(), path_ + ": events: must be a list");
+}
+
+// Many entries stream through the loader and come back in order (the loader at size).
+TEST_F(ProfileDbTest, ManyEntriesLoadInOrder) {
+  ProfileDb db = sample();
+  const size_t base = db.records().size();
+  for (int i = 0; i < 5000; ++i) {
+    ProfileRecord r;
+    r.event = parseEventSignature(fmt::format("gemm m={} n=64 k=64 layout=nt dtype=bf16", 64 + i),
+                                  "test");
+    r.time = {2.0 + i, 1.0 + i, 3.0 + i, 0.5, 5};
+    db.put(r);
+  }
+  db.save(path_);
+  const ProfileDb loaded = ProfileDb::load(path_);
+  ASSERT_EQ(loaded.records().size(), base + 5000);
+  const ProfileRecord& last = loaded.records().back();
+  EXPECT_EQ(last.signature, "gemm m=5063 n=64 k=64 layout=nt dtype=bf16");
+  EXPECT_DOUBLE_EQ(last.time.median_us, 5001.0);
+  EXPECT_DOUBLE_EQ(loaded.records()[base].time.min_us, 1.0);
+}
+
 }  // namespace
 }  // namespace evsim

@@ -1,0 +1,210 @@
+// Parsing of the cluster's `topology:` section; config/network_topology.h states the keys.
+#include "config/network_topology.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "common/yaml_reader.h"
+
+namespace evsim {
+
+namespace {
+
+constexpr double kMaxBandwidthGBs = 1e7;
+constexpr double kMaxLatencyUs = 1e6;
+constexpr double kMaxOversubscription = 1e3;
+constexpr int64_t kMaxNics = 1 << 12;
+constexpr int64_t kMaxTierNodes = int64_t{1} << 20;
+
+// NCCL's per-step ring latencies (src/graph/tuning.cc, hwLat: NVLink and network rows, Ring), used
+// where a topology names no fitted figures.
+constexpr std::array<double, kNcclProtocolCount> kNcclNvlinkStepUs = {0.6, 1.9, 3.4};
+constexpr std::array<double, kNcclProtocolCount> kNcclNetStepUs = {2.7, 4.0, 14.0};
+
+constexpr const char* kProtocolKeys[kNcclProtocolCount] = {"ll", "ll128", "simple"};
+
+// {ll: .., ll128: .., simple: ..} over `latencies` (the keys given replace theirs).
+void readLatencies(const YamlReader& lat, std::array<double, kNcclProtocolCount>& latencies) {
+  lat.allowOnly({"ll", "ll128", "simple"});
+  for (int p = 0; p < kNcclProtocolCount; ++p) {
+    if (lat.has(kProtocolKeys[p])) {
+      latencies[p] = lat.nonNegativeDouble(kProtocolKeys[p], kMaxLatencyUs);
+    }
+  }
+}
+
+void checkAlgorithmName(const YamlReader& where, const std::string& name) {
+  const auto& names = ncclAlgorithmNames();
+  if (name != "p2p" && std::find(names.begin(), names.end(), name) == names.end()) {
+    where.fail(name, "not an algorithm (ring, tree, nvls, nvls_tree, collnet, pat, p2p)");
+  }
+}
+
+HopTuning readHop(const YamlReader& hop, const std::array<double, kNcclProtocolCount>& defaults) {
+  hop.allowOnly({"latency_us", "efficiency", "algorithm_latency_us"});
+  HopTuning tuning;
+  tuning.latency_us = defaults;
+  tuning.efficiency["ring"] = 1.0;
+  if (hop.has("latency_us")) readLatencies(hop.child("latency_us"), tuning.latency_us);
+  if (hop.has("algorithm_latency_us")) {
+    const YamlReader by = hop.child("algorithm_latency_us");
+    for (const auto& [name, lat] : by.entries()) {
+      checkAlgorithmName(by, name);
+      std::array<double, kNcclProtocolCount> own = tuning.latency_us;
+      readLatencies(lat, own);
+      tuning.algorithm_latency_us[name] = own;
+    }
+  }
+  if (hop.has("efficiency")) {
+    const YamlReader eff = hop.child("efficiency");
+    for (const auto& [name, value] : eff.entries()) {
+      checkAlgorithmName(eff, name);
+      const double e = eff.positiveDouble(name, 1.0);
+      tuning.efficiency[name] = e;
+    }
+  }
+  return tuning;
+}
+
+}  // namespace
+
+const char* ncclProtocolName(NcclProtocol p) {
+  switch (p) {
+    case NcclProtocol::kLL:
+      return "LL";
+    case NcclProtocol::kLL128:
+      return "LL128";
+    case NcclProtocol::kSimple:
+      return "Simple";
+  }
+  return "?";
+}
+
+double HopTuning::latencyOf(std::string_view algorithm, NcclProtocol protocol) const {
+  auto own = algorithm_latency_us.find(algorithm);
+  return (own != algorithm_latency_us.end() ? own->second : latency_us)[static_cast<int>(protocol)];
+}
+
+double HopTuning::efficiencyOf(std::string_view algorithm) const {
+  auto own = efficiency.find(algorithm);
+  if (own != efficiency.end()) return own->second;
+  auto ring = efficiency.find("ring");
+  return ring != efficiency.end() ? ring->second : 1.0;
+}
+
+const std::vector<std::string>& ncclAlgorithmNames() {
+  static const std::vector<std::string> names = {"ring",      "tree",    "nvls",
+                                                 "nvls_tree", "collnet", "pat"};
+  return names;
+}
+
+NetworkTopology derivedNetworkTopology(int gpus_per_node, double intra_latency_us,
+                                       double network_bandwidth_gb_s, double network_latency_us) {
+  NetworkTopology t;
+  t.derived = true;
+  t.nics_per_node = gpus_per_node;
+  t.nic_bandwidth_gb_s = network_bandwidth_gb_s / gpus_per_node;
+  t.nccl.source = "derived from the cluster's intra_link and network latencies";
+  t.nccl.intra.latency_us.fill(intra_latency_us);
+  t.nccl.net.latency_us.fill(network_latency_us);
+  t.nccl.intra.efficiency["ring"] = 1.0;
+  t.nccl.net.efficiency["ring"] = 1.0;
+  return t;
+}
+
+NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
+                                    double intra_latency_us, double network_bandwidth_gb_s,
+                                    double network_latency_us) {
+  topo.allowOnly({"nvswitch", "nvls", "nics_per_node", "nic_bandwidth_gb_s", "sharp", "placement",
+                  "tiers", "nccl"});
+  NetworkTopology t = derivedNetworkTopology(gpus_per_node, intra_latency_us,
+                                             network_bandwidth_gb_s, network_latency_us);
+  t.derived = false;
+  // A described topology without fitted figures starts from NCCL's own per-step latencies.
+  t.nccl.source = "NCCL's default per-step latencies (src/graph/tuning.cc), not fitted";
+  t.nccl.intra.latency_us = kNcclNvlinkStepUs;
+  t.nccl.net.latency_us = kNcclNetStepUs;
+  if (topo.has("nvswitch")) t.nvswitch = topo.boolean("nvswitch");
+  if (topo.has("nvls")) t.nvls = topo.boolean("nvls");
+  if (t.nvls && !t.nvswitch) topo.fail("nvls", "NVLink SHARP needs nvswitch: true");
+  if (topo.has("nics_per_node")) {
+    t.nics_per_node = static_cast<int>(topo.positiveInt("nics_per_node", kMaxNics));
+    t.nic_bandwidth_gb_s = network_bandwidth_gb_s / t.nics_per_node;
+  }
+  if (topo.has("nic_bandwidth_gb_s")) {
+    t.nic_bandwidth_gb_s = topo.positiveDouble("nic_bandwidth_gb_s", kMaxBandwidthGBs);
+  }
+  const double nic_total = t.nic_bandwidth_gb_s * t.nics_per_node;
+  if (std::abs(nic_total - network_bandwidth_gb_s) > 1e-6 * network_bandwidth_gb_s) {
+    topo.fail(
+        "nic_bandwidth_gb_s",
+        fmt::format("{} NICs x {:g} GB/s = {:g} GB/s, but network.bandwidth_gb_s is {:g}",
+                    t.nics_per_node, t.nic_bandwidth_gb_s, nic_total, network_bandwidth_gb_s));
+  }
+  if (topo.has("sharp")) t.sharp = topo.boolean("sharp");
+  if (topo.has("placement")) {
+    const std::string p = topo.str("placement");
+    if (p == "contiguous") {
+      t.placement = JobPlacement::kContiguous;
+    } else if (p == "scattered") {
+      t.placement = JobPlacement::kScattered;
+    } else {
+      topo.fail("placement", fmt::format("'{}': must be contiguous or scattered", p));
+    }
+  }
+  if (topo.has("tiers")) {
+    int below = 1;
+    for (const YamlReader& tier : topo.items("tiers")) {
+      tier.allowOnly({"name", "nodes", "oversubscription"});
+      FabricTier f{tier.str("name"), static_cast<int>(tier.positiveInt("nodes", kMaxTierNodes)),
+                   1.0};
+      if (tier.has("oversubscription")) {
+        f.oversubscription = tier.positiveDouble("oversubscription", kMaxOversubscription);
+        if (f.oversubscription < 1) {
+          tier.fail("oversubscription",
+                    fmt::format("{:g}: must be >= 1 (down:up bandwidth)", f.oversubscription));
+        }
+      }
+      if (f.nodes <= below) {
+        tier.fail("nodes", fmt::format("{}: a tier must hold more nodes than the one below ({})",
+                                       f.nodes, below));
+      }
+      below = f.nodes;
+      t.tiers.push_back(f);
+    }
+  }
+  if (topo.has("nccl")) {
+    const YamlReader nccl = topo.child("nccl");
+    nccl.allowOnly({"algorithm", "protocols", "source", "intra", "net"});
+    if (nccl.has("protocols")) {
+      t.nccl.protocols.fill(false);
+      for (const YamlReader& item : nccl.items("protocols")) {
+        if (!item.node().IsScalar()) nccl.fail("protocols", "a list of ll, ll128, simple");
+        const std::string name = item.node().as<std::string>();
+        const auto* key = std::find_if(std::begin(kProtocolKeys), std::end(kProtocolKeys),
+                                       [&](const char* k) { return name == k; });
+        if (key == std::end(kProtocolKeys)) {
+          nccl.fail("protocols", fmt::format("'{}': must be ll, ll128 or simple", name));
+        }
+        t.nccl.protocols[key - std::begin(kProtocolKeys)] = true;
+      }
+    }
+    if (nccl.has("algorithm")) {
+      const std::string a = nccl.str("algorithm");
+      const auto& names = ncclAlgorithmNames();
+      if (a != "auto" && std::find(names.begin(), names.end(), a) == names.end()) {
+        nccl.fail(
+            "algorithm",
+            fmt::format("'{}': must be auto, ring, tree, nvls, nvls_tree, collnet or pat", a));
+      }
+      t.nccl.algorithm = a;
+    }
+    if (nccl.has("source")) t.nccl.source = nccl.str("source");
+    if (nccl.has("intra")) t.nccl.intra = readHop(nccl.child("intra"), kNcclNvlinkStepUs);
+    if (nccl.has("net")) t.nccl.net = readHop(nccl.child("net"), kNcclNetStepUs);
+  }
+  return t;
+}
+
+}  // namespace evsim

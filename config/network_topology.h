@@ -1,0 +1,99 @@
+#pragma once
+// The cluster's network as data: the scale-up domain (NVLink through an NVSwitch, with or without
+// NVLink SHARP), the node's NICs and their affinity to GPUs, the fabric tiers above the nodes with
+// their oversubscription, in-network reduction (SHARP / CollNet), how a job is placed on nodes,
+// and the NCCL terms fitted for this fabric (per-step latency and achieved share of the link per
+// protocol). Read from the cluster YAML's optional `topology:` section (config/cluster_config.h);
+// a cluster file without one gets a topology derived from its `intra_link` and `network` keys.
+//
+//   topology:
+//     nvswitch: true             # GPUs of a node meet at an NVSwitch (any-to-any at full rate)
+//     nvls: true                 # NVLink SHARP: the switch reduces (H100 and later)
+//     nics_per_node: 8
+//     nic_bandwidth_gb_s: 25     # one direction, each NIC
+//     sharp: false               # in-network reduction in the fabric (NCCL's CollNet)
+//     placement: contiguous      # or scattered: a job's nodes are anywhere in the fabric
+//     tiers:                     # bottom up: a group of `nodes` nodes under one switch level,
+//       - {name: leaf, nodes: 32, oversubscription: 1}    # and down:up ratio of its uplinks
+//       - {name: pod, nodes: 384, oversubscription: 7}
+//     nccl:                      # fitted (scripts/fit_network.py), or NCCL's defaults
+//       algorithm: auto          # or ring, tree, nvls, nvls_tree, collnet, pat (as NCCL_ALGO)
+//       protocols: [ll, ll128, simple]   # those NCCL may use (as NCCL_PROTO); default all
+//       source: "..."
+//       intra: {latency_us: {ll: 0.6, ll128: 1.25, simple: 4}, efficiency: {ring: 0.8}}
+//       net: {latency_us: {ll: 2.7, ll128: 4, simple: 8}, efficiency: {ring: 0.64, tree: 0.64},
+//             algorithm_latency_us: {nvls_tree: {simple: 150}}}   # where not the ring's
+//
+// Units: bandwidths in GB/s (1e9 B/s) one direction, latencies in µs per algorithm step.
+
+#include <array>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace evsim {
+
+class YamlReader;
+
+// NCCL's protocols, in NCCL's order.
+enum class NcclProtocol { kLL = 0, kLL128 = 1, kSimple = 2 };
+inline constexpr int kNcclProtocolCount = 3;
+const char* ncclProtocolName(NcclProtocol p);  // "LL", "LL128", "Simple"
+
+struct FabricTier {
+  std::string name;
+  int nodes = 0;                // nodes under one switch group of this tier
+  double oversubscription = 1;  // down:up bandwidth of the group's uplinks (1 = full bisection)
+};
+
+// The fitted (or default) per-step latencies and achieved bandwidth shares of one hop kind.
+struct HopTuning {
+  std::array<double, kNcclProtocolCount> latency_us{};  // per algorithm step, by protocol
+  // An algorithm's own per-step latencies where they differ from the ring's (`latency_us`), as
+  // NCCL's hwLat table has a row per algorithm: {"nvls_tree": {.., .., 150}}.
+  std::map<std::string, std::array<double, kNcclProtocolCount>, std::less<>> algorithm_latency_us;
+  // Achieved share of the link's bandwidth by algorithm name ("ring", "tree", ...); an algorithm
+  // not listed uses "ring"'s.
+  // (std::less<>: looked up by string_view, without building a string, on the tuner's hot path.)
+  std::map<std::string, double, std::less<>> efficiency;
+  double efficiencyOf(std::string_view algorithm) const;
+  double latencyOf(std::string_view algorithm, NcclProtocol protocol) const;
+};
+
+struct NcclTuning {
+  std::string algorithm = "auto";  // forced algorithm, as NCCL_ALGO; "auto": the tuner's choice
+  std::string source;              // where the figures came from
+  // Protocols NCCL may use (NCCL_PROTO; AWS's EFA plugin runs Simple only), by NcclProtocol.
+  std::array<bool, kNcclProtocolCount> protocols{true, true, true};
+  HopTuning intra;  // NVLink / PCIe hops inside a node
+  HopTuning net;    // network hops
+};
+
+enum class JobPlacement { kContiguous, kScattered };
+
+struct NetworkTopology {
+  bool nvswitch = false;
+  bool nvls = false;
+  int nics_per_node = 0;
+  double nic_bandwidth_gb_s = 0;
+  bool sharp = false;
+  JobPlacement placement = JobPlacement::kContiguous;
+  std::vector<FabricTier> tiers;  // bottom up; empty: one non-blocking switch
+  NcclTuning nccl;
+  bool derived = false;  // true when built from an old file's intra_link / network keys
+};
+
+// The algorithms `nccl.algorithm` may force (besides "auto").
+const std::vector<std::string>& ncclAlgorithmNames();
+
+// Parses `topology:`; `gpus_per_node` and the legacy links fill what it leaves out.
+NetworkTopology readNetworkTopology(const YamlReader& topology, int gpus_per_node,
+                                    double intra_latency_us, double network_bandwidth_gb_s,
+                                    double network_latency_us);
+// The topology of a file without `topology:`: one NIC per GPU sharing the node's network
+// bandwidth, no tiers, no NVSwitch features, the links' latencies as every protocol's step.
+NetworkTopology derivedNetworkTopology(int gpus_per_node, double intra_latency_us,
+                                       double network_bandwidth_gb_s, double network_latency_us);
+
+}  // namespace evsim

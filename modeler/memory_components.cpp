@@ -1,0 +1,119 @@
+#include "modeler/memory_components.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace evsim {
+
+namespace {
+
+// Products in double: beyond int64 is out of memory, not an error (the caller rounds, saturating).
+double tokens(const ModelConfig& model, const Strategy& s) {
+  return static_cast<double>(s.micro_batch) * static_cast<double>(model.seq_length / s.cp);
+}
+// The tokens of the layernorm/dropout regions on the rank: split by t with SP.
+double regionTokens(const ModelConfig& model, const Strategy& s) {
+  return tokens(model, s) / (s.sequence_parallel ? s.tp : 1);
+}
+int64_t rounded(double bytes) {
+  return bytes < 9.2e18 ? static_cast<int64_t>(bytes + 0.5) : INT64_MAX;
+}
+
+}  // namespace
+
+StateBytesPerParameter stateBytesPerParameter(Framework framework, DType dtype, int zero, int group,
+                                              bool offload_optimizer) {
+  EVSIM_CHECK(zero >= 0 && zero <= 3 && group >= 1, "zero {} over {}", zero, group);
+  const double g = group;
+  if (framework == Framework::kFsdp) {
+    // fp32 sharded parameters, fp32 sharded gradients, Adam's two fp32 moments (16 / G).
+    const double shard = zero == 3 ? g : 1;
+    return {4 / shard, 4 / shard, 8 / shard};
+  }
+  const bool fp32 = dtype == DType::kFp32;
+  StateBytesPerParameter out{fp32 ? 4.0 : 2.0, 4.0, offload_optimizer ? 0.0 : (fp32 ? 8.0 : 12.0)};
+  if (zero >= 1) out.optimizer /= g;
+  if (zero >= 2) out.gradients /= g;
+  if (zero >= 3) out.weights /= g;
+  return out;
+}
+
+int64_t dataParallelBufferBytes(const ModelConfig& model, const Strategy& strategy, int zero,
+                                const StageLayerFacts& facts) {
+  const double e = dtypeBytes(model.dtype);
+  if (zero == 2) return 2 * strategy.dp_bucket_bytes;
+  if (zero != 3) return 0;
+  const bool fsdp = strategy.framework == Framework::kFsdp;
+  // Linear weights are gathered in fp8 with FSDP's Float8 all-gather; norms stay in e (small).
+  const double gathered = fsdp && model.spec.fp8 ? 1 : e;
+  const double reduce = fsdp ? 4 : e;
+  const double L = static_cast<double>(facts.largest_layer_parameters);
+  const double S = static_cast<double>(facts.parameters);
+  if (fsdp && strategy.pp > 1) return rounded((gathered + reduce) * S);
+  if (strategy.reshardsAfterForward()) return rounded((2 * gathered + e + reduce) * L);
+  return rounded(gathered * S + (e + reduce) * L);
+}
+
+int64_t lossTransientBytes(const ModelConfig& model, const Strategy& strategy, bool has_head) {
+  if (!has_head) return 0;
+  const double e = dtypeBytes(model.dtype);
+  const double logits =
+      tokens(model, strategy) * static_cast<double>(model.paddedVocab(strategy.tp) / strategy.tp);
+  const double per_logit = strategy.framework == Framework::kFsdp ? 4 + e : e;
+  return rounded(per_logit * logits);
+}
+
+int64_t embeddingGradientBytes(const ModelConfig& model, const Strategy& strategy,
+                               bool has_embedding) {
+  if (!has_embedding || strategy.framework == Framework::kFsdp) return 0;
+  return rounded(static_cast<double>(dtypeBytes(model.dtype)) *
+                 static_cast<double>(model.paddedVocab(strategy.tp) / strategy.tp) *
+                 static_cast<double>(model.hidden_size));
+}
+
+int64_t tensorContextBufferBytes(const ModelConfig& model, const Strategy& strategy) {
+  const double e = dtypeBytes(model.dtype);
+  const double T = tokens(model, strategy);
+  double bytes = 0;
+  if (strategy.sequence_parallel) bytes += 2 * e * T * static_cast<double>(model.hidden_size);
+  if (strategy.cp > 1) {
+    const double kv_width = static_cast<double>(model.queryGroups()) *
+                            static_cast<double>(model.hidden_size / model.num_heads) / strategy.tp;
+    bytes += 2 * 2 * 2 * e * T * kv_width;
+  }
+  return rounded(bytes);
+}
+
+int64_t moeDispatchBytes(const ModelConfig& model, const Strategy& strategy, bool has_moe) {
+  if (!has_moe || model.moe.num_experts == 0) return 0;
+  const double e = dtypeBytes(model.dtype);
+  return rounded(2 * e * regionTokens(model, strategy) * static_cast<double>(model.moe.top_k) *
+                 model.moe.tokenFactor() * static_cast<double>(model.hidden_size));
+}
+
+int64_t pipelineBufferBytes(const ModelConfig& model, const Strategy& strategy) {
+  if (strategy.pp < 2) return 0;
+  const double e = dtypeBytes(model.dtype);
+  return rounded(2 * e * regionTokens(model, strategy) * static_cast<double>(model.hidden_size));
+}
+
+int64_t fp8WeightBytes(const ModelConfig& model, const Strategy& strategy,
+                       const StageLayerFacts& facts) {
+  if (!model.spec.fp8) return 0;
+  if (strategy.framework == Framework::kFsdp) return facts.largest_layer_parameters;
+  return 2 * facts.block_parameters;
+}
+
+int communicatorCount(const Strategy& s) {
+  int n = 0;
+  n += s.tp > 1;
+  n += s.cp > 1;
+  n += s.pp > 1;
+  n += s.gradGroupSize() > 1;
+  n += s.ep > 1;
+  n += s.ep > 1 && s.expertGradGroupSize() > 1;
+  return n;
+}
+
+}  // namespace evsim

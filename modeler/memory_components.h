@@ -1,0 +1,104 @@
+#pragma once
+// The bytes a training framework holds on one device beside the saved activations, one small
+// function per mechanism, so that each can be checked by hand
+// (tests/modeler/memory_components_test). modeler/memory_model.h adds them up per pipeline stage. e
+// is the bytes of the model dtype, T the tokens of one micro-batch on the rank (s/C x b), h the
+// hidden size, t the TP size.
+//
+// Model states per parameter of the rank's TP shard (weights / gradients / optimizer state):
+//   Megatron-LM, 16-bit model: 2 / 4 (fp32 main gradient) / 12 (fp32 master, Adam m and v);
+//     fp32 model 4 / 4 / 8. ZeRO-1 (distributed optimizer) divides the optimizer state by the
+//     shard group G = D x C, ZeRO-2 also the gradients, ZeRO-3 also the weights.
+//   FSDP2 (torchtitan, bf16 parameters, fp32 reduction): fp32 sharded parameters 4/G, fp32
+//     sharded gradients 4/G, Adam moments 8/G: 16/G bytes per parameter in all.
+//
+// Buffers of the data-parallel sharding (ZeRO-3 and FSDP; Megatron's ZeRO-0/1 reduce and gather
+// in views of its contiguous buffers and need none), with L the largest layer's parameters on the
+// rank, S the chunk's, g the gathered dtype's bytes (e, or 1 for linear weights with FP8
+// all-gather) and r the reduction dtype's bytes (4: FSDP's fp32 reduce_dtype; e: DeepSpeed's
+// ZeRO-3):
+//   reshard after forward, no pipeline: at a layer's backward the layer's gathered parameters and
+//     the next one's prefetch (2gL), its unsharded gradient (eL) and the reduce-scatter input (rL);
+//   no reshard, no pipeline: the whole chunk stays gathered (gS) plus one layer's gradient and
+//     reduce-scatter input ((e + r)L);
+//   with pipeline parallelism (PyTorch pipelining with FSDP): gradient sync and reshard after
+//     backward are off until the last micro-batch, so the chunk stays gathered (gS) and its
+//     gradients accumulate unsharded in the reduction dtype (rS).
+//   ZeRO-2 (DeepSpeed): two reduce buckets of the DP bucket size, double-buffered.
+// Transients, each at its own moment of the step (the stage peak adds the largest):
+//   recompute: the block whose activations are rebuilt for its backward, what it saves without
+//     recomputation less what it kept;
+//   loss (last stage): beside the held fp32 logits (layer_ops), Megatron's vocabulary-parallel
+//     cross-entropy upcasts the e-byte logits and works in place, e T V/t more; PyTorch's
+//     cross_entropy (torchtitan, loss-parallel under TP) also makes a new fp32 gradient,
+//     (4 + e) T V/t;
+//   embedding gradient (first stage, Megatron): the word embedding's dense e-byte gradient
+//     (V/t x h) before it is added to the fp32 main gradient;
+//   sequence parallel: a column-parallel GEMM's all-gathered input and, in its backward, the input
+//     gradient before its reduce-scatter, 2 e T h;
+//   context parallel (ring attention): the K and V chunk being received while the current one is
+//     used, and in the backward their gradients, 2 x 2 x 2 e T (g d / t) (g query groups, d head
+//     size);
+//   MoE (per MoE layer): the permuted token copies of one micro-batch (T_r k c tokens, T_r the
+//     rank's tokens, k the top-k, c the capacity factor or load imbalance) as the all-to-all's
+//     send and receive buffers, 2 e T_r k c h.
+// Buffers live through the step:
+//   pipeline: one received activation and one received gradient in flight, 2 e T_r h;
+//   FP8 (models with fp8: true): Transformer Engine caches each linear weight's fp8 copy and its
+//     transpose across micro-batches, 2 bytes per block parameter (Megatron); with FSDP's fp8
+//     all-gather the gathered weight is already fp8 and the backward makes its transpose, 1 byte
+//     per parameter of the largest layer. The per-tensor scales and amax histories are bytes per
+//     tensor, not per element, and left out.
+//   cuBLAS workspace (the device file's memory.cublas_workspace_mib).
+// Outside PyTorch's allocator: the CUDA context and NCCL's buffers per communicator the rank
+// uses (TP, CP, PP, DP, EP, expert-DP groups of more than one rank).
+
+#include <cstdint>
+
+#include "config/device_config.h"
+#include "config/model_config.h"
+#include "plan/strategy.h"
+
+namespace evsim {
+
+// Bytes per parameter of the rank's shard, by part.
+struct StateBytesPerParameter {
+  double weights = 0, gradients = 0, optimizer = 0;
+  double total() const { return weights + gradients + optimizer; }
+};
+// `zero` the effective ZeRO stage (0 without a shard group), `group` the shard group's ranks;
+// `offload_optimizer` moves the optimizer state to the host (Megatron only).
+StateBytesPerParameter stateBytesPerParameter(Framework framework, DType dtype, int zero, int group,
+                                              bool offload_optimizer);
+
+// What one device of a stage needs of the layers of its chunks.
+struct StageLayerFacts {
+  int64_t parameters = 0;                // on the rank, all chunks
+  int64_t block_parameters = 0;          // of transformer blocks (linear weights and norms)
+  int64_t largest_layer_parameters = 0;  // a block, the embedding or the head
+  int64_t recompute_transient_bytes = 0;
+  bool has_embedding = false, has_head = false, has_moe = false;
+};
+
+// The sharded-data-parallel buffers above (0 for Megatron ZeRO-0/1).
+int64_t dataParallelBufferBytes(const ModelConfig& model, const Strategy& strategy, int zero,
+                                const StageLayerFacts& facts);
+// The loss transient of the last stage (0 elsewhere).
+int64_t lossTransientBytes(const ModelConfig& model, const Strategy& strategy, bool has_head);
+// Megatron's word-embedding gradient transient on the first stage (0 elsewhere, and for FSDP,
+// whose unsharded gradients are the data-parallel buffers).
+int64_t embeddingGradientBytes(const ModelConfig& model, const Strategy& strategy,
+                               bool has_embedding);
+// Sequence-parallel and context-parallel communication buffers of one layer.
+int64_t tensorContextBufferBytes(const ModelConfig& model, const Strategy& strategy);
+// MoE dispatch buffers of one MoE layer (0 without MoE blocks on the stage).
+int64_t moeDispatchBytes(const ModelConfig& model, const Strategy& strategy, bool has_moe);
+// Pipeline send/receive buffers (0 without pipeline parallelism).
+int64_t pipelineBufferBytes(const ModelConfig& model, const Strategy& strategy);
+// FP8 weight copies and transposes (0 without fp8).
+int64_t fp8WeightBytes(const ModelConfig& model, const Strategy& strategy,
+                       const StageLayerFacts& facts);
+// NCCL communicators a rank of `strategy` uses.
+int communicatorCount(const Strategy& strategy);
+
+}  // namespace evsim

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The network model's effects switched off one at a time (docs/VALIDATION.md, issue 28 item 7).
+
+Two data sets:
+  fit   - every row of the one- and two-node nccl-tests files in ../shared/calibration/network
+          (what the clusters were fitted to: in-sample);
+  scale - the published points issue 28 quotes at 4-32 nodes (NOT fitted; sanity only): busbw of
+          the p5 32 MiB all-gather at 16 and 256 GPUs, the ndv4 16 MiB and 1 GiB all-reduce at 16
+          and 128 GPUs, the p5 1 GiB all-to-all at 16 and 256 GPUs.
+Rows (mean |busbw error|):
+  full model           - eventsim collective as shipped;
+  algorithm choice off - every collective forced to the ring (--nccl-algo ring, as NCCL_ALGO);
+  latency growth off   - the two-node prediction held at any scale (bus bandwidth constant, the
+                         ring volume factor: eventsim's behaviour before issue 28);
+  oversubscription     - the two clusters are non-blocking and the data is at most 32 nodes: no
+                         data tells it apart (printed as such).
+
+  scripts/network_ablation.py [--eventsim build/eventsim]
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fit_network  # noqa: E402
+
+ROOT = fit_network.ROOT
+MIB = 1 << 20
+GIB = 1 << 30
+
+# (cluster, op, gpus, bytes, published busbw GB/s) from issue 28's text.
+SCALE = [
+    ("p5-h100", "all-gather", 16, 32 * MIB, 131.0),
+    ("p5-h100", "all-gather", 256, 32 * MIB, 12.4),
+    ("ndv4-a100", "all-reduce", 16, 16 * MIB, 86.0),
+    ("ndv4-a100", "all-reduce", 128, 16 * MIB, 66.0),
+    ("ndv4-a100", "all-reduce", 16, GIB, 125.0),
+    ("ndv4-a100", "all-reduce", 128, GIB, 125.0),
+    ("p5-h100", "alltoall", 16, GIB, 78.0),
+    ("p5-h100", "alltoall", 256, GIB, 39.0),
+]
+
+
+def bus_factor(op, n):
+    return {"all-reduce": 2 * (n - 1) / n}.get(op, (n - 1) / n)
+
+
+def busbw(op, n, size, time_us):
+    return size / time_us / 1e3 * bus_factor(op, n)
+
+
+def cluster_file(name):
+    return os.path.join(ROOT, "configs", "clusters", name + ".yaml")
+
+
+def fit_errors(eventsim, sets, algo):
+    errs = []
+    for name, rows in sets.items():
+        for op, gpus, data in rows:
+            res = fit_network.predict(eventsim, cluster_file(name), op, gpus,
+                                      [b for b, _ in data], algo)
+            errs += [abs(r["time_us"] / t - 1) for r, (_, t) in zip(res, data)]
+    return 100 * sum(errs) / len(errs), len(errs)
+
+
+def scale_errors(eventsim, mode):
+    errs = []
+    for name, op, gpus, size, published in SCALE:
+        # The two-node group of the same collective: what eventprof measures.
+        two = 16
+        if mode == "constant":
+            r = fit_network.predict(eventsim, cluster_file(name), op, two, [size])[0]
+            predicted = busbw(op, two, size, r["time_us"])
+        else:
+            algo = "ring" if mode == "ring" else None
+            r = fit_network.predict(eventsim, cluster_file(name), op, gpus, [size], algo)[0]
+            predicted = busbw(op, gpus, size, r["time_us"])
+        errs.append(abs(predicted / published - 1))
+    return 100 * sum(errs) / len(errs), len(errs)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--eventsim", default=os.path.join(ROOT, "build", "eventsim"))
+    ap.add_argument("--data", default="/work/shared/calibration/network")
+    args = ap.parse_args()
+    data = args.data if os.path.isdir(args.data) else os.path.join(ROOT, "tests", "data", "network")
+    sets = fit_network.datasets(data)
+    fit_full, n_fit = fit_errors(args.eventsim, sets, None)
+    fit_ring, _ = fit_errors(args.eventsim, sets, "ring")
+    sc_full, n_sc = scale_errors(args.eventsim, "full")
+    sc_ring, _ = scale_errors(args.eventsim, "ring")
+    sc_const, _ = scale_errors(args.eventsim, "constant")
+    print(f"| effect switched off | fit set: {n_fit} rows, 1-2 nodes (time) "
+          f"| scale: {n_sc} published points, 2-32 nodes (busbw) |")
+    print("|---|---|---|")
+    print(f"| none (full model) | {fit_full:.1f}% | {sc_full:.1f}% |")
+    print(f"| algorithm choice (ring only) | {fit_ring:.1f}% | {sc_ring:.1f}% |")
+    print(f"| latency growth (two-node busbw held) | {fit_full:.1f}% (same: 2 nodes) "
+          f"| {sc_const:.1f}% |")
+    print("| oversubscription | no data (non-blocking clusters) | no data |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+// Each memory component of modeler/memory_components.h worked by hand for one small configuration:
+// h = 1024, a = 16, f = 4096, s = 1024, V = 50257 (padded to 50304 at t = 1, 50432 at t = 2),
+// bf16, micro-batch 2; and how memory_model.h adds them up. Plus the two behaviours the issue
+// names: FSDP's states fall as 16 bytes/parameter / D, and the dev set's schedule ranking.
+#include "modeler/memory_components.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "plan/iteration_plan.h"
+#include "modeler/memory_model.h"
+#include "support/test_support.h"
+
+namespace evsim {
+namespace {
+
+ModelConfig smallModel() { return test::model(1024, 16, 4096, 1024, 50257, 4, "bf16"); }
+
+Strategy strategy(int tp, int pp, int dp, Framework framework = Framework::kMegatron) {
+  Strategy s = Strategy::of(tp, pp, dp, 2, 2 * dp * 8);
+  s.framework = framework;
+  return s;
+}
+
+TEST(MemoryComponents, StateBytesPerParameter) {
+  // Megatron bf16: 2 / 4 / 12; distributed optimizer over 4: 2 / 4 / 3; ZeRO-3 over 4: all / 4.
+  StateBytesPerParameter m =
+      stateBytesPerParameter(Framework::kMegatron, DType::kBf16, 0, 1, false);
+  EXPECT_DOUBLE_EQ(m.weights, 2);
+  EXPECT_DOUBLE_EQ(m.gradients, 4);
+  EXPECT_DOUBLE_EQ(m.optimizer, 12);
+  m = stateBytesPerParameter(Framework::kMegatron, DType::kBf16, 1, 4, false);
+  EXPECT_DOUBLE_EQ(m.total(), 2 + 4 + 3);
+  m = stateBytesPerParameter(Framework::kMegatron, DType::kBf16, 3, 4, false);
+  EXPECT_DOUBLE_EQ(m.total(), 18.0 / 4);
+  // FSDP: fp32 parameters, gradients and two moments, all sharded: 16 / G.
+  m = stateBytesPerParameter(Framework::kFsdp, DType::kBf16, 3, 8, false);
+  EXPECT_DOUBLE_EQ(m.weights, 0.5);
+  EXPECT_DOUBLE_EQ(m.gradients, 0.5);
+  EXPECT_DOUBLE_EQ(m.optimizer, 1.0);
+  EXPECT_DOUBLE_EQ(stateBytesPerParameter(Framework::kFsdp, DType::kBf16, 0, 1, false).total(), 16);
+}
+
+TEST(MemoryComponents, DataParallelBuffers) {
+  const ModelConfig model = smallModel();
+  StageLayerFacts facts;
+  facts.parameters = 5000;
+  facts.largest_layer_parameters = 1000;
+  // Megatron ZeRO-0/1: views of the contiguous buffers.
+  EXPECT_EQ(dataParallelBufferBytes(model, strategy(1, 1, 4), 1, facts), 0);
+  // ZeRO-2: two DDP buckets (25 MiB each).
+  EXPECT_EQ(dataParallelBufferBytes(model, strategy(1, 1, 4), 2, facts), 2 * 25 * 1024 * 1024);
+  // DeepSpeed ZeRO-3 (reduce in bf16): 2 gathered (2 x 2 L) + gradient 2 L + reduce input 2 L.
+  EXPECT_EQ(dataParallelBufferBytes(model, strategy(1, 1, 4), 3, facts), 8 * 1000);
+  // FSDP, no PP, reshard after forward: 2 x 2 L + 2 L + fp32 reduce input 4 L = 10 L.
+  Strategy fsdp = strategy(1, 1, 4, Framework::kFsdp);
+  EXPECT_EQ(dataParallelBufferBytes(model, fsdp, 3, facts), 10 * 1000);
+  // Never reshard: the chunk stays gathered, 2 S, plus one layer's (2 + 4) L.
+  fsdp.reshard = Reshard::kNever;
+  EXPECT_EQ(dataParallelBufferBytes(model, fsdp, 3, facts), 2 * 5000 + 6 * 1000);
+  // With PP: gathered chunk 2 S and its unsharded fp32 gradient accumulation 4 S.
+  Strategy fsdp_pp = strategy(1, 2, 4, Framework::kFsdp);
+  EXPECT_FALSE(fsdp_pp.reshardsAfterForward());
+  EXPECT_EQ(dataParallelBufferBytes(model, fsdp_pp, 3, facts), 6 * 5000);
+}
+
+TEST(MemoryComponents, LossAndEmbeddingTransients) {
+  const ModelConfig model = smallModel();
+  // T = b s = 2048 tokens; t = 2: V/t = 50432 / 2 = 25216.
+  const int64_t logits = int64_t{2048} * 25216;
+  EXPECT_EQ(lossTransientBytes(model, strategy(2, 1, 1), true), 2 * logits);  // Megatron: e
+  EXPECT_EQ(lossTransientBytes(model, strategy(2, 1, 1, Framework::kFsdp), true), 6 * logits);
+  EXPECT_EQ(lossTransientBytes(model, strategy(2, 1, 1), false), 0);
+  EXPECT_EQ(embeddingGradientBytes(model, strategy(2, 1, 1), true), int64_t{2} * 25216 * 1024);
+  EXPECT_EQ(embeddingGradientBytes(model, strategy(2, 1, 1, Framework::kFsdp), true), 0);
+}
+
+TEST(MemoryComponents, CommunicationBuffers) {
+  const ModelConfig model = smallModel();
+  Strategy s = strategy(2, 2, 1);
+  EXPECT_EQ(tensorContextBufferBytes(model, s), 0);  // TP all-reduce works in place
+  s.sequence_parallel = true;
+  // SP: gathered input and input gradient, 2 x e x T x h = 2 x 2 x 2048 x 1024.
+  EXPECT_EQ(tensorContextBufferBytes(model, s), int64_t{2} * 2 * 2048 * 1024);
+  // PP: one activation and one gradient received, of the SP region (T / t = 1024 tokens).
+  EXPECT_EQ(pipelineBufferBytes(model, s), int64_t{2} * 2 * 1024 * 1024);
+  // CP = 2: T = 1024; K and V of g d / t = 16 x 64 / 2 = 512 columns, double-buffered, and their
+  // gradients: 2 x 2 x 2 x e x T x 512.
+  Strategy c = strategy(2, 1, 1);
+  c.cp = 2;
+  EXPECT_EQ(tensorContextBufferBytes(model, c), int64_t{8} * 2 * 1024 * 512);
+  EXPECT_EQ(communicatorCount(c), 3);  // TP, CP, and DP x CP (the gradient group: D = 1, C = 2)
+  EXPECT_EQ(communicatorCount(strategy(2, 2, 4)), 3);  // TP, PP, DP
+}
+
+TEST(MemoryComponents, MoeDispatchWithImbalance) {
+  ModelConfig model = smallModel();
+  model.moe.num_experts = 8;
+  model.moe.top_k = 2;
+  model.moe.load_imbalance = 1.5;
+  // 2 x e x T x k x 1.5 x h = 2 x 2 x 2048 x 2 x 1.5 x 1024.
+  EXPECT_EQ(moeDispatchBytes(model, strategy(1, 1, 1), true), int64_t{2} * 2 * 2048 * 3 * 1024);
+  EXPECT_EQ(moeDispatchBytes(model, strategy(1, 1, 1), false), 0);
+}
+
+// One stage from a hand-made chunk: every sum of memory_model.h, with the defaults of
+// MemoryOverheads (600 MiB context, 32 MiB workspace, 256 MiB per communicator, f = 0.10).
+TEST(MemoryComponents, StageSumsAllocatedReservedDevice) {
+  const ModelConfig model = smallModel();
+  const Strategy s = strategy(1, 1, 4);  // one DP communicator
+  ChunkMemoryInput chunk;
+  chunk.parameters = 1000000;
+  chunk.activation_bytes = 50000000;
+  chunk.largest_layer_parameters = 200000;
+  const MemoryEstimate e = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0);
+  const StageMemory& m = e.stages[0];
+  EXPECT_EQ(m.weight_bytes, 2000000);
+  EXPECT_EQ(m.gradient_bytes, 4000000);
+  EXPECT_EQ(m.optimizer_bytes, 12000000);
+  EXPECT_EQ(m.activation_bytes, 50000000);  // one micro-batch in flight at P = 1
+  // Last and first stage at once: loss e T V = 2 x 2048 x 50304 > embedding gradient
+  // 2 x 50304 x 1024.
+  EXPECT_EQ(m.loss_bytes, int64_t{2} * 2048 * 50304);
+  EXPECT_EQ(m.activation_transient_bytes, m.loss_bytes);
+  const int64_t workspace = int64_t{32} << 20;
+  EXPECT_EQ(m.bufferBytes(), workspace);
+  const int64_t dynamic = 50000000 + m.loss_bytes + workspace;
+  EXPECT_EQ(m.allocated_bytes, 18000000 + dynamic);
+  EXPECT_EQ(m.reserved_bytes, 18000000 + std::llround(dynamic * 1.1));
+  EXPECT_EQ(m.overhead_bytes, int64_t{600 + 256} << 20);
+  EXPECT_EQ(m.peak_bytes, m.allocated_bytes + m.overhead_bytes);
+  EXPECT_EQ(e.marginBytes(), (int64_t{80} << 30) - m.peak_bytes);
+}
+
+// FSDP's model states are 16 bytes per parameter / D: doubling D halves them, and nothing else in
+// the peak changes (the buffers depend on the layer sizes, not on D).
+TEST(MemoryComponents, FsdpPeakFallsAsSixteenBytesPerParameterOverD) {
+  const ModelConfig model = smallModel();
+  ChunkMemoryInput chunk;
+  chunk.parameters = 8000000;
+  chunk.activation_bytes = 1000000;
+  chunk.largest_layer_parameters = 1000000;
+  int64_t previous = 0;
+  for (int d : {2, 4, 8, 16}) {
+    Strategy s = strategy(1, 1, d, Framework::kFsdp);
+    s.zero_stage = 3;
+    const MemoryEstimate e = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0);
+    EXPECT_EQ(e.stages[0].model_state_bytes, 16 * 8000000 / d) << d;
+    if (previous > 0) EXPECT_EQ(previous - e.peak_bytes, 16 * 8000000 / d) << d;
+    previous = e.peak_bytes;
+  }
+}
+
+// The dev set's ranking (calibration/memory, 1.5B row: 22 layers, h 2304, 24 heads, P = 8, b = 6):
+// 1F1B < ZB-H1 < interleaved < ZB-H2 in peak memory.
+TEST(MemoryComponents, DevSetScheduleRanking) {
+  const ModelConfig model = test::model(2304, 24, 4 * 2304, 1024, 50257, 22, "bf16");
+  const ClusterConfig cluster = test::cluster(8, 0, {300, 3, 25, 5, 80});
+  // As Megatron ran them: the embedding and the loss count as a layer each, (22 + 2) / 8 = 3
+  // layers per stage, the first and last stage 2 blocks; interleaved with one layer per chunk,
+  // v = 3, the first and last chunks hold no block.
+  auto peak = [&](Schedule schedule, int v) {
+    Strategy s = Strategy::of(1, 8, 1, 6, 6 * 24, schedule);
+    s.virtual_stages = v;
+    s.stage_layers = v == 1 ? std::vector<int>{2, 3, 3, 3, 3, 3, 3, 2} : std::vector<int>(24, 1);
+    if (v > 1) s.stage_layers.front() = s.stage_layers.back() = 0;
+    return estimateMemory(buildIterationPlan(model, cluster, s), 0.0).peak_bytes;
+  };
+  const int64_t dapple = peak(Schedule::kDapple, 1), zbh1 = peak(Schedule::kZbh1, 1);
+  const int64_t interleaved = peak(Schedule::kInterleaved, 3), zbh2 = peak(Schedule::kZbh2, 1);
+  EXPECT_LT(dapple, zbh1);
+  EXPECT_LT(zbh1, interleaved);
+  EXPECT_LT(interleaved, zbh2);
+}
+
+// FSDP's events: ZeRO-3's per-layer gathers and reduce-scatters, the reduce-scatter in fp32
+// (4 bytes per parameter of the layer), and no second gather without reshard-after-forward.
+TEST(MemoryComponents, FsdpEvents) {
+  const ModelConfig model = test::model(64, 4, 256, 32, 512, 2, "bf16");
+  const ClusterConfig cluster = test::cluster(8);
+  auto plan = [&](Framework framework, Reshard reshard) {
+    Strategy s = Strategy::of(1, 1, 2, 1, 2);
+    s.zero_stage = 3;
+    s.framework = framework;
+    s.reshard = reshard;
+    return buildIterationPlan(model, cluster, s);
+  };
+  auto count = [](const OpList& ops, std::string_view name) {
+    int n = 0;
+    for (const OpInstance& op : ops) n += op.name == name;
+    return n;
+  };
+  // Block parameters: QKV + proj 4h^2 + 4h = 16,640, MLP 2hf + f + h = 33,088, norms 4h = 256.
+  const int64_t block = 49'984;
+  for (Reshard reshard : {Reshard::kAlways, Reshard::kNever}) {
+    const IterationPlan p = plan(Framework::kFsdp, reshard);
+    const StagePlan& st = p.stages[0];
+    // Embedding, 2 blocks and the head gather before their forward (4), again before their
+    // backward only when resharding.
+    EXPECT_EQ(count(st.forward, "zero3_param_allgather"), 4);
+    EXPECT_EQ(count(st.backward, "zero3_param_allgather"), reshard == Reshard::kAlways ? 4 : 0);
+    for (const OpInstance& op : st.backward) {
+      if (op.name != "zero3_grad_reduce_scatter" || op.layer != 0) continue;
+      EXPECT_EQ(p.events[op.event].event.dtype, DType::kFp32);
+      EXPECT_EQ(p.events[op.event].event.message_bytes, 4 * block);
+    }
+  }
+  // DeepSpeed-style ZeRO-3 (Megatron framework): reduce-scatter in the model dtype, 2 bytes.
+  const IterationPlan z = plan(Framework::kMegatron, Reshard::kDefault);
+  for (const OpInstance& op : z.stages[0].backward) {
+    if (op.name == "zero3_grad_reduce_scatter" && op.layer == 0) {
+      EXPECT_EQ(z.events[op.event].event.message_bytes, 2 * block);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace evsim

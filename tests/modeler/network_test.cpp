@@ -1,0 +1,265 @@
+// The network model (modeler/network/): NCCL's algorithms costed by hand, the tuner's choice, the
+// fabric tiers, and the bundled clusters against the two-node nccl-tests files.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "common/error.h"
+#include "config/cluster_config.h"
+#include "modeler/network/algorithm.h"
+#include "modeler/network/nccl_tuner.h"
+
+namespace evsim {
+namespace {
+
+constexpr int64_t kMiB = 1 << 20;
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+// 8 GPUs per node, 300 GB/s NVLink, 8 NICs of 25 GB/s; round per-step latencies by protocol.
+std::string clusterYaml(const std::string& extra_topology = "") {
+  return R"(
+name: net-test
+node:
+  gpus: 8
+  device: {name: T, peak_tflops: {fp16: 100}, memory_bandwidth_gb_s: 1000, memory_gib: 40}
+  intra_link: {name: NVSwitch, bandwidth_gb_s: 300, latency_us: 3}
+network: {name: 8x HDR, bandwidth_gb_s: 200, latency_us: 5}
+topology:
+  nvswitch: true
+  nics_per_node: 8
+  nic_bandwidth_gb_s: 25
+)" + extra_topology +
+         R"(
+  nccl:
+    intra: {latency_us: {ll: 1, ll128: 2, simple: 4}, efficiency: {ring: 1}}
+    net: {latency_us: {ll: 3, ll128: 5, simple: 10}, efficiency: {ring: 1}}
+)";
+}
+
+ClusterConfig cluster(const std::string& extra = "") {
+  return parseClusterConfig(clusterYaml(extra), "net-test.yaml");
+}
+
+GroupOnFabric group(const ClusterConfig& c, int ranks, int nodes) {
+  return mapGroup(c, c.topology, Placement{ranks, nodes, ranks / nodes});
+}
+
+TEST(Network, RingLatencyGrowsLinearlyWithNodes) {
+  ClusterConfig c = cluster();
+  // All-reduce ring over 8 GPUs per node: 2(n-1) steps, each at the network's Simple step (10 us)
+  // once the ring leaves the node, plus NCCL's ring base 8.4 us.
+  for (int nodes : {2, 4, 8, 16}) {
+    const int n = 8 * nodes;
+    auto cost = algorithms::kRing.cost(EventKind::kAllReduce, group(c, n, nodes),
+                                       NcclProtocol::kSimple, kMiB);
+    ASSERT_TRUE(cost);
+    EXPECT_NEAR(cost->latency_us, 8.4 + 2.0 * (n - 1) * 10, 1e-9) << nodes;
+  }
+  // Doubling the nodes from 8 to 16 adds 2 * 64 steps = 1280 us: linear in the node count.
+  auto at = [&](int nodes) {
+    return algorithms::kRing
+        .cost(EventKind::kAllReduce, group(c, 8 * nodes, nodes), NcclProtocol::kSimple, kMiB)
+        ->latency_us;
+  };
+  EXPECT_NEAR(at(16) - at(8), 2 * (at(8) - at(4)), 1e-9);
+}
+
+TEST(Network, TreeLatencyGrowsWithLog2OfNodes) {
+  ClusterConfig c = cluster();
+  // 8.4 + 2 * (7 intra steps * 4 us + log2(nodes) * 10 us).
+  for (int nodes : {2, 4, 8, 16, 32}) {
+    auto cost = algorithms::kTree.cost(EventKind::kAllReduce, group(c, 8 * nodes, nodes),
+                                       NcclProtocol::kSimple, kGiB);
+    ASSERT_TRUE(cost);
+    EXPECT_NEAR(cost->latency_us, 8.4 + 2 * (7 * 4 + std::log2(nodes) * 10), 1e-9) << nodes;
+  }
+  // Tree bandwidth: the node's 200 GB/s * 0.9 / 2 (each node sends and receives twice); 1 GiB is
+  // past NCCL's size correction.
+  auto cost =
+      algorithms::kTree.cost(EventKind::kAllReduce, group(c, 32, 4), NcclProtocol::kSimple, kGiB);
+  EXPECT_NEAR(cost->algbw_gb_s, 200 * 0.9 / 2, 1e-9);
+}
+
+TEST(Network, RingBandwidthIsTheSlowestHopOverTheBusFactor) {
+  ClusterConfig c = cluster();
+  // Across nodes, a full-node group has the node's 200 GB/s (< NVLink 300): all-reduce algbw =
+  // 200 / (2 * 15/16); all-gather 200 / (15/16).
+  auto ar =
+      algorithms::kRing.cost(EventKind::kAllReduce, group(c, 16, 2), NcclProtocol::kSimple, kGiB);
+  EXPECT_NEAR(ar->algbw_gb_s, 200 / (2 * 15.0 / 16), 1e-9);
+  auto ag =
+      algorithms::kRing.cost(EventKind::kAllGather, group(c, 16, 2), NcclProtocol::kSimple, kGiB);
+  EXPECT_NEAR(ag->algbw_gb_s, 200 / (15.0 / 16), 1e-9);
+  // One rank per node gets 1/8 of the NICs (25 GB/s); LL across nodes moves 1/4 of it.
+  auto ll = algorithms::kRing.cost(EventKind::kAllGather, group(c, 4, 4), NcclProtocol::kLL, kMiB);
+  EXPECT_NEAR(ll->algbw_gb_s, 25 * 0.25 / 0.75, 1e-9);
+  // Inside a node: NVLink, LL 1/4 for all-reduce.
+  auto in = algorithms::kRing.cost(EventKind::kAllReduce, group(c, 8, 1), NcclProtocol::kLL, kMiB);
+  EXPECT_NEAR(in->algbw_gb_s, 300 * 0.25 / (2 * 7.0 / 8), 1e-9);
+  EXPECT_NEAR(in->latency_us, 6.6 + 14 * 1, 1e-9);
+}
+
+TEST(Network, TunerTakesTheCheapestAndSwitchesBySize) {
+  ClusterConfig c = cluster();
+  NcclTuner tuner(c);
+  const Placement p{64, 8, 8};
+  // 4 KiB over 64 ranks on 8 nodes: ring LL = 6.6 + 126 * 3 + ... ; tree LL = 6.8 + 2 * (7 * 1 *
+  // 1.8 + 3 * 3) = 50 us + bytes: the tree (latency log2) wins small.
+  CollectiveChoice small = tuner.choose(EventKind::kAllReduce, p, 4096);
+  EXPECT_EQ(small.algorithm, "tree");
+  EXPECT_EQ(small.protocol, NcclProtocol::kLL);
+  // 4 GiB: ring Simple 8.4 + 1260 + 2 * 63/64 * 4 GiB / 200 GB/s = 42.3 ms, tree Simple 4 GiB /
+  // 90 GB/s = 47.7 ms: the ring wins large.
+  CollectiveChoice large = tuner.choose(EventKind::kAllReduce, p, 4 * kGiB);
+  EXPECT_EQ(large.algorithm, "ring");
+  EXPECT_EQ(large.protocol, NcclProtocol::kSimple);
+  EXPECT_NEAR(large.time_us, 8.4 + 126 * 10 + 2 * 63.0 / 64 * 4 * kGiB / 200e3, 1e-6);
+}
+
+TEST(Network, ForcedAlgorithmAsNcclAlgo) {
+  ClusterConfig c = cluster();
+  const Placement p{64, 8, 8};
+  NcclTuner ring(c, "ring");
+  EXPECT_EQ(ring.choose(EventKind::kAllReduce, p, 4096).algorithm, "ring");
+  // Tree runs no all-gather: the tuner falls back to its own choice, as NCCL does.
+  NcclTuner tree(c, "tree");
+  EXPECT_EQ(tree.choose(EventKind::kAllGather, p, 4096).algorithm, "ring");
+  EXPECT_THROW(NcclTuner(c, "butterfly"), InputError);
+}
+
+TEST(Network, OversubscribedSpineHalvesACrossPodAllReduce) {
+  // Pods of 4 nodes, 2:1 above them. 8 nodes cross the pod uplinks; 4 nodes stay inside.
+  ClusterConfig c = cluster("  tiers:\n    - {name: pod, nodes: 4, oversubscription: 2}\n");
+  ClusterConfig flat = cluster();
+  const Placement across{64, 8, 8};
+  const GroupOnFabric g = mapGroup(c, c.topology, across);
+  EXPECT_EQ(g.crossed, "pod");
+  EXPECT_NEAR(g.net_bw_gb_s, 100, 1e-9);
+  EXPECT_NEAR(mapGroup(c, c.topology, Placement{32, 4, 8}).net_bw_gb_s, 200, 1e-9);
+  // The bandwidth term of a large all-reduce doubles: busbw halves (up to the latency terms).
+  const double t_over = NcclTuner(c, "ring").timeUs(EventKind::kAllReduce, across, 8 * kGiB);
+  const double t_flat = NcclTuner(flat, "ring").timeUs(EventKind::kAllReduce, across, 8 * kGiB);
+  const double latency = 8.4 + 126 * 10;
+  EXPECT_NEAR((t_over - latency) / (t_flat - latency), 2.0, 1e-9);
+  // Scattered placement: even 2 nodes may sit in different pods.
+  ClusterConfig scattered = cluster(
+      "  placement: scattered\n  tiers:\n    - {name: pod, nodes: 4, oversubscription: 2}\n");
+  EXPECT_NEAR(mapGroup(scattered, scattered.topology, Placement{16, 2, 8}).net_bw_gb_s, 100, 1e-9);
+}
+
+TEST(Network, AllToAllIsBoundByTheNicShareAsNodesGrow) {
+  ClusterConfig c = cluster();
+  NcclTuner tuner(c);
+  // 16 ranks on 2 nodes: each rank sends 8/16 of the buffer over its 25 GB/s NIC share and 7/16
+  // over NVLink: time = 10 + 0.5 * bytes / 25e3 us.
+  const int64_t bytes = kGiB;
+  EXPECT_NEAR(tuner.timeUs(EventKind::kAllToAll, Placement{16, 2, 8}, bytes),
+              10 + 0.5 * bytes / 25e3, 1e-6);
+  // 256 ranks on 32 nodes: 248/256 over the NIC share.
+  EXPECT_NEAR(tuner.timeUs(EventKind::kAllToAll, Placement{256, 32, 8}, bytes),
+              10 + 248.0 / 256 * bytes / 25e3, 1e-6);
+}
+
+TEST(Network, NvlsAndCollNetOnlyWhereTheHardwareHasThem) {
+  ClusterConfig c = cluster();
+  const GroupOnFabric g = group(c, 8, 1);
+  EXPECT_FALSE(algorithms::kNvls.cost(EventKind::kAllReduce, g, NcclProtocol::kSimple, kGiB));
+  EXPECT_FALSE(algorithms::kCollNet.cost(EventKind::kAllReduce, group(c, 16, 2),
+                                         NcclProtocol::kSimple, kGiB));
+  ClusterConfig h = cluster("  nvls: true\n  sharp: true\n");
+  auto nvls =
+      algorithms::kNvls.cost(EventKind::kAllReduce, group(h, 8, 1), NcclProtocol::kSimple, kGiB);
+  ASSERT_TRUE(nvls);
+  EXPECT_NEAR(nvls->algbw_gb_s, 300, 1e-9);  // each GPU sends and receives the buffer once
+  auto sharp = algorithms::kCollNet.cost(EventKind::kAllReduce, group(h, 16, 2),
+                                         NcclProtocol::kSimple, kGiB);
+  ASSERT_TRUE(sharp);
+  EXPECT_NEAR(sharp->algbw_gb_s, 200 * 0.9, 1e-9);  // twice a tree's
+  // PAT: one rank per node only, log2(n) network steps.
+  auto pat =
+      algorithms::kPat.cost(EventKind::kAllGather, group(c, 16, 16), NcclProtocol::kSimple, kMiB);
+  ASSERT_TRUE(pat);
+  EXPECT_NEAR(pat->latency_us, 8.4 + 4 * 10, 1e-9);
+  EXPECT_FALSE(
+      algorithms::kPat.cost(EventKind::kAllGather, group(c, 32, 4), NcclProtocol::kSimple, kMiB));
+}
+
+TEST(Network, ProtocolsAndPerAlgorithmLatenciesFromTheCluster) {
+  // As NCCL_PROTO=simple (AWS's EFA plugin): LL and LL128 are never chosen.
+  ClusterConfig c = cluster("  nvls: true\n");
+  c.topology.nccl.protocols = {false, false, true};
+  NcclTuner tuner(c);
+  EXPECT_EQ(tuner.choose(EventKind::kAllReduce, Placement{16, 2, 8}, 1024).protocol,
+            NcclProtocol::kSimple);
+  // NVLS-tree between 2 nodes: each node's NICs carry the buffer once each way (200 GB/s), with
+  // its own per-step latency (30 us): 25 + 2 * 1 * 30 us.
+  c.topology.nccl.net.algorithm_latency_us["nvls_tree"] = {3, 5, 30};
+  auto two = algorithms::kNvlsTree.cost(EventKind::kAllReduce, group(c, 16, 2),
+                                        NcclProtocol::kSimple, kGiB);
+  ASSERT_TRUE(two);
+  EXPECT_NEAR(two->latency_us, 25 + 2 * 30, 1e-9);
+  EXPECT_NEAR(two->algbw_gb_s, 200, 1e-9);
+  // Four nodes: twice (up and down), 2 log2(4) steps.
+  auto four = algorithms::kNvlsTree.cost(EventKind::kAllReduce, group(c, 32, 4),
+                                         NcclProtocol::kSimple, kGiB);
+  EXPECT_NEAR(four->latency_us, 25 + 4 * 30, 1e-9);
+  EXPECT_NEAR(four->algbw_gb_s, 100, 1e-9);
+  // The ring keeps the ring's step (10 us).
+  EXPECT_NEAR(algorithms::stepUs(group(c, 16, 2), "ring", NcclProtocol::kSimple, true), 10, 0);
+}
+
+TEST(Network, OldClusterFilesDeriveATopology) {
+  ClusterConfig c = parseClusterConfig(R"(
+name: old
+node:
+  gpus: 4
+  device: {name: T, peak_tflops: {fp16: 100}, memory_bandwidth_gb_s: 1000, memory_gib: 40}
+  intra_link: {name: PCIe, bandwidth_gb_s: 25, latency_us: 8}
+network: {name: Ethernet, bandwidth_gb_s: 12.5, latency_us: 15}
+)",
+                                       "old.yaml");
+  EXPECT_TRUE(c.topology.derived);
+  EXPECT_EQ(c.topology.nics_per_node, 4);
+  EXPECT_NEAR(c.topology.nic_bandwidth_gb_s, 12.5 / 4, 1e-12);
+  EXPECT_FALSE(c.topology.nvswitch);
+  EXPECT_EQ(c.topology.nccl.net.latency_us[2], 15);
+  EXPECT_EQ(c.topology.nccl.intra.latency_us[0], 8);
+  // No NVLink: no LL128 (NCCL enables it only with NVLink).
+  EXPECT_FALSE(
+      algorithms::kRing.cost(EventKind::kAllReduce, group(c, 4, 1), NcclProtocol::kLL128, kMiB));
+}
+
+TEST(Network, BadTopologyIsOneClearLine) {
+  auto bad = [](const std::string& topology, const std::string& expected) {
+    const std::string yaml = R"(
+name: bad
+node:
+  gpus: 8
+  device: {name: T, peak_tflops: {fp16: 100}, memory_bandwidth_gb_s: 1000, memory_gib: 40}
+  intra_link: {name: NVSwitch, bandwidth_gb_s: 300, latency_us: 3}
+network: {name: 8x HDR, bandwidth_gb_s: 200, latency_us: 5}
+topology:
+)" + topology;
+    try {
+      parseClusterConfig(yaml, "bad.yaml");
+      ADD_FAILURE() << "accepted: " << topology;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  bad("  nvls: true\n", "nvswitch");
+  bad("  nics_per_node: 8\n  nic_bandwidth_gb_s: 50\n", "network.bandwidth_gb_s is 200");
+  bad("  placement: random\n", "contiguous or scattered");
+  bad("  tiers:\n    - {name: a, nodes: 32}\n    - {name: b, nodes: 16}\n", "more nodes");
+  bad("  tiers:\n    - {name: a, nodes: 32, oversubscription: 0.5}\n", ">= 1");
+  bad("  nccl: {algorithm: butterfly}\n", "must be auto");
+  bad("  nccl: {net: {efficiency: {ring: 1.5}}}\n", "ring");
+  bad("  nccl: {net: {efficiency: {hypercube: 0.5}}}\n", "not an algorithm");
+  bad("  fabric: fat-tree\n", "fabric");
+  bad("  nccl: {protocols: [simple, ll256]}\n", "ll, ll128 or simple");
+  bad("  nccl: {net: {algorithm_latency_us: {torus: {simple: 3}}}}\n", "not an algorithm");
+}
+
+}  // namespace
+}  // namespace evsim

@@ -1,0 +1,301 @@
+// Overlap slowdown (modeler/overlap_slowdown.h): compute beside a transfer progresses at rate 1/f
+// while the transfer is in flight, so an op of t that overlaps a transfer for wall time o takes
+// t + o (f - 1) / f, and one with no overlap is unchanged. Every expected figure below is worked
+// out by hand in the comment above it.
+#include "modeler/overlap_slowdown.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "config/device_config.h"
+#include "plan/iteration_plan.h"
+#include "io/profile_db.h"
+#include "modeler/calibration/overlap_fit.h"
+#include "modeler/op_offsets.h"
+#include "modeler/simulation.h"
+#include "modeler/timing_engine.h"
+#include "support/test_support.h"
+
+namespace evsim {
+namespace {
+
+TEST(OverlapSlowdownTest, NoTransferOrFactorOneLeavesTheOpAlone) {
+  EXPECT_DOUBLE_EQ(slowedEndUs(3, 10, {}), 13);
+  const std::vector<SlowInterval> one{{0, 100, 1.0}};
+  EXPECT_DOUBLE_EQ(slowedEndUs(3, 10, one), 13);
+  // A transfer over before the op starts, or starting after it ends.
+  const std::vector<SlowInterval> apart{{0, 3, 2.0}, {13, 20, 2.0}};
+  EXPECT_DOUBLE_EQ(slowedEndUs(3, 10, apart), 13);
+}
+
+TEST(OverlapSlowdownTest, OnlyTheOverlappedPartSlows) {
+  // The transfer outlasts the op: all of it at rate 1/1.5: 4 x 1.5 = 6.
+  const std::vector<SlowInterval> outlasts{{0, 10, 1.5}};
+  EXPECT_DOUBLE_EQ(slowedEndUs(0, 4, outlasts), 6);
+  // The transfer ends inside the op: [0, 4] at rate 1/2 does 2 us of work, the other 8 follow:
+  // 12 = t + o (f - 1) / f = 10 + 4 x 1/2.
+  const std::vector<SlowInterval> ends_inside{{0, 4, 2.0}};
+  EXPECT_DOUBLE_EQ(slowedEndUs(0, 10, ends_inside), 12);
+  // The transfer starts inside the op: 5 us of work by t = 5, [5, 9] does 2, 3 left: 12.
+  const std::vector<SlowInterval> starts_inside{{5, 9, 2.0}};
+  EXPECT_DOUBLE_EQ(slowedEndUs(0, 10, starts_inside), 12);
+  // Two in flight at once: the larger factor holds. [0, 2] at 1/2: 1; [2, 6] at 1/3: 4/3; then
+  // 10 - 7/3 = 23/3 at full speed: 6 + 23/3.
+  const std::vector<SlowInterval> two{{0, 4, 2.0}, {2, 6, 3.0}};
+  EXPECT_NEAR(slowedEndUs(0, 10, two), 6 + 23.0 / 3, 1e-12);
+}
+
+// A CP ring exchange (10 us, factor 1.5) beside its attention step (8 us), then a GEMM (5 us).
+// Without the slowdown: attention [0, 8], the GEMM waits for the exchange: [10, 15]. With it, the
+// attention step runs beside the exchange all along: f t = 12 > 10, so it ends at
+// 8 + 10 x 0.5 / 1.5 = 11.333; the GEMM starts there (after the exchange) and ends at 16.333.
+// The GEMM runs beside nothing and keeps its 5 us.
+TEST(OverlapSlowdownTest, OpOffsetsSlowComputeBesideAnExchange) {
+  OpList ops(3);
+  ops[0].event = 0;
+  ops[0].stream = Stream::kCpComm;
+  ops[0].overlap_ops = 1;
+  ops[1].event = 1;
+  ops[2].event = 2;
+  const double us[] = {10, 8, 5};
+  auto cost = [&](const OpInstance& op) { return std::pair{0.0, us[op.event]}; };
+  auto all = [](const OpInstance&) { return true; };
+  std::vector<double> starts(3);
+  auto at = [&](size_t i, double t) { starts[i] = t; };
+  EXPECT_DOUBLE_EQ(opOffsets(ops, all, cost, at), 15);
+  EXPECT_DOUBLE_EQ(starts[2], 10);
+  auto f = [](const OpInstance& op) { return op.stream == Stream::kCpComm ? 1.5 : 1.0; };
+  EXPECT_NEAR(opOffsets(ops, all, cost, at, f), 8 + 10 * 0.5 / 1.5 + 5, 1e-12);
+  EXPECT_NEAR(starts[2], 8 + 10 * 0.5 / 1.5, 1e-12);
+  // A host copy beside the attention step is not NCCL traffic: factor 1, nothing slows.
+  ops[0].stream = Stream::kHost;
+  EXPECT_DOUBLE_EQ(opOffsets(ops, all, cost, at, f), 15);
+  // No op runs beside another: the factor changes nothing.
+  ops[0].stream = Stream::kCpComm;
+  ops[0].overlap_ops = 0;
+  EXPECT_DOUBLE_EQ(opOffsets(ops, all, cost, at, f), 23);
+}
+
+// One stage (P = 1), m = 2, f = 10, b = 20, DP overlap with two buckets (factor 2): bucket 1 ready
+// 5 us into the last backward (allreduce 10 us), bucket 2 at its end (2 us); optimizer 3 us.
+// Order F0 [0, 10], B0 [10, 30], F1 [30, 40], B1 from 40: untouched (no bucket in flight).
+// B1: 5 us of work by 45; bucket 1 [45, 55] at rate 1/2 does 5 more; 10 left: B1 ends at 65
+// (= 20 + o (f - 1)/f = 20 + 10/2 after 40). Bucket 2 is ready when B1 has done its 20 us: 65;
+// [65, 67]. Optimizer [67, 70]. Without the slowdown: B1 [40, 60], bucket 2 [60, 62], opt to 65.
+TEST(OverlapSlowdownTest, DpBucketsSlowTheBackwardTheyOverlap) {
+  auto input = [](double factor) {
+    TimingInput in;
+    in.schedule = Schedule::kDapple;
+    in.micro_batches = 2;
+    StageCost stage{10, 20, 0, {}, 3};
+    stage.buckets = {BucketCost{5, 10, factor}, BucketCost{20, 2, factor}};
+    in.stages = {stage};
+    in.pipelines.push_back(PipelineCost{{}, {}, {}});
+    in.dp_overlap = true;
+    return in;
+  };
+  const IterationTimeline slowed = computeTimeline(input(2.0));
+  const StageTimeline& st = slowed.pipelines[0].stages[0];
+  ASSERT_EQ(st.tasks.size(), 4u);
+  const double run_end[] = {10, 30, 40, 65};
+  for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(st.tasks[i].run.end_us, run_end[i]) << i;
+  EXPECT_DOUBLE_EQ(st.tasks[3].overlap_slowdown_us, 5);
+  for (int i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(st.tasks[i].overlap_slowdown_us, 0) << i;
+  ASSERT_EQ(st.grad_sync.size(), 2u);
+  EXPECT_DOUBLE_EQ(st.grad_sync[0].start_us, 45);
+  EXPECT_DOUBLE_EQ(st.grad_sync[0].end_us, 55);
+  EXPECT_DOUBLE_EQ(st.grad_sync[1].start_us, 65);
+  EXPECT_DOUBLE_EQ(st.grad_sync[1].end_us, 67);
+  EXPECT_DOUBLE_EQ(slowed.iteration_us, 70);
+
+  const IterationTimeline plain = computeTimeline(input(1.0));
+  EXPECT_DOUBLE_EQ(plain.pipelines[0].stages[0].tasks[3].run.end_us, 60);
+  EXPECT_DOUBLE_EQ(plain.pipelines[0].stages[0].grad_sync[1].start_us, 60);
+  EXPECT_DOUBLE_EQ(plain.iteration_us, 65);
+}
+
+// Two stages, 1F1B, m = 2, f = 1, b = 2, sends of 1 us, no DP: sends block their device (no
+// compute runs beside a PP transfer in this engine), so a bucket factor changes nothing without
+// DP overlap.
+TEST(OverlapSlowdownTest, PipelineSendsAndSyncAfterTheFlushAreNotOverlapped) {
+  auto input = [](double factor, bool overlap) {
+    TimingInput in;
+    in.schedule = Schedule::kDapple;
+    in.micro_batches = 2;
+    StageCost stage{1, 2, 4, {}, 1};
+    stage.buckets = {BucketCost{2, 4, factor}};
+    in.stages = {stage, stage};
+    in.pipelines.push_back(PipelineCost{{1}, {1}, {}});
+    in.dp_overlap = overlap;
+    return in;
+  };
+  EXPECT_DOUBLE_EQ(computeTimeline(input(3.0, false)).iteration_us,
+                   computeTimeline(input(1.0, false)).iteration_us);
+  // With overlap the bucket is ready at the end of each stage's last backward: it overlaps no
+  // compute (the device's later work is a send), so again nothing slows.
+  EXPECT_DOUBLE_EQ(computeTimeline(input(3.0, true)).iteration_us,
+                   computeTimeline(input(1.0, true)).iteration_us);
+}
+
+// tiny-llama at C = 2 (a forward has one ring exchange per layer, 4, each beside its attention
+// step), every op 1 us, the exchanges 1.5: without the slowdown an exchange and its step take 1.5,
+// so a forward is others + 0.5 per exchange. With factor 2 the step runs at half speed for the
+// exchange's 1.5 us: it ends at 1 + 1.5 (2 - 1)/2 = 1.75, 0.25 later per exchange. A simulation
+// of one device with no DP is its tasks and optimizer back to back, so the iteration grows by the
+// slowdown the metrics report.
+TEST(OverlapSlowdownTest, ContextParallelExchangeSlowsItsAttentionStep) {
+  const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
+  Strategy s = test::strategy("1M1P1D", 1, 2);
+  s.cp = 2;
+  auto run = [&](double factor) {
+    ClusterConfig cluster = test::cluster(2);
+    cluster.device.overlap_slowdown.nvlink.value = factor;
+    cluster.device.overlap_slowdown.network.value = factor;
+    IterationPlan plan = buildIterationPlan(model, cluster, s);
+    std::vector<EventCost> costs;
+    for (const UniqueEvent& u : plan.events.events()) {
+      costs.push_back(EventCost{u.event.kind == EventKind::kP2P ? 1.5 : 1.0});
+    }
+    return simulate(std::move(plan), std::move(costs));
+  };
+  const Simulation plain = run(1.0), slowed = run(2.0);
+  const int exchanges = test::countOps(plain.plan.stages[0].forward, "cp_kv_exchange");
+  const int others = static_cast<int>(plain.plan.stages[0].forward.size()) - exchanges;
+  ASSERT_EQ(exchanges, 4);
+  EXPECT_DOUBLE_EQ(plain.input.stages[0].forward_us, others + 0.5 * exchanges);
+  EXPECT_DOUBLE_EQ(slowed.input.stages[0].forward_us, others + 0.75 * exchanges);
+  EXPECT_DOUBLE_EQ(slowed.offsets[0].forward_slowdown_us, 0.25 * exchanges);
+  EXPECT_DOUBLE_EQ(plain.summary.mean_device.overlap_slowdown_us, 0);
+  const double m = static_cast<double>(slowed.plan.micro_batches);
+  const double per_micro_batch =
+      slowed.offsets[0].forward_slowdown_us + slowed.offsets[0].backward_slowdown_us;
+  EXPECT_GT(slowed.offsets[0].backward_slowdown_us, 0);  // the backward's exchanges too
+  EXPECT_NEAR(slowed.summary.mean_device.overlap_slowdown_us, m * per_micro_batch, 1e-9);
+  EXPECT_NEAR(slowed.summary.iteration_us - plain.summary.iteration_us, m * per_micro_batch, 1e-9);
+  EXPECT_NEAR(slowed.summary.mean_device.compute_us - plain.summary.mean_device.compute_us,
+              m * per_micro_batch, 1e-9);
+}
+
+// A pipeline without CP or DP overlap runs no compute beside a transfer: the same timeline
+// whatever the factors.
+TEST(OverlapSlowdownTest, NoOverlapNoChangeInAWholeSimulation) {
+  const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-gpt"));
+  const Strategy s = test::strategy("1M2P2D", 1, 8);
+  auto run = [&](double factor) {
+    ClusterConfig cluster = test::cluster(2, 2);
+    cluster.device.overlap_slowdown.nvlink.value = factor;
+    cluster.device.overlap_slowdown.network.value = factor;
+    IterationPlan plan = buildIterationPlan(model, cluster, s);
+    std::vector<EventCost> costs;
+    for (const UniqueEvent& u : plan.events.events()) {
+      costs.push_back(EventCost{isCommunication(u.event.kind) ? 3.0 : 1.0});
+    }
+    return simulate(std::move(plan), std::move(costs)).summary.iteration_us;
+  };
+  EXPECT_DOUBLE_EQ(run(3.0), run(1.0));
+}
+
+OverlapRecord record(double alone_us, double beside_us, int nodes) {
+  OverlapRecord r;
+  r.compute = makeGemm(64, 64, 64, "nn", DType::kFp32);
+  r.transfer = makeCommunication(EventKind::kAllReduce, 1 << 20,
+                                 Placement{2, nodes, nodes == 1 ? 2 : 1}, DType::kFp32);
+  r.alone = TimingStats{alone_us, alone_us, alone_us, 0, 1};
+  r.beside = TimingStats{beside_us, beside_us, beside_us, 0, 1};
+  return r;
+}
+
+// Synthetic measurements made with known factors (1.3 inside a node, 1.1 across) and +-2% noise
+// that cancels in pairs: the least squares f = sum(a b) / sum(a^2) gives them back.
+TEST(OverlapSlowdownTest, TheFitRecoversAKnownFactor) {
+  std::vector<OverlapRecord> records;
+  const double alone[] = {100, 250, 40, 800};
+  for (double a : alone) {
+    records.push_back(record(a, 1.3 * a * 1.02, 1));
+    records.push_back(record(a, 1.3 * a * 0.98, 1));
+    records.push_back(record(a, 1.1 * a, 2));
+  }
+  const std::vector<OverlapFit> fits = fitOverlapSlowdown(records, "synthetic.yaml");
+  ASSERT_EQ(fits.size(), 2u);
+  EXPECT_FALSE(fits[0].inter_node);
+  EXPECT_NEAR(fits[0].factor, 1.3, 1e-12);
+  EXPECT_EQ(fits[0].points, 8);
+  EXPECT_NEAR(fits[0].rms_error_pct, 2.0, 1e-9);
+  EXPECT_TRUE(fits[1].inter_node);
+  EXPECT_NEAR(fits[1].factor, 1.1, 1e-12);
+  EXPECT_CONTAINS(fits[1].source, "fitted: 4 kernels");
+  // Faster beside a transfer is noise: kept at 1, and the source says so.
+  const std::vector<OverlapFit> floor = fitOverlapSlowdown({record(100, 95, 1)}, "x.yaml");
+  EXPECT_DOUBLE_EQ(floor[0].factor, 1.0);
+  EXPECT_CONTAINS(floor[0].source, "measured 0.950 < 1 kept at 1");
+  EXPECT_THROW(fitOverlapSlowdown({}, "empty.yaml"), InputError);
+}
+
+TEST(OverlapSlowdownTest, ProfileDatabaseKeepsOverlapRecordsAndOldFilesLoad) {
+  ProfileDb db;
+  db.metadata.backend = "cpu";
+  db.metadata.date = "2026-11-25T00:00:00Z";
+  db.metadata.world_size = 2;
+  db.metadata.ranks_per_node = 2;
+  db.metadata.hosts = {"h"};
+  db.metadata.devices = {"cpu", "cpu"};
+  db.putOverlap(record(100, 130, 1));
+  db.putOverlap(record(100, 125, 1));  // the same pair again: replaced
+  const std::string path = ::testing::TempDir() + "/overlap_profile.yaml";
+  db.save(path);
+  const ProfileDb back = ProfileDb::load(path);
+  ASSERT_EQ(back.overlapRecords().size(), 1u);
+  EXPECT_DOUBLE_EQ(back.overlapRecords()[0].beside.median_us, 125);
+  EXPECT_EQ(back.overlapRecords()[0].transfer.placement.nodes, 1);
+  // A file from before overlap records: no section, no records.
+  const ProfileDb old = ProfileDb::parse(
+      "schema_version: 1\nmetadata: {backend: cpu, date: d, world_size: 1, ranks_per_node: 1, "
+      "hosts: [h], devices: [c]}\nevents: []\n",
+      "old.yaml");
+  EXPECT_TRUE(old.overlapRecords().empty());
+  try {
+    ProfileDb::parse(
+        "schema_version: 1\nmetadata: {backend: cpu, date: d, world_size: 1, ranks_per_node: 1, "
+        "hosts: [h], devices: [c]}\nevents: []\noverlap:\n  - {compute: \"add elems=4 "
+        "dtype=fp32\", transfer: \"add elems=4 dtype=fp32\", alone_us: {median: 1, min: 1, max: "
+        "1, stddev: 0, count: 1}, beside_us: {median: 1, min: 1, max: 1, stddev: 0, count: 1}}\n",
+        "bad.yaml");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_CONTAINS(e.what(), "bad.yaml: overlap[0].transfer");
+  }
+}
+
+TEST(OverlapSlowdownTest, DeviceFileFactorsRoundTripAndBadOnesAreRefused) {
+  const std::string base =
+      "name: d\ngpu: G\ndatasheet: {source: s, peak_tflops: {fp16: 100}, "
+      "memory_bandwidth_gb_s: 1000, memory_gib: 10, sm_count: 10}\n";
+  const DeviceSpec none = parseDeviceConfig(base, "d.yaml");
+  EXPECT_DOUBLE_EQ(none.overlap_slowdown.factor(false), 1.0);
+  EXPECT_DOUBLE_EQ(none.overlap_slowdown.factor(true), 1.0);
+  const DeviceSpec with = parseDeviceConfig(
+      base +
+          "overlap_slowdown:\n  nvlink: {value: 1.2, source: a}\n  network: {value: 1.05, "
+          "source: b}\n",
+      "d.yaml");
+  EXPECT_DOUBLE_EQ(with.overlap_slowdown.factor(false), 1.2);
+  EXPECT_DOUBLE_EQ(with.overlap_slowdown.factor(true), 1.05);
+  const DeviceSpec back = parseDeviceConfig(deviceConfigYaml(with), "back.yaml");
+  EXPECT_DOUBLE_EQ(back.overlap_slowdown.nvlink.value, 1.2);
+  EXPECT_EQ(back.overlap_slowdown.network.source, "b");
+  try {
+    parseDeviceConfig(base +
+                          "overlap_slowdown:\n  nvlink: {value: 0.9, source: a}\n  network: "
+                          "{value: 1, source: b}\n",
+                      "d.yaml");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_CONTAINS(e.what(), "d.yaml: overlap_slowdown.nvlink.value");
+    EXPECT_CONTAINS(e.what(), "must be >= 1");
+  }
+}
+
+}  // namespace
+}  // namespace evsim
