@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "io/cli_checks.h"
+#include "plan/pipeline_schedule.h"
 
 #ifndef EVSIM_CONFIG_DIR
 #define EVSIM_CONFIG_DIR "configs"
@@ -354,10 +355,10 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
     }
   } else if (first_stage_layers > 0 || last_stage_layers > 0 || account_for_embedding ||
              account_for_loss) {
+    // In virtual-stage order: the first and last chunk are k = 0 and k = P*v - 1 under any layout.
     s.stage_layers = megatronSplit(MegatronSplit{
-        static_cast<int>(model_config.numLayers()), s.pp,
-        s.schedule == Schedule::kInterleaved ? s.virtual_stages : 1, first_stage_layers,
-        last_stage_layers, account_for_embedding, account_for_loss});
+        static_cast<int>(model_config.numLayers()), s.pp, pipelineLayout(s).chunks(),
+        first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss});
   }
   return s;
 }

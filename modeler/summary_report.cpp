@@ -143,7 +143,7 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom) {
           {"micro_batches", sim.plan.micro_batches},
           {"schedule", scheduleName(st.schedule)},
           {"dp_overlap", st.dp_overlap},
-          {"virtual_stages", st.virtual_stages},
+          {"virtual_stages", sim.plan.chunksPerDevice()},  // ZB-V: 2 (its layout's chunks)
           {"recompute", recomputeName(st.recompute)},
           {"sequence_parallel", st.sequence_parallel},
           {"zero", st.zero_stage},

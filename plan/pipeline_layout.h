@@ -53,6 +53,8 @@ class PipelineLayout {
   int linkPair(int k) const {
     const int from = device(k), to = device(k + 1);
     if (from == to) return -1;
+    // V: neighbours without a wrap (at P = 2 the looped rule would take 1 -> 0 for the wrap pair).
+    if (kind_ == LayoutKind::kV) return from < to ? from : to;
     return to == (from + 1) % devices_ ? from : to;
   }
   // Whether some link wraps from the last device to the first (looped with v > 1).

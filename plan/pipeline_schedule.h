@@ -10,6 +10,8 @@
 // B runs the whole backward list; zero-bubble schedules (splitsBackward) run the ops marked
 // OpInstance::weight_grad in a separate W task.
 //
+// A schedule can also be data: --schedule FILE.csv (schedules/schedule_file.h, Schedule::kFile).
+//
 // Adding a schedule: an enum value, name and parse line in plan/strategy.{h,cpp}, its file here
 // in schedules/ (with its layout when it is not looped), one line in schedules/schedules.h, one
 // case in schedules/registry.cpp and one in plan/CMakeLists.txt (docs/DESIGN.md counts them).
@@ -46,6 +48,9 @@ class PipelineSchedule {
   virtual bool allowsChunks() const { return false; }
   // How its virtual stages sit on the devices (pipeline_layout.h): looped unless it says V.
   virtual LayoutKind layout() const { return LayoutKind::kLooped; }
+  // Chunks per device the schedule always runs (ZB-V: 2), or 0 when the strategy's
+  // virtual_stages says (interleaved) or there is one.
+  virtual int fixedChunks() const { return 0; }
   // Every task of `device` (its chunks' F, B and, when split, W for every micro-batch) exactly
   // once, in the order the device runs them. The shape has passed strategyViolation (interleaved:
   // m % P == 0; zero-bubble: m >= P); a shape the schedule cannot order throws Error.

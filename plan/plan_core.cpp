@@ -101,7 +101,15 @@ PlanCache::CoreKey planCoreKey(const Strategy& strategy) {
   key.dp_overlap = false;
   key.dp_bucket_bytes = Strategy{}.dp_bucket_bytes;
   key.global_batch = 0;
-  if (pipelineLayout(key).chunks() == 1) key.schedule = Schedule::kDapple;  // v = 1 alike
+  // The plan depends on the schedule only through its layout: v = 1 alike, and a schedule file
+  // keyed as the bundled schedule of its layout (a file replaced in one process cannot alias).
+  const PipelineLayout layout = pipelineLayout(key);
+  if (layout.chunks() == 1) {
+    key.schedule = Schedule::kDapple;
+  } else if (key.schedule == Schedule::kFile) {
+    key.schedule = layout.kind() == LayoutKind::kV ? Schedule::kZbv : Schedule::kInterleaved;
+    key.virtual_stages = layout.kind() == LayoutKind::kV ? 1 : layout.chunks();
+  }
   // Optimizer offload changes only the optimizer step; activation offload the op lists.
   key.offload = offloadsActivations(strategy.offload) ? Offload::kActivations : Offload::kNone;
   return key;

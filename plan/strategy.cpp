@@ -7,6 +7,8 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "plan/pipeline_schedule.h"
+#include "plan/schedules/schedule_file.h"
 
 namespace evsim {
 
@@ -22,6 +24,14 @@ std::string_view scheduleName(Schedule schedule) {
       return "zbh1";
     case Schedule::kZbh2:
       return "zbh2";
+    case Schedule::kZbv:
+      return "zbv";
+    case Schedule::kFile: {
+      // The path stays alive with the installed file (replaced only by another --schedule).
+      static thread_local std::shared_ptr<const ScheduleFile> named;
+      named = installedScheduleFile();
+      return named ? std::string_view(named->path) : std::string_view("file");
+    }
   }
   return "?";
 }
@@ -82,14 +92,20 @@ Reshard parseReshard(std::string_view text, std::string_view flag) {
 
 Schedule parseSchedule(std::string_view text, std::string_view flag) {
   std::string lower = toLower(trim(text));
+  if (lower.size() > 4 && lower.ends_with(".csv")) {
+    installScheduleFile(loadScheduleCsv(trim(text)));
+    return Schedule::kFile;
+  }
   if (lower == "gpipe") return Schedule::kGpipe;
   if (lower == "dapple" || lower == "1f1b") return Schedule::kDapple;
   if (lower == "interleaved") return Schedule::kInterleaved;
   if (lower == "zbh1") return Schedule::kZbh1;
   if (lower == "zbh2") return Schedule::kZbh2;
+  if (lower == "zbv") return Schedule::kZbv;
   EVSIM_THROW(InputError,
-              "{} '{}': unknown schedule (gpipe, dapple, 1f1b, interleaved, zbh1 or zbh2)", flag,
-              text);
+              "{} '{}': unknown schedule (gpipe, dapple, 1f1b, interleaved, zbh1, zbh2, zbv or a "
+              "FILE.csv)",
+              flag, text);
 }
 
 std::string Strategy::name() const { return fmt::format("{}M{}P{}D", tp, pp, dp); }
@@ -303,7 +319,27 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
           "multiple of P={}",
           label, s.microBatches(), s.pp);
     }
-  } else if (s.virtual_stages != 1) {
+  } else if (s.schedule == Schedule::kZbv && s.pp < 2) {
+    return fmt::format("{}: the zbv schedule needs P >= 2", label);
+  } else if (s.schedule == Schedule::kZbv && int64_t{2} * s.pp > model.numLayers()) {
+    return fmt::format("{} --schedule zbv: 2 x P = {} model chunks but {} has {} layers", label,
+                       2 * s.pp, model.name, model.numLayers());
+  }
+  if (s.schedule == Schedule::kFile) {
+    const std::shared_ptr<const ScheduleFile> file = installedScheduleFile();
+    if (!file) return std::string("--schedule file: no schedule file loaded");
+    if (file->layout.devices() != s.pp || file->micro_batches != s.microBatches()) {
+      return fmt::format("{} --schedule {}: written for P={} and m={} micro-batches, the strategy "
+                         "has P={} and m = B/(b*D) = {}",
+                         label, file->path, file->layout.devices(), file->micro_batches, s.pp,
+                         s.microBatches());
+    }
+    if (int64_t{file->layout.stages()} > model.numLayers()) {
+      return fmt::format("{} --schedule {}: {} model chunks but {} has {} layers", label,
+                         file->path, file->layout.stages(), model.name, model.numLayers());
+    }
+  }
+  if (s.schedule != Schedule::kInterleaved && s.virtual_stages != 1) {
     return fmt::format("--virtual-stages {}: only with --schedule interleaved", s.virtual_stages);
   }
   // Zero-bubble orders fill the warm-up with at least P forwards (plan/schedules/zb_h*.cpp).
@@ -338,7 +374,7 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
         label, s.micro_batch, activation_elements);
   }
   if (!s.stage_layers.empty()) {
-    const int chunks = s.pp * (s.schedule == Schedule::kInterleaved ? s.virtual_stages : 1);
+    const int chunks = pipelineLayout(s).stages();
     if (static_cast<int>(s.stage_layers.size()) != chunks) {
       return fmt::format("--stage-layers: {} entries for {} model chunks (P x v)",
                          s.stage_layers.size(), chunks);
@@ -406,7 +442,7 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
           offloadName(s.offload), cluster.name, cluster.source);
     }
     if (offloadsActivations(s.offload) &&
-        (s.schedule == Schedule::kZbh1 || s.schedule == Schedule::kZbh2)) {
+        pipelineSchedule(s.schedule).splitsBackward()) {
       return fmt::format(
           "{} --offload {} --schedule {}: not modelled (a split backward keeps its W inputs on "
           "the device between B and W)",

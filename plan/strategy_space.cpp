@@ -118,7 +118,7 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
               }
               const bool uneven = space.uneven_stage_shift > 0 && !c.violation &&
                                   c.strategy.pp >= 2 &&
-                                  c.strategy.schedule != Schedule::kInterleaved;
+                                  pipelineLayout(c.strategy).chunks() == 1;
               const Strategy balanced = c.strategy;
               visit(std::move(c));
               if (uneven) visitUneven(balanced);

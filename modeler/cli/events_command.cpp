@@ -12,6 +12,7 @@
 #include "common/strings.h"
 #include "events/event_file.h"
 #include "plan/iteration_plan.h"
+#include "plan/schedules/schedule_file.h"
 #include "plan/strategy_space.h"
 #include "io/cli_checks.h"
 #include "io/run_options.h"
@@ -27,6 +28,7 @@ struct EventsArgs {
   std::string micro_batches = "1,2,4,8";
   bool json = false;
   std::string output;
+  std::string schedule_output;  // --write-schedule: the strategy's schedule as torchtitan CSV
 };
 
 nlohmann::json eventsJson(const EventTable& table, int64_t op_executions) {
@@ -111,6 +113,14 @@ void run(const EventsArgs& args) {
   if (!args.output.empty()) {
     writeFileAtomically(args.output, eventsFileYaml(*table, op_executions, source));
   }
+  if (!args.schedule_output.empty()) {
+    const Schedule schedule = plan->strategy.schedule;
+    const PipelineLayout layout = plan->pipelineLayout();
+    const std::shared_ptr<const DeviceOrders> orders = scheduleOrders(
+        schedule, PipelineShape{layout.devices(), layout.chunks(), plan->micro_batches});
+    writeFileAtomically(args.schedule_output,
+                        scheduleCsv(*orders, layout, pipelineSchedule(schedule).splitsBackward()));
+  }
   if (args.json) {
     nlohmann::json out = eventsJson(*table, op_executions);
     out["schema_version"] = kJsonSchemaVersion;
@@ -145,6 +155,11 @@ void registerEventsCommand(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print JSON");
   cmd->add_option("-o,--output", args->output, "write the events file (YAML) for eventprof")
       ->check(kFileName);
+  cmd->add_option("--write-schedule", args->schedule_output,
+                  "write the strategy's pipeline schedule as per-rank actions (torchtitan CSV), "
+                  "to edit and load with --schedule FILE.csv")
+      ->check(kFileName)
+      ->excludes(gpus);
   cmd->callback([args] { run(*args); });
 }
 

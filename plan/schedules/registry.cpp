@@ -28,6 +28,10 @@ const PipelineSchedule& pipelineSchedule(Schedule schedule) {
       return zbH1Schedule();
     case Schedule::kZbh2:
       return zbH2Schedule();
+    case Schedule::kZbv:
+      return zbVSchedule();
+    case Schedule::kFile:
+      return fileSchedule();
   }
   EVSIM_THROW(Error, "schedule {} has no order", static_cast<int>(schedule));
 }
@@ -37,8 +41,13 @@ PipelineLayout pipelineLayout(Schedule schedule, int devices, int chunks) {
 }
 
 PipelineLayout pipelineLayout(const Strategy& strategy) {
-  const bool chunked = pipelineSchedule(strategy.schedule).allowsChunks();
-  return pipelineLayout(strategy.schedule, strategy.pp, chunked ? strategy.virtual_stages : 1);
+  const PipelineSchedule& schedule = pipelineSchedule(strategy.schedule);
+  // ZB-V and a schedule file fix their chunks; Strategy::virtual_stages counts the interleaved
+  // schedule's.
+  const int chunks = schedule.fixedChunks() > 0 ? schedule.fixedChunks()
+                     : schedule.allowsChunks()    ? strategy.virtual_stages
+                                                  : 1;
+  return pipelineLayout(strategy.schedule, strategy.pp, chunks);
 }
 
 namespace {
@@ -100,6 +109,10 @@ ShapeKey shapeKey(Schedule schedule, const PipelineShape& shape) {
 }  // namespace
 
 std::shared_ptr<const DeviceOrders> scheduleOrders(Schedule schedule, const PipelineShape& shape) {
+  // A schedule file can be replaced in a process (tests): its orders are not cached by shape.
+  if (schedule == Schedule::kFile) {
+    return std::make_shared<const DeviceOrders>(fileSchedule().orders(shape));
+  }
   static ShapeCache<DeviceOrders> cache(size_t{1} << 21);  // tasks
   return cache.get(
       shapeKey(schedule, shape), [&] { return pipelineSchedule(schedule).orders(shape); },
@@ -112,6 +125,14 @@ std::shared_ptr<const DeviceOrders> scheduleOrders(Schedule schedule, const Pipe
 
 std::shared_ptr<const std::vector<ActivationStates>> scheduleActivationStates(
     Schedule schedule, const PipelineShape& shape) {
+  if (schedule == Schedule::kFile) {
+    const std::shared_ptr<const DeviceOrders> orders = scheduleOrders(schedule, shape);
+    std::vector<ActivationStates> out;
+    for (const std::vector<StageTask>& order : *orders) {
+      out.push_back(activationStates(order, shape.chunks));
+    }
+    return std::make_shared<const std::vector<ActivationStates>>(std::move(out));
+  }
   static ShapeCache<std::vector<ActivationStates>> cache(size_t{1} << 22);  // counts
   return cache.get(
       shapeKey(schedule, shape),

@@ -10,5 +10,7 @@ const PipelineSchedule& oneFOneBSchedule();     // one_f_one_b.cpp
 const PipelineSchedule& interleavedSchedule();  // interleaved.cpp
 const PipelineSchedule& zbH1Schedule();         // zb_h1.cpp
 const PipelineSchedule& zbH2Schedule();         // zb_h2.cpp
+const PipelineSchedule& zbVSchedule();          // zb_v.cpp
+const PipelineSchedule& fileSchedule();         // schedule_file.cpp (--schedule FILE.csv)
 
 }  // namespace evsim

@@ -44,7 +44,8 @@ std::vector<BundledSearch> bundledSearches() {
   gpt3.space.sequence_parallel = {false, true};
   out.push_back({"gpt3-175b", "dgx-a100", gpt3});
   SearchOptions tiny =
-      space(4, 16, {1, 2, 4}, {Schedule::kGpipe, Schedule::kDapple, Schedule::kInterleaved});
+      space(4, 16, {1, 2, 4},
+            {Schedule::kGpipe, Schedule::kDapple, Schedule::kInterleaved, Schedule::kZbv});
   tiny.space.virtual_stages = {2, 3, 4};
   tiny.space.recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   tiny.space.sequence_parallel = {false, true};

@@ -144,6 +144,15 @@ Action plain(ActionKind kind) {
   return a;
 }
 
+// ZB-V sends both ways between the same two devices too (activations down on chunk 0 while
+// gradients come back on chunk 1), in an order the two sides do not issue alike: the CUDA
+// executor's in-order pairing refuses it; the CPU executor (tag matching) runs it
+// (profiler.eventrun_e2e_zbv).
+TEST(EventrunP2P, ZbVIsRefusedByTheInOrderPairing) {
+  std::vector<RankProgram> programs = programsOf("1M2P1D", 8, Schedule::kZbv);
+  EXPECT_THROW(fuseP2P(programs), Error);
+}
+
 TEST(EventrunP2P, InterleavedIsReportedAsDeadlocking) {
   // Interleaved 1F1B sends both ways between the same two devices; sends fused with their next
   // receive still leave a cycle (found by the simulation), so the CUDA executor refuses it.

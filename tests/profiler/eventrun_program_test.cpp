@@ -400,7 +400,7 @@ TEST(EventrunProgram, SameEventsAsTheSimulatorOnEveryRank) {
 // The zero-bubble schedules and an uneven split: W tasks (and the buckets that now close in the
 // last W) and the stage layers are the same in both.
 TEST(EventrunProgram, SameEventsAsTheSimulatorZeroBubbleAndUneven) {
-  for (Schedule schedule : {Schedule::kZbh1, Schedule::kZbh2}) {
+  for (Schedule schedule : {Schedule::kZbh1, Schedule::kZbh2, Schedule::kZbv}) {
     expectSameKeysOnEveryRank(makePlan("1M2P1D", 1, 4, schedule), "1M2P1D");
     expectSameKeysOnEveryRank(makePlan("2M2P2D", 1, 8, schedule), "2M2P2D");
     expectSameKeysOnEveryRank(makePlan("1M2P2D", 1, 8, schedule, /*dp_overlap=*/true),
