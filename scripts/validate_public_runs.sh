@@ -8,7 +8,9 @@
 # 8,192 GPUs (DP 64): 430 TFLOPs/GPU, 43% BF16 MFU; 16,384 GPUs (DP 128): 400 TFLOPs/GPU, 41%.
 # The paper's schedule is Megatron's interleaved 1F1B with its own changes (micro-batch counts
 # not a multiple of the stages, balanced first and last stages): eventsim has neither, so both of
-# its nearest schedules are shown.
+# its nearest schedules are shown. Data parallelism as the paper describes it (section 3.3.2): FSDP
+# sharding the optimizer state and the gradients, parameters not resharded after the forward
+# (ZeRO-2 in Megatron's terms: `--zero 2`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eventsim=${EVENTSIM:-build/eventsim}
@@ -18,7 +20,7 @@ run() {  # run GPUS REPORTED_TFLOPS REPORTED_MFU SCHEDULE_FLAGS...
   local gpus=$1 reported=$2 reported_mfu=$3
   shift 3
   "$eventsim" simulate --model llama3.1-405b --cluster dgx-h100 --tp 8 --pp 16 --gpus "$gpus" \
-    --micro-batch 1 --global-batch 2048 --sequence-parallel --use-distributed-optimizer \
+    --micro-batch 1 --global-batch 2048 --sequence-parallel --zero 2 \
     --overlap-grad-reduce --fallback analytic "$@" --json |
     python3 -c "
 import json, sys
