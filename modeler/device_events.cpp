@@ -9,6 +9,8 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
   const int pipeline = plan.pipelineOf(coord.dp);
   const StageTimeline& timeline = sim.timeline.pipelines[pipeline].stages[coord.pp];
   const PipelineClass& links = plan.pipelines[pipeline];
+  // This device's chunks as virtual stages (the schedule's layout), looked up once.
+  const std::vector<int> chunk_stage = plan.deviceChunks(coord.pp);
 
   const TaskGraph& graph = sim.timeline.graph;
   const double slow = stageSlowdown(sim, pipeline, coord.pp);  // straggler: every op stretches
@@ -43,7 +45,7 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
     const Interval& sync = timeline.grad_sync[i];
     const int chunk = timeline.grad_sync_chunk[i];
     if (i > 0 && timeline.grad_sync_chunk[i - 1] != chunk) bucket = 0;
-    const StagePlan& stage = plan.stages[plan.pipelineLayout().virtualStage(coord.pp, chunk)];
+    const StagePlan& stage = plan.stages[chunk_stage[chunk]];
     const bool whole = stage.gradSyncEvent() >= 0;
     const bool expert_bucket = !whole && stage.dp_buckets[bucket].expert;
     const int event = whole ? stage.gradSyncEvent() : stage.dp_buckets[bucket++].event;
@@ -69,7 +71,7 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
   // The chunks' optimizer steps, v-1 first (the timing engine's order).
   double t = timeline.optimizer.start_us;
   for (int chunk = plan.chunksPerDevice() - 1; chunk >= 0; --chunk) {
-    for (const OpInstance& op : plan.stages[plan.pipelineLayout().virtualStage(coord.pp, chunk)].optimizer) {
+    for (const OpInstance& op : plan.stages[chunk_stage[chunk]].optimizer) {
       visit(DeviceEvent{op.stream, Phase::kOptimizer, op.name, op.event, op.layer, -1, t,
                         sim.costUs(op.event) * slow, chunk});
       t += sim.costUs(op.event) * slow;
@@ -78,7 +80,7 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
   // ZeRO 1/2: the chunks' parameter all-gathers after the optimizer, v-1 first.
   t = timeline.param_allgather.start_us;
   for (int chunk = plan.chunksPerDevice() - 1; chunk >= 0; --chunk) {
-    const StagePlan& stage = plan.stages[plan.pipelineLayout().virtualStage(coord.pp, chunk)];
+    const StagePlan& stage = plan.stages[chunk_stage[chunk]];
     for (int event : {stage.dp_allgather, stage.expert_allgather}) {
       if (event < 0) continue;
       visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync,
