@@ -194,6 +194,8 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
 }
 
 void run(const SearchArgs& args) {
+  args.run.acceptMegatronExtras();
+
   ModelConfig model = args.run.loadModel();
   ClusterConfig cluster = args.run.loadCluster();
   args.costs.applyHostTime(cluster);
@@ -284,6 +286,7 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   args->sink = std::move(sink);
   CLI::App* cmd = app.add_subcommand("search", "rank every parallel strategy for N GPUs");
   args->run.addModelOptions(*cmd);
+  args->run.addMegatronExtras(*cmd);
   args->run.addOverlapSlowdownOption(*cmd);
   cmd->add_option("--gpus", args->gpus, "number of GPUs N (M*P*D = N)")
       ->required()

@@ -76,6 +76,8 @@ struct SimulateArgs {
 };
 
 void runSimulate(const SimulateArgs& args) {
+  args.run.acceptMegatronExtras();
+
   ModelConfig model = args.run.loadModel();
   ClusterConfig cluster = args.run.loadCluster();
   args.costs.applyHostTime(cluster);
@@ -151,6 +153,7 @@ void registerSimulateCommand(CLI::App& app, JsonSink sink) {
   args->sink = std::move(sink);
   CLI::App* cmd = app.add_subcommand("simulate", "simulate one iteration of a strategy");
   args->run.addModelOptions(*cmd);
+  args->run.addMegatronExtras(*cmd);
   args->run.addStrategyOptions(*cmd, /*strategy_required=*/true);
   args->run.addGpusOption(*cmd);
   args->run.addOverlapSlowdownOption(*cmd);
