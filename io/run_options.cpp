@@ -361,10 +361,9 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
   } else if (first_stage_layers > 0 || last_stage_layers > 0 || account_for_embedding ||
              account_for_loss) {
     // In virtual-stage order: the first and last chunk are k = 0 and k = P*v - 1 under any layout.
-    s.stage_layers = megatronSplit(MegatronSplit{static_cast<int>(model_config.numLayers()),
-                                                 pipelineLayout(s), first_stage_layers,
-                                                 last_stage_layers, account_for_embedding,
-                                                 account_for_loss});
+    s.stage_layers = megatronSplit(MegatronSplit{
+        static_cast<int>(model_config.numLayers()), pipelineLayout(s), first_stage_layers,
+        last_stage_layers, account_for_embedding, account_for_loss});
   }
   return s;
 }

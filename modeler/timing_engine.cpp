@@ -144,12 +144,14 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         }
         Interval run;
         run.start_us = std::max(device_free[s], ready);
-        run.end_us = run.start_us + (std::max(compute_us, comm_us) + jitter_us) * slowdown(links, s);
+        run.end_us =
+            run.start_us + (std::max(compute_us, comm_us) + jitter_us) * slowdown(links, s);
         double overlap_slowdown_us = 0;
         if (!buckets.empty()) {
           DeviceBuckets& dp = buckets[s];
           // Tasks on a device start in order: buckets already over stay over.
-          std::erase_if(dp.in_flight, [&](const SlowInterval& b) { return b.end_us <= run.start_us; });
+          std::erase_if(dp.in_flight,
+                        [&](const SlowInterval& b) { return b.end_us <= run.start_us; });
           for (size_t at = first; at < first + members; ++at) {
             const int chunk = dp.last_gradient_chunk[at];
             if (chunk < 0) continue;
@@ -157,8 +159,8 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
             // buckets before it (it and later ones start after that point).
             std::vector<double>& ready_us = out.stages[s].bucket_ready_us[chunk];
             for (const BucketCost& b : input.stages[static_cast<size_t>(chunk) * P + s].buckets) {
-              ready_us.push_back(slowedEndUs(run.start_us, b.ready_offset_us * slowdown(links, s),
-                                             dp.in_flight));
+              ready_us.push_back(
+                  slowedEndUs(run.start_us, b.ready_offset_us * slowdown(links, s), dp.in_flight));
               const double start = std::max(dp.stream_free_us, ready_us.back());
               dp.stream_free_us = start + b.allreduce_us;
               dp.in_flight.push_back({start, dp.stream_free_us, b.compute_slowdown});
@@ -220,8 +222,7 @@ IterationTimeline computeTimeline(const TimingInput& input) {
   EVSIM_CHECK(v >= 1 && K % v == 0 && (v == 1 || pipelineSchedule(input.schedule).allowsChunks()),
               "{} virtual stages of {} per device, schedule {}", K, v,
               scheduleName(input.schedule));
-  const PipelineLayout pipeline =
-      pipelineLayout(input.schedule, static_cast<int>(K) / v, v);
+  const PipelineLayout pipeline = pipelineLayout(input.schedule, static_cast<int>(K) / v, v);
   for (const PipelineCost& p : input.pipelines) {
     EVSIM_CHECK(p.send_forward_us.size() == K - 1 && p.send_backward_us.size() == K - 1,
                 "pipeline links: {} / {} for {} stages", p.send_forward_us.size(),

@@ -47,8 +47,8 @@ struct TaskNode {
   int device = 0;
   int virtual_stage = 0;  // k = chunk * P + device
   Send send = Send::kNone;
-  int link = -1;     // kActivation: link k (k -> k+1); kGradient: link k-1 (k -> k-1)
-  int position = 0;  // index in its device's order
+  int link = -1;       // kActivation: link k (k -> k+1); kGradient: link k-1 (k -> k-1)
+  int position = 0;    // index in its device's order
   int fused_size = 1;  // on a fused task's head: its node count (1: not fused); 0 on the others
   int first_edge = 0;
   int edge_count = 0;

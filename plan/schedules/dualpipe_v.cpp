@@ -65,7 +65,7 @@ class DualPipeV final : public PipelineSchedule {
       forward(forward_chunk);
       backward(backward_chunk, /*split=*/false, /*overlapped=*/true);
     };
-    for (int i = 0; i < 2 * (P - s - 1); ++i) forward(0);  // 1
+    for (int i = 0; i < 2 * (P - s - 1); ++i) forward(0);    // 1
     for (int i = 0; i < s + 1; ++i) forward(0), forward(1);  // 2
     for (int i = 0; i < P - s - 1; ++i) {                    // 3
       backward(1, true);

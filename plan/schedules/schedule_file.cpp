@@ -80,8 +80,8 @@ void checkFusedCell(const std::vector<Action>& row, size_t count, const std::str
   }
   SCHEDULE_FILE_CHECK(
       forward && backward && forward->micro_batch != backward->micro_batch &&
-          (!weight || (weight->stage == backward->stage &&
-                       weight->micro_batch == backward->micro_batch)),
+          (!weight ||
+           (weight->stage == backward->stage && weight->micro_batch == backward->micro_batch)),
       "{}: rank {} action '{}': a fused task is one F and the backward (I or B, and its W) of "
       "another micro-batch",
       path, rank, row.back().text);

@@ -1,6 +1,6 @@
 // DualPipeV (plan/schedules/dualpipe_v.cpp) on the V layout: its orders against the reference's
-// eight steps, the fused F&B task's duration rule (timing_engine.h), a P = 4 timeline traced by hand,
-// the bubble of DualPipe's README, and its activation memory (PP + 1 chunks).
+// eight steps, the fused F&B task's duration rule (timing_engine.h), a P = 4 timeline traced by
+// hand, the bubble of DualPipe's README, and its activation memory (PP + 1 chunks).
 //
 // Notation: "F3a" is the forward of micro-batch 3 on the device's chunk 0 (virtual stage s), "B3b"
 // the input gradient of chunk 1 (virtual stage 2P-1-s), "W" a weight gradient, and "[..]" a fused
@@ -155,8 +155,8 @@ TEST(DualPipeVTiming, FusedDurationIsTheLongerStream) {
     for (const StageTimeline& st : tl.pipelines[0].stages) {
       for (const TaskTiming& t : st.tasks) {
         const double expected = t.task.overlapped || tl.graph.nodes[t.node].fused_size > 1 ? fused
-                                : t.task.phase == Phase::kWeightGrad                     ? w
-                                                                                         : 2.0;
+                                : t.task.phase == Phase::kWeightGrad                       ? w
+                                                                                           : 2.0;
         EXPECT_DOUBLE_EQ(t.run.duration(), expected);
         ++checked;
       }
@@ -203,8 +203,8 @@ TEST(DualPipeVTiming, BubbleOfTheReadme) {
   for (const Costs& c : {Costs{1, 1, 1, 0, 0}, Costs{2, 2, 1, 1, 1}}) {
     for (int P : {2, 3, 4, 6}) {
       for (int64_t m : {2 * int64_t{P}, 2 * int64_t{P} + 3, 4 * int64_t{P}}) {
-        SCOPED_TRACE(::testing::Message() << "f=" << c.f << " b=" << c.b << " P=" << P
-                                          << " m=" << m);
+        SCOPED_TRACE(::testing::Message()
+                     << "f=" << c.f << " b=" << c.b << " P=" << P << " m=" << m);
         const IterationTimeline tl = computeTimeline(dpvInput(P, m, c.f, c.b, c.w, c.fa, c.ba));
         double bubble = 0;
         for (const StageTimeline& st : tl.pipelines[0].stages) {

@@ -122,7 +122,8 @@ TEST(ScheduleFile, BadFilesAreOneLineNamingRankAndAction) {
             "between ranks)");
   EXPECT_EQ(errorOf("0F0,0F0,0B0\n1F0,1B0\n"), "s.csv: rank 0 action '0F0': runs twice");
   EXPECT_EQ(errorOf("0F0,0B0\n1F0\n"), "s.csv: rank 1 never runs '1B0'");
-  EXPECT_EQ(errorOf("0F0,0X0\n"), "s.csv: rank 0 action '0X0': not {stage}{F|B|I|W}{micro-batch} or "
+  EXPECT_EQ(errorOf("0F0,0X0\n"),
+            "s.csv: rank 0 action '0X0': not {stage}{F|B|I|W}{micro-batch} or "
             "({action};{action}...)OVERLAP_F_B");
   // A fused cell must be one F and the backward of another micro-batch (and its W).
   EXPECT_EQ(errorOf("0F0,(0F1;0F2)OVERLAP_F_B\n"),
