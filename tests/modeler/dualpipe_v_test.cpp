@@ -119,9 +119,9 @@ TEST(DualPipeVGraph, FusedTasksAndTheTurn) {
 //   device 3: F0a 3, F0b 4 (the turn, in memory), F1a 5, F1b 6, F2a 7, F2b 8, F3a 9, F3b 10,
 //             F4a 11; B0b after stage 5's (10-11): 12; W0b 13; [F4b B0a W0a] 14-17; [F5a B1b W1b]
 //             waits for F5 of stage 2 and B1 of stage 5 (device 2's fused task, ends 16): 17-20.
-// From there every device is busy except its bubble: device s runs 6m - 2 x (its fused tasks) =
-// 48 - 2 x 5.. = at least 34 task-units, and the iteration ends at 54 = 48 + 6 on device 0, whose
-// 2m x (F + B + W) = 48 units of work leave (P-1)(F&B + B - 3W) = 3 (3 + 2 - 3) = 6 idle.
+// With no all-to-all a fused task lasts F + B + W, so every device is busy 2m(F + B + W) = 48;
+// past the traced prefix the end is the README's closed form, not a trace: device 0 (start 0)
+// ends at 48 + (P-1)(F&B + B - 3W) = 48 + 3 (3 + 2 - 3) = 54.
 TEST(DualPipeVTiming, HandTracedP4) {
   const IterationTimeline tl = computeTimeline(dpvInput(4, 8, 1, 1, 1));
   const std::vector<std::vector<double>> starts = {
