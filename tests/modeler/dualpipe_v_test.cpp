@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "common/error.h"
+#include "modeler/memory_model.h"
 #include "modeler/timing_engine.h"
 #include "plan/task_graph.h"
+#include "support/test_support.h"
 
 namespace evsim {
 namespace {
@@ -215,6 +217,26 @@ TEST(DualPipeVTiming, BubbleOfTheReadme) {
       }
     }
   }
+}
+
+// The README's memory columns, against a pipeline of the same 2P stages (each chunk a stage of
+// parameters p/2 and activations A/2 per micro-batch): every DualPipeV device holds two stages'
+// parameters (2x, p) and at its peak PP + 1 = 2P + 1 stage activations. By hand on device 0: the
+// warm-up runs 2(P-1) + 2 = 2P forwards before any backward (2P held); step 3's B1 W F1 frees one
+// and holds one; step 4's fused [F0 B1 W] takes the next forward before its backward frees one:
+// 2P + 1. The last device: its warm-up holds 2P, step 4's unfused F0 makes 2P + 1.
+TEST(DualPipeVMemory, TwoStagesOfParametersAndPpPlusOneActivations) {
+  const ModelConfig model = test::model(64, 4, 256, 32, 128, 8);
+  const int P = 4;
+  const int64_t m = 8, A = 1000, params = 64;
+  const Strategy dpv = Strategy::of(1, P, 1, 1, m, Schedule::kDualPipeV);
+  std::vector<ChunkMemoryInput> halves(2 * P);
+  for (ChunkMemoryInput& c : halves) c.parameters = params / 2, c.activation_bytes = A / 2;
+  const MemoryEstimate v = estimateMemory(model, dpv, m, int64_t{1} << 40, halves);
+  ASSERT_EQ(v.stages.size(), size_t{P});
+  EXPECT_EQ(v.stages[0].activation_bytes, (2 * P + 1) * A / 2);
+  EXPECT_EQ(v.stages[P - 1].activation_bytes, (2 * P + 1) * A / 2);
+  for (int s = 0; s < P; ++s) EXPECT_EQ(v.stages[s].parameters, 2 * (params / 2)) << s;
 }
 
 }  // namespace
