@@ -283,7 +283,16 @@ void RunOptions::checkTpPlacement(const ModelConfig& model, const ClusterConfig&
 }
 
 ModelConfig RunOptions::loadModel() const {
-  ModelConfig loaded = loadModelConfig(resolveConfigPath(model, "models"));
+  const std::string path = resolveConfigPath(model, "models");
+  ModelConfig loaded = loadModelConfig(path);
+  if (path.ends_with(".json") && !overrides.seq_length) {
+    // A config.json's max_position_embeddings is the longest sequence the model serves (131,072
+    // for Llama 3.1), rarely the training length: not taken silently.
+    EVSIM_THROW(InputError,
+                "--model {}: a Hugging Face config gives no training sequence length: add "
+                "--seq-length (its max_position_embeddings is {})",
+                clipped(model, 200), loaded.seq_length);
+  }
   overrides.apply(loaded);
   return loaded;
 }
