@@ -23,6 +23,9 @@ namespace {
 // Until the top K is full the first round is K candidates (the threshold is infinite before).
 constexpr size_t kBatchSize = 4096;
 constexpr size_t kRoundSize = 32;
+// Candidates one worker of the closed-form tier takes at a time: the ZeRO, overlap and offload
+// variants of one strategy (up to 32) come one after another and share most of the work.
+constexpr size_t kClosedFormBlock = 256;
 // Sums in a different order differ by rounding: prune only clearly above the threshold.
 constexpr double kBoundSlack = 1e-9;
 
@@ -134,8 +137,10 @@ class PrunedSearch {
     const size_t n = batch_.size();
     if (n == 0) return;
     std::vector<ClosedFormResult> closed(n);
-    parallelFor(n, options_.threads, [&](size_t i) {
-      if (!batch_[i].violation) closed[i] = tier_.evaluate(batch_[i].strategy);
+    // Consecutive candidates share a worker, whose workspace keeps what they share.
+    workspaces_.resize(resolveThreads(options_.threads));
+    parallelForWorkers(n, options_.threads, kClosedFormBlock, [&](size_t i, unsigned w) {
+      if (!batch_[i].violation) closed[i] = tier_.evaluate(batch_[i].strategy, workspaces_[w]);
     });
     std::vector<size_t> fitting;
     for (size_t i = 0; i < n; ++i) {
@@ -206,6 +211,7 @@ class PrunedSearch {
   const SearchOptions& options_;
   mutable PlanCache cache_;
   ClosedFormTier tier_;
+  std::vector<ClosedFormTier::Workspace> workspaces_;  // one per worker thread
   std::vector<Candidate> batch_;
   size_t first_index_ = 0;   // enumeration index of batch_[0]
   std::vector<Ranked> top_;  // best first, at most top_k
