@@ -22,6 +22,7 @@ struct ClosedFormTier::Facts {
   std::vector<int> first_layer;
   std::vector<ChunkMemoryInput> chunks;
   std::vector<int64_t> parameters, dense_parameters;
+  std::vector<DeviceChunkSums> devices;  // the memory model's per-device sums of the chunks
   // F_k and B_k without [0] and with [1] ZeRO-3's transfers; `complete` false when an op has no
   // cost (no bound then).
   std::array<std::vector<double>, 2> forward, backward;
@@ -383,6 +384,7 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
     // The parameters the DP group (x CP) synchronises: all, or without the experts under EP.
     f.dense_parameters[k] = c.parameters - (strategy.ep > 1 ? c.expert_parameters : 0);
   }
+  f.devices = deviceChunkSums(strategy, strategy.microBatches(), f.chunks);
   return f;
 }
 
@@ -400,8 +402,8 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy, Workspace& w
   out.micro_batches = strategy.microBatches();
   Facts& f = facts(strategy, state);
   const MemoryEstimate mem =
-      estimateMemory(model_, strategy, out.micro_batches, cluster_.device.memoryBytes(), f.chunks,
-                     headroom_, hostCapacity(cluster_), cluster_.device.memory);
+      estimateMemory(model_, strategy, cluster_.device.memoryBytes(), f.devices, headroom_,
+                     hostCapacity(cluster_), cluster_.device.memory);
   out.peak_memory_bytes = mem.peak_bytes;
   out.peak_memory_stage = mem.peak_stage;
   out.fits = mem.fits();
