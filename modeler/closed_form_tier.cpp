@@ -30,8 +30,16 @@ struct ClosedFormTier::Facts {
   // Activation offload: each chunk's copies out (forward) and in (backward), summed.
   std::vector<double> copy_out, copy_in;
   bool copies_ready = false;
-  // Gradient sync and gather times by (kind, device stage, bytes): the class fixes the groups.
-  std::map<std::tuple<int, int, int64_t>, double> communication_us;
+  // Per device stage, summed over its chunks (each variant when a candidate first needs it; not
+  // `complete` when an op has no cost): the optimizer steps by [sharded][offload], the gradient
+  // sync by [reduce-scatter rather than all-reduce], the ZeRO 1/2 parameter gathers.
+  struct StageSums {
+    bool ready = false, complete = true;
+    std::vector<double> us;
+  };
+  std::array<std::array<StageSums, 4>, 2> steps;
+  std::array<StageSums, 2> syncs;
+  StageSums gathers;
 };
 
 struct ClosedFormTier::Workspace::State {
@@ -282,37 +290,47 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     }
     return it->second;
   };
-  auto communicationUs = [&](EventKind kind, int s, int64_t bytes) {
-    auto [it, inserted] =
-        facts.communication_us.try_emplace({static_cast<int>(kind), s, bytes}, 0.0);
-    if (inserted) {
-      it->second = issuedUs(makeCommunication(kind, bytes, placements.dp[s], model_.dtype));
+  // Sums `chunk_us(k)` per device stage into `sums` the first time; false when one is uncosted.
+  auto stageSums = [&](Facts::StageSums& sums, auto&& chunk_us) {
+    if (!sums.ready) {
+      sums.ready = true;
+      sums.us.assign(P, 0.0);
+      for (int k = 0; k < K && sums.complete; ++k) {
+        const double t = chunk_us(k);
+        if (t < 0) sums.complete = false;
+        sums.us[pipeline.device(k)] += t;
+      }
     }
-    return it->second;
+    return sums.complete;
+  };
+  auto communicationUs = [&](EventKind kind, int k) {
+    const int64_t bytes = facts.dense_parameters[k] * elem_bytes;
+    return issuedUs(makeCommunication(kind, bytes, placements.dp[pipeline.device(k)], model_.dtype));
   };
   // After the pipeline: gradient sync (not overlapped), optimizer, ZeRO 1/2 parameter gathers.
-  std::vector<double> post(P, 0.0);
-  for (int k = 0; k < K; ++k) {
-    const int s = pipeline.device(k);
-    // Under EP the experts' shard is over fewer ranks: dividing all by G stays below the plan's.
-    const int64_t optimizer_params =
-        zero > 0 ? (facts.parameters[k] + G - 1) / G : facts.parameters[k];
-    const double step = stepUs(optimizer_params);
-    if (step < 0) return 0;
-    post[s] += step;
-    if (G > 1 && zero < 3) {
-      const int64_t bytes = facts.dense_parameters[k] * elem_bytes;
-      if (!strategy.dp_overlap) {
-        const EventKind kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
-        const double sync = communicationUs(kind, s, bytes);
-        if (sync < 0) return 0;
-        post[s] += sync;
+  const int offload = static_cast<int>(strategy.offload);
+  EVSIM_CHECK(offload >= 0 && offload < 4, "offload {}", offload);
+  Facts::StageSums& steps = facts.steps[zero > 0 ? 1 : 0][offload];
+  // Under EP the experts' shard is over fewer ranks: dividing all by G stays below the plan's.
+  if (!stageSums(steps, [&](int k) {
+        return stepUs(zero > 0 ? (facts.parameters[k] + G - 1) / G : facts.parameters[k]);
+      })) {
+    return 0;
+  }
+  std::vector<double> post = steps.us;
+  if (G > 1 && zero < 3) {
+    if (!strategy.dp_overlap) {
+      const EventKind kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
+      Facts::StageSums& syncs = facts.syncs[zero > 0 ? 1 : 0];
+      if (!stageSums(syncs, [&](int k) { return communicationUs(kind, k); })) return 0;
+      for (int s = 0; s < P; ++s) post[s] += syncs.us[s];
+    }
+    if (zero > 0) {
+      if (!stageSums(facts.gathers,
+                     [&](int k) { return communicationUs(EventKind::kAllGather, k); })) {
+        return 0;
       }
-      if (zero > 0) {
-        const double gather = communicationUs(EventKind::kAllGather, s, bytes);
-        if (gather < 0) return 0;
-        post[s] += gather;
-      }
+      for (int s = 0; s < P; ++s) post[s] += facts.gathers.us[s];
     }
   }
   const double m = static_cast<double>(micro_batches);
