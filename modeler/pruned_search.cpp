@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "plan/iteration_plan.h"
 #include "plan/plan_cache.h"
+#include "modeler/candidate_stream.h"
 #include "modeler/closed_form_tier.h"
 #include "modeler/parallel_for.h"
 #include "modeler/simulation.h"
@@ -19,7 +20,7 @@ namespace evsim {
 
 namespace {
 
-// Fixed sizes, independent of the thread count, so that results are too. A batch bounds the
+// Fixed sizes, independent of the thread count, so that results are too. A batch bounds the valid
 // candidates waiting for the closed-form tier; the pool, those that fit and whose bound is below
 // the threshold, waiting to be simulated best bound first; a round is what one threshold applies
 // to. Until the top K is full a round is the K - |top| best bounds (the threshold is infinite).
@@ -42,12 +43,6 @@ bool before(const Ranked& a, const Ranked& b) {
   if (a.iteration_us != b.iteration_us) return a.iteration_us < b.iteration_us;
   return a.index < b.index;
 }
-
-// A valid candidate waiting for the closed-form tier.
-struct Waiting {
-  Strategy strategy;
-  size_t index = 0;  // in the enumeration
-};
 
 // A fitting candidate waiting to be simulated, ordered by bound, then enumeration order.
 struct Pending {
@@ -80,23 +75,42 @@ class PrunedSearch {
         tier_(model, cluster, costs, options.memory_headroom, cache_),
         workspaces_(resolveThreads(options.threads)) {}
 
-  // Invalid candidates are counted at once (in enumeration order, as before); valid ones wait.
-  void add(Candidate&& candidate) {
-    const size_t index = next_index_++;
-    if (candidate.violation) {
-      ++report_.invalid;
-      report_.noteInvalid(candidate.strategy, *candidate.violation);
-      return;
+  // The closed-form tier over a batch of valid candidates (candidate_stream.h); fitting ones below
+  // the threshold join the pool, which is simulated down to its capacity.
+  void add(std::vector<IndexedStrategy>&& batch) {
+    const size_t n = batch.size();
+    std::vector<ClosedFormResult> closed(n);
+    // Consecutive candidates share a worker, whose workspace keeps what they share.
+    parallelForWorkers(n, options_.threads, kClosedFormBlock, [&](size_t i, unsigned w) {
+      closed[i] = tier_.evaluate(batch[i].strategy, workspaces_[w]);
+    });
+    const double bound_limit = limit();
+    for (size_t i = 0; i < n; ++i) {
+      ++report_.closed_form;
+      if (!closed[i].fits) {
+        ++report_.oom;
+        noteOom(batch[i].strategy, closed[i]);
+        continue;
+      }
+      ++report_.ok;
+      if (closed[i].lower_bound_us > bound_limit) {
+        ++report_.pruned_by_bound;
+        continue;
+      }
+      pool_.insert(Pending{closed[i].lower_bound_us, batch[i].index, std::move(batch[i].strategy),
+                           closed[i]});
     }
-    batch_.push_back(Waiting{std::move(candidate.strategy), index});
-    if (batch_.size() == kBatchSize) flush();
+    while (pool_.size() > kPoolCapacity) simulateRound();
   }
 
-  // Processes the last batch and the pool, and returns the report (throws for missing costs).
-  SearchReport finish() {
-    flush();
+  // Simulates what is left in the pool and returns the report, with the invalid candidates'
+  // counts from `invalid` (throws for missing costs).
+  SearchReport finish(SearchReport&& invalid) {
     while (simulateRound()) {
     }
+    report_.invalid = invalid.invalid;
+    report_.invalid_by_rule = std::move(invalid.invalid_by_rule);
+    report_.invalid_example = std::move(invalid.invalid_example);
     if (missing_.size() > 0) costs_.costAll(missing_);  // throws, listing all
     report_.pruned = true;
     report_.headroom = options_.memory_headroom;
@@ -168,36 +182,6 @@ class PrunedSearch {
     report_.noteOom(c);
   }
 
-  // The closed-form tier over the batch; fitting candidates below the threshold join the pool,
-  // which is simulated down to its capacity.
-  void flush() {
-    const size_t n = batch_.size();
-    if (n == 0) return;
-    std::vector<ClosedFormResult> closed(n);
-    // Consecutive candidates share a worker, whose workspace keeps what they share.
-    parallelForWorkers(n, options_.threads, kClosedFormBlock, [&](size_t i, unsigned w) {
-      closed[i] = tier_.evaluate(batch_[i].strategy, workspaces_[w]);
-    });
-    const double bound_limit = limit();
-    for (size_t i = 0; i < n; ++i) {
-      ++report_.closed_form;
-      if (!closed[i].fits) {
-        ++report_.oom;
-        noteOom(batch_[i].strategy, closed[i]);
-        continue;
-      }
-      ++report_.ok;
-      if (closed[i].lower_bound_us > bound_limit) {
-        ++report_.pruned_by_bound;
-        continue;
-      }
-      pool_.insert(Pending{closed[i].lower_bound_us, batch_[i].index,
-                           std::move(batch_[i].strategy), closed[i]});
-    }
-    batch_.clear();
-    while (pool_.size() > kPoolCapacity) simulateRound();
-  }
-
   // Drops the pool's candidates above the threshold (pruned), then simulates its best bounds
   // (one round) and ranks them. False when the pool was left empty before the round.
   bool simulateRound() {
@@ -241,8 +225,6 @@ class PrunedSearch {
   mutable PlanCache cache_;
   ClosedFormTier tier_;
   std::vector<ClosedFormTier::Workspace> workspaces_;  // one per worker thread
-  std::vector<Waiting> batch_;
-  size_t next_index_ = 0;  // enumeration index of the next candidate
   std::set<Pending, ByBound> pool_;
   std::vector<Ranked> top_;  // best first, at most top_k
   double worst_samples_per_s_ = 0;
@@ -272,9 +254,12 @@ SearchReport runPrunedSearch(const ModelConfig& model, const ClusterConfig& clus
   validateSearchOptions(options);
   if (options.top_k < 1) EVSIM_THROW(InputError, "--top {}: must be >= 1", options.top_k);
   PrunedSearch search(model, cluster, costs, options);
-  forEachCandidate(model, cluster, options.base, options.space,
-                   [&](Candidate&& c) { search.add(std::move(c)); });
-  return search.finish();
+  // With more than one thread the enumeration runs beside the batches before it.
+  SearchReport invalid;
+  streamCandidates(model, cluster, options.base, options.space, kBatchSize,
+                   /*background=*/resolveThreads(options.threads) > 1, invalid,
+                   [&](std::vector<IndexedStrategy>&& batch) { search.add(std::move(batch)); });
+  return search.finish(std::move(invalid));
 }
 
 }  // namespace evsim
