@@ -222,7 +222,7 @@ class PrunedSearch {
   const ClusterConfig& cluster_;
   const CostModel& costs_;
   const SearchOptions& options_;
-  mutable PlanCache cache_;
+  mutable PlanCache cache_{8};
   ClosedFormTier tier_;
   std::vector<ClosedFormTier::Workspace> workspaces_;  // one per worker thread
   std::set<Pending, ByBound> pool_;
