@@ -305,7 +305,8 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   };
   auto communicationUs = [&](EventKind kind, int k) {
     const int64_t bytes = facts.dense_parameters[k] * elem_bytes;
-    return issuedUs(makeCommunication(kind, bytes, placements.dp[pipeline.device(k)], model_.dtype));
+    return issuedUs(
+        makeCommunication(kind, bytes, placements.dp[pipeline.device(k)], model_.dtype));
   };
   // After the pipeline: gradient sync (not overlapped), optimizer, ZeRO 1/2 parameter gathers.
   const int offload = static_cast<int>(strategy.offload);

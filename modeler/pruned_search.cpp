@@ -191,16 +191,14 @@ class PrunedSearch {
       ++report_.pruned_by_bound;
     }
     if (pool_.empty()) return false;
-    const size_t size = std::isinf(bound_limit)
-                            ? static_cast<size_t>(options_.top_k) - top_.size()
-                            : kRoundSize;
+    const size_t size =
+        std::isinf(bound_limit) ? static_cast<size_t>(options_.top_k) - top_.size() : kRoundSize;
     std::vector<Pending> round;
     while (round.size() < size && !pool_.empty()) {
       round.push_back(std::move(pool_.extract(pool_.begin()).value()));
     }
     std::vector<Simulated> done(round.size());
-    parallelFor(round.size(), options_.threads,
-                [&](size_t j) { done[j] = simulateOne(round[j]); });
+    parallelFor(round.size(), options_.threads, [&](size_t j) { done[j] = simulateOne(round[j]); });
     for (Simulated& d : done) {
       for (const Event& e : d.missing) missing_.intern(e);
       if (!d.ranked) continue;
