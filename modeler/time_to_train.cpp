@@ -68,9 +68,12 @@ TimeToTrain timeToTrain(double tokens, int64_t tokens_per_iteration, double iter
 }
 
 std::string timeToTrainText(const TimeToTrain& t) {
-  std::string out = fmt::format(
-      "  time to train      {} tokens: {} iterations, {:.1f} days, {} GPU-hours", compact(t.tokens),
-      t.iterations, t.seconds / kSecondsPerDay, compact(t.gpu_hours));
+  const std::string duration = t.seconds < kSecondsPerDay
+                                   ? fmt::format("{:.1f} hours", t.seconds / kSecondsPerHour)
+                                   : fmt::format("{:.1f} days", t.seconds / kSecondsPerDay);
+  std::string out =
+      fmt::format("  time to train      {} tokens: {} iterations, {}, {} GPU-hours",
+                  compact(t.tokens), t.iterations, duration, compact(t.gpu_hours));
   if (t.cost) out += fmt::format(", cost {}", compact(*t.cost));
   return out + "\n";
 }

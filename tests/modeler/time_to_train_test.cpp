@@ -32,7 +32,11 @@ TEST(TimeToTrain, IterationsDaysGpuHoursCost) {
   EXPECT_EQ(timeToTrainText(t),
             "  time to train      1.00 T tokens: 238419 iterations, 5.5 days, 135.6 K "
             "GPU-hours, cost 339.1 K\n");
-  EXPECT_FALSE(timeToTrain(1e12, 1024 * 4096, 2e6, 1024, std::nullopt).cost.has_value());
+  // Under a day in hours: 1e9 tokens = 239 iterations x 2 s = 478 s = 0.13 h; x 8 GPUs = 1.1.
+  const TimeToTrain short_run = timeToTrain(1e9, 1024 * 4096, 2e6, 8, std::nullopt);
+  EXPECT_FALSE(short_run.cost.has_value());
+  EXPECT_EQ(timeToTrainText(short_run),
+            "  time to train      1.00 B tokens: 239 iterations, 0.1 hours, 1.1 GPU-hours\n");
 }
 
 }  // namespace
