@@ -80,8 +80,11 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
     b->required();
     B->required();
   }
-  app.add_option("--schedule", schedule, "gpipe | dapple (1F1B) | interleaved | zbh1 | zbh2")
-      ->capture_default_str();
+  schedule_option =
+      app.add_option("--schedule", schedule,
+                     "gpipe | dapple (1F1B) | interleaved | zbh1 | zbh2 | zbv | dualpipev | "
+                     "FILE.csv")
+          ->capture_default_str();
   auto* v = app.add_option("--virtual-stages", virtual_stages,
                            "model chunks per device v (with --schedule interleaved)")
                 ->capture_default_str();
@@ -323,6 +326,17 @@ ClusterConfig RunOptions::loadCluster() const {
   return c;
 }
 
+void RunOptions::requireInterleaved(const char* flag) const {
+  // An explicit other schedule was silently replaced by interleaved (issue 31).
+  if (schedule_option != nullptr && schedule_option->count() > 0 &&
+      toLower(trim(schedule)) != "interleaved") {
+    EVSIM_THROW(InputError,
+                "{} with --schedule {}: model chunks per device need --schedule interleaved (or "
+                "no --schedule)",
+                flag, schedule);
+  }
+}
+
 Strategy RunOptions::strategy(const ModelConfig& model_config) const {
   Strategy s;
   if (!strategy_text.empty()) {
@@ -366,6 +380,7 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
                                            : static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);
   s.virtual_stages = virtual_stages;
   if (megatron_virtual_stages > 0) {
+    requireInterleaved("--virtual-pipeline-model-parallel-size");
     s.virtual_stages = megatron_virtual_stages;
     s.schedule = Schedule::kInterleaved;
   }
@@ -380,6 +395,7 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
                   model_config.name);
     }
     s.virtual_stages = static_cast<int>(model_config.numLayers() / per_device);
+    requireInterleaved("--num-layers-per-virtual-pipeline-stage");
     s.schedule = Schedule::kInterleaved;
   }
   s.recompute = parseRecompute(recompute_activations ? "selective" : recompute);

@@ -61,7 +61,8 @@ struct RunOptions {
   std::string framework = "megatron";  // --framework megatron | fsdp
   std::string reshard = "default";     // --reshard-after-forward default | always | never
   ModelOverrides overrides;
-  const CLI::App* extras_app = nullptr;  // set by addMegatronExtras
+  const CLI::App* extras_app = nullptr;         // set by addMegatronExtras
+  const CLI::Option* schedule_option = nullptr;  // --schedule: given or the default?
   std::string args_file;                 // --args-file, for --help (expanded before parsing)
   // --overlap-slowdown on|off: off sets the device's overlap slowdown factors to 1 (compute beside
   // communication at full speed; modeler/overlap_slowdown.h), for ablations.
@@ -91,6 +92,9 @@ struct RunOptions {
   // Registers --overlap-slowdown on|off (simulate, search: every command that times iterations).
   void addOverlapSlowdownOption(CLI::App& app);
 
+  // Throws InputError when --schedule names another schedule than the interleaved one that
+  // `flag` (a Megatron chunk-count flag) implies.
+  void requireInterleaved(const char* flag) const;
   // The model file with the command line's overrides applied.
   ModelConfig loadModel() const;
   // The cluster file, its device's overlap slowdown switched off by --overlap-slowdown off.

@@ -194,7 +194,7 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
     if (std::optional<TimeToTrain> t = runTime(args, model, *best)) {
       fmt::print("{}", timeToTrainText(*t));
     }
-    fmt::print("full timeline: {} --trace best.json\n", simulateCommand(args, best->strategy));
+    fmt::print("full timeline: {} --trace best.json.gz\n", simulateCommand(args, best->strategy));
     return;
   }
   fmt::print("\nno strategy fits in {:.1f} GiB per GPU (usable {:.1f} GiB)\n",
