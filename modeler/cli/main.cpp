@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   using evsim::ExpandedArgs;
   using evsim::expandArgsFile;
   CLI::App app{"eventsim: predict distributed transformer training from profiled events"};
+  app.set_version_flag("--version", std::string("eventsim ") + EVSIM_VERSION);
   app.require_subcommand(1);
   evsim::registerEventsCommand(app);
   evsim::registerSimulateCommand(app);
