@@ -17,6 +17,8 @@
 //             copies and the host's Adam) + ZeRO 1/2 all-gathers, each with its host issue time,
 //             as the simulation charges them (under expert parallelism the dense parameters'
 //             only: the experts' own sync can only add)
+// Under a schedule with fused tasks (DualPipeV) and expert parallelism, work_s is halved: a fused
+// task lasts max(compute, all-to-all), at least half its members' sum (timing_engine.h).
 // With activation offload F_k and B_k are at least the sums of the task's copies out and in (they
 // run one at a time on the host stream, and the task ends after the last).
 //   bound = max_s max(fill_s + work_s + post_s, fill_s + work_s + drain_s + post_0)

@@ -30,6 +30,8 @@ const PipelineSchedule& pipelineSchedule(Schedule schedule) {
       return zbH2Schedule();
     case Schedule::kZbv:
       return zbVSchedule();
+    case Schedule::kDualPipeV:
+      return dualPipeVSchedule();
     case Schedule::kFile:
       return fileSchedule();
   }
