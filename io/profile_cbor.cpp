@@ -21,6 +21,7 @@ constexpr std::string_view kFormatName = "eventsim-profile";
 // The layout nests three levels (top, metadata, versions); a corrupt file may claim any depth,
 // and nlohmann's CBOR reader recurses per level: refused past this.
 constexpr int kMaxDepth = 8;
+constexpr int64_t kMaxOverlapEntries = 1000;
 
 // nlohmann's own DOM builder behind the SAX interface, with two checks it lacks: a depth bound
 // (a byte run of 0x81 "array of one" would otherwise recurse until the stack ends) and no key
@@ -309,7 +310,9 @@ void readOverlap(const Node& table, const std::string& origin, ProfileDb& db) {
     }
   }
   table.allowOnly(keys);
-  const auto n = static_cast<size_t>(table.nonNegativeInt("entries", 1'000'000));
+  // eventprof --overlap measures a few dozen pairs; putOverlap's lookup is linear, so a corrupt
+  // count of millions would take hours: bounded here.
+  const auto n = static_cast<size_t>(table.nonNegativeInt("entries", kMaxOverlapEntries));
   const std::vector<std::string_view> compute = table.signatures("compute", n);
   const std::vector<std::string_view> transfer = table.signatures("transfer", n);
   const StatsColumns alone(table, "alone_", n), beside(table, "beside_", n);
