@@ -121,7 +121,8 @@ void runSimulate(const SimulateArgs& args) {
   // when written rank by rank; issue 34, item 4). A list: those ranks, each on its own.
   const TimelineGrouping grouping =
       args.ranks == "all" ? TimelineGrouping::kPerTimeline : TimelineGrouping::kPerRank;
-  const std::vector<RankGroup> groups = groupRanks(timeline, ranks, grouping);
+  const std::vector<RankGroup> groups =
+      writing ? groupRanks(timeline, ranks, grouping) : std::vector<RankGroup>{};
   if (writing) {
     std::vector<int64_t> written;  // the ranks whose events are written
     for (const RankGroup& g : groups) written.push_back(g.ranks[0]);
