@@ -61,7 +61,7 @@ int64_t firstInvalidUtf8(const std::string& text) {
   return -1;
 }
 
-std::string readInputFile(const std::string& path, const std::string& what) {
+std::string readInputBytes(const std::string& path, const std::string& what) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (ec && status.type() != fs::file_type::not_found) {
@@ -87,11 +87,26 @@ std::string readInputFile(const std::string& path, const std::string& what) {
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) EVSIM_THROW(InputError, "{}: cannot open {}: {}", path, what, std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // In blocks (a 40 MB binary profile is read at disk speed, not a character at a time); up to
+  // one byte past the limit, so a file that grew while read is still caught below.
+  std::string text;
+  if (!ec) text.reserve(static_cast<size_t>(size) + 1);
+  constexpr size_t kBlock = size_t{1} << 20;
+  while (in && static_cast<int64_t>(text.size()) <= limit) {
+    const size_t at = text.size();
+    text.resize(at + kBlock);
+    in.read(text.data() + at, static_cast<std::streamsize>(kBlock));
+    text.resize(at + static_cast<size_t>(in.gcount()));
+  }
   if (in.bad()) EVSIM_THROW(InputError, "{}: read error", path);
   if (static_cast<int64_t>(text.size()) > limit) {  // grew while read
     EVSIM_THROW(InputError, "{}: larger than the {} MiB limit for a {}", path, limit >> 20, what);
   }
+  return text;
+}
+
+std::string readInputFile(const std::string& path, const std::string& what) {
+  std::string text = readInputBytes(path, what);
   if (const int64_t bad = firstInvalidUtf8(text); bad >= 0) {
     EVSIM_THROW(InputError, "{}: not UTF-8 text (invalid byte at offset {})", path, bad);
   }

@@ -20,6 +20,9 @@ int64_t maxInputBytes();
 // "profile database").
 std::string readInputFile(const std::string& path, const std::string& what);
 
+// The same checks but the UTF-8 one: for binary inputs (a CBOR profile database, io/profile_db.h).
+std::string readInputBytes(const std::string& path, const std::string& what);
+
 // The offset of the first byte of `text` that is not part of a valid UTF-8 sequence, or -1.
 int64_t firstInvalidUtf8(const std::string& text);
 

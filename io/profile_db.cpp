@@ -14,6 +14,7 @@
 #include "common/input_file.h"
 #include "common/strings.h"
 #include "common/yaml_reader.h"
+#include "io/profile_cbor.h"
 
 namespace evsim {
 
@@ -132,10 +133,8 @@ ProfileMetadata readMetadata(const YamlReader& root) {
       {"backend", "date", "world_size", "ranks_per_node", "hosts", "devices", "versions"});
   ProfileMetadata out;
   out.backend = meta.str("backend");
-  if (out.backend != "cpu" && out.backend != "cuda" && out.backend != "nccl-tests" &&
-      out.backend != "pytorch") {
-    meta.fail("backend",
-              fmt::format("'{}': must be cpu, cuda, nccl-tests or pytorch", out.backend));
+  if (!isKnownProfileBackend(out.backend)) {
+    meta.fail("backend", fmt::format("'{}': must be {}", out.backend, kProfileBackendsText));
   }
   out.date = meta.str("date");
   out.world_size = static_cast<int>(meta.positiveInt("world_size"));
@@ -219,14 +218,33 @@ std::string emit(const ProfileMetadata& m, const std::vector<ProfileRecord>& rec
 
 }  // namespace
 
+bool isKnownProfileBackend(std::string_view backend) {
+  return backend == "cpu" || backend == "cuda" || backend == "nccl-tests" || backend == "pytorch";
+}
+
+ProfileFormat profileFormatForPath(const std::string& path) {
+  return std::string_view(path).ends_with(".cbor") ? ProfileFormat::kCbor : ProfileFormat::kYaml;
+}
+
+std::string_view profileFormatName(ProfileFormat format) {
+  return format == ProfileFormat::kCbor ? "cbor" : "yaml";
+}
+
 ProfileDb ProfileDb::load(const std::string& path) {
-  return parse(readInputFile(path, "YAML input"), path);
+  // Binary bytes are not UTF-8: the text check waits until the content says YAML.
+  std::string bytes = readInputBytes(path, "profile database");
+  if (isCborProfile(bytes)) return decodeProfileCbor(bytes, path);
+  if (const int64_t bad = firstInvalidUtf8(bytes); bad >= 0) {
+    EVSIM_THROW(InputError, "{}: not UTF-8 text (invalid byte at offset {})", path, bad);
+  }
+  return parse(bytes, path);
 }
 
 // The entries are read as the parser reaches them (YamlReader::fromStringStreaming): a
 // 400,000-entry profile is never held as YAML nodes at once. The version is still judged before any
 // entry: an entry's error is kept until the whole file is parsed and the version checked.
 ProfileDb ProfileDb::parse(const std::string& text, const std::string& origin) {
+  if (isCborProfile(text)) return decodeProfileCbor(text, origin);
   ProfileDb db;
   std::optional<std::string> entry_error;
   const YamlReader root =
@@ -268,11 +286,17 @@ void ProfileDb::readHeader(const YamlReader& root, ProfileDb& db) {
   events.fail("", "must be a list");
 }
 
-void ProfileDb::save(const std::string& path) const {
+void ProfileDb::save(const std::string& path) const { save(path, profileFormatForPath(path)); }
+
+void ProfileDb::save(const std::string& path, ProfileFormat format) const {
   // Temp file beside the target (`<path>.tmp.<pid>`, what removeStaleTemps looks for), fsync,
   // rename: an interrupted save leaves the previous database whole.
   AtomicFileWriter writer(path, AtomicFileWriter::Durability::kDurable);
-  writer.stream() << emit(metadata, records_, overlap_);
+  if (format == ProfileFormat::kCbor) {
+    writer.stream() << encodeProfileCbor(*this);
+  } else {
+    writer.stream() << emit(metadata, records_, overlap_);
+  }
   writer.commit();
 }
 
@@ -297,13 +321,24 @@ int ProfileDb::removeStaleTemps(const std::string& path) {
 
 void ProfileDb::put(ProfileRecord record) {
   if (record.signature.empty()) record.signature = record.event.signature();
-  auto it = index_.find(record.signature);
-  if (it != index_.end()) {
+  auto [it, added] = index_.try_emplace(record.signature, records_.size());
+  if (!added) {
     records_[it->second] = std::move(record);
     return;
   }
-  index_.emplace(record.signature, records_.size());
   records_.push_back(std::move(record));
+}
+
+bool ProfileDb::putNew(ProfileRecord record) {
+  if (record.signature.empty()) record.signature = record.event.signature();
+  if (!index_.try_emplace(record.signature, records_.size()).second) return false;
+  records_.push_back(std::move(record));
+  return true;
+}
+
+void ProfileDb::reserve(size_t records) {
+  records_.reserve(records);
+  index_.reserve(records);
 }
 
 void ProfileDb::putOverlap(OverlapRecord record) {

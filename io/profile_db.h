@@ -35,6 +35,12 @@
 //       alone_us: {median: ..., min: ..., max: ..., stddev: ..., count: ...}
 //       beside_us: {median: ..., ...}    # the same kernel while the transfer runs all along
 //
+// The same content can be kept in binary, columnar form (CBOR, io/profile_cbor.h): a 400,000-entry
+// profile then loads in a small fraction of the YAML's time and memory. save() picks the form by
+// the name (".cbor": binary, anything else: YAML, the human-readable default); load() and parse()
+// by the content (the CBOR magic), whatever the name. `eventsim convert-profile` converts both
+// ways.
+//
 // Loading checks the schema version, every required key, that each signature parses, and that the
 // statistics are consistent (min <= median <= max, count > 0); anything else is an InputError
 // naming the file and the entry.
@@ -42,6 +48,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "events/event.h"
@@ -51,6 +59,15 @@ namespace evsim {
 class YamlReader;
 
 inline constexpr int kProfileSchemaVersion = 1;
+
+// metadata.backend's values, for both forms.
+bool isKnownProfileBackend(std::string_view backend);
+inline constexpr std::string_view kProfileBackendsText = "cpu, cuda, nccl-tests or pytorch";
+
+enum class ProfileFormat { kYaml, kCbor };
+// kCbor for a name ending in ".cbor", else kYaml.
+ProfileFormat profileFormatForPath(const std::string& path);
+std::string_view profileFormatName(ProfileFormat format);  // "yaml", "cbor"
 
 struct TimingStats {
   double median_us = 0;
@@ -95,18 +112,25 @@ class ProfileDb {
  public:
   ProfileMetadata metadata;
 
-  // Throws InputError: missing file, malformed YAML, wrong schema version, bad entries.
+  // Throws InputError: missing file, malformed YAML or CBOR, wrong schema version, bad entries.
+  // YAML or binary, told apart by the content.
   static ProfileDb load(const std::string& path);
-  // The same from text; `origin` names it in errors (tests, fuzzing).
+  // The same from the file's bytes; `origin` names it in errors (tests, fuzzing).
   static ProfileDb parse(const std::string& text, const std::string& origin);
-  // Writes to `path` atomically (temp file "<path>.tmp.<pid>" in the same directory, then rename).
+  // Writes to `path` atomically (temp file "<path>.tmp.<pid>" in the same directory, then rename),
+  // in the form profileFormatForPath(path) names, or `format`.
   void save(const std::string& path) const;
+  void save(const std::string& path, ProfileFormat format) const;
   // Removes the temp files an interrupted save() of `path` left behind: "<path>.tmp.<pid>" whose
   // process no longer runs (a running writer's is kept). Returns how many were removed.
   static int removeStaleTemps(const std::string& path);
 
   // Adds or replaces the record with the same signature.
   void put(ProfileRecord record);
+  // Adds the record unless one with its signature is there (then false, nothing changed).
+  bool putNew(ProfileRecord record);
+  // Room for this many records without reallocating (loaders that know the count).
+  void reserve(size_t records);
   const ProfileRecord* find(const std::string& signature) const;
   const std::vector<ProfileRecord>& records() const { return records_; }
 
@@ -120,7 +144,7 @@ class ProfileDb {
 
   std::vector<ProfileRecord> records_;
   std::vector<OverlapRecord> overlap_;
-  std::map<std::string, size_t> index_;
+  std::unordered_map<std::string, size_t> index_;
 };
 
 }  // namespace evsim

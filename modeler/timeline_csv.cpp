@@ -90,8 +90,7 @@ class LineParser {
     if (!std::isfinite(value)) fail(c, "not a finite number");
     // Beyond 31 years in microseconds a timeline is corrupt, and sums of such times overflowed
     // to inf (start_us 1e308 was accepted, issue 33).
-    if (std::abs(value) > kMaxTimeUs)
-      fail(c, fmt::format("must be within +-{:g} us", kMaxTimeUs));
+    if (std::abs(value) > kMaxTimeUs) fail(c, fmt::format("must be within +-{:g} us", kMaxTimeUs));
     return value;
   }
 
@@ -162,6 +161,12 @@ Timeline readTimelineCsv(std::istream& in, const std::string& path, NameTable& n
     EVSIM_THROW(InputError, "{}: empty file (expected the header '{}')", path, kTimelineCsvHeader);
   ++line_number;
   stripCr();
+  if (line == kTimelineMapComment) {
+    EVSIM_THROW(InputError,
+                "{}: a per-timeline CSV (simulate --ranks all: one row set per simulated timeline, "
+                "standing for many ranks); compare needs one per rank: write it with --ranks LIST",
+                path);
+  }
   if (line != kTimelineCsvHeader) {
     EVSIM_THROW(InputError, "{}:1: header '{}' is not the timeline CSV header '{}'", path,
                 clipped(line), kTimelineCsvHeader);

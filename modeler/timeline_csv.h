@@ -61,6 +61,11 @@ struct Timeline {
   double iterationUs() const { return end_us - begin_us; }
 };
 
+// The first line of a per-timeline CSV (`simulate --ranks all`, modeler/trace_writer.h), which
+// compare does not read: its rows stand for many ranks each.
+inline constexpr std::string_view kTimelineMapComment =
+    "# eventsim timeline CSV, one row set per simulated timeline; the ranks of each:";
+
 inline constexpr std::string_view kTimelineCsvHeader =
     "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance";
 

@@ -5,14 +5,17 @@
 
 #include <algorithm>
 #include <optional>
+#include <unordered_map>
 
 #include "common/atomic_file.h"
 #include "common/cancel.h"
 #include "common/error.h"
 #include "common/gzip_stream.h"
 #include "modeler/device_events.h"
-#include "plan/task_graph.h"
+#include "modeler/timeline_csv.h"
 #include "modeler/trace_text.h"
+#include "modeler/variability.h"
+#include "plan/task_graph.h"
 
 namespace evsim {
 
@@ -125,8 +128,34 @@ TimelineSource simulationTimeline(const Simulation& sim) {
     forEachDeviceEvent(sim, rank, visit);
   };
   source.provenance = [&sim](int event) { return provenanceName(sim.costs[event].provenance); };
+  // forEachDeviceEvent's own key: the pipeline class of the rank's DP replica, and its stage.
+  source.timeline_of = [&sim](int64_t rank) {
+    const RankCoord c = sim.plan.layout().coord(rank);
+    return static_cast<int64_t>(sim.plan.pipelineOf(c.dp)) * sim.plan.strategy.pp + c.pp;
+  };
   return source;
 }
+
+std::vector<RankGroup> groupRanks(const TimelineSource& source, const std::vector<int64_t>& ranks,
+                                  TimelineGrouping grouping) {
+  std::vector<RankGroup> groups;
+  if (grouping == TimelineGrouping::kPerRank || !source.timeline_of) {
+    groups.reserve(ranks.size());
+    for (int64_t rank : ranks) groups.push_back(RankGroup{rank, {rank}});
+    return groups;
+  }
+  std::vector<int64_t> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  std::unordered_map<int64_t, size_t> index;  // timeline -> its group
+  for (int64_t rank : sorted) {
+    const int64_t timeline = source.timeline_of(rank);
+    auto [it, added] = index.try_emplace(timeline, groups.size());
+    if (added) groups.push_back(RankGroup{timeline, {}});
+    groups[it->second].ranks.push_back(rank);
+  }
+  return groups;
+}
+
 
 std::string layerText(int layer) {
   fmt::memory_buffer scratch;
@@ -146,13 +175,19 @@ std::vector<int64_t> firstPipelineRanks(const IterationPlan& plan) {
 }
 
 void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& ranks,
-                      std::ostream& out) {
+                      std::ostream& out, TimelineGrouping grouping) {
   const IterationPlan& plan = *source.plan;
   const RankLayout layout = plan.layout();
-  std::vector<int64_t> sorted_ranks = ranks;
-  std::sort(sorted_ranks.begin(), sorted_ranks.end());
-  auto selected = [&](int64_t rank) {
-    return std::binary_search(sorted_ranks.begin(), sorted_ranks.end(), rank);
+  const std::vector<RankGroup> groups = groupRanks(source, ranks, grouping);
+  const bool per_timeline = grouping == TimelineGrouping::kPerTimeline && source.timeline_of;
+  // The process a rank's slices go to: its own, or its timeline's (the group's first rank).
+  std::unordered_map<int64_t, int64_t> pid_of_key;
+  for (const RankGroup& g : groups)
+    pid_of_key.emplace(per_timeline ? g.timeline : g.ranks[0], g.ranks[0]);
+  auto written_pid = [&](int64_t rank) -> std::optional<int64_t> {
+    auto it = pid_of_key.find(per_timeline ? source.timeline_of(rank) : rank);
+    if (it == pid_of_key.end()) return std::nullopt;
+    return it->second;
   };
   EventText event_text(source);
   int64_t flow_id = 0;
@@ -163,14 +198,25 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
     if (!first) text << ",\n";
     first = false;
   };
-  for (int64_t rank : ranks) {
+  for (const RankGroup& group : groups) {
     throwIfCancelled();
+    const int64_t rank = group.ranks[0];
     const RankCoord c = layout.coord(rank);
     separator();
-    text << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << rank
-         << ",\"args\":{\"name\":\"rank " << rank << " (node " << layout.node(rank) << ", gpu "
-         << layout.gpuInNode(rank) << ") tp" << c.tp << " pp" << c.pp << " dp" << c.dp
-         << "\"}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" << rank
+    if (group.ranks.size() == 1) {
+      text << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << rank
+           << ",\"args\":{\"name\":\"rank " << rank << " (node " << layout.node(rank) << ", gpu "
+           << layout.gpuInNode(rank) << ") tp" << c.tp << " pp" << c.pp << " dp" << c.dp << "\"}}";
+    } else {
+      // One simulated timeline for many ranks: the label lists every one (Perfetto shows it
+      // beside the name and finds a rank by it).
+      text << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << rank
+           << ",\"args\":{\"name\":\"timeline " << group.timeline << " (pp" << c.pp
+           << "): " << static_cast<int64_t>(group.ranks.size())
+           << " ranks\"}},\n{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":" << rank
+           << ",\"args\":{\"labels\":\"ranks " << rankRanges(group.ranks) << "\"}}";
+    }
+    text << ",\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" << rank
          << ",\"args\":{\"sort_index\":" << rank << "}}";
     auto thread_name = [&](int tid, std::string_view name) {
       text << ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" << rank << ",\"tid\":" << tid
@@ -202,11 +248,13 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
       // A pipeline send: its receive slice on the receiver (same interval: the simulated transfer
       // occupies both ends) and a flow arrow from one to the other, when the receiver is written.
       const std::optional<SendTarget> target = sendTarget(plan, layout, c, e);
-      if (target && selected(target->rank)) {
+      const std::optional<int64_t> target_pid =
+          target ? written_pid(target->rank) : std::optional<int64_t>();
+      if (target_pid) {
         const bool activation = e.name == "send_activation";
         const int64_t id = flow_id++;
         text << ",\n{\"ph\":\"X\",\"name\":\"" << (activation ? "recv_activation" : "recv_gradient")
-             << "\",\"cat\":\"p2p\",\"pid\":" << target->rank << ",\"tid\":" << kRecvThread
+             << "\",\"cat\":\"p2p\",\"pid\":" << *target_pid << ",\"tid\":" << kRecvThread
              << ",\"ts\":";
         text.fixed3(e.start_us) << ",\"dur\":";
         text.fixed3(e.duration_us)
@@ -219,7 +267,7 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
              << ",\"pid\":" << rank << ",\"tid\":" << threadOf(e.stream) << ",\"ts\":";
         text.fixed3(e.start_us) << "},\n{\"ph\":\"f\",\"bp\":\"e\",\"name\":\"p2p\",\"cat\":"
                                    "\"p2p\",\"id\":"
-                                << id << ",\"pid\":" << target->rank << ",\"tid\":" << kRecvThread
+                                << id << ",\"pid\":" << *target_pid << ",\"tid\":" << kRecvThread
                                 << ",\"ts\":";
         text.fixed3(e.start_us + e.duration_us / 2) << '}';
       }
@@ -231,7 +279,8 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
 }
 
 void writeTimelineFiles(const TimelineSource& source, const std::vector<int64_t>& ranks,
-                        const std::string& trace_path, const std::string& csv_path) {
+                        const std::string& trace_path, const std::string& csv_path,
+                        TimelineGrouping grouping) {
   // All or none: both files are opened, written and flushed before either is published, so a
   // failing one (an unwritable path, a full disk) leaves neither behind.
   std::optional<AtomicFileWriter> trace, csv;
@@ -240,16 +289,16 @@ void writeTimelineFiles(const TimelineSource& source, const std::vector<int64_t>
   if (trace && isGzipPath(trace_path)) {
     try {
       GzipOstream gz(trace->stream());
-      writeChromeTrace(source, ranks, gz);
+      writeChromeTrace(source, ranks, gz, grouping);
       gz.finish();
     } catch (const EnvironmentError& e) {
       // "gzip: writing the compressed output failed" named no file (a full disk, issue 33).
       EVSIM_THROW(EnvironmentError, "{}: {} (disk full?)", trace_path, e.what());
     }
   } else if (trace) {
-    writeChromeTrace(source, ranks, trace->stream());
+    writeChromeTrace(source, ranks, trace->stream(), grouping);
   }
-  if (csv) writeTimelineCsv(source, ranks, csv->stream());
+  if (csv) writeTimelineCsv(source, ranks, csv->stream(), grouping);
   if (trace) trace->finish();
   if (csv) csv->finish();
   std::vector<AtomicFileWriter*> outputs;
@@ -259,17 +308,29 @@ void writeTimelineFiles(const TimelineSource& source, const std::vector<int64_t>
 }
 
 void writeTimelineCsv(const TimelineSource& source, const std::vector<int64_t>& ranks,
-                      std::ostream& out) {
+                      std::ostream& out, TimelineGrouping grouping) {
   const IterationPlan& plan = *source.plan;
   const RankLayout layout = plan.layout();
   fmt::memory_buffer layer_scratch;
   TraceText text(out);
+  const bool per_timeline = grouping == TimelineGrouping::kPerTimeline;
+  const std::vector<RankGroup> groups = groupRanks(source, ranks, grouping);
+  if (per_timeline) {
+    text << kTimelineMapComment << '\n';
+    for (const RankGroup& g : groups) {
+      text << "# timeline " << g.timeline << ": ranks " << rankRanges(g.ranks) << '\n';
+      text.flush();
+    }
+    text << "timeline,";
+  }
   text << "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance\n";
-  for (int64_t rank : ranks) {
+  for (const RankGroup& group : groups) {
     throwIfCancelled();
+    const int64_t rank = group.ranks[0];
     const RankCoord c = layout.coord(rank);
     source.for_each_event(rank, [&](const DeviceEvent& e) {
       // Signatures hold no commas or quotes, so fields need no quoting.
+      if (per_timeline) text << group.timeline << ',';
       text << rank << ',' << c.tp << ',' << c.pp << ',' << c.dp << ',' << streamName(e.stream)
            << ',' << plan.events[e.event].signature << ',';
       text.fixed3(e.start_us) << ',';

@@ -13,6 +13,17 @@
 // CSV: one row per device event:
 //   rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance
 //
+// Per simulated timeline (TimelineGrouping::kPerTimeline, `simulate --ranks all`; issue 34, item
+// 4): ranks that expand from the same simulated timeline (the TP and CP ranks of a stage, the DP
+// replicas of a pipeline class) are written once, so the output's size depends on the pipeline
+// classes and stages, not on D. The trace has one process per timeline, pid = its lowest rank,
+// named "timeline T (pp S): N ranks" with the Perfetto process label "ranks 0-3,64-67,..." (every
+// rank it stands for). The CSV starts with the rank map as comment lines, then a `timeline`
+// column before the usual ones (rank, tp, pp, dp are those of the timeline's lowest rank):
+//   # eventsim timeline CSV, one row set per simulated timeline; the ranks of each:
+//   # timeline 0: ranks 0-3,64-67
+//   timeline,rank,tp,pp,dp,stream,event,start_us,...
+//
 // Both the simulator (`eventsim simulate`) and the measured run (`eventrun`) write through the
 // TimelineSource overloads, so one row formatter decides the format and the two files open side by
 // side in Perfetto and compare row by row.
@@ -24,9 +35,9 @@
 #include <string_view>
 #include <vector>
 
-#include "plan/iteration_plan.h"
 #include "modeler/device_events.h"
 #include "modeler/simulation.h"
+#include "plan/iteration_plan.h"
 
 namespace evsim {
 
@@ -38,21 +49,38 @@ struct TimelineSource {
   const IterationPlan* plan = nullptr;
   std::function<void(int64_t rank, const DeviceEventVisitor& visit)> for_each_event;
   std::function<std::string_view(int event)> provenance;
+  // The simulated timeline a rank expands from (equal for ranks whose events are the same);
+  // empty for measured timelines, where every rank is its own.
+  std::function<int64_t(int64_t rank)> timeline_of;
 };
+
+enum class TimelineGrouping { kPerRank, kPerTimeline };
+
+// Ranks written as one: a simulated timeline and the selected ranks it stands for (ascending;
+// the first is the one written).
+struct RankGroup {
+  int64_t timeline = 0;
+  std::vector<int64_t> ranks;
+};
+// Per rank: each rank its own group, in the order given. Per timeline: one group per timeline,
+// ordered by lowest rank (every rank its own when the source has no timeline_of).
+std::vector<RankGroup> groupRanks(const TimelineSource& source, const std::vector<int64_t>& ranks,
+                                  TimelineGrouping grouping);
 
 // The simulation's timeline (forEachDeviceEvent, provenance from the cost model). `sim` must
 // outlive the returned source.
 TimelineSource simulationTimeline(const Simulation& sim);
 
 void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& ranks,
-                      std::ostream& out);
+                      std::ostream& out, TimelineGrouping grouping = TimelineGrouping::kPerRank);
 void writeTimelineCsv(const TimelineSource& source, const std::vector<int64_t>& ranks,
-                      std::ostream& out);
+                      std::ostream& out, TimelineGrouping grouping = TimelineGrouping::kPerRank);
 
 // Writes the Chrome trace to `trace_path` and the CSV to `csv_path`, each atomically (temp file,
 // then rename) and only when its path is not empty.
 void writeTimelineFiles(const TimelineSource& source, const std::vector<int64_t>& ranks,
-                        const std::string& trace_path, const std::string& csv_path);
+                        const std::string& trace_path, const std::string& csv_path,
+                        TimelineGrouping grouping = TimelineGrouping::kPerRank);
 
 void writeChromeTrace(const Simulation& sim, const std::vector<int64_t>& ranks, std::ostream& out);
 void writeTimelineCsv(const Simulation& sim, const std::vector<int64_t>& ranks, std::ostream& out);

@@ -59,7 +59,8 @@ void addFlags(CLI::App& app, Flags& f) {
       ->check(kGpuCount);
   app.add_option("--micro-batches", f.micro_batches, "micro-batch sizes for --gpus")
       ->capture_default_str();
-  app.add_option("-o,--output", f.output, "profile database to write (YAML)")
+  app.add_option("-o,--output", f.output,
+                 "profile database to write: YAML, or binary CBOR when the name ends in .cbor")
       ->required()
       ->check(kFileName);
   app.add_option("--backend", f.backend, "auto (cuda when every rank sees a GPU), cpu or cuda")

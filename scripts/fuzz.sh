@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes every loader with libFuzzer under ASan + UBSan (issue 17, item 7).
 #   scripts/fuzz.sh [SECONDS per target, default 10] [RUNS per target: stop after that many instead]
-#                   [TARGET...: default all ten]
+#                   [TARGET...: default all eleven]
 # Builds build-fuzz/ with clang (-DEVSIM_FUZZ=ON), seeds each target's corpus from configs/ and
 # tests/data (corpora kept in build-fuzz/corpus/, so runs accumulate), runs each target and prints
 # one line per target: executions, corpus size, findings. Exit code 1 when any target found a
@@ -16,7 +16,8 @@ shift $(($# < 2 ? $# : 2))
 build="${EVSIM_FUZZ_BUILD:-build-fuzz}"
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DEVSIM_FUZZ=ON -DEVSIM_BUILD_TESTS=OFF -DEVSIM_BUILD_BENCH=OFF -DEVSIM_BACKEND=cpu >/dev/null
-targets=(model cluster device profile events runs_csv nccl_log signature profile_size nccl_header)
+targets=(model cluster device profile events runs_csv nccl_log signature profile_size nccl_header
+  profile_cbor)
 [ $# -gt 0 ] && targets=("$@")
 cmake --build "$build" -j "${EVSIM_FUZZ_JOBS:-$(nproc)}" --target "${targets[@]/#/fuzz_}" >/dev/null
 seed() {  # seed TARGET FILES...: copy seeds into the target's corpus
@@ -33,6 +34,7 @@ seed events tests/data/profiler_events.yaml
 seed nccl_log tests/data/nccl_tests/*
 seed profile_size tests/data/fuzz/profile_size/*
 seed nccl_header tests/data/fuzz/nccl_header/*
+seed profile_cbor tests/data/fuzz/profile_cbor/*
 mkdir -p "$build/corpus/runs_csv"
 printf '%s\n%s\n' '# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,tensor parallelism,data parallelism,pipeline parallelism,iteration time (ms)' \
   '8,64,4,1024,16,24,1024,2,2,2,512.5' > "$build/corpus/runs_csv/vtrain.csv"

@@ -11,7 +11,10 @@ uses (hatched). Each op is a rectangle coloured by its phase (forward, backward,
 grad-sync, optimizer); idle time, pipeline bubbles included, is empty space. Long enough runs of
 one micro-batch on a compute row carry its number. Time is in ms from the file's first event;
 --start-ms/--end-ms zoom into a window of it. Default ranks: the first pipeline in the file (the
-lowest dp, then the lowest tp: one rank per stage), at most 16. Needs matplotlib (Debian:
+lowest dp, then the lowest tp: one rank per stage), at most 16. The file is streamed and only the
+drawn ranks' rows are parsed (issue 34, item 4: 2,048 ranks in seconds and tens of MB). A
+per-timeline CSV (`simulate --ranks all`: each simulated timeline once, with a rank map) is read
+the same way, a rank drawn from its timeline's rows. Needs matplotlib (Debian:
 apt-get install python3-matplotlib; /usr/bin/python3 has it).
 """
 
@@ -26,6 +29,8 @@ import plot_common  # noqa: E402  (this folder)
 
 # modeler/timeline_csv.h: the header `eventsim simulate --csv` and `eventrun --csv` write.
 HEADER = "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance"
+# The first line of a per-timeline CSV (simulate --ranks all), then "# timeline T: ranks 0-3,...".
+MAP_COMMENT = "# eventsim timeline CSV, one row set per simulated timeline; the ranks of each:"
 STREAMS = ("compute", "tp-comm", "pp-comm", "dp-comm")
 PHASE_COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "recompute": "tab:purple",
                  "grad-sync": "tab:red", "optimizer": "tab:green"}
@@ -43,47 +48,125 @@ def import_pyplot():
     return plot_common.import_pyplot("plot_timeline.py")
 
 
-def load(path):
-    """The ops of a timeline CSV, checked as modeler/timeline_csv.cpp checks them."""
+def row_op(f, where):
+    """The Op of one row's 13 fields, checked as modeler/timeline_csv.cpp checks them."""
+    if len(f) != 13:
+        fail(f"{where}: {len(f)} columns, expected 13")
+    try:
+        rank, tp, pp, dp, mb = (int(f[i]) for i in (0, 1, 2, 3, 8))
+        start, dur = float(f[6]), float(f[7])
+    except ValueError:
+        fail(f"{where}: rank, tp, pp, dp, micro_batch must be integers, "
+             "start_us, dur_us numbers")
+    if min(rank, tp, pp, dp) < 0 or mb < -1 or dur < 0 or not math.isfinite(start + dur):
+        fail(f"{where}: a negative coordinate or duration, or a time that is not finite")
+    if f[4] not in STREAMS:
+        fail(f"{where}: stream '{f[4]}' is not one of {', '.join(STREAMS)}")
+    if f[9] not in PHASE_COLOURS:
+        fail(f"{where}: phase '{f[9]}' is not one of {', '.join(PHASE_COLOURS)}")
+    return Op(rank, tp, pp, dp, f[4], start, dur, mb, f[9])
+
+
+def expand_ranges(text):
+    """'0-2,5' -> [0, 1, 2, 5] (the rank map of a per-timeline CSV)."""
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    return out
+
+
+def scan(path, choose=None):
+    """Reads the CSV line by line and keeps the ops of the chosen ranks only: None keeps every
+    rank, "first" the first pipeline (lowest dp, then lowest tp), a set those ranks. Rows of other
+    ranks are skipped unparsed but for a rank's first row (its coordinates), so a 3 M-row file of
+    2,048 ranks costs the rows drawn. A per-timeline CSV (simulate --ranks all) is read through its
+    rank map: a rank's rows are its timeline's. Returns (ops, coords of every rank in the file,
+    timeline of each rank or None for a per-rank CSV)."""
     if not os.path.exists(path):
         fail(f"{path}: no such file")
+    ops, coords, timeline_of, keys = [], {}, None, {}
     try:
         with open(path) as f:
-            lines = f.read().splitlines()
+            number, line = 1, f.readline().rstrip("\r\n")
+            if line == MAP_COMMENT:
+                timeline_of = {}
+                for line in f:
+                    number += 1
+                    line = line.rstrip("\r\n")
+                    if not line.startswith("# timeline "):
+                        break
+                    key, _, ranks = line[len("# timeline "):].partition(": ranks ")
+                    try:
+                        for r in expand_ranges(ranks):
+                            timeline_of[r] = key
+                    except ValueError:
+                        fail(f"{path}:{number}: not a rank map line ('# timeline T: ranks 0-3')")
+                header = "timeline," + HEADER
+            else:
+                header = HEADER
+            if line != header:
+                fail(f"{path}:{number}: not a timeline CSV (expected the header '{header}')")
+            skip = 1 if timeline_of is not None else 0  # the timeline column
+            wanted = None
+            if isinstance(choose, set):
+                wanted = {str(r) for r in choose} if timeline_of is None else \
+                    {timeline_of[r] for r in choose if r in timeline_of}
+            best, last, keep = None, None, False
+            for line in f:
+                number += 1
+                line = line.rstrip("\r\n")
+                if not line:
+                    continue
+                key = line[:line.find(",")]
+                if key != last:  # a rank's (a timeline's) first row: its coordinates
+                    last = key
+                    fields = line.split(",", skip + 5)
+                    try:
+                        rank, tp, pp, dp = (int(x) for x in fields[skip:skip + 4])
+                    except ValueError:
+                        op = row_op(line.split(",")[skip:], f"{path}:{number}")  # says why
+                    if coords.setdefault(rank, (tp, pp, dp)) != (tp, pp, dp) or \
+                            keys.setdefault(rank, key) != key:
+                        fail(f"{path}:{number}: rank {rank} has two different (tp, pp, dp); "
+                             "the file mixes strategies")
+                    if choose is None:
+                        keep = True
+                    elif wanted is not None:
+                        keep = key in wanted
+                    else:  # the first pipeline: lowest dp, then lowest tp
+                        if best is None or (dp, tp) < best:
+                            best, ops = (dp, tp), []
+                        keep = (dp, tp) == best
+                if keep:
+                    ops.append(row_op(line.split(",")[skip:], f"{path}:{number}"))
     except (OSError, UnicodeDecodeError) as e:
         fail(f"{path}: cannot read ({e})")
-    if not lines or lines[0] != HEADER:
-        fail(f"{path}:1: not a timeline CSV (expected the header '{HEADER}')")
-    ops, coords = [], {}
-    for number, line in enumerate(lines[1:], start=2):
-        if not line:
-            continue
-        f = line.split(",")
-        where = f"{path}:{number}"
-        if len(f) != 13:
-            fail(f"{where}: {len(f)} columns, expected 13")
-        try:
-            rank, tp, pp, dp, mb = (int(f[i]) for i in (0, 1, 2, 3, 8))
-            start, dur = float(f[6]), float(f[7])
-        except ValueError:
-            fail(f"{where}: rank, tp, pp, dp, micro_batch must be integers, "
-                 "start_us, dur_us numbers")
-        if min(rank, tp, pp, dp) < 0 or mb < -1 or dur < 0 or not math.isfinite(start + dur):
-            fail(f"{where}: a negative coordinate or duration, or a time that is not finite")
-        if f[4] not in STREAMS:
-            fail(f"{where}: stream '{f[4]}' is not one of {', '.join(STREAMS)}")
-        if f[9] not in PHASE_COLOURS:
-            fail(f"{where}: phase '{f[9]}' is not one of {', '.join(PHASE_COLOURS)}")
-        if coords.setdefault(rank, (tp, pp, dp)) != (tp, pp, dp):
-            fail(f"{where}: rank {rank} has two different (tp, pp, dp); the file mixes strategies")
-        ops.append(Op(rank, tp, pp, dp, f[4], start, dur, mb, f[9]))
-    if not ops:
+    if not coords:
         fail(f"{path}: no events after the header")
-    return ops
+    return ops, coords, timeline_of
+
+
+def load(path):
+    """Every op of a timeline CSV (the per-timeline form: one set per timeline)."""
+    return scan(path)[0]
 
 
 def parse_ranks(text, present):
     """'0,4-7' -> [0, 4, 5, 6, 7]; every rank must be in the file."""
+    ranks = parse_rank_list(text)
+    check_present(ranks, present)
+    return ranks
+
+
+def check_present(ranks, present):
+    for r in ranks:
+        if r not in present:
+            fail(f"--ranks: rank {r} is not in the file "
+                 f"(it holds ranks {compact(sorted(present))})")
+
+
+def parse_rank_list(text):
     ranks = []
     for part in text.split(","):
         lo, dash, hi = part.strip().partition("-")
@@ -94,10 +177,6 @@ def parse_ranks(text, present):
         if int(hi) < int(lo):
             fail(f"--ranks '{text}': range '{part}' is empty")
         ranks += [r for r in range(int(lo), int(hi) + 1) if r not in ranks]
-    for r in ranks:
-        if r not in present:
-            fail(f"--ranks: rank {r} is not in the file "
-                 f"(it holds ranks {compact(sorted(present))})")
     return ranks
 
 
@@ -166,7 +245,7 @@ def merge(spans, gap):
     return out
 
 
-def draw(rows, rects, coords, window, title, subtitle, output):
+def draw(rows, rects, labels, window, title, subtitle, output):
     plt = import_pyplot()
     from matplotlib.patches import Patch
     from matplotlib.patheffects import withStroke
@@ -198,8 +277,7 @@ def draw(rows, rects, coords, window, title, subtitle, output):
         if rows[i][0] != rows[i - 1][0]:  # a thin line between ranks
             ax.axhline(i - 0.5, color="lightgrey", linewidth=0.8)
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([f"rank {r} (tp{coords[r][0]} pp{coords[r][1]} dp{coords[r][2]}) {s}"
-                        for r, s in rows], fontsize=7)
+    ax.set_yticklabels([f"{labels[r]} {s}" for r, s in rows], fontsize=7)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(x0, x1)
     ax.set_xlabel("time from the file's first event (ms)")
@@ -219,12 +297,17 @@ def draw(rows, rects, coords, window, title, subtitle, output):
     os.replace(tmp, output)
 
 
-def describe(path, ops):
-    """Title from what the file says: strategy (from the coordinates), micro-batches, iteration."""
-    ranks = {o.rank for o in ops}
-    m, p, d = (max(getattr(o, k) for o in ops) + 1 for k in ("tp", "pp", "dp"))
+def describe(path, ops, coords=None, timeline_of=None):
+    """Title from what the file says: strategy (from the coordinates of every rank in it, `coords`,
+    or of `ops`; a per-timeline file: its rank map), micro-batches and iteration (of `ops`)."""
+    if coords is None:
+        coords = {o.rank: (o.tp, o.pp, o.dp) for o in ops}
+    ranks = set(coords)
+    m, p, d = (max(c[i] for c in coords.values()) + 1 for i in range(3))
     strategy = f"{m}M{p}P{d}D" if len(ranks) == m * p * d else \
         f"{len(ranks)} ranks of {m}M{p}P{d}D or larger"
+    if timeline_of is not None:
+        strategy = f"{len(timeline_of)} ranks as {len(set(timeline_of.values()))} timelines"
     micro_batches = len({o.micro_batch for o in ops if o.micro_batch >= 0})
     iteration = (max(o.start_us + o.dur_us for o in ops) - min(o.start_us for o in ops)) / 1000
     plural = "es" if micro_batches != 1 else ""
@@ -247,10 +330,21 @@ def main():
     if not os.path.isdir(out_dir):
         fail(f"-o {args.output}: directory {out_dir} does not exist")
 
-    ops = load(args.input)
-    coords = {o.rank: (o.tp, o.pp, o.dp) for o in ops}
-    if args.ranks:
-        ranks, which = parse_ranks(args.ranks, coords), "chosen"
+    chosen = parse_rank_list(args.ranks) if args.ranks else None
+    ops, coords, timeline_of = scan(args.input, set(chosen) if chosen else "first")
+    present = coords if timeline_of is None else timeline_of
+    labels = {r: f"rank {r} (tp{c[0]} pp{c[1]} dp{c[2]})" for r, c in coords.items()}
+    if chosen:
+        check_present(chosen, present)
+        ranks, which = chosen, "chosen"
+        if timeline_of is not None:
+            # A rank's rows are its timeline's, drawn under its own number.
+            by_key = {}
+            for o in ops:
+                by_key.setdefault(timeline_of[o.rank], []).append(o)
+            ops = [o._replace(rank=r) for r in ranks for o in by_key[timeline_of[r]]]
+            labels = {r: f"rank {r} (timeline {timeline_of[r]}, pp{by_key[timeline_of[r]][0].pp})"
+                      for r in ranks}
     else:
         ranks = [r for _, r in first_pipeline(ops)]
         which = "first pipeline"
@@ -265,7 +359,7 @@ def main():
     subtitle = f"ranks {compact(sorted(ranks))} ({which})"
     if math.isfinite(args.start_ms) or math.isfinite(args.end_ms):
         subtitle += f", window {args.start_ms:g} to {args.end_ms:g} ms"
-    draw(rows, rects, coords, window, args.title or describe(args.input, ops), subtitle,
+    draw(rows, rects, labels, window, args.title or describe(args.input, ops, coords, timeline_of), subtitle,
          args.output)
     print(f"wrote {args.output}: {len(ranks)} ranks, {len(rows)} rows, {len(rects)} ops")
 

@@ -1,5 +1,5 @@
-// eventsim: events, simulate, search, compare, calibrate, import-nccl-tests, list. The composition
-// root: parses the command line, runs one subcommand, and turns exceptions into one line and an
+// eventsim: events, simulate, search, compare, calibrate, import-nccl-tests, convert-profile,
+// list. The composition root: parses the command line, runs one subcommand, and turns exceptions into one line and an
 // exit code: 2 bad input, 1 the environment failed (disk, memory, a library call), 3 a bug
 // (common/error.h).
 
@@ -18,6 +18,7 @@
 #include "io/cli_errors.h"
 #include "modeler/cli/calibrate_command.h"
 #include "modeler/cli/compare_command.h"
+#include "modeler/cli/convert_command.h"
 #include "modeler/cli/events_command.h"
 #include "modeler/cli/collective_command.h"
 #include "modeler/cli/import_command.h"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   evsim::registerCompareCommand(app);
   evsim::registerCalibrateCommand(app);
   evsim::registerImportCommand(app);
+  evsim::registerConvertCommand(app);
   evsim::registerCollectiveCommand(app);
   evsim::registerListCommand(app);
   try {

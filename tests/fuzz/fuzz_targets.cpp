@@ -6,9 +6,10 @@
 #include "common/input_file.h"
 #include "config/cluster_config.h"
 #include "config/device_config.h"
+#include "config/model_config.h"
 #include "events/event.h"
 #include "events/event_file.h"
-#include "config/model_config.h"
+#include "io/profile_cbor.h"
 #include "io/profile_db.h"
 #include "modeler/calibration/measured_runs.h"
 #include "modeler/nccl_tests_log.h"
@@ -92,6 +93,10 @@ void load(int target, const std::string& text) {
       parseNcclTests(ncclLogAround(text), origin, options);
       break;
     }
+    case 10:
+      // Bytes after the magic, so every input reaches the CBOR reader (seeds carry it already).
+      ProfileDb::parse(isCborProfile(text) ? text : std::string(kProfileCborMagic) + text, origin);
+      break;
     default:
       EVSIM_THROW(Error, "no fuzz target {}", target);
   }
@@ -100,7 +105,8 @@ void load(int target, const std::string& text) {
 }  // namespace
 
 void feed(int target, const std::string& text) {
-  if (firstInvalidUtf8(text) >= 0) return;
+  // Text loaders only see UTF-8 (readInputFile); the binary profile sees any bytes.
+  if (target != kProfileCborTarget && firstInvalidUtf8(text) >= 0) return;
   try {
     load(target, text);
   } catch (const InputError&) {

@@ -12,9 +12,11 @@ namespace evsim::fuzz {
 // at size: entries streamed, an entry's error kept until the version is checked; issue 33).
 // nccl_header: the input as the column header (and any lines) of an nccl-tests log whose data
 // rows follow (a header ending at "time" read past the row, issue 33).
-inline constexpr std::array<std::string_view, 10> kTargets = {
-    "model",    "cluster",  "device",    "profile",      "events",
-    "runs_csv", "nccl_log", "signature", "profile_size", "nccl_header"};
+// profile_cbor: the binary profile database (io/profile_cbor.h), fed any bytes (not only UTF-8).
+inline constexpr std::array<std::string_view, 11> kTargets = {
+    "model",    "cluster",   "device",       "profile",     "events",      "runs_csv",
+    "nccl_log", "signature", "profile_size", "nccl_header", "profile_cbor"};
+inline constexpr int kProfileCborTarget = 10;
 
 // Feeds `text` to loader `target` as readInputFile would (invalid UTF-8 is refused before any
 // loader sees it). Returns normally when the loader accepted the input or refused it with an

@@ -21,7 +21,7 @@ if ! clang++ -fsanitize=fuzzer,address,undefined "$probe_dir/probe.cpp" -o "$pro
   head -3 "$probe_dir/log"
   exit 77
 fi
-targets=10  # the 60 s are shared: more targets make no longer a smoke
+targets=11  # the 60 s are shared: more targets make no longer a smoke
 per_target=$((total / targets))
 [ "$per_target" -ge 1 ] || per_target=1
 EVSIM_FUZZ_BUILD=$build exec "$source_dir/scripts/fuzz.sh" "$per_target"

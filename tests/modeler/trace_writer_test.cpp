@@ -43,6 +43,7 @@
 #include "config/cluster_config.h"
 #include "plan/iteration_plan.h"
 #include "config/model_config.h"
+#include "modeler/timeline_csv.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -431,6 +432,81 @@ TEST_F(TraceWriterTest, CsvHeaderAndRows) {
   for (const json& x : eventsWithPh(trace, "X")) ++x_events[x.at("pid").get<int>()];
   EXPECT_EQ(rows, x_events);
   EXPECT_EQ(rows, (std::map<int, int>{{0, 176}, {5, 186}}));
+}
+
+// --ranks all (issue 34, item 4): 2M2P2D has one pipeline class, so two simulated timelines
+// (stage 0: ranks 0-3 = tp x dp, rank = tp + 2 dp + 4 pp; stage 1: ranks 4-7), each written once.
+TEST_F(TraceWriterTest, PerTimelineTraceWritesEachTimelineOnceWithItsRanks) {
+  const TimelineSource source = simulationTimeline(*sim_);
+  const std::vector<RankGroup> groups =
+      groupRanks(source, selectRanks(*sim_, {}), TimelineGrouping::kPerTimeline);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].timeline, 0);
+  EXPECT_EQ(groups[0].ranks, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(groups[1].timeline, 1);
+  EXPECT_EQ(groups[1].ranks, (std::vector<int64_t>{4, 5, 6, 7}));
+  std::ostringstream out;
+  writeChromeTrace(source, selectRanks(*sim_, {}), out, TimelineGrouping::kPerTimeline);
+  const json trace = json::parse(out.str());
+  std::map<int, std::string> names, labels;
+  for (const json& m : eventsWithPh(trace, "M")) {
+    if (m.at("name") == "process_name") names[m.at("pid")] = m.at("args").at("name");
+    if (m.at("name") == "process_labels") labels[m.at("pid")] = m.at("args").at("labels");
+  }
+  EXPECT_EQ(names, (std::map<int, std::string>{{0, "timeline 0 (pp0): 4 ranks"},
+                                               {4, "timeline 1 (pp1): 4 ranks"}}));
+  EXPECT_EQ(labels, (std::map<int, std::string>{{0, "ranks 0-3"}, {4, "ranks 4-7"}}));
+  // Each timeline's 176 / 186 slices once (not 4 times), plus the receives of the other stage's
+  // two sends (176 + 2, 186 + 2), and 4 flows.
+  std::map<int, int> x_events;
+  for (const json& x : eventsWithPh(trace, "X")) ++x_events[x.at("pid").get<int>()];
+  EXPECT_EQ(x_events, (std::map<int, int>{{0, 178}, {4, 188}}));
+  EXPECT_EQ(eventsWithPh(trace, "s").size(), 4u);
+  EXPECT_EQ(eventsWithPh(trace, "f").size(), 4u);
+  // A subset keeps only its ranks in the labels; one rank alone keeps the per-rank name.
+  std::ostringstream some;
+  writeChromeTrace(source, {1, 2, 6}, some, TimelineGrouping::kPerTimeline);
+  const json part = json::parse(some.str());
+  std::map<int, std::string> part_names;
+  for (const json& m : eventsWithPh(part, "M")) {
+    if (m.at("name") == "process_name") part_names[m.at("pid")] = m.at("args").at("name");
+  }
+  EXPECT_EQ(part_names, (std::map<int, std::string>{{1, "timeline 0 (pp0): 2 ranks"},
+                                                    {6, "rank 6 (node 1, gpu 2) tp0 pp1 dp1"}}));
+}
+
+TEST_F(TraceWriterTest, PerTimelineCsvHasTheRankMapAndATimelineColumn) {
+  std::ostringstream out;
+  writeTimelineCsv(simulationTimeline(*sim_), selectRanks(*sim_, {}), out,
+                   TimelineGrouping::kPerTimeline);
+  std::istringstream in(out.str());
+  std::string line;
+  std::vector<std::string> head(4);
+  for (std::string& h : head) ASSERT_TRUE(std::getline(in, h));
+  EXPECT_EQ(head[0], kTimelineMapComment);
+  EXPECT_EQ(head[1], "# timeline 0: ranks 0-3");
+  EXPECT_EQ(head[2], "# timeline 1: ranks 4-7");
+  EXPECT_EQ(head[3], "timeline," + std::string(kTimelineCsvHeader));
+  std::map<std::string, int> rows;  // "timeline,rank,tp,pp,dp" -> rows
+  while (std::getline(in, line)) {
+    const std::vector<std::string> f = splitLine(line);
+    ASSERT_EQ(f.size(), 14u) << line;
+    ++rows[f[0] + "," + f[1] + "," + f[2] + "," + f[3] + "," + f[4]];
+  }
+  // The timelines' lowest ranks (0: tp0 pp0 dp0, 4: tp0 pp1 dp0), 176 and 186 rows (not x4).
+  EXPECT_EQ(rows, (std::map<std::string, int>{{"0,0,0,0,0", 176}, {"1,4,0,1,0", 186}}));
+  // compare reads per-rank CSVs only: one line saying so.
+  NameTable names;
+  std::istringstream again(out.str());
+  try {
+    readTimelineCsv(again, "all.csv", names);
+    ADD_FAILURE() << "read";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "all.csv: a per-timeline CSV (simulate --ranks all: one row set per simulated "
+              "timeline, standing for many ranks); compare needs one per rank: write it with "
+              "--ranks LIST");
+  }
 }
 
 }  // namespace

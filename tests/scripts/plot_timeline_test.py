@@ -124,6 +124,38 @@ class Simulated(unittest.TestCase):
         png_size(out)
 
 
+class PerTimeline(unittest.TestCase):
+    def test_a_rank_reads_as_its_timeline(self):
+        # 2M2P2D: one pipeline class, so ranks 0-3 (stage 0) share timeline 0 and 4-7 timeline 1;
+        # --ranks all writes each once. Rank 6's rows read from it are rank 6's own rows.
+        per, grouped = os.path.join(WORK, "per.csv"), os.path.join(WORK, "grouped.csv")
+        flags = ["simulate", "--model", "gpt2-345m", "--cluster", "dgx-a100", "--strategy",
+                 "2M2P2D", "--micro-batch", "1", "--global-batch", "8", "--fallback", "analytic"]
+        subprocess.run([EVENTSIM, *flags, "--csv", per], check=True, capture_output=True,
+                       timeout=60)
+        subprocess.run([EVENTSIM, *flags, "--ranks", "all", "--csv", grouped], check=True,
+                       capture_output=True, timeout=60)
+        own, coords, timeline_of = plot_timeline.scan(per, {6})
+        self.assertIsNone(timeline_of)
+        self.assertEqual(sorted(coords), list(range(8)))  # every rank seen, only 6's rows kept
+        self.assertEqual({o.rank for o in own}, {6})
+        shared, coords, timeline_of = plot_timeline.scan(grouped, {6})
+        self.assertEqual(timeline_of, {0: "0", 1: "0", 2: "0", 3: "0",
+                                       4: "1", 5: "1", 6: "1", 7: "1"})
+        self.assertEqual(sorted(coords), [0, 4])  # the timelines' lowest ranks
+        key = lambda o: (o.stream, o.start_us, o.dur_us, o.micro_batch, o.phase)  # noqa: E731
+        self.assertEqual([key(o) for o in shared], [key(o) for o in own])
+        out = os.path.join(WORK, "grouped.png")
+        result = run(grouped, "-o", out, "--ranks", "1,6")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        ops = len(own) + len(plot_timeline.scan(per, {1})[0])  # stage 1's rows and stage 0's
+        self.assertEqual(result.stdout, f"wrote {out}: 2 ranks, 8 rows, {ops} ops\n")
+        result = run(grouped, "-o", out, "--ranks", "8")
+        self.assertEqual(result.returncode, 2)
+        self.assertEqual(result.stderr, "plot_timeline.py: error: --ranks: rank 8 is not in the "
+                                        "file (it holds ranks 0-7)\n")
+
+
 class BadInput(unittest.TestCase):
     def assert_fails(self, args, message):
         out = os.path.join(WORK, "bad.png")

@@ -1,0 +1,478 @@
+// The binary (CBOR, columnar) profile database: see profile_cbor.h for the layout and why.
+#include "io/profile_cbor.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
+
+#include "common/error.h"
+#include "common/input_file.h"
+#include "io/profile_db.h"
+
+namespace evsim {
+
+namespace {
+
+using nlohmann::json;
+constexpr std::string_view kFormatName = "eventsim-profile";
+// The layout nests three levels (top, metadata, versions); a corrupt file may claim any depth,
+// and nlohmann's CBOR reader recurses per level: refused past this.
+constexpr int kMaxDepth = 8;
+constexpr int64_t kMaxOverlapEntries = 1000;
+
+// nlohmann's own DOM builder behind the SAX interface, with two checks it lacks: a depth bound
+// (a byte run of 0x81 "array of one" would otherwise recurse until the stack ends) and no key
+// twice in one map (the DOM keeps the last silently).
+class CheckedDomSax {
+ public:
+  explicit CheckedDomSax(json& root) : dom_(root, /*allow_exceptions=*/true) {}
+  bool null() { return dom_.null(); }
+  bool boolean(bool v) { return dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) {
+    return dom_.number_float(v, s);
+  }
+  bool string(json::string_t& v) { return dom_.string(v); }
+  bool binary(json::binary_t& v) { return dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    keys_.emplace_back();
+    return enter() && dom_.start_object(n);
+  }
+  bool key(json::string_t& k) {
+    if (!keys_.back().insert(k).second) {
+      problem = "key '" + k.substr(0, 64) + "' appears twice in one map";
+      return false;
+    }
+    return dom_.key(k);
+  }
+  bool end_object() {
+    keys_.pop_back();
+    --depth_;
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) { return enter() && dom_.start_array(n); }
+  bool end_array() {
+    --depth_;
+    return dom_.end_array();
+  }
+  bool parse_error(std::size_t at, const std::string& token, const nlohmann::detail::exception& e) {
+    return dom_.parse_error(at, token, e);
+  }
+
+  std::string problem;  // why the parse stopped, when this class stopped it
+
+ private:
+  bool enter() {
+    if (++depth_ <= kMaxDepth) return true;
+    problem = fmt::format("nested deeper than {} levels", kMaxDepth);
+    return false;
+  }
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::vector<std::set<std::string>> keys_;
+  int depth_ = 0;
+};
+
+// A map of the document, with the path for messages ("origin: events.median_us: ...").
+class Node {
+ public:
+  Node(const json& value, std::string origin, std::string path)
+      : value_(value), origin_(std::move(origin)), path_(std::move(path)) {}
+
+  std::string where(std::string_view key = {}) const {
+    std::string full = path_;
+    if (!key.empty() && !full.empty()) full += '.';
+    full += key;
+    return full.empty() ? origin_ : origin_ + ": " + full;
+  }
+  [[noreturn]] void fail(std::string_view key, const std::string& message) const {
+    EVSIM_THROW(InputError, "{}: {}", where(key), message);
+  }
+  void allowOnly(const std::vector<std::string>& keys) const {
+    if (!value_.is_object()) fail("", "must be a map");
+    for (const auto& [key, _] : value_.items()) {
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        fail(utf8("", key.substr(0, 64)), "unknown key");
+      }
+    }
+  }
+  bool has(std::string_view key) const { return value_.contains(key); }
+  const json& at(std::string_view key) const {
+    if (!value_.is_object() || !value_.contains(key)) fail(key, "missing required key");
+    return value_.at(std::string(key));
+  }
+  Node child(std::string_view key) const {
+    const json& v = at(key);
+    if (!v.is_object()) fail(key, "must be a map");
+    std::string path = path_;
+    if (!path.empty()) path += '.';
+    path += key;
+    return Node(v, origin_, std::move(path));
+  }
+  std::string str(std::string_view key) const {
+    const json& v = at(key);
+    if (!v.is_string() || v.get_ref<const std::string&>().empty()) {
+      fail(key, "must be a non-empty string");
+    }
+    return utf8(key, v.get<std::string>());
+  }
+  int64_t positiveInt(std::string_view key, int64_t max = 2147483647) const {
+    const int64_t out = nonNegativeInt(key, max);
+    if (out == 0) fail(key, "0: must be > 0");
+    return out;
+  }
+  int64_t nonNegativeInt(std::string_view key, int64_t max) const {
+    const json& v = at(key);
+    if (!v.is_number_integer()) fail(key, "must be an integer");
+    // A value past int64 arrives unsigned: compare before converting.
+    if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(max)
+                               : v.get<int64_t>() > max) {
+      fail(key, fmt::format("{}: must be <= {}", v.dump(), max));
+    }
+    const int64_t out = v.get<int64_t>();
+    if (out < 0) fail(key, fmt::format("{}: must be >= 0", out));
+    return out;
+  }
+  std::vector<std::string> strings(std::string_view key) const {
+    const json& v = at(key);
+    if (!v.is_array()) fail(key, "must be a list of strings");
+    std::vector<std::string> out;
+    for (const json& item : v) {
+      if (!item.is_string() || item.get_ref<const std::string&>().empty()) {
+        fail(key, "must be a list of non-empty strings");
+      }
+      out.push_back(utf8(key, item.get<std::string>()));
+    }
+    return out;
+  }
+  // A byte-string column of `count` items of `item_bytes` each.
+  const std::vector<uint8_t>& column(std::string_view key, size_t count, size_t item_bytes) const {
+    const json& v = at(key);
+    if (!v.is_binary()) fail(key, "must be a byte string");
+    const std::vector<uint8_t>& bytes = v.get_binary();
+    if (bytes.size() != count * item_bytes) {
+      fail(key, fmt::format("{} bytes, expected {} ({} entries of {} bytes)", bytes.size(),
+                            count * item_bytes, count, item_bytes));
+    }
+    return bytes;
+  }
+  // The signatures column: `count` signatures, each ending in '\n'.
+  std::vector<std::string_view> signatures(std::string_view key, size_t count) const {
+    const json& v = at(key);
+    if (!v.is_binary()) fail(key, "must be a byte string");
+    const std::vector<uint8_t>& bytes = v.get_binary();
+    const std::string_view all(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    if (const int64_t bad = firstInvalidUtf8(std::string(all)); bad >= 0) {
+      fail(key, fmt::format("not UTF-8 text (invalid byte at offset {})", bad));
+    }
+    std::vector<std::string_view> out;
+    out.reserve(count);
+    size_t start = 0;
+    while (start < all.size() && out.size() <= count) {
+      const size_t end = all.find('\n', start);
+      if (end == std::string_view::npos) fail(key, "the last signature has no '\\n' after it");
+      out.push_back(all.substr(start, end - start));
+      start = end + 1;
+    }
+    if (out.size() != count) {
+      fail(key, fmt::format("{}{} signatures, expected {}", out.size() > count ? "more than " : "",
+                            out.size(), count));
+    }
+    return out;
+  }
+
+  // `s` when it is UTF-8 text (names read here end up in JSON output), else a failure.
+  std::string utf8(std::string_view key, std::string s) const {
+    if (const int64_t bad = firstInvalidUtf8(s); bad >= 0) {
+      fail(key, fmt::format("not UTF-8 text (invalid byte at offset {})", bad));
+    }
+    return s;
+  }
+
+ private:
+  const json& value_;
+  std::string origin_;
+  std::string path_;
+};
+
+double f64At(const std::vector<uint8_t>& bytes, size_t i) {
+  uint64_t bits = 0;
+  for (int b = 7; b >= 0; --b) bits = (bits << 8) | bytes[i * 8 + b];
+  return std::bit_cast<double>(bits);
+}
+int32_t i32At(const std::vector<uint8_t>& bytes, size_t i) {
+  uint32_t bits = 0;
+  for (int b = 3; b >= 0; --b) bits = (bits << 8) | bytes[i * 4 + b];
+  return static_cast<int32_t>(bits);
+}
+void putF64(std::vector<uint8_t>& out, double value) {
+  const auto bits = std::bit_cast<uint64_t>(value);
+  for (int b = 0; b < 8; ++b) out.push_back(static_cast<uint8_t>(bits >> (8 * b)));
+}
+void putI32(std::vector<uint8_t>& out, int32_t value) {
+  const auto bits = static_cast<uint32_t>(value);
+  for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(bits >> (8 * b)));
+}
+
+// The statistics columns under `prefix` ("" or "alone_" / "beside_").
+struct StatsColumns {
+  const std::vector<uint8_t>*median, *min, *max, *stddev, *count;
+  StatsColumns(const Node& table, const std::string& prefix, size_t n)
+      : median(&table.column(prefix + "median_us", n, 8)),
+        min(&table.column(prefix + "min_us", n, 8)),
+        max(&table.column(prefix + "max_us", n, 8)),
+        stddev(&table.column(prefix + "stddev_us", n, 8)),
+        count(&table.column(prefix + "count", n, 4)) {}
+
+  // Row i, checked as the YAML loader checks time_us (profile_db.cpp: readStats).
+  TimingStats row(size_t i, const std::string& where) const {
+    TimingStats s{f64At(*median, i), f64At(*min, i), f64At(*max, i), f64At(*stddev, i),
+                  i32At(*count, i)};
+    auto check = [&](const char* name, double v, bool zero_ok) {
+      if (!std::isfinite(v) || v < 0 || (!zero_ok && v == 0) || v > 1e12) {
+        EVSIM_THROW(InputError, "{}.{}: {}: must be {} and <= 1e12", where, name, v,
+                    zero_ok ? ">= 0" : "> 0");
+      }
+    };
+    check("median", s.median_us, false);
+    check("min", s.min_us, false);
+    check("max", s.max_us, false);
+    check("stddev", s.stddev_us, true);
+    if (s.count <= 0 || s.count > 1'000'000'000) {
+      EVSIM_THROW(InputError, "{}.count: {}: must be between 1 and 1000000000", where, s.count);
+    }
+    if (!(s.min_us <= s.median_us && s.median_us <= s.max_us)) {
+      EVSIM_THROW(InputError,
+                  "{}: inconsistent statistics: need min <= median <= max, got min={} median={} "
+                  "max={}",
+                  where, s.min_us, s.median_us, s.max_us);
+    }
+    return s;
+  }
+};
+
+void readEvents(const Node& events, const std::string& origin, ProfileDb& db) {
+  events.allowOnly({"entries", "signature", "median_us", "min_us", "max_us", "stddev_us", "count",
+                    "measured_group_size", "algbw_gb_s", "busbw_gb_s"});
+  const auto n = static_cast<size_t>(events.nonNegativeInt("entries", 1'000'000'000));
+  const std::vector<std::string_view> signatures = events.signatures("signature", n);
+  const StatsColumns stats(events, "", n);
+  const std::vector<uint8_t>& measured = events.column("measured_group_size", n, 4);
+  const std::vector<uint8_t>& algbw = events.column("algbw_gb_s", n, 8);
+  const std::vector<uint8_t>& busbw = events.column("busbw_gb_s", n, 8);
+  db.reserve(n);
+  std::string where;  // "origin: events[i]", rebuilt in place per row
+  for (size_t i = 0; i < n; ++i) {
+    where.assign(origin).append(": events[").append(std::to_string(i)).push_back(']');
+    ProfileRecord r;
+    const size_t row_end = where.size();
+    r.event = parseEventSignature(signatures[i], where.append(".signature"));
+    where.resize(row_end);
+    r.signature = r.event.signature();
+    r.time = stats.row(i, where);
+    r.measured_group_size = i32At(measured, i);
+    r.algbw_gb_s = f64At(algbw, i);
+    r.busbw_gb_s = f64At(busbw, i);
+    if (!isCommunication(r.event.kind)) {
+      if (r.measured_group_size != 0 || r.algbw_gb_s != 0 || r.busbw_gb_s != 0) {
+        EVSIM_THROW(InputError,
+                    "{}: a compute event has measured_group_size, algbw_gb_s or busbw_gb_s "
+                    "(must be 0)",
+                    where);
+      }
+    } else {
+      const int group = r.event.placement.group_size;
+      if (r.measured_group_size < 2 || r.measured_group_size > group) {
+        EVSIM_THROW(InputError, "{}.measured_group_size: {}: must be between 2 and group_size {}",
+                    where, r.measured_group_size, group);
+      }
+      r.scaled = r.measured_group_size != group;
+      for (auto [name, v] : {std::pair{"algbw_gb_s", r.algbw_gb_s}, {"busbw_gb_s", r.busbw_gb_s}}) {
+        if (!std::isfinite(v) || v <= 0 || v > 1e12) {
+          EVSIM_THROW(InputError, "{}.{}: {}: must be > 0 and <= 1e12", where, name, v);
+        }
+      }
+    }
+    if (!db.putNew(std::move(r))) {
+      EVSIM_THROW(InputError, "{}.signature: '{}' appears twice", where, signatures[i]);
+    }
+  }
+}
+
+void readOverlap(const Node& table, const std::string& origin, ProfileDb& db) {
+  std::vector<std::string> keys = {"entries", "compute", "transfer"};
+  for (const char* side : {"alone_", "beside_"}) {
+    for (const char* stat : {"median_us", "min_us", "max_us", "stddev_us", "count"}) {
+      keys.push_back(std::string(side) + stat);
+    }
+  }
+  table.allowOnly(keys);
+  // eventprof --overlap measures a few dozen pairs; putOverlap's lookup is linear, so a corrupt
+  // count of millions would take hours: bounded here.
+  const auto n = static_cast<size_t>(table.nonNegativeInt("entries", kMaxOverlapEntries));
+  const std::vector<std::string_view> compute = table.signatures("compute", n);
+  const std::vector<std::string_view> transfer = table.signatures("transfer", n);
+  const StatsColumns alone(table, "alone_", n), beside(table, "beside_", n);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string where = fmt::format("{}: overlap[{}]", origin, i);
+    OverlapRecord r;
+    r.compute = parseEventSignature(compute[i], where + ".compute");
+    if (r.compute.kind != EventKind::kCompute) {
+      EVSIM_THROW(InputError, "{}.compute: not a compute event", where);
+    }
+    r.transfer = parseEventSignature(transfer[i], where + ".transfer");
+    if (!isCommunication(r.transfer.kind)) {
+      EVSIM_THROW(InputError, "{}.transfer: not a communication event", where);
+    }
+    r.alone = alone.row(i, where + ".alone_us");
+    r.beside = beside.row(i, where + ".beside_us");
+    db.putOverlap(std::move(r));
+  }
+}
+
+json stringsJson(const std::vector<std::string>& items) {
+  json out = json::array();
+  for (const std::string& s : items) out.push_back(s);
+  return out;
+}
+
+json signaturesColumn(const std::vector<std::string>& signatures) {
+  std::vector<uint8_t> bytes;
+  for (const std::string& s : signatures) {
+    bytes.insert(bytes.end(), s.begin(), s.end());
+    bytes.push_back('\n');
+  }
+  return json::binary(std::move(bytes));
+}
+
+void putStatsColumns(json& table, const std::string& prefix, const std::vector<TimingStats>& rows) {
+  std::vector<uint8_t> median, min, max, stddev, count;
+  for (const TimingStats& s : rows) {
+    putF64(median, s.median_us);
+    putF64(min, s.min_us);
+    putF64(max, s.max_us);
+    putF64(stddev, s.stddev_us);
+    putI32(count, s.count);
+  }
+  table[prefix + "median_us"] = json::binary(std::move(median));
+  table[prefix + "min_us"] = json::binary(std::move(min));
+  table[prefix + "max_us"] = json::binary(std::move(max));
+  table[prefix + "stddev_us"] = json::binary(std::move(stddev));
+  table[prefix + "count"] = json::binary(std::move(count));
+}
+
+}  // namespace
+
+bool isCborProfile(std::string_view bytes) { return bytes.starts_with(kProfileCborMagic); }
+
+std::string encodeProfileCbor(const ProfileDb& db) {
+  json doc;
+  doc["format"] = kFormatName;
+  doc["schema_version"] = kProfileSchemaVersion;
+  const ProfileMetadata& m = db.metadata;
+  doc["metadata"] = {{"backend", m.backend},          {"date", m.date},
+                     {"world_size", m.world_size},    {"ranks_per_node", m.ranks_per_node},
+                     {"hosts", stringsJson(m.hosts)}, {"devices", stringsJson(m.devices)},
+                     {"versions", json(m.versions)}};
+  json events = json::object();
+  std::vector<std::string> signatures;
+  std::vector<TimingStats> times;
+  std::vector<uint8_t> measured, algbw, busbw;
+  for (const ProfileRecord& r : db.records()) {
+    signatures.push_back(r.signature);
+    times.push_back(r.time);
+    const bool comm = isCommunication(r.event.kind);
+    putI32(measured, comm ? r.measured_group_size : 0);
+    putF64(algbw, comm ? r.algbw_gb_s : 0);
+    putF64(busbw, comm ? r.busbw_gb_s : 0);
+  }
+  events["entries"] = db.records().size();
+  events["signature"] = signaturesColumn(signatures);
+  putStatsColumns(events, "", times);
+  events["measured_group_size"] = json::binary(std::move(measured));
+  events["algbw_gb_s"] = json::binary(std::move(algbw));
+  events["busbw_gb_s"] = json::binary(std::move(busbw));
+  doc["events"] = std::move(events);
+  if (!db.overlapRecords().empty()) {
+    json overlap = json::object();
+    std::vector<std::string> compute, transfer;
+    std::vector<TimingStats> alone, beside;
+    for (const OverlapRecord& r : db.overlapRecords()) {
+      compute.push_back(r.compute.signature());
+      transfer.push_back(r.transfer.signature());
+      alone.push_back(r.alone);
+      beside.push_back(r.beside);
+    }
+    overlap["entries"] = db.overlapRecords().size();
+    overlap["compute"] = signaturesColumn(compute);
+    overlap["transfer"] = signaturesColumn(transfer);
+    putStatsColumns(overlap, "alone_", alone);
+    putStatsColumns(overlap, "beside_", beside);
+    doc["overlap"] = std::move(overlap);
+  }
+  std::string out(kProfileCborMagic);
+  json::to_cbor(doc, out);
+  return out;
+}
+
+ProfileDb decodeProfileCbor(const std::string& bytes, const std::string& origin) {
+  if (!isCborProfile(bytes)) {
+    EVSIM_THROW(InputError, "{}: not a binary profile (it does not start with the CBOR magic)",
+                origin);
+  }
+  json doc;
+  CheckedDomSax sax(doc);
+  bool ok = false;
+  try {
+    ok = json::sax_parse(bytes.begin() + static_cast<std::ptrdiff_t>(kProfileCborMagic.size()),
+                         bytes.end(), &sax, json::input_format_t::cbor, /*strict=*/true);
+  } catch (const json::exception& e) {
+    // "[json.exception.parse_error.110] parse error at byte 9: ... unexpected end of input"
+    std::string what = e.what();
+    if (const size_t cut = what.find("] "); what.starts_with("[json.") && cut != std::string::npos)
+      what = what.substr(cut + 2);
+    EVSIM_THROW(InputError, "{}: corrupt or truncated binary profile: {}", origin, what);
+  }
+  if (!ok) {
+    EVSIM_THROW(InputError, "{}: corrupt binary profile: {}", origin,
+                sax.problem.empty() ? "the CBOR parser stopped" : sax.problem);
+  }
+  const Node root(doc, origin, "");
+  if (!doc.is_object()) root.fail("", "corrupt binary profile: the top level is not a map");
+  root.allowOnly({"format", "schema_version", "metadata", "events", "overlap"});
+  if (!doc.contains("format") || doc["format"] != kFormatName) {
+    root.fail("format",
+              fmt::format("missing or not \"{}\": not an eventsim profile database", kFormatName));
+  }
+  const int64_t version = root.positiveInt("schema_version");
+  if (version != kProfileSchemaVersion) {
+    root.fail("schema_version", fmt::format("{} is not supported (this eventsim reads version {})",
+                                            version, kProfileSchemaVersion));
+  }
+  ProfileDb db;
+  const Node meta = root.child("metadata");
+  meta.allowOnly(
+      {"backend", "date", "world_size", "ranks_per_node", "hosts", "devices", "versions"});
+  db.metadata.backend = meta.str("backend");
+  if (!isKnownProfileBackend(db.metadata.backend)) {
+    meta.fail("backend", fmt::format("'{}': must be {}", db.metadata.backend.substr(0, 64),
+                                     kProfileBackendsText));
+  }
+  db.metadata.date = meta.str("date");
+  db.metadata.world_size = static_cast<int>(meta.positiveInt("world_size"));
+  db.metadata.ranks_per_node = static_cast<int>(meta.positiveInt("ranks_per_node"));
+  db.metadata.hosts = meta.strings("hosts");
+  db.metadata.devices = meta.strings("devices");
+  const Node versions = meta.child("versions");
+  for (const auto& [name, _] : doc["metadata"]["versions"].items()) {
+    db.metadata.versions[versions.utf8("", name)] = versions.str(name);
+  }
+  readEvents(root.child("events"), origin, db);
+  if (root.has("overlap")) readOverlap(root.child("overlap"), origin, db);
+  return db;
+}
+
+}  // namespace evsim

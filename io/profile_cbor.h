@@ -1,0 +1,50 @@
+#pragma once
+// The binary profile database (issue 33, item 2): the same content as the YAML form
+// (io/profile_db.h), in CBOR (RFC 8949) through nlohmann-json, laid out as columns so a
+// 400,000-entry profile loads at close to the speed its bytes are read, with memory close to the
+// file's size.
+//
+// Why columns: a profile is a table of a few hundred thousand rows of the same nine fields. Row
+// by row, every entry would be a CBOR map whose keys repeat in every row and the parser would
+// build (and free) a node per field; as columns the whole file is a dozen CBOR values, each a byte
+// string that is read with one copy: the signatures one after another ('\n' after each), the
+// numbers as little-endian float64 / int32 arrays. What makes a row valid is checked exactly as
+// in the YAML (the same rules, messages naming "events[i].<column>").
+//
+// File layout: the 3-byte CBOR self-describe tag D9 D9 F7 (the magic: how a reader tells it from
+// YAML, whatever the file's name), then one CBOR map:
+//   format: "eventsim-profile"        schema_version: 1
+//   metadata: {backend, date, world_size, ranks_per_node, hosts: [..], devices: [..],
+//              versions: {name: version}}                      # as in the YAML
+//   events: {entries: N,
+//            signature: bytes (N signatures, each followed by '\n'),
+//            median_us, min_us, max_us, stddev_us: bytes (N float64 LE),
+//            count: bytes (N int32 LE),
+//            measured_group_size: bytes (N int32 LE; 0 for compute events),
+//            algbw_gb_s, busbw_gb_s: bytes (N float64 LE; 0 for compute events)}
+//   overlap: {entries: K, compute, transfer: bytes (signatures as above),
+//             alone_median_us, alone_min_us, ..., alone_count, beside_median_us, ..., beside_count}
+// kind, group_size, nodes, ranks_per_node, bytes and scaled, which the YAML repeats beside the
+// signature (and checks against it), follow from the signature and measured_group_size here.
+
+#include <string>
+#include <string_view>
+
+namespace evsim {
+
+class ProfileDb;
+
+// The CBOR self-describe tag (RFC 8949, section 3.4.6) that starts every binary profile.
+inline constexpr std::string_view kProfileCborMagic = "\xD9\xD9\xF7";
+
+// True when `bytes` starts with the magic (the file is read as a binary profile).
+bool isCborProfile(std::string_view bytes);
+
+// The whole file's bytes.
+std::string encodeProfileCbor(const ProfileDb& db);
+
+// Reads a binary profile; `origin` names it in errors. A corrupt or truncated file, a wrong
+// version, or an entry the YAML loader would refuse is one InputError naming origin and where.
+ProfileDb decodeProfileCbor(const std::string& bytes, const std::string& origin);
+
+}  // namespace evsim
