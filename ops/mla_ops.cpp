@@ -34,13 +34,10 @@ void LayerOpBuilder::mlaCore(OpList& out, int layer, bool backward) {
   const int64_t heads = s.micro_batch * s.heads / s.tp;
   const int64_t dqk = m.qkHeadDim(), dv = m.v_head_dim;
   if (s.spec.flash_attention) {
-    const Event step = makeCompute(backward ? "mla_attn_bwd" : "mla_attn_fwd",
-                                   {{"batch", heads},
-                                    {"seq", s.localSeq()},
-                                    {"qk_dim", dqk},
-                                    {"v_dim", dv},
-                                    {"causal", 1}},
-                                   "", s.dtype);
+    const Event step = makeCompute(
+        backward ? "mla_attn_bwd" : "mla_attn_fwd",
+        {{"batch", heads}, {"seq", s.localSeq()}, {"qk_dim", dqk}, {"v_dim", dv}, {"causal", 1}},
+        "", s.dtype);
     const int64_t q_bytes = e() * heads * s.localSeq() * dqk;
     const int64_t kv_bytes = e() * heads * s.localSeq() * (dqk + dv);  // K and V
     for (int j = 0; j < s.cp; ++j) {
@@ -49,8 +46,9 @@ void LayerOpBuilder::mlaCore(OpList& out, int layer, bool backward) {
         cpRingExchange(out, layer, backward ? "cp_kv_grad_exchange" : "cp_kv_exchange",
                        (backward ? 2 : 1) * kv_bytes);
       }
-      const char* name = backward ? (j == 0 ? "flash_attention_bwd" : "flash_attention_ring_step_bwd")
-                                  : (j == 0 ? "flash_attention" : "flash_attention_ring_step");
+      const char* name = backward
+                             ? (j == 0 ? "flash_attention_bwd" : "flash_attention_ring_step_bwd")
+                             : (j == 0 ? "flash_attention" : "flash_attention_ring_step");
       compute(out, layer, name, step, 0,
               !backward && j == 0 ? q_bytes + kv_bytes + kLseBytes * heads * s.localSeq() : 0);
     }
@@ -111,7 +109,8 @@ void LayerOpBuilder::mlaForward(OpList& out, int layer) {
   if (m.q_lora_rank > 0) {
     linearForward(out, layer, "q_down_gemm", R, m.q_lora_rank, h, bias(m.q_lora_rank), 0);
     if (s.sequence_parallel) {
-      tpCollective(out, layer, "q_latent_allgather", EventKind::kAllGather, T * m.q_lora_rank * e());
+      tpCollective(out, layer, "q_latent_allgather", EventKind::kAllGather,
+                   T * m.q_lora_rank * e());
     }
     latentNorm("q_layernorm", m.q_lora_rank);
     linearForward(out, layer, "q_up_gemm", T, q_width, m.q_lora_rank, bias(q_width),
@@ -127,10 +126,10 @@ void LayerOpBuilder::mlaForward(OpList& out, int layer) {
   linearForward(out, layer, "kv_up_gemm", T, kv_width, m.kv_lora_rank, bias(kv_width),
                 T * m.kv_lora_rank);
   // The a/t query heads' RoPE channels and the one key head shared by all of them.
-  compute(out, layer, "rope",
-          makeCompute("rope_fwd",
-                      {{"tokens", T}, {"heads", a / t + 1}, {"dim", m.qk_pos_emb_head_dim}}, "",
-                      s.dtype));
+  compute(
+      out, layer, "rope",
+      makeCompute("rope_fwd", {{"tokens", T}, {"heads", a / t + 1}, {"dim", m.qk_pos_emb_head_dim}},
+                  "", s.dtype));
   mlaCore(out, layer, false);
   const int64_t v_width = a * m.v_head_dim / t;
   linearForward(out, layer, "attn_proj_gemm", T, h, v_width, bias(h), T * v_width);
@@ -164,10 +163,10 @@ void LayerOpBuilder::mlaBackward(OpList& out, int layer) {
   gatherInput(out, layer, "attn_proj_grad_allgather");
   linearBackward(out, layer, "attn_proj_dgrad", "attn_proj_wgrad", T, h, a * m.v_head_dim / t);
   mlaCore(out, layer, true);
-  compute(out, layer, "rope_bwd",
-          makeCompute("rope_bwd",
-                      {{"tokens", T}, {"heads", a / t + 1}, {"dim", m.qk_pos_emb_head_dim}}, "",
-                      s.dtype));
+  compute(
+      out, layer, "rope_bwd",
+      makeCompute("rope_bwd", {{"tokens", T}, {"heads", a / t + 1}, {"dim", m.qk_pos_emb_head_dim}},
+                  "", s.dtype));
   linearBackward(out, layer, "kv_up_dgrad", "kv_up_wgrad", T, kv_width, m.kv_lora_rank);
   latentNormBwd("kv_layernorm_bwd", m.kv_lora_rank);
   reduceLatent("kv_latent_grad_allreduce", "kv_latent_grad_reduce_scatter", kv_latent);

@@ -29,8 +29,7 @@ void LayerOpBuilder::mtpForward(OpList& out, bool owns_embedding) {
   const int L = kHeadLayer;
   for (int64_t depth = 0; depth < s.mtp_layers; ++depth) {
     compute(out, L, "mtp_embedding",
-            makeCompute("embedding_fwd", {{"tokens", T}, {"hidden", h}, {"vocab", v}}, "",
-                        s.dtype),
+            makeCompute("embedding_fwd", {{"tokens", T}, {"hidden", h}, {"vocab", v}}, "", s.dtype),
             owns_embedding && depth == 0 ? v * h : 0, kTokenIdBytes * T + e() * region);
     reduceOutput(out, L, "mtp_embedding_allreduce", "mtp_embedding_reduce_scatter");
     norm(out, L, "mtp_enorm", false);
@@ -85,9 +84,9 @@ void LayerOpBuilder::mtpBackward(OpList& out) {
     norm(out, L, "mtp_hnorm_bwd", true);
     norm(out, L, "mtp_enorm_bwd", true);
     gatherInput(out, L, "mtp_embedding_grad_allgather");
-    compute(out, L, "mtp_embedding_bwd",
-            makeCompute("embedding_bwd", {{"tokens", T}, {"hidden", h}, {"vocab", v}}, "",
-                        s.dtype));
+    compute(
+        out, L, "mtp_embedding_bwd",
+        makeCompute("embedding_bwd", {{"tokens", T}, {"hidden", h}, {"vocab", v}}, "", s.dtype));
   }
 }
 

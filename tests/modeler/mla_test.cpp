@@ -6,9 +6,9 @@
 
 #include <string>
 
+#include "modeler/simulation.h"
 #include "ops/parameter_counts.h"
 #include "plan/iteration_plan.h"
-#include "modeler/simulation.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -124,9 +124,10 @@ TEST(Mla, MultiTokenPredictionOnTheLastStage) {
   Strategy st = test::strategy("2M2P1D", 2, 2);
   st.sequence_parallel = true;
   const std::string yaml = kSmallMla;
-  const IterationPlan with =
-      buildIterationPlan(parseModelConfig(yaml + "mtp_num_layers: 1\n", "mtp"), test::cluster(8), st);
-  const IterationPlan without = buildIterationPlan(parseModelConfig(yaml, "m"), test::cluster(8), st);
+  const IterationPlan with = buildIterationPlan(
+      parseModelConfig(yaml + "mtp_num_layers: 1\n", "mtp"), test::cluster(8), st);
+  const IterationPlan without =
+      buildIterationPlan(parseModelConfig(yaml, "m"), test::cluster(8), st);
   EXPECT_EQ(with.stages[1].parameters - without.stages[1].parameters, 480'608);
   EXPECT_EQ(with.stages[0].parameters, without.stages[0].parameters);
   const OpList& fwd = with.stages[1].forward;
@@ -145,10 +146,9 @@ TEST(Mla, ModelKeysNeedTheSwitchAndMhaHeads) {
       "  - {type: decoder, count: 1, cross_attention: false}\n  - {type: head}\n";
   EXPECT_THROW(parseModelConfig(base + "kv_lora_rank: 32\n", "m"), InputError);
   EXPECT_THROW(parseModelConfig(base + "multi_latent_attention: true\n", "m"), InputError);
-  EXPECT_THROW(parseModelConfig(base +
-                                    "multi_latent_attention: true\nkv_lora_rank: 32\n"
-                                    "qk_head_dim: 16\nqk_pos_emb_head_dim: 8\nv_head_dim: 16\n"
-                                    "num_query_groups: 2\n",
+  EXPECT_THROW(parseModelConfig(base + "multi_latent_attention: true\nkv_lora_rank: 32\n"
+                                       "qk_head_dim: 16\nqk_pos_emb_head_dim: 8\nv_head_dim: 16\n"
+                                       "num_query_groups: 2\n",
                                 "m"),
                InputError);
 }

@@ -3,8 +3,8 @@
 // gather and gradient reduce-scatter runs on its own group, bytes worked out by hand.
 #include <gtest/gtest.h>
 
-#include "plan/iteration_plan.h"
 #include "modeler/memory_model.h"
+#include "plan/iteration_plan.h"
 #include "support/test_support.h"
 
 namespace evsim {
