@@ -133,7 +133,8 @@ double DeviceModel::fusedAttentionUs(const Event& event) const {
   const double causal = event.dim("causal") != 0 ? 0.5 : 1.0;
   const double kernel_us = cluster_.device.model ? cluster_.device.model->gemm_kernel_us.value : 0;
   const double qk_us = gemmUs(batch, seq, seq, qk_dim, event.dtype, 0) - kernel_us;
-  const double v_us = v_dim == qk_dim ? qk_us : gemmUs(batch, seq, seq, v_dim, event.dtype, 0) - kernel_us;
+  const double v_us =
+      v_dim == qk_dim ? qk_us : gemmUs(batch, seq, seq, v_dim, event.dtype, 0) - kernel_us;
   return std::max((qk_us * qk_gemms + v_us * v_gemms) * causal,
                   memoryBoundUs(0, event.memory_bytes, event.dtype, event.op)) +
          kernel_us;

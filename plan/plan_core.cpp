@@ -228,10 +228,12 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       if (!zero3) return;
       int64_t params = layer_params.at(layer);
       if (layer == kHeadLayer && kind == EventKind::kAllGather) params += tied_head_params;
-      const int64_t experts = !expert_parallel     ? 0
-                              : layer >= 0         ? footprint.block(model.blocks[layer]).expert_weights
-                              : layer == kHeadLayer ? footprint.head.expert_weights
-                                                    : 0;
+      int64_t experts = 0;
+      if (expert_parallel && layer >= 0) {
+        experts = footprint.block(model.blocks[layer]).expert_weights;
+      } else if (expert_parallel && layer == kHeadLayer) {
+        experts = footprint.head.expert_weights;  // an MTP depth's MoE block
+      }
       DType wire = dtype;
       if (fsdp && kind == EventKind::kReduceScatter) wire = DType::kFp32;
       if (fsdp && kind == EventKind::kAllGather && model.spec.fp8 && layer >= 0) {

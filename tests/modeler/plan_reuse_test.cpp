@@ -137,8 +137,8 @@ std::string describe(const Variant& v) {
 }
 
 // tiny-moe (fp32, h 64, 4 blocks of 8 SwiGLU experts, top-2) on 8 GPUs of one node: M 1, C 2,
-// P 2, D 2, E 2 (ZeRO-3 too: experts sharded over D/E); b 1, B 8 (m = 4). Two blocks per pipeline stage (one per
-// chunk interleaved).
+// P 2, D 2, E 2 (ZeRO-3 too: experts sharded over D/E); b 1, B 8 (m = 4). Two blocks per
+// pipeline stage (one per chunk interleaved).
 class PlanReuse : public ::testing::Test {
  protected:
   PlanReuse() : model_(loadModelConfig(test::configPath("models", "tiny-moe"))) {}
