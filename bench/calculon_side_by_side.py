@@ -1,5 +1,4 @@
 """Side by side with Calculon over one strategy space: candidates and fitting ones per CPU second.
-"""Side by side with Calculon over the same strategy space: candidates and fitting ones per CPU second.
 
 Calculon (https://github.com/calculon-ai/calculon, Apache-2.0) is not bundled and not fetched by
 this script: fetching it is the user's step (bench/RESULTS.md, "Calculon side by side"):

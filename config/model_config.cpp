@@ -1,7 +1,12 @@
 #include "config/model_config.h"
 
+#include <cctype>
+#include <filesystem>
+
 #include "common/error.h"
+#include "common/input_file.h"
 #include "common/yaml_reader.h"
+#include "config/hf_config.h"
 
 namespace evsim {
 
@@ -229,7 +234,18 @@ int64_t ModelConfig::moeLayers() const {
 }
 
 ModelConfig loadModelConfig(const std::string& path) {
-  return readModel(YamlReader::fromFile(path));
+  const std::string text = readInputFile(path, "YAML input");
+  if (!looksLikeJson(text)) return readModel(YamlReader::fromString(text, path));
+  // A Hugging Face config.json: named after its folder ("Llama-3.1-8B/config.json").
+  namespace fs = std::filesystem;
+  const fs::path file(path);
+  std::string name = file.stem() == "config" && file.has_parent_path()
+                         ? fs::absolute(file).parent_path().filename().string()
+                         : file.stem().string();
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  }
+  return readModel(YamlReader::fromString(huggingFaceModelYaml(text, path, name), path));
 }
 
 ModelConfig parseModelConfig(const std::string& yaml_text, const std::string& origin) {

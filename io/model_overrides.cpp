@@ -37,13 +37,27 @@ void ModelOverrides::addOptions(CLI::App& app) {
   app.add_option("--fp8-format", fp8_format, "hybrid | e4m3: GEMMs in FP8 (Transformer Engine)")
       ->check(CLI::IsMember({"hybrid", "e4m3"}))
       ->group(group);
+  auto* bf16_flag = app.add_flag("--bf16", bf16, "bf16 mixed precision")->group(group);
+  app.add_flag("--fp16", fp16, "fp16 mixed precision")->excludes(bf16_flag)->group(group);
+  app.add_option("--hidden-dropout", hidden_dropout, "dropout probability (0: no dropout ops)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(group);
+  app.add_option("--attention-dropout", attention_dropout,
+                 "attention dropout probability (0: none)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(group);
+  app.add_flag_callback(
+         "--use-rotary-position-embeddings", [this] { position_embedding = "rope"; },
+         "Megatron's older name for --position-embedding-type rope")
+      ->group(group);
 }
 
 bool ModelOverrides::any() const {
   return seq_length || num_layers || hidden_size || num_heads || ffn_hidden_size ||
          num_query_groups || vocab_size || group_query_attention || flash_attention || swiglu ||
          disable_bias_linear || untie_embeddings || !normalization.empty() ||
-         !position_embedding.empty() || !fp8_format.empty();
+         !position_embedding.empty() || !fp8_format.empty() || bf16 || fp16 || hidden_dropout ||
+         attention_dropout;
 }
 
 void ModelOverrides::apply(ModelConfig& model) const {
@@ -85,6 +99,10 @@ void ModelOverrides::apply(ModelConfig& model) const {
   if (disable_bias_linear) model.spec.bias = false;
   if (untie_embeddings) model.spec.untied_output = true;
   if (!fp8_format.empty()) model.spec.fp8 = true;
+  if (bf16) model.dtype = DType::kBf16;
+  if (fp16) model.dtype = DType::kFp16;
+  if (hidden_dropout) model.spec.hidden_dropout = *hidden_dropout > 0;
+  if (attention_dropout) model.spec.attention_dropout = *attention_dropout > 0;
   if (model.hidden_size % model.num_heads != 0) {
     EVSIM_THROW(InputError, "--num-attention-heads {} does not divide --hidden-size {}",
                 model.num_heads, model.hidden_size);

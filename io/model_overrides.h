@@ -5,6 +5,7 @@
 //   --num-query-groups (--group-query-attention) --vocab-size --use-flash-attn --swiglu
 //   --normalization LayerNorm|RMSNorm --position-embedding-type learned_absolute|rope
 //   --disable-bias-linear --untie-embeddings-and-output-weights --fp8-format hybrid|e4m3
+//   --bf16 | --fp16 --hidden-dropout P --attention-dropout P --use-rotary-position-embeddings
 // Each replaces the model file's value; the result is checked as a file would be (one line naming
 // the flag on an impossible shape).
 
@@ -28,6 +29,8 @@ struct ModelOverrides {
   std::string normalization;
   std::string position_embedding;
   std::string fp8_format;
+  bool bf16 = false, fp16 = false;
+  std::optional<double> hidden_dropout, attention_dropout;  // 0 drops the dropout ops
 
   void addOptions(CLI::App& app);
   // Throws InputError naming the flag when the overridden model is impossible.

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "io/cli_checks.h"
+#include "io/megatron_args.h"
 #include "plan/pipeline_schedule.h"
 
 #ifndef EVSIM_CONFIG_DIR
@@ -79,21 +80,38 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
     b->required();
     B->required();
   }
-  app.add_option("--schedule", schedule, "gpipe | dapple (1F1B) | interleaved | zbh1 | zbh2")
-      ->capture_default_str();
+  schedule_option =
+      app.add_option("--schedule", schedule,
+                     "gpipe | dapple (1F1B) | interleaved | zbh1 | zbh2 | zbv | dualpipev | "
+                     "FILE.csv")
+          ->capture_default_str();
   auto* v = app.add_option("--virtual-stages", virtual_stages,
                            "model chunks per device v (with --schedule interleaved)")
                 ->capture_default_str();
-  app.add_option("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
-                 "Megatron's form of v: layers per model chunk (implies --schedule interleaved)")
+  auto* layers_per_chunk =
+      app.add_option("--num-layers-per-virtual-pipeline-stage", layers_per_virtual_stage,
+                     "Megatron's form of v: layers per model chunk (implies --schedule "
+                     "interleaved)")
+          ->check(kPositiveInteger)
+          ->excludes(v);
+  app.add_option("--virtual-pipeline-model-parallel-size", megatron_virtual_stages,
+                 "Megatron's: model chunks per device v (implies --schedule interleaved)")
       ->check(kPositiveInteger)
-      ->excludes(v);
-  app.add_option("--recompute,--recompute-granularity", recompute,
-                 "activation recomputation: none | full | selective")
-      ->capture_default_str();
+      ->excludes(v)
+      ->excludes(layers_per_chunk);
+  auto* granularity = app.add_option("--recompute,--recompute-granularity", recompute,
+                                     "activation recomputation: none | full | selective")
+                          ->capture_default_str();
+  app.add_flag("--recompute-activations", recompute_activations,
+               "Megatron's: selective recomputation (--recompute selective)")
+      ->excludes(granularity);
   app.add_option("--recompute-method", recompute_method,
                  "Megatron's: uniform (every layer, as --recompute full models it)")
       ->check(CLI::IsMember({"uniform", "block"}));
+  app.add_option("--recompute-num-layers", recompute_num_layers,
+                 "Megatron's: layers per recomputed group with --recompute-method uniform (1: "
+                 "every layer on its own, as eventsim models it)")
+      ->check(kPositiveInteger);
   CLI::Option* sp = app.add_flag("--sequence-parallel", sequence_parallel,
                                  "Megatron sequence parallelism over the TP group");
   app.add_option("--tp-comm", tp_comm,
@@ -113,9 +131,12 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
       ->capture_default_str();
   app.add_flag("--dp-overlap,--overlap-grad-reduce", dp_overlap,
                "overlap bucketed DP gradient all-reduces with backward (PyTorch DDP)");
-  app.add_option("--dp-bucket-mb", dp_bucket_mb, "DDP bucket size in MiB")
-      ->check(finitePositiveUpTo(1e6))
-      ->capture_default_str();
+  auto* bucket_mb = app.add_option("--dp-bucket-mb", dp_bucket_mb, "DDP bucket size in MiB")
+                       ->check(finitePositiveUpTo(1e6))
+                       ->capture_default_str();
+  app.add_option("--ddp-bucket-size", ddp_bucket_bytes, "Megatron's: DDP bucket size in bytes")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->excludes(bucket_mb);
   app.add_flag("--allow-cross-node-tp", allow_cross_node_tp,
                "allow TP groups that straddle nodes (M not dividing a node's GPUs)");
   auto* layers = app.add_option("--stage-layers", stage_layers,
@@ -138,11 +159,30 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
   addFrameworkOptions(app);
 }
 
+void RunOptions::addMegatronExtras(CLI::App& app) {
+  // Replaced by the file's arguments before parsing (modeler/cli/main.cpp): listed for --help.
+  app.add_option("--args-file", args_file,
+                 "a Megatron-LM launch script: its arguments are read in place (a flag given on "
+                 "the command line wins; torchrun's --nnodes x --nproc_per_node give --gpus)");
+  app.allow_extras();
+  extras_app = &app;
+}
+
+void RunOptions::acceptMegatronExtras() const {
+  if (extras_app == nullptr) return;
+  const std::string note = ignoredArgsNote(acceptIgnoredMegatronArgs(extras_app->remaining()));
+  if (!note.empty()) fmt::print(stderr, "eventsim: {}\n", note);
+}
+
 void RunOptions::addFrameworkOptions(CLI::App& app) {
-  app.add_option("--framework", framework,
-                 "megatron (Megatron-LM's memory layout) | fsdp (PyTorch FSDP2 as torchtitan "
-                 "runs it: fully sharded fp32 states, per-layer gathers)")
-      ->capture_default_str();
+  auto* framework_opt =
+      app.add_option("--framework", framework,
+                     "megatron (Megatron-LM's memory layout) | fsdp (PyTorch FSDP2 as torchtitan "
+                     "runs it: fully sharded fp32 states, per-layer gathers)")
+          ->capture_default_str();
+  app.add_flag_callback(
+         "--use-torch-fsdp2", [this] { framework = "fsdp"; }, "Megatron's: --framework fsdp")
+      ->excludes(framework_opt);
   app.add_option("--reshard-after-forward", reshard,
                  "FSDP: default (always without PP, never with PP) | always | never")
       ->capture_default_str();
@@ -246,7 +286,16 @@ void RunOptions::checkTpPlacement(const ModelConfig& model, const ClusterConfig&
 }
 
 ModelConfig RunOptions::loadModel() const {
-  ModelConfig loaded = loadModelConfig(resolveConfigPath(model, "models"));
+  const std::string path = resolveConfigPath(model, "models");
+  ModelConfig loaded = loadModelConfig(path);
+  if (path.ends_with(".json") && !overrides.seq_length) {
+    // A config.json's max_position_embeddings is the longest sequence the model serves (131,072
+    // for Llama 3.1), rarely the training length: not taken silently.
+    EVSIM_THROW(InputError,
+                "--model {}: a Hugging Face config gives no training sequence length: add "
+                "--seq-length (its max_position_embeddings is {})",
+                clipped(model, 200), loaded.seq_length);
+  }
   overrides.apply(loaded);
   return loaded;
 }
@@ -277,25 +326,36 @@ ClusterConfig RunOptions::loadCluster() const {
   return c;
 }
 
+void RunOptions::requireInterleaved(const char* flag) const {
+  // An explicit other schedule was silently replaced by interleaved (issue 31).
+  if (schedule_option != nullptr && schedule_option->count() > 0 &&
+      toLower(trim(schedule)) != "interleaved") {
+    EVSIM_THROW(InputError,
+                "{} with --schedule {}: model chunks per device need --schedule interleaved (or "
+                "no --schedule)",
+                flag, schedule);
+  }
+}
+
 Strategy RunOptions::strategy(const ModelConfig& model_config) const {
   Strategy s;
   if (!strategy_text.empty()) {
     if (gpus > 0) EVSIM_THROW(InputError, "--gpus {}: give --tp and --pp, not --strategy", gpus);
     parseStrategyText(strategy_text, s);
   } else if (gpus > 0) {
-    if (tp <= 0 || pp <= 0 || dp > 0) {
-      EVSIM_THROW(InputError, "--gpus {}: give --tp and --pp (D is derived), not --dp", gpus);
-    }
-    if (gpus % (int64_t{tp} * pp * cp) != 0) {
+    if (dp > 0) EVSIM_THROW(InputError, "--dp {} with --gpus {}: D is derived, drop --dp", dp, gpus);
+    // Megatron's defaults: a size not given is 1.
+    const int M = tp > 0 ? tp : 1, P = pp > 0 ? pp : 1;
+    if (gpus % (int64_t{M} * P * cp) != 0) {
       if (cp == 1) {
-        EVSIM_THROW(InputError, "--gpus {}: not divisible by M x P = {} x {}", gpus, tp, pp);
+        EVSIM_THROW(InputError, "--gpus {}: not divisible by M x P = {} x {}", gpus, M, P);
       }
-      EVSIM_THROW(InputError, "--gpus {}: not divisible by M x P x C = {} x {} x {}", gpus, tp, pp,
+      EVSIM_THROW(InputError, "--gpus {}: not divisible by M x P x C = {} x {} x {}", gpus, M, P,
                   cp);
     }
-    s.tp = tp;
-    s.pp = pp;
-    s.dp = static_cast<int>(gpus / (int64_t{tp} * pp * cp));
+    s.tp = M;
+    s.pp = P;
+    s.dp = static_cast<int>(gpus / (int64_t{M} * P * cp));
   } else if (tp > 0 || pp > 0 || dp > 0) {
     if (tp <= 0 || pp <= 0 || dp <= 0) {
       EVSIM_THROW(InputError, "--tp {} --pp {} --dp {}: give all three, each > 0 (or --strategy)",
@@ -316,8 +376,14 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
   s.schedule = parseSchedule(schedule);
   s.dp_overlap = dp_overlap;
   if (!(dp_bucket_mb > 0)) EVSIM_THROW(InputError, "--dp-bucket-mb {}: must be > 0", dp_bucket_mb);
-  s.dp_bucket_bytes = static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);
+  s.dp_bucket_bytes = ddp_bucket_bytes > 0 ? ddp_bucket_bytes
+                                           : static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);
   s.virtual_stages = virtual_stages;
+  if (megatron_virtual_stages > 0) {
+    requireInterleaved("--virtual-pipeline-model-parallel-size");
+    s.virtual_stages = megatron_virtual_stages;
+    s.schedule = Schedule::kInterleaved;
+  }
   if (layers_per_virtual_stage > 0) {
     // Megatron: L / (P x layers per chunk) chunks per device.
     const int64_t per_device = int64_t{s.pp} * layers_per_virtual_stage;
@@ -329,9 +395,16 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
                   model_config.name);
     }
     s.virtual_stages = static_cast<int>(model_config.numLayers() / per_device);
+    requireInterleaved("--num-layers-per-virtual-pipeline-stage");
     s.schedule = Schedule::kInterleaved;
   }
-  s.recompute = parseRecompute(recompute);
+  s.recompute = parseRecompute(recompute_activations ? "selective" : recompute);
+  if (recompute_num_layers > 1) {
+    EVSIM_THROW(InputError,
+                "--recompute-num-layers {}: not modelled (eventsim recomputes each layer on its "
+                "own: --recompute-num-layers 1)",
+                recompute_num_layers);
+  }
   if (recompute_method == "block") {
     EVSIM_THROW(InputError,
                 "--recompute-method block: not modelled (eventsim recomputes every layer, "
@@ -373,7 +446,8 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
   const bool techniques =
       cp != 1 || ep != 1 || recompute != "none" || sequence_parallel || tp_comm == "rs-ag" ||
       zero_stage != 0 || distributed_optimizer || virtual_stages != 1 ||
-      layers_per_virtual_stage > 0 || !stage_layers.empty() || first_stage_layers > 0 ||
+      layers_per_virtual_stage > 0 || megatron_virtual_stages > 0 || recompute_activations ||
+      !stage_layers.empty() || first_stage_layers > 0 ||
       last_stage_layers > 0 || account_for_embedding || account_for_loss ||
       framework != "megatron" || parseSchedule(schedule) == Schedule::kInterleaved ||
       parseOffload(offload) != Offload::kNone;
@@ -408,7 +482,10 @@ std::string RunOptions::commandLine(const Strategy& s) const {
   if (!nccl_algo.empty()) out += fmt::format(" --nccl-algo {}", nccl_algo);
   if (s.cp > 1) out += fmt::format(" --cp {}", s.cp);
   if (s.ep > 1) out += fmt::format(" --ep {}", s.ep);
-  if (s.dp_overlap) out += fmt::format(" --dp-overlap --dp-bucket-mb {}", dp_bucket_mb);
+  if (s.dp_overlap) {
+    out += fmt::format(" --dp-overlap --dp-bucket-mb {}",
+                       static_cast<double>(s.dp_bucket_bytes) / (1024 * 1024));
+  }
   if (overlap_slowdown == "off") out += " --overlap-slowdown off";
   if (s.schedule == Schedule::kInterleaved)
     out += fmt::format(" --virtual-stages {}", s.virtual_stages);

@@ -6,8 +6,11 @@
 // --micro-batch-size, --global-batch-size, --num-layers-per-virtual-pipeline-stage,
 // --recompute-granularity (with --recompute-method uniform), --sequence-parallel,
 // --use-distributed-optimizer (--zero 1), --overlap-grad-reduce (--dp-overlap),
-// --context-parallel-size (--cp), --expert-model-parallel-size (--ep), and the model
-// arguments of model_overrides.h.
+// --context-parallel-size (--cp), --expert-model-parallel-size (--ep),
+// --virtual-pipeline-model-parallel-size, --recompute-activations, --recompute-num-layers 1,
+// --ddp-bucket-size, --use-torch-fsdp2 (--framework fsdp), and the model arguments of
+// model_overrides.h. Megatron arguments without effect on time or memory are accepted by name
+// (io/megatron_args.h: acceptExtras).
 
 #include <CLI/CLI.hpp>
 #include <optional>
@@ -44,6 +47,10 @@ struct RunOptions {
   bool distributed_optimizer = false;  // Megatron's --use-distributed-optimizer: ZeRO-1
   int layers_per_virtual_stage = 0;    // Megatron's --num-layers-per-virtual-pipeline-stage
   std::string recompute_method;        // Megatron's --recompute-method (uniform only)
+  int recompute_num_layers = 0;        // Megatron's --recompute-num-layers (1 only)
+  bool recompute_activations = false;  // Megatron's --recompute-activations: selective
+  int megatron_virtual_stages = 0;     // Megatron's --virtual-pipeline-model-parallel-size
+  int64_t ddp_bucket_bytes = 0;        // Megatron's --ddp-bucket-size (bytes; 0: --dp-bucket-mb)
   int64_t gpus = 0;                    // simulate --gpus: D = gpus / (M * P)
   bool allow_cross_node_tp = false;    // TP groups may straddle nodes (search's flag too)
   std::string stage_layers;            // --stage-layers 10,12,...: blocks per model chunk
@@ -54,19 +61,28 @@ struct RunOptions {
   std::string framework = "megatron";  // --framework megatron | fsdp
   std::string reshard = "default";     // --reshard-after-forward default | always | never
   ModelOverrides overrides;
+  const CLI::App* extras_app = nullptr;         // set by addMegatronExtras
+  const CLI::Option* schedule_option = nullptr;  // --schedule: given or the default?
+  std::string args_file;                 // --args-file, for --help (expanded before parsing)
   // --overlap-slowdown on|off: off sets the device's overlap slowdown factors to 1 (compute beside
   // communication at full speed; modeler/overlap_slowdown.h), for ablations.
   std::string overlap_slowdown = "on";
 
   // Registers --model, --cluster (required) and the model overrides.
   void addModelOptions(CLI::App& app);
-  // Registers --gpus N, from which D is derived when --tp and --pp are given (simulate, eventrun).
+  // Registers --gpus N, from which D is derived (--tp and --pp default to 1, as in Megatron).
   void addGpusOption(CLI::App& app);
   // Registers --strategy / --tp --pp --dp, --micro-batch, --global-batch, --schedule, --dp-overlap,
   // --virtual-stages, --recompute, --sequence-parallel, --zero, --allow-cross-node-tp,
   // --stage-layers, and Megatron's names for them (see the header comment) including
   // --decoder-first/last-pipeline-num-layers.
   void addStrategyOptions(CLI::App& app, bool strategy_required);
+  // Lets `app` collect the arguments it does not know, for acceptMegatronExtras: the commands a
+  // Megatron launch line is pasted into (simulate, search, events).
+  void addMegatronExtras(CLI::App& app);
+  // Accepts the collected Megatron-LM arguments that change neither time nor memory, named in one
+  // note on standard error; throws InputError naming any other unknown argument.
+  void acceptMegatronExtras() const;
   // Registers --framework and --reshard-after-forward (addStrategyOptions does; search too).
   void addFrameworkOptions(CLI::App& app);
   // Sets the framework of `strategy` from the flags; with fsdp the ZeRO stage becomes FSDP's full
@@ -76,6 +92,9 @@ struct RunOptions {
   // Registers --overlap-slowdown on|off (simulate, search: every command that times iterations).
   void addOverlapSlowdownOption(CLI::App& app);
 
+  // Throws InputError when --schedule names another schedule than the interleaved one that
+  // `flag` (a Megatron chunk-count flag) implies.
+  void requireInterleaved(const char* flag) const;
   // The model file with the command line's overrides applied.
   ModelConfig loadModel() const;
   // The cluster file, its device's overlap slowdown switched off by --overlap-slowdown off.

@@ -2,6 +2,7 @@
 #include "ops/parameter_counts.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <optional>
@@ -217,6 +218,13 @@ std::string summaryText(const Simulation& sim, double memory_headroom) {
                      s.flops_per_gpu_per_s / kFlopsPerTflop, mfuText(s.mfu_by_peak));
   out += fmt::format("  pipeline bubble    {:.1f}%   critical stage {}\n", 100 * s.bubble_fraction,
                      s.critical_stage);
+  if (p.stages.size() > 1) {
+    // The split the plan used (balanced or given), in virtual-stage order: it decides the bubble.
+    std::vector<int> layers;
+    for (const StagePlan& stage : p.stages) layers.push_back(stage.num_layers);
+    out += fmt::format("  stage layers       {} (blocks per model chunk, virtual-stage order)\n",
+                       fmt::join(layers, ","));
+  }
   if (s.max_device.overlap_slowdown_us > 0) {
     const OverlapSlowdown& f = p.cluster.device.overlap_slowdown;
     out += fmt::format(

@@ -169,6 +169,7 @@ void addModeledCost(const ProfileRequest& request, const std::string& profile_pa
 // Returns the process exit code. Throws on errors (see main).
 int runEventprof(int argc, char** argv, const MpiWorld& world) {
   CLI::App app{"eventprof: profile the events of distributed transformer training"};
+  app.set_version_flag("--version", std::string("eventprof ") + EVSIM_VERSION);
   Flags flags;
   addFlags(app, flags);
   if (std::optional<int> done = parseFlagsOnEveryRank(app, argc, argv, world, "eventprof"))

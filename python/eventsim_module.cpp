@@ -189,6 +189,7 @@ std::string docstring(const Command& command, const char* type, const char* retu
 }  // namespace evsim
 
 PYBIND11_MODULE(eventsim, m) {
+  m.attr("__version__") = EVSIM_VERSION;
   using evsim::kSearch;
   using evsim::kSimulate;
   // The docstrings carry the signatures: pybind11's own would read "simulate(**kwargs) -> object".

@@ -160,3 +160,12 @@ def test_fsdp_states_shard_over_d():
         memory = eventsim.simulate(dp=d, **base)["stages"][0]["memory"]
         states[d] = memory["weights_bytes"] + memory["gradients_bytes"] + memory["optimizer_bytes"]
     assert abs(states[2] - 2 * states[4]) <= 2
+
+
+def test_version_matches_the_cli():
+    """`eventsim.__version__` is the version `eventsim --version` prints (CMake's project())."""
+    result = subprocess.run([CLI, "--version"], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == f"eventsim {eventsim.__version__}"
+    with open(os.path.join(os.path.dirname(__file__), "..", "CMakeLists.txt")) as cmake:
+        declared = next(line for line in cmake if line.startswith("project("))
+    assert f"VERSION {eventsim.__version__})" in declared

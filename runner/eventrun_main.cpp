@@ -157,6 +157,7 @@ void checkPlacement(const IterationPlan& plan, const Topology& topo, int ranks_p
 
 int runEventrun(int argc, char** argv, const MpiWorld& world) {
   CLI::App app{"eventrun: execute a strategy for real and record every event (ground truth)"};
+  app.set_version_flag("--version", std::string("eventrun ") + EVSIM_VERSION);
   Flags flags;
   addFlags(app, flags);
   if (std::optional<int> done = parseFlagsOnEveryRank(app, argc, argv, world, "eventrun"))

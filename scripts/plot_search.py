@@ -75,7 +75,8 @@ def load_json(path):
         fail(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); expected `eventsim search --json`")
     if not isinstance(data, dict) or not isinstance(data.get("candidates"), list):
         fail(f"{path}: no 'candidates' list; expected the output of `eventsim search --json`")
-    meta = {k: data.get(k) for k in ("model", "cluster", "gpus", "global_batch", "device")}
+    meta = {k: data.get(k) for k in ("model", "cluster", "gpus", "global_batch", "device",
+                                     "counts")}
     return data["candidates"], meta
 
 
@@ -121,6 +122,18 @@ def candidates_of(path):
     ok.sort(key=lambda x: -x[1])
     oom.sort(key=lambda x: x[1] or 0)
     return ok, oom, invalid, meta
+
+
+def counts_text(n_ok, n_oom, n_invalid, meta, shown_ok, shown_oom):
+    """The title's counts: the search's own totals when the JSON has them (its candidate list
+    holds only what it lists: invalid candidates only with --show-rejected, --top K rows)."""
+    totals = meta.get("counts") or {}
+    n_ok, n_oom = totals.get("ok", n_ok), totals.get("oom", n_oom)
+    n_invalid = totals.get("invalid", n_invalid)
+    text = f"{n_ok} fit, {n_oom} OOM, {n_invalid} invalid"
+    if shown_ok < n_ok or shown_oom < n_oom:
+        text += f" (showing {shown_ok} + {shown_oom} OOM)"
+    return text
 
 
 def main():
@@ -171,9 +184,7 @@ def main():
         gpus = f", {meta['gpus']} GPUs" if meta.get("gpus") else ""
         batch = f", B={meta['global_batch']}" if meta.get("global_batch") else ""
         title = f"eventsim search{': ' + what if what else ''}{gpus}{batch}"
-    counts = f"{len(ok)} fit, {len(oom)} OOM, {invalid} invalid"
-    if len(shown_ok) < len(ok) or len(shown_oom) < len(oom):
-        counts += f" (showing {len(shown_ok)} + {len(shown_oom)} OOM)"
+    counts = counts_text(len(ok), len(oom), invalid, meta, len(shown_ok), len(shown_oom))
     ax.set_title(f"{title}\n{counts}; labels: speed-up over the worst that fits", fontsize=9)
     # Outside the axes, right: inside it would cover the speed-up labels of the tallest bars.
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))

@@ -72,6 +72,8 @@ void printText(const EventTable& table, int64_t op_executions, const std::string
 }
 
 void run(const EventsArgs& args) {
+  args.run.acceptMegatronExtras();
+
   ModelConfig model = args.run.loadModel();
   ClusterConfig cluster = args.run.loadCluster();
   EventTable union_table;
@@ -142,6 +144,7 @@ void registerEventsCommand(CLI::App& app) {
   auto args = std::make_shared<EventsArgs>();
   CLI::App* cmd = app.add_subcommand("events", "list the unique events of a model and strategy");
   args->run.addModelOptions(*cmd);
+  args->run.addMegatronExtras(*cmd);
   args->run.addStrategyOptions(*cmd, /*strategy_required=*/false);
   CLI::Option* gpus =
       cmd->add_option("--gpus", args->gpus,

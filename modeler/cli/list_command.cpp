@@ -101,10 +101,16 @@ void registerListCommand(CLI::App& app) {
       "list",
       "the bundled models, clusters or devices (configs/), one line each: the names "
       "--model and --cluster take");
-  cmd->add_option("what", *kind, "models | clusters | devices")
-      ->required()
+  cmd->add_option("what", *kind, "models | clusters | devices (default: all three)")
       ->check(CLI::IsMember({"models", "clusters", "devices"}));
-  cmd->callback([kind] { list(*kind); });
+  cmd->callback([kind] {
+    if (!kind->empty()) return list(*kind);
+    // `eventsim list` alone: every kind under a heading, where it was an error.
+    for (const char* each : {"models", "clusters", "devices"}) {
+      fmt::print("{}{}:\n", each == std::string("models") ? "" : "\n", each);
+      list(each);
+    }
+  });
 }
 
 }  // namespace evsim

@@ -4,14 +4,17 @@
 // (common/error.h).
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
+#include "io/args_file.h"
 #include "io/cli_errors.h"
 #include "modeler/cli/calibrate_command.h"
 #include "modeler/cli/compare_command.h"
@@ -23,7 +26,10 @@
 #include "modeler/cli/simulate_command.h"
 
 int main(int argc, char** argv) {
+  using evsim::ExpandedArgs;
+  using evsim::expandArgsFile;
   CLI::App app{"eventsim: predict distributed transformer training from profiled events"};
+  app.set_version_flag("--version", std::string("eventsim ") + EVSIM_VERSION);
   app.require_subcommand(1);
   evsim::registerEventsCommand(app);
   evsim::registerSimulateCommand(app);
@@ -47,7 +53,15 @@ int main(int argc, char** argv) {
         EVSIM_THROW(InputError, "unknown command '{}' (commands: {})", argv[1], names);
       }
     }
-    app.parse(argc, argv);
+    // --args-file: a Megatron launch script's arguments in place (io/args_file.h). CLI11 takes
+    // a vector last argument first.
+    const ExpandedArgs expanded = expandArgsFile(std::vector<std::string>(argv + 1, argv + argc));
+    if (!expanded.dropped.empty()) {
+      fmt::print(stderr, "eventsim: note: --args-file: left out, not set in the file: {}\n",
+                 fmt::join(expanded.dropped, " "));
+    }
+    std::vector<std::string> reversed(expanded.args.rbegin(), expanded.args.rend());
+    app.parse(reversed);
     // Output lost on a full or closed standard output must not end in exit code 0.
     std::cout.flush();
     if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {

@@ -3,6 +3,7 @@
 // strategy space, and the command lines the search prints (the space, the eventprof run that
 // covers it, the simulate command of a candidate). search_command.cpp runs the search.
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,8 @@ struct SearchArgs {
   std::string csv;
   bool allow_cross_node_tp = false;
   double memory_headroom = kDefaultMemoryHeadroom;
+  std::string train_tokens;             // --train-tokens 15T: days and GPU-hours per plan
+  std::optional<double> gpu_hour_cost;  // --gpu-hour-cost: price of one GPU-hour
   std::string write_events;    // the union of the candidates' events, for eventprof --events
   unsigned threads = 0;        // 0: every core
   bool exhaustive = false;     // with --top: simulate and list every candidate anyway

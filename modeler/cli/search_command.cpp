@@ -25,6 +25,7 @@
 #include "io/run_options.h"
 #include "modeler/cli/search_args.h"
 #include "modeler/cli/search_output.h"
+#include "modeler/time_to_train.h"
 #include "modeler/cli/simulate_command.h"
 #include "modeler/fit_advice.h"
 #include "modeler/json_schema.h"
@@ -53,11 +54,25 @@ nlohmann::json mfuPeaksJson(const ModelConfig& model, const ClusterConfig& clust
   return peaks;
 }
 
+// --train-tokens: the whole run at this candidate's iteration time (ok candidates only).
+std::optional<TimeToTrain> runTime(const SearchArgs& args, const ModelConfig& model,
+                                   const CandidateResult& r) {
+  if (args.train_tokens.empty() || r.status != CandidateStatus::kOk) return std::nullopt;
+  return timeToTrain(parseTokenCount(args.train_tokens, "--train-tokens"),
+                     args.run.global_batch * model.seq_length, r.iteration_us, args.gpus,
+                     args.gpu_hour_cost);
+}
+
 nlohmann::json reportJson(const SearchArgs& args, const ModelConfig& model,
                           const ClusterConfig& cluster, const SearchReport& report,
                           const std::optional<FitAdvice>& advice) {
   nlohmann::json candidates = nlohmann::json::array();
-  for (const CandidateResult& r : report.candidates) candidates.push_back(candidateJson(r, report));
+  for (const CandidateResult& r : report.candidates) {
+    candidates.push_back(candidateJson(r, report));
+    if (std::optional<TimeToTrain> t = runTime(args, model, r)) {
+      candidates.back()["time_to_train"] = timeToTrainJson(*t);
+    }
+  }
   const CandidateResult* best = report.best();
   return {{"schema_version", kJsonSchemaVersion},
           {"model", model.name},
@@ -193,7 +208,10 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
         best->model_tflops_per_gpu,
         mfuText(mfuFigures(cluster.device, model, best->model_tflops_per_gpu * kFlopsPerTflop)),
         best->speedup_over_worst, report.pruned ? "slowest simulated" : "worst");
-    fmt::print("full timeline: {} --trace best.json\n", simulateCommand(args, best->strategy));
+    if (std::optional<TimeToTrain> t = runTime(args, model, *best)) {
+      fmt::print("{}", timeToTrainText(*t));
+    }
+    fmt::print("full timeline: {} --trace best.json.gz\n", simulateCommand(args, best->strategy));
     return;
   }
   fmt::print("\nno strategy fits in {:.1f} GiB per GPU (usable {:.1f} GiB)\n",
@@ -211,6 +229,10 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
 }
 
 void run(const SearchArgs& args) {
+  args.run.acceptMegatronExtras();
+  // Checked before the search, not after it.
+  if (!args.train_tokens.empty()) parseTokenCount(args.train_tokens, "--train-tokens");
+
   ModelConfig model = args.run.loadModel();
   ClusterConfig cluster = args.run.loadCluster();
   args.costs.applyHostTime(cluster);
@@ -301,6 +323,7 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   args->sink = std::move(sink);
   CLI::App* cmd = app.add_subcommand("search", "rank every parallel strategy for N GPUs");
   args->run.addModelOptions(*cmd);
+  args->run.addMegatronExtras(*cmd);
   args->run.addOverlapSlowdownOption(*cmd);
   cmd->add_option("--gpus", args->gpus, "number of GPUs N (M*P*D = N)")
       ->required()
@@ -366,6 +389,13 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--memory-headroom", args->memory_headroom,
                   "share of device memory kept free for workspace and fragmentation")
       ->capture_default_str();
+  auto* tokens = cmd->add_option("--train-tokens", args->train_tokens,
+                                 "tokens of the whole run (e.g. 15T): days and GPU-hours of the "
+                                 "best plan, and per plan in the JSON");
+  cmd->add_option("--gpu-hour-cost", args->gpu_hour_cost,
+                  "price of one GPU-hour, for the run's cost (with --train-tokens)")
+      ->check(kFinitePositive)
+      ->needs(tokens);
   cmd->callback([args] { run(*args); });
 }
 

@@ -12,6 +12,7 @@
 #include "modeler/simulation.h"
 #include "modeler/stragglers.h"
 #include "modeler/summary_report.h"
+#include "modeler/time_to_train.h"
 #include "modeler/trace_writer.h"
 #include "io/cli_checks.h"
 #include "modeler/variability.h"
@@ -70,17 +71,25 @@ struct SimulateArgs {
   int iterations = 0;  // 0: one, or 100 with --jitter
   double max_output_gib = kDefaultMaxOutputGiB;  // --max-output-gib: one trace / CSV at most
   double memory_headroom = kDefaultMemoryHeadroom;
+  std::string train_tokens;             // --train-tokens 15T: time and GPU-hours of the run
+  std::optional<double> gpu_hour_cost;  // --gpu-hour-cost: price of one GPU-hour
   JsonSink sink;
 
   bool variability() const { return !slow_ranks.empty() || jitter > 0 || iterations > 0; }
 };
 
 void runSimulate(const SimulateArgs& args) {
+  args.run.acceptMegatronExtras();
+
   ModelConfig model = args.run.loadModel();
   ClusterConfig cluster = args.run.loadCluster();
   args.costs.applyHostTime(cluster);
   Strategy strategy = args.run.strategy(model);
   args.run.checkTpPlacement(model, cluster, strategy);
+  const std::optional<double> train_tokens =
+      args.train_tokens.empty()
+          ? std::nullopt
+          : std::optional<double>(parseTokenCount(args.train_tokens, "--train-tokens"));
   std::optional<ProfileDb> db = args.costs.loadProfile();
   IterationPlan plan = buildIterationPlan(model, cluster, strategy);
   CostModel cost_model(cluster, db ? &*db : nullptr, args.costs.analytic());
@@ -125,6 +134,13 @@ void runSimulate(const SimulateArgs& args) {
   nlohmann::json summary =
       args.sink || args.json ? summaryJson(sim, args.memory_headroom) : nlohmann::json();
   if (spread && (args.sink || args.json)) summary["variability"] = variabilityJson(sim, *spread);
+  std::optional<TimeToTrain> run_time;
+  if (train_tokens) {
+    const Strategy& st = sim.plan.strategy;
+    run_time = timeToTrain(*train_tokens, st.global_batch * sim.plan.model.seq_length,
+                           sim.summary.iteration_us, st.gpus(), args.gpu_hour_cost);
+    if (args.sink || args.json) summary["time_to_train"] = timeToTrainJson(*run_time);
+  }
   if (writing) {
     // Which ranks the trace / CSV hold (the first pipeline by default above the limit).
     summary["timeline_ranks"] = ranks.size();
@@ -136,6 +152,7 @@ void runSimulate(const SimulateArgs& args) {
     std::cout << summary.dump(2) << "\n";
   } else {
     std::cout << summaryText(sim, args.memory_headroom);
+    if (run_time) std::cout << timeToTrainText(*run_time);
     if (spread) std::cout << variabilityText(sim, *spread);
     if (!args.trace.empty())
       fmt::print("\nChrome trace ({} ranks{}): {}\n", ranks.size(), note, args.trace);
@@ -151,6 +168,7 @@ void registerSimulateCommand(CLI::App& app, JsonSink sink) {
   args->sink = std::move(sink);
   CLI::App* cmd = app.add_subcommand("simulate", "simulate one iteration of a strategy");
   args->run.addModelOptions(*cmd);
+  args->run.addMegatronExtras(*cmd);
   args->run.addStrategyOptions(*cmd, /*strategy_required=*/true);
   args->run.addGpusOption(*cmd);
   args->run.addOverlapSlowdownOption(*cmd);
@@ -187,6 +205,13 @@ void registerSimulateCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--iterations", args->iterations,
                   "iterations sampled for the distribution (default 100 with --jitter)")
       ->check(CLI::Range(1, 100000));
+  auto* tokens = cmd->add_option("--train-tokens", args->train_tokens,
+                                 "tokens of the whole run (e.g. 15T, 300B): prints iterations, "
+                                 "days and GPU-hours");
+  cmd->add_option("--gpu-hour-cost", args->gpu_hour_cost,
+                  "price of one GPU-hour, for the run's cost (with --train-tokens)")
+      ->check(kFinitePositive)
+      ->needs(tokens);
   cmd->callback([args] { runSimulate(*args); });
 }
 

@@ -68,6 +68,14 @@ class HandWritten(unittest.TestCase):
         self.assertEqual(oom, [("2M4P8D b=1 dapple z2", 2.0**37)])
         self.assertEqual(invalid, 0)
 
+    def test_title_counts_come_from_the_search_totals(self):
+        # A --top 10 search of 9,528 invalid, 40 fitting, 3 OOM candidates lists 10 + 3 rows and
+        # no invalid ones: the title counts its totals, not the rows.
+        meta = {"counts": {"ok": 40, "oom": 3, "invalid": 9528}}
+        self.assertEqual(plot_search.counts_text(10, 3, 0, meta, 10, 3),
+                         "40 fit, 3 OOM, 9528 invalid (showing 10 + 3 OOM)")
+        self.assertEqual(plot_search.counts_text(2, 1, 4, {}, 2, 1), "2 fit, 1 OOM, 4 invalid")
+
     def test_csv_labels_match_json(self):
         # The --csv file spells sequence parallelism on/off and holds every number as text.
         path = os.path.join(WORK, "variants.csv")

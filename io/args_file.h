@@ -1,0 +1,27 @@
+#pragma once
+// `--args-file FILE`: the arguments of a Megatron-LM launch script, read where the flag stands.
+// A script sets its arguments in many ways (one torchrun line with continuations, bash arrays
+// GPT_ARGS=( ... ), variables TP=8 used as --tensor-model-parallel-size $TP); what is read is
+// every `--flag [values]` run of tokens in it, with the variables assigned in the file
+// substituted. Program names (torchrun, python, *.py) end a flag's values. A flag also given on
+// the command line keeps the command line's value. torchrun's --nnodes x --nproc_per_node become
+// --gpus for simulate and search when the command line has no --gpus.
+
+#include <string>
+#include <vector>
+
+namespace evsim {
+
+struct ExpandedArgs {
+  std::vector<std::string> args;     // the command line with the file's arguments in place
+  std::vector<std::string> dropped;  // $VARIABLES the file does not set, left out
+};
+
+// `args` without the program name. Throws InputError naming the file on an unreadable file or
+// unbalanced quotes.
+ExpandedArgs expandArgsFile(const std::vector<std::string>& args);
+
+// Tokens of one launch script's text (exposed for tests): flags and their values in order.
+ExpandedArgs argumentsOfScript(const std::string& text, const std::string& origin);
+
+}  // namespace evsim

@@ -1,0 +1,102 @@
+// Megatron-LM arguments without effect accepted by name, others refused (io/megatron_args.h), and
+// a launch script's arguments read in place (io/args_file.h).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "io/args_file.h"
+#include "io/megatron_args.h"
+
+namespace evsim {
+namespace {
+
+using Strings = std::vector<std::string>;
+
+TEST(MegatronArgs, AcceptsIgnoredArgumentsWithTheirValues) {
+  const Strings extras = {"--lr",   "3e-4",          "--data-path", "0.3",       "a",
+                          "0.7",    "b",             "--log-throughput", "--seed=7",
+                          "--train-iters", "500000"};
+  EXPECT_EQ(acceptIgnoredMegatronArgs(extras),
+            (Strings{"--lr 3e-4", "--data-path 0.3 a 0.7 b", "--log-throughput", "--seed=7",
+                     "--train-iters 500000"}));
+  EXPECT_EQ(ignoredArgsNote({"--lr 3e-4", "--seed=7"}),
+            "note: ignored (no effect on time or memory): --lr 3e-4, --seed=7");
+  EXPECT_EQ(ignoredArgsNote({}), "");
+}
+
+TEST(MegatronArgs, RefusesUnknownArgumentsByName) {
+  try {
+    acceptIgnoredMegatronArgs({"--lr", "1", "--tp-comm-overlap"});
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown argument --tp-comm-overlap"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(acceptIgnoredMegatronArgs({"--lr"}), InputError);               // no value
+  EXPECT_THROW(acceptIgnoredMegatronArgs({"--log-throughput=1"}), InputError);  // a switch
+  EXPECT_THROW(acceptIgnoredMegatronArgs({"stray"}), InputError);               // no flag
+}
+
+// A launch script as Megatron-LM's examples write them: variables, a bash array, a torchrun line
+// with continuations, comments, and a variable the script does not set.
+constexpr const char* kScript = R"(#!/bin/bash
+export CUDA_DEVICE_MAX_CONNECTIONS=1
+TP=8
+PP="4"
+DISTRIBUTED_ARGS=(
+    --nproc_per_node 8   # GPUs per node
+    --nnodes 16
+)
+MODEL_ARGS=(
+    --num-layers 80
+    --tensor-model-parallel-size $TP
+    --pipeline-model-parallel-size ${PP}
+)
+torchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py \
+    ${MODEL_ARGS[@]} \
+    --micro-batch-size 1 --bf16 \
+    --data-path $DATA_PATH \
+    --lr 3e-4
+)";
+
+TEST(ArgsFile, ReadsEveryFlagRunOfALaunchScript) {
+  const ExpandedArgs got = argumentsOfScript(kScript, "launch.sh");
+  // $DATA_PATH is not set in the file: --data-path (without effect) is left out whole, named.
+  EXPECT_EQ(got.args, (Strings{"--nproc_per_node", "8", "--nnodes", "16", "--num-layers", "80",
+                               "--tensor-model-parallel-size", "8",
+                               "--pipeline-model-parallel-size", "4", "--micro-batch-size", "1",
+                               "--bf16", "--lr", "3e-4"}));
+  EXPECT_EQ(got.dropped, (Strings{"--data-path $DATA_PATH"}));
+  // An unset variable as a mapped flag's value stays, for that flag's parser to name.
+  EXPECT_EQ(argumentsOfScript("x.py --tensor-model-parallel-size $TP\n", "s.sh").args,
+            (Strings{"--tensor-model-parallel-size", "$TP"}));
+}
+
+TEST(ArgsFile, CommandLineWinsAndTorchrunGivesGpus) {
+  const std::string path = ::testing::TempDir() + "args_file_test_launch.sh";
+  {
+    std::ofstream out(path);
+    out << kScript;
+  }
+  // --tp on the command line replaces the file's --tensor-model-parallel-size 8 (one option);
+  // 16 nodes x 8 GPUs per node = --gpus 128 for simulate.
+  const ExpandedArgs got = expandArgsFile({"simulate", "--tp", "2", "--args-file", path});
+  EXPECT_EQ(got.args, (Strings{"simulate", "--tp", "2", "--nproc_per_node", "8", "--nnodes", "16",
+                               "--num-layers", "80", "--pipeline-model-parallel-size", "4",
+                               "--micro-batch-size", "1", "--bf16", "--lr", "3e-4", "--gpus",
+                               "128"}));
+  // events takes --gpus for another purpose: not derived there.
+  const ExpandedArgs events = expandArgsFile({"events", "--args-file=" + path});
+  EXPECT_EQ(events.args.back(), "3e-4");
+  std::remove(path.c_str());
+  EXPECT_THROW(expandArgsFile({"simulate", "--args-file", path}), InputError);  // gone
+  EXPECT_THROW(expandArgsFile({"simulate", "--args-file"}), InputError);
+  EXPECT_THROW(argumentsOfScript("--lr '3e-4\n", "bad.sh"), InputError);  // unbalanced quote
+}
+
+}  // namespace
+}  // namespace evsim
