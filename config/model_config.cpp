@@ -97,6 +97,29 @@ MoeSpec readMoe(const YamlReader& root, int64_t ffn) {
   return moe;
 }
 
+MlaSpec readMla(const YamlReader& root, const BlockSpec& spec, int64_t heads) {
+  MlaSpec mla;
+  const bool on = flag(root, "multi_latent_attention", false);
+  for (const char* key : {"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim",
+                          "v_head_dim"}) {
+    if (!on && root.has(key)) root.fail(key, "needs multi_latent_attention: true");
+  }
+  if (!on) return mla;
+  if (root.has("num_query_groups") && spec.query_groups != heads) {
+    root.fail("num_query_groups", "multi-latent attention has one K/V head per query head");
+  }
+  mla.q_lora_rank = root.has("q_lora_rank") ? root.positiveInt("q_lora_rank", kMaxHidden) : 0;
+  mla.kv_lora_rank = root.positiveInt("kv_lora_rank", kMaxHidden);
+  mla.qk_head_dim = root.positiveInt("qk_head_dim", kMaxHidden);
+  mla.qk_pos_emb_head_dim = root.positiveInt("qk_pos_emb_head_dim", kMaxHidden);
+  mla.v_head_dim = root.positiveInt("v_head_dim", kMaxHidden);
+  if (mla.qk_pos_emb_head_dim % 2 != 0) {
+    root.fail("qk_pos_emb_head_dim", fmt::format("{}: RoPE needs an even head dim",
+                                                 mla.qk_pos_emb_head_dim));
+  }
+  return mla;
+}
+
 ModelConfig readModel(const YamlReader& root) {
   root.allowOnly({"name", "dtype", "hidden_size", "num_heads", "ffn_hidden_size", "seq_length",
                   "vocab_size", "layers", "description", "num_query_groups", "normalization",
@@ -104,7 +127,8 @@ ModelConfig readModel(const YamlReader& root) {
                   "untie_embeddings_and_output_weights", "flash_attention", "fp8", "hidden_dropout",
                   "attention_dropout", "num_experts", "moe_router_topk", "moe_ffn_hidden_size",
                   "moe_shared_expert_intermediate_size", "moe_expert_capacity_factor",
-                  "moe_load_imbalance"});
+                  "moe_load_imbalance", "multi_latent_attention", "q_lora_rank", "kv_lora_rank",
+                  "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers"});
   ModelConfig model;
   model.source = root.file();
   model.name = root.str("name");
@@ -125,6 +149,7 @@ ModelConfig readModel(const YamlReader& root) {
   }
   model.spec = readBlockSpec(root, model.num_heads);
   model.moe = readMoe(root, model.ffn_hidden_size);
+  model.mla = readMla(root, model.spec, model.num_heads);
   const bool has_experts = model.moe.num_experts > 0;
 
   bool seen_embedding = false, seen_head = false, seen_encoder = false, seen_cross = false;
@@ -152,6 +177,9 @@ ModelConfig readModel(const YamlReader& root) {
         if (block.cross_attention && !seen_encoder) {
           group.fail("cross_attention", "true needs encoder blocks before this group");
         }
+        if (block.cross_attention && model.mla.enabled()) {
+          group.fail("cross_attention", "true is not modelled with multi_latent_attention");
+        }
         seen_cross = seen_cross || block.cross_attention;
       } else {
         group.allowOnly({"type", "count"});
@@ -172,6 +200,13 @@ ModelConfig readModel(const YamlReader& root) {
   if (!seen_embedding) root.fail("layers", "needs an embedding group first");
   if (!seen_head) root.fail("layers", "needs a head group last");
   if (model.blocks.empty()) root.fail("layers", "needs at least one encoder or decoder group");
+  if (root.has("mtp_num_layers")) {
+    // Bounded: each depth is a whole block on the last stage.
+    model.mtp_layers = root.positiveInt("mtp_num_layers", 64);
+    if (seen_encoder || model.blocks.back().type != BlockType::kDecoder) {
+      root.fail("mtp_num_layers", "needs a decoder-only model");
+    }
+  }
   if (has_experts && model.moeLayers() == 0) {
     root.fail("num_experts", "set, but every decoder group says moe: false");
   }

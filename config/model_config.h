@@ -40,6 +40,21 @@
 //   moe_expert_capacity_factor: 1.25         # tokens per expert padded/dropped to cf x T*k/E
 //                                            # (absent: dropless)
 //   moe_load_imbalance: 1.0      # dropless: the busiest expert rank's tokens / the average
+// Multi-head latent attention (DeepSeek-V2/V3; Megatron-LM's --multi-latent-attention and its
+// arguments), replacing the QKV GEMM; all required with multi_latent_attention: true except
+// q_lora_rank (absent: Q is one column-parallel GEMM from h, as DeepSeek-V2-Lite):
+//   multi_latent_attention: true
+//   q_lora_rank: 1536            # Q's low-rank latent (q_down h -> r_q, RMSNorm, q_up)
+//   kv_lora_rank: 512            # the K/V latent (kv_down h -> r_kv + d_rope, RMSNorm, kv_up)
+//   qk_head_dim: 128             # per-head Q/K channels without position (no RoPE)
+//   qk_pos_emb_head_dim: 64      # per-head decoupled RoPE channels (K's one head is shared)
+//   v_head_dim: 128              # per-head V channels (the output projection reads a x this)
+// Multi-token prediction (DeepSeek-V3; Megatron-LM's --mtp-num-layers), decoder-only models:
+//   mtp_num_layers: 1            # depth D: D extra blocks on the last pipeline stage, each fed the
+//                                # previous depth's hidden states and the next token's embedding
+// Each depth: the embedding of the shifted tokens (the embedding table, shared: a copy on the last
+// stage when the embedding is elsewhere), RMSNorms of both inputs, eh_proj (2h -> h), one block of
+// the model's last kind, a norm and the shared output layer with its own cross-entropy.
 // A decoder group is MoE when num_experts is set unless it says `moe: false` (DeepSeek-V3's first
 // dense layers); its MLP becomes router + experts (+ shared experts), the attention is unchanged.
 // ops/layer_ops.cpp builds each layer's op list from these; parameters, FLOPs and saved
@@ -91,6 +106,18 @@ struct BlockSpec {
   bool attention_dropout = true;  // probability > 0: dropout on the attention probabilities
 };
 
+// Multi-head latent attention's sizes (see the header comment); kv_lora_rank 0: not MLA.
+struct MlaSpec {
+  int64_t q_lora_rank = 0;  // 0: Q projected directly from h
+  int64_t kv_lora_rank = 0;
+  int64_t qk_head_dim = 0;  // without the RoPE channels
+  int64_t qk_pos_emb_head_dim = 0;
+  int64_t v_head_dim = 0;
+  bool enabled() const { return kv_lora_rank > 0; }
+  int64_t qkHeadDim() const { return qk_head_dim + qk_pos_emb_head_dim; }
+  bool operator==(const MlaSpec&) const = default;
+};
+
 // The mixture of experts of the model's MoE blocks (see the header comment).
 struct MoeSpec {
   int64_t num_experts = 0;  // 0: a dense model
@@ -115,6 +142,8 @@ struct ModelConfig {
   int64_t vocab_size = 0;
   BlockSpec spec;
   MoeSpec moe;
+  MlaSpec mla;
+  int64_t mtp_layers = 0;  // multi-token prediction depth (0: none)
   std::vector<TransformerBlock> blocks;  // one entry per transformer layer, in order
 
   int64_t numLayers() const { return static_cast<int64_t>(blocks.size()); }

@@ -188,6 +188,23 @@ const std::map<std::string, ComputeOpRule, std::less<>>& computeRules() {
         [](const auto& d) {
           return 4.0 * d[0] * d[2] * d[3] + 4.0 * d[1] * d[2] * d[3] + 2.0 * d[0] * d[2];
         }}},
+      // Multi-head latent attention's fused core (DeepSeek-V2/V3): `batch` heads (one K/V head per
+      // query head after the up-projections), Q and K of `qk_dim` channels (no-position + RoPE), V
+      // and the output of `v_dim`. FLOPs as Megatron counts MLA: forward 2 * batch * seq^2 *
+      // (qk_dim + v_dim), backward twice that. Memory: Q, K, V, O, the log-sum-exp (backward:
+      // also dO, dQ, dK, dV).
+      {"mla_attn_fwd",
+       {{OpFamily::kAttention, false},
+        {"batch", "seq", "qk_dim", "v_dim", "causal"},
+        false,
+        [](const auto& d) { return 2.0 * d[0] * d[1] * d[1] * (d[2] + d[3]); },
+        [](const auto& d) { return 2.0 * d[0] * d[1] * (d[2] + d[3]) + 2.0 * d[0] * d[1]; }}},
+      {"mla_attn_bwd",
+       {{OpFamily::kAttention, true},
+        {"batch", "seq", "qk_dim", "v_dim", "causal"},
+        false,
+        [](const auto& d) { return 4.0 * d[0] * d[1] * d[1] * (d[2] + d[3]); },
+        [](const auto& d) { return 4.0 * d[0] * d[1] * (d[2] + d[3]) + 2.0 * d[0] * d[1]; }}},
       // Mixture-of-experts routing. The router's softmax over `experts` logits per token and the
       // top-k choice (reads the logits, writes fp32 probabilities and k indices); its backward
       // reads the probability gradients and probabilities, writes the logit gradients.
@@ -345,7 +362,8 @@ Event makeCompute(std::string_view op, std::vector<Dim> dims, std::string_view l
     }
     values.push_back(dims[i].value);
   }
-  if (rule.kind.family == OpFamily::kAttention && values[0] % values[1] != 0) {
+  if (rule.kind.family == OpFamily::kAttention && rule.dims[1] == "groups" &&
+      values[0] % values[1] != 0) {
     EVSIM_THROW(InputError, "{}: op '{}' groups={} must divide batch={}", where, op, values[1],
                 values[0]);
   }

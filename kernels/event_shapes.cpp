@@ -33,6 +33,12 @@ void checkMoeShape(const Event& event) {
 }
 
 kernel_params::AttentionShape attentionShape(const Event& event) {
+  if (!event.hasDim("dim")) {
+    // MLA's core (qk_dim != v_dim) has no measured kernel: its cost comes from the device model.
+    EVSIM_THROW(InputError,
+                "'{}': no kernel runs multi-latent attention's core (qk_dim {} != v_dim)",
+                event.signature(), event.dim("qk_dim"));
+  }
   kernel_params::AttentionShape shape;
   shape.batch = event.dim("batch");
   shape.groups = event.dim("groups");

@@ -401,6 +401,7 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
       c.activation_bytes += footprint.head.saved_bytes;
       c.largest_layer_bytes = std::max(c.largest_layer_bytes, footprint.head.saved_bytes);
       c.weight_grad_input_bytes += footprint.head.weight_grad_input_bytes;
+      c.expert_parameters += footprint.head.expert_weights;  // an MTP depth's MoE block
     }
     addLayerFacts(model_, footprint, unrecomputed, first_layer[k], end, has_embedding, has_head, c);
     f.parameters[k] = c.parameters;

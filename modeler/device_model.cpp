@@ -123,12 +123,19 @@ double DeviceModel::fusedAttentionUs(const Event& event) const {
   // its GEMM efficiency is taken as cuBLAS's (optimistic for the backward, which FlashAttention-2
   // runs at about 2/3 of its forward's throughput).
   const bool backward = computeOpKind(event, "device model").backward;
-  const int64_t batch = event.dim("batch"), seq = event.dim("seq"), dim = event.dim("dim");
-  const double gemms = backward ? 5 : 2;
+  // MLA (mla_attn_*): QK^T, its recompute, dQ and dK over qk_dim channels; PV, dV and dP over
+  // v_dim.
+  const int64_t batch = event.dim("batch"), seq = event.dim("seq");
+  const bool mla = event.hasDim("v_dim");
+  const int64_t qk_dim = mla ? event.dim("qk_dim") : event.dim("dim");
+  const int64_t v_dim = mla ? event.dim("v_dim") : qk_dim;
+  const double qk_gemms = backward ? 3 : 1, v_gemms = backward ? 2 : 1;
   const double causal = event.dim("causal") != 0 ? 0.5 : 1.0;
   const double kernel_us = cluster_.device.model ? cluster_.device.model->gemm_kernel_us.value : 0;
-  const double scores_us = gemmUs(batch, seq, seq, dim, event.dtype, 0) - kernel_us;
-  return std::max(scores_us * gemms * causal,
+  const double qk_us = gemmUs(batch, seq, seq, qk_dim, event.dtype, 0) - kernel_us;
+  const double v_us =
+      v_dim == qk_dim ? qk_us : gemmUs(batch, seq, seq, v_dim, event.dtype, 0) - kernel_us;
+  return std::max((qk_us * qk_gemms + v_us * v_gemms) * causal,
                   memoryBoundUs(0, event.memory_bytes, event.dtype, event.op)) +
          kernel_us;
 }

@@ -99,9 +99,7 @@ void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
         std::max(chunk.largest_layer_parameters, footprint.embedding.weights);
   }
   if (has_head) {
-    const int64_t head =
-        footprint.head.weights +
-        (headOwnsOutputWeight(model, has_embedding) ? footprint.output_weights : 0);
+    const int64_t head = headParameters(model, footprint, has_embedding);
     chunk.largest_layer_parameters = std::max(chunk.largest_layer_parameters, head);
   }
 }

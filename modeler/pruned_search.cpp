@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "common/error.h"
+#include "common/units.h"
 #include "plan/iteration_plan.h"
 #include "plan/plan_cache.h"
 #include "modeler/candidate_stream.h"
@@ -163,6 +164,8 @@ class PrunedSearch {
     c.iteration_us = sim.summary.iteration_us;
     c.samples_per_s = sim.summary.samples_per_s;
     c.bubble_fraction = sim.summary.bubble_fraction;
+    c.model_tflops_per_gpu = sim.summary.flops_per_gpu_per_s / kFlopsPerTflop;
+    c.mfu = sim.summary.mfu;
     c.provenance_share = sim.summary.provenance_share;
     out.ranked = std::move(r);
     return out;

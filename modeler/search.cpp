@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "common/units.h"
 #include "plan/iteration_plan.h"
 #include "modeler/closed_form_tier.h"
 #include "modeler/parallel_for.h"
@@ -127,6 +128,8 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
     r.iteration_us = sim.summary.iteration_us;
     r.samples_per_s = sim.summary.samples_per_s;
     r.bubble_fraction = sim.summary.bubble_fraction;
+    r.model_tflops_per_gpu = sim.summary.flops_per_gpu_per_s / kFlopsPerTflop;
+    r.mfu = sim.summary.mfu;
     r.provenance_share = sim.summary.provenance_share;
   });
   candidates = {};

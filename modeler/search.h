@@ -48,6 +48,8 @@ struct CandidateResult {
   double samples_per_s = 0;
   double speedup_over_worst = 0;  // throughput / the worst ok candidate's throughput
   double bubble_fraction = 0;
+  double model_tflops_per_gpu = 0;  // model FLOPs per iteration / (iteration time x GPUs)
+  double mfu = 0;                   // against the GEMM dtype's peak (mfuFigures().front())
   std::array<double, kProvenanceCount> provenance_share{};
 };
 

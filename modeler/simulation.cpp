@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "common/error.h"
 #include "common/units.h"
 #include "modeler/op_offsets.h"
@@ -297,7 +299,8 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
     sum.provenance_share[i] = total_time > 0 ? time_by_source[i] / total_time : 0;
   }
   sum.flops_per_gpu_per_s = sum.model_flops / seconds / static_cast<double>(strategy.gpus());
-  sum.mfu = sum.flops_per_gpu_per_s / (p.cluster.device.peakTflops(p.model.dtype) * kFlopsPerTflop);
+  sum.mfu_by_peak = mfuFigures(p.cluster.device, p.model, sum.flops_per_gpu_per_s);
+  sum.mfu = sum.mfu_by_peak.front().mfu;
 
   constexpr double kInf = std::numeric_limits<double>::infinity();
   DeviceMetrics lo, hi, total;
@@ -339,6 +342,26 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
   sum.mean_device = total;
   sum.bubble_fraction = total.bubble_fraction;
   return sim;
+}
+
+std::vector<MfuFigure> mfuFigures(const DeviceSpec& device, const ModelConfig& model,
+                                  double flops_per_gpu_per_s) {
+  std::vector<MfuFigure> figures;
+  for (DType dtype : {model.gemmDtype(), model.dtype}) {
+    if (!figures.empty() && figures.front().dtype == dtype) break;
+    const double peak_tflops = device.peakTflops(dtype);
+    figures.push_back({dtype, peak_tflops, flops_per_gpu_per_s / (peak_tflops * kFlopsPerTflop)});
+  }
+  return figures;
+}
+
+std::string mfuText(const std::vector<MfuFigure>& figures) {
+  std::string out;
+  for (const MfuFigure& f : figures) {
+    out += fmt::format("{}{:.1f}% of {:g} TFLOP/s {}", out.empty() ? "" : ", ", 100 * f.mfu,
+                       f.peak_tflops, dtypeName(f.dtype));
+  }
+  return out;
 }
 
 }  // namespace evsim

@@ -9,6 +9,7 @@
 // expanded only when written out.
 
 #include <array>
+#include <string>
 #include <vector>
 
 #include "plan/iteration_plan.h"
@@ -54,13 +55,29 @@ struct StageSummary {
   int peak_activations = 0;
 };
 
+// Model FLOP utilisation against one named peak (MFU always says which peak it divides by).
+struct MfuFigure {
+  DType dtype = DType::kBf16;  // the peak's dtype
+  double peak_tflops = 0;      // the device's datasheet dense peak for it
+  double mfu = 0;              // model FLOP/s per GPU / that peak
+};
+
+// Model FLOP/s per GPU against the peak of the dtype the model's GEMMs run in (fp8 with `fp8:
+// true`) first and, when that differs, the model dtype's (bf16) peak as well: FP8 runs report
+// both, as NVIDIA does for its FP8 recipes.
+std::vector<MfuFigure> mfuFigures(const DeviceSpec& device, const ModelConfig& model,
+                                  double flops_per_gpu_per_s);
+// "41.2% of 989 TFLOP/s bf16" (and ", 20.6% of 1979 TFLOP/s fp8, ..." for several).
+std::string mfuText(const std::vector<MfuFigure>& figures);
+
 struct SimulationSummary {
   double iteration_us = 0;
   double samples_per_s = 0;
   double tokens_per_s = 0;
   double model_flops = 0;  // per iteration, all devices, without recomputed ops
   double flops_per_gpu_per_s = 0;
-  double mfu = 0;              // against the device's peak for the model dtype
+  double mfu = 0;  // against the peak of the GEMM dtype (mfu_by_peak.front())
+  std::vector<MfuFigure> mfu_by_peak;
   double bubble_fraction = 0;  // mean over devices
   DeviceMetrics min_device, mean_device, max_device;  // field-wise over devices
   std::vector<StageSummary> stages;

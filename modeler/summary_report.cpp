@@ -17,6 +17,16 @@ namespace evsim {
 
 namespace {
 
+// [{"dtype": "fp8", "peak_tflops": 1979, "mfu": 0.21}, {"dtype": "bf16", ...}]: the GEMM dtype's
+// peak first (the "mfu" field), the model dtype's after it for FP8 runs.
+nlohmann::json mfuJson(const std::vector<MfuFigure>& figures) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const MfuFigure& f : figures) {
+    out.push_back({{"dtype", dtypeName(f.dtype)}, {"peak_tflops", f.peak_tflops}, {"mfu", f.mfu}});
+  }
+  return out;
+}
+
 nlohmann::json deviceJson(const DeviceMetrics& d) {
   return {{"compute_ms", d.compute_us / kUsPerMs},
           {"overlap_slowdown_ms", d.overlap_slowdown_us / kUsPerMs},
@@ -159,6 +169,7 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom) {
           {"throughput_tokens_per_s", s.tokens_per_s},
           {"model_tflops_per_gpu", s.flops_per_gpu_per_s / kFlopsPerTflop},
           {"mfu", s.mfu},
+          {"mfu_by_peak", mfuJson(s.mfu_by_peak)},
           {"bubble_fraction", s.bubble_fraction},
           {"critical_stage", s.critical_stage},
           {"devices",
@@ -203,9 +214,8 @@ std::string summaryText(const Simulation& sim, double memory_headroom) {
   out += fmt::format("\n  uncertainty        {}\n", band.basis);
   out += fmt::format("  throughput         {:.2f} samples/s, {:.0f} tokens/s\n", s.samples_per_s,
                      s.tokens_per_s);
-  out += fmt::format("  model FLOP/s/GPU   {:.2f} TFLOP/s, MFU {:.1f}% of {:.1f} TFLOP/s {}\n",
-                     s.flops_per_gpu_per_s / kFlopsPerTflop, 100 * s.mfu,
-                     p.cluster.device.peakTflops(p.model.dtype), dtypeName(p.model.dtype));
+  out += fmt::format("  model FLOP/s/GPU   {:.2f} TFLOP/s, MFU {}\n",
+                     s.flops_per_gpu_per_s / kFlopsPerTflop, mfuText(s.mfu_by_peak));
   out += fmt::format("  pipeline bubble    {:.1f}%   critical stage {}\n", 100 * s.bubble_fraction,
                      s.critical_stage);
   if (p.stages.size() > 1) {

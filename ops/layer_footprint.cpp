@@ -69,6 +69,14 @@ ModelFootprint modelFootprint(const ModelConfig& model, const LayerShape& shape)
   builder.headBackward(backward);
   out.head = footprintOf(scratch, forward, backward);
   out.output_weights = shape.vocab / shape.tp * shape.hidden;
+  if (shape.mtp_layers > 0) {
+    forward.clear();
+    backward.clear();
+    builder.mtpForward(forward, /*owns_embedding=*/false);
+    builder.mtpBackward(backward);
+    out.mtp = footprintOf(scratch, forward, backward);
+    out.mtp_embedding_weights = shape.vocab / shape.tp * shape.hidden;
+  }
   return out;
 }
 

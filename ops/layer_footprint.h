@@ -31,6 +31,10 @@ struct ModelFootprint {
   LayerFootprint embedding;    // all embedding streams
   LayerFootprint head;         // final norm, LM head and loss, without the LM head's own weight
   int64_t output_weights = 0;  // the LM head's weight on one rank (padded vocabulary / t x h)
+  // Multi-token prediction: its depths' own ops (part of `head`), and the embedding table copy the
+  // last chunk holds for them when the embedding is on another chunk (not in `head`).
+  LayerFootprint mtp;
+  int64_t mtp_embedding_weights = 0;
 
   // Throws Error for a block the model does not have.
   const LayerFootprint& block(const TransformerBlock& block) const;

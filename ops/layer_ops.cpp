@@ -62,6 +62,9 @@ LayerShape modelLayerShape(const ModelConfig& model, int64_t micro_batch, int tp
   shape.vocab = model.paddedVocab(tp);
   shape.tp = tp;
   shape.moe = model.moe;
+  shape.mla = model.mla;
+  shape.mtp_layers = model.mtp_layers;
+  shape.mtp_block = model.blocks.back();
   shape.dtype = model.dtype;
   shape.gemm_dtype = model.gemmDtype();
   shape.spec = model.spec;
@@ -138,7 +141,7 @@ void LayerOpBuilder::dropout(OpList& out, int layer, std::string_view name, int6
 void LayerOpBuilder::linearForward(OpList& out, int layer, std::string_view name, int64_t rows,
                                    int64_t out_features, int64_t in_features, int64_t bias,
                                    int64_t saved_input) {
-  const DType dtype = layer >= 0 ? shape_.gemm_dtype : shape_.dtype;
+  const DType dtype = layer >= 0 || mtp_block_ ? shape_.gemm_dtype : shape_.dtype;
   compute(out, layer, name, makeGemm(rows, out_features, in_features, "nt", dtype),
           out_features * in_features + bias, saved_input * dtypeBytes(dtype));
 }
@@ -146,7 +149,7 @@ void LayerOpBuilder::linearForward(OpList& out, int layer, std::string_view name
 void LayerOpBuilder::linearBackward(OpList& out, int layer, std::string_view dgrad,
                                     std::string_view wgrad, int64_t rows, int64_t out_features,
                                     int64_t in_features) {
-  const DType dtype = layer >= 0 ? shape_.gemm_dtype : shape_.dtype;
+  const DType dtype = layer >= 0 || mtp_block_ ? shape_.gemm_dtype : shape_.dtype;
   compute(out, layer, dgrad, makeGemm(rows, in_features, out_features, "nn", dtype));
   compute(out, layer, wgrad, makeGemm(out_features, in_features, rows, "tn", dtype));
   // Zero-bubble W tasks run these (and moe_ops.cpp's expert and router weight gradients).
@@ -361,7 +364,11 @@ void LayerOpBuilder::blockForward(const TransformerBlock& block, int layer, OpLi
   const bool full = shape_.recompute == Recompute::kFull && !recomputing_;
   const size_t first = out.size();
   if (full) saving_ = false;
-  attentionForward(out, layer, /*cross=*/false);
+  if (shape_.mla.enabled()) {
+    mlaForward(out, layer);
+  } else {
+    attentionForward(out, layer, /*cross=*/false);
+  }
   if (block.cross_attention) attentionForward(out, layer, /*cross=*/true);
   if (block.moe) {
     moeForward(out, layer);
@@ -385,7 +392,11 @@ void LayerOpBuilder::blockBackward(const TransformerBlock& block, int layer, OpL
     mlpBackward(out, layer);
   }
   if (block.cross_attention) attentionBackward(out, layer, /*cross=*/true);
-  attentionBackward(out, layer, /*cross=*/false);
+  if (shape_.mla.enabled()) {
+    mlaBackward(out, layer);
+  } else {
+    attentionBackward(out, layer, /*cross=*/false);
+  }
 }
 
 // Megatron's first-stage extras (theoretical_memory_usage.py): the token and position ids (8 bytes
@@ -423,7 +434,7 @@ void LayerOpBuilder::embeddingBackward(int streams, OpList& out) {
   }
 }
 
-void LayerOpBuilder::headForward(OpList& out, bool owns_output_weight) {
+void LayerOpBuilder::headForward(OpList& out, bool owns_output_weight, bool owns_mtp_embedding) {
   const LayerShape& s = shape_;
   const int64_t T = s.tokens(), h = s.hidden, v = s.vocab / s.tp;
   norm(out, kHeadLayer, "final_layernorm", false);
@@ -440,11 +451,13 @@ void LayerOpBuilder::headForward(OpList& out, bool owns_output_weight) {
   tpAllReduce(out, kHeadLayer, "ce_max_allreduce", per_token, DType::kFp32);
   tpAllReduce(out, kHeadLayer, "ce_target_allreduce", per_token, DType::kFp32);
   tpAllReduce(out, kHeadLayer, "ce_sumexp_allreduce", per_token, DType::kFp32);
+  mtpForward(out, owns_mtp_embedding);
 }
 
 void LayerOpBuilder::headBackward(OpList& out) {
   const LayerShape& s = shape_;
   const int64_t T = s.tokens(), h = s.hidden, v = s.vocab / s.tp;
+  mtpBackward(out);  // the depths' gradients reach the main head's output through the hidden states
   compute(out, kHeadLayer, "cross_entropy_bwd",
           makeCompute("cross_entropy_bwd", {{"rows", T}, {"cols", v}}, "", s.dtype));
   gatherInput(out, kHeadLayer, "lm_head_input_regather");

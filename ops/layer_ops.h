@@ -72,6 +72,9 @@ struct LayerShape {
   int cp = 1;                // C: the rank holds s/C tokens of each sequence
   int ep = 1;                // E: the rank holds num_experts/E experts of each MoE block
   MoeSpec moe;
+  MlaSpec mla;  // multi-latent attention's sizes (mla.enabled(): its op list, ops/mla_ops.cpp)
+  int64_t mtp_layers = 0;    // multi-token prediction depth (ops/mtp_ops.cpp)
+  TransformerBlock mtp_block;  // each depth's block: the model's last
   DType dtype = DType::kFp16;
   DType gemm_dtype = DType::kFp16;  // linear layers' GEMMs (fp8 with the model's fp8: true)
   BlockSpec spec;
@@ -106,8 +109,14 @@ class LayerOpBuilder {
   void embeddingBackward(int streams, OpList& out);
   // `owns_output_weight`: the LM head GEMM's weight is this chunk's own (untied, or tied but on a
   // different chunk than the embedding, as Megatron keeps a copy on the last stage).
-  void headForward(OpList& out, bool owns_output_weight);
+  // With multi-token prediction the head runs its depths after the main loss (mtpForward);
+  // `owns_mtp_embedding`: the depths' embedding table is this chunk's own copy (the embedding is
+  // on another chunk).
+  void headForward(OpList& out, bool owns_output_weight, bool owns_mtp_embedding = false);
   void headBackward(OpList& out);
+  // The multi-token-prediction depths alone (ops/mtp_ops.cpp), on the head's layer index.
+  void mtpForward(OpList& out, bool owns_embedding);
+  void mtpBackward(OpList& out);
 
  private:
   // `weights`: parameter elements the op owns on this rank; `saved`: activation bytes it keeps
@@ -133,6 +142,10 @@ class LayerOpBuilder {
   void linearBackward(OpList& out, int layer, std::string_view dgrad, std::string_view wgrad,
                       int64_t rows, int64_t out_features, int64_t in_features);
   void attentionForward(OpList& out, int layer, bool cross);
+  // Multi-latent attention (ops/mla_ops.cpp) in place of the QKV GEMM, core and projection.
+  void mlaForward(OpList& out, int layer);
+  void mlaBackward(OpList& out, int layer);
+  void mlaCore(OpList& out, int layer, bool backward);
   void attentionBackward(OpList& out, int layer, bool cross);
   void mlpForward(OpList& out, int layer);
   void mlpBackward(OpList& out, int layer);
@@ -157,6 +170,7 @@ class LayerOpBuilder {
 
   const LayerShape& shape_;
   EventTable& table_;
+  bool mtp_block_ = false;  // building an MTP depth's block: its linear layers use the GEMM dtype
   bool recomputing_ = false;  // ops pushed now are recomputed forward ops
   bool saving_ = true;        // forward ops keep their saved bytes (false inside a fully
                               // recomputed block)

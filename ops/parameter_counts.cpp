@@ -14,11 +14,14 @@ int64_t embeddingParameters(const ModelConfig& model) {
 
 int64_t totalParameters(const ModelConfig& model) {
   const ModelFootprint footprint = unsplitFootprint(model);
-  int64_t params = footprint.embedding.weights + footprint.head.weights;
+  // The head's weights include the multi-token-prediction depths' own (mtpParameters).
+  int64_t params = footprint.embedding.weights + footprint.head.weights - footprint.mtp.weights;
   if (model.spec.untied_output) params += footprint.output_weights;
   for (const TransformerBlock& b : model.blocks) params += footprint.block(b).weights;
   return params;
 }
+
+int64_t mtpParameters(const ModelConfig& model) { return unsplitFootprint(model).mtp.weights; }
 
 int64_t activeParameters(const ModelConfig& model) {
   if (model.moe.num_experts == 0) return totalParameters(model);

@@ -15,5 +15,9 @@ int64_t totalParameters(const ModelConfig& model);
 // Parameters one token passes through: an MoE block counts its router, shared experts and only
 // top-k of its routed experts (totalParameters for a dense model).
 int64_t activeParameters(const ModelConfig& model);
+// Multi-token prediction's own parameters (its blocks, eh_proj and norms; the embedding and the
+// output layer are the model's, shared). Neither count above includes them: DeepSeek-V3's 671 B is
+// the main model's.
+int64_t mtpParameters(const ModelConfig& model);
 
 }  // namespace evsim

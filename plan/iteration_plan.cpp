@@ -82,10 +82,7 @@ int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int 
   for (int layer = first_layer; layer < end_layer; ++layer) {
     params += footprint.block(model.blocks[layer]).weights;
   }
-  if (has_head) {
-    params += footprint.head.weights;
-    if (headOwnsOutputWeight(model, has_embedding)) params += footprint.output_weights;
-  }
+  if (has_head) params += headParameters(model, footprint, has_embedding);
   return params;
 }
 

@@ -94,6 +94,14 @@ bool headOwnsOutputWeight(const ModelConfig& model, bool has_embedding) {
   return model.spec.untied_output || !has_embedding;
 }
 
+int64_t headParameters(const ModelConfig& model, const ModelFootprint& footprint,
+                       bool has_embedding) {
+  int64_t params = footprint.head.weights;
+  if (headOwnsOutputWeight(model, has_embedding)) params += footprint.output_weights;
+  if (!has_embedding) params += footprint.mtp_embedding_weights;
+  return params;
+}
+
 PlanCache::CoreKey planCoreKey(const Strategy& strategy) {
   // Reset what only finishPlan reads; everything else (a field added later included) stays.
   Strategy key = strategy;
@@ -201,8 +209,8 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     }
     const bool owns_output = headOwnsOutputWeight(model, stage.has_embedding);
     if (stage.has_head) {
-      layer_params[kHeadLayer] =
-          footprint.head.weights + (owns_output ? footprint.output_weights : 0);
+      layer_params[kHeadLayer] = headParameters(model, footprint, stage.has_embedding);
+      stage.expert_parameters += footprint.head.expert_weights;  // an MTP depth's MoE block
     }
     // ZeRO-3: gather a layer's parameters before its forward and again before its backward, and
     // reduce-scatter its gradients right after its backward, in the DP group.
@@ -213,18 +221,34 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     // FSDP2 (torchtitan's mixed precision) gathers in the model dtype, blocks' linear weights in
     // fp8 with Float8 all-gather, and reduce-scatters gradients in fp32.
     const bool fsdp = strategy.framework == Framework::kFsdp;
+    // Under expert parallelism a block's routed experts are sharded over the expert-data-parallel
+    // group (D x C / E ranks, as Megatron's and NeMo AutoModel's expert FSDP do), the rest over
+    // the D x C data-parallel group: one collective each, the experts' right after the dense one.
     auto zero3_op = [&](OpList& ops, int layer, EventKind kind, std::string_view name) {
       if (!zero3) return;
       int64_t params = layer_params.at(layer);
       if (layer == kHeadLayer && kind == EventKind::kAllGather) params += tied_head_params;
+      int64_t experts = 0;
+      if (expert_parallel && layer >= 0) {
+        experts = footprint.block(model.blocks[layer]).expert_weights;
+      } else if (expert_parallel && layer == kHeadLayer) {
+        experts = footprint.head.expert_weights;  // an MTP depth's MoE block
+      }
       DType wire = dtype;
       if (fsdp && kind == EventKind::kReduceScatter) wire = DType::kFp32;
       if (fsdp && kind == EventKind::kAllGather && model.spec.fp8 && layer >= 0) {
         wire = DType::kFp8;
       }
-      Event e = makeCommunication(kind, checkedMul(params, dtypeBytes(wire), "ZeRO-3 gather bytes"),
-                                  stage.dp_group, wire);
-      ops.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, name});
+      auto push = [&](int64_t count, const Placement& group, std::string_view op_name) {
+        if (count == 0 || group.group_size < 2) return;
+        Event e = makeCommunication(
+            kind, checkedMul(count, dtypeBytes(wire), "ZeRO-3 gather bytes"), group, wire);
+        ops.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, op_name});
+      };
+      push(params - experts, stage.dp_group, name);
+      push(experts, stage.expert_dp_group,
+           kind == EventKind::kAllGather ? "zero3_expert_param_allgather"
+                                         : "zero3_expert_grad_reduce_scatter");
     };
     // FSDP without reshard-after-forward keeps the forward's gathered parameters for the
     // backward: no second gather.
@@ -244,7 +268,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     }
     if (stage.has_head) {
       zero3_op(stage.forward, kHeadLayer, EventKind::kAllGather, kGather);
-      builder.headForward(stage.forward, owns_output);
+      builder.headForward(stage.forward, owns_output, !stage.has_embedding);
       zero3_regather(stage.backward, kHeadLayer);
       builder.headBackward(stage.backward);
       zero3_op(stage.backward, kHeadLayer, EventKind::kReduceScatter, kScatter);
@@ -269,6 +293,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       for (int layer = stage.first_layer; layer < end_layer; ++layer) {
         dense_params[layer] -= footprint.block(model.blocks[layer]).expert_weights;
       }
+      if (stage.has_head) dense_params[kHeadLayer] -= footprint.head.expert_weights;
     }
     if (offloadsActivations(strategy.offload)) addActivationOffload(stage, dtype, table);
     if (k + 1 < K) {
@@ -391,7 +416,8 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
             intern(makeCommunication(EventKind::kAllGather, dense_bytes, stage.dp_group, dtype));
       }
     }
-    if (synced_apart > 0 && strategy.expertGradGroupSize() > 1) {
+    // ZeRO-3 reduce-scatters the experts' gradients layer by layer in the backward (zero3_op).
+    if (synced_apart > 0 && strategy.expertGradGroupSize() > 1 && zero < 3) {
       const int64_t bytes = checkedMul(synced_apart, elem_bytes, "expert gradient bytes");
       const int event = intern(makeCommunication(grad_kind, bytes, stage.expert_dp_group, dtype));
       if (strategy.dp_overlap) {

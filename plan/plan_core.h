@@ -70,5 +70,10 @@ void finishPlan(const PlanCore& core, IterationPlan& plan);
 // The LM head GEMM has its own weight unless it is tied to the embedding on the same chunk
 // (Megatron keeps a copy of a tied weight on the last stage when P > 1).
 bool headOwnsOutputWeight(const ModelConfig& model, bool has_embedding);
+// The last chunk's head parameters on one rank: the head's ops (final norm; multi-token
+// prediction's depths), the output layer when it owns it, and multi-token prediction's copy of
+// the embedding table when the embedding is on another chunk (as Megatron keeps one there).
+int64_t headParameters(const ModelConfig& model, const ModelFootprint& footprint,
+                       bool has_embedding);
 
 }  // namespace evsim

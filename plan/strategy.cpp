@@ -225,9 +225,6 @@ std::optional<std::string> expertParallelViolation(const ModelConfig& model, con
     return fmt::format("--ep {}: does not divide D={} (experts are sharded inside the DP group)",
                        s.ep, s.dp);
   }
-  if (s.zero_stage == 3) {
-    return fmt::format("--ep {} --zero 3: ZeRO-3 with expert parallelism is not modelled", s.ep);
-  }
   return std::nullopt;
 }
 

@@ -31,6 +31,7 @@
 #include "modeler/json_schema.h"
 #include "modeler/pruned_search.h"
 #include "modeler/search.h"
+#include "modeler/simulation.h"
 
 namespace evsim {
 
@@ -43,6 +44,15 @@ std::string shortTechniques(const Strategy& s) {
 }
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / kBytesPerGiB; }
+
+// The peaks each candidate's "mfu" is against (the first) and, for FP8 models, the bf16 one.
+nlohmann::json mfuPeaksJson(const ModelConfig& model, const ClusterConfig& cluster) {
+  nlohmann::json peaks = nlohmann::json::array();
+  for (const MfuFigure& f : mfuFigures(cluster.device, model, 0)) {
+    peaks.push_back({{"dtype", dtypeName(f.dtype)}, {"peak_tflops", f.peak_tflops}});
+  }
+  return peaks;
+}
 
 // --train-tokens: the whole run at this candidate's iteration time (ok candidates only).
 std::optional<TimeToTrain> runTime(const SearchArgs& args, const ModelConfig& model,
@@ -73,6 +83,7 @@ nlohmann::json reportJson(const SearchArgs& args, const ModelConfig& model,
           {"device_memory_bytes", report.capacity_bytes},
           {"usable_memory_bytes", report.usable_bytes},
           {"memory_headroom", report.headroom},
+          {"mfu_peaks", mfuPeaksJson(model, cluster)},
           {"counts", countsJson(report)},
           {"best", best ? nlohmann::json(best->strategy.name()) : nlohmann::json()},
           {"simulate_command",
@@ -85,27 +96,30 @@ nlohmann::json reportJson(const SearchArgs& args, const ModelConfig& model,
 
 void printRowHeader() {
   fmt::print(
-      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>7} {:>10} {:>10}  {:<11} {}\n",
-      "rank", "strategy", "b", "schedule", "techniques", "iter (ms)", "samples/s", "speedup",
-      "bubble", "peak GiB", "free GiB", "m/d/e %", "status");
+      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>6} {:>8} {:>7} {:>10} {:>10}  "
+      "{:<11} {}\n",
+      "rank", "strategy", "b", "schedule", "techniques", "iter (ms)", "samples/s", "TFLOP/s",
+      "MFU", "speedup", "bubble", "peak GiB", "free GiB", "m/d/e %", "status");
 }
 
 void printOkRow(const CandidateResult& r, const SearchReport& report) {
   const Strategy& s = r.strategy;
   fmt::print(
-      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11.3f} {:>11.2f} {:>7.2f}x {:>6.1f}% {:>10.2f} "
-      "{:>10.2f}  {:<11} ok\n",
+      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11.3f} {:>11.2f} {:>8.1f} {:>5.1f}% {:>7.2f}x "
+      "{:>6.1f}% {:>10.2f} {:>10.2f}  {:<11} ok\n",
       r.rank, s.name(), s.micro_batch, scheduleName(s.schedule), shortTechniques(s),
-      r.iteration_us / kUsPerMs, r.samples_per_s, r.speedup_over_worst, 100 * r.bubble_fraction,
+      r.iteration_us / kUsPerMs, r.samples_per_s, r.model_tflops_per_gpu, 100 * r.mfu,
+      r.speedup_over_worst, 100 * r.bubble_fraction,
       gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), provenanceText(r));
 }
 
 void printOomRow(const CandidateResult& r, const SearchReport& report) {
   const Strategy& s = r.strategy;
   fmt::print(
-      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>7} {:>10.2f} {:>10.2f}  "
-      "{:<11} OOM (stage {})\n",
+      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>6} {:>8} {:>7} {:>10.2f} "
+      "{:>10.2f}  {:<11} OOM (stage {})\n",
       "-", s.name(), s.micro_batch, scheduleName(s.schedule), shortTechniques(s), "-", "-", "-", "-",
+      "-", "-",
       gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), "-",
       r.peak_memory_stage);
 }
@@ -188,9 +202,12 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
     }
   }
   if (const CandidateResult* best = report.best()) {
-    fmt::print("\nbest: {} — {:.3f} ms, {:.2f} samples/s ({:.2f}x the {})\n",
-               candidateText(best->strategy), best->iteration_us / kUsPerMs, best->samples_per_s,
-               best->speedup_over_worst, report.pruned ? "slowest simulated" : "worst");
+    fmt::print(
+        "\nbest: {} — {:.3f} ms, {:.2f} samples/s, {:.1f} TFLOP/s/GPU, MFU {} ({:.2f}x the {})\n",
+        candidateText(best->strategy), best->iteration_us / kUsPerMs, best->samples_per_s,
+        best->model_tflops_per_gpu,
+        mfuText(mfuFigures(cluster.device, model, best->model_tflops_per_gpu * kFlopsPerTflop)),
+        best->speedup_over_worst, report.pruned ? "slowest simulated" : "worst");
     if (std::optional<TimeToTrain> t = runTime(args, model, *best)) {
       fmt::print("{}", timeToTrainText(*t));
     }

@@ -53,6 +53,8 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
   j["throughput_samples_per_s"] = ok ? nlohmann::json(r.samples_per_s) : nlohmann::json();
   j["speedup_over_worst"] = ok ? nlohmann::json(r.speedup_over_worst) : nlohmann::json();
   j["bubble_fraction"] = ok ? nlohmann::json(r.bubble_fraction) : nlohmann::json();
+  j["model_tflops_per_gpu"] = ok ? nlohmann::json(r.model_tflops_per_gpu) : nlohmann::json();
+  j["mfu"] = ok ? nlohmann::json(r.mfu) : nlohmann::json();  // of the report's mfu_peak
   j["peak_memory_bytes"] = valid ? nlohmann::json(r.peak_memory_bytes) : nlohmann::json();
   j["peak_memory_stage"] = valid ? nlohmann::json(r.peak_memory_stage) : nlohmann::json();
   j["memory_headroom_bytes"] =

@@ -137,8 +137,8 @@ std::string describe(const Variant& v) {
 }
 
 // tiny-moe (fp32, h 64, 4 blocks of 8 SwiGLU experts, top-2) on 8 GPUs of one node: M 1, C 2,
-// P 2, D 2, E 2 (E 1 under ZeRO-3); b 1, B 8 (m = 4). Two blocks per pipeline stage (one per
-// chunk interleaved).
+// P 2, D 2, E 2 (ZeRO-3 too: experts sharded over D/E); b 1, B 8 (m = 4). Two blocks per
+// pipeline stage (one per chunk interleaved).
 class PlanReuse : public ::testing::Test {
  protected:
   PlanReuse() : model_(loadModelConfig(test::configPath("models", "tiny-moe"))) {}
@@ -149,7 +149,6 @@ class PlanReuse : public ::testing::Test {
     s.ep = 2;
     s.schedule = v.schedule;
     s.zero_stage = v.zero;
-    if (v.zero == 3) s.ep = 1;  // ZeRO-3 with expert parallelism is not modelled: MoE without EP
     s.dp_overlap = v.overlap;
     s.offload = v.offload;
     if (v.schedule == Schedule::kInterleaved) {
