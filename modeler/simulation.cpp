@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/units.h"
+#include "modeler/link_flows.h"
 #include "modeler/op_offsets.h"
 
 namespace evsim {
@@ -255,6 +256,7 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
     }
   }
   sim.timeline = computeTimeline(sim.input);
+  shareLinksOverTime(p, sim.input, sim.timeline);
   // Finite event times can still add up past double's range (issue 17: an infinite time, exit 0).
   if (!std::isfinite(sim.timeline.iteration_us)) {
     EVSIM_THROW(InputError, "the iteration time is not finite: the inputs imply more than {:g} us",
