@@ -306,7 +306,10 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
         const StageCost& cost = input.stages[vs];
         auto sync = [&](const Event& event, double bytes) {
           const Interval& when = stage.grad_sync[interval];
-          push(collectiveFlow(topology, d, event.placement, bytes, when.start_us, when.duration()),
+          const double stretch =
+              input.grad_sync_stretch_us.empty() ? 0 : input.grad_sync_stretch_us[s][interval];
+          push(collectiveFlow(topology, d, event.placement, bytes, when.start_us,
+                              when.duration() - stretch),
                {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)});
           ++interval;
         };
@@ -330,8 +333,11 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
         }
       }
       if (gather_event != nullptr && stage.param_allgather.duration() > 0) {
+        const double stretch =
+            input.param_allgather_stretch_us.empty() ? 0 : input.param_allgather_stretch_us[s];
         push(collectiveFlow(topology, d, gather_event->placement, gather_bytes,
-                            stage.param_allgather.start_us, stage.param_allgather.duration()),
+                            stage.param_allgather.start_us,
+                            stage.param_allgather.duration() - stretch),
              {FlowKind::kZero, static_cast<int>(k), s, 0});
       }
     }

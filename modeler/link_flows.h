@@ -83,6 +83,8 @@ struct TimelineFlows {
   std::vector<Origin> origins;
 };
 
+// Each flow starts where `timeline` has it and lasts its standalone time (`input`'s stretch taken
+// off), so the flows of a shared timeline share again as they did.
 TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
                             const IterationTimeline& timeline, const LinkMap& map);
 

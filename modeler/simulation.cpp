@@ -96,6 +96,7 @@ constexpr double DeviceMetrics::*kDeviceFields[] = {&DeviceMetrics::compute_us,
                                                     &DeviceMetrics::pp_comm_us,
                                                     &DeviceMetrics::dp_comm_us,
                                                     &DeviceMetrics::exposed_dp_comm_us,
+                                                    &DeviceMetrics::zero_comm_us,
                                                     &DeviceMetrics::cp_comm_us,
                                                     &DeviceMetrics::exposed_cp_comm_us,
                                                     &DeviceMetrics::ep_comm_us,
@@ -161,6 +162,7 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   for (const TaskTiming& t : timeline.tasks) d.pp_comm_us += t.send.duration();
   d.dp_comm_us += zero3_us + timeline.param_allgather.duration();
   d.exposed_dp_comm_us += zero3_us + timeline.param_allgather.duration();
+  d.zero_comm_us = zero3_us + timeline.param_allgather.duration();
   for (const Interval& sync : timeline.grad_sync) {
     d.dp_comm_us += sync.duration();
     // Overlapped buckets only cost the device the part after its own compute has finished.

@@ -38,6 +38,9 @@ struct TimelineSource {
   const IterationPlan* plan = nullptr;
   std::function<void(int64_t rank, const DeviceEventVisitor& visit)> for_each_event;
   std::function<std::string_view(int event)> provenance;
+  // The simulation's link loads (link_usage.h), written as counter tracks ("ph":"C", one per link,
+  // its utilisation) of one more process, "links", pid = the world size; nullptr: none.
+  const struct LinkUsage* links = nullptr;
 };
 
 // The simulation's timeline (forEachDeviceEvent, provenance from the cost model). `sim` must

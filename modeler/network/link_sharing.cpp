@@ -192,6 +192,7 @@ SharingResult shareLinks(std::span<const SharedFlow> flows,
     });
     now = until;
   }
+  out.capacity_bytes_per_us = std::move(capacity);
   return out;
 }
 

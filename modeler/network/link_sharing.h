@@ -65,8 +65,9 @@ struct LoadSegment {
 };
 
 struct SharingResult {
-  std::vector<double> end_us;                    // per flow
-  std::vector<std::vector<LoadSegment>> load;    // per resource, in time order (when recorded)
+  std::vector<double> end_us;                  // per flow
+  std::vector<std::vector<LoadSegment>> load;  // per resource, in time order (when recorded)
+  std::vector<double> capacity_bytes_per_us;   // per resource, raised where one flow needs more
 };
 
 // Ends of `flows` sharing resources of `capacity_bytes_per_us` (one per resource). A flow with no
