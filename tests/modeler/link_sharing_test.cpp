@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "modeler/link_flows.h"
+#include "modeler/link_usage.h"
+
+#include <sstream>
 #include "modeler/network/link_sharing.h"
 #include "modeler/simulation.h"
 #include "modeler/timing_engine.h"
@@ -161,6 +164,42 @@ TEST(LinkFlows, ABucketAndASendShareTheNicOnlyWhileTheyOverlap) {
   EXPECT_NEAR(s1.grad_sync[0].end_us, 25 + tf + ta[1] + tb, 1e-9);
   EXPECT_NEAR(s0.tasks[1].run.start_us, 40 + tf + 2 * tb, 1e-9);
   EXPECT_NEAR(s0.grad_sync[0].duration(), ta[0], 1e-9);
+}
+
+// The link loads of a simulated iteration: 1M2P1D on two nodes of one GPU (10 GB/s each), m = 2,
+// DAPPLE. The only link traffic is the pipeline's: 2 activations (node 0 tx, node 1 rx) and 2
+// gradients (node 1 tx, node 0 rx) of b s h = 1 x 32 x 64 fp16 = 4096 bytes each, one at a time:
+// each link carries 8192 bytes, at 1 (its full 10 GB/s) while a send is in flight.
+TEST(LinkUsage, CountsEveryPipelineByteOnBothEnds) {
+  Strategy strategy = Strategy::of(1, 2, 1, 1, 2);
+  IterationPlan plan = buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
+                                          test::cluster(1, 0, test::kSlowLinks), strategy);
+  std::vector<EventCost> costs(plan.events.size(), EventCost{1.0});
+  // Each send alone fills its NIC: 4096 bytes at 1e4 bytes/us.
+  for (int e : {plan.pipelines[0].forward_p2p[0], plan.pipelines[0].backward_p2p[0]}) {
+    ASSERT_EQ(plan.events[e].event.message_bytes, 4096);
+    costs[e].time_us = 4096 / 1e4;
+  }
+  const Simulation sim = simulate(plan, costs);
+  const LinkUsage usage = linkUsage(sim);
+  ASSERT_EQ(usage.links.size(), 4u);
+  for (const LinkLoad& link : usage.links) {
+    EXPECT_NEAR(link.bytes, 8192, 1e-6) << link.name;
+    EXPECT_NEAR(link.capacity_bytes_per_us, 1e4, 1e-9) << link.name;
+    for (const LoadSegment& s : link.segments) EXPECT_NEAR(s.bytes_per_us, 1e4, 1e-9);
+    EXPECT_NEAR(link.utilization(sim.timeline.iteration_us),
+                8192 / (1e4 * sim.timeline.iteration_us), 1e-12);
+  }
+  EXPECT_EQ(usage.links[0].name, "node 0 nic tx");
+  std::ostringstream csv;
+  writeLinkCsv(usage, csv);
+  std::string first_row = csv.str().substr(csv.str().find('\n') + 1);
+  first_row = first_row.substr(0, first_row.find('\n'));
+  EXPECT_EQ(csv.str().substr(0, csv.str().find('\n')),
+            "resource,capacity_gb_s,start_us,end_us,bytes,utilization");
+  EXPECT_EQ(first_row.substr(0, first_row.find(',', first_row.find(',') + 1)),
+            "node 0 nic tx,10.000");
+  EXPECT_EQ(first_row.substr(first_row.rfind(',', first_row.rfind(',') - 1)), ",4096,1.0000");
 }
 
 }  // namespace
