@@ -16,7 +16,7 @@ namespace evsim {
 namespace {
 
 constexpr double kBytesPerUsPerGbS = 1e3;  // 1 GB/s = 1e9 bytes/s = 1e3 bytes/us
-constexpr double kStretchedUs = 1e-3;  // less is rounding
+constexpr double kStretchedUs = 1e-3;      // less is rounding
 
 // Bytes one rank's links carry for `event` (nccl-tests' bus factor; a P2P send carries its
 // message).
@@ -212,6 +212,15 @@ LinkMap linkMap(const IterationPlan& plan) {
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     for (int r : plan.pipelines[k].replicas) class_of[r] = static_cast<int>(k);
   }
+  // A flow holds its uses inline (link_sharing.h): NVLink and NICs both ways, and each
+  // oversubscribed tier's uplinks both ways.
+  const auto over = std::count_if(topology.tiers.begin(), topology.tiers.end(),
+                                  [](const FabricTier& t) { return t.oversubscription > 1; });
+  if (4 + 2 * over > LinkUses::kMax) {
+    EVSIM_THROW(InputError,
+                "{}: topology.tiers: {} oversubscribed tiers, link sharing models at most {}",
+                cluster.name, over, (LinkUses::kMax - 4) / 2);
+  }
   std::map<int, DeviceLinks> node_links;  // the NIC and uplink resources of each node seen
   map.devices.resize(plan.pipelines.size());
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
@@ -260,7 +269,8 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
   TimelineFlows out;
   size_t transfers = 0;
   for (const PipelineTimeline& p : timeline.pipelines) {
-    for (const StageTimeline& stage : p.stages) transfers += stage.tasks.size() + stage.grad_sync.size() + 1;
+    for (const StageTimeline& stage : p.stages)
+      transfers += stage.tasks.size() + stage.grad_sync.size() + 1;
   }
   out.flows.reserve(transfers);
   out.origins.reserve(transfers);
@@ -282,8 +292,8 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
         const int e = forward ? pipeline.forward_p2p[node.link] : pipeline.backward_p2p[node.link];
         if (e < 0) continue;
         const Event& event = plan.events[e].event;
-        const double alone = forward ? links.send_forward_us[node.link]
-                                     : links.send_backward_us[node.link];
+        const double alone =
+            forward ? links.send_forward_us[node.link] : links.send_backward_us[node.link];
         const DeviceLinks& to = map.devices[k][layout.device(linkReceiver(node.send, node.link))];
         SharedFlow f{t.send.start_us, alone, linkBytes(event), {}};
         if (event.placement.interNode()) {

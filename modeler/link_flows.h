@@ -8,8 +8,8 @@
 //   gpu (class k, stage s) nvlink tx / rx    the GPU's NVLink or PCIe ports, intra_link bandwidth;
 //   node n nic tx / rx                       the node's NICs, nics_per_node x nic_bandwidth;
 //   node n <tier> uplink tx / rx             the node's share of an oversubscribed tier's uplinks,
-//                                            the NICs' bandwidth / oversubscription (symmetry: every
-//                                            node under the switch sends at once, as fabric.h
+//                                            the NICs' bandwidth / oversubscription (symmetry:
+//                                            every node under the switch sends at once, as fabric.h
 //                                            assumes for the standalone cost).
 // Devices of several stages or classes on one node share its NIC and uplink resources.
 //
@@ -55,7 +55,7 @@ struct LinkResource {
 std::string linkName(const NetworkTopology& topology, const LinkResource& resource);
 
 struct DeviceLinks {
-  int node = 0;       // of the class's first replica, TP rank 0
+  int node = 0;      // of the class's first replica, TP rank 0
   float copies = 1;  // the node's GPUs that are copies of this device (same class and stage)
   int nvlink_tx = -1, nvlink_rx = -1, nic_tx = -1, nic_rx = -1;
   // Per topology tier (bottom up): the node's uplink share, -1 where the tier is not

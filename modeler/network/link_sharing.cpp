@@ -114,9 +114,9 @@ SharingResult shareLinks(std::span<const SharedFlow> flows,
     demand[f] = flow.bytes / flow.duration_us;
     remaining_us[f] = flow.duration_us;
     for (const LinkUse& u : flow.uses) {
-      EVSIM_CHECK(u.resource >= 0 && static_cast<size_t>(u.resource) < capacity.size() &&
-                      u.copies > 0,
-                  "flow {} uses resource {} x{} of {}", f, u.resource, u.copies, capacity.size());
+      EVSIM_CHECK(
+          u.resource >= 0 && static_cast<size_t>(u.resource) < capacity.size() && u.copies > 0,
+          "flow {} uses resource {} x{} of {}", f, u.resource, u.copies, capacity.size());
       capacity[u.resource] = std::max(capacity[u.resource], demand[f] * u.copies);
     }
     order.push_back(static_cast<int>(f));
@@ -124,8 +124,8 @@ SharingResult shareLinks(std::span<const SharedFlow> flows,
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int b) { return flows[a].start_us < flows[b].start_us; });
 
-  Scratch scratch{std::vector<double>(capacity.size(), 0), std::vector<double>(capacity.size(), 0),
-                  {}};
+  Scratch scratch{
+      std::vector<double>(capacity.size(), 0), std::vector<double>(capacity.size(), 0), {}};
   std::vector<double>& used = scratch.used;
   // The flows in flight, and per resource those on it: an event refills only the flows connected
   // to it through shared resources (the rest keep their rates: max-min fairness is per connected

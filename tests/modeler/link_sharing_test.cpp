@@ -1,15 +1,15 @@
 // Links shared over time (modeler/network/link_sharing.h, modeler/link_flows.h): max-min fair
 // progressive filling traced by hand, symmetric copies against expanded flows, and the timing
 // engine's transfers stretched only where they overlap.
+#include "modeler/network/link_sharing.h"
+
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <vector>
 
 #include "modeler/link_flows.h"
 #include "modeler/link_usage.h"
-
-#include <sstream>
-#include "modeler/network/link_sharing.h"
 #include "modeler/simulation.h"
 #include "modeler/timing_engine.h"
 #include "plan/iteration_plan.h"
@@ -95,9 +95,8 @@ TEST(LinkSharing, SymmetricCopiesComputedOnceMatchExpandedFlows) {
   // 0-4: X alone, 2 x 100 = full. From 4 three flows at 200/3: X's 600 bytes left take 9 us (ends
   // 13), Y has 600 by 13, then alone at 100: ends 17.
   const std::vector<double> small{200};
-  const SharingResult c = shareLinks(std::vector<SharedFlow>{onNic(0, 10, 1000, 2),
-                                                             onNic(4, 10, 1000)},
-                                     small);
+  const SharingResult c =
+      shareLinks(std::vector<SharedFlow>{onNic(0, 10, 1000, 2), onNic(4, 10, 1000)}, small);
   const SharingResult d = shareLinks(
       std::vector<SharedFlow>{onNic(0, 10, 1000), onNic(0, 10, 1000), onNic(4, 10, 1000)}, small);
   EXPECT_NEAR(c.end_us[0], 13, 1e-9);
