@@ -60,38 +60,79 @@ SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
   return f;
 }
 
+// Whether two time-sorted lists of non-overlapping intervals overlap each other (a merge).
+template <typename Span>
+bool runsOverlap(const Span* a, const Span* a_end, const Span* b, const Span* b_end) {
+  while (a != a_end && b != b_end) {
+    if (a->start_us < b->end_us && b->start_us < a->end_us) return true;
+    if (a->end_us <= b->end_us) {
+      ++a;
+    } else {
+      ++b;
+    }
+  }
+  return false;
+}
+
 // Whether two sends into one device overlap in time (on its NVLink or on its NICs). The arrivals
-// from one sender never overlap each other (a send holds its device), so an overlap is between
-// two senders. Cheaper than building the flows: the plans that only risk this mostly have none.
+// from one sender are in time order and never overlap each other (a send holds its device), so
+// an overlap is between two senders' runs, found by merging them (no sort: this runs on every
+// timing that may share).
 bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timeline) {
   const PipelineLayout layout = plan.pipelineLayout();
   const int P = plan.deviceStages();
   struct Arrival {
     double start_us, end_us;
   };
-  std::vector<std::vector<Arrival>> into(2 * static_cast<size_t>(P));  // (receiver, inter-node)
+  struct Run {
+    int sender;
+    size_t first;  // index of its first arrival
+  };
+  // Per (receiver, inter-node): the arrivals, and where each sender's run starts.
+  std::vector<std::vector<Arrival>> into(2 * static_cast<size_t>(P));
+  std::vector<std::vector<Run>> runs(into.size());
+  const size_t links = plan.virtualStages() - 1;
+  std::vector<size_t> key_of(2 * links);  // per link: activation, gradient
   for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
     const PipelineClass& pipeline = plan.pipelines[k];
     for (auto& list : into) list.clear();
-    for (int s = 0; s < P; ++s) {
-      for (const TaskTiming& t : timeline.pipelines[k].stages[s].tasks) {
-        const TaskNode& node = timeline.graph.nodes[t.node];
-        if (node.send == Send::kNone || t.send.duration() <= 0) continue;
-        const bool forward = node.send == Send::kActivation;
-        const int e = forward ? pipeline.forward_p2p[node.link] : pipeline.backward_p2p[node.link];
-        if (e < 0) continue;
-        const int to = layout.device(linkReceiver(node.send, node.link));
-        const bool net = plan.events[e].event.placement.interNode();
-        into[2 * static_cast<size_t>(to) + net].push_back({t.send.start_us, t.send.end_us});
+    for (auto& list : runs) list.clear();
+    // Each link's (receiver, inter-node) key once per class, not once per send; none: no event.
+    constexpr size_t kNoKey = SIZE_MAX;
+    for (size_t l = 0; l < links; ++l) {
+      for (const Send send : {Send::kActivation, Send::kGradient}) {
+        const bool forward = send == Send::kActivation;
+        const int e = forward ? pipeline.forward_p2p[l] : pipeline.backward_p2p[l];
+        const int to = layout.device(linkReceiver(send, static_cast<int>(l)));
+        key_of[2 * l + !forward] =
+            e < 0 ? kNoKey
+                  : 2 * static_cast<size_t>(to) + plan.events[e].event.placement.interNode();
       }
     }
-    for (auto& list : into) {
-      std::sort(list.begin(), list.end(),
-                [](const Arrival& a, const Arrival& b) { return a.start_us < b.start_us; });
-      double busy_until = -1;
-      for (const Arrival& a : list) {
-        if (a.start_us < busy_until) return true;
-        busy_until = std::max(busy_until, a.end_us);
+    for (int s = 0; s < P; ++s) {
+      for (const TaskTiming& t : timeline.pipelines[k].stages[s].tasks) {
+        if (t.send.end_us <= t.send.start_us || t.node < 0) continue;
+        const TaskNode& node = timeline.graph.nodes[t.node];
+        const size_t key =
+            key_of[2 * static_cast<size_t>(node.link) + (node.send == Send::kGradient ? 1 : 0)];
+        if (key == kNoKey) continue;
+        // Senders come in device order: a new one starts a run.
+        if (runs[key].empty() || runs[key].back().sender != s) {
+          runs[key].push_back({s, into[key].size()});
+        }
+        into[key].push_back({t.send.start_us, t.send.end_us});
+      }
+    }
+    for (size_t key = 0; key < into.size(); ++key) {
+      const std::vector<Run>& r = runs[key];
+      const Arrival* data = into[key].data();
+      auto end = [&](size_t i) {
+        return data + (i + 1 < r.size() ? r[i + 1].first : into[key].size());
+      };
+      for (size_t i = 0; i < r.size(); ++i) {
+        for (size_t j = i + 1; j < r.size(); ++j) {
+          if (runsOverlap(data + r[i].first, end(i), data + r[j].first, end(j))) return true;
+        }
       }
     }
   }
