@@ -104,7 +104,7 @@ SharingResult shareLinks(std::span<const SharedFlow> flows,
   out.end_us.resize(n);
   if (record_load) out.load.resize(capacity_bytes_per_us.size());
   std::vector<double> capacity(capacity_bytes_per_us.begin(), capacity_bytes_per_us.end());
-  std::vector<double> demand(n, 0), remaining_us(n, 0), rate(n, 0);
+  std::vector<double> demand(n, 0), remaining_us(n, 0), rate(n, 0), finish(n, 0);
   std::vector<int> order;
   order.reserve(n);
   for (size_t f = 0; f < n; ++f) {
@@ -163,9 +163,14 @@ SharingResult shareLinks(std::span<const SharedFlow> flows,
     seeds.clear();
     ++event;
     fill(flows, capacity, demand, component, rate, scratch);
-    // Until the next start or the first end at these rates.
+    // Until the next start or the first end at these rates. A flow ends at its projected finish
+    // (compared as computed: at times of 1e7 us a residue of 1e-9 us would not move `now`).
     double until = next < order.size() ? flows[order[next]].start_us : kInf;
-    for (int f : active) until = std::min(until, now + remaining_us[f] * demand[f] / rate[f]);
+    for (int f : active) {
+      finish[f] = now + remaining_us[f] * demand[f] / rate[f];
+      until = std::min(until, finish[f]);
+    }
+    EVSIM_CHECK(until < kInf && until >= now, "link sharing stalled at {} us", now);
     if (record_load) {
       for (int f : active) {
         for (const LinkUse& u : flows[f].uses) used[u.resource] += rate[f] * u.copies;
@@ -179,9 +184,10 @@ SharingResult shareLinks(std::span<const SharedFlow> flows,
       }
     }
     std::erase_if(active, [&](int f) {
-      remaining_us[f] -= (until - now) * rate[f] / demand[f];
-      // Done when what is left is below rounding of its own duration.
-      if (remaining_us[f] > flows[f].duration_us * 1e-12) return false;
+      if (finish[f] > until) {
+        remaining_us[f] -= (until - now) * rate[f] / demand[f];
+        return false;
+      }
       out.end_us[f] = until;
       for (const LinkUse& u : flows[f].uses) {
         std::vector<int>& list = on[u.resource];
