@@ -22,6 +22,11 @@ inline const ModelConfig& llama405b() {
   return model;
 }
 
+inline const ModelConfig& llama70b() {
+  static const ModelConfig model = loadModelConfig(EVSIM_CONFIG_DIR "/models/llama3-70b.yaml");
+  return model;
+}
+
 inline const ClusterConfig& dgxH100() {
   static const ClusterConfig cluster =
       loadClusterConfig(EVSIM_CONFIG_DIR "/clusters/dgx-h100.yaml");

@@ -7,6 +7,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <cmath>
+
 #include "bench_configs.h"
 #include "config/cluster_config.h"
 #include "config/model_config.h"
@@ -57,10 +59,10 @@ void runExhaustive(benchmark::State& state, const ClusterConfig& cluster,
   state.counters["oom"] = static_cast<double>(report.oom);
 }
 
-// Runs the pruned search of `options` (`eventsim search ... --top K`) and reports its tiers'
-// counts.
-void runPruned(benchmark::State& state, const ModelConfig& model, const ClusterConfig& cluster,
-               const SearchOptions& options) {
+// Runs the pruned search of `options` (`eventsim search ... --top K`), reports its tiers' counts
+// and returns its report.
+SearchReport runPruned(benchmark::State& state, const ModelConfig& model,
+                       const ClusterConfig& cluster, const SearchOptions& options) {
   CostModel costs(cluster, nullptr, /*analytic_fallback=*/true);
   SearchReport report;
   for (auto _ : state) {
@@ -72,6 +74,7 @@ void runPruned(benchmark::State& state, const ModelConfig& model, const ClusterC
   state.counters["ok"] = static_cast<double>(report.ok);
   state.counters["simulated"] = static_cast<double>(report.simulated);
   state.counters["pruned"] = static_cast<double>(report.pruned_by_bound);
+  return report;
 }
 
 void runBench(benchmark::State& state, const ClusterConfig& cluster) {
@@ -146,10 +149,10 @@ BENCHMARK(BM_Gpt3_1024Gpus_Widest_Pruned)
 // ZeRO 0..3; DP overlap off/on; context parallelism 1,2,4,8,16; offload none, optimizer,
 // activations, both (`with_offload`). Pruned to the top 10 as `eventsim search ... --top 10` runs
 // it. Target: < 10 s on 2 cores. Arg: threads (0 = every core).
-SearchOptions llama16kOptions(unsigned threads, bool with_offload) {
+SearchOptions llama16kOptions(unsigned threads, bool with_offload, int64_t gpus = 16384) {
   SearchOptions o;
   o.base.global_batch = 2048;
-  o.space.gpus = 16384;
+  o.space.gpus = gpus;
   o.space.micro_batches = {1, 2, 4, 8};
   o.space.schedules = {Schedule::kGpipe, Schedule::kDapple, Schedule::kInterleaved};
   o.space.virtual_stages.clear();
@@ -178,6 +181,40 @@ BENCHMARK(BM_Llama405b_16384Gpus_Every_Pruned)
     ->Args({0, 0})
     ->Args({1, 1})
     ->Args({0, 1})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Issue 34: the every-dimension searches (offload included) of Llama 3 70B and Llama 3.1 405B on
+// 1,024 and 16,384 H100s, `eventsim search ... --top 10` (bench/RESULTS.md, session 9). Args:
+// threads, GPUs. The 16,384-GPU 405B search is BM_Llama405b_16384Gpus_Every_Pruned/x/1.
+// The top 10 must not change: the first iteration's best time is checked against the recorded one.
+void runEvery(benchmark::State& state, const ModelConfig& model, double best_ms) {
+  SearchOptions options =
+      llama16kOptions(static_cast<unsigned>(state.range(0)), /*with_offload=*/true, state.range(1));
+  const SearchReport report = runPruned(state, model, bench::dgxH100(), options);
+  if (report.candidates.empty() ||
+      std::abs(report.candidates.front().iteration_us / 1e3 - best_ms) > 5e-4) {
+    state.SkipWithError("the best strategy's time changed from the recorded one");
+  }
+}
+void BM_Llama70b_Every_Pruned(benchmark::State& state) {
+  runEvery(state, bench::llama70b(), state.range(1) == 1024 ? 11795.440 : 1022.544);
+}
+BENCHMARK(BM_Llama70b_Every_Pruned)
+    ->Args({1, 1024})
+    ->Args({2, 1024})
+    ->Args({1, 16384})
+    ->Args({2, 16384})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+void BM_Llama405b_1024Gpus_Every_Pruned(benchmark::State& state) {
+  runEvery(state, bench::llama405b(), 63445.993);
+}
+BENCHMARK(BM_Llama405b_1024Gpus_Every_Pruned)
+    ->Args({1, 1024})
+    ->Args({2, 1024})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

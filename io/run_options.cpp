@@ -163,13 +163,16 @@ namespace {
 // with v chunks per stage each stage's blocks split evenly over its chunks. Accounting for the
 // embedding (loss) counts it as one layer of the first (last) chunk: the L + 1 (+ 1) layers split
 // evenly over the P x v chunks, and that chunk builds one block fewer. Chunks are returned in
-// virtual-stage order (chunk c of stage p at c x P + p).
+// virtual-stage order (chunk c of stage p at the layout's virtualStage(p, c): c x P + p looped,
+// p and 2P-1-p on the V layout, where stage 0 holds the first and the last chunk).
 struct MegatronSplit {
-  int layers, stages, chunks_per_stage, first, last;
+  int layers;
+  PipelineLayout layout;
+  int first, last;
   bool embedding, loss;
 };
 std::vector<int> megatronSplit(const MegatronSplit& m) {
-  const int P = m.stages, v = m.chunks_per_stage;
+  const int P = m.layout.devices(), v = m.layout.chunks();
   if (P < 2) {
     EVSIM_THROW(InputError,
                 "--decoder-first/last-pipeline-num-layers, --account-for-*-in-pipeline-split: need "
@@ -224,7 +227,9 @@ std::vector<int> megatronSplit(const MegatronSplit& m) {
                   "split evenly over its {} virtual stages",
                   m.first, m.last, p, per_stage[p], v);
     }
-    for (int c = 0; c < v; ++c) out[static_cast<size_t>(c * P + p)] = per_stage[p] / v;
+    for (int c = 0; c < v; ++c) {
+      out[static_cast<size_t>(m.layout.virtualStage(p, c))] = per_stage[p] / v;
+    }
   }
   return out;
 }
@@ -362,8 +367,8 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
              account_for_loss) {
     // In virtual-stage order: the first and last chunk are k = 0 and k = P*v - 1 under any layout.
     s.stage_layers = megatronSplit(MegatronSplit{
-        static_cast<int>(model_config.numLayers()), s.pp, pipelineLayout(s).chunks(),
-        first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss});
+        static_cast<int>(model_config.numLayers()), pipelineLayout(s), first_stage_layers,
+        last_stage_layers, account_for_embedding, account_for_loss});
   }
   return s;
 }

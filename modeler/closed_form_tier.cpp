@@ -1,17 +1,57 @@
 #include "modeler/closed_form_tier.h"
-#include "plan/layer_shape.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
+#include <optional>
 
 #include "common/error.h"
-#include "plan/iteration_plan.h"
 #include "ops/layer_footprint.h"
 #include "ops/layer_ops.h"
+#include "plan/iteration_plan.h"
+#include "plan/layer_shape.h"
 #include "modeler/memory_model.h"
 #include "modeler/op_offsets.h"
 
 namespace evsim {
+
+// One class of candidates (a strategy less its ZeRO stage, DP overlap and offload): what its
+// members share, each part computed when a member first needs it.
+struct ClosedFormTier::Facts {
+  std::optional<Strategy> key;  // the class; nullopt before the first candidate
+  std::vector<int> first_layer;
+  std::vector<ChunkMemoryInput> chunks;
+  std::vector<int64_t> parameters, dense_parameters;
+  std::vector<DeviceChunkSums> devices;  // the memory model's per-device sums of the chunks
+  // F_k and B_k without [0] and with [1] ZeRO-3's transfers; `complete` false when an op has no
+  // cost (no bound then).
+  std::array<std::vector<double>, 2> forward, backward;
+  std::array<bool, 2> times_ready{}, times_complete{};
+  // Activation offload: each chunk's copies out (forward) and in (backward), summed.
+  std::vector<double> copy_out, copy_in;
+  bool copies_ready = false;
+  // Per device stage, summed over its chunks (each variant when a candidate first needs it; not
+  // `complete` when an op has no cost): the optimizer steps by [sharded][offload], the gradient
+  // sync by [reduce-scatter rather than all-reduce], the ZeRO 1/2 parameter gathers.
+  struct StageSums {
+    bool ready = false, complete = true;
+    std::vector<double> us;
+  };
+  std::array<std::array<StageSums, 4>, 2> steps;
+  std::array<StageSums, 2> syncs;
+  StageSums gathers;
+};
+
+struct ClosedFormTier::Workspace::State {
+  Facts facts;
+  std::map<LayerKey, LayerTimes> layer_times;
+  std::map<std::pair<int64_t, int>, double> step_us;  // (parameters, offload) -> issued time
+};
+
+ClosedFormTier::Workspace::Workspace() : state_(std::make_unique<State>()) {}
+ClosedFormTier::Workspace::~Workspace() = default;
+ClosedFormTier::Workspace::Workspace(Workspace&&) noexcept = default;
+ClosedFormTier::Workspace& ClosedFormTier::Workspace::operator=(Workspace&&) noexcept = default;
 
 ClosedFormTier::ClosedFormTier(const ModelConfig& model, const ClusterConfig& cluster,
                                const CostModel& costs, double headroom, PlanCache& cache)
@@ -22,7 +62,7 @@ double ClosedFormTier::issuedUs(const Event& event) const {
   return c ? c->host_us + c->time_us : -1;
 }
 
-ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& strategy,
+ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& strategy, bool zero3,
                                                              const StageGroups& groups) const {
   LayerShape shape = layerShape(model_, strategy, groups.tp);
   if (strategy.cp > 1) shape.cp_ring = groups.cp_ring;
@@ -47,13 +87,37 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
         },
         [](size_t, double) {});
   };
+  // ZeRO-3's transfers of a block, as the plan core places them (plan_core.cpp): its parameters
+  // gathered before its forward and (resharding after the forward) again before its backward, its
+  // gradients reduce-scattered after the backward, in the DP group, on the DP stream.
+  const ModelFootprint* footprint = zero3 ? &cachedFootprint(model_, strategy, cache_) : nullptr;
+  const bool fsdp = strategy.framework == Framework::kFsdp;
+  auto zero3Op = [&](OpList& ops, int64_t params, EventKind kind, std::string_view name) {
+    DType wire = model_.dtype;
+    if (fsdp && kind == EventKind::kReduceScatter) wire = DType::kFp32;
+    if (fsdp && kind == EventKind::kAllGather && model_.spec.fp8) wire = DType::kFp8;
+    Event e = makeCommunication(kind, checkedMul(params, dtypeBytes(wire), "ZeRO-3 gather bytes"),
+                                groups.dp, wire);
+    ops.push_back(OpInstance{table.intern(e), Stream::kDpComm, 0, name});
+  };
   auto block = [&](bool cross, bool moe, double& forward, double& backward) {
     TransformerBlock b;
     b.cross_attention = cross;
     b.moe = moe;
     OpList f, g;
+    // The model's own block of this kind (its footprint is keyed by the whole block).
+    const auto model_block = std::find_if(
+        model_.blocks.begin(), model_.blocks.end(),
+        [&](const TransformerBlock& m) { return m.cross_attention == cross && m.moe == moe; });
+    const bool transfers = footprint && model_block != model_.blocks.end();
+    const int64_t params = transfers ? footprint->block(*model_block).weights : 0;
+    if (transfers) zero3Op(f, params, EventKind::kAllGather, "zero3_param_allgather");
     builder.blockForward(b, 0, f);
+    if (transfers && strategy.reshardsAfterForward()) {
+      zero3Op(g, params, EventKind::kAllGather, "zero3_param_allgather");
+    }
     builder.blockBackward(b, 0, g);
+    if (transfers) zero3Op(g, params, EventKind::kReduceScatter, "zero3_grad_reduce_scatter");
     forward = sum(f);
     backward = sum(g);
   };
@@ -73,8 +137,9 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
   return out;
 }
 
-ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy,
-                                                      const StageGroups& groups) const {
+ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, bool zero3,
+                                                      const StageGroups& groups,
+                                                      Workspace::State& workspace) const {
   auto placement = [](const Placement& p) {
     return std::make_tuple(p.group_size, p.nodes, p.ranks_per_node);
   };
@@ -84,23 +149,20 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy,
                      static_cast<int>(strategy.recompute),
                      strategy.cp,
                      strategy.ep,
+                     zero3 ? 1 : 0,
+                     zero3 ? static_cast<int>(strategy.framework) : 0,
+                     zero3 ? static_cast<int>(strategy.reshard) : 0,
                      placement(groups.tp),
                      placement(groups.cp_ring),
-                     placement(groups.ep)};
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = layer_times_.find(key);
-    if (it != layer_times_.end()) return it->second;
-  }
-  LayerTimes times = computeLayerTimes(strategy, groups);
-  std::lock_guard<std::mutex> lock(mutex_);
-  return layer_times_.try_emplace(key, times).first->second;
+                     placement(groups.ep),
+                     placement(zero3 ? groups.dp : Placement{})};
+  auto it = workspace.layer_times.find(key);
+  if (it != workspace.layer_times.end()) return it->second;
+  return workspace.layer_times.try_emplace(key, computeLayerTimes(strategy, zero3, groups))
+      .first->second;
 }
 
-void ClosedFormTier::addActivationCopyBounds(const Strategy& strategy,
-                                             const std::vector<int>& first_layer,
-                                             std::vector<double>& forward,
-                                             std::vector<double>& backward) const {
+void ClosedFormTier::activationCopyTimes(const Strategy& strategy, Facts& facts) const {
   // A task's copies run one at a time on the host stream and the task ends after the last
   // (op_offsets.h): it lasts at least their sum, whatever the ops beside them.
   const ModelFootprint& footprint = cachedFootprint(model_, strategy, cache_);
@@ -118,7 +180,10 @@ void ClosedFormTier::addActivationCopyBounds(const Strategy& strategy,
     }
     return it->second;
   };
+  const std::vector<int>& first_layer = facts.first_layer;
   const int K = static_cast<int>(first_layer.size());
+  facts.copy_out.assign(K, 0.0);
+  facts.copy_in.assign(K, 0.0);
   for (int k = 0; k < K; ++k) {
     double out = 0, in = 0;
     auto layer = [&](int64_t saved_bytes) {
@@ -129,31 +194,35 @@ void ClosedFormTier::addActivationCopyBounds(const Strategy& strategy,
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
     for (int l = first_layer[k]; l < end; ++l) layer(footprint.block(model_.blocks[l]).saved_bytes);
     if (k == K - 1) layer(footprint.head.saved_bytes);
-    forward[k] = std::max(forward[k], out);
-    backward[k] = std::max(backward[k], in);
+    facts.copy_out[k] = out;
+    facts.copy_in[k] = in;
   }
+  facts.copies_ready = true;
 }
 
-double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batches,
-                                    const std::vector<int>& first_layer,
-                                    const std::vector<int64_t>& parameters,
-                                    const std::vector<int64_t>& dense_parameters) const {
-  const int P = strategy.pp, G = strategy.gradGroupSize();
+bool ClosedFormTier::chunkTimes(const Strategy& strategy, bool zero3, Facts& facts,
+                                Workspace::State& workspace) const {
+  const int z = zero3 ? 1 : 0;
+  if (facts.times_ready[z]) return facts.times_complete[z];
+  facts.times_ready[z] = true;
+  facts.times_complete[z] = false;
+  const std::vector<int>& first_layer = facts.first_layer;
+  const int P = strategy.pp;
   const int K = static_cast<int>(first_layer.size());
-  const int v = K / P;
-  const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, v);
-  const int zero = G > 1 ? strategy.zero_stage : 0;
-  const int64_t elem_bytes = dtypeBytes(model_.dtype);
+  const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, K / P);
   const PlanCache::Placements& placements =
       stagePlacements(strategy, cluster_.gpus_per_node, cache_);
-
-  // Per virtual stage: one micro-batch's forward and backward op-time sums.
-  std::vector<double> forward(K), backward(K);
+  std::vector<double>& forward = facts.forward[z];
+  std::vector<double>& backward = facts.backward[z];
+  forward.assign(K, 0.0);
+  backward.assign(K, 0.0);
   for (int k = 0; k < K; ++k) {
     const int s = pipeline.device(k);
     const LayerTimes t = layerTimes(
-        strategy, StageGroups{placements.tp[s], placements.cp_ring[s], placements.ep[s]});
-    if (!t.complete) return 0;
+        strategy, zero3,
+        StageGroups{placements.tp[s], placements.cp_ring[s], placements.ep[s], placements.dp[s]},
+        workspace);
+    if (!t.complete) return false;
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
     for (int layer = first_layer[k]; layer < end; ++layer) {
       const TransformerBlock& block = model_.blocks[layer];
@@ -173,70 +242,144 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
       backward[k] += t.head_backward;
     }
   }
+  facts.times_complete[z] = true;
+  return true;
+}
+
+double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batches, Facts& facts,
+                                    Workspace::State& workspace) const {
+  const int P = strategy.pp, G = strategy.gradGroupSize();
+  const int K = static_cast<int>(facts.first_layer.size());
+  const int v = K / P;
+  const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, v);
+  const int zero = G > 1 ? strategy.zero_stage : 0;
+  const int64_t elem_bytes = dtypeBytes(model_.dtype);
+  const PlanCache::Placements& placements =
+      stagePlacements(strategy, cluster_.gpus_per_node, cache_);
+
+  // Per virtual stage: one micro-batch's forward and backward op-time sums.
+  const bool zero3 = zero == 3;
+  if (!chunkTimes(strategy, zero3, facts, workspace)) return 0;
+  const std::vector<double>* forward = &facts.forward[zero3 ? 1 : 0];
+  const std::vector<double>* backward = &facts.backward[zero3 ? 1 : 0];
+  std::vector<double> with_copies_forward, with_copies_backward;
   if (offloadsActivations(strategy.offload)) {
-    addActivationCopyBounds(strategy, first_layer, forward, backward);
-  }
-  // After the pipeline: gradient sync (not overlapped), optimizer, ZeRO 1/2 parameter gathers.
-  std::vector<double> post(P, 0.0);
-  for (int k = 0; k < K; ++k) {
-    const int s = pipeline.device(k);
-    // Under EP the experts' shard is over fewer ranks: dividing all by G stays below the plan's.
-    const int64_t optimizer_params = zero > 0 ? (parameters[k] + G - 1) / G : parameters[k];
-    for (const StepOp& op : optimizerStepOps(optimizer_params, model_.dtype, strategy.offload)) {
-      const double t = issuedUs(op.event);
-      if (t < 0) return 0;
-      post[s] += t;
+    if (!facts.copies_ready) activationCopyTimes(strategy, facts);
+    with_copies_forward = *forward;
+    with_copies_backward = *backward;
+    for (int k = 0; k < K; ++k) {
+      with_copies_forward[k] = std::max(with_copies_forward[k], facts.copy_out[k]);
+      with_copies_backward[k] = std::max(with_copies_backward[k], facts.copy_in[k]);
     }
-    if (G > 1 && zero < 3) {
-      const int64_t bytes = dense_parameters[k] * elem_bytes;
-      if (!strategy.dp_overlap) {
-        const EventKind kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
-        const double sync =
-            issuedUs(makeCommunication(kind, bytes, placements.dp[s], model_.dtype));
-        if (sync < 0) return 0;
-        post[s] += sync;
+    forward = &with_copies_forward;
+    backward = &with_copies_backward;
+  }
+  // One optimizer step's ops over `params`, issued one after another (memoised per thread).
+  auto stepUs = [&](int64_t params) {
+    auto [it, inserted] =
+        workspace.step_us.try_emplace({params, static_cast<int>(strategy.offload)}, 0.0);
+    if (inserted) {
+      for (const StepOp& op : optimizerStepOps(params, model_.dtype, strategy.offload)) {
+        const double t = issuedUs(op.event);
+        if (t < 0) {
+          it->second = -1;
+          break;
+        }
+        it->second += t;
       }
-      if (zero > 0) {
-        const double gather = issuedUs(
-            makeCommunication(EventKind::kAllGather, bytes, placements.dp[s], model_.dtype));
-        if (gather < 0) return 0;
-        post[s] += gather;
+    }
+    return it->second;
+  };
+  // Sums `chunk_us(k)` per device stage into `sums` the first time; false when one is uncosted.
+  auto stageSums = [&](Facts::StageSums& sums, auto&& chunk_us) {
+    if (!sums.ready) {
+      sums.ready = true;
+      sums.us.assign(P, 0.0);
+      for (int k = 0; k < K && sums.complete; ++k) {
+        const double t = chunk_us(k);
+        if (t < 0) sums.complete = false;
+        sums.us[pipeline.device(k)] += t;
       }
+    }
+    return sums.complete;
+  };
+  auto communicationUs = [&](EventKind kind, int k) {
+    const int64_t bytes = facts.dense_parameters[k] * elem_bytes;
+    return issuedUs(
+        makeCommunication(kind, bytes, placements.dp[pipeline.device(k)], model_.dtype));
+  };
+  // After the pipeline: gradient sync (not overlapped), optimizer, ZeRO 1/2 parameter gathers.
+  const int offload = static_cast<int>(strategy.offload);
+  EVSIM_CHECK(offload >= 0 && offload < 4, "offload {}", offload);
+  Facts::StageSums& steps = facts.steps[zero > 0 ? 1 : 0][offload];
+  // Under EP the experts' shard is over fewer ranks: dividing all by G stays below the plan's.
+  if (!stageSums(steps, [&](int k) {
+        return stepUs(zero > 0 ? (facts.parameters[k] + G - 1) / G : facts.parameters[k]);
+      })) {
+    return 0;
+  }
+  std::vector<double> post = steps.us;
+  if (G > 1 && zero < 3) {
+    if (!strategy.dp_overlap) {
+      const EventKind kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
+      Facts::StageSums& syncs = facts.syncs[zero > 0 ? 1 : 0];
+      if (!stageSums(syncs, [&](int k) { return communicationUs(kind, k); })) return 0;
+      for (int s = 0; s < P; ++s) post[s] += syncs.us[s];
+    }
+    if (zero > 0) {
+      if (!stageSums(facts.gathers,
+                     [&](int k) { return communicationUs(EventKind::kAllGather, k); })) {
+        return 0;
+      }
+      for (int s = 0; s < P; ++s) post[s] += facts.gathers.us[s];
     }
   }
   const double m = static_cast<double>(micro_batches);
+  // A fused task (DualPipeV) lasts max(compute, all-to-all) >= half its members' sum: with expert
+  // all-to-alls to hide, only half the work is a bound (timing_engine.h).
+  const double work_share =
+      pipelineSchedule(strategy.schedule).fusesTasks() && strategy.ep > 1 ? 0.5 : 1.0;
   double bound = 0, fill = 0, drain = 0;
   for (int s = 0; s < P; ++s) {
     double per_micro_batch = 0;
     for (int c = 0; c < v; ++c) {
       const int k = pipeline.virtualStage(s, c);
-      per_micro_batch += forward[k] + backward[k];
+      per_micro_batch += (*forward)[k] + (*backward)[k];
     }
-    const double work = m * per_micro_batch;
+    const double work = m * per_micro_batch * work_share;
     bound = std::max(bound, fill + work + post[s]);
     bound = std::max(bound, fill + work + drain + post[0]);
-    fill += forward[s];
-    drain += backward[s];
+    fill += (*forward)[s];
+    drain += (*backward)[s];
   }
   return bound;
 }
 
-ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
-  ClosedFormResult out;
-  out.micro_batches = strategy.microBatches();
-  const std::vector<int> first_layer = stageFirstLayers(model_, strategy, &cache_);
+ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
+                                             Workspace::State& workspace) const {
+  Strategy key = strategy;
+  key.zero_stage = 0;
+  key.dp_overlap = false;
+  key.offload = Offload::kNone;
+  Facts& f = workspace.facts;
+  if (f.key && *f.key == key) return f;
+  f = Facts{};
+  f.key = key;
+  f.first_layer = stageFirstLayers(model_, strategy, &cache_);
   const ModelFootprint& footprint = cachedFootprint(model_, strategy, cache_);
+  const std::vector<int>& first_layer = f.first_layer;
   const int K = static_cast<int>(first_layer.size());
-  std::vector<ChunkMemoryInput> chunks(K);
   const ModelFootprint* unrecomputed = nullptr;
   if (strategy.recompute != Recompute::kNone) {
     Strategy plain = strategy;
     plain.recompute = Recompute::kNone;
     unrecomputed = &cachedFootprint(model_, plain, cache_);
   }
-  std::vector<int64_t> parameters(K), dense_parameters(K);
+  f.chunks.resize(K);
+  f.parameters.resize(K);
+  f.dense_parameters.resize(K);
   for (int k = 0; k < K; ++k) {
-    ChunkMemoryInput& c = chunks[k];
+    ChunkMemoryInput& c = f.chunks[k];
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
     const bool has_embedding = k == 0, has_head = k == K - 1;
     c.parameters =
@@ -260,19 +403,34 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
       c.weight_grad_input_bytes += footprint.head.weight_grad_input_bytes;
     }
     addLayerFacts(model_, footprint, unrecomputed, first_layer[k], end, has_embedding, has_head, c);
-    parameters[k] = c.parameters;
+    f.parameters[k] = c.parameters;
     // The parameters the DP group (x CP) synchronises: all, or without the experts under EP.
-    dense_parameters[k] = c.parameters - (strategy.ep > 1 ? c.expert_parameters : 0);
+    f.dense_parameters[k] = c.parameters - (strategy.ep > 1 ? c.expert_parameters : 0);
   }
+  f.devices = deviceChunkSums(strategy, strategy.microBatches(), f.chunks);
+  return f;
+}
+
+ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
+  Workspace workspace;
+  return evaluate(strategy, workspace);
+}
+
+ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy, Workspace& workspace) const {
+  Workspace::State& state = *workspace.state_;
+  // A long search sees many step sizes: the memo stays small.
+  if (state.step_us.size() > 65536) state.step_us.clear();
+  if (state.layer_times.size() > 65536) state.layer_times.clear();
+  ClosedFormResult out;
+  out.micro_batches = strategy.microBatches();
+  Facts& f = facts(strategy, state);
   const MemoryEstimate mem =
-      estimateMemory(model_, strategy, out.micro_batches, cluster_.device.memoryBytes(), chunks,
-                     headroom_, hostCapacity(cluster_), cluster_.device.memory);
+      estimateMemory(model_, strategy, cluster_.device.memoryBytes(), f.devices, headroom_,
+                     hostCapacity(cluster_), cluster_.device.memory);
   out.peak_memory_bytes = mem.peak_bytes;
   out.peak_memory_stage = mem.peak_stage;
   out.fits = mem.fits();
-  if (out.fits)
-    out.lower_bound_us =
-        lowerBoundUs(strategy, out.micro_batches, first_layer, parameters, dense_parameters);
+  if (out.fits) out.lower_bound_us = lowerBoundUs(strategy, out.micro_batches, f, state);
   return out;
 }
 

@@ -7,8 +7,9 @@
 // function the plan's estimate calls, so fits/OOM are exactly the full path's.
 //
 // Time bound, per device stage s (chunk c is virtual stage k = c*P + s; F_k, B_k the sums of the
-// op times of one micro-batch's forward and backward of chunk k — compute and TP communication,
-// ZeRO-3 gathers left out — which the host-issue recurrence can only lengthen):
+// op times of one micro-batch's forward and backward of chunk k — compute, TP communication and,
+// under ZeRO-3, the blocks' parameter gathers and gradient reduce-scatters, which run in the task
+// between the layers' ops — which the host-issue recurrence can only lengthen):
 //   work_s  = m * sum over s's chunks of (F_k + B_k)     (its tasks run one after another, each
 //             timed as the simulation times it without host issue: op_offsets.h)
 //   fill_s  = sum_{k < s} F_k   (micro-batch 0 must pass virtual stages 0..s-1 first)
@@ -17,17 +18,25 @@
 //             copies and the host's Adam) + ZeRO 1/2 all-gathers, each with its host issue time,
 //             as the simulation charges them (under expert parallelism the dense parameters'
 //             only: the experts' own sync can only add)
+// Under a schedule with fused tasks (DualPipeV) and expert parallelism, work_s is halved: a fused
+// task lasts max(compute, all-to-all), at least half its members' sum (timing_engine.h).
 // With activation offload F_k and B_k are at least the sums of the task's copies out and in (they
 // run one at a time on the host stream, and the task ends after the last).
 //   bound = max_s max(fill_s + work_s + post_s, fill_s + work_s + drain_s + post_0)
-// P2P sends, bubbles beyond fill/drain and exposed overlapped buckets only add time, so the
-// simulated iteration time is never below the bound. When the cost model lacks an event the bound
-// is 0 (the candidate is never pruned; the full path reports the missing events).
+// P2P sends, bubbles beyond fill/drain, exposed overlapped buckets and the embedding's and the
+// head's ZeRO-3 transfers (left out) only add time, so the simulated iteration time is never below
+// the bound. When the cost model lacks an event the bound is 0 (the candidate is never pruned; the
+// full path reports the missing events).
+//
+// Incremental: candidates that differ only in ZeRO stage, DP overlap and offload (the
+// enumeration's innermost dimensions, so they come one after another) share their chunks' layers,
+// memory inputs and F_k, B_k; a Workspace keeps them for the last such class it saw, and memoises
+// layer times and step costs for one thread without a lock.
 
 #include <cstdint>
-#include <map>
-#include <mutex>
+#include <memory>
 #include <tuple>
+#include <vector>
 
 #include "config/cluster_config.h"
 #include "config/model_config.h"
@@ -51,10 +60,26 @@ class ClosedFormTier {
   ClosedFormTier(const ModelConfig& model, const ClusterConfig& cluster, const CostModel& costs,
                  double headroom, PlanCache& cache);
 
-  // `strategy` must be valid (strategyViolation is empty). Thread-safe.
-  ClosedFormResult evaluate(const Strategy& strategy) const;
+  // One thread's memo (see above). Results do not depend on what a workspace saw before: every
+  // value it keeps is a pure function of its key.
+  class Workspace {
+   public:
+    Workspace();
+    ~Workspace();
+    Workspace(Workspace&&) noexcept;
+    Workspace& operator=(Workspace&&) noexcept;
+    struct State;  // closed_form_tier.cpp
 
- private:
+   private:
+    friend class ClosedFormTier;
+    std::unique_ptr<State> state_;
+  };
+
+  // `strategy` must be valid (strategyViolation is empty). Thread-safe across workspaces; a
+  // workspace serves one thread at a time.
+  ClosedFormResult evaluate(const Strategy& strategy, Workspace& workspace) const;
+  ClosedFormResult evaluate(const Strategy& strategy) const;  // with a workspace of its own
+
   // Op-time sums of one micro-batch of a block of each kind, the embedding and the head.
   struct LayerTimes {
     double self_forward = 0, self_backward = 0;
@@ -64,33 +89,40 @@ class ClosedFormTier {
     double head_forward = 0, head_backward = 0;
     bool complete = true;  // every op had a cost
   };
-  // The groups whose placement changes a layer's communication times, on one device stage.
+  // The groups whose placement changes a layer's communication times, on one device stage: TP,
+  // the CP ring pair, EP and (ZeRO-3's gathers) the DP group.
   struct StageGroups {
-    Placement tp, cp_ring, ep;
+    Placement tp, cp_ring, ep, dp;
   };
-  // (b, M, SP, recompute, C, E, and the TP, CP ring and EP placements' group size, nodes, ranks
-  // per node)
-  using LayerKey = std::tuple<int64_t, int, bool, int, int, int, std::tuple<int, int, int>,
-                              std::tuple<int, int, int>, std::tuple<int, int, int>>;
+  // (b, M, SP, recompute, C, E, ZeRO-3 (0/1), framework, reshard, and the TP, CP ring, EP and DP
+  // placements as (group size, nodes, ranks per node); the DP group is all 1 without ZeRO-3).
+  using PlacementKey = std::tuple<int, int, int>;
+  using LayerKey = std::tuple<int64_t, int, bool, int, int, int, int, int, int, PlacementKey,
+                              PlacementKey, PlacementKey, PlacementKey>;
+  struct Facts;  // one class's chunks (closed_form_tier.cpp)
 
-  LayerTimes layerTimes(const Strategy& strategy, const StageGroups& groups) const;
-  LayerTimes computeLayerTimes(const Strategy& strategy, const StageGroups& groups) const;
+ private:
+  LayerTimes layerTimes(const Strategy& strategy, bool zero3, const StageGroups& groups,
+                        Workspace::State& workspace) const;
+  LayerTimes computeLayerTimes(const Strategy& strategy, bool zero3,
+                               const StageGroups& groups) const;
   // host + device time of one execution, or a negative value when no source covers it.
   double issuedUs(const Event& event) const;
-  // Raises each chunk's F_k and B_k to its activation copies' sums (activation offload).
-  void addActivationCopyBounds(const Strategy& strategy, const std::vector<int>& first_layer,
-                               std::vector<double>& forward, std::vector<double>& backward) const;
-  double lowerBoundUs(const Strategy& strategy, int64_t micro_batches,
-                      const std::vector<int>& first_layer, const std::vector<int64_t>& parameters,
-                      const std::vector<int64_t>& dense_parameters) const;
+  // The class of `strategy` in `workspace`, its chunks computed when the class changes.
+  Facts& facts(const Strategy& strategy, Workspace::State& workspace) const;
+  // Fills facts' F_k and B_k (ZeRO-3's transfers with `zero3`); false when an op has no cost.
+  bool chunkTimes(const Strategy& strategy, bool zero3, Facts& facts,
+                  Workspace::State& workspace) const;
+  // Fills facts' activation copies' sums out and in per chunk (activation offload).
+  void activationCopyTimes(const Strategy& strategy, Facts& facts) const;
+  double lowerBoundUs(const Strategy& strategy, int64_t micro_batches, Facts& facts,
+                      Workspace::State& workspace) const;
 
   const ModelConfig& model_;
   const ClusterConfig& cluster_;
   const CostModel& costs_;
   double headroom_;
   PlanCache& cache_;
-  mutable std::mutex mutex_;
-  mutable std::map<LayerKey, LayerTimes> layer_times_;
 };
 
 }  // namespace evsim

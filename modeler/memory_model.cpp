@@ -148,16 +148,65 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
                         hostCapacity(plan.cluster), plan.cluster.device.memory);
 }
 
-MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy,
-                              int64_t micro_batches, int64_t capacity_bytes,
-                              const std::vector<ChunkMemoryInput>& chunks, double headroom,
-                              const HostCapacity& host, const MemoryOverheads& overheads) {
-  EVSIM_CHECK(headroom >= 0 && headroom < 1, "headroom {}", headroom);
+std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t micro_batches,
+                                             const std::vector<ChunkMemoryInput>& chunks) {
   const int P = strategy.pp;
   EVSIM_CHECK(!chunks.empty() && chunks.size() % P == 0, "{} chunks for {} stages", chunks.size(),
               P);
   const int v = static_cast<int>(chunks.size()) / P;
   const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, v);
+  // The held-activation states of the device orders the task graph is built from (task_graph.h).
+  const std::shared_ptr<const std::vector<ActivationStates>> states =
+      scheduleActivationStates(strategy.schedule, PipelineShape{P, v, micro_batches});
+  std::vector<DeviceChunkSums> out(P);
+  std::vector<int64_t> chunk_bytes, chunk_held_bytes;
+  for (int device = 0; device < P; ++device) {
+    DeviceChunkSums& sums = out[device];
+    StageLayerFacts& facts = sums.facts;
+    // Per chunk of the device: its parameters and its activation bytes per micro-batch.
+    chunk_bytes.clear();
+    chunk_held_bytes.clear();
+    for (int c = 0; c < v; ++c) {
+      const size_t k = static_cast<size_t>(pipeline.virtualStage(device, c));
+      const ChunkMemoryInput& chunk = chunks[k];
+      facts.parameters = saturatingAdd(facts.parameters, chunk.parameters);
+      sums.expert_parameters = saturatingAdd(sums.expert_parameters, chunk.expert_parameters);
+      chunk_bytes.push_back(chunk.activation_bytes);
+      chunk_held_bytes.push_back(chunk.weight_grad_input_bytes);
+      sums.largest_layer_bytes = std::max(sums.largest_layer_bytes, chunk.largest_layer_bytes);
+      sums.activation_bytes_per_micro_batch =
+          saturatingAdd(sums.activation_bytes_per_micro_batch, chunk.activation_bytes);
+      facts.block_parameters = saturatingAdd(facts.block_parameters, chunk.block_parameters);
+      facts.largest_layer_parameters =
+          std::max(facts.largest_layer_parameters, chunk.largest_layer_parameters);
+      facts.recompute_transient_bytes =
+          std::max(facts.recompute_transient_bytes, chunk.recompute_transient_bytes);
+      facts.has_moe = facts.has_moe || chunk.has_moe;
+      facts.has_embedding = facts.has_embedding || k == 0;
+      facts.has_head = facts.has_head || k + 1 == chunks.size();
+    }
+    sums.peak = peakActivations((*states)[device], chunk_bytes, chunk_held_bytes);
+  }
+  return out;
+}
+
+MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy,
+                              int64_t micro_batches, int64_t capacity_bytes,
+                              const std::vector<ChunkMemoryInput>& chunks, double headroom,
+                              const HostCapacity& host, const MemoryOverheads& overheads) {
+  return estimateMemory(model, strategy, capacity_bytes,
+                        deviceChunkSums(strategy, micro_batches, chunks), headroom, host,
+                        overheads);
+}
+
+MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy,
+                              int64_t capacity_bytes, const std::vector<DeviceChunkSums>& devices,
+                              double headroom, const HostCapacity& host,
+                              const MemoryOverheads& overheads) {
+  EVSIM_CHECK(headroom >= 0 && headroom < 1, "headroom {}", headroom);
+  const int P = strategy.pp;
+  EVSIM_CHECK(static_cast<int>(devices.size()) == P, "{} devices for {} stages", devices.size(),
+              P);
   const int zero = strategy.gradGroupSize() > 1 ? strategy.zero_stage : 0;
   const bool offload_optimizer = offloadsOptimizer(strategy.offload);
   const bool offload_activations = offloadsActivations(strategy.offload);
@@ -191,38 +240,16 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
       static_cast<int64_t>(std::floor(static_cast<double>(out.capacity_bytes) * (1 - headroom)));
   out.host_usable_bytes =
       static_cast<int64_t>(std::floor(static_cast<double>(host.bytes_per_node) * (1 - headroom)));
-  // The held-activation states of the device orders the task graph is built from (task_graph.h).
-  const std::shared_ptr<const std::vector<ActivationStates>> states =
-      scheduleActivationStates(strategy.schedule, PipelineShape{P, v, micro_batches});
+  out.stages.reserve(P);
   for (int device = 0; device < P; ++device) {
+    const DeviceChunkSums& sums = devices[device];
+    const StageLayerFacts& facts = sums.facts;
     StageMemory mem;
     mem.stage = device;
-    // Per chunk of the device: its parameters and its activation bytes per micro-batch.
-    std::vector<int64_t> chunk_bytes, chunk_held_bytes;
-    int64_t expert_parameters = 0, largest_layer = 0;
-    StageLayerFacts facts;
-    for (int c = 0; c < v; ++c) {
-      const size_t k = static_cast<size_t>(pipeline.virtualStage(device, c));
-      const ChunkMemoryInput& chunk = chunks[k];
-      mem.parameters = saturatingAdd(mem.parameters, chunk.parameters);
-      expert_parameters = saturatingAdd(expert_parameters, chunk.expert_parameters);
-      chunk_bytes.push_back(chunk.activation_bytes);
-      chunk_held_bytes.push_back(chunk.weight_grad_input_bytes);
-      largest_layer = std::max(largest_layer, chunk.largest_layer_bytes);
-      mem.activation_bytes_per_micro_batch =
-          saturatingAdd(mem.activation_bytes_per_micro_batch, chunk.activation_bytes);
-      facts.block_parameters = saturatingAdd(facts.block_parameters, chunk.block_parameters);
-      facts.largest_layer_parameters =
-          std::max(facts.largest_layer_parameters, chunk.largest_layer_parameters);
-      facts.recompute_transient_bytes =
-          std::max(facts.recompute_transient_bytes, chunk.recompute_transient_bytes);
-      facts.has_moe = facts.has_moe || chunk.has_moe;
-      facts.has_embedding = facts.has_embedding || k == 0;
-      facts.has_head = facts.has_head || k + 1 == chunks.size();
-    }
-    facts.parameters = mem.parameters;
-    const double dense_parameters = static_cast<double>(mem.parameters - expert_parameters);
-    const double experts = static_cast<double>(expert_parameters);
+    mem.parameters = facts.parameters;
+    mem.activation_bytes_per_micro_batch = sums.activation_bytes_per_micro_batch;
+    const double dense_parameters = static_cast<double>(mem.parameters - sums.expert_parameters);
+    const double experts = static_cast<double>(sums.expert_parameters);
     mem.weight_bytes =
         clampedRound(dense_parameters * dense_state.weights + experts * expert_state.weights);
     mem.gradient_bytes =
@@ -232,12 +259,12 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
     mem.model_state_bytes =
         clampedRound(dense_parameters * dense_state.total() + experts * expert_state.total());
     mem.host_state_bytes = clampedRound(dense_parameters * dense_host + experts * expert_host);
-    const ActivationPeak peak = peakActivations((*states)[device], chunk_bytes, chunk_held_bytes);
+    const ActivationPeak& peak = sums.peak;
     mem.in_flight = peak.in_flight;
     mem.activation_bytes = peak.bytes;
     if (offload_activations) {
       mem.host_activation_bytes = peak.bytes;
-      mem.activation_bytes = saturatingAdd(largest_layer, largest_layer);
+      mem.activation_bytes = saturatingAdd(sums.largest_layer_bytes, sums.largest_layer_bytes);
     }
     // Transients and buffers (memory_components.h).
     mem.recompute_bytes = facts.recompute_transient_bytes;

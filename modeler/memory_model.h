@@ -95,6 +95,8 @@
 #include "config/model_config.h"
 #include "ops/layer_footprint.h"
 #include "plan/iteration_plan.h"
+#include "plan/task_graph.h"
+#include "modeler/memory_components.h"
 
 namespace evsim {
 
@@ -214,6 +216,25 @@ void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
 MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy,
                               int64_t micro_batches, int64_t capacity_bytes,
                               const std::vector<ChunkMemoryInput>& chunks,
+                              double headroom = kDefaultMemoryHeadroom,
+                              const HostCapacity& host = {},
+                              const MemoryOverheads& overheads = MemoryOverheads{});
+
+// What the estimate takes from the chunks of one device (its P x v chunks summed, its activation
+// peak over the schedule's order): the same for every ZeRO stage, offload and DP overlap, so a
+// search computes it once for the candidates that differ only in those.
+struct DeviceChunkSums {
+  StageLayerFacts facts;  // parameters, block parameters, largest layer, first/last/MoE
+  int64_t expert_parameters = 0;
+  int64_t largest_layer_bytes = 0;  // the saved bytes of the largest layer of its chunks
+  int64_t activation_bytes_per_micro_batch = 0;
+  ActivationPeak peak;  // held activations at the schedule's peak
+};
+std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t micro_batches,
+                                             const std::vector<ChunkMemoryInput>& chunks);
+// estimateMemory from deviceChunkSums(strategy, micro_batches, chunks): identical figures.
+MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy,
+                              int64_t capacity_bytes, const std::vector<DeviceChunkSums>& devices,
                               double headroom = kDefaultMemoryHeadroom,
                               const HostCapacity& host = {},
                               const MemoryOverheads& overheads = MemoryOverheads{});

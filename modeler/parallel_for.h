@@ -20,20 +20,25 @@ inline unsigned resolveThreads(unsigned threads) {
   return threads ? threads : std::max(1u, std::thread::hardware_concurrency());
 }
 
+// f(i, w) for i in 0..n-1 on up to `threads` workers, w in 0..workers-1 the worker that runs it
+// (for per-worker scratch that needs no lock); each worker takes the next `block` consecutive
+// indices at a time, so neighbouring indices tend to share a worker (and its memo).
 template <class F>
-void parallelFor(size_t n, unsigned threads, F&& f) {
+void parallelForWorkers(size_t n, unsigned threads, size_t block, F&& f) {
   if (n == 0) return;
-  unsigned count = static_cast<unsigned>(std::min<size_t>(resolveThreads(threads), n));
+  block = std::max<size_t>(block, 1);
+  const size_t blocks = (n + block - 1) / block;
+  unsigned count = static_cast<unsigned>(std::min<size_t>(resolveThreads(threads), blocks));
   std::atomic<size_t> next{0};
   std::exception_ptr error;
   std::mutex error_mutex;
-  auto worker = [&] {
+  auto worker = [&](unsigned w) {
     for (;;) {
-      size_t i = next.fetch_add(1);
-      if (i >= n) return;
+      const size_t begin = next.fetch_add(block);
+      if (begin >= n) return;
       try {
         throwIfCancelled();  // common/cancel.h: a Python caller's Ctrl-C
-        f(i);
+        for (size_t i = begin; i < std::min(n, begin + block); ++i) f(i, w);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (!error) error = std::current_exception();
@@ -42,14 +47,19 @@ void parallelFor(size_t n, unsigned threads, F&& f) {
     }
   };
   if (count <= 1) {
-    worker();
+    worker(0);
   } else {
     std::vector<std::thread> pool;
     pool.reserve(count);
-    for (unsigned t = 0; t < count; ++t) pool.emplace_back(worker);
+    for (unsigned t = 0; t < count; ++t) pool.emplace_back(worker, t);
     for (std::thread& t : pool) t.join();
   }
   if (error) std::rethrow_exception(error);
+}
+
+template <class F>
+void parallelFor(size_t n, unsigned threads, F&& f) {
+  parallelForWorkers(n, threads, 1, [&](size_t i, unsigned) { f(i); });
 }
 
 }  // namespace evsim

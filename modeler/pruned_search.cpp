@@ -5,11 +5,13 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <set>
 #include <unordered_set>
 
 #include "common/error.h"
 #include "plan/iteration_plan.h"
 #include "plan/plan_cache.h"
+#include "modeler/candidate_stream.h"
 #include "modeler/closed_form_tier.h"
 #include "modeler/parallel_for.h"
 #include "modeler/simulation.h"
@@ -18,11 +20,16 @@ namespace evsim {
 
 namespace {
 
-// Fixed sizes, independent of the thread count, so that results are too. A batch bounds memory
-// (candidates and their closed-form results); a round is what one threshold applies to.
-// Until the top K is full the first round is K candidates (the threshold is infinite before).
+// Fixed sizes, independent of the thread count, so that results are too. A batch bounds the valid
+// candidates waiting for the closed-form tier; the pool, those that fit and whose bound is below
+// the threshold, waiting to be simulated best bound first; a round is what one threshold applies
+// to. Until the top K is full a round is the K - |top| best bounds (the threshold is infinite).
 constexpr size_t kBatchSize = 4096;
-constexpr size_t kRoundSize = 32;
+constexpr size_t kPoolCapacity = 16384;
+constexpr size_t kRoundSize = 16;
+// Candidates one worker of the closed-form tier takes at a time: the ZeRO, overlap and offload
+// variants of one strategy (up to 32) come one after another and share most of the work.
+constexpr size_t kClosedFormBlock = 256;
 // Sums in a different order differ by rounding: prune only clearly above the threshold.
 constexpr double kBoundSlack = 1e-9;
 
@@ -36,6 +43,20 @@ bool before(const Ranked& a, const Ranked& b) {
   if (a.iteration_us != b.iteration_us) return a.iteration_us < b.iteration_us;
   return a.index < b.index;
 }
+
+// A fitting candidate waiting to be simulated, ordered by bound, then enumeration order.
+struct Pending {
+  double bound_us = 0;
+  size_t index = 0;
+  Strategy strategy;
+  ClosedFormResult closed;
+};
+struct ByBound {
+  bool operator()(const Pending& a, const Pending& b) const {
+    if (a.bound_us != b.bound_us) return a.bound_us < b.bound_us;
+    return a.index < b.index;
+  }
+};
 
 // One simulated candidate, or the signatures of the events it lacks costs for.
 struct Simulated {
@@ -51,16 +72,45 @@ class PrunedSearch {
         cluster_(cluster),
         costs_(costs),
         options_(options),
-        tier_(model, cluster, costs, options.memory_headroom, cache_) {}
+        tier_(model, cluster, costs, options.memory_headroom, cache_),
+        workspaces_(resolveThreads(options.threads)) {}
 
-  void add(Candidate&& candidate) {
-    batch_.push_back(std::move(candidate));
-    if (batch_.size() == kBatchSize) flush();
+  // The closed-form tier over a batch of valid candidates (candidate_stream.h); fitting ones below
+  // the threshold join the pool, which is simulated down to its capacity.
+  void add(std::vector<IndexedStrategy>&& batch) {
+    const size_t n = batch.size();
+    std::vector<ClosedFormResult> closed(n);
+    // Consecutive candidates share a worker, whose workspace keeps what they share.
+    parallelForWorkers(n, options_.threads, kClosedFormBlock, [&](size_t i, unsigned w) {
+      closed[i] = tier_.evaluate(batch[i].strategy, workspaces_[w]);
+    });
+    const double bound_limit = limit();
+    for (size_t i = 0; i < n; ++i) {
+      ++report_.closed_form;
+      if (!closed[i].fits) {
+        ++report_.oom;
+        noteOom(batch[i].strategy, closed[i]);
+        continue;
+      }
+      ++report_.ok;
+      if (closed[i].lower_bound_us > bound_limit) {
+        ++report_.pruned_by_bound;
+        continue;
+      }
+      pool_.insert(Pending{closed[i].lower_bound_us, batch[i].index, std::move(batch[i].strategy),
+                           closed[i]});
+    }
+    while (pool_.size() > kPoolCapacity) simulateRound();
   }
 
-  // Processes the last batch and returns the report (throws for missing costs).
-  SearchReport finish() {
-    flush();
+  // Simulates what is left in the pool and returns the report, with the invalid candidates'
+  // counts from `invalid` (throws for missing costs).
+  SearchReport finish(SearchReport&& invalid) {
+    while (simulateRound()) {
+    }
+    report_.invalid = invalid.invalid;
+    report_.invalid_by_rule = std::move(invalid.invalid_by_rule);
+    report_.invalid_example = std::move(invalid.invalid_example);
     if (missing_.size() > 0) costs_.costAll(missing_);  // throws, listing all
     report_.pruned = true;
     report_.headroom = options_.memory_headroom;
@@ -80,14 +130,15 @@ class PrunedSearch {
   }
 
  private:
-  double threshold() const {
+  // The time a bound must not exceed to reach the top K (infinite until it is full).
+  double limit() const {
     if (top_.size() < static_cast<size_t>(options_.top_k)) {
       return std::numeric_limits<double>::infinity();
     }
-    return top_.back().iteration_us;
+    return top_.back().iteration_us * (1 + kBoundSlack);
   }
 
-  Simulated simulateOne(const Candidate& candidate, const ClosedFormResult& closed) const {
+  Simulated simulateOne(const Pending& candidate) const {
     Simulated out;
     IterationPlan plan = buildIterationPlan(model_, cluster_, candidate.strategy, &cache_);
     std::vector<EventCost> event_costs;
@@ -102,12 +153,13 @@ class PrunedSearch {
     Simulation sim = simulate(std::move(plan), std::move(event_costs));
     Ranked r;
     r.iteration_us = sim.summary.iteration_us;
+    r.index = candidate.index;
     CandidateResult& c = r.result;
     c.strategy = candidate.strategy;
     c.status = CandidateStatus::kOk;
     c.micro_batches = micro_batches;
-    c.peak_memory_bytes = closed.peak_memory_bytes;
-    c.peak_memory_stage = closed.peak_memory_stage;
+    c.peak_memory_bytes = candidate.closed.peak_memory_bytes;
+    c.peak_memory_stage = candidate.closed.peak_memory_stage;
     c.iteration_us = sim.summary.iteration_us;
     c.samples_per_s = sim.summary.samples_per_s;
     c.bubble_fraction = sim.summary.bubble_fraction;
@@ -130,84 +182,48 @@ class PrunedSearch {
     report_.noteOom(c);
   }
 
-  void flush() {
-    const size_t n = batch_.size();
-    if (n == 0) return;
-    std::vector<ClosedFormResult> closed(n);
-    parallelFor(n, options_.threads, [&](size_t i) {
-      if (!batch_[i].violation) closed[i] = tier_.evaluate(batch_[i].strategy);
-    });
-    std::vector<size_t> fitting;
-    for (size_t i = 0; i < n; ++i) {
-      if (batch_[i].violation) {
-        ++report_.invalid;
-        report_.noteInvalid(batch_[i].strategy, *batch_[i].violation);
-        continue;
+  // Drops the pool's candidates above the threshold (pruned), then simulates its best bounds
+  // (one round) and ranks them. False when the pool was left empty before the round.
+  bool simulateRound() {
+    const double bound_limit = limit();
+    while (!pool_.empty() && std::prev(pool_.end())->bound_us > bound_limit) {
+      pool_.erase(std::prev(pool_.end()));
+      ++report_.pruned_by_bound;
+    }
+    if (pool_.empty()) return false;
+    const size_t size =
+        std::isinf(bound_limit) ? static_cast<size_t>(options_.top_k) - top_.size() : kRoundSize;
+    std::vector<Pending> round;
+    while (round.size() < size && !pool_.empty()) {
+      round.push_back(std::move(pool_.extract(pool_.begin()).value()));
+    }
+    std::vector<Simulated> done(round.size());
+    parallelFor(round.size(), options_.threads, [&](size_t j) { done[j] = simulateOne(round[j]); });
+    for (Simulated& d : done) {
+      for (const Event& e : d.missing) missing_.intern(e);
+      if (!d.ranked) continue;
+      ++report_.simulated;
+      Ranked r = std::move(*d.ranked);
+      if (worst_samples_per_s_ == 0 || r.result.samples_per_s < worst_samples_per_s_) {
+        worst_samples_per_s_ = r.result.samples_per_s;
       }
-      ++report_.closed_form;
-      if (closed[i].fits) {
-        ++report_.ok;
-        fitting.push_back(i);
-      } else {
-        ++report_.oom;
-        noteOom(batch_[i].strategy, closed[i]);
+      auto at = std::upper_bound(top_.begin(), top_.end(), r, before);
+      if (at - top_.begin() < options_.top_k) {
+        top_.insert(at, std::move(r));
+        if (top_.size() > static_cast<size_t>(options_.top_k)) top_.pop_back();
       }
     }
-    // Most promising first, so the threshold tightens early.
-    std::sort(fitting.begin(), fitting.end(), [&](size_t a, size_t b) {
-      if (closed[a].lower_bound_us != closed[b].lower_bound_us) {
-        return closed[a].lower_bound_us < closed[b].lower_bound_us;
-      }
-      return a < b;
-    });
-    for (size_t start = 0, size = 0; start < fitting.size(); start += size) {
-      const double limit = threshold() * (1 + kBoundSlack);
-      size = std::isinf(limit) ? static_cast<size_t>(options_.top_k) - top_.size() : kRoundSize;
-      std::vector<size_t> round;
-      for (size_t j = start; j < std::min(fitting.size(), start + size); ++j) {
-        if (closed[fitting[j]].lower_bound_us > limit) break;
-        round.push_back(fitting[j]);
-      }
-      if (round.empty()) {  // sorted by bound: everything after is above the limit too
-        report_.pruned_by_bound += static_cast<int64_t>(fitting.size() - start);
-        break;
-      }
-      std::vector<Simulated> done(round.size());
-      parallelFor(round.size(), options_.threads,
-                  [&](size_t j) { done[j] = simulateOne(batch_[round[j]], closed[round[j]]); });
-      for (size_t j = 0; j < round.size(); ++j) {
-        for (const Event& e : done[j].missing) missing_.intern(e);
-        if (!done[j].ranked) continue;
-        ++report_.simulated;
-        Ranked r = std::move(*done[j].ranked);
-        r.index = first_index_ + round[j];
-        if (worst_samples_per_s_ == 0 || r.result.samples_per_s < worst_samples_per_s_) {
-          worst_samples_per_s_ = r.result.samples_per_s;
-        }
-        auto at = std::upper_bound(top_.begin(), top_.end(), r, before);
-        if (at - top_.begin() < options_.top_k) {
-          top_.insert(at, std::move(r));
-          if (top_.size() > static_cast<size_t>(options_.top_k)) top_.pop_back();
-        }
-      }
-      // A round cut short by the limit leaves the rest of this batch pruned.
-      if (round.size() < std::min(size, fitting.size() - start)) {
-        report_.pruned_by_bound += static_cast<int64_t>(fitting.size() - start - round.size());
-        break;
-      }
-    }
-    first_index_ += n;
-    batch_.clear();
+    return true;
   }
 
   const ModelConfig& model_;
   const ClusterConfig& cluster_;
   const CostModel& costs_;
   const SearchOptions& options_;
-  mutable PlanCache cache_;
+  mutable PlanCache cache_{8};
   ClosedFormTier tier_;
-  std::vector<Candidate> batch_;
-  size_t first_index_ = 0;   // enumeration index of batch_[0]
+  std::vector<ClosedFormTier::Workspace> workspaces_;  // one per worker thread
+  std::set<Pending, ByBound> pool_;
   std::vector<Ranked> top_;  // best first, at most top_k
   double worst_samples_per_s_ = 0;
   EventTable missing_;
@@ -236,9 +252,12 @@ SearchReport runPrunedSearch(const ModelConfig& model, const ClusterConfig& clus
   validateSearchOptions(options);
   if (options.top_k < 1) EVSIM_THROW(InputError, "--top {}: must be >= 1", options.top_k);
   PrunedSearch search(model, cluster, costs, options);
-  forEachCandidate(model, cluster, options.base, options.space,
-                   [&](Candidate&& c) { search.add(std::move(c)); });
-  return search.finish();
+  // With more than one thread the enumeration runs beside the batches before it.
+  SearchReport invalid;
+  streamCandidates(model, cluster, options.base, options.space, kBatchSize,
+                   /*background=*/resolveThreads(options.threads) > 1, invalid,
+                   [&](std::vector<IndexedStrategy>&& batch) { search.add(std::move(batch)); });
+  return search.finish(std::move(invalid));
 }
 
 }  // namespace evsim

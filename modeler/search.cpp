@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <optional>
-#include <unordered_set>
 
 #include "common/error.h"
 #include "plan/iteration_plan.h"
+#include "modeler/closed_form_tier.h"
 #include "modeler/parallel_for.h"
 #include "modeler/pruned_search.h"
 #include "modeler/simulation.h"
@@ -93,11 +93,14 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
   std::vector<Candidate> candidates = enumerateCandidates(model, cluster, options.base, space);
   const size_t n = candidates.size();
   std::vector<CandidateResult> results(n);
-  std::vector<std::optional<IterationPlan>> plans(n);
   PlanCache cache;  // partitions, placements and plan cores shared by the candidates' plans
-
-  // Phase 1: plans and memory of every valid candidate; OOM ones go no further.
-  parallelFor(n, options.threads, [&](size_t i) {
+  // Memory from the closed-form tier first (the plan's own estimate, closed_form_tier.h): OOM
+  // candidates build no plan. A fitting candidate's plan is simulated at once and freed, so at
+  // most one plan per thread is alive.
+  ClosedFormTier tier(model, cluster, costs, options.memory_headroom, cache);
+  std::vector<ClosedFormTier::Workspace> workspaces(resolveThreads(options.threads));
+  std::vector<std::vector<Event>> missing(n);  // per candidate: the events it lacks costs for
+  parallelForWorkers(n, options.threads, /*block=*/32, [&](size_t i, unsigned w) {
     CandidateResult& r = results[i];
     r.strategy = candidates[i].strategy;
     if (candidates[i].violation) {
@@ -105,41 +108,37 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
       r.violation = *candidates[i].violation;
       return;
     }
+    const ClosedFormResult closed = tier.evaluate(r.strategy, workspaces[w]);
+    r.micro_batches = closed.micro_batches;
+    r.peak_memory_bytes = closed.peak_memory_bytes;
+    r.peak_memory_stage = closed.peak_memory_stage;
+    r.status = closed.fits ? CandidateStatus::kOk : CandidateStatus::kOom;
+    if (r.status != CandidateStatus::kOk) return;
     IterationPlan plan = buildIterationPlan(model, cluster, r.strategy, &cache);
-    MemoryEstimate mem = estimateMemory(plan, options.memory_headroom);
-    r.micro_batches = plan.micro_batches;
-    r.peak_memory_bytes = mem.peak_bytes;
-    r.peak_memory_stage = mem.peak_stage;
-    r.status = mem.fits() ? CandidateStatus::kOk : CandidateStatus::kOom;
-    if (r.status == CandidateStatus::kOk) plans[i] = std::move(plan);
-  });
-
-  // Phase 2: every event of every fitting candidate must have a cost; list the missing ones once.
-  {
-    std::unordered_set<std::string> seen;
-    EventTable missing;
-    for (size_t i = 0; i < n; ++i) {
-      if (!plans[i]) continue;
-      for (const UniqueEvent& u : plans[i]->events.events()) {
-        if (!seen.insert(u.signature).second) continue;
-        if (!costs.cost(u.event)) missing.intern(u.event);
-      }
+    std::vector<EventCost> event_costs;
+    event_costs.reserve(plan.events.size());
+    for (const UniqueEvent& u : plan.events.events()) {
+      std::optional<EventCost> c = costs.cost(u.event);
+      if (!c) missing[i].push_back(u.event);
+      event_costs.push_back(c.value_or(EventCost{}));
     }
-    if (missing.size() > 0) costs.costAll(missing);  // throws, listing them all
-  }
-
-  // Phase 3: simulate the fitting candidates.
-  parallelFor(n, options.threads, [&](size_t i) {
-    if (!plans[i]) return;
-    std::vector<EventCost> event_costs = costs.costAll(plans[i]->events);
-    Simulation sim = simulate(std::move(*plans[i]), std::move(event_costs));
-    plans[i].reset();
-    CandidateResult& r = results[i];
+    if (!missing[i].empty()) return;
+    Simulation sim = simulate(std::move(plan), std::move(event_costs));
     r.iteration_us = sim.summary.iteration_us;
     r.samples_per_s = sim.summary.samples_per_s;
     r.bubble_fraction = sim.summary.bubble_fraction;
     r.provenance_share = sim.summary.provenance_share;
   });
+  candidates = {};
+  // Every event of every fitting candidate must have a cost: the missing ones listed once, in
+  // candidate order.
+  {
+    EventTable table;
+    for (const std::vector<Event>& events : missing) {
+      for (const Event& e : events) table.intern(e);
+    }
+    if (table.size() > 0) costs.costAll(table);  // throws, listing them all
+  }
 
   SearchReport report;
   report.headroom = options.memory_headroom;

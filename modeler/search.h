@@ -4,10 +4,10 @@
 // each checked for validity, then for memory (the memory model with headroom), then simulated
 // from a shared, const CostModel. Candidates run on a thread pool.
 //
-// Call order: runSearch() enumerates (enumerateCandidates), builds every valid candidate's plan and
-// memory estimate in parallel, checks that the cost model covers the union of the events of every
-// candidate that fits (one MissingCostsError listing all missing ones),
-// then simulates the fitting candidates in parallel and ranks them.
+// Call order: runSearch() enumerates (enumerateCandidates); in parallel, checks every valid
+// candidate's memory with the closed-form tier (the plan's own estimate, without building it) and
+// builds, costs, simulates and frees the plan of each one that fits; then reports the events the
+// cost model lacks (one MissingCostsError listing all, over every fitting candidate) or ranks them.
 
 #include <array>
 #include <cstdint>

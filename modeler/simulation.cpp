@@ -186,6 +186,7 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
   input.virtual_stages = p.chunksPerDevice();
   input.dp_overlap = p.strategy.dp_overlap;
   const bool split = pipelineSchedule(input.schedule).splitsBackward();
+  const bool fuses = pipelineSchedule(input.schedule).fusesTasks();
   offsets_out.assign(p.stages.size(), StageOpOffsets{});
   for (size_t s = 0; s < p.stages.size(); ++s) {
     const StagePlan& stage = p.stages[s];
@@ -207,6 +208,11 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
       for (size_t i = 0; i < w_starts.size(); ++i) {
         if (in_w(stage.backward[i])) offsets.backward_start_us[i] = w_starts[i];
       }
+    }
+    if (fuses) {
+      // A fused task's partner hides the expert all-to-alls (timing_engine.h).
+      cost.forward_overlap_us = streamTime(stage.forward, c, Stream::kEpComm);
+      cost.backward_overlap_us = streamTime(stage.backward, c, Stream::kEpComm);
     }
     for (const OpInstance& op : stage.optimizer) cost.optimizer_us += issued(c[op.event]);
     if (stage.gradSyncEvent() >= 0) cost.grad_allreduce_us = issued(c[stage.gradSyncEvent()]);

@@ -26,6 +26,14 @@ double taskUs(const StageCost& cost, Phase phase) {
   }
 }
 
+// The all-to-all part of a task (StageCost::forward_overlap_us / backward_overlap_us).
+double overlapUs(const StageCost& cost, Phase phase) {
+  const double part = phase == Phase::kForward    ? cost.forward_overlap_us
+                      : phase == Phase::kBackward ? cost.backward_overlap_us
+                                                  : 0.0;
+  return std::min(part, taskUs(cost, phase));
+}
+
 double slowdown(const PipelineCost& links, int device) {
   return links.stage_slowdown.empty() ? 1.0 : links.stage_slowdown[device];
 }
@@ -101,61 +109,90 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
       const std::vector<int>& order = graph.device_order[s];
       std::vector<TaskTiming>& tasks = out.stages[s].tasks;
       while (next[s] < order.size()) {
-        const int id = order[next[s]];
-        const TaskNode& node = graph.nodes[id];
+        // The task at next[s]: one node, or a fused task's fused_size nodes (timing_engine.h).
+        const size_t first = next[s];
+        const size_t members = static_cast<size_t>(graph.nodes[order[first]].fused_size);
         double ready = 0, input_ready = 0;
         bool inputs_placed = true;
-        for (const TaskEdge& e : graph.inputs(id)) {
-          const TaskNode& producer = graph.nodes[e.from];
-          if (next[producer.device] <= static_cast<size_t>(producer.position)) {
-            inputs_placed = false;
-            break;
+        for (size_t at = first; at < first + members && inputs_placed; ++at) {
+          for (const TaskEdge& e : graph.inputs(order[at])) {
+            const TaskNode& producer = graph.nodes[e.from];
+            const bool inner = producer.device == s &&
+                               static_cast<size_t>(producer.position) >= first &&
+                               static_cast<size_t>(producer.position) < first + members;
+            if (inner) continue;  // a W on its own B inside the fused task
+            if (next[producer.device] <= static_cast<size_t>(producer.position)) {
+              inputs_placed = false;
+              break;
+            }
+            const TaskTiming& from = out.stages[producer.device].tasks[producer.position];
+            const double arrival = e.transfer ? from.send.end_us : from.run.end_us;
+            ready = std::max(ready, arrival);
+            if (e.transfer) input_ready = std::max(input_ready, arrival);
           }
-          const TaskTiming& from = out.stages[producer.device].tasks[producer.position];
-          const double arrival = e.transfer ? from.send.end_us : from.run.end_us;
-          ready = std::max(ready, arrival);
-          if (e.transfer) input_ready = std::max(input_ready, arrival);
         }
         if (!inputs_placed) break;  // input not produced yet: try other devices
 
-        TaskTiming& t = tasks.emplace_back();
-        t.task = node.task;
-        t.node = id;
-        t.input_ready_us = input_ready;
-        t.run.start_us = std::max(device_free[s], ready);
-        const double run_us = taskUs(input.stages[node.virtual_stage], node.task.phase) +
-                              jitterUs(input.jitter, node.virtual_stage, node.task.phase, rng);
-        t.run.end_us = t.run.start_us + run_us * slowdown(links, s);
+        // The run: one task's time, or the fused rule's max(compute, all-to-all).
+        double compute_us = 0, comm_us = 0, jitter_us = 0;
+        for (size_t at = first; at < first + members; ++at) {
+          const TaskNode& node = graph.nodes[order[at]];
+          const StageCost& cost = input.stages[node.virtual_stage];
+          const double a2a_us = members > 1 ? overlapUs(cost, node.task.phase) : 0.0;
+          compute_us += taskUs(cost, node.task.phase) - a2a_us;
+          comm_us += a2a_us;
+          jitter_us += jitterUs(input.jitter, node.virtual_stage, node.task.phase, rng);
+        }
+        Interval run;
+        run.start_us = std::max(device_free[s], ready);
+        run.end_us =
+            run.start_us + (std::max(compute_us, comm_us) + jitter_us) * slowdown(links, s);
+        double overlap_slowdown_us = 0;
         if (!buckets.empty()) {
           DeviceBuckets& dp = buckets[s];
           // Tasks on a device start in order: buckets already over stay over.
           std::erase_if(dp.in_flight,
-                        [&](const SlowInterval& b) { return b.end_us <= t.run.start_us; });
-          const int chunk = dp.last_gradient_chunk[next[s]];
-          if (chunk >= 0) {
+                        [&](const SlowInterval& b) { return b.end_us <= run.start_us; });
+          for (size_t at = first; at < first + members; ++at) {
+            const int chunk = dp.last_gradient_chunk[at];
+            if (chunk < 0) continue;
             // A bucket is ready when the task has done its ready offset's work, slowed by the
             // buckets before it (it and later ones start after that point).
-            std::vector<double>& ready = out.stages[s].bucket_ready_us[chunk];
+            std::vector<double>& ready_us = out.stages[s].bucket_ready_us[chunk];
             for (const BucketCost& b : input.stages[static_cast<size_t>(chunk) * P + s].buckets) {
-              ready.push_back(slowedEndUs(t.run.start_us, b.ready_offset_us * slowdown(links, s),
-                                          dp.in_flight));
-              const double start = std::max(dp.stream_free_us, ready.back());
+              ready_us.push_back(
+                  slowedEndUs(run.start_us, b.ready_offset_us * slowdown(links, s), dp.in_flight));
+              const double start = std::max(dp.stream_free_us, ready_us.back());
               dp.stream_free_us = start + b.allreduce_us;
               dp.in_flight.push_back({start, dp.stream_free_us, b.compute_slowdown});
             }
           }
-          const double end = slowedEndUs(t.run.start_us, t.run.duration(), dp.in_flight);
-          t.overlap_slowdown_us = end - t.run.end_us;
-          t.run.end_us = end;
+          const double end = slowedEndUs(run.start_us, run.duration(), dp.in_flight);
+          overlap_slowdown_us = end - run.end_us;
+          run.end_us = end;
         }
-        t.send = Interval{t.run.end_us, t.run.end_us};
-        if (node.send == Send::kActivation) t.send.end_us += links.send_forward_us[node.link];
-        if (node.send == Send::kGradient) t.send.end_us += links.send_backward_us[node.link];
-        if (!send_stretch.empty()) t.send.end_us += send_stretch[s][next[s]];
-        device_free[s] = t.send.end_us;
-        out.stages[s].busy_in_pipeline_us += t.run.duration() + t.send.duration();
-        ++next[s];
-        --remaining;
+        double free_us = run.end_us;
+        for (size_t at = first; at < first + members; ++at) {
+          const int id = order[at];
+          const TaskNode& node = graph.nodes[id];
+          TaskTiming& t = tasks.emplace_back();
+          t.task = node.task;
+          t.node = id;
+          t.input_ready_us = input_ready;
+          t.run = run;
+          t.overlap_slowdown_us = at == first ? overlap_slowdown_us : 0.0;  // counted once
+          t.send = Interval{run.end_us, run.end_us};
+          if (node.send == Send::kActivation) t.send.end_us += links.send_forward_us[node.link];
+          if (node.send == Send::kGradient) t.send.end_us += links.send_backward_us[node.link];
+          if (!send_stretch.empty()) t.send.end_us += send_stretch[s][at];
+          // A lone task's send holds the device; a fused task's go out on the comm stream.
+          if (members == 1) free_us = t.send.end_us;
+          if (members == 1) out.stages[s].busy_in_pipeline_us += t.send.duration();
+        }
+        out.stages[s].busy_in_pipeline_us += run.duration();
+        device_free[s] = free_us;
+        next[s] += members;
+        remaining -= members;
         progressed = true;
       }
     }
@@ -192,8 +229,7 @@ IterationTimeline computeTimeline(const TimingInput& input) {
   EVSIM_CHECK(v >= 1 && K % v == 0 && (v == 1 || pipelineSchedule(input.schedule).allowsChunks()),
               "{} virtual stages of {} per device, schedule {}", K, v,
               scheduleName(input.schedule));
-  const PipelineLayout pipeline =
-      pipelineLayout(input.schedule, static_cast<int>(K) / v, v);
+  const PipelineLayout pipeline = pipelineLayout(input.schedule, static_cast<int>(K) / v, v);
   for (const PipelineCost& p : input.pipelines) {
     EVSIM_CHECK(p.send_forward_us.size() == K - 1 && p.send_backward_us.size() == K - 1,
                 "pipeline links: {} / {} for {} stages", p.send_forward_us.size(),

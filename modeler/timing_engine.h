@@ -35,6 +35,19 @@
 // send and DP collective (TimingInput's stretch fields): a send or collective ends that much later
 // and everything after it follows. The overlap slowdown above keeps each bucket's standalone time.
 
+// Fused tasks (task_graph.h; DualPipeV's F&B): the forward of micro-batch i and the backward of
+// micro-batch j (with its W when the backward is whole) on one device run as one task on two
+// streams, as DualPipe's overlapped_forward_backward does: the compute stream runs both tasks'
+// compute (and TP communication), the communication stream their expert all-to-alls, each
+// micro-batch's all-to-all beside the other's compute. The fused task lasts
+//   max(sum of (task - its all-to-all), sum of all-to-alls)
+// (times a straggler's factor, plus the members' jitter), not F + B: with no all-to-all it is
+// F + B (+ W), with the all-to-all at most half of each task it is the compute alone. It starts
+// when the device is free and every member's inputs have arrived; every member's run is that
+// interval. Its P2P sends (F's activation, B's gradient) go out on the communication stream when
+// it ends (DualPipe sends asynchronously): each arrives send time later, but the device goes on
+// at once. Outside fused tasks a send still holds the device (the rule above).
+
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -61,6 +74,10 @@ struct StageCost {
   // the buckets then hold reduce-scatters.
   double param_allgather_us = 0;
   double weight_grad_us = 0;  // W: the weight-gradient ops when the schedule splits (else 0)
+  // The expert-parallel all-to-all time inside forward_us and backward_us (B): what the other
+  // micro-batch of a fused task can hide (below). 0 without expert parallelism.
+  double forward_overlap_us = 0;
+  double backward_overlap_us = 0;
 };
 
 struct PipelineCost {

@@ -70,10 +70,33 @@ std::vector<StageRef> criticalPath(const IterationTimeline& tl) {
   for (;;) {
     path.push_back(at);
     const TaskTiming& t = (*tasks)[i];
-    const double device_free = i > 0 ? (*tasks)[i - 1].send.end_us : 0;
+    // A fused task's members share its head's start: the head weighs all their inputs.
+    if (t.task.overlapped) {
+      --i;
+      continue;
+    }
+    // The device was free after the task before (its send too, unless that was a fused task's,
+    // which leaves on the communication stream).
+    double device_free = 0;
+    if (i > 0) {
+      const TaskTiming& before = (*tasks)[i - 1];
+      device_free =
+          graph.nodes[before.node].fused_size == 1 ? before.send.end_us : before.run.end_us;
+    }
     int from = -1;
-    for (const TaskEdge& e : graph.inputs(t.node)) {
-      if (e.transfer && t.input_ready_us > device_free + kTieUs) from = e.from;
+    const size_t members = static_cast<size_t>(graph.nodes[t.node].fused_size);
+    if (t.input_ready_us > device_free + kTieUs) {
+      for (size_t j = i; j < i + members; ++j) {
+        for (const TaskEdge& e : graph.inputs((*tasks)[j].node)) {
+          if (!e.transfer) continue;
+          const TaskNode& producer = graph.nodes[e.from];
+          const double arrival = tl.pipelines[at.pipeline]
+                                     .stages[producer.device]
+                                     .tasks[producer.position]
+                                     .send.end_us;
+          if (arrival + kTieUs >= t.input_ready_us) from = e.from;
+        }
+      }
     }
     if (from >= 0) {
       at.stage = graph.nodes[from].device;

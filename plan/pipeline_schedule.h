@@ -30,6 +30,11 @@ struct StageTask {
   Phase phase = Phase::kForward;  // kForward, kBackward or kWeightGrad
   int micro_batch = 0;
   int chunk = 0;  // which of the device's model chunks (0 unless interleaved)
+  // Runs overlapped with the task before it in the device's order, as one fused task (DualPipe's
+  // F&B: the forward of one micro-batch beside the backward of another, each one's communication
+  // behind the other's compute; task_graph.h). A fused task is a task with overlapped = false
+  // followed by the overlapped ones.
+  bool overlapped = false;
   bool operator==(const StageTask&) const = default;
 };
 
@@ -48,6 +53,8 @@ class PipelineSchedule {
   virtual bool allowsChunks() const { return false; }
   // How its virtual stages sit on the devices (pipeline_layout.h): looped unless it says V.
   virtual LayoutKind layout() const { return LayoutKind::kLooped; }
+  // Whether its orders hold fused tasks (StageTask::overlapped; DualPipeV).
+  virtual bool fusesTasks() const { return false; }
   // Chunks per device the schedule always runs (ZB-V: 2), or 0 when the strategy's
   // virtual_stages says (interleaved) or there is one.
   virtual int fixedChunks() const { return 0; }

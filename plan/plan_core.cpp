@@ -106,9 +106,12 @@ PlanCache::CoreKey planCoreKey(const Strategy& strategy) {
   const PipelineLayout layout = pipelineLayout(key);
   if (layout.chunks() == 1) {
     key.schedule = Schedule::kDapple;
+  } else if (layout.kind() == LayoutKind::kV) {
+    key.schedule = Schedule::kZbv;  // ZB-V, DualPipeV and a V file share their plan
+    key.virtual_stages = 1;
   } else if (key.schedule == Schedule::kFile) {
-    key.schedule = layout.kind() == LayoutKind::kV ? Schedule::kZbv : Schedule::kInterleaved;
-    key.virtual_stages = layout.kind() == LayoutKind::kV ? 1 : layout.chunks();
+    key.schedule = Schedule::kInterleaved;
+    key.virtual_stages = layout.chunks();
   }
   // Optimizer offload changes only the optimizer step; activation offload the op lists.
   key.offload = offloadsActivations(strategy.offload) ? Offload::kActivations : Offload::kNone;

@@ -15,7 +15,7 @@
 // per chunk its op lists' new events (activation offload's copies after the others), then its
 // optimizer and gradient events; the P2P events last.
 // So event indices, the event table and the op lists are the same whether the core was reused or
-// not (tests/events/plan_reuse_test.cpp).
+// not (tests/modeler/plan_reuse_test.cpp).
 
 #include <cstdint>
 #include <map>

@@ -13,7 +13,7 @@ namespace evsim {
 // is nondecreasing in j and the stage cost nonincreasing, so the value is falling while the stage
 // cost dominates and rising after: the scan starts just before the crossing (found by a pointer
 // that only moves forward as i grows) and stops just after it, O(P x L) in all, with the same
-// result as the full scan, tolerance and ties included (tests/events/stage_partition_test.cpp
+// result as the full scan, tolerance and ties included (tests/plan/stage_partition_test.cpp
 // compares it with the full scan).
 std::vector<int> partitionLayers(const std::vector<double>& block_cost, double first_stage_extra,
                                  double last_stage_extra, int stages) {

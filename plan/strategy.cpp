@@ -26,6 +26,8 @@ std::string_view scheduleName(Schedule schedule) {
       return "zbh2";
     case Schedule::kZbv:
       return "zbv";
+    case Schedule::kDualPipeV:
+      return "dualpipev";
     case Schedule::kFile: {
       // The path stays alive with the installed file (replaced only by another --schedule).
       static thread_local std::shared_ptr<const ScheduleFile> named;
@@ -102,9 +104,18 @@ Schedule parseSchedule(std::string_view text, std::string_view flag) {
   if (lower == "zbh1") return Schedule::kZbh1;
   if (lower == "zbh2") return Schedule::kZbh2;
   if (lower == "zbv") return Schedule::kZbv;
+  if (lower == "dualpipev") return Schedule::kDualPipeV;
+  // DualPipe proper runs two copies of every stage in two directions: a micro-batch's stage
+  // depends on its direction, which the pipeline layout (one device per virtual stage) cannot say.
+  if (lower == "dualpipe") {
+    EVSIM_THROW(InputError,
+                "{} '{}': the two-direction DualPipe is not modelled (its cut-in-half form is: "
+                "dualpipev)",
+                flag, text);
+  }
   EVSIM_THROW(InputError,
-              "{} '{}': unknown schedule (gpipe, dapple, 1f1b, interleaved, zbh1, zbh2, zbv or a "
-              "FILE.csv)",
+              "{} '{}': unknown schedule (gpipe, dapple, 1f1b, interleaved, zbh1, zbh2, zbv, "
+              "dualpipev or a FILE.csv)",
               flag, text);
 }
 
@@ -319,11 +330,21 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
           "multiple of P={}",
           label, s.microBatches(), s.pp);
     }
-  } else if (s.schedule == Schedule::kZbv && s.pp < 2) {
-    return fmt::format("{}: the zbv schedule needs P >= 2", label);
-  } else if (s.schedule == Schedule::kZbv && int64_t{2} * s.pp > model.numLayers()) {
-    return fmt::format("{} --schedule zbv: 2 x P = {} model chunks but {} has {} layers", label,
-                       2 * s.pp, model.name, model.numLayers());
+  } else if (s.schedule == Schedule::kZbv || s.schedule == Schedule::kDualPipeV) {
+    const std::string_view name = scheduleName(s.schedule);
+    if (s.pp < 2) return fmt::format("{}: the {} schedule needs P >= 2", label, name);
+    if (int64_t{2} * s.pp > model.numLayers()) {
+      return fmt::format("{} --schedule {}: 2 x P = {} model chunks but {} has {} layers", label,
+                         name, 2 * s.pp, model.name, model.numLayers());
+    }
+    // DualPipeV's order (deepseek-ai/DualPipe, dualpipev.py) asserts m >= 2P: its warm-up
+    // forwards 2P micro-batches through chunk 0 of device 0 before the first fused pair.
+    if (s.schedule == Schedule::kDualPipeV && s.microBatches() < int64_t{2} * s.pp) {
+      return fmt::format(
+          "{} --schedule dualpipev: m = B/(b*D) = {} micro-batches, the schedule needs m >= 2P "
+          "= {}",
+          label, s.microBatches(), 2 * s.pp);
+    }
   }
   if (s.schedule == Schedule::kFile) {
     const std::shared_ptr<const ScheduleFile> file = installedScheduleFile();

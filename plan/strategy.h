@@ -20,13 +20,15 @@ namespace evsim {
 // kInterleaved is Megatron's interleaved 1F1B: each device holds `virtual_stages` model chunks.
 // kZbh1 / kZbh2 are the zero-bubble schedules of Qi et al. (ICLR'24), which split each backward
 // into input-gradient (B) and weight-gradient (W) tasks; kZbv is their V schedule (two chunks per
-// device on the V layout, plan/pipeline_layout.h). The orders are plan/schedules/.
-enum class Schedule { kGpipe, kDapple, kInterleaved, kZbh1, kZbh2, kZbv, kFile };
+// device on the V layout, plan/pipeline_layout.h). kDualPipeV is DeepSeek's DualPipeV (DualPipe
+// cut in half: the V layout, forward and backward of two micro-batches overlapped as one fused
+// task). The orders are plan/schedules/.
+enum class Schedule { kGpipe, kDapple, kInterleaved, kZbh1, kZbh2, kZbv, kDualPipeV, kFile };
 
 // kFile runs the schedule file loaded by parseSchedule (plan/schedules/schedule_file.h).
-// "gpipe", "dapple", "interleaved", "zbh1", "zbh2", "zbv", or the loaded file's path
+// "gpipe", "dapple", "interleaved", "zbh1", "zbh2", "zbv", "dualpipev", or the loaded file's path
 std::string_view scheduleName(Schedule schedule);
-// Accepts gpipe, dapple, 1f1b, interleaved, zbh1, zbh2 and zbv (any case), or a path ending in
+// Accepts gpipe, dapple, 1f1b, interleaved, zbh1, zbh2, zbv and dualpipev (any case), or a path ending in
 // .csv, which it loads and installs as Schedule::kFile (an InputError when the file is bad); throws InputError naming
 // `flag` otherwise.
 Schedule parseSchedule(std::string_view text, std::string_view flag = "--schedule");

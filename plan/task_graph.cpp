@@ -24,6 +24,45 @@ int phaseIndex(Phase phase) {
   }
 }
 
+// Sets fused_size on each fused task's nodes and checks each is one F and the B (and W) of
+// another micro-batch, whose only inner edge is W's on its own B.
+void checkFusedTasks(TaskGraph& g, Schedule schedule) {
+  for (int s = 0; s < g.devices; ++s) {
+    const std::vector<int>& order = g.device_order[s];
+    for (size_t head = 0; head < order.size();) {
+      TaskNode& h = g.nodes[order[head]];
+      EVSIM_CHECK(!h.task.overlapped, "{} schedule: device {} starts with an overlapped task",
+                  scheduleName(schedule), s);
+      size_t end = head + 1;
+      while (end < order.size() && g.nodes[order[end]].task.overlapped) ++end;
+      h.fused_size = static_cast<int>(end - head);
+      if (end - head > 1) {
+        int forwards = 0, backwards = 0;
+        for (size_t i = head; i < end; ++i) {
+          const TaskNode& n = g.nodes[order[i]];
+          forwards += n.task.phase == Phase::kForward;
+          backwards += n.task.phase == Phase::kBackward;
+          if (i > head) g.nodes[order[i]].fused_size = 0;
+          for (const TaskEdge& e : g.inputs(order[i])) {
+            const TaskNode& from = g.nodes[e.from];
+            const bool inner = from.device == s && from.position >= static_cast<int>(head) &&
+                               from.position < static_cast<int>(end);
+            EVSIM_CHECK(!inner || (n.task.phase == Phase::kWeightGrad &&
+                                   from.task.phase == Phase::kBackward),
+                        "{} schedule: device {}: a fused task's {} of mb {} needs its own {}",
+                        scheduleName(schedule), s, phaseName(n.task.phase), n.task.micro_batch,
+                        phaseName(from.task.phase));
+          }
+        }
+        EVSIM_CHECK(forwards == 1 && backwards == 1 && end - head <= 3,
+                    "{} schedule: device {}: a fused task of {} tasks is not one F and one B",
+                    scheduleName(schedule), s, end - head);
+      }
+      head = end;
+    }
+  }
+}
+
 }  // namespace
 
 TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches) {
@@ -106,6 +145,7 @@ TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t mic
     }
     n.edge_count = static_cast<int>(g.edges.size()) - n.first_edge;
   }
+  if (sched.fusesTasks()) checkFusedTasks(g, schedule);
   // A same-device input must come earlier in the device's order, or the device would wait forever.
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     for (const TaskEdge& e : g.inputs(static_cast<int>(n))) {

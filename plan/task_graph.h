@@ -14,6 +14,13 @@
 // sends its activation over link k, B of k > 0 its gradient over link k-1; W sends nothing.
 // Recomputation (Recompute::kFull / kSelective) stays inside B, as in Megatron: the recomputed
 // forward ops head the B task's op list.
+//
+// Fused tasks (DualPipeV's F&B, StageTask::overlapped): a head node followed in its device's
+// order by the nodes marked overlapped, run as one task by the timing engine (timing_engine.h
+// has the duration rule). The graph keeps them as separate nodes with their own edges, so the
+// dependencies, sends and memory walk stay per task; buildTaskGraph checks that a fused task is
+// one forward and the backward (with its W, for a whole backward) of another micro-batch, and
+// that no member feeds another's input except a B its own W.
 
 #include <cstdint>
 #include <span>
@@ -40,8 +47,9 @@ struct TaskNode {
   int device = 0;
   int virtual_stage = 0;  // k = chunk * P + device
   Send send = Send::kNone;
-  int link = -1;     // kActivation: link k (k -> k+1); kGradient: link k-1 (k -> k-1)
-  int position = 0;  // index in its device's order
+  int link = -1;       // kActivation: link k (k -> k+1); kGradient: link k-1 (k -> k-1)
+  int position = 0;    // index in its device's order
+  int fused_size = 1;  // on a fused task's head: its node count (1: not fused); 0 on the others
   int first_edge = 0;
   int edge_count = 0;
 };

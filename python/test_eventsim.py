@@ -44,6 +44,8 @@ STRATEGIES = [
          sequence_parallel=True, recompute="selective", schedule="1f1b"),
     dict(model="gpt2-345m", cluster="dgx-a100", tp=2, pp=2, dp=4, micro_batch=2, global_batch=64,
          schedule="zbv"),
+    dict(model="gpt2-345m", cluster="dgx-a100", tp=2, pp=2, dp=4, micro_batch=2, global_batch=64,
+         schedule="dualpipev"),
     # Megatron's flag names and a model override, beside ours.
     dict(model="tiny-llama", cluster="dgx-h100", tensor_model_parallel_size=2,
          pipeline_model_parallel_size=2, dp=2, micro_batch_size=1, global_batch_size=16,

@@ -25,6 +25,7 @@
 #include "mpi/mpi_env.h"
 #include "mpi/mpi_main.h"
 #include "mpi/mpi_wait.h"
+#include "plan/pipeline_schedule.h"
 #include "platform/device_factory.h"
 #include "runner/eventrun_executor.h"
 #include "runner/executor_factory.h"
@@ -107,6 +108,14 @@ IterationPlan loadPlan(const Flags& f, const MpiWorld& world) {
     const ModelConfig model = f.run.loadModel();
     const ClusterConfig cluster = f.run.loadCluster();
     const Strategy strategy = f.run.strategy(model);
+    // A rank program runs its tasks one at a time on one compute stream: a fused F&B task (its
+    // two micro-batches' compute and all-to-alls interleaved on two streams) has no executor.
+    if (pipelineSchedule(strategy.schedule).fusesTasks()) {
+      EVSIM_THROW(InputError,
+                  "--schedule {}: eventrun cannot run its fused forward-and-backward tasks (one "
+                  "stream per rank); simulate it with eventsim",
+                  scheduleName(strategy.schedule));
+    }
     f.run.checkTpPlacement(model, cluster, strategy);
     plan = buildIterationPlan(model, cluster, strategy);
     if (plan.strategy.gpus() != world.size) {

@@ -30,6 +30,8 @@ const PipelineSchedule& pipelineSchedule(Schedule schedule) {
       return zbH2Schedule();
     case Schedule::kZbv:
       return zbVSchedule();
+    case Schedule::kDualPipeV:
+      return dualPipeVSchedule();
     case Schedule::kFile:
       return fileSchedule();
   }
@@ -113,7 +115,7 @@ std::shared_ptr<const DeviceOrders> scheduleOrders(Schedule schedule, const Pipe
   if (schedule == Schedule::kFile) {
     return std::make_shared<const DeviceOrders>(fileSchedule().orders(shape));
   }
-  static ShapeCache<DeviceOrders> cache(size_t{1} << 21);  // tasks
+  static ShapeCache<DeviceOrders> cache(size_t{1} << 19);  // tasks
   return cache.get(
       shapeKey(schedule, shape), [&] { return pipelineSchedule(schedule).orders(shape); },
       [](const DeviceOrders& orders) {
@@ -133,7 +135,7 @@ std::shared_ptr<const std::vector<ActivationStates>> scheduleActivationStates(
     }
     return std::make_shared<const std::vector<ActivationStates>>(std::move(out));
   }
-  static ShapeCache<std::vector<ActivationStates>> cache(size_t{1} << 22);  // counts
+  static ShapeCache<std::vector<ActivationStates>> cache(size_t{1} << 20);  // counts
   return cache.get(
       shapeKey(schedule, shape),
       [&] {

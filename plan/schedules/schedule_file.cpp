@@ -26,7 +26,10 @@ struct Action {
   char type = 'F';
   int micro_batch = 0;
   std::string text;
+  bool overlapped = false;  // a fused cell's action after its first (StageTask::overlapped)
 };
+
+constexpr std::string_view kOverlapSuffix = "OVERLAP_F_B";
 
 std::string actionText(int stage, char type, int micro_batch) {
   return std::to_string(stage) + type + std::to_string(micro_batch);
@@ -61,6 +64,29 @@ PipelineLayout inferLayout(const std::vector<std::set<int>>& stages, const std::
               path, ranks);
 }
 
+// The last `count` actions of `row` are one fused cell: one forward and one backward (I or B)
+// of another micro-batch, and at most the W of that backward (what the task graph can fuse).
+void checkFusedCell(const std::vector<Action>& row, size_t count, const std::string& path,
+                    size_t rank) {
+  const Action* forward = nullptr;
+  const Action* backward = nullptr;
+  const Action* weight = nullptr;
+  for (size_t i = row.size() - count; i < row.size(); ++i) {
+    const Action& a = row[i];
+    const Action*& slot = a.type == 'F' ? forward : a.type == 'W' ? weight : backward;
+    SCHEDULE_FILE_CHECK(slot == nullptr, "{}: rank {} action '{}': a fused task with two {}", path,
+                        rank, a.text, a.type);
+    slot = &a;
+  }
+  SCHEDULE_FILE_CHECK(
+      forward && backward && forward->micro_batch != backward->micro_batch &&
+          (!weight ||
+           (weight->stage == backward->stage && weight->micro_batch == backward->micro_batch)),
+      "{}: rank {} action '{}': a fused task is one F and the backward (I or B, and its W) of "
+      "another micro-batch",
+      path, rank, row.back().text);
+}
+
 }  // namespace
 
 ScheduleFile parseScheduleCsv(const std::string& text, const std::string& path) {
@@ -75,11 +101,22 @@ ScheduleFile parseScheduleCsv(const std::string& text, const std::string& path) 
     for (const std::string& raw : split(line, ',')) {
       const std::string cell = std::string(trim(raw));
       if (cell.empty()) continue;  // an idle slot
-      std::smatch m;
-      SCHEDULE_FILE_CHECK(std::regex_match(cell, m, kAction),
-                          "{}: rank {} action '{}': not {{stage}}{{F|B|I|W}}{{micro-batch}}", path,
-                          rows.size() - 1, cell);
-      row.push_back({std::stoi(m[1]), m[2].str()[0], std::stoi(m[3]), cell});
+      // A fused task (PyTorch's OVERLAP_F_B action): "(F;B[;W])OVERLAP_F_B", its actions run
+      // overlapped as one task (task_graph.h).
+      std::vector<std::string> parts = {cell};
+      const bool fused = cell.size() > kOverlapSuffix.size() + 2 && cell.front() == '(' &&
+                         cell.ends_with(std::string(")") + std::string(kOverlapSuffix));
+      if (fused) parts = split(cell.substr(1, cell.size() - kOverlapSuffix.size() - 2), ';');
+      for (size_t i = 0; i < parts.size(); ++i) {
+        const std::string part = std::string(trim(parts[i]));
+        std::smatch m;
+        SCHEDULE_FILE_CHECK(std::regex_match(part, m, kAction),
+                            "{}: rank {} action '{}': not {{stage}}{{F|B|I|W}}{{micro-batch}} or "
+                            "({{action}};{{action}}...)OVERLAP_F_B",
+                            path, rows.size() - 1, cell);
+        row.push_back({std::stoi(m[1]), m[2].str()[0], std::stoi(m[3]), cell, i > 0});
+      }
+      if (fused) checkFusedCell(row, parts.size(), path, rows.size() - 1);
     }
   }
   while (!rows.empty() && rows.back().empty()) rows.pop_back();
@@ -137,7 +174,8 @@ ScheduleFile parseScheduleCsv(const std::string& text, const std::string& path) 
       const Phase phase = a.type == 'F'   ? Phase::kForward
                           : a.type == 'W' ? Phase::kWeightGrad
                                           : Phase::kBackward;
-      out.orders[r].push_back({phase, a.micro_batch, layout.chunk(a.stage)});
+      out.orders[r].push_back({phase, a.micro_batch, layout.chunk(a.stage), a.overlapped});
+      out.fused = out.fused || a.overlapped;
     }
   }
   const int phases = split ? 3 : 2;
@@ -223,15 +261,23 @@ std::string scheduleCsv(const DeviceOrders& orders, const PipelineLayout& layout
                         bool split_backward) {
   std::string out;
   for (size_t r = 0; r < orders.size(); ++r) {
-    bool first = true;
-    for (const StageTask& t : orders[r]) {
-      const char type = t.phase == Phase::kForward      ? 'F'
-                        : t.phase == Phase::kWeightGrad ? 'W'
-                        : split_backward                ? 'I'
-                                                        : 'B';
-      if (!first) out += ',';
-      out += actionText(layout.virtualStage(static_cast<int>(r), t.chunk), type, t.micro_batch);
-      first = false;
+    const std::vector<StageTask>& order = orders[r];
+    for (size_t i = 0; i < order.size();) {
+      size_t end = i + 1;  // a fused task: its head and the overlapped tasks after it
+      while (end < order.size() && order[end].overlapped) ++end;
+      if (i > 0) out += ',';
+      if (end - i > 1) out += '(';
+      for (size_t j = i; j < end; ++j) {
+        const StageTask& t = order[j];
+        const char type = t.phase == Phase::kForward      ? 'F'
+                          : t.phase == Phase::kWeightGrad ? 'W'
+                          : split_backward                ? 'I'
+                                                          : 'B';
+        if (j > i) out += ';';
+        out += actionText(layout.virtualStage(static_cast<int>(r), t.chunk), type, t.micro_batch);
+      }
+      if (end - i > 1) out += ')' + std::string(kOverlapSuffix);
+      i = end;
     }
     out += '\n';
   }
@@ -243,6 +289,7 @@ namespace {
 class FileSchedule final : public PipelineSchedule {
  public:
   bool splitsBackward() const override { return file().split_backward; }
+  bool fusesTasks() const override { return file().fused; }
   bool allowsChunks() const override { return true; }
   LayoutKind layout() const override { return file().layout.kind(); }
   int fixedChunks() const override { return file().layout.chunks(); }

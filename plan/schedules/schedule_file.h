@@ -3,7 +3,9 @@
 // _load_csv, "compute only"): one row per pipeline rank, one cell per action, an action written
 // "{virtual stage}{type}{micro-batch}" with type F (forward), B (the whole backward), I (the input
 // gradient of a split backward: eventsim's B task) or W (its weight gradient); an empty cell is an
-// idle slot. Sends and receives are implied by the stages' devices.
+// idle slot. Sends and receives are implied by the stages' devices. A fused task (DualPipeV's
+// F&B) is PyTorch's OVERLAP_F_B cell, "({action};{action}[;{action}])OVERLAP_F_B": one F and the
+// backward of another micro-batch (with its W when the backward is whole).
 //
 // Loading infers the layout from the stages each rank runs (looped: rank r runs r, r+P, ...;
 // V: r and 2P-1-r; anything else is refused) and validates the file: every task exactly once,
@@ -23,6 +25,7 @@ struct ScheduleFile {
   PipelineLayout layout;
   int64_t micro_batches = 1;
   bool split_backward = false;
+  bool fused = false;   // some cell is an OVERLAP_F_B (StageTask::overlapped)
   DeviceOrders orders;  // index = rank (device stage)
 };
 

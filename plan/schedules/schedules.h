@@ -11,6 +11,7 @@ const PipelineSchedule& interleavedSchedule();  // interleaved.cpp
 const PipelineSchedule& zbH1Schedule();         // zb_h1.cpp
 const PipelineSchedule& zbH2Schedule();         // zb_h2.cpp
 const PipelineSchedule& zbVSchedule();          // zb_v.cpp
+const PipelineSchedule& dualPipeVSchedule();    // dualpipe_v.cpp
 const PipelineSchedule& fileSchedule();         // schedule_file.cpp (--schedule FILE.csv)
 
 }  // namespace evsim

@@ -159,6 +159,44 @@ TEST(PrunedSearchTest, ClosedFormMemoryIsThePlansAndTheBoundIsBelowTheSimulation
   EXPECT_GT(checked, 100);
 }
 
+TEST(PrunedSearchTest, TheZero3BoundCountsEveryBlocksGathersAndReduceScatters) {
+  // ZeRO-3 runs each block's parameter gathers and gradient reduce-scatter in the task between its
+  // ops: one device (P = 1) spends at least m x (its tasks' non-overlapping op times) on them and
+  // the rest, which the bound must reach (before, it left them out and fell to 13% of the
+  // simulated time at 16,384 GPUs). Summed here from the plan's own op lists and the cost model;
+  // the embedding's and the head's transfers, which the bound leaves out, are left out here too.
+  ModelConfig model = loadModelConfig(test::configPath("models", "tiny-gpt"));
+  ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "cpu-local"));
+  CostModel costs(cluster, nullptr, true);
+  PlanCache cache;
+  ClosedFormTier tier(model, cluster, costs, 0.1, cache);
+  for (Recompute recompute : {Recompute::kNone, Recompute::kFull}) {
+    Strategy s = Strategy::of(1, 1, 4, 1, 16);
+    s.zero_stage = 3;
+    s.recompute = recompute;
+    ASSERT_FALSE(strategyViolation(model, cluster, s));
+    IterationPlan plan = buildIterationPlan(model, cluster, s);
+    std::vector<EventCost> event_costs = costs.costAll(plan.events);
+    double serial_us = 0, transfers_us = 0;
+    for (const OpList* ops : {&plan.stages[0].forward, &plan.stages[0].backward}) {
+      for (const OpInstance& op : *ops) {
+        if (op.overlap_ops > 0) continue;
+        const bool transfer = op.stream == Stream::kDpComm;
+        if (transfer && op.layer < 0) continue;  // the embedding's and the head's
+        serial_us += event_costs[op.event].time_us;
+        if (transfer) transfers_us += event_costs[op.event].time_us;
+      }
+    }
+    ASSERT_GT(transfers_us, 0);  // the plan does gather per block
+    const double m = static_cast<double>(plan.micro_batches);
+    ClosedFormResult closed = tier.evaluate(s);
+    ASSERT_TRUE(closed.fits);
+    EXPECT_GE(closed.lower_bound_us, m * serial_us * (1 - 1e-12));
+    Simulation sim = simulate(std::move(plan), std::move(event_costs));
+    EXPECT_LE(closed.lower_bound_us, sim.summary.iteration_us * (1 + 1e-12));
+  }
+}
+
 TEST(PrunedSearchTest, TheBoundStaysBelowTheSimulationWithTheOverlapSlowdown) {
   // The slowdown only lengthens ops (factors >= 1), and the closed form leaves it out.
   BundledSearch b = bundledSearches()[3];

@@ -38,6 +38,19 @@ TEST(ScheduleFile, WritesTorchtitanActionsByHand) {
   EXPECT_EQ(csvOf(Schedule::kZbv, 2, 2, 2),
             "0F0,0F1,3F0,3I0,3W0,3F1,3I1,3W1,0I0,0W0,0I1,0W1\n"
             "1F0,2F0,1F1,2F1,2I0,2W0,1I0,1W0,2I1,2W1,1I1,1W1\n");
+  // DualPipeV, P = 2, m = 4 (dualpipe_v.cpp's steps by hand): rank 0 runs stages 0 and 3; a fused
+  // F&B task is PyTorch's OVERLAP_F_B cell, its backward whole (I then W inside the cell).
+  // Rank 0: 2 F0; F0 F1; B1 W F1; [F0 B1] [F1 B0]; B1 [F1 B0]; B1, B0 split; W B0 split; W.
+  // Rank 1 (last): 2 x F0 F1; F0, B1 unfused; [F1 B0]; [F0 B1] [F1 B0]; B1 B0 whole; B1 B0 split;
+  // W W.
+  EXPECT_EQ(csvOf(Schedule::kDualPipeV, 2, 2, 4),
+            "0F0,0F1,0F2,3F0,3I0,3W0,3F1,(0F3;3I1;3W1)OVERLAP_F_B,(3F2;0I0;0W0)OVERLAP_F_B,3I2,3W2,"
+            "(3F3;0I1;0W1)OVERLAP_F_B,3I3,3W3,0I2,0W2,0I3,0W3\n"
+            "1F0,2F0,1F1,2F1,1F2,2I0,2W0,(2F2;1I0;1W0)OVERLAP_F_B,(1F3;2I1;2W1)OVERLAP_F_B,"
+            "(2F3;1I1;1W1)OVERLAP_F_B,2I2,2W2,1I2,1W2,2I3,1I3,2W3,1W3\n");
+  const ScheduleFile d = parseScheduleCsv(csvOf(Schedule::kDualPipeV, 2, 2, 4), "d.csv");
+  EXPECT_TRUE(d.fused);
+  EXPECT_EQ(d.layout, PipelineLayout(LayoutKind::kV, 2, 2));
   // Interleaved P = 2, v = 2: rank 1 runs stages 1 and 3 (looped).
   const ScheduleFile f = parseScheduleCsv(csvOf(Schedule::kInterleaved, 2, 2, 2), "i.csv");
   EXPECT_EQ(f.layout, PipelineLayout(LayoutKind::kLooped, 2, 2));
@@ -59,7 +72,8 @@ TEST(ScheduleFile, BundledSchedulesRoundTrip) {
   const int64_t m = 8;
   for (Case c :
        {Case{Schedule::kGpipe, 1}, Case{Schedule::kDapple, 1}, Case{Schedule::kInterleaved, 2},
-        Case{Schedule::kZbh1, 1}, Case{Schedule::kZbh2, 1}, Case{Schedule::kZbv, 2}}) {
+        Case{Schedule::kZbh1, 1}, Case{Schedule::kZbh2, 1}, Case{Schedule::kZbv, 2},
+        Case{Schedule::kDualPipeV, 2}}) {
     SCOPED_TRACE(scheduleName(c.schedule));
     installScheduleFile(parseScheduleCsv(csvOf(c.schedule, P, c.v, m), "rt.csv"));
     const TaskGraph want = buildTaskGraph(c.schedule, P, c.v, m);
@@ -83,6 +97,8 @@ TEST(ScheduleFile, BundledSchedulesRoundTrip) {
         cost.forward_us = 1 + 0.1 * k;
         cost.backward_us = 2 + 0.05 * k;
         cost.weight_grad_us = want.split_backward ? 0.7 : 0;
+        cost.forward_overlap_us = 0.4;  // hidden in DualPipeV's fused tasks only
+        cost.backward_overlap_us = 0.6;
         in.stages.push_back(cost);
       }
       const size_t links = static_cast<size_t>(P * c.v - 1);
@@ -106,7 +122,15 @@ TEST(ScheduleFile, BadFilesAreOneLineNamingRankAndAction) {
             "between ranks)");
   EXPECT_EQ(errorOf("0F0,0F0,0B0\n1F0,1B0\n"), "s.csv: rank 0 action '0F0': runs twice");
   EXPECT_EQ(errorOf("0F0,0B0\n1F0\n"), "s.csv: rank 1 never runs '1B0'");
-  EXPECT_EQ(errorOf("0F0,0X0\n"), "s.csv: rank 0 action '0X0': not {stage}{F|B|I|W}{micro-batch}");
+  EXPECT_EQ(errorOf("0F0,0X0\n"),
+            "s.csv: rank 0 action '0X0': not {stage}{F|B|I|W}{micro-batch} or "
+            "({action};{action}...)OVERLAP_F_B");
+  // A fused cell must be one F and the backward of another micro-batch (and its W).
+  EXPECT_EQ(errorOf("0F0,(0F1;0F2)OVERLAP_F_B\n"),
+            "s.csv: rank 0 action '(0F1;0F2)OVERLAP_F_B': a fused task with two F");
+  EXPECT_EQ(errorOf("(0F0;0B0)OVERLAP_F_B\n"),
+            "s.csv: rank 0 action '(0F0;0B0)OVERLAP_F_B': a fused task is one F and the backward "
+            "(I or B, and its W) of another micro-batch");
   EXPECT_EQ(errorOf("0F0,0I0,0B0\n"),
             "s.csv: rank 0 action '0B0': B (whole backward) mixed with I/W (split backward) in "
             "one schedule");
