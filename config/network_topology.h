@@ -82,6 +82,9 @@ struct NetworkTopology {
   std::vector<FabricTier> tiers;  // bottom up; empty: one non-blocking switch
   NcclTuning nccl;
   bool derived = false;  // true when built from an old file's intra_link / network keys
+  // Transfers that overlap in time share the links they cross (modeler/link_flows.h); off
+  // (`--link-sharing off`) gives each its standalone time, for ablations. Not a file key.
+  bool link_sharing = true;
 };
 
 // The algorithms `nccl.algorithm` may force (besides "auto").

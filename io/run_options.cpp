@@ -305,6 +305,10 @@ void RunOptions::addOverlapSlowdownOption(CLI::App& app) {
                  "on: compute beside a collective slows by the device file's overlap_slowdown "
                  "factors (default); off: runs at full speed")
       ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--link-sharing", link_sharing,
+                 "on: transfers overlapping in time share the links they cross, max-min fairly "
+                 "(default); off: each takes its standalone time")
+      ->check(CLI::IsMember({"on", "off"}));
 }
 
 ClusterConfig RunOptions::loadCluster() const {
@@ -314,6 +318,7 @@ ClusterConfig RunOptions::loadCluster() const {
     c.device.overlap_slowdown.nvlink = {1.0, why};
     c.device.overlap_slowdown.network = {1.0, why};
   }
+  c.topology.link_sharing = link_sharing == "on";
   if (!nccl_algo.empty()) {
     const auto& names = ncclAlgorithmNames();
     if (nccl_algo != "auto" && std::find(names.begin(), names.end(), nccl_algo) == names.end()) {
@@ -487,6 +492,7 @@ std::string RunOptions::commandLine(const Strategy& s) const {
                        static_cast<double>(s.dp_bucket_bytes) / (1024 * 1024));
   }
   if (overlap_slowdown == "off") out += " --overlap-slowdown off";
+  if (link_sharing == "off") out += " --link-sharing off";
   if (s.schedule == Schedule::kInterleaved)
     out += fmt::format(" --virtual-stages {}", s.virtual_stages);
   if (s.recompute != Recompute::kNone)

@@ -67,6 +67,9 @@ struct RunOptions {
   // --overlap-slowdown on|off: off sets the device's overlap slowdown factors to 1 (compute beside
   // communication at full speed; modeler/overlap_slowdown.h), for ablations.
   std::string overlap_slowdown = "on";
+  // --link-sharing on|off: off gives every transfer its standalone time even where it overlaps
+  // others on a link (modeler/link_flows.h), for ablations.
+  std::string link_sharing = "on";
 
   // Registers --model, --cluster (required) and the model overrides.
   void addModelOptions(CLI::App& app);
@@ -89,7 +92,8 @@ struct RunOptions {
   // shard (3) where D x C >= 2 unless --zero was given (strategyViolation then names the clash).
   void applyFramework(Strategy& strategy) const;
 
-  // Registers --overlap-slowdown on|off (simulate, search: every command that times iterations).
+  // Registers --overlap-slowdown on|off and --link-sharing on|off (simulate, search: every command
+  // that times iterations).
   void addOverlapSlowdownOption(CLI::App& app);
 
   // Throws InputError when --schedule names another schedule than the interleaved one that
@@ -97,7 +101,8 @@ struct RunOptions {
   void requireInterleaved(const char* flag) const;
   // The model file with the command line's overrides applied.
   ModelConfig loadModel() const;
-  // The cluster file, its device's overlap slowdown switched off by --overlap-slowdown off.
+  // The cluster file, its device's overlap slowdown switched off by --overlap-slowdown off, its
+  // link sharing by --link-sharing off.
   ClusterConfig loadCluster() const;
   // Strategy from the flags; throws InputError naming the flag. `model` turns Megatron's
   // --num-layers-per-virtual-pipeline-stage into v.

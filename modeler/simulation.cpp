@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/units.h"
+#include "modeler/link_flows.h"
 #include "modeler/op_offsets.h"
 
 namespace evsim {
@@ -97,6 +98,7 @@ constexpr double DeviceMetrics::*kDeviceFields[] = {&DeviceMetrics::compute_us,
                                                     &DeviceMetrics::pp_comm_us,
                                                     &DeviceMetrics::dp_comm_us,
                                                     &DeviceMetrics::exposed_dp_comm_us,
+                                                    &DeviceMetrics::zero_comm_us,
                                                     &DeviceMetrics::cp_comm_us,
                                                     &DeviceMetrics::exposed_cp_comm_us,
                                                     &DeviceMetrics::ep_comm_us,
@@ -162,6 +164,7 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   for (const TaskTiming& t : timeline.tasks) d.pp_comm_us += t.send.duration();
   d.dp_comm_us += zero3_us + timeline.param_allgather.duration();
   d.exposed_dp_comm_us += zero3_us + timeline.param_allgather.duration();
+  d.zero_comm_us = zero3_us + timeline.param_allgather.duration();
   for (const Interval& sync : timeline.grad_sync) {
     d.dp_comm_us += sync.duration();
     // Overlapped buckets only cost the device the part after its own compute has finished.
@@ -263,6 +266,7 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
     }
   }
   sim.timeline = computeTimeline(sim.input);
+  shareLinksOverTime(p, sim.input, sim.timeline);
   // Finite event times can still add up past double's range (issue 17: an infinite time, exit 0).
   if (!std::isfinite(sim.timeline.iteration_us)) {
     EVSIM_THROW(InputError, "the iteration time is not finite: the inputs imply more than {:g} us",

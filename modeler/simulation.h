@@ -37,6 +37,9 @@ struct DeviceMetrics {
   double pp_comm_us = 0;
   double dp_comm_us = 0;          // gradient all-reduce time (may overlap compute)
   double exposed_dp_comm_us = 0;  // the part that does not overlap compute
+  // ZeRO's parameter gathers and gradient scatters (ZeRO-3 inside the tasks, ZeRO 1/2's gather
+  // after the optimizer): all exposed, and part of dp_comm_us and exposed_dp_comm_us too.
+  double zero_comm_us = 0;
   double cp_comm_us = 0;          // context parallelism's K/V ring exchanges (overlap attention)
   double exposed_cp_comm_us = 0;  // the part that outlasts the attention steps
   double ep_comm_us = 0;          // expert parallelism's token all-to-alls (blocking)

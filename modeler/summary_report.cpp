@@ -122,7 +122,58 @@ std::string memoryBreakdownText(const StageMemory& m, const MemoryEstimate& e) {
       gib(m.reserved_bytes), gib(m.overhead_bytes), gib(m.peak_bytes), gib(e.capacity_bytes));
 }
 
-nlohmann::json summaryJson(const Simulation& sim, double memory_headroom) {
+namespace {
+
+// Exposed communication per kind, mean device (ms): what compute does not hide. TP and EP
+// collectives and pipeline sends block their device; DP is its exposed part less ZeRO's, which is
+// all exposed.
+std::vector<std::pair<const char*, double>> exposedCommMs(const DeviceMetrics& d) {
+  return {{"tp", d.tp_comm_us / kUsPerMs},
+          {"cp", d.exposed_cp_comm_us / kUsPerMs},
+          {"ep", d.ep_comm_us / kUsPerMs},
+          {"pp", d.pp_comm_us / kUsPerMs},
+          {"dp", (d.exposed_dp_comm_us - d.zero_comm_us) / kUsPerMs},
+          {"zero", d.zero_comm_us / kUsPerMs}};
+}
+
+nlohmann::json linksJson(const Simulation& sim, const LinkUsage& links) {
+  nlohmann::json busiest = nlohmann::json::array();
+  for (const LinkLoad* l : busiestLinks(links, kBusiestLinks)) {
+    busiest.push_back({{"resource", l->name},
+                       {"capacity_gb_s", l->capacity_bytes_per_us / 1e3},
+                       {"bytes", l->bytes},
+                       {"utilization", l->utilization(links.iteration_us)}});
+  }
+  return {{"sharing", sim.plan.cluster.topology.link_sharing}, {"busiest", busiest}};
+}
+
+std::string linksText(const Simulation& sim, const LinkUsage* links) {
+  std::string out = "  exposed comm (ms)  ";
+  for (const auto& [kind, ms] : exposedCommMs(sim.summary.mean_device)) {
+    if (ms > 0) out += fmt::format(" {} {:.3f}", kind, ms);
+  }
+  out += " (mean device)\n";
+  if (links == nullptr) return out;
+  out += fmt::format("  busiest links       (mean utilization; link sharing {})\n",
+                     sim.plan.cluster.topology.link_sharing ? "on" : "off");
+  for (const LinkLoad* l : busiestLinks(*links, kBusiestLinks)) {
+    out += fmt::format("    {:<32} {:5.1f}%  {} at {:.0f} GB/s\n", l->name,
+                       100 * l->utilization(links->iteration_us), formatBytes(l->bytes),
+                       l->capacity_bytes_per_us / 1e3);
+  }
+  return out;
+}
+
+nlohmann::json exposedCommJson(const DeviceMetrics& d) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [kind, ms] : exposedCommMs(d)) out[kind] = ms;
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json summaryJson(const Simulation& sim, double memory_headroom,
+                           const LinkUsage* links) {
   const SimulationSummary& s = sim.summary;
   const Strategy& st = sim.plan.strategy;
   const MemoryEstimate memory = estimateMemory(sim.plan, memory_headroom);  // per device
@@ -193,10 +244,12 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom) {
           {"usable_memory_bytes", memory.usable_bytes},
           {"host_memory_bytes_per_node", memory.host_peak_bytes},
           {"usable_host_memory_bytes_per_node", memory.host_usable_bytes},
-          {"provenance", provenance}};
+          {"provenance", provenance},
+          {"exposed_comm_ms", exposedCommJson(s.mean_device)},
+          {"links", links ? linksJson(sim, *links) : nlohmann::json(nullptr)}};
 }
 
-std::string summaryText(const Simulation& sim, double memory_headroom) {
+std::string summaryText(const Simulation& sim, double memory_headroom, const LinkUsage* links) {
   const SimulationSummary& s = sim.summary;
   const IterationPlan& p = sim.plan;
   const Strategy& st = p.strategy;
@@ -232,6 +285,7 @@ std::string summaryText(const Simulation& sim, double memory_headroom) {
         "(x{:g} NVLink, x{:g} network; --overlap-slowdown off leaves it out)\n",
         s.mean_device.overlap_slowdown_us / kUsPerMs, f.nvlink.value, f.network.value);
   }
+  out += linksText(sim, links);
   out += fmt::format(
       "  provenance         measured {:.1f}%, derived {:.1f}%, estimated {:.1f}% of op time\n",
       100 * s.provenance_share[0], 100 * s.provenance_share[1], 100 * s.provenance_share[2]);

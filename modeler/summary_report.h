@@ -10,12 +10,20 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "modeler/link_usage.h"
 #include "modeler/memory_model.h"
 #include "modeler/simulation.h"
 
 namespace evsim {
 
-nlohmann::json summaryJson(const Simulation& sim, double memory_headroom = kDefaultMemoryHeadroom);
-std::string summaryText(const Simulation& sim, double memory_headroom = kDefaultMemoryHeadroom);
+// `links` (link_usage.h), when given, adds the busiest links: "links": {"sharing": bool,
+// "busiest": [{"resource", "capacity_gb_s", "bytes", "utilization"}, ...]} (utilisation: the mean
+// over the iteration; at most kBusiestLinks). Both always carry the exposed communication per kind
+// (mean device): "exposed_comm_ms": {"tp", "cp", "ep", "pp", "dp", "zero"}.
+inline constexpr size_t kBusiestLinks = 5;
+nlohmann::json summaryJson(const Simulation& sim, double memory_headroom = kDefaultMemoryHeadroom,
+                           const LinkUsage* links = nullptr);
+std::string summaryText(const Simulation& sim, double memory_headroom = kDefaultMemoryHeadroom,
+                        const LinkUsage* links = nullptr);
 
 }  // namespace evsim

@@ -86,7 +86,8 @@ std::vector<DeviceBuckets> slowingBuckets(const TimingInput& input, const TaskGr
 // List-schedules the graph on one pipeline class's links: each device walks its order; a task is
 // placed once all its inputs are placed, so we sweep the devices until every task is.
 PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
-                              const PipelineCost& links, uint64_t seed) {
+                              const PipelineCost& links,
+                              const std::vector<std::vector<double>>& send_stretch, uint64_t seed) {
   const int P = graph.devices;
   std::mt19937_64 rng(seed);
   PipelineTimeline out;
@@ -183,6 +184,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
           t.send = Interval{run.end_us, run.end_us};
           if (node.send == Send::kActivation) t.send.end_us += links.send_forward_us[node.link];
           if (node.send == Send::kGradient) t.send.end_us += links.send_backward_us[node.link];
+          if (!send_stretch.empty()) t.send.end_us += send_stretch[s][at];
           // A lone task's send holds the device; a fused task's go out on the comm stream.
           if (members == 1) free_us = t.send.end_us;
           if (members == 1) out.stages[s].busy_in_pipeline_us += t.send.duration();
@@ -201,6 +203,11 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
     out.flush_us = std::max(out.flush_us, device_free[s]);
   }
   return out;
+}
+
+// What link sharing added to device stage s's grad_sync interval `i` (TimingInput).
+double syncStretch(const TimingInput& input, int s, size_t i) {
+  return input.grad_sync_stretch_us.empty() ? 0 : input.grad_sync_stretch_us[s][i];
 }
 
 // Start of the last task of `chunk` on a device that produces gradients (the last W when the
@@ -238,7 +245,9 @@ IterationTimeline computeTimeline(const TimingInput& input) {
   for (size_t k = 0; k < input.pipelines.size(); ++k) {
     // One generator per class, seeded apart (splitmix-style offsets of the jitter seed).
     const uint64_t seed = input.jitter.seed + 0x9E3779B97F4A7C15ull * (k + 1);
-    out.pipelines.push_back(timePipeline(input, out.graph, input.pipelines[k], seed));
+    static const std::vector<std::vector<double>> kNone;
+    const auto& stretch = input.send_stretch_us.empty() ? kNone : input.send_stretch_us[k];
+    out.pipelines.push_back(timePipeline(input, out.graph, input.pipelines[k], stretch, seed));
   }
   // Micro-batch chunks held at once along each device's order (the memory model's walk).
   for (int s = 0; s < P; ++s) {
@@ -277,7 +286,7 @@ IterationTimeline computeTimeline(const TimingInput& input) {
           const BucketCost& bucket = cost.buckets[b];
           Interval i;
           i.start_us = std::max(stream_free, ready);
-          i.end_us = i.start_us + bucket.allreduce_us;
+          i.end_us = i.start_us + bucket.allreduce_us + syncStretch(input, s, sync.size());
           stream_free = i.end_us;
           sync.push_back(i);
           sync_chunk.push_back(c);
@@ -287,7 +296,7 @@ IterationTimeline computeTimeline(const TimingInput& input) {
         for (const PipelineTimeline& p : out.pipelines)
           ready = std::max(ready, p.stages[s].pipeline_end_us);
         Interval i{std::max(stream_free, ready), 0};
-        i.end_us = i.start_us + cost.grad_allreduce_us;
+        i.end_us = i.start_us + cost.grad_allreduce_us + syncStretch(input, s, sync.size());
         stream_free = i.end_us;
         sync.push_back(i);
         sync_chunk.push_back(c);
@@ -305,6 +314,9 @@ IterationTimeline computeTimeline(const TimingInput& input) {
       out.iteration_us = std::max(out.iteration_us, stage.optimizer.end_us);
     }
     if (param_allgather_us > 0) {
+      if (!input.param_allgather_stretch_us.empty()) {
+        param_allgather_us += input.param_allgather_stretch_us[s];
+      }
       const Interval gather{optimizer_end, optimizer_end + param_allgather_us};
       for (PipelineTimeline& p : out.pipelines) p.stages[s].param_allgather = gather;
       out.iteration_us = std::max(out.iteration_us, gather.end_us);

@@ -30,6 +30,10 @@
 // flight), so that task and every later one on the device see them. With several pipeline classes
 // the buckets then wait for the slowest replica (below); the slowdown uses each class's own bucket
 // times.
+//
+// Link sharing (modeler/link_flows.h) re-runs this timing with what shared links added to each
+// send and DP collective (TimingInput's stretch fields): a send or collective ends that much later
+// and everything after it follows. The overlap slowdown above keeps each bucket's standalone time.
 
 // Fused tasks (task_graph.h; DualPipeV's F&B): the forward of micro-batch i and the backward of
 // micro-batch j (with its W when the backward is whole) on one device run as one task on two
@@ -105,6 +109,13 @@ struct TimingInput {
   std::vector<PipelineCost> pipelines;  // at least one
   bool dp_overlap = false;
   TaskJitter jitter;
+  // Link sharing (modeler/link_flows.h): what transfers sharing its links added to each transfer,
+  // which ends that much later (each empty: none). Sends: per pipeline class, per device stage, per
+  // position in the device's order. The DP collectives (shared by every class): per device stage,
+  // per grad_sync interval in the order they are placed, and the parameter all-gather.
+  std::vector<std::vector<std::vector<double>>> send_stretch_us;
+  std::vector<std::vector<double>> grad_sync_stretch_us;
+  std::vector<double> param_allgather_stretch_us;
 };
 
 struct Interval {

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/gzip_stream.h"
 #include "modeler/device_events.h"
+#include "modeler/link_usage.h"
 #include "modeler/timeline_csv.h"
 #include "modeler/trace_text.h"
 #include "modeler/variability.h"
@@ -174,6 +175,34 @@ std::vector<int64_t> firstPipelineRanks(const IterationPlan& plan) {
   return out;
 }
 
+namespace {
+
+// One counter track per link under a "links" process: its utilisation at each change, back to 0
+// where it falls idle.
+void writeLinkCounters(const LinkUsage& usage, int64_t pid, TraceText& text, bool first) {
+  if (!first) text << ",\n";
+  text << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << pid
+       << ",\"args\":{\"name\":\"links (utilization)\"}},\n{\"ph\":\"M\",\"name\":"
+          "\"process_sort_index\",\"pid\":"
+       << pid << ",\"args\":{\"sort_index\":" << pid << "}}";
+  auto counter = [&](const LinkLoad& link, double ts, double utilization) {
+    text << ",\n{\"ph\":\"C\",\"name\":\"" << link.name << "\",\"pid\":" << pid << ",\"ts\":";
+    text.fixed3(ts) << ",\"args\":{\"utilization\":";
+    text.fixed3(utilization) << "}}";
+  };
+  for (const LinkLoad& link : usage.links) {
+    for (size_t i = 0; i < link.segments.size(); ++i) {
+      const LoadSegment& s = link.segments[i];
+      counter(link, s.start_us, s.bytes_per_us / link.capacity_bytes_per_us);
+      const bool gap = i + 1 == link.segments.size() || link.segments[i + 1].start_us > s.end_us;
+      if (gap) counter(link, s.end_us, 0);
+    }
+    text.flush();
+  }
+}
+
+}  // namespace
+
 void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& ranks,
                       std::ostream& out, TimelineGrouping grouping) {
   const IterationPlan& plan = *source.plan;
@@ -274,6 +303,7 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
       text.flush();
     });
   }
+  if (source.links != nullptr) writeLinkCounters(*source.links, plan.strategy.gpus(), text, first);
   text << "\n]}\n";
   text.flush(/*force=*/true);
 }

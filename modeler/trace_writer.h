@@ -52,6 +52,9 @@ struct TimelineSource {
   // The simulated timeline a rank expands from (equal for ranks whose events are the same);
   // empty for measured timelines, where every rank is its own.
   std::function<int64_t(int64_t rank)> timeline_of;
+  // The simulation's link loads (link_usage.h), written as counter tracks ("ph":"C", one per link,
+  // its utilisation) of one more process, "links", pid = the world size; nullptr: none.
+  const struct LinkUsage* links = nullptr;
 };
 
 enum class TimelineGrouping { kPerRank, kPerTimeline };

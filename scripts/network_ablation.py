@@ -14,11 +14,19 @@ Rows (mean |busbw error|):
                          ring volume factor: eventsim's behaviour before issue 28);
   oversubscription     - the two clusters are non-blocking and the data is at most 32 nodes: no
                          data tells it apart (printed as such).
+And whole iterations (mean |model TFLOP/s per GPU error|) against the published Llama 3.1 405B
+pre-training runs of scripts/validate_public_runs.sh (8,192 and 16,384 H100s, both of eventsim's
+nearest schedules; not fitted):
+  full model           - as shipped;
+  link sharing off     - --link-sharing off: every transfer at its standalone time;
+  overlap slowdown off - --overlap-slowdown off: compute beside communication at full speed.
 
   scripts/network_ablation.py [--eventsim build/eventsim]
 """
 import argparse
+import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -79,6 +87,28 @@ def scale_errors(eventsim, mode):
     return 100 * sum(errs) / len(errs), len(errs)
 
 
+# (GPUs, reported TFLOP/s per GPU, schedule flags): validate_public_runs.sh's rows.
+ITERATIONS = [
+    (8192, 430.0, ["--schedule", "dapple"]),
+    (16384, 400.0, ["--schedule", "dapple"]),
+    (8192, 430.0, ["--schedule", "interleaved", "--virtual-stages", "2"]),
+    (16384, 400.0, ["--schedule", "interleaved", "--virtual-stages", "2"]),
+]
+
+
+def iteration_errors(eventsim, switch):
+    errs = []
+    for gpus, reported, schedule in ITERATIONS:
+        cmd = [eventsim, "simulate", "--model", "llama3.1-405b", "--cluster", "dgx-h100",
+               "--tp", "8", "--pp", "16", "--gpus", str(gpus), "--micro-batch", "1",
+               "--global-batch", "2048", "--sequence-parallel", "--zero", "2",
+               "--overlap-grad-reduce", "--fallback", "analytic", "--json"] + schedule + switch
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        tflops = json.loads(out)["model_tflops_per_gpu"]
+        errs.append(abs(tflops / reported - 1))
+    return 100 * sum(errs) / len(errs), len(errs)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--eventsim", default=os.path.join(ROOT, "build", "eventsim"))
@@ -99,6 +129,16 @@ def main():
     print(f"| latency growth (two-node busbw held) | {fit_full:.1f}% (same: 2 nodes) "
           f"| {sc_const:.1f}% |")
     print("| oversubscription | no data (non-blocking clusters) | no data |")
+    it_full, n_it = iteration_errors(args.eventsim, [])
+    it_share, _ = iteration_errors(args.eventsim, ["--link-sharing", "off"])
+    it_slow, _ = iteration_errors(args.eventsim, ["--overlap-slowdown", "off"])
+    print()
+    print(f"| effect switched off | whole iterations: {n_it} published Llama 3.1 405B runs, "
+          f"8,192-16,384 H100s (model TFLOP/s per GPU) |")
+    print("|---|---|")
+    print(f"| none (full model) | {it_full:.1f}% |")
+    print(f"| link sharing (--link-sharing off) | {it_share:.1f}% |")
+    print(f"| overlap slowdown (--overlap-slowdown off) | {it_slow:.1f}% |")
 
 
 if __name__ == "__main__":

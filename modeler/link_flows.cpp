@@ -1,0 +1,411 @@
+// Transfers as flows over the cluster's links, and the sharing pass; link_flows.h states
+// the model.
+#include "modeler/link_flows.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "common/error.h"
+#include "events/collective.h"
+#include "fmt/format.h"
+
+namespace evsim {
+
+namespace {
+
+constexpr double kBytesPerUsPerGbS = 1e3;  // 1 GB/s = 1e9 bytes/s = 1e3 bytes/us
+constexpr double kStretchedUs = 1e-3;      // less is rounding
+
+// Bytes one rank's links carry for `event` (nccl-tests' bus factor; a P2P send carries its
+// message).
+double linkBytes(const Event& event) {
+  const double bytes = static_cast<double>(event.message_bytes);
+  if (event.kind == EventKind::kP2P) return bytes;
+  return bytes * collectiveOf(event.kind).bus_factor(event.placement.group_size);
+}
+
+// Whether a group over `nodes` nodes crosses `tier`'s uplinks (fabric.cpp's rule).
+bool crossesTier(const NetworkTopology& topology, const FabricTier& tier, int nodes) {
+  return nodes > 1 && (topology.placement == JobPlacement::kScattered || nodes > tier.nodes);
+}
+
+void addUplinks(const NetworkTopology& topology, const std::vector<int>& uplinks, int nodes,
+                float copies, LinkUses& uses) {
+  for (size_t t = 0; t < topology.tiers.size(); ++t) {
+    if (!crossesTier(topology, topology.tiers[t], nodes)) break;
+    if (uplinks[t] >= 0) uses.push_back({uplinks[t], copies});
+  }
+}
+
+// A collective of device `d` over `placement`, moving `bytes` per rank.
+SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
+                          const Placement& placement, double bytes, double start_us,
+                          double duration_us) {
+  SharedFlow f{start_us, duration_us, bytes, {}};
+  if (placement.ranks_per_node > 1) {
+    f.uses.push_back({d.nvlink_tx, 1});
+    f.uses.push_back({d.nvlink_rx, 1});
+  }
+  if (placement.nodes > 1) {
+    // Each of the node's copies of this device is in its own group unless the group has several
+    // ranks on the node (a ring then crosses the node's NICs once per group).
+    const float copies = std::max(1.0f, d.copies / static_cast<float>(placement.ranks_per_node));
+    f.uses.push_back({d.nic_tx, copies});
+    f.uses.push_back({d.nic_rx, copies});
+    addUplinks(topology, d.uplink_tx, placement.nodes, copies, f.uses);
+    addUplinks(topology, d.uplink_rx, placement.nodes, copies, f.uses);
+  }
+  return f;
+}
+
+// Whether two time-sorted lists of non-overlapping intervals overlap each other (a merge).
+template <typename Span>
+bool runsOverlap(const Span* a, const Span* a_end, const Span* b, const Span* b_end) {
+  while (a != a_end && b != b_end) {
+    if (a->start_us < b->end_us && b->start_us < a->end_us) return true;
+    if (a->end_us <= b->end_us) {
+      ++a;
+    } else {
+      ++b;
+    }
+  }
+  return false;
+}
+
+// Whether two sends into one device overlap in time (on its NVLink or on its NICs). The arrivals
+// from one sender are in time order and never overlap each other (a send holds its device), so
+// an overlap is between two senders' runs, found by merging them (no sort: this runs on every
+// timing that may share).
+bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timeline) {
+  const PipelineLayout layout = plan.pipelineLayout();
+  const int P = plan.deviceStages();
+  struct Arrival {
+    double start_us, end_us;
+  };
+  struct Run {
+    int sender;
+    size_t first;  // index of its first arrival
+  };
+  // Per (receiver, inter-node): the arrivals, and where each sender's run starts.
+  std::vector<std::vector<Arrival>> into(2 * static_cast<size_t>(P));
+  std::vector<std::vector<Run>> runs(into.size());
+  const size_t links = plan.virtualStages() - 1;
+  std::vector<size_t> key_of(2 * links);  // per link: activation, gradient
+  for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
+    const PipelineClass& pipeline = plan.pipelines[k];
+    for (auto& list : into) list.clear();
+    for (auto& list : runs) list.clear();
+    // Each link's (receiver, inter-node) key once per class, not once per send; none: no event.
+    constexpr size_t kNoKey = SIZE_MAX;
+    for (size_t l = 0; l < links; ++l) {
+      for (const Send send : {Send::kActivation, Send::kGradient}) {
+        const bool forward = send == Send::kActivation;
+        const int e = forward ? pipeline.forward_p2p[l] : pipeline.backward_p2p[l];
+        const int to = layout.device(linkReceiver(send, static_cast<int>(l)));
+        key_of[2 * l + !forward] =
+            e < 0 ? kNoKey
+                  : 2 * static_cast<size_t>(to) + plan.events[e].event.placement.interNode();
+      }
+    }
+    for (int s = 0; s < P; ++s) {
+      for (const TaskTiming& t : timeline.pipelines[k].stages[s].tasks) {
+        if (t.send.end_us <= t.send.start_us || t.node < 0) continue;
+        const TaskNode& node = timeline.graph.nodes[t.node];
+        const size_t key =
+            key_of[2 * static_cast<size_t>(node.link) + (node.send == Send::kGradient ? 1 : 0)];
+        if (key == kNoKey) continue;
+        // Senders come in device order: a new one starts a run.
+        if (runs[key].empty() || runs[key].back().sender != s) {
+          runs[key].push_back({s, into[key].size()});
+        }
+        into[key].push_back({t.send.start_us, t.send.end_us});
+      }
+    }
+    for (size_t key = 0; key < into.size(); ++key) {
+      const std::vector<Run>& r = runs[key];
+      const Arrival* data = into[key].data();
+      auto end = [&](size_t i) {
+        return data + (i + 1 < r.size() ? r[i + 1].first : into[key].size());
+      };
+      for (size_t i = 0; i < r.size(); ++i) {
+        for (size_t j = i + 1; j < r.size(); ++j) {
+          if (runsOverlap(data + r[i].first, end(i), data + r[j].first, end(j))) return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
+// Whether two of the timeline's transfers share a resource at once, or may: DP buckets in flight
+// beside the pipeline, or two representative devices on one node (both: the flows decide); else
+// only sends arriving at one device from two neighbours at once. Sends of one device never
+// overlap each other (a send holds its device), and the DP collectives and the ZeRO gather
+// without overlap start after every transfer of the device.
+bool mayShare(const IterationPlan& plan, const TimingInput& input, const LinkMap& map,
+              const IterationTimeline& timeline) {
+  if (input.dp_overlap) {
+    for (const StageCost& s : input.stages) {
+      if (!s.buckets.empty()) return true;
+    }
+  }
+  std::vector<int> nodes;
+  for (const auto& pipeline : map.devices) {
+    for (const DeviceLinks& d : pipeline) nodes.push_back(d.node);
+  }
+  std::sort(nodes.begin(), nodes.end());
+  if (std::adjacent_find(nodes.begin(), nodes.end()) != nodes.end()) return true;
+  return plan.virtualStages() > 2 && arrivalsOverlap(plan, timeline);
+}
+
+// Sets the stretch fields of `input` from shared ends; returns whether any is above rounding.
+bool applyStretch(const TimelineFlows& flows, const SharingResult& shared, int stages,
+                  TimingInput& input, const IterationTimeline& timeline) {
+  // Fresh vectors, each entry what this pass measured.
+  std::vector<std::vector<std::vector<double>>> send(input.pipelines.size());
+  for (size_t k = 0; k < input.pipelines.size(); ++k) {
+    send[k].resize(stages);
+    for (int s = 0; s < stages; ++s) {
+      send[k][s].assign(timeline.pipelines[k].stages[s].tasks.size(), 0.0);
+    }
+  }
+  std::vector<std::vector<double>> sync(stages);
+  for (int s = 0; s < stages; ++s) {
+    sync[s].assign(timeline.pipelines[0].stages[s].grad_sync.size(), 0.0);
+  }
+  std::vector<double> gather(stages, 0.0);
+  for (size_t i = 0; i < flows.flows.size(); ++i) {
+    const SharedFlow& f = flows.flows[i];
+    const TimelineFlows::Origin& o = flows.origins[i];
+    const double extra = std::max(0.0, shared.end_us[i] - f.start_us - f.duration_us);
+    switch (o.kind) {
+      case FlowKind::kPp:
+        send[o.pipeline][o.stage][o.index] = extra;
+        break;
+      case FlowKind::kDp:  // the collective waits for its slowest class
+        sync[o.stage][o.index] = std::max(sync[o.stage][o.index], extra);
+        break;
+      case FlowKind::kZero:
+        gather[o.stage] = std::max(gather[o.stage], extra);
+        break;
+    }
+  }
+  bool changed = false;
+  for (size_t i = 0; i < flows.flows.size() && !changed; ++i) {
+    const SharedFlow& f = flows.flows[i];
+    changed = shared.end_us[i] - f.start_us - f.duration_us > kStretchedUs;
+  }
+  if (!changed) return false;
+  input.send_stretch_us = std::move(send);
+  input.grad_sync_stretch_us = std::move(sync);
+  input.param_allgather_stretch_us = std::move(gather);
+  return true;
+}
+
+}  // namespace
+
+const char* flowKindName(FlowKind kind) {
+  switch (kind) {
+    case FlowKind::kPp:
+      return "pp";
+    case FlowKind::kDp:
+      return "dp";
+    default:
+      return "zero";
+  }
+}
+
+std::string linkName(const NetworkTopology& topology, const LinkResource& r) {
+  const char* dir = r.tx ? "tx" : "rx";
+  switch (r.kind) {
+    case LinkResource::kNvlink:
+      return fmt::format("rank {} nvlink {}", r.where, dir);
+    case LinkResource::kNic:
+      return fmt::format("node {} nic {}", r.where, dir);
+    default:
+      return fmt::format("node {} {} uplink {}", r.where, topology.tiers[r.tier].name, dir);
+  }
+}
+
+std::vector<double> LinkMap::capacities() const {
+  std::vector<double> out;
+  out.reserve(resources.size());
+  for (const LinkResource& r : resources) out.push_back(r.capacity_bytes_per_us);
+  return out;
+}
+
+LinkMap linkMap(const IterationPlan& plan) {
+  const ClusterConfig& cluster = plan.cluster;
+  const NetworkTopology& topology = cluster.topology;
+  const RankLayout layout = plan.layout();
+  const int P = plan.deviceStages();
+  const double nic = topology.nics_per_node > 0
+                         ? topology.nics_per_node * topology.nic_bandwidth_gb_s
+                         : cluster.network.bandwidth_gb_s;
+  LinkMap map;
+  auto add = [&](LinkResource::Kind kind, int64_t where, int tier, bool tx, double gb_s) {
+    map.resources.push_back({kind, where, tier, tx, gb_s * kBytesPerUsPerGbS});
+    return static_cast<int>(map.resources.size()) - 1;
+  };
+  std::vector<int> class_of(plan.strategy.dp, 0);
+  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
+    for (int r : plan.pipelines[k].replicas) class_of[r] = static_cast<int>(k);
+  }
+  // A flow holds its uses inline (link_sharing.h): NVLink and NICs both ways, and each
+  // oversubscribed tier's uplinks both ways.
+  const auto over = std::count_if(topology.tiers.begin(), topology.tiers.end(),
+                                  [](const FabricTier& t) { return t.oversubscription > 1; });
+  if (4 + 2 * over > LinkUses::kMax) {
+    EVSIM_THROW(InputError,
+                "{}: topology.tiers: {} oversubscribed tiers, link sharing models at most {}",
+                cluster.name, over, (LinkUses::kMax - 4) / 2);
+  }
+  std::map<int, DeviceLinks> node_links;  // the NIC and uplink resources of each node seen
+  map.devices.resize(plan.pipelines.size());
+  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
+    const int replica = plan.pipelines[k].replicas.front();
+    for (int s = 0; s < P; ++s) {
+      const int64_t rank = layout.rank(0, replica, s);
+      const int node = layout.node(rank);
+      auto [it, fresh] = node_links.try_emplace(node);
+      DeviceLinks& shared = it->second;
+      if (fresh) {
+        shared.nic_tx = add(LinkResource::kNic, node, -1, true, nic);
+        shared.nic_rx = add(LinkResource::kNic, node, -1, false, nic);
+        for (size_t t = 0; t < topology.tiers.size(); ++t) {
+          const double over = topology.tiers[t].oversubscription;
+          const int tier = static_cast<int>(t);
+          shared.uplink_tx.push_back(
+              over > 1 ? add(LinkResource::kUplink, node, tier, true, nic / over) : -1);
+          shared.uplink_rx.push_back(
+              over > 1 ? add(LinkResource::kUplink, node, tier, false, nic / over) : -1);
+        }
+      }
+      DeviceLinks d = shared;
+      d.node = node;
+      d.copies = 0;
+      const int64_t first = int64_t{node} * cluster.gpus_per_node;
+      for (int64_t r = first; r < first + cluster.gpus_per_node; ++r) {
+        const RankCoord c = layout.coord(r);
+        if (c.pp == s && class_of[c.dp] == static_cast<int>(k)) d.copies += 1;
+      }
+      d.copies = std::max(1.0f, d.copies);
+      const double nvlink = cluster.intra_link.bandwidth_gb_s;
+      d.nvlink_tx = add(LinkResource::kNvlink, rank, -1, true, nvlink);
+      d.nvlink_rx = add(LinkResource::kNvlink, rank, -1, false, nvlink);
+      map.devices[k].push_back(std::move(d));
+    }
+  }
+  return map;
+}
+
+TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
+                            const IterationTimeline& timeline, const LinkMap& map) {
+  const NetworkTopology& topology = plan.cluster.topology;
+  const PipelineLayout layout = plan.pipelineLayout();
+  const int P = plan.deviceStages();
+  const int v = plan.chunksPerDevice();
+  TimelineFlows out;
+  size_t transfers = 0;
+  for (const PipelineTimeline& p : timeline.pipelines) {
+    for (const StageTimeline& stage : p.stages)
+      transfers += stage.tasks.size() + stage.grad_sync.size() + 1;
+  }
+  out.flows.reserve(transfers);
+  out.origins.reserve(transfers);
+  auto push = [&](SharedFlow f, TimelineFlows::Origin o) {
+    out.flows.push_back(std::move(f));
+    out.origins.push_back(o);
+  };
+  for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
+    const PipelineClass& pipeline = plan.pipelines[k];
+    const PipelineCost& links = input.pipelines[k];
+    for (int s = 0; s < P; ++s) {
+      const DeviceLinks& d = map.devices[k][s];
+      const StageTimeline& stage = timeline.pipelines[k].stages[s];
+      for (size_t i = 0; i < stage.tasks.size(); ++i) {
+        const TaskTiming& t = stage.tasks[i];
+        const TaskNode& node = timeline.graph.nodes[t.node];
+        if (node.send == Send::kNone) continue;
+        const bool forward = node.send == Send::kActivation;
+        const int e = forward ? pipeline.forward_p2p[node.link] : pipeline.backward_p2p[node.link];
+        if (e < 0) continue;
+        const Event& event = plan.events[e].event;
+        const double alone =
+            forward ? links.send_forward_us[node.link] : links.send_backward_us[node.link];
+        const DeviceLinks& to = map.devices[k][layout.device(linkReceiver(node.send, node.link))];
+        SharedFlow f{t.send.start_us, alone, linkBytes(event), {}};
+        if (event.placement.interNode()) {
+          f.uses = {{d.nic_tx, d.copies}, {to.nic_rx, d.copies}};
+          addUplinks(topology, d.uplink_tx, event.placement.nodes, d.copies, f.uses);
+          addUplinks(topology, to.uplink_rx, event.placement.nodes, d.copies, f.uses);
+        } else {
+          f.uses = {{d.nvlink_tx, 1}, {to.nvlink_rx, 1}};
+        }
+        push(std::move(f), {FlowKind::kPp, static_cast<int>(k), s, static_cast<int>(i)});
+      }
+      // The DP collectives, in the order computeTimeline placed them (chunk v-1 first; per chunk
+      // its buckets or its one collective, the routed experts' after the dense).
+      size_t interval = 0;
+      double gather_bytes = 0;
+      const Event* gather_event = nullptr;
+      for (int c = v - 1; c >= 0; --c) {
+        const int vs = layout.virtualStage(s, c);
+        const StagePlan& sp = plan.stages[vs];
+        const StageCost& cost = input.stages[vs];
+        auto sync = [&](const Event& event, double bytes) {
+          const Interval& when = stage.grad_sync[interval];
+          const double stretch =
+              input.grad_sync_stretch_us.empty() ? 0 : input.grad_sync_stretch_us[s][interval];
+          push(collectiveFlow(topology, d, event.placement, bytes, when.start_us,
+                              when.duration() - stretch),
+               {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)});
+          ++interval;
+        };
+        if (input.dp_overlap && !cost.buckets.empty()) {
+          for (const GradBucket& b : sp.dp_buckets) {
+            const Event& event = plan.events[b.event].event;
+            sync(event, linkBytes(event));
+          }
+        } else if (cost.grad_allreduce_us > 0) {
+          const int dense = sp.gradSyncEvent();
+          const int expert = sp.expert_grad_sync;
+          double bytes = 0;
+          for (int e : {dense, expert}) bytes += e >= 0 ? linkBytes(plan.events[e].event) : 0;
+          const Event& event = plan.events[dense >= 0 ? dense : expert].event;
+          sync(event, bytes);
+        }
+        for (int g : {sp.dp_allgather, sp.expert_allgather}) {
+          if (g < 0) continue;
+          gather_bytes += linkBytes(plan.events[g].event);
+          if (gather_event == nullptr) gather_event = &plan.events[g].event;
+        }
+      }
+      if (gather_event != nullptr && stage.param_allgather.duration() > 0) {
+        const double stretch =
+            input.param_allgather_stretch_us.empty() ? 0 : input.param_allgather_stretch_us[s];
+        push(collectiveFlow(topology, d, gather_event->placement, gather_bytes,
+                            stage.param_allgather.start_us,
+                            stage.param_allgather.duration() - stretch),
+             {FlowKind::kZero, static_cast<int>(k), s, 0});
+      }
+    }
+  }
+  return out;
+}
+
+bool shareLinksOverTime(const IterationPlan& plan, TimingInput& input,
+                        IterationTimeline& timeline) {
+  if (!plan.cluster.topology.link_sharing) return false;
+  const LinkMap map = linkMap(plan);
+  if (!mayShare(plan, input, map, timeline)) return false;
+  const TimelineFlows flows = timelineFlows(plan, input, timeline, map);
+  const SharingResult shared = shareLinks(flows.flows, map.capacities());
+  if (!applyStretch(flows, shared, plan.deviceStages(), input, timeline)) return false;
+  timeline = computeTimeline(input);
+  return true;
+}
+
+}  // namespace evsim

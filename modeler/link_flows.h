@@ -1,0 +1,96 @@
+#pragma once
+// The transfers of a timed iteration as flows over the cluster's links (network/link_sharing.h),
+// and the timing re-run until each transfer's time agrees with the links it shared.
+//
+// Resources, from the cluster topology (config/network_topology.h), for the representative devices
+// the timing engine simulates (one per pipeline class and device stage; its TP ranks and the
+// replicas of its class on the same node are symmetric copies):
+//   gpu (class k, stage s) nvlink tx / rx    the GPU's NVLink or PCIe ports, intra_link bandwidth;
+//   node n nic tx / rx                       the node's NICs, nics_per_node x nic_bandwidth;
+//   node n <tier> uplink tx / rx             the node's share of an oversubscribed tier's uplinks,
+//                                            the NICs' bandwidth / oversubscription (symmetry:
+//                                            every node under the switch sends at once, as fabric.h
+//                                            assumes for the standalone cost).
+// Devices of several stages or classes on one node share its NIC and uplink resources.
+//
+// Flows: each pipeline send (sender's tx, receiver's rx: NVLink inside a node, else the NICs and
+// the tiers the pair crosses), each DP gradient collective or bucket and the ZeRO parameter
+// all-gather (both directions of the device's node; NVLink too where the group has several ranks
+// on a node), with bytes = the message times the collective's bus factor (nccl-tests: what each
+// rank's link carries) and copies = the device's GPUs on its node / the group's ranks per node.
+// The TP, CP and EP collectives inside tasks are not flows (they sit inside a task's time).
+//
+// One sharing pass: the standalone timing's transfers become flows at their start times with their
+// standalone durations, the links are shared, each transfer is given what sharing added
+// (TimingInput's stretch fields), and the iteration is timed once more. The re-timed schedule is
+// not shared again: a transfer stretched here moves later ones, and iterating to a fixed point
+// oscillated (interleaved GPT-3 on 2,048 GPUs: a send's stretch went 1584, 120, 927, 0 us over four
+// passes), so the first-order pass is what we keep. A plan whose transfers cannot overlap on a
+// resource skips all this, and so does one where none did.
+
+#include <string>
+#include <vector>
+
+#include "modeler/cost_source.h"
+#include "modeler/network/link_sharing.h"
+#include "modeler/timing_engine.h"
+#include "plan/iteration_plan.h"
+
+namespace evsim {
+
+// What a flow carries, for the "where the time went" outputs.
+enum class FlowKind { kPp, kDp, kZero };
+const char* flowKindName(FlowKind kind);  // "pp", "dp", "zero"
+
+struct LinkResource {
+  enum Kind { kNvlink, kNic, kUplink };
+  Kind kind = kNic;
+  int64_t where = 0;  // kNvlink: the representative GPU's rank; else the node
+  int tier = -1;      // kUplink: index into the topology's tiers
+  bool tx = true;     // which direction (each is its own resource: links are full duplex)
+  double capacity_bytes_per_us = 0;
+};
+
+// "rank 17 nvlink tx", "node 3 nic rx", "node 3 pod uplink tx".
+std::string linkName(const NetworkTopology& topology, const LinkResource& resource);
+
+struct DeviceLinks {
+  int node = 0;      // of the class's first replica, TP rank 0
+  float copies = 1;  // the node's GPUs that are copies of this device (same class and stage)
+  int nvlink_tx = -1, nvlink_rx = -1, nic_tx = -1, nic_rx = -1;
+  // Per topology tier (bottom up): the node's uplink share, -1 where the tier is not
+  // oversubscribed.
+  std::vector<int> uplink_tx, uplink_rx;
+};
+
+struct LinkMap {
+  std::vector<LinkResource> resources;
+  std::vector<std::vector<DeviceLinks>> devices;  // per pipeline class, per device stage
+  std::vector<double> capacities() const;
+};
+
+LinkMap linkMap(const IterationPlan& plan);
+
+// The flows of `timeline` and where each came from.
+struct TimelineFlows {
+  struct Origin {
+    FlowKind kind = FlowKind::kPp;
+    int pipeline = 0;
+    int stage = 0;  // device stage
+    int index = 0;  // position in the device's order (sends) or grad_sync interval
+  };
+  std::vector<SharedFlow> flows;
+  std::vector<Origin> origins;
+};
+
+// Each flow starts where `timeline` has it and lasts its standalone time (`input`'s stretch taken
+// off), so the flows of a shared timeline share again as they did.
+TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
+                            const IterationTimeline& timeline, const LinkMap& map);
+
+// Runs the sharing pass above on `input` (no stretch yet) and `timeline` (computeTimeline(input))
+// when the cluster's topology has link sharing on (`--link-sharing off` turns it off). Returns
+// whether it re-timed (false: nothing could share, or nothing did).
+bool shareLinksOverTime(const IterationPlan& plan, TimingInput& input, IterationTimeline& timeline);
+
+}  // namespace evsim

@@ -1,0 +1,78 @@
+#pragma once
+// Flows sharing links over time (issue 28, item 4): flow-level, max-min fair, not packets.
+//
+// A flow is one transfer (a P2P send, a collective) of one representative GPU: it starts at a
+// known time, takes `duration_us` when alone (the NCCL tuner's or the profile's time: sharing never
+// changes a lone flow) and moves `bytes` through each resource it uses (a GPU's NVLink ports, a
+// node's NICs, a node's share of an oversubscribed tier's uplinks), so alone it needs
+// demand = bytes / duration_us. A flow stands for `copies` identical flows of symmetric GPUs that
+// cross the same resource at the same time (the 8 TP ranks of a stage each send their own
+// activation through the node's NICs): they are computed once, and load the resource `copies`
+// times.
+//
+// While flows overlap, each gets its max-min fair rate (progressive filling): every unfrozen flow's
+// rate rises equally until it reaches its demand or a resource it uses is full (sum over its flows
+// of copies x rate = capacity); those flows freeze and the rest rise on. The rates are recomputed
+// whenever a flow starts or ends. A flow at rate x progresses x / demand of its standalone time per
+// microsecond, so a flow that overlaps another only for part of its life is stretched only there.
+// A resource is never slower than what one of its flows gets alone: its capacity is raised to the
+// largest copies x demand among its flows (a profile's time may beat the nominal link).
+//
+// Units: microseconds, bytes, bytes per microsecond (1 GB/s = 1e3 bytes/us).
+
+#include <array>
+#include <initializer_list>
+#include <span>
+#include <vector>
+
+namespace evsim {
+
+struct LinkUse {
+  int resource = 0;  // index into the capacities
+  float copies = 1;  // symmetric GPUs pushing this flow through the resource at once
+};
+
+// The resources of one flow, held inline (a flow crosses at most a GPU's ports, a node's NICs and
+// the uplinks of a few tiers, each both ways): thousands of flows per timing, no allocation each.
+class LinkUses {
+ public:
+  static constexpr int kMax = 12;
+  LinkUses() = default;
+  LinkUses(std::initializer_list<LinkUse> uses);
+  void push_back(LinkUse use);  // Error past kMax
+  const LinkUse* begin() const { return at_.data(); }
+  const LinkUse* end() const { return at_.data() + size_; }
+  bool empty() const { return size_ == 0; }
+  int size() const { return size_; }
+
+ private:
+  std::array<LinkUse, kMax> at_{};
+  int size_ = 0;
+};
+
+struct SharedFlow {
+  double start_us = 0;
+  double duration_us = 0;  // alone
+  double bytes = 0;        // per copy, through each resource in `uses`
+  LinkUses uses;
+};
+
+// A resource's load over one stretch of time (constant in between).
+struct LoadSegment {
+  double start_us = 0;
+  double end_us = 0;
+  double bytes_per_us = 0;  // all copies of all flows on it
+};
+
+struct SharingResult {
+  std::vector<double> end_us;                  // per flow
+  std::vector<std::vector<LoadSegment>> load;  // per resource, in time order (when recorded)
+  std::vector<double> capacity_bytes_per_us;   // per resource, raised where one flow needs more
+};
+
+// Ends of `flows` sharing resources of `capacity_bytes_per_us` (one per resource). A flow with no
+// use, no bytes or no duration ends at start + duration. `record_load` fills `load`.
+SharingResult shareLinks(std::span<const SharedFlow> flows,
+                         std::span<const double> capacity_bytes_per_us, bool record_load = false);
+
+}  // namespace evsim

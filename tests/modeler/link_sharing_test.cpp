@@ -1,0 +1,205 @@
+// Links shared over time (modeler/network/link_sharing.h, modeler/link_flows.h): max-min fair
+// progressive filling traced by hand, symmetric copies against expanded flows, and the timing
+// engine's transfers stretched only where they overlap.
+#include "modeler/network/link_sharing.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <vector>
+
+#include "modeler/link_flows.h"
+#include "modeler/link_usage.h"
+#include "modeler/simulation.h"
+#include "modeler/timing_engine.h"
+#include "plan/iteration_plan.h"
+#include "support/test_support.h"
+
+namespace evsim {
+namespace {
+
+// One NIC of 100 bytes/us; a flow of 1000 bytes that takes 10 us alone needs all of it.
+const std::vector<double> kNic{100};
+
+SharedFlow onNic(double start_us, double duration_us, double bytes, float copies = 1) {
+  return SharedFlow{start_us, duration_us, bytes, {{0, copies}}};
+}
+
+TEST(LinkSharing, TwoEqualFlowsOnOneNicTakeTwiceAsLongAsOne) {
+  const std::vector<SharedFlow> one{onNic(0, 10, 1000)};
+  EXPECT_DOUBLE_EQ(shareLinks(one, kNic).end_us[0], 10);
+  // Both at 50 bytes/us from 0: 1000 bytes each take 20 us.
+  const std::vector<SharedFlow> two{onNic(0, 10, 1000), onNic(0, 10, 1000)};
+  const SharingResult r = shareLinks(two, kNic);
+  EXPECT_DOUBLE_EQ(r.end_us[0], 20);
+  EXPECT_DOUBLE_EQ(r.end_us[1], 20);
+}
+
+TEST(LinkSharing, PartialOverlapStretchesOnlyTheOverlappedPart) {
+  // A: 0-10 alone. B starts at 5. Traced: 0-5 A alone at 100 (500 bytes left); from 5 both at 50:
+  // A's 500 bytes take 10 us, A ends at 15 (5 us later than alone: the 10 us it overlapped ran at
+  // half speed). B has 500 bytes by 15, the other 500 alone at 100: B ends at 20.
+  const std::vector<SharedFlow> flows{onNic(0, 10, 1000), onNic(5, 10, 1000)};
+  const SharingResult r = shareLinks(flows, kNic, /*record_load=*/true);
+  EXPECT_DOUBLE_EQ(r.end_us[0], 15);
+  EXPECT_DOUBLE_EQ(r.end_us[1], 20);
+  // The NIC is full from 0 to 20 (one segment: the load never changes), 2000 bytes.
+  ASSERT_EQ(r.load[0].size(), 1u);
+  EXPECT_DOUBLE_EQ(r.load[0][0].start_us, 0);
+  EXPECT_DOUBLE_EQ(r.load[0][0].end_us, 20);
+  EXPECT_DOUBLE_EQ(r.load[0][0].bytes_per_us, 100);
+  // Flows apart in time keep their standalone times.
+  const std::vector<SharedFlow> apart{onNic(0, 10, 1000), onNic(10, 10, 1000)};
+  EXPECT_DOUBLE_EQ(shareLinks(apart, kNic).end_us[1], 20);
+}
+
+TEST(LinkSharing, MaxMinFairnessGivesASmallFlowAllItAsks) {
+  // A needs 40 bytes/us (400 bytes in 10 us), B 100. The fair level 50 is above A's demand: A gets
+  // 40 and ends at 10 as alone; B gets the other 60: 600 bytes by 10, 400 more alone: ends at 14.
+  const std::vector<SharedFlow> flows{onNic(0, 10, 400), onNic(0, 10, 1000)};
+  const SharingResult r = shareLinks(flows, kNic);
+  EXPECT_DOUBLE_EQ(r.end_us[0], 10);
+  EXPECT_DOUBLE_EQ(r.end_us[1], 14);
+}
+
+TEST(LinkSharing, TheBottleneckResourceDecides) {
+  // A crosses the NIC (100) and a 2:1 uplink share (50); B only the NIC. Filling: at level 50 the
+  // uplink is full (A's only user) and so is the NIC (50 + 50): both freeze. A is uplink-bound
+  // alone too: its 500 bytes end at 10, unchanged. B runs at half its demand until 10 (500 bytes),
+  // then alone at 100: ends at 15.
+  const std::vector<double> caps{100, 50};
+  const std::vector<SharedFlow> flows{SharedFlow{0, 10, 500, {{0, 1}, {1, 1}}},
+                                      SharedFlow{0, 10, 1000, {{0, 1}}}};
+  const SharingResult r = shareLinks(flows, caps);
+  EXPECT_DOUBLE_EQ(r.end_us[0], 10);
+  EXPECT_DOUBLE_EQ(r.end_us[1], 15);
+}
+
+TEST(LinkSharing, SymmetricCopiesComputedOnceMatchExpandedFlows) {
+  // X stands for 2 GPUs' identical flows through one node NIC of 300 bytes/us, beside Y; expanded,
+  // X1 and X2 are separate flows. Demands 100 (X) and 150 (Y): level 100 freezes the Xs (load
+  // 300 = full at 100 each)... all three at 100: X ends at 10, Y's 1500 bytes: 1000 by 10, then
+  // alone at 150: 500 / 150 later.
+  const std::vector<double> node{300};
+  const std::vector<SharedFlow> once{onNic(0, 10, 1000, 2), onNic(0, 10, 1500)};
+  const std::vector<SharedFlow> expanded{onNic(0, 10, 1000), onNic(0, 10, 1000),
+                                         onNic(0, 10, 1500)};
+  const SharingResult a = shareLinks(once, node);
+  const SharingResult b = shareLinks(expanded, node);
+  EXPECT_DOUBLE_EQ(a.end_us[0], 10);
+  EXPECT_DOUBLE_EQ(b.end_us[0], 10);
+  EXPECT_DOUBLE_EQ(b.end_us[1], 10);
+  EXPECT_DOUBLE_EQ(a.end_us[1], 10 + 500.0 / 150);
+  EXPECT_DOUBLE_EQ(b.end_us[2], a.end_us[1]);
+  // Staggered starts too: X (2 copies) from 0, Y from 4 on 200 bytes/us, demands 100 and 100.
+  // 0-4: X alone, 2 x 100 = full. From 4 three flows at 200/3: X's 600 bytes left take 9 us (ends
+  // 13), Y has 600 by 13, then alone at 100: ends 17.
+  const std::vector<double> small{200};
+  const SharingResult c =
+      shareLinks(std::vector<SharedFlow>{onNic(0, 10, 1000, 2), onNic(4, 10, 1000)}, small);
+  const SharingResult d = shareLinks(
+      std::vector<SharedFlow>{onNic(0, 10, 1000), onNic(0, 10, 1000), onNic(4, 10, 1000)}, small);
+  EXPECT_NEAR(c.end_us[0], 13, 1e-9);
+  EXPECT_NEAR(c.end_us[1], 17, 1e-9);
+  EXPECT_NEAR(d.end_us[0], c.end_us[0], 1e-9);
+  EXPECT_NEAR(d.end_us[1], c.end_us[0], 1e-9);
+  EXPECT_NEAR(d.end_us[2], c.end_us[1], 1e-9);
+}
+
+TEST(LinkSharing, ALoneFlowFasterThanTheNominalLinkKeepsItsTime) {
+  // A profile may beat the nominal link: 2000 bytes in 10 us on a 100 bytes/us NIC.
+  const std::vector<SharedFlow> one{onNic(3, 10, 2000)};
+  EXPECT_DOUBLE_EQ(shareLinks(one, kNic).end_us[0], 13);
+}
+
+// The timing engine's transfers: 1M2P2D, one GPU per node (every group crosses nodes), DP
+// overlapped, m = 1, one bucket per stage. Each transfer is given the time that fills its NIC
+// (10 GB/s = 1e4 bytes/us) alone, so two at once each run at half speed. f = 10, b = 20 us, the
+// bucket ready 5 us into B. Alone: s0 F [0, 10], sends [10, 10 + Tf]; s1 F [10 + Tf, 20 + Tf],
+// B [20 + Tf, 40 + Tf], its bucket [25 + Tf, 25 + Tf + Ta], its gradient send from 40 + Tf for Tb.
+// The send (Tb << Ta) runs wholly inside the bucket on s1's NIC (tx): both at half speed while it
+// lasts, so the send takes 2 Tb and the bucket Tb longer; s0's B starts at 40 + Tf + 2 Tb. Nothing
+// else overlaps (s0's bucket comes after every send).
+TEST(LinkFlows, ABucketAndASendShareTheNicOnlyWhileTheyOverlap) {
+  Strategy strategy = Strategy::of(1, 2, 2, 1, 2);
+  strategy.dp_overlap = true;
+  IterationPlan plan = buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
+                                          test::cluster(1, 0, test::kSlowLinks), strategy);
+  ASSERT_EQ(plan.pipelines.size(), 1u);
+  const double nic = 1e4;
+  auto bytes = [&](int event) { return double(plan.events[event].event.message_bytes); };
+  const double tf = bytes(plan.pipelines[0].forward_p2p[0]) / nic;
+  const double tb = bytes(plan.pipelines[0].backward_p2p[0]) / nic;
+  TimingInput in;
+  in.schedule = Schedule::kDapple;
+  in.micro_batches = 1;
+  in.dp_overlap = true;
+  std::vector<double> ta;
+  for (const StagePlan& stage : plan.stages) {
+    ASSERT_EQ(stage.dp_buckets.size(), 1u);
+    // A 2-rank all-reduce's links carry 2 (n - 1) / n = 1 times its buffer.
+    ta.push_back(bytes(stage.dp_buckets[0].event) / nic);
+    in.stages.push_back(StageCost{10, 20, 0, {BucketCost{5, ta.back(), 1}}, 0});
+  }
+  ASSERT_GT(ta[1], 15 + tb);  // the bucket outlasts B's rest and the send
+  in.pipelines.push_back(PipelineCost{{tf}, {tb}, {}});
+
+  TimingInput off = in;
+  IterationTimeline alone = computeTimeline(off);
+  plan.cluster.topology.link_sharing = false;
+  EXPECT_FALSE(shareLinksOverTime(plan, off, alone));
+  EXPECT_NEAR(alone.pipelines[0].stages[1].tasks[1].send.duration(), tb, 1e-9);
+
+  plan.cluster.topology.link_sharing = true;
+  IterationTimeline shared = computeTimeline(in);
+  EXPECT_TRUE(shareLinksOverTime(plan, in, shared));
+  const StageTimeline& s0 = shared.pipelines[0].stages[0];
+  const StageTimeline& s1 = shared.pipelines[0].stages[1];
+  EXPECT_NEAR(s0.tasks[0].send.duration(), tf, 1e-9);  // overlaps nothing
+  EXPECT_NEAR(s1.tasks[1].send.start_us, 40 + tf, 1e-9);
+  EXPECT_NEAR(s1.tasks[1].send.duration(), 2 * tb, 1e-9);
+  ASSERT_EQ(s1.grad_sync.size(), 1u);
+  EXPECT_NEAR(s1.grad_sync[0].start_us, 25 + tf, 1e-9);
+  EXPECT_NEAR(s1.grad_sync[0].end_us, 25 + tf + ta[1] + tb, 1e-9);
+  EXPECT_NEAR(s0.tasks[1].run.start_us, 40 + tf + 2 * tb, 1e-9);
+  EXPECT_NEAR(s0.grad_sync[0].duration(), ta[0], 1e-9);
+}
+
+// The link loads of a simulated iteration: 1M2P1D on two nodes of one GPU (10 GB/s each), m = 2,
+// DAPPLE. The only link traffic is the pipeline's: 2 activations (node 0 tx, node 1 rx) and 2
+// gradients (node 1 tx, node 0 rx) of b s h = 1 x 32 x 64 fp16 = 4096 bytes each, one at a time:
+// each link carries 8192 bytes, at 1 (its full 10 GB/s) while a send is in flight.
+TEST(LinkUsage, CountsEveryPipelineByteOnBothEnds) {
+  Strategy strategy = Strategy::of(1, 2, 1, 1, 2);
+  IterationPlan plan = buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
+                                          test::cluster(1, 0, test::kSlowLinks), strategy);
+  std::vector<EventCost> costs(plan.events.size(), EventCost{1.0});
+  // Each send alone fills its NIC: 4096 bytes at 1e4 bytes/us.
+  for (int e : {plan.pipelines[0].forward_p2p[0], plan.pipelines[0].backward_p2p[0]}) {
+    ASSERT_EQ(plan.events[e].event.message_bytes, 4096);
+    costs[e].time_us = 4096 / 1e4;
+  }
+  const Simulation sim = simulate(plan, costs);
+  const LinkUsage usage = linkUsage(sim);
+  ASSERT_EQ(usage.links.size(), 4u);
+  for (const LinkLoad& link : usage.links) {
+    EXPECT_NEAR(link.bytes, 8192, 1e-6) << link.name;
+    EXPECT_NEAR(link.capacity_bytes_per_us, 1e4, 1e-9) << link.name;
+    for (const LoadSegment& s : link.segments) EXPECT_NEAR(s.bytes_per_us, 1e4, 1e-9);
+    EXPECT_NEAR(link.utilization(sim.timeline.iteration_us),
+                8192 / (1e4 * sim.timeline.iteration_us), 1e-12);
+  }
+  EXPECT_EQ(usage.links[0].name, "node 0 nic tx");
+  std::ostringstream csv;
+  writeLinkCsv(usage, csv);
+  std::string first_row = csv.str().substr(csv.str().find('\n') + 1);
+  first_row = first_row.substr(0, first_row.find('\n'));
+  EXPECT_EQ(csv.str().substr(0, csv.str().find('\n')),
+            "resource,capacity_gb_s,start_us,end_us,bytes,utilization");
+  EXPECT_EQ(first_row.substr(0, first_row.find(',', first_row.find(',') + 1)),
+            "node 0 nic tx,10.000");
+  EXPECT_EQ(first_row.substr(first_row.rfind(',', first_row.rfind(',') - 1)), ",4096,1.0000");
+}
+
+}  // namespace
+}  // namespace evsim
