@@ -55,6 +55,27 @@ std::vector<std::string> words(const std::string& line, const std::string& origi
   return out;
 }
 
+// True when `text` ends inside a quote (words()'s rules: '#' at a word's start comments out).
+bool quoteOpen(const std::string& text) {
+  char quote = 0;
+  bool in_word = false;
+  for (char c : text) {
+    if (quote != 0) {
+      if (c == quote) quote = 0;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == ' ' || c == '\t' || c == '\r' || c == ';') {
+      in_word = false;
+    } else if (c == '#' && !in_word) {
+      return false;
+    } else {
+      in_word = true;
+    }
+  }
+  return quote != 0;
+}
+
 // A program a launch line runs: it ends the values of the flag before it.
 bool isProgram(const std::string& token) {
   static const std::set<std::string> launchers = {"torchrun", "python", "python3", "deepspeed",
@@ -108,7 +129,25 @@ ExpandedArgs argumentsOfScript(const std::string& text, const std::string& origi
       continue;
     }
     logical += line;
-    std::vector<std::string> tokens = words(logical, origin, logical_start);
+    if (quoteOpen(logical)) {
+      // GPT_ARGS=" --num-layers 24 \n --hidden-size 1024 " (Megatron's older examples): a quoted
+      // string over several lines is one logical line.
+      logical += " ";
+      continue;
+    }
+    std::vector<std::string> tokens;
+    for (std::string token : words(logical, origin, logical_start)) {
+      // $GPT_ARGS holding several arguments becomes its words (as the shell splits it unquoted).
+      std::string substituted = token;
+      if (token.find('$') != std::string::npos && substitute(substituted, variables) &&
+          substituted.find_first_of(" \t") != std::string::npos) {
+        for (std::string& part : words(substituted, origin, logical_start)) {
+          tokens.push_back(std::move(part));
+        }
+      } else {
+        tokens.push_back(std::move(token));
+      }
+    }
     logical.clear();
     std::smatch m;
     const std::string first = tokens.empty() ? "" : tokens.front();
@@ -168,6 +207,7 @@ ExpandedArgs argumentsOfScript(const std::string& text, const std::string& origi
       if (closes_array) in_flag = false;
     }
   }
+  if (!logical.empty()) words(logical, origin, logical_start);  // names an unclosed quote
   return out;
 }
 

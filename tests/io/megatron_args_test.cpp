@@ -76,6 +76,19 @@ TEST(ArgsFile, ReadsEveryFlagRunOfALaunchScript) {
             (Strings{"--tensor-model-parallel-size", "$TP"}));
 }
 
+// Megatron's older examples (pretrain_gpt.sh): arguments in quoted multi-line strings, used
+// unquoted so that the shell splits them.
+TEST(ArgsFile, ReadsQuotedMultiLineArgumentStrings) {
+  constexpr const char* kOld = "GPT_ARGS=\"\n    --num-layers 24 \\\n    --hidden-size 1024\n\"\n"
+                               "DATA_ARGS=\"--split 949,50,1\"\n"
+                               "torchrun pretrain_gpt.py $GPT_ARGS $DATA_ARGS --bf16\n";
+  const ExpandedArgs got = argumentsOfScript(kOld, "pretrain_gpt.sh");
+  EXPECT_EQ(got.args, (Strings{"--num-layers", "24", "--hidden-size", "1024", "--split",
+                               "949,50,1", "--bf16"}));
+  EXPECT_TRUE(got.dropped.empty());
+  EXPECT_THROW(argumentsOfScript("X=\"--lr 1\n", "open.sh"), InputError);  // never closed
+}
+
 TEST(ArgsFile, CommandLineWinsAndTorchrunGivesGpus) {
   const std::string path = ::testing::TempDir() + "args_file_test_launch.sh";
   {
