@@ -18,30 +18,60 @@ const std::set<std::string> kFamilies = {"LlamaForCausalLM", "MistralForCausalLM
                                          "Qwen2MoeForCausalLM"};
 
 // Keys without effect on the time or the memory of a training iteration.
-const std::set<std::string> kWithoutEffect = {
-    "_name_or_path", "bos_token_id", "eos_token_id", "pad_token_id", "initializer_range",
-    "transformers_version", "use_cache", "pretraining_tp", "rms_norm_eps", "rope_theta",
-    "rope_scaling", "model_type", "router_aux_loss_coef", "output_router_logits",
-    "router_jitter_noise", "max_window_layers", "norm_topk_prob", "use_sliding_window",
-    "sliding_window", "architectures", "torch_dtype", "hidden_act", "tie_word_embeddings",
-    "attention_bias", "mlp_bias", "attention_dropout", "head_dim", "decoder_sparse_step",
-    "mlp_only_layers"};
+const std::set<std::string> kWithoutEffect = {"_name_or_path",
+                                              "bos_token_id",
+                                              "eos_token_id",
+                                              "pad_token_id",
+                                              "initializer_range",
+                                              "transformers_version",
+                                              "use_cache",
+                                              "pretraining_tp",
+                                              "rms_norm_eps",
+                                              "rope_theta",
+                                              "rope_scaling",
+                                              "model_type",
+                                              "router_aux_loss_coef",
+                                              "output_router_logits",
+                                              "router_jitter_noise",
+                                              "max_window_layers",
+                                              "norm_topk_prob",
+                                              "use_sliding_window",
+                                              "sliding_window",
+                                              "architectures",
+                                              "torch_dtype",
+                                              "hidden_act",
+                                              "tie_word_embeddings",
+                                              "attention_bias",
+                                              "mlp_bias",
+                                              "attention_dropout",
+                                              "head_dim",
+                                              "decoder_sparse_step",
+                                              "mlp_only_layers"};
 
 // The keys read into the model.
-const std::set<std::string> kMapped = {
-    "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-    "num_hidden_layers", "vocab_size", "max_position_embeddings", "num_local_experts",
-    "num_experts", "num_experts_per_tok", "moe_intermediate_size",
-    "shared_expert_intermediate_size"};
+const std::set<std::string> kMapped = {"hidden_size",
+                                       "intermediate_size",
+                                       "num_attention_heads",
+                                       "num_key_value_heads",
+                                       "num_hidden_layers",
+                                       "vocab_size",
+                                       "max_position_embeddings",
+                                       "num_local_experts",
+                                       "num_experts",
+                                       "num_experts_per_tok",
+                                       "moe_intermediate_size",
+                                       "shared_expert_intermediate_size"};
 
-[[noreturn]] void refuse(const std::string& origin, const std::string& key, const std::string& why) {
+[[noreturn]] void refuse(const std::string& origin, const std::string& key,
+                         const std::string& why) {
   EVSIM_THROW(InputError, "{}: {}: {}", origin, key, why);
 }
 
 int64_t positive(const json& root, const std::string& origin, const std::string& key) {
   if (!root.contains(key)) refuse(origin, key, "missing (a Hugging Face config.json has it)");
   const json& v = root.at(key);
-  if (!v.is_number_integer() || v.get<int64_t>() < 1) refuse(origin, key, "must be an integer >= 1");
+  if (!v.is_number_integer() || v.get<int64_t>() < 1)
+    refuse(origin, key, "must be an integer >= 1");
   return v.get<int64_t>();
 }
 
@@ -71,7 +101,8 @@ std::string modelYaml(const std::string& json_text, const std::string& origin,
                       const std::string& name) {
   const json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) {
-    EVSIM_THROW(InputError, "{}: not valid JSON (a Hugging Face config.json is one object)", origin);
+    EVSIM_THROW(InputError, "{}: not valid JSON (a Hugging Face config.json is one object)",
+                origin);
   }
   for (const auto& [key, value] : root.items()) {
     if (kMapped.count(key) == 0 && kWithoutEffect.count(key) == 0) {
@@ -92,7 +123,8 @@ std::string modelYaml(const std::string& json_text, const std::string& origin,
   const int64_t hidden = positive(root, origin, "hidden_size");
   const int64_t heads = positive(root, origin, "num_attention_heads");
   if (root.contains("head_dim") && !root["head_dim"].is_null() &&
-      (!root["head_dim"].is_number_integer() || root["head_dim"].get<int64_t>() * heads != hidden)) {
+      (!root["head_dim"].is_number_integer() ||
+       root["head_dim"].get<int64_t>() * heads != hidden)) {
     refuse(origin, "head_dim",
            fmt::format("{} x {} heads != hidden_size {}: a separate head size is not modelled",
                        root["head_dim"].dump(), heads, hidden));
@@ -135,12 +167,12 @@ std::string modelYaml(const std::string& json_text, const std::string& origin,
                             : root.contains("num_experts")     ? "num_experts"
                                                                : nullptr;
   if (experts_key != nullptr) {
-    yaml += fmt::format("num_experts: {}\nmoe_router_topk: {}\n",
-                        positive(root, origin, experts_key),
-                        positive(root, origin, "num_experts_per_tok"));
+    yaml +=
+        fmt::format("num_experts: {}\nmoe_router_topk: {}\n", positive(root, origin, experts_key),
+                    positive(root, origin, "num_experts_per_tok"));
     if (root.contains("moe_intermediate_size")) {
-      yaml += fmt::format("moe_ffn_hidden_size: {}\n",
-                          positive(root, origin, "moe_intermediate_size"));
+      yaml +=
+          fmt::format("moe_ffn_hidden_size: {}\n", positive(root, origin, "moe_intermediate_size"));
     }
     if (root.contains("shared_expert_intermediate_size") &&
         root["shared_expert_intermediate_size"] != 0) {

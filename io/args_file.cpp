@@ -78,8 +78,8 @@ bool quoteOpen(const std::string& text) {
 
 // A program a launch line runs: it ends the values of the flag before it.
 bool isProgram(const std::string& token) {
-  static const std::set<std::string> launchers = {"torchrun", "python", "python3", "deepspeed",
-                                                  "srun", "mpirun", "bash", "sh", "exec"};
+  static const std::set<std::string> launchers = {
+      "torchrun", "python", "python3", "deepspeed", "srun", "mpirun", "bash", "sh", "exec"};
   const bool script = token.size() > 3 && (token.ends_with(".py") || token.ends_with(".sh"));
   return script || launchers.count(token.substr(token.rfind('/') + 1)) > 0;
 }
@@ -220,9 +220,9 @@ ExpandedArgs expandArgsFile(const std::vector<std::string>& args) {
   // One name per option whichever spelling: a file's --tensor-model-parallel-size gives way to
   // the command line's --tp.
   static const std::map<std::string, std::string> canonical = {
-      {"--tensor-model-parallel-size", "--tp"},  {"--pipeline-model-parallel-size", "--pp"},
-      {"--micro-batch-size", "--micro-batch"},   {"--global-batch-size", "--global-batch"},
-      {"--context-parallel-size", "--cp"},       {"--expert-model-parallel-size", "--ep"},
+      {"--tensor-model-parallel-size", "--tp"},   {"--pipeline-model-parallel-size", "--pp"},
+      {"--micro-batch-size", "--micro-batch"},    {"--global-batch-size", "--global-batch"},
+      {"--context-parallel-size", "--cp"},        {"--expert-model-parallel-size", "--ep"},
       {"--recompute-granularity", "--recompute"}, {"--overlap-grad-reduce", "--dp-overlap"}};
   auto canon = [&](const std::string& name) {
     auto it = canonical.find(name);
@@ -230,9 +230,9 @@ ExpandedArgs expandArgsFile(const std::vector<std::string>& args) {
   };
   std::set<std::string> given_canonical;
   for (const std::string& name : given) given_canonical.insert(canon(name));
-  const bool wants_gpus =
-      !args.empty() && (args.front() == "simulate" || args.front() == "search") &&
-      given.count("--gpus") == 0;
+  const bool wants_gpus = !args.empty() &&
+                          (args.front() == "simulate" || args.front() == "search") &&
+                          given.count("--gpus") == 0;
 
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string name = flagName(args[i]);

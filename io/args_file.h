@@ -3,9 +3,10 @@
 // A script sets its arguments in many ways (one torchrun line with continuations, bash arrays
 // GPT_ARGS=( ... ), variables TP=8 used as --tensor-model-parallel-size $TP); what is read is
 // every `--flag [values]` run of tokens in it (quoted strings over several lines too), with the
-// variables assigned in the file substituted. Program names (torchrun, python, *.py) end a flag's values. A flag also given on
-// the command line keeps the command line's value. torchrun's --nnodes x --nproc_per_node become
-// --gpus for simulate and search when the command line has no --gpus.
+// variables assigned in the file substituted. Program names (torchrun, python, *.py) end a flag's
+// values. A flag also given on the command line keeps the command line's value. torchrun's
+// --nnodes x --nproc_per_node become --gpus for simulate and search when the command line has no
+// --gpus.
 
 #include <string>
 #include <vector>

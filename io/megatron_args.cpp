@@ -125,7 +125,9 @@ const IgnoredArgument* findIgnored(std::string_view name) {
   return it != kIgnored.end() && it->name == name ? &*it : nullptr;
 }
 
-bool isArgumentName(const std::string& token) { return token.size() > 2 && token.rfind("--", 0) == 0; }
+bool isArgumentName(const std::string& token) {
+  return token.size() > 2 && token.rfind("--", 0) == 0;
+}
 
 }  // namespace
 

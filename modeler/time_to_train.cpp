@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <string_view>
 
 #include "common/error.h"
 
@@ -29,15 +30,14 @@ double parseTokenCount(const std::string& text, const std::string& flag) {
   double scale = 1;
   std::string number = text;
   if (!number.empty() && std::isalpha(static_cast<unsigned char>(number.back()))) {
-    switch (std::toupper(static_cast<unsigned char>(number.back()))) {
-      case 'K': scale = 1e3; break;
-      case 'M': scale = 1e6; break;
-      case 'B': scale = 1e9; break;
-      case 'T': scale = 1e12; break;
-      case 'P': scale = 1e15; break;
-      default:
-        EVSIM_THROW(InputError, "{} '{}': the suffix must be K, M, B, T or P", flag, text);
+    // K, M, B, T, P: 1000^1 .. 1000^5.
+    constexpr std::string_view kSuffixes = "KMBTP";
+    const size_t power =
+        kSuffixes.find(static_cast<char>(std::toupper(static_cast<unsigned char>(number.back()))));
+    if (power == std::string_view::npos) {
+      EVSIM_THROW(InputError, "{} '{}': the suffix must be K, M, B, T or P", flag, text);
     }
+    scale = std::pow(1000.0, static_cast<double>(power + 1));
     number.pop_back();
   }
   size_t used = 0;
@@ -60,7 +60,8 @@ TimeToTrain timeToTrain(double tokens, int64_t tokens_per_iteration, double iter
   EVSIM_CHECK(tokens_per_iteration > 0, "no tokens per iteration");
   TimeToTrain t;
   t.tokens = tokens;
-  t.iterations = static_cast<int64_t>(std::ceil(tokens / static_cast<double>(tokens_per_iteration)));
+  t.iterations =
+      static_cast<int64_t>(std::ceil(tokens / static_cast<double>(tokens_per_iteration)));
   t.seconds = static_cast<double>(t.iterations) * iteration_us * 1e-6;
   t.gpu_hours = t.seconds / kSecondsPerHour * static_cast<double>(gpus);
   if (gpu_hour_cost) t.cost = t.gpu_hours * *gpu_hour_cost;
@@ -71,9 +72,8 @@ std::string timeToTrainText(const TimeToTrain& t) {
   const std::string duration = t.seconds < kSecondsPerDay
                                    ? fmt::format("{:.1f} hours", t.seconds / kSecondsPerHour)
                                    : fmt::format("{:.1f} days", t.seconds / kSecondsPerDay);
-  std::string out =
-      fmt::format("  time to train      {} tokens: {} iterations, {}, {} GPU-hours",
-                  compact(t.tokens), t.iterations, duration, compact(t.gpu_hours));
+  std::string out = fmt::format("  time to train      {} tokens: {} iterations, {}, {} GPU-hours",
+                                compact(t.tokens), t.iterations, duration, compact(t.gpu_hours));
   if (t.cost) out += fmt::format(", cost {}", compact(*t.cost));
   return out + "\n";
 }

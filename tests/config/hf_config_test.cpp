@@ -1,5 +1,7 @@
 // A Hugging Face config.json read as a model (config/hf_config.h): mapped keys, the counts they
 // give, and one line naming a key that cannot be mapped.
+#include "config/hf_config.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,7 +9,6 @@
 #include <string>
 
 #include "common/error.h"
-#include "config/hf_config.h"
 #include "config/model_config.h"
 #include "ops/parameter_counts.h"
 

@@ -1,5 +1,7 @@
 // Megatron-LM arguments without effect accepted by name, others refused (io/megatron_args.h), and
 // a launch script's arguments read in place (io/args_file.h).
+#include "io/megatron_args.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -9,7 +11,6 @@
 
 #include "common/error.h"
 #include "io/args_file.h"
-#include "io/megatron_args.h"
 
 namespace evsim {
 namespace {
@@ -17,9 +18,9 @@ namespace {
 using Strings = std::vector<std::string>;
 
 TEST(MegatronArgs, AcceptsIgnoredArgumentsWithTheirValues) {
-  const Strings extras = {"--lr",   "3e-4",          "--data-path", "0.3",       "a",
-                          "0.7",    "b",             "--log-throughput", "--seed=7",
-                          "--train-iters", "500000"};
+  const Strings extras = {"--lr",     "3e-4",          "--data-path", "0.3",
+                          "a",        "0.7",           "b",           "--log-throughput",
+                          "--seed=7", "--train-iters", "500000"};
   EXPECT_EQ(acceptIgnoredMegatronArgs(extras),
             (Strings{"--lr 3e-4", "--data-path 0.3 a 0.7 b", "--log-throughput", "--seed=7",
                      "--train-iters 500000"}));
@@ -36,7 +37,7 @@ TEST(MegatronArgs, RefusesUnknownArgumentsByName) {
     EXPECT_NE(std::string(e.what()).find("unknown argument --tp-comm-overlap"), std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(acceptIgnoredMegatronArgs({"--lr"}), InputError);               // no value
+  EXPECT_THROW(acceptIgnoredMegatronArgs({"--lr"}), InputError);                // no value
   EXPECT_THROW(acceptIgnoredMegatronArgs({"--log-throughput=1"}), InputError);  // a switch
   EXPECT_THROW(acceptIgnoredMegatronArgs({"stray"}), InputError);               // no flag
 }
@@ -66,10 +67,10 @@ torchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py \
 TEST(ArgsFile, ReadsEveryFlagRunOfALaunchScript) {
   const ExpandedArgs got = argumentsOfScript(kScript, "launch.sh");
   // $DATA_PATH is not set in the file: --data-path (without effect) is left out whole, named.
-  EXPECT_EQ(got.args, (Strings{"--nproc_per_node", "8", "--nnodes", "16", "--num-layers", "80",
-                               "--tensor-model-parallel-size", "8",
-                               "--pipeline-model-parallel-size", "4", "--micro-batch-size", "1",
-                               "--bf16", "--lr", "3e-4"}));
+  EXPECT_EQ(got.args,
+            (Strings{"--nproc_per_node", "8", "--nnodes", "16", "--num-layers", "80",
+                     "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "4",
+                     "--micro-batch-size", "1", "--bf16", "--lr", "3e-4"}));
   EXPECT_EQ(got.dropped, (Strings{"--data-path $DATA_PATH"}));
   // An unset variable as a mapped flag's value stays, for that flag's parser to name.
   EXPECT_EQ(argumentsOfScript("x.py --tensor-model-parallel-size $TP\n", "s.sh").args,
@@ -79,12 +80,13 @@ TEST(ArgsFile, ReadsEveryFlagRunOfALaunchScript) {
 // Megatron's older examples (pretrain_gpt.sh): arguments in quoted multi-line strings, used
 // unquoted so that the shell splits them.
 TEST(ArgsFile, ReadsQuotedMultiLineArgumentStrings) {
-  constexpr const char* kOld = "GPT_ARGS=\"\n    --num-layers 24 \\\n    --hidden-size 1024\n\"\n"
-                               "DATA_ARGS=\"--split 949,50,1\"\n"
-                               "torchrun pretrain_gpt.py $GPT_ARGS $DATA_ARGS --bf16\n";
+  constexpr const char* kOld =
+      "GPT_ARGS=\"\n    --num-layers 24 \\\n    --hidden-size 1024\n\"\n"
+      "DATA_ARGS=\"--split 949,50,1\"\n"
+      "torchrun pretrain_gpt.py $GPT_ARGS $DATA_ARGS --bf16\n";
   const ExpandedArgs got = argumentsOfScript(kOld, "pretrain_gpt.sh");
-  EXPECT_EQ(got.args, (Strings{"--num-layers", "24", "--hidden-size", "1024", "--split",
-                               "949,50,1", "--bf16"}));
+  EXPECT_EQ(got.args, (Strings{"--num-layers", "24", "--hidden-size", "1024", "--split", "949,50,1",
+                               "--bf16"}));
   EXPECT_TRUE(got.dropped.empty());
   EXPECT_THROW(argumentsOfScript("X=\"--lr 1\n", "open.sh"), InputError);  // never closed
 }
@@ -98,10 +100,10 @@ TEST(ArgsFile, CommandLineWinsAndTorchrunGivesGpus) {
   // --tp on the command line replaces the file's --tensor-model-parallel-size 8 (one option);
   // 16 nodes x 8 GPUs per node = --gpus 128 for simulate.
   const ExpandedArgs got = expandArgsFile({"simulate", "--tp", "2", "--args-file", path});
-  EXPECT_EQ(got.args, (Strings{"simulate", "--tp", "2", "--nproc_per_node", "8", "--nnodes", "16",
-                               "--num-layers", "80", "--pipeline-model-parallel-size", "4",
-                               "--micro-batch-size", "1", "--bf16", "--lr", "3e-4", "--gpus",
-                               "128"}));
+  EXPECT_EQ(got.args,
+            (Strings{"simulate", "--tp", "2", "--nproc_per_node", "8", "--nnodes", "16",
+                     "--num-layers", "80", "--pipeline-model-parallel-size", "4",
+                     "--micro-batch-size", "1", "--bf16", "--lr", "3e-4", "--gpus", "128"}));
   // events takes --gpus for another purpose: not derived there.
   const ExpandedArgs events = expandArgsFile({"events", "--args-file=" + path});
   EXPECT_EQ(events.args.back(), "3e-4");
