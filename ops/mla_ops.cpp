@@ -26,6 +26,20 @@ namespace evsim {
 namespace {
 constexpr int64_t kLseBytes = 4;  // flash attention's fp32 log-sum-exp per query row
 constexpr int64_t kMaskBytes = 1;
+
+// The per-TP-rank widths of MLA's projections, shared by the forward and the backward.
+struct MlaWidths {
+  int64_t q;          // query up projection (or the plain query GEMM): a/t heads x (nope + rope)
+  int64_t kv;         // key/value up projection: a/t heads x (qk nope + v)
+  int64_t v;          // the value heads the output projection reads
+  int64_t kv_latent;  // kv down projection: the compressed latent plus the shared RoPE key
+};
+
+MlaWidths mlaWidths(const LayerShape& s) {
+  const MlaSpec& m = s.mla;
+  return {s.heads * m.qkHeadDim() / s.tp, s.heads * (m.qk_head_dim + m.v_head_dim) / s.tp,
+          s.heads * m.v_head_dim / s.tp, m.kv_lora_rank + m.qk_pos_emb_head_dim};
+}
 }  // namespace
 
 void LayerOpBuilder::mlaCore(OpList& out, int layer, bool backward) {
@@ -93,9 +107,7 @@ void LayerOpBuilder::mlaForward(OpList& out, int layer) {
   const LayerShape& s = shape_;
   const MlaSpec& m = s.mla;
   const int64_t T = s.tokens(), R = s.regionTokens(), h = s.hidden, t = s.tp, a = s.heads;
-  const int64_t q_width = a * m.qkHeadDim() / t;
-  const int64_t kv_width = a * (m.qk_head_dim + m.v_head_dim) / t;
-  const int64_t kv_latent = m.kv_lora_rank + m.qk_pos_emb_head_dim;
+  const auto [q_width, kv_width, v_width, kv_latent] = mlaWidths(s);
   const bool rms = s.spec.norm == NormKind::kRmsNorm;
   const auto latentNorm = [&](std::string_view name, int64_t cols) {
     compute(out, layer, name,
@@ -131,7 +143,6 @@ void LayerOpBuilder::mlaForward(OpList& out, int layer) {
       makeCompute("rope_fwd", {{"tokens", T}, {"heads", a / t + 1}, {"dim", m.qk_pos_emb_head_dim}},
                   "", s.dtype));
   mlaCore(out, layer, false);
-  const int64_t v_width = a * m.v_head_dim / t;
   linearForward(out, layer, "attn_proj_gemm", T, h, v_width, bias(h), T * v_width);
   reduceOutput(out, layer, "attn_proj_allreduce", "attn_proj_reduce_scatter");
   dropout(out, layer, "dropout", R * h, false);
@@ -142,9 +153,7 @@ void LayerOpBuilder::mlaBackward(OpList& out, int layer) {
   const LayerShape& s = shape_;
   const MlaSpec& m = s.mla;
   const int64_t T = s.tokens(), R = s.regionTokens(), h = s.hidden, t = s.tp, a = s.heads;
-  const int64_t q_width = a * m.qkHeadDim() / t;
-  const int64_t kv_width = a * (m.qk_head_dim + m.v_head_dim) / t;
-  const int64_t kv_latent = m.kv_lora_rank + m.qk_pos_emb_head_dim;
+  const auto [q_width, kv_width, v_width, kv_latent] = mlaWidths(s);
   const bool rms = s.spec.norm == NormKind::kRmsNorm;
   const auto latentNormBwd = [&](std::string_view name, int64_t cols) {
     compute(out, layer, name,
@@ -161,7 +170,7 @@ void LayerOpBuilder::mlaBackward(OpList& out, int layer) {
   };
   dropout(out, layer, "dropout_bwd", R * h, true);
   gatherInput(out, layer, "attn_proj_grad_allgather");
-  linearBackward(out, layer, "attn_proj_dgrad", "attn_proj_wgrad", T, h, a * m.v_head_dim / t);
+  linearBackward(out, layer, "attn_proj_dgrad", "attn_proj_wgrad", T, h, v_width);
   mlaCore(out, layer, true);
   compute(
       out, layer, "rope_bwd",
