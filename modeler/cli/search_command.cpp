@@ -96,7 +96,7 @@ nlohmann::json reportJson(const SearchArgs& args, const ModelConfig& model,
 
 void printRowHeader() {
   fmt::print(
-      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>6} {:>7} {:>7} {:>10} {:>10}  "
+      "{:>4}  {:<10} {:>3}  {:<11} {:<24} {:>11} {:>11} {:>8} {:>6} {:>7} {:>7} {:>10} {:>10}  "
       "{:<11} {}\n",
       "rank", "strategy", "b", "schedule", "techniques", "iter (ms)", "tokens/s", "TFLOP/s", "MFU",
       "vs best", "bubble", "peak GiB", "margin GiB", "m/d/e %", "status");
@@ -123,7 +123,7 @@ void printOkRow(const CandidateResult& r, const SearchReport& report) {
 void printOomRow(const CandidateResult& r, const SearchReport& report) {
   const Strategy& s = r.strategy;
   fmt::print(
-      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>6} {:>7} {:>7} {:>10.2f} "
+      "{:>4}  {:<10} {:>3}  {:<11} {:<24} {:>11} {:>11} {:>8} {:>6} {:>7} {:>7} {:>10.2f} "
       "{:>10.2f}  {:<11} OOM (stage {})\n",
       "-", s.name(), s.micro_batch, scheduleName(s.schedule), shortTechniques(s), "-", "-", "-", "-",
       "-", "-", gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), "-",
