@@ -111,7 +111,7 @@ std::string okStatus(const CandidateResult& r) {
 void printOkRow(const CandidateResult& r, const SearchReport& report) {
   const Strategy& s = r.strategy;
   fmt::print(
-      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11.3f} {:>11.0f} {:>8.1f} {:>5.1f}% {:>6.2f}x "
+      "{:>4}  {:<10} {:>3}  {:<11} {:<24} {:>11.3f} {:>11.0f} {:>8.1f} {:>5.1f}% {:>6.2f}x "
       "{:>6.1f}% {:>10.2f} {:>10.2f}  {:<11} {}\n",
       r.rank, s.name(), s.micro_batch, scheduleName(s.schedule), shortTechniques(s),
       r.iteration_us / kUsPerMs, r.samples_per_s * static_cast<double>(report.tokens_per_sample),
