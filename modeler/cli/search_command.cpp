@@ -19,19 +19,19 @@
 #include "common/strings.h"
 #include "common/units.h"
 #include "events/event_file.h"
-#include "plan/strategy_space.h"
 #include "io/cli_checks.h"
 #include "io/profile_db.h"
 #include "io/run_options.h"
 #include "modeler/cli/search_args.h"
 #include "modeler/cli/search_output.h"
-#include "modeler/time_to_train.h"
 #include "modeler/cli/simulate_command.h"
 #include "modeler/fit_advice.h"
 #include "modeler/json_schema.h"
 #include "modeler/pruned_search.h"
 #include "modeler/search.h"
 #include "modeler/simulation.h"
+#include "modeler/time_to_train.h"
+#include "plan/strategy_space.h"
 
 namespace evsim {
 
@@ -98,8 +98,8 @@ void printRowHeader() {
   fmt::print(
       "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>6} {:>8} {:>7} {:>10} {:>10}  "
       "{:<11} {}\n",
-      "rank", "strategy", "b", "schedule", "techniques", "iter (ms)", "samples/s", "TFLOP/s",
-      "MFU", "speedup", "bubble", "peak GiB", "free GiB", "m/d/e %", "status");
+      "rank", "strategy", "b", "schedule", "techniques", "iter (ms)", "samples/s", "TFLOP/s", "MFU",
+      "speedup", "bubble", "peak GiB", "free GiB", "m/d/e %", "status");
 }
 
 void printOkRow(const CandidateResult& r, const SearchReport& report) {
@@ -109,8 +109,8 @@ void printOkRow(const CandidateResult& r, const SearchReport& report) {
       "{:>6.1f}% {:>10.2f} {:>10.2f}  {:<11} ok\n",
       r.rank, s.name(), s.micro_batch, scheduleName(s.schedule), shortTechniques(s),
       r.iteration_us / kUsPerMs, r.samples_per_s, r.model_tflops_per_gpu, 100 * r.mfu,
-      r.speedup_over_worst, 100 * r.bubble_fraction,
-      gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), provenanceText(r));
+      r.speedup_over_worst, 100 * r.bubble_fraction, gib(r.peak_memory_bytes),
+      gib(report.usable_bytes - r.peak_memory_bytes), provenanceText(r));
 }
 
 void printOomRow(const CandidateResult& r, const SearchReport& report) {
@@ -118,9 +118,8 @@ void printOomRow(const CandidateResult& r, const SearchReport& report) {
   fmt::print(
       "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>6} {:>8} {:>7} {:>10.2f} "
       "{:>10.2f}  {:<11} OOM (stage {})\n",
-      "-", s.name(), s.micro_batch, scheduleName(s.schedule), shortTechniques(s), "-", "-", "-", "-",
-      "-", "-",
-      gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), "-",
+      "-", s.name(), s.micro_batch, scheduleName(s.schedule), shortTechniques(s), "-", "-", "-",
+      "-", "-", "-", gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), "-",
       r.peak_memory_stage);
 }
 
@@ -338,7 +337,8 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--virtual-stages", args->virtual_stages,
                   "model chunks per device to try with interleaved (only valid v are enumerated)")
       ->capture_default_str();
-  cmd->add_option("--recompute", args->recomputes, "recomputation to try: none,full,selective")
+  cmd->add_option("--recompute", args->recomputes,
+                  "recomputation to try: none,full,selective,selective-op")
       ->capture_default_str();
   CLI::Option* sp = cmd->add_option("--sequence-parallel", args->sequence_parallel,
                                     "sequence parallelism to try: off,on (on only where M >= 2)")
