@@ -109,7 +109,8 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
       ->excludes(v)
       ->excludes(layers_per_chunk);
   auto* granularity = app.add_option("--recompute,--recompute-granularity", recompute,
-                                     "activation recomputation: none | full | selective")
+                                     "activation recomputation: none | full | selective | "
+                                     "selective-op (torchtitan's per-op policy)")
                           ->capture_default_str();
   app.add_flag("--recompute-activations", recompute_activations,
                "Megatron's: selective recomputation (--recompute selective)")
@@ -141,8 +142,8 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
   app.add_flag("--dp-overlap,--overlap-grad-reduce", dp_overlap,
                "overlap bucketed DP gradient all-reduces with backward (PyTorch DDP)");
   auto* bucket_mb = app.add_option("--dp-bucket-mb", dp_bucket_mb, "DDP bucket size in MiB")
-                       ->check(finitePositiveUpTo(1e6))
-                       ->capture_default_str();
+                        ->check(finitePositiveUpTo(1e6))
+                        ->capture_default_str();
   app.add_option("--ddp-bucket-size", ddp_bucket_bytes, "Megatron's: DDP bucket size in bytes")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->excludes(bucket_mb);
@@ -376,7 +377,8 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
     if (gpus > 0) EVSIM_THROW(InputError, "--gpus {}: give --tp and --pp, not --strategy", gpus);
     parseStrategyText(strategy_text, s);
   } else if (gpus > 0) {
-    if (dp > 0) EVSIM_THROW(InputError, "--dp {} with --gpus {}: D is derived, drop --dp", dp, gpus);
+    if (dp > 0)
+      EVSIM_THROW(InputError, "--dp {} with --gpus {}: D is derived, drop --dp", dp, gpus);
     // Megatron's defaults: a size not given is 1.
     const int M = tp > 0 ? tp : 1, P = pp > 0 ? pp : 1;
     if (gpus % (int64_t{M} * P * cp) != 0) {
@@ -409,8 +411,8 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
   s.schedule = parseSchedule(schedule);
   s.dp_overlap = dp_overlap;
   if (!(dp_bucket_mb > 0)) EVSIM_THROW(InputError, "--dp-bucket-mb {}: must be > 0", dp_bucket_mb);
-  s.dp_bucket_bytes = ddp_bucket_bytes > 0 ? ddp_bucket_bytes
-                                           : static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);
+  s.dp_bucket_bytes =
+      ddp_bucket_bytes > 0 ? ddp_bucket_bytes : static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);
   s.virtual_stages = virtual_stages;
   if (megatron_virtual_stages > 0) {
     requireInterleaved("--virtual-pipeline-model-parallel-size");
@@ -480,10 +482,9 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
       cp != 1 || ep != 1 || recompute != "none" || sequence_parallel || tp_comm == "rs-ag" ||
       zero_stage != 0 || distributed_optimizer || virtual_stages != 1 ||
       layers_per_virtual_stage > 0 || megatron_virtual_stages > 0 || recompute_activations ||
-      !stage_layers.empty() || first_stage_layers > 0 ||
-      last_stage_layers > 0 || account_for_embedding || account_for_loss ||
-      framework != "megatron" || parseSchedule(schedule) == Schedule::kInterleaved ||
-      parseOffload(offload) != Offload::kNone;
+      !stage_layers.empty() || first_stage_layers > 0 || last_stage_layers > 0 ||
+      account_for_embedding || account_for_loss || framework != "megatron" ||
+      parseSchedule(schedule) == Schedule::kInterleaved || parseOffload(offload) != Offload::kNone;
   if (techniques) {
     EVSIM_THROW(
         InputError,

@@ -48,9 +48,9 @@ def label(c, where):
     parts = [str(c["strategy"]), f"b={c['micro_batch']}", str(c["schedule"])]
     if c["schedule"] == "interleaved":
         parts.append(f"v{c['virtual_stages']}")
-    recompute = {"none": None, "full": "rc=full", "selective": "rc=sel"}
+    recompute = {"none": None, "full": "rc=full", "selective": "rc=sel", "selective-op": "rc=op"}
     if c["recompute"] not in recompute:
-        fail(f"{where}: recompute '{c['recompute']}' is not none, full or selective")
+        fail(f"{where}: recompute '{c['recompute']}' is not none, full, selective or selective-op")
     parts.append(recompute[c["recompute"]])
     # The JSON has a boolean, the CSV on/off.
     sequence_parallel = {True: True, False: False, "on": True, "off": False}

@@ -131,7 +131,7 @@ class BadInput(unittest.TestCase):
 
     def test_unknown_technique_values(self):
         self.assert_fails([dict(BASE, recompute="partial", throughput_samples_per_s=1.0)],
-                          "recompute 'partial' is not none, full or selective")
+                          "recompute 'partial' is not none, full, selective or selective-op")
         self.assert_fails([dict(BASE, sequence_parallel="yes", throughput_samples_per_s=1.0)],
                           "sequence_parallel 'yes' is not true/false or on/off")
 
