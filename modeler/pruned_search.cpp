@@ -119,14 +119,9 @@ class PrunedSearch {
     report_.usable_bytes = static_cast<int64_t>(static_cast<double>(report_.capacity_bytes) *
                                                 (1 - options_.memory_headroom));
     report_.valid = report_.ok + report_.oom;
-    int rank = 0;
-    for (Ranked& r : top_) {
-      r.result.rank = ++rank;
-      if (worst_samples_per_s_ > 0) {
-        r.result.speedup_over_worst = r.result.samples_per_s / worst_samples_per_s_;
-      }
-      report_.candidates.push_back(std::move(r.result));
-    }
+    // RankedRows numbers them and sets their speedup over the slowest simulated.
+    for (Ranked& r : top_) report_.candidates.add(std::move(r.result), r.index);
+    report_.candidates.finish(worst_samples_per_s_);
     return std::move(report_);
   }
 

@@ -103,7 +103,7 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
          "zero,dp_overlap,offload,status,iteration_time_ms,"
          "throughput_samples_per_s,speedup_over_worst,bubble_fraction,peak_memory_bytes,"
          "memory_headroom_bytes,measured_share,derived_share,estimated_share,violation\n";
-  for (const CandidateResult& r : report.candidates) {
+  report.candidates.forEach([&](const CandidateResult& r) {
     const Strategy& s = r.strategy;
     bool valid = r.status != CandidateStatus::kInvalid;
     bool ok = r.status == CandidateStatus::kOk;
@@ -132,7 +132,8 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
       out << ",,";
     }
     out << ',' << (valid ? "" : csvQuote(r.violation)) << '\n';
-  }
+    return true;
+  });
 }
 
 }  // namespace evsim
