@@ -81,6 +81,10 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   const PipelineLayout layout = pipelineLayout(schedule, devices, chunks);
   const int K = layout.stages();
   const int64_t m = micro_batches;
+  // Per virtual stage, its device: sameDevice by lookup, not by division, in the loops below.
+  std::vector<int> device_of(static_cast<size_t>(K));
+  for (int k = 0; k < K; ++k) device_of[k] = layout.device(k);
+  auto sameDevice = [&](int a, int b) { return device_of[a] == device_of[b]; };
   // Node ids: dense over (phase, virtual stage, micro-batch); -1 until the schedule places it.
   std::vector<int> id(static_cast<size_t>(kPhases * K * m), -1);
   auto slot = [&](Phase phase, int k, int64_t i) -> int& {
@@ -96,6 +100,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   st.nodes.reserve(tasks_per_device * devices);
   st.edges.reserve(tasks_per_device * devices * 2);
   for (int s = 0; s < devices; ++s) {
+    st.device_order[s].reserve(tasks_per_device);
     EVSIM_CHECK(orders[s].size() == tasks_per_device, "{} schedule: device {} has {} tasks, not {}",
                 scheduleName(schedule), s, orders[s].size(), tasks_per_device);
     for (const StageTask& t : orders[s]) {
@@ -114,10 +119,10 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
       n.virtual_stage = k;
       n.position = static_cast<int>(st.device_order[s].size());
       // A hand-over to a stage on the same device (the V layout's turn) is in memory: no send.
-      if (t.phase == Phase::kForward && k + 1 < K && !layout.sameDevice(k, k + 1)) {
+      if (t.phase == Phase::kForward && k + 1 < K && !sameDevice(k, k + 1)) {
         n.send = Send::kActivation, n.link = k;
       }
-      if (t.phase == Phase::kBackward && k > 0 && !layout.sameDevice(k, k - 1)) {
+      if (t.phase == Phase::kBackward && k > 0 && !sameDevice(k, k - 1)) {
         n.send = Send::kGradient, n.link = k - 1;
       }
       st.nodes.push_back(n);
@@ -125,6 +130,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
     }
   }
   // Edges, once every node exists (a device's order may name a producer on a later device).
+  const TaskNode* before_input = nullptr;
   for (TaskNode& n : st.nodes) {
     n.first_edge = static_cast<int>(st.edges.size());
     const int k = n.virtual_stage;
@@ -132,12 +138,12 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
     switch (n.task.phase) {
       case Phase::kForward:
         if (k > 0) {
-          st.edges.push_back({slot(Phase::kForward, k - 1, i), !layout.sameDevice(k - 1, k)});
+          st.edges.push_back({slot(Phase::kForward, k - 1, i), !sameDevice(k - 1, k)});
         }
         break;
       case Phase::kBackward:
         if (k + 1 < K) {
-          st.edges.push_back({slot(Phase::kBackward, k + 1, i), !layout.sameDevice(k + 1, k)});
+          st.edges.push_back({slot(Phase::kBackward, k + 1, i), !sameDevice(k + 1, k)});
         }
         st.edges.push_back({slot(Phase::kForward, k, i), false});
         break;
@@ -146,20 +152,22 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
         break;
     }
     n.edge_count = static_cast<int>(st.edges.size()) - n.first_edge;
+    // A same-device input must come earlier in the device's order, or the device would wait
+    // forever (the first such node reported after the fused tasks' checks).
+    for (int e = n.first_edge; e < n.first_edge + n.edge_count; ++e) {
+      const TaskEdge& edge = st.edges[e];
+      if (!edge.transfer && st.nodes[edge.from].position >= n.position && !before_input) {
+        before_input = &n;
+      }
+    }
   }
   g.nodes = st.nodes;
   g.edges = st.edges;
   g.device_order = st.device_order;
   if (sched.fusesTasks()) checkFusedTasks(g, st, schedule);
-  // A same-device input must come earlier in the device's order, or the device would wait forever.
-  for (size_t n = 0; n < g.nodes.size(); ++n) {
-    for (const TaskEdge& e : g.inputs(static_cast<int>(n))) {
-      EVSIM_CHECK(e.transfer || g.nodes[e.from].position < g.nodes[n].position,
-                  "{} schedule: device {} runs {} of mb {} before its input",
-                  scheduleName(schedule), g.nodes[n].device, phaseName(g.nodes[n].task.phase),
-                  g.nodes[n].task.micro_batch);
-    }
-  }
+  EVSIM_CHECK(before_input == nullptr, "{} schedule: device {} runs {} of mb {} before its input",
+              scheduleName(schedule), before_input->device, phaseName(before_input->task.phase),
+              before_input->task.micro_batch);
   g.storage = std::move(storage);
   return g;
 }
