@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "plan/strategy.h"
 #include "modeler/cost_source.h"
@@ -28,11 +29,13 @@ struct CandidateResult {
   // Timing (ok candidates only).
   double iteration_us = 0;
   double samples_per_s = 0;
-  double speedup_over_worst = 0;  // throughput / the worst ok candidate's throughput
   double bubble_fraction = 0;
   double model_tflops_per_gpu = 0;  // model FLOPs per iteration / (iteration time x GPUs)
   double mfu = 0;                   // against the GEMM dtype's peak (mfuFigures().front())
   std::array<double, kProvenanceCount> provenance_share{};
+  // Ok candidates: the flags of the plans merged into this one because they simulate to the same
+  // timeline (equivalent_plans.h), e.g. {"gpipe", "dapple rc=sel"}.
+  std::vector<std::string> equivalents;
 
   bool operator==(const CandidateResult&) const = default;
 };

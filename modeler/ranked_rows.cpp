@@ -24,7 +24,7 @@ constexpr size_t kReadBufferBytes = size_t{32} * 1024;  // per cursor
 // The record encoder below writes every field: adding one to Strategy or CandidateResult changes
 // these sizes and must add it to encode()/decode() too (ranked_rows_test round-trips every field).
 static_assert(sizeof(Strategy) == 112, "a Strategy field was added: encode and decode it");
-static_assert(sizeof(CandidateResult) == 256,
+static_assert(sizeof(CandidateResult) == 272,
               "a CandidateResult field was added: encode and decode it");
 
 class Encoder {
@@ -88,8 +88,10 @@ void encode(const CandidateResult& r, size_t index, Encoder& out) {
   out.putString(r.violation);
   out.put(r.rank), out.put(r.micro_batches), out.put(r.peak_memory_bytes);
   out.put(r.peak_memory_stage), out.put(r.iteration_us), out.put(r.samples_per_s);
-  out.put(r.speedup_over_worst), out.put(r.bubble_fraction), out.put(r.model_tflops_per_gpu);
+  out.put(r.bubble_fraction), out.put(r.model_tflops_per_gpu);
   out.put(r.mfu), out.put(r.provenance_share);
+  out.put(static_cast<uint32_t>(r.equivalents.size()));
+  for (const std::string& e : r.equivalents) out.putString(e);
   const auto length = static_cast<uint32_t>(out.bytes().size() - length_at - sizeof(uint32_t));
   std::memcpy(out.bytes().data() + length_at, &length, sizeof(length));
 }
@@ -112,9 +114,11 @@ void decode(Decoder& in, CandidateResult& r, size_t& index) {
   r.rank = in.get<int>(), r.micro_batches = in.get<int64_t>();
   r.peak_memory_bytes = in.get<int64_t>(), r.peak_memory_stage = in.get<int>();
   r.iteration_us = in.get<double>(), r.samples_per_s = in.get<double>();
-  r.speedup_over_worst = in.get<double>(), r.bubble_fraction = in.get<double>();
+  r.bubble_fraction = in.get<double>();
   r.model_tflops_per_gpu = in.get<double>(), r.mfu = in.get<double>();
   r.provenance_share = in.get<std::array<double, kProvenanceCount>>();
+  r.equivalents.resize(in.get<uint32_t>());
+  for (std::string& e : r.equivalents) e = in.getString();
 }
 
 }  // namespace
@@ -182,11 +186,7 @@ bool RankedRows::before(const Entry& a, const Entry& b) {
 
 void RankedRows::add(CandidateResult row, size_t index) {
   EVSIM_CHECK(!finished_, "search rows: a row added after finish()");
-  Entry entry{std::move(row), index};
-  if (entry.row.status == CandidateStatus::kOk && (!best_entry_ || before(entry, *best_entry_))) {
-    best_entry_ = entry;
-  }
-  buffer_.push_back(std::move(entry));
+  buffer_.push_back(Entry{std::move(row), index});
   ++size_;
   if (buffer_.size() >= rows_in_memory_) spill();
 }
@@ -269,10 +269,9 @@ void RankedRows::merge(const std::vector<Run>& runs, bool with_buffer,
   }
 }
 
-void RankedRows::finish(double worst_samples_per_s) {
+int64_t RankedRows::finish(const Collapse& collapse) {
   EVSIM_CHECK(!finished_, "search rows: finish() called twice");
   finished_ = true;
-  worst_samples_per_s_ = worst_samples_per_s;
   std::sort(buffer_.begin(), buffer_.end(), before);
   // Merge passes until reading needs at most kMergeWidth cursors.
   while (runs_.size() > kMergeWidth) {
@@ -285,12 +284,61 @@ void RankedRows::finish(double worst_samples_per_s) {
     });
     addRun(writer.close());
   }
-  if (best_entry_) {
-    best_ = std::move(best_entry_->row);
-    best_->rank = 1;
-    if (worst_samples_per_s_ > 0) best_->speedup_over_worst = best_->samples_per_s / worst_samples_per_s_;
-    best_entry_.reset();
+  int64_t removed = 0;
+  if (collapse) {
+    // Each run of ok rows with one iteration time (consecutive in rank order) goes through
+    // `collapse` as a group; the rows in memory in place, spilled ones into one final run.
+    std::vector<Entry> kept;
+    std::vector<Entry> group;
+    std::vector<CandidateResult> rows;
+    using Out = std::function<void(Entry&&)>;
+    auto close_group = [&](const Out& out) {
+      if (group.size() > 1) {
+        rows.clear();
+        for (Entry& e : group) rows.push_back(std::move(e.row));
+        removed += collapse(rows);
+        for (size_t i = 0; i < rows.size(); ++i) out(Entry{std::move(rows[i]), group[i].index});
+      } else if (!group.empty()) {
+        out(std::move(group.front()));
+      }
+      group.clear();
+    };
+    auto emit = [&](Entry&& entry, const Out& out) {
+      const bool joins = !group.empty() && entry.row.status == CandidateStatus::kOk &&
+                         entry.row.iteration_us == group.front().row.iteration_us;
+      if (!joins) close_group(out);
+      if (entry.row.status == CandidateStatus::kOk) {
+        group.push_back(std::move(entry));
+      } else {
+        out(std::move(entry));
+      }
+    };
+    if (runs_.empty()) {
+      kept.reserve(buffer_.size());
+      const Out out = [&](Entry&& e) { kept.push_back(std::move(e)); };
+      for (Entry& entry : buffer_) emit(std::move(entry), out);
+      close_group(out);
+      buffer_ = std::move(kept);
+    } else {
+      RunWriter writer = newRun();
+      const Out out = [&](Entry&& e) { writer.write(e); };
+      merge(runs_, /*with_buffer=*/true, [&](Entry&& entry) {
+        emit(std::move(entry), out);
+        return true;
+      });
+      close_group(out);
+      const Run final_run = writer.close();
+      runs_.clear();
+      buffer_.clear();
+      addRun(final_run);
+    }
+    size_ -= static_cast<size_t>(removed);
   }
+  forEach([&](const CandidateResult& r) {
+    if (r.status == CandidateStatus::kOk) best_ = r;
+    return false;
+  });
+  return removed;
 }
 
 void RankedRows::forEach(const std::function<bool(const CandidateResult&)>& visit) const {
@@ -298,10 +346,7 @@ void RankedRows::forEach(const std::function<bool(const CandidateResult&)>& visi
   int rank = 0;
   merge(runs_, /*with_buffer=*/true, [&](Entry&& entry) {
     CandidateResult& r = entry.row;
-    if (r.status == CandidateStatus::kOk) {
-      r.rank = ++rank;
-      if (worst_samples_per_s_ > 0) r.speedup_over_worst = r.samples_per_s / worst_samples_per_s_;
-    }
+    if (r.status == CandidateStatus::kOk) r.rank = ++rank;
     return visit(r);
   });
 }

@@ -7,8 +7,8 @@
 // buffer never touches the file.
 //
 // Rank order (what runSearch's stable sort gave): ok rows by iteration time, then OOM rows by peak
-// memory, then invalid ones; ties by enumeration index. forEach numbers the ok rows (rank) and
-// sets their speedup over the worst throughput given to finish().
+// memory, then invalid ones; ties by enumeration index. finish() can collapse each run of ok rows
+// with equal times (the search's equivalent plans); forEach numbers the ok rows (rank).
 
 #include <cstddef>
 #include <cstdint>
@@ -33,19 +33,23 @@ class RankedRows {
 
   // A row and its index in the enumeration (the tie-breaker). Not after finish().
   void add(CandidateResult row, size_t index);
-  // No more rows: `worst_samples_per_s` is the throughput each ok row's speedup is over (0: none).
-  void finish(double worst_samples_per_s);
+  // Rewrites a run of ok rows of equal iteration time (in rank order) in place, returning how
+  // many rows it removed (equivalent_plans.h's collapseEquivalents).
+  using Collapse = std::function<int64_t(std::vector<CandidateResult>&)>;
+  // No more rows. With `collapse`, each run of equal-time ok rows passes through it (the rows are
+  // then merged once more into one run when they were spilled). Returns what collapse removed.
+  int64_t finish(const Collapse& collapse = {});
 
-  // Every row in rank order, with rank and speedup_over_worst set (after finish()). Stops early
+  // Every row in rank order, with rank set (after finish()). Stops early
   // when `visit` returns false. Reads the spilled runs again on every call.
   void forEach(const std::function<bool(const CandidateResult&)>& visit) const;
   // All rows in rank order in one vector: for tests and small spaces only.
   std::vector<CandidateResult> toVector() const;
 
-  size_t size() const { return size_; }
+  size_t size() const { return size_; }  // after finish(): what is left after collapsing
   bool empty() const { return size_ == 0; }
   size_t spilledRuns() const { return runs_.size(); }
-  // The first row in rank order when it is ok (rank 1, speedup set), else nullptr.
+  // The first row in rank order when it is ok (rank 1), else nullptr (after finish()).
   const CandidateResult* best() const { return best_ ? &*best_ : nullptr; }
 
  private:
@@ -73,12 +77,10 @@ class RankedRows {
   size_t rows_in_memory_;
   size_t size_ = 0;
   bool finished_ = false;
-  double worst_samples_per_s_ = 0;
   std::vector<Entry> buffer_;  // sorted once finish() has run
   std::vector<Run> runs_;
   std::unique_ptr<std::FILE, FileCloser> file_;  // tmpfile(): removed when closed
   int64_t file_bytes_ = 0;
-  std::optional<Entry> best_entry_;  // the smallest ok entry added
   std::optional<CandidateResult> best_;
 };
 

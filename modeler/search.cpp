@@ -7,6 +7,7 @@
 #include "common/units.h"
 #include "plan/iteration_plan.h"
 #include "modeler/closed_form_tier.h"
+#include "modeler/equivalent_plans.h"
 #include "modeler/parallel_for.h"
 #include "modeler/pruned_search.h"
 #include "modeler/simulation.h"
@@ -26,6 +27,11 @@ std::string_view candidateStatusName(CandidateStatus status) {
 }
 
 const CandidateResult* SearchReport::best() const { return candidates.best(); }
+
+double SearchReport::timeVsBest(const CandidateResult& r) const {
+  const CandidateResult* b = best();
+  return b && b->iteration_us > 0 ? r.iteration_us / b->iteration_us : 0;
+}
 
 void SearchReport::noteInvalid(const Strategy& strategy, const std::string& violation) {
   // The variants of one invalid strategy come one after another with the same message.
@@ -103,6 +109,7 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
 
   SearchReport report;
   report.candidates = RankedRows(options.rows_in_memory);
+  report.tokens_per_sample = model.seq_length;
   report.headroom = options.memory_headroom;
   report.capacity_bytes = cluster.device.memoryBytes();
   report.usable_bytes = static_cast<int64_t>(static_cast<double>(report.capacity_bytes) *
@@ -114,7 +121,6 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
   ClosedFormTier tier(model, cluster, costs, options.memory_headroom, cache);
   std::vector<ClosedFormTier::Workspace> workspaces(resolveThreads(options.threads));
   EventTable missing;  // the events fitting candidates lack costs for, in candidate order
-  double worst = 0;
 
   std::vector<Indexed> batch;
   std::vector<CandidateResult> results;
@@ -163,9 +169,6 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
       switch (r.status) {
         case CandidateStatus::kOk:
           ++report.ok;
-          if (batch_missing[i].empty() && (worst == 0 || r.samples_per_s < worst)) {
-            worst = r.samples_per_s;
-          }
           break;
         case CandidateStatus::kOom:
           ++report.oom;
@@ -192,8 +195,9 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
   if (missing.size() > 0) costs.costAll(missing);  // throws, listing them all
 
   report.valid = report.ok + report.oom;
-  // Ties keep enumeration order (M, then P, then b, then schedule, then techniques).
-  report.candidates.finish(worst);
+  // Ties keep enumeration order (M, then P, then b, then schedule, then techniques); equivalent
+  // plans collapse into one row (equivalent_plans.h), which numbers the ranks.
+  report.equivalent = report.candidates.finish(collapseEquivalents);
   return report;
 }
 

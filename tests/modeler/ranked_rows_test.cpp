@@ -48,6 +48,7 @@ CandidateResult fullRow() {
   r.micro_batches = 17, r.peak_memory_bytes = int64_t{1} << 40, r.peak_memory_stage = 19;
   r.iteration_us = 1234.5, r.samples_per_s = 250, r.bubble_fraction = 0.25;
   r.model_tflops_per_gpu = 321.5, r.mfu = 0.4, r.provenance_share = {0.5, 0.25, 0.25};
+  r.equivalents = {"gpipe", "dapple rc=sel"};
   return r;
 }
 
@@ -55,18 +56,16 @@ TEST(RankedRows, EveryFieldSurvivesTheFile) {
   RankedRows rows(/*rows_in_memory=*/1);  // every row spilled alone
   rows.add(fullRow(), 0);
   rows.add(okRow(2000, 125), 1);
-  rows.finish(/*worst_samples_per_s=*/125);
+  rows.finish();
   EXPECT_EQ(rows.spilledRuns(), 2u);
   const std::vector<CandidateResult> got = rows.toVector();
   ASSERT_EQ(got.size(), 2u);
   CandidateResult want = fullRow();
   want.rank = 1;
-  want.speedup_over_worst = 2;  // 250 / 125
   EXPECT_TRUE(got[0] == want);
   EXPECT_EQ(got[0].strategy.stage_layers, want.strategy.stage_layers);
   EXPECT_EQ(got[0].violation, want.violation);
   EXPECT_EQ(got[1].rank, 2);
-  EXPECT_EQ(got[1].speedup_over_worst, 1);
   ASSERT_NE(rows.best(), nullptr);
   EXPECT_TRUE(*rows.best() == want);
 }
@@ -83,12 +82,11 @@ TEST(RankedRows, OrderByHand) {
     rows.add(invalidRow("a"), 2);
     rows.add(okRow(50, 3), 1);
     rows.add(oomRow(10), 6);
-    rows.finish(/*worst_samples_per_s=*/2);
+    rows.finish();
     const std::vector<CandidateResult> got = rows.toVector();
     ASSERT_EQ(got.size(), 7u);
     EXPECT_EQ(got[0].iteration_us, 30);
     EXPECT_EQ(got[0].rank, 1);
-    EXPECT_EQ(got[0].speedup_over_worst, 2);  // 4 / 2
     EXPECT_EQ(got[1].samples_per_s, 3);       // #1 before #5 at the same time
     EXPECT_EQ(got[1].rank, 2);
     EXPECT_EQ(got[2].samples_per_s, 2);
@@ -122,7 +120,7 @@ TEST(RankedRows, ManyRunsMergeInPasses) {
   std::shuffle(order.begin(), order.end(), std::mt19937(7));
   RankedRows rows(7);
   for (size_t i : order) rows.add(in[i], i);
-  rows.finish(1);
+  rows.finish();
   EXPECT_GT(rows.spilledRuns(), 0u);
   EXPECT_LE(rows.spilledRuns(), 64u);  // merged down in passes
   std::vector<CandidateResult> want = in;
@@ -139,19 +137,51 @@ TEST(RankedRows, ManyRunsMergeInPasses) {
     EXPECT_EQ(got[i].micro_batches, want[i].micro_batches) << i;
     if (got[i].status == CandidateStatus::kOk) {
       EXPECT_EQ(got[i].rank, ++rank);
-      EXPECT_EQ(got[i].speedup_over_worst, got[i].samples_per_s);  // worst 1
     }
+  }
+}
+
+TEST(RankedRows, CollapseSeesEachRunOfEqualTimes) {
+  // ok times 5, 5, 5, 7, 9, 9 (indices 0..5) and an OOM row; the collapse keeps a group's first
+  // row and lists how many it saw: groups {0,1,2}, {4,5}; 7 and the OOM row alone pass untouched.
+  for (size_t in_memory : {size_t{1}, size_t{3}, size_t{100}}) {
+    RankedRows rows(in_memory);
+    const double times[] = {9, 5, 7, 5, 9, 5};  // index 1, 3, 5 at 5; 2 at 7; 0, 4 at 9
+    for (size_t i = 0; i < 6; ++i) rows.add(okRow(times[i], 1), i);
+    rows.add(oomRow(3), 6);
+    std::vector<size_t> groups;
+    const int64_t removed = rows.finish([&](std::vector<CandidateResult>& group) {
+      groups.push_back(group.size());
+      group.front().equivalents.push_back(std::to_string(group.size()));
+      const auto n = static_cast<int64_t>(group.size()) - 1;
+      group.resize(1);
+      return n;
+    });
+    EXPECT_EQ(removed, 3);
+    EXPECT_EQ(groups, (std::vector<size_t>{3, 2}));
+    EXPECT_EQ(rows.size(), 4u);
+    const std::vector<CandidateResult> got = rows.toVector();
+    ASSERT_EQ(got.size(), 4u);
+    EXPECT_EQ(got[0].iteration_us, 5);
+    EXPECT_EQ(got[0].equivalents, std::vector<std::string>{"3"});
+    EXPECT_EQ(got[1].iteration_us, 7);
+    EXPECT_TRUE(got[1].equivalents.empty());
+    EXPECT_EQ(got[2].iteration_us, 9);
+    EXPECT_EQ(got[2].rank, 3);
+    EXPECT_EQ(got[3].status, CandidateStatus::kOom);
+    ASSERT_NE(rows.best(), nullptr);
+    EXPECT_EQ(rows.best()->equivalents, std::vector<std::string>{"3"});
   }
 }
 
 TEST(RankedRows, EmptyAndNoOkRow) {
   RankedRows none;
-  none.finish(0);
+  none.finish();
   EXPECT_TRUE(none.toVector().empty());
   EXPECT_EQ(none.best(), nullptr);
   RankedRows oom(1);
   oom.add(oomRow(5), 0);
-  oom.finish(0);
+  oom.finish();
   EXPECT_EQ(oom.best(), nullptr);
   EXPECT_EQ(oom.toVector().size(), 1u);
 }
