@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "plan/strategy.h"
 #include "modeler/cost_source.h"
+#include "plan/strategy.h"
 
 namespace evsim {
 

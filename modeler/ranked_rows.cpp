@@ -167,7 +167,8 @@ class RankedRows::Cursor {
   size_t begin_ = 0, filled_ = 0;
 };
 
-RankedRows::RankedRows(size_t rows_in_memory) : rows_in_memory_(std::max<size_t>(rows_in_memory, 1)) {}
+RankedRows::RankedRows(size_t rows_in_memory)
+    : rows_in_memory_(std::max<size_t>(rows_in_memory, 1)) {}
 RankedRows::RankedRows(RankedRows&&) noexcept = default;
 RankedRows& RankedRows::operator=(RankedRows&&) noexcept = default;
 RankedRows::~RankedRows() = default;
@@ -291,7 +292,7 @@ int64_t RankedRows::finish(const Collapse& collapse) {
     std::vector<Entry> kept;
     std::vector<Entry> group;
     std::vector<CandidateResult> rows;
-    using Out = std::function<void(Entry&&)>;
+    using Out = std::function<void(Entry &&)>;
     auto close_group = [&](const Out& out) {
       if (group.size() > 1) {
         rows.clear();

@@ -68,8 +68,8 @@ class RankedRows {
   class RunWriter;
   static bool before(const Entry& a, const Entry& b);
   void spill();
-  RunWriter newRun();     // a run at the file's end (the file made on the first)
-  void addRun(Run run);   // a run written by newRun()'s writer
+  RunWriter newRun();    // a run at the file's end (the file made on the first)
+  void addRun(Run run);  // a run written by newRun()'s writer
   // The entries of `runs` (and the sorted buffer) in rank order to `visit`, until it returns false.
   void merge(const std::vector<Run>& runs, bool with_buffer,
              const std::function<bool(Entry&&)>& visit) const;

@@ -87,7 +87,7 @@ TEST(RankedRows, OrderByHand) {
     ASSERT_EQ(got.size(), 7u);
     EXPECT_EQ(got[0].iteration_us, 30);
     EXPECT_EQ(got[0].rank, 1);
-    EXPECT_EQ(got[1].samples_per_s, 3);       // #1 before #5 at the same time
+    EXPECT_EQ(got[1].samples_per_s, 3);  // #1 before #5 at the same time
     EXPECT_EQ(got[1].rank, 2);
     EXPECT_EQ(got[2].samples_per_s, 2);
     EXPECT_EQ(got[2].rank, 3);
@@ -109,7 +109,7 @@ TEST(RankedRows, ManyRunsMergeInPasses) {
   // more than one merge reads at once. Reference: a stable sort of the rows in enumeration order.
   std::vector<CandidateResult> in;
   for (int i = 0; i < 1000; ++i) {
-    CandidateResult r = i % 3 == 0 ? okRow(i % 17, 1 + i % 5)
+    CandidateResult r = i % 3 == 0   ? okRow(i % 17, 1 + i % 5)
                         : i % 3 == 1 ? oomRow(i % 11)
                                      : invalidRow(std::to_string(i));
     r.micro_batches = i;  // identifies the row
@@ -124,12 +124,14 @@ TEST(RankedRows, ManyRunsMergeInPasses) {
   EXPECT_GT(rows.spilledRuns(), 0u);
   EXPECT_LE(rows.spilledRuns(), 64u);  // merged down in passes
   std::vector<CandidateResult> want = in;
-  std::stable_sort(want.begin(), want.end(), [](const CandidateResult& a, const CandidateResult& b) {
-    if (a.status != b.status) return a.status < b.status;
-    if (a.status == CandidateStatus::kOk) return a.iteration_us < b.iteration_us;
-    if (a.status == CandidateStatus::kOom) return a.peak_memory_bytes < b.peak_memory_bytes;
-    return false;
-  });
+  std::stable_sort(want.begin(), want.end(),
+                   [](const CandidateResult& a, const CandidateResult& b) {
+                     if (a.status != b.status) return a.status < b.status;
+                     if (a.status == CandidateStatus::kOk) return a.iteration_us < b.iteration_us;
+                     if (a.status == CandidateStatus::kOom)
+                       return a.peak_memory_bytes < b.peak_memory_bytes;
+                     return false;
+                   });
   const std::vector<CandidateResult> got = rows.toVector();
   ASSERT_EQ(got.size(), want.size());
   int rank = 0;
