@@ -56,7 +56,16 @@ void RunOptions::addGpusOption(CLI::App& app) {
 }
 
 void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
-  auto* text = app.add_option("--strategy", strategy_text, "xMxPxD, e.g. 2M4P2D (any case)");
+  // Repeatable: simulate compares the plans given (strategy() refuses more than one elsewhere).
+  auto* text = app.add_option_function<std::vector<std::string>>(
+                      "--strategy",
+                      [this](const std::vector<std::string>& texts) {
+                        strategy_text = texts.front();
+                        more_strategy_texts.assign(texts.begin() + 1, texts.end());
+                      },
+                      "xMxPxD, e.g. 2M4P2D (any case)")
+                   ->expected(1)
+                   ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   // Checked here: "--tp 0 --pp 2 --gpus 4" was told to give --tp and --pp, which it had.
   auto* tp_opt = app.add_option("--tp,--tensor-model-parallel-size", tp, "tensor-parallel size M")
                      ->check(kPositiveInteger);
@@ -343,6 +352,25 @@ void RunOptions::requireInterleaved(const char* flag) const {
 }
 
 Strategy RunOptions::strategy(const ModelConfig& model_config) const {
+  if (!more_strategy_texts.empty()) {
+    EVSIM_THROW(InputError,
+                "--strategy {} and --strategy {}: one plan here (eventsim simulate compares "
+                "several side by side)",
+                strategy_text, more_strategy_texts.front());
+  }
+  return strategyOf(model_config, strategy_text);
+}
+
+std::vector<Strategy> RunOptions::strategies(const ModelConfig& model_config) const {
+  std::vector<Strategy> out = {strategyOf(model_config, strategy_text)};
+  for (const std::string& text : more_strategy_texts) {
+    out.push_back(strategyOf(model_config, text));
+  }
+  return out;
+}
+
+Strategy RunOptions::strategyOf(const ModelConfig& model_config,
+                                const std::string& strategy_text) const {
   Strategy s;
   if (!strategy_text.empty()) {
     if (gpus > 0) EVSIM_THROW(InputError, "--gpus {}: give --tp and --pp, not --strategy", gpus);
