@@ -78,6 +78,24 @@ void BM_Gpt3_ScaleP(benchmark::State& state) {
 }
 BENCHMARK(BM_Gpt3_ScaleP)->Arg(4)->Arg(16)->Arg(48)->Arg(96)->Unit(benchmark::kMillisecond);
 
+// Issue 34 item 3: the cost per micro-batch and per stage together, (m, P) at M = 8, D = 16:
+// should grow linearly in m x P (the task count), from 96 x 16 to 6,144 x 16 and 384 x 96.
+void BM_Gpt3_MicroBatchesByStages(benchmark::State& state) {
+  const int64_t m = state.range(0);
+  const int pp = static_cast<int>(state.range(1));
+  Strategy s = strategy(8, pp, 16, 1, m * 16, Schedule::kDapple);
+  for (auto _ : state) benchmark::DoNotOptimize(runOnce(gpt3(), s).summary.iteration_us);
+  state.counters["tasks"] = static_cast<double>(2 * m * pp);
+}
+BENCHMARK(BM_Gpt3_MicroBatchesByStages)
+    ->Args({96, 16})
+    ->Args({1536, 16})
+    ->Args({6144, 16})
+    ->Args({384, 24})
+    ->Args({384, 48})
+    ->Args({384, 96})
+    ->Unit(benchmark::kMillisecond);
+
 // Growth with the number of layers (model depth), P = 8.
 void BM_ScaleLayers(benchmark::State& state) {
   ModelConfig model = gpt3();

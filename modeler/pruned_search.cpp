@@ -122,11 +122,9 @@ class PrunedSearch {
     report_.usable_bytes = static_cast<int64_t>(static_cast<double>(report_.capacity_bytes) *
                                                 (1 - options_.memory_headroom));
     report_.valid = report_.ok + report_.oom;
-    int rank = 0;
-    for (Ranked& r : top_) {
-      r.result.rank = ++rank;
-      report_.candidates.push_back(std::move(r.result));
-    }
+    // Already collapsed (above): RankedRows numbers them.
+    for (Ranked& r : top_) report_.candidates.add(std::move(r.result), r.index);
+    report_.candidates.finish();
     return std::move(report_);
   }
 

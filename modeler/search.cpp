@@ -26,10 +26,7 @@ std::string_view candidateStatusName(CandidateStatus status) {
   return "?";
 }
 
-const CandidateResult* SearchReport::best() const {
-  if (candidates.empty() || candidates.front().status != CandidateStatus::kOk) return nullptr;
-  return &candidates.front();
-}
+const CandidateResult* SearchReport::best() const { return candidates.best(); }
 
 double SearchReport::timeVsBest(const CandidateResult& r) const {
   const CandidateResult* b = best();
@@ -92,97 +89,115 @@ void validateSearchOptions(const SearchOptions& options) {
   }
 }
 
+namespace {
+
+// Candidates enumerated per batch: the batch's closed-form tier and simulations run in parallel,
+// then its rows go to the report in enumeration order.
+constexpr size_t kBatchCandidates = 4096;
+
+struct Indexed {
+  Candidate candidate;
+  size_t index = 0;
+};
+
+}  // namespace
+
 SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
                        const CostModel& costs, const SearchOptions& options) {
   validateSearchOptions(options);
   const StrategySpace& space = options.space;
 
-  std::vector<Candidate> candidates = enumerateCandidates(model, cluster, options.base, space);
-  const size_t n = candidates.size();
-  std::vector<CandidateResult> results(n);
+  SearchReport report;
+  report.candidates = RankedRows(options.rows_in_memory);
+  report.tokens_per_sample = model.seq_length;
+  report.headroom = options.memory_headroom;
+  report.capacity_bytes = cluster.device.memoryBytes();
+  report.usable_bytes = static_cast<int64_t>(static_cast<double>(report.capacity_bytes) *
+                                             (1 - options.memory_headroom));
   PlanCache cache;  // partitions, placements and plan cores shared by the candidates' plans
   // Memory from the closed-form tier first (the plan's own estimate, closed_form_tier.h): OOM
   // candidates build no plan. A fitting candidate's plan is simulated at once and freed, so at
   // most one plan per thread is alive.
   ClosedFormTier tier(model, cluster, costs, options.memory_headroom, cache);
   std::vector<ClosedFormTier::Workspace> workspaces(resolveThreads(options.threads));
-  std::vector<std::vector<Event>> missing(n);  // per candidate: the events it lacks costs for
-  parallelForWorkers(n, options.threads, /*block=*/32, [&](size_t i, unsigned w) {
-    CandidateResult& r = results[i];
-    r.strategy = candidates[i].strategy;
-    if (candidates[i].violation) {
-      r.status = CandidateStatus::kInvalid;
-      r.violation = *candidates[i].violation;
-      return;
+  EventTable missing;  // the events fitting candidates lack costs for, in candidate order
+
+  std::vector<Indexed> batch;
+  std::vector<CandidateResult> results;
+  std::vector<std::vector<Event>> batch_missing;
+  auto runBatch = [&] {
+    const size_t n = batch.size();
+    results.assign(n, CandidateResult{});
+    batch_missing.assign(n, {});
+    parallelForWorkers(n, options.threads, /*block=*/32, [&](size_t i, unsigned w) {
+      CandidateResult& r = results[i];
+      Candidate& c = batch[i].candidate;
+      r.strategy = std::move(c.strategy);
+      if (c.violation) {
+        r.status = CandidateStatus::kInvalid;
+        r.violation = std::move(*c.violation);
+        return;
+      }
+      const ClosedFormResult closed = tier.evaluate(r.strategy, workspaces[w]);
+      r.micro_batches = closed.micro_batches;
+      r.peak_memory_bytes = closed.peak_memory_bytes;
+      r.peak_memory_stage = closed.peak_memory_stage;
+      r.status = closed.fits ? CandidateStatus::kOk : CandidateStatus::kOom;
+      if (r.status != CandidateStatus::kOk) return;
+      IterationPlan plan = buildIterationPlan(model, cluster, r.strategy, &cache);
+      std::vector<EventCost> event_costs;
+      event_costs.reserve(plan.events.size());
+      for (const UniqueEvent& u : plan.events.events()) {
+        std::optional<EventCost> cost = costs.cost(u.event);
+        if (!cost) batch_missing[i].push_back(u.event);
+        event_costs.push_back(cost.value_or(EventCost{}));
+      }
+      if (!batch_missing[i].empty()) return;
+      Simulation sim = simulate(std::move(plan), std::move(event_costs));
+      r.iteration_us = sim.summary.iteration_us;
+      r.samples_per_s = sim.summary.samples_per_s;
+      r.bubble_fraction = sim.summary.bubble_fraction;
+      r.model_tflops_per_gpu = sim.summary.flops_per_gpu_per_s / kFlopsPerTflop;
+      r.mfu = sim.summary.mfu;
+      r.provenance_share = sim.summary.provenance_share;
+    });
+    // In enumeration order: the counts, the rules' first examples, the closest OOM and the
+    // missing events come out as a serial pass would give them.
+    for (size_t i = 0; i < n; ++i) {
+      CandidateResult& r = results[i];
+      for (const Event& e : batch_missing[i]) missing.intern(e);
+      switch (r.status) {
+        case CandidateStatus::kOk:
+          ++report.ok;
+          break;
+        case CandidateStatus::kOom:
+          ++report.oom;
+          report.noteOom(r);
+          break;
+        case CandidateStatus::kInvalid:
+          ++report.invalid;
+          report.noteInvalid(r.strategy, r.violation);
+          break;
+      }
+      // Once an event lacks a cost the search throws at the end: no row need be kept.
+      if (missing.size() == 0) report.candidates.add(std::move(r), batch[i].index);
     }
-    const ClosedFormResult closed = tier.evaluate(r.strategy, workspaces[w]);
-    r.micro_batches = closed.micro_batches;
-    r.peak_memory_bytes = closed.peak_memory_bytes;
-    r.peak_memory_stage = closed.peak_memory_stage;
-    r.status = closed.fits ? CandidateStatus::kOk : CandidateStatus::kOom;
-    if (r.status != CandidateStatus::kOk) return;
-    IterationPlan plan = buildIterationPlan(model, cluster, r.strategy, &cache);
-    std::vector<EventCost> event_costs;
-    event_costs.reserve(plan.events.size());
-    for (const UniqueEvent& u : plan.events.events()) {
-      std::optional<EventCost> c = costs.cost(u.event);
-      if (!c) missing[i].push_back(u.event);
-      event_costs.push_back(c.value_or(EventCost{}));
-    }
-    if (!missing[i].empty()) return;
-    Simulation sim = simulate(std::move(plan), std::move(event_costs));
-    r.iteration_us = sim.summary.iteration_us;
-    r.samples_per_s = sim.summary.samples_per_s;
-    r.bubble_fraction = sim.summary.bubble_fraction;
-    r.model_tflops_per_gpu = sim.summary.flops_per_gpu_per_s / kFlopsPerTflop;
-    r.mfu = sim.summary.mfu;
-    r.provenance_share = sim.summary.provenance_share;
+    batch.clear();
+  };
+  size_t index = 0;
+  forEachCandidate(model, cluster, options.base, space, [&](Candidate&& c) {
+    batch.push_back(Indexed{std::move(c), index++});
+    if (batch.size() == kBatchCandidates) runBatch();
   });
-  candidates = {};
+  if (!batch.empty()) runBatch();
   // Every event of every fitting candidate must have a cost: the missing ones listed once, in
   // candidate order.
-  {
-    EventTable table;
-    for (const std::vector<Event>& events : missing) {
-      for (const Event& e : events) table.intern(e);
-    }
-    if (table.size() > 0) costs.costAll(table);  // throws, listing them all
-  }
+  if (missing.size() > 0) costs.costAll(missing);  // throws, listing them all
 
-  SearchReport report;
-  report.tokens_per_sample = model.seq_length;
-  report.headroom = options.memory_headroom;
-  report.capacity_bytes = cluster.device.memoryBytes();
-  report.usable_bytes = static_cast<int64_t>(static_cast<double>(report.capacity_bytes) *
-                                             (1 - options.memory_headroom));
-  for (const CandidateResult& r : results) {
-    switch (r.status) {
-      case CandidateStatus::kOk:
-        ++report.ok;
-        break;
-      case CandidateStatus::kOom:
-        ++report.oom;
-        report.noteOom(r);
-        break;
-      case CandidateStatus::kInvalid:
-        ++report.invalid;
-        report.noteInvalid(r.strategy, r.violation);
-        break;
-    }
-  }
   report.valid = report.ok + report.oom;
-  // Stable: ties keep enumeration order (M, then P, then b, then schedule, then techniques).
-  std::stable_sort(results.begin(), results.end(),
-                   [](const CandidateResult& a, const CandidateResult& b) {
-                     if (a.status != b.status) return a.status < b.status;
-                     if (a.status == CandidateStatus::kOk) return a.iteration_us < b.iteration_us;
-                     if (a.status == CandidateStatus::kOom) {
-                       return a.peak_memory_bytes < b.peak_memory_bytes;
-                     }
-                     return false;
-                   });
-  report.equivalent = collapseEquivalents(results);  // ranks them too
-  report.candidates = std::move(results);
+  // Ties keep enumeration order (M, then P, then b, then schedule, then techniques); equivalent
+  // plans collapse into one row (equivalent_plans.h), which numbers the ranks.
+  report.equivalent = report.candidates.finish(collapseEquivalents);
   return report;
 }
 

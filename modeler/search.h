@@ -4,10 +4,12 @@
 // each checked for validity, then for memory (the memory model with headroom), then simulated
 // from a shared, const CostModel. Candidates run on a thread pool.
 //
-// Call order: runSearch() enumerates (enumerateCandidates); in parallel, checks every valid
-// candidate's memory with the closed-form tier (the plan's own estimate, without building it) and
-// builds, costs, simulates and frees the plan of each one that fits; then reports the events the
-// cost model lacks (one MissingCostsError listing all, over every fitting candidate) or ranks them.
+// Call order: runSearch() streams the enumeration (forEachCandidate) in batches; per batch, in
+// parallel, checks every valid candidate's memory with the closed-form tier (the plan's own
+// estimate, without building it) and builds, costs, simulates and frees the plan of each one that
+// fits; the batch's rows then go, in enumeration order, to the report's RankedRows (sorted runs
+// spilled to a temporary file: memory does not grow with the space). At the end it reports the
+// events the cost model lacks (one MissingCostsError listing all, over every fitting candidate).
 
 #include <array>
 #include <cstdint>
@@ -20,11 +22,10 @@
 #include "plan/strategy_space.h"
 #include "modeler/cost_model.h"
 #include "modeler/memory_model.h"
+#include "modeler/candidate_result.h"
+#include "modeler/ranked_rows.h"
 
 namespace evsim {
-
-enum class CandidateStatus { kOk, kOom, kInvalid };
-std::string_view candidateStatusName(CandidateStatus status);  // "ok", "OOM", "invalid"
 
 struct SearchOptions {
   Strategy base;        // global batch, dp_overlap and bucket size shared by every candidate
@@ -32,33 +33,14 @@ struct SearchOptions {
   double memory_headroom = kDefaultMemoryHeadroom;  // share of device memory set aside
   unsigned threads = 0;                             // 0: std::thread::hardware_concurrency()
   int top_k = 10;  // runPrunedSearch only: how many of the best candidates to keep and rank
-};
-
-struct CandidateResult {
-  Strategy strategy;
-  CandidateStatus status = CandidateStatus::kInvalid;
-  std::string violation;  // the rule an invalid candidate breaks
-  int rank = 0;           // 1-based among the ok candidates by throughput; 0 otherwise
-  int64_t micro_batches = 0;
-  // Memory (valid candidates): the peak over stages on one device, and the stage it is on.
-  int64_t peak_memory_bytes = 0;
-  int peak_memory_stage = 0;
-  // Timing (ok candidates only).
-  double iteration_us = 0;
-  double samples_per_s = 0;
-  double bubble_fraction = 0;
-  double model_tflops_per_gpu = 0;  // model FLOPs per iteration / (iteration time x GPUs)
-  double mfu = 0;                   // against the GEMM dtype's peak (mfuFigures().front())
-  std::array<double, kProvenanceCount> provenance_share{};
-  // Ok candidates: the flags of the plans merged into this one because they simulate to the same
-  // timeline (equivalent_plans.h), e.g. {"gpipe", "dapple rc=sel"}.
-  std::vector<std::string> equivalents;
+  // runSearch: rows held in memory before a sorted run is spilled to a temporary file.
+  size_t rows_in_memory = RankedRows::kDefaultRowsInMemory;
 };
 
 struct SearchReport {
   // Ranked: ok candidates by throughput (best first), then OOM by peak memory, then invalid in
-  // enumeration order.
-  std::vector<CandidateResult> candidates;
+  // enumeration order; read with candidates.forEach (memory bounded whatever the space).
+  RankedRows candidates;
   int64_t valid = 0;  // ok + OOM
   int64_t ok = 0;
   int64_t oom = 0;

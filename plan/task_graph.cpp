@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "plan/shape_cache.h"
 
 namespace evsim {
 
@@ -26,11 +27,11 @@ int phaseIndex(Phase phase) {
 
 // Sets fused_size on each fused task's nodes and checks each is one F and the B (and W) of
 // another micro-batch, whose only inner edge is W's on its own B.
-void checkFusedTasks(TaskGraph& g, Schedule schedule) {
+void checkFusedTasks(const TaskGraph& g, TaskGraph::Storage& st, Schedule schedule) {
   for (int s = 0; s < g.devices; ++s) {
     const std::vector<int>& order = g.device_order[s];
     for (size_t head = 0; head < order.size();) {
-      TaskNode& h = g.nodes[order[head]];
+      TaskNode& h = st.nodes[order[head]];
       EVSIM_CHECK(!h.task.overlapped, "{} schedule: device {} starts with an overlapped task",
                   scheduleName(schedule), s);
       size_t end = head + 1;
@@ -42,7 +43,7 @@ void checkFusedTasks(TaskGraph& g, Schedule schedule) {
           const TaskNode& n = g.nodes[order[i]];
           forwards += n.task.phase == Phase::kForward;
           backwards += n.task.phase == Phase::kBackward;
-          if (i > head) g.nodes[order[i]].fused_size = 0;
+          if (i > head) st.nodes[order[i]].fused_size = 0;
           for (const TaskEdge& e : g.inputs(order[i])) {
             const TaskNode& from = g.nodes[e.from];
             const bool inner = from.device == s && from.position >= static_cast<int>(head) &&
@@ -63,15 +64,16 @@ void checkFusedTasks(TaskGraph& g, Schedule schedule) {
   }
 }
 
-}  // namespace
-
-TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches) {
+// buildTaskGraph without the cache.
+TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches) {
   EVSIM_CHECK(devices >= 1 && chunks >= 1 && micro_batches >= 1, "task graph P={} v={} m={}",
               devices, chunks, micro_batches);
   const PipelineSchedule& sched = pipelineSchedule(schedule);
   EVSIM_CHECK(chunks == 1 || sched.allowsChunks(), "{} schedule with v={}", scheduleName(schedule),
               chunks);
   TaskGraph g;
+  auto storage = std::make_shared<TaskGraph::Storage>();
+  TaskGraph::Storage& st = *storage;
   g.devices = devices;
   g.chunks = chunks;
   g.micro_batches = micro_batches;
@@ -79,6 +81,10 @@ TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t mic
   const PipelineLayout layout = pipelineLayout(schedule, devices, chunks);
   const int K = layout.stages();
   const int64_t m = micro_batches;
+  // Per virtual stage, its device: sameDevice by lookup, not by division, in the loops below.
+  std::vector<int> device_of(static_cast<size_t>(K));
+  for (int k = 0; k < K; ++k) device_of[k] = layout.device(k);
+  auto sameDevice = [&](int a, int b) { return device_of[a] == device_of[b]; };
   // Node ids: dense over (phase, virtual stage, micro-batch); -1 until the schedule places it.
   std::vector<int> id(static_cast<size_t>(kPhases * K * m), -1);
   auto slot = [&](Phase phase, int k, int64_t i) -> int& {
@@ -89,11 +95,12 @@ TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t mic
   const DeviceOrders& orders = *shared_orders;
   EVSIM_CHECK(static_cast<int>(orders.size()) == devices, "{} orders for {} devices", orders.size(),
               devices);
-  g.device_order.resize(devices);
+  st.device_order.resize(devices);
   const size_t tasks_per_device = static_cast<size_t>((g.split_backward ? 3 : 2) * chunks * m);
-  g.nodes.reserve(tasks_per_device * devices);
-  g.edges.reserve(tasks_per_device * devices * 2);
+  st.nodes.reserve(tasks_per_device * devices);
+  st.edges.reserve(tasks_per_device * devices * 2);
   for (int s = 0; s < devices; ++s) {
+    st.device_order[s].reserve(tasks_per_device);
     EVSIM_CHECK(orders[s].size() == tasks_per_device, "{} schedule: device {} has {} tasks, not {}",
                 scheduleName(schedule), s, orders[s].size(), tasks_per_device);
     for (const StageTask& t : orders[s]) {
@@ -105,57 +112,76 @@ TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t mic
       int& node = slot(t.phase, k, t.micro_batch);
       EVSIM_CHECK(node < 0, "{} schedule: device {} repeats {} of mb {} chunk {}",
                   scheduleName(schedule), s, phaseName(t.phase), t.micro_batch, t.chunk);
-      node = static_cast<int>(g.nodes.size());
+      node = static_cast<int>(st.nodes.size());
       TaskNode n;
       n.task = t;
       n.device = s;
       n.virtual_stage = k;
-      n.position = static_cast<int>(g.device_order[s].size());
+      n.position = static_cast<int>(st.device_order[s].size());
       // A hand-over to a stage on the same device (the V layout's turn) is in memory: no send.
-      if (t.phase == Phase::kForward && k + 1 < K && !layout.sameDevice(k, k + 1)) {
+      if (t.phase == Phase::kForward && k + 1 < K && !sameDevice(k, k + 1)) {
         n.send = Send::kActivation, n.link = k;
       }
-      if (t.phase == Phase::kBackward && k > 0 && !layout.sameDevice(k, k - 1)) {
+      if (t.phase == Phase::kBackward && k > 0 && !sameDevice(k, k - 1)) {
         n.send = Send::kGradient, n.link = k - 1;
       }
-      g.nodes.push_back(n);
-      g.device_order[s].push_back(node);
+      st.nodes.push_back(n);
+      st.device_order[s].push_back(node);
     }
   }
   // Edges, once every node exists (a device's order may name a producer on a later device).
-  for (TaskNode& n : g.nodes) {
-    n.first_edge = static_cast<int>(g.edges.size());
+  const TaskNode* before_input = nullptr;
+  for (TaskNode& n : st.nodes) {
+    n.first_edge = static_cast<int>(st.edges.size());
     const int k = n.virtual_stage;
     const int i = n.task.micro_batch;
     switch (n.task.phase) {
       case Phase::kForward:
         if (k > 0) {
-          g.edges.push_back({slot(Phase::kForward, k - 1, i), !layout.sameDevice(k - 1, k)});
+          st.edges.push_back({slot(Phase::kForward, k - 1, i), !sameDevice(k - 1, k)});
         }
         break;
       case Phase::kBackward:
         if (k + 1 < K) {
-          g.edges.push_back({slot(Phase::kBackward, k + 1, i), !layout.sameDevice(k + 1, k)});
+          st.edges.push_back({slot(Phase::kBackward, k + 1, i), !sameDevice(k + 1, k)});
         }
-        g.edges.push_back({slot(Phase::kForward, k, i), false});
+        st.edges.push_back({slot(Phase::kForward, k, i), false});
         break;
       default:
-        g.edges.push_back({slot(Phase::kBackward, k, i), false});
+        st.edges.push_back({slot(Phase::kBackward, k, i), false});
         break;
     }
-    n.edge_count = static_cast<int>(g.edges.size()) - n.first_edge;
-  }
-  if (sched.fusesTasks()) checkFusedTasks(g, schedule);
-  // A same-device input must come earlier in the device's order, or the device would wait forever.
-  for (size_t n = 0; n < g.nodes.size(); ++n) {
-    for (const TaskEdge& e : g.inputs(static_cast<int>(n))) {
-      EVSIM_CHECK(e.transfer || g.nodes[e.from].position < g.nodes[n].position,
-                  "{} schedule: device {} runs {} of mb {} before its input",
-                  scheduleName(schedule), g.nodes[n].device, phaseName(g.nodes[n].task.phase),
-                  g.nodes[n].task.micro_batch);
+    n.edge_count = static_cast<int>(st.edges.size()) - n.first_edge;
+    // A same-device input must come earlier in the device's order, or the device would wait
+    // forever (the first such node reported after the fused tasks' checks).
+    for (int e = n.first_edge; e < n.first_edge + n.edge_count; ++e) {
+      const TaskEdge& edge = st.edges[e];
+      if (!edge.transfer && st.nodes[edge.from].position >= n.position && !before_input) {
+        before_input = &n;
+      }
     }
   }
+  g.nodes = st.nodes;
+  g.edges = st.edges;
+  g.device_order = st.device_order;
+  if (sched.fusesTasks()) checkFusedTasks(g, st, schedule);
+  EVSIM_CHECK(before_input == nullptr, "{} schedule: device {} runs {} of mb {} before its input",
+              scheduleName(schedule), before_input->device, phaseName(before_input->task.phase),
+              before_input->task.micro_batch);
+  g.storage = std::move(storage);
   return g;
+}
+
+}  // namespace
+
+TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches) {
+  // A schedule file can be replaced in a process (tests): its graphs are not kept by shape.
+  if (schedule == Schedule::kFile) return makeTaskGraph(schedule, devices, chunks, micro_batches);
+  static ShapeCache<TaskGraph> cache(size_t{1} << 18);  // tasks (about 64 bytes each)
+  return *cache.get(
+      ShapeKey{static_cast<int>(schedule), devices, chunks, micro_batches},
+      [&] { return makeTaskGraph(schedule, devices, chunks, micro_batches); },
+      [](const TaskGraph& g) { return g.nodes.size(); });
 }
 
 TaskGraph buildTaskGraph(const IterationPlan& plan) {

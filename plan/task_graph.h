@@ -23,6 +23,7 @@
 // that no member feeds another's input except a B its own W.
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -59,19 +60,30 @@ struct TaskGraph {
   int chunks = 1;             // v
   int64_t micro_batches = 1;  // m
   bool split_backward = false;
-  std::vector<TaskNode> nodes;
-  std::vector<TaskEdge> edges;
-  std::vector<std::vector<int>> device_order;  // node ids, in the order each device runs them
+  // Views into `storage`, which every copy of the graph shares: buildTaskGraph keeps the graphs of
+  // recent shapes, so a search's candidates that share (schedule, P, v, m) share one graph, and a
+  // copy costs a handle, not the tasks.
+  std::span<const TaskNode> nodes;
+  std::span<const TaskEdge> edges;
+  std::span<const std::vector<int>> device_order;  // node ids, in the order each device runs them
+
+  struct Storage {
+    std::vector<TaskNode> nodes;
+    std::vector<TaskEdge> edges;
+    std::vector<std::vector<int>> device_order;
+  };
+  std::shared_ptr<const Storage> storage;
 
   std::span<const TaskEdge> inputs(int node) const {
     const TaskNode& n = nodes[node];
-    return {edges.data() + n.first_edge, static_cast<size_t>(n.edge_count)};
+    return edges.subspan(static_cast<size_t>(n.first_edge), static_cast<size_t>(n.edge_count));
   }
   int virtualStages() const { return devices * chunks; }
 };
 
 // Throws Error when the schedule's orders miss or repeat a task, or place a task before a
-// same-device input (an internal bug).
+// same-device input (an internal bug). Graphs of recent shapes are kept (thread-safe, up to about
+// 2^18 tasks in all; a schedule file's are not, as its orders may change in a process).
 TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches);
 // The graph of `plan`'s strategy.
 TaskGraph buildTaskGraph(const IterationPlan& plan);

@@ -63,15 +63,24 @@ std::optional<TimeToTrain> runTime(const SearchArgs& args, const ModelConfig& mo
                      args.gpu_hour_cost);
 }
 
+// One row of the JSON's "candidates", with its time to train under --train-tokens.
+nlohmann::json rowJson(const SearchArgs& args, const ModelConfig& model, const SearchReport& report,
+                       const CandidateResult& r) {
+  nlohmann::json j = candidateJson(r, report);
+  if (std::optional<TimeToTrain> t = runTime(args, model, r)) j["time_to_train"] = timeToTrainJson(*t);
+  return j;
+}
+
+// The report as JSON; its "candidates" empty unless `with_candidates` (printJson streams them).
 nlohmann::json reportJson(const SearchArgs& args, const ModelConfig& model,
                           const ClusterConfig& cluster, const SearchReport& report,
-                          const std::optional<FitAdvice>& advice) {
+                          const std::optional<FitAdvice>& advice, bool with_candidates) {
   nlohmann::json candidates = nlohmann::json::array();
-  for (const CandidateResult& r : report.candidates) {
-    candidates.push_back(candidateJson(r, report));
-    if (std::optional<TimeToTrain> t = runTime(args, model, r)) {
-      candidates.back()["time_to_train"] = timeToTrainJson(*t);
-    }
+  if (with_candidates) {
+    report.candidates.forEach([&](const CandidateResult& r) {
+      candidates.push_back(rowJson(args, model, report, r));
+      return true;
+    });
   }
   const CandidateResult* best = report.best();
   return {{"schema_version", kJsonSchemaVersion},
@@ -92,6 +101,39 @@ nlohmann::json reportJson(const SearchArgs& args, const ModelConfig& model,
            report.closest_oom ? candidateJson(*report.closest_oom, report) : nlohmann::json()},
           {"fit_advice", adviceJson(advice)},
           {"candidates", candidates}};
+}
+
+// --json on stdout: what reportJson(...).dump(2) prints, byte for byte, with the candidates
+// streamed into their place one at a time, so that they are never all in memory.
+void printJson(const SearchArgs& args, const ModelConfig& model, const ClusterConfig& cluster,
+               const SearchReport& report, const std::optional<FitAdvice>& advice,
+               std::ostream& out) {
+  nlohmann::json j = reportJson(args, model, cluster, report, advice, /*with_candidates=*/false);
+  const std::string placeholder = "\"@candidates@\"";
+  j["candidates"] = "@candidates@";
+  const std::string text = j.dump(2);
+  const size_t at = text.find(placeholder);
+  out << text.substr(0, at);
+  if (report.candidates.empty()) {
+    out << "[]";
+  } else {
+    // dump(2) puts the array's elements 4 spaces in ("candidates" is a member of the top object).
+    out << "[\n";
+    bool first = true;
+    report.candidates.forEach([&](const CandidateResult& r) {
+      std::string row = rowJson(args, model, report, r).dump(2);
+      if (!first) out << ",\n";
+      first = false;
+      out << "    ";
+      for (char c : row) {
+        out << c;
+        if (c == '\n') out << "    ";
+      }
+      return true;
+    });
+    out << "\n  ]";
+  }
+  out << text.substr(at + placeholder.size()) << "\n";
 }
 
 void printRowHeader() {
@@ -162,20 +204,23 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
   }
   fmt::print("\n");
   printRowHeader();
-  for (const CandidateResult& r : report.candidates) {
-    if (r.status != CandidateStatus::kOk || (args.top > 0 && r.rank > args.top)) continue;
+  report.candidates.forEach([&](const CandidateResult& r) {
+    if (r.status != CandidateStatus::kOk || (args.top > 0 && r.rank > args.top)) return false;
     printOkRow(r, report);
-  }
+    return true;
+  });
   if (args.top > 0 && report.ok > args.top) {
     fmt::print("  ({} more ok candidates not shown: --top {})\n", report.ok - args.top, args.top);
   }
   if (args.show_rejected) {
     int oom_rows = 0;
-    for (const CandidateResult& r : report.candidates) {
-      if (r.status != CandidateStatus::kOom || (args.top > 0 && oom_rows >= args.top)) continue;
+    report.candidates.forEach([&](const CandidateResult& r) {
+      if (r.status == CandidateStatus::kOk) return true;  // OOM rows follow the ok ones
+      if (r.status != CandidateStatus::kOom || (args.top > 0 && oom_rows >= args.top)) return false;
       printOomRow(r, report);
       ++oom_rows;
-    }
+      return true;
+    });
     if (report.oom > oom_rows) {
       fmt::print("  ({} more OOM candidates not shown: --top {})\n", report.oom - oom_rows,
                  args.top);
@@ -192,19 +237,20 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
     fmt::print("\ninvalid ({} candidates):\n", report.invalid);
     std::map<std::tuple<std::string, int64_t, std::string>, bool> listed;
     int64_t rows = 0, hidden = 0;
-    for (const CandidateResult& r : report.candidates) {
-      if (r.status != CandidateStatus::kInvalid) continue;
+    report.candidates.forEach([&](const CandidateResult& r) {
+      if (r.status != CandidateStatus::kInvalid) return true;  // the invalid rows come last
       if (!listed.try_emplace({r.strategy.name(), r.strategy.micro_batch, r.violation}, true)
                .second) {
-        continue;
+        return true;
       }
       if (args.top > 0 && rows >= args.top) {
         ++hidden;
-        continue;
+        return true;
       }
       fmt::print("  {:<10} b={:<3} {}\n", r.strategy.name(), r.strategy.micro_batch, r.violation);
       ++rows;
-    }
+      return true;
+    });
     if (hidden > 0) fmt::print("  ({} more lines not shown: --top {})\n", hidden, args.top);
   } else if (report.invalid > 0) {
     fmt::print("\ninvalid ({} candidates), by rule (count, then an example):\n", report.invalid);
@@ -322,10 +368,10 @@ void run(SearchArgs args) {
   if (report.ok == 0 && report.closest_oom) {
     advice = adviseFit(model, cluster, report.closest_oom->strategy, args.memory_headroom);
   }
-  if (args.sink) {
-    args.sink(reportJson(args, model, cluster, report, advice));
+  if (args.sink) {  // Python: one object with every row
+    args.sink(reportJson(args, model, cluster, report, advice, /*with_candidates=*/true));
   } else if (args.json) {
-    std::cout << reportJson(args, model, cluster, report, advice).dump(2) << "\n";
+    printJson(args, model, cluster, report, advice, std::cout);
   } else {
     printText(args, model, cluster, report, advice);
     if (!args.csv.empty()) fmt::print("CSV: {}\n", args.csv);

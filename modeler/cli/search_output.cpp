@@ -108,7 +108,7 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
          "throughput_samples_per_s,throughput_tokens_per_s,time_vs_best,bubble_fraction,peak_memory_bytes,"
          "memory_headroom_bytes,measured_share,derived_share,estimated_share,violation,"
          "equivalent_plans\n";
-  for (const CandidateResult& r : report.candidates) {
+  report.candidates.forEach([&](const CandidateResult& r) {
     const Strategy& s = r.strategy;
     bool valid = r.status != CandidateStatus::kInvalid;
     bool ok = r.status == CandidateStatus::kOk;
@@ -142,7 +142,8 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
     std::string equivalents;
     for (const std::string& e : r.equivalents) equivalents += (equivalents.empty() ? "" : ";") + e;
     out << (equivalents.empty() ? "" : csvQuote(equivalents)) << '\n';
-  }
+    return true;
+  });
 }
 
 }  // namespace evsim

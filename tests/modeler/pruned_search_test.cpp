@@ -97,8 +97,10 @@ TEST(PrunedSearchTest, SameTopTenAsTheExhaustiveSearchOnTheBundledSearches) {
     const std::string name = b.model + " on " + b.cluster;
     ASSERT_GE(all.ok, 10) << name;  // a top 10 to compare
     ASSERT_EQ(pruned.candidates.size(), 10u) << name;
+    const std::vector<CandidateResult> pruned_rows = pruned.candidates.toVector();
+    const std::vector<CandidateResult> all_rows = all.candidates.toVector();
     for (int i = 0; i < 10; ++i) {
-      expectSameCandidate(pruned.candidates[i], all.candidates[i],
+      expectSameCandidate(pruned_rows[i], all_rows[i],
                           name + " #" + std::to_string(i + 1));
     }
     EXPECT_EQ(pruned.total(), static_cast<int64_t>(all.candidates.size()) + all.equivalent)
@@ -235,9 +237,11 @@ TEST(PrunedSearchTest, ResultsDoNotDependOnTheThreadCount) {
   b.options.threads = 3;
   SearchReport three = runPrunedSearch(model, cluster, costs, b.options);
   ASSERT_EQ(one.candidates.size(), three.candidates.size());
-  for (size_t i = 0; i < one.candidates.size(); ++i) {
-    expectSameCandidate(one.candidates[i], three.candidates[i], "#" + std::to_string(i + 1));
-    EXPECT_EQ(one.candidates[i].equivalents, three.candidates[i].equivalents);
+  const std::vector<CandidateResult> one_rows = one.candidates.toVector();
+  const std::vector<CandidateResult> three_rows = three.candidates.toVector();
+  for (size_t i = 0; i < one_rows.size(); ++i) {
+    expectSameCandidate(one_rows[i], three_rows[i], "#" + std::to_string(i + 1));
+    EXPECT_EQ(one_rows[i].equivalents, three_rows[i].equivalents);
   }
   EXPECT_EQ(one.simulated, three.simulated);
   EXPECT_EQ(one.pruned_by_bound, three.pruned_by_bound);

@@ -60,9 +60,9 @@ class SearchTest : public ::testing::Test {
   CostModel analytic_{cluster_, nullptr, /*analytic_fallback=*/true};
 };
 
-const CandidateResult* find(const SearchReport& report, const std::string& name, int64_t b,
-                            Schedule schedule = Schedule::kDapple) {
-  for (const CandidateResult& r : report.candidates) {
+const CandidateResult* find(const std::vector<CandidateResult>& rows, const std::string& name,
+                            int64_t b, Schedule schedule = Schedule::kDapple) {
+  for (const CandidateResult& r : rows) {
     if (r.strategy.name() == name && r.strategy.micro_batch == b &&
         r.strategy.schedule == schedule) {
       return &r;
@@ -76,18 +76,19 @@ TEST_F(SearchTest, FourGpusOnTwoGpuNodes) {
   // node, M = 4 would cross nodes. b = 1, B = 4: b*D divides B for every D.
   SearchReport report =
       runSearch(model_, cluster_, analytic_, options(4, 4, {1}, {Schedule::kDapple}));
+  const std::vector<CandidateResult> rows = report.candidates.toVector();
   EXPECT_EQ(report.candidates.size(), 6u);
   EXPECT_EQ(report.valid, 5);
   EXPECT_EQ(report.ok, 5);
   EXPECT_EQ(report.oom, 0);
   EXPECT_EQ(report.invalid, 1);
-  const CandidateResult* cross = find(report, "4M1P1D", 1);
+  const CandidateResult* cross = find(rows, "4M1P1D", 1);
   ASSERT_NE(cross, nullptr);
   EXPECT_EQ(cross->status, CandidateStatus::kInvalid);
   EXPECT_NE(cross->violation.find("cross nodes"), std::string::npos) << cross->violation;
   // Invalid ones come last; ok ones are ranked 1..5.
-  EXPECT_EQ(report.candidates.back().status, CandidateStatus::kInvalid);
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(report.candidates[i].rank, i + 1);
+  EXPECT_EQ(rows.back().status, CandidateStatus::kInvalid);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(rows[i].rank, i + 1);
 
   SearchOptions cross_ok = options(4, 4, {1}, {Schedule::kDapple});
   cross_ok.space.allow_cross_node_tp = true;
@@ -107,19 +108,20 @@ TEST_F(SearchTest, MicroBatchesAndSchedulesMultiply) {
   SearchReport report =
       runSearch(model_, cluster_, analytic_,
                 options(4, 4, {1, 2, 4, 8}, {Schedule::kGpipe, Schedule::kDapple}));
+  const std::vector<CandidateResult> rows = report.candidates.toVector();
   EXPECT_EQ(report.total(), 48);
   EXPECT_EQ(report.valid, 22);
   EXPECT_EQ(report.invalid, 26);
   EXPECT_EQ(report.equivalent, 6);
   EXPECT_EQ(report.candidates.size(), 42u);
-  for (const CandidateResult& r : report.candidates) {
+  for (const CandidateResult& r : rows) {
     if (r.equivalents.empty()) continue;
     const std::string twin = r.strategy.schedule == Schedule::kGpipe ? "dapple" : "gpipe";
     EXPECT_EQ(r.equivalents, std::vector<std::string>{twin});
     EXPECT_TRUE(r.strategy.pp == 1 || r.micro_batches == 1) << r.strategy.name();
   }
   // b=2 with D=4: 2*4 = 8 does not divide B = 4.
-  const CandidateResult* batch = find(report, "1M1P4D", 2);
+  const CandidateResult* batch = find(rows, "1M1P4D", 2);
   ASSERT_NE(batch, nullptr);
   EXPECT_EQ(batch->status, CandidateStatus::kInvalid);
   EXPECT_NE(batch->violation.find("not divisible by micro-batch x D"), std::string::npos)
@@ -130,12 +132,13 @@ TEST_F(SearchTest, MorePipelineStagesThanLayersIsInvalid) {
   // N = 8 on 2-GPU nodes: (1,8,1) has P = 8 > 4 layers.
   SearchReport report =
       runSearch(model_, cluster_, analytic_, options(8, 8, {1}, {Schedule::kDapple}));
-  const CandidateResult* deep = find(report, "1M8P1D", 1);
+  const std::vector<CandidateResult> rows = report.candidates.toVector();
+  const CandidateResult* deep = find(rows, "1M8P1D", 1);
   ASSERT_NE(deep, nullptr);
   EXPECT_EQ(deep->status, CandidateStatus::kInvalid);
   EXPECT_NE(deep->violation.find("more than the 4 layers"), std::string::npos) << deep->violation;
   // (1,4,2) is fine.
-  const CandidateResult* ok = find(report, "1M4P2D", 1);
+  const CandidateResult* ok = find(rows, "1M4P2D", 1);
   ASSERT_NE(ok, nullptr);
   EXPECT_EQ(ok->status, CandidateStatus::kOk);
 }
@@ -154,8 +157,9 @@ TEST_F(SearchTest, OomJustOverTheLimitAndNotJustUnder) {
     SearchOptions o = options(1, 1, {1}, {Schedule::kDapple});
     o.memory_headroom = 0;
     SearchReport report = runSearch(two, cluster, costs, o);
+    const std::vector<CandidateResult> rows = report.candidates.toVector();
     ASSERT_EQ(report.candidates.size(), 1u);
-    const CandidateResult& r = report.candidates[0];
+    const CandidateResult& r = rows[0];
     EXPECT_EQ(r.status, status) << gib;
     EXPECT_EQ(r.peak_memory_bytes, 2'754'304);
     if (status == CandidateStatus::kOom) {
@@ -164,14 +168,15 @@ TEST_F(SearchTest, OomJustOverTheLimitAndNotJustUnder) {
       EXPECT_EQ(report.best(), nullptr);
     } else {
       EXPECT_GT(r.iteration_us, 0);
-      EXPECT_EQ(report.best(), &r);
+      ASSERT_NE(report.best(), nullptr);
+      EXPECT_TRUE(*report.best() == r);
     }
   }
   // 10% headroom on 0.00257 GiB leaves 2,483,564 bytes: OOM again.
   ClusterConfig cluster = parseClusterConfig(clusterYaml(1, "0.00257"), "limit.yaml");
   CostModel costs(cluster, nullptr, true);
   SearchReport report = runSearch(two, cluster, costs, options(1, 1, {1}, {Schedule::kDapple}));
-  EXPECT_EQ(report.candidates[0].status, CandidateStatus::kOom);
+  EXPECT_EQ(report.candidates.toVector().at(0).status, CandidateStatus::kOom);
 }
 
 TEST_F(SearchTest, PipelineWinsOverDataParallelOnASlowNetwork) {
@@ -186,11 +191,12 @@ TEST_F(SearchTest, PipelineWinsOverDataParallelOnASlowNetwork) {
   ClusterConfig slow = parseClusterConfig(clusterYaml(1, "16", "0.001"), "slow.yaml");
   CostModel costs(slow, nullptr, true);
   SearchReport report = runSearch(model_, slow, costs, options(2, 2, {1}, {Schedule::kDapple}));
+  const std::vector<CandidateResult> rows = report.candidates.toVector();
   ASSERT_NE(report.best(), nullptr);
   EXPECT_EQ(report.best()->strategy.name(), "1M2P1D");
   EXPECT_EQ(report.best()->rank, 1);
   EXPECT_EQ(report.ok, 2);
-  const CandidateResult* dp = find(report, "1M1P2D", 1);
+  const CandidateResult* dp = find(rows, "1M1P2D", 1);
   ASSERT_NE(dp, nullptr);
   EXPECT_EQ(dp->rank, 2);
   EXPECT_DOUBLE_EQ(report.timeVsBest(*report.best()), 1.0);
@@ -231,6 +237,7 @@ TEST_F(SearchTest, TechniqueDimensionsMultiplyWhereTheyApply) {
   o.space.sequence_parallel = {false, true};
   o.space.zero_stages = {0, 1, 2, 3};
   SearchReport report = runSearch(model_, cluster_, analytic_, o);
+  const std::vector<CandidateResult> rows = report.candidates.toVector();
   EXPECT_EQ(report.total(), 63);
   EXPECT_EQ(report.valid, 57);
   EXPECT_EQ(report.ok, 57);
@@ -241,7 +248,7 @@ TEST_F(SearchTest, TechniqueDimensionsMultiplyWhereTheyApply) {
   EXPECT_EQ(report.equivalent, 12);
   EXPECT_EQ(report.candidates.size(), 51u);
   int sp = 0, zero = 0;
-  for (const CandidateResult& r : report.candidates) {
+  for (const CandidateResult& r : rows) {
     // The plans a row stands for count too: "dapple rc=full sp z1" is SP and ZeRO.
     for (const std::string& e : r.equivalents) {
       sp += e.find(" sp") != std::string::npos;
@@ -263,7 +270,7 @@ TEST_F(SearchTest, TechniqueDimensionsMultiplyWhereTheyApply) {
   // With the same costs, full recomputation adds a forward per block: never faster than none.
   const CandidateResult* none = nullptr;
   const CandidateResult* full = nullptr;
-  for (const CandidateResult& r : report.candidates) {
+  for (const CandidateResult& r : rows) {
     const Strategy& st = r.strategy;
     if (st.name() != "1M2P2D" || st.zero_stage != 0) continue;
     if (st.recompute == Recompute::kNone) none = &r;
@@ -272,6 +279,31 @@ TEST_F(SearchTest, TechniqueDimensionsMultiplyWhereTheyApply) {
   ASSERT_TRUE(none && full);
   EXPECT_GT(full->iteration_us, none->iteration_us);
   EXPECT_LT(full->peak_memory_bytes, none->peak_memory_bytes);
+}
+
+TEST_F(SearchTest, RowsSpilledToTheFileRankAsInMemory) {
+  // The 63 candidates above, 4 rows in memory at a time (15 sorted runs, merged into one with the
+  // 12 equivalent plans collapsed): the same 51 rows in the same order, field for field, as with
+  // all of them in memory.
+  SearchOptions o = options(4, 4, {1}, {Schedule::kDapple});
+  o.space.recomputes = {Recompute::kNone, Recompute::kFull, Recompute::kSelective};
+  o.space.sequence_parallel = {false, true};
+  o.space.zero_stages = {0, 1, 2, 3};
+  const SearchReport in_memory = runSearch(model_, cluster_, analytic_, o);
+  o.rows_in_memory = 4;
+  const SearchReport spilled = runSearch(model_, cluster_, analytic_, o);
+  EXPECT_EQ(in_memory.candidates.spilledRuns(), 0u);
+  EXPECT_EQ(spilled.candidates.spilledRuns(), 1u);
+  EXPECT_EQ(spilled.equivalent, 12);
+  const std::vector<CandidateResult> a = in_memory.candidates.toVector();
+  const std::vector<CandidateResult> b = spilled.candidates.toVector();
+  ASSERT_EQ(a.size(), 51u);
+  ASSERT_EQ(b.size(), 51u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i] == b[i]) << i;
+  EXPECT_EQ(a[44].rank, 45);  // the last ok row: 57 - 12
+  EXPECT_EQ(a[45].status, CandidateStatus::kInvalid);
+  ASSERT_NE(spilled.best(), nullptr);
+  EXPECT_TRUE(*spilled.best() == a[0]);
 }
 
 TEST_F(SearchTest, InterleavedEnumeratesOnlyValidVirtualStages) {
