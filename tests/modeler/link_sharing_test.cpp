@@ -106,6 +106,41 @@ TEST(LinkSharing, SymmetricCopiesComputedOnceMatchExpandedFlows) {
   EXPECT_NEAR(d.end_us[2], c.end_us[1], 1e-9);
 }
 
+TEST(LinkSharing, FlowsEndingTogetherLeaveTheLinkToTheSurvivor) {
+  // A NIC of 300 bytes/us; A and B need 100 each (1000 bytes in 10 us), C 300 (3000 bytes). The
+  // fair level 100 fills the NIC (3 x 100): all three at 100 until A and B end together at 10. C
+  // has 1000 bytes, the other 2000 alone at 300: ends at 10 + 20/3. (Before the fix, B was seeded
+  // by A's end and refilled beside C as if still in flight: C ran at 200 and ended at 20.)
+  const std::vector<double> nic{300};
+  const std::vector<SharedFlow> flows{onNic(0, 10, 1000), onNic(0, 10, 1000), onNic(0, 10, 3000)};
+  const SharingResult r = shareLinks(flows, nic, /*record_load=*/true);
+  EXPECT_DOUBLE_EQ(r.end_us[0], 10);
+  EXPECT_DOUBLE_EQ(r.end_us[1], 10);
+  EXPECT_NEAR(r.end_us[2], 10 + 20.0 / 3, 1e-9);
+  // The NIC is full throughout: one segment of 300 bytes/us over [0, 10 + 20/3].
+  ASSERT_EQ(r.load[0].size(), 1u);
+  EXPECT_NEAR(r.load[0][0].end_us, 10 + 20.0 / 3, 1e-9);
+  EXPECT_DOUBLE_EQ(r.load[0][0].bytes_per_us, 300);
+}
+
+TEST(LinkSharing, StartOrderDoesNotDependOnTheListOrder) {
+  // The same three flows listed in time order and out of it (the start order merges runs of
+  // rising start times): A from 0, B and C from 5, one 100 bytes/us NIC, demand 100 each. 0-5: A
+  // alone (500 bytes left). From 5 three at 100/3: A's 500 bytes take 15 us (ends 20); B and C
+  // then have 500 each left, at 50: 10 us more, both end at 30.
+  const std::vector<SharedFlow> sorted{onNic(0, 10, 1000), onNic(5, 10, 1000), onNic(5, 10, 1000)};
+  const std::vector<SharedFlow> shuffled{onNic(5, 10, 1000), onNic(0, 10, 1000),
+                                         onNic(5, 10, 1000)};
+  const SharingResult a = shareLinks(sorted, kNic);
+  const SharingResult b = shareLinks(shuffled, kNic);
+  EXPECT_NEAR(a.end_us[0], 20, 1e-9);
+  EXPECT_NEAR(a.end_us[1], 30, 1e-9);
+  EXPECT_NEAR(a.end_us[2], 30, 1e-9);
+  EXPECT_NEAR(b.end_us[1], 20, 1e-9);
+  EXPECT_NEAR(b.end_us[0], 30, 1e-9);
+  EXPECT_NEAR(b.end_us[2], 30, 1e-9);
+}
+
 TEST(LinkSharing, ALoneFlowFasterThanTheNominalLinkKeepsItsTime) {
   // A profile may beat the nominal link: 2000 bytes in 10 us on a 100 bytes/us NIC.
   const std::vector<SharedFlow> one{onNic(3, 10, 2000)};
