@@ -60,6 +60,39 @@ SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
   return f;
 }
 
+// The flow of one send over each link of class `k` (2 l: the activation k -> k+1, 2 l + 1: the
+// gradient back), but its start: every send over a link is the same transfer (issue 28: identical
+// flows computed once). Empty uses where the link has no event.
+void sendFlows(const IterationPlan& plan, const PipelineCost& cost, int k, const LinkMap& map,
+               std::vector<SharedFlow>& out) {
+  const NetworkTopology& topology = plan.cluster.topology;
+  const PipelineLayout layout = plan.pipelineLayout();
+  const PipelineClass& pipeline = plan.pipelines[k];
+  const size_t links = pipeline.forward_p2p.size();
+  out.assign(2 * links, SharedFlow{});
+  for (size_t l = 0; l < links; ++l) {
+    for (const Send send : {Send::kActivation, Send::kGradient}) {
+      const bool forward = send == Send::kActivation;
+      const int e = forward ? pipeline.forward_p2p[l] : pipeline.backward_p2p[l];
+      if (e < 0) continue;
+      const int link = static_cast<int>(l);
+      const Event& event = plan.events[e].event;
+      const DeviceLinks& from = map.devices[k][layout.device(forward ? link : link + 1)];
+      const DeviceLinks& to = map.devices[k][layout.device(linkReceiver(send, link))];
+      SharedFlow& f = out[2 * l + (forward ? 0 : 1)];
+      f.duration_us = forward ? cost.send_forward_us[l] : cost.send_backward_us[l];
+      f.bytes = linkBytes(event);
+      if (event.placement.interNode()) {
+        f.uses = {{from.nic_tx, from.copies}, {to.nic_rx, from.copies}};
+        addUplinks(topology, from.uplink_tx, event.placement.nodes, from.copies, f.uses);
+        addUplinks(topology, to.uplink_rx, event.placement.nodes, from.copies, f.uses);
+      } else {
+        f.uses = {{from.nvlink_tx, 1}, {to.nvlink_rx, 1}};
+      }
+    }
+  }
+}
+
 // Whether two time-sorted lists of non-overlapping intervals overlap each other (a merge).
 template <typename Span>
 bool runsOverlap(const Span* a, const Span* a_end, const Span* b, const Span* b_end) {
@@ -319,9 +352,9 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
     out.flows.push_back(std::move(f));
     out.origins.push_back(o);
   };
+  std::vector<SharedFlow> sends;  // per link and direction: the flow of one send, but its start
   for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
-    const PipelineClass& pipeline = plan.pipelines[k];
-    const PipelineCost& links = input.pipelines[k];
+    sendFlows(plan, input.pipelines[k], static_cast<int>(k), map, sends);
     for (int s = 0; s < P; ++s) {
       const DeviceLinks& d = map.devices[k][s];
       const StageTimeline& stage = timeline.pipelines[k].stages[s];
@@ -329,22 +362,10 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
         const TaskTiming& t = stage.tasks[i];
         const TaskNode& node = timeline.graph.nodes[t.node];
         if (node.send == Send::kNone) continue;
-        const bool forward = node.send == Send::kActivation;
-        const int e = forward ? pipeline.forward_p2p[node.link] : pipeline.backward_p2p[node.link];
-        if (e < 0) continue;
-        const Event& event = plan.events[e].event;
-        const double alone =
-            forward ? links.send_forward_us[node.link] : links.send_backward_us[node.link];
-        const DeviceLinks& to = map.devices[k][layout.device(linkReceiver(node.send, node.link))];
-        SharedFlow f{t.send.start_us, alone, linkBytes(event), {}};
-        if (event.placement.interNode()) {
-          f.uses = {{d.nic_tx, d.copies}, {to.nic_rx, d.copies}};
-          addUplinks(topology, d.uplink_tx, event.placement.nodes, d.copies, f.uses);
-          addUplinks(topology, to.uplink_rx, event.placement.nodes, d.copies, f.uses);
-        } else {
-          f.uses = {{d.nvlink_tx, 1}, {to.nvlink_rx, 1}};
-        }
-        push(std::move(f), {FlowKind::kPp, static_cast<int>(k), s, static_cast<int>(i)});
+        const SharedFlow& send = sends[2 * node.link + (node.send == Send::kGradient ? 1 : 0)];
+        if (send.uses.empty()) continue;  // no event (a link inside one device)
+        push(send, {FlowKind::kPp, static_cast<int>(k), s, static_cast<int>(i)});
+        out.flows.back().start_us = t.send.start_us;
       }
       // The DP collectives, in the order computeTimeline placed them (chunk v-1 first; per chunk
       // its buckets or its one collective, the routed experts' after the dense).
@@ -404,7 +425,7 @@ bool shareLinksOverTime(const IterationPlan& plan, TimingInput& input,
   const TimelineFlows flows = timelineFlows(plan, input, timeline, map);
   const SharingResult shared = shareLinks(flows.flows, map.capacities());
   if (!applyStretch(flows, shared, plan.deviceStages(), input, timeline)) return false;
-  timeline = computeTimeline(input);
+  timeline = computeTimeline(input, std::move(timeline.graph));
   return true;
 }
 

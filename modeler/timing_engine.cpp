@@ -220,16 +220,14 @@ double lastGradientTaskStart(const StageTimeline& stage, int chunk, bool split) 
   EVSIM_THROW(Error, "no {} task of chunk {}", phaseName(last), chunk);
 }
 
-}  // namespace
-
-IterationTimeline computeTimeline(const TimingInput& input) {
+// The input's device stages P, after checking it is consistent.
+int checkedDevices(const TimingInput& input) {
   const size_t K = input.stages.size();
   const int v = input.virtual_stages;
   EVSIM_CHECK(K >= 1 && input.micro_batches >= 1 && !input.pipelines.empty(), "empty timing input");
   EVSIM_CHECK(v >= 1 && K % v == 0 && (v == 1 || pipelineSchedule(input.schedule).allowsChunks()),
               "{} virtual stages of {} per device, schedule {}", K, v,
               scheduleName(input.schedule));
-  const PipelineLayout pipeline = pipelineLayout(input.schedule, static_cast<int>(K) / v, v);
   for (const PipelineCost& p : input.pipelines) {
     EVSIM_CHECK(p.send_forward_us.size() == K - 1 && p.send_backward_us.size() == K - 1,
                 "pipeline links: {} / {} for {} stages", p.send_forward_us.size(),
@@ -239,9 +237,25 @@ IterationTimeline computeTimeline(const TimingInput& input) {
   }
   EVSIM_CHECK(input.jitter.sigma <= 0 || input.jitter.op_us.size() == K,
               "jitter op times for {} of {} virtual stages", input.jitter.op_us.size(), K);
-  const int P = static_cast<int>(K) / v;
+  return static_cast<int>(K) / v;
+}
+
+}  // namespace
+
+IterationTimeline computeTimeline(const TimingInput& input) {
+  const int P = checkedDevices(input);
+  return computeTimeline(
+      input, buildTaskGraph(input.schedule, P, input.virtual_stages, input.micro_batches));
+}
+
+IterationTimeline computeTimeline(const TimingInput& input, TaskGraph graph) {
+  const int P = checkedDevices(input);
+  EVSIM_CHECK(graph.devices == P, "a task graph of {} devices for {}", graph.devices, P);
+  const size_t K = input.stages.size();
+  const int v = input.virtual_stages;
+  const PipelineLayout pipeline = pipelineLayout(input.schedule, static_cast<int>(K) / v, v);
   IterationTimeline out;
-  out.graph = buildTaskGraph(input.schedule, P, v, input.micro_batches);
+  out.graph = std::move(graph);
   for (size_t k = 0; k < input.pipelines.size(); ++k) {
     // One generator per class, seeded apart (splitmix-style offsets of the jitter seed).
     const uint64_t seed = input.jitter.seed + 0x9E3779B97F4A7C15ull * (k + 1);

@@ -161,5 +161,8 @@ struct IterationTimeline {
 
 // Throws Error if the input is inconsistent or the graph deadlocks (an internal bug).
 IterationTimeline computeTimeline(const TimingInput& input);
+// The same on `graph`, buildTaskGraph of the input's schedule and shape (a timing of the same
+// shape's IterationTimeline::graph): link sharing's second timing does not build it again.
+IterationTimeline computeTimeline(const TimingInput& input, TaskGraph graph);
 
 }  // namespace evsim
