@@ -3,6 +3,7 @@
 #include "modeler/link_flows.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <utility>
@@ -91,6 +92,93 @@ void sendFlows(const IterationPlan& plan, const PipelineCost& cost, int k, const
       }
     }
   }
+}
+
+// A collective inside a task whose group spans nodes: where it starts in one task of its virtual
+// stage and phase (forward, B, W), its event and kind.
+struct InTaskOp {
+  double offset_us = 0;
+  int event = -1;
+  FlowKind kind = FlowKind::kTp;
+};
+using InTaskOps = std::vector<std::array<std::vector<InTaskOp>, 3>>;  // per virtual stage, phase
+
+int phaseIndex(Phase phase) {
+  return phase == Phase::kForward ? 0 : phase == Phase::kBackward ? 1 : 2;
+}
+
+InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                    const std::vector<StageOpOffsets>& offsets, bool split) {
+  InTaskOps out;
+  if (costs.empty() || offsets.empty()) return out;
+  out.resize(plan.stages.size());
+  for (size_t vs = 0; vs < plan.stages.size(); ++vs) {
+    const StagePlan& stage = plan.stages[vs];
+    auto add = [&](const OpInstance& op, double offset_us, Phase phase) {
+      FlowKind kind;
+      switch (op.stream) {
+        case Stream::kTpComm:
+          kind = FlowKind::kTp;
+          break;
+        case Stream::kCpComm:
+          kind = FlowKind::kCp;
+          break;
+        case Stream::kEpComm:
+          kind = FlowKind::kEp;
+          break;
+        case Stream::kDpComm:
+          kind = FlowKind::kZero3;
+          break;
+        default:
+          return;
+      }
+      const Event& event = plan.events[op.event].event;
+      if (!isCommunication(event.kind) || !event.placement.interNode()) return;
+      if (costs[op.event].time_us <= 0) return;
+      out[vs][phaseIndex(phase)].push_back({offset_us, op.event, kind});
+    };
+    for (size_t i = 0; i < stage.forward.size(); ++i) {
+      add(stage.forward[i], offsets[vs].forward_start_us[i], Phase::kForward);
+    }
+    for (size_t i = 0; i < stage.backward.size(); ++i) {
+      const OpInstance& op = stage.backward[i];
+      const Phase phase =
+          split && runsIn(op, Phase::kWeightGrad, true) ? Phase::kWeightGrad : Phase::kBackward;
+      add(op, offsets[vs].backward_start_us[i], phase);
+    }
+  }
+  return out;
+}
+
+bool hasInTaskTransfers(const InTaskOps& ops) {
+  for (const auto& phases : ops) {
+    for (const auto& list : phases) {
+      if (!list.empty()) return true;
+    }
+  }
+  return false;
+}
+
+// The flow of an in-task collective of device `d` (the header: all-to-all by its own rule).
+SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, const Event& event,
+                      double start_us, double duration_us) {
+  if (event.kind != EventKind::kAllToAll) {
+    return collectiveFlow(topology, d, event.placement, linkBytes(event), start_us, duration_us);
+  }
+  const Placement& p = event.placement;
+  const double peers = std::max(1, p.group_size - 1);
+  SharedFlow f{start_us, duration_us, linkBytes(event), {}};  // (n - 1) / n of the buffer
+  if (p.ranks_per_node > 1) {
+    const float share = static_cast<float>((p.ranks_per_node - 1) / peers);
+    f.uses.push_back({d.nvlink_tx, share});
+    f.uses.push_back({d.nvlink_rx, share});
+  }
+  const float copies = d.copies * static_cast<float>((p.group_size - p.ranks_per_node) / peers);
+  f.uses.push_back({d.nic_tx, copies});
+  f.uses.push_back({d.nic_rx, copies});
+  addUplinks(topology, d.uplink_tx, p.nodes, copies, f.uses);
+  addUplinks(topology, d.uplink_rx, p.nodes, copies, f.uses);
+  return f;
 }
 
 // Whether two time-sorted lists of non-overlapping intervals overlap each other (a merge).
@@ -193,12 +281,21 @@ bool mayShare(const IterationPlan& plan, const TimingInput& input, const LinkMap
   return plan.virtualStages() > 2 && arrivalsOverlap(plan, timeline);
 }
 
-// Sets the stretch fields of `input` from shared ends; returns whether any is above rounding.
+// Sets the stretch fields of `input` from shared ends, and `by_kind` (per class and device stage)
+// from the in-task ones; returns whether any is above rounding.
 bool applyStretch(const TimelineFlows& flows, const SharingResult& shared, int stages,
-                  TimingInput& input, const IterationTimeline& timeline) {
+                  TimingInput& input, const IterationTimeline& timeline,
+                  std::vector<std::vector<TaskLinkStretch>>* by_kind) {
+  bool changed = false;
+  for (size_t i = 0; i < flows.flows.size() && !changed; ++i) {
+    const SharedFlow& f = flows.flows[i];
+    changed = shared.end_us[i] - f.start_us - f.duration_us > kStretchedUs;
+  }
+  if (!changed) return false;
   // Fresh vectors, each entry what this pass measured.
-  std::vector<std::vector<std::vector<double>>> send(input.pipelines.size());
-  for (size_t k = 0; k < input.pipelines.size(); ++k) {
+  const size_t classes = input.pipelines.size();
+  std::vector<std::vector<std::vector<double>>> send(classes), task(classes);
+  for (size_t k = 0; k < classes; ++k) {
     send[k].resize(stages);
     for (int s = 0; s < stages; ++s) {
       send[k][s].assign(timeline.pipelines[k].stages[s].tasks.size(), 0.0);
@@ -209,6 +306,12 @@ bool applyStretch(const TimelineFlows& flows, const SharingResult& shared, int s
     sync[s].assign(timeline.pipelines[0].stages[s].grad_sync.size(), 0.0);
   }
   std::vector<double> gather(stages, 0.0);
+  if (by_kind != nullptr) by_kind->assign(classes, std::vector<TaskLinkStretch>(stages));
+  auto zerosLikeSends = [&](size_t k) {
+    if (!task[k].empty()) return;
+    task[k].resize(stages);
+    for (int s = 0; s < stages; ++s) task[k][s].assign(send[k][s].size(), 0.0);
+  };
   for (size_t i = 0; i < flows.flows.size(); ++i) {
     const SharedFlow& f = flows.flows[i];
     const TimelineFlows::Origin& o = flows.origins[i];
@@ -223,17 +326,28 @@ bool applyStretch(const TimelineFlows& flows, const SharingResult& shared, int s
       case FlowKind::kZero:
         gather[o.stage] = std::max(gather[o.stage], extra);
         break;
+      default: {  // in a task: its collectives run one after another on the task's device
+        if (extra == 0) break;
+        zerosLikeSends(o.pipeline);
+        task[o.pipeline][o.stage][o.index] += extra;
+        if (by_kind == nullptr) break;
+        TaskLinkStretch& sum = (*by_kind)[o.pipeline][o.stage];
+        double TaskLinkStretch::*field = o.kind == FlowKind::kTp   ? &TaskLinkStretch::tp_us
+                                         : o.kind == FlowKind::kCp ? &TaskLinkStretch::cp_us
+                                         : o.kind == FlowKind::kEp ? &TaskLinkStretch::ep_us
+                                                                   : &TaskLinkStretch::zero3_us;
+        sum.*field += extra;
+      }
     }
   }
-  bool changed = false;
-  for (size_t i = 0; i < flows.flows.size() && !changed; ++i) {
-    const SharedFlow& f = flows.flows[i];
-    changed = shared.end_us[i] - f.start_us - f.duration_us > kStretchedUs;
-  }
-  if (!changed) return false;
+  // A class whose tasks nothing stretched still needs its (zero) entries once any class has some.
+  const bool tasks =
+      std::any_of(task.begin(), task.end(), [](const auto& t) { return !t.empty(); });
+  for (size_t k = 0; k < classes && tasks; ++k) zerosLikeSends(k);
   input.send_stretch_us = std::move(send);
   input.grad_sync_stretch_us = std::move(sync);
   input.param_allgather_stretch_us = std::move(gather);
+  if (tasks) input.task_stretch_us = std::move(task);
   return true;
 }
 
@@ -245,8 +359,16 @@ const char* flowKindName(FlowKind kind) {
       return "pp";
     case FlowKind::kDp:
       return "dp";
-    default:
+    case FlowKind::kZero:
       return "zero";
+    case FlowKind::kTp:
+      return "tp";
+    case FlowKind::kCp:
+      return "cp";
+    case FlowKind::kEp:
+      return "ep";
+    default:
+      return "zero3";
   }
 }
 
@@ -334,8 +456,10 @@ LinkMap linkMap(const IterationPlan& plan) {
   return map;
 }
 
-TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
+TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                            const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
                             const IterationTimeline& timeline, const LinkMap& map) {
+  const InTaskOps in_task = inTaskOps(plan, costs, offsets, timeline.graph.split_backward);
   const NetworkTopology& topology = plan.cluster.topology;
   const PipelineLayout layout = plan.pipelineLayout();
   const int P = plan.deviceStages();
@@ -361,6 +485,22 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
       for (size_t i = 0; i < stage.tasks.size(); ++i) {
         const TaskTiming& t = stage.tasks[i];
         const TaskNode& node = timeline.graph.nodes[t.node];
+        if (!in_task.empty() && node.fused_size == 1) {
+          // Its collectives across nodes where the run has them: the standalone offsets scaled to
+          // the run (a straggler's factor, jitter), the stretch sharing gave it taken off.
+          const std::vector<InTaskOp>& ops = in_task[node.virtual_stage][phaseIndex(t.task.phase)];
+          const StageCost& cost = input.stages[node.virtual_stage];
+          const double alone_us = t.task.phase == Phase::kForward    ? cost.forward_us
+                                  : t.task.phase == Phase::kBackward ? cost.backward_us
+                                                                     : cost.weight_grad_us;
+          const double stretch = input.task_stretch_us.empty() ? 0 : input.task_stretch_us[k][s][i];
+          const double scale = alone_us > 0 ? (t.run.duration() - stretch) / alone_us : 1;
+          for (const InTaskOp& op : ops) {
+            push(inTaskFlow(topology, d, plan.events[op.event].event,
+                            t.run.start_us + op.offset_us * scale, costs[op.event].time_us),
+                 {op.kind, static_cast<int>(k), s, static_cast<int>(i)});
+          }
+        }
         if (node.send == Send::kNone) continue;
         const SharedFlow& send = sends[2 * node.link + (node.send == Send::kGradient ? 1 : 0)];
         if (send.uses.empty()) continue;  // no event (a link inside one device)
@@ -417,14 +557,19 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
   return out;
 }
 
-bool shareLinksOverTime(const IterationPlan& plan, TimingInput& input,
-                        IterationTimeline& timeline) {
+bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                        const std::vector<StageOpOffsets>& offsets, TimingInput& input,
+                        IterationTimeline& timeline,
+                        std::vector<std::vector<TaskLinkStretch>>* by_kind) {
   if (!plan.cluster.topology.link_sharing) return false;
   const LinkMap map = linkMap(plan);
-  if (!mayShare(plan, input, map, timeline)) return false;
-  const TimelineFlows flows = timelineFlows(plan, input, timeline, map);
+  if (!mayShare(plan, input, map, timeline) &&
+      !hasInTaskTransfers(inTaskOps(plan, costs, offsets, timeline.graph.split_backward))) {
+    return false;
+  }
+  const TimelineFlows flows = timelineFlows(plan, costs, offsets, input, timeline, map);
   const SharingResult shared = shareLinks(flows.flows, map.capacities());
-  if (!applyStretch(flows, shared, plan.deviceStages(), input, timeline)) return false;
+  if (!applyStretch(flows, shared, plan.deviceStages(), input, timeline, by_kind)) return false;
   timeline = computeTimeline(input, std::move(timeline.graph));
   return true;
 }

@@ -11,7 +11,8 @@ namespace evsim {
 LinkUsage linkUsage(const Simulation& sim) {
   const IterationPlan& plan = sim.plan;
   const LinkMap map = linkMap(plan);
-  const TimelineFlows flows = timelineFlows(plan, sim.input, sim.timeline, map);
+  const TimelineFlows flows =
+      timelineFlows(plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
   std::vector<double> capacity = map.capacities();
   // Shared again when the timing shared them (the flows carry their standalone times); else each
   // at its own rate, as the timing had it (unshared flows together may then load a link past its

@@ -87,7 +87,8 @@ std::vector<DeviceBuckets> slowingBuckets(const TimingInput& input, const TaskGr
 // placed once all its inputs are placed, so we sweep the devices until every task is.
 PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
                               const PipelineCost& links,
-                              const std::vector<std::vector<double>>& send_stretch, uint64_t seed) {
+                              const std::vector<std::vector<double>>& send_stretch,
+                              const std::vector<std::vector<double>>& task_stretch, uint64_t seed) {
   const int P = graph.devices;
   std::mt19937_64 rng(seed);
   PipelineTimeline out;
@@ -171,6 +172,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
           overlap_slowdown_us = end - run.end_us;
           run.end_us = end;
         }
+        if (!task_stretch.empty()) run.end_us += task_stretch[s][first];
         double free_us = run.end_us;
         for (size_t at = first; at < first + members; ++at) {
           const int id = order[at];
@@ -261,7 +263,9 @@ IterationTimeline computeTimeline(const TimingInput& input, TaskGraph graph) {
     const uint64_t seed = input.jitter.seed + 0x9E3779B97F4A7C15ull * (k + 1);
     static const std::vector<std::vector<double>> kNone;
     const auto& stretch = input.send_stretch_us.empty() ? kNone : input.send_stretch_us[k];
-    out.pipelines.push_back(timePipeline(input, out.graph, input.pipelines[k], stretch, seed));
+    const auto& task = input.task_stretch_us.empty() ? kNone : input.task_stretch_us[k];
+    out.pipelines.push_back(
+        timePipeline(input, out.graph, input.pipelines[k], stretch, task, seed));
   }
   // Micro-batch chunks held at once along each device's order (the memory model's walk).
   for (int s = 0; s < P; ++s) {

@@ -182,12 +182,12 @@ TEST(LinkFlows, ABucketAndASendShareTheNicOnlyWhileTheyOverlap) {
   TimingInput off = in;
   IterationTimeline alone = computeTimeline(off);
   plan.cluster.topology.link_sharing = false;
-  EXPECT_FALSE(shareLinksOverTime(plan, off, alone));
+  EXPECT_FALSE(shareLinksOverTime(plan, {}, {}, off, alone));
   EXPECT_NEAR(alone.pipelines[0].stages[1].tasks[1].send.duration(), tb, 1e-9);
 
   plan.cluster.topology.link_sharing = true;
   IterationTimeline shared = computeTimeline(in);
-  EXPECT_TRUE(shareLinksOverTime(plan, in, shared));
+  EXPECT_TRUE(shareLinksOverTime(plan, {}, {}, in, shared));
   const StageTimeline& s0 = shared.pipelines[0].stages[0];
   const StageTimeline& s1 = shared.pipelines[0].stages[1];
   EXPECT_NEAR(s0.tasks[0].send.duration(), tf, 1e-9);  // overlaps nothing
