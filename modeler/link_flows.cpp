@@ -326,17 +326,23 @@ bool applyStretch(const TimelineFlows& flows, const SharingResult& shared, int s
       case FlowKind::kZero:
         gather[o.stage] = std::max(gather[o.stage], extra);
         break;
-      default: {  // in a task: its collectives run one after another on the task's device
+      default: {  // in a task: each collective's extra holds those before it (they follow)
         if (extra == 0) break;
         zerosLikeSends(o.pipeline);
-        task[o.pipeline][o.stage][o.index] += extra;
+        double& stretch = task[o.pipeline][o.stage][o.index];
+        stretch = std::max(stretch, extra);
         if (by_kind == nullptr) break;
         TaskLinkStretch& sum = (*by_kind)[o.pipeline][o.stage];
         double TaskLinkStretch::*field = o.kind == FlowKind::kTp   ? &TaskLinkStretch::tp_us
                                          : o.kind == FlowKind::kCp ? &TaskLinkStretch::cp_us
                                          : o.kind == FlowKind::kEp ? &TaskLinkStretch::ep_us
                                                                    : &TaskLinkStretch::zero3_us;
-        sum.*field += extra;
+        // Its own part: what it added to the delay it inherited from the one it follows.
+        const double inherited =
+            f.after < 0 ? 0
+                        : std::max(0.0, shared.end_us[f.after] - flows.flows[f.after].start_us -
+                                            flows.flows[f.after].duration_us);
+        sum.*field += std::max(0.0, extra - inherited);
       }
     }
   }
@@ -495,10 +501,15 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
                                                                      : cost.weight_grad_us;
           const double stretch = input.task_stretch_us.empty() ? 0 : input.task_stretch_us[k][s][i];
           const double scale = alone_us > 0 ? (t.run.duration() - stretch) / alone_us : 1;
+          // One after another: each follows the one before (link_sharing.h: SharedFlow::after).
+          int before = -1;
           for (const InTaskOp& op : ops) {
-            push(inTaskFlow(topology, d, plan.events[op.event].event,
-                            t.run.start_us + op.offset_us * scale, costs[op.event].time_us),
-                 {op.kind, static_cast<int>(k), s, static_cast<int>(i)});
+            SharedFlow f =
+                inTaskFlow(topology, d, plan.events[op.event].event,
+                           t.run.start_us + op.offset_us * scale, costs[op.event].time_us);
+            f.after = before;
+            push(std::move(f), {op.kind, static_cast<int>(k), s, static_cast<int>(i)});
+            before = static_cast<int>(out.flows.size()) - 1;
           }
         }
         if (node.send == Send::kNone) continue;

@@ -25,6 +25,9 @@ struct Flows {
   std::vector<double> start_us, duration_us, demand;
   std::vector<int> first_use;  // into `uses`, one past the end last
   std::vector<LinkUse> uses;
+  std::vector<int> follower;   // the flow that starts when this one ends (SharedFlow::after), or -1
+  std::vector<double> gap_us;  // a follower's standalone gap after the flow it follows
+  bool chained = false;
   std::span<const LinkUse> usesOf(int f) const {
     return {uses.data() + first_use[f], uses.data() + first_use[f + 1]};
   }
@@ -187,6 +190,28 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
     }
   }
   flows.first_use.push_back(static_cast<int>(flows.uses.size()));
+  // Followers: numbered in order of their own start_us like the rest, but started when the flow
+  // they follow ends (a flow that does not share leaves its follower on its own start).
+  flows.follower.assign(n, -1);
+  flows.gap_us.assign(n, 0);
+  std::vector<bool> follows(n, false);
+  {
+    std::vector<int> id_of(input.size(), -1);
+    for (size_t f = 0; f < n; ++f) id_of[flows.index[f]] = static_cast<int>(f);
+    for (size_t f = 0; f < n; ++f) {
+      const int after = input[flows.index[f]].after;
+      if (after < 0) continue;
+      EVSIM_CHECK(static_cast<size_t>(after) < input.size() && after != flows.index[f],
+                  "flow {} after {} of {}", flows.index[f], after, input.size());
+      const int p = id_of[after];
+      if (p < 0) continue;
+      EVSIM_CHECK(flows.follower[p] < 0, "two flows after flow {}", after);
+      flows.follower[p] = static_cast<int>(f);
+      flows.gap_us[f] = std::max(0.0, flows.start_us[f] - flows.start_us[p] - flows.duration_us[p]);
+      follows[f] = true;
+      flows.chained = true;
+    }
+  }
 
   Scratch scratch{
       std::vector<double>(capacity.size(), 0), std::vector<double>(capacity.size(), 0), {}};
@@ -227,7 +252,9 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
     }
     free_until[f] = until;
   }
+  // (Not with followers: a follower starts later than its own start_us, past what free_until saw.)
   auto alone = [&](int f) {
+    if (flows.chained) return false;
     const double end = flows.start_us[f] + flows.duration_us[f];
     if (free_until[f] < end) return false;
     for (const LinkUse& u : flows.usesOf(f)) {
@@ -242,10 +269,30 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
     }
     return true;
   };
-  while (next < n || in_flight > 0) {
-    if (in_flight == 0) now = std::max(now, flows.start_us[next]);
-    for (; next < n && flows.start_us[next] <= now; ++next) {
-      const int f = static_cast<int>(next);
+  // Followers released by the end of the flow they follow, by start (then number).
+  std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>
+      released;
+  auto skipFollowers = [&] {
+    while (next < n && follows[next]) ++next;
+  };
+  auto nextStart = [&] {
+    const double static_start = next < n ? flows.start_us[next] : kInf;
+    return released.empty() ? static_start : std::min(static_start, released.top().first);
+  };
+  skipFollowers();
+  while (next < n || in_flight > 0 || !released.empty()) {
+    if (in_flight == 0) now = std::max(now, nextStart());
+    while (nextStart() <= now) {
+      int f;
+      if (!released.empty() && released.top().first <= now &&
+          (next >= n || flows.start_us[next] > now ||
+           released.top().second < static_cast<int>(next))) {
+        f = released.top().second;
+        released.pop();
+      } else {
+        f = static_cast<int>(next++);
+        skipFollowers();
+      }
       if (alone(f)) continue;
       ++in_flight;
       since_us[f] = now;
@@ -286,12 +333,11 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
     for (int f : component) {
       ends.push({now + remaining_us[f] * flows.demand[f] / rate[f], f, ++version[f]});
     }
-    if (next == n && in_flight == 0) break;
+    if (next == n && in_flight == 0 && released.empty()) break;
     // Until the next start or the first end at these rates. A flow ends at its projected finish
     // (compared as computed: at times of 1e7 us a residue of 1e-9 us would not move `now`).
     while (!ends.empty() && ends.top().version != version[ends.top().flow]) ends.pop();
-    const double until =
-        std::min(next < n ? flows.start_us[next] : kInf, ends.empty() ? kInf : ends.top().us);
+    const double until = std::min(nextStart(), ends.empty() ? kInf : ends.top().us);
     EVSIM_CHECK(until < kInf && until >= now, "link sharing stalled at {} us", now);
     now = until;
     // The flows that end now leave their resources, in start order (the order of the resources'
@@ -309,6 +355,9 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
     for (int f : ending) {
       out.end_us[flows.index[f]] = until;
       --in_flight;
+      if (const int g = flows.follower[f]; g >= 0) {
+        released.push({std::max(flows.start_us[g], until + flows.gap_us[g]), g});
+      }
       for (const LinkUse& u : flows.usesOf(f)) {
         closeLoad(u.resource);
         std::vector<int>& list = on[u.resource];

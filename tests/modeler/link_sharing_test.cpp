@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "config/model_config.h"
 #include "modeler/link_flows.h"
 #include "modeler/link_usage.h"
 #include "modeler/simulation.h"
@@ -234,6 +235,60 @@ TEST(LinkUsage, CountsEveryPipelineByteOnBothEnds) {
   EXPECT_EQ(first_row.substr(0, first_row.find(',', first_row.find(',') + 1)),
             "node 0 nic tx,10.000");
   EXPECT_EQ(first_row.substr(first_row.rfind(',', first_row.rfind(',') - 1)), ",4096,1.0000");
+}
+
+// An in-task collective across nodes as a flow: tiny-moe on 1M1P2D with EP = 2 and one GPU per
+// node (10 GB/s NICs: 1e4 bytes/us), so every MoE all-to-all crosses the node's NICs; DP overlap,
+// small buckets. Costs: every all-to-all Ta, the first DP bucket Tb, everything else 0. An
+// all-to-all of 32768 bytes over 2 ranks moves (n - 1) / n = 16384 bytes per rank, all to the
+// other node (copies 1 x (2 - 1) / 1); Ta = 16384 / 1e4 fills the NIC, and so does Tb = 131328
+// bytes (the 2-rank all-reduce's bus factor 1) / 1e4. F runs the 8 all-to-alls of 4 layers back
+// to back: [0, 8 Ta]. B starts at 8 Ta; the first bucket is ready at once (after the final norm's
+// gradient, free), beside B's first all-to-all, and B's 8 all-to-alls follow one another. Shared
+// max-min: each all-to-all and the bucket at 5000 bytes/us while both run: the 8 all-to-alls
+// (131072 bytes) take 16 Ta, the bucket has 131328 - 131072 = 256 bytes left, alone: 0.0256 us.
+// So B's collectives end 8 Ta late (the task's stretch) and the bucket 8 Ta late too.
+TEST(LinkFlows, AnExpertAllToAllBesideADpBucketTakesItsMaxMinShare) {
+  Strategy s = test::strategy("1M1P2D", 1, 2);
+  s.ep = 2;
+  s.dp_overlap = true;
+  s.dp_bucket_bytes = 40000;
+  IterationPlan plan = buildIterationPlan(loadModelConfig(test::configPath("models", "tiny-moe")),
+                                          test::cluster(1, 0, test::kSlowLinks), s);
+  const StagePlan& stage = plan.stages[0];
+  const OpInstance& a2a = test::findOp(stage.forward, "moe_dispatch_alltoall", 0);
+  const Event& a2a_event = test::eventOf(plan, a2a);
+  ASSERT_EQ(a2a_event.message_bytes, 32768);
+  ASSERT_EQ(a2a_event.placement.nodes, 2);
+  ASSERT_GE(stage.dp_buckets.size(), 2u);
+  const int bucket = stage.dp_buckets[0].event;
+  ASSERT_EQ(plan.events[bucket].event.message_bytes, 131328);
+  const double ta = 16384 / 1e4, tb = 131328 / 1e4;
+  std::vector<EventCost> costs(plan.events.size(), EventCost{0.0});
+  costs[a2a.event].time_us = ta;
+  costs[bucket].time_us = tb;
+  int all_to_alls = 0;
+  for (const OpInstance& op : stage.backward) all_to_alls += op.event == a2a.event;
+  ASSERT_EQ(all_to_alls, 8);
+
+  plan.cluster.topology.link_sharing = false;
+  const Simulation alone = simulate(plan, costs);
+  const StageTimeline& a = alone.timeline.pipelines[0].stages[0];
+  ASSERT_EQ(a.tasks.size(), 2u);
+  EXPECT_NEAR(a.tasks[1].run.start_us, 8 * ta, 1e-9);
+  EXPECT_NEAR(a.tasks[1].run.duration(), 8 * ta, 1e-9);
+  EXPECT_NEAR(a.grad_sync[0].start_us, 8 * ta, 1e-9);
+  EXPECT_NEAR(a.grad_sync[0].duration(), tb, 1e-9);
+
+  plan.cluster.topology.link_sharing = true;
+  const Simulation shared = simulate(plan, costs);
+  const StageTimeline& b = shared.timeline.pipelines[0].stages[0];
+  EXPECT_NEAR(b.tasks[0].run.duration(), 8 * ta, 1e-9);  // F overlaps nothing
+  EXPECT_NEAR(b.tasks[1].run.duration(), 16 * ta, 1e-9);
+  EXPECT_NEAR(b.grad_sync[0].end_us, 8 * ta + 16 * ta + 256 / 1e4, 1e-9);
+  // The stretch counts as EP communication, all of it exposed (the mean device is this one).
+  EXPECT_NEAR(shared.summary.mean_device.ep_comm_us - alone.summary.mean_device.ep_comm_us,
+              8 * ta, 1e-9);
 }
 
 }  // namespace
