@@ -289,6 +289,12 @@ TEST(LinkFlows, AnExpertAllToAllBesideADpBucketTakesItsMaxMinShare) {
   // The stretch counts as EP communication, all of it exposed (the mean device is this one).
   EXPECT_NEAR(shared.summary.mean_device.ep_comm_us - alone.summary.mean_device.ep_comm_us,
               8 * ta, 1e-9);
+  // Where the time went (item 6): the node's NICs carried the 16 all-to-alls (F's and B's, 16384
+  // bytes each) and the bucket's 131328 bytes; the buckets of no time are no flows.
+  const LinkUsage usage = linkUsage(shared);
+  ASSERT_FALSE(usage.links.empty());
+  EXPECT_EQ(usage.links[0].name, "node 0 nic tx");
+  EXPECT_NEAR(usage.links[0].bytes, 16 * 16384 + 131328, 1e-6);
 }
 
 }  // namespace
