@@ -107,6 +107,15 @@ int phaseIndex(Phase phase) {
   return phase == Phase::kForward ? 0 : phase == Phase::kBackward ? 1 : 2;
 }
 
+bool hasInTaskTransfers(const InTaskOps& ops) {
+  for (const auto& phases : ops) {
+    for (const auto& list : phases) {
+      if (!list.empty()) return true;
+    }
+  }
+  return false;
+}
+
 InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& costs,
                     const std::vector<StageOpOffsets>& offsets, bool split) {
   InTaskOps out;
@@ -147,16 +156,8 @@ InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& cos
       add(op, offsets[vs].backward_start_us[i], phase);
     }
   }
+  if (!hasInTaskTransfers(out)) out.clear();  // none: timelineFlows skips the per-task look-up
   return out;
-}
-
-bool hasInTaskTransfers(const InTaskOps& ops) {
-  for (const auto& phases : ops) {
-    for (const auto& list : phases) {
-      if (!list.empty()) return true;
-    }
-  }
-  return false;
 }
 
 // The flow of an in-task collective of device `d` (the header: all-to-all by its own rule).
@@ -575,7 +576,7 @@ bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>&
   if (!plan.cluster.topology.link_sharing) return false;
   const LinkMap map = linkMap(plan);
   if (!mayShare(plan, input, map, timeline) &&
-      !hasInTaskTransfers(inTaskOps(plan, costs, offsets, timeline.graph.split_backward))) {
+      inTaskOps(plan, costs, offsets, timeline.graph.split_backward).empty()) {
     return false;
   }
   const TimelineFlows flows = timelineFlows(plan, costs, offsets, input, timeline, map);
