@@ -26,6 +26,7 @@ LinkUsage linkUsage(const Simulation& sim) {
     std::vector<SharedFlow> alone(1);
     for (const SharedFlow& f : flows.flows) {
       alone[0] = f;
+      alone[0].after = -1;  // alone: at its own start
       const SharingResult one = shareLinks(alone, capacity, /*record_load=*/true);
       for (size_t r = 0; r < capacity.size(); ++r) {
         shared.load[r].insert(shared.load[r].end(), one.load[r].begin(), one.load[r].end());

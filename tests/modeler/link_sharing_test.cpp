@@ -295,6 +295,10 @@ TEST(LinkFlows, AnExpertAllToAllBesideADpBucketTakesItsMaxMinShare) {
   ASSERT_FALSE(usage.links.empty());
   EXPECT_EQ(usage.links[0].name, "node 0 nic tx");
   EXPECT_NEAR(usage.links[0].bytes, 16 * 16384 + 131328, 1e-6);
+  // Unshared (--link-sharing off), each flow at its own rate: the same bytes.
+  const LinkUsage unshared = linkUsage(alone);
+  ASSERT_FALSE(unshared.links.empty());
+  EXPECT_NEAR(unshared.links[0].bytes, 16 * 16384 + 131328, 1e-6);
 }
 
 }  // namespace
