@@ -56,7 +56,16 @@ void RunOptions::addGpusOption(CLI::App& app) {
 }
 
 void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
-  auto* text = app.add_option("--strategy", strategy_text, "xMxPxD, e.g. 2M4P2D (any case)");
+  // Repeatable: simulate compares the plans given (strategy() refuses more than one elsewhere).
+  auto* text = app.add_option_function<std::vector<std::string>>(
+                      "--strategy",
+                      [this](const std::vector<std::string>& texts) {
+                        strategy_text = texts.front();
+                        more_strategy_texts.assign(texts.begin() + 1, texts.end());
+                      },
+                      "xMxPxD, e.g. 2M4P2D (any case)")
+                   ->expected(1)
+                   ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   // Checked here: "--tp 0 --pp 2 --gpus 4" was told to give --tp and --pp, which it had.
   auto* tp_opt = app.add_option("--tp,--tensor-model-parallel-size", tp, "tensor-parallel size M")
                      ->check(kPositiveInteger);
@@ -100,7 +109,8 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
       ->excludes(v)
       ->excludes(layers_per_chunk);
   auto* granularity = app.add_option("--recompute,--recompute-granularity", recompute,
-                                     "activation recomputation: none | full | selective")
+                                     "activation recomputation: none | full | selective | "
+                                     "selective-op (torchtitan's per-op policy)")
                           ->capture_default_str();
   app.add_flag("--recompute-activations", recompute_activations,
                "Megatron's: selective recomputation (--recompute selective)")
@@ -132,8 +142,8 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
   app.add_flag("--dp-overlap,--overlap-grad-reduce", dp_overlap,
                "overlap bucketed DP gradient all-reduces with backward (PyTorch DDP)");
   auto* bucket_mb = app.add_option("--dp-bucket-mb", dp_bucket_mb, "DDP bucket size in MiB")
-                       ->check(finitePositiveUpTo(1e6))
-                       ->capture_default_str();
+                        ->check(finitePositiveUpTo(1e6))
+                        ->capture_default_str();
   app.add_option("--ddp-bucket-size", ddp_bucket_bytes, "Megatron's: DDP bucket size in bytes")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->excludes(bucket_mb);
@@ -343,12 +353,32 @@ void RunOptions::requireInterleaved(const char* flag) const {
 }
 
 Strategy RunOptions::strategy(const ModelConfig& model_config) const {
+  if (!more_strategy_texts.empty()) {
+    EVSIM_THROW(InputError,
+                "--strategy {} and --strategy {}: one plan here (eventsim simulate compares "
+                "several side by side)",
+                strategy_text, more_strategy_texts.front());
+  }
+  return strategyOf(model_config, strategy_text);
+}
+
+std::vector<Strategy> RunOptions::strategies(const ModelConfig& model_config) const {
+  std::vector<Strategy> out = {strategyOf(model_config, strategy_text)};
+  for (const std::string& text : more_strategy_texts) {
+    out.push_back(strategyOf(model_config, text));
+  }
+  return out;
+}
+
+Strategy RunOptions::strategyOf(const ModelConfig& model_config,
+                                const std::string& strategy_text) const {
   Strategy s;
   if (!strategy_text.empty()) {
     if (gpus > 0) EVSIM_THROW(InputError, "--gpus {}: give --tp and --pp, not --strategy", gpus);
     parseStrategyText(strategy_text, s);
   } else if (gpus > 0) {
-    if (dp > 0) EVSIM_THROW(InputError, "--dp {} with --gpus {}: D is derived, drop --dp", dp, gpus);
+    if (dp > 0)
+      EVSIM_THROW(InputError, "--dp {} with --gpus {}: D is derived, drop --dp", dp, gpus);
     // Megatron's defaults: a size not given is 1.
     const int M = tp > 0 ? tp : 1, P = pp > 0 ? pp : 1;
     if (gpus % (int64_t{M} * P * cp) != 0) {
@@ -381,8 +411,8 @@ Strategy RunOptions::strategy(const ModelConfig& model_config) const {
   s.schedule = parseSchedule(schedule);
   s.dp_overlap = dp_overlap;
   if (!(dp_bucket_mb > 0)) EVSIM_THROW(InputError, "--dp-bucket-mb {}: must be > 0", dp_bucket_mb);
-  s.dp_bucket_bytes = ddp_bucket_bytes > 0 ? ddp_bucket_bytes
-                                           : static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);
+  s.dp_bucket_bytes =
+      ddp_bucket_bytes > 0 ? ddp_bucket_bytes : static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);
   s.virtual_stages = virtual_stages;
   if (megatron_virtual_stages > 0) {
     requireInterleaved("--virtual-pipeline-model-parallel-size");
@@ -452,10 +482,9 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
       cp != 1 || ep != 1 || recompute != "none" || sequence_parallel || tp_comm == "rs-ag" ||
       zero_stage != 0 || distributed_optimizer || virtual_stages != 1 ||
       layers_per_virtual_stage > 0 || megatron_virtual_stages > 0 || recompute_activations ||
-      !stage_layers.empty() || first_stage_layers > 0 ||
-      last_stage_layers > 0 || account_for_embedding || account_for_loss ||
-      framework != "megatron" || parseSchedule(schedule) == Schedule::kInterleaved ||
-      parseOffload(offload) != Offload::kNone;
+      !stage_layers.empty() || first_stage_layers > 0 || last_stage_layers > 0 ||
+      account_for_embedding || account_for_loss || framework != "megatron" ||
+      parseSchedule(schedule) == Schedule::kInterleaved || parseOffload(offload) != Offload::kNone;
   if (techniques) {
     EVSIM_THROW(
         InputError,

@@ -30,6 +30,9 @@ struct RunOptions {
   std::string cluster;
   std::string nccl_algo;  // --nccl-algo: forces the network model's algorithm (as NCCL_ALGO)
   std::string strategy_text;
+  // A second and later --strategy: the plans `simulate` compares side by side (every other command
+  // refuses them in strategy()).
+  std::vector<std::string> more_strategy_texts;
   int tp = 0, pp = 0, dp = 0;
   int cp = 1;  // context parallel size C
   int ep = 1;  // expert parallel size E
@@ -104,9 +107,11 @@ struct RunOptions {
   // The cluster file, its device's overlap slowdown switched off by --overlap-slowdown off, its
   // link sharing by --link-sharing off.
   ClusterConfig loadCluster() const;
-  // Strategy from the flags; throws InputError naming the flag. `model` turns Megatron's
-  // --num-layers-per-virtual-pipeline-stage into v.
+  // Strategy from the flags; throws InputError naming the flag (and for a repeated --strategy).
+  // `model` turns Megatron's --num-layers-per-virtual-pipeline-stage into v.
   Strategy strategy(const ModelConfig& model) const;
+  // One strategy per --strategy given (the same technique flags for each): simulate's comparison.
+  std::vector<Strategy> strategies(const ModelConfig& model) const;
   // Throws InputError when the strategy is valid (strategyViolation) but its TP groups would cross
   // nodes of `cluster` and --allow-cross-node-tp was not given (search refuses the same).
   void checkTpPlacement(const ModelConfig& model, const ClusterConfig& cluster,
@@ -119,6 +124,9 @@ struct RunOptions {
                                                 const std::string& micro_batches) const;
   // The same options as a command line fragment ("--model x --cluster y --strategy 2M2P4D ...").
   std::string commandLine(const Strategy& strategy) const;
+ private:
+  // strategy() for one --strategy text (empty: from --tp/--pp/--dp or --gpus).
+  Strategy strategyOf(const ModelConfig& model, const std::string& strategy_text) const;
 };
 
 // Resolves a config argument: an existing file, or configs/<kind>/<name>.yaml.

@@ -248,14 +248,19 @@ class PrunedSearch {
 std::string violationRule(std::string_view violation) {
   size_t colon = violation.find(": ");
   std::string_view rule = colon == std::string_view::npos ? violation : violation.substr(colon + 2);
+  auto letter = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; };
   std::string out;
   for (size_t i = 0; i < rule.size(); ++i) {
-    if (std::isdigit(static_cast<unsigned char>(rule[i]))) {
-      while (i + 1 < rule.size() && std::isdigit(static_cast<unsigned char>(rule[i + 1]))) ++i;
-      out += 'N';
-    } else {
+    if (!std::isdigit(static_cast<unsigned char>(rule[i]))) {
       out += rule[i];
+      continue;
     }
+    const size_t begin = i;
+    while (i + 1 < rule.size() && std::isdigit(static_cast<unsigned char>(rule[i + 1]))) ++i;
+    // A number stands alone; digits inside a name ("llama3-70b", "mixtral-8x7b") stay (issue 31).
+    const bool in_word = (begin > 0 && letter(rule[begin - 1])) ||
+                         (i + 1 < rule.size() && letter(rule[i + 1]));
+    out += in_word ? std::string(rule.substr(begin, i + 1 - begin)) : std::string("N");
   }
   return out;
 }

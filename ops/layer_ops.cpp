@@ -361,7 +361,10 @@ void LayerOpBuilder::mlpBackward(OpList& out, int layer) {
 
 void LayerOpBuilder::blockForward(const TransformerBlock& block, int layer, OpList& out) {
   // Full recomputation keeps only the block's input: on its first op, the ops themselves nothing.
-  const bool full = shape_.recompute == Recompute::kFull && !recomputing_;
+  // Per-op selective checkpointing keeps the input and the saved ops' outputs, put on the first op
+  // the same way (op_checkpoint.cpp).
+  const bool op_checkpoint = shape_.recompute == Recompute::kSelectiveOp && !recomputing_;
+  const bool full = (shape_.recompute == Recompute::kFull || op_checkpoint) && !recomputing_;
   const size_t first = out.size();
   if (full) saving_ = false;
   if (shape_.mla.enabled()) {
@@ -376,7 +379,10 @@ void LayerOpBuilder::blockForward(const TransformerBlock& block, int layer, OpLi
     mlpForward(out, layer);
   }
   saving_ = true;
-  if (full) out[first].saved_bytes = e() * shape_.regionTokens() * shape_.hidden;
+  if (full) {
+    out[first].saved_bytes = op_checkpoint ? opCheckpointSavedBytes()
+                                           : e() * shape_.regionTokens() * shape_.hidden;
+  }
 }
 
 void LayerOpBuilder::blockBackward(const TransformerBlock& block, int layer, OpList& out) {
@@ -384,6 +390,10 @@ void LayerOpBuilder::blockBackward(const TransformerBlock& block, int layer, OpL
     // Megatron's full (uniform) checkpointing: the block's input was kept, the forward re-runs.
     recomputing_ = true;
     blockForward(block, layer, out);
+    recomputing_ = false;
+  } else if (shape_.recompute == Recompute::kSelectiveOp) {
+    recomputing_ = true;
+    opCheckpointRecompute(out, layer);
     recomputing_ = false;
   }
   if (block.moe) {

@@ -149,6 +149,11 @@ class LayerOpBuilder {
   void attentionBackward(OpList& out, int layer, bool cross);
   void mlpForward(OpList& out, int layer);
   void mlpBackward(OpList& out, int layer);
+  // torchtitan's per-op selective checkpointing (Recompute::kSelectiveOp, ops/op_checkpoint.cpp):
+  // the bytes a block keeps (its input and the saved ops' outputs), and the forward ops its
+  // backward re-runs first (every op but the saved ones).
+  int64_t opCheckpointSavedBytes() const;
+  void opCheckpointRecompute(OpList& out, int layer);
   // Context parallelism: one step of ring attention (a causal block of the rank's s/C queries),
   // and the K/V (and, backward, their gradients) exchange with the ring neighbours that runs
   // beside it.

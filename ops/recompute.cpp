@@ -15,6 +15,8 @@ std::string_view recomputeName(Recompute recompute) {
       return "full";
     case Recompute::kSelective:
       return "selective";
+    case Recompute::kSelectiveOp:
+      return "selective-op";
   }
   return "?";
 }
@@ -24,7 +26,9 @@ Recompute parseRecompute(std::string_view text, std::string_view flag) {
   if (lower == "none") return Recompute::kNone;
   if (lower == "full") return Recompute::kFull;
   if (lower == "selective") return Recompute::kSelective;
-  EVSIM_THROW(InputError, "{} '{}': unknown recomputation (none, full or selective)", flag, text);
+  if (lower == "selective-op") return Recompute::kSelectiveOp;
+  EVSIM_THROW(InputError, "{} '{}': unknown recomputation (none, full, selective or selective-op)",
+              flag, text);
 }
 
 }  // namespace evsim

@@ -129,9 +129,10 @@ std::string Strategy::techniques(TechniqueStyle style) const {
   if (ep > 1) out += fmt::format(" ep{}", ep);
   if (virtual_stages > 1) out += fmt::format(" v{}", virtual_stages);
   if (recompute != Recompute::kNone) {
-    out += fmt::format(" rc={}", brief && recompute == Recompute::kSelective
-                                     ? std::string_view("sel")
-                                     : recomputeName(recompute));
+    std::string_view name = recomputeName(recompute);
+    if (brief && recompute == Recompute::kSelective) name = "sel";
+    if (brief && recompute == Recompute::kSelectiveOp) name = "op";
+    out += fmt::format(" rc={}", name);
   }
   if (sequence_parallel) out += " sp";
   if (framework == Framework::kFsdp) {
@@ -205,6 +206,24 @@ std::optional<std::string> contextParallelViolation(const ModelConfig& model, co
   return std::nullopt;
 }
 
+// torchtitan's per-op checkpointing policy is modelled for its dense Llama-style blocks (one
+// self-attention with flash attention, one MLP): its matmul count decides what is saved.
+std::optional<std::string> opCheckpointViolation(const ModelConfig& model, const Strategy& s) {
+  if (s.recompute != Recompute::kSelectiveOp) return std::nullopt;
+  const char* why = nullptr;
+  if (!model.spec.flash_attention) why = "flash_attention: false";
+  if (model.mla.enabled()) why = "multi-latent attention";
+  for (const TransformerBlock& block : model.blocks) {
+    if (block.moe) why = "mixture-of-experts blocks";
+    if (block.cross_attention) why = "cross-attention blocks";
+  }
+  if (!why) return std::nullopt;
+  return fmt::format(
+      "--recompute selective-op: modelled for dense self-attention + MLP blocks with flash "
+      "attention (torchtitan's Llama); {} has {}",
+      model.name, why);
+}
+
 std::optional<std::string> expertParallelViolation(const ModelConfig& model, const Strategy& s) {
   if (s.ep < 1) return fmt::format("--ep {}: must be >= 1", s.ep);
   const int64_t experts = model.moe.num_experts;
@@ -251,6 +270,7 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
   }
   if (auto why = contextParallelViolation(model, s)) return why;
   if (auto why = expertParallelViolation(model, s)) return why;
+  if (auto why = opCheckpointViolation(model, s)) return why;
   if (model.num_heads % s.tp != 0) {
     return fmt::format("{}: M={} does not divide num_heads={} of {}", label, s.tp, model.num_heads,
                        model.name);

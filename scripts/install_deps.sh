@@ -9,7 +9,7 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config \
-  libyaml-cpp-dev libyaml-dev libfmt-dev libcli11-dev nlohmann-json3-dev \
+  libyaml-cpp-dev libyaml-dev libfmt-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev \
   libopenmpi-dev openmpi-bin \
   libgtest-dev libgmock-dev libbenchmark-dev \
   libopenblas-dev zlib1g-dev \

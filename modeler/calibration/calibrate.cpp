@@ -169,10 +169,13 @@ CalibrationReport calibrate(const CalibrationInput& input) {
                 "(configs/devices/) with the datasheet's SM count",
                 cluster.name, device.name);
   }
-  // The compute and host parameters always start from, and are pulled towards, startingModel():
+  // A compute fit (runs or kernels) always starts from, and is pulled towards, startingModel():
   // starting from the cluster's existing fit would let a held-out fold see runs it predicts.
-  // Existing collective curves are kept unless refitted. An overlap fit alone keeps the model.
-  if (fits_model) {
+  // Existing collective curves are kept unless refitted. Collectives alone, or an overlap fit,
+  // keep the device's compute parameters as they are (a bundled H100 fit was written back as
+  // unfitted defaults by `calibrate --collectives`, issue 31).
+  const bool fits_compute = !input.runs.empty() || input.kernels != nullptr;
+  if (fits_compute) {
     std::vector<CollectiveCurve> curves;
     std::optional<SourcedValue> host;
     if (device.model) {
@@ -183,6 +186,8 @@ CalibrationReport calibrate(const CalibrationInput& input) {
     device.model->allreduce_curves = std::move(curves);
     // A kernel fit says nothing about the framework's host time: keep the device's.
     if (input.kernels != nullptr && host) device.model->host_op_us = *host;
+  } else if (fits_model && !device.model) {
+    device.model = startingModel();  // curves for a device without a model yet
   }
   device.id = input.device_id;
 

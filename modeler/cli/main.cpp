@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "io/args_file.h"
+#include "io/torchtitan_config.h"
 #include "io/cli_errors.h"
 #include "modeler/cli/calibrate_command.h"
 #include "modeler/cli/compare_command.h"
@@ -62,7 +63,14 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "eventsim: note: --args-file: left out, not set in the file: {}\n",
                  fmt::join(expanded.dropped, " "));
     }
-    std::vector<std::string> reversed(expanded.args.rbegin(), expanded.args.rend());
+    // --model train.toml: a torchtitan job config's arguments in place (io/torchtitan_config.h).
+    std::vector<std::string> ignored;
+    const std::vector<std::string> args = evsim::expandTorchtitanConfig(expanded.args, ignored);
+    if (!ignored.empty()) {
+      fmt::print(stderr, "eventsim: note: torchtitan config: without effect, left out: {}\n",
+                 fmt::join(ignored, " "));
+    }
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
     app.parse(reversed);
     // Output lost on a full or closed standard output must not end in exit code 0.
     std::cout.flush();

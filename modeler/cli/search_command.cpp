@@ -19,19 +19,19 @@
 #include "common/strings.h"
 #include "common/units.h"
 #include "events/event_file.h"
-#include "plan/strategy_space.h"
 #include "io/cli_checks.h"
 #include "io/profile_db.h"
 #include "io/run_options.h"
 #include "modeler/cli/search_args.h"
 #include "modeler/cli/search_output.h"
-#include "modeler/time_to_train.h"
 #include "modeler/cli/simulate_command.h"
 #include "modeler/fit_advice.h"
 #include "modeler/json_schema.h"
 #include "modeler/pruned_search.h"
 #include "modeler/search.h"
 #include "modeler/simulation.h"
+#include "modeler/time_to_train.h"
+#include "plan/strategy_space.h"
 
 namespace evsim {
 
@@ -125,8 +125,8 @@ void printOomRow(const CandidateResult& r, const SearchReport& report) {
   fmt::print(
       "{:>4}  {:<10} {:>3}  {:<11} {:<24} {:>11} {:>11} {:>8} {:>6} {:>7} {:>7} {:>10.2f} "
       "{:>10.2f}  {:<11} OOM (stage {})\n",
-      "-", s.name(), s.micro_batch, scheduleName(s.schedule), shortTechniques(s), "-", "-", "-", "-",
-      "-", "-", gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), "-",
+      "-", s.name(), s.micro_batch, scheduleName(s.schedule), shortTechniques(s), "-", "-", "-",
+      "-", "-", "-", gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), "-",
       r.peak_memory_stage);
 }
 
@@ -290,9 +290,9 @@ void run(SearchArgs args) {
       if (model.moe.num_experts % e == 0) args.expert_parallel += fmt::format(",{}", e);
     }
   }
-  options.space.expert_parallel =
-      args.expert_parallel.empty() ? std::vector<int>{1}
-                                   : parseSmallInts(args.expert_parallel, "--ep");
+  options.space.expert_parallel = args.expert_parallel.empty()
+                                      ? std::vector<int>{1}
+                                      : parseSmallInts(args.expert_parallel, "--ep");
   options.space.allow_cross_node_tp = args.allow_cross_node_tp;
   options.space.uneven_stage_shift = args.uneven_stages;
   options.memory_headroom = args.memory_headroom;
@@ -354,7 +354,8 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--virtual-stages", args->virtual_stages,
                   "model chunks per device to try with interleaved (only valid v are enumerated)")
       ->capture_default_str();
-  cmd->add_option("--recompute", args->recomputes, "recomputation to try: none,full,selective")
+  cmd->add_option("--recompute", args->recomputes,
+                  "recomputation to try: none,full,selective,selective-op")
       ->capture_default_str();
   CLI::Option* sp = cmd->add_option("--sequence-parallel", args->sequence_parallel,
                                     "sequence parallelism to try: off,on (on only where M >= 2)")

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "io/cli_checks.h"
+#include "modeler/cli/plan_comparison.h"
 #include "modeler/memory_model.h"
 #include "modeler/output_estimate.h"
 #include "modeler/simulation.h"
@@ -84,12 +85,61 @@ struct SimulateArgs {
   bool variability() const { return !slow_ranks.empty() || jitter > 0 || iterations > 0; }
 };
 
+// The flags that write or sample one plan's timeline: refused when several plans are compared.
+void refuseSinglePlanFlags(const SimulateArgs& args) {
+  const std::vector<std::pair<const char*, bool>> single = {
+      {"--trace", !args.trace.empty()},        {"--csv", !args.csv.empty()},
+      {"--link-csv", !args.link_csv.empty()},  {"--ranks", !args.ranks.empty()},
+      {"--slow-ranks", !args.slow_ranks.empty()}, {"--jitter", args.jitter > 0},
+      {"--iterations", args.iterations > 0},   {"--train-tokens", !args.train_tokens.empty()}};
+  for (const auto& [flag, given] : single) {
+    if (given) {
+      EVSIM_THROW(InputError,
+                  "{} with several --strategy: it is about one plan's timeline (simulate each "
+                  "plan on its own for it)",
+                  flag);
+    }
+  }
+}
+
+// simulate --strategy A --strategy B ...: each plan with the same flags, side by side.
+void runComparison(const SimulateArgs& args, const ModelConfig& model,
+                   const ClusterConfig& cluster) {
+  refuseSinglePlanFlags(args);
+  std::optional<ProfileDb> db = args.costs.loadProfile();
+  CostModel cost_model(cluster, db ? &*db : nullptr, args.costs.analytic());
+  std::vector<ComparedPlan> plans;
+  for (const Strategy& strategy : args.run.strategies(model)) {
+    args.run.checkTpPlacement(model, cluster, strategy);
+    IterationPlan plan = buildIterationPlan(model, cluster, strategy);
+    std::vector<EventCost> costs = withEventprofHint(
+        eventprofHint(args.run, strategy), [&] { return cost_model.costAll(plan.events); });
+    Simulation sim = simulate(std::move(plan), std::move(costs));
+    const LinkUsage links = linkUsage(sim);
+    plans.push_back({fmt::format("{} b={} {}{}", strategy.name(), strategy.micro_batch,
+                                 scheduleName(strategy.schedule), strategy.techniques()),
+                     summaryJson(sim, args.memory_headroom, &links)});
+  }
+  if (args.sink) {
+    args.sink(comparisonJson(plans));
+  } else if (args.json) {
+    std::cout << comparisonJson(plans).dump(2) << "\n";
+  } else {
+    fmt::print("{} on {}: {} plans\n", model.name, cluster.name, plans.size());
+    std::cout << comparisonText(plans);
+  }
+}
+
 void runSimulate(const SimulateArgs& args) {
   args.run.acceptMegatronExtras();
 
   ModelConfig model = args.run.loadModel();
   ClusterConfig cluster = args.run.loadCluster();
   args.costs.applyHostTime(cluster);
+  if (!args.run.more_strategy_texts.empty()) {
+    runComparison(args, model, cluster);
+    return;
+  }
   Strategy strategy = args.run.strategy(model);
   args.run.checkTpPlacement(model, cluster, strategy);
   const std::optional<double> train_tokens =

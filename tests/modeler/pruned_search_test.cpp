@@ -246,8 +246,13 @@ TEST(PrunedSearchTest, ResultsDoNotDependOnTheThreadCount) {
 
 TEST(PrunedSearchTest, ViolationRuleDropsTheValues) {
   EXPECT_EQ(violationRule("--strategy 3M1P1D: M=3 does not divide num_heads=16 of gpt3-175b"),
-            "M=N does not divide num_heads=N of gptN-Nb");
+            "M=N does not divide num_heads=N of gpt3-175b");
   EXPECT_EQ(violationRule("no colon 12"), "no colon N");
+  // Digits inside a name stay; numbers beside it go (issue 31: "llamaN-Nb").
+  EXPECT_EQ(violationRule("x: M=16 does not divide num_query_groups=8 of llama3-70b"),
+            "M=N does not divide num_query_groups=N of llama3-70b");
+  EXPECT_EQ(violationRule("x: mixtral-8x7b has 32 layers, 2 x 1024 = 2048"),
+            "mixtral-8x7b has N layers, N x N = N");
 }
 
 TEST(PrunedSearchTest, MissingCostsAreOneErrorWithTheHint) {

@@ -142,7 +142,7 @@ TEST(Recompute, ParsesKnownNamesAndRejectsOthers) {
   EXPECT_EQ(recomputeName(Recompute::kSelective), "selective");
   std::string msg = inputErrorOf([] { parseRecompute("partial"); });
   EXPECT_CONTAINS(msg, "--recompute 'partial'");
-  EXPECT_CONTAINS(msg, "none, full or selective");
+  EXPECT_CONTAINS(msg, "none, full, selective or selective-op");
 }
 
 TEST_F(StrategyRules, InterleavedNeedsVirtualStagesPipelineAndMicroBatchMultipleOfP) {

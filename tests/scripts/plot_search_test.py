@@ -108,7 +108,8 @@ class Search(unittest.TestCase):
                             "--gpus", "8", "--global-batch", "32", "--micro-batch", "2",
                             "--schedule", "dapple,interleaved", "--virtual-stages", "2",
                             "--recompute", "none,selective", "--sequence-parallel", "off,on",
-                            "--zero", "0,1", "--fallback", "analytic", "--json",
+                            "--zero", "0,1", "--dp-overlap", "off", "--fallback", "analytic",
+                            "--top", "0", "--json",
                             "--csv", csv_path], stdout=f, check=True, timeout=60)
         ok, oom, _, _ = plot_search.candidates_of(json_path)
         labels = [l for l, _ in ok + oom]
@@ -130,7 +131,7 @@ class BadInput(unittest.TestCase):
 
     def test_unknown_technique_values(self):
         self.assert_fails([dict(BASE, recompute="partial", throughput_samples_per_s=1.0)],
-                          "recompute 'partial' is not none, full or selective")
+                          "recompute 'partial' is not none, full, selective or selective-op")
         self.assert_fails([dict(BASE, sequence_parallel="yes", throughput_samples_per_s=1.0)],
                           "sequence_parallel 'yes' is not true/false or on/off")
 
