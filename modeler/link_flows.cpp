@@ -3,6 +3,7 @@
 #include "modeler/link_flows.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <utility>
@@ -57,6 +58,127 @@ SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
     addUplinks(topology, d.uplink_tx, placement.nodes, copies, f.uses);
     addUplinks(topology, d.uplink_rx, placement.nodes, copies, f.uses);
   }
+  return f;
+}
+
+// The flow of one send over each link of class `k` (2 l: the activation k -> k+1, 2 l + 1: the
+// gradient back), but its start: every send over a link is the same transfer (issue 28: identical
+// flows computed once). Empty uses where the link has no event.
+void sendFlows(const IterationPlan& plan, const PipelineCost& cost, int k, const LinkMap& map,
+               std::vector<SharedFlow>& out) {
+  const NetworkTopology& topology = plan.cluster.topology;
+  const PipelineLayout layout = plan.pipelineLayout();
+  const PipelineClass& pipeline = plan.pipelines[k];
+  const size_t links = pipeline.forward_p2p.size();
+  out.assign(2 * links, SharedFlow{});
+  for (size_t l = 0; l < links; ++l) {
+    for (const Send send : {Send::kActivation, Send::kGradient}) {
+      const bool forward = send == Send::kActivation;
+      const int e = forward ? pipeline.forward_p2p[l] : pipeline.backward_p2p[l];
+      if (e < 0) continue;
+      const int link = static_cast<int>(l);
+      const Event& event = plan.events[e].event;
+      const DeviceLinks& from = map.devices[k][layout.device(forward ? link : link + 1)];
+      const DeviceLinks& to = map.devices[k][layout.device(linkReceiver(send, link))];
+      SharedFlow& f = out[2 * l + (forward ? 0 : 1)];
+      f.duration_us = forward ? cost.send_forward_us[l] : cost.send_backward_us[l];
+      f.bytes = linkBytes(event);
+      if (event.placement.interNode()) {
+        f.uses = {{from.nic_tx, from.copies}, {to.nic_rx, from.copies}};
+        addUplinks(topology, from.uplink_tx, event.placement.nodes, from.copies, f.uses);
+        addUplinks(topology, to.uplink_rx, event.placement.nodes, from.copies, f.uses);
+      } else {
+        f.uses = {{from.nvlink_tx, 1}, {to.nvlink_rx, 1}};
+      }
+    }
+  }
+}
+
+// A collective inside a task whose group spans nodes: where it starts in one task of its virtual
+// stage and phase (forward, B, W), its event and kind.
+struct InTaskOp {
+  double offset_us = 0;
+  int event = -1;
+  FlowKind kind = FlowKind::kTp;
+};
+using InTaskOps = std::vector<std::array<std::vector<InTaskOp>, 3>>;  // per virtual stage, phase
+
+int phaseIndex(Phase phase) {
+  return phase == Phase::kForward ? 0 : phase == Phase::kBackward ? 1 : 2;
+}
+
+bool hasInTaskTransfers(const InTaskOps& ops) {
+  for (const auto& phases : ops) {
+    for (const auto& list : phases) {
+      if (!list.empty()) return true;
+    }
+  }
+  return false;
+}
+
+InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                    const std::vector<StageOpOffsets>& offsets, bool split) {
+  InTaskOps out;
+  if (costs.empty() || offsets.empty()) return out;
+  out.resize(plan.stages.size());
+  for (size_t vs = 0; vs < plan.stages.size(); ++vs) {
+    const StagePlan& stage = plan.stages[vs];
+    auto add = [&](const OpInstance& op, double offset_us, Phase phase) {
+      FlowKind kind;
+      switch (op.stream) {
+        case Stream::kTpComm:
+          kind = FlowKind::kTp;
+          break;
+        case Stream::kCpComm:
+          kind = FlowKind::kCp;
+          break;
+        case Stream::kEpComm:
+          kind = FlowKind::kEp;
+          break;
+        case Stream::kDpComm:
+          kind = FlowKind::kZero3;
+          break;
+        default:
+          return;
+      }
+      const Event& event = plan.events[op.event].event;
+      if (!isCommunication(event.kind) || !event.placement.interNode()) return;
+      if (costs[op.event].time_us <= 0) return;
+      out[vs][phaseIndex(phase)].push_back({offset_us, op.event, kind});
+    };
+    for (size_t i = 0; i < stage.forward.size(); ++i) {
+      add(stage.forward[i], offsets[vs].forward_start_us[i], Phase::kForward);
+    }
+    for (size_t i = 0; i < stage.backward.size(); ++i) {
+      const OpInstance& op = stage.backward[i];
+      const Phase phase =
+          split && runsIn(op, Phase::kWeightGrad, true) ? Phase::kWeightGrad : Phase::kBackward;
+      add(op, offsets[vs].backward_start_us[i], phase);
+    }
+  }
+  if (!hasInTaskTransfers(out)) out.clear();  // none: timelineFlows skips the per-task look-up
+  return out;
+}
+
+// The flow of an in-task collective of device `d` (the header: all-to-all by its own rule).
+SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, const Event& event,
+                      double start_us, double duration_us) {
+  if (event.kind != EventKind::kAllToAll) {
+    return collectiveFlow(topology, d, event.placement, linkBytes(event), start_us, duration_us);
+  }
+  const Placement& p = event.placement;
+  const double peers = std::max(1, p.group_size - 1);
+  SharedFlow f{start_us, duration_us, linkBytes(event), {}};  // (n - 1) / n of the buffer
+  if (p.ranks_per_node > 1) {
+    const float share = static_cast<float>((p.ranks_per_node - 1) / peers);
+    f.uses.push_back({d.nvlink_tx, share});
+    f.uses.push_back({d.nvlink_rx, share});
+  }
+  const float copies = d.copies * static_cast<float>((p.group_size - p.ranks_per_node) / peers);
+  f.uses.push_back({d.nic_tx, copies});
+  f.uses.push_back({d.nic_rx, copies});
+  addUplinks(topology, d.uplink_tx, p.nodes, copies, f.uses);
+  addUplinks(topology, d.uplink_rx, p.nodes, copies, f.uses);
   return f;
 }
 
@@ -160,12 +282,21 @@ bool mayShare(const IterationPlan& plan, const TimingInput& input, const LinkMap
   return plan.virtualStages() > 2 && arrivalsOverlap(plan, timeline);
 }
 
-// Sets the stretch fields of `input` from shared ends; returns whether any is above rounding.
+// Sets the stretch fields of `input` from shared ends, and `by_kind` (per class and device stage)
+// from the in-task ones; returns whether any is above rounding.
 bool applyStretch(const TimelineFlows& flows, const SharingResult& shared, int stages,
-                  TimingInput& input, const IterationTimeline& timeline) {
+                  TimingInput& input, const IterationTimeline& timeline,
+                  std::vector<std::vector<TaskLinkStretch>>* by_kind) {
+  bool changed = false;
+  for (size_t i = 0; i < flows.flows.size() && !changed; ++i) {
+    const SharedFlow& f = flows.flows[i];
+    changed = shared.end_us[i] - f.start_us - f.duration_us > kStretchedUs;
+  }
+  if (!changed) return false;
   // Fresh vectors, each entry what this pass measured.
-  std::vector<std::vector<std::vector<double>>> send(input.pipelines.size());
-  for (size_t k = 0; k < input.pipelines.size(); ++k) {
+  const size_t classes = input.pipelines.size();
+  std::vector<std::vector<std::vector<double>>> send(classes), task(classes);
+  for (size_t k = 0; k < classes; ++k) {
     send[k].resize(stages);
     for (int s = 0; s < stages; ++s) {
       send[k][s].assign(timeline.pipelines[k].stages[s].tasks.size(), 0.0);
@@ -176,6 +307,12 @@ bool applyStretch(const TimelineFlows& flows, const SharingResult& shared, int s
     sync[s].assign(timeline.pipelines[0].stages[s].grad_sync.size(), 0.0);
   }
   std::vector<double> gather(stages, 0.0);
+  if (by_kind != nullptr) by_kind->assign(classes, std::vector<TaskLinkStretch>(stages));
+  auto zerosLikeSends = [&](size_t k) {
+    if (!task[k].empty()) return;
+    task[k].resize(stages);
+    for (int s = 0; s < stages; ++s) task[k][s].assign(send[k][s].size(), 0.0);
+  };
   for (size_t i = 0; i < flows.flows.size(); ++i) {
     const SharedFlow& f = flows.flows[i];
     const TimelineFlows::Origin& o = flows.origins[i];
@@ -190,17 +327,34 @@ bool applyStretch(const TimelineFlows& flows, const SharingResult& shared, int s
       case FlowKind::kZero:
         gather[o.stage] = std::max(gather[o.stage], extra);
         break;
+      default: {  // in a task: each collective's extra holds those before it (they follow)
+        if (extra == 0) break;
+        zerosLikeSends(o.pipeline);
+        double& stretch = task[o.pipeline][o.stage][o.index];
+        stretch = std::max(stretch, extra);
+        if (by_kind == nullptr) break;
+        TaskLinkStretch& sum = (*by_kind)[o.pipeline][o.stage];
+        double TaskLinkStretch::*field = o.kind == FlowKind::kTp   ? &TaskLinkStretch::tp_us
+                                         : o.kind == FlowKind::kCp ? &TaskLinkStretch::cp_us
+                                         : o.kind == FlowKind::kEp ? &TaskLinkStretch::ep_us
+                                                                   : &TaskLinkStretch::zero3_us;
+        // Its own part: what it added to the delay it inherited from the one it follows.
+        const double inherited =
+            f.after < 0 ? 0
+                        : std::max(0.0, shared.end_us[f.after] - flows.flows[f.after].start_us -
+                                            flows.flows[f.after].duration_us);
+        sum.*field += std::max(0.0, extra - inherited);
+      }
     }
   }
-  bool changed = false;
-  for (size_t i = 0; i < flows.flows.size() && !changed; ++i) {
-    const SharedFlow& f = flows.flows[i];
-    changed = shared.end_us[i] - f.start_us - f.duration_us > kStretchedUs;
-  }
-  if (!changed) return false;
+  // A class whose tasks nothing stretched still needs its (zero) entries once any class has some.
+  const bool tasks =
+      std::any_of(task.begin(), task.end(), [](const auto& t) { return !t.empty(); });
+  for (size_t k = 0; k < classes && tasks; ++k) zerosLikeSends(k);
   input.send_stretch_us = std::move(send);
   input.grad_sync_stretch_us = std::move(sync);
   input.param_allgather_stretch_us = std::move(gather);
+  if (tasks) input.task_stretch_us = std::move(task);
   return true;
 }
 
@@ -212,8 +366,16 @@ const char* flowKindName(FlowKind kind) {
       return "pp";
     case FlowKind::kDp:
       return "dp";
-    default:
+    case FlowKind::kZero:
       return "zero";
+    case FlowKind::kTp:
+      return "tp";
+    case FlowKind::kCp:
+      return "cp";
+    case FlowKind::kEp:
+      return "ep";
+    default:
+      return "zero3";
   }
 }
 
@@ -301,8 +463,10 @@ LinkMap linkMap(const IterationPlan& plan) {
   return map;
 }
 
-TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
+TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                            const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
                             const IterationTimeline& timeline, const LinkMap& map) {
+  const InTaskOps in_task = inTaskOps(plan, costs, offsets, timeline.graph.split_backward);
   const NetworkTopology& topology = plan.cluster.topology;
   const PipelineLayout layout = plan.pipelineLayout();
   const int P = plan.deviceStages();
@@ -319,32 +483,41 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
     out.flows.push_back(std::move(f));
     out.origins.push_back(o);
   };
+  std::vector<SharedFlow> sends;  // per link and direction: the flow of one send, but its start
   for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
-    const PipelineClass& pipeline = plan.pipelines[k];
-    const PipelineCost& links = input.pipelines[k];
+    sendFlows(plan, input.pipelines[k], static_cast<int>(k), map, sends);
     for (int s = 0; s < P; ++s) {
       const DeviceLinks& d = map.devices[k][s];
       const StageTimeline& stage = timeline.pipelines[k].stages[s];
       for (size_t i = 0; i < stage.tasks.size(); ++i) {
         const TaskTiming& t = stage.tasks[i];
         const TaskNode& node = timeline.graph.nodes[t.node];
-        if (node.send == Send::kNone) continue;
-        const bool forward = node.send == Send::kActivation;
-        const int e = forward ? pipeline.forward_p2p[node.link] : pipeline.backward_p2p[node.link];
-        if (e < 0) continue;
-        const Event& event = plan.events[e].event;
-        const double alone =
-            forward ? links.send_forward_us[node.link] : links.send_backward_us[node.link];
-        const DeviceLinks& to = map.devices[k][layout.device(linkReceiver(node.send, node.link))];
-        SharedFlow f{t.send.start_us, alone, linkBytes(event), {}};
-        if (event.placement.interNode()) {
-          f.uses = {{d.nic_tx, d.copies}, {to.nic_rx, d.copies}};
-          addUplinks(topology, d.uplink_tx, event.placement.nodes, d.copies, f.uses);
-          addUplinks(topology, to.uplink_rx, event.placement.nodes, d.copies, f.uses);
-        } else {
-          f.uses = {{d.nvlink_tx, 1}, {to.nvlink_rx, 1}};
+        if (!in_task.empty() && node.fused_size == 1) {
+          // Its collectives across nodes where the run has them: the standalone offsets scaled to
+          // the run (a straggler's factor, jitter), the stretch sharing gave it taken off.
+          const std::vector<InTaskOp>& ops = in_task[node.virtual_stage][phaseIndex(t.task.phase)];
+          const StageCost& cost = input.stages[node.virtual_stage];
+          const double alone_us = t.task.phase == Phase::kForward    ? cost.forward_us
+                                  : t.task.phase == Phase::kBackward ? cost.backward_us
+                                                                     : cost.weight_grad_us;
+          const double stretch = input.task_stretch_us.empty() ? 0 : input.task_stretch_us[k][s][i];
+          const double scale = alone_us > 0 ? (t.run.duration() - stretch) / alone_us : 1;
+          // One after another: each follows the one before (link_sharing.h: SharedFlow::after).
+          int before = -1;
+          for (const InTaskOp& op : ops) {
+            SharedFlow f =
+                inTaskFlow(topology, d, plan.events[op.event].event,
+                           t.run.start_us + op.offset_us * scale, costs[op.event].time_us);
+            f.after = before;
+            push(std::move(f), {op.kind, static_cast<int>(k), s, static_cast<int>(i)});
+            before = static_cast<int>(out.flows.size()) - 1;
+          }
         }
-        push(std::move(f), {FlowKind::kPp, static_cast<int>(k), s, static_cast<int>(i)});
+        if (node.send == Send::kNone) continue;
+        const SharedFlow& send = sends[2 * node.link + (node.send == Send::kGradient ? 1 : 0)];
+        if (send.uses.empty()) continue;  // no event (a link inside one device)
+        push(send, {FlowKind::kPp, static_cast<int>(k), s, static_cast<int>(i)});
+        out.flows.back().start_us = t.send.start_us;
       }
       // The DP collectives, in the order computeTimeline placed them (chunk v-1 first; per chunk
       // its buckets or its one collective, the routed experts' after the dense).
@@ -396,15 +569,20 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
   return out;
 }
 
-bool shareLinksOverTime(const IterationPlan& plan, TimingInput& input,
-                        IterationTimeline& timeline) {
+bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                        const std::vector<StageOpOffsets>& offsets, TimingInput& input,
+                        IterationTimeline& timeline,
+                        std::vector<std::vector<TaskLinkStretch>>* by_kind) {
   if (!plan.cluster.topology.link_sharing) return false;
   const LinkMap map = linkMap(plan);
-  if (!mayShare(plan, input, map, timeline)) return false;
-  const TimelineFlows flows = timelineFlows(plan, input, timeline, map);
+  if (!mayShare(plan, input, map, timeline) &&
+      inTaskOps(plan, costs, offsets, timeline.graph.split_backward).empty()) {
+    return false;
+  }
+  const TimelineFlows flows = timelineFlows(plan, costs, offsets, input, timeline, map);
   const SharingResult shared = shareLinks(flows.flows, map.capacities());
-  if (!applyStretch(flows, shared, plan.deviceStages(), input, timeline)) return false;
-  timeline = computeTimeline(input);
+  if (!applyStretch(flows, shared, plan.deviceStages(), input, timeline, by_kind)) return false;
+  timeline = computeTimeline(input, std::move(timeline.graph));
   return true;
 }
 

@@ -18,11 +18,18 @@
 // all-gather (both directions of the device's node; NVLink too where the group has several ranks
 // on a node), with bytes = the message times the collective's bus factor (nccl-tests: what each
 // rank's link carries) and copies = the device's GPUs on its node / the group's ranks per node.
-// The TP, CP and EP collectives inside tasks are not flows (they sit inside a task's time).
+// The collectives inside tasks whose group spans nodes (TP, CP, EP; ZeRO-3/FSDP gathers and
+// reduce-scatters) are flows too: each starts where its op starts in the task (op_offsets.h, scaled
+// to the task's run in the timeline) and lasts its standalone time. An all-to-all differs from the
+// ring rule: every GPU of the node pushes its own cross-node share through the NICs (copies = the
+// device's GPUs on the node, times the share of its peers on other nodes over all its peers), and
+// its NVLink carries the share on its own node. Fused tasks (DualPipeV's F&B) are left out: their
+// members' collectives overlap each other's compute by design, not each other.
 //
 // One sharing pass: the standalone timing's transfers become flows at their start times with their
 // standalone durations, the links are shared, each transfer is given what sharing added
-// (TimingInput's stretch fields), and the iteration is timed once more. The re-timed schedule is
+// (TimingInput's stretch fields; a task, the sum over its collectives), and the iteration is timed
+// once more. The re-timed schedule is
 // not shared again: a transfer stretched here moves later ones, and iterating to a fixed point
 // oscillated (interleaved GPT-3 on 2,048 GPUs: a send's stretch went 1584, 120, 927, 0 us over four
 // passes), so the first-order pass is what we keep. A plan whose transfers cannot overlap on a
@@ -33,14 +40,17 @@
 
 #include "modeler/cost_source.h"
 #include "modeler/network/link_sharing.h"
+#include "modeler/simulation.h"
 #include "modeler/timing_engine.h"
 #include "plan/iteration_plan.h"
 
 namespace evsim {
 
 // What a flow carries, for the "where the time went" outputs.
-enum class FlowKind { kPp, kDp, kZero };
-const char* flowKindName(FlowKind kind);  // "pp", "dp", "zero"
+// kZero: the ZeRO 1/2 parameter all-gather after the optimizer; kZero3: ZeRO-3/FSDP collectives
+// inside tasks.
+enum class FlowKind { kPp, kDp, kZero, kTp, kCp, kEp, kZero3 };
+const char* flowKindName(FlowKind kind);  // "pp", "dp", "zero", "tp", "cp", "ep", "zero3"
 
 struct LinkResource {
   enum Kind { kNvlink, kNic, kUplink };
@@ -77,20 +87,27 @@ struct TimelineFlows {
     FlowKind kind = FlowKind::kPp;
     int pipeline = 0;
     int stage = 0;  // device stage
-    int index = 0;  // position in the device's order (sends) or grad_sync interval
+    int index = 0;  // position in the device's order (sends, in-task) or grad_sync interval
   };
   std::vector<SharedFlow> flows;
   std::vector<Origin> origins;
 };
 
 // Each flow starts where `timeline` has it and lasts its standalone time (`input`'s stretch taken
-// off), so the flows of a shared timeline share again as they did.
-TimelineFlows timelineFlows(const IterationPlan& plan, const TimingInput& input,
+// off), so the flows of a shared timeline share again as they did. `costs` (per plan event) and
+// `offsets` (per virtual stage, simulation.h) place the in-task collectives; empty: none.
+TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                            const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
                             const IterationTimeline& timeline, const LinkMap& map);
 
 // Runs the sharing pass above on `input` (no stretch yet) and `timeline` (computeTimeline(input))
 // when the cluster's topology has link sharing on (`--link-sharing off` turns it off). Returns
-// whether it re-timed (false: nothing could share, or nothing did).
-bool shareLinksOverTime(const IterationPlan& plan, TimingInput& input, IterationTimeline& timeline);
+// whether it re-timed (false: nothing could share, or nothing did). `by_kind`, when given, gets
+// per pipeline class and device stage what sharing added to its in-task collectives (empty when
+// it did not re-time).
+bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                        const std::vector<StageOpOffsets>& offsets, TimingInput& input,
+                        IterationTimeline& timeline,
+                        std::vector<std::vector<TaskLinkStretch>>* by_kind = nullptr);
 
 }  // namespace evsim

@@ -11,7 +11,8 @@ namespace evsim {
 LinkUsage linkUsage(const Simulation& sim) {
   const IterationPlan& plan = sim.plan;
   const LinkMap map = linkMap(plan);
-  const TimelineFlows flows = timelineFlows(plan, sim.input, sim.timeline, map);
+  const TimelineFlows flows =
+      timelineFlows(plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
   std::vector<double> capacity = map.capacities();
   // Shared again when the timing shared them (the flows carry their standalone times); else each
   // at its own rate, as the timing had it (unshared flows together may then load a link past its
@@ -25,6 +26,7 @@ LinkUsage linkUsage(const Simulation& sim) {
     std::vector<SharedFlow> alone(1);
     for (const SharedFlow& f : flows.flows) {
       alone[0] = f;
+      alone[0].after = -1;  // alone: at its own start
       const SharingResult one = shareLinks(alone, capacity, /*record_load=*/true);
       for (size_t r = 0; r < capacity.size(); ++r) {
         shared.load[r].insert(shared.load[r].end(), one.load[r].begin(), one.load[r].end());

@@ -5,9 +5,9 @@
 // transfers shared as the timing shared them. Written as CSV (`simulate --link-csv FILE`), as
 // Chrome-trace counter tracks (trace_writer.h), and summarised as the busiest links.
 //
-// Counted: pipeline sends, DP gradient collectives and buckets, ZeRO 1/2 parameter gathers. Not
-// counted: the TP, CP and EP collectives and ZeRO-3's gathers inside tasks (they are not flows of
-// the timing: link_flows.h).
+// Counted: every flow of the timing (link_flows.h): pipeline sends, DP gradient collectives and
+// buckets, ZeRO 1/2 parameter gathers, and the TP, CP, EP and ZeRO-3 collectives inside tasks
+// whose group spans nodes.
 //
 // CSV, one row per stretch of constant load of each resource that carried traffic:
 //   resource,capacity_gb_s,start_us,end_us,bytes,utilization

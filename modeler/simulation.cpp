@@ -1,10 +1,10 @@
 #include "modeler/simulation.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "common/error.h"
 #include "common/units.h"
@@ -157,6 +157,17 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   for (const TaskTiming& t : timeline.tasks) d.overlap_slowdown_us += t.overlap_slowdown_us;
   d.compute_us *= slow;
   d.tp_comm_us *= slow;
+  // What link sharing added to the task's collectives across nodes (link_flows.h): in the
+  // timeline's runs, hence communication time of their kinds (a blocking TP, EP or ZeRO-3
+  // collective is exposed; a CP exchange was stretched where it ran).
+  if (!sim.task_link_stretch.empty()) {
+    const TaskLinkStretch& shared = sim.task_link_stretch[pipeline][stage];
+    d.tp_comm_us += shared.tp_us;
+    d.cp_comm_us += shared.cp_us;
+    d.exposed_cp_comm_us += shared.cp_us;
+    d.ep_comm_us += shared.ep_us;
+    zero3_us += shared.zero3_us;
+  }
   // The optimizer step (stretched by `slow` like the rest, timing_engine.cpp) less its host side.
   d.compute_us += timeline.optimizer.duration() - optimizer_host_us * slow + d.overlap_slowdown_us;
   d.offload_us += optimizer_host_us * slow;
@@ -266,7 +277,7 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
     }
   }
   sim.timeline = computeTimeline(sim.input);
-  shareLinksOverTime(p, sim.input, sim.timeline);
+  shareLinksOverTime(p, sim.costs, sim.offsets, sim.input, sim.timeline, &sim.task_link_stretch);
   // Finite event times can still add up past double's range (issue 17: an infinite time, exit 0).
   if (!std::isfinite(sim.timeline.iteration_us)) {
     EVSIM_THROW(InputError, "the iteration time is not finite: the inputs imply more than {:g} us",

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "plan/iteration_plan.h"
 #include "modeler/cost_model.h"
 #include "modeler/timing_engine.h"
+#include "plan/iteration_plan.h"
 
 namespace evsim {
 
@@ -28,6 +28,12 @@ struct StageOpOffsets {
   // and W together): compute slowed beside the task's own transfers (overlap_slowdown.h).
   double forward_slowdown_us = 0;
   double backward_slowdown_us = 0;
+};
+
+// What link sharing (modeler/link_flows.h) added to one device's in-task collectives across
+// nodes over the iteration, per kind.
+struct TaskLinkStretch {
+  double tp_us = 0, cp_us = 0, ep_us = 0, zero3_us = 0;
 };
 
 struct DeviceMetrics {
@@ -81,7 +87,7 @@ struct SimulationSummary {
   double flops_per_gpu_per_s = 0;
   double mfu = 0;  // against the peak of the GEMM dtype (mfu_by_peak.front())
   std::vector<MfuFigure> mfu_by_peak;
-  double bubble_fraction = 0;  // mean over devices
+  double bubble_fraction = 0;                         // mean over devices
   DeviceMetrics min_device, mean_device, max_device;  // field-wise over devices
   std::vector<StageSummary> stages;
   int critical_stage = 0;                                   // the stage with the most busy time
@@ -94,6 +100,9 @@ struct Simulation {
   TimingInput input;
   IterationTimeline timeline;
   std::vector<StageOpOffsets> offsets;  // per virtual stage
+  // Per pipeline class and device stage, what link sharing added to the collectives inside its
+  // tasks (modeler/link_flows.h; empty when sharing did not re-time).
+  std::vector<std::vector<TaskLinkStretch>> task_link_stretch;
   SimulationSummary summary;
 
   double costUs(int event) const { return costs[event].time_us; }

@@ -87,7 +87,8 @@ std::vector<DeviceBuckets> slowingBuckets(const TimingInput& input, const TaskGr
 // placed once all its inputs are placed, so we sweep the devices until every task is.
 PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
                               const PipelineCost& links,
-                              const std::vector<std::vector<double>>& send_stretch, uint64_t seed) {
+                              const std::vector<std::vector<double>>& send_stretch,
+                              const std::vector<std::vector<double>>& task_stretch, uint64_t seed) {
   const int P = graph.devices;
   std::mt19937_64 rng(seed);
   PipelineTimeline out;
@@ -181,6 +182,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
           overlap_slowdown_us = end - run.end_us;
           run.end_us = end;
         }
+        if (!task_stretch.empty()) run.end_us += task_stretch[s][first];
         double free_us = run.end_us;
         for (size_t at = first; at < first + members; ++at) {
           const int id = order[at];
@@ -231,16 +233,14 @@ double lastGradientTaskStart(const StageTimeline& stage, int chunk, bool split) 
   EVSIM_THROW(Error, "no {} task of chunk {}", phaseName(last), chunk);
 }
 
-}  // namespace
-
-IterationTimeline computeTimeline(const TimingInput& input) {
+// The input's device stages P, after checking it is consistent.
+int checkedDevices(const TimingInput& input) {
   const size_t K = input.stages.size();
   const int v = input.virtual_stages;
   EVSIM_CHECK(K >= 1 && input.micro_batches >= 1 && !input.pipelines.empty(), "empty timing input");
   EVSIM_CHECK(v >= 1 && K % v == 0 && (v == 1 || pipelineSchedule(input.schedule).allowsChunks()),
               "{} virtual stages of {} per device, schedule {}", K, v,
               scheduleName(input.schedule));
-  const PipelineLayout pipeline = pipelineLayout(input.schedule, static_cast<int>(K) / v, v);
   for (const PipelineCost& p : input.pipelines) {
     EVSIM_CHECK(p.send_forward_us.size() == K - 1 && p.send_backward_us.size() == K - 1,
                 "pipeline links: {} / {} for {} stages", p.send_forward_us.size(),
@@ -250,15 +250,33 @@ IterationTimeline computeTimeline(const TimingInput& input) {
   }
   EVSIM_CHECK(input.jitter.sigma <= 0 || input.jitter.op_us.size() == K,
               "jitter op times for {} of {} virtual stages", input.jitter.op_us.size(), K);
-  const int P = static_cast<int>(K) / v;
+  return static_cast<int>(K) / v;
+}
+
+}  // namespace
+
+IterationTimeline computeTimeline(const TimingInput& input) {
+  const int P = checkedDevices(input);
+  return computeTimeline(
+      input, buildTaskGraph(input.schedule, P, input.virtual_stages, input.micro_batches));
+}
+
+IterationTimeline computeTimeline(const TimingInput& input, TaskGraph graph) {
+  const int P = checkedDevices(input);
+  EVSIM_CHECK(graph.devices == P, "a task graph of {} devices for {}", graph.devices, P);
+  const size_t K = input.stages.size();
+  const int v = input.virtual_stages;
+  const PipelineLayout pipeline = pipelineLayout(input.schedule, static_cast<int>(K) / v, v);
   IterationTimeline out;
-  out.graph = buildTaskGraph(input.schedule, P, v, input.micro_batches);
+  out.graph = std::move(graph);
   for (size_t k = 0; k < input.pipelines.size(); ++k) {
     // One generator per class, seeded apart (splitmix-style offsets of the jitter seed).
     const uint64_t seed = input.jitter.seed + 0x9E3779B97F4A7C15ull * (k + 1);
     static const std::vector<std::vector<double>> kNone;
     const auto& stretch = input.send_stretch_us.empty() ? kNone : input.send_stretch_us[k];
-    out.pipelines.push_back(timePipeline(input, out.graph, input.pipelines[k], stretch, seed));
+    const auto& task = input.task_stretch_us.empty() ? kNone : input.task_stretch_us[k];
+    out.pipelines.push_back(
+        timePipeline(input, out.graph, input.pipelines[k], stretch, task, seed));
   }
   // Micro-batch chunks held at once along each device's order (the memory model's walk).
   for (int s = 0; s < P; ++s) {

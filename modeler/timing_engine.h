@@ -32,8 +32,9 @@
 // times.
 //
 // Link sharing (modeler/link_flows.h) re-runs this timing with what shared links added to each
-// send and DP collective (TimingInput's stretch fields): a send or collective ends that much later
-// and everything after it follows. The overlap slowdown above keeps each bucket's standalone time.
+// send, DP collective and task (its collectives across nodes) (TimingInput's stretch fields): a
+// send, collective or task ends that much later and everything after it follows. The overlap
+// slowdown above keeps each bucket's standalone time.
 
 // Fused tasks (task_graph.h; DualPipeV's F&B): the forward of micro-batch i and the backward of
 // micro-batch j (with its W when the backward is whole) on one device run as one task on two
@@ -114,6 +115,9 @@ struct TimingInput {
   // position in the device's order. The DP collectives (shared by every class): per device stage,
   // per grad_sync interval in the order they are placed, and the parameter all-gather.
   std::vector<std::vector<std::vector<double>>> send_stretch_us;
+  // Tasks (per class, device stage, position): what sharing added to the collectives inside each
+  // (TP, CP, EP across nodes; ZeRO-3 gathers), which end the task's run that much later.
+  std::vector<std::vector<std::vector<double>>> task_stretch_us;
   std::vector<std::vector<double>> grad_sync_stretch_us;
   std::vector<double> param_allgather_stretch_us;
 };
@@ -161,5 +165,8 @@ struct IterationTimeline {
 
 // Throws Error if the input is inconsistent or the graph deadlocks (an internal bug).
 IterationTimeline computeTimeline(const TimingInput& input);
+// The same on `graph`, buildTaskGraph of the input's schedule and shape (a timing of the same
+// shape's IterationTimeline::graph): link sharing's second timing does not build it again.
+IterationTimeline computeTimeline(const TimingInput& input, TaskGraph graph);
 
 }  // namespace evsim

@@ -2,8 +2,9 @@
 #include "modeler/network/link_sharing.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
-#include <numeric>
+#include <queue>
 
 #include "common/error.h"
 
@@ -13,29 +14,83 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+bool shares(const SharedFlow& f) { return !f.uses.empty() && f.bytes > 0 && f.duration_us > 0; }
+
+// The flows that share, numbered in order of start time (ties in the callers' order: a stable
+// sort's order), with what the fill reads packed side by side: the event loop then walks them in
+// memory order instead of jumping across the callers' flows (the cache misses were most of its
+// time on thousands of flows).
+struct Flows {
+  std::vector<int> index;  // the caller's index of each
+  std::vector<double> start_us, duration_us, demand;
+  std::vector<int> first_use;  // into `uses`, one past the end last
+  std::vector<LinkUse> uses;
+  std::vector<int> follower;   // the flow that starts when this one ends (SharedFlow::after), or -1
+  std::vector<double> gap_us;  // a follower's standalone gap after the flow it follows
+  bool chained = false;
+  std::span<const LinkUse> usesOf(int f) const {
+    return {uses.data() + first_use[f], uses.data() + first_use[f + 1]};
+  }
+  size_t size() const { return index.size(); }
+};
+
+// The order of start times without a full sort: callers list flows as runs already in time
+// order (a device's sends, its DP stream), so the maximal runs are merged pairwise (each merge
+// stable, left first on ties: a stable sort's order, ties in the callers' order).
+std::vector<int> startOrder(std::span<const SharedFlow> flows) {
+  struct Key {
+    double start_us;
+    int flow;
+  };
+  std::vector<Key> keys, merged;
+  std::vector<size_t> runs;  // where each run of rising start times begins, then the end
+  for (size_t f = 0; f < flows.size(); ++f) {
+    if (!shares(flows[f])) continue;
+    if (keys.empty() || flows[f].start_us < keys.back().start_us) runs.push_back(keys.size());
+    keys.push_back({flows[f].start_us, static_cast<int>(f)});
+  }
+  runs.push_back(keys.size());
+  merged.resize(keys.size());
+  auto earlier = [](const Key& a, const Key& b) { return a.start_us < b.start_us; };
+  while (runs.size() > 2) {
+    std::vector<size_t> joined;
+    for (size_t r = 0; r + 1 < runs.size(); r += 2) {
+      joined.push_back(runs[r]);
+      const size_t mid = runs[r + 1], end = r + 2 < runs.size() ? runs[r + 2] : mid;
+      std::merge(keys.begin() + runs[r], keys.begin() + mid, keys.begin() + mid, keys.begin() + end,
+                 merged.begin() + runs[r], earlier);
+    }
+    joined.push_back(keys.size());
+    keys.swap(merged);
+    runs = std::move(joined);
+  }
+  std::vector<int> order;
+  order.reserve(keys.size());
+  for (const Key& k : keys) order.push_back(k.flow);
+  return order;
+}
+
 // Per-resource and per-flow scratch of the fill, kept across calls (zero between them).
 struct Scratch {
   std::vector<double> used, users;
   std::vector<char> frozen;
 };
 
-bool shares(const SharedFlow& f) { return !f.uses.empty() && f.bytes > 0 && f.duration_us > 0; }
-
 // The max-min fair rates (bytes/us) of the `active` flows into `rate`.
-void fill(std::span<const SharedFlow> flows, std::span<const double> capacity,
-          std::span<const double> demand, const std::vector<int>& active, std::vector<double>& rate,
-          Scratch& scratch) {
-  std::vector<double>& used = scratch.used;
-  std::vector<double>& users = scratch.users;
-  std::vector<char>& frozen = scratch.frozen;
-  frozen.assign(active.size(), 0);
+void fill(const Flows& flows, std::span<const double> capacity, const std::vector<int>& active,
+          std::vector<double>& rate, Scratch& scratch) {
+  const std::vector<double>& demand = flows.demand;
   if (active.size() == 1) {  // alone: its demand (the capacity is at least that)
     rate[active[0]] = demand[active[0]];
     return;
   }
+  std::vector<double>& used = scratch.used;
+  std::vector<double>& users = scratch.users;
+  std::vector<char>& frozen = scratch.frozen;
+  frozen.assign(active.size(), 0);
   for (int f : active) {
     rate[f] = 0;
-    for (const LinkUse& u : flows[f].uses) users[u.resource] += u.copies;
+    for (const LinkUse& u : flows.usesOf(f)) users[u.resource] += u.copies;
   }
   double level = 0;
   size_t left = active.size();
@@ -46,7 +101,7 @@ void fill(std::span<const SharedFlow> flows, std::span<const double> capacity,
       if (frozen[i]) continue;
       const int f = active[i];
       step = std::min(step, demand[f] - level);
-      for (const LinkUse& u : flows[f].uses) {
+      for (const LinkUse& u : flows.usesOf(f)) {
         step = std::min(step, (capacity[u.resource] - used[u.resource]) / users[u.resource]);
       }
     }
@@ -54,25 +109,25 @@ void fill(std::span<const SharedFlow> flows, std::span<const double> capacity,
     level += step;
     for (size_t i = 0; i < active.size(); ++i) {
       if (frozen[i]) continue;
-      for (const LinkUse& u : flows[active[i]].uses) used[u.resource] += step * u.copies;
+      for (const LinkUse& u : flows.usesOf(active[i])) used[u.resource] += step * u.copies;
     }
     // Freeze flows at their demand or on a full resource (relative tolerance: rounding).
     for (size_t i = 0; i < active.size(); ++i) {
       if (frozen[i]) continue;
       const int f = active[i];
       bool stop = level >= demand[f] * (1 - 1e-12);
-      for (const LinkUse& u : flows[f].uses) {
+      for (const LinkUse& u : flows.usesOf(f)) {
         stop = stop || used[u.resource] >= capacity[u.resource] * (1 - 1e-12);
       }
       if (!stop) continue;
       frozen[i] = 1;
       --left;
       rate[f] = std::min(level, demand[f]);
-      for (const LinkUse& u : flows[f].uses) users[u.resource] -= u.copies;
+      for (const LinkUse& u : flows.usesOf(f)) users[u.resource] -= u.copies;
     }
   }
   for (int f : active) {
-    for (const LinkUse& u : flows[f].uses) used[u.resource] = users[u.resource] = 0;
+    for (const LinkUse& u : flows.usesOf(f)) used[u.resource] = users[u.resource] = 0;
   }
 }
 
@@ -86,6 +141,14 @@ void addLoad(std::vector<LoadSegment>& segments, double start, double end, doubl
   segments.push_back({start, end, bytes_per_us});
 }
 
+// A flow's projected end at its current rate; stale once its rate changed again (`version`).
+struct Finish {
+  double us;
+  int flow;
+  int version;
+  bool operator>(const Finish& o) const { return us > o.us; }
+};
+
 }  // namespace
 
 LinkUses::LinkUses(std::initializer_list<LinkUse> uses) {
@@ -97,51 +160,146 @@ void LinkUses::push_back(LinkUse use) {
   at_[size_++] = use;
 }
 
-SharingResult shareLinks(std::span<const SharedFlow> flows,
+SharingResult shareLinks(std::span<const SharedFlow> input,
                          std::span<const double> capacity_bytes_per_us, bool record_load) {
-  const size_t n = flows.size();
   SharingResult out;
-  out.end_us.resize(n);
+  out.end_us.resize(input.size());
+  for (size_t f = 0; f < input.size(); ++f) {
+    out.end_us[f] = input[f].start_us + input[f].duration_us;
+  }
   if (record_load) out.load.resize(capacity_bytes_per_us.size());
   std::vector<double> capacity(capacity_bytes_per_us.begin(), capacity_bytes_per_us.end());
-  std::vector<double> demand(n, 0), remaining_us(n, 0), rate(n, 0), finish(n, 0);
-  std::vector<int> order;
-  order.reserve(n);
-  for (size_t f = 0; f < n; ++f) {
-    const SharedFlow& flow = flows[f];
-    out.end_us[f] = flow.start_us + flow.duration_us;
-    if (!shares(flow)) continue;
-    demand[f] = flow.bytes / flow.duration_us;
-    remaining_us[f] = flow.duration_us;
+  Flows flows;
+  flows.index = startOrder(input);
+  const size_t n = flows.size();
+  flows.start_us.reserve(n);
+  flows.demand.reserve(n);
+  flows.first_use.reserve(n + 1);
+  for (int i : flows.index) {
+    const SharedFlow& flow = input[i];
+    flows.start_us.push_back(flow.start_us);
+    flows.duration_us.push_back(flow.duration_us);
+    flows.demand.push_back(flow.bytes / flow.duration_us);
+    flows.first_use.push_back(static_cast<int>(flows.uses.size()));
     for (const LinkUse& u : flow.uses) {
       EVSIM_CHECK(
           u.resource >= 0 && static_cast<size_t>(u.resource) < capacity.size() && u.copies > 0,
-          "flow {} uses resource {} x{} of {}", f, u.resource, u.copies, capacity.size());
-      capacity[u.resource] = std::max(capacity[u.resource], demand[f] * u.copies);
+          "flow {} uses resource {} x{} of {}", i, u.resource, u.copies, capacity.size());
+      capacity[u.resource] = std::max(capacity[u.resource], flows.demand.back() * u.copies);
+      flows.uses.push_back(u);
     }
-    order.push_back(static_cast<int>(f));
   }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return flows[a].start_us < flows[b].start_us; });
+  flows.first_use.push_back(static_cast<int>(flows.uses.size()));
+  // Followers: numbered in order of their own start_us like the rest, but started when the flow
+  // they follow ends (a flow that does not share leaves its follower on its own start).
+  flows.follower.assign(n, -1);
+  flows.gap_us.assign(n, 0);
+  std::vector<bool> follows(n, false);
+  {
+    std::vector<int> id_of(input.size(), -1);
+    for (size_t f = 0; f < n; ++f) id_of[flows.index[f]] = static_cast<int>(f);
+    for (size_t f = 0; f < n; ++f) {
+      const int after = input[flows.index[f]].after;
+      if (after < 0) continue;
+      EVSIM_CHECK(static_cast<size_t>(after) < input.size() && after != flows.index[f],
+                  "flow {} after {} of {}", flows.index[f], after, input.size());
+      const int p = id_of[after];
+      if (p < 0) continue;
+      EVSIM_CHECK(flows.follower[p] < 0, "two flows after flow {}", after);
+      flows.follower[p] = static_cast<int>(f);
+      flows.gap_us[f] = std::max(0.0, flows.start_us[f] - flows.start_us[p] - flows.duration_us[p]);
+      follows[f] = true;
+      flows.chained = true;
+    }
+  }
 
   Scratch scratch{
       std::vector<double>(capacity.size(), 0), std::vector<double>(capacity.size(), 0), {}};
-  std::vector<double>& used = scratch.used;
-  // The flows in flight, and per resource those on it: an event refills only the flows connected
-  // to it through shared resources (the rest keep their rates: max-min fairness is per connected
-  // component), so a lone flow costs no fill.
-  std::vector<int> active;
+  std::vector<double> rate(n, 0);
+  // Per flow, the standalone time it had left when its rate last changed (at `since_us`): flows
+  // whose rates an event leaves alone are not touched.
+  std::vector<double> remaining_us = flows.duration_us, since_us(n, 0);
+  // Per resource the flows on it (in start order), and where its recorded load last changed. An
+  // event refills only the flows connected to it through shared resources (the rest keep their
+  // rates: max-min fairness is per connected component), so a lone flow costs no fill.
   std::vector<std::vector<int>> on(capacity.size());
-  std::vector<int> seen_at(n, -1), component, seeds;
+  std::vector<double> load_since(capacity.size(), 0);
+  std::vector<int> seen_at(n, -1), component, seeds, ending;
+  std::vector<int> version(n, 0);
+  std::priority_queue<Finish, std::vector<Finish>, std::greater<>> ends;  // earliest first
+  size_t next = 0, in_flight = 0;
   int event = 0;
-  size_t next = 0;
-  double now = order.empty() ? 0 : flows[order[0]].start_us;
-  while (next < order.size() || !active.empty()) {
-    if (active.empty()) now = std::max(now, flows[order[next]].start_us);
-    while (next < order.size() && flows[order[next]].start_us <= now) {
-      const int f = order[next++];
-      active.push_back(f);
-      for (const LinkUse& u : flows[f].uses) on[u.resource].push_back(f);
+  double now = n == 0 ? 0 : flows.start_us[0];
+  // A recorded resource's load from its last change to `now`, before its flows change.
+  auto closeLoad = [&](int r) {
+    if (!record_load || load_since[r] == now) return;
+    double load = 0;
+    for (int g : on[r]) {
+      for (const LinkUse& u : flows.usesOf(g)) load += u.resource == r ? rate[g] * u.copies : 0;
+    }
+    if (load > 0) addLoad(out.load[r], load_since[r], now, load);
+    load_since[r] = now;
+  };
+  // A flow that finds its resources empty and ends before the next flow on any of them starts
+  // runs alone at its demand throughout: it ends on time and takes no event (most flows: a
+  // pipeline's sends rarely meet).
+  std::vector<double> next_start_on(capacity.size(), kInf), free_until(n);
+  for (size_t f = n; f-- > 0;) {
+    double until = kInf;
+    for (const LinkUse& u : flows.usesOf(static_cast<int>(f))) {
+      until = std::min(until, next_start_on[u.resource]);
+      next_start_on[u.resource] = flows.start_us[f];
+    }
+    free_until[f] = until;
+  }
+  // (Not with followers: a follower starts later than its own start_us, past what free_until saw.)
+  auto alone = [&](int f) {
+    if (flows.chained) return false;
+    const double end = flows.start_us[f] + flows.duration_us[f];
+    if (free_until[f] < end) return false;
+    for (const LinkUse& u : flows.usesOf(f)) {
+      if (!on[u.resource].empty()) return false;
+    }
+    out.end_us[flows.index[f]] = end;
+    if (record_load) {
+      for (const LinkUse& u : flows.usesOf(f)) {
+        closeLoad(u.resource);
+        addLoad(out.load[u.resource], flows.start_us[f], end, flows.demand[f] * u.copies);
+      }
+    }
+    return true;
+  };
+  // Followers released by the end of the flow they follow, by start (then number).
+  std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>
+      released;
+  auto skipFollowers = [&] {
+    while (next < n && follows[next]) ++next;
+  };
+  auto nextStart = [&] {
+    const double static_start = next < n ? flows.start_us[next] : kInf;
+    return released.empty() ? static_start : std::min(static_start, released.top().first);
+  };
+  skipFollowers();
+  while (next < n || in_flight > 0 || !released.empty()) {
+    if (in_flight == 0) now = std::max(now, nextStart());
+    while (nextStart() <= now) {
+      int f;
+      if (!released.empty() && released.top().first <= now &&
+          (next >= n || flows.start_us[next] > now ||
+           released.top().second < static_cast<int>(next))) {
+        f = released.top().second;
+        released.pop();
+      } else {
+        f = static_cast<int>(next++);
+        skipFollowers();
+      }
+      if (alone(f)) continue;
+      ++in_flight;
+      since_us[f] = now;
+      for (const LinkUse& u : flows.usesOf(f)) {
+        closeLoad(u.resource);
+        on[u.resource].push_back(f);
+      }
       seeds.push_back(f);
     }
     // The component of the flows that started, or that shared a resource with one that ended.
@@ -152,7 +310,7 @@ SharingResult shareLinks(std::span<const SharedFlow> flows,
       component.push_back(f);
     }
     for (size_t i = 0; i < component.size(); ++i) {
-      for (const LinkUse& u : flows[component[i]].uses) {
+      for (const LinkUse& u : flows.usesOf(component[i])) {
         for (int g : on[u.resource]) {
           if (seen_at[g] == event) continue;
           seen_at[g] = event;
@@ -162,41 +320,55 @@ SharingResult shareLinks(std::span<const SharedFlow> flows,
     }
     seeds.clear();
     ++event;
-    fill(flows, capacity, demand, component, rate, scratch);
+    // Progress at the old rates up to now, then the new rates and where they end the flows.
+    for (int f : component) {
+      for (const LinkUse& u : flows.usesOf(f)) closeLoad(u.resource);
+      if (since_us[f] < now) {
+        remaining_us[f] =
+            std::max(0.0, remaining_us[f] - (now - since_us[f]) * rate[f] / flows.demand[f]);
+        since_us[f] = now;
+      }
+    }
+    if (!component.empty()) fill(flows, capacity, component, rate, scratch);
+    for (int f : component) {
+      ends.push({now + remaining_us[f] * flows.demand[f] / rate[f], f, ++version[f]});
+    }
+    if (next == n && in_flight == 0 && released.empty()) break;
     // Until the next start or the first end at these rates. A flow ends at its projected finish
     // (compared as computed: at times of 1e7 us a residue of 1e-9 us would not move `now`).
-    double until = next < order.size() ? flows[order[next]].start_us : kInf;
-    for (int f : active) {
-      finish[f] = now + remaining_us[f] * demand[f] / rate[f];
-      until = std::min(until, finish[f]);
-    }
+    while (!ends.empty() && ends.top().version != version[ends.top().flow]) ends.pop();
+    const double until = std::min(nextStart(), ends.empty() ? kInf : ends.top().us);
     EVSIM_CHECK(until < kInf && until >= now, "link sharing stalled at {} us", now);
-    if (record_load) {
-      for (int f : active) {
-        for (const LinkUse& u : flows[f].uses) used[u.resource] += rate[f] * u.copies;
-      }
-      for (int f : active) {
-        for (const LinkUse& u : flows[f].uses) {
-          if (used[u.resource] == 0) continue;  // already written for this step
-          addLoad(out.load[u.resource], now, until, used[u.resource]);
-          used[u.resource] = 0;
-        }
-      }
+    now = until;
+    // The flows that end now leave their resources, in start order (the order of the resources'
+    // lists); then the flows left on those are seeded, in the order they sit there. Every flow
+    // that ends now leaves before any is seeded: one seeded and then ended in the same step would
+    // be refilled as if still in flight.
+    ending.clear();
+    for (; !ends.empty() && ends.top().us <= until; ends.pop()) {
+      const Finish& end = ends.top();
+      if (end.version != version[end.flow]) continue;
+      ++version[end.flow];
+      ending.push_back(end.flow);
     }
-    std::erase_if(active, [&](int f) {
-      if (finish[f] > until) {
-        remaining_us[f] -= (until - now) * rate[f] / demand[f];
-        return false;
+    std::sort(ending.begin(), ending.end());
+    for (int f : ending) {
+      out.end_us[flows.index[f]] = until;
+      --in_flight;
+      if (const int g = flows.follower[f]; g >= 0) {
+        released.push({std::max(flows.start_us[g], until + flows.gap_us[g]), g});
       }
-      out.end_us[f] = until;
-      for (const LinkUse& u : flows[f].uses) {
+      for (const LinkUse& u : flows.usesOf(f)) {
+        closeLoad(u.resource);
         std::vector<int>& list = on[u.resource];
         list.erase(std::find(list.begin(), list.end(), f));
-        seeds.insert(seeds.end(), list.begin(), list.end());
       }
-      return true;
-    });
-    now = until;
+    }
+    for (int f : ending) {
+      for (const LinkUse& u : flows.usesOf(f)) {
+        seeds.insert(seeds.end(), on[u.resource].begin(), on[u.resource].end());
+      }
+    }
   }
   out.capacity_bytes_per_us = std::move(capacity);
   return out;

@@ -55,6 +55,10 @@ struct SharedFlow {
   double duration_us = 0;  // alone
   double bytes = 0;        // per copy, through each resource in `uses`
   LinkUses uses;
+  // An earlier flow of the list this one follows (a task's collectives run one after another), or
+  // -1: it starts when that one ends plus the gap their standalone times leave (start_us - that
+  // one's start_us - duration_us), never before start_us.
+  int after = -1;
 };
 
 // A resource's load over one stretch of time (constant in between).
@@ -71,7 +75,8 @@ struct SharingResult {
 };
 
 // Ends of `flows` sharing resources of `capacity_bytes_per_us` (one per resource). A flow with no
-// use, no bytes or no duration ends at start + duration. `record_load` fills `load`.
+// use, no bytes or no duration ends at start + duration (and a flow after it starts at its own
+// start_us). `record_load` fills `load`.
 SharingResult shareLinks(std::span<const SharedFlow> flows,
                          std::span<const double> capacity_bytes_per_us, bool record_load = false);
 

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "config/model_config.h"
 #include "modeler/link_flows.h"
 #include "modeler/link_usage.h"
 #include "modeler/simulation.h"
@@ -106,6 +107,41 @@ TEST(LinkSharing, SymmetricCopiesComputedOnceMatchExpandedFlows) {
   EXPECT_NEAR(d.end_us[2], c.end_us[1], 1e-9);
 }
 
+TEST(LinkSharing, FlowsEndingTogetherLeaveTheLinkToTheSurvivor) {
+  // A NIC of 300 bytes/us; A and B need 100 each (1000 bytes in 10 us), C 300 (3000 bytes). The
+  // fair level 100 fills the NIC (3 x 100): all three at 100 until A and B end together at 10. C
+  // has 1000 bytes, the other 2000 alone at 300: ends at 10 + 20/3. (Before the fix, B was seeded
+  // by A's end and refilled beside C as if still in flight: C ran at 200 and ended at 20.)
+  const std::vector<double> nic{300};
+  const std::vector<SharedFlow> flows{onNic(0, 10, 1000), onNic(0, 10, 1000), onNic(0, 10, 3000)};
+  const SharingResult r = shareLinks(flows, nic, /*record_load=*/true);
+  EXPECT_DOUBLE_EQ(r.end_us[0], 10);
+  EXPECT_DOUBLE_EQ(r.end_us[1], 10);
+  EXPECT_NEAR(r.end_us[2], 10 + 20.0 / 3, 1e-9);
+  // The NIC is full throughout: one segment of 300 bytes/us over [0, 10 + 20/3].
+  ASSERT_EQ(r.load[0].size(), 1u);
+  EXPECT_NEAR(r.load[0][0].end_us, 10 + 20.0 / 3, 1e-9);
+  EXPECT_DOUBLE_EQ(r.load[0][0].bytes_per_us, 300);
+}
+
+TEST(LinkSharing, StartOrderDoesNotDependOnTheListOrder) {
+  // The same three flows listed in time order and out of it (the start order merges runs of
+  // rising start times): A from 0, B and C from 5, one 100 bytes/us NIC, demand 100 each. 0-5: A
+  // alone (500 bytes left). From 5 three at 100/3: A's 500 bytes take 15 us (ends 20); B and C
+  // then have 500 each left, at 50: 10 us more, both end at 30.
+  const std::vector<SharedFlow> sorted{onNic(0, 10, 1000), onNic(5, 10, 1000), onNic(5, 10, 1000)};
+  const std::vector<SharedFlow> shuffled{onNic(5, 10, 1000), onNic(0, 10, 1000),
+                                         onNic(5, 10, 1000)};
+  const SharingResult a = shareLinks(sorted, kNic);
+  const SharingResult b = shareLinks(shuffled, kNic);
+  EXPECT_NEAR(a.end_us[0], 20, 1e-9);
+  EXPECT_NEAR(a.end_us[1], 30, 1e-9);
+  EXPECT_NEAR(a.end_us[2], 30, 1e-9);
+  EXPECT_NEAR(b.end_us[1], 20, 1e-9);
+  EXPECT_NEAR(b.end_us[0], 30, 1e-9);
+  EXPECT_NEAR(b.end_us[2], 30, 1e-9);
+}
+
 TEST(LinkSharing, ALoneFlowFasterThanTheNominalLinkKeepsItsTime) {
   // A profile may beat the nominal link: 2000 bytes in 10 us on a 100 bytes/us NIC.
   const std::vector<SharedFlow> one{onNic(3, 10, 2000)};
@@ -147,12 +183,12 @@ TEST(LinkFlows, ABucketAndASendShareTheNicOnlyWhileTheyOverlap) {
   TimingInput off = in;
   IterationTimeline alone = computeTimeline(off);
   plan.cluster.topology.link_sharing = false;
-  EXPECT_FALSE(shareLinksOverTime(plan, off, alone));
+  EXPECT_FALSE(shareLinksOverTime(plan, {}, {}, off, alone));
   EXPECT_NEAR(alone.pipelines[0].stages[1].tasks[1].send.duration(), tb, 1e-9);
 
   plan.cluster.topology.link_sharing = true;
   IterationTimeline shared = computeTimeline(in);
-  EXPECT_TRUE(shareLinksOverTime(plan, in, shared));
+  EXPECT_TRUE(shareLinksOverTime(plan, {}, {}, in, shared));
   const StageTimeline& s0 = shared.pipelines[0].stages[0];
   const StageTimeline& s1 = shared.pipelines[0].stages[1];
   EXPECT_NEAR(s0.tasks[0].send.duration(), tf, 1e-9);  // overlaps nothing
@@ -199,6 +235,70 @@ TEST(LinkUsage, CountsEveryPipelineByteOnBothEnds) {
   EXPECT_EQ(first_row.substr(0, first_row.find(',', first_row.find(',') + 1)),
             "node 0 nic tx,10.000");
   EXPECT_EQ(first_row.substr(first_row.rfind(',', first_row.rfind(',') - 1)), ",4096,1.0000");
+}
+
+// An in-task collective across nodes as a flow: tiny-moe on 1M1P2D with EP = 2 and one GPU per
+// node (10 GB/s NICs: 1e4 bytes/us), so every MoE all-to-all crosses the node's NICs; DP overlap,
+// small buckets. Costs: every all-to-all Ta, the first DP bucket Tb, everything else 0. An
+// all-to-all of 32768 bytes over 2 ranks moves (n - 1) / n = 16384 bytes per rank, all to the
+// other node (copies 1 x (2 - 1) / 1); Ta = 16384 / 1e4 fills the NIC, and so does Tb = 131328
+// bytes (the 2-rank all-reduce's bus factor 1) / 1e4. F runs the 8 all-to-alls of 4 layers back
+// to back: [0, 8 Ta]. B starts at 8 Ta; the first bucket is ready at once (after the final norm's
+// gradient, free), beside B's first all-to-all, and B's 8 all-to-alls follow one another. Shared
+// max-min: each all-to-all and the bucket at 5000 bytes/us while both run: the 8 all-to-alls
+// (131072 bytes) take 16 Ta, the bucket has 131328 - 131072 = 256 bytes left, alone: 0.0256 us.
+// So B's collectives end 8 Ta late (the task's stretch) and the bucket 8 Ta late too.
+TEST(LinkFlows, AnExpertAllToAllBesideADpBucketTakesItsMaxMinShare) {
+  Strategy s = test::strategy("1M1P2D", 1, 2);
+  s.ep = 2;
+  s.dp_overlap = true;
+  s.dp_bucket_bytes = 40000;
+  IterationPlan plan = buildIterationPlan(loadModelConfig(test::configPath("models", "tiny-moe")),
+                                          test::cluster(1, 0, test::kSlowLinks), s);
+  const StagePlan& stage = plan.stages[0];
+  const OpInstance& a2a = test::findOp(stage.forward, "moe_dispatch_alltoall", 0);
+  const Event& a2a_event = test::eventOf(plan, a2a);
+  ASSERT_EQ(a2a_event.message_bytes, 32768);
+  ASSERT_EQ(a2a_event.placement.nodes, 2);
+  ASSERT_GE(stage.dp_buckets.size(), 2u);
+  const int bucket = stage.dp_buckets[0].event;
+  ASSERT_EQ(plan.events[bucket].event.message_bytes, 131328);
+  const double ta = 16384 / 1e4, tb = 131328 / 1e4;
+  std::vector<EventCost> costs(plan.events.size(), EventCost{0.0});
+  costs[a2a.event].time_us = ta;
+  costs[bucket].time_us = tb;
+  int all_to_alls = 0;
+  for (const OpInstance& op : stage.backward) all_to_alls += op.event == a2a.event;
+  ASSERT_EQ(all_to_alls, 8);
+
+  plan.cluster.topology.link_sharing = false;
+  const Simulation alone = simulate(plan, costs);
+  const StageTimeline& a = alone.timeline.pipelines[0].stages[0];
+  ASSERT_EQ(a.tasks.size(), 2u);
+  EXPECT_NEAR(a.tasks[1].run.start_us, 8 * ta, 1e-9);
+  EXPECT_NEAR(a.tasks[1].run.duration(), 8 * ta, 1e-9);
+  EXPECT_NEAR(a.grad_sync[0].start_us, 8 * ta, 1e-9);
+  EXPECT_NEAR(a.grad_sync[0].duration(), tb, 1e-9);
+
+  plan.cluster.topology.link_sharing = true;
+  const Simulation shared = simulate(plan, costs);
+  const StageTimeline& b = shared.timeline.pipelines[0].stages[0];
+  EXPECT_NEAR(b.tasks[0].run.duration(), 8 * ta, 1e-9);  // F overlaps nothing
+  EXPECT_NEAR(b.tasks[1].run.duration(), 16 * ta, 1e-9);
+  EXPECT_NEAR(b.grad_sync[0].end_us, 8 * ta + 16 * ta + 256 / 1e4, 1e-9);
+  // The stretch counts as EP communication, all of it exposed (the mean device is this one).
+  EXPECT_NEAR(shared.summary.mean_device.ep_comm_us - alone.summary.mean_device.ep_comm_us,
+              8 * ta, 1e-9);
+  // Where the time went (item 6): the node's NICs carried the 16 all-to-alls (F's and B's, 16384
+  // bytes each) and the bucket's 131328 bytes; the buckets of no time are no flows.
+  const LinkUsage usage = linkUsage(shared);
+  ASSERT_FALSE(usage.links.empty());
+  EXPECT_EQ(usage.links[0].name, "node 0 nic tx");
+  EXPECT_NEAR(usage.links[0].bytes, 16 * 16384 + 131328, 1e-6);
+  // Unshared (--link-sharing off), each flow at its own rate: the same bytes.
+  const LinkUsage unshared = linkUsage(alone);
+  ASSERT_FALSE(unshared.links.empty());
+  EXPECT_NEAR(unshared.links[0].bytes, 16 * 16384 + 131328, 1e-6);
 }
 
 }  // namespace
