@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "plan/iteration_plan.h"
 #include "modeler/cost_model.h"
 #include "modeler/timing_engine.h"
+#include "plan/iteration_plan.h"
 
 namespace evsim {
 
@@ -77,11 +77,12 @@ struct SimulationSummary {
   double iteration_us = 0;
   double samples_per_s = 0;
   double tokens_per_s = 0;
-  double model_flops = 0;  // per iteration, all devices, without recomputed ops
+  double model_flops = 0;  // per iteration, all devices: GEMMs and attention (countsModelFlops),
+                           // causal attention halved, recomputed ops excluded
   double flops_per_gpu_per_s = 0;
   double mfu = 0;  // against the peak of the GEMM dtype (mfu_by_peak.front())
   std::vector<MfuFigure> mfu_by_peak;
-  double bubble_fraction = 0;  // mean over devices
+  double bubble_fraction = 0;                         // mean over devices
   DeviceMetrics min_device, mean_device, max_device;  // field-wise over devices
   std::vector<StageSummary> stages;
   int critical_stage = 0;                                   // the stage with the most busy time
