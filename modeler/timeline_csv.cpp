@@ -16,11 +16,13 @@ namespace evsim {
 
 namespace {
 
-constexpr size_t kColumnCount = 13;
+// The current header's 15 columns; files of the 13-column header (before cp and ep) still read.
+constexpr size_t kColumnCount = 15;
+constexpr size_t kOldColumnCount = 13;
 constexpr double kMaxTimeUs = 1e15;
 constexpr std::array<std::string_view, kColumnCount> kColumns = {
-    "rank",   "tp",          "pp",    "dp", "stream", "event",     "start_us",
-    "dur_us", "micro_batch", "phase", "op", "layer",  "provenance"};
+    "rank",   "tp",          "pp",    "dp", "stream", "event",      "start_us", "dur_us",
+    "micro_batch", "phase", "op", "layer",  "provenance", "cp", "ep"};
 enum Column {
   kRank,
   kTp,
@@ -34,11 +36,13 @@ enum Column {
   kPhase,
   kOp,
   kLayer,
-  kProvenance
+  kProvenance,
+  kCp,
+  kEp
 };
 
 struct Coord {
-  int32_t tp, pp, dp;
+  int32_t tp, pp, dp, cp;
   bool operator==(const Coord&) const = default;
 };
 
@@ -167,10 +171,11 @@ Timeline readTimelineCsv(std::istream& in, const std::string& path, NameTable& n
                 "standing for many ranks); compare needs one per rank: write it with --ranks LIST",
                 path);
   }
-  if (line != kTimelineCsvHeader) {
+  if (line != kTimelineCsvHeader && line != kTimelineCsvHeaderWithoutCpEp) {
     EVSIM_THROW(InputError, "{}:1: header '{}' is not the timeline CSV header '{}'", path,
                 clipped(line), kTimelineCsvHeader);
   }
+  const size_t columns = line == kTimelineCsvHeader ? kColumnCount : kOldColumnCount;
   // The rank's coordinates, to catch a file that mixes strategies; rows come grouped by rank, so
   // one cached entry avoids the map lookup almost always.
   std::unordered_map<int32_t, Coord> coords;
@@ -184,15 +189,18 @@ Timeline readTimelineCsv(std::istream& in, const std::string& path, NameTable& n
     stripCr();
     if (line.empty()) continue;
     size_t count = splitFields(line, fields);
-    if (count != kColumnCount) {
-      EVSIM_THROW(InputError, "{}:{}: {} columns, expected {} ({})", path, line_number,
-                  count > kColumnCount ? "more than 13" : std::to_string(count), kColumnCount,
-                  kTimelineCsvHeader);
+    if (count != columns) {
+      EVSIM_THROW(InputError, "{}:{}: {} columns, expected {} (the header's)", path, line_number,
+                  count > kColumnCount ? fmt::format("more than {}", kColumnCount)
+                                       : std::to_string(count),
+                  columns);
     }
     LineParser p(path, line_number, fields);
     TimelineRow row;
     row.rank = p.integer(kRank, 0);
-    Coord coord{p.integer(kTp, 0), p.integer(kPp, 0), p.integer(kDp, 0)};
+    Coord coord{p.integer(kTp, 0), p.integer(kPp, 0), p.integer(kDp, 0),
+                columns == kColumnCount ? p.integer(kCp, 0) : 0};
+    if (columns == kColumnCount) p.integer(kEp, 0);
     row.pp = coord.pp;
     row.stream = p.stream();
     p.nonEmpty(kEvent);
@@ -209,9 +217,10 @@ Timeline readTimelineCsv(std::istream& in, const std::string& path, NameTable& n
       auto [it, inserted] = coords.try_emplace(row.rank, coord);
       if (!inserted && !(it->second == coord)) {
         EVSIM_THROW(InputError,
-                    "{}:{}: rank {} is at tp {} pp {} dp {} here but at tp {} pp {} dp {} earlier",
-                    path, line_number, row.rank, coord.tp, coord.pp, coord.dp, it->second.tp,
-                    it->second.pp, it->second.dp);
+                    "{}:{}: rank {} is at tp {} cp {} pp {} dp {} here but at tp {} cp {} pp {} dp "
+                    "{} earlier",
+                    path, line_number, row.rank, coord.tp, coord.cp, coord.pp, coord.dp,
+                    it->second.tp, it->second.cp, it->second.pp, it->second.dp);
       }
       last_rank = row.rank;
       last_coord = coord;

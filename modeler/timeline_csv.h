@@ -1,7 +1,9 @@
 #pragma once
 // Reader of per-device timeline CSVs, the format `eventsim simulate --csv` and `eventrun --csv`
 // write (modeler/trace_writer.cpp):
-//   rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance
+//   rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance,cp,ep
+// (cp: the rank's context-parallel index, ep: its expert-parallel index, dp mod E; both 0 without
+// them. They came last so that files of the 13-column header, before them, read as cp = ep = 0.)
 //
 // Files can be hundreds of MB, so the reader streams line by line and keeps only what `eventsim
 // compare` needs per row: numbers, enums and an interned id for the op name (a few dozen distinct
@@ -67,10 +69,12 @@ inline constexpr std::string_view kTimelineMapComment =
     "# eventsim timeline CSV, one row set per simulated timeline; the ranks of each:";
 
 inline constexpr std::string_view kTimelineCsvHeader =
+    "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance,cp,ep";
+inline constexpr std::string_view kTimelineCsvHeaderWithoutCpEp =
     "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance";
 
 // Reads `path`. Throws InputError when the file cannot be opened, is malformed, holds no event, or
-// gives one rank two different (tp, pp, dp) coordinates.
+// gives one rank two different (tp, cp, pp, dp) coordinates.
 Timeline loadTimelineCsv(const std::string& path, NameTable& names);
 // The same from a stream; `path` only names the source in messages.
 Timeline readTimelineCsv(std::istream& in, const std::string& path, NameTable& names);

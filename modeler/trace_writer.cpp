@@ -22,6 +22,16 @@ namespace evsim {
 
 namespace {
 
+// A rank's coordinates as its trace row names them: "tp1 cp1 pp0 dp3 ep1", cp and ep only where
+// the strategy has them (a CP peer is told apart from its TP peers by them).
+std::string coordText(const Strategy& s, const RankCoord& c) {
+  std::string out = fmt::format("tp{}", c.tp);
+  if (s.cp > 1) out += fmt::format(" cp{}", c.cp);
+  out += fmt::format(" pp{} dp{}", c.pp, c.dp);
+  if (s.ep > 1) out += fmt::format(" ep{}", c.dp % s.ep);
+  return out;
+}
+
 // The thread of the receive side of pipeline transfers: a rank's own sends and its receives
 // overlap in time, so they get a row each. Thread ids stay those of the four original streams
 // and this one (4) whatever streams are added after them: CP, EP and the host link come next,
@@ -235,7 +245,7 @@ void writeChromeTrace(const TimelineSource& source, const std::vector<int64_t>& 
     if (group.ranks.size() == 1) {
       text << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << rank
            << ",\"args\":{\"name\":\"rank " << rank << " (node " << layout.node(rank) << ", gpu "
-           << layout.gpuInNode(rank) << ") tp" << c.tp << " pp" << c.pp << " dp" << c.dp << "\"}}";
+           << layout.gpuInNode(rank) << ") " << coordText(plan.strategy, c) << "\"}}";
     } else {
       // One simulated timeline for many ranks: the label lists every one (Perfetto shows it
       // beside the name and finds a rank by it).
@@ -353,11 +363,12 @@ void writeTimelineCsv(const TimelineSource& source, const std::vector<int64_t>& 
     }
     text << "timeline,";
   }
-  text << "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance\n";
+  text << kTimelineCsvHeader << '\n';
   for (const RankGroup& group : groups) {
     throwIfCancelled();
     const int64_t rank = group.ranks[0];
     const RankCoord c = layout.coord(rank);
+    const int ep = c.dp % plan.strategy.ep;
     source.for_each_event(rank, [&](const DeviceEvent& e) {
       // Signatures hold no commas or quotes, so fields need no quoting.
       if (per_timeline) text << group.timeline << ',';
@@ -366,7 +377,8 @@ void writeTimelineCsv(const TimelineSource& source, const std::vector<int64_t>& 
       text.fixed3(e.start_us) << ',';
       text.fixed3(e.duration_us) << ',' << e.micro_batch << ',' << phaseName(e.phase) << ','
                                  << e.name << ',' << layerText(e.layer, layer_scratch) << ','
-                                 << source.provenance(e.event) << '\n';
+                                 << source.provenance(e.event) << ',' << c.cp << ',' << ep
+                                 << '\n';
       text.flush();
     });
   }

@@ -64,6 +64,12 @@ def label(c, where):
     if overlap not in sequence_parallel:
         fail(f"{where}: dp_overlap '{overlap}' is not true/false or on/off")
     parts.append("ov" if sequence_parallel[overlap] else None)
+    # Context and expert parallelism (older files have no such fields).
+    for key, short in (("cp", "cp"), ("ep", "ep")):
+        size = number(c.get(key, 1), key, where)
+        parts.append(f"{short}{size:.0f}" if size and size > 1 else None)
+    offload = c.get("offload", "none")
+    parts.append(f"off={offload}" if offload not in ("none", None, "") else None)
     return " ".join(p for p in parts if p)
 
 
@@ -158,7 +164,7 @@ def main():
     n = len(shown_ok) + len(shown_oom)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * n + 2) + 1.8, 5.0))  # + 1.8: the legend
     xs = list(range(n))
-    worst = min((t for _, t in ok), default=0)
+    best = max((t for _, t in ok), default=0)
     ax.bar(xs[: len(shown_ok)], [t for _, t in shown_ok], color="tab:blue", label="fits (simulated)")
     top = max((t for _, t in shown_ok), default=1.0)
     if shown_oom:
@@ -169,9 +175,9 @@ def main():
         for x, (_, peak) in zip(xs[len(shown_ok):], shown_oom):
             text = "OOM" if peak is None else f"OOM\n{peak / 2**30:.0f} GiB"
             ax.text(x, stub, text, ha="center", va="bottom", fontsize=7, color="dimgrey")
-    if worst > 0:
+    if best > 0:
         for x, (_, t) in zip(xs, shown_ok):
-            ax.text(x, t, f"{t / worst:.2f}x", ha="center", va="bottom", fontsize=7)
+            ax.text(x, t, f"{t / best:.2f}", ha="center", va="bottom", fontsize=7)
     ax.set_xticks(xs)
     ax.set_xticklabels([l for l, _ in shown_ok] + [l for l, _ in shown_oom], rotation=90,
                        fontsize=7)
@@ -185,8 +191,8 @@ def main():
         batch = f", B={meta['global_batch']}" if meta.get("global_batch") else ""
         title = f"eventsim search{': ' + what if what else ''}{gpus}{batch}"
     counts = counts_text(len(ok), len(oom), invalid, meta, len(shown_ok), len(shown_oom))
-    ax.set_title(f"{title}\n{counts}; labels: speed-up over the worst that fits", fontsize=9)
-    # Outside the axes, right: inside it would cover the speed-up labels of the tallest bars.
+    ax.set_title(f"{title}\n{counts}; labels: throughput relative to the best", fontsize=9)
+    # Outside the axes, right: inside it would cover the labels of the tallest bars.
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     out_dir = os.path.dirname(os.path.abspath(args.output))

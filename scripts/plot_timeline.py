@@ -6,8 +6,8 @@ Usage:
     python3 scripts/plot_timeline.py timeline.csv -o timeline.png [--ranks 0,4-7]
                                      [--start-ms T0] [--end-ms T1] [--title TEXT]
 
-One row per (rank, stream): compute, then the tp-comm, pp-comm and dp-comm streams any chosen rank
-uses (hatched). Each op is a rectangle coloured by its phase (forward, backward, recompute,
+One row per (rank, stream): compute, then the tp-comm, pp-comm, dp-comm, cp-comm, ep-comm and host
+streams any chosen rank uses (hatched). Each op is a rectangle coloured by its phase (forward, backward, recompute,
 grad-sync, optimizer); idle time, pipeline bubbles included, is empty space. Long enough runs of
 one micro-batch on a compute row carry its number. Time is in ms from the file's first event;
 --start-ms/--end-ms zoom into a window of it. Default ranks: the first pipeline in the file (the
@@ -27,16 +27,18 @@ from collections import namedtuple
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot_common  # noqa: E402  (this folder)
 
-# modeler/timeline_csv.h: the header `eventsim simulate --csv` and `eventrun --csv` write.
-HEADER = "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance"
+# modeler/timeline_csv.h: the header `eventsim simulate --csv` and `eventrun --csv` write (cp and
+# ep last); files of the older 13-column header read as cp = ep = 0.
+OLD_HEADER = "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance"
+HEADER = OLD_HEADER + ",cp,ep"
 # The first line of a per-timeline CSV (simulate --ranks all), then "# timeline T: ranks 0-3,...".
 MAP_COMMENT = "# eventsim timeline CSV, one row set per simulated timeline; the ranks of each:"
-STREAMS = ("compute", "tp-comm", "pp-comm", "dp-comm")
+STREAMS = ("compute", "tp-comm", "pp-comm", "dp-comm", "cp-comm", "ep-comm", "host")
 PHASE_COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "recompute": "tab:purple",
                  "grad-sync": "tab:red", "optimizer": "tab:green"}
 MAX_DEFAULT_RANKS = 16
 
-Op = namedtuple("Op", "rank tp pp dp stream start_us dur_us micro_batch phase")
+Op = namedtuple("Op", "rank tp pp dp stream start_us dur_us micro_batch phase cp ep")
 Rect = namedtuple("Rect", "row x width colour hatch phase micro_batch")
 
 
@@ -48,23 +50,25 @@ def import_pyplot():
     return plot_common.import_pyplot("plot_timeline.py")
 
 
-def row_op(f, where):
-    """The Op of one row's 13 fields, checked as modeler/timeline_csv.cpp checks them."""
-    if len(f) != 13:
-        fail(f"{where}: {len(f)} columns, expected 13")
+def row_op(f, where, columns=15):
+    """The Op of one row's fields (15, or 13 under the old header), checked as
+    modeler/timeline_csv.cpp checks them."""
+    if len(f) != columns:
+        fail(f"{where}: {len(f)} columns, expected {columns}")
     try:
         rank, tp, pp, dp, mb = (int(f[i]) for i in (0, 1, 2, 3, 8))
+        cp, ep = (int(f[13]), int(f[14])) if columns == 15 else (0, 0)
         start, dur = float(f[6]), float(f[7])
     except ValueError:
-        fail(f"{where}: rank, tp, pp, dp, micro_batch must be integers, "
+        fail(f"{where}: rank, tp, pp, dp, micro_batch, cp, ep must be integers, "
              "start_us, dur_us numbers")
-    if min(rank, tp, pp, dp) < 0 or mb < -1 or dur < 0 or not math.isfinite(start + dur):
+    if min(rank, tp, pp, dp, cp, ep) < 0 or mb < -1 or dur < 0 or not math.isfinite(start + dur):
         fail(f"{where}: a negative coordinate or duration, or a time that is not finite")
     if f[4] not in STREAMS:
         fail(f"{where}: stream '{f[4]}' is not one of {', '.join(STREAMS)}")
     if f[9] not in PHASE_COLOURS:
         fail(f"{where}: phase '{f[9]}' is not one of {', '.join(PHASE_COLOURS)}")
-    return Op(rank, tp, pp, dp, f[4], start, dur, mb, f[9])
+    return Op(rank, tp, pp, dp, f[4], start, dur, mb, f[9], cp, ep)
 
 
 def expand_ranges(text):
@@ -102,11 +106,12 @@ def scan(path, choose=None):
                             timeline_of[r] = key
                     except ValueError:
                         fail(f"{path}:{number}: not a rank map line ('# timeline T: ranks 0-3')")
-                header = "timeline," + HEADER
+                prefix = "timeline,"
             else:
-                header = HEADER
-            if line != header:
-                fail(f"{path}:{number}: not a timeline CSV (expected the header '{header}')")
+                prefix = ""
+            if line not in (prefix + HEADER, prefix + OLD_HEADER):
+                fail(f"{path}:{number}: not a timeline CSV (expected the header '{prefix + HEADER}')")
+            columns = 15 if line == prefix + HEADER else 13
             skip = 1 if timeline_of is not None else 0  # the timeline column
             wanted = None
             if isinstance(choose, set):
@@ -121,25 +126,23 @@ def scan(path, choose=None):
                 key = line[:line.find(",")]
                 if key != last:  # a rank's (a timeline's) first row: its coordinates
                     last = key
-                    fields = line.split(",", skip + 5)
-                    try:
-                        rank, tp, pp, dp = (int(x) for x in fields[skip:skip + 4])
-                    except ValueError:
-                        op = row_op(line.split(",")[skip:], f"{path}:{number}")  # says why
-                    if coords.setdefault(rank, (tp, pp, dp)) != (tp, pp, dp) or \
+                    op = row_op(line.split(",")[skip:], f"{path}:{number}", columns)
+                    rank, tp, pp, dp, cp = op.rank, op.tp, op.pp, op.dp, op.cp
+                    coord = (tp, pp, dp, cp, op.ep)
+                    if coords.setdefault(rank, coord) != coord or \
                             keys.setdefault(rank, key) != key:
-                        fail(f"{path}:{number}: rank {rank} has two different (tp, pp, dp); "
+                        fail(f"{path}:{number}: rank {rank} has two different (tp, cp, pp, dp); "
                              "the file mixes strategies")
                     if choose is None:
                         keep = True
                     elif wanted is not None:
                         keep = key in wanted
-                    else:  # the first pipeline: lowest dp, then lowest tp
-                        if best is None or (dp, tp) < best:
-                            best, ops = (dp, tp), []
-                        keep = (dp, tp) == best
+                    else:  # the first pipeline: lowest dp, then lowest cp, then lowest tp
+                        if best is None or (dp, cp, tp) < best:
+                            best, ops = (dp, cp, tp), []
+                        keep = (dp, cp, tp) == best
                 if keep:
-                    ops.append(row_op(line.split(",")[skip:], f"{path}:{number}"))
+                    ops.append(row_op(line.split(",")[skip:], f"{path}:{number}", columns))
     except (OSError, UnicodeDecodeError) as e:
         fail(f"{path}: cannot read ({e})")
     if not coords:
@@ -193,10 +196,9 @@ def compact(ranks):
 
 
 def first_pipeline(ops):
-    """The ranks of the lowest dp and, within it, the lowest tp, by stage."""
-    dp = min(o.dp for o in ops)
-    tp = min(o.tp for o in ops if o.dp == dp)
-    return sorted({(o.pp, o.rank) for o in ops if (o.dp, o.tp) == (dp, tp)})
+    """The ranks of the lowest dp and, within it, the lowest cp and tp, by stage."""
+    dp, cp, tp = min((o.dp, o.cp, o.tp) for o in ops)
+    return sorted({(o.pp, o.rank) for o in ops if (o.dp, o.cp, o.tp) == (dp, cp, tp)})
 
 
 def layout(ops, ranks, begin_us, window=(-math.inf, math.inf)):
@@ -297,15 +299,23 @@ def draw(rows, rects, labels, window, title, subtitle, output):
     os.replace(tmp, output)
 
 
+def coord_text(c, with_cp, with_ep):
+    """(tp, pp, dp, cp, ep) as the trace names it: 'tp1 cp1 pp0 dp3 ep1', cp and ep where the
+    file has them (some rank with cp or ep > 0)."""
+    tp, pp, dp, cp, ep = c
+    return (f"tp{tp}" + (f" cp{cp}" if with_cp else "") + f" pp{pp} dp{dp}" +
+            (f" ep{ep}" if with_ep else ""))
+
+
 def describe(path, ops, coords=None, timeline_of=None):
     """Title from what the file says: strategy (from the coordinates of every rank in it, `coords`,
     or of `ops`; a per-timeline file: its rank map), micro-batches and iteration (of `ops`)."""
     if coords is None:
-        coords = {o.rank: (o.tp, o.pp, o.dp) for o in ops}
+        coords = {o.rank: (o.tp, o.pp, o.dp, o.cp, o.ep) for o in ops}
     ranks = set(coords)
-    m, p, d = (max(c[i] for c in coords.values()) + 1 for i in range(3))
-    strategy = f"{m}M{p}P{d}D" if len(ranks) == m * p * d else \
-        f"{len(ranks)} ranks of {m}M{p}P{d}D or larger"
+    m, p, d, c, e = (max(x[i] for x in coords.values()) + 1 for i in range(5))
+    name = f"{m}M{p}P{d}D" + (f" cp{c}" if c > 1 else "") + (f" ep{e}" if e > 1 else "")
+    strategy = name if len(ranks) == m * p * d * c else f"{len(ranks)} ranks of {name} or larger"
     if timeline_of is not None:
         strategy = f"{len(timeline_of)} ranks as {len(set(timeline_of.values()))} timelines"
     micro_batches = len({o.micro_batch for o in ops if o.micro_batch >= 0})
@@ -333,7 +343,8 @@ def main():
     chosen = parse_rank_list(args.ranks) if args.ranks else None
     ops, coords, timeline_of = scan(args.input, set(chosen) if chosen else "first")
     present = coords if timeline_of is None else timeline_of
-    labels = {r: f"rank {r} (tp{c[0]} pp{c[1]} dp{c[2]})" for r, c in coords.items()}
+    with_cp, with_ep = (any(c[i] for c in coords.values()) for i in (3, 4))
+    labels = {r: f"rank {r} ({coord_text(c, with_cp, with_ep)})" for r, c in coords.items()}
     if chosen:
         check_present(chosen, present)
         ranks, which = chosen, "chosen"

@@ -151,7 +151,10 @@ Timeline readText(const std::string& text, NameTable& names, const std::string& 
   return readTimelineCsv(in, path, names);
 }
 
-const std::string kHeader = std::string(kTimelineCsvHeader) + "\n";
+// The 13-column header of files written before cp and ep (still read: cp = ep = 0); the tests
+// below that build rows by hand use it, and the 15-column form has tests of its own.
+const std::string kHeader = std::string(kTimelineCsvHeaderWithoutCpEp) + "\n";
+const std::string kCpEpHeader = std::string(kTimelineCsvHeader) + "\n";
 
 // Two TP ranks on one stage, one micro-batch. Predicted: both ranks F 0-10, B 10-30 (iteration
 // 30). Measured: rank 0 F 0-10, B 12-30; rank 1 F 2-12, B 12-34 (iteration 34).
@@ -224,10 +227,19 @@ TEST(TimelineCsvTest, RejectsMalformedInputNamingFileLineAndColumn) {
             std::string::npos);
   EXPECT_NE(readError(kHeader).find("x.csv: no events"), std::string::npos);
   EXPECT_NE(readError(kHeader + ok + "0,0,0,0,compute,g,0,10,0,forward,gemm,0\n")
-                .find("x.csv:3: 12 columns, expected 13"),
+                .find("x.csv:3: 12 columns, expected 13 (the header's)"),
             std::string::npos);
   EXPECT_NE(readError(kHeader + ok + "0,0,0,0,compute,g,0,10,0,forward,gemm,0,e,extra\n")
-                .find("x.csv:3: more than 13 columns"),
+                .find("x.csv:3: 14 columns, expected 13"),
+            std::string::npos);
+  EXPECT_NE(readError(kCpEpHeader + "0,0,0,0,compute,g,0,10,0,forward,gemm,0,e,0,0,x,y\n")
+                .find("x.csv:2: more than 15 columns"),
+            std::string::npos);
+  EXPECT_NE(readError(kCpEpHeader + ok)  // 13 columns under the 15-column header
+                .find("x.csv:2: 13 columns, expected 15"),
+            std::string::npos);
+  EXPECT_NE(readError(kCpEpHeader + "0,0,0,0,compute,g,0,10,0,forward,gemm,0,e,-1,0\n")
+                .find("column 'cp' = '-1': must be >= 0"),
             std::string::npos);
   EXPECT_NE(readError(kHeader + "0,0,0,0,compute,g,abc,10,0,forward,gemm,0,e\n")
                 .find("x.csv:2: column 'start_us' = 'abc': not a number"),
@@ -257,14 +269,21 @@ TEST(TimelineCsvTest, RejectsMalformedInputNamingFileLineAndColumn) {
       readError(kHeader + "0,0,0,0,compute,g,0,1,0,forward,,0,e\n").find("column 'op' = '': empty"),
       std::string::npos);
   EXPECT_NE(readError(kHeader + ok + "0,0,1,0,compute,g,0,1,0,forward,gemm,0,e\n")
-                .find("x.csv:3: rank 0 is at tp 0 pp 1 dp 0 here but at tp 0 pp 0 dp 0 earlier"),
+                .find("x.csv:3: rank 0 is at tp 0 cp 0 pp 1 dp 0 here but at tp 0 cp 0 pp 0 dp 0 "
+                      "earlier"),
+            std::string::npos);
+  // A CP peer is told apart from its TP peer: the same rank at another cp is a mixed file.
+  EXPECT_NE(readError(kCpEpHeader + "3,1,0,0,compute,g,0,1,0,forward,gemm,0,e,1,0\n" +
+                      "3,1,0,0,compute,g,1,1,0,forward,gemm,0,e,0,0\n")
+                .find("x.csv:3: rank 3 is at tp 1 cp 0 pp 0 dp 0 here but at tp 1 cp 1 pp 0 dp 0 "
+                      "earlier"),
             std::string::npos);
 }
 
 TEST(TimelineCsvTest, ReadsCrlfEmbeddingAndHeadLayers) {
   NameTable names;
   Timeline t =
-      readText(std::string(kTimelineCsvHeader) + "\r\n" +
+      readText(std::string(kTimelineCsvHeaderWithoutCpEp) + "\r\n" +
                    "2,1,0,0,tp-comm,ar,5.5,2.25,-1,grad-sync,grad_allreduce,embedding,m\r\n"
                    "2,1,0,0,dp-comm,ar,1.5,1,3,backward,x,head,m\r\n",
                names);

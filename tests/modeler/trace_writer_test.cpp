@@ -409,12 +409,15 @@ TEST_F(TraceWriterTest, CsvHeaderAndRows) {
   std::string line;
   ASSERT_TRUE(std::getline(in, line));
   EXPECT_EQ(line,
-            "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance");
+            "rank,tp,pp,dp,stream,event,start_us,dur_us,micro_batch,phase,op,layer,provenance,cp,"
+            "ep");
   const std::set<std::string> streams = {"compute", "tp-comm", "pp-comm", "dp-comm"};
   std::map<int, int> rows;
   while (std::getline(in, line)) {
     std::vector<std::string> f = splitLine(line);
-    ASSERT_EQ(f.size(), 13u) << line;
+    ASSERT_EQ(f.size(), 15u) << line;
+    EXPECT_EQ(f[13], "0") << line;  // no context parallelism
+    EXPECT_EQ(f[14], "0") << line;  // no expert parallelism
     const int rank = std::stoi(f[0]);
     ++rows[rank];
     EXPECT_TRUE(streams.count(f[4])) << line;
@@ -490,7 +493,7 @@ TEST_F(TraceWriterTest, PerTimelineCsvHasTheRankMapAndATimelineColumn) {
   std::map<std::string, int> rows;  // "timeline,rank,tp,pp,dp" -> rows
   while (std::getline(in, line)) {
     const std::vector<std::string> f = splitLine(line);
-    ASSERT_EQ(f.size(), 14u) << line;
+    ASSERT_EQ(f.size(), 16u) << line;
     ++rows[f[0] + "," + f[1] + "," + f[2] + "," + f[3] + "," + f[4]];
   }
   // The timelines' lowest ranks (0: tp0 pp0 dp0, 4: tp0 pp1 dp0), 176 and 186 rows (not x4).

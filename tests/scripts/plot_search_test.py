@@ -108,7 +108,8 @@ class Search(unittest.TestCase):
                             "--gpus", "8", "--global-batch", "32", "--micro-batch", "2",
                             "--schedule", "dapple,interleaved", "--virtual-stages", "2",
                             "--recompute", "none,selective", "--sequence-parallel", "off,on",
-                            "--zero", "0,1", "--fallback", "analytic", "--json",
+                            "--zero", "0,1", "--dp-overlap", "off", "--fallback", "analytic",
+                            "--top", "0", "--json",
                             "--csv", csv_path], stdout=f, check=True, timeout=60)
         ok, oom, _, _ = plot_search.candidates_of(json_path)
         labels = [l for l, _ in ok + oom]

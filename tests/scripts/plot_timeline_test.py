@@ -156,6 +156,33 @@ class PerTimeline(unittest.TestCase):
                                         "file (it holds ranks 0-7)\n")
 
 
+    def test_context_and_expert_parallel_ranks_are_named(self):
+        # tiny-moe as 1M1P2D C = 2 E = 2 (4 ranks; rank = cp + 2 dp, ep = dp): the cp-comm and
+        # ep-comm streams are drawn and each rank's label names its cp and ep (issue 31, item 5).
+        path = os.path.join(WORK, "cp_ep.csv")
+        subprocess.run([EVENTSIM, "simulate", "--model", "tiny-moe", "--cluster", "cpu-local",
+                        "--tp", "1", "--pp", "1", "--dp", "2", "--cp", "2", "--ep", "2",
+                        "--micro-batch", "1", "--global-batch", "4", "--csv", path],
+                       check=True, capture_output=True, timeout=60)
+        ops, coords, _ = plot_timeline.scan(path)
+        self.assertEqual(coords, {0: (0, 0, 0, 0, 0), 1: (0, 0, 0, 1, 0),
+                                  2: (0, 0, 1, 0, 1), 3: (0, 0, 1, 1, 1)})
+        self.assertTrue({"cp-comm", "ep-comm"} <= {o.stream for o in ops})
+        self.assertEqual(plot_timeline.coord_text(coords[3], True, True), "tp0 cp1 pp0 dp1 ep1")
+        self.assertTrue(plot_timeline.describe(path, ops, coords).startswith(
+            "cp_ep.csv: 1M1P2D cp2 ep2, "))
+        out = os.path.join(WORK, "cp_ep.png")
+        result = run(path, "-o", out, "--ranks", "1")
+        self.assertEqual(result.returncode, 0, result.stderr)
+
+    def test_the_older_header_reads_as_cp_and_ep_zero(self):
+        path = os.path.join(WORK, "old.csv")
+        with open(path, "w") as f:
+            f.write(plot_timeline.OLD_HEADER + "\n0,0,0,0,compute,e,0.0,1.0,0,forward,op,0,estimated\n")
+        ops, coords, _ = plot_timeline.scan(path)
+        self.assertEqual(coords, {0: (0, 0, 0, 0, 0)})
+        self.assertEqual((ops[0].cp, ops[0].ep), (0, 0))
+
 class BadInput(unittest.TestCase):
     def assert_fails(self, args, message):
         out = os.path.join(WORK, "bad.png")
@@ -181,14 +208,15 @@ class BadInput(unittest.TestCase):
                                   f"'{plot_timeline.HEADER}')")
 
     def test_malformed_rows(self):
-        good = "0,0,0,0,compute,e,0.0,1.0,0,forward,op,0,estimated"
+        good = "0,0,0,0,compute,e,0.0,1.0,0,forward,op,0,estimated,0,0"
         cases = {
-            "0,0,0,0,compute,e,0.0,1.0,0,forward,op,0": "12 columns, expected 13",
+            "0,0,0,0,compute,e,0.0,1.0,0,forward,op,0": "12 columns, expected 15",
             good.replace("compute", "nvlink"):
-                "stream 'nvlink' is not one of compute, tp-comm, pp-comm, dp-comm",
+                "stream 'nvlink' is not one of compute, tp-comm, pp-comm, dp-comm, cp-comm, "
+                "ep-comm, host",
             good.replace("forward", "fwd"): "phase 'fwd' is not one of forward, backward, "
                                             "recompute, grad-sync, optimizer",
-            good.replace("1.0", "x"): "rank, tp, pp, dp, micro_batch must be integers, "
+            good.replace("1.0", "x"): "rank, tp, pp, dp, micro_batch, cp, ep must be integers, "
                                       "start_us, dur_us numbers",
             good.replace("1.0", "-1.0"): "a negative coordinate or duration, or a time that is "
                                          "not finite",
