@@ -6,8 +6,8 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "events/event.h"
 #include "common/yaml_reader.h"
+#include "events/event.h"
 
 namespace evsim {
 
@@ -65,10 +65,23 @@ CollectiveCurve readCurve(const YamlReader& item) {
   return c;
 }
 
+// A tile needs well under this many extra channels or overhead tiles: more is a unit mistake.
+constexpr double kMaxAttentionExtra = 4096;
+
+AttentionPassParams readAttentionPass(const YamlReader& pass) {
+  pass.allowOnly({"efficiency", "softmax_dim", "cta_overhead_tiles"});
+  AttentionPassParams a;
+  a.efficiency = readSourced(pass, "efficiency", kMaxFraction);
+  a.softmax_dim = readSourced(pass, "softmax_dim", kMaxAttentionExtra);
+  a.cta_overhead_tiles = readSourced(pass, "cta_overhead_tiles", kMaxAttentionExtra);
+  if (a.efficiency.value <= 0) pass.fail("efficiency.value", "must be > 0");
+  return a;
+}
+
 DeviceModelParams readModel(const YamlReader& model) {
-  model.allowOnly({"gemm_efficiency", "gemm_tile_overhead_k", "gemm_kernel_us", "memory_efficiency",
-                   "memory_efficiency_by_op", "memory_kernel_us", "host_op_us", "uncertainty_pct",
-                   "allreduce_curves"});
+  model.allowOnly({"gemm_efficiency", "gemm_tile_overhead_k", "gemm_by_dtype", "gemm_kernel_us",
+                   "memory_efficiency", "memory_efficiency_by_op", "memory_kernel_us", "host_op_us",
+                   "uncertainty_pct", "allreduce_curves", "fused_attention"});
   DeviceModelParams p;
   p.gemm_efficiency = readSourced(model, "gemm_efficiency", kMaxFraction);
   p.gemm_tile_overhead_k = readSourced(model, "gemm_tile_overhead_k", kMaxTileOverheadK);
@@ -79,6 +92,18 @@ DeviceModelParams readModel(const YamlReader& model) {
   p.uncertainty_pct = readSourced(model, "uncertainty_pct", kMaxUncertaintyPct);
   if (p.gemm_efficiency.value <= 0) model.fail("gemm_efficiency.value", "must be > 0");
   if (p.memory_efficiency.value <= 0) model.fail("memory_efficiency.value", "must be > 0");
+  if (model.has("gemm_by_dtype")) {
+    const YamlReader by_dtype = model.child("gemm_by_dtype");
+    for (const auto& [name, entry] : by_dtype.entries()) {
+      const DType dtype = parseDType(name, entry.where(""));
+      entry.allowOnly({"efficiency", "tile_overhead_k"});
+      GemmTileParams t;
+      t.efficiency = readSourced(entry, "efficiency", kMaxFraction);
+      t.tile_overhead_k = readSourced(entry, "tile_overhead_k", kMaxTileOverheadK);
+      if (t.efficiency.value <= 0) entry.fail("efficiency.value", "must be > 0");
+      p.gemm_by_dtype[dtype] = t;
+    }
+  }
   if (model.has("memory_efficiency_by_op")) {
     const YamlReader by_op = model.child("memory_efficiency_by_op");
     const std::vector<std::string>& ops = computeOpNames();
@@ -90,6 +115,15 @@ DeviceModelParams readModel(const YamlReader& model) {
       if (v.value <= 0) by_op.fail(op + ".value", "must be > 0");
       p.memory_efficiency_by_op[op] = v;
     }
+  }
+  if (model.has("fused_attention")) {
+    const YamlReader fa = model.child("fused_attention");
+    fa.allowOnly({"kernel", "forward", "backward"});
+    FusedAttentionParams f;
+    f.kernel = fa.str("kernel");
+    f.forward = readAttentionPass(fa.child("forward"));
+    f.backward = readAttentionPass(fa.child("backward"));
+    p.fused_attention = f;
   }
   if (model.has("allreduce_curves")) {
     for (const YamlReader& item : model.items("allreduce_curves")) {
@@ -124,6 +158,10 @@ OverlapSlowdown readOverlapSlowdown(const YamlReader& section) {
 void readPeaks(const YamlReader& peaks, DeviceSpec& spec) {
   for (const auto& [dtype_name, value] : peaks.entries()) {
     DType dtype = parseDType(dtype_name, value.where(""));
+    if (peakDType(dtype) != dtype) {
+      value.fail("",
+                 fmt::format("{} GEMMs run at the fp8 peak: list fp8 instead", dtypeName(dtype)));
+    }
     const double tflops = value.asPositiveDouble();
     if (tflops < kMinTflops || tflops > kMaxTflops) {
       value.fail("", fmt::format("{:g}: must be in [{:g}, {:g}]", tflops, kMinTflops, kMaxTflops));
@@ -176,11 +214,29 @@ void emitSourced(YAML::Emitter& out, const std::string& key, const SourcedValue&
       << YAML::Value << v.value << YAML::Key << "source" << YAML::Value << v.source << YAML::EndMap;
 }
 
+void emitAttentionPass(YAML::Emitter& out, const char* key, const AttentionPassParams& a) {
+  out << YAML::Key << key << YAML::Value << YAML::BeginMap;
+  emitSourced(out, "efficiency", a.efficiency);
+  emitSourced(out, "softmax_dim", a.softmax_dim);
+  emitSourced(out, "cta_overhead_tiles", a.cta_overhead_tiles);
+  out << YAML::EndMap;
+}
+
 // The calibrated model section (deviceConfigYaml).
 void emitModel(YAML::Emitter& out, const DeviceModelParams& m) {
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
   emitSourced(out, "gemm_efficiency", m.gemm_efficiency);
   emitSourced(out, "gemm_tile_overhead_k", m.gemm_tile_overhead_k);
+  if (!m.gemm_by_dtype.empty()) {
+    out << YAML::Key << "gemm_by_dtype" << YAML::Value << YAML::BeginMap;
+    for (const auto& [dtype, t] : m.gemm_by_dtype) {
+      out << YAML::Key << std::string(dtypeName(dtype)) << YAML::Value << YAML::BeginMap;
+      emitSourced(out, "efficiency", t.efficiency);
+      emitSourced(out, "tile_overhead_k", t.tile_overhead_k);
+      out << YAML::EndMap;
+    }
+    out << YAML::EndMap;
+  }
   emitSourced(out, "gemm_kernel_us", m.gemm_kernel_us);
   emitSourced(out, "memory_efficiency", m.memory_efficiency);
   if (!m.memory_efficiency_by_op.empty()) {
@@ -191,6 +247,13 @@ void emitModel(YAML::Emitter& out, const DeviceModelParams& m) {
   emitSourced(out, "memory_kernel_us", m.memory_kernel_us);
   emitSourced(out, "host_op_us", m.host_op_us);
   emitSourced(out, "uncertainty_pct", m.uncertainty_pct);
+  if (m.fused_attention) {
+    out << YAML::Key << "fused_attention" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "kernel" << YAML::Value << m.fused_attention->kernel;
+    emitAttentionPass(out, "forward", m.fused_attention->forward);
+    emitAttentionPass(out, "backward", m.fused_attention->backward);
+    out << YAML::EndMap;
+  }
   if (!m.allreduce_curves.empty()) {
     out << YAML::Key << "allreduce_curves" << YAML::Value << YAML::BeginSeq;
     for (const CollectiveCurve& c : m.allreduce_curves) {
@@ -212,6 +275,7 @@ void emitModel(YAML::Emitter& out, const DeviceModelParams& m) {
 }  // namespace
 
 double DeviceSpec::peakTflops(DType dtype) const {
+  dtype = peakDType(dtype);
   auto it = peak_tflops.find(dtype);
   if (it == peak_tflops.end()) {
     // Named by its file (the device file, or the cluster file of an inline spec; issue 33).
@@ -221,8 +285,11 @@ double DeviceSpec::peakTflops(DType dtype) const {
         : datasheet_source.rfind(kInline, 0) == 0
             ? datasheet_source.substr(kInline.size()) + ": node.device.peak_tflops"
             : "device.peak_tflops";
-    EVSIM_THROW(InputError, "{}: no entry for {} (device '{}'; the model computes in {})", where,
-                dtypeName(dtype), name, dtypeName(dtype));
+    EVSIM_THROW(InputError, "{}: no entry for {} (device '{}'; the model computes in {}{})", where,
+                dtypeName(dtype), name, dtypeName(dtype),
+                dtype == DType::kMxfp8 ? ": MXFP8 needs tensor cores with MX block scaling, "
+                                         "Blackwell and later"
+                                       : "");
   }
   return it->second;
 }

@@ -19,12 +19,19 @@
 //     gemm_efficiency: {value: 0.8, source: "fitted: ..."}        # of peak, full waves, large k
 //     gemm_tile_overhead_k: {value: 64, source: "..."}           # per-tile prologue/epilogue, in k
 //     gemm_kernel_us: {value: 4, source: "..."}                  # fixed time per GEMM kernel
+//     gemm_by_dtype:                                             # optional: a GEMM dtype's own
+//       fp8: {efficiency: {value: 0.78, source: "..."},          #   tile efficiency and overhead
+//             tile_overhead_k: {value: 276, source: "..."}}      #   (others: the two above)
 //     memory_efficiency: {value: 0.8, source: "..."}             # of datasheet bandwidth
 //     memory_efficiency_by_op:                                   # optional, per memory-bound op
 //       dropout_fwd: {value: 0.6, source: "measured: ..."}        #   (others: memory_efficiency)
 //     memory_kernel_us: {value: 3, source: "..."}                # fixed time per memory-bound op
 //     host_op_us: {value: 10, source: "..."}                     # framework issue time per op
 //     uncertainty_pct: {value: 9, source: "..."}                 # fit's typical error, for bands
+//     fused_attention:                                           # optional: flash attention's
+//       kernel: "FlashAttention-2 (PyTorch SDPA)"                #   own tile model per pass
+//       forward: {efficiency: {value: 0.43, source: ".."}, softmax_dim: {..}, cta_overhead_tiles:
+//       {..}} backward: {...}
 //     allreduce_curves:                                          # NCCL inside one node
 //       - {group: 8, floor_us: 94, ll_latency_us: 37, ll_busbw_gb_s: 155,
 //          simple_latency_us: 99, simple_busbw_gb_s: 231, source: "fitted: ..."}
@@ -63,9 +70,32 @@ struct CollectiveCurve {
   std::string source;
 };
 
+// A GEMM dtype's own tile parameters (FP8 kernels are not BF16 ones at twice the rate: an FP8
+// tile consumes k twice as fast while its prologue and epilogue take as long, and block-scaled
+// kernels promote partial sums on CUDA cores every 128 of k).
+struct GemmTileParams {
+  SourcedValue efficiency;
+  SourcedValue tile_overhead_k;
+};
+
+// A fused (flash) attention kernel's tile model, one pass (modeler/device_model.h): the share of
+// the peak its tensor-core products reach, the per-tile softmax work in head-dim channels (exp and
+// rescaling on the CUDA cores, the same whatever the head dim), and each CTA's prologue and
+// epilogue in tiles.
+struct AttentionPassParams {
+  SourcedValue efficiency;
+  SourcedValue softmax_dim;
+  SourcedValue cta_overhead_tiles;
+};
+struct FusedAttentionParams {
+  std::string kernel;  // which kernel was fitted (FlashAttention-2, -3, cuDNN)
+  AttentionPassParams forward, backward;
+};
+
 struct DeviceModelParams {
   SourcedValue gemm_efficiency;
   SourcedValue gemm_tile_overhead_k;
+  std::map<DType, GemmTileParams> gemm_by_dtype;  // GEMM dtypes with their own fit
   SourcedValue gemm_kernel_us;
   SourcedValue memory_efficiency;
   // Kernels of different memory-bound ops reach different bandwidths (a fused dropout or a
@@ -76,6 +106,8 @@ struct DeviceModelParams {
   SourcedValue host_op_us;
   SourcedValue uncertainty_pct;
   std::vector<CollectiveCurve> allreduce_curves;  // sorted by group; may be empty
+  // Without it, fused attention runs at the GEMM tiles' efficiency (optimistic).
+  std::optional<FusedAttentionParams> fused_attention;
 };
 
 // How much slower a compute op runs while a collective or P2P transfer is in flight on its GPU

@@ -1,5 +1,6 @@
 #include "config/model_config.h"
 
+#include <array>
 #include <cctype>
 #include <filesystem>
 
@@ -54,6 +55,11 @@ BlockSpec readBlockSpec(const YamlReader& root, int64_t heads) {
   spec.untied_output = flag(root, "untie_embeddings_and_output_weights", false);
   spec.flash_attention = flag(root, "flash_attention", false);
   spec.fp8 = flag(root, "fp8", false);
+  if (root.has("fp8_recipe")) {
+    spec.fp8_recipe = parseFp8Recipe(root.str("fp8_recipe"), root.where("fp8_recipe"));
+    if (root.has("fp8") && !spec.fp8) root.fail("fp8_recipe", "given with fp8: false");
+    spec.fp8 = true;
+  }
   spec.hidden_dropout = dropout(root, "hidden_dropout");
   spec.attention_dropout = dropout(root, "attention_dropout");
   return spec;
@@ -62,9 +68,9 @@ BlockSpec readBlockSpec(const YamlReader& root, int64_t heads) {
 MoeSpec readMoe(const YamlReader& root, int64_t ffn) {
   MoeSpec moe;
   if (!root.has("num_experts")) {
-    for (const char* key : {"moe_router_topk", "moe_ffn_hidden_size",
-                            "moe_shared_expert_intermediate_size", "moe_expert_capacity_factor",
-                            "moe_load_imbalance"}) {
+    for (const char* key :
+         {"moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
+          "moe_expert_capacity_factor", "moe_load_imbalance"}) {
       if (root.has(key)) root.fail(key, "needs num_experts");
     }
     return moe;
@@ -100,8 +106,8 @@ MoeSpec readMoe(const YamlReader& root, int64_t ffn) {
 MlaSpec readMla(const YamlReader& root, const BlockSpec& spec, int64_t heads) {
   MlaSpec mla;
   const bool on = flag(root, "multi_latent_attention", false);
-  for (const char* key : {"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim",
-                          "v_head_dim"}) {
+  for (const char* key :
+       {"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"}) {
     if (!on && root.has(key)) root.fail(key, "needs multi_latent_attention: true");
   }
   if (!on) return mla;
@@ -114,26 +120,51 @@ MlaSpec readMla(const YamlReader& root, const BlockSpec& spec, int64_t heads) {
   mla.qk_pos_emb_head_dim = root.positiveInt("qk_pos_emb_head_dim", kMaxHidden);
   mla.v_head_dim = root.positiveInt("v_head_dim", kMaxHidden);
   if (mla.qk_pos_emb_head_dim % 2 != 0) {
-    root.fail("qk_pos_emb_head_dim", fmt::format("{}: RoPE needs an even head dim",
-                                                 mla.qk_pos_emb_head_dim));
+    root.fail("qk_pos_emb_head_dim",
+              fmt::format("{}: RoPE needs an even head dim", mla.qk_pos_emb_head_dim));
   }
   return mla;
 }
 
 ModelConfig readModel(const YamlReader& root) {
-  root.allowOnly({"name", "dtype", "hidden_size", "num_heads", "ffn_hidden_size", "seq_length",
-                  "vocab_size", "layers", "description", "num_query_groups", "normalization",
-                  "activation", "position_embedding", "add_bias_linear",
-                  "untie_embeddings_and_output_weights", "flash_attention", "fp8", "hidden_dropout",
-                  "attention_dropout", "num_experts", "moe_router_topk", "moe_ffn_hidden_size",
-                  "moe_shared_expert_intermediate_size", "moe_expert_capacity_factor",
-                  "moe_load_imbalance", "multi_latent_attention", "q_lora_rank", "kv_lora_rank",
-                  "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers"});
+  root.allowOnly({"name",
+                  "dtype",
+                  "hidden_size",
+                  "num_heads",
+                  "ffn_hidden_size",
+                  "seq_length",
+                  "vocab_size",
+                  "layers",
+                  "description",
+                  "num_query_groups",
+                  "normalization",
+                  "activation",
+                  "position_embedding",
+                  "add_bias_linear",
+                  "untie_embeddings_and_output_weights",
+                  "flash_attention",
+                  "fp8",
+                  "fp8_recipe",
+                  "hidden_dropout",
+                  "attention_dropout",
+                  "num_experts",
+                  "moe_router_topk",
+                  "moe_ffn_hidden_size",
+                  "moe_shared_expert_intermediate_size",
+                  "moe_expert_capacity_factor",
+                  "moe_load_imbalance",
+                  "multi_latent_attention",
+                  "q_lora_rank",
+                  "kv_lora_rank",
+                  "qk_head_dim",
+                  "qk_pos_emb_head_dim",
+                  "v_head_dim",
+                  "mtp_num_layers"});
   ModelConfig model;
   model.source = root.file();
   model.name = root.str("name");
   model.dtype = parseDType(root.str("dtype"), root.where("dtype"));
-  if (model.dtype == DType::kFp8) {
+  if (isFp8(model.dtype)) {
     root.fail("dtype", "fp8 is not a model dtype: use bf16 with fp8: true");
   }
   // Bounds ~100x beyond any model trained today, so that the products the planner forms
@@ -250,6 +281,47 @@ ModelConfig loadModelConfig(const std::string& path) {
 
 ModelConfig parseModelConfig(const std::string& yaml_text, const std::string& origin) {
   return readModel(YamlReader::fromString(yaml_text, origin));
+}
+
+namespace {
+constexpr std::array<std::pair<std::string_view, Fp8Recipe>, 5> kFp8Recipes = {{
+    {"delayed", Fp8Recipe::kDelayed},
+    {"tensorwise", Fp8Recipe::kTensorwise},
+    {"rowwise", Fp8Recipe::kRowwise},
+    {"blockwise", Fp8Recipe::kBlockwise},
+    {"mxfp8", Fp8Recipe::kMxfp8},
+}};
+}  // namespace
+
+std::string_view fp8RecipeName(Fp8Recipe recipe) {
+  for (const auto& [name, r] : kFp8Recipes) {
+    if (r == recipe) return name;
+  }
+  return "?";
+}
+
+DType fp8RecipeDType(Fp8Recipe recipe) {
+  switch (recipe) {
+    case Fp8Recipe::kRowwise:
+      return DType::kFp8Row;
+    case Fp8Recipe::kBlockwise:
+      return DType::kFp8Block;
+    case Fp8Recipe::kMxfp8:
+      return DType::kMxfp8;
+    case Fp8Recipe::kDelayed:
+    case Fp8Recipe::kTensorwise:
+      break;
+  }
+  return DType::kFp8;
+}
+
+Fp8Recipe parseFp8Recipe(std::string_view name, std::string_view where) {
+  for (const auto& [n, r] : kFp8Recipes) {
+    if (n == name) return r;
+  }
+  EVSIM_THROW(InputError,
+              "{}: '{}': unknown FP8 recipe (delayed, tensorwise, rowwise, blockwise or mxfp8)",
+              where, name);
 }
 
 }  // namespace evsim

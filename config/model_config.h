@@ -28,9 +28,12 @@
 //   add_bias_linear: false       # biases on the linear layers
 //   untie_embeddings_and_output_weights: true   # the LM head has its own weight
 //   flash_attention: true        # fused attention: no s x s scores saved (Megatron
-//   --use-flash-attn) fp8: true                    # GEMMs in FP8 (Transformer Engine), everything
-//   else in `dtype` hidden_dropout: 0.0          # 0 drops the dropout ops and their masks (default
-//   0.1) attention_dropout: 0.0       # likewise for the attention probabilities (default 0.1)
+//                                # --use-flash-attn)
+//   fp8: true                    # linear layers' GEMMs in FP8, everything else in `dtype`
+//   fp8_recipe: delayed          # delayed | tensorwise | rowwise | blockwise | mxfp8 (implies
+//                                # fp8: true; default delayed, Transformer Engine's)
+//   hidden_dropout: 0.0          # 0 drops the dropout ops and their masks (default 0.1)
+//   attention_dropout: 0.0       # likewise for the attention probabilities (default 0.1)
 //
 // Mixture of experts (Megatron-LM's argument names; all optional, no experts by default):
 //   num_experts: 8               # E routed experts per MoE block
@@ -90,6 +93,20 @@ struct TransformerBlock {
 
 enum class NormKind { kLayerNorm, kRmsNorm };
 enum class MlpKind { kGelu, kSwiGlu };
+// How FP8 GEMM operands are scaled (Transformer Engine's and torchao's recipes; ops/fp8_casts.h
+// lists each one's casts, docs/TECHNIQUES.md compares them):
+//   delayed     per-tensor scale from the amax history, amax taken inside the cast (TE default)
+//   tensorwise  per-tensor scale from the tensor's own amax: a separate amax pass first
+//   rowwise     one scale per row (torchao): the wgrad operands are scaled along the other axis,
+//               so they are cast again from the 16-bit tensor in the backward
+//   blockwise   1x128 activation / 128x128 weight blocks (DeepSeek-V3, TE Float8BlockScaling)
+//   mxfp8       MX: an E8M0 scale per 32 elements (Blackwell tensor cores)
+enum class Fp8Recipe { kDelayed, kTensorwise, kRowwise, kBlockwise, kMxfp8 };
+std::string_view fp8RecipeName(Fp8Recipe recipe);
+// The GEMM operand dtype a recipe runs (fp8, fp8_row, fp8_block, mxfp8).
+DType fp8RecipeDType(Fp8Recipe recipe);
+// Parses a recipe name; InputError naming `where` on anything else.
+Fp8Recipe parseFp8Recipe(std::string_view name, std::string_view where);
 enum class PositionKind { kLearned, kRope };
 
 // What every transformer block of the model is made of (see the header comment).
@@ -102,6 +119,7 @@ struct BlockSpec {
   bool untied_output = false;  // untie_embeddings_and_output_weights
   bool flash_attention = false;
   bool fp8 = false;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // with fp8 only
   bool hidden_dropout = true;     // probability > 0: dropout ops after attention, MLP, embedding
   bool attention_dropout = true;  // probability > 0: dropout on the attention probabilities
 };
@@ -122,8 +140,8 @@ struct MlaSpec {
 struct MoeSpec {
   int64_t num_experts = 0;  // 0: a dense model
   int64_t top_k = 0;
-  int64_t expert_ffn = 0;  // each expert's FFN hidden size
-  int64_t shared_ffn = 0;  // shared experts' FFN hidden size (0: none)
+  int64_t expert_ffn = 0;      // each expert's FFN hidden size
+  int64_t shared_ffn = 0;      // shared experts' FFN hidden size (0: none)
   double capacity_factor = 0;  // 0: dropless
   double load_imbalance = 1.0;
   // Routed token copies an expert rank processes, relative to T x k tokens: the capacity factor
@@ -143,14 +161,18 @@ struct ModelConfig {
   BlockSpec spec;
   MoeSpec moe;
   MlaSpec mla;
-  int64_t mtp_layers = 0;  // multi-token prediction depth (0: none)
+  int64_t mtp_layers = 0;                // multi-token prediction depth (0: none)
   std::vector<TransformerBlock> blocks;  // one entry per transformer layer, in order
 
   int64_t numLayers() const { return static_cast<int64_t>(blocks.size()); }
   int64_t headDim() const { return hidden_size / num_heads; }
   int64_t queryGroups() const { return spec.query_groups > 0 ? spec.query_groups : num_heads; }
-  // The dtype of GEMM operands: fp8 with `fp8: true`, the model dtype otherwise.
-  DType gemmDtype() const { return spec.fp8 ? DType::kFp8 : dtype; }
+  // The dtype of GEMM operands: the FP8 recipe's with `fp8: true`, the model dtype otherwise.
+  DType gemmDtype() const { return spec.fp8 ? fp8RecipeDType(spec.fp8_recipe) : dtype; }
+  // FSDP gathers the blocks' linear weights in fp8 (torchao's float8 all-gather, Megatron's
+  // --fp8-param-gather): every recipe but rowwise, whose forward and backward need the weight
+  // scaled along different axes and so gather it in 16 bits.
+  bool fp8WeightGather() const { return spec.fp8 && spec.fp8_recipe != Fp8Recipe::kRowwise; }
   bool hasCrossAttention() const;
   // Vocabulary padded to a multiple of 128 * tp, as Megatron's make_vocab_size_divisible_by does.
   int64_t paddedVocab(int tp) const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <map>
 
 #include "common/checked.h"
@@ -24,6 +25,9 @@ struct ComputeOpRule {
 };
 
 double rows_cols(const std::vector<int64_t>& d) { return double(d[0]) * double(d[1]); }
+
+// The share of an attention's s x s products its mask keeps: half under the causal mask.
+double causalShare(int64_t causal) { return causal != 0 ? 0.5 : 1.0; }
 
 const std::map<std::string, ComputeOpRule, std::less<>>& computeRules() {
   // Flop counts of the non-GEMM ops are the usual per-element operation counts; they only matter
@@ -167,16 +171,18 @@ const std::map<std::string, ComputeOpRule, std::less<>>& computeRules() {
       // Fused (Flash) attention over `batch` query heads (micro-batch x heads on this rank) that
       // share `groups` key/value heads (grouped-query attention: batch % groups == 0), `seq`
       // tokens, `dim` channels per head; causal 1 masks future tokens. The s x s scores never reach
-      // memory. FLOPs as Megatron counts them (training.py num_floating_point_operations): forward
-      // 4 * batch * seq^2 * dim (QK^T and PV, the mask ignored), backward twice that; the work a
-      // kernel really does (half with the causal mask, the backward's recomputed QK^T) is the
-      // device model's business (modeler/device_model.cpp). Memory: Q, K, V and O once, plus the
-      // fp32 log-sum-exp per row (backward: also dO, dQ, dK, dV).
+      // memory. FLOPs: forward 4 * batch * seq^2 * dim (QK^T and PV), backward twice that, halved
+      // by the causal mask: the FLOPs the model needs, as NeMo / Megatron-Bridge count them for
+      // their published TFLOP/s (flops_utils: "0.5 if causal_self_attn"), so that MFU never counts
+      // the masked half the kernel skips (torchtitan's 12*l*h*q*t counts the full square). The
+      // backward's recomputed QK^T is hardware work, not model work: the device model's business
+      // (modeler/device_model.cpp). Memory: Q, K, V and O once, plus the fp32 log-sum-exp per
+      // row (backward: also dO, dQ, dK, dV).
       {"flash_attn_fwd",
        {{OpFamily::kAttention, false},
         {"batch", "groups", "seq", "dim", "causal"},
         false,
-        [](const auto& d) { return 4.0 * d[0] * d[2] * d[2] * d[3]; },
+        [](const auto& d) { return 4.0 * d[0] * d[2] * d[2] * d[3] * causalShare(d[4]); },
         [](const auto& d) {
           return 2.0 * d[0] * d[2] * d[3] + 2.0 * d[1] * d[2] * d[3] + 2.0 * d[0] * d[2];
         }}},
@@ -184,26 +190,26 @@ const std::map<std::string, ComputeOpRule, std::less<>>& computeRules() {
        {{OpFamily::kAttention, true},
         {"batch", "groups", "seq", "dim", "causal"},
         false,
-        [](const auto& d) { return 8.0 * d[0] * d[2] * d[2] * d[3]; },
+        [](const auto& d) { return 8.0 * d[0] * d[2] * d[2] * d[3] * causalShare(d[4]); },
         [](const auto& d) {
           return 4.0 * d[0] * d[2] * d[3] + 4.0 * d[1] * d[2] * d[3] + 2.0 * d[0] * d[2];
         }}},
       // Multi-head latent attention's fused core (DeepSeek-V2/V3): `batch` heads (one K/V head per
       // query head after the up-projections), Q and K of `qk_dim` channels (no-position + RoPE), V
-      // and the output of `v_dim`. FLOPs as Megatron counts MLA: forward 2 * batch * seq^2 *
-      // (qk_dim + v_dim), backward twice that. Memory: Q, K, V, O, the log-sum-exp (backward:
-      // also dO, dQ, dK, dV).
+      // and the output of `v_dim`. FLOPs: forward 2 * batch * seq^2 * (qk_dim + v_dim), backward
+      // twice that, halved by the causal mask (as flash_attn). Memory: Q, K, V, O, the log-sum-exp
+      // (backward: also dO, dQ, dK, dV).
       {"mla_attn_fwd",
        {{OpFamily::kAttention, false},
         {"batch", "seq", "qk_dim", "v_dim", "causal"},
         false,
-        [](const auto& d) { return 2.0 * d[0] * d[1] * d[1] * (d[2] + d[3]); },
+        [](const auto& d) { return 2.0 * d[0] * d[1] * d[1] * (d[2] + d[3]) * causalShare(d[4]); },
         [](const auto& d) { return 2.0 * d[0] * d[1] * (d[2] + d[3]) + 2.0 * d[0] * d[1]; }}},
       {"mla_attn_bwd",
        {{OpFamily::kAttention, true},
         {"batch", "seq", "qk_dim", "v_dim", "causal"},
         false,
-        [](const auto& d) { return 4.0 * d[0] * d[1] * d[1] * (d[2] + d[3]); },
+        [](const auto& d) { return 4.0 * d[0] * d[1] * d[1] * (d[2] + d[3]) * causalShare(d[4]); },
         [](const auto& d) { return 4.0 * d[0] * d[1] * (d[2] + d[3]) + 2.0 * d[0] * d[1]; }}},
       // Mixture-of-experts routing. The router's softmax over `experts` logits per token and the
       // top-k choice (reads the logits, writes fp32 probabilities and k indices); its backward
@@ -234,6 +240,25 @@ const std::map<std::string, ComputeOpRule, std::less<>>& computeRules() {
         false,
         [](const auto& d) { return 2.0 * d[0] * d[1]; },
         [](const auto& d) { return double(d[0]) * d[1] * (1.0 + 1.0 / double(d[2])); }}},
+      // FP8 training's casts (docs/TECHNIQUES.md, FP8 recipes), memory-bound. Traffic in 2-byte
+      // elements (the 16-bit source): the source read once, each fp8 copy written (1 byte per
+      // element) with its scales, ceil(elems / block) of scale_bytes each.
+      {"fp8_quantize",
+       {{OpFamily::kFp8Cast, false},
+        {"elems", "copies", "block", "scale_bytes"},
+        false,
+        [](const auto& d) { return 2.0 * d[0] * d[1]; },  // scale and convert per element and copy
+        [](const auto& d) {
+          const double scales = std::ceil(double(d[0]) / double(d[2]));
+          return double(d[0]) + double(d[1]) * (double(d[0]) + scales * double(d[3])) / 2.0;
+        }}},
+      // The absolute maximum of a 16-bit tensor (current scaling's first pass): read once.
+      {"amax",
+       {{OpFamily::kFp8Cast, false},
+        {"elems"},
+        false,
+        [](const auto& d) { return 1.0 * d[0]; },
+        [](const auto& d) { return 1.0 * d[0]; }}},
       // fp32 master weight, gradient, two moments read; weight and moments written.
       {"adam",
        {{OpFamily::kAdam, false},
@@ -304,6 +329,12 @@ ComputeOpKind computeOpKind(const Event& event, std::string_view backend) {
                 event.op);
   }
   return rule->kind;
+}
+
+bool countsModelFlops(const Event& event) {
+  if (event.kind != EventKind::kCompute) return false;
+  const OpFamily family = computeOpKind(event, "model FLOPs").family;
+  return family == OpFamily::kGemm || family == OpFamily::kAttention;
 }
 
 bool isGemmOp(std::string_view op) {
@@ -377,7 +408,10 @@ Event makeCompute(std::string_view op, std::vector<Dim> dims, std::string_view l
   e.op = std::string(op);
   e.dims = std::move(dims);
   e.layout = std::string(layout);
-  e.dtype = op == "adam" || op == "cpu_adam" ? DType::kFp32 : dtype;
+  // Adam's state is fp32 whatever the model's dtype; FP8 casts read a 16-bit source.
+  e.dtype = op == "adam" || op == "cpu_adam"       ? DType::kFp32
+            : op == "fp8_quantize" || op == "amax" ? DType::kBf16
+                                                   : dtype;
   e.flops = rule.flops(values);
   // Dims read from a file can be anything up to int64: the traffic they imply must fit int64.
   // The name is formatted only on failure: this runs for every op of every plan of a search.

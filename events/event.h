@@ -80,6 +80,11 @@ struct Event {
 //   offload_d2h/h2d elems          a copy to / from pinned host memory (offload, prefetch)
 //   rmsnorm_fwd/bwd rows cols      swiglu_fwd/bwd elems (outputs; input 2 x elems)
 //   rope_fwd/bwd tokens heads dim  flash_attn_fwd/bwd batch groups seq dim causal
+//   fp8_quantize elems copies block scale_bytes
+//                                  a 16-bit tensor of `elems` cast to fp8 `copies` times (1, or 2
+//                                  with the transposed copy a Hopper wgrad GEMM needs), one scale
+//                                  of `scale_bytes` per `block` elements per copy (block = elems:
+//                                  one per-tensor scale); amax elems: a 16-bit tensor's max |x|
 const std::vector<std::string>& computeOpNames();
 
 // What computes an op: its family and whether it is a backward pass. The backends' kernel
@@ -100,6 +105,7 @@ enum class OpFamily {
   kMoeRouting,  // mixture-of-experts router (softmax + top-k) and token (un)permutation
   kHostCopy,    // offload_d2h / offload_h2d: a copy over the host link (no kernel: a DMA engine)
   kHostAdam,    // cpu_adam: the optimizer step on the host CPU (no GPU work at all)
+  kFp8Cast,     // fp8_quantize and amax: FP8 training's scaling and cast kernels
 };
 struct ComputeOpKind {
   OpFamily family = OpFamily::kElementwise;
@@ -110,6 +116,10 @@ struct ComputeOpKind {
 ComputeOpKind computeOpKind(const Event& event, std::string_view backend);
 // True for gemm and bgemm (the ops with a GEMM model); false for the memory-bound ones.
 bool isGemmOp(std::string_view op);
+// True for the events whose FLOPs are model FLOPs (MFU's numerator, as Megatron and NeMo count
+// them): the matrix products, GEMMs and fused attention. Norms, activations, casts and the
+// optimizer count operations per element that no peak is quoted for.
+bool countsModelFlops(const Event& event);
 
 // Builds a compute event, filling flops and memory traffic from the op's cost rule. Throws
 // InputError naming `where` for an unknown op, wrong dims or non-positive sizes.

@@ -37,6 +37,11 @@ void ModelOverrides::addOptions(CLI::App& app) {
   app.add_option("--fp8-format", fp8_format, "hybrid | e4m3: GEMMs in FP8 (Transformer Engine)")
       ->check(CLI::IsMember({"hybrid", "e4m3"}))
       ->group(group);
+  app.add_option("--fp8-recipe", fp8_recipe,
+                 "delayed | tensorwise | rowwise | blockwise | mxfp8: how FP8 operands are scaled "
+                 "(implies FP8 GEMMs; default delayed)")
+      ->check(CLI::IsMember({"delayed", "tensorwise", "rowwise", "blockwise", "mxfp8"}))
+      ->group(group);
   auto* bf16_flag = app.add_flag("--bf16", bf16, "bf16 mixed precision")->group(group);
   app.add_flag("--fp16", fp16, "fp16 mixed precision")->excludes(bf16_flag)->group(group);
   app.add_option("--hidden-dropout", hidden_dropout, "dropout probability (0: no dropout ops)")
@@ -56,8 +61,8 @@ bool ModelOverrides::any() const {
   return seq_length || num_layers || hidden_size || num_heads || ffn_hidden_size ||
          num_query_groups || vocab_size || group_query_attention || flash_attention || swiglu ||
          disable_bias_linear || untie_embeddings || !normalization.empty() ||
-         !position_embedding.empty() || !fp8_format.empty() || bf16 || fp16 || hidden_dropout ||
-         attention_dropout;
+         !position_embedding.empty() || !fp8_format.empty() || !fp8_recipe.empty() || bf16 ||
+         fp16 || hidden_dropout || attention_dropout;
 }
 
 void ModelOverrides::apply(ModelConfig& model) const {
@@ -99,6 +104,10 @@ void ModelOverrides::apply(ModelConfig& model) const {
   if (disable_bias_linear) model.spec.bias = false;
   if (untie_embeddings) model.spec.untied_output = true;
   if (!fp8_format.empty()) model.spec.fp8 = true;
+  if (!fp8_recipe.empty()) {
+    model.spec.fp8 = true;
+    model.spec.fp8_recipe = parseFp8Recipe(fp8_recipe, "--fp8-recipe");
+  }
   if (bf16) model.dtype = DType::kBf16;
   if (fp16) model.dtype = DType::kFp16;
   if (hidden_dropout) model.spec.hidden_dropout = *hidden_dropout > 0;

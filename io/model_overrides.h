@@ -5,6 +5,7 @@
 //   --num-query-groups (--group-query-attention) --vocab-size --use-flash-attn --swiglu
 //   --normalization LayerNorm|RMSNorm --position-embedding-type learned_absolute|rope
 //   --disable-bias-linear --untie-embeddings-and-output-weights --fp8-format hybrid|e4m3
+//   --fp8-recipe delayed|tensorwise|rowwise|blockwise|mxfp8 (implies FP8 GEMMs)
 //   --bf16 | --fp16 --hidden-dropout P --attention-dropout P --use-rotary-position-embeddings
 // Each replaces the model file's value; the result is checked as a file would be (one line naming
 // the flag on an impossible shape).
@@ -29,6 +30,7 @@ struct ModelOverrides {
   std::string normalization;
   std::string position_embedding;
   std::string fp8_format;
+  std::string fp8_recipe;
   bool bf16 = false, fp16 = false;
   std::optional<double> hidden_dropout, attention_dropout;  // 0 drops the dropout ops
 

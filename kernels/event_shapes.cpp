@@ -5,7 +5,7 @@
 namespace evsim {
 
 void checkKernelDType(const Event& event, const ComputeOpKind& kind, std::string_view backend) {
-  if (event.dtype == DType::kFp8 && kind.family != OpFamily::kGemm) {
+  if (isFp8(event.dtype) && kind.family != OpFamily::kGemm) {
     EVSIM_THROW(InputError,
                 "'{}': fp8 is for GEMM operands only; no {} kernel runs {} in fp8 (the planner "
                 "keeps non-GEMM ops in bf16)",

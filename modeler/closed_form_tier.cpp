@@ -6,12 +6,12 @@
 #include <optional>
 
 #include "common/error.h"
+#include "modeler/memory_model.h"
+#include "modeler/op_offsets.h"
 #include "ops/layer_footprint.h"
 #include "ops/layer_ops.h"
 #include "plan/iteration_plan.h"
 #include "plan/layer_shape.h"
-#include "modeler/memory_model.h"
-#include "modeler/op_offsets.h"
 
 namespace evsim {
 
@@ -95,7 +95,7 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
   auto zero3Op = [&](OpList& ops, int64_t params, EventKind kind, std::string_view name) {
     DType wire = model_.dtype;
     if (fsdp && kind == EventKind::kReduceScatter) wire = DType::kFp32;
-    if (fsdp && kind == EventKind::kAllGather && model_.spec.fp8) wire = DType::kFp8;
+    if (fsdp && kind == EventKind::kAllGather && model_.fp8WeightGather()) wire = DType::kFp8;
     Event e = makeCommunication(kind, checkedMul(params, dtypeBytes(wire), "ZeRO-3 gather bytes"),
                                 groups.dp, wire);
     ops.push_back(OpInstance{table.intern(e), Stream::kDpComm, 0, name});

@@ -59,6 +59,12 @@ double DeviceModel::gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType
   const DeviceSpec& d = cluster_.device;
   if (!d.model) return rooflineUs(2.0 * double(batch) * m * n * k, memory_bytes, dtype);
   const DeviceModelParams& p = *d.model;
+  // A dtype with its own tile fit (FP8 and its scaled forms) uses it; others the base fit.
+  const auto own = p.gemm_by_dtype.find(dtype);
+  const double efficiency =
+      own != p.gemm_by_dtype.end() ? own->second.efficiency.value : p.gemm_efficiency.value;
+  const double overhead_k = own != p.gemm_by_dtype.end() ? own->second.tile_overhead_k.value
+                                                         : p.gemm_tile_overhead_k.value;
   // Tile counts in double: shapes from user input may be too large for int64 products.
   const double sm = d.sm_count;
   const double tiles = double(batch) * std::ceil(double(m) / kTile) * std::ceil(double(n) / kTile);
@@ -71,8 +77,8 @@ double DeviceModel::gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType
   const double tn =
       std::min<double>(kTile, double(ceilDiv(std::min<int64_t>(n, kTile), kFragment) * kFragment));
   const double per_sm_flops_per_us = kFlopsPerUs(d.peakTflops(dtype)) / sm;
-  const double tile_us = (double(k) / split + p.gemm_tile_overhead_k.value) * 2.0 * tm * tn /
-                         (per_sm_flops_per_us * p.gemm_efficiency.value);
+  const double tile_us =
+      (double(k) / split + overhead_k) * 2.0 * tm * tn / (per_sm_flops_per_us * efficiency);
   const double memory_us =
       double(memory_bytes) / bytesPerUs(d.memory_bandwidth_gb_s * p.memory_efficiency.value);
   return std::max(waves * tile_us, memory_us) + p.gemm_kernel_us.value;
@@ -115,13 +121,6 @@ double DeviceModel::estimateUs(const Event& event) const {
 }
 
 double DeviceModel::fusedAttentionUs(const Event& event) const {
-  // A fused attention kernel runs, tile by tile, the batched GEMMs of the unfused path: QK^T and
-  // PV forward; the backward recomputes QK^T and adds dV, dP, dQ and dK (FlashAttention-2, Dao
-  // 2023: 5 GEMMs). Each has the flops of the scores GEMM (batch x seq x seq x dim). The causal
-  // mask skips the tiles above the diagonal: half the work. The event's own flops stay Megatron's
-  // count (model FLOPs, for MFU); this is what the kernel runs. No fused kernel has been measured:
-  // its GEMM efficiency is taken as cuBLAS's (optimistic for the backward, which FlashAttention-2
-  // runs at about 2/3 of its forward's throughput).
   const bool backward = computeOpKind(event, "device model").backward;
   // MLA (mla_attn_*): QK^T, its recompute, dQ and dK over qk_dim channels; PV, dV and dP over
   // v_dim.
@@ -130,13 +129,38 @@ double DeviceModel::fusedAttentionUs(const Event& event) const {
   const int64_t qk_dim = mla ? event.dim("qk_dim") : event.dim("dim");
   const int64_t v_dim = mla ? event.dim("v_dim") : qk_dim;
   const double qk_gemms = backward ? 3 : 1, v_gemms = backward ? 2 : 1;
-  const double causal = event.dim("causal") != 0 ? 0.5 : 1.0;
-  const double kernel_us = cluster_.device.model ? cluster_.device.model->gemm_kernel_us.value : 0;
+  const bool causal = event.dim("causal") != 0;
+  const DeviceSpec& d = cluster_.device;
+  const double kernel_us = d.model ? d.model->gemm_kernel_us.value : 0;
+  const double memory_us = memoryBoundUs(0, event.memory_bytes, event.dtype, event.op);
+  if (d.model && d.model->fused_attention) {
+    // The kernel's own tile model (device_config.h, fitted by scripts/gpu/fit_attention.py): a
+    // CTA per 128-query tile of a head walks the 128-key tiles it needs (causal: up to the
+    // diagonal, which it computes whole), each tile the pass's products plus the softmax work,
+    // and pays a prologue/epilogue of cta_overhead_tiles; the CTAs spread over the SMs, none
+    // shorter than the longest one.
+    const AttentionPassParams& a =
+        backward ? d.model->fused_attention->backward : d.model->fused_attention->forward;
+    const double n = std::ceil(double(seq) / kTile);
+    const double visited = causal ? n * (n + 1) / 2 : n * n;
+    const double tile_flops =
+        2.0 * kTile * kTile *
+        (qk_gemms * qk_dim + v_gemms * v_dim + (qk_gemms + v_gemms) * a.softmax_dim.value);
+    const double rate = kFlopsPerUs(d.peakTflops(event.dtype)) * a.efficiency.value;
+    const double ovh = a.cta_overhead_tiles.value;
+    const double all_us = double(batch) * (visited + n * ovh) * tile_flops / rate;
+    const double longest_cta_us = (n + ovh) * tile_flops / (rate / d.sm_count);
+    return std::max(std::max(all_us, longest_cta_us), memory_us) + kernel_us;
+  }
+  // No fitted kernel: the batched GEMMs of the unfused path at cuBLAS's efficiency: QK^T and PV
+  // forward; the backward recomputes QK^T and adds dV, dP, dQ and dK (FlashAttention-2, Dao 2023:
+  // 5 GEMMs), each with the flops of the scores GEMM (batch x seq x seq x dim), the causal mask
+  // skipping the tiles above the diagonal (half the work). Optimistic: measured flash kernels
+  // reach well under GEMM efficiency (docs/KERNELS.md).
   const double qk_us = gemmUs(batch, seq, seq, qk_dim, event.dtype, 0) - kernel_us;
   const double v_us =
       v_dim == qk_dim ? qk_us : gemmUs(batch, seq, seq, v_dim, event.dtype, 0) - kernel_us;
-  return std::max((qk_us * qk_gemms + v_us * v_gemms) * causal,
-                  memoryBoundUs(0, event.memory_bytes, event.dtype, event.op)) +
+  return std::max((qk_us * qk_gemms + v_us * v_gemms) * (causal ? 0.5 : 1.0), memory_us) +
          kernel_us;
 }
 

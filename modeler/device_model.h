@@ -10,8 +10,18 @@
 //       split  = split-K when the tiles leave SMs idle: min(floor(sm/tiles), ceil(k/256)), >= 1
 //       waves  = ceil(tiles * split / sm)
 //       tile_us = (k/split + tile_overhead_k) * 2 * tm * tn / (peak/sm * gemm_efficiency)
-//                 with tm = min(128, m rounded up to 16) (tensor-core fragments; n alike)
+//                 with tm = min(128, m rounded up to 16) (tensor-core fragments; n alike);
+//                 a dtype listed under gemm_by_dtype (FP8 and its row/block/MX-scaled forms)
+//                 takes its own gemm_efficiency and tile_overhead_k, and runs at the peak of
+//                 peakDType(dtype)
 //       time   = max(waves * tile_us, bytes / (bandwidth * memory_efficiency)) + gemm_kernel_us
+//   fused attention (flash_attn_*, mla_attn_*) with the device file's fused_attention model:
+//       n = ceil(seq/128) query tiles per head, each a CTA walking n key tiles (causal:
+//       n(n+1)/2 per head, diagonal whole); per tile 2*128*128*(gq*qk_dim + gv*v_dim +
+//       (gq+gv)*softmax_dim) flops, gq, gv = 1, 1 forward and 3, 2 backward; rate = peak *
+//       efficiency of the pass; time = max(batch * (visited + n*cta_overhead_tiles) * tile /
+//       rate, the longest CTA (n + overhead) tiles on one SM, memory) + gemm_kernel_us. Without
+//       it: the scores GEMMs at GEMM efficiency (causal halved)
 //   other compute ops (memory-bound): max(flops / peak, bytes / (bandwidth * efficiency))
 //     + memory_kernel_us, efficiency = the op's memory_efficiency_by_op, else memory_efficiency
 //   host-side ops (offload, either model): a copy over the host link takes latency + bytes / its
@@ -56,7 +66,7 @@ class DeviceModel {
   double memoryBoundUs(double flops, int64_t memory_bytes, DType dtype,
                        const std::string& op = "") const;
   double communicationUs(const Event& event) const;
-  // A fused (flash) attention op as the batched GEMMs it runs inside (device_model.cpp).
+  // A fused (flash) attention op: its kernel's tile model, or the batched GEMMs it runs inside.
   double fusedAttentionUs(const Event& event) const;
   // An offload copy and the host's Adam (above): InputError when the cluster lacks the
   // node.host_link or node.host_memory they are timed by.

@@ -46,7 +46,7 @@ int64_t dataParallelBufferBytes(const ModelConfig& model, const Strategy& strate
   if (zero != 3) return 0;
   const bool fsdp = strategy.framework == Framework::kFsdp;
   // Linear weights are gathered in fp8 with FSDP's Float8 all-gather; norms stay in e (small).
-  const double gathered = fsdp && model.spec.fp8 ? 1 : e;
+  const double gathered = fsdp && model.fp8WeightGather() ? 1 : e;
   const double reduce = fsdp ? 4 : e;
   const double L = static_cast<double>(facts.largest_layer_parameters);
   const double S = static_cast<double>(facts.parameters);

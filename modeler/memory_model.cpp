@@ -1,5 +1,4 @@
 #include "modeler/memory_model.h"
-#include "plan/layer_shape.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +10,7 @@
 #include "common/units.h"
 #include "modeler/memory_components.h"
 #include "ops/layer_footprint.h"
+#include "plan/layer_shape.h"
 #include "plan/plan_core.h"
 #include "plan/task_graph.h"
 
@@ -131,7 +131,8 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
       }
     }
     for (const OpInstance& op : stage.backward) {
-      if (!op.weight_grad) continue;
+      // Only GEMMs hold inputs for a deferred W task (an FP8 cast there reads one of them).
+      if (!op.weight_grad || !isGemmOp(plan.events[op.event].event.op)) continue;
       weight_grad_inputs =
           saturatingAdd(weight_grad_inputs, weightGradInputBytes(plan.events[op.event].event));
     }
@@ -203,8 +204,7 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
                               const MemoryOverheads& overheads) {
   EVSIM_CHECK(headroom >= 0 && headroom < 1, "headroom {}", headroom);
   const int P = strategy.pp;
-  EVSIM_CHECK(static_cast<int>(devices.size()) == P, "{} devices for {} stages", devices.size(),
-              P);
+  EVSIM_CHECK(static_cast<int>(devices.size()) == P, "{} devices for {} stages", devices.size(), P);
   const int zero = strategy.gradGroupSize() > 1 ? strategy.zero_stage : 0;
   const bool offload_optimizer = offloadsOptimizer(strategy.offload);
   const bool offload_activations = offloadsActivations(strategy.offload);

@@ -294,7 +294,7 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
   std::array<double, kProvenanceCount> time_by_source{};
   for (int e = 0; e < p.events.size(); ++e) {
     const UniqueEvent& u = p.events[e];
-    if (u.event.kind == EventKind::kCompute) sum.model_flops += u.event.flops * u.count;
+    if (countsModelFlops(u.event)) sum.model_flops += u.event.flops * u.count;
     time_by_source[static_cast<int>(c[e].provenance)] += c[e].time_us * u.count;
   }
   // MFU counts the model's FLOPs only: recomputed forward ops are hardware work (HFU), not model
@@ -302,7 +302,7 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
   const double devices_per_stage = static_cast<double>(strategy.tp) * strategy.cp * strategy.dp;
   for (const StagePlan& stage : p.stages) {
     for (const OpInstance& op : stage.backward) {
-      if (op.recompute && p.events[op.event].event.kind == EventKind::kCompute) {
+      if (op.recompute && countsModelFlops(p.events[op.event].event)) {
         sum.model_flops -= p.events[op.event].event.flops * static_cast<double>(p.micro_batches) *
                            devices_per_stage;
       }
@@ -362,7 +362,7 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
 std::vector<MfuFigure> mfuFigures(const DeviceSpec& device, const ModelConfig& model,
                                   double flops_per_gpu_per_s) {
   std::vector<MfuFigure> figures;
-  for (DType dtype : {model.gemmDtype(), model.dtype}) {
+  for (DType dtype : {peakDType(model.gemmDtype()), model.dtype}) {
     if (!figures.empty() && figures.front().dtype == dtype) break;
     const double peak_tflops = device.peakTflops(dtype);
     figures.push_back({dtype, peak_tflops, flops_per_gpu_per_s / (peak_tflops * kFlopsPerTflop)});

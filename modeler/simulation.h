@@ -83,7 +83,8 @@ struct SimulationSummary {
   double iteration_us = 0;
   double samples_per_s = 0;
   double tokens_per_s = 0;
-  double model_flops = 0;  // per iteration, all devices, without recomputed ops
+  double model_flops = 0;  // per iteration, all devices: GEMMs and attention (countsModelFlops),
+                           // causal attention halved, recomputed ops excluded
   double flops_per_gpu_per_s = 0;
   double mfu = 0;  // against the peak of the GEMM dtype (mfu_by_peak.front())
   std::vector<MfuFigure> mfu_by_peak;

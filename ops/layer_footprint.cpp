@@ -17,7 +17,11 @@ void addOps(const EventTable& table, const OpList& ops, bool forward, LayerFootp
       if (op.expert) out.expert_weights += op.weights;
       out.saved_bytes += op.saved_bytes;
     }
-    if (op.weight_grad) out.weight_grad_input_bytes += weightGradInputBytes(table[op.event].event);
+    // A W task's GEMMs keep their inputs until it runs (an FP8 cast in the W task reads one of
+    // those inputs: nothing of its own).
+    if (op.weight_grad && isGemmOp(table[op.event].event.op)) {
+      out.weight_grad_input_bytes += weightGradInputBytes(table[op.event].event);
+    }
   }
 }
 

@@ -142,15 +142,32 @@ void LayerOpBuilder::linearForward(OpList& out, int layer, std::string_view name
                                    int64_t out_features, int64_t in_features, int64_t bias,
                                    int64_t saved_input) {
   const DType dtype = layer >= 0 || mtp_block_ ? shape_.gemm_dtype : shape_.dtype;
+  if (isFp8(dtype)) fp8Casts(out, layer, fp8InputCasts(shape_.spec.fp8_recipe, rows, in_features));
   compute(out, layer, name, makeGemm(rows, out_features, in_features, "nt", dtype),
-          out_features * in_features + bias, saved_input * dtypeBytes(dtype));
+          out_features * in_features + bias, saved_input * savedInputBytes(dtype));
+}
+
+void LayerOpBuilder::fp8Casts(OpList& out, int layer, const std::vector<Fp8Cast>& casts,
+                              bool weight_grad) {
+  for (const Fp8Cast& c : casts) {
+    compute(out, layer, c.name, c.event);
+    out.back().weight_grad = weight_grad;
+  }
+}
+
+int64_t LayerOpBuilder::savedInputBytes(DType dtype) const {
+  return isFp8(dtype) ? fp8SavedInputBytes(shape_.spec.fp8_recipe, shape_.dtype)
+                      : dtypeBytes(dtype);
 }
 
 void LayerOpBuilder::linearBackward(OpList& out, int layer, std::string_view dgrad,
                                     std::string_view wgrad, int64_t rows, int64_t out_features,
                                     int64_t in_features) {
   const DType dtype = layer >= 0 || mtp_block_ ? shape_.gemm_dtype : shape_.dtype;
+  const Fp8Recipe recipe = shape_.spec.fp8_recipe;
+  if (isFp8(dtype)) fp8Casts(out, layer, fp8GradCasts(recipe, rows, out_features));
   compute(out, layer, dgrad, makeGemm(rows, in_features, out_features, "nn", dtype));
+  if (isFp8(dtype)) fp8Casts(out, layer, fp8WgradInputCasts(recipe, rows, in_features), true);
   compute(out, layer, wgrad, makeGemm(out_features, in_features, rows, "tn", dtype));
   // Zero-bubble W tasks run these (and moe_ops.cpp's expert and router weight gradients).
   out.back().weight_grad = true;

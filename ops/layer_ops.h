@@ -48,13 +48,19 @@
 // and K, the softmax its output, attention dropout its 1-byte mask, x V the dropout output and V;
 // GeLU / SwiGLU their input; dropout its mask. Selective recomputation drops the s x s ones; full
 // recomputation keeps only the block input (on the block's first op).
+//
+// FP8 GEMMs (the model's fp8 recipe) add their casts as ops of their own before the GEMM that
+// reads them (ops/fp8_casts.h): the input's before each forward GEMM, the output gradient's before
+// each dgrad, rowwise's column-scaled input before each wgrad; the weights' once per iteration
+// beside the optimizer step (plan/).
 
 #include <cstdint>
 #include <vector>
 
+#include "config/model_config.h"
 #include "events/event.h"
 #include "events/event_table.h"
-#include "config/model_config.h"
+#include "ops/fp8_casts.h"
 #include "ops/op_list.h"
 #include "ops/recompute.h"
 
@@ -73,7 +79,7 @@ struct LayerShape {
   int ep = 1;                // E: the rank holds num_experts/E experts of each MoE block
   MoeSpec moe;
   MlaSpec mla;  // multi-latent attention's sizes (mla.enabled(): its op list, ops/mla_ops.cpp)
-  int64_t mtp_layers = 0;    // multi-token prediction depth (ops/mtp_ops.cpp)
+  int64_t mtp_layers = 0;      // multi-token prediction depth (ops/mtp_ops.cpp)
   TransformerBlock mtp_block;  // each depth's block: the model's last
   DType dtype = DType::kFp16;
   DType gemm_dtype = DType::kFp16;  // linear layers' GEMMs (fp8 with the model's fp8: true)
@@ -141,6 +147,12 @@ class LayerOpBuilder {
                      int64_t out_features, int64_t in_features, int64_t bias, int64_t saved_input);
   void linearBackward(OpList& out, int layer, std::string_view dgrad, std::string_view wgrad,
                       int64_t rows, int64_t out_features, int64_t in_features);
+  // FP8 GEMMs' casts (ops/fp8_casts.h) before the GEMM that reads them; `weight_grad` marks
+  // those only the wgrad needs (zero-bubble W tasks run them).
+  void fp8Casts(OpList& out, int layer, const std::vector<Fp8Cast>& casts,
+                bool weight_grad = false);
+  // Bytes per element a GEMM of `dtype` keeps of its input for the wgrad.
+  int64_t savedInputBytes(DType dtype) const;
   void attentionForward(OpList& out, int layer, bool cross);
   // Multi-latent attention (ops/mla_ops.cpp) in place of the QKV GEMM, core and projection.
   void mlaForward(OpList& out, int layer);
@@ -175,7 +187,7 @@ class LayerOpBuilder {
 
   const LayerShape& shape_;
   EventTable& table_;
-  bool mtp_block_ = false;  // building an MTP depth's block: its linear layers use the GEMM dtype
+  bool mtp_block_ = false;    // building an MTP depth's block: its linear layers use the GEMM dtype
   bool recomputing_ = false;  // ops pushed now are recomputed forward ops
   bool saving_ = true;        // forward ops keep their saved bytes (false inside a fully
                               // recomputed block)

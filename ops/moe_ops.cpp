@@ -54,7 +54,9 @@ void LayerOpBuilder::moeForward(OpList& out, int layer) {
   const int64_t fe = s.moe.expert_ffn / t;          // each expert's FFN on this TP rank
   const int64_t fc1_width = (swiglu ? 2 : 1) * fe;  // SwiGLU: [gate | up]
   const int64_t local = E / s.ep, m = rowsPerLocalExpert(), rows = local * m;
-  const int64_t ge = dtypeBytes(s.gemm_dtype);
+  const int64_t ge = savedInputBytes(s.gemm_dtype);
+  const bool fp8 = isFp8(s.gemm_dtype);
+  const Fp8Recipe recipe = s.spec.fp8_recipe;
   const int64_t sent_rows = routedRows(region_tokens);  // what the all-to-all moves
 
   norm(out, layer, "mlp_layernorm", false);
@@ -70,6 +72,7 @@ void LayerOpBuilder::moeForward(OpList& out, int layer) {
   if (s.sequence_parallel) {
     tpCollective(out, layer, "moe_dispatch_allgather", EventKind::kAllGather, rows * h * e());
   }
+  if (fp8) fp8Casts(out, layer, fp8InputCasts(recipe, rows, h));
   compute(out, layer, "expert_fc1_gemm",
           makeBatchedGemm(local, m, fc1_width, h, "nt", s.gemm_dtype),
           local * (fc1_width * h + bias(fc1_width)), ge * rows * h);
@@ -77,6 +80,7 @@ void LayerOpBuilder::moeForward(OpList& out, int layer) {
   compute(out, layer, swiglu ? "expert_swiglu" : "expert_gelu",
           makeCompute(swiglu ? "swiglu_fwd" : "gelu_fwd", {{"elems", rows * fe}}, "", s.dtype), 0,
           e() * rows * fc1_width);
+  if (fp8) fp8Casts(out, layer, fp8InputCasts(recipe, rows, fe));
   compute(out, layer, "expert_fc2_gemm", makeBatchedGemm(local, m, h, fe, "nt", s.gemm_dtype),
           local * (h * fe + bias(h)), ge * rows * fe);
   out.back().expert = true;
@@ -115,6 +119,8 @@ void LayerOpBuilder::moeBackward(OpList& out, int layer) {
   const int64_t fc1_width = (swiglu ? 2 : 1) * fe;
   const int64_t local = E / s.ep, m = rowsPerLocalExpert(), rows = local * m;
   const int64_t sent_rows = routedRows(region_tokens);
+  const bool fp8 = isFp8(s.gemm_dtype);
+  const Fp8Recipe recipe = s.spec.fp8_recipe;
 
   dropout(out, layer, "mlp_dropout_bwd", region, true);
   if (s.moe.shared_ffn > 0) {
@@ -137,13 +143,17 @@ void LayerOpBuilder::moeBackward(OpList& out, int layer) {
   if (s.sequence_parallel) {
     tpCollective(out, layer, "moe_combine_grad_allgather", EventKind::kAllGather, rows * h * e());
   }
+  if (fp8) fp8Casts(out, layer, fp8GradCasts(recipe, rows, h));
   compute(out, layer, "expert_fc2_dgrad", makeBatchedGemm(local, m, fe, h, "nn", s.gemm_dtype));
+  if (fp8) fp8Casts(out, layer, fp8WgradInputCasts(recipe, rows, fe), true);
   compute(out, layer, "expert_fc2_wgrad", makeBatchedGemm(local, h, fe, m, "tn", s.gemm_dtype));
   out.back().weight_grad = true;  // a W op of zero-bubble schedules
   compute(out, layer, swiglu ? "expert_swiglu_bwd" : "expert_gelu_bwd",
           makeCompute(swiglu ? "swiglu_bwd" : "gelu_bwd", {{"elems", rows * fe}}, "", s.dtype));
+  if (fp8) fp8Casts(out, layer, fp8GradCasts(recipe, rows, fc1_width));
   compute(out, layer, "expert_fc1_dgrad",
           makeBatchedGemm(local, m, h, fc1_width, "nn", s.gemm_dtype));
+  if (fp8) fp8Casts(out, layer, fp8WgradInputCasts(recipe, rows, h), true);
   compute(out, layer, "expert_fc1_wgrad",
           makeBatchedGemm(local, fc1_width, h, m, "tn", s.gemm_dtype));
   out.back().weight_grad = true;  // a W op of zero-bubble schedules

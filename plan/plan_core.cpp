@@ -4,6 +4,7 @@
 
 #include "common/checked.h"
 #include "common/error.h"
+#include "ops/fp8_casts.h"
 #include "ops/layer_ops.h"
 #include "plan/layer_shape.h"
 
@@ -14,6 +15,15 @@ namespace {
 // Chunks: P*v model chunks (v = 1 unless the schedule runs several per device), placed on the
 // device stages by the schedule's layout (pipeline_layout.h).
 int chunkCount(const Strategy& strategy) { return pipelineLayout(strategy).stages(); }
+
+// Weight elements of the FP8 GEMMs among `ops` (forward ops own their weights).
+int64_t fp8WeightElements(const OpList& ops, const EventTable& table) {
+  int64_t total = 0;
+  for (const OpInstance& op : ops) {
+    if (op.weights > 0 && isFp8(table[op.event].event.dtype)) total += op.weights;
+  }
+  return total;
+}
 
 // ZeRO acts only over a DP x CP group of more than one rank.
 int effectiveZero(const Strategy& strategy) {
@@ -236,7 +246,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       }
       DType wire = dtype;
       if (fsdp && kind == EventKind::kReduceScatter) wire = DType::kFp32;
-      if (fsdp && kind == EventKind::kAllGather && model.spec.fp8 && layer >= 0) {
+      if (fsdp && kind == EventKind::kAllGather && model.fp8WeightGather() && layer >= 0) {
         wire = DType::kFp8;
       }
       auto push = [&](int64_t count, const Placement& group, std::string_view op_name) {
@@ -343,7 +353,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
   for (const PipelineClass& pipeline : core->pipelines) {
     const int64_t replicas = static_cast<int64_t>(pipeline.replicas.size());
     for (int k = 0; k + 1 < K; ++k) {
-      if (pipeline.forward_p2p[k] < 0) continue;  // a hand-over inside one device
+      if (pipeline.forward_p2p[k] < 0) continue;                // a hand-over inside one device
       core->p2p_uses[pipeline.forward_p2p[k]] += 2 * replicas;  // send + receive
       core->p2p_uses[pipeline.backward_p2p[k]] += 2 * replicas;
     }
@@ -398,6 +408,16 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
                  : stage.parameters;
     for (const StepOp& op : optimizerStepOps(optimizer_params, dtype, strategy.offload)) {
       stage.optimizer.push_back(OpInstance{intern(op.event), op.stream, kEmbeddingLayer, op.name});
+    }
+    // FP8 weights are cast once per iteration after the step (ops/fp8_casts.h): the whole weights
+    // on the rank, or, under ZeRO-3 / FSDP (cast before the gather), the rank's shard.
+    const int64_t fp8_weights = fp8WeightElements(stage.forward, table);
+    if (fp8_weights > 0) {
+      const int64_t cast = zero == 3 ? (fp8_weights + G - 1) / G : fp8_weights;
+      for (const Fp8Cast& c : fp8WeightCasts(model.spec.fp8_recipe, cast)) {
+        stage.optimizer.push_back(
+            OpInstance{intern(c.event), Stream::kCompute, kEmbeddingLayer, c.name});
+      }
     }
 
     const EventKind grad_kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;

@@ -71,6 +71,10 @@ cudaDataType_t cudaType(DType dtype) {
       return CUDA_R_32F;
     case DType::kFp8:
       return CUDA_R_8F_E4M3;
+    case DType::kFp8Row:
+    case DType::kFp8Block:
+    case DType::kMxfp8:
+      break;  // refused by makeCudaGemmKernel before any buffer is made
   }
   EVSIM_THROW(Error, "unknown dtype {}", static_cast<int>(dtype));
 }
@@ -109,6 +113,13 @@ void gemm(cublasHandle_t handle, DType dtype, std::string_view layout, int64_t b
 std::unique_ptr<ComputeKernel> makeCudaGemmKernel(const Event& event, cudaStream_t stream,
                                                   uint64_t seed) {
   if (event.dtype == DType::kFp8) return makeCudaFp8GemmKernel(event, stream, seed);
+  if (isFp8(event.dtype)) {
+    // Row-, block- and MX-scaled GEMMs need the scale tensors' own cuBLASLt modes (CUDA 12.9+,
+    // Blackwell for MX) or DeepGEMM/CUTLASS kernels, which eventprof does not carry: the device
+    // model times them (modeler/device_model.h).
+    EVSIM_THROW(InputError, "'{}': no CUDA kernel for {} GEMMs (per-tensor fp8 only)",
+                event.signature(), dtypeName(event.dtype));
+  }
   return std::make_unique<CudaGemmKernel>(event, stream, seed);
 }
 

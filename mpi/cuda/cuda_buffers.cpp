@@ -24,6 +24,9 @@ ncclDataType_t ncclType(DType dtype) {
     case DType::kFp16:
       return ncclFloat16;
     case DType::kFp8:
+    case DType::kFp8Row:
+    case DType::kFp8Block:
+    case DType::kMxfp8:
       // E4M3 (events/dtype.h). NCCL names it from 2.24 on (and reduces it on sm_90+ only, where
       // FP8 training runs); older headers move the same bytes as uint8, which reductions then
       // treat as integers: the traffic, which is what a profile measures, is the same.

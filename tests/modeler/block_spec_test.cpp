@@ -9,10 +9,10 @@
 #include <cmath>
 #include <string>
 
-#include "plan/iteration_plan.h"
-#include "ops/parameter_counts.h"
-#include "ops/layer_footprint.h"
 #include "modeler/memory_model.h"
+#include "ops/layer_footprint.h"
+#include "ops/parameter_counts.h"
+#include "plan/iteration_plan.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -88,15 +88,16 @@ TEST(BlockSpec, ParameterCountsAgreeWithMegatronsFormula) {
 
 TEST(BlockSpec, TrainingFlopsPerTokenAreSixTimesParametersPlusAttention) {
   // Forward + backward per token: 6 x (block parameters + the output layer; the embedding lookup
-  // does no GEMM) + attention 12 L s h (QK^T and PV: 4 s h forward, twice that backward, as
-  // Megatron counts them, the causal mask ignored). GQA and SwiGLU enter through the parameters:
+  // does no GEMM) + attention 6 L s h (QK^T and PV: 4 s h forward, twice that backward, halved
+  // by the causal mask, as NeMo's flops_utils count them). GQA and SwiGLU enter through the
+  // parameters:
   // K and V are g/a as wide, the MLP has three h x f GEMMs. Norms, RoPE, SwiGLU and the loss add
   // under 0.1%.
   for (const LlamaShape& m : kLlamas) {
     const ModelConfig model = bundled(m.name);
     const double s = static_cast<double>(model.seq_length);
     const double hand =
-        6 * (m.layers * llamaBlockParameters(m) + kLlamaVocab * m.h) + 12 * m.layers * s * m.h;
+        6 * (m.layers * llamaBlockParameters(m) + kLlamaVocab * m.h) + 6 * m.layers * s * m.h;
     const ModelFootprint fp = unsplitFootprint(model);
     const double per_token = (fp.embedding.model_flops + fp.head.model_flops +
                               m.layers * fp.block(model.blocks[0]).model_flops) /

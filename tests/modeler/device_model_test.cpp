@@ -164,9 +164,14 @@ TEST(DeviceModel, FusedAttentionRunsItsScoresGemmsCausallyHalved) {
       "", DType::kFp16);
   EXPECT_NEAR(model.estimateUs(forward), scores_us + 5, 1e-6);
   EXPECT_NEAR(model.estimateUs(backward), 2.5 * scores_us + 5, 1e-6);
-  // The event's FLOPs stay Megatron's count: 4 b s^2 d forward, twice that backward.
-  EXPECT_EQ(forward.flops, 4.0 * 64 * 4096 * 4096 * 128);
+  // The event's FLOPs are the model's: 4 b s^2 d forward, twice that backward, halved by the
+  // causal mask (NeMo's count); without the mask the whole square.
+  EXPECT_EQ(forward.flops, 0.5 * 4.0 * 64 * 4096 * 4096 * 128);
   EXPECT_EQ(backward.flops, 2 * forward.flops);
+  Event full = makeCompute(
+      "flash_attn_fwd", {{"batch", 64}, {"groups", 8}, {"seq", 4096}, {"dim", 128}, {"causal", 0}},
+      "", DType::kFp16);
+  EXPECT_EQ(full.flops, 4.0 * 64 * 4096 * 4096 * 128);
 }
 
 TEST(DeviceModel, TaskOpsWaitForTheHostToIssueThem) {

@@ -103,12 +103,12 @@ TEST(Mla, OpListUnderTensorAndSequenceParallelism) {
   EXPECT_EQ(eventOf(plan, findOp(bwd, "kv_latent_grad_reduce_scatter", 0)).message_bytes,
             128 * 40 * 2);
   // The fused core: b a / t = 8 heads, Q/K 24 and V 16 channels; forward FLOPs
-  // 2 x 8 x 64^2 x (24 + 16) = 2,621,440, backward twice that.
+  // 2 x 8 x 64^2 x (24 + 16) = 2,621,440 halved by the causal mask, backward twice that.
   const Event& core = eventOf(plan, findOp(fwd, "flash_attention", 0));
   EXPECT_EQ(core.op, "mla_attn_fwd");
   EXPECT_EQ(dimValues(core), (V{8, 64, 24, 16, 1}));
-  EXPECT_DOUBLE_EQ(core.flops, 2'621'440.0);
-  EXPECT_DOUBLE_EQ(eventOf(plan, findOp(bwd, "flash_attention_bwd", 0)).flops, 2 * 2'621'440.0);
+  EXPECT_DOUBLE_EQ(core.flops, 2'621'440.0 / 2);
+  EXPECT_DOUBLE_EQ(eventOf(plan, findOp(bwd, "flash_attention_bwd", 0)).flops, 2'621'440.0);
   // Saved by the core: Q (8 x 64 x 24), K (same), V (8 x 64 x 16) in bf16, fp32 LSE (8 x 64):
   // 2 x (12288 + 12288 + 8192) + 4 x 512 = 67,584 bytes.
   EXPECT_EQ(findOp(fwd, "flash_attention", 0).saved_bytes, 67'584);

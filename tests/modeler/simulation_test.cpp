@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "config/cluster_config.h"
-#include "plan/iteration_plan.h"
 #include "config/model_config.h"
 #include "modeler/device_events.h"
+#include "plan/iteration_plan.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -151,15 +151,16 @@ TEST(SimulationTest, SingleStageCountsEveryOp) {
   EXPECT_DOUBLE_EQ(sim.offsets[0].backward_start_us[89], 89);
 }
 
-// MFU = model FLOPs / (iteration * N * peak). model FLOPs = sum over compute events of flops x
-// count (the plan's counts); peak 100 TFLOP/s fp16 = 1e14 FLOP/s. Two DP replicas with the same m
-// do exactly twice the work of one.
+// MFU = model FLOPs / (iteration * N * peak). model FLOPs = sum over the GEMM events (this model
+// has no fused attention) of flops x count (the plan's counts): norms, softmax and Adam count
+// per-element operations that are not model FLOPs; peak 100 TFLOP/s fp16 = 1e14 FLOP/s. Two DP
+// replicas with the same m do exactly twice the work of one.
 TEST(SimulationTest, ModelFlopsAndMfu) {
   IterationPlan p1 = plan(strategy(1, 2, 1, 4));
   IterationPlan p2 = plan(strategy(1, 2, 2, 8));
   double flops1 = 0;
   for (const UniqueEvent& u : p1.events.events()) {
-    if (u.event.kind == EventKind::kCompute) flops1 += u.event.flops * u.count;
+    if (isGemmOp(u.event.op)) flops1 += u.event.flops * u.count;
   }
   ASSERT_GT(flops1, 0);
   Simulation s1 = simulate(p1, computeOnes(p1));
