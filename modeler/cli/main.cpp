@@ -22,6 +22,7 @@
 #include "modeler/cli/events_command.h"
 #include "modeler/cli/collective_command.h"
 #include "modeler/cli/import_command.h"
+#include "modeler/cli/import_kineto_command.h"
 #include "modeler/cli/list_command.h"
 #include "modeler/cli/search_command.h"
 #include "modeler/cli/simulate_command.h"
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   evsim::registerCompareCommand(app);
   evsim::registerCalibrateCommand(app);
   evsim::registerImportCommand(app);
+  evsim::registerImportKinetoCommand(app);
   evsim::registerConvertCommand(app);
   evsim::registerCollectiveCommand(app);
   evsim::registerListCommand(app);

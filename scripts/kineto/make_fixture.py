@@ -77,7 +77,7 @@ def step(model, optimizer, tokens, labels):
 
 def trim(trace):
     """CPU ops and the optimizer's annotation only, with the arguments the import reads."""
-    keep_args = ("Input Dims", "Input type", "correlation", "External id")
+    keep_args = ("Input Dims", "Input Strides", "Input type", "correlation")
     events = []
     for e in trace["traceEvents"]:
         if e.get("ph") != "X" or e.get("cat") not in ("cpu_op", "user_annotation"):
