@@ -5,6 +5,7 @@
 
 namespace evsim {
 
-inline constexpr int kJsonSchemaVersion = 1;
+// 2: search's speedup_over_worst (over a pruned leftover) gave way to time_vs_best (issue 31).
+inline constexpr int kJsonSchemaVersion = 2;
 
 }  // namespace evsim

@@ -14,6 +14,7 @@
 #include "plan/plan_cache.h"
 #include "modeler/candidate_stream.h"
 #include "modeler/closed_form_tier.h"
+#include "modeler/equivalent_plans.h"
 #include "modeler/parallel_for.h"
 #include "modeler/simulation.h"
 
@@ -36,7 +37,8 @@ constexpr double kBoundSlack = 1e-9;
 
 struct Ranked {
   double iteration_us = 0;
-  size_t index = 0;  // enumeration order, the tie-break
+  size_t index = 0;      // enumeration order, the tie-break (of a group's first member)
+  size_t row_index = 0;  // enumeration order of the plan shown (equivalent_plans.h)
   CandidateResult result;
 };
 
@@ -114,6 +116,7 @@ class PrunedSearch {
     report_.invalid_example = std::move(invalid.invalid_example);
     if (missing_.size() > 0) costs_.costAll(missing_);  // throws, listing all
     report_.pruned = true;
+    report_.tokens_per_sample = model_.seq_length;
     report_.headroom = options_.memory_headroom;
     report_.capacity_bytes = cluster_.device.memoryBytes();
     report_.usable_bytes = static_cast<int64_t>(static_cast<double>(report_.capacity_bytes) *
@@ -122,9 +125,6 @@ class PrunedSearch {
     int rank = 0;
     for (Ranked& r : top_) {
       r.result.rank = ++rank;
-      if (worst_samples_per_s_ > 0) {
-        r.result.speedup_over_worst = r.result.samples_per_s / worst_samples_per_s_;
-      }
       report_.candidates.push_back(std::move(r.result));
     }
     return std::move(report_);
@@ -155,6 +155,7 @@ class PrunedSearch {
     Ranked r;
     r.iteration_us = sim.summary.iteration_us;
     r.index = candidate.index;
+    r.row_index = candidate.index;
     CandidateResult& c = r.result;
     c.strategy = candidate.strategy;
     c.status = CandidateStatus::kOk;
@@ -207,8 +208,18 @@ class PrunedSearch {
       if (!d.ranked) continue;
       ++report_.simulated;
       Ranked r = std::move(*d.ranked);
-      if (worst_samples_per_s_ == 0 || r.result.samples_per_s < worst_samples_per_s_) {
-        worst_samples_per_s_ = r.result.samples_per_s;
+      // A plan that simulates like one already kept joins its row: the top K are K distinct
+      // timelines, not one plan under several names.
+      auto same = std::find_if(top_.begin(), top_.end(),
+                               [&](const Ranked& t) { return sameOutcome(t.result, r.result); });
+      if (same != top_.end()) {
+        // As the exhaustive search collapses them: the group ranks at its first member in
+        // enumeration order.
+        same->index = std::min(same->index, r.index);
+        mergeEquivalent(same->result, same->row_index, std::move(r.result), r.row_index);
+        std::sort(top_.begin(), top_.end(), before);  // an earlier index may move it among ties
+        ++report_.equivalent;
+        continue;
       }
       auto at = std::upper_bound(top_.begin(), top_.end(), r, before);
       if (at - top_.begin() < options_.top_k) {
@@ -228,7 +239,6 @@ class PrunedSearch {
   std::vector<ClosedFormTier::Workspace> workspaces_;  // one per worker thread
   std::set<Pending, ByBound> pool_;
   std::vector<Ranked> top_;  // best first, at most top_k
-  double worst_samples_per_s_ = 0;
   EventTable missing_;
   SearchReport report_;
 };

@@ -7,6 +7,7 @@
 #include "common/units.h"
 #include "plan/iteration_plan.h"
 #include "modeler/closed_form_tier.h"
+#include "modeler/equivalent_plans.h"
 #include "modeler/parallel_for.h"
 #include "modeler/pruned_search.h"
 #include "modeler/simulation.h"
@@ -28,6 +29,11 @@ std::string_view candidateStatusName(CandidateStatus status) {
 const CandidateResult* SearchReport::best() const {
   if (candidates.empty() || candidates.front().status != CandidateStatus::kOk) return nullptr;
   return &candidates.front();
+}
+
+double SearchReport::timeVsBest(const CandidateResult& r) const {
+  const CandidateResult* b = best();
+  return b && b->iteration_us > 0 ? r.iteration_us / b->iteration_us : 0;
 }
 
 void SearchReport::noteInvalid(const Strategy& strategy, const std::string& violation) {
@@ -144,16 +150,15 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
   }
 
   SearchReport report;
+  report.tokens_per_sample = model.seq_length;
   report.headroom = options.memory_headroom;
   report.capacity_bytes = cluster.device.memoryBytes();
   report.usable_bytes = static_cast<int64_t>(static_cast<double>(report.capacity_bytes) *
                                              (1 - options.memory_headroom));
-  double worst = 0;
   for (const CandidateResult& r : results) {
     switch (r.status) {
       case CandidateStatus::kOk:
         ++report.ok;
-        if (worst == 0 || r.samples_per_s < worst) worst = r.samples_per_s;
         break;
       case CandidateStatus::kOom:
         ++report.oom;
@@ -166,10 +171,6 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
     }
   }
   report.valid = report.ok + report.oom;
-  for (CandidateResult& r : results) {
-    if (r.status == CandidateStatus::kOk && worst > 0)
-      r.speedup_over_worst = r.samples_per_s / worst;
-  }
   // Stable: ties keep enumeration order (M, then P, then b, then schedule, then techniques).
   std::stable_sort(results.begin(), results.end(),
                    [](const CandidateResult& a, const CandidateResult& b) {
@@ -180,10 +181,7 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
                      }
                      return false;
                    });
-  int rank = 0;
-  for (CandidateResult& r : results) {
-    if (r.status == CandidateStatus::kOk) r.rank = ++rank;
-  }
+  report.equivalent = collapseEquivalents(results);  // ranks them too
   report.candidates = std::move(results);
   return report;
 }

@@ -46,11 +46,13 @@ struct CandidateResult {
   // Timing (ok candidates only).
   double iteration_us = 0;
   double samples_per_s = 0;
-  double speedup_over_worst = 0;  // throughput / the worst ok candidate's throughput
   double bubble_fraction = 0;
   double model_tflops_per_gpu = 0;  // model FLOPs per iteration / (iteration time x GPUs)
   double mfu = 0;                   // against the GEMM dtype's peak (mfuFigures().front())
   std::array<double, kProvenanceCount> provenance_share{};
+  // Ok candidates: the flags of the plans merged into this one because they simulate to the same
+  // timeline (equivalent_plans.h), e.g. {"gpipe", "dapple rc=sel"}.
+  std::vector<std::string> equivalents;
 };
 
 struct SearchReport {
@@ -61,13 +63,15 @@ struct SearchReport {
   int64_t ok = 0;
   int64_t oom = 0;
   int64_t invalid = 0;
+  int64_t equivalent = 0;
+  int64_t tokens_per_sample = 0;  // the model's sequence length: tokens/s = samples/s x this  // ok candidates merged into an equivalent row (not listed on their own)
   int64_t capacity_bytes = 0;  // device memory
   int64_t usable_bytes = 0;    // capacity * (1 - headroom)
   double headroom = kDefaultMemoryHeadroom;
 
   // runPrunedSearch only: `candidates` holds the top K ok candidates (ranked as above); the others
   // are only counted. ok and oom are exact (the closed-form tier computes every valid candidate's
-  // memory); speedup_over_worst is over the slowest candidate that was simulated.
+  // memory).
   bool pruned = false;
   int64_t closed_form = 0;      // valid candidates the closed-form tier evaluated
   int64_t simulated = 0;        // ok candidates fully simulated
@@ -82,6 +86,8 @@ struct SearchReport {
 
   // The best ok candidate, or nullptr when none fits.
   const CandidateResult* best() const;
+  // An ok candidate's iteration time over the best one's (1 for the best, 1.25 for 25% slower).
+  double timeVsBest(const CandidateResult& r) const;
   // Bookkeeping both searches share: an invalid candidate (counted by rule, the first kept as the
   // rule's example) and an OOM one (the closest to fitting kept). Counts of ok/oom/invalid are the
   // caller's.

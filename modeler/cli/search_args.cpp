@@ -1,6 +1,7 @@
 #include "modeler/cli/search_args.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <utility>
@@ -94,6 +95,65 @@ std::string sequenceParallelValues(const SearchArgs& args) {
   return out;
 }
 
+std::string defaultContextParallel(const ModelConfig& model) {
+  std::string out = "1";
+  if (!model.spec.flash_attention) return out;
+  for (int64_t c = 2; model.seq_length / c >= kMinTokensPerCpRank; c *= 2) {
+    out += fmt::format(",{}", c);
+  }
+  return out;
+}
+
+namespace {
+
+// The entries of `all` that `given` (a comma-separated flag value) leaves out.
+std::vector<std::string> missingFrom(const std::string& given,
+                                     const std::vector<std::string>& all) {
+  std::vector<std::string> values;
+  for (const std::string& part : split(given, ',')) values.push_back(toLower(trim(part)));
+  if (std::find(values.begin(), values.end(), "1f1b") != values.end()) values.push_back("dapple");
+  std::vector<std::string> out;
+  for (const std::string& a : all) {
+    if (std::find(values.begin(), values.end(), a) == values.end()) out.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string searchedSpaceText(const SearchArgs& args) {
+  std::string searched = fmt::format("searched: b {}; schedules {}", args.micro_batches,
+                                     args.schedules);
+  if (args.schedules.find("interleaved") != std::string::npos) {
+    searched += fmt::format(" (v {})", args.virtual_stages);
+  }
+  searched += fmt::format("; recompute {}; SP {}; ZeRO {}; DP overlap {}; CP {}",
+                          args.recomputes, sequenceParallelValues(args), args.zero_stages,
+                          args.dp_overlaps, args.context_parallel);
+  if (!args.expert_parallel.empty()) searched += fmt::format("; EP {}", args.expert_parallel);
+  if (args.offloads != "none") searched += fmt::format("; offload {}", args.offloads);
+
+  std::vector<std::string> left;
+  auto leftOut = [&](std::string_view label, const std::string& given,
+                     const std::vector<std::string>& all, std::string_view flag) {
+    std::vector<std::string> missing = missingFrom(given, all);
+    if (missing.empty()) return;
+    left.push_back(fmt::format("{}{}{} ({})", label, label.empty() ? "" : " ",
+                               fmt::join(missing, ","), flag));
+  };
+  leftOut("", args.schedules,
+          {"gpipe", "dapple", "interleaved", "zbh1", "zbh2", "zbv", "dualpipev"}, "--schedule");
+  leftOut("recompute", args.recomputes, {"none", "selective", "full"}, "--recompute");
+  leftOut("SP", sequenceParallelValues(args), {"off", "on"}, "--sequence-parallel");
+  leftOut("ZeRO", args.zero_stages, {"0", "1", "2", "3"}, "--zero");
+  leftOut("DP overlap", args.dp_overlaps, {"off", "on"}, "--dp-overlap");
+  leftOut("offload", args.offloads, {"none", "optimizer", "activations", "both"}, "--offload");
+  if (args.uneven_stages == 0) left.push_back("uneven stages (--uneven-stages)");
+  if (!args.allow_cross_node_tp) left.push_back("TP across nodes (--allow-cross-node-tp)");
+  if (left.empty()) return searched;
+  return fmt::format("{} — not searched: {}", searched, fmt::join(left, ", "));
+}
+
 // The search's own arguments that pick the candidates, as a command line fragment.
 std::string spaceCommandLine(const SearchArgs& args) {
   std::string out = fmt::format(
@@ -134,7 +194,7 @@ std::string unionEventprofHint(const SearchArgs& args, const SearchOptions& opti
         "--model {} --cluster {} --gpus {} --global-batch {} --micro-batches {} -o profile.yaml",
         args.run.model, args.run.cluster, args.gpus, args.run.global_batch, args.micro_batches));
   }
-  return fmt::format("eventsim search {} --write-events events.yaml --fallback analytic && {}",
+  return fmt::format("eventsim search {} --write-events events.yaml && {}",
                      spaceCommandLine(args),
                      eventprofCommand("--events events.yaml -o profile.yaml"));
 }
@@ -166,7 +226,7 @@ std::string simulateCommand(const SearchArgs& args, const Strategy& strategy) {
   std::string out = "eventsim simulate " + args.run.commandLine(strategy);
   if (args.allow_cross_node_tp) out += " --allow-cross-node-tp";
   if (!args.costs.profile.empty()) out += " --profile " + args.costs.profile;
-  if (args.costs.analytic()) out += " --fallback analytic";
+  if (!args.costs.fallback.empty()) out += " --fallback " + args.costs.fallback;
   return out;
 }
 

@@ -23,21 +23,24 @@ struct SearchArgs {
   RunOptions run;
   CostSourceOptions costs;
   int64_t gpus = 0;
+  // The default space is what a Megatron-LM user tries (issue 31, item 1): 1F1B and interleaving,
+  // recomputation, sequence parallelism, the distributed optimizer (ZeRO-1) and DP overlap, each
+  // with its "off"; context parallelism where sequences are long (defaultContextParallel).
   std::string micro_batches = "1,2,4,8";
-  std::string schedules = "gpipe,dapple";
+  std::string schedules = "dapple,interleaved";
   std::string virtual_stages = "2,3,4";  // tried with the interleaved schedule (valid v only)
-  std::string recomputes = "none";
-  std::string sequence_parallel = "off";
+  std::string recomputes = "none,selective,full";
+  std::string sequence_parallel = "off,on";
   // Megatron's TP communication: allreduce (no SP) or rs-ag (reduce-scatter + all-gather, which
   // is what sequence parallelism is): another name for --sequence-parallel off,on.
   std::string tp_comm;
-  std::string zero_stages = "0";
-  std::string dp_overlaps = "off";
+  std::string zero_stages = "0,1";
+  std::string dp_overlaps = "off,on";
   std::string offloads = "none";
-  std::string context_parallel = "1";
+  std::string context_parallel;  // empty: defaultContextParallel(model)
   std::string expert_parallel;  // empty: every power of two dividing an MoE model's experts
   int uneven_stages = 0;        // --uneven-stages K: first/last stage shortened by 1..K layers
-  int top = 0;                  // 0: every candidate
+  int top = 10;                 // 0: every candidate
   bool json = false;
   std::string csv;
   bool allow_cross_node_tp = false;
@@ -61,8 +64,16 @@ std::vector<int> parseSmallInts(const std::string& text, std::string_view flag);
 // --tp-comm as the --sequence-parallel values it stands for (docs/SEARCH.md).
 std::string sequenceParallelValues(const SearchArgs& args);
 
+// --cp's default: 1, and for a model with fused attention every power of two C that leaves each
+// rank at least kMinTokensPerCpRank tokens of the sequence (Megatron-LM users turn CP on for long
+// sequences: at 2,048 or 4,096 tokens it only adds ring exchanges). "1,2,4" at 16K tokens.
+inline constexpr int64_t kMinTokensPerCpRank = 4096;
+std::string defaultContextParallel(const ModelConfig& model);
+
 // The search's own arguments that pick the candidates, as a command line fragment.
 std::string spaceCommandLine(const SearchArgs& args);
+// One line of what the space holds and what it leaves out, with the flag that adds each.
+std::string searchedSpaceText(const SearchArgs& args);
 // One profiling run that covers every candidate.
 std::string unionEventprofHint(const SearchArgs& args, const SearchOptions& options);
 // Writes the union of the events of every valid candidate as an events file (--write-events).

@@ -96,31 +96,37 @@ nlohmann::json reportJson(const SearchArgs& args, const ModelConfig& model,
 
 void printRowHeader() {
   fmt::print(
-      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>6} {:>8} {:>7} {:>10} {:>10}  "
+      "{:>4}  {:<10} {:>3}  {:<11} {:<24} {:>11} {:>11} {:>8} {:>6} {:>7} {:>7} {:>10} {:>10}  "
       "{:<11} {}\n",
-      "rank", "strategy", "b", "schedule", "techniques", "iter (ms)", "samples/s", "TFLOP/s",
-      "MFU", "speedup", "bubble", "peak GiB", "free GiB", "m/d/e %", "status");
+      "rank", "strategy", "b", "schedule", "techniques", "iter (ms)", "tokens/s", "TFLOP/s", "MFU",
+      "vs best", "bubble", "peak GiB", "margin GiB", "m/d/e %", "status");
+}
+
+// "ok", or "ok (same timeline: gpipe; dapple rc=sel)" for a row that stands for equivalent plans.
+std::string okStatus(const CandidateResult& r) {
+  if (r.equivalents.empty()) return "ok";
+  return fmt::format("ok (same timeline: {})", fmt::join(r.equivalents, "; "));
 }
 
 void printOkRow(const CandidateResult& r, const SearchReport& report) {
   const Strategy& s = r.strategy;
   fmt::print(
-      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11.3f} {:>11.2f} {:>8.1f} {:>5.1f}% {:>7.2f}x "
-      "{:>6.1f}% {:>10.2f} {:>10.2f}  {:<11} ok\n",
+      "{:>4}  {:<10} {:>3}  {:<11} {:<24} {:>11.3f} {:>11.0f} {:>8.1f} {:>5.1f}% {:>6.2f}x "
+      "{:>6.1f}% {:>10.2f} {:>10.2f}  {:<11} {}\n",
       r.rank, s.name(), s.micro_batch, scheduleName(s.schedule), shortTechniques(s),
-      r.iteration_us / kUsPerMs, r.samples_per_s, r.model_tflops_per_gpu, 100 * r.mfu,
-      r.speedup_over_worst, 100 * r.bubble_fraction,
-      gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), provenanceText(r));
+      r.iteration_us / kUsPerMs, r.samples_per_s * static_cast<double>(report.tokens_per_sample),
+      r.model_tflops_per_gpu, 100 * r.mfu, report.timeVsBest(r), 100 * r.bubble_fraction,
+      gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), provenanceText(r),
+      okStatus(r));
 }
 
 void printOomRow(const CandidateResult& r, const SearchReport& report) {
   const Strategy& s = r.strategy;
   fmt::print(
-      "{:>4}  {:<10} {:>3}  {:<11} {:<16} {:>11} {:>11} {:>8} {:>6} {:>8} {:>7} {:>10.2f} "
+      "{:>4}  {:<10} {:>3}  {:<11} {:<24} {:>11} {:>11} {:>8} {:>6} {:>7} {:>7} {:>10.2f} "
       "{:>10.2f}  {:<11} OOM (stage {})\n",
       "-", s.name(), s.micro_batch, scheduleName(s.schedule), shortTechniques(s), "-", "-", "-", "-",
-      "-", "-",
-      gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), "-",
+      "-", "-", gib(r.peak_memory_bytes), gib(report.usable_bytes - r.peak_memory_bytes), "-",
       r.peak_memory_stage);
 }
 
@@ -141,6 +147,13 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
       gib(report.usable_bytes), 100 * report.headroom, args.run.global_batch);
   fmt::print("candidates: {} (valid {}: ok {}, OOM {}; invalid {})\n", report.total(), report.valid,
              report.ok, report.oom, report.invalid);
+  fmt::print("{}\n", searchedSpaceText(args));
+  if (report.equivalent > 0) {
+    fmt::print(
+        "equivalent: {} plan(s) simulate to the same timeline as a listed one (same events and "
+        "times: a flag without effect here) and are named in its row, not ranked apart\n",
+        report.equivalent);
+  }
   if (report.pruned) {
     fmt::print(
         "tiers: closed form {} (memory + time bound), simulated {}, pruned by bound {} "
@@ -203,11 +216,11 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
   }
   if (const CandidateResult* best = report.best()) {
     fmt::print(
-        "\nbest: {} — {:.3f} ms, {:.2f} samples/s, {:.1f} TFLOP/s/GPU, MFU {} ({:.2f}x the {})\n",
+        "\nbest: {} — {:.3f} ms, {:.2f} samples/s, {:.0f} tokens/s, {:.1f} TFLOP/s/GPU, MFU {}\n",
         candidateText(best->strategy), best->iteration_us / kUsPerMs, best->samples_per_s,
+        best->samples_per_s * static_cast<double>(report.tokens_per_sample),
         best->model_tflops_per_gpu,
-        mfuText(mfuFigures(cluster.device, model, best->model_tflops_per_gpu * kFlopsPerTflop)),
-        best->speedup_over_worst, report.pruned ? "slowest simulated" : "worst");
+        mfuText(mfuFigures(cluster.device, model, best->model_tflops_per_gpu * kFlopsPerTflop)));
     if (std::optional<TimeToTrain> t = runTime(args, model, *best)) {
       fmt::print("{}", timeToTrainText(*t));
     }
@@ -228,7 +241,8 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
   }
 }
 
-void run(const SearchArgs& args) {
+// By value: the defaults that depend on the model (--cp, --ep) are filled in before use.
+void run(SearchArgs args) {
   args.run.acceptMegatronExtras();
   // Checked before the search, not after it.
   if (!args.train_tokens.empty()) parseTokenCount(args.train_tokens, "--train-tokens");
@@ -236,6 +250,7 @@ void run(const SearchArgs& args) {
   ModelConfig model = args.run.loadModel();
   ClusterConfig cluster = args.run.loadCluster();
   args.costs.applyHostTime(cluster);
+  if (args.context_parallel.empty()) args.context_parallel = defaultContextParallel(model);
   if (args.gpus <= 0) EVSIM_THROW(InputError, "--gpus {}: must be > 0", args.gpus);
   if (args.run.global_batch <= 0) {
     EVSIM_THROW(InputError, "--global-batch {}: must be > 0", args.run.global_batch);
@@ -268,15 +283,16 @@ void run(const SearchArgs& args) {
   options.space.zero_stages = parseSmallInts(args.zero_stages, "--zero");
   options.space.offloads = parseOffloads(args.offloads);
   options.space.context_parallel = parseSmallInts(args.context_parallel, "--cp");
-  if (args.expert_parallel.empty()) {
+  if (args.expert_parallel.empty() && model.moe.num_experts > 1) {
     // An MoE model is searched with its experts sharded every way that divides them.
-    options.space.expert_parallel = {1};
+    args.expert_parallel = "1";
     for (int e = 2; e <= model.moe.num_experts; e *= 2) {
-      if (model.moe.num_experts % e == 0) options.space.expert_parallel.push_back(e);
+      if (model.moe.num_experts % e == 0) args.expert_parallel += fmt::format(",{}", e);
     }
-  } else {
-    options.space.expert_parallel = parseSmallInts(args.expert_parallel, "--ep");
   }
+  options.space.expert_parallel =
+      args.expert_parallel.empty() ? std::vector<int>{1}
+                                   : parseSmallInts(args.expert_parallel, "--ep");
   options.space.allow_cross_node_tp = args.allow_cross_node_tp;
   options.space.uneven_stage_shift = args.uneven_stages;
   options.memory_headroom = args.memory_headroom;
@@ -356,8 +372,9 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
                   "cluster's node host_link and host_memory)")
       ->capture_default_str();
   cmd->add_option("--cp,--context-parallel-size", args->context_parallel,
-                  "context-parallel sizes to try, e.g. 1,2,4 (> 1 only with flash attention)")
-      ->capture_default_str();
+                  "context-parallel sizes to try, e.g. 1,2,4 (> 1 only with flash attention; "
+                  "default: 1, and with flash attention every power of two that leaves each rank "
+                  ">= 4096 tokens)");
   cmd->add_option("--ep,--expert-model-parallel-size", args->expert_parallel,
                   "expert-parallel sizes to try (default for MoE models: every power of two "
                   "dividing the experts; only where E divides D)");
@@ -376,7 +393,8 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
                 "list every OOM and invalid candidate instead of a summary (at most --top OOM "
                 "rows; searches exhaustively)");
   cmd->add_option("--top", args->top,
-                  "find the K best strategies: pruned search, JSON/CSV hold those K (0: rank all)");
+                  "find the K best strategies: pruned search, JSON/CSV hold those K (0: rank all)")
+      ->capture_default_str();
   cmd->add_flag("--exhaustive", args->exhaustive,
                 "with --top: simulate every fitting candidate and list them all (no pruning)");
   cmd->add_option("--threads", args->threads, "worker threads (0: every core)")

@@ -51,7 +51,11 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
   j["micro_batches"] = valid ? nlohmann::json(r.micro_batches) : nlohmann::json();
   j["iteration_time_ms"] = ok ? nlohmann::json(r.iteration_us / kUsPerMs) : nlohmann::json();
   j["throughput_samples_per_s"] = ok ? nlohmann::json(r.samples_per_s) : nlohmann::json();
-  j["speedup_over_worst"] = ok ? nlohmann::json(r.speedup_over_worst) : nlohmann::json();
+  j["throughput_tokens_per_s"] =
+      ok ? nlohmann::json(r.samples_per_s * static_cast<double>(report.tokens_per_sample))
+         : nlohmann::json();
+  j["time_vs_best"] = ok ? nlohmann::json(report.timeVsBest(r)) : nlohmann::json();
+  j["equivalent_plans"] = r.equivalents;
   j["bubble_fraction"] = ok ? nlohmann::json(r.bubble_fraction) : nlohmann::json();
   j["model_tflops_per_gpu"] = ok ? nlohmann::json(r.model_tflops_per_gpu) : nlohmann::json();
   j["mfu"] = ok ? nlohmann::json(r.mfu) : nlohmann::json();  // of the report's mfu_peak
@@ -101,8 +105,9 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
   out << "rank,strategy,tp,pp,dp,cp,ep,micro_batch,schedule,virtual_stages,recompute,sequence_"
          "parallel,"
          "zero,dp_overlap,offload,status,iteration_time_ms,"
-         "throughput_samples_per_s,speedup_over_worst,bubble_fraction,peak_memory_bytes,"
-         "memory_headroom_bytes,measured_share,derived_share,estimated_share,violation\n";
+         "throughput_samples_per_s,throughput_tokens_per_s,time_vs_best,bubble_fraction,peak_memory_bytes,"
+         "memory_headroom_bytes,measured_share,derived_share,estimated_share,violation,"
+         "equivalent_plans\n";
   for (const CandidateResult& r : report.candidates) {
     const Strategy& s = r.strategy;
     bool valid = r.status != CandidateStatus::kInvalid;
@@ -114,10 +119,12 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
         << (s.dp_overlap ? "on" : "off") << ',' << offloadName(s.offload) << ','
         << candidateStatusName(r.status) << ',';
     if (ok) {
-      out << fmt::format("{:.6f},{:.6f},{:.6f},{:.6f}", r.iteration_us / kUsPerMs, r.samples_per_s,
-                         r.speedup_over_worst, r.bubble_fraction);
+      out << fmt::format("{:.6f},{:.6f},{:.1f},{:.6f},{:.6f}", r.iteration_us / kUsPerMs,
+                         r.samples_per_s,
+                         r.samples_per_s * static_cast<double>(report.tokens_per_sample),
+                         report.timeVsBest(r), r.bubble_fraction);
     } else {
-      out << ",,,";
+      out << ",,,,";
     }
     out << ',';
     if (valid)
@@ -131,7 +138,10 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
     } else {
       out << ",,";
     }
-    out << ',' << (valid ? "" : csvQuote(r.violation)) << '\n';
+    out << ',' << (valid ? "" : csvQuote(r.violation)) << ',';
+    std::string equivalents;
+    for (const std::string& e : r.equivalents) equivalents += (equivalents.empty() ? "" : ";") + e;
+    out << (equivalents.empty() ? "" : csvQuote(equivalents)) << '\n';
   }
 }
 

@@ -24,8 +24,10 @@ namespace evsim {
 
 void CostSourceOptions::add(CLI::App& app) {
   app.add_option("--profile", profile, "profile database written by eventprof");
-  app.add_option("--fallback", fallback, "estimate events missing from the profile: analytic")
-      ->check(CLI::IsMember({"analytic"}));
+  app.add_option("--fallback", fallback,
+                 "events the profile lacks: analytic (the device model) or none (strict: a "
+                 "missing event is an error); default: analytic without --profile, none with it")
+      ->check(CLI::IsMember({"analytic", "none"}));
   app.add_option("--host-op-us", host_op_us,
                  "host time to issue one op (us), instead of the device file's host_op_us: e.g. "
                  "the executor's own, as eventprof --compute-timer cuda-events reports it")
@@ -46,7 +48,8 @@ void CostSourceOptions::applyHostTime(ClusterConfig& cluster) const {
 std::optional<ProfileDb> CostSourceOptions::loadProfile() const {
   if (profile.empty() && !analytic()) {
     EVSIM_THROW(InputError,
-                "no cost source: give --profile DB (from eventprof) and/or --fallback analytic");
+                "--fallback none without --profile: no cost source (give --profile DB from "
+                "eventprof, or leave --fallback out to use the cluster's device model)");
   }
   if (profile.empty()) return std::nullopt;
   return ProfileDb::load(profile);

@@ -21,7 +21,9 @@ void registerSimulateCommand(CLI::App& app, JsonSink sink = {});
 // Cost sources from --profile / --fallback, shared with `eventsim search`.
 struct CostSourceOptions {
   std::string profile;
-  std::string fallback;  // "" or "analytic"
+  // "analytic", "none" (strict), or "" (the default: the device model costs every event when
+  // there is no profile, and a given profile is strict).
+  std::string fallback;
   // The framework's host time to issue one op, replacing the device file's host_op_us: it belongs
   // to the software that runs the model (PyTorch eager, a C++ executor, CUDA graphs), not the GPU.
   std::optional<double> host_op_us;
@@ -31,7 +33,8 @@ struct CostSourceOptions {
   void applyHostTime(ClusterConfig& cluster) const;
   // Loads the database (if any); throws InputError when neither source is given.
   std::optional<ProfileDb> loadProfile() const;
-  bool analytic() const { return fallback == "analytic"; }
+  // Whether the device model costs the events the profile lacks (every event without a profile).
+  bool analytic() const { return fallback == "analytic" || (fallback.empty() && profile.empty()); }
 };
 
 // The eventprof command line that would measure the events of `strategy`.

@@ -32,7 +32,7 @@ built=$("$BUILD/eventsim" simulate "${EXAMPLE[@]}" --fallback analytic --json | 
 test "$installed" = "$built" || { echo "FAIL: installed $installed ms, build tree $built ms"; exit 1; }
 # A profile that lacks the events: the hint names the installed eventprof, pasteable.
 hint=$("$P/bin/eventsim" simulate "${EXAMPLE[@]}" \
-       --profile "$SRC/tests/data/profiles/cost_model_small.yaml" 2>&1 || true)
+       --profile "$SRC/tests/data/profiles/cost_model_small.yaml" --fallback none 2>&1 || true)
 case "$hint" in
   *"np 4 $P/bin/eventprof --model tiny-gpt --cluster cpu-local"*) ;;
   *) echo "FAIL: hint without the installed eventprof: $hint"; exit 1 ;;
