@@ -56,10 +56,11 @@ void run(const ImportKinetoArgs& args) {
   result.db.save(args.output);
 
   const double share = result.total_us > 0 ? 100.0 * result.matched_us / result.total_us : 0;
-  fmt::print("{}: {} ops matched to {} of the plan's {} events: {:.1f} of {:.1f} us ({:.1f}%, {})\n",
-             args.trace, result.matched_ops, result.db.records().size(), plan.events.size(),
-             result.matched_us, result.total_us, share,
-             trace.has_device_kernels ? "device time of the ops' kernels" : "CPU op time");
+  fmt::print(
+      "{}: {} ops matched to {} of the plan's {} events: {:.1f} of {:.1f} us ({:.1f}%, {})\n",
+      args.trace, result.matched_ops, result.db.records().size(), plan.events.size(),
+      result.matched_us, result.total_us, share,
+      trace.has_device_kernels ? "device time of the ops' kernels" : "CPU op time");
   if (!result.unmatched.empty()) {
     double unmatched_us = 0;
     for (const KinetoUnmatched& u : result.unmatched) unmatched_us += u.total_us;
@@ -71,8 +72,9 @@ void run(const ImportKinetoArgs& args) {
     }
   }
   if (!result.not_measured.empty()) {
-    fmt::print("events of the plan no op matched ({}; simulate costs them from the device model):\n",
-               result.not_measured.size());
+    fmt::print(
+        "events of the plan no op matched ({}; simulate costs them from the device model):\n",
+        result.not_measured.size());
     for (size_t i = 0; i < result.not_measured.size() && static_cast<int>(i) < args.list; ++i) {
       fmt::print("  {}\n", result.not_measured[i]);
     }

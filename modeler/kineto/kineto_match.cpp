@@ -16,8 +16,8 @@ constexpr int64_t kAny = -1;  // a dim the trace does not give (matched to the p
 
 struct Wanted {
   std::string op;
-  std::vector<Dim> dims;       // kAny: any value
-  std::string layout;          // GEMMs: from the strides ("" when they are not recorded)
+  std::vector<Dim> dims;  // kAny: any value
+  std::string layout;     // GEMMs: from the strides ("" when they are not recorded)
   DType dtype = DType::kFp32;
 };
 
@@ -85,21 +85,36 @@ std::optional<Wanted> wantedFor(const KinetoOp& op) {
     // The whole step, every parameter: the plan's one adam event of this rank.
     return Wanted{"adam", {{"params", kAny}}, "", DType::kFp32};
   }
-  if (n == "aten::mm") w = gemm(op, 0, 1, false);
-  else if (n == "aten::addmm") w = gemm(op, 1, 2, false);
-  else if (n == "aten::bmm") w = gemm(op, 0, 1, true);
-  else if (n == "aten::baddbmm") w = gemm(op, 1, 2, true);
-  else if (n == "aten::layer_norm" || n == "aten::native_layer_norm") w = rowsCols(op, "layernorm_fwd");
-  else if (n == "aten::native_layer_norm_backward") w = rowsCols(op, "layernorm_bwd");
-  else if (n == "aten::rms_norm" || n == "aten::_fused_rms_norm") w = rowsCols(op, "rmsnorm_fwd");
-  else if (n == "aten::softmax" || n == "aten::_softmax") w = rowsCols(op, "softmax_fwd");
-  else if (n == "aten::_softmax_backward_data") w = rowsCols(op, "softmax_bwd");
-  else if (n == "aten::cross_entropy_loss") w = rowsCols(op, "cross_entropy_fwd");
-  else if (n == "aten::_log_softmax_backward_data") w = rowsCols(op, "cross_entropy_bwd");
-  else if (n == "aten::gelu") w = elems(op, "gelu_fwd");
-  else if (n == "aten::gelu_backward") w = elems(op, "gelu_bwd");
-  else if (n == "aten::dropout" || n == "aten::native_dropout") w = elems(op, "dropout_fwd");
-  else if (n == "aten::native_dropout_backward") w = elems(op, "dropout_bwd");
+  if (n == "aten::mm")
+    w = gemm(op, 0, 1, false);
+  else if (n == "aten::addmm")
+    w = gemm(op, 1, 2, false);
+  else if (n == "aten::bmm")
+    w = gemm(op, 0, 1, true);
+  else if (n == "aten::baddbmm")
+    w = gemm(op, 1, 2, true);
+  else if (n == "aten::layer_norm" || n == "aten::native_layer_norm")
+    w = rowsCols(op, "layernorm_fwd");
+  else if (n == "aten::native_layer_norm_backward")
+    w = rowsCols(op, "layernorm_bwd");
+  else if (n == "aten::rms_norm" || n == "aten::_fused_rms_norm")
+    w = rowsCols(op, "rmsnorm_fwd");
+  else if (n == "aten::softmax" || n == "aten::_softmax")
+    w = rowsCols(op, "softmax_fwd");
+  else if (n == "aten::_softmax_backward_data")
+    w = rowsCols(op, "softmax_bwd");
+  else if (n == "aten::cross_entropy_loss")
+    w = rowsCols(op, "cross_entropy_fwd");
+  else if (n == "aten::_log_softmax_backward_data")
+    w = rowsCols(op, "cross_entropy_bwd");
+  else if (n == "aten::gelu")
+    w = elems(op, "gelu_fwd");
+  else if (n == "aten::gelu_backward")
+    w = elems(op, "gelu_bwd");
+  else if (n == "aten::dropout" || n == "aten::native_dropout")
+    w = elems(op, "dropout_fwd");
+  else if (n == "aten::native_dropout_backward")
+    w = elems(op, "dropout_bwd");
   else if (n == "aten::add" && hasDims(op, 0, 1) && hasDims(op, 1, 1)) {
     // The output's elements: the larger operand (a broadcast add of positions to tokens).
     const int64_t e = std::max(product(op.input_dims[0]), product(op.input_dims[1]));

@@ -29,14 +29,14 @@ struct KinetoUnmatched {
 };
 
 struct KinetoImport {
-  ProfileDb db;                 // the matched events, measured
+  ProfileDb db;  // the matched events, measured
   int matched_ops = 0;
   // Of those, the ops matched by their full shape (not by name alone, as the optimizer step is,
   // whose parameter count a trace does not give, or the embedding backward, whose vocabulary):
   // none means the trace is of another model.
   int shape_matched_ops = 0;
-  double matched_us = 0;        // their time
-  double total_us = 0;          // the time of the outermost ops (the step, as traced)
+  double matched_us = 0;                   // their time
+  double total_us = 0;                     // the time of the outermost ops (the step, as traced)
   std::vector<KinetoUnmatched> unmatched;  // by time, longest first
   std::vector<std::string> not_measured;   // the plan's events no op matched
 };

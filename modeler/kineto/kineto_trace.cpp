@@ -100,7 +100,7 @@ KinetoTrace parseKinetoTrace(const std::string& text, const std::string& origin)
     std::string thread;
     double ts_us;
   };
-  std::unordered_map<int64_t, Launch> launches;  // correlation id -> runtime call
+  std::unordered_map<int64_t, Launch> launches;         // correlation id -> runtime call
   std::vector<std::pair<int64_t, size_t>> device_work;  // correlation, kernel index
   for (size_t i = 0; i < events->size(); ++i) {
     const json& e = (*events)[i];
@@ -116,7 +116,8 @@ KinetoTrace parseKinetoTrace(const std::string& text, const std::string& origin)
       op.input_dims = shapes(args, "Input Dims");
       op.input_strides = shapes(args, "Input Strides");
       if (auto it = args.find("Input type"); it != args.end() && it->is_array()) {
-        for (const json& t : *it) op.input_types.push_back(t.is_string() ? t.get<std::string>() : "");
+        for (const json& t : *it)
+          op.input_types.push_back(t.is_string() ? t.get<std::string>() : "");
       }
       by_thread[threadKey(e)].push_back(static_cast<int>(trace.ops.size()));
       trace.ops.push_back(std::move(op));
@@ -167,8 +168,10 @@ KinetoTrace parseKinetoTrace(const std::string& text, const std::string& origin)
   }
   trace.has_device_kernels = !trace.kernels.empty();
   if (trace.ops.empty()) {
-    EVSIM_THROW(InputError, "{}: no CPU ops (cat cpu_op) in the trace: record it with "
-                "torch.profiler.profile(activities=[CPU, ...], record_shapes=True)", origin);
+    EVSIM_THROW(InputError,
+                "{}: no CPU ops (cat cpu_op) in the trace: record it with "
+                "torch.profiler.profile(activities=[CPU, ...], record_shapes=True)",
+                origin);
   }
   return trace;
 }

@@ -13,7 +13,7 @@
 namespace evsim {
 
 struct KinetoOp {
-  std::string name;   // "aten::mm", "Optimizer.step#Adam.step", ...
+  std::string name;      // "aten::mm", "Optimizer.step#Adam.step", ...
   std::string category;  // cpu_op, user_annotation
   double start_us = 0;
   double duration_us = 0;
@@ -22,7 +22,7 @@ struct KinetoOp {
   std::vector<std::string> input_types;             // args "Input type": "float", "c10::BFloat16"
   std::vector<int> children;                        // indices into KinetoTrace::ops, by time
   int parent = -1;
-  double kernel_us = 0;   // the device time of the kernels it launched itself
+  double kernel_us = 0;  // the device time of the kernels it launched itself
   int kernels = 0;
 };
 

@@ -61,8 +61,9 @@ TEST(KinetoImport, CpuTraceOfTinyGptMatchesItsEventsByOpAndShape) {
   const ProfileRecord& adam = record(result, "adam params=234880 dtype=fp32");
   EXPECT_EQ(adam.time.count, 1);
   EXPECT_NEAR(adam.time.median_us, 98552.166, 1e-6);
-  EXPECT_NEAR(record(result, "embedding_fwd tokens=64 hidden=64 vocab=512 dtype=fp32")
-                  .time.median_us, 252.972, 1e-9);
+  EXPECT_NEAR(
+      record(result, "embedding_fwd tokens=64 hidden=64 vocab=512 dtype=fp32").time.median_us,
+      252.972, 1e-9);
   EXPECT_NEAR(record(result, "cross_entropy_fwd rows=64 cols=512 dtype=fp32").time.median_us,
               132.958, 1e-9);
   // PyTorch's CPU dropout backward is a plain multiply (MulBackward0): not matched, and said.
@@ -84,13 +85,11 @@ TEST(KinetoImport, CpuTraceOfTinyGptMatchesItsEventsByOpAndShape) {
 
 TEST(KinetoImport, WrongStrategyMatchesNothingOfThatShape) {
   // The trace is of micro-batch 2: with b = 1 no GEMM has its shape.
-  const IterationPlan plan =
-      buildIterationPlan(loadModelConfig(test::configPath("models", "tiny-gpt")),
-                         loadClusterConfig(test::configPath("clusters", "cpu-local")),
-                         test::strategy("1M1P1D", 1, 1));
-  const KinetoImport result =
-      matchKinetoTrace(loadKinetoTrace(test::dataPath("kineto/tiny_gpt_cpu_step.json")),
-                       plan.events);
+  const IterationPlan plan = buildIterationPlan(
+      loadModelConfig(test::configPath("models", "tiny-gpt")),
+      loadClusterConfig(test::configPath("clusters", "cpu-local")), test::strategy("1M1P1D", 1, 1));
+  const KinetoImport result = matchKinetoTrace(
+      loadKinetoTrace(test::dataPath("kineto/tiny_gpt_cpu_step.json")), plan.events);
   for (const ProfileRecord& r : result.db.records()) EXPECT_NE(r.event.op, "gemm") << r.signature;
   // What does not depend on b still matches: the optimizer step over the same parameters.
   EXPECT_NE(result.db.find("adam params=234880 dtype=fp32"), nullptr);
