@@ -12,7 +12,6 @@
 #include "io/megatron_args.h"
 #include "plan/pipeline_schedule.h"
 
-
 namespace evsim {
 
 std::string resolveConfigPath(const std::string& argument, const std::string& kind) {

@@ -207,9 +207,8 @@ std::string docstring(const Command& command, const char* type, const char* retu
 // and keeps the source tree's (common/data_dir.h).
 void findInstalledConfigs(const std::string& module_file) {
   namespace fs = std::filesystem;
-  const fs::path installed =
-      fs::path(module_file).parent_path() / ".." / ".." / ".." / ".." / "share" / "eventsim" /
-      "configs";
+  const fs::path installed = fs::path(module_file).parent_path() / ".." / ".." / ".." / ".." /
+                             "share" / "eventsim" / "configs";
   std::error_code ec;
   if (fs::is_directory(installed, ec)) setBundledConfigDir(installed.lexically_normal());
 }
@@ -255,8 +254,7 @@ PYBIND11_MODULE(_core, m) {
   for (const Command* command : {&evsim::kSimulate, &evsim::kSearch, &evsim::kEvents,
                                  &evsim::kCollective, &evsim::kList, &evsim::kCalibrate}) {
     m.def(
-        command->name,
-        [command](const py::kwargs& kwargs) { return evsim::run(*command, kwargs); },
+        command->name, [command](const py::kwargs& kwargs) { return evsim::run(*command, kwargs); },
         evsim::docstring(*command, "dict", "the report").c_str());
   }
 }

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "common/atomic_file.h"
@@ -248,9 +248,10 @@ void runCalibrate(const CalibrateArgs& args, const JsonSink& sink) {
   if (predictions) outputs.insert(outputs.begin(), &*predictions);
   publishTogether(outputs);
   if (sink) {
-    nlohmann::json out = {{"device_file", args.output},
-                          {"device", report.device.id.empty() ? report.device.name : report.device.id},
-                          {"predictions_file", nullptr}};
+    nlohmann::json out = {
+        {"device_file", args.output},
+        {"device", report.device.id.empty() ? report.device.name : report.device.id},
+        {"predictions_file", nullptr}};
     if (!args.predictions.empty()) out["predictions_file"] = args.predictions;
     sink(out);
     return;

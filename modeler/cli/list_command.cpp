@@ -1,5 +1,4 @@
 #include "modeler/cli/list_command.h"
-#include "ops/parameter_counts.h"
 
 #include <fmt/format.h>
 
@@ -14,7 +13,7 @@
 #include "config/cluster_config.h"
 #include "config/device_config.h"
 #include "config/model_config.h"
-
+#include "ops/parameter_counts.h"
 
 namespace evsim {
 
