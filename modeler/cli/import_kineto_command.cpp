@@ -73,7 +73,8 @@ void run(const ImportKinetoArgs& args) {
   }
   if (!result.not_measured.empty()) {
     fmt::print(
-        "events of the plan no op matched ({}; simulate costs them from the device model):\n",
+        "events of the plan no op matched ({}; simulate --profile ... --fallback analytic costs "
+        "them from the device model):\n",
         result.not_measured.size());
     for (size_t i = 0; i < result.not_measured.size() && static_cast<int>(i) < args.list; ++i) {
       fmt::print("  {}\n", result.not_measured[i]);
