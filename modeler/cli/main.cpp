@@ -1,4 +1,5 @@
-// eventsim: events, simulate, search, compare, calibrate, import-nccl-tests, convert-profile,
+// eventsim: events, simulate, search, compare, calibrate, import-nccl-tests, import-kineto,
+// convert-profile,
 // list. The composition root: parses the command line, runs one subcommand, and turns exceptions into one line and an
 // exit code: 2 bad input, 1 the environment failed (disk, memory, a library call), 3 a bug
 // (common/error.h).
