@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "common/data_dir.h"
 #include "common/error.h"
 #include "common/units.h"
 #include "common/yaml_reader.h"
@@ -39,7 +40,7 @@ DeviceSpec readDeviceFile(const YamlReader& node, const std::string& cluster_fil
   const fs::path cluster_dir = fs::path(cluster_file).parent_path();
   std::vector<fs::path> candidates = {fs::path(name), cluster_dir / name,
                                       cluster_dir / ".." / "devices" / (name + ".yaml"),
-                                      fs::path(EVSIM_CONFIG_DIR) / "devices" / (name + ".yaml")};
+                                      bundledConfigDir() / "devices" / (name + ".yaml")};
   for (const fs::path& candidate : candidates) {
     std::error_code ec;
     if (fs::is_regular_file(candidate, ec)) return loadDeviceConfig(candidate.string());

@@ -5,15 +5,12 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "common/data_dir.h"
 #include "common/error.h"
 #include "common/strings.h"
 #include "io/cli_checks.h"
 #include "io/megatron_args.h"
 #include "plan/pipeline_schedule.h"
-
-#ifndef EVSIM_CONFIG_DIR
-#define EVSIM_CONFIG_DIR "configs"
-#endif
 
 namespace evsim {
 
@@ -30,7 +27,7 @@ std::string resolveConfigPath(const std::string& argument, const std::string& ki
   bool bare_name =
       argument.find('/') == std::string::npos && argument.find(".yaml") == std::string::npos;
   if (bare_name) {
-    fs::path bundled = fs::path(EVSIM_CONFIG_DIR) / kind / (argument + ".yaml");
+    fs::path bundled = bundledConfigDir() / kind / (argument + ".yaml");
     if (fs::exists(bundled, ec)) return bundled.string();
   }
   EVSIM_THROW(

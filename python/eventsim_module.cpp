@@ -1,5 +1,6 @@
-// The `eventsim` Python module, for notebooks: simulate() returns what `eventsim simulate --json`
-// prints, search() the ranked `candidates` of `eventsim search --json`. Each call builds the CLI's
+// `eventsim._core`, the native half of the `eventsim` Python package (python/eventsim/: the typed
+// API over it). Each function returns what `eventsim <command> --json` prints, as Python objects:
+// simulate, search, events, collective, list and calibrate. Each call builds the CLI's
 // own subcommand and parses a command line made from the keyword arguments, so flags, aliases,
 // defaults, checks and messages are the CLI's, and no second implementation can drift from it.
 // The subcommand hands its report to a sink (modeler/cli/json_sink.h) instead of standard output.
@@ -12,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <new>
 #include <nlohmann/json.hpp>
@@ -21,8 +23,13 @@
 #include <vector>
 
 #include "common/cancel.h"
+#include "common/data_dir.h"
 #include "common/error.h"
+#include "modeler/cli/calibrate_command.h"
+#include "modeler/cli/collective_command.h"
+#include "modeler/cli/events_command.h"
 #include "modeler/cli/json_sink.h"
+#include "modeler/cli/list_command.h"
 #include "modeler/cli/search_command.h"
 #include "modeler/cli/simulate_command.h"
 
@@ -47,6 +54,10 @@ struct Command {
 
 constexpr Command kSimulate{"simulate", &registerSimulateCommand};
 constexpr Command kSearch{"search", &registerSearchCommand};
+constexpr Command kEvents{"events", &registerEventsCommand};
+constexpr Command kCollective{"collective", &registerCollectiveCommand};
+constexpr Command kList{"list", &registerListCommand};
+constexpr Command kCalibrate{"calibrate", &registerCalibrateCommand};
 
 // The CLI's app with one subcommand, whose report goes to `report`.
 std::unique_ptr<CLI::App> makeApp(const Command& command, std::optional<nlohmann::json>* report) {
@@ -103,9 +114,14 @@ std::vector<std::string> commandLine(const Command& command, const py::kwargs& k
   std::unique_ptr<CLI::App> app = makeApp(command, &unused);
   CLI::App* cmd = app->get_subcommand(command.name);
   std::vector<std::string> args = {"eventsim", command.name};
+  // `list`'s one positional argument (models, clusters, devices), as a keyword.
+  if (kwargs.contains("what") && cmd->get_option_no_throw("what") != nullptr) {
+    if (!kwargs["what"].is_none()) args.push_back(valueText(command, "what", kwargs["what"]));
+  }
   for (const auto& [key, value] : kwargs) {
     std::string keyword = utf8Text(command, "a keyword", py::str(key));
     std::string flag = flagName(keyword);
+    if (keyword == "what" && cmd->get_option_no_throw("what") != nullptr) continue;
     const CLI::Option* option = cmd->get_option_no_throw(flag);
     if (option == nullptr || keyword == "help") {
       EVSIM_THROW(KeywordError, "{}() got an unexpected keyword argument '{}' (no flag {})",
@@ -185,19 +201,32 @@ std::string docstring(const Command& command, const char* type, const char* retu
       command.name, type, returns, app->get_subcommand(command.name)->help());
 }
 
+// The bundled configs of an installed package: <site-packages>/eventsim/_core*.so with the
+// prefix's share/eventsim/configs four folders up (lib/pythonX.Y/site-packages/eventsim), as both
+// `pip install .` and `cmake --install` lay them out. A module in the build tree has none there
+// and keeps the source tree's (common/data_dir.h).
+void findInstalledConfigs(const std::string& module_file) {
+  namespace fs = std::filesystem;
+  const fs::path installed = fs::path(module_file).parent_path() / ".." / ".." / ".." / ".." /
+                             "share" / "eventsim" / "configs";
+  std::error_code ec;
+  if (fs::is_directory(installed, ec)) setBundledConfigDir(installed.lexically_normal());
+}
+
 }  // namespace
 }  // namespace evsim
 
-PYBIND11_MODULE(eventsim, m) {
+PYBIND11_MODULE(_core, m) {
   m.attr("__version__") = EVSIM_VERSION;
-  using evsim::kSearch;
-  using evsim::kSimulate;
+  using evsim::Command;
   // The docstrings carry the signatures: pybind11's own would read "simulate(**kwargs) -> object".
   py::options options;
   options.disable_function_signatures();
   m.doc() =
-      "eventsim: predict distributed transformer training time (the eventsim CLI's "
-      "simulate and search, for notebooks)";
+      "eventsim._core: the eventsim CLI's commands in process, each returning its --json report "
+      "(the typed API is the eventsim package)";
+  m.def("_set_module_file", [](const std::string& file) { evsim::findInstalledConfigs(file); });
+  m.def("_config_dir", [] { return evsim::bundledConfigDir().string(); });
   py::register_exception_translator([](std::exception_ptr error) {
     try {
       if (error) std::rethrow_exception(error);
@@ -222,14 +251,10 @@ PYBIND11_MODULE(eventsim, m) {
               .c_str());
     }
   });
-  m.def(
-      "simulate", [](const py::kwargs& kwargs) { return evsim::run(kSimulate, kwargs); },
-      evsim::docstring(kSimulate, "dict", "the summary").c_str());
-  m.def(
-      "search",
-      [](const py::kwargs& kwargs) {
-        return py::object(evsim::run(kSearch, kwargs)["candidates"]);
-      },
-      evsim::docstring(kSearch, "list", "the report's ranked \"candidates\" (list of dicts)")
-          .c_str());
+  for (const Command* command : {&evsim::kSimulate, &evsim::kSearch, &evsim::kEvents,
+                                 &evsim::kCollective, &evsim::kList, &evsim::kCalibrate}) {
+    m.def(
+        command->name, [command](const py::kwargs& kwargs) { return evsim::run(*command, kwargs); },
+        evsim::docstring(*command, "dict", "the report").c_str());
+  }
 }

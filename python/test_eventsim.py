@@ -72,15 +72,18 @@ def test_search_equals_cli():
     kwargs = dict(model="gpt2-345m", cluster="dgx-a100", gpus=16, global_batch=64,
                   micro_batch=[1, 2], schedule="gpipe,dapple", recompute=["none", "full"],
                   fallback="analytic")
-    candidates = eventsim.search(**kwargs)
-    assert candidates == cli("search", kwargs)["candidates"]
-    assert candidates[0]["rank"] == 1
+    result = eventsim.search(**kwargs)
+    report = cli("search", kwargs)
+    assert result.report == report
+    assert [dict(c) for c in result] == report["candidates"]
+    assert result[0].rank == 1 and result.best.strategy == report["best"]
+    assert result.simulate_command == report["simulate_command"]
 
 
 def test_search_top_equals_cli():
     kwargs = dict(model="gpt2-345m", cluster="dgx-a100", gpus=16, global_batch=64, top=3,
                   fallback="analytic")
-    assert eventsim.search(**kwargs) == cli("search", kwargs)["candidates"]
+    assert [dict(c) for c in eventsim.search(**kwargs)] == cli("search", kwargs)["candidates"]
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -169,3 +172,73 @@ def test_version_matches_the_cli():
     with open(os.path.join(os.path.dirname(__file__), "..", "CMakeLists.txt")) as cmake:
         declared = next(line for line in cmake if line.startswith("project("))
     assert f"VERSION {eventsim.__version__})" in declared
+
+
+def test_typed_simulate_fields_are_the_report():
+    kwargs = dict(STRATEGIES[0], fallback="analytic")
+    result = eventsim.simulate(**kwargs)
+    report = cli("simulate", kwargs)
+    assert isinstance(result, eventsim.SimulateResult)
+    assert result.iteration_time_ms == report["iteration_time_ms"] > 0
+    assert result.mfu == report["mfu"] and result.strategy == report["strategy"] == "2M2P4D"
+    assert result.peak_memory_bytes == report["peak_memory_bytes"]
+
+
+def test_events_equals_cli():
+    kwargs = dict(model="tiny-gpt", cluster="cpu-local", strategy="2M2P1D", micro_batch=2,
+                  global_batch=8)
+    result = eventsim.events(**kwargs)
+    report = cli("events", kwargs)
+    assert result == report
+    assert result.unique_events == len(result.events) == len(report["events"])
+    # A 2M2P1D plan has tensor-parallel all-reduces and pipeline sends among its events.
+    kinds = {e.kind for e in result.events}
+    assert {"compute", "p2p"} <= kinds
+    assert sum(e.count for e in result.events) <= result.op_executions
+
+
+def test_collective_equals_cli():
+    kwargs = dict(cluster="dgx-a100", op="all-reduce", gpus=8, bytes=["1M", "32M"])
+    result = eventsim.collective(**kwargs)
+    report = cli("collective", kwargs)
+    assert result == report
+    assert [p.bytes for p in result.points] == [1 << 20, 32 << 20]
+    # busbw = algbw x 2(n-1)/n for an all-reduce of n = 8 ranks; algbw = bytes / time.
+    for p in result.points:
+        assert p.algbw_gb_s == pytest.approx(p.bytes / p.time_us / 1e3)
+        assert p.busbw_gb_s == pytest.approx(p.algbw_gb_s * 2 * 7 / 8)
+
+
+def test_list_names_the_bundled_files():
+    models = eventsim.list("models")
+    names = [m.name for m in models]
+    folder = os.path.join(eventsim.config_dir(), "models")
+    assert sorted(names) == sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml"))
+    assert all(m.kind == "models" and os.path.isfile(m.path) for m in models)
+    kinds = {e.kind for e in eventsim.list()}
+    assert kinds == {"models", "clusters", "devices"}
+    with pytest.raises(ValueError):
+        eventsim.list("gpus")
+
+
+def test_calibrate_writes_the_device_file(tmp_path):
+    # An intra-node all-reduce curve over 8 ranks, made up: 10 us + bytes / 100 GB/s.
+    csv = tmp_path / "ar.csv"
+    rows = ["size(B),count,type,time(ns),busbw(GB/s),time(ns),busbw(GB/s)"]
+    for size in [1 << k for k in range(20, 27)]:
+        time_ns = 10e3 + size / 100.0
+        busbw = size / time_ns * 1.75
+        rows.append(f"{size},{size // 4},float,{time_ns:.0f},{busbw:.2f},{time_ns:.0f},{busbw:.2f}")
+    csv.write_text("\n".join(rows) + "\n")
+    prof = tmp_path / "coll.yaml"
+    subprocess.run([CLI, "import-nccl-tests", str(csv), "--group", "8", "-o", str(prof)],
+                   check=True, capture_output=True)
+    out = tmp_path / "dev.yaml"
+    result = eventsim.calibrate(cluster="dgx-a100", collectives=str(prof), output=str(out))
+    assert isinstance(result, eventsim.CalibrationResult)
+    assert result.device_file == str(out) and out.is_file()
+    assert result.device == "a100-sxm4-80gb" and result.predictions_file is None
+
+
+def test_version_function():
+    assert eventsim.version() == eventsim.__version__

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
@@ -175,7 +176,7 @@ void printReport(const CalibrationReport& report) {
   }
 }
 
-void runCalibrate(const CalibrateArgs& args) {
+void runCalibrate(const CalibrateArgs& args, const JsonSink& sink) {
   CalibrationInput input;
   input.cluster = loadClusterConfig(resolveConfigPath(args.cluster, "clusters"));
   input.device_id = args.device_name.empty() ? input.cluster.device.id : args.device_name;
@@ -221,7 +222,7 @@ void runCalibrate(const CalibrateArgs& args) {
                 "--predictions needs --runs or --kernels (the predictions are of measurements)");
   }
   CalibrationReport report = calibrate(input);
-  printReport(report);
+  if (!sink) printReport(report);
   // The device file is read back before it is written: a fit that ran into a bound (a parameter
   // the loader refuses) is reported here, not by the next simulate.
   const std::string device_yaml = deviceConfigYaml(report.device);
@@ -246,13 +247,22 @@ void runCalibrate(const CalibrateArgs& args) {
   std::vector<AtomicFileWriter*> outputs{&device};
   if (predictions) outputs.insert(outputs.begin(), &*predictions);
   publishTogether(outputs);
+  if (sink) {
+    nlohmann::json out = {
+        {"device_file", args.output},
+        {"device", report.device.id.empty() ? report.device.name : report.device.id},
+        {"predictions_file", nullptr}};
+    if (!args.predictions.empty()) out["predictions_file"] = args.predictions;
+    sink(out);
+    return;
+  }
   fmt::print("device file: {}\n", args.output);
   if (!args.predictions.empty()) fmt::print("predictions: {}\n", args.predictions);
 }
 
 }  // namespace
 
-void registerCalibrateCommand(CLI::App& app) {
+void registerCalibrateCommand(CLI::App& app, JsonSink sink) {
   auto args = std::make_shared<CalibrateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "calibrate",
@@ -301,7 +311,7 @@ void registerCalibrateCommand(CLI::App& app) {
   cmd->add_option("-o,--output", args->output, "device file to write")->required()->check(kFileName);
   cmd->add_option("--predictions", args->predictions,
                   "CSV of every run's measured and predicted time (fit, held-out or skipped)");
-  cmd->callback([args] { runCalibrate(*args); });
+  cmd->callback([args, sink] { runCalibrate(*args, sink); });
 }
 
 }  // namespace evsim

@@ -4,8 +4,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "modeler/cli/json_sink.h"
+
 namespace evsim {
 
-void registerCalibrateCommand(CLI::App& app);
+// `sink`: where the report goes instead of standard output (the Python module).
+void registerCalibrateCommand(CLI::App& app, JsonSink sink = {});
 
 }  // namespace evsim

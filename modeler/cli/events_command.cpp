@@ -71,7 +71,7 @@ void printText(const EventTable& table, int64_t op_executions, const std::string
              table.size(), ratio);
 }
 
-void run(const EventsArgs& args) {
+void run(const EventsArgs& args, const JsonSink& sink) {
   args.run.acceptMegatronExtras();
 
   ModelConfig model = args.run.loadModel();
@@ -123,7 +123,7 @@ void run(const EventsArgs& args) {
     writeFileAtomically(args.schedule_output,
                         scheduleCsv(*orders, layout, pipelineSchedule(schedule).splitsBackward()));
   }
-  if (args.json) {
+  if (args.json || sink) {
     nlohmann::json out = eventsJson(*table, op_executions);
     out["schema_version"] = kJsonSchemaVersion;
     out["parameters_total"] = totalParameters(model);
@@ -131,7 +131,11 @@ void run(const EventsArgs& args) {
     nlohmann::json src = nlohmann::json::object();
     for (const auto& [k, v] : source) src[k] = v;
     out["source"] = src;
-    std::cout << out.dump(2) << "\n";
+    if (sink) {
+      sink(out);
+    } else {
+      std::cout << out.dump(2) << "\n";
+    }
   } else {
     printText(*table, op_executions, title);
     if (!args.output.empty()) fmt::print("events written to {}\n", args.output);
@@ -140,7 +144,7 @@ void run(const EventsArgs& args) {
 
 }  // namespace
 
-void registerEventsCommand(CLI::App& app) {
+void registerEventsCommand(CLI::App& app, JsonSink sink) {
   auto args = std::make_shared<EventsArgs>();
   CLI::App* cmd = app.add_subcommand("events", "list the unique events of a model and strategy");
   args->run.addModelOptions(*cmd);
@@ -163,7 +167,7 @@ void registerEventsCommand(CLI::App& app) {
                   "to edit and load with --schedule FILE.csv")
       ->check(kFileName)
       ->excludes(gpus);
-  cmd->callback([args] { run(*args); });
+  cmd->callback([args, sink] { run(*args, sink); });
 }
 
 }  // namespace evsim

@@ -1,21 +1,19 @@
 #include "modeler/cli/list_command.h"
-#include "ops/parameter_counts.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "common/data_dir.h"
 #include "common/error.h"
 #include "config/cluster_config.h"
 #include "config/device_config.h"
 #include "config/model_config.h"
-
-#ifndef EVSIM_CONFIG_DIR
-#define EVSIM_CONFIG_DIR "configs"
-#endif
+#include "ops/parameter_counts.h"
 
 namespace evsim {
 
@@ -24,7 +22,7 @@ namespace {
 // The bundled YAML files of configs/<kind>/ (not its subfolders), by name.
 std::vector<std::filesystem::path> bundledFiles(const std::string& kind) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(EVSIM_CONFIG_DIR) / kind;
+  const fs::path dir = bundledConfigDir() / kind;
   std::vector<fs::path> out;
   std::error_code ec;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
@@ -75,12 +73,10 @@ std::string clusterLine(const ClusterConfig& c) {
                      c.intra_link.bandwidth_gb_s, c.network.name, c.network.bandwidth_gb_s);
 }
 
-void list(const std::string& kind) {
-  const std::string folder = kind;  // models, clusters, devices
-  std::vector<std::filesystem::path> files = bundledFiles(folder);
-  size_t width = 0;
-  for (const auto& f : files) width = std::max(width, f.stem().string().size());
-  for (const auto& f : files) {
+// [{name, path, description}] of the bundled configs of one kind (models, clusters, devices).
+nlohmann::json entries(const std::string& kind) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : bundledFiles(kind)) {
     std::string line;
     try {
       if (kind == "models") line = modelLine(loadModelConfig(f.string()));
@@ -89,26 +85,46 @@ void list(const std::string& kind) {
     } catch (const InputError& e) {
       line = fmt::format("(cannot load: {})", e.what());
     }
-    fmt::print("{:<{}}  {}\n", f.stem().string(), width, line);
+    out.push_back({{"name", f.stem().string()}, {"path", f.string()}, {"description", line}});
+  }
+  return out;
+}
+
+void list(const nlohmann::json& items) {
+  size_t width = 0;
+  for (const auto& item : items) width = std::max(width, item["name"].get<std::string>().size());
+  for (const auto& item : items) {
+    fmt::print("{:<{}}  {}\n", item["name"].get<std::string>(), width,
+               item["description"].get<std::string>());
   }
 }
 
 }  // namespace
 
-void registerListCommand(CLI::App& app) {
+void registerListCommand(CLI::App& app, JsonSink sink) {
   auto kind = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "list",
       "the bundled models, clusters or devices (configs/), one line each: the names "
       "--model and --cluster take");
   cmd->add_option("what", *kind, "models | clusters | devices (default: all three)")
       ->check(CLI::IsMember({"models", "clusters", "devices"}));
-  cmd->callback([kind] {
-    if (!kind->empty()) return list(*kind);
+  cmd->add_flag("--json", *json, "print {models: [{name, path, description}], clusters, devices}");
+  cmd->callback([kind, json, sink] {
+    std::vector<std::string> kinds = {"models", "clusters", "devices"};
+    if (!kind->empty()) kinds = {*kind};
+    if (*json || sink) {
+      nlohmann::json out = nlohmann::json::object();
+      for (const std::string& each : kinds) out[each] = entries(each);
+      if (sink) return sink(out);
+      return fmt::print("{}\n", out.dump(2));
+    }
+    if (!kind->empty()) return list(entries(*kind));
     // `eventsim list` alone: every kind under a heading, where it was an error.
-    for (const char* each : {"models", "clusters", "devices"}) {
-      fmt::print("{}{}:\n", each == std::string("models") ? "" : "\n", each);
-      list(each);
+    for (const std::string& each : kinds) {
+      fmt::print("{}{}:\n", each == "models" ? "" : "\n", each);
+      list(entries(each));
     }
   });
 }

@@ -1,4 +1,5 @@
-// eventsim: events, simulate, search, compare, calibrate, import-nccl-tests, convert-profile,
+// eventsim: events, simulate, search, compare, calibrate, import-nccl-tests, import-kineto,
+// convert-profile,
 // list. The composition root: parses the command line, runs one subcommand, and turns exceptions into one line and an
 // exit code: 2 bad input, 1 the environment failed (disk, memory, a library call), 3 a bug
 // (common/error.h).
@@ -23,6 +24,7 @@
 #include "modeler/cli/events_command.h"
 #include "modeler/cli/collective_command.h"
 #include "modeler/cli/import_command.h"
+#include "modeler/cli/import_kineto_command.h"
 #include "modeler/cli/list_command.h"
 #include "modeler/cli/search_command.h"
 #include "modeler/cli/simulate_command.h"
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
   evsim::registerCompareCommand(app);
   evsim::registerCalibrateCommand(app);
   evsim::registerImportCommand(app);
+  evsim::registerImportKinetoCommand(app);
   evsim::registerConvertCommand(app);
   evsim::registerCollectiveCommand(app);
   evsim::registerListCommand(app);

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "events/event_file.h"
+#include "modeler/cli/eventprof_hint.h"
 #include "plan/strategy_space.h"
 
 namespace evsim {
@@ -189,15 +190,12 @@ std::string unionEventprofHint(const SearchArgs& args, const SearchOptions& opti
     plain = plain && (s == Schedule::kGpipe || s == Schedule::kDapple);
   }
   if (plain) {
-    return fmt::format(
-        "mpirun -np 4 eventprof --model {} --cluster {} --gpus {} --global-batch {} "
-        "--micro-batches {} -o profile.yaml",
-        args.run.model, args.run.cluster, args.gpus, args.run.global_batch, args.micro_batches);
+    return eventprofCommand(fmt::format(
+        "--model {} --cluster {} --gpus {} --global-batch {} --micro-batches {} -o profile.yaml",
+        args.run.model, args.run.cluster, args.gpus, args.run.global_batch, args.micro_batches));
   }
-  return fmt::format(
-      "eventsim search {} --write-events events.yaml && mpirun -np 4 "
-      "eventprof --events events.yaml -o profile.yaml",
-      spaceCommandLine(args));
+  return fmt::format("eventsim search {} --write-events events.yaml && {}", spaceCommandLine(args),
+                     eventprofCommand("--events events.yaml -o profile.yaml"));
 }
 
 // Writes the union of the events of every valid candidate (fitting in memory or not) as an events

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "io/cli_checks.h"
+#include "modeler/cli/eventprof_hint.h"
 #include "modeler/cli/plan_comparison.h"
 #include "modeler/memory_model.h"
 #include "modeler/output_estimate.h"
@@ -56,7 +57,7 @@ std::optional<ProfileDb> CostSourceOptions::loadProfile() const {
 }
 
 std::string eventprofHint(const RunOptions& run, const Strategy& strategy) {
-  return fmt::format("mpirun -np 4 eventprof {} -o profile.yaml", run.commandLine(strategy));
+  return eventprofCommand(fmt::format("{} -o profile.yaml", run.commandLine(strategy)));
 }
 
 namespace {
