@@ -19,9 +19,9 @@
 
 #include "config/cluster_config.h"
 #include "config/model_config.h"
+#include "io/model_overrides.h"
 #include "plan/strategy.h"
 #include "plan/strategy_space.h"
-#include "io/model_overrides.h"
 
 namespace evsim {
 
@@ -64,9 +64,9 @@ struct RunOptions {
   std::string framework = "megatron";  // --framework megatron | fsdp
   std::string reshard = "default";     // --reshard-after-forward default | always | never
   ModelOverrides overrides;
-  const CLI::App* extras_app = nullptr;         // set by addMegatronExtras
+  const CLI::App* extras_app = nullptr;          // set by addMegatronExtras
   const CLI::Option* schedule_option = nullptr;  // --schedule: given or the default?
-  std::string args_file;                 // --args-file, for --help (expanded before parsing)
+  std::string args_file;  // --args-file, for --help (expanded before parsing)
   // --overlap-slowdown on|off: off sets the device's overlap slowdown factors to 1 (compute beside
   // communication at full speed; modeler/overlap_slowdown.h), for ablations.
   std::string overlap_slowdown = "on";
@@ -124,6 +124,7 @@ struct RunOptions {
                                                 const std::string& micro_batches) const;
   // The same options as a command line fragment ("--model x --cluster y --strategy 2M2P4D ...").
   std::string commandLine(const Strategy& strategy) const;
+
  private:
   // strategy() for one --strategy text (empty: from --tp/--pp/--dp or --gpus).
   Strategy strategyOf(const ModelConfig& model, const std::string& strategy_text) const;

@@ -11,8 +11,7 @@ bool sameOutcome(const CandidateResult& a, const CandidateResult& b) {
   const Strategy& y = b.strategy;
   return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.cp == y.cp && x.ep == y.ep &&
          x.micro_batch == y.micro_batch && a.iteration_us == b.iteration_us &&
-         a.bubble_fraction == b.bubble_fraction &&
-         a.model_tflops_per_gpu == b.model_tflops_per_gpu;
+         a.bubble_fraction == b.bubble_fraction && a.model_tflops_per_gpu == b.model_tflops_per_gpu;
 }
 
 std::string equivalentFlags(const Strategy& s) {
@@ -39,9 +38,8 @@ int64_t collapseEquivalents(std::vector<CandidateResult>& ranked) {
   for (size_t i = 0; i < ranked.size(); ++i) {
     if (absorbed[i] || ranked[i].status != CandidateStatus::kOk) continue;
     size_t row_order = i;
-    for (size_t j = i + 1;
-         j < ranked.size() && ranked[j].status == CandidateStatus::kOk &&
-         ranked[j].iteration_us == ranked[i].iteration_us;
+    for (size_t j = i + 1; j < ranked.size() && ranked[j].status == CandidateStatus::kOk &&
+                           ranked[j].iteration_us == ranked[i].iteration_us;
          ++j) {
       if (absorbed[j] || !sameOutcome(ranked[i], ranked[j])) continue;
       mergeEquivalent(ranked[i], row_order, std::move(ranked[j]), j);

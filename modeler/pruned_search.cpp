@@ -10,13 +10,13 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "plan/iteration_plan.h"
-#include "plan/plan_cache.h"
 #include "modeler/candidate_stream.h"
 #include "modeler/closed_form_tier.h"
 #include "modeler/equivalent_plans.h"
 #include "modeler/parallel_for.h"
 #include "modeler/simulation.h"
+#include "plan/iteration_plan.h"
+#include "plan/plan_cache.h"
 
 namespace evsim {
 
@@ -256,8 +256,8 @@ std::string violationRule(std::string_view violation) {
     const size_t begin = i;
     while (i + 1 < rule.size() && std::isdigit(static_cast<unsigned char>(rule[i + 1]))) ++i;
     // A number stands alone; digits inside a name ("llama3-70b", "mixtral-8x7b") stay (issue 31).
-    const bool in_word = (begin > 0 && letter(rule[begin - 1])) ||
-                         (i + 1 < rule.size() && letter(rule[i + 1]));
+    const bool in_word =
+        (begin > 0 && letter(rule[begin - 1])) || (i + 1 < rule.size() && letter(rule[i + 1]));
     out += in_word ? std::string(rule.substr(begin, i + 1 - begin)) : std::string("N");
   }
   return out;

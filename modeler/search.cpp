@@ -5,12 +5,12 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "plan/iteration_plan.h"
 #include "modeler/closed_form_tier.h"
 #include "modeler/equivalent_plans.h"
 #include "modeler/parallel_for.h"
 #include "modeler/pruned_search.h"
 #include "modeler/simulation.h"
+#include "plan/iteration_plan.h"
 
 namespace evsim {
 

@@ -19,11 +19,11 @@
 #include <string_view>
 #include <vector>
 
-#include "plan/strategy_space.h"
+#include "modeler/candidate_result.h"
 #include "modeler/cost_model.h"
 #include "modeler/memory_model.h"
-#include "modeler/candidate_result.h"
 #include "modeler/ranked_rows.h"
+#include "plan/strategy_space.h"
 
 namespace evsim {
 
@@ -46,7 +46,9 @@ struct SearchReport {
   int64_t oom = 0;
   int64_t invalid = 0;
   int64_t equivalent = 0;
-  int64_t tokens_per_sample = 0;  // the model's sequence length: tokens/s = samples/s x this  // ok candidates merged into an equivalent row (not listed on their own)
+  int64_t tokens_per_sample =
+      0;  // the model's sequence length: tokens/s = samples/s x this  // ok candidates merged into
+          // an equivalent row (not listed on their own)
   int64_t capacity_bytes = 0;  // device memory
   int64_t usable_bytes = 0;    // capacity * (1 - headroom)
   double headroom = kDefaultMemoryHeadroom;

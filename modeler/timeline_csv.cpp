@@ -21,8 +21,8 @@ constexpr size_t kColumnCount = 15;
 constexpr size_t kOldColumnCount = 13;
 constexpr double kMaxTimeUs = 1e15;
 constexpr std::array<std::string_view, kColumnCount> kColumns = {
-    "rank",   "tp",          "pp",    "dp", "stream", "event",      "start_us", "dur_us",
-    "micro_batch", "phase", "op", "layer",  "provenance", "cp", "ep"};
+    "rank",        "tp",    "pp", "dp",    "stream",     "event", "start_us", "dur_us",
+    "micro_batch", "phase", "op", "layer", "provenance", "cp",    "ep"};
 enum Column {
   kRank,
   kTp,
@@ -190,10 +190,10 @@ Timeline readTimelineCsv(std::istream& in, const std::string& path, NameTable& n
     if (line.empty()) continue;
     size_t count = splitFields(line, fields);
     if (count != columns) {
-      EVSIM_THROW(InputError, "{}:{}: {} columns, expected {} (the header's)", path, line_number,
-                  count > kColumnCount ? fmt::format("more than {}", kColumnCount)
-                                       : std::to_string(count),
-                  columns);
+      EVSIM_THROW(
+          InputError, "{}:{}: {} columns, expected {} (the header's)", path, line_number,
+          count > kColumnCount ? fmt::format("more than {}", kColumnCount) : std::to_string(count),
+          columns);
     }
     LineParser p(path, line_number, fields);
     TimelineRow row;

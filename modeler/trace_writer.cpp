@@ -167,7 +167,6 @@ std::vector<RankGroup> groupRanks(const TimelineSource& source, const std::vecto
   return groups;
 }
 
-
 std::string layerText(int layer) {
   fmt::memory_buffer scratch;
   return std::string(layerText(layer, scratch));
@@ -377,8 +376,7 @@ void writeTimelineCsv(const TimelineSource& source, const std::vector<int64_t>& 
       text.fixed3(e.start_us) << ',';
       text.fixed3(e.duration_us) << ',' << e.micro_batch << ',' << phaseName(e.phase) << ','
                                  << e.name << ',' << layerText(e.layer, layer_scratch) << ','
-                                 << source.provenance(e.event) << ',' << c.cp << ',' << ep
-                                 << '\n';
+                                 << source.provenance(e.event) << ',' << c.cp << ',' << ep << '\n';
       text.flush();
     });
   }

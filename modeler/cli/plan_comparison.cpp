@@ -36,15 +36,13 @@ std::vector<Component> components() {
   };
   // Exposed communication by kind: what the compute stream waits for, per mean device.
   for (const char* kind : {"tp", "cp", "ep", "pp", "dp", "zero"}) {
-    out.push_back({fmt::format("exposed {} comm", kind), "ms", [kind](const nlohmann::json& s) {
-                     return at(s["exposed_comm_ms"], kind);
-                   }});
+    out.push_back({fmt::format("exposed {} comm", kind), "ms",
+                   [kind](const nlohmann::json& s) { return at(s["exposed_comm_ms"], kind); }});
   }
-  out.push_back({"bubble", "%", [](const nlohmann::json& s) {
-                   return 100 * at(s, "bubble_fraction");
-                 }});
-  out.push_back({"peak memory", "GiB",
-                 [](const nlohmann::json& s) { return gib(s, "peak_memory_bytes"); }});
+  out.push_back(
+      {"bubble", "%", [](const nlohmann::json& s) { return 100 * at(s, "bubble_fraction"); }});
+  out.push_back(
+      {"peak memory", "GiB", [](const nlohmann::json& s) { return gib(s, "peak_memory_bytes"); }});
   out.push_back({"memory margin", "GiB",
                  [](const nlohmann::json& s) { return gib(s, "memory_margin_bytes"); }});
   return out;
@@ -85,7 +83,8 @@ std::string comparisonText(const std::vector<ComparedPlan>& plans) {
 
 nlohmann::json comparisonJson(const std::vector<ComparedPlan>& plans) {
   nlohmann::json listed = nlohmann::json::array();
-  for (const ComparedPlan& p : plans) listed.push_back({{"label", p.label}, {"summary", p.summary}});
+  for (const ComparedPlan& p : plans)
+    listed.push_back({{"label", p.label}, {"summary", p.summary}});
   nlohmann::json rows = nlohmann::json::array();
   for (const Component& c : components()) {
     nlohmann::json values = nlohmann::json::array();

@@ -10,7 +10,7 @@
 namespace evsim {
 
 struct ComparedPlan {
-  std::string label;     // "8M16P8D b=1 dapple sp zero1"
+  std::string label;       // "8M16P8D b=1 dapple sp zero1"
   nlohmann::json summary;  // summaryJson() of its simulation
 };
 

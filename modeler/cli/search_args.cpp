@@ -122,14 +122,14 @@ std::vector<std::string> missingFrom(const std::string& given,
 }  // namespace
 
 std::string searchedSpaceText(const SearchArgs& args) {
-  std::string searched = fmt::format("searched: b {}; schedules {}", args.micro_batches,
-                                     args.schedules);
+  std::string searched =
+      fmt::format("searched: b {}; schedules {}", args.micro_batches, args.schedules);
   if (args.schedules.find("interleaved") != std::string::npos) {
     searched += fmt::format(" (v {})", args.virtual_stages);
   }
-  searched += fmt::format("; recompute {}; SP {}; ZeRO {}; DP overlap {}; CP {}",
-                          args.recomputes, sequenceParallelValues(args), args.zero_stages,
-                          args.dp_overlaps, args.context_parallel);
+  searched += fmt::format("; recompute {}; SP {}; ZeRO {}; DP overlap {}; CP {}", args.recomputes,
+                          sequenceParallelValues(args), args.zero_stages, args.dp_overlaps,
+                          args.context_parallel);
   if (!args.expert_parallel.empty()) searched += fmt::format("; EP {}", args.expert_parallel);
   if (args.offloads != "none") searched += fmt::format("; offload {}", args.offloads);
 
@@ -138,8 +138,8 @@ std::string searchedSpaceText(const SearchArgs& args) {
                      const std::vector<std::string>& all, std::string_view flag) {
     std::vector<std::string> missing = missingFrom(given, all);
     if (missing.empty()) return;
-    left.push_back(fmt::format("{}{}{} ({})", label, label.empty() ? "" : " ",
-                               fmt::join(missing, ","), flag));
+    left.push_back(
+        fmt::format("{}{}{} ({})", label, label.empty() ? "" : " ", fmt::join(missing, ","), flag));
   };
   leftOut("", args.schedules,
           {"gpipe", "dapple", "interleaved", "zbh1", "zbh2", "zbv", "dualpipev"}, "--schedule");

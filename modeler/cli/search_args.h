@@ -38,9 +38,9 @@ struct SearchArgs {
   std::string dp_overlaps = "off,on";
   std::string offloads = "none";
   std::string context_parallel;  // empty: defaultContextParallel(model)
-  std::string expert_parallel;  // empty: every power of two dividing an MoE model's experts
-  int uneven_stages = 0;        // --uneven-stages K: first/last stage shortened by 1..K layers
-  int top = 10;                 // 0: every candidate
+  std::string expert_parallel;   // empty: every power of two dividing an MoE model's experts
+  int uneven_stages = 0;         // --uneven-stages K: first/last stage shortened by 1..K layers
+  int top = 10;                  // 0: every candidate
   bool json = false;
   std::string csv;
   bool allow_cross_node_tp = false;

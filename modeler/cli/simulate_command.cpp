@@ -11,12 +11,12 @@
 #include "io/cli_checks.h"
 #include "modeler/cli/eventprof_hint.h"
 #include "modeler/cli/plan_comparison.h"
+#include "modeler/link_usage.h"
 #include "modeler/memory_model.h"
 #include "modeler/output_estimate.h"
 #include "modeler/simulation.h"
 #include "modeler/stragglers.h"
 #include "modeler/summary_report.h"
-#include "modeler/link_usage.h"
 #include "modeler/time_to_train.h"
 #include "modeler/trace_writer.h"
 #include "modeler/variability.h"
@@ -89,10 +89,10 @@ struct SimulateArgs {
 // The flags that write or sample one plan's timeline: refused when several plans are compared.
 void refuseSinglePlanFlags(const SimulateArgs& args) {
   const std::vector<std::pair<const char*, bool>> single = {
-      {"--trace", !args.trace.empty()},        {"--csv", !args.csv.empty()},
-      {"--link-csv", !args.link_csv.empty()},  {"--ranks", !args.ranks.empty()},
+      {"--trace", !args.trace.empty()},           {"--csv", !args.csv.empty()},
+      {"--link-csv", !args.link_csv.empty()},     {"--ranks", !args.ranks.empty()},
       {"--slow-ranks", !args.slow_ranks.empty()}, {"--jitter", args.jitter > 0},
-      {"--iterations", args.iterations > 0},   {"--train-tokens", !args.train_tokens.empty()}};
+      {"--iterations", args.iterations > 0},      {"--train-tokens", !args.train_tokens.empty()}};
   for (const auto& [flag, given] : single) {
     if (given) {
       EVSIM_THROW(InputError,

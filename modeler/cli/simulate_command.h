@@ -7,11 +7,11 @@
 #include <optional>
 #include <string>
 
-#include "plan/iteration_plan.h"
 #include "io/profile_db.h"
 #include "io/run_options.h"
 #include "modeler/cli/json_sink.h"
 #include "modeler/cost_model.h"
+#include "plan/iteration_plan.h"
 
 namespace evsim {
 

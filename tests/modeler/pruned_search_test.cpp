@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "common/error.h"
-#include "plan/iteration_plan.h"
 #include "io/profile_db.h"
 #include "modeler/closed_form_tier.h"
 #include "modeler/simulation.h"
+#include "plan/iteration_plan.h"
 #include "support/search_options.h"
 #include "support/test_support.h"
 
@@ -100,11 +100,9 @@ TEST(PrunedSearchTest, SameTopTenAsTheExhaustiveSearchOnTheBundledSearches) {
     const std::vector<CandidateResult> pruned_rows = pruned.candidates.toVector();
     const std::vector<CandidateResult> all_rows = all.candidates.toVector();
     for (int i = 0; i < 10; ++i) {
-      expectSameCandidate(pruned_rows[i], all_rows[i],
-                          name + " #" + std::to_string(i + 1));
+      expectSameCandidate(pruned_rows[i], all_rows[i], name + " #" + std::to_string(i + 1));
     }
-    EXPECT_EQ(pruned.total(), static_cast<int64_t>(all.candidates.size()) + all.equivalent)
-        << name;
+    EXPECT_EQ(pruned.total(), static_cast<int64_t>(all.candidates.size()) + all.equivalent) << name;
     EXPECT_EQ(pruned.ok, all.ok) << name;
     EXPECT_EQ(pruned.oom, all.oom) << name;
     EXPECT_EQ(pruned.invalid, all.invalid) << name;

@@ -41,9 +41,9 @@
 
 #include "common/error.h"
 #include "config/cluster_config.h"
-#include "plan/iteration_plan.h"
 #include "config/model_config.h"
 #include "modeler/timeline_csv.h"
+#include "plan/iteration_plan.h"
 #include "support/test_support.h"
 
 namespace evsim {
