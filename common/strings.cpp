@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <ctime>
 
 #include "common/error.h"
 
@@ -97,6 +98,15 @@ std::optional<int64_t> parseInteger(std::string_view text) {
 std::string clipped(std::string_view text, size_t max) {
   if (text.size() <= max) return std::string(text);
   return fmt::format("{}... ({} bytes)", text.substr(0, max), text.size());
+}
+
+std::string utcNow() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
 }
 
 }  // namespace evsim

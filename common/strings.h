@@ -29,4 +29,7 @@ std::optional<int64_t> parseInteger(std::string_view text);
 // Human-readable byte count: "1.50 GiB".
 std::string formatBytes(double bytes);
 
+// The current time as ISO 8601 UTC text, "2026-11-25T21:50:38Z": the date a profile records.
+std::string utcNow();
+
 }  // namespace evsim

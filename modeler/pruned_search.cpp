@@ -160,12 +160,7 @@ class PrunedSearch {
     c.micro_batches = micro_batches;
     c.peak_memory_bytes = candidate.closed.peak_memory_bytes;
     c.peak_memory_stage = candidate.closed.peak_memory_stage;
-    c.iteration_us = sim.summary.iteration_us;
-    c.samples_per_s = sim.summary.samples_per_s;
-    c.bubble_fraction = sim.summary.bubble_fraction;
-    c.model_tflops_per_gpu = sim.summary.flops_per_gpu_per_s / kFlopsPerTflop;
-    c.mfu = sim.summary.mfu;
-    c.provenance_share = sim.summary.provenance_share;
+    setTiming(c, sim.summary);
     out.ranked = std::move(r);
     return out;
   }

@@ -28,6 +28,15 @@ std::string_view candidateStatusName(CandidateStatus status) {
 
 const CandidateResult* SearchReport::best() const { return candidates.best(); }
 
+void setTiming(CandidateResult& r, const SimulationSummary& summary) {
+  r.iteration_us = summary.iteration_us;
+  r.samples_per_s = summary.samples_per_s;
+  r.bubble_fraction = summary.bubble_fraction;
+  r.model_tflops_per_gpu = summary.flops_per_gpu_per_s / kFlopsPerTflop;
+  r.mfu = summary.mfu;
+  r.provenance_share = summary.provenance_share;
+}
+
 double SearchReport::timeVsBest(const CandidateResult& r) const {
   const CandidateResult* b = best();
   return b && b->iteration_us > 0 ? r.iteration_us / b->iteration_us : 0;
@@ -153,13 +162,7 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
         event_costs.push_back(cost.value_or(EventCost{}));
       }
       if (!batch_missing[i].empty()) return;
-      Simulation sim = simulate(std::move(plan), std::move(event_costs));
-      r.iteration_us = sim.summary.iteration_us;
-      r.samples_per_s = sim.summary.samples_per_s;
-      r.bubble_fraction = sim.summary.bubble_fraction;
-      r.model_tflops_per_gpu = sim.summary.flops_per_gpu_per_s / kFlopsPerTflop;
-      r.mfu = sim.summary.mfu;
-      r.provenance_share = sim.summary.provenance_share;
+      setTiming(r, simulate(std::move(plan), std::move(event_costs)).summary);
     });
     // In enumeration order: the counts, the rules' first examples, the closest OOM and the
     // missing events come out as a serial pass would give them.

@@ -82,6 +82,11 @@ struct SearchReport {
   std::string last_violation_, last_rule_;  // noteInvalid's last message and its rule
 };
 
+struct SimulationSummary;
+// Sets an ok candidate's timing fields (iteration time, throughput, bubble, model TFLOP/s, MFU,
+// provenance) from its simulation: both searches rank candidates by these.
+void setTiming(CandidateResult& r, const SimulationSummary& summary);
+
 // Throws InputError on an empty space (N <= 0, no micro-batch sizes, schedules, recomputation
 // modes, SP settings or ZeRO stages), a ZeRO stage outside 0..3, a v < 2 or a headroom outside
 // [0, 1), naming the flag.

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <filesystem>
 #include <new>
 
+#include "common/strings.h"
 #include "mpi/mpi_check.h"
 #include "mpi/mpi_wait.h"
 #include "profiler/comm_math.h"
@@ -40,15 +40,6 @@ TimingStats fromWire(const WireResult& w, double scale) {
 std::vector<double> floored(std::vector<double> samples) {
   for (double& s : samples) s = std::max(s, kClockFloorUs);
   return samples;
-}
-
-std::string utcNow() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
 }
 
 // Runs `fn` on rank 0; an InputError there becomes a CollectiveInputError on every rank.

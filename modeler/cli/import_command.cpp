@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "io/cli_checks.h"
 #include "plan/strategy.h"
 #include "modeler/nccl_tests_log.h"
@@ -24,15 +24,6 @@ struct ImportArgs {
   std::string output;
   bool append = false;
 };
-
-std::string nowUtc() {
-  std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
 
 void runImport(const ImportArgs& args) {
   NcclTestsOptions options;
@@ -64,7 +55,7 @@ void runImport(const ImportArgs& args) {
     db = ProfileDb::load(args.output);
   } else {
     db.metadata.backend = "nccl-tests";
-    db.metadata.date = nowUtc();
+    db.metadata.date = utcNow();
   }
   for (size_t i = 0; i < imports.size(); ++i) {
     const NcclTestsImport& in = imports[i];

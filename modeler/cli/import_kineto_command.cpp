@@ -2,11 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
-#include <ctime>
 #include <memory>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "io/cli_checks.h"
 #include "io/profile_db.h"
 #include "io/run_options.h"
@@ -24,15 +23,6 @@ struct ImportKinetoArgs {
   int list = 15;
 };
 
-std::string nowUtc() {
-  std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
 void run(const ImportKinetoArgs& args) {
   args.run.acceptMegatronExtras();
   const ModelConfig model = args.run.loadModel();
@@ -48,7 +38,7 @@ void run(const ImportKinetoArgs& args) {
                 args.trace, model.name, strategy.name(), strategy.micro_batch);
   }
   result.db.metadata.backend = "pytorch";
-  result.db.metadata.date = nowUtc();
+  result.db.metadata.date = utcNow();
   result.db.metadata.world_size = 1;
   result.db.metadata.ranks_per_node = 1;
   result.db.metadata.devices = {trace.has_device_kernels ? "GPU (PyTorch profiler trace)"
