@@ -222,8 +222,15 @@ Node toNode(const IterationPlan& plan, const Item& item, int64_t rank, uint64_t 
   const Event& ev = plan.events[e.event].event;
   Node node;
   node.set_id(id);
-  node.set_name(fmt::format("{} {} mb{} chunk{} layer {}", e.name, phaseName(e.phase),
-                            e.micro_batch, e.chunk, layerText(e.layer)));
+  // "qkv_gemm forward mb0 chunk0 layer 3"; without the micro-batch and layer where the event has
+  // none (pipeline transfers, gradient syncs, the optimizer).
+  std::string name = fmt::format("{} {}", e.name, phaseName(e.phase));
+  if (e.micro_batch >= 0) name += fmt::format(" mb{}", e.micro_batch);
+  name += fmt::format(" chunk{}", e.chunk);
+  if (e.micro_batch >= 0 && e.stream != Stream::kPpComm) {
+    name += fmt::format(" layer {}", layerText(e.layer));
+  }
+  node.set_name(std::move(name));
   node.set_type(item.type);
   node.set_start_time_micros(static_cast<uint64_t>(std::llround(std::max(0.0, e.start_us))));
   node.set_duration_micros(static_cast<uint64_t>(std::llround(std::max(0.0, e.duration_us))));
