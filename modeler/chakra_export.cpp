@@ -280,7 +280,7 @@ std::string ChakraCommGroups::json() const {
 }
 
 std::vector<Node> chakraNodes(const Simulation& sim, int64_t rank, ChakraCommGroups& groups) {
-  EVSIM_CHECK(sim.plan.strategy.gpus() <= int64_t{1} << 31, "chakra: rank ids are int32");
+  EVSIM_CHECK(sim.plan.strategy.gpus() < (int64_t{1} << 31), "chakra: rank ids are int32");
   const std::vector<Item> items = rankItems(sim, rank, groups);
   std::vector<EndedBefore> ended;
   for (int k = 0; k < kKindCount; ++k) ended.emplace_back(items, static_cast<Kind>(k));

@@ -251,10 +251,12 @@ struct Walk {
       // The launch returns at once: only the kernels' device time is the collective's.
       if (!trace.has_device_kernels || trace.subtreeKernels(id) == 0) {
         const KinetoCollectiveMatch m = matchKinetoCollective(*op.collective, table, gpus_per_node);
-        miss(m.what,
-             trace.has_device_kernels ? "no NCCL kernel launched under it"
-                                      : "host time only (the trace has no GPU kernels)",
-             op.duration_us);
+        // ProcessGroupNCCL also records "init", "wait", "barrier": said as such first.
+        const std::string reason = m.reason == "no eventsim collective" ? m.reason
+                                   : trace.has_device_kernels
+                                       ? "no NCCL kernel launched under it"
+                                       : "host time only (the trace has no GPU kernels)";
+        miss(m.what, reason, op.duration_us);
         return;
       }
       collective(*op.collective, us);

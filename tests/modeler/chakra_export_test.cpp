@@ -19,6 +19,7 @@
 #include "modeler/chakra_export.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>

@@ -226,6 +226,15 @@ TEST(KinetoImport, CollectiveNamesAndTruncatedRanks) {
   EXPECT_EQ(cpu.matched_collectives, 0);
   ASSERT_EQ(cpu.unmatched.size(), 1u);
   EXPECT_EQ(cpu.unmatched[0].reason, "host time only (the trace has no GPU kernels)");
+  // An "init" record (nelems 0) is no eventsim collective, said as such.
+  const KinetoTrace init = parseKinetoTrace(R"({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 0,
+     "dur": 5, "args": {"Collective name": "init", "In msg nelems": 0, "Out msg nelems": 0,
+     "Group size": 8, "dtype": "Byte"}}]})",
+                                            "t.json");
+  const KinetoImport init_result = matchKinetoTrace(init, table, 8);
+  ASSERT_EQ(init_result.unmatched.size(), 1u);
+  EXPECT_EQ(init_result.unmatched[0].reason, "no eventsim collective");
   // barrier is no eventsim collective.
   KinetoCollective barrier = c;
   barrier.name = "barrier";
