@@ -48,28 +48,6 @@ bool streamUsed(const Strategy& strategy, Stream stream) {
   return true;
 }
 
-// The rank a pipeline send of `rank` goes to: the next model chunk for an activation, the previous
-// one for a gradient (virtual stage k = chunk * P + pp; chunk k runs on device stage k % P), and
-// that chunk's index on the receiving device.
-struct SendTarget {
-  int64_t rank = -1;
-  int chunk = 0;
-};
-std::optional<SendTarget> sendTarget(const IterationPlan& plan, const RankLayout& layout,
-                                     const RankCoord& c, const DeviceEvent& e) {
-  if (e.stream != Stream::kPpComm) return std::nullopt;
-  const bool activation = e.name == "send_activation";
-  if (!activation && e.name != "send_gradient") return std::nullopt;
-  // The sender's link (task_graph.h): an activation leaves virtual stage k over link k, a
-  // gradient over link k-1; measured timelines carry no graph, so it is found from the chunk.
-  const PipelineLayout pipeline = plan.pipelineLayout();
-  const int k = pipeline.virtualStage(c.pp, e.chunk);
-  const int link = activation ? k : k - 1;
-  if (link < 0 || link + 1 >= plan.virtualStages()) return std::nullopt;
-  const int target = linkReceiver(activation ? Send::kActivation : Send::kGradient, link);
-  return SendTarget{layout.rank(c.tp, c.dp, pipeline.device(target), c.cp), pipeline.chunk(target)};
-}
-
 std::string_view layerText(int layer, fmt::memory_buffer& scratch) {
   scratch.clear();
   if (layer == kEmbeddingLayer) return "embedding";
@@ -116,6 +94,21 @@ class EventText {
 };
 
 }  // namespace
+
+std::optional<SendTarget> sendTarget(const IterationPlan& plan, const RankLayout& layout,
+                                     const RankCoord& c, const DeviceEvent& e) {
+  if (e.stream != Stream::kPpComm) return std::nullopt;
+  const bool activation = e.name == "send_activation";
+  if (!activation && e.name != "send_gradient") return std::nullopt;
+  // The sender's link (task_graph.h): an activation leaves virtual stage k over link k, a
+  // gradient over link k-1; measured timelines carry no graph, so it is found from the chunk.
+  const PipelineLayout pipeline = plan.pipelineLayout();
+  const int k = pipeline.virtualStage(c.pp, e.chunk);
+  const int link = activation ? k : k - 1;
+  if (link < 0 || link + 1 >= plan.virtualStages()) return std::nullopt;
+  const int target = linkReceiver(activation ? Send::kActivation : Send::kGradient, link);
+  return SendTarget{layout.rank(c.tp, c.dp, pipeline.device(target), c.cp), pipeline.chunk(target)};
+}
 
 std::vector<int64_t> selectRanks(const Simulation& sim, const std::vector<int64_t>& selection) {
   const int64_t world = sim.plan.strategy.gpus();

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -94,6 +95,16 @@ std::vector<int64_t> firstPipelineRanks(const IterationPlan& plan);
 // All ranks of the strategy, or `selection` checked against the world size (InputError naming
 // --ranks otherwise).
 std::vector<int64_t> selectRanks(const Simulation& sim, const std::vector<int64_t>& selection);
+
+// The rank a pipeline send of `rank` (at coordinates `c`) goes to: the next model chunk for an
+// activation, the previous one for a gradient (virtual stage k = chunk * P + pp; chunk k runs on
+// device stage k % P), and that chunk's index on the receiving device. None for other events.
+struct SendTarget {
+  int64_t rank = -1;
+  int chunk = 0;
+};
+std::optional<SendTarget> sendTarget(const IterationPlan& plan, const RankLayout& layout,
+                                     const RankCoord& c, const DeviceEvent& e);
 
 // "embedding", "head" or the block index: the `layer` column of the CSV and trace.
 std::string layerText(int layer);

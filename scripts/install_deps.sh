@@ -13,6 +13,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libopenmpi-dev openmpi-bin \
   libgtest-dev libgmock-dev libbenchmark-dev \
   libopenblas-dev zlib1g-dev \
+  libprotobuf-dev protobuf-compiler \
   python3 python3-matplotlib python3-yaml \
   python3-dev pybind11-dev python3-pytest \
   clang libclang-rt-dev

@@ -30,7 +30,7 @@ void run(const ImportKinetoArgs& args) {
   const Strategy strategy = args.run.strategy(model);
   const IterationPlan plan = buildIterationPlan(model, cluster, strategy);
   const KinetoTrace trace = loadKinetoTrace(args.trace);
-  KinetoImport result = matchKinetoTrace(trace, plan.events);
+  KinetoImport result = matchKinetoTrace(trace, plan.events, cluster.gpus_per_node);
   if (result.shape_matched_ops == 0) {
     EVSIM_THROW(InputError,
                 "{}: no op matched an event of {} {} (b={}): is it a trace of this model and "
@@ -51,6 +51,10 @@ void run(const ImportKinetoArgs& args) {
       args.trace, result.matched_ops, result.db.records().size(), plan.events.size(),
       result.matched_us, result.total_us, share,
       trace.has_device_kernels ? "device time of the ops' kernels" : "CPU op time");
+  if (result.matched_collectives > 0) {
+    fmt::print("of them {} collectives (NCCL kernels): {:.1f} us\n", result.matched_collectives,
+               result.collective_us);
+  }
   if (!result.unmatched.empty()) {
     double unmatched_us = 0;
     for (const KinetoUnmatched& u : result.unmatched) unmatched_us += u.total_us;

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "io/cli_checks.h"
+#include "modeler/chakra_export.h"
 #include "modeler/cli/eventprof_hint.h"
 #include "modeler/cli/plan_comparison.h"
 #include "modeler/link_usage.h"
@@ -72,6 +73,8 @@ struct SimulateArgs {
   std::string trace;
   std::string csv;
   std::string link_csv;  // --link-csv: per-link load over the iteration (link_usage.h)
+  std::string chakra;    // --chakra DIR: one Chakra execution trace per rank (chakra_export.h)
+  std::string chakra_prefix = "et";
   std::string ranks;
   std::string slow_ranks;  // --slow-ranks 17:1.2,node3:1.1
   double jitter = 0;       // --jitter: per-op slowdown scale (TaskJitter)
@@ -89,10 +92,15 @@ struct SimulateArgs {
 // The flags that write or sample one plan's timeline: refused when several plans are compared.
 void refuseSinglePlanFlags(const SimulateArgs& args) {
   const std::vector<std::pair<const char*, bool>> single = {
-      {"--trace", !args.trace.empty()},           {"--csv", !args.csv.empty()},
-      {"--link-csv", !args.link_csv.empty()},     {"--ranks", !args.ranks.empty()},
-      {"--slow-ranks", !args.slow_ranks.empty()}, {"--jitter", args.jitter > 0},
-      {"--iterations", args.iterations > 0},      {"--train-tokens", !args.train_tokens.empty()}};
+      {"--trace", !args.trace.empty()},
+      {"--csv", !args.csv.empty()},
+      {"--link-csv", !args.link_csv.empty()},
+      {"--ranks", !args.ranks.empty()},
+      {"--chakra", !args.chakra.empty()},
+      {"--slow-ranks", !args.slow_ranks.empty()},
+      {"--jitter", args.jitter > 0},
+      {"--iterations", args.iterations > 0},
+      {"--train-tokens", !args.train_tokens.empty()}};
   for (const auto& [flag, given] : single) {
     if (given) {
       EVSIM_THROW(InputError,
@@ -203,6 +211,10 @@ void runSimulate(const SimulateArgs& args) {
                         static_cast<int64_t>(written.size()), args.max_output_gib);
   }
   writeTimelineFiles(timeline, ranks, args.trace, args.csv, grouping);
+  std::optional<ChakraOutput> chakra;
+  if (!args.chakra.empty()) {
+    chakra = writeChakraTraces(sim, args.chakra, args.chakra_prefix, args.max_output_gib);
+  }
   nlohmann::json summary =
       args.sink || args.json ? summaryJson(sim, args.memory_headroom, &links) : nlohmann::json();
   if (spread && (args.sink || args.json)) summary["variability"] = variabilityJson(sim, *spread);
@@ -218,6 +230,13 @@ void runSimulate(const SimulateArgs& args) {
     summary["timeline_ranks"] = ranks.size();
     summary["timeline_processes"] = groups.size();  // fewer with --ranks all: one per timeline
     summary["timeline_first_pipeline_only"] = !note.empty();
+  }
+  if (chakra) {
+    summary["chakra"] = {{"dir", args.chakra},
+                         {"files", chakra->files},
+                         {"nodes", chakra->nodes},
+                         {"comm_groups", chakra->groups},
+                         {"comm_group_file", chakra->comm_group_path}};
   }
   if (args.sink) {
     args.sink(summary);
@@ -235,6 +254,12 @@ void runSimulate(const SimulateArgs& args) {
     if (!args.csv.empty())
       fmt::print("CSV timeline ({} ranks{}): {}\n", ranks.size(), note, args.csv);
     if (!args.link_csv.empty()) fmt::print("Link loads (CSV): {}\n", args.link_csv);
+    if (chakra) {
+      fmt::print(
+          "Chakra traces (ASTRA-sim): {} files {}/{}.<rank>.et, {} nodes; comm groups ({}): {}\n",
+          chakra->files, args.chakra, args.chakra_prefix, chakra->nodes, chakra->groups,
+          chakra->comm_group_path);
+    }
   }
 }
 
@@ -260,8 +285,16 @@ void registerSimulateCommand(CLI::App& app, JsonSink sink) {
                   "write each link's load over the iteration as CSV (resource, capacity_gb_s, "
                   "start_us, end_us, bytes, utilization)")
       ->check(kFileName);
+  cmd->add_option("--chakra", args->chakra,
+                  "write Chakra execution traces for ASTRA-sim into this directory: one file per "
+                  "rank (<prefix>.<rank>.et) and <prefix>.comm_group.json");
+  cmd->add_option("--chakra-prefix", args->chakra_prefix,
+                  "the file prefix of the --chakra traces (ASTRA-sim's workload path is "
+                  "DIR/<prefix>)")
+      ->capture_default_str();
   cmd->add_option("--max-output-gib", args->max_output_gib,
-                  "refuse a --trace or --csv estimated larger than this (GiB, uncompressed)")
+                  "refuse a --trace, --csv or --chakra estimated larger than this (GiB, "
+                  "uncompressed)")
       ->check(kFinitePositive)
       ->capture_default_str();
   cmd->add_option("--ranks,--trace-ranks", args->ranks,

@@ -9,6 +9,9 @@
 #include <optional>
 #include <set>
 
+#include "events/comm_factors.h"
+#include "modeler/kineto/kineto_comm.h"
+
 namespace evsim {
 namespace {
 
@@ -213,6 +216,7 @@ TimingStats statsOf(std::vector<double> us) {
 struct Walk {
   const KinetoTrace& trace;
   const EventTable& table;
+  int gpus_per_node = 0;
   std::map<int, std::vector<double>> times;  // table index -> op times
   std::map<std::pair<std::string, std::string>, KinetoUnmatched> unmatched;
   KinetoImport* out;
@@ -225,9 +229,39 @@ struct Walk {
     u.total_us += us;
   }
 
+  // A collective's time (its NCCL kernels' device time) to every plan event it matches.
+  void collective(const KinetoCollective& c, double us) {
+    const KinetoCollectiveMatch m = matchKinetoCollective(c, table, gpus_per_node);
+    if (m.events.empty()) {
+      miss(m.what, m.reason, us);
+      return;
+    }
+    for (int event : m.events) times[event].push_back(us);
+    out->matched_ops += 1;
+    out->shape_matched_ops += 1;  // by kind, bytes and group
+    out->matched_us += us;
+    out->matched_collectives += 1;
+    out->collective_us += us;
+  }
+
   void visit(int id) {
     const KinetoOp& op = trace.ops[id];
     const double us = trace.opTimeUs(id);
+    if (op.collective) {
+      // The launch returns at once: only the kernels' device time is the collective's.
+      if (!trace.has_device_kernels || trace.subtreeKernels(id) == 0) {
+        const KinetoCollectiveMatch m = matchKinetoCollective(*op.collective, table, gpus_per_node);
+        // ProcessGroupNCCL also records "init", "wait", "barrier": said as such first.
+        const std::string reason = m.reason == "no eventsim collective" ? m.reason
+                                   : trace.has_device_kernels
+                                       ? "no NCCL kernel launched under it"
+                                       : "host time only (the trace has no GPU kernels)";
+        miss(m.what, reason, op.duration_us);
+        return;
+      }
+      collective(*op.collective, us);
+      return;
+    }
     if (std::optional<Wanted> w = wantedFor(op)) {
       if (const int event = findEvent(table, *w); event >= 0) {
         times[event].push_back(us);
@@ -254,21 +288,39 @@ struct Walk {
 
 }  // namespace
 
-KinetoImport matchKinetoTrace(const KinetoTrace& trace, const EventTable& plan_events) {
+KinetoImport matchKinetoTrace(const KinetoTrace& trace, const EventTable& plan_events,
+                              int gpus_per_node) {
   KinetoImport out;
-  Walk walk{trace, plan_events, {}, {}, &out};
+  Walk walk{trace, plan_events, gpus_per_node, {}, {}, &out};
   for (int root : trace.roots) {
     out.total_us += trace.opTimeUs(root);
     walk.visit(root);
   }
   for (const KinetoKernel& k : trace.kernels) {
-    if (k.op < 0) walk.miss("kernel " + k.name, "no launching op in the trace", k.duration_us);
+    if (k.op >= 0) continue;
+    // An NCCL kernel whose launch the trace lacks still names its collective (recent Kineto).
+    if (k.collective) {
+      out.total_us += k.duration_us;
+      walk.collective(*k.collective, k.duration_us);
+    } else {
+      walk.miss("kernel " + k.name, "no launching op in the trace", k.duration_us);
+    }
   }
   for (const auto& [index, times] : walk.times) {
     ProfileRecord record;
     record.event = plan_events[index].event;
     record.signature = plan_events[index].signature;
     record.time = statsOf(times);
+    if (isCommunication(record.event.kind)) {
+      // Measured at its own group size, as eventprof records a collective it did not scale.
+      record.measured_group_size = record.event.placement.group_size;
+      if (record.time.median_us > 0) {
+        record.algbw_gb_s = static_cast<double>(record.event.message_bytes) /
+                            record.time.median_us / 1e3;  // bytes/us -> GB/s
+        record.busbw_gb_s =
+            record.algbw_gb_s * busBandwidthFactor(record.event.kind, record.measured_group_size);
+      }
+    }
     out.db.put(std::move(record));
   }
   for (int i = 0; i < plan_events.size(); ++i) {

@@ -11,6 +11,9 @@
 // computes a weight gradient), with the same m, n, k, that one is taken. The walk goes from the
 // outermost op in: the first op that maps to an event of the plan is matched and its subtree not
 // entered; a leaf that maps to nothing, or to no event of the plan, is listed as unmatched.
+// Communication: an op with collective args (PyTorch's record_param_comms, kineto_trace.h) is
+// matched to communication events by kind, bytes and group (kineto_comm.h) with its NCCL kernels'
+// device time; so is an NCCL kernel with those args whose launch is not in the trace.
 
 #include <string>
 #include <vector>
@@ -35,12 +38,19 @@ struct KinetoImport {
   // whose parameter count a trace does not give, or the embedding backward, whose vocabulary):
   // none means the trace is of another model.
   int shape_matched_ops = 0;
-  double matched_us = 0;                   // their time
+  double matched_us = 0;  // their time
+  // Of the matched ops, the collectives (record_param_comms ops or NCCL kernels with their args,
+  // kineto_comm.h) and their device time.
+  int matched_collectives = 0;
+  double collective_us = 0;
   double total_us = 0;                     // the time of the outermost ops (the step, as traced)
   std::vector<KinetoUnmatched> unmatched;  // by time, longest first
   std::vector<std::string> not_measured;   // the plan's events no op matched
 };
 
-KinetoImport matchKinetoTrace(const KinetoTrace& trace, const EventTable& plan_events);
+// `gpus_per_node`: the cluster's, to place a collective's "Process Group Ranks" on nodes (0: not
+// placed; a collective then matches only where the plan has one placement of its size).
+KinetoImport matchKinetoTrace(const KinetoTrace& trace, const EventTable& plan_events,
+                              int gpus_per_node = 0);
 
 }  // namespace evsim

@@ -1,6 +1,7 @@
 #include "modeler/kineto/kineto_trace.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
@@ -48,6 +49,67 @@ std::vector<std::vector<int64_t>> shapes(const json& args, const char* key) {
     out.push_back(std::move(one));
   }
   return out;
+}
+
+// A count that Kineto writes as a number (or, from older writers, as a quoted number).
+int64_t countArg(const json& args, const char* key) {
+  auto it = args.find(key);
+  if (it == args.end()) return 0;
+  if (it->is_number_integer()) return it->get<int64_t>();
+  if (it->is_string()) {
+    const std::string text = it->get<std::string>();
+    char* end = nullptr;
+    const long long value = std::strtoll(text.c_str(), &end, 10);
+    if (end != text.c_str()) return value;
+  }
+  return 0;
+}
+
+// "[0, 1, 2, 3]" (or a JSON array); a list PyTorch truncated ("[64, 65, ..., 93, ...]") is
+// extended by the stride of its first two ranks to `group_size`.
+std::vector<int64_t> groupRanks(const json& args, int group_size) {
+  std::vector<int64_t> ranks;
+  auto it = args.find("Process Group Ranks");
+  if (it == args.end()) return ranks;
+  bool truncated = false;
+  if (it->is_array()) {
+    for (const json& r : *it) {
+      if (r.is_number_integer()) ranks.push_back(r.get<int64_t>());
+    }
+  } else if (it->is_string()) {
+    const std::string text = it->get<std::string>();
+    truncated = text.find("...") != std::string::npos;
+    const char* p = text.c_str();
+    while (*p != '\0') {
+      if (*p >= '0' && *p <= '9') {
+        char* end = nullptr;
+        ranks.push_back(std::strtoll(p, &end, 10));
+        p = end;
+      } else {
+        ++p;
+      }
+    }
+  }
+  if (truncated && ranks.size() >= 2 && group_size > static_cast<int>(ranks.size())) {
+    const int64_t stride = ranks[1] - ranks[0];
+    ranks.resize(2);
+    for (int i = 2; i < group_size; ++i) ranks.push_back(ranks[0] + i * stride);
+  }
+  return ranks;
+}
+
+std::optional<KinetoCollective> collectiveOf(const json& args) {
+  auto it = args.find("Collective name");
+  if (it == args.end() || !it->is_string()) return std::nullopt;
+  KinetoCollective c;
+  c.name = it->get<std::string>();
+  c.in_elems = countArg(args, "In msg nelems");
+  c.out_elems = countArg(args, "Out msg nelems");
+  c.dtype = args.value("dtype", std::string());
+  c.group_size = static_cast<int>(countArg(args, "Group size"));
+  c.ranks = groupRanks(args, c.group_size);
+  if (c.group_size == 0) c.group_size = static_cast<int>(c.ranks.size());
+  return c;
 }
 
 // Thread key: a trace's pid and tid may be numbers or strings.
@@ -119,12 +181,14 @@ KinetoTrace parseKinetoTrace(const std::string& text, const std::string& origin)
         for (const json& t : *it)
           op.input_types.push_back(t.is_string() ? t.get<std::string>() : "");
       }
+      op.collective = collectiveOf(args);
       by_thread[threadKey(e)].push_back(static_cast<int>(trace.ops.size()));
       trace.ops.push_back(std::move(op));
     } else if (isRuntimeCall(category) && args.contains("correlation")) {
       launches[args["correlation"].get<int64_t>()] = {threadKey(e), number(e, "ts", origin, i)};
     } else if (isDeviceWork(category)) {
-      KinetoKernel kernel{e.value("name", std::string()), number(e, "dur", origin, i), -1};
+      KinetoKernel kernel{e.value("name", std::string()), number(e, "dur", origin, i), -1,
+                          collectiveOf(args)};
       device_work.emplace_back(args.value("correlation", int64_t{-1}), trace.kernels.size());
       trace.kernels.push_back(std::move(kernel));
     }

@@ -7,10 +7,26 @@
 // id. Without kernels (a CPU trace) an op's time is its own duration.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace evsim {
+
+// A collective as PyTorch's ProcessGroupNCCL records it (its `record_param_comms` CPU op; recent
+// Kineto copies the same args onto the NCCL kernel): args "Collective name" ("allreduce",
+// "_allgather_base", "_reduce_scatter_base", "alltoall_base", "send", "recv", "broadcast", ...),
+// "In msg nelems", "Out msg nelems", "dtype" (c10 names: "Float", "BFloat16", "Half"), "Group size"
+// and "Process Group Ranks" ("[0, 1, 2, 3]"; long lists end in ", ...]", extended by their
+// stride to the group size).
+struct KinetoCollective {
+  std::string name;
+  int64_t in_elems = 0;
+  int64_t out_elems = 0;
+  std::string dtype;
+  int group_size = 0;
+  std::vector<int64_t> ranks;  // global ranks of the group; empty when the trace has none
+};
 
 struct KinetoOp {
   std::string name;      // "aten::mm", "Optimizer.step#Adam.step", ...
@@ -24,12 +40,14 @@ struct KinetoOp {
   int parent = -1;
   double kernel_us = 0;  // the device time of the kernels it launched itself
   int kernels = 0;
+  std::optional<KinetoCollective> collective;  // a record_param_comms (or nccl:*) op's args
 };
 
 struct KinetoKernel {
   std::string name;
   double duration_us = 0;
-  int op = -1;  // the op that launched it, -1 when none was found
+  int op = -1;                                 // the op that launched it, -1 when none was found
+  std::optional<KinetoCollective> collective;  // an NCCL kernel's collective args
 };
 
 struct KinetoTrace {

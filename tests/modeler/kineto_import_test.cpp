@@ -9,6 +9,7 @@
 #include "config/cluster_config.h"
 #include "config/model_config.h"
 #include "modeler/cli/eventprof_hint.h"
+#include "modeler/kineto/kineto_comm.h"
 #include "modeler/kineto/kineto_match.h"
 #include "modeler/kineto/kineto_trace.h"
 #include "plan/iteration_plan.h"
@@ -123,6 +124,121 @@ TEST(KinetoImport, GpuKernelsAreChargedToTheirLaunchingOp) {
   ASSERT_EQ(result.unmatched.size(), 1u);
   EXPECT_EQ(result.unmatched[0].what, "kernel ncclDevKernel_AllReduce_Sum_f32_RING_LL");
   EXPECT_DOUBLE_EQ(result.unmatched[0].total_us, 40.0);
+}
+
+// NCCL collectives (tests/data/kineto/nccl_collectives_gpu.json: rank 0 of tiny-gpt 2M1P2D, b=2,
+// B=4, on cpu-local's 2 nodes x 2 GPUs; how it was built is in its fixtureNote). The plan's
+// communication events, by hand:
+//   TP all-reduce of s b h = 32 x 2 x 64 fp32 = 16,384 bytes over ranks {0, 1} (one node);
+//   cross-entropy all-reduce of s b = 64 fp32 = 256 bytes, same group;
+//   gradient all-reduce over DP ranks {0, 2} (two nodes): 119,296 parameters per TP rank (word
+//   embedding 512/2 x 64 = 16,384, positions 32 x 64 = 2,048, final layer norm 128, per block
+//   ln 2 x 128, qkv 64 x 96 + 96, proj 64 x 32 + 64, fc1 64 x 128 + 128, fc2 128 x 64 + 64 =
+//   25,184, x 4 blocks) x 4 bytes = 477,184 bytes.
+IterationPlan tinyGptTpDpPlan() {
+  return buildIterationPlan(loadModelConfig(test::configPath("models", "tiny-gpt")),
+                            loadClusterConfig(test::configPath("clusters", "cpu-local")),
+                            test::strategy("2M1P2D", 2, 4));
+}
+
+const KinetoUnmatched* unmatchedStarting(const KinetoImport& result, const std::string& what) {
+  for (const KinetoUnmatched& u : result.unmatched) {
+    if (u.what.rfind(what, 0) == 0) return &u;
+  }
+  ADD_FAILURE() << "not listed as unmatched: " << what;
+  return nullptr;
+}
+
+TEST(KinetoImport, NcclCollectivesBecomeMeasuredCommunicationEvents) {
+  const KinetoTrace trace = loadKinetoTrace(test::dataPath("kineto/nccl_collectives_gpu.json"));
+  ASSERT_TRUE(trace.has_device_kernels);
+  const IterationPlan plan = tinyGptTpDpPlan();
+  const KinetoImport result = matchKinetoTrace(trace, plan.events, /*gpus_per_node=*/2);
+  // The two TP all-reduces' kernels: 9.5 and 10.5 us (not their 30 us on the host).
+  const ProfileRecord& tp =
+      record(result, "allreduce bytes=16384 group=2 nodes=1 rpn=2 dtype=fp32");
+  EXPECT_EQ(tp.time.count, 2);
+  EXPECT_DOUBLE_EQ(tp.time.median_us, 10.0);
+  const ProfileRecord& dp =
+      record(result, "allreduce bytes=477184 group=2 nodes=2 rpn=1 dtype=fp32");
+  EXPECT_EQ(dp.time.count, 1);
+  EXPECT_DOUBLE_EQ(dp.time.median_us, 120.0);
+  EXPECT_EQ(dp.measured_group_size, 2);
+  EXPECT_NEAR(dp.algbw_gb_s, 477184 / 120e3, 1e-9);  // bytes / us / 1e3 = GB/s
+  EXPECT_NEAR(dp.busbw_gb_s, dp.algbw_gb_s, 1e-9);   // all-reduce of 2: 2 (2-1) / 2 = 1
+  // The kernel whose launch is not in the trace, matched by its own args.
+  const ProfileRecord& ce = record(result, "allreduce bytes=256 group=2 nodes=1 rpn=2 dtype=fp32");
+  EXPECT_EQ(ce.time.count, 1);
+  EXPECT_DOUBLE_EQ(ce.time.median_us, 3.0);
+  EXPECT_EQ(result.db.records().size(), 3u);
+  EXPECT_EQ(result.matched_collectives, 4);
+  EXPECT_DOUBLE_EQ(result.collective_us, 9.5 + 10.5 + 120 + 3);
+  // Listed: the all-gather (full buffer 4,096 x 4 bytes), the TP-sized all-reduce over ranks 1 and
+  // 3 (two nodes: no such event), the send (the plan has no pipeline).
+  const KinetoUnmatched* ag = unmatchedStarting(
+      result, "_allgather_base 4096xFloat group 2 [0, 1] (allgather bytes=16384 group=2)");
+  ASSERT_NE(ag, nullptr);
+  EXPECT_EQ(ag->reason, "not an event of the plan");
+  EXPECT_DOUBLE_EQ(ag->total_us, 5.0);
+  const KinetoUnmatched* across =
+      unmatchedStarting(result, "allreduce 4096xFloat group 2 [1, 3] (allreduce bytes=16384");
+  ASSERT_NE(across, nullptr);
+  EXPECT_DOUBLE_EQ(across->total_us, 30.0);
+  const KinetoUnmatched* send =
+      unmatchedStarting(result, "send 4096xFloat group 4 [0, 1, 2, 3] (p2p bytes=16384 group=2)");
+  ASSERT_NE(send, nullptr);
+  EXPECT_EQ(send->reason, "not an event of the plan");
+  EXPECT_EQ(result.unmatched.size(), 3u);
+}
+
+TEST(KinetoImport, WithoutGpusPerNodeACollectiveMatchesItsOnlyPlacement) {
+  const KinetoImport result =
+      matchKinetoTrace(loadKinetoTrace(test::dataPath("kineto/nccl_collectives_gpu.json")),
+                       tinyGptTpDpPlan().events, /*gpus_per_node=*/0);
+  // Ranks 1 and 3 are not placed: the plan's only 16,384-byte all-reduce takes its 30 us too.
+  const ProfileRecord& tp =
+      record(result, "allreduce bytes=16384 group=2 nodes=1 rpn=2 dtype=fp32");
+  EXPECT_EQ(tp.time.count, 3);
+  EXPECT_DOUBLE_EQ(tp.time.median_us, 10.5);
+  EXPECT_EQ(result.matched_collectives, 5);
+}
+
+TEST(KinetoImport, CollectiveNamesAndTruncatedRanks) {
+  // PyTorch shortens long rank lists: "[64, 65, 66, ...]" for 8 ranks is 64..71.
+  const KinetoTrace trace = parseKinetoTrace(R"({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 0,
+     "dur": 5, "args": {"Collective name": "reduce_scatter_tensor_coalesced",
+     "In msg nelems": 1024, "Out msg nelems": 128, "Group size": 8, "dtype": "BFloat16",
+     "Process Group Ranks": "[64, 66, 68, ...]"}}]})",
+                                             "t.json");
+  ASSERT_TRUE(trace.ops[0].collective);
+  const KinetoCollective& c = *trace.ops[0].collective;
+  EXPECT_EQ(c.ranks, (std::vector<int64_t>{64, 66, 68, 70, 72, 74, 76, 78}));
+  EXPECT_EQ(c.group_size, 8);
+  EventTable table;
+  const int rs = table.intern(
+      makeCommunication(EventKind::kReduceScatter, 2048, Placement{8, 2, 4}, DType::kBf16));
+  // Full buffer 1,024 x 2 bytes; ranks 64..78 step 2 on 8-GPU nodes: nodes 8 and 9, 4 each.
+  const KinetoCollectiveMatch m = matchKinetoCollective(c, table, 8);
+  EXPECT_EQ(m.events, std::vector<int>{rs});
+  // A CPU-only trace's host time is not the collective's: listed, not matched.
+  const KinetoImport cpu = matchKinetoTrace(trace, table, 8);
+  EXPECT_EQ(cpu.matched_collectives, 0);
+  ASSERT_EQ(cpu.unmatched.size(), 1u);
+  EXPECT_EQ(cpu.unmatched[0].reason, "host time only (the trace has no GPU kernels)");
+  // An "init" record (nelems 0) is no eventsim collective, said as such.
+  const KinetoTrace init = parseKinetoTrace(R"({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 0,
+     "dur": 5, "args": {"Collective name": "init", "In msg nelems": 0, "Out msg nelems": 0,
+     "Group size": 8, "dtype": "Byte"}}]})",
+                                            "t.json");
+  const KinetoImport init_result = matchKinetoTrace(init, table, 8);
+  ASSERT_EQ(init_result.unmatched.size(), 1u);
+  EXPECT_EQ(init_result.unmatched[0].reason, "no eventsim collective");
+  // barrier is no eventsim collective.
+  KinetoCollective barrier = c;
+  barrier.name = "barrier";
+  EXPECT_EQ(matchKinetoCollective(barrier, table, 8).reason, "no eventsim collective");
 }
 
 TEST(KinetoImport, BadTracesAreOneLineNamingTheFile) {
