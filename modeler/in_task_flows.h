@@ -34,4 +34,23 @@ InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& cos
 SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, const Event& event,
                       double start_us, double duration_us);
 
+// One device's in-task flows: every task of a virtual stage and phase carries the same
+// collectives, so each (virtual stage, phase)'s flows are built once, with start_us = the op's
+// standalone offset, and only stamped per task (issue 28: identical flows computed once).
+class DeviceInTaskFlows {
+ public:
+  DeviceInTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                    const InTaskOps& ops, const DeviceLinks& device);
+  // The flows of a task of virtual stage `vs` in `phase`, in op order (InTaskOps' order).
+  const std::vector<SharedFlow>& of(int vs, Phase phase);
+
+ private:
+  const IterationPlan& plan_;
+  const std::vector<EventCost>& costs_;
+  const InTaskOps& ops_;
+  const DeviceLinks& device_;
+  std::vector<std::array<std::vector<SharedFlow>, 3>> flows_;  // per virtual stage, phase
+  std::vector<std::array<bool, 3>> built_;
+};
+
 }  // namespace evsim
