@@ -37,9 +37,11 @@ struct Flows {
 // The order of start times without a full sort: callers list flows as runs already in time
 // order (a device's sends, its DP stream), so the maximal runs are merged pairwise (each merge
 // stable, left first on ties: a stable sort's order, ties in the callers' order). The same walk
-// over the callers' flows sets every flow's standalone end in `end_us` (one pass over them: at
-// tens of thousands of flows they do not stay in cache).
-std::vector<int> startOrder(std::span<const SharedFlow> flows, std::vector<double>& end_us) {
+// over the callers' flows sets every flow's standalone end in `end_us` and counts the sharing
+// flows' uses into `use_count` (one pass over them: at tens of thousands of flows they do not stay
+// in cache).
+std::vector<int> startOrder(std::span<const SharedFlow> flows, std::vector<double>& end_us,
+                            size_t& use_count) {
   struct Key {
     double start_us;
     int flow;
@@ -50,6 +52,7 @@ std::vector<int> startOrder(std::span<const SharedFlow> flows, std::vector<doubl
   for (size_t f = 0; f < flows.size(); ++f) {
     end_us[f] = flows[f].start_us + flows[f].duration_us;
     if (!shares(flows[f])) continue;
+    use_count += flows[f].uses.size();
     if (keys.empty() || flows[f].start_us < keys.back().start_us) runs.push_back(keys.size());
     keys.push_back({flows[f].start_us, static_cast<int>(f)});
   }
@@ -170,15 +173,14 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
   if (record_load) out.load.resize(capacity_bytes_per_us.size());
   std::vector<double> capacity(capacity_bytes_per_us.begin(), capacity_bytes_per_us.end());
   Flows flows;
-  flows.index = startOrder(input, out.end_us);
+  size_t use_count = 0;
+  flows.index = startOrder(input, out.end_us, use_count);
   const size_t n = flows.size();
   // Sized once and written by position: this walk is per flow, tens of thousands per timing.
   flows.start_us.resize(n);
   flows.duration_us.resize(n);
   flows.demand.resize(n);
   flows.first_use.resize(n + 1);
-  size_t use_count = 0;
-  for (int i : flows.index) use_count += input[i].uses.size();
   flows.uses.resize(use_count);
   std::vector<int> after(n);  // of each, as the caller numbers them (read here, in the same walk)
   size_t at = 0;
