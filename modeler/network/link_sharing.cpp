@@ -277,29 +277,34 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
   if (flows.chained) {
     tail_first.assign(n, 0);
     tail_end.assign(n, 0);
-    std::vector<int> t;
-    for (size_t f = n; f-- > 0;) {  // a follower is numbered after the flow it follows
-      if (!follows[f]) continue;    // only followers are held
-      const int g = flows.follower[f];
-      const auto in_tail = [&](int r) {
-        return g >= 0 && std::find(tail.begin() + tail_first[g], tail.begin() + tail_end[g], r) !=
-                             tail.begin() + tail_end[g];
-      };
-      const std::span<const LinkUse> uses = flows.usesOf(static_cast<int>(f));
-      if (std::all_of(uses.begin(), uses.end(),
-                      [&](const LinkUse& u) { return in_tail(u.resource); })) {
-        tail_first[f] = tail_first[g];  // a chain over the same links: its follower's tail
-        tail_end[f] = tail_end[g];
-        continue;
+    std::vector<int> chain, t;
+    for (size_t head = 0; head < n; ++head) {
+      if (follows[head] || flows.follower[head] < 0) continue;
+      chain.clear();  // the followers of `head`, in chain order (only followers are held)
+      for (int g = flows.follower[head]; g >= 0; g = flows.follower[g]) chain.push_back(g);
+      for (size_t c = chain.size(); c-- > 0;) {
+        const int f = chain[c];
+        const int g = c + 1 < chain.size() ? chain[c + 1] : -1;
+        const auto in_tail = [&](int r) {
+          return g >= 0 && std::find(tail.begin() + tail_first[g], tail.begin() + tail_end[g], r) !=
+                               tail.begin() + tail_end[g];
+        };
+        const std::span<const LinkUse> uses = flows.usesOf(f);
+        if (std::all_of(uses.begin(), uses.end(),
+                        [&](const LinkUse& u) { return in_tail(u.resource); })) {
+          tail_first[f] = tail_first[g];  // a chain over the same links: its follower's tail
+          tail_end[f] = tail_end[g];
+          continue;
+        }
+        t.clear();
+        for (const LinkUse& u : uses) t.push_back(u.resource);
+        if (g >= 0) t.insert(t.end(), tail.begin() + tail_first[g], tail.begin() + tail_end[g]);
+        std::sort(t.begin(), t.end());
+        t.erase(std::unique(t.begin(), t.end()), t.end());
+        tail_first[f] = static_cast<int>(tail.size());
+        tail.insert(tail.end(), t.begin(), t.end());
+        tail_end[f] = static_cast<int>(tail.size());
       }
-      t.clear();
-      for (const LinkUse& u : uses) t.push_back(u.resource);
-      if (g >= 0) t.insert(t.end(), tail.begin() + tail_first[g], tail.begin() + tail_end[g]);
-      std::sort(t.begin(), t.end());
-      t.erase(std::unique(t.begin(), t.end()), t.end());
-      tail_first[f] = static_cast<int>(tail.size());
-      tail.insert(tail.end(), t.begin(), t.end());
-      tail_end[f] = static_cast<int>(tail.size());
     }
   }
   auto hold = [&](int f, int by) {
