@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "events/collective.h"
 #include "fmt/format.h"
+#include "modeler/in_task_flows.h"
 
 namespace evsim {
 
@@ -19,46 +20,9 @@ namespace {
 constexpr double kBytesPerUsPerGbS = 1e3;  // 1 GB/s = 1e9 bytes/s = 1e3 bytes/us
 constexpr double kStretchedUs = 1e-3;      // less is rounding
 
-// Bytes one rank's links carry for `event` (nccl-tests' bus factor; a P2P send carries its
-// message).
-double linkBytes(const Event& event) {
-  const double bytes = static_cast<double>(event.message_bytes);
-  if (event.kind == EventKind::kP2P) return bytes;
-  return bytes * collectiveOf(event.kind).bus_factor(event.placement.group_size);
-}
-
 // Whether a group over `nodes` nodes crosses `tier`'s uplinks (fabric.cpp's rule).
 bool crossesTier(const NetworkTopology& topology, const FabricTier& tier, int nodes) {
   return nodes > 1 && (topology.placement == JobPlacement::kScattered || nodes > tier.nodes);
-}
-
-void addUplinks(const NetworkTopology& topology, const std::vector<int>& uplinks, int nodes,
-                float copies, LinkUses& uses) {
-  for (size_t t = 0; t < topology.tiers.size(); ++t) {
-    if (!crossesTier(topology, topology.tiers[t], nodes)) break;
-    if (uplinks[t] >= 0) uses.push_back({uplinks[t], copies});
-  }
-}
-
-// A collective of device `d` over `placement`, moving `bytes` per rank.
-SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
-                          const Placement& placement, double bytes, double start_us,
-                          double duration_us) {
-  SharedFlow f{start_us, duration_us, bytes, {}};
-  if (placement.ranks_per_node > 1) {
-    f.uses.push_back({d.nvlink_tx, 1});
-    f.uses.push_back({d.nvlink_rx, 1});
-  }
-  if (placement.nodes > 1) {
-    // Each of the node's copies of this device is in its own group unless the group has several
-    // ranks on the node (a ring then crosses the node's NICs once per group).
-    const float copies = std::max(1.0f, d.copies / static_cast<float>(placement.ranks_per_node));
-    f.uses.push_back({d.nic_tx, copies});
-    f.uses.push_back({d.nic_rx, copies});
-    addUplinks(topology, d.uplink_tx, placement.nodes, copies, f.uses);
-    addUplinks(topology, d.uplink_rx, placement.nodes, copies, f.uses);
-  }
-  return f;
 }
 
 // The flow of one send over each link of class `k` (2 l: the activation k -> k+1, 2 l + 1: the
@@ -92,94 +56,6 @@ void sendFlows(const IterationPlan& plan, const PipelineCost& cost, int k, const
       }
     }
   }
-}
-
-// A collective inside a task whose group spans nodes: where it starts in one task of its virtual
-// stage and phase (forward, B, W), its event and kind.
-struct InTaskOp {
-  double offset_us = 0;
-  int event = -1;
-  FlowKind kind = FlowKind::kTp;
-};
-using InTaskOps = std::vector<std::array<std::vector<InTaskOp>, 3>>;  // per virtual stage, phase
-
-int phaseIndex(Phase phase) {
-  return phase == Phase::kForward ? 0 : phase == Phase::kBackward ? 1 : 2;
-}
-
-bool hasInTaskTransfers(const InTaskOps& ops) {
-  for (const auto& phases : ops) {
-    for (const auto& list : phases) {
-      if (!list.empty()) return true;
-    }
-  }
-  return false;
-}
-
-InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& costs,
-                    const std::vector<StageOpOffsets>& offsets, bool split) {
-  InTaskOps out;
-  if (costs.empty() || offsets.empty()) return out;
-  out.resize(plan.stages.size());
-  for (size_t vs = 0; vs < plan.stages.size(); ++vs) {
-    const StagePlan& stage = plan.stages[vs];
-    auto add = [&](const OpInstance& op, double offset_us, Phase phase) {
-      FlowKind kind;
-      switch (op.stream) {
-        case Stream::kTpComm:
-          kind = FlowKind::kTp;
-          break;
-        case Stream::kCpComm:
-          kind = FlowKind::kCp;
-          break;
-        case Stream::kEpComm:
-          kind = FlowKind::kEp;
-          break;
-        case Stream::kDpComm:
-          kind = FlowKind::kZero3;
-          break;
-        default:
-          return;
-      }
-      const Event& event = plan.events[op.event].event;
-      if (!isCommunication(event.kind) || !event.placement.interNode()) return;
-      if (costs[op.event].time_us <= 0) return;
-      out[vs][phaseIndex(phase)].push_back({offset_us, op.event, kind});
-    };
-    for (size_t i = 0; i < stage.forward.size(); ++i) {
-      add(stage.forward[i], offsets[vs].forward_start_us[i], Phase::kForward);
-    }
-    for (size_t i = 0; i < stage.backward.size(); ++i) {
-      const OpInstance& op = stage.backward[i];
-      const Phase phase =
-          split && runsIn(op, Phase::kWeightGrad, true) ? Phase::kWeightGrad : Phase::kBackward;
-      add(op, offsets[vs].backward_start_us[i], phase);
-    }
-  }
-  if (!hasInTaskTransfers(out)) out.clear();  // none: timelineFlows skips the per-task look-up
-  return out;
-}
-
-// The flow of an in-task collective of device `d` (the header: all-to-all by its own rule).
-SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, const Event& event,
-                      double start_us, double duration_us) {
-  if (event.kind != EventKind::kAllToAll) {
-    return collectiveFlow(topology, d, event.placement, linkBytes(event), start_us, duration_us);
-  }
-  const Placement& p = event.placement;
-  const double peers = std::max(1, p.group_size - 1);
-  SharedFlow f{start_us, duration_us, linkBytes(event), {}};  // (n - 1) / n of the buffer
-  if (p.ranks_per_node > 1) {
-    const float share = static_cast<float>((p.ranks_per_node - 1) / peers);
-    f.uses.push_back({d.nvlink_tx, share});
-    f.uses.push_back({d.nvlink_rx, share});
-  }
-  const float copies = d.copies * static_cast<float>((p.group_size - p.ranks_per_node) / peers);
-  f.uses.push_back({d.nic_tx, copies});
-  f.uses.push_back({d.nic_rx, copies});
-  addUplinks(topology, d.uplink_tx, p.nodes, copies, f.uses);
-  addUplinks(topology, d.uplink_rx, p.nodes, copies, f.uses);
-  return f;
 }
 
 // Whether two time-sorted lists of non-overlapping intervals overlap each other (a merge).
@@ -360,6 +236,40 @@ bool applyStretch(const TimelineFlows& flows, const SharingResult& shared, int s
 
 }  // namespace
 
+double linkBytes(const Event& event) {
+  const double bytes = static_cast<double>(event.message_bytes);
+  if (event.kind == EventKind::kP2P) return bytes;
+  return bytes * collectiveOf(event.kind).bus_factor(event.placement.group_size);
+}
+
+void addUplinks(const NetworkTopology& topology, const std::vector<int>& uplinks, int nodes,
+                float copies, LinkUses& uses) {
+  for (size_t t = 0; t < topology.tiers.size(); ++t) {
+    if (!crossesTier(topology, topology.tiers[t], nodes)) break;
+    if (uplinks[t] >= 0) uses.push_back({uplinks[t], copies});
+  }
+}
+
+SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
+                          const Placement& placement, double bytes, double start_us,
+                          double duration_us) {
+  SharedFlow f{start_us, duration_us, bytes, {}};
+  if (placement.ranks_per_node > 1) {
+    f.uses.push_back({d.nvlink_tx, 1});
+    f.uses.push_back({d.nvlink_rx, 1});
+  }
+  if (placement.nodes > 1) {
+    // Each of the node's copies of this device is in its own group unless the group has several
+    // ranks on the node (a ring then crosses the node's NICs once per group).
+    const float copies = std::max(1.0f, d.copies / static_cast<float>(placement.ranks_per_node));
+    f.uses.push_back({d.nic_tx, copies});
+    f.uses.push_back({d.nic_rx, copies});
+    addUplinks(topology, d.uplink_tx, placement.nodes, copies, f.uses);
+    addUplinks(topology, d.uplink_rx, placement.nodes, copies, f.uses);
+  }
+  return f;
+}
+
 const char* flowKindName(FlowKind kind) {
   switch (kind) {
     case FlowKind::kPp:
@@ -474,8 +384,14 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
   TimelineFlows out;
   size_t transfers = 0;
   for (const PipelineTimeline& p : timeline.pipelines) {
-    for (const StageTimeline& stage : p.stages)
+    for (const StageTimeline& stage : p.stages) {
       transfers += stage.tasks.size() + stage.grad_sync.size() + 1;
+      if (in_task.empty()) continue;
+      for (const TaskTiming& t : stage.tasks) {
+        transfers +=
+            in_task[timeline.graph.nodes[t.node].virtual_stage][phaseIndex(t.task.phase)].size();
+      }
+    }
   }
   out.flows.reserve(transfers);
   out.origins.reserve(transfers);
@@ -488,6 +404,7 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
     sendFlows(plan, input.pipelines[k], static_cast<int>(k), map, sends);
     for (int s = 0; s < P; ++s) {
       const DeviceLinks& d = map.devices[k][s];
+      DeviceInTaskFlows chains(plan, costs, in_task, d);
       const StageTimeline& stage = timeline.pipelines[k].stages[s];
       for (size_t i = 0; i < stage.tasks.size(); ++i) {
         const TaskTiming& t = stage.tasks[i];
@@ -503,13 +420,13 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
           const double stretch = input.task_stretch_us.empty() ? 0 : input.task_stretch_us[k][s][i];
           const double scale = alone_us > 0 ? (t.run.duration() - stretch) / alone_us : 1;
           // One after another: each follows the one before (link_sharing.h: SharedFlow::after).
+          const std::vector<SharedFlow>& flows = chains.of(node.virtual_stage, t.task.phase);
           int before = -1;
-          for (const InTaskOp& op : ops) {
-            SharedFlow f =
-                inTaskFlow(topology, d, plan.events[op.event].event,
-                           t.run.start_us + op.offset_us * scale, costs[op.event].time_us);
+          for (size_t j = 0; j < ops.size(); ++j) {
+            push(flows[j], {ops[j].kind, static_cast<int>(k), s, static_cast<int>(i)});
+            SharedFlow& f = out.flows.back();
+            f.start_us = t.run.start_us + ops[j].offset_us * scale;
             f.after = before;
-            push(std::move(f), {op.kind, static_cast<int>(k), s, static_cast<int>(i)});
             before = static_cast<int>(out.flows.size()) - 1;
           }
         }

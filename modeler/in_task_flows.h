@@ -1,0 +1,56 @@
+#pragma once
+// The collectives inside tasks whose group spans nodes (TP, CP, EP; ZeRO-3/FSDP gathers and
+// reduce-scatters) as flows: link_flows.h states the model (an all-to-all by its own rule), and
+// link_flows.cpp places them on the timeline, one chain per task.
+
+#include <array>
+#include <vector>
+
+#include "modeler/cost_source.h"
+#include "modeler/link_flows.h"
+#include "modeler/simulation.h"
+#include "plan/iteration_plan.h"
+
+namespace evsim {
+
+// A collective inside a task whose group spans nodes: where it starts in one task of its virtual
+// stage and phase (forward, B, W), its event and kind.
+struct InTaskOp {
+  double offset_us = 0;
+  int event = -1;
+  FlowKind kind = FlowKind::kTp;
+};
+using InTaskOps = std::vector<std::array<std::vector<InTaskOp>, 3>>;  // per virtual stage, phase
+
+int phaseIndex(Phase phase);  // forward 0, B 1, W 2
+
+// Per virtual stage and phase, its collectives across nodes with a positive time, at their
+// standalone offsets in the task (`split`: the schedule splits B and W). Empty when there are
+// none, or without `costs` or `offsets`.
+InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                    const std::vector<StageOpOffsets>& offsets, bool split);
+
+// The flow of an in-task collective of device `d`.
+SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, const Event& event,
+                      double start_us, double duration_us);
+
+// One device's in-task flows: every task of a virtual stage and phase carries the same
+// collectives, so each (virtual stage, phase)'s flows are built once, with start_us = the op's
+// standalone offset, and only stamped per task (issue 28: identical flows computed once).
+class DeviceInTaskFlows {
+ public:
+  DeviceInTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                    const InTaskOps& ops, const DeviceLinks& device);
+  // The flows of a task of virtual stage `vs` in `phase`, in op order (InTaskOps' order).
+  const std::vector<SharedFlow>& of(int vs, Phase phase);
+
+ private:
+  const IterationPlan& plan_;
+  const std::vector<EventCost>& costs_;
+  const InTaskOps& ops_;
+  const DeviceLinks& device_;
+  std::vector<std::array<std::vector<SharedFlow>, 3>> flows_;  // per virtual stage, phase
+  std::vector<std::array<bool, 3>> built_;
+};
+
+}  // namespace evsim
