@@ -87,6 +87,19 @@ struct LinkMap {
 
 LinkMap linkMap(const IterationPlan& plan);
 
+// The building blocks of a flow (also in_task_flows.cpp's).
+// Bytes one rank's links carry for `event` (nccl-tests' bus factor; a P2P send carries its
+// message).
+double linkBytes(const Event& event);
+// `uplinks`' oversubscribed tiers that a group over `nodes` nodes crosses, each loaded `copies`
+// times, appended to `uses`.
+void addUplinks(const NetworkTopology& topology, const std::vector<int>& uplinks, int nodes,
+                float copies, LinkUses& uses);
+// A collective of device `d` over `placement`, moving `bytes` per rank.
+SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
+                          const Placement& placement, double bytes, double start_us,
+                          double duration_us);
+
 // The flows of `timeline` and where each came from.
 struct TimelineFlows {
   struct Origin {

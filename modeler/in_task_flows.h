@@ -1,0 +1,49 @@
+#pragma once
+// The collectives inside tasks whose group spans nodes (TP, CP, EP; ZeRO-3/FSDP gathers and
+// reduce-scatters) as flows: link_flows.h states the model (an all-to-all by its own rule), and
+// link_flows.cpp places them on the timeline, one chain per task.
+
+#include <array>
+#include <vector>
+
+#include "modeler/cost_source.h"
+#include "modeler/link_flows.h"
+#include "modeler/simulation.h"
+#include "plan/iteration_plan.h"
+
+namespace evsim {
+
+// A collective inside a task whose group spans nodes: where it starts in one task of its virtual
+// stage and phase (forward, B, W), its event and kind.
+struct InTaskOp {
+  double offset_us = 0;
+  int event = -1;
+  FlowKind kind = FlowKind::kTp;
+  double stream_offset_us = 0;  // an all-to-all: its task's expert all-to-alls before it
+};
+using InTaskOps = std::vector<std::array<std::vector<InTaskOp>, 3>>;  // per virtual stage, phase
+
+int phaseIndex(Phase phase);  // forward 0, B 1, W 2
+
+// Per virtual stage and phase, its collectives across nodes with a positive time, at their
+// standalone offsets in the task (`split`: the schedule splits B and W). Empty when there are
+// none, or without `costs` or `offsets`.
+InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                    const std::vector<StageOpOffsets>& offsets, bool split);
+
+// The flow of an in-task collective of device `d`.
+SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, const Event& event,
+                      double start_us, double duration_us);
+
+// Appends to `out` the flows of fused task `head` (a position in `stage`'s tasks; DualPipeV's F&B)
+// on device `d`, by link_flows.h's rule: its expert all-to-alls back to back on the communication
+// stream from the run's start, its other collectives across nodes on the compute stream (each at
+// its offset in its member's compute), each stream one chain whose origins carry the stream's
+// slack, every stream's time scaled to the run (a straggler's factor, jitter) as lone tasks'
+// offsets are. `stretch_us`: what sharing gave the run before (taken off); `origin`: the task's.
+void fusedTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                    const InTaskOps& in_task, const TimingInput& input, const TaskGraph& graph,
+                    const StageTimeline& stage, size_t head, const DeviceLinks& d,
+                    double stretch_us, TimelineFlows::Origin origin, TimelineFlows& out);
+
+}  // namespace evsim
