@@ -214,12 +214,14 @@ bool applyStretch(const TimelineFlows& flows, const SharingResult& shared, int s
                                          : o.kind == FlowKind::kCp ? &TaskLinkStretch::cp_us
                                          : o.kind == FlowKind::kEp ? &TaskLinkStretch::ep_us
                                                                    : &TaskLinkStretch::zero3_us;
-        // Its own part: what it added to the delay it inherited from the one it follows.
+        // Its own part: what it added to the delay it inherited from the one it follows, past
+        // its stream's slack in a fused task (a delay the compute hides is not exposed).
         const double inherited =
             f.after < 0 ? 0
                         : std::max(0.0, shared.end_us[f.after] - flows.flows[f.after].start_us -
                                             flows.flows[f.after].duration_us);
-        sum.*field += std::max(0.0, extra - inherited);
+        sum.*field += std::max(
+            0.0, std::max(0.0, extra - o.slack_us) - std::max(0.0, inherited - o.slack_us));
       }
     }
   }
