@@ -151,4 +151,26 @@ SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, con
   return f;
 }
 
+DeviceInTaskFlows::DeviceInTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                                     const InTaskOps& ops, const DeviceLinks& device)
+    : plan_(plan),
+      costs_(costs),
+      ops_(ops),
+      device_(device),
+      flows_(ops.size()),
+      built_(ops.size(), std::array<bool, 3>{}) {}
+
+const std::vector<SharedFlow>& DeviceInTaskFlows::of(int vs, Phase phase) {
+  const int p = phaseIndex(phase);
+  std::vector<SharedFlow>& flows = flows_[vs][p];
+  if (!built_[vs][p]) {
+    built_[vs][p] = true;
+    for (const InTaskOp& op : ops_[vs][p]) {
+      flows.push_back(inTaskFlow(plan_.cluster.topology, device_, plan_.events[op.event].event,
+                                 op.offset_us, costs_[op.event].time_us));
+    }
+  }
+  return flows;
+}
+
 }  // namespace evsim

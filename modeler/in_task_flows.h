@@ -46,4 +46,23 @@ void fusedTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& cos
                     const StageTimeline& stage, size_t head, const DeviceLinks& d,
                     double stretch_us, TimelineFlows::Origin origin, TimelineFlows& out);
 
+// One device's in-task flows: every task of a virtual stage and phase carries the same
+// collectives, so each (virtual stage, phase)'s flows are built once, with start_us = the op's
+// standalone offset, and only stamped per task (issue 28: identical flows computed once).
+class DeviceInTaskFlows {
+ public:
+  DeviceInTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                    const InTaskOps& ops, const DeviceLinks& device);
+  // The flows of a task of virtual stage `vs` in `phase`, in op order (InTaskOps' order).
+  const std::vector<SharedFlow>& of(int vs, Phase phase);
+
+ private:
+  const IterationPlan& plan_;
+  const std::vector<EventCost>& costs_;
+  const InTaskOps& ops_;
+  const DeviceLinks& device_;
+  std::vector<std::array<std::vector<SharedFlow>, 3>> flows_;  // per virtual stage, phase
+  std::vector<std::array<bool, 3>> built_;
+};
+
 }  // namespace evsim

@@ -386,8 +386,14 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
   TimelineFlows out;
   size_t transfers = 0;
   for (const PipelineTimeline& p : timeline.pipelines) {
-    for (const StageTimeline& stage : p.stages)
+    for (const StageTimeline& stage : p.stages) {
       transfers += stage.tasks.size() + stage.grad_sync.size() + 1;
+      if (in_task.empty()) continue;
+      for (const TaskTiming& t : stage.tasks) {
+        transfers +=
+            in_task[timeline.graph.nodes[t.node].virtual_stage][phaseIndex(t.task.phase)].size();
+      }
+    }
   }
   out.flows.reserve(transfers);
   out.origins.reserve(transfers);
@@ -400,6 +406,7 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
     sendFlows(plan, input.pipelines[k], static_cast<int>(k), map, sends);
     for (int s = 0; s < P; ++s) {
       const DeviceLinks& d = map.devices[k][s];
+      DeviceInTaskFlows chains(plan, costs, in_task, d);
       const StageTimeline& stage = timeline.pipelines[k].stages[s];
       for (size_t i = 0; i < stage.tasks.size(); ++i) {
         const TaskTiming& t = stage.tasks[i];
@@ -419,13 +426,13 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
           const double stretch = input.task_stretch_us.empty() ? 0 : input.task_stretch_us[k][s][i];
           const double scale = alone_us > 0 ? (t.run.duration() - stretch) / alone_us : 1;
           // One after another: each follows the one before (link_sharing.h: SharedFlow::after).
+          const std::vector<SharedFlow>& flows = chains.of(node.virtual_stage, t.task.phase);
           int before = -1;
-          for (const InTaskOp& op : ops) {
-            SharedFlow f =
-                inTaskFlow(topology, d, plan.events[op.event].event,
-                           t.run.start_us + op.offset_us * scale, costs[op.event].time_us);
+          for (size_t j = 0; j < ops.size(); ++j) {
+            push(flows[j], {ops[j].kind, static_cast<int>(k), s, static_cast<int>(i)});
+            SharedFlow& f = out.flows.back();
+            f.start_us = t.run.start_us + ops[j].offset_us * scale;
             f.after = before;
-            push(std::move(f), {op.kind, static_cast<int>(k), s, static_cast<int>(i)});
             before = static_cast<int>(out.flows.size()) - 1;
           }
         }

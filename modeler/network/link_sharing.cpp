@@ -36,8 +36,10 @@ struct Flows {
 
 // The order of start times without a full sort: callers list flows as runs already in time
 // order (a device's sends, its DP stream), so the maximal runs are merged pairwise (each merge
-// stable, left first on ties: a stable sort's order, ties in the callers' order).
-std::vector<int> startOrder(std::span<const SharedFlow> flows) {
+// stable, left first on ties: a stable sort's order, ties in the callers' order). The same walk
+// over the callers' flows sets every flow's standalone end in `end_us` (one pass over them: at
+// tens of thousands of flows they do not stay in cache).
+std::vector<int> startOrder(std::span<const SharedFlow> flows, std::vector<double>& end_us) {
   struct Key {
     double start_us;
     int flow;
@@ -45,6 +47,7 @@ std::vector<int> startOrder(std::span<const SharedFlow> flows) {
   std::vector<Key> keys, merged;
   std::vector<size_t> runs;  // where each run of rising start times begins, then the end
   for (size_t f = 0; f < flows.size(); ++f) {
+    end_us[f] = flows[f].start_us + flows[f].duration_us;
     if (!shares(flows[f])) continue;
     if (keys.empty() || flows[f].start_us < keys.back().start_us) runs.push_back(keys.size());
     keys.push_back({flows[f].start_us, static_cast<int>(f)});
@@ -164,19 +167,20 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
                          std::span<const double> capacity_bytes_per_us, bool record_load) {
   SharingResult out;
   out.end_us.resize(input.size());
-  for (size_t f = 0; f < input.size(); ++f) {
-    out.end_us[f] = input[f].start_us + input[f].duration_us;
-  }
   if (record_load) out.load.resize(capacity_bytes_per_us.size());
   std::vector<double> capacity(capacity_bytes_per_us.begin(), capacity_bytes_per_us.end());
   Flows flows;
-  flows.index = startOrder(input);
+  flows.index = startOrder(input, out.end_us);
   const size_t n = flows.size();
   flows.start_us.reserve(n);
+  flows.duration_us.reserve(n);
   flows.demand.reserve(n);
   flows.first_use.reserve(n + 1);
+  std::vector<int> after;  // of each, as the caller numbers them (read here, in the same walk)
+  after.reserve(n);
   for (int i : flows.index) {
     const SharedFlow& flow = input[i];
+    after.push_back(flow.after);
     flows.start_us.push_back(flow.start_us);
     flows.duration_us.push_back(flow.duration_us);
     flows.demand.push_back(flow.bytes / flow.duration_us);
@@ -199,13 +203,12 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
     std::vector<int> id_of(input.size(), -1);
     for (size_t f = 0; f < n; ++f) id_of[flows.index[f]] = static_cast<int>(f);
     for (size_t f = 0; f < n; ++f) {
-      const int after = input[flows.index[f]].after;
-      if (after < 0) continue;
-      EVSIM_CHECK(static_cast<size_t>(after) < input.size() && after != flows.index[f],
-                  "flow {} after {} of {}", flows.index[f], after, input.size());
-      const int p = id_of[after];
+      if (after[f] < 0) continue;
+      EVSIM_CHECK(static_cast<size_t>(after[f]) < input.size() && after[f] != flows.index[f],
+                  "flow {} after {} of {}", flows.index[f], after[f], input.size());
+      const int p = id_of[after[f]];
       if (p < 0) continue;
-      EVSIM_CHECK(flows.follower[p] < 0, "two flows after flow {}", after);
+      EVSIM_CHECK(flows.follower[p] < 0, "two flows after flow {}", after[f]);
       flows.follower[p] = static_cast<int>(f);
       flows.gap_us[f] = std::max(0.0, flows.start_us[f] - flows.start_us[p] - flows.duration_us[p]);
       follows[f] = true;
@@ -252,26 +255,70 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
     }
     free_until[f] = until;
   }
-  // (Not with followers: a follower starts later than its own start_us, past what free_until saw.)
-  auto alone = [&](int f) {
-    if (flows.chained) return false;
-    const double end = flows.start_us[f] + flows.duration_us[f];
-    if (free_until[f] < end) return false;
-    for (const LinkUse& u : flows.usesOf(f)) {
-      if (!on[u.resource].empty()) return false;
+  // Followers released by the end of the flow they follow, by start (then number).
+  std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>
+      released;
+  // Chains: a follower starts at or after its own start_us, so free_until (which sees every later
+  // flow at its own start_us) bounds the flows numbered after a flow; but a follower numbered
+  // before it may still be waiting for the flow it follows and start inside its run. So from the
+  // start of the flow before it until its own start, a follower and the rest of its chain hold
+  // their resources as `waiting` (the chain's tail: a chain's collectives may use different
+  // links), and a flow on a resource with a waiting follower of another chain is not alone.
+  std::vector<int> waiting(capacity.size(), 0), tail_first, tail_end, tail;
+  if (flows.chained) {
+    tail_first.assign(n, 0);
+    tail_end.assign(n, 0);
+    std::vector<int> t;
+    for (size_t f = n; f-- > 0;) {  // a follower is numbered after the flow it follows
+      if (!follows[f]) continue;    // only followers are held
+      const int g = flows.follower[f];
+      const auto in_tail = [&](int r) {
+        return g >= 0 && std::find(tail.begin() + tail_first[g], tail.begin() + tail_end[g], r) !=
+                             tail.begin() + tail_end[g];
+      };
+      const std::span<const LinkUse> uses = flows.usesOf(static_cast<int>(f));
+      if (std::all_of(uses.begin(), uses.end(),
+                      [&](const LinkUse& u) { return in_tail(u.resource); })) {
+        tail_first[f] = tail_first[g];  // a chain over the same links: its follower's tail
+        tail_end[f] = tail_end[g];
+        continue;
+      }
+      t.clear();
+      for (const LinkUse& u : uses) t.push_back(u.resource);
+      if (g >= 0) t.insert(t.end(), tail.begin() + tail_first[g], tail.begin() + tail_end[g]);
+      std::sort(t.begin(), t.end());
+      t.erase(std::unique(t.begin(), t.end()), t.end());
+      tail_first[f] = static_cast<int>(tail.size());
+      tail.insert(tail.end(), t.begin(), t.end());
+      tail_end[f] = static_cast<int>(tail.size());
     }
+  }
+  auto hold = [&](int f, int by) {
+    for (int i = tail_first[f]; i < tail_end[f]; ++i) waiting[tail[i]] += by;
+  };
+  // Called as `f` starts at `now`: whether it runs alone throughout (then it is done); the
+  // waiting marks move along its chain.
+  auto alone = [&](int f) {
+    if (flows.chained && follows[f]) hold(f, -1);
+    const double end = now + flows.duration_us[f];
+    bool free = free_until[f] >= end;
+    for (const LinkUse& u : flows.usesOf(f)) {
+      if (!free) break;
+      free = on[u.resource].empty() && (!flows.chained || waiting[u.resource] == 0);
+    }
+    const int g = flows.chained ? flows.follower[f] : -1;
+    if (g >= 0) hold(g, +1);
+    if (!free) return false;
     out.end_us[flows.index[f]] = end;
+    if (g >= 0) released.push({std::max(flows.start_us[g], end + flows.gap_us[g]), g});
     if (record_load) {
       for (const LinkUse& u : flows.usesOf(f)) {
         closeLoad(u.resource);
-        addLoad(out.load[u.resource], flows.start_us[f], end, flows.demand[f] * u.copies);
+        addLoad(out.load[u.resource], now, end, flows.demand[f] * u.copies);
       }
     }
     return true;
   };
-  // Followers released by the end of the flow they follow, by start (then number).
-  std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>
-      released;
   auto skipFollowers = [&] {
     while (next < n && follows[next]) ++next;
   };

@@ -142,6 +142,42 @@ TEST(LinkSharing, StartOrderDoesNotDependOnTheListOrder) {
   EXPECT_NEAR(b.end_us[2], 30, 1e-9);
 }
 
+// A task's collectives follow one another (SharedFlow::after): a follower starts when the one
+// before it ends plus their standalone gap. A (0-10) and C (0-10) share the NIC from 0, both at 50:
+// both end at 20. B, 5 us after A alone (start 15), starts at 20 + 5 = 25, alone: ends at 35.
+TEST(LinkSharing, AFollowerStartsItsGapAfterTheFlowItFollows) {
+  std::vector<SharedFlow> flows{onNic(0, 10, 1000), onNic(0, 10, 1000), onNic(15, 10, 1000)};
+  flows[2].after = 0;
+  const SharingResult r = shareLinks(flows, kNic);
+  EXPECT_DOUBLE_EQ(r.end_us[0], 20);
+  EXPECT_DOUBLE_EQ(r.end_us[1], 20);
+  EXPECT_DOUBLE_EQ(r.end_us[2], 35);
+  // Alone, a chain keeps its standalone times.
+  const std::vector<SharedFlow> alone{flows[0], flows[2]};
+  const SharingResult a = shareLinks(alone, kNic);
+  EXPECT_DOUBLE_EQ(a.end_us[0], 10);
+  EXPECT_DOUBLE_EQ(a.end_us[1], 25);
+}
+
+// A follower delayed past a flow that starts after its own start still shares with it (the
+// fast path for lone flows must not take that flow as alone). Two NICs of 100 bytes/us. A (NIC 0,
+// 0-10) shares with C (NIC 0, from 5): 5-15 both at 50, A ends at 15, C at 20. B follows A on NIC 1
+// (standalone 10-20): it starts at 15. D (NIC 1, from 12, 10 us) runs alone 12-15 (300 bytes),
+// then beside B at 50 each: D's last 700 bytes end at 29, B has 700 by then and its last 300 take
+// 3 us alone: 32.
+TEST(LinkSharing, ADelayedFollowerSharesWithAFlowThatStartedBeforeIt) {
+  const std::vector<double> nics{100, 100};
+  std::vector<SharedFlow> flows{onNic(0, 10, 1000), onNic(5, 10, 1000),
+                                SharedFlow{10, 10, 1000, {{1, 1}}},
+                                SharedFlow{12, 10, 1000, {{1, 1}}}};
+  flows[2].after = 0;
+  const SharingResult r = shareLinks(flows, nics);
+  EXPECT_DOUBLE_EQ(r.end_us[0], 15);
+  EXPECT_DOUBLE_EQ(r.end_us[1], 20);
+  EXPECT_DOUBLE_EQ(r.end_us[2], 32);
+  EXPECT_DOUBLE_EQ(r.end_us[3], 29);
+}
+
 TEST(LinkSharing, ALoneFlowFasterThanTheNominalLinkKeepsItsTime) {
   // A profile may beat the nominal link: 2000 bytes in 10 us on a 100 bytes/us NIC.
   const std::vector<SharedFlow> one{onNic(3, 10, 2000)};
