@@ -8,10 +8,14 @@
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "bench_configs.h"
 #include "config/cluster_config.h"
 #include "config/model_config.h"
+#include "fmt/format.h"
 #include "modeler/cost_model.h"
 #include "modeler/pruned_search.h"
 #include "modeler/search.h"
@@ -74,6 +78,15 @@ SearchReport runPruned(benchmark::State& state, const ModelConfig& model,
   state.counters["ok"] = static_cast<double>(report.ok);
   state.counters["simulated"] = static_cast<double>(report.simulated);
   state.counters["pruned"] = static_cast<double>(report.pruned_by_bound);
+  // EVSIM_BENCH_TOP=1: the listed candidates' times (ms), to compare two builds' rankings.
+  if (const char* top = std::getenv("EVSIM_BENCH_TOP"); top != nullptr && top[0] == '1') {
+    std::string line = fmt::format("{} threads, top:", options.threads);
+    report.candidates.forEach([&](const CandidateResult& c) {
+      line += fmt::format(" {:.6f}", c.iteration_us / 1e3);
+      return true;
+    });
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
   return report;
 }
 

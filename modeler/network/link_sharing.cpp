@@ -37,18 +37,22 @@ struct Flows {
 // The order of start times without a full sort: callers list flows as runs already in time
 // order (a device's sends, its DP stream), so the maximal runs are merged pairwise (each merge
 // stable, left first on ties: a stable sort's order, ties in the callers' order). The same walk
-// over the callers' flows sets every flow's standalone end in `end_us` (one pass over them: at
-// tens of thousands of flows they do not stay in cache).
-std::vector<int> startOrder(std::span<const SharedFlow> flows, std::vector<double>& end_us) {
+// over the callers' flows sets every flow's standalone end in `end_us` and counts the sharing
+// flows' uses into `use_count` (one pass over them: at tens of thousands of flows they do not stay
+// in cache).
+std::vector<int> startOrder(std::span<const SharedFlow> flows, std::vector<double>& end_us,
+                            size_t& use_count) {
   struct Key {
     double start_us;
     int flow;
   };
   std::vector<Key> keys, merged;
   std::vector<size_t> runs;  // where each run of rising start times begins, then the end
+  keys.reserve(flows.size());
   for (size_t f = 0; f < flows.size(); ++f) {
     end_us[f] = flows[f].start_us + flows[f].duration_us;
     if (!shares(flows[f])) continue;
+    use_count += flows[f].uses.size();
     if (keys.empty() || flows[f].start_us < keys.back().start_us) runs.push_back(keys.size());
     keys.push_back({flows[f].start_us, static_cast<int>(f)});
   }
@@ -67,9 +71,8 @@ std::vector<int> startOrder(std::span<const SharedFlow> flows, std::vector<doubl
     keys.swap(merged);
     runs = std::move(joined);
   }
-  std::vector<int> order;
-  order.reserve(keys.size());
-  for (const Key& k : keys) order.push_back(k.flow);
+  std::vector<int> order(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) order[i] = keys[i].flow;
   return order;
 }
 
@@ -170,30 +173,35 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
   if (record_load) out.load.resize(capacity_bytes_per_us.size());
   std::vector<double> capacity(capacity_bytes_per_us.begin(), capacity_bytes_per_us.end());
   Flows flows;
-  flows.index = startOrder(input, out.end_us);
+  size_t use_count = 0;
+  flows.index = startOrder(input, out.end_us, use_count);
   const size_t n = flows.size();
-  flows.start_us.reserve(n);
-  flows.duration_us.reserve(n);
-  flows.demand.reserve(n);
-  flows.first_use.reserve(n + 1);
-  std::vector<int> after;  // of each, as the caller numbers them (read here, in the same walk)
-  after.reserve(n);
-  for (int i : flows.index) {
+  // Sized once and written by position: this walk is per flow, tens of thousands per timing.
+  flows.start_us.resize(n);
+  flows.duration_us.resize(n);
+  flows.demand.resize(n);
+  flows.first_use.resize(n + 1);
+  flows.uses.resize(use_count);
+  std::vector<int> after(n);  // of each, as the caller numbers them (read here, in the same walk)
+  size_t at = 0;
+  for (size_t f = 0; f < n; ++f) {
+    const int i = flows.index[f];
     const SharedFlow& flow = input[i];
-    after.push_back(flow.after);
-    flows.start_us.push_back(flow.start_us);
-    flows.duration_us.push_back(flow.duration_us);
-    flows.demand.push_back(flow.bytes / flow.duration_us);
-    flows.first_use.push_back(static_cast<int>(flows.uses.size()));
+    after[f] = flow.after;
+    flows.start_us[f] = flow.start_us;
+    flows.duration_us[f] = flow.duration_us;
+    const double demand = flow.bytes / flow.duration_us;
+    flows.demand[f] = demand;
+    flows.first_use[f] = static_cast<int>(at);
     for (const LinkUse& u : flow.uses) {
       EVSIM_CHECK(
           u.resource >= 0 && static_cast<size_t>(u.resource) < capacity.size() && u.copies > 0,
           "flow {} uses resource {} x{} of {}", i, u.resource, u.copies, capacity.size());
-      capacity[u.resource] = std::max(capacity[u.resource], flows.demand.back() * u.copies);
-      flows.uses.push_back(u);
+      capacity[u.resource] = std::max(capacity[u.resource], demand * u.copies);
+      flows.uses[at++] = u;
     }
   }
-  flows.first_use.push_back(static_cast<int>(flows.uses.size()));
+  flows.first_use[n] = static_cast<int>(at);
   // Followers: numbered in order of their own start_us like the rest, but started when the flow
   // they follow ends (a flow that does not share leaves its follower on its own start).
   flows.follower.assign(n, -1);
@@ -265,6 +273,7 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
   // their resources as `waiting` (the chain's tail: a chain's collectives may use different
   // links), and a flow on a resource with a waiting follower of another chain is not alone.
   std::vector<int> waiting(capacity.size(), 0), tail_first, tail_end, tail;
+  std::vector<char> on_time(n, 0);  // a follower released at its own start_us (see `alone`)
   if (flows.chained) {
     tail_first.assign(n, 0);
     tail_end.assign(n, 0);
@@ -310,7 +319,16 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
     if (g >= 0) hold(g, +1);
     if (!free) return false;
     out.end_us[flows.index[f]] = end;
-    if (g >= 0) released.push({std::max(flows.start_us[g], end + flows.gap_us[g]), g});
+    if (g >= 0) {
+      // Released at its own start_us and not yet passed: it starts in its place in the order,
+      // as if it followed nothing (the same time and order the release queue would give it).
+      const double at = std::max(flows.start_us[g], end + flows.gap_us[g]);
+      if (at == flows.start_us[g] && static_cast<size_t>(g) >= next) {
+        on_time[g] = 1;
+      } else {
+        released.push({at, g});
+      }
+    }
     if (record_load) {
       for (const LinkUse& u : flows.usesOf(f)) {
         closeLoad(u.resource);
@@ -320,7 +338,7 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
     return true;
   };
   auto skipFollowers = [&] {
-    while (next < n && follows[next]) ++next;
+    while (next < n && follows[next] && !on_time[next]) ++next;
   };
   auto nextStart = [&] {
     const double static_start = next < n ? flows.start_us[next] : kInf;
