@@ -2,6 +2,7 @@
 #include "modeler/in_task_flows.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "events/collective.h"
 
@@ -31,7 +32,10 @@ InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& cos
   out.resize(plan.stages.size());
   for (size_t vs = 0; vs < plan.stages.size(); ++vs) {
     const StagePlan& stage = plan.stages[vs];
+    std::array<double, 3> ep_stream_us{};  // per phase: the expert all-to-alls so far
     auto add = [&](const OpInstance& op, double offset_us, Phase phase) {
+      const double stream_offset_us = ep_stream_us[phaseIndex(phase)];
+      if (op.stream == Stream::kEpComm) ep_stream_us[phaseIndex(phase)] += costs[op.event].time_us;
       FlowKind kind;
       switch (op.stream) {
         case Stream::kTpComm:
@@ -52,7 +56,7 @@ InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& cos
       const Event& event = plan.events[op.event].event;
       if (!isCommunication(event.kind) || !event.placement.interNode()) return;
       if (costs[op.event].time_us <= 0) return;
-      out[vs][phaseIndex(phase)].push_back({offset_us, op.event, kind});
+      out[vs][phaseIndex(phase)].push_back({offset_us, op.event, kind, stream_offset_us});
     };
     for (size_t i = 0; i < stage.forward.size(); ++i) {
       add(stage.forward[i], offsets[vs].forward_start_us[i], Phase::kForward);
@@ -66,6 +70,64 @@ InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& cos
   }
   if (!hasInTaskTransfers(out)) out.clear();  // none: timelineFlows skips the per-task look-up
   return out;
+}
+
+void fusedTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                    const InTaskOps& in_task, const TimingInput& input, const TaskGraph& graph,
+                    const StageTimeline& stage, size_t head, const DeviceLinks& d,
+                    double stretch_us, TimelineFlows::Origin origin, TimelineFlows& out) {
+  const TaskTiming& t = stage.tasks[head];
+  const size_t members = static_cast<size_t>(graph.nodes[t.node].fused_size);
+  // Each member's task time and all-to-all part (timing_engine.cpp: the fused rule).
+  auto partsOf = [&](const TaskTiming& m) {
+    const StageCost& cost = input.stages[graph.nodes[m.node].virtual_stage];
+    const Phase phase = m.task.phase;
+    const double task_us = phase == Phase::kForward    ? cost.forward_us
+                           : phase == Phase::kBackward ? cost.backward_us
+                                                       : cost.weight_grad_us;
+    const double a2a_us = phase == Phase::kForward    ? cost.forward_overlap_us
+                          : phase == Phase::kBackward ? cost.backward_overlap_us
+                                                      : 0.0;
+    return std::pair{task_us, std::min(a2a_us, task_us)};
+  };
+  double compute_us = 0, comm_us = 0;
+  for (size_t at = head; at < head + members; ++at) {
+    const auto [task_us, a2a_us] = partsOf(stage.tasks[at]);
+    compute_us += task_us - a2a_us;
+    comm_us += a2a_us;
+  }
+  const double run_us = t.run.duration() - stretch_us;
+  const double longer_us = std::max(compute_us, comm_us);
+  const double scale = longer_us > 0 ? run_us / longer_us : 1;
+  TimelineFlows::Origin comm = origin, compute = origin;
+  comm.slack_us = std::max(0.0, run_us - comm_us * scale);
+  compute.slack_us = std::max(0.0, run_us - compute_us * scale);
+  int comm_before = -1, compute_before = -1;     // the last flow of each chain
+  double comm_done_us = 0, compute_done_us = 0;  // the members' stream time before this one
+  for (size_t at = head; at < head + members; ++at) {
+    const TaskTiming& m = stage.tasks[at];
+    const auto [task_us, a2a_us] = partsOf(m);
+    const double own_compute_us = task_us - a2a_us;
+    for (const InTaskOp& op :
+         in_task[graph.nodes[m.node].virtual_stage][phaseIndex(m.task.phase)]) {
+      const bool on_comm = op.kind == FlowKind::kEp;
+      const double at_us =
+          on_comm ? comm_done_us + op.stream_offset_us
+                  : compute_done_us + (task_us > 0 ? op.offset_us * own_compute_us / task_us : 0);
+      const Event& event = plan.events[op.event].event;
+      SharedFlow f = inTaskFlow(plan.cluster.topology, d, event, t.run.start_us + at_us * scale,
+                                costs[op.event].time_us);
+      int& before = on_comm ? comm_before : compute_before;
+      f.after = before;
+      TimelineFlows::Origin o = on_comm ? comm : compute;
+      o.kind = op.kind;
+      out.flows.push_back(std::move(f));
+      out.origins.push_back(o);
+      before = static_cast<int>(out.flows.size()) - 1;
+    }
+    comm_done_us += a2a_us;
+    compute_done_us += own_compute_us;
+  }
 }
 
 SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, const Event& event,

@@ -19,6 +19,7 @@ struct InTaskOp {
   double offset_us = 0;
   int event = -1;
   FlowKind kind = FlowKind::kTp;
+  double stream_offset_us = 0;  // an all-to-all: its task's expert all-to-alls before it
 };
 using InTaskOps = std::vector<std::array<std::vector<InTaskOp>, 3>>;  // per virtual stage, phase
 
@@ -33,6 +34,17 @@ InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& cos
 // The flow of an in-task collective of device `d`.
 SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, const Event& event,
                       double start_us, double duration_us);
+
+// Appends to `out` the flows of fused task `head` (a position in `stage`'s tasks; DualPipeV's F&B)
+// on device `d`, by link_flows.h's rule: its expert all-to-alls back to back on the communication
+// stream from the run's start, its other collectives across nodes on the compute stream (each at
+// its offset in its member's compute), each stream one chain whose origins carry the stream's
+// slack, every stream's time scaled to the run (a straggler's factor, jitter) as lone tasks'
+// offsets are. `stretch_us`: what sharing gave the run before (taken off); `origin`: the task's.
+void fusedTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                    const InTaskOps& in_task, const TimingInput& input, const TaskGraph& graph,
+                    const StageTimeline& stage, size_t head, const DeviceLinks& d,
+                    double stretch_us, TimelineFlows::Origin origin, TimelineFlows& out);
 
 // One device's in-task flows: every task of a virtual stage and phase carries the same
 // collectives, so each (virtual stage, phase)'s flows are built once, with start_us = the op's

@@ -207,19 +207,21 @@ bool applyStretch(const TimelineFlows& flows, const SharingResult& shared, int s
         if (extra == 0) break;
         zerosLikeSends(o.pipeline);
         double& stretch = task[o.pipeline][o.stage][o.index];
-        stretch = std::max(stretch, extra);
+        stretch = std::max(stretch, extra - o.slack_us);  // a fused task's stream may hide some
         if (by_kind == nullptr) break;
         TaskLinkStretch& sum = (*by_kind)[o.pipeline][o.stage];
         double TaskLinkStretch::*field = o.kind == FlowKind::kTp   ? &TaskLinkStretch::tp_us
                                          : o.kind == FlowKind::kCp ? &TaskLinkStretch::cp_us
                                          : o.kind == FlowKind::kEp ? &TaskLinkStretch::ep_us
                                                                    : &TaskLinkStretch::zero3_us;
-        // Its own part: what it added to the delay it inherited from the one it follows.
+        // Its own part: what it added to the delay it inherited from the one it follows, past
+        // its stream's slack in a fused task (a delay the compute hides is not exposed).
         const double inherited =
             f.after < 0 ? 0
                         : std::max(0.0, shared.end_us[f.after] - flows.flows[f.after].start_us -
                                             flows.flows[f.after].duration_us);
-        sum.*field += std::max(0.0, extra - inherited);
+        sum.*field += std::max(
+            0.0, std::max(0.0, extra - o.slack_us) - std::max(0.0, inherited - o.slack_us));
       }
     }
   }
@@ -409,7 +411,11 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
       for (size_t i = 0; i < stage.tasks.size(); ++i) {
         const TaskTiming& t = stage.tasks[i];
         const TaskNode& node = timeline.graph.nodes[t.node];
-        if (!in_task.empty() && node.fused_size == 1) {
+        if (!in_task.empty() && node.fused_size > 1) {
+          const double stretch = input.task_stretch_us.empty() ? 0 : input.task_stretch_us[k][s][i];
+          fusedTaskFlows(plan, costs, in_task, input, timeline.graph, stage, i, d, stretch,
+                         {FlowKind::kEp, static_cast<int>(k), s, static_cast<int>(i)}, out);
+        } else if (!in_task.empty() && node.fused_size == 1) {
           // Its collectives across nodes where the run has them: the standalone offsets scaled to
           // the run (a straggler's factor, jitter), the stretch sharing gave it taken off.
           const std::vector<InTaskOp>& ops = in_task[node.virtual_stage][phaseIndex(t.task.phase)];

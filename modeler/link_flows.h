@@ -23,8 +23,14 @@
 // to the task's run in the timeline) and lasts its standalone time. An all-to-all differs from the
 // ring rule: every GPU of the node pushes its own cross-node share through the NICs (copies = the
 // device's GPUs on the node, times the share of its peers on other nodes over all its peers), and
-// its NVLink carries the share on its own node. Fused tasks (DualPipeV's F&B) are left out: their
-// members' collectives overlap each other's compute by design, not each other.
+// its NVLink carries the share on its own node. In a fused task (DualPipeV's F&B, timing_engine.h)
+// its members' expert all-to-alls run back to back on the communication stream from the run's
+// start (in-node ones too, which are no flows but hold the stream), and their other collectives
+// across nodes on the compute stream, at their offsets in their members' compute, one member after
+// another: two chains. The run is max(compute, all-to-all), so sharing stretches it only where a
+// stream, stretched, outlasts it: by max(0, each chain's delay - its stream's slack), the slack
+// being the run less the stream's own time (an all-to-all delayed beside a longer compute is
+// hidden).
 //
 // One sharing pass: the standalone timing's transfers become flows at their start times with their
 // standalone durations, the links are shared, each transfer is given what sharing added
@@ -101,6 +107,9 @@ struct TimelineFlows {
     int pipeline = 0;
     int stage = 0;  // device stage
     int index = 0;  // position in the device's order (sends, in-task) or grad_sync interval
+    // In a fused task: the time its stream of the run is free beside it (the run less the
+    // stream's own work), which a stretch uses up before it stretches the task; else 0.
+    double slack_us = 0;
   };
   std::vector<SharedFlow> flows;
   std::vector<Origin> origins;

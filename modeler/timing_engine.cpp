@@ -58,6 +58,27 @@ struct DeviceBuckets {
   double stream_free_us = 0;
 };
 
+// What link sharing added to device stage s's grad_sync interval `i` (TimingInput).
+double syncStretch(const TimingInput& input, int s, size_t i) {
+  return input.grad_sync_stretch_us.empty() ? 0 : input.grad_sync_stretch_us[s][i];
+}
+
+// The index among device stage s's grad_sync intervals of chunk `chunk`'s first one, in the order
+// computeTimeline places them (chunk v-1 first; per chunk its buckets under DP overlap, else its
+// one collective).
+size_t firstSyncOf(const TimingInput& input, const PipelineLayout& layout, int s, int chunk) {
+  size_t at = 0;
+  for (int c = input.virtual_stages - 1; c > chunk; --c) {
+    const StageCost& cost = input.stages[static_cast<size_t>(layout.virtualStage(s, c))];
+    if (input.dp_overlap && !cost.buckets.empty()) {
+      at += cost.buckets.size();
+    } else if (cost.grad_allreduce_us > 0) {
+      ++at;
+    }
+  }
+  return at;
+}
+
 // Empty when no bucket slows compute (no DP overlap, or factors of 1): the scheduler then skips
 // the slowdown altogether.
 std::vector<DeviceBuckets> slowingBuckets(const TimingInput& input, const TaskGraph& graph) {
@@ -99,6 +120,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
   std::vector<double> device_free(P, 0.0);
   for (int s = 0; s < P; ++s) out.stages[s].tasks.reserve(graph.device_order[s].size());
   std::vector<DeviceBuckets> buckets = slowingBuckets(input, graph);
+  const PipelineLayout layout = pipelineLayout(input.schedule, P, input.virtual_stages);
   if (!buckets.empty()) {
     for (int s = 0; s < P; ++s) out.stages[s].bucket_ready_us.resize(input.virtual_stages);
   }
@@ -168,13 +190,19 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
             const int chunk = dp.last_gradient_chunk[at];
             if (chunk < 0) continue;
             // A bucket is ready when the task has done its ready offset's work, slowed by the
-            // buckets before it (it and later ones start after that point).
+            // buckets before it (it and later ones start after that point). It is in flight for
+            // its time as link sharing left it (its standalone time plus the stretch): compute
+            // slows for the time the two really overlap.
             std::vector<double>& ready_us = out.stages[s].bucket_ready_us[chunk];
-            for (const BucketCost& b : input.stages[static_cast<size_t>(chunk) * P + s].buckets) {
+            const size_t first_sync = firstSyncOf(input, layout, s, chunk);
+            const std::vector<BucketCost>& chunk_buckets =
+                input.stages[static_cast<size_t>(layout.virtualStage(s, chunk))].buckets;
+            for (size_t i = 0; i < chunk_buckets.size(); ++i) {
+              const BucketCost& b = chunk_buckets[i];
               ready_us.push_back(
                   slowedEndUs(run.start_us, b.ready_offset_us * slowdown(links, s), dp.in_flight));
               const double start = std::max(dp.stream_free_us, ready_us.back());
-              dp.stream_free_us = start + b.allreduce_us;
+              dp.stream_free_us = start + b.allreduce_us + syncStretch(input, s, first_sync + i);
               dp.in_flight.push_back({start, dp.stream_free_us, b.compute_slowdown});
             }
           }
@@ -216,11 +244,6 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
     out.flush_us = std::max(out.flush_us, device_free[s]);
   }
   return out;
-}
-
-// What link sharing added to device stage s's grad_sync interval `i` (TimingInput).
-double syncStretch(const TimingInput& input, int s, size_t i) {
-  return input.grad_sync_stretch_us.empty() ? 0 : input.grad_sync_stretch_us[s][i];
 }
 
 // Start of the last task of `chunk` on a device that produces gradients (the last W when the

@@ -34,7 +34,8 @@
 // Link sharing (modeler/link_flows.h) re-runs this timing with what shared links added to each
 // send, DP collective and task (its collectives across nodes) (TimingInput's stretch fields): a
 // send, collective or task ends that much later and everything after it follows. The overlap
-// slowdown above keeps each bucket's standalone time.
+// slowdown above sees each bucket in flight for its stretched time (standalone plus what sharing
+// added), so compute slows for as long as the two really overlap, and only then.
 
 // Fused tasks (task_graph.h; DualPipeV's F&B): the forward of micro-batch i and the backward of
 // micro-batch j (with its W when the backward is whole) on one device run as one task on two

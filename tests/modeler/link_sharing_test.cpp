@@ -337,5 +337,109 @@ TEST(LinkFlows, AnExpertAllToAllBesideADpBucketTakesItsMaxMinShare) {
   EXPECT_NEAR(unshared.links[0].bytes, 16 * 16384 + 131328, 1e-6);
 }
 
+// A DualPipeV fused task's all-to-alls as flows (link_flows.h): tiny-moe (one MoE layer per
+// virtual stage), 1M2P2D with EP = 2, one GPU per node (10 GB/s NICs: c = 1e4 bytes/us), m = 4.
+// Every all-to-all moves 16384 bytes per rank and costs Ta = 16384 / c (it fills the NIC); every
+// send moves 16384 bytes in 4 Ta (demand c/4); each stage's flash attention, forward and
+// backward, costs k Ta, everything else 0. A fused [F B W] then has compute 2k Ta and all-to-all
+// 4 Ta (two per member), run max(2k, 4) Ta, its all-to-alls back to back from its start; a send
+// at c/4 never reaches its fair share beside one all-to-all (c/2), so it keeps its time and the
+// all-to-all gets the rest. Device 1 (stages 1 and 2) sits on node 2.
+//   k = 1.5 (communication-bound, slack 0): device 1's [F3b B1a W1a] runs [49, 53] Ta alone (the
+//   schedule, asserted below), its last all-to-all [52, 53]. At 52.5 device 0's gradient send
+//   (B2b's, to stage 2) enters node 2's rx: the all-to-all gets 3c/4, so by 53 it has done
+//   0.5 + 0.375 = 0.875 Ta. At 53 the fused task's own two sends leave on node 2's tx: c/2 for
+//   the all-to-all, its last 0.125 Ta take 0.25: it ends at 53.25. The run grows by 0.25 Ta.
+//   k = 2.5 (compute-bound, slack 1 Ta): device 1's [F3a B1b W1b] runs [52, 57] Ta alone; the two
+//   sends of its predecessor are on node 2's tx until 52.5, so its first all-to-all runs at c/2
+//   for 0.5 Ta (0.25 done) and ends at 53.25: the chain is 0.25 Ta late, inside the compute's
+//   1 Ta of slack: the run keeps its 5 Ta.
+TEST(LinkFlows, AFusedTaskIsStretchedOnlyWhereItsAllToAllsOutlastItsCompute) {
+  Strategy s = test::strategy("1M2P2D", 1, 8);
+  s.ep = 2;
+  s.schedule = Schedule::kDualPipeV;
+  IterationPlan plan = buildIterationPlan(loadModelConfig(test::configPath("models", "tiny-moe")),
+                                          test::cluster(1, 0, test::kSlowLinks), s);
+  const double ta = 16384 / 1e4;
+  auto costsAt = [&](double k) {
+    std::vector<EventCost> costs(plan.events.size(), EventCost{0.0});
+    for (size_t e = 0; e < plan.events.size(); ++e) {
+      const Event& ev = plan.events[e].event;
+      if (ev.kind == EventKind::kAllToAll) {
+        EXPECT_EQ(ev.message_bytes, 32768);  // (n - 1) / n of it leaves the rank
+        EXPECT_EQ(ev.placement.nodes, 2);
+        costs[e].time_us = ta;
+      }
+      if (ev.kind == EventKind::kP2P) {
+        EXPECT_EQ(ev.message_bytes, 16384);
+        costs[e].time_us = 4 * ta;
+      }
+    }
+    for (const StagePlan& stage : plan.stages) {
+      costs[test::findOp(stage.forward, "flash_attention").event].time_us = k * ta;
+      costs[test::findOp(stage.backward, "flash_attention_bwd").event].time_us = k * ta;
+    }
+    return costs;
+  };
+  auto task = [](const Simulation& sim, int device, Phase phase, int micro_batch, int chunk) {
+    for (const TaskTiming& t : sim.timeline.pipelines[0].stages[device].tasks) {
+      if (t.task.phase == phase && t.task.micro_batch == micro_batch && t.task.chunk == chunk)
+        return t;
+    }
+    ADD_FAILURE() << "no such task";
+    return TaskTiming{};
+  };
+  {
+    const std::vector<EventCost> costs = costsAt(1.5);
+    plan.cluster.topology.link_sharing = false;
+    const Simulation alone = simulate(plan, costs);
+    const TaskTiming fused = task(alone, 1, Phase::kForward, 3, 1);
+    ASSERT_EQ(alone.timeline.graph.nodes[fused.node].fused_size, 3);
+    EXPECT_NEAR(fused.run.start_us, 49 * ta, 1e-9);
+    EXPECT_NEAR(fused.run.end_us, 53 * ta, 1e-9);
+    EXPECT_NEAR(fused.send.start_us, 53 * ta, 1e-9);
+    EXPECT_NEAR(task(alone, 0, Phase::kBackward, 2, 1).send.start_us, 52.5 * ta, 1e-9);
+    plan.cluster.topology.link_sharing = true;
+    const Simulation shared = simulate(plan, costs);
+    EXPECT_NEAR(task(shared, 1, Phase::kForward, 3, 1).run.duration(), 4.25 * ta, 1e-9);
+  }
+  {
+    const std::vector<EventCost> costs = costsAt(2.5);
+    plan.cluster.topology.link_sharing = false;
+    const Simulation alone = simulate(plan, costs);
+    const TaskTiming fused = task(alone, 1, Phase::kForward, 3, 0);
+    ASSERT_EQ(alone.timeline.graph.nodes[fused.node].fused_size, 3);
+    EXPECT_NEAR(fused.run.start_us, 52 * ta, 1e-9);
+    EXPECT_NEAR(fused.run.end_us, 57 * ta, 1e-9);
+    const TaskTiming before = task(alone, 1, Phase::kForward, 2, 1);  // [F2b B0a W0a]
+    EXPECT_NEAR(before.send.end_us, 52.5 * ta, 1e-9);
+    // The flows: the four all-to-alls back to back from the run's start, one chain, with the
+    // compute's slack; shared, the chain ends 0.25 Ta late.
+    const LinkMap map = linkMap(plan);
+    const TimelineFlows flows =
+        timelineFlows(plan, alone.costs, alone.offsets, alone.input, alone.timeline, map);
+    const SharingResult ends = shareLinks(flows.flows, map.capacities());
+    std::vector<size_t> chain;
+    for (size_t i = 0; i < flows.flows.size(); ++i) {
+      const TimelineFlows::Origin& o = flows.origins[i];
+      if (o.stage == 1 && o.kind == FlowKind::kEp && flows.flows[i].start_us >= 52 * ta - 1e-9 &&
+          flows.flows[i].start_us < 57 * ta - 1e-9) {
+        chain.push_back(i);
+      }
+    }
+    ASSERT_EQ(chain.size(), 4u);
+    for (size_t j = 0; j < 4; ++j) {
+      const SharedFlow& f = flows.flows[chain[j]];
+      EXPECT_NEAR(f.start_us, (52 + j) * ta, 1e-9) << j;
+      EXPECT_NEAR(flows.origins[chain[j]].slack_us, ta, 1e-9) << j;
+      EXPECT_EQ(f.after, j == 0 ? -1 : static_cast<int>(chain[j - 1])) << j;
+      EXPECT_NEAR(ends.end_us[chain[j]], (53.25 + j) * ta, 1e-9) << j;
+    }
+    plan.cluster.topology.link_sharing = true;
+    const Simulation shared = simulate(plan, costs);
+    EXPECT_NEAR(task(shared, 1, Phase::kForward, 3, 0).run.duration(), 5 * ta, 1e-9);
+  }
+}
+
 }  // namespace
 }  // namespace evsim

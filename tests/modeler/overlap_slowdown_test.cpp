@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "config/device_config.h"
-#include "plan/iteration_plan.h"
 #include "io/profile_db.h"
 #include "modeler/calibration/overlap_fit.h"
 #include "modeler/op_offsets.h"
 #include "modeler/simulation.h"
 #include "modeler/timing_engine.h"
+#include "plan/iteration_plan.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -114,6 +114,43 @@ TEST(OverlapSlowdownTest, DpBucketsSlowTheBackwardTheyOverlap) {
   EXPECT_DOUBLE_EQ(plain.pipelines[0].stages[0].tasks[3].run.end_us, 60);
   EXPECT_DOUBLE_EQ(plain.pipelines[0].stages[0].grad_sync[1].start_us, 60);
   EXPECT_DOUBLE_EQ(plain.iteration_us, 65);
+}
+
+// The same stage with link sharing's stretch on bucket 1 (TimingInput::grad_sync_stretch_us):
+// compute slows for the bucket's shared window, not its standalone 10 us, and only where the two
+// overlap. B1 starts at 40 and has done 5 us of work by 45, when bucket 1 starts.
+//   stretch 4:  bucket 1 [45, 59]: 14 us at rate 1/2 do 7, 8 left at full speed: B1 ends at 67
+//               (20 + 14 x 1/2 after 40); bucket 2 ready at 67, [67, 69]; optimizer [69, 72].
+//               (Its standalone window [45, 55] would give B1 65, bucket 2 [65, 67]: 2 us less.)
+//   stretch 10: bucket 1 [45, 65]: 20 us do 10, 5 left: B1 ends at 70.
+//   stretch 30: bucket 1 [45, 85] outlasts B1: its 15 us left take 30, B1 ends at 75; a longer
+//               stretch (40) overlaps nothing more, so B1 still ends at 75.
+TEST(OverlapSlowdownTest, SharedBucketSlowsComputeOnlyForItsStretchedOverlap) {
+  auto timed = [](double stretch_us) {
+    TimingInput in;
+    in.schedule = Schedule::kDapple;
+    in.micro_batches = 2;
+    StageCost stage{10, 20, 0, {}, 3};
+    stage.buckets = {BucketCost{5, 10, 2.0}, BucketCost{20, 2, 2.0}};
+    in.stages = {stage};
+    in.pipelines.push_back(PipelineCost{{}, {}, {}});
+    in.dp_overlap = true;
+    in.grad_sync_stretch_us = {{stretch_us, 0.0}};
+    return computeTimeline(in);
+  };
+  const IterationTimeline four = timed(4);
+  const StageTimeline& st = four.pipelines[0].stages[0];
+  EXPECT_DOUBLE_EQ(st.tasks[3].run.end_us, 67);
+  EXPECT_DOUBLE_EQ(st.tasks[3].overlap_slowdown_us, 7);
+  ASSERT_EQ(st.grad_sync.size(), 2u);
+  EXPECT_DOUBLE_EQ(st.grad_sync[0].start_us, 45);
+  EXPECT_DOUBLE_EQ(st.grad_sync[0].end_us, 59);
+  EXPECT_DOUBLE_EQ(st.grad_sync[1].start_us, 67);
+  EXPECT_DOUBLE_EQ(st.grad_sync[1].end_us, 69);
+  EXPECT_DOUBLE_EQ(four.iteration_us, 72);
+  EXPECT_DOUBLE_EQ(timed(10).pipelines[0].stages[0].tasks[3].run.end_us, 70);
+  EXPECT_DOUBLE_EQ(timed(30).pipelines[0].stages[0].tasks[3].run.end_us, 75);
+  EXPECT_DOUBLE_EQ(timed(40).pipelines[0].stages[0].tasks[3].run.end_us, 75);
 }
 
 // Two stages, 1F1B, m = 2, f = 1, b = 2, sends of 1 us, no DP: sends block their device (no
