@@ -141,15 +141,12 @@ DeviceModelParams readModel(const YamlReader& model) {
   return p;
 }
 
-// A slowdown factor above this is a unit mistake (a percentage), not a measurement.
-constexpr double kMaxOverlapSlowdown = 10;
-
 OverlapSlowdown readOverlapSlowdown(const YamlReader& section) {
   section.allowOnly({"nvlink", "network"});
   OverlapSlowdown out;
   out.given = true;
-  out.nvlink = readSourced(section, "nvlink", kMaxOverlapSlowdown);
-  out.network = readSourced(section, "network", kMaxOverlapSlowdown);
+  out.nvlink = readSourced(section, "nvlink", OverlapSlowdown::kMax);
+  out.network = readSourced(section, "network", OverlapSlowdown::kMax);
   if (out.nvlink.value < 1) section.fail("nvlink.value", "a slowdown factor must be >= 1");
   if (out.network.value < 1) section.fail("network.value", "a slowdown factor must be >= 1");
   return out;

@@ -116,6 +116,8 @@ struct DeviceModelParams {
 // nodes (modeler/overlap_slowdown.h applies it). Absent from the device file: 1, 1 (no slowdown),
 // with the source saying so.
 struct OverlapSlowdown {
+  // A factor above this is a unit mistake (a percentage) in a device file, not a GPU measurement.
+  static constexpr double kMax = 10;
   SourcedValue nvlink{1.0, "none given: compute beside communication at full speed"};
   SourcedValue network{1.0, "none given: compute beside communication at full speed"};
   bool given = false;  // read from the device file (written back by deviceConfigYaml)

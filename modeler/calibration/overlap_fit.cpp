@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.h"
+#include "config/device_config.h"
 
 namespace evsim {
 
@@ -29,7 +31,10 @@ std::vector<OverlapFit> fitOverlapSlowdown(const std::vector<OverlapRecord>& rec
     fit.inter_node = inter_node;
     fit.points = n;
     fit.raw_factor = ab / aa;
-    fit.factor = std::max(1.0, fit.raw_factor);
+    // Kept inside what a device file accepts: below 1 is noise; past kMax no GPU slows (NCCL
+    // takes a few SMs), but a loaded or oversubscribed CPU host does (the CPU backend's ranks
+    // share cores), and the device file written must still load.
+    fit.factor = std::clamp(fit.raw_factor, 1.0, OverlapSlowdown::kMax);
     double sq = 0;
     for (const OverlapRecord& r : records) {
       if (r.transfer.placement.interNode() != inter_node) continue;
@@ -41,7 +46,12 @@ std::vector<OverlapFit> fitOverlapSlowdown(const std::vector<OverlapRecord>& rec
         "fitted: {} kernels alone and beside a{} transfer (eventprof --overlap) in {}: least "
         "squares of beside = f x alone{} (rms error {:.1f}%)",
         n, inter_node ? "n inter-node" : "n intra-node", origin,
-        fit.raw_factor < 1 ? fmt::format(", measured {:.3f} < 1 kept at 1", fit.raw_factor) : "",
+        fit.raw_factor < 1 ? fmt::format(", measured {:.3f} < 1 kept at 1", fit.raw_factor)
+        : fit.raw_factor > OverlapSlowdown::kMax
+            ? fmt::format(", measured {:.3f} > {} kept at {}: a loaded or oversubscribed host, "
+                          "not a GPU",
+                          fit.raw_factor, OverlapSlowdown::kMax, OverlapSlowdown::kMax)
+            : "",
         fit.rms_error_pct);
     out.push_back(fit);
   }

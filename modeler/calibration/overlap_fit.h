@@ -20,8 +20,8 @@ namespace evsim {
 
 struct OverlapFit {
   bool inter_node = false;  // the transfers' kind: across nodes (network) or inside one (NVLink)
-  double factor = 1;        // fitted, >= 1
-  double raw_factor = 1;    // before the floor at 1
+  double factor = 1;        // fitted, in [1, OverlapSlowdown::kMax]
+  double raw_factor = 1;    // before the bounds [1, OverlapSlowdown::kMax]
   int points = 0;
   double rms_error_pct = 0;  // of b against f a, over the points
   std::string source;        // "fitted: ..." for the device file

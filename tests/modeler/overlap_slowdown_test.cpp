@@ -267,6 +267,11 @@ TEST(OverlapSlowdownTest, TheFitRecoversAKnownFactor) {
   const std::vector<OverlapFit> floor = fitOverlapSlowdown({record(100, 95, 1)}, "x.yaml");
   EXPECT_DOUBLE_EQ(floor[0].factor, 1.0);
   EXPECT_CONTAINS(floor[0].source, "measured 0.950 < 1 kept at 1");
+  // 11.18x beside a transfer (4 CPU ranks on 2 loaded cores): kept at the device file's 10, said.
+  const std::vector<OverlapFit> ceiling = fitOverlapSlowdown({record(100, 1118, 1)}, "x.yaml");
+  EXPECT_DOUBLE_EQ(ceiling[0].factor, 10.0);
+  EXPECT_NEAR(ceiling[0].raw_factor, 11.18, 1e-12);
+  EXPECT_CONTAINS(ceiling[0].source, "measured 11.180 > 10 kept at 10");
   EXPECT_THROW(fitOverlapSlowdown({}, "empty.yaml"), InputError);
 }
 
