@@ -129,7 +129,7 @@ TEST(FusedAttention, TheModelReadsBackAndABadPassIsNamed) {
       again.model->fused_attention.at(AttentionKernel::kFa2).backward.cta_overhead_tiles.value, 3);
   EXPECT_EQ(again.model->fused_attention.at(AttentionKernel::kCudnn).forward.softmax_dim.value, 32);
   std::string yaml = kDeviceYaml;
-  yaml.replace(yaml.find("softmax_dim: {value: 16, source: \"t\"},\n              cta"), 11,
+  yaml.replace(yaml.find("softmax_dim: {value: 16, source: \"t\"},\n                cta"), 11,
                "softmax_dimm");
   try {
     parseDeviceConfig(yaml, "bad.yaml");
