@@ -50,9 +50,14 @@ DeviceSpec readDeviceFile(const YamlReader& node, const std::string& cluster_fil
 }
 
 ClusterConfig readCluster(const YamlReader& root) {
-  root.allowOnly({"name", "nodes", "node", "network", "topology", "description"});
+  root.allowOnly(
+      {"name", "nodes", "node", "network", "topology", "description", "attention_kernel"});
   ClusterConfig cluster;
   cluster.source = root.file();
+  if (root.has("attention_kernel")) {
+    cluster.attention_kernel =
+        parseAttentionKernel(root.str("attention_kernel"), root.where("attention_kernel"));
+  }
   cluster.name = root.str("name");
   if (root.has("nodes")) cluster.nodes = static_cast<int>(root.positiveInt("nodes", kMaxNodes));
 

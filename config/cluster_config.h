@@ -19,7 +19,8 @@
 //     host_link: {name: PCIe Gen4 x16, bandwidth_gb_s: 25, latency_us: 10}
 //     host_memory: {gib: 2048, bandwidth_gb_s: 400}
 //   network: {name: 8x HDR 200Gb/s, bandwidth_gb_s: 200, latency_us: 5}  # per node, one direction
-//   topology: {...}   # optional: NICs, NVSwitch, fabric tiers, fitted NCCL terms
+//   attention_kernel: cudnn   # optional: fa2 | fa3 | cudnn, the fused-attention kernel its runs
+//   use topology: {...}   # optional: NICs, NVSwitch, fabric tiers, fitted NCCL terms
 //                     # (config/network_topology.h); derived from the links when absent
 
 #include <cstdint>
@@ -54,6 +55,13 @@ struct ClusterConfig {
   std::optional<Link> host_link;          // bandwidth per GPU; absent: no offload
   std::optional<HostMemory> host_memory;  // per node; absent: no offload
   NetworkTopology topology;               // always set (derived from the links for old files)
+  // The fused-attention kernel the run's software uses (the cluster file's `attention_kernel:`,
+  // replaced by --attention-kernel; a run without either takes its framework's:
+  // io/run_options.h). Unset (a cluster loaded outside a run): FlashAttention-2.
+  std::optional<AttentionKernel> attention_kernel;
+  AttentionKernel attentionKernel() const {
+    return attention_kernel.value_or(AttentionKernel::kFa2);
+  }
 
   // GPUs available, or nullopt when the node count is open.
   std::optional<int64_t> totalGpus() const;

@@ -78,10 +78,56 @@ AttentionPassParams readAttentionPass(const YamlReader& pass) {
   return a;
 }
 
+// A clock in MHz: a few GHz at most; more is a unit mistake (kHz).
+constexpr double kMaxClockMhz = 10000;
+
+ClockParams readClocks(const YamlReader& clocks) {
+  clocks.allowOnly({"fit_mhz", "sustained_mhz"});
+  ClockParams c;
+  c.fit_mhz = readSourced(clocks, "fit_mhz", kMaxClockMhz);
+  c.sustained_mhz = readSourced(clocks, "sustained_mhz", kMaxClockMhz);
+  if (c.fit_mhz.value <= 0) clocks.fail("fit_mhz.value", "must be > 0");
+  if (c.sustained_mhz.value <= 0) clocks.fail("sustained_mhz.value", "must be > 0");
+  return c;
+}
+
+FusedAttentionParams readFusedAttention(const YamlReader& fa) {
+  fa.allowOnly({"kernel", "forward", "backward"});
+  FusedAttentionParams f;
+  f.kernel = fa.str("kernel");
+  f.forward = readAttentionPass(fa.child("forward"));
+  f.backward = readAttentionPass(fa.child("backward"));
+  return f;
+}
+
+}  // namespace
+
+std::string_view attentionKernelName(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::kFa2:
+      return "fa2";
+    case AttentionKernel::kFa3:
+      return "fa3";
+    case AttentionKernel::kCudnn:
+      return "cudnn";
+  }
+  return "?";
+}
+
+AttentionKernel parseAttentionKernel(std::string_view text, std::string_view where) {
+  for (AttentionKernel k :
+       {AttentionKernel::kFa2, AttentionKernel::kFa3, AttentionKernel::kCudnn}) {
+    if (text == attentionKernelName(k)) return k;
+  }
+  EVSIM_THROW(InputError, "{}: '{}': unknown attention kernel (fa2, fa3 or cudnn)", where, text);
+}
+
+namespace {
+
 DeviceModelParams readModel(const YamlReader& model) {
   model.allowOnly({"gemm_efficiency", "gemm_tile_overhead_k", "gemm_by_dtype", "gemm_kernel_us",
                    "memory_efficiency", "memory_efficiency_by_op", "memory_kernel_us", "host_op_us",
-                   "uncertainty_pct", "allreduce_curves", "fused_attention"});
+                   "uncertainty_pct", "allreduce_curves", "fused_attention", "clocks"});
   DeviceModelParams p;
   p.gemm_efficiency = readSourced(model, "gemm_efficiency", kMaxFraction);
   p.gemm_tile_overhead_k = readSourced(model, "gemm_tile_overhead_k", kMaxTileOverheadK);
@@ -118,13 +164,11 @@ DeviceModelParams readModel(const YamlReader& model) {
   }
   if (model.has("fused_attention")) {
     const YamlReader fa = model.child("fused_attention");
-    fa.allowOnly({"kernel", "forward", "backward"});
-    FusedAttentionParams f;
-    f.kernel = fa.str("kernel");
-    f.forward = readAttentionPass(fa.child("forward"));
-    f.backward = readAttentionPass(fa.child("backward"));
-    p.fused_attention = f;
+    for (const auto& [name, entry] : fa.entries()) {
+      p.fused_attention[parseAttentionKernel(name, entry.where(""))] = readFusedAttention(entry);
+    }
   }
+  if (model.has("clocks")) p.clocks = readClocks(model.child("clocks"));
   if (model.has("allreduce_curves")) {
     for (const YamlReader& item : model.items("allreduce_curves")) {
       p.allreduce_curves.push_back(readCurve(item));
@@ -244,11 +288,21 @@ void emitModel(YAML::Emitter& out, const DeviceModelParams& m) {
   emitSourced(out, "memory_kernel_us", m.memory_kernel_us);
   emitSourced(out, "host_op_us", m.host_op_us);
   emitSourced(out, "uncertainty_pct", m.uncertainty_pct);
-  if (m.fused_attention) {
+  if (!m.fused_attention.empty()) {
     out << YAML::Key << "fused_attention" << YAML::Value << YAML::BeginMap;
-    out << YAML::Key << "kernel" << YAML::Value << m.fused_attention->kernel;
-    emitAttentionPass(out, "forward", m.fused_attention->forward);
-    emitAttentionPass(out, "backward", m.fused_attention->backward);
+    for (const auto& [kernel, f] : m.fused_attention) {
+      out << YAML::Key << std::string(attentionKernelName(kernel)) << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << "kernel" << YAML::Value << f.kernel;
+      emitAttentionPass(out, "forward", f.forward);
+      emitAttentionPass(out, "backward", f.backward);
+      out << YAML::EndMap;
+    }
+    out << YAML::EndMap;
+  }
+  if (m.clocks) {
+    out << YAML::Key << "clocks" << YAML::Value << YAML::BeginMap;
+    emitSourced(out, "fit_mhz", m.clocks->fit_mhz);
+    emitSourced(out, "sustained_mhz", m.clocks->sustained_mhz);
     out << YAML::EndMap;
   }
   if (!m.allreduce_curves.empty()) {

@@ -29,9 +29,14 @@
 //     host_op_us: {value: 10, source: "..."}                     # framework issue time per op
 //     uncertainty_pct: {value: 9, source: "..."}                 # fit's typical error, for bands
 //     fused_attention:                                           # optional: flash attention's
-//       kernel: "FlashAttention-2 (PyTorch SDPA)"                #   own tile model per pass
-//       forward: {efficiency: {value: 0.43, source: ".."}, softmax_dim: {..}, cta_overhead_tiles:
-//       {..}} backward: {...}
+//       fa2:                                                     #   own tile model per kernel
+//         kernel: "FlashAttention-2 (PyTorch SDPA)"              #   (fa2, fa3, cudnn) and pass
+//         forward: {efficiency: {value: 0.43, source: ".."}, softmax_dim: {..},
+//                   cta_overhead_tiles: {..}}
+//         backward: {...}
+//     clocks:                                                    # optional: the SM clock the
+//       fit_mhz: {value: 1980, source: "..."}                    #   fit's kernels ran at, and
+//       sustained_mhz: {value: 1830, source: "..."}              #   a long GEMM stream's
 //     allreduce_curves:                                          # NCCL inside one node
 //       - {group: 8, floor_us: 94, ll_latency_us: 37, ll_busbw_gb_s: 155,
 //          simple_latency_us: 99, simple_busbw_gb_s: 231, source: "fitted: ..."}
@@ -43,6 +48,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "events/dtype.h"
@@ -88,8 +94,26 @@ struct AttentionPassParams {
   SourcedValue cta_overhead_tiles;
 };
 struct FusedAttentionParams {
-  std::string kernel;  // which kernel was fitted (FlashAttention-2, -3, cuDNN)
+  std::string kernel;  // which kernel was fitted, in words (FlashAttention-2 in PyTorch SDPA, ...)
   AttentionPassParams forward, backward;
+};
+
+// The fused-attention kernels a device file can fit, and a run selects (--attention-kernel, the
+// cluster's attention_kernel, else the framework's: docs/KERNELS.md).
+enum class AttentionKernel { kFa2, kFa3, kCudnn };
+std::string_view attentionKernelName(AttentionKernel kernel);  // "fa2", "fa3", "cudnn"
+AttentionKernel parseAttentionKernel(std::string_view text, std::string_view where);
+
+// Tensor-core kernels run at whatever SM clock the power limit leaves them. A fit made from short
+// kernels saw the boost clock; a training step streams GEMMs for minutes at the board's power
+// limit and sustains a lower one. Compute-bound time scales by fit_mhz / sustained_mhz
+// (modeler/device_model.h); memory-bound time does not (HBM's clock is not lowered under the
+// power cap, and a streaming kernel's time is bytes over bandwidth). A fit made from whole
+// training steps (the A100's) already ran at the sustained clock: fit_mhz = sustained_mhz.
+struct ClockParams {
+  SourcedValue fit_mhz;
+  SourcedValue sustained_mhz;
+  double computeSlowdown() const { return fit_mhz.value / sustained_mhz.value; }
 };
 
 struct DeviceModelParams {
@@ -106,8 +130,11 @@ struct DeviceModelParams {
   SourcedValue host_op_us;
   SourcedValue uncertainty_pct;
   std::vector<CollectiveCurve> allreduce_curves;  // sorted by group; may be empty
-  // Without it, fused attention runs at the GEMM tiles' efficiency (optimistic).
-  std::optional<FusedAttentionParams> fused_attention;
+  // Without an entry for the run's kernel, fused attention runs at the GEMM tiles' efficiency
+  // (optimistic).
+  std::map<AttentionKernel, FusedAttentionParams> fused_attention;
+  std::optional<ClockParams> clocks;  // absent: compute runs at the fit's clock (factor 1)
+  double computeSlowdown() const { return clocks ? clocks->computeSlowdown() : 1.0; }
 };
 
 // How much slower a compute op runs while a collective or P2P transfer is in flight on its GPU

@@ -316,10 +316,42 @@ void RunOptions::addOverlapSlowdownOption(CLI::App& app) {
                  "on: transfers overlapping in time share the links they cross, max-min fairly "
                  "(default); off: each takes its standalone time")
       ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--attention-kernel", attention_kernel,
+                 "fa2 | fa3 | cudnn: the fused-attention kernel timed (default: the cluster "
+                 "file's attention_kernel, else cudnn under megatron, fa2 under fsdp)");
 }
+
+namespace {
+
+// The run's fused-attention kernel (RunOptions::loadCluster says which wins).
+void selectAttentionKernel(ClusterConfig& c, const std::string& flag,
+                           const std::string& framework) {
+  const bool explicit_kernel = !flag.empty() || c.attention_kernel.has_value();
+  if (!flag.empty()) c.attention_kernel = parseAttentionKernel(flag, "--attention-kernel");
+  if (!c.attention_kernel) {
+    c.attention_kernel = framework == "fsdp" ? AttentionKernel::kFa2 : AttentionKernel::kCudnn;
+  }
+  if (!c.device.model || c.device.model->fused_attention.empty()) return;  // GEMM-path attention
+  const auto& fitted = c.device.model->fused_attention;
+  if (fitted.count(*c.attention_kernel)) return;
+  std::string have;
+  for (const auto& [kernel, f] : fitted) {
+    have += (have.empty() ? "" : ", ") + std::string(attentionKernelName(kernel));
+  }
+  if (explicit_kernel) {
+    EVSIM_THROW(InputError, "{} {}: device file {} has no {} attention fit (it has {})",
+                flag.empty() ? c.source + ": attention_kernel" : std::string("--attention-kernel"),
+                attentionKernelName(*c.attention_kernel), c.device.file,
+                attentionKernelName(*c.attention_kernel), have);
+  }
+  if (fitted.count(AttentionKernel::kFa2)) c.attention_kernel = AttentionKernel::kFa2;
+}
+
+}  // namespace
 
 ClusterConfig RunOptions::loadCluster() const {
   ClusterConfig c = loadClusterConfig(resolveConfigPath(cluster, "clusters"));
+  selectAttentionKernel(c, attention_kernel, framework);
   if (overlap_slowdown == "off") {
     const std::string why = "switched off (--overlap-slowdown off)";
     c.device.overlap_slowdown.nvlink = {1.0, why};

@@ -62,6 +62,7 @@ struct RunOptions {
   bool account_for_embedding = false;  // Megatron's --account-for-embedding-in-pipeline-split
   bool account_for_loss = false;       // Megatron's --account-for-loss-in-pipeline-split
   std::string framework = "megatron";  // --framework megatron | fsdp
+  std::string attention_kernel;        // --attention-kernel fa2 | fa3 | cudnn (empty: default)
   std::string reshard = "default";     // --reshard-after-forward default | always | never
   ModelOverrides overrides;
   const CLI::App* extras_app = nullptr;          // set by addMegatronExtras
@@ -97,6 +98,7 @@ struct RunOptions {
 
   // Registers --overlap-slowdown on|off and --link-sharing on|off (simulate, search: every command
   // that times iterations).
+  // Also registers --attention-kernel (the device-model options of simulate and search).
   void addOverlapSlowdownOption(CLI::App& app);
 
   // Throws InputError when --schedule names another schedule than the interleaved one that
@@ -105,7 +107,10 @@ struct RunOptions {
   // The model file with the command line's overrides applied.
   ModelConfig loadModel() const;
   // The cluster file, its device's overlap slowdown switched off by --overlap-slowdown off, its
-  // link sharing by --link-sharing off.
+  // link sharing by --link-sharing off, its attention kernel from --attention-kernel, else the
+  // cluster file's, else the framework's (megatron: Transformer Engine's choice on Hopper,
+  // cudnn; fsdp: PyTorch SDPA's flash backend, fa2). An explicit kernel the device file has no
+  // fit for is an InputError; a framework default it lacks falls back to its fa2 fit.
   ClusterConfig loadCluster() const;
   // Strategy from the flags; throws InputError naming the flag (and for a repeated --strategy).
   // `model` turns Megatron's --num-layers-per-virtual-pipeline-stage into v.

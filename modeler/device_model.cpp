@@ -49,7 +49,8 @@ double DeviceModel::memoryBoundUs(double flops, int64_t memory_bytes, DType dtyp
   const double efficiency = own != d.model->memory_efficiency_by_op.end()
                                 ? own->second.value
                                 : d.model->memory_efficiency.value;
-  double compute_us = flops / kFlopsPerUs(d.peakTflops(dtype));
+  // Only the compute term slows with the sustained clock; HBM bandwidth does not.
+  double compute_us = flops / kFlopsPerUs(d.peakTflops(dtype)) * d.model->computeSlowdown();
   double memory_us = double(memory_bytes) / bytesPerUs(d.memory_bandwidth_gb_s * efficiency);
   return std::max(compute_us, memory_us) + d.model->memory_kernel_us.value;
 }
@@ -77,8 +78,9 @@ double DeviceModel::gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType
   const double tn =
       std::min<double>(kTile, double(ceilDiv(std::min<int64_t>(n, kTile), kFragment) * kFragment));
   const double per_sm_flops_per_us = kFlopsPerUs(d.peakTflops(dtype)) / sm;
-  const double tile_us =
-      (double(k) / split + overhead_k) * 2.0 * tm * tn / (per_sm_flops_per_us * efficiency);
+  // The tiles run at the sustained clock of a training step's GEMM stream (device_config.h).
+  const double tile_us = (double(k) / split + overhead_k) * 2.0 * tm * tn /
+                         (per_sm_flops_per_us * efficiency) * p.computeSlowdown();
   const double memory_us =
       double(memory_bytes) / bytesPerUs(d.memory_bandwidth_gb_s * p.memory_efficiency.value);
   return std::max(waves * tile_us, memory_us) + p.gemm_kernel_us.value;
@@ -133,20 +135,25 @@ double DeviceModel::fusedAttentionUs(const Event& event) const {
   const DeviceSpec& d = cluster_.device;
   const double kernel_us = d.model ? d.model->gemm_kernel_us.value : 0;
   const double memory_us = memoryBoundUs(0, event.memory_bytes, event.dtype, event.op);
-  if (d.model && d.model->fused_attention) {
+  const FusedAttentionParams* fitted = nullptr;
+  if (d.model) {
+    const auto it = d.model->fused_attention.find(cluster_.attentionKernel());
+    if (it != d.model->fused_attention.end()) fitted = &it->second;
+  }
+  if (fitted != nullptr) {
     // The kernel's own tile model (device_config.h, fitted by scripts/gpu/fit_attention.py): a
     // CTA per 128-query tile of a head walks the 128-key tiles it needs (causal: up to the
     // diagonal, which it computes whole), each tile the pass's products plus the softmax work,
     // and pays a prologue/epilogue of cta_overhead_tiles; the CTAs spread over the SMs, none
     // shorter than the longest one.
-    const AttentionPassParams& a =
-        backward ? d.model->fused_attention->backward : d.model->fused_attention->forward;
+    const AttentionPassParams& a = backward ? fitted->backward : fitted->forward;
     const double n = std::ceil(double(seq) / kTile);
     const double visited = causal ? n * (n + 1) / 2 : n * n;
     const double tile_flops =
         2.0 * kTile * kTile *
         (qk_gemms * qk_dim + v_gemms * v_dim + (qk_gemms + v_gemms) * a.softmax_dim.value);
-    const double rate = kFlopsPerUs(d.peakTflops(event.dtype)) * a.efficiency.value;
+    const double rate =
+        kFlopsPerUs(d.peakTflops(event.dtype)) * a.efficiency.value / d.model->computeSlowdown();
     const double ovh = a.cta_overhead_tiles.value;
     const double all_us = double(batch) * (visited + n * ovh) * tile_flops / rate;
     const double longest_cta_us = (n + ovh) * tile_flops / (rate / d.sm_count);

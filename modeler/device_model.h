@@ -15,13 +15,20 @@
 //                 takes its own gemm_efficiency and tile_overhead_k, and runs at the peak of
 //                 peakDType(dtype)
 //       time   = max(waves * tile_us, bytes / (bandwidth * memory_efficiency)) + gemm_kernel_us
-//   fused attention (flash_attn_*, mla_attn_*) with the device file's fused_attention model:
+//   sustained clock: with the device file's `clocks`, every compute-bound term (GEMM tiles,
+//     attention tiles, a memory-bound op's flops/peak) takes fit_mhz / sustained_mhz longer: the
+//     fit's kernels ran at fit_mhz, a training step's GEMM stream at the power limit sustains
+//     sustained_mhz. Byte terms and the fixed per-kernel times do not change (HBM keeps its
+//     clock under the power cap)
+//   fused attention (flash_attn_*, mla_attn_*) with the device file's fused_attention model of
+//     the run's kernel (ClusterConfig::attentionKernel: fa2, fa3 or cudnn):
 //       n = ceil(seq/128) query tiles per head, each a CTA walking n key tiles (causal:
 //       n(n+1)/2 per head, diagonal whole); per tile 2*128*128*(gq*qk_dim + gv*v_dim +
 //       (gq+gv)*softmax_dim) flops, gq, gv = 1, 1 forward and 3, 2 backward; rate = peak *
-//       efficiency of the pass; time = max(batch * (visited + n*cta_overhead_tiles) * tile /
-//       rate, the longest CTA (n + overhead) tiles on one SM, memory) + gemm_kernel_us. Without
-//       it: the scores GEMMs at GEMM efficiency (causal halved)
+//       efficiency of the pass / clock slowdown; time = max(batch * (visited +
+//       n*cta_overhead_tiles) * tile / rate, the longest CTA (n + overhead) tiles on one SM,
+//       memory) + gemm_kernel_us. Without a fit of the run's kernel: the scores GEMMs at GEMM
+//       efficiency (causal halved)
 //   other compute ops (memory-bound): max(flops / peak, bytes / (bandwidth * efficiency))
 //     + memory_kernel_us, efficiency = the op's memory_efficiency_by_op, else memory_efficiency
 //   host-side ops (offload, either model): a copy over the host link takes latency + bytes / its

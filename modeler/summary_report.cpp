@@ -1,5 +1,4 @@
 #include "modeler/summary_report.h"
-#include "ops/parameter_counts.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,6 +11,7 @@
 #include "common/units.h"
 #include "modeler/json_schema.h"
 #include "modeler/memory_model.h"
+#include "ops/parameter_counts.h"
 
 namespace evsim {
 
@@ -83,6 +83,27 @@ UncertaintyBand uncertaintyBand(const Simulation& sim) {
       sim.summary.iteration_us * estimated * u.value / 100,
       fmt::format("{:.0f}% of op time estimated by the device model of {} (+-{:.1f}%, {})",
                   100 * estimated, device.id.empty() ? device.name : device.id, u.value, u.source)};
+}
+
+// Which fused-attention fit and which clocks the device model times kernels with ("" when the
+// device has neither).
+std::string kernelModelLine(const ClusterConfig& cluster) {
+  const std::optional<DeviceModelParams>& m = cluster.device.model;
+  if (!m) return "";
+  std::string out;
+  if (!m->fused_attention.empty()) {
+    const auto it = m->fused_attention.find(cluster.attentionKernel());
+    out = it != m->fused_attention.end()
+              ? fmt::format("attention {} ({})", attentionKernelName(it->first), it->second.kernel)
+              : fmt::format("attention {}: no fit, the unfused GEMMs",
+                            attentionKernelName(cluster.attentionKernel()));
+  }
+  if (m->clocks && m->computeSlowdown() != 1.0) {
+    out += fmt::format("{}compute at the sustained {:.0f} MHz of the fit's {:.0f} (x{:.3f})",
+                       out.empty() ? "" : "; ", m->clocks->sustained_mhz.value,
+                       m->clocks->fit_mhz.value, m->computeSlowdown());
+  }
+  return out;
 }
 
 }  // namespace
@@ -172,8 +193,7 @@ nlohmann::json exposedCommJson(const DeviceMetrics& d) {
 
 }  // namespace
 
-nlohmann::json summaryJson(const Simulation& sim, double memory_headroom,
-                           const LinkUsage* links) {
+nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const LinkUsage* links) {
   const SimulationSummary& s = sim.summary;
   const Strategy& st = sim.plan.strategy;
   const MemoryEstimate memory = estimateMemory(sim.plan, memory_headroom);  // per device
@@ -253,10 +273,10 @@ std::string summaryText(const Simulation& sim, double memory_headroom, const Lin
   const SimulationSummary& s = sim.summary;
   const IterationPlan& p = sim.plan;
   const Strategy& st = p.strategy;
-  std::string out = fmt::format(
-      "{} on {} ({} x {}): {} b={} B={} m={} {}{}\n", p.model.name, p.cluster.name, st.gpus(),
-      p.cluster.device.name, st.name(), st.micro_batch, st.global_batch, p.micro_batches,
-      scheduleName(st.schedule), st.techniques());
+  std::string out =
+      fmt::format("{} on {} ({} x {}): {} b={} B={} m={} {}{}\n", p.model.name, p.cluster.name,
+                  st.gpus(), p.cluster.device.name, st.name(), st.micro_batch, st.global_batch,
+                  p.micro_batches, scheduleName(st.schedule), st.techniques());
   const UncertaintyBand band = uncertaintyBand(sim);
   out += fmt::format("  iteration time     {:.3f} ms", s.iteration_us / kUsPerMs);
   if (!band.band_us) {
@@ -265,6 +285,9 @@ std::string summaryText(const Simulation& sim, double memory_headroom, const Lin
     out += fmt::format(" (+-{:.3f} ms estimated)", *band.band_us / kUsPerMs);
   }
   out += fmt::format("\n  uncertainty        {}\n", band.basis);
+  if (const std::string kernels = kernelModelLine(sim.plan.cluster); !kernels.empty()) {
+    out += fmt::format("  kernel model       {}\n", kernels);
+  }
   out += fmt::format("  throughput         {:.2f} samples/s, {:.0f} tokens/s\n", s.samples_per_s,
                      s.tokens_per_s);
   out += fmt::format("  model FLOP/s/GPU   {:.2f} TFLOP/s, MFU {}\n",

@@ -30,6 +30,9 @@ class Device {
   // Versions of the platform's own libraries ("cuda", "nccl", "cupti"); MPI's is added by the
   // harness.
   virtual std::map<std::string, std::string> versions() const = 0;
+  // The device's maximum SM clock in MHz (0 when the platform has none to report: the CPU), for
+  // the sustained-clock measurement (profiler/sustained_gemm.h).
+  virtual double maxClockMhz() const { return 0; }
   // One line about how this rank timed its events worth printing after the run ("" for none).
   virtual std::string timingNote() const { return ""; }
 
@@ -63,7 +66,6 @@ class Device {
   };
   virtual OverlapSamples timeComputeBeside(const Event& compute, const Event& transfer,
                                            const CommGroup& group, int warmup, int repeats);
-
 };
 
 }  // namespace evsim

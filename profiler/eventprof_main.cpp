@@ -20,6 +20,7 @@
 #include "profiler/event_source.h"
 #include "profiler/overlap_probe.h"
 #include "profiler/profile_session.h"
+#include "profiler/sustained_gemm.h"
 
 namespace evsim {
 namespace {
@@ -40,6 +41,7 @@ struct Flags {
   uint64_t seed = 1;
   std::string compute_timer = "cupti";
   bool overlap = false;
+  double sustained_gemm_s = 0;  // > 0: the sustained-clock measurement instead of events
 };
 
 void addFlags(CLI::App& app, Flags& f) {
@@ -96,6 +98,11 @@ void addFlags(CLI::App& app, Flags& f) {
                  "launch gaps included; to cross-check CUPTI)")
       ->check(CLI::IsMember({"cupti", "cuda-events"}))
       ->capture_default_str();
+  app.add_option("--sustained-gemm-s", f.sustained_gemm_s,
+                 "instead of events: time one large GEMM as a short burst, then back to back for "
+                 "this many seconds (60 on a GPU), and write the sustained/short ratio to -o for "
+                 "`eventsim calibrate --sustained-gemm` (the sustained clock; docs/PROFILER.md)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--overlap", f.overlap,
                "instead of events: time a GEMM and a memory-bound kernel alone and beside an "
                "all-reduce (inside a node; across nodes when the ranks span two or more), for "
@@ -178,12 +185,15 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
   setCommTimeout(flags.comm_timeout_s);  // before the first wait on another rank
   ProfileRequest wanted;
   std::string load_error;
-  if (world.rank == 0 && flags.overlap) {
+  const bool own_kernels = flags.overlap || flags.sustained_gemm_s > 0;
+  if (world.rank == 0 && flags.overlap && flags.sustained_gemm_s > 0) {
+    load_error = "--overlap and --sustained-gemm-s are separate measurements: give one";
+  } else if (world.rank == 0 && own_kernels) {
     if (!flags.events_file.empty() || !flags.run.strategy_text.empty() || flags.run.tp > 0 ||
         flags.gpus > 0 || flags.resume) {
-      load_error =
-          "--overlap measures its own kernels: give no --events, --strategy, --gpus or "
-          "--resume with it";
+      load_error = fmt::format(
+          "{} measures its own kernels: give no --events, --strategy, --gpus or --resume with it",
+          flags.overlap ? "--overlap" : "--sustained-gemm-s");
     }
   } else if (world.rank == 0) {
     try {
@@ -224,6 +234,20 @@ int runEventprof(int argc, char** argv, const MpiWorld& world) {
   options.repeats = flags.repeats;
   options.resume = flags.resume;
   options.intra_node_only = flags.intra_node_only;
+  if (flags.sustained_gemm_s > 0) {
+    // Rank 0's device alone: the clock is a property of one GPU (every rank of a node has one).
+    if (world.rank == 0) {
+      const SustainedGemmRecord record =
+          measureSustainedGemm(*device, flags.sustained_gemm_s, flags.repeats, stderr);
+      saveSustainedGemm(record, flags.output);
+      fmt::print(stderr,
+                 "[eventprof] wrote {}: {} burst {:.1f} us, last quarter of {:.0f} s {:.1f} us "
+                 "(sustained/short {:.3f})\n",
+                 flags.output, record.gemm, record.short_us, record.elapsed_s, record.sustained_us,
+                 record.sustainedRatio());
+    }
+    return 0;
+  }
   ProfileSession session(world, topo, *device, options);
   if (flags.overlap) {
     const int records = measureOverlap(world, topo, *device, options, session.collectMetadata());

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "modeler/calibration/sustained_clock.h"
 
 namespace evsim {
 
@@ -152,10 +153,10 @@ CalibrationReport calibrate(const CalibrationInput& input) {
   }
   const bool fits_model =
       input.collectives != nullptr || !input.runs.empty() || input.kernels != nullptr;
-  if (!fits_model && input.overlap == nullptr) {
+  if (!fits_model && input.overlap == nullptr && !input.sustained) {
     EVSIM_THROW(InputError,
-                "nothing to calibrate: give measured runs, kernels, collective and/or overlap "
-                "records");
+                "nothing to calibrate: give measured runs, kernels, collective, overlap and/or "
+                "sustained-GEMM records");
   }
   if (input.kernels != nullptr && !input.runs.empty()) {
     EVSIM_THROW(InputError, "--kernels and --runs exclude each other: fit one or the other");
@@ -266,6 +267,7 @@ CalibrationReport calibrate(const CalibrationInput& input) {
       (fit.inter_node ? slowdown.network : slowdown.nvlink) = {fit.factor, fit.source};
     }
   }
+  if (input.sustained) applySustainedClock(*input.sustained, input.sustained_origin, device);
   report.device = device;
   return report;
 }

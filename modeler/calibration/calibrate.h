@@ -18,6 +18,7 @@
 
 #include "config/cluster_config.h"
 #include "io/profile_db.h"
+#include "io/sustained_gemm_file.h"
 #include "modeler/calibration/collective_fit.h"
 #include "modeler/calibration/compute_fit.h"
 #include "modeler/calibration/kernel_fit.h"
@@ -58,6 +59,10 @@ struct CalibrationInput {
   // Overlap records (ProfileDb::overlapRecords) to fit the overlap slowdown to.
   const ProfileDb* overlap = nullptr;
   std::string overlap_origin;
+  // eventprof --sustained-gemm-s's record: sets the device's clocks (sustained_clock.h), after
+  // any compute fit.
+  std::optional<SustainedGemmRecord> sustained;
+  std::string sustained_origin;
   int threads = 1;
   int max_evaluations = 400;
 };

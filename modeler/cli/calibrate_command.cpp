@@ -25,6 +25,7 @@ struct CalibrateArgs {
   std::string collectives;
   std::string kernels;
   std::string overlap;
+  std::string sustained_gemm;
   int hold_out_every = 3;
   std::string fit_where;
   std::string cross_validate;
@@ -168,6 +169,11 @@ void printReport(const CalibrationReport& report) {
     fmt::print("; {} runs skipped\n", report.runs->skipped().size());
   }
   if (report.kernel_fit) printKernelReport(report);
+  if (report.device.model && report.device.model->clocks) {
+    const ClockParams* clocks = &*report.device.model->clocks;
+    fmt::print("clocks: fit {:.0f} MHz, sustained {:.0f} MHz (compute x{:.3f})\n",
+               clocks->fit_mhz.value, clocks->sustained_mhz.value, clocks->computeSlowdown());
+  }
   for (const OverlapFit& f : report.overlap_fits) {
     fmt::print("overlap slowdown ({}): x{:.3f} over {} kernels{}, rms error {:.1f}%\n",
                f.inter_node ? "network" : "nvlink", f.factor, f.points,
@@ -202,6 +208,10 @@ void runCalibrate(const CalibrateArgs& args, const JsonSink& sink) {
     overlap = ProfileDb::load(args.overlap);
     input.overlap = &*overlap;
     input.overlap_origin = args.overlap;
+  }
+  if (!args.sustained_gemm.empty()) {
+    input.sustained = loadSustainedGemm(args.sustained_gemm);
+    input.sustained_origin = args.sustained_gemm;
   }
   if (!args.runs.empty()) {
     input.runs = loadMeasuredRuns(args.runs);
@@ -285,6 +295,9 @@ void registerCalibrateCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--overlap", args->overlap,
                   "profile database whose overlap records (eventprof --overlap: kernels alone and "
                   "beside an all-reduce) give the overlap slowdown per traffic kind");
+  cmd->add_option("--sustained-gemm", args->sustained_gemm,
+                  "eventprof --sustained-gemm-s's record: sets the device's clocks.sustained_mhz "
+                  "(compute-bound kernels of a training step at the power limit)");
   cmd->add_option("--hold-out-every", args->hold_out_every,
                   "with --kernels: hold out every N-th compute record (0: none)")
       ->capture_default_str()
@@ -308,7 +321,9 @@ void registerCalibrateCommand(CLI::App& app, JsonSink sink) {
                   "model evaluations of the compute fit")
       ->capture_default_str()
       ->check(CLI::Range(10, 100000));
-  cmd->add_option("-o,--output", args->output, "device file to write")->required()->check(kFileName);
+  cmd->add_option("-o,--output", args->output, "device file to write")
+      ->required()
+      ->check(kFileName);
   cmd->add_option("--predictions", args->predictions,
                   "CSV of every run's measured and predicted time (fit, held-out or skipped)");
   cmd->callback([args, sink] { runCalibrate(*args, sink); });

@@ -103,6 +103,12 @@ class CudaDevice : public Device {
     return props.name;
   }
 
+  double maxClockMhz() const override {
+    int khz = 0;
+    EVSIM_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device_));
+    return khz / 1000.0;
+  }
+
   std::map<std::string, std::string> versions() const override {
     std::map<std::string, std::string> out;
     int runtime = 0, driver = 0, nccl = 0;

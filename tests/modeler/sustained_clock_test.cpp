@@ -1,0 +1,121 @@
+// Sustained clocks (device file `clocks`, modeler/device_model.h): compute-bound time scales by
+// fit_mhz / sustained_mhz, byte-bound time and the fixed kernel times do not. Every time worked by
+// hand beside it.
+#include "modeler/calibration/sustained_clock.h"
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "config/cluster_config.h"
+#include "modeler/device_model.h"
+#include "support/test_support.h"
+
+namespace evsim {
+namespace {
+
+// 108 SMs, fp16 324 TFLOP/s (3e6 flop/us per SM), tiles at 0.75 with 64 of k overhead, 5 us per
+// GEMM; 2000 GB/s at 0.8, 2 us per memory-bound kernel; fitted at 2000 MHz, sustains 1600.
+const char* kDeviceYaml = R"(
+name: clocked-gpu
+gpu: Clocked GPU
+datasheet:
+  source: "test datasheet"
+  peak_tflops: {fp16: 324}
+  memory_bandwidth_gb_s: 2000
+  memory_gib: 80
+  sm_count: 108
+model:
+  gemm_efficiency: {value: 0.75, source: "test"}
+  gemm_tile_overhead_k: {value: 64, source: "test"}
+  gemm_kernel_us: {value: 5, source: "test"}
+  memory_efficiency: {value: 0.8, source: "test"}
+  memory_kernel_us: {value: 2, source: "test"}
+  host_op_us: {value: 20, source: "test"}
+  uncertainty_pct: {value: 10, source: "test"}
+  clocks:
+    fit_mhz: {value: 2000, source: "test"}
+    sustained_mhz: {value: 1600, source: "test"}
+)";
+
+ClusterConfig clockedCluster(const std::string& yaml) {
+  ClusterConfig c;
+  c.name = "clocked";
+  c.gpus_per_node = 8;
+  c.device = parseDeviceConfig(yaml, "clocked-gpu.yaml");
+  c.intra_link = {"link", 300, 3};
+  c.network = {"net", 200, 5};
+  return c;
+}
+
+TEST(SustainedClock, ComputeBoundTilesRunAtTheSustainedClock) {
+  ClusterConfig cluster = clockedCluster(kDeviceYaml);
+  DeviceModel model(cluster);
+  // 1536 x 1152: 12 x 9 = 108 tiles, one wave, no split-K. A tile: (4096 + 64) * 2 * 128 * 128 /
+  // (3e6 * 0.75) = 60.5816 us at the fit's clock; at 1600 of 2000 MHz x 1.25 = 75.727 us, + 5.
+  EXPECT_NEAR(model.gemmUs(1, 1536, 1152, 4096, DType::kFp16, 0),
+              4160.0 * 32768 / 2.25e6 * 1.25 + 5, 1e-6);
+  // A memory-bound op: 1.6e9 B at 2000 GB/s * 0.8 = 1000 us + 2, whatever the SM clock.
+  EXPECT_NEAR(model.memoryBoundUs(0, 1'600'000'000, DType::kFp16, "add"), 1002, 1e-6);
+  // A GEMM bound by its bytes (k = 16: 1.165 us of tiles x 1.25; 8e8 B: 500 us) keeps its time.
+  EXPECT_NEAR(model.gemmUs(1, 1536, 1152, 16, DType::kFp16, 800'000'000), 505, 1e-6);
+}
+
+TEST(SustainedClock, WithoutClocksOrAtTheFitsClockNothingChanges) {
+  std::string yaml = kDeviceYaml;
+  yaml.replace(yaml.find("1600"), 4, "2000");
+  EXPECT_NEAR(DeviceModel(clockedCluster(yaml)).gemmUs(1, 1536, 1152, 4096, DType::kFp16, 0),
+              4160.0 * 32768 / 2.25e6 + 5, 1e-6);
+  // The bundled A100 fit came from whole training runs: fit_mhz = sustained_mhz, factor 1.
+  const ClusterConfig a100 = loadClusterConfig(test::configPath("clusters", "dgx-a100"));
+  EXPECT_EQ(a100.device.model->computeSlowdown(), 1.0);
+  // The H100's short-kernel fit at the 1,980 MHz boost, a training step at 1,830.
+  const ClusterConfig h100 = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  EXPECT_NEAR(h100.device.model->computeSlowdown(), 1980.0 / 1830.0, 1e-12);
+}
+
+TEST(SustainedClock, ItReadsBackAndABadClockIsNamed) {
+  const DeviceSpec spec = parseDeviceConfig(kDeviceYaml, "clocked-gpu.yaml");
+  const DeviceSpec again = parseDeviceConfig(deviceConfigYaml(spec), "again.yaml");
+  ASSERT_TRUE(again.model->clocks.has_value());
+  EXPECT_EQ(again.model->clocks->sustained_mhz.value, 1600);
+  std::string yaml = kDeviceYaml;
+  yaml.replace(yaml.find("value: 1600"), 11, "value: 0");
+  EXPECT_CONTAINS(test::inputErrorOf([&] { parseDeviceConfig(yaml, "bad.yaml"); }),
+                  "sustained_mhz.value: must be > 0");
+}
+
+TEST(SustainedClock, EventprofsRecordSetsTheSustainedClock) {
+  SustainedGemmRecord r;
+  r.backend = "cuda";
+  r.device = "GPU";
+  r.date = "2026-11-26T01:00:00Z";
+  r.gemm = "gemm m=8192 n=8192 k=8192 layout=nn dtype=bf16";
+  r.seconds = 60;
+  r.elapsed_s = 60;
+  r.short_us = 1400;
+  r.sustained_us = 1750;
+  r.chunks = 40;
+  r.max_clock_mhz = 1980;
+  // The device's own fit clock (2000) is kept: sustained = 2000 x 1400 / 1750 = 1600 MHz.
+  DeviceSpec device = parseDeviceConfig(kDeviceYaml, "clocked-gpu.yaml");
+  applySustainedClock(r, "s.yaml", device);
+  EXPECT_EQ(device.model->clocks->fit_mhz.value, 2000);
+  EXPECT_NEAR(device.model->clocks->sustained_mhz.value, 1600, 1e-9);
+  // Without clocks in the file, the measured device's maximum clock: 1980 x 0.8 = 1584 MHz.
+  std::string yaml = kDeviceYaml;
+  yaml.erase(yaml.find("  clocks:"));
+  DeviceSpec plain = parseDeviceConfig(yaml, "plain.yaml");
+  applySustainedClock(r, "s.yaml", plain);
+  EXPECT_EQ(plain.model->clocks->fit_mhz.value, 1980);
+  EXPECT_NEAR(plain.model->clocks->sustained_mhz.value, 1584, 1e-9);
+  // A CPU's record has no clock: with no fit_mhz in the device either, one clear error.
+  r.max_clock_mhz = 0;
+  r.backend = "cpu";
+  DeviceSpec again = parseDeviceConfig(yaml, "plain.yaml");
+  EXPECT_CONTAINS(test::inputErrorOf([&] { applySustainedClock(r, "s.yaml", again); }),
+                  "--sustained-gemm s.yaml: it reports no device clock (max_clock_mhz 0, backend "
+                  "cpu) and device 'clocked-gpu' has no clocks.fit_mhz to scale");
+}
+
+}  // namespace
+}  // namespace evsim
