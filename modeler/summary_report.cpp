@@ -1,5 +1,4 @@
 #include "modeler/summary_report.h"
-#include "ops/parameter_counts.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,6 +11,7 @@
 #include "common/units.h"
 #include "modeler/json_schema.h"
 #include "modeler/memory_model.h"
+#include "ops/parameter_counts.h"
 
 namespace evsim {
 
@@ -172,8 +172,7 @@ nlohmann::json exposedCommJson(const DeviceMetrics& d) {
 
 }  // namespace
 
-nlohmann::json summaryJson(const Simulation& sim, double memory_headroom,
-                           const LinkUsage* links) {
+nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const LinkUsage* links) {
   const SimulationSummary& s = sim.summary;
   const Strategy& st = sim.plan.strategy;
   const MemoryEstimate memory = estimateMemory(sim.plan, memory_headroom);  // per device
@@ -200,6 +199,7 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom,
           {"strategy", st.name()},
           {"context_parallel", st.cp},
           {"expert_parallel", st.ep},
+          {"expert_tensor_parallel", st.expertTp()},
           {"micro_batch", st.micro_batch},
           {"global_batch", st.global_batch},
           {"micro_batches", sim.plan.micro_batches},
@@ -253,10 +253,10 @@ std::string summaryText(const Simulation& sim, double memory_headroom, const Lin
   const SimulationSummary& s = sim.summary;
   const IterationPlan& p = sim.plan;
   const Strategy& st = p.strategy;
-  std::string out = fmt::format(
-      "{} on {} ({} x {}): {} b={} B={} m={} {}{}\n", p.model.name, p.cluster.name, st.gpus(),
-      p.cluster.device.name, st.name(), st.micro_batch, st.global_batch, p.micro_batches,
-      scheduleName(st.schedule), st.techniques());
+  std::string out =
+      fmt::format("{} on {} ({} x {}): {} b={} B={} m={} {}{}\n", p.model.name, p.cluster.name,
+                  st.gpus(), p.cluster.device.name, st.name(), st.micro_batch, st.global_batch,
+                  p.micro_batches, scheduleName(st.schedule), st.techniques());
   const UncertaintyBand band = uncertaintyBand(sim);
   out += fmt::format("  iteration time     {:.3f} ms", s.iteration_us / kUsPerMs);
   if (!band.band_us) {
