@@ -103,10 +103,10 @@ TEST(ExpertTp, ExpertShapesAndDispatchBytes) {
 // rows instead of 32 for its one expert, and its all-to-all 48 x 64 x 2 = 6,144 bytes.
 TEST(ExpertTp, TheBusiestExpertRankSetsTheRows) {
   const std::string yaml = kTinyMoe;
-  const ModelConfig model = parseModelConfig(
-      yaml.substr(0, yaml.find("layers:")) + "moe_load_imbalance: 1.5\n" +
-          yaml.substr(yaml.find("layers:")),
-      "imbalanced");
+  const ModelConfig model =
+      parseModelConfig(yaml.substr(0, yaml.find("layers:")) + "moe_load_imbalance: 1.5\n" +
+                           yaml.substr(yaml.find("layers:")),
+                       "imbalanced");
   const IterationPlan plan = buildIterationPlan(model, test::cluster(8), tinyStrategy(1));
   const StagePlan& s = plan.stages[0];
   EXPECT_EQ(test::dimValues(eventOf(plan, findOp(s.forward, "expert_fc1_gemm", 0))),
