@@ -13,9 +13,12 @@ namespace {
 
 using nlohmann::json;
 
-const std::set<std::string> kFamilies = {"LlamaForCausalLM", "MistralForCausalLM",
-                                         "MixtralForCausalLM", "Qwen2ForCausalLM",
-                                         "Qwen2MoeForCausalLM"};
+const std::set<std::string> kFamilies = {
+    "LlamaForCausalLM",    "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
+    "Qwen2MoeForCausalLM", "Qwen3ForCausalLM",   "Qwen3MoeForCausalLM"};
+
+// Qwen3 normalises each query and key head (q_norm, k_norm: RMSNorm over head_dim).
+const std::set<std::string> kQkNormFamilies = {"Qwen3ForCausalLM", "Qwen3MoeForCausalLM"};
 
 // Keys without effect on the time or the memory of a training iteration.
 const std::set<std::string> kWithoutEffect = {"_name_or_path",
@@ -44,7 +47,6 @@ const std::set<std::string> kWithoutEffect = {"_name_or_path",
                                               "attention_bias",
                                               "mlp_bias",
                                               "attention_dropout",
-                                              "head_dim",
                                               "decoder_sparse_step",
                                               "mlp_only_layers"};
 
@@ -53,6 +55,7 @@ const std::set<std::string> kMapped = {"hidden_size",
                                        "intermediate_size",
                                        "num_attention_heads",
                                        "num_key_value_heads",
+                                       "head_dim",
                                        "num_hidden_layers",
                                        "vocab_size",
                                        "max_position_embeddings",
@@ -116,19 +119,15 @@ std::string modelYaml(const std::string& json_text, const std::string& origin,
       kFamilies.count(arch[0].get<std::string>()) == 0) {
     refuse(origin, "architectures",
            fmt::format("{}: not one of the mapped families (LlamaForCausalLM, MistralForCausalLM, "
-                       "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM)",
+                       "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, "
+                       "Qwen3ForCausalLM, Qwen3MoeForCausalLM)",
                        arch.dump()));
   }
   const std::string family = arch[0].get<std::string>();
   const int64_t hidden = positive(root, origin, "hidden_size");
   const int64_t heads = positive(root, origin, "num_attention_heads");
-  if (root.contains("head_dim") && !root["head_dim"].is_null() &&
-      (!root["head_dim"].is_number_integer() ||
-       root["head_dim"].get<int64_t>() * heads != hidden)) {
-    refuse(origin, "head_dim",
-           fmt::format("{} x {} heads != hidden_size {}: a separate head size is not modelled",
-                       root["head_dim"].dump(), heads, hidden));
-  }
+  // Qwen3 sets its own head size (128 with 4096 / 64 heads in the 235B): Megatron's kv_channels.
+  const bool head_dim = root.contains("head_dim") && !root["head_dim"].is_null();
   if (root.value("hidden_act", std::string("silu")) != "silu") {
     refuse(origin, "hidden_act", "the Llama family's gated MLP is mapped with silu (SwiGLU) only");
   }
@@ -163,6 +162,8 @@ std::string modelYaml(const std::string& json_text, const std::string& origin,
       positive(root, origin, "max_position_embeddings"), positive(root, origin, "vocab_size"),
       root.contains("num_key_value_heads") ? positive(root, origin, "num_key_value_heads") : heads,
       bias, !tied, attention_dropout);
+  if (head_dim) yaml += fmt::format("kv_channels: {}\n", positive(root, origin, "head_dim"));
+  if (kQkNormFamilies.count(family) > 0) yaml += "qk_layernorm: true\n";
   const char* experts_key = root.contains("num_local_experts") ? "num_local_experts"
                             : root.contains("num_experts")     ? "num_experts"
                                                                : nullptr;

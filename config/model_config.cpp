@@ -54,6 +54,7 @@ BlockSpec readBlockSpec(const YamlReader& root, int64_t heads) {
   spec.bias = flag(root, "add_bias_linear", true);
   spec.untied_output = flag(root, "untie_embeddings_and_output_weights", false);
   spec.flash_attention = flag(root, "flash_attention", false);
+  spec.qk_layernorm = flag(root, "qk_layernorm", false);
   spec.fp8 = flag(root, "fp8", false);
   if (root.has("fp8_recipe")) {
     spec.fp8_recipe = parseFp8Recipe(root.str("fp8_recipe"), root.where("fp8_recipe"));
@@ -137,6 +138,8 @@ ModelConfig readModel(const YamlReader& root) {
                   "layers",
                   "description",
                   "num_query_groups",
+                  "kv_channels",
+                  "qk_layernorm",
                   "normalization",
                   "activation",
                   "position_embedding",
@@ -174,13 +177,25 @@ ModelConfig readModel(const YamlReader& root) {
   model.ffn_hidden_size = root.positiveInt("ffn_hidden_size", kMaxFfnHidden);
   model.seq_length = root.positiveInt("seq_length", kMaxSeqLength);
   model.vocab_size = root.positiveInt("vocab_size", kMaxVocab);
-  if (model.hidden_size % model.num_heads != 0) {
+  if (root.has("kv_channels")) {
+    model.kv_channels = root.positiveInt("kv_channels", kMaxHidden);
+  } else if (model.hidden_size % model.num_heads != 0) {
     root.fail("num_heads",
               fmt::format("{} does not divide hidden_size {}", model.num_heads, model.hidden_size));
+  }
+  // Bounded like the hidden size: the query width a x d feeds the same int64 products.
+  if (model.num_heads * model.headDim() > kMaxHidden) {
+    root.fail("kv_channels", fmt::format("num_heads x kv_channels = {} is more than {}",
+                                         model.num_heads * model.headDim(), kMaxHidden));
   }
   model.spec = readBlockSpec(root, model.num_heads);
   model.moe = readMoe(root, model.ffn_hidden_size);
   model.mla = readMla(root, model.spec, model.num_heads);
+  if (model.mla.enabled()) {
+    for (const char* key : {"kv_channels", "qk_layernorm"}) {
+      if (root.has(key)) root.fail(key, "not with multi_latent_attention (it sets its own heads)");
+    }
+  }
   const bool has_experts = model.moe.num_experts > 0;
 
   bool seen_embedding = false, seen_head = false, seen_encoder = false, seen_cross = false;
@@ -210,6 +225,12 @@ ModelConfig readModel(const YamlReader& root) {
         }
         if (block.cross_attention && model.mla.enabled()) {
           group.fail("cross_attention", "true is not modelled with multi_latent_attention");
+        }
+        if (block.cross_attention && model.kv_channels > 0 &&
+            model.kv_channels * model.num_heads != model.hidden_size) {
+          group.fail("cross_attention",
+                     "true is not modelled with kv_channels x num_heads != "
+                     "hidden_size");
         }
         seen_cross = seen_cross || block.cross_attention;
       } else {

@@ -22,6 +22,11 @@
 // The block's architecture (one block spec for every layer; Megatron-LM's argument names), each
 // optional with GPT's choice as the default:
 //   num_query_groups: 8          # grouped-query attention: K/V heads (default num_heads: MHA)
+//   kv_channels: 128             # channels per attention head (Megatron --kv-channels, Hugging
+//                                # Face head_dim; default hidden_size / num_heads): Q is
+//                                # num_heads x this wide and the projection reads it (Qwen3)
+//   qk_layernorm: true           # the norm on each Q and K head after the QKV GEMM (Megatron
+//                                # --qk-layernorm, Qwen3's q_norm / k_norm; weights of one head)
 //   normalization: rmsnorm       # layernorm | rmsnorm
 //   activation: swiglu           # gelu | swiglu (fc1 is one fused [gate | up] GEMM, as Megatron)
 //   position_embedding: rope     # learned | rope
@@ -118,6 +123,7 @@ struct BlockSpec {
   bool bias = true;
   bool untied_output = false;  // untie_embeddings_and_output_weights
   bool flash_attention = false;
+  bool qk_layernorm = false;  // a norm over each Q and K head (kv_channels wide)
   bool fp8 = false;
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // with fp8 only
   bool hidden_dropout = true;     // probability > 0: dropout ops after attention, MLP, embedding
@@ -156,6 +162,7 @@ struct ModelConfig {
   int64_t hidden_size = 0;
   int64_t num_heads = 0;
   int64_t ffn_hidden_size = 0;
+  int64_t kv_channels = 0;  // per-head channels; 0: hidden_size / num_heads
   int64_t seq_length = 0;
   int64_t vocab_size = 0;
   BlockSpec spec;
@@ -165,7 +172,7 @@ struct ModelConfig {
   std::vector<TransformerBlock> blocks;  // one entry per transformer layer, in order
 
   int64_t numLayers() const { return static_cast<int64_t>(blocks.size()); }
-  int64_t headDim() const { return hidden_size / num_heads; }
+  int64_t headDim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_heads; }
   int64_t queryGroups() const { return spec.query_groups > 0 ? spec.query_groups : num_heads; }
   // The dtype of GEMM operands: the FP8 recipe's with `fp8: true`, the model dtype otherwise.
   DType gemmDtype() const { return spec.fp8 ? fp8RecipeDType(spec.fp8_recipe) : dtype; }

@@ -16,9 +16,13 @@ void ModelOverrides::addOptions(CLI::App& app) {
   positive("--num-attention-heads", num_heads, kMaxHeads, "attention heads a");
   positive("--ffn-hidden-size", ffn_hidden_size, kMaxFfnHidden, "MLP hidden size f");
   positive("--num-query-groups", num_query_groups, kMaxHeads, "key/value heads (GQA)");
+  positive("--kv-channels", kv_channels, kMaxHidden,
+           "channels per attention head (default hidden size / heads)");
   positive("--vocab-size", vocab_size, kMaxVocab, "vocabulary (padded as Megatron does)");
   app.add_flag("--group-query-attention", group_query_attention,
                "grouped-query attention (with --num-query-groups)")
+      ->group(group);
+  app.add_flag("--qk-layernorm", qk_layernorm, "a norm over each Q and K head (Qwen3)")
       ->group(group);
   app.add_flag("--use-flash-attn", flash_attention, "fused attention, no s x s scores kept")
       ->group(group);
@@ -59,10 +63,10 @@ void ModelOverrides::addOptions(CLI::App& app) {
 
 bool ModelOverrides::any() const {
   return seq_length || num_layers || hidden_size || num_heads || ffn_hidden_size ||
-         num_query_groups || vocab_size || group_query_attention || flash_attention || swiglu ||
-         disable_bias_linear || untie_embeddings || !normalization.empty() ||
-         !position_embedding.empty() || !fp8_format.empty() || !fp8_recipe.empty() || bf16 ||
-         fp16 || hidden_dropout || attention_dropout;
+         num_query_groups || vocab_size || kv_channels || qk_layernorm || group_query_attention ||
+         flash_attention || swiglu || disable_bias_linear || untie_embeddings ||
+         !normalization.empty() || !position_embedding.empty() || !fp8_format.empty() ||
+         !fp8_recipe.empty() || bf16 || fp16 || hidden_dropout || attention_dropout;
 }
 
 void ModelOverrides::apply(ModelConfig& model) const {
@@ -76,6 +80,12 @@ void ModelOverrides::apply(ModelConfig& model) const {
   if (num_heads) model.num_heads = *num_heads;
   if (ffn_hidden_size) model.ffn_hidden_size = *ffn_hidden_size;
   if (vocab_size) model.vocab_size = *vocab_size;
+  if ((kv_channels || qk_layernorm) && model.mla.enabled()) {
+    EVSIM_THROW(InputError, "--kv-channels / --qk-layernorm: not with multi-latent attention ({})",
+                model.name);
+  }
+  if (kv_channels) model.kv_channels = *kv_channels;
+  if (qk_layernorm) model.spec.qk_layernorm = true;
   if (num_query_groups) {
     model.spec.query_groups = *num_query_groups;
   } else if (num_heads && multi_head) {
@@ -112,7 +122,7 @@ void ModelOverrides::apply(ModelConfig& model) const {
   if (fp16) model.dtype = DType::kFp16;
   if (hidden_dropout) model.spec.hidden_dropout = *hidden_dropout > 0;
   if (attention_dropout) model.spec.attention_dropout = *attention_dropout > 0;
-  if (model.hidden_size % model.num_heads != 0) {
+  if (model.kv_channels == 0 && model.hidden_size % model.num_heads != 0) {
     EVSIM_THROW(InputError, "--num-attention-heads {} does not divide --hidden-size {}",
                 model.num_heads, model.hidden_size);
   }

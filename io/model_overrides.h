@@ -2,7 +2,8 @@
 // Megatron-LM's model arguments on the command line, so that a bundled model can be resized
 // without a new YAML ("--seq-length 32768 --num-layers 40") and a Megatron launch line reads as is:
 //   --seq-length --num-layers --hidden-size --num-attention-heads --ffn-hidden-size
-//   --num-query-groups (--group-query-attention) --vocab-size --use-flash-attn --swiglu
+//   --num-query-groups (--group-query-attention) --kv-channels --qk-layernorm --vocab-size
+//   --use-flash-attn --swiglu
 //   --normalization LayerNorm|RMSNorm --position-embedding-type learned_absolute|rope
 //   --disable-bias-linear --untie-embeddings-and-output-weights --fp8-format hybrid|e4m3
 //   --fp8-recipe delayed|tensorwise|rowwise|blockwise|mxfp8 (implies FP8 GEMMs)
@@ -21,8 +22,9 @@ namespace evsim {
 
 struct ModelOverrides {
   std::optional<int64_t> seq_length, num_layers, hidden_size, num_heads, ffn_hidden_size,
-      num_query_groups, vocab_size;
+      num_query_groups, vocab_size, kv_channels;
   bool group_query_attention = false;
+  bool qk_layernorm = false;
   bool flash_attention = false;
   bool swiglu = false;
   bool disable_bias_linear = false;

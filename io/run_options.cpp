@@ -79,6 +79,10 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
                  "expert-parallel size E: MoE experts sharded over E ranks of the DP group")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
+  app.add_option("--etp,--expert-tensor-parallel-size", etp,
+                 "expert tensor-parallel size: each routed expert's FFN split over ETP ranks "
+                 "(default M, Megatron's)")
+      ->check(CLI::Range(1, 1 << 16));
   auto* b = app.add_option("--micro-batch,--micro-batch-size", micro_batch, "micro-batch size b");
   auto* B = app.add_option("--global-batch,--global-batch-size", global_batch,
                            "global batch B (m = B / (b*D))");
@@ -435,6 +439,7 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
   }
   s.cp = cp;
   s.ep = ep;
+  s.etp = etp;
   s.micro_batch = micro_batch;
   s.global_batch = global_batch;
   s.schedule = parseSchedule(schedule);
@@ -508,8 +513,8 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
 std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
                                                           const std::string& micro_batches) const {
   const bool techniques =
-      cp != 1 || ep != 1 || recompute != "none" || sequence_parallel || tp_comm == "rs-ag" ||
-      zero_stage != 0 || distributed_optimizer || virtual_stages != 1 ||
+      cp != 1 || ep != 1 || etp != 0 || recompute != "none" || sequence_parallel ||
+      tp_comm == "rs-ag" || zero_stage != 0 || distributed_optimizer || virtual_stages != 1 ||
       layers_per_virtual_stage > 0 || megatron_virtual_stages > 0 || recompute_activations ||
       !stage_layers.empty() || first_stage_layers > 0 || last_stage_layers > 0 ||
       account_for_embedding || account_for_loss || framework != "megatron" ||
@@ -545,6 +550,7 @@ std::string RunOptions::commandLine(const Strategy& s) const {
   if (!nccl_algo.empty()) out += fmt::format(" --nccl-algo {}", nccl_algo);
   if (s.cp > 1) out += fmt::format(" --cp {}", s.cp);
   if (s.ep > 1) out += fmt::format(" --ep {}", s.ep);
+  if (s.etp > 0 && s.etp != s.tp) out += fmt::format(" --etp {}", s.etp);
   if (s.dp_overlap) {
     out += fmt::format(" --dp-overlap --dp-bucket-mb {}",
                        static_cast<double>(s.dp_bucket_bytes) / (1024 * 1024));

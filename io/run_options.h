@@ -34,8 +34,9 @@ struct RunOptions {
   // refuses them in strategy()).
   std::vector<std::string> more_strategy_texts;
   int tp = 0, pp = 0, dp = 0;
-  int cp = 1;  // context parallel size C
-  int ep = 1;  // expert parallel size E
+  int cp = 1;   // context parallel size C
+  int ep = 1;   // expert parallel size E
+  int etp = 0;  // expert tensor-parallel size (0: M)
   int64_t micro_batch = 0;
   int64_t global_batch = 0;
   std::string schedule = "dapple";

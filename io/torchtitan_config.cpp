@@ -217,11 +217,8 @@ TorchtitanArgs torchtitanArguments(const std::string& text, const std::string& o
       r.get<int64_t>(par, "parallelism", "data_parallel_shard_degree").value_or(-1);
   const int64_t tp = degree("tensor_parallel_degree"), pp = degree("pipeline_parallel_degree");
   const int64_t cp = degree("context_parallel_degree"), ep = degree("expert_parallel_degree");
-  if (degree("expert_tensor_parallel_degree") != 1) {
-    r.notModelled("parallelism.expert_tensor_parallel_degree",
-                  std::to_string(degree("expert_tensor_parallel_degree")),
-                  "expert tensor parallelism is not modelled");
-  }
+  // torchtitan's default expert TP is 1 (whole experts per rank under EP), not Megatron's M.
+  const int64_t etp = degree("expert_tensor_parallel_degree");
   if (r.get<bool>(par, "parallelism", "enable_async_tensor_parallel").value_or(false)) {
     r.notModelled("parallelism.enable_async_tensor_parallel", "true",
                   "async TP's overlap of the TP collectives with the GEMMs is not modelled");
@@ -249,6 +246,7 @@ TorchtitanArgs torchtitanArguments(const std::string& text, const std::string& o
   if (pp > 1) add("--pp", std::to_string(pp));
   if (cp > 1) add("--cp", std::to_string(cp));
   if (ep > 1) add("--ep", std::to_string(ep));
+  if (ep > 1 && etp != tp) add("--etp", std::to_string(etp));
   if (shard >= 1) add("--dp", std::to_string(shard));
   const std::string reshard =
       r.get<std::string>(par, "parallelism", "fsdp_reshard_after_forward").value_or("default");
@@ -354,6 +352,7 @@ std::vector<std::string> expandTorchtitanConfig(const std::vector<std::string>& 
       {"--dp", {"--strategy"}},
       {"--cp", {"--context-parallel-size"}},
       {"--ep", {"--expert-model-parallel-size"}},
+      {"--etp", {"--expert-tensor-parallel-size"}},
       {"--micro-batch", {"--micro-batch-size"}},
       {"--global-batch", {"--global-batch-size"}},
       {"--recompute", {"--recompute-granularity", "--recompute-activations"}}};

@@ -67,6 +67,7 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
   LayerShape shape = layerShape(model_, strategy, groups.tp);
   if (strategy.cp > 1) shape.cp_ring = groups.cp_ring;
   if (strategy.ep > 1) shape.ep_group = groups.ep;
+  shape.etp_group = groups.etp;
   EventTable table;
   LayerOpBuilder builder(shape, table);
   LayerTimes out;
@@ -155,7 +156,9 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
                      placement(groups.tp),
                      placement(groups.cp_ring),
                      placement(groups.ep),
-                     placement(zero3 ? groups.dp : Placement{})};
+                     placement(zero3 ? groups.dp : Placement{}),
+                     strategy.expertTp(),
+                     placement(groups.etp)};
   auto it = workspace.layer_times.find(key);
   if (it != workspace.layer_times.end()) return it->second;
   return workspace.layer_times.try_emplace(key, computeLayerTimes(strategy, zero3, groups))
@@ -218,10 +221,11 @@ bool ClosedFormTier::chunkTimes(const Strategy& strategy, bool zero3, Facts& fac
   backward.assign(K, 0.0);
   for (int k = 0; k < K; ++k) {
     const int s = pipeline.device(k);
-    const LayerTimes t = layerTimes(
-        strategy, zero3,
-        StageGroups{placements.tp[s], placements.cp_ring[s], placements.ep[s], placements.dp[s]},
-        workspace);
+    const LayerTimes t =
+        layerTimes(strategy, zero3,
+                   StageGroups{placements.tp[s], placements.cp_ring[s], placements.ep[s],
+                               placements.dp[s], placements.etp[s]},
+                   workspace);
     if (!t.complete) return false;
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
     for (int layer = first_layer[k]; layer < end; ++layer) {
@@ -406,7 +410,7 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
     addLayerFacts(model_, footprint, unrecomputed, first_layer[k], end, has_embedding, has_head, c);
     f.parameters[k] = c.parameters;
     // The parameters the DP group (x CP) synchronises: all, or without the experts under EP.
-    f.dense_parameters[k] = c.parameters - (strategy.ep > 1 ? c.expert_parameters : 0);
+    f.dense_parameters[k] = c.parameters - (strategy.expertsSyncApart() ? c.expert_parameters : 0);
   }
   f.devices = deviceChunkSums(strategy, strategy.microBatches(), f.chunks);
   return f;

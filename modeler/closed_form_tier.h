@@ -40,9 +40,9 @@
 
 #include "config/cluster_config.h"
 #include "config/model_config.h"
+#include "modeler/cost_model.h"
 #include "plan/plan_cache.h"
 #include "plan/strategy.h"
-#include "modeler/cost_model.h"
 
 namespace evsim {
 
@@ -92,13 +92,14 @@ class ClosedFormTier {
   // The groups whose placement changes a layer's communication times, on one device stage: TP,
   // the CP ring pair, EP and (ZeRO-3's gathers) the DP group.
   struct StageGroups {
-    Placement tp, cp_ring, ep, dp;
+    Placement tp, cp_ring, ep, dp, etp;
   };
   // (b, M, SP, recompute, C, E, ZeRO-3 (0/1), framework, reshard, and the TP, CP ring, EP and DP
-  // placements as (group size, nodes, ranks per node); the DP group is all 1 without ZeRO-3).
+  // placements as (group size, nodes, ranks per node); the DP group is all 1 without ZeRO-3;
+  // then the expert TP size and its group's placement).
   using PlacementKey = std::tuple<int, int, int>;
   using LayerKey = std::tuple<int64_t, int, bool, int, int, int, int, int, int, PlacementKey,
-                              PlacementKey, PlacementKey, PlacementKey>;
+                              PlacementKey, PlacementKey, PlacementKey, int, PlacementKey>;
   struct Facts;  // one class's chunks (closed_form_tier.cpp)
 
  private:

@@ -10,8 +10,9 @@ bool sameOutcome(const CandidateResult& a, const CandidateResult& b) {
   const Strategy& x = a.strategy;
   const Strategy& y = b.strategy;
   return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.cp == y.cp && x.ep == y.ep &&
-         x.micro_batch == y.micro_batch && a.iteration_us == b.iteration_us &&
-         a.bubble_fraction == b.bubble_fraction && a.model_tflops_per_gpu == b.model_tflops_per_gpu;
+         x.expertTp() == y.expertTp() && x.micro_batch == y.micro_batch &&
+         a.iteration_us == b.iteration_us && a.bubble_fraction == b.bubble_fraction &&
+         a.model_tflops_per_gpu == b.model_tflops_per_gpu;
 }
 
 std::string equivalentFlags(const Strategy& s) {

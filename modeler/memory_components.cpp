@@ -79,7 +79,7 @@ int64_t tensorContextBufferBytes(const ModelConfig& model, const Strategy& strat
   if (strategy.sequence_parallel) bytes += 2 * e * T * static_cast<double>(model.hidden_size);
   if (strategy.cp > 1) {
     const double kv_width = static_cast<double>(model.queryGroups()) *
-                            static_cast<double>(model.hidden_size / model.num_heads) / strategy.tp;
+                            static_cast<double>(model.headDim()) / strategy.tp;
     bytes += 2 * 2 * 2 * e * T * kv_width;
   }
   return rounded(bytes);
@@ -112,7 +112,8 @@ int communicatorCount(const Strategy& s) {
   n += s.pp > 1;
   n += s.gradGroupSize() > 1;
   n += s.ep > 1;
-  n += s.ep > 1 && s.expertGradGroupSize() > 1;
+  n += s.expertsSyncApart() && s.expertTp() > 1 && s.expertTp() != s.tp;  // the expert-TP group
+  n += s.expertsSyncApart() && s.expertGradGroupSize() > 1;
   return n;
 }
 

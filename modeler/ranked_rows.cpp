@@ -77,7 +77,7 @@ void encode(const CandidateResult& r, size_t index, Encoder& out) {
   out.put(uint32_t{0});
   out.put(static_cast<uint64_t>(index));
   const Strategy& s = r.strategy;
-  out.put(s.tp), out.put(s.pp), out.put(s.dp), out.put(s.cp), out.put(s.ep);
+  out.put(s.tp), out.put(s.pp), out.put(s.dp), out.put(s.cp), out.put(s.ep), out.put(s.etp);
   out.put(s.micro_batch), out.put(s.global_batch), out.put(s.schedule), out.put(s.dp_overlap);
   out.put(s.dp_bucket_bytes), out.put(s.virtual_stages), out.put(s.recompute);
   out.put(s.sequence_parallel), out.put(s.zero_stage), out.put(s.offload);
@@ -100,7 +100,7 @@ void decode(Decoder& in, CandidateResult& r, size_t& index) {
   index = static_cast<size_t>(in.get<uint64_t>());
   Strategy& s = r.strategy;
   s.tp = in.get<int>(), s.pp = in.get<int>(), s.dp = in.get<int>();
-  s.cp = in.get<int>(), s.ep = in.get<int>();
+  s.cp = in.get<int>(), s.ep = in.get<int>(), s.etp = in.get<int>();
   s.micro_batch = in.get<int64_t>(), s.global_batch = in.get<int64_t>();
   s.schedule = in.get<Schedule>(), s.dp_overlap = in.get<bool>();
   s.dp_bucket_bytes = in.get<int64_t>(), s.virtual_stages = in.get<int>();

@@ -220,6 +220,7 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const 
           {"strategy", st.name()},
           {"context_parallel", st.cp},
           {"expert_parallel", st.ep},
+          {"expert_tensor_parallel", st.expertTp()},
           {"micro_batch", st.micro_batch},
           {"global_batch", st.global_batch},
           {"micro_batches", sim.plan.micro_batches},

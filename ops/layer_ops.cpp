@@ -58,9 +58,11 @@ LayerShape modelLayerShape(const ModelConfig& model, int64_t micro_batch, int tp
   shape.hidden = model.hidden_size;
   shape.heads = model.num_heads;
   shape.query_groups = model.queryGroups();
+  shape.head_dim = model.headDim();
   shape.ffn = model.ffn_hidden_size;
   shape.vocab = model.paddedVocab(tp);
   shape.tp = tp;
+  shape.etp = tp;  // Megatron's default expert TP
   shape.moe = model.moe;
   shape.mla = model.mla;
   shape.mtp_layers = model.mtp_layers;
@@ -72,6 +74,7 @@ LayerShape modelLayerShape(const ModelConfig& model, int64_t micro_batch, int tp
   // Placeholders valid for any sum over op lists; a plan sets the real placements per stage.
   shape.cp_ring = Placement{2, 1, 2};
   shape.ep_group = Placement{1, 1, 1};
+  shape.etp_group = shape.tp_group;
   return shape;
 }
 
@@ -256,6 +259,7 @@ void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {
     norm(out, layer, "layernorm", false);
     gatherInput(out, layer, "qkv_input_allgather");
     linearForward(out, layer, "qkv_gemm", T, s.qkvWidth(), h, bias(s.qkvWidth()), region);
+    qkNorm(out, layer, false);
     if (s.spec.position == PositionKind::kRope) {
       // Q and K heads rotated in place; the backward needs only the positions.
       compute(out, layer, "rope",
@@ -266,12 +270,27 @@ void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {
     }
   }
   attentionCore(out, layer);
-  linearForward(out, layer, cross ? "cross_proj_gemm" : "attn_proj_gemm", T, h, h / t, bias(h),
-                T * h / t);
+  linearForward(out, layer, cross ? "cross_proj_gemm" : "attn_proj_gemm", T, h, s.attnWidth(),
+                bias(h), T * s.attnWidth());
   reduceOutput(out, layer, cross ? "cross_proj_allreduce" : "attn_proj_allreduce",
                cross ? "cross_proj_reduce_scatter" : "attn_proj_reduce_scatter");
   dropout(out, layer, "dropout", region, false);
   compute(out, layer, "residual_add", makeCompute("add", {{"elems", region}}, "", s.dtype));
+}
+
+// Megatron's --qk-layernorm (Qwen3's q_norm and k_norm): the model's norm over each of the rank's
+// a/t query and g/t key heads of d channels, before RoPE; one head's weights each for Q and K,
+// replicated over TP. The forward keeps its input, as every norm does.
+void LayerOpBuilder::qkNorm(OpList& out, int layer, bool backward) {
+  const LayerShape& s = shape_;
+  if (!s.spec.qk_layernorm) return;
+  const bool rms = s.spec.norm == NormKind::kRmsNorm;
+  const char* op = rms ? (backward ? "rmsnorm_bwd" : "rmsnorm_fwd")
+                       : (backward ? "layernorm_bwd" : "layernorm_fwd");
+  const int64_t rows = s.tokens() * (s.heads + s.query_groups) / s.tp, d = s.headDim();
+  compute(out, layer, backward ? "qk_layernorm_bwd" : "qk_layernorm",
+          makeCompute(op, {{"rows", rows}, {"cols", d}}, "", s.dtype),
+          backward ? 0 : 2 * (rms ? 1 : 2) * d, backward ? 0 : e() * rows * d);
 }
 
 void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
@@ -282,7 +301,7 @@ void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
   dropout(out, layer, "dropout_bwd", region, true);
   gatherInput(out, layer, cross ? "cross_proj_grad_allgather" : "attn_proj_grad_allgather");
   linearBackward(out, layer, cross ? "cross_proj_dgrad" : "attn_proj_dgrad",
-                 cross ? "cross_proj_wgrad" : "attn_proj_wgrad", T, h, h / t);
+                 cross ? "cross_proj_wgrad" : "attn_proj_wgrad", T, h, s.attnWidth());
   if (s.spec.flash_attention) {
     // Backward ring: K, V and their gradients travel together while each step's backward runs.
     const int64_t kv_bytes = e() * s.micro_batch * s.query_groups / t * s.localSeq() * d;
@@ -330,6 +349,7 @@ void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
                   {{"tokens", T}, {"heads", (s.heads + s.query_groups) / t}, {"dim", s.headDim()}},
                   "", s.dtype));
     }
+    qkNorm(out, layer, true);
     gatherInput(out, layer, "qkv_input_regather");
     linearBackward(out, layer, "qkv_dgrad", "qkv_wgrad", T, s.qkvWidth(), h);
     reduceOutput(out, layer, "qkv_input_grad_allreduce", "qkv_input_grad_reduce_scatter");
@@ -397,8 +417,8 @@ void LayerOpBuilder::blockForward(const TransformerBlock& block, int layer, OpLi
   }
   saving_ = true;
   if (full) {
-    out[first].saved_bytes = op_checkpoint ? opCheckpointSavedBytes()
-                                           : e() * shape_.regionTokens() * shape_.hidden;
+    out[first].saved_bytes =
+        op_checkpoint ? opCheckpointSavedBytes() : e() * shape_.regionTokens() * shape_.hidden;
   }
 }
 

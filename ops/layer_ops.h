@@ -72,11 +72,13 @@ struct LayerShape {
   int64_t hidden = 1;        // h
   int64_t heads = 1;         // a
   int64_t query_groups = 1;  // g (== a without grouped-query attention)
+  int64_t head_dim = 1;      // d (h/a unless the model sets kv_channels)
   int64_t ffn = 1;           // f
   int64_t vocab = 1;         // padded vocabulary
   int tp = 1;                // t
   int cp = 1;                // C: the rank holds s/C tokens of each sequence
   int ep = 1;                // E: the rank holds num_experts/E experts of each MoE block
+  int etp = 1;               // expert TP: each routed expert's FFN split over etp ranks
   MoeSpec moe;
   MlaSpec mla;  // multi-latent attention's sizes (mla.enabled(): its op list, ops/mla_ops.cpp)
   int64_t mtp_layers = 0;      // multi-token prediction depth (ops/mtp_ops.cpp)
@@ -87,15 +89,18 @@ struct LayerShape {
   Placement tp_group;              // where the t ranks sit (group_size == tp)
   Placement cp_ring;               // a ring neighbour pair of the CP group (CP > 1)
   Placement ep_group;              // the E ranks exchanging tokens (EP > 1)
+  Placement etp_group;             // the etp ranks splitting the experts (all-gather tokens)
   bool sequence_parallel = false;  // needs tp >= 2 and tp dividing seq
   Recompute recompute = Recompute::kNone;
 
   // The sequence's tokens on this rank: s/C under context parallelism.
   int64_t localSeq() const { return seq / cp; }
   int64_t tokens() const { return micro_batch * localSeq(); }
-  int64_t headDim() const { return hidden / heads; }
+  int64_t headDim() const { return head_dim; }
   // Output features of the QKV GEMM on one rank: a query heads and 2g key/value heads of d, over t.
-  int64_t qkvWidth() const { return (hidden + 2 * query_groups * headDim()) / tp; }
+  int64_t qkvWidth() const { return (heads + 2 * query_groups) * head_dim / tp; }
+  // The attention output's features on one rank (the projection's input): a x d over t.
+  int64_t attnWidth() const { return heads * head_dim / tp; }
   // Tokens of the layernorm / dropout / residual regions on one rank: s*b/t with SP.
   int64_t regionTokens() const { return sequence_parallel ? tokens() / tp : tokens(); }
 };
@@ -159,6 +164,8 @@ class LayerOpBuilder {
   void mlaBackward(OpList& out, int layer);
   void mlaCore(OpList& out, int layer, bool backward);
   void attentionBackward(OpList& out, int layer, bool cross);
+  // qk_layernorm: the norm over each of the rank's Q and K heads (d channels, weights replicated).
+  void qkNorm(OpList& out, int layer, bool backward);
   void mlpForward(OpList& out, int layer);
   void mlpBackward(OpList& out, int layer);
   // torchtitan's per-op selective checkpointing (Recompute::kSelectiveOp, ops/op_checkpoint.cpp):
@@ -175,11 +182,14 @@ class LayerOpBuilder {
   void moeForward(OpList& out, int layer);
   void moeBackward(OpList& out, int layer);
   void epAllToAll(OpList& out, int layer, std::string_view name, int64_t bytes);
+  // A collective over the expert-TP group (none at ETP 1).
+  void etpCollective(OpList& out, int layer, std::string_view name, EventKind kind, int64_t bytes);
   // Routed token copies of `tokens` tokens (k x the token factor each, rounded up); the region's
   // copies are what the all-to-all sends, the rank's (after the TP gather) what its experts
   // process per micro-batch, in all and per local expert.
   int64_t routedRows(int64_t tokens) const;
-  int64_t expertRows() const { return routedRows(shape_.tokens()); }
+  // The rank's tokens after the ETP gather: its region's, from each of the ETP ranks.
+  int64_t expertRows() const { return routedRows(shape_.regionTokens() * shape_.etp); }
   int64_t rowsPerLocalExpert() const;
 
   int64_t e() const { return dtypeBytes(shape_.dtype); }

@@ -1,6 +1,9 @@
 // The mixture-of-experts MLP of a block (Megatron-Core's MoE layer with the all-to-all token
-// dispatcher), per rank, for T = b*s/C tokens of which the rank's region holds T/t under sequence
-// parallelism (Megatron runs MoE with TP only with SP):
+// dispatcher), per rank, for T = b*s/C tokens of which the rank's region holds R = T/t under
+// sequence parallelism (Megatron runs MoE with TP only with SP). The routed experts have their own
+// tensor parallelism ETP (Megatron's --expert-tensor-parallel-size, default t): each expert's FFN
+// is split over the ETP group, which all-gathers the tokens dispatched to it and reduce-scatters
+// the experts' output (the "all-gather over TP" below is over the ETP group; none at ETP 1).
 //
 //   forward   norm; router GEMM [region x h] -> E logits (replicated over TP, not FP8); softmax +
 //             top-k; permute the region's k token copies into expert order; all-to-all dispatch
@@ -10,8 +13,9 @@
 //             experts as a dense MLP on the same tokens, added; dropout; residual add.
 //   backward  the reverse, each GEMM a data- and a weight-gradient GEMM.
 //
-// Rows: an expert rank receives T x k routed token copies on average; the busiest rank, which the
-// lockstep group waits for, processes T x k x f with f the capacity factor (tokens padded or
+// Rows: an expert rank receives R x k routed token copies on average and, after the ETP gather,
+// processes R x ETP x k of them (T x k at ETP = t); the busiest rank, which the lockstep group
+// waits for, processes R x ETP x k x f with f the capacity factor (tokens padded or
 // dropped to capacity) or, dropless, the load imbalance (moe_load_imbalance). The all-to-all moves
 // the region's k x f copies of h elements each way (nccl-tests' alltoall "size": the bytes one
 // rank sends). Saved for the backward: the router input and probabilities, each grouped GEMM's
@@ -45,13 +49,20 @@ void LayerOpBuilder::epAllToAll(OpList& out, int layer, std::string_view name, i
   out.push_back(OpInstance{table_.intern(e), Stream::kEpComm, layer, name, recomputing_});
 }
 
+void LayerOpBuilder::etpCollective(OpList& out, int layer, std::string_view name, EventKind kind,
+                                   int64_t bytes) {
+  if (shape_.etp == 1) return;  // each rank holds whole experts: nothing to gather
+  Event e = makeCommunication(kind, bytes, shape_.etp_group, shape_.dtype);
+  out.push_back(OpInstance{table_.intern(e), Stream::kTpComm, layer, name, recomputing_});
+}
+
 void LayerOpBuilder::moeForward(OpList& out, int layer) {
   const LayerShape& s = shape_;
   const int64_t h = s.hidden, t = s.tp, E = s.moe.num_experts, k = s.moe.top_k;
   const int64_t region_tokens = s.regionTokens();
   const int64_t region = region_tokens * h;
   const bool swiglu = s.spec.mlp == MlpKind::kSwiGlu;
-  const int64_t fe = s.moe.expert_ffn / t;          // each expert's FFN on this TP rank
+  const int64_t fe = s.moe.expert_ffn / s.etp;      // each expert's FFN on this ETP rank
   const int64_t fc1_width = (swiglu ? 2 : 1) * fe;  // SwiGLU: [gate | up]
   const int64_t local = E / s.ep, m = rowsPerLocalExpert(), rows = local * m;
   const int64_t ge = savedInputBytes(s.gemm_dtype);
@@ -69,9 +80,7 @@ void LayerOpBuilder::moeForward(OpList& out, int layer) {
   compute(out, layer, "moe_permute",
           makeCompute("moe_permute", {{"rows", region_tokens * k}, {"hidden", h}}, "", s.dtype));
   epAllToAll(out, layer, "moe_dispatch_alltoall", sent_rows * h * e());
-  if (s.sequence_parallel) {
-    tpCollective(out, layer, "moe_dispatch_allgather", EventKind::kAllGather, rows * h * e());
-  }
+  etpCollective(out, layer, "moe_dispatch_allgather", EventKind::kAllGather, rows * h * e());
   if (fp8) fp8Casts(out, layer, fp8InputCasts(recipe, rows, h));
   compute(out, layer, "expert_fc1_gemm",
           makeBatchedGemm(local, m, fc1_width, h, "nt", s.gemm_dtype),
@@ -84,10 +93,8 @@ void LayerOpBuilder::moeForward(OpList& out, int layer) {
   compute(out, layer, "expert_fc2_gemm", makeBatchedGemm(local, m, h, fe, "nt", s.gemm_dtype),
           local * (h * fe + bias(h)), ge * rows * fe);
   out.back().expert = true;
-  if (s.sequence_parallel) {
-    tpCollective(out, layer, "moe_combine_reduce_scatter", EventKind::kReduceScatter,
-                 rows * h * e());
-  }
+  etpCollective(out, layer, "moe_combine_reduce_scatter", EventKind::kReduceScatter,
+                rows * h * e());
   epAllToAll(out, layer, "moe_combine_alltoall", sent_rows * h * e());
   compute(out, layer, "moe_unpermute",
           makeCompute("moe_unpermute", {{"rows", region_tokens * k}, {"hidden", h}, {"topk", k}},
@@ -115,7 +122,7 @@ void LayerOpBuilder::moeBackward(OpList& out, int layer) {
   const int64_t region_tokens = s.regionTokens();
   const int64_t region = region_tokens * h;
   const bool swiglu = s.spec.mlp == MlpKind::kSwiGlu;
-  const int64_t fe = s.moe.expert_ffn / t;
+  const int64_t fe = s.moe.expert_ffn / s.etp;
   const int64_t fc1_width = (swiglu ? 2 : 1) * fe;
   const int64_t local = E / s.ep, m = rowsPerLocalExpert(), rows = local * m;
   const int64_t sent_rows = routedRows(region_tokens);
@@ -140,9 +147,7 @@ void LayerOpBuilder::moeBackward(OpList& out, int layer) {
   compute(out, layer, "moe_unpermute_bwd",
           makeCompute("moe_permute", {{"rows", region_tokens * k}, {"hidden", h}}, "", s.dtype));
   epAllToAll(out, layer, "moe_combine_alltoall_bwd", sent_rows * h * e());
-  if (s.sequence_parallel) {
-    tpCollective(out, layer, "moe_combine_grad_allgather", EventKind::kAllGather, rows * h * e());
-  }
+  etpCollective(out, layer, "moe_combine_grad_allgather", EventKind::kAllGather, rows * h * e());
   if (fp8) fp8Casts(out, layer, fp8GradCasts(recipe, rows, h));
   compute(out, layer, "expert_fc2_dgrad", makeBatchedGemm(local, m, fe, h, "nn", s.gemm_dtype));
   if (fp8) fp8Casts(out, layer, fp8WgradInputCasts(recipe, rows, fe), true);
@@ -157,10 +162,8 @@ void LayerOpBuilder::moeBackward(OpList& out, int layer) {
   compute(out, layer, "expert_fc1_wgrad",
           makeBatchedGemm(local, fc1_width, h, m, "tn", s.gemm_dtype));
   out.back().weight_grad = true;  // a W op of zero-bubble schedules
-  if (s.sequence_parallel) {
-    tpCollective(out, layer, "moe_dispatch_grad_reduce_scatter", EventKind::kReduceScatter,
-                 rows * h * e());
-  }
+  etpCollective(out, layer, "moe_dispatch_grad_reduce_scatter", EventKind::kReduceScatter,
+                rows * h * e());
   epAllToAll(out, layer, "moe_dispatch_alltoall_bwd", sent_rows * h * e());
   compute(out, layer, "moe_permute_bwd",
           makeCompute("moe_unpermute", {{"rows", region_tokens * k}, {"hidden", h}, {"topk", k}},

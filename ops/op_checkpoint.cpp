@@ -53,6 +53,7 @@ void LayerOpBuilder::opCheckpointRecompute(OpList& out, int layer) {
   norm(out, layer, "layernorm", false);
   gatherInput(out, layer, "qkv_input_allgather");
   linearForward(out, layer, "k_gemm", T, kv_width, h, 0, 0);  // wk, matmul 2
+  qkNorm(out, layer, false);  // qk_layernorm: the norms re-run on the recomputed heads
   if (s.spec.position == PositionKind::kRope) {
     compute(out, layer, "rope",
             makeCompute(
@@ -60,7 +61,7 @@ void LayerOpBuilder::opCheckpointRecompute(OpList& out, int layer) {
                 {{"tokens", T}, {"heads", (s.heads + s.query_groups) / t}, {"dim", s.headDim()}},
                 "", s.dtype));
   }
-  linearForward(out, layer, "attn_proj_gemm", T, h, h / t, 0, 0);  // wo, matmul 4
+  linearForward(out, layer, "attn_proj_gemm", T, h, s.attnWidth(), 0, 0);  // wo, matmul 4
   rowParallelReduce("attn_proj_allreduce");
   dropout(out, layer, "dropout", region, false);
   compute(out, layer, "residual_add", makeCompute("add", {{"elems", region}}, "", s.dtype));

@@ -1,5 +1,4 @@
 #include "plan/iteration_plan.h"
-#include "plan/layer_shape.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,6 +7,7 @@
 #include "common/checked.h"
 #include "common/error.h"
 #include "ops/layer_ops.h"
+#include "plan/layer_shape.h"
 #include "plan/plan_core.h"
 #include "plan/stage_partition.h"
 
@@ -32,9 +32,10 @@ const ModelFootprint& footprintFor(const ModelConfig& model, const Strategy& str
 
 const ModelFootprint& cachedFootprint(const ModelConfig& model, const Strategy& strategy,
                                       PlanCache& cache) {
-  return cache.footprint({strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
-                          static_cast<int>(strategy.recompute), strategy.cp, strategy.ep},
-                         [&] { return strategyFootprint(model, strategy); });
+  return cache.footprint(
+      {strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
+       static_cast<int>(strategy.recompute), strategy.cp, strategy.ep, strategy.expertTp()},
+      [&] { return strategyFootprint(model, strategy); });
 }
 
 std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& strategy,
@@ -69,9 +70,10 @@ std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& stra
     return cache->partitionOfCosts(key, partition);
   };
   if (cache == nullptr) return compute();
-  return cache->partition({strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
-                           static_cast<int>(strategy.recompute), strategy.cp, strategy.ep, K},
-                          compute);
+  return cache->partition(
+      {strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
+       static_cast<int>(strategy.recompute), strategy.cp, strategy.ep, strategy.expertTp(), K},
+      compute);
 }
 
 int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int first_layer,
@@ -88,19 +90,25 @@ int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int 
 
 const PlanCache::Placements& stagePlacements(const Strategy& strategy, int gpus_per_node,
                                              PlanCache& cache) {
-  return cache.placements({strategy.tp, strategy.pp, strategy.dp, strategy.cp, strategy.ep}, [&] {
-    RankLayout layout(strategy, gpus_per_node);
-    PlanCache::Placements out;
-    for (int s = 0; s < strategy.pp; ++s) {
-      out.tp.push_back(layout.worstTpGroup(s));
-      out.dp.push_back(layout.worstDpGroup(s));
-      // Without CP or EP those groups are trivial (a dense model pays nothing for them).
-      out.cp_ring.push_back(strategy.cp > 1 ? layout.worstCpRingPair(s) : Placement{});
-      out.ep.push_back(strategy.ep > 1 ? layout.worstEpGroup(s) : Placement{});
-      out.expert_dp.push_back(strategy.ep > 1 ? layout.worstExpertDpGroup(s) : out.dp.back());
-    }
-    return out;
-  });
+  return cache.placements(
+      {strategy.tp, strategy.pp, strategy.dp, strategy.cp, strategy.ep, strategy.expertTp()}, [&] {
+        RankLayout layout(strategy, gpus_per_node);
+        PlanCache::Placements out;
+        for (int s = 0; s < strategy.pp; ++s) {
+          out.tp.push_back(layout.worstTpGroup(s));
+          out.dp.push_back(layout.worstDpGroup(s));
+          // Without CP or EP those groups are trivial (a dense model pays nothing for them).
+          out.cp_ring.push_back(strategy.cp > 1 ? layout.worstCpRingPair(s) : Placement{});
+          out.ep.push_back(strategy.ep > 1 ? layout.worstEpGroup(s) : Placement{});
+          // The TP group when ETP = M (the same ranks); its own placement otherwise.
+          out.etp.push_back(strategy.expertTp() == strategy.tp ? out.tp.back()
+                            : strategy.expertTp() > 1          ? layout.worstEtpGroup(s)
+                                                               : Placement{});
+          out.expert_dp.push_back(strategy.expertsSyncApart() ? layout.worstExpertDpGroup(s)
+                                                              : out.dp.back());
+        }
+        return out;
+      });
 }
 
 std::vector<int> IterationPlan::deviceChunks(int device_stage) const {

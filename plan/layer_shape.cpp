@@ -6,9 +6,11 @@ LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placem
   LayerShape shape = modelLayerShape(model, strategy.micro_batch, strategy.tp);
   shape.cp = strategy.cp;
   shape.ep = strategy.ep;
+  shape.etp = strategy.expertTp();
   shape.tp_group = tp_group;
-  // A placeholder valid for any sum over op lists; the plan sets the real placement per stage.
+  // Placeholders valid for any sum over op lists; the plan sets the real placements per stage.
   shape.ep_group = Placement{strategy.ep, 1, strategy.ep};
+  shape.etp_group = shape.etp == strategy.tp ? tp_group : Placement{shape.etp, 1, shape.etp};
   shape.sequence_parallel = strategy.sequence_parallel;
   shape.recompute = strategy.recompute;
   return shape;

@@ -26,8 +26,8 @@ struct PlanCore;
 
 class PlanCache {
  public:
-  // (b, M, sequence parallel, recompute, C, E, chunks K)
-  using PartitionKey = std::tuple<int64_t, int, bool, int, int, int, int>;
+  // (b, M, sequence parallel, recompute, C, E, ETP, chunks K)
+  using PartitionKey = std::tuple<int64_t, int, bool, int, int, int, int, int>;
   // The partition's inputs (block costs, first and last stage extras, chunks K), scaled by a power
   // of two so that the largest is in [1, 2): exact, so the partition is the same. Shapes whose
   // costs differ only by such a factor (micro-batch sizes, TP degrees) share one partition.
@@ -38,9 +38,10 @@ class PlanCache {
     std::vector<Placement> dp;
     std::vector<Placement> cp_ring;
     std::vector<Placement> ep;
+    std::vector<Placement> etp;  // the expert-TP group (the TP group when ETP = M)
     std::vector<Placement> expert_dp;
   };
-  using PlacementKey = std::tuple<int, int, int, int, int>;  // (M, P, D, C, E)
+  using PlacementKey = std::tuple<int, int, int, int, int, int>;  // (M, P, D, C, E, ETP)
   // The DP replicas grouped by the worst placements of their stage-to-stage pairs (pipeline
   // classes, in order of their first replica): `pairs[c][p]` is class c's pair from device stage p
   // to (p + 1) % P. `line` compares the P - 1 pairs p -> p + 1 (v = 1); `ring` also the wrap
@@ -52,8 +53,8 @@ class PlanCache {
   struct PipelineClasses {
     PipelineGroups line, ring;
   };
-  // (b, M, sequence parallel, recompute, C, E)
-  using FootprintKey = std::tuple<int64_t, int, bool, int, int, int>;
+  // (b, M, sequence parallel, recompute, C, E, ETP)
+  using FootprintKey = std::tuple<int64_t, int, bool, int, int, int, int>;
 
   // The strategy with the fields a core does not depend on reset (planCoreKey, plan_core.h): a
   // field added to Strategy is part of the key unless planCoreKey resets it.

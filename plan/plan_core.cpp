@@ -37,7 +37,7 @@ const PlanCache::PipelineClasses& pipelineClasses(const Strategy& strategy, int 
                                                   PlanCache& cache) {
   const int P = strategy.pp, D = strategy.dp;
   return cache.pipelineClasses(
-      {strategy.tp, strategy.pp, strategy.dp, strategy.cp, strategy.ep}, [&] {
+      {strategy.tp, strategy.pp, strategy.dp, strategy.cp, strategy.ep, strategy.expertTp()}, [&] {
         const RankLayout layout(strategy, gpus_per_node);
         PlanCache::PipelineClasses out;
         std::map<std::vector<int>, int> line_of, ring_of;
@@ -150,7 +150,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
 
   LayerShape shape = layerShape(model, strategy, placements.tp[0]);
   const bool zero3 = effectiveZero(strategy) == 3;
-  const bool expert_parallel = strategy.ep > 1;
+  const bool expert_parallel = strategy.expertsSyncApart();
 
   std::vector<int> first_layer = stageFirstLayers(model, strategy, &cache);
   const ModelFootprint& footprint = cachedFootprint(model, strategy, cache);
@@ -161,7 +161,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
   // the first of them comes, they intern their events where a block-by-block pass would.
   struct BlockOps {
     TransformerBlock block;
-    Placement tp, cp_ring, ep;
+    Placement tp, cp_ring, ep, etp;
     bool forward = true;
     OpList ops;  // of the block built first; `layer` fields are overwritten on copy
   };
@@ -170,7 +170,8 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     const TransformerBlock& block = model.blocks[layer];
     for (const BlockOps& b : block_ops) {
       if (b.forward != forward || !(b.block == block) || !(b.tp == shape.tp_group) ||
-          !(b.cp_ring == shape.cp_ring) || !(b.ep == shape.ep_group)) {
+          !(b.cp_ring == shape.cp_ring) || !(b.ep == shape.ep_group) ||
+          !(b.etp == shape.etp_group)) {
         continue;
       }
       const size_t first = out.size();
@@ -185,7 +186,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       builder.blockBackward(block, layer, out);
     }
     block_ops.push_back(
-        BlockOps{block, shape.tp_group, shape.cp_ring, shape.ep_group, forward,
+        BlockOps{block, shape.tp_group, shape.cp_ring, shape.ep_group, shape.etp_group, forward,
                  OpList(out.begin() + static_cast<std::ptrdiff_t>(first), out.end())});
   };
 
@@ -205,6 +206,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     shape.tp_group = stage.tp_group;
     shape.cp_ring = placements.cp_ring[stage.device_stage];
     shape.ep_group = placements.ep[stage.device_stage];
+    shape.etp_group = placements.etp[stage.device_stage];
     LayerOpBuilder builder(shape, table);
 
     // Each layer's parameters on one rank (its forward ops' weights), for ZeRO-3's gathers and the
@@ -398,7 +400,7 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
     for (OpInstance& op : stage.forward) op.event = remap[op.event];
     for (OpInstance& op : stage.backward) op.event = remap[op.event];
 
-    const int64_t synced_apart = strategy.ep > 1 ? stage.expert_parameters : 0;
+    const int64_t synced_apart = strategy.expertsSyncApart() ? stage.expert_parameters : 0;
     // Under ZeRO each DP rank steps only its shard (the last shard may be smaller; we take the
     // larger, rounded-up one, which is what the slowest rank runs).
     // Dense parameters shard over D x C ranks, routed experts' (with E > 1) over D x C / E.

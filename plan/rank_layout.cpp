@@ -20,10 +20,16 @@ RankLayout::RankLayout(const Strategy& strategy, int gpus_per_node)
       dp_(strategy.dp),
       cp_(strategy.cp),
       ep_(strategy.ep),
+      etp_(strategy.expertTp()),
       gpus_per_node_(gpus_per_node) {
-  EVSIM_CHECK(tp_ > 0 && pp_ > 0 && dp_ > 0 && cp_ > 0 && ep_ > 0 && dp_ % ep_ == 0 &&
-                  gpus_per_node_ > 0,
+  EVSIM_CHECK(tp_ > 0 && pp_ > 0 && dp_ > 0 && cp_ > 0 && ep_ > 0 && etp_ > 0 &&
+                  (int64_t{tp_} * dp_) % (int64_t{etp_} * ep_) == 0 && gpus_per_node_ > 0,
               "bad layout");
+}
+
+int64_t RankLayout::expertRank(int64_t etp, int64_t ep, int64_t edp, int pp, int cp) const {
+  const int64_t i = etp + etp_ * (ep + ep_ * edp);
+  return rank(static_cast<int>(i % tp_), static_cast<int>(i / tp_), pp, cp);
 }
 
 RankCoord RankLayout::coord(int64_t rank) const {
@@ -83,16 +89,30 @@ std::vector<int64_t> RankLayout::cpRanks(const RankCoord& c) const {
 }
 
 std::vector<int64_t> RankLayout::epRanks(const RankCoord& c) const {
+  const int64_t i = expertIndex(c);
   std::vector<int64_t> ranks;
-  const int first = c.dp / ep_ * ep_;
-  for (int d = first; d < first + ep_; ++d) ranks.push_back(rank(c.tp, d, c.pp, c.cp));
+  for (int e = 0; e < ep_; ++e) {
+    ranks.push_back(expertRank(i % etp_, e, i / (int64_t{etp_} * ep_), c.pp, c.cp));
+  }
+  return ranks;
+}
+
+std::vector<int64_t> RankLayout::etpRanks(const RankCoord& c) const {
+  const int64_t i = expertIndex(c);
+  std::vector<int64_t> ranks;
+  for (int j = 0; j < etp_; ++j) {
+    ranks.push_back(expertRank(j, (i / etp_) % ep_, i / (int64_t{etp_} * ep_), c.pp, c.cp));
+  }
   return ranks;
 }
 
 std::vector<int64_t> RankLayout::expertDpRanks(const RankCoord& c) const {
+  const int64_t i = expertIndex(c);
+  const int64_t groups = int64_t{tp_} * dp_ / (int64_t{etp_} * ep_);
   std::vector<int64_t> ranks;
-  for (int d = c.dp % ep_; d < dp_; d += ep_) {
-    for (int x = 0; x < cp_; ++x) ranks.push_back(rank(c.tp, d, c.pp, x));
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int x = 0; x < cp_; ++x)
+      ranks.push_back(expertRank(i % etp_, (i / etp_) % ep_, g, c.pp, x));
   }
   std::sort(ranks.begin(), ranks.end());
   return ranks;
@@ -112,6 +132,10 @@ Placement RankLayout::cpGroup(int tp, int dp, int pp) const {
 
 Placement RankLayout::epGroup(int tp, int dp, int pp, int cp) const {
   return placementOf(epRanks(RankCoord{tp, dp, pp, cp}));
+}
+
+Placement RankLayout::etpGroup(int tp, int dp, int pp, int cp) const {
+  return placementOf(etpRanks(RankCoord{tp, dp, pp, cp}));
 }
 
 Placement RankLayout::expertDpGroup(int tp, int dp, int pp) const {
@@ -135,7 +159,6 @@ Placement RankLayout::stagePair(int tp, int dp, int from_pp, int to_pp, int cp) 
   return p;
 }
 
-
 Placement RankLayout::worstTpGroup(int pp) const {
   Placement worst = tpGroup(0, pp);
   for (int d = 0; d < dp_; ++d) {
@@ -158,14 +181,27 @@ Placement RankLayout::worstCpGroup(int pp) const {
   return worst;
 }
 
+// Each group once: its member with EP index 0 (or expert-TP index 0, or expert-DP index 0).
 Placement RankLayout::worstEpGroup(int pp) const {
   Placement worst = epGroup(0, 0, pp, 0);
-  for (int t = 0; t < tp_; ++t) {
-    for (int d = 0; d < dp_; d += ep_) {
-      for (int x = 0; x < cp_; ++x) {
-        Placement p = epGroup(t, d, pp, x);
-        if (worse(p, worst)) worst = p;
-      }
+  const int64_t n = int64_t{tp_} * dp_;
+  for (int64_t i = 0; i < n; ++i) {
+    if ((i / etp_) % ep_ != 0) continue;
+    for (int x = 0; x < cp_; ++x) {
+      Placement p = epGroup(static_cast<int>(i % tp_), static_cast<int>(i / tp_), pp, x);
+      if (worse(p, worst)) worst = p;
+    }
+  }
+  return worst;
+}
+
+Placement RankLayout::worstEtpGroup(int pp) const {
+  Placement worst = etpGroup(0, 0, pp, 0);
+  const int64_t n = int64_t{tp_} * dp_;
+  for (int64_t i = 0; i < n; i += etp_) {
+    for (int x = 0; x < cp_; ++x) {
+      Placement p = etpGroup(static_cast<int>(i % tp_), static_cast<int>(i / tp_), pp, x);
+      if (worse(p, worst)) worst = p;
     }
   }
   return worst;
@@ -173,11 +209,10 @@ Placement RankLayout::worstEpGroup(int pp) const {
 
 Placement RankLayout::worstExpertDpGroup(int pp) const {
   Placement worst = expertDpGroup(0, 0, pp);
-  for (int t = 0; t < tp_; ++t) {
-    for (int e = 0; e < ep_; ++e) {
-      Placement p = expertDpGroup(t, e, pp);
-      if (worse(p, worst)) worst = p;
-    }
+  const int64_t n = int64_t{etp_} * ep_;  // one member of each group: expert-DP index 0
+  for (int64_t i = 0; i < n; ++i) {
+    Placement p = expertDpGroup(static_cast<int>(i % tp_), static_cast<int>(i / tp_), pp);
+    if (worse(p, worst)) worst = p;
   }
   return worst;
 }

@@ -3,9 +3,13 @@
 // factor E is expert parallelism), then PP.
 //   rank(tp, dp, pp, cp) = tp + M * (cp + C * (dp + D * pp)),  node = rank / gpus_per_node
 // so a TP group is M consecutive ranks, a CP group strides by M, a DP group by M*C and pipeline
-// neighbours by M*C*D. The EP group of DP index dp is the E consecutive DP indices containing it;
-// the expert-data-parallel group (replicas of one expert) the DP indices with the same dp % E,
-// over every CP rank.
+// neighbours by M*C*D. The expert layers regroup the M x D ranks of each (stage, CP rank), taken
+// in the order i = tp + M * dp, as ETP x E x (expert DP) with ETP innermost (Megatron's expert
+// rank generator, order tp-ep-dp): i's expert-TP index is i % ETP, its EP index (i / ETP) % E,
+// its expert-DP index i / (ETP E). The EP group holds the E ranks of one expert-TP and expert-DP
+// index (with ETP = M: the E consecutive DP indices around dp, same tp); the ETP group the ETP
+// consecutive i; the expert-data-parallel group (replicas of one expert shard) the ranks of one
+// expert-TP and EP index, over every CP rank: M D C / (ETP E) ranks.
 
 #include <cstdint>
 #include <vector>
@@ -39,15 +43,18 @@ class RankLayout {
   // The ranks that reduce dense gradients: every DP and CP index of (tp, pp), D*C ranks.
   Placement dpGroup(int tp, int pp) const;
   Placement cpGroup(int tp, int dp, int pp) const;
-  // The E ranks that exchange tokens with DP index dp (its block of E consecutive DP indices).
+  // The E ranks that exchange tokens with (tp, dp).
   Placement epGroup(int tp, int dp, int pp, int cp) const;
-  // The ranks that hold the same experts as DP index dp and reduce their gradients: D*C/E ranks.
+  // The ETP ranks that split the experts of (tp, dp) (all-gather the dispatched tokens).
+  Placement etpGroup(int tp, int dp, int pp, int cp) const;
+  // The ranks that hold the same expert shards as (tp, dp) and reduce their gradients.
   Placement expertDpGroup(int tp, int dp, int pp) const;
   // The members of the same groups, as world ranks (ascending), for executors.
   std::vector<int64_t> tpRanks(const RankCoord& c) const;
   std::vector<int64_t> dpRanks(const RankCoord& c) const;
   std::vector<int64_t> cpRanks(const RankCoord& c) const;
   std::vector<int64_t> epRanks(const RankCoord& c) const;
+  std::vector<int64_t> etpRanks(const RankCoord& c) const;
   std::vector<int64_t> expertDpRanks(const RankCoord& c) const;
   // The send/recv pair between (tp, dp, pp) and (tp, dp, pp + 1).
   Placement pipelinePair(int tp, int dp, int pp) const;
@@ -62,6 +69,7 @@ class RankLayout {
   Placement worstDpGroup(int pp) const;
   Placement worstCpGroup(int pp) const;
   Placement worstEpGroup(int pp) const;
+  Placement worstEtpGroup(int pp) const;
   Placement worstExpertDpGroup(int pp) const;
   // A ring neighbour pair of the CP group: between nodes when any CP group spans nodes (the ring
   // runs at its slowest link).
@@ -71,7 +79,12 @@ class RankLayout {
   Placement worstStagePair(int dp, int from_pp, int to_pp) const;
 
  private:
-  int tp_, pp_, dp_, cp_, ep_;
+  // The rank of expert index (etp, ep, edp) at stage pp and CP rank cp (the header's regrouping).
+  int64_t expertRank(int64_t etp, int64_t ep, int64_t edp, int pp, int cp) const;
+  // Expert index i = tp + M dp of a coordinate.
+  int64_t expertIndex(const RankCoord& c) const { return c.tp + int64_t{tp_} * c.dp; }
+
+  int tp_, pp_, dp_, cp_, ep_, etp_;
   int gpus_per_node_;
 };
 

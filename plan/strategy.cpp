@@ -127,6 +127,7 @@ std::string Strategy::techniques(TechniqueStyle style) const {
   if (dp_overlap) out += brief ? " ov" : " dp-overlap";
   if (cp > 1) out += fmt::format(" cp{}", cp);
   if (ep > 1) out += fmt::format(" ep{}", ep);
+  if (etp > 0 && etp != tp) out += fmt::format(" etp{}", etp);
   if (virtual_stages > 1) out += fmt::format(" v{}", virtual_stages);
   if (recompute != Recompute::kNone) {
     std::string_view name = recomputeName(recompute);
@@ -233,16 +234,35 @@ std::optional<std::string> expertParallelViolation(const ModelConfig& model, con
         "--sequence-parallel",
         s.name(), model.name, s.tp);
   }
-  if (s.ep == 1) return std::nullopt;
+  if (s.etp < 0) return fmt::format("--etp {}: must be >= 1", s.etp);
+  const int etp = s.expertTp();
+  if (s.etp > 0 && s.etp != s.tp) {
+    if (experts == 0) {
+      return fmt::format("--etp {}: {} has no experts (num_experts)", s.etp, model.name);
+    }
+    if (model.moe.expert_ffn % s.etp != 0) {
+      return fmt::format("--etp {}: does not divide moe_ffn_hidden_size={} of {}", s.etp,
+                         model.moe.expert_ffn, model.name);
+    }
+  }
+  if (s.ep == 1 && etp == s.tp) return std::nullopt;
   if (experts == 0) {
     return fmt::format("--ep {}: {} has no experts (num_experts)", s.ep, model.name);
   }
   if (experts % s.ep != 0) {
     return fmt::format("--ep {}: does not divide num_experts={} of {}", s.ep, experts, model.name);
   }
-  if (s.dp % s.ep != 0) {
-    return fmt::format("--ep {}: does not divide D={} (experts are sharded inside the DP group)",
-                       s.ep, s.dp);
+  // Megatron's parallel_state: the expert ranks ETP x EP x expert-DP tile the M x D ranks of a
+  // stage (and CP rank: eventsim keeps the EP group inside one CP rank).
+  if ((int64_t{s.tp} * s.dp) % (int64_t{etp} * s.ep) != 0) {
+    return etp == s.tp ? fmt::format(
+                             "--ep {}: does not divide D={} (experts are sharded inside "
+                             "the DP group)",
+                             s.ep, s.dp)
+                       : fmt::format(
+                             "--etp {} --ep {}: ETP x E = {} does not divide M x D = {} "
+                             "(Megatron's expert-data-parallel size)",
+                             etp, s.ep, int64_t{etp} * s.ep, int64_t{s.tp} * s.dp);
   }
   return std::nullopt;
 }
@@ -367,10 +387,10 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
     const std::shared_ptr<const ScheduleFile> file = installedScheduleFile();
     if (!file) return std::string("--schedule file: no schedule file loaded");
     if (file->layout.devices() != s.pp || file->micro_batches != s.microBatches()) {
-      return fmt::format("{} --schedule {}: written for P={} and m={} micro-batches, the strategy "
-                         "has P={} and m = B/(b*D) = {}",
-                         label, file->path, file->layout.devices(), file->micro_batches, s.pp,
-                         s.microBatches());
+      return fmt::format(
+          "{} --schedule {}: written for P={} and m={} micro-batches, the strategy "
+          "has P={} and m = B/(b*D) = {}",
+          label, file->path, file->layout.devices(), file->micro_batches, s.pp, s.microBatches());
     }
     if (int64_t{file->layout.stages()} > model.numLayers()) {
       return fmt::format("{} --schedule {}: {} model chunks but {} has {} layers", label,
@@ -479,8 +499,7 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
           "host_memory in {})",
           offloadName(s.offload), cluster.name, cluster.source);
     }
-    if (offloadsActivations(s.offload) &&
-        pipelineSchedule(s.schedule).splitsBackward()) {
+    if (offloadsActivations(s.offload) && pipelineSchedule(s.schedule).splitsBackward()) {
       return fmt::format(
           "{} --offload {} --schedule {}: not modelled (a split backward keeps its W inputs on "
           "the device between B and W)",

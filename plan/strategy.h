@@ -28,9 +28,9 @@ enum class Schedule { kGpipe, kDapple, kInterleaved, kZbh1, kZbh2, kZbv, kDualPi
 // kFile runs the schedule file loaded by parseSchedule (plan/schedules/schedule_file.h).
 // "gpipe", "dapple", "interleaved", "zbh1", "zbh2", "zbv", "dualpipev", or the loaded file's path
 std::string_view scheduleName(Schedule schedule);
-// Accepts gpipe, dapple, 1f1b, interleaved, zbh1, zbh2, zbv and dualpipev (any case), or a path ending in
-// .csv, which it loads and installs as Schedule::kFile (an InputError when the file is bad); throws InputError naming
-// `flag` otherwise.
+// Accepts gpipe, dapple, 1f1b, interleaved, zbh1, zbh2, zbv and dualpipev (any case), or a path
+// ending in .csv, which it loads and installs as Schedule::kFile (an InputError when the file is
+// bad); throws InputError naming `flag` otherwise.
 Schedule parseSchedule(std::string_view text, std::string_view flag = "--schedule");
 
 // Offload to host memory over the host link (the cluster's node.host_link / host_memory):
@@ -80,11 +80,17 @@ inline constexpr int64_t kMaxMicroBatches = int64_t{1} << 16;
 inline constexpr int64_t kMaxStrategyGpus = int64_t{1} << 24;
 
 struct Strategy {
-  int tp = 1;                // M
-  int pp = 1;                // P
-  int dp = 1;                // D
-  int cp = 1;                // C: context parallel (sequence split over C ranks, ring attention)
-  int ep = 1;                // E: expert parallel, inside the DP group (divides D)
+  int tp = 1;  // M
+  int pp = 1;  // P
+  int dp = 1;  // D
+  int cp = 1;  // C: context parallel (sequence split over C ranks, ring attention)
+  int ep = 1;  // E: expert parallel, inside the DP group (divides D)
+  // Expert tensor parallel (Megatron's --expert-tensor-parallel-size): each routed expert's FFN
+  // is split over this many ranks, apart from the dense layers' M; 0 means M, Megatron's default.
+  // Per pipeline stage and CP rank, the M x D ranks are regrouped as ETP x E x (expert DP),
+  // ETP innermost (parallel_state's expert rank generator), so the expert-data-parallel group
+  // holds M x D x C / (ETP x E) ranks (rank_layout.h).
+  int etp = 0;
   int64_t micro_batch = 1;   // b
   int64_t global_batch = 1;  // B
   Schedule schedule = Schedule::kDapple;
@@ -121,8 +127,14 @@ struct Strategy {
   // Ranks that hold replicas of the dense weights: D x C (Megatron's data-parallel group with
   // context parallelism), over which dense gradients are reduced and ZeRO shards.
   int gradGroupSize() const { return dp * cp; }
-  // Ranks that hold replicas of one expert: D x C / E (Megatron's expert-data-parallel group).
-  int expertGradGroupSize() const { return dp * cp / ep; }
+  // The expert tensor-parallel size in effect (etp, or M when unset).
+  int expertTp() const { return etp > 0 ? etp : tp; }
+  // Ranks that hold replicas of one expert shard: M x D x C / (ETP x E) (Megatron's
+  // expert-data-parallel group; D x C / E when ETP = M).
+  int expertGradGroupSize() const { return tp * dp * cp / (expertTp() * ep); }
+  // Whether the routed experts' gradients are synchronised on a group of their own (E > 1, or an
+  // expert TP other than M): otherwise they are reduced with the dense ones over D x C.
+  bool expertsSyncApart() const { return ep > 1 || expertTp() != tp; }
   int64_t microBatches() const { return global_batch / (micro_batch * dp); }
   // Whether a layer's parameters sharded over the DP group (ZeRO-3, FSDP) are gathered again for
   // its backward: DeepSpeed's ZeRO-3 always; FSDP by its policy (Reshard).

@@ -117,8 +117,7 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
                 c.violation = crossNodeTpViolation(cluster, c.strategy);
               }
               const bool uneven = space.uneven_stage_shift > 0 && !c.violation &&
-                                  c.strategy.pp >= 2 &&
-                                  pipelineLayout(c.strategy).chunks() == 1;
+                                  c.strategy.pp >= 2 && pipelineLayout(c.strategy).chunks() == 1;
               const Strategy balanced = c.strategy;
               visit(std::move(c));
               if (uneven) visitUneven(balanced);
@@ -139,26 +138,34 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
         if (pd % p != 0) continue;
         const int64_t d = pd / p;
         for (int e : space.expert_parallel) {
-          if (e < 1 || (e > 1 && (experts == 0 || d % e != 0 || experts % e != 0))) continue;
-          for (int64_t b : space.micro_batches) {
-            for (Schedule schedule : space.schedules) {
-              Strategy s = base;
-              s.tp = static_cast<int>(m);
-              s.cp = c;
-              s.pp = static_cast<int>(p);
-              s.dp = static_cast<int>(d);
-              s.ep = e;
-              s.micro_batch = b;
-              s.schedule = schedule;
-              s.virtual_stages = 1;
-              if (schedule != Schedule::kInterleaved) {
-                add(s);
-                continue;
-              }
-              for (int v : space.virtual_stages) {
-                if (!interleavedApplies(model, s, v)) continue;
-                s.virtual_stages = v;
-                add(s);
+          if (e < 1 || (e > 1 && (experts == 0 || experts % e != 0))) continue;
+          for (int etp : space.expert_tensor_parallel) {
+            const int64_t etp_size = etp > 0 ? etp : m;
+            // ETP = M is the default (0) once; another ETP only with experts sharded.
+            if (etp > 0 && (etp == m || e == 1)) continue;
+            if (etp > 0 && model.moe.expert_ffn % etp != 0) continue;
+            if (e > 1 && (m * d) % (etp_size * e) != 0) continue;
+            for (int64_t b : space.micro_batches) {
+              for (Schedule schedule : space.schedules) {
+                Strategy s = base;
+                s.tp = static_cast<int>(m);
+                s.cp = c;
+                s.pp = static_cast<int>(p);
+                s.dp = static_cast<int>(d);
+                s.ep = e;
+                s.etp = etp;
+                s.micro_batch = b;
+                s.schedule = schedule;
+                s.virtual_stages = 1;
+                if (schedule != Schedule::kInterleaved) {
+                  add(s);
+                  continue;
+                }
+                for (int v : space.virtual_stages) {
+                  if (!interleavedApplies(model, s, v)) continue;
+                  s.virtual_stages = v;
+                  add(s);
+                }
               }
             }
           }
@@ -178,14 +185,14 @@ EventTable unionOfEvents(const ModelConfig& model, const ClusterConfig& cluster,
   // overlap (bucketed gradient collectives) and offload (host-link copies, the host's Adam) add
   // events of their own.
   std::set<std::tuple<int, int, int, int, int, int64_t, int, bool, int, int, std::vector<int>, bool,
-                      int>>
+                      int, int>>
       seen;
   for (const Candidate& c : enumerateCandidates(model, cluster, base, space)) {
     if (c.violation) continue;
     const Strategy& s = c.strategy;
     if (!seen.insert({s.tp, s.cp, s.pp, s.dp, s.ep, s.micro_batch, static_cast<int>(s.recompute),
                       s.sequence_parallel, s.zero_stage, s.virtual_stages, s.stage_layers,
-                      s.dp_overlap, static_cast<int>(s.offload)})
+                      s.dp_overlap, static_cast<int>(s.offload), s.etp})
              .second) {
       continue;
     }

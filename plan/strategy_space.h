@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "config/cluster_config.h"
-#include "events/event_table.h"
 #include "config/model_config.h"
+#include "events/event_table.h"
 #include "plan/strategy.h"
 
 namespace evsim {
@@ -38,6 +38,10 @@ struct StrategySpace {
   // E (tried only on MoE models, where E divides D and the experts).
   std::vector<int> context_parallel = {1};
   std::vector<int> expert_parallel = {1};
+  // Expert tensor-parallel sizes (Strategy::etp; 0 is M, Megatron's default), tried with E > 1
+  // where they differ from M and pass Megatron's rules (ETP divides the expert FFN, ETP x E
+  // divides M x D).
+  std::vector<int> expert_tensor_parallel = {0};
   // Uneven stage splits (P >= 2, one chunk per device): besides the balanced split, its first
   // stage, its last stage and (P >= 3) both shortened by 1..uneven_stage_shift layers
   // (unevenSplits). 0: the balanced split only.

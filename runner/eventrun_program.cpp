@@ -264,6 +264,11 @@ std::vector<int64_t> collectiveGroup(const IterationPlan& plan, const RankCoord&
 RankProgram buildRankProgram(const IterationPlan& plan, int64_t rank) {
   EVSIM_CHECK(rank >= 0 && rank < plan.strategy.gpus(), "rank {} outside the {} ranks of {}", rank,
               plan.strategy.gpus(), plan.strategy.name());
+  // The expert-TP collectives sit on the TP stream; collectiveGroup gives that stream the TP group.
+  if (plan.strategy.expertTp() != plan.strategy.tp) {
+    EVSIM_THROW(InputError, "--etp {}: eventrun runs expert tensor parallelism equal to M={} only",
+                plan.strategy.expertTp(), plan.strategy.tp);
+  }
   return ProgramBuilder(plan, rank).build();
 }
 

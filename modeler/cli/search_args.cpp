@@ -131,6 +131,9 @@ std::string searchedSpaceText(const SearchArgs& args) {
                           sequenceParallelValues(args), args.zero_stages, args.dp_overlaps,
                           args.context_parallel);
   if (!args.expert_parallel.empty()) searched += fmt::format("; EP {}", args.expert_parallel);
+  if (!args.expert_tensor_parallel.empty()) {
+    searched += fmt::format("; ETP M,{}", args.expert_tensor_parallel);
+  }
   if (args.offloads != "none") searched += fmt::format("; offload {}", args.offloads);
 
   std::vector<std::string> left;
@@ -169,6 +172,9 @@ std::string spaceCommandLine(const SearchArgs& args) {
   if (args.offloads != "none") out += fmt::format(" --offload {}", args.offloads);
   if (args.context_parallel != "1") out += fmt::format(" --cp {}", args.context_parallel);
   if (!args.expert_parallel.empty()) out += fmt::format(" --ep {}", args.expert_parallel);
+  if (!args.expert_tensor_parallel.empty()) {
+    out += fmt::format(" --etp {}", args.expert_tensor_parallel);
+  }
   if (args.uneven_stages > 0) out += fmt::format(" --uneven-stages {}", args.uneven_stages);
   if (args.allow_cross_node_tp) out += " --allow-cross-node-tp";
   return out;
@@ -184,7 +190,8 @@ std::string unionEventprofHint(const SearchArgs& args, const SearchOptions& opti
                space.dp_overlaps == std::vector<bool>{false} &&
                space.offloads == std::vector<Offload>{Offload::kNone} &&
                space.context_parallel == std::vector<int>{1} &&
-               space.expert_parallel == std::vector<int>{1} && !args.allow_cross_node_tp &&
+               space.expert_parallel == std::vector<int>{1} &&
+               space.expert_tensor_parallel == std::vector<int>{0} && !args.allow_cross_node_tp &&
                space.uneven_stage_shift == 0;  // uneven splits have their own Adam events
   for (Schedule s : space.schedules) {
     plain = plain && (s == Schedule::kGpipe || s == Schedule::kDapple);

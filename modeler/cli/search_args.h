@@ -37,10 +37,11 @@ struct SearchArgs {
   std::string zero_stages = "0,1";
   std::string dp_overlaps = "off,on";
   std::string offloads = "none";
-  std::string context_parallel;  // empty: defaultContextParallel(model)
-  std::string expert_parallel;   // empty: every power of two dividing an MoE model's experts
-  int uneven_stages = 0;         // --uneven-stages K: first/last stage shortened by 1..K layers
-  int top = 10;                  // 0: every candidate
+  std::string context_parallel;        // empty: defaultContextParallel(model)
+  std::string expert_parallel;         // empty: every power of two dividing an MoE model's experts
+  std::string expert_tensor_parallel;  // ETP sizes tried besides M (empty: M only)
+  int uneven_stages = 0;  // --uneven-stages K: first/last stage shortened by 1..K layers
+  int top = 10;           // 0: every candidate
   bool json = false;
   std::string csv;
   bool allow_cross_node_tp = false;

@@ -67,7 +67,8 @@ std::optional<TimeToTrain> runTime(const SearchArgs& args, const ModelConfig& mo
 nlohmann::json rowJson(const SearchArgs& args, const ModelConfig& model, const SearchReport& report,
                        const CandidateResult& r) {
   nlohmann::json j = candidateJson(r, report);
-  if (std::optional<TimeToTrain> t = runTime(args, model, r)) j["time_to_train"] = timeToTrainJson(*t);
+  if (std::optional<TimeToTrain> t = runTime(args, model, r))
+    j["time_to_train"] = timeToTrainJson(*t);
   return j;
 }
 
@@ -339,6 +340,14 @@ void run(SearchArgs args) {
   options.space.expert_parallel = args.expert_parallel.empty()
                                       ? std::vector<int>{1}
                                       : parseSmallInts(args.expert_parallel, "--ep");
+  // ETP = M (0) is always tried; --etp adds other expert tensor-parallel sizes.
+  options.space.expert_tensor_parallel = {0};
+  if (!args.expert_tensor_parallel.empty()) {
+    for (int etp : parseSmallInts(args.expert_tensor_parallel, "--etp")) {
+      if (etp < 1) EVSIM_THROW(InputError, "--etp {}: must be >= 1", etp);
+      options.space.expert_tensor_parallel.push_back(etp);
+    }
+  }
   options.space.allow_cross_node_tp = args.allow_cross_node_tp;
   options.space.uneven_stage_shift = args.uneven_stages;
   options.memory_headroom = args.memory_headroom;
@@ -425,6 +434,9 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--ep,--expert-model-parallel-size", args->expert_parallel,
                   "expert-parallel sizes to try (default for MoE models: every power of two "
                   "dividing the experts; only where E divides D)");
+  cmd->add_option("--etp,--expert-tensor-parallel-size", args->expert_tensor_parallel,
+                  "expert tensor-parallel sizes to try besides M, e.g. 1 (with E > 1, where ETP "
+                  "divides the expert FFN and ETP x E divides M x D)");
   cmd->add_option("--uneven-stages", args->uneven_stages,
                   "also try the balanced split with its first stage, its last stage and both "
                   "shortened by 1..K layers (moved to the middle stages; P >= 2, not interleaved)")

@@ -36,6 +36,7 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
                       {"dp", s.dp},
                       {"cp", s.cp},
                       {"ep", s.ep},
+                      {"etp", s.expertTp()},
                       {"micro_batch", s.micro_batch},
                       {"schedule", scheduleName(s.schedule)},
                       {"virtual_stages", s.virtual_stages},
@@ -105,7 +106,8 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
   out << "rank,strategy,tp,pp,dp,cp,ep,micro_batch,schedule,virtual_stages,recompute,sequence_"
          "parallel,"
          "zero,dp_overlap,offload,status,iteration_time_ms,"
-         "throughput_samples_per_s,throughput_tokens_per_s,time_vs_best,bubble_fraction,peak_memory_bytes,"
+         "throughput_samples_per_s,throughput_tokens_per_s,time_vs_best,bubble_fraction,peak_"
+         "memory_bytes,"
          "memory_headroom_bytes,measured_share,derived_share,estimated_share,violation,"
          "equivalent_plans\n";
   report.candidates.forEach([&](const CandidateResult& r) {
