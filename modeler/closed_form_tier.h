@@ -97,8 +97,9 @@ class ClosedFormTier {
   // (b, M, SP, recompute, C, E, ZeRO-3 (0/1), framework, reshard, and the TP, CP ring, EP and DP
   // placements as (group size, nodes, ranks per node); the DP group is all 1 without ZeRO-3).
   using PlacementKey = std::tuple<int, int, int>;
+  // (b, M, SP, recompute, C, E, ZeRO-3, framework, reshard, placements..., TP overlap)
   using LayerKey = std::tuple<int64_t, int, bool, int, int, int, int, int, int, PlacementKey,
-                              PlacementKey, PlacementKey, PlacementKey>;
+                              PlacementKey, PlacementKey, PlacementKey, bool>;
   struct Facts;  // one class's chunks (closed_form_tier.cpp)
 
  private:

@@ -10,6 +10,7 @@ LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placem
   // A placeholder valid for any sum over op lists; the plan sets the real placement per stage.
   shape.ep_group = Placement{strategy.ep, 1, strategy.ep};
   shape.sequence_parallel = strategy.sequence_parallel;
+  shape.tp_comm_overlap = strategy.tp_comm_overlap;
   shape.recompute = strategy.recompute;
   return shape;
 }

@@ -132,6 +132,8 @@ std::string searchedSpaceText(const SearchArgs& args) {
                           args.context_parallel);
   if (!args.expert_parallel.empty()) searched += fmt::format("; EP {}", args.expert_parallel);
   if (args.offloads != "none") searched += fmt::format("; offload {}", args.offloads);
+  if (args.tp_comm_overlap) searched += "; TP comm overlap where SP";
+  if (args.overlap_param_gather) searched += "; param-gather overlap where ZeRO 1/2 + DP overlap";
 
   std::vector<std::string> left;
   auto leftOut = [&](std::string_view label, const std::string& given,
@@ -148,6 +150,10 @@ std::string searchedSpaceText(const SearchArgs& args) {
   leftOut("ZeRO", args.zero_stages, {"0", "1", "2", "3"}, "--zero");
   leftOut("DP overlap", args.dp_overlaps, {"off", "on"}, "--dp-overlap");
   leftOut("offload", args.offloads, {"none", "optimizer", "activations", "both"}, "--offload");
+  if (!args.tp_comm_overlap) left.push_back("TP comm overlap (--tp-comm-overlap)");
+  if (!args.overlap_param_gather) {
+    left.push_back("param-gather overlap (--overlap-param-gather)");
+  }
   if (args.uneven_stages == 0) left.push_back("uneven stages (--uneven-stages)");
   if (!args.allow_cross_node_tp) left.push_back("TP across nodes (--allow-cross-node-tp)");
   if (left.empty()) return searched;
@@ -170,6 +176,8 @@ std::string spaceCommandLine(const SearchArgs& args) {
   if (args.context_parallel != "1") out += fmt::format(" --cp {}", args.context_parallel);
   if (!args.expert_parallel.empty()) out += fmt::format(" --ep {}", args.expert_parallel);
   if (args.uneven_stages > 0) out += fmt::format(" --uneven-stages {}", args.uneven_stages);
+  if (args.tp_comm_overlap) out += " --tp-comm-overlap";
+  if (args.overlap_param_gather) out += " --overlap-param-gather";
   if (args.allow_cross_node_tp) out += " --allow-cross-node-tp";
   return out;
 }
@@ -185,7 +193,8 @@ std::string unionEventprofHint(const SearchArgs& args, const SearchOptions& opti
                space.offloads == std::vector<Offload>{Offload::kNone} &&
                space.context_parallel == std::vector<int>{1} &&
                space.expert_parallel == std::vector<int>{1} && !args.allow_cross_node_tp &&
-               space.uneven_stage_shift == 0;  // uneven splits have their own Adam events
+               space.uneven_stage_shift == 0 &&  // uneven splits have their own Adam events
+               !args.tp_comm_overlap && !args.overlap_param_gather;  // events of their own
   for (Schedule s : space.schedules) {
     plain = plain && (s == Schedule::kGpipe || s == Schedule::kDapple);
   }
