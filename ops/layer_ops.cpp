@@ -179,7 +179,8 @@ namespace {
 constexpr int64_t kReduceScatterSplits = 4;  // Transformer Engine's num_splits for "pipeline"
 }  // namespace
 
-void LayerOpBuilder::tpRingStep(OpList& out, int layer, std::string_view name) {
+void LayerOpBuilder::tpRingStep(OpList& out, int layer, std::string_view name,
+                                bool issued_with_previous) {
   const LayerShape& s = shape_;
   const DType wire = isFp8(s.gemm_dtype) ? s.gemm_dtype : s.dtype;
   // Neighbours of the TP ring: on one node (strategyViolation keeps the group inside one).
@@ -188,6 +189,7 @@ void LayerOpBuilder::tpRingStep(OpList& out, int layer, std::string_view name) {
   Event e = makeCommunication(EventKind::kP2P, shard_bytes, pair, wire);
   OpInstance op{table_.intern(e), Stream::kTpComm, layer, name, recomputing_};
   op.overlap_ops = 1;
+  op.issued_with_previous = issued_with_previous;
   out.push_back(op);
 }
 
@@ -201,9 +203,10 @@ void LayerOpBuilder::ringGatherLinearForward(OpList& out, int layer, std::string
   if (isFp8(dtype)) fp8Casts(out, layer, fp8InputCasts(s.spec.fp8_recipe, shard, s.hidden));
   const Event chunk = makeGemm(shard, out_features, s.hidden, "nt", dtype);
   for (int i = 0; i < s.tp; ++i) {
-    if (i + 1 < s.tp) tpRingStep(out, layer, ring);  // the next shard, beside this chunk
+    if (i + 1 < s.tp) tpRingStep(out, layer, ring, i > 0);  // the next shard, beside this chunk
     compute(out, layer, gemm, chunk, i == 0 ? out_features * s.hidden + bias : 0,
             i == 0 ? saved_input * savedInputBytes(dtype) : 0);
+    out.back().issued_with_previous = i > 0;
   }
 }
 
@@ -221,8 +224,10 @@ void LayerOpBuilder::linearForwardReduceScatter(OpList& out, int layer, std::str
   for (int64_t i = 0; i < kReduceScatterSplits; ++i) {
     compute(out, layer, gemm, chunk, i == 0 ? h * in_features + bias : 0,
             i == 0 ? T * in_features * savedInputBytes(dtype) : 0);
+    out.back().issued_with_previous = i > 0;
     OpInstance op{table_.intern(scatter), Stream::kTpComm, layer, reduce_scatter, recomputing_};
     op.overlap_ops = i + 1 < kReduceScatterSplits ? 1 : 0;  // the last one has nothing beside it
+    op.issued_with_previous = i > 0;
     out.push_back(op);
   }
 }
@@ -237,8 +242,9 @@ void LayerOpBuilder::ringGatherLinearBackward(OpList& out, int layer, std::strin
   if (isFp8(dtype)) fp8Casts(out, layer, fp8GradCasts(recipe, shard, h));
   const Event chunk = makeGemm(shard, in_features, h, "nn", dtype);
   for (int i = 0; i < s.tp; ++i) {
-    if (i + 1 < s.tp) tpRingStep(out, layer, ring);
+    if (i + 1 < s.tp) tpRingStep(out, layer, ring, i > 0);
     compute(out, layer, dgrad, chunk);
+    out.back().issued_with_previous = i > 0;
   }
   // The wgrad reads the gathered output gradient the ring left in the userbuffer.
   if (isFp8(dtype)) fp8Casts(out, layer, fp8WgradInputCasts(recipe, T, in_features), true);

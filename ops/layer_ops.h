@@ -64,7 +64,9 @@
 //     and the input gradient's reduce-scatter beside the wgrad GEMM (a split backward defers the
 //     wgrad to W: the reduce-scatter then runs alone in B).
 // Each chunk or overlapped collective is an op with OpInstance::overlap_ops = 1 (or the ops it
-// covers); the first GEMM chunk carries the layer's weights and saved bytes. Cross-attention, MLA
+// covers); the first GEMM chunk carries the layer's weights and saved bytes. TE launches the
+// chunks from one call: beyond the first GEMM chunk and the first transfer (the GEMM and the
+// collective they replace) each is OpInstance::issued_with_previous (no host time of its own). Cross-attention, MLA
 // and MoE experts keep their plain collectives (TE's userbuffers name no other GEMM).
 //
 // FP8 GEMMs (the model's fp8 recipe) add their casts as ops of their own before the GEMM that
@@ -186,7 +188,7 @@ class LayerOpBuilder {
                                  std::string_view dgrad, std::string_view wgrad,
                                  std::string_view reduce_scatter, int64_t out_features);
   // One ring step: a shard of the activation to the TP ring neighbour, beside the next op.
-  void tpRingStep(OpList& out, int layer, std::string_view name);
+  void tpRingStep(OpList& out, int layer, std::string_view name, bool issued_with_previous);
   // FP8 GEMMs' casts (ops/fp8_casts.h) before the GEMM that reads them; `weight_grad` marks
   // those only the wgrad needs (zero-bubble W tasks run them).
   void fp8Casts(OpList& out, int layer, const std::vector<Fp8Cast>& casts,
