@@ -142,6 +142,13 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
       ->capture_default_str();
   app.add_flag("--dp-overlap,--overlap-grad-reduce", dp_overlap,
                "overlap bucketed DP gradient all-reduces with backward (PyTorch DDP)");
+  app.add_flag("--overlap-param-gather", overlap_param_gather,
+               "Megatron's: the distributed optimizer's parameter all-gather overlapped with the "
+               "next forward, bucket by bucket (needs --use-distributed-optimizer and "
+               "--overlap-grad-reduce)");
+  app.add_flag("--tp-comm-overlap", tp_comm_overlap,
+               "Megatron's (Transformer Engine userbuffers): TP all-gathers and reduce-scatters "
+               "overlapped with the adjacent GEMMs, chunk by chunk (needs --sequence-parallel)");
   auto* bucket_mb = app.add_option("--dp-bucket-mb", dp_bucket_mb, "DDP bucket size in MiB")
                         ->check(finitePositiveUpTo(1e6))
                         ->capture_default_str();
@@ -444,6 +451,8 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
   s.global_batch = global_batch;
   s.schedule = parseSchedule(schedule);
   s.dp_overlap = dp_overlap;
+  s.overlap_param_gather = overlap_param_gather;
+  s.tp_comm_overlap = tp_comm_overlap;
   if (!(dp_bucket_mb > 0)) EVSIM_THROW(InputError, "--dp-bucket-mb {}: must be > 0", dp_bucket_mb);
   s.dp_bucket_bytes =
       ddp_bucket_bytes > 0 ? ddp_bucket_bytes : static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);
@@ -518,12 +527,14 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
       layers_per_virtual_stage > 0 || megatron_virtual_stages > 0 || recompute_activations ||
       !stage_layers.empty() || first_stage_layers > 0 || last_stage_layers > 0 ||
       account_for_embedding || account_for_loss || framework != "megatron" ||
-      parseSchedule(schedule) == Schedule::kInterleaved || parseOffload(offload) != Offload::kNone;
+      parseSchedule(schedule) == Schedule::kInterleaved || parseOffload(offload) != Offload::kNone ||
+      tp_comm_overlap || overlap_param_gather;
   if (techniques) {
     EVSIM_THROW(
         InputError,
         "--gpus {}: the union covers GPipe/DAPPLE strategies without techniques; for "
-        "--cp, --ep, --schedule interleaved, --recompute, --sequence-parallel, --zero or --offload "
+        "--cp, --ep, --schedule interleaved, --recompute, --sequence-parallel, --zero, --offload "
+        "or the overlap flags "
         "write the union with `eventsim search ... --write-events FILE` and profile --events FILE",
         gpus);
   }
@@ -555,6 +566,7 @@ std::string RunOptions::commandLine(const Strategy& s) const {
     out += fmt::format(" --dp-overlap --dp-bucket-mb {}",
                        static_cast<double>(s.dp_bucket_bytes) / (1024 * 1024));
   }
+  if (s.overlap_param_gather) out += " --overlap-param-gather";
   if (overlap_slowdown == "off") out += " --overlap-slowdown off";
   if (link_sharing == "off") out += " --link-sharing off";
   if (s.schedule == Schedule::kInterleaved)
@@ -562,6 +574,7 @@ std::string RunOptions::commandLine(const Strategy& s) const {
   if (s.recompute != Recompute::kNone)
     out += fmt::format(" --recompute {}", recomputeName(s.recompute));
   if (s.sequence_parallel) out += " --sequence-parallel";
+  if (s.tp_comm_overlap) out += " --tp-comm-overlap";
   if (s.framework == Framework::kFsdp) {
     out += " --framework fsdp";
     if (s.reshard != Reshard::kDefault)

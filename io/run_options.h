@@ -8,7 +8,8 @@
 // --use-distributed-optimizer (--zero 1), --overlap-grad-reduce (--dp-overlap),
 // --context-parallel-size (--cp), --expert-model-parallel-size (--ep),
 // --virtual-pipeline-model-parallel-size, --recompute-activations, --recompute-num-layers 1,
-// --ddp-bucket-size, --use-torch-fsdp2 (--framework fsdp), and the model arguments of
+// --ddp-bucket-size, --use-torch-fsdp2 (--framework fsdp), --tp-comm-overlap,
+// --overlap-param-gather, and the model arguments of
 // model_overrides.h. Megatron arguments without effect on time or memory are accepted by name
 // (io/megatron_args.h: acceptExtras).
 
@@ -41,6 +42,8 @@ struct RunOptions {
   int64_t global_batch = 0;
   std::string schedule = "dapple";
   bool dp_overlap = false;
+  bool overlap_param_gather = false;  // Megatron's --overlap-param-gather
+  bool tp_comm_overlap = false;       // Megatron's --tp-comm-overlap
   double dp_bucket_mb = 25;
   int virtual_stages = 1;
   std::string recompute = "none";

@@ -158,7 +158,8 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
                      placement(groups.ep),
                      placement(zero3 ? groups.dp : Placement{}),
                      strategy.expertTp(),
-                     placement(groups.etp)};
+                     placement(groups.etp),
+                     strategy.tp_comm_overlap};
   auto it = workspace.layer_times.find(key);
   if (it != workspace.layer_times.end()) return it->second;
   return workspace.layer_times.try_emplace(key, computeLayerTimes(strategy, zero3, groups))
@@ -330,7 +331,8 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
       if (!stageSums(syncs, [&](int k) { return communicationUs(kind, k); })) return 0;
       for (int s = 0; s < P; ++s) post[s] += syncs.us[s];
     }
-    if (zero > 0) {
+    // Overlapped with the next forward (--overlap-param-gather), the gathers stall it by >= 0.
+    if (zero > 0 && !strategy.overlap_param_gather) {
       if (!stageSums(facts.gathers,
                      [&](int k) { return communicationUs(EventKind::kAllGather, k); })) {
         return 0;
@@ -364,6 +366,7 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
   Strategy key = strategy;
   key.zero_stage = 0;
   key.dp_overlap = false;
+  key.overlap_param_gather = false;
   key.offload = Offload::kNone;
   Facts& f = workspace.facts;
   if (f.key && *f.key == key) return f;

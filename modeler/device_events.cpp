@@ -77,6 +77,16 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
       t += sim.costUs(op.event) * slow;
     }
   }
+  // --overlap-param-gather: each chunk's buckets before and beside its first forward.
+  std::vector<size_t> next_bucket(chunk_stage.size(), 0);
+  for (size_t i = 0; i < timeline.param_gathers.size(); ++i) {
+    const int chunk = timeline.param_gather_chunk[i];
+    const StagePlan& stage = plan.stages[chunk_stage[chunk]];
+    const int event = stage.param_buckets[next_bucket[chunk]++].event;
+    visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync, "param_gather_bucket", event,
+                      kEmbeddingLayer, -1, timeline.param_gathers[i].start_us,
+                      timeline.param_gathers[i].duration(), chunk});
+  }
   // ZeRO 1/2: the chunks' parameter all-gathers after the optimizer, v-1 first.
   t = timeline.param_allgather.start_us;
   for (int chunk = plan.chunksPerDevice() - 1; chunk >= 0; --chunk) {

@@ -76,13 +76,24 @@ int64_t tensorContextBufferBytes(const ModelConfig& model, const Strategy& strat
   const double e = dtypeBytes(model.dtype);
   const double T = tokens(model, strategy);
   double bytes = 0;
-  if (strategy.sequence_parallel) bytes += 2 * e * T * static_cast<double>(model.hidden_size);
+  if (strategy.sequence_parallel && !strategy.tp_comm_overlap) {
+    bytes += 2 * e * T * static_cast<double>(model.hidden_size);
+  }
   if (strategy.cp > 1) {
     const double kv_width = static_cast<double>(model.queryGroups()) *
                             static_cast<double>(model.headDim()) / strategy.tp;
     bytes += 2 * 2 * 2 * e * T * kv_width;
   }
   return rounded(bytes);
+}
+
+int64_t userBufferBytes(const ModelConfig& model, const Strategy& strategy) {
+  if (!strategy.tp_comm_overlap) return 0;
+  constexpr double kAllGatherBuffers = 8, kReduceScatterBuffers = 4;  // TE's initialize_ub
+  const double e = dtypeBytes(model.dtype);
+  const double gather_e = isFp8(model.gemmDtype()) ? 1 : e;
+  return rounded((kAllGatherBuffers * gather_e + kReduceScatterBuffers * e) *
+                 tokens(model, strategy) * static_cast<double>(model.hidden_size));
 }
 
 int64_t moeDispatchBytes(const ModelConfig& model, const Strategy& strategy, bool has_moe) {

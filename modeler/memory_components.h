@@ -91,6 +91,12 @@ int64_t embeddingGradientBytes(const ModelConfig& model, const Strategy& strateg
                                bool has_embedding);
 // Sequence-parallel and context-parallel communication buffers of one layer.
 int64_t tensorContextBufferBytes(const ModelConfig& model, const Strategy& strategy);
+// --tp-comm-overlap: Transformer Engine's userbuffers, registered outside PyTorch's allocator
+// (initialize_ub with Megatron's shape [s*b/C, h]): one buffer of the whole shape per overlapped
+// GEMM TE names (qkv/proj/fc1/fc2 fprop, dgrad and wgrad: 12), each in the model dtype, or 1 byte
+// for the 8 all-gather buffers when the GEMMs run in fp8. 0 without the overlap. The SP gathers
+// then land in these, so tensorContextBufferBytes leaves them out.
+int64_t userBufferBytes(const ModelConfig& model, const Strategy& strategy);
 // MoE dispatch buffers of one MoE layer (0 without MoE blocks on the stage).
 int64_t moeDispatchBytes(const ModelConfig& model, const Strategy& strategy, bool has_moe);
 // Pipeline send/receive buffers (0 without pipeline parallelism).

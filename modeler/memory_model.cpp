@@ -225,10 +225,12 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
   constexpr double kBytesPerMiB = 1024.0 * 1024.0;
   const int64_t workspace = clampedRound(overheads.cublas_workspace_mib.value * kBytesPerMiB);
   const int communicators = communicatorCount(strategy);
-  const int64_t overhead =
+  const int64_t userbuffers = userBufferBytes(model, strategy);
+  const int64_t overhead = saturatingAdd(
       clampedRound((overheads.cuda_context_mib.value +
                     communicators * overheads.nccl_mib_per_communicator.value) *
-                   kBytesPerMiB);
+                   kBytesPerMiB),
+      userbuffers);
   const double fragmentation = overheads.allocator_fragmentation.value;
 
   MemoryEstimate out;
@@ -283,6 +285,7 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
         mem.model_state_bytes, clampedRound(static_cast<double>(dynamic) * (1 + fragmentation)));
     mem.communicators = communicators;
     mem.overhead_bytes = overhead;
+    mem.userbuffer_bytes = userbuffers;
     mem.peak_bytes = saturatingAdd(mem.allocated_bytes, mem.overhead_bytes);
     out.host_peak_bytes = std::max(
         out.host_peak_bytes, clampedRound(double(mem.hostBytes()) * double(host.gpus_per_node)));

@@ -141,6 +141,7 @@ struct StageMemory {
   int64_t reserved_bytes = 0;   // PyTorch's max_memory_reserved
   int communicators = 0;        // NCCL communicators of the rank
   int64_t overhead_bytes = 0;   // CUDA context + NCCL buffers (outside the allocator)
+  int64_t userbuffer_bytes = 0;  // --tp-comm-overlap's userbuffers (part of overhead_bytes)
   int64_t peak_bytes = 0;       // allocated + overhead: what the device must hold
   // In host memory, per device: offloaded optimizer state and activations (0 without offload).
   int64_t host_state_bytes = 0;

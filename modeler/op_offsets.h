@@ -5,7 +5,8 @@
 // The ops of a task run one after another on the device, and each must first be issued by the host
 // (the framework's Python and launch path, EventCost::host_us), which starts issuing when the task
 // starts (Megatron synchronises on the task's P2P input): op i starts at max(host issued ops 1..i,
-// op i-1 ended). With no host cost this is the plain prefix sum of the op times. An op that runs
+// op i-1 ended); an op OpInstance::issued_with_previous adds no host time (Transformer Engine's
+// chunks of one call). With no host cost this is the plain prefix sum of the op times. An op that runs
 // beside the next n ops (OpInstance::overlap_ops: a CP ring exchange beside its attention step, an
 // activation offload beside a layer) starts in order but does not hold the device; from the op
 // after those n on, the device waits for it (even when that op is itself one that runs beside
@@ -50,7 +51,7 @@ double opOffsets(const OpList& ops, Select in_task, Cost cost, OnStart start_at,
     const OpInstance& op = ops[i];
     if (!in_task(op)) continue;
     const auto [host_us, time_us] = cost(op);
-    host_issued += host_us;
+    if (!op.issued_with_previous) host_issued += host_us;
     // Ops released here hold the device from this point on, whether this op runs beside later
     // ones or not (a copy issued next, a layer whose prefetch was beside the one before).
     for (size_t j = 0; j < pending;) {

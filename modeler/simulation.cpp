@@ -95,6 +95,7 @@ double streamTime(const OpList& ops, const std::vector<EventCost>& costs, Stream
 constexpr double DeviceMetrics::*kDeviceFields[] = {&DeviceMetrics::compute_us,
                                                     &DeviceMetrics::overlap_slowdown_us,
                                                     &DeviceMetrics::tp_comm_us,
+                                                    &DeviceMetrics::exposed_tp_comm_us,
                                                     &DeviceMetrics::pp_comm_us,
                                                     &DeviceMetrics::dp_comm_us,
                                                     &DeviceMetrics::exposed_dp_comm_us,
@@ -136,6 +137,7 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
     const StageOpOffsets& offsets = sim.offsets[k];
     d.overlap_slowdown_us += m * (offsets.forward_slowdown_us + offsets.backward_slowdown_us);
     d.tp_comm_us += tasks(streamTime, Stream::kTpComm);
+    d.exposed_tp_comm_us += tasks(exposedStreamTime, Stream::kTpComm);
     d.ep_comm_us += tasks(streamTime, Stream::kEpComm);
     d.cp_comm_us += tasks(streamTime, Stream::kCpComm);
     d.exposed_cp_comm_us += tasks(exposedStreamTime, Stream::kCpComm);
@@ -157,12 +159,14 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   for (const TaskTiming& t : timeline.tasks) d.overlap_slowdown_us += t.overlap_slowdown_us;
   d.compute_us *= slow;
   d.tp_comm_us *= slow;
+  d.exposed_tp_comm_us *= slow;
   // What link sharing added to the task's collectives across nodes (link_flows.h): in the
   // timeline's runs, hence communication time of their kinds (a blocking TP, EP or ZeRO-3
   // collective is exposed; a CP exchange was stretched where it ran).
   if (!sim.task_link_stretch.empty()) {
     const TaskLinkStretch& shared = sim.task_link_stretch[pipeline][stage];
     d.tp_comm_us += shared.tp_us;
+    d.exposed_tp_comm_us += shared.tp_us;
     d.cp_comm_us += shared.cp_us;
     d.exposed_cp_comm_us += shared.cp_us;
     d.ep_comm_us += shared.ep_us;
@@ -176,13 +180,17 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   d.dp_comm_us += zero3_us + timeline.param_allgather.duration();
   d.exposed_dp_comm_us += zero3_us + timeline.param_allgather.duration();
   d.zero_comm_us = zero3_us + timeline.param_allgather.duration();
+  // --overlap-param-gather: the gathers beside the first forwards, exposed where they waited.
+  for (const Interval& gather : timeline.param_gathers) d.dp_comm_us += gather.duration();
+  d.exposed_dp_comm_us += timeline.param_gather_wait_us;
+  d.zero_comm_us += timeline.param_gather_wait_us;
   for (const Interval& sync : timeline.grad_sync) {
     d.dp_comm_us += sync.duration();
     // Overlapped buckets only cost the device the part after its own compute has finished.
     double hidden_until = sim.input.dp_overlap ? timeline.pipeline_end_us : sync.start_us;
     d.exposed_dp_comm_us += std::max(0.0, sync.end_us - std::max(sync.start_us, hidden_until));
   }
-  double busy = d.compute_us + d.tp_comm_us + d.pp_comm_us + d.exposed_dp_comm_us + d.ep_comm_us +
+  double busy = d.compute_us + d.exposed_tp_comm_us + d.pp_comm_us + d.exposed_dp_comm_us + d.ep_comm_us +
                 d.exposed_cp_comm_us + d.exposed_offload_us;
   d.idle_us = std::max(0.0, sim.timeline.iteration_us - busy);
   double flush = sim.timeline.pipelines[pipeline].flush_us;
@@ -233,6 +241,11 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
     // Expert parallelism: the routed experts' sync and gather follow the dense ones.
     if (stage.expert_grad_sync >= 0) cost.grad_allreduce_us += issued(c[stage.expert_grad_sync]);
     if (stage.expert_allgather >= 0) cost.param_allgather_us += issued(c[stage.expert_allgather]);
+    for (const ParamGatherBucket& b : stage.param_buckets) {
+      cost.param_gathers.push_back(
+          ParamGatherCost{offsets.forward_start_us[static_cast<size_t>(b.needed_before_op)],
+                          c[b.event].time_us, slowdownBeside(p.cluster.device, p.events[b.event])});
+    }
     for (const GradBucket& b : stage.dp_buckets) {
       // Complete after its op in the chunk's last gradient task (task_graph.h: bucketIssueOp).
       const int op = bucketIssueOp(stage.backward, b.ready_after_op, split);

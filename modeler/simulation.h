@@ -40,11 +40,14 @@ struct DeviceMetrics {
   double compute_us = 0;           // including overlap_slowdown_us
   double overlap_slowdown_us = 0;  // what the overlap slowdown adds to tasks (overlap_slowdown.h)
   double tp_comm_us = 0;
+  // The part of tp_comm_us the GEMMs beside it do not hide (--tp-comm-overlap; else all of it).
+  double exposed_tp_comm_us = 0;
   double pp_comm_us = 0;
   double dp_comm_us = 0;          // gradient all-reduce time (may overlap compute)
   double exposed_dp_comm_us = 0;  // the part that does not overlap compute
   // ZeRO's parameter gathers and gradient scatters (ZeRO-3 inside the tasks, ZeRO 1/2's gather
-  // after the optimizer): all exposed, and part of dp_comm_us and exposed_dp_comm_us too.
+  // after the optimizer): all exposed, and part of dp_comm_us and exposed_dp_comm_us too. With
+  // --overlap-param-gather, ZeRO 1/2's gathers count what the forwards waited for them.
   double zero_comm_us = 0;
   double cp_comm_us = 0;          // context parallelism's K/V ring exchanges (overlap attention)
   double exposed_cp_comm_us = 0;  // the part that outlasts the attention steps

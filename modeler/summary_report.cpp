@@ -31,6 +31,7 @@ nlohmann::json deviceJson(const DeviceMetrics& d) {
   return {{"compute_ms", d.compute_us / kUsPerMs},
           {"overlap_slowdown_ms", d.overlap_slowdown_us / kUsPerMs},
           {"tp_comm_ms", d.tp_comm_us / kUsPerMs},
+          {"exposed_tp_comm_ms", d.exposed_tp_comm_us / kUsPerMs},
           {"pp_comm_ms", d.pp_comm_us / kUsPerMs},
           {"dp_comm_ms", d.dp_comm_us / kUsPerMs},
           {"exposed_dp_comm_ms", d.exposed_dp_comm_us / kUsPerMs},
@@ -55,7 +56,7 @@ std::string deviceRow(const std::string& label, const DeviceMetrics& d, const St
   }
   return fmt::format(
       "  {:<10} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f}{} {:>11.3f} {:>9.1f}% {:>8.1f}%\n", label,
-      d.compute_us / kUsPerMs, d.tp_comm_us / kUsPerMs, d.pp_comm_us / kUsPerMs,
+      d.compute_us / kUsPerMs, d.exposed_tp_comm_us / kUsPerMs, d.pp_comm_us / kUsPerMs,
       d.exposed_dp_comm_us / kUsPerMs, extra, d.idle_us / kUsPerMs, 100 * d.utilization,
       100 * d.bubble_fraction);
 }
@@ -149,7 +150,7 @@ namespace {
 // collectives and pipeline sends block their device; DP is its exposed part less ZeRO's, which is
 // all exposed.
 std::vector<std::pair<const char*, double>> exposedCommMs(const DeviceMetrics& d) {
-  return {{"tp", d.tp_comm_us / kUsPerMs},
+  return {{"tp", d.exposed_tp_comm_us / kUsPerMs},
           {"cp", d.exposed_cp_comm_us / kUsPerMs},
           {"ep", d.ep_comm_us / kUsPerMs},
           {"pp", d.pp_comm_us / kUsPerMs},
@@ -226,6 +227,8 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const 
           {"micro_batches", sim.plan.micro_batches},
           {"schedule", scheduleName(st.schedule)},
           {"dp_overlap", st.dp_overlap},
+          {"overlap_param_gather", st.overlap_param_gather},
+          {"tp_comm_overlap", st.tp_comm_overlap},
           {"virtual_stages", sim.plan.chunksPerDevice()},  // ZB-V: 2 (its layout's chunks)
           {"recompute", recomputeName(st.recompute)},
           {"sequence_parallel", st.sequence_parallel},
@@ -338,7 +341,8 @@ std::string summaryText(const Simulation& sim, double memory_headroom, const Lin
   if (st.cp > 1) extra_heads += fmt::format(" {:>11}", "cp-exposed");
   if (st.offload != Offload::kNone) extra_heads += fmt::format(" {:>11}", "offload-exp");
   out += fmt::format("\n  per device (ms)    {:>11} {:>11} {:>11} {:>11}{} {:>11} {:>10} {:>9}\n",
-                     "compute", "tp-comm", "pp-comm", "dp-exposed", extra_heads, "idle", "util",
+                     "compute", st.tp_comm_overlap ? "tp-exposed" : "tp-comm", "pp-comm",
+                     "dp-exposed", extra_heads, "idle", "util",
                      "bubble");
   out += deviceRow("min", s.min_device, st);
   out += deviceRow("mean", s.mean_device, st);

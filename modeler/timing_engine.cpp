@@ -104,6 +104,39 @@ std::vector<DeviceBuckets> slowingBuckets(const TimingInput& input, const TaskGr
   return out;
 }
 
+// The chunk's deferred parameter gathers before and beside its first forward `run`, dispatched at
+// `dispatch_us` on the device's DP stream (free from `stream_free_us`; timing_engine.h). Moves
+// the run's end; returns the overlap-slowdown part of what it added (the wait goes to `stage`).
+double gatherBeforeForward(const StageCost& cost, int chunk, double dispatch_us,
+                           double& stream_free_us, Interval& run, StageTimeline& stage) {
+  if (cost.param_gathers.empty()) return 0;
+  std::vector<SlowInterval> gathers;
+  gathers.reserve(cost.param_gathers.size());
+  for (const ParamGatherCost& g : cost.param_gathers) {
+    const double start = std::max(stream_free_us, dispatch_us);
+    stream_free_us = start + g.allgather_us;
+    gathers.push_back({start, stream_free_us, g.compute_slowdown});
+    stage.param_gathers.push_back({start, stream_free_us});
+    stage.param_gather_chunk.push_back(chunk);
+  }
+  // The task's work; its ops' offsets scale as a straggler's or jitter's task does.
+  const double work = run.duration();
+  const double scale = cost.forward_us > 0 ? work / cost.forward_us : 1.0;
+  double plain = run.start_us, slowed = run.start_us, done = 0;
+  for (size_t i = 0; i < gathers.size(); ++i) {
+    const double step =
+        std::clamp(cost.param_gathers[i].needed_offset_us * scale - done, 0.0, work - done);
+    done += step;
+    plain = std::max(plain + step, gathers[i].end_us);
+    slowed = std::max(slowedEndUs(slowed, step, gathers), gathers[i].end_us);
+  }
+  plain += work - done;
+  slowed = slowedEndUs(slowed, work - done, gathers);
+  stage.param_gather_wait_us += plain - run.end_us;
+  run.end_us = slowed;
+  return slowed - plain;
+}
+
 // List-schedules the graph on one pipeline class's links: each device walks its order; a task is
 // placed once all its inputs are placed, so we sweep the devices until every task is.
 PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
@@ -121,6 +154,13 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
   for (int s = 0; s < P; ++s) out.stages[s].tasks.reserve(graph.device_order[s].size());
   std::vector<DeviceBuckets> buckets = slowingBuckets(input, graph);
   const PipelineLayout layout = pipelineLayout(input.schedule, P, input.virtual_stages);
+  // --overlap-param-gather: which chunks of each device have had their first forward, and each
+  // device's DP stream as the gathers leave it.
+  const bool param_gathers = std::any_of(input.stages.begin(), input.stages.end(),
+                                         [](const StageCost& c) { return !c.param_gathers.empty(); });
+  std::vector<std::vector<char>> gathered(param_gathers ? P : 0,
+                                          std::vector<char>(input.virtual_stages, 0));
+  std::vector<double> gather_stream_free(P, 0.0);
   if (!buckets.empty()) {
     for (int s = 0; s < P; ++s) out.stages[s].bucket_ready_us.resize(input.virtual_stages);
   }
@@ -181,6 +221,16 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         run.end_us =
             run.start_us + (std::max(compute_us, comm_us) + jitter_us) * slowdown(links, s);
         double overlap_slowdown_us = 0;
+        for (size_t at = first; at < first + members && param_gathers; ++at) {
+          const TaskNode& node = graph.nodes[order[at]];
+          if (node.task.phase != Phase::kForward || gathered[s][node.task.chunk]) continue;
+          gathered[s][node.task.chunk] = 1;
+          // One chunk: its first module's pre-hook; several: aligned at the iteration's start.
+          const double dispatch = input.virtual_stages > 1 ? 0.0 : run.start_us;
+          overlap_slowdown_us +=
+              gatherBeforeForward(input.stages[node.virtual_stage], node.task.chunk, dispatch,
+                                  gather_stream_free[s], run, out.stages[s]);
+        }
         if (!buckets.empty()) {
           DeviceBuckets& dp = buckets[s];
           // Tasks on a device start in order: buckets already over stay over.
@@ -207,7 +257,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
             }
           }
           const double end = slowedEndUs(run.start_us, run.duration(), dp.in_flight);
-          overlap_slowdown_us = end - run.end_us;
+          overlap_slowdown_us += end - run.end_us;
           run.end_us = end;
         }
         if (!task_stretch.empty()) run.end_us += task_stretch[s][first];

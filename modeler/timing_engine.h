@@ -31,6 +31,20 @@
 // the buckets then wait for the slowest replica (below); the slowdown uses each class's own bucket
 // times.
 //
+// Overlapped parameter gather (--overlap-param-gather, ZeRO 1/2; Megatron's forward pre-hooks):
+// the all-gather of the updated parameters leaves the end of the step and runs, bucket by bucket,
+// before and beside the first forward task of each chunk in the next iteration (one iteration's
+// timeline starts with it). On each device's DP stream the buckets run back to back in forward
+// order (the host, ahead of the GPU, dispatches bucket i+1 when it reaches bucket i's first
+// module), dispatched at that task's start with one chunk per device (the first module's
+// pre-hook: the first bucket is exposed on every stage), and at the iteration's start with
+// several (Megatron's align_param_gather, the default with interleaving), chunk after chunk.
+// The forward reaches bucket i's needed offset no earlier than the bucket's end:
+//   t_0 = max(T, A_0);  t_i = max(t_{i-1} + (o_i - o_{i-1}), A_i);  end = t_n + (F - o_n),
+// with its work slowed beside the buckets in flight (overlap_slowdown.h). What the waits add is
+// exposed DP communication (StageTimeline::param_gather_wait_us), the slowdown overlap slowdown.
+// Each pipeline class times its own gathers.
+//
 // Link sharing (modeler/link_flows.h) re-runs this timing with what shared links added to each
 // send, DP collective and task (its collectives across nodes) (TimingInput's stretch fields): a
 // send, collective or task ends that much later and everything after it follows. The overlap
@@ -59,6 +73,14 @@
 
 namespace evsim {
 
+// --overlap-param-gather: one bucket of the chunk's parameter all-gather, deferred from the end of
+// the step to the chunk's first forward (below).
+struct ParamGatherCost {
+  double needed_offset_us = 0;  // where in the forward its parameters are first used
+  double allgather_us = 0;
+  double compute_slowdown = 1;  // of the forward beside it (overlap_slowdown.h)
+};
+
 struct BucketCost {
   double ready_offset_us = 0;  // from the start of the chunk's last gradient task (B, or W)
   double allreduce_us = 0;
@@ -76,6 +98,8 @@ struct StageCost {
   // the buckets then hold reduce-scatters.
   double param_allgather_us = 0;
   double weight_grad_us = 0;  // W: the weight-gradient ops when the schedule splits (else 0)
+  // --overlap-param-gather: the buckets in forward order (param_allgather_us is then 0).
+  std::vector<ParamGatherCost> param_gathers;
   // The expert-parallel all-to-all time inside forward_us and backward_us (B): what the other
   // micro-batch of a fused task can hide (below). 0 without expert parallelism.
   double forward_overlap_us = 0;
@@ -147,6 +171,11 @@ struct StageTimeline {
   std::vector<int> grad_sync_chunk;  // the chunk of each grad_sync interval
   Interval optimizer;                // all chunks' optimizer steps, v-1 first
   Interval param_allgather;          // ZeRO 1/2: all chunks' parameter all-gathers, v-1 first
+  // --overlap-param-gather instead: each chunk's buckets (chunks in the order of their first
+  // forward, buckets in forward order), and what waiting for them added to those forwards.
+  std::vector<Interval> param_gathers;
+  std::vector<int> param_gather_chunk;  // the chunk of each param_gathers interval
+  double param_gather_wait_us = 0;
   int peak_activations = 0;          // micro-batch chunk activations held at once (graph walk)
   double busy_in_pipeline_us = 0;    // task runs + sends
   // Overlap slowdown only (else empty): per chunk, when each DP bucket was ready in this class.

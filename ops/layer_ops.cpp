@@ -176,6 +176,109 @@ void LayerOpBuilder::linearBackward(OpList& out, int layer, std::string_view dgr
   out.back().weight_grad = true;
 }
 
+// TP communication overlap (layer_ops.h). The shard each ring step moves is what TE's userbuffers
+// hold: fp8 when the GEMM runs in fp8 (its all-gather buffers are fp8), else the model dtype.
+namespace {
+constexpr int64_t kReduceScatterSplits = 4;  // Transformer Engine's num_splits for "pipeline"
+}  // namespace
+
+void LayerOpBuilder::tpRingStep(OpList& out, int layer, std::string_view name,
+                                bool issued_with_previous) {
+  const LayerShape& s = shape_;
+  const DType wire = isFp8(s.gemm_dtype) ? s.gemm_dtype : s.dtype;
+  // Neighbours of the TP ring: on one node (strategyViolation keeps the group inside one).
+  const Placement pair{2, s.tp_group.interNode() ? 2 : 1, s.tp_group.interNode() ? 1 : 2};
+  const int64_t shard_bytes = s.tokens() / s.tp * s.hidden * dtypeBytes(wire);
+  Event e = makeCommunication(EventKind::kP2P, shard_bytes, pair, wire);
+  OpInstance op{table_.intern(e), Stream::kTpComm, layer, name, recomputing_};
+  op.overlap_ops = 1;
+  op.issued_with_previous = issued_with_previous;
+  out.push_back(op);
+}
+
+void LayerOpBuilder::ringGatherLinearForward(OpList& out, int layer, std::string_view ring,
+                                             std::string_view gemm, int64_t out_features,
+                                             int64_t bias, int64_t saved_input) {
+  const LayerShape& s = shape_;
+  const int64_t shard = s.tokens() / s.tp;
+  const DType dtype = s.gemm_dtype;
+  // TE casts its own shard before the exchange (the gathered input never exists in 16 bits).
+  if (isFp8(dtype)) fp8Casts(out, layer, fp8InputCasts(s.spec.fp8_recipe, shard, s.hidden));
+  const Event chunk = makeGemm(shard, out_features, s.hidden, "nt", dtype);
+  for (int i = 0; i < s.tp; ++i) {
+    if (i + 1 < s.tp) tpRingStep(out, layer, ring, i > 0);  // the next shard, beside this chunk
+    compute(out, layer, gemm, chunk, i == 0 ? out_features * s.hidden + bias : 0,
+            i == 0 ? saved_input * savedInputBytes(dtype) : 0);
+    out.back().issued_with_previous = i > 0;
+  }
+}
+
+void LayerOpBuilder::linearForwardReduceScatter(OpList& out, int layer, std::string_view gemm,
+                                                std::string_view reduce_scatter,
+                                                int64_t in_features, int64_t bias) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden;
+  const DType dtype = s.gemm_dtype;
+  if (isFp8(dtype)) fp8Casts(out, layer, fp8InputCasts(s.spec.fp8_recipe, T, in_features));
+  const int64_t rows = T / kReduceScatterSplits;
+  const Event chunk = makeGemm(rows, h, in_features, "nt", dtype);
+  const Event scatter =
+      makeCommunication(EventKind::kReduceScatter, rows * h * e(), s.tp_group, s.dtype);
+  for (int64_t i = 0; i < kReduceScatterSplits; ++i) {
+    compute(out, layer, gemm, chunk, i == 0 ? h * in_features + bias : 0,
+            i == 0 ? T * in_features * savedInputBytes(dtype) : 0);
+    out.back().issued_with_previous = i > 0;
+    OpInstance op{table_.intern(scatter), Stream::kTpComm, layer, reduce_scatter, recomputing_};
+    op.overlap_ops = i + 1 < kReduceScatterSplits ? 1 : 0;  // the last one has nothing beside it
+    op.issued_with_previous = i > 0;
+    out.push_back(op);
+  }
+}
+
+void LayerOpBuilder::ringGatherLinearBackward(OpList& out, int layer, std::string_view ring,
+                                              std::string_view dgrad, std::string_view wgrad,
+                                              int64_t in_features) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden, shard = T / s.tp;
+  const DType dtype = s.gemm_dtype;
+  const Fp8Recipe recipe = s.spec.fp8_recipe;
+  if (isFp8(dtype)) fp8Casts(out, layer, fp8GradCasts(recipe, shard, h));
+  const Event chunk = makeGemm(shard, in_features, h, "nn", dtype);
+  for (int i = 0; i < s.tp; ++i) {
+    if (i + 1 < s.tp) tpRingStep(out, layer, ring, i > 0);
+    compute(out, layer, dgrad, chunk);
+    out.back().issued_with_previous = i > 0;
+  }
+  // The wgrad reads the gathered output gradient the ring left in the userbuffer.
+  if (isFp8(dtype)) fp8Casts(out, layer, fp8WgradInputCasts(recipe, T, in_features), true);
+  compute(out, layer, wgrad, makeGemm(h, in_features, T, "tn", dtype));
+  out.back().weight_grad = true;
+}
+
+void LayerOpBuilder::bulkOverlapLinearBackward(OpList& out, int layer, std::string_view regather,
+                                               std::string_view dgrad, std::string_view wgrad,
+                                               std::string_view reduce_scatter,
+                                               int64_t out_features) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden;
+  const DType dtype = s.gemm_dtype;
+  const Fp8Recipe recipe = s.spec.fp8_recipe;
+  const int64_t bytes = T * h * e();
+  // The input's re-gather beside the dgrad (and the output gradient's casts before it).
+  tpCollective(out, layer, regather, EventKind::kAllGather, bytes);
+  const size_t gather = out.size() - 1;
+  if (isFp8(dtype)) fp8Casts(out, layer, fp8GradCasts(recipe, T, out_features));
+  compute(out, layer, dgrad, makeGemm(T, h, out_features, "nn", dtype));
+  out[gather].overlap_ops = static_cast<int>(out.size() - 1 - gather);
+  // The input gradient's reduce-scatter beside the wgrad (in W when the backward is split).
+  tpCollective(out, layer, reduce_scatter, EventKind::kReduceScatter, bytes);
+  const size_t scatter = out.size() - 1;
+  if (isFp8(dtype)) fp8Casts(out, layer, fp8WgradInputCasts(recipe, T, h), true);
+  compute(out, layer, wgrad, makeGemm(out_features, h, T, "tn", dtype));
+  out.back().weight_grad = true;
+  out[scatter].overlap_ops = static_cast<int>(out.size() - 1 - scatter);
+}
+
 // The attention core: with flash attention one fused op keeping Q, K, V and the fp32 log-sum-exp
 // (the output is the projection's saved input); otherwise scores bGEMM, fused scale + mask +
 // softmax, attention dropout, x V bGEMM, what selective recomputation re-runs (Megatron's
@@ -257,8 +360,13 @@ void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {
     linearForward(out, layer, "cross_kv_gemm", T, 2 * h / t, h, bias(2 * h / t), 0);
   } else {
     norm(out, layer, "layernorm", false);
-    gatherInput(out, layer, "qkv_input_allgather");
-    linearForward(out, layer, "qkv_gemm", T, s.qkvWidth(), h, bias(s.qkvWidth()), region);
+    if (s.tp_comm_overlap) {
+      ringGatherLinearForward(out, layer, "qkv_input_ring_exchange", "qkv_gemm", s.qkvWidth(),
+                              bias(s.qkvWidth()), region);
+    } else {
+      gatherInput(out, layer, "qkv_input_allgather");
+      linearForward(out, layer, "qkv_gemm", T, s.qkvWidth(), h, bias(s.qkvWidth()), region);
+    }
     qkNorm(out, layer, false);
     if (s.spec.position == PositionKind::kRope) {
       // Q and K heads rotated in place; the backward needs only the positions.
@@ -270,10 +378,15 @@ void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {
     }
   }
   attentionCore(out, layer);
-  linearForward(out, layer, cross ? "cross_proj_gemm" : "attn_proj_gemm", T, h, s.attnWidth(),
-                bias(h), T * s.attnWidth());
-  reduceOutput(out, layer, cross ? "cross_proj_allreduce" : "attn_proj_allreduce",
-               cross ? "cross_proj_reduce_scatter" : "attn_proj_reduce_scatter");
+  if (s.tp_comm_overlap && !cross) {
+    linearForwardReduceScatter(out, layer, "attn_proj_gemm", "attn_proj_reduce_scatter",
+                               s.attnWidth(), bias(h));
+  } else {
+    linearForward(out, layer, cross ? "cross_proj_gemm" : "attn_proj_gemm", T, h, s.attnWidth(),
+                  bias(h), T * s.attnWidth());
+    reduceOutput(out, layer, cross ? "cross_proj_allreduce" : "attn_proj_allreduce",
+                 cross ? "cross_proj_reduce_scatter" : "attn_proj_reduce_scatter");
+  }
   dropout(out, layer, "dropout", region, false);
   compute(out, layer, "residual_add", makeCompute("add", {{"elems", region}}, "", s.dtype));
 }
@@ -299,9 +412,14 @@ void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
   const int64_t heads = s.micro_batch * s.heads / t;
   const int64_t region = s.regionTokens() * h;
   dropout(out, layer, "dropout_bwd", region, true);
-  gatherInput(out, layer, cross ? "cross_proj_grad_allgather" : "attn_proj_grad_allgather");
-  linearBackward(out, layer, cross ? "cross_proj_dgrad" : "attn_proj_dgrad",
-                 cross ? "cross_proj_wgrad" : "attn_proj_wgrad", T, h, s.attnWidth());
+  if (s.tp_comm_overlap && !cross) {
+    ringGatherLinearBackward(out, layer, "attn_proj_grad_ring_exchange", "attn_proj_dgrad",
+                             "attn_proj_wgrad", s.attnWidth());
+  } else {
+    gatherInput(out, layer, cross ? "cross_proj_grad_allgather" : "attn_proj_grad_allgather");
+    linearBackward(out, layer, cross ? "cross_proj_dgrad" : "attn_proj_dgrad",
+                   cross ? "cross_proj_wgrad" : "attn_proj_wgrad", T, h, s.attnWidth());
+  }
   if (s.spec.flash_attention) {
     // Backward ring: K, V and their gradients travel together while each step's backward runs.
     const int64_t kv_bytes = e() * s.micro_batch * s.query_groups / t * s.localSeq() * d;
@@ -350,9 +468,14 @@ void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
                   "", s.dtype));
     }
     qkNorm(out, layer, true);
-    gatherInput(out, layer, "qkv_input_regather");
-    linearBackward(out, layer, "qkv_dgrad", "qkv_wgrad", T, s.qkvWidth(), h);
-    reduceOutput(out, layer, "qkv_input_grad_allreduce", "qkv_input_grad_reduce_scatter");
+    if (s.tp_comm_overlap) {
+      bulkOverlapLinearBackward(out, layer, "qkv_input_regather", "qkv_dgrad", "qkv_wgrad",
+                                "qkv_input_grad_reduce_scatter", s.qkvWidth());
+    } else {
+      gatherInput(out, layer, "qkv_input_regather");
+      linearBackward(out, layer, "qkv_dgrad", "qkv_wgrad", T, s.qkvWidth(), h);
+      reduceOutput(out, layer, "qkv_input_grad_allreduce", "qkv_input_grad_reduce_scatter");
+    }
     norm(out, layer, "layernorm_bwd", true);
   }
   compute(out, layer, "residual_grad_add", makeCompute("add", {{"elems", region}}, "", s.dtype));
@@ -365,14 +488,23 @@ void LayerOpBuilder::mlpForward(OpList& out, int layer) {
   const bool swiglu = s.spec.mlp == MlpKind::kSwiGlu;
   const int64_t fc1_width = (swiglu ? 2 : 1) * f / t;  // SwiGLU: [gate | up] in one GEMM
   norm(out, layer, "mlp_layernorm", false);
-  gatherInput(out, layer, "fc1_input_allgather");
-  linearForward(out, layer, "fc1_gemm", T, fc1_width, h, bias(fc1_width), region);
+  if (s.tp_comm_overlap) {
+    ringGatherLinearForward(out, layer, "fc1_input_ring_exchange", "fc1_gemm", fc1_width,
+                            bias(fc1_width), region);
+  } else {
+    gatherInput(out, layer, "fc1_input_allgather");
+    linearForward(out, layer, "fc1_gemm", T, fc1_width, h, bias(fc1_width), region);
+  }
   // The activation keeps its input (the fc1 output), fc2 its input (the activation's output).
   compute(out, layer, swiglu ? "swiglu" : "gelu",
           makeCompute(swiglu ? "swiglu_fwd" : "gelu_fwd", {{"elems", T * f / t}}, "", s.dtype), 0,
           e() * T * fc1_width);
-  linearForward(out, layer, "fc2_gemm", T, h, f / t, bias(h), T * f / t);
-  reduceOutput(out, layer, "fc2_allreduce", "fc2_reduce_scatter");
+  if (s.tp_comm_overlap) {
+    linearForwardReduceScatter(out, layer, "fc2_gemm", "fc2_reduce_scatter", f / t, bias(h));
+  } else {
+    linearForward(out, layer, "fc2_gemm", T, h, f / t, bias(h), T * f / t);
+    reduceOutput(out, layer, "fc2_allreduce", "fc2_reduce_scatter");
+  }
   dropout(out, layer, "mlp_dropout", region, false);
   compute(out, layer, "mlp_residual_add", makeCompute("add", {{"elems", region}}, "", s.dtype));
 }
@@ -384,13 +516,22 @@ void LayerOpBuilder::mlpBackward(OpList& out, int layer) {
   const bool swiglu = s.spec.mlp == MlpKind::kSwiGlu;
   const int64_t fc1_width = (swiglu ? 2 : 1) * f / t;
   dropout(out, layer, "mlp_dropout_bwd", region, true);
-  gatherInput(out, layer, "fc2_grad_allgather");
-  linearBackward(out, layer, "fc2_dgrad", "fc2_wgrad", T, h, f / t);
+  if (s.tp_comm_overlap) {
+    ringGatherLinearBackward(out, layer, "fc2_grad_ring_exchange", "fc2_dgrad", "fc2_wgrad", f / t);
+  } else {
+    gatherInput(out, layer, "fc2_grad_allgather");
+    linearBackward(out, layer, "fc2_dgrad", "fc2_wgrad", T, h, f / t);
+  }
   compute(out, layer, swiglu ? "swiglu_bwd" : "gelu_bwd",
           makeCompute(swiglu ? "swiglu_bwd" : "gelu_bwd", {{"elems", T * f / t}}, "", s.dtype));
-  gatherInput(out, layer, "fc1_input_regather");
-  linearBackward(out, layer, "fc1_dgrad", "fc1_wgrad", T, fc1_width, h);
-  reduceOutput(out, layer, "fc1_input_grad_allreduce", "fc1_input_grad_reduce_scatter");
+  if (s.tp_comm_overlap) {
+    bulkOverlapLinearBackward(out, layer, "fc1_input_regather", "fc1_dgrad", "fc1_wgrad",
+                              "fc1_input_grad_reduce_scatter", fc1_width);
+  } else {
+    gatherInput(out, layer, "fc1_input_regather");
+    linearBackward(out, layer, "fc1_dgrad", "fc1_wgrad", T, fc1_width, h);
+    reduceOutput(out, layer, "fc1_input_grad_allreduce", "fc1_input_grad_reduce_scatter");
+  }
   norm(out, layer, "mlp_layernorm_bwd", true);
   compute(out, layer, "mlp_residual_grad_add",
           makeCompute("add", {{"elems", region}}, "", s.dtype));

@@ -49,6 +49,26 @@
 // GeLU / SwiGLU their input; dropout its mask. Selective recomputation drops the s x s ones; full
 // recomputation keeps only the block input (on the block's first op).
 //
+// TP communication overlap (Megatron's --tp-comm-overlap, Transformer Engine's userbuffers with
+// its default ub_cfgs; dense self-attention and MLP blocks, the four linears TE names qkv, proj,
+// fc1, fc2):
+//   - ring exchange (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad): the sequence-parallel
+//     all-gather before the GEMM becomes t-1 point-to-point steps of one shard (s*b/t tokens) to
+//     the TP ring neighbour, each beside the GEMM of the shard already present; the GEMM runs as t
+//     chunks of s*b/t rows: [p2p, gemm] x (t-1), gemm. Exposed: g + (t-1) max(g', c), g' the
+//     chunk slowed beside the transfer (overlap_slowdown.h);
+//   - pipelined reduce-scatter (proj_fprop, fc2_fprop; num_splits 4): the GEMM runs as 4 chunks of
+//     s*b/4 rows and each chunk's reduce-scatter (a quarter of the buffer) runs beside the next
+//     chunk: gemm, [rs, gemm] x 3, rs. Exposed: g + 3 max(g', r) + r;
+//   - bulk (qkv_dgrad/wgrad, fc1_dgrad/wgrad): the input's re-gather runs beside the dgrad GEMM
+//     and the input gradient's reduce-scatter beside the wgrad GEMM (a split backward defers the
+//     wgrad to W: the reduce-scatter then runs alone in B).
+// Each chunk or overlapped collective is an op with OpInstance::overlap_ops = 1 (or the ops it
+// covers); the first GEMM chunk carries the layer's weights and saved bytes. TE launches the
+// chunks from one call: beyond the first GEMM chunk and the first transfer (the GEMM and the
+// collective they replace) each is OpInstance::issued_with_previous (no host time of its own). Cross-attention, MLA
+// and MoE experts keep their plain collectives (TE's userbuffers name no other GEMM).
+//
 // FP8 GEMMs (the model's fp8 recipe) add their casts as ops of their own before the GEMM that
 // reads them (ops/fp8_casts.h): the input's before each forward GEMM, the output gradient's before
 // each dgrad, rowwise's column-scaled input before each wgrad; the weights' once per iteration
@@ -91,6 +111,10 @@ struct LayerShape {
   Placement ep_group;              // the E ranks exchanging tokens (EP > 1)
   Placement etp_group;             // the etp ranks splitting the experts (all-gather tokens)
   bool sequence_parallel = false;  // needs tp >= 2 and tp dividing seq
+  // Transformer Engine's userbuffers overlap (Megatron's --tp-comm-overlap; needs SP and the
+  // tokens splitting into tp x 4 chunks): the op lists below with the TP communication chunked
+  // beside the GEMMs.
+  bool tp_comm_overlap = false;
   Recompute recompute = Recompute::kNone;
 
   // The sequence's tokens on this rank: s/C under context parallelism.
@@ -152,6 +176,24 @@ class LayerOpBuilder {
                      int64_t out_features, int64_t in_features, int64_t bias, int64_t saved_input);
   void linearBackward(OpList& out, int layer, std::string_view dgrad, std::string_view wgrad,
                       int64_t rows, int64_t out_features, int64_t in_features);
+  // TP communication overlap (above): the column-parallel forward with its input's ring exchange,
+  // the row-parallel forward with its pipelined reduce-scatter, the row-parallel backward with
+  // its output gradient's ring exchange, and the column-parallel backward with the bulk re-gather
+  // and reduce-scatter.
+  void ringGatherLinearForward(OpList& out, int layer, std::string_view ring,
+                               std::string_view gemm, int64_t out_features, int64_t bias,
+                               int64_t saved_input);
+  void linearForwardReduceScatter(OpList& out, int layer, std::string_view gemm,
+                                  std::string_view reduce_scatter, int64_t in_features,
+                                  int64_t bias);
+  void ringGatherLinearBackward(OpList& out, int layer, std::string_view ring,
+                                std::string_view dgrad, std::string_view wgrad,
+                                int64_t in_features);
+  void bulkOverlapLinearBackward(OpList& out, int layer, std::string_view regather,
+                                 std::string_view dgrad, std::string_view wgrad,
+                                 std::string_view reduce_scatter, int64_t out_features);
+  // One ring step: a shard of the activation to the TP ring neighbour, beside the next op.
+  void tpRingStep(OpList& out, int layer, std::string_view name, bool issued_with_previous);
   // FP8 GEMMs' casts (ops/fp8_casts.h) before the GEMM that reads them; `weight_grad` marks
   // those only the wgrad needs (zero-bubble W tasks run them).
   void fp8Casts(OpList& out, int layer, const std::vector<Fp8Cast>& casts,

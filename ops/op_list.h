@@ -48,6 +48,10 @@ struct OpInstance {
   // one attention step it feeds; an activation offload or prefetch beside a whole layer): the op
   // after them starts when they and it have finished (a task ends when all have). 0: in order.
   int overlap_ops = 0;
+  // Issued by the same framework call as an earlier op of the list (Transformer Engine's further
+  // chunks of one overlapped GEMM and their transfers, launched from C++): no host issue time of
+  // its own (op_offsets.h).
+  bool issued_with_previous = false;
   // A weight of a routed expert (expert parallelism shards these; their gradients are reduced
   // over the expert-data-parallel group).
   bool expert = false;

@@ -42,6 +42,15 @@ struct GradBucket {
   bool expert = false;
 };
 
+// With --overlap-param-gather, a bucket of updated parameters all-gathered over the DP group
+// beside the chunk's first forward of the next iteration (the grad buckets' layout, in forward
+// order): that forward waits for it before op `needed_before_op`.
+struct ParamGatherBucket {
+  int event = -1;             // all-gather
+  int needed_before_op = 0;   // index into StagePlan::forward: the bucket's first parameter use
+  int64_t bytes = 0;
+};
+
 struct StagePlan {
   int stage = 0;         // virtual stage (model chunk) index k in [0, P*v)
   int device_stage = 0;  // k % P: the pp coordinate of the devices that run it
@@ -73,6 +82,9 @@ struct StagePlan {
   int expert_grad_sync = -1;
   int expert_allgather = -1;
   std::vector<GradBucket> dp_buckets;  // with dp_overlap and D > 1, in backward order
+  // With overlap_param_gather (ZeRO 1/2 and DP overlap): dp_allgather and expert_allgather are -1
+  // and these buckets (the dense ones as dp_buckets, the experts' one more) gather instead.
+  std::vector<ParamGatherBucket> param_buckets;
   // The event of the non-overlapped gradient collective (all-reduce or reduce-scatter), or -1.
   int gradSyncEvent() const { return dp_allreduce >= 0 ? dp_allreduce : dp_reduce_scatter; }
   Placement tp_group;

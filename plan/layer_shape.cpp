@@ -12,6 +12,7 @@ LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placem
   shape.ep_group = Placement{strategy.ep, 1, strategy.ep};
   shape.etp_group = shape.etp == strategy.tp ? tp_group : Placement{shape.etp, 1, shape.etp};
   shape.sequence_parallel = strategy.sequence_parallel;
+  shape.tp_comm_overlap = strategy.tp_comm_overlap;
   shape.recompute = strategy.recompute;
   return shape;
 }

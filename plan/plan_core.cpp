@@ -98,6 +98,15 @@ void buildBuckets(StagePlan& stage, const std::map<int, int64_t>& layer_params, 
   close(ops.empty() ? -1 : ops.back());
 }
 
+// The index of the first op of `forward` that `uses` selects (0 when none does: needed at once).
+template <typename Uses>
+int firstForwardOp(const OpList& forward, Uses uses) {
+  for (size_t i = 0; i < forward.size(); ++i) {
+    if (uses(forward[i])) return static_cast<int>(i);
+  }
+  return 0;
+}
+
 }  // namespace
 
 bool headOwnsOutputWeight(const ModelConfig& model, bool has_embedding) {
@@ -117,6 +126,7 @@ PlanCache::CoreKey planCoreKey(const Strategy& strategy) {
   Strategy key = strategy;
   key.zero_stage = effectiveZero(strategy) == 3 ? 3 : 0;
   key.dp_overlap = false;
+  key.overlap_param_gather = false;
   key.dp_bucket_bytes = Strategy{}.dp_bucket_bytes;
   key.global_batch = 0;
   // The plan depends on the schedule only through its layout: v = 1 alike, and a schedule file
@@ -433,7 +443,20 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
         int event = intern(makeCommunication(grad_kind, dense_bytes, stage.dp_group, dtype));
         (zero > 0 ? stage.dp_reduce_scatter : stage.dp_allreduce) = event;
       }
-      if (zero > 0) {
+      if (zero > 0 && strategy.overlap_param_gather) {
+        // Each grad bucket's parameters, gathered before the first forward op of the layer that
+        // closed it (its first layer in forward order), buckets in forward order.
+        for (auto it = stage.dp_buckets.rbegin(); it != stage.dp_buckets.rend(); ++it) {
+          if (it->expert) continue;
+          const int layer = it->ready_after_op < 0 ? kEmbeddingLayer
+                                                    : stage.backward[it->ready_after_op].layer;
+          stage.param_buckets.push_back(
+              {intern(makeCommunication(EventKind::kAllGather, it->bytes, stage.dp_group, dtype)),
+               firstForwardOp(stage.forward,
+                              [&](const OpInstance& op) { return op.layer == layer; }),
+               it->bytes});
+        }
+      } else if (zero > 0) {
         stage.dp_allgather =
             intern(makeCommunication(EventKind::kAllGather, dense_bytes, stage.dp_group, dtype));
       }
@@ -448,7 +471,17 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
       } else {
         stage.expert_grad_sync = event;
       }
-      if (zero > 0) {
+      if (zero > 0 && strategy.overlap_param_gather) {
+        // Needed by the first routed expert's op; in forward order among the dense buckets.
+        ParamGatherBucket bucket{
+            intern(makeCommunication(EventKind::kAllGather, bytes, stage.expert_dp_group, dtype)),
+            firstForwardOp(stage.forward, [](const OpInstance& op) { return op.expert; }), bytes};
+        auto at = std::upper_bound(stage.param_buckets.begin(), stage.param_buckets.end(), bucket,
+                                   [](const ParamGatherBucket& a, const ParamGatherBucket& b) {
+                                     return a.needed_before_op < b.needed_before_op;
+                                   });
+        stage.param_buckets.insert(at, bucket);
+      } else if (zero > 0) {
         stage.expert_allgather =
             intern(makeCommunication(EventKind::kAllGather, bytes, stage.expert_dp_group, dtype));
       }
@@ -485,6 +518,9 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
     if (stage.expert_grad_sync >= 0) table.addCount(stage.expert_grad_sync, devices_per_stage);
     if (stage.expert_allgather >= 0) table.addCount(stage.expert_allgather, devices_per_stage);
     for (const GradBucket& b : stage.dp_buckets) table.addCount(b.event, devices_per_stage);
+    for (const ParamGatherBucket& b : stage.param_buckets) {
+      table.addCount(b.event, devices_per_stage);
+    }
   }
   for (const UniqueEvent& e : table.events()) {
     plan.op_executions = checkedAdd(plan.op_executions, e.count, "op executions");

@@ -125,6 +125,8 @@ std::string Strategy::techniques(TechniqueStyle style) const {
   const bool brief = style == TechniqueStyle::kShort;
   std::string out;
   if (dp_overlap) out += brief ? " ov" : " dp-overlap";
+  if (overlap_param_gather) out += brief ? " pg" : " param-gather-overlap";
+  if (tp_comm_overlap) out += brief ? " tpo" : " tp-comm-overlap";
   if (cp > 1) out += fmt::format(" cp{}", cp);
   if (ep > 1) out += fmt::format(" ep{}", ep);
   if (etp > 0 && etp != tp) out += fmt::format(" etp{}", etp);
@@ -263,6 +265,54 @@ std::optional<std::string> expertParallelViolation(const ModelConfig& model, con
                              "--etp {} --ep {}: ETP x E = {} does not divide M x D = {} "
                              "(Megatron's expert-data-parallel size)",
                              etp, s.ep, int64_t{etp} * s.ep, int64_t{s.tp} * s.dp);
+  }
+  return std::nullopt;
+}
+
+// Megatron-LM's own checks (megatron/training/arguments.py) on the two overlap flags, and what
+// the models of them need (docs/TECHNIQUES.md).
+std::optional<std::string> overlapViolation(const ModelConfig& model, const ClusterConfig& cluster,
+                                            const Strategy& s, const std::string& label) {
+  if (s.tp_comm_overlap) {
+    if (!s.sequence_parallel) {
+      return fmt::format(
+          "{} --tp-comm-overlap: Tensor parallel communication/GEMM overlap can happen only when "
+          "sequence parallelism is enabled (--sequence-parallel, M >= 2)",
+          label);
+    }
+    if (s.framework != Framework::kMegatron) {
+      return fmt::format("{} --tp-comm-overlap: Megatron-LM's (Transformer Engine's userbuffers); "
+                         "not with --framework {}",
+                         label, frameworkName(s.framework));
+    }
+    if (cluster.gpus_per_node % s.tp != 0) {
+      return fmt::format(
+          "{} --tp-comm-overlap: userbuffers need the TP group inside one node (M={} does not "
+          "divide the {} GPUs of a node)",
+          label, s.tp, cluster.gpus_per_node);
+    }
+    // The ring exchange runs M chunks of the gathered tokens, the pipelined reduce-scatter 4
+    // (Transformer Engine's default num_splits).
+    const int64_t tokens = s.micro_batch * model.seq_length / s.cp;
+    if (tokens % (int64_t{4} * s.tp) != 0) {
+      return fmt::format(
+          "{} --tp-comm-overlap: the {} tokens of a micro-batch (b x s / C) do not split into M x "
+          "4 = {} chunks (ring exchange over M, reduce-scatter in 4)",
+          label, tokens, 4 * s.tp);
+    }
+  }
+  if (s.overlap_param_gather) {
+    if (s.framework != Framework::kMegatron || s.zero_stage < 1 || s.zero_stage > 2) {
+      return fmt::format(
+          "{} --overlap-param-gather: only supported with distributed optimizer "
+          "(--use-distributed-optimizer, --zero 1 or 2)",
+          label);
+    }
+    if (!s.dp_overlap) {
+      return fmt::format(
+          "{} --overlap-param-gather: Must use --overlap-param-gather with --overlap-grad-reduce",
+          label);
+    }
   }
   return std::nullopt;
 }
@@ -482,6 +532,7 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
     return fmt::format("--reshard-after-forward {}: only with --framework fsdp",
                        reshardName(s.reshard));
   }
+  if (auto why = overlapViolation(model, cluster, s, label)) return why;
   if (s.zero_stage == 3 && s.dp_overlap) {
     return fmt::format(
         "{} --zero 3 --dp-overlap: ZeRO-3 reduce-scatters each layer's gradients "

@@ -112,6 +112,16 @@ struct Strategy {
   std::vector<int> stage_layers;
   Framework framework = Framework::kMegatron;
   Reshard reshard = Reshard::kDefault;  // FSDP only (strategyViolation)
+  // Megatron's --tp-comm-overlap (Transformer Engine's userbuffers, needs sequence parallelism):
+  // the TP all-gather before QKV and FC1 and the one before the proj and FC2 dgrad run as a ring
+  // exchange beside their GEMM's chunks, the reduce-scatter after proj and FC2 pipelined beside
+  // theirs, and in the backward the QKV / FC1 input re-gather beside the dgrad and the input
+  // gradient's reduce-scatter beside the wgrad (ops/layer_ops.h; docs/TECHNIQUES.md).
+  bool tp_comm_overlap = false;
+  // Megatron's --overlap-param-gather (distributed optimizer with --overlap-grad-reduce): the
+  // parameter all-gather after the optimizer step is deferred to the next iteration's first
+  // forward of each chunk, bucket by bucket beside it (modeler/timing_engine.h).
+  bool overlap_param_gather = false;
 
   // The plain M/P/D strategy with batch sizes and a schedule, every technique off.
   static Strategy of(int tp, int pp, int dp, int64_t micro_batch, int64_t global_batch,

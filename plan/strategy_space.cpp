@@ -93,9 +93,14 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
           // when the strategy with this SP and ZeRO stage and nothing else breaks one, every
           // overlap and offload variant breaks the same (a bucket size > 0 keeps overlap's own
           // rule from coming first). Its message is then formatted once, not per variant.
+          // The overlap flags of `base` (search --tp-comm-overlap, --overlap-param-gather) apply
+          // where they can: TP overlap with SP, the parameter gather's with ZeRO 1/2 and DP
+          // overlap (Megatron's requirements).
           Strategy plain = strategy;
           plain.sequence_parallel = sp;
           plain.zero_stage = zero;
+          plain.tp_comm_overlap = strategy.tp_comm_overlap && sp;
+          plain.overlap_param_gather = false;
           const std::optional<std::string> plain_violation =
               strategy.dp_bucket_bytes > 0 && !strategy.dp_overlap &&
                       strategy.offload == Offload::kNone
@@ -110,6 +115,9 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
               c.strategy.sequence_parallel = sp;
               c.strategy.zero_stage = zero;
               c.strategy.dp_overlap = overlap;
+              c.strategy.tp_comm_overlap = plain.tp_comm_overlap;
+              c.strategy.overlap_param_gather = strategy.overlap_param_gather && overlap &&
+                                                (zero == 1 || zero == 2) && !fsdp;
               c.strategy.offload = offload;
               c.violation =
                   plain_violation ? plain_violation : strategyViolation(model, cluster, c.strategy);
@@ -184,15 +192,17 @@ EventTable unionOfEvents(const ModelConfig& model, const ClusterConfig& cluster,
   // a stage's parameters (its optimizer and gradient events): the split is in the key too. DP
   // overlap (bucketed gradient collectives) and offload (host-link copies, the host's Adam) add
   // events of their own.
+  // The overlap flags change events too (chunked GEMMs and transfers; per-bucket gathers).
   std::set<std::tuple<int, int, int, int, int, int64_t, int, bool, int, int, std::vector<int>, bool,
-                      int, int>>
+                      int, int, bool, bool>>
       seen;
   for (const Candidate& c : enumerateCandidates(model, cluster, base, space)) {
     if (c.violation) continue;
     const Strategy& s = c.strategy;
     if (!seen.insert({s.tp, s.cp, s.pp, s.dp, s.ep, s.micro_batch, static_cast<int>(s.recompute),
                       s.sequence_parallel, s.zero_stage, s.virtual_stages, s.stage_layers,
-                      s.dp_overlap, static_cast<int>(s.offload), s.etp})
+                      s.dp_overlap, static_cast<int>(s.offload), s.etp, s.tp_comm_overlap,
+                      s.overlap_param_gather})
              .second) {
       continue;
     }

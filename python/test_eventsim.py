@@ -50,6 +50,10 @@ STRATEGIES = [
     dict(model="tiny-llama", cluster="dgx-h100", tensor_model_parallel_size=2,
          pipeline_model_parallel_size=2, dp=2, micro_batch_size=1, global_batch_size=16,
          num_layers=8, zero=1),
+    # Megatron's two overlap flags (issue 31, item 2), as keywords.
+    dict(model="gpt2-345m", cluster="dgx-a100", tp=2, pp=2, dp=4, micro_batch=2, global_batch=64,
+         sequence_parallel=True, tp_comm_overlap=True, zero=1, dp_overlap=True,
+         overlap_param_gather=True),
     # FSDP2's memory layout and events, and simulate's memory headroom.
     dict(model="tiny-llama", cluster="dgx-h100", tp=2, pp=1, dp=4, micro_batch=1,
          global_batch=16, framework="fsdp", memory_headroom=0.1),
@@ -163,6 +167,19 @@ def test_fsdp_states_shard_over_d():
         memory = eventsim.simulate(dp=d, **base)["stages"][0]["memory"]
         states[d] = memory["weights_bytes"] + memory["gradients_bytes"] + memory["optimizer_bytes"]
     assert abs(states[2] - 2 * states[4]) <= 2
+
+
+def test_overlap_flags_reach_the_report():
+    """tp_comm_overlap / overlap_param_gather are Strategy fields the report carries and uses."""
+    base = dict(model="gpt2-345m", cluster="dgx-a100", tp=2, pp=2, dp=4, micro_batch=2,
+                global_batch=64, sequence_parallel=True, zero=1, dp_overlap=True,
+                fallback="analytic")
+    plain = eventsim.simulate(**base)
+    both = eventsim.simulate(tp_comm_overlap=True, overlap_param_gather=True, **base)
+    assert (both["tp_comm_overlap"], both["overlap_param_gather"]) == (True, True)
+    assert (plain["tp_comm_overlap"], plain["overlap_param_gather"]) == (False, False)
+    mean = both["devices"]["mean"]
+    assert mean["exposed_tp_comm_ms"] < mean["tp_comm_ms"]
 
 
 def test_version_matches_the_cli():

@@ -116,6 +116,14 @@ IterationPlan loadPlan(const Flags& f, const MpiWorld& world) {
                   "stream per rank); simulate it with eventsim",
                   scheduleName(strategy.schedule));
     }
+    // Its executors run collectives whole and the parameter all-gather after the step: the
+    // userbuffers' chunked overlap and the deferred gather are the simulator's alone.
+    if (strategy.tp_comm_overlap || strategy.overlap_param_gather) {
+      EVSIM_THROW(InputError,
+                  "{}: eventrun does not run it (no userbuffers ring exchange or deferred "
+                  "parameter gather in its executors); simulate it with eventsim",
+                  strategy.tp_comm_overlap ? "--tp-comm-overlap" : "--overlap-param-gather");
+    }
     f.run.checkTpPlacement(model, cluster, strategy);
     plan = buildIterationPlan(model, cluster, strategy);
     if (plan.strategy.gpus() != world.size) {

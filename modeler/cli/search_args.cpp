@@ -135,6 +135,8 @@ std::string searchedSpaceText(const SearchArgs& args) {
     searched += fmt::format("; ETP M,{}", args.expert_tensor_parallel);
   }
   if (args.offloads != "none") searched += fmt::format("; offload {}", args.offloads);
+  if (args.tp_comm_overlap) searched += "; TP comm overlap where SP";
+  if (args.overlap_param_gather) searched += "; param-gather overlap where ZeRO 1/2 + DP overlap";
 
   std::vector<std::string> left;
   auto leftOut = [&](std::string_view label, const std::string& given,
@@ -151,6 +153,10 @@ std::string searchedSpaceText(const SearchArgs& args) {
   leftOut("ZeRO", args.zero_stages, {"0", "1", "2", "3"}, "--zero");
   leftOut("DP overlap", args.dp_overlaps, {"off", "on"}, "--dp-overlap");
   leftOut("offload", args.offloads, {"none", "optimizer", "activations", "both"}, "--offload");
+  if (!args.tp_comm_overlap) left.push_back("TP comm overlap (--tp-comm-overlap)");
+  if (!args.overlap_param_gather) {
+    left.push_back("param-gather overlap (--overlap-param-gather)");
+  }
   if (args.uneven_stages == 0) left.push_back("uneven stages (--uneven-stages)");
   if (!args.allow_cross_node_tp) left.push_back("TP across nodes (--allow-cross-node-tp)");
   if (left.empty()) return searched;
@@ -176,6 +182,8 @@ std::string spaceCommandLine(const SearchArgs& args) {
     out += fmt::format(" --etp {}", args.expert_tensor_parallel);
   }
   if (args.uneven_stages > 0) out += fmt::format(" --uneven-stages {}", args.uneven_stages);
+  if (args.tp_comm_overlap) out += " --tp-comm-overlap";
+  if (args.overlap_param_gather) out += " --overlap-param-gather";
   if (args.allow_cross_node_tp) out += " --allow-cross-node-tp";
   return out;
 }
@@ -192,7 +200,8 @@ std::string unionEventprofHint(const SearchArgs& args, const SearchOptions& opti
                space.context_parallel == std::vector<int>{1} &&
                space.expert_parallel == std::vector<int>{1} &&
                space.expert_tensor_parallel == std::vector<int>{0} && !args.allow_cross_node_tp &&
-               space.uneven_stage_shift == 0;  // uneven splits have their own Adam events
+               space.uneven_stage_shift == 0 &&  // uneven splits have their own Adam events
+               !args.tp_comm_overlap && !args.overlap_param_gather;  // events of their own
   for (Schedule s : space.schedules) {
     plain = plain && (s == Schedule::kGpipe || s == Schedule::kDapple);
   }

@@ -36,6 +36,11 @@ struct SearchArgs {
   std::string tp_comm;
   std::string zero_stages = "0,1";
   std::string dp_overlaps = "off,on";
+  // Megatron's --tp-comm-overlap and --overlap-param-gather: off by default in Megatron (and the
+  // first needs Transformer Engine's userbuffers), so not searched; given, each applies to every
+  // candidate it can (TP overlap where SP is on, the gather's overlap with ZeRO 1/2 and DP overlap).
+  bool tp_comm_overlap = false;
+  bool overlap_param_gather = false;
   std::string offloads = "none";
   std::string context_parallel;        // empty: defaultContextParallel(model)
   std::string expert_parallel;         // empty: every power of two dividing an MoE model's experts

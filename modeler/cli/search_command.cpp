@@ -310,6 +310,8 @@ void run(SearchArgs args) {
   options.base.global_batch = args.run.global_batch;
   options.base.framework = parseFramework(args.run.framework);
   options.base.reshard = parseReshard(args.run.reshard);
+  options.base.tp_comm_overlap = args.tp_comm_overlap;
+  options.base.overlap_param_gather = args.overlap_param_gather;
   if (options.base.framework == Framework::kFsdp && trim(args.zero_stages) != "0") {
     EVSIM_THROW(InputError,
                 "--framework fsdp --zero {}: FSDP shards fully (ZeRO-3) wherever D x C >= 2; "
@@ -423,6 +425,12 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
                   "gradient buckets overlapped with the backward, to try: off,on (on only where "
                   "D >= 2 and not with ZeRO-3)")
       ->capture_default_str();
+  cmd->add_flag("--tp-comm-overlap", args->tp_comm_overlap,
+                "Megatron's TP communication overlap (Transformer Engine userbuffers) on every "
+                "candidate with SP (not searched: Megatron's default is off)");
+  cmd->add_flag("--overlap-param-gather", args->overlap_param_gather,
+                "Megatron's overlapped parameter all-gather on every candidate with ZeRO 1/2 and "
+                "DP overlap (not searched: Megatron's default is off)");
   cmd->add_option("--offload", args->offloads,
                   "offload to host memory to try: none,optimizer,activations,both (needs the "
                   "cluster's node host_link and host_memory)")

@@ -45,6 +45,8 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
                       {"zero", s.zero_stage},
                       {"framework", frameworkName(s.framework)},
                       {"dp_overlap", s.dp_overlap},
+                      {"overlap_param_gather", s.overlap_param_gather},
+                      {"tp_comm_overlap", s.tp_comm_overlap},
                       {"offload", offloadName(s.offload)},
                       {"stage_layers", s.stage_layers.empty() ? nlohmann::json(nullptr)
                                                               : nlohmann::json(s.stage_layers)},
@@ -105,7 +107,7 @@ nlohmann::json adviceJson(const std::optional<FitAdvice>& advice) {
 void writeCsv(const SearchReport& report, std::ostream& out) {
   out << "rank,strategy,tp,pp,dp,cp,ep,micro_batch,schedule,virtual_stages,recompute,sequence_"
          "parallel,"
-         "zero,dp_overlap,offload,status,iteration_time_ms,"
+         "zero,dp_overlap,overlap_param_gather,tp_comm_overlap,offload,status,iteration_time_ms,"
          "throughput_samples_per_s,throughput_tokens_per_s,time_vs_best,bubble_fraction,peak_"
          "memory_bytes,"
          "memory_headroom_bytes,measured_share,derived_share,estimated_share,violation,"
@@ -118,7 +120,8 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
         << ',' << s.dp << ',' << s.cp << ',' << s.ep << ',' << s.micro_batch << ','
         << scheduleName(s.schedule) << ',' << s.virtual_stages << ',' << recomputeName(s.recompute)
         << ',' << (s.sequence_parallel ? "on" : "off") << ',' << s.zero_stage << ','
-        << (s.dp_overlap ? "on" : "off") << ',' << offloadName(s.offload) << ','
+        << (s.dp_overlap ? "on" : "off") << ',' << (s.overlap_param_gather ? "on" : "off") << ','
+        << (s.tp_comm_overlap ? "on" : "off") << ',' << offloadName(s.offload) << ','
         << candidateStatusName(r.status) << ',';
     if (ok) {
       out << fmt::format("{:.6f},{:.6f},{:.1f},{:.6f},{:.6f}", r.iteration_us / kUsPerMs,

@@ -31,10 +31,10 @@ TEST(MegatronArgs, AcceptsIgnoredArgumentsWithTheirValues) {
 
 TEST(MegatronArgs, RefusesUnknownArgumentsByName) {
   try {
-    acceptIgnoredMegatronArgs({"--lr", "1", "--tp-comm-overlap"});
+    acceptIgnoredMegatronArgs({"--lr", "1", "--tp-comm-overlap-cfg", "ub.yaml"});
     FAIL() << "no error";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown argument --tp-comm-overlap"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("unknown argument --tp-comm-overlap-cfg"), std::string::npos)
         << e.what();
   }
   EXPECT_THROW(acceptIgnoredMegatronArgs({"--lr"}), InputError);                // no value
