@@ -206,6 +206,9 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom,
           {"schedule", scheduleName(st.schedule)},
           {"dp_overlap", st.dp_overlap},
           {"virtual_stages", sim.plan.chunksPerDevice()},  // ZB-V: 2 (its layout's chunks)
+          {"microbatch_group", st.schedule == Schedule::kInterleaved
+                                   ? nlohmann::json(st.microbatchGroup())
+                                   : nlohmann::json(nullptr)},
           {"recompute", recomputeName(st.recompute)},
           {"sequence_parallel", st.sequence_parallel},
           {"zero", st.zero_stage},
