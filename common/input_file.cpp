@@ -27,7 +27,7 @@ int64_t maxInputBytes() {
   return *mib * kMiB;
 }
 
-int64_t firstInvalidUtf8(const std::string& text) {
+int64_t firstInvalidUtf8(std::string_view text) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
   for (size_t i = 0; i < n;) {

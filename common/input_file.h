@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace evsim {
 
@@ -24,6 +25,6 @@ std::string readInputFile(const std::string& path, const std::string& what);
 std::string readInputBytes(const std::string& path, const std::string& what);
 
 // The offset of the first byte of `text` that is not part of a valid UTF-8 sequence, or -1.
-int64_t firstInvalidUtf8(const std::string& text);
+int64_t firstInvalidUtf8(std::string_view text);
 
 }  // namespace evsim

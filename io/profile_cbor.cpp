@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "common/error.h"
@@ -21,6 +23,10 @@ constexpr std::string_view kFormatName = "eventsim-profile";
 // The layout nests three levels (top, metadata, versions); a corrupt file may claim any depth,
 // and nlohmann's CBOR reader recurses per level: refused past this.
 constexpr int kMaxDepth = 8;
+// Layout 1 (session 9's files, still read): the columns are byte strings inside the map. Layout 2
+// (written now): the map refers to them in the file's trailing column bytes (profile_cbor.h).
+constexpr int64_t kColumnsInlineVersion = 1;
+constexpr int64_t kColumnsByReferenceVersion = 2;
 constexpr int64_t kMaxOverlapEntries = 1000;
 
 // nlohmann's own DOM builder behind the SAX interface, with two checks it lacks: a depth bound
@@ -79,8 +85,14 @@ class CheckedDomSax {
 // A map of the document, with the path for messages ("origin: events.median_us: ...").
 class Node {
  public:
-  Node(const json& value, std::string origin, std::string path)
-      : value_(value), origin_(std::move(origin)), path_(std::move(path)) {}
+  // `columns`: the file's trailing column bytes (layout 2), or empty (layout 1: columns inline).
+  Node(const json& value, std::string origin, std::string path,
+       std::span<const uint8_t> columns = {}, bool columns_by_reference = false)
+      : value_(value),
+        origin_(std::move(origin)),
+        path_(std::move(path)),
+        columns_(columns),
+        by_reference_(columns_by_reference) {}
 
   std::string where(std::string_view key = {}) const {
     std::string full = path_;
@@ -110,7 +122,7 @@ class Node {
     std::string path = path_;
     if (!path.empty()) path += '.';
     path += key;
-    return Node(v, origin_, std::move(path));
+    return Node(v, origin_, std::move(path), columns_, by_reference_);
   }
   std::string str(std::string_view key) const {
     const json& v = at(key);
@@ -148,11 +160,10 @@ class Node {
     }
     return out;
   }
-  // A byte-string column of `count` items of `item_bytes` each.
-  const std::vector<uint8_t>& column(std::string_view key, size_t count, size_t item_bytes) const {
-    const json& v = at(key);
-    if (!v.is_binary()) fail(key, "must be a byte string");
-    const std::vector<uint8_t>& bytes = v.get_binary();
+  // A column of `count` items of `item_bytes` each: a CBOR byte string in the map (layout 1) or
+  // [offset, bytes] into the file's trailing column bytes (layout 2).
+  std::span<const uint8_t> column(std::string_view key, size_t count, size_t item_bytes) const {
+    const std::span<const uint8_t> bytes = columnBytes(key);
     if (bytes.size() != count * item_bytes) {
       fail(key, fmt::format("{} bytes, expected {} ({} entries of {} bytes)", bytes.size(),
                             count * item_bytes, count, item_bytes));
@@ -161,11 +172,9 @@ class Node {
   }
   // The signatures column: `count` signatures, each ending in '\n'.
   std::vector<std::string_view> signatures(std::string_view key, size_t count) const {
-    const json& v = at(key);
-    if (!v.is_binary()) fail(key, "must be a byte string");
-    const std::vector<uint8_t>& bytes = v.get_binary();
+    const std::span<const uint8_t> bytes = columnBytes(key);
     const std::string_view all(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    if (const int64_t bad = firstInvalidUtf8(std::string(all)); bad >= 0) {
+    if (const int64_t bad = firstInvalidUtf8(all); bad >= 0) {
       fail(key, fmt::format("not UTF-8 text (invalid byte at offset {})", bad));
     }
     std::vector<std::string_view> out;
@@ -193,17 +202,38 @@ class Node {
   }
 
  private:
+  std::span<const uint8_t> columnBytes(std::string_view key) const {
+    const json& v = at(key);
+    if (!by_reference_) {
+      if (!v.is_binary()) fail(key, "must be a byte string");
+      return v.get_binary();
+    }
+    if (!v.is_array() || v.size() != 2 || !v[0].is_number_unsigned() ||
+        !v[1].is_number_unsigned()) {
+      fail(key, "must be [offset, bytes] into the column bytes");
+    }
+    const uint64_t offset = v[0].get<uint64_t>(), length = v[1].get<uint64_t>();
+    if (offset > columns_.size() || length > columns_.size() - offset) {
+      fail(key, fmt::format("bytes {}..{} lie past the {} column bytes", offset,
+                            offset + std::min<uint64_t>(length, UINT64_MAX - offset),
+                            columns_.size()));
+    }
+    return columns_.subspan(offset, length);
+  }
+
   const json& value_;
   std::string origin_;
   std::string path_;
+  std::span<const uint8_t> columns_;
+  bool by_reference_ = false;
 };
 
-double f64At(const std::vector<uint8_t>& bytes, size_t i) {
+double f64At(std::span<const uint8_t> bytes, size_t i) {
   uint64_t bits = 0;
   for (int b = 7; b >= 0; --b) bits = (bits << 8) | bytes[i * 8 + b];
   return std::bit_cast<double>(bits);
 }
-int32_t i32At(const std::vector<uint8_t>& bytes, size_t i) {
+int32_t i32At(std::span<const uint8_t> bytes, size_t i) {
   uint32_t bits = 0;
   for (int b = 3; b >= 0; --b) bits = (bits << 8) | bytes[i * 4 + b];
   return static_cast<int32_t>(bits);
@@ -219,18 +249,18 @@ void putI32(std::vector<uint8_t>& out, int32_t value) {
 
 // The statistics columns under `prefix` ("" or "alone_" / "beside_").
 struct StatsColumns {
-  const std::vector<uint8_t>*median, *min, *max, *stddev, *count;
+  std::span<const uint8_t> median, min, max, stddev, count;
   StatsColumns(const Node& table, const std::string& prefix, size_t n)
-      : median(&table.column(prefix + "median_us", n, 8)),
-        min(&table.column(prefix + "min_us", n, 8)),
-        max(&table.column(prefix + "max_us", n, 8)),
-        stddev(&table.column(prefix + "stddev_us", n, 8)),
-        count(&table.column(prefix + "count", n, 4)) {}
+      : median(table.column(prefix + "median_us", n, 8)),
+        min(table.column(prefix + "min_us", n, 8)),
+        max(table.column(prefix + "max_us", n, 8)),
+        stddev(table.column(prefix + "stddev_us", n, 8)),
+        count(table.column(prefix + "count", n, 4)) {}
 
   // Row i, checked as the YAML loader checks time_us (profile_db.cpp: readStats).
   TimingStats row(size_t i, const std::string& where) const {
-    TimingStats s{f64At(*median, i), f64At(*min, i), f64At(*max, i), f64At(*stddev, i),
-                  i32At(*count, i)};
+    TimingStats s{f64At(median, i), f64At(min, i), f64At(max, i), f64At(stddev, i),
+                  i32At(count, i)};
     auto check = [&](const char* name, double v, bool zero_ok) {
       if (!std::isfinite(v) || v < 0 || (!zero_ok && v == 0) || v > 1e12) {
         EVSIM_THROW(InputError, "{}.{}: {}: must be {} and <= 1e12", where, name, v,
@@ -260,9 +290,9 @@ void readEvents(const Node& events, const std::string& origin, ProfileDb& db) {
   const auto n = static_cast<size_t>(events.nonNegativeInt("entries", 1'000'000'000));
   const std::vector<std::string_view> signatures = events.signatures("signature", n);
   const StatsColumns stats(events, "", n);
-  const std::vector<uint8_t>& measured = events.column("measured_group_size", n, 4);
-  const std::vector<uint8_t>& algbw = events.column("algbw_gb_s", n, 8);
-  const std::vector<uint8_t>& busbw = events.column("busbw_gb_s", n, 8);
+  const std::span<const uint8_t> measured = events.column("measured_group_size", n, 4);
+  const std::span<const uint8_t> algbw = events.column("algbw_gb_s", n, 8);
+  const std::span<const uint8_t> busbw = events.column("busbw_gb_s", n, 8);
   db.reserve(n);
   std::string where;  // "origin: events[i]", rebuilt in place per row
   for (size_t i = 0; i < n; ++i) {
@@ -339,29 +369,82 @@ json stringsJson(const std::vector<std::string>& items) {
   return out;
 }
 
-json signaturesColumn(const std::vector<std::string>& signatures) {
-  std::vector<uint8_t> bytes;
-  for (const std::string& s : signatures) {
-    bytes.insert(bytes.end(), s.begin(), s.end());
-    bytes.push_back('\n');
+// The columns being written (layout 2): one byte run, each column a [offset, bytes] reference.
+class ColumnWriter {
+ public:
+  json add(const std::vector<uint8_t>& column) {
+    const json ref = json::array({bytes_.size(), column.size()});
+    bytes_.insert(bytes_.end(), column.begin(), column.end());
+    return ref;
   }
-  return json::binary(std::move(bytes));
+  json signatures(const std::vector<std::string>& signatures) {
+    const size_t start = bytes_.size();
+    for (const std::string& s : signatures) {
+      bytes_.insert(bytes_.end(), s.begin(), s.end());
+      bytes_.push_back('\n');
+    }
+    return json::array({start, bytes_.size() - start});
+  }
+  void stats(json& table, const std::string& prefix, const std::vector<TimingStats>& rows) {
+    std::vector<uint8_t> median, min, max, stddev, count;
+    for (const TimingStats& s : rows) {
+      putF64(median, s.median_us);
+      putF64(min, s.min_us);
+      putF64(max, s.max_us);
+      putF64(stddev, s.stddev_us);
+      putI32(count, s.count);
+    }
+    table[prefix + "median_us"] = add(median);
+    table[prefix + "min_us"] = add(min);
+    table[prefix + "max_us"] = add(max);
+    table[prefix + "stddev_us"] = add(stddev);
+    table[prefix + "count"] = add(count);
+  }
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+// A CBOR head of major type `major` with a fixed 8-byte argument (RFC 8949, section 3: additional
+// information 27), so that its size is known before the item it announces is written.
+void putFixedHead(std::string& out, uint8_t major, uint64_t argument) {
+  out.push_back(static_cast<char>((major << 5) | 27));
+  for (int b = 7; b >= 0; --b) out.push_back(static_cast<char>(argument >> (8 * b)));
+}
+constexpr size_t kFixedHeadBytes = 9;
+constexpr uint8_t kMajorUnsigned = 0, kMajorBytes = 2;
+
+// The argument of a fixed head at `at`, when the byte there says `major` with an 8-byte argument.
+std::optional<uint64_t> fixedHeadAt(std::string_view bytes, size_t at, uint8_t major) {
+  if (at > bytes.size() || bytes.size() - at < kFixedHeadBytes) return std::nullopt;
+  if (static_cast<uint8_t>(bytes[at]) != ((major << 5) | 27)) return std::nullopt;
+  uint64_t value = 0;
+  for (size_t b = 1; b < kFixedHeadBytes; ++b) value = (value << 8) | uint8_t(bytes[at + b]);
+  return value;
 }
 
-void putStatsColumns(json& table, const std::string& prefix, const std::vector<TimingStats>& rows) {
-  std::vector<uint8_t> median, min, max, stddev, count;
-  for (const TimingStats& s : rows) {
-    putF64(median, s.median_us);
-    putF64(min, s.min_us);
-    putF64(max, s.max_us);
-    putF64(stddev, s.stddev_us);
-    putI32(count, s.count);
+// Parses one CBOR item that spans all of `bytes` (nlohmann, with the depth and duplicate-key
+// checks); a corrupt or truncated item is one InputError naming origin.
+json parseItem(std::string_view bytes, const std::string& origin) {
+  json doc;
+  CheckedDomSax sax(doc);
+  bool ok = false;
+  try {
+    ok = json::sax_parse(bytes.begin(), bytes.end(), &sax, json::input_format_t::cbor,
+                         /*strict=*/true);
+  } catch (const json::exception& e) {
+    // "[json.exception.parse_error.110] parse error at byte 9: ... unexpected end of input"
+    std::string what = e.what();
+    if (const size_t cut = what.find("] "); what.starts_with("[json.") && cut != std::string::npos)
+      what = what.substr(cut + 2);
+    EVSIM_THROW(InputError, "{}: corrupt or truncated binary profile: {}", origin, what);
   }
-  table[prefix + "median_us"] = json::binary(std::move(median));
-  table[prefix + "min_us"] = json::binary(std::move(min));
-  table[prefix + "max_us"] = json::binary(std::move(max));
-  table[prefix + "stddev_us"] = json::binary(std::move(stddev));
-  table[prefix + "count"] = json::binary(std::move(count));
+  if (!ok) {
+    EVSIM_THROW(InputError, "{}: corrupt binary profile: {}", origin,
+                sax.problem.empty() ? "the CBOR parser stopped" : sax.problem);
+  }
+  return doc;
 }
 
 }  // namespace
@@ -371,12 +454,13 @@ bool isCborProfile(std::string_view bytes) { return bytes.starts_with(kProfileCb
 std::string encodeProfileCbor(const ProfileDb& db) {
   json doc;
   doc["format"] = kFormatName;
-  doc["schema_version"] = kProfileSchemaVersion;
+  doc["schema_version"] = kColumnsByReferenceVersion;
   const ProfileMetadata& m = db.metadata;
   doc["metadata"] = {{"backend", m.backend},          {"date", m.date},
                      {"world_size", m.world_size},    {"ranks_per_node", m.ranks_per_node},
                      {"hosts", stringsJson(m.hosts)}, {"devices", stringsJson(m.devices)},
                      {"versions", json(m.versions)}};
+  ColumnWriter columns;
   json events = json::object();
   std::vector<std::string> signatures;
   std::vector<TimingStats> times;
@@ -390,11 +474,11 @@ std::string encodeProfileCbor(const ProfileDb& db) {
     putF64(busbw, comm ? r.busbw_gb_s : 0);
   }
   events["entries"] = db.records().size();
-  events["signature"] = signaturesColumn(signatures);
-  putStatsColumns(events, "", times);
-  events["measured_group_size"] = json::binary(std::move(measured));
-  events["algbw_gb_s"] = json::binary(std::move(algbw));
-  events["busbw_gb_s"] = json::binary(std::move(busbw));
+  events["signature"] = columns.signatures(signatures);
+  columns.stats(events, "", times);
+  events["measured_group_size"] = columns.add(measured);
+  events["algbw_gb_s"] = columns.add(algbw);
+  events["busbw_gb_s"] = columns.add(busbw);
   doc["events"] = std::move(events);
   if (!db.overlapRecords().empty()) {
     json overlap = json::object();
@@ -407,14 +491,19 @@ std::string encodeProfileCbor(const ProfileDb& db) {
       beside.push_back(r.beside);
     }
     overlap["entries"] = db.overlapRecords().size();
-    overlap["compute"] = signaturesColumn(compute);
-    overlap["transfer"] = signaturesColumn(transfer);
-    putStatsColumns(overlap, "alone_", alone);
-    putStatsColumns(overlap, "beside_", beside);
+    overlap["compute"] = columns.signatures(compute);
+    overlap["transfer"] = columns.signatures(transfer);
+    columns.stats(overlap, "alone_", alone);
+    columns.stats(overlap, "beside_", beside);
     doc["overlap"] = std::move(overlap);
   }
+  std::string header;
+  json::to_cbor(doc, header);
   std::string out(kProfileCborMagic);
-  json::to_cbor(doc, out);
+  putFixedHead(out, kMajorUnsigned, header.size());
+  out += header;
+  putFixedHead(out, kMajorBytes, columns.bytes().size());
+  out.append(reinterpret_cast<const char*>(columns.bytes().data()), columns.bytes().size());
   return out;
 }
 
@@ -423,24 +512,36 @@ ProfileDb decodeProfileCbor(const std::string& bytes, const std::string& origin)
     EVSIM_THROW(InputError, "{}: not a binary profile (it does not start with the CBOR magic)",
                 origin);
   }
+  const std::string_view body = std::string_view(bytes).substr(kProfileCborMagic.size());
+  // Layout 2 starts with the header's length (a fixed-width unsigned); layout 1 with the map.
   json doc;
-  CheckedDomSax sax(doc);
-  bool ok = false;
-  try {
-    ok = json::sax_parse(bytes.begin() + static_cast<std::ptrdiff_t>(kProfileCborMagic.size()),
-                         bytes.end(), &sax, json::input_format_t::cbor, /*strict=*/true);
-  } catch (const json::exception& e) {
-    // "[json.exception.parse_error.110] parse error at byte 9: ... unexpected end of input"
-    std::string what = e.what();
-    if (const size_t cut = what.find("] "); what.starts_with("[json.") && cut != std::string::npos)
-      what = what.substr(cut + 2);
-    EVSIM_THROW(InputError, "{}: corrupt or truncated binary profile: {}", origin, what);
+  std::span<const uint8_t> column_bytes;
+  const bool by_reference = fixedHeadAt(body, 0, kMajorUnsigned).has_value();
+  if (by_reference) {
+    const uint64_t header_bytes = *fixedHeadAt(body, 0, kMajorUnsigned);
+    const size_t columns_at = kFixedHeadBytes + std::min<uint64_t>(header_bytes, body.size());
+    const std::optional<uint64_t> declared = fixedHeadAt(body, columns_at, kMajorBytes);
+    if (header_bytes > body.size() || !declared) {
+      EVSIM_THROW(InputError,
+                  "{}: corrupt or truncated binary profile: the header ({} bytes) is not followed "
+                  "by the column bytes",
+                  origin, header_bytes);
+    }
+    const size_t available = body.size() - columns_at - kFixedHeadBytes;
+    if (*declared != available) {
+      EVSIM_THROW(InputError,
+                  "{}: corrupt or truncated binary profile: {} column bytes declared, {} in the "
+                  "file",
+                  origin, *declared, available);
+    }
+    doc = parseItem(body.substr(kFixedHeadBytes, header_bytes), origin);
+    column_bytes = std::span(reinterpret_cast<const uint8_t*>(body.data()) + columns_at +
+                                 kFixedHeadBytes,
+                             available);
+  } else {
+    doc = parseItem(body, origin);
   }
-  if (!ok) {
-    EVSIM_THROW(InputError, "{}: corrupt binary profile: {}", origin,
-                sax.problem.empty() ? "the CBOR parser stopped" : sax.problem);
-  }
-  const Node root(doc, origin, "");
+  const Node root(doc, origin, "", column_bytes, by_reference);
   if (!doc.is_object()) root.fail("", "corrupt binary profile: the top level is not a map");
   root.allowOnly({"format", "schema_version", "metadata", "events", "overlap"});
   if (!doc.contains("format") || doc["format"] != kFormatName) {
@@ -448,9 +549,14 @@ ProfileDb decodeProfileCbor(const std::string& bytes, const std::string& origin)
               fmt::format("missing or not \"{}\": not an eventsim profile database", kFormatName));
   }
   const int64_t version = root.positiveInt("schema_version");
-  if (version != kProfileSchemaVersion) {
-    root.fail("schema_version", fmt::format("{} is not supported (this eventsim reads version {})",
-                                            version, kProfileSchemaVersion));
+  const int64_t layout_version = by_reference ? kColumnsByReferenceVersion : kColumnsInlineVersion;
+  if (version != layout_version) {
+    root.fail("schema_version",
+              version == kColumnsInlineVersion || version == kColumnsByReferenceVersion
+                  ? fmt::format("{} does not match the file's layout (version {})", version,
+                                layout_version)
+                  : fmt::format("{} is not supported (this eventsim reads versions {} and {})",
+                                version, kColumnsInlineVersion, kColumnsByReferenceVersion));
   }
   ProfileDb db;
   const Node meta = root.child("metadata");

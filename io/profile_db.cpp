@@ -321,9 +321,9 @@ int ProfileDb::removeStaleTemps(const std::string& path) {
 
 void ProfileDb::put(ProfileRecord record) {
   if (record.signature.empty()) record.signature = record.event.signature();
-  auto [it, added] = index_.try_emplace(record.signature, records_.size());
-  if (!added) {
-    records_[it->second] = std::move(record);
+  const size_t existing = index_.insert(record.signature, records_.size(), keyOf());
+  if (existing != SignatureIndex::kAbsent) {
+    records_[existing] = std::move(record);
     return;
   }
   records_.push_back(std::move(record));
@@ -331,7 +331,9 @@ void ProfileDb::put(ProfileRecord record) {
 
 bool ProfileDb::putNew(ProfileRecord record) {
   if (record.signature.empty()) record.signature = record.event.signature();
-  if (!index_.try_emplace(record.signature, records_.size()).second) return false;
+  if (index_.insert(record.signature, records_.size(), keyOf()) != SignatureIndex::kAbsent) {
+    return false;
+  }
   records_.push_back(std::move(record));
   return true;
 }
@@ -353,8 +355,8 @@ void ProfileDb::putOverlap(OverlapRecord record) {
 }
 
 const ProfileRecord* ProfileDb::find(const std::string& signature) const {
-  auto it = index_.find(signature);
-  return it == index_.end() ? nullptr : &records_[it->second];
+  const size_t position = index_.find(signature, keyOf());
+  return position == SignatureIndex::kAbsent ? nullptr : &records_[position];
 }
 
 }  // namespace evsim

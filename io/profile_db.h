@@ -49,10 +49,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "events/event.h"
+#include "io/signature_index.h"
 
 namespace evsim {
 
@@ -141,10 +141,14 @@ class ProfileDb {
  private:
   // Checks the top level (version, metadata, the events key) and fills db.metadata.
   static void readHeader(const YamlReader& root, ProfileDb& db);
+  // Record i's signature, for the index (which keeps positions, not copies of the keys).
+  auto keyOf() const {
+    return [this](size_t i) -> std::string_view { return records_[i].signature; };
+  }
 
   std::vector<ProfileRecord> records_;
   std::vector<OverlapRecord> overlap_;
-  std::unordered_map<std::string, size_t> index_;
+  SignatureIndex index_;  // signature -> position in records_
 };
 
 }  // namespace evsim

@@ -31,7 +31,11 @@ std::vector<std::filesystem::path> bundledFiles(const std::string& kind) {
     }
   }
   if (ec) EVSIM_THROW(EnvironmentError, "{}: cannot list ({})", dir.string(), ec.message());
-  std::sort(out.begin(), out.end());
+  // By name without the extension: "bert-large" before "bert-large-s128" (whole paths would put
+  // '-' before '.', the variant first).
+  std::sort(out.begin(), out.end(), [](const fs::path& a, const fs::path& b) {
+    return a.stem().string() < b.stem().string();
+  });
   return out;
 }
 

@@ -7,6 +7,8 @@
 #include <bit>
 #include <fstream>
 #include <functional>
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -66,14 +68,75 @@ std::string errorOf(const std::string& bytes) {
   return "";
 }
 
-// The sample's document, changed by `edit`, encoded again with the magic.
-std::string edited(const std::function<void(json&)>& edit) {
-  const std::string bytes = encodeProfileCbor(sample());
-  json doc = json::from_cbor(bytes.substr(kProfileCborMagic.size()));
-  edit(doc);
+// A layout-2 file's parts (profile_cbor.h): the header map and the column bytes after it.
+struct Layout2 {
+  json header;
+  std::vector<uint8_t> columns;
+};
+uint64_t bigEndian64(const std::string& bytes, size_t at) {
+  uint64_t v = 0;
+  for (size_t b = 0; b < 8; ++b) v = (v << 8) | static_cast<uint8_t>(bytes[at + b]);
+  return v;
+}
+Layout2 split(const std::string& file) {
+  // magic (3) | 1B + 8-byte header length | header | 5B + 8-byte column length | columns
+  EXPECT_EQ(static_cast<uint8_t>(file[3]), 0x1B);
+  const uint64_t header_bytes = bigEndian64(file, 4);
+  const size_t columns_head = 12 + header_bytes;
+  EXPECT_EQ(static_cast<uint8_t>(file[columns_head]), 0x5B);
+  EXPECT_EQ(bigEndian64(file, columns_head + 1), file.size() - columns_head - 9);
+  return {json::from_cbor(file.substr(12, header_bytes)),
+          std::vector<uint8_t>(file.begin() + static_cast<std::ptrdiff_t>(columns_head + 9),
+                               file.end())};
+}
+void putBigEndian64(std::string& out, uint8_t first, uint64_t v) {
+  out.push_back(static_cast<char>(first));
+  for (int b = 7; b >= 0; --b) out.push_back(static_cast<char>(v >> (8 * b)));
+}
+std::string join(const Layout2& parts) {
+  std::string header;
+  json::to_cbor(parts.header, header);
+  std::string out(kProfileCborMagic);
+  putBigEndian64(out, 0x1B, header.size());
+  out += header;
+  putBigEndian64(out, 0x5B, parts.columns.size());
+  out.append(parts.columns.begin(), parts.columns.end());
+  return out;
+}
+
+// The same content in layout 1 (sessions 9-10's files): every [offset, bytes] reference replaced
+// by the byte string it points at, inside the one map.
+json layout1(const Layout2& parts) {
+  json doc = parts.header;
+  doc["schema_version"] = 1;
+  for (const char* table : {"events", "overlap"}) {
+    if (!doc.contains(table)) continue;
+    for (auto& [key, value] : doc[table].items()) {
+      if (!value.is_array()) continue;
+      const auto at = parts.columns.begin() + value[0].get<std::ptrdiff_t>();
+      value = json::binary(std::vector<uint8_t>(at, at + value[1].get<std::ptrdiff_t>()));
+    }
+  }
+  return doc;
+}
+std::string encodeLayout1(const json& doc) {
   std::string out(kProfileCborMagic);
   json::to_cbor(doc, out);
   return out;
+}
+
+// The sample in layout 1, changed by `edit`: the checks of a row are the same in both layouts.
+std::string edited(const std::function<void(json&)>& edit) {
+  json doc = layout1(split(encodeProfileCbor(sample())));
+  edit(doc);
+  return encodeLayout1(doc);
+}
+
+// The sample in layout 2 with its header changed by `edit`.
+std::string editedHeader(const std::function<void(json&)>& edit) {
+  Layout2 parts = split(encodeProfileCbor(sample()));
+  edit(parts.header);
+  return join(parts);
 }
 
 TEST(ProfileCbor, SameContentAsTheYaml) {
@@ -101,36 +164,87 @@ TEST(ProfileCbor, SameContentAsTheYaml) {
       yamlText(sample()));
 }
 
-TEST(ProfileCbor, LayoutIsColumns) {
+TEST(ProfileCbor, Layout1FilesStillRead) {
+  const std::string old_file = encodeLayout1(layout1(split(encodeProfileCbor(sample()))));
+  EXPECT_EQ(yamlText(ProfileDb::parse(old_file, "old.cbor")), yamlText(sample()));
+}
+
+TEST(ProfileCbor, LayoutIsColumnsAfterTheHeader) {
   // Two entries: 8 bytes per float64, 4 per int32, signatures each followed by '\n'.
-  const json doc = json::from_cbor(encodeProfileCbor(sample()).substr(3));
-  EXPECT_EQ(doc["format"], "eventsim-profile");
-  EXPECT_EQ(doc["events"]["entries"], 2);
-  EXPECT_EQ(doc["events"]["median_us"].get_binary().size(), 16u);
-  EXPECT_EQ(doc["events"]["count"].get_binary().size(), 8u);
-  const auto& sig = doc["events"]["signature"].get_binary();
+  const Layout2 parts = split(encodeProfileCbor(sample()));
+  const json& events = parts.header["events"];
+  EXPECT_EQ(parts.header["format"], "eventsim-profile");
+  EXPECT_EQ(parts.header["schema_version"], 2);
+  EXPECT_EQ(events["entries"], 2);
+  auto column = [&](const json& ref) {
+    const auto at = parts.columns.begin() + ref[0].get<std::ptrdiff_t>();
+    return std::vector<uint8_t>(at, at + ref[1].get<std::ptrdiff_t>());
+  };
+  const std::vector<uint8_t> sig = column(events["signature"]);
   EXPECT_EQ(std::string(sig.begin(), sig.end()),
             "gemm m=2048 n=3072 k=1024 layout=nt dtype=bf16\n"
             "allreduce bytes=4194304 group=16 nodes=2 rpn=8 dtype=bf16\n");
+  EXPECT_EQ(events["signature"][0], 0);  // the first column starts the column bytes
+  EXPECT_EQ(events["median_us"][1], 16);
+  EXPECT_EQ(events["count"][1], 8);
   // 12.5 as little-endian float64: 0x4029000000000000.
-  const auto& median = doc["events"]["median_us"].get_binary();
+  const std::vector<uint8_t> median = column(events["median_us"]);
   EXPECT_EQ(median[7], 0x40);
   EXPECT_EQ(median[6], 0x29);
   EXPECT_EQ(median[0], 0x00);
+  // Events: 47 + 58 signature bytes, 4 x 16 statistics, 8 count, 8 group, 2 x 16 bandwidths;
+  // overlap: 47 + 58, then 2 x (4 x 8 + 4) for one row alone and beside.
+  EXPECT_EQ(parts.columns.size(), (47u + 58 + 64 + 8 + 8 + 32) + (47 + 58 + 72));
 }
 
 TEST(ProfileCbor, TruncatedAtEveryLengthIsOneInputError) {
   const std::string bytes = encodeProfileCbor(sample());
-  for (size_t n = 3; n < bytes.size(); ++n) {
-    const std::string message = errorOf(bytes.substr(0, n));
-    EXPECT_EQ(message.find('\n'), std::string::npos) << n;
-    EXPECT_NE(message.find("p.cbor: corrupt or truncated binary profile"), std::string::npos)
-        << n << ": " << message;
+  const std::string old_bytes = encodeLayout1(layout1(split(bytes)));
+  for (const std::string& file : {bytes, old_bytes}) {
+    for (size_t n = 3; n < file.size(); ++n) {
+      const std::string message = errorOf(file.substr(0, n));
+      EXPECT_EQ(message.find('\n'), std::string::npos) << n;
+      EXPECT_NE(message.find("p.cbor: corrupt or truncated binary profile"), std::string::npos)
+          << n << ": " << message;
+    }
   }
+  const Layout2 parts = split(bytes);
   EXPECT_EQ(errorOf(bytes + "x"),
+            fmt::format("p.cbor: corrupt or truncated binary profile: {} column bytes declared, "
+                        "{} in the file",
+                        parts.columns.size(), parts.columns.size() + 1));
+  EXPECT_EQ(errorOf(old_bytes + "x"),
             "p.cbor: corrupt or truncated binary profile: parse error at byte " +
-                std::to_string(bytes.size() - 2) +
+                std::to_string(old_bytes.size() - 2) +
                 ": syntax error while parsing CBOR value: expected end of input; last byte: 0x78");
+  // A header length past the end of the file.
+  std::string long_header = bytes.substr(0, 3);
+  putBigEndian64(long_header, 0x1B, bytes.size());
+  long_header += bytes.substr(12);
+  EXPECT_EQ(errorOf(long_header),
+            fmt::format("p.cbor: corrupt or truncated binary profile: the header ({} bytes) is not "
+                        "followed by the column bytes",
+                        bytes.size()));
+}
+
+TEST(ProfileCbor, ColumnReferencesAreChecked) {
+  const size_t columns = split(encodeProfileCbor(sample())).columns.size();
+  EXPECT_EQ(errorOf(editedHeader([&](json& h) {
+              h["events"]["max_us"] = json::array({columns - 8, 16});
+            })),
+            fmt::format("p.cbor: events.max_us: bytes {}..{} lie past the {} column bytes",
+                        columns - 8, columns + 8, columns));
+  EXPECT_EQ(errorOf(editedHeader([](json& h) { h["events"]["count"] = json::array({0}); })),
+            "p.cbor: events.count: must be [offset, bytes] into the column bytes");
+  EXPECT_EQ(errorOf(editedHeader([](json& h) { h["events"]["count"] = json::binary({}); })),
+            "p.cbor: events.count: must be [offset, bytes] into the column bytes");
+  // A reference of the wrong length: the same message as an inline column's.
+  EXPECT_EQ(errorOf(editedHeader([](json& h) { h["events"]["median_us"][1] = 8; })),
+            "p.cbor: events.median_us: 8 bytes, expected 16 (2 entries of 8 bytes)");
+  EXPECT_EQ(errorOf(editedHeader([](json& h) { h["schema_version"] = 1; })),
+            "p.cbor: schema_version: 1 does not match the file's layout (version 2)");
+  EXPECT_EQ(errorOf(editedHeader([](json& h) { h["schema_version"] = 3; })),
+            "p.cbor: schema_version: 3 is not supported (this eventsim reads versions 1 and 2)");
 }
 
 TEST(ProfileCbor, DeepNestingIsRefusedNotRecursed) {
@@ -142,7 +256,9 @@ TEST(ProfileCbor, DeepNestingIsRefusedNotRecursed) {
 
 TEST(ProfileCbor, BadContentNamesTheColumnAndRow) {
   EXPECT_EQ(errorOf(edited([](json& d) { d["schema_version"] = 2; })),
-            "p.cbor: schema_version: 2 is not supported (this eventsim reads version 1)");
+            "p.cbor: schema_version: 2 does not match the file's layout (version 1)");
+  EXPECT_EQ(errorOf(edited([](json& d) { d["events"]["count"] = json::array({0, 8}); })),
+            "p.cbor: events.count: must be a byte string");
   EXPECT_EQ(errorOf(edited([](json& d) { d["format"] = "other"; })),
             "p.cbor: format: missing or not \"eventsim-profile\": not an eventsim profile "
             "database");
