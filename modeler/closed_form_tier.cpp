@@ -110,8 +110,8 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
         model_.blocks.begin(), model_.blocks.end(),
         [&](const TransformerBlock& m) { return m.cross_attention == cross && m.moe == moe; });
     // FSDP under PP without reshard syncs once per step, outside the tasks (plan_core.cpp).
-    const bool transfers = footprint && model_block != model_.blocks.end() &&
-                           !strategy.fsdpSyncsOncePerStep();
+    const bool transfers =
+        footprint && model_block != model_.blocks.end() && !strategy.fsdpSyncsOncePerStep();
     const int64_t params = transfers ? footprint->block(*model_block).weights : 0;
     if (transfers) zero3Op(f, params, EventKind::kAllGather, "zero3_param_allgather");
     builder.blockForward(b, 0, f);
@@ -145,22 +145,15 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
   auto placement = [](const Placement& p) {
     return std::make_tuple(p.group_size, p.nodes, p.ranks_per_node);
   };
-  const LayerKey key{strategy.micro_batch,
-                     strategy.tp,
-                     strategy.sequence_parallel,
-                     static_cast<int>(strategy.recompute),
-                     strategy.cp,
-                     strategy.ep,
-                     zero3 ? 1 : 0,
-                     zero3 ? static_cast<int>(strategy.framework) : 0,
-                     // What the transfers depend on (the reshard policy and, through it, P).
-                     zero3 ? (strategy.reshardsAfterForward() ? 1 : 0) +
-                                 (strategy.fsdpSyncsOncePerStep() ? 2 : 0)
-                           : 0,
-                     placement(groups.tp),
-                     placement(groups.cp_ring),
-                     placement(groups.ep),
-                     placement(zero3 ? groups.dp : Placement{})};
+  const LayerKey key{
+      strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
+      static_cast<int>(strategy.recompute), strategy.cp, strategy.ep, zero3 ? 1 : 0,
+      zero3 ? static_cast<int>(strategy.framework) : 0,
+      // What the transfers depend on (the reshard policy and, through it, P).
+      zero3 ? (strategy.reshardsAfterForward() ? 1 : 0) + (strategy.fsdpSyncsOncePerStep() ? 2 : 0)
+            : 0,
+      placement(groups.tp), placement(groups.cp_ring), placement(groups.ep),
+      placement(zero3 ? groups.dp : Placement{})};
   auto it = workspace.layer_times.find(key);
   if (it != workspace.layer_times.end()) return it->second;
   return workspace.layer_times.try_emplace(key, computeLayerTimes(strategy, zero3, groups))

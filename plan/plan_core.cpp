@@ -408,15 +408,14 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
       const int64_t wire = dtypeBytes(layer >= 0 ? gather_wire : dtype);
       dense_gather = checkedAdd(dense_gather, checkedMul(params - experts, wire, "gather bytes"),
                                 "gather bytes");
-      expert_gather = checkedAdd(expert_gather, checkedMul(experts, wire, "gather bytes"),
-                                 "gather bytes");
+      expert_gather =
+          checkedAdd(expert_gather, checkedMul(experts, wire, "gather bytes"), "gather bytes");
       dense_grads = checkedAdd(dense_grads, params - experts, "gradient elements");
       expert_grads = checkedAdd(expert_grads, experts, "gradient elements");
     }
     auto collective = [&](EventKind kind, int64_t bytes, const Placement& group, DType wire) {
-      return bytes > 0 && group.group_size > 1
-                 ? intern(makeCommunication(kind, bytes, group, wire))
-                 : -1;
+      return bytes > 0 && group.group_size > 1 ? intern(makeCommunication(kind, bytes, group, wire))
+                                               : -1;
     };
     const int64_t fp32 = dtypeBytes(DType::kFp32);
     stage.dp_reduce_scatter =

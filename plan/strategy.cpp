@@ -353,8 +353,8 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
           label, m, s.pp);
     }
     if (group > m) {
-      return fmt::format(
-          "--microbatch-group-size {}: more than the m = B/(b*D) = {} micro-batches", group, m);
+      return fmt::format("--microbatch-group-size {}: more than the m = B/(b*D) = {} micro-batches",
+                         group, m);
     }
     // Megatron refuses N < P: with its warm-up count the orders then wait on each other (the
     // timing engine finds the deadlock); the Llama 3 paper's N < P needs a warm-up it does not
