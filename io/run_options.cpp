@@ -104,6 +104,11 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
                      "interleaved)")
           ->check(kPositiveInteger)
           ->excludes(v);
+  app.add_option("--microbatch-group-size,--microbatch-group-size-per-virtual-pipeline-stage",
+                 microbatch_group,
+                 "interleaved schedule: N contiguous micro-batches per model chunk (Megatron's "
+                 "group, the Llama 3 paper's N; default P)")
+      ->check(kPositiveInteger);
   app.add_option("--virtual-pipeline-model-parallel-size", megatron_virtual_stages,
                  "Megatron's: model chunks per device v (implies --schedule interleaved)")
       ->check(kPositiveInteger)
@@ -476,6 +481,7 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
     requireInterleaved("--num-layers-per-virtual-pipeline-stage");
     s.schedule = Schedule::kInterleaved;
   }
+  s.microbatch_group = microbatch_group;
   s.recompute = parseRecompute(recompute_activations ? "selective" : recompute);
   if (recompute_num_layers > 1) {
     EVSIM_THROW(InputError,
@@ -522,7 +528,8 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
 std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
                                                           const std::string& micro_batches) const {
   const bool techniques =
-      cp != 1 || ep != 1 || etp != 0 || recompute != "none" || sequence_parallel ||
+      cp != 1 || ep != 1 || etp != 0 || microbatch_group != 0 || recompute != "none" ||
+      sequence_parallel ||
       tp_comm == "rs-ag" || zero_stage != 0 || distributed_optimizer || virtual_stages != 1 ||
       layers_per_virtual_stage > 0 || megatron_virtual_stages > 0 || recompute_activations ||
       !stage_layers.empty() || first_stage_layers > 0 || last_stage_layers > 0 ||
@@ -571,6 +578,7 @@ std::string RunOptions::commandLine(const Strategy& s) const {
   if (link_sharing == "off") out += " --link-sharing off";
   if (s.schedule == Schedule::kInterleaved)
     out += fmt::format(" --virtual-stages {}", s.virtual_stages);
+  if (s.microbatch_group > 0) out += fmt::format(" --microbatch-group-size {}", s.microbatch_group);
   if (s.recompute != Recompute::kNone)
     out += fmt::format(" --recompute {}", recomputeName(s.recompute));
   if (s.sequence_parallel) out += " --sequence-parallel";

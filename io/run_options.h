@@ -46,6 +46,7 @@ struct RunOptions {
   bool tp_comm_overlap = false;       // Megatron's --tp-comm-overlap
   double dp_bucket_mb = 25;
   int virtual_stages = 1;
+  int microbatch_group = 0;  // --microbatch-group-size (N of the interleaved schedule; 0: P)
   std::string recompute = "none";
   bool sequence_parallel = false;
   std::string tp_comm;  // --tp-comm allreduce | rs-ag (rs-ag: sequence parallelism)

@@ -110,7 +110,9 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
     const auto model_block = std::find_if(
         model_.blocks.begin(), model_.blocks.end(),
         [&](const TransformerBlock& m) { return m.cross_attention == cross && m.moe == moe; });
-    const bool transfers = footprint && model_block != model_.blocks.end();
+    // FSDP under PP without reshard syncs once per step, outside the tasks (plan_core.cpp).
+    const bool transfers =
+        footprint && model_block != model_.blocks.end() && !strategy.fsdpSyncsOncePerStep();
     const int64_t params = transfers ? footprint->block(*model_block).weights : 0;
     if (transfers) zero3Op(f, params, EventKind::kAllGather, "zero3_param_allgather");
     builder.blockForward(b, 0, f);
@@ -152,7 +154,10 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
                      strategy.ep,
                      zero3 ? 1 : 0,
                      zero3 ? static_cast<int>(strategy.framework) : 0,
-                     zero3 ? static_cast<int>(strategy.reshard) : 0,
+                     // What the transfers depend on (the reshard policy and, through it, P).
+                     zero3 ? (strategy.reshardsAfterForward() ? 1 : 0) +
+                                 (strategy.fsdpSyncsOncePerStep() ? 2 : 0)
+                           : 0,
                      placement(groups.tp),
                      placement(groups.cp_ring),
                      placement(groups.ep),

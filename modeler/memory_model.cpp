@@ -155,8 +155,8 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
   const int v = static_cast<int>(chunks.size()) / P;
   const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, v);
   // The held-activation states of the device orders the task graph is built from (task_graph.h).
-  const std::shared_ptr<const std::vector<ActivationStates>> states =
-      scheduleActivationStates(strategy.schedule, PipelineShape{P, v, micro_batches});
+  const std::shared_ptr<const std::vector<ActivationStates>> states = scheduleActivationStates(
+      strategy.schedule, PipelineShape{P, v, micro_batches, strategy.microbatch_group});
   std::vector<DeviceChunkSums> out(P);
   std::vector<int64_t> chunk_bytes, chunk_held_bytes;
   for (int device = 0; device < P; ++device) {

@@ -230,6 +230,9 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const 
           {"overlap_param_gather", st.overlap_param_gather},
           {"tp_comm_overlap", st.tp_comm_overlap},
           {"virtual_stages", sim.plan.chunksPerDevice()},  // ZB-V: 2 (its layout's chunks)
+          {"microbatch_group", st.schedule == Schedule::kInterleaved
+                                   ? nlohmann::json(st.microbatchGroup())
+                                   : nlohmann::json(nullptr)},
           {"recompute", recomputeName(st.recompute)},
           {"sequence_parallel", st.sequence_parallel},
           {"zero", st.zero_stage},

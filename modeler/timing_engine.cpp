@@ -330,8 +330,8 @@ int checkedDevices(const TimingInput& input) {
 
 IterationTimeline computeTimeline(const TimingInput& input) {
   const int P = checkedDevices(input);
-  return computeTimeline(
-      input, buildTaskGraph(input.schedule, P, input.virtual_stages, input.micro_batches));
+  return computeTimeline(input, buildTaskGraph(input.schedule, P, input.virtual_stages,
+                                               input.micro_batches, input.microbatch_group));
 }
 
 IterationTimeline computeTimeline(const TimingInput& input, TaskGraph graph) {

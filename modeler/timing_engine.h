@@ -131,6 +131,7 @@ struct TimingInput {
   Schedule schedule = Schedule::kDapple;
   int64_t micro_batches = 1;
   int virtual_stages = 1;               // v; > 1 only with Schedule::kInterleaved
+  int microbatch_group = 0;             // N of the interleaved schedule (0: P)
   std::vector<StageCost> stages;        // per virtual stage, K = P*v
   std::vector<PipelineCost> pipelines;  // at least one
   bool dp_overlap = false;

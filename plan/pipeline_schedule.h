@@ -42,6 +42,9 @@ struct PipelineShape {
   int stages = 1;             // P devices
   int chunks = 1;             // v model chunks per device
   int64_t micro_batches = 1;  // m
+  // N, the interleaved schedule's contiguous micro-batches per chunk (Strategy::microbatch_group);
+  // 0: P. Other schedules ignore it.
+  int group = 0;
 };
 
 class PipelineSchedule {

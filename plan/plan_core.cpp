@@ -246,8 +246,10 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     // Under expert parallelism a block's routed experts are sharded over the expert-data-parallel
     // group (D x C / E ranks, as Megatron's and NeMo AutoModel's expert FSDP do), the rest over
     // the D x C data-parallel group: one collective each, the experts' right after the dense one.
+    // FSDP under PP without reshard: once per step, in finishPlan, not per micro-batch here.
+    const bool per_micro_batch = zero3 && !strategy.fsdpSyncsOncePerStep();
     auto zero3_op = [&](OpList& ops, int layer, EventKind kind, std::string_view name) {
-      if (!zero3) return;
+      if (!per_micro_batch) return;
       int64_t params = layer_params.at(layer);
       if (layer == kHeadLayer && kind == EventKind::kAllGather) params += tied_head_params;
       int64_t experts = 0;
@@ -402,6 +404,42 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
     finished_any = finished_any || index == before;
     return index;
   };
+  // FSDP under PP without reshard (Strategy::fsdpSyncsOncePerStep): each chunk's parameters are
+  // gathered once per step (the wire type per layer as in the per-layer gathers: fp8 for blocks'
+  // linear weights with Float8 all-gather) and its gradients reduce-scattered once in fp32 after
+  // its last backward (PyTorch's pipelining runs FSDP's post-backward then, layer after layer, not
+  // overlapped with that backward). The gather is placed after the optimizer step, as ZeRO-1/2's,
+  // exposed: the next step's first forward needs it (FSDP's prefetch hides all but the first
+  // layer's behind that forward; not modelled, a conservative simplification).
+  auto addStepSync = [&](int k, StagePlan& stage) {
+    const DType gather_wire = model.fp8WeightGather() ? DType::kFp8 : dtype;
+    int64_t dense_gather = 0, expert_gather = 0, dense_grads = 0, expert_grads = 0;
+    for (const auto& [layer, params] : core.layer_params[k]) {
+      // The routed experts' share (dense_params leaves it out under expert parallelism).
+      const int64_t experts = params - core.dense_params[k].at(layer);
+      const int64_t wire = dtypeBytes(layer >= 0 ? gather_wire : dtype);
+      dense_gather = checkedAdd(dense_gather, checkedMul(params - experts, wire, "gather bytes"),
+                                "gather bytes");
+      expert_gather =
+          checkedAdd(expert_gather, checkedMul(experts, wire, "gather bytes"), "gather bytes");
+      dense_grads = checkedAdd(dense_grads, params - experts, "gradient elements");
+      expert_grads = checkedAdd(expert_grads, experts, "gradient elements");
+    }
+    auto collective = [&](EventKind kind, int64_t bytes, const Placement& group, DType wire) {
+      return bytes > 0 && group.group_size > 1 ? intern(makeCommunication(kind, bytes, group, wire))
+                                               : -1;
+    };
+    const int64_t fp32 = dtypeBytes(DType::kFp32);
+    stage.dp_reduce_scatter =
+        collective(EventKind::kReduceScatter, checkedMul(dense_grads, fp32, "gradient bytes"),
+                   stage.dp_group, DType::kFp32);
+    stage.dp_allgather = collective(EventKind::kAllGather, dense_gather, stage.dp_group, dtype);
+    stage.expert_grad_sync =
+        collective(EventKind::kReduceScatter, checkedMul(expert_grads, fp32, "gradient bytes"),
+                   stage.expert_dp_group, DType::kFp32);
+    stage.expert_allgather =
+        collective(EventKind::kAllGather, expert_gather, stage.expert_dp_group, dtype);
+  };
   int next = 0;
   plan.stages.reserve(core.stages.size());
   for (int k = 0; k < K; ++k) {
@@ -461,6 +499,7 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
             intern(makeCommunication(EventKind::kAllGather, dense_bytes, stage.dp_group, dtype));
       }
     }
+    if (zero == 3 && strategy.fsdpSyncsOncePerStep()) addStepSync(k, stage);
     // ZeRO-3 reduce-scatters the experts' gradients layer by layer in the backward (zero3_op).
     if (synced_apart > 0 && strategy.expertGradGroupSize() > 1 && zero < 3) {
       const int64_t bytes = checkedMul(synced_apart, elem_bytes, "expert gradient bytes");

@@ -12,7 +12,7 @@
 
 namespace evsim {
 
-using ShapeKey = std::tuple<int, int, int, int64_t>;  // (schedule, P, v, m)
+using ShapeKey = std::tuple<int, int, int, int64_t, int>;  // (schedule, P, v, m, N)
 
 // Values computed once per (schedule, shape) and shared, thread-safe: the most recently used are
 // kept up to `capacity` units of size (what `size` says a value weighs); larger ones not at all.

@@ -131,6 +131,7 @@ std::string Strategy::techniques(TechniqueStyle style) const {
   if (ep > 1) out += fmt::format(" ep{}", ep);
   if (etp > 0 && etp != tp) out += fmt::format(" etp{}", etp);
   if (virtual_stages > 1) out += fmt::format(" v{}", virtual_stages);
+  if (microbatch_group > 0) out += fmt::format(" n{}", microbatch_group);
   if (recompute != Recompute::kNone) {
     std::string_view name = recomputeName(recompute);
     if (brief && recompute == Recompute::kSelective) name = "sel";
@@ -411,11 +412,34 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
                          label, s.virtual_stages, int64_t{s.pp} * s.virtual_stages, model.name,
                          model.numLayers());
     }
-    if (s.microBatches() % s.pp != 0) {
+    // Megatron's table (schedules.py, get_schedule_table): groups of N micro-batches, the last
+    // one the remainder, which must be 0 or >= P (a shorter last group is refused there).
+    const int64_t m = s.microBatches();
+    const int64_t group = s.microbatchGroup();
+    if (s.microbatch_group == 0 && m % s.pp != 0) {
       return fmt::format(
           "{} --schedule interleaved: m = B/(b*D) = {} micro-batches is not a "
-          "multiple of P={}",
-          label, s.microBatches(), s.pp);
+          "multiple of P={} (or give --microbatch-group-size N)",
+          label, m, s.pp);
+    }
+    if (group > m) {
+      return fmt::format("--microbatch-group-size {}: more than the m = B/(b*D) = {} micro-batches",
+                         group, m);
+    }
+    // Megatron refuses N < P: with its warm-up count the orders then wait on each other (the
+    // timing engine finds the deadlock); the Llama 3 paper's N < P needs a warm-up it does not
+    // state.
+    if (group < s.pp) {
+      return fmt::format(
+          "--microbatch-group-size {}: fewer than P={} (Megatron's range is [P, m]; a smaller "
+          "group deadlocks its warm-up count)",
+          group, s.pp);
+    }
+    if (m % group != 0 && m % group < s.pp) {
+      return fmt::format(
+          "--microbatch-group-size {}: m = {} micro-batches leave a last group of {}, which must "
+          "be 0 or >= P={} (Megatron's rule)",
+          group, m, m % group, s.pp);
     }
   } else if (s.schedule == Schedule::kZbv || s.schedule == Schedule::kDualPipeV) {
     const std::string_view name = scheduleName(s.schedule);
@@ -446,6 +470,10 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
       return fmt::format("{} --schedule {}: {} model chunks but {} has {} layers", label,
                          file->path, file->layout.stages(), model.name, model.numLayers());
     }
+  }
+  if (s.schedule != Schedule::kInterleaved && s.microbatch_group != 0) {
+    return fmt::format("--microbatch-group-size {}: only with --schedule interleaved",
+                       s.microbatch_group);
   }
   if (s.schedule != Schedule::kInterleaved && s.virtual_stages != 1) {
     return fmt::format("--virtual-stages {}: only with --schedule interleaved", s.virtual_stages);

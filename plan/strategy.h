@@ -98,6 +98,9 @@ struct Strategy {
   bool dp_overlap = false;
   int64_t dp_bucket_bytes = int64_t{25} * 1024 * 1024;  // DDP's default bucket_cap_mb = 25
   int virtual_stages = 1;  // v model chunks per device; > 1 only with Schedule::kInterleaved
+  // N: the interleaved schedule's contiguous micro-batches per chunk (Megatron's
+  // --microbatch-group-size-per-virtual-pipeline-stage, the Llama 3 paper's N); 0 means P.
+  int microbatch_group = 0;
   Recompute recompute = Recompute::kNone;
   // Megatron's sequence parallelism: layernorm/dropout regions split along the sequence over the
   // TP group; each TP all-reduce becomes a reduce-scatter plus an all-gather.
@@ -146,11 +149,19 @@ struct Strategy {
   // expert TP other than M): otherwise they are reduced with the dense ones over D x C.
   bool expertsSyncApart() const { return ep > 1 || expertTp() != tp; }
   int64_t microBatches() const { return global_batch / (micro_batch * dp); }
+  int microbatchGroup() const { return microbatch_group > 0 ? microbatch_group : pp; }
   // Whether a layer's parameters sharded over the DP group (ZeRO-3, FSDP) are gathered again for
   // its backward: DeepSpeed's ZeRO-3 always; FSDP by its policy (Reshard).
   bool reshardsAfterForward() const {
     if (framework != Framework::kFsdp || reshard == Reshard::kAlways) return true;
     return reshard == Reshard::kDefault && pp == 1;
+  }
+  // FSDP under pipeline parallelism without reshard-after-forward (torchtitan's default with PP):
+  // PyTorch's pipelining (torch/distributed/pipelining/stage.py) turns gradient sync and reshard
+  // after backward off until a chunk's last micro-batch, so the chunk's parameters are gathered
+  // once per step and its gradients reduce-scattered once, after its last backward.
+  bool fsdpSyncsOncePerStep() const {
+    return framework == Framework::kFsdp && pp > 1 && !reshardsAfterForward();
   }
   std::string name() const;  // "2M4P2D"
   // The techniques beyond M, P, D, one word each in one order, e.g. " dp-overlap cp2 ep4 v3

@@ -65,7 +65,8 @@ void checkFusedTasks(const TaskGraph& g, TaskGraph::Storage& st, Schedule schedu
 }
 
 // buildTaskGraph without the cache.
-TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches) {
+TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches,
+                        int group) {
   EVSIM_CHECK(devices >= 1 && chunks >= 1 && micro_batches >= 1, "task graph P={} v={} m={}",
               devices, chunks, micro_batches);
   const PipelineSchedule& sched = pipelineSchedule(schedule);
@@ -91,7 +92,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
     return id[static_cast<size_t>((phaseIndex(phase) * K + k) * m + i)];
   };
   const std::shared_ptr<const DeviceOrders> shared_orders =
-      scheduleOrders(schedule, PipelineShape{devices, chunks, micro_batches});
+      scheduleOrders(schedule, PipelineShape{devices, chunks, micro_batches, group});
   const DeviceOrders& orders = *shared_orders;
   EVSIM_CHECK(static_cast<int>(orders.size()) == devices, "{} orders for {} devices", orders.size(),
               devices);
@@ -174,19 +175,23 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
 
 }  // namespace
 
-TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches) {
+TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches,
+                         int group) {
   // A schedule file can be replaced in a process (tests): its graphs are not kept by shape.
-  if (schedule == Schedule::kFile) return makeTaskGraph(schedule, devices, chunks, micro_batches);
+  if (schedule == Schedule::kFile) {
+    return makeTaskGraph(schedule, devices, chunks, micro_batches, group);
+  }
+  if (schedule != Schedule::kInterleaved) group = 0;
   static ShapeCache<TaskGraph> cache(size_t{1} << 18);  // tasks (about 64 bytes each)
   return *cache.get(
-      ShapeKey{static_cast<int>(schedule), devices, chunks, micro_batches},
-      [&] { return makeTaskGraph(schedule, devices, chunks, micro_batches); },
+      ShapeKey{static_cast<int>(schedule), devices, chunks, micro_batches, group},
+      [&] { return makeTaskGraph(schedule, devices, chunks, micro_batches, group); },
       [](const TaskGraph& g) { return g.nodes.size(); });
 }
 
 TaskGraph buildTaskGraph(const IterationPlan& plan) {
   return buildTaskGraph(plan.strategy.schedule, plan.deviceStages(), plan.chunksPerDevice(),
-                        plan.micro_batches);
+                        plan.micro_batches, plan.strategy.microbatch_group);
 }
 
 int bucketIssueOp(const OpList& backward, int ready_after_op, bool split_backward) {

@@ -84,7 +84,9 @@ struct TaskGraph {
 // Throws Error when the schedule's orders miss or repeat a task, or place a task before a
 // same-device input (an internal bug). Graphs of recent shapes are kept (thread-safe, up to about
 // 2^18 tasks in all; a schedule file's are not, as its orders may change in a process).
-TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches);
+// `group`: the interleaved schedule's N (PipelineShape::group; 0: P).
+TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches,
+                         int group = 0);
 // The graph of `plan`'s strategy.
 TaskGraph buildTaskGraph(const IterationPlan& plan);
 

@@ -119,7 +119,8 @@ void run(const EventsArgs& args, const JsonSink& sink) {
     const Schedule schedule = plan->strategy.schedule;
     const PipelineLayout layout = plan->pipelineLayout();
     const std::shared_ptr<const DeviceOrders> orders = scheduleOrders(
-        schedule, PipelineShape{layout.devices(), layout.chunks(), plan->micro_batches});
+        schedule, PipelineShape{layout.devices(), layout.chunks(), plan->micro_batches,
+                                plan->strategy.microbatch_group});
     writeFileAtomically(args.schedule_output,
                         scheduleCsv(*orders, layout, pipelineSchedule(schedule).splitsBackward()));
   }

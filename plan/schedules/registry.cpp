@@ -56,7 +56,8 @@ PipelineLayout pipelineLayout(const Strategy& strategy) {
 namespace {
 
 ShapeKey shapeKey(Schedule schedule, const PipelineShape& shape) {
-  return {static_cast<int>(schedule), shape.stages, shape.chunks, shape.micro_batches};
+  return {static_cast<int>(schedule), shape.stages, shape.chunks, shape.micro_batches,
+          schedule == Schedule::kInterleaved && shape.group > 0 ? shape.group : 0};
 }
 
 }  // namespace

@@ -104,6 +104,41 @@ TEST(MemoryComponents, MoeDispatchWithImbalance) {
   EXPECT_EQ(moeDispatchBytes(model, strategy(1, 1, 1), false), 0);
 }
 
+TEST(MemoryComponents, Fp8WeightCopies) {
+  ModelConfig model = smallModel();
+  StageLayerFacts facts;
+  facts.block_parameters = 4000;
+  facts.largest_layer_parameters = 1500;
+  EXPECT_EQ(fp8WeightBytes(model, strategy(1, 1, 4), facts), 0);  // no fp8
+  model.spec.fp8 = true;
+  // Transformer Engine (Megatron): each block weight's fp8 copy and its transpose, 2 bytes.
+  EXPECT_EQ(fp8WeightBytes(model, strategy(1, 1, 4), facts), 2 * 4000);
+  // FSDP Float8 all-gather: the gathered layer is fp8 already; its transpose, 1 byte.
+  EXPECT_EQ(fp8WeightBytes(model, strategy(1, 1, 4, Framework::kFsdp), facts), 1500);
+}
+
+// The recompute transient: under full recomputation one block's activations are rebuilt for its
+// backward. GPT block (dropout, no flash attention), s = 1024, b = 2, h = 1024, a = 16, t = 1:
+// without recomputation s b h (34 + 5 a s / h) = 2,097,152 x (34 + 80) bytes; kept, its input
+// 2 s b h: the transient is 2,097,152 x 112 = 234,881,024 bytes, on every stage with blocks.
+TEST(MemoryComponents, RecomputeTransientOfOneBlock) {
+  const ModelConfig model = smallModel();
+  const int64_t sbh = int64_t{1024} * 2 * 1024;
+  ASSERT_EQ(blockActivationBytes(model, model.blocks[0], 2, 1), sbh * 114);
+  ASSERT_EQ(blockActivationBytes(model, model.blocks[0], 2, 1, Recompute::kFull), sbh * 2);
+  Strategy s = Strategy::of(1, 2, 1, 2, 4);
+  s.recompute = Recompute::kFull;
+  const IterationPlan p = buildIterationPlan(model, test::cluster(8), s);
+  const MemoryEstimate e = estimateMemory(p, 0.0);
+  for (const StageMemory& m : e.stages) {
+    EXPECT_EQ(m.recompute_bytes, sbh * 112) << "stage " << m.stage;
+    EXPECT_GE(m.activation_transient_bytes, m.recompute_bytes);
+  }
+  s.recompute = Recompute::kNone;
+  const MemoryEstimate none = estimateMemory(buildIterationPlan(model, test::cluster(8), s), 0.0);
+  EXPECT_EQ(none.stages[0].recompute_bytes, 0);
+}
+
 // One stage from a hand-made chunk: every sum of memory_model.h, with the defaults of
 // MemoryOverheads (600 MiB context, 32 MiB workspace, 256 MiB per communicator, f = 0.10).
 TEST(MemoryComponents, StageSumsAllocatedReservedDevice) {

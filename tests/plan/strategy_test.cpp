@@ -171,6 +171,33 @@ TEST_F(StrategyRules, InterleavedNeedsVirtualStagesPipelineAndMicroBatchMultiple
                   "--virtual-stages 2: only with --schedule interleaved");
 }
 
+TEST_F(StrategyRules, MicrobatchGroupFollowsMegatronsTableRules) {
+  // 1M2P1D, v = 2, m = B/(b*D) = 5: Megatron's own example (schedules.py: "PP2 N3M5 with VP2"):
+  // groups of N = 3 leave a last group of 2 >= P = 2.
+  Strategy s = test::strategy("1M2P1D", 1, 5);
+  s.schedule = Schedule::kInterleaved;
+  s.virtual_stages = 2;
+  // Without N, m must be a multiple of P (N = P's table).
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""),
+                  "m = B/(b*D) = 5 micro-batches is not a multiple of P=2");
+  s.microbatch_group = 3;
+  EXPECT_FALSE(strategyViolation(model_, cluster_, s).has_value());
+  EXPECT_EQ(s.techniques(), " v2 n3");
+  s.microbatch_group = 4;  // 5 = 4 + 1: a last group of 1 < P
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""),
+                  "leave a last group of 1, which must be 0 or >= P=2");
+  s.microbatch_group = 6;  // more than m
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""),
+                  "--microbatch-group-size 6: more than the m = B/(b*D) = 5 micro-batches");
+  s.microbatch_group = 1;  // N < P: Megatron's range is [P, m]
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""),
+                  "--microbatch-group-size 1: fewer than P=2");
+  Strategy dapple = test::strategy("1M2P1D", 1, 4);
+  dapple.microbatch_group = 2;
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, dapple).value_or(""),
+                  "--microbatch-group-size 2: only with --schedule interleaved");
+}
+
 TEST_F(StrategyRules, SequenceParallelNeedsTensorParallelismDividingTheSequence) {
   Strategy s = test::strategy("2M1P1D", 1, 1);
   s.sequence_parallel = true;

@@ -1,0 +1,98 @@
+// FSDP under pipeline parallelism (issue 29): with PP, torchtitan turns reshard-after-forward off
+// and PyTorch's pipelining keeps a chunk's parameters gathered and its gradients unsharded until
+// its last micro-batch, so each chunk all-gathers its parameters once per step and reduce-scatters
+// its fp32 gradients once, after its last backward (Strategy::fsdpSyncsOncePerStep,
+// plan_core.cpp). Without PP, or with --reshard-after-forward always, the per-layer gathers and
+// reduce-scatters stay in every micro-batch's tasks. Numbers worked by hand in the comments.
+#include <gtest/gtest.h>
+
+#include <string_view>
+
+#include "modeler/simulation.h"
+#include "plan/iteration_plan.h"
+#include "support/test_support.h"
+
+namespace evsim {
+namespace {
+
+// h = 64, 4 heads, f = 256, s = 32, V = 512, 2 blocks, bf16; P = 2 (one block per stage), D = 2,
+// b = 1, B = 8: m = 4 micro-batches.
+IterationPlan fsdpPlan(int pp, Reshard reshard) {
+  const ModelConfig model = test::model(64, 4, 256, 32, 512, 2, "bf16");
+  const ClusterConfig cluster = test::cluster(8);
+  Strategy s = Strategy::of(1, pp, 2, 1, 8);
+  s.zero_stage = 3;
+  s.framework = Framework::kFsdp;
+  s.reshard = reshard;
+  return buildIterationPlan(model, cluster, s);
+}
+
+int count(const OpList& ops, std::string_view name) {
+  int n = 0;
+  for (const OpInstance& op : ops) n += op.name == name;
+  return n;
+}
+
+TEST(FsdpPipeline, GathersAndReduceScattersOncePerStepPerChunk) {
+  const IterationPlan p = fsdpPlan(2, Reshard::kDefault);
+  ASSERT_EQ(p.micro_batches, 4);
+  for (const StagePlan& st : p.stages) {
+    // Nothing in the micro-batch tasks.
+    EXPECT_EQ(count(st.forward, "zero3_param_allgather"), 0);
+    EXPECT_EQ(count(st.backward, "zero3_param_allgather"), 0);
+    EXPECT_EQ(count(st.backward, "zero3_grad_reduce_scatter"), 0);
+    // One all-gather of the chunk's bf16 parameters (2 bytes each) and one fp32 reduce-scatter
+    // (4 bytes each) over the D = 2 group, each run once per device: count = M x C x D = 2.
+    ASSERT_GE(st.dp_allgather, 0);
+    ASSERT_GE(st.dp_reduce_scatter, 0);
+    const UniqueEvent& gather = p.events[st.dp_allgather];
+    const UniqueEvent& scatter = p.events[st.dp_reduce_scatter];
+    EXPECT_EQ(gather.event.message_bytes, 2 * st.parameters);
+    EXPECT_EQ(scatter.event.message_bytes, 4 * st.parameters);
+    EXPECT_EQ(scatter.event.dtype, DType::kFp32);
+    EXPECT_EQ(gather.count, 2);
+    EXPECT_EQ(scatter.count, 2);
+  }
+  // Stage 1: block 1 (QKV + proj 4h^2 + 4h = 16,640, MLP 2hf + f + h = 33,088, norms 4h = 256:
+  // 49,984) and the head (final norm 2h = 128, the untied-on-this-stage output layer V h =
+  // 32,768): 82,880.
+  EXPECT_EQ(p.stages[1].parameters, 49'984 + 128 + 32'768);
+  // Stage 0: block 0 and the embedding (words V h = 32,768, learned positions s h = 2,048):
+  // 84,800.
+  EXPECT_EQ(p.stages[0].parameters, 49'984 + 32'768 + 2'048);
+}
+
+TEST(FsdpPipeline, ReshardAlwaysOrNoPipelineKeepsPerMicroBatchTransfers) {
+  // --reshard-after-forward always under PP: every micro-batch gathers before its forward and its
+  // backward and reduce-scatters after it (stage 0: embedding and block 0, two layers).
+  const IterationPlan always = fsdpPlan(2, Reshard::kAlways);
+  EXPECT_EQ(count(always.stages[0].forward, "zero3_param_allgather"), 2);
+  EXPECT_EQ(count(always.stages[0].backward, "zero3_param_allgather"), 2);
+  EXPECT_EQ(count(always.stages[0].backward, "zero3_grad_reduce_scatter"), 2);
+  EXPECT_EQ(always.stages[0].dp_allgather, -1);
+  EXPECT_EQ(always.stages[0].dp_reduce_scatter, -1);
+  // Without PP (the default reshards): the same per-layer transfers, 4 layers on the one stage.
+  const IterationPlan flat = fsdpPlan(1, Reshard::kDefault);
+  EXPECT_EQ(count(flat.stages[0].forward, "zero3_param_allgather"), 4);
+  EXPECT_EQ(flat.stages[0].dp_allgather, -1);
+}
+
+TEST(FsdpPipeline, TimelineCostsTheTransfersOncePerStep) {
+  // Every event free but the step's gather and reduce-scatter, each costing 1 us per KB of its
+  // bytes: the pipeline takes no time, then each device reduce-scatters (4 x its parameters) and,
+  // after its (free) optimizer step, gathers (2 x): the iteration is the busier stage's (stage
+  // 0) 6 x 84,800 bytes / 1000 = 508.8 us. Per micro-batch, m = 4 times as many would go.
+  IterationPlan p = fsdpPlan(2, Reshard::kDefault);
+  std::vector<EventCost> costs(static_cast<size_t>(p.events.size()));
+  for (const StagePlan& st : p.stages) {
+    for (int e : {st.dp_allgather, st.dp_reduce_scatter}) {
+      costs[static_cast<size_t>(e)].time_us =
+          static_cast<double>(p.events[e].event.message_bytes) / 1000;
+    }
+  }
+  const Simulation sim = simulate(std::move(p), std::move(costs));
+  EXPECT_NEAR(sim.summary.iteration_us, 6 * 84'800 / 1000.0, 1e-6);
+}
+
+}  // namespace
+}  // namespace evsim
