@@ -34,6 +34,7 @@
 #include "io/chakra/chakra_file.h"
 #include "modeler/cost_model.h"
 #include "plan/iteration_plan.h"
+#include "support/hand_traced_simulation.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -41,36 +42,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using ChakraProtoMsg::Node;
-
-Simulation smallSimulation() {
-  Strategy s;
-  s.tp = 2;
-  s.pp = 2;
-  s.dp = 2;
-  s.micro_batch = 1;
-  s.global_batch = 4;
-  s.schedule = Schedule::kGpipe;
-  IterationPlan plan = buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
-                                          test::cluster(4, 2, test::kSlowLinks), s);
-  std::set<int> tp_ops, dp_ops;
-  for (const StagePlan& st : plan.stages) {
-    for (const OpList* ops : {&st.forward, &st.backward}) {
-      for (const OpInstance& op : *ops) {
-        if (op.stream == Stream::kTpComm) tp_ops.insert(op.event);
-      }
-    }
-    if (st.dp_allreduce >= 0) dp_ops.insert(st.dp_allreduce);
-  }
-  std::vector<EventCost> costs;
-  for (int e = 0; e < plan.events.size(); ++e) {
-    const double us = plan.events[e].event.kind == EventKind::kCompute ? 1.0
-                      : dp_ops.count(e)                                ? 3.0
-                      : tp_ops.count(e)                                ? 0.25
-                                                                       : 0.5;
-    costs.push_back({us, Provenance::kMeasured});
-  }
-  return simulate(std::move(plan), std::move(costs));
-}
 
 const ChakraProtoMsg::AttributeProto* attr(const Node& n, const std::string& name) {
   for (const auto& a : n.attr()) {
@@ -87,7 +58,7 @@ int count(const std::vector<Node>& nodes, ChakraProtoMsg::NodeType type) {
 class ChakraExportTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    sim_ = new Simulation(smallSimulation());
+    sim_ = new Simulation(test::handTracedSimulation());
     dir_ = fs::temp_directory_path() / fmt::format("evsim_chakra_{}", ::getpid());
     fs::remove_all(dir_);
     output_ = writeChakraTraces(*sim_, dir_.string(), "et", 1.0);

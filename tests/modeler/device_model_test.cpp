@@ -13,6 +13,7 @@
 #include "modeler/cost_model.h"
 #include "modeler/estimated_source.h"
 #include "modeler/simulation.h"
+#include "support/round_gpu.h"
 
 namespace evsim {
 namespace {
@@ -20,40 +21,13 @@ namespace {
 // 108 SMs, 324 TFLOP/s fp16 (3e6 flop/us per SM), 2000 GB/s memory; GEMM efficiency 0.75, tile
 // overhead 64 (k), 5 us per GEMM kernel; memory efficiency 0.8 (1.6e6 bytes/us), 2 us per
 // memory-bound kernel; 20 us host time per op; an 8-rank all-reduce curve.
-const char* kDeviceYaml = R"(
-name: round-gpu
-gpu: Round GPU
-datasheet:
-  source: "test datasheet"
-  peak_tflops: {fp16: 324}
-  memory_bandwidth_gb_s: 2000
-  memory_gib: 80
-  sm_count: 108
-model:
-  gemm_efficiency: {value: 0.75, source: "test"}
-  gemm_tile_overhead_k: {value: 64, source: "test"}
-  gemm_kernel_us: {value: 5, source: "test"}
-  memory_efficiency: {value: 0.8, source: "test"}
-  memory_kernel_us: {value: 2, source: "test"}
-  host_op_us: {value: 20, source: "test"}
-  uncertainty_pct: {value: 10, source: "test"}
-  allreduce_curves:
+const std::string kDeviceYaml = test::roundGpuYaml("round-gpu", "Round GPU", R"(  allreduce_curves:
     - {group: 8, floor_us: 90, ll_latency_us: 35, ll_busbw_gb_s: 150, simple_latency_us: 100,
        simple_busbw_gb_s: 230, source: "test"}
-)";
-
-ClusterConfig roundCluster() {
-  ClusterConfig c;
-  c.name = "round";
-  c.gpus_per_node = 8;
-  c.device = parseDeviceConfig(kDeviceYaml, "round-gpu.yaml");
-  c.intra_link = {"link", 300, 3};
-  c.network = {"net", 200, 5};
-  return c;
-}
+)");
 
 TEST(DeviceModel, LargeGemmRunsAtTheAchievablePeakWithWaveQuantization) {
-  ClusterConfig cluster = roundCluster();
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml);
   DeviceModel model(cluster);
   // 8192^3: 64 x 64 = 4096 tiles of 128 x 128 -> ceil(4096 / 108) = 38 waves (no split-K).
   // Per tile: (8192 + 64) * 2 * 128 * 128 flop / (3e6 * 0.75 flop/us) = 270532608 / 2.25e6
@@ -66,7 +40,7 @@ TEST(DeviceModel, LargeGemmRunsAtTheAchievablePeakWithWaveQuantization) {
 }
 
 TEST(DeviceModel, SkinnyGemmIsMemoryBound) {
-  ClusterConfig cluster = roundCluster();
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml);
   DeviceModel model(cluster);
   // 1 x 4096 x 4096: 32 tiles (one row of 128-column tiles), split-K min(108 / 32, 4096 / 256)
   // = 3 -> 96 CTAs in one wave, each (4096/3 + 64) * 2 * 16 * 128 / 2.25e6 = 2.60 us.
@@ -77,7 +51,7 @@ TEST(DeviceModel, SkinnyGemmIsMemoryBound) {
 }
 
 TEST(DeviceModel, OneTileMoreThanTheSmsCostsAWholeWave) {
-  ClusterConfig cluster = roundCluster();
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml);
   DeviceModel model(cluster);
   // m = 128 * 108, n = 128: 108 tiles, one wave; m = 128 * 109: 109 tiles, two waves. k = 4096:
   // tile (4096 + 64) * 32768 / 2.25e6 = 60.5838 us; memory stays far below (< 4 us).
@@ -89,7 +63,7 @@ TEST(DeviceModel, OneTileMoreThanTheSmsCostsAWholeWave) {
 }
 
 TEST(DeviceModel, MemoryBoundOpsStreamAtTheAchievableBandwidth) {
-  ClusterConfig cluster = roundCluster();
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml);
   DeviceModel model(cluster);
   // gelu over 2^24 elements fp16: 2 * 2^24 elements * 2 B = 67108864 B / 1.6e6 = 41.943 us + 2.
   Event gelu = makeCompute("gelu_fwd", {{"elems", 1 << 24}}, "", DType::kFp16);
@@ -98,7 +72,7 @@ TEST(DeviceModel, MemoryBoundOpsStreamAtTheAchievableBandwidth) {
 
 // An op with an efficiency of its own uses it; the others keep memory_efficiency.
 TEST(DeviceModel, AnOpsOwnMemoryEfficiencyReplacesTheShared) {
-  ClusterConfig cluster = roundCluster();
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml);
   cluster.device.model->memory_efficiency_by_op["gelu_fwd"] = {0.4, "test"};
   DeviceModel model(cluster);
   // 67108864 B at 2000 GB/s * 0.4 = 8e5 B/us: 83.886 us + 2.
@@ -110,7 +84,7 @@ TEST(DeviceModel, AnOpsOwnMemoryEfficiencyReplacesTheShared) {
 }
 
 TEST(DeviceModel, CollectivesFollowTheFittedCurve) {
-  ClusterConfig cluster = roundCluster();
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml);
   DeviceModel model(cluster);
   const int64_t MiB = 1 << 20;
   // 8-rank all-reduce, factor 1.75. 1 MiB: LL 35 + 1.75 * 1048576 / 150e3 = 47.234 us, Simple
@@ -139,7 +113,7 @@ TEST(DeviceModel, CollectivesFollowTheFittedCurve) {
 }
 
 TEST(DeviceModel, DatasheetDeviceIsTheRoofline) {
-  ClusterConfig cluster = roundCluster();
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml);
   cluster.device.model.reset();
   DeviceModel model(cluster);
   // 8192^3: 2 * 8192^3 / 324e6 flop/us = 3393.76 us; no host time.
@@ -150,7 +124,7 @@ TEST(DeviceModel, DatasheetDeviceIsTheRoofline) {
 }
 
 TEST(DeviceModel, FusedAttentionRunsItsScoresGemmsCausallyHalved) {
-  ClusterConfig cluster = roundCluster();
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml);
   DeviceModel model(cluster);
   // 64 heads, s = 4096, d = 128: the scores GEMM is 64 x (32 x 32 tiles) = 65536 tiles -> 607
   // waves of (128 + 64) * 2 * 128 * 128 / 2.25e6 = 2.796203 us = 1697.295 us. Forward: QK^T and
@@ -210,7 +184,7 @@ class GemmTable : public CostSource {
 };
 
 TEST(CostModelChain, ASourceAskedFirstWinsAndTheRestFallThrough) {
-  ClusterConfig cluster = roundCluster();
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml);
   std::vector<std::unique_ptr<CostSource>> sources;
   sources.push_back(std::make_unique<GemmTable>());
   DeviceModel device(cluster);

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "config/cluster_config.h"
 #include "modeler/device_model.h"
+#include "support/round_gpu.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -14,44 +15,18 @@ namespace {
 // 108 SMs; fp16 324 TFLOP/s (3e6 flop/us per SM), fp8 648 (6e6); GEMM efficiency 0.75 with
 // 64 of k tile overhead; fp8 tiles 0.7 with 256, fp8_block 0.6 with 512; 5 us per GEMM kernel;
 // memory 2000 GB/s at 0.8 (1.6e6 bytes/us).
-const char* kDeviceYaml = R"(
-name: round-gpu
-gpu: Round GPU
-datasheet:
-  source: "test datasheet"
-  peak_tflops: {fp16: 324, fp8: 648}
-  memory_bandwidth_gb_s: 2000
-  memory_gib: 80
-  sm_count: 108
-model:
-  gemm_efficiency: {value: 0.75, source: "test"}
-  gemm_tile_overhead_k: {value: 64, source: "test"}
-  gemm_by_dtype:
+const std::string kDeviceYaml = test::roundGpuYaml("round-gpu", "Round GPU", R"(  gemm_by_dtype:
     fp8: {efficiency: {value: 0.7, source: "test"}, tile_overhead_k: {value: 256, source: "test"}}
     fp8_block: {efficiency: {value: 0.6, source: "t"}, tile_overhead_k: {value: 512, source: "t"}}
-  gemm_kernel_us: {value: 5, source: "test"}
-  memory_efficiency: {value: 0.8, source: "test"}
-  memory_kernel_us: {value: 2, source: "test"}
-  host_op_us: {value: 20, source: "test"}
-  uncertainty_pct: {value: 10, source: "test"}
-)";
-
-ClusterConfig roundCluster() {
-  ClusterConfig c;
-  c.name = "round";
-  c.gpus_per_node = 8;
-  c.device = parseDeviceConfig(kDeviceYaml, "round-gpu.yaml");
-  c.intra_link = {"link", 300, 3};
-  c.network = {"net", 200, 5};
-  return c;
-}
+)",
+                                                   "fp16: 324, fp8: 648");
 
 double eventUs(const DeviceModel& m, int64_t n, DType dtype) {
   return m.estimateUs(makeGemm(n, n, n, "nt", dtype));
 }
 
 TEST(Fp8Gemm, SpeedupOverFp16FollowsTheFittedCurveByShape) {
-  ClusterConfig cluster = roundCluster();
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml);
   DeviceModel model(cluster);
   // 8192^3: 4096 tiles -> 38 waves of 108.
   //   fp16: (8192 + 64) * 2*128*128 / (3e6 * 0.75) = 120.236715 us per tile; 38 waves + 5 us.
@@ -71,7 +46,7 @@ TEST(Fp8Gemm, SpeedupOverFp16FollowsTheFittedCurveByShape) {
 }
 
 TEST(Fp8Gemm, BlockScaledTilesHaveTheirOwnFitAtTheFp8PeakAndRowwiseFallsBackToTheBaseFit) {
-  ClusterConfig cluster = roundCluster();
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml);
   DeviceModel model(cluster);
   // fp8_block: (8192 + 512) * 32768 / (6e6 * 0.6) = 79.2263 us per tile, 38 waves + 5 us.
   EXPECT_NEAR(eventUs(model, 8192, DType::kFp8Block), 38 * 8704.0 * 32768 / 3.6e6 + 5, 1e-6);
@@ -80,7 +55,7 @@ TEST(Fp8Gemm, BlockScaledTilesHaveTheirOwnFitAtTheFp8PeakAndRowwiseFallsBackToTh
 }
 
 TEST(Fp8Gemm, Mxfp8NeedsADeviceThatListsItAndScaledFp8PeaksAreNotListed) {
-  ClusterConfig cluster = roundCluster();
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml);
   DeviceModel model(cluster);
   EXPECT_CONTAINS(test::inputErrorOf([&] { eventUs(model, 1024, DType::kMxfp8); }),
                   "no entry for mxfp8");

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "config/cluster_config.h"
 #include "modeler/device_model.h"
+#include "support/round_gpu.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -14,24 +15,7 @@ namespace {
 
 // 108 SMs, fp16 324 TFLOP/s (3.24e8 flop/us); forward at 0.5 of it with 16 softmax channels and 1
 // tile of CTA overhead, backward 0.4 / 16 / 3; 5 us per kernel.
-const char* kDeviceYaml = R"(
-name: round-gpu
-gpu: Round GPU
-datasheet:
-  source: "test datasheet"
-  peak_tflops: {fp16: 324}
-  memory_bandwidth_gb_s: 2000
-  memory_gib: 80
-  sm_count: 108
-model:
-  gemm_efficiency: {value: 0.75, source: "test"}
-  gemm_tile_overhead_k: {value: 64, source: "test"}
-  gemm_kernel_us: {value: 5, source: "test"}
-  memory_efficiency: {value: 0.8, source: "test"}
-  memory_kernel_us: {value: 2, source: "test"}
-  host_op_us: {value: 20, source: "test"}
-  uncertainty_pct: {value: 10, source: "test"}
-  fused_attention:
+const std::string kDeviceYaml = test::roundGpuYaml("round-gpu", "Round GPU", R"(  fused_attention:
     fa2:
       kernel: "test kernel"
       forward: {efficiency: {value: 0.5, source: "t"}, softmax_dim: {value: 16, source: "t"},
@@ -44,17 +28,7 @@ model:
                 cta_overhead_tiles: {value: 2, source: "t"}}
       backward: {efficiency: {value: 0.6, source: "t"}, softmax_dim: {value: 16, source: "t"},
                  cta_overhead_tiles: {value: 3, source: "t"}}
-)";
-
-ClusterConfig roundCluster() {
-  ClusterConfig c;
-  c.name = "round";
-  c.gpus_per_node = 8;
-  c.device = parseDeviceConfig(kDeviceYaml, "round-gpu.yaml");
-  c.intra_link = {"link", 300, 3};
-  c.network = {"net", 200, 5};
-  return c;
-}
+)");
 
 Event attention(bool backward, int64_t batch, int64_t seq, int causal) {
   return makeCompute(
@@ -64,7 +38,7 @@ Event attention(bool backward, int64_t batch, int64_t seq, int causal) {
 }
 
 TEST(FusedAttention, CausalForwardAndBackwardWalkTheirTilesAtTheirOwnEfficiency) {
-  ClusterConfig cluster = roundCluster();
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml);
   DeviceModel model(cluster);
   // seq 4096: n = 32 query tiles per head; causal: 32 * 33 / 2 = 528 tiles visited per head, plus
   // 32 CTAs x 1 tile of overhead = 560. Forward tile: 2 * 128^2 * (128 + 128 + 2 * 16) =
@@ -82,7 +56,7 @@ TEST(FusedAttention, CausalForwardAndBackwardWalkTheirTilesAtTheirOwnEfficiency)
 }
 
 TEST(FusedAttention, FewCtasWaitForTheLongestOne) {
-  ClusterConfig cluster = roundCluster();
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml);
   DeviceModel model(cluster);
   // One head of 512 tokens: 4 CTAs on 108 SMs. All of them together: (10 + 4) tiles = 0.816 us of
   // the whole GPU; but the last query tile walks 4 tiles + 1 of overhead on one SM at
@@ -91,7 +65,7 @@ TEST(FusedAttention, FewCtasWaitForTheLongestOne) {
 }
 
 TEST(FusedAttention, TheRunsKernelPicksItsOwnFit) {
-  ClusterConfig cluster = roundCluster();
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml);
   cluster.attention_kernel = AttentionKernel::kCudnn;
   DeviceModel model(cluster);
   // The cudnn entry: forward tile 2 * 128^2 * (128 + 128 + 2 * 32) = 10,485,760 flop at

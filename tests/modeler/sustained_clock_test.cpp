@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "config/cluster_config.h"
 #include "modeler/device_model.h"
+#include "support/round_gpu.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -15,40 +16,13 @@ namespace {
 
 // 108 SMs, fp16 324 TFLOP/s (3e6 flop/us per SM), tiles at 0.75 with 64 of k overhead, 5 us per
 // GEMM; 2000 GB/s at 0.8, 2 us per memory-bound kernel; fitted at 2000 MHz, sustains 1600.
-const char* kDeviceYaml = R"(
-name: clocked-gpu
-gpu: Clocked GPU
-datasheet:
-  source: "test datasheet"
-  peak_tflops: {fp16: 324}
-  memory_bandwidth_gb_s: 2000
-  memory_gib: 80
-  sm_count: 108
-model:
-  gemm_efficiency: {value: 0.75, source: "test"}
-  gemm_tile_overhead_k: {value: 64, source: "test"}
-  gemm_kernel_us: {value: 5, source: "test"}
-  memory_efficiency: {value: 0.8, source: "test"}
-  memory_kernel_us: {value: 2, source: "test"}
-  host_op_us: {value: 20, source: "test"}
-  uncertainty_pct: {value: 10, source: "test"}
-  clocks:
+const std::string kDeviceYaml = test::roundGpuYaml("clocked-gpu", "Clocked GPU", R"(  clocks:
     fit_mhz: {value: 2000, source: "test"}
     sustained_mhz: {value: 1600, source: "test"}
-)";
-
-ClusterConfig clockedCluster(const std::string& yaml) {
-  ClusterConfig c;
-  c.name = "clocked";
-  c.gpus_per_node = 8;
-  c.device = parseDeviceConfig(yaml, "clocked-gpu.yaml");
-  c.intra_link = {"link", 300, 3};
-  c.network = {"net", 200, 5};
-  return c;
-}
+)");
 
 TEST(SustainedClock, ComputeBoundTilesRunAtTheSustainedClock) {
-  ClusterConfig cluster = clockedCluster(kDeviceYaml);
+  ClusterConfig cluster = test::roundGpuCluster(kDeviceYaml, "clocked-gpu.yaml");
   DeviceModel model(cluster);
   // 1536 x 1152: 12 x 9 = 108 tiles, one wave, no split-K. A tile: (4096 + 64) * 2 * 128 * 128 /
   // (3e6 * 0.75) = 60.5816 us at the fit's clock; at 1600 of 2000 MHz x 1.25 = 75.727 us, + 5.
@@ -63,7 +37,8 @@ TEST(SustainedClock, ComputeBoundTilesRunAtTheSustainedClock) {
 TEST(SustainedClock, WithoutClocksOrAtTheFitsClockNothingChanges) {
   std::string yaml = kDeviceYaml;
   yaml.replace(yaml.find("1600"), 4, "2000");
-  EXPECT_NEAR(DeviceModel(clockedCluster(yaml)).gemmUs(1, 1536, 1152, 4096, DType::kFp16, 0),
+  EXPECT_NEAR(DeviceModel(test::roundGpuCluster(yaml, "clocked-gpu.yaml"))
+                  .gemmUs(1, 1536, 1152, 4096, DType::kFp16, 0),
               4160.0 * 32768 / 2.25e6 + 5, 1e-6);
   // The bundled A100 fit came from whole training runs: fit_mhz = sustained_mhz, factor 1.
   const ClusterConfig a100 = loadClusterConfig(test::configPath("clusters", "dgx-a100"));

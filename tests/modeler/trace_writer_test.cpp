@@ -2,9 +2,9 @@
 // worked out by hand: one process per rank with its name and sort index, one thread per stream,
 // well-formed non-overlapping complete events, and rank selection.
 //
-// Simulation: the tiny GPT below (4 decoder blocks) as 2M2P2D, b = 1, B = 4 -> m = 2, GPipe, on
-// 2 nodes x 4 GPUs. Costs: compute 1 us, TP all-reduce 0.25, P2P 0.5, DP all-reduce 3 (multiples
-// of 0.25, so the 3-decimal trace is exact).
+// Simulation (support/hand_traced_simulation.h): the tiny GPT (4 decoder blocks) as 2M2P2D, b = 1,
+// B = 4 -> m = 2, GPipe, on 2 nodes x 4 GPUs. Costs: compute 1 us, TP all-reduce 0.25, P2P 0.5, DP
+// all-reduce 3 (multiples of 0.25, so the 3-decimal trace is exact).
 //
 // Op counts with TP = 2 (ops/layer_ops.h; TP all-reduces in brackets):
 //   block forward 17 = 15 + [attn_proj_allreduce, fc2_allreduce]
@@ -44,6 +44,7 @@
 #include "config/model_config.h"
 #include "modeler/timeline_csv.h"
 #include "plan/iteration_plan.h"
+#include "support/hand_traced_simulation.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -53,44 +54,6 @@ using nlohmann::json;
 
 constexpr int kWorld = 8;
 constexpr int64_t kMicroBatches = 2;
-
-Simulation smallSimulation(bool dp_overlap = false) {
-  Strategy s;
-  s.tp = 2;
-  s.pp = 2;
-  s.dp = 2;
-  s.micro_batch = 1;
-  s.global_batch = 4;
-  s.schedule = Schedule::kGpipe;
-  s.dp_overlap = dp_overlap;
-  if (dp_overlap) s.dp_bucket_bytes = 1;  // every layer closes a bucket
-  IterationPlan plan = buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
-                                          test::cluster(4, 2, test::kSlowLinks), s);
-  std::set<int> tp_ops, dp_ops;
-  for (const StagePlan& st : plan.stages) {
-    for (const OpList* ops : {&st.forward, &st.backward}) {
-      for (const OpInstance& op : *ops) {
-        if (op.stream == Stream::kTpComm) tp_ops.insert(op.event);
-      }
-    }
-    if (st.dp_allreduce >= 0) dp_ops.insert(st.dp_allreduce);
-    for (const GradBucket& b : st.dp_buckets) dp_ops.insert(b.event);
-  }
-  std::vector<EventCost> costs;
-  for (int e = 0; e < plan.events.size(); ++e) {
-    const UniqueEvent& u = plan.events[e];
-    if (u.event.kind == EventKind::kCompute) {
-      costs.push_back({1.0, Provenance::kMeasured});
-    } else if (dp_ops.count(e)) {
-      costs.push_back({3.0, Provenance::kDerived});
-    } else if (tp_ops.count(e)) {
-      costs.push_back({0.25, Provenance::kMeasured});
-    } else {
-      costs.push_back({0.5, Provenance::kEstimated});  // P2P
-    }
-  }
-  return simulate(std::move(plan), std::move(costs));
-}
 
 json traceOf(const Simulation& sim, const std::vector<int64_t>& ranks) {
   std::ostringstream out;
@@ -108,7 +71,7 @@ std::vector<json> eventsWithPh(const json& trace, const std::string& ph) {
 
 class TraceWriterTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { sim_ = new Simulation(smallSimulation()); }
+  static void SetUpTestSuite() { sim_ = new Simulation(test::handTracedSimulation()); }
   static void TearDownTestSuite() {
     delete sim_;
     sim_ = nullptr;
@@ -255,7 +218,7 @@ TEST_F(TraceWriterTest, CommunicationSlicesCarryBytesAndGroup) {
 }
 
 TEST(TraceWriterOverlapTest, BucketsAreSeparateSlicesOnTheDpThread) {
-  Simulation sim = smallSimulation(/*dp_overlap=*/true);
+  Simulation sim = test::handTracedSimulation(/*dp_overlap=*/true);
   json trace = traceOf(sim, selectRanks(sim, {}));
   std::map<int, int> grad_sync, total;
   std::map<int, std::vector<std::pair<double, double>>> dp_spans;
