@@ -35,7 +35,7 @@ struct SearchArgs {
   // Megatron's TP communication: allreduce (no SP) or rs-ag (reduce-scatter + all-gather, which
   // is what sequence parallelism is): another name for --sequence-parallel off,on.
   std::string tp_comm;
-  std::string zero_stages = "0,1";
+  std::string zero_stages;  // empty: 0,1 (Megatron); FSDP shards fully and has no --zero
   std::string dp_overlaps = "off,on";
   // Megatron's --tp-comm-overlap and --overlap-param-gather: off by default in Megatron (and the
   // first needs Transformer Engine's userbuffers), so not searched; given, each applies to every

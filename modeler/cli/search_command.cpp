@@ -311,6 +311,10 @@ void run(SearchArgs args) {
   options.base.reshard = parseReshard(args.run.reshard);
   options.base.tp_comm_overlap = args.tp_comm_overlap;
   options.base.overlap_param_gather = args.overlap_param_gather;
+  // FSDP's sharding is its own (ZeRO-3 wherever D x C >= 2): no ZeRO stages to try.
+  if (args.zero_stages.empty()) {
+    args.zero_stages = options.base.framework == Framework::kFsdp ? "0" : "0,1";
+  }
   if (options.base.framework == Framework::kFsdp && trim(args.zero_stages) != "0") {
     EVSIM_THROW(InputError,
                 "--framework fsdp --zero {}: FSDP shards fully (ZeRO-3) wherever D x C >= 2; "
@@ -449,8 +453,8 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
                   "shortened by 1..K layers (moved to the middle stages; P >= 2, not interleaved)")
       ->capture_default_str();
   cmd->add_option("--zero", args->zero_stages,
-                  "ZeRO stages to try: 0,1,2,3 (> 0 only where D >= 2)")
-      ->capture_default_str();
+                  "ZeRO stages to try: 0,1,2,3 (> 0 only where D >= 2; default 0,1; not with "
+                  "--framework fsdp, which shards fully)");
   args->costs.add(*cmd);
   cmd->add_option(
       "--write-events", args->write_events,
