@@ -22,16 +22,29 @@ namespace {
 // then they share, and shareLinks decides.
 bool aloneLoads(const std::vector<SharedFlow>& flows, std::vector<double>& capacity,
                 std::vector<std::vector<LoadSegment>>& load) {
+  // link_sharing.cpp's `shares`: a flow with no use, no bytes or no time loads nothing.
+  auto loads = [](const SharedFlow& f) {
+    return !f.uses.empty() && f.bytes > 0 && f.duration_us > 0;
+  };
+  // Each resource's segments sized first: one allocation per resource, none per flow.
+  std::vector<size_t> count(capacity.size(), 0);
+  for (const SharedFlow& f : flows) {
+    if (!loads(f)) continue;
+    for (const LinkUse& u : f.uses) {
+      EVSIM_CHECK(u.resource >= 0 && static_cast<size_t>(u.resource) < capacity.size() &&
+                      u.copies > 0,
+                  "a flow uses resource {} x{} of {}", u.resource, u.copies, capacity.size());
+      ++count[static_cast<size_t>(u.resource)];
+    }
+  }
   std::vector<std::vector<LoadSegment>> on(capacity.size());
+  for (size_t r = 0; r < on.size(); ++r) on[r].reserve(count[r]);
   std::vector<double> raised = capacity;
   for (const SharedFlow& f : flows) {
-    // link_sharing.cpp's `shares`: a flow with no use, no bytes or no time loads nothing.
-    if (f.uses.empty() || f.bytes <= 0 || f.duration_us <= 0) continue;
+    if (!loads(f)) continue;
     const double demand = f.bytes / f.duration_us;
     for (const LinkUse& u : f.uses) {
       const size_t r = static_cast<size_t>(u.resource);
-      EVSIM_CHECK(u.resource >= 0 && r < capacity.size() && u.copies > 0,
-                  "a flow uses resource {} x{} of {}", u.resource, u.copies, capacity.size());
       raised[r] = std::max(raised[r], demand * u.copies);
       on[r].push_back({f.start_us, f.start_us + f.duration_us, demand * u.copies});
     }
