@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <limits>
 
-#include "common/error.h"
 #include "fmt/format.h"
 #include "modeler/link_flows.h"
 
@@ -12,50 +11,20 @@ namespace evsim {
 
 namespace {
 
-// The loads of `flows` when no two of them meet on a resource, into `load` (per resource) and
-// `capacity` (raised where one flow alone needs more): each then runs alone at its demand from its
-// start, and shareLinks would record exactly this (a flow's segment on each resource it uses, in
-// start order, ties in the flows' order, adjacent equal loads joined). Most simulations are such
-// (a pipeline's sends into a device never overlap), and shareLinks' event loop, its start-order
-// merge and its per-flow arrays were the larger part of a simulate's cost per micro-batch (issue
-// 34 item 3). Returns false, `load` and `capacity` untouched, when two flows overlap somewhere:
+// Each resource's segments of flows that each ran alone (transferLoads), as shareLinks records
+// them when no two flows meet on a resource: in start order (ties in the flows' order), adjacent
+// equal loads joined. Most simulations are such (a pipeline's sends into a device never overlap),
+// and shareLinks' event loop, its start-order merge and the flow list were the larger part of a
+// simulate's cost per micro-batch (issue 34 item 3). False when two flows overlap somewhere:
 // then they share, and shareLinks decides.
-bool aloneLoads(const std::vector<SharedFlow>& flows, std::vector<double>& capacity,
-                std::vector<std::vector<LoadSegment>>& load) {
-  // link_sharing.cpp's `shares`: a flow with no use, no bytes or no time loads nothing.
-  auto loads = [](const SharedFlow& f) {
-    return !f.uses.empty() && f.bytes > 0 && f.duration_us > 0;
-  };
-  // Each resource's segments sized first: one allocation per resource, none per flow.
-  std::vector<size_t> count(capacity.size(), 0);
-  for (const SharedFlow& f : flows) {
-    if (!loads(f)) continue;
-    for (const LinkUse& u : f.uses) {
-      EVSIM_CHECK(u.resource >= 0 && static_cast<size_t>(u.resource) < capacity.size() &&
-                      u.copies > 0,
-                  "a flow uses resource {} x{} of {}", u.resource, u.copies, capacity.size());
-      ++count[static_cast<size_t>(u.resource)];
-    }
-  }
-  std::vector<std::vector<LoadSegment>> on(capacity.size());
-  for (size_t r = 0; r < on.size(); ++r) on[r].reserve(count[r]);
-  std::vector<double> raised = capacity;
-  for (const SharedFlow& f : flows) {
-    if (!loads(f)) continue;
-    const double demand = f.bytes / f.duration_us;
-    for (const LinkUse& u : f.uses) {
-      const size_t r = static_cast<size_t>(u.resource);
-      raised[r] = std::max(raised[r], demand * u.copies);
-      on[r].push_back({f.start_us, f.start_us + f.duration_us, demand * u.copies});
-    }
-  }
+bool aloneLoads(std::vector<std::vector<LoadSegment>>& load) {
   auto by_start = [](const LoadSegment& a, const LoadSegment& b) {
     return a.start_us < b.start_us;
   };
   std::vector<size_t> runs, joined;
-  for (std::vector<LoadSegment>& segments : on) {
-    // In start order, ties in the flows' order: a resource's flows come as a few runs already in
-    // time order (each sender's sends, a device's DP stream), merged pairwise (stable).
+  for (std::vector<LoadSegment>& segments : load) {
+    // A resource's flows come as a few runs already in time order (each sender's sends, a
+    // device's DP stream), merged pairwise (stable).
     runs.clear();
     for (size_t i = 0; i < segments.size(); ++i) {
       if (i == 0 || by_start(segments[i], segments[i - 1])) runs.push_back(i);
@@ -94,8 +63,6 @@ bool aloneLoads(const std::vector<SharedFlow>& flows, std::vector<double>& capac
     }
     segments.resize(kept);
   }
-  load = std::move(on);
-  capacity = std::move(raised);
   return true;
 }
 
@@ -104,19 +71,27 @@ bool aloneLoads(const std::vector<SharedFlow>& flows, std::vector<double>& capac
 LinkUsage linkUsage(const Simulation& sim) {
   const IterationPlan& plan = sim.plan;
   const LinkMap map = linkMap(plan);
-  const TimelineFlows flows =
-      timelineFlows(plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
   std::vector<double> capacity = map.capacities();
-  // Shared again when the timing shared them (the flows carry their standalone times); else each
-  // at its own rate, as the timing had it (unshared flows together may then load a link past its
-  // capacity: a utilisation above 1 says so).
   SharingResult shared;
   if (plan.cluster.topology.link_sharing) {
-    if (!aloneLoads(flows.flows, capacity, shared.load)) {
+    // Shared again when the timing shared them (the flows carry their standalone times), unless
+    // no two ever meet (aloneLoads).
+    std::vector<double> raised = capacity;
+    if (transferLoads(plan, sim.costs, sim.offsets, sim.input, sim.timeline, map, raised,
+                      shared.load) &&
+        aloneLoads(shared.load)) {
+      capacity = std::move(raised);
+    } else {
+      const TimelineFlows flows =
+          timelineFlows(plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
       shared = shareLinks(flows.flows, capacity, /*record_load=*/true);
       capacity = shared.capacity_bytes_per_us;
     }
   } else {
+    // Each at its own rate, as the timing had it (unshared flows together may then load a link
+    // past its capacity: a utilisation above 1 says so).
+    const TimelineFlows flows =
+        timelineFlows(plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
     shared.load.resize(capacity.size());
     std::vector<SharedFlow> alone(1);
     for (const SharedFlow& f : flows.flows) {
