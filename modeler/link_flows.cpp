@@ -501,15 +501,15 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
   }
   out.flows.reserve(transfers);
   out.origins.reserve(transfers);
-  walkTimelineFlows(plan, costs, in_task, input, timeline, map, &out,
-                    [&](const SharedFlow& f, double start_us, int after,
-                        const TimelineFlows::Origin& o) {
-                      out.flows.push_back(f);
-                      out.flows.back().start_us = start_us;
-                      out.flows.back().after = after;
-                      out.origins.push_back(o);
-                      return static_cast<int>(out.flows.size()) - 1;
-                    });
+  walkTimelineFlows(
+      plan, costs, in_task, input, timeline, map, &out,
+      [&](const SharedFlow& f, double start_us, int after, const TimelineFlows::Origin& o) {
+        out.flows.push_back(f);
+        out.flows.back().start_us = start_us;
+        out.flows.back().after = after;
+        out.origins.push_back(o);
+        return static_cast<int>(out.flows.size()) - 1;
+      });
   return out;
 }
 

@@ -37,8 +37,7 @@ bool aloneLoads(std::vector<std::vector<LoadSegment>>& load) {
         if (r + 2 < runs.size()) {
           std::inplace_merge(segments.begin() + static_cast<std::ptrdiff_t>(runs[r]),
                              segments.begin() + static_cast<std::ptrdiff_t>(runs[r + 1]),
-                             segments.begin() + static_cast<std::ptrdiff_t>(runs[r + 2]),
-                             by_start);
+                             segments.begin() + static_cast<std::ptrdiff_t>(runs[r + 2]), by_start);
         }
       }
       joined.push_back(segments.size());

@@ -305,8 +305,8 @@ TEST(LinkUsage, LoadsAreShareLinksOwnWhetherFlowsMeetOrNot) {
       for (size_t g = f + 1; g < flows.flows.size(); ++g) {
         const SharedFlow &a = flows.flows[f], &b = flows.flows[g];
         if (a.duration_us <= 0 || b.duration_us <= 0) continue;
-        const bool overlap = a.start_us < b.start_us + b.duration_us &&
-                             b.start_us < a.start_us + a.duration_us;
+        const bool overlap =
+            a.start_us < b.start_us + b.duration_us && b.start_us < a.start_us + a.duration_us;
         for (const LinkUse& u : a.uses) {
           for (const LinkUse& w : b.uses) met = met || (overlap && u.resource == w.resource);
         }
