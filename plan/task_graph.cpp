@@ -86,8 +86,10 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   std::vector<int> device_of(static_cast<size_t>(K));
   for (int k = 0; k < K; ++k) device_of[k] = layout.device(k);
   auto sameDevice = [&](int a, int b) { return device_of[a] == device_of[b]; };
-  // Node ids: dense over (phase, virtual stage, micro-batch); -1 until the schedule places it.
-  std::vector<int> id(static_cast<size_t>(kPhases * K * m), -1);
+  // Node ids: dense over (phase, virtual stage, micro-batch); -1 until the schedule places it. W
+  // only where the schedule splits the backward (the orders are checked for a W before its slot).
+  const int phases = g.split_backward ? kPhases : kPhases - 1;
+  std::vector<int> id(static_cast<size_t>(phases * K * m), -1);
   auto slot = [&](Phase phase, int k, int64_t i) -> int& {
     return id[static_cast<size_t>((phaseIndex(phase) * K + k) * m + i)];
   };
