@@ -349,7 +349,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   // A fused task (DualPipeV) lasts max(compute, all-to-all) >= half its members' sum: with expert
   // all-to-alls to hide, only half the work is a bound (timing_engine.h).
   const double work_share =
-      pipelineSchedule(strategy.schedule).fusesTasks() && strategy.ep > 1 ? 0.5 : 1.0;
+      fusesTasks(strategy) && strategy.ep > 1 ? 0.5 : 1.0;
   double bound = 0, fill = 0, drain = 0;
   for (int s = 0; s < P; ++s) {
     double per_micro_batch = 0;

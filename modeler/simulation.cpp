@@ -138,7 +138,8 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
     d.overlap_slowdown_us += m * (offsets.forward_slowdown_us + offsets.backward_slowdown_us);
     d.tp_comm_us += tasks(streamTime, Stream::kTpComm);
     d.exposed_tp_comm_us += tasks(exposedStreamTime, Stream::kTpComm);
-    d.ep_comm_us += tasks(streamTime, Stream::kEpComm);
+    // DeepEP's RDMA hop runs beside its NVLink hop: the pair costs the longer.
+    d.ep_comm_us += tasks(exposedStreamTime, Stream::kEpComm);
     d.cp_comm_us += tasks(streamTime, Stream::kCpComm);
     d.exposed_cp_comm_us += tasks(exposedStreamTime, Stream::kCpComm);
     d.offload_us += tasks(streamTime, Stream::kHost);
@@ -207,8 +208,9 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
   input.virtual_stages = p.chunksPerDevice();
   input.microbatch_group = p.strategy.microbatch_group;
   input.dp_overlap = p.strategy.dp_overlap;
+  input.fuse_moe_a2a = p.strategy.moe_a2a_overlap;
   const bool split = pipelineSchedule(input.schedule).splitsBackward();
-  const bool fuses = pipelineSchedule(input.schedule).fusesTasks();
+  const bool fuses = fusesTasks(p.strategy);
   offsets_out.assign(p.stages.size(), StageOpOffsets{});
   for (size_t s = 0; s < p.stages.size(); ++s) {
     const StagePlan& stage = p.stages[s];
@@ -233,8 +235,14 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
     }
     if (fuses) {
       // A fused task's partner hides the expert all-to-alls (timing_engine.h).
-      cost.forward_overlap_us = streamTime(stage.forward, c, Stream::kEpComm);
-      cost.backward_overlap_us = streamTime(stage.backward, c, Stream::kEpComm);
+      // (DeepEP's two pipelined hops count as the longer: exposedStreamTime.)
+      cost.forward_overlap_us = exposedStreamTime(stage.forward, c, Stream::kEpComm);
+      cost.backward_overlap_us = exposedStreamTime(stage.backward, c, Stream::kEpComm);
+      for (const OpInstance& op : stage.forward) {
+        if (op.stream != Stream::kEpComm) continue;
+        cost.a2a_compute_slowdown = std::max(cost.a2a_compute_slowdown,
+                                             slowdownBeside(p.cluster.device, p.events[op.event]));
+      }
     }
     for (const OpInstance& op : stage.optimizer) cost.optimizer_us += issued(c[op.event]);
     if (stage.gradSyncEvent() >= 0) cost.grad_allreduce_us = issued(c[stage.gradSyncEvent()]);
