@@ -117,6 +117,32 @@ void foldDevice(DeviceMetrics& min, DeviceMetrics& max, DeviceMetrics& sum, cons
   sum.*field += d.*field * weight;
 }
 
+// The expert all-to-all time that fused tasks hide on one device (deviceMetrics).
+double hiddenAllToAllUs(const Simulation& sim, const StageTimeline& timeline) {
+  double hidden = 0;
+  const TaskGraph& graph = sim.timeline.graph;
+  for (size_t i = 0; i < timeline.tasks.size(); ++i) {
+    const int members = graph.nodes[timeline.tasks[i].node].fused_size;
+    if (members < 2) continue;
+    double a2a = 0, compute = 0;
+    for (size_t at = i; at < i + static_cast<size_t>(members); ++at) {
+      const TaskNode& node = graph.nodes[timeline.tasks[at].node];
+      const StageCost& cost = sim.input.stages[node.virtual_stage];
+      const Phase phase = node.task.phase;
+      const double task = phase == Phase::kForward    ? cost.forward_us
+                          : phase == Phase::kBackward ? cost.backward_us
+                                                      : cost.weight_grad_us;
+      const double part = std::min(task, phase == Phase::kForward    ? cost.forward_overlap_us
+                                         : phase == Phase::kBackward ? cost.backward_overlap_us
+                                                                     : 0.0);
+      a2a += part;
+      compute += task - part;
+    }
+    hidden += std::min(a2a, compute);
+  }
+  return hidden;
+}
+
 }  // namespace
 
 DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
@@ -155,6 +181,10 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   }
   // A straggler's tasks (compute and TP collectives alike) run `slow` times longer.
   const double slow = stageSlowdown(sim, pipeline, stage);
+  // Fused F&B tasks (DualPipeV, --overlap-moe-expert-parallel-comm): of A all-to-all beside C
+  // compute, min(A, C) is hidden and max(0, A - C) left exposed (timing_engine.h's rule; the
+  // compute's slowdown beside it is overlap slowdown), so ep-comm counts only the latter.
+  d.ep_comm_us -= slow * hiddenAllToAllUs(sim, timeline);
   d.overlap_slowdown_us *= slow;
   // And beside the DP buckets (timing_engine.cpp stretched those tasks after the straggler).
   for (const TaskTiming& t : timeline.tasks) d.overlap_slowdown_us += t.overlap_slowdown_us;
