@@ -164,7 +164,8 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
                      placement(zero3 ? groups.dp : Placement{}),
                      strategy.expertTp(),
                      placement(groups.etp),
-                     strategy.tp_comm_overlap};
+                     strategy.tp_comm_overlap,
+                     static_cast<int>(strategy.moe_dispatcher)};
   auto it = workspace.layer_times.find(key);
   if (it != workspace.layer_times.end()) return it->second;
   return workspace.layer_times.try_emplace(key, computeLayerTimes(strategy, zero3, groups))
