@@ -116,8 +116,7 @@ MoeSpec readMoe(const YamlReader& root, int64_t ffn) {
     if (moe.router_group_topk * (moe.num_experts / moe.router_groups) < moe.top_k) {
       root.fail("moe_router_group_topk",
                 fmt::format("{} groups of {} experts hold fewer than moe_router_topk {}",
-                            moe.router_group_topk, moe.num_experts / moe.router_groups,
-                            moe.top_k));
+                            moe.router_group_topk, moe.num_experts / moe.router_groups, moe.top_k));
     }
   }
   return moe;

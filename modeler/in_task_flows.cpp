@@ -107,7 +107,8 @@ void fusedTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& cos
     comm_us += a2a_us;
     if (a2a_us > 0) {
       factor = std::max(
-          factor, input.stages[graph.nodes[stage.tasks[at].node].virtual_stage].a2a_compute_slowdown);
+          factor,
+          input.stages[graph.nodes[stage.tasks[at].node].virtual_stage].a2a_compute_slowdown);
     }
   }
   const double run_us = t.run.duration() - stretch_us;

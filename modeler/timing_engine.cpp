@@ -232,8 +232,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         Interval run;
         run.start_us = std::max(device_free[s], ready);
         run.end_us = run.start_us + (body_us + jitter_us) * slowdown(links, s);
-        double overlap_slowdown_us =
-            (body_us - std::max(compute_us, comm_us)) * slowdown(links, s);
+        double overlap_slowdown_us = (body_us - std::max(compute_us, comm_us)) * slowdown(links, s);
         for (size_t at = first; at < first + members && param_gathers; ++at) {
           const TaskNode& node = graph.nodes[order[at]];
           if (node.task.phase != Phase::kForward || gathered[s][node.task.chunk]) continue;
@@ -343,10 +342,9 @@ int checkedDevices(const TimingInput& input) {
 
 IterationTimeline computeTimeline(const TimingInput& input) {
   const int P = checkedDevices(input);
-  return computeTimeline(input,
-                         buildTaskGraph(input.schedule, P, input.virtual_stages,
-                                        input.micro_batches, input.microbatch_group,
-                                        input.fuse_moe_a2a));
+  return computeTimeline(
+      input, buildTaskGraph(input.schedule, P, input.virtual_stages, input.micro_batches,
+                            input.microbatch_group, input.fuse_moe_a2a));
 }
 
 IterationTimeline computeTimeline(const TimingInput& input, TaskGraph graph) {

@@ -234,8 +234,7 @@ class LayerOpBuilder {
     std::string_view all_to_all, rdma, nvlink;
   };
   void epExchange(OpList& out, int layer, const ExchangeNames& names, int64_t tokens);
-  void epAllToAll(OpList& out, int layer, std::string_view name, int64_t bytes,
-                  Placement group);
+  void epAllToAll(OpList& out, int layer, std::string_view name, int64_t bytes, Placement group);
   // A collective over the expert-TP group (none at ETP 1).
   void etpCollective(OpList& out, int layer, std::string_view name, EventKind kind, int64_t bytes);
   // Routed token copies of `tokens` tokens (k x the token factor each, rounded up); the region's

@@ -14,7 +14,8 @@
 //     node-limited routing (MoeSpec::router_groups G, router_group_topk M; DeepSeek-V3's G = 8
 //     groups, M = 4), L = min(N, M x N / G) when G is a multiple of N or N of G (a group on one
 //     node or spanning N / G nodes): an upper bound, as chosen groups can share a node;
-//   nodes_per_token = L (1 - C(X - x_n, k) / C(X, k)), X = L x E / N experts in the pool, x_n = E / N
+//   nodes_per_token = L (1 - C(X - x_n, k) / C(X, k)), X = L x E / N experts in the pool, x_n = E /
+//   N
 //     per node (P(a node of the pool holds none of the k));
 //   ranks_per_token = L r (1 - C(X - x_r, k) / C(X, k)), x_r = E / (N r) experts per rank.
 // The RDMA hop's buffer is nodes_per_token copies of every token, (N-1)/N of them off the node
@@ -28,8 +29,8 @@
 namespace evsim {
 
 struct DispatchFanout {
-  double nodes_per_token = 0;  // distinct nodes among a token's k experts (own node included)
-  double ranks_per_token = 0;  // distinct EP ranks among them
+  double nodes_per_token = 0;   // distinct nodes among a token's k experts (own node included)
+  double ranks_per_token = 0;   // distinct EP ranks among them
   int64_t reachable_nodes = 0;  // L above
 };
 

@@ -19,9 +19,9 @@
 // dropped to capacity) or, dropless, the load imbalance (moe_load_imbalance). The all-to-all moves
 // the region's k x f copies of h elements each way (nccl-tests' alltoall "size": the bytes one
 // rank sends); with DeepEP (LayerShape::deepep) each exchange is instead its two pipelined hops
-// of whole tokens (ops/moe_dispatch.h). Saved for the backward: the router input and probabilities, each grouped GEMM's
-// input, the activation's input, the unpermute's expert outputs, and the shared experts' as a
-// dense MLP keeps them.
+// of whole tokens (ops/moe_dispatch.h). Saved for the backward: the router input and probabilities,
+// each grouped GEMM's input, the activation's input, the unpermute's expert outputs, and the shared
+// experts' as a dense MLP keeps them.
 #include <cmath>
 
 #include "common/error.h"
@@ -75,8 +75,7 @@ void LayerOpBuilder::epExchange(OpList& out, int layer, const ExchangeNames& nam
     return static_cast<int64_t>(std::ceil(copies * per_token)) * h * e();
   };
   if (nodes > 1) {
-    epAllToAll(out, layer, names.rdma, bytesOf(fan.nodes_per_token),
-               Placement{nodes, nodes, 1});
+    epAllToAll(out, layer, names.rdma, bytesOf(fan.nodes_per_token), Placement{nodes, nodes, 1});
     out.back().overlap_ops = 1;
     out.back().pipelined_with_next = true;
   }

@@ -327,9 +327,10 @@ std::optional<std::string> moeCommViolation(const ClusterConfig& cluster, const 
                                             const std::string& label) {
   if (s.moe_dispatcher == MoeDispatcher::kDeepEp) {
     if (s.ep < 2) {
-      return fmt::format("{} --moe-enable-deepep: DeepEP dispatches over the EP group; needs --ep "
-                         "> 1 (here {})",
-                         label, s.ep);
+      return fmt::format(
+          "{} --moe-enable-deepep: DeepEP dispatches over the EP group; needs --ep "
+          "> 1 (here {})",
+          label, s.ep);
     }
     if (s.expertTp() != 1) {
       return fmt::format(

@@ -205,12 +205,13 @@ TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t mic
   static ShapeCache<TaskGraph> plain(size_t{1} << 18);  // tasks (about 64 bytes each)
   static ShapeCache<TaskGraph> fused(size_t{1} << 16);
   return *(fuse_moe_a2a ? fused : plain)
-              .get(ShapeKey{static_cast<int>(schedule), devices, chunks, micro_batches, group},
-                   [&] {
-                     return makeTaskGraph(schedule, devices, chunks, micro_batches, group,
-                                          fuse_moe_a2a);
-                   },
-                   [](const TaskGraph& g) { return g.nodes.size(); });
+              .get(
+                  ShapeKey{static_cast<int>(schedule), devices, chunks, micro_batches, group},
+                  [&] {
+                    return makeTaskGraph(schedule, devices, chunks, micro_batches, group,
+                                         fuse_moe_a2a);
+                  },
+                  [](const TaskGraph& g) { return g.nodes.size(); });
 }
 
 TaskGraph buildTaskGraph(const IterationPlan& plan) {

@@ -15,12 +15,12 @@
 // Recomputation (Recompute::kFull / kSelective) stays inside B, as in Megatron: the recomputed
 // forward ops head the B task's op list.
 //
-// Fused tasks (DualPipeV's F&B, Megatron's combined 1F1B; StageTask::overlapped): a head node followed in its device's
-// order by the nodes marked overlapped, run as one task by the timing engine (timing_engine.h
-// has the duration rule). The graph keeps them as separate nodes with their own edges, so the
-// dependencies, sends and memory walk stay per task; buildTaskGraph checks that a fused task is
-// one forward and the backward (with its W, for a whole backward) of another micro-batch, and
-// that no member feeds another's input except a B its own W.
+// Fused tasks (DualPipeV's F&B, Megatron's combined 1F1B; StageTask::overlapped): a head node
+// followed in its device's order by the nodes marked overlapped, run as one task by the timing
+// engine (timing_engine.h has the duration rule). The graph keeps them as separate nodes with their
+// own edges, so the dependencies, sends and memory walk stay per task; buildTaskGraph checks that a
+// fused task is one forward and the backward (with its W, for a whole backward) of another
+// micro-batch, and that no member feeds another's input except a B its own W.
 
 #include <cstdint>
 #include <memory>

@@ -121,7 +121,9 @@ TEST(DeepEpOps, PipelinedHopsCostTheLonger) {
     std::vector<double> starts(4);
     const double end = opOffsets(
         ops, [](const OpInstance&) { return true; },
-        [&](const OpInstance& op) { return std::pair{0.0, times[op.event]}; },
+        [&](const OpInstance& op) {
+          return std::pair{0.0, times[op.event]};
+        },
         [&](size_t i, double t) { starts[i] = t; });
     EXPECT_DOUBLE_EQ(end, expected);
     EXPECT_DOUBLE_EQ(starts[2], pipelined ? 10.0 : 17.0);
@@ -151,9 +153,9 @@ TEST(MoeA2aOverlap, SteadyStateForwardsFuseWithTheNextBackward) {
       const TaskNode& p = plain.nodes[plain.device_order[s][i]];
       EXPECT_EQ(n.task.phase, p.task.phase);  // the same order, only fused
       EXPECT_EQ(n.task.micro_batch, p.task.micro_batch);
-      const bool expect_fused = i + 1 < order.size() && p.task.phase == Phase::kForward &&
-                                plain.nodes[plain.device_order[s][i + 1]].task.phase ==
-                                    Phase::kBackward;
+      const bool expect_fused =
+          i + 1 < order.size() && p.task.phase == Phase::kForward &&
+          plain.nodes[plain.device_order[s][i + 1]].task.phase == Phase::kBackward;
       if (n.fused_size > 1) {
         ++pairs;
         EXPECT_TRUE(expect_fused);
@@ -210,11 +212,13 @@ TEST(MoeCommFlags, Refusals) {
     change(st);
     return strategyViolation(model, cluster, st).value_or("");
   };
-  EXPECT_NE(why([](Strategy& s) { s.moe_dispatcher = MoeDispatcher::kDeepEp, s.ep = 1; })
-                .find("--moe-enable-deepep: DeepEP dispatches over the EP group"),
+  EXPECT_NE(why([](Strategy& s) {
+              s.moe_dispatcher = MoeDispatcher::kDeepEp, s.ep = 1;
+            }).find("--moe-enable-deepep: DeepEP dispatches over the EP group"),
             std::string::npos);
-  EXPECT_NE(why([](Strategy& s) { s.moe_a2a_overlap = true; })
-                .find("modelled in the interleaved schedule"),
+  EXPECT_NE(why([](Strategy& s) {
+              s.moe_a2a_overlap = true;
+            }).find("modelled in the interleaved schedule"),
             std::string::npos);
   EXPECT_NE(why([](Strategy& s) {
               s.moe_a2a_overlap = true, s.schedule = Schedule::kInterleaved;
@@ -240,7 +244,8 @@ TEST(MoeCommFlags, RouterGroupKeys) {
   const std::string base =
       "name: m\ndtype: fp16\nhidden_size: 64\nnum_heads: 4\nffn_hidden_size: 256\n"
       "seq_length: 32\nvocab_size: 512\nnum_experts: 8\nmoe_router_topk: 4\n"
-      "layers:\n  - {type: embedding}\n  - {type: decoder, count: 1, cross_attention: false}\n  - {type: head}\n";
+      "layers:\n  - {type: embedding}\n  - {type: decoder, count: 1, cross_attention: false}\n  - "
+      "{type: head}\n";
   auto with = [&](const std::string& extra) { return extra + base; };
   EXPECT_THROW(parseModelConfig(with("moe_router_num_groups: 4\n"), "m"), InputError);
   EXPECT_THROW(parseModelConfig(with("moe_router_num_groups: 3\nmoe_router_group_topk: 1\n"), "m"),
