@@ -175,7 +175,8 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
                      placement(zero3 ? groups.dp : Placement{}),
                      strategy.expertTp(),
                      placement(groups.etp),
-                     strategy.tp_comm_overlap};
+                     strategy.tp_comm_overlap,
+                     static_cast<int>(strategy.moe_dispatcher)};
   auto it = workspace.layer_times.find(key);
   if (it != workspace.layer_times.end()) return it->second;
   return workspace.layer_times.try_emplace(key, computeLayerTimes(strategy, zero3, groups))
@@ -360,7 +361,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   // A fused task (DualPipeV) lasts max(compute, all-to-all) >= half its members' sum: with expert
   // all-to-alls to hide, only half the work is a bound (timing_engine.h).
   const double work_share =
-      pipelineSchedule(strategy.schedule).fusesTasks() && strategy.ep > 1 ? 0.5 : 1.0;
+      fusesTasks(strategy) && strategy.ep > 1 ? 0.5 : 1.0;
   double bound = 0, fill = 0, drain = 0;
   for (int s = 0; s < P; ++s) {
     double per_micro_batch = 0;
