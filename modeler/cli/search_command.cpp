@@ -57,10 +57,9 @@ nlohmann::json mfuPeaksJson(const ModelConfig& model, const ClusterConfig& clust
 // --train-tokens: the whole run at this candidate's iteration time (ok candidates only).
 std::optional<TimeToTrain> runTime(const SearchArgs& args, const ModelConfig& model,
                                    const CandidateResult& r) {
-  if (args.train_tokens.empty() || r.status != CandidateStatus::kOk) return std::nullopt;
-  return timeToTrain(parseTokenCount(args.train_tokens, "--train-tokens"),
-                     args.run.global_batch * model.seq_length, r.iteration_us, args.gpus,
-                     args.gpu_hour_cost);
+  if (!args.train_run.given() || r.status != CandidateStatus::kOk) return std::nullopt;
+  return timeToTrain(*args.train_run.tokens(), args.run.global_batch * model.seq_length,
+                     r.iteration_us, args.gpus, args.train_run.gpu_hour_cost);
 }
 
 // One row of the JSON's "candidates", with its time to train under --train-tokens.
@@ -292,7 +291,7 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
 void run(SearchArgs args) {
   args.run.acceptMegatronExtras();
   // Checked before the search, not after it.
-  if (!args.train_tokens.empty()) parseTokenCount(args.train_tokens, "--train-tokens");
+  args.train_run.tokens();
 
   ModelConfig model = args.run.loadModel();
   ClusterConfig cluster = args.run.loadCluster();
@@ -474,13 +473,9 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--memory-headroom", args->memory_headroom,
                   "share of device memory kept free for workspace and fragmentation")
       ->capture_default_str();
-  auto* tokens = cmd->add_option("--train-tokens", args->train_tokens,
-                                 "tokens of the whole run (e.g. 15T): days and GPU-hours of the "
-                                 "best plan, and per plan in the JSON");
-  cmd->add_option("--gpu-hour-cost", args->gpu_hour_cost,
-                  "price of one GPU-hour, for the run's cost (with --train-tokens)")
-      ->check(kFinitePositive)
-      ->needs(tokens);
+  args->train_run.addTo(*cmd,
+                        "tokens of the whole run (e.g. 15T): days and GPU-hours of the best "
+                        "plan, and per plan in the JSON");
   cmd->callback([args] { run(*args); });
 }
 
