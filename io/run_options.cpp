@@ -118,9 +118,10 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
                                      "activation recomputation: none | full | selective | "
                                      "selective-op (torchtitan's per-op policy)")
                           ->capture_default_str();
-  app.add_option("--recompute-every", recompute_every,
-                 "with --recompute full: checkpoint only every N-th block of each rank (torchtitan's "
-                 "selective_ac_option = N; counted over the rank's blocks in chunk order)")
+  app.add_option(
+         "--recompute-every", recompute_every,
+         "with --recompute full: checkpoint only every N-th block of each rank (torchtitan's "
+         "selective_ac_option = N; counted over the rank's blocks in chunk order)")
       ->check(kPositiveInteger);
   app.add_flag("--recompute-activations", recompute_activations,
                "Megatron's: selective recomputation (--recompute selective)")
@@ -534,14 +535,13 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
                                                           const std::string& micro_batches) const {
   const bool techniques =
       cp != 1 || ep != 1 || etp != 0 || microbatch_group != 0 || recompute != "none" ||
-      recompute_every != 0 ||
-      sequence_parallel ||
-      tp_comm == "rs-ag" || zero_stage != 0 || distributed_optimizer || virtual_stages != 1 ||
-      layers_per_virtual_stage > 0 || megatron_virtual_stages > 0 || recompute_activations ||
-      !stage_layers.empty() || first_stage_layers > 0 || last_stage_layers > 0 ||
-      account_for_embedding || account_for_loss || framework != "megatron" ||
-      parseSchedule(schedule) == Schedule::kInterleaved || parseOffload(offload) != Offload::kNone ||
-      tp_comm_overlap || overlap_param_gather;
+      recompute_every != 0 || sequence_parallel || tp_comm == "rs-ag" || zero_stage != 0 ||
+      distributed_optimizer || virtual_stages != 1 || layers_per_virtual_stage > 0 ||
+      megatron_virtual_stages > 0 || recompute_activations || !stage_layers.empty() ||
+      first_stage_layers > 0 || last_stage_layers > 0 || account_for_embedding ||
+      account_for_loss || framework != "megatron" ||
+      parseSchedule(schedule) == Schedule::kInterleaved ||
+      parseOffload(offload) != Offload::kNone || tp_comm_overlap || overlap_param_gather;
   if (techniques) {
     EVSIM_THROW(
         InputError,

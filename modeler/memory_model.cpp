@@ -120,11 +120,11 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
     unrecomputed = std::make_unique<ModelFootprint>(
         modelFootprint(plan.model, layerShape(plan.model, unrecomputed_strategy, tp_group)));
   }
-  // Per-layer checkpointing: which blocks recompute, from the plan's split.
+  // Per-layer checkpointing (--recompute-every): which blocks recompute, from the plan's split.
   std::vector<int> first_layers;
   for (const StagePlan& stage : plan.stages) first_layers.push_back(stage.first_layer);
-  const std::vector<char> recomputed = checkpointedBlocks(
-      plan.strategy, first_layers, static_cast<int>(plan.model.numLayers()));
+  const std::vector<char> recomputed =
+      checkpointedBlocks(plan.strategy, first_layers, static_cast<int>(plan.model.numLayers()));
   for (const StagePlan& stage : plan.stages) {
     int64_t saved = 0, weight_grad_inputs = 0, layer_saved = 0, largest_layer = 0;
     // Saturating: a sum beyond int64 is out of memory on any device, not an error (search).
@@ -147,7 +147,7 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
                            largest_layer};
     addLayerFacts(plan.model, footprint, unrecomputed.get(), stage.first_layer,
                   stage.first_layer + stage.num_layers, stage.has_embedding, stage.has_head, chunk,
-                  &recomputed);
+                  plan.strategy.recompute_every > 1 ? &recomputed : nullptr);
     chunks.push_back(chunk);
   }
   return estimateMemory(plan.model, plan.strategy, plan.micro_batches,

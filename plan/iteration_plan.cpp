@@ -85,7 +85,8 @@ std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& stra
   // The recomputation and its step (--recompute-every) in one key field.
   return cache->partition(
       {strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
-       static_cast<int>(strategy.recompute) + 16 * std::max(strategy.recompute_every, 0), strategy.cp, strategy.ep, strategy.expertTp(), K},
+       static_cast<int>(strategy.recompute) + 16 * std::max(strategy.recompute_every, 0),
+       strategy.cp, strategy.ep, strategy.expertTp(), K},
       compute);
 }
 

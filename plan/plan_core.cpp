@@ -188,8 +188,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     LayerOpBuilder& builder = recomputes || strategy.recompute_every <= 1 ? recomputing : plain;
     for (const BlockOps& b : block_ops) {
       if (b.forward != forward || b.recomputed != recomputes || !(b.block == block) ||
-          !(b.tp == shape.tp_group) ||
-          !(b.cp_ring == shape.cp_ring) || !(b.ep == shape.ep_group) ||
+          !(b.tp == shape.tp_group) || !(b.cp_ring == shape.cp_ring) || !(b.ep == shape.ep_group) ||
           !(b.etp == shape.etp_group)) {
         continue;
       }
@@ -451,15 +450,16 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
       const int64_t wire = dtypeBytes(layer >= 0 ? gather_wire : dtype);
       const int needed =
           firstForwardOp(stage.forward, [&](const OpInstance& op) { return op.layer == layer; });
-      for (const auto& [count, group] :
-           {std::pair{params - experts, stage.dp_group}, std::pair{experts, stage.expert_dp_group}}) {
+      for (const auto& [count, group] : {std::pair{params - experts, stage.dp_group},
+                                         std::pair{experts, stage.expert_dp_group}}) {
         const int64_t bytes = checkedMul(count, wire, "gather bytes");
         const int event = collective(EventKind::kAllGather, bytes, group, dtype);
         if (event >= 0) stage.param_buckets.push_back({event, needed, bytes});
       }
     };
     const auto& layers = core.layer_params[k];
-    if (const auto it = layers.find(kEmbeddingLayer); it != layers.end()) unit(it->first, it->second);
+    if (const auto it = layers.find(kEmbeddingLayer); it != layers.end())
+      unit(it->first, it->second);
     for (const auto& [layer, params] : layers) {
       if (layer >= 0) unit(layer, params);
     }

@@ -55,15 +55,15 @@ TEST(TorchtitanConfig, LayerSelectiveCheckpointingIsEveryNthBlockInFull) {
   // torchtitan's selective_ac_option = "N": every N-th block checkpointed in full; "1" and "0"
   // every block.
   auto recompute = [](const std::string& option) {
-    const TorchtitanArgs out = torchtitanArguments(
-        replaced(fixture(), "selective_ac_option = \"op\"",
-                 "selective_ac_option = \"" + option + "\""),
-        "t.toml");
+    const TorchtitanArgs out =
+        torchtitanArguments(replaced(fixture(), "selective_ac_option = \"op\"",
+                                     "selective_ac_option = \"" + option + "\""),
+                            "t.toml");
     const auto at = std::find(out.args.begin(), out.args.end(), "--recompute");
     return std::vector<std::string>(at, out.args.end());
   };
-  EXPECT_EQ(recompute("3"), (std::vector<std::string>{"--recompute", "full", "--recompute-every",
-                                                      "3"}));
+  EXPECT_EQ(recompute("3"),
+            (std::vector<std::string>{"--recompute", "full", "--recompute-every", "3"}));
   EXPECT_EQ(recompute("1"), (std::vector<std::string>{"--recompute", "full"}));
   EXPECT_EQ(recompute("0"), (std::vector<std::string>{"--recompute", "full"}));
 }

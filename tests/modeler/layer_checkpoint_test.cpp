@@ -5,6 +5,8 @@
 //
 // Tiny Llama (as tests/ops/op_checkpoint_test.cpp): h = 256, 8 heads of 32, 2 K/V heads, SwiGLU
 // f = 512, s = 64, bf16, flash attention, no dropout, 4 blocks; b = 2, so T = 128 tokens.
+#include "plan/layer_checkpoint.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,7 +15,6 @@
 #include "modeler/memory_model.h"
 #include "modeler/simulation.h"
 #include "plan/iteration_plan.h"
-#include "plan/layer_checkpoint.h"
 #include "support/test_support.h"
 
 namespace evsim {
