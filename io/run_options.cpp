@@ -118,6 +118,11 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
                                      "activation recomputation: none | full | selective | "
                                      "selective-op (torchtitan's per-op policy)")
                           ->capture_default_str();
+  app.add_option(
+         "--recompute-every", recompute_every,
+         "with --recompute full: checkpoint only every N-th block of each rank (torchtitan's "
+         "selective_ac_option = N; counted over the rank's blocks in chunk order)")
+      ->check(kPositiveInteger);
   app.add_flag("--recompute-activations", recompute_activations,
                "Megatron's: selective recomputation (--recompute selective)")
       ->excludes(granularity);
@@ -523,6 +528,7 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
     s.schedule = Schedule::kInterleaved;
   }
   s.microbatch_group = microbatch_group;
+  s.recompute_every = recompute_every;
   s.recompute = parseRecompute(recompute_activations ? "selective" : recompute);
   if (recompute_num_layers > 1) {
     EVSIM_THROW(InputError,
@@ -570,14 +576,14 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
                                                           const std::string& micro_batches) const {
   const bool techniques =
       cp != 1 || ep != 1 || etp != 0 || microbatch_group != 0 || recompute != "none" ||
-      sequence_parallel ||
-      tp_comm == "rs-ag" || zero_stage != 0 || distributed_optimizer || virtual_stages != 1 ||
-      layers_per_virtual_stage > 0 || megatron_virtual_stages > 0 || recompute_activations ||
-      !stage_layers.empty() || first_stage_layers > 0 || last_stage_layers > 0 ||
-      account_for_embedding || account_for_loss || framework != "megatron" ||
-      parseSchedule(schedule) == Schedule::kInterleaved || parseOffload(offload) != Offload::kNone ||
-      tp_comm_overlap || overlap_param_gather || moe_enable_deepep ||
-      moe_dispatcher_type != "alltoall" || moe_a2a_overlap;
+      recompute_every != 0 || sequence_parallel || tp_comm == "rs-ag" || zero_stage != 0 ||
+      distributed_optimizer || virtual_stages != 1 || layers_per_virtual_stage > 0 ||
+      megatron_virtual_stages > 0 || recompute_activations || !stage_layers.empty() ||
+      first_stage_layers > 0 || last_stage_layers > 0 || account_for_embedding ||
+      account_for_loss || framework != "megatron" ||
+      parseSchedule(schedule) == Schedule::kInterleaved ||
+      parseOffload(offload) != Offload::kNone || tp_comm_overlap || overlap_param_gather ||
+      moe_enable_deepep || moe_dispatcher_type != "alltoall" || moe_a2a_overlap;
   if (techniques) {
     EVSIM_THROW(
         InputError,
@@ -623,6 +629,7 @@ std::string RunOptions::commandLine(const Strategy& s) const {
   if (s.microbatch_group > 0) out += fmt::format(" --microbatch-group-size {}", s.microbatch_group);
   if (s.recompute != Recompute::kNone)
     out += fmt::format(" --recompute {}", recomputeName(s.recompute));
+  if (s.recompute_every > 1) out += fmt::format(" --recompute-every {}", s.recompute_every);
   if (s.sequence_parallel) out += " --sequence-parallel";
   if (s.tp_comm_overlap) out += " --tp-comm-overlap";
   if (s.moe_dispatcher == MoeDispatcher::kDeepEp) {

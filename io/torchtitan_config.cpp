@@ -291,9 +291,17 @@ TorchtitanArgs torchtitanArguments(const std::string& text, const std::string& o
     add("--recompute", "full");  // every block checkpointed
   } else if (mode == "selective" && option == "op") {
     add("--recompute", "selective-op");
+  } else if (mode == "selective" && !option.empty() &&
+             option.find_first_not_of("0123456789") == std::string::npos) {
+    // torchtitan's layer SAC: every N-th block (N = 0 checkpoints every block, as 1 does).
+    if (option.size() > 6) {
+      r.notModelled("activation_checkpoint.selective_ac_option", option, "too large a layer step");
+    }
+    add("--recompute", "full");
+    if (std::stoi(option) > 1) add("--recompute-every", std::to_string(std::stoi(option)));
   } else if (mode == "selective") {
     r.notModelled("activation_checkpoint.selective_ac_option", option,
-                  "checkpointing every Nth block is not modelled (op, or 1 for every block)");
+                  "expected op or a block step N (torchtitan's selective options)");
   } else {
     r.notModelled("activation_checkpoint.mode", mode, "expected none, selective or full");
   }

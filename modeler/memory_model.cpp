@@ -10,6 +10,7 @@
 #include "common/units.h"
 #include "modeler/memory_components.h"
 #include "ops/layer_footprint.h"
+#include "plan/layer_checkpoint.h"
 #include "plan/layer_shape.h"
 #include "plan/plan_core.h"
 #include "plan/task_graph.h"
@@ -81,14 +82,15 @@ int64_t StageMemory::activationPeakBytes() const {
 
 void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
                    const ModelFootprint* unrecomputed, int first_layer, int end_layer,
-                   bool has_embedding, bool has_head, ChunkMemoryInput& chunk) {
+                   bool has_embedding, bool has_head, ChunkMemoryInput& chunk,
+                   const std::vector<char>* recomputed) {
   for (int layer = first_layer; layer < end_layer; ++layer) {
     const TransformerBlock& block = model.blocks[layer];
     const LayerFootprint& kept = footprint.block(block);
     chunk.block_parameters = saturatingAdd(chunk.block_parameters, kept.weights);
     chunk.largest_layer_parameters = std::max(chunk.largest_layer_parameters, kept.weights);
     chunk.has_moe = chunk.has_moe || block.moe;
-    if (unrecomputed) {
+    if (unrecomputed && (!recomputed || (*recomputed)[static_cast<size_t>(layer)])) {
       chunk.recompute_transient_bytes =
           std::max(chunk.recompute_transient_bytes,
                    unrecomputed->block(block).saved_bytes - kept.saved_bytes);
@@ -118,6 +120,11 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
     unrecomputed = std::make_unique<ModelFootprint>(
         modelFootprint(plan.model, layerShape(plan.model, unrecomputed_strategy, tp_group)));
   }
+  // Per-layer checkpointing (--recompute-every): which blocks recompute, from the plan's split.
+  std::vector<int> first_layers;
+  for (const StagePlan& stage : plan.stages) first_layers.push_back(stage.first_layer);
+  const std::vector<char> recomputed =
+      checkpointedBlocks(plan.strategy, first_layers, static_cast<int>(plan.model.numLayers()));
   for (const StagePlan& stage : plan.stages) {
     int64_t saved = 0, weight_grad_inputs = 0, layer_saved = 0, largest_layer = 0;
     // Saturating: a sum beyond int64 is out of memory on any device, not an error (search).
@@ -139,7 +146,8 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
     ChunkMemoryInput chunk{stage.parameters, stage.expert_parameters, saved, weight_grad_inputs,
                            largest_layer};
     addLayerFacts(plan.model, footprint, unrecomputed.get(), stage.first_layer,
-                  stage.first_layer + stage.num_layers, stage.has_embedding, stage.has_head, chunk);
+                  stage.first_layer + stage.num_layers, stage.has_embedding, stage.has_head, chunk,
+                  plan.strategy.recompute_every > 1 ? &recomputed : nullptr);
     chunks.push_back(chunk);
   }
   return estimateMemory(plan.model, plan.strategy, plan.micro_batches,

@@ -207,10 +207,13 @@ struct ChunkMemoryInput {
 
 // Fills the layer facts of `chunk` for blocks [first_layer, end_layer) (and the embedding and the
 // head when it has them): `footprint` under the strategy, `unrecomputed` the same without
-// recomputation (nullptr when the strategy recomputes nothing).
+// recomputation (nullptr when the strategy recomputes nothing). `recomputed`, when given, says per
+// block whether it recomputes (--recompute-every, plan/layer_checkpoint.h): only those have a
+// recompute transient.
 void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
                    const ModelFootprint* unrecomputed, int first_layer, int end_layer,
-                   bool has_embedding, bool has_head, ChunkMemoryInput& chunk);
+                   bool has_embedding, bool has_head, ChunkMemoryInput& chunk,
+                   const std::vector<char>* recomputed = nullptr);
 
 // The same estimate from the chunks (one per virtual stage, P*v, in virtual-stage order); `plan`'s
 // overload calls this, so both give identical figures.

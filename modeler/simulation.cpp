@@ -240,6 +240,7 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
   input.micro_batches = p.micro_batches;
   input.virtual_stages = p.chunksPerDevice();
   input.microbatch_group = p.strategy.microbatch_group;
+  input.align_param_gather = p.strategy.framework != Framework::kFsdp;
   input.dp_overlap = p.strategy.dp_overlap;
   input.fuse_moe_a2a = p.strategy.moe_a2a_overlap;
   const bool split = pipelineSchedule(input.schedule).splitsBackward();

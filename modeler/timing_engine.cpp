@@ -238,7 +238,8 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
           if (node.task.phase != Phase::kForward || gathered[s][node.task.chunk]) continue;
           gathered[s][node.task.chunk] = 1;
           // One chunk: its first module's pre-hook; several: aligned at the iteration's start.
-          const double dispatch = input.virtual_stages > 1 ? 0.0 : run.start_us;
+          const double dispatch =
+              input.virtual_stages > 1 && input.align_param_gather ? 0.0 : run.start_us;
           overlap_slowdown_us +=
               gatherBeforeForward(input.stages[node.virtual_stage], node.task.chunk, dispatch,
                                   gather_stream_free[s], run, out.stages[s]);

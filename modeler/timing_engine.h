@@ -39,6 +39,8 @@
 // module), dispatched at that task's start with one chunk per device (the first module's
 // pre-hook: the first bucket is exposed on every stage), and at the iteration's start with
 // several (Megatron's align_param_gather, the default with interleaving), chunk after chunk.
+// FSDP under PP (torchtitan) gathers each fully_shard unit the same way, one bucket per unit,
+// dispatched at each chunk's own first forward (TimingInput::align_param_gather false).
 // The forward reaches bucket i's needed offset no earlier than the bucket's end:
 //   t_0 = max(T, A_0);  t_i = max(t_{i-1} + (o_i - o_{i-1}), A_i);  end = t_n + (F - o_n),
 // with its work slowed beside the buckets in flight (overlap_slowdown.h). What the waits add is
@@ -143,6 +145,9 @@ struct TimingInput {
   int microbatch_group = 0;             // N of the interleaved schedule (0: P)
   // --overlap-moe-expert-parallel-comm: the steady state's F and B fused (plan/task_graph.h).
   bool fuse_moe_a2a = false;
+  // Deferred parameter gathers of several chunks dispatched together at the iteration's start
+  // (Megatron's align_param_gather); false: each chunk's at its first forward (FSDP2's pre-hooks).
+  bool align_param_gather = true;
   std::vector<StageCost> stages;        // per virtual stage, K = P*v
   std::vector<PipelineCost> pipelines;  // at least one
   bool dp_overlap = false;

@@ -50,11 +50,23 @@ std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& stra
   }
   auto compute = [&] {
     // Blocks balanced by the FLOPs their forward and backward ops run (recomputation included).
-    std::optional<ModelFootprint> own;
+    std::optional<ModelFootprint> own, own_plain;
     const ModelFootprint& footprint = footprintFor(model, strategy, cache, own);
     std::vector<double> costs;
     for (const TransformerBlock& block : model.blocks) {
       costs.push_back(footprint.block(block).work_flops);
+    }
+    if (strategy.recompute_every > 1) {
+      // Which blocks recompute depends on the split (plan/layer_checkpoint.h): each block is
+      // costed with 1/N of its recomputation, the share it has on average.
+      Strategy plain = strategy;
+      plain.recompute = Recompute::kNone;
+      plain.recompute_every = 0;
+      const ModelFootprint& without = footprintFor(model, plain, cache, own_plain);
+      for (size_t i = 0; i < costs.size(); ++i) {
+        const double kept = without.block(model.blocks[i]).work_flops;
+        costs[i] = kept + (costs[i] - kept) / strategy.recompute_every;
+      }
     }
     const double first_extra = footprint.embedding.work_flops;
     const double last_extra = footprint.head.work_flops;
@@ -70,9 +82,11 @@ std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& stra
     return cache->partitionOfCosts(key, partition);
   };
   if (cache == nullptr) return compute();
+  // The recomputation and its step (--recompute-every) in one key field.
   return cache->partition(
       {strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
-       static_cast<int>(strategy.recompute), strategy.cp, strategy.ep, strategy.expertTp(), K},
+       static_cast<int>(strategy.recompute) + 16 * std::max(strategy.recompute_every, 0),
+       strategy.cp, strategy.ep, strategy.expertTp(), K},
       compute);
 }
 

@@ -44,7 +44,9 @@ struct GradBucket {
 
 // With --overlap-param-gather, a bucket of updated parameters all-gathered over the DP group
 // beside the chunk's first forward of the next iteration (the grad buckets' layout, in forward
-// order): that forward waits for it before op `needed_before_op`.
+// order): that forward waits for it before op `needed_before_op`. FSDP under PP
+// (Strategy::fsdpSyncsOncePerStep) has one per fully_shard unit (embedding, block, head; a routed
+// experts' share a second one over the expert-data-parallel group), gathered the same way.
 struct ParamGatherBucket {
   int event = -1;             // all-gather
   int needed_before_op = 0;   // index into StagePlan::forward: the bucket's first parameter use
@@ -83,7 +85,8 @@ struct StagePlan {
   int expert_allgather = -1;
   std::vector<GradBucket> dp_buckets;  // with dp_overlap and D > 1, in backward order
   // With overlap_param_gather (ZeRO 1/2 and DP overlap): dp_allgather and expert_allgather are -1
-  // and these buckets (the dense ones as dp_buckets, the experts' one more) gather instead.
+  // and these buckets (the dense ones as dp_buckets, the experts' one more) gather instead; FSDP
+  // under PP: one per unit (ParamGatherBucket).
   std::vector<ParamGatherBucket> param_buckets;
   // The event of the non-overlapped gradient collective (all-reduce or reduce-scatter), or -1.
   int gradSyncEvent() const { return dp_allreduce >= 0 ? dp_allreduce : dp_reduce_scatter; }

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "ops/fp8_casts.h"
 #include "ops/layer_ops.h"
+#include "plan/layer_checkpoint.h"
 #include "plan/layer_shape.h"
 #include "plan/sharded_prefetch.h"
 
@@ -165,6 +166,9 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
 
   std::vector<int> first_layer = stageFirstLayers(model, strategy, &cache);
   const ModelFootprint& footprint = cachedFootprint(model, strategy, cache);
+  // Per-layer checkpointing (--recompute-every): the blocks it leaves are built without recompute.
+  const std::vector<char> recomputed =
+      checkpointedBlocks(strategy, first_layer, static_cast<int>(model.numLayers()));
   EventTable& table = core->events;
 
   // A block's ops depend on its kind and the shape's groups, not on its index: the first block of
@@ -174,14 +178,18 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     TransformerBlock block;
     Placement tp, cp_ring, ep, etp;
     bool forward = true;
+    bool recomputed = true;  // under --recompute-every: built by the recomputing builder
     OpList ops;  // of the block built first; `layer` fields are overwritten on copy
   };
   std::vector<BlockOps> block_ops;
-  auto emitBlock = [&](LayerOpBuilder& builder, int layer, bool forward, OpList& out) {
+  auto emitBlock = [&](LayerOpBuilder& recomputing, LayerOpBuilder& plain, int layer, bool forward,
+                       OpList& out) {
     const TransformerBlock& block = model.blocks[layer];
+    const bool recomputes = recomputed[static_cast<size_t>(layer)] != 0;
+    LayerOpBuilder& builder = recomputes || strategy.recompute_every <= 1 ? recomputing : plain;
     for (const BlockOps& b : block_ops) {
-      if (b.forward != forward || !(b.block == block) || !(b.tp == shape.tp_group) ||
-          !(b.cp_ring == shape.cp_ring) || !(b.ep == shape.ep_group) ||
+      if (b.forward != forward || b.recomputed != recomputes || !(b.block == block) ||
+          !(b.tp == shape.tp_group) || !(b.cp_ring == shape.cp_ring) || !(b.ep == shape.ep_group) ||
           !(b.etp == shape.etp_group)) {
         continue;
       }
@@ -198,7 +206,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     }
     block_ops.push_back(
         BlockOps{block, shape.tp_group, shape.cp_ring, shape.ep_group, shape.etp_group, forward,
-                 OpList(out.begin() + static_cast<std::ptrdiff_t>(first), out.end())});
+                 recomputes, OpList(out.begin() + static_cast<std::ptrdiff_t>(first), out.end())});
   };
 
   for (int k = 0; k < K; ++k) {
@@ -219,6 +227,9 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     shape.ep_group = placements.ep[stage.device_stage];
     shape.etp_group = placements.etp[stage.device_stage];
     LayerOpBuilder builder(shape, table);
+    LayerShape plain_shape = shape;
+    plain_shape.recompute = Recompute::kNone;
+    LayerOpBuilder plain_builder(plain_shape, table);
 
     // Each layer's parameters on one rank (its forward ops' weights), for ZeRO-3's gathers and the
     // DDP buckets; the stage's parameters are their sum.
@@ -289,7 +300,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     }
     for (int layer = stage.first_layer; layer < end_layer; ++layer) {
       zero3_op(stage.forward, layer, EventKind::kAllGather, kGather);
-      emitBlock(builder, layer, /*forward=*/true, stage.forward);
+      emitBlock(builder, plain_builder, layer, /*forward=*/true, stage.forward);
     }
     if (stage.has_head) {
       zero3_op(stage.forward, kHeadLayer, EventKind::kAllGather, kGather);
@@ -300,7 +311,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     }
     for (int layer = end_layer - 1; layer >= stage.first_layer; --layer) {
       zero3_regather(stage.backward, layer);
-      emitBlock(builder, layer, /*forward=*/false, stage.backward);
+      emitBlock(builder, plain_builder, layer, /*forward=*/false, stage.backward);
       zero3_op(stage.backward, layer, EventKind::kReduceScatter, kScatter);
     }
     if (stage.has_embedding) {
@@ -419,20 +430,17 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
   // gathered once per step (the wire type per layer as in the per-layer gathers: fp8 for blocks'
   // linear weights with Float8 all-gather) and its gradients reduce-scattered once in fp32 after
   // its last backward (PyTorch's pipelining runs FSDP's post-backward then, layer after layer, not
-  // overlapped with that backward). The gather is placed after the optimizer step, as ZeRO-1/2's,
-  // exposed: the next step's first forward needs it (FSDP's prefetch hides all but the first
-  // layer's behind that forward; not modelled, a conservative simplification).
+  // overlapped with that backward). The gathers are FSDP2's: each fully_shard unit (torchtitan's
+  // apply_fsdp: the embedding, every block, the final norm with the output layer) all-gathers in
+  // its pre-forward hook of the chunk's first micro-batch, one after another on the DP stream as
+  // the host runs ahead (param_buckets, timing_engine.h), the forward waiting only where a layer's
+  // gather is not done; the optimizer step only updates the shards.
   auto addStepSync = [&](int k, StagePlan& stage) {
     const DType gather_wire = model.fp8WeightGather() ? DType::kFp8 : dtype;
-    int64_t dense_gather = 0, expert_gather = 0, dense_grads = 0, expert_grads = 0;
+    int64_t dense_grads = 0, expert_grads = 0;
     for (const auto& [layer, params] : core.layer_params[k]) {
       // The routed experts' share (dense_params leaves it out under expert parallelism).
       const int64_t experts = params - core.dense_params[k].at(layer);
-      const int64_t wire = dtypeBytes(layer >= 0 ? gather_wire : dtype);
-      dense_gather = checkedAdd(dense_gather, checkedMul(params - experts, wire, "gather bytes"),
-                                "gather bytes");
-      expert_gather =
-          checkedAdd(expert_gather, checkedMul(experts, wire, "gather bytes"), "gather bytes");
       dense_grads = checkedAdd(dense_grads, params - experts, "gradient elements");
       expert_grads = checkedAdd(expert_grads, experts, "gradient elements");
     }
@@ -444,12 +452,29 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
     stage.dp_reduce_scatter =
         collective(EventKind::kReduceScatter, checkedMul(dense_grads, fp32, "gradient bytes"),
                    stage.dp_group, DType::kFp32);
-    stage.dp_allgather = collective(EventKind::kAllGather, dense_gather, stage.dp_group, dtype);
     stage.expert_grad_sync =
         collective(EventKind::kReduceScatter, checkedMul(expert_grads, fp32, "gradient bytes"),
                    stage.expert_dp_group, DType::kFp32);
-    stage.expert_allgather =
-        collective(EventKind::kAllGather, expert_gather, stage.expert_dp_group, dtype);
+    // Per unit in forward order (embedding, blocks, head): its dense gather, then its experts'.
+    auto unit = [&](int layer, int64_t params) {
+      const int64_t experts = params - core.dense_params[k].at(layer);
+      const int64_t wire = dtypeBytes(layer >= 0 ? gather_wire : dtype);
+      const int needed =
+          firstForwardOp(stage.forward, [&](const OpInstance& op) { return op.layer == layer; });
+      for (const auto& [count, group] : {std::pair{params - experts, stage.dp_group},
+                                         std::pair{experts, stage.expert_dp_group}}) {
+        const int64_t bytes = checkedMul(count, wire, "gather bytes");
+        const int event = collective(EventKind::kAllGather, bytes, group, dtype);
+        if (event >= 0) stage.param_buckets.push_back({event, needed, bytes});
+      }
+    };
+    const auto& layers = core.layer_params[k];
+    if (const auto it = layers.find(kEmbeddingLayer); it != layers.end())
+      unit(it->first, it->second);
+    for (const auto& [layer, params] : layers) {
+      if (layer >= 0) unit(layer, params);
+    }
+    if (const auto it = layers.find(kHeadLayer); it != layers.end()) unit(it->first, it->second);
   };
   int next = 0;
   plan.stages.reserve(core.stages.size());

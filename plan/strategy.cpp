@@ -139,6 +139,7 @@ std::string Strategy::techniques(TechniqueStyle style) const {
     if (brief && recompute == Recompute::kSelective) name = "sel";
     if (brief && recompute == Recompute::kSelectiveOp) name = "op";
     out += fmt::format(" rc={}", name);
+    if (recompute_every > 1) out += fmt::format("/{}", recompute_every);
   }
   if (sequence_parallel) out += " sp";
   if (framework == Framework::kFsdp) {
@@ -215,6 +216,15 @@ std::optional<std::string> contextParallelViolation(const ModelConfig& model, co
 // torchtitan's per-op checkpointing policy is modelled for its dense Llama-style blocks (one
 // self-attention with flash attention, one MLP): its matmul count decides what is saved.
 std::optional<std::string> opCheckpointViolation(const ModelConfig& model, const Strategy& s) {
+  if (s.recompute_every < 0) {
+    return fmt::format("--recompute-every {}: must be >= 1", s.recompute_every);
+  }
+  if (s.recompute_every > 1 && s.recompute != Recompute::kFull) {
+    return fmt::format(
+        "--recompute-every {}: checkpoints every N-th block in full (torchtitan's per-layer "
+        "selective_ac_option); it needs --recompute full, not {}",
+        s.recompute_every, recomputeName(s.recompute));
+  }
   if (s.recompute != Recompute::kSelectiveOp) return std::nullopt;
   const char* why = nullptr;
   if (!model.spec.flash_attention) why = "flash_attention: false";

@@ -109,6 +109,12 @@ struct Strategy {
   // --microbatch-group-size-per-virtual-pipeline-stage, the Llama 3 paper's N); 0 means P.
   int microbatch_group = 0;
   Recompute recompute = Recompute::kNone;
+  // torchtitan's per-layer selective checkpointing (selective_ac_option = "N", its apply_ac before
+  // 2026-03): with recompute kFull and N > 1 only every N-th block a rank builds is checkpointed,
+  // counted over the rank's blocks in chunk order from 1 (a per-process counter; block j when
+  // j % N == 0); the others keep all their activations. 0 or 1: every block (plan/
+  // layer_checkpoint.h).
+  int recompute_every = 0;
   // Megatron's sequence parallelism: layernorm/dropout regions split along the sequence over the
   // TP group; each TP all-reduce becomes a reduce-scatter plus an all-gather.
   bool sequence_parallel = false;

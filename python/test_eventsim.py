@@ -57,6 +57,9 @@ STRATEGIES = [
     # FSDP2's memory layout and events, and simulate's memory headroom.
     dict(model="tiny-llama", cluster="dgx-h100", tp=2, pp=1, dp=4, micro_batch=1,
          global_batch=16, framework="fsdp", memory_headroom=0.1),
+    # torchtitan's per-layer checkpointing: every second block of each rank recomputed.
+    dict(model="tiny-llama", cluster="dgx-h100", tp=1, pp=2, dp=4, micro_batch=1,
+         global_batch=16, framework="fsdp", recompute="full", recompute_every=2),
 ]
 
 

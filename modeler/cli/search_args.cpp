@@ -160,6 +160,13 @@ std::string searchedSpaceText(const SearchArgs& args) {
     left.push_back("param-gather overlap (--overlap-param-gather)");
   }
   if (args.uneven_stages == 0) left.push_back("uneven stages (--uneven-stages)");
+  // Simulate-only choices: an interleaved group N above P (Megatron requires N >= P, and every N
+  // above P holds (v - 1)(N - P) more chunk activations, never less memory) and checkpointing only
+  // every N-th block (which blocks depends on each rank's split).
+  if (args.schedules.find("interleaved") != std::string::npos) {
+    left.push_back("interleaved group N > P (simulate --microbatch-group-size)");
+  }
+  left.push_back("every N-th block checkpointed (simulate --recompute-every)");
   if (!args.allow_cross_node_tp) left.push_back("TP across nodes (--allow-cross-node-tp)");
   if (left.empty()) return searched;
   return fmt::format("{} — not searched: {}", searched, fmt::join(left, ", "));

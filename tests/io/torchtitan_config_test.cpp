@@ -51,6 +51,23 @@ TEST(TorchtitanConfig, Llama3_8bMapsToFlags) {
   }
 }
 
+TEST(TorchtitanConfig, LayerSelectiveCheckpointingIsEveryNthBlockInFull) {
+  // torchtitan's selective_ac_option = "N": every N-th block checkpointed in full; "1" and "0"
+  // every block.
+  auto recompute = [](const std::string& option) {
+    const TorchtitanArgs out =
+        torchtitanArguments(replaced(fixture(), "selective_ac_option = \"op\"",
+                                     "selective_ac_option = \"" + option + "\""),
+                            "t.toml");
+    const auto at = std::find(out.args.begin(), out.args.end(), "--recompute");
+    return std::vector<std::string>(at, out.args.end());
+  };
+  EXPECT_EQ(recompute("3"),
+            (std::vector<std::string>{"--recompute", "full", "--recompute-every", "3"}));
+  EXPECT_EQ(recompute("1"), (std::vector<std::string>{"--recompute", "full"}));
+  EXPECT_EQ(recompute("0"), (std::vector<std::string>{"--recompute", "full"}));
+}
+
 TEST(TorchtitanConfig, ParallelismAndBatch) {
   std::string text =
       replaced(fixture(), "data_parallel_shard_degree = -1", "data_parallel_shard_degree = 4");
@@ -93,9 +110,9 @@ TEST(TorchtitanConfig, RefusesByName) {
                   "train.toml: parallelism.enable_async_tensor_parallel = true: ");
   EXPECT_CONTAINS(errorOf(replaced(fixture(), "steps = 1000", "steps = 1000\nwarp_speed = 9")),
                   "train.toml: training.warp_speed is not a torchtitan key eventsim maps");
-  EXPECT_CONTAINS(
-      errorOf(replaced(fixture(), "selective_ac_option = \"op\"", "selective_ac_option = \"2\"")),
-      "activation_checkpoint.selective_ac_option = 2: ");
+  EXPECT_CONTAINS(errorOf(replaced(fixture(), "selective_ac_option = \"op\"",
+                                   "selective_ac_option = \"every\"")),
+                  "activation_checkpoint.selective_ac_option = every: ");
   EXPECT_CONTAINS(errorOf(replaced(fixture(), "flavor = \"8B\"", "flavor = \"debugmodel\"")),
                   "model.flavor = debugmodel: not a flavour eventsim has");
   EXPECT_CONTAINS(errorOf(replaced(fixture(), "enable=false", "enable=true")),

@@ -2,7 +2,8 @@
 // and PyTorch's pipelining keeps a chunk's parameters gathered and its gradients unsharded until
 // its last micro-batch, so each chunk all-gathers its parameters once per step and reduce-scatters
 // its fp32 gradients once, after its last backward (Strategy::fsdpSyncsOncePerStep,
-// plan_core.cpp). Without PP, or with --reshard-after-forward always, the per-layer gathers and
+// plan_core.cpp), each unit's gather beside the chunk's first forward (FSDP2's pre-forward hooks).
+// Without PP, or with --reshard-after-forward always, the per-layer gathers and
 // reduce-scatters stay in every micro-batch's tasks. Numbers worked by hand in the comments.
 #include <gtest/gtest.h>
 
@@ -41,18 +42,33 @@ TEST(FsdpPipeline, GathersAndReduceScattersOncePerStepPerChunk) {
     EXPECT_EQ(count(st.forward, "zero3_param_allgather"), 0);
     EXPECT_EQ(count(st.backward, "zero3_param_allgather"), 0);
     EXPECT_EQ(count(st.backward, "zero3_grad_reduce_scatter"), 0);
-    // One all-gather of the chunk's bf16 parameters (2 bytes each) and one fp32 reduce-scatter
-    // (4 bytes each) over the D = 2 group, each run once per device: count = M x C x D = 2.
-    ASSERT_GE(st.dp_allgather, 0);
+    // One fp32 reduce-scatter (4 bytes per parameter) over the D = 2 group, run once per device:
+    // count = M x C x D = 2.
     ASSERT_GE(st.dp_reduce_scatter, 0);
-    const UniqueEvent& gather = p.events[st.dp_allgather];
     const UniqueEvent& scatter = p.events[st.dp_reduce_scatter];
-    EXPECT_EQ(gather.event.message_bytes, 2 * st.parameters);
     EXPECT_EQ(scatter.event.message_bytes, 4 * st.parameters);
     EXPECT_EQ(scatter.event.dtype, DType::kFp32);
-    EXPECT_EQ(gather.count, 2);
     EXPECT_EQ(scatter.count, 2);
+    // The gathers are FSDP2's, one per fully_shard unit (the layer) before its first forward op,
+    // not one after the optimizer step: 2 bytes per parameter, the units adding up to the chunk.
+    EXPECT_EQ(st.dp_allgather, -1);
+    ASSERT_EQ(st.param_buckets.size(), 2u);
+    int64_t gathered = 0;
+    for (const ParamGatherBucket& b : st.param_buckets) {
+      EXPECT_EQ(p.events[b.event].event.message_bytes, b.bytes);
+      gathered += b.bytes;
+    }
+    EXPECT_EQ(gathered, 2 * st.parameters);
   }
+  // Stage 0's units in forward order: the embedding (V h + s h = 34,816 parameters) before op 0,
+  // then block 0 (49,984) before the block's first op.
+  const StagePlan& first = p.stages[0];
+  EXPECT_EQ(first.param_buckets[0].bytes, 2 * 34'816);
+  EXPECT_EQ(first.param_buckets[0].needed_before_op, 0);
+  EXPECT_EQ(first.param_buckets[1].bytes, 2 * 49'984);
+  EXPECT_EQ(first.forward[static_cast<size_t>(first.param_buckets[1].needed_before_op)].layer, 0);
+  EXPECT_EQ(first.forward[static_cast<size_t>(first.param_buckets[1].needed_before_op) - 1].layer,
+            kEmbeddingLayer);
   // Stage 1: block 1 (QKV + proj 4h^2 + 4h = 16,640, MLP 2hf + f + h = 33,088, norms 4h = 256:
   // 49,984) and the head (final norm 2h = 128, the untied-on-this-stage output layer V h =
   // 32,768): 82,880.
@@ -78,20 +94,26 @@ TEST(FsdpPipeline, ReshardAlwaysOrNoPipelineKeepsPerMicroBatchTransfers) {
 }
 
 TEST(FsdpPipeline, TimelineCostsTheTransfersOncePerStep) {
-  // Every event free but the step's gather and reduce-scatter, each costing 1 us per KB of its
-  // bytes: the pipeline takes no time, then each device reduce-scatters (4 x its parameters) and,
-  // after its (free) optimizer step, gathers (2 x): the iteration is the busier stage's (stage
-  // 0) 6 x 84,800 bytes / 1000 = 508.8 us. Per micro-batch, m = 4 times as many would go.
+  // Every event free but the step's gathers and reduce-scatters, each costing 1 us per KB of its
+  // bytes. Stage 0's first forward waits for its two units' gathers, back to back on its DP
+  // stream: (69,632 + 99,968) / 1000 = 169.6 us; stage 1's first forward starts then and waits
+  // for its own (block 1 99,968 + head 2 x 32,896 = 65,792): 165.76 us more, to 335.36. The free
+  // micro-batches follow; each stage then reduce-scatters 4 bytes per parameter after its last
+  // backward: stage 0 339.2 us (ending at 674.56), stage 1 331.52 (666.88). Per micro-batch, m =
+  // 4 times as many would go; after the optimizer step (the earlier placement) the gathers of
+  // both stages would overlap each other.
   IterationPlan p = fsdpPlan(2, Reshard::kDefault);
   std::vector<EventCost> costs(static_cast<size_t>(p.events.size()));
   for (const StagePlan& st : p.stages) {
-    for (int e : {st.dp_allgather, st.dp_reduce_scatter}) {
+    std::vector<int> events{st.dp_reduce_scatter};
+    for (const ParamGatherBucket& b : st.param_buckets) events.push_back(b.event);
+    for (int e : events) {
       costs[static_cast<size_t>(e)].time_us =
           static_cast<double>(p.events[e].event.message_bytes) / 1000;
     }
   }
   const Simulation sim = simulate(std::move(p), std::move(costs));
-  EXPECT_NEAR(sim.summary.iteration_us, 6 * 84'800 / 1000.0, 1e-6);
+  EXPECT_NEAR(sim.summary.iteration_us, 674.56, 1e-6);
 }
 
 }  // namespace
