@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -12,6 +14,7 @@
 #include "ops/layer_ops.h"
 #include "plan/iteration_plan.h"
 #include "plan/layer_shape.h"
+#include "plan/plan_core.h"
 
 namespace evsim {
 
@@ -30,6 +33,10 @@ struct ClosedFormTier::Facts {
   // Activation offload: each chunk's copies out (forward) and in (backward), summed.
   std::vector<double> copy_out, copy_in;
   bool copies_ready = false;
+  // Per link k (chunk k -> k+1): one P2P send's issued time, the least over the pipeline classes
+  // (0 inside one device); `sends_complete` false when one is uncosted (no bound then).
+  std::vector<double> send_us;
+  bool sends_ready = false, sends_complete = true;
   // Per device stage, summed over its chunks (each variant when a candidate first needs it; not
   // `complete` when an op has no cost): the optimizer steps by [sharded][offload], the gradient
   // sync by [reduce-scatter rather than all-reduce], the ZeRO 1/2 parameter gathers.
@@ -209,6 +216,37 @@ void ClosedFormTier::activationCopyTimes(const Strategy& strategy, Facts& facts)
   facts.copies_ready = true;
 }
 
+bool ClosedFormTier::sendTimes(const Strategy& strategy, Facts& facts) const {
+  if (facts.sends_ready) return facts.sends_complete;
+  facts.sends_ready = true;
+  const std::vector<int>& first_layer = facts.first_layer;
+  const int K = static_cast<int>(first_layer.size());
+  const PipelineLayout pipeline = pipelineLayout(strategy.schedule, strategy.pp, K / strategy.pp);
+  const PlanCache::PipelineClasses& classes =
+      pipelineClasses(strategy, cluster_.gpus_per_node, cache_);
+  const PlanCache::PipelineGroups& groups = pipeline.wraps() ? classes.ring : classes.line;
+  // The shape's placement does not change the bytes (plan_core.cpp builds the same event).
+  const LayerShape shape = layerShape(model_, strategy, Placement{});
+  facts.send_us.assign(K > 0 ? K - 1 : 0, 0.0);
+  for (int k = 0; k + 1 < K; ++k) {
+    const int pair = pipeline.linkPair(k);
+    if (pair < 0) continue;  // a hand-over inside one device
+    const int64_t bytes = stageOutputBytes(model_, shape, first_layer[k + 1]);
+    double least = std::numeric_limits<double>::infinity();
+    for (const std::vector<Placement>& pairs : groups.pairs) {
+      const double t = issuedUs(makeCommunication(EventKind::kP2P, bytes,
+                                                  pairs[static_cast<size_t>(pair)], model_.dtype));
+      if (t < 0) {
+        facts.sends_complete = false;
+        return false;
+      }
+      least = std::min(least, t);
+    }
+    facts.send_us[k] = std::isinf(least) ? 0.0 : least;
+  }
+  return true;
+}
+
 bool ClosedFormTier::chunkTimes(const Strategy& strategy, bool zero3, Facts& facts,
                                 Workspace::State& workspace) const {
   const int z = zero3 ? 1 : 0;
@@ -346,22 +384,32 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     }
   }
   const double m = static_cast<double>(micro_batches);
+  const bool fuses = pipelineSchedule(strategy.schedule).fusesTasks();
   // A fused task (DualPipeV) lasts max(compute, all-to-all) >= half its members' sum: with expert
   // all-to-alls to hide, only half the work is a bound (timing_engine.h).
-  const double work_share =
-      pipelineSchedule(strategy.schedule).fusesTasks() && strategy.ep > 1 ? 0.5 : 1.0;
+  const double work_share = fuses && strategy.ep > 1 ? 0.5 : 1.0;
+  // P2P sends: a lone task's send holds its device right after it, and the data arrives when the
+  // send ends (timing_engine.h): each forward of chunk k < K-1 and each backward (B) of chunk
+  // k > 0 adds its link's send to its device's work, and the sends along micro-batch 0's first
+  // forwards and the last backwards to fill and drain. Left out under fused tasks (their sends go
+  // out on the communication stream).
+  if (!fuses && !sendTimes(strategy, facts)) return 0;
+  auto sendUs = [&](int link) {
+    return fuses || link < 0 || link + 1 >= K ? 0.0 : facts.send_us[static_cast<size_t>(link)];
+  };
   double bound = 0, fill = 0, drain = 0;
   for (int s = 0; s < P; ++s) {
     double per_micro_batch = 0;
     for (int c = 0; c < v; ++c) {
       const int k = pipeline.virtualStage(s, c);
-      per_micro_batch += (*forward)[k] + (*backward)[k];
+      per_micro_batch += (*forward)[k] + (*backward)[k] + sendUs(k) + sendUs(k - 1);
     }
     const double work = m * per_micro_batch * work_share;
     bound = std::max(bound, fill + work + post[s]);
     bound = std::max(bound, fill + work + drain + post[0]);
-    fill += (*forward)[s];
-    drain += (*backward)[s];
+    fill += (*forward)[s] + sendUs(s);
+    // Device s's gradient send to s-1 is in its work: the drain's chain sends from s-1 on.
+    drain += (*backward)[s] + sendUs(s - 1);
   }
   return bound;
 }

@@ -115,6 +115,8 @@ class ClosedFormTier {
   // Fills facts' F_k and B_k (ZeRO-3's transfers with `zero3`); false when an op has no cost.
   bool chunkTimes(const Strategy& strategy, bool zero3, Facts& facts,
                   Workspace::State& workspace) const;
+  // Fills facts' P2P send times per link; false when one has no cost.
+  bool sendTimes(const Strategy& strategy, Facts& facts) const;
   // Fills facts' activation copies' sums out and in per chunk (activation offload).
   void activationCopyTimes(const Strategy& strategy, Facts& facts) const;
   double lowerBoundUs(const Strategy& strategy, int64_t micro_batches, Facts& facts,
