@@ -53,6 +53,9 @@ struct ClosedFormTier::Workspace::State {
   Facts facts;
   std::map<LayerKey, LayerTimes> layer_times;
   std::map<std::pair<int64_t, int>, double> step_us;  // (parameters, offload) -> issued time
+  // (kind, bytes, group size, nodes, ranks per node, dtype) -> a communication's issued time: the
+  // same gradient syncs and P2P sends come back across classes, and each costs a tuner choice.
+  std::map<std::tuple<int, int64_t, int, int, int, int>, double> communication_us;
 };
 
 ClosedFormTier::Workspace::Workspace() : state_(std::make_unique<State>()) {}
@@ -67,6 +70,17 @@ ClosedFormTier::ClosedFormTier(const ModelConfig& model, const ClusterConfig& cl
 double ClosedFormTier::issuedUs(const Event& event) const {
   std::optional<EventCost> c = costs_.cost(event);
   return c ? c->host_us + c->time_us : -1;
+}
+
+double ClosedFormTier::communicationUs(EventKind kind, int64_t bytes, const Placement& placement,
+                                       Workspace::State& workspace) const {
+  // makeCommunication's event is a function of these alone.
+  auto [it, inserted] = workspace.communication_us.try_emplace(
+      {static_cast<int>(kind), bytes, placement.group_size, placement.nodes,
+       placement.ranks_per_node, static_cast<int>(model_.dtype)},
+      0.0);
+  if (inserted) it->second = issuedUs(makeCommunication(kind, bytes, placement, model_.dtype));
+  return it->second;
 }
 
 ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& strategy, bool zero3,
@@ -216,7 +230,8 @@ void ClosedFormTier::activationCopyTimes(const Strategy& strategy, Facts& facts)
   facts.copies_ready = true;
 }
 
-bool ClosedFormTier::sendTimes(const Strategy& strategy, Facts& facts) const {
+bool ClosedFormTier::sendTimes(const Strategy& strategy, Facts& facts,
+                               Workspace::State& workspace) const {
   if (facts.sends_ready) return facts.sends_complete;
   facts.sends_ready = true;
   const std::vector<int>& first_layer = facts.first_layer;
@@ -234,8 +249,8 @@ bool ClosedFormTier::sendTimes(const Strategy& strategy, Facts& facts) const {
     const int64_t bytes = stageOutputBytes(model_, shape, first_layer[k + 1]);
     double least = std::numeric_limits<double>::infinity();
     for (const std::vector<Placement>& pairs : groups.pairs) {
-      const double t = issuedUs(makeCommunication(EventKind::kP2P, bytes,
-                                                  pairs[static_cast<size_t>(pair)], model_.dtype));
+      const double t =
+          communicationUs(EventKind::kP2P, bytes, pairs[static_cast<size_t>(pair)], workspace);
       if (t < 0) {
         facts.sends_complete = false;
         return false;
@@ -351,10 +366,9 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     }
     return sums.complete;
   };
-  auto communicationUs = [&](EventKind kind, int k) {
+  auto syncUs = [&](EventKind kind, int k) {
     const int64_t bytes = facts.dense_parameters[k] * elem_bytes;
-    return issuedUs(
-        makeCommunication(kind, bytes, placements.dp[pipeline.device(k)], model_.dtype));
+    return communicationUs(kind, bytes, placements.dp[pipeline.device(k)], workspace);
   };
   // After the pipeline: gradient sync (not overlapped), optimizer, ZeRO 1/2 parameter gathers.
   const int offload = static_cast<int>(strategy.offload);
@@ -371,13 +385,13 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     if (!strategy.dp_overlap) {
       const EventKind kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
       Facts::StageSums& syncs = facts.syncs[zero > 0 ? 1 : 0];
-      if (!stageSums(syncs, [&](int k) { return communicationUs(kind, k); })) return 0;
+      if (!stageSums(syncs, [&](int k) { return syncUs(kind, k); })) return 0;
       for (int s = 0; s < P; ++s) post[s] += syncs.us[s];
     }
     // Overlapped with the next forward (--overlap-param-gather), the gathers stall it by >= 0.
     if (zero > 0 && !strategy.overlap_param_gather) {
       if (!stageSums(facts.gathers,
-                     [&](int k) { return communicationUs(EventKind::kAllGather, k); })) {
+                     [&](int k) { return syncUs(EventKind::kAllGather, k); })) {
         return 0;
       }
       for (int s = 0; s < P; ++s) post[s] += facts.gathers.us[s];
@@ -393,7 +407,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   // k > 0 adds its link's send to its device's work, and the sends along micro-batch 0's first
   // forwards and the last backwards to fill and drain. Left out under fused tasks (their sends go
   // out on the communication stream).
-  if (!fuses && !sendTimes(strategy, facts)) return 0;
+  if (!fuses && !sendTimes(strategy, facts, workspace)) return 0;
   auto sendUs = [&](int link) {
     return fuses || link < 0 || link + 1 >= K ? 0.0 : facts.send_us[static_cast<size_t>(link)];
   };
@@ -482,6 +496,7 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy, Workspace& w
   // A long search sees many step sizes: the memo stays small.
   if (state.step_us.size() > 65536) state.step_us.clear();
   if (state.layer_times.size() > 65536) state.layer_times.clear();
+  if (state.communication_us.size() > 65536) state.communication_us.clear();
   ClosedFormResult out;
   out.micro_batches = strategy.microBatches();
   Facts& f = facts(strategy, state);

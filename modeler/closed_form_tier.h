@@ -110,13 +110,17 @@ class ClosedFormTier {
                                const StageGroups& groups) const;
   // host + device time of one execution, or a negative value when no source covers it.
   double issuedUs(const Event& event) const;
+  // The same for the communication makeCommunication(kind, bytes, placement, the model's dtype),
+  // memoised in `workspace`.
+  double communicationUs(EventKind kind, int64_t bytes, const Placement& placement,
+                         Workspace::State& workspace) const;
   // The class of `strategy` in `workspace`, its chunks computed when the class changes.
   Facts& facts(const Strategy& strategy, Workspace::State& workspace) const;
   // Fills facts' F_k and B_k (ZeRO-3's transfers with `zero3`); false when an op has no cost.
   bool chunkTimes(const Strategy& strategy, bool zero3, Facts& facts,
                   Workspace::State& workspace) const;
   // Fills facts' P2P send times per link; false when one has no cost.
-  bool sendTimes(const Strategy& strategy, Facts& facts) const;
+  bool sendTimes(const Strategy& strategy, Facts& facts, Workspace::State& workspace) const;
   // Fills facts' activation copies' sums out and in per chunk (activation offload).
   void activationCopyTimes(const Strategy& strategy, Facts& facts) const;
   double lowerBoundUs(const Strategy& strategy, int64_t micro_batches, Facts& facts,
