@@ -56,6 +56,9 @@ struct ClosedFormTier::Workspace::State {
   // (kind, bytes, group size, nodes, ranks per node, dtype) -> a communication's issued time: the
   // same gradient syncs and P2P sends come back across classes, and each costs a tuner choice.
   std::map<std::tuple<int, int64_t, int, int, int, int>, double> communication_us;
+  // (bytes, M, P, D, C, E, ETP, wrap) -> per device pair, a P2P send's least time (sendTimes).
+  using SendKey = std::tuple<int64_t, int, int, int, int, int, int, bool>;
+  std::map<SendKey, std::vector<double>> pair_send_us;
 };
 
 ClosedFormTier::Workspace::Workspace() : state_(std::make_unique<State>()) {}
@@ -237,27 +240,47 @@ bool ClosedFormTier::sendTimes(const Strategy& strategy, Facts& facts,
   const std::vector<int>& first_layer = facts.first_layer;
   const int K = static_cast<int>(first_layer.size());
   const PipelineLayout pipeline = pipelineLayout(strategy.schedule, strategy.pp, K / strategy.pp);
-  const PlanCache::PipelineClasses& classes =
-      pipelineClasses(strategy, cluster_.gpus_per_node, cache_);
-  const PlanCache::PipelineGroups& groups = pipeline.wraps() ? classes.ring : classes.line;
   // The shape's placement does not change the bytes (plan_core.cpp builds the same event).
   const LayerShape shape = layerShape(model_, strategy, Placement{});
+  // Per device pair, one send's least issued time over the pipeline classes (negative: uncosted),
+  // kept per (bytes, M, P, D, C, E, ETP, wrap): classes of other v, schedules and recomputation
+  // send the same.
+  const std::vector<double>* least = nullptr;
+  int64_t least_bytes = -1;
+  auto leastByPair = [&](int64_t bytes) -> const std::vector<double>& {
+    const Workspace::State::SendKey key{bytes,        strategy.tp, strategy.pp,
+                                        strategy.dp,  strategy.cp, strategy.ep,
+                                        strategy.expertTp(), pipeline.wraps()};
+    auto [it, inserted] = workspace.pair_send_us.try_emplace(key);
+    if (inserted) {
+      const PlanCache::PipelineClasses& classes =
+          pipelineClasses(strategy, cluster_.gpus_per_node, cache_);
+      const PlanCache::PipelineGroups& groups = pipeline.wraps() ? classes.ring : classes.line;
+      const size_t pairs = groups.pairs.empty() ? 0 : groups.pairs.front().size();
+      it->second.assign(pairs, std::numeric_limits<double>::infinity());
+      for (size_t p = 0; p < pairs; ++p) {
+        for (const std::vector<Placement>& of_class : groups.pairs) {
+          const double t = communicationUs(EventKind::kP2P, bytes, of_class[p], workspace);
+          it->second[p] = t < 0 || it->second[p] < 0 ? -1 : std::min(it->second[p], t);
+        }
+      }
+    }
+    return it->second;
+  };
   facts.send_us.assign(K > 0 ? K - 1 : 0, 0.0);
   for (int k = 0; k + 1 < K; ++k) {
     const int pair = pipeline.linkPair(k);
     if (pair < 0) continue;  // a hand-over inside one device
     const int64_t bytes = stageOutputBytes(model_, shape, first_layer[k + 1]);
-    double least = std::numeric_limits<double>::infinity();
-    for (const std::vector<Placement>& pairs : groups.pairs) {
-      const double t =
-          communicationUs(EventKind::kP2P, bytes, pairs[static_cast<size_t>(pair)], workspace);
-      if (t < 0) {
-        facts.sends_complete = false;
-        return false;
-      }
-      least = std::min(least, t);
+    if (least == nullptr || bytes != least_bytes) least = &leastByPair(bytes), least_bytes = bytes;
+    EVSIM_CHECK(static_cast<size_t>(pair) < least->size(), "link {}: pair {} of {}", k, pair,
+                least->size());
+    const double t = (*least)[static_cast<size_t>(pair)];
+    if (t < 0) {
+      facts.sends_complete = false;
+      return false;
     }
-    facts.send_us[k] = std::isinf(least) ? 0.0 : least;
+    facts.send_us[k] = std::isinf(t) ? 0.0 : t;
   }
   return true;
 }
@@ -497,6 +520,7 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy, Workspace& w
   if (state.step_us.size() > 65536) state.step_us.clear();
   if (state.layer_times.size() > 65536) state.layer_times.clear();
   if (state.communication_us.size() > 65536) state.communication_us.clear();
+  if (state.pair_send_us.size() > 4096) state.pair_send_us.clear();
   ClosedFormResult out;
   out.micro_batches = strategy.microBatches();
   Facts& f = facts(strategy, state);
