@@ -76,11 +76,11 @@ struct Simulated {
 struct TimingKeyHash {
   size_t operator()(const Strategy& s) const {
     size_t h = 0;
-    for (int64_t x : {int64_t{s.tp}, int64_t{s.pp}, int64_t{s.dp}, int64_t{s.cp}, int64_t{s.ep},
-                      s.micro_batch, static_cast<int64_t>(s.schedule), int64_t{s.virtual_stages},
-                      static_cast<int64_t>(s.recompute), int64_t{s.sequence_parallel},
-                      int64_t{s.zero_stage}, static_cast<int64_t>(s.offload),
-                      int64_t{s.dp_overlap}}) {
+    for (int64_t x :
+         {int64_t{s.tp}, int64_t{s.pp}, int64_t{s.dp}, int64_t{s.cp}, int64_t{s.ep}, s.micro_batch,
+          static_cast<int64_t>(s.schedule), int64_t{s.virtual_stages},
+          static_cast<int64_t>(s.recompute), int64_t{s.sequence_parallel}, int64_t{s.zero_stage},
+          static_cast<int64_t>(s.offload), int64_t{s.dp_overlap}}) {
       h = h * 1000003u ^ std::hash<int64_t>{}(x);
     }
     return h;

@@ -114,7 +114,8 @@ int64_t stageOutputBytes(const ModelConfig& model, const LayerShape& shape, int 
   // A decoder stage of an encoder-decoder model also forwards the encoder output.
   const bool next_is_cross = model.blocks[next_layer].cross_attention;
   // With SP the tensor between stages is the sequence shard (s/t tokens), as in Megatron.
-  return shape.regionTokens() * model.hidden_size * dtypeBytes(model.dtype) * (next_is_cross ? 2 : 1);
+  return shape.regionTokens() * model.hidden_size * dtypeBytes(model.dtype) *
+         (next_is_cross ? 2 : 1);
 }
 
 bool headOwnsOutputWeight(const ModelConfig& model, bool has_embedding) {
