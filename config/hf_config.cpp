@@ -175,6 +175,11 @@ std::string modelYaml(const std::string& json_text, const std::string& origin,
       yaml +=
           fmt::format("moe_ffn_hidden_size: {}\n", positive(root, origin, "moe_intermediate_size"));
     }
+    // DeepSeek-V3's group-limited routing (n_group groups, topk_group per token); 1 group: none.
+    if (root.contains("n_group") && root.contains("topk_group") && root["n_group"] != 1) {
+      yaml += fmt::format("moe_router_num_groups: {}\nmoe_router_group_topk: {}\n",
+                          positive(root, origin, "n_group"), positive(root, origin, "topk_group"));
+    }
     if (root.contains("shared_expert_intermediate_size") &&
         root["shared_expert_intermediate_size"] != 0) {
       yaml += fmt::format("moe_shared_expert_intermediate_size: {}\n",

@@ -71,7 +71,8 @@ MoeSpec readMoe(const YamlReader& root, int64_t ffn) {
   if (!root.has("num_experts")) {
     for (const char* key :
          {"moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
-          "moe_expert_capacity_factor", "moe_load_imbalance"}) {
+          "moe_expert_capacity_factor", "moe_load_imbalance", "moe_router_num_groups",
+          "moe_router_group_topk"}) {
       if (root.has(key)) root.fail(key, "needs num_experts");
     }
     return moe;
@@ -99,6 +100,23 @@ MoeSpec readMoe(const YamlReader& root, int64_t ffn) {
       root.fail("moe_load_imbalance",
                 fmt::format("{}: the busiest rank holds at least the average (>= 1)",
                             moe.load_imbalance));
+    }
+  }
+  if (root.has("moe_router_num_groups") != root.has("moe_router_group_topk")) {
+    root.fail(root.has("moe_router_num_groups") ? "moe_router_num_groups" : "moe_router_group_topk",
+              "give moe_router_num_groups and moe_router_group_topk together");
+  }
+  if (root.has("moe_router_num_groups")) {
+    moe.router_groups = root.positiveInt("moe_router_num_groups", moe.num_experts);
+    if (moe.num_experts % moe.router_groups != 0) {
+      root.fail("moe_router_num_groups", fmt::format("{} does not divide num_experts {}",
+                                                     moe.router_groups, moe.num_experts));
+    }
+    moe.router_group_topk = root.positiveInt("moe_router_group_topk", moe.router_groups);
+    if (moe.router_group_topk * (moe.num_experts / moe.router_groups) < moe.top_k) {
+      root.fail("moe_router_group_topk",
+                fmt::format("{} groups of {} experts hold fewer than moe_router_topk {}",
+                            moe.router_group_topk, moe.num_experts / moe.router_groups, moe.top_k));
     }
   }
   return moe;
@@ -156,6 +174,8 @@ ModelConfig readModel(const YamlReader& root) {
                   "moe_shared_expert_intermediate_size",
                   "moe_expert_capacity_factor",
                   "moe_load_imbalance",
+                  "moe_router_num_groups",
+                  "moe_router_group_topk",
                   "multi_latent_attention",
                   "q_lora_rank",
                   "kv_lora_rank",

@@ -48,6 +48,9 @@
 //   moe_expert_capacity_factor: 1.25         # tokens per expert padded/dropped to cf x T*k/E
 //                                            # (absent: dropless)
 //   moe_load_imbalance: 1.0      # dropless: the busiest expert rank's tokens / the average
+//   moe_router_num_groups: 8     # node-limited (group-limited) routing, DeepSeek-V3's: the
+//   moe_router_group_topk: 4     #   experts in G groups, each token routed within its top M
+//                                #   groups only (both or neither; absent: no limit)
 // Multi-head latent attention (DeepSeek-V2/V3; Megatron-LM's --multi-latent-attention and its
 // arguments), replacing the QKV GEMM; all required with multi_latent_attention: true except
 // q_lora_rank (absent: Q is one column-parallel GEMM from h, as DeepSeek-V2-Lite):
@@ -150,6 +153,13 @@ struct MoeSpec {
   int64_t shared_ffn = 0;      // shared experts' FFN hidden size (0: none)
   double capacity_factor = 0;  // 0: dropless
   double load_imbalance = 1.0;
+  // Group-limited routing (Megatron's --moe-router-num-groups / --moe-router-group-topk; the
+  // HF configs' n_group / topk_group): the experts fall into `router_groups` equal groups of
+  // consecutive experts and each token picks its k experts inside its best `router_group_topk`
+  // groups. 0: no limit. With one group per node of the EP group it bounds the nodes a token is
+  // sent to (DeepSeek-V3: 8 groups, 4 per token; ops/moe_dispatch.h).
+  int64_t router_groups = 0;
+  int64_t router_group_topk = 0;
   // Routed token copies an expert rank processes, relative to T x k tokens: the capacity factor
   // (padded to capacity) or, dropless, the busiest rank's share.
   double tokenFactor() const { return capacity_factor > 0 ? capacity_factor : load_imbalance; }

@@ -151,6 +151,17 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
                "Megatron's: the distributed optimizer's parameter all-gather overlapped with the "
                "next forward, bucket by bucket (needs --use-distributed-optimizer and "
                "--overlap-grad-reduce)");
+  app.add_option("--moe-token-dispatcher-type", moe_dispatcher_type,
+                 "Megatron's MoE token dispatcher: alltoall (NCCL all-to-all of every routed "
+                 "copy) | flex (with --moe-enable-deepep: DeepEP's RDMA + NVLink dispatch)")
+      ->capture_default_str();
+  app.add_flag("--moe-enable-deepep", moe_enable_deepep,
+               "Megatron's: the flex dispatcher's DeepEP backend (each token once per node over "
+               "RDMA, then over NVLink; needs --moe-token-dispatcher-type flex)");
+  app.add_flag("--overlap-moe-expert-parallel-comm", moe_a2a_overlap,
+               "Megatron's combined 1F1B: each steady-state forward fused with the next "
+               "backward, one micro-batch's expert all-to-alls beside the other's compute "
+               "(needs --schedule interleaved and --ep > 1)");
   app.add_flag("--tp-comm-overlap", tp_comm_overlap,
                "Megatron's (Transformer Engine userbuffers): TP all-gathers and reduce-scatters "
                "overlapped with the adjacent GEMMs, chunk by chunk (needs --sequence-parallel)");
@@ -295,6 +306,34 @@ std::vector<int> megatronSplit(const MegatronSplit& m) {
     }
   }
   return out;
+}
+
+// Megatron's --moe-token-dispatcher-type and --moe-enable-deepep (arguments.py: DeepEP needs the
+// flex dispatcher, which needs a backend; eventsim models DeepEP's).
+MoeDispatcher parseMoeDispatcher(const std::string& type, bool deepep) {
+  if (type == "alltoall") {
+    if (deepep) {
+      EVSIM_THROW(InputError,
+                  "--moe-enable-deepep: DeepEP is only supported with the flex token dispatcher "
+                  "(--moe-token-dispatcher-type flex)");
+    }
+    return MoeDispatcher::kAllToAll;
+  }
+  if (type == "flex") {
+    if (!deepep) {
+      EVSIM_THROW(InputError,
+                  "--moe-token-dispatcher-type flex: give its backend, --moe-enable-deepep (the "
+                  "one eventsim models)");
+    }
+    return MoeDispatcher::kDeepEp;
+  }
+  if (type == "allgather") {
+    EVSIM_THROW(InputError,
+                "--moe-token-dispatcher-type allgather: not modelled (alltoall, or flex with "
+                "--moe-enable-deepep)");
+  }
+  EVSIM_THROW(InputError,
+              "--moe-token-dispatcher-type '{}': expected alltoall, allgather or flex", type);
 }
 
 }  // namespace
@@ -458,6 +497,8 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
   s.dp_overlap = dp_overlap;
   s.overlap_param_gather = overlap_param_gather;
   s.tp_comm_overlap = tp_comm_overlap;
+  s.moe_dispatcher = parseMoeDispatcher(moe_dispatcher_type, moe_enable_deepep);
+  s.moe_a2a_overlap = moe_a2a_overlap;
   if (!(dp_bucket_mb > 0)) EVSIM_THROW(InputError, "--dp-bucket-mb {}: must be > 0", dp_bucket_mb);
   s.dp_bucket_bytes =
       ddp_bucket_bytes > 0 ? ddp_bucket_bytes : static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);
@@ -535,7 +576,8 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
       !stage_layers.empty() || first_stage_layers > 0 || last_stage_layers > 0 ||
       account_for_embedding || account_for_loss || framework != "megatron" ||
       parseSchedule(schedule) == Schedule::kInterleaved || parseOffload(offload) != Offload::kNone ||
-      tp_comm_overlap || overlap_param_gather;
+      tp_comm_overlap || overlap_param_gather || moe_enable_deepep ||
+      moe_dispatcher_type != "alltoall" || moe_a2a_overlap;
   if (techniques) {
     EVSIM_THROW(
         InputError,
@@ -583,6 +625,10 @@ std::string RunOptions::commandLine(const Strategy& s) const {
     out += fmt::format(" --recompute {}", recomputeName(s.recompute));
   if (s.sequence_parallel) out += " --sequence-parallel";
   if (s.tp_comm_overlap) out += " --tp-comm-overlap";
+  if (s.moe_dispatcher == MoeDispatcher::kDeepEp) {
+    out += " --moe-token-dispatcher-type flex --moe-enable-deepep";
+  }
+  if (s.moe_a2a_overlap) out += " --overlap-moe-expert-parallel-comm";
   if (s.framework == Framework::kFsdp) {
     out += " --framework fsdp";
     if (s.reshard != Reshard::kDefault)

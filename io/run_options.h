@@ -43,6 +43,9 @@ struct RunOptions {
   std::string schedule = "dapple";
   bool dp_overlap = false;
   bool overlap_param_gather = false;  // Megatron's --overlap-param-gather
+  std::string moe_dispatcher_type = "alltoall";  // Megatron's --moe-token-dispatcher-type
+  bool moe_enable_deepep = false;                // Megatron's --moe-enable-deepep
+  bool moe_a2a_overlap = false;                  // Megatron's --overlap-moe-expert-parallel-comm
   bool tp_comm_overlap = false;       // Megatron's --tp-comm-overlap
   double dp_bucket_mb = 25;
   int virtual_stages = 1;

@@ -199,7 +199,8 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
                      placement(zero3 ? groups.dp : Placement{}),
                      strategy.expertTp(),
                      placement(groups.etp),
-                     strategy.tp_comm_overlap};
+                     strategy.tp_comm_overlap,
+                     static_cast<int>(strategy.moe_dispatcher)};
   auto it = workspace.layer_times.find(key);
   if (it != workspace.layer_times.end()) return it->second;
   return workspace.layer_times.try_emplace(key, computeLayerTimes(strategy, zero3, groups))
@@ -432,15 +433,16 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     }
   }
   const double m = static_cast<double>(micro_batches);
-  const bool fuses = pipelineSchedule(strategy.schedule).fusesTasks();
+  // Fused tasks: DualPipeV's, or the combined 1F1B of --overlap-moe-expert-parallel-comm.
+  const bool fuses = fusesTasks(strategy);
   // A fused task (DualPipeV) lasts max(compute, all-to-all) >= half its members' sum: with expert
   // all-to-alls to hide, only half the work is a bound (timing_engine.h).
   const double work_share = fuses && strategy.ep > 1 ? 0.5 : 1.0;
   // P2P sends: a lone task's send holds its device right after it, and the data arrives when the
   // send ends (timing_engine.h): each forward of chunk k < K-1 and each backward (B) of chunk
   // k > 0 adds its link's send to its device's work, and the sends along micro-batch 0's first
-  // forwards and the last backwards to fill and drain. Left out under fused tasks (their sends go
-  // out on the communication stream).
+  // forwards and the last backwards to fill and drain. Left out wherever tasks fuse (a fused
+  // task's sends go out on the communication stream; lone tasks beside them are left out too).
   if (!fuses && !sendTimes(strategy, facts, workspace)) return 0;
   auto sendUs = [&](int link) {
     return fuses || link < 0 || link + 1 >= K ? 0.0 : facts.send_us[static_cast<size_t>(link)];

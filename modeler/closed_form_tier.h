@@ -101,11 +101,12 @@ class ClosedFormTier {
   };
   // (b, M, SP, recompute, C, E, ZeRO-3 (0/1), framework, reshard, and the TP, CP ring, EP and DP
   // placements as (group size, nodes, ranks per node); the DP group is all 1 without ZeRO-3;
-  // then the expert TP size and its group's placement, and --tp-comm-overlap).
+  // then the expert TP size and its group's placement, --tp-comm-overlap and the MoE
+  // dispatcher).
   using PlacementKey = std::tuple<int, int, int>;
   using LayerKey = std::tuple<int64_t, int, bool, int, int, int, int, int, int, PlacementKey,
                               PlacementKey, PlacementKey, PlacementKey, int, PlacementKey,
-                              bool>;
+                              bool, int>;
   struct Facts;  // one class's chunks (closed_form_tier.cpp)
 
  private:

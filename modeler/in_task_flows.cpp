@@ -33,9 +33,19 @@ InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& cos
   for (size_t vs = 0; vs < plan.stages.size(); ++vs) {
     const StagePlan& stage = plan.stages[vs];
     std::array<double, 3> ep_stream_us{};  // per phase: the expert all-to-alls so far
+    std::array<double, 3> pipelined_us{};  // a DeepEP RDMA hop running beside the next op
     auto add = [&](const OpInstance& op, double offset_us, Phase phase) {
-      const double stream_offset_us = ep_stream_us[phaseIndex(phase)];
-      if (op.stream == Stream::kEpComm) ep_stream_us[phaseIndex(phase)] += costs[op.event].time_us;
+      const int at = phaseIndex(phase);
+      const double stream_offset_us = ep_stream_us[at];
+      if (op.stream == Stream::kEpComm) {
+        const double t = costs[op.event].time_us;
+        if (op.pipelined_with_next) {
+          pipelined_us[at] = t;  // the pair costs the longer hop (op_offsets.h)
+        } else {
+          ep_stream_us[at] += std::max(t, pipelined_us[at]);
+          pipelined_us[at] = 0;
+        }
+      }
       FlowKind kind;
       switch (op.stream) {
         case Stream::kTpComm:
@@ -90,14 +100,19 @@ void fusedTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& cos
                                                       : 0.0;
     return std::pair{task_us, std::min(a2a_us, task_us)};
   };
-  double compute_us = 0, comm_us = 0;
+  double compute_us = 0, comm_us = 0, factor = 1;
   for (size_t at = head; at < head + members; ++at) {
     const auto [task_us, a2a_us] = partsOf(stage.tasks[at]);
     compute_us += task_us - a2a_us;
     comm_us += a2a_us;
+    if (a2a_us > 0) {
+      factor = std::max(
+          factor,
+          input.stages[graph.nodes[stage.tasks[at].node].virtual_stage].a2a_compute_slowdown);
+    }
   }
   const double run_us = t.run.duration() - stretch_us;
-  const double longer_us = std::max(compute_us, comm_us);
+  const double longer_us = fusedTaskUs(compute_us, comm_us, factor);
   const double scale = longer_us > 0 ? run_us / longer_us : 1;
   TimelineFlows::Origin comm = origin, compute = origin;
   comm.slack_us = std::max(0.0, run_us - comm_us * scale);

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "common/error.h"
@@ -375,46 +376,37 @@ LinkMap linkMap(const IterationPlan& plan) {
   return map;
 }
 
-TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
-                            const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
-                            const IterationTimeline& timeline, const LinkMap& map) {
-  const InTaskOps in_task = inTaskOps(plan, costs, offsets, timeline.graph.split_backward);
+namespace {
+
+// Every flow of `timeline` in timelineFlows' order, each handed to
+// `push(flow, start_us, after, origin)` (which returns its index in the list, for the chains of
+// in-task collectives). The in-task collectives (`in_task` not empty) need the list itself
+// (`list`: a fused task's flows are appended to it).
+template <typename Push>
+void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                       const InTaskOps& in_task, const TimingInput& input,
+                       const IterationTimeline& timeline, const LinkMap& map, TimelineFlows* list,
+                       Push push) {
+  EVSIM_CHECK(in_task.empty() || list != nullptr, "in-task flows without a flow list");
   const NetworkTopology& topology = plan.cluster.topology;
   const PipelineLayout layout = plan.pipelineLayout();
   const int P = plan.deviceStages();
   const int v = plan.chunksPerDevice();
-  TimelineFlows out;
-  size_t transfers = 0;
-  for (const PipelineTimeline& p : timeline.pipelines) {
-    for (const StageTimeline& stage : p.stages) {
-      transfers += stage.tasks.size() + stage.grad_sync.size() + 1;
-      if (in_task.empty()) continue;
-      for (const TaskTiming& t : stage.tasks) {
-        transfers +=
-            in_task[timeline.graph.nodes[t.node].virtual_stage][phaseIndex(t.task.phase)].size();
-      }
-    }
-  }
-  out.flows.reserve(transfers);
-  out.origins.reserve(transfers);
-  auto push = [&](SharedFlow f, TimelineFlows::Origin o) {
-    out.flows.push_back(std::move(f));
-    out.origins.push_back(o);
-  };
   std::vector<SharedFlow> sends;  // per link and direction: the flow of one send, but its start
   for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
     sendFlows(plan, input.pipelines[k], static_cast<int>(k), map, sends);
     for (int s = 0; s < P; ++s) {
       const DeviceLinks& d = map.devices[k][s];
-      DeviceInTaskFlows chains(plan, costs, in_task, d);
       const StageTimeline& stage = timeline.pipelines[k].stages[s];
+      std::optional<DeviceInTaskFlows> chains;
+      if (!in_task.empty()) chains.emplace(plan, costs, in_task, d);
       for (size_t i = 0; i < stage.tasks.size(); ++i) {
         const TaskTiming& t = stage.tasks[i];
         const TaskNode& node = timeline.graph.nodes[t.node];
         if (!in_task.empty() && node.fused_size > 1) {
           const double stretch = input.task_stretch_us.empty() ? 0 : input.task_stretch_us[k][s][i];
           fusedTaskFlows(plan, costs, in_task, input, timeline.graph, stage, i, d, stretch,
-                         {FlowKind::kEp, static_cast<int>(k), s, static_cast<int>(i)}, out);
+                         {FlowKind::kEp, static_cast<int>(k), s, static_cast<int>(i)}, *list);
         } else if (!in_task.empty() && node.fused_size == 1) {
           // Its collectives across nodes where the run has them: the standalone offsets scaled to
           // the run (a straggler's factor, jitter), the stretch sharing gave it taken off.
@@ -426,21 +418,18 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
           const double stretch = input.task_stretch_us.empty() ? 0 : input.task_stretch_us[k][s][i];
           const double scale = alone_us > 0 ? (t.run.duration() - stretch) / alone_us : 1;
           // One after another: each follows the one before (link_sharing.h: SharedFlow::after).
-          const std::vector<SharedFlow>& flows = chains.of(node.virtual_stage, t.task.phase);
+          const std::vector<SharedFlow>& flows = chains->of(node.virtual_stage, t.task.phase);
           int before = -1;
           for (size_t j = 0; j < ops.size(); ++j) {
-            push(flows[j], {ops[j].kind, static_cast<int>(k), s, static_cast<int>(i)});
-            SharedFlow& f = out.flows.back();
-            f.start_us = t.run.start_us + ops[j].offset_us * scale;
-            f.after = before;
-            before = static_cast<int>(out.flows.size()) - 1;
+            before = push(flows[j], t.run.start_us + ops[j].offset_us * scale, before,
+                          {ops[j].kind, static_cast<int>(k), s, static_cast<int>(i)});
           }
         }
         if (node.send == Send::kNone) continue;
         const SharedFlow& send = sends[2 * node.link + (node.send == Send::kGradient ? 1 : 0)];
         if (send.uses.empty()) continue;  // no event (a link inside one device)
-        push(send, {FlowKind::kPp, static_cast<int>(k), s, static_cast<int>(i)});
-        out.flows.back().start_us = t.send.start_us;
+        push(send, t.send.start_us, send.after,
+             {FlowKind::kPp, static_cast<int>(k), s, static_cast<int>(i)});
       }
       // The DP collectives, in the order computeTimeline placed them (chunk v-1 first; per chunk
       // its buckets or its one collective, the routed experts' after the dense).
@@ -455,8 +444,9 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
           const Interval& when = stage.grad_sync[interval];
           const double stretch =
               input.grad_sync_stretch_us.empty() ? 0 : input.grad_sync_stretch_us[s][interval];
-          push(collectiveFlow(topology, d, event.placement, bytes, when.start_us,
-                              when.duration() - stretch),
+          const SharedFlow f = collectiveFlow(topology, d, event.placement, bytes, when.start_us,
+                                              when.duration() - stretch);
+          push(f, f.start_us, f.after,
                {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)});
           ++interval;
         };
@@ -482,14 +472,69 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
       if (gather_event != nullptr && stage.param_allgather.duration() > 0) {
         const double stretch =
             input.param_allgather_stretch_us.empty() ? 0 : input.param_allgather_stretch_us[s];
-        push(collectiveFlow(topology, d, gather_event->placement, gather_bytes,
-                            stage.param_allgather.start_us,
-                            stage.param_allgather.duration() - stretch),
-             {FlowKind::kZero, static_cast<int>(k), s, 0});
+        const SharedFlow f = collectiveFlow(topology, d, gather_event->placement, gather_bytes,
+                                            stage.param_allgather.start_us,
+                                            stage.param_allgather.duration() - stretch);
+        push(f, f.start_us, f.after, {FlowKind::kZero, static_cast<int>(k), s, 0});
       }
     }
   }
+}
+
+}  // namespace
+
+TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                            const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
+                            const IterationTimeline& timeline, const LinkMap& map) {
+  const InTaskOps in_task = inTaskOps(plan, costs, offsets, timeline.graph.split_backward);
+  TimelineFlows out;
+  size_t transfers = 0;
+  for (const PipelineTimeline& p : timeline.pipelines) {
+    for (const StageTimeline& stage : p.stages) {
+      transfers += stage.tasks.size() + stage.grad_sync.size() + 1;
+      if (in_task.empty()) continue;
+      for (const TaskTiming& t : stage.tasks) {
+        transfers +=
+            in_task[timeline.graph.nodes[t.node].virtual_stage][phaseIndex(t.task.phase)].size();
+      }
+    }
+  }
+  out.flows.reserve(transfers);
+  out.origins.reserve(transfers);
+  walkTimelineFlows(
+      plan, costs, in_task, input, timeline, map, &out,
+      [&](const SharedFlow& f, double start_us, int after, const TimelineFlows::Origin& o) {
+        out.flows.push_back(f);
+        out.flows.back().start_us = start_us;
+        out.flows.back().after = after;
+        out.origins.push_back(o);
+        return static_cast<int>(out.flows.size()) - 1;
+      });
   return out;
+}
+
+bool transferLoads(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                   const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
+                   const IterationTimeline& timeline, const LinkMap& map,
+                   std::vector<double>& capacity, std::vector<std::vector<LoadSegment>>& load) {
+  if (!inTaskOps(plan, costs, offsets, timeline.graph.split_backward).empty()) return false;
+  load.assign(capacity.size(), {});
+  walkTimelineFlows(plan, costs, {}, input, timeline, map, nullptr,
+                    [&](const SharedFlow& f, double start_us, int, const TimelineFlows::Origin&) {
+                      // link_sharing.cpp's `shares`: no use, no bytes or no time loads nothing.
+                      if (f.uses.empty() || f.bytes <= 0 || f.duration_us <= 0) return -1;
+                      const double demand = f.bytes / f.duration_us;
+                      for (const LinkUse& u : f.uses) {
+                        const size_t r = static_cast<size_t>(u.resource);
+                        EVSIM_CHECK(u.resource >= 0 && r < capacity.size() && u.copies > 0,
+                                    "a flow uses resource {} x{} of {}", u.resource, u.copies,
+                                    capacity.size());
+                        capacity[r] = std::max(capacity[r], demand * u.copies);
+                        load[r].push_back({start_us, start_us + f.duration_us, demand * u.copies});
+                      }
+                      return -1;
+                    });
+  return true;
 }
 
 bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>& costs,

@@ -122,6 +122,16 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
                             const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
                             const IterationTimeline& timeline, const LinkMap& map);
 
+// linkUsage's common case without the flow list (136 bytes a flow): when no collective runs inside
+// a task (else false, nothing set), each flow of timelineFlows as the segment it loads alone on
+// each resource it uses ([start, start + duration) at demand x copies; a flow with no use, bytes
+// or time loads nothing) appended to `load` (per resource, in timelineFlows' order), and
+// `capacity` raised where one flow alone needs more (link_sharing.h).
+bool transferLoads(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                   const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
+                   const IterationTimeline& timeline, const LinkMap& map,
+                   std::vector<double>& capacity, std::vector<std::vector<LoadSegment>>& load);
+
 // Runs the sharing pass above on `input` (no stretch yet) and `timeline` (computeTimeline(input))
 // when the cluster's topology has link sharing on (`--link-sharing off` turns it off). Returns
 // whether it re-timed (false: nothing could share, or nothing did). `by_kind`, when given, gets

@@ -2,26 +2,95 @@
 #include "modeler/link_usage.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "fmt/format.h"
 #include "modeler/link_flows.h"
 
 namespace evsim {
 
+namespace {
+
+// Each resource's segments of flows that each ran alone (transferLoads), as shareLinks records
+// them when no two flows meet on a resource: in start order (ties in the flows' order), adjacent
+// equal loads joined. Most simulations are such (a pipeline's sends into a device never overlap),
+// and shareLinks' event loop, its start-order merge and the flow list were the larger part of a
+// simulate's cost per micro-batch (issue 34 item 3). False when two flows overlap somewhere:
+// then they share, and shareLinks decides.
+bool aloneLoads(std::vector<std::vector<LoadSegment>>& load) {
+  auto by_start = [](const LoadSegment& a, const LoadSegment& b) {
+    return a.start_us < b.start_us;
+  };
+  std::vector<size_t> runs, joined;
+  for (std::vector<LoadSegment>& segments : load) {
+    // A resource's flows come as a few runs already in time order (each sender's sends, a
+    // device's DP stream), merged pairwise (stable).
+    runs.clear();
+    for (size_t i = 0; i < segments.size(); ++i) {
+      if (i == 0 || by_start(segments[i], segments[i - 1])) runs.push_back(i);
+    }
+    runs.push_back(segments.size());
+    while (runs.size() > 2) {
+      joined.clear();
+      for (size_t r = 0; r + 1 < runs.size(); r += 2) {
+        joined.push_back(runs[r]);
+        if (r + 2 < runs.size()) {
+          std::inplace_merge(segments.begin() + static_cast<std::ptrdiff_t>(runs[r]),
+                             segments.begin() + static_cast<std::ptrdiff_t>(runs[r + 1]),
+                             segments.begin() + static_cast<std::ptrdiff_t>(runs[r + 2]), by_start);
+        }
+      }
+      joined.push_back(segments.size());
+      runs.swap(joined);
+    }
+    // Two flows meet where one starts before an earlier one ends; else each is alone, and its
+    // segment is recorded as link_sharing.cpp's addLoad does (nothing for an empty stretch, one
+    // segment for two equal loads back to back).
+    double busy_until = -std::numeric_limits<double>::infinity();
+    size_t kept = 0;
+    for (size_t i = 0; i < segments.size(); ++i) {
+      const LoadSegment s = segments[i];
+      if (s.start_us < busy_until) return false;
+      busy_until = std::max(busy_until, s.end_us);
+      if (s.end_us <= s.start_us) continue;
+      if (kept > 0 && segments[kept - 1].end_us == s.start_us &&
+          segments[kept - 1].bytes_per_us == s.bytes_per_us) {
+        segments[kept - 1].end_us = s.end_us;
+        continue;
+      }
+      segments[kept++] = s;
+    }
+    segments.resize(kept);
+  }
+  return true;
+}
+
+}  // namespace
+
 LinkUsage linkUsage(const Simulation& sim) {
   const IterationPlan& plan = sim.plan;
   const LinkMap map = linkMap(plan);
-  const TimelineFlows flows =
-      timelineFlows(plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
   std::vector<double> capacity = map.capacities();
-  // Shared again when the timing shared them (the flows carry their standalone times); else each
-  // at its own rate, as the timing had it (unshared flows together may then load a link past its
-  // capacity: a utilisation above 1 says so).
   SharingResult shared;
   if (plan.cluster.topology.link_sharing) {
-    shared = shareLinks(flows.flows, capacity, /*record_load=*/true);
-    capacity = shared.capacity_bytes_per_us;
+    // Shared again when the timing shared them (the flows carry their standalone times), unless
+    // no two ever meet (aloneLoads).
+    std::vector<double> raised = capacity;
+    if (transferLoads(plan, sim.costs, sim.offsets, sim.input, sim.timeline, map, raised,
+                      shared.load) &&
+        aloneLoads(shared.load)) {
+      capacity = std::move(raised);
+    } else {
+      const TimelineFlows flows =
+          timelineFlows(plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
+      shared = shareLinks(flows.flows, capacity, /*record_load=*/true);
+      capacity = shared.capacity_bytes_per_us;
+    }
   } else {
+    // Each at its own rate, as the timing had it (unshared flows together may then load a link
+    // past its capacity: a utilisation above 1 says so).
+    const TimelineFlows flows =
+        timelineFlows(plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
     shared.load.resize(capacity.size());
     std::vector<SharedFlow> alone(1);
     for (const SharedFlow& f : flows.flows) {

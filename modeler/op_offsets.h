@@ -66,11 +66,13 @@ double opOffsets(const OpList& ops, Select in_task, Cost cost, OnStart start_at,
     const double start = std::max({device_free, host_issued, stream_free_at});
     start_at(i, start);
     if (op.overlap_ops > 0) {
-      stream_free_at = start + time_us;
+      // A pipelined op (OpInstance::pipelined_with_next) leaves its stream to the next op.
+      const double end = start + time_us;
+      if (!op.pipelined_with_next) stream_free_at = end;
       EVSIM_CHECK(pending < beside.size(), "op '{}': more than {} overlapping ops at once", op.name,
                   beside.size());
-      beside[pending++] = {i + 1 + static_cast<size_t>(op.overlap_ops), stream_free_at,
-                           SlowInterval{start, stream_free_at, slowdown(op)}};
+      beside[pending++] = {i + 1 + static_cast<size_t>(op.overlap_ops), end,
+                           SlowInterval{start, end, slowdown(op)}};
       continue;  // the next ops start beside it
     }
     device_free = start + time_us;

@@ -23,8 +23,8 @@ constexpr size_t kReadBufferBytes = size_t{32} * 1024;  // per cursor
 
 // The record encoder below writes every field: adding one to Strategy or CandidateResult changes
 // these sizes and must add it to encode()/decode() too (ranked_rows_test round-trips every field).
-static_assert(sizeof(Strategy) == 120, "a Strategy field was added: encode and decode it");
-static_assert(sizeof(CandidateResult) == 280,
+static_assert(sizeof(Strategy) == 128, "a Strategy field was added: encode and decode it");
+static_assert(sizeof(CandidateResult) == 288,
               "a CandidateResult field was added: encode and decode it");
 
 class Encoder {
@@ -85,6 +85,7 @@ void encode(const CandidateResult& r, size_t index, Encoder& out) {
   for (int layers : s.stage_layers) out.put(layers);
   out.put(s.framework), out.put(s.reshard);
   out.put(s.tp_comm_overlap), out.put(s.overlap_param_gather);
+  out.put(s.moe_dispatcher), out.put(s.moe_a2a_overlap);
   out.put(r.status);
   out.putString(r.violation);
   out.put(r.rank), out.put(r.micro_batches), out.put(r.peak_memory_bytes);
@@ -111,6 +112,7 @@ void decode(Decoder& in, CandidateResult& r, size_t& index) {
   for (int& layers : s.stage_layers) layers = in.get<int>();
   s.framework = in.get<Framework>(), s.reshard = in.get<Reshard>();
   s.tp_comm_overlap = in.get<bool>(), s.overlap_param_gather = in.get<bool>();
+  s.moe_dispatcher = in.get<MoeDispatcher>(), s.moe_a2a_overlap = in.get<bool>();
   r.status = in.get<CandidateStatus>();
   r.violation = in.getString();
   r.rank = in.get<int>(), r.micro_batches = in.get<int64_t>();

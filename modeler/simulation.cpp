@@ -117,6 +117,32 @@ void foldDevice(DeviceMetrics& min, DeviceMetrics& max, DeviceMetrics& sum, cons
   sum.*field += d.*field * weight;
 }
 
+// The expert all-to-all time that fused tasks hide on one device (deviceMetrics).
+double hiddenAllToAllUs(const Simulation& sim, const StageTimeline& timeline) {
+  double hidden = 0;
+  const TaskGraph& graph = sim.timeline.graph;
+  for (size_t i = 0; i < timeline.tasks.size(); ++i) {
+    const int members = graph.nodes[timeline.tasks[i].node].fused_size;
+    if (members < 2) continue;
+    double a2a = 0, compute = 0;
+    for (size_t at = i; at < i + static_cast<size_t>(members); ++at) {
+      const TaskNode& node = graph.nodes[timeline.tasks[at].node];
+      const StageCost& cost = sim.input.stages[node.virtual_stage];
+      const Phase phase = node.task.phase;
+      const double task = phase == Phase::kForward    ? cost.forward_us
+                          : phase == Phase::kBackward ? cost.backward_us
+                                                      : cost.weight_grad_us;
+      const double part = std::min(task, phase == Phase::kForward    ? cost.forward_overlap_us
+                                         : phase == Phase::kBackward ? cost.backward_overlap_us
+                                                                     : 0.0);
+      a2a += part;
+      compute += task - part;
+    }
+    hidden += std::min(a2a, compute);
+  }
+  return hidden;
+}
+
 }  // namespace
 
 DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
@@ -138,7 +164,8 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
     d.overlap_slowdown_us += m * (offsets.forward_slowdown_us + offsets.backward_slowdown_us);
     d.tp_comm_us += tasks(streamTime, Stream::kTpComm);
     d.exposed_tp_comm_us += tasks(exposedStreamTime, Stream::kTpComm);
-    d.ep_comm_us += tasks(streamTime, Stream::kEpComm);
+    // DeepEP's RDMA hop runs beside its NVLink hop: the pair costs the longer.
+    d.ep_comm_us += tasks(exposedStreamTime, Stream::kEpComm);
     d.cp_comm_us += tasks(streamTime, Stream::kCpComm);
     d.exposed_cp_comm_us += tasks(exposedStreamTime, Stream::kCpComm);
     d.offload_us += tasks(streamTime, Stream::kHost);
@@ -156,6 +183,10 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   }
   // A straggler's tasks (compute and TP collectives alike) run `slow` times longer.
   const double slow = stageSlowdown(sim, pipeline, stage);
+  // Fused F&B tasks (DualPipeV, --overlap-moe-expert-parallel-comm): of A all-to-all beside C
+  // compute, min(A, C) is hidden and max(0, A - C) left exposed (timing_engine.h's rule; the
+  // compute's slowdown beside it is overlap slowdown), so ep-comm counts only the latter.
+  d.ep_comm_us -= slow * hiddenAllToAllUs(sim, timeline);
   d.overlap_slowdown_us *= slow;
   // And beside the DP buckets (timing_engine.cpp stretched those tasks after the straggler).
   for (const TaskTiming& t : timeline.tasks) d.overlap_slowdown_us += t.overlap_slowdown_us;
@@ -210,8 +241,9 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
   input.virtual_stages = p.chunksPerDevice();
   input.microbatch_group = p.strategy.microbatch_group;
   input.dp_overlap = p.strategy.dp_overlap;
+  input.fuse_moe_a2a = p.strategy.moe_a2a_overlap;
   const bool split = pipelineSchedule(input.schedule).splitsBackward();
-  const bool fuses = pipelineSchedule(input.schedule).fusesTasks();
+  const bool fuses = fusesTasks(p.strategy);
   offsets_out.assign(p.stages.size(), StageOpOffsets{});
   for (size_t s = 0; s < p.stages.size(); ++s) {
     const StagePlan& stage = p.stages[s];
@@ -236,8 +268,14 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
     }
     if (fuses) {
       // A fused task's partner hides the expert all-to-alls (timing_engine.h).
-      cost.forward_overlap_us = streamTime(stage.forward, c, Stream::kEpComm);
-      cost.backward_overlap_us = streamTime(stage.backward, c, Stream::kEpComm);
+      // (DeepEP's two pipelined hops count as the longer: exposedStreamTime.)
+      cost.forward_overlap_us = exposedStreamTime(stage.forward, c, Stream::kEpComm);
+      cost.backward_overlap_us = exposedStreamTime(stage.backward, c, Stream::kEpComm);
+      for (const OpInstance& op : stage.forward) {
+        if (op.stream != Stream::kEpComm) continue;
+        cost.a2a_compute_slowdown = std::max(cost.a2a_compute_slowdown,
+                                             slowdownBeside(p.cluster.device, p.events[op.event]));
+      }
     }
     for (const OpInstance& op : stage.optimizer) cost.optimizer_us += issued(c[op.event]);
     if (stage.gradSyncEvent() >= 0) cost.grad_allreduce_us = issued(c[stage.gradSyncEvent()]);

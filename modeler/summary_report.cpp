@@ -229,6 +229,8 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const 
           {"dp_overlap", st.dp_overlap},
           {"overlap_param_gather", st.overlap_param_gather},
           {"tp_comm_overlap", st.tp_comm_overlap},
+          {"moe_dispatcher", moeDispatcherName(st.moe_dispatcher)},
+          {"moe_a2a_overlap", st.moe_a2a_overlap},
           {"virtual_stages", sim.plan.chunksPerDevice()},  // ZB-V: 2 (its layout's chunks)
           {"microbatch_group", st.schedule == Schedule::kInterleaved
                                    ? nlohmann::json(st.microbatchGroup())

@@ -34,6 +34,16 @@ double overlapUs(const StageCost& cost, Phase phase) {
   return std::min(part, taskUs(cost, phase));
 }
 
+}  // namespace
+
+double fusedTaskUs(double compute_us, double comm_us, double factor) {
+  if (comm_us <= 0) return compute_us;
+  const SlowInterval a2a{0, comm_us, factor};
+  return std::max(comm_us, slowedEndUs(0, compute_us, std::span(&a2a, 1)));
+}
+
+namespace {
+
 double slowdown(const PipelineCost& links, int device) {
   return links.stage_slowdown.empty() ? 1.0 : links.stage_slowdown[device];
 }
@@ -207,20 +217,22 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         if (!inputs_placed) break;  // input not produced yet: try other devices
 
         // The run: one task's time, or the fused rule's max(compute, all-to-all).
-        double compute_us = 0, comm_us = 0, jitter_us = 0;
+        double compute_us = 0, comm_us = 0, jitter_us = 0, a2a_factor = 1;
         for (size_t at = first; at < first + members; ++at) {
           const TaskNode& node = graph.nodes[order[at]];
           const StageCost& cost = input.stages[node.virtual_stage];
           const double a2a_us = members > 1 ? overlapUs(cost, node.task.phase) : 0.0;
           compute_us += taskUs(cost, node.task.phase) - a2a_us;
           comm_us += a2a_us;
+          if (a2a_us > 0) a2a_factor = std::max(a2a_factor, cost.a2a_compute_slowdown);
           jitter_us += jitterUs(input.jitter, node.virtual_stage, node.task.phase, rng);
         }
+        // A fused task's compute slows while the all-to-alls are in flight (overlap_slowdown.h).
+        const double body_us = fusedTaskUs(compute_us, comm_us, a2a_factor);
         Interval run;
         run.start_us = std::max(device_free[s], ready);
-        run.end_us =
-            run.start_us + (std::max(compute_us, comm_us) + jitter_us) * slowdown(links, s);
-        double overlap_slowdown_us = 0;
+        run.end_us = run.start_us + (body_us + jitter_us) * slowdown(links, s);
+        double overlap_slowdown_us = (body_us - std::max(compute_us, comm_us)) * slowdown(links, s);
         for (size_t at = first; at < first + members && param_gathers; ++at) {
           const TaskNode& node = graph.nodes[order[at]];
           if (node.task.phase != Phase::kForward || gathered[s][node.task.chunk]) continue;
@@ -330,8 +342,9 @@ int checkedDevices(const TimingInput& input) {
 
 IterationTimeline computeTimeline(const TimingInput& input) {
   const int P = checkedDevices(input);
-  return computeTimeline(input, buildTaskGraph(input.schedule, P, input.virtual_stages,
-                                               input.micro_batches, input.microbatch_group));
+  return computeTimeline(
+      input, buildTaskGraph(input.schedule, P, input.virtual_stages, input.micro_batches,
+                            input.microbatch_group, input.fuse_moe_a2a));
 }
 
 IterationTimeline computeTimeline(const TimingInput& input, TaskGraph graph) {

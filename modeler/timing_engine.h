@@ -63,6 +63,12 @@
 // interval. Its P2P sends (F's activation, B's gradient) go out on the communication stream when
 // it ends (DualPipe sends asynchronously): each arrives send time later, but the device goes on
 // at once. Outside fused tasks a send still holds the device (the rule above).
+// The compute of a fused task slows while the all-to-alls are in flight, by the overlap slowdown
+// rule (overlap_slowdown.h) with the all-to-alls' factor f (StageCost::a2a_compute_slowdown):
+// both start together, so the body lasts fusedTaskUs(C, A, f) = max(A, C + A (1 - 1/f)) when
+// f C > A, and A when the compute fits inside the all-to-alls even slowed; the excess over
+// max(C, A) is the task's overlap slowdown. Megatron's --overlap-moe-expert-parallel-comm fuses
+// the interleaved schedule's steady-state F and B by the same rule (TimingInput::fuse_moe_a2a).
 
 #include <array>
 #include <cstdint>
@@ -104,6 +110,9 @@ struct StageCost {
   // micro-batch of a fused task can hide (below). 0 without expert parallelism.
   double forward_overlap_us = 0;
   double backward_overlap_us = 0;
+  // The factor by which compute beside those all-to-alls slows (overlap_slowdown.h: the network's
+  // when the EP group crosses nodes, NVLink's inside one); 1: none.
+  double a2a_compute_slowdown = 1;
 };
 
 struct PipelineCost {
@@ -132,6 +141,8 @@ struct TimingInput {
   int64_t micro_batches = 1;
   int virtual_stages = 1;               // v; > 1 only with Schedule::kInterleaved
   int microbatch_group = 0;             // N of the interleaved schedule (0: P)
+  // --overlap-moe-expert-parallel-comm: the steady state's F and B fused (plan/task_graph.h).
+  bool fuse_moe_a2a = false;
   std::vector<StageCost> stages;        // per virtual stage, K = P*v
   std::vector<PipelineCost> pipelines;  // at least one
   bool dp_overlap = false;
@@ -193,6 +204,9 @@ struct IterationTimeline {
   std::vector<PipelineTimeline> pipelines;
   double iteration_us = 0;
 };
+
+// A fused task's body: C of compute beside A of all-to-alls slowing it by `factor` (above).
+double fusedTaskUs(double compute_us, double comm_us, double factor);
 
 // Throws Error if the input is inconsistent or the graph deadlocks (an internal bug).
 IterationTimeline computeTimeline(const TimingInput& input);

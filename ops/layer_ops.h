@@ -115,6 +115,9 @@ struct LayerShape {
   // tokens splitting into tp x 4 chunks): the op lists below with the TP communication chunked
   // beside the GEMMs.
   bool tp_comm_overlap = false;
+  // DeepEP's dispatch and combine (Megatron's flex dispatcher with --moe-enable-deepep) instead of
+  // the all-to-all of every routed copy (ops/moe_dispatch.h).
+  bool deepep = false;
   Recompute recompute = Recompute::kNone;
 
   // The sequence's tokens on this rank: s/C under context parallelism.
@@ -223,7 +226,15 @@ class LayerOpBuilder {
   // Mixture of experts (ops/moe_ops.cpp): router, dispatch, experts, combine, shared experts.
   void moeForward(OpList& out, int layer);
   void moeBackward(OpList& out, int layer);
-  void epAllToAll(OpList& out, int layer, std::string_view name, int64_t bytes);
+  // One token exchange over the EP group of `tokens` tokens' routed copies (none at E = 1): the
+  // all-to-all of k x factor copies each, or DeepEP's two hops (ops/moe_dispatch.h): its RDMA hop
+  // over the rail group (one rank per node) pipelined with its NVLink hop inside the node, or
+  // the NVLink hop alone when the group is one node. `names`: {all-to-all, RDMA, NVLink}.
+  struct ExchangeNames {
+    std::string_view all_to_all, rdma, nvlink;
+  };
+  void epExchange(OpList& out, int layer, const ExchangeNames& names, int64_t tokens);
+  void epAllToAll(OpList& out, int layer, std::string_view name, int64_t bytes, Placement group);
   // A collective over the expert-TP group (none at ETP 1).
   void etpCollective(OpList& out, int layer, std::string_view name, EventKind kind, int64_t bytes);
   // Routed token copies of `tokens` tokens (k x the token factor each, rounded up); the region's

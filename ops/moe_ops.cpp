@@ -18,13 +18,15 @@
 // waits for, processes R x ETP x k x f with f the capacity factor (tokens padded or
 // dropped to capacity) or, dropless, the load imbalance (moe_load_imbalance). The all-to-all moves
 // the region's k x f copies of h elements each way (nccl-tests' alltoall "size": the bytes one
-// rank sends). Saved for the backward: the router input and probabilities, each grouped GEMM's
-// input, the activation's input, the unpermute's expert outputs, and the shared experts' as a
-// dense MLP keeps them.
+// rank sends); with DeepEP (LayerShape::deepep) each exchange is instead its two pipelined hops
+// of whole tokens (ops/moe_dispatch.h). Saved for the backward: the router input and probabilities,
+// each grouped GEMM's input, the activation's input, the unpermute's expert outputs, and the shared
+// experts' as a dense MLP keeps them.
 #include <cmath>
 
 #include "common/error.h"
 #include "ops/layer_ops.h"
+#include "ops/moe_dispatch.h"
 
 namespace evsim {
 
@@ -43,10 +45,46 @@ int64_t LayerOpBuilder::rowsPerLocalExpert() const {
   return (expertRows() + local_experts - 1) / local_experts;
 }
 
-void LayerOpBuilder::epAllToAll(OpList& out, int layer, std::string_view name, int64_t bytes) {
-  if (shape_.ep == 1) return;  // every expert is local: tokens stay on the rank
-  Event e = makeCommunication(EventKind::kAllToAll, bytes, shape_.ep_group, shape_.dtype);
+void LayerOpBuilder::epAllToAll(OpList& out, int layer, std::string_view name, int64_t bytes,
+                                Placement group) {
+  Event e = makeCommunication(EventKind::kAllToAll, bytes, group, shape_.dtype);
   out.push_back(OpInstance{table_.intern(e), Stream::kEpComm, layer, name, recomputing_});
+}
+
+void LayerOpBuilder::epExchange(OpList& out, int layer, const ExchangeNames& names,
+                                int64_t tokens) {
+  if (shape_.ep == 1) return;  // every expert is local: tokens stay on the rank
+  const int64_t h = shape_.hidden;
+  if (!shape_.deepep) {
+    epAllToAll(out, layer, names.all_to_all, routedRows(tokens) * h * e(), shape_.ep_group);
+    return;
+  }
+  // DeepEP: whole tokens (times the busiest rank's factor) to each node and each rank that holds
+  // one of their experts (ops/moe_dispatch.h).
+  const Placement& g = shape_.ep_group;
+  const int nodes = g.nodes, per_node = g.ranks_per_node;
+  if (int64_t{nodes} * per_node != g.group_size) {
+    EVSIM_THROW(InputError,
+                "--moe-enable-deepep: an EP group of {} ranks spread over {} nodes (at most {} "
+                "on one) is not whole nodes; DeepEP's RDMA hop needs the same ranks on each",
+                g.group_size, nodes, per_node);
+  }
+  const DispatchFanout fan = deepEpFanout(shape_.moe, nodes, per_node);
+  const double copies = static_cast<double>(tokens) * shape_.moe.tokenFactor();
+  auto bytesOf = [&](double per_token) {
+    return static_cast<int64_t>(std::ceil(copies * per_token)) * h * e();
+  };
+  if (nodes > 1) {
+    epAllToAll(out, layer, names.rdma, bytesOf(fan.nodes_per_token), Placement{nodes, nodes, 1});
+    out.back().overlap_ops = 1;
+    out.back().pipelined_with_next = true;
+  }
+  if (per_node > 1) {
+    epAllToAll(out, layer, names.nvlink, bytesOf(fan.ranks_per_token),
+               Placement{per_node, 1, per_node});
+  } else if (nodes > 1) {
+    out.back().overlap_ops = 0, out.back().pipelined_with_next = false;  // the RDMA hop alone
+  }
 }
 
 void LayerOpBuilder::etpCollective(OpList& out, int layer, std::string_view name, EventKind kind,
@@ -68,7 +106,6 @@ void LayerOpBuilder::moeForward(OpList& out, int layer) {
   const int64_t ge = savedInputBytes(s.gemm_dtype);
   const bool fp8 = isFp8(s.gemm_dtype);
   const Fp8Recipe recipe = s.spec.fp8_recipe;
-  const int64_t sent_rows = routedRows(region_tokens);  // what the all-to-all moves
 
   norm(out, layer, "mlp_layernorm", false);
   compute(out, layer, "router_gemm", makeGemm(region_tokens, E, h, "nt", s.dtype), E * h,
@@ -79,7 +116,8 @@ void LayerOpBuilder::moeForward(OpList& out, int layer) {
           0, kProbabilityBytes * region_tokens * E);
   compute(out, layer, "moe_permute",
           makeCompute("moe_permute", {{"rows", region_tokens * k}, {"hidden", h}}, "", s.dtype));
-  epAllToAll(out, layer, "moe_dispatch_alltoall", sent_rows * h * e());
+  epExchange(out, layer, {"moe_dispatch_alltoall", "moe_dispatch_rdma", "moe_dispatch_nvlink"},
+             region_tokens);
   etpCollective(out, layer, "moe_dispatch_allgather", EventKind::kAllGather, rows * h * e());
   if (fp8) fp8Casts(out, layer, fp8InputCasts(recipe, rows, h));
   compute(out, layer, "expert_fc1_gemm",
@@ -95,7 +133,8 @@ void LayerOpBuilder::moeForward(OpList& out, int layer) {
   out.back().expert = true;
   etpCollective(out, layer, "moe_combine_reduce_scatter", EventKind::kReduceScatter,
                 rows * h * e());
-  epAllToAll(out, layer, "moe_combine_alltoall", sent_rows * h * e());
+  epExchange(out, layer, {"moe_combine_alltoall", "moe_combine_rdma", "moe_combine_nvlink"},
+             region_tokens);
   compute(out, layer, "moe_unpermute",
           makeCompute("moe_unpermute", {{"rows", region_tokens * k}, {"hidden", h}, {"topk", k}},
                       "", s.dtype),
@@ -125,7 +164,6 @@ void LayerOpBuilder::moeBackward(OpList& out, int layer) {
   const int64_t fe = s.moe.expert_ffn / s.etp;
   const int64_t fc1_width = (swiglu ? 2 : 1) * fe;
   const int64_t local = E / s.ep, m = rowsPerLocalExpert(), rows = local * m;
-  const int64_t sent_rows = routedRows(region_tokens);
   const bool fp8 = isFp8(s.gemm_dtype);
   const Fp8Recipe recipe = s.spec.fp8_recipe;
 
@@ -146,7 +184,9 @@ void LayerOpBuilder::moeBackward(OpList& out, int layer) {
   // permute's kernel), and the permute's gradient the unweighted sum back (the unpermute's).
   compute(out, layer, "moe_unpermute_bwd",
           makeCompute("moe_permute", {{"rows", region_tokens * k}, {"hidden", h}}, "", s.dtype));
-  epAllToAll(out, layer, "moe_combine_alltoall_bwd", sent_rows * h * e());
+  epExchange(out, layer,
+             {"moe_combine_alltoall_bwd", "moe_combine_rdma_bwd", "moe_combine_nvlink_bwd"},
+             region_tokens);
   etpCollective(out, layer, "moe_combine_grad_allgather", EventKind::kAllGather, rows * h * e());
   if (fp8) fp8Casts(out, layer, fp8GradCasts(recipe, rows, h));
   compute(out, layer, "expert_fc2_dgrad", makeBatchedGemm(local, m, fe, h, "nn", s.gemm_dtype));
@@ -164,7 +204,9 @@ void LayerOpBuilder::moeBackward(OpList& out, int layer) {
   out.back().weight_grad = true;  // a W op of zero-bubble schedules
   etpCollective(out, layer, "moe_dispatch_grad_reduce_scatter", EventKind::kReduceScatter,
                 rows * h * e());
-  epAllToAll(out, layer, "moe_dispatch_alltoall_bwd", sent_rows * h * e());
+  epExchange(out, layer,
+             {"moe_dispatch_alltoall_bwd", "moe_dispatch_rdma_bwd", "moe_dispatch_nvlink_bwd"},
+             region_tokens);
   compute(out, layer, "moe_permute_bwd",
           makeCompute("moe_unpermute", {{"rows", region_tokens * k}, {"hidden", h}, {"topk", k}},
                       "", s.dtype));

@@ -48,6 +48,11 @@ struct OpInstance {
   // one attention step it feeds; an activation offload or prefetch beside a whole layer): the op
   // after them starts when they and it have finished (a task ends when all have). 0: in order.
   int overlap_ops = 0;
+  // With overlap_ops = 1: runs at once with the next op although that op is on the same stream
+  // (DeepEP's RDMA hop beside its NVLink hop, two parts of one kernel on separate SMs, pipelined
+  // chunk by chunk; ops/moe_dispatch.h): not queued behind it as the overlapping ops of one
+  // stream otherwise are (modeler/op_offsets.h), so the pair lasts as long as the longer.
+  bool pipelined_with_next = false;
   // Issued by the same framework call as an earlier op of the list (Transformer Engine's further
   // chunks of one overlapped GEMM and their transfers, launched from C++): no host issue time of
   // its own (op_offsets.h).

@@ -13,6 +13,7 @@ LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placem
   shape.etp_group = shape.etp == strategy.tp ? tp_group : Placement{shape.etp, 1, shape.etp};
   shape.sequence_parallel = strategy.sequence_parallel;
   shape.tp_comm_overlap = strategy.tp_comm_overlap;
+  shape.deepep = strategy.moe_dispatcher == MoeDispatcher::kDeepEp;
   shape.recompute = strategy.recompute;
   return shape;
 }

@@ -72,6 +72,11 @@ class PipelineSchedule {
 
 // The schedule object of `schedule` (static storage).
 const PipelineSchedule& pipelineSchedule(Schedule schedule);
+// Whether `strategy` runs fused F&B tasks: its schedule's (DualPipeV), or the interleaved
+// schedule's steady state under --overlap-moe-expert-parallel-comm (task_graph.h).
+inline bool fusesTasks(const Strategy& strategy) {
+  return pipelineSchedule(strategy.schedule).fusesTasks() || strategy.moe_a2a_overlap;
+}
 
 // The layout of `schedule` over `devices` stages with `chunks` chunks each, and a strategy's
 // (P, v = virtual_stages under a chunked schedule, 1 otherwise).

@@ -130,6 +130,8 @@ std::string Strategy::techniques(TechniqueStyle style) const {
   if (cp > 1) out += fmt::format(" cp{}", cp);
   if (ep > 1) out += fmt::format(" ep{}", ep);
   if (etp > 0 && etp != tp) out += fmt::format(" etp{}", etp);
+  if (moe_dispatcher == MoeDispatcher::kDeepEp) out += brief ? " dep" : " deepep";
+  if (moe_a2a_overlap) out += brief ? " a2o" : " a2a-overlap";
   if (virtual_stages > 1) out += fmt::format(" v{}", virtual_stages);
   if (microbatch_group > 0) out += fmt::format(" n{}", microbatch_group);
   if (recompute != Recompute::kNone) {
@@ -318,7 +320,60 @@ std::optional<std::string> overlapViolation(const ModelConfig& model, const Clus
   return std::nullopt;
 }
 
+// The MoE communication flags: DeepEP's dispatcher and the all-to-all / compute overlap, with
+// Megatron-LM's own checks on --overlap-moe-expert-parallel-comm (arguments.py) and what their
+// models need (docs/TECHNIQUES.md).
+std::optional<std::string> moeCommViolation(const ClusterConfig& cluster, const Strategy& s,
+                                            const std::string& label) {
+  if (s.moe_dispatcher == MoeDispatcher::kDeepEp) {
+    if (s.ep < 2) {
+      return fmt::format(
+          "{} --moe-enable-deepep: DeepEP dispatches over the EP group; needs --ep "
+          "> 1 (here {})",
+          label, s.ep);
+    }
+    if (s.expertTp() != 1) {
+      return fmt::format(
+          "{} --moe-enable-deepep with expert TP {}: not modelled (eventsim's DeepEP sends whole "
+          "tokens to whole experts: --etp 1)",
+          label, s.expertTp());
+    }
+    const int g = cluster.gpus_per_node;
+    if (s.ep % g != 0 && g % s.ep != 0) {
+      return fmt::format(
+          "{} --moe-enable-deepep --ep {}: the EP group must be whole nodes of {} GPUs or lie "
+          "inside one (DeepEP's RDMA hop goes to the same local rank of every node)",
+          label, s.ep, g);
+    }
+  }
+  if (s.moe_a2a_overlap) {
+    if (s.ep < 2) {
+      return fmt::format(
+          "{} --overlap-moe-expert-parallel-comm: expert_model_parallel_size must be > 1 "
+          "(here --ep {})",
+          label, s.ep);
+    }
+    if (s.schedule != Schedule::kInterleaved) {
+      return fmt::format(
+          "{} --overlap-moe-expert-parallel-comm: modelled in the interleaved schedule "
+          "(Megatron's combined 1F1B with virtual stages); not with --schedule {}",
+          label, scheduleName(s.schedule));
+    }
+    if (s.recompute == Recompute::kFull) {
+      return fmt::format(
+          "{} --overlap-moe-expert-parallel-comm: not with full recomputation (Megatron's "
+          "check)",
+          label);
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::string_view moeDispatcherName(MoeDispatcher dispatcher) {
+  return dispatcher == MoeDispatcher::kDeepEp ? "deepep" : "alltoall";
+}
 
 std::optional<std::string> crossNodeTpViolation(const ClusterConfig& cluster, const Strategy& s) {
   if (cluster.gpus_per_node % s.tp == 0) return std::nullopt;
@@ -561,6 +616,7 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
                        reshardName(s.reshard));
   }
   if (auto why = overlapViolation(model, cluster, s, label)) return why;
+  if (auto why = moeCommViolation(cluster, s, label)) return why;
   if (s.zero_stage == 3 && s.dp_overlap) {
     return fmt::format(
         "{} --zero 3 --dp-overlap: ZeRO-3 reduce-scatters each layer's gradients "

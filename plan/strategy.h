@@ -79,6 +79,13 @@ inline constexpr int64_t kMaxMicroBatches = int64_t{1} << 16;
 // GPUs of one strategy, M x P x D: 16.7 M, over 100x the largest cluster trained on today.
 inline constexpr int64_t kMaxStrategyGpus = int64_t{1} << 24;
 
+// Megatron's MoE token dispatcher (--moe-token-dispatcher-type): alltoall (NCCL's all-to-all of
+// each token's k routed copies over the EP group) or flex with --moe-enable-deepep (DeepEP's
+// normal kernels: each token once per node over RDMA, then over NVLink to its experts' GPUs;
+// ops/moe_dispatch.h).
+enum class MoeDispatcher { kAllToAll, kDeepEp };
+std::string_view moeDispatcherName(MoeDispatcher dispatcher);  // "alltoall", "deepep"
+
 struct Strategy {
   int tp = 1;  // M
   int pp = 1;  // P
@@ -125,6 +132,12 @@ struct Strategy {
   // parameter all-gather after the optimizer step is deferred to the next iteration's first
   // forward of each chunk, bucket by bucket beside it (modeler/timing_engine.h).
   bool overlap_param_gather = false;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
+  // Megatron's --overlap-moe-expert-parallel-comm (its combined 1F1B; DeepSeek-V3's overlap of
+  // one micro-batch's all-to-alls with another's compute): in the interleaved schedule's steady
+  // state each forward runs fused with the backward after it, as DualPipeV's F&B tasks do
+  // (plan/task_graph.h, modeler/timing_engine.h).
+  bool moe_a2a_overlap = false;
 
   // The plain M/P/D strategy with batch sizes and a schedule, every technique off.
   static Strategy of(int tp, int pp, int dp, int64_t micro_batch, int64_t global_batch,

@@ -64,9 +64,27 @@ void checkFusedTasks(const TaskGraph& g, TaskGraph::Storage& st, Schedule schedu
   }
 }
 
+// Megatron's combined 1F1B (--overlap-moe-expert-parallel-comm): each forward that its device
+// runs right before the backward of another (micro-batch, chunk) is fused with it, the backward
+// marked overlapped (a backward never needs a forward of another micro-batch or chunk).
+std::shared_ptr<const DeviceOrders> fuseForwardBackward(const DeviceOrders& orders) {
+  auto fused = std::make_shared<DeviceOrders>(orders);
+  for (std::vector<StageTask>& order : *fused) {
+    for (size_t i = 0; i + 1 < order.size(); ++i) {
+      const StageTask& f = order[i];
+      StageTask& b = order[i + 1];
+      if (f.phase != Phase::kForward || b.phase != Phase::kBackward || f.overlapped) continue;
+      if (f.micro_batch == b.micro_batch && f.chunk == b.chunk) continue;
+      b.overlapped = true;
+      ++i;
+    }
+  }
+  return fused;
+}
+
 // buildTaskGraph without the cache.
 TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches,
-                        int group) {
+                        int group, bool fuse_moe_a2a) {
   EVSIM_CHECK(devices >= 1 && chunks >= 1 && micro_batches >= 1, "task graph P={} v={} m={}",
               devices, chunks, micro_batches);
   const PipelineSchedule& sched = pipelineSchedule(schedule);
@@ -86,13 +104,16 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   std::vector<int> device_of(static_cast<size_t>(K));
   for (int k = 0; k < K; ++k) device_of[k] = layout.device(k);
   auto sameDevice = [&](int a, int b) { return device_of[a] == device_of[b]; };
-  // Node ids: dense over (phase, virtual stage, micro-batch); -1 until the schedule places it.
-  std::vector<int> id(static_cast<size_t>(kPhases * K * m), -1);
+  // Node ids: dense over (phase, virtual stage, micro-batch); -1 until the schedule places it. W
+  // only where the schedule splits the backward (the orders are checked for a W before its slot).
+  const int phases = g.split_backward ? kPhases : kPhases - 1;
+  std::vector<int> id(static_cast<size_t>(phases * K * m), -1);
   auto slot = [&](Phase phase, int k, int64_t i) -> int& {
     return id[static_cast<size_t>((phaseIndex(phase) * K + k) * m + i)];
   };
-  const std::shared_ptr<const DeviceOrders> shared_orders =
+  std::shared_ptr<const DeviceOrders> shared_orders =
       scheduleOrders(schedule, PipelineShape{devices, chunks, micro_batches, group});
+  if (fuse_moe_a2a) shared_orders = fuseForwardBackward(*shared_orders);
   const DeviceOrders& orders = *shared_orders;
   EVSIM_CHECK(static_cast<int>(orders.size()) == devices, "{} orders for {} devices", orders.size(),
               devices);
@@ -165,7 +186,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   g.nodes = st.nodes;
   g.edges = st.edges;
   g.device_order = st.device_order;
-  if (sched.fusesTasks()) checkFusedTasks(g, st, schedule);
+  if (sched.fusesTasks() || fuse_moe_a2a) checkFusedTasks(g, st, schedule);
   EVSIM_CHECK(before_input == nullptr, "{} schedule: device {} runs {} of mb {} before its input",
               scheduleName(schedule), before_input->device, phaseName(before_input->task.phase),
               before_input->task.micro_batch);
@@ -176,22 +197,29 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
 }  // namespace
 
 TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches,
-                         int group) {
+                         int group, bool fuse_moe_a2a) {
   // A schedule file can be replaced in a process (tests): its graphs are not kept by shape.
   if (schedule == Schedule::kFile) {
-    return makeTaskGraph(schedule, devices, chunks, micro_batches, group);
+    return makeTaskGraph(schedule, devices, chunks, micro_batches, group, fuse_moe_a2a);
   }
   if (schedule != Schedule::kInterleaved) group = 0;
-  static ShapeCache<TaskGraph> cache(size_t{1} << 18);  // tasks (about 64 bytes each)
-  return *cache.get(
-      ShapeKey{static_cast<int>(schedule), devices, chunks, micro_batches, group},
-      [&] { return makeTaskGraph(schedule, devices, chunks, micro_batches, group); },
-      [](const TaskGraph& g) { return g.nodes.size(); });
+  // Fused graphs apart from plain ones of the same shape.
+  static ShapeCache<TaskGraph> plain(size_t{1} << 18);  // tasks (about 64 bytes each)
+  static ShapeCache<TaskGraph> fused(size_t{1} << 16);
+  return *(fuse_moe_a2a ? fused : plain)
+              .get(
+                  ShapeKey{static_cast<int>(schedule), devices, chunks, micro_batches, group},
+                  [&] {
+                    return makeTaskGraph(schedule, devices, chunks, micro_batches, group,
+                                         fuse_moe_a2a);
+                  },
+                  [](const TaskGraph& g) { return g.nodes.size(); });
 }
 
 TaskGraph buildTaskGraph(const IterationPlan& plan) {
   return buildTaskGraph(plan.strategy.schedule, plan.deviceStages(), plan.chunksPerDevice(),
-                        plan.micro_batches, plan.strategy.microbatch_group);
+                        plan.micro_batches, plan.strategy.microbatch_group,
+                        plan.strategy.moe_a2a_overlap);
 }
 
 int bucketIssueOp(const OpList& backward, int ready_after_op, bool split_backward) {

@@ -15,12 +15,12 @@
 // Recomputation (Recompute::kFull / kSelective) stays inside B, as in Megatron: the recomputed
 // forward ops head the B task's op list.
 //
-// Fused tasks (DualPipeV's F&B, StageTask::overlapped): a head node followed in its device's
-// order by the nodes marked overlapped, run as one task by the timing engine (timing_engine.h
-// has the duration rule). The graph keeps them as separate nodes with their own edges, so the
-// dependencies, sends and memory walk stay per task; buildTaskGraph checks that a fused task is
-// one forward and the backward (with its W, for a whole backward) of another micro-batch, and
-// that no member feeds another's input except a B its own W.
+// Fused tasks (DualPipeV's F&B, Megatron's combined 1F1B; StageTask::overlapped): a head node
+// followed in its device's order by the nodes marked overlapped, run as one task by the timing
+// engine (timing_engine.h has the duration rule). The graph keeps them as separate nodes with their
+// own edges, so the dependencies, sends and memory walk stay per task; buildTaskGraph checks that a
+// fused task is one forward and the backward (with its W, for a whole backward) of another
+// micro-batch, and that no member feeds another's input except a B its own W.
 
 #include <cstdint>
 #include <memory>
@@ -84,9 +84,12 @@ struct TaskGraph {
 // Throws Error when the schedule's orders miss or repeat a task, or place a task before a
 // same-device input (an internal bug). Graphs of recent shapes are kept (thread-safe, up to about
 // 2^18 tasks in all; a schedule file's are not, as its orders may change in a process).
-// `group`: the interleaved schedule's N (PipelineShape::group; 0: P).
+// `group`: the interleaved schedule's N (PipelineShape::group; 0: P). `fuse_moe_a2a`
+// (--overlap-moe-expert-parallel-comm, Megatron's combined 1F1B): every forward followed in its
+// device's order by the backward of another micro-batch or chunk runs fused with it, as a
+// DualPipeV F&B task.
 TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches,
-                         int group = 0);
+                         int group = 0, bool fuse_moe_a2a = false);
 // The graph of `plan`'s strategy.
 TaskGraph buildTaskGraph(const IterationPlan& plan);
 

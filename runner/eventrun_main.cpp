@@ -110,11 +110,18 @@ IterationPlan loadPlan(const Flags& f, const MpiWorld& world) {
     const Strategy strategy = f.run.strategy(model);
     // A rank program runs its tasks one at a time on one compute stream: a fused F&B task (its
     // two micro-batches' compute and all-to-alls interleaved on two streams) has no executor.
-    if (pipelineSchedule(strategy.schedule).fusesTasks()) {
+    if (fusesTasks(strategy)) {
       EVSIM_THROW(InputError,
-                  "--schedule {}: eventrun cannot run its fused forward-and-backward tasks (one "
+                  "{}: eventrun cannot run its fused forward-and-backward tasks (one "
                   "stream per rank); simulate it with eventsim",
-                  scheduleName(strategy.schedule));
+                  strategy.moe_a2a_overlap
+                      ? std::string("--overlap-moe-expert-parallel-comm")
+                      : fmt::format("--schedule {}", scheduleName(strategy.schedule)));
+    }
+    if (strategy.moe_dispatcher == MoeDispatcher::kDeepEp) {
+      EVSIM_THROW(InputError,
+                  "--moe-enable-deepep: eventrun does not run DeepEP's two-hop dispatch (its "
+                  "executors run NCCL collectives over the EP group); simulate it with eventsim");
     }
     // Its executors run collectives whole and the parameter all-gather after the step: the
     // userbuffers' chunked overlap and the deferred gather are the simulator's alone.

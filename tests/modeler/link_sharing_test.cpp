@@ -273,6 +273,68 @@ TEST(LinkUsage, CountsEveryPipelineByteOnBothEnds) {
   EXPECT_EQ(first_row.substr(first_row.rfind(',', first_row.rfind(',') - 1)), ",4096,1.0000");
 }
 
+// linkUsage records flows that never meet on a resource without shareLinks' event loop (each
+// alone at its demand): the loads must be shareLinks' own, bit for bit, and so must they where
+// flows meet (shareLinks then decides). One GPU per node (10 GB/s NICs), every op 1 us, 4096-byte
+// sends of 0.4096 us (each fills its NIC). 1M4P1D, m = 8, DAPPLE: a send holds its device and
+// the sends into a device never overlap, so no two flows meet. 1M4P2D with DP overlap and small
+// buckets: a stage's buckets leave during its backward tasks, beside their sends on its NIC.
+TEST(LinkUsage, LoadsAreShareLinksOwnWhetherFlowsMeetOrNot) {
+  for (const bool buckets : {false, true}) {
+    SCOPED_TRACE(buckets);
+    Strategy strategy = Strategy::of(1, 4, buckets ? 2 : 1, 1, buckets ? 16 : 8);
+    strategy.dp_overlap = buckets;
+    strategy.dp_bucket_bytes = 40000;
+    IterationPlan plan = buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
+                                            test::cluster(1, 0, test::kSlowLinks), strategy);
+    std::vector<EventCost> costs(plan.events.size(), EventCost{1.0});
+    const PipelineClass& pipeline = plan.pipelines[0];
+    for (size_t l = 0; l < pipeline.forward_p2p.size(); ++l) {
+      for (int e : {pipeline.forward_p2p[l], pipeline.backward_p2p[l]}) {
+        ASSERT_EQ(plan.events[e].event.message_bytes, 4096);
+        costs[e].time_us = 4096 / 1e4;
+      }
+    }
+    const Simulation sim = simulate(plan, costs);
+    const LinkMap map = linkMap(sim.plan);
+    const TimelineFlows flows =
+        timelineFlows(sim.plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
+    // Whether two flows overlap in time on one resource, pair by pair.
+    bool met = false;
+    for (size_t f = 0; f < flows.flows.size(); ++f) {
+      for (size_t g = f + 1; g < flows.flows.size(); ++g) {
+        const SharedFlow &a = flows.flows[f], &b = flows.flows[g];
+        if (a.duration_us <= 0 || b.duration_us <= 0) continue;
+        const bool overlap =
+            a.start_us < b.start_us + b.duration_us && b.start_us < a.start_us + a.duration_us;
+        for (const LinkUse& u : a.uses) {
+          for (const LinkUse& w : b.uses) met = met || (overlap && u.resource == w.resource);
+        }
+      }
+    }
+    EXPECT_EQ(met, buckets);
+    const SharingResult want = shareLinks(flows.flows, map.capacities(), /*record_load=*/true);
+    const LinkUsage usage = linkUsage(sim);
+    size_t link = 0;
+    for (size_t r = 0; r < want.load.size(); ++r) {
+      if (want.load[r].empty()) continue;
+      ASSERT_LT(link, usage.links.size());
+      const LinkLoad& got = usage.links[link++];
+      EXPECT_EQ(got.name, linkName(sim.plan.cluster.topology, map.resources[r]));
+      EXPECT_EQ(got.capacity_bytes_per_us, want.capacity_bytes_per_us[r]);
+      ASSERT_EQ(got.segments.size(), want.load[r].size()) << got.name;
+      for (size_t i = 0; i < got.segments.size(); ++i) {
+        EXPECT_EQ(got.segments[i].start_us, want.load[r][i].start_us) << got.name << " " << i;
+        EXPECT_EQ(got.segments[i].end_us, want.load[r][i].end_us) << got.name << " " << i;
+        EXPECT_EQ(got.segments[i].bytes_per_us, want.load[r][i].bytes_per_us) << got.name;
+      }
+    }
+    EXPECT_EQ(link, usage.links.size());
+    // Without meetings each link carries its sends' bytes: node 0's NIC tx its 8 activations.
+    if (!buckets) EXPECT_NEAR(usage.links[0].bytes, 8 * 4096, 1e-6) << usage.links[0].name;
+  }
+}
+
 // An in-task collective across nodes as a flow: tiny-moe on 1M1P2D with EP = 2 and one GPU per
 // node (10 GB/s NICs: 1e4 bytes/us), so every MoE all-to-all crosses the node's NICs; DP overlap,
 // small buckets. Costs: every all-to-all Ta, the first DP bucket Tb, everything else 0. An

@@ -44,6 +44,7 @@ CandidateResult fullRow() {
   s.zero_stage = 3, s.offload = Offload::kBoth, s.stage_layers = {1, 2, 3, 4, 5};
   s.framework = Framework::kFsdp, s.reshard = Reshard::kAlways;
   s.tp_comm_overlap = true, s.overlap_param_gather = true;
+  s.moe_dispatcher = MoeDispatcher::kDeepEp, s.moe_a2a_overlap = true;
   r.status = CandidateStatus::kOk;
   r.violation = "quoted \"text\",\nover lines";
   r.micro_batches = 17, r.peak_memory_bytes = int64_t{1} << 40, r.peak_memory_stage = 19;
