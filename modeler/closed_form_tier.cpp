@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -12,6 +14,7 @@
 #include "ops/layer_ops.h"
 #include "plan/iteration_plan.h"
 #include "plan/layer_shape.h"
+#include "plan/plan_core.h"
 
 namespace evsim {
 
@@ -30,6 +33,10 @@ struct ClosedFormTier::Facts {
   // Activation offload: each chunk's copies out (forward) and in (backward), summed.
   std::vector<double> copy_out, copy_in;
   bool copies_ready = false;
+  // Per link k (chunk k -> k+1): one P2P send's issued time, the least over the pipeline classes
+  // (0 inside one device); `sends_complete` false when one is uncosted (no bound then).
+  std::vector<double> send_us;
+  bool sends_ready = false, sends_complete = true;
   // Per device stage, summed over its chunks (each variant when a candidate first needs it; not
   // `complete` when an op has no cost): the optimizer steps by [sharded][offload], the gradient
   // sync by [reduce-scatter rather than all-reduce], the ZeRO 1/2 parameter gathers.
@@ -46,6 +53,12 @@ struct ClosedFormTier::Workspace::State {
   Facts facts;
   std::map<LayerKey, LayerTimes> layer_times;
   std::map<std::pair<int64_t, int>, double> step_us;  // (parameters, offload) -> issued time
+  // (kind, bytes, group size, nodes, ranks per node, dtype) -> a communication's issued time: the
+  // same gradient syncs and P2P sends come back across classes, and each costs a tuner choice.
+  std::map<std::tuple<int, int64_t, int, int, int, int>, double> communication_us;
+  // (bytes, M, P, D, C, E, ETP, wrap) -> per device pair, a P2P send's least time (sendTimes).
+  using SendKey = std::tuple<int64_t, int, int, int, int, int, int, bool>;
+  std::map<SendKey, std::vector<double>> pair_send_us;
 };
 
 ClosedFormTier::Workspace::Workspace() : state_(std::make_unique<State>()) {}
@@ -60,6 +73,17 @@ ClosedFormTier::ClosedFormTier(const ModelConfig& model, const ClusterConfig& cl
 double ClosedFormTier::issuedUs(const Event& event) const {
   std::optional<EventCost> c = costs_.cost(event);
   return c ? c->host_us + c->time_us : -1;
+}
+
+double ClosedFormTier::communicationUs(EventKind kind, int64_t bytes, const Placement& placement,
+                                       Workspace::State& workspace) const {
+  // makeCommunication's event is a function of these alone.
+  auto [it, inserted] = workspace.communication_us.try_emplace(
+      {static_cast<int>(kind), bytes, placement.group_size, placement.nodes,
+       placement.ranks_per_node, static_cast<int>(model_.dtype)},
+      0.0);
+  if (inserted) it->second = issuedUs(makeCommunication(kind, bytes, placement, model_.dtype));
+  return it->second;
 }
 
 ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& strategy, bool zero3,
@@ -221,6 +245,58 @@ void ClosedFormTier::activationCopyTimes(const Strategy& strategy, Facts& facts)
   facts.copies_ready = true;
 }
 
+bool ClosedFormTier::sendTimes(const Strategy& strategy, Facts& facts,
+                               Workspace::State& workspace) const {
+  if (facts.sends_ready) return facts.sends_complete;
+  facts.sends_ready = true;
+  const std::vector<int>& first_layer = facts.first_layer;
+  const int K = static_cast<int>(first_layer.size());
+  const PipelineLayout pipeline = pipelineLayout(strategy.schedule, strategy.pp, K / strategy.pp);
+  // The shape's placement does not change the bytes (plan_core.cpp builds the same event).
+  const LayerShape shape = layerShape(model_, strategy, Placement{});
+  // Per device pair, one send's least issued time over the pipeline classes (negative: uncosted),
+  // kept per (bytes, M, P, D, C, E, ETP, wrap): classes of other v, schedules and recomputation
+  // send the same.
+  const std::vector<double>* least = nullptr;
+  int64_t least_bytes = -1;
+  auto leastByPair = [&](int64_t bytes) -> const std::vector<double>& {
+    const Workspace::State::SendKey key{bytes,        strategy.tp, strategy.pp,
+                                        strategy.dp,  strategy.cp, strategy.ep,
+                                        strategy.expertTp(), pipeline.wraps()};
+    auto [it, inserted] = workspace.pair_send_us.try_emplace(key);
+    if (inserted) {
+      const PlanCache::PipelineClasses& classes =
+          pipelineClasses(strategy, cluster_.gpus_per_node, cache_);
+      const PlanCache::PipelineGroups& groups = pipeline.wraps() ? classes.ring : classes.line;
+      const size_t pairs = groups.pairs.empty() ? 0 : groups.pairs.front().size();
+      it->second.assign(pairs, std::numeric_limits<double>::infinity());
+      for (size_t p = 0; p < pairs; ++p) {
+        for (const std::vector<Placement>& of_class : groups.pairs) {
+          const double t = communicationUs(EventKind::kP2P, bytes, of_class[p], workspace);
+          it->second[p] = t < 0 || it->second[p] < 0 ? -1 : std::min(it->second[p], t);
+        }
+      }
+    }
+    return it->second;
+  };
+  facts.send_us.assign(K > 0 ? K - 1 : 0, 0.0);
+  for (int k = 0; k + 1 < K; ++k) {
+    const int pair = pipeline.linkPair(k);
+    if (pair < 0) continue;  // a hand-over inside one device
+    const int64_t bytes = stageOutputBytes(model_, shape, first_layer[k + 1]);
+    if (least == nullptr || bytes != least_bytes) least = &leastByPair(bytes), least_bytes = bytes;
+    EVSIM_CHECK(static_cast<size_t>(pair) < least->size(), "link {}: pair {} of {}", k, pair,
+                least->size());
+    const double t = (*least)[static_cast<size_t>(pair)];
+    if (t < 0) {
+      facts.sends_complete = false;
+      return false;
+    }
+    facts.send_us[k] = std::isinf(t) ? 0.0 : t;
+  }
+  return true;
+}
+
 bool ClosedFormTier::chunkTimes(const Strategy& strategy, bool zero3, Facts& facts,
                                 Workspace::State& workspace) const {
   const int z = zero3 ? 1 : 0;
@@ -325,10 +401,9 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     }
     return sums.complete;
   };
-  auto communicationUs = [&](EventKind kind, int k) {
+  auto syncUs = [&](EventKind kind, int k) {
     const int64_t bytes = facts.dense_parameters[k] * elem_bytes;
-    return issuedUs(
-        makeCommunication(kind, bytes, placements.dp[pipeline.device(k)], model_.dtype));
+    return communicationUs(kind, bytes, placements.dp[pipeline.device(k)], workspace);
   };
   // After the pipeline: gradient sync (not overlapped), optimizer, ZeRO 1/2 parameter gathers.
   const int offload = static_cast<int>(strategy.offload);
@@ -345,35 +420,46 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     if (!strategy.dp_overlap) {
       const EventKind kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
       Facts::StageSums& syncs = facts.syncs[zero > 0 ? 1 : 0];
-      if (!stageSums(syncs, [&](int k) { return communicationUs(kind, k); })) return 0;
+      if (!stageSums(syncs, [&](int k) { return syncUs(kind, k); })) return 0;
       for (int s = 0; s < P; ++s) post[s] += syncs.us[s];
     }
     // Overlapped with the next forward (--overlap-param-gather), the gathers stall it by >= 0.
     if (zero > 0 && !strategy.overlap_param_gather) {
       if (!stageSums(facts.gathers,
-                     [&](int k) { return communicationUs(EventKind::kAllGather, k); })) {
+                     [&](int k) { return syncUs(EventKind::kAllGather, k); })) {
         return 0;
       }
       for (int s = 0; s < P; ++s) post[s] += facts.gathers.us[s];
     }
   }
   const double m = static_cast<double>(micro_batches);
+  // Fused tasks: DualPipeV's, or the combined 1F1B of --overlap-moe-expert-parallel-comm.
+  const bool fuses = fusesTasks(strategy);
   // A fused task (DualPipeV) lasts max(compute, all-to-all) >= half its members' sum: with expert
   // all-to-alls to hide, only half the work is a bound (timing_engine.h).
-  const double work_share =
-      fusesTasks(strategy) && strategy.ep > 1 ? 0.5 : 1.0;
+  const double work_share = fuses && strategy.ep > 1 ? 0.5 : 1.0;
+  // P2P sends: a lone task's send holds its device right after it, and the data arrives when the
+  // send ends (timing_engine.h): each forward of chunk k < K-1 and each backward (B) of chunk
+  // k > 0 adds its link's send to its device's work, and the sends along micro-batch 0's first
+  // forwards and the last backwards to fill and drain. Left out wherever tasks fuse (a fused
+  // task's sends go out on the communication stream; lone tasks beside them are left out too).
+  if (!fuses && !sendTimes(strategy, facts, workspace)) return 0;
+  auto sendUs = [&](int link) {
+    return fuses || link < 0 || link + 1 >= K ? 0.0 : facts.send_us[static_cast<size_t>(link)];
+  };
   double bound = 0, fill = 0, drain = 0;
   for (int s = 0; s < P; ++s) {
     double per_micro_batch = 0;
     for (int c = 0; c < v; ++c) {
       const int k = pipeline.virtualStage(s, c);
-      per_micro_batch += (*forward)[k] + (*backward)[k];
+      per_micro_batch += (*forward)[k] + (*backward)[k] + sendUs(k) + sendUs(k - 1);
     }
     const double work = m * per_micro_batch * work_share;
     bound = std::max(bound, fill + work + post[s]);
     bound = std::max(bound, fill + work + drain + post[0]);
-    fill += (*forward)[s];
-    drain += (*backward)[s];
+    fill += (*forward)[s] + sendUs(s);
+    // Device s's gradient send to s-1 is in its work: the drain's chain sends from s-1 on.
+    drain += (*backward)[s] + sendUs(s - 1);
   }
   return bound;
 }
@@ -446,6 +532,8 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy, Workspace& w
   // A long search sees many step sizes: the memo stays small.
   if (state.step_us.size() > 65536) state.step_us.clear();
   if (state.layer_times.size() > 65536) state.layer_times.clear();
+  if (state.communication_us.size() > 65536) state.communication_us.clear();
+  if (state.pair_send_us.size() > 4096) state.pair_send_us.clear();
   ClosedFormResult out;
   out.micro_batches = strategy.microBatches();
   Facts& f = facts(strategy, state);

@@ -23,9 +23,14 @@
 // With activation offload F_k and B_k are at least the sums of the task's copies out and in (they
 // run one at a time on the host stream, and the task ends after the last).
 //   bound = max_s max(fill_s + work_s + post_s, fill_s + work_s + drain_s + post_0)
-// P2P sends, bubbles beyond fill/drain, exposed overlapped buckets and the embedding's and the
-// head's ZeRO-3 transfers (left out) only add time, so the simulated iteration time is never below
-// the bound. When the cost model lacks an event the bound is 0 (the candidate is never pruned; the
+// P2P sends (not under fused tasks): a lone task's send holds its device right after the task and
+// the data arrives when it ends, so work_s also counts m x each of s's chunks' sends (the
+// activation of chunk k < K-1, the gradient of chunk k > 0: each link's least issued time over
+// the pipeline classes; none inside one device), fill_s the activation sends of links 0..s-1 and
+// drain_s the gradient sends of links 0..s-2 (s's own is in work_s).
+// Bubbles beyond fill/drain, exposed overlapped buckets, link sharing's stretches and the
+// embedding's and the head's ZeRO-3 transfers (left out) only add time, so the simulated iteration
+// time is never below the bound. When the cost model lacks an event the bound is 0 (the candidate is never pruned; the
 // full path reports the missing events).
 //
 // Incremental: candidates that differ only in ZeRO stage, DP overlap and offload (the
@@ -111,11 +116,17 @@ class ClosedFormTier {
                                const StageGroups& groups) const;
   // host + device time of one execution, or a negative value when no source covers it.
   double issuedUs(const Event& event) const;
+  // The same for the communication makeCommunication(kind, bytes, placement, the model's dtype),
+  // memoised in `workspace`.
+  double communicationUs(EventKind kind, int64_t bytes, const Placement& placement,
+                         Workspace::State& workspace) const;
   // The class of `strategy` in `workspace`, its chunks computed when the class changes.
   Facts& facts(const Strategy& strategy, Workspace::State& workspace) const;
   // Fills facts' F_k and B_k (ZeRO-3's transfers with `zero3`); false when an op has no cost.
   bool chunkTimes(const Strategy& strategy, bool zero3, Facts& facts,
                   Workspace::State& workspace) const;
+  // Fills facts' P2P send times per link; false when one has no cost.
+  bool sendTimes(const Strategy& strategy, Facts& facts, Workspace::State& workspace) const;
   // Fills facts' activation copies' sums out and in per chunk (activation offload).
   void activationCopyTimes(const Strategy& strategy, Facts& facts) const;
   double lowerBoundUs(const Strategy& strategy, int64_t micro_batches, Facts& facts,

@@ -32,45 +32,6 @@ int effectiveZero(const Strategy& strategy) {
   return strategy.gradGroupSize() > 1 ? strategy.zero_stage : 0;
 }
 
-// The pipeline classes of (M, P, D, C, E): replicas grouped by their pairs' placements, for v = 1
-// (pairs p -> p + 1) and v > 1 (the wrap P - 1 -> 0 too). A pair's placement is the worst over its
-// TP x CP rank pairs (RankLayout::worstStagePair).
-const PlanCache::PipelineClasses& pipelineClasses(const Strategy& strategy, int gpus_per_node,
-                                                  PlanCache& cache) {
-  const int P = strategy.pp, D = strategy.dp;
-  return cache.pipelineClasses(
-      {strategy.tp, strategy.pp, strategy.dp, strategy.cp, strategy.ep, strategy.expertTp()}, [&] {
-        const RankLayout layout(strategy, gpus_per_node);
-        PlanCache::PipelineClasses out;
-        std::map<std::vector<int>, int> line_of, ring_of;
-        auto group = [](PlanCache::PipelineGroups& groups, std::map<std::vector<int>, int>& of,
-                        const std::vector<Placement>& pairs, int d) {
-          std::vector<int> key;
-          key.reserve(3 * pairs.size());
-          for (const Placement& p : pairs) {
-            key.insert(key.end(), {p.group_size, p.nodes, p.ranks_per_node});
-          }
-          auto [it, inserted] = of.try_emplace(std::move(key), static_cast<int>(of.size()));
-          if (inserted) {
-            groups.pairs.push_back(pairs);
-            groups.replicas.emplace_back();
-          }
-          groups.replicas[it->second].push_back(d);
-        };
-        // With P = 1 there is no pair (the interleaved schedule needs P >= 2).
-        std::vector<Placement> pairs(P > 1 ? P : 0);
-        for (int d = 0; d < D; ++d) {
-          for (int p = 0; p < static_cast<int>(pairs.size()); ++p) {
-            pairs[p] = layout.worstStagePair(d, p, (p + 1) % P);
-          }
-          group(out.ring, ring_of, pairs, d);
-          group(out.line, line_of,
-                std::vector<Placement>(pairs.begin(), pairs.end() - (P > 1 ? 1 : 0)), d);
-        }
-        return out;
-      });
-}
-
 // Splits the stage's gradients into DDP buckets in backward order; a bucket closes at the end of a
 // layer once it holds at least `bucket_bytes` (PyTorch fills buckets by whole parameters).
 template <typename Intern>
@@ -111,6 +72,53 @@ int firstForwardOp(const OpList& forward, Uses uses) {
 
 }  // namespace
 
+// The pipeline classes of (M, P, D, C, E): replicas grouped by their pairs' placements, for v = 1
+// (pairs p -> p + 1) and v > 1 (the wrap P - 1 -> 0 too). A pair's placement is the worst over its
+// TP x CP rank pairs (RankLayout::worstStagePair).
+const PlanCache::PipelineClasses& pipelineClasses(const Strategy& strategy, int gpus_per_node,
+                                                  PlanCache& cache) {
+  const int P = strategy.pp, D = strategy.dp;
+  return cache.pipelineClasses(
+      {strategy.tp, strategy.pp, strategy.dp, strategy.cp, strategy.ep, strategy.expertTp()}, [&] {
+        const RankLayout layout(strategy, gpus_per_node);
+        PlanCache::PipelineClasses out;
+        std::map<std::vector<int>, int> line_of, ring_of;
+        auto group = [](PlanCache::PipelineGroups& groups, std::map<std::vector<int>, int>& of,
+                        const std::vector<Placement>& pairs, int d) {
+          std::vector<int> key;
+          key.reserve(3 * pairs.size());
+          for (const Placement& p : pairs) {
+            key.insert(key.end(), {p.group_size, p.nodes, p.ranks_per_node});
+          }
+          auto [it, inserted] = of.try_emplace(std::move(key), static_cast<int>(of.size()));
+          if (inserted) {
+            groups.pairs.push_back(pairs);
+            groups.replicas.emplace_back();
+          }
+          groups.replicas[it->second].push_back(d);
+        };
+        // With P = 1 there is no pair (the interleaved schedule needs P >= 2).
+        std::vector<Placement> pairs(P > 1 ? P : 0);
+        for (int d = 0; d < D; ++d) {
+          for (int p = 0; p < static_cast<int>(pairs.size()); ++p) {
+            pairs[p] = layout.worstStagePair(d, p, (p + 1) % P);
+          }
+          group(out.ring, ring_of, pairs, d);
+          group(out.line, line_of,
+                std::vector<Placement>(pairs.begin(), pairs.end() - (P > 1 ? 1 : 0)), d);
+        }
+        return out;
+      });
+}
+
+int64_t stageOutputBytes(const ModelConfig& model, const LayerShape& shape, int next_layer) {
+  // A decoder stage of an encoder-decoder model also forwards the encoder output.
+  const bool next_is_cross = model.blocks[next_layer].cross_attention;
+  // With SP the tensor between stages is the sequence shard (s/t tokens), as in Megatron.
+  return shape.regionTokens() * model.hidden_size * dtypeBytes(model.dtype) *
+         (next_is_cross ? 2 : 1);
+}
+
 bool headOwnsOutputWeight(const ModelConfig& model, bool has_embedding) {
   return model.spec.untied_output || !has_embedding;
 }
@@ -148,6 +156,15 @@ PlanCache::CoreKey planCoreKey(const Strategy& strategy) {
   return key;
 }
 
+Strategy timingKey(const ModelConfig& model, const Strategy& strategy) {
+  Strategy key = strategy;
+  if (effectiveZero(strategy) == 2) key.zero_stage = 1;
+  if (model.spec.flash_attention && strategy.recompute == Recompute::kSelective) {
+    key.recompute = Recompute::kNone;
+  }
+  return key;
+}
+
 std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
                                               const ClusterConfig& cluster,
                                               const Strategy& strategy, PlanCache& cache) {
@@ -156,7 +173,6 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
   const PipelineLayout pipeline = pipelineLayout(strategy);
   const int K = pipeline.stages();
   const DType dtype = model.dtype;
-  const int64_t elem_bytes = dtypeBytes(dtype);
   const int embedding_streams = embeddingStreams(model);
   const PlanCache::Placements& placements = stagePlacements(strategy, cluster.gpus_per_node, cache);
 
@@ -339,11 +355,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       prefetchShardedTransfers(stage.backward, table);
     }
     if (k + 1 < K) {
-      // A decoder stage of an encoder-decoder model also forwards the encoder output.
-      bool next_is_cross = model.blocks[end_layer].cross_attention;
-      // With SP the tensor between stages is the sequence shard (s/t tokens), as in Megatron.
-      stage.activation_bytes_out =
-          shape.regionTokens() * model.hidden_size * elem_bytes * (next_is_cross ? 2 : 1);
+      stage.activation_bytes_out = stageOutputBytes(model, shape, end_layer);
     }
     core->stages.push_back(std::move(stage));
     core->layer_params.push_back(std::move(layer_params));

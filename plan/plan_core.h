@@ -24,6 +24,7 @@
 
 #include "events/event_table.h"
 #include "plan/iteration_plan.h"
+#include "plan/layer_shape.h"
 #include "plan/plan_cache.h"
 
 namespace evsim {
@@ -56,6 +57,24 @@ struct PlanCore {
 // schedule to one of them. A new Strategy field is part of the key until it is reset here, which
 // is right for any field that changes op lists, the partition or placements.
 PlanCache::CoreKey planCoreKey(const Strategy& strategy);
+
+// What `strategy`'s simulated timeline depends on: strategies with equal timing keys build plans
+// with the same op lists, events, counts, placements, schedule and batch, so they simulate to the
+// same timeline and summary (they differ in memory only; a search simulates one of them,
+// pruned_search.cpp). Reset: ZeRO 2 to 1 (plans read the stage only as > 0 and == 3:
+// effectiveZero, finishPlan; what ZeRO-2 adds, sharded gradients, is memory), and selective
+// recomputation to none when attention is fused (`flash_attention`: no s x s tensor is saved, so
+// selective recomputation re-runs nothing and builds the same ops; layer_ops.h). Checked by
+// tests/modeler/timing_key_test.cpp.
+Strategy timingKey(const ModelConfig& model, const Strategy& strategy);
+
+// The pipeline classes of `strategy`'s (M, P, D, C, E, ETP), cached in `cache`
+// (PlanCache::PipelineClasses): the core's P2P events are over their pairs.
+const PlanCache::PipelineClasses& pipelineClasses(const Strategy& strategy, int gpus_per_node,
+                                                  PlanCache& cache);
+// Bytes a chunk sends the next one per micro-batch (its P2P activation, and the gradient back),
+// `next_layer` being the next chunk's first layer.
+int64_t stageOutputBytes(const ModelConfig& model, const LayerShape& shape, int next_layer);
 
 // Builds the core of a plan of `strategy` (valid for `model` and `cluster`: validateStrategy),
 // sharing partitions, footprints and placements through `cache`.

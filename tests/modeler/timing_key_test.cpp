@@ -1,0 +1,140 @@
+// timingKey (plan/plan_core.h): strategies with one key simulate to the same summary, so the
+// pruned search simulates one of them; and the P2P sends in the closed-form bound (issue 34).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "modeler/closed_form_tier.h"
+#include "modeler/simulation.h"
+#include "plan/iteration_plan.h"
+#include "plan/plan_core.h"
+#include "plan/strategy_space.h"
+#include "support/test_support.h"
+
+namespace evsim {
+namespace {
+
+SimulationSummary simulated(const ModelConfig& model, const ClusterConfig& cluster,
+                            const CostModel& costs, const Strategy& s) {
+  IterationPlan plan = buildIterationPlan(model, cluster, s);
+  std::vector<EventCost> event_costs = costs.costAll(plan.events);
+  return simulate(std::move(plan), std::move(event_costs)).summary;
+}
+
+// Every valid candidate of a small space over the dimensions timingKey folds (ZeRO 0-3,
+// recomputation none/selective/full) and those it keeps (schedule, v, SP, DP overlap), on two
+// nodes so that link sharing runs.
+std::vector<Strategy> candidates(const ModelConfig& model, const ClusterConfig& cluster) {
+  Strategy base;
+  base.global_batch = 32;
+  StrategySpace space;
+  space.gpus = 16;
+  space.micro_batches = {1, 2};
+  space.schedules = {Schedule::kDapple, Schedule::kInterleaved};
+  space.virtual_stages = {2};
+  space.recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  space.sequence_parallel = {false, true};
+  space.zero_stages = {0, 1, 2, 3};
+  space.dp_overlaps = {false, true};
+  std::vector<Strategy> out;
+  for (Candidate& c : enumerateCandidates(model, cluster, base, space)) {
+    if (!c.violation) out.push_back(std::move(c.strategy));
+  }
+  return out;
+}
+
+TEST(TimingKeyTest, StrategiesWithOneKeySimulateToTheSameSummary) {
+  // tiny-llama has fused attention: selective recomputation re-runs nothing there.
+  const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
+  ASSERT_TRUE(model.spec.flash_attention);
+  const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  const CostModel costs(cluster, nullptr, true);
+  const std::vector<Strategy> all = candidates(model, cluster);
+  int zero_pairs = 0, recompute_pairs = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Strategy key = timingKey(model, all[i]);
+    for (size_t j = i + 1; j < all.size(); ++j) {
+      if (!(timingKey(model, all[j]) == key)) continue;
+      zero_pairs += all[i].zero_stage != all[j].zero_stage;
+      recompute_pairs += all[i].recompute != all[j].recompute;
+      const SimulationSummary a = simulated(model, cluster, costs, all[i]);
+      const SimulationSummary b = simulated(model, cluster, costs, all[j]);
+      const std::string at = all[i].name() + all[i].techniques() + " / " + all[j].techniques();
+      EXPECT_EQ(a.iteration_us, b.iteration_us) << at;  // bit for bit
+      EXPECT_EQ(a.bubble_fraction, b.bubble_fraction) << at;
+      EXPECT_EQ(a.flops_per_gpu_per_s, b.flops_per_gpu_per_s) << at;
+      EXPECT_EQ(a.mfu, b.mfu) << at;
+      EXPECT_EQ(a.provenance_share, b.provenance_share) << at;
+    }
+  }
+  // Both folds occur: ZeRO-2 beside ZeRO-1, selective beside none.
+  EXPECT_GT(zero_pairs, 4);
+  EXPECT_GT(recompute_pairs, 4);
+}
+
+TEST(TimingKeyTest, SelectiveRecomputationKeepsItsKeyWithoutFusedAttention) {
+  // tiny-gpt saves the s x s scores: selective recomputation re-runs the attention core, a
+  // different timeline, so the key must keep it apart.
+  const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-gpt"));
+  ASSERT_FALSE(model.spec.flash_attention);
+  const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  const CostModel costs(cluster, nullptr, true);
+  Strategy none = Strategy::of(1, 2, 8, 1, 32);
+  Strategy selective = none;
+  selective.recompute = Recompute::kSelective;
+  ASSERT_FALSE(strategyViolation(model, cluster, selective));
+  EXPECT_FALSE(timingKey(model, none) == timingKey(model, selective));
+  EXPECT_GT(simulated(model, cluster, costs, selective).iteration_us,
+            simulated(model, cluster, costs, none).iteration_us);
+  // ZeRO-2 folds to ZeRO-1 whatever the model; ZeRO-3 and 0 stay.
+  for (int zero : {0, 1, 2, 3}) {
+    Strategy s = none;
+    s.zero_stage = zero;
+    EXPECT_EQ(timingKey(model, s).zero_stage, zero == 2 ? 1 : zero);
+  }
+}
+
+TEST(TimingKeyTest, TheBoundCountsEveryP2PSendOfADevice) {
+  // A lone task's P2P send holds its device (timing_engine.h): a middle device of a 1F1B pipeline
+  // sends one activation and one gradient per micro-batch, so the bound is at least m x (its
+  // ops' serial time + both sends), summed here from the plan's own op lists, P2P events and the
+  // cost model (the least over the pipeline classes).
+  const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
+  const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  const CostModel costs(cluster, nullptr, true);
+  PlanCache cache;
+  const ClosedFormTier tier(model, cluster, costs, 0.1, cache);
+  const Strategy s = Strategy::of(2, 4, 2, 1, 64);  // 16 GPUs: two nodes
+  ASSERT_FALSE(strategyViolation(model, cluster, s));
+  IterationPlan plan = buildIterationPlan(model, cluster, s);
+  std::vector<EventCost> event_costs = costs.costAll(plan.events);
+  const int device = 1;
+  double serial_us = 0;
+  for (const OpList* ops : {&plan.stages[device].forward, &plan.stages[device].backward}) {
+    for (const OpInstance& op : *ops) {
+      if (op.overlap_ops == 0) serial_us += event_costs[op.event].time_us;
+    }
+  }
+  auto leastSend = [&](int link) {
+    double least = std::numeric_limits<double>::infinity();
+    for (const PipelineClass& c : plan.pipelines) {
+      const EventCost& e = event_costs[c.forward_p2p[link]];
+      least = std::min(least, e.host_us + e.time_us);
+    }
+    return least;
+  };
+  const double sends_us = leastSend(device) + leastSend(device - 1);  // activation, gradient
+  ASSERT_GT(sends_us, 0);
+  const double m = static_cast<double>(plan.micro_batches);
+  const ClosedFormResult closed = tier.evaluate(s);
+  ASSERT_TRUE(closed.fits);
+  EXPECT_GE(closed.lower_bound_us, m * (serial_us + sends_us) * (1 - 1e-12));
+  Simulation sim = simulate(std::move(plan), std::move(event_costs));
+  EXPECT_LE(closed.lower_bound_us, sim.summary.iteration_us * (1 + 1e-12));
+}
+
+}  // namespace
+}  // namespace evsim
