@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <limits>
 
 #include "common/atomic_file.h"
 #include "common/error.h"
@@ -44,8 +45,10 @@ TimingStats readStats(const YamlReader& entry, const std::string& key = "time_us
 }
 
 // Checks that a key of the entry agrees with the value its signature implies.
-void expectEqual(const YamlReader& entry, const std::string& key, int64_t from_signature) {
-  int64_t value = entry.positiveInt(key);
+// `max`: bytes may pass 2^31 (a 70B model's gradient all-reduce is ~19 GB); counts of ranks not.
+void expectEqual(const YamlReader& entry, const std::string& key, int64_t from_signature,
+                 int64_t max = YamlReader::kMaxInt) {
+  int64_t value = entry.positiveInt(key, max);
   if (value != from_signature) {
     entry.fail(key, fmt::format("{} disagrees with the signature ({})", value, from_signature));
   }
@@ -75,7 +78,7 @@ ProfileRecord readRecord(const YamlReader& entry) {
   expectEqual(entry, "group_size", p.group_size);
   expectEqual(entry, "nodes", p.nodes);
   expectEqual(entry, "ranks_per_node", p.ranks_per_node);
-  expectEqual(entry, "bytes", record.event.message_bytes);
+  expectEqual(entry, "bytes", record.event.message_bytes, std::numeric_limits<int64_t>::max());
   int64_t measured = entry.positiveInt("measured_group_size");
   if (measured < 2 || measured > p.group_size) {
     entry.fail("measured_group_size",

@@ -343,8 +343,8 @@ TEST(ProfileCbor, RowsAreDecodedWhenFirstLookedUp) {
 }
 
 TEST(ProfileCbor, AStoredSignatureMustBeCanonical) {
-  // "k=1024 m=2048": parses to the same event, but lookups hash the canonical text.
-  const std::string swapped = "gemm k=1024 n=3072 m=2048 layout=nt dtype=bf16";
+  // dtype before layout: parses to the same event, but lookups hash the canonical text.
+  const std::string swapped = "gemm m=2048 n=3072 k=1024 dtype=bf16 layout=nt";
   const ProfileDb db = ProfileDb::parse(
       withSignatures(swapped + "\n" + std::string(kAllReduce) + "\n"), "p.cbor");
   try {
@@ -352,7 +352,7 @@ TEST(ProfileCbor, AStoredSignatureMustBeCanonical) {
     ADD_FAILURE() << "decoding every row succeeded";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "p.cbor: events[0].signature: 'gemm k=1024 n=3072 m=2048 layout=nt dtype=bf16' is "
+              "p.cbor: events[0].signature: 'gemm m=2048 n=3072 k=1024 dtype=bf16 layout=nt' is "
               "not in canonical form (eventsim writes 'gemm m=2048 n=3072 k=1024 layout=nt "
               "dtype=bf16'; a lookup could never find it)");
   }
