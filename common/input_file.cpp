@@ -1,5 +1,6 @@
 #include "common/input_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,12 @@ int64_t firstInvalidUtf8(std::string_view text) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
   for (size_t i = 0; i < n;) {
+    // ASCII eight bytes at a time (a profile's signatures are ASCII: 40 MB checked in ~10 ms).
+    uint64_t word = 0;
+    if (i + 8 <= n && (std::memcpy(&word, s + i, 8), (word & 0x8080808080808080ULL) == 0)) {
+      i += 8;
+      continue;
+    }
     const unsigned char c = s[i];
     size_t len = 0;
     uint32_t min = 0;
@@ -94,8 +101,12 @@ std::string readInputBytes(const std::string& path, const std::string& what) {
   constexpr size_t kBlock = size_t{1} << 20;
   while (in && static_cast<int64_t>(text.size()) <= limit) {
     const size_t at = text.size();
-    text.resize(at + kBlock);
-    in.read(text.data() + at, static_cast<std::streamsize>(kBlock));
+    // Within the reserved room while the file is its stated size: a block past it would move the
+    // whole text to a buffer twice the size (a second copy of a 40 MB profile at the peak).
+    const size_t block = !ec && at <= size ? std::min(kBlock, static_cast<size_t>(size) + 1 - at)
+                                           : kBlock;
+    text.resize(at + block);
+    in.read(text.data() + at, static_cast<std::streamsize>(block));
     text.resize(at + static_cast<size_t>(in.gcount()));
   }
   if (in.bad()) EVSIM_THROW(InputError, "{}: read error", path);

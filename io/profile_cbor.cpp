@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/input_file.h"
 #include "io/profile_db.h"
+#include "io/profile_rows.h"
 
 namespace evsim {
 
@@ -170,27 +171,25 @@ class Node {
     }
     return bytes;
   }
-  // The signatures column: `count` signatures, each ending in '\n'.
-  std::vector<std::string_view> signatures(std::string_view key, size_t count) const {
+  // The signatures column: `count` signatures, each ending in '\n', checked to be UTF-8 text.
+  std::string_view signatures(std::string_view key, size_t count) const {
     const std::span<const uint8_t> bytes = columnBytes(key);
     const std::string_view all(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     if (const int64_t bad = firstInvalidUtf8(all); bad >= 0) {
       fail(key, fmt::format("not UTF-8 text (invalid byte at offset {})", bad));
     }
-    std::vector<std::string_view> out;
-    out.reserve(count);
-    size_t start = 0;
-    while (start < all.size() && out.size() <= count) {
+    size_t found = 0, start = 0;
+    while (start < all.size() && found <= count) {
       const size_t end = all.find('\n', start);
       if (end == std::string_view::npos) fail(key, "the last signature has no '\\n' after it");
-      out.push_back(all.substr(start, end - start));
+      ++found;
       start = end + 1;
     }
-    if (out.size() != count) {
-      fail(key, fmt::format("{}{} signatures, expected {}", out.size() > count ? "more than " : "",
-                            out.size(), count));
+    if (found != count) {
+      fail(key, fmt::format("{}{} signatures, expected {}", found > count ? "more than " : "",
+                            found, count));
     }
-    return out;
+    return all;
   }
 
   // `s` when it is UTF-8 text (names read here end up in JSON output), else a failure.
@@ -228,16 +227,6 @@ class Node {
   bool by_reference_ = false;
 };
 
-double f64At(std::span<const uint8_t> bytes, size_t i) {
-  uint64_t bits = 0;
-  for (int b = 7; b >= 0; --b) bits = (bits << 8) | bytes[i * 8 + b];
-  return std::bit_cast<double>(bits);
-}
-int32_t i32At(std::span<const uint8_t> bytes, size_t i) {
-  uint32_t bits = 0;
-  for (int b = 3; b >= 0; --b) bits = (bits << 8) | bytes[i * 4 + b];
-  return static_cast<int32_t>(bits);
-}
 void putF64(std::vector<uint8_t>& out, double value) {
   const auto bits = std::bit_cast<uint64_t>(value);
   for (int b = 0; b < 8; ++b) out.push_back(static_cast<uint8_t>(bits >> (8 * b)));
@@ -259,77 +248,43 @@ struct StatsColumns {
 
   // Row i, checked as the YAML loader checks time_us (profile_db.cpp: readStats).
   TimingStats row(size_t i, const std::string& where) const {
-    TimingStats s{f64At(median, i), f64At(min, i), f64At(max, i), f64At(stddev, i),
-                  i32At(count, i)};
-    auto check = [&](const char* name, double v, bool zero_ok) {
-      if (!std::isfinite(v) || v < 0 || (!zero_ok && v == 0) || v > 1e12) {
-        EVSIM_THROW(InputError, "{}.{}: {}: must be {} and <= 1e12", where, name, v,
-                    zero_ok ? ">= 0" : "> 0");
-      }
-    };
-    check("median", s.median_us, false);
-    check("min", s.min_us, false);
-    check("max", s.max_us, false);
-    check("stddev", s.stddev_us, true);
-    if (s.count <= 0 || s.count > 1'000'000'000) {
-      EVSIM_THROW(InputError, "{}.count: {}: must be between 1 and 1000000000", where, s.count);
-    }
-    if (!(s.min_us <= s.median_us && s.median_us <= s.max_us)) {
-      EVSIM_THROW(InputError,
-                  "{}: inconsistent statistics: need min <= median <= max, got min={} median={} "
-                  "max={}",
-                  where, s.min_us, s.median_us, s.max_us);
-    }
+    const TimingStats s{columnF64(median, i), columnF64(min, i), columnF64(max, i),
+                        columnF64(stddev, i), columnI32(count, i)};
+    checkTimingStats(s, where);
     return s;
   }
 };
 
-void readEvents(const Node& events, const std::string& origin, ProfileDb& db) {
+// The events table: its columns checked for size, its rows kept as they are and decoded when
+// first needed (io/profile_rows.h). `storage` owns the bytes the columns point into.
+void readEvents(const Node& events, const std::string& origin,
+                std::shared_ptr<const void> storage, ProfileDb& db) {
   events.allowOnly({"entries", "signature", "median_us", "min_us", "max_us", "stddev_us", "count",
                     "measured_group_size", "algbw_gb_s", "busbw_gb_s"});
   const auto n = static_cast<size_t>(events.nonNegativeInt("entries", 1'000'000'000));
-  const std::vector<std::string_view> signatures = events.signatures("signature", n);
+  ProfileRows::Columns columns;
+  columns.signatures = events.signatures("signature", n);
   const StatsColumns stats(events, "", n);
-  const std::span<const uint8_t> measured = events.column("measured_group_size", n, 4);
-  const std::span<const uint8_t> algbw = events.column("algbw_gb_s", n, 8);
-  const std::span<const uint8_t> busbw = events.column("busbw_gb_s", n, 8);
-  db.reserve(n);
-  std::string where;  // "origin: events[i]", rebuilt in place per row
-  for (size_t i = 0; i < n; ++i) {
-    where.assign(origin).append(": events[").append(std::to_string(i)).push_back(']');
-    ProfileRecord r;
-    const size_t row_end = where.size();
-    r.event = parseEventSignature(signatures[i], where.append(".signature"));
-    where.resize(row_end);
-    r.signature = r.event.signature();
-    r.time = stats.row(i, where);
-    r.measured_group_size = i32At(measured, i);
-    r.algbw_gb_s = f64At(algbw, i);
-    r.busbw_gb_s = f64At(busbw, i);
-    if (!isCommunication(r.event.kind)) {
-      if (r.measured_group_size != 0 || r.algbw_gb_s != 0 || r.busbw_gb_s != 0) {
-        EVSIM_THROW(InputError,
-                    "{}: a compute event has measured_group_size, algbw_gb_s or busbw_gb_s "
-                    "(must be 0)",
-                    where);
-      }
-    } else {
-      const int group = r.event.placement.group_size;
-      if (r.measured_group_size < 2 || r.measured_group_size > group) {
-        EVSIM_THROW(InputError, "{}.measured_group_size: {}: must be between 2 and group_size {}",
-                    where, r.measured_group_size, group);
-      }
-      r.scaled = r.measured_group_size != group;
-      for (auto [name, v] : {std::pair{"algbw_gb_s", r.algbw_gb_s}, {"busbw_gb_s", r.busbw_gb_s}}) {
-        if (!std::isfinite(v) || v <= 0 || v > 1e12) {
-          EVSIM_THROW(InputError, "{}.{}: {}: must be > 0 and <= 1e12", where, name, v);
-        }
-      }
-    }
-    if (!db.putNew(std::move(r))) {
-      EVSIM_THROW(InputError, "{}.signature: '{}' appears twice", where, signatures[i]);
-    }
+  columns.median_us = stats.median;
+  columns.min_us = stats.min;
+  columns.max_us = stats.max;
+  columns.stddev_us = stats.stddev;
+  columns.count = stats.count;
+  columns.measured_group_size = events.column("measured_group_size", n, 4);
+  columns.algbw_gb_s = events.column("algbw_gb_s", n, 8);
+  columns.busbw_gb_s = events.column("busbw_gb_s", n, 8);
+  db.adoptRows(std::make_shared<const ProfileRows>(std::move(storage), columns, n, origin));
+}
+
+// The lines of a signatures column (each ends in '\n': checked by Node::signatures).
+std::vector<std::string_view> lines(std::string_view column) {
+  std::vector<std::string_view> out;
+  for (size_t start = 0; start < column.size();) {
+    const size_t end = column.find('\n', start);
+    out.push_back(column.substr(start, end - start));
+    start = end + 1;
   }
+  return out;
 }
 
 void readOverlap(const Node& table, const std::string& origin, ProfileDb& db) {
@@ -343,8 +298,8 @@ void readOverlap(const Node& table, const std::string& origin, ProfileDb& db) {
   // eventprof --overlap measures a few dozen pairs; putOverlap's lookup is linear, so a corrupt
   // count of millions would take hours: bounded here.
   const auto n = static_cast<size_t>(table.nonNegativeInt("entries", kMaxOverlapEntries));
-  const std::vector<std::string_view> compute = table.signatures("compute", n);
-  const std::vector<std::string_view> transfer = table.signatures("transfer", n);
+  const std::vector<std::string_view> compute = lines(table.signatures("compute", n));
+  const std::vector<std::string_view> transfer = lines(table.signatures("transfer", n));
   const StatsColumns alone(table, "alone_", n), beside(table, "beside_", n);
   for (size_t i = 0; i < n; ++i) {
     const std::string where = fmt::format("{}: overlap[{}]", origin, i);
@@ -507,14 +462,22 @@ std::string encodeProfileCbor(const ProfileDb& db) {
   return out;
 }
 
-ProfileDb decodeProfileCbor(const std::string& bytes, const std::string& origin) {
+ProfileDb decodeProfileCbor(std::string bytes, const std::string& origin) {
   if (!isCborProfile(bytes)) {
     EVSIM_THROW(InputError, "{}: not a binary profile (it does not start with the CBOR magic)",
                 origin);
   }
-  const std::string_view body = std::string_view(bytes).substr(kProfileCborMagic.size());
+  // What the event rows point into, kept alive by them: the file (layout 2: the columns are read
+  // in place) or the parsed header (layout 1: the columns are its byte strings).
+  struct Storage {
+    std::string file;
+    json doc;
+  };
+  const auto storage = std::make_shared<Storage>();
+  storage->file = std::move(bytes);
+  json& doc = storage->doc;
+  const std::string_view body = std::string_view(storage->file).substr(kProfileCborMagic.size());
   // Layout 2 starts with the header's length (a fixed-width unsigned); layout 1 with the map.
-  json doc;
   std::span<const uint8_t> column_bytes;
   const bool by_reference = fixedHeadAt(body, 0, kMajorUnsigned).has_value();
   if (by_reference) {
@@ -540,6 +503,7 @@ ProfileDb decodeProfileCbor(const std::string& bytes, const std::string& origin)
                              available);
   } else {
     doc = parseItem(body, origin);
+    storage->file = std::string();  // the columns were copied into the header's byte strings
   }
   const Node root(doc, origin, "", column_bytes, by_reference);
   if (!doc.is_object()) root.fail("", "corrupt binary profile: the top level is not a map");
@@ -576,7 +540,7 @@ ProfileDb decodeProfileCbor(const std::string& bytes, const std::string& origin)
   for (const auto& [name, _] : doc["metadata"]["versions"].items()) {
     db.metadata.versions[versions.utf8("", name)] = versions.str(name);
   }
-  readEvents(root.child("events"), origin, db);
+  readEvents(root.child("events"), origin, storage, db);
   if (root.has("overlap")) readOverlap(root.child("overlap"), origin, db);
   return db;
 }

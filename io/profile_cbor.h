@@ -55,6 +55,7 @@ std::string encodeProfileCbor(const ProfileDb& db);
 
 // Reads a binary profile; `origin` names it in errors. A corrupt or truncated file, a wrong
 // version, or an entry the YAML loader would refuse is one InputError naming origin and where.
-ProfileDb decodeProfileCbor(const std::string& bytes, const std::string& origin);
+// The event rows keep `bytes` (layout 2) and are decoded when first looked up (io/profile_rows.h).
+ProfileDb decodeProfileCbor(std::string bytes, const std::string& origin);
 
 }  // namespace evsim

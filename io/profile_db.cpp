@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <limits>
 
 #include "common/atomic_file.h"
 #include "common/error.h"
@@ -15,6 +16,7 @@
 #include "common/strings.h"
 #include "common/yaml_reader.h"
 #include "io/profile_cbor.h"
+#include "io/profile_rows.h"
 
 namespace evsim {
 
@@ -43,8 +45,10 @@ TimingStats readStats(const YamlReader& entry, const std::string& key = "time_us
 }
 
 // Checks that a key of the entry agrees with the value its signature implies.
-void expectEqual(const YamlReader& entry, const std::string& key, int64_t from_signature) {
-  int64_t value = entry.positiveInt(key);
+// `max`: bytes may pass 2^31 (a 70B model's gradient all-reduce is ~19 GB); counts of ranks not.
+void expectEqual(const YamlReader& entry, const std::string& key, int64_t from_signature,
+                 int64_t max = YamlReader::kMaxInt) {
+  int64_t value = entry.positiveInt(key, max);
   if (value != from_signature) {
     entry.fail(key, fmt::format("{} disagrees with the signature ({})", value, from_signature));
   }
@@ -74,7 +78,7 @@ ProfileRecord readRecord(const YamlReader& entry) {
   expectEqual(entry, "group_size", p.group_size);
   expectEqual(entry, "nodes", p.nodes);
   expectEqual(entry, "ranks_per_node", p.ranks_per_node);
-  expectEqual(entry, "bytes", record.event.message_bytes);
+  expectEqual(entry, "bytes", record.event.message_bytes, std::numeric_limits<int64_t>::max());
   int64_t measured = entry.positiveInt("measured_group_size");
   if (measured < 2 || measured > p.group_size) {
     entry.fail("measured_group_size",
@@ -233,7 +237,7 @@ std::string_view profileFormatName(ProfileFormat format) {
 ProfileDb ProfileDb::load(const std::string& path) {
   // Binary bytes are not UTF-8: the text check waits until the content says YAML.
   std::string bytes = readInputBytes(path, "profile database");
-  if (isCborProfile(bytes)) return decodeProfileCbor(bytes, path);
+  if (isCborProfile(bytes)) return decodeProfileCbor(std::move(bytes), path);
   if (const int64_t bad = firstInvalidUtf8(bytes); bad >= 0) {
     EVSIM_THROW(InputError, "{}: not UTF-8 text (invalid byte at offset {})", path, bad);
   }
@@ -295,7 +299,7 @@ void ProfileDb::save(const std::string& path, ProfileFormat format) const {
   if (format == ProfileFormat::kCbor) {
     writer.stream() << encodeProfileCbor(*this);
   } else {
-    writer.stream() << emit(metadata, records_, overlap_);
+    writer.stream() << emit(metadata, records(), overlap_);
   }
   writer.commit();
 }
@@ -320,6 +324,7 @@ int ProfileDb::removeStaleTemps(const std::string& path) {
 }
 
 void ProfileDb::put(ProfileRecord record) {
+  materialize();
   if (record.signature.empty()) record.signature = record.event.signature();
   const size_t existing = index_.insert(record.signature, records_.size(), keyOf());
   if (existing != SignatureIndex::kAbsent) {
@@ -330,6 +335,7 @@ void ProfileDb::put(ProfileRecord record) {
 }
 
 bool ProfileDb::putNew(ProfileRecord record) {
+  materialize();
   if (record.signature.empty()) record.signature = record.event.signature();
   if (index_.insert(record.signature, records_.size(), keyOf()) != SignatureIndex::kAbsent) {
     return false;
@@ -339,8 +345,50 @@ bool ProfileDb::putNew(ProfileRecord record) {
 }
 
 void ProfileDb::reserve(size_t records) {
+  materialize();
   records_.reserve(records);
   index_.reserve(records);
+}
+
+void ProfileDb::adoptRows(std::shared_ptr<const ProfileRows> rows) {
+  EVSIM_CHECK(records_.empty() && rows_ == nullptr && index_.size() == 0,
+              "adoptRows into a database that holds records");
+  rows_ = std::move(rows);
+  const size_t twice = index_.insertAll(rows_->size(), keyOf());
+  if (twice != SignatureIndex::kAbsent) {
+    EVSIM_THROW(InputError, "{}.signature: '{}' appears twice", rows_->where(twice),
+                rows_->signature(twice));
+  }
+}
+
+void ProfileDb::materialize() {
+  if (rows_ == nullptr) return;
+  records_ = rows_->all();
+  rows_.reset();
+}
+
+std::string_view ProfileDb::keyAt(size_t i) const {
+  return rows_ != nullptr ? rows_->signature(i) : std::string_view(records_[i].signature);
+}
+
+size_t ProfileDb::size() const { return rows_ != nullptr ? rows_->size() : records_.size(); }
+
+const std::vector<ProfileRecord>& ProfileDb::records() const {
+  return rows_ != nullptr ? rows_->all() : records_;
+}
+
+std::vector<const ProfileRecord*> ProfileDb::communicationRecords() const {
+  std::vector<const ProfileRecord*> out;
+  if (rows_ != nullptr) {
+    for (size_t i = 0; i < rows_->size(); ++i) {
+      if (rows_->isCommunication(i)) out.push_back(&rows_->record(i));
+    }
+    return out;
+  }
+  for (const ProfileRecord& r : records_) {
+    if (isCommunication(r.event.kind)) out.push_back(&r);
+  }
+  return out;
 }
 
 void ProfileDb::putOverlap(OverlapRecord record) {
@@ -354,9 +402,10 @@ void ProfileDb::putOverlap(OverlapRecord record) {
   overlap_.push_back(std::move(record));
 }
 
-const ProfileRecord* ProfileDb::find(const std::string& signature) const {
+const ProfileRecord* ProfileDb::find(std::string_view signature) const {
   const size_t position = index_.find(signature, keyOf());
-  return position == SignatureIndex::kAbsent ? nullptr : &records_[position];
+  if (position == SignatureIndex::kAbsent) return nullptr;
+  return rows_ != nullptr ? &rows_->record(position) : &records_[position];
 }
 
 }  // namespace evsim

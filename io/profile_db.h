@@ -46,6 +46,7 @@
 // naming the file and the entry.
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,6 +58,7 @@
 namespace evsim {
 
 class YamlReader;
+class ProfileRows;
 
 inline constexpr int kProfileSchemaVersion = 1;
 
@@ -131,8 +133,20 @@ class ProfileDb {
   bool putNew(ProfileRecord record);
   // Room for this many records without reallocating (loaders that know the count).
   void reserve(size_t records);
-  const ProfileRecord* find(const std::string& signature) const;
-  const std::vector<ProfileRecord>& records() const { return records_; }
+  // Takes a binary profile's rows, decoded when first needed (io/profile_rows.h), as this
+  // database's records (it must hold none yet). InputError for a signature stored twice.
+  void adoptRows(std::shared_ptr<const ProfileRows> rows);
+
+  // The record of `signature` (canonical form), or nullptr. A binary profile's row is decoded
+  // here the first time: an InputError naming the file and row when it is bad.
+  const ProfileRecord* find(std::string_view signature) const;
+  size_t size() const;
+  // Every record, in order. A binary profile decodes all its rows the first time (calibrate,
+  // convert-profile); lookups should use find() and communicationRecords().
+  const std::vector<ProfileRecord>& records() const;
+  // The communication records, in order (what derived costs scan; a binary profile decodes just
+  // these rows). The pointers stay valid until the database is changed.
+  std::vector<const ProfileRecord*> communicationRecords() const;
 
   // Adds or replaces the overlap record of the same compute and transfer events.
   void putOverlap(OverlapRecord record);
@@ -142,13 +156,19 @@ class ProfileDb {
   // Checks the top level (version, metadata, the events key) and fills db.metadata.
   static void readHeader(const YamlReader& root, ProfileDb& db);
   // Record i's signature, for the index (which keeps positions, not copies of the keys).
+  std::string_view keyAt(size_t i) const;
   auto keyOf() const {
-    return [this](size_t i) -> std::string_view { return records_[i].signature; };
+    return [this](size_t i) { return keyAt(i); };
   }
+  // Before a change: a binary profile's rows become records_ (same order, so the index holds).
+  void materialize();
 
   std::vector<ProfileRecord> records_;
+  // A binary profile's rows, not yet decoded (then records_ is empty). Shared by copies: the
+  // rows never change, and a copy that is changed materializes its own records_.
+  std::shared_ptr<const ProfileRows> rows_;
   std::vector<OverlapRecord> overlap_;
-  SignatureIndex index_;  // signature -> position in records_
+  SignatureIndex index_;  // signature -> position in records_ (or row in rows_)
 };
 
 }  // namespace evsim

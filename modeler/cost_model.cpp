@@ -23,7 +23,7 @@ std::string describeProfile(const ProfileDb* db) {
   return fmt::format("({} backend, {}, {} records)",
                      db->metadata.backend.empty() ? "unknown" : db->metadata.backend,
                      db->metadata.date.empty() ? "undated" : db->metadata.date,
-                     db->records().size());
+                     db->size());
 }
 
 }  // namespace

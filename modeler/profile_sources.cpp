@@ -61,8 +61,8 @@ std::optional<EventCost> DerivedSource::cost(const Event& event) const {
 
   // Message size between two measured sizes at the same placement (p2p included).
   std::vector<const ProfileRecord*> same_placement;
-  for (const ProfileRecord& r : db_.records()) {
-    if (sameCollective(r.event, event) && r.event.placement == target) same_placement.push_back(&r);
+  for (const ProfileRecord* r : communication_) {
+    if (sameCollective(r->event, event) && r->event.placement == target) same_placement.push_back(r);
   }
   if (!same_placement.empty()) {
     std::optional<double> t = timeAtBytes(same_placement, event.message_bytes);
@@ -80,19 +80,19 @@ std::optional<EventCost> DerivedSource::cost(const Event& event) const {
   // itself scaled count as bases too: ring scaling composes, so scaling a scaled record equals
   // scaling its measurement directly.
   int largest = 0;
-  for (const ProfileRecord& r : db_.records()) {
-    if (sameCollective(r.event, event) && sameShapeForScaling(r.event.placement, target)) {
-      largest = std::max(largest, r.event.placement.group_size);
+  for (const ProfileRecord* r : communication_) {
+    if (sameCollective(r->event, event) && sameShapeForScaling(r->event.placement, target)) {
+      largest = std::max(largest, r->event.placement.group_size);
     }
   }
   if (largest < 2 || largest >= target.group_size) return std::nullopt;
   // Inter-node groups of one size and ranks per node may still sit on different node counts
   // (uneven placements); each is a separate series, tried fewest nodes first for determinism.
   std::map<int, std::vector<const ProfileRecord*>> by_nodes;
-  for (const ProfileRecord& r : db_.records()) {
-    if (sameCollective(r.event, event) && sameShapeForScaling(r.event.placement, target) &&
-        r.event.placement.group_size == largest) {
-      by_nodes[r.event.placement.nodes].push_back(&r);
+  for (const ProfileRecord* r : communication_) {
+    if (sameCollective(r->event, event) && sameShapeForScaling(r->event.placement, target) &&
+        r->event.placement.group_size == largest) {
+      by_nodes[r->event.placement.nodes].push_back(r);
     }
   }
   for (const auto& [nodes, series] : by_nodes) {

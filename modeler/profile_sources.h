@@ -29,11 +29,14 @@ class MeasuredSource : public CostSource {
 
 class DerivedSource : public CostSource {
  public:
-  DerivedSource(const ProfileDb& db, const ClusterConfig& cluster) : db_(db), network_(cluster) {}
+  DerivedSource(const ProfileDb& db, const ClusterConfig& cluster)
+      : communication_(db.communicationRecords()), network_(cluster) {}
   std::optional<EventCost> cost(const Event& event) const override;
 
  private:
-  const ProfileDb& db_;
+  // The database's communication records, taken once (a binary profile decodes only these rows;
+  // compute records are never a base for a derived cost).
+  std::vector<const ProfileRecord*> communication_;
   NcclTuner network_;
 };
 

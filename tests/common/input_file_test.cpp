@@ -83,6 +83,12 @@ TEST(Utf8, FindsTheFirstInvalidByte) {
   EXPECT_EQ(firstInvalidUtf8("\xC0\xAF"), 0);          // overlong '/'
   EXPECT_EQ(firstInvalidUtf8("x\xED\xA0\x80"), 1);     // UTF-16 surrogate U+D800
   EXPECT_EQ(firstInvalidUtf8("\xF4\x90\x80\x80"), 0);  // past U+10FFFF
+  // Past the eight-byte ASCII steps: the offset is still the byte's own, and a sequence may
+  // straddle a step.
+  EXPECT_EQ(firstInvalidUtf8(std::string(19, 'a') + "\x80"), 19);
+  EXPECT_EQ(firstInvalidUtf8(std::string(16, 'a') + "\xFF" + std::string(16, 'a')), 16);
+  EXPECT_EQ(firstInvalidUtf8(std::string(7, 'a') + "\xE2\x82\xAC" + std::string(9, 'b')), -1);
+  EXPECT_EQ(firstInvalidUtf8(std::string(7, 'a') + "\xE2\x82" + std::string(9, 'b')), 7);
 }
 
 }  // namespace

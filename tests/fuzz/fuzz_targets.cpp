@@ -93,10 +93,15 @@ void load(int target, const std::string& text) {
       parseNcclTests(ncclLogAround(text), origin, options);
       break;
     }
-    case 10:
+    case 10: {
       // Bytes after the magic, so every input reaches the CBOR reader (seeds carry it already).
-      ProfileDb::parse(isCborProfile(text) ? text : std::string(kProfileCborMagic) + text, origin);
+      // Every row decoded too: a binary profile's rows are parsed when first needed.
+      const ProfileDb db =
+          ProfileDb::parse(isCborProfile(text) ? text : std::string(kProfileCborMagic) + text, origin);
+      db.communicationRecords();
+      db.records();
       break;
+    }
     default:
       EVSIM_THROW(Error, "no fuzz target {}", target);
   }

@@ -297,5 +297,98 @@ TEST(ProfileCbor, BadContentNamesTheColumnAndRow) {
             "p.cbor: metadata.hosts: not UTF-8 text (invalid byte at offset 0)");
 }
 
+// The sample in layout 2 with its signature column replaced by `signatures` (same length: the
+// other columns keep their offsets).
+std::string withSignatures(const std::string& signatures) {
+  Layout2 parts = split(encodeProfileCbor(sample()));
+  const json& ref = parts.header["events"]["signature"];
+  const auto at = parts.columns.begin() + ref[0].get<std::ptrdiff_t>();
+  EXPECT_EQ(signatures.size(), ref[1].get<size_t>());
+  std::copy(signatures.begin(), signatures.end(), at);
+  return join(parts);
+}
+constexpr std::string_view kGemm = "gemm m=2048 n=3072 k=1024 layout=nt dtype=bf16";
+constexpr std::string_view kAllReduce = "allreduce bytes=4194304 group=16 nodes=2 rpn=8 dtype=bf16";
+
+std::string errorOfLookup(const ProfileDb& db, std::string_view signature) {
+  try {
+    db.find(signature);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "the lookup succeeded";
+  return "";
+}
+
+TEST(ProfileCbor, RowsAreDecodedWhenFirstLookedUp) {
+  // Row 0's dtype misspelt (same length): the file loads, the all-reduce is found, and only the
+  // lookup that reaches row 0 (or a scan of every row) fails, naming the file and the row.
+  const std::string bad_gemm = "gemm m=2048 n=3072 k=1024 layout=nt dtype=bf17";
+  const ProfileDb db =
+      ProfileDb::parse(withSignatures(bad_gemm + "\n" + std::string(kAllReduce) + "\n"), "p.cbor");
+  EXPECT_EQ(db.size(), 2u);
+  const ProfileRecord* ar = db.find(kAllReduce);
+  ASSERT_NE(ar, nullptr);
+  EXPECT_EQ(ar->time.median_us, 250);
+  EXPECT_EQ(ar->event.placement.group_size, 16);
+  EXPECT_EQ(db.find(kAllReduce), ar);  // decoded once, the same record after
+  const std::vector<const ProfileRecord*> comm = db.communicationRecords();
+  ASSERT_EQ(comm.size(), 1u);  // the compute row is not decoded for it
+  EXPECT_EQ(comm[0], ar);
+  EXPECT_EQ(db.find(kGemm), nullptr);
+  const std::string message = errorOfLookup(db, bad_gemm);
+  EXPECT_TRUE(message.starts_with("p.cbor: events[0].signature: ")) << message;
+  EXPECT_NE(message.find("bf17"), std::string::npos) << message;
+  EXPECT_THROW(db.records(), InputError);
+}
+
+TEST(ProfileCbor, AStoredSignatureMustBeCanonical) {
+  // dtype before layout: parses to the same event, but lookups hash the canonical text.
+  const std::string swapped = "gemm m=2048 n=3072 k=1024 dtype=bf16 layout=nt";
+  const ProfileDb db = ProfileDb::parse(
+      withSignatures(swapped + "\n" + std::string(kAllReduce) + "\n"), "p.cbor");
+  try {
+    db.records();
+    ADD_FAILURE() << "decoding every row succeeded";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "p.cbor: events[0].signature: 'gemm m=2048 n=3072 k=1024 dtype=bf16 layout=nt' is "
+              "not in canonical form (eventsim writes 'gemm m=2048 n=3072 k=1024 layout=nt "
+              "dtype=bf16'; a lookup could never find it)");
+  }
+}
+
+TEST(ProfileCbor, MeasuredGroupIsCheckedAgainstTheSignatureWhenDecoded) {
+  Layout2 parts = split(encodeProfileCbor(sample()));
+  const json& ref = parts.header["events"]["measured_group_size"];
+  parts.columns[ref[0].get<size_t>() + 4] = 32;  // row 1: measured at 32 > group 16
+  const ProfileDb db = ProfileDb::parse(join(parts), "p.cbor");
+  ASSERT_NE(db.find(kGemm), nullptr);
+  EXPECT_EQ(errorOfLookup(db, kAllReduce),
+            "p.cbor: events[1].measured_group_size: 32: must be between 2 and group_size 16");
+}
+
+TEST(ProfileCbor, ALoadedProfileCanBeExtendedAndCopied) {
+  const ProfileDb loaded = ProfileDb::parse(encodeProfileCbor(sample()), "p.cbor");
+  ProfileDb extended = loaded;  // shares the rows; changing it decodes its own
+  ProfileRecord softmax;
+  softmax.event = parseEventSignature("softmax_fwd rows=4096 cols=4096 dtype=bf16", "test");
+  softmax.time = {3, 2, 4, 0.5, 10};
+  extended.put(softmax);
+  EXPECT_EQ(extended.size(), 3u);
+  EXPECT_EQ(loaded.size(), 2u);
+  EXPECT_EQ(loaded.find("softmax_fwd rows=4096 cols=4096 dtype=bf16"), nullptr);
+  ASSERT_NE(extended.find(kGemm), nullptr);
+  EXPECT_EQ(extended.find(kGemm)->time.median_us, 12.5);
+  EXPECT_EQ(extended.records()[2].signature, "softmax_fwd rows=4096 cols=4096 dtype=bf16");
+  // A record replaced in place keeps its position.
+  ProfileRecord faster = extended.records()[0];
+  faster.time.median_us = faster.time.min_us = 12.2;
+  extended.put(faster);
+  EXPECT_EQ(extended.records()[0].time.median_us, 12.2);
+  EXPECT_EQ(extended.size(), 3u);
+  EXPECT_EQ(loaded.find(kGemm)->time.median_us, 12.5);
+}
+
 }  // namespace
 }  // namespace evsim

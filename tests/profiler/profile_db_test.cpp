@@ -114,6 +114,29 @@ TEST_F(ProfileDbTest, RoundTrip) {
   EXPECT_EQ(ar->event.placement, (Placement{16, 2, 8}));
 }
 
+TEST_F(ProfileDbTest, TransfersPastTwoGiBRoundTripInBothForms) {
+  // A 70B model's gradient all-reduce is ~19 GB: its bytes must not be read as a 32-bit count.
+  ProfileDb db = sample();
+  ProfileRecord big;
+  big.event = parseEventSignature(
+      "allreduce bytes=19214434304 group=8 nodes=1 rpn=8 dtype=bf16", "test");
+  big.time = {9.0e4, 8.9e4, 9.2e4, 100, 5};
+  big.measured_group_size = 8;
+  big.algbw_gb_s = 213.5;  // 19214434304 B / 90 ms
+  big.busbw_gb_s = 373.6;  // x 2(8-1)/8
+  db.put(big);
+  for (const std::string name : {"big.yaml", "big.cbor"}) {
+    const std::string path = (dir_ / name).string();
+    db.save(path);
+    const ProfileDb loaded = ProfileDb::load(path);
+    const ProfileRecord* r =
+        loaded.find("allreduce bytes=19214434304 group=8 nodes=1 rpn=8 dtype=bf16");
+    ASSERT_NE(r, nullptr) << name;
+    EXPECT_EQ(r->event.message_bytes, 19214434304) << name;
+    EXPECT_EQ(r->time.median_us, 9.0e4) << name;
+  }
+}
+
 TEST_F(ProfileDbTest, SaveReplacesAtomicallyAndLeavesNoTempFile) {
   ProfileDb db = sample();
   db.save(path_);

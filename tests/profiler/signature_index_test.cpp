@@ -29,6 +29,23 @@ TEST(SignatureIndex, FindsEveryKeyThroughGrowth) {
   EXPECT_EQ(index.find(keys[1234], key_of), 1234u);
 }
 
+TEST(SignatureIndex, InsertAllStoresEveryPositionAndNamesTheFirstRepeat) {
+  // More keys than insertAll fetches ahead (16), so the prefetched tags are used past the first
+  // round; the repeat sits late (position 40 repeats position 7).
+  std::vector<std::string> keys;
+  for (int i = 0; i < 50; ++i) keys.push_back("allreduce bytes=" + std::to_string(1 << (i % 30)));
+  for (int i = 0; i < 50; ++i) keys[i] += " group=" + std::to_string(2 + i);
+  auto key_of = [&](size_t i) -> std::string_view { return keys[i]; };
+  SignatureIndex index;
+  ASSERT_EQ(index.insertAll(keys.size(), key_of), SignatureIndex::kAbsent);
+  EXPECT_EQ(index.size(), 50u);
+  for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(index.find(keys[i], key_of), i);
+  keys[40] = keys[7];
+  SignatureIndex repeated;
+  EXPECT_EQ(repeated.insertAll(keys.size(), key_of), 40u);
+  EXPECT_EQ(repeated.find(keys[7], key_of), 7u);  // the first stays
+}
+
 TEST(SignatureIndex, EmptyIndexFindsNothing) {
   const SignatureIndex index;
   EXPECT_EQ(index.find("x", [](size_t) { return std::string_view("x"); }),
