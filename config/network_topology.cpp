@@ -197,7 +197,8 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
     const YamlReader nccl = topo.child("nccl");
     nccl.allowOnly({"version", "gpu_arch", "cpu_vendor", "launch_us", "algorithm", "protocols",
                     "source", "intra", "net"});
-    if (nccl.has("launch_us")) t.nccl.launch_us = nccl.nonNegativeDouble("launch_us", kMaxLatencyUs);
+    if (nccl.has("launch_us"))
+      t.nccl.launch_us = nccl.nonNegativeDouble("launch_us", kMaxLatencyUs);
     if (nccl.has("version")) {
       // "2.23" .. "2.27": the releases whose tuning.cc constants modeler/network/nccl_estimate.cpp
       // holds (their ring/tree tables are the same; PAT and Blackwell differ by release).
@@ -212,10 +213,11 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
     }
     if (nccl.has("gpu_arch")) {
       const std::string a = nccl.str("gpu_arch");
-      constexpr std::pair<const char*, NcclGpuArch> kArchs[] = {{"volta", NcclGpuArch::kVolta},
-                                                               {"ampere", NcclGpuArch::kAmpere},
-                                                               {"hopper", NcclGpuArch::kHopper},
-                                                               {"blackwell", NcclGpuArch::kBlackwell}};
+      constexpr std::pair<const char*, NcclGpuArch> kArchs[] = {
+          {"volta", NcclGpuArch::kVolta},
+          {"ampere", NcclGpuArch::kAmpere},
+          {"hopper", NcclGpuArch::kHopper},
+          {"blackwell", NcclGpuArch::kBlackwell}};
       const auto* it = std::find_if(std::begin(kArchs), std::end(kArchs),
                                     [&](const auto& k) { return a == k.first; });
       if (it == std::end(kArchs)) {

@@ -133,9 +133,8 @@ std::optional<AlgorithmCost> ncclEstimate(std::string_view name, EventKind kind,
   const NcclGraph graph = ncclGraphOf(g);
   const double c = graph.channels;
   const int steps = kind == EventKind::kAllReduce ? 2 * (n - 1)
-                    : (kind == EventKind::kAllGather || kind == EventKind::kReduceScatter)
-                        ? n - 1
-                        : n;
+                    : (kind == EventKind::kAllGather || kind == EventKind::kReduceScatter) ? n - 1
+                                                                                           : n;
 
   // Bandwidth (ncclTopoTuneModel).
   double bw = graph.channel_gb_s;

@@ -16,9 +16,9 @@ namespace {
 // Every algorithm, one file each (algorithm.h); adding one is its file and a line here. In NCCL's
 // order (tree, ring, CollNet, NVLS, NVLS-tree, PAT): on a tie NCCL keeps the first.
 const std::vector<const NcclAlgorithm*>& allAlgorithms() {
-  static const std::vector<const NcclAlgorithm*> all = {
-      &algorithms::kTree, &algorithms::kRing,     &algorithms::kCollNet,
-      &algorithms::kNvls, &algorithms::kNvlsTree, &algorithms::kPat};
+  static const std::vector<const NcclAlgorithm*> all = {&algorithms::kTree,     &algorithms::kRing,
+                                                        &algorithms::kCollNet,  &algorithms::kNvls,
+                                                        &algorithms::kNvlsTree, &algorithms::kPat};
   return all;
 }
 
@@ -78,7 +78,7 @@ CollectiveChoice NcclTuner::choose(EventKind kind, const Placement& placement,
       }
     }
     std::stable_sort(candidates, candidates + count,
-              [](const Candidate& x, const Candidate& y) { return x.nccl_us < y.nccl_us; });
+                     [](const Candidate& x, const Candidate& y) { return x.nccl_us < y.nccl_us; });
     for (int i = 0; i < count; ++i) {
       std::optional<AlgorithmCost> cost =
           candidates[i].algorithm->cost(kind, best.group, candidates[i].protocol, bytes);

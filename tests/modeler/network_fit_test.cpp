@@ -132,7 +132,7 @@ TEST(NetworkFit, Ndv4SwitchPointsAreNcclsAndTheMeasuredKnees) {
     if (ratio > up) up = ratio, up_at = m[i].first;
     if (m[i - 1].first >= kMiB && ratio < down) down = ratio, down_at = m[i].first;
   }
-  EXPECT_EQ(up_at, 128 * kKiB);  // tree LL -> tree LL128
+  EXPECT_EQ(up_at, 128 * kKiB);   // tree LL -> tree LL128
   EXPECT_EQ(down_at, 16 * kMiB);  // tree LL128 -> ring LL128
   // Forcing NCCL_ALGO=ring keeps the ring and lets NCCL's model pick its protocol: LL at 1 KiB.
   NcclTuner ring(c, "ring");

@@ -267,9 +267,9 @@ topology:
   bad("  nccl: {launch_us: -1}\n", "launch_us");
 }
 
-// NCCL's own estimate (the tuner's basis for choosing), by hand from tuning.cc's tables for the test
-// cluster: device "T" names no generation (Ampere's row), Intel host (network overhead 1 us), 16
-// ranks on 2 nodes: graph 8 channels x 25 GB/s (min(NVLink 300, 8 NICs x 25)); all-reduce 30
+// NCCL's own estimate (the tuner's basis for choosing), by hand from tuning.cc's tables for the
+// test cluster: device "T" names no generation (Ampere's row), Intel host (network overhead 1 us),
+// 16 ranks on 2 nodes: graph 8 channels x 25 GB/s (min(NVLink 300, 8 NICs x 25)); all-reduce 30
 // steps, 2 across the network.
 TEST(Network, NcclEstimateIsNcclsTable) {
   ClusterConfig c = cluster();
