@@ -263,6 +263,42 @@ std::filesystem::path tracePath(const std::string& dir, const std::string& prefi
   return std::filesystem::path(dir) / fmt::format("{}.{}.et", prefix, rank);
 }
 
+// The rank N of a file named exactly <prefix>.<N>.et (N decimal digits only), or -1.
+int64_t traceRank(const std::string& file_name, const std::string& prefix) {
+  const std::string head = prefix + ".", tail = ".et";
+  if (file_name.size() <= head.size() + tail.size() || file_name.rfind(head, 0) != 0 ||
+      !file_name.ends_with(tail)) {
+    return -1;
+  }
+  const std::string digits =
+      file_name.substr(head.size(), file_name.size() - head.size() - tail.size());
+  if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) {
+        return c >= '0' && c <= '9';
+      })) {
+    return -1;
+  }
+  return std::stoll(digits);
+}
+
+// Removes the rank files of an earlier run with more ranks than `world`; returns how many.
+int64_t removeStaleTraces(const std::string& dir, const std::string& prefix, int64_t world) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> stale;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
+    if (entry.is_regular_file() && traceRank(entry.path().filename().string(), prefix) >= world) {
+      stale.push_back(entry.path());
+    }
+  }
+  for (const fs::path& path : stale) {
+    std::error_code ec;
+    if (!fs::remove(path, ec) && ec) {
+      EVSIM_THROW(InputError, "--chakra {}: cannot remove the earlier run's {} ({})", dir,
+                  path.filename().string(), ec.message());
+    }
+  }
+  return static_cast<int64_t>(stale.size());
+}
+
 }  // namespace
 
 int ChakraCommGroups::id(const std::vector<int64_t>& ranks) {
@@ -378,6 +414,7 @@ ChakraOutput writeChakraTraces(const Simulation& sim, const std::string& dir,
   group_file.commit();
   out.bytes += static_cast<double>(text.size());
   out.groups = static_cast<int>(groups.groups().size());
+  out.stale_removed = removeStaleTraces(dir, prefix, world);
   return out;
 }
 

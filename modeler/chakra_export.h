@@ -64,13 +64,16 @@ struct ChakraOutput {
   int64_t nodes = 0;  // over all of them
   double bytes = 0;   // traces and comm-group file
   int groups = 0;     // communicator groups
+  int64_t stale_removed = 0;  // <prefix>.<rank>.et of ranks >= this world, left by an earlier run
   std::string comm_group_path;
 };
 
 // Bytes of every rank's trace: each (pipeline class, stage) serialized once, times its ranks.
 double estimateChakraBytes(const Simulation& sim);
 
-// Writes `dir`/<prefix>.<rank>.et for every rank and `dir`/<prefix>.comm_group.json. Throws
+// Writes `dir`/<prefix>.<rank>.et for every rank and `dir`/<prefix>.comm_group.json, and removes
+// `dir`/<prefix>.<N>.et for N >= the world size (an earlier, larger run's ranks that would
+// otherwise sit beside this run's as if they belonged to it; nothing else is touched). Throws
 // InputError when `dir` is a file or cannot be created, or when the estimate exceeds `max_gib`.
 ChakraOutput writeChakraTraces(const Simulation& sim, const std::string& dir,
                                const std::string& prefix, double max_gib);

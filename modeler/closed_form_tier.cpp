@@ -114,13 +114,24 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
     const bool transfers =
         footprint && model_block != model_.blocks.end() && !strategy.fsdpSyncsOncePerStep();
     const int64_t params = transfers ? footprint->block(*model_block).weights : 0;
+    // Prefetched (sharded_prefetch.h): in the steady state a block's transfers run beside its own
+    // ops, one at a time on the DP stream, so a block costs at least the longer of the two. The
+    // exposed first gather and last scatter of a task only add: still a lower bound.
     if (transfers) zero3Op(f, params, EventKind::kAllGather, "zero3_param_allgather");
     builder.blockForward(b, 0, f);
     if (transfers && strategy.reshardsAfterForward()) {
       zero3Op(g, params, EventKind::kAllGather, "zero3_param_allgather");
     }
-    builder.blockBackward(b, 0, g);
     if (transfers) zero3Op(g, params, EventKind::kReduceScatter, "zero3_grad_reduce_scatter");
+    const size_t g_transfers = g.size();
+    builder.blockBackward(b, 0, g);
+    auto beside = [](OpList& ops, size_t transfers) {
+      for (size_t j = 0; j < transfers; ++j) {
+        ops[j].overlap_ops = static_cast<int>(ops.size() - 1 - j);
+      }
+    };
+    beside(f, transfers ? 1 : 0);
+    beside(g, g_transfers);
     forward = sum(f);
     backward = sum(g);
   };

@@ -123,7 +123,7 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   const StageTimeline& timeline = sim.timeline.pipelines[pipeline].stages[stage];
   const double m = static_cast<double>(sim.plan.micro_batches);
   DeviceMetrics d;
-  double zero3_us = 0, optimizer_host_us = 0;
+  double zero3_us = 0, zero3_exposed_us = 0, optimizer_host_us = 0;
   for (int k : sim.plan.deviceChunks(stage)) {
     const StagePlan& plan = sim.plan.stages[k];
     // One micro-batch's forward and backward, m times: all of a stream's time, or what the ops
@@ -149,8 +149,10 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
       if (op.stream != Stream::kHost) continue;
       optimizer_host_us += issued(sim.costs[op.event]);
     }
-    // ZeRO-3 gathers and scatters inside the tasks: blocking, hence fully exposed.
+    // ZeRO-3 gathers and scatters inside the tasks: the prefetched ones cost only what outlasts
+    // the layer beside them (sharded_prefetch.h), the task's first gathers and last scatters all.
     zero3_us += tasks(streamTime, Stream::kDpComm);
+    zero3_exposed_us += tasks(exposedStreamTime, Stream::kDpComm);
   }
   // A straggler's tasks (compute and TP collectives alike) run `slow` times longer.
   const double slow = stageSlowdown(sim, pipeline, stage);
@@ -171,6 +173,7 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
     d.exposed_cp_comm_us += shared.cp_us;
     d.ep_comm_us += shared.ep_us;
     zero3_us += shared.zero3_us;
+    zero3_exposed_us += shared.zero3_us;
   }
   // The optimizer step (stretched by `slow` like the rest, timing_engine.cpp) less its host side.
   d.compute_us += timeline.optimizer.duration() - optimizer_host_us * slow + d.overlap_slowdown_us;
@@ -178,8 +181,8 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   d.exposed_offload_us += optimizer_host_us * slow;
   for (const TaskTiming& t : timeline.tasks) d.pp_comm_us += t.send.duration();
   d.dp_comm_us += zero3_us + timeline.param_allgather.duration();
-  d.exposed_dp_comm_us += zero3_us + timeline.param_allgather.duration();
-  d.zero_comm_us = zero3_us + timeline.param_allgather.duration();
+  d.exposed_dp_comm_us += zero3_exposed_us + timeline.param_allgather.duration();
+  d.zero_comm_us = zero3_exposed_us + timeline.param_allgather.duration();
   // --overlap-param-gather: the gathers beside the first forwards, exposed where they waited.
   for (const Interval& gather : timeline.param_gathers) d.dp_comm_us += gather.duration();
   d.exposed_dp_comm_us += timeline.param_gather_wait_us;

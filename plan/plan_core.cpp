@@ -7,6 +7,7 @@
 #include "ops/fp8_casts.h"
 #include "ops/layer_ops.h"
 #include "plan/layer_shape.h"
+#include "plan/sharded_prefetch.h"
 
 namespace evsim {
 
@@ -320,6 +321,12 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       if (stage.has_head) dense_params[kHeadLayer] -= footprint.head.expert_weights;
     }
     if (offloadsActivations(strategy.offload)) addActivationOffload(stage, dtype, table);
+    // ZeRO-3 / FSDP prefetch: each layer's gathers beside the layer before, its scatters beside
+    // the layer after (sharded_prefetch.h).
+    if (per_micro_batch) {
+      prefetchShardedTransfers(stage.forward, table);
+      prefetchShardedTransfers(stage.backward, table);
+    }
     if (k + 1 < K) {
       // A decoder stage of an encoder-decoder model also forwards the encoder output.
       bool next_is_cross = model.blocks[end_layer].cross_attention;
@@ -331,6 +338,10 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     core->layer_params.push_back(std::move(layer_params));
     core->dense_params.push_back(std::move(dense_params));
     core->stage_events_end.push_back(table.size());
+  }
+  // Prefetched gathers were interned after the ops they now precede.
+  if (zero3 && !strategy.fsdpSyncsOncePerStep()) {
+    renumberInFirstUseOrder(table, core->stages, core->stage_events_end);
   }
 
   // Pipeline classes: DP replicas with identical transfer placements are simulated once. Link k

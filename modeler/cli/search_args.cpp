@@ -127,8 +127,10 @@ std::string searchedSpaceText(const SearchArgs& args) {
   if (args.schedules.find("interleaved") != std::string::npos) {
     searched += fmt::format(" (v {})", args.virtual_stages);
   }
+  const bool fsdp = parseFramework(args.run.framework) == Framework::kFsdp;
   searched += fmt::format("; recompute {}; SP {}; ZeRO {}; DP overlap {}; CP {}", args.recomputes,
-                          sequenceParallelValues(args), args.zero_stages, args.dp_overlaps,
+                          sequenceParallelValues(args),
+                          fsdp ? "FSDP full sharding" : args.zero_stages, args.dp_overlaps,
                           args.context_parallel);
   if (!args.expert_parallel.empty()) searched += fmt::format("; EP {}", args.expert_parallel);
   if (!args.expert_tensor_parallel.empty()) {
@@ -150,7 +152,7 @@ std::string searchedSpaceText(const SearchArgs& args) {
           {"gpipe", "dapple", "interleaved", "zbh1", "zbh2", "zbv", "dualpipev"}, "--schedule");
   leftOut("recompute", args.recomputes, {"none", "selective", "full"}, "--recompute");
   leftOut("SP", sequenceParallelValues(args), {"off", "on"}, "--sequence-parallel");
-  leftOut("ZeRO", args.zero_stages, {"0", "1", "2", "3"}, "--zero");
+  if (!fsdp) leftOut("ZeRO", args.zero_stages, {"0", "1", "2", "3"}, "--zero");
   leftOut("DP overlap", args.dp_overlaps, {"off", "on"}, "--dp-overlap");
   leftOut("offload", args.offloads, {"none", "optimizer", "activations", "both"}, "--offload");
   if (!args.tp_comm_overlap) left.push_back("TP comm overlap (--tp-comm-overlap)");
@@ -172,9 +174,17 @@ std::string spaceCommandLine(const SearchArgs& args) {
   if (args.schedules.find("interleaved") != std::string::npos) {
     out += fmt::format(" --virtual-stages {}", args.virtual_stages);
   }
-  out += fmt::format(" --recompute {} --sequence-parallel {} --zero {} --dp-overlap {}",
-                     args.recomputes, sequenceParallelValues(args), args.zero_stages,
-                     args.dp_overlaps);
+  out += fmt::format(" --recompute {} --sequence-parallel {}", args.recomputes,
+                     sequenceParallelValues(args));
+  if (parseFramework(args.run.framework) == Framework::kFsdp) {
+    out += " --framework fsdp";
+    if (args.run.reshard != "default") {
+      out += fmt::format(" --reshard-after-forward {}", args.run.reshard);
+    }
+  } else {
+    out += fmt::format(" --zero {}", args.zero_stages);
+  }
+  out += fmt::format(" --dp-overlap {}", args.dp_overlaps);
   if (args.offloads != "none") out += fmt::format(" --offload {}", args.offloads);
   if (args.context_parallel != "1") out += fmt::format(" --cp {}", args.context_parallel);
   if (!args.expert_parallel.empty()) out += fmt::format(" --ep {}", args.expert_parallel);

@@ -13,6 +13,7 @@
 #include "io/run_options.h"
 #include "modeler/cli/json_sink.h"
 #include "modeler/cli/simulate_command.h"
+#include "modeler/cli/train_run_flags.h"
 #include "modeler/memory_model.h"
 #include "modeler/search.h"
 #include "plan/strategy.h"
@@ -34,7 +35,7 @@ struct SearchArgs {
   // Megatron's TP communication: allreduce (no SP) or rs-ag (reduce-scatter + all-gather, which
   // is what sequence parallelism is): another name for --sequence-parallel off,on.
   std::string tp_comm;
-  std::string zero_stages = "0,1";
+  std::string zero_stages;  // empty: 0,1 (Megatron); FSDP shards fully and has no --zero
   std::string dp_overlaps = "off,on";
   // Megatron's --tp-comm-overlap and --overlap-param-gather: off by default in Megatron (and the
   // first needs Transformer Engine's userbuffers), so not searched; given, each applies to every
@@ -51,8 +52,7 @@ struct SearchArgs {
   std::string csv;
   bool allow_cross_node_tp = false;
   double memory_headroom = kDefaultMemoryHeadroom;
-  std::string train_tokens;             // --train-tokens 15T: days and GPU-hours per plan
-  std::optional<double> gpu_hour_cost;  // --gpu-hour-cost: price of one GPU-hour
+  TrainRunFlags train_run;  // --train-tokens 15T [--gpu-hour-cost]: days and GPU-hours per plan
   std::string write_events;    // the union of the candidates' events, for eventprof --events
   unsigned threads = 0;        // 0: every core
   bool exhaustive = false;     // with --top: simulate and list every candidate anyway

@@ -57,10 +57,9 @@ nlohmann::json mfuPeaksJson(const ModelConfig& model, const ClusterConfig& clust
 // --train-tokens: the whole run at this candidate's iteration time (ok candidates only).
 std::optional<TimeToTrain> runTime(const SearchArgs& args, const ModelConfig& model,
                                    const CandidateResult& r) {
-  if (args.train_tokens.empty() || r.status != CandidateStatus::kOk) return std::nullopt;
-  return timeToTrain(parseTokenCount(args.train_tokens, "--train-tokens"),
-                     args.run.global_batch * model.seq_length, r.iteration_us, args.gpus,
-                     args.gpu_hour_cost);
+  if (!args.train_run.given() || r.status != CandidateStatus::kOk) return std::nullopt;
+  return timeToTrain(*args.train_run.tokens(), args.run.global_batch * model.seq_length,
+                     r.iteration_us, args.gpus, args.train_run.gpu_hour_cost);
 }
 
 // One row of the JSON's "candidates", with its time to train under --train-tokens.
@@ -292,7 +291,7 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
 void run(SearchArgs args) {
   args.run.acceptMegatronExtras();
   // Checked before the search, not after it.
-  if (!args.train_tokens.empty()) parseTokenCount(args.train_tokens, "--train-tokens");
+  args.train_run.tokens();
 
   ModelConfig model = args.run.loadModel();
   ClusterConfig cluster = args.run.loadCluster();
@@ -312,6 +311,10 @@ void run(SearchArgs args) {
   options.base.reshard = parseReshard(args.run.reshard);
   options.base.tp_comm_overlap = args.tp_comm_overlap;
   options.base.overlap_param_gather = args.overlap_param_gather;
+  // FSDP's sharding is its own (ZeRO-3 wherever D x C >= 2): no ZeRO stages to try.
+  if (args.zero_stages.empty()) {
+    args.zero_stages = options.base.framework == Framework::kFsdp ? "0" : "0,1";
+  }
   if (options.base.framework == Framework::kFsdp && trim(args.zero_stages) != "0") {
     EVSIM_THROW(InputError,
                 "--framework fsdp --zero {}: FSDP shards fully (ZeRO-3) wherever D x C >= 2; "
@@ -450,8 +453,8 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
                   "shortened by 1..K layers (moved to the middle stages; P >= 2, not interleaved)")
       ->capture_default_str();
   cmd->add_option("--zero", args->zero_stages,
-                  "ZeRO stages to try: 0,1,2,3 (> 0 only where D >= 2)")
-      ->capture_default_str();
+                  "ZeRO stages to try: 0,1,2,3 (> 0 only where D >= 2; default 0,1; not with "
+                  "--framework fsdp, which shards fully)");
   args->costs.add(*cmd);
   cmd->add_option(
       "--write-events", args->write_events,
@@ -474,13 +477,9 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--memory-headroom", args->memory_headroom,
                   "share of device memory kept free for workspace and fragmentation")
       ->capture_default_str();
-  auto* tokens = cmd->add_option("--train-tokens", args->train_tokens,
-                                 "tokens of the whole run (e.g. 15T): days and GPU-hours of the "
-                                 "best plan, and per plan in the JSON");
-  cmd->add_option("--gpu-hour-cost", args->gpu_hour_cost,
-                  "price of one GPU-hour, for the run's cost (with --train-tokens)")
-      ->check(kFinitePositive)
-      ->needs(tokens);
+  args->train_run.addTo(*cmd,
+                        "tokens of the whole run (e.g. 15T): days and GPU-hours of the best "
+                        "plan, and per plan in the JSON");
   cmd->callback([args] { run(*args); });
 }
 

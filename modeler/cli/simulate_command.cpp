@@ -12,6 +12,7 @@
 #include "modeler/chakra_export.h"
 #include "modeler/cli/eventprof_hint.h"
 #include "modeler/cli/plan_comparison.h"
+#include "modeler/cli/train_run_flags.h"
 #include "modeler/link_usage.h"
 #include "modeler/memory_model.h"
 #include "modeler/output_estimate.h"
@@ -82,8 +83,7 @@ struct SimulateArgs {
   int iterations = 0;                            // 0: one, or 100 with --jitter
   double max_output_gib = kDefaultMaxOutputGiB;  // --max-output-gib: one trace / CSV at most
   double memory_headroom = kDefaultMemoryHeadroom;
-  std::string train_tokens;             // --train-tokens 15T: time and GPU-hours of the run
-  std::optional<double> gpu_hour_cost;  // --gpu-hour-cost: price of one GPU-hour
+  TrainRunFlags train_run;  // --train-tokens 15T [--gpu-hour-cost]: time and GPU-hours of the run
   JsonSink sink;
 
   bool variability() const { return !slow_ranks.empty() || jitter > 0 || iterations > 0; }
@@ -100,7 +100,7 @@ void refuseSinglePlanFlags(const SimulateArgs& args) {
       {"--slow-ranks", !args.slow_ranks.empty()},
       {"--jitter", args.jitter > 0},
       {"--iterations", args.iterations > 0},
-      {"--train-tokens", !args.train_tokens.empty()}};
+      {"--train-tokens", args.train_run.given()}};
   for (const auto& [flag, given] : single) {
     if (given) {
       EVSIM_THROW(InputError,
@@ -151,10 +151,7 @@ void runSimulate(const SimulateArgs& args) {
   }
   Strategy strategy = args.run.strategy(model);
   args.run.checkTpPlacement(model, cluster, strategy);
-  const std::optional<double> train_tokens =
-      args.train_tokens.empty()
-          ? std::nullopt
-          : std::optional<double>(parseTokenCount(args.train_tokens, "--train-tokens"));
+  const std::optional<double> train_tokens = args.train_run.tokens();
   std::optional<ProfileDb> db = args.costs.loadProfile();
   IterationPlan plan = buildIterationPlan(model, cluster, strategy);
   CostModel cost_model(cluster, db ? &*db : nullptr, args.costs.analytic());
@@ -222,7 +219,7 @@ void runSimulate(const SimulateArgs& args) {
   if (train_tokens) {
     const Strategy& st = sim.plan.strategy;
     run_time = timeToTrain(*train_tokens, st.global_batch * sim.plan.model.seq_length,
-                           sim.summary.iteration_us, st.gpus(), args.gpu_hour_cost);
+                           sim.summary.iteration_us, st.gpus(), args.train_run.gpu_hour_cost);
     if (args.sink || args.json) summary["time_to_train"] = timeToTrainJson(*run_time);
   }
   if (writing) {
@@ -236,7 +233,8 @@ void runSimulate(const SimulateArgs& args) {
                          {"files", chakra->files},
                          {"nodes", chakra->nodes},
                          {"comm_groups", chakra->groups},
-                         {"comm_group_file", chakra->comm_group_path}};
+                         {"comm_group_file", chakra->comm_group_path},
+                         {"stale_files_removed", chakra->stale_removed}};
   }
   if (args.sink) {
     args.sink(summary);
@@ -259,6 +257,10 @@ void runSimulate(const SimulateArgs& args) {
           "Chakra traces (ASTRA-sim): {} files {}/{}.<rank>.et, {} nodes; comm groups ({}): {}\n",
           chakra->files, args.chakra, args.chakra_prefix, chakra->nodes, chakra->groups,
           chakra->comm_group_path);
+      if (chakra->stale_removed > 0) {
+        fmt::print("  removed {} rank file(s) of an earlier, larger run from {}\n",
+                   chakra->stale_removed, args.chakra);
+      }
     }
   }
 }
@@ -320,13 +322,9 @@ void registerSimulateCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--iterations", args->iterations,
                   "iterations sampled for the distribution (default 100 with --jitter)")
       ->check(CLI::Range(1, 100000));
-  auto* tokens = cmd->add_option("--train-tokens", args->train_tokens,
-                                 "tokens of the whole run (e.g. 15T, 300B): prints iterations, "
-                                 "days and GPU-hours");
-  cmd->add_option("--gpu-hour-cost", args->gpu_hour_cost,
-                  "price of one GPU-hour, for the run's cost (with --train-tokens)")
-      ->check(kFinitePositive)
-      ->needs(tokens);
+  args->train_run.addTo(*cmd,
+                        "tokens of the whole run (e.g. 15T, 300B): prints iterations, days and "
+                        "GPU-hours");
   cmd->callback([args] { runSimulate(*args); });
 }
 

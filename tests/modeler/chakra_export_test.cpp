@@ -228,6 +228,27 @@ TEST_F(ChakraExportTest, BadDirectoryAndOversizeAreInputErrors) {
   EXPECT_THROW(readChakraTrace(cut.string()), InputError);
 }
 
+TEST_F(ChakraExportTest, AnEarlierLargerRunsRankFilesAreRemovedAndNothingElse) {
+  const fs::path dir = dir_ / "rerun";
+  fs::create_directories(dir);
+  // An earlier 12-rank run's files 8..11, and files that only look alike.
+  const std::vector<std::string> stale = {"et.8.et", "et.9.et", "et.11.et"};
+  const std::vector<std::string> kept = {"et.x.et", "other.9.et", "et.9.et.bak", "et..et",
+                                         "notes.txt"};
+  for (const std::string& name : stale) std::ofstream(dir / name) << "old";
+  for (const std::string& name : kept) std::ofstream(dir / name) << "keep";
+  std::ofstream(dir / "et.3.et") << "old";  // rewritten by this 8-rank run
+  const ChakraOutput out = writeChakraTraces(*sim_, dir.string(), "et", 1.0);
+  EXPECT_EQ(out.files, 8);
+  EXPECT_EQ(out.stale_removed, 3);
+  for (const std::string& name : stale) EXPECT_FALSE(fs::exists(dir / name)) << name;
+  for (const std::string& name : kept) EXPECT_TRUE(fs::exists(dir / name)) << name;
+  EXPECT_GT(fs::file_size(dir / "et.3.et"), 3u);
+  EXPECT_EQ(readChakraTrace((dir / "et.7.et").string()).nodes.size(), 188u);
+  // A second run into the same folder finds nothing stale.
+  EXPECT_EQ(writeChakraTraces(*sim_, dir.string(), "et", 1.0).stale_removed, 0);
+}
+
 // Runs every rank's nodes the way ASTRA-sim's workload layer issues them (no durations, only the
 // order): a node is issued once its data_deps are done; one GPU compute node, one host node and
 // one collective or send at a time per rank, receives any number; a collective finishes when every

@@ -244,15 +244,23 @@ TEST_F(SearchTest, TechniqueDimensionsMultiplyWhereTheyApply) {
   EXPECT_EQ(report.invalid, 6);
   // ZeRO-2 times like ZeRO-1 (the same reduce-scatter and all-gather); on this tiny model its two
   // gradient buckets (2 x 25 MB) outweigh the gradient shard it saves, so each of the 3 + 3 + 6
-  // ZeRO-2 plans joins its ZeRO-1 twin's row (the one with less memory).
-  EXPECT_EQ(report.equivalent, 12);
-  EXPECT_EQ(report.candidates.size(), 51u);
+  // ZeRO-2 plans joins its ZeRO-1 twin's row (the one with less memory). ZeRO-3's per-layer
+  // transfers outlast this tiny model's layers, and the prefetched transfers hide every block's
+  // compute (plan/sharded_prefetch.h): at (1,2,2) and (1,1,4) the three recompute choices time
+  // the same (2 + 2 join the full-recompute row, the least memory), and at (2,1,2) without SP
+  // none joins selective's row (1): 12 + 5.
+  EXPECT_EQ(report.equivalent, 17);
+  EXPECT_EQ(report.candidates.size(), 46u);
   int sp = 0, zero = 0;
   for (const CandidateResult& r : rows) {
     // The plans a row stands for count too: "dapple rc=full sp z1" is SP and ZeRO.
     for (const std::string& e : r.equivalents) {
       sp += e.find(" sp") != std::string::npos;
       zero += e.find(" z") != std::string::npos;
+      if (r.strategy.zero_stage == 3) {
+        EXPECT_NE(e.find(" z3"), std::string::npos) << e;  // another recompute choice
+        continue;
+      }
       EXPECT_EQ(r.strategy.zero_stage, 1) << e;
       EXPECT_NE(e.find(" z2"), std::string::npos) << e;
     }
@@ -283,7 +291,7 @@ TEST_F(SearchTest, TechniqueDimensionsMultiplyWhereTheyApply) {
 
 TEST_F(SearchTest, RowsSpilledToTheFileRankAsInMemory) {
   // The 63 candidates above, 4 rows in memory at a time (15 sorted runs, merged into one with the
-  // 12 equivalent plans collapsed): the same 51 rows in the same order, field for field, as with
+  // 17 equivalent plans collapsed): the same 46 rows in the same order, field for field, as with
   // all of them in memory.
   SearchOptions o = options(4, 4, {1}, {Schedule::kDapple});
   o.space.recomputes = {Recompute::kNone, Recompute::kFull, Recompute::kSelective};
@@ -294,14 +302,14 @@ TEST_F(SearchTest, RowsSpilledToTheFileRankAsInMemory) {
   const SearchReport spilled = runSearch(model_, cluster_, analytic_, o);
   EXPECT_EQ(in_memory.candidates.spilledRuns(), 0u);
   EXPECT_EQ(spilled.candidates.spilledRuns(), 1u);
-  EXPECT_EQ(spilled.equivalent, 12);
+  EXPECT_EQ(spilled.equivalent, 17);
   const std::vector<CandidateResult> a = in_memory.candidates.toVector();
   const std::vector<CandidateResult> b = spilled.candidates.toVector();
-  ASSERT_EQ(a.size(), 51u);
-  ASSERT_EQ(b.size(), 51u);
+  ASSERT_EQ(a.size(), 46u);
+  ASSERT_EQ(b.size(), 46u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i] == b[i]) << i;
-  EXPECT_EQ(a[44].rank, 45);  // the last ok row: 57 - 12
-  EXPECT_EQ(a[45].status, CandidateStatus::kInvalid);
+  EXPECT_EQ(a[39].rank, 40);  // the last ok row: 57 - 17
+  EXPECT_EQ(a[40].status, CandidateStatus::kInvalid);
   ASSERT_NE(spilled.best(), nullptr);
   EXPECT_TRUE(*spilled.best() == a[0]);
 }

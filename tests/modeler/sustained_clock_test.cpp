@@ -48,6 +48,26 @@ TEST(SustainedClock, WithoutClocksOrAtTheFitsClockNothingChanges) {
   EXPECT_NEAR(h100.device.model->computeSlowdown(), 1980.0 / 1830.0, 1e-12);
 }
 
+TEST(SustainedClock, TheGrandTetonH100RunsSlowerByItsClockAndItsMemory) {
+  // torchtitan's benchmark H100s (configs/devices/h100-sxm5-96gb-500w.yaml): the SXM5 fits, 1,690
+  // instead of 1,830 MHz sustained, 2,400 instead of 3,350 GB/s.
+  const ClusterConfig h100 = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  const ClusterConfig teton = loadClusterConfig(test::configPath("clusters", "grand-teton-h100"));
+  EXPECT_NEAR(teton.device.model->computeSlowdown(), 1980.0 / 1690.0, 1e-12);
+  DeviceModel fast(h100), slow(teton);
+  // A compute-bound GEMM: its tiles x 1830 / 1690, the fixed 5.45469 us per GEMM unchanged.
+  const double kernel_us = 5.45469;
+  const double gemm_us = fast.gemmUs(1, 8192, 8192, 8192, DType::kBf16, 0) - kernel_us;
+  EXPECT_NEAR(slow.gemmUs(1, 8192, 8192, 8192, DType::kBf16, 0) - kernel_us,
+              gemm_us * 1830.0 / 1690.0, 1e-6 * gemm_us);
+  // An add of 1.6e9 B at the fitted 0.918431 of the bandwidth: 1.6e9 / (3350e3 x 0.918431) =
+  // 520.03 us, 1.6e9 / (2400e3 x 0.918431) = 725.88 us; the kernel's fixed time cancels.
+  const int64_t bytes = 1'600'000'000;
+  EXPECT_NEAR(slow.memoryBoundUs(0, bytes, DType::kBf16, "add") -
+                  fast.memoryBoundUs(0, bytes, DType::kBf16, "add"),
+              1.6e9 / (2400e3 * 0.918431) - 1.6e9 / (3350e3 * 0.918431), 1e-6);
+}
+
 TEST(SustainedClock, ItReadsBackAndABadClockIsNamed) {
   const DeviceSpec spec = parseDeviceConfig(kDeviceYaml, "clocked-gpu.yaml");
   const DeviceSpec again = parseDeviceConfig(deviceConfigYaml(spec), "again.yaml");

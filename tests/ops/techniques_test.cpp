@@ -252,6 +252,24 @@ TEST(Zero, StageThreeGathersParametersPerLayerInsideTheTasks) {
   EXPECT_EQ(head_bwd.back().name, "zero3_grad_reduce_scatter");
   EXPECT_EQ(eventOf(p, head_bwd.back()).message_bytes, 2 * kH * kE);
   EXPECT_EQ(eventOf(p, st.optimizer[0]).dim("params"), (st.parameters + 1) / 2);
+  // Prefetched (plan/sharded_prefetch.h): block 1's gather stands right before block 0's ops and
+  // runs beside all of them; block 0's gradient scatter runs beside the embedding's backward.
+  const OpList block0 = layerOps(st.forward, 0, false);
+  for (size_t i = 0; i < st.forward.size(); ++i) {
+    const OpInstance& op = st.forward[i];
+    if (op.stream != Stream::kDpComm || op.layer != 1) continue;
+    ASSERT_LT(i + 1, st.forward.size());
+    EXPECT_EQ(st.forward[i + 1].layer, 0);
+    EXPECT_EQ(op.overlap_ops, static_cast<int>(block0.size()) - 1);  // block 0 less its gather
+  }
+  const OpList embedding_bwd = layerOps(st.backward, kEmbeddingLayer, false);
+  for (size_t i = 0; i < st.backward.size(); ++i) {
+    const OpInstance& op = st.backward[i];
+    if (op.name != "zero3_grad_reduce_scatter" || op.layer != 0) continue;
+    // Beside the embedding's backward ops: less its regather (beside block 0's backward, before
+    // this scatter) and its own scatter (exposed, last).
+    EXPECT_EQ(op.overlap_ops, static_cast<int>(embedding_bwd.size()) - 2);
+  }
 }
 
 }  // namespace

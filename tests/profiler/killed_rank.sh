@@ -6,6 +6,7 @@
 # rank's (Open MPI 4: 128 + 9 = 137); the survivors exit with code 1.
 # Usage: killed_rank.sh MPIEXEC NP TOOL ARGS...
 set -u
+. "$(dirname "$0")/wait_ranks_ready.sh"
 mpiexec=$1
 np=$2
 tool=$3
@@ -14,8 +15,10 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 "$mpiexec" -np "$np" --oversubscribe "$tool" "$@" >/dev/null 2>"$log" &
 launcher=$!
-# Every rank is past MPI_Init and its flags after 3 s (the run lasts far longer; RUN_SERIAL).
-sleep 3
+# Every rank is past MPI_Init and has registered its peers (the run lasts far longer; RUN_SERIAL).
+if ! wait_ranks_ready "$launcher" "$np"; then
+  echo "the ranks did not start within 60 s"; cat "$log"; kill -KILL "$launcher"; exit 1
+fi
 victim=$(pgrep -P "$launcher" | sort -n | tail -1)
 if [ -z "$victim" ]; then
   echo "no $tool process to kill (did the run end already?)"; cat "$log"; exit 1

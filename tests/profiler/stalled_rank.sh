@@ -5,6 +5,7 @@
 # complete after 3 s (--comm-timeout 3): rank 1 (pid P) is stopped") on stderr.
 # Usage: stalled_rank.sh MPIEXEC TOOL ARGS...
 set -u
+. "$(dirname "$0")/wait_ranks_ready.sh"
 mpiexec=$1
 tool=$2
 shift 2
@@ -12,9 +13,10 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 "$mpiexec" -np 2 --oversubscribe "$tool" "$@" --comm-timeout 3 >/dev/null 2>"$log" &
 launcher=$!
-# Both ranks are past MPI_Init and their flags after 3 s (the run itself lasts far longer; ctest
-# runs this test alone, RUN_SERIAL).
-sleep 3
+# Every rank is past MPI_Init and has registered its peers (the run lasts far longer; RUN_SERIAL).
+if ! wait_ranks_ready "$launcher" 2; then
+  echo "the ranks did not start within 60 s"; cat "$log"; kill -KILL "$launcher"; exit 1
+fi
 # The ranks are mpirun's children (Open MPI 4 starts them directly on a single host).
 victim=$(pgrep -P "$launcher" | sort -n | tail -1)
 if [ -z "$victim" ]; then
