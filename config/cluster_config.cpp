@@ -86,6 +86,12 @@ ClusterConfig readCluster(const YamlReader& root) {
                                 cluster.network.latency_us)
           : derivedNetworkTopology(cluster.gpus_per_node, cluster.intra_link.latency_us,
                                    cluster.network.bandwidth_gb_s, cluster.network.latency_us);
+  if (cluster.topology.nccl.gpu_arch == NcclGpuArch::kUnset) {
+    cluster.topology.nccl.gpu_arch = ncclGpuArchOfName(cluster.device.name);
+    if (cluster.topology.nccl.gpu_arch == NcclGpuArch::kUnset) {
+      cluster.topology.nccl.gpu_arch = ncclGpuArchOfName(cluster.device.id);
+    }
+  }
   return cluster;
 }
 

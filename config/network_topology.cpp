@@ -2,7 +2,10 @@
 #include "config/network_topology.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <utility>
 
 #include "common/error.h"
 #include "common/yaml_reader.h"
@@ -93,6 +96,22 @@ double HopTuning::efficiencyOf(std::string_view algorithm) const {
   return ring != efficiency.end() ? ring->second : 1.0;
 }
 
+NcclGpuArch ncclGpuArchOfName(std::string_view name) {
+  std::string upper(name);
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  auto has = [&](std::string_view part) { return upper.find(part) != std::string::npos; };
+  // Blackwell first: "GB200" also holds "B200"; Hopper's names before Ampere's "A100".
+  if (has("B200") || has("B100") || has("B300")) return NcclGpuArch::kBlackwell;
+  if (has("H100") || has("H200") || has("H800") || has("H20") || has("GH200")) {
+    return NcclGpuArch::kHopper;
+  }
+  if (has("A100") || has("A800") || has("A40") || has("A30") || has("A10") || has("L40")) {
+    return NcclGpuArch::kAmpere;
+  }
+  if (has("V100")) return NcclGpuArch::kVolta;
+  return NcclGpuArch::kUnset;
+}
+
 const std::vector<std::string>& ncclAlgorithmNames() {
   static const std::vector<std::string> names = {"ring",      "tree",    "nvls",
                                                  "nvls_tree", "collnet", "pat"};
@@ -176,7 +195,43 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
   }
   if (topo.has("nccl")) {
     const YamlReader nccl = topo.child("nccl");
-    nccl.allowOnly({"algorithm", "protocols", "source", "intra", "net"});
+    nccl.allowOnly({"version", "gpu_arch", "cpu_vendor", "launch_us", "algorithm", "protocols",
+                    "source", "intra", "net"});
+    if (nccl.has("launch_us"))
+      t.nccl.launch_us = nccl.nonNegativeDouble("launch_us", kMaxLatencyUs);
+    if (nccl.has("version")) {
+      // "2.23" .. "2.27": the releases whose tuning.cc constants modeler/network/nccl_estimate.cpp
+      // holds (their ring/tree tables are the same; PAT and Blackwell differ by release).
+      const std::string v = nccl.str("version");
+      int minor = 0;
+      char tail = 0;
+      if (std::sscanf(v.c_str(), "2.%d%c", &minor, &tail) != 1 || minor < 23 || minor > 27) {
+        nccl.fail("version",
+                  fmt::format("'{}': eventsim holds NCCL's tuner tables of 2.23 to 2.27", v));
+      }
+      t.nccl.version_minor = minor;
+    }
+    if (nccl.has("gpu_arch")) {
+      const std::string a = nccl.str("gpu_arch");
+      constexpr std::pair<const char*, NcclGpuArch> kArchs[] = {
+          {"volta", NcclGpuArch::kVolta},
+          {"ampere", NcclGpuArch::kAmpere},
+          {"hopper", NcclGpuArch::kHopper},
+          {"blackwell", NcclGpuArch::kBlackwell}};
+      const auto* it = std::find_if(std::begin(kArchs), std::end(kArchs),
+                                    [&](const auto& k) { return a == k.first; });
+      if (it == std::end(kArchs)) {
+        nccl.fail("gpu_arch", fmt::format("'{}': must be volta, ampere, hopper or blackwell", a));
+      }
+      t.nccl.gpu_arch = it->second;
+    }
+    if (nccl.has("cpu_vendor")) {
+      const std::string c = nccl.str("cpu_vendor");
+      if (c != "intel" && c != "amd") {
+        nccl.fail("cpu_vendor", fmt::format("'{}': must be intel or amd", c));
+      }
+      t.nccl.cpu_amd = c == "amd";
+    }
     if (nccl.has("protocols")) {
       t.nccl.protocols.fill(false);
       for (const YamlReader& item : nccl.items("protocols")) {

@@ -17,7 +17,12 @@
 //       - {name: leaf, nodes: 32, oversubscription: 1}    # and down:up ratio of its uplinks
 //       - {name: pod, nodes: 384, oversubscription: 7}
 //     nccl:                      # fitted (scripts/fit_network.py), or NCCL's defaults
+//       version: "2.27"          # whose tuner chooses (its tuning.cc constants): 2.23 - 2.27
+//       gpu_arch: ampere         # the tuner's GPU row: volta, ampere, hopper, blackwell
+//                                # (default: from the device's name; unknown: ampere)
+//       cpu_vendor: amd          # the tuner's CPU row (LL's cap, network overhead): intel | amd
 //       algorithm: auto          # or ring, tree, nvls, nvls_tree, collnet, pat (as NCCL_ALGO)
+//       launch_us: 0             # fixed cost of every collective (launch; fitted), beside the steps
 //       protocols: [ll, ll128, simple]   # those NCCL may use (as NCCL_PROTO); default all
 //       source: "..."
 //       intra: {latency_us: {ll: 0.6, ll128: 1.25, simple: 4}, efficiency: {ring: 0.8}}
@@ -61,7 +66,21 @@ struct HopTuning {
   double latencyOf(std::string_view algorithm, NcclProtocol protocol) const;
 };
 
+// The GPU row of NCCL's tuner tables (its compute-capability index).
+enum class NcclGpuArch { kUnset, kVolta, kAmpere, kHopper, kBlackwell };
+// The row for a GPU's product name ("NVIDIA A100-SXM4-40GB" -> ampere); kUnset when it names no
+// generation the tables know.
+NcclGpuArch ncclGpuArchOfName(std::string_view name);
+
 struct NcclTuning {
+  // NCCL's own tuner (modeler/network/nccl_estimate.h) chooses the algorithm and protocol; these
+  // pick the rows of its tables. The fitted terms below then cost the chosen pair.
+  int version_minor = 27;                        // NCCL 2.<minor>
+  NcclGpuArch gpu_arch = NcclGpuArch::kUnset;    // unset: ampere's row
+  bool cpu_amd = false;                          // NCCL's x86 AMD row (else Intel's)
+  // A collective's fixed cost besides its algorithm's steps (the kernel launch and the host's
+  // side; nccl-tests' small sizes on one node take ~2x NCCL's ring estimate), µs.
+  double launch_us = 0;
   std::string algorithm = "auto";  // forced algorithm, as NCCL_ALGO; "auto": the tuner's choice
   std::string source;              // where the figures came from
   // Protocols NCCL may use (NCCL_PROTO; AWS's EFA plugin runs Simple only), by NcclProtocol.

@@ -6,7 +6,9 @@ itself (the fitted model is the one that runs), and writes them into the cluster
 What is fitted (docs/NETWORK.md): per-step latencies by protocol (intra-node from the one-node
 file, network from the two-node ones) and the achieved share of the link per algorithm. What is
 not: NCCL's base latencies, protocol bandwidth fractions and tree correction (NCCL's own tables),
-and everything at more than two nodes (the model's mechanisms carry the figures there).
+which algorithm and protocol runs at each size (NCCL's own tuner model chooses it:
+modeler/network/nccl_estimate.h; the fit only costs the chosen pair), and everything at more than
+two nodes (the model's mechanisms carry the figures there).
 
 Objective: the mean squared log error of the predicted time over every row of a cluster's files,
 minimised by coordinate descent (golden section in log space, a few sweeps).
@@ -67,27 +69,42 @@ def datasets(data):
     }
 
 
-# Parameters fitted per cluster, with starting values and bounds: (hop, kind, key).
+# Parameters fitted per cluster, with starting values and bounds: (hop, kind, key); the key of an
+# algorithm's own latency is "algorithm.protocol".
 FITTED = {
+    # NCCL runs a tree (LL, then LL128) up to 8 MiB on two ndv4 nodes: its network step latencies
+    # are the tree's own; the ring's come from its sizes (16 MiB on).
     "ndv4-a100": [
         ("intra", "latency_us", "ll", 0.6, 0.05, 20), ("intra", "latency_us", "ll128", 1.9, 0.05, 40),
         ("intra", "latency_us", "simple", 3.4, 0.05, 60), ("intra", "efficiency", "ring", 0.8, 0.2, 1),
-        ("net", "latency_us", "ll", 2.7, 0.05, 40), ("net", "latency_us", "ll128", 4.0, 0.05, 60),
+        ("net", "latency_us", "ll128", 4.0, 0.05, 60),
         ("net", "latency_us", "simple", 14, 0.1, 80), ("net", "efficiency", "ring", 0.7, 0.2, 1),
+        ("nccl", "launch_us", "", 5.0, 0.05, 40),
+        ("net", "algorithm_latency_us", "tree.ll", 5.0, 0.05, 60),
+        ("net", "algorithm_latency_us", "tree.ll128", 8.5, 0.05, 80),
+        # Not the tree's own share of the NICs: at two nodes its network part is one hop each way
+        # and fits ~0.96, which overstates a 16-node tree (16 MiB at 128 GPUs: 96 GB/s busbw
+        # against the published 66); the NICs' achieved share is the ring's.
     ],
     # EFA runs Simple only (the cluster's protocols: [simple]): no LL/LL128 terms to fit.
     "p5-h100": [
         ("net", "latency_us", "simple", 14, 0.1, 200), ("net", "efficiency", "ring", 0.7, 0.2, 1),
-        ("net", "algorithm_latency_us", "nvls_tree", 14, 0.1, 1000),
+        ("net", "algorithm_latency_us", "nvls_tree.simple", 14, 0.1, 1000),
         ("net", "efficiency", "nvls_tree", 0.7, 0.2, 1),
-        ("net", "algorithm_latency_us", "p2p", 14, 0.1, 1000),
+        ("net", "algorithm_latency_us", "p2p.simple", 14, 0.1, 1000),
         ("net", "efficiency", "p2p", 0.7, 0.2, 1),
     ],
 }
 
 
 # Lines of a cluster's nccl: block that the fit keeps (not fitted: protocols).
-KEPT = {"p5-h100": ["    protocols: [simple]  # AWS's EFA plugin (aws-ofi-nccl) runs Simple only"]}
+# NCCL's tuner rows (nccl_estimate.h): the logs do not name the release; 2.23 - 2.27 agree on every
+# table these clusters use. Both clusters' hosts are AMD EPYC (7V12 on ND A100 v4, 7R13 on p5).
+KEPT = {
+    "ndv4-a100": ["    version: \"2.23\"", "    gpu_arch: ampere", "    cpu_vendor: amd"],
+    "p5-h100": ["    version: \"2.23\"", "    gpu_arch: hopper", "    cpu_vendor: amd",
+                "    protocols: [simple]  # AWS's EFA plugin (aws-ofi-nccl) runs Simple only"],
+}
 
 
 def nccl_block(name, values, source):
@@ -95,6 +112,8 @@ def nccl_block(name, values, source):
     for (hop, kind, key), v in values.items():
         hops.setdefault(hop, {}).setdefault(kind, {})[key] = v
     lines = ["  nccl:", f"    source: \"{source}\""] + KEPT.get(name, [])
+    if "nccl" in hops:
+        lines.append(f"    launch_us: {hops['nccl']['launch_us']['']:.4g}")
     for hop in ("intra", "net"):
         if hop not in hops:
             continue
@@ -104,8 +123,11 @@ def nccl_block(name, values, source):
                 inner = ", ".join(f"{k}: {v:.4g}" for k, v in hops[hop][kind].items())
                 lines.append(f"      {kind}: {{{inner}}}")
         if "algorithm_latency_us" in hops[hop]:
-            inner = ", ".join(f"{k}: {{simple: {v:.4g}}}"
-                              for k, v in hops[hop]["algorithm_latency_us"].items())
+            by_algo = {}
+            for k, v in hops[hop]["algorithm_latency_us"].items():
+                algo, proto = k.split(".")
+                by_algo.setdefault(algo, []).append(f"{proto}: {v:.4g}")
+            inner = ", ".join(f"{a}: {{{', '.join(ps)}}}" for a, ps in by_algo.items())
             lines.append(f"      algorithm_latency_us: {{{inner}}}")
     return "\n".join(lines) + "\n"
 

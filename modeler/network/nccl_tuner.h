@@ -1,10 +1,13 @@
 #pragma once
 // NCCL's choice of algorithm and protocol for one collective, and its time: every algorithm
 // (algorithm.h) x protocol (LL, LL128, Simple) that runs the collective on the group's hardware
-// is costed, and the cheapest wins, as NCCL's tuner does (src/graph/tuning.cc, enqueue.cc). A
+// is estimated, and the cheapest wins, as NCCL's tuner does (src/graph/tuning.cc, enqueue.cc). A
 // forced algorithm (the cluster's nccl.algorithm, or `--nccl-algo`, as NCCL_ALGO) restricts the
 // choice to it; for a collective it does not run (tree for all-gather), the tuner chooses as if
 // unforced, as NCCL falls back. All times in µs; `bytes` is nccl-tests' size.
+// How it chooses: by NCCL's own estimate (nccl_estimate.h: its tuning.cc tables), exactly as NCCL
+// would; the chosen pair is then costed by the fitted physics (algorithm.h) plus the cluster's
+// fixed per-collective cost (nccl.launch_us).
 
 #include <cstdint>
 #include <string>

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "config/cluster_config.h"
 #include "modeler/network/algorithm.h"
+#include "modeler/network/nccl_estimate.h"
 #include "modeler/network/nccl_tuner.h"
 
 namespace evsim {
@@ -259,6 +260,62 @@ topology:
   bad("  fabric: fat-tree\n", "fabric");
   bad("  nccl: {protocols: [simple, ll256]}\n", "ll, ll128 or simple");
   bad("  nccl: {net: {algorithm_latency_us: {torus: {simple: 3}}}}\n", "not an algorithm");
+  bad("  nccl: {version: \"2.18\"}\n", "2.23 to 2.27");
+  bad("  nccl: {version: \"2.23.4\"}\n", "2.23 to 2.27");
+  bad("  nccl: {gpu_arch: pascal}\n", "volta, ampere, hopper or blackwell");
+  bad("  nccl: {cpu_vendor: arm}\n", "intel or amd");
+  bad("  nccl: {launch_us: -1}\n", "launch_us");
+}
+
+// NCCL's own estimate (the tuner's basis for choosing), by hand from tuning.cc's tables for the
+// test cluster: device "T" names no generation (Ampere's row), Intel host (network overhead 1 us),
+// 16 ranks on 2 nodes: graph 8 channels x 25 GB/s (min(NVLink 300, 8 NICs x 25)); all-reduce 30
+// steps, 2 across the network.
+TEST(Network, NcclEstimateIsNcclsTable) {
+  ClusterConfig c = cluster();
+  const GroupOnFabric g = group(c, 16, 2);
+  const NcclGraph graph = ncclGraphOf(g);
+  EXPECT_EQ(graph.channels, 8);
+  EXPECT_NEAR(graph.channel_gb_s, 25, 1e-12);
+  EXPECT_EQ(ncclGraphOf(group(c, 8, 1)).channels, 12);  // NVLink 300 GB/s
+  auto est = [&](const char* a, NcclProtocol p, int64_t bytes, EventKind k = EventKind::kAllReduce,
+                 const GroupOnFabric* on = nullptr) {
+    return ncclEstimate(a, k, on ? *on : g, p, bytes);
+  };
+  // Ring LL128: 14 + 28 max(1.9, 1.0) + 2 x 4.0; min(200 x .92, 8 x 20) x 16/30.
+  auto ll128 = est("ring", NcclProtocol::kLL128, kMiB);
+  ASSERT_TRUE(ll128);
+  EXPECT_NEAR(ll128->latency_us, 75.2, 1e-9);
+  EXPECT_NEAR(ll128->algbw_gb_s, 160 * 16 / 30.0, 1e-9);
+  // Ring LL: 6.6 + 28 max(0.6 x 1.8, 1.0) + 2 x 2.7; min(Intel's 39 at 2 nodes, 100) x 16/30.
+  auto ll = est("ring", NcclProtocol::kLL, kMiB);
+  EXPECT_NEAR(ll->latency_us, 6.6 + 28 * 1.08 + 5.4, 1e-9);
+  EXPECT_NEAR(ll->algbw_gb_s, 39 * 16 / 30.0, 1e-9);
+  // Ring Simple at 1 GiB: (8.4 + 28 max(3.4, 3 x 1.0) + 2 x 14) x 1.4 (the plateau); 200 x 16/30.
+  auto simple = est("ring", NcclProtocol::kSimple, kGiB);
+  EXPECT_NEAR(simple->latency_us, (8.4 + 28 * 3.4 + 28) * 1.4, 1e-9);
+  EXPECT_NEAR(simple->algbw_gb_s, 200 * 16 / 30.0, 1e-9);
+  // Tree Simple at 1 GiB (past the size correction): 8.4 + 2 (7 x 4 + 1 x 14); 200 x .92 x .5.
+  auto tree = est("tree", NcclProtocol::kSimple, kGiB);
+  EXPECT_NEAR(tree->latency_us, 92.4, 1e-9);
+  EXPECT_NEAR(tree->algbw_gb_s, 92, 1e-9);
+  // ... and at 1 MiB, log2(2^20 / 64) = 14: NCCL's correction 0.5 for Simple.
+  EXPECT_NEAR(est("tree", NcclProtocol::kSimple, kMiB)->algbw_gb_s, 46, 1e-9);
+  // All-gather: 15 steps, 1 across the network, no plateau: 8.4 + 14 x 3.4 + 14; 200 x 16/15.
+  auto ag = est("ring", NcclProtocol::kSimple, kGiB, EventKind::kAllGather);
+  EXPECT_NEAR(ag->latency_us, 8.4 + 14 * 3.4 + 14, 1e-9);
+  EXPECT_NEAR(ag->algbw_gb_s, 200 * 16 / 15.0, 1e-9);
+  EXPECT_FALSE(est("tree", NcclProtocol::kSimple, kGiB, EventKind::kAllGather));
+  // Hopper's row lifts LL128's cap to 36.7 per channel: 200 x .92 x 16/30.
+  c.topology.nccl.gpu_arch = NcclGpuArch::kHopper;
+  const GroupOnFabric h = group(c, 16, 2);
+  EXPECT_NEAR(est("ring", NcclProtocol::kLL128, kMiB, EventKind::kAllReduce, &h)->algbw_gb_s,
+              184 * 16 / 30.0, 1e-9);
+  // The GPU row from the device's name.
+  EXPECT_EQ(ncclGpuArchOfName("NVIDIA A100-SXM4-40GB"), NcclGpuArch::kAmpere);
+  EXPECT_EQ(ncclGpuArchOfName("NVIDIA H100-SXM5-80GB"), NcclGpuArch::kHopper);
+  EXPECT_EQ(ncclGpuArchOfName("NVIDIA GB200"), NcclGpuArch::kBlackwell);
+  EXPECT_EQ(ncclGpuArchOfName("T"), NcclGpuArch::kUnset);
 }
 
 }  // namespace
