@@ -31,10 +31,12 @@ node:
 network: {name: test-net, bandwidth_gb_s: 80, latency_us: 5}
 )";
 
-// The ring forced, as NCCL_ALGO=ring: the derived tests' expectations are the ring's closed form.
+// The ring and Simple forced, as NCCL_ALGO=ring NCCL_PROTO=Simple: the derived tests' expectations
+// are the ring Simple closed form (NCCL's own model would run LL or LL128 at these sizes).
 ClusterConfig testCluster() {
   ClusterConfig c = parseClusterConfig(kClusterYaml, "test-cluster.yaml");
   c.topology.nccl.algorithm = "ring";
+  c.topology.nccl.protocols = {false, false, true};
   return c;
 }
 
@@ -329,6 +331,7 @@ TEST_F(CostModelTest, InterNodeBandwidthNeverExceedsTheIntraLink) {
   yaml.replace(yaml.find("bandwidth_gb_s: 80"), 18, "bandwidth_gb_s: 400");
   ClusterConfig fat = parseClusterConfig(yaml, "fat.yaml");
   fat.topology.nccl.algorithm = "ring";
+  fat.topology.nccl.protocols = {false, false, true};  // Simple, as the closed form below
   CostModel m(fat, nullptr, true);
   // 8.4 + 2*15*5 + 2*(15/16)*4e6/1e5 = 8.4 + 150 + 75 = 233.4.
   EXPECT_NEAR(m.estimateUs(allReduce(4'000'000, 16, 2, 8)), 8.4 + 225.0, 1e-9);
