@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -63,18 +64,53 @@ double taskSlowdownUs(const IterationPlan& plan, const OpList& ops,
   return slowed_us - alone_us;
 }
 
-// The time of `stream`'s ops that overlapping ops leave exposed: an op running beside the next n
-// ops costs only what outlasts them.
+// The time the device waits on `stream`'s ops in one pass over a task's list, by op_offsets.h's
+// rule without host time or slowdown: a blocking op's whole time (and any wait for its stream), an
+// op beside the next n ops what outlasts the device's own work when it is released. Ops beside
+// the same ops run one at a time on their stream (a ZeRO-3 scatter, then the next gather), so a
+// pair [S, G] beside a layer leaves max(0, S + G - layer) exposed, not the sum of their
+// separate excesses.
 double exposedStreamTime(const OpList& ops, const std::vector<EventCost>& costs, Stream stream) {
-  double t = 0;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].stream != stream) continue;
-    double own = costs[ops[i].event].time_us;
-    const size_t end = std::min(ops.size(), i + 1 + static_cast<size_t>(ops[i].overlap_ops));
-    for (size_t j = i + 1; j < end; ++j) own -= costs[ops[j].event].time_us;
-    t += std::max(0.0, own);
+  struct Beside {
+    size_t release;
+    double end;
+    Stream stream;
+  };
+  std::vector<Beside> beside;
+  std::array<double, kStreamCount> stream_free{};
+  double device_free = 0, exposed = 0;
+  auto wait_until = [&](double end, Stream waited_on) {
+    if (end <= device_free) return;
+    if (waited_on == stream) exposed += end - device_free;
+    device_free = end;
+  };
+  for (size_t i = 0; i <= ops.size(); ++i) {
+    // Released here (or at the task's end, which waits for every op).
+    for (size_t j = 0; j < beside.size();) {
+      if (beside[j].release <= i || i == ops.size()) {
+        wait_until(beside[j].end, beside[j].stream);
+        beside[j] = beside.back();
+        beside.pop_back();
+      } else {
+        ++j;
+      }
+    }
+    if (i == ops.size()) break;
+    const OpInstance& op = ops[i];
+    const double time_us = costs[op.event].time_us;
+    double& free_at = stream_free[static_cast<size_t>(op.stream)];
+    if (op.overlap_ops > 0) {
+      const double start = std::max(device_free, free_at);
+      if (!op.pipelined_with_next) free_at = start + time_us;
+      beside.push_back({i + 1 + static_cast<size_t>(op.overlap_ops), start + time_us, op.stream});
+      continue;
+    }
+    wait_until(free_at, op.stream);  // its stream still busy with an op that ran beside others
+    const double end = device_free + time_us;
+    if (op.stream == stream) exposed += time_us;
+    device_free = end;
   }
-  return t;
+  return exposed;
 }
 
 // An op outside a task — a P2P send, the gradient sync, the optimizer step — starts after a

@@ -46,12 +46,16 @@ struct DeviceMetrics {
   double dp_comm_us = 0;          // gradient all-reduce time (may overlap compute)
   double exposed_dp_comm_us = 0;  // the part that does not overlap compute
   // ZeRO's parameter gathers and gradient scatters (ZeRO-3 inside the tasks, ZeRO 1/2's gather
-  // after the optimizer): all exposed, and part of dp_comm_us and exposed_dp_comm_us too. With
-  // --overlap-param-gather, ZeRO 1/2's gathers count what the forwards waited for them.
+  // after the optimizer), the part the device waits for: ZeRO-3's prefetched transfers beside
+  // layers count what outlasts them, and with --overlap-param-gather ZeRO 1/2's gathers what the
+  // forwards waited for. Part of exposed_dp_comm_us (their whole time is in dp_comm_us).
   double zero_comm_us = 0;
   double cp_comm_us = 0;          // context parallelism's K/V ring exchanges (overlap attention)
   double exposed_cp_comm_us = 0;  // the part that outlasts the attention steps
-  double ep_comm_us = 0;          // expert parallelism's token all-to-alls (blocking)
+  // Expert parallelism's token all-to-alls, the part the device waits for: DeepEP's two hops
+  // count as the longer, and fused tasks (DualPipeV, --overlap-moe-expert-parallel-comm) leave out
+  // what the compute beside them hides. Unlike tp/cp/dp there is no separate total.
+  double ep_comm_us = 0;
   double offload_us = 0;  // --offload's host stream: activation copies, the optimizer's host step
   double exposed_offload_us = 0;  // the part no layer hides (the optimizer's host step: all of it)
   double idle_us = 0;

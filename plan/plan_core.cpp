@@ -296,6 +296,9 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
         Event e = makeCommunication(
             kind, checkedMul(count, dtypeBytes(wire), "ZeRO-3 gather bytes"), group, wire);
         ops.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, op_name});
+        // A gradient's reduce-scatter needs the weight gradients: zero-bubble schedules run it in
+        // the W task that computes them, not in B.
+        ops.back().weight_grad = kind == EventKind::kReduceScatter;
       };
       push(params - experts, stage.dp_group, name);
       push(experts, stage.expert_dp_group,
@@ -470,13 +473,14 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
     // Per unit in forward order (embedding, blocks, head): its dense gather, then its experts'.
     auto unit = [&](int layer, int64_t params) {
       const int64_t experts = params - core.dense_params[k].at(layer);
-      const int64_t wire = dtypeBytes(layer >= 0 ? gather_wire : dtype);
+      const DType wire = layer >= 0 ? gather_wire : dtype;
       const int needed =
           firstForwardOp(stage.forward, [&](const OpInstance& op) { return op.layer == layer; });
       for (const auto& [count, group] : {std::pair{params - experts, stage.dp_group},
                                          std::pair{experts, stage.expert_dp_group}}) {
-        const int64_t bytes = checkedMul(count, wire, "gather bytes");
-        const int event = collective(EventKind::kAllGather, bytes, group, dtype);
+        const int64_t bytes = checkedMul(count, dtypeBytes(wire), "gather bytes");
+        // Labelled with its wire type, as the per-layer gathers are: one signature per transfer.
+        const int event = collective(EventKind::kAllGather, bytes, group, wire);
         if (event >= 0) stage.param_buckets.push_back({event, needed, bytes});
       }
     };

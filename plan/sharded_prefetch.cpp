@@ -7,9 +7,12 @@
 namespace evsim {
 namespace {
 
-enum class Role { kGather, kBody, kScatter };
+// kHostCopy: an activation offload or prefetch on the host stream. It does not hold the device,
+// so it neither ends nor starts a unit: it joins the ops of the unit that follows it.
+enum class Role { kGather, kBody, kScatter, kHostCopy };
 
 Role roleOf(const OpInstance& op, const EventTable& table) {
+  if (op.stream == Stream::kHost) return Role::kHostCopy;
   if (op.stream != Stream::kDpComm) return Role::kBody;
   const EventKind kind = table[op.event].event.kind;
   if (kind == EventKind::kAllGather) return Role::kGather;
@@ -26,14 +29,24 @@ struct Unit {
 
 void prefetchShardedTransfers(OpList& ops, const EventTable& table) {
   std::vector<Unit> units;
+  std::vector<Role> roles(ops.size());
+  std::vector<size_t> host_copies;  // waiting for the unit that follows them
   bool any = false;
   Role last = Role::kScatter;  // a gather or body op after a scatter starts a unit
   for (size_t i = 0; i < ops.size(); ++i) {
-    const Role role = roleOf(ops[i], table);
+    const Role role = roles[i] = roleOf(ops[i], table);
+    if (role == Role::kHostCopy) {
+      host_copies.push_back(i);
+      continue;
+    }
     const bool starts = units.empty() || (role == Role::kGather && last != Role::kGather) ||
                         (role == Role::kBody && last == Role::kScatter);
     if (starts) units.emplace_back();
     Unit& unit = units.back();
+    if (!host_copies.empty() && role != Role::kScatter) {
+      unit.body.insert(unit.body.end(), host_copies.begin(), host_copies.end());
+      host_copies.clear();
+    }
     if (role == Role::kGather) unit.gathers.push_back(i);
     if (role == Role::kBody) unit.body.push_back(i);
     if (role == Role::kScatter) unit.scatters.push_back(i);
@@ -41,6 +54,8 @@ void prefetchShardedTransfers(OpList& ops, const EventTable& table) {
     last = role;
   }
   if (!any) return;
+  // Copies after the last device op stay last (they run beside nothing that follows).
+  std::vector<size_t> trailing = std::move(host_copies);
 
   // The new order, as positions into the old list, and which transfers run beside which body.
   std::vector<size_t> order;
@@ -62,6 +77,7 @@ void prefetchShardedTransfers(OpList& ops, const EventTable& table) {
     order.insert(order.end(), units[u].body.begin(), units[u].body.end());
   }
   for (size_t s : units.back().scatters) order.push_back(s);  // exposed: the task ends after it
+  order.insert(order.end(), trailing.begin(), trailing.end());
 
   std::vector<size_t> new_position(ops.size());
   for (size_t p = 0; p < order.size(); ++p) new_position[order[p]] = p;
@@ -72,9 +88,18 @@ void prefetchShardedTransfers(OpList& ops, const EventTable& table) {
     if (beside_span[order[p]] >= 0) {
       op.overlap_ops = beside_span[order[p]];
     } else if (op.overlap_ops > 0) {
-      // Released where the op after its span now stands (the list's end if none).
-      const size_t release = order[p] + 1 + static_cast<size_t>(op.overlap_ops);
-      const size_t at = release < ops.size() ? new_position[release] : ops.size();
+      // Still beside the same device ops: up to where the last one it covered now stands (the
+      // gathers and scatters it covered have moved to other units). Covering none, it is released
+      // where the op after its span now stands (the list's end if none).
+      const size_t first = order[p] + 1;
+      const size_t release = std::min(first + static_cast<size_t>(op.overlap_ops), ops.size());
+      size_t at = release < ops.size() ? new_position[release] : ops.size();
+      for (size_t k = release; k > first; --k) {
+        if (roles[k - 1] == Role::kBody || roles[k - 1] == Role::kHostCopy) {
+          at = new_position[k - 1] + 1;
+          break;
+        }
+      }
       op.overlap_ops = at > p ? static_cast<int>(at - p - 1) : 0;
     }
     out.push_back(op);

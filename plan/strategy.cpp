@@ -219,6 +219,10 @@ std::optional<std::string> opCheckpointViolation(const ModelConfig& model, const
   if (s.recompute_every < 0) {
     return fmt::format("--recompute-every {}: must be >= 1", s.recompute_every);
   }
+  if (s.recompute_every > kMaxLayers) {  // no model has more blocks to step over
+    return fmt::format("--recompute-every {}: at most {}, the most blocks a model may have",
+                       s.recompute_every, kMaxLayers);
+  }
   if (s.recompute_every > 1 && s.recompute != Recompute::kFull) {
     return fmt::format(
         "--recompute-every {}: checkpoints every N-th block in full (torchtitan's per-layer "

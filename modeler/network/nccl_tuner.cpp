@@ -15,12 +15,9 @@ namespace {
 
 // Every algorithm, one file each (algorithm.h); adding one is its file and a line here. In NCCL's
 // order (tree, ring, CollNet, NVLS, NVLS-tree, PAT): on a tie NCCL keeps the first.
-const std::vector<const NcclAlgorithm*>& allAlgorithms() {
-  static const std::vector<const NcclAlgorithm*> all = {&algorithms::kTree,     &algorithms::kRing,
-                                                        &algorithms::kCollNet,  &algorithms::kNvls,
-                                                        &algorithms::kNvlsTree, &algorithms::kPat};
-  return all;
-}
+const NcclAlgorithm* const kAlgorithms[] = {&algorithms::kTree,    &algorithms::kRing,
+                                            &algorithms::kCollNet, &algorithms::kNvls,
+                                            &algorithms::kNvlsTree, &algorithms::kPat};
 
 constexpr NcclProtocol kProtocols[] = {NcclProtocol::kLL, NcclProtocol::kLL128,
                                        NcclProtocol::kSimple};
@@ -67,9 +64,9 @@ CollectiveChoice NcclTuner::choose(EventKind kind, const Placement& placement,
       const NcclAlgorithm* algorithm;
       NcclProtocol protocol;
     };
-    Candidate candidates[std::size(kProtocols) * 6];
+    Candidate candidates[std::size(kProtocols) * std::size(kAlgorithms)];
     int count = 0;
-    for (const NcclAlgorithm* algorithm : allAlgorithms()) {
+    for (const NcclAlgorithm* algorithm : kAlgorithms) {
       if (only_forced && algorithm->name != forced_) continue;
       for (NcclProtocol protocol : kProtocols) {
         std::optional<AlgorithmCost> nccl =

@@ -145,5 +145,16 @@ TEST(LayerCheckpoint, NeedsFullRecomputation) {
                   "--recompute-every 2: checkpoints every N-th block in full");
 }
 
+TEST(LayerCheckpoint, StepIsAtMostTheMostBlocksAModelMayHave) {
+  // The plan cache keys the step as recompute + 16 x step: 2^16 keeps that far from int's range.
+  Strategy s = test::strategy("1M1P1D", 2, 2);
+  s.recompute = Recompute::kFull;
+  s.recompute_every = (1 << 16) + 1;
+  EXPECT_CONTAINS(test::inputErrorOf([&] { validateStrategy(tinyLlama(), test::cluster(8), s); }),
+                  "--recompute-every 65537: at most 65536");
+  s.recompute_every = 1 << 16;
+  EXPECT_NO_THROW(validateStrategy(tinyLlama(), test::cluster(8), s));
+}
+
 }  // namespace
 }  // namespace evsim

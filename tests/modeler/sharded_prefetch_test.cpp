@@ -26,6 +26,15 @@ struct Fixture {
     ops.push_back(OpInstance{table.intern(gemm), Stream::kCompute, 0, name});
     us[name] = t;
   }
+  // An activation offload or prefetch: a host-stream copy beside the next `span` ops.
+  void hostCopy(std::string_view name, double t, int span) {
+    const int64_t elems = static_cast<int64_t>(100 + ops.size());  // a distinct event each
+    ops.push_back(OpInstance{table.intern(makeCompute("offload_h2d", {{"elems", elems}}, "",
+                                                      DType::kBf16)),
+                             Stream::kHost, 0, name});
+    ops.back().overlap_ops = span;
+    us[name] = t;
+  }
   void transfer(EventKind kind, std::string_view name, double t) {
     Placement dp{8, 1, 8};
     const int64_t bytes = static_cast<int64_t>(1000 + ops.size());  // a distinct event each
@@ -104,6 +113,28 @@ TEST(ShardedPrefetch, KeepsOtherOverlappingOpsBesideTheSameOps) {
   EXPECT_EQ(f.names(), (std::vector<std::string>{"g0", "g1", "c0", "offload0", "c1", "after"}));
   // offload0 was released at "after": it still is, now one op later.
   EXPECT_EQ(f.spans(), (std::vector<int>{0, 2, 0, 1, 0, 0}));
+}
+
+TEST(ShardedPrefetch, BackwardActivationPrefetchesStayBesideTheirLayer) {
+  // As addActivationOffload lays out a backward: layer 1's own prefetch first (blocking), layer
+  // 0's beside layer 1's run, then the runs. The copies do not hold the device, so they must not
+  // split layer 1's unit from its gather: g0 still goes beside b1, s1 beside b0.
+  Fixture f;
+  f.hostCopy("h1", 2, 0);
+  f.hostCopy("h0", 5, 3);  // beside g1 b1 s1
+  f.gather("g1", 3);
+  f.compute("b1", 10);
+  f.scatter("s1", 6);
+  f.gather("g0", 3);
+  f.compute("b0", 10);
+  f.scatter("s0", 6);
+  prefetchShardedTransfers(f.ops, f.table);
+  EXPECT_EQ(f.names(),
+            (std::vector<std::string>{"g1", "g0", "h1", "h0", "b1", "s1", "b0", "s0"}));
+  EXPECT_EQ(f.spans(), (std::vector<int>{0, 3, 0, 1, 0, 1, 0, 0}));
+  // g1 0-3 exposed; g0 3-6 beside h1, h0, b1; h1 3-5 blocks; h0 5-10 beside b1 5-15; s1 15-21
+  // beside b0 15-25; s0 25-31 exposed. (Before the fix: 33, h0 blocking and g0 after it.)
+  EXPECT_DOUBLE_EQ(f.taskUs(), 31);
 }
 
 TEST(ShardedPrefetch, ListWithoutShardedTransfersIsUnchanged) {

@@ -192,6 +192,27 @@ TEST(TechniquesTiming, ZeroThreeCommunicatesInsideTheTasks) {
   EXPECT_DOUBLE_EQ(sim.summary.max_device.compute_us, 2 * (F + B) + 1);
 }
 
+TEST(TechniquesTiming, ZeroThreeTransfersThatOutlastTheirLayerTogetherAreExposed) {
+  // As above with 3 us transfers: a block's backward (>= 4 ops of 1 us) runs beside the previous
+  // part's scatter and the next part's gather, one after the other on the DP stream: 6 us beside
+  // >= 4, although each alone is shorter than the block. At P = 1 nothing else can keep the device
+  // waiting, so every microsecond of the iteration is compute or exposed DP communication: what the
+  // pair outlasts its layer by counts as exposed, not as idle.
+  IterationPlan p =
+      buildIterationPlan(model(), cluster(), strategy(1, 2, 8, Recompute::kNone, false, 3));
+  std::vector<EventCost> costs;
+  for (const UniqueEvent& u : p.events.events()) {
+    costs.push_back(
+        EventCost{u.event.kind == EventKind::kCompute ? 1.0 : 3.0, Provenance::kMeasured});
+  }
+  Simulation sim = simulate(p, costs);
+  const DeviceMetrics& d = sim.summary.max_device;
+  EXPECT_DOUBLE_EQ(d.idle_us, 0);
+  EXPECT_DOUBLE_EQ(sim.summary.iteration_us, d.compute_us + d.exposed_dp_comm_us);
+  // The exposed part of the transfers beside layers is more than each transfer's own excess.
+  EXPECT_GT(d.exposed_dp_comm_us, 2 * (3 + 3 + 3));  // first gathers and last scatter alone
+}
+
 TEST(TechniquesTiming, RecomputedOpsShowAsRecomputePhase) {
   IterationPlan p =
       buildIterationPlan(model(), cluster(), strategy(2, 1, 4, Recompute::kFull, false, 0));

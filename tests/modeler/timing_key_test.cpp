@@ -118,15 +118,17 @@ TEST(TimingKeyTest, TheBoundCountsEveryP2PSendOfADevice) {
       if (op.overlap_ops == 0) serial_us += event_costs[op.event].time_us;
     }
   }
-  auto leastSend = [&](int link) {
+  auto leastSend = [&](std::vector<int> PipelineClass::*sends, int link) {
     double least = std::numeric_limits<double>::infinity();
     for (const PipelineClass& c : plan.pipelines) {
-      const EventCost& e = event_costs[c.forward_p2p[link]];
+      const EventCost& e = event_costs[(c.*sends)[link]];
       least = std::min(least, e.host_us + e.time_us);
     }
     return least;
   };
-  const double sends_us = leastSend(device) + leastSend(device - 1);  // activation, gradient
+  // Its activation send to device + 1 and its gradient send back to device - 1.
+  const double sends_us = leastSend(&PipelineClass::forward_p2p, device) +
+                          leastSend(&PipelineClass::backward_p2p, device - 1);
   ASSERT_GT(sends_us, 0);
   const double m = static_cast<double>(plan.micro_batches);
   const ClosedFormResult closed = tier.evaluate(s);

@@ -63,5 +63,25 @@ TEST(Zero3Experts, GathersAndReduceScattersOnTheirOwnGroups) {
   EXPECT_EQ(estimateMemory(plain).stages[0].weight_bytes, 58'688);
 }
 
+TEST(Zero3Experts, ZeroBubbleReduceScattersGradientsInTheTaskThatComputesThem) {
+  // zbh1 runs a layer's weight gradients in a later W task: each gradient reduce-scatter must run
+  // there too, after its layer's wgrad GEMMs, never in B before the gradients exist.
+  Strategy st = test::strategy("1M1P4D", 1, 4);
+  st.schedule = Schedule::kZbh1;
+  st.zero_stage = 3;
+  const IterationPlan plan =
+      buildIterationPlan(parseModelConfig(kTinyMoe, "tiny-moe"), test::cluster(8), st);
+  int scatters = 0;
+  for (const StagePlan& stage : plan.stages) {
+    for (size_t i = 0; i < stage.backward.size(); ++i) {
+      const OpInstance& op = stage.backward[i];
+      if (plan.events[op.event].event.kind != EventKind::kReduceScatter) continue;
+      ++scatters;
+      EXPECT_TRUE(op.weight_grad) << op.name << " of layer " << op.layer;
+    }
+  }
+  EXPECT_GT(scatters, 0);
+}
+
 }  // namespace
 }  // namespace evsim
