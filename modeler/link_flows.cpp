@@ -248,6 +248,8 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
   // Lone tasks (stretched_task.h): the flows of one task are consecutive; per task, its ops'
   // own stretches, in the task's time (the run is the standalone task scaled by a straggler's
   // factor or jitter: `input` has no stretch yet).
+  TaskRetimer retimer(plan, costs, timeline.graph.split_backward);
+  std::vector<OpStretch> ops;
   for (size_t a = 0; a < lone.size();) {
     const TimelineFlows::Origin& o = flows.origins[lone[a].flow];
     const TaskTiming& t = timeline.pipelines[o.pipeline].stages[o.stage].tasks[o.index];
@@ -257,7 +259,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
                             : t.task.phase == Phase::kBackward ? cost.backward_us
                                                                : cost.weight_grad_us;
     const double scale = alone_us > 0 ? t.run.duration() / alone_us : 1;
-    std::vector<OpStretch> ops;
+    ops.clear();
     double own_sum = 0;
     std::array<double, 4> own_by_kind{};  // tp, cp, ep, zero3
     size_t b = a;
@@ -269,8 +271,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
       own_by_kind[kindSlot(ob.kind)] += lone[b].own_us;
     }
     a = b;
-    const StretchedTask st = stretchedTask(plan, costs, node.virtual_stage, t.task.phase,
-                                           timeline.graph.split_backward, ops);
+    const StretchedTask st = retimer.of(node.virtual_stage, t.task.phase, ops);
     const double delay = std::max(0.0, st.delay_us * scale);
     if (delay <= 0 && own_sum <= 0) continue;
     zerosLikeSends(o.pipeline);

@@ -10,6 +10,7 @@
 // The same function gives the standalone task (no stretch) that simulation.cpp's timingInput costs,
 // so the delay is the difference of two timings of one rule.
 
+#include <map>
 #include <span>
 #include <utility>
 #include <vector>
@@ -35,8 +36,30 @@ struct StretchedTask {
   double slowdown_us = 0;  // of which overlap slowdown (compute beside the longer transfers)
 };
 
-// The task of virtual stage `virtual_stage` in `phase` (a split backward's B or W when `split`),
-// with `stretched` ops lengthened, against the same task alone; both with the overlap slowdown.
+// Tasks of one plan timed again: each (virtual stage, phase)'s standalone timing is taken once,
+// and the unslowed timings only where the device has an overlap factor above 1.
+class TaskRetimer {
+ public:
+  TaskRetimer(const IterationPlan& plan, const std::vector<EventCost>& costs, bool split);
+  // The task of virtual stage `virtual_stage` in `phase` (a split backward's B or W when `split`),
+  // with `stretched` ops lengthened, against the same task alone; both with the overlap slowdown.
+  StretchedTask of(int virtual_stage, Phase phase, std::span<const OpStretch> stretched);
+
+ private:
+  struct Times {
+    double slowed_us = 0, unslowed_us = 0;
+  };
+  Times times(int virtual_stage, Phase phase, std::span<const OpStretch> stretched);
+
+  const IterationPlan& plan_;
+  const std::vector<EventCost>& costs_;
+  bool split_ = false;
+  bool slows_ = false;                      // an overlap factor above 1
+  std::map<std::pair<int, int>, Times> alone_;  // per (virtual stage, phase)
+  std::vector<double> extra_;               // scratch: per op of the task, its stretch
+};
+
+// One task timed again (a TaskRetimer for one call).
 StretchedTask stretchedTask(const IterationPlan& plan, const std::vector<EventCost>& costs,
                             int virtual_stage, Phase phase, bool split,
                             std::span<const OpStretch> stretched);
