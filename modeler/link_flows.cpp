@@ -277,11 +277,13 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
     zerosLikeSends(o.pipeline);
     task[o.pipeline][o.stage][o.index] = delay;
     if (by_kind == nullptr) continue;
-    // The delay less its slowdown is communication exposed, shared by kind as their own parts;
-    // the CP exchanges' own time beyond their exposed part was hidden beside their steps.
+    // The delay less its slowdown (the delay without the slowdown: >= 0) is communication
+    // exposed, shared by kind as their own parts; the CP exchanges' own time beyond their exposed
+    // part was hidden beside their steps. The slowdown part may be negative: a step's slowdown
+    // that the stretched exchange now outlasts (stretched_task.h's test, e = 4).
     TaskLinkStretch& sum = (*by_kind)[o.pipeline][o.stage];
-    const double slowdown = std::clamp(st.slowdown_us * scale, 0.0, delay);
-    const double exposed = delay - slowdown;
+    const double slowdown = st.slowdown_us * scale;
+    const double exposed = std::max(0.0, delay - slowdown);
     sum.slowdown_us += slowdown;
     double TaskLinkStretch::*fields[] = {&TaskLinkStretch::tp_us, &TaskLinkStretch::cp_us,
                                          &TaskLinkStretch::ep_us, &TaskLinkStretch::zero3_us};
