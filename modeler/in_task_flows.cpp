@@ -34,7 +34,7 @@ InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& cos
     const StagePlan& stage = plan.stages[vs];
     std::array<double, 3> ep_stream_us{};  // per phase: the expert all-to-alls so far
     std::array<double, 3> pipelined_us{};  // a DeepEP RDMA hop running beside the next op
-    auto add = [&](const OpInstance& op, double offset_us, Phase phase) {
+    auto add = [&](const OpInstance& op, int index, double offset_us, Phase phase) {
       const int at = phaseIndex(phase);
       const double stream_offset_us = ep_stream_us[at];
       if (op.stream == Stream::kEpComm) {
@@ -66,16 +66,16 @@ InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& cos
       const Event& event = plan.events[op.event].event;
       if (!isCommunication(event.kind) || !event.placement.interNode()) return;
       if (costs[op.event].time_us <= 0) return;
-      out[vs][phaseIndex(phase)].push_back({offset_us, op.event, kind, stream_offset_us});
+      out[vs][phaseIndex(phase)].push_back({offset_us, op.event, kind, stream_offset_us, index});
     };
     for (size_t i = 0; i < stage.forward.size(); ++i) {
-      add(stage.forward[i], offsets[vs].forward_start_us[i], Phase::kForward);
+      add(stage.forward[i], static_cast<int>(i), offsets[vs].forward_start_us[i], Phase::kForward);
     }
     for (size_t i = 0; i < stage.backward.size(); ++i) {
       const OpInstance& op = stage.backward[i];
       const Phase phase =
           split && runsIn(op, Phase::kWeightGrad, true) ? Phase::kWeightGrad : Phase::kBackward;
-      add(op, offsets[vs].backward_start_us[i], phase);
+      add(op, static_cast<int>(i), offsets[vs].backward_start_us[i], phase);
     }
   }
   if (!hasInTaskTransfers(out)) out.clear();  // none: timelineFlows skips the per-task look-up

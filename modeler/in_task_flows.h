@@ -20,6 +20,7 @@ struct InTaskOp {
   int event = -1;
   FlowKind kind = FlowKind::kTp;
   double stream_offset_us = 0;  // an all-to-all: its task's expert all-to-alls before it
+  int op = -1;                  // its position in the task's op list (forward or backward)
 };
 using InTaskOps = std::vector<std::array<std::vector<InTaskOp>, 3>>;  // per virtual stage, phase
 

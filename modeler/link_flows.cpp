@@ -13,6 +13,7 @@
 #include "events/collective.h"
 #include "fmt/format.h"
 #include "modeler/in_task_flows.h"
+#include "modeler/stretched_task.h"
 
 namespace evsim {
 
@@ -159,9 +160,14 @@ bool mayShare(const IterationPlan& plan, const TimingInput& input, const LinkMap
   return plan.virtualStages() > 2 && arrivalsOverlap(plan, timeline);
 }
 
+size_t kindSlot(FlowKind kind) {  // TaskLinkStretch's order: tp, cp, ep, zero3
+  return kind == FlowKind::kTp ? 0 : kind == FlowKind::kCp ? 1 : kind == FlowKind::kEp ? 2 : 3;
+}
+
 // Sets the stretch fields of `input` from shared ends, and `by_kind` (per class and device stage)
 // from the in-task ones; returns whether any is above rounding.
-bool applyStretch(const TimelineFlows& flows, const SharingResult& shared, int stages,
+bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                  const TimelineFlows& flows, const SharingResult& shared, int stages,
                   TimingInput& input, const IterationTimeline& timeline,
                   std::vector<std::vector<TaskLinkStretch>>* by_kind) {
   bool changed = false;
@@ -185,6 +191,11 @@ bool applyStretch(const TimelineFlows& flows, const SharingResult& shared, int s
   }
   std::vector<double> gather(stages, 0.0);
   if (by_kind != nullptr) by_kind->assign(classes, std::vector<TaskLinkStretch>(stages));
+  struct LoneStretch {
+    size_t flow = 0;
+    double own_us = 0;  // what sharing added to this collective alone
+  };
+  std::vector<LoneStretch> lone;
   auto zerosLikeSends = [&](size_t k) {
     if (!task[k].empty()) return;
     task[k].resize(stages);
@@ -206,6 +217,14 @@ bool applyStretch(const TimelineFlows& flows, const SharingResult& shared, int s
         break;
       default: {  // in a task: each collective's extra holds those before it (they follow)
         if (extra == 0) break;
+        if (o.op >= 0) {  // a lone task: timed again below with each collective's own part
+          const double inherited =
+              f.after < 0 ? 0
+                          : std::max(0.0, shared.end_us[f.after] - flows.flows[f.after].start_us -
+                                              flows.flows[f.after].duration_us);
+          lone.push_back({i, std::max(0.0, extra - inherited)});
+          break;
+        }
         zerosLikeSends(o.pipeline);
         double& stretch = task[o.pipeline][o.stage][o.index];
         stretch = std::max(stretch, extra - o.slack_us);  // a fused task's stream may hide some
@@ -224,6 +243,56 @@ bool applyStretch(const TimelineFlows& flows, const SharingResult& shared, int s
         sum.*field += std::max(
             0.0, std::max(0.0, extra - o.slack_us) - std::max(0.0, inherited - o.slack_us));
       }
+    }
+  }
+  // Lone tasks (stretched_task.h): the flows of one task are consecutive; per task, its ops'
+  // own stretches, in the task's time (the run is the standalone task scaled by a straggler's
+  // factor or jitter: `input` has no stretch yet).
+  TaskRetimer retimer(plan, costs, timeline.graph.split_backward);
+  std::vector<OpStretch> ops;
+  for (size_t a = 0; a < lone.size();) {
+    const TimelineFlows::Origin& o = flows.origins[lone[a].flow];
+    const TaskTiming& t = timeline.pipelines[o.pipeline].stages[o.stage].tasks[o.index];
+    const TaskNode& node = timeline.graph.nodes[t.node];
+    const StageCost& cost = input.stages[node.virtual_stage];
+    const double alone_us = t.task.phase == Phase::kForward    ? cost.forward_us
+                            : t.task.phase == Phase::kBackward ? cost.backward_us
+                                                               : cost.weight_grad_us;
+    const double scale = alone_us > 0 ? t.run.duration() / alone_us : 1;
+    ops.clear();
+    double own_sum = 0;
+    std::array<double, 4> own_by_kind{};  // tp, cp, ep, zero3
+    size_t b = a;
+    for (; b < lone.size(); ++b) {
+      const TimelineFlows::Origin& ob = flows.origins[lone[b].flow];
+      if (ob.pipeline != o.pipeline || ob.stage != o.stage || ob.index != o.index) break;
+      ops.push_back({ob.op, lone[b].own_us / scale});
+      own_sum += lone[b].own_us;
+      own_by_kind[kindSlot(ob.kind)] += lone[b].own_us;
+    }
+    a = b;
+    const StretchedTask st = retimer.of(node.virtual_stage, t.task.phase, ops);
+    const double delay = std::max(0.0, st.delay_us * scale);
+    if (delay <= 0 && own_sum <= 0) continue;
+    zerosLikeSends(o.pipeline);
+    task[o.pipeline][o.stage][o.index] = delay;
+    if (by_kind == nullptr) continue;
+    // The delay less its slowdown (the delay without the slowdown: >= 0) is communication
+    // exposed, shared by kind as their own parts; the CP exchanges' own time beyond their exposed
+    // part was hidden beside their steps. The slowdown part may be negative: a step's slowdown
+    // that the stretched exchange now outlasts (stretched_task.h's test, e = 4).
+    TaskLinkStretch& sum = (*by_kind)[o.pipeline][o.stage];
+    const double slowdown = st.slowdown_us * scale;
+    const double exposed = std::max(0.0, delay - slowdown);
+    sum.slowdown_us += slowdown;
+    double TaskLinkStretch::*fields[] = {&TaskLinkStretch::tp_us, &TaskLinkStretch::cp_us,
+                                         &TaskLinkStretch::ep_us, &TaskLinkStretch::zero3_us};
+    for (size_t kind = 0; kind < 4 && own_sum > 0; ++kind) {
+      sum.*fields[kind] += exposed * own_by_kind[kind] / own_sum;
+    }
+    if (own_sum > 0) {
+      const double cp_exposed = exposed * own_by_kind[1] / own_sum;
+      sum.cp_hidden_us += std::max(0.0, own_by_kind[1] - cp_exposed);
     }
   }
   // A class whose tasks nothing stretched still needs its (zero) entries once any class has some.
@@ -422,7 +491,7 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
           int before = -1;
           for (size_t j = 0; j < ops.size(); ++j) {
             before = push(flows[j], t.run.start_us + ops[j].offset_us * scale, before,
-                          {ops[j].kind, static_cast<int>(k), s, static_cast<int>(i)});
+                          {ops[j].kind, static_cast<int>(k), s, static_cast<int>(i), 0.0, ops[j].op});
           }
         }
         if (node.send == Send::kNone) continue;
@@ -549,7 +618,9 @@ bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>&
   }
   const TimelineFlows flows = timelineFlows(plan, costs, offsets, input, timeline, map);
   const SharingResult shared = shareLinks(flows.flows, map.capacities());
-  if (!applyStretch(flows, shared, plan.deviceStages(), input, timeline, by_kind)) return false;
+  if (!applyStretch(plan, costs, flows, shared, plan.deviceStages(), input, timeline, by_kind)) {
+    return false;
+  }
   timeline = computeTimeline(input, std::move(timeline.graph));
   return true;
 }

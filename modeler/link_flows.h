@@ -110,6 +110,9 @@ struct TimelineFlows {
     // In a fused task: the time its stream of the run is free beside it (the run less the
     // stream's own work), which a stretch uses up before it stretches the task; else 0.
     double slack_us = 0;
+    // A lone task's collective: its position in the task's op list (stretched_task.h times the
+    // task again with it stretched); -1 for every other flow.
+    int op = -1;
   };
   std::vector<SharedFlow> flows;
   std::vector<Origin> origins;

@@ -11,17 +11,11 @@
 #include "common/units.h"
 #include "modeler/link_flows.h"
 #include "modeler/op_offsets.h"
+#include "modeler/stretched_task.h"
 
 namespace evsim {
 
 namespace {
-
-// The factor by which compute beside `event` slows (overlap_slowdown.h): by the traffic kind of a
-// collective or P2P transfer, 1 for anything else (host copies, compute).
-double slowdownBeside(const DeviceSpec& device, const UniqueEvent& event) {
-  if (!isCommunication(event.event.kind)) return 1.0;
-  return device.overlap_slowdown.factor(event.event.placement.interNode());
-}
 
 // Each op's start within its task (op_offsets.h) into `starts` (an entry for every op of `ops`,
 // selected or not), and the task's duration, compute beside an overlapping transfer slowed.
@@ -231,13 +225,15 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   d.exposed_tp_comm_us *= slow;
   // What link sharing added to the task's collectives across nodes (link_flows.h): in the
   // timeline's runs, hence communication time of their kinds (a blocking TP, EP or ZeRO-3
-  // collective is exposed; a CP exchange was stretched where it ran).
+  // collective is exposed; a CP exchange only past the attention step beside it, the rest hidden),
+  // and compute slowed beside the longer exchanges (stretched_task.h).
   if (!sim.task_link_stretch.empty()) {
     const TaskLinkStretch& shared = sim.task_link_stretch[pipeline][stage];
     d.tp_comm_us += shared.tp_us;
     d.exposed_tp_comm_us += shared.tp_us;
-    d.cp_comm_us += shared.cp_us;
+    d.cp_comm_us += shared.cp_us + shared.cp_hidden_us;
     d.exposed_cp_comm_us += shared.cp_us;
+    d.overlap_slowdown_us += shared.slowdown_us;
     d.ep_comm_us += shared.ep_us;
     zero3_us += shared.zero3_us;
     zero3_exposed_us += shared.zero3_us;

@@ -33,7 +33,10 @@ struct StageOpOffsets {
 // What link sharing (modeler/link_flows.h) added to one device's in-task collectives across
 // nodes over the iteration, per kind.
 struct TaskLinkStretch {
-  double tp_us = 0, cp_us = 0, ep_us = 0, zero3_us = 0;
+  double tp_us = 0, cp_us = 0, ep_us = 0, zero3_us = 0;  // what the tasks grew by, per kind
+  // A CP exchange's stretch that the attention step beside it hid (communication time, not
+  // exposed), and what the longer exchanges added to the overlap slowdown (stretched_task.h).
+  double cp_hidden_us = 0, slowdown_us = 0;
 };
 
 struct DeviceMetrics {

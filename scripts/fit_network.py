@@ -82,9 +82,9 @@ FITTED = {
         ("nccl", "launch_us", "", 5.0, 0.05, 40),
         ("net", "algorithm_latency_us", "tree.ll", 5.0, 0.05, 60),
         ("net", "algorithm_latency_us", "tree.ll128", 8.5, 0.05, 80),
-        # Not the tree's own share of the NICs: at two nodes its network part is one hop each way
-        # and fits ~0.96, which overstates a 16-node tree (16 MiB at 128 GPUs: 96 GB/s busbw
-        # against the published 66); the NICs' achieved share is the ring's.
+        # Not the tree's own share of the NICs: the NICs' achieved share is the ring's. (A tree
+        # on two nodes carries the buffer once over them, on more twice: modeler/network/
+        # tree.cpp; a share fitted to two-node tree rows alone overstated 16 nodes.)
     ],
     # EFA runs Simple only (the cluster's protocols: [simple]): no LL/LL128 terms to fit.
     "p5-h100": [

@@ -1,7 +1,8 @@
 // CollNet (SHARP in the fabric, all-reduce across nodes, Simple): each node reduces inside itself
 // over a chain, the switches reduce across nodes, so each node's NICs send and receive the buffer
-// once: algbw = the NIC share (twice a tree's), times NCCL's 0.9 for CollNet. Latency: the chain's
-// 2 (ranks_per_node - 1) intra-node steps and one network step up and one down.
+// once: algbw = the NIC share (twice a tree's past 2 nodes), times NCCL's 0.9 for CollNet.
+// Latency: the chain's 2 (ranks_per_node - 1) intra-node steps and one network step up and one
+// down.
 // Only where the cluster says `sharp: true`.
 #include <algorithm>
 

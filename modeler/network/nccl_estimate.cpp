@@ -94,6 +94,12 @@ bool runs(int a, EventKind kind) {
 
 }  // namespace
 
+double ncclTreeCorrection(NcclProtocol protocol, int64_t bytes) {
+  const int log_size = log2Floor(bytes >> 6);
+  if ((bytes >> 6) <= 0 || log_size >= kCorrectionSizes) return 1.0;
+  return kTreeCorrection[static_cast<int>(protocol)][log_size];
+}
+
 NcclGraph ncclGraphOf(const GroupOnFabric& g) {
   double total = g.intra_bw_gb_s;
   if (g.nodes > 1) total = std::min(total, g.net_bw_gb_s * g.oversubscription);
@@ -169,7 +175,7 @@ std::optional<AlgorithmCost> ncclEstimate(std::string_view name, EventKind kind,
   const Hw intra_hw = g.nvswitch ? kNvlink : kPci;
   double intra = kHwUs[intra_hw][a][p];
   const double inter = ppn == 1 ? kHwUs[kNet][kTree][p] : kHwUs[kNet][a][p];
-  if (nodes > 1 && p == kLL) intra *= 1.8;
+  // (No 1.8x on LL's intra-node latency across nodes: NCCL dropped it in 2.18.)
   double lat = kBaseUs[a][p];
   switch (a) {
     case kRing:
@@ -204,10 +210,7 @@ std::optional<AlgorithmCost> ncclEstimate(std::string_view name, EventKind kind,
   }
 
   // Per size (ncclTopoGetAlgoTime).
-  if (a == kTree && kind == EventKind::kAllReduce) {
-    const int log_size = log2Floor(bytes >> 6);
-    if ((bytes >> 6) > 0 && log_size < kCorrectionSizes) algbw *= kTreeCorrection[p][log_size];
-  }
+  if (a == kTree && kind == EventKind::kAllReduce) algbw *= ncclTreeCorrection(protocol, bytes);
   if (a == kRing && p == kSimple && nodes > 1 && kind == EventKind::kAllReduce &&
       bytes / (graph.channels * int64_t{n}) >= 64) {
     lat *= row == 0 ? 1.9 : 1.4;  // NCCL's "plateau effect of ring"

@@ -35,6 +35,10 @@ std::optional<AlgorithmCost> ncclEstimate(std::string_view algorithm, EventKind 
                                           const GroupOnFabric& group, NcclProtocol protocol,
                                           int64_t bytes);
 
+// NCCL's treeCorrectionFactor for an all-reduce tree of `bytes` (tuning.cc, 2.23 - 2.27: its
+// measured share of a tree's bandwidth by size, below 256 MiB; 1 above).
+double ncclTreeCorrection(NcclProtocol protocol, int64_t bytes);
+
 // The channels NCCL's graph gets for the group, and each one's bandwidth (GB/s); exposed for tests.
 struct NcclGraph {
   int channels = 1;

@@ -1,13 +1,21 @@
-// Tree (all-reduce only): NCCL's double binary tree across nodes, a chain inside each node. Each
-// node sends and receives the buffer twice (reduce up, broadcast down), split over two trees:
-// algbw = half the hop bandwidth, times NCCL's 0.9 for the tree. Latency: base + 2 x (the chain's
+// Tree (all-reduce only): NCCL's double binary tree across nodes, a chain inside each node, half
+// the buffer on each tree, reduced up and broadcast down. What each link carries:
+//   - inside the node every GPU of the chain sends (and receives) the buffer twice, up and down:
+//     algbw <= its link / 2;
+//   - across nodes, on two nodes each node is the root of one tree and the leaf of the other: its
+//     NICs carry the buffer once each way (algbw <= the NIC share); on more, every node is an
+//     inner node of one tree (two children) and a leaf of the other: twice (the NIC share / 2).
+// Times NCCL's 0.9 for the tree and the protocol's share. Latency: base + 2 x (the chain's
 // ranks_per_node - 1 intra-node steps + log2(nodes) network steps), so it grows with the log of
 // the node count where the ring's grows linearly.
 // Protocols (NCCL): LL 1/3.8 of the link, LL128 0.915 (7/9 inside one node).
 // NCCL's tuner also scales a tree's bandwidth by a correction per size below 256 MiB (its
 // treeCorrectionFactor table: a tree's pipeline does not fill at medium sizes); it is NCCL's own
-// measured table, reproduced so the tuner chooses as NCCL does.
+// measured table (the release's, nccl_estimate.h), used here as in the tuner.
+#include <algorithm>
+
 #include "modeler/network/algorithm.h"
+#include "modeler/network/nccl_estimate.h"
 
 namespace evsim::algorithms {
 
@@ -15,19 +23,6 @@ namespace {
 
 constexpr double kBaseUs[kNcclProtocolCount] = {6.8, 14.0, 8.4};  // NCCL baseLat, Tree
 constexpr double kTreeBandwidthShare = 0.9;
-// NCCL's treeCorrectionFactor[protocol][log2(bytes / 64)], powers of two from 64 B to 128 MiB.
-constexpr int kCorrectionSizes = 22;
-constexpr double kCorrection[kNcclProtocolCount][kCorrectionSizes] = {
-    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0},
-    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .5, .6, .6, .7, .7, .8, .9, .9, 1.0},
-    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .5, .5, .6, .6, .7, .8, .9}};
-
-double correction(NcclProtocol p, int64_t bytes) {
-  int log_size = 0;
-  for (int64_t units = bytes >> 6; units > 1; units >>= 1) ++log_size;
-  if (log_size >= kCorrectionSizes) return 1.0;
-  return kCorrection[static_cast<int>(p)][log_size];
-}
 
 std::optional<AlgorithmCost> treeCost(EventKind kind, const GroupOnFabric& g, NcclProtocol p,
                                       int64_t bytes) {
@@ -35,15 +30,22 @@ std::optional<AlgorithmCost> treeCost(EventKind kind, const GroupOnFabric& g, Nc
   double fraction = 1.0;
   if (p == NcclProtocol::kLL) fraction = 1.0 / 3.8;
   if (p == NcclProtocol::kLL128) fraction = g.nodes == 1 ? 7.0 / 9 : 0.915;
-  const double busbw = hopBandwidthGBs(g, "tree") * kTreeBandwidthShare * fraction;
-  // NCCL charges LL's intra-node steps 1.8x when the group spans nodes.
-  const double intra_step =
-      stepUs(g, "tree", p, false) * (g.nodes > 1 && p == NcclProtocol::kLL ? 1.8 : 1.0);
+  double link = g.intra_bw_gb_s * g.tuning->intra.efficiencyOf("tree") / 2;
+  if (g.nodes > 1) {
+    link = std::min(link, g.net_bw_gb_s * g.tuning->net.efficiencyOf("tree") /
+                              (g.nodes > 2 ? 2.0 : 1.0));
+  }
+  const double algbw = link * kTreeBandwidthShare * fraction;
+  // An intra-node hop costs what it costs inside one node, whether or not the group spans nodes
+  // (NCCL's tuner charged LL's 1.8x across nodes until 2.18, a tuning guess it then dropped; the
+  // two-node rows agree: 1 KiB takes 34.7 us, the one-node ring's 14 LL steps plus two network
+  // hops, where 1.8x them would be 46 us whatever the network step).
+  const double intra_step = stepUs(g, "tree", p, false);
   AlgorithmCost cost;
   cost.latency_us =
       kBaseUs[static_cast<int>(p)] +
       2 * ((g.ranks_per_node - 1) * intra_step + log2Ceil(g.nodes) * stepUs(g, "tree", p, true));
-  cost.algbw_gb_s = busbw * 0.5 * correction(p, bytes);
+  cost.algbw_gb_s = algbw * ncclTreeCorrection(p, bytes);
   return cost;
 }
 

@@ -12,6 +12,7 @@
 #include "modeler/link_flows.h"
 #include "modeler/link_usage.h"
 #include "modeler/simulation.h"
+#include "modeler/summary_report.h"
 #include "modeler/timing_engine.h"
 #include "plan/iteration_plan.h"
 #include "support/test_support.h"
@@ -271,6 +272,20 @@ TEST(LinkUsage, CountsEveryPipelineByteOnBothEnds) {
   EXPECT_EQ(first_row.substr(0, first_row.find(',', first_row.find(',') + 1)),
             "node 0 nic tx,10.000");
   EXPECT_EQ(first_row.substr(first_row.rfind(',', first_row.rfind(',') - 1)), ",4096,1.0000");
+  // Where the time went in the summary JSON (issue 28 item 6): the busiest links, the same four
+  // of 8192 bytes at 10 GB/s; exposed communication per kind, mean device: the pipeline sends
+  // block their device, 2 of 0.4096 us each on either device: pp 0.0008192 ms, nothing else.
+  const nlohmann::json j = summaryJson(sim, kDefaultMemoryHeadroom, &usage);
+  ASSERT_EQ(j["links"]["busiest"].size(), 4u);
+  for (const nlohmann::json& l : j["links"]["busiest"]) {
+    EXPECT_NEAR(l["bytes"].get<double>(), 8192, 1e-6);
+    EXPECT_NEAR(l["capacity_gb_s"].get<double>(), 10, 1e-9);
+    EXPECT_NEAR(l["utilization"].get<double>(), 8192 / (1e4 * sim.timeline.iteration_us), 1e-12);
+  }
+  EXPECT_NEAR(j["exposed_comm_ms"]["pp"].get<double>(), 2 * 0.4096 / 1e3, 1e-12);
+  for (const char* kind : {"tp", "cp", "ep", "dp", "zero"}) {
+    EXPECT_EQ(j["exposed_comm_ms"][kind].get<double>(), 0) << kind;
+  }
 }
 
 // linkUsage records flows that never meet on a resource without shareLinks' event loop (each

@@ -88,28 +88,33 @@ std::vector<std::pair<int64_t, double>> marginal(const std::vector<Row>& rows) {
 // The algorithm switch points on the two-node files are NCCL's. NCCL's tuner (tuning.cc of 2.23 -
 // 2.27; ndv4: Ampere row, AMD host, NVLink inside the node, 16 ranks on 2 nodes) worked by hand,
 // its graph 8 channels x 25 GB/s (min(NVLink 300, 8 HDR NICs 200)), all-reduce, 2(16-1) = 30
-// steps of which 2(2-1) = 2 cross the network, time = lat + bytes / (1000 algbw):
-//   ring LL      6.6 + 28 max(0.6 x 1.8, 2.0 AMD overhead) + 2 x 2.7    = 68.0 us,
+// steps of which 2(2-1) = 2 cross the network, time = lat + bytes / (1000 algbw). (Releases
+// before 2.18 also multiplied LL's intra-node latency by 1.8 across nodes; 2.23 - 2.27 do not.)
+//   ring LL      6.6 + 28 max(0.6, 2.0 AMD overhead) + 2 x 2.7          = 68.0 us,
 //                algbw min(22.5 LL cap, 200 x .5) x 16/30                = 12.0 GB/s
 //   ring LL128   14 + 28 max(1.9, 2.0) + 2 x 4.0                        = 78.0 us,
 //                min(200 x .92, 8 x 20) x 16/30                          = 85.33 GB/s
 //   ring Simple  (8.4 + 28 max(3.4, 3 x 2.0) + 2 x 14) x 1.4 plateau    = 286.2 us, 200 x 16/30
 //                                                                        = 106.67 GB/s
-//   tree LL      6.8 + 2 (7 x 0.6 x 1.8 + 1 x 5.0)                      = 31.92 us,
+//   tree LL      6.8 + 2 (7 x 0.6 + 1 x 5.0)                            = 25.2 us,
 //                min(min(200 x .92, 8 x 23.6) / 3.8, 22.5) x .5         = 11.25 GB/s x corr
 //   tree LL128   14 + 2 (7 x 1.25 + 8.5) = 48.5 us, min(184 x 120/128, 8 x 20) x .5 = 80 x corr
 //   tree Simple  8.4 + 2 (7 x 4 + 14) = 92.4 us, 184 x .5 = 92 GB/s x corr
 // (corr: NCCL's tree correction by log2(bytes/64)). So:
-//   64 KiB:  tree LL 31.92 + 65536/6750 = 41.6  < tree LL128 48.5 + 65536/48000 = 49.9
-//   128 KiB: tree LL128 48.5 + 131072/48000 = 51.2 < tree LL 31.92 + 131072/5625 = 55.2
+//   128 KiB: tree LL 25.2 + 131072/5625 = 48.5 < tree LL128 48.5 + 131072/48000 = 51.2
+//   256 KiB: tree LL128 48.5 + 262144/48000 = 54.0 < tree LL 25.2 + 262144/4500 = 83.5
 //   8 MiB:   tree LL128 48.5 + 8388608/72000 = 165.0 < ring LL128 78 + 8388608/85333 = 176.3
 //   16 MiB:  ring LL128 274.6 < tree LL128 48.5 + 16777216/72000 = 281.5
 //   64 MiB:  ring LL128 864.4 < ring Simple 286.2 + 67108864/106667 = 915.3
 //   128 MiB: ring Simple 1544.5 < ring LL128 1650.9 (tree Simple 1713.4, tree LL128 1726.2)
-// The measured curve shows the first two: its marginal bandwidth jumps 28x into the 128 KiB row
-// (LL's 11 GB/s -> LL128's), and, where bandwidth rules (>= 1 MiB), falls most into the 16 MiB row
-// (the ring's 30 steps of latency taking over from the tree's 4). The third (Simple from 128 MiB)
-// is within the measured noise (marginal 62-79 GB/s from 16 MiB on), so it is not checked there.
+// The measured curve: its marginal bandwidth jumps 28x into the 128 KiB row, and the 64 and 128
+// KiB rows (73.1, 74.3 us) both sit on LL128's latency floor, so the run switched to LL128 between
+// 32 and 64 KiB: two buckets before NCCL 2.23's model (and one before pre-2.18's, whose 1.8x puts
+// it at 128 KiB): a miss of the tuner model against this run, kept visible here, not fudged (the
+// log does not name its NCCL release). Where bandwidth rules (>= 1 MiB) the marginal falls most
+// into the 16 MiB row (the ring's 30 steps of latency taking over from the tree's 4), as NCCL's
+// model has it. The Simple switch (128 MiB) is within the measured noise (marginal 62-79 GB/s from
+// 16 MiB on), so it is not checked there.
 TEST(NetworkFit, Ndv4SwitchPointsAreNcclsAndTheMeasuredKnees) {
   ClusterConfig c = bundled("ndv4-a100");
   NcclTuner tuner(c);
@@ -118,7 +123,7 @@ TEST(NetworkFit, Ndv4SwitchPointsAreNcclsAndTheMeasuredKnees) {
   for (const Row& r : two) {
     const CollectiveChoice choice = tuner.choose(EventKind::kAllReduce, {16, 2, 8}, r.bytes);
     const std::string got = choice.algorithm + "/" + ncclProtocolName(choice.protocol);
-    const char* want = r.bytes < 128 * kKiB   ? "tree/LL"
+    const char* want = r.bytes < 256 * kKiB   ? "tree/LL"
                        : r.bytes < 16 * kMiB  ? "tree/LL128"
                        : r.bytes < 128 * kMiB ? "ring/LL128"
                                               : "ring/Simple";
@@ -132,7 +137,7 @@ TEST(NetworkFit, Ndv4SwitchPointsAreNcclsAndTheMeasuredKnees) {
     if (ratio > up) up = ratio, up_at = m[i].first;
     if (m[i - 1].first >= kMiB && ratio < down) down = ratio, down_at = m[i].first;
   }
-  EXPECT_EQ(up_at, 128 * kKiB);   // tree LL -> tree LL128
+  EXPECT_EQ(up_at, 128 * kKiB);   // the run's tree LL -> LL128 (64 KiB is LL128's already)
   EXPECT_EQ(down_at, 16 * kMiB);  // tree LL128 -> ring LL128
   // Forcing NCCL_ALGO=ring keeps the ring and lets NCCL's model pick its protocol: LL at 1 KiB.
   NcclTuner ring(c, "ring");

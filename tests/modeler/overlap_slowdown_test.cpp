@@ -14,6 +14,7 @@
 #include "modeler/calibration/overlap_fit.h"
 #include "modeler/op_offsets.h"
 #include "modeler/simulation.h"
+#include "modeler/stretched_task.h"
 #include "modeler/timing_engine.h"
 #include "plan/iteration_plan.h"
 #include "support/test_support.h"
@@ -213,6 +214,62 @@ TEST(OverlapSlowdownTest, ContextParallelExchangeSlowsItsAttentionStep) {
   EXPECT_NEAR(slowed.summary.iteration_us - plain.summary.iteration_us, m * per_micro_batch, 1e-9);
   EXPECT_NEAR(slowed.summary.mean_device.compute_us - plain.summary.mean_device.compute_us,
               m * per_micro_batch, 1e-9);
+}
+
+// A CP exchange that link sharing stretched, timed again in its task (modeler/stretched_task.h):
+// tiny-llama at C = 2, every op 1 us except the ring exchanges (1.5 us) and the attention step
+// beside each (3 us), factor 2. The first exchange of the forward, stretched by e, runs [0, 1.5 + e]
+// beside its step (3 us of work): o = min(f t, 1.5 + e) of the step overlaps it.
+//   alone:  o = 1.5: the step takes 3 + 1.5 x (2 - 1)/2 = 3.75, the next op waits for it (3.75).
+//   e = 1:  o = 2.5: 3 + 1.25 = 4.25; the exchange (2.5) is still hidden: +0.5, all of it overlap
+//           slowdown (without the slowdown the step's 3 us hide the 2.5 as they hid the 1.5).
+//   e = 4:  o = 5.5: 3 + 2.75 = 5.75 > 5.5: +2.0; unslowed the task waits 5.5 - 3 = 2.5 for the
+//           exchange (exposed CP), so the slowdown part is 2.0 - 2.5 = -0.5 (the step's slowdown
+//           now runs under the exchange's wait).
+//   e = 6:  o = 7.5 >= f t = 6: the step takes 6, the task waits for the exchange to 7.5: +3.75,
+//           exposed 7.5 - 3 = 4.5, slowdown -0.75.
+// The old rule added the whole e to the task (1, 4, 6) and left the step's slowdown at 0.75.
+TEST(OverlapSlowdownTest, AStretchedExchangeSlowsItsStepOverItsSharedWindow) {
+  const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
+  Strategy s = test::strategy("1M1P1D", 1, 2);
+  s.cp = 2;
+  ClusterConfig cluster = test::cluster(2);
+  cluster.device.overlap_slowdown.nvlink.value = 2;
+  cluster.device.overlap_slowdown.network.value = 2;
+  const IterationPlan plan = buildIterationPlan(model, cluster, s);
+  const OpList& fwd = plan.stages[0].forward;
+  int exchange = -1;
+  for (size_t i = 0; i < fwd.size() && exchange < 0; ++i) {
+    if (fwd[i].name == "cp_kv_exchange") exchange = static_cast<int>(i);
+  }
+  ASSERT_GE(exchange, 0);
+  const OpInstance& x = fwd[static_cast<size_t>(exchange)];
+  const OpInstance& step = fwd[static_cast<size_t>(exchange) + 1];
+  ASSERT_EQ(x.overlap_ops, 1);
+  ASSERT_EQ(step.stream, Stream::kCompute);
+  std::vector<EventCost> costs;
+  for (const UniqueEvent& u : plan.events.events()) {
+    costs.push_back(EventCost{u.event.kind == EventKind::kP2P ? 1.5 : 1.0});
+  }
+  costs[static_cast<size_t>(step.event)].time_us = 3;
+  auto stretched = [&](double e) {
+    const OpStretch one{exchange, e};
+    return stretchedTask(plan, costs, 0, Phase::kForward, false, std::span(&one, 1));
+  };
+  EXPECT_NEAR(stretched(0).delay_us, 0, 1e-12);
+  EXPECT_NEAR(stretched(0).slowdown_us, 0, 1e-12);
+  EXPECT_NEAR(stretched(1).delay_us, 0.5, 1e-12);
+  EXPECT_NEAR(stretched(1).slowdown_us, 0.5, 1e-12);
+  EXPECT_NEAR(stretched(4).delay_us, 2.0, 1e-12);
+  EXPECT_NEAR(stretched(4).slowdown_us, -0.5, 1e-12);
+  EXPECT_NEAR(stretched(6).delay_us, 3.75, 1e-12);
+  EXPECT_NEAR(stretched(6).slowdown_us, -0.75, 1e-12);
+  // A blocking op (nothing beside it) delays the task by all of its stretch: the op after the step.
+  const OpStretch blocking{exchange + 2, 2.5};
+  ASSERT_EQ(fwd[static_cast<size_t>(exchange) + 2].overlap_ops, 0);
+  EXPECT_NEAR(stretchedTask(plan, costs, 0, Phase::kForward, false, std::span(&blocking, 1))
+                  .delay_us,
+              2.5, 1e-12);
 }
 
 // A pipeline without CP or DP overlap runs no compute beside a transfer: the same timeline

@@ -1,0 +1,71 @@
+// A lone task timed again with its shared collectives; stretched_task.h states the rule.
+#include "modeler/stretched_task.h"
+
+#include "modeler/op_offsets.h"
+#include "plan/task_graph.h"
+
+namespace evsim {
+
+double slowdownBeside(const DeviceSpec& device, const UniqueEvent& event) {
+  if (!isCommunication(event.event.kind)) return 1.0;
+  return device.overlap_slowdown.factor(event.event.placement.interNode());
+}
+
+TaskRetimer::TaskRetimer(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                         bool split)
+    : plan_(plan), costs_(costs), split_(split) {
+  const OverlapSlowdown& f = plan.cluster.device.overlap_slowdown;
+  slows_ = f.nvlink.value > 1 || f.network.value > 1;
+}
+
+TaskRetimer::Times TaskRetimer::times(int virtual_stage, Phase phase,
+                                      std::span<const OpStretch> stretched) {
+  const StagePlan& stage = plan_.stages[static_cast<size_t>(virtual_stage)];
+  const OpList& ops = phase == Phase::kForward ? stage.forward : stage.backward;
+  extra_.assign(ops.size(), 0.0);
+  for (const OpStretch& s : stretched) {
+    EVSIM_CHECK(s.op >= 0 && static_cast<size_t>(s.op) < ops.size(),
+                "a stretched op at {} of a task of {} ops", s.op, ops.size());
+    extra_[static_cast<size_t>(s.op)] += s.extra_us;
+  }
+  auto in_task = [&](const OpInstance& op) {
+    return phase == Phase::kForward || runsIn(op, phase, split_);
+  };
+  auto time = [&](bool slowed) {
+    return opOffsets(
+        ops, in_task,
+        [&](const OpInstance& op) {
+          const EventCost& c = costs_[op.event];
+          return std::pair{c.host_us, c.time_us + extra_[static_cast<size_t>(&op - ops.data())]};
+        },
+        [](size_t, double) {},
+        [&](const OpInstance& op) {
+          if (!slowed || op.stream == Stream::kHost) return 1.0;
+          return slowdownBeside(plan_.cluster.device, plan_.events[op.event]);
+        });
+  };
+  Times t;
+  t.slowed_us = time(slows_);
+  t.unslowed_us = slows_ ? time(false) : t.slowed_us;
+  return t;
+}
+
+StretchedTask TaskRetimer::of(int virtual_stage, Phase phase,
+                              std::span<const OpStretch> stretched) {
+  const std::pair<int, int> key{virtual_stage, static_cast<int>(phase)};
+  auto alone = alone_.find(key);
+  if (alone == alone_.end()) alone = alone_.emplace(key, times(virtual_stage, phase, {})).first;
+  const Times shared = times(virtual_stage, phase, stretched);
+  StretchedTask out;
+  out.delay_us = shared.slowed_us - alone->second.slowed_us;
+  out.slowdown_us = out.delay_us - (shared.unslowed_us - alone->second.unslowed_us);
+  return out;
+}
+
+StretchedTask stretchedTask(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                            int virtual_stage, Phase phase, bool split,
+                            std::span<const OpStretch> stretched) {
+  return TaskRetimer(plan, costs, split).of(virtual_stage, phase, stretched);
+}
+
+}  // namespace evsim

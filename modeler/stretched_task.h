@@ -1,0 +1,67 @@
+#pragma once
+// A lone task whose collectives across nodes link sharing stretched (link_flows.h): the task timed
+// again by op_offsets.h's rule with each stretched collective lasting its shared time, so that
+//   - a CP ring exchange running beside its attention step delays the task only by what it now
+//     outlasts the step (a stretch the step hides costs nothing), and
+//   - the step's overlap slowdown (overlap_slowdown.h) sees the exchange in flight for its shared
+//     window, not its standalone one (the same rule the DP buckets follow in timing_engine.cpp);
+//   - a blocking collective (TP, EP, ZeRO-3: nothing runs beside it) delays the task by its whole
+//     stretch, as before.
+// The same function gives the standalone task (no stretch) that simulation.cpp's timingInput costs,
+// so the delay is the difference of two timings of one rule.
+
+#include <map>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "modeler/cost_source.h"
+#include "plan/iteration_plan.h"
+
+namespace evsim {
+
+// The factor by which compute beside `event` slows (overlap_slowdown.h): by the traffic kind of a
+// collective or P2P transfer, 1 for anything else (host copies, compute).
+double slowdownBeside(const DeviceSpec& device, const UniqueEvent& event);
+
+// One op of a task lengthened by sharing: its position in the task's op list (forward or backward)
+// and the time sharing added to it alone (not what it inherited from an earlier collective).
+struct OpStretch {
+  int op = -1;
+  double extra_us = 0;
+};
+
+struct StretchedTask {
+  double delay_us = 0;     // the task's duration with the stretches less its standalone duration
+  double slowdown_us = 0;  // of which overlap slowdown (compute beside the longer transfers)
+};
+
+// Tasks of one plan timed again: each (virtual stage, phase)'s standalone timing is taken once,
+// and the unslowed timings only where the device has an overlap factor above 1.
+class TaskRetimer {
+ public:
+  TaskRetimer(const IterationPlan& plan, const std::vector<EventCost>& costs, bool split);
+  // The task of virtual stage `virtual_stage` in `phase` (a split backward's B or W when `split`),
+  // with `stretched` ops lengthened, against the same task alone; both with the overlap slowdown.
+  StretchedTask of(int virtual_stage, Phase phase, std::span<const OpStretch> stretched);
+
+ private:
+  struct Times {
+    double slowed_us = 0, unslowed_us = 0;
+  };
+  Times times(int virtual_stage, Phase phase, std::span<const OpStretch> stretched);
+
+  const IterationPlan& plan_;
+  const std::vector<EventCost>& costs_;
+  bool split_ = false;
+  bool slows_ = false;                      // an overlap factor above 1
+  std::map<std::pair<int, int>, Times> alone_;  // per (virtual stage, phase)
+  std::vector<double> extra_;               // scratch: per op of the task, its stretch
+};
+
+// One task timed again (a TaskRetimer for one call).
+StretchedTask stretchedTask(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                            int virtual_stage, Phase phase, bool split,
+                            std::span<const OpStretch> stretched);
+
+}  // namespace evsim
