@@ -4,14 +4,13 @@
 # deadline. Load is simulated deterministically here: the loader is stopped (SIGSTOP) in the middle
 # of parsing a 60,000-entry profile for 12 s, longer than that old deadline, then continued; it
 # must finish with exit code 0 and the same output as a run that was not stopped.
-# Usage: paused_profile_load.sh PYTHON MAKE_PROFILE EVENTSIM
+# Usage: paused_profile_load.sh MAKE_PROFILE EVENTSIM (make_profile.py runs with python3 on PATH)
 set -u
-python=$1
-make_profile=$2
-eventsim=$3
+make_profile=$1
+eventsim=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-"$python" "$make_profile" 60000 "$dir/p.yaml" || exit 1
+python3 "$make_profile" 60000 "$dir/p.yaml" || exit 1
 set -- simulate --model tiny-gpt --cluster cpu-local --strategy 1M1P1D --micro-batch 1 \
   --global-batch 1 --fallback analytic --profile "$dir/p.yaml"
 "$eventsim" "$@" >"$dir/ref.out" 2>&1 || { cat "$dir/ref.out"; echo "the unpaused run failed"; exit 1; }
