@@ -1,6 +1,7 @@
 #include "io/model_overrides.h"
 
 #include "common/error.h"
+#include "io/cli_checks.h"
 
 namespace evsim {
 
@@ -49,11 +50,11 @@ void ModelOverrides::addOptions(CLI::App& app) {
   auto* bf16_flag = app.add_flag("--bf16", bf16, "bf16 mixed precision")->group(group);
   app.add_flag("--fp16", fp16, "fp16 mixed precision")->excludes(bf16_flag)->group(group);
   app.add_option("--hidden-dropout", hidden_dropout, "dropout probability (0: no dropout ops)")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(finiteInRange(0.0, 1.0))  // CLI11's Range let nan through
       ->group(group);
   app.add_option("--attention-dropout", attention_dropout,
                  "attention dropout probability (0: none)")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(finiteInRange(0.0, 1.0))  // CLI11's Range let nan through
       ->group(group);
   app.add_flag_callback(
          "--use-rotary-position-embeddings", [this] { position_embedding = "rope"; },

@@ -102,7 +102,7 @@ void addFlags(CLI::App& app, Flags& f) {
                  "instead of events: time one large GEMM as a short burst, then back to back for "
                  "this many seconds (60 on a GPU), and write the sustained/short ratio to -o for "
                  "`eventsim calibrate --sustained-gemm` (the sustained clock; docs/PROFILER.md)")
-      ->check(CLI::PositiveNumber);
+      ->check(kFinitePositive);
   app.add_flag("--overlap", f.overlap,
                "instead of events: time a GEMM and a memory-bound kernel alone and beside an "
                "all-reduce (inside a node; across nodes when the ranks span two or more), for "

@@ -140,6 +140,23 @@ def test_nul_and_lone_surrogate_raise_value_error_naming_the_keyword():
         eventsim.simulate(**dict(STRATEGIES[0], micro_batch=["\udfff"]), fallback="analytic")
 
 
+@pytest.mark.parametrize("flag", ["model", "cluster"])
+def test_symlink_loop_and_long_name_raise_value_error_as_the_cli_says(flag, tmp_path):
+    # Both were RuntimeError (the CLI's exit 3, "internal error"); now the CLI's one line.
+    loop = tmp_path / "loop.yaml"
+    loop.symlink_to(loop)
+    for bad in (str(loop), "x" * 5000):
+        kwargs = dict(STRATEGIES[0], fallback="analytic")
+        kwargs[flag] = bad
+        with pytest.raises(ValueError) as error:
+            eventsim.simulate(**kwargs)
+        result = cli("simulate", kwargs, check=False)
+        assert result.returncode == 2
+        assert result.stderr == f"eventsim: error: {error.value}\n"
+        assert str(error.value).endswith(("Too many levels of symbolic links",
+                                          "(5000 bytes)': File name too long"))
+
+
 def test_ctrl_c_interrupts_a_long_call():
     # 100,000 sampled iterations of gpt2-345m 1M8P16D (2.85e9 op samples): 82 s of CPU on this
     # project's 2-core VM (bench/RESULTS.md). SIGINT after 0.5 s must raise KeyboardInterrupt well

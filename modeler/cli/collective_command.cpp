@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "config/cluster_config.h"
 #include "events/comm_factors.h"
+#include "io/cli_checks.h"
 #include "io/run_options.h"
 #include "modeler/nccl_tests_log.h"
 #include "modeler/network/nccl_tuner.h"
@@ -192,7 +193,7 @@ void registerCollectiveCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--gpus", args->gpus, "ranks in the collective")->required();
   cmd->add_option("--gpus-per-node", args->gpus_per_node,
                   "ranks per node (default: the cluster's GPUs per node)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveInteger);
   cmd->add_option("--bytes", args->bytes, "sizes (nccl-tests' size column), e.g. 1M,32M,1G")
       ->delimiter(',');
   cmd->add_option("--min-bytes", args->min_bytes, "smallest size, doubling up to --max-bytes");
