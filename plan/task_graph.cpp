@@ -108,8 +108,9 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   // only where the schedule splits the backward (the orders are checked for a W before its slot).
   const int phases = g.split_backward ? kPhases : kPhases - 1;
   std::vector<int> id(static_cast<size_t>(phases * K * m), -1);
-  auto slot = [&](Phase phase, int k, int64_t i) -> int& {
-    return id[static_cast<size_t>((phaseIndex(phase) * K + k) * m + i)];
+  // By phase index (phaseIndex, checked once per task below).
+  auto slot = [&](int phase, int k, int64_t i) -> int& {
+    return id[static_cast<size_t>((phase * K + k) * m + i)];
   };
   std::shared_ptr<const DeviceOrders> shared_orders =
       scheduleOrders(schedule, PipelineShape{devices, chunks, micro_batches, group});
@@ -131,7 +132,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
                   "{} schedule: device {} task {} mb {} chunk {}", scheduleName(schedule), s,
                   phaseName(t.phase), t.micro_batch, t.chunk);
       const int k = layout.virtualStage(s, t.chunk);
-      int& node = slot(t.phase, k, t.micro_batch);
+      int& node = slot(phaseIndex(t.phase), k, t.micro_batch);
       EVSIM_CHECK(node < 0, "{} schedule: device {} repeats {} of mb {} chunk {}",
                   scheduleName(schedule), s, phaseName(t.phase), t.micro_batch, t.chunk);
       node = static_cast<int>(st.nodes.size());
@@ -159,18 +160,14 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
     const int i = n.task.micro_batch;
     switch (n.task.phase) {
       case Phase::kForward:
-        if (k > 0) {
-          st.edges.push_back({slot(Phase::kForward, k - 1, i), !sameDevice(k - 1, k)});
-        }
+        if (k > 0) st.edges.push_back({slot(0, k - 1, i), !sameDevice(k - 1, k)});
         break;
       case Phase::kBackward:
-        if (k + 1 < K) {
-          st.edges.push_back({slot(Phase::kBackward, k + 1, i), !sameDevice(k + 1, k)});
-        }
-        st.edges.push_back({slot(Phase::kForward, k, i), false});
+        if (k + 1 < K) st.edges.push_back({slot(1, k + 1, i), !sameDevice(k + 1, k)});
+        st.edges.push_back({slot(0, k, i), false});
         break;
       default:
-        st.edges.push_back({slot(Phase::kBackward, k, i), false});
+        st.edges.push_back({slot(1, k, i), false});
         break;
     }
     n.edge_count = static_cast<int>(st.edges.size()) - n.first_edge;
@@ -292,7 +289,8 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
     return true;
   };
   int in_flight = 0;
-  for (const StageTask& t : order) {
+  for (size_t at = 0; at < order.size(); ++at) {
+    const StageTask& t = order[at];
     EVSIM_CHECK(t.chunk >= 0 && t.chunk < chunks, "chunk {} of {}", t.chunk, chunks);
     const size_t live = static_cast<size_t>(t.chunk), kept = live + static_cast<size_t>(chunks);
     switch (t.phase) {
@@ -314,6 +312,12 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
         break;
     }
     out.in_flight = std::max(out.in_flight, in_flight);
+    // A state below a neighbour in every count is in no frontier: the one after a task that only
+    // frees (B without a split, W) is below the one before it, and the one before a forward below
+    // the one after it. The frontier is the walk's largest states in order of first appearance,
+    // so leaving those out changes nothing and saves the comparisons on most tasks.
+    const bool only_frees = t.phase != Phase::kForward && (t.phase != Phase::kBackward || !split);
+    if (only_frees || (at + 1 < order.size() && order[at + 1].phase == Phase::kForward)) continue;
     if (std::any_of(frontier.begin(), frontier.end(),
                     [&](const std::vector<int>& f) { return covers(f, now); })) {
       continue;
