@@ -520,7 +520,7 @@ bool transferLoads(const IterationPlan& plan, const std::vector<EventCost>& cost
                    const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
                    const IterationTimeline& timeline, const LinkMap& map,
                    std::vector<double>& capacity, std::vector<std::vector<LoadSegment>>& load) {
-  if (!inTaskOps(plan, costs, offsets, timeline.graph.split_backward).empty()) return false;
+  if (hasInTaskOps(plan, costs, offsets)) return false;
   load.assign(capacity.size(), {});
   // A flow's loads alone: what each resource it uses carries (demand x copies), and `capacity`
   // raised where that is more; none for a flow with no use, bytes or time (link_sharing.cpp's
@@ -575,10 +575,7 @@ bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>&
                         std::vector<std::vector<TaskLinkStretch>>* by_kind) {
   if (!plan.cluster.topology.link_sharing) return false;
   const LinkMap map = linkMap(plan);
-  if (!mayShare(plan, input, map, timeline) &&
-      inTaskOps(plan, costs, offsets, timeline.graph.split_backward).empty()) {
-    return false;
-  }
+  if (!hasInTaskOps(plan, costs, offsets) && !mayShare(plan, input, map, timeline)) return false;
   const TimelineFlows flows = timelineFlows(plan, costs, offsets, input, timeline, map);
   const SharingResult shared = shareLinks(flows.flows, map.capacities());
   if (!applyStretch(flows, shared, plan.deviceStages(), input, timeline, by_kind)) return false;
