@@ -120,13 +120,17 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
               devices);
   st.device_order.resize(devices);
   const size_t tasks_per_device = static_cast<size_t>((g.split_backward ? 3 : 2) * chunks * m);
-  st.nodes.reserve(tasks_per_device * devices);
-  st.edges.reserve(tasks_per_device * devices * 2);
+  // Node ids in device order (device s's position p is s * tasks_per_device + p), each node and
+  // edge written in place.
+  st.nodes.resize(tasks_per_device * devices);
+  st.edges.resize(st.nodes.size() * 2);  // at most two inputs a task; cut to size below
   for (int s = 0; s < devices; ++s) {
-    st.device_order[s].reserve(tasks_per_device);
     EVSIM_CHECK(orders[s].size() == tasks_per_device, "{} schedule: device {} has {} tasks, not {}",
                 scheduleName(schedule), s, orders[s].size(), tasks_per_device);
-    for (const StageTask& t : orders[s]) {
+    std::vector<int>& device_order = st.device_order[s];
+    device_order.resize(tasks_per_device);
+    for (size_t position = 0; position < tasks_per_device; ++position) {
+      const StageTask& t = orders[s][position];
       EVSIM_CHECK(t.chunk >= 0 && t.chunk < chunks && t.micro_batch >= 0 && t.micro_batch < m &&
                       (g.split_backward || t.phase != Phase::kWeightGrad),
                   "{} schedule: device {} task {} mb {} chunk {}", scheduleName(schedule), s,
@@ -135,12 +139,12 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
       int& node = slot(phaseIndex(t.phase), k, t.micro_batch);
       EVSIM_CHECK(node < 0, "{} schedule: device {} repeats {} of mb {} chunk {}",
                   scheduleName(schedule), s, phaseName(t.phase), t.micro_batch, t.chunk);
-      node = static_cast<int>(st.nodes.size());
-      TaskNode n;
+      node = static_cast<int>(static_cast<size_t>(s) * tasks_per_device + position);
+      TaskNode& n = st.nodes[static_cast<size_t>(node)];
       n.task = t;
       n.device = s;
       n.virtual_stage = k;
-      n.position = static_cast<int>(st.device_order[s].size());
+      n.position = static_cast<int>(position);
       // A hand-over to a stage on the same device (the V layout's turn) is in memory: no send.
       if (t.phase == Phase::kForward && k + 1 < K && !sameDevice(k, k + 1)) {
         n.send = Send::kActivation, n.link = k;
@@ -148,29 +152,30 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
       if (t.phase == Phase::kBackward && k > 0 && !sameDevice(k, k - 1)) {
         n.send = Send::kGradient, n.link = k - 1;
       }
-      st.nodes.push_back(n);
-      st.device_order[s].push_back(node);
+      device_order[position] = node;
     }
   }
   // Edges, once every node exists (a device's order may name a producer on a later device).
   const TaskNode* before_input = nullptr;
+  TaskEdge* const edges = st.edges.data();
+  int edge_count = 0;
   for (TaskNode& n : st.nodes) {
-    n.first_edge = static_cast<int>(st.edges.size());
+    n.first_edge = edge_count;
     const int k = n.virtual_stage;
     const int i = n.task.micro_batch;
     switch (n.task.phase) {
       case Phase::kForward:
-        if (k > 0) st.edges.push_back({slot(0, k - 1, i), !sameDevice(k - 1, k)});
+        if (k > 0) edges[edge_count++] = {slot(0, k - 1, i), !sameDevice(k - 1, k)};
         break;
       case Phase::kBackward:
-        if (k + 1 < K) st.edges.push_back({slot(1, k + 1, i), !sameDevice(k + 1, k)});
-        st.edges.push_back({slot(0, k, i), false});
+        if (k + 1 < K) edges[edge_count++] = {slot(1, k + 1, i), !sameDevice(k + 1, k)};
+        edges[edge_count++] = {slot(0, k, i), false};
         break;
       default:
-        st.edges.push_back({slot(1, k, i), false});
+        edges[edge_count++] = {slot(1, k, i), false};
         break;
     }
-    n.edge_count = static_cast<int>(st.edges.size()) - n.first_edge;
+    n.edge_count = edge_count - n.first_edge;
     // A same-device input must come earlier in the device's order, or the device would wait
     // forever (the first such node reported after the fused tasks' checks).
     for (int e = n.first_edge; e < n.first_edge + n.edge_count; ++e) {
@@ -180,6 +185,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
       }
     }
   }
+  st.edges.resize(static_cast<size_t>(edge_count));
   g.nodes = st.nodes;
   g.edges = st.edges;
   g.device_order = st.device_order;
