@@ -204,6 +204,64 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
       std::vector<TaskTiming>& tasks = out.stages[s].tasks;
       const double slow = slowdown(links, s);
       while (next[s] < order.size()) {
+        if (lone_plain) {
+          // Lone tasks with nothing beside them (most tasks of most plans): the rules below for
+          // one member, in the same operations (the same bits), without their loops, the
+          // device's state in locals, until a fused task or an input not placed yet.
+          size_t at = next[s];
+          double free_us = device_free[s], busy_us = busy[s];
+          int blocked = -1;
+          for (; at < order.size(); ++at) {
+            const int id = order[at];
+            const TaskNode& node = graph.nodes[id];
+            if (node.fused_size != 1) break;
+            double ready = 0, input_ready = 0;
+            const TaskEdge* e = graph.edges.data() + node.first_edge;
+            for (const TaskEdge* end = e + node.edge_count; e != end; ++e) {
+              const Output& from = output[e->from];
+              if (from.run_end_us < 0) {
+                blocked = e->from;
+                break;
+              }
+              const double arrival = e->transfer ? from.send_end_us : from.run_end_us;
+              ready = std::max(ready, arrival);
+              if (e->transfer) input_ready = std::max(input_ready, arrival);
+            }
+            if (blocked >= 0) break;
+            const StageTask task = node.task;
+            const int vs = node.virtual_stage;
+            const Send send = node.send;
+            const int link = node.link;
+            const double body_us = taskUs(input.stages[vs], task.phase);
+            const double jitter_us = jittered ? jitterUs(input.jitter, vs, task.phase, rng) : 0.0;
+            TaskTiming t;
+            t.task = task;
+            t.node = id;
+            t.input_ready_us = input_ready;
+            t.run.start_us = std::max(free_us, ready);
+            t.run.end_us = t.run.start_us + (body_us + jitter_us) * slow;
+            t.overlap_slowdown_us = (body_us - std::max(body_us, 0.0)) * slow;
+            t.send = Interval{t.run.end_us, t.run.end_us};
+            if (send == Send::kActivation) t.send.end_us += links.send_forward_us[link];
+            if (send == Send::kGradient) t.send.end_us += links.send_backward_us[link];
+            if (!send_stretch.empty()) t.send.end_us += send_stretch[s][at];
+            output[id] = Output{t.run.end_us, t.send.end_us};
+            busy_us += t.send.duration();
+            busy_us += t.run.duration();
+            free_us = t.send.end_us;
+            tasks.push_back(t);
+          }
+          remaining -= at - next[s];
+          progressed = progressed || at > next[s];
+          next[s] = at;
+          device_free[s] = free_us;
+          busy[s] = busy_us;
+          if (blocked >= 0) {  // input not produced yet: try other devices
+            waiting[s] = blocked;
+            break;
+          }
+          if (at == order.size()) break;
+        }
         // The task at next[s]: one node, or a fused task's fused_size nodes (timing_engine.h).
         const size_t first = next[s];
         const int head_id = order[first];
@@ -211,47 +269,6 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         const size_t members = static_cast<size_t>(head.fused_size);
         double ready = 0, input_ready = 0;
         int blocked = -1;  // an input's producer not placed yet
-        if (members == 1 && lone_plain) {
-          // A lone task with nothing beside it (most tasks of most plans): the rules below for
-          // one member, in the same operations (the same bits), without their loops.
-          const TaskEdge* e = graph.edges.data() + head.first_edge;
-          for (const TaskEdge* end = e + head.edge_count; e != end; ++e) {
-            const Output& from = output[e->from];
-            if (from.run_end_us < 0) {
-              blocked = e->from;
-              break;
-            }
-            const double arrival = e->transfer ? from.send_end_us : from.run_end_us;
-            ready = std::max(ready, arrival);
-            if (e->transfer) input_ready = std::max(input_ready, arrival);
-          }
-          if (blocked >= 0) {
-            waiting[s] = blocked;
-            break;
-          }
-          const double body_us = taskUs(input.stages[head.virtual_stage], head.task.phase);
-          const double jitter_us =
-              jittered ? jitterUs(input.jitter, head.virtual_stage, head.task.phase, rng) : 0.0;
-          TaskTiming& t = tasks.emplace_back();
-          t.task = head.task;
-          t.node = head_id;
-          t.input_ready_us = input_ready;
-          t.run.start_us = std::max(device_free[s], ready);
-          t.run.end_us = t.run.start_us + (body_us + jitter_us) * slow;
-          t.overlap_slowdown_us = (body_us - std::max(body_us, 0.0)) * slow;
-          t.send = Interval{t.run.end_us, t.run.end_us};
-          if (head.send == Send::kActivation) t.send.end_us += links.send_forward_us[head.link];
-          if (head.send == Send::kGradient) t.send.end_us += links.send_backward_us[head.link];
-          if (!send_stretch.empty()) t.send.end_us += send_stretch[s][first];
-          output[head_id] = Output{t.run.end_us, t.send.end_us};
-          busy[s] += t.send.duration();
-          busy[s] += t.run.duration();
-          device_free[s] = t.send.end_us;
-          ++next[s];
-          --remaining;
-          progressed = true;
-          continue;
-        }
         for (size_t at = first; at < first + members && blocked < 0; ++at) {
           for (const TaskEdge& e : graph.inputs(order[at])) {
             if (members > 1) {
