@@ -6,7 +6,6 @@
 // Results: bench/RESULTS.md.
 
 #include <benchmark/benchmark.h>
-
 #include <malloc.h>
 
 #include <fstream>

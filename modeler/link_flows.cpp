@@ -545,27 +545,27 @@ bool transferLoads(const IterationPlan& plan, const std::vector<EventCost>& cost
   };
   std::vector<Loads> send_loads;  // per link and direction (walkTimelineFlows' `send`)
   Loads other;
-  walkTimelineFlows(plan, costs, {}, input, timeline, map, nullptr,
-                    [&](const SharedFlow& f, double start_us, int, const TimelineFlows::Origin& o,
-                        int send) {
-                      Loads* loads = &other;
-                      if (send >= 0) {
-                        if (static_cast<size_t>(send) >= send_loads.size()) {
-                          send_loads.resize(static_cast<size_t>(send) + 1);
-                        }
-                        loads = &send_loads[static_cast<size_t>(send)];
-                      }
-                      if (send < 0 || loads->pipeline != o.pipeline) {
-                        loadsOf(f, *loads);
-                        loads->pipeline = o.pipeline;
-                      }
-                      const double end_us = start_us + f.duration_us;
-                      for (int i = 0; i < loads->count; ++i) {
-                        const auto& [r, bytes_per_us] = loads->at[static_cast<size_t>(i)];
-                        load[r].push_back({start_us, end_us, bytes_per_us});
-                      }
-                      return -1;
-                    });
+  walkTimelineFlows(
+      plan, costs, {}, input, timeline, map, nullptr,
+      [&](const SharedFlow& f, double start_us, int, const TimelineFlows::Origin& o, int send) {
+        Loads* loads = &other;
+        if (send >= 0) {
+          if (static_cast<size_t>(send) >= send_loads.size()) {
+            send_loads.resize(static_cast<size_t>(send) + 1);
+          }
+          loads = &send_loads[static_cast<size_t>(send)];
+        }
+        if (send < 0 || loads->pipeline != o.pipeline) {
+          loadsOf(f, *loads);
+          loads->pipeline = o.pipeline;
+        }
+        const double end_us = start_us + f.duration_us;
+        for (int i = 0; i < loads->count; ++i) {
+          const auto& [r, bytes_per_us] = loads->at[static_cast<size_t>(i)];
+          load[r].push_back({start_us, end_us, bytes_per_us});
+        }
+        return -1;
+      });
   return true;
 }
 

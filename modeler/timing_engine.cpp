@@ -345,8 +345,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
                 input.stages[static_cast<size_t>(layout.virtualStage(s, chunk))].buckets;
             for (size_t i = 0; i < chunk_buckets.size(); ++i) {
               const BucketCost& b = chunk_buckets[i];
-              ready_us.push_back(
-                  slowedEndUs(run.start_us, b.ready_offset_us * slow, dp.in_flight));
+              ready_us.push_back(slowedEndUs(run.start_us, b.ready_offset_us * slow, dp.in_flight));
               const double start = std::max(dp.stream_free_us, ready_us.back());
               dp.stream_free_us = start + b.allreduce_us + syncStretch(input, s, first_sync + i);
               dp.in_flight.push_back({start, dp.stream_free_us, b.compute_slowdown});
