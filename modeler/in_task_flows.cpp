@@ -82,6 +82,33 @@ InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& cos
   return out;
 }
 
+bool hasInTaskOps(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                  const std::vector<StageOpOffsets>& offsets) {
+  if (costs.empty() || offsets.empty()) return false;
+  // inTaskOps' rule per event first (a few dozen), then the ops on a collective's stream.
+  std::vector<char> crosses(static_cast<size_t>(plan.events.size()), 0);
+  bool any = false;
+  for (int e = 0; e < plan.events.size(); ++e) {
+    const Event& event = plan.events[e].event;
+    crosses[static_cast<size_t>(e)] =
+        isCommunication(event.kind) && event.placement.interNode() && costs[e].time_us > 0;
+    any = any || crosses[static_cast<size_t>(e)];
+  }
+  if (!any) return false;
+  auto counts = [&](const OpInstance& op) {
+    const bool collective_stream = op.stream == Stream::kTpComm || op.stream == Stream::kCpComm ||
+                                   op.stream == Stream::kEpComm || op.stream == Stream::kDpComm;
+    return collective_stream && crosses[static_cast<size_t>(op.event)];
+  };
+  for (const StagePlan& stage : plan.stages) {
+    if (std::any_of(stage.forward.begin(), stage.forward.end(), counts) ||
+        std::any_of(stage.backward.begin(), stage.backward.end(), counts)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void fusedTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
                     const InTaskOps& in_task, const TimingInput& input, const TaskGraph& graph,
                     const StageTimeline& stage, size_t head, const DeviceLinks& d,

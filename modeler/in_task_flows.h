@@ -31,6 +31,10 @@ int phaseIndex(Phase phase);  // forward 0, B 1, W 2
 // none, or without `costs` or `offsets`.
 InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& costs,
                     const std::vector<StageOpOffsets>& offsets, bool split);
+// Whether inTaskOps(plan, costs, offsets, any split) is not empty, without listing them: a check
+// each simulation makes (most plans have no collective across nodes inside a task).
+bool hasInTaskOps(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                  const std::vector<StageOpOffsets>& offsets);
 
 // The flow of an in-task collective of device `d`.
 SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, const Event& event,

@@ -448,9 +448,11 @@ LinkMap linkMap(const IterationPlan& plan) {
 namespace {
 
 // Every flow of `timeline` in timelineFlows' order, each handed to
-// `push(flow, start_us, after, origin)` (which returns its index in the list, for the chains of
-// in-task collectives). The in-task collectives (`in_task` not empty) need the list itself
-// (`list`: a fused task's flows are appended to it).
+// `push(flow, start_us, after, origin, send)` (which returns its index in the list, for the chains
+// of in-task collectives); `send` is a pipeline send's link and direction (2 l, 2 l + 1 for the
+// gradient: within a class, every send with that value is the same flow but its start), else -1.
+// The in-task collectives (`in_task` not empty) need the list itself (`list`: a fused task's flows
+// are appended to it).
 template <typename Push>
 void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
                        const InTaskOps& in_task, const TimingInput& input,
@@ -491,14 +493,16 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
           int before = -1;
           for (size_t j = 0; j < ops.size(); ++j) {
             before = push(flows[j], t.run.start_us + ops[j].offset_us * scale, before,
-                          {ops[j].kind, static_cast<int>(k), s, static_cast<int>(i), 0.0, ops[j].op});
+                          {ops[j].kind, static_cast<int>(k), s, static_cast<int>(i), 0.0, ops[j].op},
+                          -1);
           }
         }
         if (node.send == Send::kNone) continue;
         const SharedFlow& send = sends[2 * node.link + (node.send == Send::kGradient ? 1 : 0)];
         if (send.uses.empty()) continue;  // no event (a link inside one device)
         push(send, t.send.start_us, send.after,
-             {FlowKind::kPp, static_cast<int>(k), s, static_cast<int>(i)});
+             {FlowKind::kPp, static_cast<int>(k), s, static_cast<int>(i)},
+             2 * node.link + (node.send == Send::kGradient ? 1 : 0));
       }
       // The DP collectives, in the order computeTimeline placed them (chunk v-1 first; per chunk
       // its buckets or its one collective, the routed experts' after the dense).
@@ -516,7 +520,7 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
           const SharedFlow f = collectiveFlow(topology, d, event.placement, bytes, when.start_us,
                                               when.duration() - stretch);
           push(f, f.start_us, f.after,
-               {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)});
+               {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)}, -1);
           ++interval;
         };
         if (input.dp_overlap && !cost.buckets.empty()) {
@@ -544,7 +548,7 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
         const SharedFlow f = collectiveFlow(topology, d, gather_event->placement, gather_bytes,
                                             stage.param_allgather.start_us,
                                             stage.param_allgather.duration() - stretch);
-        push(f, f.start_us, f.after, {FlowKind::kZero, static_cast<int>(k), s, 0});
+        push(f, f.start_us, f.after, {FlowKind::kZero, static_cast<int>(k), s, 0}, -1);
       }
     }
   }
@@ -572,7 +576,7 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
   out.origins.reserve(transfers);
   walkTimelineFlows(
       plan, costs, in_task, input, timeline, map, &out,
-      [&](const SharedFlow& f, double start_us, int after, const TimelineFlows::Origin& o) {
+      [&](const SharedFlow& f, double start_us, int after, const TimelineFlows::Origin& o, int) {
         out.flows.push_back(f);
         out.flows.back().start_us = start_us;
         out.flows.back().after = after;
@@ -586,23 +590,52 @@ bool transferLoads(const IterationPlan& plan, const std::vector<EventCost>& cost
                    const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
                    const IterationTimeline& timeline, const LinkMap& map,
                    std::vector<double>& capacity, std::vector<std::vector<LoadSegment>>& load) {
-  if (!inTaskOps(plan, costs, offsets, timeline.graph.split_backward).empty()) return false;
+  if (hasInTaskOps(plan, costs, offsets)) return false;
   load.assign(capacity.size(), {});
-  walkTimelineFlows(plan, costs, {}, input, timeline, map, nullptr,
-                    [&](const SharedFlow& f, double start_us, int, const TimelineFlows::Origin&) {
-                      // link_sharing.cpp's `shares`: no use, no bytes or no time loads nothing.
-                      if (f.uses.empty() || f.bytes <= 0 || f.duration_us <= 0) return -1;
-                      const double demand = f.bytes / f.duration_us;
-                      for (const LinkUse& u : f.uses) {
-                        const size_t r = static_cast<size_t>(u.resource);
-                        EVSIM_CHECK(u.resource >= 0 && r < capacity.size() && u.copies > 0,
-                                    "a flow uses resource {} x{} of {}", u.resource, u.copies,
-                                    capacity.size());
-                        capacity[r] = std::max(capacity[r], demand * u.copies);
-                        load[r].push_back({start_us, start_us + f.duration_us, demand * u.copies});
-                      }
-                      return -1;
-                    });
+  // A flow's loads alone: what each resource it uses carries (demand x copies), and `capacity`
+  // raised where that is more; none for a flow with no use, bytes or time (link_sharing.cpp's
+  // `shares`). Every send over one link of a class is the same flow but its start, so its loads
+  // are worked out once per class (the same values, and `capacity` takes the same maxima).
+  struct Loads {
+    int pipeline = -1;  // the class they were worked out for (sends only)
+    int count = 0;
+    std::array<std::pair<size_t, double>, LinkUses::kMax> at;
+  };
+  auto loadsOf = [&](const SharedFlow& f, Loads& out) {
+    out.count = 0;
+    if (f.uses.empty() || f.bytes <= 0 || f.duration_us <= 0) return;
+    const double demand = f.bytes / f.duration_us;
+    for (const LinkUse& u : f.uses) {
+      const size_t r = static_cast<size_t>(u.resource);
+      EVSIM_CHECK(u.resource >= 0 && r < capacity.size() && u.copies > 0,
+                  "a flow uses resource {} x{} of {}", u.resource, u.copies, capacity.size());
+      capacity[r] = std::max(capacity[r], demand * u.copies);
+      out.at[static_cast<size_t>(out.count++)] = {r, demand * u.copies};
+    }
+  };
+  std::vector<Loads> send_loads;  // per link and direction (walkTimelineFlows' `send`)
+  Loads other;
+  walkTimelineFlows(
+      plan, costs, {}, input, timeline, map, nullptr,
+      [&](const SharedFlow& f, double start_us, int, const TimelineFlows::Origin& o, int send) {
+        Loads* loads = &other;
+        if (send >= 0) {
+          if (static_cast<size_t>(send) >= send_loads.size()) {
+            send_loads.resize(static_cast<size_t>(send) + 1);
+          }
+          loads = &send_loads[static_cast<size_t>(send)];
+        }
+        if (send < 0 || loads->pipeline != o.pipeline) {
+          loadsOf(f, *loads);
+          loads->pipeline = o.pipeline;
+        }
+        const double end_us = start_us + f.duration_us;
+        for (int i = 0; i < loads->count; ++i) {
+          const auto& [r, bytes_per_us] = loads->at[static_cast<size_t>(i)];
+          load[r].push_back({start_us, end_us, bytes_per_us});
+        }
+        return -1;
+      });
   return true;
 }
 
@@ -612,10 +645,7 @@ bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>&
                         std::vector<std::vector<TaskLinkStretch>>* by_kind) {
   if (!plan.cluster.topology.link_sharing) return false;
   const LinkMap map = linkMap(plan);
-  if (!mayShare(plan, input, map, timeline) &&
-      inTaskOps(plan, costs, offsets, timeline.graph.split_backward).empty()) {
-    return false;
-  }
+  if (!hasInTaskOps(plan, costs, offsets) && !mayShare(plan, input, map, timeline)) return false;
   const TimelineFlows flows = timelineFlows(plan, costs, offsets, input, timeline, map);
   const SharingResult shared = shareLinks(flows.flows, map.capacities());
   if (!applyStretch(plan, costs, flows, shared, plan.deviceStages(), input, timeline, by_kind)) {

@@ -183,19 +183,93 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
     double send_end_us = 0;
   };
   std::vector<Output> output(graph.nodes.size());
+  // Per device, the node its next task found unplaced (-1: none): the sweep passes the device by
+  // until that node is placed, as the task could not start anyway (the same placements in the same
+  // order, so the same jitter draws, without re-reading the task's inputs on every sweep).
+  std::vector<int> waiting(P, -1);
+  // Nothing beside a lone task's run: no DP buckets slowing it, no deferred parameter gathers, no
+  // stretch from shared links inside it.
+  const bool lone_plain = buckets.empty() && !param_gathers && task_stretch.empty();
+  const bool jittered = input.jitter.sigma > 0;
+  std::vector<double> busy(P, 0.0);  // each device's busy_in_pipeline_us, summed in its order
   size_t remaining = graph.nodes.size();
   while (remaining > 0) {
     bool progressed = false;
     for (int s = 0; s < P; ++s) {
+      if (waiting[s] >= 0) {
+        if (output[waiting[s]].run_end_us < 0) continue;
+        waiting[s] = -1;
+      }
       const std::vector<int>& order = graph.device_order[s];
       std::vector<TaskTiming>& tasks = out.stages[s].tasks;
+      const double slow = slowdown(links, s);
       while (next[s] < order.size()) {
+        if (lone_plain) {
+          // Lone tasks with nothing beside them (most tasks of most plans): the rules below for
+          // one member, in the same operations (the same bits), without their loops, the
+          // device's state in locals, until a fused task or an input not placed yet.
+          size_t at = next[s];
+          double free_us = device_free[s], busy_us = busy[s];
+          int blocked = -1;
+          for (; at < order.size(); ++at) {
+            const int id = order[at];
+            const TaskNode& node = graph.nodes[id];
+            if (node.fused_size != 1) break;
+            double ready = 0, input_ready = 0;
+            const TaskEdge* e = graph.edges.data() + node.first_edge;
+            for (const TaskEdge* end = e + node.edge_count; e != end; ++e) {
+              const Output& from = output[e->from];
+              if (from.run_end_us < 0) {
+                blocked = e->from;
+                break;
+              }
+              const double arrival = e->transfer ? from.send_end_us : from.run_end_us;
+              ready = std::max(ready, arrival);
+              if (e->transfer) input_ready = std::max(input_ready, arrival);
+            }
+            if (blocked >= 0) break;
+            const StageTask task = node.task;
+            const int vs = node.virtual_stage;
+            const Send send = node.send;
+            const int link = node.link;
+            const double body_us = taskUs(input.stages[vs], task.phase);
+            const double jitter_us = jittered ? jitterUs(input.jitter, vs, task.phase, rng) : 0.0;
+            TaskTiming t;
+            t.task = task;
+            t.node = id;
+            t.input_ready_us = input_ready;
+            t.run.start_us = std::max(free_us, ready);
+            t.run.end_us = t.run.start_us + (body_us + jitter_us) * slow;
+            t.overlap_slowdown_us = (body_us - std::max(body_us, 0.0)) * slow;
+            t.send = Interval{t.run.end_us, t.run.end_us};
+            if (send == Send::kActivation) t.send.end_us += links.send_forward_us[link];
+            if (send == Send::kGradient) t.send.end_us += links.send_backward_us[link];
+            if (!send_stretch.empty()) t.send.end_us += send_stretch[s][at];
+            output[id] = Output{t.run.end_us, t.send.end_us};
+            busy_us += t.send.duration();
+            busy_us += t.run.duration();
+            free_us = t.send.end_us;
+            tasks.push_back(t);
+          }
+          remaining -= at - next[s];
+          progressed = progressed || at > next[s];
+          next[s] = at;
+          device_free[s] = free_us;
+          busy[s] = busy_us;
+          if (blocked >= 0) {  // input not produced yet: try other devices
+            waiting[s] = blocked;
+            break;
+          }
+          if (at == order.size()) break;
+        }
         // The task at next[s]: one node, or a fused task's fused_size nodes (timing_engine.h).
         const size_t first = next[s];
-        const size_t members = static_cast<size_t>(graph.nodes[order[first]].fused_size);
+        const int head_id = order[first];
+        const TaskNode& head = graph.nodes[head_id];
+        const size_t members = static_cast<size_t>(head.fused_size);
         double ready = 0, input_ready = 0;
-        bool inputs_placed = true;
-        for (size_t at = first; at < first + members && inputs_placed; ++at) {
+        int blocked = -1;  // an input's producer not placed yet
+        for (size_t at = first; at < first + members && blocked < 0; ++at) {
           for (const TaskEdge& e : graph.inputs(order[at])) {
             if (members > 1) {
               const TaskNode& producer = graph.nodes[e.from];
@@ -206,7 +280,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
             }
             const Output& from = output[e.from];
             if (from.run_end_us < 0) {
-              inputs_placed = false;
+              blocked = e.from;
               break;
             }
             const double arrival = e.transfer ? from.send_end_us : from.run_end_us;
@@ -214,25 +288,34 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
             if (e.transfer) input_ready = std::max(input_ready, arrival);
           }
         }
-        if (!inputs_placed) break;  // input not produced yet: try other devices
+        if (blocked >= 0) {  // input not produced yet: try other devices
+          waiting[s] = blocked;
+          break;
+        }
 
         // The run: one task's time, or the fused rule's max(compute, all-to-all).
         double compute_us = 0, comm_us = 0, jitter_us = 0, a2a_factor = 1;
-        for (size_t at = first; at < first + members; ++at) {
-          const TaskNode& node = graph.nodes[order[at]];
-          const StageCost& cost = input.stages[node.virtual_stage];
-          const double a2a_us = members > 1 ? overlapUs(cost, node.task.phase) : 0.0;
-          compute_us += taskUs(cost, node.task.phase) - a2a_us;
-          comm_us += a2a_us;
-          if (a2a_us > 0) a2a_factor = std::max(a2a_factor, cost.a2a_compute_slowdown);
-          jitter_us += jitterUs(input.jitter, node.virtual_stage, node.task.phase, rng);
+        if (members == 1) {
+          compute_us = taskUs(input.stages[head.virtual_stage], head.task.phase);
+          jitter_us = jitterUs(input.jitter, head.virtual_stage, head.task.phase, rng);
+        } else {
+          for (size_t at = first; at < first + members; ++at) {
+            const TaskNode& node = graph.nodes[order[at]];
+            const StageCost& cost = input.stages[node.virtual_stage];
+            const double a2a_us = overlapUs(cost, node.task.phase);
+            compute_us += taskUs(cost, node.task.phase) - a2a_us;
+            comm_us += a2a_us;
+            if (a2a_us > 0) a2a_factor = std::max(a2a_factor, cost.a2a_compute_slowdown);
+            jitter_us += jitterUs(input.jitter, node.virtual_stage, node.task.phase, rng);
+          }
         }
         // A fused task's compute slows while the all-to-alls are in flight (overlap_slowdown.h).
-        const double body_us = fusedTaskUs(compute_us, comm_us, a2a_factor);
+        const double body_us =
+            members == 1 ? compute_us : fusedTaskUs(compute_us, comm_us, a2a_factor);
         Interval run;
         run.start_us = std::max(device_free[s], ready);
-        run.end_us = run.start_us + (body_us + jitter_us) * slowdown(links, s);
-        double overlap_slowdown_us = (body_us - std::max(compute_us, comm_us)) * slowdown(links, s);
+        run.end_us = run.start_us + (body_us + jitter_us) * slow;
+        double overlap_slowdown_us = (body_us - std::max(compute_us, comm_us)) * slow;
         for (size_t at = first; at < first + members && param_gathers; ++at) {
           const TaskNode& node = graph.nodes[order[at]];
           if (node.task.phase != Phase::kForward || gathered[s][node.task.chunk]) continue;
@@ -262,8 +345,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
                 input.stages[static_cast<size_t>(layout.virtualStage(s, chunk))].buckets;
             for (size_t i = 0; i < chunk_buckets.size(); ++i) {
               const BucketCost& b = chunk_buckets[i];
-              ready_us.push_back(
-                  slowedEndUs(run.start_us, b.ready_offset_us * slowdown(links, s), dp.in_flight));
+              ready_us.push_back(slowedEndUs(run.start_us, b.ready_offset_us * slow, dp.in_flight));
               const double start = std::max(dp.stream_free_us, ready_us.back());
               dp.stream_free_us = start + b.allreduce_us + syncStretch(input, s, first_sync + i);
               dp.in_flight.push_back({start, dp.stream_free_us, b.compute_slowdown});
@@ -291,9 +373,9 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
           output[id] = Output{run.end_us, t.send.end_us};
           // A lone task's send holds the device; a fused task's go out on the comm stream.
           if (members == 1) free_us = t.send.end_us;
-          if (members == 1) out.stages[s].busy_in_pipeline_us += t.send.duration();
+          if (members == 1) busy[s] += t.send.duration();
         }
-        out.stages[s].busy_in_pipeline_us += run.duration();
+        busy[s] += run.duration();
         device_free[s] = free_us;
         next[s] += members;
         remaining -= members;
@@ -303,6 +385,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
     EVSIM_CHECK(progressed, "pipeline schedule {} deadlocked", scheduleName(input.schedule));
   }
   for (int s = 0; s < P; ++s) {
+    out.stages[s].busy_in_pipeline_us = busy[s];
     out.stages[s].pipeline_end_us = device_free[s];
     out.flush_us = std::max(out.flush_us, device_free[s]);
   }

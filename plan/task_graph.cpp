@@ -108,8 +108,9 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   // only where the schedule splits the backward (the orders are checked for a W before its slot).
   const int phases = g.split_backward ? kPhases : kPhases - 1;
   std::vector<int> id(static_cast<size_t>(phases * K * m), -1);
-  auto slot = [&](Phase phase, int k, int64_t i) -> int& {
-    return id[static_cast<size_t>((phaseIndex(phase) * K + k) * m + i)];
+  // By phase index (phaseIndex, checked once per task below).
+  auto slot = [&](int phase, int k, int64_t i) -> int& {
+    return id[static_cast<size_t>((phase * K + k) * m + i)];
   };
   std::shared_ptr<const DeviceOrders> shared_orders =
       scheduleOrders(schedule, PipelineShape{devices, chunks, micro_batches, group});
@@ -119,27 +120,31 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
               devices);
   st.device_order.resize(devices);
   const size_t tasks_per_device = static_cast<size_t>((g.split_backward ? 3 : 2) * chunks * m);
-  st.nodes.reserve(tasks_per_device * devices);
-  st.edges.reserve(tasks_per_device * devices * 2);
+  // Node ids in device order (device s's position p is s * tasks_per_device + p), each node and
+  // edge written in place.
+  st.nodes.resize(tasks_per_device * devices);
+  st.edges.resize(st.nodes.size() * 2);  // at most two inputs a task; cut to size below
   for (int s = 0; s < devices; ++s) {
-    st.device_order[s].reserve(tasks_per_device);
     EVSIM_CHECK(orders[s].size() == tasks_per_device, "{} schedule: device {} has {} tasks, not {}",
                 scheduleName(schedule), s, orders[s].size(), tasks_per_device);
-    for (const StageTask& t : orders[s]) {
+    std::vector<int>& device_order = st.device_order[s];
+    device_order.resize(tasks_per_device);
+    for (size_t position = 0; position < tasks_per_device; ++position) {
+      const StageTask& t = orders[s][position];
       EVSIM_CHECK(t.chunk >= 0 && t.chunk < chunks && t.micro_batch >= 0 && t.micro_batch < m &&
                       (g.split_backward || t.phase != Phase::kWeightGrad),
                   "{} schedule: device {} task {} mb {} chunk {}", scheduleName(schedule), s,
                   phaseName(t.phase), t.micro_batch, t.chunk);
       const int k = layout.virtualStage(s, t.chunk);
-      int& node = slot(t.phase, k, t.micro_batch);
+      int& node = slot(phaseIndex(t.phase), k, t.micro_batch);
       EVSIM_CHECK(node < 0, "{} schedule: device {} repeats {} of mb {} chunk {}",
                   scheduleName(schedule), s, phaseName(t.phase), t.micro_batch, t.chunk);
-      node = static_cast<int>(st.nodes.size());
-      TaskNode n;
+      node = static_cast<int>(static_cast<size_t>(s) * tasks_per_device + position);
+      TaskNode& n = st.nodes[static_cast<size_t>(node)];
       n.task = t;
       n.device = s;
       n.virtual_stage = k;
-      n.position = static_cast<int>(st.device_order[s].size());
+      n.position = static_cast<int>(position);
       // A hand-over to a stage on the same device (the V layout's turn) is in memory: no send.
       if (t.phase == Phase::kForward && k + 1 < K && !sameDevice(k, k + 1)) {
         n.send = Send::kActivation, n.link = k;
@@ -147,33 +152,30 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
       if (t.phase == Phase::kBackward && k > 0 && !sameDevice(k, k - 1)) {
         n.send = Send::kGradient, n.link = k - 1;
       }
-      st.nodes.push_back(n);
-      st.device_order[s].push_back(node);
+      device_order[position] = node;
     }
   }
   // Edges, once every node exists (a device's order may name a producer on a later device).
   const TaskNode* before_input = nullptr;
+  TaskEdge* const edges = st.edges.data();
+  int edge_count = 0;
   for (TaskNode& n : st.nodes) {
-    n.first_edge = static_cast<int>(st.edges.size());
+    n.first_edge = edge_count;
     const int k = n.virtual_stage;
     const int i = n.task.micro_batch;
     switch (n.task.phase) {
       case Phase::kForward:
-        if (k > 0) {
-          st.edges.push_back({slot(Phase::kForward, k - 1, i), !sameDevice(k - 1, k)});
-        }
+        if (k > 0) edges[edge_count++] = {slot(0, k - 1, i), !sameDevice(k - 1, k)};
         break;
       case Phase::kBackward:
-        if (k + 1 < K) {
-          st.edges.push_back({slot(Phase::kBackward, k + 1, i), !sameDevice(k + 1, k)});
-        }
-        st.edges.push_back({slot(Phase::kForward, k, i), false});
+        if (k + 1 < K) edges[edge_count++] = {slot(1, k + 1, i), !sameDevice(k + 1, k)};
+        edges[edge_count++] = {slot(0, k, i), false};
         break;
       default:
-        st.edges.push_back({slot(Phase::kBackward, k, i), false});
+        edges[edge_count++] = {slot(1, k, i), false};
         break;
     }
-    n.edge_count = static_cast<int>(st.edges.size()) - n.first_edge;
+    n.edge_count = edge_count - n.first_edge;
     // A same-device input must come earlier in the device's order, or the device would wait
     // forever (the first such node reported after the fused tasks' checks).
     for (int e = n.first_edge; e < n.first_edge + n.edge_count; ++e) {
@@ -183,6 +185,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
       }
     }
   }
+  st.edges.resize(static_cast<size_t>(edge_count));
   g.nodes = st.nodes;
   g.edges = st.edges;
   g.device_order = st.device_order;
@@ -292,7 +295,8 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
     return true;
   };
   int in_flight = 0;
-  for (const StageTask& t : order) {
+  for (size_t at = 0; at < order.size(); ++at) {
+    const StageTask& t = order[at];
     EVSIM_CHECK(t.chunk >= 0 && t.chunk < chunks, "chunk {} of {}", t.chunk, chunks);
     const size_t live = static_cast<size_t>(t.chunk), kept = live + static_cast<size_t>(chunks);
     switch (t.phase) {
@@ -314,6 +318,12 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
         break;
     }
     out.in_flight = std::max(out.in_flight, in_flight);
+    // A state below a neighbour in every count is in no frontier: the one after a task that only
+    // frees (B without a split, W) is below the one before it, and the one before a forward below
+    // the one after it. The frontier is the walk's largest states in order of first appearance,
+    // so leaving those out changes nothing and saves the comparisons on most tasks.
+    const bool only_frees = t.phase != Phase::kForward && (t.phase != Phase::kBackward || !split);
+    if (only_frees || (at + 1 < order.size() && order[at + 1].phase == Phase::kForward)) continue;
     if (std::any_of(frontier.begin(), frontier.end(),
                     [&](const std::vector<int>& f) { return covers(f, now); })) {
       continue;
