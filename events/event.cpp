@@ -22,6 +22,9 @@ struct ComputeOpRule {
   // flops and memory traffic (in elements of the event's dtype, except adam) from dims
   double (*flops)(const std::vector<int64_t>&);
   double (*elements_moved)(const std::vector<int64_t>&);
+  // elements_moved counts bytes, not elements of the event's dtype (memory_pass: its kernels
+  // mix dtypes, e.g. a bf16 read and an fp32 write).
+  bool counts_bytes = false;
 };
 
 double rows_cols(const std::vector<int64_t>& d) { return double(d[0]) * double(d[1]); }
@@ -259,6 +262,16 @@ const std::map<std::string, ComputeOpRule, std::less<>>& computeRules() {
         false,
         [](const auto& d) { return 1.0 * d[0]; },
         [](const auto& d) { return 1.0 * d[0]; }}},
+      // One memory-bound kernel known by its traffic (ops/eager_ops.h): an eager PyTorch op
+      // (x.float(), pow, mean, a broadcast multiply, ...) or an FSDP2 copy. No FLOPs are counted:
+      // every one of them is bound by memory on the GPUs modelled.
+      {"memory_pass",
+       {{OpFamily::kMemoryPass, false},
+        {"read_bytes", "write_bytes"},
+        false,
+        [](const auto&) { return 0.0; },
+        [](const auto& d) { return double(d[0]) + double(d[1]); },
+        true}},
       // fp32 master weight, gradient, two moments read; weight and moments written.
       {"adam",
        {{OpFamily::kAdam, false},
@@ -387,9 +400,10 @@ Event makeCompute(std::string_view op, std::vector<Dim> dims, std::string_view l
         EVSIM_THROW(InputError, "{}: op '{}' dim causal={} must be 0 or 1", where, op,
                     dims[i].value);
       }
-    } else if (dims[i].value <= 0) {
-      EVSIM_THROW(InputError, "{}: op '{}' dim {}={} must be > 0", where, op, dims[i].name,
-                  dims[i].value);
+    } else if (dims[i].name == "read_bytes" ? dims[i].value < 0 : dims[i].value <= 0) {
+      // A fill kernel (memory_pass) reads nothing; every other size is positive.
+      EVSIM_THROW(InputError, "{}: op '{}' dim {}={} must be {}", where, op, dims[i].name,
+                  dims[i].value, dims[i].name == "read_bytes" ? ">= 0" : "> 0");
     }
     values.push_back(dims[i].value);
   }
@@ -415,7 +429,8 @@ Event makeCompute(std::string_view op, std::vector<Dim> dims, std::string_view l
   e.flops = rule.flops(values);
   // Dims read from a file can be anything up to int64: the traffic they imply must fit int64.
   // The name is formatted only on failure: this runs for every op of every plan of a search.
-  e.memory_bytes = checkedToInt64(rule.elements_moved(values) * double(dtypeBytes(e.dtype)), [&] {
+  const double per_unit = rule.counts_bytes ? 1.0 : double(dtypeBytes(e.dtype));
+  e.memory_bytes = checkedToInt64(rule.elements_moved(values) * per_unit, [&] {
     return fmt::format("{}: op '{}' memory traffic in bytes", where, op);
   });
   return e;

@@ -85,6 +85,10 @@ struct Event {
 //                                  with the transposed copy a Hopper wgrad GEMM needs), one scale
 //                                  of `scale_bytes` per `block` elements per copy (block = elems:
 //                                  one per-tensor scale); amax elems: a 16-bit tensor's max |x|
+//   memory_pass read_bytes write_bytes
+//                                  one memory-bound kernel that reads and writes those bytes
+//                                  (eager PyTorch's pointwise ops and reductions, FSDP2's copies:
+//                                  ops/eager_ops.h); the dtype only names the model's
 const std::vector<std::string>& computeOpNames();
 
 // What computes an op: its family and whether it is a backward pass. The backends' kernel
@@ -106,6 +110,7 @@ enum class OpFamily {
   kHostCopy,    // offload_d2h / offload_h2d: a copy over the host link (no kernel: a DMA engine)
   kHostAdam,    // cpu_adam: the optimizer step on the host CPU (no GPU work at all)
   kFp8Cast,     // fp8_quantize and amax: FP8 training's scaling and cast kernels
+  kMemoryPass,  // memory_pass: one eager PyTorch kernel or copy, known by its bytes alone
 };
 struct ComputeOpKind {
   OpFamily family = OpFamily::kElementwise;

@@ -225,11 +225,16 @@ void RunOptions::addFrameworkOptions(CLI::App& app) {
   app.add_option("--reshard-after-forward", reshard,
                  "FSDP: default (always without PP, never with PP) | always | never")
       ->capture_default_str();
+  app.add_option("--torch-compile", torch_compile,
+                 "FSDP: on (torch.compile's fused blocks and loss) | off (eager PyTorch kernels) | "
+                 "default (off, as torchtitan)")
+      ->capture_default_str();
 }
 
 void RunOptions::applyFramework(Strategy& s) const {
   s.framework = parseFramework(framework);
   s.reshard = parseReshard(reshard);
+  s.torch_compile = parseTorchCompile(torch_compile);
   if (s.framework == Framework::kFsdp && zero_stage == 0 && !distributed_optimizer) {
     s.zero_stage = s.gradGroupSize() > 1 ? 3 : 0;
   }
@@ -640,6 +645,8 @@ std::string RunOptions::commandLine(const Strategy& s) const {
     out += " --framework fsdp";
     if (s.reshard != Reshard::kDefault)
       out += fmt::format(" --reshard-after-forward {}", reshardName(s.reshard));
+    if (s.torch_compile != TorchCompile::kDefault)
+      out += fmt::format(" --torch-compile {}", torchCompileName(s.torch_compile));
   } else if (s.zero_stage > 0) {
     out += fmt::format(" --zero {}", s.zero_stage);
   }

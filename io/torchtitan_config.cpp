@@ -167,7 +167,7 @@ TorchtitanArgs torchtitanArguments(const std::string& text, const std::string& o
   const toml::table* training = r.table("training");
   checkKeys(r, training, "training",
             {"local_batch_size", "global_batch_size", "seq_len", "mixed_precision_param",
-             "mixed_precision_reduce", "enable_cpu_offload"},
+             "mixed_precision_reduce", "enable_cpu_offload", "compile"},
             {"max_norm", "steps", "dataset", "dataset_path", "gc_freq", "gc_debug", "seed",
              "deterministic", "warmup_steps", "debug_moe_force_load_balance"},
             out.ignored);
@@ -307,10 +307,31 @@ TorchtitanArgs torchtitanArguments(const std::string& text, const std::string& o
   }
 
   // [compile], [optimizer]
+  // torch.compile: each block and the loss run Inductor's fused kernels (--torch-compile on);
+  // without it, eager PyTorch's (eventsim's fsdp default, as torchtitan's). torchtitan compiles
+  // components = ["model", "loss"] unless told otherwise; the training.compile of its configs
+  // before 2025-08 compiled both too.
   const toml::table* compile = r.table("compile");
-  checkKeys(r, compile, "compile", {"enable"}, {"components", "backend"}, out.ignored);
-  if (r.get<bool>(compile, "compile", "enable").value_or(false)) {
-    r.notModelled("compile.enable", "true", "torch.compile's fusions are not modelled");
+  checkKeys(r, compile, "compile", {"enable", "components"}, {"backend"}, out.ignored);
+  const bool legacy_compile = r.get<bool>(training, "training", "compile").value_or(false);
+  if (r.get<bool>(compile, "compile", "enable").value_or(false) || legacy_compile) {
+    if (const toml::node* node = compile ? compile->get("components") : nullptr) {
+      const toml::array* list = node->as_array();
+      if (!list) r.fail("compile.components", "has the wrong type");
+      std::set<std::string> parts;
+      for (const toml::node& part : *list) {
+        if (!part.value<std::string>()) r.fail("compile.components", "has the wrong type");
+        parts.insert(*part.value<std::string>());
+      }
+      if (parts != std::set<std::string>{"model", "loss"}) {
+        r.notModelled("compile.components", fmt::format("[{}]", fmt::join(parts, ", ")),
+                      "eventsim compiles the blocks and the loss together ([\"model\", "
+                      "\"loss\"], torchtitan's default)");
+      }
+    }
+    add("--torch-compile", "on");
+  } else if (compile) {
+    if (compile->get("components")) out.ignored.push_back("compile.components");
   }
   const toml::table* optimizer = r.table("optimizer");
   checkKeys(

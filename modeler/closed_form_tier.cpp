@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "modeler/memory_model.h"
 #include "modeler/op_offsets.h"
+#include "ops/fsdp_copies.h"
 #include "ops/layer_footprint.h"
 #include "ops/layer_ops.h"
 #include "plan/iteration_plan.h"
@@ -141,20 +142,32 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
     // Prefetched (sharded_prefetch.h): in the steady state a block's transfers run beside its own
     // ops, one at a time on the DP stream, so a block costs at least the longer of the two. The
     // exposed first gather and last scatter of a task only add: still a lower bound.
+    // FSDP2's copy-out after each gather and copy-in before the reduce-scatter run on the
+    // compute stream, with the block's ops (ops/fsdp_copies.h, as plan_core.cpp places them).
+    auto copy = [&](OpList& ops, const FsdpCopy& c) {
+      ops.push_back(OpInstance{table.intern(c.event), Stream::kCompute, 0, c.name});
+    };
+    const bool copies = transfers && fsdp;
+    const bool regather = transfers && strategy.reshardsAfterForward();
     if (transfers) zero3Op(f, params, EventKind::kAllGather, "zero3_param_allgather");
+    const size_t f_transfers = f.size();
+    auto copyOut = [&](OpList& ops) {
+      copy(ops, fsdpAllGatherCopyOut(table[ops.front().event].event.message_bytes, model_.dtype));
+    };
+    if (copies) copyOut(f);
     builder.blockForward(b, 0, f);
-    if (transfers && strategy.reshardsAfterForward()) {
-      zero3Op(g, params, EventKind::kAllGather, "zero3_param_allgather");
-    }
+    if (regather) zero3Op(g, params, EventKind::kAllGather, "zero3_param_allgather");
     if (transfers) zero3Op(g, params, EventKind::kReduceScatter, "zero3_grad_reduce_scatter");
     const size_t g_transfers = g.size();
+    if (copies && regather) copyOut(g);
+    if (copies) copy(g, fsdpReduceScatterCopyIn(params, model_.dtype));
     builder.blockBackward(b, 0, g);
     auto beside = [](OpList& ops, size_t transfers) {
       for (size_t j = 0; j < transfers; ++j) {
         ops[j].overlap_ops = static_cast<int>(ops.size() - 1 - j);
       }
     };
-    beside(f, transfers ? 1 : 0);
+    beside(f, f_transfers);
     beside(g, g_transfers);
     forward = sum(f);
     backward = sum(g);
@@ -200,7 +213,10 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
                      strategy.expertTp(),
                      placement(groups.etp),
                      strategy.tp_comm_overlap,
-                     static_cast<int>(strategy.moe_dispatcher)};
+                     static_cast<int>(strategy.moe_dispatcher),
+                     strategy.framework != Framework::kFsdp ? 0
+                     : strategy.eagerKernels()              ? 2
+                                                            : 1};
   auto it = workspace.layer_times.find(key);
   if (it != workspace.layer_times.end()) return it->second;
   return workspace.layer_times.try_emplace(key, computeLayerTimes(strategy, zero3, groups))

@@ -102,11 +102,11 @@ class ClosedFormTier {
   // (b, M, SP, recompute, C, E, ZeRO-3 (0/1), framework, reshard, and the TP, CP ring, EP and DP
   // placements as (group size, nodes, ranks per node); the DP group is all 1 without ZeRO-3;
   // then the expert TP size and its group's placement, --tp-comm-overlap and the MoE
-  // dispatcher).
+  // dispatcher, then the kernels the op lists run: 0 Megatron's, 1 FSDP compiled, 2 FSDP eager).
   using PlacementKey = std::tuple<int, int, int>;
   using LayerKey = std::tuple<int64_t, int, bool, int, int, int, int, int, int, PlacementKey,
                               PlacementKey, PlacementKey, PlacementKey, int, PlacementKey,
-                              bool, int>;
+                              bool, int, int>;
   struct Facts;  // one class's chunks (closed_form_tier.cpp)
 
  private:

@@ -83,7 +83,7 @@ void encode(const CandidateResult& r, size_t index, Encoder& out) {
   out.put(s.sequence_parallel), out.put(s.zero_stage), out.put(s.offload);
   out.put(static_cast<uint32_t>(s.stage_layers.size()));
   for (int layers : s.stage_layers) out.put(layers);
-  out.put(s.framework), out.put(s.reshard);
+  out.put(s.framework), out.put(s.reshard), out.put(s.torch_compile);
   out.put(s.tp_comm_overlap), out.put(s.overlap_param_gather);
   out.put(s.moe_dispatcher), out.put(s.moe_a2a_overlap);
   out.put(s.microbatch_group), out.put(s.recompute_every);
@@ -112,6 +112,7 @@ void decode(Decoder& in, CandidateResult& r, size_t& index) {
   s.stage_layers.resize(in.get<uint32_t>());
   for (int& layers : s.stage_layers) layers = in.get<int>();
   s.framework = in.get<Framework>(), s.reshard = in.get<Reshard>();
+  s.torch_compile = in.get<TorchCompile>();
   s.tp_comm_overlap = in.get<bool>(), s.overlap_param_gather = in.get<bool>();
   s.moe_dispatcher = in.get<MoeDispatcher>(), s.moe_a2a_overlap = in.get<bool>();
   s.microbatch_group = in.get<int>(), s.recompute_every = in.get<int>();

@@ -124,11 +124,80 @@ void LayerOpBuilder::reduceOutput(OpList& out, int layer, std::string_view allre
 void LayerOpBuilder::norm(OpList& out, int layer, std::string_view name, bool backward) {
   const LayerShape& s = shape_;
   const bool rms = s.spec.norm == NormKind::kRmsNorm;
+  const bool eager = layer == kHeadLayer ? s.eager_final_norm : s.eager_blocks;
+  if (rms && eager) {
+    const int64_t rows = s.regionTokens();
+    if (backward) {
+      eagerKernels(out, layer, eagerRmsNormBackward(rows, s.hidden, e()));
+    } else {
+      eagerKernels(out, layer, eagerRmsNormForward(rows, s.hidden, e()), s.hidden,
+                   eagerRmsNormSavedBytes(rows, s.hidden, e()));
+    }
+    return;
+  }
   const char* op = rms ? (backward ? "rmsnorm_bwd" : "rmsnorm_fwd")
                        : (backward ? "layernorm_bwd" : "layernorm_fwd");
   const int64_t rows = s.regionTokens();
   compute(out, layer, name, makeCompute(op, {{"rows", rows}, {"cols", s.hidden}}, "", s.dtype),
           (rms ? 1 : 2) * s.hidden, e() * rows * s.hidden);
+}
+
+void LayerOpBuilder::eagerKernels(OpList& out, int layer, const EagerKernels& kernels,
+                                  int64_t weights, int64_t saved) {
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const EagerKernel& k = kernels[i];
+    compute(out, layer, k.name,
+            makeCompute("memory_pass",
+                        {{"read_bytes", k.read_bytes}, {"write_bytes", k.write_bytes}}, "",
+                        shape_.dtype),
+            i == 0 ? weights : 0, i == 0 ? saved : 0);
+  }
+}
+
+void LayerOpBuilder::rope(OpList& out, int layer, bool backward) {
+  const LayerShape& s = shape_;
+  if (s.spec.position != PositionKind::kRope) return;
+  const int64_t T = s.tokens(), d = s.headDim();
+  if (s.eager_blocks) {
+    // Q's a/t heads, then K's g/t, each through its own float / multiply / cast.
+    for (const int64_t heads : {s.heads / s.tp, s.query_groups / s.tp}) {
+      eagerKernels(out, layer,
+                   backward ? eagerRopeBackward(T, heads, d, s.localSeq(), e())
+                            : eagerRopeForward(T, heads, d, s.localSeq(), e()));
+    }
+    return;
+  }
+  // Q and K heads rotated in place; the backward needs only the positions.
+  compute(out, layer, backward ? "rope_bwd" : "rope",
+          makeCompute(backward ? "rope_bwd" : "rope_fwd",
+                      {{"tokens", T}, {"heads", (s.heads + s.query_groups) / s.tp}, {"dim", d}},
+                      "", s.dtype));
+}
+
+void LayerOpBuilder::swiglu(OpList& out, int layer, bool backward) {
+  const LayerShape& s = shape_;
+  const int64_t elems = s.tokens() * s.ffn / s.tp;
+  if (s.eager_blocks) {
+    // silu keeps its input, the multiply both of its inputs: 3 x e x elems.
+    if (backward) {
+      eagerKernels(out, layer, eagerSwiGluBackward(elems, e()));
+    } else {
+      eagerKernels(out, layer, eagerSwiGluForward(elems, e()), 0, 3 * e() * elems);
+    }
+    return;
+  }
+  // The activation keeps its input (the fc1 output).
+  compute(out, layer, backward ? "swiglu_bwd" : "swiglu",
+          makeCompute(backward ? "swiglu_bwd" : "swiglu_fwd", {{"elems", elems}}, "", s.dtype),
+          0, backward ? 0 : e() * 2 * elems);
+}
+
+void LayerOpBuilder::eagerInputGradientSums(OpList& out, int layer, std::string_view name,
+                                            int readers) {
+  if (!shape_.eager_blocks) return;
+  const int64_t elems = shape_.tokens() * shape_.hidden;
+  const EagerKernel sum = inputGradientSum(name, elems, e());
+  eagerKernels(out, layer, EagerKernels(static_cast<size_t>(readers - 1), sum));
 }
 
 // Hidden dropout over `elems` (none when the model's hidden dropout is 0); keeps a 1-byte mask.
@@ -368,14 +437,7 @@ void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {
       linearForward(out, layer, "qkv_gemm", T, s.qkvWidth(), h, bias(s.qkvWidth()), region);
     }
     qkNorm(out, layer, false);
-    if (s.spec.position == PositionKind::kRope) {
-      // Q and K heads rotated in place; the backward needs only the positions.
-      compute(out, layer, "rope",
-              makeCompute(
-                  "rope_fwd",
-                  {{"tokens", T}, {"heads", (s.heads + s.query_groups) / t}, {"dim", s.headDim()}},
-                  "", s.dtype));
-    }
+    rope(out, layer, false);
   }
   attentionCore(out, layer);
   if (s.tp_comm_overlap && !cross) {
@@ -460,13 +522,7 @@ void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
     reduceOutput(out, layer, "cross_q_input_grad_allreduce", "cross_q_input_grad_reduce_scatter");
     norm(out, layer, "cross_layernorm_bwd", true);
   } else {
-    if (s.spec.position == PositionKind::kRope) {
-      compute(out, layer, "rope_bwd",
-              makeCompute(
-                  "rope_bwd",
-                  {{"tokens", T}, {"heads", (s.heads + s.query_groups) / t}, {"dim", s.headDim()}},
-                  "", s.dtype));
-    }
+    rope(out, layer, true);
     qkNorm(out, layer, true);
     if (s.tp_comm_overlap) {
       bulkOverlapLinearBackward(out, layer, "qkv_input_regather", "qkv_dgrad", "qkv_wgrad",
@@ -476,6 +532,7 @@ void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
       linearBackward(out, layer, "qkv_dgrad", "qkv_wgrad", T, s.qkvWidth(), h);
       reduceOutput(out, layer, "qkv_input_grad_allreduce", "qkv_input_grad_reduce_scatter");
     }
+    eagerInputGradientSums(out, layer, "qkv_input_grad_sum", 3);  // wq, wk, wv
     norm(out, layer, "layernorm_bwd", true);
   }
   compute(out, layer, "residual_grad_add", makeCompute("add", {{"elems", region}}, "", s.dtype));
@@ -496,9 +553,12 @@ void LayerOpBuilder::mlpForward(OpList& out, int layer) {
     linearForward(out, layer, "fc1_gemm", T, fc1_width, h, bias(fc1_width), region);
   }
   // The activation keeps its input (the fc1 output), fc2 its input (the activation's output).
-  compute(out, layer, swiglu ? "swiglu" : "gelu",
-          makeCompute(swiglu ? "swiglu_fwd" : "gelu_fwd", {{"elems", T * f / t}}, "", s.dtype), 0,
-          e() * T * fc1_width);
+  if (swiglu) {
+    this->swiglu(out, layer, false);
+  } else {
+    compute(out, layer, "gelu", makeCompute("gelu_fwd", {{"elems", T * f / t}}, "", s.dtype), 0,
+            e() * T * fc1_width);
+  }
   if (s.tp_comm_overlap) {
     linearForwardReduceScatter(out, layer, "fc2_gemm", "fc2_reduce_scatter", f / t, bias(h));
   } else {
@@ -522,8 +582,11 @@ void LayerOpBuilder::mlpBackward(OpList& out, int layer) {
     gatherInput(out, layer, "fc2_grad_allgather");
     linearBackward(out, layer, "fc2_dgrad", "fc2_wgrad", T, h, f / t);
   }
-  compute(out, layer, swiglu ? "swiglu_bwd" : "gelu_bwd",
-          makeCompute(swiglu ? "swiglu_bwd" : "gelu_bwd", {{"elems", T * f / t}}, "", s.dtype));
+  if (swiglu) {
+    this->swiglu(out, layer, true);
+  } else {
+    compute(out, layer, "gelu_bwd", makeCompute("gelu_bwd", {{"elems", T * f / t}}, "", s.dtype));
+  }
   if (s.tp_comm_overlap) {
     bulkOverlapLinearBackward(out, layer, "fc1_input_regather", "fc1_dgrad", "fc1_wgrad",
                               "fc1_input_grad_reduce_scatter", fc1_width);
@@ -532,6 +595,7 @@ void LayerOpBuilder::mlpBackward(OpList& out, int layer) {
     linearBackward(out, layer, "fc1_dgrad", "fc1_wgrad", T, fc1_width, h);
     reduceOutput(out, layer, "fc1_input_grad_allreduce", "fc1_input_grad_reduce_scatter");
   }
+  if (swiglu) eagerInputGradientSums(out, layer, "fc1_input_grad_sum", 2);  // w1, w3
   norm(out, layer, "mlp_layernorm_bwd", true);
   compute(out, layer, "mlp_residual_grad_add",
           makeCompute("add", {{"elems", region}}, "", s.dtype));
@@ -630,10 +694,14 @@ void LayerOpBuilder::headForward(OpList& out, bool owns_output_weight, bool owns
   // The LM head keeps its input (the region: with SP its shard, re-gathered for the wgrad).
   compute(out, kHeadLayer, "lm_head_gemm", makeGemm(T, v, h, "nt", s.dtype),
           owns_output_weight ? v * h : 0, e() * s.regionTokens() * h);
-  // The logits are kept in fp32 for the cross-entropy backward.
-  compute(out, kHeadLayer, "cross_entropy",
-          makeCompute("cross_entropy_fwd", {{"rows", T}, {"cols", v}}, "", s.dtype), 0,
-          kLogitBytes * T * v);
+  // The logits are kept in fp32 for the cross-entropy backward (eager: log_softmax's output).
+  if (s.eager_loss) {
+    eagerKernels(out, kHeadLayer, eagerCrossEntropyForward(T, v, e()), 0, kLogitBytes * T * v);
+  } else {
+    compute(out, kHeadLayer, "cross_entropy",
+            makeCompute("cross_entropy_fwd", {{"rows", T}, {"cols", v}}, "", s.dtype), 0,
+            kLogitBytes * T * v);
+  }
   // Vocab-parallel cross-entropy: max logit, target logit and sum of exponentials, fp32 per token.
   const int64_t per_token = T * dtypeBytes(DType::kFp32);
   tpAllReduce(out, kHeadLayer, "ce_max_allreduce", per_token, DType::kFp32);
@@ -646,8 +714,12 @@ void LayerOpBuilder::headBackward(OpList& out) {
   const LayerShape& s = shape_;
   const int64_t T = s.tokens(), h = s.hidden, v = s.vocab / s.tp;
   mtpBackward(out);  // the depths' gradients reach the main head's output through the hidden states
-  compute(out, kHeadLayer, "cross_entropy_bwd",
-          makeCompute("cross_entropy_bwd", {{"rows", T}, {"cols", v}}, "", s.dtype));
+  if (s.eager_loss) {
+    eagerKernels(out, kHeadLayer, eagerCrossEntropyBackward(T, v, e()));
+  } else {
+    compute(out, kHeadLayer, "cross_entropy_bwd",
+            makeCompute("cross_entropy_bwd", {{"rows", T}, {"cols", v}}, "", s.dtype));
+  }
   gatherInput(out, kHeadLayer, "lm_head_input_regather");
   linearBackward(out, kHeadLayer, "lm_head_dgrad", "lm_head_wgrad", T, v, h);
   reduceOutput(out, kHeadLayer, "lm_head_input_grad_allreduce",

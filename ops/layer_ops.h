@@ -80,6 +80,7 @@
 #include "config/model_config.h"
 #include "events/event.h"
 #include "events/event_table.h"
+#include "ops/eager_ops.h"
 #include "ops/fp8_casts.h"
 #include "ops/op_list.h"
 #include "ops/recompute.h"
@@ -119,6 +120,13 @@ struct LayerShape {
   // the all-to-all of every routed copy (ops/moe_dispatch.h).
   bool deepep = false;
   Recompute recompute = Recompute::kNone;
+  // Eager PyTorch (torchtitan without torch.compile; ops/eager_ops.h): the blocks' norms, RoPE and
+  // SwiGLU run as eager kernels, each a memory_pass of its own (eager_blocks), and so do the
+  // loss's cross-entropy (eager_loss) and the final norm (eager_final_norm: outside the blocks
+  // torchtitan compiles, so eager even with torch.compile on).
+  bool eager_blocks = false;
+  bool eager_loss = false;
+  bool eager_final_norm = false;
 
   // The sequence's tokens on this rank: s/C under context parallelism.
   int64_t localSeq() const { return seq / cp; }
@@ -163,6 +171,15 @@ class LayerOpBuilder {
   void compute(OpList& out, int layer, std::string_view name, const Event& event,
                int64_t weights = 0, int64_t saved = 0);
   void norm(OpList& out, int layer, std::string_view name, bool backward);
+  // Eager kernels (ops/eager_ops.h) as memory_pass ops; the first carries `weights` and `saved`.
+  void eagerKernels(OpList& out, int layer, const EagerKernels& kernels, int64_t weights = 0,
+                    int64_t saved = 0);
+  // RoPE on Q and K heads, and SwiGLU, fused or eager (ops/eager_ops.h).
+  void rope(OpList& out, int layer, bool backward);
+  void swiglu(OpList& out, int layer, bool backward);
+  // torchtitan's separate wq/wk/wv (w1/w3) read one input: eager autograd sums their input
+  // gradients (`readers` - 1 kernels); Megatron's fused QKV / FC1 GEMM and Inductor have none.
+  void eagerInputGradientSums(OpList& out, int layer, std::string_view name, int readers);
   void dropout(OpList& out, int layer, std::string_view name, int64_t elems, bool backward);
   void tpAllReduce(OpList& out, int layer, std::string_view name, int64_t bytes, DType dtype);
   void tpCollective(OpList& out, int layer, std::string_view name, EventKind kind, int64_t bytes);

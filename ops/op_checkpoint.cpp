@@ -54,13 +54,7 @@ void LayerOpBuilder::opCheckpointRecompute(OpList& out, int layer) {
   gatherInput(out, layer, "qkv_input_allgather");
   linearForward(out, layer, "k_gemm", T, kv_width, h, 0, 0);  // wk, matmul 2
   qkNorm(out, layer, false);  // qk_layernorm: the norms re-run on the recomputed heads
-  if (s.spec.position == PositionKind::kRope) {
-    compute(out, layer, "rope",
-            makeCompute(
-                "rope_fwd",
-                {{"tokens", T}, {"heads", (s.heads + s.query_groups) / t}, {"dim", s.headDim()}},
-                "", s.dtype));
-  }
+  rope(out, layer, false);
   linearForward(out, layer, "attn_proj_gemm", T, h, s.attnWidth(), 0, 0);  // wo, matmul 4
   rowParallelReduce("attn_proj_allreduce");
   dropout(out, layer, "dropout", region, false);
@@ -69,7 +63,7 @@ void LayerOpBuilder::opCheckpointRecompute(OpList& out, int layer) {
   gatherInput(out, layer, "fc1_input_allgather");
   if (swiglu) {
     linearForward(out, layer, "fc1_up_gemm", T, f / t, h, 0, 0);  // w3, matmul 6
-    compute(out, layer, "swiglu", makeCompute("swiglu_fwd", {{"elems", T * f / t}}, "", s.dtype));
+    this->swiglu(out, layer, false);
   } else {
     compute(out, layer, "gelu", makeCompute("gelu_fwd", {{"elems", T * f / t}}, "", s.dtype));
     linearForward(out, layer, "fc2_gemm", T, h, f / t, 0, 0);  // fc2, matmul 6

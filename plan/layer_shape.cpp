@@ -15,6 +15,10 @@ LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placem
   shape.tp_comm_overlap = strategy.tp_comm_overlap;
   shape.deepep = strategy.moe_dispatcher == MoeDispatcher::kDeepEp;
   shape.recompute = strategy.recompute;
+  // torchtitan compiles each block and the loss; the final norm stays outside (ops/eager_ops.h).
+  shape.eager_blocks = strategy.eagerKernels();
+  shape.eager_loss = strategy.eagerKernels();
+  shape.eager_final_norm = strategy.framework == Framework::kFsdp;
   return shape;
 }
 

@@ -5,6 +5,7 @@
 #include "common/checked.h"
 #include "common/error.h"
 #include "ops/fp8_casts.h"
+#include "ops/fsdp_copies.h"
 #include "ops/layer_ops.h"
 #include "plan/layer_checkpoint.h"
 #include "plan/layer_shape.h"
@@ -291,19 +292,35 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       if (fsdp && kind == EventKind::kAllGather && model.fp8WeightGather() && layer >= 0) {
         wire = DType::kFp8;
       }
+      // FSDP2's copies around its collectives (fsdp_copies.h) run on the compute stream: the
+      // gathers' copy-outs after all of them (the layer's ops start with them), the scatters'
+      // copy-ins before all of them.
+      OpList transfers, copies;
       auto push = [&](int64_t count, const Placement& group, std::string_view op_name) {
         if (count == 0 || group.group_size < 2) return;
         Event e = makeCommunication(
             kind, checkedMul(count, dtypeBytes(wire), "ZeRO-3 gather bytes"), group, wire);
-        ops.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, op_name});
-        // A gradient's reduce-scatter needs the weight gradients: zero-bubble schedules run it in
-        // the W task that computes them, not in B.
-        ops.back().weight_grad = kind == EventKind::kReduceScatter;
+        // A gradient's reduce-scatter (and FSDP2's copy-in before it) needs the weight
+        // gradients: zero-bubble schedules run it in the W task that computes them, not in B.
+        const bool weight_grad = kind == EventKind::kReduceScatter;
+        transfers.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, op_name});
+        transfers.back().weight_grad = weight_grad;
+        if (!fsdp) return;
+        const FsdpCopy copy = kind == EventKind::kAllGather
+                                  ? fsdpAllGatherCopyOut(e.message_bytes, dtype)
+                                  : fsdpReduceScatterCopyIn(count, dtype);
+        copies.push_back(OpInstance{table.intern(copy.event), Stream::kCompute, layer, copy.name});
+        copies.back().weight_grad = weight_grad;
       };
       push(params - experts, stage.dp_group, name);
       push(experts, stage.expert_dp_group,
            kind == EventKind::kAllGather ? "zero3_expert_param_allgather"
                                          : "zero3_expert_grad_reduce_scatter");
+      const bool gather = kind == EventKind::kAllGather;
+      ops.insert(ops.end(), gather ? transfers.begin() : copies.begin(),
+                 gather ? transfers.end() : copies.end());
+      ops.insert(ops.end(), gather ? copies.begin() : transfers.begin(),
+                 gather ? copies.end() : transfers.end());
     };
     // FSDP without reshard-after-forward keeps the forward's gathered parameters for the
     // backward: no second gather.

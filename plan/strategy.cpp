@@ -92,6 +92,26 @@ Reshard parseReshard(std::string_view text, std::string_view flag) {
   EVSIM_THROW(InputError, "{} '{}': unknown policy (default, always or never)", flag, text);
 }
 
+std::string_view torchCompileName(TorchCompile compile) {
+  switch (compile) {
+    case TorchCompile::kDefault:
+      return "default";
+    case TorchCompile::kOn:
+      return "on";
+    case TorchCompile::kOff:
+      return "off";
+  }
+  return "?";
+}
+
+TorchCompile parseTorchCompile(std::string_view text, std::string_view flag) {
+  std::string lower = toLower(trim(text));
+  if (lower == "default") return TorchCompile::kDefault;
+  if (lower == "on") return TorchCompile::kOn;
+  if (lower == "off") return TorchCompile::kOff;
+  EVSIM_THROW(InputError, "{} '{}': unknown setting (on, off or default)", flag, text);
+}
+
 Schedule parseSchedule(std::string_view text, std::string_view flag) {
   std::string lower = toLower(trim(text));
   if (lower.size() > 4 && lower.ends_with(".csv")) {
@@ -145,6 +165,9 @@ std::string Strategy::techniques(TechniqueStyle style) const {
   if (framework == Framework::kFsdp) {
     out += " fsdp";
     if (reshard != Reshard::kDefault) out += fmt::format(" reshard={}", reshardName(reshard));
+    if (torch_compile != TorchCompile::kDefault) {
+      out += fmt::format(" compile={}", torchCompileName(torch_compile));
+    }
   } else if (zero_stage > 0) {
     out += fmt::format(" {}{}", brief ? "z" : "zero", zero_stage);
   }
@@ -628,6 +651,10 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
   } else if (s.reshard != Reshard::kDefault) {
     return fmt::format("--reshard-after-forward {}: only with --framework fsdp",
                        reshardName(s.reshard));
+  } else if (s.torch_compile != TorchCompile::kDefault) {
+    return fmt::format(
+        "--torch-compile {}: only with --framework fsdp (Megatron-LM runs its own fused kernels)",
+        torchCompileName(s.torch_compile));
   }
   if (auto why = overlapViolation(model, cluster, s, label)) return why;
   if (auto why = moeCommViolation(cluster, s, label)) return why;

@@ -71,6 +71,14 @@ enum class Reshard { kDefault, kAlways, kNever };
 std::string_view reshardName(Reshard reshard);  // "default", "always", "never"
 Reshard parseReshard(std::string_view text, std::string_view flag = "--reshard-after-forward");
 
+// torch.compile under the fsdp framework (torchtitan's compile.enable; --torch-compile): on, the
+// blocks and the loss run Inductor's fused kernels (the fused op lists of ops/layer_ops.h); off,
+// eager PyTorch's kernels (ops/eager_ops.h). Default: off for fsdp (torchtitan's default); Megatron
+// runs its own fused kernels and takes no setting.
+enum class TorchCompile { kDefault, kOn, kOff };
+std::string_view torchCompileName(TorchCompile compile);  // "default", "on", "off"
+TorchCompile parseTorchCompile(std::string_view text, std::string_view flag = "--torch-compile");
+
 // Bounds on the batch sizes and micro-batches of a strategy (validateStrategy): far beyond any run,
 // they keep the work of one simulated iteration bounded.
 inline constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;
@@ -128,6 +136,7 @@ struct Strategy {
   std::vector<int> stage_layers;
   Framework framework = Framework::kMegatron;
   Reshard reshard = Reshard::kDefault;  // FSDP only (strategyViolation)
+  TorchCompile torch_compile = TorchCompile::kDefault;  // FSDP only (strategyViolation)
   // Megatron's --tp-comm-overlap (Transformer Engine's userbuffers, needs sequence parallelism):
   // the TP all-gather before QKV and FC1 and the one before the proj and FC2 dgrad run as a ring
   // exchange beside their GEMM's chunks, the reduce-scatter after proj and FC2 pipelined beside
@@ -181,6 +190,11 @@ struct Strategy {
   // once per step and its gradients reduce-scattered once, after its last backward.
   bool fsdpSyncsOncePerStep() const {
     return framework == Framework::kFsdp && pp > 1 && !reshardsAfterForward();
+  }
+  // Whether the norms, RoPE, SwiGLU and loss run as eager PyTorch's kernels: FSDP (torchtitan)
+  // without torch.compile.
+  bool eagerKernels() const {
+    return framework == Framework::kFsdp && torch_compile != TorchCompile::kOn;
   }
   std::string name() const;  // "2M4P2D"
   // The techniques beyond M, P, D, one word each in one order, e.g. " dp-overlap cp2 ep4 v3

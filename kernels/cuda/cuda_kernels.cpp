@@ -314,6 +314,11 @@ std::unique_ptr<ComputeKernel> makeCudaKernel(const Event& event, void* cuda_str
       // The casts of FP8 training have no kernel here yet: the device model times them.
       EVSIM_THROW(InputError, "'{}': no CUDA kernel for FP8 casts (fp8_quantize, amax) yet",
                   event.signature());
+    case OpFamily::kMemoryPass:
+      // Eager PyTorch's pointwise kernels and FSDP2's copies, known by their bytes alone: the
+      // device model times them (ops/eager_ops.h).
+      EVSIM_THROW(InputError, "'{}': no CUDA kernel for memory_pass (eager kernels) yet",
+                  event.signature());
     case OpFamily::kMoeRouting:
       return cuda::makeCudaMoeKernel(event, stream, seed);
     case OpFamily::kHostCopy:

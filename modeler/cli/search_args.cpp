@@ -188,6 +188,9 @@ std::string spaceCommandLine(const SearchArgs& args) {
     if (args.run.reshard != "default") {
       out += fmt::format(" --reshard-after-forward {}", args.run.reshard);
     }
+    if (args.run.torch_compile != "default") {
+      out += fmt::format(" --torch-compile {}", args.run.torch_compile);
+    }
   } else {
     out += fmt::format(" --zero {}", args.zero_stages);
   }

@@ -309,6 +309,7 @@ void run(SearchArgs args) {
   options.base.global_batch = args.run.global_batch;
   options.base.framework = parseFramework(args.run.framework);
   options.base.reshard = parseReshard(args.run.reshard);
+  options.base.torch_compile = parseTorchCompile(args.run.torch_compile);
   options.base.tp_comm_overlap = args.tp_comm_overlap;
   options.base.overlap_param_gather = args.overlap_param_gather;
   // FSDP's sharding is its own (ZeRO-3 wherever D x C >= 2): no ZeRO stages to try.

@@ -51,6 +51,21 @@ TEST(TorchtitanConfig, Llama3_8bMapsToFlags) {
   }
 }
 
+TEST(TorchtitanConfig, CompileEnableCompilesTheBlocksAndTheLoss) {
+  // compile.enable = true with torchtitan's default components, or the training.compile of its
+  // older configs: --torch-compile on; without either the fsdp default (eager) stands.
+  auto tail = [](const std::string& text) {
+    const TorchtitanArgs out = torchtitanArguments(text, "t.toml");
+    return std::vector<std::string>(out.args.end() - 2, out.args.end());
+  };
+  const std::vector<std::string> on = {"--torch-compile", "on"};
+  EXPECT_EQ(tail(replaced(fixture(), "enable=false", "enable=true")), on);
+  EXPECT_EQ(
+      tail(replaced(fixture(), "local_batch_size = 1", "local_batch_size = 1\ncompile = true")),
+      on);
+  EXPECT_NE(tail(fixture()), on);
+}
+
 TEST(TorchtitanConfig, LayerSelectiveCheckpointingIsEveryNthBlockInFull) {
   // torchtitan's selective_ac_option = "N": every N-th block checkpointed in full; "1" and "0"
   // every block.
@@ -115,8 +130,10 @@ TEST(TorchtitanConfig, RefusesByName) {
                   "activation_checkpoint.selective_ac_option = every: ");
   EXPECT_CONTAINS(errorOf(replaced(fixture(), "flavor = \"8B\"", "flavor = \"debugmodel\"")),
                   "model.flavor = debugmodel: not a flavour eventsim has");
-  EXPECT_CONTAINS(errorOf(replaced(fixture(), "enable=false", "enable=true")),
-                  "compile.enable = true");
+  EXPECT_CONTAINS(errorOf(replaced(replaced(fixture(), "enable=false", "enable=true"),
+                                   "components = [\"model\", \"loss\"]",
+                                   "components = [\"model\"]")),
+                  "train.toml: compile.components = [model]: ");
   EXPECT_CONTAINS(
       errorOf(replaced(fixture(), "# converters = [\"float8\"]", "converters = [\"float8\"]")),
       "quantize.linear.float8.enable_fsdp_float8_all_gather = false");

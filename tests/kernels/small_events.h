@@ -14,10 +14,12 @@ namespace evsim::test {
 // `op` with small dims (GEMMs in layout "nt"); records a test failure for an op with no entry, so
 // a new op in events/ forces a kernel and a test here.
 // Ops no backend runs yet: multi-latent attention's core (Q/K and V head dims differ) and FP8
-// training's casts (fp8_quantize, amax), costed by the device model only (issue 30); the
+// training's casts (fp8_quantize, amax) and memory_pass (eager PyTorch's kernels, FSDP2's copies),
+// costed by the device model only (issue 30); the
 // factories refuse them with one line naming the event.
 inline bool hasNoKernel(const std::string& op) {
-  return op == "mla_attn_fwd" || op == "mla_attn_bwd" || op == "fp8_quantize" || op == "amax";
+  return op == "mla_attn_fwd" || op == "mla_attn_bwd" || op == "fp8_quantize" || op == "amax" ||
+         op == "memory_pass";
 }
 
 inline Event smallEvent(const std::string& op, DType dtype = DType::kBf16) {
@@ -57,6 +59,7 @@ inline Event smallEvent(const std::string& op, DType dtype = DType::kBf16) {
       {"moe_unpermute", {{"rows", 24}, {"hidden", 16}, {"topk", 2}}},
       {"fp8_quantize", {{"elems", 1000}, {"copies", 2}, {"block", 128}, {"scale_bytes", 4}}},
       {"amax", {{"elems", 1000}}},
+      {"memory_pass", {{"read_bytes", 4000}, {"write_bytes", 2000}}},
   };
   auto it = dims.find(op);
   if (it == dims.end()) {

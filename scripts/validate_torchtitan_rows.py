@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Published torchtitan Llama 3.1 8B runs on 8 H100s (FSDP2) against eventsim.
+
+Each row is a published run (tokens/s per GPU, as torchtitan logs it) and the eventsim command
+that describes it: model, plan, activation checkpointing, torch.compile on or off, Float8. The
+published figures and their sources are in docs/VALIDATION.md (Issue 30, dense BF16 misses); the
+torchtitan runs used Grand Teton H100s (96 GB HBM2e, 500 W), hence the default cluster.
+
+Usage: scripts/validate_torchtitan_rows.py [--build build] [--cluster grand-teton-h100]
+Prints one line per row: published, predicted, error (predicted / published - 1).
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+
+# (label, published tokens/s/GPU, micro-batch, compile, extra eventsim flags)
+ROWS = [
+    ("torchao README: bf16, b 1, per-op SAC, compile", 6150.0, 1, "on",
+     ["--recompute", "selective-op"]),
+    ("torchao README: fp8 tensorwise, fp8 all-gather, b 1, compile", 7689.5, 1, "on",
+     ["--recompute", "selective-op", "--fp8-recipe", "tensorwise"]),
+    ("torchtitan Table 1: FSDP, b 2, eager", 5762.0, 2, "off",
+     ["--recompute", "selective-op"]),
+    ("torchtitan Table 1: FSDP + compile, b 2", 6667.0, 2, "on",
+     ["--recompute", "selective-op"]),
+    ("torchtitan Table 1: FSDP + compile + Float8, b 2", 8532.0, 2, "on",
+     ["--recompute", "selective-op", "--fp8-recipe", "tensorwise"]),
+    ("torchtitan Table 2: seq 32K, full AC, compile + Float8, b 1", 3890.0, 1, "on",
+     ["--recompute", "full", "--seq-length", "32768", "--fp8-recipe", "tensorwise"]),
+]
+
+
+def predict(build, cluster, micro_batch, compile_mode, extra):
+    cmd = [f"{build}/eventsim", "simulate", "--model", "llama3-8b", "--cluster", cluster,
+           "--strategy", "1M1P8D", "--framework", "fsdp", "--zero", "3",
+           "--micro-batch", str(micro_batch), "--global-batch", str(8 * micro_batch),
+           "--torch-compile", compile_mode, "--fallback", "analytic", "--json"] + extra
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    summary = json.loads(out)
+    return summary["throughput_tokens_per_s"] / 8, summary["iteration_time_ms"], cmd
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--cluster", default="grand-teton-h100")
+    args = parser.parse_args()
+    errors = []
+    print(f"cluster {args.cluster}; tokens/s per GPU")
+    for label, published, b, compile_mode, extra in ROWS:
+        predicted, ms, cmd = predict(args.build, args.cluster, b, compile_mode, extra)
+        error = predicted / published - 1
+        errors.append(error)
+        print(f"{label:62s} published {published:8.1f}  eventsim {predicted:8.1f}  "
+              f"{100 * error:+6.1f}%  ({ms:.1f} ms)")
+        print("   " + " ".join(cmd[1:]))
+    mean = sum(errors) / len(errors)
+    mape = sum(abs(e) for e in errors) / len(errors)
+    print(f"mean error {100 * mean:+.1f}%, mean |error| {100 * mape:.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+// torch.compile on and off under the fsdp framework (Strategy::torch_compile): the iteration
+// differs by exactly the eager kernels' time less the fused kernels' they replace, each timed by
+// the device's memory model (bytes / (2000 GB/s x 0.8) + 2 us per kernel on the round test GPU),
+// every byte count worked by hand below. Megatron keeps its fused list and takes no setting.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config/model_config.h"
+#include "modeler/cost_model.h"
+#include "modeler/simulation.h"
+#include "plan/iteration_plan.h"
+#include "support/round_gpu.h"
+#include "support/test_support.h"
+
+namespace evsim {
+namespace {
+
+// The round GPU without host time: one device's step is the sum of its kernels.
+ClusterConfig roundGpuNoHost() {
+  // bf16 for the model's kernels, fp32 for the optimizer step (the same in both runs).
+  std::string yaml =
+      test::roundGpuYaml("round-gpu", "Round GPU", "", "fp16: 324, bf16: 324, fp32: 19.5");
+  yaml.replace(yaml.find("host_op_us: {value: 20"), 22, "host_op_us: {value: 0");
+  return test::roundGpuCluster(yaml);
+}
+
+double iterationUs(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& s) {
+  IterationPlan plan = buildIterationPlan(model, cluster, s);
+  CostModel costs(cluster, nullptr, true);
+  std::vector<EventCost> event_costs = costs.costAll(plan.events);
+  return simulate(std::move(plan), std::move(event_costs)).summary.iteration_us;
+}
+
+// One memory-bound kernel of `bytes` on the round GPU: 1.6e6 bytes per us, 2 us to launch.
+double kernelUs(double bytes) { return bytes / 1.6e6 + 2; }
+
+TEST(TorchCompile, EagerMinusCompiledIsTheEagerKernelsLessTheFusedOnes) {
+  // tiny-llama in bf16 (e = 2) on one GPU, micro-batch 1: T = 32 tokens, h = 64, 4 query and 2
+  // K/V heads of d = 16, ffn f = 192, vocabulary v = 512, 4 blocks.
+  ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
+  model.dtype = DType::kBf16;
+  const ClusterConfig cluster = roundGpuNoHost();
+  Strategy s = Strategy::of(1, 1, 1, 1, 1);
+  s.framework = Framework::kFsdp;
+  s.torch_compile = TorchCompile::kOn;
+  ASSERT_FALSE(strategyViolation(model, cluster, s));
+  const double compiled = iterationUs(model, cluster, s);
+  s.torch_compile = TorchCompile::kOff;
+  const double eager = iterationUs(model, cluster, s);
+  s.torch_compile = TorchCompile::kDefault;  // torchtitan's default: compile off
+  EXPECT_DOUBLE_EQ(iterationUs(model, cluster, s), eager);
+
+  const double e = 2, T = 32, h = 64, d = 16, F = 32 * 192, L = 32 * 512, N = T * h;
+  const double q = T * 4 * d, k = T * 2 * d, freqs = 4 * 32 * d;
+  // Per block, forward, eager: two RMSNorms of 8 kernels, N (28 + 4e) + 24 T + e h bytes each;
+  // RoPE on Q and on K, 3 kernels each of (2e + 16) n + freqs; SwiGLU's 2 kernels, 5 e F.
+  double block_us = 2 * (8 * 2 + (N * (28 + 4 * e) + 24 * T + e * h) / 1.6e6);
+  block_us += 3 * 2 + (2 * e + 16) * q / 1.6e6 + freqs / 1.6e6;
+  block_us += 3 * 2 + (2 * e + 16) * k / 1.6e6 + freqs / 1.6e6;
+  block_us += 2 * 2 + 5 * e * F / 1.6e6;
+  // ... backward: two RMSNorms of 16 kernels, N (8e + 76) + 40 T + 2 e h each; RoPE's 3 + 3
+  // kernels of the forward's bytes; SwiGLU's 3 kernels, 9 e F; autograd's sums of the input
+  // gradients of wq, wk, wv (2) and w1, w3 (1), 3 e N each.
+  block_us += 2 * (16 * 2 + (N * (8 * e + 76) + 40 * T + 2 * e * h) / 1.6e6);
+  block_us += 3 * 2 + (2 * e + 16) * q / 1.6e6 + freqs / 1.6e6;
+  block_us += 3 * 2 + (2 * e + 16) * k / 1.6e6 + freqs / 1.6e6;
+  block_us += 3 * 2 + 9 * e * F / 1.6e6;
+  block_us += 3 * kernelUs(3 * e * N);
+  // ... less the fused kernels: rmsnorm_fwd 2eN (x2), rope_fwd 2e (q + k), swiglu_fwd 3eF;
+  // rmsnorm_bwd 3eN (x2), rope_bwd 2e (q + k), swiglu_bwd 5eF.
+  block_us -= 2 * kernelUs(2 * e * N) + kernelUs(2 * e * (q + k)) + kernelUs(3 * e * F);
+  block_us -= 2 * kernelUs(3 * e * N) + kernelUs(2 * e * (q + k)) + kernelUs(5 * e * F);
+  // The loss: eager forward 3 kernels, (e + 4) L + 16 L + 12 T + 8; backward 4 kernels,
+  // 4 L + 12 T + 8 + 16 L + (4 + e) L; fused cross_entropy_fwd e L and _bwd 2 e L.
+  double loss_us = 3 * 2 + ((e + 4) * L + 16 * L + 12 * T + 8) / 1.6e6;
+  loss_us += 4 * 2 + (4 * L + 12 * T + 8 + 16 * L + (4 + e) * L) / 1.6e6;
+  loss_us -= kernelUs(e * L) + kernelUs(2 * e * L);
+  // The final norm sits outside torchtitan's compiled blocks: eager both ways, no difference.
+  EXPECT_NEAR(eager - compiled, 4 * block_us + loss_us, 1e-6);
+  EXPECT_GT(eager - compiled, 0);
+}
+
+TEST(TorchCompile, MegatronKeepsItsFusedKernelsAndRefusesTheSetting) {
+  ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
+  const ClusterConfig cluster = roundGpuNoHost();
+  Strategy s = Strategy::of(1, 1, 1, 1, 1);
+  EXPECT_FALSE(s.eagerKernels());
+  for (const OpInstance& op : buildIterationPlan(model, cluster, s).stages[0].forward) {
+    EXPECT_EQ(op.name.find("rmsnorm_float"), std::string_view::npos);
+  }
+  s.torch_compile = TorchCompile::kOff;
+  const auto why = strategyViolation(model, cluster, s);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("--torch-compile off: only with --framework fsdp"), std::string::npos);
+  EXPECT_THROW(parseTorchCompile("maybe"), InputError);
+}
+
+}  // namespace
+}  // namespace evsim
