@@ -75,6 +75,19 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
                  "context-parallel size C: each sequence split over C ranks (ring attention)")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
+  app.add_option("--cp-comm-type", cp_comm_types,
+                 "context parallelism's exchange (Megatron's / Transformer Engine's): p2p (ring "
+                 "attention) | a2a (Ulysses) | allgather (Llama 3's K/V all-gather) | a2a+p2p "
+                 "(with --hierarchical-context-parallel-sizes); one type for every layer")
+      ->expected(1, 1 << 16)
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--hierarchical-context-parallel-sizes", hierarchical_cp_sizes,
+                 "a2a+p2p: A R, the a2a group of A consecutive CP ranks and the ring over R "
+                 "(A x R = C)")
+      ->expected(1, 16)
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 16));
   app.add_option("--ep,--expert-model-parallel-size", ep,
                  "expert-parallel size E: MoE experts sharded over E ranks of the DP group")
       ->check(CLI::Range(1, 1 << 16))
@@ -499,6 +512,27 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
                 "--gpus N)");
   }
   s.cp = cp;
+  s.cp_comm = parseCpComm(cp_comm_types.front());
+  for (const std::string& type : cp_comm_types) {
+    if (parseCpComm(type) != s.cp_comm) {
+      EVSIM_THROW(InputError,
+                  "--cp-comm-type {}: a different type per layer is not modelled; give one type "
+                  "for every layer",
+                  fmt::join(cp_comm_types, " "));
+    }
+  }
+  if (!hierarchical_cp_sizes.empty()) {
+    int64_t product = 1;
+    for (int size : hierarchical_cp_sizes) product *= size;
+    // Megatron: prod(sizes) == C; Transformer Engine's a2a+p2p has two levels (a2a, p2p).
+    if (hierarchical_cp_sizes.size() != 2 || product != cp) {
+      EVSIM_THROW(InputError,
+                  "--hierarchical-context-parallel-sizes {}: give two sizes A R with A x R = "
+                  "--cp {} (the a2a and p2p levels of a2a+p2p)",
+                  fmt::join(hierarchical_cp_sizes, " "), cp);
+    }
+    s.cp_a2a = hierarchical_cp_sizes.front();
+  }
   s.ep = ep;
   s.etp = etp;
   s.micro_batch = micro_batch;
@@ -620,6 +654,12 @@ std::string RunOptions::commandLine(const Strategy& s) const {
       model, cluster, s.name(), s.micro_batch, s.global_batch, scheduleName(s.schedule));
   if (!nccl_algo.empty()) out += fmt::format(" --nccl-algo {}", nccl_algo);
   if (s.cp > 1) out += fmt::format(" --cp {}", s.cp);
+  if (s.cp > 1 && s.cp_comm != CpComm::kP2p) {
+    out += fmt::format(" --cp-comm-type {}", cpCommName(s.cp_comm));
+  }
+  if (s.cp_a2a > 0) {
+    out += fmt::format(" --hierarchical-context-parallel-sizes {},{}", s.cp_a2a, s.cp / s.cp_a2a);
+  }
   if (s.ep > 1) out += fmt::format(" --ep {}", s.ep);
   if (s.etp > 0 && s.etp != s.tp) out += fmt::format(" --etp {}", s.etp);
   if (s.dp_overlap) {

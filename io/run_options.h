@@ -6,7 +6,8 @@
 // --micro-batch-size, --global-batch-size, --num-layers-per-virtual-pipeline-stage,
 // --recompute-granularity (with --recompute-method uniform), --sequence-parallel,
 // --use-distributed-optimizer (--zero 1), --overlap-grad-reduce (--dp-overlap),
-// --context-parallel-size (--cp), --expert-model-parallel-size (--ep),
+// --context-parallel-size (--cp), --cp-comm-type, --hierarchical-context-parallel-sizes,
+// --expert-model-parallel-size (--ep),
 // --virtual-pipeline-model-parallel-size, --recompute-activations, --recompute-num-layers 1,
 // --ddp-bucket-size, --use-torch-fsdp2 (--framework fsdp), --tp-comm-overlap,
 // --overlap-param-gather, and the model arguments of
@@ -36,6 +37,10 @@ struct RunOptions {
   std::vector<std::string> more_strategy_texts;
   int tp = 0, pp = 0, dp = 0;
   int cp = 1;   // context parallel size C
+  // Megatron's --cp-comm-type (one type, or a per-layer list whose entries must all agree) and
+  // --hierarchical-context-parallel-sizes A R (a2a+p2p).
+  std::vector<std::string> cp_comm_types = {"p2p"};
+  std::vector<int> hierarchical_cp_sizes;
   int ep = 1;   // expert parallel size E
   int etp = 0;  // expert tensor-parallel size (0: M)
   int64_t micro_batch = 0;

@@ -71,9 +71,16 @@ std::vector<int64_t> collectiveRanks(const IterationPlan& plan, const RankLayout
     case Stream::kTpComm:
       ranks = layout.tpRanks(c);
       break;
-    case Stream::kCpComm:
+    case Stream::kCpComm: {
+      // The whole CP group (a2a, allgather), or a2a+p2p's a2a block of consecutive CP ranks.
+      const int a2a = plan.strategy.cpA2aSize();
       ranks = layout.cpRanks(c);
+      if (a2a > 1 && a2a < plan.strategy.cp) {
+        const auto first = ranks.begin() + (c.cp / a2a) * a2a;
+        ranks = std::vector<int64_t>(first, first + a2a);
+      }
       break;
+    }
     case Stream::kEpComm:
       ranks = layout.epRanks(c);
       break;
@@ -140,11 +147,13 @@ std::vector<Item> rankItems(const Simulation& sim, int64_t rank, ChakraCommGroup
     const int32_t tag = kCpTagBase + cp_exchange++;
     Item send = item, recv = item;
     send.type = ChakraProtoMsg::COMM_SEND_NODE;
-    send.peer = layout.rank(c.tp, c.dp, c.pp, (c.cp + 1) % s.cp);
+    // Ring neighbours are the next CP rank, or under a2a+p2p the next of the same a2a index.
+    const int stride = s.cp / s.cpRingSize();
+    send.peer = layout.rank(c.tp, c.dp, c.pp, (c.cp + stride) % s.cp);
     send.tag = tag;
     recv.type = ChakraProtoMsg::COMM_RECV_NODE;
     recv.kind = kReceive;
-    recv.peer = layout.rank(c.tp, c.dp, c.pp, (c.cp + s.cp - 1) % s.cp);
+    recv.peer = layout.rank(c.tp, c.dp, c.pp, (c.cp + s.cp - stride) % s.cp);
     recv.tag = tag;
     items.push_back(send);
     items.push_back(recv);

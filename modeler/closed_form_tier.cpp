@@ -90,7 +90,7 @@ double ClosedFormTier::communicationUs(EventKind kind, int64_t bytes, const Plac
 ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& strategy, bool zero3,
                                                              const StageGroups& groups) const {
   LayerShape shape = layerShape(model_, strategy, groups.tp);
-  if (strategy.cp > 1) shape.cp_ring = groups.cp_ring;
+  if (strategy.cp > 1) shape.cp_ring = groups.cp_ring, shape.cp_group = groups.cp_group;
   if (strategy.ep > 1) shape.ep_group = groups.ep;
   shape.etp_group = groups.etp;
   EventTable table;
@@ -216,7 +216,10 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
                      static_cast<int>(strategy.moe_dispatcher),
                      strategy.framework != Framework::kFsdp ? 0
                      : strategy.eagerKernels()              ? 2
-                                                            : 1};
+                                                            : 1,
+                     placement(groups.cp_group),
+                     static_cast<int>(strategy.cp_comm),
+                     strategy.cp_a2a};
   auto it = workspace.layer_times.find(key);
   if (it != workspace.layer_times.end()) return it->second;
   return workspace.layer_times.try_emplace(key, computeLayerTimes(strategy, zero3, groups))
@@ -334,7 +337,7 @@ bool ClosedFormTier::chunkTimes(const Strategy& strategy, bool zero3, Facts& fac
     const LayerTimes t =
         layerTimes(strategy, zero3,
                    StageGroups{placements.tp[s], placements.cp_ring[s], placements.ep[s],
-                               placements.dp[s], placements.etp[s]},
+                               placements.dp[s], placements.etp[s], placements.cp_group[s]},
                    workspace);
     if (!t.complete) return false;
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());

@@ -98,15 +98,17 @@ class ClosedFormTier {
   // the CP ring pair, EP and (ZeRO-3's gathers) the DP group.
   struct StageGroups {
     Placement tp, cp_ring, ep, dp, etp;
+    Placement cp_group;  // the CP collectives' group (--cp-comm-type a2a, allgather, a2a+p2p)
   };
   // (b, M, SP, recompute, C, E, ZeRO-3 (0/1), framework, reshard, and the TP, CP ring, EP and DP
   // placements as (group size, nodes, ranks per node); the DP group is all 1 without ZeRO-3;
   // then the expert TP size and its group's placement, --tp-comm-overlap and the MoE
-  // dispatcher, then the kernels the op lists run: 0 Megatron's, 1 FSDP compiled, 2 FSDP eager).
+  // dispatcher, the kernels the op lists run: 0 Megatron's, 1 FSDP compiled, 2 FSDP eager; then
+  // the CP collectives' group, --cp-comm-type and the a2a+p2p a2a size).
   using PlacementKey = std::tuple<int, int, int>;
   using LayerKey = std::tuple<int64_t, int, bool, int, int, int, int, int, int, PlacementKey,
                               PlacementKey, PlacementKey, PlacementKey, int, PlacementKey,
-                              bool, int, int>;
+                              bool, int, int, PlacementKey, int, int>;
   struct Facts;  // one class's chunks (closed_form_tier.cpp)
 
  private:

@@ -82,7 +82,17 @@ int64_t tensorContextBufferBytes(const ModelConfig& model, const Strategy& strat
   if (strategy.cp > 1) {
     const double kv_width = static_cast<double>(model.queryGroups()) *
                             static_cast<double>(model.headDim()) / strategy.tp;
-    bytes += 2 * 2 * 2 * e * T * kv_width;
+    const double q_width = static_cast<double>(model.num_heads) *
+                           static_cast<double>(model.headDim()) / strategy.tp;
+    const double kv = e * T * kv_width;  // the rank's K (or V)
+    // Ring: K/V being received beside the pair in use; backward with their gradients.
+    const double ring = strategy.cpRingSize() > 1 ? 2 * 2 * 2 * kv : 0;
+    // a2a: the send copy and the receive buffer of Q, K and V (backward: of dQ, dK, dV).
+    const double a2a = strategy.cpA2aSize() > 1 ? 2 * (e * T * q_width + 2 * kv) : 0;
+    // allgather, backward: the gathered K and V and their full-length gradients, C x each.
+    const double gathered =
+        strategy.cp_comm == CpComm::kAllGather ? 4 * static_cast<double>(strategy.cp) * kv : 0;
+    bytes += std::max({ring, a2a, gathered});
   }
   return rounded(bytes);
 }

@@ -36,9 +36,13 @@
 //     (V/t x h) before it is added to the fp32 main gradient;
 //   sequence parallel: a column-parallel GEMM's all-gathered input and, in its backward, the input
 //     gradient before its reduce-scatter, 2 e T h;
-//   context parallel (ring attention): the K and V chunk being received while the current one is
-//     used, and in the backward their gradients, 2 x 2 x 2 e T (g d / t) (g query groups, d head
-//     size);
+//   context parallel, by --cp-comm-type (ops/cp_comm.h), with k = e T (g d / t) the rank's K (g
+//     query groups, d head size) and q = e T (a d / t) its Q: the ring (p2p) the K and V chunk
+//     being received while the current one is used, and in the backward their gradients,
+//     2 x 2 x 2 k; the a2a the send copy and receive buffer of Q, K, V, 2 (q + 2k); allgather's
+//     backward the gathered K and V and their full-length gradients (Transformer Engine's k_ag,
+//     v_ag, dk, dv), 4 C k; a2a+p2p the larger of its ring's (over C / A ranks, the same 8k) and
+//     its a2a's;
 //   MoE (per MoE layer): the permuted token copies of one micro-batch (T_r k c tokens, T_r the
 //     rank's tokens, k the top-k, c the capacity factor or load imbalance) as the all-to-all's
 //     send and receive buffers, 2 e T_r k c h.

@@ -23,8 +23,8 @@ constexpr size_t kReadBufferBytes = size_t{32} * 1024;  // per cursor
 
 // The record encoder below writes every field: adding one to Strategy or CandidateResult changes
 // these sizes and must add it to encode()/decode() too (ranked_rows_test round-trips every field).
-static_assert(sizeof(Strategy) == 136, "a Strategy field was added: encode and decode it");
-static_assert(sizeof(CandidateResult) == 296,
+static_assert(sizeof(Strategy) == 144, "a Strategy field was added: encode and decode it");
+static_assert(sizeof(CandidateResult) == 304,
               "a CandidateResult field was added: encode and decode it");
 
 class Encoder {
@@ -87,6 +87,7 @@ void encode(const CandidateResult& r, size_t index, Encoder& out) {
   out.put(s.tp_comm_overlap), out.put(s.overlap_param_gather);
   out.put(s.moe_dispatcher), out.put(s.moe_a2a_overlap);
   out.put(s.microbatch_group), out.put(s.recompute_every);
+  out.put(s.cp_comm), out.put(s.cp_a2a);
   out.put(r.status);
   out.putString(r.violation);
   out.put(r.rank), out.put(r.micro_batches), out.put(r.peak_memory_bytes);
@@ -116,6 +117,7 @@ void decode(Decoder& in, CandidateResult& r, size_t& index) {
   s.tp_comm_overlap = in.get<bool>(), s.overlap_param_gather = in.get<bool>();
   s.moe_dispatcher = in.get<MoeDispatcher>(), s.moe_a2a_overlap = in.get<bool>();
   s.microbatch_group = in.get<int>(), s.recompute_every = in.get<int>();
+  s.cp_comm = in.get<CpComm>(), s.cp_a2a = in.get<int>();
   r.status = in.get<CandidateStatus>();
   r.violation = in.getString();
   r.rank = in.get<int>(), r.micro_batches = in.get<int64_t>();

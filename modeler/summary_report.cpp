@@ -220,6 +220,9 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const 
           {"cluster", sim.plan.cluster.name},
           {"strategy", st.name()},
           {"context_parallel", st.cp},
+          {"cp_comm_type", cpCommName(st.cp_comm)},
+          {"hierarchical_cp_sizes", st.cp_a2a > 0 ? nlohmann::json({st.cp_a2a, st.cp / st.cp_a2a})
+                                                  : nlohmann::json(nullptr)},
           {"expert_parallel", st.ep},
           {"expert_tensor_parallel", st.expertTp()},
           {"micro_batch", st.micro_batch},

@@ -9,7 +9,6 @@ namespace {
 constexpr int64_t kMaskBytes = 1;     // dropout masks are stored as bytes
 constexpr int64_t kTokenIdBytes = 8;  // Megatron's 8*s*b for token and position ids
 constexpr int64_t kLogitBytes = 4;    // logits are upcast to fp32 for the cross-entropy
-constexpr int64_t kLseBytes = 4;      // flash attention's fp32 log-sum-exp per query row
 
 }  // namespace
 
@@ -73,6 +72,7 @@ LayerShape modelLayerShape(const ModelConfig& model, int64_t micro_batch, int tp
   shape.tp_group = Placement{tp, 1, tp};
   // Placeholders valid for any sum over op lists; a plan sets the real placements per stage.
   shape.cp_ring = Placement{2, 1, 2};
+  shape.cp_group = Placement{2, 1, 2};
   shape.ep_group = Placement{1, 1, 1};
   shape.etp_group = shape.tp_group;
   return shape;
@@ -356,23 +356,13 @@ void LayerOpBuilder::bulkOverlapLinearBackward(OpList& out, int layer, std::stri
 // core attention does), so its GEMMs are those of multi-head attention.
 void LayerOpBuilder::attentionCore(OpList& out, int layer) {
   const LayerShape& s = shape_;
-  const int64_t d = s.headDim();
-  const int64_t heads = s.micro_batch * s.heads / s.tp;  // attention heads on this rank, times b
-  const int64_t kv_heads = s.micro_batch * s.query_groups / s.tp;
-  const int64_t q_bytes = e() * heads * s.localSeq() * d;
-  const int64_t kv_bytes = e() * kv_heads * s.localSeq() * d;
   if (s.spec.flash_attention) {
-    // One causal block of the rank's s/C queries per step of the ring (one step without CP); the
-    // rank keeps its own Q, K, V and log-sum-exp (K/V blocks received are not kept).
-    const Event step = flashAttentionStep(false);
-    for (int j = 0; j < s.cp; ++j) {
-      // The next K/V block travels while this step computes (Megatron's ring attention).
-      if (j + 1 < s.cp) cpRingExchange(out, layer, "cp_kv_exchange", 2 * kv_bytes);
-      compute(out, layer, j == 0 ? "flash_attention" : "flash_attention_ring_step", step, 0,
-              j == 0 ? q_bytes + 2 * kv_bytes + kLseBytes * heads * s.localSeq() : 0);
-    }
+    flashAttentionCore(out, layer, false);
     return;
   }
+  const int64_t d = s.headDim();
+  const int64_t heads = s.micro_batch * s.heads / s.tp;  // attention heads on this rank, times b
+  const int64_t q_bytes = e() * heads * s.localSeq() * d;
   // Selective recomputation rebuilds the s x s tensors: their ops keep nothing. K and V are kept
   // as broadcast to every query head (what the batched GEMMs' backward holds).
   const bool keep_scores = s.recompute != Recompute::kSelective;
@@ -393,26 +383,6 @@ void LayerOpBuilder::attentionCore(OpList& out, int layer) {
   const bool own_probabilities = keep_scores && s.spec.attention_dropout;
   compute(out, layer, "attn_values", makeBatchedGemm(heads, s.seq, d, s.seq, "nn", s.dtype), 0,
           (own_probabilities ? e() * score_elems : 0) + broadcast_kv_bytes);
-}
-
-Event LayerOpBuilder::flashAttentionStep(bool backward) const {
-  const LayerShape& s = shape_;
-  const int64_t heads = s.micro_batch * s.heads / s.tp;
-  const int64_t kv_heads = s.micro_batch * s.query_groups / s.tp;
-  return makeCompute(backward ? "flash_attn_bwd" : "flash_attn_fwd",
-                     {{"batch", heads},
-                      {"groups", kv_heads},
-                      {"seq", s.localSeq()},
-                      {"dim", s.headDim()},
-                      {"causal", 1}},
-                     "", s.dtype);
-}
-
-void LayerOpBuilder::cpRingExchange(OpList& out, int layer, std::string_view name, int64_t bytes) {
-  Event e = makeCommunication(EventKind::kP2P, bytes, shape_.cp_ring, shape_.dtype);
-  OpInstance op{table_.intern(e), Stream::kCpComm, layer, name, recomputing_};
-  op.overlap_ops = 1;
-  out.push_back(op);
 }
 
 void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {
@@ -483,13 +453,7 @@ void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
                    cross ? "cross_proj_wgrad" : "attn_proj_wgrad", T, h, s.attnWidth());
   }
   if (s.spec.flash_attention) {
-    // Backward ring: K, V and their gradients travel together while each step's backward runs.
-    const int64_t kv_bytes = e() * s.micro_batch * s.query_groups / t * s.localSeq() * d;
-    const Event step = flashAttentionStep(true);
-    for (int j = 0; j < s.cp; ++j) {
-      if (j + 1 < s.cp) cpRingExchange(out, layer, "cp_kv_grad_exchange", 4 * kv_bytes);
-      compute(out, layer, j == 0 ? "flash_attention_bwd" : "flash_attention_ring_step_bwd", step);
-    }
+    flashAttentionCore(out, layer, true);
   } else {
     if (s.recompute == Recompute::kSelective) {
       recomputing_ = true;

@@ -80,6 +80,7 @@
 #include "config/model_config.h"
 #include "events/event.h"
 #include "events/event_table.h"
+#include "ops/cp_comm.h"
 #include "ops/eager_ops.h"
 #include "ops/fp8_casts.h"
 #include "ops/op_list.h"
@@ -98,6 +99,8 @@ struct LayerShape {
   int64_t vocab = 1;         // padded vocabulary
   int tp = 1;                // t
   int cp = 1;                // C: the rank holds s/C tokens of each sequence
+  CpComm cp_comm = CpComm::kP2p;  // how attention's inputs are exchanged (ops/cp_comm.h)
+  int cp_a2a = 0;                 // a2a+p2p: the a2a group's size (its first hierarchical size)
   int ep = 1;                // E: the rank holds num_experts/E experts of each MoE block
   int etp = 1;               // expert TP: each routed expert's FFN split over etp ranks
   MoeSpec moe;
@@ -109,6 +112,7 @@ struct LayerShape {
   BlockSpec spec;
   Placement tp_group;              // where the t ranks sit (group_size == tp)
   Placement cp_ring;               // a ring neighbour pair of the CP group (CP > 1)
+  Placement cp_group;              // the CP collectives' group (a2a, allgather; a2a+p2p's a2a)
   Placement ep_group;              // the E ranks exchanging tokens (EP > 1)
   Placement etp_group;             // the etp ranks splitting the experts (all-gather tokens)
   bool sequence_parallel = false;  // needs tp >= 2 and tp dividing seq
@@ -130,6 +134,8 @@ struct LayerShape {
 
   // The sequence's tokens on this rank: s/C under context parallelism.
   int64_t localSeq() const { return seq / cp; }
+  int cpA2a() const { return cpA2aSize(cp_comm, cp, cp_a2a); }
+  int cpRing() const { return cpRingSize(cp_comm, cp, cp_a2a); }
   int64_t tokens() const { return micro_batch * localSeq(); }
   int64_t headDim() const { return head_dim; }
   // Output features of the QKV GEMM on one rank: a query heads and 2g key/value heads of d, over t.
@@ -235,11 +241,16 @@ class LayerOpBuilder {
   // backward re-runs first (every op but the saved ones).
   int64_t opCheckpointSavedBytes() const;
   void opCheckpointRecompute(OpList& out, int layer);
-  // Context parallelism: one step of ring attention (a causal block of the rank's s/C queries),
-  // and the K/V (and, backward, their gradients) exchange with the ring neighbours that runs
-  // beside it.
-  Event flashAttentionStep(bool backward) const;
+  // The fused attention core, forward or backward, under the shape's --cp-comm-type
+  // (ops/cp_attention.cpp; one fused op without CP).
+  void flashAttentionCore(OpList& out, int layer, bool backward);
+  // One fused attention call: a causal block of `seq` queries over the rank's heads / `head_split`
+  // (ring step: s/C, or s/R under a2a+p2p; a2a: the whole sequence).
+  Event flashAttentionStep(bool backward, int64_t seq, int head_split) const;
+  // The K/V (and, backward, their gradients) exchange with the ring neighbours, beside the step.
   void cpRingExchange(OpList& out, int layer, std::string_view name, int64_t bytes);
+  // An exposed collective over the CP collectives' group (a2a, allgather).
+  void cpCollective(OpList& out, int layer, std::string_view name, EventKind kind, int64_t bytes);
   // Mixture of experts (ops/moe_ops.cpp): router, dispatch, experts, combine, shared experts.
   void moeForward(OpList& out, int layer);
   void moeBackward(OpList& out, int layer);

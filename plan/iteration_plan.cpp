@@ -105,14 +105,24 @@ int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int 
 const PlanCache::Placements& stagePlacements(const Strategy& strategy, int gpus_per_node,
                                              PlanCache& cache) {
   return cache.placements(
-      {strategy.tp, strategy.pp, strategy.dp, strategy.cp, strategy.ep, strategy.expertTp()}, [&] {
+      {strategy.tp, strategy.pp, strategy.dp, strategy.cp, strategy.ep, strategy.expertTp(),
+       strategy.cpA2aSize(), strategy.cpRingSize()},
+      [&] {
         RankLayout layout(strategy, gpus_per_node);
         PlanCache::Placements out;
         for (int s = 0; s < strategy.pp; ++s) {
           out.tp.push_back(layout.worstTpGroup(s));
           out.dp.push_back(layout.worstDpGroup(s));
           // Without CP or EP those groups are trivial (a dense model pays nothing for them).
-          out.cp_ring.push_back(strategy.cp > 1 ? layout.worstCpRingPair(s) : Placement{});
+          // The ring over C (p2p) or over the ranks C / A apart in CP index (a2a+p2p); the
+          // collectives over the whole CP group (a2a, allgather) or its blocks of A (a2a+p2p).
+          const int ring = strategy.cpRingSize(), a2a = strategy.cpA2aSize();
+          out.cp_ring.push_back(ring > 1 ? layout.worstCpRingPair(s, strategy.cp / ring)
+                                         : Placement{});
+          out.cp_group.push_back(strategy.cp == 1 ? Placement{}
+                                 : a2a > 1        ? layout.worstCpBlock(s, a2a)
+                                 : ring == 1      ? layout.worstCpGroup(s)
+                                                  : Placement{});
           out.ep.push_back(strategy.ep > 1 ? layout.worstEpGroup(s) : Placement{});
           // The TP group when ETP = M (the same ranks); its own placement otherwise.
           out.etp.push_back(strategy.expertTp() == strategy.tp ? out.tp.back()

@@ -5,6 +5,8 @@ namespace evsim {
 LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placement tp_group) {
   LayerShape shape = modelLayerShape(model, strategy.micro_batch, strategy.tp);
   shape.cp = strategy.cp;
+  shape.cp_comm = strategy.cp_comm;
+  shape.cp_a2a = strategy.cp_a2a;
   shape.ep = strategy.ep;
   shape.etp = strategy.expertTp();
   shape.tp_group = tp_group;

@@ -36,12 +36,14 @@ class PlanCache {
   struct Placements {
     std::vector<Placement> tp;
     std::vector<Placement> dp;
-    std::vector<Placement> cp_ring;
+    std::vector<Placement> cp_ring;   // a neighbour pair of the CP ring (p2p, a2a+p2p)
+    std::vector<Placement> cp_group;  // the CP collectives' group (a2a, allgather, a2a+p2p's a2a)
     std::vector<Placement> ep;
     std::vector<Placement> etp;  // the expert-TP group (the TP group when ETP = M)
     std::vector<Placement> expert_dp;
   };
-  using PlacementKey = std::tuple<int, int, int, int, int, int>;  // (M, P, D, C, E, ETP)
+  // (M, P, D, C, E, ETP, CP a2a size, CP ring size)
+  using PlacementKey = std::tuple<int, int, int, int, int, int, int, int>;
   // The DP replicas grouped by the worst placements of their stage-to-stage pairs (pipeline
   // classes, in order of their first replica): `pairs[c][p]` is class c's pair from device stage p
   // to (p + 1) % P. `line` compares the P - 1 pairs p -> p + 1 (v = 1); `ring` also the wrap

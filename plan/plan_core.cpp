@@ -80,7 +80,9 @@ const PlanCache::PipelineClasses& pipelineClasses(const Strategy& strategy, int 
                                                   PlanCache& cache) {
   const int P = strategy.pp, D = strategy.dp;
   return cache.pipelineClasses(
-      {strategy.tp, strategy.pp, strategy.dp, strategy.cp, strategy.ep, strategy.expertTp()}, [&] {
+      {strategy.tp, strategy.pp, strategy.dp, strategy.cp, strategy.ep, strategy.expertTp(), 1,
+       1},  // the classes do not depend on the CP exchange
+      [&] {
         const RankLayout layout(strategy, gpus_per_node);
         PlanCache::PipelineClasses out;
         std::map<std::vector<int>, int> line_of, ring_of;
@@ -193,7 +195,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
   // the first of them comes, they intern their events where a block-by-block pass would.
   struct BlockOps {
     TransformerBlock block;
-    Placement tp, cp_ring, ep, etp;
+    Placement tp, cp_ring, ep, etp, cp_group;
     bool forward = true;
     bool recomputed = true;  // under --recompute-every: built by the recomputing builder
     OpList ops;  // of the block built first; `layer` fields are overwritten on copy
@@ -207,7 +209,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     for (const BlockOps& b : block_ops) {
       if (b.forward != forward || b.recomputed != recomputes || !(b.block == block) ||
           !(b.tp == shape.tp_group) || !(b.cp_ring == shape.cp_ring) || !(b.ep == shape.ep_group) ||
-          !(b.etp == shape.etp_group)) {
+          !(b.etp == shape.etp_group) || !(b.cp_group == shape.cp_group)) {
         continue;
       }
       const size_t first = out.size();
@@ -222,8 +224,9 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       builder.blockBackward(block, layer, out);
     }
     block_ops.push_back(
-        BlockOps{block, shape.tp_group, shape.cp_ring, shape.ep_group, shape.etp_group, forward,
-                 recomputes, OpList(out.begin() + static_cast<std::ptrdiff_t>(first), out.end())});
+        BlockOps{block, shape.tp_group, shape.cp_ring, shape.ep_group, shape.etp_group,
+                 shape.cp_group, forward, recomputes,
+                 OpList(out.begin() + static_cast<std::ptrdiff_t>(first), out.end())});
   };
 
   for (int k = 0; k < K; ++k) {
@@ -241,6 +244,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     stage.expert_dp_group = placements.expert_dp[stage.device_stage];
     shape.tp_group = stage.tp_group;
     shape.cp_ring = placements.cp_ring[stage.device_stage];
+    shape.cp_group = placements.cp_group[stage.device_stage];
     shape.ep_group = placements.ep[stage.device_stage];
     shape.etp_group = placements.etp[stage.device_stage];
     LayerOpBuilder builder(shape, table);

@@ -222,6 +222,39 @@ Placement RankLayout::worstCpRingPair(int pp) const {
   return group.nodes > 1 ? Placement{2, 2, 1} : Placement{2, 1, 2};
 }
 
+Placement RankLayout::worstCpRingPair(int pp, int stride) const {
+  EVSIM_CHECK(stride >= 1 && cp_ % stride == 0, "CP ring stride {} of {}", stride, cp_);
+  bool crosses = false;
+  for (int t = 0; t < tp_ && !crosses; ++t) {
+    for (int d = 0; d < dp_ && !crosses; ++d) {
+      for (int a = 0; a < stride && !crosses; ++a) {
+        std::vector<int64_t> ranks;
+        for (int x = a; x < cp_; x += stride) ranks.push_back(rank(t, d, pp, x));
+        crosses = placementOf(ranks).nodes > 1;
+      }
+    }
+  }
+  return crosses ? Placement{2, 2, 1} : Placement{2, 1, 2};
+}
+
+Placement RankLayout::worstCpBlock(int pp, int size) const {
+  EVSIM_CHECK(size >= 1 && cp_ % size == 0, "CP block of {} in {}", size, cp_);
+  Placement worst;
+  bool first = true;
+  for (int t = 0; t < tp_; ++t) {
+    for (int d = 0; d < dp_; ++d) {
+      for (int base = 0; base < cp_; base += size) {
+        std::vector<int64_t> ranks;
+        for (int x = base; x < base + size; ++x) ranks.push_back(rank(t, d, pp, x));
+        const Placement p = placementOf(ranks);
+        if (first || worse(p, worst)) worst = p;
+        first = false;
+      }
+    }
+  }
+  return worst;
+}
+
 Placement RankLayout::worstDpGroup(int pp) const {
   Placement worst = dpGroup(0, pp);
   for (int t = 1; t < tp_; ++t) {

@@ -74,6 +74,12 @@ class RankLayout {
   // A ring neighbour pair of the CP group: between nodes when any CP group spans nodes (the ring
   // runs at its slowest link).
   Placement worstCpRingPair(int pp) const;
+  // The same for the rings of a2a+p2p (the CP ranks whose index differs by multiples of
+  // `stride`, Transformer Engine's p2p group: cp_global_ranks[j * stride + rank_a2a]).
+  Placement worstCpRingPair(int pp, int stride) const;
+  // Worst over the blocks of `size` consecutive CP ranks of every (tp, dp) at stage pp (the a2a
+  // group of a2a+p2p; `size` = C: the CP group).
+  Placement worstCpBlock(int pp, int size) const;
   Placement worstPipelinePair(int dp, int pp) const;
   // Worst over the TP ranks of replica `dp` of the pair from_pp -> to_pp (any two stages).
   Placement worstStagePair(int dp, int from_pp, int to_pp) const;

@@ -148,6 +148,11 @@ std::string Strategy::techniques(TechniqueStyle style) const {
   if (overlap_param_gather) out += brief ? " pg" : " param-gather-overlap";
   if (tp_comm_overlap) out += brief ? " tpo" : " tp-comm-overlap";
   if (cp > 1) out += fmt::format(" cp{}", cp);
+  if (cp > 1 && cp_comm == CpComm::kA2aP2p) {
+    out += fmt::format("(a2a{}+p2p)", cp_a2a);
+  } else if (cp > 1 && cp_comm != CpComm::kP2p) {
+    out += fmt::format("({})", brief && cp_comm == CpComm::kAllGather ? "ag" : cpCommName(cp_comm));
+  }
   if (ep > 1) out += fmt::format(" ep{}", ep);
   if (etp > 0 && etp != tp) out += fmt::format(" etp{}", etp);
   if (moe_dispatcher == MoeDispatcher::kDeepEp) out += brief ? " dep" : " deepep";
@@ -215,6 +220,39 @@ void parseStrategyText(std::string_view text, Strategy& strategy, std::string_vi
 
 namespace {
 
+// Megatron's checks on --cp-comm-type (arguments.py: a2a+p2p needs
+// --hierarchical-context-parallel-sizes whose product is C) and Transformer Engine's
+// (context_parallel.py: a2a "requires num_heads % cp_size == 0 for Q, K, V", per rank after TP;
+// a2a+p2p the same over its a2a group).
+std::optional<std::string> cpCommViolation(const ModelConfig& model, const Strategy& s) {
+  const std::string flag = fmt::format("--cp {} --cp-comm-type {}", s.cp, cpCommName(s.cp_comm));
+  if (s.cp_comm != CpComm::kA2aP2p && s.cp_a2a != 0) {
+    return fmt::format("{} --hierarchical-context-parallel-sizes: only with --cp-comm-type a2a+p2p",
+                       flag);
+  }
+  if (s.cp_comm == CpComm::kA2aP2p &&
+      (s.cp_a2a < 1 || s.cp % s.cp_a2a != 0)) {
+    return fmt::format(
+        "{}: needs --hierarchical-context-parallel-sizes A,R with A x R = C (Megatron's check; "
+        "got a2a size {})",
+        flag, s.cp_a2a);
+  }
+  if (s.cp_comm != CpComm::kP2p && model.mla.enabled()) {
+    return fmt::format("{}: with multi-latent attention ({}) only p2p is modelled", flag,
+                       model.name);
+  }
+  if (s.cp_comm == CpComm::kP2p || s.cp_comm == CpComm::kAllGather) return std::nullopt;
+  const int a2a = s.cpA2aSize();
+  const int64_t heads = model.num_heads / s.tp, groups = model.queryGroups() / s.tp;
+  if (heads % a2a != 0 || groups % a2a != 0) {
+    return fmt::format(
+        "{}: the a2a over {} ranks needs the rank's query heads ({}/M = {}) and key/value heads "
+        "({}/M = {}) divisible by {} (Transformer Engine's num_heads % cp_size check)",
+        flag, a2a, model.num_heads, heads, model.queryGroups(), groups, a2a);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> contextParallelViolation(const ModelConfig& model, const Strategy& s) {
   if (s.cp < 1) return fmt::format("--cp {}: must be >= 1", s.cp);
   if (s.cp == 1) return std::nullopt;
@@ -233,7 +271,7 @@ std::optional<std::string> contextParallelViolation(const ModelConfig& model, co
     return fmt::format("--cp {} --sequence-parallel: C x M = {} does not divide seq_length={}",
                        s.cp, s.cp * s.tp, model.seq_length);
   }
-  return std::nullopt;
+  return cpCommViolation(model, s);
 }
 
 // torchtitan's per-op checkpointing policy is modelled for its dense Llama-style blocks (one

@@ -13,6 +13,7 @@
 
 #include "config/cluster_config.h"
 #include "config/model_config.h"
+#include "ops/cp_comm.h"
 #include "ops/recompute.h"
 
 namespace evsim {
@@ -98,7 +99,11 @@ struct Strategy {
   int tp = 1;  // M
   int pp = 1;  // P
   int dp = 1;  // D
-  int cp = 1;  // C: context parallel (sequence split over C ranks, ring attention)
+  int cp = 1;  // C: context parallel (sequence split over C ranks)
+  CpComm cp_comm = CpComm::kP2p;  // how the C ranks exchange attention's inputs (ops/cp_comm.h)
+  // a2a+p2p: the first level of --hierarchical-context-parallel-sizes (the a2a group of that many
+  // consecutive CP ranks; the ring runs over C / cp_a2a). 0 otherwise.
+  int cp_a2a = 0;
   int ep = 1;  // E: expert parallel, inside the DP group (divides D)
   // Expert tensor parallel (Megatron's --expert-tensor-parallel-size): each routed expert's FFN
   // is split over this many ranks, apart from the dense layers' M; 0 means M, Megatron's default.
@@ -170,6 +175,10 @@ struct Strategy {
   int gradGroupSize() const { return dp * cp; }
   // The expert tensor-parallel size in effect (etp, or M when unset).
   int expertTp() const { return etp > 0 ? etp : tp; }
+  // Ranks of the CP all-to-all (C for a2a, cp_a2a for a2a+p2p, 1 otherwise) and of the ring
+  // (C for p2p, C / cp_a2a for a2a+p2p, 1 otherwise).
+  int cpA2aSize() const { return evsim::cpA2aSize(cp_comm, cp, cp_a2a); }
+  int cpRingSize() const { return evsim::cpRingSize(cp_comm, cp, cp_a2a); }
   // Ranks that hold replicas of one expert shard: M x D x C / (ETP x E) (Megatron's
   // expert-data-parallel group; D x C / E when ETP = M).
   int expertGradGroupSize() const { return tp * dp * cp / (expertTp() * ep); }

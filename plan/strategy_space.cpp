@@ -158,6 +158,9 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
                 Strategy s = base;
                 s.tp = static_cast<int>(m);
                 s.cp = c;
+                // The --cp-comm-type of `base` where there is a CP group (plain p2p at C = 1).
+                s.cp_comm = c > 1 ? base.cp_comm : CpComm::kP2p;
+                s.cp_a2a = c > 1 ? base.cp_a2a : 0;
                 s.pp = static_cast<int>(p);
                 s.dp = static_cast<int>(d);
                 s.ep = e;
@@ -194,7 +197,7 @@ EventTable unionOfEvents(const ModelConfig& model, const ClusterConfig& cluster,
   // events of their own.
   // The overlap flags change events too (chunked GEMMs and transfers; per-bucket gathers).
   std::set<std::tuple<int, int, int, int, int, int64_t, int, bool, int, int, std::vector<int>, bool,
-                      int, int, bool, bool>>
+                      int, int, bool, bool, int, int>>
       seen;
   for (const Candidate& c : enumerateCandidates(model, cluster, base, space)) {
     if (c.violation) continue;
@@ -202,7 +205,7 @@ EventTable unionOfEvents(const ModelConfig& model, const ClusterConfig& cluster,
     if (!seen.insert({s.tp, s.cp, s.pp, s.dp, s.ep, s.micro_batch, static_cast<int>(s.recompute),
                       s.sequence_parallel, s.zero_stage, s.virtual_stages, s.stage_layers,
                       s.dp_overlap, static_cast<int>(s.offload), s.etp, s.tp_comm_overlap,
-                      s.overlap_param_gather})
+                      s.overlap_param_gather, static_cast<int>(s.cp_comm), s.cp_a2a})
              .second) {
       continue;
     }

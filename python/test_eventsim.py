@@ -202,6 +202,20 @@ def test_overlap_flags_reach_the_report():
     assert mean["exposed_tp_comm_ms"] < mean["tp_comm_ms"]
 
 
+def test_cp_comm_type_reaches_the_report():
+    """cp_comm_type is a Strategy field: the report names it and the all-gather's transfers, which
+    nothing overlaps, are all exposed (ops/cp_comm.h)."""
+    base = dict(model="tiny-llama", cluster="dgx-h100", tp=1, pp=1, dp=1, cp=4, micro_batch=1,
+                global_batch=1, fallback="analytic")
+    ring = eventsim.simulate(**base)
+    gathered = eventsim.simulate(cp_comm_type="allgather", **base)
+    assert (ring["cp_comm_type"], gathered["cp_comm_type"]) == ("p2p", "allgather")
+    mean = gathered["devices"]["mean"]
+    assert mean["exposed_cp_comm_ms"] == pytest.approx(mean["cp_comm_ms"])
+    with pytest.raises(ValueError, match="per layer"):
+        eventsim.simulate(cp_comm_type=["p2p", "a2a"], **base)
+
+
 def test_version_matches_the_cli():
     """`eventsim.__version__` is the version `eventsim --version` prints (CMake's project())."""
     result = subprocess.run([CLI, "--version"], capture_output=True, text=True, check=True)

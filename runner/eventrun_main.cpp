@@ -123,6 +123,12 @@ IterationPlan loadPlan(const Flags& f, const MpiWorld& world) {
                   "--moe-enable-deepep: eventrun does not run DeepEP's two-hop dispatch (its "
                   "executors run NCCL collectives over the EP group); simulate it with eventsim");
     }
+    // Its CP executors run one ring over the whole CP group and collectives over all of it.
+    if (strategy.cp > 1 && strategy.cp_comm == CpComm::kA2aP2p) {
+      EVSIM_THROW(InputError,
+                  "--cp-comm-type a2a+p2p: eventrun does not run the hierarchical CP groups; "
+                  "simulate it with eventsim");
+    }
     // Its executors run collectives whole and the parameter all-gather after the step: the
     // userbuffers' chunked overlap and the deferred gather are the simulator's alone.
     if (strategy.tp_comm_overlap || strategy.overlap_param_gather) {

@@ -137,6 +137,10 @@ std::string searchedSpaceText(const SearchArgs& args) {
     searched += fmt::format("; ETP M,{}", args.expert_tensor_parallel);
   }
   if (args.offloads != "none") searched += fmt::format("; offload {}", args.offloads);
+  if (args.cp_comm_type != "p2p") {
+    searched += fmt::format("; CP comm {}", args.cp_comm_type);
+    if (args.cp_a2a > 0) searched += fmt::format(" (a2a over {})", args.cp_a2a);
+  }
   if (args.tp_comm_overlap) searched += "; TP comm overlap where SP";
   if (args.overlap_param_gather) searched += "; param-gather overlap where ZeRO 1/2 + DP overlap";
 
@@ -155,6 +159,9 @@ std::string searchedSpaceText(const SearchArgs& args) {
   if (!fsdp) leftOut("ZeRO", args.zero_stages, {"0", "1", "2", "3"}, "--zero");
   leftOut("DP overlap", args.dp_overlaps, {"off", "on"}, "--dp-overlap");
   leftOut("offload", args.offloads, {"none", "optimizer", "activations", "both"}, "--offload");
+  if (args.context_parallel != "1") {
+    left.push_back(fmt::format("CP comm types but {} (--cp-comm-type)", args.cp_comm_type));
+  }
   if (!args.tp_comm_overlap) left.push_back("TP comm overlap (--tp-comm-overlap)");
   if (!args.overlap_param_gather) {
     left.push_back("param-gather overlap (--overlap-param-gather)");
@@ -197,6 +204,8 @@ std::string spaceCommandLine(const SearchArgs& args) {
   out += fmt::format(" --dp-overlap {}", args.dp_overlaps);
   if (args.offloads != "none") out += fmt::format(" --offload {}", args.offloads);
   if (args.context_parallel != "1") out += fmt::format(" --cp {}", args.context_parallel);
+  if (args.cp_comm_type != "p2p") out += fmt::format(" --cp-comm-type {}", args.cp_comm_type);
+  if (args.cp_a2a > 0) out += fmt::format(" --cp-a2a-size {}", args.cp_a2a);
   if (!args.expert_parallel.empty()) out += fmt::format(" --ep {}", args.expert_parallel);
   if (!args.expert_tensor_parallel.empty()) {
     out += fmt::format(" --etp {}", args.expert_tensor_parallel);

@@ -44,6 +44,10 @@ struct SearchArgs {
   bool overlap_param_gather = false;
   std::string offloads = "none";
   std::string context_parallel;        // empty: defaultContextParallel(model)
+  // --cp-comm-type (and a2a+p2p's a2a size A): fixed for every candidate with C > 1, not searched
+  // (each type would multiply the CP candidates); a2a+p2p applies where A divides C.
+  std::string cp_comm_type = "p2p";
+  int cp_a2a = 0;
   std::string expert_parallel;         // empty: every power of two dividing an MoE model's experts
   std::string expert_tensor_parallel;  // ETP sizes tried besides M (empty: M only)
   int uneven_stages = 0;  // --uneven-stages K: first/last stage shortened by 1..K layers

@@ -311,6 +311,14 @@ void run(SearchArgs args) {
   options.base.reshard = parseReshard(args.run.reshard);
   options.base.torch_compile = parseTorchCompile(args.run.torch_compile);
   options.base.tp_comm_overlap = args.tp_comm_overlap;
+  options.base.cp_comm = parseCpComm(args.cp_comm_type);
+  options.base.cp_a2a = args.cp_a2a;
+  if ((options.base.cp_comm == CpComm::kA2aP2p) != (args.cp_a2a > 0)) {
+    EVSIM_THROW(InputError,
+                "--cp-comm-type {} --cp-a2a-size {}: a2a+p2p needs the a2a group's size A "
+                "(--cp-a2a-size, applied where A divides C), and only it takes one",
+                args.cp_comm_type, args.cp_a2a);
+  }
   options.base.overlap_param_gather = args.overlap_param_gather;
   // FSDP's sharding is its own (ZeRO-3 wherever D x C >= 2): no ZeRO stages to try.
   if (args.zero_stages.empty()) {
@@ -443,6 +451,14 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
                   "context-parallel sizes to try, e.g. 1,2,4 (> 1 only with flash attention; "
                   "default: 1, and with flash attention every power of two that leaves each rank "
                   ">= 4096 tokens)");
+  cmd->add_option("--cp-comm-type", args->cp_comm_type,
+                  "context parallelism's exchange on every candidate with C > 1: p2p | a2a | "
+                  "allgather | a2a+p2p (not searched)")
+      ->capture_default_str();
+  cmd->add_option("--cp-a2a-size", args->cp_a2a,
+                  "a2a+p2p: the a2a group's size A (candidates whose C it does not divide are "
+                  "invalid)")
+      ->check(CLI::Range(2, 1 << 16));
   cmd->add_option("--ep,--expert-model-parallel-size", args->expert_parallel,
                   "expert-parallel sizes to try (default for MoE models: every power of two "
                   "dividing the experts; only where E divides D)");

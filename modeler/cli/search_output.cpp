@@ -35,6 +35,7 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
                       {"pp", s.pp},
                       {"dp", s.dp},
                       {"cp", s.cp},
+                      {"cp_comm_type", cpCommName(s.cp_comm)},
                       {"ep", s.ep},
                       {"etp", s.expertTp()},
                       {"micro_batch", s.micro_batch},
@@ -111,7 +112,7 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
          "throughput_samples_per_s,throughput_tokens_per_s,time_vs_best,bubble_fraction,peak_"
          "memory_bytes,"
          "memory_headroom_bytes,measured_share,derived_share,estimated_share,violation,"
-         "equivalent_plans\n";
+         "equivalent_plans,cp_comm_type\n";
   report.candidates.forEach([&](const CandidateResult& r) {
     const Strategy& s = r.strategy;
     bool valid = r.status != CandidateStatus::kInvalid;
@@ -146,7 +147,8 @@ void writeCsv(const SearchReport& report, std::ostream& out) {
     out << ',' << (valid ? "" : csvQuote(r.violation)) << ',';
     std::string equivalents;
     for (const std::string& e : r.equivalents) equivalents += (equivalents.empty() ? "" : ";") + e;
-    out << (equivalents.empty() ? "" : csvQuote(equivalents)) << '\n';
+    out << (equivalents.empty() ? "" : csvQuote(equivalents)) << ',' << cpCommName(s.cp_comm)
+        << '\n';
     return true;
   });
 }
