@@ -118,6 +118,9 @@ struct LayerShape {
   // DeepEP's dispatch and combine (Megatron's flex dispatcher with --moe-enable-deepep) instead of
   // the all-to-all of every routed copy (ops/moe_dispatch.h).
   bool deepep = false;
+  // xformers' fused SwiGLU (Strategy::swiglu_recompute_product): fc2 keeps no input; the
+  // backward recomputes the product silu(gate) * up before fc2's gradients.
+  bool swiglu_recompute_product = false;
   Recompute recompute = Recompute::kNone;
 
   // The sequence's tokens on this rank: s/C under context parallelism.

@@ -14,6 +14,7 @@ LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placem
   shape.sequence_parallel = strategy.sequence_parallel;
   shape.tp_comm_overlap = strategy.tp_comm_overlap;
   shape.deepep = strategy.moe_dispatcher == MoeDispatcher::kDeepEp;
+  shape.swiglu_recompute_product = strategy.swiglu_recompute_product;
   shape.recompute = strategy.recompute;
   return shape;
 }

@@ -45,7 +45,7 @@ CandidateResult fullRow() {
   s.framework = Framework::kFsdp, s.reshard = Reshard::kAlways;
   s.tp_comm_overlap = true, s.overlap_param_gather = true;
   s.moe_dispatcher = MoeDispatcher::kDeepEp, s.moe_a2a_overlap = true;
-  s.microbatch_group = 6, s.recompute_every = 3;
+  s.microbatch_group = 6, s.recompute_every = 3, s.swiglu_recompute_product = true;
   r.status = CandidateStatus::kOk;
   r.violation = "quoted \"text\",\nover lines";
   r.micro_batches = 17, r.peak_memory_bytes = int64_t{1} << 40, r.peak_memory_stage = 19;
