@@ -2,7 +2,7 @@
 """Compares eventsim's peak memory with published runs that report it (read, never fitted), and
 prints Meta's Llama 3.1 405B plans' verdicts with their breakdown by component.
 
-Usage: scripts/memory_published.py [--eventsim build/modeler/eventsim] [--markdown]
+Usage: scripts/memory_published.py [--eventsim build/eventsim] [--markdown]
 
 torchtitan rows: pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torch 1963fc8,
 torchtitan 9dec370, Dec 2024), Grand Teton H100s with 96 GB HBM2e at 500 W (`--cluster
@@ -107,7 +107,7 @@ def breakdown(j):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--eventsim", default="build/modeler/eventsim")
+    parser.add_argument("--eventsim", default="build/eventsim")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
 
