@@ -583,7 +583,8 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
                                                           const std::string& micro_batches) const {
   const bool techniques =
       cp != 1 || ep != 1 || etp != 0 || microbatch_group != 0 || recompute != "none" ||
-      recompute_every != 0 || swiglu_kernel != "megatron" || sequence_parallel || tp_comm == "rs-ag" || zero_stage != 0 ||
+      recompute_every != 0 || swiglu_kernel != "megatron" || sequence_parallel ||
+      tp_comm == "rs-ag" || zero_stage != 0 ||
       distributed_optimizer || virtual_stages != 1 || layers_per_virtual_stage > 0 ||
       megatron_virtual_stages > 0 || recompute_activations || !stage_layers.empty() ||
       first_stage_layers > 0 || last_stage_layers > 0 || account_for_embedding ||

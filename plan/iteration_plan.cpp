@@ -39,10 +39,9 @@ const ModelFootprint& footprintFor(const ModelConfig& model, const Strategy& str
 
 const ModelFootprint& cachedFootprint(const ModelConfig& model, const Strategy& strategy,
                                       PlanCache& cache) {
-  return cache.footprint(
-      {strategy.micro_batch, strategy.tp, strategy.sequence_parallel, recomputeKey(strategy),
-       strategy.cp, strategy.ep, strategy.expertTp()},
-      [&] { return strategyFootprint(model, strategy); });
+  return cache.footprint({strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
+                          recomputeKey(strategy), strategy.cp, strategy.ep, strategy.expertTp()},
+                         [&] { return strategyFootprint(model, strategy); });
 }
 
 std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& strategy,
@@ -90,11 +89,10 @@ std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& stra
   };
   if (cache == nullptr) return compute();
   // The recomputation, the SwiGLU kernel and the step (--recompute-every) in one key field.
-  return cache->partition(
-      {strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
-       recomputeKey(strategy) + 16 * std::max(strategy.recompute_every, 0),
-       strategy.cp, strategy.ep, strategy.expertTp(), K},
-      compute);
+  return cache->partition({strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
+                           recomputeKey(strategy) + 16 * std::max(strategy.recompute_every, 0),
+                           strategy.cp, strategy.ep, strategy.expertTp(), K},
+                          compute);
 }
 
 int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int first_layer,

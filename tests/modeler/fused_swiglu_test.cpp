@@ -3,8 +3,9 @@
 // silu_bw_fused recomputes the product x4 = silu(x1) * x2 that fc2's weight gradient reads, where
 // Megatron's fc2 keeps x4. Bytes and ops counted by hand.
 //
-// Tiny Llama (as tests/ops/op_checkpoint_test): h = 256, a = 8 (d = 32), 2 K/V heads, SwiGLU f = 512, s = 64,
-// 2 blocks, bf16 (e = 2), no biases, no dropout; b = 2, so T = 128 tokens per micro-batch.
+// Tiny Llama (as tests/ops/op_checkpoint_test): h = 256, a = 8 (d = 32), 2 K/V heads, SwiGLU
+// f = 512, s = 64, 2 blocks, bf16 (e = 2), no biases, no dropout; b = 2, so T = 128 tokens per
+// micro-batch.
 
 #include <gtest/gtest.h>
 
@@ -20,17 +21,19 @@ namespace evsim {
 namespace {
 
 ModelConfig tinyLlama(const std::string& activation = "swiglu") {
-  return parseModelConfig("name: tiny-llama-swiglu\ndtype: bf16\nhidden_size: 256\n"
-                          "num_heads: 8\nnum_query_groups: 2\nffn_hidden_size: 512\n"
-                          "seq_length: 64\nvocab_size: 1024\nnormalization: rmsnorm\n"
-                          "activation: " + activation +
-                              "\nposition_embedding: rope\nadd_bias_linear: false\n"
-                              "flash_attention: true\nhidden_dropout: 0.0\n"
-                              "attention_dropout: 0.0\nlayers:\n"
-                              "  - {type: embedding}\n"
-                              "  - {type: decoder, count: 2, cross_attention: false}\n"
-                              "  - {type: head}\n",
-                          "tiny-llama-swiglu");
+  return parseModelConfig(
+      "name: tiny-llama-swiglu\ndtype: bf16\nhidden_size: 256\n"
+      "num_heads: 8\nnum_query_groups: 2\nffn_hidden_size: 512\n"
+      "seq_length: 64\nvocab_size: 1024\nnormalization: rmsnorm\n"
+      "activation: " +
+          activation +
+          "\nposition_embedding: rope\nadd_bias_linear: false\n"
+          "flash_attention: true\nhidden_dropout: 0.0\n"
+          "attention_dropout: 0.0\nlayers:\n"
+          "  - {type: embedding}\n"
+          "  - {type: decoder, count: 2, cross_attention: false}\n"
+          "  - {type: head}\n",
+      "tiny-llama-swiglu");
 }
 
 IterationPlan plan(const std::string& text, bool xformers, bool sp, int64_t global_batch = 2) {
@@ -85,8 +88,8 @@ TEST(FusedSwiglu, BackwardRecomputesTheProductOnceAsHardwareWork) {
 }
 
 TEST(FusedSwiglu, HeldActivationsFallByTheProductPerMicroBatchInFlight) {
-  // 1F1B, P = 2, m = 4: stage 0 (the embedding and one block) holds min(P - 0, m) = 2 micro-batches, so its peak
-  // activations fall by 2 x 131,072 bytes.
+  // 1F1B, P = 2, m = 4: stage 0 (the embedding and one block) holds min(P - 0, m) = 2
+  // micro-batches, so its peak activations fall by 2 x 131,072 bytes.
   const MemoryEstimate megatron = estimateMemory(plan("1M2P1D", false, false, 8));
   const MemoryEstimate xformers = estimateMemory(plan("1M2P1D", true, false, 8));
   EXPECT_EQ(megatron.stages[0].in_flight, 2);
