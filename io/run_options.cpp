@@ -136,6 +136,12 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
          "with --recompute full: checkpoint only every N-th block of each rank (torchtitan's "
          "selective_ac_option = N; counted over the rank's blocks in chunk order)")
       ->check(kPositiveInteger);
+  app.add_option("--swiglu-kernel", swiglu_kernel,
+                 "the dense SwiGLU MLP's kernels: megatron (the activation keeps its input, fc2 "
+                 "the product) | xformers (xformers' fused SwiGLU: keeps the fc1 outputs, the "
+                 "backward recomputes the product)")
+      ->check(CLI::IsMember({"megatron", "xformers"}))
+      ->capture_default_str();
   app.add_flag("--recompute-activations", recompute_activations,
                "Megatron's: selective recomputation (--recompute selective)")
       ->excludes(granularity);
@@ -568,6 +574,7 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
   }
   s.microbatch_group = microbatch_group;
   s.recompute_every = recompute_every;
+  s.swiglu_recompute_product = swiglu_kernel == "xformers";
   s.recompute = parseRecompute(recompute_activations ? "selective" : recompute);
   if (recompute_num_layers > 1) {
     EVSIM_THROW(InputError,
@@ -615,7 +622,8 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
                                                           const std::string& micro_batches) const {
   const bool techniques =
       cp != 1 || ep != 1 || etp != 0 || microbatch_group != 0 || recompute != "none" ||
-      recompute_every != 0 || sequence_parallel || tp_comm == "rs-ag" || zero_stage != 0 ||
+      recompute_every != 0 || swiglu_kernel != "megatron" || sequence_parallel ||
+      tp_comm == "rs-ag" || zero_stage != 0 ||
       distributed_optimizer || virtual_stages != 1 || layers_per_virtual_stage > 0 ||
       megatron_virtual_stages > 0 || recompute_activations || !stage_layers.empty() ||
       first_stage_layers > 0 || last_stage_layers > 0 || account_for_embedding ||
@@ -675,6 +683,7 @@ std::string RunOptions::commandLine(const Strategy& s) const {
   if (s.recompute != Recompute::kNone)
     out += fmt::format(" --recompute {}", recomputeName(s.recompute));
   if (s.recompute_every > 1) out += fmt::format(" --recompute-every {}", s.recompute_every);
+  if (s.swiglu_recompute_product) out += " --swiglu-kernel xformers";
   if (s.sequence_parallel) out += " --sequence-parallel";
   if (s.tp_comm_overlap) out += " --tp-comm-overlap";
   if (s.moe_dispatcher == MoeDispatcher::kDeepEp) {

@@ -57,6 +57,7 @@ struct RunOptions {
   int microbatch_group = 0;  // --microbatch-group-size (N of the interleaved schedule; 0: P)
   std::string recompute = "none";
   int recompute_every = 0;  // --recompute-every N (torchtitan's per-layer selective checkpointing)
+  std::string swiglu_kernel = "megatron";  // --swiglu-kernel megatron | xformers
   bool sequence_parallel = false;
   std::string tp_comm;  // --tp-comm allreduce | rs-ag (rs-ag: sequence parallelism)
   int zero_stage = 0;

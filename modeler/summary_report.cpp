@@ -239,6 +239,7 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const 
                                    ? nlohmann::json(st.microbatchGroup())
                                    : nlohmann::json(nullptr)},
           {"recompute", recomputeName(st.recompute)},
+          {"swiglu_kernel", st.swiglu_recompute_product ? "xformers" : "megatron"},
           {"sequence_parallel", st.sequence_parallel},
           {"zero", st.zero_stage},
           {"offload", offloadName(st.offload)},

@@ -516,7 +516,9 @@ void LayerOpBuilder::mlpForward(OpList& out, int layer) {
     gatherInput(out, layer, "fc1_input_allgather");
     linearForward(out, layer, "fc1_gemm", T, fc1_width, h, bias(fc1_width), region);
   }
-  // The activation keeps its input (the fc1 output), fc2 its input (the activation's output).
+  // The activation keeps its input (the fc1 output), fc2 its input (the activation's output);
+  // xformers' fused SwiGLU keeps only the fc1 output and recomputes the product in the backward.
+  const bool keep_product = !(swiglu && s.swiglu_recompute_product);
   if (swiglu) {
     this->swiglu(out, layer, false);
   } else {
@@ -526,7 +528,7 @@ void LayerOpBuilder::mlpForward(OpList& out, int layer) {
   if (s.tp_comm_overlap) {
     linearForwardReduceScatter(out, layer, "fc2_gemm", "fc2_reduce_scatter", f / t, bias(h));
   } else {
-    linearForward(out, layer, "fc2_gemm", T, h, f / t, bias(h), T * f / t);
+    linearForward(out, layer, "fc2_gemm", T, h, f / t, bias(h), keep_product ? T * f / t : 0);
     reduceOutput(out, layer, "fc2_allreduce", "fc2_reduce_scatter");
   }
   dropout(out, layer, "mlp_dropout", region, false);
@@ -540,6 +542,13 @@ void LayerOpBuilder::mlpBackward(OpList& out, int layer) {
   const bool swiglu = s.spec.mlp == MlpKind::kSwiGlu;
   const int64_t fc1_width = (swiglu ? 2 : 1) * f / t;
   dropout(out, layer, "mlp_dropout_bwd", region, true);
+  if (swiglu && s.swiglu_recompute_product) {
+    // xformers' silu_bw_fused writes the product beside the gate/up gradients; costed as the
+    // forward's product kernel run again (its reads of both fc1 halves and its write).
+    compute(out, layer, "swiglu_product_recompute",
+            makeCompute("swiglu_fwd", {{"elems", T * f / t}}, "", s.dtype));
+    out.back().recompute = true;  // hardware work, not model FLOPs
+  }
   if (s.tp_comm_overlap) {
     ringGatherLinearBackward(out, layer, "fc2_grad_ring_exchange", "fc2_dgrad", "fc2_wgrad", f / t);
   } else {

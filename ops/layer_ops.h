@@ -123,6 +123,9 @@ struct LayerShape {
   // DeepEP's dispatch and combine (Megatron's flex dispatcher with --moe-enable-deepep) instead of
   // the all-to-all of every routed copy (ops/moe_dispatch.h).
   bool deepep = false;
+  // xformers' fused SwiGLU (Strategy::swiglu_recompute_product): fc2 keeps no input; the
+  // backward recomputes the product silu(gate) * up before fc2's gradients.
+  bool swiglu_recompute_product = false;
   Recompute recompute = Recompute::kNone;
   // Eager PyTorch (torchtitan without torch.compile; ops/eager_ops.h): the blocks' norms, RoPE and
   // SwiGLU run as eager kernels, each a memory_pass of its own (eager_blocks), and so do the

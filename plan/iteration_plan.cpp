@@ -22,6 +22,13 @@ ModelFootprint strategyFootprint(const ModelConfig& model, const Strategy& strat
 }
 
 // The same from `cache` when given (the reference lives there), or computed into `own`.
+// What decides a block's saved bytes and recomputed ops besides the shape: the recomputation
+// (< 8 kinds) and xformers' SwiGLU (8), one key field of the footprint and partition caches.
+int recomputeKey(const Strategy& strategy) {
+  static_assert(static_cast<int>(Recompute::kSelectiveOp) < 8);
+  return static_cast<int>(strategy.recompute) + (strategy.swiglu_recompute_product ? 8 : 0);
+}
+
 const ModelFootprint& footprintFor(const ModelConfig& model, const Strategy& strategy,
                                    PlanCache* cache, std::optional<ModelFootprint>& own) {
   if (cache == nullptr) return own.emplace(strategyFootprint(model, strategy));
@@ -32,10 +39,9 @@ const ModelFootprint& footprintFor(const ModelConfig& model, const Strategy& str
 
 const ModelFootprint& cachedFootprint(const ModelConfig& model, const Strategy& strategy,
                                       PlanCache& cache) {
-  return cache.footprint(
-      {strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
-       static_cast<int>(strategy.recompute), strategy.cp, strategy.ep, strategy.expertTp()},
-      [&] { return strategyFootprint(model, strategy); });
+  return cache.footprint({strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
+                          recomputeKey(strategy), strategy.cp, strategy.ep, strategy.expertTp()},
+                         [&] { return strategyFootprint(model, strategy); });
 }
 
 std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& strategy,
@@ -82,12 +88,11 @@ std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& stra
     return cache->partitionOfCosts(key, partition);
   };
   if (cache == nullptr) return compute();
-  // The recomputation and its step (--recompute-every) in one key field.
-  return cache->partition(
-      {strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
-       static_cast<int>(strategy.recompute) + 16 * std::max(strategy.recompute_every, 0),
-       strategy.cp, strategy.ep, strategy.expertTp(), K},
-      compute);
+  // The recomputation, the SwiGLU kernel and the step (--recompute-every) in one key field.
+  return cache->partition({strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
+                           recomputeKey(strategy) + 16 * std::max(strategy.recompute_every, 0),
+                           strategy.cp, strategy.ep, strategy.expertTp(), K},
+                          compute);
 }
 
 int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int first_layer,

@@ -16,6 +16,7 @@ LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placem
   shape.sequence_parallel = strategy.sequence_parallel;
   shape.tp_comm_overlap = strategy.tp_comm_overlap;
   shape.deepep = strategy.moe_dispatcher == MoeDispatcher::kDeepEp;
+  shape.swiglu_recompute_product = strategy.swiglu_recompute_product;
   shape.recompute = strategy.recompute;
   // torchtitan compiles each block and the loss; the final norm stays outside (ops/eager_ops.h).
   shape.eager_blocks = strategy.eagerKernels();

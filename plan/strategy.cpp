@@ -166,6 +166,7 @@ std::string Strategy::techniques(TechniqueStyle style) const {
     out += fmt::format(" rc={}", name);
     if (recompute_every > 1) out += fmt::format("/{}", recompute_every);
   }
+  if (swiglu_recompute_product) out += brief ? " xsw" : " xformers-swiglu";
   if (sequence_parallel) out += " sp";
   if (framework == Framework::kFsdp) {
     out += " fsdp";
@@ -289,6 +290,25 @@ std::optional<std::string> opCheckpointViolation(const ModelConfig& model, const
         "--recompute-every {}: checkpoints every N-th block in full (torchtitan's per-layer "
         "selective_ac_option); it needs --recompute full, not {}",
         s.recompute_every, recomputeName(s.recompute));
+  }
+  if (s.swiglu_recompute_product) {
+    bool dense_swiglu = model.spec.mlp == MlpKind::kSwiGlu;
+    for (const TransformerBlock& block : model.blocks) dense_swiglu = dense_swiglu && !block.moe;
+    if (!dense_swiglu) {
+      const bool swiglu = model.spec.mlp == MlpKind::kSwiGlu;
+      return fmt::format(
+          "--swiglu-kernel xformers: xformers' fused SwiGLU is modelled for dense SwiGLU MLPs; {} "
+          "has {}",
+          model.name, swiglu ? "mixture-of-experts blocks" : "no SwiGLU MLP");
+    }
+    if (s.tp_comm_overlap) {
+      return "--swiglu-kernel xformers --tp-comm-overlap: Transformer Engine's userbuffer GEMMs "
+             "are Megatron's kernels; not modelled with xformers' fused SwiGLU";
+    }
+    if (s.recompute == Recompute::kSelectiveOp) {
+      return "--swiglu-kernel xformers --recompute selective-op: torchtitan's per-op policy is "
+             "modelled for its own (unfused) MLP, not with xformers' fused SwiGLU";
+    }
   }
   if (s.recompute != Recompute::kSelectiveOp) return std::nullopt;
   const char* why = nullptr;

@@ -128,6 +128,12 @@ struct Strategy {
   // j % N == 0); the others keep all their activations. 0 or 1: every block (plan/
   // layer_checkpoint.h).
   int recompute_every = 0;
+  // The dense SwiGLU MLP's saved tensors (--swiglu-kernel): false is Megatron-LM's (bias_swiglu
+  // keeps its input, the fc1 output; fc2 keeps its own input, the product silu(gate) * up), true is
+  // xformers' fused SwiGLU (xformers.ops.SwiGLU, SwiGLUFusedOp: it keeps the fc1 outputs only and
+  // its backward, silu_bw_fused, recomputes the product for fc2's weight gradient), Meta's public
+  // kernel. Not recomputation in Megatron's sense: the activations it saves are the fc1 outputs.
+  bool swiglu_recompute_product = false;
   // Megatron's sequence parallelism: layernorm/dropout regions split along the sequence over the
   // TP group; each TP all-reduce becomes a reduce-scatter plus an all-gather.
   bool sequence_parallel = false;

@@ -45,7 +45,7 @@ CandidateResult fullRow() {
   s.framework = Framework::kFsdp, s.reshard = Reshard::kAlways;
   s.tp_comm_overlap = true, s.overlap_param_gather = true;
   s.moe_dispatcher = MoeDispatcher::kDeepEp, s.moe_a2a_overlap = true;
-  s.microbatch_group = 6, s.recompute_every = 3;
+  s.microbatch_group = 6, s.recompute_every = 3, s.swiglu_recompute_product = true;
   s.cp_comm = CpComm::kA2aP2p, s.cp_a2a = 7;
   r.status = CandidateStatus::kOk;
   r.violation = "quoted \"text\",\nover lines";
