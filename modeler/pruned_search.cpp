@@ -29,7 +29,6 @@ namespace {
 // the threshold, waiting to be simulated best bound first; a round is what one threshold applies
 // to. Until the top K is full a round is the K - |top| best bounds (the threshold is infinite).
 constexpr size_t kBatchSize = 4096;
-constexpr size_t kPoolCapacity = 16384;
 constexpr size_t kRoundSize = 16;
 // Candidates one worker of the closed-form tier takes at a time: the ZeRO, overlap and offload
 // variants of one strategy (up to 32) come one after another and share most of the work.
@@ -56,11 +55,18 @@ struct Pending {
   Strategy strategy;
   ClosedFormResult closed;
 };
+// A candidate's place in the pool's order: (bound, enumeration index), unique per candidate.
+struct PoolKey {
+  double bound_us = std::numeric_limits<double>::infinity();
+  size_t index = std::numeric_limits<size_t>::max();
+};
+bool operator<(const PoolKey& a, const PoolKey& b) {
+  if (a.bound_us != b.bound_us) return a.bound_us < b.bound_us;
+  return a.index < b.index;
+}
+PoolKey keyOf(const Pending& p) { return PoolKey{p.bound_us, p.index}; }
 struct ByBound {
-  bool operator()(const Pending& a, const Pending& b) const {
-    if (a.bound_us != b.bound_us) return a.bound_us < b.bound_us;
-    return a.index < b.index;
-  }
+  bool operator()(const Pending& a, const Pending& b) const { return keyOf(a) < keyOf(b); }
 };
 
 // One simulated candidate, or the signatures of the events it lacks costs for.
@@ -101,8 +107,9 @@ class PrunedSearch {
         tier_(model, cluster, costs, options.memory_headroom, cache_),
         workspaces_(resolveThreads(options.threads)) {}
 
-  // The closed-form tier over a batch of valid candidates (candidate_stream.h); fitting ones below
-  // the threshold join the pool, which is simulated down to its capacity.
+  // The closed-form tier over a batch of valid candidates (candidate_stream.h); the fitting ones
+  // of this pass's range whose bound does not exceed the threshold join the pool, which keeps the
+  // best `pool_capacity` bounds and sets the others aside (pruned_search.h).
   void add(std::vector<IndexedStrategy>&& batch) {
     const size_t n = batch.size();
     std::vector<ClosedFormResult> closed(n);
@@ -112,28 +119,63 @@ class PrunedSearch {
     });
     const double bound_limit = limit();
     for (size_t i = 0; i < n; ++i) {
-      ++report_.closed_form;
-      if (!closed[i].fits) {
-        ++report_.oom;
-        noteOom(batch[i].strategy, closed[i]);
+      if (pass_ == 0) {  // counted once, in the first pass
+        ++report_.closed_form;
+        if (!closed[i].fits) {
+          ++report_.oom;
+          noteOom(batch[i].strategy, closed[i]);
+          continue;
+        }
+        ++report_.ok;
+      } else if (!closed[i].fits) {
         continue;
       }
-      ++report_.ok;
+      const PoolKey key{closed[i].lower_bound_us, batch[i].index};
+      if (key < floor_) continue;  // an earlier pass's: simulated or pruned there
       if (closed[i].lower_bound_us > bound_limit) {
-        ++report_.pruned_by_bound;
+        ++pruned_in_pass_;
         continue;
       }
-      pool_.insert(Pending{closed[i].lower_bound_us, batch[i].index, std::move(batch[i].strategy),
-                           closed[i]});
+      if (!(key < ceiling_)) {  // worse than one set aside already: set aside too
+        ++set_aside_;
+        continue;
+      }
+      pool_.insert(Pending{key.bound_us, key.index, std::move(batch[i].strategy), closed[i]});
+      if (pool_.size() > pool_capacity_) {
+        // The worst bound leaves; everything at or above it waits for the next pass.
+        auto worst = std::prev(pool_.end());
+        ceiling_ = keyOf(*worst);
+        pool_.erase(worst);
+        ++set_aside_;
+      }
     }
-    while (pool_.size() > kPoolCapacity) simulateRound();
   }
 
-  // Simulates what is left in the pool and returns the report, with the invalid candidates'
-  // counts from `invalid` (throws for missing costs).
-  SearchReport finish(SearchReport&& invalid) {
+  // Ends a pass over the enumeration: simulates the pool best bound first. True when candidates
+  // set aside could still reach the top K, so the enumeration must run again for them (the next
+  // pass takes the range from the least set-aside key up).
+  bool endPass() {
     while (simulateRound()) {
     }
+    // Missing costs: the search ends in an error listing them; no need to find more.
+    if (set_aside_ == 0 || missing_.size() > 0 || ceiling_.bound_us > limit()) {
+      report_.pruned_by_bound += static_cast<int64_t>(pruned_in_pass_ + set_aside_);
+      return false;
+    }
+    // The threshold was constant over the pass, and every key kept was below it: what it pruned
+    // lies above the ceiling and is counted in the next pass.
+    floor_ = ceiling_;
+    ceiling_ = PoolKey{};
+    set_aside_ = 0;
+    pruned_in_pass_ = 0;
+    ++pass_;
+    ++report_.passes;
+    return true;
+  }
+
+  // The report, with the invalid candidates' counts from `invalid` (throws for missing costs).
+  // After the last endPass().
+  SearchReport finish(SearchReport&& invalid) {
     report_.invalid = invalid.invalid;
     report_.invalid_by_rule = std::move(invalid.invalid_by_rule);
     report_.invalid_example = std::move(invalid.invalid_example);
@@ -286,7 +328,15 @@ class PrunedSearch {
   mutable PlanCache cache_{8};
   ClosedFormTier tier_;
   std::vector<ClosedFormTier::Workspace> workspaces_;  // one per worker thread
-  std::set<Pending, ByBound> pool_;
+  std::set<Pending, ByBound> pool_;  // keys in [floor_, ceiling_), at most pool_capacity_
+  size_t pool_capacity_ = std::max<size_t>(options_.pool_capacity, 1);
+  // This pass's range of pool keys: below floor_ an earlier pass decided; from ceiling_ up,
+  // set_aside_ fitting candidates wait for the next pass (ceiling_ only falls within a pass).
+  PoolKey floor_{-std::numeric_limits<double>::infinity(), 0};
+  PoolKey ceiling_;
+  size_t set_aside_ = 0;
+  size_t pruned_in_pass_ = 0;  // by the threshold on joining the pool
+  int pass_ = 0;
   std::vector<Ranked> top_;  // best first, at most top_k
   TimingMemo memo_;
   EventTable missing_;
@@ -321,10 +371,16 @@ SearchReport runPrunedSearch(const ModelConfig& model, const ClusterConfig& clus
   if (options.top_k < 1) EVSIM_THROW(InputError, "--top {}: must be >= 1", options.top_k);
   PrunedSearch search(model, cluster, costs, options);
   // With more than one thread the enumeration runs beside the batches before it.
+  const bool background = resolveThreads(options.threads) > 1;
   SearchReport invalid;
-  streamCandidates(model, cluster, options.base, options.space, kBatchSize,
-                   /*background=*/resolveThreads(options.threads) > 1, invalid,
-                   [&](std::vector<IndexedStrategy>&& batch) { search.add(std::move(batch)); });
+  auto add = [&](std::vector<IndexedStrategy>&& batch) { search.add(std::move(batch)); };
+  streamCandidates(model, cluster, options.base, options.space, kBatchSize, background, invalid,
+                   add);
+  while (search.endPass()) {
+    SearchReport again;  // the invalid ones were counted in the first pass
+    streamCandidates(model, cluster, options.base, options.space, kBatchSize, background, again,
+                     add);
+  }
   return search.finish(std::move(invalid));
 }
 

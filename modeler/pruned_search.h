@@ -6,19 +6,27 @@
 // the space; with more than one thread the enumeration runs on its own thread beside the batches
 // before it: candidate_stream.h). Per batch: the closed-form tier (closed_form_tier.h) gives every
 // valid candidate its exact peak memory (OOM ones stop there) and a lower bound on its iteration
-// time; the fitting ones whose bound does not exceed the K-th best simulated time so far (a
-// candidate whose bound exceeds it cannot enter the top K) wait in a pool of bounded size. The pool
-// is simulated (plan, costs, timing) best bound first, in rounds of a fixed size, whenever it
-// outgrows its capacity and at the end; before each round the candidates whose bound now exceeds
-// the K-th best time leave it (pruned). Across batches the best bounds are thus simulated first,
-// and the threshold tightens before the weaker ones are reached. Ties rank in enumeration order,
-// as runSearch's stable sort does, so the top K are runSearch's first K.
+// time. The fitting ones wait in a pool of bounded size (SearchOptions::pool_capacity) that keeps
+// the best bounds: when it overflows, its worst bound is set aside, and so is every later
+// candidate whose bound is no better (the pool's "ceiling"). Nothing is simulated while the
+// enumeration runs: simulating when the pool overflowed (as before session 13) spent the time on
+// whatever the enumeration had reached — Llama 3.1 405B on 1,024 GPUs simulated 1M64P1D with
+// 2,048 micro-batches, 2.2 GB, before the 4M8P8D plans that win came along. At the end of the
+// enumeration the pool is simulated best bound first, in rounds of a fixed size; before each round
+// the candidates whose bound now exceeds the K-th best time leave it (pruned). If candidates were
+// set aside and the ceiling's bound does not exceed the K-th best time, some of them could still
+// enter the top K: the enumeration runs again (another pass, its closed forms computed again) for
+// the candidates from the ceiling up, with the same pool. Each pass decides at least the pool's
+// capacity of candidates, and a pass is needed only when more candidates than that have a bound
+// below the K-th time (all of which must then be simulated anyway). Ties rank in enumeration
+// order, as runSearch's stable sort does, so the top K are runSearch's first K.
 //
 // Determinism: batch, pool and round sizes are fixed and the threshold changes only between
 // rounds, so the result — including every count — is the same whatever the thread count.
 //
 // Costs: a candidate the full simulation reaches must have every event costed; missing ones are
-// collected over the whole search and reported in one MissingCostsError (cost_model.h).
+// collected over the simulated candidates and reported in one MissingCostsError (cost_model.h);
+// with missing costs no further pass runs.
 
 #include <string_view>
 

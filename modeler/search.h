@@ -33,6 +33,10 @@ struct SearchOptions {
   double memory_headroom = kDefaultMemoryHeadroom;  // share of device memory set aside
   unsigned threads = 0;                             // 0: std::thread::hardware_concurrency()
   int top_k = 10;  // runPrunedSearch only: how many of the best candidates to keep and rank
+  // runPrunedSearch only: fitting candidates waiting to be simulated, best bounds kept; the others
+  // are set aside for another pass over the enumeration should they still be needed
+  // (pruned_search.h). A test makes it small to force passes.
+  size_t pool_capacity = 16384;
   // runSearch: rows held in memory before a sorted run is spilled to a temporary file.
   size_t rows_in_memory = RankedRows::kDefaultRowsInMemory;
 };
@@ -60,6 +64,7 @@ struct SearchReport {
   int64_t closed_form = 0;      // valid candidates the closed-form tier evaluated
   int64_t simulated = 0;        // ok candidates fully simulated
   int64_t pruned_by_bound = 0;  // ok candidates whose lower bound exceeded the K-th best time
+  int64_t passes = 1;           // passes over the enumeration (pruned_search.h)
   std::map<std::string, int64_t> invalid_by_rule;  // rule (numbers written N) -> candidates
   // Both searches: the first invalid candidate of each rule ("--strategy 8M2P4D: M=8 does not
   // divide ... (b=1)"),

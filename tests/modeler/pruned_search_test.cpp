@@ -117,6 +117,41 @@ TEST(PrunedSearchTest, SameTopTenAsTheExhaustiveSearchOnTheBundledSearches) {
   }
 }
 
+TEST(PrunedSearchTest, APoolSmallerThanTheTopTakesMorePassesAndTheSameTopTen) {
+  // A pool of 3 cannot hold the top 10: each pass simulates the 3 best bounds of its range and
+  // sets the rest aside, so the enumeration runs again until the top 10 is full and the least
+  // bound set aside exceeds the 10th time. The result is the one-pass search's, and every ok
+  // candidate is still counted once, simulated or pruned.
+  for (const BundledSearch& b : bundledSearches()) {
+    ModelConfig model = loadModelConfig(test::configPath("models", b.model));
+    ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
+    if (b.overlap_slowdown > 0) {
+      cluster.device.overlap_slowdown.nvlink.value = b.overlap_slowdown;
+      cluster.device.overlap_slowdown.network.value = b.overlap_slowdown;
+    }
+    CostModel costs(cluster, nullptr, /*analytic_fallback=*/true);
+    const SearchReport one_pass = runPrunedSearch(model, cluster, costs, b.options);
+    SearchOptions small = b.options;
+    small.pool_capacity = 3;
+    const SearchReport passes = runPrunedSearch(model, cluster, costs, small);
+    const std::string name = b.model + " on " + b.cluster;
+    EXPECT_EQ(one_pass.passes, 1) << name;
+    // At least ceil(10 / 3) passes to fill the top 10.
+    EXPECT_GE(passes.passes, 4) << name;
+    ASSERT_EQ(passes.candidates.size(), one_pass.candidates.size()) << name;
+    const std::vector<CandidateResult> rows = passes.candidates.toVector();
+    const std::vector<CandidateResult> one_rows = one_pass.candidates.toVector();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      expectSameCandidate(rows[i], one_rows[i], name + " #" + std::to_string(i + 1));
+    }
+    EXPECT_EQ(passes.ok, one_pass.ok) << name;
+    EXPECT_EQ(passes.oom, one_pass.oom) << name;
+    EXPECT_EQ(passes.invalid, one_pass.invalid) << name;  // counted in the first pass only
+    EXPECT_EQ(passes.closed_form, passes.valid) << name;
+    EXPECT_EQ(passes.simulated + passes.pruned_by_bound, passes.ok) << name;
+  }
+}
+
 TEST(PrunedSearchTest, TheBoundPrunesTheWidestBundledSpace) {
   // gpt3-175b with the README's techniques: most fitting candidates cannot reach the top 10.
   BundledSearch b = bundledSearches()[1];
