@@ -411,7 +411,17 @@ TEST(LinkFlows, AnExpertAllToAllBesideADpBucketTakesItsMaxMinShare) {
   // Unshared (--link-sharing off), each flow at its own rate: the same bytes.
   const LinkUsage unshared = linkUsage(alone);
   ASSERT_FALSE(unshared.links.empty());
+  ASSERT_EQ(unshared.links[0].name, "node 0 nic tx");
   EXPECT_NEAR(unshared.links[0].bytes, 16 * 16384 + 131328, 1e-6);
+  // Their loads add up where they overlap: B's all-to-alls and the bucket, 1e4 bytes/us each, over
+  // [8 Ta, 16 Ta] (twice the NIC: a utilisation above 1 says so); alone before and after.
+  double doubled_us = 0;
+  for (const LoadSegment& seg : unshared.links[0].segments) {
+    EXPECT_LE(seg.bytes_per_us, 2e4 * (1 + 1e-12));
+    EXPECT_GE(seg.bytes_per_us, 1e4 * (1 - 1e-12));
+    if (seg.bytes_per_us > 1.5e4) doubled_us += seg.end_us - seg.start_us;
+  }
+  EXPECT_NEAR(doubled_us, 8 * ta, 1e-9);
 }
 
 // A DualPipeV fused task's all-to-alls as flows (link_flows.h): tiny-moe (one MoE layer per
