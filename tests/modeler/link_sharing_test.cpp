@@ -417,6 +417,8 @@ TEST(LinkFlows, AnExpertAllToAllBesideADpBucketTakesItsMaxMinShare) {
   // [8 Ta, 16 Ta] (twice the NIC: a utilisation above 1 says so); alone before and after.
   double doubled_us = 0;
   for (const LoadSegment& seg : unshared.links[0].segments) {
+    // (Back-to-back all-to-alls may overlap by a rounding sliver, where three loads add up.)
+    if (seg.end_us - seg.start_us < 1e-9) continue;
     EXPECT_LE(seg.bytes_per_us, 2e4 * (1 + 1e-12));
     EXPECT_GE(seg.bytes_per_us, 1e4 * (1 - 1e-12));
     if (seg.bytes_per_us > 1.5e4) doubled_us += seg.end_us - seg.start_us;
