@@ -44,21 +44,14 @@ IterationPlan plan(const std::string& text, bool xformers, bool sp, int64_t glob
   return buildIterationPlan(tinyLlama(), test::cluster(8), s);
 }
 
-int64_t blockSaved(const IterationPlan& p, int layer) {
-  int64_t bytes = 0;
-  for (const OpInstance& op : p.stages[0].forward) {
-    if (op.layer == layer) bytes += op.saved_bytes;
-  }
-  return bytes;
-}
-
 TEST(FusedSwiglu, KeepsTheFc1OutputsButNotTheProduct) {
   // t = 1: Megatron's block keeps 823,296 bytes (op_checkpoint_test), of which fc2's input x4 is
   // 2 * 128 * 512 = 131,072; xformers' keeps 823,296 - 131,072 = 692,224.
-  EXPECT_EQ(blockSaved(plan("1M1P1D", false, false), 0), 823296);
-  EXPECT_EQ(blockSaved(plan("1M1P1D", true, false), 0), 692224);
+  EXPECT_EQ(test::blockSavedBytes(plan("1M1P1D", false, false), 0), 823296);
+  EXPECT_EQ(test::blockSavedBytes(plan("1M1P1D", true, false), 0), 692224);
   // t = 2 with SP: x4 on a rank is 2 * 128 * 256 = 65,536 bytes less.
-  EXPECT_EQ(blockSaved(plan("2M1P1D", false, true), 1) - blockSaved(plan("2M1P1D", true, true), 1),
+  EXPECT_EQ(test::blockSavedBytes(plan("2M1P1D", false, true), 1) -
+                test::blockSavedBytes(plan("2M1P1D", true, true), 1),
             65536);
 }
 

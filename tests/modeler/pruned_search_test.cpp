@@ -25,6 +25,17 @@ struct BundledSearch {
   std::string model, cluster;
   SearchOptions options;
   double overlap_slowdown = 0;  // > 0: both of the device's factors set to it
+
+  ModelConfig loadModel() const { return loadModelConfig(test::configPath("models", model)); }
+  // The cluster with the overlap slowdown applied.
+  ClusterConfig loadSlowedCluster() const {
+    ClusterConfig c = loadClusterConfig(test::configPath("clusters", cluster));
+    if (overlap_slowdown > 0) {
+      c.device.overlap_slowdown.nvlink.value = overlap_slowdown;
+      c.device.overlap_slowdown.network.value = overlap_slowdown;
+    }
+    return c;
+  }
 };
 
 SearchOptions space(int64_t gpus, int64_t global_batch, std::vector<int64_t> micro_batches,
@@ -87,12 +98,8 @@ void expectSameCandidate(const CandidateResult& a, const CandidateResult& b,
 
 TEST(PrunedSearchTest, SameTopTenAsTheExhaustiveSearchOnTheBundledSearches) {
   for (const BundledSearch& b : bundledSearches()) {
-    ModelConfig model = loadModelConfig(test::configPath("models", b.model));
-    ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
-    if (b.overlap_slowdown > 0) {
-      cluster.device.overlap_slowdown.nvlink.value = b.overlap_slowdown;
-      cluster.device.overlap_slowdown.network.value = b.overlap_slowdown;
-    }
+    const ModelConfig model = b.loadModel();
+    const ClusterConfig cluster = b.loadSlowedCluster();
     CostModel costs(cluster, nullptr, /*analytic_fallback=*/true);
     SearchReport all = runSearch(model, cluster, costs, b.options);
     SearchReport pruned = runPrunedSearch(model, cluster, costs, b.options);
@@ -123,12 +130,8 @@ TEST(PrunedSearchTest, APoolSmallerThanTheTopTakesMorePassesAndTheSameTopTen) {
   // bound set aside exceeds the 10th time. The result is the one-pass search's, and every ok
   // candidate is still counted once, simulated or pruned.
   for (const BundledSearch& b : bundledSearches()) {
-    ModelConfig model = loadModelConfig(test::configPath("models", b.model));
-    ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
-    if (b.overlap_slowdown > 0) {
-      cluster.device.overlap_slowdown.nvlink.value = b.overlap_slowdown;
-      cluster.device.overlap_slowdown.network.value = b.overlap_slowdown;
-    }
+    const ModelConfig model = b.loadModel();
+    const ClusterConfig cluster = b.loadSlowedCluster();
     CostModel costs(cluster, nullptr, /*analytic_fallback=*/true);
     const SearchReport one_pass = runPrunedSearch(model, cluster, costs, b.options);
     SearchOptions small = b.options;

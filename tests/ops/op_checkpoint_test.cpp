@@ -41,28 +41,20 @@ IterationPlan plan(const std::string& text, Recompute rc, bool sp) {
   return buildIterationPlan(tinyLlama(), test::cluster(8), s);
 }
 
-int64_t blockSaved(const IterationPlan& p, int layer) {
-  int64_t bytes = 0;
-  for (const OpInstance& op : p.stages[0].forward) {
-    if (op.layer == layer) bytes += op.saved_bytes;
-  }
-  return bytes;
-}
-
 TEST(OpCheckpoint, KeepsTheInputAndTheOddMatmulsAttentionAndReduceScatters) {
   // t = 1: input 2*128*256 = 65,536; wq 2*128*256 = 65,536; wv 2*128*64 = 16,384; attention
   // output 65,536 and its fp32 log-sum-exp 4*(2*8)*64 = 4,096; w1 2*128*512 = 131,072; w2
   // 2*128*256 = 65,536. Sum 413,696.
-  EXPECT_EQ(blockSaved(plan("1M1P1D", Recompute::kSelectiveOp, false), 0), 413696);
+  EXPECT_EQ(test::blockSavedBytes(plan("1M1P1D", Recompute::kSelectiveOp, false), 0), 413696);
   // Without recomputation the same block keeps 823,296 (both norms' inputs and the QKV, FC1
   // inputs 4 x 65,536, Q 65,536, K and V 2 x 16,384, LSE 4,096, the projection's input 65,536,
   // the SwiGLU input 2*128*1024 = 262,144 and FC2's 2*128*512 = 131,072).
-  EXPECT_EQ(blockSaved(plan("1M1P1D", Recompute::kNone, false), 0), 823296);
+  EXPECT_EQ(test::blockSavedBytes(plan("1M1P1D", Recompute::kNone, false), 0), 823296);
   // t = 2 with SP (64 tokens of the sequence on each rank): input 2*64*256 = 32,768; wq
   // 2*128*128 = 32,768; wv 2*128*32 = 8,192; attention 32,768 + LSE 4*(2*4)*64 = 2,048; wo's
   // reduce-scatter 32,768; w1 2*128*256 = 65,536; w2's partial 2*128*256 = 65,536 and its
   // reduce-scatter 32,768. Sum 305,152.
-  EXPECT_EQ(blockSaved(plan("2M1P1D", Recompute::kSelectiveOp, true), 1), 305152);
+  EXPECT_EQ(test::blockSavedBytes(plan("2M1P1D", Recompute::kSelectiveOp, true), 1), 305152);
 }
 
 TEST(OpCheckpoint, BackwardReRunsTheEvenMatmulsAndTheCheapOps) {

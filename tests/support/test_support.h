@@ -126,6 +126,15 @@ inline int countOps(const OpList& ops, std::string_view name) {
   return n;
 }
 
+// Activation bytes a block keeps per micro-batch on stage 0 (the sum of its forward ops').
+inline int64_t blockSavedBytes(const IterationPlan& plan, int layer) {
+  int64_t bytes = 0;
+  for (const OpInstance& op : plan.stages[0].forward) {
+    if (op.layer == layer) bytes += op.saved_bytes;
+  }
+  return bytes;
+}
+
 inline const Event& eventOf(const IterationPlan& plan, const OpInstance& op) {
   EXPECT_GE(op.event, 0);
   return plan.events[op.event < 0 ? 0 : op.event].event;
