@@ -62,7 +62,9 @@ struct SearchReport {
   // memory).
   bool pruned = false;
   int64_t closed_form = 0;      // valid candidates the closed-form tier evaluated
-  int64_t simulated = 0;        // ok candidates fully simulated
+  // Ok candidates timed by a full simulation: their own, or (runPrunedSearch) the one of an
+  // earlier candidate with the same timing key (plan_core.h's timingKey), whose timing they take.
+  int64_t simulated = 0;
   int64_t pruned_by_bound = 0;  // ok candidates whose lower bound exceeded the K-th best time
   int64_t passes = 1;           // passes over the enumeration (pruned_search.h)
   std::map<std::string, int64_t> invalid_by_rule;  // rule (numbers written N) -> candidates
