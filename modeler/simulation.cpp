@@ -58,24 +58,25 @@ double taskSlowdownUs(const IterationPlan& plan, const OpList& ops,
   return slowed_us - alone_us;
 }
 
-// The time the device waits on `stream`'s ops in one pass over a task's list, by op_offsets.h's
+// The time the device waits on each stream's ops in one pass over a task's list, by op_offsets.h's
 // rule without host time or slowdown: a blocking op's whole time (and any wait for its stream), an
 // op beside the next n ops what outlasts the device's own work when it is released. Ops beside
 // the same ops run one at a time on their stream (a ZeRO-3 scatter, then the next gather), so a
 // pair [S, G] beside a layer leaves max(0, S + G - layer) exposed, not the sum of their
 // separate excesses.
-double exposedStreamTime(const OpList& ops, const std::vector<EventCost>& costs, Stream stream) {
+std::array<double, kStreamCount> exposedByStream(const OpList& ops,
+                                                 const std::vector<EventCost>& costs) {
   struct Beside {
     size_t release;
     double end;
     Stream stream;
   };
   std::vector<Beside> beside;
-  std::array<double, kStreamCount> stream_free{};
-  double device_free = 0, exposed = 0;
+  std::array<double, kStreamCount> stream_free{}, exposed{};
+  double device_free = 0;
   auto wait_until = [&](double end, Stream waited_on) {
     if (end <= device_free) return;
-    if (waited_on == stream) exposed += end - device_free;
+    exposed[static_cast<size_t>(waited_on)] += end - device_free;
     device_free = end;
   };
   for (size_t i = 0; i <= ops.size(); ++i) {
@@ -100,11 +101,14 @@ double exposedStreamTime(const OpList& ops, const std::vector<EventCost>& costs,
       continue;
     }
     wait_until(free_at, op.stream);  // its stream still busy with an op that ran beside others
-    const double end = device_free + time_us;
-    if (op.stream == stream) exposed += time_us;
-    device_free = end;
+    exposed[static_cast<size_t>(op.stream)] += time_us;
+    device_free += time_us;
   }
   return exposed;
+}
+
+double exposedStreamTime(const OpList& ops, const std::vector<EventCost>& costs, Stream stream) {
+  return exposedByStream(ops, costs)[static_cast<size_t>(stream)];
 }
 
 // An op outside a task — a P2P send, the gradient sync, the optimizer step — starts after a
@@ -188,18 +192,25 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
       return m *
              (time_of(plan.forward, sim.costs, stream) + time_of(plan.backward, sim.costs, stream));
     };
+    // What each stream leaves exposed: one pass over each list serves every stream.
+    const auto exposed_forward = exposedByStream(plan.forward, sim.costs);
+    const auto exposed_backward = exposedByStream(plan.backward, sim.costs);
+    auto exposed = [&](Stream stream) {
+      const size_t i = static_cast<size_t>(stream);
+      return m * (exposed_forward[i] + exposed_backward[i]);
+    };
     d.compute_us += tasks(streamTime, Stream::kCompute);
     // Compute slowed beside the task's own transfers (a CP exchange): compute time too.
     const StageOpOffsets& offsets = sim.offsets[k];
     d.overlap_slowdown_us += m * (offsets.forward_slowdown_us + offsets.backward_slowdown_us);
     d.tp_comm_us += tasks(streamTime, Stream::kTpComm);
-    d.exposed_tp_comm_us += tasks(exposedStreamTime, Stream::kTpComm);
+    d.exposed_tp_comm_us += exposed(Stream::kTpComm);
     // DeepEP's RDMA hop runs beside its NVLink hop: the pair costs the longer.
-    d.ep_comm_us += tasks(exposedStreamTime, Stream::kEpComm);
+    d.ep_comm_us += exposed(Stream::kEpComm);
     d.cp_comm_us += tasks(streamTime, Stream::kCpComm);
-    d.exposed_cp_comm_us += tasks(exposedStreamTime, Stream::kCpComm);
+    d.exposed_cp_comm_us += exposed(Stream::kCpComm);
     d.offload_us += tasks(streamTime, Stream::kHost);
-    d.exposed_offload_us += tasks(exposedStreamTime, Stream::kHost);
+    d.exposed_offload_us += exposed(Stream::kHost);
     // The optimizer step's host side (copies, the host's Adam) runs between synchronisations:
     // nothing hides it.
     for (const OpInstance& op : plan.optimizer) {
@@ -209,7 +220,7 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
     // ZeRO-3 gathers and scatters inside the tasks: the prefetched ones cost only what outlasts
     // the layer beside them (sharded_prefetch.h), the task's first gathers and last scatters all.
     zero3_us += tasks(streamTime, Stream::kDpComm);
-    zero3_exposed_us += tasks(exposedStreamTime, Stream::kDpComm);
+    zero3_exposed_us += exposed(Stream::kDpComm);
   }
   // A straggler's tasks (compute and TP collectives alike) run `slow` times longer.
   const double slow = stageSlowdown(sim, pipeline, stage);
@@ -256,8 +267,8 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
     double hidden_until = sim.input.dp_overlap ? timeline.pipeline_end_us : sync.start_us;
     d.exposed_dp_comm_us += std::max(0.0, sync.end_us - std::max(sync.start_us, hidden_until));
   }
-  double busy = d.compute_us + d.exposed_tp_comm_us + d.pp_comm_us + d.exposed_dp_comm_us + d.ep_comm_us +
-                d.exposed_cp_comm_us + d.exposed_offload_us;
+  double busy = d.compute_us + d.exposed_tp_comm_us + d.pp_comm_us + d.exposed_dp_comm_us +
+                d.ep_comm_us + d.exposed_cp_comm_us + d.exposed_offload_us;
   d.idle_us = std::max(0.0, sim.timeline.iteration_us - busy);
   double flush = sim.timeline.pipelines[pipeline].flush_us;
   d.bubble_fraction = flush > 0 ? std::max(0.0, (flush - timeline.busy_in_pipeline_us) / flush) : 0;
