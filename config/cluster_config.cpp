@@ -91,6 +91,10 @@ ClusterConfig readCluster(const YamlReader& root) {
     if (cluster.topology.nccl.gpu_arch == NcclGpuArch::kUnset) {
       cluster.topology.nccl.gpu_arch = ncclGpuArchOfName(cluster.device.id);
     }
+    if (cluster.topology.nccl.gpu_arch == NcclGpuArch::kUnset) {
+      cluster.topology.nccl.gpu_arch = NcclGpuArch::kAmpere;
+      cluster.topology.nccl.gpu_arch_assumed = true;
+    }
   }
   return cluster;
 }
@@ -104,6 +108,15 @@ std::optional<int64_t> ClusterConfig::totalGpus() const {
 
 ClusterConfig loadClusterConfig(const std::string& path) {
   return readCluster(YamlReader::fromFile(path));
+}
+
+std::string assumedNcclArchNote(const ClusterConfig& cluster) {
+  // A derived topology (an old file without `topology:`, the CPU clusters) makes no NCCL claim.
+  if (!cluster.topology.nccl.gpu_arch_assumed || cluster.topology.derived) return {};
+  return fmt::format(
+      "cluster {}: device '{}' is no GPU generation NCCL's tuner tables know; its collectives "
+      "use Ampere's row (set topology.nccl.gpu_arch: volta|ampere|hopper|blackwell)",
+      cluster.name, cluster.device.name);
 }
 
 ClusterConfig parseClusterConfig(const std::string& yaml_text, const std::string& origin) {

@@ -69,6 +69,11 @@ struct ClusterConfig {
 };
 
 ClusterConfig loadClusterConfig(const std::string& path);
+// A line for the user when the cluster describes its network (`topology:`) but its device names no
+// GPU generation NCCL's tuner tables know, so the tuner takes Ampere's row (the rows differ in
+// protocol latencies and LL128's use); empty otherwise. Printed by the commands that cost
+// collectives, so that the assumption is never silent.
+std::string assumedNcclArchNote(const ClusterConfig& cluster);
 ClusterConfig parseClusterConfig(const std::string& yaml_text, const std::string& origin);
 
 }  // namespace evsim

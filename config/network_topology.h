@@ -77,6 +77,7 @@ struct NcclTuning {
   // pick the rows of its tables. The fitted terms below then cost the chosen pair.
   int version_minor = 27;                        // NCCL 2.<minor>
   NcclGpuArch gpu_arch = NcclGpuArch::kUnset;    // unset: ampere's row
+  bool gpu_arch_assumed = false;  // the device's name gave no row: ampere's taken (cluster loader)
   bool cpu_amd = false;                          // NCCL's x86 AMD row (else Intel's)
   // A collective's fixed cost besides its algorithm's steps (the kernel launch and the host's
   // side; nccl-tests' small sizes on one node take ~2x NCCL's ring estimate), µs.

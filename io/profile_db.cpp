@@ -404,7 +404,11 @@ void ProfileDb::putOverlap(OverlapRecord record) {
 
 const ProfileRecord* ProfileDb::find(std::string_view signature) const {
   const size_t position = index_.find(signature, keyOf());
-  if (position == SignatureIndex::kAbsent) return nullptr;
+  if (position == SignatureIndex::kAbsent) {
+    // Was it stored under another spelling? (profile_rows.h: the row's error, not a miss.)
+    if (rows_ != nullptr) rows_->checkSignatures();
+    return nullptr;
+  }
   return rows_ != nullptr ? &rows_->record(position) : &records_[position];
 }
 

@@ -121,18 +121,27 @@ std::string ProfileRows::where(size_t row) const {
   return fmt::format("{}: events[{}]", origin_, row);
 }
 
-ProfileRecord ProfileRows::decode(size_t row) const {
-  const std::string at = where(row);
-  const std::string_view stored = signature(row);
-  ProfileRecord r;
-  r.event = parseEventSignature(stored, at + ".signature");
-  r.signature = r.event.signature();
-  if (r.signature != stored) {
+namespace {
+
+// Row `at`'s event from its stored signature; InputError unless the text is canonical.
+Event canonicalEvent(std::string_view stored, const std::string& at) {
+  Event event = parseEventSignature(stored, at + ".signature");
+  if (const std::string canonical = event.signature(); canonical != stored) {
     EVSIM_THROW(InputError,
                 "{}.signature: '{}' is not in canonical form (eventsim writes '{}'; a lookup could "
                 "never find it)",
-                at, stored, r.signature);
+                at, stored, canonical);
   }
+  return event;
+}
+
+}  // namespace
+
+ProfileRecord ProfileRows::decode(size_t row) const {
+  const std::string at = where(row);
+  ProfileRecord r;
+  r.event = canonicalEvent(signature(row), at);
+  r.signature = std::string(signature(row));
   r.time = {columnF64(columns_.median_us, row), columnF64(columns_.min_us, row),
             columnF64(columns_.max_us, row), columnF64(columns_.stddev_us, row),
             columnI32(columns_.count, row)};
@@ -155,6 +164,15 @@ const ProfileRecord& ProfileRows::record(size_t row) const {
   auto found = decoded_.find(row);
   if (found == decoded_.end()) found = decoded_.emplace(row, decode(row)).first;
   return found->second;
+}
+
+void ProfileRows::checkSignatures() const {
+  std::lock_guard lock(mutex_);
+  if (signatures_checked_ || all_decoded_) return;
+  for (size_t i = 0; i < size(); ++i) {
+    if (!decoded_.count(i)) canonicalEvent(signature(i), where(i));
+  }
+  signatures_checked_ = true;
 }
 
 const std::vector<ProfileRecord>& ProfileRows::all() const {

@@ -17,7 +17,10 @@
 // stores it: lookups hash the canonical text, so another spelling could never be found), and
 // measured_group_size <= the signature's group. A bad row is then one InputError naming the file
 // and "events[i]", thrown by the lookup that reached it, the same for that input under any load.
-// records() (calibrate, convert, a profile being extended) decodes every row.
+// records() (calibrate, convert, a profile being extended) decodes every row. The first lookup
+// that finds nothing checks every row's signature (checkSignatures): a miss caused by a stored
+// spelling that is not canonical is then that row's error, not a "missing event" or a silent
+// fallback to the analytic model; a profile without misses never pays for it.
 //
 // Thread-safe: decoded rows are cached under a mutex; a returned record never moves.
 
@@ -72,6 +75,9 @@ class ProfileRows {
   const ProfileRecord& record(size_t row) const;
   // Every row, in file order (decodes those not yet decoded).
   const std::vector<ProfileRecord>& all() const;
+  // Parses every row's signature once (keeping nothing) and throws the first row's InputError
+  // whose signature is malformed or not in canonical form; later calls return at once.
+  void checkSignatures() const;
 
  private:
   ProfileRecord decode(size_t row) const;
@@ -86,6 +92,7 @@ class ProfileRows {
   mutable std::unordered_map<size_t, ProfileRecord> decoded_;  // nodes: records never move
   mutable std::vector<ProfileRecord> all_;                     // filled by all()
   mutable bool all_decoded_ = false;
+  mutable bool signatures_checked_ = false;
 };
 
 }  // namespace evsim

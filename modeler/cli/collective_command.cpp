@@ -99,6 +99,9 @@ std::vector<int64_t> sizesOf(const CollectiveArgs& args,
 
 void runCollective(const CollectiveArgs& args, const JsonSink& sink) {
   ClusterConfig cluster = loadClusterConfig(resolveConfigPath(args.cluster, "clusters"));
+  if (const std::string note = assumedNcclArchNote(cluster); !note.empty()) {
+    fmt::print(stderr, "eventsim: note: {}\n", note);
+  }
   const EventKind kind = opNames().at(args.op);
   const int per_node = args.gpus_per_node > 0 ? args.gpus_per_node : cluster.gpus_per_node;
   if (per_node > cluster.gpus_per_node) {

@@ -295,6 +295,9 @@ void run(SearchArgs args) {
 
   ModelConfig model = args.run.loadModel();
   ClusterConfig cluster = args.run.loadCluster();
+  if (const std::string note = assumedNcclArchNote(cluster); !note.empty()) {
+    fmt::print(stderr, "eventsim: note: {}\n", note);
+  }
   args.costs.applyHostTime(cluster);
   if (args.context_parallel.empty()) args.context_parallel = defaultContextParallel(model);
   if (args.gpus <= 0) EVSIM_THROW(InputError, "--gpus {}: must be > 0", args.gpus);

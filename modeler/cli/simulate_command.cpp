@@ -144,6 +144,9 @@ void runSimulate(const SimulateArgs& args) {
 
   ModelConfig model = args.run.loadModel();
   ClusterConfig cluster = args.run.loadCluster();
+  if (const std::string note = assumedNcclArchNote(cluster); !note.empty()) {
+    fmt::print(stderr, "eventsim: note: {}\n", note);
+  }
   args.costs.applyHostTime(cluster);
   if (!args.run.more_strategy_texts.empty()) {
     runComparison(args, model, cluster);

@@ -321,5 +321,25 @@ TEST(Network, NcclEstimateIsNcclsTable) {
   EXPECT_EQ(ncclGpuArchOfName("T"), NcclGpuArch::kUnset);
 }
 
+// A device NCCL's tables do not know takes Ampere's row, and the loader says so when the file
+// describes its network; a file that names the row, or one without `topology:`, gets no note.
+TEST(NcclTuner, UnknownDeviceTakesAmpereRowWithANote) {
+  const ClusterConfig unknown = cluster();  // device "T"
+  EXPECT_EQ(unknown.topology.nccl.gpu_arch, NcclGpuArch::kAmpere);
+  const std::string note = assumedNcclArchNote(unknown);
+  EXPECT_NE(note.find("device 'T'"), std::string::npos) << note;
+  EXPECT_NE(note.find("topology.nccl.gpu_arch"), std::string::npos) << note;
+
+  std::string named = clusterYaml();
+  named.replace(named.find("  nccl:\n"), 8, "  nccl:\n    gpu_arch: hopper\n");
+  const ClusterConfig hopper = parseClusterConfig(named, "named.yaml");
+  EXPECT_EQ(hopper.topology.nccl.gpu_arch, NcclGpuArch::kHopper);
+  EXPECT_EQ(assumedNcclArchNote(hopper), "");
+
+  std::string old = clusterYaml();
+  old.erase(old.find("topology:"));
+  EXPECT_EQ(assumedNcclArchNote(parseClusterConfig(old, "old.yaml")), "");
+}
+
 }  // namespace
 }  // namespace evsim

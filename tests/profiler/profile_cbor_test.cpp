@@ -321,8 +321,8 @@ std::string errorOfLookup(const ProfileDb& db, std::string_view signature) {
 }
 
 TEST(ProfileCbor, RowsAreDecodedWhenFirstLookedUp) {
-  // Row 0's dtype misspelt (same length): the file loads, the all-reduce is found, and only the
-  // lookup that reaches row 0 (or a scan of every row) fails, naming the file and the row.
+  // Row 0's dtype misspelt (same length): the file loads, the all-reduce is found, and only a
+  // lookup that misses (or a scan of every row) fails, naming the file and the row.
   const std::string bad_gemm = "gemm m=2048 n=3072 k=1024 layout=nt dtype=bf17";
   const ProfileDb db =
       ProfileDb::parse(withSignatures(bad_gemm + "\n" + std::string(kAllReduce) + "\n"), "p.cbor");
@@ -335,8 +335,8 @@ TEST(ProfileCbor, RowsAreDecodedWhenFirstLookedUp) {
   const std::vector<const ProfileRecord*> comm = db.communicationRecords();
   ASSERT_EQ(comm.size(), 1u);  // the compute row is not decoded for it
   EXPECT_EQ(comm[0], ar);
-  EXPECT_EQ(db.find(kGemm), nullptr);
-  const std::string message = errorOfLookup(db, bad_gemm);
+  // A miss checks every row's signature: the row that could never be found is the error.
+  const std::string message = errorOfLookup(db, kGemm);
   EXPECT_TRUE(message.starts_with("p.cbor: events[0].signature: ")) << message;
   EXPECT_NE(message.find("bf17"), std::string::npos) << message;
   EXPECT_THROW(db.records(), InputError);
@@ -347,6 +347,9 @@ TEST(ProfileCbor, AStoredSignatureMustBeCanonical) {
   const std::string swapped = "gemm m=2048 n=3072 k=1024 dtype=bf16 layout=nt";
   const ProfileDb db = ProfileDb::parse(
       withSignatures(swapped + "\n" + std::string(kAllReduce) + "\n"), "p.cbor");
+  EXPECT_NE(db.find(kAllReduce), nullptr);  // a hit checks nothing else
+  // Looking the GEMM up by its canonical text misses; the miss names the row, not "missing".
+  EXPECT_NE(errorOfLookup(db, kGemm).find("events[0].signature: "), std::string::npos);
   try {
     db.records();
     ADD_FAILURE() << "decoding every row succeeded";
