@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -35,9 +36,11 @@ std::optional<DType> dtypeOf(const KinetoOp& op) {
 }
 
 int64_t product(const std::vector<int64_t>& dims, size_t from = 0, size_t to = SIZE_MAX) {
-  int64_t n = 1;
-  for (size_t i = from; i < std::min(to, dims.size()); ++i) n *= dims[i];
-  return n;
+  const size_t end = std::min(to, dims.size());
+  if (from >= end) return 1;
+  return std::accumulate(dims.begin() + static_cast<std::ptrdiff_t>(from),
+                         dims.begin() + static_cast<std::ptrdiff_t>(end), int64_t{1},
+                         std::multiplies<>());
 }
 
 bool hasDims(const KinetoOp& op, size_t index, size_t rank_at_least) {
