@@ -64,9 +64,9 @@ def cluster_file(name):
 def fit_errors(eventsim, sets, algo):
     errs = []
     for name, rows in sets.items():
-        for op, gpus, data in rows:
+        for op, gpus, per_node, data in rows:
             res = fit_network.predict(eventsim, cluster_file(name), op, gpus,
-                                      [b for b, _ in data], algo)
+                                      [b for b, _ in data], algo, per_node)
             errs += [abs(r["time_us"] / t - 1) for r, (_, t) in zip(res, data)]
     return 100 * sum(errs) / len(errs), len(errs)
 
