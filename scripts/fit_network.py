@@ -95,6 +95,9 @@ FITTED = {
         ("nccl", "launch_us", "", 5.0, 0.05, 40),
         ("net", "algorithm_latency_us", "tree.ll", 5.0, 0.05, 60),
         ("net", "algorithm_latency_us", "tree.ll128", 8.5, 0.05, 80),
+        # LL's cost per channel across nodes (config/network_topology.h): the tree's LL rows
+        # climb 34.7 -> 73.1 us from 1 to 64 KiB as NCCL adds a channel per 4 KiB up to 16.
+        ("net", "ll_channel_us", "", 2.0, 0.01, 40),
         # Not the tree's own share of the NICs: the NICs' achieved share is the ring's. (A tree
         # on two nodes carries the buffer once over them, on more twice: modeler/network/
         # tree.cpp; a share fitted to two-node tree rows alone overstated 16 nodes.)
@@ -123,6 +126,7 @@ PROFILE_TERMS = [
     ("net", "algorithm_latency_us", "tree.ll", 5.0, 0.05, 60),
     ("net", "algorithm_latency_us", "tree.ll128", 8.5, 0.05, 80),
     ("net", "algorithm_latency_us", "tree.simple", 14, 0.1, 200),
+    ("net", "ll_channel_us", "", 2.0, 0.01, 40),
     ("net", "algorithm_latency_us", "nvls_tree.simple", 14, 0.1, 1000),
     ("net", "efficiency", "nvls_tree", 0.7, 0.2, 1),
     ("net", "algorithm_latency_us", "p2p.simple", 14, 0.1, 1000),
@@ -179,6 +183,9 @@ def block_values(text):
         values[("nccl", "launch_us", "")] = float(nccl["launch_us"])
     for hop in ("intra", "net"):
         for kind, terms in (nccl.get(hop) or {}).items():
+            if not isinstance(terms, dict):  # a scalar term: ll_channel_us
+                values[(hop, kind, "")] = float(terms)
+                continue
             for key, v in (terms or {}).items():
                 if kind == "algorithm_latency_us":
                     for proto, x in (v or {}).items():
@@ -210,6 +217,8 @@ def nccl_block(values, source, kept):
                 by_algo.setdefault(algo, []).append(f"{proto}: {v:.4g}")
             inner = ", ".join(f"{a}: {{{', '.join(ps)}}}" for a, ps in by_algo.items())
             lines.append(f"      algorithm_latency_us: {{{inner}}}")
+        if "ll_channel_us" in hops[hop]:
+            lines.append(f"      ll_channel_us: {hops[hop]['ll_channel_us']['']:.4g}")
     return "\n".join(lines) + "\n"
 
 

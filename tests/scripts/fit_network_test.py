@@ -108,7 +108,7 @@ KNOWN = {("nccl", "launch_us", ""): 6.0,
          ("net", "latency_us", "ll"): 3.0, ("net", "latency_us", "ll128"): 3.5,
          ("net", "latency_us", "simple"): 7.0, ("net", "efficiency", "ring"): 0.7,
          ("net", "algorithm_latency_us", "tree.ll"): 8.0,
-         ("net", "algorithm_latency_us", "tree.ll128"): 6.0}
+         ("net", "algorithm_latency_us", "tree.ll128"): 6.0, ("net", "ll_channel_us", ""): 1.5}
 # What a 2 x 2 profile holds: all-reduce over 2 nodes of 2, 2 nodes of 1 and 1 node of 2, and an
 # all-gather over 2 nodes of 2, 1 KiB to 1 GiB.
 LAYOUTS = [("all-reduce", "allreduce", 4, 2), ("all-reduce", "allreduce", 2, 1),
