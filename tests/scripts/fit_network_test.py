@@ -110,10 +110,10 @@ KNOWN = {("nccl", "launch_us", ""): 6.0,
          ("net", "algorithm_latency_us", "tree.ll"): 8.0,
          ("net", "algorithm_latency_us", "tree.ll128"): 6.0, ("net", "ll_channel_us", ""): 1.5}
 # What a 2 x 2 profile holds: all-reduce over 2 nodes of 2, 2 nodes of 1 and 1 node of 2, and an
-# all-gather over 2 nodes of 2, 1 KiB to 1 GiB.
+# all-gather over 2 nodes of 2, 1 KiB to 1 GiB at every doubling.
 LAYOUTS = [("all-reduce", "allreduce", 4, 2), ("all-reduce", "allreduce", 2, 1),
            ("all-reduce", "allreduce", 2, 2), ("all-gather", "allgather", 4, 2)]
-SIZES = [1 << s for s in range(10, 31, 2)]
+SIZES = [1 << s for s in range(10, 31)]
 
 
 class Synthetic(unittest.TestCase):
@@ -141,13 +141,23 @@ class Synthetic(unittest.TestCase):
         start = fit_network.block_values(ndv4)
         for term in [("intra", "latency_us", "ll128"), ("net", "algorithm_latency_us", "tree.ll128")]:
             self.assertEqual(fitted[term], start[term], term)
-        # Every other known term comes back within 10% (the ring's Simple step is the least
+        # Three terms the rows nearly tie together: the launch, the intra-node LL step and LL's
+        # per-channel cost across nodes (most small rows run on 1 channel: the 1 x 2 ring pins
+        # launch + 2 LL steps = 8 us, the rows across nodes launch + 1 channel = 7.5 us, only the
+        # 2-4 channel rows tell them apart). Those sums come back within 3%, the terms within
+        # 30%; every other known term within 10% (the ring's Simple step is the least
         # determined: its rows, 4 MiB and up, are mostly bandwidth).
+        tied = [("nccl", "launch_us", ""), ("intra", "latency_us", "ll"),
+                ("net", "ll_channel_us", "")]
+        launch, intra_ll, channel = (fitted[t] for t in tied)
+        self.assertLess(abs((launch + 2 * intra_ll) / 8.0 - 1), 0.03, (launch, intra_ll))
+        self.assertLess(abs((launch + channel) / 7.5 - 1), 0.03, (launch, channel))
         for term, value in KNOWN.items():
             if term in [("intra", "latency_us", "ll128"),
                         ("net", "algorithm_latency_us", "tree.ll128")]:
                 continue
-            self.assertLess(abs(fitted[term] / value - 1), 0.10, (term, fitted[term], value))
+            tolerance = 0.30 if term in tied else 0.10
+            self.assertLess(abs(fitted[term] / value - 1), tolerance, (term, fitted[term], value))
         # And the fitted cluster times every row within 1% on average, 3% at worst.
         sets = profile_fit_rows.profile_rows(profile, EVENTSIM)
         errs = []
