@@ -9,13 +9,14 @@ nodes) and files the time scaled by the ring volume factor under the event's own
 (`scaled: true`, `measured_group_size`; profiler/group_planner.h). A fit must cost what ran, so a
 scaled record becomes its measured group's row, its time divided by the factor again. The
 profile keeps only the measured group's size; its nodes and ranks per node follow from the
-planner's rule 3 on the profiling cluster (world_size / ranks_per_node nodes of ranks_per_node), worked out
-again below; a record whose measured size disagrees with that rule is left out, with a note.
+planner's rule 3 on the profiling cluster (world_size / ranks_per_node nodes of ranks_per_node),
+worked out again below; a record whose measured size disagrees with that rule is left out, with
+a note.
 
-Records left out (each with a note on stderr): compute events; placements whose nodes are not
-all filled alike (3 ranks as 2 + 1: `eventsim collective` costs whole nodes); the in-place /
-scaled records of collectives that do not scale (all-to-all, broadcast: eventprof never scales
-them). Send/receive (kind p2p) is costed as `eventsim collective --op sendrecv` over its 2 ranks.
+Records left out: compute events (silently); placements whose nodes are not all filled alike (3
+ranks as 2 + 1: `eventsim collective` costs whole nodes; with a note on stderr). All-to-all and
+broadcast are never scaled (eventprof refuses to), so their records are always the group that
+ran. Send/receive (kind p2p) is costed as `eventsim collective --op sendrecv` over its 2 ranks.
 """
 import os
 import subprocess

@@ -242,11 +242,13 @@ TEST(Network, LLAcrossNodesPaysPerChannelAsNcclAddsThem) {
   ASSERT_TRUE(ring);
   EXPECT_NEAR(ring->latency_us, 6.6 + 30 * 3 + 2 * 2, 1e-9);
   // Inside one node LL has no proxy: nothing added.
-  auto one = algorithms::kRing.cost(EventKind::kAllReduce, group(c, 8, 1), NcclProtocol::kLL, kMiB);
+  auto one =
+      algorithms::kRing.cost(EventKind::kAllReduce, group(c, 8, 1), NcclProtocol::kLL, kMiB);
   EXPECT_NEAR(one->latency_us, 6.6 + 14 * 1, 1e-9);
   // The file key (net only, not negative: BadTopologyIsOneClearLine).
   std::string yaml = clusterYaml();
-  yaml.replace(yaml.rfind("efficiency: {ring: 1}}"), 22, "efficiency: {ring: 1}, ll_channel_us: 2.5}");
+  yaml.replace(yaml.rfind("efficiency: {ring: 1}}"), 22,
+               "efficiency: {ring: 1}, ll_channel_us: 2.5}");
   EXPECT_NEAR(parseClusterConfig(yaml, "x.yaml").topology.nccl.net.ll_channel_us, 2.5, 0);
 }
 

@@ -139,7 +139,8 @@ class Synthetic(unittest.TestCase):
         # None of the rows runs LL128 inside a node, nor the tree's LL128 (the tree runs only up
         # to 4 KiB on 2 x 2): those terms are not fitted and keep ndv4-a100's values.
         start = fit_network.block_values(ndv4)
-        for term in [("intra", "latency_us", "ll128"), ("net", "algorithm_latency_us", "tree.ll128")]:
+        for term in [("intra", "latency_us", "ll128"),
+                     ("net", "algorithm_latency_us", "tree.ll128")]:
             self.assertEqual(fitted[term], start[term], term)
         # Three terms the rows nearly tie together: the launch, the intra-node LL step and LL's
         # per-channel cost across nodes (most small rows run on 1 channel: the 1 x 2 ring pins
