@@ -44,8 +44,13 @@ void checkAlgorithmName(const YamlReader& where, const std::string& name) {
   }
 }
 
-HopTuning readHop(const YamlReader& hop, const std::array<double, kNcclProtocolCount>& defaults) {
-  hop.allowOnly({"latency_us", "efficiency", "algorithm_latency_us"});
+HopTuning readHop(const YamlReader& hop, const std::array<double, kNcclProtocolCount>& defaults,
+                  bool network) {
+  if (network) {
+    hop.allowOnly({"latency_us", "efficiency", "algorithm_latency_us", "ll_channel_us"});
+  } else {
+    hop.allowOnly({"latency_us", "efficiency", "algorithm_latency_us"});
+  }
   HopTuning tuning;
   tuning.latency_us = defaults;
   tuning.efficiency["ring"] = 1.0;
@@ -66,6 +71,9 @@ HopTuning readHop(const YamlReader& hop, const std::array<double, kNcclProtocolC
       const double e = eff.positiveDouble(name, 1.0);
       tuning.efficiency[name] = e;
     }
+  }
+  if (network && hop.has("ll_channel_us")) {
+    tuning.ll_channel_us = hop.nonNegativeDouble("ll_channel_us", 1000);
   }
   return tuning;
 }
@@ -256,8 +264,8 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
       t.nccl.algorithm = a;
     }
     if (nccl.has("source")) t.nccl.source = nccl.str("source");
-    if (nccl.has("intra")) t.nccl.intra = readHop(nccl.child("intra"), kNcclNvlinkStepUs);
-    if (nccl.has("net")) t.nccl.net = readHop(nccl.child("net"), kNcclNetStepUs);
+    if (nccl.has("intra")) t.nccl.intra = readHop(nccl.child("intra"), kNcclNvlinkStepUs, false);
+    if (nccl.has("net")) t.nccl.net = readHop(nccl.child("net"), kNcclNetStepUs, true);
   }
   return t;
 }

@@ -27,7 +27,8 @@
 //       source: "..."
 //       intra: {latency_us: {ll: 0.6, ll128: 1.25, simple: 4}, efficiency: {ring: 0.8}}
 //       net: {latency_us: {ll: 2.7, ll128: 4, simple: 8}, efficiency: {ring: 0.64, tree: 0.64},
-//             algorithm_latency_us: {nvls_tree: {simple: 150}}}   # where not the ring's
+//             algorithm_latency_us: {nvls_tree: {simple: 150}},   # where not the ring's
+//             ll_channel_us: 2}  # each channel an LL collective across nodes runs on (HopTuning)
 //
 // Units: bandwidths in GB/s (1e9 B/s) one direction, latencies in µs per algorithm step.
 
@@ -62,6 +63,14 @@ struct HopTuning {
   // not listed uses "ring"'s.
   // (std::less<>: looked up by string_view, without building a string, on the tuner's hot path.)
   std::map<std::string, double, std::less<>> efficiency;
+  // Network hops only: what each channel adds to an LL collective across nodes, µs. NCCL keeps
+  // LL's network buffers in host memory (never GPUDirect: transport/net.cc), and its one proxy
+  // thread polls every line's flags there, channel after channel, before posting the send; and
+  // NCCL runs a small collective on fewer channels, one per 4 KiB (tree) or per 4 KiB x ranks
+  // (ring) up to twice the graph's (enqueue.cc, topoGetAlgoInfo; connect.cc doubles the graph's
+  // channels). So LL's cost across nodes grows with the channel count at small sizes
+  // (modeler/network/algorithm.h, llChannels). 0: not modelled.
+  double ll_channel_us = 0;
   double efficiencyOf(std::string_view algorithm) const;
   double latencyOf(std::string_view algorithm, NcclProtocol protocol) const;
 };

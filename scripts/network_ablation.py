@@ -10,6 +10,8 @@ Two data sets:
 Rows (mean |busbw error|):
   full model           - eventsim collective as shipped;
   algorithm choice off - every collective forced to the ring (--nccl-algo ring, as NCCL_ALGO);
+  LL channels off      - the clusters without net.ll_channel_us (LL's cost per channel across
+                         nodes), every other fitted term as shipped;
   latency growth off   - the two-node prediction held at any scale (bus bandwidth constant, the
                          ring volume factor: eventsim's behaviour before issue 28);
   oversubscription     - the two clusters are non-blocking and the data is at most 32 nodes: no
@@ -28,6 +30,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fit_network  # noqa: E402
@@ -57,31 +60,48 @@ def busbw(op, n, size, time_us):
     return size / time_us / 1e3 * bus_factor(op, n)
 
 
+CLUSTER_DIR = os.path.join(ROOT, "configs", "clusters")
+
+
 def cluster_file(name):
-    return os.path.join(ROOT, "configs", "clusters", name + ".yaml")
+    return os.path.join(CLUSTER_DIR, name + ".yaml")
 
 
-def fit_errors(eventsim, sets, algo):
+def without_ll_channels(tmpdir):
+    """A copy of every bundled cluster used here without net.ll_channel_us; returns its folder."""
+    for name in ("ndv4-a100", "p5-h100"):
+        with open(cluster_file(name)) as f:
+            text = f.read()
+        values = fit_network.block_values(text)
+        values.pop(("net", "ll_channel_us", ""), None)
+        with open(os.path.join(tmpdir, name + ".yaml"), "w") as f:
+            f.write(fit_network.with_block(text, values, "ablation: no LL channel term"))
+    return tmpdir
+
+
+def fit_errors(eventsim, sets, algo, folder=None):
     errs = []
     for name, rows in sets.items():
-        for op, gpus, data in rows:
-            res = fit_network.predict(eventsim, cluster_file(name), op, gpus,
-                                      [b for b, _ in data], algo)
+        path = os.path.join(folder, name + ".yaml") if folder else cluster_file(name)
+        for op, gpus, per_node, data in rows:
+            res = fit_network.predict(eventsim, path, op, gpus,
+                                      [b for b, _ in data], algo, per_node)
             errs += [abs(r["time_us"] / t - 1) for r, (_, t) in zip(res, data)]
     return 100 * sum(errs) / len(errs), len(errs)
 
 
-def scale_errors(eventsim, mode):
+def scale_errors(eventsim, mode, folder=None):
     errs = []
     for name, op, gpus, size, published in SCALE:
+        path = os.path.join(folder, name + ".yaml") if folder else cluster_file(name)
         # The two-node group of the same collective: what eventprof measures.
         two = 16
         if mode == "constant":
-            r = fit_network.predict(eventsim, cluster_file(name), op, two, [size])[0]
+            r = fit_network.predict(eventsim, path, op, two, [size])[0]
             predicted = busbw(op, two, size, r["time_us"])
         else:
             algo = "ring" if mode == "ring" else None
-            r = fit_network.predict(eventsim, cluster_file(name), op, gpus, [size], algo)[0]
+            r = fit_network.predict(eventsim, path, op, gpus, [size], algo)[0]
             predicted = busbw(op, gpus, size, r["time_us"])
         errs.append(abs(predicted / published - 1))
     return 100 * sum(errs) / len(errs), len(errs)
@@ -121,11 +141,16 @@ def main():
     sc_full, n_sc = scale_errors(args.eventsim, "full")
     sc_ring, _ = scale_errors(args.eventsim, "ring")
     sc_const, _ = scale_errors(args.eventsim, "constant")
+    with tempfile.TemporaryDirectory() as tmpdir:
+        no_ll = without_ll_channels(tmpdir)
+        fit_noll, _ = fit_errors(args.eventsim, sets, None, no_ll)
+        sc_noll, _ = scale_errors(args.eventsim, "full", no_ll)
     print(f"| effect switched off | fit set: {n_fit} rows, 1-2 nodes (time) "
           f"| scale: {n_sc} published points, 2-32 nodes (busbw) |")
     print("|---|---|---|")
     print(f"| none (full model) | {fit_full:.1f}% | {sc_full:.1f}% |")
     print(f"| algorithm choice (ring only) | {fit_ring:.1f}% | {sc_ring:.1f}% |")
+    print(f"| LL's per-channel cost (net.ll_channel_us) | {fit_noll:.1f}% | {sc_noll:.1f}% |")
     print(f"| latency growth (two-node busbw held) | {fit_full:.1f}% (same: 2 nodes) "
           f"| {sc_const:.1f}% |")
     print("| oversubscription | no data (non-blocking clusters) | no data |")

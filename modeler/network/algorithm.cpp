@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/units.h"
+#include "modeler/network/nccl_estimate.h"
 
 namespace evsim {
 
@@ -31,6 +32,18 @@ double hopBandwidthGBs(const GroupOnFabric& group, std::string_view algorithm) {
     bw = std::min(bw, group.net_bw_gb_s * group.tuning->net.efficiencyOf(algorithm));
   }
   return bw;
+}
+
+int llChannels(const GroupOnFabric& group, int64_t bytes, int64_t bytes_per_channel) {
+  const int64_t most = 2 * int64_t{ncclGraphOf(group).channels};
+  return static_cast<int>(std::clamp<int64_t>(bytes / bytes_per_channel, 1, most));
+}
+
+double llChannelsUs(const GroupOnFabric& group, NcclProtocol protocol, int64_t bytes,
+                    int64_t bytes_per_channel) {
+  if (protocol != NcclProtocol::kLL || group.nodes < 2) return 0;
+  const double per_channel = group.tuning->net.ll_channel_us;
+  return per_channel > 0 ? per_channel * llChannels(group, bytes, bytes_per_channel) : 0;
 }
 
 int log2Ceil(int n) {

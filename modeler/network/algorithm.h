@@ -49,6 +49,17 @@ double stepUs(const GroupOnFabric& group, std::string_view algorithm, NcclProtoc
 // The link bandwidth an algorithm reaches on the group's slowest hop: the GPU's link inside a
 // node, and across nodes also the group's NIC share, each times its fitted efficiency.
 double hopBandwidthGBs(const GroupOnFabric& group, std::string_view algorithm);
+// The channels NCCL runs a collective of `bytes` on: one per `bytes_per_channel` (its threads x
+// thread threshold: LL 512 x 8 = 4 KiB for the tree, times the ranks for the ring), at least 1,
+// at most the communicator's, twice the graph's (enqueue.cc topoGetAlgoInfo; connect.cc).
+inline constexpr int64_t kLLBytesPerChannel = 512 * 8;
+int llChannels(const GroupOnFabric& group, int64_t bytes, int64_t bytes_per_channel);
+// What the channels add to an LL collective across nodes, once per collective: the channels
+// times the cluster's `net.ll_channel_us` (config/network_topology.h: LL's network buffers sit in
+// host memory and the proxy readies them channel by channel). 0 for other protocols, inside a
+// node, or without the term.
+double llChannelsUs(const GroupOnFabric& group, NcclProtocol protocol, int64_t bytes,
+                    int64_t bytes_per_channel);
 int log2Ceil(int n);
 }  // namespace algorithms
 

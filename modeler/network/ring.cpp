@@ -20,7 +20,7 @@ namespace {
 constexpr double kBaseUs[kNcclProtocolCount] = {6.6, 14.0, 8.4};
 
 std::optional<AlgorithmCost> ringCost(EventKind kind, const GroupOnFabric& g, NcclProtocol p,
-                                      int64_t) {
+                                      int64_t bytes) {
   if (kind != EventKind::kAllReduce && kind != EventKind::kAllGather &&
       kind != EventKind::kReduceScatter && kind != EventKind::kBroadcast) {
     return std::nullopt;
@@ -36,7 +36,8 @@ std::optional<AlgorithmCost> ringCost(EventKind kind, const GroupOnFabric& g, Nc
   const double busbw = hopBandwidthGBs(g, "ring") * fraction;
   const double steps = collectiveOf(kind).latency_steps(g.ranks);
   AlgorithmCost cost;
-  cost.latency_us = kBaseUs[static_cast<int>(p)] + steps * stepUs(g, "ring", p, network);
+  cost.latency_us = kBaseUs[static_cast<int>(p)] + steps * stepUs(g, "ring", p, network) +
+                    llChannelsUs(g, p, bytes, kLLBytesPerChannel * g.ranks);  // algorithm.h
   cost.algbw_gb_s = busbw / busBandwidthFactor(kind, g.ranks);
   return cost;
 }

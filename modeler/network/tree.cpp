@@ -45,6 +45,8 @@ std::optional<AlgorithmCost> treeCost(EventKind kind, const GroupOnFabric& g, Nc
   cost.latency_us =
       kBaseUs[static_cast<int>(p)] +
       2 * ((g.ranks_per_node - 1) * intra_step + log2Ceil(g.nodes) * stepUs(g, "tree", p, true));
+  // LL across nodes: each channel's host-memory buffer readied by the proxy in turn (algorithm.h).
+  cost.latency_us += llChannelsUs(g, p, bytes, kLLBytesPerChannel);
   cost.algbw_gb_s = algbw * ncclTreeCorrection(p, bytes);
   return cost;
 }

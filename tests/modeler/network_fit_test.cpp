@@ -70,9 +70,18 @@ TEST(NetworkFit, Ndv4OneAndTwoNodes) {
   const auto two = logRows("azure_ndv4_a100_2nodes_allreduce.log");
   ASSERT_EQ(one.size(), 28u);  // the logs' sizes: 2 B - 256 MiB and 1 KiB - 16 GiB
   ASSERT_EQ(two.size(), 25u);
-  // Fitted: 7% mean over both files (scripts/fit_network.py --report).
-  EXPECT_LT(meanError(tuner, EventKind::kAllReduce, {8, 1, 8}, one), 0.10);
-  EXPECT_LT(meanError(tuner, EventKind::kAllReduce, {16, 2, 8}, two), 0.12);
+  // Fitted: 3.8% and 3.9% mean (scripts/fit_network.py --report; 4.1% and 9.1% before LL's
+  // per-channel cost across nodes).
+  EXPECT_LT(meanError(tuner, EventKind::kAllReduce, {8, 1, 8}, one), 0.05);
+  EXPECT_LT(meanError(tuner, EventKind::kAllReduce, {16, 2, 8}, two), 0.05);
+  // The small two-node rows, tree LL on 1 to 16 channels (1 - 128 KiB): each within 12% (11.0% at
+  // 16 KiB; before the channel term 1 KiB was +32% and 64 KiB -32%).
+  for (const Row& r : two) {
+    if (r.bytes > 128 * 1024) break;
+    EXPECT_LT(std::abs(tuner.timeUs(EventKind::kAllReduce, {16, 2, 8}, r.bytes) / r.time_us - 1),
+              0.12)
+        << r.bytes;
+  }
 }
 
 // Marginal bandwidth between successive rows, bytes/us (B/us = MB/s), at the upper row's size.
@@ -107,14 +116,18 @@ std::vector<std::pair<int64_t, double>> marginal(const std::vector<Row>& rows) {
 //   16 MiB:  ring LL128 274.6 < tree LL128 48.5 + 16777216/72000 = 281.5
 //   64 MiB:  ring LL128 864.4 < ring Simple 286.2 + 67108864/106667 = 915.3
 //   128 MiB: ring Simple 1544.5 < ring LL128 1650.9 (tree Simple 1713.4, tree LL128 1726.2)
-// The measured curve: its marginal bandwidth jumps 28x into the 128 KiB row, and the 64 and 128
-// KiB rows (73.1, 74.3 us) both sit on LL128's latency floor, so the run switched to LL128 between
-// 32 and 64 KiB: two buckets before NCCL 2.23's model (and one before pre-2.18's, whose 1.8x puts
-// it at 128 KiB): a miss of the tuner model against this run, kept visible here, not fudged (the
-// log does not name its NCCL release). Where bandwidth rules (>= 1 MiB) the marginal falls most
-// into the 16 MiB row (the ring's 30 steps of latency taking over from the tree's 4), as NCCL's
-// model has it. The Simple switch (128 MiB) is within the measured noise (marginal 62-79 GB/s from
-// 16 MiB on), so it is not checked there.
+// The measured curve: its marginal bandwidth jumps 28x into the 128 KiB row: the 64 and 128 KiB
+// rows take 73.1 and 74.3 us. That is where NCCL's LL runs out of channels to add, not a protocol
+// switch: NCCL runs a collective on one channel per 512 threads x 8 B of threshold (4 KiB) up to
+// the communicator's 16 (twice the graph's 8; enqueue.cc topoGetAlgoInfo, connect.cc), so from 4
+// to 64 KiB each row adds channels (38.2 -> 73.1 us, ~2.3 us a channel: LL's network buffers sit
+// in host memory and one proxy thread readies them channel after channel) and from 64 to 128 KiB
+// the channels stay 16 and the bytes spread over them (+1.2 us). So the run's LL -> LL128 switch
+// is not visible in the file and NCCL 2.23's 256 KiB is not contradicted (session 13 read the
+// jump as an early switch; the per-channel term, net.ll_channel_us, now costs it). Where
+// bandwidth rules (>= 1 MiB) the marginal falls most into the 16 MiB row (the ring's 30 steps of
+// latency taking over from the tree's 4), as NCCL's model has it. The Simple switch (128 MiB) is
+// within the measured noise (marginal 62-79 GB/s from 16 MiB on), so it is not checked there.
 TEST(NetworkFit, Ndv4SwitchPointsAreNcclsAndTheMeasuredKnees) {
   ClusterConfig c = bundled("ndv4-a100");
   NcclTuner tuner(c);
@@ -137,7 +150,7 @@ TEST(NetworkFit, Ndv4SwitchPointsAreNcclsAndTheMeasuredKnees) {
     if (ratio > up) up = ratio, up_at = m[i].first;
     if (m[i - 1].first >= kMiB && ratio < down) down = ratio, down_at = m[i].first;
   }
-  EXPECT_EQ(up_at, 128 * kKiB);   // the run's tree LL -> LL128 (64 KiB is LL128's already)
+  EXPECT_EQ(up_at, 128 * kKiB);   // LL's channels capped at 16 from 64 KiB (above)
   EXPECT_EQ(down_at, 16 * kMiB);  // tree LL128 -> ring LL128
   // Forcing NCCL_ALGO=ring keeps the ring and lets NCCL's model pick its protocol: LL at 1 KiB.
   NcclTuner ring(c, "ring");

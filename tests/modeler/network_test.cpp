@@ -210,6 +210,48 @@ TEST(Network, ProtocolsAndPerAlgorithmLatenciesFromTheCluster) {
   EXPECT_NEAR(algorithms::stepUs(group(c, 16, 2), "ring", NcclProtocol::kSimple, true), 10, 0);
 }
 
+
+TEST(Network, LLAcrossNodesPaysPerChannelAsNcclAddsThem) {
+  // net.ll_channel_us = 2: an LL collective across nodes adds 2 us per channel NCCL runs it on,
+  // one channel per 4 KiB (tree; 4 KiB x ranks for the ring), at most twice the graph's. The
+  // graph over 2 nodes of 8: min(300 NVLink, 200 NICs) / 25 GB/s = 8 channels, so up to 16.
+  ClusterConfig c = cluster();
+  const GroupOnFabric two = group(c, 16, 2);
+  EXPECT_EQ(algorithms::llChannels(two, 1024, 4096), 1);
+  EXPECT_EQ(algorithms::llChannels(two, 32 * 1024, 4096), 8);
+  EXPECT_EQ(algorithms::llChannels(two, 64 * 1024, 4096), 16);
+  EXPECT_EQ(algorithms::llChannels(two, kMiB, 4096), 16);
+  auto tree_at = [&](const ClusterConfig& cl, int64_t bytes, NcclProtocol p) {
+    return algorithms::kTree.cost(EventKind::kAllReduce, group(cl, 16, 2), p, bytes)->latency_us;
+  };
+  const double plain_1k = tree_at(c, 1024, NcclProtocol::kLL);
+  c.topology.nccl.net.ll_channel_us = 2;
+  // Tree LL, 2 nodes: 6.8 + 2 (7 x 1 + 1 x 3) = 26.8 us, plus 1 channel at 1 KiB (2 us),
+  // 8 at 32 KiB (16 us), 16 from 64 KiB (32 us).
+  EXPECT_NEAR(plain_1k, 26.8, 1e-9);
+  EXPECT_NEAR(tree_at(c, 1024, NcclProtocol::kLL), 26.8 + 2, 1e-9);
+  EXPECT_NEAR(tree_at(c, 32 * 1024, NcclProtocol::kLL), 26.8 + 16, 1e-9);
+  EXPECT_NEAR(tree_at(c, 64 * 1024, NcclProtocol::kLL), 26.8 + 32, 1e-9);
+  EXPECT_NEAR(tree_at(c, 256 * kMiB, NcclProtocol::kLL), 26.8 + 32, 1e-9);
+  // LL128 and Simple keep their buffers on the GPU (GPUDirect): no per-channel term.
+  EXPECT_NEAR(tree_at(c, 64 * 1024, NcclProtocol::kLL128), 14 + 2 * (7 * 2 + 1 * 5), 1e-9);
+  // The ring's LL: one channel per 4 KiB x 16 ranks = 64 KiB; 2 channels at 128 KiB:
+  // 6.6 + 30 steps x 3 us (every step at the network's) + 2 x 2 us.
+  auto ring = algorithms::kRing.cost(EventKind::kAllReduce, group(c, 16, 2), NcclProtocol::kLL,
+                                     128 * 1024);
+  ASSERT_TRUE(ring);
+  EXPECT_NEAR(ring->latency_us, 6.6 + 30 * 3 + 2 * 2, 1e-9);
+  // Inside one node LL has no proxy: nothing added.
+  auto one =
+      algorithms::kRing.cost(EventKind::kAllReduce, group(c, 8, 1), NcclProtocol::kLL, kMiB);
+  EXPECT_NEAR(one->latency_us, 6.6 + 14 * 1, 1e-9);
+  // The file key (net only, not negative: BadTopologyIsOneClearLine).
+  std::string yaml = clusterYaml();
+  yaml.replace(yaml.rfind("efficiency: {ring: 1}}"), 22,
+               "efficiency: {ring: 1}, ll_channel_us: 2.5}");
+  EXPECT_NEAR(parseClusterConfig(yaml, "x.yaml").topology.nccl.net.ll_channel_us, 2.5, 0);
+}
+
 TEST(Network, OldClusterFilesDeriveATopology) {
   ClusterConfig c = parseClusterConfig(R"(
 name: old
@@ -260,6 +302,8 @@ topology:
   bad("  fabric: fat-tree\n", "fabric");
   bad("  nccl: {protocols: [simple, ll256]}\n", "ll, ll128 or simple");
   bad("  nccl: {net: {algorithm_latency_us: {torus: {simple: 3}}}}\n", "not an algorithm");
+  bad("  nccl: {intra: {ll_channel_us: 1}}\n", "ll_channel_us");  // no proxy inside a node
+  bad("  nccl: {net: {ll_channel_us: -1}}\n", "ll_channel_us");
   bad("  nccl: {version: \"2.18\"}\n", "2.23 to 2.27");
   bad("  nccl: {version: \"2.23.4\"}\n", "2.23 to 2.27");
   bad("  nccl: {gpu_arch: pascal}\n", "volta, ampere, hopper or blackwell");
