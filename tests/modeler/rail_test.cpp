@@ -269,5 +269,84 @@ TEST(Rails, PerGpuNicsAndPxnPickTheRailOfTheReceiver) {
   }
 }
 
+// Affinity decides who collides. 1M4P3D on three nodes of four GPUs (four NICs of 2.5 GB/s: one
+// rail each, 2.5e3 bytes/us; NVSwitch): rank = dp + 3 pp, so stage 1 is ranks 3 (node 0, GPU 3),
+// 4 and 5 (node 1, GPUs 0, 1) and stage 2 ranks 6, 7 (node 1, GPUs 2, 3) and 8: every replica sits
+// differently, three pipeline classes, and every GPU is a representative of its own.
+//
+// (a) Affinity collides where pooled NICs do not: rank 4's gradient send to rank 1 (node 0, GPU 1)
+// crosses rails 0 -> 1, so PXN sends it out through node 1's rail 1, rank 5's, while rank 5's DP
+// ring (group 3, 2 ranks on the node: 1/2 of it on each of its ranks' rails) runs. Both from 0,
+// 1000 bytes each: the send alone at its GPU's share 2.5e3 (0.4 us), the ring alone at the group's
+// 2 x 2.5e3 (0.2 us), loading rank 5's rail 2.5e3 x 1/2. Per GPU, on rail 1: send rate x + ring
+// rate y / 2 <= 2.5e3; max-min fills both to 5000/3 (below both demands): the send's 1000 bytes
+// end at 0.6, and so do the ring's. Pooled (one 1e4 resource): 2.5e3 + 5e3 fits: 0.4 and 0.2.
+// (b) Pooled NICs collide where affinity does not: the DP rings of ranks 4, 5 (stage 1) and 6, 7
+// (stage 2) at once, each 1000 bytes in 0.2 us. Pooled, each representative loads the node's NICs
+// with one ring (max(1, copies / ranks on the node) = 1), 4 x 5e3 on 1e4: each at 2.5e3, 0.4 us;
+// per GPU each ring's half on its own rail fills it exactly: 0.2 us (the two groups' traffic is
+// two rings' worth, 1e4: it fits, so affinity is the right answer here).
+TEST(Rails, AffinityCollidesWherePooledDoesNotAndViceVersa) {
+  for (const bool per_gpu : {true, false}) {
+    SCOPED_TRACE(per_gpu);
+    const IterationPlan plan = buildIterationPlan(
+        test::model(64, 4, 256, 32, 512, 4, "fp16"),
+        railCluster(4, 4,
+                    std::string("  nvswitch: true\n") +
+                        (per_gpu ? "  nic_affinity: per_gpu\n" : "")),
+        Strategy::of(1, 4, 3, 1, 3));
+    ASSERT_EQ(plan.pipelines.size(), 3u);
+    std::vector<EventCost> costs(plan.events.size(), EventCost{1.0});
+    const Simulation sim = simulate(plan, costs);
+    const LinkMap map = linkMap(sim.plan);
+    const TimelineFlows timeline =
+        timelineFlows(sim.plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
+    // The representative of GPU `local` of node 1 at device stage `stage` (rank 4 + local, DP
+    // index 4 + local - 3 stage), and its class.
+    auto at = [&](int stage, int local) {
+      for (size_t k = 0; k < map.devices.size(); ++k) {
+        const DeviceLinks& d = map.devices[k][stage];
+        if (d.node == 1 && plan.pipelines[k].replicas.front() == 4 + local - 3 * stage) {
+          if (per_gpu) EXPECT_EQ(d.rail, local);
+          return std::pair{static_cast<int>(k), &d};
+        }
+      }
+      ADD_FAILURE() << "no device at stage " << stage << " GPU " << local;
+      return std::pair{0, &map.devices[0][stage]};
+    };
+    auto ring = [&](int stage, int local) {
+      const Placement& p = plan.events[plan.stages[stage].gradSyncEvent()].event.placement;
+      EXPECT_EQ(p.group_size, 3);
+      EXPECT_EQ(p.nodes, 2);
+      EXPECT_EQ(p.ranks_per_node, 2);
+      return collectiveFlow(plan.cluster.topology, *at(stage, local).second, p, 1000, 0, 0.2);
+    };
+    // (a) rank 4's send across nodes (its other send, to rank 7, stays on NVLink).
+    const int k4 = at(1, 0).first;
+    SharedFlow send;
+    for (size_t i = 0; i < timeline.flows.size(); ++i) {
+      const TimelineFlows::Origin& o = timeline.origins[i];
+      if (o.kind != FlowKind::kPp || o.pipeline != k4 || o.stage != 1) continue;
+      for (const LinkUse& u : timeline.flows[i].uses) {
+        if (map.resources[u.resource].kind == LinkResource::kNic) send = timeline.flows[i];
+      }
+    }
+    ASSERT_FALSE(send.uses.empty());
+    send.start_us = 0;
+    send.duration_us = 0.4;
+    send.bytes = 1000;
+    const SharedFlow ring5 = ring(1, 1);
+    if (per_gpu) EXPECT_EQ(send.uses.begin()->resource, ring5.uses.begin()[2].resource);
+    const std::vector<SharedFlow> a{send, ring5};
+    const SharingResult ra = shareLinks(a, map.capacities());
+    EXPECT_NEAR(ra.end_us[0], per_gpu ? 0.6 : 0.4, 1e-9);
+    EXPECT_NEAR(ra.end_us[1], per_gpu ? 0.6 : 0.2, 1e-9);
+    // (b) four rings of two groups on node 1.
+    const std::vector<SharedFlow> b{ring(1, 0), ring(1, 1), ring(2, 2), ring(2, 3)};
+    const SharingResult rb = shareLinks(b, map.capacities());
+    for (double end : rb.end_us) EXPECT_NEAR(end, per_gpu ? 0.2 : 0.4, 1e-9);
+  }
+}
+
 }  // namespace
 }  // namespace evsim
