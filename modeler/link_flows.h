@@ -9,7 +9,10 @@
 // the tiers the pair crosses), each DP gradient collective or bucket and the ZeRO parameter
 // all-gather (both directions of the device's node; NVLink too where the group has several ranks
 // on a node), with bytes = the message times the collective's bus factor (nccl-tests: what each
-// rank's link carries) and copies = the device's GPUs on its node / the group's ranks per node.
+// rank's link carries) and copies = the device's GPUs on its node / the group's ranks per node
+// (at least 1); with per-GPU NICs, its GPUs on its rail / the group's ranks per node (the group's
+// rings leave through each of its ranks' rails, one rail per channel). A pipeline send to another
+// rail goes out through the receiver's rail on the sender's node (PXN; link_map.h).
 // The collectives inside tasks whose group spans nodes (TP, CP, EP; ZeRO-3/FSDP gathers and
 // reduce-scatters) are flows too: each starts where its op starts in the task (op_offsets.h, scaled
 // to the task's run in the timeline) and lasts its standalone time. An all-to-all differs from the
