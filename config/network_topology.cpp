@@ -120,6 +120,18 @@ NcclGpuArch ncclGpuArchOfName(std::string_view name) {
   return NcclGpuArch::kUnset;
 }
 
+int NetworkTopology::rails(int gpus_per_node) const {
+  return std::max(1, std::min(nics_per_node, gpus_per_node));
+}
+
+int NetworkTopology::railOf(int local, int gpus_per_node) const {
+  return static_cast<int>(int64_t{local} * rails(gpus_per_node) / std::max(1, gpus_per_node));
+}
+
+double NetworkTopology::railBandwidthGbS(int gpus_per_node) const {
+  return nic_bandwidth_gb_s * nics_per_node / rails(gpus_per_node);
+}
+
 const std::vector<std::string>& ncclAlgorithmNames() {
   static const std::vector<std::string> names = {"ring",      "tree",    "nvls",
                                                  "nvls_tree", "collnet", "pat"};
@@ -144,7 +156,7 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
                                     double intra_latency_us, double network_bandwidth_gb_s,
                                     double network_latency_us) {
   topo.allowOnly({"nvswitch", "nvls", "nics_per_node", "nic_bandwidth_gb_s", "sharp", "placement",
-                  "tiers", "nccl"});
+                  "nic_affinity", "tiers", "nccl"});
   NetworkTopology t = derivedNetworkTopology(gpus_per_node, intra_latency_us,
                                              network_bandwidth_gb_s, network_latency_us);
   t.derived = false;
@@ -180,10 +192,26 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
       topo.fail("placement", fmt::format("'{}': must be contiguous or scattered", p));
     }
   }
+  if (topo.has("nic_affinity")) {
+    const std::string a = topo.str("nic_affinity");
+    if (a == "pooled") {
+      t.nic_affinity = NicAffinity::kPooled;
+    } else if (a == "per_gpu") {
+      t.nic_affinity = NicAffinity::kPerGpu;
+    } else {
+      topo.fail("nic_affinity", fmt::format("'{}': must be pooled or per_gpu", a));
+    }
+    const int nics = t.nics_per_node;
+    if (t.perGpuNics() && nics % gpus_per_node != 0 && gpus_per_node % nics != 0) {
+      topo.fail("nic_affinity",
+                fmt::format("per_gpu: {} NICs on {} GPUs; one count must divide the other", nics,
+                            gpus_per_node));
+    }
+  }
   if (topo.has("tiers")) {
     int below = 1;
     for (const YamlReader& tier : topo.items("tiers")) {
-      tier.allowOnly({"name", "nodes", "oversubscription"});
+      tier.allowOnly({"name", "nodes", "oversubscription", "rail_optimized"});
       FabricTier f{tier.str("name"), static_cast<int>(tier.positiveInt("nodes", kMaxTierNodes)),
                    1.0};
       if (tier.has("oversubscription")) {
@@ -196,6 +224,16 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
       if (f.nodes <= below) {
         tier.fail("nodes", fmt::format("{}: a tier must hold more nodes than the one below ({})",
                                        f.nodes, below));
+      }
+      if (tier.has("rail_optimized")) {
+        f.rail_optimized = tier.boolean("rail_optimized");
+        if (f.rail_optimized && !t.tiers.empty()) {
+          tier.fail("rail_optimized", "only the bottom tier (the leaves) may be rail-optimised");
+        }
+        if (f.rail_optimized && !t.perGpuNics()) {
+          tier.fail("rail_optimized",
+                    "rails pair NIC i with rail switch i: needs topology.nic_affinity: per_gpu");
+        }
       }
       below = f.nodes;
       t.tiers.push_back(f);

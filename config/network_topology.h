@@ -12,9 +12,13 @@
 //     nics_per_node: 8
 //     nic_bandwidth_gb_s: 25     # one direction, each NIC
 //     sharp: false               # in-network reduction in the fabric (NCCL's CollNet)
+//     nic_affinity: per_gpu      # or pooled (default): GPU g's traffic leaves through its own
+//                                # NIC(s) (g's rail), not through any of the node's NICs
 //     placement: contiguous      # or scattered: a job's nodes are anywhere in the fabric
 //     tiers:                     # bottom up: a group of `nodes` nodes under one switch level,
-//       - {name: leaf, nodes: 32, oversubscription: 1}    # and down:up ratio of its uplinks
+//       - {name: leaf, nodes: 32, oversubscription: 1,    # and down:up ratio of its uplinks
+//          rail_optimized: true}   # bottom tier only: its switch group is one switch per rail
+//                                  # (NIC i of every node on rail switch i; needs per_gpu)
 //       - {name: pod, nodes: 384, oversubscription: 7}
 //     nccl:                      # fitted (scripts/fit_network.py), or NCCL's defaults
 //       version: "2.27"          # whose tuner chooses (its tuning.cc constants): 2.23 - 2.27
@@ -51,6 +55,11 @@ struct FabricTier {
   std::string name;
   int nodes = 0;                // nodes under one switch group of this tier
   double oversubscription = 1;  // down:up bandwidth of the group's uplinks (1 = full bisection)
+  // The group is one switch per rail (NVIDIA's SuperPOD leaves): NIC i of each of its nodes
+  // connects to rail switch i, so traffic between same-rail NICs stays on one switch and
+  // cross-rail traffic goes up a tier unless NCCL's PXN first moves it over NVLink to the GPU on
+  // the destination's rail. Bottom tier only; needs nic_affinity: per_gpu.
+  bool rail_optimized = false;
 };
 
 // The fitted (or default) per-step latencies and achieved bandwidth shares of one hop kind.
@@ -101,6 +110,12 @@ struct NcclTuning {
 
 enum class JobPlacement { kContiguous, kScattered };
 
+// How a GPU's traffic reaches the network. kPooled: any of the node's NICs (one resource per
+// node; what eventsim did before). kPerGpu: GPU g uses its own NIC group, its "rail": with n NICs
+// and G GPUs per node, NICs [g n/G, (g+1) n/G) when n >= G, else NIC g n / G shared by G/n GPUs
+// (one of n and G must divide the other).
+enum class NicAffinity { kPooled, kPerGpu };
+
 struct NetworkTopology {
   bool nvswitch = false;
   bool nvls = false;
@@ -108,12 +123,22 @@ struct NetworkTopology {
   double nic_bandwidth_gb_s = 0;
   bool sharp = false;
   JobPlacement placement = JobPlacement::kContiguous;
+  NicAffinity nic_affinity = NicAffinity::kPooled;
   std::vector<FabricTier> tiers;  // bottom up; empty: one non-blocking switch
   NcclTuning nccl;
   bool derived = false;  // true when built from an old file's intra_link / network keys
   // Transfers that overlap in time share the links they cross (modeler/link_flows.h); off
   // (`--link-sharing off`) gives each its standalone time, for ablations. Not a file key.
   bool link_sharing = true;
+
+  bool perGpuNics() const { return nic_affinity == NicAffinity::kPerGpu; }
+  // Whether the bottom tier is rail-optimised.
+  bool railOptimized() const { return !tiers.empty() && tiers.front().rail_optimized; }
+  // kPerGpu: the rails of a node (NIC groups, min(NICs, GPUs)), the rail of its GPU `local`
+  // (0-based on the node) and one rail's bandwidth (GB/s, one direction).
+  int rails(int gpus_per_node) const;
+  int railOf(int local, int gpus_per_node) const;
+  double railBandwidthGbS(int gpus_per_node) const;
 };
 
 // The algorithms `nccl.algorithm` may force (besides "auto").

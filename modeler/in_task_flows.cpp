@@ -185,7 +185,10 @@ SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, con
     f.uses.push_back({d.nvlink_tx, share});
     f.uses.push_back({d.nvlink_rx, share});
   }
-  const float copies = d.copies * static_cast<float>((p.group_size - p.ranks_per_node) / peers);
+  // nic_copies: the node's copies (pooled NICs) or those on the device's rail (per GPU; by
+  // symmetry the other rails carry as much, PXN's detours to a peer's rail included).
+  const float copies =
+      d.nic_copies * static_cast<float>((p.group_size - p.ranks_per_node) / peers);
   f.uses.push_back({d.nic_tx, copies});
   f.uses.push_back({d.nic_rx, copies});
   addUplinks(topology, d.uplink_tx, p.nodes, copies, f.uses);

@@ -19,7 +19,6 @@ namespace evsim {
 
 namespace {
 
-constexpr double kBytesPerUsPerGbS = 1e3;  // 1 GB/s = 1e9 bytes/s = 1e3 bytes/us
 constexpr double kStretchedUs = 1e-3;      // less is rounding
 
 // Whether a group over `nodes` nodes crosses `tier`'s uplinks (fabric.cpp's rule).
@@ -50,9 +49,19 @@ void sendFlows(const IterationPlan& plan, const PipelineCost& cost, int k, const
       f.duration_us = forward ? cost.send_forward_us[l] : cost.send_backward_us[l];
       f.bytes = linkBytes(event);
       if (event.placement.interNode()) {
-        f.uses = {{from.nic_tx, from.copies}, {to.nic_rx, from.copies}};
-        addUplinks(topology, from.uplink_tx, event.placement.nodes, from.copies, f.uses);
-        addUplinks(topology, to.uplink_rx, event.placement.nodes, from.copies, f.uses);
+        // Per GPU, a send to another rail leaves through the rail of its receiver (PXN: over
+        // NVLink to the GPU on that rail first) or, without an NVSwitch on a rail-optimised
+        // bottom tier, through its own rail and up a tier (link_map.h).
+        const bool pxn = pxnSend(topology, from, to);
+        const NicLinks& out = pxn ? map.nicsOf(from.node, to.rail) : from;
+        int nodes = event.placement.nodes;
+        if (!pxn && from.rail != to.rail && topology.railOptimized()) {
+          nodes = std::max(nodes, topology.tiers.front().nodes + 1);
+        }
+        f.uses = {{out.nic_tx, from.nic_copies}, {to.nic_rx, from.nic_copies}};
+        if (pxn) f.uses.push_back({from.nvlink_tx, 1});
+        addUplinks(topology, out.uplink_tx, nodes, from.nic_copies, f.uses);
+        addUplinks(topology, to.uplink_rx, nodes, from.nic_copies, f.uses);
       } else {
         f.uses = {{from.nvlink_tx, 1}, {to.nvlink_rx, 1}};
       }
@@ -332,8 +341,13 @@ SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
   }
   if (placement.nodes > 1) {
     // Each of the node's copies of this device is in its own group unless the group has several
-    // ranks on the node (a ring then crosses the node's NICs once per group).
-    const float copies = std::max(1.0f, d.copies / static_cast<float>(placement.ranks_per_node));
+    // ranks on the node (a ring then crosses the node's NICs once per group). Per GPU the group's
+    // rings leave through its ranks' rails, one rail per channel: each of its rails carries
+    // 1 / ranks_per_node of the group's traffic, same-rail on every node (NCCL's ring search keeps
+    // a channel on one NIC index), so a rail-optimised tier keeps it on the rail switch.
+    const float rpn = static_cast<float>(placement.ranks_per_node);
+    const float copies =
+        topology.perGpuNics() ? d.nic_copies / rpn : std::max(1.0f, d.copies / rpn);
     f.uses.push_back({d.nic_tx, copies});
     f.uses.push_back({d.nic_rx, copies});
     addUplinks(topology, d.uplink_tx, placement.nodes, copies, f.uses);
@@ -359,90 +373,6 @@ const char* flowKindName(FlowKind kind) {
     default:
       return "zero3";
   }
-}
-
-std::string linkName(const NetworkTopology& topology, const LinkResource& r) {
-  const char* dir = r.tx ? "tx" : "rx";
-  switch (r.kind) {
-    case LinkResource::kNvlink:
-      return fmt::format("rank {} nvlink {}", r.where, dir);
-    case LinkResource::kNic:
-      return fmt::format("node {} nic {}", r.where, dir);
-    default:
-      return fmt::format("node {} {} uplink {}", r.where, topology.tiers[r.tier].name, dir);
-  }
-}
-
-std::vector<double> LinkMap::capacities() const {
-  std::vector<double> out;
-  out.reserve(resources.size());
-  for (const LinkResource& r : resources) out.push_back(r.capacity_bytes_per_us);
-  return out;
-}
-
-LinkMap linkMap(const IterationPlan& plan) {
-  const ClusterConfig& cluster = plan.cluster;
-  const NetworkTopology& topology = cluster.topology;
-  const RankLayout layout = plan.layout();
-  const int P = plan.deviceStages();
-  const double nic = topology.nics_per_node > 0
-                         ? topology.nics_per_node * topology.nic_bandwidth_gb_s
-                         : cluster.network.bandwidth_gb_s;
-  LinkMap map;
-  auto add = [&](LinkResource::Kind kind, int64_t where, int tier, bool tx, double gb_s) {
-    map.resources.push_back({kind, where, tier, tx, gb_s * kBytesPerUsPerGbS});
-    return static_cast<int>(map.resources.size()) - 1;
-  };
-  std::vector<int> class_of(plan.strategy.dp, 0);
-  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
-    for (int r : plan.pipelines[k].replicas) class_of[r] = static_cast<int>(k);
-  }
-  // A flow holds its uses inline (link_sharing.h): NVLink and NICs both ways, and each
-  // oversubscribed tier's uplinks both ways.
-  const auto over = std::count_if(topology.tiers.begin(), topology.tiers.end(),
-                                  [](const FabricTier& t) { return t.oversubscription > 1; });
-  if (4 + 2 * over > LinkUses::kMax) {
-    EVSIM_THROW(InputError,
-                "{}: topology.tiers: {} oversubscribed tiers, link sharing models at most {}",
-                cluster.name, over, (LinkUses::kMax - 4) / 2);
-  }
-  std::map<int, DeviceLinks> node_links;  // the NIC and uplink resources of each node seen
-  map.devices.resize(plan.pipelines.size());
-  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
-    const int replica = plan.pipelines[k].replicas.front();
-    for (int s = 0; s < P; ++s) {
-      const int64_t rank = layout.rank(0, replica, s);
-      const int node = layout.node(rank);
-      auto [it, fresh] = node_links.try_emplace(node);
-      DeviceLinks& shared = it->second;
-      if (fresh) {
-        shared.nic_tx = add(LinkResource::kNic, node, -1, true, nic);
-        shared.nic_rx = add(LinkResource::kNic, node, -1, false, nic);
-        for (size_t t = 0; t < topology.tiers.size(); ++t) {
-          const double over = topology.tiers[t].oversubscription;
-          const int tier = static_cast<int>(t);
-          shared.uplink_tx.push_back(
-              over > 1 ? add(LinkResource::kUplink, node, tier, true, nic / over) : -1);
-          shared.uplink_rx.push_back(
-              over > 1 ? add(LinkResource::kUplink, node, tier, false, nic / over) : -1);
-        }
-      }
-      DeviceLinks d = shared;
-      d.node = node;
-      d.copies = 0;
-      const int64_t first = int64_t{node} * cluster.gpus_per_node;
-      for (int64_t r = first; r < first + cluster.gpus_per_node; ++r) {
-        const RankCoord c = layout.coord(r);
-        if (c.pp == s && class_of[c.dp] == static_cast<int>(k)) d.copies += 1;
-      }
-      d.copies = std::max(1.0f, d.copies);
-      const double nvlink = cluster.intra_link.bandwidth_gb_s;
-      d.nvlink_tx = add(LinkResource::kNvlink, rank, -1, true, nvlink);
-      d.nvlink_rx = add(LinkResource::kNvlink, rank, -1, false, nvlink);
-      map.devices[k].push_back(std::move(d));
-    }
-  }
-  return map;
 }
 
 namespace {

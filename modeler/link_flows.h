@@ -2,22 +2,17 @@
 // The transfers of a timed iteration as flows over the cluster's links (network/link_sharing.h),
 // and the timing re-run until each transfer's time agrees with the links it shared.
 //
-// Resources, from the cluster topology (config/network_topology.h), for the representative devices
-// the timing engine simulates (one per pipeline class and device stage; its TP ranks and the
-// replicas of its class on the same node are symmetric copies):
-//   gpu (class k, stage s) nvlink tx / rx    the GPU's NVLink or PCIe ports, intra_link bandwidth;
-//   node n nic tx / rx                       the node's NICs, nics_per_node x nic_bandwidth;
-//   node n <tier> uplink tx / rx             the node's share of an oversubscribed tier's uplinks,
-//                                            the NICs' bandwidth / oversubscription (symmetry:
-//                                            every node under the switch sends at once, as fabric.h
-//                                            assumes for the standalone cost).
-// Devices of several stages or classes on one node share its NIC and uplink resources.
+// Resources: modeler/link_map.h (the GPU's NVLink ports, the node's NICs, pooled or one rail per
+// GPU, and the node's share of each oversubscribed tier's uplinks, each direction its own).
 //
 // Flows: each pipeline send (sender's tx, receiver's rx: NVLink inside a node, else the NICs and
 // the tiers the pair crosses), each DP gradient collective or bucket and the ZeRO parameter
 // all-gather (both directions of the device's node; NVLink too where the group has several ranks
 // on a node), with bytes = the message times the collective's bus factor (nccl-tests: what each
-// rank's link carries) and copies = the device's GPUs on its node / the group's ranks per node.
+// rank's link carries) and copies = the device's GPUs on its node / the group's ranks per node
+// (at least 1); with per-GPU NICs, its GPUs on its rail / the group's ranks per node (the group's
+// rings leave through each of its ranks' rails, one rail per channel). A pipeline send to another
+// rail goes out through the receiver's rail on the sender's node (PXN; link_map.h).
 // The collectives inside tasks whose group spans nodes (TP, CP, EP; ZeRO-3/FSDP gathers and
 // reduce-scatters) are flows too: each starts where its op starts in the task (op_offsets.h, scaled
 // to the task's run in the timeline) and lasts its standalone time. An all-to-all differs from the
@@ -45,6 +40,7 @@
 #include <vector>
 
 #include "modeler/cost_source.h"
+#include "modeler/link_map.h"
 #include "modeler/network/link_sharing.h"
 #include "modeler/simulation.h"
 #include "modeler/timing_engine.h"
@@ -57,35 +53,6 @@ namespace evsim {
 // inside tasks.
 enum class FlowKind { kPp, kDp, kZero, kTp, kCp, kEp, kZero3 };
 const char* flowKindName(FlowKind kind);  // "pp", "dp", "zero", "tp", "cp", "ep", "zero3"
-
-struct LinkResource {
-  enum Kind { kNvlink, kNic, kUplink };
-  Kind kind = kNic;
-  int64_t where = 0;  // kNvlink: the representative GPU's rank; else the node
-  int tier = -1;      // kUplink: index into the topology's tiers
-  bool tx = true;     // which direction (each is its own resource: links are full duplex)
-  double capacity_bytes_per_us = 0;
-};
-
-// "rank 17 nvlink tx", "node 3 nic rx", "node 3 pod uplink tx".
-std::string linkName(const NetworkTopology& topology, const LinkResource& resource);
-
-struct DeviceLinks {
-  int node = 0;      // of the class's first replica, TP rank 0
-  float copies = 1;  // the node's GPUs that are copies of this device (same class and stage)
-  int nvlink_tx = -1, nvlink_rx = -1, nic_tx = -1, nic_rx = -1;
-  // Per topology tier (bottom up): the node's uplink share, -1 where the tier is not
-  // oversubscribed.
-  std::vector<int> uplink_tx, uplink_rx;
-};
-
-struct LinkMap {
-  std::vector<LinkResource> resources;
-  std::vector<std::vector<DeviceLinks>> devices;  // per pipeline class, per device stage
-  std::vector<double> capacities() const;
-};
-
-LinkMap linkMap(const IterationPlan& plan);
 
 // The building blocks of a flow (also in_task_flows.cpp's).
 // Bytes one rank's links carry for `event` (nccl-tests' bus factor; a P2P send carries its

@@ -1,0 +1,352 @@
+// GPU-NIC affinity and rail-optimised fabrics (config/network_topology.h, modeler/link_map.h), and
+// flows sharing an oversubscribed uplink over time, traced by hand (modeler/network/link_sharing.h).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "config/cluster_config.h"
+#include "modeler/link_flows.h"
+#include "modeler/network/link_sharing.h"
+#include "modeler/simulation.h"
+#include "modeler/timing_engine.h"
+#include "plan/iteration_plan.h"
+#include "support/test_support.h"
+
+namespace evsim {
+namespace {
+
+// `gpus` GPUs per node (fp16 100 TFLOP/s), NVLink 100 GB/s, `nics` NICs sharing 10 GB/s a node,
+// and `topology` lines under `topology:` after the NIC keys.
+ClusterConfig railCluster(int gpus, int nics, const std::string& topology) {
+  return parseClusterConfig(
+      "name: rails\nnode:\n  gpus: " + std::to_string(gpus) +
+          "\n  device: {name: T, peak_tflops: {fp16: 100, fp32: 20}, memory_bandwidth_gb_s: 1000,"
+          " memory_gib: 40}\n"
+          "  intra_link: {name: NVLink, bandwidth_gb_s: 100, latency_us: 2}\n"
+          "network: {name: IB, bandwidth_gb_s: 10, latency_us: 5}\n"
+          "topology:\n  nics_per_node: " +
+          std::to_string(nics) + "\n" + topology,
+      "rails.yaml");
+}
+
+std::string topologyError(int gpus, int nics, const std::string& topology) {
+  try {
+    railCluster(gpus, nics, topology);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(Rails, AffinityAndRailKeysParseAndOldFilesStayPooled) {
+  // No key: pooled, as before; and a file without `topology:` too.
+  EXPECT_EQ(railCluster(8, 8, "").topology.nic_affinity, NicAffinity::kPooled);
+  EXPECT_EQ(test::cluster(8).topology.nic_affinity, NicAffinity::kPooled);
+  EXPECT_FALSE(railCluster(8, 8, "").topology.railOptimized());
+
+  const ClusterConfig c = railCluster(
+      8, 8,
+      "  nic_affinity: per_gpu\n  tiers:\n    - {name: su, nodes: 4, rail_optimized: true}\n"
+      "    - {name: spine, nodes: 64, oversubscription: 2}\n");
+  EXPECT_TRUE(c.topology.perGpuNics());
+  EXPECT_TRUE(c.topology.railOptimized());
+  EXPECT_FALSE(c.topology.tiers[1].rail_optimized);
+  // 8 NICs of 1.25 GB/s on 8 GPUs: GPU g on rail g, 1.25 GB/s each.
+  EXPECT_EQ(c.topology.rails(8), 8);
+  EXPECT_EQ(c.topology.railOf(5, 8), 5);
+  EXPECT_DOUBLE_EQ(c.topology.railBandwidthGbS(8), 1.25);
+  // p5's shape: 32 NICs on 8 GPUs, four a GPU: rail g is NICs 4g .. 4g+3, 4 x 0.3125 GB/s.
+  const ClusterConfig p5 = railCluster(8, 32, "  nic_affinity: per_gpu\n");
+  EXPECT_EQ(p5.topology.rails(8), 8);
+  EXPECT_EQ(p5.topology.railOf(3, 8), 3);
+  EXPECT_DOUBLE_EQ(p5.topology.railBandwidthGbS(8), 1.25);
+  // 4 NICs on 8 GPUs: GPUs 2i and 2i+1 share NIC i (2.5 GB/s).
+  const ClusterConfig half = railCluster(8, 4, "  nic_affinity: per_gpu\n");
+  EXPECT_EQ(half.topology.rails(8), 4);
+  EXPECT_EQ(half.topology.railOf(5, 8), 2);
+  EXPECT_DOUBLE_EQ(half.topology.railBandwidthGbS(8), 2.5);
+}
+
+TEST(Rails, BadAffinityOrRailIsOneClearLine) {
+  auto has = [](const std::string& what, const std::string& part) {
+    EXPECT_NE(what.find(part), std::string::npos) << what;
+  };
+  has(topologyError(8, 8, "  nic_affinity: nearest\n"), "must be pooled or per_gpu");
+  has(topologyError(8, 6, "  nic_affinity: per_gpu\n"), "6 NICs on 8 GPUs");
+  has(topologyError(8, 8, "  tiers:\n    - {name: su, nodes: 4, rail_optimized: true}\n"),
+      "needs topology.nic_affinity: per_gpu");
+  has(topologyError(8, 8,
+                    "  nic_affinity: per_gpu\n  tiers:\n    - {name: leaf, nodes: 4}\n"
+                    "    - {name: su, nodes: 32, rail_optimized: true}\n"),
+      "only the bottom tier");
+}
+
+// Two transfers out of one node cross its share of a 2:1 leaf uplink (50 bytes/us; the NIC's
+// 100 is not the bottleneck). A: 1000 bytes from 0, 20 us alone (uplink-bound). B: 1000 bytes from
+// 8. Traced: 0-8 A alone at 50 (400 bytes); from 8 both at 25 (max-min: the uplink is the only
+// full resource, equal split); A's 600 bytes left take 24 us: A ends at 32 (12 us late). B has
+// 600 bytes by 32, its last 400 alone at 50 take 8 us: B ends at 40 (alone: 8 + 20 = 28).
+TEST(Rails, TwoTransfersOverlapPartlyOnAnOversubscribedUplink) {
+  const std::vector<double> caps{100, 50};  // nic tx, leaf uplink tx
+  const std::vector<SharedFlow> flows{SharedFlow{0, 20, 1000, {{0, 1}, {1, 1}}},
+                                      SharedFlow{8, 20, 1000, {{0, 1}, {1, 1}}}};
+  const SharingResult r = shareLinks(flows, caps, /*record_load=*/true);
+  EXPECT_NEAR(r.end_us[0], 32, 1e-9);
+  EXPECT_NEAR(r.end_us[1], 40, 1e-9);
+  // The uplink is full from 0 to 40: 2,000 bytes at 50.
+  double bytes = 0;
+  for (const LoadSegment& s : r.load[1]) {
+    EXPECT_NEAR(s.bytes_per_us, 50, 1e-9);
+    bytes += (s.end_us - s.start_us) * s.bytes_per_us;
+  }
+  EXPECT_NEAR(bytes, 2000, 1e-6);
+  EXPECT_NEAR(r.load[1].back().end_us, 40, 1e-9);
+  // Without the oversubscription (uplink 100) both fit the NIC at 50 each: no stretch.
+  const std::vector<double> full{100, 100};
+  const SharingResult f = shareLinks(flows, full);
+  EXPECT_NEAR(f.end_us[0], 20, 1e-9);
+  EXPECT_NEAR(f.end_us[1], 28, 1e-9);
+}
+
+// Four flows, three bottlenecks (max-min, not an equal split). NIC 100 bytes/us (resource 0), a
+// 2:1 uplink share of 40 (resource 1). A and B cross both, each 400 bytes in 10 us alone (40/us);
+// C only the NIC, 1000 bytes in 10 us (100/us); D only the NIC, 100 bytes in 10 us (10/us). All
+// start at 0. Progressive filling: at level 10 D reaches its demand (frozen at 10); at 20 the
+// uplink is full (A + B = 40): A, B frozen at 20; C rises alone on the NIC's rest, 100 - 10 - 40 =
+// 50. (An equal split of the NIC would give 25 each.) D: 100 bytes at 10, ends at 10 as alone.
+// Then C gets 100 - 40 = 60: 500 bytes by 10, 500 more at 60 take 8.333 us, C ends at 18.333.
+// A and B stay uplink-bound at 20 throughout: 400 bytes end at 20.
+TEST(Rails, ThreeBottlenecksShareMaxMinNotEqually) {
+  const std::vector<double> caps{100, 40};
+  const std::vector<SharedFlow> flows{
+      SharedFlow{0, 10, 400, {{0, 1}, {1, 1}}},  // A
+      SharedFlow{0, 10, 400, {{0, 1}, {1, 1}}},  // B
+      SharedFlow{0, 10, 1000, {{0, 1}}},         // C
+      SharedFlow{0, 10, 100, {{0, 1}}},          // D
+  };
+  const SharingResult r = shareLinks(flows, caps, /*record_load=*/true);
+  EXPECT_NEAR(r.end_us[0], 20, 1e-9);
+  EXPECT_NEAR(r.end_us[1], 20, 1e-9);
+  EXPECT_NEAR(r.end_us[2], 10 + 500.0 / 60, 1e-9);
+  EXPECT_NEAR(r.end_us[3], 10, 1e-9);
+  // The NIC: 100 (full) until C ends at 18.333, then A + B = 40 until 20.
+  ASSERT_FALSE(r.load[0].empty());
+  EXPECT_NEAR(r.load[0].front().bytes_per_us, 100, 1e-9);
+  EXPECT_NEAR(r.load[0].back().bytes_per_us, 40, 1e-9);
+  EXPECT_NEAR(r.load[0].back().start_us, 10 + 500.0 / 60, 1e-9);
+}
+
+// The same through the timing engine: 1M2P2D on four nodes of one GPU, DAPPLE, one micro-batch,
+// DP buckets overlapped; the job scattered over leaves of 2 nodes whose uplinks are 2:1
+// oversubscribed (each node's share: 10 / 2 = 5 GB/s = 5e3 bytes/us; its NIC 1e4). Every
+// transfer is given its time at the uplink's rate, so alone each fills its uplink share and half
+// its NIC. Stage 1 (node 2) runs F at [10 + tf, 20 + tf], B at [20 + tf, 40 + tf]; its bucket is
+// ready 5 us into B, at 25 + tf, and runs alone at the full uplink share for 15 us; at 40 + tf B's
+// gradient send to stage 0 starts on the same uplink: both at half while the send lasts (2 tb,
+// the bucket outlasts it), then the bucket alone again: it ends tb late, at 25 + tf + ta + tb, and
+// stage 0's B starts at 40 + tf + 2 tb. Non-blocking leaves (no uplink resource), the NIC holds
+// both (5e3 + 5e3 = 1e4): nothing is stretched.
+TEST(Rails, ABucketAndASendOverlapPartlyOnAnOversubscribedLeafUplink) {
+  auto planOn = [](double oversubscription) {
+    Strategy strategy = Strategy::of(1, 2, 2, 1, 2);
+    strategy.dp_overlap = true;
+    char tier[96];
+    std::snprintf(tier, sizeof tier,
+                  "  placement: scattered\n  tiers:\n    - {name: leaf, nodes: 2, "
+                  "oversubscription: %g}\n",
+                  oversubscription);
+    return buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
+                              railCluster(1, 1, tier), strategy);
+  };
+  IterationPlan plan = planOn(2);
+  ASSERT_EQ(plan.pipelines.size(), 1u);
+  const double uplink = 5e3;  // bytes/us
+  auto bytes = [&](int event) { return double(plan.events[event].event.message_bytes); };
+  const double tf = bytes(plan.pipelines[0].forward_p2p[0]) / uplink;
+  const double tb = bytes(plan.pipelines[0].backward_p2p[0]) / uplink;
+  TimingInput in;
+  in.schedule = Schedule::kDapple;
+  in.micro_batches = 1;
+  in.dp_overlap = true;
+  std::vector<double> ta;
+  for (const StagePlan& stage : plan.stages) {
+    ASSERT_EQ(stage.dp_buckets.size(), 1u);
+    ta.push_back(bytes(stage.dp_buckets[0].event) / uplink);  // a 2-rank all-reduce: bus factor 1
+    in.stages.push_back(StageCost{10, 20, 0, {BucketCost{5, ta.back(), 1}}, 0});
+  }
+  ASSERT_GT(ta[1], 15 + tb);  // the bucket outlasts the send: alone, both, alone again
+  in.pipelines.push_back(PipelineCost{{tf}, {tb}, {}});
+
+  TimingInput shared_in = in;
+  IterationTimeline shared = computeTimeline(shared_in);
+  ASSERT_TRUE(shareLinksOverTime(plan, {}, {}, shared_in, shared));
+  const StageTimeline& s0 = shared.pipelines[0].stages[0];
+  const StageTimeline& s1 = shared.pipelines[0].stages[1];
+  EXPECT_NEAR(s0.tasks[0].send.duration(), tf, 1e-9);  // alone
+  EXPECT_NEAR(s1.tasks[1].send.start_us, 40 + tf, 1e-9);
+  EXPECT_NEAR(s1.tasks[1].send.duration(), 2 * tb, 1e-9);
+  ASSERT_EQ(s1.grad_sync.size(), 1u);
+  EXPECT_NEAR(s1.grad_sync[0].start_us, 25 + tf, 1e-9);
+  EXPECT_NEAR(s1.grad_sync[0].end_us, 25 + tf + ta[1] + tb, 1e-9);
+  EXPECT_NEAR(s0.tasks[1].run.start_us, 40 + tf + 2 * tb, 1e-9);
+
+  const IterationPlan open = planOn(1);
+  TimingInput open_in = in;
+  IterationTimeline alone = computeTimeline(open_in);
+  EXPECT_FALSE(shareLinksOverTime(open, {}, {}, open_in, alone));
+  EXPECT_NEAR(alone.pipelines[0].stages[1].tasks[1].send.duration(), tb, 1e-9);
+}
+
+// Where each device's NIC traffic goes. 1M4P1D on two nodes of two GPUs (two NICs of 5 GB/s):
+// stage s is rank s, on node s / 2, local GPU s % 2. The send from stage 1 (node 0, GPU 1) to
+// stage 2 (node 1, GPU 0) crosses rails 1 -> 0.
+TEST(Rails, PerGpuNicsAndPxnPickTheRailOfTheReceiver) {
+  auto flowsOf = [](const std::string& topology, LinkMap& map) {
+    const IterationPlan plan =
+        buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
+                           railCluster(2, 2, topology), Strategy::of(1, 4, 1, 1, 1));
+    std::vector<EventCost> costs(plan.events.size(), EventCost{1.0});
+    const Simulation sim = simulate(plan, costs);
+    map = linkMap(sim.plan);
+    return timelineFlows(sim.plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
+  };
+  // The first send of stage `stage` in `direction` (forward: to stage + 1).
+  auto sendOf = [](const TimelineFlows& flows, int stage) -> const SharedFlow& {
+    for (size_t i = 0; i < flows.flows.size(); ++i) {
+      if (flows.origins[i].kind == FlowKind::kPp && flows.origins[i].stage == stage) {
+        return flows.flows[i];
+      }
+    }
+    ADD_FAILURE() << "no send from stage " << stage;
+    return flows.flows.front();
+  };
+  auto uses = [](const SharedFlow& f) {
+    std::vector<std::pair<int, float>> out;
+    for (const LinkUse& u : f.uses) out.emplace_back(u.resource, u.copies);
+    return out;
+  };
+  using Uses = std::vector<std::pair<int, float>>;
+  {  // pooled: the node's NICs, 10 GB/s
+    LinkMap map;
+    const TimelineFlows flows = flowsOf("  nvswitch: true\n", map);
+    const DeviceLinks &s1 = map.devices[0][1], &s2 = map.devices[0][2];
+    EXPECT_EQ(s1.rail, -1);
+    EXPECT_DOUBLE_EQ(map.resources[s1.nic_tx].capacity_bytes_per_us, 1e4);
+    EXPECT_EQ(linkName(NetworkTopology{}, map.resources[s1.nic_tx]), "node 0 nic tx");
+    EXPECT_EQ(uses(sendOf(flows, 1)), (Uses{{s1.nic_tx, 1}, {s2.nic_rx, 1}}));
+  }
+  {  // per GPU with an NVSwitch: PXN over stage 1's NVLink to GPU 0, out through rail 0
+    LinkMap map;
+    const TimelineFlows flows = flowsOf("  nvswitch: true\n  nic_affinity: per_gpu\n", map);
+    const DeviceLinks &s0 = map.devices[0][0], &s1 = map.devices[0][1], &s2 = map.devices[0][2];
+    EXPECT_EQ(s0.rail, 0);
+    EXPECT_EQ(s1.rail, 1);
+    EXPECT_EQ(s2.rail, 0);
+    EXPECT_FLOAT_EQ(s1.nic_copies, 1);
+    EXPECT_DOUBLE_EQ(map.resources[s1.nic_tx].capacity_bytes_per_us, 5e3);
+    EXPECT_EQ(linkName(NetworkTopology{}, map.resources[s1.nic_tx]), "node 0 nic 1 tx");
+    EXPECT_EQ(map.nicsOf(0, 0).nic_tx, s0.nic_tx);  // stage 0's rail, which the send borrows
+    EXPECT_EQ(uses(sendOf(flows, 1)),
+              (Uses{{s0.nic_tx, 1}, {s2.nic_rx, 1}, {s1.nvlink_tx, 1}}));
+  }
+  {  // per GPU without an NVSwitch, rail-optimised 2:1 leaves of 4 nodes: the send leaves through
+     // its own rail 1 and must go up the leaf to reach rail 0, though both nodes share a leaf
+    LinkMap map;
+    const TimelineFlows flows = flowsOf(
+        "  nic_affinity: per_gpu\n  tiers:\n"
+        "    - {name: leaf, nodes: 4, oversubscription: 2, rail_optimized: true}\n",
+        map);
+    const DeviceLinks &s1 = map.devices[0][1], &s2 = map.devices[0][2];
+    EXPECT_DOUBLE_EQ(map.resources[s1.uplink_tx[0]].capacity_bytes_per_us, 2.5e3);
+    EXPECT_EQ(uses(sendOf(flows, 1)), (Uses{{s1.nic_tx, 1},
+                                            {s2.nic_rx, 1},
+                                            {s1.uplink_tx[0], 1},
+                                            {s2.uplink_rx[0], 1}}));
+  }
+}
+
+// Affinity decides who collides. 1M4P3D on three nodes of four GPUs (four NICs of 2.5 GB/s: one
+// rail each, 2.5e3 bytes/us; NVSwitch): rank = dp + 3 pp, so stage 1 is ranks 3 (node 0, GPU 3),
+// 4 and 5 (node 1, GPUs 0, 1) and stage 2 ranks 6, 7 (node 1, GPUs 2, 3) and 8: every replica sits
+// differently, three pipeline classes, and every GPU is a representative of its own.
+//
+// (a) Affinity collides where pooled NICs do not: rank 4's gradient send to rank 1 (node 0, GPU 1)
+// crosses rails 0 -> 1, so PXN sends it out through node 1's rail 1, rank 5's, while rank 5's DP
+// ring (group 3, 2 ranks on the node: 1/2 of it on each of its ranks' rails) runs. Both from 0,
+// 1000 bytes each: the send alone at its GPU's share 2.5e3 (0.4 us), the ring alone at the group's
+// 2 x 2.5e3 (0.2 us), loading rank 5's rail 2.5e3 x 1/2. Per GPU, on rail 1: send rate x + ring
+// rate y / 2 <= 2.5e3; max-min fills both to 5000/3 (below both demands): the send's 1000 bytes
+// end at 0.6, and so do the ring's. Pooled (one 1e4 resource): 2.5e3 + 5e3 fits: 0.4 and 0.2.
+// (b) Pooled NICs collide where affinity does not: the DP rings of ranks 4, 5 (stage 1) and 6, 7
+// (stage 2) at once, each 1000 bytes in 0.2 us. Pooled, each representative loads the node's NICs
+// with one ring (max(1, copies / ranks on the node) = 1), 4 x 5e3 on 1e4: each at 2.5e3, 0.4 us;
+// per GPU each ring's half on its own rail fills it exactly: 0.2 us (the two groups' traffic is
+// two rings' worth, 1e4: it fits, so affinity is the right answer here).
+TEST(Rails, AffinityCollidesWherePooledDoesNotAndViceVersa) {
+  for (const bool per_gpu : {true, false}) {
+    SCOPED_TRACE(per_gpu);
+    const IterationPlan plan = buildIterationPlan(
+        test::model(64, 4, 256, 32, 512, 4, "fp16"),
+        railCluster(4, 4,
+                    std::string("  nvswitch: true\n") +
+                        (per_gpu ? "  nic_affinity: per_gpu\n" : "")),
+        Strategy::of(1, 4, 3, 1, 3));
+    ASSERT_EQ(plan.pipelines.size(), 3u);
+    std::vector<EventCost> costs(plan.events.size(), EventCost{1.0});
+    const Simulation sim = simulate(plan, costs);
+    const LinkMap map = linkMap(sim.plan);
+    const TimelineFlows timeline =
+        timelineFlows(sim.plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
+    // The representative of GPU `local` of node 1 at device stage `stage` (rank 4 + local, DP
+    // index 4 + local - 3 stage), and its class.
+    auto at = [&](int stage, int local) {
+      for (size_t k = 0; k < map.devices.size(); ++k) {
+        const DeviceLinks& d = map.devices[k][stage];
+        if (d.node == 1 && plan.pipelines[k].replicas.front() == 4 + local - 3 * stage) {
+          if (per_gpu) EXPECT_EQ(d.rail, local);
+          return std::pair{static_cast<int>(k), &d};
+        }
+      }
+      ADD_FAILURE() << "no device at stage " << stage << " GPU " << local;
+      return std::pair{0, &map.devices[0][stage]};
+    };
+    auto ring = [&](int stage, int local) {
+      const Placement& p = plan.events[plan.stages[stage].gradSyncEvent()].event.placement;
+      EXPECT_EQ(p.group_size, 3);
+      EXPECT_EQ(p.nodes, 2);
+      EXPECT_EQ(p.ranks_per_node, 2);
+      return collectiveFlow(plan.cluster.topology, *at(stage, local).second, p, 1000, 0, 0.2);
+    };
+    // (a) rank 4's send across nodes (its other send, to rank 7, stays on NVLink).
+    const int k4 = at(1, 0).first;
+    SharedFlow send;
+    for (size_t i = 0; i < timeline.flows.size(); ++i) {
+      const TimelineFlows::Origin& o = timeline.origins[i];
+      if (o.kind != FlowKind::kPp || o.pipeline != k4 || o.stage != 1) continue;
+      for (const LinkUse& u : timeline.flows[i].uses) {
+        if (map.resources[u.resource].kind == LinkResource::kNic) send = timeline.flows[i];
+      }
+    }
+    ASSERT_FALSE(send.uses.empty());
+    send.start_us = 0;
+    send.duration_us = 0.4;
+    send.bytes = 1000;
+    const SharedFlow ring5 = ring(1, 1);
+    if (per_gpu) EXPECT_EQ(send.uses.begin()->resource, ring5.uses.begin()[2].resource);
+    const std::vector<SharedFlow> a{send, ring5};
+    const SharingResult ra = shareLinks(a, map.capacities());
+    EXPECT_NEAR(ra.end_us[0], per_gpu ? 0.6 : 0.4, 1e-9);
+    EXPECT_NEAR(ra.end_us[1], per_gpu ? 0.6 : 0.2, 1e-9);
+    // (b) four rings of two groups on node 1.
+    const std::vector<SharedFlow> b{ring(1, 0), ring(1, 1), ring(2, 2), ring(2, 3)};
+    const SharingResult rb = shareLinks(b, map.capacities());
+    for (double end : rb.end_us) EXPECT_NEAR(end, per_gpu ? 0.2 : 0.4, 1e-9);
+  }
+}
+
+}  // namespace
+}  // namespace evsim
