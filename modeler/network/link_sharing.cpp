@@ -19,24 +19,23 @@ bool shares(const FlowList::Shape& s) {
 }
 
 // The flows that share, numbered in order of start time (ties in the callers' order: a stable
-// sort's order), with their starts side by side: the event loop then walks them in memory order
-// instead of jumping across the callers' flows (the cache misses were most of its time on
-// thousands of flows). What flows of one shape share (time alone, demand, resources) is read
-// through the shape: ~10^6 flows of a few hundred shapes (FlowList).
+// sort's order). Each is read through the caller's list (its start, its shape), and what flows of
+// one shape share (time alone, demand, resources) through the shape: ~10^6 flows of a few hundred
+// shapes (FlowList), and no copy per flow (issue 34: memory).
 struct Flows {
   const FlowList* list = nullptr;
   std::vector<int> index;  // the caller's index of each
-  std::vector<double> start_us;
-  std::vector<int> shape;
   std::vector<double> shape_duration_us, shape_demand;  // per shape
   std::vector<int> follower;  // the flow that starts when this one ends (SharedFlow::after), or -1
   bool chained = false;
-  std::span<const LinkUse> usesOf(int f) const { return list->uses(shape[f]); }
-  double durationUs(int f) const { return shape_duration_us[shape[f]]; }
-  double demand(int f) const { return shape_demand[shape[f]]; }
+  double startUs(int f) const { return list->startUs(static_cast<size_t>(index[f])); }
+  int shape(int f) const { return list->shapeOf(static_cast<size_t>(index[f])); }
+  std::span<const LinkUse> usesOf(int f) const { return list->uses(shape(f)); }
+  double durationUs(int f) const { return shape_duration_us[shape(f)]; }
+  double demand(int f) const { return shape_demand[shape(f)]; }
   // A follower's standalone gap after the flow `p` it follows.
   double gapUs(int g, int p) const {
-    return std::max(0.0, start_us[g] - start_us[p] - durationUs(p));
+    return std::max(0.0, startUs(g) - startUs(p) - durationUs(p));
   }
   size_t size() const { return index.size(); }
 };
@@ -44,28 +43,26 @@ struct Flows {
 // The order of start times without a full sort: callers list flows as runs already in time
 // order (a device's sends, its DP stream), so the maximal runs are merged pairwise (each merge
 // stable, left first on ties: a stable sort's order, ties in the callers' order). The same walk
-// over the callers' flows sets every flow's standalone end in `end_us` and counts the sharing
-// flows' uses into `use_count` (one pass over them: at tens of thousands of flows they do not stay
-// in cache).
+// over the callers' flows sets every flow's standalone end in `end_us`.
 std::vector<int> startOrder(const FlowList& flows, std::vector<double>& end_us) {
-  struct Key {
-    double start_us;
-    int flow;
-  };
-  std::vector<Key> keys, merged;
-  std::vector<size_t> runs;  // where each run of rising start times begins, then the end
+  std::vector<int> keys, merged;  // the caller's indices (their starts read from `flows`)
+  std::vector<size_t> runs;       // where each run of rising start times begins, then the end
   keys.reserve(flows.size());
+  double last_start_us = 0;
   for (size_t f = 0; f < flows.size(); ++f) {
     const FlowList::Shape& shape = flows.shape(flows.shapeOf(f));
     const double start_us = flows.startUs(f);
     end_us[f] = start_us + shape.duration_us;
     if (!shares(shape)) continue;
-    if (keys.empty() || start_us < keys.back().start_us) runs.push_back(keys.size());
-    keys.push_back({start_us, static_cast<int>(f)});
+    if (keys.empty() || start_us < last_start_us) runs.push_back(keys.size());
+    keys.push_back(static_cast<int>(f));
+    last_start_us = start_us;
   }
   runs.push_back(keys.size());
   merged.resize(keys.size());
-  auto earlier = [](const Key& a, const Key& b) { return a.start_us < b.start_us; };
+  auto earlier = [&](int a, int b) {
+    return flows.startUs(static_cast<size_t>(a)) < flows.startUs(static_cast<size_t>(b));
+  };
   while (runs.size() > 2) {
     std::vector<size_t> joined;
     for (size_t r = 0; r + 1 < runs.size(); r += 2) {
@@ -78,9 +75,7 @@ std::vector<int> startOrder(const FlowList& flows, std::vector<double>& end_us) 
     keys.swap(merged);
     runs = std::move(joined);
   }
-  std::vector<int> order(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) order[i] = keys[i].flow;
-  return order;
+  return keys;
 }
 
 // Per-resource and per-flow scratch of the fill, kept across calls (zero between them).
@@ -269,14 +264,6 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       }
     }
   }
-  // Sized once and written by position: this walk is per flow, up to ~10^6 per timing.
-  flows.start_us.resize(n);
-  flows.shape.resize(n);
-  for (size_t f = 0; f < n; ++f) {
-    const size_t i = static_cast<size_t>(flows.index[f]);
-    flows.start_us[f] = input.startUs(i);
-    flows.shape[f] = input.shapeOf(i);
-  }
   // Followers: numbered in order of their own start_us like the rest, but started when the flow
   // they follow ends (a flow that does not share leaves its follower on its own start).
   flows.follower.assign(n, -1);
@@ -332,7 +319,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   std::priority_queue<Finish, std::vector<Finish>, std::greater<>> ends;  // earliest first
   size_t next = 0, in_flight = 0;
   int event = 0;
-  double now = n == 0 ? 0 : flows.start_us[0];
+  double now = n == 0 ? 0 : flows.startUs(0);
   // A recorded resource's load from its last change to `now`, before its flows change.
   auto closeLoad = [&](int r) {
     if (!record_load || load_since[r] == now) return;
@@ -351,7 +338,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     double until = kInf;
     for (const LinkUse& u : flows.usesOf(static_cast<int>(f))) {
       until = std::min(until, next_start_on[u.resource]);
-      next_start_on[u.resource] = flows.start_us[f];
+      next_start_on[u.resource] = flows.startUs(f);
     }
     free_until[f] = until;
   }
@@ -419,8 +406,8 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     if (g >= 0) {
       // Released at its own start_us and not yet passed: it starts in its place in the order,
       // as if it followed nothing (the same time and order the release queue would give it).
-      const double at = std::max(flows.start_us[g], end + flows.gapUs(g, f));
-      if (at == flows.start_us[g] && static_cast<size_t>(g) >= next) {
+      const double at = std::max(flows.startUs(g), end + flows.gapUs(g, f));
+      if (at == flows.startUs(g) && static_cast<size_t>(g) >= next) {
         on_time[g] = 1;
       } else {
         released.push({at, g});
@@ -438,7 +425,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     while (next < n && follows[next] && !on_time[next]) ++next;
   };
   auto nextStart = [&] {
-    const double static_start = next < n ? flows.start_us[next] : kInf;
+    const double static_start = next < n ? flows.startUs(next) : kInf;
     return released.empty() ? static_start : std::min(static_start, released.top().first);
   };
   skipFollowers();
@@ -447,7 +434,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     while (nextStart() <= now) {
       int f;
       if (!released.empty() && released.top().first <= now &&
-          (next >= n || flows.start_us[next] > now ||
+          (next >= n || flows.startUs(next) > now ||
            released.top().second < static_cast<int>(next))) {
         f = released.top().second;
         released.pop();
@@ -519,7 +506,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       out.end_us[flows.index[f]] = until;
       --in_flight;
       if (const int g = flows.follower[f]; g >= 0) {
-        released.push({std::max(flows.start_us[g], until + flows.gapUs(g, f)), g});
+        released.push({std::max(flows.startUs(g), until + flows.gapUs(g, f)), g});
       }
       for (const LinkUse& u : flows.usesOf(f)) {
         closeLoad(u.resource);
