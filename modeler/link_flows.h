@@ -141,11 +141,11 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
                             const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
                             const IterationTimeline& timeline, const LinkMap& map);
 
-// linkUsage's common case without the flow list: when no collective runs inside
-// a task (else false, nothing set), each flow of timelineFlows as the segment it loads alone on
-// each resource it uses ([start, start + duration) at demand x copies; a flow with no use, bytes
-// or time loads nothing) appended to `load` (per resource, in timelineFlows' order), and
-// `capacity` raised where one flow alone needs more (link_sharing.h).
+// linkUsage's common case without the flow list: when no collective runs inside a task (else
+// false, nothing set), each flow of timelineFlows as the segment it loads alone on each resource
+// it uses ([start, start + duration) at demand x copies; a flow with no use, bytes or time loads
+// nothing) appended to `load` (per resource, in timelineFlows' order), and `capacity` raised
+// where one flow alone needs more (link_sharing.h).
 bool transferLoads(const IterationPlan& plan, const std::vector<EventCost>& costs,
                    const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
                    const IterationTimeline& timeline, const LinkMap& map,
