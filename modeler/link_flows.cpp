@@ -236,8 +236,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
                                                                    : &TaskLinkStretch::zero3_us;
         // Its own part: what it added to the delay it inherited from the one it follows, past
         // its stream's slack in a fused task (a delay the compute hides is not exposed).
-        const double inherited =
-            after < 0 ? 0 : std::max(0.0, extraOf(static_cast<size_t>(after)));
+        const double inherited = after < 0 ? 0 : std::max(0.0, extraOf(static_cast<size_t>(after)));
         sum.*field += std::max(
             0.0, std::max(0.0, extra - o.slack_us) - std::max(0.0, inherited - o.slack_us));
       }
@@ -496,9 +495,10 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
           std::vector<int>& slots = chains->shapeSlots(node.virtual_stage, t.task.phase);
           int before = -1;
           for (size_t j = 0; j < ops.size(); ++j) {
-            before = push(flows[j], t.run.start_us + ops[j].offset_us * scale, before,
-                          {ops[j].kind, static_cast<int>(k), s, static_cast<int>(i), 0.0, ops[j].op},
-                          -1, &slots[j]);
+            before =
+                push(flows[j], t.run.start_us + ops[j].offset_us * scale, before,
+                     {ops[j].kind, static_cast<int>(k), s, static_cast<int>(i), 0.0, ops[j].op}, -1,
+                     &slots[j]);
           }
         }
         if (node.send == Send::kNone) continue;

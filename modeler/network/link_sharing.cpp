@@ -24,7 +24,7 @@ bool shares(const FlowList::Shape& s) {
 // shapes (FlowList), and no copy per flow (issue 34: memory).
 struct Flows {
   const FlowList* list = nullptr;
-  std::vector<int> index;  // the caller's index of each
+  std::vector<int> index;                               // the caller's index of each
   std::vector<double> shape_duration_us, shape_demand;  // per shape
   std::vector<int> follower;  // the flow that starts when this one ends (SharedFlow::after), or -1
   bool chained = false;
@@ -93,7 +93,8 @@ class InFlight {
   InFlight(const std::vector<int>& slot_of, T initial) : slot_of_(slot_of), initial_(initial) {}
   // Slot `slot` taken by a flow: its value starts over (kept: counters that must keep rising).
   void reset(int slot, bool keep = false) {
-    if (static_cast<size_t>(slot) >= at_.size()) at_.resize(static_cast<size_t>(slot) + 1, initial_);
+    if (static_cast<size_t>(slot) >= at_.size())
+      at_.resize(static_cast<size_t>(slot) + 1, initial_);
     if (!keep) at_[static_cast<size_t>(slot)] = initial_;
   }
   T& operator[](int f) { return at_[static_cast<size_t>(slot_of_[static_cast<size_t>(f)])]; }
