@@ -3,7 +3,8 @@
 # a number): the text summary, --json, --trace, --csv and --link-csv of a spread of configurations
 # (DAPPLE at 128 and 2,048 GPUs, interleaved, ZB-H1/H2/V, DualPipeV and combined 1F1B with EP,
 # ZeRO 1/3, FSDP, CP, DP overlap and the overlapped parameter gather, stragglers, jitter, link
-# sharing off, every rank). Prints one line per configuration and exits 1 on any difference.
+# sharing off, every rank; a CP 8 ring across nodes: chains of in-task flows). Prints one line per
+# configuration and exits 1 on any difference.
 #
 #   bench/simulate_outputs_check.sh BASE_EVENTSIM NEW_EVENTSIM [WORKDIR]
 set -euo pipefail
@@ -41,6 +42,7 @@ CONFIGS=(
   "cp_tp_overlap|$L70 --strategy 8M4P4D --global-batch 32 --cp 2 --sequence-parallel --tp-comm-overlap"
   "fsdp_pp|$L8 --strategy 1M4P8D --global-batch 64 --framework fsdp"
   "node_straggler_dp_overlap|$G3 --strategy 8M16P4D --global-batch 256 --dp-overlap --slow-ranks node5:1.1"
+  "cp8_interleaved|$L70 --strategy 2M4P4D --global-batch 32 --cp 8 --schedule interleaved --virtual-stages 2"
 )
 
 fail=0

@@ -163,9 +163,7 @@ void fusedTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& cos
       f.after = before;
       TimelineFlows::Origin o = on_comm ? comm : compute;
       o.kind = op.kind;
-      out.flows.push_back(std::move(f));
-      out.origins.push_back(o);
-      before = static_cast<int>(out.flows.size()) - 1;
+      before = out.add(f, o);
     }
     comm_done_us += a2a_us;
     compute_done_us += own_compute_us;
@@ -203,7 +201,8 @@ DeviceInTaskFlows::DeviceInTaskFlows(const IterationPlan& plan, const std::vecto
       ops_(ops),
       device_(device),
       flows_(ops.size()),
-      built_(ops.size(), std::array<bool, 3>{}) {}
+      built_(ops.size(), std::array<bool, 3>{}),
+      shape_slots_(ops.size()) {}
 
 const std::vector<SharedFlow>& DeviceInTaskFlows::of(int vs, Phase phase) {
   const int p = phaseIndex(phase);
@@ -214,6 +213,7 @@ const std::vector<SharedFlow>& DeviceInTaskFlows::of(int vs, Phase phase) {
       flows.push_back(inTaskFlow(plan_.cluster.topology, device_, plan_.events[op.event].event,
                                  op.offset_us, costs_[op.event].time_us));
     }
+    shape_slots_[vs][p].assign(flows.size(), -1);
   }
   return flows;
 }

@@ -60,6 +60,12 @@ class DeviceInTaskFlows {
                     const InTaskOps& ops, const DeviceLinks& device);
   // The flows of a task of virtual stage `vs` in `phase`, in op order (InTaskOps' order).
   const std::vector<SharedFlow>& of(int vs, Phase phase);
+  // Per flow of of(vs, phase), a slot the caller may keep the flow's shape in (FlowList; -1 until
+  // it does).
+  std::vector<int>& shapeSlots(int vs, Phase phase) {
+    of(vs, phase);
+    return shape_slots_[vs][phaseIndex(phase)];
+  }
 
  private:
   const IterationPlan& plan_;
@@ -68,6 +74,7 @@ class DeviceInTaskFlows {
   const DeviceLinks& device_;
   std::vector<std::array<std::vector<SharedFlow>, 3>> flows_;  // per virtual stage, phase
   std::vector<std::array<bool, 3>> built_;
+  std::vector<std::array<std::vector<int>, 3>> shape_slots_;
 };
 
 }  // namespace evsim

@@ -179,11 +179,13 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
                   const TimelineFlows& flows, const SharingResult& shared, int stages,
                   TimingInput& input, const IterationTimeline& timeline,
                   std::vector<std::vector<TaskLinkStretch>>* by_kind) {
+  const FlowList& list = flows.list;
+  // What sharing added to flow `i` (may be below 0 by rounding).
+  auto extraOf = [&](size_t i) {
+    return shared.end_us[i] - list.startUs(i) - list.shape(list.shapeOf(i)).duration_us;
+  };
   bool changed = false;
-  for (size_t i = 0; i < flows.flows.size() && !changed; ++i) {
-    const SharedFlow& f = flows.flows[i];
-    changed = shared.end_us[i] - f.start_us - f.duration_us > kStretchedUs;
-  }
+  for (size_t i = 0; i < list.size() && !changed; ++i) changed = extraOf(i) > kStretchedUs;
   if (!changed) return false;
   // Fresh vectors, each entry what this pass measured.
   const size_t classes = input.pipelines.size();
@@ -210,10 +212,10 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
     task[k].resize(stages);
     for (int s = 0; s < stages; ++s) task[k][s].assign(send[k][s].size(), 0.0);
   };
-  for (size_t i = 0; i < flows.flows.size(); ++i) {
-    const SharedFlow& f = flows.flows[i];
-    const TimelineFlows::Origin& o = flows.origins[i];
-    const double extra = std::max(0.0, shared.end_us[i] - f.start_us - f.duration_us);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const TimelineFlows::Origin o = flows.origin(i);
+    const int after = list.after(i);
+    const double extra = std::max(0.0, extraOf(i));
     switch (o.kind) {
       case FlowKind::kPp:
         send[o.pipeline][o.stage][o.index] = extra;
@@ -228,9 +230,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
         if (extra == 0) break;
         if (o.op >= 0) {  // a lone task: timed again below with each collective's own part
           const double inherited =
-              f.after < 0 ? 0
-                          : std::max(0.0, shared.end_us[f.after] - flows.flows[f.after].start_us -
-                                              flows.flows[f.after].duration_us);
+              after < 0 ? 0 : std::max(0.0, extraOf(static_cast<size_t>(after)));
           lone.push_back({i, std::max(0.0, extra - inherited)});
           break;
         }
@@ -245,10 +245,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
                                                                    : &TaskLinkStretch::zero3_us;
         // Its own part: what it added to the delay it inherited from the one it follows, past
         // its stream's slack in a fused task (a delay the compute hides is not exposed).
-        const double inherited =
-            f.after < 0 ? 0
-                        : std::max(0.0, shared.end_us[f.after] - flows.flows[f.after].start_us -
-                                            flows.flows[f.after].duration_us);
+        const double inherited = after < 0 ? 0 : std::max(0.0, extraOf(static_cast<size_t>(after)));
         sum.*field += std::max(
             0.0, std::max(0.0, extra - o.slack_us) - std::max(0.0, inherited - o.slack_us));
       }
@@ -260,7 +257,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
   TaskRetimer retimer(plan, costs, timeline.graph.split_backward);
   std::vector<OpStretch> ops;
   for (size_t a = 0; a < lone.size();) {
-    const TimelineFlows::Origin& o = flows.origins[lone[a].flow];
+    const TimelineFlows::Origin o = flows.origin(lone[a].flow);
     const TaskTiming& t = timeline.pipelines[o.pipeline].stages[o.stage].tasks[o.index];
     const TaskNode& node = timeline.graph.nodes[t.node];
     const StageCost& cost = input.stages[node.virtual_stage];
@@ -273,7 +270,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
     std::array<double, 4> own_by_kind{};  // tp, cp, ep, zero3
     size_t b = a;
     for (; b < lone.size(); ++b) {
-      const TimelineFlows::Origin& ob = flows.origins[lone[b].flow];
+      const TimelineFlows::Origin ob = flows.origin(lone[b].flow);
       if (ob.pipeline != o.pipeline || ob.stage != o.stage || ob.index != o.index) break;
       ops.push_back({ob.op, lone[b].own_us / scale});
       own_sum += lone[b].own_us;
@@ -378,9 +375,12 @@ const char* flowKindName(FlowKind kind) {
 namespace {
 
 // Every flow of `timeline` in timelineFlows' order, each handed to
-// `push(flow, start_us, after, origin, send)` (which returns its index in the list, for the chains
-// of in-task collectives); `send` is a pipeline send's link and direction (2 l, 2 l + 1 for the
-// gradient: within a class, every send with that value is the same flow but its start), else -1.
+// `push(flow, start_us, after, origin, send, slot)` (which returns its index in the list, for the
+// chains of in-task collectives); `send` is a pipeline send's link and direction (2 l, 2 l + 1 for
+// the gradient: within a class, every send with that value is the same flow but its start), else
+// -1. `slot`, where not null, is the same int for every flow of the device that is `flow` but its
+// start, after and origin's index (a send over one link, an in-task collective of one virtual
+// stage, phase and position): the flow list keeps their shape there (FlowList).
 // The in-task collectives (`in_task` not empty) need the list itself (`list`: a fused task's flows
 // are appended to it).
 template <typename Push>
@@ -394,11 +394,13 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
   const int P = plan.deviceStages();
   const int v = plan.chunksPerDevice();
   std::vector<SharedFlow> sends;  // per link and direction: the flow of one send, but its start
+  std::vector<int> send_slots;    // per link and direction, for the device walked
   for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
     sendFlows(plan, input.pipelines[k], static_cast<int>(k), map, sends);
     for (int s = 0; s < P; ++s) {
       const DeviceLinks& d = map.devices[k][s];
       const StageTimeline& stage = timeline.pipelines[k].stages[s];
+      send_slots.assign(sends.size(), -1);
       std::optional<DeviceInTaskFlows> chains;
       if (!in_task.empty()) chains.emplace(plan, costs, in_task, d);
       for (size_t i = 0; i < stage.tasks.size(); ++i) {
@@ -420,19 +422,22 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
           const double scale = alone_us > 0 ? (t.run.duration() - stretch) / alone_us : 1;
           // One after another: each follows the one before (link_sharing.h: SharedFlow::after).
           const std::vector<SharedFlow>& flows = chains->of(node.virtual_stage, t.task.phase);
+          std::vector<int>& slots = chains->shapeSlots(node.virtual_stage, t.task.phase);
           int before = -1;
           for (size_t j = 0; j < ops.size(); ++j) {
-            before = push(flows[j], t.run.start_us + ops[j].offset_us * scale, before,
-                          {ops[j].kind, static_cast<int>(k), s, static_cast<int>(i), 0.0, ops[j].op},
-                          -1);
+            before =
+                push(flows[j], t.run.start_us + ops[j].offset_us * scale, before,
+                     {ops[j].kind, static_cast<int>(k), s, static_cast<int>(i), 0.0, ops[j].op}, -1,
+                     &slots[j]);
           }
         }
         if (node.send == Send::kNone) continue;
-        const SharedFlow& send = sends[2 * node.link + (node.send == Send::kGradient ? 1 : 0)];
+        const int which = 2 * node.link + (node.send == Send::kGradient ? 1 : 0);
+        const SharedFlow& send = sends[which];
         if (send.uses.empty()) continue;  // no event (a link inside one device)
         push(send, t.send.start_us, send.after,
-             {FlowKind::kPp, static_cast<int>(k), s, static_cast<int>(i)},
-             2 * node.link + (node.send == Send::kGradient ? 1 : 0));
+             {FlowKind::kPp, static_cast<int>(k), s, static_cast<int>(i)}, which,
+             &send_slots[which]);
       }
       // The DP collectives, in the order computeTimeline placed them (chunk v-1 first; per chunk
       // its buckets or its one collective, the routed experts' after the dense).
@@ -450,7 +455,7 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
           const SharedFlow f = collectiveFlow(topology, d, event.placement, bytes, when.start_us,
                                               when.duration() - stretch);
           push(f, f.start_us, f.after,
-               {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)}, -1);
+               {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)}, -1, nullptr);
           ++interval;
         };
         if (input.dp_overlap && !cost.buckets.empty()) {
@@ -478,7 +483,7 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
         const SharedFlow f = collectiveFlow(topology, d, gather_event->placement, gather_bytes,
                                             stage.param_allgather.start_us,
                                             stage.param_allgather.duration() - stretch);
-        push(f, f.start_us, f.after, {FlowKind::kZero, static_cast<int>(k), s, 0}, -1);
+        push(f, f.start_us, f.after, {FlowKind::kZero, static_cast<int>(k), s, 0}, -1, nullptr);
       }
     }
   }
@@ -502,18 +507,32 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
       }
     }
   }
-  out.flows.reserve(transfers);
-  out.origins.reserve(transfers);
-  walkTimelineFlows(
-      plan, costs, in_task, input, timeline, map, &out,
-      [&](const SharedFlow& f, double start_us, int after, const TimelineFlows::Origin& o, int) {
-        out.flows.push_back(f);
-        out.flows.back().start_us = start_us;
-        out.flows.back().after = after;
-        out.origins.push_back(o);
-        return static_cast<int>(out.flows.size()) - 1;
-      });
+  out.list.reserve(transfers);
+  out.index.reserve(transfers);
+  walkTimelineFlows(plan, costs, in_task, input, timeline, map, &out,
+                    [&](const SharedFlow& f, double start_us, int after,
+                        const TimelineFlows::Origin& o, int, int* slot) {
+                      if (slot != nullptr && *slot >= 0) {
+                        return out.add(start_us, *slot, after, o.index);
+                      }
+                      SharedFlow g = f;
+                      g.start_us = start_us;
+                      g.after = after;
+                      const int i = out.add(g, o);
+                      if (slot != nullptr) *slot = out.list.shapeOf(static_cast<size_t>(i));
+                      return i;
+                    });
   return out;
+}
+
+int TimelineFlows::add(const SharedFlow& f, const Origin& origin) {
+  shape_origins.push_back(origin);
+  return add(f.start_us, list.addShape(f.duration_us, f.bytes, f.uses), f.after, origin.index);
+}
+
+int TimelineFlows::add(double start_us, int shape, int after, int at) {
+  index.push_back(at);
+  return list.add(start_us, shape, after);
 }
 
 bool transferLoads(const IterationPlan& plan, const std::vector<EventCost>& costs,
@@ -547,7 +566,8 @@ bool transferLoads(const IterationPlan& plan, const std::vector<EventCost>& cost
   Loads other;
   walkTimelineFlows(
       plan, costs, {}, input, timeline, map, nullptr,
-      [&](const SharedFlow& f, double start_us, int, const TimelineFlows::Origin& o, int send) {
+      [&](const SharedFlow& f, double start_us, int, const TimelineFlows::Origin& o, int send,
+          int*) {
         Loads* loads = &other;
         if (send >= 0) {
           if (static_cast<size_t>(send) >= send_loads.size()) {
@@ -577,7 +597,7 @@ bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>&
   const LinkMap map = linkMap(plan);
   if (!hasInTaskOps(plan, costs, offsets) && !mayShare(plan, input, map, timeline)) return false;
   const TimelineFlows flows = timelineFlows(plan, costs, offsets, input, timeline, map);
-  const SharingResult shared = shareLinks(flows.flows, map.capacities());
+  const SharingResult shared = shareLinks(flows.list, map.capacities());
   if (!applyStretch(plan, costs, flows, shared, plan.deviceStages(), input, timeline, by_kind)) {
     return false;
   }

@@ -81,8 +81,24 @@ struct TimelineFlows {
     // task again with it stretched); -1 for every other flow.
     int op = -1;
   };
-  std::vector<SharedFlow> flows;
-  std::vector<Origin> origins;
+  // The flows, and their origins: what is the same for every flow of a shape (kind, class,
+  // stage, slack, op) per shape, the index per flow (issue 34: ~10^6 in-task flows of one
+  // simulation, each its start, shape, predecessor and index: 20 bytes).
+  FlowList list;
+  std::vector<Origin> shape_origins;  // per shape of `list` (their `index` unused)
+  std::vector<int> index;             // per flow: its Origin::index
+
+  size_t size() const { return list.size(); }
+  SharedFlow flow(size_t f) const { return list.flow(f); }
+  Origin origin(size_t f) const {
+    Origin o = shape_origins[static_cast<size_t>(list.shapeOf(f))];
+    o.index = index[f];
+    return o;
+  }
+  // A flow of a shape of its own (`f.after` kept); its index.
+  int add(const SharedFlow& f, const Origin& origin);
+  // A flow of an existing shape; its index.
+  int add(double start_us, int shape, int after, int index);
 };
 
 // Each flow starts where `timeline` has it and lasts its standalone time (`input`'s stretch taken
@@ -92,11 +108,11 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
                             const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
                             const IterationTimeline& timeline, const LinkMap& map);
 
-// linkUsage's common case without the flow list (136 bytes a flow): when no collective runs inside
-// a task (else false, nothing set), each flow of timelineFlows as the segment it loads alone on
-// each resource it uses ([start, start + duration) at demand x copies; a flow with no use, bytes
-// or time loads nothing) appended to `load` (per resource, in timelineFlows' order), and
-// `capacity` raised where one flow alone needs more (link_sharing.h).
+// linkUsage's common case without the flow list: when no collective runs inside a task (else
+// false, nothing set), each flow of timelineFlows as the segment it loads alone on each resource
+// it uses ([start, start + duration) at demand x copies; a flow with no use, bytes or time loads
+// nothing) appended to `load` (per resource, in timelineFlows' order), and `capacity` raised
+// where one flow alone needs more (link_sharing.h).
 bool transferLoads(const IterationPlan& plan, const std::vector<EventCost>& costs,
                    const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
                    const IterationTimeline& timeline, const LinkMap& map,

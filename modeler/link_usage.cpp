@@ -83,7 +83,7 @@ LinkUsage linkUsage(const Simulation& sim) {
     } else {
       const TimelineFlows flows =
           timelineFlows(plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
-      shared = shareLinks(flows.flows, capacity, /*record_load=*/true);
+      shared = shareLinks(flows.list, capacity, /*record_load=*/true);
       capacity = shared.capacity_bytes_per_us;
     }
   } else {
@@ -96,13 +96,16 @@ LinkUsage linkUsage(const Simulation& sim) {
     const TimelineFlows flows =
         timelineFlows(plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
     shared.load.resize(capacity.size());
-    for (const SharedFlow& f : flows.flows) {
-      if (f.bytes <= 0 || f.duration_us <= 0) continue;
-      const double demand = f.bytes / f.duration_us;
-      for (const LinkUse& u : f.uses) {
+    const FlowList& list = flows.list;
+    for (size_t f = 0; f < list.size(); ++f) {
+      const FlowList::Shape& shape = list.shape(list.shapeOf(f));
+      if (shape.bytes <= 0 || shape.duration_us <= 0) continue;
+      const double demand = shape.bytes / shape.duration_us;
+      const double start_us = list.startUs(f);
+      for (const LinkUse& u : list.uses(list.shapeOf(f))) {
         const double load = demand * u.copies;
         capacity[u.resource] = std::max(capacity[u.resource], load);
-        shared.load[u.resource].push_back({f.start_us, f.start_us + f.duration_us, load});
+        shared.load[u.resource].push_back({start_us, start_us + shape.duration_us, load});
       }
     }
   }

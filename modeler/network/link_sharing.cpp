@@ -14,22 +14,28 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-bool shares(const SharedFlow& f) { return !f.uses.empty() && f.bytes > 0 && f.duration_us > 0; }
+bool shares(const FlowList::Shape& s) {
+  return s.use_count > 0 && s.bytes > 0 && s.duration_us > 0;
+}
 
 // The flows that share, numbered in order of start time (ties in the callers' order: a stable
-// sort's order), with what the fill reads packed side by side: the event loop then walks them in
-// memory order instead of jumping across the callers' flows (the cache misses were most of its
-// time on thousands of flows).
+// sort's order). Each is read through the caller's list (its start, its shape), and what flows of
+// one shape share (time alone, demand, resources) through the shape: ~10^6 flows of a few hundred
+// shapes (FlowList), and no copy per flow (issue 34: memory).
 struct Flows {
-  std::vector<int> index;  // the caller's index of each
-  std::vector<double> start_us, duration_us, demand;
-  std::vector<int> first_use;  // into `uses`, one past the end last
-  std::vector<LinkUse> uses;
-  std::vector<int> follower;   // the flow that starts when this one ends (SharedFlow::after), or -1
-  std::vector<double> gap_us;  // a follower's standalone gap after the flow it follows
+  const FlowList* list = nullptr;
+  std::vector<int> index;                               // the caller's index of each
+  std::vector<double> shape_duration_us, shape_demand;  // per shape
+  std::vector<int> follower;  // the flow that starts when this one ends (SharedFlow::after), or -1
   bool chained = false;
-  std::span<const LinkUse> usesOf(int f) const {
-    return {uses.data() + first_use[f], uses.data() + first_use[f + 1]};
+  double startUs(int f) const { return list->startUs(static_cast<size_t>(index[f])); }
+  int shape(int f) const { return list->shapeOf(static_cast<size_t>(index[f])); }
+  std::span<const LinkUse> usesOf(int f) const { return list->uses(shape(f)); }
+  double durationUs(int f) const { return shape_duration_us[shape(f)]; }
+  double demand(int f) const { return shape_demand[shape(f)]; }
+  // A follower's standalone gap after the flow `p` it follows.
+  double gapUs(int g, int p) const {
+    return std::max(0.0, startUs(g) - startUs(p) - durationUs(p));
   }
   size_t size() const { return index.size(); }
 };
@@ -37,28 +43,26 @@ struct Flows {
 // The order of start times without a full sort: callers list flows as runs already in time
 // order (a device's sends, its DP stream), so the maximal runs are merged pairwise (each merge
 // stable, left first on ties: a stable sort's order, ties in the callers' order). The same walk
-// over the callers' flows sets every flow's standalone end in `end_us` and counts the sharing
-// flows' uses into `use_count` (one pass over them: at tens of thousands of flows they do not stay
-// in cache).
-std::vector<int> startOrder(std::span<const SharedFlow> flows, std::vector<double>& end_us,
-                            size_t& use_count) {
-  struct Key {
-    double start_us;
-    int flow;
-  };
-  std::vector<Key> keys, merged;
-  std::vector<size_t> runs;  // where each run of rising start times begins, then the end
+// over the callers' flows sets every flow's standalone end in `end_us`.
+std::vector<int> startOrder(const FlowList& flows, std::vector<double>& end_us) {
+  std::vector<int> keys, merged;  // the caller's indices (their starts read from `flows`)
+  std::vector<size_t> runs;       // where each run of rising start times begins, then the end
   keys.reserve(flows.size());
+  double last_start_us = 0;
   for (size_t f = 0; f < flows.size(); ++f) {
-    end_us[f] = flows[f].start_us + flows[f].duration_us;
-    if (!shares(flows[f])) continue;
-    use_count += flows[f].uses.size();
-    if (keys.empty() || flows[f].start_us < keys.back().start_us) runs.push_back(keys.size());
-    keys.push_back({flows[f].start_us, static_cast<int>(f)});
+    const FlowList::Shape& shape = flows.shape(flows.shapeOf(f));
+    const double start_us = flows.startUs(f);
+    end_us[f] = start_us + shape.duration_us;
+    if (!shares(shape)) continue;
+    if (keys.empty() || start_us < last_start_us) runs.push_back(keys.size());
+    keys.push_back(static_cast<int>(f));
+    last_start_us = start_us;
   }
   runs.push_back(keys.size());
   merged.resize(keys.size());
-  auto earlier = [](const Key& a, const Key& b) { return a.start_us < b.start_us; };
+  auto earlier = [&](int a, int b) {
+    return flows.startUs(static_cast<size_t>(a)) < flows.startUs(static_cast<size_t>(b));
+  };
   while (runs.size() > 2) {
     std::vector<size_t> joined;
     for (size_t r = 0; r + 1 < runs.size(); r += 2) {
@@ -71,9 +75,7 @@ std::vector<int> startOrder(std::span<const SharedFlow> flows, std::vector<doubl
     keys.swap(merged);
     runs = std::move(joined);
   }
-  std::vector<int> order(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) order[i] = keys[i].flow;
-  return order;
+  return keys;
 }
 
 // Per-resource and per-flow scratch of the fill, kept across calls (zero between them).
@@ -82,12 +84,34 @@ struct Scratch {
   std::vector<char> frozen;
 };
 
+// What the event loop keeps of a flow in flight, in a slot the flow holds from its start to its
+// end and then hands on (issue 34: ~10^6 flows of which a few dozen are in flight at once; the
+// loop's arrays per flow were most of a simulation's memory). Indexed by the flow's number.
+template <typename T>
+class InFlight {
+ public:
+  InFlight(const std::vector<int>& slot_of, T initial) : slot_of_(slot_of), initial_(initial) {}
+  // Slot `slot` taken by a flow: its value starts over (kept: counters that must keep rising).
+  void reset(int slot, bool keep = false) {
+    if (static_cast<size_t>(slot) >= at_.size())
+      at_.resize(static_cast<size_t>(slot) + 1, initial_);
+    if (!keep) at_[static_cast<size_t>(slot)] = initial_;
+  }
+  T& operator[](int f) { return at_[static_cast<size_t>(slot_of_[static_cast<size_t>(f)])]; }
+
+ private:
+  const std::vector<int>& slot_of_;
+  T initial_;
+  std::vector<T> at_;
+};
+
 // The max-min fair rates (bytes/us) of the `active` flows into `rate`.
+template <typename Rate>
 void fill(const Flows& flows, std::span<const double> capacity, const std::vector<int>& active,
-          std::vector<double>& rate, Scratch& scratch) {
-  const std::vector<double>& demand = flows.demand;
+          Rate& rate, Scratch& scratch) {
+  auto demand = [&](int f) { return flows.demand(f); };
   if (active.size() == 1) {  // alone: its demand (the capacity is at least that)
-    rate[active[0]] = demand[active[0]];
+    rate[active[0]] = demand(active[0]);
     return;
   }
   std::vector<double>& used = scratch.used;
@@ -106,7 +130,7 @@ void fill(const Flows& flows, std::span<const double> capacity, const std::vecto
     for (size_t i = 0; i < active.size(); ++i) {
       if (frozen[i]) continue;
       const int f = active[i];
-      step = std::min(step, demand[f] - level);
+      step = std::min(step, demand(f) - level);
       for (const LinkUse& u : flows.usesOf(f)) {
         step = std::min(step, (capacity[u.resource] - used[u.resource]) / users[u.resource]);
       }
@@ -121,14 +145,14 @@ void fill(const Flows& flows, std::span<const double> capacity, const std::vecto
     for (size_t i = 0; i < active.size(); ++i) {
       if (frozen[i]) continue;
       const int f = active[i];
-      bool stop = level >= demand[f] * (1 - 1e-12);
+      bool stop = level >= demand(f) * (1 - 1e-12);
       for (const LinkUse& u : flows.usesOf(f)) {
         stop = stop || used[u.resource] >= capacity[u.resource] * (1 - 1e-12);
       }
       if (!stop) continue;
       frozen[i] = 1;
       --left;
-      rate[f] = std::min(level, demand[f]);
+      rate[f] = std::min(level, demand(f));
       for (const LinkUse& u : flows.usesOf(f)) users[u.resource] -= u.copies;
     }
   }
@@ -166,59 +190,97 @@ void LinkUses::push_back(LinkUse use) {
   at_[size_++] = use;
 }
 
+int FlowList::addShape(double duration_us, double bytes, const LinkUses& uses) {
+  shapes_.push_back({duration_us, bytes, static_cast<uint32_t>(uses_.size()),
+                     static_cast<uint32_t>(uses.size())});
+  uses_.insert(uses_.end(), uses.begin(), uses.end());
+  return static_cast<int>(shapes_.size()) - 1;
+}
+
+int FlowList::add(double start_us, int shape, int after) {
+  EVSIM_CHECK(shape >= 0 && static_cast<size_t>(shape) < shapes_.size(), "flow of shape {} of {}",
+              shape, shapes_.size());
+  start_us_.push_back(start_us);
+  shape_.push_back(shape);
+  after_.push_back(after);
+  return static_cast<int>(start_us_.size()) - 1;
+}
+
+void FlowList::reserve(size_t flows) {
+  start_us_.reserve(flows);
+  shape_.reserve(flows);
+  after_.reserve(flows);
+}
+
+FlowList FlowList::of(std::span<const SharedFlow> flows) {
+  FlowList out;
+  out.reserve(flows.size());
+  for (const SharedFlow& f : flows) {
+    out.add(f.start_us, out.addShape(f.duration_us, f.bytes, f.uses), f.after);
+  }
+  return out;
+}
+
+SharedFlow FlowList::flow(size_t f) const {
+  const Shape& s = shape(shape_[f]);
+  SharedFlow out{start_us_[f], s.duration_us, s.bytes, {}, after_[f]};
+  for (const LinkUse& u : uses(shape_[f])) out.uses.push_back(u);
+  return out;
+}
+
 SharingResult shareLinks(std::span<const SharedFlow> input,
                          std::span<const double> capacity_bytes_per_us, bool record_load) {
+  return shareLinks(FlowList::of(input), capacity_bytes_per_us, record_load);
+}
+
+SharingResult shareLinks(const FlowList& input, std::span<const double> capacity_bytes_per_us,
+                         bool record_load) {
   SharingResult out;
   out.end_us.resize(input.size());
   if (record_load) out.load.resize(capacity_bytes_per_us.size());
   std::vector<double> capacity(capacity_bytes_per_us.begin(), capacity_bytes_per_us.end());
   Flows flows;
-  size_t use_count = 0;
-  flows.index = startOrder(input, out.end_us, use_count);
+  flows.list = &input;
+  flows.index = startOrder(input, out.end_us);
   const size_t n = flows.size();
-  // Sized once and written by position: this walk is per flow, tens of thousands per timing.
-  flows.start_us.resize(n);
-  flows.duration_us.resize(n);
-  flows.demand.resize(n);
-  flows.first_use.resize(n + 1);
-  flows.uses.resize(use_count);
-  std::vector<int> after(n);  // of each, as the caller numbers them (read here, in the same walk)
-  size_t at = 0;
-  for (size_t f = 0; f < n; ++f) {
-    const int i = flows.index[f];
-    const SharedFlow& flow = input[i];
-    after[f] = flow.after;
-    flows.start_us[f] = flow.start_us;
-    flows.duration_us[f] = flow.duration_us;
-    const double demand = flow.bytes / flow.duration_us;
-    flows.demand[f] = demand;
-    flows.first_use[f] = static_cast<int>(at);
-    for (const LinkUse& u : flow.uses) {
-      EVSIM_CHECK(
-          u.resource >= 0 && static_cast<size_t>(u.resource) < capacity.size() && u.copies > 0,
-          "flow {} uses resource {} x{} of {}", i, u.resource, u.copies, capacity.size());
-      capacity[u.resource] = std::max(capacity[u.resource], demand * u.copies);
-      flows.uses[at++] = u;
+  // Per shape that a sharing flow has: its demand, and the capacities it raises.
+  flows.shape_duration_us.assign(input.shapes(), 0);
+  flows.shape_demand.assign(input.shapes(), 0);
+  {
+    std::vector<char> seen(input.shapes(), 0);
+    for (size_t f = 0; f < n; ++f) {
+      const int s = input.shapeOf(static_cast<size_t>(flows.index[f]));
+      if (seen[static_cast<size_t>(s)]) continue;
+      seen[static_cast<size_t>(s)] = 1;
+      const FlowList::Shape& shape = input.shape(s);
+      const double demand = shape.bytes / shape.duration_us;
+      flows.shape_duration_us[static_cast<size_t>(s)] = shape.duration_us;
+      flows.shape_demand[static_cast<size_t>(s)] = demand;
+      for (const LinkUse& u : input.uses(s)) {
+        EVSIM_CHECK(
+            u.resource >= 0 && static_cast<size_t>(u.resource) < capacity.size() && u.copies > 0,
+            "flow {} uses resource {} x{} of {}", flows.index[f], u.resource, u.copies,
+            capacity.size());
+        capacity[u.resource] = std::max(capacity[u.resource], demand * u.copies);
+      }
     }
   }
-  flows.first_use[n] = static_cast<int>(at);
   // Followers: numbered in order of their own start_us like the rest, but started when the flow
   // they follow ends (a flow that does not share leaves its follower on its own start).
   flows.follower.assign(n, -1);
-  flows.gap_us.assign(n, 0);
   std::vector<bool> follows(n, false);
   {
     std::vector<int> id_of(input.size(), -1);
     for (size_t f = 0; f < n; ++f) id_of[flows.index[f]] = static_cast<int>(f);
     for (size_t f = 0; f < n; ++f) {
-      if (after[f] < 0) continue;
-      EVSIM_CHECK(static_cast<size_t>(after[f]) < input.size() && after[f] != flows.index[f],
-                  "flow {} after {} of {}", flows.index[f], after[f], input.size());
-      const int p = id_of[after[f]];
+      const int after = input.after(static_cast<size_t>(flows.index[f]));
+      if (after < 0) continue;
+      EVSIM_CHECK(static_cast<size_t>(after) < input.size() && after != flows.index[f],
+                  "flow {} after {} of {}", flows.index[f], after, input.size());
+      const int p = id_of[after];
       if (p < 0) continue;
-      EVSIM_CHECK(flows.follower[p] < 0, "two flows after flow {}", after[f]);
+      EVSIM_CHECK(flows.follower[p] < 0, "two flows after flow {}", after);
       flows.follower[p] = static_cast<int>(f);
-      flows.gap_us[f] = std::max(0.0, flows.start_us[f] - flows.start_us[p] - flows.duration_us[p]);
       follows[f] = true;
       flows.chained = true;
     }
@@ -226,21 +288,39 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
 
   Scratch scratch{
       std::vector<double>(capacity.size(), 0), std::vector<double>(capacity.size(), 0), {}};
-  std::vector<double> rate(n, 0);
-  // Per flow, the standalone time it had left when its rate last changed (at `since_us`): flows
-  // whose rates an event leaves alone are not touched.
-  std::vector<double> remaining_us = flows.duration_us, since_us(n, 0);
+  // Per flow in flight (its slot: InFlight) its rate, the standalone time it had left when its
+  // rate last changed (at `since_us`: flows whose rates an event leaves alone are not touched),
+  // the event that last reached it and the version of its projected end.
+  std::vector<int> slot_of(n, -1), free_slots;
+  int slots = 0;
+  InFlight<double> rate(slot_of, 0), remaining_us(slot_of, 0), since_us(slot_of, 0);
+  InFlight<int> seen_at(slot_of, -1), version(slot_of, 0);
+  auto takeSlot = [&](int f) {
+    int slot = slots;
+    if (free_slots.empty()) {
+      ++slots;
+    } else {
+      slot = free_slots.back();
+      free_slots.pop_back();
+    }
+    slot_of[static_cast<size_t>(f)] = slot;
+    rate.reset(slot);
+    remaining_us.reset(slot);
+    since_us.reset(slot);
+    seen_at.reset(slot);
+    version.reset(slot, /*keep=*/true);  // a slot's earlier flow's ends stay stale
+    remaining_us[f] = flows.durationUs(f);
+  };
   // Per resource the flows on it (in start order), and where its recorded load last changed. An
   // event refills only the flows connected to it through shared resources (the rest keep their
   // rates: max-min fairness is per connected component), so a lone flow costs no fill.
   std::vector<std::vector<int>> on(capacity.size());
   std::vector<double> load_since(capacity.size(), 0);
-  std::vector<int> seen_at(n, -1), component, seeds, ending;
-  std::vector<int> version(n, 0);
+  std::vector<int> component, seeds, ending;
   std::priority_queue<Finish, std::vector<Finish>, std::greater<>> ends;  // earliest first
   size_t next = 0, in_flight = 0;
   int event = 0;
-  double now = n == 0 ? 0 : flows.start_us[0];
+  double now = n == 0 ? 0 : flows.startUs(0);
   // A recorded resource's load from its last change to `now`, before its flows change.
   auto closeLoad = [&](int r) {
     if (!record_load || load_since[r] == now) return;
@@ -259,7 +339,7 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
     double until = kInf;
     for (const LinkUse& u : flows.usesOf(static_cast<int>(f))) {
       until = std::min(until, next_start_on[u.resource]);
-      next_start_on[u.resource] = flows.start_us[f];
+      next_start_on[u.resource] = flows.startUs(f);
     }
     free_until[f] = until;
   }
@@ -314,7 +394,7 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
   // waiting marks move along its chain.
   auto alone = [&](int f) {
     if (flows.chained && follows[f]) hold(f, -1);
-    const double end = now + flows.duration_us[f];
+    const double end = now + flows.durationUs(f);
     bool free = free_until[f] >= end;
     for (const LinkUse& u : flows.usesOf(f)) {
       if (!free) break;
@@ -327,8 +407,8 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
     if (g >= 0) {
       // Released at its own start_us and not yet passed: it starts in its place in the order,
       // as if it followed nothing (the same time and order the release queue would give it).
-      const double at = std::max(flows.start_us[g], end + flows.gap_us[g]);
-      if (at == flows.start_us[g] && static_cast<size_t>(g) >= next) {
+      const double at = std::max(flows.startUs(g), end + flows.gapUs(g, f));
+      if (at == flows.startUs(g) && static_cast<size_t>(g) >= next) {
         on_time[g] = 1;
       } else {
         released.push({at, g});
@@ -337,7 +417,7 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
     if (record_load) {
       for (const LinkUse& u : flows.usesOf(f)) {
         closeLoad(u.resource);
-        addLoad(out.load[u.resource], now, end, flows.demand[f] * u.copies);
+        addLoad(out.load[u.resource], now, end, flows.demand(f) * u.copies);
       }
     }
     return true;
@@ -346,7 +426,7 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
     while (next < n && follows[next] && !on_time[next]) ++next;
   };
   auto nextStart = [&] {
-    const double static_start = next < n ? flows.start_us[next] : kInf;
+    const double static_start = next < n ? flows.startUs(next) : kInf;
     return released.empty() ? static_start : std::min(static_start, released.top().first);
   };
   skipFollowers();
@@ -355,7 +435,7 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
     while (nextStart() <= now) {
       int f;
       if (!released.empty() && released.top().first <= now &&
-          (next >= n || flows.start_us[next] > now ||
+          (next >= n || flows.startUs(next) > now ||
            released.top().second < static_cast<int>(next))) {
         f = released.top().second;
         released.pop();
@@ -365,6 +445,7 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
       }
       if (alone(f)) continue;
       ++in_flight;
+      takeSlot(f);
       since_us[f] = now;
       for (const LinkUse& u : flows.usesOf(f)) {
         closeLoad(u.resource);
@@ -395,13 +476,13 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
       for (const LinkUse& u : flows.usesOf(f)) closeLoad(u.resource);
       if (since_us[f] < now) {
         remaining_us[f] =
-            std::max(0.0, remaining_us[f] - (now - since_us[f]) * rate[f] / flows.demand[f]);
+            std::max(0.0, remaining_us[f] - (now - since_us[f]) * rate[f] / flows.demand(f));
         since_us[f] = now;
       }
     }
     if (!component.empty()) fill(flows, capacity, component, rate, scratch);
     for (int f : component) {
-      ends.push({now + remaining_us[f] * flows.demand[f] / rate[f], f, ++version[f]});
+      ends.push({now + remaining_us[f] * flows.demand(f) / rate[f], f, ++version[f]});
     }
     if (next == n && in_flight == 0 && released.empty()) break;
     // Until the next start or the first end at these rates. A flow ends at its projected finish
@@ -426,13 +507,14 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
       out.end_us[flows.index[f]] = until;
       --in_flight;
       if (const int g = flows.follower[f]; g >= 0) {
-        released.push({std::max(flows.start_us[g], until + flows.gap_us[g]), g});
+        released.push({std::max(flows.startUs(g), until + flows.gapUs(g, f)), g});
       }
       for (const LinkUse& u : flows.usesOf(f)) {
         closeLoad(u.resource);
         std::vector<int>& list = on[u.resource];
         list.erase(std::find(list.begin(), list.end(), f));
       }
+      free_slots.push_back(slot_of[static_cast<size_t>(f)]);  // nothing reads its state again
     }
     for (int f : ending) {
       for (const LinkUse& u : flows.usesOf(f)) {

@@ -21,6 +21,7 @@
 // Units: microseconds, bytes, bytes per microsecond (1 GB/s = 1e3 bytes/us).
 
 #include <array>
+#include <cstdint>
 #include <initializer_list>
 #include <span>
 #include <vector>
@@ -61,6 +62,47 @@ struct SharedFlow {
   int after = -1;
 };
 
+// Flows held compactly (issue 34: a CP ring's exchanges are ~10^6 flows of one simulation, 128
+// bytes each as SharedFlows): what identical flows share (their standalone time, bytes and
+// resources) is one shape, and a flow is its start, its shape and the flow it follows: 16 bytes.
+// A flow of shape s is SharedFlow{start_us(f), shape(s).duration_us, shape(s).bytes, uses(s),
+// after(f)}.
+class FlowList {
+ public:
+  struct Shape {
+    double duration_us = 0;  // alone
+    double bytes = 0;        // per copy, through each resource it uses
+    uint32_t first_use = 0;  // into the uses of every shape
+    uint32_t use_count = 0;
+  };
+  // A new shape (its index); a flow's resources as SharedFlow::uses.
+  int addShape(double duration_us, double bytes, const LinkUses& uses);
+  // A flow of `shape` starting at `start_us`, following flow `after` (-1: none); its index.
+  int add(double start_us, int shape, int after = -1);
+  // Each of `flows` with a shape of its own.
+  static FlowList of(std::span<const SharedFlow> flows);
+
+  size_t size() const { return start_us_.size(); }
+  size_t shapes() const { return shapes_.size(); }
+  double startUs(size_t f) const { return start_us_[f]; }
+  int shapeOf(size_t f) const { return shape_[f]; }
+  int after(size_t f) const { return after_[f]; }
+  const Shape& shape(int s) const { return shapes_[static_cast<size_t>(s)]; }
+  std::span<const LinkUse> uses(int s) const {
+    const Shape& sh = shape(s);
+    return {uses_.data() + sh.first_use, sh.use_count};
+  }
+  // Flow `f` in full.
+  SharedFlow flow(size_t f) const;
+  void reserve(size_t flows);
+
+ private:
+  std::vector<Shape> shapes_;
+  std::vector<LinkUse> uses_;
+  std::vector<double> start_us_;
+  std::vector<int> shape_, after_;
+};
+
 // A resource's load over one stretch of time (constant in between).
 struct LoadSegment {
   double start_us = 0;
@@ -77,6 +119,9 @@ struct SharingResult {
 // Ends of `flows` sharing resources of `capacity_bytes_per_us` (one per resource). A flow with no
 // use, no bytes or no duration ends at start + duration (and a flow after it starts at its own
 // start_us). `record_load` fills `load`.
+SharingResult shareLinks(const FlowList& flows, std::span<const double> capacity_bytes_per_us,
+                         bool record_load = false);
+// The same for flows given one by one (each its own shape).
 SharingResult shareLinks(std::span<const SharedFlow> flows,
                          std::span<const double> capacity_bytes_per_us, bool record_load = false);
 

@@ -316,9 +316,9 @@ TEST(LinkUsage, LoadsAreShareLinksOwnWhetherFlowsMeetOrNot) {
         timelineFlows(sim.plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
     // Whether two flows overlap in time on one resource, pair by pair.
     bool met = false;
-    for (size_t f = 0; f < flows.flows.size(); ++f) {
-      for (size_t g = f + 1; g < flows.flows.size(); ++g) {
-        const SharedFlow &a = flows.flows[f], &b = flows.flows[g];
+    for (size_t f = 0; f < flows.size(); ++f) {
+      for (size_t g = f + 1; g < flows.size(); ++g) {
+        const SharedFlow &a = flows.flow(f), &b = flows.flow(g);
         if (a.duration_us <= 0 || b.duration_us <= 0) continue;
         const bool overlap =
             a.start_us < b.start_us + b.duration_us && b.start_us < a.start_us + a.duration_us;
@@ -328,7 +328,7 @@ TEST(LinkUsage, LoadsAreShareLinksOwnWhetherFlowsMeetOrNot) {
       }
     }
     EXPECT_EQ(met, buckets);
-    const SharingResult want = shareLinks(flows.flows, map.capacities(), /*record_load=*/true);
+    const SharingResult want = shareLinks(flows.list, map.capacities(), /*record_load=*/true);
     const LinkUsage usage = linkUsage(sim);
     size_t link = 0;
     for (size_t r = 0; r < want.load.size(); ++r) {
@@ -507,20 +507,20 @@ TEST(LinkFlows, AFusedTaskIsStretchedOnlyWhereItsAllToAllsOutlastItsCompute) {
     const LinkMap map = linkMap(plan);
     const TimelineFlows flows =
         timelineFlows(plan, alone.costs, alone.offsets, alone.input, alone.timeline, map);
-    const SharingResult ends = shareLinks(flows.flows, map.capacities());
+    const SharingResult ends = shareLinks(flows.list, map.capacities());
     std::vector<size_t> chain;
-    for (size_t i = 0; i < flows.flows.size(); ++i) {
-      const TimelineFlows::Origin& o = flows.origins[i];
-      if (o.stage == 1 && o.kind == FlowKind::kEp && flows.flows[i].start_us >= 52 * ta - 1e-9 &&
-          flows.flows[i].start_us < 57 * ta - 1e-9) {
+    for (size_t i = 0; i < flows.size(); ++i) {
+      const TimelineFlows::Origin& o = flows.origin(i);
+      if (o.stage == 1 && o.kind == FlowKind::kEp && flows.flow(i).start_us >= 52 * ta - 1e-9 &&
+          flows.flow(i).start_us < 57 * ta - 1e-9) {
         chain.push_back(i);
       }
     }
     ASSERT_EQ(chain.size(), 4u);
     for (size_t j = 0; j < 4; ++j) {
-      const SharedFlow& f = flows.flows[chain[j]];
+      const SharedFlow& f = flows.flow(chain[j]);
       EXPECT_NEAR(f.start_us, (52 + j) * ta, 1e-9) << j;
-      EXPECT_NEAR(flows.origins[chain[j]].slack_us, ta, 1e-9) << j;
+      EXPECT_NEAR(flows.origin(chain[j]).slack_us, ta, 1e-9) << j;
       EXPECT_EQ(f.after, j == 0 ? -1 : static_cast<int>(chain[j - 1])) << j;
       EXPECT_NEAR(ends.end_us[chain[j]], (53.25 + j) * ta, 1e-9) << j;
     }
