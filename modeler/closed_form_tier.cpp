@@ -15,7 +15,9 @@
 #include "ops/layer_ops.h"
 #include "plan/iteration_plan.h"
 #include "plan/layer_shape.h"
+#include "plan/pipeline_schedule.h"
 #include "plan/plan_core.h"
+#include "plan/task_graph.h"
 
 namespace evsim {
 
@@ -52,6 +54,11 @@ struct ClosedFormTier::Facts {
 
 struct ClosedFormTier::Workspace::State {
   Facts facts;
+  // The activation states of the last pipeline shape (schedule, P, v, m, group): the classes of
+  // one shape (recomputation x SP) come one after another, and the shared cache does not keep the
+  // largest states (scheduleActivationStates), which cost a walk of every device's order each.
+  std::tuple<int, int, int, int64_t, int> states_shape{-1, 0, 0, 0, 0};
+  std::shared_ptr<const std::vector<ActivationStates>> states;
   std::map<LayerKey, LayerTimes> layer_times;
   std::map<std::pair<int64_t, int>, double> step_us;  // (parameters, offload) -> issued time
   // (kind, bytes, group size, nodes, ranks per node, dtype) -> a communication's issued time: the
@@ -537,7 +544,18 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
     // The parameters the DP group (x CP) synchronises: all, or without the experts under EP.
     f.dense_parameters[k] = c.parameters - (strategy.expertsSyncApart() ? c.expert_parameters : 0);
   }
-  f.devices = deviceChunkSums(strategy, strategy.microBatches(), f.chunks);
+  const PipelineShape shape{strategy.pp, K / strategy.pp, strategy.microBatches(),
+                            strategy.microbatch_group};
+  const std::tuple<int, int, int, int64_t, int> shape_key{static_cast<int>(strategy.schedule),
+                                                          shape.stages, shape.chunks,
+                                                          shape.micro_batches, shape.group};
+  // (A schedule file can be replaced within a process: asked for each time, as the cache does.)
+  if (!workspace.states || workspace.states_shape != shape_key ||
+      strategy.schedule == Schedule::kFile) {
+    workspace.states = scheduleActivationStates(strategy.schedule, shape);
+    workspace.states_shape = shape_key;
+  }
+  f.devices = deviceChunkSums(strategy, f.chunks, *workspace.states);
   return f;
 }
 
