@@ -25,6 +25,10 @@ namespace evsim {
 // members share, each part computed when a member first needs it.
 struct ClosedFormTier::Facts {
   std::optional<Strategy> key;  // the class; nullopt before the first candidate
+  // The class's footprint and worst groups in the shared cache (its maps keep references valid):
+  // looked up once per class, not under the cache's lock per candidate and chunk.
+  const ModelFootprint* footprint = nullptr;
+  const PlanCache::Placements* placements = nullptr;
   std::vector<int> first_layer;
   std::vector<ChunkMemoryInput> chunks;
   std::vector<int64_t> parameters, dense_parameters;
@@ -94,8 +98,9 @@ double ClosedFormTier::communicationUs(EventKind kind, int64_t bytes, const Plac
   return it->second;
 }
 
-ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& strategy, bool zero3,
-                                                             const StageGroups& groups) const {
+ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(
+    const Strategy& strategy, bool zero3, const StageGroups& groups,
+    const ModelFootprint& class_footprint) const {
   LayerShape shape = layerShape(model_, strategy, groups.tp);
   if (strategy.cp > 1) shape.cp_ring = groups.cp_ring, shape.cp_group = groups.cp_group;
   if (strategy.ep > 1) shape.ep_group = groups.ep;
@@ -123,7 +128,7 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
   // ZeRO-3's transfers of a block, as the plan core places them (plan_core.cpp): its parameters
   // gathered before its forward and (resharding after the forward) again before its backward, its
   // gradients reduce-scattered after the backward, in the DP group, on the DP stream.
-  const ModelFootprint* footprint = zero3 ? &cachedFootprint(model_, strategy, cache_) : nullptr;
+  const ModelFootprint* footprint = zero3 ? &class_footprint : nullptr;
   const bool fsdp = strategy.framework == Framework::kFsdp;
   auto zero3Op = [&](OpList& ops, int64_t params, EventKind kind, std::string_view name) {
     DType wire = model_.dtype;
@@ -197,6 +202,7 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
 
 ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, bool zero3,
                                                       const StageGroups& groups,
+                                                      const ModelFootprint& footprint,
                                                       Workspace::State& workspace) const {
   auto placement = [](const Placement& p) {
     return std::make_tuple(p.group_size, p.nodes, p.ranks_per_node);
@@ -229,14 +235,15 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
                      strategy.cp_a2a};
   auto it = workspace.layer_times.find(key);
   if (it != workspace.layer_times.end()) return it->second;
-  return workspace.layer_times.try_emplace(key, computeLayerTimes(strategy, zero3, groups))
+  return workspace.layer_times
+      .try_emplace(key, computeLayerTimes(strategy, zero3, groups, footprint))
       .first->second;
 }
 
-void ClosedFormTier::activationCopyTimes(const Strategy& strategy, Facts& facts) const {
+void ClosedFormTier::activationCopyTimes(Facts& facts) const {
   // A task's copies run one at a time on the host stream and the task ends after the last
   // (op_offsets.h): it lasts at least their sum, whatever the ops beside them.
-  const ModelFootprint& footprint = cachedFootprint(model_, strategy, cache_);
+  const ModelFootprint& footprint = *facts.footprint;
   const int64_t elem_bytes = dtypeBytes(model_.dtype);
   std::map<std::pair<bool, int64_t>, double> memo;  // (out, bytes): the layers of a kind repeat
   auto copyUs = [&](bool out, int64_t bytes) {
@@ -333,8 +340,7 @@ bool ClosedFormTier::chunkTimes(const Strategy& strategy, bool zero3, Facts& fac
   const int P = strategy.pp;
   const int K = static_cast<int>(first_layer.size());
   const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, K / P);
-  const PlanCache::Placements& placements =
-      stagePlacements(strategy, cluster_.gpus_per_node, cache_);
+  const PlanCache::Placements& placements = *facts.placements;
   std::vector<double>& forward = facts.forward[z];
   std::vector<double>& backward = facts.backward[z];
   forward.assign(K, 0.0);
@@ -345,7 +351,7 @@ bool ClosedFormTier::chunkTimes(const Strategy& strategy, bool zero3, Facts& fac
         layerTimes(strategy, zero3,
                    StageGroups{placements.tp[s], placements.cp_ring[s], placements.ep[s],
                                placements.dp[s], placements.etp[s], placements.cp_group[s]},
-                   workspace);
+                   *facts.footprint, workspace);
     if (!t.complete) return false;
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
     for (int layer = first_layer[k]; layer < end; ++layer) {
@@ -378,8 +384,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, v);
   const int zero = G > 1 ? strategy.zero_stage : 0;
   const int64_t elem_bytes = dtypeBytes(model_.dtype);
-  const PlanCache::Placements& placements =
-      stagePlacements(strategy, cluster_.gpus_per_node, cache_);
+  const PlanCache::Placements& placements = *facts.placements;
 
   // Per virtual stage: one micro-batch's forward and backward op-time sums.
   const bool zero3 = zero == 3;
@@ -388,7 +393,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   const std::vector<double>* backward = &facts.backward[zero3 ? 1 : 0];
   std::vector<double> with_copies_forward, with_copies_backward;
   if (offloadsActivations(strategy.offload)) {
-    if (!facts.copies_ready) activationCopyTimes(strategy, facts);
+    if (!facts.copies_ready) activationCopyTimes(facts);
     with_copies_forward = *forward;
     with_copies_backward = *backward;
     for (int k = 0; k < K; ++k) {
@@ -503,6 +508,8 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
   f.key = key;
   f.first_layer = stageFirstLayers(model_, strategy, &cache_);
   const ModelFootprint& footprint = cachedFootprint(model_, strategy, cache_);
+  f.footprint = &footprint;
+  f.placements = &stagePlacements(strategy, cluster_.gpus_per_node, cache_);
   const std::vector<int>& first_layer = f.first_layer;
   const int K = static_cast<int>(first_layer.size());
   const ModelFootprint* unrecomputed = nullptr;

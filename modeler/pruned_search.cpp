@@ -270,29 +270,35 @@ class PrunedSearch {
       ++report_.pruned_by_bound;
     }
     if (pool_.empty()) return false;
-    const size_t size =
-        std::isinf(bound_limit) ? static_cast<size_t>(options_.top_k) - top_.size() : kRoundSize;
+    // Until the top K is full: the K - |top| best bounds. Then the best bounds up to kRoundSize
+    // that need a simulation of their own (a timing key new to the round, neither simulated nor
+    // found too slow before), with the candidates among them that take an earlier one's timing:
+    // a round gives every thread work however many candidates share their keys.
+    const bool filling = std::isinf(bound_limit);
+    const size_t size = filling ? static_cast<size_t>(options_.top_k) - top_.size() : kRoundSize;
     std::vector<Pending> round;
-    while (round.size() < size && !pool_.empty()) {
-      round.push_back(std::move(pool_.extract(pool_.begin()).value()));
-    }
     // Only the first of each timing key not simulated before runs; the others take its timing
     // (or, when its unshared timeline was already too slow, are pruned with it).
     std::vector<Strategy> keys;
-    keys.reserve(round.size());
-    std::vector<size_t> first(round.size());  // the round's first candidate of the same key
+    std::vector<size_t> first;  // the round's first candidate of the same key
     std::vector<size_t> to_simulate;
+    std::unordered_map<Strategy, size_t, TimingKeyHash> first_of_key;
+    while (!pool_.empty() && (filling ? round.size() : to_simulate.size()) < size) {
+      const size_t j = round.size();
+      round.push_back(std::move(pool_.extract(pool_.begin()).value()));
+      keys.push_back(timingKey(model_, round[j].strategy));
+      first.push_back(first_of_key.try_emplace(keys[j], j).first->second);
+      if (first[j] == j && memo_.count(keys[j]) == 0 && slower_.count(keys[j]) == 0) {
+        to_simulate.push_back(j);
+      }
+    }
     std::vector<Simulated> done(round.size());
     for (size_t j = 0; j < round.size(); ++j) {
-      keys.push_back(timingKey(model_, round[j].strategy));
-      first[j] = static_cast<size_t>(std::find(keys.begin(), keys.end(), keys[j]) - keys.begin());
       if (first[j] != j) continue;
       if (auto known = memo_.find(keys[j]); known != memo_.end()) {
         done[j].ranked = rankedRow(round[j], known->second);
       } else if (slower_.count(keys[j]) > 0) {
         done[j].slower = true;  // the threshold only falls: still too slow
-      } else {
-        to_simulate.push_back(j);
       }
     }
     parallelFor(to_simulate.size(), options_.threads, [&](size_t i) {
