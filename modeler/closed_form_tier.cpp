@@ -15,7 +15,9 @@
 #include "ops/layer_ops.h"
 #include "plan/iteration_plan.h"
 #include "plan/layer_shape.h"
+#include "plan/pipeline_schedule.h"
 #include "plan/plan_core.h"
+#include "plan/task_graph.h"
 
 namespace evsim {
 
@@ -23,6 +25,10 @@ namespace evsim {
 // members share, each part computed when a member first needs it.
 struct ClosedFormTier::Facts {
   std::optional<Strategy> key;  // the class; nullopt before the first candidate
+  // The class's footprint and worst groups in the shared cache (its maps keep references valid):
+  // looked up once per class, not under the cache's lock per candidate and chunk.
+  const ModelFootprint* footprint = nullptr;
+  const PlanCache::Placements* placements = nullptr;
   std::vector<int> first_layer;
   std::vector<ChunkMemoryInput> chunks;
   std::vector<int64_t> parameters, dense_parameters;
@@ -52,6 +58,11 @@ struct ClosedFormTier::Facts {
 
 struct ClosedFormTier::Workspace::State {
   Facts facts;
+  // The activation states of the last pipeline shape (schedule, P, v, m, group): the classes of
+  // one shape (recomputation x SP) come one after another, and the shared cache does not keep the
+  // largest states (scheduleActivationStates), which cost a walk of every device's order each.
+  std::tuple<int, int, int, int64_t, int> states_shape{-1, 0, 0, 0, 0};
+  std::shared_ptr<const std::vector<ActivationStates>> states;
   std::map<LayerKey, LayerTimes> layer_times;
   std::map<std::pair<int64_t, int>, double> step_us;  // (parameters, offload) -> issued time
   // (kind, bytes, group size, nodes, ranks per node, dtype) -> a communication's issued time: the
@@ -87,8 +98,9 @@ double ClosedFormTier::communicationUs(EventKind kind, int64_t bytes, const Plac
   return it->second;
 }
 
-ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& strategy, bool zero3,
-                                                             const StageGroups& groups) const {
+ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(
+    const Strategy& strategy, bool zero3, const StageGroups& groups,
+    const ModelFootprint& class_footprint) const {
   LayerShape shape = layerShape(model_, strategy, groups.tp);
   if (strategy.cp > 1) shape.cp_ring = groups.cp_ring, shape.cp_group = groups.cp_group;
   if (strategy.ep > 1) shape.ep_group = groups.ep;
@@ -116,7 +128,7 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
   // ZeRO-3's transfers of a block, as the plan core places them (plan_core.cpp): its parameters
   // gathered before its forward and (resharding after the forward) again before its backward, its
   // gradients reduce-scattered after the backward, in the DP group, on the DP stream.
-  const ModelFootprint* footprint = zero3 ? &cachedFootprint(model_, strategy, cache_) : nullptr;
+  const ModelFootprint* footprint = zero3 ? &class_footprint : nullptr;
   const bool fsdp = strategy.framework == Framework::kFsdp;
   auto zero3Op = [&](OpList& ops, int64_t params, EventKind kind, std::string_view name) {
     DType wire = model_.dtype;
@@ -190,6 +202,7 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(const Strategy& str
 
 ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, bool zero3,
                                                       const StageGroups& groups,
+                                                      const ModelFootprint& footprint,
                                                       Workspace::State& workspace) const {
   auto placement = [](const Placement& p) {
     return std::make_tuple(p.group_size, p.nodes, p.ranks_per_node);
@@ -222,14 +235,15 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
                      strategy.cp_a2a};
   auto it = workspace.layer_times.find(key);
   if (it != workspace.layer_times.end()) return it->second;
-  return workspace.layer_times.try_emplace(key, computeLayerTimes(strategy, zero3, groups))
+  return workspace.layer_times
+      .try_emplace(key, computeLayerTimes(strategy, zero3, groups, footprint))
       .first->second;
 }
 
-void ClosedFormTier::activationCopyTimes(const Strategy& strategy, Facts& facts) const {
+void ClosedFormTier::activationCopyTimes(Facts& facts) const {
   // A task's copies run one at a time on the host stream and the task ends after the last
   // (op_offsets.h): it lasts at least their sum, whatever the ops beside them.
-  const ModelFootprint& footprint = cachedFootprint(model_, strategy, cache_);
+  const ModelFootprint& footprint = *facts.footprint;
   const int64_t elem_bytes = dtypeBytes(model_.dtype);
   std::map<std::pair<bool, int64_t>, double> memo;  // (out, bytes): the layers of a kind repeat
   auto copyUs = [&](bool out, int64_t bytes) {
@@ -326,8 +340,7 @@ bool ClosedFormTier::chunkTimes(const Strategy& strategy, bool zero3, Facts& fac
   const int P = strategy.pp;
   const int K = static_cast<int>(first_layer.size());
   const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, K / P);
-  const PlanCache::Placements& placements =
-      stagePlacements(strategy, cluster_.gpus_per_node, cache_);
+  const PlanCache::Placements& placements = *facts.placements;
   std::vector<double>& forward = facts.forward[z];
   std::vector<double>& backward = facts.backward[z];
   forward.assign(K, 0.0);
@@ -338,7 +351,7 @@ bool ClosedFormTier::chunkTimes(const Strategy& strategy, bool zero3, Facts& fac
         layerTimes(strategy, zero3,
                    StageGroups{placements.tp[s], placements.cp_ring[s], placements.ep[s],
                                placements.dp[s], placements.etp[s], placements.cp_group[s]},
-                   workspace);
+                   *facts.footprint, workspace);
     if (!t.complete) return false;
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
     for (int layer = first_layer[k]; layer < end; ++layer) {
@@ -371,8 +384,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, v);
   const int zero = G > 1 ? strategy.zero_stage : 0;
   const int64_t elem_bytes = dtypeBytes(model_.dtype);
-  const PlanCache::Placements& placements =
-      stagePlacements(strategy, cluster_.gpus_per_node, cache_);
+  const PlanCache::Placements& placements = *facts.placements;
 
   // Per virtual stage: one micro-batch's forward and backward op-time sums.
   const bool zero3 = zero == 3;
@@ -381,7 +393,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   const std::vector<double>* backward = &facts.backward[zero3 ? 1 : 0];
   std::vector<double> with_copies_forward, with_copies_backward;
   if (offloadsActivations(strategy.offload)) {
-    if (!facts.copies_ready) activationCopyTimes(strategy, facts);
+    if (!facts.copies_ready) activationCopyTimes(facts);
     with_copies_forward = *forward;
     with_copies_backward = *backward;
     for (int k = 0; k < K; ++k) {
@@ -496,6 +508,8 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
   f.key = key;
   f.first_layer = stageFirstLayers(model_, strategy, &cache_);
   const ModelFootprint& footprint = cachedFootprint(model_, strategy, cache_);
+  f.footprint = &footprint;
+  f.placements = &stagePlacements(strategy, cluster_.gpus_per_node, cache_);
   const std::vector<int>& first_layer = f.first_layer;
   const int K = static_cast<int>(first_layer.size());
   const ModelFootprint* unrecomputed = nullptr;
@@ -537,7 +551,18 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
     // The parameters the DP group (x CP) synchronises: all, or without the experts under EP.
     f.dense_parameters[k] = c.parameters - (strategy.expertsSyncApart() ? c.expert_parameters : 0);
   }
-  f.devices = deviceChunkSums(strategy, strategy.microBatches(), f.chunks);
+  const PipelineShape shape{strategy.pp, K / strategy.pp, strategy.microBatches(),
+                            strategy.microbatch_group};
+  const std::tuple<int, int, int, int64_t, int> shape_key{static_cast<int>(strategy.schedule),
+                                                          shape.stages, shape.chunks,
+                                                          shape.micro_batches, shape.group};
+  // (A schedule file can be replaced within a process: asked for each time, as the cache does.)
+  if (!workspace.states || workspace.states_shape != shape_key ||
+      strategy.schedule == Schedule::kFile) {
+    workspace.states = scheduleActivationStates(strategy.schedule, shape);
+    workspace.states_shape = shape_key;
+  }
+  f.devices = deviceChunkSums(strategy, f.chunks, *workspace.states);
   return f;
 }
 

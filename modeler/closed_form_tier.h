@@ -112,10 +112,11 @@ class ClosedFormTier {
   struct Facts;  // one class's chunks (closed_form_tier.cpp)
 
  private:
+  // `footprint`: the strategy's (cachedFootprint), used for ZeRO-3's transfers.
   LayerTimes layerTimes(const Strategy& strategy, bool zero3, const StageGroups& groups,
-                        Workspace::State& workspace) const;
-  LayerTimes computeLayerTimes(const Strategy& strategy, bool zero3,
-                               const StageGroups& groups) const;
+                        const ModelFootprint& footprint, Workspace::State& workspace) const;
+  LayerTimes computeLayerTimes(const Strategy& strategy, bool zero3, const StageGroups& groups,
+                               const ModelFootprint& footprint) const;
   // host + device time of one execution, or a negative value when no source covers it.
   double issuedUs(const Event& event) const;
   // The same for the communication makeCommunication(kind, bytes, placement, the model's dtype),
@@ -130,7 +131,7 @@ class ClosedFormTier {
   // Fills facts' P2P send times per link; false when one has no cost.
   bool sendTimes(const Strategy& strategy, Facts& facts, Workspace::State& workspace) const;
   // Fills facts' activation copies' sums out and in per chunk (activation offload).
-  void activationCopyTimes(const Strategy& strategy, Facts& facts) const;
+  void activationCopyTimes(Facts& facts) const;
   double lowerBoundUs(const Strategy& strategy, int64_t micro_batches, Facts& facts,
                       Workspace::State& workspace) const;
 

@@ -161,10 +161,20 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
   EVSIM_CHECK(!chunks.empty() && chunks.size() % P == 0, "{} chunks for {} stages", chunks.size(),
               P);
   const int v = static_cast<int>(chunks.size()) / P;
-  const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, v);
   // The held-activation states of the device orders the task graph is built from (task_graph.h).
   const std::shared_ptr<const std::vector<ActivationStates>> states = scheduleActivationStates(
       strategy.schedule, PipelineShape{P, v, micro_batches, strategy.microbatch_group});
+  return deviceChunkSums(strategy, chunks, *states);
+}
+
+std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy,
+                                             const std::vector<ChunkMemoryInput>& chunks,
+                                             const std::vector<ActivationStates>& states) {
+  const int P = strategy.pp;
+  EVSIM_CHECK(!chunks.empty() && chunks.size() % P == 0 && states.size() == static_cast<size_t>(P),
+              "{} chunks and {} activation states for {} stages", chunks.size(), states.size(), P);
+  const int v = static_cast<int>(chunks.size()) / P;
+  const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, v);
   std::vector<DeviceChunkSums> out(P);
   std::vector<int64_t> chunk_bytes, chunk_held_bytes;
   for (int device = 0; device < P; ++device) {
@@ -192,7 +202,7 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
       facts.has_embedding = facts.has_embedding || k == 0;
       facts.has_head = facts.has_head || k + 1 == chunks.size();
     }
-    sums.peak = peakActivations((*states)[device], chunk_bytes, chunk_held_bytes);
+    sums.peak = peakActivations(states[device], chunk_bytes, chunk_held_bytes);
   }
   return out;
 }

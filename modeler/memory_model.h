@@ -236,6 +236,12 @@ struct DeviceChunkSums {
 };
 std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t micro_batches,
                                              const std::vector<ChunkMemoryInput>& chunks);
+// The same with the device orders' activation states given (scheduleActivationStates(strategy's
+// schedule, {P, v, micro_batches, strategy.microbatch_group})): a caller that keeps them need not
+// ask the shared cache, which does not keep the largest.
+std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy,
+                                             const std::vector<ChunkMemoryInput>& chunks,
+                                             const std::vector<ActivationStates>& states);
 // estimateMemory from deviceChunkSums(strategy, micro_batches, chunks): identical figures.
 MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy,
                               int64_t capacity_bytes, const std::vector<DeviceChunkSums>& devices,

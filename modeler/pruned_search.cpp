@@ -73,6 +73,7 @@ struct ByBound {
 struct Simulated {
   std::optional<Ranked> ranked;
   std::vector<Event> missing;
+  bool slower = false;  // its timeline before link sharing ended after the threshold: pruned
 };
 
 // The timing fields of a simulated candidate (setTiming), kept per timing key (plan_core.h): a
@@ -218,7 +219,9 @@ class PrunedSearch {
     return r;
   }
 
-  Simulated simulateOne(const Pending& candidate) const {
+  // Simulates `candidate` unless its timeline before link sharing already ends after `limit_us`
+  // (simulateWithin: then `slower` and no row; the full time could only be longer).
+  Simulated simulateOne(const Pending& candidate, double limit_us) const {
     Simulated out;
     IterationPlan plan = buildIterationPlan(model_, cluster_, candidate.strategy, &cache_);
     std::vector<EventCost> event_costs;
@@ -231,9 +234,15 @@ class PrunedSearch {
     if (!out.missing.empty()) return out;
     EVSIM_CHECK(plan.micro_batches == candidate.closed.micro_batches, "{} micro-batches, {} closed",
                 plan.micro_batches, candidate.closed.micro_batches);
-    const Simulation sim = simulate(std::move(plan), std::move(event_costs));
+    double unshared_us = 0;
+    const std::optional<Simulation> sim =
+        simulateWithin(std::move(plan), std::move(event_costs), limit_us, unshared_us);
+    if (!sim) {
+      out.slower = true;
+      return out;
+    }
     CandidateResult timing;
-    setTiming(timing, sim.summary);
+    setTiming(timing, sim->summary);
     out.ranked = rankedRow(candidate, timing);
     return out;
   }
@@ -261,41 +270,55 @@ class PrunedSearch {
       ++report_.pruned_by_bound;
     }
     if (pool_.empty()) return false;
-    const size_t size =
-        std::isinf(bound_limit) ? static_cast<size_t>(options_.top_k) - top_.size() : kRoundSize;
+    // Until the top K is full: the K - |top| best bounds. Then the best bounds up to kRoundSize
+    // that need a simulation of their own (a timing key new to the round, neither simulated nor
+    // found too slow before), with the candidates among them that take an earlier one's timing:
+    // a round gives every thread work however many candidates share their keys.
+    const bool filling = std::isinf(bound_limit);
+    const size_t size = filling ? static_cast<size_t>(options_.top_k) - top_.size() : kRoundSize;
     std::vector<Pending> round;
-    while (round.size() < size && !pool_.empty()) {
-      round.push_back(std::move(pool_.extract(pool_.begin()).value()));
-    }
-    // Only the first of each timing key not simulated before runs; the others take its timing.
+    // Only the first of each timing key not simulated before runs; the others take its timing
+    // (or, when its unshared timeline was already too slow, are pruned with it).
     std::vector<Strategy> keys;
-    keys.reserve(round.size());
-    std::vector<size_t> first(round.size());  // the round's first candidate of the same key
+    std::vector<size_t> first;  // the round's first candidate of the same key
     std::vector<size_t> to_simulate;
-    std::vector<Simulated> done(round.size());
-    for (size_t j = 0; j < round.size(); ++j) {
+    std::unordered_map<Strategy, size_t, TimingKeyHash> first_of_key;
+    while (!pool_.empty() && (filling ? round.size() : to_simulate.size()) < size) {
+      const size_t j = round.size();
+      round.push_back(std::move(pool_.extract(pool_.begin()).value()));
       keys.push_back(timingKey(model_, round[j].strategy));
-      first[j] = static_cast<size_t>(std::find(keys.begin(), keys.end(), keys[j]) - keys.begin());
-      if (first[j] != j) continue;
-      auto known = memo_.find(keys[j]);
-      if (known != memo_.end()) {
-        done[j].ranked = rankedRow(round[j], known->second);
-      } else {
+      first.push_back(first_of_key.try_emplace(keys[j], j).first->second);
+      if (first[j] == j && memo_.count(keys[j]) == 0 && slower_.count(keys[j]) == 0) {
         to_simulate.push_back(j);
       }
     }
-    parallelFor(to_simulate.size(), options_.threads,
-                [&](size_t i) { done[to_simulate[i]] = simulateOne(round[to_simulate[i]]); });
+    std::vector<Simulated> done(round.size());
+    for (size_t j = 0; j < round.size(); ++j) {
+      if (first[j] != j) continue;
+      if (auto known = memo_.find(keys[j]); known != memo_.end()) {
+        done[j].ranked = rankedRow(round[j], known->second);
+      } else if (slower_.count(keys[j]) > 0) {
+        done[j].slower = true;  // the threshold only falls: still too slow
+      }
+    }
+    parallelFor(to_simulate.size(), options_.threads, [&](size_t i) {
+      done[to_simulate[i]] = simulateOne(round[to_simulate[i]], bound_limit);
+    });
     if (memo_.size() + to_simulate.size() > kTimingMemoCapacity) memo_.clear();
+    if (slower_.size() + to_simulate.size() > kTimingMemoCapacity) slower_.clear();
     for (size_t j : to_simulate) {
       if (done[j].ranked) memo_.emplace(keys[j], done[j].ranked->result);
+      if (done[j].slower) slower_.insert(keys[j]);
     }
     for (size_t j = 0; j < round.size(); ++j) {
-      if (first[j] == j || !done[first[j]].ranked) continue;
+      if (first[j] == j) continue;
+      if (done[first[j]].slower) done[j].slower = true;
+      if (!done[first[j]].ranked) continue;
       done[j].ranked = rankedRow(round[j], done[first[j]].ranked->result);
     }
     for (Simulated& d : done) {
       for (const Event& e : d.missing) missing_.intern(e);
+      if (d.slower) ++report_.pruned_by_bound;
       if (!d.ranked) continue;
       ++report_.simulated;
       Ranked r = std::move(*d.ranked);
@@ -339,6 +362,8 @@ class PrunedSearch {
   int pass_ = 0;
   std::vector<Ranked> top_;  // best first, at most top_k
   TimingMemo memo_;
+  // Timing keys whose timeline before link sharing ended after the threshold of their round.
+  std::unordered_set<Strategy, TimingKeyHash> slower_;
   EventTable missing_;
   SearchReport report_;
 };

@@ -65,7 +65,9 @@ struct SearchReport {
   // Ok candidates timed by a full simulation: their own, or (runPrunedSearch) the one of an
   // earlier candidate with the same timing key (plan_core.h's timingKey), whose timing they take.
   int64_t simulated = 0;
-  int64_t pruned_by_bound = 0;  // ok candidates whose lower bound exceeded the K-th best time
+  // Ok candidates whose lower bound (the closed form's, or the timeline before link sharing)
+  // exceeded the K-th best time.
+  int64_t pruned_by_bound = 0;
   int64_t passes = 1;           // passes over the enumeration (pruned_search.h)
   std::map<std::string, int64_t> invalid_by_rule;  // rule (numbers written N) -> candidates
   // Both searches: the first invalid candidate of each rule ("--strategy 8M2P4D: M=8 does not

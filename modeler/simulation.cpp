@@ -357,17 +357,16 @@ double stageSlowdown(const Simulation& sim, int pipeline, int stage) {
   return f.empty() ? 1.0 : f[stage];
 }
 
-Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
-                    std::vector<std::vector<double>> stage_slowdown) {
-  EVSIM_CHECK(static_cast<int>(costs.size()) == plan.events.size(), "{} costs for {} events",
-              costs.size(), plan.events.size());
-  Simulation sim;
-  sim.plan = std::move(plan);
-  sim.costs = std::move(costs);
-  const IterationPlan& p = sim.plan;
-  const std::vector<EventCost>& c = sim.costs;
+namespace {
 
-  sim.input = timingInput(p, c, sim.offsets);
+// simulate()'s timing: the unshared timeline (its iteration time in `unshared_us`), then, unless
+// that already ends after `limit_us` (false), link sharing.
+bool timeSimulation(Simulation& sim, std::vector<std::vector<double>> stage_slowdown,
+                    double limit_us, double& unshared_us) {
+  const IterationPlan& p = sim.plan;
+  EVSIM_CHECK(static_cast<int>(sim.costs.size()) == p.events.size(), "{} costs for {} events",
+              sim.costs.size(), p.events.size());
+  sim.input = timingInput(p, sim.costs, sim.offsets);
   if (!stage_slowdown.empty()) {
     EVSIM_CHECK(stage_slowdown.size() == p.pipelines.size(), "{} slowdown vectors for {} classes",
                 stage_slowdown.size(), p.pipelines.size());
@@ -376,7 +375,44 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
     }
   }
   sim.timeline = computeTimeline(sim.input);
+  unshared_us = sim.timeline.iteration_us;
+  if (unshared_us > limit_us) return false;
   shareLinksOverTime(p, sim.costs, sim.offsets, sim.input, sim.timeline, &sim.task_link_stretch);
+  return true;
+}
+
+void summarize(Simulation& sim);
+
+}  // namespace
+
+Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
+                    std::vector<std::vector<double>> stage_slowdown) {
+  Simulation sim;
+  sim.plan = std::move(plan);
+  sim.costs = std::move(costs);
+  double unshared_us = 0;
+  timeSimulation(sim, std::move(stage_slowdown), std::numeric_limits<double>::infinity(),
+                 unshared_us);
+  summarize(sim);
+  return sim;
+}
+
+std::optional<Simulation> simulateWithin(IterationPlan plan, std::vector<EventCost> costs,
+                                         double limit_us, double& unshared_us) {
+  std::optional<Simulation> sim(std::in_place);
+  sim->plan = std::move(plan);
+  sim->costs = std::move(costs);
+  if (!timeSimulation(*sim, {}, limit_us, unshared_us)) return std::nullopt;
+  summarize(*sim);
+  return sim;
+}
+
+namespace {
+
+// simulate()'s metrics from its timeline.
+void summarize(Simulation& sim) {
+  const IterationPlan& p = sim.plan;
+  const std::vector<EventCost>& c = sim.costs;
   // Finite event times can still add up past double's range (issue 17: an infinite time, exit 0).
   if (!std::isfinite(sim.timeline.iteration_us)) {
     EVSIM_THROW(InputError, "the iteration time is not finite: the inputs imply more than {:g} us",
@@ -455,8 +491,9 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
   sum.max_device = hi;
   sum.mean_device = total;
   sum.bubble_fraction = total.bubble_fraction;
-  return sim;
 }
+
+}  // namespace
 
 std::vector<MfuFigure> mfuFigures(const DeviceSpec& device, const ModelConfig& model,
                                   double flops_per_gpu_per_s) {

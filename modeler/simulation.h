@@ -9,6 +9,7 @@
 // expanded only when written out.
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -130,6 +131,15 @@ TimingInput timingInput(const IterationPlan& plan, const std::vector<EventCost>&
 // splitSlowReplicas); task times, their ops and the optimizer step scale by it.
 Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
                     std::vector<std::vector<double>> stage_slowdown = {});
+
+// simulate(), unless the timeline before link sharing already ends after `limit_us`: then nullopt,
+// with that iteration time in `unshared_us` (else the full simulation's time before sharing).
+// Sharing only stretches transfers and the tasks around them (every stretch >= 0, link_flows.h)
+// and the timing engine's times only grow with its durations (fixed orders and edges), so the
+// full iteration time is at least `unshared_us`: a search that needs only times up to `limit_us`
+// skips the sharing pass, most of the simulation's cost under context parallelism across nodes.
+std::optional<Simulation> simulateWithin(IterationPlan plan, std::vector<EventCost> costs,
+                                         double limit_us, double& unshared_us);
 
 // The compute slowdown of device stage `stage` in pipeline class `pipeline` (1 without
 // stragglers).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_set>
+#include <vector>
 
 #include "common/error.h"
 #include "plan/shape_cache.h"
@@ -288,6 +290,14 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
   const size_t width = 2 * static_cast<size_t>(chunks);
   std::vector<int> now(width, 0);
   std::vector<std::vector<int>> frontier;
+  struct CountsHash {
+    size_t operator()(const std::vector<int>& v) const {
+      size_t h = 1469598103934665603u;
+      for (int x : v) h = (h ^ static_cast<size_t>(static_cast<unsigned>(x))) * 1099511628211u;
+      return h;
+    }
+  };
+  std::unordered_set<std::vector<int>, CountsHash> seen;
   auto covers = [](const std::vector<int>& a, const std::vector<int>& b) {  // a >= b everywhere
     for (size_t i = 0; i < a.size(); ++i) {
       if (a[i] < b[i]) return false;
@@ -324,6 +334,10 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
     // so leaving those out changes nothing and saves the comparisons on most tasks.
     const bool only_frees = t.phase != Phase::kForward && (t.phase != Phase::kBackward || !split);
     if (only_frees || (at + 1 < order.size() && order[at + 1].phase == Phase::kForward)) continue;
+    // A state seen before is in the frontier or below one of it (a frontier entry leaves only
+    // for one that covers it): a schedule's steady state repeats a few states m times, and
+    // comparing each with the whole frontier made this walk most of a search's memory checks.
+    if (!seen.insert(now).second) continue;
     if (std::any_of(frontier.begin(), frontier.end(),
                     [&](const std::vector<int>& f) { return covers(f, now); })) {
       continue;
