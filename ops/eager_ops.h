@@ -47,8 +47,9 @@
 // buffer for SDPA, a fallback kernel that needs it realised). Backward, ExpandBackward's sum over
 // the n_rep copies: e x tokens x g x n_rep x d -> e x tokens x g x d, for each of K and V.
 //
-// torch.compile fuses each of these into one kernel (Inductor; the fused op lists of layer_ops.h)
-// and so do Megatron's fused kernels.
+// torch.compile fuses the RMSNorm, SwiGLU and loss kernels into one each (Inductor; the fused op
+// lists of layer_ops.h), and so do Megatron's fused kernels. RoPE's complex views and repeat_kv's
+// copies stay kernels of their own under torch.compile (LayerShape::complex_rope, repeat_kv).
 
 #include <cstdint>
 #include <string_view>
