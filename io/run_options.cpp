@@ -245,8 +245,9 @@ void RunOptions::addFrameworkOptions(CLI::App& app) {
                  "FSDP: default (always without PP, never with PP) | always | never")
       ->capture_default_str();
   app.add_option("--torch-compile", torch_compile,
-                 "FSDP: on (torch.compile's fused blocks and loss) | off (eager PyTorch kernels) | "
-                 "default (off, as torchtitan)")
+                 "FSDP: on (torch.compile's fused blocks and loss) | blocks (compiled blocks, eager "
+                 "loss: torchtitan before 2025-04) | off (eager PyTorch kernels) | default (off, as "
+                 "torchtitan)")
       ->capture_default_str();
 }
 

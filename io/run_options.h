@@ -79,7 +79,7 @@ struct RunOptions {
   std::string framework = "megatron";  // --framework megatron | fsdp
   std::string attention_kernel;        // --attention-kernel fa2 | fa3 | cudnn (empty: default)
   std::string reshard = "default";     // --reshard-after-forward default | always | never
-  std::string torch_compile = "default";  // --torch-compile on | off | default (fsdp: off)
+  std::string torch_compile = "default";  // --torch-compile on | blocks | off | default (fsdp: off)
   ModelOverrides overrides;
   const CLI::App* extras_app = nullptr;          // set by addMegatronExtras
   const CLI::Option* schedule_option = nullptr;  // --schedule: given or the default?

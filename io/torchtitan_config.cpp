@@ -309,12 +309,15 @@ TorchtitanArgs torchtitanArguments(const std::string& text, const std::string& o
   // [compile], [optimizer]
   // torch.compile: each block and the loss run Inductor's fused kernels (--torch-compile on);
   // without it, eager PyTorch's (eventsim's fsdp default, as torchtitan's). torchtitan compiles
-  // components = ["model", "loss"] unless told otherwise; the training.compile of its configs
-  // before 2025-08 compiled both too.
+  // components = ["model", "loss"] unless told otherwise; ["model"] alone leaves the loss eager
+  // (--torch-compile blocks). The training.compile of its configs compiled the loss from
+  // 2025-04-02 (bbb1b616e) and left it eager before, which a config does not say: it maps to on,
+  // and runs of torchtitan before that date are --torch-compile blocks.
   const toml::table* compile = r.table("compile");
   checkKeys(r, compile, "compile", {"enable", "components"}, {"backend"}, out.ignored);
   const bool legacy_compile = r.get<bool>(training, "training", "compile").value_or(false);
   if (r.get<bool>(compile, "compile", "enable").value_or(false) || legacy_compile) {
+    std::string setting = "on";
     if (const toml::node* node = compile ? compile->get("components") : nullptr) {
       const toml::array* list = node->as_array();
       if (!list) r.fail("compile.components", "has the wrong type");
@@ -323,13 +326,15 @@ TorchtitanArgs torchtitanArguments(const std::string& text, const std::string& o
         if (!part.value<std::string>()) r.fail("compile.components", "has the wrong type");
         parts.insert(*part.value<std::string>());
       }
-      if (parts != std::set<std::string>{"model", "loss"}) {
+      if (parts == std::set<std::string>{"model"}) {
+        setting = "blocks";
+      } else if (parts != std::set<std::string>{"model", "loss"}) {
         r.notModelled("compile.components", fmt::format("[{}]", fmt::join(parts, ", ")),
-                      "eventsim compiles the blocks and the loss together ([\"model\", "
-                      "\"loss\"], torchtitan's default)");
+                      "eventsim compiles the blocks and the loss ([\"model\", \"loss\"], "
+                      "torchtitan's default) or the blocks alone ([\"model\"])");
       }
     }
-    add("--torch-compile", "on");
+    add("--torch-compile", setting);
   } else if (compile) {
     if (compile->get("components")) out.ignored.push_back("compile.components");
   }

@@ -229,6 +229,7 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
                      static_cast<int>(strategy.moe_dispatcher),
                      strategy.framework != Framework::kFsdp ? 0
                      : strategy.eagerKernels()              ? 2
+                     : strategy.eagerLoss()                 ? 3
                                                             : 1,
                      placement(groups.cp_group),
                      static_cast<int>(strategy.cp_comm),

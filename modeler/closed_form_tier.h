@@ -103,7 +103,8 @@ class ClosedFormTier {
   // (b, M, SP, recompute, C, E, ZeRO-3 (0/1), framework, reshard, and the TP, CP ring, EP and DP
   // placements as (group size, nodes, ranks per node); the DP group is all 1 without ZeRO-3;
   // then the expert TP size and its group's placement, --tp-comm-overlap and the MoE
-  // dispatcher, the kernels the op lists run: 0 Megatron's, 1 FSDP compiled, 2 FSDP eager; then
+  // dispatcher, the kernels the op lists run: 0 Megatron's, 1 FSDP compiled, 2 FSDP eager, 3 FSDP
+  // compiled blocks with an eager loss; then
   // the CP collectives' group, --cp-comm-type and the a2a+p2p a2a size).
   using PlacementKey = std::tuple<int, int, int>;
   using LayerKey = std::tuple<int64_t, int, bool, int, int, int, int, int, int, PlacementKey,

@@ -100,6 +100,24 @@ EagerKernels eagerCrossEntropyBackward(int64_t rows, int64_t vocab, int64_t e) {
   };
 }
 
+EagerKernels eagerRepeatKvForward(int64_t tokens, int64_t groups, int64_t n_rep, int64_t dim,
+                                  int64_t e) {
+  const int64_t kv = e * tokens * groups * dim;
+  return {
+      {"repeat_kv_k", kv, n_rep * kv},
+      {"repeat_kv_v", kv, n_rep * kv},
+  };
+}
+
+EagerKernels eagerRepeatKvBackward(int64_t tokens, int64_t groups, int64_t n_rep, int64_t dim,
+                                   int64_t e) {
+  const int64_t kv = e * tokens * groups * dim;
+  return {
+      {"repeat_kv_k_bwd", n_rep * kv, kv},
+      {"repeat_kv_v_bwd", n_rep * kv, kv},
+  };
+}
+
 EagerKernel inputGradientSum(std::string_view name, int64_t elems, int64_t e) {
   return {name, 2 * e * elems, e * elems};
 }

@@ -41,8 +41,15 @@
 // nll_loss_backward's zeroed gradient 0 -> 4L and its scatter 8T + 8 -> 4T; log_softmax_backward
 // 4L (the sum pass) + 8L -> 4L; .float()'s 4L -> eL.
 //
-// torch.compile fuses each of these into one kernel (Inductor; the fused op lists of layer_ops.h)
-// and so do Megatron's fused kernels.
+// repeat_kv (GQA, n_rep = a / g query heads per K/V head), `unsqueeze(3).expand(...).reshape(...)`
+// on each of K and V of tokens x g x d: the reshape of an expanded view materialises a copy,
+// e x tokens x g x d -> e x tokens x g x n_rep x d, compiled or not (Inductor writes the same
+// buffer for SDPA, a fallback kernel that needs it realised). Backward, ExpandBackward's sum over
+// the n_rep copies: e x tokens x g x n_rep x d -> e x tokens x g x d, for each of K and V.
+//
+// torch.compile fuses the RMSNorm, SwiGLU and loss kernels into one each (Inductor; the fused op
+// lists of layer_ops.h), and so do Megatron's fused kernels. RoPE's complex views and repeat_kv's
+// copies stay kernels of their own under torch.compile (LayerShape::complex_rope, repeat_kv).
 
 #include <cstdint>
 #include <string_view>
@@ -69,6 +76,11 @@ EagerKernels eagerSwiGluBackward(int64_t elems, int64_t e);
 // The loss over rows x vocab logits (the rank's vocabulary).
 EagerKernels eagerCrossEntropyForward(int64_t rows, int64_t vocab, int64_t e);
 EagerKernels eagerCrossEntropyBackward(int64_t rows, int64_t vocab, int64_t e);
+// repeat_kv's copies of K and V (`groups` K/V heads on this rank, each to `n_rep` query heads).
+EagerKernels eagerRepeatKvForward(int64_t tokens, int64_t groups, int64_t n_rep, int64_t dim,
+                                  int64_t e);
+EagerKernels eagerRepeatKvBackward(int64_t tokens, int64_t groups, int64_t n_rep, int64_t dim,
+                                   int64_t e);
 // Autograd's sum of two input gradients of `elems` elements (a tensor read by two linears).
 EagerKernel inputGradientSum(std::string_view name, int64_t elems, int64_t e);
 

@@ -158,7 +158,7 @@ void LayerOpBuilder::rope(OpList& out, int layer, bool backward) {
   const LayerShape& s = shape_;
   if (s.spec.position != PositionKind::kRope) return;
   const int64_t T = s.tokens(), d = s.headDim();
-  if (s.eager_blocks) {
+  if (s.eager_blocks || s.complex_rope) {
     // Q's a/t heads, then K's g/t, each through its own float / multiply / cast.
     for (const int64_t heads : {s.heads / s.tp, s.query_groups / s.tp}) {
       eagerKernels(out, layer,
@@ -172,6 +172,15 @@ void LayerOpBuilder::rope(OpList& out, int layer, bool backward) {
           makeCompute(backward ? "rope_bwd" : "rope_fwd",
                       {{"tokens", T}, {"heads", (s.heads + s.query_groups) / s.tp}, {"dim", d}},
                       "", s.dtype));
+}
+
+void LayerOpBuilder::repeatKv(OpList& out, int layer, bool backward) {
+  const LayerShape& s = shape_;
+  if (!s.repeat_kv || s.query_groups >= s.heads) return;
+  const int64_t groups = s.query_groups / s.tp, n_rep = s.heads / s.query_groups;
+  eagerKernels(out, layer,
+               backward ? eagerRepeatKvBackward(s.tokens(), groups, n_rep, s.headDim(), e())
+                        : eagerRepeatKvForward(s.tokens(), groups, n_rep, s.headDim(), e()));
 }
 
 void LayerOpBuilder::swiglu(OpList& out, int layer, bool backward) {
@@ -408,6 +417,7 @@ void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {
     }
     qkNorm(out, layer, false);
     rope(out, layer, false);
+    repeatKv(out, layer, false);
   }
   attentionCore(out, layer);
   if (s.tp_comm_overlap && !cross) {
@@ -486,6 +496,7 @@ void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
     reduceOutput(out, layer, "cross_q_input_grad_allreduce", "cross_q_input_grad_reduce_scatter");
     norm(out, layer, "cross_layernorm_bwd", true);
   } else {
+    repeatKv(out, layer, true);
     rope(out, layer, true);
     qkNorm(out, layer, true);
     if (s.tp_comm_overlap) {

@@ -134,6 +134,16 @@ struct LayerShape {
   bool eager_blocks = false;
   bool eager_loss = false;
   bool eager_final_norm = false;
+  // torchtitan's Llama rotates Q and K through complex64 views (apply_rotary_emb). Inductor
+  // generates no code for complex tensors and falls back to the aten kernels (torch/_inductor/
+  // lowering.py: view_as_complex a fallback that needs a contiguous input, "Torchinductor does not
+  // support code generation for complex operators"), so RoPE runs as eager's three kernels per
+  // rotated tensor whether or not the blocks are compiled (ops/eager_ops.h).
+  bool complex_rope = false;
+  // torchtitan's repeat_kv: under GQA (g < a) K and V are copied to every query head before SDPA,
+  // compiled or not (a materialised expand + reshape), and autograd sums the copies' gradients
+  // back (ops/eager_ops.h).
+  bool repeat_kv = false;
 
   // The sequence's tokens on this rank: s/C under context parallelism.
   int64_t localSeq() const { return seq / cp; }
@@ -185,6 +195,7 @@ class LayerOpBuilder {
                     int64_t saved = 0);
   // RoPE on Q and K heads, and SwiGLU, fused or eager (ops/eager_ops.h).
   void rope(OpList& out, int layer, bool backward);
+  void repeatKv(OpList& out, int layer, bool backward);
   void swiglu(OpList& out, int layer, bool backward);
   // torchtitan's separate wq/wk/wv (w1/w3) read one input: eager autograd sums their input
   // gradients (`readers` - 1 kernels); Megatron's fused QKV / FC1 GEMM and Inductor have none.

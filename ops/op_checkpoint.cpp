@@ -55,6 +55,7 @@ void LayerOpBuilder::opCheckpointRecompute(OpList& out, int layer) {
   linearForward(out, layer, "k_gemm", T, kv_width, h, 0, 0);  // wk, matmul 2
   qkNorm(out, layer, false);  // qk_layernorm: the norms re-run on the recomputed heads
   rope(out, layer, false);
+  repeatKv(out, layer, false);  // SDPA's inputs are not in the save list: rebuilt
   linearForward(out, layer, "attn_proj_gemm", T, h, s.attnWidth(), 0, 0);  // wo, matmul 4
   rowParallelReduce("attn_proj_allreduce");
   dropout(out, layer, "dropout", region, false);

@@ -18,10 +18,13 @@ LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placem
   shape.deepep = strategy.moe_dispatcher == MoeDispatcher::kDeepEp;
   shape.swiglu_recompute_product = strategy.swiglu_recompute_product;
   shape.recompute = strategy.recompute;
-  // torchtitan compiles each block and the loss; the final norm stays outside (ops/eager_ops.h).
+  // torchtitan compiles each block and (since 2025-04) the loss; the final norm stays outside
+  // (ops/eager_ops.h). Its complex RoPE and repeat_kv run as kernels of their own either way.
   shape.eager_blocks = strategy.eagerKernels();
-  shape.eager_loss = strategy.eagerKernels();
+  shape.eager_loss = strategy.eagerLoss();
   shape.eager_final_norm = strategy.framework == Framework::kFsdp;
+  shape.complex_rope = strategy.framework == Framework::kFsdp;
+  shape.repeat_kv = strategy.framework == Framework::kFsdp;
   return shape;
 }
 

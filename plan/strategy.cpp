@@ -100,6 +100,8 @@ std::string_view torchCompileName(TorchCompile compile) {
       return "on";
     case TorchCompile::kOff:
       return "off";
+    case TorchCompile::kBlocks:
+      return "blocks";
   }
   return "?";
 }
@@ -109,7 +111,8 @@ TorchCompile parseTorchCompile(std::string_view text, std::string_view flag) {
   if (lower == "default") return TorchCompile::kDefault;
   if (lower == "on") return TorchCompile::kOn;
   if (lower == "off") return TorchCompile::kOff;
-  EVSIM_THROW(InputError, "{} '{}': unknown setting (on, off or default)", flag, text);
+  if (lower == "blocks") return TorchCompile::kBlocks;
+  EVSIM_THROW(InputError, "{} '{}': unknown setting (on, off, blocks or default)", flag, text);
 }
 
 Schedule parseSchedule(std::string_view text, std::string_view flag) {

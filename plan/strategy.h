@@ -73,11 +73,14 @@ std::string_view reshardName(Reshard reshard);  // "default", "always", "never"
 Reshard parseReshard(std::string_view text, std::string_view flag = "--reshard-after-forward");
 
 // torch.compile under the fsdp framework (torchtitan's compile.enable; --torch-compile): on, the
-// blocks and the loss run Inductor's fused kernels (the fused op lists of ops/layer_ops.h); off,
+// blocks and the loss run Inductor's fused kernels (the fused op lists of ops/layer_ops.h); blocks,
+// the blocks compiled and the loss eager (torchtitan's training.compile before 2025-04-02, commit
+// bbb1b616e: its train.py left `loss_fn = torch.compile(loss_fn)` commented out, "compiling loss
+// function causes CUDA errors", so its published 2024-12 benchmarks ran the loss eager); off,
 // eager PyTorch's kernels (ops/eager_ops.h). Default: off for fsdp (torchtitan's default); Megatron
 // runs its own fused kernels and takes no setting.
-enum class TorchCompile { kDefault, kOn, kOff };
-std::string_view torchCompileName(TorchCompile compile);  // "default", "on", "off"
+enum class TorchCompile { kDefault, kOn, kOff, kBlocks };
+std::string_view torchCompileName(TorchCompile compile);  // "default", "on", "off", "blocks"
 TorchCompile parseTorchCompile(std::string_view text, std::string_view flag = "--torch-compile");
 
 // Bounds on the batch sizes and micro-batches of a strategy (validateStrategy): far beyond any run,
@@ -206,9 +209,14 @@ struct Strategy {
   bool fsdpSyncsOncePerStep() const {
     return framework == Framework::kFsdp && pp > 1 && !reshardsAfterForward();
   }
-  // Whether the norms, RoPE, SwiGLU and loss run as eager PyTorch's kernels: FSDP (torchtitan)
+  // Whether the blocks' norms, RoPE and SwiGLU run as eager PyTorch's kernels: FSDP (torchtitan)
   // without torch.compile.
   bool eagerKernels() const {
+    return framework == Framework::kFsdp && torch_compile != TorchCompile::kOn &&
+           torch_compile != TorchCompile::kBlocks;
+  }
+  // Whether the loss runs as eager PyTorch's kernels: FSDP unless the loss is compiled too.
+  bool eagerLoss() const {
     return framework == Framework::kFsdp && torch_compile != TorchCompile::kOn;
   }
   std::string name() const;  // "2M4P2D"

@@ -64,6 +64,11 @@ TEST(TorchtitanConfig, CompileEnableCompilesTheBlocksAndTheLoss) {
       tail(replaced(fixture(), "local_batch_size = 1", "local_batch_size = 1\ncompile = true")),
       on);
   EXPECT_NE(tail(fixture()), on);
+  // components = ["model"] compiles the blocks and leaves the loss eager.
+  const std::vector<std::string> blocks = {"--torch-compile", "blocks"};
+  EXPECT_EQ(tail(replaced(replaced(fixture(), "enable=false", "enable=true"),
+                          "components = [\"model\", \"loss\"]", "components = [\"model\"]")),
+            blocks);
 }
 
 TEST(TorchtitanConfig, LayerSelectiveCheckpointingIsEveryNthBlockInFull) {
@@ -132,8 +137,8 @@ TEST(TorchtitanConfig, RefusesByName) {
                   "model.flavor = debugmodel: not a flavour eventsim has");
   EXPECT_CONTAINS(errorOf(replaced(replaced(fixture(), "enable=false", "enable=true"),
                                    "components = [\"model\", \"loss\"]",
-                                   "components = [\"model\"]")),
-                  "train.toml: compile.components = [model]: ");
+                                   "components = [\"loss\"]")),
+                  "train.toml: compile.components = [loss]: ");
   EXPECT_CONTAINS(
       errorOf(replaced(fixture(), "# converters = [\"float8\"]", "converters = [\"float8\"]")),
       "quantize.linear.float8.enable_fsdp_float8_all_gather = false");

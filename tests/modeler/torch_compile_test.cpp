@@ -51,26 +51,22 @@ TEST(TorchCompile, EagerMinusCompiledIsTheEagerKernelsLessTheFusedOnes) {
   s.torch_compile = TorchCompile::kDefault;  // torchtitan's default: compile off
   EXPECT_DOUBLE_EQ(iterationUs(model, cluster, s), eager);
 
-  const double e = 2, T = 32, h = 64, d = 16, F = 32 * 192, L = 32 * 512, N = T * h;
-  const double q = T * 4 * d, k = T * 2 * d, freqs = 4 * 32 * d;
+  const double e = 2, T = 32, h = 64, F = 32 * 192, L = 32 * 512, N = T * h;
   // Per block, forward, eager: two RMSNorms of 8 kernels, N (28 + 4e) + 24 T + e h bytes each;
-  // RoPE on Q and on K, 3 kernels each of (2e + 16) n + freqs; SwiGLU's 2 kernels, 5 e F.
+  // SwiGLU's 2 kernels, 5 e F. RoPE's complex kernels and repeat_kv's copies run compiled or
+  // not (Inductor falls back on complex tensors): no difference.
   double block_us = 2 * (8 * 2 + (N * (28 + 4 * e) + 24 * T + e * h) / 1.6e6);
-  block_us += 3 * 2 + (2 * e + 16) * q / 1.6e6 + freqs / 1.6e6;
-  block_us += 3 * 2 + (2 * e + 16) * k / 1.6e6 + freqs / 1.6e6;
   block_us += 2 * 2 + 5 * e * F / 1.6e6;
-  // ... backward: two RMSNorms of 16 kernels, N (8e + 76) + 40 T + 2 e h each; RoPE's 3 + 3
-  // kernels of the forward's bytes; SwiGLU's 3 kernels, 9 e F; autograd's sums of the input
-  // gradients of wq, wk, wv (2) and w1, w3 (1), 3 e N each.
+  // ... backward: two RMSNorms of 16 kernels, N (8e + 76) + 40 T + 2 e h each; SwiGLU's 3
+  // kernels, 9 e F; autograd's sums of the input gradients of wq, wk, wv (2) and w1, w3 (1),
+  // 3 e N each.
   block_us += 2 * (16 * 2 + (N * (8 * e + 76) + 40 * T + 2 * e * h) / 1.6e6);
-  block_us += 3 * 2 + (2 * e + 16) * q / 1.6e6 + freqs / 1.6e6;
-  block_us += 3 * 2 + (2 * e + 16) * k / 1.6e6 + freqs / 1.6e6;
   block_us += 3 * 2 + 9 * e * F / 1.6e6;
   block_us += 3 * kernelUs(3 * e * N);
-  // ... less the fused kernels: rmsnorm_fwd 2eN (x2), rope_fwd 2e (q + k), swiglu_fwd 3eF;
-  // rmsnorm_bwd 3eN (x2), rope_bwd 2e (q + k), swiglu_bwd 5eF.
-  block_us -= 2 * kernelUs(2 * e * N) + kernelUs(2 * e * (q + k)) + kernelUs(3 * e * F);
-  block_us -= 2 * kernelUs(3 * e * N) + kernelUs(2 * e * (q + k)) + kernelUs(5 * e * F);
+  // ... less the fused kernels: rmsnorm_fwd 2eN (x2), swiglu_fwd 3eF; rmsnorm_bwd 3eN (x2),
+  // swiglu_bwd 5eF.
+  block_us -= 2 * kernelUs(2 * e * N) + kernelUs(3 * e * F);
+  block_us -= 2 * kernelUs(3 * e * N) + kernelUs(5 * e * F);
   // The loss: eager forward 3 kernels, (e + 4) L + 16 L + 12 T + 8; backward 4 kernels,
   // 4 L + 12 T + 8 + 16 L + (4 + e) L; fused cross_entropy_fwd e L and _bwd 2 e L.
   double loss_us = 3 * 2 + ((e + 4) * L + 16 * L + 12 * T + 8) / 1.6e6;
@@ -79,6 +75,56 @@ TEST(TorchCompile, EagerMinusCompiledIsTheEagerKernelsLessTheFusedOnes) {
   // The final norm sits outside torchtitan's compiled blocks: eager both ways, no difference.
   EXPECT_NEAR(eager - compiled, 4 * block_us + loss_us, 1e-6);
   EXPECT_GT(eager - compiled, 0);
+  // Compiled blocks with the loss eager (torchtitan before 2025-04): the loss's difference alone.
+  s.torch_compile = TorchCompile::kBlocks;
+  EXPECT_NEAR(iterationUs(model, cluster, s) - compiled, loss_us, 1e-6);
+}
+
+TEST(TorchCompile, ComplexRopeAndRepeatKvAreKernelsOfTheirOwnCompiledOrNot) {
+  // tiny-llama as above, compiled. Against Megatron's fused list on the same model, a block's
+  // FSDP list has, forward: RoPE's 3 kernels on Q (n = T x 4 x d) and on K (T x 2 x d) instead of
+  // the fused rope_fwd (2e(q + k) bytes); repeat_kv's copies of K and V, each e k read and 2 e k
+  // written (n_rep = 2). Backward: RoPE's 3 + 3 kernels instead of rope_bwd; the copies' sums,
+  // 2 e k read and e k written each. Counted on the plans' op lists.
+  ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
+  model.dtype = DType::kBf16;
+  const ClusterConfig cluster = roundGpuNoHost();
+  Strategy s = Strategy::of(1, 1, 1, 1, 1);
+  s.framework = Framework::kFsdp;
+  s.torch_compile = TorchCompile::kOn;
+  const IterationPlan plan = buildIterationPlan(model, cluster, s);
+  const int64_t e = 2, T = 32, d = 16, k = T * 2 * d;
+  int repeat = 0, repeat_bwd = 0, rope_kernels = 0, fused_rope = 0;
+  for (const OpList* ops : {&plan.stages[0].forward, &plan.stages[0].backward}) {
+    for (const OpInstance& op : *ops) {
+      if (op.layer < 0) continue;
+      const Event& ev = plan.events[op.event].event;
+      if (op.name == "repeat_kv_k" || op.name == "repeat_kv_v") {
+        ++repeat;
+        EXPECT_EQ(ev.dim("read_bytes"), e * k);
+        EXPECT_EQ(ev.dim("write_bytes"), 2 * e * k);
+      } else if (op.name == "repeat_kv_k_bwd" || op.name == "repeat_kv_v_bwd") {
+        ++repeat_bwd;
+        EXPECT_EQ(ev.dim("read_bytes"), 2 * e * k);
+        EXPECT_EQ(ev.dim("write_bytes"), e * k);
+      } else if (op.name.starts_with("rope_") && op.name != "rope_bwd") {
+        ++rope_kernels;
+      } else if (op.name == "rope" || op.name == "rope_bwd") {
+        ++fused_rope;
+      }
+    }
+  }
+  EXPECT_EQ(repeat, 4 * 2);      // 4 blocks, K and V
+  EXPECT_EQ(repeat_bwd, 4 * 2);
+  EXPECT_EQ(rope_kernels, 4 * (3 + 3) * 2);  // Q and K, forward and backward
+  EXPECT_EQ(fused_rope, 0);
+  // Megatron's fused attention takes GQA as it is: no copies, and its fused RoPE.
+  s.framework = Framework::kMegatron;
+  s.torch_compile = TorchCompile::kDefault;
+  for (const OpInstance& op : buildIterationPlan(model, cluster, s).stages[0].forward) {
+    EXPECT_FALSE(op.name.starts_with("repeat_kv")) << op.name;
+    EXPECT_NE(op.name, "rope_float");
+  }
 }
 
 TEST(TorchCompile, MegatronKeepsItsFusedKernelsAndRefusesTheSetting) {
@@ -94,6 +140,7 @@ TEST(TorchCompile, MegatronKeepsItsFusedKernelsAndRefusesTheSetting) {
   ASSERT_TRUE(why);
   EXPECT_NE(why->find("--torch-compile off: only with --framework fsdp"), std::string::npos);
   EXPECT_THROW(parseTorchCompile("maybe"), InputError);
+  EXPECT_EQ(parseTorchCompile("blocks"), TorchCompile::kBlocks);
 }
 
 }  // namespace

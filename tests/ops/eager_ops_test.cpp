@@ -78,6 +78,25 @@ TEST(EagerOps, RopeSwiGluAndTheLoss) {
       InputError);
 }
 
+TEST(EagerOps, RepeatKvCopiesKAndVToEveryQueryHeadAndSumsThemBack) {
+  // 8 tokens, 2 K/V heads of 16 on this rank, each to n_rep = 4 query heads, bf16: K (and V) is
+  // 8 x 2 x 16 x 2 = 512 bytes, its copy 2,048. Forward, per tensor: 512 read + 2,048 written;
+  // backward, the sum over the 4 copies: 2,048 read + 512 written.
+  const EagerKernels fwd = eagerRepeatKvForward(8, 2, 4, 16, 2);
+  ASSERT_EQ(fwd.size(), 2u);
+  for (const EagerKernel& k : fwd) {
+    EXPECT_EQ(k.read_bytes, 512);
+    EXPECT_EQ(k.write_bytes, 2048);
+  }
+  const EagerKernels bwd = eagerRepeatKvBackward(8, 2, 4, 16, 2);
+  ASSERT_EQ(bwd.size(), 2u);
+  for (const EagerKernel& k : bwd) {
+    EXPECT_EQ(k.read_bytes, 2048);
+    EXPECT_EQ(k.write_bytes, 512);
+  }
+  EXPECT_EQ(bytesOf(fwd), 2 * (512 + 2048));
+}
+
 TEST(EagerOps, FsdpCopiesMoveTheGatheredBufferAndWidenTheGradients) {
   // Copy-out: the whole gathered buffer read and written; copy-in: bf16 gradients read, fp32
   // written.
