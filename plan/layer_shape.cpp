@@ -22,6 +22,7 @@ LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placem
   shape.eager_blocks = strategy.eagerKernels();
   shape.eager_loss = strategy.eagerKernels();
   shape.eager_final_norm = strategy.framework == Framework::kFsdp;
+  shape.saves_gathered_input = strategy.framework == Framework::kFsdp;
   return shape;
 }
 
