@@ -60,8 +60,16 @@ int64_t lossTransientBytes(const ModelConfig& model, const Strategy& strategy, b
   const double e = dtypeBytes(model.dtype);
   const double logits =
       tokens(model, strategy) * static_cast<double>(model.paddedVocab(strategy.tp) / strategy.tp);
-  const double per_logit = strategy.framework == Framework::kFsdp ? 4 + e : e;
-  return rounded(per_logit * logits);
+  if (strategy.framework != Framework::kFsdp) return rounded(e * logits);
+  // PyTorch's cross_entropy(pred.float()) beside the held fp32 log-softmax output (4 per logit):
+  // forward, the e-byte logits and their fp32 copy (e + 4); backward, nll_loss's fp32 gradient
+  // (zeros, then the targets scattered) and log_softmax_backward's fp32 output (4 + 4), then the
+  // cast back (4 + e). Under TP torchtitan's loss_parallel runs DTensor's own decomposition: its
+  // forward keeps x, x - max and exp(x - max) at once (e + 4 + 4 + 4, the output not yet made),
+  // its backward zeros_like(x), exp(x) and their sum (4 + 4 + 4) beside the held output.
+  const double plain = std::max(e + 4, 8.0);
+  const double loss_parallel = std::max(e + 12 - 4, 12.0);
+  return rounded((strategy.tp > 1 ? loss_parallel : plain) * logits);
 }
 
 int64_t embeddingGradientBytes(const ModelConfig& model, const Strategy& strategy,
@@ -84,6 +92,10 @@ int64_t tensorContextBufferBytes(const ModelConfig& model, const Strategy& strat
                             static_cast<double>(model.headDim()) / strategy.tp;
     const double q_width = static_cast<double>(model.num_heads) *
                            static_cast<double>(model.headDim()) / strategy.tp;
+    if (strategy.framework == Framework::kFsdp) {
+      bytes += torchContextParallelBytes(e * T * q_width, strategy);
+      return rounded(bytes);
+    }
     const double kv = e * T * kv_width;  // the rank's K (or V)
     // Ring: K/V being received beside the pair in use; backward with their gradients.
     const double ring = strategy.cpRingSize() > 1 ? 2 * 2 * 2 * kv : 0;
@@ -95,6 +107,20 @@ int64_t tensorContextBufferBytes(const ModelConfig& model, const Strategy& strat
     bytes += std::max({ring, a2a, gathered});
   }
   return rounded(bytes);
+}
+
+double torchContextParallelBytes(double k, const Strategy& strategy) {
+  if (strategy.cp < 2) return 0;
+  // torch.distributed.tensor.experimental's ring attention backward (_templated_ring_attention_
+  // backward, convert_to_f32): fp32 accumulators for dQ, dK, dV (3 x 2k), the fp32 dK and dV
+  // concatenated and permuted to the next rank (send and receive, 2 x 4k), one step's 16-bit dQ,
+  // dK, dV from the flash backward (3k), and the K/V it attends to: all C ranks' K and V
+  // gathered once (ALL_GATHER, the rotater's default, 2 C k), or the ring's concatenated pair
+  // being sent and the one received (ALL_TO_ALL, 2 x 2k).
+  const double gathered = strategy.cp_comm == CpComm::kAllGather
+                              ? 2 * static_cast<double>(strategy.cp) * k
+                              : 2 * 2 * k;
+  return 6 * k + 8 * k + 3 * k + gathered;
 }
 
 int64_t userBufferBytes(const ModelConfig& model, const Strategy& strategy) {
@@ -117,6 +143,33 @@ int64_t pipelineBufferBytes(const ModelConfig& model, const Strategy& strategy) 
   if (strategy.pp < 2) return 0;
   const double e = dtypeBytes(model.dtype);
   return rounded(2 * e * regionTokens(model, strategy) * static_cast<double>(model.hidden_size));
+}
+
+int64_t torchPipelineBufferBytes(const ModelConfig& model, const Strategy& strategy,
+                                 const TorchPipelineDevice& device) {
+  if (strategy.pp < 2) return 0;
+  const double e = dtypeBytes(model.dtype);
+  // One micro-batch's stage input or output: the region's tokens (a local shard under SP).
+  const double a = e * regionTokens(model, strategy) * static_cast<double>(model.hidden_size);
+  const double m = static_cast<double>(device.micro_batches);
+  const double chunks = device.chunks;
+  const double receiving = chunks - (device.has_first_chunk ? 1 : 0);
+  const double sending = chunks - (device.has_last_chunk ? 1 : 0);
+  const double in_flight = device.in_flight;
+  // Receive buffers, m per receiving chunk, made once and kept; the in-flight ones are the first
+  // layers' saved inputs, already held activations. Their .grad, the input gradients sent back,
+  // stay until the next step clears them: by the last time the peak is held, m - in_flight.
+  const double idle_receives = std::max(0.0, receiving * m - in_flight);
+  double bytes = 2 * idle_receives * a;
+  // Gradient receive buffers, m per sending chunk; the outputs of the in-flight micro-batches,
+  // kept in fwd_cache for their backward (Megatron frees them after the send).
+  bytes += sending * m * a + in_flight * (sending / chunks) * a;
+  // The last stage keeps every micro-batch's logits (output_chunks) until the step ends.
+  if (device.has_last_chunk) {
+    bytes += m * e * tokens(model, strategy) *
+             static_cast<double>(model.paddedVocab(strategy.tp) / strategy.tp);
+  }
+  return rounded(bytes);
 }
 
 int64_t fp8WeightBytes(const ModelConfig& model, const Strategy& strategy,

@@ -30,8 +30,12 @@
 //     recomputation less what it kept;
 //   loss (last stage): beside the held fp32 logits (layer_ops), Megatron's vocabulary-parallel
 //     cross-entropy upcasts the e-byte logits and works in place, e T V/t more; PyTorch's
-//     cross_entropy (torchtitan, loss-parallel under TP) also makes a new fp32 gradient,
-//     (4 + e) T V/t;
+//     cross_entropy(pred.float()) (torchtitan) makes, beside the held fp32 log-softmax output,
+//     nll_loss's fp32 gradient and log_softmax_backward's fp32 output, 8 T V/t (its forward, the
+//     e-byte logits and their fp32 copy, e + 4, is less); under TP torchtitan's loss_parallel
+//     runs DTensor's decomposition, whose backward holds zeros_like(x), exp(x) and their sum,
+//     12 T V/t (its forward x, x - max and exp(x - max) beside the logits, e + 12 less the
+//     output not yet made, is less for e <= 4);
 //   embedding gradient (first stage, Megatron): the word embedding's dense e-byte gradient
 //     (V/t x h) before it is added to the fp32 main gradient;
 //   sequence parallel: a column-parallel GEMM's all-gathered input and, in its backward, the input
@@ -43,11 +47,31 @@
 //     backward the gathered K and V and their full-length gradients (Transformer Engine's k_ag,
 //     v_ag, dk, dv), 4 C k; a2a+p2p the larger of its ring's (over C / A ranks, the same 8k) and
 //     its a2a's;
+//   context parallel under FSDP (PyTorch's ring attention, torch.distributed.tensor.experimental,
+//     as torchtitan runs it): with k' = e T (a d / t) the rank's K at the query heads' width
+//     (torchtitan repeats K and V to every query head before SDPA), its backward holds fp32
+//     dQ, dK, dV accumulators (6 k'), fp32 dK|dV concatenated and permuted to the next rank (send
+//     and receive, 8 k'), one step's 16-bit dQ, dK, dV (3 k'), and the K and V it attends to: all
+//     C ranks' gathered once (--cp-comm-type allgather: the rotater's default in Dec 2024, 2 C k')
+//     or the ring's pair sent and received (any other type: ALL_TO_ALL, 4 k');
 //   MoE (per MoE layer): the permuted token copies of one micro-batch (T_r k c tokens, T_r the
 //     rank's tokens, k the top-k, c the capacity factor or load imbalance) as the all-to-all's
 //     send and receive buffers, 2 e T_r k c h.
+// Under FSDP a block's gathers (SP, CP) are ordinary allocations of its forward or backward, so
+// the stage peak adds the larger of the loss (or embedding) transient and the block's recompute
+// plus its gathers; Megatron's SP gathers land in a global buffer kept for the step, so there
+// the largest of each kind adds (memory_model.cpp).
 // Buffers live through the step:
-//   pipeline: one received activation and one received gradient in flight, 2 e T_r h;
+//   pipeline (Megatron): one received activation and one received gradient in flight, 2 e T_r h;
+//   pipeline (torch.distributed.pipelining, FSDP), with a = e T_r h one micro-batch's stage input
+//     or output and m micro-batches: each chunk that receives keeps m receive buffers made once
+//     (the in-flight ones are its first layer's saved input, already held), and their .grad, the
+//     input gradients it sent back, until the next step clears them, m - in flight of each by the
+//     last time the peak is held: 2 (m R - n) a for R receiving chunks and n in flight; each chunk
+//     that sends keeps m gradient receive buffers and, in fwd_cache until their backward, the
+//     outputs of its in-flight micro-batches: (m + n / v) a per sending chunk of the v; the last
+//     chunk keeps every micro-batch's e-byte logits (output_chunks) until the step ends,
+//     m e T V/t;
 //   FP8 (models with fp8: true): Transformer Engine caches each linear weight's fp8 copy and its
 //     transpose across micro-batches, 2 bytes per block parameter (Megatron); with FSDP's fp8
 //     all-gather the gathered weight is already fp8 and the backward makes its transpose, 1 byte
@@ -95,6 +119,10 @@ int64_t embeddingGradientBytes(const ModelConfig& model, const Strategy& strateg
                                bool has_embedding);
 // Sequence-parallel and context-parallel communication buffers of one layer.
 int64_t tensorContextBufferBytes(const ModelConfig& model, const Strategy& strategy);
+// PyTorch's context parallelism (framework fsdp) in one attention backward, with k the bytes of
+// the rank's K at the query heads' width (torchtitan repeats K and V to every query head before
+// SDPA): see the header comment; 0 without CP.
+double torchContextParallelBytes(double k, const Strategy& strategy);
 // --tp-comm-overlap: Transformer Engine's userbuffers, registered outside PyTorch's allocator
 // (initialize_ub with Megatron's shape [s*b/C, h]): one buffer of the whole shape per overlapped
 // GEMM TE names (qkv/proj/fc1/fc2 fprop, dgrad and wgrad: 12), each in the model dtype, or 1 byte
@@ -103,8 +131,18 @@ int64_t tensorContextBufferBytes(const ModelConfig& model, const Strategy& strat
 int64_t userBufferBytes(const ModelConfig& model, const Strategy& strategy);
 // MoE dispatch buffers of one MoE layer (0 without MoE blocks on the stage).
 int64_t moeDispatchBytes(const ModelConfig& model, const Strategy& strategy, bool has_moe);
-// Pipeline send/receive buffers (0 without pipeline parallelism).
+// Pipeline send/receive buffers (0 without pipeline parallelism), Megatron's.
 int64_t pipelineBufferBytes(const ModelConfig& model, const Strategy& strategy);
+// What torch.distributed.pipelining holds on one device (framework fsdp with PP): see the header
+// comment. `in_flight` is the device's peak count of held chunk activations.
+struct TorchPipelineDevice {
+  int64_t micro_batches = 1;
+  int chunks = 1;  // virtual stages on the device
+  bool has_first_chunk = false, has_last_chunk = false;
+  int in_flight = 0;
+};
+int64_t torchPipelineBufferBytes(const ModelConfig& model, const Strategy& strategy,
+                                 const TorchPipelineDevice& device);
 // FP8 weight copies and transposes (0 without fp8).
 int64_t fp8WeightBytes(const ModelConfig& model, const Strategy& strategy,
                        const StageLayerFacts& facts);

@@ -179,6 +179,8 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy,
   std::vector<int64_t> chunk_bytes, chunk_held_bytes;
   for (int device = 0; device < P; ++device) {
     DeviceChunkSums& sums = out[device];
+    sums.micro_batches = micro_batches;
+    sums.chunks = v;
     StageLayerFacts& facts = sums.facts;
     // Per chunk of the device: its parameters and its activation bytes per micro-batch.
     chunk_bytes.clear();
@@ -250,6 +252,7 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
                    kBytesPerMiB),
       userbuffers);
   const double fragmentation = overheads.allocator_fragmentation.value;
+  const bool fsdp = strategy.framework == Framework::kFsdp;
 
   MemoryEstimate out;
   out.headroom = headroom;
@@ -288,13 +291,29 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
     mem.recompute_bytes = facts.recompute_transient_bytes;
     mem.loss_bytes = lossTransientBytes(model, strategy, facts.has_head);
     mem.embedding_gradient_bytes = embeddingGradientBytes(model, strategy, facts.has_embedding);
-    mem.activation_transient_bytes =
-        std::max({mem.recompute_bytes, mem.loss_bytes, mem.embedding_gradient_bytes});
     mem.tp_cp_buffer_bytes = tp_cp_buffer;
     mem.moe_dispatch_bytes = moeDispatchBytes(model, strategy, facts.has_moe);
-    mem.comm_transient_bytes = std::max(mem.tp_cp_buffer_bytes, mem.moe_dispatch_bytes);
+    const int64_t comm = std::max(mem.tp_cp_buffer_bytes, mem.moe_dispatch_bytes);
+    const int64_t head_or_embedding = std::max(mem.loss_bytes, mem.embedding_gradient_bytes);
+    if (fsdp) {
+      // A block's gathers (DTensor's SP all-gathers, CP's K/V) are allocations of that block's
+      // forward or backward, freed with it: they come with its recompute, never with the loss.
+      const int64_t block = saturatingAdd(mem.recompute_bytes, comm);
+      const bool block_peak = block >= head_or_embedding;
+      mem.activation_transient_bytes = block_peak ? mem.recompute_bytes : head_or_embedding;
+      mem.comm_transient_bytes = block_peak ? comm : 0;
+    } else {
+      // Megatron gathers SP inputs into a global buffer kept for the step: beside the loss too.
+      mem.activation_transient_bytes = std::max(mem.recompute_bytes, head_or_embedding);
+      mem.comm_transient_bytes = comm;
+    }
     mem.dp_buffer_bytes = dataParallelBufferBytes(model, strategy, zero, facts);
-    mem.pp_buffer_bytes = pp_buffer;
+    mem.pp_buffer_bytes =
+        fsdp ? torchPipelineBufferBytes(model, strategy,
+                                        TorchPipelineDevice{sums.micro_batches, sums.chunks,
+                                                            facts.has_embedding, facts.has_head,
+                                                            peak.in_flight})
+             : pp_buffer;
     mem.fp8_bytes = fp8WeightBytes(model, strategy, facts);
     mem.workspace_bytes = workspace;
     const int64_t dynamic = saturatingAdd(mem.activationPeakBytes(), mem.bufferBytes());

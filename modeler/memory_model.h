@@ -71,6 +71,8 @@
 //             + data-parallel shard buffers + pipeline buffers + FP8 copies + cuBLAS workspace.
 //   The transients of each kind come at different moments of the step (a block's recompute, the
 //   loss at the start of the backward, one layer's gather), so only the largest of a kind counts.
+//   Under FSDP the gathers are the block's own allocations, so the loss and the block's recompute
+//   with its gathers never coincide: the larger of the two counts (memory_components.h).
 //   reserved  = persistent + (1 + f) x the rest: PyTorch's caching allocator keeps freed blocks
 //             and splits them for later requests of other sizes, so what it has reserved from
 //             the device exceeds what is allocated at the peak by a share f of the bytes that
@@ -233,6 +235,8 @@ struct DeviceChunkSums {
   int64_t largest_layer_bytes = 0;  // the saved bytes of the largest layer of its chunks
   int64_t activation_bytes_per_micro_batch = 0;
   ActivationPeak peak;  // held activations at the schedule's peak
+  int64_t micro_batches = 1;  // of the step (torch.distributed.pipelining's buffers count them)
+  int chunks = 1;             // virtual stages on the device
 };
 std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t micro_batches,
                                              const std::vector<ChunkMemoryInput>& chunks);

@@ -413,7 +413,8 @@ void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {
                               bias(s.qkvWidth()), region);
     } else {
       gatherInput(out, layer, "qkv_input_allgather");
-      linearForward(out, layer, "qkv_gemm", T, s.qkvWidth(), h, bias(s.qkvWidth()), region);
+      linearForward(out, layer, "qkv_gemm", T, s.qkvWidth(), h, bias(s.qkvWidth()),
+                    s.columnInputTokens() * h);
     }
     qkNorm(out, layer, false);
     rope(out, layer, false);
@@ -525,7 +526,8 @@ void LayerOpBuilder::mlpForward(OpList& out, int layer) {
                             bias(fc1_width), region);
   } else {
     gatherInput(out, layer, "fc1_input_allgather");
-    linearForward(out, layer, "fc1_gemm", T, fc1_width, h, bias(fc1_width), region);
+    linearForward(out, layer, "fc1_gemm", T, fc1_width, h, bias(fc1_width),
+                  s.columnInputTokens() * h);
   }
   // The activation keeps its input (the fc1 output), fc2 its input (the activation's output);
   // xformers' fused SwiGLU keeps only the fc1 output and recomputes the product in the backward.
@@ -675,9 +677,10 @@ void LayerOpBuilder::headForward(OpList& out, bool owns_output_weight, bool owns
   const int64_t T = s.tokens(), h = s.hidden, v = s.vocab / s.tp;
   norm(out, kHeadLayer, "final_layernorm", false);
   gatherInput(out, kHeadLayer, "lm_head_input_allgather");
-  // The LM head keeps its input (the region: with SP its shard, re-gathered for the wgrad).
+  // The LM head keeps its input (the region: with SP its shard, re-gathered for the wgrad; under
+  // DTensor TP the gathered input).
   compute(out, kHeadLayer, "lm_head_gemm", makeGemm(T, v, h, "nt", s.dtype),
-          owns_output_weight ? v * h : 0, e() * s.regionTokens() * h);
+          owns_output_weight ? v * h : 0, e() * s.columnInputTokens() * h);
   // The logits are kept in fp32 for the cross-entropy backward (eager: log_softmax's output).
   if (s.eager_loss) {
     eagerKernels(out, kHeadLayer, eagerCrossEntropyForward(T, v, e()), 0, kLogitBytes * T * v);

@@ -144,6 +144,11 @@ struct LayerShape {
   // compiled or not (a materialised expand + reshape), and autograd sums the copies' gradients
   // back (ops/eager_ops.h).
   bool repeat_kv = false;
+  // PyTorch's DTensor tensor parallelism (torchtitan: PrepareModuleInput all-gathers a sequence-
+  // parallel input before the column-parallel linears, whose autograd then keeps the gathered
+  // tensor): QKV, FC1 and the LM head save all T tokens of their input, where Megatron/TE's
+  // linears keep their T / t shard and re-gather it in the backward. Same as the shard without SP.
+  bool saves_gathered_input = false;
 
   // The sequence's tokens on this rank: s/C under context parallelism.
   int64_t localSeq() const { return seq / cp; }
@@ -157,6 +162,8 @@ struct LayerShape {
   int64_t attnWidth() const { return heads * head_dim / tp; }
   // Tokens of the layernorm / dropout / residual regions on one rank: s*b/t with SP.
   int64_t regionTokens() const { return sequence_parallel ? tokens() / tp : tokens(); }
+  // Tokens of a column-parallel linear's saved input: the region, or all of them when gathered.
+  int64_t columnInputTokens() const { return saves_gathered_input ? tokens() : regionTokens(); }
 };
 
 // The model's sizes and block spec at micro-batch `micro_batch` on `tp` tensor-parallel ranks,

@@ -70,7 +70,8 @@ TEST(MemoryComponents, LossAndEmbeddingTransients) {
   // T = b s = 2048 tokens; t = 2: V/t = 50432 / 2 = 25216.
   const int64_t logits = int64_t{2048} * 25216;
   EXPECT_EQ(lossTransientBytes(model, strategy(2, 1, 1), true), 2 * logits);  // Megatron: e
-  EXPECT_EQ(lossTransientBytes(model, strategy(2, 1, 1, Framework::kFsdp), true), 6 * logits);
+  // FSDP under TP (loss_parallel): zeros_like, exp and their sum beside the held output, 12.
+  EXPECT_EQ(lossTransientBytes(model, strategy(2, 1, 1, Framework::kFsdp), true), 12 * logits);
   EXPECT_EQ(lossTransientBytes(model, strategy(2, 1, 1), false), 0);
   EXPECT_EQ(embeddingGradientBytes(model, strategy(2, 1, 1), true), int64_t{2} * 25216 * 1024);
   EXPECT_EQ(embeddingGradientBytes(model, strategy(2, 1, 1, Framework::kFsdp), true), 0);
