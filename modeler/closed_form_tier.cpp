@@ -563,7 +563,7 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
     workspace.states = scheduleActivationStates(strategy.schedule, shape);
     workspace.states_shape = shape_key;
   }
-  f.devices = deviceChunkSums(strategy, f.chunks, *workspace.states);
+  f.devices = deviceChunkSums(strategy, shape.micro_batches, f.chunks, *workspace.states);
   return f;
 }
 

@@ -164,10 +164,10 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
   // The held-activation states of the device orders the task graph is built from (task_graph.h).
   const std::shared_ptr<const std::vector<ActivationStates>> states = scheduleActivationStates(
       strategy.schedule, PipelineShape{P, v, micro_batches, strategy.microbatch_group});
-  return deviceChunkSums(strategy, chunks, *states);
+  return deviceChunkSums(strategy, micro_batches, chunks, *states);
 }
 
-std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy,
+std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t micro_batches,
                                              const std::vector<ChunkMemoryInput>& chunks,
                                              const std::vector<ActivationStates>& states) {
   const int P = strategy.pp;

@@ -243,7 +243,7 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
 // The same with the device orders' activation states given (scheduleActivationStates(strategy's
 // schedule, {P, v, micro_batches, strategy.microbatch_group})): a caller that keeps them need not
 // ask the shared cache, which does not keep the largest.
-std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy,
+std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t micro_batches,
                                              const std::vector<ChunkMemoryInput>& chunks,
                                              const std::vector<ActivationStates>& states);
 // estimateMemory from deviceChunkSums(strategy, micro_batches, chunks): identical figures.
