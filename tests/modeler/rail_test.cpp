@@ -215,14 +215,13 @@ TEST(Rails, PerGpuNicsAndPxnPickTheRailOfTheReceiver) {
     return timelineFlows(sim.plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
   };
   // The first send of stage `stage` in `direction` (forward: to stage + 1).
-  auto sendOf = [](const TimelineFlows& flows, int stage) -> const SharedFlow& {
-    for (size_t i = 0; i < flows.flows.size(); ++i) {
-      if (flows.origins[i].kind == FlowKind::kPp && flows.origins[i].stage == stage) {
-        return flows.flows[i];
-      }
+  auto sendOf = [](const TimelineFlows& flows, int stage) -> SharedFlow {
+    for (size_t i = 0; i < flows.size(); ++i) {
+      const TimelineFlows::Origin o = flows.origin(i);
+      if (o.kind == FlowKind::kPp && o.stage == stage) return flows.flow(i);
     }
     ADD_FAILURE() << "no send from stage " << stage;
-    return flows.flows.front();
+    return SharedFlow{};
   };
   auto uses = [](const SharedFlow& f) {
     std::vector<std::pair<int, float>> out;
@@ -324,11 +323,12 @@ TEST(Rails, AffinityCollidesWherePooledDoesNotAndViceVersa) {
     // (a) rank 4's send across nodes (its other send, to rank 7, stays on NVLink).
     const int k4 = at(1, 0).first;
     SharedFlow send;
-    for (size_t i = 0; i < timeline.flows.size(); ++i) {
-      const TimelineFlows::Origin& o = timeline.origins[i];
+    for (size_t i = 0; i < timeline.size(); ++i) {
+      const TimelineFlows::Origin o = timeline.origin(i);
       if (o.kind != FlowKind::kPp || o.pipeline != k4 || o.stage != 1) continue;
-      for (const LinkUse& u : timeline.flows[i].uses) {
-        if (map.resources[u.resource].kind == LinkResource::kNic) send = timeline.flows[i];
+      const SharedFlow f = timeline.flow(i);
+      for (const LinkUse& u : f.uses) {
+        if (map.resources[u.resource].kind == LinkResource::kNic) send = f;
       }
     }
     ASSERT_FALSE(send.uses.empty());
