@@ -85,7 +85,11 @@ int64_t tensorContextBufferBytes(const ModelConfig& model, const Strategy& strat
   const double T = tokens(model, strategy);
   double bytes = 0;
   if (strategy.sequence_parallel && !strategy.tp_comm_overlap) {
-    bytes += 2 * e * T * static_cast<double>(model.hidden_size);
+    // Megatron: the gathered input and its gradient, global buffers. DTensor TP (FSDP) saves the
+    // gathered input as the linear's activation (LayerShape::saves_gathered_input, counted
+    // there): only the backward's gathered gradient is a buffer of its own.
+    const double tensors = strategy.framework == Framework::kFsdp ? 1 : 2;
+    bytes += tensors * e * T * static_cast<double>(model.hidden_size);
   }
   if (strategy.cp > 1) {
     const double kv_width = static_cast<double>(model.queryGroups()) *

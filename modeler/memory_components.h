@@ -39,7 +39,8 @@
 //   embedding gradient (first stage, Megatron): the word embedding's dense e-byte gradient
 //     (V/t x h) before it is added to the fp32 main gradient;
 //   sequence parallel: a column-parallel GEMM's all-gathered input and, in its backward, the input
-//     gradient before its reduce-scatter, 2 e T h;
+//     gradient before its reduce-scatter, 2 e T h (FSDP: e T h, the gradient only: DTensor TP
+//     saves the gathered input as the linear's activation, LayerShape::saves_gathered_input);
 //   context parallel, by --cp-comm-type (ops/cp_comm.h), with k = e T (g d / t) the rank's K (g
 //     query groups, d head size) and q = e T (a d / t) its Q: the ring (p2p) the K and V chunk
 //     being received while the current one is used, and in the backward their gradients,

@@ -376,7 +376,8 @@ bool timeSimulation(Simulation& sim, std::vector<std::vector<double>> stage_slow
   }
   sim.timeline = computeTimeline(sim.input);
   unshared_us = sim.timeline.iteration_us;
-  if (unshared_us > limit_us) return false;
+  // (Not an infinite time: summarize() refuses it, as it does when nothing is pruned.)
+  if (unshared_us > limit_us && std::isfinite(unshared_us)) return false;
   shareLinksOverTime(p, sim.costs, sim.offsets, sim.input, sim.timeline, &sim.task_link_stretch);
   return true;
 }

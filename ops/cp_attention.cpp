@@ -31,7 +31,7 @@ constexpr int64_t kLseBytes = 4;  // flash attention's fp32 log-sum-exp per quer
 Event LayerOpBuilder::flashAttentionStep(bool backward, int64_t seq, int head_split) const {
   const LayerShape& s = shape_;
   const int64_t heads = s.micro_batch * s.heads / s.tp / head_split;
-  const int64_t kv_heads = s.micro_batch * s.query_groups / s.tp / head_split;
+  const int64_t kv_heads = s.micro_batch * s.kvHeadsIntoAttention() / s.tp / head_split;
   return makeCompute(backward ? "flash_attn_bwd" : "flash_attn_fwd",
                      {{"batch", heads}, {"groups", kv_heads}, {"seq", seq}, {"dim", s.headDim()},
                       {"causal", 1}},
@@ -54,7 +54,7 @@ void LayerOpBuilder::cpCollective(OpList& out, int layer, std::string_view name,
 void LayerOpBuilder::flashAttentionCore(OpList& out, int layer, bool backward) {
   const LayerShape& s = shape_;
   const int64_t heads = s.micro_batch * s.heads / s.tp;  // query heads on this rank, times b
-  const int64_t kv_heads = s.micro_batch * s.query_groups / s.tp;
+  const int64_t kv_heads = s.micro_batch * s.kvHeadsIntoAttention() / s.tp;
   const int64_t q_bytes = e() * heads * s.localSeq() * s.headDim();
   const int64_t kv_bytes = e() * kv_heads * s.localSeq() * s.headDim();
   // What the forward keeps (on its first call): the rank's Q, K, V and log-sum-exp (after an a2a

@@ -149,6 +149,9 @@ struct LayerShape {
   // tensor): QKV, FC1 and the LM head save all T tokens of their input, where Megatron/TE's
   // linears keep their T / t shard and re-gather it in the backward. Same as the shard without SP.
   bool saves_gathered_input = false;
+  // The K/V heads the fused attention kernel reads, saves for its backward and (under CP)
+  // exchanges: every query head's copy after repeat_kv, else the model's groups.
+  int64_t kvHeadsIntoAttention() const { return repeat_kv ? heads : query_groups; }
 
   // The sequence's tokens on this rank: s/C under context parallelism.
   int64_t localSeq() const { return seq / cp; }

@@ -127,6 +127,28 @@ TEST(TorchCompile, ComplexRopeAndRepeatKvAreKernelsOfTheirOwnCompiledOrNot) {
   }
 }
 
+// SDPA takes repeat_kv's copies: the fused attention saves Q, K and V all at the query heads'
+// width under FSDP (tiny-llama, bf16, b = 1: T = 32, a = 4, g = 2, d = 16), beside its fp32
+// log-sum-exp: 2 x 32 x 16 x (4 + 4 + 4) + 4 x 4 x 32 = 12,800 bytes; Megatron's fused kernel
+// takes K and V at g heads: 2 x 32 x 16 x (4 + 2 + 2) + 512 = 8,704.
+TEST(TorchCompile, FusedAttentionSavesTheRepeatedKeysAndValues) {
+  ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
+  model.dtype = DType::kBf16;
+  const ClusterConfig cluster = roundGpuNoHost();
+  auto savedByAttention = [&](Framework framework) {
+    Strategy s = Strategy::of(1, 1, 1, 1, 1);
+    s.framework = framework;
+    const IterationPlan plan = buildIterationPlan(model, cluster, s);
+    for (const OpInstance& op : plan.stages[0].forward) {
+      if (op.layer >= 0 && op.name == "flash_attention") return op.saved_bytes;
+    }
+    ADD_FAILURE() << "no flash_attention op";
+    return int64_t{-1};
+  };
+  EXPECT_EQ(savedByAttention(Framework::kFsdp), 12'800);
+  EXPECT_EQ(savedByAttention(Framework::kMegatron), 8'704);
+}
+
 TEST(TorchCompile, MegatronKeepsItsFusedKernelsAndRefusesTheSetting) {
   ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
   const ClusterConfig cluster = roundGpuNoHost();
