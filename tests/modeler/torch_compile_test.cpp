@@ -25,6 +25,13 @@ ClusterConfig roundGpuNoHost() {
   return test::roundGpuCluster(yaml);
 }
 
+// tiny-llama in bf16: grouped-query attention (4 query, 2 K/V heads of d = 16), T = 32 tokens.
+ModelConfig tinyLlamaBf16() {
+  ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
+  model.dtype = DType::kBf16;
+  return model;
+}
+
 double iterationUs(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& s) {
   IterationPlan plan = buildIterationPlan(model, cluster, s);
   CostModel costs(cluster, nullptr, true);
@@ -38,8 +45,7 @@ double kernelUs(double bytes) { return bytes / 1.6e6 + 2; }
 TEST(TorchCompile, EagerMinusCompiledIsTheEagerKernelsLessTheFusedOnes) {
   // tiny-llama in bf16 (e = 2) on one GPU, micro-batch 1: T = 32 tokens, h = 64, 4 query and 2
   // K/V heads of d = 16, ffn f = 192, vocabulary v = 512, 4 blocks.
-  ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
-  model.dtype = DType::kBf16;
+  const ModelConfig model = tinyLlamaBf16();
   const ClusterConfig cluster = roundGpuNoHost();
   Strategy s = Strategy::of(1, 1, 1, 1, 1);
   s.framework = Framework::kFsdp;
@@ -86,8 +92,7 @@ TEST(TorchCompile, ComplexRopeAndRepeatKvAreKernelsOfTheirOwnCompiledOrNot) {
   // the fused rope_fwd (2e(q + k) bytes); repeat_kv's copies of K and V, each e k read and 2 e k
   // written (n_rep = 2). Backward: RoPE's 3 + 3 kernels instead of rope_bwd; the copies' sums,
   // 2 e k read and e k written each. Counted on the plans' op lists.
-  ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
-  model.dtype = DType::kBf16;
+  const ModelConfig model = tinyLlamaBf16();
   const ClusterConfig cluster = roundGpuNoHost();
   Strategy s = Strategy::of(1, 1, 1, 1, 1);
   s.framework = Framework::kFsdp;
@@ -132,8 +137,7 @@ TEST(TorchCompile, ComplexRopeAndRepeatKvAreKernelsOfTheirOwnCompiledOrNot) {
 // log-sum-exp: 2 x 32 x 16 x (4 + 4 + 4) + 4 x 4 x 32 = 12,800 bytes; Megatron's fused kernel
 // takes K and V at g heads: 2 x 32 x 16 x (4 + 2 + 2) + 512 = 8,704.
 TEST(TorchCompile, FusedAttentionSavesTheRepeatedKeysAndValues) {
-  ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
-  model.dtype = DType::kBf16;
+  const ModelConfig model = tinyLlamaBf16();
   const ClusterConfig cluster = roundGpuNoHost();
   auto savedByAttention = [&](Framework framework) {
     Strategy s = Strategy::of(1, 1, 1, 1, 1);
