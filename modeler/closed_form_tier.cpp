@@ -15,6 +15,7 @@
 #include "ops/layer_ops.h"
 #include "plan/iteration_plan.h"
 #include "plan/layer_shape.h"
+#include "plan/optimizer_step.h"
 #include "plan/pipeline_schedule.h"
 #include "plan/plan_core.h"
 #include "plan/task_graph.h"
@@ -64,7 +65,7 @@ struct ClosedFormTier::Workspace::State {
   std::tuple<int, int, int, int64_t, int> states_shape{-1, 0, 0, 0, 0};
   std::shared_ptr<const std::vector<ActivationStates>> states;
   std::map<LayerKey, LayerTimes> layer_times;
-  std::map<std::pair<int64_t, int>, double> step_us;  // (parameters, offload) -> issued time
+  std::map<std::pair<int64_t, int>, double> step_us;  // (parameters, offload + 16 framework) -> us
   // (kind, bytes, group size, nodes, ranks per node, dtype) -> a communication's issued time: the
   // same gradient syncs and P2P sends come back across classes, and each costs a tuner choice.
   std::map<std::tuple<int, int64_t, int, int, int, int>, double> communication_us;
@@ -407,9 +408,12 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   // One optimizer step's ops over `params`, issued one after another (memoised per thread).
   auto stepUs = [&](int64_t params) {
     auto [it, inserted] =
-        workspace.step_us.try_emplace({params, static_cast<int>(strategy.offload)}, 0.0);
+        workspace.step_us.try_emplace({params, static_cast<int>(strategy.offload) +
+                                                   16 * static_cast<int>(strategy.framework)},
+                                      0.0);
     if (inserted) {
-      for (const StepOp& op : optimizerStepOps(params, model_.dtype, strategy.offload)) {
+      for (const StepOp& op :
+           frameworkStepOps(params, model_.dtype, strategy.offload, strategy.framework)) {
         const double t = issuedUs(op.event);
         if (t < 0) {
           it->second = -1;
@@ -433,8 +437,12 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     }
     return sums.complete;
   };
+  // Gradients travel in the DP reduction's dtype (fp32 for Megatron's bf16 models), the ZeRO 1/2
+  // parameter gathers in the model's (plan_core.cpp, optimizer_step.h).
+  const int64_t grad_bytes = dtypeBytes(dataParallelGradDtype(strategy.framework, model_.dtype));
   auto syncUs = [&](EventKind kind, int k) {
-    const int64_t bytes = facts.dense_parameters[k] * elem_bytes;
+    const int64_t bytes =
+        facts.dense_parameters[k] * (kind == EventKind::kAllGather ? elem_bytes : grad_bytes);
     return communicationUs(kind, bytes, placements.dp[pipeline.device(k)], workspace);
   };
   // After the pipeline: gradient sync (not overlapped), optimizer, ZeRO 1/2 parameter gathers.

@@ -9,6 +9,7 @@
 #include "ops/layer_ops.h"
 #include "plan/layer_checkpoint.h"
 #include "plan/layer_shape.h"
+#include "plan/optimizer_step.h"
 #include "plan/sharded_prefetch.h"
 
 namespace evsim {
@@ -529,7 +530,8 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
     const int64_t optimizer_params =
         zero > 0 ? (stage.parameters - synced_apart + G - 1) / G + (synced_apart + Ge - 1) / Ge
                  : stage.parameters;
-    for (const StepOp& op : optimizerStepOps(optimizer_params, dtype, strategy.offload)) {
+    for (const StepOp& op :
+         frameworkStepOps(optimizer_params, dtype, strategy.offload, strategy.framework)) {
       stage.optimizer.push_back(OpInstance{intern(op.event), op.stream, kEmbeddingLayer, op.name});
     }
     // FP8 weights are cast once per iteration after the step (ops/fp8_casts.h): the whole weights
@@ -544,14 +546,21 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
     }
 
     const EventKind grad_kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
+    // The DP gradient reduction's wire type (dataParallelGradDtype): fp32 for Megatron's bf16
+    // models; the ZeRO-1/2 parameter all-gathers stay in the model dtype.
+    const DType grad_wire = dataParallelGradDtype(strategy.framework, dtype);
+    const int64_t grad_bytes = dtypeBytes(grad_wire);
+    auto gathered_bytes = [&](int64_t reduced_bytes) {
+      return reduced_bytes / grad_bytes * elem_bytes;
+    };
     if (strategy.gradGroupSize() > 1 && zero < 3) {
       const int64_t dense_bytes =
-          checkedMul(stage.parameters - synced_apart, elem_bytes, "gradient bytes");
+          checkedMul(stage.parameters - synced_apart, grad_bytes, "gradient bytes");
       if (strategy.dp_overlap) {
-        buildBuckets(stage, core.dense_params[k], elem_bytes, strategy.dp_bucket_bytes,
-                     stage.dp_group, dtype, grad_kind, intern);
+        buildBuckets(stage, core.dense_params[k], grad_bytes, strategy.dp_bucket_bytes,
+                     stage.dp_group, grad_wire, grad_kind, intern);
       } else {
-        int event = intern(makeCommunication(grad_kind, dense_bytes, stage.dp_group, dtype));
+        int event = intern(makeCommunication(grad_kind, dense_bytes, stage.dp_group, grad_wire));
         (zero > 0 ? stage.dp_reduce_scatter : stage.dp_allreduce) = event;
       }
       if (zero > 0 && strategy.overlap_param_gather) {
@@ -561,22 +570,25 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
           if (it->expert) continue;
           const int layer = it->ready_after_op < 0 ? kEmbeddingLayer
                                                     : stage.backward[it->ready_after_op].layer;
+          const int64_t bytes = gathered_bytes(it->bytes);
           stage.param_buckets.push_back(
-              {intern(makeCommunication(EventKind::kAllGather, it->bytes, stage.dp_group, dtype)),
+              {intern(makeCommunication(EventKind::kAllGather, bytes, stage.dp_group, dtype)),
                firstForwardOp(stage.forward,
                               [&](const OpInstance& op) { return op.layer == layer; }),
-               it->bytes});
+               bytes});
         }
       } else if (zero > 0) {
-        stage.dp_allgather =
-            intern(makeCommunication(EventKind::kAllGather, dense_bytes, stage.dp_group, dtype));
+        stage.dp_allgather = intern(makeCommunication(
+            EventKind::kAllGather, gathered_bytes(dense_bytes), stage.dp_group, dtype));
       }
     }
     if (zero == 3 && strategy.fsdpSyncsOncePerStep()) addStepSync(k, stage);
     // ZeRO-3 reduce-scatters the experts' gradients layer by layer in the backward (zero3_op).
     if (synced_apart > 0 && strategy.expertGradGroupSize() > 1 && zero < 3) {
-      const int64_t bytes = checkedMul(synced_apart, elem_bytes, "expert gradient bytes");
-      const int event = intern(makeCommunication(grad_kind, bytes, stage.expert_dp_group, dtype));
+      const int64_t bytes = checkedMul(synced_apart, grad_bytes, "expert gradient bytes");
+      const int64_t gathered = gathered_bytes(bytes);
+      const int event =
+          intern(makeCommunication(grad_kind, bytes, stage.expert_dp_group, grad_wire));
       if (strategy.dp_overlap) {
         stage.dp_buckets.push_back(
             GradBucket{event, static_cast<int>(stage.backward.size()) - 1, bytes, true});
@@ -586,16 +598,18 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
       if (zero > 0 && strategy.overlap_param_gather) {
         // Needed by the first routed expert's op; in forward order among the dense buckets.
         ParamGatherBucket bucket{
-            intern(makeCommunication(EventKind::kAllGather, bytes, stage.expert_dp_group, dtype)),
-            firstForwardOp(stage.forward, [](const OpInstance& op) { return op.expert; }), bytes};
+            intern(makeCommunication(EventKind::kAllGather, gathered, stage.expert_dp_group,
+                                     dtype)),
+            firstForwardOp(stage.forward, [](const OpInstance& op) { return op.expert; }),
+            gathered};
         auto at = std::upper_bound(stage.param_buckets.begin(), stage.param_buckets.end(), bucket,
                                    [](const ParamGatherBucket& a, const ParamGatherBucket& b) {
                                      return a.needed_before_op < b.needed_before_op;
                                    });
         stage.param_buckets.insert(at, bucket);
       } else if (zero > 0) {
-        stage.expert_allgather =
-            intern(makeCommunication(EventKind::kAllGather, bytes, stage.expert_dp_group, dtype));
+        stage.expert_allgather = intern(
+            makeCommunication(EventKind::kAllGather, gathered, stage.expert_dp_group, dtype));
       }
     }
     plan.stages.push_back(std::move(stage));
