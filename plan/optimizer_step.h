@@ -7,7 +7,7 @@
 // DistributedDataParallelConfig.grad_reduce_in_fp32 follows it, so the fp32 main-gradient buffer
 // is what the DP all-reduce / reduce-scatter sends (4 bytes per parameter; the memory model
 // already holds that fp32 buffer). fp16 models reduce in fp16 (no such default). The Llama 3
-// paper (sec. 3.3.4) reduce-scatters gradients in FP32 too. FSDP's fp32 reduce_dtype is set
+// paper (sec. 3.3.2, numerical stability) reduce-scatters gradients in FP32 too. FSDP's fp32 reduce_dtype is set
 // where its collectives are built (plan_core.cpp).
 //
 // Optimizer step under --framework fsdp (torchtitan): torch.optim.AdamW with foreach=True (its
