@@ -322,6 +322,14 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
         mem.model_state_bytes, clampedRound(static_cast<double>(dynamic) * (1 + fragmentation)));
     mem.communicators = communicators;
     mem.overhead_bytes = overhead;
+    // The allocator cannot reserve more than the device leaves it beside the context and NCCL's
+    // buffers: at that point cudaMalloc fails and it frees its cached blocks and retries, so its
+    // reserved peak is at most that (and never below what is allocated).
+    if (capacity_bytes > 0) {
+      const int64_t allocator_limit = std::max<int64_t>(0, capacity_bytes - overhead);
+      mem.reserved_bytes =
+          std::max(mem.allocated_bytes, std::min(mem.reserved_bytes, allocator_limit));
+    }
     mem.userbuffer_bytes = userbuffers;
     mem.peak_bytes = saturatingAdd(mem.allocated_bytes, mem.overhead_bytes);
     out.host_peak_bytes = std::max(

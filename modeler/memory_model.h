@@ -77,7 +77,10 @@
 //             and splits them for later requests of other sizes, so what it has reserved from
 //             the device exceeds what is allocated at the peak by a share f of the bytes that
 //             come and go (the device file's memory.allocator_fragmentation). The model states
-//             are allocated once, in large buffers, and do not fragment.
+//             are allocated once, in large buffers, and do not fragment. It is capped at the device
+//             memory less the CUDA context and NCCL's buffers (and never below allocated): there
+//             cudaMalloc fails and the allocator frees its cached blocks and retries
+//             (c10/cuda/CUDACachingAllocator.cpp), so max_memory_reserved cannot pass it.
 //   device    = allocated + the CUDA context + NCCL's buffers per communicator (outside PyTorch's
 //             allocator; the device file's memory block); this is what must fit in the device
 //             memory less the headroom. Not the reserved peak: when cudaMalloc fails the caching

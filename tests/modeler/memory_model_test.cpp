@@ -140,6 +140,39 @@ TEST(MemoryModelTest, StagePeakByHand) {
   EXPECT_TRUE(mem.fits());
 }
 
+// The caching allocator's reserved peak cannot pass the device less what lies outside it (the
+// CUDA context, NCCL's buffers): there cudaMalloc fails and it frees its cached blocks and
+// retries. Tiny fp16 model, one chunk holding the embedding and the head, P = D = t = 1, m = 1:
+//   model states 18 x 1,000 = 18,000; activations 1,000,000; the largest activation transient the
+//   word embedding's gradient 2 x V x h = 2 x 512 x 64 = 65,536 (the loss's 2 x s x V = 32,768 is
+//   smaller); no buffers (workspace 0). dynamic 1,065,536, allocated 1,083,536.
+//   Reserved before the cap: 18,000 + 1.5 x 1,065,536 = 1,616,304 (fragmentation share 0.5).
+//   Outside the allocator: the 1 MiB context = 1,048,576 (no communicator at 1 x 1 x 1).
+TEST(MemoryModelTest, ReservedCappedAtWhatTheDeviceLeavesTheAllocator) {
+  const ModelConfig model = parseModelConfig(kTinyYaml, "tiny.yaml");
+  MemoryOverheads overheads;
+  overheads.cuda_context_mib.value = 1;
+  overheads.cublas_workspace_mib.value = 0;
+  overheads.nccl_mib_per_communicator.value = 0;
+  overheads.allocator_fragmentation.value = 0.5;
+  const Strategy s = strategy(1, 1, 1, 1, 1, Schedule::kGpipe);
+  const std::vector<ChunkMemoryInput> chunks{{.parameters = 1000, .activation_bytes = 1'000'000}};
+  const auto reserved = [&](int64_t capacity) {
+    const MemoryEstimate mem = estimateMemory(model, s, 1, capacity, chunks, 0.0, {}, overheads);
+    EXPECT_EQ(mem.stages[0].allocated_bytes, 1'083'536);
+    EXPECT_EQ(mem.stages[0].overhead_bytes, 1'048'576);
+    EXPECT_EQ(mem.reserved_peak_bytes, mem.stages[0].reserved_bytes);
+    return mem.stages[0].reserved_bytes;
+  };
+  // 4 MiB: the allocator may take 4,194,304 - 1,048,576 = 3,145,728, more than it wants.
+  EXPECT_EQ(reserved(4 << 20), 1'616'304);
+  // 2.5 MiB: 2,621,440 - 1,048,576 = 1,572,864 < 1,616,304: capped there.
+  EXPECT_EQ(reserved(5 << 19), 1'572'864);
+  // 2 MiB: 2,097,152 - 1,048,576 = 1,048,576 < allocated: reserved is what is allocated (the
+  // plan is out of memory; the verdict says so from the allocated bytes).
+  EXPECT_EQ(reserved(2 << 20), 1'083'536);
+}
+
 TEST(MemoryModelTest, HeadroomShrinksUsableMemory) {
   ModelConfig model = parseModelConfig(kTinyYaml, "tiny-mem.yaml");
   ClusterConfig cluster = parseClusterConfig(clusterYaml("1"), "mem-cluster.yaml");
