@@ -175,6 +175,10 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
                "Megatron's: the distributed optimizer's parameter all-gather overlapped with the "
                "next forward, bucket by bucket (needs --use-distributed-optimizer and "
                "--overlap-grad-reduce)");
+  app.add_flag("--grad-reduce-in-bf16", grad_reduce_in_bf16,
+               "Megatron's: gradients accumulated and reduced over DP in bf16 (2 bytes a "
+               "parameter) instead of the fp32 main gradients --bf16 implies; NeMo's and "
+               "Megatron-Bridge's performance recipes set it (grad_reduce_in_fp32 = False)");
   app.add_option("--moe-token-dispatcher-type", moe_dispatcher_type,
                  "Megatron's MoE token dispatcher: alltoall (NCCL all-to-all of every routed "
                  "copy) | flex (with --moe-enable-deepep: DeepEP's RDMA + NVLink dispatch)")
@@ -547,6 +551,7 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
   s.schedule = parseSchedule(schedule);
   s.dp_overlap = dp_overlap;
   s.overlap_param_gather = overlap_param_gather;
+  s.grad_reduce_in_bf16 = grad_reduce_in_bf16;
   s.tp_comm_overlap = tp_comm_overlap;
   s.moe_dispatcher = parseMoeDispatcher(moe_dispatcher_type, moe_enable_deepep);
   s.moe_a2a_overlap = moe_a2a_overlap;
@@ -631,6 +636,7 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
       account_for_loss || framework != "megatron" ||
       parseSchedule(schedule) == Schedule::kInterleaved ||
       parseOffload(offload) != Offload::kNone || tp_comm_overlap || overlap_param_gather ||
+      grad_reduce_in_bf16 ||
       moe_enable_deepep || moe_dispatcher_type != "alltoall" || moe_a2a_overlap;
   if (techniques) {
     EVSIM_THROW(
@@ -676,6 +682,7 @@ std::string RunOptions::commandLine(const Strategy& s) const {
                        static_cast<double>(s.dp_bucket_bytes) / (1024 * 1024));
   }
   if (s.overlap_param_gather) out += " --overlap-param-gather";
+  if (s.grad_reduce_in_bf16) out += " --grad-reduce-in-bf16";
   if (overlap_slowdown == "off") out += " --overlap-slowdown off";
   if (link_sharing == "off") out += " --link-sharing off";
   if (s.schedule == Schedule::kInterleaved)

@@ -439,7 +439,8 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   };
   // Gradients travel in the DP reduction's dtype (fp32 for Megatron's bf16 models), the ZeRO 1/2
   // parameter gathers in the model's (plan_core.cpp, optimizer_step.h).
-  const int64_t grad_bytes = dtypeBytes(dataParallelGradDtype(strategy.framework, model_.dtype));
+  const int64_t grad_bytes = dtypeBytes(dataParallelGradDtype(strategy.framework, model_.dtype,
+                                                               strategy.grad_reduce_in_bf16));
   auto syncUs = [&](EventKind kind, int k) {
     const int64_t bytes =
         facts.dense_parameters[k] * (kind == EventKind::kAllGather ? elem_bytes : grad_bytes);

@@ -12,6 +12,7 @@
 #include "ops/layer_footprint.h"
 #include "plan/layer_checkpoint.h"
 #include "plan/layer_shape.h"
+#include "plan/optimizer_step.h"
 #include "plan/plan_core.h"
 #include "plan/task_graph.h"
 
@@ -228,10 +229,18 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
   const int zero = strategy.gradGroupSize() > 1 ? strategy.zero_stage : 0;
   const bool offload_optimizer = offloadsOptimizer(strategy.offload);
   const bool offload_activations = offloadsActivations(strategy.offload);
-  const StateBytesPerParameter dense_state = stateBytesPerParameter(
+  StateBytesPerParameter dense_state = stateBytesPerParameter(
       strategy.framework, model.dtype, zero, strategy.gradGroupSize(), offload_optimizer);
-  const StateBytesPerParameter expert_state = stateBytesPerParameter(
+  StateBytesPerParameter expert_state = stateBytesPerParameter(
       strategy.framework, model.dtype, zero, strategy.expertGradGroupSize(), offload_optimizer);
+  if (dataParallelGradDtype(strategy.framework, model.dtype, strategy.grad_reduce_in_bf16) !=
+      dataParallelGradDtype(strategy.framework, model.dtype, false)) {
+    // --grad-reduce-in-bf16: Megatron-core's gradient buffer takes the parameters' dtype when
+    // grad_reduce_in_fp32 is off (2 bytes, not the fp32 main gradient's 4); the distributed
+    // optimizer casts its own shard to fp32 at the step, a transient of 4 / D bytes, not held.
+    dense_state.gradients /= 2;
+    expert_state.gradients /= 2;
+  }
   const double dense_host =
       offload_optimizer ? hostStateBytesPerParameter(model.dtype, zero, strategy.gradGroupSize())
                         : 0;

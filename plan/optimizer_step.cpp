@@ -5,8 +5,10 @@
 
 namespace evsim {
 
-DType dataParallelGradDtype(Framework framework, DType model_dtype) {
-  if (framework == Framework::kMegatron && model_dtype == DType::kBf16) return DType::kFp32;
+DType dataParallelGradDtype(Framework framework, DType model_dtype, bool reduce_in_bf16) {
+  if (framework == Framework::kMegatron && model_dtype == DType::kBf16 && !reduce_in_bf16) {
+    return DType::kFp32;
+  }
   return model_dtype;
 }
 

@@ -25,8 +25,10 @@
 
 namespace evsim {
 
-// The dtype the DP group reduces gradients in: fp32 for Megatron's bf16 models, else the model's.
-DType dataParallelGradDtype(Framework framework, DType model_dtype);
+// The dtype the DP group reduces gradients in: fp32 for Megatron's bf16 models unless told to
+// reduce in bf16, else the model's.
+// `reduce_in_bf16` is Megatron's --grad-reduce-in-bf16 (Strategy::grad_reduce_in_bf16).
+DType dataParallelGradDtype(Framework framework, DType model_dtype, bool reduce_in_bf16);
 
 // fp32 elements each foreach kernel reads and writes per parameter (torch/optim/adam.py,
 // _multi_tensor_adam with decoupled weight decay, capturable=False; clip_grad_norm_ with foreach).

@@ -150,6 +150,7 @@ std::string Strategy::techniques(TechniqueStyle style) const {
   if (dp_overlap) out += brief ? " ov" : " dp-overlap";
   if (overlap_param_gather) out += brief ? " pg" : " param-gather-overlap";
   if (tp_comm_overlap) out += brief ? " tpo" : " tp-comm-overlap";
+  if (grad_reduce_in_bf16) out += brief ? " gbf16" : " grad-reduce-bf16";
   if (cp > 1) out += fmt::format(" cp{}", cp);
   if (cp > 1 && cp_comm == CpComm::kA2aP2p) {
     out += fmt::format("(a2a{}+p2p)", cp_a2a);
@@ -401,6 +402,12 @@ std::optional<std::string> overlapViolation(const ModelConfig& model, const Clus
           "4 = {} chunks (ring exchange over M, reduce-scatter in 4)",
           label, tokens, 4 * s.tp);
     }
+  }
+  if (s.grad_reduce_in_bf16 && s.framework != Framework::kMegatron) {
+    return fmt::format(
+        "{} --grad-reduce-in-bf16: Megatron's option; FSDP reduces gradients in its "
+        "reduce_dtype (fp32, as torchtitan sets it)",
+        label);
   }
   if (s.overlap_param_gather) {
     if (s.framework != Framework::kMegatron || s.zero_stage < 1 || s.zero_stage > 2) {

@@ -167,6 +167,11 @@ struct Strategy {
   // state each forward runs fused with the backward after it, as DualPipeV's F&B tasks do
   // (plan/task_graph.h, modeler/timing_engine.h).
   bool moe_a2a_overlap = false;
+  // Megatron's --grad-reduce-in-bf16: the DP gradient buffer and its all-reduce / reduce-scatter
+  // stay in bf16 (2 bytes a parameter) instead of the fp32 main gradients --bf16 implies
+  // (plan/optimizer_step.h). NeMo's and Megatron-Bridge's performance recipes set
+  // grad_reduce_in_fp32 = False for their FP8 and MoE runs.
+  bool grad_reduce_in_bf16 = false;
 
   // The plain M/P/D strategy with batch sizes and a schedule, every technique off.
   static Strategy of(int tp, int pp, int dp, int64_t micro_batch, int64_t global_batch,

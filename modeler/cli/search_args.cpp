@@ -143,6 +143,7 @@ std::string searchedSpaceText(const SearchArgs& args) {
   }
   if (args.tp_comm_overlap) searched += "; TP comm overlap where SP";
   if (args.overlap_param_gather) searched += "; param-gather overlap where ZeRO 1/2 + DP overlap";
+  if (args.grad_reduce_in_bf16) searched += "; gradients reduced in bf16";
 
   std::vector<std::string> left;
   auto leftOut = [&](std::string_view label, const std::string& given,
@@ -213,6 +214,7 @@ std::string spaceCommandLine(const SearchArgs& args) {
   if (args.uneven_stages > 0) out += fmt::format(" --uneven-stages {}", args.uneven_stages);
   if (args.tp_comm_overlap) out += " --tp-comm-overlap";
   if (args.overlap_param_gather) out += " --overlap-param-gather";
+  if (args.grad_reduce_in_bf16) out += " --grad-reduce-in-bf16";
   if (args.allow_cross_node_tp) out += " --allow-cross-node-tp";
   return out;
 }
@@ -230,7 +232,8 @@ std::string unionEventprofHint(const SearchArgs& args, const SearchOptions& opti
                space.expert_parallel == std::vector<int>{1} &&
                space.expert_tensor_parallel == std::vector<int>{0} && !args.allow_cross_node_tp &&
                space.uneven_stage_shift == 0 &&  // uneven splits have their own Adam events
-               !args.tp_comm_overlap && !args.overlap_param_gather;  // events of their own
+               !args.tp_comm_overlap && !args.overlap_param_gather &&
+               !args.grad_reduce_in_bf16;  // events of their own
   for (Schedule s : space.schedules) {
     plain = plain && (s == Schedule::kGpipe || s == Schedule::kDapple);
   }

@@ -42,6 +42,7 @@ struct SearchArgs {
   // candidate it can (TP overlap where SP is on, the gather's overlap with ZeRO 1/2 and DP overlap).
   bool tp_comm_overlap = false;
   bool overlap_param_gather = false;
+  bool grad_reduce_in_bf16 = false;  // Megatron's --grad-reduce-in-bf16, on every candidate
   std::string offloads = "none";
   std::string context_parallel;        // empty: defaultContextParallel(model)
   // --cp-comm-type (and a2a+p2p's a2a size A): fixed for every candidate with C > 1, not searched

@@ -323,6 +323,13 @@ void run(SearchArgs args) {
                 args.cp_comm_type, args.cp_a2a);
   }
   options.base.overlap_param_gather = args.overlap_param_gather;
+  options.base.grad_reduce_in_bf16 = args.grad_reduce_in_bf16;
+  if (args.grad_reduce_in_bf16 && options.base.framework != Framework::kMegatron) {
+    EVSIM_THROW(InputError,
+                "--grad-reduce-in-bf16 with --framework {}: Megatron's option; FSDP reduces "
+                "gradients in its reduce_dtype (fp32, as torchtitan sets it)",
+                args.run.framework);
+  }
   // FSDP's sharding is its own (ZeRO-3 wherever D x C >= 2): no ZeRO stages to try.
   if (args.zero_stages.empty()) {
     args.zero_stages = options.base.framework == Framework::kFsdp ? "0" : "0,1";
@@ -446,6 +453,9 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   cmd->add_flag("--overlap-param-gather", args->overlap_param_gather,
                 "Megatron's overlapped parameter all-gather on every candidate with ZeRO 1/2 and "
                 "DP overlap (not searched: Megatron's default is off)");
+  cmd->add_flag("--grad-reduce-in-bf16", args->grad_reduce_in_bf16,
+                "Megatron's: DP gradients held and reduced in bf16 on every candidate (not "
+                "searched: --bf16 reduces in fp32 by default)");
   cmd->add_option("--offload", args->offloads,
                   "offload to host memory to try: none,optimizer,activations,both (needs the "
                   "cluster's node host_link and host_memory)")

@@ -47,6 +47,7 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
                       {"framework", frameworkName(s.framework)},
                       {"dp_overlap", s.dp_overlap},
                       {"overlap_param_gather", s.overlap_param_gather},
+                      {"grad_reduce_in_bf16", s.grad_reduce_in_bf16},
                       {"tp_comm_overlap", s.tp_comm_overlap},
                       {"offload", offloadName(s.offload)},
                       {"stage_layers", s.stage_layers.empty() ? nlohmann::json(nullptr)

@@ -169,6 +169,26 @@ TEST(MemoryComponents, StageSumsAllocatedReservedDevice) {
   EXPECT_EQ(e.marginBytes(), (int64_t{80} << 30) - m.peak_bytes);
 }
 
+// --grad-reduce-in-bf16: Megatron-core's gradient buffer in the parameters' bf16, 2 bytes a
+// parameter where --bf16 alone holds the fp32 main gradient's 4 (weights, optimizer unchanged);
+// ZeRO-2 shards it over D = 4: 2 / 4 bytes a parameter.
+TEST(MemoryComponents, GradReduceInBf16HoldsTwoByteGradients) {
+  const ModelConfig model = smallModel();
+  ChunkMemoryInput chunk;
+  chunk.parameters = 1000000;
+  chunk.activation_bytes = 50000000;
+  chunk.largest_layer_parameters = 200000;
+  Strategy s = strategy(1, 1, 4);
+  s.grad_reduce_in_bf16 = true;
+  const StageMemory m = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0).stages[0];
+  EXPECT_EQ(m.weight_bytes, 2000000);
+  EXPECT_EQ(m.gradient_bytes, 2000000);
+  EXPECT_EQ(m.optimizer_bytes, 12000000);
+  s.zero_stage = 2;
+  EXPECT_EQ(estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0).stages[0].gradient_bytes,
+            500000);
+}
+
 // FSDP's model states are 16 bytes per parameter / D: doubling D halves them, and nothing else in
 // the peak changes (the buffers depend on the layer sizes, not on D).
 TEST(MemoryComponents, FsdpPeakFallsAsSixteenBytesPerParameterOverD) {

@@ -15,8 +15,10 @@ namespace {
 
 constexpr int64_t kH = 256, kHeads = 8, kF = 1024, kS = 64, kVocab = 1100, kB = 2, kLayers = 2;
 
-IterationPlan plan(const std::string& dtype, int zero, bool overlap, bool param_gather = false) {
+IterationPlan plan(const std::string& dtype, int zero, bool overlap, bool param_gather = false,
+                   bool grad_reduce_in_bf16 = false) {
   Strategy s = test::strategy("1M1P4D", kB, 4 * kB);
+  s.grad_reduce_in_bf16 = grad_reduce_in_bf16;
   s.zero_stage = zero;
   s.dp_overlap = overlap;
   s.overlap_param_gather = param_gather;
@@ -25,10 +27,10 @@ IterationPlan plan(const std::string& dtype, int zero, bool overlap, bool param_
                             test::cluster(8), s);
 }
 
-int64_t bucketBytes(const IterationPlan& p, const StagePlan& st) {
+int64_t bucketBytes(const IterationPlan& p, const StagePlan& st, DType wire = DType::kFp32) {
   int64_t bytes = 0;
   for (const GradBucket& b : st.dp_buckets) {
-    EXPECT_EQ(p.events[b.event].event.dtype, DType::kFp32);
+    EXPECT_EQ(p.events[b.event].event.dtype, wire);
     bytes += p.events[b.event].event.message_bytes;
     EXPECT_EQ(b.bytes, p.events[b.event].event.message_bytes);
   }
@@ -36,9 +38,22 @@ int64_t bucketBytes(const IterationPlan& p, const StagePlan& st) {
 }
 
 TEST(GradReduceDtype, MegatronReducesBf16GradientsInFp32) {
-  EXPECT_EQ(dataParallelGradDtype(Framework::kMegatron, DType::kBf16), DType::kFp32);
-  EXPECT_EQ(dataParallelGradDtype(Framework::kMegatron, DType::kFp16), DType::kFp16);
-  EXPECT_EQ(dataParallelGradDtype(Framework::kFsdp, DType::kBf16), DType::kBf16);
+  EXPECT_EQ(dataParallelGradDtype(Framework::kMegatron, DType::kBf16, false), DType::kFp32);
+  EXPECT_EQ(dataParallelGradDtype(Framework::kMegatron, DType::kFp16, false), DType::kFp16);
+  EXPECT_EQ(dataParallelGradDtype(Framework::kFsdp, DType::kBf16, false), DType::kBf16);
+  // --grad-reduce-in-bf16 (grad_reduce_in_fp32 = False in NeMo's performance recipes).
+  EXPECT_EQ(dataParallelGradDtype(Framework::kMegatron, DType::kBf16, true), DType::kBf16);
+}
+
+TEST(GradReduceDtype, GradReduceInBf16SendsTwoBytesAParameter) {
+  const IterationPlan p = plan("bf16", 0, false, false, /*grad_reduce_in_bf16=*/true);
+  const Event& e = p.events[p.stages[0].dp_allreduce].event;
+  EXPECT_EQ(e.message_bytes, p.stages[0].parameters * 2);
+  EXPECT_EQ(e.dtype, DType::kBf16);
+  // ZeRO-1: the buckets scatter 2 bytes a parameter and the gather is the same 2 bytes.
+  const IterationPlan z = plan("bf16", 1, true, false, true);
+  EXPECT_EQ(bucketBytes(z, z.stages[0], DType::kBf16), z.stages[0].parameters * 2);
+  EXPECT_EQ(z.events[z.stages[0].dp_allgather].event.message_bytes, z.stages[0].parameters * 2);
 }
 
 TEST(GradReduceDtype, Bf16AllReduceSendsFourBytesAParameter) {
