@@ -60,14 +60,19 @@ struct ClosedFormTier::Facts {
 struct ClosedFormTier::Workspace::State {
   Facts facts;
   // The activation states by pipeline shape (schedule, P, v, m, group), up to kStatesCounts
-  // counts: each costs a walk of every device's order. Kept here rather than in the shared
-  // caches (scheduleActivationStates, scheduleOrders), which would hold the states and the orders
-  // they were walked from for the rest of the process: 10 MB beside the simulations of Llama 3.1
-  // 405B on 1,024 GPUs, whose peak they raised. release() frees them before the simulations.
+  // counts, and the last shape's whatever its size (the classes of one shape, recomputation x
+  // SP, come one after another): each costs a walk of every device's order. A shape over a
+  // quarter of the budget is kept only as the last: it would push out many small ones. Kept
+  // here rather than in the shared caches (scheduleActivationStates, scheduleOrders), which
+  // would hold the states and the orders they were walked from for the rest of the process:
+  // 10 MB beside the simulations of Llama 3.1 405B on 1,024 GPUs, whose peak they raised.
+  // release() frees them before the simulations.
   using ShapeKey = std::tuple<int, int, int, int64_t, int>;
   std::map<ShapeKey, std::shared_ptr<const std::vector<ActivationStates>>> states;
   std::deque<std::pair<ShapeKey, size_t>> states_order;  // oldest first, with its counts
   size_t states_counts = 0;
+  ShapeKey last_shape{-1, 0, 0, 0, 0};
+  std::shared_ptr<const std::vector<ActivationStates>> last_states;
   static constexpr size_t kStatesCounts = size_t{1} << 20;
   std::map<LayerKey, LayerTimes> layer_times;
   std::map<std::pair<int64_t, int>, double> step_us;  // (parameters, offload) -> issued time
@@ -586,22 +591,28 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
   std::shared_ptr<const std::vector<ActivationStates>> states;
   if (strategy.schedule == Schedule::kFile) {
     states = walkedStates(strategy.schedule, shape);  // asked for each time, as the registry does
+  } else if (workspace.last_states && workspace.last_shape == shape_key) {
+    states = workspace.last_states;
   } else if (auto it = workspace.states.find(shape_key); it != workspace.states.end()) {
     states = it->second;
   } else {
     states = walkedStates(strategy.schedule, shape);
     size_t counts = 0;
     for (const ActivationStates& device : *states) counts += device.counts.size();
-    while (!workspace.states_order.empty() &&
-           workspace.states_counts + counts > Workspace::State::kStatesCounts) {
-      workspace.states.erase(workspace.states_order.front().first);
-      workspace.states_counts -= workspace.states_order.front().second;
-      workspace.states_order.pop_front();
+    if (counts <= Workspace::State::kStatesCounts / 4) {
+      while (!workspace.states_order.empty() &&
+             workspace.states_counts + counts > Workspace::State::kStatesCounts) {
+        workspace.states.erase(workspace.states_order.front().first);
+        workspace.states_counts -= workspace.states_order.front().second;
+        workspace.states_order.pop_front();
+      }
+      workspace.states.emplace(shape_key, states);
+      workspace.states_order.emplace_back(shape_key, counts);
+      workspace.states_counts += counts;
     }
-    workspace.states.emplace(shape_key, states);
-    workspace.states_order.emplace_back(shape_key, counts);
-    workspace.states_counts += counts;
   }
+  workspace.last_shape = shape_key;
+  workspace.last_states = states;
   f.devices = deviceChunkSums(strategy, shape.micro_batches, f.chunks, *states);
   return f;
 }
