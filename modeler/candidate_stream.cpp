@@ -1,101 +1,66 @@
 #include "modeler/candidate_stream.h"
 
-#include <condition_variable>
-#include <deque>
-#include <exception>
-#include <mutex>
-#include <thread>
-#include <utility>
+#include <atomic>
+#include <limits>
+#include <optional>
+
+#include "common/cancel.h"
+#include "common/error.h"
+#include "modeler/parallel_for.h"
 
 namespace evsim {
 
 namespace {
 
-// Unwinds the background enumeration when the consumer has stopped.
+// Unwinds a worker's walk once another worker has failed.
 struct Stopped {};
+
+// Units of one group share (M, C, P, E, ETP, micro-batch); forEachUnit gives them one after another.
+bool sameGroup(const Strategy& a, const Strategy& b) {
+  return a.tp == b.tp && a.cp == b.cp && a.pp == b.pp && a.dp == b.dp && a.ep == b.ep &&
+         a.etp == b.etp && a.micro_batch == b.micro_batch;
+}
 
 }  // namespace
 
-void streamCandidates(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& base,
-                      const StrategySpace& space, size_t batch_size, bool background,
-                      SearchReport& invalid,
-                      const std::function<void(std::vector<IndexedStrategy>&&)>& consume) {
-  // Enumerates, handing each full batch (and the last) to `emit`.
-  auto enumerate = [&](const std::function<void(std::vector<IndexedStrategy>&&)>& emit) {
-    std::vector<IndexedStrategy> batch;
-    batch.reserve(batch_size);
-    size_t index = 0;
-    forEachCandidate(model, cluster, base, space, [&](Candidate&& c) {
-      const size_t at = index++;
-      if (c.violation) {
-        ++invalid.invalid;
-        invalid.noteInvalid(c.strategy, *c.violation);
-        return;
-      }
-      batch.push_back(IndexedStrategy{std::move(c.strategy), at});
-      if (batch.size() == batch_size) {
-        emit(std::move(batch));
-        batch = {};
-        batch.reserve(batch_size);
-      }
-    });
-    if (!batch.empty()) emit(std::move(batch));
-  };
-  if (!background) {
-    enumerate(consume);
-    return;
-  }
-
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::deque<std::vector<IndexedStrategy>> queue;
-  bool done = false, stop = false;
-  std::exception_ptr error;
-  std::thread producer([&] {
+void shareCandidates(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& base,
+                     const StrategySpace& space, unsigned workers,
+                     const std::function<void(unsigned, size_t, Candidate&&)>& visit) {
+  const unsigned count = resolveThreads(workers);
+  std::atomic<size_t> next_group{0};
+  std::atomic<bool> stop{false};
+  parallelForWorkers(count, count, 1, [&](size_t, unsigned w) {
+    // A worker may run twice (when another thread never started): the second walk finds every
+    // group claimed.
+    size_t mine = std::numeric_limits<size_t>::max();  // the group this worker enumerates
+    size_t group = 0, unit = 0;
+    std::optional<Strategy> previous;
     try {
-      enumerate([&](std::vector<IndexedStrategy>&& batch) {
-        std::unique_lock<std::mutex> lock(mutex);
-        changed.wait(lock, [&] { return stop || queue.size() < kQueuedBatches; });
-        if (stop) throw Stopped{};
-        queue.push_back(std::move(batch));
-        changed.notify_all();
+      forEachUnit(model, base, space, [&](const Strategy& u) {
+        if (previous && !sameGroup(*previous, u)) ++group;
+        if (!previous || !sameGroup(*previous, u)) previous = u;
+        const size_t this_unit = unit++;
+        if (mine == std::numeric_limits<size_t>::max() || group > mine) {
+          // Every group below the one returned is claimed already (this worker claims on
+          // reaching the group after its own), so the claim is this group or a later one.
+          if (stop.load(std::memory_order_relaxed)) throw Stopped{};
+          throwIfCancelled();  // common/cancel.h: a Python caller's Ctrl-C
+          mine = next_group.fetch_add(1);
+        }
+        if (group != mine) return;
+        size_t variant = 0;
+        forEachVariant(model, cluster, space, u, [&](Candidate&& c) {
+          EVSIM_CHECK(variant < (size_t{1} << kVariantBits), "unit {}: over {} variants", this_unit,
+                      size_t{1} << kVariantBits);
+          visit(w, (this_unit << kVariantBits) | variant++, std::move(c));
+        });
       });
     } catch (const Stopped&) {
     } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex);
-      error = std::current_exception();
-    }
-    std::lock_guard<std::mutex> lock(mutex);
-    done = true;
-    changed.notify_all();
-  });
-  auto finish = [&] {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
       stop = true;
-      changed.notify_all();
+      throw;
     }
-    producer.join();
-  };
-  try {
-    for (;;) {
-      std::vector<IndexedStrategy> batch;
-      {
-        std::unique_lock<std::mutex> lock(mutex);
-        changed.wait(lock, [&] { return done || !queue.empty(); });
-        if (queue.empty()) break;  // done, and nothing left
-        batch = std::move(queue.front());
-        queue.pop_front();
-        changed.notify_all();
-      }
-      consume(std::move(batch));
-    }
-  } catch (...) {
-    finish();
-    throw;
-  }
-  finish();
-  if (error) std::rethrow_exception(error);
+  });
 }
 
 }  // namespace evsim

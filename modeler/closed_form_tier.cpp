@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <map>
 #include <optional>
@@ -59,11 +60,21 @@ struct ClosedFormTier::Facts {
 
 struct ClosedFormTier::Workspace::State {
   Facts facts;
-  // The activation states of the last pipeline shape (schedule, P, v, m, group): the classes of
-  // one shape (recomputation x SP) come one after another, and the shared cache does not keep the
-  // largest states (scheduleActivationStates), which cost a walk of every device's order each.
-  std::tuple<int, int, int, int64_t, int> states_shape{-1, 0, 0, 0, 0};
-  std::shared_ptr<const std::vector<ActivationStates>> states;
+  // The activation states by pipeline shape (schedule, P, v, m, group), up to kStatesCounts
+  // counts, and the last shape's whatever its size (the classes of one shape, recomputation x
+  // SP, come one after another): each costs a walk of every device's order. A shape over a
+  // quarter of the budget is kept only as the last: it would push out many small ones. Kept
+  // here rather than in the shared caches (scheduleActivationStates, scheduleOrders), which
+  // would hold the states and the orders they were walked from for the rest of the process:
+  // 10 MB beside the simulations of Llama 3.1 405B on 1,024 GPUs, whose peak they raised.
+  // release() frees them before the simulations.
+  using ShapeKey = std::tuple<int, int, int, int64_t, int>;
+  std::map<ShapeKey, std::shared_ptr<const std::vector<ActivationStates>>> states;
+  std::deque<std::pair<ShapeKey, size_t>> states_order;  // oldest first, with its counts
+  size_t states_counts = 0;
+  ShapeKey last_shape{-1, 0, 0, 0, 0};
+  std::shared_ptr<const std::vector<ActivationStates>> last_states;
+  static constexpr size_t kStatesCounts = size_t{1} << 20;
   std::map<LayerKey, LayerTimes> layer_times;
   std::map<std::pair<int64_t, int>, double> step_us;  // (parameters, offload + 16 framework) -> us
   // (kind, bytes, group size, nodes, ranks per node, dtype) -> a communication's issued time: the
@@ -78,6 +89,25 @@ ClosedFormTier::Workspace::Workspace() : state_(std::make_unique<State>()) {}
 ClosedFormTier::Workspace::~Workspace() = default;
 ClosedFormTier::Workspace::Workspace(Workspace&&) noexcept = default;
 ClosedFormTier::Workspace& ClosedFormTier::Workspace::operator=(Workspace&&) noexcept = default;
+void ClosedFormTier::Workspace::release() { state_ = std::make_unique<State>(); }
+
+namespace {
+
+// scheduleActivationStates without the shared caches (Workspace::State::states).
+std::shared_ptr<const std::vector<ActivationStates>> walkedStates(Schedule schedule,
+                                                                  const PipelineShape& shape) {
+  // A schedule file can be replaced within a process: the registry asks for it each time.
+  if (schedule == Schedule::kFile) return scheduleActivationStates(schedule, shape);
+  const DeviceOrders orders = pipelineSchedule(schedule).orders(shape);
+  std::vector<ActivationStates> out;
+  out.reserve(orders.size());
+  for (const std::vector<StageTask>& order : orders) {
+    out.push_back(activationStates(order, shape.chunks));
+  }
+  return std::make_shared<const std::vector<ActivationStates>>(std::move(out));
+}
+
+}  // namespace
 
 ClosedFormTier::ClosedFormTier(const ModelConfig& model, const ClusterConfig& cluster,
                                const CostModel& costs, double headroom, PlanCache& cache)
@@ -563,16 +593,36 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
   }
   const PipelineShape shape{strategy.pp, K / strategy.pp, strategy.microBatches(),
                             strategy.microbatch_group};
-  const std::tuple<int, int, int, int64_t, int> shape_key{static_cast<int>(strategy.schedule),
-                                                          shape.stages, shape.chunks,
-                                                          shape.micro_batches, shape.group};
-  // (A schedule file can be replaced within a process: asked for each time, as the cache does.)
-  if (!workspace.states || workspace.states_shape != shape_key ||
-      strategy.schedule == Schedule::kFile) {
-    workspace.states = scheduleActivationStates(strategy.schedule, shape);
-    workspace.states_shape = shape_key;
+  // The group only matters to the interleaved schedule (scheduleOrders' key).
+  const Workspace::State::ShapeKey shape_key{
+      static_cast<int>(strategy.schedule), shape.stages, shape.chunks, shape.micro_batches,
+      strategy.schedule == Schedule::kInterleaved && shape.group > 0 ? shape.group : 0};
+  std::shared_ptr<const std::vector<ActivationStates>> states;
+  if (strategy.schedule == Schedule::kFile) {
+    states = walkedStates(strategy.schedule, shape);  // asked for each time, as the registry does
+  } else if (workspace.last_states && workspace.last_shape == shape_key) {
+    states = workspace.last_states;
+  } else if (auto it = workspace.states.find(shape_key); it != workspace.states.end()) {
+    states = it->second;
+  } else {
+    states = walkedStates(strategy.schedule, shape);
+    size_t counts = 0;
+    for (const ActivationStates& device : *states) counts += device.counts.size();
+    if (counts <= Workspace::State::kStatesCounts / 4) {
+      while (!workspace.states_order.empty() &&
+             workspace.states_counts + counts > Workspace::State::kStatesCounts) {
+        workspace.states.erase(workspace.states_order.front().first);
+        workspace.states_counts -= workspace.states_order.front().second;
+        workspace.states_order.pop_front();
+      }
+      workspace.states.emplace(shape_key, states);
+      workspace.states_order.emplace_back(shape_key, counts);
+      workspace.states_counts += counts;
+    }
   }
-  f.devices = deviceChunkSums(strategy, shape.micro_batches, f.chunks, *workspace.states);
+  workspace.last_shape = shape_key;
+  workspace.last_states = states;
+  f.devices = deviceChunkSums(strategy, shape.micro_batches, f.chunks, *states);
   return f;
 }
 

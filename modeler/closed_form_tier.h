@@ -73,6 +73,8 @@ class ClosedFormTier {
     ~Workspace();
     Workspace(Workspace&&) noexcept;
     Workspace& operator=(Workspace&&) noexcept;
+    // Frees what the workspace keeps (its memos start again empty).
+    void release();
     struct State;  // closed_form_tier.cpp
 
    private:

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -24,14 +25,12 @@ namespace evsim {
 
 namespace {
 
-// Fixed sizes, independent of the thread count, so that results are too. A batch bounds the valid
-// candidates waiting for the closed-form tier; the pool, those that fit and whose bound is below
-// the threshold, waiting to be simulated best bound first; a round is what one threshold applies
-// to. Until the top K is full a round is the K - |top| best bounds (the threshold is infinite).
-constexpr size_t kBatchSize = 4096;
+// Fixed sizes, independent of the thread count, so that results are too. The pool holds the
+// candidates that fit and whose bound is below the threshold, waiting to be simulated best bound
+// first; a round is what one threshold applies to. Until the top K is full a round is the
+// K - |top| best bounds (the threshold is infinite).
 constexpr size_t kRoundSize = 16;
-// Candidates one worker of the closed-form tier takes at a time: the ZeRO, overlap and offload
-// variants of one strategy (up to 32) come one after another and share most of the work.
+// Valid candidates a worker enumerates before it evaluates them.
 constexpr size_t kClosedFormBlock = 256;
 // Sums in a different order differ by rounding: prune only clearly above the threshold.
 constexpr double kBoundSlack = 1e-9;
@@ -106,49 +105,31 @@ class PrunedSearch {
         costs_(costs),
         options_(options),
         tier_(model, cluster, costs, options.memory_headroom, cache_),
-        workspaces_(resolveThreads(options.threads)) {}
+        workers_(resolveThreads(options.threads)),
+        shares_(workers_) {}
 
-  // The closed-form tier over a batch of valid candidates (candidate_stream.h); the fitting ones
-  // of this pass's range whose bound does not exceed the threshold join the pool, which keeps the
-  // best `pool_capacity` bounds and sets the others aside (pruned_search.h).
-  void add(std::vector<IndexedStrategy>&& batch) {
-    const size_t n = batch.size();
-    std::vector<ClosedFormResult> closed(n);
-    // Consecutive candidates share a worker, whose workspace keeps what they share.
-    parallelForWorkers(n, options_.threads, kClosedFormBlock, [&](size_t i, unsigned w) {
-      closed[i] = tier_.evaluate(batch[i].strategy, workspaces_[w]);
-    });
+  // One pass over the enumeration, shared among the workers (candidate_stream.h): the closed-form
+  // tier for every valid candidate; the fitting ones of this pass's range whose bound does not
+  // exceed the threshold join the pool, which keeps the best `pool_capacity` bounds and sets the
+  // others aside (pruned_search.h). Each worker keeps a pool of its own (no lock per candidate);
+  // merged, they hold exactly what one pool fed in enumeration order would: the best
+  // `pool_capacity` keys, the least key left out as the ceiling.
+  void runPass() {
     const double bound_limit = limit();
-    for (size_t i = 0; i < n; ++i) {
-      if (pass_ == 0) {  // counted once, in the first pass
-        ++report_.closed_form;
-        if (!closed[i].fits) {
-          ++report_.oom;
-          noteOom(batch[i].strategy, closed[i]);
-          continue;
-        }
-        ++report_.ok;
-      } else if (!closed[i].fits) {
-        continue;
-      }
-      const PoolKey key{closed[i].lower_bound_us, batch[i].index};
-      if (key < floor_) continue;  // an earlier pass's: simulated or pruned there
-      if (closed[i].lower_bound_us > bound_limit) {
-        ++pruned_in_pass_;
-        continue;
-      }
-      if (!(key < ceiling_)) {  // worse than one set aside already: set aside too
-        ++set_aside_;
-        continue;
-      }
-      pool_.insert(Pending{key.bound_us, key.index, std::move(batch[i].strategy), closed[i]});
-      if (pool_.size() > pool_capacity_) {
-        // The worst bound leaves; everything at or above it waits for the next pass.
-        auto worst = std::prev(pool_.end());
-        ceiling_ = keyOf(*worst);
-        pool_.erase(worst);
-        ++set_aside_;
-      }
+    for (Share& share : shares_) share.startPass();
+    shareCandidates(model_, cluster_, options_.base, options_.space, workers_,
+                    [&](unsigned w, size_t index, Candidate&& c) {
+                      visit(shares_[w], index, std::move(c), bound_limit);
+                    });
+    for (Share& share : shares_) {
+      evaluateWaiting(share, bound_limit);  // the last few of each worker
+      mergeShare(share);
+    }
+    while (pool_.size() > pool_capacity_) {
+      auto worst = std::prev(pool_.end());
+      ceiling_ = std::min(ceiling_, keyOf(*worst));
+      pool_.erase(worst);
+      ++set_aside_;
     }
   }
 
@@ -156,6 +137,9 @@ class PrunedSearch {
   // set aside could still reach the top K, so the enumeration must run again for them (the next
   // pass takes the range from the least set-aside key up).
   bool endPass() {
+    // The closed forms' memos (activation states, layer times) would sit beside the simulations,
+    // whose peak is the search's: a further pass computes them again.
+    for (Share& share : shares_) share.workspace.release();
     while (simulateRound()) {
     }
     // Missing costs: the search ends in an error listing them; no need to find more.
@@ -174,12 +158,11 @@ class PrunedSearch {
     return true;
   }
 
-  // The report, with the invalid candidates' counts from `invalid` (throws for missing costs).
-  // After the last endPass().
-  SearchReport finish(SearchReport&& invalid) {
-    report_.invalid = invalid.invalid;
-    report_.invalid_by_rule = std::move(invalid.invalid_by_rule);
-    report_.invalid_example = std::move(invalid.invalid_example);
+  // The report (throws for missing costs). After the last endPass().
+  SearchReport finish() {
+    report_.invalid = invalid_.invalid;
+    report_.invalid_by_rule = std::move(invalid_.invalid_by_rule);
+    report_.invalid_example = std::move(invalid_.invalid_example);
     if (missing_.size() > 0) costs_.costAll(missing_);  // throws, listing all
     report_.pruned = true;
     report_.tokens_per_sample = model_.seq_length;
@@ -195,6 +178,130 @@ class PrunedSearch {
   }
 
  private:
+  // A valid candidate waiting for the closed-form tier: a worker evaluates them kClosedFormBlock
+  // at a time, not between the enumeration's steps (their memory is the tier's, not the
+  // enumeration's, and interleaving them cost ~10% of the time at one thread).
+  struct Waiting {
+    size_t index = 0;
+    Strategy strategy;
+  };
+  // One worker's part of a pass: its workspace (kept across passes), pool and counts.
+  struct Share {
+    std::vector<Waiting> waiting;
+    ClosedFormTier::Workspace workspace;
+    std::set<Pending, ByBound> pool;
+    PoolKey ceiling;  // the least key this worker set aside
+    size_t set_aside = 0, pruned = 0;
+    int64_t closed_form = 0, oom = 0, ok = 0;
+    // The first pass's invalid candidates (counts, rules, the first example of each rule) and the
+    // index of each rule's example; the closest OOM candidate and its index.
+    SearchReport invalid;
+    std::map<std::string, size_t> example_index;
+    std::optional<CandidateResult> closest_oom;
+    size_t closest_oom_index = 0;
+
+    void startPass() {
+      waiting.clear();
+      pool.clear();
+      ceiling = PoolKey{};
+      set_aside = pruned = 0;
+    }
+  };
+
+  // One candidate on the worker of `share`: an invalid one noted, a valid one left waiting.
+  void visit(Share& share, size_t index, Candidate&& c, double bound_limit) const {
+    if (!c.violation) {
+      share.waiting.push_back(Waiting{index, std::move(c.strategy)});
+      if (share.waiting.size() == kClosedFormBlock) evaluateWaiting(share, bound_limit);
+      return;
+    }
+    if (pass_ > 0) return;  // counted in the first pass
+    const size_t rules = share.invalid.invalid_example.size();
+    ++share.invalid.invalid;
+    share.invalid.noteInvalid(c.strategy, *c.violation);
+    if (share.invalid.invalid_example.size() > rules) {  // the first of its rule here
+      share.example_index.emplace(violationRule(*c.violation), index);
+    }
+  }
+
+  // The closed-form tier over the worker's waiting candidates, each then as the pass's single
+  // pool would take it.
+  void evaluateWaiting(Share& share, double bound_limit) const {
+    for (Waiting& w : share.waiting) evaluateOne(share, w.index, std::move(w.strategy), bound_limit);
+    share.waiting.clear();
+  }
+
+  void evaluateOne(Share& share, size_t index, Strategy&& strategy, double bound_limit) const {
+    const ClosedFormResult closed = tier_.evaluate(strategy, share.workspace);
+    if (pass_ == 0) {  // counted once, in the first pass
+      ++share.closed_form;
+      if (!closed.fits) {
+        ++share.oom;
+        // Strictly closer, as SearchReport::noteOom: the first in index order among ties.
+        if (!share.closest_oom || closed.peak_memory_bytes < share.closest_oom->peak_memory_bytes) {
+          share.closest_oom = oomRow(strategy, closed);
+          share.closest_oom_index = index;
+        }
+        return;
+      }
+      ++share.ok;
+    } else if (!closed.fits) {
+      return;
+    }
+    const PoolKey key{closed.lower_bound_us, index};
+    if (key < floor_) return;  // an earlier pass's: simulated or pruned there
+    if (closed.lower_bound_us > bound_limit) {
+      ++share.pruned;
+      return;
+    }
+    if (!(key < share.ceiling)) {  // worse than one set aside already: set aside too
+      ++share.set_aside;
+      return;
+    }
+    share.pool.insert(Pending{key.bound_us, key.index, std::move(strategy), closed});
+    if (share.pool.size() > pool_capacity_) {
+      // The worst bound leaves; everything at or above it waits for the next pass.
+      auto worst = std::prev(share.pool.end());
+      share.ceiling = keyOf(*worst);
+      share.pool.erase(worst);
+      ++share.set_aside;
+    }
+  }
+
+  // Adds a worker's pass to the search's pool and counts. Counts and rules are sums; examples
+  // and the closest OOM candidate are the first in enumeration order, as one enumeration gives.
+  void mergeShare(Share& share) {
+    pool_.merge(share.pool);
+    ceiling_ = std::min(ceiling_, share.ceiling);
+    set_aside_ += share.set_aside;
+    pruned_in_pass_ += share.pruned;
+    if (pass_ > 0) return;
+    report_.closed_form += share.closed_form;
+    report_.oom += share.oom;
+    report_.ok += share.ok;
+    if (share.closest_oom &&
+        (!report_.closest_oom ||
+         share.closest_oom->peak_memory_bytes < report_.closest_oom->peak_memory_bytes ||
+         (share.closest_oom->peak_memory_bytes == report_.closest_oom->peak_memory_bytes &&
+          share.closest_oom_index < closest_oom_index_))) {
+      report_.closest_oom = std::move(share.closest_oom);
+      closest_oom_index_ = share.closest_oom_index;
+    }
+    invalid_.invalid += share.invalid.invalid;
+    for (const auto& [rule, count] : share.invalid.invalid_by_rule) {
+      invalid_.invalid_by_rule[rule] += count;
+      const size_t at = share.example_index.at(rule);
+      auto [it, inserted] = example_index_.try_emplace(rule, at);
+      if (inserted || at < it->second) {
+        it->second = at;
+        invalid_.invalid_example[rule] = share.invalid.invalid_example.at(rule);
+      }
+    }
+    share.invalid = SearchReport{};
+    share.example_index.clear();
+    share.closest_oom.reset();
+  }
+
   // The time a bound must not exceed to reach the top K (infinite until it is full).
   double limit() const {
     if (top_.size() < static_cast<size_t>(options_.top_k)) {
@@ -248,17 +355,14 @@ class PrunedSearch {
   }
 
   // The OOM candidate as the closed-form tier saw it (for the "what would make it fit" advice).
-  void noteOom(const Strategy& strategy, const ClosedFormResult& closed) {
-    if (report_.closest_oom && report_.closest_oom->peak_memory_bytes <= closed.peak_memory_bytes) {
-      return;  // not closer: no copy
-    }
+  static CandidateResult oomRow(const Strategy& strategy, const ClosedFormResult& closed) {
     CandidateResult c;
     c.strategy = strategy;
     c.status = CandidateStatus::kOom;
     c.micro_batches = closed.micro_batches;
     c.peak_memory_bytes = closed.peak_memory_bytes;
     c.peak_memory_stage = closed.peak_memory_stage;
-    report_.noteOom(c);
+    return c;
   }
 
   // Drops the pool's candidates above the threshold (pruned), then simulates its best bounds
@@ -350,7 +454,8 @@ class PrunedSearch {
   const SearchOptions& options_;
   mutable PlanCache cache_{8};
   ClosedFormTier tier_;
-  std::vector<ClosedFormTier::Workspace> workspaces_;  // one per worker thread
+  unsigned workers_;
+  std::vector<Share> shares_;  // one per worker thread
   std::set<Pending, ByBound> pool_;  // keys in [floor_, ceiling_), at most pool_capacity_
   size_t pool_capacity_ = std::max<size_t>(options_.pool_capacity, 1);
   // This pass's range of pool keys: below floor_ an earlier pass decided; from ceiling_ up,
@@ -366,6 +471,10 @@ class PrunedSearch {
   std::unordered_set<Strategy, TimingKeyHash> slower_;
   EventTable missing_;
   SearchReport report_;
+  // The first pass's invalid candidates, merged over the workers, and each rule's example's index.
+  SearchReport invalid_;
+  std::map<std::string, size_t> example_index_;
+  size_t closest_oom_index_ = 0;
 };
 
 }  // namespace
@@ -395,18 +504,9 @@ SearchReport runPrunedSearch(const ModelConfig& model, const ClusterConfig& clus
   validateSearchOptions(options);
   if (options.top_k < 1) EVSIM_THROW(InputError, "--top {}: must be >= 1", options.top_k);
   PrunedSearch search(model, cluster, costs, options);
-  // With more than one thread the enumeration runs beside the batches before it.
-  const bool background = resolveThreads(options.threads) > 1;
-  SearchReport invalid;
-  auto add = [&](std::vector<IndexedStrategy>&& batch) { search.add(std::move(batch)); };
-  streamCandidates(model, cluster, options.base, options.space, kBatchSize, background, invalid,
-                   add);
-  while (search.endPass()) {
-    SearchReport again;  // the invalid ones were counted in the first pass
-    streamCandidates(model, cluster, options.base, options.space, kBatchSize, background, again,
-                     add);
-  }
-  return search.finish(std::move(invalid));
+  search.runPass();
+  while (search.endPass()) search.runPass();  // the invalid ones were counted in the first pass
+  return search.finish();
 }
 
 }  // namespace evsim

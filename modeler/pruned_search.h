@@ -2,13 +2,14 @@
 // The pruned, streaming search (issue 14): the same ranking as runSearch's first K ok candidates,
 // in bounded memory and without simulating what provably cannot reach them.
 //
-// Candidates stream from the enumeration in batches of a fixed size (memory does not grow with
-// the space; with more than one thread the enumeration runs on its own thread beside the batches
-// before it: candidate_stream.h). Per batch: the closed-form tier (closed_form_tier.h) gives every
-// valid candidate its exact peak memory (OOM ones stop there) and a lower bound on its iteration
-// time. The fitting ones wait in a pool of bounded size (SearchOptions::pool_capacity) that keeps
-// the best bounds: when it overflows, its worst bound is set aside, and so is every later
-// candidate whose bound is no better (the pool's "ceiling"). Nothing is simulated while the
+// The workers share the enumeration (candidate_stream.h: each takes whole groups of units and
+// enumerates them itself; nothing is held but the pool, so memory does not grow with the space).
+// The closed-form tier (closed_form_tier.h) gives every valid candidate its exact peak memory (OOM
+// ones stop there) and a lower bound on its iteration time. The fitting ones wait in a pool of
+// bounded size (SearchOptions::pool_capacity) that keeps the best bounds: when it overflows, its
+// worst bound is set aside, and so is every later candidate whose bound is no better (the pool's
+// "ceiling"). Each worker fills a pool of its own; merged at the end of the pass they keep what
+// one pool would (the best keys, whatever the order they came in). Nothing is simulated while the
 // enumeration runs: simulating when the pool overflowed (as before session 13) spent the time on
 // whatever the enumeration had reached — Llama 3.1 405B on 1,024 GPUs simulated 1M64P1D with
 // 2,048 micro-batches, 2.2 GB, before the 4M8P8D plans that win came along. At the end of the
@@ -28,8 +29,9 @@
 // below the K-th time (all of which must then be simulated anyway). Ties rank in enumeration
 // order, as runSearch's stable sort does, so the top K are runSearch's first K.
 //
-// Determinism: batch, pool and round sizes are fixed and the threshold changes only between
-// rounds, so the result — including every count — is the same whatever the thread count.
+// Determinism: pool and round sizes are fixed, the threshold changes only between rounds and a
+// pass's pool is the best keys of the pass whatever the order, so the result — including every
+// count — is the same whatever the thread count.
 //
 // Costs: a candidate the full simulation reaches must have every event costed; missing ones are
 // collected over the simulated candidates and reported in one MissingCostsError (cost_model.h);

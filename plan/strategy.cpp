@@ -11,6 +11,25 @@
 #include "plan/schedules/schedule_file.h"
 
 namespace evsim {
+namespace {
+
+// "--strategy 2M4P2D", formatted only when a message needs it: a search checks every candidate
+// and most pass, and formatting the label for each was a tenth of a search's enumeration.
+struct StrategyLabel {
+  const Strategy& strategy;
+};
+
+}  // namespace
+}  // namespace evsim
+
+template <>
+struct fmt::formatter<evsim::StrategyLabel> : fmt::formatter<std::string_view> {
+  auto format(const evsim::StrategyLabel& label, format_context& ctx) const {
+    return fmt::format_to(ctx.out(), "--strategy {}", label.strategy.name());
+  }
+};
+
+namespace evsim {
 
 std::string_view scheduleName(Schedule schedule) {
   switch (schedule) {
@@ -374,7 +393,7 @@ std::optional<std::string> expertParallelViolation(const ModelConfig& model, con
 // Megatron-LM's own checks (megatron/training/arguments.py) on the two overlap flags, and what
 // the models of them need (docs/TECHNIQUES.md).
 std::optional<std::string> overlapViolation(const ModelConfig& model, const ClusterConfig& cluster,
-                                            const Strategy& s, const std::string& label) {
+                                            const Strategy& s, StrategyLabel label) {
   if (s.tp_comm_overlap) {
     if (!s.sequence_parallel) {
       return fmt::format(
@@ -429,7 +448,7 @@ std::optional<std::string> overlapViolation(const ModelConfig& model, const Clus
 // Megatron-LM's own checks on --overlap-moe-expert-parallel-comm (arguments.py) and what their
 // models need (docs/TECHNIQUES.md).
 std::optional<std::string> moeCommViolation(const ClusterConfig& cluster, const Strategy& s,
-                                            const std::string& label) {
+                                            StrategyLabel label) {
   if (s.moe_dispatcher == MoeDispatcher::kDeepEp) {
     if (s.ep < 2) {
       return fmt::format(
@@ -490,8 +509,8 @@ std::optional<std::string> crossNodeTpViolation(const ClusterConfig& cluster, co
 
 std::optional<std::string> strategyViolation(const ModelConfig& model, const ClusterConfig& cluster,
                                              const Strategy& s) {
-  std::string label = "--strategy " + s.name();
-  if (s.tp <= 0 || s.pp <= 0 || s.dp <= 0) return label + ": M, P and D must be > 0";
+  const StrategyLabel label{s};
+  if (s.tp <= 0 || s.pp <= 0 || s.dp <= 0) return fmt::format("{}: M, P and D must be > 0", label);
   // Before any int64 product of M, C, P and D (four ints may overflow one; exact in double here):
   // per-replica lists and op counts grow with the world, so it is bounded like the batch.
   const double world = static_cast<double>(s.tp) * s.cp * s.pp * s.dp;

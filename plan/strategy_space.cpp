@@ -63,6 +63,14 @@ std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const Clust
 
 void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& base,
                       const StrategySpace& space, const std::function<void(Candidate&&)>& visit) {
+  forEachUnit(model, base, space, [&](const Strategy& unit) {
+    forEachVariant(model, cluster, space, unit, visit);
+  });
+}
+
+void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
+                    const StrategySpace& space, const Strategy& strategy,
+                    const std::function<void(Candidate&&)>& visit) {
   // The variants of a valid balanced candidate, right after it (unevenSplits).
   auto visitUneven = [&](const Strategy& balanced) {
     const std::vector<int> first = stageFirstLayers(model, balanced);
@@ -79,62 +87,64 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
       visit(std::move(c));
     }
   };
-  auto add = [&](const Strategy& strategy) {
-    for (Recompute rc : space.recomputes) {
-      for (bool sp : space.sequence_parallel) {
-        if (sp && strategy.tp < 2) continue;
-        // FSDP shards fully wherever there is a group to shard over (strategyViolation).
-        const std::vector<int> fsdp_zero = {strategy.gradGroupSize() > 1 ? 3 : 0};
-        const bool fsdp = strategy.framework == Framework::kFsdp;
-        for (int zero : fsdp ? fsdp_zero : space.zero_stages) {
-          if (zero > 0 && strategy.gradGroupSize() < 2) continue;
-          // strategyViolation's rules read no technique but SP and the ZeRO stage (context and
-          // expert parallelism's) before the techniques' own, and none reads the recomputation:
-          // when the strategy with this SP and ZeRO stage and nothing else breaks one, every
-          // overlap and offload variant breaks the same (a bucket size > 0 keeps overlap's own
-          // rule from coming first). Its message is then formatted once, not per variant.
-          // The overlap flags of `base` (search --tp-comm-overlap, --overlap-param-gather) apply
-          // where they can: TP overlap with SP, the parameter gather's with ZeRO 1/2 and DP
-          // overlap (Megatron's requirements).
-          Strategy plain = strategy;
-          plain.sequence_parallel = sp;
-          plain.zero_stage = zero;
-          plain.tp_comm_overlap = strategy.tp_comm_overlap && sp;
-          plain.overlap_param_gather = false;
-          const std::optional<std::string> plain_violation =
-              strategy.dp_bucket_bytes > 0 && !strategy.dp_overlap &&
-                      strategy.offload == Offload::kNone
-                  ? strategyViolation(model, cluster, plain)
-                  : std::nullopt;
-          for (bool overlap : space.dp_overlaps) {
-            if (overlap && (strategy.gradGroupSize() < 2 || zero == 3)) continue;
-            for (Offload offload : space.offloads) {
-              Candidate c;
-              c.strategy = strategy;
-              c.strategy.recompute = rc;
-              c.strategy.sequence_parallel = sp;
-              c.strategy.zero_stage = zero;
-              c.strategy.dp_overlap = overlap;
-              c.strategy.tp_comm_overlap = plain.tp_comm_overlap;
-              c.strategy.overlap_param_gather = strategy.overlap_param_gather && overlap &&
-                                                (zero == 1 || zero == 2) && !fsdp;
-              c.strategy.offload = offload;
-              c.violation =
-                  plain_violation ? plain_violation : strategyViolation(model, cluster, c.strategy);
-              if (!c.violation && !space.allow_cross_node_tp) {
-                c.violation = crossNodeTpViolation(cluster, c.strategy);
-              }
-              const bool uneven = space.uneven_stage_shift > 0 && !c.violation &&
-                                  c.strategy.pp >= 2 && pipelineLayout(c.strategy).chunks() == 1;
-              const Strategy balanced = c.strategy;
-              visit(std::move(c));
-              if (uneven) visitUneven(balanced);
+  for (Recompute rc : space.recomputes) {
+    for (bool sp : space.sequence_parallel) {
+      if (sp && strategy.tp < 2) continue;
+      // FSDP shards fully wherever there is a group to shard over (strategyViolation).
+      const std::vector<int> fsdp_zero = {strategy.gradGroupSize() > 1 ? 3 : 0};
+      const bool fsdp = strategy.framework == Framework::kFsdp;
+      for (int zero : fsdp ? fsdp_zero : space.zero_stages) {
+        if (zero > 0 && strategy.gradGroupSize() < 2) continue;
+        // strategyViolation's rules read no technique but SP and the ZeRO stage (context and
+        // expert parallelism's) before the techniques' own, and none reads the recomputation:
+        // when the strategy with this SP and ZeRO stage and nothing else breaks one, every
+        // overlap and offload variant breaks the same (a bucket size > 0 keeps overlap's own
+        // rule from coming first). Its message is then formatted once, not per variant.
+        // The overlap flags of `base` (search --tp-comm-overlap, --overlap-param-gather) apply
+        // where they can: TP overlap with SP, the parameter gather's with ZeRO 1/2 and DP
+        // overlap (Megatron's requirements).
+        Strategy plain = strategy;
+        plain.sequence_parallel = sp;
+        plain.zero_stage = zero;
+        plain.tp_comm_overlap = strategy.tp_comm_overlap && sp;
+        plain.overlap_param_gather = false;
+        const std::optional<std::string> plain_violation =
+            strategy.dp_bucket_bytes > 0 && !strategy.dp_overlap &&
+                    strategy.offload == Offload::kNone
+                ? strategyViolation(model, cluster, plain)
+                : std::nullopt;
+        for (bool overlap : space.dp_overlaps) {
+          if (overlap && (strategy.gradGroupSize() < 2 || zero == 3)) continue;
+          for (Offload offload : space.offloads) {
+            Candidate c;
+            c.strategy = strategy;
+            c.strategy.recompute = rc;
+            c.strategy.sequence_parallel = sp;
+            c.strategy.zero_stage = zero;
+            c.strategy.dp_overlap = overlap;
+            c.strategy.tp_comm_overlap = plain.tp_comm_overlap;
+            c.strategy.overlap_param_gather = strategy.overlap_param_gather && overlap &&
+                                              (zero == 1 || zero == 2) && !fsdp;
+            c.strategy.offload = offload;
+            c.violation =
+                plain_violation ? plain_violation : strategyViolation(model, cluster, c.strategy);
+            if (!c.violation && !space.allow_cross_node_tp) {
+              c.violation = crossNodeTpViolation(cluster, c.strategy);
             }
+            const bool uneven = space.uneven_stage_shift > 0 && !c.violation &&
+                                c.strategy.pp >= 2 && pipelineLayout(c.strategy).chunks() == 1;
+            const Strategy balanced = c.strategy;
+            visit(std::move(c));
+            if (uneven) visitUneven(balanced);
           }
         }
       }
     }
-  };
+  }
+}
+
+void forEachUnit(const ModelConfig& model, const Strategy& base, const StrategySpace& space,
+                 const std::function<void(const Strategy&)>& visit) {
   const int64_t experts = model.moe.num_experts;
   for (int64_t m = 1; m <= space.gpus; ++m) {
     if (space.gpus % m != 0) continue;
@@ -169,13 +179,13 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
                 s.schedule = schedule;
                 s.virtual_stages = 1;
                 if (schedule != Schedule::kInterleaved) {
-                  add(s);
+                  visit(s);
                   continue;
                 }
                 for (int v : space.virtual_stages) {
                   if (!interleavedApplies(model, s, v)) continue;
                   s.virtual_stages = v;
-                  add(s);
+                  visit(s);
                 }
               }
             }

@@ -1,11 +1,15 @@
-// The enumeration as a stream of batches (modeler/candidate_stream.h): on the caller's thread or
-// on its own, the same valid candidates in the same batches and order as forEachCandidate, the
-// invalid ones counted the same, and an error in the consumer stops the enumeration's thread.
+// The enumeration shared among workers (modeler/candidate_stream.h): on one worker or several,
+// every candidate of forEachCandidate exactly once, with its violation, indices that sort them in
+// enumeration order and rise on each worker; an error in one worker stops all and comes back.
 #include "modeler/candidate_stream.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "support/search_options.h"
@@ -14,20 +18,34 @@
 namespace evsim {
 namespace {
 
-struct Streamed {
-  std::vector<size_t> batch_sizes;
-  std::vector<IndexedStrategy> candidates;
-  SearchReport invalid;
+struct Seen {
+  size_t index = 0;
+  unsigned worker = 0;
+  std::string name;  // the strategy's name and micro-batch, then its violation
 };
 
-Streamed stream(const ModelConfig& model, const ClusterConfig& cluster,
-                const SearchOptions& options, size_t batch_size, bool background) {
-  Streamed out;
-  streamCandidates(model, cluster, options.base, options.space, batch_size, background, out.invalid,
-                   [&](std::vector<IndexedStrategy>&& batch) {
-                     out.batch_sizes.push_back(batch.size());
-                     for (IndexedStrategy& c : batch) out.candidates.push_back(std::move(c));
-                   });
+std::string describe(const Candidate& c) {
+  const Strategy& s = c.strategy;
+  std::string out = s.name() + " b=" + std::to_string(s.micro_batch) + " sched=" +
+                    std::to_string(static_cast<int>(s.schedule)) + " v=" +
+                    std::to_string(s.virtual_stages) + " rc=" +
+                    std::to_string(static_cast<int>(s.recompute)) +
+                    " sp=" + std::to_string(s.sequence_parallel) + " zero=" +
+                    std::to_string(s.zero_stage) + " overlap=" + std::to_string(s.dp_overlap) +
+                    " offload=" + std::to_string(static_cast<int>(s.offload)) + " split=";
+  for (int n : s.stage_layers) out += std::to_string(n) + ",";
+  return out + " " + c.violation.value_or("valid");
+}
+
+std::vector<Seen> share(const ModelConfig& model, const ClusterConfig& cluster,
+                        const SearchOptions& options, unsigned workers) {
+  std::mutex mutex;
+  std::vector<Seen> out;
+  shareCandidates(model, cluster, options.base, options.space, workers,
+                  [&](unsigned w, size_t index, Candidate&& c) {
+                    std::lock_guard<std::mutex> lock(mutex);
+                    out.push_back(Seen{index, w, describe(c)});
+                  });
   return out;
 }
 
@@ -41,53 +59,54 @@ SearchOptions techniqueSpace() {
   return o;
 }
 
-TEST(CandidateStreamTest, TheSameBatchesOnTheCallersThreadAndOnItsOwn) {
+TEST(CandidateStreamTest, EveryCandidateOnceInEnumerationOrderOnAnyNumberOfWorkers) {
   ModelConfig model = loadModelConfig(test::configPath("models", "gpt3-175b"));
   ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-a100"));
   const SearchOptions options = techniqueSpace();
-  // Independently: every candidate of the enumeration, its index and whether it is valid.
-  std::vector<size_t> valid;
+  // Independently: every candidate of the enumeration in order, and how many are invalid.
+  std::vector<std::string> all;
   int64_t invalid = 0;
-  size_t index = 0;
   forEachCandidate(model, cluster, options.base, options.space, [&](Candidate&& c) {
-    if (c.violation) {
-      ++invalid;
-    } else {
-      valid.push_back(index);
-    }
-    ++index;
+    if (c.violation) ++invalid;
+    all.push_back(describe(c));
   });
-  ASSERT_GT(valid.size(), 100u);
+  ASSERT_GT(all.size(), 1000u);
   ASSERT_GT(invalid, 0);
-  constexpr size_t kBatch = 64;
-  for (bool background : {false, true}) {
-    const Streamed s = stream(model, cluster, options, kBatch, background);
-    ASSERT_EQ(s.candidates.size(), valid.size()) << background;
-    for (size_t i = 0; i < valid.size(); ++i) EXPECT_EQ(s.candidates[i].index, valid[i]);
-    // Full batches, then the rest.
-    ASSERT_EQ(s.batch_sizes.size(), (valid.size() + kBatch - 1) / kBatch);
-    for (size_t b = 0; b + 1 < s.batch_sizes.size(); ++b) EXPECT_EQ(s.batch_sizes[b], kBatch);
-    EXPECT_EQ(s.batch_sizes.back(), valid.size() - kBatch * (s.batch_sizes.size() - 1));
-    EXPECT_EQ(s.invalid.invalid, invalid);
-    int64_t by_rule = 0;
-    for (const auto& [rule, count] : s.invalid.invalid_by_rule) by_rule += count;
-    EXPECT_EQ(by_rule, invalid);
+  for (unsigned workers : {1u, 2u, 3u}) {
+    std::vector<Seen> seen = share(model, cluster, options, workers);
+    // Each worker's candidates come in rising index order.
+    std::vector<size_t> last(workers, 0);
+    std::vector<bool> any(workers, false);
+    for (const Seen& s : seen) {
+      ASSERT_LT(s.worker, workers);
+      if (any[s.worker]) EXPECT_GT(s.index, last[s.worker]);
+      any[s.worker] = true;
+      last[s.worker] = s.index;
+    }
+    std::sort(seen.begin(), seen.end(),
+              [](const Seen& a, const Seen& b) { return a.index < b.index; });
+    ASSERT_EQ(seen.size(), all.size()) << workers;
+    for (size_t i = 0; i < all.size(); ++i) {
+      EXPECT_EQ(seen[i].name, all[i]) << workers << " workers, candidate " << i;
+      if (i > 0) EXPECT_LT(seen[i - 1].index, seen[i].index);  // each index once
+    }
   }
 }
 
-TEST(CandidateStreamTest, AConsumersErrorStopsTheEnumerationAndComesBack) {
+TEST(CandidateStreamTest, AWorkersErrorStopsEveryWorkerAndComesBack) {
   ModelConfig model = loadModelConfig(test::configPath("models", "gpt3-175b"));
   ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-a100"));
   const SearchOptions options = techniqueSpace();
-  int batches = 0;
-  SearchReport invalid;
-  EXPECT_THROW(streamCandidates(model, cluster, options.base, options.space, 8,
-                                /*background=*/true, invalid,
-                                [&](std::vector<IndexedStrategy>&&) {
-                                  if (++batches == 2) throw std::runtime_error("stop");
-                                }),
+  size_t total = 0;
+  forEachCandidate(model, cluster, options.base, options.space, [&](Candidate&&) { ++total; });
+  std::atomic<size_t> visited{0};
+  EXPECT_THROW(shareCandidates(model, cluster, options.base, options.space, 2,
+                               [&](unsigned, size_t, Candidate&&) {
+                                 if (++visited == 5) throw std::runtime_error("stop");
+                               }),
                std::runtime_error);
-  EXPECT_EQ(batches, 2);  // no batch after the error
+  // The other worker stops at its next group: far fewer than all were visited.
+  EXPECT_LT(visited.load(), total / 2);
 }
 
 }  // namespace

@@ -275,24 +275,40 @@ TEST(PrunedSearchTest, TheBoundStaysBelowTheSimulationWithTheOverlapSlowdown) {
 }
 
 TEST(PrunedSearchTest, ResultsDoNotDependOnTheThreadCount) {
+  // Each worker enumerates groups of its own with a pool of its own (candidate_stream.h); merged,
+  // the counts, the invalid rules' first examples and the closest OOM candidate are one
+  // enumeration's. With a pool of 3 the merged pools must also set aside the same candidates
+  // (the same passes).
   BundledSearch b = bundledSearches()[1];
   ModelConfig model = loadModelConfig(test::configPath("models", b.model));
   ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
   CostModel costs(cluster, nullptr, true);
-  b.options.threads = 1;
-  SearchReport one = runPrunedSearch(model, cluster, costs, b.options);
-  b.options.threads = 3;
-  SearchReport three = runPrunedSearch(model, cluster, costs, b.options);
-  ASSERT_EQ(one.candidates.size(), three.candidates.size());
-  const std::vector<CandidateResult> one_rows = one.candidates.toVector();
-  const std::vector<CandidateResult> three_rows = three.candidates.toVector();
-  for (size_t i = 0; i < one_rows.size(); ++i) {
-    expectSameCandidate(one_rows[i], three_rows[i], "#" + std::to_string(i + 1));
-    EXPECT_EQ(one_rows[i].equivalents, three_rows[i].equivalents);
+  for (size_t pool : {b.options.pool_capacity, size_t{3}}) {
+    const std::string at = "pool " + std::to_string(pool);
+    b.options.pool_capacity = pool;
+    b.options.threads = 1;
+    SearchReport one = runPrunedSearch(model, cluster, costs, b.options);
+    b.options.threads = 3;
+    SearchReport three = runPrunedSearch(model, cluster, costs, b.options);
+    ASSERT_EQ(one.candidates.size(), three.candidates.size()) << at;
+    const std::vector<CandidateResult> one_rows = one.candidates.toVector();
+    const std::vector<CandidateResult> three_rows = three.candidates.toVector();
+    for (size_t i = 0; i < one_rows.size(); ++i) {
+      expectSameCandidate(one_rows[i], three_rows[i], at + " #" + std::to_string(i + 1));
+      EXPECT_EQ(one_rows[i].equivalents, three_rows[i].equivalents) << at;
+    }
+    EXPECT_EQ(one.passes, three.passes) << at;
+    EXPECT_EQ(one.simulated, three.simulated) << at;
+    EXPECT_EQ(one.pruned_by_bound, three.pruned_by_bound) << at;
+    EXPECT_EQ(one.ok, three.ok) << at;
+    EXPECT_EQ(one.oom, three.oom) << at;
+    EXPECT_EQ(one.invalid, three.invalid) << at;
+    EXPECT_EQ(one.invalid_by_rule, three.invalid_by_rule) << at;
+    EXPECT_EQ(one.invalid_example, three.invalid_example) << at;
+    ASSERT_TRUE(one.closest_oom.has_value()) << at;
+    ASSERT_TRUE(three.closest_oom.has_value()) << at;
+    expectSameCandidate(*one.closest_oom, *three.closest_oom, at + " closest OOM");
   }
-  EXPECT_EQ(one.simulated, three.simulated);
-  EXPECT_EQ(one.pruned_by_bound, three.pruned_by_bound);
-  EXPECT_EQ(one.invalid_by_rule, three.invalid_by_rule);
 }
 
 TEST(PrunedSearchTest, ViolationRuleDropsTheValues) {
