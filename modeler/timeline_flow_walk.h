@@ -65,12 +65,14 @@ inline void sendFlows(const IterationPlan& plan, const PipelineCost& cost, int k
 // start, after and origin's index (a send over one link, an in-task collective of one virtual
 // stage, phase and position): the flow list keeps their shape there (FlowList).
 // The in-task collectives (`in_task` not empty) need the list itself (`list`: a fused task's flows
-// are appended to it).
+// are appended to it). `with_tasks` false: only the DP collectives and the ZeRO gather (the link
+// report's totals read the sends from the timeline themselves; no in-task collectives then).
 template <typename Push>
 void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
                        const InTaskOps& in_task, const TimingInput& input,
                        const IterationTimeline& timeline, const LinkMap& map, TimelineFlows* list,
-                       Push push) {
+                       Push push, bool with_tasks = true) {
+  EVSIM_CHECK(with_tasks || in_task.empty(), "in-task flows without their tasks");
   EVSIM_CHECK(in_task.empty() || list != nullptr, "in-task flows without a flow list");
   const NetworkTopology& topology = plan.cluster.topology;
   const PipelineLayout layout = plan.pipelineLayout();
@@ -86,7 +88,7 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
       send_slots.assign(sends.size(), -1);
       std::optional<DeviceInTaskFlows> chains;
       if (!in_task.empty()) chains.emplace(plan, costs, in_task, d);
-      for (size_t i = 0; i < stage.tasks.size(); ++i) {
+      for (size_t i = 0; with_tasks && i < stage.tasks.size(); ++i) {
         const TaskTiming& t = stage.tasks[i];
         const TaskNode& node = timeline.graph.nodes[t.node];
         if (!in_task.empty() && node.fused_size > 1) {
