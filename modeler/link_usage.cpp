@@ -273,6 +273,20 @@ Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>
         before = start_us;
         if (!sweep(start_us, start_us + a.duration_us, a.load)) return Alone::kMeet;
       }
+    } else if (list.size() == 2 && list[0].code != nullptr && list[1].code != nullptr) {
+      // Two devices' sends (a device's NVLink or NIC in, from both neighbours, mostly): merged
+      // two-pointer, as the general merge below would take them.
+      Source& a = list[0];
+      Source& b = list[1];
+      if (!advance(a) || !advance(b)) return Alone::kUnknown;
+      while (a.live || b.live) {
+        const bool first = !b.live || (a.live && (a.start_us < b.start_us ||
+                                                  (a.start_us == b.start_us && a.order < b.order)));
+        Source& c = first ? a : b;
+        const double start_us = c.start_us, end_us = c.end_us, load = c.load;
+        if (!advance(c)) return Alone::kUnknown;
+        if (!sweep(start_us, end_us, load)) return Alone::kMeet;
+      }
     } else {
       for (Source& src : list) {
         if (src.code != nullptr && !advance(src)) return Alone::kUnknown;
