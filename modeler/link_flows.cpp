@@ -74,6 +74,11 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
         key_of[2 * l + !forward] =
             e < 0 ? kNoKey
                   : 2 * static_cast<size_t>(to) + plan.events[e].event.placement.interNode();
+        // About one arrival per task of the receiver (1F1B: each F's input, each B's gradient):
+        // reserved, not grown (the growth's copies were a third of this check's cost).
+        if (e >= 0) {
+          into[key_of[2 * l + !forward]].reserve(timeline.pipelines[k].stages[to].tasks.size());
+        }
       }
     }
     for (int s = 0; s < P; ++s) {
