@@ -3,7 +3,8 @@
 # a number): the text summary, --json, --trace, --csv and --link-csv of a spread of configurations
 # (DAPPLE at 128 and 2,048 GPUs, interleaved, ZB-H1/H2/V, DualPipeV and combined 1F1B with EP,
 # ZeRO 1/3, FSDP, CP, DP overlap and the overlapped parameter gather, stragglers, jitter, link
-# sharing off, every rank; a CP 8 ring across nodes: chains of in-task flows). Prints one line per
+# sharing off, every rank; a CP 8 ring across nodes: chains of in-task flows), and the text summary
+# alone (its links from the totals). Prints one line per
 # configuration and exits 1 on any difference.
 #
 #   bench/simulate_outputs_check.sh BASE_EVENTSIM NEW_EVENTSIM [WORKDIR]
@@ -62,9 +63,13 @@ for entry in "${CONFIGS[@]}"; do
       --link-csv links.csv >summary.txt 2>stderr.txt) || echo "exit $?" >>"$dir/stderr.txt"
     # shellcheck disable=SC2086
     "$bin" simulate $args --json >"$dir/summary.json" 2>>"$dir/stderr.txt" || echo "exit $?" >>"$dir/stderr.txt"
+    # The text summary alone too: without --trace / --link-csv its links come from the totals
+    # (link_usage.h's LinkDetail::kTotals), not the load segments.
+    # shellcheck disable=SC2086
+    "$bin" simulate $args >"$dir/summary_plain.txt" 2>>"$dir/stderr.txt" || echo "exit $?" >>"$dir/stderr.txt"
   done
   verdict=identical
-  for f in summary.txt summary.json trace.json timeline.csv links.csv stderr.txt; do
+  for f in summary.txt summary.json summary_plain.txt trace.json timeline.csv links.csv stderr.txt; do
     a=$WORK/$name.base/$f b=$WORK/$name.new/$f
     if [[ -e $a || -e $b ]] && ! cmp -s "$a" "$b"; then verdict="DIFFERS ($f)" fail=1; break; fi
   done

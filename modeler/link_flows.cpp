@@ -13,6 +13,7 @@
 #include "events/collective.h"
 #include "fmt/format.h"
 #include "modeler/in_task_flows.h"
+#include "modeler/timeline_flow_walk.h"
 #include "modeler/stretched_task.h"
 
 namespace evsim {
@@ -24,49 +25,6 @@ constexpr double kStretchedUs = 1e-3;      // less is rounding
 // Whether a group over `nodes` nodes crosses `tier`'s uplinks (fabric.cpp's rule).
 bool crossesTier(const NetworkTopology& topology, const FabricTier& tier, int nodes) {
   return nodes > 1 && (topology.placement == JobPlacement::kScattered || nodes > tier.nodes);
-}
-
-// The flow of one send over each link of class `k` (2 l: the activation k -> k+1, 2 l + 1: the
-// gradient back), but its start: every send over a link is the same transfer (issue 28: identical
-// flows computed once). Empty uses where the link has no event.
-void sendFlows(const IterationPlan& plan, const PipelineCost& cost, int k, const LinkMap& map,
-               std::vector<SharedFlow>& out) {
-  const NetworkTopology& topology = plan.cluster.topology;
-  const PipelineLayout layout = plan.pipelineLayout();
-  const PipelineClass& pipeline = plan.pipelines[k];
-  const size_t links = pipeline.forward_p2p.size();
-  out.assign(2 * links, SharedFlow{});
-  for (size_t l = 0; l < links; ++l) {
-    for (const Send send : {Send::kActivation, Send::kGradient}) {
-      const bool forward = send == Send::kActivation;
-      const int e = forward ? pipeline.forward_p2p[l] : pipeline.backward_p2p[l];
-      if (e < 0) continue;
-      const int link = static_cast<int>(l);
-      const Event& event = plan.events[e].event;
-      const DeviceLinks& from = map.devices[k][layout.device(forward ? link : link + 1)];
-      const DeviceLinks& to = map.devices[k][layout.device(linkReceiver(send, link))];
-      SharedFlow& f = out[2 * l + (forward ? 0 : 1)];
-      f.duration_us = forward ? cost.send_forward_us[l] : cost.send_backward_us[l];
-      f.bytes = linkBytes(event);
-      if (event.placement.interNode()) {
-        // Per GPU, a send to another rail leaves through the rail of its receiver (PXN: over
-        // NVLink to the GPU on that rail first) or, without an NVSwitch on a rail-optimised
-        // bottom tier, through its own rail and up a tier (link_map.h).
-        const bool pxn = pxnSend(topology, from, to);
-        const NicLinks& out = pxn ? map.nicsOf(from.node, to.rail) : from;
-        int nodes = event.placement.nodes;
-        if (!pxn && from.rail != to.rail && topology.railOptimized()) {
-          nodes = std::max(nodes, topology.tiers.front().nodes + 1);
-        }
-        f.uses = {{out.nic_tx, from.nic_copies}, {to.nic_rx, from.nic_copies}};
-        if (pxn) f.uses.push_back({from.nvlink_tx, 1});
-        addUplinks(topology, out.uplink_tx, nodes, from.nic_copies, f.uses);
-        addUplinks(topology, to.uplink_rx, nodes, from.nic_copies, f.uses);
-      } else {
-        f.uses = {{from.nvlink_tx, 1}, {to.nvlink_rx, 1}};
-      }
-    }
-  }
 }
 
 // Whether two time-sorted lists of non-overlapping intervals overlap each other (a merge).
@@ -116,6 +74,11 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
         key_of[2 * l + !forward] =
             e < 0 ? kNoKey
                   : 2 * static_cast<size_t>(to) + plan.events[e].event.placement.interNode();
+        // About one arrival per task of the receiver (1F1B: each F's input, each B's gradient):
+        // reserved, not grown (the growth's copies were a third of this check's cost).
+        if (e >= 0) {
+          into[key_of[2 * l + !forward]].reserve(timeline.pipelines[k].stages[to].tasks.size());
+        }
       }
     }
     for (int s = 0; s < P; ++s) {
@@ -372,125 +335,6 @@ const char* flowKindName(FlowKind kind) {
   }
 }
 
-namespace {
-
-// Every flow of `timeline` in timelineFlows' order, each handed to
-// `push(flow, start_us, after, origin, send, slot)` (which returns its index in the list, for the
-// chains of in-task collectives); `send` is a pipeline send's link and direction (2 l, 2 l + 1 for
-// the gradient: within a class, every send with that value is the same flow but its start), else
-// -1. `slot`, where not null, is the same int for every flow of the device that is `flow` but its
-// start, after and origin's index (a send over one link, an in-task collective of one virtual
-// stage, phase and position): the flow list keeps their shape there (FlowList).
-// The in-task collectives (`in_task` not empty) need the list itself (`list`: a fused task's flows
-// are appended to it).
-template <typename Push>
-void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
-                       const InTaskOps& in_task, const TimingInput& input,
-                       const IterationTimeline& timeline, const LinkMap& map, TimelineFlows* list,
-                       Push push) {
-  EVSIM_CHECK(in_task.empty() || list != nullptr, "in-task flows without a flow list");
-  const NetworkTopology& topology = plan.cluster.topology;
-  const PipelineLayout layout = plan.pipelineLayout();
-  const int P = plan.deviceStages();
-  const int v = plan.chunksPerDevice();
-  std::vector<SharedFlow> sends;  // per link and direction: the flow of one send, but its start
-  std::vector<int> send_slots;    // per link and direction, for the device walked
-  for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
-    sendFlows(plan, input.pipelines[k], static_cast<int>(k), map, sends);
-    for (int s = 0; s < P; ++s) {
-      const DeviceLinks& d = map.devices[k][s];
-      const StageTimeline& stage = timeline.pipelines[k].stages[s];
-      send_slots.assign(sends.size(), -1);
-      std::optional<DeviceInTaskFlows> chains;
-      if (!in_task.empty()) chains.emplace(plan, costs, in_task, d);
-      for (size_t i = 0; i < stage.tasks.size(); ++i) {
-        const TaskTiming& t = stage.tasks[i];
-        const TaskNode& node = timeline.graph.nodes[t.node];
-        if (!in_task.empty() && node.fused_size > 1) {
-          const double stretch = input.task_stretch_us.empty() ? 0 : input.task_stretch_us[k][s][i];
-          fusedTaskFlows(plan, costs, in_task, input, timeline.graph, stage, i, d, stretch,
-                         {FlowKind::kEp, static_cast<int>(k), s, static_cast<int>(i)}, *list);
-        } else if (!in_task.empty() && node.fused_size == 1) {
-          // Its collectives across nodes where the run has them: the standalone offsets scaled to
-          // the run (a straggler's factor, jitter), the stretch sharing gave it taken off.
-          const std::vector<InTaskOp>& ops = in_task[node.virtual_stage][phaseIndex(t.task.phase)];
-          const StageCost& cost = input.stages[node.virtual_stage];
-          const double alone_us = t.task.phase == Phase::kForward    ? cost.forward_us
-                                  : t.task.phase == Phase::kBackward ? cost.backward_us
-                                                                     : cost.weight_grad_us;
-          const double stretch = input.task_stretch_us.empty() ? 0 : input.task_stretch_us[k][s][i];
-          const double scale = alone_us > 0 ? (t.run.duration() - stretch) / alone_us : 1;
-          // One after another: each follows the one before (link_sharing.h: SharedFlow::after).
-          const std::vector<SharedFlow>& flows = chains->of(node.virtual_stage, t.task.phase);
-          std::vector<int>& slots = chains->shapeSlots(node.virtual_stage, t.task.phase);
-          int before = -1;
-          for (size_t j = 0; j < ops.size(); ++j) {
-            before =
-                push(flows[j], t.run.start_us + ops[j].offset_us * scale, before,
-                     {ops[j].kind, static_cast<int>(k), s, static_cast<int>(i), 0.0, ops[j].op}, -1,
-                     &slots[j]);
-          }
-        }
-        if (node.send == Send::kNone) continue;
-        const int which = 2 * node.link + (node.send == Send::kGradient ? 1 : 0);
-        const SharedFlow& send = sends[which];
-        if (send.uses.empty()) continue;  // no event (a link inside one device)
-        push(send, t.send.start_us, send.after,
-             {FlowKind::kPp, static_cast<int>(k), s, static_cast<int>(i)}, which,
-             &send_slots[which]);
-      }
-      // The DP collectives, in the order computeTimeline placed them (chunk v-1 first; per chunk
-      // its buckets or its one collective, the routed experts' after the dense).
-      size_t interval = 0;
-      double gather_bytes = 0;
-      const Event* gather_event = nullptr;
-      for (int c = v - 1; c >= 0; --c) {
-        const int vs = layout.virtualStage(s, c);
-        const StagePlan& sp = plan.stages[vs];
-        const StageCost& cost = input.stages[vs];
-        auto sync = [&](const Event& event, double bytes) {
-          const Interval& when = stage.grad_sync[interval];
-          const double stretch =
-              input.grad_sync_stretch_us.empty() ? 0 : input.grad_sync_stretch_us[s][interval];
-          const SharedFlow f = collectiveFlow(topology, d, event.placement, bytes, when.start_us,
-                                              when.duration() - stretch);
-          push(f, f.start_us, f.after,
-               {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)}, -1, nullptr);
-          ++interval;
-        };
-        if (input.dp_overlap && !cost.buckets.empty()) {
-          for (const GradBucket& b : sp.dp_buckets) {
-            const Event& event = plan.events[b.event].event;
-            sync(event, linkBytes(event));
-          }
-        } else if (cost.grad_allreduce_us > 0) {
-          const int dense = sp.gradSyncEvent();
-          const int expert = sp.expert_grad_sync;
-          double bytes = 0;
-          for (int e : {dense, expert}) bytes += e >= 0 ? linkBytes(plan.events[e].event) : 0;
-          const Event& event = plan.events[dense >= 0 ? dense : expert].event;
-          sync(event, bytes);
-        }
-        for (int g : {sp.dp_allgather, sp.expert_allgather}) {
-          if (g < 0) continue;
-          gather_bytes += linkBytes(plan.events[g].event);
-          if (gather_event == nullptr) gather_event = &plan.events[g].event;
-        }
-      }
-      if (gather_event != nullptr && stage.param_allgather.duration() > 0) {
-        const double stretch =
-            input.param_allgather_stretch_us.empty() ? 0 : input.param_allgather_stretch_us[s];
-        const SharedFlow f = collectiveFlow(topology, d, gather_event->placement, gather_bytes,
-                                            stage.param_allgather.start_us,
-                                            stage.param_allgather.duration() - stretch);
-        push(f, f.start_us, f.after, {FlowKind::kZero, static_cast<int>(k), s, 0}, -1, nullptr);
-      }
-    }
-  }
-}
-
-}  // namespace
-
 TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
                             const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
                             const IterationTimeline& timeline, const LinkMap& map) {
@@ -509,7 +353,7 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
   }
   out.list.reserve(transfers);
   out.index.reserve(transfers);
-  walkTimelineFlows(plan, costs, in_task, input, timeline, map, &out,
+  flow_walk::walkTimelineFlows(plan, costs, in_task, input, timeline, map, &out,
                     [&](const SharedFlow& f, double start_us, int after,
                         const TimelineFlows::Origin& o, int, int* slot) {
                       if (slot != nullptr && *slot >= 0) {
@@ -564,7 +408,7 @@ bool transferLoads(const IterationPlan& plan, const std::vector<EventCost>& cost
   };
   std::vector<Loads> send_loads;  // per link and direction (walkTimelineFlows' `send`)
   Loads other;
-  walkTimelineFlows(
+  flow_walk::walkTimelineFlows(
       plan, costs, {}, input, timeline, map, nullptr,
       [&](const SharedFlow& f, double start_us, int, const TimelineFlows::Origin& o, int send,
           int*) {

@@ -2,10 +2,14 @@
 #include "modeler/link_usage.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <limits>
 
 #include "fmt/format.h"
+#include "modeler/in_task_flows.h"
 #include "modeler/link_flows.h"
+#include "modeler/timeline_flow_walk.h"
 
 namespace evsim {
 
@@ -65,18 +69,287 @@ bool aloneLoads(std::vector<std::vector<LoadSegment>>& load) {
   return true;
 }
 
+// Each resource's capacity and bytes as transferLoads, aloneLoads and linkUsage's sum give them,
+// without listing a load segment per resource and flow (issue 34 item 3: that listing, its run
+// merge and sweep were a third of a simulate's cost per micro-batch, for a summary that reads two
+// numbers per link). The pipeline sends are read from the timeline in place: a resource's sources
+// are the devices whose sends use it (each its tasks with one of a few links and directions, in
+// task order: a send holds its device) and the DP collectives and ZeRO gathers that use it (a few
+// per device, listed). Its flows are its sources merged by start, ties in walkTimelineFlows' order
+// (the stable order aloneLoads sorts them into), swept as aloneLoads sweeps them (two flows meet
+// where one starts before an earlier one ends; empty stretches dropped, equal loads back to back
+// joined) and summed as linkUsage sums them, in the same order: the same numbers, bit for bit.
+enum class Alone {
+  kYes,      // no two flows meet: `used` and `bytes` set, `capacity` raised
+  kMeet,     // two flows meet on a resource: shareLinks decides
+  kUnknown,  // not this path's case (in-task collectives, sends out of time order): the listing
+};
+
+struct AloneTotals {
+  std::vector<char> used;  // per resource: whether it carried a non-empty stretch
+  std::vector<double> bytes;
+};
+
+Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>& capacity,
+                  AloneTotals& out) {
+  const IterationPlan& plan = sim.plan;
+  const IterationTimeline& timeline = sim.timeline;
+  if (hasInTaskOps(plan, sim.costs, sim.offsets)) return Alone::kUnknown;
+  // A flow's loads alone (transferLoads' loadsOf: the same values, `capacity` the same maxima).
+  struct Loads {
+    bool known = false;
+    int count = 0;
+    std::array<std::pair<size_t, double>, LinkUses::kMax> at;
+  };
+  bool repeated_resource = false;  // a flow using one resource twice (its loads would meet)
+  auto loadsOf = [&](const SharedFlow& f, Loads& loads) {
+    loads.known = true;
+    loads.count = 0;
+    if (f.uses.empty() || f.bytes <= 0 || f.duration_us <= 0) return;
+    const double demand = f.bytes / f.duration_us;
+    for (const LinkUse& u : f.uses) {
+      const size_t r = static_cast<size_t>(u.resource);
+      EVSIM_CHECK(u.resource >= 0 && r < capacity.size() && u.copies > 0,
+                  "a flow uses resource {} x{} of {}", u.resource, u.copies, capacity.size());
+      capacity[r] = std::max(capacity[r], demand * u.copies);
+      for (int i = 0; i < loads.count; ++i) repeated_resource |= loads.at[i].first == r;
+      loads.at[static_cast<size_t>(loads.count++)] = {r, demand * u.copies};
+    }
+  };
+  // A flow's place in walkTimelineFlows' order: its device (class, stage), then its task's
+  // position, the device's collectives after its tasks.
+  const size_t P = static_cast<size_t>(plan.deviceStages());
+  auto orderOf = [&](size_t k, size_t s, size_t at) {
+    return (static_cast<uint64_t>(k * P + s) << 32) | static_cast<uint64_t>(at);
+  };
+  struct Accept {
+    bool ok = false;  // the source's resource carries this link and direction
+    double duration_us = 0;
+    double load = 0;
+  };
+  // Per device, its tasks' links and directions as small codes (1..kCodes - 1; 0: no send).
+  constexpr size_t kCodes = 8;
+  struct Source {
+    // A device's sends over the links its `accept` takes (its tasks, in task order) ...
+    const TaskTiming* tasks = nullptr;
+    const uint8_t* code = nullptr;
+    size_t size = 0;
+    size_t next = 0;
+    uint64_t device = 0;  // orderOf(k, s, 0)
+    std::array<Accept, kCodes> accept{};
+    // ... or one collective. Its current flow:
+    double start_us = 0, end_us = 0, load = 0;
+    uint64_t order = 0;
+    bool live = false;
+  };
+  std::vector<std::vector<Source>> sources(capacity.size());
+  std::vector<std::vector<std::vector<uint8_t>>> code_of(timeline.pipelines.size());
+  std::vector<SharedFlow> sends;
+  std::vector<Loads> send_loads;
+  std::vector<int> seen;  // per code - 1: the link and direction
+  std::vector<uint8_t> code_of_which;
+  for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
+    flow_walk::sendFlows(plan, sim.input.pipelines[k], static_cast<int>(k), map, sends);
+    send_loads.assign(sends.size(), Loads{});
+    code_of[k].resize(P);
+    for (size_t s = 0; s < P; ++s) {
+      const std::vector<TaskTiming>& tasks = timeline.pipelines[k].stages[s].tasks;
+      std::vector<uint8_t>& code = code_of[k][s];
+      code.resize(tasks.size());
+      seen.clear();
+      code_of_which.assign(sends.size(), 0);
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        const TaskNode& node = timeline.graph.nodes[tasks[i].node];
+        uint8_t c = 0;
+        if (node.send != Send::kNone) {
+          const size_t w = 2 * static_cast<size_t>(node.link) + (node.send == Send::kGradient);
+          if (!sends[w].uses.empty()) {  // else a link inside one device
+            c = code_of_which[w];
+            if (c == 0) {
+              if (seen.size() + 1 == kCodes) return Alone::kUnknown;
+              seen.push_back(static_cast<int>(w));
+              c = code_of_which[w] = static_cast<uint8_t>(seen.size());
+            }
+          }
+        }
+        code[i] = c;
+      }
+      for (size_t c = 1; c <= seen.size(); ++c) {
+        const size_t w = static_cast<size_t>(seen[c - 1]);
+        Loads& loads = send_loads[w];
+        if (!loads.known) loadsOf(sends[w], loads);
+        for (int u = 0; u < loads.count; ++u) {
+          const auto& [r, load] = loads.at[static_cast<size_t>(u)];
+          std::vector<Source>& list = sources[r];
+          if (list.empty() || list.back().tasks != tasks.data() || list.back().code == nullptr) {
+            Source src;
+            src.tasks = tasks.data();
+            src.code = code.data();
+            src.size = tasks.size();
+            src.device = orderOf(k, s, 0);
+            list.push_back(src);
+          }
+          list.back().accept[c] = {true, sends[w].duration_us, load};
+        }
+      }
+    }
+  }
+  // The DP collectives and ZeRO gathers, after each device's tasks in the walk.
+  size_t collective = 0;
+  int last_device = -1;
+  flow_walk::walkTimelineFlows(
+      plan, sim.costs, {}, sim.input, timeline, map, nullptr,
+      [&](const SharedFlow& f, double start_us, int, const TimelineFlows::Origin& o, int, int*) {
+        const size_t k = static_cast<size_t>(o.pipeline), s = static_cast<size_t>(o.stage);
+        const int device = static_cast<int>(k * P + s);
+        if (device != last_device) collective = 0;
+        last_device = device;
+        const size_t at = timeline.pipelines[k].stages[s].tasks.size() + collective++;
+        Loads loads;
+        loadsOf(f, loads);
+        for (int u = 0; u < loads.count; ++u) {
+          const auto& [r, load] = loads.at[static_cast<size_t>(u)];
+          Source src;
+          src.start_us = start_us;
+          src.end_us = start_us + f.duration_us;
+          src.load = load;
+          src.order = orderOf(k, s, at);
+          src.live = true;
+          sources[r].push_back(src);
+        }
+        return -1;
+      },
+      /*with_tasks=*/false);
+  if (repeated_resource) return Alone::kUnknown;
+
+  // A device's next send over one of `src`'s links: its current flow; false when out of time
+  // order (not this path's case).
+  auto advance = [](Source& src) {
+    const double before = src.live ? src.start_us : -std::numeric_limits<double>::infinity();
+    while (src.next < src.size && !src.accept[src.code[src.next]].ok) ++src.next;
+    src.live = src.next < src.size;
+    if (!src.live) return true;
+    const Accept& a = src.accept[src.code[src.next]];
+    src.start_us = src.tasks[src.next].send.start_us;
+    src.end_us = src.start_us + a.duration_us;
+    src.load = a.load;
+    src.order = src.device | static_cast<uint64_t>(src.next);
+    ++src.next;
+    return src.start_us >= before;
+  };
+  out.used.assign(capacity.size(), 0);
+  out.bytes.assign(capacity.size(), 0.0);
+  for (size_t r = 0; r < sources.size(); ++r) {
+    std::vector<Source>& list = sources[r];
+    if (list.empty()) continue;
+    double busy_until = -std::numeric_limits<double>::infinity();
+    LoadSegment kept{};
+    bool have = false;
+    double bytes = 0;
+    // aloneLoads' sweep of one flow in start order, and linkUsage's sum over what it keeps; false
+    // where the flow meets an earlier one.
+    auto sweep = [&](double start_us, double end_us, double load) {
+      if (start_us < busy_until) return false;
+      busy_until = std::max(busy_until, end_us);
+      if (end_us <= start_us) return true;
+      if (have && kept.end_us == start_us && kept.bytes_per_us == load) {
+        kept.end_us = end_us;
+        return true;
+      }
+      if (have) bytes += kept.bytes_per_us * (kept.end_us - kept.start_us);
+      kept = {start_us, end_us, load};
+      have = true;
+      return true;
+    };
+    if (list.size() == 1 && list[0].code != nullptr) {
+      // One device's sends (its NVLink or NIC out, mostly): already in start order.
+      const Source& src = list[0];
+      double before = -std::numeric_limits<double>::infinity();
+      for (size_t i = 0; i < src.size; ++i) {
+        const Accept& a = src.accept[src.code[i]];
+        if (!a.ok) continue;
+        const double start_us = src.tasks[i].send.start_us;
+        if (start_us < before) return Alone::kUnknown;
+        before = start_us;
+        if (!sweep(start_us, start_us + a.duration_us, a.load)) return Alone::kMeet;
+      }
+    } else if (list.size() == 2 && list[0].code != nullptr && list[1].code != nullptr) {
+      // Two devices' sends (a device's NVLink or NIC in, from both neighbours, mostly): merged
+      // two-pointer, as the general merge below would take them.
+      Source& a = list[0];
+      Source& b = list[1];
+      if (!advance(a) || !advance(b)) return Alone::kUnknown;
+      while (a.live || b.live) {
+        const bool first = !b.live || (a.live && (a.start_us < b.start_us ||
+                                                  (a.start_us == b.start_us && a.order < b.order)));
+        Source& c = first ? a : b;
+        const double start_us = c.start_us, end_us = c.end_us, load = c.load;
+        if (!advance(c)) return Alone::kUnknown;
+        if (!sweep(start_us, end_us, load)) return Alone::kMeet;
+      }
+    } else {
+      for (Source& src : list) {
+        if (src.code != nullptr && !advance(src)) return Alone::kUnknown;
+      }
+      for (;;) {
+        // The earliest current flow of the resource's sources (ties: the earlier in the walk).
+        Source* c = nullptr;
+        for (Source& x : list) {
+          if (!x.live) continue;
+          if (c == nullptr || x.start_us < c->start_us ||
+              (x.start_us == c->start_us && x.order < c->order)) {
+            c = &x;
+          }
+        }
+        if (c == nullptr) break;
+        const double start_us = c->start_us, end_us = c->end_us, load = c->load;
+        if (c->code == nullptr) {
+          c->live = false;
+        } else if (!advance(*c)) {
+          return Alone::kUnknown;
+        }
+        if (!sweep(start_us, end_us, load)) return Alone::kMeet;
+      }
+    }
+    if (have) bytes += kept.bytes_per_us * (kept.end_us - kept.start_us);
+    out.used[r] = have;
+    out.bytes[r] = bytes;
+  }
+  return Alone::kYes;
+}
+
 }  // namespace
 
-LinkUsage linkUsage(const Simulation& sim) {
+LinkUsage linkUsage(const Simulation& sim, LinkDetail detail) {
   const IterationPlan& plan = sim.plan;
   const LinkMap map = linkMap(plan);
   std::vector<double> capacity = map.capacities();
   SharingResult shared;
+  Alone alone = Alone::kUnknown;
+  if (plan.cluster.topology.link_sharing && detail == LinkDetail::kTotals) {
+    std::vector<double> raised = capacity;
+    AloneTotals totals;
+    alone = aloneTotals(sim, map, raised, totals);
+    if (alone == Alone::kYes) {
+      LinkUsage out;
+      out.iteration_us = sim.timeline.iteration_us;
+      for (size_t r = 0; r < raised.size(); ++r) {
+        if (!totals.used[r]) continue;
+        LinkLoad link;
+        link.name = linkName(plan.cluster.topology, map.resources[r]);
+        link.capacity_bytes_per_us = raised[r];
+        link.bytes = totals.bytes[r];
+        out.links.push_back(std::move(link));
+      }
+      return out;
+    }
+  }
   if (plan.cluster.topology.link_sharing) {
     // Shared again when the timing shared them (the flows carry their standalone times), unless
     // no two ever meet (aloneLoads).
     std::vector<double> raised = capacity;
-    if (transferLoads(plan, sim.costs, sim.offsets, sim.input, sim.timeline, map, raised,
+    if (alone != Alone::kMeet &&
+        transferLoads(plan, sim.costs, sim.offsets, sim.input, sim.timeline, map, raised,
                       shared.load) &&
         aloneLoads(shared.load)) {
       capacity = std::move(raised);

@@ -40,7 +40,12 @@ struct LinkUsage {
   std::vector<LinkLoad> links;  // those that carried traffic, in resource order
 };
 
-LinkUsage linkUsage(const Simulation& sim);
+// What the report holds: each link's load over time (the CSV, the trace's counters), or only its
+// capacity and bytes (the summary's busiest links; segments left empty). The totals are the same
+// numbers bit for bit; where no two flows meet they come without listing any load segment.
+enum class LinkDetail { kSegments, kTotals };
+
+LinkUsage linkUsage(const Simulation& sim, LinkDetail detail = LinkDetail::kSegments);
 
 // The `n` links with the most bytes for their capacity (highest mean utilisation) first.
 std::vector<const LinkLoad*> busiestLinks(const LinkUsage& usage, size_t n);

@@ -304,6 +304,7 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
     }
     return true;
   };
+  std::vector<int> last;  // the state checked last (empty: none yet)
   int in_flight = 0;
   for (size_t at = 0; at < order.size(); ++at) {
     const StageTask& t = order[at];
@@ -334,6 +335,13 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
     // so leaving those out changes nothing and saves the comparisons on most tasks.
     const bool only_frees = t.phase != Phase::kForward && (t.phase != Phase::kBackward || !split);
     if (only_frees || (at + 1 < order.size() && order[at + 1].phase == Phase::kForward)) continue;
+    // The state checked last again (a steady state: F B F B ... returns to it after every F):
+    // already in `seen`, so skipped below too; comparing 2 v counts is far cheaper than hashing.
+    if (!last.empty() && std::equal(now.begin(), now.end(), last.begin(),
+                                    [](int a, int b) { return a == b; })) {
+      continue;  // (a predicate: an inline loop over 2 v ints, not a call to memcmp)
+    }
+    last.assign(now.begin(), now.end());
     // A state seen before is in the frontier or below one of it (a frontier entry leaves only
     // for one that covers it): a schedule's steady state repeats a few states m times, and
     // comparing each with the whole frontier made this walk most of a search's memory checks.

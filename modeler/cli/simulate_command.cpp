@@ -124,7 +124,7 @@ void runComparison(const SimulateArgs& args, const ModelConfig& model,
     std::vector<EventCost> costs = withEventprofHint(
         eventprofHint(args.run, strategy), [&] { return cost_model.costAll(plan.events); });
     Simulation sim = simulate(std::move(plan), std::move(costs));
-    const LinkUsage links = linkUsage(sim);
+    const LinkUsage links = linkUsage(sim, LinkDetail::kTotals);  // for the summary only
     plans.push_back({fmt::format("{} b={} {}{}", strategy.name(), strategy.micro_batch,
                                  scheduleName(strategy.schedule), strategy.techniques()),
                      summaryJson(sim, args.memory_headroom, &links)});
@@ -190,7 +190,11 @@ void runSimulate(const SimulateArgs& args) {
                        sim.plan.strategy.gpus());
   }
   std::vector<int64_t> ranks = selectRanks(sim, selection);
-  const LinkUsage links = linkUsage(sim);
+  // The loads over time only for the outputs that draw them (the trace's link counters, the link
+  // CSV); the summary reads each link's capacity and bytes.
+  const LinkUsage links = linkUsage(
+      sim, args.trace.empty() && args.link_csv.empty() ? LinkDetail::kTotals
+                                                       : LinkDetail::kSegments);
   TimelineSource timeline = simulationTimeline(sim);
   timeline.links = &links;
   if (!args.link_csv.empty()) {

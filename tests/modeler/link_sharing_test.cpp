@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/model_config.h"
+#include "fmt/format.h"
 #include "modeler/link_flows.h"
 #include "modeler/link_usage.h"
 #include "modeler/simulation.h"
@@ -350,6 +351,65 @@ TEST(LinkUsage, LoadsAreShareLinksOwnWhetherFlowsMeetOrNot) {
   }
 }
 
+// The summary's link totals (LinkDetail::kTotals: each link's capacity and bytes, no segments)
+// where no two flows meet come straight from the timeline's sends and collectives (no load
+// segment listed); they must be the full report's numbers bit for bit, and where flows meet
+// (shareLinks decides) too. Hand-traced first: 1M2P1D on two one-GPU nodes (10 GB/s NICs), m = 2,
+// DAPPLE, every op 1 us, 4096-byte sends of 0.4096 us: each of the four NIC directions carries
+// two sends alone, 8192 bytes at 1e4 bytes/us. Then the two plans of the test above: 1M4P1D,
+// m = 8 (no meeting: the totals come without segments) and 1M4P2D with DP overlap and small
+// buckets (buckets meet sends on a NIC: the totals are shareLinks' sums).
+TEST(LinkUsage, TotalsAreTheFullReportsWhetherFlowsMeetOrNot) {
+  struct Case {
+    int pp, dp, m;
+    bool buckets;
+  };
+  for (const Case c : {Case{2, 1, 2, false}, Case{4, 1, 8, false}, Case{4, 2, 16, true}}) {
+    SCOPED_TRACE(fmt::format("1M{}P{}D m={}", c.pp, c.dp, c.m));
+    Strategy strategy = Strategy::of(1, c.pp, c.dp, 1, c.m);
+    strategy.dp_overlap = c.buckets;
+    strategy.dp_bucket_bytes = 40000;
+    IterationPlan plan = buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
+                                            test::cluster(1, 0, test::kSlowLinks), strategy);
+    std::vector<EventCost> costs(plan.events.size(), EventCost{1.0});
+    const PipelineClass& pipeline = plan.pipelines[0];
+    for (size_t l = 0; l < pipeline.forward_p2p.size(); ++l) {
+      for (int e : {pipeline.forward_p2p[l], pipeline.backward_p2p[l]}) {
+        ASSERT_EQ(plan.events[e].event.message_bytes, 4096);
+        costs[e].time_us = 4096 / 1e4;
+      }
+    }
+    const Simulation sim = simulate(plan, costs);
+    const LinkUsage full = linkUsage(sim, LinkDetail::kSegments);
+    const LinkUsage totals = linkUsage(sim, LinkDetail::kTotals);
+    EXPECT_EQ(totals.iteration_us, full.iteration_us);
+    ASSERT_EQ(totals.links.size(), full.links.size());
+    for (size_t i = 0; i < full.links.size(); ++i) {
+      const LinkLoad &got = totals.links[i], &want = full.links[i];
+      EXPECT_EQ(got.name, want.name);
+      EXPECT_EQ(got.capacity_bytes_per_us, want.capacity_bytes_per_us) << want.name;
+      EXPECT_EQ(got.bytes, want.bytes) << want.name;  // bit for bit
+      EXPECT_FALSE(want.segments.empty()) << want.name;
+      // Without meetings the totals came without listing a segment; with them, shareLinks' own.
+      EXPECT_EQ(got.segments.empty(), !c.buckets) << want.name;
+    }
+    if (c.pp == 2) {
+      ASSERT_EQ(totals.links.size(), 4u);
+      for (const LinkLoad& link : totals.links) {
+        EXPECT_NEAR(link.bytes, 8192, 1e-6) << link.name;
+        EXPECT_EQ(link.capacity_bytes_per_us, 1e4) << link.name;
+      }
+      EXPECT_EQ(totals.links[0].name, "node 0 nic tx");
+    }
+    if (c.pp == 4 && !c.buckets) {  // node 0's NIC out: its 8 activations, alone
+      EXPECT_NEAR(totals.links[0].bytes, 8 * 4096, 1e-6) << totals.links[0].name;
+    }
+    // The summary reads the same numbers from either.
+    EXPECT_EQ(summaryJson(sim, kDefaultMemoryHeadroom, &totals)["links"].dump(),
+              summaryJson(sim, kDefaultMemoryHeadroom, &full)["links"].dump());
+  }
+}
+
 // An in-task collective across nodes as a flow: tiny-moe on 1M1P2D with EP = 2 and one GPU per
 // node (10 GB/s NICs: 1e4 bytes/us), so every MoE all-to-all crosses the node's NICs; DP overlap,
 // small buckets. Costs: every all-to-all Ta, the first DP bucket Tb, everything else 0. An
@@ -408,6 +468,12 @@ TEST(LinkFlows, AnExpertAllToAllBesideADpBucketTakesItsMaxMinShare) {
   ASSERT_FALSE(usage.links.empty());
   EXPECT_EQ(usage.links[0].name, "node 0 nic tx");
   EXPECT_NEAR(usage.links[0].bytes, 16 * 16384 + 131328, 1e-6);
+  // The summary's totals (flows meet here, and inside tasks): the same, bit for bit.
+  const LinkUsage totals = linkUsage(shared, LinkDetail::kTotals);
+  ASSERT_EQ(totals.links.size(), usage.links.size());
+  EXPECT_EQ(totals.links[0].name, "node 0 nic tx");
+  EXPECT_EQ(totals.links[0].bytes, usage.links[0].bytes);
+  EXPECT_EQ(totals.links[0].capacity_bytes_per_us, usage.links[0].capacity_bytes_per_us);
   // Unshared (--link-sharing off), each flow at its own rate: the same bytes.
   const LinkUsage unshared = linkUsage(alone);
   ASSERT_FALSE(unshared.links.empty());
