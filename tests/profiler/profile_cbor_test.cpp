@@ -379,18 +379,20 @@ TEST(ProfileCbor, MeasuredGroupIsCheckedAgainstTheSignatureWhenDecoded) {
 TEST(ProfileCbor, MeasuredLayoutColumns) {
   const ProfileDb back = ProfileDb::parse(encodeProfileCbor(sample()), "p.cbor");
   EXPECT_EQ(back.find(kAllReduce)->measuredPlacement(), (Placement{4, 2, 2}));
-  // Row 1's nodes set to 1: one node for an event across nodes, refused when it is decoded.
+  // Row 1 set to 1 node of 4: one node for an event across nodes, refused when it is decoded.
   Layout2 parts = split(encodeProfileCbor(sample()));
   const json& nodes = parts.header["events"]["measured_nodes"];
+  const json& per_node = parts.header["events"]["measured_ranks_per_node"];
   parts.columns[nodes[0].get<size_t>() + 4] = 1;
+  parts.columns[per_node[0].get<size_t>() + 4] = 4;
   const ProfileDb one_node = ProfileDb::parse(join(parts), "p.cbor");
   EXPECT_EQ(errorOfLookup(one_node, kAllReduce),
             "p.cbor: events[1].measured_nodes: measured on 1 node(s) for an event on 2: the link "
             "type must be kept");
-  // Nodes 0 with ranks per node 2: refused on load.
+  // Nodes 0 with ranks per node 4: refused on load.
   parts.columns[nodes[0].get<size_t>() + 4] = 0;
   EXPECT_EQ(errorOf(join(parts)),
-            "p.cbor: events[1].measured_nodes: 0 with measured_ranks_per_node 2: both > 0, or "
+            "p.cbor: events[1].measured_nodes: 0 with measured_ranks_per_node 4: both > 0, or "
             "both 0 where the layout is not known");
   // One column without the other.
   EXPECT_EQ(errorOf(editedHeader([](json& h) { h["events"].erase("measured_nodes"); })),

@@ -401,7 +401,7 @@ TEST_F(ProfileDbTest, OlderProfilesDeriveTheLayout) {
   EXPECT_FALSE(from_cbor.records()[4].hasMeasuredLayout());
   loaded.save(path_);
   const std::string again = read();
-  EXPECT_EQ(again.find("measured_nodes"), again.find("    measured_nodes: 2\n"));
+  EXPECT_EQ(again.find("measured_nodes"), again.find("    measured_nodes: 2\n") + 4);
   size_t keys = 0;
   for (size_t at = again.find("measured_nodes"); at != std::string::npos;
        at = again.find("measured_nodes", at + 1)) {
@@ -415,8 +415,9 @@ TEST_F(ProfileDbTest, MeasuredLayoutMustFitTheRecord) {
   writeSampleWith("measured_ranks_per_node: 2", "measured_ranks_per_node: 1");
   EXPECT_EQ(loadError(), path_ + ": events[1].measured_nodes: 2 nodes with at most 1 ranks each "
                                  "cannot hold measured_group_size 4");
-  // One node for an event across nodes: the link type is not what was measured.
-  writeSampleWith("measured_nodes: 2", "measured_nodes: 1");
+  // One node (of 4 ranks) for an event across nodes: the link type is not what was measured.
+  writeSampleWith("measured_nodes: 2\n    measured_ranks_per_node: 2",
+                  "measured_nodes: 1\n    measured_ranks_per_node: 4");
   EXPECT_EQ(loadError(), path_ + ": events[1].measured_nodes: measured on 1 node(s) for an event "
                                  "on 2: the link type must be kept");
   // Wider than the event (3 nodes of an event over 2).
