@@ -260,7 +260,8 @@ struct StatsColumns {
 void readEvents(const Node& events, const std::string& origin,
                 std::shared_ptr<const void> storage, ProfileDb& db) {
   events.allowOnly({"entries", "signature", "median_us", "min_us", "max_us", "stddev_us", "count",
-                    "measured_group_size", "algbw_gb_s", "busbw_gb_s"});
+                    "measured_group_size", "measured_nodes", "measured_ranks_per_node",
+                    "algbw_gb_s", "busbw_gb_s"});
   const auto n = static_cast<size_t>(events.nonNegativeInt("entries", 1'000'000'000));
   ProfileRows::Columns columns;
   columns.signatures = events.signatures("signature", n);
@@ -273,7 +274,18 @@ void readEvents(const Node& events, const std::string& origin,
   columns.measured_group_size = events.column("measured_group_size", n, 4);
   columns.algbw_gb_s = events.column("algbw_gb_s", n, 8);
   columns.busbw_gb_s = events.column("busbw_gb_s", n, 8);
-  db.adoptRows(std::make_shared<const ProfileRows>(std::move(storage), columns, n, origin));
+  // Where each row was measured: both columns (session 15) or neither (older files).
+  if (events.has("measured_nodes") != events.has("measured_ranks_per_node")) {
+    events.fail(events.has("measured_nodes") ? "measured_ranks_per_node" : "measured_nodes",
+                "missing: measured_nodes and measured_ranks_per_node come together");
+  }
+  if (events.has("measured_nodes")) {
+    columns.measured_nodes = events.column("measured_nodes", n, 4);
+    columns.measured_ranks_per_node = events.column("measured_ranks_per_node", n, 4);
+  }
+  const ProfileRows::Cluster cluster{db.metadata.world_size, db.metadata.ranks_per_node};
+  db.adoptRows(
+      std::make_shared<const ProfileRows>(std::move(storage), columns, n, origin, cluster));
 }
 
 // The lines of a signatures column (each ends in '\n': checked by Node::signatures).
@@ -419,12 +431,14 @@ std::string encodeProfileCbor(const ProfileDb& db) {
   json events = json::object();
   std::vector<std::string> signatures;
   std::vector<TimingStats> times;
-  std::vector<uint8_t> measured, algbw, busbw;
+  std::vector<uint8_t> measured, measured_nodes, measured_rpn, algbw, busbw;
   for (const ProfileRecord& r : db.records()) {
     signatures.push_back(r.signature);
     times.push_back(r.time);
     const bool comm = isCommunication(r.event.kind);
     putI32(measured, comm ? r.measured_group_size : 0);
+    putI32(measured_nodes, comm ? r.measured_nodes : 0);
+    putI32(measured_rpn, comm ? r.measured_ranks_per_node : 0);
     putF64(algbw, comm ? r.algbw_gb_s : 0);
     putF64(busbw, comm ? r.busbw_gb_s : 0);
   }
@@ -432,6 +446,8 @@ std::string encodeProfileCbor(const ProfileDb& db) {
   events["signature"] = columns.signatures(signatures);
   columns.stats(events, "", times);
   events["measured_group_size"] = columns.add(measured);
+  events["measured_nodes"] = columns.add(measured_nodes);
+  events["measured_ranks_per_node"] = columns.add(measured_rpn);
   events["algbw_gb_s"] = columns.add(algbw);
   events["busbw_gb_s"] = columns.add(busbw);
   doc["events"] = std::move(events);

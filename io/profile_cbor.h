@@ -24,6 +24,8 @@
 //               median_us, min_us, max_us, stddev_us: [offset, bytes] (N float64 LE),
 //               count: [offset, bytes] (N int32 LE),
 //               measured_group_size: [offset, bytes] (N int32 LE; 0 for compute events),
+//               measured_nodes, measured_ranks_per_node: [offset, bytes] (N int32 LE; 0 for
+//                 compute events and unknown layouts; session 15, absent before: derived then),
 //               algbw_gb_s, busbw_gb_s: [offset, bytes] (N float64 LE; 0 for compute events)}
 //      overlap: {entries: K, compute, transfer: (signatures as above),
 //                alone_median_us, alone_min_us, ..., alone_count, beside_median_us, ...}

@@ -15,6 +15,7 @@
 #include "common/input_file.h"
 #include "common/strings.h"
 #include "common/yaml_reader.h"
+#include "events/measured_layout.h"
 #include "io/profile_cbor.h"
 #include "io/profile_rows.h"
 
@@ -72,7 +73,8 @@ ProfileRecord readRecord(const YamlReader& entry) {
     return record;
   }
   entry.allowOnly({"signature", "kind", "time_us", "group_size", "nodes", "ranks_per_node", "bytes",
-                   "measured_group_size", "scaled", "algbw_gb_s", "busbw_gb_s"});
+                   "measured_group_size", "measured_nodes", "measured_ranks_per_node", "scaled",
+                   "algbw_gb_s", "busbw_gb_s"});
   record.time = readStats(entry);
   const Placement& p = record.event.placement;
   expectEqual(entry, "group_size", p.group_size);
@@ -85,6 +87,18 @@ ProfileRecord readRecord(const YamlReader& entry) {
                fmt::format("{}: must be between 2 and group_size {}", measured, p.group_size));
   }
   record.measured_group_size = static_cast<int>(measured);
+  // Where it was measured (session 15): both keys or neither (an older file; derived on load).
+  const bool has_nodes = entry.has("measured_nodes");
+  if (has_nodes != entry.has("measured_ranks_per_node")) {
+    const char* missing = has_nodes ? "measured_ranks_per_node" : "measured_nodes";
+    entry.fail(missing, "missing: measured_nodes and measured_ranks_per_node come together");
+  }
+  if (has_nodes) {
+    record.measured_nodes = static_cast<int>(entry.positiveInt("measured_nodes"));
+    record.measured_ranks_per_node = static_cast<int>(entry.positiveInt("measured_ranks_per_node"));
+    const std::string problem = measuredLayoutProblem(p, record.measuredPlacement());
+    if (!problem.empty()) entry.fail("measured_nodes", problem);
+  }
   record.scaled = entry.boolean("scaled");
   if (record.scaled != (measured != p.group_size)) {
     entry.fail("scaled", fmt::format("{} but measured_group_size {} {} group_size {}",
@@ -168,6 +182,10 @@ void emitRecord(YAML::Emitter& out, const ProfileRecord& r) {
     out << YAML::Key << "ranks_per_node" << YAML::Value << p.ranks_per_node;
     out << YAML::Key << "bytes" << YAML::Value << r.event.message_bytes;
     out << YAML::Key << "measured_group_size" << YAML::Value << r.measured_group_size;
+    if (r.hasMeasuredLayout()) {
+      out << YAML::Key << "measured_nodes" << YAML::Value << r.measured_nodes;
+      out << YAML::Key << "measured_ranks_per_node" << YAML::Value << r.measured_ranks_per_node;
+    }
     out << YAML::Key << "scaled" << YAML::Value << r.scaled;
     out << YAML::Key << "algbw_gb_s" << YAML::Value << r.algbw_gb_s;
     out << YAML::Key << "busbw_gb_s" << YAML::Value << r.busbw_gb_s;
@@ -222,6 +240,17 @@ std::string emit(const ProfileMetadata& m, const std::vector<ProfileRecord>& rec
 
 }  // namespace
 
+void deriveMeasuredLayouts(const ProfileMetadata& metadata, std::vector<ProfileRecord>& records) {
+  for (ProfileRecord& r : records) {
+    if (!isCommunication(r.event.kind) || r.hasMeasuredLayout()) continue;
+    if (const std::optional<Placement> measured =
+            derivedMeasuredPlacement(r.event.placement, r.measured_group_size,
+                                     metadata.world_size, metadata.ranks_per_node)) {
+      r.setMeasured(*measured);
+    }
+  }
+}
+
 bool isKnownProfileBackend(std::string_view backend) {
   return backend == "cpu" || backend == "cuda" || backend == "nccl-tests" || backend == "pytorch";
 }
@@ -266,6 +295,7 @@ ProfileDb ProfileDb::parse(const std::string& text, const std::string& origin) {
       });
   readHeader(root, db);
   if (entry_error) EVSIM_THROW(InputError, "{}", *entry_error);
+  deriveMeasuredLayouts(db.metadata, db.records_);
   return db;
 }
 

@@ -26,6 +26,8 @@
 //       ranks_per_node: 8
 //       bytes: 4194304
 //       measured_group_size: 4           # == group_size when measured directly
+//       measured_nodes: 2                # where it was measured (session 15; optional, below)
+//       measured_ranks_per_node: 2
 //       scaled: true                     # scaled from measured_group_size by the ring factor
 //       algbw_gb_s: 10.2
 //       busbw_gb_s: 19.1
@@ -40,6 +42,14 @@
 // the name (".cbor": binary, anything else: YAML, the human-readable default); load() and parse()
 // by the content (the CBOR magic), whatever the name. `eventsim convert-profile` converts both
 // ways.
+//
+// measured_nodes and measured_ranks_per_node (session 15) say where the record was measured: the
+// layout of the group eventprof timed it on (profiler/group_planner.h), the event's own placement
+// for an imported row. Both or neither; when given they must fit measured_group_size and the event
+// (events/measured_layout.h: measuredLayoutProblem), else an InputError naming the entry. A file
+// written before (neither key) still loads: each communication record's layout is then derived
+// by events/measured_layout.h's derivedMeasuredPlacement from the metadata's cluster, and left
+// unknown (0, not written back) when that rule does not explain the record.
 //
 // Loading checks the schema version, every required key, that each signature parses, and that the
 // statistics are consistent (min <= median <= max, count > 0); anything else is an InputError
@@ -95,10 +105,29 @@ struct ProfileRecord {
   TimingStats time;
   // Communication only:
   int measured_group_size = 0;  // group the time was measured at (== group_size unless scaled)
+  // Where that group sat (nodes, most ranks on one node); 0: unknown (an older profile whose
+  // layout the fallback rule does not explain).
+  int measured_nodes = 0;
+  int measured_ranks_per_node = 0;
   bool scaled = false;
   double algbw_gb_s = 0;
   double busbw_gb_s = 0;
+
+  bool hasMeasuredLayout() const { return measured_nodes > 0; }
+  Placement measuredPlacement() const {
+    return {measured_group_size, measured_nodes, measured_ranks_per_node};
+  }
+  // Sets the measured layout (group size included) to `measured`.
+  void setMeasured(const Placement& measured) {
+    measured_group_size = measured.group_size;
+    measured_nodes = measured.nodes;
+    measured_ranks_per_node = measured.ranks_per_node;
+  }
 };
+
+// Fills the measured layout of each communication record that lacks it by the fallback rule
+// (events/measured_layout.h, derivedMeasuredPlacement) on `metadata`'s cluster.
+void deriveMeasuredLayouts(const ProfileMetadata& metadata, std::vector<ProfileRecord>& records);
 
 // A compute kernel timed alone and while a transfer is in flight on its device the whole time
 // (eventprof --overlap): the overlap slowdown's measurement (modeler/overlap_slowdown.h). The

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "events/collective.h"
+#include "events/measured_layout.h"
 
 namespace evsim {
 
@@ -70,8 +71,12 @@ void checkTimingStats(const TimingStats& s, std::string_view where) {
 }
 
 ProfileRows::ProfileRows(std::shared_ptr<const void> storage, const Columns& columns,
-                         size_t entries, std::string origin)
-    : storage_(std::move(storage)), columns_(columns), origin_(std::move(origin)) {
+                         size_t entries, std::string origin, Cluster cluster)
+    : storage_(std::move(storage)),
+      columns_(columns),
+      origin_(std::move(origin)),
+      cluster_(cluster) {
+  const bool layouts = !columns_.measured_nodes.empty();
   const std::string_view all = columns_.signatures;
   if (all.size() > std::numeric_limits<uint32_t>::max()) {
     EVSIM_THROW(InputError, "{}: events.signature: {} bytes: larger than 4 GiB", origin_,
@@ -99,14 +104,23 @@ ProfileRows::ProfileRows(std::shared_ptr<const void> storage, const Columns& col
     const int32_t measured = columnI32(columns_.measured_group_size, i);
     const double algbw = columnF64(columns_.algbw_gb_s, i);
     const double busbw = columnF64(columns_.busbw_gb_s, i);
+    const int32_t nodes = layouts ? columnI32(columns_.measured_nodes, i) : 0;
+    const int32_t per_node = layouts ? columnI32(columns_.measured_ranks_per_node, i) : 0;
     if (!comm) {
-      if (measured != 0 || algbw != 0 || busbw != 0) {
+      if (measured != 0 || algbw != 0 || busbw != 0 || nodes != 0 || per_node != 0) {
         EVSIM_THROW(InputError,
-                    "{}: a compute event has measured_group_size, algbw_gb_s or busbw_gb_s "
-                    "(must be 0)",
+                    "{}: a compute event has measured_group_size, measured_nodes, "
+                    "measured_ranks_per_node, algbw_gb_s or busbw_gb_s (must be 0)",
                     where(i));
       }
       continue;
+    }
+    // Both 0 (not known: derived on decode) or both > 0 (checked against the signature then).
+    if (nodes < 0 || per_node < 0 || (nodes == 0) != (per_node == 0)) {
+      EVSIM_THROW(InputError,
+                  "{}.measured_nodes: {} with measured_ranks_per_node {}: both > 0, or both 0 "
+                  "where the layout is not known",
+                  where(i), nodes, per_node);
     }
     for (auto [name, v] : {std::pair{"algbw_gb_s", algbw}, {"busbw_gb_s", busbw}}) {
       if (!validBandwidth(v)) {
@@ -155,6 +169,18 @@ ProfileRecord ProfileRows::decode(size_t row) const {
                 r.measured_group_size, group);
   }
   r.scaled = r.measured_group_size != group;
+  if (!columns_.measured_nodes.empty()) {
+    r.measured_nodes = columnI32(columns_.measured_nodes, row);
+    r.measured_ranks_per_node = columnI32(columns_.measured_ranks_per_node, row);
+  }
+  if (r.hasMeasuredLayout()) {
+    const std::string problem = measuredLayoutProblem(r.event.placement, r.measuredPlacement());
+    if (!problem.empty()) EVSIM_THROW(InputError, "{}.measured_nodes: {}", at, problem);
+  } else if (const std::optional<Placement> derived =
+                 derivedMeasuredPlacement(r.event.placement, r.measured_group_size,
+                                          cluster_.world_size, cluster_.ranks_per_node)) {
+    r.setMeasured(*derived);
+  }
   return r;
 }
 

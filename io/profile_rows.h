@@ -15,7 +15,8 @@
 // What waits until a row is decoded: the signature's own parse (its fields, dtype, placement), the
 // rule that it be in canonical form (what Event::signature() writes, as every eventsim writer
 // stores it: lookups hash the canonical text, so another spelling could never be found), and
-// measured_group_size <= the signature's group. A bad row is then one InputError naming the file
+// measured_group_size <= the signature's group, and the measured layout against the signature
+// (events/measured_layout.h; derived there when the file has none). A bad row is then one InputError naming the file
 // and "events[i]", thrown by the lookup that reached it, the same for that input under any load.
 // records() (calibrate, convert, a profile being extended) decodes every row. The first lookup
 // that finds nothing checks every row's signature (checkSignatures): a miss caused by a stored
@@ -55,12 +56,21 @@ class ProfileRows {
     std::span<const uint8_t> median_us, min_us, max_us, stddev_us;  // float64 LE
     std::span<const uint8_t> count, measured_group_size;             // int32 LE
     std::span<const uint8_t> algbw_gb_s, busbw_gb_s;                 // float64 LE
+    // Where each row was measured (int32 LE; 0 for compute rows and unknown layouts). Empty in
+    // files written before session 15: every row's layout is then derived on decode.
+    std::span<const uint8_t> measured_nodes, measured_ranks_per_node;
+  };
+  // The profile's cluster (metadata world_size, ranks_per_node): what the fallback for a row
+  // without a measured layout derives it on (events/measured_layout.h).
+  struct Cluster {
+    int world_size = 0;
+    int ranks_per_node = 0;
   };
 
   // `storage` owns the bytes the columns point into (kept alive here). Checks every row as the
   // header comment says; InputError "origin: events[i]...: ..." for the first bad one.
   ProfileRows(std::shared_ptr<const void> storage, const Columns& columns, size_t entries,
-              std::string origin);
+              std::string origin, Cluster cluster);
 
   size_t size() const { return row_start_.size() - 1; }
   // Row i's signature as stored (a view into the column bytes).
@@ -85,6 +95,7 @@ class ProfileRows {
   std::shared_ptr<const void> storage_;
   Columns columns_;
   std::string origin_;
+  Cluster cluster_;
   std::vector<uint32_t> row_start_;     // offset of row i's signature; [size()]: the column's end
   std::vector<uint8_t> communication_;  // 1 where the row's kind word names a collective
 

@@ -179,12 +179,15 @@ SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, con
   const double peers = std::max(1, p.group_size - 1);
   SharedFlow f{start_us, duration_us, linkBytes(event), {}};  // (n - 1) / n of the buffer
   if (p.ranks_per_node > 1) {
-    const float share = static_cast<float>((p.ranks_per_node - 1) / peers);
+    // Its own node's peers, and with PXN the detour of cross-node bytes to another rail's GPU
+    // (link_map.h: alltoallNvlinkShare).
+    const float share = static_cast<float>(alltoallNvlinkShare(topology, d, p));
     f.uses.push_back({d.nvlink_tx, share});
     f.uses.push_back({d.nvlink_rx, share});
   }
   // nic_copies: the node's copies (pooled NICs) or those on the device's rail (per GPU; by
-  // symmetry the other rails carry as much, PXN's detours to a peer's rail included).
+  // symmetry the other rails carry as much: with PXN rail j carries every local GPU's bytes to
+  // peers on rail j, as much as one GPU's own cross-node bytes).
   const float copies =
       d.nic_copies * static_cast<float>((p.group_size - p.ranks_per_node) / peers);
   f.uses.push_back({d.nic_tx, copies});

@@ -12,7 +12,9 @@
 // rank's link carries) and copies = the device's GPUs on its node / the group's ranks per node
 // (at least 1); with per-GPU NICs, its GPUs on its rail / the group's ranks per node (the group's
 // rings leave through each of its ranks' rails, one rail per channel). A pipeline send to another
-// rail goes out through the receiver's rail on the sender's node (PXN; link_map.h).
+// rail goes out through the receiver's rail on the sender's node when NCCL's PXN applies (the
+// node's GPU on that rail is in the send's communicator; it then also loads that GPU's NVLink rx),
+// else through its own (link_map.h, SendRoute).
 // The collectives inside tasks whose group spans nodes (TP, CP, EP; ZeRO-3/FSDP gathers and
 // reduce-scatters) are flows too: each starts where its op starts in the task (op_offsets.h, scaled
 // to the task's run in the timeline) and lasts its standalone time. An all-to-all differs from the

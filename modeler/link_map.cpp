@@ -42,9 +42,15 @@ const NicLinks& LinkMap::nicsOf(int node, int rail) const {
   return it->second;
 }
 
-bool pxnSend(const NetworkTopology& topology, const DeviceLinks& from, const DeviceLinks& to) {
-  return topology.perGpuNics() && topology.nvswitch && from.node != to.node &&
-         from.rail != to.rail;
+double alltoallNvlinkShare(const NetworkTopology& topology, const DeviceLinks& d,
+                           const Placement& p) {
+  if (p.ranks_per_node <= 1) return 0;
+  const double peers = std::max(1, p.group_size - 1);
+  const double own_node = (p.ranks_per_node - 1) / peers;
+  if (!topology.perGpuNics() || !topology.nvswitch || d.rail < 0) return own_node;
+  const double m = std::min(p.ranks_per_node, d.rails);
+  const double cross = (p.group_size - p.ranks_per_node) / peers;
+  return own_node + cross * (m - 1) / m;
 }
 
 LinkMap linkMap(const IterationPlan& plan) {
@@ -105,7 +111,9 @@ LinkMap linkMap(const IterationPlan& plan) {
       DeviceLinks d;
       static_cast<NicLinks&>(d) = nicsOf(node, rail);
       d.node = node;
+      d.local = static_cast<int>(rank % G);
       d.rail = rail;
+      d.rails = per_gpu ? topology.rails(G) : 1;
       d.copies = 0;
       d.nic_copies = 0;
       const int64_t first = int64_t{node} * G;
@@ -123,20 +131,57 @@ LinkMap linkMap(const IterationPlan& plan) {
       map.devices[k].push_back(std::move(d));
     }
   }
-  // The rails PXN sends leave through (the sender's node, the receiver's rail).
-  if (per_gpu && topology.nvswitch) {
-    const PipelineLayout pipeline_layout = plan.pipelineLayout();
-    for (size_t k = 0; k < plan.pipelines.size(); ++k) {
-      const size_t links = plan.pipelines[k].forward_p2p.size();
-      for (size_t l = 0; l < links; ++l) {
-        for (const Send send : {Send::kActivation, Send::kGradient}) {
-          const int link = static_cast<int>(l);
-          const bool forward = send == Send::kActivation;
-          const DeviceLinks& from =
-              map.devices[k][pipeline_layout.device(forward ? link : link + 1)];
-          const DeviceLinks& to = map.devices[k][pipeline_layout.device(linkReceiver(send, link))];
-          if (pxnSend(topology, from, to)) nicsOf(from.node, to.rail);
+  // Each pipeline send between nodes: the NIC it leaves through and PXN's intermediate
+  // (link_map.h). The intermediate's NVLink rx is its device's where it represents one, else a
+  // resource of its own ("rank R nvlink rx").
+  std::map<int64_t, int> nvlink_rx_of;
+  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
+    for (int s = 0; s < P; ++s) {
+      nvlink_rx_of[layout.rank(0, plan.pipelines[k].replicas.front(), s)] =
+          map.devices[k][s].nvlink_rx;
+    }
+  }
+  const PipelineLayout pipeline_layout = plan.pipelineLayout();
+  const int64_t world = plan.strategy.gpus();
+  map.sends.resize(plan.pipelines.size());
+  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
+    const int replica = plan.pipelines[k].replicas.front();
+    const size_t links = plan.pipelines[k].forward_p2p.size();
+    map.sends[k].resize(2 * links);
+    for (size_t l = 0; l < links; ++l) {
+      for (const Send send : {Send::kActivation, Send::kGradient}) {
+        const int link = static_cast<int>(l);
+        const bool forward = send == Send::kActivation;
+        const int from_stage = pipeline_layout.device(forward ? link : link + 1);
+        const DeviceLinks& from = map.devices[k][from_stage];
+        const DeviceLinks& to = map.devices[k][pipeline_layout.device(linkReceiver(send, link))];
+        SendRoute& route = map.sends[k][2 * l + (forward ? 0 : 1)];
+        route.nic_node = from.node;
+        route.nic_rail = from.rail;
+        if (from.node == to.node) continue;
+        // The pipeline group's communicator: the ranks of the sender's pipeline (its TP, CP and
+        // DP indices) on the sender's node.
+        const RankCoord me = layout.coord(layout.rank(0, replica, from_stage));
+        auto in_comm = [&](int g) {
+          const int64_t r = int64_t{from.node} * G + g;
+          if (r >= world) return false;
+          const RankCoord c = layout.coord(r);
+          return c.tp == me.tp && c.cp == me.cp && c.dp == me.dp;
+        };
+        const int via = pxnIntermediate(topology, G, from.local, to.local, in_comm);
+        if (via < 0) {
+          route.up_rail_tier = per_gpu && from.rail != to.rail && topology.railOptimized();
+          continue;
         }
+        route.nic_rail = topology.railOf(via, G);
+        nicsOf(from.node, route.nic_rail);
+        const int64_t via_rank = int64_t{from.node} * G + via;
+        auto [it, fresh] = nvlink_rx_of.try_emplace(via_rank, -1);
+        if (fresh) {
+          it->second = add(LinkResource::kNvlink, via_rank, -1, false,
+                           cluster.intra_link.bandwidth_gb_s, -1);
+        }
+        route.via_nvlink_rx = it->second;
       }
     }
   }

@@ -17,12 +17,26 @@
 // group): by symmetry the node's other rails carry their copies' equal load, and a device's copies
 // on another representative's rail are not added to that rail (link_flows.h, limits).
 //
-// PXN (NCCL's send/recv through a NIC on the peer's rail, NCCL_P2P_PXN_LEVEL=2, its default):
-// with per_gpu NICs and an NVSwitch, a pipeline send to a GPU on another rail first crosses NVLink
-// to the sender node's GPU on the receiver's rail and leaves through that GPU's NIC, so it loads
-// that rail, not the sender's; linkMap makes those resources too. Without an NVSwitch a cross-rail
-// send leaves through its own NIC and, on a rail-optimised bottom tier, crosses that tier's uplinks
-// (its rail switch does not reach the receiver's rail).
+// PXN (NCCL's send/recv through a NIC on the peer's rail, NCCL_P2P_PXN_LEVEL=2, its default;
+// src/graph/search.cc ncclTopoGetNetDev, src/transport/net.cc): with per_gpu NICs and an NVSwitch,
+// a send to a rank on another node leaves through the sender node's NIC nearest the GPU with the
+// receiver's device index (the receiver's rail), driven by the first GPU of the communicator that
+// uses that NIC (ncclTopoGetLocalGpu), the *intermediate*, when it is not the sender:
+//   - the sender's kernel writes over NVLink into a buffer in the intermediate's memory, which that
+//     NIC reads (GPUDirect RDMA): the sender's NVLink tx and the intermediate's NVLink rx (its
+//     second NVLink hop, "rank R nvlink rx") carry it, then the intermediate's rail;
+//   - the receive side has no PXN ("We don't support PXN on receive yet", recvSetup): the data
+//     arrives through the receiver's own NIC, which is on the same rail, so no NVLink hop there;
+//   - the intermediate must be a rank of the same communicator on the sender's node (NCCL's
+//     topology holds only the communicator's GPUs): for a pipeline send, Megatron's batched P2P
+//     (batch_isend_irecv) runs on the pipeline group's communicator, whose ranks on the node are
+//     the pipeline's other stages there. Where that GPU is another pipeline's, the send leaves
+//     through the sender's own NIC (and, on a rail-optimised bottom tier, crosses its uplinks).
+// Without an NVSwitch a cross-rail send leaves through its own NIC and, on a rail-optimised bottom
+// tier, crosses that tier's uplinks (its rail switch does not reach the receiver's rail).
+// An all-to-all (grouped sends to every peer, on the expert group's communicator): each GPU's
+// cross-node bytes to peers on another rail detour over NVLink through the group's GPU on that
+// rail (alltoallNvlinkShare).
 
 #include <cstdint>
 #include <map>
@@ -59,7 +73,9 @@ struct NicLinks {
 
 struct DeviceLinks : NicLinks {  // the NICs of its rail (pooled: of its node)
   int node = 0;      // of the class's first replica, TP rank 0
+  int local = 0;     // that GPU's index on its node
   int rail = -1;     // per_gpu: the representative GPU's rail; -1: pooled NICs
+  int rails = 1;     // per_gpu: the node's rails (min(NICs, GPUs)); 1 pooled
   float copies = 1;  // the node's GPUs that are copies of this device (same class and stage)
   // Of those, the ones whose traffic leaves through the NIC resource above: all of them (pooled),
   // or those on the representative's rail (per_gpu).
@@ -67,9 +83,20 @@ struct DeviceLinks : NicLinks {  // the NICs of its rail (pooled: of its node)
   int nvlink_tx = -1, nvlink_rx = -1;
 };
 
+// How a pipeline send between nodes leaves the sender's node (above).
+struct SendRoute {
+  int nic_node = 0, nic_rail = -1;  // the NIC resources it leaves through (LinkMap::nicsOf)
+  int via_nvlink_rx = -1;           // PXN: the intermediate GPU's NVLink rx; -1: no PXN
+  bool up_rail_tier = false;        // cross-rail without PXN on a rail-optimised bottom tier
+  bool pxn() const { return via_nvlink_rx >= 0; }
+};
+
 struct LinkMap {
   std::vector<LinkResource> resources;
   std::vector<std::vector<DeviceLinks>> devices;  // per pipeline class, per device stage
+  // Per pipeline class, per pipeline link: [2 l] the activation l -> l + 1, [2 l + 1] the
+  // gradient back; meaningful for links whose send crosses nodes.
+  std::vector<std::vector<SendRoute>> sends;
   // Per (node, rail) (rail -1: pooled): every NIC resource made, the representatives' own and
   // the rails PXN sends leave through.
   std::map<std::pair<int, int>, NicLinks> nics;
@@ -80,8 +107,31 @@ struct LinkMap {
 
 LinkMap linkMap(const IterationPlan& plan);
 
-// Whether a pipeline send from `from` to `to` on another node leaves through the sender node's
-// NIC on the receiver's rail (PXN, above).
-bool pxnSend(const NetworkTopology& topology, const DeviceLinks& from, const DeviceLinks& to);
+// PXN's intermediate for a send from GPU `sender` of a node to a GPU with device index `receiver`
+// on another node (above): the first GPU of the node on the receiver's rail that `in_comm` says is
+// a rank of the communicator, or -1 when the send leaves through the sender's own NIC (no PXN: per
+// GPU NICs and an NVSwitch needed; the receiver's index GPU not in the communicator; the
+// intermediate is the sender itself).
+template <typename InComm>
+int pxnIntermediate(const NetworkTopology& topology, int gpus_per_node, int sender, int receiver,
+                    InComm in_comm) {
+  if (!topology.perGpuNics() || !topology.nvswitch || !in_comm(receiver)) return -1;
+  const int rail = topology.railOf(receiver, gpus_per_node);
+  for (int g = 0; g < gpus_per_node; ++g) {
+    if (topology.railOf(g, gpus_per_node) == rail && in_comm(g)) return g == sender ? -1 : g;
+  }
+  return -1;
+}
+
+// The share of an all-to-all's bytes (linkBytes: what one GPU sends to all its peers) that each
+// direction of a GPU's NVLink carries, for `p` on a node of `d`'s kind: the peers on its own node,
+// (rpn - 1) / (n - 1), and with PXN the cross-node bytes, (n - rpn) / (n - 1), to peers on another
+// rail, which go to the group's GPU on that rail first. The group's rpn GPUs on a node are taken
+// to sit on m = min(rpn, rails) rails and its peers elsewhere on the same indices (Megatron's
+// order spreads a group's ranks evenly over a node), so (m - 1) / m of the cross-node bytes
+// detour out over the sender's NVLink, and by symmetry as much comes in to each GPU as an
+// intermediate.
+double alltoallNvlinkShare(const NetworkTopology& topology, const DeviceLinks& d,
+                           const Placement& p);
 
 }  // namespace evsim

@@ -131,7 +131,7 @@ NcclTestsImport finish(EventKind kind, const std::vector<Row>& rows, int count,
     r.event = makeCommunication(kind, row.bytes, out.placement, row.dtype);
     r.signature = r.event.signature();
     r.time = {row.time_us, row.time_us, row.time_us, 0, count};
-    r.measured_group_size = out.placement.group_size;
+    r.setMeasured(out.placement);  // the log's own group
     r.scaled = false;
     r.algbw_gb_s = row.algbw_gb_s;
     r.busbw_gb_s = row.algbw_gb_s * busBandwidthFactor(kind, out.placement.group_size);

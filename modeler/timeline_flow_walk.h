@@ -37,17 +37,18 @@ inline void sendFlows(const IterationPlan& plan, const PipelineCost& cost, int k
       f.duration_us = forward ? cost.send_forward_us[l] : cost.send_backward_us[l];
       f.bytes = linkBytes(event);
       if (event.placement.interNode()) {
-        // Per GPU, a send to another rail leaves through the rail of its receiver (PXN: over
-        // NVLink to the GPU on that rail first) or, without an NVSwitch on a rail-optimised
-        // bottom tier, through its own rail and up a tier (link_map.h).
-        const bool pxn = pxnSend(topology, from, to);
-        const NicLinks& out = pxn ? map.nicsOf(from.node, to.rail) : from;
+        // The NIC it leaves through: its own, or with PXN the intermediate GPU's, reached over
+        // the sender's NVLink into that GPU (its NVLink rx); without PXN a cross-rail send on a
+        // rail-optimised bottom tier goes up a tier (link_map.h, SendRoute).
+        const SendRoute& route = map.sends[k][2 * l + (forward ? 0 : 1)];
+        const NicLinks& out = map.nicsOf(route.nic_node, route.nic_rail);
         int nodes = event.placement.nodes;
-        if (!pxn && from.rail != to.rail && topology.railOptimized()) {
-          nodes = std::max(nodes, topology.tiers.front().nodes + 1);
-        }
+        if (route.up_rail_tier) nodes = std::max(nodes, topology.tiers.front().nodes + 1);
         f.uses = {{out.nic_tx, from.nic_copies}, {to.nic_rx, from.nic_copies}};
-        if (pxn) f.uses.push_back({from.nvlink_tx, 1});
+        if (route.pxn()) {
+          f.uses.push_back({from.nvlink_tx, 1});
+          f.uses.push_back({route.via_nvlink_rx, 1});
+        }
         addUplinks(topology, out.uplink_tx, nodes, from.nic_copies, f.uses);
         addUplinks(topology, to.uplink_rx, nodes, from.nic_copies, f.uses);
       } else {

@@ -83,19 +83,11 @@ GroupPlan planGroup(const Topology& topo, const Placement& target, int max_direc
     return plan;
   }
 
-  // Rule 3: the largest uniform k' x r' shape with the event's link type.
-  int best_nodes = 0, best_rpn = 0;
-  const int max_nodes = target.nodes == 1 ? 1 : std::min(target.nodes, topo.nodes());
-  const int min_nodes = target.nodes == 1 ? 1 : 2;
-  for (int k = min_nodes; k <= max_nodes; ++k) {
-    for (int r = 1; r <= target.ranks_per_node; ++r) {
-      if (k * r > max_direct || k * r < 2 || size_of(k - 1) < r) continue;
-      if (k * r > best_nodes * best_rpn || (k * r == best_nodes * best_rpn && r > best_rpn)) {
-        best_nodes = k;
-        best_rpn = r;
-      }
-    }
-  }
+  // Rule 3: the largest uniform k' x r' shape with the event's link type (events/measured_layout.h,
+  // the one copy of the rule: the profile loader's fallback for older profiles uses it too).
+  std::vector<int> sizes(order.size());
+  for (size_t i = 0; i < order.size(); ++i) sizes[i] = size_of(static_cast<int>(i));
+  const auto [best_nodes, best_rpn] = largestUniformShape(target, sizes, max_direct);
   EVSIM_CHECK(best_nodes > 0, "no group for group={} nodes={} rpn={}", target.group_size,
               target.nodes, target.ranks_per_node);
   const int group = std::min(target.group_size, best_nodes * best_rpn);

@@ -21,11 +21,10 @@
 #include <vector>
 
 #include "events/event.h"
+#include "events/measured_layout.h"
 #include "mpi/topology.h"
 
 namespace evsim {
-
-inline constexpr int kMaxDirectGroupSize = 8;
 
 struct GroupPlan {
   std::vector<int> ranks;    // ascending world ranks that take part; empty when unmeasurable

@@ -336,7 +336,7 @@ void ProfileSession::measureCommunication(const std::vector<Event>& events, Prof
       record.event = event;
       record.signature = event.signature();
       record.time = fromWire(result, scale);
-      record.measured_group_size = plan.measured.group_size;
+      record.setMeasured(plan.measured);  // where it ran: the fit costs that group
       record.scaled = plan.scaled(target);
       record.algbw_gb_s = algorithmBandwidthGBs(event.message_bytes, record.time.median_us);
       record.busbw_gb_s = record.algbw_gb_s * busBandwidthFactor(event.kind, target.group_size);

@@ -316,7 +316,7 @@ KinetoImport matchKinetoTrace(const KinetoTrace& trace, const EventTable& plan_e
     record.time = statsOf(times);
     if (isCommunication(record.event.kind)) {
       // Measured at its own group size, as eventprof records a collective it did not scale.
-      record.measured_group_size = record.event.placement.group_size;
+      record.setMeasured(record.event.placement);
       if (record.time.median_us > 0) {
         record.algbw_gb_s = static_cast<double>(record.event.message_bytes) /
                             record.time.median_us / 1e3;  // bytes/us -> GB/s

@@ -164,6 +164,7 @@ TEST(KinetoImport, NcclCollectivesBecomeMeasuredCommunicationEvents) {
   EXPECT_EQ(dp.time.count, 1);
   EXPECT_DOUBLE_EQ(dp.time.median_us, 120.0);
   EXPECT_EQ(dp.measured_group_size, 2);
+  EXPECT_EQ(dp.measuredPlacement(), (Placement{2, 2, 1}));  // the run's own group (session 15)
   EXPECT_NEAR(dp.algbw_gb_s, 477184 / 120e3, 1e-9);  // bytes / us / 1e3 = GB/s
   EXPECT_NEAR(dp.busbw_gb_s, dp.algbw_gb_s, 1e-9);   // all-reduce of 2: 2 (2-1) / 2 = 1
   // The kernel whose launch is not in the trace, matched by its own args.

@@ -76,6 +76,7 @@ TEST(NcclTestsLog, AllReduceOverTwoHostsOfTwo) {
   EXPECT_DOUBLE_EQ(r.busbw_gb_s, 2097152 / 160.0 / 1e3 * 1.5);
   EXPECT_FALSE(r.scaled);
   EXPECT_EQ(r.measured_group_size, 4);
+  EXPECT_EQ(r.measuredPlacement(), (Placement{4, 2, 2}));  // where the log ran (session 15)
 
   NcclTestsOptions in_place;
   in_place.in_place = true;

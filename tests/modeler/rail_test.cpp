@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "config/cluster_config.h"
+#include "modeler/in_task_flows.h"
 #include "modeler/link_flows.h"
 #include "modeler/network/link_sharing.h"
 #include "modeler/simulation.h"
@@ -238,7 +239,9 @@ TEST(Rails, PerGpuNicsAndPxnPickTheRailOfTheReceiver) {
     EXPECT_EQ(linkName(NetworkTopology{}, map.resources[s1.nic_tx]), "node 0 nic tx");
     EXPECT_EQ(uses(sendOf(flows, 1)), (Uses{{s1.nic_tx, 1}, {s2.nic_rx, 1}}));
   }
-  {  // per GPU with an NVSwitch: PXN over stage 1's NVLink to GPU 0, out through rail 0
+  {  // per GPU with an NVSwitch: PXN over stage 1's NVLink into GPU 0 (stage 0, a rank of the
+     // pipeline's communicator), out through rail 0; received through stage 2's own rail 0, no
+     // NVLink hop on node 1 (NCCL has no PXN on the receive side).
     LinkMap map;
     const TimelineFlows flows = flowsOf("  nvswitch: true\n  nic_affinity: per_gpu\n", map);
     const DeviceLinks &s0 = map.devices[0][0], &s1 = map.devices[0][1], &s2 = map.devices[0][2];
@@ -249,8 +252,32 @@ TEST(Rails, PerGpuNicsAndPxnPickTheRailOfTheReceiver) {
     EXPECT_DOUBLE_EQ(map.resources[s1.nic_tx].capacity_bytes_per_us, 5e3);
     EXPECT_EQ(linkName(NetworkTopology{}, map.resources[s1.nic_tx]), "node 0 nic 1 tx");
     EXPECT_EQ(map.nicsOf(0, 0).nic_tx, s0.nic_tx);  // stage 0's rail, which the send borrows
-    EXPECT_EQ(uses(sendOf(flows, 1)),
-              (Uses{{s0.nic_tx, 1}, {s2.nic_rx, 1}, {s1.nvlink_tx, 1}}));
+    EXPECT_EQ(uses(sendOf(flows, 1)), (Uses{{s0.nic_tx, 1},
+                                            {s2.nic_rx, 1},
+                                            {s1.nvlink_tx, 1},
+                                            {s0.nvlink_rx, 1}}));
+    // The second hop loads GPU 0's NVLink rx (1e5 bytes/us). A send of 1000 bytes in 0.2 us
+    // (5e3 bytes/us, its rail's rate) and, into GPU 0 at the same time, 2e4 bytes in 0.2 us
+    // (1e5: the whole port). Max-min: both rise to 5e3, where the send reaches its demand; the
+    // other takes the port's rest, 1e5 - 5e3 = 9.5e4, until the send ends at 0.2 (its rail is its
+    // bottleneck): 1.9e4 bytes by then, the last 1e3 alone at 1e5 take 0.01 us: it ends at 0.21
+    // (0.2 without the second hop).
+    SharedFlow send = sendOf(flows, 1);
+    send.start_us = 0;
+    send.duration_us = 0.2;
+    send.bytes = 1000;
+    const std::vector<SharedFlow> both{send, SharedFlow{0, 0.2, 2e4, {{s0.nvlink_rx, 1}}}};
+    const SharingResult r = shareLinks(both, map.capacities());
+    EXPECT_NEAR(r.end_us[0], 0.2, 1e-9);
+    EXPECT_NEAR(r.end_us[1], 0.21, 1e-9);
+    // Stage 2's gradient back to stage 1 (node 1 GPU 0 -> node 0 GPU 1): PXN on node 1 through
+    // GPU 1 (stage 3, rank 3), whose NVLink rx is stage 3's resource; rail 1 of node 1, into
+    // stage 1's rail 1.
+    const DeviceLinks& s3 = map.devices[0][3];
+    const SendRoute& back = map.sends[0][2 * 1 + 1];
+    EXPECT_TRUE(back.pxn());
+    EXPECT_EQ(back.via_nvlink_rx, s3.nvlink_rx);
+    EXPECT_EQ(map.nicsOf(back.nic_node, back.nic_rail).nic_tx, s3.nic_tx);
   }
   {  // per GPU without an NVSwitch, rail-optimised 2:1 leaves of 4 nodes: the send leaves through
      // its own rail 1 and must go up the leaf to reach rail 0, though both nodes share a leaf
@@ -274,12 +301,15 @@ TEST(Rails, PerGpuNicsAndPxnPickTheRailOfTheReceiver) {
 // differently, three pipeline classes, and every GPU is a representative of its own.
 //
 // (a) Affinity collides where pooled NICs do not: rank 4's gradient send to rank 1 (node 0, GPU 1)
-// crosses rails 0 -> 1, so PXN sends it out through node 1's rail 1, rank 5's, while rank 5's DP
-// ring (group 3, 2 ranks on the node: 1/2 of it on each of its ranks' rails) runs. Both from 0,
-// 1000 bytes each: the send alone at its GPU's share 2.5e3 (0.4 us), the ring alone at the group's
-// 2 x 2.5e3 (0.2 us), loading rank 5's rail 2.5e3 x 1/2. Per GPU, on rail 1: send rate x + ring
-// rate y / 2 <= 2.5e3; max-min fills both to 5000/3 (below both demands): the send's 1000 bytes
-// end at 0.6, and so do the ring's. Pooled (one 1e4 resource): 2.5e3 + 5e3 fits: 0.4 and 0.2.
+// crosses rails 0 -> 1. PXN would need node 1's GPU 1 (rank 5) in the send's communicator, the
+// pipeline group of replica 1 (ranks 1, 4, 7, 10); rank 5 is replica 2's, so NCCL finds no GPU
+// of the communicator with the receiver's index and the send leaves through rank 4's own rail 0
+// (no NVLink hop), while rank 4's DP ring (group 3, 2 ranks on the node: 1/2 of it on each of its
+// ranks' rails) runs. Both from 0, 1000 bytes each: the send alone at its GPU's share 2.5e3
+// (0.4 us), the ring alone at the group's 2 x 2.5e3 (0.2 us), loading rank 4's rail 2.5e3 x 1/2.
+// Per GPU, on rail 0: send rate x + ring rate y / 2 <= 2.5e3; max-min fills both to 5000/3 (below
+// both demands): the send's 1000 bytes end at 0.6, and so do the ring's. Pooled (one 1e4
+// resource): 2.5e3 + 5e3 fits: 0.4 and 0.2.
 // (b) Pooled NICs collide where affinity does not: the DP rings of ranks 4, 5 (stage 1) and 6, 7
 // (stage 2) at once, each 1000 bytes in 0.2 us. Pooled, each representative loads the node's NICs
 // with one ring (max(1, copies / ranks on the node) = 1), 4 x 5e3 on 1e4: each at 2.5e3, 0.4 us;
@@ -335,9 +365,12 @@ TEST(Rails, AffinityCollidesWherePooledDoesNotAndViceVersa) {
     send.start_us = 0;
     send.duration_us = 0.4;
     send.bytes = 1000;
-    const SharedFlow ring5 = ring(1, 1);
-    if (per_gpu) EXPECT_EQ(send.uses.begin()->resource, ring5.uses.begin()[2].resource);
-    const std::vector<SharedFlow> a{send, ring5};
+    const SharedFlow ring4 = ring(1, 0);
+    if (per_gpu) EXPECT_EQ(send.uses.begin()->resource, ring4.uses.begin()[2].resource);
+    for (const LinkUse& u : send.uses) {
+      EXPECT_NE(map.resources[u.resource].kind, LinkResource::kNvlink);  // no PXN
+    }
+    const std::vector<SharedFlow> a{send, ring4};
     const SharingResult ra = shareLinks(a, map.capacities());
     EXPECT_NEAR(ra.end_us[0], per_gpu ? 0.6 : 0.4, 1e-9);
     EXPECT_NEAR(ra.end_us[1], per_gpu ? 0.6 : 0.2, 1e-9);
@@ -346,6 +379,80 @@ TEST(Rails, AffinityCollidesWherePooledDoesNotAndViceVersa) {
     const SharingResult rb = shareLinks(b, map.capacities());
     for (double end : rb.end_us) EXPECT_NEAR(end, per_gpu ? 0.2 : 0.4, 1e-9);
   }
+}
+
+// PXN's intermediate (NCCL's search.cc, P2P_PXN_LEVEL 2): the first GPU of the communicator on the
+// receiver's rail, never the sender itself, and none when the GPU with the receiver's index is not
+// in the communicator.
+TEST(Rails, PxnIntermediateFollowsNccl) {
+  const NetworkTopology eight = railCluster(8, 8, "  nvswitch: true\n  nic_affinity: per_gpu\n")
+                                    .topology;
+  auto all = [](int) { return true; };
+  EXPECT_EQ(pxnIntermediate(eight, 8, 3, 5, all), 5);    // rail 5's GPU
+  EXPECT_EQ(pxnIntermediate(eight, 8, 5, 5, all), -1);   // same rail: its own NIC
+  EXPECT_EQ(pxnIntermediate(eight, 8, 3, 5, [](int g) { return g != 5; }), -1);
+  // 4 NICs on 8 GPUs: GPUs 4 and 5 share rail 2, driven by GPU 4 (the first that uses it); GPU 5
+  // sending to a peer on rail 2 still goes through GPU 4 (NCCL aggregates a NIC's sends there).
+  const NetworkTopology half = railCluster(8, 4, "  nvswitch: true\n  nic_affinity: per_gpu\n")
+                                   .topology;
+  EXPECT_EQ(pxnIntermediate(half, 8, 0, 5, all), 4);
+  EXPECT_EQ(pxnIntermediate(half, 8, 5, 4, all), 4);
+  EXPECT_EQ(pxnIntermediate(half, 8, 4, 5, all), -1);
+  // GPU 4 not in the communicator: GPU 5 drives rail 2.
+  EXPECT_EQ(pxnIntermediate(half, 8, 0, 5, [](int g) { return g != 4; }), 5);
+  // No NVSwitch or pooled NICs: never.
+  EXPECT_EQ(pxnIntermediate(railCluster(8, 8, "  nic_affinity: per_gpu\n").topology, 8, 3, 5, all),
+            -1);
+  EXPECT_EQ(pxnIntermediate(railCluster(8, 8, "  nvswitch: true\n").topology, 8, 3, 5, all), -1);
+}
+
+// An all-to-all's NVLink load with PXN, by hand. 4 ranks over 2 nodes of 2 GPUs, 2 rails a node
+// (per GPU, NVSwitch), 3000 bytes (linkBytes: what a GPU sends to its 3 peers) in 10 us alone
+// (300 bytes/us). Its own node's peer takes 1/3 of the bytes over NVLink; the other 2/3 go to the
+// 2 peers on node 1, one on each rail: the one on the other rail goes over NVLink first, through
+// the local GPU on that rail: 1/3 more. NVLink share 2/3 each way (1/3 without PXN), NIC 2/3.
+// Beside it on the same NVLink tx port (250 bytes/us) a flow of 1000 bytes in 10 us (100/us).
+// With PXN: 2/3 x 300 + 100 = 300 > 250: max-min raises both to 100, where the small flow stops
+// (its demand; load 2/3 x 100 + 100 = 167); the all-to-all rises alone to (250 - 100) / (2/3) =
+// 225 bytes/us until the small flow ends at 10 (2250 bytes by then); its last 750 bytes alone at
+// 300 take 2.5 us: it ends at 12.5. Without the detour 1/3 x 300 + 100 = 200 fits: 10 us.
+TEST(Rails, AllToAllDetoursOverNvlinkWithPxn) {
+  const NetworkTopology per_gpu = railCluster(2, 2, "  nvswitch: true\n  nic_affinity: per_gpu\n")
+                                      .topology;
+  DeviceLinks d;
+  d.nvlink_tx = 0;
+  d.nvlink_rx = 1;
+  d.nic_tx = 2;
+  d.nic_rx = 3;
+  d.rail = 0;
+  d.rails = 2;
+  d.local = 0;
+  const Event a2a = makeCommunication(EventKind::kAllToAll, 4000, Placement{4, 2, 2}, DType::kFp16);
+  EXPECT_DOUBLE_EQ(linkBytes(a2a), 3000);
+  const SharedFlow f = inTaskFlow(per_gpu, d, a2a, 0, 10);
+  using Uses = std::vector<std::pair<int, float>>;
+  Uses got;
+  for (const LinkUse& u : f.uses) got.emplace_back(u.resource, u.copies);
+  EXPECT_EQ(got, (Uses{{0, 2.0f / 3}, {1, 2.0f / 3}, {2, 2.0f / 3}, {3, 2.0f / 3}}));
+  const std::vector<double> caps{250, 1e9, 1e9, 1e9};
+  const SharedFlow small{0, 10, 1000, {{0, 1}}};
+  const SharingResult r = shareLinks(std::vector<SharedFlow>{f, small}, caps);
+  EXPECT_NEAR(r.end_us[0], 10 + 750.0 / 300, 1e-6);
+  EXPECT_NEAR(r.end_us[1], 10, 1e-9);
+  // Pooled NICs (no rails, no PXN): the own node's third only, and both fit.
+  DeviceLinks pooled = d;
+  pooled.rail = -1;
+  pooled.rails = 1;
+  const SharedFlow g = inTaskFlow(railCluster(2, 2, "  nvswitch: true\n").topology, pooled, a2a,
+                                  0, 10);
+  EXPECT_FLOAT_EQ(g.uses.begin()->copies, 1.0f / 3);
+  const SharingResult q = shareLinks(std::vector<SharedFlow>{g, small}, caps);
+  EXPECT_NEAR(q.end_us[0], 10, 1e-9);
+  // 8 ranks over 2 nodes of 4 on 4 rails: own node 3/7, cross 4/7 of which 3/4 detour: 6/7.
+  EXPECT_NEAR(alltoallNvlinkShare(railCluster(4, 4, "  nvswitch: true\n  nic_affinity: per_gpu\n")
+                                      .topology,
+                                  DeviceLinks{{}, 0, 0, 0, 4}, Placement{8, 2, 4}),
+              3.0 / 7 + 4.0 / 7 * 3 / 4, 1e-12);
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ ProfileDb sample() {
   ar.event =
       parseEventSignature("allreduce bytes=4194304 group=16 nodes=2 rpn=8 dtype=bf16", "test");
   ar.time = {250, 240, 275.5, 7.25, 20};
-  ar.measured_group_size = 4;
+  ar.setMeasured({4, 2, 2});  // eventprof's 2 x 2
   ar.scaled = true;
   ar.algbw_gb_s = 16.777216;
   ar.busbw_gb_s = 31.45728;
@@ -192,9 +192,10 @@ TEST(ProfileCbor, LayoutIsColumnsAfterTheHeader) {
   EXPECT_EQ(median[7], 0x40);
   EXPECT_EQ(median[6], 0x29);
   EXPECT_EQ(median[0], 0x00);
-  // Events: 47 + 58 signature bytes, 4 x 16 statistics, 8 count, 8 group, 2 x 16 bandwidths;
-  // overlap: 47 + 58, then 2 x (4 x 8 + 4) for one row alone and beside.
-  EXPECT_EQ(parts.columns.size(), (47u + 58 + 64 + 8 + 8 + 32) + (47 + 58 + 72));
+  // Events: 47 + 58 signature bytes, 4 x 16 statistics, 8 count, 8 group, 2 x 8 measured layout
+  // (nodes, ranks per node), 2 x 16 bandwidths; overlap: 47 + 58, then 2 x (4 x 8 + 4) for one
+  // row alone and beside.
+  EXPECT_EQ(parts.columns.size(), (47u + 58 + 64 + 8 + 8 + 16 + 32) + (47 + 58 + 72));
 }
 
 TEST(ProfileCbor, TruncatedAtEveryLengthIsOneInputError) {
@@ -279,8 +280,8 @@ TEST(ProfileCbor, BadContentNamesTheColumnAndRow) {
   // Row 0 is a compute event: it has no group.
   EXPECT_EQ(
       errorOf(edited([](json& d) { d["events"]["measured_group_size"].get_binary()[0] = 2; })),
-      "p.cbor: events[0]: a compute event has measured_group_size, algbw_gb_s or busbw_gb_s "
-      "(must be 0)");
+      "p.cbor: events[0]: a compute event has measured_group_size, measured_nodes, "
+      "measured_ranks_per_node, algbw_gb_s or busbw_gb_s (must be 0)");
   // The second signature made the first: a duplicate.
   EXPECT_EQ(errorOf(edited([](json& d) {
               const std::string s = "gemm m=2048 n=3072 k=1024 layout=nt dtype=bf16\n";
@@ -288,6 +289,8 @@ TEST(ProfileCbor, BadContentNamesTheColumnAndRow) {
               d["events"]["signature"] =
                   json::binary(std::vector<uint8_t>(twice.begin(), twice.end()));
               d["events"]["measured_group_size"] = json::binary(std::vector<uint8_t>(8, 0));
+              d["events"]["measured_nodes"] = json::binary(std::vector<uint8_t>(8, 0));
+              d["events"]["measured_ranks_per_node"] = json::binary(std::vector<uint8_t>(8, 0));
               d["events"]["algbw_gb_s"] = json::binary(std::vector<uint8_t>(16, 0));
               d["events"]["busbw_gb_s"] = json::binary(std::vector<uint8_t>(16, 0));
             })),
@@ -369,6 +372,40 @@ TEST(ProfileCbor, MeasuredGroupIsCheckedAgainstTheSignatureWhenDecoded) {
   ASSERT_NE(db.find(kGemm), nullptr);
   EXPECT_EQ(errorOfLookup(db, kAllReduce),
             "p.cbor: events[1].measured_group_size: 32: must be between 2 and group_size 16");
+}
+
+// Session 15: the measured layout's columns. Row 1 (the all-reduce, 16 ranks over 2 nodes of 8,
+// measured on 4) was written as 2 nodes of 2.
+TEST(ProfileCbor, MeasuredLayoutColumns) {
+  const ProfileDb back = ProfileDb::parse(encodeProfileCbor(sample()), "p.cbor");
+  EXPECT_EQ(back.find(kAllReduce)->measuredPlacement(), (Placement{4, 2, 2}));
+  // Row 1 set to 1 node of 4: one node for an event across nodes, refused when it is decoded.
+  Layout2 parts = split(encodeProfileCbor(sample()));
+  const json& nodes = parts.header["events"]["measured_nodes"];
+  const json& per_node = parts.header["events"]["measured_ranks_per_node"];
+  parts.columns[nodes[0].get<size_t>() + 4] = 1;
+  parts.columns[per_node[0].get<size_t>() + 4] = 4;
+  const ProfileDb one_node = ProfileDb::parse(join(parts), "p.cbor");
+  EXPECT_EQ(errorOfLookup(one_node, kAllReduce),
+            "p.cbor: events[1].measured_nodes: measured on 1 node(s) for an event on 2: the link "
+            "type must be kept");
+  // Nodes 0 with ranks per node 4: refused on load.
+  parts.columns[nodes[0].get<size_t>() + 4] = 0;
+  EXPECT_EQ(errorOf(join(parts)),
+            "p.cbor: events[1].measured_nodes: 0 with measured_ranks_per_node 4: both > 0, or "
+            "both 0 where the layout is not known");
+  // One column without the other.
+  EXPECT_EQ(errorOf(editedHeader([](json& h) { h["events"].erase("measured_nodes"); })),
+            "p.cbor: events.measured_nodes: missing: measured_nodes and measured_ranks_per_node "
+            "come together");
+  // A file written before session 15 (neither column): derived from the metadata's 2 x 2 by the
+  // planner's rule 3 (16 ranks over 2 nodes of 8 -> 2 nodes of 2 = the 4 measured).
+  const std::string old_file = editedHeader([](json& h) {
+    h["events"].erase("measured_nodes");
+    h["events"].erase("measured_ranks_per_node");
+  });
+  EXPECT_EQ(ProfileDb::parse(old_file, "old.cbor").find(kAllReduce)->measuredPlacement(),
+            (Placement{4, 2, 2}));
 }
 
 TEST(ProfileCbor, ALoadedProfileCanBeExtendedAndCopied) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "fmt/format.h"
 
 namespace evsim {
 namespace {
@@ -46,7 +47,7 @@ class ProfileDbTest : public ::testing::Test {
     ar.event =
         parseEventSignature("allreduce bytes=4194304 group=16 nodes=2 rpn=8 dtype=bf16", "test");
     ar.time = {250, 240, 275.5, 7.25, 20};
-    ar.measured_group_size = 4;
+    ar.setMeasured({4, 2, 2});  // eventprof's 2 x 2 (rule 3 on this 2-node, 2-rank cluster)
     ar.scaled = true;
     ar.algbw_gb_s = 16.777216;
     ar.busbw_gb_s = 31.45728;
@@ -107,6 +108,7 @@ TEST_F(ProfileDbTest, RoundTrip) {
       loaded.find("allreduce bytes=4194304 group=16 nodes=2 rpn=8 dtype=bf16");
   ASSERT_NE(ar, nullptr);
   EXPECT_EQ(ar->measured_group_size, 4);
+  EXPECT_EQ(ar->measuredPlacement(), (Placement{4, 2, 2}));
   EXPECT_TRUE(ar->scaled);
   EXPECT_DOUBLE_EQ(ar->time.max_us, 275.5);
   EXPECT_NEAR(ar->algbw_gb_s, 16.777216, 1e-5);
@@ -323,6 +325,112 @@ TEST_F(ProfileDbTest, ManyEntriesLoadInOrder) {
   EXPECT_EQ(last.signature, "gemm m=5063 n=64 k=64 layout=nt dtype=bf16");
   EXPECT_DOUBLE_EQ(last.time.median_us, 5001.0);
   EXPECT_DOUBLE_EQ(loaded.records()[base].time.min_us, 1.0);
+}
+
+// Session 15: where a record was measured is recorded, both forms, and wins over the fallback.
+TEST_F(ProfileDbTest, MeasuredLayoutRoundTripsInBothForms) {
+  ProfileDb db = sample();
+  // A 16-rank event over 4 nodes of 4 measured on 4 nodes of 1 (as on a 4 x 1 cluster). The
+  // fallback on this profile's 2 x 2 metadata would say 2 nodes of 2: the record must win.
+  ProfileRecord wide;
+  wide.event =
+      parseEventSignature("allgather bytes=1048576 group=16 nodes=4 rpn=4 dtype=bf16", "test");
+  wide.time = {90, 90, 90, 0, 20};
+  wide.setMeasured({4, 4, 1});
+  wide.scaled = true;
+  wide.algbw_gb_s = wide.busbw_gb_s = 11.65;
+  db.put(wide);
+  db.save(path_);
+  EXPECT_NE(read().find("    measured_nodes: 4\n    measured_ranks_per_node: 1\n"),
+            std::string::npos)
+      << read();
+  const std::string cbor = (dir_ / "p.cbor").string();
+  db.save(cbor);
+  for (const std::string& path : {path_, cbor}) {
+    const ProfileDb loaded = ProfileDb::load(path);
+    const ProfileRecord* w = loaded.find(wide.event.signature());
+    ASSERT_NE(w, nullptr) << path;
+    EXPECT_EQ(w->measuredPlacement(), (Placement{4, 4, 1})) << path;
+    EXPECT_EQ(loaded.find("allreduce bytes=4194304 group=16 nodes=2 rpn=8 dtype=bf16")
+                  ->measuredPlacement(),
+              (Placement{4, 2, 2}))
+        << path;
+    EXPECT_EQ(loaded.find("gemm m=2048 n=3072 k=1024 layout=nt dtype=bf16")->measured_nodes, 0);
+  }
+}
+
+// A profile written before session 15 (no layout keys) loads; the layout follows from the
+// metadata's cluster (2 nodes of 2) by events/measured_layout.h's fallback, worked by hand:
+//   - group 16 over 2 nodes of 8, measured on 4: rule 3, k <= 2 nodes, r <= 2 ranks: 2 x 2 = 4;
+//   - group 4 over 3 nodes of 2, measured on 4 (not scaled): the cluster has 2 nodes, so rule 3:
+//     2 x 2;
+//   - group 4 over 2 nodes of 2 measured on 4: where it is filed (rule 2);
+//   - group 8 over 1 node of 8 measured on 2: rule 3 with k = 1: 1 x 2;
+//   - group 16 over 2 nodes of 8 measured on 3: rule 3 gives 4, not 3: unknown (0), and saved
+//     again without the keys.
+TEST_F(ProfileDbTest, OlderProfilesDeriveTheLayout) {
+  auto entry = [](const std::string& kind, int group, int nodes, int rpn, int measured) {
+    return fmt::format(
+        "  - signature: \"{} bytes=65536 group={} nodes={} rpn={} dtype=bf16\"\n"
+        "    kind: {}\n    time_us: {{median: 10, min: 10, max: 10, stddev: 0, count: 5}}\n"
+        "    group_size: {}\n    nodes: {}\n    ranks_per_node: {}\n    bytes: 65536\n"
+        "    measured_group_size: {}\n    scaled: {}\n    algbw_gb_s: 6.5\n"
+        "    busbw_gb_s: 6.5\n",
+        kind, group, nodes, rpn, kind, group, nodes, rpn, measured,
+        measured != group ? "true" : "false");
+  };
+  sample().save(path_);
+  std::string text = read();
+  text = text.substr(0, text.find("events:\n") + 8) + entry("allreduce", 16, 2, 8, 4) +
+         entry("allgather", 4, 3, 2, 4) + entry("reduce_scatter", 4, 2, 2, 4) +
+         entry("allreduce", 8, 1, 8, 2) + entry("allgather", 16, 2, 8, 3);
+  write(text);
+  const ProfileDb loaded = ProfileDb::load(path_);
+  ASSERT_EQ(loaded.records().size(), 5u);
+  EXPECT_EQ(loaded.records()[0].measuredPlacement(), (Placement{4, 2, 2}));
+  EXPECT_EQ(loaded.records()[1].measuredPlacement(), (Placement{4, 2, 2}));
+  EXPECT_EQ(loaded.records()[2].measuredPlacement(), (Placement{4, 2, 2}));
+  EXPECT_EQ(loaded.records()[3].measuredPlacement(), (Placement{2, 1, 2}));
+  EXPECT_FALSE(loaded.records()[4].hasMeasuredLayout());
+  EXPECT_EQ(loaded.records()[4].measured_group_size, 3);
+  // The binary form of the same older content (its columns hold 0 for "not recorded").
+  const std::string cbor = (dir_ / "old.cbor").string();
+  loaded.save(cbor);
+  const ProfileDb from_cbor = ProfileDb::load(cbor);
+  EXPECT_EQ(from_cbor.records()[3].measuredPlacement(), (Placement{2, 1, 2}));
+  EXPECT_FALSE(from_cbor.records()[4].hasMeasuredLayout());
+  loaded.save(path_);
+  const std::string again = read();
+  EXPECT_EQ(again.find("measured_nodes"), again.find("    measured_nodes: 2\n") + 4);
+  size_t keys = 0;
+  for (size_t at = again.find("measured_nodes"); at != std::string::npos;
+       at = again.find("measured_nodes", at + 1)) {
+    ++keys;
+  }
+  EXPECT_EQ(keys, 4u);  // the unexplained record stays without them
+}
+
+TEST_F(ProfileDbTest, MeasuredLayoutMustFitTheRecord) {
+  // 2 nodes of 1 rank cannot hold the 4 ranks measured.
+  writeSampleWith("measured_ranks_per_node: 2", "measured_ranks_per_node: 1");
+  EXPECT_EQ(loadError(), path_ + ": events[1].measured_nodes: 2 nodes with at most 1 ranks each "
+                                 "cannot hold measured_group_size 4");
+  // One node (of 4 ranks) for an event across nodes: the link type is not what was measured.
+  writeSampleWith("measured_nodes: 2\n    measured_ranks_per_node: 2",
+                  "measured_nodes: 1\n    measured_ranks_per_node: 4");
+  EXPECT_EQ(loadError(), path_ + ": events[1].measured_nodes: measured on 1 node(s) for an event "
+                                 "on 2: the link type must be kept");
+  // Wider than the event (3 nodes of an event over 2).
+  writeSampleWith("measured_nodes: 2\n    measured_ranks_per_node: 2",
+                  "measured_nodes: 3\n    measured_ranks_per_node: 2");
+  EXPECT_EQ(loadError(), path_ + ": events[1].measured_nodes: 3 nodes of 2 ranks is wider than the "
+                                 "event's 2 nodes of 8");
+  // One key without the other.
+  writeSampleWith("    measured_ranks_per_node: 2\n", "");
+  EXPECT_EQ(loadError(), path_ + ": events[1].measured_ranks_per_node: missing: measured_nodes and "
+                                 "measured_ranks_per_node come together");
+  writeSampleWith("measured_nodes: 2", "measured_nodes: 0");
+  EXPECT_NE(loadError().find("events[1].measured_nodes: 0"), std::string::npos);
 }
 
 }  // namespace

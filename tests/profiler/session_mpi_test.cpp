@@ -5,6 +5,9 @@
 #include <mpi.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "mpi/mpi_env.h"
 #include "profiler/profile_session.h"
@@ -123,6 +126,18 @@ TEST_F(SessionTest, CombinesAndScalesAsDocumented) {
   EXPECT_EQ(ar16->measured_group_size, 4);
   EXPECT_DOUBLE_EQ(ar16->algbw_gb_s, 0.8);
   EXPECT_DOUBLE_EQ(ar16->busbw_gb_s, 1.5);  // 0.8 * 2 * 15/16: bus bandwidth is size-invariant
+  // Where each ran (session 15), written by eventprof: the 16-rank event on rule 3's 2 nodes of
+  // 2, the others as filed; in the file itself, not derived when it was loaded.
+  EXPECT_EQ(ar16->measuredPlacement(), (Placement{4, 2, 2}));
+  EXPECT_EQ(ar4->measuredPlacement(), (Placement{4, 2, 2}));
+  EXPECT_EQ(p2p->measuredPlacement(), (Placement{2, 2, 1}));
+  std::ifstream in(path_);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t entry = text.find("allreduce bytes=4000 group=16 nodes=2 rpn=8");
+  ASSERT_NE(entry, std::string::npos);
+  EXPECT_NE(text.find("measured_nodes: 2\n    measured_ranks_per_node: 2\n", entry),
+            std::string::npos)
+      << text;
 }
 
 // Sequence parallelism and ZeRO bring reduce-scatter and all-gather: measured on 4 ranks and scaled

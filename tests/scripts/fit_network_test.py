@@ -34,8 +34,12 @@ events:
 """
 
 
-def record(kind, size, group, nodes, rpn, time_us, measured=None):
+def record(kind, size, group, nodes, rpn, time_us, measured=None, layout=None):
+    """A profile entry; `layout` = (measured_nodes, measured_ranks_per_node) as a session-15
+    profile records them, None as an older profile (without the keys)."""
     measured = measured or group
+    where = "" if layout is None else (f"    measured_nodes: {layout[0]}\n"
+                                       f"    measured_ranks_per_node: {layout[1]}\n")
     return f"""  - signature: "{kind} bytes={size} group={group} nodes={nodes} rpn={rpn} dtype=bf16"
     kind: {kind}
     time_us: {{median: {time_us:.7g}, min: {time_us:.7g}, max: {time_us:.7g}, stddev: 0, count: 20}}
@@ -44,7 +48,7 @@ def record(kind, size, group, nodes, rpn, time_us, measured=None):
     ranks_per_node: {rpn}
     bytes: {size}
     measured_group_size: {measured}
-    scaled: {"true" if measured != group else "false"}
+{where}    scaled: {"true" if measured != group else "false"}
     algbw_gb_s: {size / time_us / 1e3:.7g}
     busbw_gb_s: {size / time_us / 1e3:.7g}
 """
@@ -93,12 +97,33 @@ class Rows(unittest.TestCase):
         self.assertEqual(len(notes), 1)
         self.assertIn("group=3", notes[0])
 
-    def test_planner_rule(self):
-        # profiler/group_planner.cpp rule 3 on 2 nodes x 2: an 8-per-node event over 4 nodes is
-        # measured on 2 x 2; one over 1 node on 1 x 2. On 4 nodes x 4 the 16-rank event is 2 x 4.
-        self.assertEqual(profile_fit_rows.measured_shape(4, 8, 32, 2, 2), (2, 2))
-        self.assertEqual(profile_fit_rows.measured_shape(1, 8, 8, 2, 2), (1, 2))
-        self.assertEqual(profile_fit_rows.measured_shape(2, 8, 16, 4, 4), (2, 4))
+    def test_recorded_layout_wins(self):
+        # A session-15 profile says where each record ran. On this 2 x 2 cluster the planner's
+        # rule would put a 16-rank event over 4 nodes of 4 on 2 x 2; the record says 4 nodes of
+        # 1 (as eventprof on a 4 x 1 cluster would have), and that is the row:
+        # 90 * (2*3/4) / (2*15/16) = 72 us over 4 ranks, 1 a node.
+        path = write("layout.yaml", HEAD + "".join([
+            record("allreduce", 1 << 20, 16, 4, 4, 90, measured=4, layout=(4, 1)),
+            # Unscaled, as it ran: 2 nodes of 2.
+            record("allgather", 8192, 4, 2, 2, 30, layout=(2, 2)),
+        ]))
+        notes = []
+        sets = profile_fit_rows.profile_rows(path, EVENTSIM, notes.append)
+        got = {(op, g, r): rows for op, g, r, rows in sets}
+        self.assertEqual(set(got), {("all-reduce", 4, 1), ("all-gather", 4, 2)})
+        self.assertAlmostEqual(got[("all-reduce", 4, 1)][0][1], 72.0, places=9)
+        self.assertEqual(notes, [])
+
+    def test_unexplained_old_record_is_left_out(self):
+        # An older profile (no layout keys) whose record the fallback cannot explain: measured on
+        # 3 ranks, but rule 3 on 2 x 2 gives 4 for a 16-rank event over 2 nodes of 8.
+        path = write("old.yaml", HEAD + record("allreduce", 1 << 20, 16, 2, 8, 125, measured=3)
+                     + record("allreduce", 1 << 20, 4, 2, 2, 100))
+        notes = []
+        sets = profile_fit_rows.profile_rows(path, EVENTSIM, notes.append)
+        self.assertEqual([(op, g, r) for op, g, r, _ in sets], [("all-reduce", 4, 2)])
+        self.assertEqual(len(notes), 1)
+        self.assertIn("group=16", notes[0])
 
 
 # Known terms (none equal to ndv4-a100's, the fit's start).
@@ -214,6 +239,15 @@ class BadInput(unittest.TestCase):
                      "min: 5, max: 5, stddev: 0, count: 20}\n")
         self.check(["--profile", path, "--cluster", "ndv4-a100", "--output",
                     os.path.join(WORK, "x.yaml")], r"^fit_network: .*no measured collective")
+
+    def test_layout_inconsistent(self):
+        # 2 nodes of 1 rank cannot hold the 4 ranks measured: one line, exit 2, naming the entry.
+        path = write("bad_layout.yaml", HEAD + record("allreduce", 1 << 20, 4, 2, 2, 100,
+                                                      layout=(2, 1)))
+        self.check(["--profile", path, "--cluster", "ndv4-a100", "--output",
+                    os.path.join(WORK, "x.yaml")],
+                   r"^fit_network: .*bad_layout\.yaml: events\[0\]\.measured_nodes: 2 nodes "
+                   r"with at most 1 ranks each cannot hold measured_group_size 4$")
 
     def test_needs_output(self):
         path = write("one.yaml", HEAD + record("allreduce", 1 << 20, 4, 2, 2, 100))
