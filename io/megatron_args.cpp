@@ -26,7 +26,7 @@ struct IgnoredArgument {
 // Megatron-LM (megatron/training/arguments.py) and torchrun arguments without effect on the time
 // or the memory of one training iteration as eventsim models it. Sorted by name (binary search).
 constexpr std::array kIgnored = std::to_array<IgnoredArgument>({
-    {"--accumulate-allreduce-grads-in-fp32", Values::kNone},  // eventsim's grads are fp32 already
+    {"--accumulate-allreduce-grads-in-fp32", Values::kNone},  // what --bf16 implies (optimizer_step.h)
     {"--adam-beta1", Values::kOne},
     {"--adam-beta2", Values::kOne},
     {"--adam-eps", Values::kOne},

@@ -194,6 +194,11 @@ nlohmann::json exposedCommJson(const DeviceMetrics& d) {
 
 }  // namespace
 
+std::string_view memoryVerdict(const MemoryEstimate& memory) {
+  if (memory.fitsDevice()) return "fits";
+  return memory.peak_bytes <= memory.capacity_bytes ? "over_headroom" : "oom";
+}
+
 nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const LinkUsage* links) {
   const SimulationSummary& s = sim.summary;
   const Strategy& st = sim.plan.strategy;
@@ -274,6 +279,7 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const 
           {"reserved_memory_bytes", memory.reserved_peak_bytes},
           {"memory_headroom", memory.headroom},
           {"memory_margin_bytes", memory.marginBytes()},
+          {"memory_verdict", memoryVerdict(memory)},
           {"device_memory_bytes", memory.capacity_bytes},
           {"usable_memory_bytes", memory.usable_bytes},
           {"host_memory_bytes_per_node", memory.host_peak_bytes},
@@ -327,6 +333,18 @@ std::string summaryText(const Simulation& sim, double memory_headroom, const Lin
       "  provenance         measured {:.1f}%, derived {:.1f}%, estimated {:.1f}% of op time\n",
       100 * s.provenance_share[0], 100 * s.provenance_share[1], 100 * s.provenance_share[2]);
   const MemoryEstimate memory = estimateMemory(p, memory_headroom);
+  const std::string_view verdict = memoryVerdict(memory);
+  std::string verdict_text;
+  if (verdict == "over_headroom") {
+    verdict_text = fmt::format(
+        " -- inside the headroom: fits the card's {} by {}, less than the {:.0f}% held back for "
+        "the model's error",
+        formatBytes(static_cast<double>(memory.capacity_bytes)),
+        formatBytes(static_cast<double>(memory.capacity_bytes - memory.peak_bytes)),
+        100 * memory.headroom);
+  } else if (verdict == "oom") {
+    verdict_text = " -- OOM: would not fit";
+  }
   out += fmt::format(
       "  peak memory/GPU    {} on stage {} of {} ({} usable with {:.0f}% headroom, margin {}){}\n",
       formatBytes(static_cast<double>(memory.peak_bytes)), memory.peak_stage,
@@ -334,7 +352,7 @@ std::string summaryText(const Simulation& sim, double memory_headroom, const Lin
       formatBytes(static_cast<double>(memory.usable_bytes)), 100 * memory.headroom,
       formatBytes(static_cast<double>(std::abs(memory.marginBytes()))) +
           (memory.marginBytes() < 0 ? " short" : ""),
-      memory.fitsDevice() ? "" : " -- OOM: would not fit");
+      verdict_text);
   out += fmt::format("  memory ({}, stage {}) {}\n", frameworkName(st.framework), memory.peak_stage,
                      memoryBreakdownText(memory.stages.at(memory.peak_stage), memory));
   if (st.offload != Offload::kNone) {

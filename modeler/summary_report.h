@@ -5,10 +5,12 @@
 // pp_comm_ms, dp_comm_ms, exposed_dp_comm_ms, idle_ms, utilization, bubble_fraction}},
 // virtual_stages (v), stages [...] (one per device stage, over all its chunks), provenance
 // {measured, derived, estimated} (shares of op time), and the memory model's peak_memory_bytes
-// (overall and per stage), peak_memory_stage, device_memory_bytes and usable_memory_bytes.
+// (overall and per stage), peak_memory_stage, device_memory_bytes, usable_memory_bytes and
+// memory_verdict (memoryVerdict).
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "modeler/link_usage.h"
 #include "modeler/memory_model.h"
@@ -21,6 +23,13 @@ namespace evsim {
 // over the iteration; at most kBusiestLinks). Both always carry the exposed communication per kind
 // (mean device): "exposed_comm_ms": {"tp", "cp", "ep", "pp", "dp", "zero"}.
 inline constexpr size_t kBusiestLinks = 5;
+
+// The device memory verdict: "fits" (within the usable share), "over_headroom" (above the usable
+// share, within the card: the headroom is held back for the model's error and the allocator, not a
+// limit of the card, and published plans run there, e.g. Meta's Llama 3.1 405B), or "oom" (above
+// the card's memory).
+std::string_view memoryVerdict(const MemoryEstimate& memory);
+
 nlohmann::json summaryJson(const Simulation& sim, double memory_headroom = kDefaultMemoryHeadroom,
                            const LinkUsage* links = nullptr);
 std::string summaryText(const Simulation& sim, double memory_headroom = kDefaultMemoryHeadroom,

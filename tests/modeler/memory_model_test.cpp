@@ -10,6 +10,7 @@
 #include "config/cluster_config.h"
 #include "plan/iteration_plan.h"
 #include "config/model_config.h"
+#include "modeler/summary_report.h"
 
 namespace evsim {
 namespace {
@@ -223,6 +224,23 @@ TEST(MemoryModelTest, TensorParallelSplitsModelStatesAndActivations) {
       buildIterationPlan(model, cluster, strategy(2, 1, 1, 1, 1, Schedule::kDapple)));
   EXPECT_LT(t2.stages[0].model_state_bytes, t1.stages[0].model_state_bytes);
   EXPECT_LT(t2.stages[0].activation_bytes, t1.stages[0].activation_bytes);
+}
+
+// memoryVerdict: an 80 GiB card at 5% headroom offers 76 GiB. 75 GiB fits; one byte over 76 and
+// the whole card are over the headroom (a plan that runs, with less margin than asked); one byte
+// over the card is out of memory.
+TEST(MemoryVerdict, TheHeadroomIsNotTheCard) {
+  MemoryEstimate m;
+  m.capacity_bytes = int64_t{80} << 30;
+  m.usable_bytes = int64_t{76} << 30;
+  m.peak_bytes = int64_t{75} << 30;
+  EXPECT_EQ(memoryVerdict(m), "fits");
+  m.peak_bytes = m.usable_bytes + 1;
+  EXPECT_EQ(memoryVerdict(m), "over_headroom");
+  m.peak_bytes = m.capacity_bytes;
+  EXPECT_EQ(memoryVerdict(m), "over_headroom");
+  m.peak_bytes = m.capacity_bytes + 1;
+  EXPECT_EQ(memoryVerdict(m), "oom");
 }
 
 }  // namespace
