@@ -119,13 +119,13 @@ double ClosedFormTier::issuedUs(const Event& event) const {
 }
 
 double ClosedFormTier::communicationUs(EventKind kind, int64_t bytes, const Placement& placement,
-                                       Workspace::State& workspace) const {
+                                       DType dtype, Workspace::State& workspace) const {
   // makeCommunication's event is a function of these alone.
   auto [it, inserted] = workspace.communication_us.try_emplace(
       {static_cast<int>(kind), bytes, placement.group_size, placement.nodes,
-       placement.ranks_per_node, static_cast<int>(model_.dtype)},
+       placement.ranks_per_node, static_cast<int>(dtype)},
       0.0);
-  if (inserted) it->second = issuedUs(makeCommunication(kind, bytes, placement, model_.dtype));
+  if (inserted) it->second = issuedUs(makeCommunication(kind, bytes, placement, dtype));
   return it->second;
 }
 
@@ -337,7 +337,8 @@ bool ClosedFormTier::sendTimes(const Strategy& strategy, Facts& facts,
       it->second.assign(pairs, std::numeric_limits<double>::infinity());
       for (size_t p = 0; p < pairs; ++p) {
         for (const std::vector<Placement>& of_class : groups.pairs) {
-          const double t = communicationUs(EventKind::kP2P, bytes, of_class[p], workspace);
+          const double t =
+              communicationUs(EventKind::kP2P, bytes, of_class[p], model_.dtype, workspace);
           it->second[p] = t < 0 || it->second[p] < 0 ? -1 : std::min(it->second[p], t);
         }
       }
@@ -469,12 +470,15 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   };
   // Gradients travel in the DP reduction's dtype (fp32 for Megatron's bf16 models), the ZeRO 1/2
   // parameter gathers in the model's (plan_core.cpp, optimizer_step.h).
-  const int64_t grad_bytes = dtypeBytes(dataParallelGradDtype(strategy.framework, model_.dtype,
-                                                               strategy.grad_reduce_in_bf16));
+  // The events carry that dtype as the plan's do, so a profile's records are found by signature.
+  const DType grad_wire =
+      dataParallelGradDtype(strategy.framework, model_.dtype, strategy.grad_reduce_in_bf16);
+  const int64_t grad_bytes = dtypeBytes(grad_wire);
   auto syncUs = [&](EventKind kind, int k) {
-    const int64_t bytes =
-        facts.dense_parameters[k] * (kind == EventKind::kAllGather ? elem_bytes : grad_bytes);
-    return communicationUs(kind, bytes, placements.dp[pipeline.device(k)], workspace);
+    const bool gather = kind == EventKind::kAllGather;
+    const int64_t bytes = facts.dense_parameters[k] * (gather ? elem_bytes : grad_bytes);
+    return communicationUs(kind, bytes, placements.dp[pipeline.device(k)],
+                           gather ? model_.dtype : grad_wire, workspace);
   };
   // After the pipeline: gradient sync (not overlapped), optimizer, ZeRO 1/2 parameter gathers.
   const int offload = static_cast<int>(strategy.offload);

@@ -122,9 +122,10 @@ class ClosedFormTier {
                                const ModelFootprint& footprint) const;
   // host + device time of one execution, or a negative value when no source covers it.
   double issuedUs(const Event& event) const;
-  // The same for the communication makeCommunication(kind, bytes, placement, the model's dtype),
-  // memoised in `workspace`.
-  double communicationUs(EventKind kind, int64_t bytes, const Placement& placement,
+  // The same for the communication makeCommunication(kind, bytes, placement, dtype), memoised in
+  // `workspace`; `dtype` the one the plan's event carries (the DP gradient reduction's wire type,
+  // optimizer_step.h, else the model's).
+  double communicationUs(EventKind kind, int64_t bytes, const Placement& placement, DType dtype,
                          Workspace::State& workspace) const;
   // The class of `strategy` in `workspace`, its chunks computed when the class changes.
   Facts& facts(const Strategy& strategy, Workspace::State& workspace) const;

@@ -548,7 +548,8 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
     const EventKind grad_kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
     // The DP gradient reduction's wire type (dataParallelGradDtype): fp32 for Megatron's bf16
     // models; the ZeRO-1/2 parameter all-gathers stay in the model dtype.
-    const DType grad_wire = dataParallelGradDtype(strategy.framework, dtype, strategy.grad_reduce_in_bf16);
+    const DType grad_wire =
+        dataParallelGradDtype(strategy.framework, dtype, strategy.grad_reduce_in_bf16);
     const int64_t grad_bytes = dtypeBytes(grad_wire);
     auto gathered_bytes = [&](int64_t reduced_bytes) {
       return reduced_bytes / grad_bytes * elem_bytes;

@@ -293,3 +293,17 @@ def test_calibrate_writes_the_device_file(tmp_path):
 
 def test_version_function():
     assert eventsim.version() == eventsim.__version__
+
+
+def test_grad_reduce_in_bf16_halves_the_gradient_buffer_and_its_reduction():
+    """--grad-reduce-in-bf16: Megatron's bf16 gradients held and reduced in 2 bytes, not fp32's 4."""
+    base = dict(model="llama3-8b", cluster="dgx-h100", tp=8, pp=1, dp=2, micro_batch=1,
+                global_batch=4, fallback="analytic")
+    fp32 = eventsim.simulate(**base)
+    bf16 = eventsim.simulate(grad_reduce_in_bf16=True, **base)
+    assert (fp32["grad_reduce_in_bf16"], bf16["grad_reduce_in_bf16"]) == (False, True)
+    grads = [r["stages"][0]["memory"]["gradients_bytes"] for r in (fp32, bf16)]
+    assert grads[0] == 2 * grads[1]
+    assert bf16["devices"]["mean"]["dp_comm_ms"] < fp32["devices"]["mean"]["dp_comm_ms"]
+    with pytest.raises(ValueError, match="grad-reduce-in-bf16"):
+        eventsim.simulate(grad_reduce_in_bf16=True, framework="fsdp", **base)
