@@ -79,7 +79,9 @@ TEST(CandidateStreamTest, EveryCandidateOnceInEnumerationOrderOnAnyNumberOfWorke
     std::vector<bool> any(workers, false);
     for (const Seen& s : seen) {
       ASSERT_LT(s.worker, workers);
-      if (any[s.worker]) EXPECT_GT(s.index, last[s.worker]);
+      if (any[s.worker]) {
+        EXPECT_GT(s.index, last[s.worker]);
+      }
       any[s.worker] = true;
       last[s.worker] = s.index;
     }
@@ -88,7 +90,9 @@ TEST(CandidateStreamTest, EveryCandidateOnceInEnumerationOrderOnAnyNumberOfWorke
     ASSERT_EQ(seen.size(), all.size()) << workers;
     for (size_t i = 0; i < all.size(); ++i) {
       EXPECT_EQ(seen[i].name, all[i]) << workers << " workers, candidate " << i;
-      if (i > 0) EXPECT_LT(seen[i - 1].index, seen[i].index);  // each index once
+      if (i > 0) {
+        EXPECT_LT(seen[i - 1].index, seen[i].index);  // each index once
+      }
     }
   }
 }

@@ -347,7 +347,9 @@ TEST(LinkUsage, LoadsAreShareLinksOwnWhetherFlowsMeetOrNot) {
     }
     EXPECT_EQ(link, usage.links.size());
     // Without meetings each link carries its sends' bytes: node 0's NIC tx its 8 activations.
-    if (!buckets) EXPECT_NEAR(usage.links[0].bytes, 8 * 4096, 1e-6) << usage.links[0].name;
+    if (!buckets) {
+      EXPECT_NEAR(usage.links[0].bytes, 8 * 4096, 1e-6) << usage.links[0].name;
+    }
   }
 }
 

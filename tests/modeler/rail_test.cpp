@@ -336,7 +336,9 @@ TEST(Rails, AffinityCollidesWherePooledDoesNotAndViceVersa) {
       for (size_t k = 0; k < map.devices.size(); ++k) {
         const DeviceLinks& d = map.devices[k][stage];
         if (d.node == 1 && plan.pipelines[k].replicas.front() == 4 + local - 3 * stage) {
-          if (per_gpu) EXPECT_EQ(d.rail, local);
+          if (per_gpu) {
+            EXPECT_EQ(d.rail, local);
+          }
           return std::pair{static_cast<int>(k), &d};
         }
       }
@@ -366,7 +368,9 @@ TEST(Rails, AffinityCollidesWherePooledDoesNotAndViceVersa) {
     send.duration_us = 0.4;
     send.bytes = 1000;
     const SharedFlow ring4 = ring(1, 0);
-    if (per_gpu) EXPECT_EQ(send.uses.begin()->resource, ring4.uses.begin()[2].resource);
+    if (per_gpu) {
+      EXPECT_EQ(send.uses.begin()->resource, ring4.uses.begin()[2].resource);
+    }
     for (const LinkUse& u : send.uses) {
       EXPECT_NE(map.resources[u.resource].kind, LinkResource::kNvlink);  // no PXN
     }
