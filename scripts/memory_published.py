@@ -158,7 +158,7 @@ def main():
         usable = j.get("usable_memory_bytes", 0) / GIB
         print(f"{gpus} GPUs: busiest stage {stage}: " +
               ", ".join(f"{k[:-6]} {v:.2f}" for k, v in gib.items() if v > 0.005) +
-              f"; usable {usable:.2f} GiB")
+              f"; usable {usable:.2f} GiB; verdict {j.get('memory_verdict', '?')}")
 
 
 if __name__ == "__main__":
