@@ -392,20 +392,9 @@ bool transferLoads(const IterationPlan& plan, const std::vector<EventCost>& cost
   struct Loads {
     int pipeline = -1;  // the class they were worked out for (sends only)
     int count = 0;
-    std::array<std::pair<size_t, double>, LinkUses::kMax> at;
+    FlowLoads at;
   };
-  auto loadsOf = [&](const SharedFlow& f, Loads& out) {
-    out.count = 0;
-    if (f.uses.empty() || f.bytes <= 0 || f.duration_us <= 0) return;
-    const double demand = f.bytes / f.duration_us;
-    for (const LinkUse& u : f.uses) {
-      const size_t r = static_cast<size_t>(u.resource);
-      EVSIM_CHECK(u.resource >= 0 && r < capacity.size() && u.copies > 0,
-                  "a flow uses resource {} x{} of {}", u.resource, u.copies, capacity.size());
-      capacity[r] = std::max(capacity[r], demand * u.copies);
-      out.at[static_cast<size_t>(out.count++)] = {r, demand * u.copies};
-    }
-  };
+  auto loadsOf = [&](const SharedFlow& f, Loads& out) { out.count = flowLoads(f, capacity, out.at); };
   std::vector<Loads> send_loads;  // per link and direction (walkTimelineFlows' `send`)
   Loads other;
   flow_walk::walkTimelineFlows(

@@ -99,21 +99,14 @@ Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>
   struct Loads {
     bool known = false;
     int count = 0;
-    std::array<std::pair<size_t, double>, LinkUses::kMax> at;
+    FlowLoads at;
   };
   bool repeated_resource = false;  // a flow using one resource twice (its loads would meet)
   auto loadsOf = [&](const SharedFlow& f, Loads& loads) {
     loads.known = true;
-    loads.count = 0;
-    if (f.uses.empty() || f.bytes <= 0 || f.duration_us <= 0) return;
-    const double demand = f.bytes / f.duration_us;
-    for (const LinkUse& u : f.uses) {
-      const size_t r = static_cast<size_t>(u.resource);
-      EVSIM_CHECK(u.resource >= 0 && r < capacity.size() && u.copies > 0,
-                  "a flow uses resource {} x{} of {}", u.resource, u.copies, capacity.size());
-      capacity[r] = std::max(capacity[r], demand * u.copies);
-      for (int i = 0; i < loads.count; ++i) repeated_resource |= loads.at[i].first == r;
-      loads.at[static_cast<size_t>(loads.count++)] = {r, demand * u.copies};
+    loads.count = flowLoads(f, capacity, loads.at);
+    for (int i = 1; i < loads.count; ++i) {
+      for (int j = 0; j < i; ++j) repeated_resource |= loads.at[i].first == loads.at[j].first;
     }
   };
   // A flow's place in walkTimelineFlows' order: its device (class, stage), then its task's

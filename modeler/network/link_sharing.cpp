@@ -181,6 +181,20 @@ struct Finish {
 
 }  // namespace
 
+int flowLoads(const SharedFlow& flow, std::vector<double>& capacity, FlowLoads& at) {
+  if (flow.uses.empty() || flow.bytes <= 0 || flow.duration_us <= 0) return 0;
+  const double demand = flow.bytes / flow.duration_us;
+  int count = 0;
+  for (const LinkUse& u : flow.uses) {
+    const size_t r = static_cast<size_t>(u.resource);
+    EVSIM_CHECK(u.resource >= 0 && r < capacity.size() && u.copies > 0,
+                "a flow uses resource {} x{} of {}", u.resource, u.copies, capacity.size());
+    capacity[r] = std::max(capacity[r], demand * u.copies);
+    at[static_cast<size_t>(count++)] = {r, demand * u.copies};
+  }
+  return count;
+}
+
 LinkUses::LinkUses(std::initializer_list<LinkUse> uses) {
   for (const LinkUse& u : uses) push_back(u);
 }

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace evsim {
@@ -61,6 +62,13 @@ struct SharedFlow {
   // one's start_us - duration_us), never before start_us.
   int after = -1;
 };
+
+// A flow's load alone on each resource it uses (bytes / its standalone time, times the copies),
+// in `uses` order, raising `capacity` to each (a resource carries at least the largest load alone
+// that uses it: link sharing's transfer loads and the link report's totals take the same maxima).
+// Returns how many entries of `at` it wrote: 0 for an empty or instant flow.
+using FlowLoads = std::array<std::pair<size_t, double>, LinkUses::kMax>;
+int flowLoads(const SharedFlow& flow, std::vector<double>& capacity, FlowLoads& at);
 
 // Flows held compactly (issue 34: a CP ring's exchanges are ~10^6 flows of one simulation, 128
 // bytes each as SharedFlows): what identical flows share (their standalone time, bytes and

@@ -289,6 +289,26 @@ TEST(LinkUsage, CountsEveryPipelineByteOnBothEnds) {
   }
 }
 
+// The sends-only plan of the LinkUsage tests below, simulated: 1 M, `pp` stages, `dp` replicas,
+// m micro-batches of one, one GPU per node (10 GB/s NICs), every op 1 us, the 4096-byte sends
+// 0.4096 us (each fills its NIC); with `buckets`, DP overlap in 40,000-byte buckets.
+Simulation simulateSends(int pp, int dp, int m, bool buckets) {
+  Strategy strategy = Strategy::of(1, pp, dp, 1, m);
+  strategy.dp_overlap = buckets;
+  strategy.dp_bucket_bytes = 40000;
+  IterationPlan plan = buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
+                                          test::cluster(1, 0, test::kSlowLinks), strategy);
+  std::vector<EventCost> costs(plan.events.size(), EventCost{1.0});
+  const PipelineClass& pipeline = plan.pipelines[0];
+  for (size_t l = 0; l < pipeline.forward_p2p.size(); ++l) {
+    for (int e : {pipeline.forward_p2p[l], pipeline.backward_p2p[l]}) {
+      EXPECT_EQ(plan.events[e].event.message_bytes, 4096);
+      costs[e].time_us = 4096 / 1e4;
+    }
+  }
+  return simulate(plan, costs);
+}
+
 // linkUsage records flows that never meet on a resource without shareLinks' event loop (each
 // alone at its demand): the loads must be shareLinks' own, bit for bit, and so must they where
 // flows meet (shareLinks then decides). One GPU per node (10 GB/s NICs), every op 1 us, 4096-byte
@@ -298,20 +318,7 @@ TEST(LinkUsage, CountsEveryPipelineByteOnBothEnds) {
 TEST(LinkUsage, LoadsAreShareLinksOwnWhetherFlowsMeetOrNot) {
   for (const bool buckets : {false, true}) {
     SCOPED_TRACE(buckets);
-    Strategy strategy = Strategy::of(1, 4, buckets ? 2 : 1, 1, buckets ? 16 : 8);
-    strategy.dp_overlap = buckets;
-    strategy.dp_bucket_bytes = 40000;
-    IterationPlan plan = buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
-                                            test::cluster(1, 0, test::kSlowLinks), strategy);
-    std::vector<EventCost> costs(plan.events.size(), EventCost{1.0});
-    const PipelineClass& pipeline = plan.pipelines[0];
-    for (size_t l = 0; l < pipeline.forward_p2p.size(); ++l) {
-      for (int e : {pipeline.forward_p2p[l], pipeline.backward_p2p[l]}) {
-        ASSERT_EQ(plan.events[e].event.message_bytes, 4096);
-        costs[e].time_us = 4096 / 1e4;
-      }
-    }
-    const Simulation sim = simulate(plan, costs);
+    const Simulation sim = simulateSends(4, buckets ? 2 : 1, buckets ? 16 : 8, buckets);
     const LinkMap map = linkMap(sim.plan);
     const TimelineFlows flows =
         timelineFlows(sim.plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
@@ -368,20 +375,7 @@ TEST(LinkUsage, TotalsAreTheFullReportsWhetherFlowsMeetOrNot) {
   };
   for (const Case c : {Case{2, 1, 2, false}, Case{4, 1, 8, false}, Case{4, 2, 16, true}}) {
     SCOPED_TRACE(fmt::format("1M{}P{}D m={}", c.pp, c.dp, c.m));
-    Strategy strategy = Strategy::of(1, c.pp, c.dp, 1, c.m);
-    strategy.dp_overlap = c.buckets;
-    strategy.dp_bucket_bytes = 40000;
-    IterationPlan plan = buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
-                                            test::cluster(1, 0, test::kSlowLinks), strategy);
-    std::vector<EventCost> costs(plan.events.size(), EventCost{1.0});
-    const PipelineClass& pipeline = plan.pipelines[0];
-    for (size_t l = 0; l < pipeline.forward_p2p.size(); ++l) {
-      for (int e : {pipeline.forward_p2p[l], pipeline.backward_p2p[l]}) {
-        ASSERT_EQ(plan.events[e].event.message_bytes, 4096);
-        costs[e].time_us = 4096 / 1e4;
-      }
-    }
-    const Simulation sim = simulate(plan, costs);
+    const Simulation sim = simulateSends(c.pp, c.dp, c.m, c.buckets);
     const LinkUsage full = linkUsage(sim, LinkDetail::kSegments);
     const LinkUsage totals = linkUsage(sim, LinkDetail::kTotals);
     EXPECT_EQ(totals.iteration_us, full.iteration_us);
