@@ -11,6 +11,7 @@
 #include "config/cluster_config.h"
 #include "modeler/in_task_flows.h"
 #include "modeler/link_flows.h"
+#include "modeler/link_usage.h"
 #include "modeler/network/link_sharing.h"
 #include "modeler/simulation.h"
 #include "modeler/timing_engine.h"
@@ -457,6 +458,36 @@ TEST(Rails, AllToAllDetoursOverNvlinkWithPxn) {
                                       .topology,
                                   DeviceLinks{{}, 0, 0, 0, 4}, Placement{8, 2, 4}),
               3.0 / 7 + 4.0 / 7 * 3 / 4, 1e-12);
+}
+
+// The link report's totals (LinkDetail::kTotals: read from the timeline where no two flows meet,
+// link_usage.cpp) are the full report's numbers bit for bit where PXN routes a send through the
+// proxy GPU's NVLink rx and NIC: 1M4P on two-GPU nodes with per-GPU NICs and an NVSwitch (stage 1
+// sends to stage 2 across rails), alone (m = 8) and beside DP buckets (D = 2, m = 16).
+TEST(Rails, LinkTotalsAreTheFullReportsWithPxn) {
+  for (const int dp : {1, 2}) {
+    SCOPED_TRACE(dp);
+    Strategy strategy = Strategy::of(1, 4, dp, 1, 8 * dp);
+    strategy.dp_overlap = dp > 1;
+    strategy.dp_bucket_bytes = 40000;
+    const ClusterConfig cluster = railCluster(2, 2, "  nvswitch: true\n  nic_affinity: per_gpu\n");
+    const IterationPlan plan =
+        buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"), cluster, strategy);
+    std::vector<EventCost> costs(plan.events.size(), EventCost{1.0});
+    const Simulation sim = simulate(plan, costs);
+    const LinkUsage full = linkUsage(sim, LinkDetail::kSegments);
+    const LinkUsage totals = linkUsage(sim, LinkDetail::kTotals);
+    ASSERT_EQ(totals.links.size(), full.links.size());
+    int nvlink_rx = 0;  // the proxy's NVLink rx carries PXN's hop
+    for (size_t i = 0; i < full.links.size(); ++i) {
+      const LinkLoad &got = totals.links[i], &want = full.links[i];
+      EXPECT_EQ(got.name, want.name);
+      EXPECT_EQ(got.capacity_bytes_per_us, want.capacity_bytes_per_us) << want.name;
+      EXPECT_EQ(got.bytes, want.bytes) << want.name;  // bit for bit
+      nvlink_rx += want.name.find("nvlink rx") != std::string::npos;
+    }
+    EXPECT_GT(nvlink_rx, 0);
+  }
 }
 
 }  // namespace
