@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "io/profile_db.h"
 #include "modeler/closed_form_tier.h"
+#include "modeler/cost_source.h"
 #include "modeler/simulation.h"
 #include "plan/iteration_plan.h"
 #include "support/search_options.h"
@@ -198,6 +199,47 @@ TEST(PrunedSearchTest, ClosedFormMemoryIsThePlansAndTheBoundIsBelowTheSimulation
     }
   }
   EXPECT_GT(checked, 100);
+}
+
+// The bound asks for the DP gradient reduction in the plan's wire dtype: Megatron reduces a bf16
+// model's gradients in fp32 (plan/optimizer_step.h), so a source that covers only that event (as a
+// profile of the plan does) must give a bound, 0 < bound <= the simulated time; asking for a bf16
+// reduction would find nothing and bound nothing. With --grad-reduce-in-bf16 the plan's and the
+// bound's reduction is bf16, which this source does not cover: no bound (0), not a wrong one.
+TEST(PrunedSearchTest, TheBoundCostsTheGradientReductionInThePlansWireDtype) {
+  class Fp32ReductionOnly : public CostSource {
+   public:
+    explicit Fp32ReductionOnly(const CostModel& all) : all_(all) {}
+    std::optional<EventCost> cost(const Event& e) const override {
+      const bool reduction = e.kind == EventKind::kAllReduce || e.kind == EventKind::kReduceScatter;
+      if (reduction && e.placement.group_size == 2 && e.dtype != DType::kFp32) return std::nullopt;
+      return all_.cost(e);
+    }
+
+   private:
+    const CostModel& all_;
+  };
+  const ModelConfig model = loadModelConfig(test::configPath("models", "llama3-8b"));
+  const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  const CostModel analytic(cluster, nullptr, true);
+  std::vector<std::unique_ptr<CostSource>> sources;
+  sources.push_back(std::make_unique<Fp32ReductionOnly>(analytic));
+  const CostModel costs(cluster, std::move(sources));
+  PlanCache cache;
+  const ClosedFormTier tier(model, cluster, costs, 0.1, cache);
+  for (const int zero : {0, 1}) {
+    SCOPED_TRACE(zero);
+    Strategy s = Strategy::of(8, 1, 2, 1, 4);  // TP 8 (its all-reduces: groups of 8), DP 2
+    s.zero_stage = zero;
+    IterationPlan plan = buildIterationPlan(model, cluster, s);
+    std::vector<EventCost> event_costs = costs.costAll(plan.events);
+    const Simulation sim = simulate(std::move(plan), std::move(event_costs));
+    const ClosedFormResult closed = tier.evaluate(s);
+    EXPECT_GT(closed.lower_bound_us, 0);
+    EXPECT_LE(closed.lower_bound_us, sim.summary.iteration_us * (1 + 1e-12));
+    s.grad_reduce_in_bf16 = true;
+    EXPECT_EQ(tier.evaluate(s).lower_bound_us, 0);
+  }
 }
 
 TEST(PrunedSearchTest, TheZero3BoundCountsEveryBlocksGathersAndReduceScatters) {
