@@ -3,13 +3,14 @@
 // in bounded memory and without simulating what provably cannot reach them.
 //
 // The workers share the enumeration (candidate_stream.h: each takes whole groups of units and
-// enumerates them itself; nothing is held but the pool, so memory does not grow with the space).
+// enumerates them itself; nothing is held but the pools, so memory does not grow with the space).
 // The closed-form tier (closed_form_tier.h) gives every valid candidate its exact peak memory (OOM
 // ones stop there) and a lower bound on its iteration time. The fitting ones wait in a pool of
 // bounded size (SearchOptions::pool_capacity) that keeps the best bounds: when it overflows, its
 // worst bound is set aside, and so is every later candidate whose bound is no better (the pool's
-// "ceiling"). Each worker fills a pool of its own; merged at the end of the pass they keep what
-// one pool would (the best keys, whatever the order they came in). Nothing is simulated while the
+// "ceiling"). Each worker fills a pool of its own (so up to threads x pool_capacity candidates
+// are held at the end of a pass); merged then, they keep what one pool would (the best keys,
+// whatever the order they came in). Nothing is simulated while the
 // enumeration runs: simulating when the pool overflowed (as before session 13) spent the time on
 // whatever the enumeration had reached — Llama 3.1 405B on 1,024 GPUs simulated 1M64P1D with
 // 2,048 micro-batches, 2.2 GB, before the 4M8P8D plans that win came along. At the end of the
