@@ -23,6 +23,15 @@ Strategy strategy(int tp, int pp, int dp, Framework framework = Framework::kMega
   return s;
 }
 
+// One chunk of 1,000,000 parameters (largest layer 200,000) saving 50,000,000 activation bytes.
+ChunkMemoryInput millionParameterChunk() {
+  ChunkMemoryInput chunk;
+  chunk.parameters = 1000000;
+  chunk.activation_bytes = 50000000;
+  chunk.largest_layer_parameters = 200000;
+  return chunk;
+}
+
 TEST(MemoryComponents, StateBytesPerParameter) {
   // Megatron bf16: 2 / 4 / 12; distributed optimizer over 4: 2 / 4 / 3; ZeRO-3 over 4: all / 4.
   StateBytesPerParameter m =
@@ -145,10 +154,7 @@ TEST(MemoryComponents, RecomputeTransientOfOneBlock) {
 TEST(MemoryComponents, StageSumsAllocatedReservedDevice) {
   const ModelConfig model = smallModel();
   const Strategy s = strategy(1, 1, 4);  // one DP communicator
-  ChunkMemoryInput chunk;
-  chunk.parameters = 1000000;
-  chunk.activation_bytes = 50000000;
-  chunk.largest_layer_parameters = 200000;
+  const ChunkMemoryInput chunk = millionParameterChunk();
   const MemoryEstimate e = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0);
   const StageMemory& m = e.stages[0];
   EXPECT_EQ(m.weight_bytes, 2000000);
@@ -174,10 +180,7 @@ TEST(MemoryComponents, StageSumsAllocatedReservedDevice) {
 // ZeRO-2 shards it over D = 4: 2 / 4 bytes a parameter.
 TEST(MemoryComponents, GradReduceInBf16HoldsTwoByteGradients) {
   const ModelConfig model = smallModel();
-  ChunkMemoryInput chunk;
-  chunk.parameters = 1000000;
-  chunk.activation_bytes = 50000000;
-  chunk.largest_layer_parameters = 200000;
+  const ChunkMemoryInput chunk = millionParameterChunk();
   Strategy s = strategy(1, 1, 4);
   s.grad_reduce_in_bf16 = true;
   const StageMemory m = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0).stages[0];
