@@ -16,6 +16,7 @@
 #include "modeler/summary_report.h"
 #include "modeler/timing_engine.h"
 #include "plan/iteration_plan.h"
+#include "support/bucket_and_send.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -201,22 +202,12 @@ TEST(LinkFlows, ABucketAndASendShareTheNicOnlyWhileTheyOverlap) {
                                           test::cluster(1, 0, test::kSlowLinks), strategy);
   ASSERT_EQ(plan.pipelines.size(), 1u);
   const double nic = 1e4;
-  auto bytes = [&](int event) { return double(plan.events[event].event.message_bytes); };
-  const double tf = bytes(plan.pipelines[0].forward_p2p[0]) / nic;
-  const double tb = bytes(plan.pipelines[0].backward_p2p[0]) / nic;
-  TimingInput in;
-  in.schedule = Schedule::kDapple;
-  in.micro_batches = 1;
-  in.dp_overlap = true;
-  std::vector<double> ta;
-  for (const StagePlan& stage : plan.stages) {
-    ASSERT_EQ(stage.dp_buckets.size(), 1u);
-    // A 2-rank all-reduce's links carry 2 (n - 1) / n = 1 times its buffer.
-    ta.push_back(bytes(stage.dp_buckets[0].event) / nic);
-    in.stages.push_back(StageCost{10, 20, 0, {BucketCost{5, ta.back(), 1}}, 0});
-  }
+  test::BucketAndSend setup = test::bucketAndSendInput(plan, nic);
+  const double tf = setup.tf, tb = setup.tb;
+  const std::vector<double>& ta = setup.ta;
+  TimingInput& in = setup.in;
+  ASSERT_EQ(ta.size(), 2u);
   ASSERT_GT(ta[1], 15 + tb);  // the bucket outlasts B's rest and the send
-  in.pipelines.push_back(PipelineCost{{tf}, {tb}, {}});
 
   TimingInput off = in;
   IterationTimeline alone = computeTimeline(off);

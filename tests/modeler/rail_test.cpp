@@ -16,6 +16,7 @@
 #include "modeler/simulation.h"
 #include "modeler/timing_engine.h"
 #include "plan/iteration_plan.h"
+#include "support/bucket_and_send.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -167,21 +168,12 @@ TEST(Rails, ABucketAndASendOverlapPartlyOnAnOversubscribedLeafUplink) {
   IterationPlan plan = planOn(2);
   ASSERT_EQ(plan.pipelines.size(), 1u);
   const double uplink = 5e3;  // bytes/us
-  auto bytes = [&](int event) { return double(plan.events[event].event.message_bytes); };
-  const double tf = bytes(plan.pipelines[0].forward_p2p[0]) / uplink;
-  const double tb = bytes(plan.pipelines[0].backward_p2p[0]) / uplink;
-  TimingInput in;
-  in.schedule = Schedule::kDapple;
-  in.micro_batches = 1;
-  in.dp_overlap = true;
-  std::vector<double> ta;
-  for (const StagePlan& stage : plan.stages) {
-    ASSERT_EQ(stage.dp_buckets.size(), 1u);
-    ta.push_back(bytes(stage.dp_buckets[0].event) / uplink);  // a 2-rank all-reduce: bus factor 1
-    in.stages.push_back(StageCost{10, 20, 0, {BucketCost{5, ta.back(), 1}}, 0});
-  }
+  const test::BucketAndSend setup = test::bucketAndSendInput(plan, uplink);
+  const double tf = setup.tf, tb = setup.tb;
+  const std::vector<double>& ta = setup.ta;
+  const TimingInput& in = setup.in;
+  ASSERT_EQ(ta.size(), 2u);
   ASSERT_GT(ta[1], 15 + tb);  // the bucket outlasts the send: alone, both, alone again
-  in.pipelines.push_back(PipelineCost{{tf}, {tb}, {}});
 
   TimingInput shared_in = in;
   IterationTimeline shared = computeTimeline(shared_in);
