@@ -47,12 +47,26 @@ int64_t dataParallelBufferBytes(const ModelConfig& model, const Strategy& strate
   const bool fsdp = strategy.framework == Framework::kFsdp;
   // Linear weights are gathered in fp8 with FSDP's Float8 all-gather; norms stay in e (small).
   const double gathered = fsdp && model.fp8WeightGather() ? 1 : e;
-  const double reduce = fsdp ? 4 : e;
+  const double reduce = fsdp ? kFsdpReduceBytes : e;
   const double L = static_cast<double>(facts.largest_layer_parameters);
   const double S = static_cast<double>(facts.parameters);
-  if (fsdp && strategy.pp > 1) return rounded((gathered + reduce) * S);
+  // Under PP the chunk stays gathered; its fp32 accumulated gradients (reduce x S) are placed
+  // over time by the order walk (accumulated_gradients.h), not here. What is here besides: the
+  // autograd gradients of the group being back-propagated, in e bytes, until post_backward adds
+  // them into the fp32 ones (accumulate_unsharded_grad_if_needed; on the chunk's first backward
+  // to_accumulated_grad_if_needed casts them, e + 4 for the group, the fp32 part then counted
+  // among the accumulated ones).
+  if (fsdp && strategy.pp > 1) return rounded(gathered * S + e * L);
   if (strategy.reshardsAfterForward()) return rounded((2 * gathered + e + reduce) * L);
   return rounded(gathered * S + (e + reduce) * L);
+}
+
+int64_t allGatherStreamPoolBytes(const ModelConfig& model, const Strategy& strategy, int zero,
+                                 const StageLayerFacts& facts) {
+  if (zero != 3 || strategy.framework != Framework::kFsdp) return 0;
+  const double gathered = model.fp8WeightGather() ? 1 : dtypeBytes(model.dtype);
+  const double blocks = strategy.pp > 1 ? 2 : 1;
+  return rounded(blocks * gathered * static_cast<double>(facts.largest_layer_parameters));
 }
 
 int64_t lossTransientBytes(const ModelConfig& model, const Strategy& strategy, bool has_head) {

@@ -23,7 +23,18 @@
 //     reduce-scatter input ((e + r)L);
 //   with pipeline parallelism (PyTorch pipelining with FSDP): gradient sync and reshard after
 //     backward are off until the last micro-batch, so the chunk stays gathered (gS) and its
-//     gradients accumulate unsharded in the reduction dtype (rS).
+//     gradients accumulate unsharded in the reduction dtype (rS, from the chunk's first backward
+//     on: placed against the held activations by the order walk, accumulated_gradients.h), and
+//     a group's autograd gradients (eL) live until post_backward adds them into the fp32 ones.
+//     Here gS + eL; the reduce-scatters run after the step's last backward, when no activations
+//     are held (each group's rL input beside the remaining accumulated gradients: below the
+//     peak).
+//   The reduce-scatter as FSDP2 runs it (torch.distributed.fsdp _fsdp_collectives.foreach_reduce
+//     and _fsdp_param_group.post_backward, PyTorch 2.5-2.6): the rL input is allocated in the
+//     compute stream, the e-byte gradients copied (cast) into it and then dropped, the rL/G output
+//     allocated in the reduce-scatter stream becomes (or is added into) the sharded gradient, and
+//     the input is kept (ReduceScatterState) until the next group's post_backward, so through the
+//     next group's backward: (e + r)L at once, never two inputs.
 //   ZeRO-2 (DeepSpeed): two reduce buckets of the DP bucket size, double-buffered.
 // Transients, each at its own moment of the step (the stage peak adds the largest):
 //   recompute: the block whose activations are rebuilt for its backward, what it saves without
@@ -90,6 +101,10 @@
 
 namespace evsim {
 
+// FSDP2's reduce dtype as torchtitan sets it (mixed_precision_reduce = "float32"): bytes a gradient
+// element is reduce-scattered and accumulated in.
+inline constexpr double kFsdpReduceBytes = 4;
+
 // Bytes per parameter of the rank's shard, by part.
 struct StateBytesPerParameter {
   double weights = 0, gradients = 0, optimizer = 0;
@@ -112,6 +127,18 @@ struct StageLayerFacts {
 // The sharded-data-parallel buffers above (0 for Megatron ZeRO-0/1).
 int64_t dataParallelBufferBytes(const ModelConfig& model, const Strategy& strategy, int zero,
                                 const StageLayerFacts& facts);
+// The caching allocator's pool of FSDP2's all-gather copy-in stream (0 but for FSDP with ZeRO-3):
+// foreach_all_gather allocates each group's all-gather output (g L) on that stream, and
+// FSDPParamGroup.wait_for_unshard frees the previous group's output (kept in AllGatherState for
+// the forward) only when the next one, already allocated, is waited on: the pool holds two such
+// blocks from the first layers on, and the compute stream cannot use them (the allocator serves
+// a request from the requesting stream's blocks only). Without PP the one being waited on is
+// allocated at the peak (counted among the DP buffers' 2 g L), so g L is reserved and idle; under
+// PP the gathers end with the first micro-batch's forward (no reshard), both blocks stay cached:
+// 2 g L. Reserved bytes only: when cudaMalloc fails the allocator releases cached blocks of every
+// stream and retries, so they never cause an out-of-memory error.
+int64_t allGatherStreamPoolBytes(const ModelConfig& model, const Strategy& strategy, int zero,
+                                 const StageLayerFacts& facts);
 // The loss transient of the last stage (0 elsewhere).
 int64_t lossTransientBytes(const ModelConfig& model, const Strategy& strategy, bool has_head);
 // Megatron's word-embedding gradient transient on the first stage (0 elsewhere, and for FSDP,

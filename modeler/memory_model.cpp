@@ -207,6 +207,30 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
     }
     sums.peak = peakActivations(states[device], chunk_bytes, chunk_held_bytes);
   }
+  if (strategy.framework == Framework::kFsdp && P > 1) {
+    // FSDP under PP accumulates each chunk's gradients unsharded in fp32 from its first backward:
+    // walk the orders to find the moment where they and the held activations peak together.
+    const std::shared_ptr<const DeviceOrders> orders = scheduleOrders(
+        strategy.schedule, PipelineShape{P, v, micro_batches, strategy.microbatch_group});
+    std::vector<int64_t> chunk_gradient_bytes;
+    for (int device = 0; device < P; ++device) {
+      chunk_bytes.clear();
+      chunk_held_bytes.clear();
+      chunk_gradient_bytes.clear();
+      for (int c = 0; c < v; ++c) {
+        const ChunkMemoryInput& chunk =
+            chunks[static_cast<size_t>(pipeline.virtualStage(device, c))];
+        chunk_bytes.push_back(chunk.activation_bytes);
+        chunk_held_bytes.push_back(chunk.weight_grad_input_bytes);
+        chunk_gradient_bytes.push_back(
+            clampedRound(kFsdpReduceBytes * static_cast<double>(chunk.parameters)));
+      }
+      out[device].has_accumulation = true;
+      out[device].accumulation = peakWithAccumulatedGradients(
+          (*orders)[static_cast<size_t>(device)], chunk_bytes, chunk_held_bytes,
+          chunk_gradient_bytes);
+    }
+  }
   return out;
 }
 
@@ -292,6 +316,13 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
     const ActivationPeak& peak = sums.peak;
     mem.in_flight = peak.in_flight;
     mem.activation_bytes = peak.bytes;
+    // FSDP under PP: the held activations at the moment they peak together with the chunks' fp32
+    // accumulated gradients (accumulated_gradients.h), which count among the DP buffers.
+    const bool accumulates = fsdp && zero == 3 && sums.has_accumulation;
+    if (accumulates) {
+      mem.in_flight = sums.accumulation.in_flight;
+      mem.activation_bytes = sums.accumulation.activation_bytes;
+    }
     if (offload_activations) {
       mem.host_activation_bytes = peak.bytes;
       mem.activation_bytes = saturatingAdd(sums.largest_layer_bytes, sums.largest_layer_bytes);
@@ -317,18 +348,24 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
       mem.comm_transient_bytes = comm;
     }
     mem.dp_buffer_bytes = dataParallelBufferBytes(model, strategy, zero, facts);
+    if (accumulates) {
+      mem.dp_buffer_bytes = saturatingAdd(mem.dp_buffer_bytes, sums.accumulation.gradient_bytes);
+    }
     mem.pp_buffer_bytes =
         fsdp ? torchPipelineBufferBytes(model, strategy,
                                         TorchPipelineDevice{sums.micro_batches, sums.chunks,
                                                             facts.has_embedding, facts.has_head,
-                                                            peak.in_flight})
+                                                            mem.in_flight})
              : pp_buffer;
     mem.fp8_bytes = fp8WeightBytes(model, strategy, facts);
     mem.workspace_bytes = workspace;
     const int64_t dynamic = saturatingAdd(mem.activationPeakBytes(), mem.bufferBytes());
     mem.allocated_bytes = saturatingAdd(mem.model_state_bytes, dynamic);
+    mem.stream_pool_bytes = allGatherStreamPoolBytes(model, strategy, zero, facts);
     mem.reserved_bytes = saturatingAdd(
-        mem.model_state_bytes, clampedRound(static_cast<double>(dynamic) * (1 + fragmentation)));
+        saturatingAdd(mem.model_state_bytes,
+                      clampedRound(static_cast<double>(dynamic) * (1 + fragmentation))),
+        mem.stream_pool_bytes);
     mem.communicators = communicators;
     mem.overhead_bytes = overhead;
     // The allocator cannot reserve more than the device leaves it beside the context and NCCL's

@@ -73,11 +73,15 @@
 //   loss at the start of the backward, one layer's gather), so only the largest of a kind counts.
 //   Under FSDP the gathers are the block's own allocations, so the loss and the block's recompute
 //   with its gathers never coincide: the larger of the two counts (memory_components.h).
-//   reserved  = persistent + (1 + f) x the rest: PyTorch's caching allocator keeps freed blocks
+//   reserved  = persistent + (1 + f) x the rest + other streams' idle blocks: PyTorch's caching
+//             allocator keeps freed blocks
 //             and splits them for later requests of other sizes, so what it has reserved from
 //             the device exceeds what is allocated at the peak by a share f of the bytes that
 //             come and go (the device file's memory.allocator_fragmentation). The model states
-//             are allocated once, in large buffers, and do not fragment. It is capped at the device
+//             are allocated once, in large buffers, and do not fragment. It keeps a pool per
+//             stream (a block freed by one stream serves only that stream's requests), so a
+//             side stream's cached blocks add whole (FSDP's all-gather copy-in stream,
+//             memory_components.h; Megatron allocates on the compute stream). It is capped at the device
 //             memory less the CUDA context and NCCL's buffers (and never below allocated): there
 //             cudaMalloc fails and the allocator frees its cached blocks and retries
 //             (c10/cuda/CUDACachingAllocator.cpp), so max_memory_reserved cannot pass it.
@@ -101,6 +105,7 @@
 #include "ops/layer_footprint.h"
 #include "plan/iteration_plan.h"
 #include "plan/task_graph.h"
+#include "modeler/accumulated_gradients.h"
 #include "modeler/memory_components.h"
 
 namespace evsim {
@@ -143,6 +148,10 @@ struct StageMemory {
   // Buffers through the step.
   int64_t dp_buffer_bytes = 0, pp_buffer_bytes = 0, fp8_bytes = 0, workspace_bytes = 0;
   int64_t allocated_bytes = 0;  // PyTorch's max_memory_allocated
+  // Reserved in another stream's pool of the caching allocator and idle at the peak, so beyond
+  // what the compute stream's allocations can use (FSDP's all-gather copy-in stream:
+  // allToGatherStreamPoolBytes in memory_components.h). Part of reserved_bytes only.
+  int64_t stream_pool_bytes = 0;
   int64_t reserved_bytes = 0;   // PyTorch's max_memory_reserved
   int communicators = 0;        // NCCL communicators of the rank
   int64_t overhead_bytes = 0;   // CUDA context + NCCL buffers (outside the allocator)
@@ -240,6 +249,12 @@ struct DeviceChunkSums {
   ActivationPeak peak;  // held activations at the schedule's peak
   int64_t micro_batches = 1;  // of the step (torch.distributed.pipelining's buffers count them)
   int chunks = 1;             // virtual stages on the device
+  // FSDP with pipeline parallelism only (has_accumulation): the moment of the device's order with
+  // the most held activations plus fp32 accumulated gradients (accumulated_gradients.h), each
+  // chunk's 4 bytes a parameter from its first backward on. The held-activation peak above may
+  // come before any backward, with none of them.
+  bool has_accumulation = false;
+  AccumulatedGradientPeak accumulation;
 };
 std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t micro_batches,
                                              const std::vector<ChunkMemoryInput>& chunks);

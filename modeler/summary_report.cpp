@@ -126,6 +126,7 @@ nlohmann::json stageMemoryJson(const StageMemory& m) {
           {"fp8_weight_bytes", m.fp8_bytes},
           {"workspace_bytes", m.workspace_bytes},
           {"allocated_bytes", m.allocated_bytes},
+          {"stream_pool_bytes", m.stream_pool_bytes},
           {"reserved_bytes", m.reserved_bytes},
           {"nccl_communicators", m.communicators},
           {"overhead_bytes", m.overhead_bytes},

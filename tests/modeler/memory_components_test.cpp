@@ -68,10 +68,11 @@ TEST(MemoryComponents, DataParallelBuffers) {
   // Never reshard: the chunk stays gathered, 2 S, plus one layer's (2 + 4) L.
   fsdp.reshard = Reshard::kNever;
   EXPECT_EQ(dataParallelBufferBytes(model, fsdp, 3, facts), 2 * 5000 + 6 * 1000);
-  // With PP: gathered chunk 2 S and its unsharded fp32 gradient accumulation 4 S.
+  // With PP: gathered chunk 2 S and one group's bf16 autograd gradients 2 L before they are added
+  // into the fp32 accumulation (whose 4 S the order walk places: accumulated_gradients_test).
   Strategy fsdp_pp = strategy(1, 2, 4, Framework::kFsdp);
   EXPECT_FALSE(fsdp_pp.reshardsAfterForward());
-  EXPECT_EQ(dataParallelBufferBytes(model, fsdp_pp, 3, facts), 6 * 5000);
+  EXPECT_EQ(dataParallelBufferBytes(model, fsdp_pp, 3, facts), 2 * 5000 + 2 * 1000);
 }
 
 TEST(MemoryComponents, LossAndEmbeddingTransients) {

@@ -1,0 +1,41 @@
+#pragma once
+// Where FSDP's accumulated gradients sit against the held activations, along one device's order.
+//
+// PyTorch FSDP2 under torch.distributed.pipelining (torchtitan) turns gradient sync off until the
+// step's last backward (PipelineStage.backward_maybe_with_nosync: set_requires_gradient_sync and
+// set_reshard_after_backward False). FSDPParamGroup.post_backward then, per parameter group,
+// casts the autograd gradient to the reduce dtype on the chunk's first backward
+// (FSDPParam.to_accumulated_grad_if_needed: fp32 with torchtitan's mixed_precision_reduce =
+// "float32") and adds later ones into it (accumulate_unsharded_grad_if_needed), so each chunk's
+// unsharded fp32 gradients (4 bytes a parameter of the rank's TP shard) exist from the chunk's
+// first backward to the step's end, when the pipelining runtime calls every group's post_backward
+// and reduce-scatters them. They are absent at any moment before: in 1F1B with m = P the first
+// stage holds all P micro-batches before its first backward, and the gradients only after it.
+// So the device's peak is the largest, over the moments after each task, of the held
+// activations plus the gradients of the chunks whose first backward (first W under a split
+// backward, which computes the weight gradients) has run: not the held peak plus all gradients.
+
+#include <cstdint>
+#include <vector>
+
+#include "plan/pipeline_schedule.h"
+
+namespace evsim {
+
+struct AccumulatedGradientPeak {
+  int64_t activation_bytes = 0;  // held activations at that moment
+  int in_flight = 0;             // micro-batch chunks held then
+  int64_t gradient_bytes = 0;    // accumulated gradients allocated then
+  int64_t total() const;         // saturating sum of the two byte counts
+};
+
+// chunk_bytes / chunk_held_bytes as peakActivations (task_graph.h): an F of chunk c holds
+// chunk_bytes[c]; B frees it but keeps chunk_held_bytes[c] until W under a split backward.
+// chunk_gradient_bytes[c]: the chunk's accumulated gradients, allocated at its first backward
+// (W when split). Returns the first moment (after a task) with the largest sum.
+AccumulatedGradientPeak peakWithAccumulatedGradients(
+    const std::vector<StageTask>& order, const std::vector<int64_t>& chunk_bytes,
+    const std::vector<int64_t>& chunk_held_bytes,
+    const std::vector<int64_t>& chunk_gradient_bytes);
+
+}  // namespace evsim

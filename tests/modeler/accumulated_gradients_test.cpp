@@ -1,0 +1,136 @@
+// FSDP's fp32 accumulated gradients under pipeline parallelism, placed against the held
+// activations along a device's order (modeler/accumulated_gradients.h), worked by hand.
+#include "modeler/accumulated_gradients.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "modeler/memory_model.h"
+#include "support/test_support.h"
+
+namespace evsim {
+namespace {
+
+StageTask task(Phase phase, int micro_batch, int chunk = 0) {
+  StageTask t;
+  t.phase = phase;
+  t.micro_batch = micro_batch;
+  t.chunk = chunk;
+  return t;
+}
+
+TEST(AccumulatedGradients, GradientsAppearAtTheFirstBackward) {
+  // 1F1B's first stage with m = P = 2: F0 F1 B0 B1, 10 bytes a micro-batch. Held after each task:
+  // 10, 20, 10, 0; gradients (25) from B0 on: sums 10, 20, 35, 25. The peak is after B0 with one
+  // micro-batch held, not the held peak (20) plus the gradients (45).
+  const std::vector<StageTask> order{task(Phase::kForward, 0), task(Phase::kForward, 1),
+                                     task(Phase::kBackward, 0), task(Phase::kBackward, 1)};
+  AccumulatedGradientPeak p = peakWithAccumulatedGradients(order, {10}, {0}, {25});
+  EXPECT_EQ(p.activation_bytes, 10);
+  EXPECT_EQ(p.in_flight, 1);
+  EXPECT_EQ(p.gradient_bytes, 25);
+  EXPECT_EQ(p.total(), 35);
+  // Gradients of 5: after F1 20 beats after B0's 15; the peak is the held one, no gradients yet.
+  p = peakWithAccumulatedGradients(order, {10}, {0}, {5});
+  EXPECT_EQ(p.activation_bytes, 20);
+  EXPECT_EQ(p.in_flight, 2);
+  EXPECT_EQ(p.gradient_bytes, 0);
+}
+
+TEST(AccumulatedGradients, EachChunkAtItsOwnFirstBackward) {
+  // Two chunks, all forwards first (interleaved with m V <= its warm-up): F(c0) F(c1) B(c1)
+  // B(c0), held 4 and 6, gradients 20 and 30. Sums after each task: 4, 10, 4 + 30 = 34, 0 + 50 =
+  // 50: the peak is at the end, nothing held.
+  const std::vector<StageTask> order{task(Phase::kForward, 0, 0), task(Phase::kForward, 0, 1),
+                                     task(Phase::kBackward, 0, 1), task(Phase::kBackward, 0, 0)};
+  const AccumulatedGradientPeak p = peakWithAccumulatedGradients(order, {4, 6}, {0, 0}, {20, 30});
+  EXPECT_EQ(p.activation_bytes, 0);
+  EXPECT_EQ(p.in_flight, 0);
+  EXPECT_EQ(p.gradient_bytes, 50);
+}
+
+TEST(AccumulatedGradients, SplitBackwardAllocatesThemAtW) {
+  // F B W, held 10, W's inputs 4: after F 10; after B 4 (no gradients: W computes them); after W
+  // 0 + 25. A second micro-batch's W adds nothing: a chunk's gradients are allocated once.
+  const std::vector<StageTask> order{task(Phase::kForward, 0), task(Phase::kBackward, 0),
+                                     task(Phase::kWeightGrad, 0), task(Phase::kForward, 1),
+                                     task(Phase::kBackward, 1), task(Phase::kWeightGrad, 1)};
+  const AccumulatedGradientPeak p = peakWithAccumulatedGradients(order, {10}, {4}, {25});
+  // After the second F: 10 + 25 = 35, the first moment with the largest sum.
+  EXPECT_EQ(p.activation_bytes, 10);
+  EXPECT_EQ(p.in_flight, 1);
+  EXPECT_EQ(p.gradient_bytes, 25);
+}
+
+TEST(AccumulatedGradients, FsdpPipelineStagePeak) {
+  // FSDP, P = 2 (1F1B), D = 4, b = 2, m = 2; each stage one chunk of S = 100,000,000 parameters,
+  // largest layer L = 20,000,000, 50,000,000 activation bytes a micro-batch. fp32 accumulated
+  // gradients 4 S = 400,000,000.
+  // Stage 0 (F0 F1 B0 B1): sums 50M, 100M, 50M + 400M, 400M: the peak after B0, 1 held.
+  // Stage 1 (F0 B0 F1 B1): 50M, 400M, 450M, 400M: after F1, 1 held.
+  // DP buffers: the gathered chunk 2 S, one group's bf16 gradients 2 L, the accumulated 4 S:
+  // 200M + 40M + 400M = 640M (was the held peak 100M beside 6 S on stage 0).
+  const ModelConfig model = test::model(1024, 16, 4096, 1024, 50257, 4, "bf16");
+  Strategy s = Strategy::of(1, 2, 4, 2, 16, Schedule::kDapple);
+  s.framework = Framework::kFsdp;
+  s.zero_stage = 3;
+  ChunkMemoryInput chunk;
+  chunk.parameters = 100000000;
+  chunk.activation_bytes = 50000000;
+  chunk.largest_layer_parameters = 20000000;
+  const MemoryEstimate e = estimateMemory(model, s, 2, int64_t{80} << 30, {chunk, chunk}, 0.0);
+  for (const StageMemory& stage : e.stages) {
+    EXPECT_EQ(stage.activation_bytes, 50000000) << stage.stage;
+    EXPECT_EQ(stage.in_flight, 1) << stage.stage;
+    EXPECT_EQ(stage.dp_buffer_bytes, 640000000) << stage.stage;
+  }
+  // Megatron's accounting of the same chunks is unchanged: stage 0 holds both micro-batches.
+  s.framework = Framework::kMegatron;
+  const MemoryEstimate megatron =
+      estimateMemory(model, s, 2, int64_t{80} << 30, {chunk, chunk}, 0.0);
+  EXPECT_EQ(megatron.stages[0].activation_bytes, 100000000);
+  EXPECT_EQ(megatron.stages[0].in_flight, 2);
+}
+
+TEST(AccumulatedGradients, AllGatherStreamPool) {
+  // Largest group L = 1,000 parameters on the rank, bf16 gathers (g = 2). FSDP without PP: the
+  // copy-in stream's pool holds two all-gather outputs, one allocated at the peak: 2 x 1,000 idle.
+  // Under PP both stay cached after the first micro-batch: 4,000. Megatron, or FSDP without a
+  // shard group (zero 0): nothing.
+  const ModelConfig model = test::model(1024, 16, 4096, 1024, 50257, 4, "bf16");
+  StageLayerFacts facts;
+  facts.parameters = 5000;
+  facts.largest_layer_parameters = 1000;
+  Strategy s = Strategy::of(1, 1, 4, 2, 64);
+  s.framework = Framework::kFsdp;
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts), 2000);
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 0, facts), 0);
+  s.pp = 2;
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts), 4000);
+  s.framework = Framework::kMegatron;
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts), 0);
+}
+
+TEST(AccumulatedGradients, StreamPoolAddsToReservedOnly) {
+  // FSDP, D = 4, no PP: one chunk of 1,000,000 parameters, largest layer 200,000, 50,000,000
+  // activation bytes. The pool's idle block (2 x 200,000 = 400,000) is in reserved, not in
+  // allocated: reserved = states + (1 + f) x dynamic + 400,000 with f the default 0.10.
+  const ModelConfig model = test::model(1024, 16, 4096, 1024, 50257, 4, "bf16");
+  Strategy s = Strategy::of(1, 1, 4, 2, 64);
+  s.framework = Framework::kFsdp;
+  s.zero_stage = 3;
+  ChunkMemoryInput chunk;
+  chunk.parameters = 1000000;
+  chunk.activation_bytes = 50000000;
+  chunk.largest_layer_parameters = 200000;
+  const StageMemory m = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0).stages[0];
+  EXPECT_EQ(m.stream_pool_bytes, 400000);
+  const double dynamic = static_cast<double>(m.allocated_bytes - m.model_state_bytes);
+  EXPECT_EQ(m.reserved_bytes,
+            m.model_state_bytes + std::llround(dynamic * 1.10) + 400000);
+}
+
+}  // namespace
+}  // namespace evsim
