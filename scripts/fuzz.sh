@@ -6,7 +6,8 @@
 # tests/data (corpora kept in build-fuzz/corpus/, so runs accumulate), runs each target and prints
 # one line per target: executions, corpus size, findings. Exit code 1 when any target found a
 # crash (its reproducer is in build-fuzz/findings/). EVSIM_FUZZ_BUILD names another build folder
-# (the CI smoke, ctest fuzz.libfuzzer_smoke, uses its own); EVSIM_FUZZ_JOBS the build's jobs.
+# (the CI smoke, ctest fuzz.libfuzzer_smoke, uses its own); EVSIM_FUZZ_JOBS the build's jobs;
+# EVSIM_FUZZ_BUILD_ONLY=1 stops after the build (ctest fuzz.libfuzzer_build).
 # Every build also runs a mutation smoke of the same loaders without clang (fuzz.mutation_smoke.*).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,7 @@ targets=(model cluster device profile events runs_csv nccl_log signature profile
   profile_cbor)
 [ $# -gt 0 ] && targets=("$@")
 cmake --build "$build" -j "${EVSIM_FUZZ_JOBS:-$(nproc)}" --target "${targets[@]/#/fuzz_}" >/dev/null
+[ "${EVSIM_FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
 seed() {  # seed TARGET FILES...: copy seeds into the target's corpus
   local dir="$build/corpus/$1"
   shift
