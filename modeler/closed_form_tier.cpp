@@ -4,8 +4,10 @@
 #include <array>
 #include <cmath>
 #include <deque>
+#include <future>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 
 #include "common/error.h"
@@ -60,21 +62,11 @@ struct ClosedFormTier::Facts {
 
 struct ClosedFormTier::Workspace::State {
   Facts facts;
-  // The activation states by pipeline shape (schedule, P, v, m, group), up to kStatesCounts
-  // counts, and the last shape's whatever its size (the classes of one shape, recomputation x
-  // SP, come one after another): each costs a walk of every device's order. A shape over a
-  // quarter of the budget is kept only as the last: it would push out many small ones. Kept
-  // here rather than in the shared caches (scheduleActivationStates, scheduleOrders), which
-  // would hold the states and the orders they were walked from for the rest of the process:
-  // 10 MB beside the simulations of Llama 3.1 405B on 1,024 GPUs, whose peak they raised.
-  // release() frees them before the simulations.
+  // The last pipeline shape's activation states (the classes of one shape, recomputation x SP,
+  // come one after another): found without the shared cache's lock (sharedStates).
   using ShapeKey = std::tuple<int, int, int, int64_t, int>;
-  std::map<ShapeKey, std::shared_ptr<const std::vector<ActivationStates>>> states;
-  std::deque<std::pair<ShapeKey, size_t>> states_order;  // oldest first, with its counts
-  size_t states_counts = 0;
   ShapeKey last_shape{-1, 0, 0, 0, 0};
   std::shared_ptr<const std::vector<ActivationStates>> last_states;
-  static constexpr size_t kStatesCounts = size_t{1} << 20;
   std::map<LayerKey, LayerTimes> layer_times;
   std::map<std::pair<int64_t, int>, double> step_us;  // (parameters, offload + 16 framework) -> us
   // (kind, bytes, group size, nodes, ranks per node, dtype) -> a communication's issued time: the
@@ -109,9 +101,43 @@ std::shared_ptr<const std::vector<ActivationStates>> walkedStates(Schedule sched
 
 }  // namespace
 
+// The activation states by pipeline shape, up to kCounts counts over all shapes (oldest out
+// first); a shape over a quarter of that is not kept (it would push out many small ones; the
+// workspace that walked it keeps it as its last). Kept here rather than in the process-wide caches
+// (scheduleActivationStates, scheduleOrders), which would hold the states and the orders they
+// were walked from for the rest of the process: 10 MB beside the simulations of Llama 3.1 405B on
+// 1,024 GPUs, whose peak they raised. releaseShared() frees them before the simulations.
+//
+// A shape is walked once: the first worker to ask walks it outside the lock, a second one asking
+// meanwhile waits for its result (a future) instead of walking it too. What a shape's states
+// are does not depend on who walked them, so results do not depend on the thread count.
+struct ClosedFormTier::SharedStates {
+  using Key = std::tuple<int, int, int, int64_t, int>;
+  using States = std::shared_ptr<const std::vector<ActivationStates>>;
+  static constexpr size_t kCounts = size_t{1} << 20;
+  std::mutex mutex;
+  std::map<Key, std::shared_future<States>> states;
+  std::deque<std::pair<Key, size_t>> order;  // the shapes kept, oldest first, with their counts
+  size_t counts = 0;
+};
+
 ClosedFormTier::ClosedFormTier(const ModelConfig& model, const ClusterConfig& cluster,
                                const CostModel& costs, double headroom, PlanCache& cache)
-    : model_(model), cluster_(cluster), costs_(costs), headroom_(headroom), cache_(cache) {}
+    : model_(model),
+      cluster_(cluster),
+      costs_(costs),
+      headroom_(headroom),
+      cache_(cache),
+      shared_states_(std::make_unique<SharedStates>()) {}
+
+ClosedFormTier::~ClosedFormTier() = default;
+
+void ClosedFormTier::releaseShared() const {
+  std::lock_guard<std::mutex> lock(shared_states_->mutex);
+  shared_states_->states.clear();
+  shared_states_->order.clear();
+  shared_states_->counts = 0;
+}
 
 double ClosedFormTier::issuedUs(const Event& event) const {
   std::optional<EventCost> c = costs_.cost(event);
@@ -378,13 +404,19 @@ bool ClosedFormTier::chunkTimes(const Strategy& strategy, bool zero3, Facts& fac
   std::vector<double>& backward = facts.backward[z];
   forward.assign(K, 0.0);
   backward.assign(K, 0.0);
+  // A device's chunks share its groups, so their layer times: looked up once per device (the
+  // memo's key is 21 fields; v lookups per device were 2-3% of a search).
+  std::vector<std::optional<LayerTimes>> of_device(static_cast<size_t>(P));
   for (int k = 0; k < K; ++k) {
     const int s = pipeline.device(k);
-    const LayerTimes t =
-        layerTimes(strategy, zero3,
-                   StageGroups{placements.tp[s], placements.cp_ring[s], placements.ep[s],
-                               placements.dp[s], placements.etp[s], placements.cp_group[s]},
-                   *facts.footprint, workspace);
+    std::optional<LayerTimes>& known = of_device[static_cast<size_t>(s)];
+    if (!known) {
+      known = layerTimes(strategy, zero3,
+                         StageGroups{placements.tp[s], placements.cp_ring[s], placements.ep[s],
+                                     placements.dp[s], placements.etp[s], placements.cp_group[s]},
+                         *facts.footprint, workspace);
+    }
+    const LayerTimes& t = *known;
     if (!t.complete) return false;
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
     for (int layer = first_layer[k]; layer < end; ++layer) {
@@ -539,6 +571,46 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   return bound;
 }
 
+std::shared_ptr<const std::vector<ActivationStates>> ClosedFormTier::sharedStates(
+    Schedule schedule, const PipelineShape& shape,
+    const std::tuple<int, int, int, int64_t, int>& key) const {
+  SharedStates& shared = *shared_states_;
+  std::promise<SharedStates::States> walk;
+  std::unique_lock<std::mutex> lock(shared.mutex);
+  auto [it, inserted] = shared.states.try_emplace(key);
+  if (!inserted) {
+    const std::shared_future<SharedStates::States> known = it->second;
+    lock.unlock();  // wait for its walker (if still walking) without holding the others up
+    return known.get();
+  }
+  it->second = walk.get_future().share();
+  lock.unlock();
+  SharedStates::States states;
+  try {
+    states = walkedStates(schedule, shape);
+  } catch (...) {
+    walk.set_exception(std::current_exception());  // a waiter rethrows it too
+    throw;
+  }
+  walk.set_value(states);
+  size_t counts = 0;
+  for (const ActivationStates& device : *states) counts += device.counts.size();
+  lock.lock();
+  if (counts > SharedStates::kCounts / 4) {
+    // Too large to keep: a later worker asking for it walks it again (its waiters have it).
+    shared.states.erase(key);
+    return states;
+  }
+  while (!shared.order.empty() && shared.counts + counts > SharedStates::kCounts) {
+    shared.states.erase(shared.order.front().first);
+    shared.counts -= shared.order.front().second;
+    shared.order.pop_front();
+  }
+  shared.order.emplace_back(key, counts);
+  shared.counts += counts;
+  return states;
+}
+
 ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
                                              Workspace::State& workspace) const {
   Strategy key = strategy;
@@ -606,23 +678,8 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
     states = walkedStates(strategy.schedule, shape);  // asked for each time, as the registry does
   } else if (workspace.last_states && workspace.last_shape == shape_key) {
     states = workspace.last_states;
-  } else if (auto it = workspace.states.find(shape_key); it != workspace.states.end()) {
-    states = it->second;
   } else {
-    states = walkedStates(strategy.schedule, shape);
-    size_t counts = 0;
-    for (const ActivationStates& device : *states) counts += device.counts.size();
-    if (counts <= Workspace::State::kStatesCounts / 4) {
-      while (!workspace.states_order.empty() &&
-             workspace.states_counts + counts > Workspace::State::kStatesCounts) {
-        workspace.states.erase(workspace.states_order.front().first);
-        workspace.states_counts -= workspace.states_order.front().second;
-        workspace.states_order.pop_front();
-      }
-      workspace.states.emplace(shape_key, states);
-      workspace.states_order.emplace_back(shape_key, counts);
-      workspace.states_counts += counts;
-    }
+    states = sharedStates(strategy.schedule, shape, shape_key);
   }
   workspace.last_shape = shape_key;
   workspace.last_states = states;

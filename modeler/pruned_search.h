@@ -15,10 +15,10 @@
 // whatever the enumeration had reached — Llama 3.1 405B on 1,024 GPUs simulated 1M64P1D with
 // 2,048 micro-batches, 2.2 GB, before the 4M8P8D plans that win came along. At the end of the
 // enumeration the pool is simulated best bound first, in rounds; before each round the candidates
-// whose bound now exceeds the K-th best time leave it (pruned). Once the top K is full a round
-// takes the best bounds until it holds a fixed number (kRoundSize) of timing keys to simulate,
-// with the candidates between them that reuse a simulated key's timing (so every thread has a
-// simulation to run). A simulation stops after its timeline before link sharing when that already
+// whose bound now exceeds the K-th best time leave it (pruned). A round takes the best bounds
+// until it holds a number of timing keys to simulate (K - |top| until the top K is full, then a
+// fixed kRoundSize), with the candidates between them that reuse a simulated key's timing (so
+// every thread has a simulation to run); its simulations run longest first. A simulation stops after its timeline before link sharing when that already
 // ends after the K-th best time (simulateWithin, simulation.h: sharing only lengthens it); the
 // candidate is pruned, and so is every later one of its timing key. That pass is most of a
 // simulation's cost under context parallelism across nodes (Llama 3.1 405B on 1,024 GPUs: 80

@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/error.h"
@@ -321,16 +324,24 @@ TEST(PrunedSearchTest, ResultsDoNotDependOnTheThreadCount) {
   // the counts, the invalid rules' first examples and the closest OOM candidate are one
   // enumeration's. With a pool of 3 the merged pools must also set aside the same candidates
   // (the same passes).
+  // The rounds simulate longest first (any thread may take any simulation) and the activation
+  // states are walked once for every worker (the first to ask walks, the others wait): 2 and 3
+  // threads against 1, with the top K filled over one round (10) or the first round taking the
+  // one simulation that fills it (1).
   BundledSearch b = bundledSearches()[1];
   ModelConfig model = loadModelConfig(test::configPath("models", b.model));
   ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
   CostModel costs(cluster, nullptr, true);
-  for (size_t pool : {b.options.pool_capacity, size_t{3}}) {
-    const std::string at = "pool " + std::to_string(pool);
+  for (auto [pool, top, threads] :
+       {std::tuple{b.options.pool_capacity, 10, 3u}, std::tuple{size_t{3}, 10, 3u},
+        std::tuple{b.options.pool_capacity, 1, 2u}, std::tuple{size_t{3}, 3, 2u}}) {
+    const std::string at = "pool " + std::to_string(pool) + ", top " + std::to_string(top) +
+                           ", " + std::to_string(threads) + " threads";
     b.options.pool_capacity = pool;
+    b.options.top_k = top;
     b.options.threads = 1;
     SearchReport one = runPrunedSearch(model, cluster, costs, b.options);
-    b.options.threads = 3;
+    b.options.threads = threads;
     SearchReport three = runPrunedSearch(model, cluster, costs, b.options);
     ASSERT_EQ(one.candidates.size(), three.candidates.size()) << at;
     const std::vector<CandidateResult> one_rows = one.candidates.toVector();
@@ -350,6 +361,54 @@ TEST(PrunedSearchTest, ResultsDoNotDependOnTheThreadCount) {
     ASSERT_TRUE(one.closest_oom.has_value()) << at;
     ASSERT_TRUE(three.closest_oom.has_value()) << at;
     expectSameCandidate(*one.closest_oom, *three.closest_oom, at + " closest OOM");
+  }
+}
+
+TEST(PrunedSearchTest, SharedActivationStatesGiveWhatEachCandidateWalkedAloneGives) {
+  // The tier's activation states are shared by its workspaces (closed_form_tier.h): two threads
+  // evaluating the space at once, then again after releaseShared(), must give each candidate the
+  // memory and bound a tier of its own gives it (its own walk of its shape's orders).
+  BundledSearch b = bundledSearches()[1];
+  ModelConfig model = loadModelConfig(test::configPath("models", b.model));
+  ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
+  CostModel costs(cluster, nullptr, true);
+  std::vector<Strategy> valid;
+  for (const Candidate& c : enumerateCandidates(model, cluster, b.options.base, b.options.space)) {
+    if (!c.violation) valid.push_back(c.strategy);
+  }
+  ASSERT_GT(valid.size(), 50u);
+  std::vector<ClosedFormResult> alone;
+  std::set<std::tuple<int, int, int64_t>> shapes;  // (schedule, P x v, m): walks to share
+  for (const Strategy& s : valid) {
+    PlanCache cache;
+    alone.push_back(ClosedFormTier(model, cluster, costs, 0.1, cache).evaluate(s));
+    shapes.emplace(static_cast<int>(s.schedule), s.pp * s.virtual_stages, s.microBatches());
+  }
+  ASSERT_LT(shapes.size(), valid.size() / 4);  // candidates do share shapes
+  PlanCache cache;
+  const ClosedFormTier tier(model, cluster, costs, 0.1, cache);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<ClosedFormResult> shared(valid.size());
+    // Both threads go through every candidate (in opposite orders), so both ask for each shape.
+    auto walk = [&](bool forward) {
+      ClosedFormTier::Workspace workspace;
+      for (size_t n = 0; n < valid.size(); ++n) {
+        const size_t i = forward ? n : valid.size() - 1 - n;
+        const ClosedFormResult r = tier.evaluate(valid[i], workspace);
+        if (forward) shared[i] = r;
+      }
+    };
+    std::thread other(walk, false);
+    walk(true);
+    other.join();
+    for (size_t i = 0; i < valid.size(); ++i) {
+      const std::string at = "round " + std::to_string(round) + ": " + valid[i].name();
+      EXPECT_EQ(shared[i].peak_memory_bytes, alone[i].peak_memory_bytes) << at;
+      EXPECT_EQ(shared[i].peak_memory_stage, alone[i].peak_memory_stage) << at;
+      EXPECT_EQ(shared[i].fits, alone[i].fits) << at;
+      EXPECT_EQ(shared[i].lower_bound_us, alone[i].lower_bound_us) << at;
+    }
+    tier.releaseShared();
   }
 }
 
