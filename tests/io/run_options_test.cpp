@@ -1,4 +1,4 @@
-// RunOptions::strategyOf (io/run_options.h): flags whose units or defaults come from a framework's
+// RunOptions::strategy (io/run_options.h): flags whose units or defaults come from a framework's
 // source, worked by hand.
 #include "io/run_options.h"
 
@@ -18,6 +18,7 @@ ModelConfig tinyModel(const std::string& dtype) {
 
 RunOptions options() {
   RunOptions o;
+  o.strategy_text = "1M1P4D";
   o.micro_batch = 1;
   o.global_batch = 4;
   o.dp_overlap = true;
@@ -30,28 +31,28 @@ TEST(RunOptions, DdpBucketSizeCountsParametersAsMegatronDoes) {
   RunOptions o = options();
   o.ddp_bucket_params = 40'000'000;
   // fp16: gradients reduced in fp16, 2 bytes: 80,000,000 bytes.
-  EXPECT_EQ(o.strategyOf(tinyModel("fp16"), "1M1P4D").dp_bucket_bytes, 80'000'000);
+  EXPECT_EQ(o.strategy(tinyModel("fp16")).dp_bucket_bytes, 80'000'000);
   // bf16: Megatron's fp32 main gradients, 4 bytes: 160,000,000 bytes.
-  EXPECT_EQ(o.strategyOf(tinyModel("bf16"), "1M1P4D").dp_bucket_bytes, 160'000'000);
+  EXPECT_EQ(o.strategy(tinyModel("bf16")).dp_bucket_bytes, 160'000'000);
   // --grad-reduce-in-bf16: back to 2 bytes.
   o.grad_reduce_in_bf16 = true;
-  EXPECT_EQ(o.strategyOf(tinyModel("bf16"), "1M1P4D").dp_bucket_bytes, 80'000'000);
+  EXPECT_EQ(o.strategy(tinyModel("bf16")).dp_bucket_bytes, 80'000'000);
   // Without it --dp-bucket-mb stays MiB: 25 MiB = 26,214,400 bytes.
   RunOptions mb = options();
-  EXPECT_EQ(mb.strategyOf(tinyModel("bf16"), "1M1P4D").dp_bucket_bytes, 25 * 1024 * 1024);
+  EXPECT_EQ(mb.strategy(tinyModel("bf16")).dp_bucket_bytes, 25 * 1024 * 1024);
 }
 
 TEST(RunOptions, OptimizerImplReachesTheStrategy) {
   RunOptions o = options();
   o.dp_overlap = false;
   o.framework = "fsdp";
-  EXPECT_EQ(o.strategyOf(tinyModel("bf16"), "1M1P4D").optimizer_impl, OptimizerImpl::kFused);
+  EXPECT_EQ(o.strategy(tinyModel("bf16")).optimizer_impl, OptimizerImpl::kFused);
   o.optimizer_impl = "foreach";
-  const Strategy s = o.strategyOf(tinyModel("bf16"), "1M1P4D");
+  const Strategy s = o.strategy(tinyModel("bf16"));
   EXPECT_EQ(s.optimizer_impl, OptimizerImpl::kForeach);
   EXPECT_NE(o.commandLine(s).find(" --optimizer-impl foreach"), std::string::npos);
   o.optimizer_impl = "sgd";
-  EXPECT_THROW(o.strategyOf(tinyModel("bf16"), "1M1P4D"), InputError);
+  EXPECT_THROW(o.strategy(tinyModel("bf16")), InputError);
 }
 
 }  // namespace
