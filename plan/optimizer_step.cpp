@@ -1,6 +1,8 @@
 // Per-step ops by framework: optimizer_step.h says what each framework runs and where it is read.
 #include "plan/optimizer_step.h"
 
+#include <fmt/format.h>
+
 #include "common/checked.h"
 
 namespace evsim {
@@ -10,6 +12,21 @@ DType dataParallelGradDtype(Framework framework, DType model_dtype, bool reduce_
     return DType::kFp32;
   }
   return model_dtype;
+}
+
+std::optional<std::string> optimizerImplViolation(const Strategy& s) {
+  if (s.optimizer_impl != OptimizerImpl::kFused && s.framework != Framework::kFsdp) {
+    return fmt::format(
+        "--optimizer-impl {} with --framework {}: only with --framework fsdp (Megatron-LM's step "
+        "is Apex / Transformer Engine's fused Adam)",
+        optimizerImplName(s.optimizer_impl), frameworkName(s.framework));
+  }
+  if (s.optimizer_impl == OptimizerImpl::kForLoop) {
+    return std::string(
+        "--optimizer-impl for-loop: not modelled (its kernels run once per parameter tensor, and "
+        "the plan does not hold the model's tensor list); use fused or foreach");
+  }
+  return std::nullopt;
 }
 
 const std::vector<ForeachKernel>& foreachAdamWKernels() {

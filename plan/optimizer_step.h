@@ -26,6 +26,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "plan/iteration_plan.h"
@@ -48,6 +50,10 @@ struct ForeachKernel {
 const std::vector<ForeachKernel>& foreachAdamWKernels();
 const std::vector<ForeachKernel>& fusedAdamWKernels();  // the one _fused_adamw_ pass
 const std::vector<ForeachKernel>& clipGradNormKernels();
+
+// Why `s` cannot run its optimizer_impl (one line, as strategyViolation and search say it):
+// anything but fused under Megatron, and the for-loop step (not modelled); nullopt otherwise.
+std::optional<std::string> optimizerImplViolation(const Strategy& s);
 
 // The optimizer step's ops over `params` parameters under `framework`: optimizerStepOps (the
 // fused Adam, or the offloaded step) for Megatron and for any offloaded step; under FSDP

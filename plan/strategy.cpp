@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "plan/optimizer_step.h"
 #include "plan/pipeline_schedule.h"
 #include "plan/schedules/schedule_file.h"
 
@@ -766,17 +767,8 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
     return fmt::format(
         "--torch-compile {}: only with --framework fsdp (Megatron-LM runs its own fused kernels)",
         torchCompileName(s.torch_compile));
-  } else if (s.optimizer_impl != OptimizerImpl::kFused) {
-    return fmt::format(
-        "--optimizer-impl {}: only with --framework fsdp (Megatron-LM's step is Apex / Transformer "
-        "Engine's fused Adam)",
-        optimizerImplName(s.optimizer_impl));
   }
-  if (s.optimizer_impl == OptimizerImpl::kForLoop) {
-    return fmt::format(
-        "--optimizer-impl for-loop: not modelled (its kernels run once per parameter tensor, and "
-        "the plan does not hold the model's tensor list); use fused or foreach");
-  }
+  if (auto why = optimizerImplViolation(s)) return why;
   if (auto why = overlapViolation(model, cluster, s, label)) return why;
   if (auto why = moeCommViolation(cluster, s, label)) return why;
   if (s.zero_stage == 3 && s.dp_overlap) {

@@ -31,6 +31,7 @@
 #include "modeler/search.h"
 #include "modeler/simulation.h"
 #include "modeler/time_to_train.h"
+#include "plan/optimizer_step.h"
 #include "plan/strategy_space.h"
 
 namespace evsim {
@@ -314,20 +315,8 @@ void run(SearchArgs args) {
   options.base.reshard = parseReshard(args.run.reshard);
   options.base.torch_compile = parseTorchCompile(args.run.torch_compile);
   options.base.optimizer_impl = parseOptimizerImpl(args.run.optimizer_impl);
-  if (options.base.optimizer_impl == OptimizerImpl::kForLoop ||
-      (options.base.optimizer_impl != OptimizerImpl::kFused &&
-       options.base.framework != Framework::kFsdp)) {
-    // Every candidate would break the same rule: say it once (strategyViolation's words).
-    EVSIM_THROW(InputError, "{}",
-                options.base.optimizer_impl == OptimizerImpl::kForLoop
-                    ? "--optimizer-impl for-loop: not modelled (its kernels run once per "
-                      "parameter tensor, and the plan does not hold the model's tensor list); "
-                      "use fused or foreach"
-                    : fmt::format("--optimizer-impl {} with --framework {}: only with --framework "
-                                  "fsdp (Megatron-LM's step is Apex / Transformer Engine's fused "
-                                  "Adam)",
-                                  args.run.optimizer_impl, args.run.framework));
-  }
+  // Every candidate would break the same rule: say it once.
+  if (auto why = optimizerImplViolation(options.base)) EVSIM_THROW(InputError, "{}", *why);
   options.base.tp_comm_overlap = args.tp_comm_overlap;
   options.base.cp_comm = parseCpComm(args.cp_comm_type);
   options.base.cp_a2a = args.cp_a2a;
