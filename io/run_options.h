@@ -69,7 +69,7 @@ struct RunOptions {
   int recompute_num_layers = 0;        // Megatron's --recompute-num-layers (1 only)
   bool recompute_activations = false;  // Megatron's --recompute-activations: selective
   int megatron_virtual_stages = 0;     // Megatron's --virtual-pipeline-model-parallel-size
-  int64_t ddp_bucket_params = 0;       // Megatron's --ddp-bucket-size (parameters; 0: --dp-bucket-mb)
+  int64_t ddp_bucket_params = 0;  // Megatron's --ddp-bucket-size (parameters; 0: --dp-bucket-mb)
   int64_t gpus = 0;                    // simulate --gpus: D = gpus / (M * P)
   bool allow_cross_node_tp = false;    // TP groups may straddle nodes (search's flag too)
   std::string stage_layers;            // --stage-layers 10,12,...: blocks per model chunk

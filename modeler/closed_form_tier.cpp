@@ -76,7 +76,8 @@ struct ClosedFormTier::Workspace::State {
   std::shared_ptr<const std::vector<ActivationStates>> last_states;
   static constexpr size_t kStatesCounts = size_t{1} << 20;
   std::map<LayerKey, LayerTimes> layer_times;
-  std::map<std::pair<int64_t, int>, double> step_us;  // (parameters, offload + 16 framework + 64 impl) -> us
+  // (parameters, offload + 16 framework + 64 optimizer impl) -> us
+  std::map<std::pair<int64_t, int>, double> step_us;
   // (kind, bytes, group size, nodes, ranks per node, dtype) -> a communication's issued time: the
   // same gradient syncs and P2P sends come back across classes, and each costs a tuner choice.
   std::map<std::tuple<int, int64_t, int, int, int, int>, double> communication_us;
