@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "common/checked.h"
 #include "common/data_dir.h"
 #include "common/error.h"
 #include "common/strings.h"
 #include "io/cli_checks.h"
 #include "io/megatron_args.h"
+#include "plan/optimizer_step.h"
 #include "plan/pipeline_schedule.h"
 
 namespace evsim {
@@ -196,7 +198,9 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
   auto* bucket_mb = app.add_option("--dp-bucket-mb", dp_bucket_mb, "DDP bucket size in MiB")
                         ->check(finitePositiveUpTo(1e6))
                         ->capture_default_str();
-  app.add_option("--ddp-bucket-size", ddp_bucket_bytes, "Megatron's: DDP bucket size in bytes")
+  app.add_option("--ddp-bucket-size", ddp_bucket_params,
+                 "Megatron's: DDP bucket size in parameters (gradient elements), as Megatron "
+                 "counts it")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->excludes(bucket_mb);
   app.add_flag("--allow-cross-node-tp", allow_cross_node_tp,
@@ -253,12 +257,19 @@ void RunOptions::addFrameworkOptions(CLI::App& app) {
                  "loss: torchtitan before 2025-04) | off (eager PyTorch kernels) | default (off, as "
                  "torchtitan)")
       ->capture_default_str();
+  app.add_option("--optimizer-impl", optimizer_impl,
+                 "AdamW's implementation (torchtitan's optimizer.implementation): fused (one "
+                 "_fused_adamw_ pass; torchtitan's default since 2025-02, and Megatron's only "
+                 "step) | foreach (eight foreach kernels: torchtitan before 2025-02, FSDP only) | "
+                 "for-loop (not modelled)")
+      ->capture_default_str();
 }
 
 void RunOptions::applyFramework(Strategy& s) const {
   s.framework = parseFramework(framework);
   s.reshard = parseReshard(reshard);
   s.torch_compile = parseTorchCompile(torch_compile);
+  s.optimizer_impl = parseOptimizerImpl(optimizer_impl);
   if (s.framework == Framework::kFsdp && zero_stage == 0 && !distributed_optimizer) {
     s.zero_stage = s.gradGroupSize() > 1 ? 3 : 0;
   }
@@ -556,8 +567,7 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
   s.moe_dispatcher = parseMoeDispatcher(moe_dispatcher_type, moe_enable_deepep);
   s.moe_a2a_overlap = moe_a2a_overlap;
   if (!(dp_bucket_mb > 0)) EVSIM_THROW(InputError, "--dp-bucket-mb {}: must be > 0", dp_bucket_mb);
-  s.dp_bucket_bytes =
-      ddp_bucket_bytes > 0 ? ddp_bucket_bytes : static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);
+  s.dp_bucket_bytes = static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);
   s.virtual_stages = virtual_stages;
   if (megatron_virtual_stages > 0) {
     requireInterleaved("--virtual-pipeline-model-parallel-size");
@@ -601,6 +611,15 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
   s.zero_stage = distributed_optimizer ? 1 : zero_stage;
   s.offload = parseOffload(offload);
   applyFramework(s);
+  if (ddp_bucket_params > 0) {
+    // Megatron's bucket_size counts parameters (DistributedDataParallelConfig: "Maximum number of
+    // parameters in each bucket"; param_and_grad_buffer.py closes a bucket once it spans that
+    // many elements): in bytes, times the gradient buffer's element size (fp32 under --bf16).
+    s.dp_bucket_bytes = checkedMul(
+        ddp_bucket_params,
+        dtypeBytes(dataParallelGradDtype(s.framework, model_config.dtype, s.grad_reduce_in_bf16)),
+        "--ddp-bucket-size bytes");
+  }
   if (!stage_layers.empty()) {
     // In order, repeats kept (parseIntList makes a set: "6,14,14" is three chunks here).
     for (const std::string& part : split(stage_layers, ',')) {
@@ -704,6 +723,8 @@ std::string RunOptions::commandLine(const Strategy& s) const {
       out += fmt::format(" --reshard-after-forward {}", reshardName(s.reshard));
     if (s.torch_compile != TorchCompile::kDefault)
       out += fmt::format(" --torch-compile {}", torchCompileName(s.torch_compile));
+    if (s.optimizer_impl != OptimizerImpl::kFused)
+      out += fmt::format(" --optimizer-impl {}", optimizerImplName(s.optimizer_impl));
   } else if (s.zero_stage > 0) {
     out += fmt::format(" --zero {}", s.zero_stage);
   }

@@ -69,7 +69,7 @@ struct RunOptions {
   int recompute_num_layers = 0;        // Megatron's --recompute-num-layers (1 only)
   bool recompute_activations = false;  // Megatron's --recompute-activations: selective
   int megatron_virtual_stages = 0;     // Megatron's --virtual-pipeline-model-parallel-size
-  int64_t ddp_bucket_bytes = 0;        // Megatron's --ddp-bucket-size (bytes; 0: --dp-bucket-mb)
+  int64_t ddp_bucket_params = 0;  // Megatron's --ddp-bucket-size (parameters; 0: --dp-bucket-mb)
   int64_t gpus = 0;                    // simulate --gpus: D = gpus / (M * P)
   bool allow_cross_node_tp = false;    // TP groups may straddle nodes (search's flag too)
   std::string stage_layers;            // --stage-layers 10,12,...: blocks per model chunk
@@ -81,6 +81,7 @@ struct RunOptions {
   std::string attention_kernel;        // --attention-kernel fa2 | fa3 | cudnn (empty: default)
   std::string reshard = "default";     // --reshard-after-forward default | always | never
   std::string torch_compile = "default";  // --torch-compile on | blocks | off | default (fsdp: off)
+  std::string optimizer_impl = "fused";  // --optimizer-impl fused | foreach (for-loop refused)
   ModelOverrides overrides;
   const CLI::App* extras_app = nullptr;          // set by addMegatronExtras
   const CLI::Option* schedule_option = nullptr;  // --schedule: given or the default?

@@ -339,13 +339,28 @@ TorchtitanArgs torchtitanArguments(const std::string& text, const std::string& o
     if (compile->get("components")) out.ignored.push_back("compile.components");
   }
   const toml::table* optimizer = r.table("optimizer");
-  checkKeys(
-      r, optimizer, "optimizer", {"name"},
-      {"lr", "eps", "beta1", "beta2", "weight_decay", "implementation", "early_step_in_backward"},
-      out.ignored);
+  checkKeys(r, optimizer, "optimizer", {"name", "implementation", "fused"},
+            {"lr", "eps", "beta1", "beta2", "weight_decay", "early_step_in_backward"},
+            out.ignored);
   const std::string opt = r.get<std::string>(optimizer, "optimizer", "name").value_or("AdamW");
   if (opt != "AdamW" && opt != "Adam") {
     r.notModelled("optimizer.name", opt, "eventsim's optimizer state is Adam's");
+  }
+  // optimizer.implementation (torchtitan since 2025-02-24; default "fused"), or the bool
+  // optimizer.fused of its configs before (default false, which ran foreach). A config with
+  // neither key runs today's default, fused (as --compile's date, the config does not say it).
+  const auto impl = r.get<std::string>(optimizer, "optimizer", "implementation");
+  const auto fused = r.get<bool>(optimizer, "optimizer", "fused");
+  if (impl && fused) {
+    r.fail("optimizer.fused", "and optimizer.implementation both given (torchtitan has one)");
+  }
+  if (impl && *impl != "fused") {
+    if (*impl != "foreach") {
+      r.notModelled("optimizer.implementation", *impl, "fused and foreach are modelled");
+    }
+    add("--optimizer-impl", "foreach");
+  } else if (fused && !*fused) {
+    add("--optimizer-impl", "foreach");
   }
   return out;
 }

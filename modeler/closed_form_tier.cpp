@@ -68,7 +68,8 @@ struct ClosedFormTier::Workspace::State {
   ShapeKey last_shape{-1, 0, 0, 0, 0};
   std::shared_ptr<const std::vector<ActivationStates>> last_states;
   std::map<LayerKey, LayerTimes> layer_times;
-  std::map<std::pair<int64_t, int>, double> step_us;  // (parameters, offload + 16 framework) -> us
+  // (parameters, offload + 16 framework + 64 optimizer impl) -> us
+  std::map<std::pair<int64_t, int>, double> step_us;
   // (kind, bytes, group size, nodes, ranks per node, dtype) -> a communication's issued time: the
   // same gradient syncs and P2P sends come back across classes, and each costs a tuner choice.
   std::map<std::tuple<int, int64_t, int, int, int, int>, double> communication_us;
@@ -472,11 +473,12 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   auto stepUs = [&](int64_t params) {
     auto [it, inserted] =
         workspace.step_us.try_emplace({params, static_cast<int>(strategy.offload) +
-                                                   16 * static_cast<int>(strategy.framework)},
+                                                   16 * static_cast<int>(strategy.framework) +
+                                                   64 * static_cast<int>(strategy.optimizer_impl)},
                                       0.0);
     if (inserted) {
-      for (const StepOp& op :
-           frameworkStepOps(params, model_.dtype, strategy.offload, strategy.framework)) {
+      for (const StepOp& op : frameworkStepOps(params, model_.dtype, strategy.offload,
+                                               strategy.framework, strategy.optimizer_impl)) {
         const double t = issuedUs(op.event);
         if (t < 0) {
           it->second = -1;

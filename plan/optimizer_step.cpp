@@ -1,6 +1,8 @@
 // Per-step ops by framework: optimizer_step.h says what each framework runs and where it is read.
 #include "plan/optimizer_step.h"
 
+#include <fmt/format.h>
+
 #include "common/checked.h"
 
 namespace evsim {
@@ -10,6 +12,21 @@ DType dataParallelGradDtype(Framework framework, DType model_dtype, bool reduce_
     return DType::kFp32;
   }
   return model_dtype;
+}
+
+std::optional<std::string> optimizerImplViolation(const Strategy& s) {
+  if (s.optimizer_impl != OptimizerImpl::kFused && s.framework != Framework::kFsdp) {
+    return fmt::format(
+        "--optimizer-impl {} with --framework {}: only with --framework fsdp (Megatron-LM's step "
+        "is Apex / Transformer Engine's fused Adam)",
+        optimizerImplName(s.optimizer_impl), frameworkName(s.framework));
+  }
+  if (s.optimizer_impl == OptimizerImpl::kForLoop) {
+    return std::string(
+        "--optimizer-impl for-loop: not modelled (its kernels run once per parameter tensor, and "
+        "the plan does not hold the model's tensor list); use fused or foreach");
+  }
+  return std::nullopt;
 }
 
 const std::vector<ForeachKernel>& foreachAdamWKernels() {
@@ -23,6 +40,13 @@ const std::vector<ForeachKernel>& foreachAdamWKernels() {
   return kernels;
 }
 
+const std::vector<ForeachKernel>& fusedAdamWKernels() {
+  // FusedAdamMathFunctor<scalar_t, 4, ADAMW>: loads param, grad, exp_avg, exp_avg_sq; stores
+  // param, exp_avg, exp_avg_sq. 7 fp32 elements per parameter.
+  static const std::vector<ForeachKernel> kernels = {{"adamw_fused", 4, 3}};
+  return kernels;
+}
+
 const std::vector<ForeachKernel>& clipGradNormKernels() {
   // torch.nn.utils.clip_grad_norm_: _foreach_norm over the gradients (read), the total norm of
   // the per-tensor norms (tiny), then _foreach_mul_ by the clamped coefficient (read + write),
@@ -33,7 +57,7 @@ const std::vector<ForeachKernel>& clipGradNormKernels() {
 }
 
 std::vector<StepOp> frameworkStepOps(int64_t params, DType model_dtype, Offload offload,
-                                     Framework framework) {
+                                     Framework framework, OptimizerImpl impl) {
   if (framework != Framework::kFsdp || offloadsOptimizer(offload)) {
     return optimizerStepOps(params, model_dtype, offload);
   }
@@ -50,7 +74,10 @@ std::vector<StepOp> frameworkStepOps(int64_t params, DType model_dtype, Offload 
                    Stream::kCompute, k.name});
   };
   for (const ForeachKernel& k : clipGradNormKernels()) add(k);
-  for (const ForeachKernel& k : foreachAdamWKernels()) add(k);
+  // strategyViolation refuses the for-loop step (per-tensor kernels) before a plan is built.
+  EVSIM_CHECK(impl != OptimizerImpl::kForLoop, "the for-loop AdamW step is not modelled");
+  const auto& adamw = impl == OptimizerImpl::kFused ? fusedAdamWKernels() : foreachAdamWKernels();
+  for (const ForeachKernel& k : adamw) add(k);
   return ops;
 }
 

@@ -10,14 +10,24 @@
 // paper (sec. 3.3.2, numerical stability) reduce-scatters gradients in FP32 too. FSDP's fp32 reduce_dtype is set
 // where its collectives are built (plan_core.cpp).
 //
-// Optimizer step under --framework fsdp (torchtitan): torch.optim.AdamW with foreach=True (its
-// default before the fused implementation became the default, and what torchtitan's Dec 2024
-// benchmarks ran: build_optimizers passes fused=False, foreach=True), i.e. _multi_tensor_adam's
-// separate foreach kernels, then clip_grad_norm_ (training.max_norm 1.0). Every tensor is the
-// rank's fp32 shard. Megatron's step is one fused multi-tensor Adam (the "adam" event).
+// Optimizer step under --framework fsdp (torchtitan): clip_grad_norm_ (training.max_norm 1.0;
+// foreach on CUDA whatever the optimizer's implementation), then torch.optim.AdamW as
+// Strategy::optimizer_impl says (torchtitan's optimizer.implementation):
+//   fused (its default since 2025-02-24, 6e4988550 "use Fused AdamW as default"): one
+//     _fused_adamw_ kernel (aten/src/ATen/native/cuda/fused_adamw_impl.cu, FusedAdamMathFunctor
+//     with depth 4): each element of p, g, m and v loaded once, p, m and v stored (the gradient
+//     is stored back only to unscale it with a grad_scale, which bf16 training does not pass):
+//     4 reads + 3 writes of fp32;
+//   foreach (the default before, and what torchtitan's Dec 2024 benchmarks ran:
+//     build_optimizers passed fused=False, foreach=True): _multi_tensor_adam's eight separate
+//     foreach kernels, 20 fp32 elements a parameter.
+// Every tensor is the rank's fp32 shard. Megatron's step is one fused multi-tensor Adam (the
+// "adam" event).
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "plan/iteration_plan.h"
@@ -38,12 +48,17 @@ struct ForeachKernel {
   int writes = 0;  // fp32 tensors written, per parameter (0: a reduction, one fp32 out)
 };
 const std::vector<ForeachKernel>& foreachAdamWKernels();
+const std::vector<ForeachKernel>& fusedAdamWKernels();  // the one _fused_adamw_ pass
 const std::vector<ForeachKernel>& clipGradNormKernels();
 
+// Why `s` cannot run its optimizer_impl (one line, as strategyViolation and search say it):
+// anything but fused under Megatron, and the for-loop step (not modelled); nullopt otherwise.
+std::optional<std::string> optimizerImplViolation(const Strategy& s);
+
 // The optimizer step's ops over `params` parameters under `framework`: optimizerStepOps (the
-// fused Adam, or the offloaded step) for Megatron and for any offloaded step; foreach AdamW's
-// kernels and clip_grad_norm_'s as memory passes under FSDP.
+// fused Adam, or the offloaded step) for Megatron and for any offloaded step; under FSDP
+// clip_grad_norm_'s kernels then AdamW's (`impl`: fused or foreach) as memory passes.
 std::vector<StepOp> frameworkStepOps(int64_t params, DType model_dtype, Offload offload,
-                                     Framework framework);
+                                     Framework framework, OptimizerImpl impl);
 
 }  // namespace evsim

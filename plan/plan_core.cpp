@@ -531,7 +531,8 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
         zero > 0 ? (stage.parameters - synced_apart + G - 1) / G + (synced_apart + Ge - 1) / Ge
                  : stage.parameters;
     for (const StepOp& op :
-         frameworkStepOps(optimizer_params, dtype, strategy.offload, strategy.framework)) {
+         frameworkStepOps(optimizer_params, dtype, strategy.offload, strategy.framework,
+                          strategy.optimizer_impl)) {
       stage.optimizer.push_back(OpInstance{intern(op.event), op.stream, kEmbeddingLayer, op.name});
     }
     // FP8 weights are cast once per iteration after the step (ops/fp8_casts.h): the whole weights

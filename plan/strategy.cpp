@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "plan/optimizer_step.h"
 #include "plan/pipeline_schedule.h"
 #include "plan/schedules/schedule_file.h"
 
@@ -134,6 +135,27 @@ TorchCompile parseTorchCompile(std::string_view text, std::string_view flag) {
   EVSIM_THROW(InputError, "{} '{}': unknown setting (on, off, blocks or default)", flag, text);
 }
 
+std::string_view optimizerImplName(OptimizerImpl impl) {
+  switch (impl) {
+    case OptimizerImpl::kFused:
+      return "fused";
+    case OptimizerImpl::kForeach:
+      return "foreach";
+    case OptimizerImpl::kForLoop:
+      return "for-loop";
+  }
+  return "?";
+}
+
+OptimizerImpl parseOptimizerImpl(std::string_view text, std::string_view flag) {
+  std::string lower = toLower(trim(text));
+  if (lower == "fused") return OptimizerImpl::kFused;
+  if (lower == "foreach") return OptimizerImpl::kForeach;
+  if (lower == "for-loop") return OptimizerImpl::kForLoop;
+  EVSIM_THROW(InputError, "{} '{}': unknown implementation (fused, foreach or for-loop)", flag,
+              text);
+}
+
 Schedule parseSchedule(std::string_view text, std::string_view flag) {
   std::string lower = toLower(trim(text));
   if (lower.size() > 4 && lower.ends_with(".csv")) {
@@ -196,6 +218,9 @@ std::string Strategy::techniques(TechniqueStyle style) const {
     if (reshard != Reshard::kDefault) out += fmt::format(" reshard={}", reshardName(reshard));
     if (torch_compile != TorchCompile::kDefault) {
       out += fmt::format(" compile={}", torchCompileName(torch_compile));
+    }
+    if (optimizer_impl != OptimizerImpl::kFused) {
+      out += fmt::format(" adamw={}", optimizerImplName(optimizer_impl));
     }
   } else if (zero_stage > 0) {
     out += fmt::format(" {}{}", brief ? "z" : "zero", zero_stage);
@@ -743,6 +768,7 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
         "--torch-compile {}: only with --framework fsdp (Megatron-LM runs its own fused kernels)",
         torchCompileName(s.torch_compile));
   }
+  if (auto why = optimizerImplViolation(s)) return why;
   if (auto why = overlapViolation(model, cluster, s, label)) return why;
   if (auto why = moeCommViolation(cluster, s, label)) return why;
   if (s.zero_stage == 3 && s.dp_overlap) {

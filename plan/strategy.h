@@ -83,6 +83,19 @@ enum class TorchCompile { kDefault, kOn, kOff, kBlocks };
 std::string_view torchCompileName(TorchCompile compile);  // "default", "on", "off", "blocks"
 TorchCompile parseTorchCompile(std::string_view text, std::string_view flag = "--torch-compile");
 
+// The optimizer step's implementation (torchtitan's optimizer.implementation, which becomes the
+// fused / foreach arguments of torch.optim.AdamW; plan/optimizer_step.h has the kernels):
+//   fused: one _fused_adamw_ multi-tensor kernel (torchtitan's default since 2025-02-24, 6e4988550;
+//     Megatron's only step, Apex / Transformer Engine's FusedAdam, the "adam" event);
+//   foreach: _multi_tensor_adamw's eight foreach kernels (torchtitan's default before, so its
+//     Dec 2024 benchmarks ran it);
+//   for-loop: _single_tensor_adamw, the foreach kernels once per parameter tensor (refused: the
+//     per-tensor launches need the model's tensor list, which the plan does not hold).
+enum class OptimizerImpl : uint8_t { kFused, kForeach, kForLoop };
+std::string_view optimizerImplName(OptimizerImpl impl);  // "fused", "foreach", "for-loop"
+OptimizerImpl parseOptimizerImpl(std::string_view text,
+                                 std::string_view flag = "--optimizer-impl");
+
 // Bounds on the batch sizes and micro-batches of a strategy (validateStrategy): far beyond any run,
 // they keep the work of one simulated iteration bounded.
 inline constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;
@@ -172,6 +185,9 @@ struct Strategy {
   // (plan/optimizer_step.h). NeMo's and Megatron-Bridge's performance recipes set
   // grad_reduce_in_fp32 = False for their FP8 and MoE runs.
   bool grad_reduce_in_bf16 = false;
+  // AdamW's implementation (optimizer_step.h): fused by default, as torchtitan and Megatron run it;
+  // foreach only under FSDP (strategyViolation). One byte, beside the flag above.
+  OptimizerImpl optimizer_impl = OptimizerImpl::kFused;
 
   // The plain M/P/D strategy with batch sizes and a schedule, every technique off.
   static Strategy of(int tp, int pp, int dp, int64_t micro_batch, int64_t global_batch,

@@ -307,3 +307,18 @@ def test_grad_reduce_in_bf16_halves_the_gradient_buffer_and_its_reduction():
     assert bf16["devices"]["mean"]["dp_comm_ms"] < fp32["devices"]["mean"]["dp_comm_ms"]
     with pytest.raises(ValueError, match="grad-reduce-in-bf16"):
         eventsim.simulate(grad_reduce_in_bf16=True, framework="fsdp", **base)
+
+
+def test_optimizer_impl_foreach_costs_more_memory_passes_than_fused():
+    """--optimizer-impl: torchtitan's fused AdamW (7 fp32 elements a parameter) against its eight
+    foreach kernels (20); Megatron takes only its fused Adam, for-loop is refused."""
+    base = dict(model="llama3-8b", cluster="dgx-h100", tp=1, pp=1, dp=8, micro_batch=1,
+                global_batch=8, framework="fsdp", fallback="analytic")
+    fused = eventsim.simulate(**base)
+    foreach = eventsim.simulate(optimizer_impl="foreach", **base)
+    assert (fused["optimizer_impl"], foreach["optimizer_impl"]) == ("fused", "foreach")
+    assert foreach["iteration_time_ms"] > fused["iteration_time_ms"]
+    with pytest.raises(ValueError, match="optimizer-impl"):
+        eventsim.simulate(optimizer_impl="foreach", **dict(base, framework="megatron"))
+    with pytest.raises(ValueError, match="for-loop"):
+        eventsim.simulate(optimizer_impl="for-loop", **base)

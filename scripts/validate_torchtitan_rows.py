@@ -7,7 +7,7 @@ published figures and their sources are in docs/VALIDATION.md (Issue 30, dense B
 torchtitan runs used Grand Teton H100s (96 GB HBM2e, 500 W), hence the default cluster.
 
 Usage: scripts/validate_torchtitan_rows.py [--build build] [--cluster grand-teton-h100]
-                                          [--compile blocks|on]
+                                          [--compile blocks|on] [--torchao-optimizer fused|foreach]
 Prints one line per row: published, predicted, error (predicted / published - 1), then the
 compile speed-up of Table 1, published and predicted.
 """
@@ -22,20 +22,30 @@ import sys
 # the loss uncompiled ("compiling loss function causes CUDA errors"): compile = "blocks".
 COMPILED = "blocks"
 
-# (label, published tokens/s/GPU, micro-batch, compile, extra eventsim flags)
+# AdamW's implementation as each source ran it (--optimizer-impl): torchtitan's Tables 1-2 ran
+# 9dec370 (2024-12-26), whose build_optimizers passed fused=False, foreach=True; fused became the
+# default on 2025-02-24 (6e4988550), before the torchao README rows were run (torchao
+# 0.10.0+git890e0ac8, a commit of 2025-02-28, with torchtitan cloned as its README says), so those
+# ran fused (--torchao-optimizer foreach gives the other reading).
+TABLES = "foreach"
+
+# (label, published tokens/s/GPU, micro-batch, compile, extra eventsim flags); the torchao rows
+# take --torchao-optimizer, the Table rows TABLES.
+TORCHAO = "torchao"
 ROWS = [
     ("torchao README: bf16, b 1, per-op SAC, compile", 6150.0, 1, COMPILED,
-     ["--recompute", "selective-op"]),
+     ["--recompute", "selective-op", "--optimizer-impl", TORCHAO]),
     ("torchao README: fp8 tensorwise, fp8 all-gather, b 1, compile", 7689.5, 1, COMPILED,
-     ["--recompute", "selective-op", "--fp8-recipe", "tensorwise"]),
+     ["--recompute", "selective-op", "--fp8-recipe", "tensorwise", "--optimizer-impl", TORCHAO]),
     ("torchtitan Table 1: FSDP, b 2, eager", 5762.0, 2, "off",
-     ["--recompute", "selective-op"]),
+     ["--recompute", "selective-op", "--optimizer-impl", TABLES]),
     ("torchtitan Table 1: FSDP + compile, b 2", 6667.0, 2, COMPILED,
-     ["--recompute", "selective-op"]),
+     ["--recompute", "selective-op", "--optimizer-impl", TABLES]),
     ("torchtitan Table 1: FSDP + compile + Float8, b 2", 8532.0, 2, COMPILED,
-     ["--recompute", "selective-op", "--fp8-recipe", "tensorwise"]),
+     ["--recompute", "selective-op", "--fp8-recipe", "tensorwise", "--optimizer-impl", TABLES]),
     ("torchtitan Table 2: seq 32K, full AC, compile + Float8, b 1", 3890.0, 1, COMPILED,
-     ["--recompute", "full", "--seq-length", "32768", "--fp8-recipe", "tensorwise"]),
+     ["--recompute", "full", "--seq-length", "32768", "--fp8-recipe", "tensorwise",
+      "--optimizer-impl", TABLES]),
 ]
 # Table 1's compile speed-up: the compiled row over the eager one (published 6,667 / 5,762).
 SPEEDUP = ("torchtitan Table 1: FSDP + compile, b 2", "torchtitan Table 1: FSDP, b 2, eager")
@@ -57,6 +67,9 @@ def main():
     parser.add_argument("--cluster", default="grand-teton-h100")
     parser.add_argument("--compile", default=COMPILED,
                         help="--torch-compile of the compiled rows (default: blocks, see COMPILED)")
+    parser.add_argument("--torchao-optimizer", default="fused", choices=["fused", "foreach"],
+                        help="--optimizer-impl of the torchao README rows (default: fused, see "
+                             "TABLES)")
     args = parser.parse_args()
     errors = []
     results = {}
@@ -64,6 +77,7 @@ def main():
     for label, published, b, compile_mode, extra in ROWS:
         if compile_mode == COMPILED:
             compile_mode = args.compile
+        extra = [args.torchao_optimizer if flag == TORCHAO else flag for flag in extra]
         predicted, ms, cmd = predict(args.build, args.cluster, b, compile_mode, extra)
         error = predicted / published - 1
         errors.append(error)

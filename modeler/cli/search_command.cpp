@@ -31,6 +31,7 @@
 #include "modeler/search.h"
 #include "modeler/simulation.h"
 #include "modeler/time_to_train.h"
+#include "plan/optimizer_step.h"
 #include "plan/strategy_space.h"
 
 namespace evsim {
@@ -313,6 +314,9 @@ void run(SearchArgs args) {
   options.base.framework = parseFramework(args.run.framework);
   options.base.reshard = parseReshard(args.run.reshard);
   options.base.torch_compile = parseTorchCompile(args.run.torch_compile);
+  options.base.optimizer_impl = parseOptimizerImpl(args.run.optimizer_impl);
+  // Every candidate would break the same rule: say it once.
+  if (auto why = optimizerImplViolation(options.base)) EVSIM_THROW(InputError, "{}", *why);
   options.base.tp_comm_overlap = args.tp_comm_overlap;
   options.base.cp_comm = parseCpComm(args.cp_comm_type);
   options.base.cp_a2a = args.cp_a2a;

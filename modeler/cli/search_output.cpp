@@ -48,6 +48,7 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
                       {"dp_overlap", s.dp_overlap},
                       {"overlap_param_gather", s.overlap_param_gather},
                       {"grad_reduce_in_bf16", s.grad_reduce_in_bf16},
+                      {"optimizer_impl", optimizerImplName(s.optimizer_impl)},
                       {"tp_comm_overlap", s.tp_comm_overlap},
                       {"offload", offloadName(s.offload)},
                       {"stage_layers", s.stage_layers.empty() ? nlohmann::json(nullptr)

@@ -71,6 +71,34 @@ TEST(TorchtitanConfig, CompileEnableCompilesTheBlocksAndTheLoss) {
             blocks);
 }
 
+TEST(TorchtitanConfig, OptimizerImplementationMapsToOptimizerImpl) {
+  // optimizer.implementation (default fused: nothing added), or the older bool optimizer.fused
+  // (false ran foreach); for-loop and the bf16-state variant are refused by name.
+  auto with = [](const std::string& line) {
+    return torchtitanArguments(replaced(fixture(), "name = \"AdamW\"", "name = \"AdamW\"\n" + line),
+                               "t.toml")
+        .args;
+  };
+  auto tail = [](const std::vector<std::string>& args) {
+    return std::vector<std::string>(args.end() - 2, args.end());
+  };
+  const std::vector<std::string> foreach = {"--optimizer-impl", "foreach"};
+  EXPECT_EQ(tail(with("implementation = \"foreach\"")), foreach);
+  EXPECT_EQ(tail(with("fused = false")), foreach);
+  const std::vector<std::string> plain = torchtitanArguments(fixture(), "t.toml").args;
+  EXPECT_EQ(with("implementation = \"fused\""), plain);
+  EXPECT_EQ(with("fused = true"), plain);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), "--optimizer-impl"), 0);
+  EXPECT_NE(errorOf(replaced(fixture(), "name = \"AdamW\"",
+                             "name = \"AdamW\"\nimplementation = \"for-loop\""))
+                .find("optimizer.implementation = for-loop"),
+            std::string::npos);
+  EXPECT_NE(errorOf(replaced(fixture(), "name = \"AdamW\"",
+                             "name = \"AdamW\"\nimplementation = \"fused\"\nfused = true"))
+                .find("optimizer.fused"),
+            std::string::npos);
+}
+
 TEST(TorchtitanConfig, LayerSelectiveCheckpointingIsEveryNthBlockInFull) {
   // torchtitan's selective_ac_option = "N": every N-th block checkpointed in full; "1" and "0"
   // every block.

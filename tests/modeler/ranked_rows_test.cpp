@@ -47,7 +47,7 @@ CandidateResult fullRow() {
   s.moe_dispatcher = MoeDispatcher::kDeepEp, s.moe_a2a_overlap = true;
   s.microbatch_group = 6, s.recompute_every = 3, s.swiglu_recompute_product = true;
   s.cp_comm = CpComm::kA2aP2p, s.cp_a2a = 7;
-  s.grad_reduce_in_bf16 = true;
+  s.grad_reduce_in_bf16 = true, s.optimizer_impl = OptimizerImpl::kForeach;
   r.status = CandidateStatus::kOk;
   r.violation = "quoted \"text\",\nover lines";
   r.micro_batches = 17, r.peak_memory_bytes = int64_t{1} << 40, r.peak_memory_stage = 19;

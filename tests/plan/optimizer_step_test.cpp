@@ -99,19 +99,22 @@ TEST(GradReduceDtype, ZeroOneScattersFp32BucketsAndGathersBf16Parameters) {
 
 TEST(FrameworkStepOps, MegatronKeepsTheFusedAdam) {
   const std::vector<StepOp> ops =
-      frameworkStepOps(1000, DType::kBf16, Offload::kNone, Framework::kMegatron);
+      frameworkStepOps(1000, DType::kBf16, Offload::kNone, Framework::kMegatron,
+                       OptimizerImpl::kFused);
   ASSERT_EQ(ops.size(), 1u);
   EXPECT_EQ(ops[0].event.op, "adam");
   EXPECT_EQ(ops[0].event.dim("params"), 1000);
   // An offloaded step is the host's whatever the framework.
-  EXPECT_EQ(frameworkStepOps(1000, DType::kBf16, Offload::kOptimizer, Framework::kFsdp).size(),
+  EXPECT_EQ(frameworkStepOps(1000, DType::kBf16, Offload::kOptimizer, Framework::kFsdp,
+                             OptimizerImpl::kFused)
+                .size(),
             optimizerStepOps(1000, DType::kBf16, Offload::kOptimizer).size());
 }
 
 TEST(FrameworkStepOps, FsdpRunsForeachAdamWAndClipGradNormAsMemoryPasses) {
   const int64_t n = 1000;
   const std::vector<StepOp> ops = frameworkStepOps(n, DType::kBf16, Offload::kNone,
-                                                   Framework::kFsdp);
+                                                   Framework::kFsdp, OptimizerImpl::kForeach);
   // clip_grad_norm_: norm (read g), scale (read g, write g); then AdamW's eight foreach kernels.
   ASSERT_EQ(ops.size(), 10u);
   EXPECT_EQ(ops[0].name, "grad_norm");
@@ -134,10 +137,64 @@ TEST(FrameworkStepOps, FsdpRunsForeachAdamWAndClipGradNormAsMemoryPasses) {
   EXPECT_EQ(ops[9].name, "adamw_param_addcdiv");
 }
 
+TEST(FrameworkStepOps, FsdpFusedAdamWIsOnePassOfSevenFp32Elements) {
+  // torch._fused_adamw_ (FusedAdamMathFunctor, depth 4): p, g, m, v loaded, p, m, v stored;
+  // clip_grad_norm_ stays foreach. n = 1000: reads 4 x 4 x 1000 = 16,000 bytes, writes 12,000.
+  const int64_t n = 1000;
+  const std::vector<StepOp> ops =
+      frameworkStepOps(n, DType::kBf16, Offload::kNone, Framework::kFsdp, OptimizerImpl::kFused);
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[0].name, "grad_norm");
+  EXPECT_EQ(ops[1].name, "grad_clip_scale");
+  EXPECT_EQ(ops[2].name, "adamw_fused");
+  EXPECT_EQ(ops[2].event.op, "memory_pass");
+  EXPECT_EQ(ops[2].stream, Stream::kCompute);
+  EXPECT_EQ(ops[2].event.dim("read_bytes"), 16000);
+  EXPECT_EQ(ops[2].event.dim("write_bytes"), 12000);
+  // The whole step, clip included: (1 + 1 + 4) reads and (1 + 3) writes of 4 bytes, + the norm.
+  int64_t bytes = 0;
+  for (const StepOp& op : ops) bytes += op.event.dim("read_bytes") + op.event.dim("write_bytes");
+  EXPECT_EQ(bytes, 40000 + 4);
+}
+
+TEST(FrameworkStepOps, OptimizerImplIsParsedAndRefusedWhereNotModelled) {
+  EXPECT_EQ(parseOptimizerImpl("fused"), OptimizerImpl::kFused);
+  EXPECT_EQ(parseOptimizerImpl("Foreach"), OptimizerImpl::kForeach);
+  EXPECT_EQ(parseOptimizerImpl("for-loop"), OptimizerImpl::kForLoop);
+  EXPECT_THROW(parseOptimizerImpl("apex"), InputError);
+  const ModelConfig m = test::model(kH, kHeads, kF, kS, kVocab, kLayers, "bf16");
+  Strategy s = test::strategy("1M1P4D", kB, 4 * kB);
+  s.optimizer_impl = OptimizerImpl::kForeach;  // Megatron: its fused Adam only
+  ASSERT_TRUE(strategyViolation(m, test::cluster(8), s).has_value());
+  EXPECT_NE(strategyViolation(m, test::cluster(8), s)->find("--optimizer-impl foreach"),
+            std::string::npos);
+  s.framework = Framework::kFsdp;
+  s.zero_stage = 3;
+  EXPECT_FALSE(strategyViolation(m, test::cluster(8), s).has_value());
+  s.optimizer_impl = OptimizerImpl::kForLoop;
+  ASSERT_TRUE(strategyViolation(m, test::cluster(8), s).has_value());
+  EXPECT_NE(strategyViolation(m, test::cluster(8), s)->find("for-loop: not modelled"),
+            std::string::npos);
+}
+
+TEST(FrameworkStepOps, TheFsdpPlanStepsItsShardWithTheFusedKernelByDefault) {
+  Strategy s = test::strategy("1M1P4D", kB, 4 * kB);
+  s.framework = Framework::kFsdp;
+  s.zero_stage = 3;
+  const IterationPlan p = buildIterationPlan(
+      test::model(kH, kHeads, kF, kS, kVocab, kLayers, "bf16"), test::cluster(8), s);
+  const StagePlan& st = p.stages[0];
+  ASSERT_EQ(st.optimizer.size(), 3u);
+  const int64_t shard = (st.parameters + 3) / 4;
+  EXPECT_EQ(test::eventOf(p, st.optimizer[2]).dim("read_bytes"), 16 * shard);
+  EXPECT_EQ(test::eventOf(p, st.optimizer[2]).dim("write_bytes"), 12 * shard);
+}
+
 TEST(FrameworkStepOps, TheFsdpPlanStepsItsShardWithTheForeachKernels) {
   Strategy s = test::strategy("1M1P4D", kB, 4 * kB);
   s.framework = Framework::kFsdp;
   s.zero_stage = 3;
+  s.optimizer_impl = OptimizerImpl::kForeach;
   const IterationPlan p = buildIterationPlan(
       test::model(kH, kHeads, kF, kS, kVocab, kLayers, "bf16"), test::cluster(8), s);
   const StagePlan& st = p.stages[0];
