@@ -15,11 +15,7 @@ namespace evsim {
 using ShapeKey = std::tuple<int, int, int, int64_t, int>;  // (schedule, P, v, m, N)
 
 // Values computed once per (schedule, shape) and shared, thread-safe: the most recently used are
-// kept up to `capacity` units of size (what `size` says a value weighs). A value larger than a
-// quarter of that is not kept, only remembered weakly (the last one): while its user still holds
-// it (a simulation's task graph holds its orders), the next request for its shape gets it again
-// instead of computing it twice (issue 34 item 3: above 131,072 tasks a simulate built the device
-// orders once for its task graph and again for its memory estimate).
+// kept up to `capacity` units of size (what `size` says a value weighs); larger ones not at all.
 template <typename T>
 class ShapeCache {
  public:
@@ -34,19 +30,12 @@ class ShapeCache {
         ages_.splice(ages_.end(), ages_, it->second.age);
         return it->second.value;
       }
-      if (large_key_ == key) {
-        if (std::shared_ptr<const T> held = large_.lock()) return held;
-      }
     }
     // Computed outside the lock; two threads racing on a miss compute the same value.
     auto value = std::make_shared<const T>(compute());
     const size_t units = size(*value);
+    if (units > capacity_ / 4) return value;  // too large to keep
     std::lock_guard<std::mutex> lock(mutex_);
-    if (units > capacity_ / 4) {  // too large to keep: remembered while someone holds it
-      large_key_ = key;
-      large_ = value;
-      return value;
-    }
     auto [it, inserted] = cache_.try_emplace(key, Entry{value, units, ages_.end()});
     if (!inserted) return it->second.value;
     it->second.age = ages_.insert(ages_.end(), key);
@@ -71,8 +60,6 @@ class ShapeCache {
   std::map<ShapeKey, Entry> cache_;
   std::list<ShapeKey> ages_;  // least recently used first
   size_t cached_ = 0;
-  ShapeKey large_key_{-1, 0, 0, 0, 0};  // the last value too large to keep, held weakly
-  std::weak_ptr<const T> large_;
 };
 
 }  // namespace evsim

@@ -117,8 +117,13 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   };
   std::shared_ptr<const DeviceOrders> shared_orders =
       scheduleOrders(schedule, PipelineShape{devices, chunks, micro_batches, group});
-  // The graph holds the schedule's own orders (Storage::orders), not the fused copy.
-  st.orders = shared_orders;
+  // The memory model's activation states of these orders, while they are at hand: orders above
+  // 131,072 tasks are too large to keep (ShapeCache), and a simulation's memory estimate computed
+  // them a second time (issue 34 item 3). A hit when the memory check came first (a search).
+  if (schedule != Schedule::kFile) {
+    scheduleActivationStates(schedule, PipelineShape{devices, chunks, micro_batches, group},
+                             shared_orders.get());
+  }
   if (fuse_moe_a2a) shared_orders = fuseForwardBackward(*shared_orders);
   const DeviceOrders& orders = *shared_orders;
   EVSIM_CHECK(static_cast<int>(orders.size()) == devices, "{} orders for {} devices", orders.size(),
@@ -126,8 +131,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   st.device_order.resize(devices);
   const size_t tasks_per_device = static_cast<size_t>((g.split_backward ? 3 : 2) * chunks * m);
   // Node ids in device order (device s's position p is s * tasks_per_device + p), each node and
-  // edge written in place. The orders stay with the graph (above): the memory estimate asks for
-  // the same shape's orders while the simulation holds its graph.
+  // edge written in place.
   st.nodes.resize(tasks_per_device * devices);
   st.peak_in_flight.assign(static_cast<size_t>(devices), 0);
   const Phase frees = g.split_backward ? Phase::kWeightGrad : Phase::kBackward;

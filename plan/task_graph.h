@@ -72,9 +72,6 @@ struct TaskGraph {
     std::vector<TaskNode> nodes;
     std::vector<TaskEdge> edges;
     std::vector<std::vector<int>> device_order;
-    // The schedule's orders the graph was built from (scheduleOrders'): held so that the same
-    // shape's orders are not computed again while the graph lives (shape_cache.h).
-    std::shared_ptr<const DeviceOrders> orders;
     std::vector<int> peak_in_flight;  // per device, peakInFlight's walk (empty: not walked)
   };
   std::shared_ptr<const Storage> storage;
