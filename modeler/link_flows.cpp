@@ -27,83 +27,71 @@ bool crossesTier(const NetworkTopology& topology, const FabricTier& tier, int no
   return nodes > 1 && (topology.placement == JobPlacement::kScattered || nodes > tier.nodes);
 }
 
-// Whether two time-sorted lists of non-overlapping intervals overlap each other (a merge).
-template <typename Span>
-bool runsOverlap(const Span* a, const Span* a_end, const Span* b, const Span* b_end) {
-  while (a != a_end && b != b_end) {
-    if (a->start_us < b->end_us && b->start_us < a->end_us) return true;
-    if (a->end_us <= b->end_us) {
-      ++a;
-    } else {
-      ++b;
-    }
-  }
-  return false;
-}
-
 // Whether two sends into one device overlap in time (on its NVLink or on its NICs). The arrivals
 // from one sender are in time order and never overlap each other (a send holds its device), so
-// an overlap is between two senders' runs, found by merging them (no sort: this runs on every
-// timing that may share).
+// an overlap is between two senders' arrivals, found by merging them (no sort: this runs on every
+// timing that may share). Each sender's arrivals are read from its task list in place: copying
+// them out per receiver was most of this check's cost (issue 34 item 3).
 bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timeline) {
   const PipelineLayout layout = plan.pipelineLayout();
   const int P = plan.deviceStages();
-  struct Arrival {
-    double start_us, end_us;
-  };
-  struct Run {
-    int sender;
-    size_t first;  // index of its first arrival
-  };
-  // Per (receiver, inter-node): the arrivals, and where each sender's run starts.
-  std::vector<std::vector<Arrival>> into(2 * static_cast<size_t>(P));
-  std::vector<std::vector<Run>> runs(into.size());
   const size_t links = plan.virtualStages() - 1;
+  constexpr size_t kNoKey = SIZE_MAX;
   std::vector<size_t> key_of(2 * links);  // per link: activation, gradient
+  // Per (receiver, inter-node) key: the devices sending into it, in device order.
+  std::vector<std::vector<int>> senders(2 * static_cast<size_t>(P));
   for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
     const PipelineClass& pipeline = plan.pipelines[k];
-    for (auto& list : into) list.clear();
-    for (auto& list : runs) list.clear();
-    // Each link's (receiver, inter-node) key once per class, not once per send; none: no event.
-    constexpr size_t kNoKey = SIZE_MAX;
+    for (auto& list : senders) list.clear();
+    // Each link's key once per class, not once per send; none: no event.
     for (size_t l = 0; l < links; ++l) {
       for (const Send send : {Send::kActivation, Send::kGradient}) {
         const bool forward = send == Send::kActivation;
         const int e = forward ? pipeline.forward_p2p[l] : pipeline.backward_p2p[l];
-        const int to = layout.device(linkReceiver(send, static_cast<int>(l)));
-        key_of[2 * l + !forward] =
+        const int link = static_cast<int>(l);
+        const int to = layout.device(linkReceiver(send, link));
+        const size_t key =
             e < 0 ? kNoKey
                   : 2 * static_cast<size_t>(to) + plan.events[e].event.placement.interNode();
-        // About one arrival per task of the receiver (1F1B: each F's input, each B's gradient):
-        // reserved, not grown (the growth's copies were a third of this check's cost).
-        if (e >= 0) {
-          into[key_of[2 * l + !forward]].reserve(timeline.pipelines[k].stages[to].tasks.size());
-        }
+        key_of[2 * l + !forward] = key;
+        if (key != kNoKey) senders[key].push_back(layout.device(forward ? link : link + 1));
       }
     }
-    for (int s = 0; s < P; ++s) {
-      for (const TaskTiming& t : timeline.pipelines[k].stages[s].tasks) {
-        if (t.send.end_us <= t.send.start_us || t.node < 0) continue;
-        const TaskNode& node = timeline.graph.nodes[t.node];
-        const size_t key =
-            key_of[2 * static_cast<size_t>(node.link) + (node.send == Send::kGradient ? 1 : 0)];
-        if (key == kNoKey) continue;
-        // Senders come in device order: a new one starts a run.
-        if (runs[key].empty() || runs[key].back().sender != s) {
-          runs[key].push_back({s, into[key].size()});
+    const std::vector<StageTimeline>& stages = timeline.pipelines[k].stages;
+    // A device's next arrival into `key` from `t` on (its end when none).
+    auto nextInto = [&](const TaskTiming* t, const TaskTiming* end, size_t key) {
+      for (; t != end; ++t) {
+        if (t->send.end_us <= t->send.start_us || t->node < 0) continue;
+        const TaskNode& node = timeline.graph.nodes[t->node];
+        if (key_of[2 * static_cast<size_t>(node.link) + (node.send == Send::kGradient)] == key) {
+          break;
         }
-        into[key].push_back({t.send.start_us, t.send.end_us});
       }
-    }
-    for (size_t key = 0; key < into.size(); ++key) {
-      const std::vector<Run>& r = runs[key];
-      const Arrival* data = into[key].data();
-      auto end = [&](size_t i) {
-        return data + (i + 1 < r.size() ? r[i + 1].first : into[key].size());
-      };
-      for (size_t i = 0; i < r.size(); ++i) {
-        for (size_t j = i + 1; j < r.size(); ++j) {
-          if (runsOverlap(data + r[i].first, end(i), data + r[j].first, end(j))) return true;
+      return t;
+    };
+    for (size_t key = 0; key < senders.size(); ++key) {
+      std::vector<int>& from = senders[key];
+      std::sort(from.begin(), from.end());
+      from.erase(std::unique(from.begin(), from.end()), from.end());
+      for (size_t i = 0; i < from.size(); ++i) {
+        for (size_t j = i + 1; j < from.size(); ++j) {
+          const std::vector<TaskTiming>& ta = stages[from[i]].tasks;
+          const std::vector<TaskTiming>& tb = stages[from[j]].tasks;
+          const TaskTiming* const a_end = ta.data() + ta.size();
+          const TaskTiming* const b_end = tb.data() + tb.size();
+          const TaskTiming* a = nextInto(ta.data(), a_end, key);
+          const TaskTiming* b = nextInto(tb.data(), b_end, key);
+          // Two time-sorted lists of non-overlapping intervals overlap where a merge finds it.
+          while (a != a_end && b != b_end) {
+            if (a->send.start_us < b->send.end_us && b->send.start_us < a->send.end_us) {
+              return true;
+            }
+            if (a->send.end_us <= b->send.end_us) {
+              a = nextInto(a + 1, a_end, key);
+            } else {
+              b = nextInto(b + 1, b_end, key);
+            }
+          }
         }
       }
     }

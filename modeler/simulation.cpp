@@ -155,6 +155,7 @@ void foldDevice(DeviceMetrics& min, DeviceMetrics& max, DeviceMetrics& sum, cons
 double hiddenAllToAllUs(const Simulation& sim, const StageTimeline& timeline) {
   double hidden = 0;
   const TaskGraph& graph = sim.timeline.graph;
+  if (!graph.fused) return hidden;  // no fused task: a pass over the tasks for nothing
   for (size_t i = 0; i < timeline.tasks.size(); ++i) {
     const int members = graph.nodes[timeline.tasks[i].node].fused_size;
     if (members < 2) continue;
@@ -229,8 +230,13 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   // compute's slowdown beside it is overlap slowdown), so ep-comm counts only the latter.
   d.ep_comm_us -= slow * hiddenAllToAllUs(sim, timeline);
   d.overlap_slowdown_us *= slow;
-  // And beside the DP buckets (timing_engine.cpp stretched those tasks after the straggler).
-  for (const TaskTiming& t : timeline.tasks) d.overlap_slowdown_us += t.overlap_slowdown_us;
+  // And beside the DP buckets (timing_engine.cpp stretched those tasks after the straggler). The
+  // sends' time in the same pass (summed in the same order: the same bits as a pass of its own).
+  double pp_comm_us = 0;
+  for (const TaskTiming& t : timeline.tasks) {
+    d.overlap_slowdown_us += t.overlap_slowdown_us;
+    pp_comm_us += t.send.duration();
+  }
   d.compute_us *= slow;
   d.tp_comm_us *= slow;
   d.exposed_tp_comm_us *= slow;
@@ -253,7 +259,7 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   d.compute_us += timeline.optimizer.duration() - optimizer_host_us * slow + d.overlap_slowdown_us;
   d.offload_us += optimizer_host_us * slow;
   d.exposed_offload_us += optimizer_host_us * slow;
-  for (const TaskTiming& t : timeline.tasks) d.pp_comm_us += t.send.duration();
+  d.pp_comm_us = pp_comm_us;
   d.dp_comm_us += zero3_us + timeline.param_allgather.duration();
   d.exposed_dp_comm_us += zero3_exposed_us + timeline.param_allgather.duration();
   d.zero_comm_us = zero3_exposed_us + timeline.param_allgather.duration();

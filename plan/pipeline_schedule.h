@@ -94,6 +94,11 @@ std::shared_ptr<const DeviceOrders> scheduleOrders(Schedule schedule, const Pipe
 struct ActivationStates;
 std::shared_ptr<const std::vector<ActivationStates>> scheduleActivationStates(
     Schedule schedule, const PipelineShape& shape);
+// The same, walking `orders` (that shape's scheduleOrders) on a miss: the task graph's build
+// fills the cache from the orders it has, so that a simulation's memory estimate does not compute
+// orders too large to keep a second time (issue 34 item 3).
+std::shared_ptr<const std::vector<ActivationStates>> scheduleActivationStates(
+    Schedule schedule, const PipelineShape& shape, const DeviceOrders* orders);
 
 // pipelineSchedule(schedule).deviceOrder(stage, {stages, virtual_stages, micro_batches}) after
 // checking the arguments (stage in range, m >= 1, v > 1 only for chunked schedules).

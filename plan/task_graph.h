@@ -60,6 +60,7 @@ struct TaskGraph {
   int chunks = 1;             // v
   int64_t micro_batches = 1;  // m
   bool split_backward = false;
+  bool fused = false;  // whether some task is fused (TaskNode::fused_size > 1 somewhere)
   // Views into `storage`, which every copy of the graph shares: buildTaskGraph keeps the graphs of
   // recent shapes, so a search's candidates that share (schedule, P, v, m) share one graph, and a
   // copy costs a handle, not the tasks.
@@ -71,6 +72,7 @@ struct TaskGraph {
     std::vector<TaskNode> nodes;
     std::vector<TaskEdge> edges;
     std::vector<std::vector<int>> device_order;
+    std::vector<int> peak_in_flight;  // per device, peakInFlight's walk (empty: not walked)
   };
   std::shared_ptr<const Storage> storage;
 

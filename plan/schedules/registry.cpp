@@ -79,30 +79,31 @@ std::shared_ptr<const DeviceOrders> scheduleOrders(Schedule schedule, const Pipe
 
 std::shared_ptr<const std::vector<ActivationStates>> scheduleActivationStates(
     Schedule schedule, const PipelineShape& shape) {
-  if (schedule == Schedule::kFile) {
-    const std::shared_ptr<const DeviceOrders> orders = scheduleOrders(schedule, shape);
+  return scheduleActivationStates(schedule, shape, nullptr);
+}
+
+std::shared_ptr<const std::vector<ActivationStates>> scheduleActivationStates(
+    Schedule schedule, const PipelineShape& shape, const DeviceOrders* given) {
+  auto compute = [&] {
+    std::shared_ptr<const DeviceOrders> computed;
+    if (given == nullptr) computed = scheduleOrders(schedule, shape);
+    const DeviceOrders& orders = given != nullptr ? *given : *computed;
     std::vector<ActivationStates> out;
-    for (const std::vector<StageTask>& order : *orders) {
+    for (const std::vector<StageTask>& order : orders) {
       out.push_back(activationStates(order, shape.chunks));
     }
-    return std::make_shared<const std::vector<ActivationStates>>(std::move(out));
+    return out;
+  };
+  if (schedule == Schedule::kFile) {
+    return std::make_shared<const std::vector<ActivationStates>>(compute());
   }
   static ShapeCache<std::vector<ActivationStates>> cache(size_t{1} << 20);  // counts
-  return cache.get(
-      shapeKey(schedule, shape),
-      [&] {
-        const std::shared_ptr<const DeviceOrders> orders = scheduleOrders(schedule, shape);
-        std::vector<ActivationStates> out;
-        for (const std::vector<StageTask>& order : *orders) {
-          out.push_back(activationStates(order, shape.chunks));
-        }
-        return out;
-      },
-      [](const std::vector<ActivationStates>& states) {
-        size_t counts = 0;
-        for (const ActivationStates& s : states) counts += s.counts.size();
-        return counts;
-      });
+  return cache.get(shapeKey(schedule, shape), compute,
+                   [](const std::vector<ActivationStates>& states) {
+                     size_t counts = 0;
+                     for (const ActivationStates& s : states) counts += s.counts.size();
+                     return counts;
+                   });
 }
 
 std::vector<StageTask> stageTaskOrder(Schedule schedule, int stage, int stages,

@@ -232,5 +232,68 @@ TEST(ActivationStates, PeakFromTheStatesIsTheWalksPeak) {
   EXPECT_GT(compared, 2000);
 }
 
+// activationStates' frontier against a brute force written here: every state along the order
+// (per chunk, micro-batches held; then those whose W inputs are held), the ones no other distinct
+// state matches or exceeds everywhere, in order of first appearance; and the walk's peak in flight.
+TEST(ActivationStates, FrontierIsTheMaximalStatesInOrder) {
+  struct Shape {
+    Schedule schedule;
+    int P, v;
+    int64_t m;
+  };
+  int compared = 0;
+  for (const Shape& shape :
+       {Shape{Schedule::kGpipe, 3, 1, 5}, Shape{Schedule::kDapple, 4, 1, 9},
+        Shape{Schedule::kInterleaved, 2, 3, 4}, Shape{Schedule::kInterleaved, 4, 2, 8},
+        Shape{Schedule::kZbh1, 3, 1, 6}, Shape{Schedule::kZbh2, 4, 1, 8},
+        Shape{Schedule::kZbv, 3, 2, 6}, Shape{Schedule::kDualPipeV, 4, 2, 8}}) {
+    const DeviceOrders orders = pipelineSchedule(shape.schedule).orders({shape.P, shape.v, shape.m});
+    for (const std::vector<StageTask>& order : orders) {
+      const bool split = std::any_of(order.begin(), order.end(), [](const StageTask& t) {
+        return t.phase == Phase::kWeightGrad;
+      });
+      std::vector<std::vector<int>> states;  // distinct, in order of first appearance
+      std::vector<int> now(2 * static_cast<size_t>(shape.v), 0);
+      int in_flight = 0, peak = 0;
+      for (const StageTask& t : order) {
+        if (t.phase == Phase::kForward) ++now[t.chunk], peak = std::max(peak, ++in_flight);
+        if (t.phase == Phase::kBackward) {
+          --now[t.chunk];
+          if (split) {
+            ++now[shape.v + t.chunk];
+          } else {
+            --in_flight;
+          }
+        }
+        if (t.phase == Phase::kWeightGrad) --now[shape.v + t.chunk], --in_flight;
+        if (std::find(states.begin(), states.end(), now) == states.end()) states.push_back(now);
+      }
+      std::vector<int> expected;
+      for (const std::vector<int>& a : states) {
+        const bool covered = std::any_of(states.begin(), states.end(), [&](const auto& b) {
+          if (b == a) return false;
+          for (size_t i = 0; i < a.size(); ++i) {
+            if (b[i] < a[i]) return false;
+          }
+          return true;
+        });
+        if (!covered) expected.insert(expected.end(), a.begin(), a.end());
+      }
+      const ActivationStates got = activationStates(order, shape.v);
+      EXPECT_EQ(got.counts, expected) << scheduleName(shape.schedule) << " P" << shape.P;
+      EXPECT_EQ(got.in_flight, peak) << scheduleName(shape.schedule) << " P" << shape.P;
+      ++compared;
+    }
+    // The cached states, filled from the orders handed over as the task graph's build does.
+    const PipelineShape key{shape.P, shape.v, shape.m};
+    EXPECT_EQ(scheduleActivationStates(shape.schedule, key, &orders)->size(), orders.size());
+    for (size_t d = 0; d < orders.size(); ++d) {
+      EXPECT_EQ((*scheduleActivationStates(shape.schedule, key))[d].counts,
+                activationStates(orders[d], shape.v).counts);
+    }
+  }
+  EXPECT_EQ(compared, 3 + 4 + 2 + 4 + 3 + 4 + 3 + 4);
+}
+
 }  // namespace
 }  // namespace evsim

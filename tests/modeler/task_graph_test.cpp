@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "common/error.h"
@@ -100,6 +101,44 @@ TEST(TaskGraph, SplitBackwardAddsWeightGradientNodes) {
     }
   }
   EXPECT_THROW(buildTaskGraph(Schedule::kDapple, 2, 2, 2), Error);  // chunks need interleaving
+}
+
+// What the build records once (issue 34 item 3) against walks written here: each device's peak of
+// micro-batch chunks in flight (F +1, the task that frees -1: B, or W when split) and whether any
+// task is fused. By hand, DAPPLE P = 4, m = 8: device s holds P - s.
+TEST(TaskGraph, RecordedPeaksAndFusionMatchTheWalk) {
+  const TaskGraph dapple = buildTaskGraph(Schedule::kDapple, 4, 1, 8);
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(peakInFlight(dapple, s), 4 - s);
+  EXPECT_FALSE(dapple.fused);
+  struct Shape {
+    Schedule schedule;
+    int P, v;
+    int64_t m;
+  };
+  for (const Shape& shape : {Shape{Schedule::kGpipe, 3, 1, 5}, Shape{Schedule::kInterleaved, 2, 3, 4},
+                             Shape{Schedule::kZbh1, 3, 1, 6}, Shape{Schedule::kZbv, 3, 2, 6},
+                             Shape{Schedule::kDualPipeV, 4, 2, 8}}) {
+    const TaskGraph g = buildTaskGraph(shape.schedule, shape.P, shape.v, shape.m);
+    const Phase frees = g.split_backward ? Phase::kWeightGrad : Phase::kBackward;
+    for (int s = 0; s < shape.P; ++s) {
+      int in_flight = 0, peak = 0;
+      for (int id : g.device_order[s]) {
+        const Phase phase = g.nodes[id].task.phase;
+        if (phase == Phase::kForward) peak = std::max(peak, ++in_flight);
+        if (phase == frees) --in_flight;
+      }
+      EXPECT_EQ(peakInFlight(g, s), peak) << scheduleName(shape.schedule) << " device " << s;
+    }
+    const bool fused = std::any_of(g.nodes.begin(), g.nodes.end(),
+                                   [](const TaskNode& n) { return n.fused_size > 1; });
+    EXPECT_EQ(g.fused, fused) << scheduleName(shape.schedule);
+    EXPECT_EQ(g.fused, shape.schedule == Schedule::kDualPipeV);
+    // Edges by the rules (task_graph.h): per micro-batch K-1 forward inputs, 2K-1 backward ones
+    // and K for the Ws.
+    const int64_t K = shape.P * shape.v;
+    EXPECT_EQ(static_cast<int64_t>(g.edges.size()),
+              shape.m * (3 * K - 2 + (g.split_backward ? K : 0)));
+  }
 }
 
 TEST(TaskGraph, BucketIssueOpFollowsTheTaskThatCompletesIt) {
