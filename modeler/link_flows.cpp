@@ -22,11 +22,6 @@ namespace {
 
 constexpr double kStretchedUs = 1e-3;      // less is rounding
 
-// Whether a group over `nodes` nodes crosses `tier`'s uplinks (fabric.cpp's rule).
-bool crossesTier(const NetworkTopology& topology, const FabricTier& tier, int nodes) {
-  return nodes > 1 && (topology.placement == JobPlacement::kScattered || nodes > tier.nodes);
-}
-
 // Whether two time-sorted lists of non-overlapping intervals overlap each other (a merge).
 template <typename Span>
 bool runsOverlap(const Span* a, const Span* a_end, const Span* b, const Span* b_end) {
@@ -281,6 +276,10 @@ double linkBytes(const Event& event) {
   const double bytes = static_cast<double>(event.message_bytes);
   if (event.kind == EventKind::kP2P) return bytes;
   return bytes * collectiveOf(event.kind).bus_factor(event.placement.group_size);
+}
+
+bool crossesTier(const NetworkTopology& topology, const FabricTier& tier, int nodes) {
+  return nodes > 1 && (topology.placement == JobPlacement::kScattered || nodes > tier.nodes);
 }
 
 void addUplinks(const NetworkTopology& topology, const std::vector<int>& uplinks, int nodes,
