@@ -5,6 +5,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
+#include <string>
 #include <utility>
 
 #include "common/error.h"
@@ -78,6 +80,31 @@ HopTuning readHop(const YamlReader& hop, const std::array<double, kNcclProtocolC
   return tuning;
 }
 
+// "a or b", "a, b or c": the spellings of `choices`.
+template <typename T>
+std::string spelledChoices(std::initializer_list<std::pair<const char*, T>> choices) {
+  std::string out;
+  size_t i = 0;
+  for (const auto& choice : choices) {
+    if (i > 0) out += i + 1 == choices.size() ? " or " : ", ";
+    out += choice.first;
+    ++i;
+  }
+  return out;
+}
+
+// The value `key` names among `choices` (its spelling in the file, the value), else one line
+// naming the key and what it may be ("'x': must be a, b or c"), then `note`.
+template <typename T>
+T readChoice(const YamlReader& r, const std::string& key,
+             std::initializer_list<std::pair<const char*, T>> choices, const char* note = "") {
+  const std::string v = r.str(key);
+  for (const auto& [name, value] : choices) {
+    if (v == name) return value;
+  }
+  r.fail(key, fmt::format("'{}': must be {}{}", v, spelledChoices(choices), note));
+}
+
 }  // namespace
 
 const char* ncclProtocolName(NcclProtocol p) {
@@ -132,6 +159,17 @@ double NetworkTopology::railBandwidthGbS(int gpus_per_node) const {
   return nic_bandwidth_gb_s * nics_per_node / rails(gpus_per_node);
 }
 
+int NetworkTopology::pciSwitchRails(int gpus_per_node) const {
+  if (pci_switch_gpus <= 0) return 1;
+  return std::max(1, static_cast<int>(int64_t{pci_switch_gpus} * rails(gpus_per_node) /
+                                      std::max(1, gpus_per_node)));
+}
+
+bool NetworkTopology::samePciSwitch(int a, int b, int gpus_per_node) const {
+  if (pci_switch_gpus <= 0) return railOf(a, gpus_per_node) == railOf(b, gpus_per_node);
+  return a / pci_switch_gpus == b / pci_switch_gpus;
+}
+
 const std::vector<std::string>& ncclAlgorithmNames() {
   static const std::vector<std::string> names = {"ring",      "tree",    "nvls",
                                                  "nvls_tree", "collnet", "pat"};
@@ -156,7 +194,7 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
                                     double intra_latency_us, double network_bandwidth_gb_s,
                                     double network_latency_us) {
   topo.allowOnly({"nvswitch", "nvls", "nics_per_node", "nic_bandwidth_gb_s", "sharp", "placement",
-                  "nic_affinity", "tiers", "nccl"});
+                  "nic_affinity", "pci_switch_gpus", "tiers", "nccl"});
   NetworkTopology t = derivedNetworkTopology(gpus_per_node, intra_latency_us,
                                              network_bandwidth_gb_s, network_latency_us);
   t.derived = false;
@@ -183,30 +221,38 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
   }
   if (topo.has("sharp")) t.sharp = topo.boolean("sharp");
   if (topo.has("placement")) {
-    const std::string p = topo.str("placement");
-    if (p == "contiguous") {
-      t.placement = JobPlacement::kContiguous;
-    } else if (p == "scattered") {
-      t.placement = JobPlacement::kScattered;
-    } else {
-      topo.fail("placement", fmt::format("'{}': must be contiguous or scattered", p));
-    }
+    t.placement = readChoice<JobPlacement>(
+        topo, "placement",
+        {{"contiguous", JobPlacement::kContiguous}, {"scattered", JobPlacement::kScattered}});
   }
   if (topo.has("nic_affinity")) {
-    const std::string a = topo.str("nic_affinity");
-    if (a == "pooled") {
-      t.nic_affinity = NicAffinity::kPooled;
-    } else if (a == "per_gpu") {
-      t.nic_affinity = NicAffinity::kPerGpu;
-    } else {
-      topo.fail("nic_affinity", fmt::format("'{}': must be pooled or per_gpu", a));
-    }
+    t.nic_affinity = readChoice<NicAffinity>(
+        topo, "nic_affinity",
+        {{"pooled", NicAffinity::kPooled}, {"per_gpu", NicAffinity::kPerGpu}});
     const int nics = t.nics_per_node;
     if (t.perGpuNics() && nics % gpus_per_node != 0 && gpus_per_node % nics != 0) {
       topo.fail("nic_affinity",
                 fmt::format("per_gpu: {} NICs on {} GPUs; one count must divide the other", nics,
                             gpus_per_node));
     }
+  }
+  if (topo.has("pci_switch_gpus")) {
+    const int s = static_cast<int>(topo.positiveInt("pci_switch_gpus", kMaxNics));
+    if (gpus_per_node % s != 0) {
+      topo.fail("pci_switch_gpus",
+                fmt::format("{}: must divide the node's {} GPUs", s, gpus_per_node));
+    }
+    // The GPUs sharing a NIC sit under its switch.
+    const int per_nic = t.nics_per_node < gpus_per_node && t.nics_per_node > 0 &&
+                                gpus_per_node % t.nics_per_node == 0
+                            ? gpus_per_node / t.nics_per_node
+                            : 1;
+    if (s % per_nic != 0) {
+      topo.fail("pci_switch_gpus",
+                fmt::format("{}: {} GPUs share each NIC, so a PCIe switch holds a multiple of {}",
+                            s, per_nic, per_nic));
+    }
+    t.pci_switch_gpus = s;
   }
   if (topo.has("tiers")) {
     int below = 1;
@@ -242,7 +288,7 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
   if (topo.has("nccl")) {
     const YamlReader nccl = topo.child("nccl");
     nccl.allowOnly({"version", "gpu_arch", "cpu_vendor", "launch_us", "algorithm", "protocols",
-                    "source", "intra", "net"});
+                    "pxn_disable", "p2p_pxn_level", "source", "intra", "net"});
     if (nccl.has("launch_us"))
       t.nccl.launch_us = nccl.nonNegativeDouble("launch_us", kMaxLatencyUs);
     if (nccl.has("version")) {
@@ -258,25 +304,14 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
       t.nccl.version_minor = minor;
     }
     if (nccl.has("gpu_arch")) {
-      const std::string a = nccl.str("gpu_arch");
-      constexpr std::pair<const char*, NcclGpuArch> kArchs[] = {
-          {"volta", NcclGpuArch::kVolta},
-          {"ampere", NcclGpuArch::kAmpere},
-          {"hopper", NcclGpuArch::kHopper},
-          {"blackwell", NcclGpuArch::kBlackwell}};
-      const auto* it = std::find_if(std::begin(kArchs), std::end(kArchs),
-                                    [&](const auto& k) { return a == k.first; });
-      if (it == std::end(kArchs)) {
-        nccl.fail("gpu_arch", fmt::format("'{}': must be volta, ampere, hopper or blackwell", a));
-      }
-      t.nccl.gpu_arch = it->second;
+      t.nccl.gpu_arch = readChoice<NcclGpuArch>(nccl, "gpu_arch",
+                                                {{"volta", NcclGpuArch::kVolta},
+                                                 {"ampere", NcclGpuArch::kAmpere},
+                                                 {"hopper", NcclGpuArch::kHopper},
+                                                 {"blackwell", NcclGpuArch::kBlackwell}});
     }
     if (nccl.has("cpu_vendor")) {
-      const std::string c = nccl.str("cpu_vendor");
-      if (c != "intel" && c != "amd") {
-        nccl.fail("cpu_vendor", fmt::format("'{}': must be intel or amd", c));
-      }
-      t.nccl.cpu_amd = c == "amd";
+      t.nccl.cpu_amd = readChoice<bool>(nccl, "cpu_vendor", {{"intel", false}, {"amd", true}});
     }
     if (nccl.has("protocols")) {
       t.nccl.protocols.fill(false);
@@ -300,6 +335,15 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
             fmt::format("'{}': must be auto, ring, tree, nvls, nvls_tree, collnet or pat", a));
       }
       t.nccl.algorithm = a;
+    }
+    // NCCL's environment switches for PXN, with NCCL's values (config/network_topology.h).
+    if (nccl.has("pxn_disable")) {
+      t.nccl.pxn_disable = readChoice<bool>(nccl, "pxn_disable", {{"0", false}, {"1", true}},
+                                            " (as NCCL_PXN_DISABLE)");
+    }
+    if (nccl.has("p2p_pxn_level")) {
+      t.nccl.p2p_pxn_level = readChoice<int>(nccl, "p2p_pxn_level", {{"0", 0}, {"1", 1}, {"2", 2}},
+                                             " (as NCCL_P2P_PXN_LEVEL)");
     }
     if (nccl.has("source")) t.nccl.source = nccl.str("source");
     if (nccl.has("intra")) t.nccl.intra = readHop(nccl.child("intra"), kNcclNvlinkStepUs, false);

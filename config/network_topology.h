@@ -14,6 +14,8 @@
 //     sharp: false               # in-network reduction in the fabric (NCCL's CollNet)
 //     nic_affinity: per_gpu      # or pooled (default): GPU g's traffic leaves through its own
 //                                # NIC(s) (g's rail), not through any of the node's NICs
+//     pci_switch_gpus: 2         # GPUs (with their NICs) under one PCIe switch; default: the
+//                                # GPUs of one rail (NCCL_P2P_PXN_LEVEL=1 reads it)
 //     placement: contiguous      # or scattered: a job's nodes are anywhere in the fabric
 //     tiers:                     # bottom up: a group of `nodes` nodes under one switch level,
 //       - {name: leaf, nodes: 32, oversubscription: 1,    # and down:up ratio of its uplinks
@@ -28,6 +30,8 @@
 //       algorithm: auto          # or ring, tree, nvls, nvls_tree, collnet, pat (as NCCL_ALGO)
 //       launch_us: 0             # fixed cost of every collective (launch; fitted), beside the steps
 //       protocols: [ll, ll128, simple]   # those NCCL may use (as NCCL_PROTO); default all
+//       pxn_disable: 0           # 1: no PXN at all (as NCCL_PXN_DISABLE; default 0)
+//       p2p_pxn_level: 2         # when a send/recv uses PXN (as NCCL_P2P_PXN_LEVEL; default 2)
 //       source: "..."
 //       intra: {latency_us: {ll: 0.6, ll128: 1.25, simple: 4}, efficiency: {ring: 0.8}}
 //       net: {latency_us: {ll: 2.7, ll128: 4, simple: 8}, efficiency: {ring: 0.64, tree: 0.64},
@@ -104,6 +108,15 @@ struct NcclTuning {
   std::string source;              // where the figures came from
   // Protocols NCCL may use (NCCL_PROTO; AWS's EFA plugin runs Simple only), by NcclProtocol.
   std::array<bool, kNcclProtocolCount> protocols{true, true, true};
+  // PXN, NCCL's send through a NIC of the node on the receiver's rail (modeler/link_map.h), as
+  // NCCL_PXN_DISABLE and NCCL_P2P_PXN_LEVEL set it (src/graph/paths.cc, search.cc
+  // ncclTopoGetNetDev): 0, never (every send leaves through its sender's own NIC); 1, only where
+  // the sender's path to the receiver's NIC would cross the CPU (the NIC not on its PCIe switch;
+  // on its switch the sender uses that NIC directly, without a proxy); 2 (NCCL's default), always
+  // when NVLink reaches the GPU beside that NIC, "to maximize aggregation".
+  bool pxn_disable = false;
+  int p2p_pxn_level = 2;
+  int pxnLevel() const { return pxn_disable ? 0 : p2p_pxn_level; }
   HopTuning intra;  // NVLink / PCIe hops inside a node
   HopTuning net;    // network hops
 };
@@ -124,6 +137,9 @@ struct NetworkTopology {
   bool sharp = false;
   JobPlacement placement = JobPlacement::kContiguous;
   NicAffinity nic_affinity = NicAffinity::kPooled;
+  // GPUs under one PCIe switch with their NICs (consecutive local indices; a multiple of a rail's
+  // GPUs); 0: one rail's GPUs. Only NCCL_P2P_PXN_LEVEL=1 tells the two apart (pxnLevel).
+  int pci_switch_gpus = 0;
   std::vector<FabricTier> tiers;  // bottom up; empty: one non-blocking switch
   NcclTuning nccl;
   bool derived = false;  // true when built from an old file's intra_link / network keys
@@ -139,6 +155,10 @@ struct NetworkTopology {
   int rails(int gpus_per_node) const;
   int railOf(int local, int gpus_per_node) const;
   double railBandwidthGbS(int gpus_per_node) const;
+  // The rails under one PCIe switch (pci_switch_gpus' NICs), at least 1; and whether local GPUs
+  // `a` and `b` (their NICs) sit under the same PCIe switch.
+  int pciSwitchRails(int gpus_per_node) const;
+  bool samePciSwitch(int a, int b, int gpus_per_node) const;
 };
 
 // The algorithms `nccl.algorithm` may force (besides "auto").

@@ -46,6 +46,13 @@ void RunOptions::addModelOptions(CLI::App& app) {
   app.add_option("--nccl-algo", nccl_algo,
                  "force one NCCL algorithm for every collective, as NCCL_ALGO does (ring, tree, "
                  "nvls, nvls_tree, collnet, pat; default: the cluster's, else NCCL's choice)");
+  app.add_option("--nccl-pxn-disable", nccl_pxn_disable,
+                 "1: no PXN (sends between nodes leave through their own NIC), as "
+                 "NCCL_PXN_DISABLE does (default: the cluster's nccl.pxn_disable, else 0)");
+  app.add_option("--nccl-p2p-pxn-level", nccl_p2p_pxn_level,
+                 "when a send between nodes goes through PXN, as NCCL_P2P_PXN_LEVEL: 0 never, 1 "
+                 "when the receiver's NIC is not on the sender's PCIe switch, 2 always (default: "
+                 "the cluster's nccl.p2p_pxn_level, else 2)");
   overrides.addOptions(app);
 }
 
@@ -467,6 +474,21 @@ ClusterConfig RunOptions::loadCluster() const {
     }
     c.topology.nccl.algorithm = nccl_algo;
   }
+  if (!nccl_pxn_disable.empty()) {
+    if (nccl_pxn_disable != "0" && nccl_pxn_disable != "1") {
+      EVSIM_THROW(InputError, "--nccl-pxn-disable '{}': must be 0 or 1 (as NCCL_PXN_DISABLE)",
+                  nccl_pxn_disable);
+    }
+    c.topology.nccl.pxn_disable = nccl_pxn_disable == "1";
+  }
+  if (!nccl_p2p_pxn_level.empty()) {
+    const std::string& v = nccl_p2p_pxn_level;
+    if (v != "0" && v != "1" && v != "2") {
+      EVSIM_THROW(InputError,
+                  "--nccl-p2p-pxn-level '{}': must be 0, 1 or 2 (as NCCL_P2P_PXN_LEVEL)", v);
+    }
+    c.topology.nccl.p2p_pxn_level = v[0] - '0';
+  }
   return c;
 }
 
@@ -687,6 +709,10 @@ std::string RunOptions::commandLine(const Strategy& s) const {
       "--model {} --cluster {} --strategy {} --micro-batch {} --global-batch {} --schedule {}",
       model, cluster, s.name(), s.micro_batch, s.global_batch, scheduleName(s.schedule));
   if (!nccl_algo.empty()) out += fmt::format(" --nccl-algo {}", nccl_algo);
+  if (!nccl_pxn_disable.empty()) out += fmt::format(" --nccl-pxn-disable {}", nccl_pxn_disable);
+  if (!nccl_p2p_pxn_level.empty()) {
+    out += fmt::format(" --nccl-p2p-pxn-level {}", nccl_p2p_pxn_level);
+  }
   if (s.cp > 1) out += fmt::format(" --cp {}", s.cp);
   if (s.cp > 1 && s.cp_comm != CpComm::kP2p) {
     out += fmt::format(" --cp-comm-type {}", cpCommName(s.cp_comm));

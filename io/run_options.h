@@ -31,6 +31,10 @@ struct RunOptions {
   std::string model;
   std::string cluster;
   std::string nccl_algo;  // --nccl-algo: forces the network model's algorithm (as NCCL_ALGO)
+  // --nccl-pxn-disable 0|1, --nccl-p2p-pxn-level 0|1|2: the cluster's nccl.pxn_disable and
+  // nccl.p2p_pxn_level (as NCCL_PXN_DISABLE, NCCL_P2P_PXN_LEVEL); empty: the cluster's.
+  std::string nccl_pxn_disable;
+  std::string nccl_p2p_pxn_level;
   std::string strategy_text;
   // A second and later --strategy: the plans `simulate` compares side by side (every other command
   // refuses them in strategy()).

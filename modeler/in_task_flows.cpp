@@ -178,22 +178,31 @@ SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, con
   const Placement& p = event.placement;
   const double peers = std::max(1, p.group_size - 1);
   SharedFlow f{start_us, duration_us, linkBytes(event), {}};  // (n - 1) / n of the buffer
+  // Its own node's peers over NVLink, and with PXN the detour of cross-node bytes to another
+  // rail's GPU; without, those bytes leave through its own rail (link_map.h: alltoallShares).
+  const AlltoallShares shares = alltoallShares(topology, d, p);
   if (p.ranks_per_node > 1) {
-    // Its own node's peers, and with PXN the detour of cross-node bytes to another rail's GPU
-    // (link_map.h: alltoallNvlinkShare).
-    const float share = static_cast<float>(alltoallNvlinkShare(topology, d, p));
+    const float share = static_cast<float>(shares.nvlink);
     f.uses.push_back({d.nvlink_tx, share});
     f.uses.push_back({d.nvlink_rx, share});
   }
   // nic_copies: the node's copies (pooled NICs) or those on the device's rail (per GPU; by
-  // symmetry the other rails carry as much: with PXN rail j carries every local GPU's bytes to
-  // peers on rail j, as much as one GPU's own cross-node bytes).
+  // symmetry the other rails carry as much: rail j carries every local GPU's bytes to peers on
+  // rail j, as much as one GPU's own cross-node bytes).
   const float copies =
       d.nic_copies * static_cast<float>((p.group_size - p.ranks_per_node) / peers);
   f.uses.push_back({d.nic_tx, copies});
   f.uses.push_back({d.nic_rx, copies});
   addUplinks(topology, d.uplink_tx, p.nodes, copies, f.uses);
   addUplinks(topology, d.uplink_rx, p.nodes, copies, f.uses);
+  // Through its own rail to another: a rail-optimised bottom tier's uplinks, where the group does
+  // not cross them anyway (every node's copies sending at once, as the NIC loads above).
+  if (shares.up_rail_tier > 0 && topology.railOptimized() &&
+      !crossesTier(topology, topology.tiers.front(), p.nodes) && d.uplink_tx.front() >= 0) {
+    const float up = d.nic_copies * static_cast<float>(shares.up_rail_tier);
+    f.uses.push_back({d.uplink_tx.front(), up});
+    f.uses.push_back({d.uplink_rx.front(), up});
+  }
   return f;
 }
 

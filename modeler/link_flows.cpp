@@ -22,11 +22,6 @@ namespace {
 
 constexpr double kStretchedUs = 1e-3;      // less is rounding
 
-// Whether a group over `nodes` nodes crosses `tier`'s uplinks (fabric.cpp's rule).
-bool crossesTier(const NetworkTopology& topology, const FabricTier& tier, int nodes) {
-  return nodes > 1 && (topology.placement == JobPlacement::kScattered || nodes > tier.nodes);
-}
-
 // Whether two sends into one device overlap in time (on its NVLink or on its NICs). The arrivals
 // from one sender are in time order and never overlap each other (a send holds its device), so
 // an overlap is between two senders' arrivals, found by merging them (no sort: this runs on every
@@ -269,6 +264,10 @@ double linkBytes(const Event& event) {
   const double bytes = static_cast<double>(event.message_bytes);
   if (event.kind == EventKind::kP2P) return bytes;
   return bytes * collectiveOf(event.kind).bus_factor(event.placement.group_size);
+}
+
+bool crossesTier(const NetworkTopology& topology, const FabricTier& tier, int nodes) {
+  return nodes > 1 && (topology.placement == JobPlacement::kScattered || nodes > tier.nodes);
 }
 
 void addUplinks(const NetworkTopology& topology, const std::vector<int>& uplinks, int nodes,

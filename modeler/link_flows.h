@@ -60,6 +60,8 @@ const char* flowKindName(FlowKind kind);  // "pp", "dp", "zero", "tp", "cp", "ep
 // Bytes one rank's links carry for `event` (nccl-tests' bus factor; a P2P send carries its
 // message).
 double linkBytes(const Event& event);
+// Whether a group over `nodes` nodes crosses `tier`'s uplinks (fabric.cpp's rule).
+bool crossesTier(const NetworkTopology& topology, const FabricTier& tier, int nodes);
 // `uplinks`' oversubscribed tiers that a group over `nodes` nodes crosses, each loaded `copies`
 // times, appended to `uses`.
 void addUplinks(const NetworkTopology& topology, const std::vector<int>& uplinks, int nodes,

@@ -42,15 +42,30 @@ const NicLinks& LinkMap::nicsOf(int node, int rail) const {
   return it->second;
 }
 
+AlltoallShares alltoallShares(const NetworkTopology& topology, const DeviceLinks& d,
+                              const Placement& p) {
+  AlltoallShares out;
+  const double peers = std::max(1, p.group_size - 1);
+  if (p.ranks_per_node > 1) out.nvlink = (p.ranks_per_node - 1) / peers;
+  if (!topology.perGpuNics() || d.rail < 0 || p.ranks_per_node <= 1 || p.nodes <= 1) return out;
+  const int m = std::min(p.ranks_per_node, d.rails);
+  const double cross = (p.group_size - p.ranks_per_node) / peers;
+  const int level = topology.nccl.pxnLevel();
+  // The group's other rails the cross-node bytes go to directly over PCIe (level 1: those under
+  // the sender's switch), and the rest: over NVLink through PXN, or out through its own rail.
+  const int direct = level == 1 ? std::max(1, d.pci_rails * m / std::max(1, d.rails)) - 1 : 0;
+  const double rest = cross * (m - 1 - direct) / m;
+  if (level > 0 && topology.nvswitch) {
+    out.nvlink += rest;
+  } else {
+    out.up_rail_tier = rest;
+  }
+  return out;
+}
+
 double alltoallNvlinkShare(const NetworkTopology& topology, const DeviceLinks& d,
                            const Placement& p) {
-  if (p.ranks_per_node <= 1) return 0;
-  const double peers = std::max(1, p.group_size - 1);
-  const double own_node = (p.ranks_per_node - 1) / peers;
-  if (!topology.perGpuNics() || !topology.nvswitch || d.rail < 0) return own_node;
-  const double m = std::min(p.ranks_per_node, d.rails);
-  const double cross = (p.group_size - p.ranks_per_node) / peers;
-  return own_node + cross * (m - 1) / m;
+  return alltoallShares(topology, d, p).nvlink;
 }
 
 LinkMap linkMap(const IterationPlan& plan) {
@@ -114,6 +129,7 @@ LinkMap linkMap(const IterationPlan& plan) {
       d.local = static_cast<int>(rank % G);
       d.rail = rail;
       d.rails = per_gpu ? topology.rails(G) : 1;
+      d.pci_rails = per_gpu ? topology.pciSwitchRails(G) : 1;
       d.copies = 0;
       d.nic_copies = 0;
       const int64_t first = int64_t{node} * G;
@@ -158,7 +174,7 @@ LinkMap linkMap(const IterationPlan& plan) {
         SendRoute& route = map.sends[k][2 * l + (forward ? 0 : 1)];
         route.nic_node = from.node;
         route.nic_rail = from.rail;
-        if (from.node == to.node) continue;
+        if (from.node == to.node || !per_gpu) continue;  // pooled: the node's NICs
         // The pipeline group's communicator: the ranks of the sender's pipeline (its TP, CP and
         // DP indices) on the sender's node.
         const RankCoord me = layout.coord(layout.rank(0, replica, from_stage));
@@ -168,14 +184,14 @@ LinkMap linkMap(const IterationPlan& plan) {
           const RankCoord c = layout.coord(r);
           return c.tp == me.tp && c.cp == me.cp && c.dp == me.dp;
         };
-        const int via = pxnIntermediate(topology, G, from.local, to.local, in_comm);
-        if (via < 0) {
-          route.up_rail_tier = per_gpu && from.rail != to.rail && topology.railOptimized();
-          continue;
-        }
-        route.nic_rail = topology.railOf(via, G);
-        nicsOf(from.node, route.nic_rail);
-        const int64_t via_rank = int64_t{from.node} * G + via;
+        // The NIC it leaves through (p2pNic: its own, the receiver's rail directly over PCIe,
+        // or the receiver's rail through PXN's proxy), and whether it then needs another rail.
+        const P2pNic nic = p2pNic(topology, G, from.local, to.local, in_comm);
+        route.nic_rail = nic.rail;
+        route.up_rail_tier = nic.rail != to.rail && topology.railOptimized();
+        if (nic.rail != from.rail) nicsOf(from.node, nic.rail);
+        if (nic.proxy < 0) continue;
+        const int64_t via_rank = int64_t{from.node} * G + nic.proxy;
         auto [it, fresh] = nvlink_rx_of.try_emplace(via_rank, -1);
         if (fresh) {
           it->second = add(LinkResource::kNvlink, via_rank, -1, false,

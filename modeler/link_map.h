@@ -17,8 +17,9 @@
 // group): by symmetry the node's other rails carry their copies' equal load, and a device's copies
 // on another representative's rail are not added to that rail (link_flows.h, limits).
 //
-// PXN (NCCL's send/recv through a NIC on the peer's rail, NCCL_P2P_PXN_LEVEL=2, its default;
-// src/graph/search.cc ncclTopoGetNetDev, src/transport/net.cc): with per_gpu NICs and an NVSwitch,
+// PXN (NCCL's send/recv through a NIC on the peer's rail; src/graph/search.cc ncclTopoGetNetDev,
+// src/transport/net.cc). At NCCL_P2P_PXN_LEVEL=2, its default (p2pNic below has levels 0 and 1,
+// and NCCL_PXN_DISABLE): with per_gpu NICs and an NVSwitch,
 // a send to a rank on another node leaves through the sender node's NIC nearest the GPU with the
 // receiver's device index (the receiver's rail), driven by the first GPU of the communicator that
 // uses that NIC (ncclTopoGetLocalGpu), the *intermediate*, when it is not the sender:
@@ -76,6 +77,7 @@ struct DeviceLinks : NicLinks {  // the NICs of its rail (pooled: of its node)
   int local = 0;     // that GPU's index on its node
   int rail = -1;     // per_gpu: the representative GPU's rail; -1: pooled NICs
   int rails = 1;     // per_gpu: the node's rails (min(NICs, GPUs)); 1 pooled
+  int pci_rails = 1;  // per_gpu: the rails under one PCIe switch (its own among them)
   float copies = 1;  // the node's GPUs that are copies of this device (same class and stage)
   // Of those, the ones whose traffic leaves through the NIC resource above: all of them (pooled),
   // or those on the representative's rail (per_gpu).
@@ -107,30 +109,66 @@ struct LinkMap {
 
 LinkMap linkMap(const IterationPlan& plan);
 
-// PXN's intermediate for a send from GPU `sender` of a node to a GPU with device index `receiver`
-// on another node (above): the first GPU of the node on the receiver's rail that `in_comm` says is
-// a rank of the communicator, or -1 when the send leaves through the sender's own NIC (no PXN: per
-// GPU NICs and an NVSwitch needed; the receiver's index GPU not in the communicator; the
-// intermediate is the sender itself).
+// The NIC a send from GPU `sender` of a node to a GPU with device index `receiver` on another node
+// leaves through, as NCCL's ncclTopoGetNetDev picks it for send/recv (no graph): `rail` (the
+// sender's own, or the receiver's) and PXN's `proxy`, the GPU of the node beside that NIC whose
+// memory the sender writes into over NVLink, or -1 (no NVLink hop). `in_comm(g)` says whether
+// local GPU g is a rank of the send's communicator (NCCL's topology holds only those). Per GPU NICs
+// only (pooled: the node's NICs, rail meaningless). By topology.nccl.pxnLevel():
+//   0 (or NCCL_PXN_DISABLE=1): the sender's own NIC;
+//   1: where the receiver's index GPU is in the communicator, its NIC: directly over PCIe when
+//      it is under the sender's PCIe switch (a path of type PXB or better, which NCCL takes
+//      as is), else through PXN when NVLink reaches that NIC's first GPU (paths.cc makes a PXN
+//      path only where the sender's own would cross the CPU), else the sender's own NIC;
+//   2 (NCCL's default): with NVLink, PXN through the first communicator GPU on the receiver's
+//      rail (none when that is the sender: its own NIC); without NVLink its own NIC.
+struct P2pNic {
+  int rail = -1;
+  int proxy = -1;
+};
+template <typename InComm>
+P2pNic p2pNic(const NetworkTopology& topology, int gpus_per_node, int sender, int receiver,
+              InComm in_comm) {
+  const int G = gpus_per_node;
+  const P2pNic own{topology.railOf(sender, G), -1};
+  const int level = topology.nccl.pxnLevel();
+  if (!topology.perGpuNics() || level == 0 || !in_comm(receiver)) return own;
+  const int rail = topology.railOf(receiver, G);
+  if (level == 1 && topology.samePciSwitch(sender, receiver, G)) return P2pNic{rail, -1};
+  if (!topology.nvswitch) return own;
+  for (int g = 0; g < G; ++g) {
+    if (topology.railOf(g, G) == rail && in_comm(g)) return P2pNic{rail, g == sender ? -1 : g};
+  }
+  return own;
+}
+
+// PXN's intermediate (p2pNic's proxy): a local GPU, or -1 when no NVLink hop is taken.
 template <typename InComm>
 int pxnIntermediate(const NetworkTopology& topology, int gpus_per_node, int sender, int receiver,
                     InComm in_comm) {
-  if (!topology.perGpuNics() || !topology.nvswitch || !in_comm(receiver)) return -1;
-  const int rail = topology.railOf(receiver, gpus_per_node);
-  for (int g = 0; g < gpus_per_node; ++g) {
-    if (topology.railOf(g, gpus_per_node) == rail && in_comm(g)) return g == sender ? -1 : g;
-  }
-  return -1;
+  return p2pNic(topology, gpus_per_node, sender, receiver, in_comm).proxy;
 }
 
-// The share of an all-to-all's bytes (linkBytes: what one GPU sends to all its peers) that each
-// direction of a GPU's NVLink carries, for `p` on a node of `d`'s kind: the peers on its own node,
-// (rpn - 1) / (n - 1), and with PXN the cross-node bytes, (n - rpn) / (n - 1), to peers on another
-// rail, which go to the group's GPU on that rail first. The group's rpn GPUs on a node are taken
-// to sit on m = min(rpn, rails) rails and its peers elsewhere on the same indices (Megatron's
-// order spreads a group's ranks evenly over a node), so (m - 1) / m of the cross-node bytes
-// detour out over the sender's NVLink, and by symmetry as much comes in to each GPU as an
-// intermediate.
+// An all-to-all (grouped sends to every peer, each picking its NIC as p2pNic does) of `p` from a
+// GPU on a node of `d`'s kind, as shares of its bytes (linkBytes: what one GPU sends to all its
+// peers). Its own node's peers take (rpn - 1) / (n - 1) over NVLink; the cross-node bytes,
+// (n - rpn) / (n - 1), go to peers on m = min(rpn, rails) rails, (m - 1) / m of them on another
+// rail than the sender's. Those leave through the NIC on the peer's rail, over NVLink into the
+// group's GPU there first (PXN: more NVLink each way; by symmetry as much comes in to each GPU as
+// an intermediate) or, at PXN level 1, directly over PCIe for the rails under the sender's PCIe
+// switch; or, with PXN off or no NVLink, through the sender's own rail, which on a rail-optimised
+// bottom tier crosses that tier's uplinks (its rail switch does not reach the peer's rail).
+// The group's GPUs on a node are taken to spread evenly over its rails (Megatron's order gives an
+// all-to-all group that spans nodes a stride of tp x cp over the whole node), s = max(1,
+// pci_rails x m / rails) of them under the sender's switch. Either way rail j carries every local
+// GPU's bytes to rail-j peers, as much as one GPU's own cross-node bytes: the NIC loads stay.
+struct AlltoallShares {
+  double nvlink = 0;        // of the bytes, on each direction of the GPU's NVLink
+  double up_rail_tier = 0;  // of the bytes, leaving through its own rail for another rail
+};
+AlltoallShares alltoallShares(const NetworkTopology& topology, const DeviceLinks& d,
+                              const Placement& p);
+// Its NVLink share alone (alltoallShares().nvlink).
 double alltoallNvlinkShare(const NetworkTopology& topology, const DeviceLinks& d,
                            const Placement& p);
 

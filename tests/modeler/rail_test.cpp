@@ -17,33 +17,14 @@
 #include "modeler/timing_engine.h"
 #include "plan/iteration_plan.h"
 #include "support/bucket_and_send.h"
+#include "support/rail_cluster.h"
 #include "support/test_support.h"
 
 namespace evsim {
 namespace {
 
-// `gpus` GPUs per node (fp16 100 TFLOP/s), NVLink 100 GB/s, `nics` NICs sharing 10 GB/s a node,
-// and `topology` lines under `topology:` after the NIC keys.
-ClusterConfig railCluster(int gpus, int nics, const std::string& topology) {
-  return parseClusterConfig(
-      "name: rails\nnode:\n  gpus: " + std::to_string(gpus) +
-          "\n  device: {name: T, peak_tflops: {fp16: 100, fp32: 20}, memory_bandwidth_gb_s: 1000,"
-          " memory_gib: 40}\n"
-          "  intra_link: {name: NVLink, bandwidth_gb_s: 100, latency_us: 2}\n"
-          "network: {name: IB, bandwidth_gb_s: 10, latency_us: 5}\n"
-          "topology:\n  nics_per_node: " +
-          std::to_string(nics) + "\n" + topology,
-      "rails.yaml");
-}
-
-std::string topologyError(int gpus, int nics, const std::string& topology) {
-  try {
-    railCluster(gpus, nics, topology);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "accepted";
-}
+using test::railCluster;
+using test::topologyError;
 
 TEST(Rails, AffinityAndRailKeysParseAndOldFilesStayPooled) {
   // No key: pooled, as before; and a file without `topology:` too.
@@ -169,7 +150,7 @@ TEST(Rails, ABucketAndASendOverlapPartlyOnAnOversubscribedLeafUplink) {
   ASSERT_EQ(plan.pipelines.size(), 1u);
   const double uplink = 5e3;  // bytes/us
   const test::BucketAndSend setup = test::bucketAndSendInput(plan, uplink);
-  const double tf = setup.tf, tb = setup.tb;
+  const double tb = setup.tb;
   const std::vector<double>& ta = setup.ta;
   const TimingInput& in = setup.in;
   ASSERT_EQ(ta.size(), 2u);
@@ -178,15 +159,7 @@ TEST(Rails, ABucketAndASendOverlapPartlyOnAnOversubscribedLeafUplink) {
   TimingInput shared_in = in;
   IterationTimeline shared = computeTimeline(shared_in);
   ASSERT_TRUE(shareLinksOverTime(plan, {}, {}, shared_in, shared));
-  const StageTimeline& s0 = shared.pipelines[0].stages[0];
-  const StageTimeline& s1 = shared.pipelines[0].stages[1];
-  EXPECT_NEAR(s0.tasks[0].send.duration(), tf, 1e-9);  // alone
-  EXPECT_NEAR(s1.tasks[1].send.start_us, 40 + tf, 1e-9);
-  EXPECT_NEAR(s1.tasks[1].send.duration(), 2 * tb, 1e-9);
-  ASSERT_EQ(s1.grad_sync.size(), 1u);
-  EXPECT_NEAR(s1.grad_sync[0].start_us, 25 + tf, 1e-9);
-  EXPECT_NEAR(s1.grad_sync[0].end_us, 25 + tf + ta[1] + tb, 1e-9);
-  EXPECT_NEAR(s0.tasks[1].run.start_us, 40 + tf + 2 * tb, 1e-9);
+  test::expectSendSharesTheBucketHalfway(shared, setup);
 
   const IterationPlan open = planOn(1);
   TimingInput open_in = in;
@@ -195,48 +168,26 @@ TEST(Rails, ABucketAndASendOverlapPartlyOnAnOversubscribedLeafUplink) {
   EXPECT_NEAR(alone.pipelines[0].stages[1].tasks[1].send.duration(), tb, 1e-9);
 }
 
-// Where each device's NIC traffic goes. 1M4P1D on two nodes of two GPUs (two NICs of 5 GB/s):
-// stage s is rank s, on node s / 2, local GPU s % 2. The send from stage 1 (node 0, GPU 1) to
-// stage 2 (node 1, GPU 0) crosses rails 1 -> 0.
+// Where each device's NIC traffic goes: test::fourStageFlows' 1M4P1D on two nodes of two GPUs
+// (two NICs of 5 GB/s), whose send from stage 1 (node 0, GPU 1) to stage 2 (node 1, GPU 0)
+// crosses rails 1 -> 0.
 TEST(Rails, PerGpuNicsAndPxnPickTheRailOfTheReceiver) {
-  auto flowsOf = [](const std::string& topology, LinkMap& map) {
-    const IterationPlan plan =
-        buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
-                           railCluster(2, 2, topology), Strategy::of(1, 4, 1, 1, 1));
-    std::vector<EventCost> costs(plan.events.size(), EventCost{1.0});
-    const Simulation sim = simulate(plan, costs);
-    map = linkMap(sim.plan);
-    return timelineFlows(sim.plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
-  };
-  // The first send of stage `stage` in `direction` (forward: to stage + 1).
-  auto sendOf = [](const TimelineFlows& flows, int stage) -> SharedFlow {
-    for (size_t i = 0; i < flows.size(); ++i) {
-      const TimelineFlows::Origin o = flows.origin(i);
-      if (o.kind == FlowKind::kPp && o.stage == stage) return flows.flow(i);
-    }
-    ADD_FAILURE() << "no send from stage " << stage;
-    return SharedFlow{};
-  };
-  auto uses = [](const SharedFlow& f) {
-    std::vector<std::pair<int, float>> out;
-    for (const LinkUse& u : f.uses) out.emplace_back(u.resource, u.copies);
-    return out;
-  };
-  using Uses = std::vector<std::pair<int, float>>;
+  using test::Uses;
   {  // pooled: the node's NICs, 10 GB/s
     LinkMap map;
-    const TimelineFlows flows = flowsOf("  nvswitch: true\n", map);
+    const TimelineFlows flows = test::fourStageFlows("  nvswitch: true\n", map);
     const DeviceLinks &s1 = map.devices[0][1], &s2 = map.devices[0][2];
     EXPECT_EQ(s1.rail, -1);
     EXPECT_DOUBLE_EQ(map.resources[s1.nic_tx].capacity_bytes_per_us, 1e4);
     EXPECT_EQ(linkName(NetworkTopology{}, map.resources[s1.nic_tx]), "node 0 nic tx");
-    EXPECT_EQ(uses(sendOf(flows, 1)), (Uses{{s1.nic_tx, 1}, {s2.nic_rx, 1}}));
+    EXPECT_EQ(test::usesOf(test::firstSendOf(flows, 1)), (Uses{{s1.nic_tx, 1}, {s2.nic_rx, 1}}));
   }
   {  // per GPU with an NVSwitch: PXN over stage 1's NVLink into GPU 0 (stage 0, a rank of the
      // pipeline's communicator), out through rail 0; received through stage 2's own rail 0, no
      // NVLink hop on node 1 (NCCL has no PXN on the receive side).
     LinkMap map;
-    const TimelineFlows flows = flowsOf("  nvswitch: true\n  nic_affinity: per_gpu\n", map);
+    const TimelineFlows flows =
+        test::fourStageFlows("  nvswitch: true\n  nic_affinity: per_gpu\n", map);
     const DeviceLinks &s0 = map.devices[0][0], &s1 = map.devices[0][1], &s2 = map.devices[0][2];
     EXPECT_EQ(s0.rail, 0);
     EXPECT_EQ(s1.rail, 1);
@@ -245,22 +196,16 @@ TEST(Rails, PerGpuNicsAndPxnPickTheRailOfTheReceiver) {
     EXPECT_DOUBLE_EQ(map.resources[s1.nic_tx].capacity_bytes_per_us, 5e3);
     EXPECT_EQ(linkName(NetworkTopology{}, map.resources[s1.nic_tx]), "node 0 nic 1 tx");
     EXPECT_EQ(map.nicsOf(0, 0).nic_tx, s0.nic_tx);  // stage 0's rail, which the send borrows
-    EXPECT_EQ(uses(sendOf(flows, 1)), (Uses{{s0.nic_tx, 1},
-                                            {s2.nic_rx, 1},
-                                            {s1.nvlink_tx, 1},
-                                            {s0.nvlink_rx, 1}}));
+    EXPECT_EQ(test::usesOf(test::firstSendOf(flows, 1)),
+              (Uses{{s0.nic_tx, 1}, {s2.nic_rx, 1}, {s1.nvlink_tx, 1}, {s0.nvlink_rx, 1}}));
     // The second hop loads GPU 0's NVLink rx (1e5 bytes/us). A send of 1000 bytes in 0.2 us
     // (5e3 bytes/us, its rail's rate) and, into GPU 0 at the same time, 2e4 bytes in 0.2 us
     // (1e5: the whole port). Max-min: both rise to 5e3, where the send reaches its demand; the
     // other takes the port's rest, 1e5 - 5e3 = 9.5e4, until the send ends at 0.2 (its rail is its
     // bottleneck): 1.9e4 bytes by then, the last 1e3 alone at 1e5 take 0.01 us: it ends at 0.21
     // (0.2 without the second hop).
-    SharedFlow send = sendOf(flows, 1);
-    send.start_us = 0;
-    send.duration_us = 0.2;
-    send.bytes = 1000;
-    const std::vector<SharedFlow> both{send, SharedFlow{0, 0.2, 2e4, {{s0.nvlink_rx, 1}}}};
-    const SharingResult r = shareLinks(both, map.capacities());
+    const SharingResult r =
+        test::sendBesideNvlinkRx(test::firstSendOf(flows, 1), s0.nvlink_rx, map);
     EXPECT_NEAR(r.end_us[0], 0.2, 1e-9);
     EXPECT_NEAR(r.end_us[1], 0.21, 1e-9);
     // Stage 2's gradient back to stage 1 (node 1 GPU 0 -> node 0 GPU 1): PXN on node 1 through
@@ -275,16 +220,14 @@ TEST(Rails, PerGpuNicsAndPxnPickTheRailOfTheReceiver) {
   {  // per GPU without an NVSwitch, rail-optimised 2:1 leaves of 4 nodes: the send leaves through
      // its own rail 1 and must go up the leaf to reach rail 0, though both nodes share a leaf
     LinkMap map;
-    const TimelineFlows flows = flowsOf(
+    const TimelineFlows flows = test::fourStageFlows(
         "  nic_affinity: per_gpu\n  tiers:\n"
         "    - {name: leaf, nodes: 4, oversubscription: 2, rail_optimized: true}\n",
         map);
     const DeviceLinks &s1 = map.devices[0][1], &s2 = map.devices[0][2];
     EXPECT_DOUBLE_EQ(map.resources[s1.uplink_tx[0]].capacity_bytes_per_us, 2.5e3);
-    EXPECT_EQ(uses(sendOf(flows, 1)), (Uses{{s1.nic_tx, 1},
-                                            {s2.nic_rx, 1},
-                                            {s1.uplink_tx[0], 1},
-                                            {s2.uplink_rx[0], 1}}));
+    EXPECT_EQ(test::usesOf(test::firstSendOf(flows, 1)),
+              (Uses{{s1.nic_tx, 1}, {s2.nic_rx, 1}, {s1.uplink_tx[0], 1}, {s2.uplink_rx[0], 1}}));
   }
 }
 
@@ -416,14 +359,7 @@ TEST(Rails, PxnIntermediateFollowsNccl) {
 TEST(Rails, AllToAllDetoursOverNvlinkWithPxn) {
   const NetworkTopology per_gpu = railCluster(2, 2, "  nvswitch: true\n  nic_affinity: per_gpu\n")
                                       .topology;
-  DeviceLinks d;
-  d.nvlink_tx = 0;
-  d.nvlink_rx = 1;
-  d.nic_tx = 2;
-  d.nic_rx = 3;
-  d.rail = 0;
-  d.rails = 2;
-  d.local = 0;
+  const DeviceLinks d = test::handDevice(2);
   const Event a2a = makeCommunication(EventKind::kAllToAll, 4000, Placement{4, 2, 2}, DType::kFp16);
   EXPECT_DOUBLE_EQ(linkBytes(a2a), 3000);
   const SharedFlow f = inTaskFlow(per_gpu, d, a2a, 0, 10);

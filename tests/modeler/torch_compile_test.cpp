@@ -25,6 +25,14 @@ ClusterConfig roundGpuNoHost() {
   return test::roundGpuCluster(yaml);
 }
 
+// torchtitan's way on one GPU: FSDP with torch.compile on.
+Strategy compiledFsdp() {
+  Strategy s = Strategy::of(1, 1, 1, 1, 1);
+  s.framework = Framework::kFsdp;
+  s.torch_compile = TorchCompile::kOn;
+  return s;
+}
+
 // tiny-llama in bf16: grouped-query attention (4 query, 2 K/V heads of d = 16), T = 32 tokens.
 ModelConfig tinyLlamaBf16() {
   ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
@@ -47,9 +55,7 @@ TEST(TorchCompile, EagerMinusCompiledIsTheEagerKernelsLessTheFusedOnes) {
   // K/V heads of d = 16, ffn f = 192, vocabulary v = 512, 4 blocks.
   const ModelConfig model = tinyLlamaBf16();
   const ClusterConfig cluster = roundGpuNoHost();
-  Strategy s = Strategy::of(1, 1, 1, 1, 1);
-  s.framework = Framework::kFsdp;
-  s.torch_compile = TorchCompile::kOn;
+  Strategy s = compiledFsdp();
   ASSERT_FALSE(strategyViolation(model, cluster, s));
   const double compiled = iterationUs(model, cluster, s);
   s.torch_compile = TorchCompile::kOff;
@@ -94,9 +100,7 @@ TEST(TorchCompile, ComplexRopeAndRepeatKvAreKernelsOfTheirOwnCompiledOrNot) {
   // 2 e k read and e k written each. Counted on the plans' op lists.
   const ModelConfig model = tinyLlamaBf16();
   const ClusterConfig cluster = roundGpuNoHost();
-  Strategy s = Strategy::of(1, 1, 1, 1, 1);
-  s.framework = Framework::kFsdp;
-  s.torch_compile = TorchCompile::kOn;
+  Strategy s = compiledFsdp();
   const IterationPlan plan = buildIterationPlan(model, cluster, s);
   const int64_t e = 2, T = 32, d = 16, k = T * 2 * d;
   int repeat = 0, repeat_bwd = 0, rope_kernels = 0, fused_rope = 0;
