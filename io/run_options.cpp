@@ -704,15 +704,23 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
   return {base, space};
 }
 
-std::string RunOptions::commandLine(const Strategy& s) const {
-  std::string out = fmt::format(
-      "--model {} --cluster {} --strategy {} --micro-batch {} --global-batch {} --schedule {}",
-      model, cluster, s.name(), s.micro_batch, s.global_batch, scheduleName(s.schedule));
+std::string RunOptions::modellerSwitches() const {
+  std::string out;
   if (!nccl_algo.empty()) out += fmt::format(" --nccl-algo {}", nccl_algo);
   if (!nccl_pxn_disable.empty()) out += fmt::format(" --nccl-pxn-disable {}", nccl_pxn_disable);
   if (!nccl_p2p_pxn_level.empty()) {
     out += fmt::format(" --nccl-p2p-pxn-level {}", nccl_p2p_pxn_level);
   }
+  if (overlap_slowdown == "off") out += " --overlap-slowdown off";
+  if (link_sharing == "off") out += " --link-sharing off";
+  return out;
+}
+
+std::string RunOptions::commandLine(const Strategy& s, CommandFor target) const {
+  std::string out = fmt::format(
+      "--model {} --cluster {} --strategy {} --micro-batch {} --global-batch {} --schedule {}",
+      model, cluster, s.name(), s.micro_batch, s.global_batch, scheduleName(s.schedule));
+  if (target == CommandFor::kSimulate) out += modellerSwitches();
   if (s.cp > 1) out += fmt::format(" --cp {}", s.cp);
   if (s.cp > 1 && s.cp_comm != CpComm::kP2p) {
     out += fmt::format(" --cp-comm-type {}", cpCommName(s.cp_comm));
@@ -728,8 +736,6 @@ std::string RunOptions::commandLine(const Strategy& s) const {
   }
   if (s.overlap_param_gather) out += " --overlap-param-gather";
   if (s.grad_reduce_in_bf16) out += " --grad-reduce-in-bf16";
-  if (overlap_slowdown == "off") out += " --overlap-slowdown off";
-  if (link_sharing == "off") out += " --link-sharing off";
   if (s.schedule == Schedule::kInterleaved)
     out += fmt::format(" --virtual-stages {}", s.virtual_stages);
   if (s.microbatch_group > 0) out += fmt::format(" --microbatch-group-size {}", s.microbatch_group);

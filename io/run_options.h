@@ -149,10 +149,16 @@ struct RunOptions {
   // ignored there, so it is refused (InputError) with the command that covers such a space.
   std::pair<Strategy, StrategySpace> unionSpace(int64_t gpus,
                                                 const std::string& micro_batches) const;
-  // The same options as a command line fragment ("--model x --cluster y --strategy 2M2P4D ...").
-  std::string commandLine(const Strategy& strategy) const;
+  // The same options as a command line fragment ("--model x --cluster y --strategy 2M2P4D ...")
+  // for `eventsim simulate`, or for eventprof, which measures what the run does and so takes none
+  // of the modeller's switches (--nccl-algo, the PXN keys, --overlap-slowdown, --link-sharing).
+  enum class CommandFor { kSimulate, kEventprof };
+  std::string commandLine(const Strategy& strategy,
+                          CommandFor target = CommandFor::kSimulate) const;
 
  private:
+  // The modeller's own switches that were given, as flags (" --nccl-algo ring ...").
+  std::string modellerSwitches() const;
   // strategy() for one --strategy text (empty: from --tp/--pp/--dp or --gpus).
   Strategy strategyOf(const ModelConfig& model, const std::string& strategy_text) const;
 };

@@ -55,5 +55,40 @@ TEST(RunOptions, OptimizerImplReachesTheStrategy) {
   EXPECT_THROW(o.strategy(tinyModel("bf16")), InputError);
 }
 
+// The command simulate prints for eventprof must parse as eventprof parses it: --model and
+// --cluster, then RunOptions' strategy options (profiler/eventprof_main.cpp), no modeller switch.
+TEST(RunOptions, TheEventprofCommandCarriesNoModellerSwitch) {
+  RunOptions o = options();
+  o.model = "tiny";
+  o.cluster = "dgx-a100";
+  o.nccl_algo = "ring";
+  o.nccl_pxn_disable = "1";
+  o.nccl_p2p_pxn_level = "0";
+  o.overlap_slowdown = "off";
+  o.link_sharing = "off";
+  const Strategy s = o.strategy(tinyModel("bf16"));
+  const std::string for_simulate = o.commandLine(s);
+  for (const char* flag : {" --nccl-algo ring", " --nccl-pxn-disable 1", " --nccl-p2p-pxn-level 0",
+                           " --overlap-slowdown off", " --link-sharing off"}) {
+    EXPECT_NE(for_simulate.find(flag), std::string::npos) << flag;
+  }
+  const std::string for_eventprof = o.commandLine(s, RunOptions::CommandFor::kEventprof);
+  EXPECT_EQ(for_eventprof.find("--nccl"), std::string::npos) << for_eventprof;
+  EXPECT_EQ(for_eventprof.find("--overlap-slowdown"), std::string::npos) << for_eventprof;
+  EXPECT_EQ(for_eventprof.find("--link-sharing"), std::string::npos) << for_eventprof;
+
+  CLI::App eventprof;
+  RunOptions parsed;
+  std::string output;
+  eventprof.add_option("--model", parsed.model);
+  eventprof.add_option("--cluster", parsed.cluster);
+  parsed.addStrategyOptions(eventprof, /*strategy_required=*/false);
+  eventprof.add_option("-o", output);
+  EXPECT_NO_THROW(eventprof.parse(for_eventprof + " -o profile.yaml",
+                                  /*program_name_included=*/false));
+  EXPECT_EQ(parsed.strategy_text, "1M1P4D");
+  EXPECT_EQ(output, "profile.yaml");
+}
+
 }  // namespace
 }  // namespace evsim
