@@ -592,6 +592,9 @@ std::shared_ptr<const std::vector<ActivationStates>> ClosedFormTier::sharedState
     states = walkedStates(schedule, shape);
   } catch (...) {
     walk.set_exception(std::current_exception());  // a waiter rethrows it too
+    // Not kept: a later worker asking walks again (a transient failure does not stick).
+    const std::lock_guard<std::mutex> relock(shared.mutex);
+    shared.states.erase(key);
     throw;
   }
   walk.set_value(states);

@@ -81,8 +81,8 @@
 //             are allocated once, in large buffers, and do not fragment. It keeps a pool per
 //             stream (a block freed by one stream serves only that stream's requests), so a
 //             side stream's cached blocks add whole (FSDP's all-gather copy-in stream,
-//             memory_components.h; Megatron allocates on the compute stream). It is capped at the device
-//             memory less the CUDA context and NCCL's buffers (and never below allocated): there
+//             memory_components.h; Megatron allocates on the compute stream). It is capped
+//             at the device memory less the CUDA context and NCCL's buffers (and never below allocated): there
 //             cudaMalloc fails and the allocator frees its cached blocks and retries
 //             (c10/cuda/CUDACachingAllocator.cpp), so max_memory_reserved cannot pass it.
 //   device    = allocated + the CUDA context + NCCL's buffers per communicator (outside PyTorch's
@@ -150,7 +150,7 @@ struct StageMemory {
   int64_t allocated_bytes = 0;  // PyTorch's max_memory_allocated
   // Reserved in another stream's pool of the caching allocator and idle at the peak, so beyond
   // what the compute stream's allocations can use (FSDP's all-gather copy-in stream:
-  // allToGatherStreamPoolBytes in memory_components.h). Part of reserved_bytes only.
+  // allGatherStreamPoolBytes in memory_components.h). Part of reserved_bytes only.
   int64_t stream_pool_bytes = 0;
   int64_t reserved_bytes = 0;   // PyTorch's max_memory_reserved
   int communicators = 0;        // NCCL communicators of the rank

@@ -18,7 +18,8 @@
 // whose bound now exceeds the K-th best time leave it (pruned). A round takes the best bounds
 // until it holds a number of timing keys to simulate (K - |top| until the top K is full, then a
 // fixed kRoundSize), with the candidates between them that reuse a simulated key's timing (so
-// every thread has a simulation to run); its simulations run longest first. A simulation stops after its timeline before link sharing when that already
+// every thread has a simulation to run); its simulations run longest first. A simulation stops
+// after its timeline before link sharing when that already
 // ends after the K-th best time (simulateWithin, simulation.h: sharing only lengthens it); the
 // candidate is pruned, and so is every later one of its timing key. That pass is most of a
 // simulation's cost under context parallelism across nodes (Llama 3.1 405B on 1,024 GPUs: 80

@@ -199,8 +199,9 @@ std::string spaceCommandLine(const SearchArgs& args) {
     if (args.run.torch_compile != "default") {
       out += fmt::format(" --torch-compile {}", args.run.torch_compile);
     }
-    if (parseOptimizerImpl(args.run.optimizer_impl) != OptimizerImpl::kFused) {
-      out += fmt::format(" --optimizer-impl {}", args.run.optimizer_impl);
+    const OptimizerImpl impl = parseOptimizerImpl(args.run.optimizer_impl);
+    if (impl != OptimizerImpl::kFused) {
+      out += fmt::format(" --optimizer-impl {}", optimizerImplName(impl));  // as simulate spells it
     }
   } else {
     out += fmt::format(" --zero {}", args.zero_stages);
