@@ -16,6 +16,7 @@
 // backward, which computes the weight gradients) has run: not the held peak plus all gradients.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "plan/pipeline_schedule.h"
@@ -37,5 +38,28 @@ AccumulatedGradientPeak peakWithAccumulatedGradients(
     const std::vector<StageTask>& order, const std::vector<int64_t>& chunk_bytes,
     const std::vector<int64_t>& chunk_held_bytes,
     const std::vector<int64_t>& chunk_gradient_bytes);
+
+// The same walk reduced to the moments whose sum can be the peak for any byte sizes, so that a
+// search costs a candidate in a few dot products instead of a walk of every order (the walk per
+// candidate made FSDP-with-PP searches 8x slower). A state is, per chunk, the micro-batches whose
+// activations are held, those whose W inputs are held, and whether its gradients are allocated
+// (0/1); the sum is those counts times non-negative sizes, so its largest value is at a state that
+// no other state matches or exceeds everywhere. Kept in order of first appearance, each with its
+// in_flight. Where a later state covers an earlier one with an equal sum (only possible with
+// zero-byte chunks) the later moment is reported, the walk's the earlier: the same bytes.
+struct AccumulationStates {
+  int chunks = 0;
+  std::vector<int> counts;     // per state, 3 x chunks counts
+  std::vector<int> in_flight;  // per state
+};
+AccumulationStates accumulationStates(const std::vector<StageTask>& order, int chunks);
+AccumulatedGradientPeak peakWithAccumulatedGradients(
+    const AccumulationStates& states, const std::vector<int64_t>& chunk_bytes,
+    const std::vector<int64_t>& chunk_held_bytes,
+    const std::vector<int64_t>& chunk_gradient_bytes);
+// Per device, accumulationStates of scheduleOrders(schedule, shape), computed once per (schedule,
+// shape) and shared (thread-safe; a schedule file's are not cached).
+std::shared_ptr<const std::vector<AccumulationStates>> scheduleAccumulationStates(
+    Schedule schedule, const PipelineShape& shape);
 
 }  // namespace evsim

@@ -209,9 +209,11 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
   }
   if (strategy.framework == Framework::kFsdp && P > 1) {
     // FSDP under PP accumulates each chunk's gradients unsharded in fp32 from its first backward:
-    // walk the orders to find the moment where they and the held activations peak together.
-    const std::shared_ptr<const DeviceOrders> orders = scheduleOrders(
-        strategy.schedule, PipelineShape{P, v, micro_batches, strategy.microbatch_group});
+    // the moment where they and the held activations peak together, from each device order's
+    // accumulation states (computed once per shape, accumulated_gradients.h).
+    const std::shared_ptr<const std::vector<AccumulationStates>> accumulation =
+        scheduleAccumulationStates(strategy.schedule,
+                                   PipelineShape{P, v, micro_batches, strategy.microbatch_group});
     std::vector<int64_t> chunk_gradient_bytes;
     for (int device = 0; device < P; ++device) {
       chunk_bytes.clear();
@@ -227,7 +229,7 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
       }
       out[device].has_accumulation = true;
       out[device].accumulation = peakWithAccumulatedGradients(
-          (*orders)[static_cast<size_t>(device)], chunk_bytes, chunk_held_bytes,
+          (*accumulation)[static_cast<size_t>(device)], chunk_bytes, chunk_held_bytes,
           chunk_gradient_bytes);
     }
   }

@@ -132,5 +132,55 @@ TEST(AccumulatedGradients, StreamPoolAddsToReservedOnly) {
             m.model_state_bytes + std::llround(dynamic * 1.10) + 400000);
 }
 
+// The states' peak is the walk's, to the byte and the in-flight count, on every schedule (split
+// backwards included) and on sizes that make different moments the peak: the walk is the
+// independent reference (each task applied in turn), the states a frontier of it.
+TEST(AccumulatedGradients, StatesGiveTheWalksPeakOnEverySchedule) {
+  struct Shape {
+    Schedule schedule;
+    int P, v;
+    int64_t m;
+  };
+  struct Sizes {
+    std::vector<int64_t> bytes, held, grads;
+  };
+  int compared = 0;
+  for (const Shape& shape :
+       {Shape{Schedule::kGpipe, 3, 1, 5}, Shape{Schedule::kDapple, 4, 1, 9},
+        Shape{Schedule::kInterleaved, 2, 3, 4}, Shape{Schedule::kInterleaved, 4, 2, 8},
+        Shape{Schedule::kZbh1, 3, 1, 6}, Shape{Schedule::kZbh2, 4, 1, 8},
+        Shape{Schedule::kZbv, 3, 2, 6}, Shape{Schedule::kDualPipeV, 4, 2, 8}}) {
+    const DeviceOrders orders =
+        pipelineSchedule(shape.schedule).orders({shape.P, shape.v, shape.m});
+    const size_t v = static_cast<size_t>(shape.v);
+    // Gradients small (the held peak wins), large (a moment after the last first backward wins),
+    // and uneven per chunk.
+    std::vector<Sizes> sizes;
+    for (int64_t g : {1, 7, 1000}) {
+      Sizes z;
+      for (size_t c = 0; c < v; ++c) {
+        z.bytes.push_back(10 + 3 * static_cast<int64_t>(c));
+        z.held.push_back(4 + static_cast<int64_t>(c));
+        z.grads.push_back(g * static_cast<int64_t>(c + 1));
+      }
+      sizes.push_back(z);
+    }
+    for (const std::vector<StageTask>& order : orders) {
+      const AccumulationStates states = accumulationStates(order, shape.v);
+      for (const Sizes& z : sizes) {
+        const AccumulatedGradientPeak walk =
+            peakWithAccumulatedGradients(order, z.bytes, z.held, z.grads);
+        const AccumulatedGradientPeak fast =
+            peakWithAccumulatedGradients(states, z.bytes, z.held, z.grads);
+        EXPECT_EQ(fast.activation_bytes, walk.activation_bytes) << scheduleName(shape.schedule);
+        EXPECT_EQ(fast.gradient_bytes, walk.gradient_bytes) << scheduleName(shape.schedule);
+        EXPECT_EQ(fast.in_flight, walk.in_flight) << scheduleName(shape.schedule);
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 3 * (3 + 4 + 2 + 4 + 3 + 4 + 3 + 4));
+}
+
 }  // namespace
 }  // namespace evsim

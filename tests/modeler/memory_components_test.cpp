@@ -207,7 +207,9 @@ TEST(MemoryComponents, FsdpPeakFallsAsSixteenBytesPerParameterOverD) {
     s.zero_stage = 3;
     const MemoryEstimate e = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0);
     EXPECT_EQ(e.stages[0].model_state_bytes, 16 * 8000000 / d) << d;
-    if (previous > 0) EXPECT_EQ(previous - e.peak_bytes, 16 * 8000000 / d) << d;
+    if (previous > 0) {
+      EXPECT_EQ(previous - e.peak_bytes, 16 * 8000000 / d) << d;
+    }
     previous = e.peak_bytes;
   }
 }
