@@ -59,7 +59,8 @@ std::optional<ProfileDb> CostSourceOptions::loadProfile() const {
 }
 
 std::string eventprofHint(const RunOptions& run, const Strategy& strategy) {
-  return eventprofCommand(fmt::format("{} -o profile.yaml", run.commandLine(strategy, RunOptions::CommandFor::kEventprof)));
+  return eventprofCommand(fmt::format(
+      "{} -o profile.yaml", run.commandLine(strategy, RunOptions::CommandFor::kEventprof)));
 }
 
 namespace {

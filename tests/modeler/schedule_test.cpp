@@ -247,7 +247,8 @@ TEST(ActivationStates, FrontierIsTheMaximalStatesInOrder) {
         Shape{Schedule::kInterleaved, 2, 3, 4}, Shape{Schedule::kInterleaved, 4, 2, 8},
         Shape{Schedule::kZbh1, 3, 1, 6}, Shape{Schedule::kZbh2, 4, 1, 8},
         Shape{Schedule::kZbv, 3, 2, 6}, Shape{Schedule::kDualPipeV, 4, 2, 8}}) {
-    const DeviceOrders orders = pipelineSchedule(shape.schedule).orders({shape.P, shape.v, shape.m});
+    const DeviceOrders orders =
+        pipelineSchedule(shape.schedule).orders({shape.P, shape.v, shape.m});
     for (const std::vector<StageTask>& order : orders) {
       const bool split = std::any_of(order.begin(), order.end(), [](const StageTask& t) {
         return t.phase == Phase::kWeightGrad;

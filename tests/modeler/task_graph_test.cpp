@@ -115,9 +115,10 @@ TEST(TaskGraph, RecordedPeaksAndFusionMatchTheWalk) {
     int P, v;
     int64_t m;
   };
-  for (const Shape& shape : {Shape{Schedule::kGpipe, 3, 1, 5}, Shape{Schedule::kInterleaved, 2, 3, 4},
-                             Shape{Schedule::kZbh1, 3, 1, 6}, Shape{Schedule::kZbv, 3, 2, 6},
-                             Shape{Schedule::kDualPipeV, 4, 2, 8}}) {
+  for (const Shape& shape :
+       {Shape{Schedule::kGpipe, 3, 1, 5}, Shape{Schedule::kInterleaved, 2, 3, 4},
+        Shape{Schedule::kZbh1, 3, 1, 6}, Shape{Schedule::kZbv, 3, 2, 6},
+        Shape{Schedule::kDualPipeV, 4, 2, 8}}) {
     const TaskGraph g = buildTaskGraph(shape.schedule, shape.P, shape.v, shape.m);
     const Phase frees = g.split_backward ? Phase::kWeightGrad : Phase::kBackward;
     for (int s = 0; s < shape.P; ++s) {
