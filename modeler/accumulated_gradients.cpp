@@ -128,7 +128,9 @@ AccumulationStates accumulationStates(const std::vector<StageTask>& order, int c
     // The state before a forward is below the one after it.
     if (frees || (at + 1 < order.size() && order[at + 1].phase == Phase::kForward)) continue;
     if (!seen.insert(now).second) continue;  // seen: in the frontier or below one of it
-    auto covers_now = [&](const std::vector<int>& f) { return covers(f.data(), now.data(), width); };
+    auto covers_now = [&](const std::vector<int>& f) {
+      return covers(f.data(), now.data(), width);
+    };
     if (std::any_of(frontier.begin(), frontier.end(), covers_now)) continue;
     for (size_t i = frontier.size(); i-- > 0;) {
       if (covers(now.data(), frontier[i].data(), width)) {

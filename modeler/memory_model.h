@@ -83,8 +83,8 @@
 //             side stream's cached blocks add whole (FSDP's all-gather copy-in stream,
 //             memory_components.h; Megatron allocates on the compute stream). It is capped
 //             at the device memory less the CUDA context and NCCL's buffers (and never below
-//             allocated): there cudaMalloc fails and the allocator frees its cached blocks and retries
-//             (c10/cuda/CUDACachingAllocator.cpp), so max_memory_reserved cannot pass it.
+//             allocated): there cudaMalloc fails and the allocator frees its cached blocks and
+//             retries (c10/cuda/CUDACachingAllocator.cpp), so max_memory_reserved cannot pass it.
 //   device    = allocated + the CUDA context + NCCL's buffers per communicator (outside PyTorch's
 //             allocator; the device file's memory block); this is what must fit in the device
 //             memory less the headroom. Not the reserved peak: when cudaMalloc fails the caching
