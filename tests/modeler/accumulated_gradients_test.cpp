@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "modeler/memory_model.h"
+#include "support/schedule_shapes.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -136,20 +137,11 @@ TEST(AccumulatedGradients, StreamPoolAddsToReservedOnly) {
 // backwards included) and on sizes that make different moments the peak: the walk is the
 // independent reference (each task applied in turn), the states a frontier of it.
 TEST(AccumulatedGradients, StatesGiveTheWalksPeakOnEverySchedule) {
-  struct Shape {
-    Schedule schedule;
-    int P, v;
-    int64_t m;
-  };
   struct Sizes {
     std::vector<int64_t> bytes, held, grads;
   };
   int compared = 0;
-  for (const Shape& shape :
-       {Shape{Schedule::kGpipe, 3, 1, 5}, Shape{Schedule::kDapple, 4, 1, 9},
-        Shape{Schedule::kInterleaved, 2, 3, 4}, Shape{Schedule::kInterleaved, 4, 2, 8},
-        Shape{Schedule::kZbh1, 3, 1, 6}, Shape{Schedule::kZbh2, 4, 1, 8},
-        Shape{Schedule::kZbv, 3, 2, 6}, Shape{Schedule::kDualPipeV, 4, 2, 8}}) {
+  for (const test::ScheduleShape& shape : test::everyScheduleShape()) {
     const DeviceOrders orders =
         pipelineSchedule(shape.schedule).orders({shape.P, shape.v, shape.m});
     const size_t v = static_cast<size_t>(shape.v);

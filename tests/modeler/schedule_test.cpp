@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "plan/task_graph.h"
+#include "support/schedule_shapes.h"
 
 namespace evsim {
 namespace {
@@ -236,17 +237,8 @@ TEST(ActivationStates, PeakFromTheStatesIsTheWalksPeak) {
 // (per chunk, micro-batches held; then those whose W inputs are held), the ones no other distinct
 // state matches or exceeds everywhere, in order of first appearance; and the walk's peak in flight.
 TEST(ActivationStates, FrontierIsTheMaximalStatesInOrder) {
-  struct Shape {
-    Schedule schedule;
-    int P, v;
-    int64_t m;
-  };
   int compared = 0;
-  for (const Shape& shape :
-       {Shape{Schedule::kGpipe, 3, 1, 5}, Shape{Schedule::kDapple, 4, 1, 9},
-        Shape{Schedule::kInterleaved, 2, 3, 4}, Shape{Schedule::kInterleaved, 4, 2, 8},
-        Shape{Schedule::kZbh1, 3, 1, 6}, Shape{Schedule::kZbh2, 4, 1, 8},
-        Shape{Schedule::kZbv, 3, 2, 6}, Shape{Schedule::kDualPipeV, 4, 2, 8}}) {
+  for (const test::ScheduleShape& shape : test::everyScheduleShape()) {
     const DeviceOrders orders =
         pipelineSchedule(shape.schedule).orders({shape.P, shape.v, shape.m});
     for (const std::vector<StageTask>& order : orders) {
