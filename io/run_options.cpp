@@ -692,6 +692,11 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
   base.global_batch = global_batch;
   base.dp_overlap = dp_overlap;
   if (base.global_batch <= 0) EVSIM_THROW(InputError, "--global-batch: required with --gpus");
+  // The union's strategies are Megatron's (refused above otherwise): --optimizer-impl foreach,
+  // --reshard-after-forward and --torch-compile are refused as simulate and search refuse them,
+  // not dropped (the union's events would be the fused step's).
+  applyFramework(base);
+  if (auto why = frameworkFlagViolation(base)) EVSIM_THROW(InputError, "{}", *why);
   StrategySpace space;
   space.gpus = gpus;
   space.micro_batches = parseIntList(micro_batches, "--micro-batches");

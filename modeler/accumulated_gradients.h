@@ -30,18 +30,11 @@ struct AccumulatedGradientPeak {
   int64_t total() const;         // saturating sum of the two byte counts
 };
 
-// chunk_bytes / chunk_held_bytes as peakActivations (task_graph.h): an F of chunk c holds
-// chunk_bytes[c]; B frees it but keeps chunk_held_bytes[c] until W under a split backward.
-// chunk_gradient_bytes[c]: the chunk's accumulated gradients, allocated at its first backward
-// (W when split). Returns the first moment (after a task) with the largest sum.
-AccumulatedGradientPeak peakWithAccumulatedGradients(
-    const std::vector<StageTask>& order, const std::vector<int64_t>& chunk_bytes,
-    const std::vector<int64_t>& chunk_held_bytes,
-    const std::vector<int64_t>& chunk_gradient_bytes);
-
-// The same walk reduced to the moments whose sum can be the peak for any byte sizes, so that a
-// search costs a candidate in a few dot products instead of a walk of every order (the walk per
-// candidate made FSDP-with-PP searches 8x slower). A state is, per chunk, the micro-batches whose
+// The walk of a device's order (each task applied in turn, the largest sum after a task kept)
+// reduced to the moments whose sum can be the peak for any byte sizes, so that a search costs a
+// candidate in a few dot products instead of a walk of every order (the walk per candidate made
+// FSDP-with-PP searches 8x slower; tests/modeler/accumulated_gradients_test.cpp keeps it as the
+// reference the states are checked against). A state is, per chunk, the micro-batches whose
 // activations are held, those whose W inputs are held, and whether its gradients are allocated
 // (0/1); the sum is those counts times non-negative sizes, so its largest value is at a state that
 // no other state matches or exceeds everywhere. Kept in order of first appearance, each with its
@@ -53,6 +46,10 @@ struct AccumulationStates {
   std::vector<int> in_flight;  // per state
 };
 AccumulationStates accumulationStates(const std::vector<StageTask>& order, int chunks);
+// chunk_bytes / chunk_held_bytes as peakActivations (task_graph.h): an F of chunk c holds
+// chunk_bytes[c]; B frees it but keeps chunk_held_bytes[c] until W under a split backward.
+// chunk_gradient_bytes[c]: the chunk's accumulated gradients, allocated at its first backward
+// (W when split). Returns the first state (in order of appearance) with the largest sum.
 AccumulatedGradientPeak peakWithAccumulatedGradients(
     const AccumulationStates& states, const std::vector<int64_t>& chunk_bytes,
     const std::vector<int64_t>& chunk_held_bytes,

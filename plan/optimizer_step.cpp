@@ -29,6 +29,22 @@ std::optional<std::string> optimizerImplViolation(const Strategy& s) {
   return std::nullopt;
 }
 
+std::optional<std::string> frameworkFlagViolation(const Strategy& s) {
+  if (s.framework != Framework::kFsdp) {
+    if (s.reshard != Reshard::kDefault) {
+      return fmt::format("--reshard-after-forward {}: only with --framework fsdp",
+                         reshardName(s.reshard));
+    }
+    if (s.torch_compile != TorchCompile::kDefault) {
+      return fmt::format(
+          "--torch-compile {}: only with --framework fsdp (Megatron-LM runs its own fused "
+          "kernels)",
+          torchCompileName(s.torch_compile));
+    }
+  }
+  return optimizerImplViolation(s);
+}
+
 const std::vector<ForeachKernel>& foreachAdamWKernels() {
   // In order: p *= 1 - lr wd; m.lerp_(g, 1 - b1); v *= b2; v.addcmul_(g, g, 1 - b2) (g read
   // once); d = sqrt(v) (a new tensor); d /= sqrt(bias correction 2); d += eps;

@@ -54,6 +54,11 @@ const std::vector<ForeachKernel>& clipGradNormKernels();
 // Why `s` cannot run its optimizer_impl (one line, as strategyViolation and search say it):
 // anything but fused under Megatron, and the for-loop step (not modelled); nullopt otherwise.
 std::optional<std::string> optimizerImplViolation(const Strategy& s);
+// The flags of one framework used with another: --reshard-after-forward and --torch-compile
+// without --framework fsdp, then optimizerImplViolation. Part of strategyViolation; also what the
+// --gpus union (RunOptions::unionSpace) checks, whose strategies are built from a base strategy,
+// not from these flags.
+std::optional<std::string> frameworkFlagViolation(const Strategy& s);
 
 // The optimizer step's ops over `params` parameters under `framework`: optimizerStepOps (the
 // fused Adam, or the offloaded step) for Megatron and for any offloaded step; under FSDP

@@ -143,6 +143,9 @@ PlanCache::CoreKey planCoreKey(const Strategy& strategy) {
   key.overlap_param_gather = false;
   key.dp_bucket_bytes = Strategy{}.dp_bucket_bytes;
   key.global_batch = 0;
+  // The optimizer step's kernels and the gradient reduction's wire type: finishPlan's only.
+  key.optimizer_impl = OptimizerImpl::kFused;
+  key.grad_reduce_in_bf16 = false;
   // The plan depends on the schedule only through its layout: v = 1 alike, and a schedule file
   // keyed as the bundled schedule of its layout (a file replaced in one process cannot alias).
   const PipelineLayout layout = pipelineLayout(key);

@@ -53,9 +53,10 @@ struct PlanCore {
 
 // The key of `strategy`'s core (PlanCache::CoreKey): `strategy` with the fields only finishPlan
 // reads reset: the ZeRO stage to 3 or 0 (ZeRO-3 changes the op lists; ZeRO does nothing over a
-// DP x CP group of one rank), DP overlap and bucket size, the global batch, and a non-interleaved
-// schedule to one of them. A new Strategy field is part of the key until it is reset here, which
-// is right for any field that changes op lists, the partition or placements.
+// DP x CP group of one rank), DP overlap and bucket size, the global batch, AdamW's
+// implementation, the gradient reduction's type, and a non-interleaved schedule to one of them.
+// A new Strategy field is part of the key until it is reset here, which is right for any field
+// that changes op lists, the partition or placements.
 PlanCache::CoreKey planCoreKey(const Strategy& strategy);
 
 // What `strategy`'s simulated timeline depends on: strategies with equal timing keys build plans

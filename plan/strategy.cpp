@@ -760,15 +760,8 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
       return fmt::format("{} --framework fsdp --offload {}: FSDP's CPU offload is not modelled",
                          label, offloadName(s.offload));
     }
-  } else if (s.reshard != Reshard::kDefault) {
-    return fmt::format("--reshard-after-forward {}: only with --framework fsdp",
-                       reshardName(s.reshard));
-  } else if (s.torch_compile != TorchCompile::kDefault) {
-    return fmt::format(
-        "--torch-compile {}: only with --framework fsdp (Megatron-LM runs its own fused kernels)",
-        torchCompileName(s.torch_compile));
   }
-  if (auto why = optimizerImplViolation(s)) return why;
+  if (auto why = frameworkFlagViolation(s)) return why;
   if (auto why = overlapViolation(model, cluster, s, label)) return why;
   if (auto why = moeCommViolation(cluster, s, label)) return why;
   if (s.zero_stage == 3 && s.dp_overlap) {

@@ -4,7 +4,7 @@
 # folder BUILD (only the fuzz targets are built). Reports skipped (exit 77) when clang++ or its
 # libFuzzer runtime is missing, never passed. Usage: libfuzzer_smoke.sh SOURCE_DIR BUILD [TOTAL]
 # [JOBS [build]]: JOBS parallel compiles (default: nproc); with `build`, only build the targets
-# (ctest runs the build as fuzz.libfuzzer_build on two slots, then the fuzzing on one).
+# (ctest runs the build as fuzz.libfuzzer_build with two jobs, then the fuzzing with one).
 set -u
 source_dir=$1
 build=$2

@@ -90,5 +90,32 @@ TEST(RunOptions, TheEventprofCommandCarriesNoModellerSwitch) {
   EXPECT_EQ(output, "profile.yaml");
 }
 
+// The --gpus union (eventsim events --gpus, eventprof --gpus) builds Megatron strategies from a
+// base strategy, not from the framework flags: foreach, a reshard policy or torch.compile would
+// be dropped (the union's events the fused step's), so they are refused with simulate's message.
+TEST(RunOptions, TheGpusUnionRefusesTheFrameworkFlagsItWouldDrop) {
+  RunOptions o;
+  o.global_batch = 16;
+  const auto [base, space] = o.unionSpace(4, "1,2");
+  EXPECT_EQ(base.framework, Framework::kMegatron);
+  EXPECT_EQ(base.optimizer_impl, OptimizerImpl::kFused);
+  EXPECT_EQ(space.gpus, 4);
+  EXPECT_EQ(base.global_batch, 16);
+
+  o.optimizer_impl = "foreach";
+  EXPECT_EQ(test::inputErrorOf([&] { o.unionSpace(4, "1"); }),
+            "--optimizer-impl foreach with --framework megatron: only with --framework fsdp "
+            "(Megatron-LM's step is Apex / Transformer Engine's fused Adam)");
+  o.optimizer_impl = "fused";
+  o.reshard = "never";
+  EXPECT_EQ(test::inputErrorOf([&] { o.unionSpace(4, "1"); }),
+            "--reshard-after-forward never: only with --framework fsdp");
+  o.reshard = "default";
+  o.torch_compile = "on";
+  EXPECT_EQ(test::inputErrorOf([&] { o.unionSpace(4, "1"); }),
+            "--torch-compile on: only with --framework fsdp (Megatron-LM runs its own fused "
+            "kernels)");
+}
+
 }  // namespace
 }  // namespace evsim

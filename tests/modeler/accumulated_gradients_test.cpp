@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
+#include "common/error.h"
 #include "modeler/memory_model.h"
 #include "support/schedule_shapes.h"
 #include "support/test_support.h"
@@ -22,19 +25,91 @@ StageTask task(Phase phase, int micro_batch, int chunk = 0) {
   return t;
 }
 
+// The reference walk: each task of the order applied in turn, the first moment (after a task) with
+// the largest held + accumulated sum kept. The product reduces the same walk to its states
+// (accumulationStates); the hand-traced peaks below are worked on the walk and checked on both.
+AccumulatedGradientPeak walkedPeak(const std::vector<StageTask>& order,
+                                   const std::vector<int64_t>& chunk_bytes,
+                                   const std::vector<int64_t>& chunk_held_bytes,
+                                   const std::vector<int64_t>& chunk_gradient_bytes) {
+  const size_t chunks = chunk_bytes.size();
+  EVSIM_CHECK(chunk_held_bytes.size() == chunks && chunk_gradient_bytes.size() == chunks,
+              "{} / {} / {} chunk sizes", chunks, chunk_held_bytes.size(),
+              chunk_gradient_bytes.size());
+  const bool split = std::any_of(order.begin(), order.end(),
+                                 [](const StageTask& t) { return t.phase == Phase::kWeightGrad; });
+  // The task whose first run allocates a chunk's gradients: W when split, else B.
+  const Phase grads_at = split ? Phase::kWeightGrad : Phase::kBackward;
+  std::vector<char> allocated(chunks, 0);
+  // In 128 bits, clamped to int64 at the end, as peakActivations does.
+  __int128 held = 0, grads = 0, best = -1;
+  int in_flight = 0;
+  AccumulatedGradientPeak peak;
+  auto clamp = [](__int128 x) {
+    return static_cast<int64_t>(std::min<__int128>(x, std::numeric_limits<int64_t>::max()));
+  };
+  for (const StageTask& t : order) {
+    EVSIM_CHECK(t.chunk >= 0 && static_cast<size_t>(t.chunk) < chunks, "chunk {} of {}", t.chunk,
+                chunks);
+    const size_t c = static_cast<size_t>(t.chunk);
+    const int64_t kept = split ? chunk_held_bytes[c] : 0;
+    switch (t.phase) {
+      case Phase::kForward:
+        held += chunk_bytes[c];
+        ++in_flight;
+        break;
+      case Phase::kBackward:
+        held += kept - chunk_bytes[c];
+        if (!split) --in_flight;
+        break;
+      default:
+        held -= kept;
+        --in_flight;
+        break;
+    }
+    if (t.phase == grads_at && !allocated[c]) {
+      allocated[c] = 1;
+      grads += chunk_gradient_bytes[c];
+    }
+    if (held + grads > best) {
+      best = held + grads;
+      peak.activation_bytes = clamp(held);
+      peak.gradient_bytes = clamp(grads);
+      peak.in_flight = in_flight;
+    }
+  }
+  return peak;
+}
+
+// The walk's peak, after checking that the product's states give the same bytes and in-flight.
+AccumulatedGradientPeak peakOf(const std::vector<StageTask>& order,
+                               const std::vector<int64_t>& chunk_bytes,
+                               const std::vector<int64_t>& chunk_held_bytes,
+                               const std::vector<int64_t>& chunk_gradient_bytes) {
+  const AccumulatedGradientPeak walk =
+      walkedPeak(order, chunk_bytes, chunk_held_bytes, chunk_gradient_bytes);
+  const AccumulatedGradientPeak fast = peakWithAccumulatedGradients(
+      accumulationStates(order, static_cast<int>(chunk_bytes.size())), chunk_bytes,
+      chunk_held_bytes, chunk_gradient_bytes);
+  EXPECT_EQ(fast.activation_bytes, walk.activation_bytes);
+  EXPECT_EQ(fast.gradient_bytes, walk.gradient_bytes);
+  EXPECT_EQ(fast.in_flight, walk.in_flight);
+  return walk;
+}
+
 TEST(AccumulatedGradients, GradientsAppearAtTheFirstBackward) {
   // 1F1B's first stage with m = P = 2: F0 F1 B0 B1, 10 bytes a micro-batch. Held after each task:
   // 10, 20, 10, 0; gradients (25) from B0 on: sums 10, 20, 35, 25. The peak is after B0 with one
   // micro-batch held, not the held peak (20) plus the gradients (45).
   const std::vector<StageTask> order{task(Phase::kForward, 0), task(Phase::kForward, 1),
                                      task(Phase::kBackward, 0), task(Phase::kBackward, 1)};
-  AccumulatedGradientPeak p = peakWithAccumulatedGradients(order, {10}, {0}, {25});
+  AccumulatedGradientPeak p = peakOf(order, {10}, {0}, {25});
   EXPECT_EQ(p.activation_bytes, 10);
   EXPECT_EQ(p.in_flight, 1);
   EXPECT_EQ(p.gradient_bytes, 25);
   EXPECT_EQ(p.total(), 35);
   // Gradients of 5: after F1 20 beats after B0's 15; the peak is the held one, no gradients yet.
-  p = peakWithAccumulatedGradients(order, {10}, {0}, {5});
+  p = peakOf(order, {10}, {0}, {5});
   EXPECT_EQ(p.activation_bytes, 20);
   EXPECT_EQ(p.in_flight, 2);
   EXPECT_EQ(p.gradient_bytes, 0);
@@ -46,7 +121,7 @@ TEST(AccumulatedGradients, EachChunkAtItsOwnFirstBackward) {
   // 50: the peak is at the end, nothing held.
   const std::vector<StageTask> order{task(Phase::kForward, 0, 0), task(Phase::kForward, 0, 1),
                                      task(Phase::kBackward, 0, 1), task(Phase::kBackward, 0, 0)};
-  const AccumulatedGradientPeak p = peakWithAccumulatedGradients(order, {4, 6}, {0, 0}, {20, 30});
+  const AccumulatedGradientPeak p = peakOf(order, {4, 6}, {0, 0}, {20, 30});
   EXPECT_EQ(p.activation_bytes, 0);
   EXPECT_EQ(p.in_flight, 0);
   EXPECT_EQ(p.gradient_bytes, 50);
@@ -58,7 +133,7 @@ TEST(AccumulatedGradients, SplitBackwardAllocatesThemAtW) {
   const std::vector<StageTask> order{task(Phase::kForward, 0), task(Phase::kBackward, 0),
                                      task(Phase::kWeightGrad, 0), task(Phase::kForward, 1),
                                      task(Phase::kBackward, 1), task(Phase::kWeightGrad, 1)};
-  const AccumulatedGradientPeak p = peakWithAccumulatedGradients(order, {10}, {4}, {25});
+  const AccumulatedGradientPeak p = peakOf(order, {10}, {4}, {25});
   // After the second F: 10 + 25 = 35, the first moment with the largest sum.
   EXPECT_EQ(p.activation_bytes, 10);
   EXPECT_EQ(p.in_flight, 1);
@@ -161,7 +236,7 @@ TEST(AccumulatedGradients, StatesGiveTheWalksPeakOnEverySchedule) {
       const AccumulationStates states = accumulationStates(order, shape.v);
       for (const Sizes& z : sizes) {
         const AccumulatedGradientPeak walk =
-            peakWithAccumulatedGradients(order, z.bytes, z.held, z.grads);
+            walkedPeak(order, z.bytes, z.held, z.grads);
         const AccumulatedGradientPeak fast =
             peakWithAccumulatedGradients(states, z.bytes, z.held, z.grads);
         EXPECT_EQ(fast.activation_bytes, walk.activation_bytes) << scheduleName(shape.schedule);

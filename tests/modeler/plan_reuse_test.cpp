@@ -313,6 +313,9 @@ TEST(PlanCoreKey, ResetsOnlyWhatFinishingReads) {
   EXPECT_EQ(with([](Strategy& s) { s.schedule = Schedule::kZbh2; }), key);
   EXPECT_EQ(with([](Strategy& s) { s.schedule = Schedule::kGpipe; }), key);
   EXPECT_EQ(with([](Strategy& s) { s.offload = Offload::kOptimizer; }), key);
+  // AdamW's kernels and the gradient reduction's wire type are finishPlan's alone.
+  EXPECT_EQ(with([](Strategy& s) { s.optimizer_impl = OptimizerImpl::kForeach; }), key);
+  EXPECT_EQ(with([](Strategy& s) { s.grad_reduce_in_bf16 = true; }), key);
   // Activation offload adds copies to the op lists: a core of its own, shared with "both".
   const PlanCache::CoreKey activations =
       with([](Strategy& s) { s.offload = Offload::kActivations; });
@@ -342,6 +345,53 @@ TEST(PlanCoreKey, ResetsOnlyWhatFinishingReads) {
   const PlanCache::CoreKey alone_key = planCoreKey(alone);
   alone.zero_stage = 3;
   EXPECT_EQ(planCoreKey(alone), alone_key);
+}
+
+// A core shared across AdamW's implementations (FSDP) and gradient reduction types (Megatron,
+// bf16): each finished plan equals the plan built alone and simulates to the same time, and the
+// finished parts do differ (so a core that had kept either would be caught): FSDP's step on a
+// rank's shard is clip_grad_norm_'s two kernels then one fused pass or foreach's eight; Megatron's
+// gradient all-reduce moves fp32 (4 bytes an element) or bf16 (2).
+TEST(PlanCoreKey, OptimizerAndGradientTypeShareACore) {
+  const ModelConfig model = test::model(256, 4, 1024, 128, 1000, 4, "bf16");
+  const ClusterConfig cluster = test::cluster(8);
+  const CostModel costs{cluster, nullptr, /*analytic_fallback=*/true};
+  auto iterationUs = [&](IterationPlan plan) {
+    std::vector<EventCost> c = costs.costAll(plan.events);
+    return simulate(std::move(plan), std::move(c)).summary.iteration_us;
+  };
+  Strategy fsdp = test::strategy("1M2P4D", 1, 8);
+  fsdp.framework = Framework::kFsdp;
+  fsdp.zero_stage = 3;
+  Strategy foreach_step = fsdp;
+  foreach_step.optimizer_impl = OptimizerImpl::kForeach;
+  Strategy megatron = test::strategy("1M2P4D", 1, 8);
+  Strategy bf16_reduce = megatron;
+  bf16_reduce.grad_reduce_in_bf16 = true;
+
+  PlanCache cache;
+  std::vector<IterationPlan> reused;
+  for (const Strategy& s : {fsdp, foreach_step, megatron, bf16_reduce}) {
+    SCOPED_TRACE(s.name() + s.techniques());
+    reused.push_back(buildIterationPlan(model, cluster, s, &cache));
+    IterationPlan alone = buildIterationPlan(model, cluster, s);
+    expectSamePlan(reused.back(), alone);
+    EXPECT_EQ(iterationUs(reused.back()), iterationUs(std::move(alone)));
+  }
+  EXPECT_EQ(cache.coreMisses(), 2);
+  EXPECT_EQ(cache.coreHits(), 2);
+  // The finished parts differ: stage 0's step, 2 + 1 kernels against 2 + 8.
+  EXPECT_EQ(reused[0].stages[0].optimizer.size(), 3u);
+  EXPECT_EQ(reused[1].stages[0].optimizer.size(), 10u);
+  // Megatron's (no overlap): one all-reduce of the stage's parameters, 4 then 2 bytes each.
+  for (int i : {2, 3}) {
+    const StagePlan& stage = reused[static_cast<size_t>(i)].stages[0];
+    ASSERT_GE(stage.dp_allreduce, 0);
+    const std::string bytes =
+        "allreduce bytes=" + std::to_string((i == 2 ? 4 : 2) * stage.parameters) + " ";
+    EXPECT_EQ(reused[static_cast<size_t>(i)].events[stage.dp_allreduce].signature.rfind(bytes, 0),
+              0u);
+  }
 }
 
 TEST(PlanCacheCores, KeepsTheMostRecentlyUsed) {
