@@ -72,9 +72,8 @@ int64_t allGatherStreamPoolBytes(const ModelConfig& model, const Strategy& strat
 }
 
 int64_t optimizerStepTransientBytes(const Strategy& strategy, double part_optimizer_bytes) {
-  if (strategy.framework != Framework::kFsdp || strategy.optimizer_impl != OptimizerImpl::kForeach) {
-    return 0;
-  }
+  const bool foreach = strategy.optimizer_impl == OptimizerImpl::kForeach;
+  if (strategy.framework != Framework::kFsdp || !foreach) return 0;
   // exp_avg_sq_sqrt is shaped like exp_avg_sq, one of Adam's two equal moments.
   return rounded(part_optimizer_bytes / 2);
 }

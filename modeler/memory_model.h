@@ -69,6 +69,9 @@
 //             + the largest activation transient (recompute, loss, embedding gradient)
 //             + the largest communication transient (SP/CP gathers, MoE dispatch)
 //             + data-parallel shard buffers + pipeline buffers + FP8 copies + cuBLAS workspace.
+//   That is the backward's moment; the optimizer step is another (memory_components.h: the
+//   states, foreach AdamW's temporary, what pipelining keeps, the workspace), and allocated is
+//   the larger of the two (reserved likewise).
 //   The transients of each kind come at different moments of the step (a block's recompute, the
 //   loss at the start of the backward, one layer's gather), so only the largest of a kind counts.
 //   Under FSDP the gathers are the block's own allocations, so the loss and the block's recompute

@@ -224,8 +224,8 @@ std::string memoryVerdictText(const MemoryEstimate& memory) {
   const std::string head =
       fmt::format("{} on stage {} of {}", bytes(memory.peak_bytes), memory.peak_stage,
                   bytes(memory.capacity_bytes));
-  const std::string usable = fmt::format("{} usable with {:.0f}% headroom", bytes(memory.usable_bytes),
-                                         100 * memory.headroom);
+  const std::string usable = fmt::format("{} usable with {:.0f}% headroom",
+                                         bytes(memory.usable_bytes), 100 * memory.headroom);
   const std::string_view verdict = memoryVerdict(memory);
   if (verdict == "fits") {
     return fmt::format("{}: fits ({}, margin {}; {} to the card)", head, usable,
