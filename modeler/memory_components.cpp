@@ -65,8 +65,17 @@ int64_t allGatherStreamPoolBytes(const ModelConfig& model, const Strategy& strat
                                  const StageLayerFacts& facts) {
   if (zero != 3 || strategy.framework != Framework::kFsdp) return 0;
   const double gathered = model.fp8WeightGather() ? 1 : dtypeBytes(model.dtype);
-  const double blocks = strategy.pp > 1 ? 2 : 1;
+  // One output allocated at the peak only where the backward gathers again (reshard after the
+  // forward, no PP); otherwise the forward's two are both idle.
+  const double blocks = strategy.pp == 1 && strategy.reshardsAfterForward() ? 1 : 2;
   return rounded(blocks * gathered * static_cast<double>(facts.largest_layer_parameters));
+}
+
+int64_t optimizerStepTransientBytes(const Strategy& strategy, double part_optimizer_bytes) {
+  const bool foreach = strategy.optimizer_impl == OptimizerImpl::kForeach;
+  if (strategy.framework != Framework::kFsdp || !foreach) return 0;
+  // exp_avg_sq_sqrt is shaped like exp_avg_sq, one of Adam's two equal moments.
+  return rounded(part_optimizer_bytes / 2);
 }
 
 int64_t lossTransientBytes(const ModelConfig& model, const Strategy& strategy, bool has_head) {

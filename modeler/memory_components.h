@@ -90,6 +90,20 @@
 //     per parameter of the largest layer. The per-tensor scales and amax histories are bytes per
 //     tensor, not per element, and left out.
 //   cuBLAS workspace (the device file's memory.cublas_workspace_mib).
+// The optimizer step, a moment of its own after the last backward (no activations held; FSDP2's
+// root post-backward callback has freed the last reduce-scatter input, and PyTorch's pipelining
+// has reduce-scattered and freed the accumulated gradients and resharded; what pipelining keeps
+// to the next step stays, torchPipelineBufferBytes with nothing in flight): foreach AdamW
+// (torch/optim/adamw.py _multi_tensor_adamw, PyTorch 2.2 on) allocates exp_avg_sq_sqrt =
+// _foreach_sqrt(exp_avg_sqs), a tensor like each exp_avg_sq (fp32, the shard's parameters: 4/G
+// bytes a parameter, half the Adam state), then divides, adds eps and applies it in place; it is
+// freed when the function returns. Its other intermediates are Python floats (bias corrections,
+// step sizes, capturable=False) or absent with torchtitan's settings (float betas: no
+// scaled_device_grads; AdamW's weight decay multiplies the parameters in place; no maximize).
+// One (device, dtype) group holds every fp32 shard; torchtitan keeps one optimizer per model part
+// (OptimizersContainer: one per pipeline chunk on the rank) and steps them one after another, so
+// the temporary is the largest chunk's. Fused AdamW (_fused_adamw_) and Megatron's fused Adam
+// allocate none.
 // Outside PyTorch's allocator: the CUDA context and NCCL's buffers per communicator the rank
 // uses (TP, CP, PP, DP, EP, expert-DP groups of more than one rank).
 
@@ -132,13 +146,21 @@ int64_t dataParallelBufferBytes(const ModelConfig& model, const Strategy& strate
 // FSDPParamGroup.wait_for_unshard frees the previous group's output (kept in AllGatherState for
 // the forward) only when the next one, already allocated, is waited on: the pool holds two such
 // blocks from the first layers on, and the compute stream cannot use them (the allocator serves
-// a request from the requesting stream's blocks only). Without PP the one being waited on is
-// allocated at the peak (counted among the DP buffers' 2 g L), so g L is reserved and idle; under
-// PP the gathers end with the first micro-batch's forward (no reshard), both blocks stay cached:
+// a request from the requesting stream's blocks only); the root's post-forward frees the last
+// one (FSDPState._post_forward), so after the forward both are cached and idle. Resharding after
+// the forward without PP, the backward gathers again on the same stream (PRE_BACKWARD state),
+// one layer ahead (_backward_prefetch): the prefetched output is allocated at the peak (counted
+// among the DP buffers' 2 g L), so g L is reserved and idle. Without reshard (PP, or
+// --reshard-after-forward never) the parameters stay unsharded and the backward's unshard is a
+// no-op (FSDPParamGroup.unshard: is_unsharded): no gather after the forward, both blocks idle,
 // 2 g L. Reserved bytes only: when cudaMalloc fails the allocator releases cached blocks of every
 // stream and retries, so they never cause an out-of-memory error.
 int64_t allGatherStreamPoolBytes(const ModelConfig& model, const Strategy& strategy, int zero,
                                  const StageLayerFacts& facts);
+// foreach AdamW's exp_avg_sq_sqrt at the optimizer step (above): half the Adam state bytes of the
+// rank's largest model part, `part_optimizer_bytes`, under --optimizer-impl foreach with FSDP; 0
+// otherwise.
+int64_t optimizerStepTransientBytes(const Strategy& strategy, double part_optimizer_bytes);
 // The loss transient of the last stage (0 elsewhere).
 int64_t lossTransientBytes(const ModelConfig& model, const Strategy& strategy, bool has_head);
 // Megatron's word-embedding gradient transient on the first stage (0 elsewhere, and for FSDP,

@@ -178,11 +178,16 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
   const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, v);
   std::vector<DeviceChunkSums> out(P);
   std::vector<int64_t> chunk_bytes, chunk_held_bytes;
+  // The shard groups of the dense parameters and of the routed experts (the same for every
+  // candidate that shares these sums: they differ only in ZeRO stage, offload and DP overlap).
+  const double dense_group = strategy.gradGroupSize();
+  const double expert_group = strategy.expertGradGroupSize();
   for (int device = 0; device < P; ++device) {
     DeviceChunkSums& sums = out[device];
     sums.micro_batches = micro_batches;
     sums.chunks = v;
     StageLayerFacts& facts = sums.facts;
+    double largest_part_shard = -1;
     // Per chunk of the device: its parameters and its activation bytes per micro-batch.
     chunk_bytes.clear();
     chunk_held_bytes.clear();
@@ -204,6 +209,14 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
       facts.has_moe = facts.has_moe || chunk.has_moe;
       facts.has_embedding = facts.has_embedding || k == 0;
       facts.has_head = facts.has_head || k + 1 == chunks.size();
+      const double shard =
+          static_cast<double>(chunk.parameters - chunk.expert_parameters) / dense_group +
+          static_cast<double>(chunk.expert_parameters) / expert_group;
+      if (shard > largest_part_shard) {
+        largest_part_shard = shard;
+        sums.step_part_parameters = chunk.parameters;
+        sums.step_part_expert_parameters = chunk.expert_parameters;
+      }
     }
     sums.peak = peakActivations(states[device], chunk_bytes, chunk_held_bytes);
   }
@@ -363,11 +376,31 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
     mem.workspace_bytes = workspace;
     const int64_t dynamic = saturatingAdd(mem.activationPeakBytes(), mem.bufferBytes());
     mem.allocated_bytes = saturatingAdd(mem.model_state_bytes, dynamic);
+    // The optimizer step (memory_components.h): the states, foreach's temporary of the largest
+    // model part, what pipelining keeps to the next step and the workspace; nothing else held.
+    const double part_dense = static_cast<double>(sums.step_part_parameters -
+                                                  sums.step_part_expert_parameters);
+    const double part_experts = static_cast<double>(sums.step_part_expert_parameters);
+    mem.optimizer_step_bytes = optimizerStepTransientBytes(
+        strategy, part_dense * dense_state.optimizer + part_experts * expert_state.optimizer);
+    const int64_t step_buffers =
+        fsdp ? torchPipelineBufferBytes(model, strategy,
+                                        TorchPipelineDevice{sums.micro_batches, sums.chunks,
+                                                            facts.has_embedding, facts.has_head,
+                                                            0})
+             : 0;
+    const int64_t step_dynamic =
+        saturatingAdd(saturatingAdd(mem.optimizer_step_bytes, step_buffers), workspace);
+    mem.step_allocated_bytes = saturatingAdd(mem.model_state_bytes, step_dynamic);
+    mem.peak_at_optimizer_step = mem.step_allocated_bytes > mem.allocated_bytes;
+    mem.allocated_bytes = std::max(mem.allocated_bytes, mem.step_allocated_bytes);
     mem.stream_pool_bytes = allGatherStreamPoolBytes(model, strategy, zero, facts);
-    mem.reserved_bytes = saturatingAdd(
-        saturatingAdd(mem.model_state_bytes,
-                      clampedRound(static_cast<double>(dynamic) * (1 + fragmentation))),
-        mem.stream_pool_bytes);
+    // Reserved: the larger moment's, each the states plus (1 + f) x what comes and goes, beside
+    // the side stream's idle blocks (cached through the step).
+    const int64_t dynamic_reserved = clampedRound(
+        static_cast<double>(std::max(dynamic, step_dynamic)) * (1 + fragmentation));
+    mem.reserved_bytes = saturatingAdd(saturatingAdd(mem.model_state_bytes, dynamic_reserved),
+                                       mem.stream_pool_bytes);
     mem.communicators = communicators;
     mem.overhead_bytes = overhead;
     // The allocator cannot reserve more than the device leaves it beside the context and NCCL's

@@ -69,6 +69,9 @@
 //             + the largest activation transient (recompute, loss, embedding gradient)
 //             + the largest communication transient (SP/CP gathers, MoE dispatch)
 //             + data-parallel shard buffers + pipeline buffers + FP8 copies + cuBLAS workspace.
+//   That is the backward's moment; the optimizer step is another (memory_components.h: the
+//   states, foreach AdamW's temporary, what pipelining keeps, the workspace), and allocated is
+//   the larger of the two (reserved likewise).
 //   The transients of each kind come at different moments of the step (a block's recompute, the
 //   loss at the start of the backward, one layer's gather), so only the largest of a kind counts.
 //   Under FSDP the gathers are the block's own allocations, so the loss and the block's recompute
@@ -147,7 +150,16 @@ struct StageMemory {
   int64_t comm_transient_bytes = 0;        // max(SP/CP buffers, MoE dispatch)
   // Buffers through the step.
   int64_t dp_buffer_bytes = 0, pp_buffer_bytes = 0, fp8_bytes = 0, workspace_bytes = 0;
-  int64_t allocated_bytes = 0;  // PyTorch's max_memory_allocated
+  // The optimizer step, after the last backward (memory_components.h): foreach AdamW's temporary
+  // (0 but for FSDP with --optimizer-impl foreach) and what is allocated then (model states, that
+  // temporary, what the pipelining runtime keeps to the next step, the workspace). The fields
+  // above are the backward's moment (held activations and their transients and buffers).
+  int64_t optimizer_step_bytes = 0;
+  int64_t step_allocated_bytes = 0;
+  // PyTorch's max_memory_allocated: the larger of the two moments; `peak_at_optimizer_step` when
+  // it is the step's (the components above then are not what it adds up).
+  int64_t allocated_bytes = 0;
+  bool peak_at_optimizer_step = false;
   // Reserved in another stream's pool of the caching allocator and idle at the peak, so beyond
   // what the compute stream's allocations can use (FSDP's all-gather copy-in stream:
   // allGatherStreamPoolBytes in memory_components.h). Part of reserved_bytes only.
@@ -249,6 +261,10 @@ struct DeviceChunkSums {
   ActivationPeak peak;  // held activations at the schedule's peak
   int64_t micro_batches = 1;  // of the step (torch.distributed.pipelining's buffers count them)
   int chunks = 1;             // virtual stages on the device
+  // The chunk (torchtitan: a model part with its own optimizer) whose shard holds the most
+  // parameters, dense / G + experts / G_e with the strategy's shard groups: its parameters and
+  // routed experts' part, for the optimizer step's temporary.
+  int64_t step_part_parameters = 0, step_part_expert_parameters = 0;
   // FSDP with pipeline parallelism only (has_accumulation): the moment of the device's order with
   // the most held activations plus fp32 accumulated gradients (accumulated_gradients.h), each
   // chunk's 4 bytes a parameter from its first backward on. The held-activation peak above may

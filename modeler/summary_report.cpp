@@ -125,6 +125,9 @@ nlohmann::json stageMemoryJson(const StageMemory& m) {
           {"pp_buffer_bytes", m.pp_buffer_bytes},
           {"fp8_weight_bytes", m.fp8_bytes},
           {"workspace_bytes", m.workspace_bytes},
+          {"optimizer_step_transient_bytes", m.optimizer_step_bytes},
+          {"optimizer_step_allocated_bytes", m.step_allocated_bytes},
+          {"peak_at_optimizer_step", m.peak_at_optimizer_step},
           {"allocated_bytes", m.allocated_bytes},
           {"stream_pool_bytes", m.stream_pool_bytes},
           {"reserved_bytes", m.reserved_bytes},
@@ -137,6 +140,17 @@ nlohmann::json stageMemoryJson(const StageMemory& m) {
 // reserved 66.0; allocated + overhead 1.1 = 62.8 of 80.0 GiB"
 std::string memoryBreakdownText(const StageMemory& m, const MemoryEstimate& e) {
   auto gib = [](int64_t bytes) { return static_cast<double>(bytes) / kBytesPerGiB; };
+  if (m.peak_at_optimizer_step) {
+    // No activations then: the states, foreach AdamW's temporary and what stays to the next step.
+    const int64_t buffers = m.step_allocated_bytes - m.model_state_bytes - m.optimizer_step_bytes;
+    return fmt::format(
+        "at the optimizer step: weights {:.1f}, grads {:.1f}, optimizer {:.1f}, foreach "
+        "temporary {:.1f}, buffers {:.1f} -> allocated {:.1f} / reserved {:.1f}; allocated + "
+        "overhead {:.1f} = {:.1f} of {:.1f} GiB",
+        gib(m.weight_bytes), gib(m.gradient_bytes), gib(m.optimizer_bytes),
+        gib(m.optimizer_step_bytes), gib(buffers), gib(m.allocated_bytes), gib(m.reserved_bytes),
+        gib(m.overhead_bytes), gib(m.peak_bytes), gib(e.capacity_bytes));
+  }
   return fmt::format(
       "weights {:.1f}, grads {:.1f}, optimizer {:.1f}, activations {:.1f}, buffers {:.1f} -> "
       "allocated {:.1f} / reserved {:.1f}; allocated + overhead {:.1f} = {:.1f} of {:.1f} GiB",
@@ -195,9 +209,36 @@ nlohmann::json exposedCommJson(const DeviceMetrics& d) {
 
 }  // namespace
 
+std::string_view memoryVerdict(int64_t peak_bytes, int64_t usable_bytes, int64_t capacity_bytes) {
+  if (peak_bytes <= usable_bytes) return "fits";
+  return peak_bytes <= capacity_bytes ? "over_headroom" : "oom";
+}
+
 std::string_view memoryVerdict(const MemoryEstimate& memory) {
-  if (memory.fitsDevice()) return "fits";
-  return memory.peak_bytes <= memory.capacity_bytes ? "over_headroom" : "oom";
+  return memoryVerdict(memory.peak_bytes, memory.usable_bytes, memory.capacity_bytes);
+}
+
+std::string memoryVerdictText(const MemoryEstimate& memory) {
+  const auto bytes = [](int64_t b) { return formatBytes(static_cast<double>(b)); };
+  const int64_t to_card = memory.capacity_bytes - memory.peak_bytes;
+  const std::string head =
+      fmt::format("{} on stage {} of {}", bytes(memory.peak_bytes), memory.peak_stage,
+                  bytes(memory.capacity_bytes));
+  const std::string usable = fmt::format("{} usable with {:.0f}% headroom",
+                                         bytes(memory.usable_bytes), 100 * memory.headroom);
+  const std::string_view verdict = memoryVerdict(memory);
+  if (verdict == "fits") {
+    return fmt::format("{}: fits ({}, margin {}; {} to the card)", head, usable,
+                       bytes(memory.marginBytes()), bytes(to_card));
+  }
+  if (verdict == "over_headroom") {
+    return fmt::format(
+        "{}: fits the card ({} to spare) but not the headroom ({}, {} over) -- the headroom is "
+        "held back for the model's error, not a limit of the card",
+        head, bytes(to_card), usable, bytes(-memory.marginBytes()));
+  }
+  return fmt::format("{}: OOM, {} over the card ({}, {} over)", head, bytes(-to_card), usable,
+                     bytes(-memory.marginBytes()));
 }
 
 nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const LinkUsage* links) {
@@ -282,6 +323,8 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const 
           {"memory_headroom", memory.headroom},
           {"memory_margin_bytes", memory.marginBytes()},
           {"memory_verdict", memoryVerdict(memory)},
+          {"fits_device_memory", memory.peak_bytes <= memory.capacity_bytes},
+          {"device_margin_bytes", memory.capacity_bytes - memory.peak_bytes},
           {"device_memory_bytes", memory.capacity_bytes},
           {"usable_memory_bytes", memory.usable_bytes},
           {"host_memory_bytes_per_node", memory.host_peak_bytes},
@@ -335,26 +378,7 @@ std::string summaryText(const Simulation& sim, double memory_headroom, const Lin
       "  provenance         measured {:.1f}%, derived {:.1f}%, estimated {:.1f}% of op time\n",
       100 * s.provenance_share[0], 100 * s.provenance_share[1], 100 * s.provenance_share[2]);
   const MemoryEstimate memory = estimateMemory(p, memory_headroom);
-  const std::string_view verdict = memoryVerdict(memory);
-  std::string verdict_text;
-  if (verdict == "over_headroom") {
-    verdict_text = fmt::format(
-        " -- inside the headroom: fits the card's {} by {}, less than the {:.0f}% held back for "
-        "the model's error",
-        formatBytes(static_cast<double>(memory.capacity_bytes)),
-        formatBytes(static_cast<double>(memory.capacity_bytes - memory.peak_bytes)),
-        100 * memory.headroom);
-  } else if (verdict == "oom") {
-    verdict_text = " -- OOM: would not fit";
-  }
-  out += fmt::format(
-      "  peak memory/GPU    {} on stage {} of {} ({} usable with {:.0f}% headroom, margin {}){}\n",
-      formatBytes(static_cast<double>(memory.peak_bytes)), memory.peak_stage,
-      formatBytes(static_cast<double>(memory.capacity_bytes)),
-      formatBytes(static_cast<double>(memory.usable_bytes)), 100 * memory.headroom,
-      formatBytes(static_cast<double>(std::abs(memory.marginBytes()))) +
-          (memory.marginBytes() < 0 ? " short" : ""),
-      verdict_text);
+  out += fmt::format("  peak memory/GPU    {}\n", memoryVerdictText(memory));
   out += fmt::format("  memory ({}, stage {}) {}\n", frameworkName(st.framework), memory.peak_stage,
                      memoryBreakdownText(memory.stages.at(memory.peak_stage), memory));
   if (st.offload != Offload::kNone) {

@@ -25,7 +25,10 @@ import sys
 
 GIB = 1024.0**3
 
-TT = ["--cluster", "grand-teton-h100", "--framework", "fsdp", "--fallback", "analytic"]
+# torchtitan 9dec370's build_optimizers passed fused=False, foreach=True (fused became its default
+# on 2025-02-24): foreach AdamW's step temporary is part of these runs (docs/TECHNIQUES.md).
+TT = ["--cluster", "grand-teton-h100", "--framework", "fsdp", "--fallback", "analytic",
+      "--optimizer-impl", "foreach"]
 FP8 = ["--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"]
 SEL_OP = ["--recompute", "selective-op"]
 FULL = ["--recompute", "full"]
@@ -158,7 +161,9 @@ def main():
         usable = j.get("usable_memory_bytes", 0) / GIB
         print(f"{gpus} GPUs: busiest stage {stage}: " +
               ", ".join(f"{k[:-6]} {v:.2f}" for k, v in gib.items() if v > 0.005) +
-              f"; usable {usable:.2f} GiB; verdict {j.get('memory_verdict', '?')}")
+              f"; usable {usable:.2f} GiB; verdict {j.get('memory_verdict', '?')}" +
+              (f" (margin to the card {j['device_margin_bytes'] / GIB:.2f} GiB)"
+               if "device_margin_bytes" in j else ""))
 
 
 if __name__ == "__main__":

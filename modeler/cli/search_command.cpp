@@ -228,10 +228,18 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
     }
   } else if (report.closest_oom) {
     const CandidateResult& c = *report.closest_oom;
+    // Above the usable share is not above the card: say which when it fits the card.
+    const std::string card =
+        c.peak_memory_bytes <= report.capacity_bytes
+            ? fmt::format(", fits the card's {:.2f} GiB by {:.2f} but not the {:.0f}% headroom",
+                          gib(report.capacity_bytes),
+                          gib(report.capacity_bytes - c.peak_memory_bytes), 100 * report.headroom)
+            : "";
     fmt::print(
-        "\nOOM ({} candidates): the closest, {}, needs {:.2f} GiB of {:.2f} usable "
+        "\nOOM ({} candidates): the closest, {}, needs {:.2f} GiB of {:.2f} usable{} "
         "(--show-rejected lists them)\n",
-        report.oom, candidateText(c.strategy), gib(c.peak_memory_bytes), gib(report.usable_bytes));
+        report.oom, candidateText(c.strategy), gib(c.peak_memory_bytes), gib(report.usable_bytes),
+        card);
   }
   if (report.invalid > 0 && args.show_rejected && !report.pruned) {
     // One line per strategy, micro-batch and rule: schedules and techniques often break the same.

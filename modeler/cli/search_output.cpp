@@ -4,6 +4,7 @@
 
 #include "common/units.h"
 #include "modeler/simulation.h"
+#include "modeler/summary_report.h"
 
 namespace evsim {
 
@@ -69,6 +70,13 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
   j["peak_memory_stage"] = valid ? nlohmann::json(r.peak_memory_stage) : nlohmann::json();
   j["memory_headroom_bytes"] =
       valid ? nlohmann::json(report.usable_bytes - r.peak_memory_bytes) : nlohmann::json();
+  // As simulate's: an "oom" status above the usable share may still fit the card.
+  j["memory_verdict"] =
+      valid ? nlohmann::json(memoryVerdict(r.peak_memory_bytes, report.usable_bytes,
+                                           report.capacity_bytes))
+            : nlohmann::json();
+  j["device_margin_bytes"] =
+      valid ? nlohmann::json(report.capacity_bytes - r.peak_memory_bytes) : nlohmann::json();
   if (ok) {
     nlohmann::json provenance;
     for (int i = 0; i < kProvenanceCount; ++i) {

@@ -171,10 +171,11 @@ TEST(AccumulatedGradients, FsdpPipelineStagePeak) {
 }
 
 TEST(AccumulatedGradients, AllGatherStreamPool) {
-  // Largest group L = 1,000 parameters on the rank, bf16 gathers (g = 2). FSDP without PP: the
-  // copy-in stream's pool holds two all-gather outputs, one allocated at the peak: 2 x 1,000 idle.
-  // Under PP both stay cached after the first micro-batch: 4,000. Megatron, or FSDP without a
-  // shard group (zero 0): nothing.
+  // Largest group L = 1,000 parameters on the rank, bf16 gathers (g = 2). The copy-in stream's
+  // pool holds the forward's two all-gather outputs. FSDP resharding after the forward without
+  // PP: the backward's prefetched gather is allocated at the peak, 2 x 1,000 idle. Without
+  // reshard (--reshard-after-forward never, or PP) the backward does not gather: both idle,
+  // 4,000. Megatron, or FSDP without a shard group (zero 0): nothing.
   const ModelConfig model = test::model(1024, 16, 4096, 1024, 50257, 4, "bf16");
   StageLayerFacts facts;
   facts.parameters = 5000;
@@ -183,6 +184,9 @@ TEST(AccumulatedGradients, AllGatherStreamPool) {
   s.framework = Framework::kFsdp;
   EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts), 2000);
   EXPECT_EQ(allGatherStreamPoolBytes(model, s, 0, facts), 0);
+  s.reshard = Reshard::kNever;
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts), 4000);
+  s.reshard = Reshard::kDefault;
   s.pp = 2;
   EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts), 4000);
   s.framework = Framework::kMegatron;

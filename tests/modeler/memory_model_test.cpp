@@ -243,5 +243,31 @@ TEST(MemoryVerdict, TheHeadroomIsNotTheCard) {
   EXPECT_EQ(memoryVerdict(m), "oom");
 }
 
+// The verdict's line says both margins: to the usable share and to the card. Meta's 405B plan's
+// figures: 78.68 GiB of 80 at 5% headroom (76 usable) fits the card by 1.32 and is 2.68 over
+// the headroom.
+TEST(MemoryVerdict, TheLineSaysBothMargins) {
+  MemoryEstimate m;
+  m.capacity_bytes = int64_t{80} << 30;
+  m.usable_bytes = int64_t{76} << 30;
+  m.headroom = 0.05;
+  m.peak_stage = 1;
+  m.peak_bytes = static_cast<int64_t>(78.68 * (int64_t{1} << 30));
+  EXPECT_EQ(memoryVerdictText(m),
+            "78.68 GiB on stage 1 of 80.00 GiB: fits the card (1.32 GiB to spare) but not the "
+            "headroom (76.00 GiB usable with 5% headroom, 2.68 GiB over) -- the headroom is held "
+            "back for the model's error, not a limit of the card");
+  m.peak_bytes = int64_t{75} << 30;
+  EXPECT_EQ(memoryVerdictText(m),
+            "75.00 GiB on stage 1 of 80.00 GiB: fits (76.00 GiB usable with 5% headroom, margin "
+            "1.00 GiB; 5.00 GiB to the card)");
+  m.peak_bytes = int64_t{82} << 30;
+  EXPECT_EQ(memoryVerdictText(m),
+            "82.00 GiB on stage 1 of 80.00 GiB: OOM, 2.00 GiB over the card (76.00 GiB usable "
+            "with 5% headroom, 6.00 GiB over)");
+  // The search's candidates use the same rule from their bytes.
+  EXPECT_EQ(memoryVerdict(int64_t{78} << 30, m.usable_bytes, m.capacity_bytes), "over_headroom");
+}
+
 }  // namespace
 }  // namespace evsim

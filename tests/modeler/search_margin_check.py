@@ -27,6 +27,13 @@ def main() -> int:
             continue
         assert c["memory_headroom_bytes"] == usable - c["peak_memory_bytes"], c
         assert (c["memory_headroom_bytes"] < 0) == (c["status"] == "oom"), c
+        # The margin to the card, and the verdict simulate would give (an "oom" status above the
+        # usable share that still fits the card is "over_headroom").
+        device_margin = report["device_memory_bytes"] - c["peak_memory_bytes"]
+        assert c["device_margin_bytes"] == device_margin, c
+        verdict = ("fits" if c["memory_headroom_bytes"] >= 0 else
+                   "over_headroom" if device_margin >= 0 else "oom")
+        assert c["memory_verdict"] == verdict, c
         checked += 1
     assert checked > 0, "no valid candidate"
     best = next(c for c in report["candidates"] if c["rank"] == 1)
@@ -34,6 +41,9 @@ def main() -> int:
     sim = json.loads(subprocess.run([exe, *command, "--memory-headroom", str(headroom), "--json"],
                                     check=True, capture_output=True, text=True).stdout)
     assert sim["memory_margin_bytes"] == best["memory_headroom_bytes"], (sim, best)
+    assert sim["device_margin_bytes"] == best["device_margin_bytes"], (sim, best)
+    assert sim["memory_verdict"] == best["memory_verdict"] == "fits", (sim, best)
+    assert sim["fits_device_memory"], sim
     table = subprocess.run([exe, "search", *args, "--memory-headroom", str(headroom), "--top", "1"],
                            check=True, capture_output=True, text=True).stdout.splitlines()
     header = next(i for i, line in enumerate(table) if "margin GiB" in line)

@@ -1,0 +1,103 @@
+// The optimizer step as a moment of its own (modeler/memory_components.h): foreach AdamW's
+// exp_avg_sq_sqrt (torch/optim/adamw.py _multi_tensor_adamw), half the Adam state of the rank's
+// largest model part, beside the model states and what stays to the next step. Worked by hand.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "modeler/memory_components.h"
+#include "modeler/memory_model.h"
+#include "support/test_support.h"
+
+namespace evsim {
+namespace {
+
+constexpr int64_t kWorkspace = int64_t{32} << 20;  // the default cuBLAS workspace, 33,554,432
+
+Strategy fsdp(int tp, int pp, int dp, int64_t micro_batch, int64_t global_batch,
+              Schedule schedule = Schedule::kDapple) {
+  Strategy s = Strategy::of(tp, pp, dp, micro_batch, global_batch, schedule);
+  s.framework = Framework::kFsdp;
+  s.zero_stage = 3;
+  return s;
+}
+
+TEST(OptimizerStepMemory, ForeachTemporaryIsHalfTheAdamState) {
+  // exp_avg_sq_sqrt is shaped like exp_avg_sq: half of Adam's two equal moments.
+  Strategy s = fsdp(1, 1, 4, 2, 64);
+  s.optimizer_impl = OptimizerImpl::kForeach;
+  EXPECT_EQ(optimizerStepTransientBytes(s, 8000), 4000);
+  s.optimizer_impl = OptimizerImpl::kFused;  // one kernel, no temporary
+  EXPECT_EQ(optimizerStepTransientBytes(s, 8000), 0);
+  s.framework = Framework::kMegatron;  // Apex / TE fused Adam
+  EXPECT_EQ(optimizerStepTransientBytes(s, 8000), 0);
+}
+
+TEST(OptimizerStepMemory, ForeachStepIsThePeakWhenActivationsAreSmall) {
+  // FSDP over G = 4, no PP, one chunk of 400,000,000 parameters: states 16 / 4 x 4e8 =
+  // 1,600,000,000, Adam moments 8 / 4 x 4e8 = 800,000,000, so exp_avg_sq_sqrt 400,000,000.
+  // The step moment: states + 400,000,000 + the workspace = 2,033,554,432. The backward's
+  // moment holds 1,000,000 of activations, the loss transient (< 3 MB for this model) and the DP
+  // buffers (2 g + e + 4) L = 10 x 1,000,000: under 100 MB beside the states, so the step peaks.
+  const ModelConfig model = test::model(64, 4, 256, 128, 1000, 2, "bf16");
+  Strategy s = fsdp(1, 1, 4, 2, 64);
+  s.optimizer_impl = OptimizerImpl::kForeach;
+  ChunkMemoryInput chunk;
+  chunk.parameters = 400000000;
+  chunk.activation_bytes = 1000000;
+  chunk.largest_layer_parameters = 1000000;
+  const StageMemory m = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0).stages[0];
+  EXPECT_EQ(m.model_state_bytes, 1600000000);
+  EXPECT_EQ(m.optimizer_step_bytes, 400000000);
+  EXPECT_EQ(m.step_allocated_bytes, 1600000000 + 400000000 + kWorkspace);
+  EXPECT_TRUE(m.peak_at_optimizer_step);
+  EXPECT_EQ(m.allocated_bytes, 2033554432);
+  // Reserved: the states + 1.1 x (400,000,000 + the workspace) + the copy-in pool's idle block
+  // (g L = 2,000,000 resharding without PP): 1,600,000,000 + 476,909,875 + 2,000,000.
+  EXPECT_EQ(m.reserved_bytes, 2078909875);
+
+  // Fused: no temporary; the step holds the states and the workspace, below the backward.
+  s.optimizer_impl = OptimizerImpl::kFused;
+  const StageMemory f = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0).stages[0];
+  EXPECT_EQ(f.optimizer_step_bytes, 0);
+  EXPECT_EQ(f.step_allocated_bytes, 1600000000 + kWorkspace);
+  EXPECT_FALSE(f.peak_at_optimizer_step);
+  EXPECT_GT(f.allocated_bytes, f.step_allocated_bytes);
+  EXPECT_LT(f.allocated_bytes, 1700000000);
+}
+
+TEST(OptimizerStepMemory, OneOptimizerPerModelPart) {
+  // P = 2 interleaved, v = 2, G = 2: device 0 holds virtual stages 0 (300,000,000 parameters) and
+  // 2 (100,000,000). torchtitan steps one optimizer per model part, each freeing its temporary:
+  // 4 / 2 x 300,000,000 = 600,000,000 (not 800,000,000 for both). States 16 / 2 x 4e8 =
+  // 3,200,000,000. Pipelining keeps to the next step (nothing in flight): a = 2 x 128 x 64 =
+  // 16,384 bytes a stage input; device 0 receives in one chunk (m = 4 buffers and their .grad,
+  // 8a) and sends from two (4 gradient receive buffers each, 8a): 16a = 262,144. Step moment:
+  // 3,200,000,000 + 600,000,000 + 262,144 + the workspace = 3,833,816,576. Under PP the
+  // backward holds the fp32 accumulated gradients (4 bytes a chunk parameter), far above: the
+  // step is not the peak.
+  const ModelConfig model = test::model(64, 4, 256, 128, 1000, 8, "bf16");
+  Strategy s = fsdp(1, 2, 2, 1, 8, Schedule::kInterleaved);
+  s.virtual_stages = 2;
+  s.optimizer_impl = OptimizerImpl::kForeach;
+  ChunkMemoryInput big, small;
+  big.parameters = 300000000;
+  small.parameters = 100000000;
+  for (ChunkMemoryInput* c : {&big, &small}) {
+    c->activation_bytes = 1000000;
+    c->largest_layer_parameters = 1000000;
+  }
+  const MemoryEstimate e =
+      estimateMemory(model, s, 4, int64_t{80} << 30, {big, small, small, small}, 0.0);
+  const StageMemory& d0 = e.stages[0];
+  EXPECT_EQ(d0.model_state_bytes, 3200000000);
+  EXPECT_EQ(d0.optimizer_step_bytes, 600000000);
+  EXPECT_EQ(d0.step_allocated_bytes, 3833816576);
+  EXPECT_FALSE(d0.peak_at_optimizer_step);
+  EXPECT_GT(d0.allocated_bytes, d0.step_allocated_bytes);
+  // Device 1: virtual stages 1 and 3, 100,000,000 each: 200,000,000.
+  EXPECT_EQ(e.stages[1].optimizer_step_bytes, 200000000);
+}
+
+}  // namespace
+}  // namespace evsim
