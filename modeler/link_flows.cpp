@@ -285,8 +285,8 @@ SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
   SharedFlow f{start_us, duration_us, bytes, {}};
   // The channels' way through each node (network/ring_channels.h: NCCL_CROSS_NIC, PXN closing
   // the ring): the NVLink share, and whether the hops between nodes change rail.
-  const RingChannels route = d.rail >= 0 ? ringChannels(topology, d.rails, d.pci_rails, placement)
-                                         : RingChannels{};
+  const RingChannels route =
+      d.rail >= 0 ? ringChannels(topology, d.rails, d.pci_rails, placement) : RingChannels{};
   if (placement.ranks_per_node > 1) {
     const float nvlink = static_cast<float>(route.nvlink);
     f.uses.push_back({d.nvlink_tx, nvlink});

@@ -26,8 +26,7 @@ double stepUs(const GroupOnFabric& group, std::string_view algorithm, NcclProtoc
   return hop.latencyOf(algorithm, protocol);
 }
 
-double hopBandwidthGBs(const GroupOnFabric& group, std::string_view algorithm,
-                       double net_bw_gb_s) {
+double hopBandwidthGBs(const GroupOnFabric& group, std::string_view algorithm, double net_bw_gb_s) {
   double bw = group.intra_bw_gb_s * group.tuning->intra.efficiencyOf(algorithm);
   if (group.nodes > 1) {
     const double net = net_bw_gb_s >= 0 ? net_bw_gb_s : group.net_bw_gb_s;

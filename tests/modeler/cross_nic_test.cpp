@@ -1,8 +1,9 @@
 // NCCL_CROSS_NIC as a cluster key (topology.nccl.cross_nic, config/network_topology.h) and where it
 // decides a NIC (modeler/network/ring_channels.h for the channels of rings and trees; link_map.h
-// p2pNic and alltoallShares for sends), traced by hand from NCCL's graph search (src/graph/search.cc:
-// ncclTopoCompute's crossNic, ncclTopoSearchCheckNet, ncclTopoGetNetDev) and its PXN paths
-// (src/graph/paths.cc); also PXN closing a ring (the NVLink hop into the entry NIC's GPU).
+// p2pNic and alltoallShares for sends), traced by hand from NCCL's graph search
+// (src/graph/search.cc: ncclTopoCompute's crossNic, ncclTopoSearchCheckNet, ncclTopoGetNetDev) and
+// its PXN paths (src/graph/paths.cc); also PXN closing a ring (the NVLink hop into the entry NIC's
+// GPU).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -151,8 +152,9 @@ TEST(CrossNic, ACrossNicRingsStandaloneCostPaysTheRailOptimisedLeaf) {
 TEST(CrossNic, WithCrossNicZeroASendKeepsToTheReceiversRail) {
   using P = std::pair<int, int>;
   const std::string pairs = std::string(kPerGpu) + "  pci_switch_gpus: 2\n";
-  auto nic = [](const std::string& topology, int sender, int receiver,
-                bool (*in_comm)(int) = [](int) { return true; }) {
+  auto nic = [](
+                 const std::string& topology, int sender, int receiver,
+                 bool (*in_comm)(int) = [](int) { return true; }) {
     const P2pNic n = p2pNic(railCluster(8, 8, topology).topology, 8, sender, receiver, in_comm);
     return P{n.rail, n.proxy};
   };
@@ -166,9 +168,9 @@ TEST(CrossNic, WithCrossNicZeroASendKeepsToTheReceiversRail) {
   EXPECT_EQ(nic(no_nvlink, 2, 5), (P{2, -1}));
   EXPECT_EQ(nic(no_nvlink + "  nccl: {cross_nic: 0, p2p_pxn_level: 1}\n", 2, 5), (P{5, -1}));
   EXPECT_EQ(nic(no_nvlink + "  nccl: {p2p_pxn_level: 1}\n", 2, 5), (P{2, -1}));
-  EXPECT_EQ(nic(pairs + "  nccl: {cross_nic: 0, pxn_disable: 1}\n", 2, 5,
-                [](int g) { return g != 5; }),
-            (P{2, -1}));
+  EXPECT_EQ(
+      nic(pairs + "  nccl: {cross_nic: 0, pxn_disable: 1}\n", 2, 5, [](int g) { return g != 5; }),
+      (P{2, -1}));
   // The all-to-all of pxn_level_test.cpp (8 ranks over 2 nodes of 4 GPUs on 4 rails) with PXN
   // disabled: the 3/7 to other rails leave through the peers' rails over PCIe at crossNic 0 (not
   // up the rail tier), through its own rail otherwise; NVLink 3/7 either way.
@@ -176,8 +178,8 @@ TEST(CrossNic, WithCrossNicZeroASendKeepsToTheReceiversRail) {
   for (int c : {0, 2}) {
     const AlltoallShares s = alltoallShares(
         railCluster(4, 4,
-                    std::string(kPerGpu) + "  nccl: {pxn_disable: 1, cross_nic: " +
-                        std::to_string(c) + "}\n")
+                    std::string(kPerGpu) +
+                        "  nccl: {pxn_disable: 1, cross_nic: " + std::to_string(c) + "}\n")
             .topology,
         test::handDevice(4), a2a);
     EXPECT_NEAR(s.nvlink, 3.0 / 7, 1e-12);
