@@ -238,7 +238,9 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
   }
   if (topo.has("pci_switch_gpus")) {
     const int s = static_cast<int>(topo.positiveInt("pci_switch_gpus", kMaxNics));
-    if (gpus_per_node % s != 0) {
+    // The switch layout is read only with per-GPU NICs (a send's or a ring's NIC, link_map.h);
+    // pooled NICs have no rails to place under a switch, so its rules are not checked there.
+    if (t.perGpuNics() && gpus_per_node % s != 0) {
       topo.fail("pci_switch_gpus",
                 fmt::format("{}: must divide the node's {} GPUs", s, gpus_per_node));
     }
@@ -247,7 +249,7 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
                                 gpus_per_node % t.nics_per_node == 0
                             ? gpus_per_node / t.nics_per_node
                             : 1;
-    if (s % per_nic != 0) {
+    if (t.perGpuNics() && s % per_nic != 0) {
       topo.fail("pci_switch_gpus",
                 fmt::format("{}: {} GPUs share each NIC, so a PCIe switch holds a multiple of {}",
                             s, per_nic, per_nic));
@@ -288,7 +290,7 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
   if (topo.has("nccl")) {
     const YamlReader nccl = topo.child("nccl");
     nccl.allowOnly({"version", "gpu_arch", "cpu_vendor", "launch_us", "algorithm", "protocols",
-                    "pxn_disable", "p2p_pxn_level", "source", "intra", "net"});
+                    "pxn_disable", "p2p_pxn_level", "cross_nic", "source", "intra", "net"});
     if (nccl.has("launch_us"))
       t.nccl.launch_us = nccl.nonNegativeDouble("launch_us", kMaxLatencyUs);
     if (nccl.has("version")) {
@@ -344,6 +346,10 @@ NetworkTopology readNetworkTopology(const YamlReader& topo, int gpus_per_node,
     if (nccl.has("p2p_pxn_level")) {
       t.nccl.p2p_pxn_level = readChoice<int>(nccl, "p2p_pxn_level", {{"0", 0}, {"1", 1}, {"2", 2}},
                                              " (as NCCL_P2P_PXN_LEVEL)");
+    }
+    if (nccl.has("cross_nic")) {
+      t.nccl.cross_nic = readChoice<int>(nccl, "cross_nic", {{"0", 0}, {"1", 1}, {"2", 2}},
+                                         " (as NCCL_CROSS_NIC)");
     }
     if (nccl.has("source")) t.nccl.source = nccl.str("source");
     if (nccl.has("intra")) t.nccl.intra = readHop(nccl.child("intra"), kNcclNvlinkStepUs, false);

@@ -15,7 +15,8 @@
 //     nic_affinity: per_gpu      # or pooled (default): GPU g's traffic leaves through its own
 //                                # NIC(s) (g's rail), not through any of the node's NICs
 //     pci_switch_gpus: 2         # GPUs (with their NICs) under one PCIe switch; default: the
-//                                # GPUs of one rail (NCCL_P2P_PXN_LEVEL=1 reads it)
+//                                # GPUs of one rail (NCCL_P2P_PXN_LEVEL=1 and rings without PXN
+//                                # read it; checked and used only with per_gpu NICs)
 //     placement: contiguous      # or scattered: a job's nodes are anywhere in the fabric
 //     tiers:                     # bottom up: a group of `nodes` nodes under one switch level,
 //       - {name: leaf, nodes: 32, oversubscription: 1,    # and down:up ratio of its uplinks
@@ -32,6 +33,8 @@
 //       protocols: [ll, ll128, simple]   # those NCCL may use (as NCCL_PROTO); default all
 //       pxn_disable: 0           # 1: no PXN at all (as NCCL_PXN_DISABLE; default 0)
 //       p2p_pxn_level: 2         # when a send/recv uses PXN (as NCCL_P2P_PXN_LEVEL; default 2)
+//       cross_nic: 2             # whether a ring/tree channel may leave a node through another
+//                                # NIC than it came in by (as NCCL_CROSS_NIC; 0, 1, default 2)
 //       source: "..."
 //       intra: {latency_us: {ll: 0.6, ll128: 1.25, simple: 4}, efficiency: {ring: 0.8}}
 //       net: {latency_us: {ll: 2.7, ll128: 4, simple: 8}, efficiency: {ring: 0.64, tree: 0.64},
@@ -117,6 +120,14 @@ struct NcclTuning {
   bool pxn_disable = false;
   int p2p_pxn_level = 2;
   int pxnLevel() const { return pxn_disable ? 0 : p2p_pxn_level; }
+  // NCCL_CROSS_NIC (src/graph/search.cc: ncclTopoCompute's crossNic, ncclTopoSearchCheckNet,
+  // ncclTopoGetNetDev; modeler/network/ring_channels.h, link_map.h p2pNic): 0, a ring or tree
+  // channel leaves every node through the NIC it came in by (its rail: traffic between nodes
+  // stays on one rail), and a send/recv uses the receiver's-rail NIC even without PXN; 1, a
+  // channel may leave through another NIC (the last GPU's own: between nodes it changes rail);
+  // 2 (NCCL's default), the same NIC where the search finds such rings at full bandwidth, else
+  // another.
+  int cross_nic = 2;
   HopTuning intra;  // NVLink / PCIe hops inside a node
   HopTuning net;    // network hops
 };
@@ -138,7 +149,8 @@ struct NetworkTopology {
   JobPlacement placement = JobPlacement::kContiguous;
   NicAffinity nic_affinity = NicAffinity::kPooled;
   // GPUs under one PCIe switch with their NICs (consecutive local indices; a multiple of a rail's
-  // GPUs); 0: one rail's GPUs. Only NCCL_P2P_PXN_LEVEL=1 tells the two apart (pxnLevel).
+  // GPUs); 0: one rail's GPUs. Only NCCL_P2P_PXN_LEVEL=1 and a ring without PXN tell the two
+  // apart (pxnLevel, modeler/network/ring_channels.h). Read only with per-GPU NICs.
   int pci_switch_gpus = 0;
   std::vector<FabricTier> tiers;  // bottom up; empty: one non-blocking switch
   NcclTuning nccl;

@@ -53,6 +53,10 @@ void RunOptions::addModelOptions(CLI::App& app) {
                  "when a send between nodes goes through PXN, as NCCL_P2P_PXN_LEVEL: 0 never, 1 "
                  "when the receiver's NIC is not on the sender's PCIe switch, 2 always (default: "
                  "the cluster's nccl.p2p_pxn_level, else 2)");
+  app.add_option("--nccl-cross-nic", nccl_cross_nic,
+                 "whether a ring/tree channel may leave a node through another NIC than it came in "
+                 "by, as NCCL_CROSS_NIC: 0 never (rail-local), 1 yes, 2 where it is faster "
+                 "(default: the cluster's nccl.cross_nic, else 2)");
   overrides.addOptions(app);
 }
 
@@ -489,6 +493,13 @@ ClusterConfig RunOptions::loadCluster() const {
     }
     c.topology.nccl.p2p_pxn_level = v[0] - '0';
   }
+  if (!nccl_cross_nic.empty()) {
+    const std::string& v = nccl_cross_nic;
+    if (v != "0" && v != "1" && v != "2") {
+      EVSIM_THROW(InputError, "--nccl-cross-nic '{}': must be 0, 1 or 2 (as NCCL_CROSS_NIC)", v);
+    }
+    c.topology.nccl.cross_nic = v[0] - '0';
+  }
   return c;
 }
 
@@ -716,6 +727,7 @@ std::string RunOptions::modellerSwitches() const {
   if (!nccl_p2p_pxn_level.empty()) {
     out += fmt::format(" --nccl-p2p-pxn-level {}", nccl_p2p_pxn_level);
   }
+  if (!nccl_cross_nic.empty()) out += fmt::format(" --nccl-cross-nic {}", nccl_cross_nic);
   if (overlap_slowdown == "off") out += " --overlap-slowdown off";
   if (link_sharing == "off") out += " --link-sharing off";
   return out;

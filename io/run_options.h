@@ -35,6 +35,8 @@ struct RunOptions {
   // nccl.p2p_pxn_level (as NCCL_PXN_DISABLE, NCCL_P2P_PXN_LEVEL); empty: the cluster's.
   std::string nccl_pxn_disable;
   std::string nccl_p2p_pxn_level;
+  // --nccl-cross-nic 0|1|2: the cluster's nccl.cross_nic (as NCCL_CROSS_NIC); empty: the cluster's.
+  std::string nccl_cross_nic;
   std::string strategy_text;
   // A second and later --strategy: the plans `simulate` compares side by side (every other command
   // refuses them in strategy()).

@@ -13,6 +13,7 @@
 #include "events/collective.h"
 #include "fmt/format.h"
 #include "modeler/in_task_flows.h"
+#include "modeler/network/ring_channels.h"
 #include "modeler/timeline_flow_walk.h"
 #include "modeler/stretched_task.h"
 
@@ -282,16 +283,23 @@ SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
                           const Placement& placement, double bytes, double start_us,
                           double duration_us) {
   SharedFlow f{start_us, duration_us, bytes, {}};
+  // The channels' way through each node (network/ring_channels.h: NCCL_CROSS_NIC, PXN closing
+  // the ring): the NVLink share, and whether the hops between nodes change rail.
+  const RingChannels route =
+      d.rail >= 0 ? ringChannels(topology, d.rails, d.pci_rails, placement) : RingChannels{};
   if (placement.ranks_per_node > 1) {
-    f.uses.push_back({d.nvlink_tx, 1});
-    f.uses.push_back({d.nvlink_rx, 1});
+    const float nvlink = static_cast<float>(route.nvlink);
+    f.uses.push_back({d.nvlink_tx, nvlink});
+    f.uses.push_back({d.nvlink_rx, nvlink});
   }
   if (placement.nodes > 1) {
     // Each of the node's copies of this device is in its own group unless the group has several
     // ranks on the node (a ring then crosses the node's NICs once per group). Per GPU the group's
     // rings leave through its ranks' rails, one rail per channel: each of its rails carries
-    // 1 / ranks_per_node of the group's traffic, same-rail on every node (NCCL's ring search keeps
-    // a channel on one NIC index), so a rail-optimised tier keeps it on the rail switch.
+    // 1 / ranks_per_node of the group's traffic (in and out: with crossNic a channel's two NICs
+    // differ, but each rail is one channel's way in and another's way out), same-rail on every
+    // node where the channels stay on their NIC, so a rail-optimised tier keeps it on the rail
+    // switch; where they change rail every channel's traffic goes up that tier's uplinks.
     const float rpn = static_cast<float>(placement.ranks_per_node);
     const float copies =
         topology.perGpuNics() ? d.nic_copies / rpn : std::max(1.0f, d.copies / rpn);
@@ -299,6 +307,12 @@ SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
     f.uses.push_back({d.nic_rx, copies});
     addUplinks(topology, d.uplink_tx, placement.nodes, copies, f.uses);
     addUplinks(topology, d.uplink_rx, placement.nodes, copies, f.uses);
+    if (route.cross_rail && topology.railOptimized() &&
+        !crossesTier(topology, topology.tiers.front(), placement.nodes) &&
+        d.uplink_tx.front() >= 0) {
+      f.uses.push_back({d.uplink_tx.front(), copies});
+      f.uses.push_back({d.uplink_rx.front(), copies});
+    }
   }
   return f;
 }

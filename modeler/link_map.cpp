@@ -57,9 +57,9 @@ AlltoallShares alltoallShares(const NetworkTopology& topology, const DeviceLinks
   const double rest = cross * (m - 1 - direct) / m;
   if (level > 0 && topology.nvswitch) {
     out.nvlink += rest;
-  } else {
+  } else if (topology.nccl.cross_nic != 0) {
     out.up_rail_tier = rest;
-  }
+  }  // crossNic 0: the peer's-rail NIC directly over PCIe (p2pNic), on the peer's rail
   return out;
 }
 

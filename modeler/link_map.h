@@ -122,6 +122,12 @@ LinkMap linkMap(const IterationPlan& plan);
 //      path only where the sender's own would cross the CPU), else the sender's own NIC;
 //   2 (NCCL's default): with NVLink, PXN through the first communicator GPU on the receiver's
 //      rail (none when that is the sender: its own NIC); without NVLink its own NIC.
+// With NCCL_CROSS_NIC=0 (topology.nccl.cross_nic) "its own NIC" above becomes the receiver's-rail
+// NIC, reached directly over PCIe (through the host where it is not under the sender's switch; no
+// proxy, no NVLink hop): ncclTopoGetNetDev takes that NIC first whenever crossNic is 0, at every
+// PXN level ("if (ncclParamCrossNic() == 0) { *dev = netDev; }"), and PXN then only adds a proxy.
+// The receiver's index GPU outside the communicator still leaves through the sender's own NIC
+// (ncclTopoDevToRank fails first: the corner case NCCL's docs say may still cross rails).
 struct P2pNic {
   int rail = -1;
   int proxy = -1;
@@ -132,14 +138,17 @@ P2pNic p2pNic(const NetworkTopology& topology, int gpus_per_node, int sender, in
   const int G = gpus_per_node;
   const P2pNic own{topology.railOf(sender, G), -1};
   const int level = topology.nccl.pxnLevel();
-  if (!topology.perGpuNics() || level == 0 || !in_comm(receiver)) return own;
+  const bool same_rail_nic = topology.nccl.cross_nic == 0;
+  if (!topology.perGpuNics() || (level == 0 && !same_rail_nic) || !in_comm(receiver)) return own;
   const int rail = topology.railOf(receiver, G);
+  const P2pNic fallback = same_rail_nic ? P2pNic{rail, -1} : own;
+  if (level == 0) return fallback;
   if (level == 1 && topology.samePciSwitch(sender, receiver, G)) return P2pNic{rail, -1};
-  if (!topology.nvswitch) return own;
+  if (!topology.nvswitch) return fallback;
   for (int g = 0; g < G; ++g) {
     if (topology.railOf(g, G) == rail && in_comm(g)) return P2pNic{rail, g == sender ? -1 : g};
   }
-  return own;
+  return fallback;
 }
 
 // PXN's intermediate (p2pNic's proxy): a local GPU, or -1 when no NVLink hop is taken.
@@ -162,6 +171,8 @@ int pxnIntermediate(const NetworkTopology& topology, int gpus_per_node, int send
 // all-to-all group that spans nodes a stride of tp x cp over the whole node), s = max(1,
 // pci_rails x m / rails) of them under the sender's switch. Either way rail j carries every local
 // GPU's bytes to rail-j peers, as much as one GPU's own cross-node bytes: the NIC loads stay.
+// With NCCL_CROSS_NIC=0 those that would leave through the sender's own rail go to the peer's-rail
+// NIC directly over PCIe instead (p2pNic): neither NVLink nor the rail tier's uplinks.
 struct AlltoallShares {
   double nvlink = 0;        // of the bytes, on each direction of the GPU's NVLink
   double up_rail_tier = 0;  // of the bytes, leaving through its own rail for another rail

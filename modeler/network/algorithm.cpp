@@ -26,10 +26,11 @@ double stepUs(const GroupOnFabric& group, std::string_view algorithm, NcclProtoc
   return hop.latencyOf(algorithm, protocol);
 }
 
-double hopBandwidthGBs(const GroupOnFabric& group, std::string_view algorithm) {
+double hopBandwidthGBs(const GroupOnFabric& group, std::string_view algorithm, double net_bw_gb_s) {
   double bw = group.intra_bw_gb_s * group.tuning->intra.efficiencyOf(algorithm);
   if (group.nodes > 1) {
-    bw = std::min(bw, group.net_bw_gb_s * group.tuning->net.efficiencyOf(algorithm));
+    const double net = net_bw_gb_s >= 0 ? net_bw_gb_s : group.net_bw_gb_s;
+    bw = std::min(bw, net * group.tuning->net.efficiencyOf(algorithm));
   }
   return bw;
 }

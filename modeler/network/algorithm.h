@@ -48,7 +48,10 @@ double stepUs(const GroupOnFabric& group, std::string_view algorithm, NcclProtoc
               bool network);
 // The link bandwidth an algorithm reaches on the group's slowest hop: the GPU's link inside a
 // node, and across nodes also the group's NIC share, each times its fitted efficiency.
-double hopBandwidthGBs(const GroupOnFabric& group, std::string_view algorithm);
+// `net_bw_gb_s`: the NIC share to use (a ring's: GroupOnFabric::ring_net_bw_gb_s); default the
+// group's net_bw_gb_s.
+double hopBandwidthGBs(const GroupOnFabric& group, std::string_view algorithm,
+                       double net_bw_gb_s = -1);
 // The channels NCCL runs a collective of `bytes` on: one per `bytes_per_channel` (its threads x
 // thread threshold: LL 512 x 8 = 4 KiB for the tree, times the ranks for the ring), at least 1,
 // at most the communicator's, twice the graph's (enqueue.cc topoGetAlgoInfo; connect.cc).

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "modeler/network/ring_channels.h"
+
 namespace evsim {
 
 const NetworkTopology& topologyOf(const ClusterConfig& cluster, NetworkTopology& scratch) {
@@ -37,6 +39,20 @@ GroupOnFabric mapGroup(const ClusterConfig& cluster, const NetworkTopology& topo
     }
   }
   g.net_bw_gb_s = node_nic_gb_s * share / g.oversubscription;
+  g.ring_net_bw_gb_s = g.net_bw_gb_s;
+  // Channels that change rail go up a rail-optimised leaf the group would otherwise stay under.
+  if (placement.nodes > 1 && topology.railOptimized()) {
+    const FabricTier& leaf = topology.tiers.front();
+    const bool under_leaf =
+        topology.placement != JobPlacement::kScattered && placement.nodes <= leaf.nodes;
+    const int G = cluster.gpus_per_node;
+    if (under_leaf && leaf.oversubscription > 1 &&
+        ringChannels(topology, topology.rails(G), topology.pciSwitchRails(G), placement)
+            .cross_rail) {
+      g.ring_net_bw_gb_s =
+          node_nic_gb_s * share / std::max(g.oversubscription, leaf.oversubscription);
+    }
+  }
   return g;
 }
 

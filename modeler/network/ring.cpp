@@ -33,7 +33,8 @@ std::optional<AlgorithmCost> ringCost(EventKind kind, const GroupOnFabric& g, Nc
   } else if (p == NcclProtocol::kLL128) {
     fraction = g.ranks_per_node < 2 ? 0.7 : 0.92;
   }
-  const double busbw = hopBandwidthGBs(g, "ring") * fraction;
+  // Its channels' NIC share: less where they change rail up a rail-optimised tier (fabric.h).
+  const double busbw = hopBandwidthGBs(g, "ring", g.ring_net_bw_gb_s) * fraction;
   const double steps = collectiveOf(kind).latency_steps(g.ranks);
   AlgorithmCost cost;
   cost.latency_us = kBaseUs[static_cast<int>(p)] + steps * stepUs(g, "ring", p, network) +

@@ -64,12 +64,14 @@ TEST(RunOptions, TheEventprofCommandCarriesNoModellerSwitch) {
   o.nccl_algo = "ring";
   o.nccl_pxn_disable = "1";
   o.nccl_p2p_pxn_level = "0";
+  o.nccl_cross_nic = "0";
   o.overlap_slowdown = "off";
   o.link_sharing = "off";
   const Strategy s = o.strategy(tinyModel("bf16"));
   const std::string for_simulate = o.commandLine(s);
-  for (const char* flag : {" --nccl-algo ring", " --nccl-pxn-disable 1", " --nccl-p2p-pxn-level 0",
-                           " --overlap-slowdown off", " --link-sharing off"}) {
+  for (const char* flag :
+       {" --nccl-algo ring", " --nccl-pxn-disable 1", " --nccl-p2p-pxn-level 0",
+        " --nccl-cross-nic 0", " --overlap-slowdown off", " --link-sharing off"}) {
     EXPECT_NE(for_simulate.find(flag), std::string::npos) << flag;
   }
   const std::string for_eventprof = o.commandLine(s, RunOptions::CommandFor::kEventprof);

@@ -67,11 +67,12 @@ TEST(PxnLevel, BadValuesAreOneLineNamingKeyAndFile) {
   has(topologyError(8, 8, "  nccl: {p2p_pxn_level: 3}\n"),
       "rails.yaml: topology.nccl.p2p_pxn_level: '3': must be 0, 1 or 2 (as NCCL_P2P_PXN_LEVEL)");
   has(topologyError(8, 8, "  nccl: {p2p_pxn_level: -1}\n"), "'-1': must be 0, 1 or 2");
-  has(topologyError(8, 8, "  pci_switch_gpus: 3\n"),
+  has(topologyError(8, 8, "  nic_affinity: per_gpu\n  pci_switch_gpus: 3\n"),
       "rails.yaml: topology.pci_switch_gpus: 3: must divide the node's 8 GPUs");
   has(topologyError(8, 4, "  nic_affinity: per_gpu\n  pci_switch_gpus: 1\n"),
       "1: 2 GPUs share each NIC, so a PCIe switch holds a multiple of 2");
-  for (const char* bad : {"  nccl: {pxn_disable: 2}\n", "  pci_switch_gpus: 3\n"}) {
+  for (const char* bad :
+       {"  nccl: {pxn_disable: 2}\n", "  nic_affinity: per_gpu\n  pci_switch_gpus: 3\n"}) {
     EXPECT_EQ(topologyError(8, 8, bad).find('\n'), std::string::npos);
   }
 }
