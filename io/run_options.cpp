@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "common/checked.h"
@@ -206,9 +207,12 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
   app.add_flag("--tp-comm-overlap", tp_comm_overlap,
                "Megatron's (Transformer Engine userbuffers): TP all-gathers and reduce-scatters "
                "overlapped with the adjacent GEMMs, chunk by chunk (needs --sequence-parallel)");
-  auto* bucket_mb = app.add_option("--dp-bucket-mb", dp_bucket_mb, "DDP bucket size in MiB")
-                        ->check(finitePositiveUpTo(1e6))
-                        ->capture_default_str();
+  auto* bucket_mb =
+      app.add_option("--dp-bucket-mb", dp_bucket_mb,
+                     "DDP bucket size in MiB (default: the framework's: Megatron's max(40M, 1M x "
+                     "D x C) parameters, on the first chunk of pipeline rank 0 only, as Megatron "
+                     "buckets; PyTorch DDP's 25 MiB)")
+          ->check(finitePositiveUpTo(1e6));
   app.add_option("--ddp-bucket-size", ddp_bucket_params,
                  "Megatron's: DDP bucket size in parameters (gradient elements), as Megatron "
                  "counts it")
@@ -599,8 +603,10 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
   s.tp_comm_overlap = tp_comm_overlap;
   s.moe_dispatcher = parseMoeDispatcher(moe_dispatcher_type, moe_enable_deepep);
   s.moe_a2a_overlap = moe_a2a_overlap;
-  if (!(dp_bucket_mb > 0)) EVSIM_THROW(InputError, "--dp-bucket-mb {}: must be > 0", dp_bucket_mb);
-  s.dp_bucket_bytes = static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);
+  if (dp_bucket_mb < 0 || !std::isfinite(dp_bucket_mb)) {
+    EVSIM_THROW(InputError, "--dp-bucket-mb {}: must be > 0", dp_bucket_mb);
+  }
+  s.dp_bucket_bytes = static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);  // 0: the default
   s.virtual_stages = virtual_stages;
   if (megatron_virtual_stages > 0) {
     requireInterleaved("--virtual-pipeline-model-parallel-size");
@@ -748,8 +754,11 @@ std::string RunOptions::commandLine(const Strategy& s, CommandFor target) const 
   if (s.ep > 1) out += fmt::format(" --ep {}", s.ep);
   if (s.etp > 0 && s.etp != s.tp) out += fmt::format(" --etp {}", s.etp);
   if (s.dp_overlap) {
-    out += fmt::format(" --dp-overlap --dp-bucket-mb {}",
-                       static_cast<double>(s.dp_bucket_bytes) / (1024 * 1024));
+    out += " --dp-overlap";
+    if (s.dp_bucket_bytes > 0) {
+      out += fmt::format(" --dp-bucket-mb {}",
+                         static_cast<double>(s.dp_bucket_bytes) / (1024 * 1024));
+    }
   }
   if (s.overlap_param_gather) out += " --overlap-param-gather";
   if (s.grad_reduce_in_bf16) out += " --grad-reduce-in-bf16";

@@ -59,7 +59,7 @@ struct RunOptions {
   bool moe_enable_deepep = false;                // Megatron's --moe-enable-deepep
   bool moe_a2a_overlap = false;                  // Megatron's --overlap-moe-expert-parallel-comm
   bool tp_comm_overlap = false;       // Megatron's --tp-comm-overlap
-  double dp_bucket_mb = 25;
+  double dp_bucket_mb = 0;  // --dp-bucket-mb; 0: the framework's default (plan/ddp_buckets.h)
   int virtual_stages = 1;
   int microbatch_group = 0;  // --microbatch-group-size (N of the interleaved schedule; 0: P)
   std::string recompute = "none";

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "plan/ddp_buckets.h"
 
 namespace evsim {
 
@@ -42,7 +43,10 @@ StateBytesPerParameter stateBytesPerParameter(Framework framework, DType dtype, 
 int64_t dataParallelBufferBytes(const ModelConfig& model, const Strategy& strategy, int zero,
                                 const StageLayerFacts& facts) {
   const double e = dtypeBytes(model.dtype);
-  if (zero == 2) return 2 * strategy.dp_bucket_bytes;
+  // DeepSpeed's two reduce buckets; the default kept at PyTorch DDP's 25 MiB as before.
+  if (zero == 2) {
+    return 2 * (strategy.dp_bucket_bytes > 0 ? strategy.dp_bucket_bytes : kTorchDdpBucketBytes);
+  }
   if (zero != 3) return 0;
   const bool fsdp = strategy.framework == Framework::kFsdp;
   // Linear weights are gathered in fp8 with FSDP's Float8 all-gather; norms stay in e (small).

@@ -7,6 +7,7 @@
 #include "ops/fp8_casts.h"
 #include "ops/fsdp_copies.h"
 #include "ops/layer_ops.h"
+#include "plan/ddp_buckets.h"
 #include "plan/layer_checkpoint.h"
 #include "plan/layer_shape.h"
 #include "plan/optimizer_step.h"
@@ -447,6 +448,7 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
   const DType dtype = model.dtype;
   const int64_t elem_bytes = dtypeBytes(dtype);
   const int zero = effectiveZero(strategy);
+  const PipelineLayout layout = pipelineLayout(strategy);
   EventTable& table = plan.events;
 
   // The core's events go into the plan's table in their order, each chunk's optimizer and
@@ -562,7 +564,8 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
       const int64_t dense_bytes =
           checkedMul(stage.parameters - synced_apart, grad_bytes, "gradient bytes");
       if (strategy.dp_overlap) {
-        buildBuckets(stage, core.dense_params[k], grad_bytes, strategy.dp_bucket_bytes,
+        buildBuckets(stage, core.dense_params[k], grad_bytes,
+                     ddpBucketCloseBytes(strategy, layout.device(k), layout.chunk(k), grad_bytes),
                      stage.dp_group, grad_wire, grad_kind, intern);
       } else {
         int event = intern(makeCommunication(grad_kind, dense_bytes, stage.dp_group, grad_wire));

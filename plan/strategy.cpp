@@ -601,8 +601,10 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
         s.global_batch, model.numLayers(), s.microBatches(), model.numLayers() * s.microBatches(),
         kMaxBlockExecutions);
   }
-  if (s.dp_overlap && s.dp_bucket_bytes <= 0) {
-    return fmt::format("--dp-bucket-mb: bucket of {} bytes must be > 0", s.dp_bucket_bytes);
+  if (s.dp_overlap && s.dp_bucket_bytes < 0) {
+    return fmt::format(
+        "--dp-bucket-mb: bucket of {} bytes must be > 0 (0: the framework's default)",
+        s.dp_bucket_bytes);
   }
   if (s.schedule == Schedule::kInterleaved) {
     if (s.virtual_stages < 2) {

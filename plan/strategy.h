@@ -132,7 +132,10 @@ struct Strategy {
   Schedule schedule = Schedule::kDapple;
   // Data-parallel gradient all-reduce in buckets overlapped with the last backward (PyTorch DDP).
   bool dp_overlap = false;
-  int64_t dp_bucket_bytes = int64_t{25} * 1024 * 1024;  // DDP's default bucket_cap_mb = 25
+  // Bucket size asked for (--dp-bucket-mb, --ddp-bucket-size), or 0: the framework's default, and
+  // where buckets close at all (plan/ddp_buckets.h: Megatron's max(40M, 1M x D x C) parameters on
+  // the first chunk of pipeline rank 0, one bucket per chunk elsewhere; PyTorch DDP's 25 MiB).
+  int64_t dp_bucket_bytes = 0;
   int virtual_stages = 1;  // v model chunks per device; > 1 only with Schedule::kInterleaved
   // N: the interleaved schedule's contiguous micro-batches per chunk (Megatron's
   // --microbatch-group-size-per-virtual-pipeline-stage, the Llama 3 paper's N); 0 means P.

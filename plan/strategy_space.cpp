@@ -98,7 +98,7 @@ void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
         // strategyViolation's rules read no technique but SP and the ZeRO stage (context and
         // expert parallelism's) before the techniques' own, and none reads the recomputation:
         // when the strategy with this SP and ZeRO stage and nothing else breaks one, every
-        // overlap and offload variant breaks the same (a bucket size > 0 keeps overlap's own
+        // overlap and offload variant breaks the same (a bucket size >= 0 keeps overlap's own
         // rule from coming first). Its message is then formatted once, not per variant.
         // The overlap flags of `base` (search --tp-comm-overlap, --overlap-param-gather) apply
         // where they can: TP overlap with SP, the parameter gather's with ZeRO 1/2 and DP
@@ -109,7 +109,7 @@ void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
         plain.tp_comm_overlap = strategy.tp_comm_overlap && sp;
         plain.overlap_param_gather = false;
         const std::optional<std::string> plain_violation =
-            strategy.dp_bucket_bytes > 0 && !strategy.dp_overlap &&
+            strategy.dp_bucket_bytes >= 0 && !strategy.dp_overlap &&
                     strategy.offload == Offload::kNone
                 ? strategyViolation(model, cluster, plain)
                 : std::nullopt;

@@ -8,14 +8,20 @@ torchtitan runs used Grand Teton H100s (96 GB HBM2e, 500 W), hence the default c
 
 Usage: scripts/validate_torchtitan_rows.py [--build build] [--cluster grand-teton-h100]
                                           [--compile blocks|on] [--torchao-optimizer fused|foreach]
+                                          [--by-class]
 Prints one line per row: published, predicted, error (predicted / published - 1), then the
-compile speed-up of Table 1, published and predicted.
+compile speed-up of Table 1, published and predicted. --by-class adds a table of each row's
+compute-stream time per op class (rank 0's timeline CSV; docs/KERNELS.md, session 17).
 """
 
 import argparse
+import collections
+import csv
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 # Both sources ran torchtitan from before 2025-04-02 (Table 1/2: commit 9dec370, 2024-12-26; the
 # torchao README: torchtitan 0.0.2 with torchao 0.10.0 nightlies, 2025-03-12), whose train.py left
@@ -61,6 +67,45 @@ def predict(build, cluster, micro_batch, compile_mode, extra):
     return summary["throughput_tokens_per_s"] / 8, summary["iteration_time_ms"], cmd
 
 
+# Op classes of the --by-class table, in its column order.
+CLASSES = ["GEMM bf16", "GEMM fp8", "attn fwd", "attn bwd", "fused elementwise/norm/emb",
+           "eager elementwise", "loss (eager)", "fp8 casts/amax", "FSDP copies",
+           "optimizer/clip"]
+
+
+def op_class(op, event):
+    """The --by-class column of one compute op (its CSV `op` name and event signature)."""
+    kind = event.split()[0]
+    if kind in ("gemm", "bgemm"):
+        return "GEMM fp8" if "dtype=fp8" in event else "GEMM bf16"
+    if kind.startswith("flash_attn"):
+        return "attn " + kind[len("flash_attn_"):]
+    if kind in ("fp8_quantize", "amax"):
+        return "fp8 casts/amax"
+    if kind == "memory_pass":
+        if op.startswith(("adamw", "grad_")):
+            return "optimizer/clip"
+        if op.startswith("fsdp_"):
+            return "FSDP copies"
+        if op.startswith("ce_"):
+            return "loss (eager)"
+        return "eager elementwise"
+    return "fused elementwise/norm/emb"
+
+
+def by_class(cmd):
+    """Rank 0's compute-stream ms per op class for a predict() command."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "rank0.csv")
+        subprocess.run(cmd + ["--csv", path, "--ranks", "0"], check=True, capture_output=True)
+        sums = collections.defaultdict(float)
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                if row["stream"] == "compute":
+                    sums[op_class(row["op"], row["event"])] += float(row["dur_us"]) / 1000
+    return sums
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default="build")
@@ -70,9 +115,12 @@ def main():
     parser.add_argument("--torchao-optimizer", default="fused", choices=["fused", "foreach"],
                         help="--optimizer-impl of the torchao README rows (default: fused, see "
                              "TABLES)")
+    parser.add_argument("--by-class", action="store_true",
+                        help="also print each row's compute time per op class (ms per step)")
     args = parser.parse_args()
     errors = []
     results = {}
+    classes = []
     print(f"cluster {args.cluster}; tokens/s per GPU")
     for label, published, b, compile_mode, extra in ROWS:
         if compile_mode == COMPILED:
@@ -85,12 +133,23 @@ def main():
         print(f"{label:62s} published {published:8.1f}  eventsim {predicted:8.1f}  "
               f"{100 * error:+6.1f}%  ({ms:.1f} ms)")
         print("   " + " ".join(cmd[1:]))
+        if args.by_class:
+            classes.append((label, published, ms, cmd, by_class(cmd)))
     mean = sum(errors) / len(errors)
     mape = sum(abs(e) for e in errors) / len(errors)
     print(f"mean error {100 * mean:+.1f}%, mean |error| {100 * mape:.1f}%")
     fast, slow = (results[label] for label in SPEEDUP)
     print(f"compile speed-up (Table 1): published {fast[0] / slow[0]:.3f}x, "
           f"eventsim {fast[1] / slow[1]:.3f}x")
+    if classes:
+        print("\nms per step (rank 0): published, predicted, compute by op class, not compute")
+        print("| row | published | predicted | " + " | ".join(CLASSES) + " | not compute |")
+        for label, published, ms, cmd, sums in classes:
+            seq = int(cmd[cmd.index("--seq-length") + 1]) if "--seq-length" in cmd else 8192
+            tokens = seq * int(cmd[cmd.index("--micro-batch") + 1])
+            cells = " | ".join(f"{sums[c]:.0f}" for c in CLASSES)
+            print(f"| {label} | {tokens / published * 1000:.0f} | {ms:.0f} | {cells} | "
+                  f"{ms - sum(sums.values()):.0f} |")
     return 0
 
 

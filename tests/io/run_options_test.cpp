@@ -37,8 +37,15 @@ TEST(RunOptions, DdpBucketSizeCountsParametersAsMegatronDoes) {
   // --grad-reduce-in-bf16: back to 2 bytes.
   o.grad_reduce_in_bf16 = true;
   EXPECT_EQ(o.strategy(tinyModel("bf16")).dp_bucket_bytes, 80'000'000);
-  // Without it --dp-bucket-mb stays MiB: 25 MiB = 26,214,400 bytes.
+  // Without either flag the size is the framework's default (0; plan/ddp_buckets.h), and the
+  // printed command names no bucket size.
+  RunOptions none = options();
+  const Strategy defaulted = none.strategy(tinyModel("bf16"));
+  EXPECT_EQ(defaulted.dp_bucket_bytes, 0);
+  EXPECT_EQ(none.commandLine(defaulted).find("--dp-bucket-mb"), std::string::npos);
+  // --dp-bucket-mb stays MiB: 25 MiB = 26,214,400 bytes.
   RunOptions mb = options();
+  mb.dp_bucket_mb = 25;
   EXPECT_EQ(mb.strategy(tinyModel("bf16")).dp_bucket_bytes, 25 * 1024 * 1024);
 }
 
