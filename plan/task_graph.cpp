@@ -172,7 +172,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
         send = Send::kGradient, link = k - 1;
       }
       if (t.phase == frees) --in_flight;
-      st.nodes.push_back(TaskNode{t, s, k, send, link, static_cast<int>(position), 1, 0, 0});
+      st.nodes.emplace_back(t, s, k, send, link, static_cast<int>(position), 1, 0, 0);
       order_out[position] = node;
     }
     st.peak_in_flight[s] = peak;
@@ -332,27 +332,34 @@ ActivationPeak peakActivations(const std::vector<StageTask>& order,
 }
 
 ActivationStates activationStates(const std::vector<StageTask>& order, int chunks) {
-  const bool split = std::any_of(order.begin(), order.end(),
-                                 [](const StageTask& t) { return t.phase == Phase::kWeightGrad; });
   ActivationStates out;
   out.chunks = chunks;
-  if (chunks == 1 && !split) {
+  if (chunks == 1) {
     // One chunk, whole backwards (1F1B, GPipe without interleaving): a state is (in flight, 0),
     // so the frontier is the one state at the walk's peak (the state after the forward that
     // reaches it, which no forward follows: the walk below checks it). Counted alone, at a few
-    // instructions a task instead of the walk's ~50 (issue 34 item 3).
-    int in_flight = 0;
+    // instructions a task instead of the walk's ~50 (issue 34 item 3); a W (a split backward)
+    // sends the order to the walk.
+    int in_flight = 0, peak = 0;
+    int chunk_bits = 0;   // nonzero: a task of another chunk
+    bool split = false;   // a W
     for (const StageTask& t : order) {
-      EVSIM_CHECK(t.chunk == 0, "chunk {} of {}", t.chunk, chunks);
+      chunk_bits |= t.chunk;
       if (t.phase == Phase::kForward) {
-        out.in_flight = std::max(out.in_flight, ++in_flight);
+        peak = std::max(peak, ++in_flight);
       } else {
         --in_flight;
+        split |= t.phase == Phase::kWeightGrad;
       }
     }
-    if (out.in_flight > 0) out.counts = {out.in_flight, 0};
-    return out;
+    if (chunk_bits == 0 && !split) {
+      out.in_flight = peak;
+      if (peak > 0) out.counts = {peak, 0};
+      return out;
+    }
   }
+  const bool split = std::any_of(order.begin(), order.end(),
+                                 [](const StageTask& t) { return t.phase == Phase::kWeightGrad; });
   const size_t width = 2 * static_cast<size_t>(chunks);
   std::vector<int> now(width, 0);
   std::vector<std::vector<int>> frontier;
