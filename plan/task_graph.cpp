@@ -112,13 +112,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   std::vector<int> id(static_cast<size_t>(phases * K * m), -1);
   std::shared_ptr<const DeviceOrders> shared_orders =
       scheduleOrders(schedule, PipelineShape{devices, chunks, micro_batches, group});
-  // The memory model's activation states of these orders, while they are at hand: orders above
-  // 131,072 tasks are too large to keep (ShapeCache), and a simulation's memory estimate computed
-  // them a second time (issue 34 item 3). A hit when the memory check came first (a search).
-  if (schedule != Schedule::kFile) {
-    scheduleActivationStates(schedule, PipelineShape{devices, chunks, micro_batches, group},
-                             shared_orders.get());
-  }
+  const std::shared_ptr<const DeviceOrders> schedule_orders = shared_orders;  // not fused
   if (fuse_moe_a2a) shared_orders = fuseForwardBackward(*shared_orders);
   const DeviceOrders& orders = *shared_orders;
   EVSIM_CHECK(static_cast<int>(orders.size()) == devices, "{} orders for {} devices", orders.size(),
@@ -176,6 +170,18 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
       order_out[position] = node;
     }
     st.peak_in_flight[s] = peak;
+  }
+  // The memory model's activation states of these orders, while they are at hand: orders above
+  // 131,072 tasks are too large to keep (ShapeCache), and a simulation's memory estimate computed
+  // them a second time (issue 34 item 3). A hit when the memory check came first (a search). One
+  // chunk with whole backwards: from the peaks walked above, without a walk of their own.
+  if (schedule != Schedule::kFile) {
+    const PipelineShape shape{devices, chunks, micro_batches, group};
+    if (chunks == 1 && !split) {
+      scheduleActivationStates(schedule, shape, nullptr, &st.peak_in_flight);
+    } else {
+      scheduleActivationStates(schedule, shape, schedule_orders.get());
+    }
   }
   // Edges, once every node exists (a device's order may name a producer on a later device): at
   // most two a task (B: the next stage's B and its own F), per micro-batch K-1 for the forwards,
@@ -331,6 +337,14 @@ ActivationPeak peakActivations(const std::vector<StageTask>& order,
   return peak;
 }
 
+ActivationStates oneChunkStates(int peak) {
+  ActivationStates out;
+  out.chunks = 1;
+  out.in_flight = peak;
+  if (peak > 0) out.counts = {peak, 0};  // no forward: no state
+  return out;
+}
+
 ActivationStates activationStates(const std::vector<StageTask>& order, int chunks) {
   ActivationStates out;
   out.chunks = chunks;
@@ -342,21 +356,17 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
     // sends the order to the walk.
     int in_flight = 0, peak = 0;
     int chunk_bits = 0;   // nonzero: a task of another chunk
-    bool split = false;   // a W
+    bool has_w = false;   // a W (a split backward)
     for (const StageTask& t : order) {
       chunk_bits |= t.chunk;
       if (t.phase == Phase::kForward) {
         peak = std::max(peak, ++in_flight);
       } else {
         --in_flight;
-        split |= t.phase == Phase::kWeightGrad;
+        has_w |= t.phase == Phase::kWeightGrad;
       }
     }
-    if (chunk_bits == 0 && !split) {
-      out.in_flight = peak;
-      if (peak > 0) out.counts = {peak, 0};
-      return out;
-    }
+    if (chunk_bits == 0 && !has_w) return oneChunkStates(peak);
   }
   const bool split = std::any_of(order.begin(), order.end(),
                                  [](const StageTask& t) { return t.phase == Phase::kWeightGrad; });
