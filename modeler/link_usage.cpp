@@ -130,6 +130,7 @@ Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>
     size_t next = 0;
     uint64_t device = 0;  // orderOf(k, s, 0)
     std::array<Accept, kCodes> accept{};
+    unsigned accepted = 0;  // bit c: accept[c].ok
     // ... or one collective. Its current flow:
     double start_us = 0, end_us = 0, load = 0;
     uint64_t order = 0;
@@ -183,6 +184,7 @@ Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>
             list.push_back(src);
           }
           list.back().accept[c] = {true, sends[w].duration_us, load};
+          list.back().accepted |= 1u << c;
         }
       }
     }
@@ -219,15 +221,23 @@ Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>
   // order (not this path's case).
   auto advance = [](Source& src) {
     const double before = src.live ? src.start_us : -std::numeric_limits<double>::infinity();
-    while (src.next < src.size && !src.accept[src.code[src.next]].ok) ++src.next;
-    src.live = src.next < src.size;
-    if (!src.live) return true;
-    const Accept& a = src.accept[src.code[src.next]];
-    src.start_us = src.tasks[src.next].send.start_us;
+    // The scan in locals, codes tested against a bit mask (a device's tasks are scanned once per
+    // resource its sends feed: issue 34 item 3).
+    const uint8_t* const code = src.code;
+    const unsigned accepted = src.accepted;
+    size_t next = src.next;
+    while (next < src.size && ((accepted >> code[next]) & 1u) == 0) ++next;
+    src.live = next < src.size;
+    if (!src.live) {
+      src.next = next;
+      return true;
+    }
+    const Accept& a = src.accept[code[next]];
+    src.start_us = src.tasks[next].send.start_us;
     src.end_us = src.start_us + a.duration_us;
     src.load = a.load;
-    src.order = src.device | static_cast<uint64_t>(src.next);
-    ++src.next;
+    src.order = src.device | static_cast<uint64_t>(next);
+    src.next = next + 1;
     return src.start_us >= before;
   };
   out.used.assign(capacity.size(), 0);

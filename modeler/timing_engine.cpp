@@ -161,7 +161,9 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
   // its device has passed its position, and its timing sits there.
   std::vector<size_t> next(P, 0);
   std::vector<double> device_free(P, 0.0);
-  for (int s = 0; s < P; ++s) out.stages[s].tasks.reserve(graph.device_order[s].size());
+  // Sized once (each task's timing written at its position below, every field): no capacity check
+  // per task, and the scheduler's pointers into the graph need no reload after each write.
+  for (int s = 0; s < P; ++s) out.stages[s].tasks.resize(graph.device_order[s].size());
   std::vector<DeviceBuckets> buckets = slowingBuckets(input, graph);
   const PipelineLayout layout = pipelineLayout(input.schedule, P, input.virtual_stages);
   // --overlap-param-gather: which chunks of each device have had their first forward, and each
@@ -207,18 +209,30 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         if (lone_plain) {
           // Lone tasks with nothing beside them (most tasks of most plans): the rules below for
           // one member, in the same operations (the same bits), without their loops, the
-          // device's state in locals, until a fused task or an input not placed yet.
+          // device's state in locals, until a fused task or an input not placed yet. The graph,
+          // links and outputs through local pointers (issue 34 item 3: the vectors' sizes and
+          // data were reloaded after every write of a timing).
+          const int* const ids = order.data();
+          const size_t size = order.size();
+          const TaskNode* const nodes = graph.nodes.data();
+          const TaskEdge* const all_edges = graph.edges.data();
+          const double* const forward_us = links.send_forward_us.data();
+          const double* const backward_us = links.send_backward_us.data();
+          const double* const stretch = send_stretch.empty() ? nullptr : send_stretch[s].data();
+          const StageCost* const stage_costs = input.stages.data();
+          Output* const outputs = output.data();
+          TaskTiming* const timings = tasks.data();
           size_t at = next[s];
           double free_us = device_free[s], busy_us = busy[s];
           int blocked = -1;
-          for (; at < order.size(); ++at) {
-            const int id = order[at];
-            const TaskNode& node = graph.nodes[id];
+          for (; at < size; ++at) {
+            const int id = ids[at];
+            const TaskNode& node = nodes[id];
             if (node.fused_size != 1) break;
             double ready = 0, input_ready = 0;
-            const TaskEdge* e = graph.edges.data() + node.first_edge;
+            const TaskEdge* e = all_edges + node.first_edge;
             for (const TaskEdge* end = e + node.edge_count; e != end; ++e) {
-              const Output& from = output[e->from];
+              const Output& from = outputs[e->from];
               if (from.run_end_us < 0) {
                 blocked = e->from;
                 break;
@@ -232,24 +246,25 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
             const int vs = node.virtual_stage;
             const Send send = node.send;
             const int link = node.link;
-            const double body_us = taskUs(input.stages[vs], task.phase);
+            const double body_us = taskUs(stage_costs[vs], task.phase);
             const double jitter_us = jittered ? jitterUs(input.jitter, vs, task.phase, rng) : 0.0;
-            // Written in place (reserved above): a local copied in was a tenth of this loop.
-            TaskTiming& t = tasks.emplace_back();
+            const double start_us = std::max(free_us, ready);
+            const double end_us = start_us + (body_us + jitter_us) * slow;
+            double send_end_us = end_us;
+            if (send == Send::kActivation) send_end_us += forward_us[link];
+            if (send == Send::kGradient) send_end_us += backward_us[link];
+            if (stretch != nullptr) send_end_us += stretch[at];
+            TaskTiming& t = timings[at];
             t.task = task;
             t.node = id;
             t.input_ready_us = input_ready;
-            t.run.start_us = std::max(free_us, ready);
-            t.run.end_us = t.run.start_us + (body_us + jitter_us) * slow;
+            t.run = Interval{start_us, end_us};
             t.overlap_slowdown_us = (body_us - std::max(body_us, 0.0)) * slow;
-            t.send = Interval{t.run.end_us, t.run.end_us};
-            if (send == Send::kActivation) t.send.end_us += links.send_forward_us[link];
-            if (send == Send::kGradient) t.send.end_us += links.send_backward_us[link];
-            if (!send_stretch.empty()) t.send.end_us += send_stretch[s][at];
-            output[id] = Output{t.run.end_us, t.send.end_us};
-            busy_us += t.send.duration();
-            busy_us += t.run.duration();
-            free_us = t.send.end_us;
+            t.send = Interval{end_us, send_end_us};
+            outputs[id] = Output{end_us, send_end_us};
+            busy_us += send_end_us - end_us;
+            busy_us += end_us - start_us;
+            free_us = send_end_us;
           }
           remaining -= at - next[s];
           progressed = progressed || at > next[s];
@@ -260,7 +275,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
             waiting[s] = blocked;
             break;
           }
-          if (at == order.size()) break;
+          if (at == size) break;
         }
         // The task at next[s]: one node, or a fused task's fused_size nodes (timing_engine.h).
         const size_t first = next[s];
@@ -360,7 +375,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         for (size_t at = first; at < first + members; ++at) {
           const int id = order[at];
           const TaskNode& node = graph.nodes[id];
-          TaskTiming& t = tasks.emplace_back();
+          TaskTiming& t = tasks[at];
           t.task = node.task;
           t.node = id;
           t.input_ready_us = input_ready;

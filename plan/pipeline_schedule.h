@@ -97,8 +97,11 @@ std::shared_ptr<const std::vector<ActivationStates>> scheduleActivationStates(
 // The same, walking `orders` (that shape's scheduleOrders) on a miss: the task graph's build
 // fills the cache from the orders it has, so that a simulation's memory estimate does not compute
 // orders too large to keep a second time (issue 34 item 3).
+// `peaks` instead (orders of one chunk with whole backwards: each device's peak in flight, the
+// task graph's build walks it anyway): the states are then oneChunkStates(peak), no walk.
 std::shared_ptr<const std::vector<ActivationStates>> scheduleActivationStates(
-    Schedule schedule, const PipelineShape& shape, const DeviceOrders* orders);
+    Schedule schedule, const PipelineShape& shape, const DeviceOrders* orders,
+    const std::vector<int>* peaks = nullptr);
 
 // pipelineSchedule(schedule).deviceOrder(stage, {stages, virtual_stages, micro_batches}) after
 // checking the arguments (stage in range, m >= 1, v > 1 only for chunked schedules).

@@ -106,24 +106,13 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   // Per virtual stage, its device: sameDevice by lookup, not by division, in the loops below.
   std::vector<int> device_of(static_cast<size_t>(K));
   for (int k = 0; k < K; ++k) device_of[k] = layout.device(k);
-  auto sameDevice = [&](int a, int b) { return device_of[a] == device_of[b]; };
   // Node ids: dense over (phase, virtual stage, micro-batch); -1 until the schedule places it. W
   // only where the schedule splits the backward (the orders are checked for a W before its slot).
   const int phases = g.split_backward ? kPhases : kPhases - 1;
   std::vector<int> id(static_cast<size_t>(phases * K * m), -1);
-  // By phase index (phaseIndex, checked once per task below).
-  auto slot = [&](int phase, int k, int64_t i) -> int& {
-    return id[static_cast<size_t>((phase * K + k) * m + i)];
-  };
   std::shared_ptr<const DeviceOrders> shared_orders =
       scheduleOrders(schedule, PipelineShape{devices, chunks, micro_batches, group});
-  // The memory model's activation states of these orders, while they are at hand: orders above
-  // 131,072 tasks are too large to keep (ShapeCache), and a simulation's memory estimate computed
-  // them a second time (issue 34 item 3). A hit when the memory check came first (a search).
-  if (schedule != Schedule::kFile) {
-    scheduleActivationStates(schedule, PipelineShape{devices, chunks, micro_batches, group},
-                             shared_orders.get());
-  }
+  const std::shared_ptr<const DeviceOrders> schedule_orders = shared_orders;  // not fused
   if (fuse_moe_a2a) shared_orders = fuseForwardBackward(*shared_orders);
   const DeviceOrders& orders = *shared_orders;
   EVSIM_CHECK(static_cast<int>(orders.size()) == devices, "{} orders for {} devices", orders.size(),
@@ -132,45 +121,67 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   const size_t tasks_per_device = static_cast<size_t>((g.split_backward ? 3 : 2) * chunks * m);
   // Node ids in device order (device s's position p is s * tasks_per_device + p), each node and
   // edge written in place.
-  st.nodes.resize(tasks_per_device * devices);
+  // Each node written whole, in id order (no default construction first: issue 34 item 3).
+  st.nodes.reserve(tasks_per_device * devices);
   st.peak_in_flight.assign(static_cast<size_t>(devices), 0);
   const Phase frees = g.split_backward ? Phase::kWeightGrad : Phase::kBackward;
   std::vector<int> stage_of_chunk(static_cast<size_t>(chunks));
+  // The loops below read through local pointers: a node's write would otherwise reload every
+  // vector's data and sizes (issue 34 item 3).
+  const bool split = g.split_backward;
+  const int* const device_at = device_of.data();
+  int* const ids = id.data();
+  const int64_t per_phase = static_cast<int64_t>(K) * m;
   for (int s = 0; s < devices; ++s) {
     EVSIM_CHECK(orders[s].size() == tasks_per_device, "{} schedule: device {} has {} tasks, not {}",
                 scheduleName(schedule), s, orders[s].size(), tasks_per_device);
     for (int c = 0; c < chunks; ++c) stage_of_chunk[c] = layout.virtualStage(s, c);
+    const int* const stage_of = stage_of_chunk.data();
     std::vector<int>& device_order = st.device_order[s];
     device_order.resize(tasks_per_device);
+    int* const order_out = device_order.data();
+    const StageTask* const tasks = orders[s].data();
     const int base = static_cast<int>(static_cast<size_t>(s) * tasks_per_device);
     int in_flight = 0, peak = 0;  // peakInFlight's walk, done here once
     for (size_t position = 0; position < tasks_per_device; ++position) {
-      const StageTask& t = orders[s][position];
-      EVSIM_CHECK(t.chunk >= 0 && t.chunk < chunks && t.micro_batch >= 0 && t.micro_batch < m &&
-                      (g.split_backward || t.phase != Phase::kWeightGrad),
+      const StageTask t = tasks[position];
+      EVSIM_CHECK(static_cast<unsigned>(t.chunk) < static_cast<unsigned>(chunks) &&
+                      static_cast<uint64_t>(static_cast<int64_t>(t.micro_batch)) <
+                          static_cast<uint64_t>(m) &&
+                      (split || t.phase != Phase::kWeightGrad),
                   "{} schedule: device {} task {} mb {} chunk {}", scheduleName(schedule), s,
                   phaseName(t.phase), t.micro_batch, t.chunk);
-      const int k = stage_of_chunk[t.chunk];
-      int& node = slot(phaseIndex(t.phase), k, t.micro_batch);
+      const int k = stage_of[t.chunk];
+      int& node = ids[phaseIndex(t.phase) * per_phase + k * m + t.micro_batch];
       EVSIM_CHECK(node < 0, "{} schedule: device {} repeats {} of mb {} chunk {}",
                   scheduleName(schedule), s, phaseName(t.phase), t.micro_batch, t.chunk);
       node = base + static_cast<int>(position);
-      TaskNode& n = st.nodes[static_cast<size_t>(node)];
-      n.task = t;
-      n.device = s;
-      n.virtual_stage = k;
-      n.position = static_cast<int>(position);
+      Send send = Send::kNone;
+      int link = -1;
       // A hand-over to a stage on the same device (the V layout's turn) is in memory: no send.
       if (t.phase == Phase::kForward) {
         peak = std::max(peak, ++in_flight);
-        if (k + 1 < K && !sameDevice(k, k + 1)) n.send = Send::kActivation, n.link = k;
-      } else if (t.phase == Phase::kBackward && k > 0 && !sameDevice(k, k - 1)) {
-        n.send = Send::kGradient, n.link = k - 1;
+        if (k + 1 < K && device_at[k] != device_at[k + 1]) send = Send::kActivation, link = k;
+      } else if (t.phase == Phase::kBackward && k > 0 && device_at[k] != device_at[k - 1]) {
+        send = Send::kGradient, link = k - 1;
       }
       if (t.phase == frees) --in_flight;
-      device_order[position] = node;
+      st.nodes.emplace_back(t, s, k, send, link, static_cast<int>(position), 1, 0, 0);
+      order_out[position] = node;
     }
     st.peak_in_flight[s] = peak;
+  }
+  // The memory model's activation states of these orders, while they are at hand: orders above
+  // 131,072 tasks are too large to keep (ShapeCache), and a simulation's memory estimate computed
+  // them a second time (issue 34 item 3). A hit when the memory check came first (a search). One
+  // chunk with whole backwards: from the peaks walked above, without a walk of their own.
+  if (schedule != Schedule::kFile) {
+    const PipelineShape shape{devices, chunks, micro_batches, group};
+    if (chunks == 1 && !split) {
+      scheduleActivationStates(schedule, shape, nullptr, &st.peak_in_flight);
+    } else {
+      scheduleActivationStates(schedule, shape, schedule_orders.get());
+    }
   }
   // Edges, once every node exists (a device's order may name a producer on a later device): at
   // most two a task (B: the next stage's B and its own F), per micro-batch K-1 for the forwards,
@@ -180,8 +191,12 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   const TaskNode* before_input = nullptr;
   TaskEdge* const edges = st.edges.data();
   int edge_count = 0;
-  for (size_t node_id = 0; node_id < st.nodes.size(); ++node_id) {
-    TaskNode& n = st.nodes[node_id];
+  TaskNode* const nodes = st.nodes.data();
+  const size_t node_count = st.nodes.size();
+  auto producer = [&](int phase, int k, int i) { return ids[phase * per_phase + k * m + i]; };
+  auto sameDevice = [&](int a, int b) { return device_at[a] == device_at[b]; };
+  for (size_t node_id = 0; node_id < node_count; ++node_id) {
+    TaskNode& n = nodes[node_id];
     n.first_edge = edge_count;
     const int k = n.virtual_stage;
     const int i = n.task.micro_batch;
@@ -196,24 +211,24 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
       case Phase::kForward:
         if (k > 0) {
           if (sameDevice(k - 1, k)) {
-            local(slot(0, k - 1, i));
+            local(producer(0, k - 1, i));
           } else {
-            edges[edge_count++] = {slot(0, k - 1, i), true};
+            edges[edge_count++] = {producer(0, k - 1, i), true};
           }
         }
         break;
       case Phase::kBackward:
         if (k + 1 < K) {
           if (sameDevice(k + 1, k)) {
-            local(slot(1, k + 1, i));
+            local(producer(1, k + 1, i));
           } else {
-            edges[edge_count++] = {slot(1, k + 1, i), true};
+            edges[edge_count++] = {producer(1, k + 1, i), true};
           }
         }
-        local(slot(0, k, i));
+        local(producer(0, k, i));
         break;
       default:
-        local(slot(1, k, i));
+        local(producer(1, k, i));
         break;
     }
     n.edge_count = edge_count - n.first_edge;
@@ -322,11 +337,39 @@ ActivationPeak peakActivations(const std::vector<StageTask>& order,
   return peak;
 }
 
+ActivationStates oneChunkStates(int peak) {
+  ActivationStates out;
+  out.chunks = 1;
+  out.in_flight = peak;
+  if (peak > 0) out.counts = {peak, 0};  // no forward: no state
+  return out;
+}
+
 ActivationStates activationStates(const std::vector<StageTask>& order, int chunks) {
-  const bool split = std::any_of(order.begin(), order.end(),
-                                 [](const StageTask& t) { return t.phase == Phase::kWeightGrad; });
   ActivationStates out;
   out.chunks = chunks;
+  if (chunks == 1) {
+    // One chunk, whole backwards (1F1B, GPipe without interleaving): a state is (in flight, 0),
+    // so the frontier is the one state at the walk's peak (the state after the forward that
+    // reaches it, which no forward follows: the walk below checks it). Counted alone, at a few
+    // instructions a task instead of the walk's ~50 (issue 34 item 3); a W (a split backward)
+    // sends the order to the walk.
+    int in_flight = 0, peak = 0;
+    int chunk_bits = 0;   // nonzero: a task of another chunk
+    bool has_w = false;   // a W (a split backward)
+    for (const StageTask& t : order) {
+      chunk_bits |= t.chunk;
+      if (t.phase == Phase::kForward) {
+        peak = std::max(peak, ++in_flight);
+      } else {
+        --in_flight;
+        has_w |= t.phase == Phase::kWeightGrad;
+      }
+    }
+    if (chunk_bits == 0 && !has_w) return oneChunkStates(peak);
+  }
+  const bool split = std::any_of(order.begin(), order.end(),
+                                 [](const StageTask& t) { return t.phase == Phase::kWeightGrad; });
   const size_t width = 2 * static_cast<size_t>(chunks);
   std::vector<int> now(width, 0);
   std::vector<std::vector<int>> frontier;

@@ -128,6 +128,9 @@ struct ActivationStates {
   std::vector<int> counts;  // per state, 2 x chunks counts
 };
 ActivationStates activationStates(const std::vector<StageTask>& order, int chunks);
+// activationStates of an order of one chunk with whole backwards whose walk peaks at `peak` micro-
+// batches in flight: a state is (in flight, 0), so the frontier is that one state.
+ActivationStates oneChunkStates(int peak);
 // peakActivations(order, ...) from activationStates(order, chunk_bytes.size()): the same result.
 ActivationPeak peakActivations(const ActivationStates& states,
                                const std::vector<int64_t>& chunk_bytes,

@@ -83,8 +83,15 @@ std::shared_ptr<const std::vector<ActivationStates>> scheduleActivationStates(
 }
 
 std::shared_ptr<const std::vector<ActivationStates>> scheduleActivationStates(
-    Schedule schedule, const PipelineShape& shape, const DeviceOrders* given) {
+    Schedule schedule, const PipelineShape& shape, const DeviceOrders* given,
+    const std::vector<int>* peaks) {
   auto compute = [&] {
+    if (peaks != nullptr) {
+      std::vector<ActivationStates> out;
+      out.reserve(peaks->size());
+      for (int peak : *peaks) out.push_back(oneChunkStates(peak));
+      return out;
+    }
     std::shared_ptr<const DeviceOrders> computed;
     if (given == nullptr) computed = scheduleOrders(schedule, shape);
     const DeviceOrders& orders = given != nullptr ? *given : *computed;

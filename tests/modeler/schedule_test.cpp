@@ -288,5 +288,35 @@ TEST(ActivationStates, FrontierIsTheMaximalStatesInOrder) {
   EXPECT_EQ(compared, 3 + 4 + 2 + 4 + 3 + 4 + 3 + 4);
 }
 
+// The task graph's build fills the cached states of one-chunk orders with whole backwards from the
+// peaks its own walk counts (no walk of the states): by hand, DAPPLE device d of P holds
+// min(P - d, m) micro-batches at most (min(P-d-1, m) warm-up forwards, then one more before its
+// first backward), GPipe all m; one state each, nothing held for W. Shapes no other test here
+// asks for, so that the graph's build is what fills them.
+TEST(ActivationStates, TheTaskGraphsBuildFillsOneChunkStatesFromItsPeaks) {
+  struct Case {
+    Schedule schedule;
+    int P;
+    int64_t m;
+  };
+  for (const Case& c : {Case{Schedule::kDapple, 5, 9}, Case{Schedule::kDapple, 6, 3},
+                        Case{Schedule::kGpipe, 3, 7}}) {
+    const TaskGraph graph = buildTaskGraph(c.schedule, c.P, 1, c.m);
+    const std::shared_ptr<const std::vector<ActivationStates>> states =
+        scheduleActivationStates(c.schedule, PipelineShape{c.P, 1, c.m});
+    ASSERT_EQ(states->size(), static_cast<size_t>(c.P));
+    for (int d = 0; d < c.P; ++d) {
+      const int peak = c.schedule == Schedule::kGpipe
+                           ? static_cast<int>(c.m)
+                           : static_cast<int>(std::min<int64_t>(c.P - d, c.m));
+      EXPECT_EQ((*states)[d].counts, (std::vector<int>{peak, 0}))
+          << scheduleName(c.schedule) << " P" << c.P << " m" << c.m << " device " << d;
+      EXPECT_EQ((*states)[d].in_flight, peak);
+      EXPECT_EQ((*states)[d].chunks, 1);
+      EXPECT_EQ(peakInFlight(graph, d), peak);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace evsim
