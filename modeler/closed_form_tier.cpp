@@ -328,11 +328,19 @@ void ClosedFormTier::activationCopyTimes(Facts& facts, Workspace::State& workspa
   const int K = static_cast<int>(first_layer.size());
   facts.copy_out.assign(K, 0.0);
   facts.copy_in.assign(K, 0.0);
+  // The blocks of a kind come one after another with the same bytes: looked up once per run.
+  int64_t last_bytes = -1;
+  double last_out = 0, last_in = 0;
   for (int k = 0; k < K; ++k) {
     double out = 0, in = 0;
     auto layer = [&](int64_t saved_bytes) {
-      out += copyUs(true, saved_bytes);
-      in += copyUs(false, saved_bytes);
+      if (saved_bytes != last_bytes) {
+        last_bytes = saved_bytes;
+        last_out = copyUs(true, saved_bytes);
+        last_in = copyUs(false, saved_bytes);
+      }
+      out += last_out;
+      in += last_in;
     };
     if (k == 0) layer(footprint.embedding.saved_bytes);
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
