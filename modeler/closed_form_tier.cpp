@@ -58,6 +58,10 @@ struct ClosedFormTier::Facts {
   std::array<std::array<StageSums, 4>, 2> steps;
   std::array<StageSums, 2> syncs;
   StageSums gathers;
+  // The memory estimate's peak by [ZeRO stage in effect][offload]: the same for both DP overlaps
+  // and parameter-gather overlaps (the memory model reads neither), so half the class's members
+  // take it from here (estimateMemory was a fifth of the search's instructions).
+  std::array<std::array<std::optional<MemoryPeak>, 4>, 4> memory;
 };
 
 struct ClosedFormTier::Workspace::State {
@@ -76,6 +80,9 @@ struct ClosedFormTier::Workspace::State {
   // (bytes, M, P, D, C, E, ETP, wrap) -> per device pair, a P2P send's least time (sendTimes).
   using SendKey = std::tuple<int64_t, int, int, int, int, int, int, bool>;
   std::map<SendKey, std::vector<double>> pair_send_us;
+  // (out, bytes) -> one activation copy's time (activationCopyTimes): the layers' sizes come back
+  // across classes, and each costs an event's signature.
+  std::map<std::pair<bool, int64_t>, double> copy_us;
 };
 
 ClosedFormTier::Workspace::Workspace() : state_(std::make_unique<State>()) {}
@@ -299,12 +306,12 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
       .first->second;
 }
 
-void ClosedFormTier::activationCopyTimes(Facts& facts) const {
+void ClosedFormTier::activationCopyTimes(Facts& facts, Workspace::State& workspace) const {
   // A task's copies run one at a time on the host stream and the task ends after the last
   // (op_offsets.h): it lasts at least their sum, whatever the ops beside them.
   const ModelFootprint& footprint = *facts.footprint;
   const int64_t elem_bytes = dtypeBytes(model_.dtype);
-  std::map<std::pair<bool, int64_t>, double> memo;  // (out, bytes): the layers of a kind repeat
+  std::map<std::pair<bool, int64_t>, double>& memo = workspace.copy_us;  // layers of a kind repeat
   auto copyUs = [&](bool out, int64_t bytes) {
     if (bytes == 0) return 0.0;  // no copy (addActivationOffload)
     auto [it, inserted] = memo.try_emplace({out, bytes}, 0.0);
@@ -321,11 +328,19 @@ void ClosedFormTier::activationCopyTimes(Facts& facts) const {
   const int K = static_cast<int>(first_layer.size());
   facts.copy_out.assign(K, 0.0);
   facts.copy_in.assign(K, 0.0);
+  // The blocks of a kind come one after another with the same bytes: looked up once per run.
+  int64_t last_bytes = -1;
+  double last_out = 0, last_in = 0;
   for (int k = 0; k < K; ++k) {
     double out = 0, in = 0;
     auto layer = [&](int64_t saved_bytes) {
-      out += copyUs(true, saved_bytes);
-      in += copyUs(false, saved_bytes);
+      if (saved_bytes != last_bytes) {
+        last_bytes = saved_bytes;
+        last_out = copyUs(true, saved_bytes);
+        last_in = copyUs(false, saved_bytes);
+      }
+      out += last_out;
+      in += last_in;
     };
     if (k == 0) layer(footprint.embedding.saved_bytes);
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
@@ -459,7 +474,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   const std::vector<double>* backward = &facts.backward[zero3 ? 1 : 0];
   std::vector<double> with_copies_forward, with_copies_backward;
   if (offloadsActivations(strategy.offload)) {
-    if (!facts.copies_ready) activationCopyTimes(facts);
+    if (!facts.copies_ready) activationCopyTimes(facts, workspace);
     with_copies_forward = *forward;
     with_copies_backward = *backward;
     for (int k = 0; k < K; ++k) {
@@ -704,15 +719,23 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy, Workspace& w
   if (state.layer_times.size() > 65536) state.layer_times.clear();
   if (state.communication_us.size() > 65536) state.communication_us.clear();
   if (state.pair_send_us.size() > 4096) state.pair_send_us.clear();
+  if (state.copy_us.size() > 65536) state.copy_us.clear();
   ClosedFormResult out;
   out.micro_batches = strategy.microBatches();
   Facts& f = facts(strategy, state);
-  const MemoryEstimate mem =
-      estimateMemory(model_, strategy, cluster_.device.memoryBytes(), f.devices, headroom_,
-                     hostCapacity(cluster_), cluster_.device.memory);
-  out.peak_memory_bytes = mem.peak_bytes;
-  out.peak_memory_stage = mem.peak_stage;
-  out.fits = mem.fits();
+  const int zero = strategy.gradGroupSize() > 1 ? strategy.zero_stage : 0;
+  const int offload = static_cast<int>(strategy.offload);
+  EVSIM_CHECK(zero >= 0 && zero < 4 && offload >= 0 && offload < 4, "zero {}, offload {}", zero,
+              offload);
+  std::optional<MemoryPeak>& mem =
+      f.memory[static_cast<size_t>(zero)][static_cast<size_t>(offload)];
+  if (!mem) {
+    mem = estimateMemoryPeak(model_, strategy, cluster_.device.memoryBytes(), f.devices, headroom_,
+                             hostCapacity(cluster_), cluster_.device.memory);
+  }
+  out.peak_memory_bytes = mem->peak_bytes;
+  out.peak_memory_stage = mem->peak_stage;
+  out.fits = mem->fits;
   if (out.fits) out.lower_bound_us = lowerBoundUs(strategy, out.micro_batches, f, state);
   return out;
 }

@@ -141,7 +141,7 @@ class ClosedFormTier {
   // Fills facts' P2P send times per link; false when one has no cost.
   bool sendTimes(const Strategy& strategy, Facts& facts, Workspace::State& workspace) const;
   // Fills facts' activation copies' sums out and in per chunk (activation offload).
-  void activationCopyTimes(Facts& facts) const;
+  void activationCopyTimes(Facts& facts, Workspace::State& workspace) const;
   double lowerBoundUs(const Strategy& strategy, int64_t micro_batches, Facts& facts,
                       Workspace::State& workspace) const;
 

@@ -430,12 +430,18 @@ bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>&
   if (!plan.cluster.topology.link_sharing) return false;
   const LinkMap map = linkMap(plan);
   if (!hasInTaskOps(plan, costs, offsets) && !mayShare(plan, input, map, timeline)) return false;
-  const TimelineFlows flows = timelineFlows(plan, costs, offsets, input, timeline, map);
-  const SharingResult shared = shareLinks(flows.list, map.capacities());
-  if (!applyStretch(plan, costs, flows, shared, plan.deviceStages(), input, timeline, by_kind)) {
-    return false;
-  }
-  timeline = computeTimeline(input, std::move(timeline.graph));
+  {
+    const TimelineFlows flows = timelineFlows(plan, costs, offsets, input, timeline, map);
+    const SharingResult shared = shareLinks(flows.list, map.capacities());
+    if (!applyStretch(plan, costs, flows, shared, plan.deviceStages(), input, timeline, by_kind)) {
+      return false;
+    }
+  }  // the flows and their shares freed before the second timing
+  // The unshared timeline freed before the shared one is timed: the two side by side were a
+  // search's peak (a timing per task per pipeline class each; issue 34).
+  TaskGraph graph = std::move(timeline.graph);
+  timeline = IterationTimeline{};
+  timeline = computeTimeline(input, std::move(graph));
   return true;
 }
 

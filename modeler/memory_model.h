@@ -286,5 +286,17 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
                               double headroom = kDefaultMemoryHeadroom,
                               const HostCapacity& host = {},
                               const MemoryOverheads& overheads = MemoryOverheads{});
+// What a search's memory check reads of that estimate: the same peak, its stage and fits(), without
+// the per-stage detail (the model states' split, the reserved bytes), which it never shows.
+struct MemoryPeak {
+  int64_t peak_bytes = 0;
+  int peak_stage = 0;
+  bool fits = false;
+};
+MemoryPeak estimateMemoryPeak(const ModelConfig& model, const Strategy& strategy,
+                              int64_t capacity_bytes, const std::vector<DeviceChunkSums>& devices,
+                              double headroom = kDefaultMemoryHeadroom,
+                              const HostCapacity& host = {},
+                              const MemoryOverheads& overheads = MemoryOverheads{});
 
 }  // namespace evsim

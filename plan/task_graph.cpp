@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "common/error.h"
@@ -380,7 +380,8 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
       return h;
     }
   };
-  std::unordered_set<std::vector<int>, CountsHash> seen;
+  // Each state checked, with the position of its last check (for the jump below).
+  std::unordered_map<std::vector<int>, size_t, CountsHash> seen;
   auto covers = [](const std::vector<int>& a, const std::vector<int>& b) {  // a >= b everywhere
     for (size_t i = 0; i < a.size(); ++i) {
       if (a[i] < b[i]) return false;
@@ -397,6 +398,14 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
   const StageTask* const tasks = order.data();
   const size_t size = order.size();
   int* const counts = now.data();
+  // The walk reads a task's phase and chunk only: the state after a run of tasks depends on the
+  // state before it and their (phase, chunk) codes.
+  static_assert(static_cast<int>(Phase::kWeightGrad) < 8);
+  std::vector<int> codes(size);
+  for (size_t i = 0; i < size; ++i) {
+    codes[i] = tasks[i].chunk * 8 + static_cast<int>(tasks[i].phase);
+  }
+  size_t no_jump_before = 0;  // bounds the compares that found no repeat: < 2 per task in all
   for (size_t at = 0; at < size; ++at) {
     const StageTask& t = tasks[at];
     EVSIM_CHECK(t.chunk >= 0 && t.chunk < chunks, "chunk {} of {}", t.chunk, chunks);
@@ -456,7 +465,31 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
     // A state seen before is in the frontier or below one of it (a frontier entry leaves only
     // for one that covers it): a schedule's steady state repeats a few states m times, and
     // comparing each with the whole frontier made this walk most of a search's memory checks.
-    if (!seen.insert(now).second) continue;
+    auto [seen_at, inserted] = seen.try_emplace(now, at);
+    if (!inserted) {
+      // The steady state: the state at `at` was also the state at `before`. Where the tasks after
+      // `at` repeat the codes of (before, at] for a whole period, the walk there goes through the
+      // same states as over that period (each already checked here, or below a neighbour that
+      // was: no new frontier entry), the same in_flight (the sum of the counts) and ends in the
+      // same state: it is skipped, period after period (issue 34: the walk of a long interleaved
+      // order hashed a state per task, 13% of a search's instructions).
+      const size_t before = seen_at->second;
+      const size_t period = at - before;
+      if (at >= no_jump_before) {
+        while (at + period < size) {
+          const int* const last_period = codes.data() + before + 1;
+          const auto [mismatch, next] =
+              std::mismatch(last_period, last_period + period, codes.data() + at + 1);
+          if (mismatch != last_period + period) {
+            no_jump_before = static_cast<size_t>(next - codes.data()) + 1;
+            break;
+          }
+          at += period;
+        }
+      }
+      seen_at->second = at;
+      continue;
+    }
     if (std::any_of(frontier.begin(), frontier.end(),
                     [&](const std::vector<int>& f) { return covers(f, now); })) {
       continue;

@@ -172,20 +172,23 @@ TEST(PrunedSearchTest, TheBoundPrunesTheWidestBundledSpace) {
 
 TEST(PrunedSearchTest, ClosedFormMemoryIsThePlansAndTheBoundIsBelowTheSimulation) {
   // Every valid candidate of the tiny space: memory equal to the plan's estimate, and
-  // 0 < bound <= simulated iteration time.
+  // 0 < bound <= simulated iteration time. One workspace in enumeration order, as a search's
+  // worker evaluates them: what it keeps per class (the memory peak by ZeRO stage and offload,
+  // shared by both DP overlaps; activation copies' times) is checked too.
   BundledSearch b = bundledSearches()[2];
   ModelConfig model = loadModelConfig(test::configPath("models", b.model));
   ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
   CostModel costs(cluster, nullptr, true);
   PlanCache cache;
   ClosedFormTier tier(model, cluster, costs, 0.1, cache);
+  ClosedFormTier::Workspace workspace;
   int checked = 0;
   for (Candidate& c : enumerateCandidates(model, cluster, b.options.base, b.options.space)) {
     if (c.violation) continue;
     for (bool overlap : {false, true}) {
       c.strategy.dp_overlap = overlap;
       if (strategyViolation(model, cluster, c.strategy)) continue;  // ZeRO-3 has no buckets
-      ClosedFormResult closed = tier.evaluate(c.strategy);
+      ClosedFormResult closed = tier.evaluate(c.strategy, workspace);
       IterationPlan plan = buildIterationPlan(model, cluster, c.strategy);
       MemoryEstimate mem = estimateMemory(plan, 0.1);
       EXPECT_EQ(closed.peak_memory_bytes, mem.peak_bytes);
