@@ -297,7 +297,6 @@ TEST(ActivationStates, FrontierIsTheMaximalStatesInOrder) {
   EXPECT_EQ(compared, 3 + 4 + 2 + 4 + 3 + 4 + 3 + 4);
 }
 
-<<<<<<< HEAD
 // The task graph's build fills the cached states of one-chunk orders with whole backwards from the
 // peaks its own walk counts (no walk of the states): by hand, DAPPLE device d of P holds
 // min(P - d, m) micro-batches at most (min(P-d-1, m) warm-up forwards, then one more before its
@@ -326,7 +325,8 @@ TEST(ActivationStates, TheTaskGraphsBuildFillsOneChunkStatesFromItsPeaks) {
       EXPECT_EQ(peakInFlight(graph, d), peak);
     }
   }
-=======
+}
+
 // The walk skips a steady state's repeated periods (task_graph.cpp): on long orders, where it
 // does, the frontier and peak in flight are still the brute force's.
 TEST(ActivationStates, LongSteadyStatesGiveTheMaximalStates) {
@@ -398,7 +398,6 @@ TEST(ActivationStates, RepeatsThatBreakOffGiveTheMaximalStates) {
     several += expected.counts.size() > 2 * static_cast<size_t>(v);
   }
   EXPECT_GT(several, 30);  // frontiers of several states, not one
->>>>>>> search34f
 }
 
 }  // namespace
