@@ -15,7 +15,8 @@
 
 namespace evsim::test {
 
-// `dp_overlap`: gradient buckets beside the backward, one per layer.
+// `dp_overlap`: gradient buckets beside the backward, one per layer on stage 0 and one for stage
+// 1's whole chunk (Megatron buckets only pipeline rank 0's first chunk: plan/ddp_buckets.h).
 inline Simulation handTracedSimulation(bool dp_overlap = false) {
   Strategy s;
   s.tp = 2;
