@@ -322,6 +322,34 @@ ActivationPeak peakActivations(const std::vector<StageTask>& order,
   return peak;
 }
 
+namespace {
+
+// activationStates' jump: from `at`, whose state was also `before`'s, past every whole period of
+// tasks that repeats the phases and chunks of (before, at] (the walk reads nothing else of a
+// task). Where a period breaks off, `no_jump_before` is set past the first task that differs.
+// Out of the walk's loop (not inlined), which it would otherwise slow on orders without repeats.
+[[gnu::noinline]] size_t skipRepeatedPeriods(const std::vector<StageTask>& order, size_t before,
+                                             size_t at, size_t& no_jump_before) {
+  const StageTask* const tasks = order.data();
+  const size_t period = at - before;
+  auto walksAlike = [](const StageTask& a, const StageTask& b) {
+    return a.phase == b.phase && a.chunk == b.chunk;
+  };
+  while (at + period < order.size()) {
+    const StageTask* const last_period = tasks + before + 1;
+    const auto [mismatch, next] =
+        std::mismatch(last_period, last_period + period, tasks + at + 1, walksAlike);
+    if (mismatch != last_period + period) {
+      no_jump_before = static_cast<size_t>(next - tasks) + 1;
+      break;
+    }
+    at += period;
+  }
+  return at;
+}
+
+}  // namespace
+
 ActivationStates activationStates(const std::vector<StageTask>& order, int chunks) {
   const bool split = std::any_of(order.begin(), order.end(),
                                  [](const StageTask& t) { return t.phase == Phase::kWeightGrad; });
@@ -355,11 +383,6 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
   const StageTask* const tasks = order.data();
   const size_t size = order.size();
   int* const counts = now.data();
-  // The walk reads a task's phase and chunk only: the state after a run of tasks depends on the
-  // state before it and their phases and chunks.
-  auto walksAlike = [](const StageTask& a, const StageTask& b) {
-    return a.phase == b.phase && a.chunk == b.chunk;
-  };
   size_t no_jump_before = 0;  // bounds the compares that found no repeat: < 2 per task in all
   for (size_t at = 0; at < size; ++at) {
     const StageTask& t = tasks[at];
@@ -429,19 +452,7 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
       // and ends in the same state: it is skipped, period after period (issue 34: the walk of a
       // long interleaved order hashed a state per task, 13% of a search's instructions).
       const size_t before = seen_at->second;
-      const size_t period = at - before;
-      if (at >= no_jump_before) {
-        while (at + period < size) {
-          const StageTask* const last_period = tasks + before + 1;
-          const auto [mismatch, next] =
-              std::mismatch(last_period, last_period + period, tasks + at + 1, walksAlike);
-          if (mismatch != last_period + period) {
-            no_jump_before = static_cast<size_t>(next - tasks) + 1;
-            break;
-          }
-          at += period;
-        }
-      }
+      if (at >= no_jump_before) at = skipRepeatedPeriods(order, before, at, no_jump_before);
       seen_at->second = at;
       continue;
     }
