@@ -345,6 +345,34 @@ ActivationStates oneChunkStates(int peak) {
   return out;
 }
 
+namespace {
+
+// activationStates' jump: from `at`, whose state was also `before`'s, past every whole period of
+// tasks that repeats the phases and chunks of (before, at] (the walk reads nothing else of a
+// task). Where a period breaks off, `no_jump_before` is set past the first task that differs.
+// Out of the walk's loop (not inlined), which it would otherwise slow on orders without repeats.
+[[gnu::noinline]] size_t skipRepeatedPeriods(const std::vector<StageTask>& order, size_t before,
+                                             size_t at, size_t& no_jump_before) {
+  const StageTask* const tasks = order.data();
+  const size_t period = at - before;
+  auto walksAlike = [](const StageTask& a, const StageTask& b) {
+    return a.phase == b.phase && a.chunk == b.chunk;
+  };
+  while (at + period < order.size()) {
+    const StageTask* const last_period = tasks + before + 1;
+    const auto [mismatch, next] =
+        std::mismatch(last_period, last_period + period, tasks + at + 1, walksAlike);
+    if (mismatch != last_period + period) {
+      no_jump_before = static_cast<size_t>(next - tasks) + 1;
+      break;
+    }
+    at += period;
+  }
+  return at;
+}
+
+}  // namespace
+
 ActivationStates activationStates(const std::vector<StageTask>& order, int chunks) {
   ActivationStates out;
   out.chunks = chunks;
@@ -398,13 +426,6 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
   const StageTask* const tasks = order.data();
   const size_t size = order.size();
   int* const counts = now.data();
-  // The walk reads a task's phase and chunk only: the state after a run of tasks depends on the
-  // state before it and their (phase, chunk) codes.
-  static_assert(static_cast<int>(Phase::kWeightGrad) < 8);
-  std::vector<int> codes(size);
-  for (size_t i = 0; i < size; ++i) {
-    codes[i] = tasks[i].chunk * 8 + static_cast<int>(tasks[i].phase);
-  }
   size_t no_jump_before = 0;  // bounds the compares that found no repeat: < 2 per task in all
   for (size_t at = 0; at < size; ++at) {
     const StageTask& t = tasks[at];
@@ -468,25 +489,13 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
     auto [seen_at, inserted] = seen.try_emplace(now, at);
     if (!inserted) {
       // The steady state: the state at `at` was also the state at `before`. Where the tasks after
-      // `at` repeat the codes of (before, at] for a whole period, the walk there goes through the
-      // same states as over that period (each already checked here, or below a neighbour that
-      // was: no new frontier entry), the same in_flight (the sum of the counts) and ends in the
-      // same state: it is skipped, period after period (issue 34: the walk of a long interleaved
-      // order hashed a state per task, 13% of a search's instructions).
+      // `at` repeat the phases and chunks of (before, at] for a whole period, the walk there goes
+      // through the same states as over that period (each already checked here, or below a
+      // neighbour that was: no new frontier entry), the same in_flight (the sum of the counts)
+      // and ends in the same state: it is skipped, period after period (issue 34: the walk of a
+      // long interleaved order hashed a state per task, 13% of a search's instructions).
       const size_t before = seen_at->second;
-      const size_t period = at - before;
-      if (at >= no_jump_before) {
-        while (at + period < size) {
-          const int* const last_period = codes.data() + before + 1;
-          const auto [mismatch, next] =
-              std::mismatch(last_period, last_period + period, codes.data() + at + 1);
-          if (mismatch != last_period + period) {
-            no_jump_before = static_cast<size_t>(next - codes.data()) + 1;
-            break;
-          }
-          at += period;
-        }
-      }
+      if (at >= no_jump_before) at = skipRepeatedPeriods(order, before, at, no_jump_before);
       seen_at->second = at;
       continue;
     }
