@@ -607,6 +607,10 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
     EVSIM_THROW(InputError, "--dp-bucket-mb {}: must be > 0", dp_bucket_mb);
   }
   s.dp_bucket_bytes = static_cast<int64_t>(dp_bucket_mb * 1024 * 1024);  // 0: the default
+  if (dp_bucket_mb > 0 && s.dp_bucket_bytes == 0) {
+    // Not 0, which would silently mean the framework's default.
+    EVSIM_THROW(InputError, "--dp-bucket-mb {}: under one byte", dp_bucket_mb);
+  }
   s.virtual_stages = virtual_stages;
   if (megatron_virtual_stages > 0) {
     requireInterleaved("--virtual-pipeline-model-parallel-size");
@@ -695,13 +699,14 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
       parseSchedule(schedule) == Schedule::kInterleaved ||
       parseOffload(offload) != Offload::kNone || tp_comm_overlap || overlap_param_gather ||
       grad_reduce_in_bf16 ||
-      moe_enable_deepep || moe_dispatcher_type != "alltoall" || moe_a2a_overlap;
+      moe_enable_deepep || moe_dispatcher_type != "alltoall" || moe_a2a_overlap ||
+      dp_bucket_mb > 0 || ddp_bucket_params > 0;
   if (techniques) {
     EVSIM_THROW(
         InputError,
         "--gpus {}: the union covers GPipe/DAPPLE strategies without techniques; for "
-        "--cp, --ep, --schedule interleaved, --recompute, --sequence-parallel, --zero, --offload "
-        "or the overlap flags "
+        "--cp, --ep, --schedule interleaved, --recompute, --sequence-parallel, --zero, --offload, "
+        "a bucket size or the overlap flags "
         "write the union with `eventsim search ... --write-events FILE` and profile --events FILE",
         gpus);
   }

@@ -166,7 +166,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
         send = Send::kGradient, link = k - 1;
       }
       if (t.phase == frees) --in_flight;
-      st.nodes.emplace_back(t, s, k, send, link, static_cast<int>(position), 1, 0, 0);
+      st.nodes.push_back(TaskNode{t, s, k, send, link, static_cast<int>(position), 1, 0, 0});
       order_out[position] = node;
     }
     st.peak_in_flight[s] = peak;

@@ -228,13 +228,16 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
     }
   } else if (report.closest_oom) {
     const CandidateResult& c = *report.closest_oom;
-    // Above the usable share is not above the card: say which when it fits the card.
-    const std::string card =
-        c.peak_memory_bytes <= report.capacity_bytes
-            ? fmt::format(", fits the card's {:.2f} GiB by {:.2f} but not the {:.0f}% headroom",
-                          gib(report.capacity_bytes),
-                          gib(report.capacity_bytes - c.peak_memory_bytes), 100 * report.headroom)
-            : "";
+    // Above the usable share is not above the card: say which when it fits the card. A device
+    // peak within the usable share is OOM for the node's host memory (--offload's states).
+    std::string card;
+    if (c.peak_memory_bytes <= report.usable_bytes) {
+      card = ", within the device's share: its node's host memory is what it exceeds";
+    } else if (c.peak_memory_bytes <= report.capacity_bytes) {
+      card = fmt::format(", fits the card's {:.2f} GiB by {:.2f} but not the {:.0f}% headroom",
+                         gib(report.capacity_bytes),
+                         gib(report.capacity_bytes - c.peak_memory_bytes), 100 * report.headroom);
+    }
     fmt::print(
         "\nOOM ({} candidates): the closest, {}, needs {:.2f} GiB of {:.2f} usable{} "
         "(--show-rejected lists them)\n",

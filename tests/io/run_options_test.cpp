@@ -126,5 +126,27 @@ TEST(RunOptions, TheGpusUnionRefusesTheFrameworkFlagsItWouldDrop) {
             "kernels)");
 }
 
+// A bucket size is refused by the union as the techniques are (its strategies would keep the
+// framework's default buckets, whose events differ), and one under a byte is refused outright:
+// 0 bytes means the framework's default.
+TEST(RunOptions, BucketSizesTheUnionWouldDropOrZeroAreRefused) {
+  RunOptions o;
+  o.global_batch = 16;
+  o.dp_bucket_mb = 4;
+  const std::string why = test::inputErrorOf([&] { o.unionSpace(4, "1"); });
+  EXPECT_NE(why.find("--gpus 4: the union covers GPipe/DAPPLE strategies without techniques"),
+            std::string::npos)
+      << why;
+  o.dp_bucket_mb = 0;
+  o.ddp_bucket_params = 1000;
+  EXPECT_NE(test::inputErrorOf([&] { o.unionSpace(4, "1"); }).find("a bucket size"),
+            std::string::npos);
+  o.ddp_bucket_params = 0;
+  o.dp_bucket_mb = 1e-7;  // 0.1 bytes
+  o.strategy_text = "1M1P1D";
+  EXPECT_EQ(test::inputErrorOf([&] { o.strategy(test::model(64, 4, 256, 128, 1000, 2, "bf16")); }),
+            "--dp-bucket-mb 1e-07: under one byte");
+}
+
 }  // namespace
 }  // namespace evsim

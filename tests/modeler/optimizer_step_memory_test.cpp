@@ -55,6 +55,16 @@ TEST(OptimizerStepMemory, ForeachStepIsThePeakWhenActivationsAreSmall) {
   // Reserved: the states + 1.1 x (400,000,000 + the workspace) + the copy-in pool's idle block
   // (g L = 2,000,000 resharding without PP): 1,600,000,000 + 476,909,875 + 2,000,000.
   EXPECT_EQ(m.reserved_bytes, 2078909875);
+  // The search's peak-only estimate (the closed-form tier) sees the step's moment too: its peak
+  // is the step's 2,033,554,432 plus what lies outside the allocator, and a card of exactly that
+  // fits (no headroom) where one byte less does not.
+  const std::vector<DeviceChunkSums> sums = deviceChunkSums(s, 8, {chunk});
+  const int64_t device = m.allocated_bytes + m.overhead_bytes;
+  const MemoryPeak peak = estimateMemoryPeak(model, s, device, sums, 0.0);
+  EXPECT_EQ(peak.peak_bytes, device);
+  EXPECT_EQ(peak.peak_stage, 0);
+  EXPECT_TRUE(peak.fits);
+  EXPECT_FALSE(estimateMemoryPeak(model, s, device - 1, sums, 0.0).fits);
 
   // Fused: no temporary; the step holds the states and the workspace, below the backward.
   s.optimizer_impl = OptimizerImpl::kFused;
