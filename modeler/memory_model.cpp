@@ -426,6 +426,16 @@ StageMemory stageMemory(const ModelConfig& model, const Strategy& strategy, cons
   return mem;
 }
 
+// strategyTerms after the checks both estimates make of their arguments.
+StrategyTerms checkedStrategyTerms(const ModelConfig& model, const Strategy& strategy,
+                                   const std::vector<DeviceChunkSums>& devices, double headroom,
+                                   const MemoryOverheads& overheads) {
+  EVSIM_CHECK(headroom >= 0 && headroom < 1, "headroom {}", headroom);
+  EVSIM_CHECK(static_cast<int>(devices.size()) == strategy.pp, "{} devices for {} stages",
+              devices.size(), strategy.pp);
+  return strategyTerms(model, strategy, overheads);
+}
+
 int64_t usableBytes(int64_t capacity_bytes, double headroom) {
   return static_cast<int64_t>(std::floor(static_cast<double>(capacity_bytes) * (1 - headroom)));
 }
@@ -441,10 +451,8 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
                               int64_t capacity_bytes, const std::vector<DeviceChunkSums>& devices,
                               double headroom, const HostCapacity& host,
                               const MemoryOverheads& overheads) {
-  EVSIM_CHECK(headroom >= 0 && headroom < 1, "headroom {}", headroom);
+  const StrategyTerms terms = checkedStrategyTerms(model, strategy, devices, headroom, overheads);
   const int P = strategy.pp;
-  EVSIM_CHECK(static_cast<int>(devices.size()) == P, "{} devices for {} stages", devices.size(), P);
-  const StrategyTerms terms = strategyTerms(model, strategy, overheads);
   MemoryEstimate out;
   out.headroom = headroom;
   out.capacity_bytes = capacity_bytes;
@@ -470,10 +478,8 @@ MemoryPeak estimateMemoryPeak(const ModelConfig& model, const Strategy& strategy
                               int64_t capacity_bytes, const std::vector<DeviceChunkSums>& devices,
                               double headroom, const HostCapacity& host,
                               const MemoryOverheads& overheads) {
-  EVSIM_CHECK(headroom >= 0 && headroom < 1, "headroom {}", headroom);
+  const StrategyTerms terms = checkedStrategyTerms(model, strategy, devices, headroom, overheads);
   const int P = strategy.pp;
-  EVSIM_CHECK(static_cast<int>(devices.size()) == P, "{} devices for {} stages", devices.size(), P);
-  const StrategyTerms terms = strategyTerms(model, strategy, overheads);
   MemoryPeak out;
   int64_t host_peak_bytes = 0;
   for (int device = 0; device < P; ++device) {
