@@ -232,15 +232,7 @@ TEST(CrossNic, ACrossNicRingGoesUpTheRailOptimisedLeaf) {
 // The bytes of `link` in a simulation of 1M1P4D (test::model's tiny GPT) on two nodes of two GPUs
 // with a NIC each: one DP all-reduce over 2 nodes x 2 ranks (0 if the link carries nothing).
 double dpBytesOn(const std::string& topology, const std::string& link) {
-  const IterationPlan plan =
-      buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"), railCluster(2, 2, topology),
-                         Strategy::of(1, 1, 4, 1, 4));
-  std::vector<EventCost> costs(plan.events.size(), EventCost{1.0});
-  const LinkUsage usage = linkUsage(simulate(plan, costs), LinkDetail::kTotals);
-  for (const LinkLoad& l : usage.links) {
-    if (l.name == link) return l.bytes;
-  }
-  return 0;
+  return test::linkBytesOn(topology, Strategy::of(1, 1, 4, 1, 4), link);
 }
 
 // The whole plan: rank 0's NVLink carries the all-reduce's bus bytes B at the default (PXN closes

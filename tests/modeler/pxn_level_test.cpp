@@ -130,15 +130,7 @@ TEST(PxnLevel, TheNicOfASendFollowsNcclPerLevel) {
 
 // The bytes of the links named in a simulation of test::fourStageFlows' plan (0: none).
 double bytesOn(const std::string& topology, const std::string& link) {
-  const IterationPlan plan =
-      buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"), railCluster(2, 2, topology),
-                         Strategy::of(1, 4, 1, 1, 1));
-  std::vector<EventCost> costs(plan.events.size(), EventCost{1.0});
-  const LinkUsage usage = linkUsage(simulate(plan, costs), LinkDetail::kTotals);
-  for (const LinkLoad& l : usage.links) {
-    if (l.name == link) return l.bytes;
-  }
-  return 0;
+  return test::linkBytesOn(topology, Strategy::of(1, 4, 1, 1, 1), link);
 }
 
 // test::fourStageFlows' 1M4P1D on two nodes of two GPUs with an NVSwitch and a NIC per GPU:

@@ -14,6 +14,7 @@
 #include "config/cluster_config.h"
 #include "modeler/link_flows.h"
 #include "modeler/link_map.h"
+#include "modeler/link_usage.h"
 #include "modeler/network/link_sharing.h"
 #include "modeler/simulation.h"
 #include "plan/iteration_plan.h"
@@ -98,6 +99,21 @@ inline Uses usesOf(const SharedFlow& f) {
   Uses out;
   for (const LinkUse& u : f.uses) out.emplace_back(u.resource, u.copies);
   return out;
+}
+
+// The bytes of the link named `link` in a simulation of `strategy` on test::model's tiny GPT over
+// two railCluster nodes of two GPUs with `topology`, every event at EventCost{1.0} (0: no such
+// link or nothing on it).
+inline double linkBytesOn(const std::string& topology, const Strategy& strategy,
+                          const std::string& link) {
+  const IterationPlan plan = buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
+                                                railCluster(2, 2, topology), strategy);
+  std::vector<EventCost> costs(plan.events.size(), EventCost{1.0});
+  const LinkUsage usage = linkUsage(simulate(plan, costs), LinkDetail::kTotals);
+  for (const LinkLoad& l : usage.links) {
+    if (l.name == link) return l.bytes;
+  }
+  return 0;
 }
 
 }  // namespace evsim::test
