@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "modeler/pruned_search.h"
 #include "modeler/search.h"
 #include "modeler/simulation.h"
+#include "modeler/summary_report.h"
 #include "modeler/time_to_train.h"
 #include "plan/optimizer_step.h"
 #include "plan/strategy_space.h"
@@ -230,10 +232,12 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
     const CandidateResult& c = *report.closest_oom;
     // Above the usable share is not above the card: say which when it fits the card. A device
     // peak within the usable share is OOM for the node's host memory (--offload's states).
+    const std::string_view verdict =
+        memoryVerdict(c.peak_memory_bytes, report.usable_bytes, report.capacity_bytes);
     std::string card;
-    if (c.peak_memory_bytes <= report.usable_bytes) {
+    if (verdict == "fits") {
       card = ", within the device's share: its node's host memory is what it exceeds";
-    } else if (c.peak_memory_bytes <= report.capacity_bytes) {
+    } else if (verdict == "over_headroom") {
       card = fmt::format(", fits the card's {:.2f} GiB by {:.2f} but not the {:.0f}% headroom",
                          gib(report.capacity_bytes),
                          gib(report.capacity_bytes - c.peak_memory_bytes), 100 * report.headroom);
