@@ -32,9 +32,10 @@ __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float x) {
   return __float2bfloat16(x);
 }
 
-// Calls f(T{}) with T the element type of dtype; f launches the templated kernel. fp8 is for GEMM
-// operands only (cuBLASLt, cuda_gemm_fp8.cpp; fill.cu fills them): no own kernel is built for it,
-// and the factory refuses fp8 non-GEMM events by signature before any launch gets here.
+// Calls f(T{}) with T the element type of dtype; f launches the templated kernel. fp8, in every
+// scaling recipe, is for GEMM operands only (cuBLASLt, cuda_gemm_fp8.cpp; fill.cu fills them): no
+// own kernel is built for it, and the factory refuses fp8 non-GEMM events by signature before any
+// launch gets here.
 template <typename F>
 void dispatchDType(DType dtype, F&& f) {
   switch (dtype) {
@@ -48,8 +49,13 @@ void dispatchDType(DType dtype, F&& f) {
       f(float{});
       return;
     case DType::kFp8:
+    case DType::kFp8Row:
+    case DType::kFp8Block:
+    case DType::kMxfp8:
       cuda_detail::throwInputError("fp8 is for GEMM operands only: no CUDA kernel computes in fp8");
   }
+  // Not reached for a valid DType; without it an out-of-range value would launch nothing silently.
+  cuda_detail::throwInputError("unknown dtype: no CUDA kernel for it");
 }
 
 __device__ __forceinline__ float warpSum(float v) {

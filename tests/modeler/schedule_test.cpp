@@ -21,10 +21,6 @@ namespace {
 int peakActivationsInFlight(const std::vector<StageTask>& order) {
   return peakActivations(order, std::vector<int64_t>(8, 1), std::vector<int64_t>(8, 0)).in_flight;
 }
-int64_t peakActivationBytes(const std::vector<StageTask>& order,
-                            const std::vector<int64_t>& bytes) {
-  return peakActivations(order, bytes, std::vector<int64_t>(bytes.size(), 0)).bytes;
-}
 
 // "F0 F1 B0 B1" — readable in a failure message.
 std::string orderText(const std::vector<StageTask>& order) {
