@@ -276,7 +276,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
   }
 
   std::vector<Output> output(graph.nodes.size());
-  const LoneGraph lone{graph.nodes.data(),          graph.edges.data(),
+  const LoneGraph lone{graph.nodes.data(),           graph.edges.data(),
                        links.send_forward_us.data(), links.send_backward_us.data(),
                        input.stages.data(),          output.data()};
   // Per device, the node its next task found unplaced (-1: none): the sweep passes the device by
@@ -303,9 +303,10 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         if (lone_plain) {
           // Lone tasks with nothing beside them (most tasks of most plans): placeLoneTasks, the
           // branch on jitter and on a send stretch taken once per resume, not per task.
-          LoneDevice d{order.data(),         order.size(),  tasks.data(),
-                       send_stretch.empty() ? nullptr : send_stretch[s].data(),
-                       next[s],              device_free[s], busy[s], slow};
+          LoneDevice d{order.data(), order.size(),
+                       tasks.data(), send_stretch.empty() ? nullptr : send_stretch[s].data(),
+                       next[s],      device_free[s],
+                       busy[s],      slow};
           const size_t first = next[s];
           const TaskJitter& jitter = input.jitter;
           const int blocked =
