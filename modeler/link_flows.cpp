@@ -33,7 +33,10 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
   const int P = plan.deviceStages();
   const size_t links = plan.virtualStages() - 1;
   constexpr size_t kNoKey = SIZE_MAX;
-  std::vector<size_t> key_of(2 * links);  // per link: activation, gradient
+  // Per send slot 2 + 2 link + (gradient): its key. Slots 0 and 1 are a task without a send (link
+  // -1): no key, so the scan below tests one lookup a task (issue 34 item 3).
+  std::vector<size_t> key_of(2 * links + 2, kNoKey);
+  const TaskNode* const nodes = timeline.graph.nodes.data();
   // Per (receiver, inter-node) key: the devices sending into it, in device order.
   std::vector<std::vector<int>> senders(2 * static_cast<size_t>(P));
   for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
@@ -49,17 +52,19 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
         const size_t key =
             e < 0 ? kNoKey
                   : 2 * static_cast<size_t>(to) + plan.events[e].event.placement.interNode();
-        key_of[2 * l + !forward] = key;
+        key_of[2 + 2 * l + !forward] = key;
         if (key != kNoKey) senders[key].push_back(layout.device(forward ? link : link + 1));
       }
     }
     const std::vector<StageTimeline>& stages = timeline.pipelines[k].stages;
     // A device's next arrival into `key` from `t` on (its end when none).
+    const size_t* const key_at = key_of.data();
     auto nextInto = [&](const TaskTiming* t, const TaskTiming* end, size_t key) {
       for (; t != end; ++t) {
-        if (t->send.end_us <= t->send.start_us || t->node < 0) continue;
-        const TaskNode& node = timeline.graph.nodes[t->node];
-        if (key_of[2 * static_cast<size_t>(node.link) + (node.send == Send::kGradient)] == key) {
+        if (t->node < 0) continue;
+        const TaskNode& node = nodes[t->node];
+        if (key_at[2 + 2 * node.link + (node.send == Send::kGradient)] == key &&
+            !(t->send.end_us <= t->send.start_us)) {
           break;
         }
       }

@@ -141,7 +141,12 @@ Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>
   std::vector<SharedFlow> sends;
   std::vector<Loads> send_loads;
   std::vector<int> seen;  // per code - 1: the link and direction
-  std::vector<uint8_t> code_of_which;
+  // Per send slot 2 + 2 link + (gradient) (slots 0 and 1: a task without a send, whose link is
+  // -1), its code on the device walked: 0 for none or a link inside one device, kNotSeen until
+  // its first send. One lookup a task, without a branch on the send (issue 34 item 3).
+  constexpr uint8_t kNotSeen = 0xFF;
+  std::vector<uint8_t> code_of_slot;
+  const TaskNode* const nodes = timeline.graph.nodes.data();
   for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
     flow_walk::sendFlows(plan, sim.input.pipelines[k], static_cast<int>(k), map, sends);
     send_loads.assign(sends.size(), Loads{});
@@ -151,22 +156,26 @@ Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>
       std::vector<uint8_t>& code = code_of[k][s];
       code.resize(tasks.size());
       seen.clear();
-      code_of_which.assign(sends.size(), 0);
-      for (size_t i = 0; i < tasks.size(); ++i) {
-        const TaskNode& node = timeline.graph.nodes[tasks[i].node];
-        uint8_t c = 0;
-        if (node.send != Send::kNone) {
-          const size_t w = 2 * static_cast<size_t>(node.link) + (node.send == Send::kGradient);
+      code_of_slot.assign(sends.size() + 2, kNotSeen);
+      code_of_slot[0] = code_of_slot[1] = 0;
+      uint8_t* const slot_code = code_of_slot.data();
+      const TaskTiming* const timings = tasks.data();
+      uint8_t* const codes = code.data();
+      for (size_t i = 0, n = tasks.size(); i < n; ++i) {
+        const TaskNode& node = nodes[timings[i].node];
+        const size_t slot = static_cast<size_t>(2 + 2 * node.link + (node.send == Send::kGradient));
+        uint8_t c = slot_code[slot];
+        if (c == kNotSeen) {
+          const size_t w = slot - 2;
+          c = 0;
           if (!sends[w].uses.empty()) {  // else a link inside one device
-            c = code_of_which[w];
-            if (c == 0) {
-              if (seen.size() + 1 == kCodes) return Alone::kUnknown;
-              seen.push_back(static_cast<int>(w));
-              c = code_of_which[w] = static_cast<uint8_t>(seen.size());
-            }
+            if (seen.size() + 1 == kCodes) return Alone::kUnknown;
+            seen.push_back(static_cast<int>(w));
+            c = static_cast<uint8_t>(seen.size());
           }
+          slot_code[slot] = c;
         }
-        code[i] = c;
+        codes[i] = c;
       }
       for (size_t c = 1; c <= seen.size(); ++c) {
         const size_t w = static_cast<size_t>(seen[c - 1]);

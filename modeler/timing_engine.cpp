@@ -147,6 +147,104 @@ double gatherBeforeForward(const StageCost& cost, int chunk, double dispatch_us,
   return slowed - plain;
 }
 
+// Per node, when its output can be used (its run's end on its device, its send's end on
+// another); run_end_us < 0 until it is placed (run times are never negative). Read by the
+// consumers instead of the producer's node and timing: a 16-byte load per input edge.
+struct Output {
+  double run_end_us = -1;
+  double send_end_us = 0;
+};
+
+// What placeLoneTasks reads of the graph, the links and the costs, and the outputs it writes: set
+// once per class (issue 34 item 3: a device is resumed about once per task at 1F1B, and these
+// were reloaded at each resume).
+struct LoneGraph {
+  const TaskNode* nodes;
+  const TaskEdge* edges;
+  const double* forward_us;
+  const double* backward_us;
+  const StageCost* stage_costs;
+  Output* outputs;
+};
+
+// One device's state as placeLoneTasks moves it: its order, its timings, its send stretch (null:
+// none), the next position, when it is free, its busy time, its slowdown.
+struct LoneDevice {
+  const int* ids;
+  size_t size;
+  TaskTiming* timings;
+  const double* stretch;
+  size_t at;
+  double free_us;
+  double busy_us;
+  double slow;
+};
+
+// Places the device's lone tasks from d.at on, while nothing is beside them (no DP buckets slowing
+// them, no deferred parameter gathers, no stretch inside them): timePipeline's rules for one
+// member, in the same operations (the same bits), without their loops, until a fused task (d.at
+// left on it, -1 returned) or an input not placed yet (its node returned). kJittered and
+// kStretched: whether jitter is drawn and sends are stretched, branched on once per resume.
+template <bool kJittered, bool kStretched>
+int placeLoneTasks(const LoneGraph& g, LoneDevice& d, const TaskJitter& jitter,
+                   std::mt19937_64& rng) {
+  const int* const ids = d.ids;
+  const size_t size = d.size;
+  const TaskNode* const nodes = g.nodes;
+  Output* const outputs = g.outputs;
+  TaskTiming* const timings = d.timings;
+  const double slow = d.slow;
+  size_t at = d.at;
+  double free_us = d.free_us, busy_us = d.busy_us;
+  int blocked = -1;
+  for (; at < size; ++at) {
+    const int id = ids[at];
+    const TaskNode& node = nodes[id];
+    if (node.fused_size != 1) break;
+    double ready = 0, input_ready = 0;
+    const TaskEdge* e = g.edges + node.first_edge;
+    for (const TaskEdge* end = e + node.edge_count; e != end; ++e) {
+      const Output& from = outputs[e->from];
+      if (from.run_end_us < 0) {
+        blocked = e->from;
+        break;
+      }
+      const double arrival = e->transfer ? from.send_end_us : from.run_end_us;
+      ready = std::max(ready, arrival);
+      if (e->transfer) input_ready = std::max(input_ready, arrival);
+    }
+    if (blocked >= 0) break;
+    const StageTask task = node.task;
+    const int vs = node.virtual_stage;
+    const Send send = node.send;
+    const int link = node.link;
+    const double body_us = taskUs(g.stage_costs[vs], task.phase);
+    double jitter_us = 0.0;
+    if constexpr (kJittered) jitter_us = jitterUs(jitter, vs, task.phase, rng);
+    const double start_us = std::max(free_us, ready);
+    const double end_us = start_us + (body_us + jitter_us) * slow;
+    double send_end_us = end_us;
+    if (send == Send::kActivation) send_end_us += g.forward_us[link];
+    if (send == Send::kGradient) send_end_us += g.backward_us[link];
+    if constexpr (kStretched) send_end_us += d.stretch[at];
+    TaskTiming& t = timings[at];
+    t.task = task;
+    t.node = id;
+    t.input_ready_us = input_ready;
+    t.run = Interval{start_us, end_us};
+    t.overlap_slowdown_us = (body_us - std::max(body_us, 0.0)) * slow;
+    t.send = Interval{end_us, send_end_us};
+    outputs[id] = Output{end_us, send_end_us};
+    busy_us += send_end_us - end_us;
+    busy_us += end_us - start_us;
+    free_us = send_end_us;
+  }
+  d.at = at;
+  d.free_us = free_us;
+  d.busy_us = busy_us;
+  return blocked;
+}
+
 // List-schedules the graph on one pipeline class's links: each device walks its order; a task is
 // placed once all its inputs are placed, so we sweep the devices until every task is.
 PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
@@ -177,14 +275,10 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
     for (int s = 0; s < P; ++s) out.stages[s].bucket_ready_us.resize(input.virtual_stages);
   }
 
-  // Per node, when its output can be used (its run's end on its device, its send's end on
-  // another); run_end_us < 0 until it is placed (run times are never negative). Read by the
-  // consumers instead of the producer's node and timing: a 16-byte load per input edge.
-  struct Output {
-    double run_end_us = -1;
-    double send_end_us = 0;
-  };
   std::vector<Output> output(graph.nodes.size());
+  const LoneGraph lone{graph.nodes.data(),           graph.edges.data(),
+                       links.send_forward_us.data(), links.send_backward_us.data(),
+                       input.stages.data(),          output.data()};
   // Per device, the node its next task found unplaced (-1: none): the sweep passes the device by
   // until that node is placed, as the task could not start anyway (the same placements in the same
   // order, so the same jitter draws, without re-reading the task's inputs on every sweep).
@@ -207,75 +301,29 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
       const double slow = slowdown(links, s);
       while (next[s] < order.size()) {
         if (lone_plain) {
-          // Lone tasks with nothing beside them (most tasks of most plans): the rules below for
-          // one member, in the same operations (the same bits), without their loops, the
-          // device's state in locals, until a fused task or an input not placed yet. The graph,
-          // links and outputs through local pointers (issue 34 item 3: the vectors' sizes and
-          // data were reloaded after every write of a timing).
-          const int* const ids = order.data();
-          const size_t size = order.size();
-          const TaskNode* const nodes = graph.nodes.data();
-          const TaskEdge* const all_edges = graph.edges.data();
-          const double* const forward_us = links.send_forward_us.data();
-          const double* const backward_us = links.send_backward_us.data();
-          const double* const stretch = send_stretch.empty() ? nullptr : send_stretch[s].data();
-          const StageCost* const stage_costs = input.stages.data();
-          Output* const outputs = output.data();
-          TaskTiming* const timings = tasks.data();
-          size_t at = next[s];
-          double free_us = device_free[s], busy_us = busy[s];
-          int blocked = -1;
-          for (; at < size; ++at) {
-            const int id = ids[at];
-            const TaskNode& node = nodes[id];
-            if (node.fused_size != 1) break;
-            double ready = 0, input_ready = 0;
-            const TaskEdge* e = all_edges + node.first_edge;
-            for (const TaskEdge* end = e + node.edge_count; e != end; ++e) {
-              const Output& from = outputs[e->from];
-              if (from.run_end_us < 0) {
-                blocked = e->from;
-                break;
-              }
-              const double arrival = e->transfer ? from.send_end_us : from.run_end_us;
-              ready = std::max(ready, arrival);
-              if (e->transfer) input_ready = std::max(input_ready, arrival);
-            }
-            if (blocked >= 0) break;
-            const StageTask task = node.task;
-            const int vs = node.virtual_stage;
-            const Send send = node.send;
-            const int link = node.link;
-            const double body_us = taskUs(stage_costs[vs], task.phase);
-            const double jitter_us = jittered ? jitterUs(input.jitter, vs, task.phase, rng) : 0.0;
-            const double start_us = std::max(free_us, ready);
-            const double end_us = start_us + (body_us + jitter_us) * slow;
-            double send_end_us = end_us;
-            if (send == Send::kActivation) send_end_us += forward_us[link];
-            if (send == Send::kGradient) send_end_us += backward_us[link];
-            if (stretch != nullptr) send_end_us += stretch[at];
-            TaskTiming& t = timings[at];
-            t.task = task;
-            t.node = id;
-            t.input_ready_us = input_ready;
-            t.run = Interval{start_us, end_us};
-            t.overlap_slowdown_us = (body_us - std::max(body_us, 0.0)) * slow;
-            t.send = Interval{end_us, send_end_us};
-            outputs[id] = Output{end_us, send_end_us};
-            busy_us += send_end_us - end_us;
-            busy_us += end_us - start_us;
-            free_us = send_end_us;
-          }
-          remaining -= at - next[s];
-          progressed = progressed || at > next[s];
-          next[s] = at;
-          device_free[s] = free_us;
-          busy[s] = busy_us;
+          // Lone tasks with nothing beside them (most tasks of most plans): placeLoneTasks, the
+          // branch on jitter and on a send stretch taken once per resume, not per task.
+          LoneDevice d{order.data(), order.size(),
+                       tasks.data(), send_stretch.empty() ? nullptr : send_stretch[s].data(),
+                       next[s],      device_free[s],
+                       busy[s],      slow};
+          const size_t first = next[s];
+          const TaskJitter& jitter = input.jitter;
+          const int blocked =
+              jittered ? (d.stretch == nullptr ? placeLoneTasks<true, false>(lone, d, jitter, rng)
+                                               : placeLoneTasks<true, true>(lone, d, jitter, rng))
+                       : (d.stretch == nullptr ? placeLoneTasks<false, false>(lone, d, jitter, rng)
+                                               : placeLoneTasks<false, true>(lone, d, jitter, rng));
+          remaining -= d.at - first;
+          progressed = progressed || d.at > first;
+          next[s] = d.at;
+          device_free[s] = d.free_us;
+          busy[s] = d.busy_us;
           if (blocked >= 0) {  // input not produced yet: try other devices
             waiting[s] = blocked;
             break;
           }
-          if (at == size) break;
+          if (d.at == d.size) break;
         }
         // The task at next[s]: one node, or a fused task's fused_size nodes (timing_engine.h).
         const size_t first = next[s];

@@ -224,6 +224,35 @@ TEST(TimingEngineTest, EachLinkUsesItsOwnSendCost) {
   EXPECT_DOUBLE_EQ(tl.iteration_us, 12);
 }
 
+// The same pipeline with link sharing's stretch on some sends (TimingInput::send_stretch_us, per
+// class, device and position; what the scheduler adds to a lone task's send end, branched on once
+// per device rather than per task): s0's F0 send +0.25, s1's F0 +0.5 and B0 +1, s2's B0 +0.125.
+//   s0 F0 [0, 1] send [1, 1.75];  s1 F0 [1.75, 2.75] send [2.75, 4.75];  s2 F0 [4.75, 5.75]
+//   s2 B0 [5.75, 7.75] send [7.75, 8.625];  s1 B0 [8.625, 10.625] send [10.625, 11.875]
+//   s0 B0 [11.875, 13.875].  Iteration 13.875.
+TEST(TimingEngineTest, StretchedSendsDelayTheirReceiversByHand) {
+  TimingInput in;
+  in.schedule = Schedule::kGpipe;
+  in.micro_batches = 1;
+  in.stages.assign(3, StageCost{1, 2, 0, {}, 0});
+  in.pipelines = {PipelineCost{{0.5, 1.5}, {0.25, 0.75}}};
+  in.send_stretch_us = {{{0.25, 0}, {0.5, 1.0}, {0, 0.125}}};
+  IterationTimeline tl = computeTimeline(in);
+  const PipelineTimeline& p = tl.pipelines[0];
+  expectTasks(p.stages[0],
+              {{F, 0, 0, 1, 1, 1.75, 0}, {B, 0, 11.875, 13.875, 13.875, 13.875, 11.875}},
+              "stage 0");
+  expectTasks(p.stages[1],
+              {{F, 0, 1.75, 2.75, 2.75, 4.75, 1.75}, {B, 0, 8.625, 10.625, 10.625, 11.875, 8.625}},
+              "stage 1");
+  expectTasks(p.stages[2],
+              {{F, 0, 4.75, 5.75, 5.75, 5.75, 4.75}, {B, 0, 5.75, 7.75, 7.75, 8.625, 0}},
+              "stage 2");
+  EXPECT_DOUBLE_EQ(tl.iteration_us, 13.875);
+  // Busy: runs plus sends as they ran. s1: 1 + 2 + 2 + 1.25 = 6.25.
+  EXPECT_DOUBLE_EQ(p.stages[1].busy_in_pipeline_us, 6.25);
+}
+
 // --- data parallelism
 // -------------------------------------------------------------------------------
 
