@@ -90,6 +90,7 @@ void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
     const LayerFootprint& kept = footprint.block(block);
     chunk.block_parameters = saturatingAdd(chunk.block_parameters, kept.weights);
     chunk.largest_layer_parameters = std::max(chunk.largest_layer_parameters, kept.weights);
+    chunk.largest_block_parameters = std::max(chunk.largest_block_parameters, kept.weights);
     chunk.has_moe = chunk.has_moe || block.moe;
     if (unrecomputed && (!recomputed || (*recomputed)[static_cast<size_t>(layer)])) {
       chunk.recompute_transient_bytes =
@@ -100,10 +101,13 @@ void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
   if (has_embedding) {
     chunk.largest_layer_parameters =
         std::max(chunk.largest_layer_parameters, footprint.embedding.weights);
+    chunk.root_parameters = saturatingAdd(chunk.root_parameters, footprint.embedding.weights);
   }
   if (has_head) {
     const int64_t head = headParameters(model, footprint, has_embedding);
     chunk.largest_layer_parameters = std::max(chunk.largest_layer_parameters, head);
+    chunk.root_parameters = saturatingAdd(chunk.root_parameters, head);
+    chunk.head_gradient_parameters = footprint.output_weights;
   }
 }
 
@@ -204,6 +208,11 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
       facts.block_parameters = saturatingAdd(facts.block_parameters, chunk.block_parameters);
       facts.largest_layer_parameters =
           std::max(facts.largest_layer_parameters, chunk.largest_layer_parameters);
+      facts.largest_block_parameters =
+          std::max(facts.largest_block_parameters, chunk.largest_block_parameters);
+      facts.root_parameters = std::max(facts.root_parameters, chunk.root_parameters);
+      facts.head_gradient_parameters =
+          std::max(facts.head_gradient_parameters, chunk.head_gradient_parameters);
       facts.recompute_transient_bytes =
           std::max(facts.recompute_transient_bytes, chunk.recompute_transient_bytes);
       facts.has_moe = facts.has_moe || chunk.has_moe;
@@ -265,6 +274,7 @@ namespace {
 struct StrategyTerms {
   int zero = 0;
   bool offload_optimizer = false, offload_activations = false, fsdp = false;
+  bool bf16_main_grad = false;  // Megatron's main gradients in 16 bits (--grad-reduce-in-bf16)
   StateBytesPerParameter dense_state, expert_state;
   double dense_host = 0, expert_host = 0;
   int64_t tp_cp_buffer = 0, pp_buffer = 0, workspace = 0, userbuffers = 0, overhead = 0;
@@ -286,9 +296,10 @@ StrategyTerms strategyTerms(const ModelConfig& model, const Strategy& strategy,
       dataParallelGradDtype(strategy.framework, model.dtype, false)) {
     // --grad-reduce-in-bf16: Megatron-core's gradient buffer takes the parameters' dtype when
     // grad_reduce_in_fp32 is off (2 bytes, not the fp32 main gradient's 4); the distributed
-    // optimizer casts its own shard to fp32 at the step, a transient of 4 / D bytes, not held.
+    // optimizer casts its own shard to fp32 at the step (megatronGradientCopyBytes).
     t.dense_state.gradients /= 2;
     t.expert_state.gradients /= 2;
+    t.bf16_main_grad = true;
   }
   t.dense_host = t.offload_optimizer ? hostStateBytesPerParameter(model.dtype, t.zero,
                                                                   strategy.gradGroupSize())
@@ -359,19 +370,26 @@ StageMemory stageMemory(const ModelConfig& model, const Strategy& strategy, cons
   mem.moe_dispatch_bytes = moeDispatchBytes(model, strategy, facts.has_moe);
   const int64_t comm = std::max(mem.tp_cp_buffer_bytes, mem.moe_dispatch_bytes);
   const int64_t head_or_embedding = std::max(mem.loss_bytes, mem.embedding_gradient_bytes);
+  const int64_t dp_at_block = dataParallelBufferBytes(model, strategy, t.zero, facts);
+  bool gather_in_flight = false;
   if (t.fsdp) {
     // A block's gathers (DTensor's SP all-gathers, CP's K/V) are allocations of that block's
     // forward or backward, freed with it: they come with its recompute, never with the loss.
-    const int64_t block = saturatingAdd(mem.recompute_bytes, comm);
-    const bool block_peak = block >= head_or_embedding;
+    // Without PP the DP buffers differ by moment too (the root group's and the blocks' gathers,
+    // memory_components.h): the larger moment is the peak.
+    const int64_t block = saturatingAdd(saturatingAdd(mem.recompute_bytes, comm), dp_at_block);
+    const int64_t dp_at_loss = fsdpLossBufferBytes(model, strategy, t.zero, facts);
+    const bool block_peak = block >= saturatingAdd(head_or_embedding, dp_at_loss);
     mem.activation_transient_bytes = block_peak ? mem.recompute_bytes : head_or_embedding;
     mem.comm_transient_bytes = block_peak ? comm : 0;
+    mem.dp_buffer_bytes = block_peak ? dp_at_block : dp_at_loss;
+    gather_in_flight = block_peak && strategy.pp == 1 && strategy.reshardsAfterForward();
   } else {
     // Megatron gathers SP inputs into a global buffer kept for the step: beside the loss too.
     mem.activation_transient_bytes = std::max(mem.recompute_bytes, head_or_embedding);
     mem.comm_transient_bytes = comm;
+    mem.dp_buffer_bytes = dp_at_block;
   }
-  mem.dp_buffer_bytes = dataParallelBufferBytes(model, strategy, t.zero, facts);
   if (accumulates) {
     mem.dp_buffer_bytes = saturatingAdd(mem.dp_buffer_bytes, sums.accumulation.gradient_bytes);
   }
@@ -392,14 +410,26 @@ StageMemory stageMemory(const ModelConfig& model, const Strategy& strategy, cons
   const double part_experts = static_cast<double>(sums.step_part_expert_parameters);
   mem.optimizer_step_bytes = optimizerStepTransientBytes(
       strategy, part_dense * t.dense_state.optimizer + part_experts * t.expert_state.optimizer);
+  // Megatron's one optimizer steps every chunk of the rank: its shard of the device's parameters.
+  const double dense_shard = t.zero >= 1 ? strategy.gradGroupSize() : 1;
+  const double expert_shard = t.zero >= 1 ? strategy.expertGradGroupSize() : 1;
+  mem.gradient_copy_bytes = megatronGradientCopyBytes(
+      strategy, t.bf16_main_grad, dense_parameters / dense_shard + experts / expert_shard);
+  mem.output_merge_bytes =
+      pipelineOutputMergeBytes(model, strategy, sums.micro_batches, facts.has_head);
   const int64_t step_buffers =
       t.fsdp ? torchPipelineBufferBytes(model, strategy,
                                         TorchPipelineDevice{sums.micro_batches, sums.chunks,
                                                             facts.has_embedding, facts.has_head,
                                                             0})
              : 0;
+  // After the backward, two moments with the same buffers: pipelining's output merge (its result
+  // dropped before the step) and the optimizer step (its temporary, or Megatron's fp32 copy).
+  const int64_t step_transient =
+      std::max(saturatingAdd(mem.optimizer_step_bytes, mem.gradient_copy_bytes),
+               mem.output_merge_bytes);
   const int64_t step_dynamic =
-      saturatingAdd(saturatingAdd(mem.optimizer_step_bytes, step_buffers), t.workspace);
+      saturatingAdd(saturatingAdd(step_transient, step_buffers), t.workspace);
   mem.step_allocated_bytes = saturatingAdd(mem.model_state_bytes, step_dynamic);
   mem.peak_at_optimizer_step = mem.step_allocated_bytes > mem.allocated_bytes;
   mem.allocated_bytes = std::max(mem.allocated_bytes, mem.step_allocated_bytes);
@@ -408,7 +438,8 @@ StageMemory stageMemory(const ModelConfig& model, const Strategy& strategy, cons
   mem.userbuffer_bytes = t.userbuffers;
   mem.peak_bytes = saturatingAdd(mem.allocated_bytes, mem.overhead_bytes);
   if (!full) return mem;
-  mem.stream_pool_bytes = allGatherStreamPoolBytes(model, strategy, t.zero, facts);
+  mem.stream_pool_bytes =
+      allGatherStreamPoolBytes(model, strategy, t.zero, facts, gather_in_flight);
   // Reserved: the larger moment's, each the states plus (1 + f) x what comes and goes, beside
   // the side stream's idle blocks (cached through the step).
   const int64_t dynamic_reserved = clampedRound(
