@@ -61,18 +61,51 @@ int64_t dataParallelBufferBytes(const ModelConfig& model, const Strategy& strate
   // to_accumulated_grad_if_needed casts them, e + 4 for the group, the fp32 part then counted
   // among the accumulated ones).
   if (fsdp && strategy.pp > 1) return rounded(gathered * S + e * L);
-  if (strategy.reshardsAfterForward()) return rounded((2 * gathered + e + reduce) * L);
-  return rounded(gathered * S + (e + reduce) * L);
+  if (!fsdp) {
+    if (strategy.reshardsAfterForward()) return rounded((2 * gathered + e + reduce) * L);
+    return rounded(gathered * S + (e + reduce) * L);
+  }
+  // FSDP2 without PP, at a block's backward: the root group gathered since the root's
+  // pre-forward (never resharded) and the head's gradient (reduce-scattered only by the root's
+  // post-backward at the end), beside the block's own buffers.
+  const double B = static_cast<double>(facts.largest_block_parameters);
+  const double R = static_cast<double>(facts.root_parameters);
+  const double root = e * R + e * static_cast<double>(facts.head_gradient_parameters);
+  if (strategy.reshardsAfterForward()) return rounded(root + (2 * gathered + e + reduce) * B);
+  return rounded(root + gathered * (S - R) + (e + reduce) * B);
+}
+
+int64_t fsdpLossBufferBytes(const ModelConfig& model, const Strategy& strategy, int zero,
+                            const StageLayerFacts& facts) {
+  if (zero != 3 || strategy.framework != Framework::kFsdp || strategy.pp > 1) {
+    return dataParallelBufferBytes(model, strategy, zero, facts);
+  }
+  const double e = dtypeBytes(model.dtype);
+  const double gathered = model.fp8WeightGather() ? 1 : e;
+  const double R = static_cast<double>(facts.root_parameters);
+  const double B = static_cast<double>(facts.largest_block_parameters);
+  const double S = static_cast<double>(facts.parameters);
+  // No block's backward has begun (the last block's pre-backward comes after the loss): the
+  // root group, and the blocks the forward left gathered: none (always), the last (default:
+  // torchtitan does not reshard it), all (never).
+  if (!strategy.reshardsAfterForward()) return rounded(e * R + gathered * (S - R));
+  if (strategy.reshard == Reshard::kAlways) return rounded(e * R);
+  return rounded(e * R + gathered * B);
 }
 
 int64_t allGatherStreamPoolBytes(const ModelConfig& model, const Strategy& strategy, int zero,
-                                 const StageLayerFacts& facts) {
+                                 const StageLayerFacts& facts, bool gather_in_flight) {
   if (zero != 3 || strategy.framework != Framework::kFsdp) return 0;
-  const double gathered = model.fp8WeightGather() ? 1 : dtypeBytes(model.dtype);
-  // One output allocated at the peak only where the backward gathers again (reshard after the
-  // forward, no PP); otherwise the forward's two are both idle.
-  const double blocks = strategy.pp == 1 && strategy.reshardsAfterForward() ? 1 : 2;
-  return rounded(blocks * gathered * static_cast<double>(facts.largest_layer_parameters));
+  const double e = dtypeBytes(model.dtype);
+  const double gathered = model.fp8WeightGather() ? 1 : e;
+  const double root = e * static_cast<double>(facts.root_parameters);
+  const double block = gathered * static_cast<double>(facts.largest_block_parameters);
+  // The root's output and the first block's at once; every later output fits a freed block
+  // (the root's, split, when it is at least a block's; otherwise a second block's).
+  const double total = root + block + (root >= block ? 0 : block);
+  // One block's output in use at the peak only where the backward gathers again (reshard after
+  // the forward, no PP, at a block's backward); otherwise every cached block is idle.
+  return rounded(total - (gather_in_flight ? block : 0));
 }
 
 int64_t optimizerStepTransientBytes(const Strategy& strategy, double part_optimizer_bytes) {
@@ -80,6 +113,23 @@ int64_t optimizerStepTransientBytes(const Strategy& strategy, double part_optimi
   if (strategy.framework != Framework::kFsdp || !foreach) return 0;
   // exp_avg_sq_sqrt is shaped like exp_avg_sq, one of Adam's two equal moments.
   return rounded(part_optimizer_bytes / 2);
+}
+
+int64_t megatronGradientCopyBytes(const Strategy& strategy, bool bf16_main_grad,
+                                  double optimizer_parameters) {
+  if (strategy.framework != Framework::kMegatron || !bf16_main_grad) return 0;
+  if (offloadsOptimizer(strategy.offload)) return 0;
+  // shard_main_param.grad = shard_model_grad.float(): a new fp32 tensor per parameter stepped.
+  return rounded(4 * optimizer_parameters);
+}
+
+int64_t pipelineOutputMergeBytes(const ModelConfig& model, const Strategy& strategy,
+                                 int64_t micro_batches, bool has_head) {
+  if (strategy.framework != Framework::kFsdp || strategy.pp < 2 || !has_head) return 0;
+  // torch.cat of every micro-batch's e-byte logits (output_chunks) along the batch dimension.
+  return rounded(static_cast<double>(micro_batches) * dtypeBytes(model.dtype) *
+                 tokens(model, strategy) *
+                 static_cast<double>(model.paddedVocab(strategy.tp) / strategy.tp));
 }
 
 int64_t lossTransientBytes(const ModelConfig& model, const Strategy& strategy, bool has_head) {

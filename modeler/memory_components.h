@@ -13,14 +13,32 @@
 //     sharded gradients 4/G, Adam moments 8/G: 16/G bytes per parameter in all.
 //
 // Buffers of the data-parallel sharding (ZeRO-3 and FSDP; Megatron's ZeRO-0/1 reduce and gather
-// in views of its contiguous buffers and need none), with L the largest layer's parameters on the
+// in views of its contiguous buffers and need none: Megatron-LM d98e8a64dd param_and_grad_buffer.py
+// allocates grad_data = torch.zeros(numel) once for all of a buffer's parameters and each bucket's
+// grad_data is a view of it (_get), so the DDP bucket size the timing uses, plan/ddp_buckets.h,
+// adds no bytes), with L the largest layer's parameters on the
 // rank, S the chunk's, g the gathered dtype's bytes (e, or 1 for linear weights with FP8
 // all-gather) and r the reduction dtype's bytes (4: FSDP's fp32 reduce_dtype; e: DeepSpeed's
 // ZeRO-3):
-//   reshard after forward, no pipeline: at a layer's backward the layer's gathered parameters and
-//     the next one's prefetch (2gL), its unsharded gradient (eL) and the reduce-scatter input (rL);
-//   no reshard, no pipeline: the whole chunk stays gathered (gS) plus one layer's gradient and
-//     reduce-scatter input ((e + r)L);
+//   FSDP2 without pipeline, as torchtitan 9dec370 wraps the model (parallelize_llama.apply_fsdp:
+//     fully_shard on each block, the last block with reshard_after_forward=False, then on the
+//     model, whose own parameters, the embedding, final norm and output layer, R, form the root
+//     group), with B the largest block's parameters and H the output weight's:
+//     - the root group is gathered first (the root's pre-forward) and never resharded after the
+//       forward (FSDPState._lazy_init sets the root group's post_forward_mesh_info = None); its
+//       post_backward runs in the root's final callback (its inputs, token ids, need no grad),
+//       so its e-byte gathered parameters (e R, embedding and head are not Float8 linears) are
+//       held through the step and the head's e-byte gradient (e H) from the head's backward on;
+//     - at a block's backward, reshard after forward: e R + e H, the block's gathered parameters
+//       and the next one's prefetch (2gB), its unsharded gradient (eB) and the reduce-scatter
+//       input (rB); no reshard: e R + e H, every block gathered (g (S - R)) and one block's
+//       gradient and reduce-scatter input ((e + r)B);
+//     - at the loss (before any block's backward: the last block's pre-backward comes after it):
+//       e R and the blocks the forward left gathered: the last one (gB, torchtitan's default),
+//       none (--reshard-after-forward always), all (never: g (S - R)). The stage peak takes the
+//       larger moment (memory_model.cpp).
+//   Megatron's ZeRO-3 (eventsim's, no root group): the same with the largest layer L for B and
+//     no root terms: 2gL + (e + r)L with reshard, gS + (e + r)L without.
 //   with pipeline parallelism (PyTorch pipelining with FSDP): gradient sync and reshard after
 //     backward are off until the last micro-batch, so the chunk stays gathered (gS) and its
 //     gradients accumulate unsharded in the reduction dtype (rS, from the chunk's first backward
@@ -35,7 +53,12 @@
 //     allocated in the reduce-scatter stream becomes (or is added into) the sharded gradient, and
 //     the input is kept (ReduceScatterState) until the next group's post_backward, so through the
 //     next group's backward: (e + r)L at once, never two inputs.
-//   ZeRO-2 (DeepSpeed): two reduce buckets of the DP bucket size, double-buffered.
+//   ZeRO-2 (DeepSpeed-style; Megatron-LM's DDP has no ZeRO-2, only Megatron-FSDP's optim_grads):
+//     two reduce buckets of the DP bucket size (--dp-bucket-mb, else 25 MiB), double-buffered.
+//     Not the Megatron timing's bucket (max(40M, 1M x D x C) parameters on the first chunk of
+//     pipeline rank 0, the whole chunk elsewhere): a reduce-scatter once per step after the
+//     chunk's last backward would need the chunk's unsharded gradient through its micro-batches
+//     (ZeRO-1's memory); see docs/VALIDATION.md "Session 18, mem29g".
 // Transients, each at its own moment of the step (the stage peak adds the largest):
 //   recompute: the block whose activations are rebuilt for its backward, what it saves without
 //     recomputation less what it kept;
@@ -134,33 +157,68 @@ struct StageLayerFacts {
   int64_t parameters = 0;                // on the rank, all chunks
   int64_t block_parameters = 0;          // of transformer blocks (linear weights and norms)
   int64_t largest_layer_parameters = 0;  // a block, the embedding or the head
+  int64_t largest_block_parameters = 0;  // a transformer block
+  // FSDP2's root group as torchtitan wraps a model part (fully_shard per block, then the part
+  // itself): the part's own parameters, the embedding and/or the head; the device's largest part's.
+  int64_t root_parameters = 0;
+  // The head's weight whose e-byte gradient autograd makes at the head's backward (the output
+  // weight, or the tied embedding's); 0 without the head.
+  int64_t head_gradient_parameters = 0;
   int64_t recompute_transient_bytes = 0;
   bool has_embedding = false, has_head = false, has_moe = false;
 };
 
-// The sharded-data-parallel buffers above (0 for Megatron ZeRO-0/1).
+// The sharded-data-parallel buffers above (0 for Megatron ZeRO-0/1); FSDP2 without PP at a
+// block's backward.
 int64_t dataParallelBufferBytes(const ModelConfig& model, const Strategy& strategy, int zero,
                                 const StageLayerFacts& facts);
+// FSDP2 without PP at the loss's moment (above); dataParallelBufferBytes otherwise.
+int64_t fsdpLossBufferBytes(const ModelConfig& model, const Strategy& strategy, int zero,
+                            const StageLayerFacts& facts);
 // The caching allocator's pool of FSDP2's all-gather copy-in stream (0 but for FSDP with ZeRO-3):
-// foreach_all_gather allocates each group's all-gather output (g L) on that stream, and
+// foreach_all_gather allocates each group's all-gather output on that stream, and
 // FSDPParamGroup.wait_for_unshard frees the previous group's output (kept in AllGatherState for
-// the forward) only when the next one, already allocated, is waited on: the pool holds two such
-// blocks from the first layers on, and the compute stream cannot use them (the allocator serves
-// a request from the requesting stream's blocks only); the root's post-forward frees the last
-// one (FSDPState._post_forward), so after the forward both are cached and idle. Resharding after
-// the forward without PP, the backward gathers again on the same stream (PRE_BACKWARD state),
-// one layer ahead (_backward_prefetch): the prefetched output is allocated at the peak (counted
-// among the DP buffers' 2 g L), so g L is reserved and idle. Without reshard (PP, or
-// --reshard-after-forward never) the parameters stay unsharded and the backward's unshard is a
-// no-op (FSDPParamGroup.unshard: is_unsharded): no gather after the forward, both blocks idle,
-// 2 g L. Reserved bytes only: when cudaMalloc fails the allocator releases cached blocks of every
-// stream and retries, so they never cause an out-of-memory error.
+// the forward) only when the next one, already allocated, is waited on. The root group is
+// gathered first (e R), then the first block's (g B) while the root's is still kept: the pool
+// holds e R + g B; every later block's output fits a freed cached block (the root's, split, when
+// e R >= g B: the allocator splits large cached blocks; otherwise a second block's, e R + 2 g B).
+// The compute stream cannot use them (the allocator serves a request from the requesting
+// stream's blocks only); the root's post-forward frees the last output (FSDPState._post_forward),
+// so after the forward all are cached and idle. Resharding after the forward without PP, the
+// backward gathers again on the same stream (PRE_BACKWARD state), one block ahead
+// (_backward_prefetch): at a block's backward (`gather_in_flight`) that output is allocated
+// (counted among the DP buffers' 2 g B), the rest idle; at the loss no block's gather has begun.
+// Without reshard (PP, or --reshard-after-forward never) the backward's unshard is a no-op
+// (FSDPParamGroup.unshard: is_unsharded): all idle. Under PP a model part without the embedding
+// or the head has no root group (R = 0): two blocks' outputs, 2 g B. Reserved bytes only: when
+// cudaMalloc fails the allocator releases cached blocks of every stream and retries, so they
+// never cause an out-of-memory error.
 int64_t allGatherStreamPoolBytes(const ModelConfig& model, const Strategy& strategy, int zero,
-                                 const StageLayerFacts& facts);
+                                 const StageLayerFacts& facts, bool gather_in_flight);
 // foreach AdamW's exp_avg_sq_sqrt at the optimizer step (above): half the Adam state bytes of the
 // rank's largest model part, `part_optimizer_bytes`, under --optimizer-impl foreach with FSDP; 0
 // otherwise.
 int64_t optimizerStepTransientBytes(const Strategy& strategy, double part_optimizer_bytes);
+// Megatron-LM's fp32 copy of the gradients its optimizer steps when the main gradients are 16-bit
+// (--grad-reduce-in-bf16: grad_reduce_in_fp32 off, `bf16_main_grad`). Megatron-LM d98e8a64dd,
+// megatron/core/optimizer: the distributed optimizer's _copy_model_grads_to_main_grads sets
+// shard_main_param.grad = shard_model_grad.float() for the rank's shard of every parameter (the
+// float16 optimizer's, ZeRO-0, main_param.grad = model_param.main_grad.float() for all of them);
+// .float() of an fp32 main gradient returns it, of a bf16 one allocates a new fp32 tensor. One
+// optimizer steps every model chunk of the rank, and the copies stay until zero_grad at the next
+// train_step's start (set_to_none), so at the step: 4 bytes per parameter the rank's optimizer
+// holds, `optimizer_parameters` (its shard under ZeRO >= 1). 0 for FSDP, without the bf16 main
+// gradient, and with the optimizer offloaded (its step runs on the host).
+int64_t megatronGradientCopyBytes(const Strategy& strategy, bool bf16_main_grad,
+                                  double optimizer_parameters);
+// torch.distributed.pipelining's merge of the last stage's outputs (framework fsdp with PP): the
+// schedule's step() ends, after every backward, with `return self._merge_outputs(stage.
+// output_chunks)` on the stage holding the last chunk, merge_chunks' default spec concatenating
+// the m micro-batches' e-byte logits along the batch (torch.cat): m e T V/t beside output_chunks,
+// until torchtitan's train step drops the unused result, before the optimizer step. A moment of
+// its own after the backward with the step's buffers; 0 elsewhere.
+int64_t pipelineOutputMergeBytes(const ModelConfig& model, const Strategy& strategy,
+                                 int64_t micro_batches, bool has_head);
 // The loss transient of the last stage (0 elsewhere).
 int64_t lossTransientBytes(const ModelConfig& model, const Strategy& strategy, bool has_head);
 // Megatron's word-embedding gradient transient on the first stage (0 elsewhere, and for FSDP,

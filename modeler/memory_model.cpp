@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/units.h"
 #include "modeler/memory_components.h"
+#include "modeler/stage_memory.h"
 #include "ops/layer_footprint.h"
 #include "plan/layer_checkpoint.h"
 #include "plan/layer_shape.h"
@@ -24,16 +25,6 @@ int64_t modelStateBytesPerParameter(DType dtype) {
   // An fp32 model keeps no master copy: weight 4, gradient 4, moments 4 + 4.
   return std::llround(stateBytesPerParameter(Framework::kMegatron, dtype, 0, 1, false).total());
 }
-
-namespace {
-
-// Byte sums saturate (beyond int64 is out of memory, not an error), and so does this rounding:
-// llround beyond int64 is unspecified (x86 gives INT64_MIN, a negative).
-int64_t clampedRound(double bytes) {
-  return bytes < 9.2e18 ? std::llround(bytes) : std::numeric_limits<int64_t>::max();
-}
-
-}  // namespace
 
 double hostStateBytesPerParameter(DType dtype, int zero_stage, int dp) {
   EVSIM_CHECK(zero_stage >= 0 && zero_stage <= 3 && dp >= 1, "zero {} over {}", zero_stage, dp);
@@ -90,6 +81,7 @@ void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
     const LayerFootprint& kept = footprint.block(block);
     chunk.block_parameters = saturatingAdd(chunk.block_parameters, kept.weights);
     chunk.largest_layer_parameters = std::max(chunk.largest_layer_parameters, kept.weights);
+    chunk.largest_block_parameters = std::max(chunk.largest_block_parameters, kept.weights);
     chunk.has_moe = chunk.has_moe || block.moe;
     if (unrecomputed && (!recomputed || (*recomputed)[static_cast<size_t>(layer)])) {
       chunk.recompute_transient_bytes =
@@ -100,10 +92,13 @@ void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
   if (has_embedding) {
     chunk.largest_layer_parameters =
         std::max(chunk.largest_layer_parameters, footprint.embedding.weights);
+    chunk.root_parameters = saturatingAdd(chunk.root_parameters, footprint.embedding.weights);
   }
   if (has_head) {
     const int64_t head = headParameters(model, footprint, has_embedding);
     chunk.largest_layer_parameters = std::max(chunk.largest_layer_parameters, head);
+    chunk.root_parameters = saturatingAdd(chunk.root_parameters, head);
+    chunk.head_gradient_parameters = footprint.output_weights;
   }
 }
 
@@ -204,6 +199,11 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
       facts.block_parameters = saturatingAdd(facts.block_parameters, chunk.block_parameters);
       facts.largest_layer_parameters =
           std::max(facts.largest_layer_parameters, chunk.largest_layer_parameters);
+      facts.largest_block_parameters =
+          std::max(facts.largest_block_parameters, chunk.largest_block_parameters);
+      facts.root_parameters = std::max(facts.root_parameters, chunk.root_parameters);
+      facts.head_gradient_parameters =
+          std::max(facts.head_gradient_parameters, chunk.head_gradient_parameters);
       facts.recompute_transient_bytes =
           std::max(facts.recompute_transient_bytes, chunk.recompute_transient_bytes);
       facts.has_moe = facts.has_moe || chunk.has_moe;
@@ -257,195 +257,6 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
                         deviceChunkSums(strategy, micro_batches, chunks), headroom, host,
                         overheads);
 }
-
-namespace {
-
-// What every device stage's figures share: the strategy's bytes per parameter and the buffers and
-// overheads that do not depend on the stage.
-struct StrategyTerms {
-  int zero = 0;
-  bool offload_optimizer = false, offload_activations = false, fsdp = false;
-  StateBytesPerParameter dense_state, expert_state;
-  double dense_host = 0, expert_host = 0;
-  int64_t tp_cp_buffer = 0, pp_buffer = 0, workspace = 0, userbuffers = 0, overhead = 0;
-  int communicators = 0;
-  double fragmentation = 0;
-};
-
-StrategyTerms strategyTerms(const ModelConfig& model, const Strategy& strategy,
-                            const MemoryOverheads& overheads) {
-  StrategyTerms t;
-  t.zero = strategy.gradGroupSize() > 1 ? strategy.zero_stage : 0;
-  t.offload_optimizer = offloadsOptimizer(strategy.offload);
-  t.offload_activations = offloadsActivations(strategy.offload);
-  t.dense_state = stateBytesPerParameter(strategy.framework, model.dtype, t.zero,
-                                         strategy.gradGroupSize(), t.offload_optimizer);
-  t.expert_state = stateBytesPerParameter(strategy.framework, model.dtype, t.zero,
-                                          strategy.expertGradGroupSize(), t.offload_optimizer);
-  if (dataParallelGradDtype(strategy.framework, model.dtype, strategy.grad_reduce_in_bf16) !=
-      dataParallelGradDtype(strategy.framework, model.dtype, false)) {
-    // --grad-reduce-in-bf16: Megatron-core's gradient buffer takes the parameters' dtype when
-    // grad_reduce_in_fp32 is off (2 bytes, not the fp32 main gradient's 4); the distributed
-    // optimizer casts its own shard to fp32 at the step, a transient of 4 / D bytes, not held.
-    t.dense_state.gradients /= 2;
-    t.expert_state.gradients /= 2;
-  }
-  t.dense_host = t.offload_optimizer ? hostStateBytesPerParameter(model.dtype, t.zero,
-                                                                  strategy.gradGroupSize())
-                                     : 0;
-  t.expert_host = t.offload_optimizer ? hostStateBytesPerParameter(
-                                            model.dtype, t.zero, strategy.expertGradGroupSize())
-                                      : 0;
-  // The same for every stage: one layer's SP/CP buffers, the pipeline's, the workspace, overhead.
-  t.tp_cp_buffer = tensorContextBufferBytes(model, strategy);
-  t.pp_buffer = pipelineBufferBytes(model, strategy);
-  constexpr double kBytesPerMiB = 1024.0 * 1024.0;
-  t.workspace = clampedRound(overheads.cublas_workspace_mib.value * kBytesPerMiB);
-  t.communicators = communicatorCount(strategy);
-  t.userbuffers = userBufferBytes(model, strategy);
-  t.overhead = saturatingAdd(clampedRound((overheads.cuda_context_mib.value +
-                                           t.communicators *
-                                               overheads.nccl_mib_per_communicator.value) *
-                                          kBytesPerMiB),
-                             t.userbuffers);
-  t.fragmentation = overheads.allocator_fragmentation.value;
-  t.fsdp = strategy.framework == Framework::kFsdp;
-  return t;
-}
-
-// One device stage's figures. Without `full` only what its peak and host bytes need: the model
-// states' split into weights, gradients and optimizer state and the reserved bytes are left 0 (a
-// search's memory check reads the peak alone, hundreds of thousands of times).
-StageMemory stageMemory(const ModelConfig& model, const Strategy& strategy, const StrategyTerms& t,
-                        const DeviceChunkSums& sums, int device, int64_t capacity_bytes,
-                        bool full) {
-  const StageLayerFacts& facts = sums.facts;
-  StageMemory mem;
-  mem.stage = device;
-  mem.parameters = facts.parameters;
-  mem.activation_bytes_per_micro_batch = sums.activation_bytes_per_micro_batch;
-  const double dense_parameters = static_cast<double>(mem.parameters - sums.expert_parameters);
-  const double experts = static_cast<double>(sums.expert_parameters);
-  if (full) {
-    mem.weight_bytes =
-        clampedRound(dense_parameters * t.dense_state.weights + experts * t.expert_state.weights);
-    mem.gradient_bytes = clampedRound(dense_parameters * t.dense_state.gradients +
-                                      experts * t.expert_state.gradients);
-    mem.optimizer_bytes = clampedRound(dense_parameters * t.dense_state.optimizer +
-                                       experts * t.expert_state.optimizer);
-  }
-  mem.model_state_bytes =
-      clampedRound(dense_parameters * t.dense_state.total() + experts * t.expert_state.total());
-  mem.host_state_bytes = clampedRound(dense_parameters * t.dense_host + experts * t.expert_host);
-  const ActivationPeak& peak = sums.peak;
-  mem.in_flight = peak.in_flight;
-  mem.activation_bytes = peak.bytes;
-  // FSDP under PP: the held activations at the moment they peak together with the chunks' fp32
-  // accumulated gradients (accumulated_gradients.h), which count among the DP buffers.
-  const bool accumulates = t.fsdp && t.zero == 3 && sums.has_accumulation;
-  if (accumulates) {
-    mem.in_flight = sums.accumulation.in_flight;
-    mem.activation_bytes = sums.accumulation.activation_bytes;
-  }
-  if (t.offload_activations) {
-    mem.host_activation_bytes = peak.bytes;
-    mem.activation_bytes = saturatingAdd(sums.largest_layer_bytes, sums.largest_layer_bytes);
-  }
-  // Transients and buffers (memory_components.h).
-  mem.recompute_bytes = facts.recompute_transient_bytes;
-  mem.loss_bytes = lossTransientBytes(model, strategy, facts.has_head);
-  mem.embedding_gradient_bytes = embeddingGradientBytes(model, strategy, facts.has_embedding);
-  mem.tp_cp_buffer_bytes = t.tp_cp_buffer;
-  mem.moe_dispatch_bytes = moeDispatchBytes(model, strategy, facts.has_moe);
-  const int64_t comm = std::max(mem.tp_cp_buffer_bytes, mem.moe_dispatch_bytes);
-  const int64_t head_or_embedding = std::max(mem.loss_bytes, mem.embedding_gradient_bytes);
-  if (t.fsdp) {
-    // A block's gathers (DTensor's SP all-gathers, CP's K/V) are allocations of that block's
-    // forward or backward, freed with it: they come with its recompute, never with the loss.
-    const int64_t block = saturatingAdd(mem.recompute_bytes, comm);
-    const bool block_peak = block >= head_or_embedding;
-    mem.activation_transient_bytes = block_peak ? mem.recompute_bytes : head_or_embedding;
-    mem.comm_transient_bytes = block_peak ? comm : 0;
-  } else {
-    // Megatron gathers SP inputs into a global buffer kept for the step: beside the loss too.
-    mem.activation_transient_bytes = std::max(mem.recompute_bytes, head_or_embedding);
-    mem.comm_transient_bytes = comm;
-  }
-  mem.dp_buffer_bytes = dataParallelBufferBytes(model, strategy, t.zero, facts);
-  if (accumulates) {
-    mem.dp_buffer_bytes = saturatingAdd(mem.dp_buffer_bytes, sums.accumulation.gradient_bytes);
-  }
-  mem.pp_buffer_bytes =
-      t.fsdp ? torchPipelineBufferBytes(model, strategy,
-                                        TorchPipelineDevice{sums.micro_batches, sums.chunks,
-                                                            facts.has_embedding, facts.has_head,
-                                                            mem.in_flight})
-             : t.pp_buffer;
-  mem.fp8_bytes = fp8WeightBytes(model, strategy, facts);
-  mem.workspace_bytes = t.workspace;
-  const int64_t dynamic = saturatingAdd(mem.activationPeakBytes(), mem.bufferBytes());
-  mem.allocated_bytes = saturatingAdd(mem.model_state_bytes, dynamic);
-  // The optimizer step (memory_components.h): the states, foreach's temporary of the largest
-  // model part, what pipelining keeps to the next step and the workspace; nothing else held.
-  const double part_dense =
-      static_cast<double>(sums.step_part_parameters - sums.step_part_expert_parameters);
-  const double part_experts = static_cast<double>(sums.step_part_expert_parameters);
-  mem.optimizer_step_bytes = optimizerStepTransientBytes(
-      strategy, part_dense * t.dense_state.optimizer + part_experts * t.expert_state.optimizer);
-  const int64_t step_buffers =
-      t.fsdp ? torchPipelineBufferBytes(model, strategy,
-                                        TorchPipelineDevice{sums.micro_batches, sums.chunks,
-                                                            facts.has_embedding, facts.has_head,
-                                                            0})
-             : 0;
-  const int64_t step_dynamic =
-      saturatingAdd(saturatingAdd(mem.optimizer_step_bytes, step_buffers), t.workspace);
-  mem.step_allocated_bytes = saturatingAdd(mem.model_state_bytes, step_dynamic);
-  mem.peak_at_optimizer_step = mem.step_allocated_bytes > mem.allocated_bytes;
-  mem.allocated_bytes = std::max(mem.allocated_bytes, mem.step_allocated_bytes);
-  mem.communicators = t.communicators;
-  mem.overhead_bytes = t.overhead;
-  mem.userbuffer_bytes = t.userbuffers;
-  mem.peak_bytes = saturatingAdd(mem.allocated_bytes, mem.overhead_bytes);
-  if (!full) return mem;
-  mem.stream_pool_bytes = allGatherStreamPoolBytes(model, strategy, t.zero, facts);
-  // Reserved: the larger moment's, each the states plus (1 + f) x what comes and goes, beside
-  // the side stream's idle blocks (cached through the step).
-  const int64_t dynamic_reserved = clampedRound(
-      static_cast<double>(std::max(dynamic, step_dynamic)) * (1 + t.fragmentation));
-  mem.reserved_bytes = saturatingAdd(saturatingAdd(mem.model_state_bytes, dynamic_reserved),
-                                     mem.stream_pool_bytes);
-  // The allocator cannot reserve more than the device leaves it beside the context and NCCL's
-  // buffers: at that point cudaMalloc fails and it frees its cached blocks and retries, so its
-  // reserved peak is at most that (and never below what is allocated).
-  if (capacity_bytes > 0) {
-    const int64_t allocator_limit = std::max<int64_t>(0, capacity_bytes - t.overhead);
-    mem.reserved_bytes =
-        std::max(mem.allocated_bytes, std::min(mem.reserved_bytes, allocator_limit));
-  }
-  return mem;
-}
-
-// strategyTerms after the checks both estimates make of their arguments.
-StrategyTerms checkedStrategyTerms(const ModelConfig& model, const Strategy& strategy,
-                                   const std::vector<DeviceChunkSums>& devices, double headroom,
-                                   const MemoryOverheads& overheads) {
-  EVSIM_CHECK(headroom >= 0 && headroom < 1, "headroom {}", headroom);
-  EVSIM_CHECK(static_cast<int>(devices.size()) == strategy.pp, "{} devices for {} stages",
-              devices.size(), strategy.pp);
-  return strategyTerms(model, strategy, overheads);
-}
-
-int64_t usableBytes(int64_t capacity_bytes, double headroom) {
-  return static_cast<int64_t>(std::floor(static_cast<double>(capacity_bytes) * (1 - headroom)));
-}
-
-// A node's host bytes: its GPUs' offloaded state and activations, the largest device's each.
-int64_t nodeHostBytes(const StageMemory& mem, const HostCapacity& host) {
-  return clampedRound(double(mem.hostBytes()) * double(host.gpus_per_node));
-}
-
-}  // namespace
 
 MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy,
                               int64_t capacity_bytes, const std::vector<DeviceChunkSums>& devices,

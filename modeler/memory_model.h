@@ -155,6 +155,12 @@ struct StageMemory {
   // temporary, what the pipelining runtime keeps to the next step, the workspace). The fields
   // above are the backward's moment (held activations and their transients and buffers).
   int64_t optimizer_step_bytes = 0;
+  // Megatron's fp32 copy of the stepped gradients under --grad-reduce-in-bf16, and pipelining's
+  // merge of the last stage's outputs (FSDP with PP), moments after the backward
+  // (memory_components.h): the step's allocation is the states, the larger of these and the
+  // temporary, the kept buffers and the workspace.
+  int64_t gradient_copy_bytes = 0;
+  int64_t output_merge_bytes = 0;
   int64_t step_allocated_bytes = 0;
   // PyTorch's max_memory_allocated: the larger of the two moments; `peak_at_optimizer_step` when
   // it is the step's (the components above then are not what it adds up).
@@ -229,6 +235,11 @@ struct ChunkMemoryInput {
   int64_t largest_layer_parameters = 0;
   int64_t recompute_transient_bytes = 0;
   bool has_moe = false;
+  // The largest block's parameters, FSDP2's root group of the chunk (its embedding and head) and
+  // the head's output weight (StageLayerFacts).
+  int64_t largest_block_parameters = 0;
+  int64_t root_parameters = 0;
+  int64_t head_gradient_parameters = 0;
 };
 
 // Fills the layer facts of `chunk` for blocks [first_layer, end_layer) (and the embedding and the

@@ -126,6 +126,8 @@ nlohmann::json stageMemoryJson(const StageMemory& m) {
           {"fp8_weight_bytes", m.fp8_bytes},
           {"workspace_bytes", m.workspace_bytes},
           {"optimizer_step_transient_bytes", m.optimizer_step_bytes},
+          {"step_gradient_copy_bytes", m.gradient_copy_bytes},
+          {"output_merge_bytes", m.output_merge_bytes},
           {"optimizer_step_allocated_bytes", m.step_allocated_bytes},
           {"peak_at_optimizer_step", m.peak_at_optimizer_step},
           {"allocated_bytes", m.allocated_bytes},
@@ -141,14 +143,21 @@ nlohmann::json stageMemoryJson(const StageMemory& m) {
 std::string memoryBreakdownText(const StageMemory& m, const MemoryEstimate& e) {
   auto gib = [](int64_t bytes) { return static_cast<double>(bytes) / kBytesPerGiB; };
   if (m.peak_at_optimizer_step) {
-    // No activations then: the states, foreach AdamW's temporary and what stays to the next step.
-    const int64_t buffers = m.step_allocated_bytes - m.model_state_bytes - m.optimizer_step_bytes;
+    // No activations then: the states, the moment's transient (foreach AdamW's temporary,
+    // Megatron's fp32 gradient copy or pipelining's output merge) and what stays to the next step.
+    const int64_t step = m.optimizer_step_bytes + m.gradient_copy_bytes;
+    const bool merge = m.output_merge_bytes > step;
+    const int64_t transient = merge ? m.output_merge_bytes : step;
+    const char* what = merge ? "at the output merge" : "at the optimizer step";
+    const char* label = merge                      ? "merged outputs"
+                        : m.gradient_copy_bytes > 0 ? "fp32 gradient copy"
+                                                    : "foreach temporary";
+    const int64_t buffers = m.step_allocated_bytes - m.model_state_bytes - transient;
     return fmt::format(
-        "at the optimizer step: weights {:.1f}, grads {:.1f}, optimizer {:.1f}, foreach "
-        "temporary {:.1f}, buffers {:.1f} -> allocated {:.1f} / reserved {:.1f}; allocated + "
-        "overhead {:.1f} = {:.1f} of {:.1f} GiB",
-        gib(m.weight_bytes), gib(m.gradient_bytes), gib(m.optimizer_bytes),
-        gib(m.optimizer_step_bytes), gib(buffers), gib(m.allocated_bytes), gib(m.reserved_bytes),
+        "{}: weights {:.1f}, grads {:.1f}, optimizer {:.1f}, {} {:.1f}, buffers {:.1f} -> "
+        "allocated {:.1f} / reserved {:.1f}; allocated + overhead {:.1f} = {:.1f} of {:.1f} GiB",
+        what, gib(m.weight_bytes), gib(m.gradient_bytes), gib(m.optimizer_bytes), label,
+        gib(transient), gib(buffers), gib(m.allocated_bytes), gib(m.reserved_bytes),
         gib(m.overhead_bytes), gib(m.peak_bytes), gib(e.capacity_bytes));
   }
   return fmt::format(

@@ -171,32 +171,51 @@ TEST(AccumulatedGradients, FsdpPipelineStagePeak) {
 }
 
 TEST(AccumulatedGradients, AllGatherStreamPool) {
-  // Largest group L = 1,000 parameters on the rank, bf16 gathers (g = 2). The copy-in stream's
-  // pool holds the forward's two all-gather outputs. FSDP resharding after the forward without
-  // PP: the backward's prefetched gather is allocated at the peak, 2 x 1,000 idle. Without
-  // reshard (--reshard-after-forward never, or PP) the backward does not gather: both idle,
-  // 4,000. Megatron, or FSDP without a shard group (zero 0): nothing.
+  // Blocks of B = 1,000 parameters and a root group (torchtitan's embedding + head) of R = 1,500
+  // on the rank, bf16 gathers (g = e = 2). The copy-in stream's pool holds the root's output and
+  // the first block's (2 R + 2 B = 5,000); later blocks' outputs fit the freed root's block.
+  // Resharding after the forward without PP, at a block's backward one block's gather is in use:
+  // 3,000 idle; at the loss (no gather yet), or without reshard, or under PP, all 5,000. A root
+  // smaller than a block's output cannot serve the next block: R = 400, 800 + 2,000 + 2,000. No
+  // root group (a PP middle stage): two blocks' outputs, 4,000. Megatron, or FSDP without a shard
+  // group (zero 0): nothing. Float8 all-gather: blocks in 1 byte, the root in e: 3,000 + 1,000.
   const ModelConfig model = test::model(1024, 16, 4096, 1024, 50257, 4, "bf16");
   StageLayerFacts facts;
   facts.parameters = 5000;
   facts.largest_layer_parameters = 1000;
+  facts.largest_block_parameters = 1000;
+  facts.root_parameters = 1500;
   Strategy s = Strategy::of(1, 1, 4, 2, 64);
   s.framework = Framework::kFsdp;
-  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts), 2000);
-  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 0, facts), 0);
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, true), 3000);
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, false), 5000);
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 0, facts, true), 0);
   s.reshard = Reshard::kNever;
-  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts), 4000);
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, false), 5000);
   s.reshard = Reshard::kDefault;
   s.pp = 2;
-  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts), 4000);
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, false), 5000);
+  facts.root_parameters = 400;
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, false), 4800);
+  facts.root_parameters = 0;
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, false), 4000);
+  ModelConfig fp8 = model;
+  fp8.spec.fp8 = true;
+  fp8.spec.fp8_recipe = Fp8Recipe::kTensorwise;
+  ASSERT_TRUE(fp8.fp8WeightGather());
+  facts.root_parameters = 1500;
+  EXPECT_EQ(allGatherStreamPoolBytes(fp8, s, 3, facts, false), 4000);
   s.framework = Framework::kMegatron;
-  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts), 0);
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, false), 0);
 }
 
 TEST(AccumulatedGradients, StreamPoolAddsToReservedOnly) {
-  // FSDP, D = 4, no PP: one chunk of 1,000,000 parameters, largest layer 200,000, 50,000,000
-  // activation bytes. The pool's idle block (2 x 200,000 = 400,000) is in reserved, not in
-  // allocated: reserved = states + (1 + f) x dynamic + 400,000 with f the default 0.10.
+  // FSDP, D = 4, no PP: one chunk of 1,000,000 parameters, blocks of 200,000, a root group of
+  // 300,000, 50,000,000 activation bytes. T = 2,048 tokens, V = 50,304: the loss transient
+  // 8 T V = 824,180,736 makes the loss's moment the peak (its DP buffers e R + g B = 600,000 +
+  // 400,000; a block's moment, without it, e R + e H + 10 B = 2,900,000). The pool is idle there:
+  // e R + g B = 1,000,000, in reserved, not in allocated: reserved = states + (1 + f) x dynamic
+  // + 1,000,000 with f the default 0.10.
   const ModelConfig model = test::model(1024, 16, 4096, 1024, 50257, 4, "bf16");
   Strategy s = Strategy::of(1, 1, 4, 2, 64);
   s.framework = Framework::kFsdp;
@@ -205,11 +224,15 @@ TEST(AccumulatedGradients, StreamPoolAddsToReservedOnly) {
   chunk.parameters = 1000000;
   chunk.activation_bytes = 50000000;
   chunk.largest_layer_parameters = 200000;
+  chunk.largest_block_parameters = 200000;
+  chunk.root_parameters = 300000;
+  chunk.head_gradient_parameters = 150000;
   const StageMemory m = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0).stages[0];
-  EXPECT_EQ(m.stream_pool_bytes, 400000);
+  EXPECT_EQ(m.dp_buffer_bytes, 1000000);
+  EXPECT_EQ(m.stream_pool_bytes, 1000000);
   const double dynamic = static_cast<double>(m.allocated_bytes - m.model_state_bytes);
   EXPECT_EQ(m.reserved_bytes,
-            m.model_state_bytes + std::llround(dynamic * 1.10) + 400000);
+            m.model_state_bytes + std::llround(dynamic * 1.10) + 1000000);
 }
 
 // The states' peak is the walk's, to the byte and the in-flight count, on every schedule (split

@@ -56,23 +56,89 @@ TEST(MemoryComponents, DataParallelBuffers) {
   StageLayerFacts facts;
   facts.parameters = 5000;
   facts.largest_layer_parameters = 1000;
-  // Megatron ZeRO-0/1: views of the contiguous buffers.
+  // Megatron ZeRO-0/1: views of the contiguous buffers, whatever the DDP bucket size (the
+  // timing's max(40M, 1M x D x C) parameters or --ddp-bucket-size): nothing added.
   EXPECT_EQ(dataParallelBufferBytes(model, strategy(1, 1, 4), 1, facts), 0);
+  Strategy big_buckets = strategy(1, 1, 4);
+  big_buckets.dp_bucket_bytes = int64_t{1} << 30;
+  EXPECT_EQ(dataParallelBufferBytes(model, big_buckets, 1, facts), 0);
+  EXPECT_EQ(dataParallelBufferBytes(model, big_buckets, 0, facts), 0);
   // ZeRO-2: two DDP buckets (25 MiB each).
   EXPECT_EQ(dataParallelBufferBytes(model, strategy(1, 1, 4), 2, facts), 2 * 25 * 1024 * 1024);
   // DeepSpeed ZeRO-3 (reduce in bf16): 2 gathered (2 x 2 L) + gradient 2 L + reduce input 2 L.
   EXPECT_EQ(dataParallelBufferBytes(model, strategy(1, 1, 4), 3, facts), 8 * 1000);
-  // FSDP, no PP, reshard after forward: 2 x 2 L + 2 L + fp32 reduce input 4 L = 10 L.
+  // FSDP, no PP, at a block's backward, with torchtitan's root group (R = 1,200: embedding 600
+  // and output 600, H = 600) and blocks of B = 800: the root gathered, e R = 2,400, the output's
+  // gradient e H = 1,200, and, resharding after forward, 2 x 2 B + 2 B + fp32 reduce input 4 B =
+  // 10 B = 8,000: 11,600.
+  facts.largest_block_parameters = 800;
+  facts.root_parameters = 1200;
+  facts.head_gradient_parameters = 600;
   Strategy fsdp = strategy(1, 1, 4, Framework::kFsdp);
-  EXPECT_EQ(dataParallelBufferBytes(model, fsdp, 3, facts), 10 * 1000);
-  // Never reshard: the chunk stays gathered, 2 S, plus one layer's (2 + 4) L.
+  EXPECT_EQ(dataParallelBufferBytes(model, fsdp, 3, facts), 2400 + 1200 + 8000);
+  // Never reshard: every block stays gathered, 2 (S - R) = 7,600, plus one block's (2 + 4) B.
   fsdp.reshard = Reshard::kNever;
-  EXPECT_EQ(dataParallelBufferBytes(model, fsdp, 3, facts), 2 * 5000 + 6 * 1000);
+  EXPECT_EQ(dataParallelBufferBytes(model, fsdp, 3, facts), 2400 + 1200 + 7600 + 4800);
   // With PP: gathered chunk 2 S and one group's bf16 autograd gradients 2 L before they are added
   // into the fp32 accumulation (whose 4 S the order walk places: accumulated_gradients_test).
   Strategy fsdp_pp = strategy(1, 2, 4, Framework::kFsdp);
   EXPECT_FALSE(fsdp_pp.reshardsAfterForward());
   EXPECT_EQ(dataParallelBufferBytes(model, fsdp_pp, 3, facts), 2 * 5000 + 2 * 1000);
+}
+
+// At the loss, before any block's backward (torchtitan's FSDP2 wrapping, no PP): the root group
+// gathered (e R = 2 x 1,200) and the blocks the forward left gathered: the last (default, 2 x
+// 800), none (always), all (never: 2 x (5,000 - 1,200)). No gradient exists yet.
+TEST(MemoryComponents, FsdpBuffersAtTheLoss) {
+  const ModelConfig model = smallModel();
+  StageLayerFacts facts;
+  facts.parameters = 5000;
+  facts.largest_layer_parameters = 1000;
+  facts.largest_block_parameters = 800;
+  facts.root_parameters = 1200;
+  facts.head_gradient_parameters = 600;
+  Strategy fsdp = strategy(1, 1, 4, Framework::kFsdp);
+  EXPECT_EQ(fsdpLossBufferBytes(model, fsdp, 3, facts), 2400 + 1600);
+  fsdp.reshard = Reshard::kAlways;
+  EXPECT_EQ(fsdpLossBufferBytes(model, fsdp, 3, facts), 2400);
+  fsdp.reshard = Reshard::kNever;
+  EXPECT_EQ(fsdpLossBufferBytes(model, fsdp, 3, facts), 2400 + 7600);
+  // Under PP, and for Megatron, the one figure of dataParallelBufferBytes.
+  Strategy fsdp_pp = strategy(1, 2, 4, Framework::kFsdp);
+  EXPECT_EQ(fsdpLossBufferBytes(model, fsdp_pp, 3, facts), 2 * 5000 + 2 * 1000);
+  EXPECT_EQ(fsdpLossBufferBytes(model, strategy(1, 1, 4), 3, facts), 8 * 1000);
+  EXPECT_EQ(fsdpLossBufferBytes(model, fsdp, 0, facts), 0);
+}
+
+// The stage takes the larger moment. T = 2 x 1,024 = 2,048 tokens, V = 50,304 at t = 1: the
+// loss transient 8 T V = 824,180,736 (FSDP, no TP). Blocks of B = 10,000,000, root R =
+// 100,000,000 (H = 50,000,000), S = 500,000,000, no recompute, no SP/CP: at the loss 2 R + 2 B
+// = 220,000,000 beside 824,180,736 (1,044,180,736); at a block's backward 2 R + 2 H + 10 B =
+// 400,000,000: the loss's moment is the peak, its DP buffers 220,000,000. With B = 100,000,000
+// the block's moment, 2 R + 2 H + 10 B = 1,300,000,000, passes the loss's 824,180,736 + 400,000,000.
+TEST(MemoryComponents, FsdpPeakTakesTheLargerMoment) {
+  const ModelConfig model = smallModel();
+  Strategy s = strategy(1, 1, 4, Framework::kFsdp);
+  s.zero_stage = 3;
+  ChunkMemoryInput chunk;
+  chunk.parameters = 500000000;
+  chunk.activation_bytes = 1000000;
+  chunk.largest_layer_parameters = 100000000;
+  chunk.largest_block_parameters = 10000000;
+  chunk.root_parameters = 100000000;
+  chunk.head_gradient_parameters = 50000000;
+  StageMemory m = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0).stages[0];
+  EXPECT_EQ(m.loss_bytes, 824180736);
+  EXPECT_EQ(m.activation_transient_bytes, 824180736);
+  EXPECT_EQ(m.dp_buffer_bytes, 220000000);
+  // The copy-in pool at the loss: the root's output and a block's, 2 R + 2 B, all idle.
+  EXPECT_EQ(m.stream_pool_bytes, 220000000);
+  chunk.largest_block_parameters = 100000000;
+  m = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0).stages[0];
+  EXPECT_EQ(m.activation_transient_bytes, 0);  // the recompute transient (none)
+  EXPECT_EQ(m.dp_buffer_bytes, 1300000000);
+  // At a block's backward one block's gather is in use: 2 R + 2 B less 2 B idle.
+  EXPECT_EQ(m.stream_pool_bytes, 200000000);
 }
 
 TEST(MemoryComponents, LossAndEmbeddingTransients) {
@@ -85,6 +151,27 @@ TEST(MemoryComponents, LossAndEmbeddingTransients) {
   EXPECT_EQ(lossTransientBytes(model, strategy(2, 1, 1), false), 0);
   EXPECT_EQ(embeddingGradientBytes(model, strategy(2, 1, 1), true), int64_t{2} * 25216 * 1024);
   EXPECT_EQ(embeddingGradientBytes(model, strategy(2, 1, 1, Framework::kFsdp), true), 0);
+}
+
+// Megatron's fp32 copy of the stepped gradients (--grad-reduce-in-bf16) and pipelining's merged
+// last-stage outputs, by hand.
+TEST(MemoryComponents, StepGradientCopyAndOutputMerge) {
+  const ModelConfig model = smallModel();
+  // 4 bytes a stepped parameter: 1,000,000 -> 4,000,000; none with fp32 main gradients, under
+  // FSDP, or with the optimizer on the host.
+  Strategy megatron = strategy(1, 1, 4);
+  EXPECT_EQ(megatronGradientCopyBytes(megatron, true, 1000000), 4000000);
+  EXPECT_EQ(megatronGradientCopyBytes(megatron, false, 1000000), 0);
+  EXPECT_EQ(megatronGradientCopyBytes(strategy(1, 1, 4, Framework::kFsdp), true, 1000000), 0);
+  megatron.offload = Offload::kOptimizer;
+  EXPECT_EQ(megatronGradientCopyBytes(megatron, true, 1000000), 0);
+  // m = 4 micro-batches of T = 2,048 tokens' e-byte logits, V / t = 50,432 / 2: 4 x 2 x 2,048 x
+  // 25,216 = 413,138,944 on the stage with the head, FSDP with PP only.
+  const Strategy fsdp_pp = strategy(2, 2, 1, Framework::kFsdp);
+  EXPECT_EQ(pipelineOutputMergeBytes(model, fsdp_pp, 4, true), 413138944);
+  EXPECT_EQ(pipelineOutputMergeBytes(model, fsdp_pp, 4, false), 0);
+  EXPECT_EQ(pipelineOutputMergeBytes(model, strategy(2, 2, 1), 4, true), 0);
+  EXPECT_EQ(pipelineOutputMergeBytes(model, strategy(2, 1, 1, Framework::kFsdp), 4, true), 0);
 }
 
 TEST(MemoryComponents, CommunicationBuffers) {

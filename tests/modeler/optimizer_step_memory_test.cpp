@@ -37,8 +37,9 @@ TEST(OptimizerStepMemory, ForeachStepIsThePeakWhenActivationsAreSmall) {
   // FSDP over G = 4, no PP, one chunk of 400,000,000 parameters: states 16 / 4 x 4e8 =
   // 1,600,000,000, Adam moments 8 / 4 x 4e8 = 800,000,000, so exp_avg_sq_sqrt 400,000,000.
   // The step moment: states + 400,000,000 + the workspace = 2,033,554,432. The backward's
-  // moment holds 1,000,000 of activations, the loss transient (< 3 MB for this model) and the DP
-  // buffers (2 g + e + 4) L = 10 x 1,000,000: under 100 MB beside the states, so the step peaks.
+  // moment holds 1,000,000 of activations and, at a block's backward (no root group here), the DP
+  // buffers (2 g + e + 4) B = 10 x 1,000,000, above the loss's moment (its transient < 3 MB and
+  // g B): under 100 MB beside the states, so the step peaks.
   const ModelConfig model = test::model(64, 4, 256, 128, 1000, 2, "bf16");
   Strategy s = fsdp(1, 1, 4, 2, 64);
   s.optimizer_impl = OptimizerImpl::kForeach;
@@ -46,6 +47,7 @@ TEST(OptimizerStepMemory, ForeachStepIsThePeakWhenActivationsAreSmall) {
   chunk.parameters = 400000000;
   chunk.activation_bytes = 1000000;
   chunk.largest_layer_parameters = 1000000;
+  chunk.largest_block_parameters = 1000000;
   const StageMemory m = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0).stages[0];
   EXPECT_EQ(m.model_state_bytes, 1600000000);
   EXPECT_EQ(m.optimizer_step_bytes, 400000000);
@@ -53,7 +55,8 @@ TEST(OptimizerStepMemory, ForeachStepIsThePeakWhenActivationsAreSmall) {
   EXPECT_TRUE(m.peak_at_optimizer_step);
   EXPECT_EQ(m.allocated_bytes, 2033554432);
   // Reserved: the states + 1.1 x (400,000,000 + the workspace) + the copy-in pool's idle block
-  // (g L = 2,000,000 resharding without PP): 1,600,000,000 + 476,909,875 + 2,000,000.
+  // (2 g B less the one in use at a block's backward, resharding without PP: 2,000,000):
+  // 1,600,000,000 + 476,909,875 + 2,000,000.
   EXPECT_EQ(m.reserved_bytes, 2078909875);
   // The search's peak-only estimate (the closed-form tier) sees the step's moment too: its peak
   // is the step's 2,033,554,432 plus what lies outside the allocator, and a card of exactly that
@@ -107,6 +110,68 @@ TEST(OptimizerStepMemory, OneOptimizerPerModelPart) {
   EXPECT_GT(d0.allocated_bytes, d0.step_allocated_bytes);
   // Device 1: virtual stages 1 and 3, 100,000,000 each: 200,000,000.
   EXPECT_EQ(e.stages[1].optimizer_step_bytes, 200000000);
+}
+
+TEST(OptimizerStepMemory, MegatronFp32GradientCopyUnderBf16Reduction) {
+  // Megatron, D = 4, ZeRO-1 (distributed optimizer), --grad-reduce-in-bf16, one chunk of
+  // 400,000,000 parameters: states 2 (weights) + 2 (bf16 main gradients) + 12 / 4 = 7 bytes a
+  // parameter, 2,800,000,000. At the step the optimizer's shard of the gradients is copied to
+  // fp32 (shard_main_param.grad = shard_model_grad.float()): 4 x 400,000,000 / 4 =
+  // 400,000,000. Step: 2,800,000,000 + 400,000,000 + the workspace = 3,233,554,432, above the
+  // backward's moment (1,000,000 of activations and a loss transient under 1 MB beside the
+  // states and the workspace). With fp32 main gradients .float() copies nothing: states 9 bytes a
+  // parameter, 3,600,000,000, and the step only adds the workspace. ZeRO-0 (the float16
+  // optimizer): every parameter's gradient, 1,600,000,000, beside 2 + 2 + 12 = 16 bytes a
+  // parameter.
+  const ModelConfig model = test::model(64, 4, 256, 128, 1000, 2, "bf16");
+  Strategy s = Strategy::of(1, 1, 4, 2, 64);
+  s.zero_stage = 1;
+  s.grad_reduce_in_bf16 = true;
+  ChunkMemoryInput chunk;
+  chunk.parameters = 400000000;
+  chunk.activation_bytes = 1000000;
+  chunk.largest_layer_parameters = 1000000;
+  StageMemory m = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0).stages[0];
+  EXPECT_EQ(m.model_state_bytes, 2800000000);
+  EXPECT_EQ(m.gradient_copy_bytes, 400000000);
+  EXPECT_EQ(m.step_allocated_bytes, 2800000000 + 400000000 + kWorkspace);
+  EXPECT_TRUE(m.peak_at_optimizer_step);
+  EXPECT_EQ(m.allocated_bytes, 3233554432);
+  s.grad_reduce_in_bf16 = false;
+  m = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0).stages[0];
+  EXPECT_EQ(m.model_state_bytes, 3600000000);
+  EXPECT_EQ(m.gradient_copy_bytes, 0);
+  EXPECT_EQ(m.step_allocated_bytes, 3600000000 + kWorkspace);
+  EXPECT_FALSE(m.peak_at_optimizer_step);
+  s.grad_reduce_in_bf16 = true;
+  s.zero_stage = 0;
+  m = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0).stages[0];
+  EXPECT_EQ(m.model_state_bytes, 6400000000);
+  EXPECT_EQ(m.gradient_copy_bytes, 1600000000);
+  EXPECT_EQ(m.step_allocated_bytes, 6400000000 + 1600000000 + kWorkspace);
+}
+
+TEST(OptimizerStepMemory, PipelineOutputMergeAtTheLastStage) {
+  // FSDP, P = 2 (1F1B), D = 2, m = 8 / (1 x 2) = 4 micro-batches of T = 128 tokens, V = 1,000
+  // padded to 1,024, h = 64, two chunks of 1,000,000 parameters: states 16 / 2 x 1e6 =
+  // 8,000,000. After the last backward the last stage concatenates its 4 outputs: 4 x 2 x 128 x
+  // 1,024 = 1,048,576, beside what pipelining keeps (nothing in flight): the 4 receive buffers
+  // and their .grad, 8 a with a = 2 x 128 x 64 = 16,384 (131,072), and output_chunks, another
+  // 1,048,576. Fused AdamW: no step temporary, so that moment is the larger: 8,000,000 +
+  // 1,048,576 + 1,179,648 + the workspace = 43,782,656. Stage 0 has no head: no merge.
+  const ModelConfig model = test::model(64, 4, 256, 128, 1000, 8, "bf16");
+  Strategy s = fsdp(1, 2, 2, 1, 8);
+  s.optimizer_impl = OptimizerImpl::kFused;
+  ChunkMemoryInput chunk;
+  chunk.parameters = 1000000;
+  chunk.activation_bytes = 1000;
+  chunk.largest_layer_parameters = 1000;
+  const MemoryEstimate e = estimateMemory(model, s, 4, int64_t{80} << 30, {chunk, chunk}, 0.0);
+  EXPECT_EQ(e.stages[0].output_merge_bytes, 0);
+  const StageMemory& last = e.stages[1];
+  EXPECT_EQ(last.model_state_bytes, 8000000);
+  EXPECT_EQ(last.output_merge_bytes, 1048576);
+  EXPECT_EQ(last.step_allocated_bytes, 43782656);
 }
 
 }  // namespace
