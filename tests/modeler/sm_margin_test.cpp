@@ -36,8 +36,8 @@ TEST(SmMargin, TilesSpreadOverTheSmsLeft) {
 TEST(SmMargin, SplitKCountsOnlyTheSmsLeft) {
   const DeviceModel model = roundGpu();
   // One 128 x 128 tile, k 4096: split-K min(floor(108 / 1), 4096 / 256) = 16 pieces of 256, one
-  // wave: (256 + 64) x 32768 / 2.25e6 + 5. With 100 of 108 SMs kept (8 left) still 16; with 100
-  // kept by the comm kernel (8 left for the GEMM) min(8, 16) = 8 pieces of 512: (512 + 64) x ...
+  // wave: (256 + 64) x 32768 / 2.25e6 + 5. A margin of 8 leaves 100 SMs: still 16 pieces. A
+  // margin of 100 leaves 8: min(8, 16) = 8 pieces of 512, (512 + 64) x 32768 / 2.25e6 + 5.
   EXPECT_NEAR(model.gemmUs(1, 128, 128, 4096, DType::kFp16, 0), 320.0 * 32768 / 2.25e6 + 5, 1e-9);
   EXPECT_NEAR(model.gemmUs(1, 128, 128, 4096, DType::kFp16, 0, 8), 320.0 * 32768 / 2.25e6 + 5,
               1e-9);
