@@ -25,6 +25,8 @@ struct ComputeOpRule {
   // elements_moved counts bytes, not elements of the event's dtype (memory_pass: its kernels
   // mix dtypes, e.g. a bf16 read and an fp32 write).
   bool counts_bytes = false;
+  // Dims an event may add after `dims`, in this order; they change neither flops nor bytes.
+  std::vector<std::string> optional_dims = {};
 };
 
 double rows_cols(const std::vector<int64_t>& d) { return double(d[0]) * double(d[1]); }
@@ -43,7 +45,11 @@ const std::map<std::string, ComputeOpRule, std::less<>>& computeRules() {
         [](const auto& d) { return 2.0 * d[0] * d[1] * d[2]; },
         [](const auto& d) {
           return double(d[0]) * d[2] + double(d[2]) * d[1] + double(d[0]) * d[1];
-        }}},
+        },
+        false,
+        // SMs the GEMM leaves to a communication kernel beside it (Transformer Engine's
+        // set_sm_margin: the GEMM is launched on sm_count - num_sm SMs; ops/layer_ops.cpp).
+        {"sm_margin"}}},
       {"bgemm",
        {{OpFamily::kGemm, false},
         {"batch", "m", "n", "k"},
@@ -386,14 +392,18 @@ Event makeCompute(std::string_view op, std::vector<Dim> dims, std::string_view l
     EVSIM_THROW(InputError, "{}: unknown compute op '{}'", where, op);
   }
   const ComputeOpRule& rule = rule_it->second;
-  if (dims.size() != rule.dims.size()) {
-    EVSIM_THROW(InputError, "{}: op '{}' takes dims {}", where, op, fmt::join(rule.dims, " "));
+  const size_t required = rule.dims.size();
+  if (dims.size() < required || dims.size() > required + rule.optional_dims.size()) {
+    EVSIM_THROW(InputError, "{}: op '{}' takes dims {}{}{}", where, op, fmt::join(rule.dims, " "),
+                rule.optional_dims.empty() ? "" : " and optionally ",
+                fmt::join(rule.optional_dims, " "));
   }
   std::vector<int64_t> values;
   for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i].name != rule.dims[i]) {
+    const std::string& expected = i < required ? rule.dims[i] : rule.optional_dims[i - required];
+    if (dims[i].name != expected) {
       EVSIM_THROW(InputError, "{}: op '{}' expects dim '{}' in place {}, got '{}'", where, op,
-                  rule.dims[i], i + 1, dims[i].name);
+                  expected, i + 1, dims[i].name);
     }
     if (dims[i].name == "causal") {
       if (dims[i].value != 0 && dims[i].value != 1) {

@@ -56,7 +56,7 @@ double DeviceModel::memoryBoundUs(double flops, int64_t memory_bytes, DType dtyp
 }
 
 double DeviceModel::gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype,
-                           int64_t memory_bytes) const {
+                           int64_t memory_bytes, int64_t sm_margin) const {
   const DeviceSpec& d = cluster_.device;
   if (!d.model) return rooflineUs(2.0 * double(batch) * m * n * k, memory_bytes, dtype);
   const DeviceModelParams& p = *d.model;
@@ -66,8 +66,14 @@ double DeviceModel::gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType
       own != p.gemm_by_dtype.end() ? own->second.efficiency.value : p.gemm_efficiency.value;
   const double overhead_k = own != p.gemm_by_dtype.end() ? own->second.tile_overhead_k.value
                                                          : p.gemm_tile_overhead_k.value;
-  // Tile counts in double: shapes from user input may be too large for int64 products.
-  const double sm = d.sm_count;
+  if (sm_margin >= d.sm_count) {
+    EVSIM_THROW(InputError, "gemm m={} n={} k={}: sm_margin={} leaves none of {}'s {} SMs", m, n,
+                k, sm_margin, d.id, d.sm_count);
+  }
+  // Tile counts in double: shapes from user input may be too large for int64 products. The
+  // tiles run on the SMs the launch gets (all but a communication kernel's margin), each SM at
+  // its share of the whole device's peak.
+  const double sm = double(d.sm_count) - double(sm_margin);
   const double tiles = double(batch) * std::ceil(double(m) / kTile) * std::ceil(double(n) / kTile);
   double split = 1;
   if (tiles < sm)
@@ -77,7 +83,7 @@ double DeviceModel::gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType
       std::min<double>(kTile, double(ceilDiv(std::min<int64_t>(m, kTile), kFragment) * kFragment));
   const double tn =
       std::min<double>(kTile, double(ceilDiv(std::min<int64_t>(n, kTile), kFragment) * kFragment));
-  const double per_sm_flops_per_us = kFlopsPerUs(d.peakTflops(dtype)) / sm;
+  const double per_sm_flops_per_us = kFlopsPerUs(d.peakTflops(dtype)) / d.sm_count;
   // The tiles run at the sustained clock of a training step's GEMM stream (device_config.h).
   const double tile_us = (double(k) / split + overhead_k) * 2.0 * tm * tn /
                          (per_sm_flops_per_us * efficiency) * p.computeSlowdown();
@@ -109,7 +115,7 @@ double DeviceModel::estimateUs(const Event& event) const {
   if (isCommunication(event.kind)) return communicationUs(event);
   if (event.op == "gemm") {
     return gemmUs(1, event.dim("m"), event.dim("n"), event.dim("k"), event.dtype,
-                  event.memory_bytes);
+                  event.memory_bytes, event.hasDim("sm_margin") ? event.dim("sm_margin") : 0);
   }
   if (event.op == "bgemm") {
     return gemmUs(event.dim("batch"), event.dim("m"), event.dim("n"), event.dim("k"), event.dtype,

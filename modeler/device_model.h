@@ -15,6 +15,9 @@
 //                 takes its own gemm_efficiency and tile_overhead_k, and runs at the peak of
 //                 peakDType(dtype)
 //       time   = max(waves * tile_us, bytes / (bandwidth * memory_efficiency)) + gemm_kernel_us
+//     a gemm with dim sm_margin (Transformer Engine's set_sm_margin beside a userbuffers
+//     reduce-scatter) has sm = sm_count - sm_margin in split and waves, the per-SM rate
+//     unchanged; the datasheet roofline ignores it (no SMs in it)
 //   sustained clock: with the device file's `clocks`, every compute-bound term (GEMM tiles,
 //     attention tiles, a memory-bound op's flops/peak) takes fit_mhz / sustained_mhz longer: the
 //     fit's kernels ran at fit_mhz, a training step's GEMM stream at the power limit sustains
@@ -68,8 +71,10 @@ class DeviceModel {
   bool calibrated() const { return cluster_.device.model.has_value(); }
 
   // The pieces, public for tests and `eventsim calibrate`.
-  double gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype,
-                int64_t memory_bytes) const;
+  // sm_margin: SMs left to a communication kernel (the gemm event's optional dim): the tiles
+  // spread over sm_count - sm_margin SMs, each at its usual rate (InputError when none is left).
+  double gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype, int64_t memory_bytes,
+                int64_t sm_margin = 0) const;
   double memoryBoundUs(double flops, int64_t memory_bytes, DType dtype,
                        const std::string& op = "") const;
   double communicationUs(const Event& event) const;

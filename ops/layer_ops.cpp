@@ -258,6 +258,14 @@ void LayerOpBuilder::linearBackward(OpList& out, int layer, std::string_view dgr
 // hold: fp8 when the GEMM runs in fp8 (its all-gather buffers are fp8), else the model dtype.
 namespace {
 constexpr int64_t kReduceScatterSplits = 4;  // Transformer Engine's num_splits for "pipeline"
+// Transformer Engine's default for the "pipeline" reduce-scatter overlap (proj_fprop, fc2_fprop):
+// num_sm 16 with set_sm_margin (transformer_engine/pytorch/module/base.py, initialize_ub's
+// get_default_config: "num_sm": 16, "set_sm_margin": not ring_exchange). The GEMM chunks are
+// then launched on sm_count - 16 SMs (comm_gemm_overlap.cpp: _math_sms = sm_count - num_comm_sm),
+// all of them, not only while a reduce-scatter runs. NeMo's H100 70B BF16 config asks 24 for
+// proj_fprop and 16 for fc2_fprop (userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192); TE's default
+// is taken for every model (docs/KERNELS.md, session 18).
+constexpr int64_t kPipelineCommSms = 16;
 }  // namespace
 
 void LayerOpBuilder::tpRingStep(OpList& out, int layer, std::string_view name,
@@ -299,7 +307,9 @@ void LayerOpBuilder::linearForwardReduceScatter(OpList& out, int layer, std::str
   const DType dtype = s.gemm_dtype;
   if (isFp8(dtype)) fp8Casts(out, layer, fp8InputCasts(s.spec.fp8_recipe, T, in_features));
   const int64_t rows = T / kReduceScatterSplits;
-  const Event chunk = makeGemm(rows, h, in_features, "nt", dtype);
+  const Event chunk = makeCompute(
+      "gemm", {{"m", rows}, {"n", h}, {"k", in_features}, {"sm_margin", kPipelineCommSms}}, "nt",
+      dtype);
   const Event scatter =
       makeCommunication(EventKind::kReduceScatter, rows * h * e(), s.tp_group, s.dtype);
   for (int64_t i = 0; i < kReduceScatterSplits; ++i) {

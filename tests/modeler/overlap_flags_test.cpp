@@ -58,12 +58,15 @@ TEST(TpCommOverlap, ChunkedOpListsByHand) {
   EXPECT_EQ(qkv[0]->weights, 96 * 64 + 96);
   EXPECT_EQ(qkv[1]->weights, 0);
   // proj: 4 chunks of 16 rows, each chunk's reduce-scatter (16 x 64 x 2 = 2048 bytes) beside the
-  // next chunk, the last one alone.
+  // next chunk, the last one alone; the chunks launched on all but TE's 16 SMs of the
+  // reduce-scatter kernel (sm_margin), the ring's chunks above on all of them.
   const auto proj = opsNamed(st.forward, "attn_proj_gemm", 0);
   const auto rs = opsNamed(st.forward, "attn_proj_reduce_scatter", 0);
   ASSERT_EQ(proj.size(), 4u);
   ASSERT_EQ(rs.size(), 4u);
-  EXPECT_EQ(test::dimValues(test::eventOf(plan, *proj[0])), (std::vector<int64_t>{16, 64, 32}));
+  EXPECT_EQ(test::dimValues(test::eventOf(plan, *proj[0])),
+            (std::vector<int64_t>{16, 64, 32, 16}));
+  EXPECT_FALSE(test::eventOf(plan, *qkv[0]).hasDim("sm_margin"));
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(test::eventOf(plan, *rs[i]).message_bytes, 2048);
     EXPECT_EQ(rs[i]->overlap_ops, i < 3 ? 1 : 0);
