@@ -39,7 +39,8 @@ TEST(ShapeCache, KeepsAValueUntilReleased) {
 TEST(ShapeCache, ReleaseSkipsCachesThatNoLongerExist) {
   {
     ShapeCache<int> gone(10);
-    gone.get(kKey, [] { return 1; }, [](int) { return size_t{1}; });
+    gone.get(
+        kKey, [] { return 1; }, [](int) { return size_t{1}; });
   }
   ShapeCache<int> alive(10);
   int computed = 0;
