@@ -20,6 +20,7 @@
 #include "plan/iteration_plan.h"
 #include "plan/plan_cache.h"
 #include "plan/plan_core.h"
+#include "plan/shape_cache.h"
 
 namespace evsim {
 
@@ -141,6 +142,8 @@ class PrunedSearch {
     // whose peak is the search's: a further pass computes them again.
     for (Share& share : shares_) share.workspace.release();
     tier_.releaseShared();
+    // So do the schedules' orders, states and graphs the pass kept per shape (shape_cache.h).
+    releaseShapeCaches();
     while (simulateRound()) {
     }
     // Missing costs: the search ends in an error listing them; no need to find more.
@@ -420,6 +423,9 @@ class PrunedSearch {
                      [&](size_t a, size_t b) { return tasks(a) > tasks(b); });
     parallelFor(longest_first.size(), options_.threads, [&](size_t i) {
       done[longest_first[i]] = simulateOne(round[longest_first[i]], bound_limit);
+      // Its shape's orders, states and graph would sit beside the next simulations (a graph of
+      // 2^16 tasks is ~4 MB): the two threads' simulations are the search's peak.
+      releaseShapeCaches();
     });
     if (memo_.size() + to_simulate.size() > kTimingMemoCapacity) memo_.clear();
     if (slower_.size() + to_simulate.size() > kTimingMemoCapacity) slower_.clear();

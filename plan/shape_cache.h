@@ -3,23 +3,71 @@
 // shared: the schedules' orders and activation states (schedules/registry.cpp) and the task graphs
 // (task_graph.cpp).
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 namespace evsim {
 
 using ShapeKey = std::tuple<int, int, int, int64_t, int>;  // (schedule, P, v, m, N)
+
+// Empties every ShapeCache of the process (the values in use stay alive with their users). A
+// search calls it when its closed-form pass ends and after each simulation: the orders, states and
+// graphs of shapes already done would otherwise sit beside the next simulations, whose peak is the
+// search's (issue 34 item 2). Thread-safe; only costs recomputing a shape asked for again.
+void releaseShapeCaches();
+
+namespace detail {
+// The caches releaseShapeCaches() empties: each ShapeCache registers its clear() while it lives.
+struct ShapeCacheRegistry {
+  std::mutex mutex;
+  std::vector<std::pair<const void*, std::function<void()>>> clears;
+  static ShapeCacheRegistry& instance() {
+    static ShapeCacheRegistry registry;
+    return registry;
+  }
+};
+}  // namespace detail
+
+inline void releaseShapeCaches() {
+  detail::ShapeCacheRegistry& registry = detail::ShapeCacheRegistry::instance();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  for (auto& [cache, clear] : registry.clears) clear();
+}
 
 // Values computed once per (schedule, shape) and shared, thread-safe: the most recently used are
 // kept up to `capacity` units of size (what `size` says a value weighs); larger ones not at all.
 template <typename T>
 class ShapeCache {
  public:
-  explicit ShapeCache(size_t capacity) : capacity_(capacity) {}
+  explicit ShapeCache(size_t capacity) : capacity_(capacity) {
+    detail::ShapeCacheRegistry& registry = detail::ShapeCacheRegistry::instance();
+    std::lock_guard<std::mutex> lock(registry.mutex);
+    registry.clears.emplace_back(this, [this] { clear(); });
+  }
+  ~ShapeCache() {
+    detail::ShapeCacheRegistry& registry = detail::ShapeCacheRegistry::instance();
+    std::lock_guard<std::mutex> lock(registry.mutex);
+    registry.clears.erase(std::remove_if(registry.clears.begin(), registry.clears.end(),
+                                         [this](const auto& c) { return c.first == this; }),
+                          registry.clears.end());
+  }
+  ShapeCache(const ShapeCache&) = delete;
+  ShapeCache& operator=(const ShapeCache&) = delete;
+
+  // Forgets every value (their users keep theirs).
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cache_.clear();
+    ages_.clear();
+    cached_ = 0;
+  }
 
   template <typename Compute, typename Size>
   std::shared_ptr<const T> get(const ShapeKey& key, Compute compute, Size size) {
