@@ -39,20 +39,7 @@ void RunOptions::addModelOptions(CLI::App& app) {
       ->required();
   app.add_option("--cluster", cluster, "cluster YAML, or a bundled name (eventsim list clusters)")
       ->required();
-  app.add_option("--nccl-algo", nccl_algo,
-                 "force one NCCL algorithm for every collective, as NCCL_ALGO does (ring, tree, "
-                 "nvls, nvls_tree, collnet, pat; default: the cluster's, else NCCL's choice)");
-  app.add_option("--nccl-pxn-disable", nccl_pxn_disable,
-                 "1: no PXN (sends between nodes leave through their own NIC), as "
-                 "NCCL_PXN_DISABLE does (default: the cluster's nccl.pxn_disable, else 0)");
-  app.add_option("--nccl-p2p-pxn-level", nccl_p2p_pxn_level,
-                 "when a send between nodes goes through PXN, as NCCL_P2P_PXN_LEVEL: 0 never, 1 "
-                 "when the receiver's NIC is not on the sender's PCIe switch, 2 always (default: "
-                 "the cluster's nccl.p2p_pxn_level, else 2)");
-  app.add_option("--nccl-cross-nic", nccl_cross_nic,
-                 "whether a ring/tree channel may leave a node through another NIC than it came in "
-                 "by, as NCCL_CROSS_NIC: 0 never (rail-local), 1 yes, 2 where it is faster "
-                 "(default: the cluster's nccl.cross_nic, else 2)");
+  nccl.addOptions(app);
   overrides.addOptions(app);
 }
 
@@ -127,48 +114,13 @@ ClusterConfig RunOptions::loadCluster() const {
     c.device.overlap_slowdown.network = {1.0, why};
   }
   c.topology.link_sharing = link_sharing == "on";
-  if (!nccl_algo.empty()) {
-    const auto& names = ncclAlgorithmNames();
-    if (nccl_algo != "auto" && std::find(names.begin(), names.end(), nccl_algo) == names.end()) {
-      EVSIM_THROW(InputError,
-                  "--nccl-algo '{}': must be auto, ring, tree, nvls, nvls_tree, collnet or pat",
-                  nccl_algo);
-    }
-    c.topology.nccl.algorithm = nccl_algo;
-  }
-  if (!nccl_pxn_disable.empty()) {
-    if (nccl_pxn_disable != "0" && nccl_pxn_disable != "1") {
-      EVSIM_THROW(InputError, "--nccl-pxn-disable '{}': must be 0 or 1 (as NCCL_PXN_DISABLE)",
-                  nccl_pxn_disable);
-    }
-    c.topology.nccl.pxn_disable = nccl_pxn_disable == "1";
-  }
-  if (!nccl_p2p_pxn_level.empty()) {
-    const std::string& v = nccl_p2p_pxn_level;
-    if (v != "0" && v != "1" && v != "2") {
-      EVSIM_THROW(InputError,
-                  "--nccl-p2p-pxn-level '{}': must be 0, 1 or 2 (as NCCL_P2P_PXN_LEVEL)", v);
-    }
-    c.topology.nccl.p2p_pxn_level = v[0] - '0';
-  }
-  if (!nccl_cross_nic.empty()) {
-    const std::string& v = nccl_cross_nic;
-    if (v != "0" && v != "1" && v != "2") {
-      EVSIM_THROW(InputError, "--nccl-cross-nic '{}': must be 0, 1 or 2 (as NCCL_CROSS_NIC)", v);
-    }
-    c.topology.nccl.cross_nic = v[0] - '0';
-  }
+  nccl.apply(c.topology);
   return c;
 }
 
 std::string RunOptions::modellerSwitches() const {
   std::string out;
-  if (!nccl_algo.empty()) out += fmt::format(" --nccl-algo {}", nccl_algo);
-  if (!nccl_pxn_disable.empty()) out += fmt::format(" --nccl-pxn-disable {}", nccl_pxn_disable);
-  if (!nccl_p2p_pxn_level.empty()) {
-    out += fmt::format(" --nccl-p2p-pxn-level {}", nccl_p2p_pxn_level);
-  }
-  if (!nccl_cross_nic.empty()) out += fmt::format(" --nccl-cross-nic {}", nccl_cross_nic);
+  out += nccl.flags();
   if (overlap_slowdown == "off") out += " --overlap-slowdown off";
   if (link_sharing == "off") out += " --link-sharing off";
   return out;
