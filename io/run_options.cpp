@@ -2,7 +2,6 @@
 
 #include <fmt/ranges.h>
 
-#include <algorithm>
 #include <filesystem>
 
 #include "common/data_dir.h"
