@@ -21,6 +21,7 @@
 
 #include "config/cluster_config.h"
 #include "config/model_config.h"
+#include "io/nccl_options.h"
 #include "io/model_overrides.h"
 #include "plan/strategy.h"
 #include "plan/strategy_space.h"
@@ -30,13 +31,9 @@ namespace evsim {
 struct RunOptions {
   std::string model;
   std::string cluster;
-  std::string nccl_algo;  // --nccl-algo: forces the network model's algorithm (as NCCL_ALGO)
-  // --nccl-pxn-disable 0|1, --nccl-p2p-pxn-level 0|1|2: the cluster's nccl.pxn_disable and
-  // nccl.p2p_pxn_level (as NCCL_PXN_DISABLE, NCCL_P2P_PXN_LEVEL); empty: the cluster's.
-  std::string nccl_pxn_disable;
-  std::string nccl_p2p_pxn_level;
-  // --nccl-cross-nic 0|1|2: the cluster's nccl.cross_nic (as NCCL_CROSS_NIC); empty: the cluster's.
-  std::string nccl_cross_nic;
+  // --nccl-algo, --nccl-pxn-disable, --nccl-p2p-pxn-level, --nccl-cross-nic (io/nccl_options.h,
+  // shared with `eventsim collective`): the cluster's topology.nccl keys, as NCCL's variables.
+  NcclOptions nccl;
   std::string strategy_text;
   // A second and later --strategy: the plans `simulate` compares side by side (every other command
   // refuses them in strategy()).

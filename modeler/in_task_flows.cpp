@@ -158,7 +158,7 @@ void fusedTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& cos
                   : compute_done_us + (task_us > 0 ? op.offset_us * own_compute_us / task_us : 0);
       const Event& event = plan.events[op.event].event;
       SharedFlow f = inTaskFlow(plan.cluster.topology, d, event, t.run.start_us + at_us * scale,
-                                costs[op.event].time_us);
+                                costs[op.event].time_us, &plan.cluster);
       int& before = on_comm ? comm_before : compute_before;
       f.after = before;
       TimelineFlows::Origin o = on_comm ? comm : compute;
@@ -171,9 +171,11 @@ void fusedTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& cos
 }
 
 SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, const Event& event,
-                      double start_us, double duration_us) {
+                      double start_us, double duration_us, const ClusterConfig* cluster) {
   if (event.kind != EventKind::kAllToAll) {
-    return collectiveFlow(topology, d, event.placement, linkBytes(event), start_us, duration_us);
+    const bool tree = cluster != nullptr && treeKeepsRail(*cluster, d, event);
+    return collectiveFlow(topology, d, event.placement, linkBytes(event), start_us, duration_us,
+                          tree);
   }
   const Placement& p = event.placement;
   const double peers = std::max(1, p.group_size - 1);
@@ -223,7 +225,7 @@ const std::vector<SharedFlow>& DeviceInTaskFlows::of(int vs, Phase phase) {
     built_[vs][p] = true;
     for (const InTaskOp& op : ops_[vs][p]) {
       flows.push_back(inTaskFlow(plan_.cluster.topology, device_, plan_.events[op.event].event,
-                                 op.offset_us, costs_[op.event].time_us));
+                                 op.offset_us, costs_[op.event].time_us, &plan_.cluster));
     }
     shape_slots_[vs][p].assign(flows.size(), -1);
   }

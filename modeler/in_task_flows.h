@@ -36,9 +36,11 @@ InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& cos
 bool hasInTaskOps(const IterationPlan& plan, const std::vector<EventCost>& costs,
                   const std::vector<StageOpOffsets>& offsets);
 
-// The flow of an in-task collective of device `d`.
+// The flow of an in-task collective of device `d`; with `cluster` (the plan's), an all-reduce NCCL
+// runs as its tree keeps its rail (link_flows.h, treeKeepsRail).
 SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, const Event& event,
-                      double start_us, double duration_us);
+                      double start_us, double duration_us,
+                      const ClusterConfig* cluster = nullptr);
 
 // Appends to `out` the flows of fused task `head` (a position in `stage`'s tasks; DualPipeV's F&B)
 // on device `d`, by link_flows.h's rule: its expert all-to-alls back to back on the communication

@@ -13,6 +13,7 @@
 #include "events/collective.h"
 #include "fmt/format.h"
 #include "modeler/in_task_flows.h"
+#include "modeler/network/nccl_tuner.h"
 #include "modeler/network/ring_channels.h"
 #include "modeler/timeline_flow_walk.h"
 #include "modeler/stretched_task.h"
@@ -286,12 +287,15 @@ void addUplinks(const NetworkTopology& topology, const std::vector<int>& uplinks
 
 SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
                           const Placement& placement, double bytes, double start_us,
-                          double duration_us) {
+                          double duration_us, bool tree) {
   SharedFlow f{start_us, duration_us, bytes, {}};
   // The channels' way through each node (network/ring_channels.h: NCCL_CROSS_NIC, PXN closing
-  // the ring): the NVLink share, and whether the hops between nodes change rail.
-  const RingChannels route =
-      d.rail >= 0 ? ringChannels(topology, d.rails, d.pci_rails, placement) : RingChannels{};
+  // the ring): the NVLink share, and whether the hops between nodes change rail (a tree's never).
+  RingChannels route{};
+  if (d.rail >= 0) {
+    route = tree ? treeChannels(topology, d.rails, d.pci_rails, placement)
+                 : ringChannels(topology, d.rails, d.pci_rails, placement);
+  }
   if (placement.ranks_per_node > 1) {
     const float nvlink = static_cast<float>(route.nvlink);
     f.uses.push_back({d.nvlink_tx, nvlink});
@@ -320,6 +324,13 @@ SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
     }
   }
   return f;
+}
+
+bool treeKeepsRail(const ClusterConfig& cluster, const DeviceLinks& d, const Event& event) {
+  const Placement& p = event.placement;
+  if (event.kind != EventKind::kAllReduce || d.rail < 0 || p.nodes <= 1) return false;
+  if (!ringChannels(cluster.topology, d.rails, d.pci_rails, p).cross_rail) return false;
+  return NcclTuner(cluster).choose(event.kind, p, event.message_bytes).algorithm == "tree";
 }
 
 const char* flowKindName(FlowKind kind) {

@@ -66,10 +66,15 @@ bool crossesTier(const NetworkTopology& topology, const FabricTier& tier, int no
 // times, appended to `uses`.
 void addUplinks(const NetworkTopology& topology, const std::vector<int>& uplinks, int nodes,
                 float copies, LinkUses& uses);
-// A collective of device `d` over `placement`, moving `bytes` per rank.
+// A collective of device `d` over `placement`, moving `bytes` per rank; `tree`: NCCL runs it as
+// its tree, whose channels keep their rail (network/ring_channels.h, treeChannels).
 SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
                           const Placement& placement, double bytes, double start_us,
-                          double duration_us);
+                          double duration_us, bool tree = false);
+// Whether `event` of device `d` runs as NCCL's tree in a way that moves its flow: asked of the
+// network model's tuner (NcclTuner on `cluster`) only where a ring's channels would change rail
+// (NCCL_CROSS_NIC), as only then do the two differ; false elsewhere, at no cost.
+bool treeKeepsRail(const ClusterConfig& cluster, const DeviceLinks& d, const Event& event);
 
 // The flows of `timeline` and where each came from.
 struct TimelineFlows {

@@ -138,8 +138,9 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
           const Interval& when = stage.grad_sync[interval];
           const double stretch =
               input.grad_sync_stretch_us.empty() ? 0 : input.grad_sync_stretch_us[s][interval];
-          const SharedFlow f = collectiveFlow(topology, d, event.placement, bytes, when.start_us,
-                                              when.duration() - stretch);
+          const SharedFlow f =
+              collectiveFlow(topology, d, event.placement, bytes, when.start_us,
+                             when.duration() - stretch, treeKeepsRail(plan.cluster, d, event));
           push(f, f.start_us, f.after,
                {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)}, -1, nullptr);
           ++interval;

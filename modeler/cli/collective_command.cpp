@@ -13,6 +13,7 @@
 #include "config/cluster_config.h"
 #include "events/comm_factors.h"
 #include "io/cli_checks.h"
+#include "io/nccl_options.h"
 #include "io/run_options.h"
 #include "modeler/nccl_tests_log.h"
 #include "modeler/network/nccl_tuner.h"
@@ -32,7 +33,7 @@ struct CollectiveArgs {
   std::vector<std::string> bytes;
   std::string min_bytes, max_bytes;
   std::string measured;
-  std::string nccl_algo;
+  NcclOptions nccl;  // as simulate takes them (io/nccl_options.h)
   bool json = false;
 };
 
@@ -99,6 +100,7 @@ std::vector<int64_t> sizesOf(const CollectiveArgs& args,
 
 void runCollective(const CollectiveArgs& args, const JsonSink& sink) {
   ClusterConfig cluster = loadClusterConfig(resolveConfigPath(args.cluster, "clusters"));
+  args.nccl.apply(cluster.topology);  // the flags win over the file's topology.nccl keys
   if (const std::string note = assumedNcclArchNote(cluster); !note.empty()) {
     fmt::print(stderr, "eventsim: note: {}\n", note);
   }
@@ -122,7 +124,7 @@ void runCollective(const CollectiveArgs& args, const JsonSink& sink) {
   const Placement placement = kind == EventKind::kP2P
                                   ? Placement{2, nodes > 1 ? 2 : 1, nodes > 1 ? 1 : 2}
                                   : Placement{args.gpus, nodes, std::min(args.gpus, per_node)};
-  const NcclTuner tuner(cluster, args.nccl_algo);
+  const NcclTuner tuner(cluster);
 
   std::map<int64_t, double> measured;  // bytes -> time_us
   if (!args.measured.empty()) {
@@ -203,9 +205,7 @@ void registerCollectiveCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--max-bytes", args->max_bytes, "largest size");
   cmd->add_option("--measured", args->measured,
                   "an nccl-tests output of the same test: print the error beside each line");
-  cmd->add_option("--nccl-algo", args->nccl_algo,
-                  "force one algorithm as NCCL_ALGO does (ring, tree, nvls, nvls_tree, collnet, "
-                  "pat; auto: the tuner's choice)");
+  args->nccl.addOptions(*cmd);
   cmd->add_flag("--json", args->json, "print a JSON report (schema_version 1) instead");
   cmd->callback([args, sink] { runCollective(*args, sink); });
 }

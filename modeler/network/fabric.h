@@ -10,8 +10,8 @@
 //          its own NICs), divided by the oversubscription of the most oversubscribed fabric tier
 //          the group crosses: with every node's traffic crossing at once (the DP all-reduce of
 //          every replica, an all-to-all), an uplink that is s:1 oversubscribed leaves 1/s.
-// Rings and trees whose channels change rail between nodes (NCCL_CROSS_NIC, ring_channels.h)
-// also cross a rail-optimised bottom tier's uplinks (ring_net_bw_gb_s).
+// Rings whose channels change rail between nodes (NCCL_CROSS_NIC, ring_channels.h) also cross a
+// rail-optimised bottom tier's uplinks (ring_net_bw_gb_s); trees keep their rail (treeChannels).
 // Tiers crossed: with contiguous placement a group over k nodes stays under one switch group of a
 // tier holding >= k nodes and crosses the uplinks of every tier below it; with scattered placement
 // any group over more than one node may cross every tier.
@@ -29,7 +29,7 @@ struct GroupOnFabric {
   int ranks_per_node = 1;
   double intra_bw_gb_s = 0;     // per GPU
   double net_bw_gb_s = 0;       // the group's share of one node's NICs, after oversubscription
-  // What a ring's or tree's channels get across nodes: net_bw_gb_s, but where they change rail
+  // What a ring's channels get across nodes: net_bw_gb_s, but where they change rail
   // (ring_channels.h: NCCL_CROSS_NIC) on a rail-optimised bottom tier the group does not cross by
   // its node count, that tier's oversubscription applies too (every channel goes up and down it).
   double ring_net_bw_gb_s = 0;

@@ -30,4 +30,11 @@ RingChannels ringChannels(const NetworkTopology& topology, int rails, int pci_ra
   return out;
 }
 
+RingChannels treeChannels(const NetworkTopology& topology, int rails, int pci_rails,
+                          const Placement& p) {
+  RingChannels out = ringChannels(topology, rails, pci_rails, p);
+  out.cross_rail = false;  // the tree's NIC is its entry NIC (ring_channels.h, search.cc)
+  return out;
+}
+
 }  // namespace evsim

@@ -29,9 +29,27 @@
 // directly and every setting stays rail-local. The group's GPUs are taken to spread evenly over
 // the node (Megatron's order gives a group that spans nodes a stride of G / rpn GPUs), so two of
 // them share a PCIe switch iff rpn x pci_rails > rails. NCCL_P2P_PXN_LEVEL does not apply (a
-// graph's NIC is the graph's, ncclTopoGetNetDev). Trees: NCCL's tree patterns keep a channel's
-// NIC under crossNic 0 and its balanced tree may split it otherwise; the same rule is applied.
+// graph's NIC is the graph's, ncclTopoGetNetDev).
 // Pooled NICs, one rank per node, or one node: the ring as it was (NVLink share 1, no rail).
+//
+// Trees keep their rail under every NCCL_CROSS_NIC and PXN setting (treeChannels). NCCL builds the
+// tree graph with NCCL_TOPO_PATTERN_BALANCED_TREE (src/init.cc), and on sm90+ may retry it as
+// NCCL_TOPO_PATTERN_TREE (search.cc, ncclTopoCompute: "Try a simpler tree"). For both,
+// ncclTopoSearchParams sets backToNet = 0: the channel's first GPU a, the one the search enters
+// from NIC n (ncclTopoSearchRecNet tries n's localGpu first), is the one that goes back to a NIC,
+// and ncclTopoSearchRecGpu picks that NIC from ncclTopoSelectNets(.., a, ..), which lists a's own
+// NICs first (ncclTopoPrefNetsChannelFirst): n again, whatever crossNic allows (crossNic only
+// widens ncclTopoSearchCheckNet's test; the first NIC that passes and has the bandwidth is kept,
+// and n's GPU -> NET direction is unused by the channel). PATTERN_TREE goes further and refuses
+// any other NIC ("Trees are symmetric", ncclTopoSearchCheckNet). The balanced tree's second GPU b
+// (its second child) must use that same NIC (ncclTopoSearchCheckNet, step != 0), through PXN or
+// PCIe: so both NIC ends of the channel, graph->inter[2c] and inter[2c + 1], are n, and
+// ncclTopoGetNetDev gives every rank of the channel one of the two. Every node runs the same
+// graph, so channel c's parent and child edges between nodes (connect.cc: treeToParent,
+// treeToChild0/1 at intra[0] and intra[1]) all go rail n -> rail n: a rail-optimised tier's
+// uplinks are not crossed by the tree, where a cross-NIC ring's channels cross them.
+// Its NVLink share is left as the ring rule's (an approximation; the chain and the PXN hop of the
+// second child are not traced per GPU).
 
 #include "config/network_topology.h"
 #include "events/event.h"
@@ -46,6 +64,9 @@ struct RingChannels {
 // For a group over `p` on a node with `rails` rails (per-GPU NIC groups), `pci_rails` of them
 // under one PCIe switch (NetworkTopology::rails, pciSwitchRails).
 RingChannels ringChannels(const NetworkTopology& topology, int rails, int pci_rails,
+                          const Placement& p);
+// The same for NCCL's tree (all-reduce): the ring's NVLink share, and never a change of rail.
+RingChannels treeChannels(const NetworkTopology& topology, int rails, int pci_rails,
                           const Placement& p);
 
 }  // namespace evsim

@@ -32,8 +32,10 @@ std::optional<AlgorithmCost> treeCost(EventKind kind, const GroupOnFabric& g, Nc
   if (p == NcclProtocol::kLL128) fraction = g.nodes == 1 ? 7.0 / 9 : 0.915;
   double link = g.intra_bw_gb_s * g.tuning->intra.efficiencyOf("tree") / 2;
   if (g.nodes > 1) {
+    // The node's NIC share as is: a tree's channels keep their rail under NCCL_CROSS_NIC
+    // (ring_channels.h, treeChannels), so a rail-optimised leaf's uplinks are not in its way.
     link = std::min(
-        link, g.ring_net_bw_gb_s * g.tuning->net.efficiencyOf("tree") / (g.nodes > 2 ? 2.0 : 1.0));
+        link, g.net_bw_gb_s * g.tuning->net.efficiencyOf("tree") / (g.nodes > 2 ? 2.0 : 1.0));
   }
   const double algbw = link * kTreeBandwidthShare * fraction;
   // An intra-node hop costs what it costs inside one node, whether or not the group spans nodes

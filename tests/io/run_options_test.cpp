@@ -68,10 +68,10 @@ TEST(RunOptions, TheEventprofCommandCarriesNoModellerSwitch) {
   RunOptions o = options();
   o.model = "tiny";
   o.cluster = "dgx-a100";
-  o.nccl_algo = "ring";
-  o.nccl_pxn_disable = "1";
-  o.nccl_p2p_pxn_level = "0";
-  o.nccl_cross_nic = "0";
+  o.nccl.algo = "ring";
+  o.nccl.pxn_disable = "1";
+  o.nccl.p2p_pxn_level = "0";
+  o.nccl.cross_nic = "0";
   o.overlap_slowdown = "off";
   o.link_sharing = "off";
   const Strategy s = o.strategy(tinyModel("bf16"));

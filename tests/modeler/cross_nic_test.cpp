@@ -116,8 +116,9 @@ TEST(CrossNic, ARingsChannelFollowsNcclsSearch) {
 // (a NIC each, 10 GB/s a node: the group's share is the node's, rpn / G = 1) under rail-optimised
 // 2:1 leaves of 4 nodes does not cross the leaf by its node count, so rail-local channels get the
 // node's 10 GB/s; at crossNic 1 every channel goes up the leaf and back down: 10 / 2 = 5 GB/s, and
-// the ring's bandwidth halves (NVLink's 100 GB/s is not the bottleneck either way). A tree too.
-// Over 8 nodes (above the leaf) both cross it: 5 GB/s either way.
+// the ring's bandwidth halves (NVLink's 100 GB/s is not the bottleneck either way). A tree keeps
+// its rail (ring_channels.h, treeChannels): its bandwidth does not move. Over 8 nodes (above the
+// leaf) both cross it: 5 GB/s either way.
 TEST(CrossNic, ACrossNicRingsStandaloneCostPaysTheRailOptimisedLeaf) {
   const std::string leaf =
       "  tiers:\n    - {name: leaf, nodes: 4, oversubscription: 2, rail_optimized: true}\n";
@@ -135,7 +136,8 @@ TEST(CrossNic, ACrossNicRingsStandaloneCostPaysTheRailOptimisedLeaf) {
     const auto ca = alg->cost(EventKind::kAllReduce, a, NcclProtocol::kSimple, 1 << 30);
     const auto cb = alg->cost(EventKind::kAllReduce, b, NcclProtocol::kSimple, 1 << 30);
     ASSERT_TRUE(ca && cb) << alg->name;
-    EXPECT_NEAR(cb->algbw_gb_s, ca->algbw_gb_s / 2, 1e-9) << alg->name;
+    const double ratio = alg == &algorithms::kRing ? 0.5 : 1.0;
+    EXPECT_NEAR(cb->algbw_gb_s, ca->algbw_gb_s * ratio, 1e-9) << alg->name;
     EXPECT_DOUBLE_EQ(cb->latency_us, ca->latency_us) << alg->name;
   }
   const Placement wide{16, 8, 2};
@@ -259,6 +261,84 @@ TEST(CrossNic, TheDpRingsLinkLoadsPerSetting) {
   const std::string off0 = pg + "  nccl: {pxn_disable: 1, cross_nic: 0}\n";
   EXPECT_NEAR(dpBytesOn(off0, "rank 0 nvlink tx"), nvlink / 2, 1e-6 * nvlink);
   EXPECT_EQ(dpBytesOn(off0, "node 0 leaf uplink 0 tx"), 0);
+}
+
+// NCCL's tree (ring_channels.h, treeChannels; src/graph/search.cc): the channel's first GPU goes
+// back to a NIC (ncclTopoSearchParams, backToNet 0), and the first NIC listed for it is its own,
+// the one the channel came in by (ncclTopoSelectNets); PATTERN_TREE refuses any other. So under
+// every crossNic and PXN setting the tree's channels keep their rail; the NVLink share is the
+// ring rule's (1 at the defaults, 1/2 for a 2-GPU chain where the ring's would be open).
+TEST(CrossNic, ATreeKeepsItsRailWhereARingChangesIt) {
+  for (const char* nccl : {"{cross_nic: 0}", "{cross_nic: 1}", "{cross_nic: 2}",
+                           "{cross_nic: 2, pxn_disable: 1}", "{cross_nic: 1, pxn_disable: 1}"}) {
+    const NetworkTopology t =
+        railCluster(8, 8, std::string(kPerGpu) + "  nccl: " + nccl + "\n").topology;
+    for (const Placement& p : {Placement{4, 2, 2}, Placement{16, 4, 4}, Placement{64, 8, 8}}) {
+      const RingChannels ring = ringChannels(t, 8, 1, p);
+      const RingChannels tree = treeChannels(t, 8, 1, p);
+      EXPECT_FALSE(tree.cross_rail) << nccl;
+      EXPECT_EQ(tree.nvlink, ring.nvlink) << nccl;
+    }
+  }
+  // The ring does change rail at crossNic 1 (what the tree is compared with).
+  const NetworkTopology one =
+      railCluster(8, 8, std::string(kPerGpu) + "  nccl: {cross_nic: 1}\n").topology;
+  EXPECT_TRUE(ringChannels(one, 8, 1, Placement{4, 2, 2}).cross_rail);
+  EXPECT_NEAR(treeChannels(one, 8, 1, Placement{4, 2, 2}).nvlink, 1.0 / 2, 1e-12);
+}
+
+// The tree's standalone bandwidth by hand (tree.cpp), 2 GPUs a node (NVLink 100 GB/s, a 5 GB/s
+// NIC each: 10 GB/s a node), rail-optimised 2:1 leaves of 4 nodes, Simple at 1 GiB (NCCL's tree
+// correction is 1 above 256 MiB; no fitted efficiencies: 1): inside the node 100 / 2 = 50; across
+// 2 nodes the node's 10 GB/s once each way, across 4 (inner nodes of one tree) 10 / 2 = 5; times
+// NCCL's 0.9: algbw 9 GB/s on 2 nodes, 4.5 on 4, with crossNic 0 and 1 alike. The ring's NIC share
+// halves at crossNic 1 (10 -> 5 GB/s: up the 2:1 leaf) on both.
+TEST(CrossNic, ATreesStandaloneCostKeepsTheNodesNicShare) {
+  const std::string leaf =
+      "  tiers:\n    - {name: leaf, nodes: 4, oversubscription: 2, rail_optimized: true}\n";
+  for (const auto& [nodes, tree_algbw] : {std::pair{2, 9.0}, std::pair{4, 4.5}}) {
+    const Placement p{2 * nodes, nodes, 2};
+    for (const char* c : {"0", "1"}) {
+      const ClusterConfig cl =
+          railCluster(2, 2, std::string(kPerGpu) + "  nccl: {cross_nic: " + c + "}\n" + leaf);
+      const GroupOnFabric g = mapGroup(cl, cl.topology, p);
+      const auto tree = algorithms::kTree.cost(EventKind::kAllReduce, g, NcclProtocol::kSimple,
+                                               int64_t{1} << 30);
+      ASSERT_TRUE(tree);
+      EXPECT_NEAR(tree->algbw_gb_s, tree_algbw, 1e-9) << nodes << " nodes, crossNic " << c;
+      EXPECT_DOUBLE_EQ(g.ring_net_bw_gb_s, c[0] == '1' ? 5.0 : 10.0) << nodes;
+    }
+  }
+}
+
+// The DP all-reduce's link loads with NCCL_ALGO forced (nccl.algorithm), on the 1M1P4D plan of
+// TheDpRingsLinkLoadsPerSetting (2 nodes x 2 ranks) and 1M1P8D (4 nodes x 2 ranks; the leaf holds
+// 4 nodes, so neither crosses it by its node count). Per rail (node 0's NIC 0) each carries half
+// the bus bytes, ring or tree: for the gradient buffer M, 2 (n - 1) / n M / 2, so 3/8 M at n = 4
+// and 7/16 M at n = 8: the 8-rank NIC load is 7/6 of the 4-rank one. The leaf uplink: the ring's
+// channels at crossNic 1 put all of the NIC's bytes on it; the tree's none, at crossNic 0 or 1.
+TEST(CrossNic, TheDpTreesLinkLoadsPerSetting) {
+  const std::string leaf =
+      "  tiers:\n    - {name: leaf, nodes: 4, oversubscription: 2, rail_optimized: true}\n";
+  const std::string uplink = "node 0 leaf uplink 0 tx";
+  auto on = [&](const std::string& nccl, int dp, const std::string& link) {
+    return test::linkBytesOn(std::string(kPerGpu) + "  nccl: " + nccl + "\n" + leaf,
+                             Strategy::of(1, 1, dp, 1, dp), link);
+  };
+  const double nic4 = on("{algorithm: tree, cross_nic: 1}", 4, "node 0 nic 0 tx");
+  const double nic8 = on("{algorithm: tree, cross_nic: 1}", 8, "node 0 nic 0 tx");
+  ASSERT_GT(nic4, 0);
+  EXPECT_NEAR(nic8, nic4 * 7 / 6, 1e-6 * nic4);
+  for (const auto& [dp, nic] : {std::pair{4, nic4}, std::pair{8, nic8}}) {
+    for (const char* c : {"0", "1"}) {
+      const std::string tree = std::string("{algorithm: tree, cross_nic: ") + c + "}";
+      const std::string ring = std::string("{algorithm: ring, cross_nic: ") + c + "}";
+      EXPECT_NEAR(on(tree, dp, "node 0 nic 0 tx"), nic, 1e-6 * nic) << dp << " " << c;
+      EXPECT_NEAR(on(ring, dp, "node 0 nic 0 tx"), nic, 1e-6 * nic) << dp << " " << c;
+      EXPECT_EQ(on(tree, dp, uplink), 0) << dp << " " << c;
+      EXPECT_NEAR(on(ring, dp, uplink), c[0] == '1' ? nic : 0, 1e-6 * nic) << dp << " " << c;
+    }
+  }
 }
 
 }  // namespace
