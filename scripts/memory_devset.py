@@ -4,7 +4,7 @@ memory per pipeline schedule, Megatron-LM GPT on A100 80GB, Qi et al. ICLR'24 Ta
 `eventsim simulate --json` and prints eventsim's allocated and reserved peaks (GiB, the busiest
 stage) beside the measured figure, one row per line, and the mean absolute error of each.
 
-Usage: scripts/memory_devset.py [--eventsim build/modeler/eventsim] [--csv PATH]
+Usage: scripts/memory_devset.py [--eventsim build/eventsim] [--csv PATH]
 
 Each row is run as Megatron ran it: TP = DP = 1, the first and last stages one layer fewer
 (--account-for-embedding/loss-in-pipeline-split), m = the first of the row's micro-batch counts
@@ -56,11 +56,13 @@ def command(eventsim, row):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--eventsim", default="build/modeler/eventsim")
+    parser.add_argument("--eventsim", default="build/eventsim")
     parser.add_argument("--csv", default=default_csv())
     args = parser.parse_args()
     if not args.csv or not os.path.exists(args.csv):
         sys.exit("memory_devset.py: no zero_bubble_table4_memory.csv (give --csv)")
+    if not os.path.exists(args.eventsim):
+        sys.exit(f"memory_devset.py: no eventsim binary at {args.eventsim} (give --eventsim)")
     print(f"{'model':>6} {'P':>3} {'b':>2} {'schedule':>8} {'measured':>9} {'allocated':>10} "
           f"{'err':>7} {'reserved':>9} {'err':>7}")
     errs_alloc, errs_res = [], []
