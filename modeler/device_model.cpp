@@ -58,6 +58,11 @@ double DeviceModel::memoryBoundUs(double flops, int64_t memory_bytes, DType dtyp
 double DeviceModel::gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype,
                            int64_t memory_bytes, int64_t sm_margin) const {
   const DeviceSpec& d = cluster_.device;
+  // Checked before the roofline too: a bad margin is refused whether the device is fitted or not.
+  if (sm_margin >= d.sm_count) {
+    EVSIM_THROW(InputError, "gemm m={} n={} k={}: sm_margin={} leaves none of {}'s {} SMs", m, n,
+                k, sm_margin, d.id, d.sm_count);
+  }
   if (!d.model) return rooflineUs(2.0 * double(batch) * m * n * k, memory_bytes, dtype);
   const DeviceModelParams& p = *d.model;
   // A dtype with its own tile fit (FP8 and its scaled forms) uses it; others the base fit.
@@ -66,10 +71,6 @@ double DeviceModel::gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType
       own != p.gemm_by_dtype.end() ? own->second.efficiency.value : p.gemm_efficiency.value;
   const double overhead_k = own != p.gemm_by_dtype.end() ? own->second.tile_overhead_k.value
                                                          : p.gemm_tile_overhead_k.value;
-  if (sm_margin >= d.sm_count) {
-    EVSIM_THROW(InputError, "gemm m={} n={} k={}: sm_margin={} leaves none of {}'s {} SMs", m, n,
-                k, sm_margin, d.id, d.sm_count);
-  }
   // Tile counts in double: shapes from user input may be too large for int64 products. The
   // tiles run on the SMs the launch gets (all but a communication kernel's margin), each SM at
   // its share of the whole device's peak.

@@ -157,8 +157,9 @@ struct StageMemory {
   int64_t optimizer_step_bytes = 0;
   // Megatron's fp32 copy of the stepped gradients under --grad-reduce-in-bf16, and pipelining's
   // merge of the last stage's outputs (FSDP with PP), moments after the backward
-  // (memory_components.h): the step's allocation is the states, the larger of these and the
-  // temporary, the kept buffers and the workspace.
+  // (memory_components.h): the step's allocation is the states, the larger of (the temporary
+  // plus the gradient copy) and the output merge, the kept buffers and the workspace (the copy
+  // lives through the step with the temporary; the merge is dropped before the step).
   int64_t gradient_copy_bytes = 0;
   int64_t output_merge_bytes = 0;
   int64_t step_allocated_bytes = 0;

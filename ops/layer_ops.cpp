@@ -264,7 +264,10 @@ constexpr int64_t kReduceScatterSplits = 4;  // Transformer Engine's num_splits 
 // then launched on sm_count - 16 SMs (comm_gemm_overlap.cpp: _math_sms = sm_count - num_comm_sm),
 // all of them, not only while a reduce-scatter runs. NeMo's H100 70B BF16 config asks 24 for
 // proj_fprop and 16 for fc2_fprop (userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192); TE's default
-// is taken for every model (docs/KERNELS.md, session 18).
+// 16 is taken for every model's pipelined reduce-scatter. The bulk overlaps (dgrad and wgrad
+// beside the re-gather and the reduce-scatter, bulkOverlapLinearBackward) keep every SM: TE's own
+// default would keep 16 there too, but NeMo's userbuffers configs, the runs eventsim is checked
+// against, set BulkOverlapCfg(num_sm=4, set_sm_margin=False) (docs/KERNELS.md, session 18).
 constexpr int64_t kPipelineCommSms = 16;
 }  // namespace
 

@@ -30,6 +30,9 @@ class CudaGemmKernel final : public CudaKernelBase {
         k_(e.dim("k")),
         handle_(stream) {
     kernel_params::parseGemmLayout(layout_);  // fail here, not at the first timed run
+    if (const int sms = gemmSmCountTarget(e); sms > 0) {
+      EVSIM_CUBLAS_CHECK(cublasSetSmCountTarget(handle_.get(), sms));
+    }
     a_ = randomBuffer(dtype_, batch_ * m_ * k_, 0);
     b_ = randomBuffer(dtype_, batch_ * k_ * n_, 1);
     c_ = randomBuffer(dtype_, batch_ * m_ * n_, 2);
@@ -60,6 +63,20 @@ CublasHandle::CublasHandle(cudaStream_t stream) {
 }
 
 CublasHandle::~CublasHandle() { cublasDestroy(handle_); }  // teardown: status ignored
+
+int gemmSmCountTarget(const Event& event) {
+  if (!event.hasDim("sm_margin")) return 0;
+  int device = 0;
+  int sms = 0;
+  EVSIM_CUDA_CHECK(cudaGetDevice(&device));
+  EVSIM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t margin = event.dim("sm_margin");
+  if (margin < 0 || margin >= sms) {
+    EVSIM_THROW(InputError, "'{}': sm_margin={} leaves none of this GPU's {} SMs",
+                event.signature(), margin, sms);
+  }
+  return sms - static_cast<int>(margin);
+}
 
 cudaDataType_t cudaType(DType dtype) {
   switch (dtype) {

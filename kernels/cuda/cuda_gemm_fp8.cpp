@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "kernels/cuda/cuda_gemm.h"
 #include "kernels/cuda/cuda_kernel_base.h"
 #include "kernels/kernel_params.h"
 
@@ -80,7 +81,8 @@ cublasLtMatrixLayout_t makeLayout(cudaDataType_t type, int64_t rows, int64_t col
 }  // namespace
 
 Fp8Gemm::Fp8Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, bool fast_accumulate,
-                 const float* scale_a, const float* scale_b, cudaStream_t stream)
+                 const float* scale_a, const float* scale_b, cudaStream_t stream,
+                 int sm_count_target)
     : plan_(std::make_unique<Plan>()) {
   checkFp8Gemm(m, n, k, fmt::format("FP8 GEMM m={} n={} k={}", m, n, k));
   ltInt(m, "m");
@@ -97,6 +99,10 @@ Fp8Gemm::Fp8Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, bool fast_accum
   // cuBLAS's A is our B and the other way round (see Plan).
   setDescAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(scale_b));
   setDescAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(scale_a));
+  if (sm_count_target > 0) {
+    setDescAttribute(p.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
+                     static_cast<int32_t>(sm_count_target));
+  }
   // Our B [n,k] row-major is column-major k x n (ld k), transposed to n x k; our A [m,k] is
   // column-major k x m (ld k); D [m,n] row-major is column-major n x m (ld n). C = D (beta 0).
   p.first = makeLayout(CUDA_R_8F_E4M3, k, n, k, batch, n * k);
@@ -167,7 +173,7 @@ class CudaFp8GemmKernel final : public CudaKernelBase {
     EVSIM_CUDA_CHECK(
         cudaMemcpyAsync(scales_.get(), ones, sizeof(ones), cudaMemcpyHostToDevice, stream_));
     gemm_ = std::make_unique<Fp8Gemm>(batch_, m_, n_, k_, e.layout == "nt", scales_.as<float>(),
-                                      scales_.as<float>() + 1, stream_);
+                                      scales_.as<float>() + 1, stream_, gemmSmCountTarget(e));
     synchronize();
   }
   void run() override { gemm_->run(a_.get(), b_.get(), d_.get()); }

@@ -30,8 +30,10 @@ namespace evsim::cuda {
 // failing cuBLASLt.
 class Fp8Gemm {
  public:
+  // sm_count_target > 0 limits the launch to that many SMs (gemmSmCountTarget, cuda_gemm.h).
   Fp8Gemm(int64_t batch, int64_t m, int64_t n, int64_t k, bool fast_accumulate,
-          const float* scale_a, const float* scale_b, cudaStream_t stream);
+          const float* scale_a, const float* scale_b, cudaStream_t stream,
+          int sm_count_target = 0);
   ~Fp8Gemm();
   Fp8Gemm(const Fp8Gemm&) = delete;
   Fp8Gemm& operator=(const Fp8Gemm&) = delete;

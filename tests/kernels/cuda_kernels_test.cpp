@@ -56,6 +56,10 @@ Floats download(DType dtype, const void* device, int64_t n) {
       case DType::kFp8:
         out[i] = static_cast<float>(reinterpret_cast<const __nv_fp8_e4m3*>(raw.data())[i]);
         break;
+      case DType::kFp8Row:
+      case DType::kFp8Block:
+      case DType::kMxfp8:  // no own buffers: scaled fp8 GEMMs are refused before any (cuda_gemm.cpp)
+        EVSIM_THROW(Error, "download: no buffer of dtype {}", dtypeName(dtype));
     }
   }
   return out;

@@ -81,6 +81,13 @@ TEST(SmMargin, BadMarginsAreNamed) {
   const DeviceModel model = roundGpu();
   EXPECT_CONTAINS(test::inputErrorOf([&] { model.gemmUs(1, 128, 128, 128, DType::kFp16, 0, 108); }),
                   "sm_margin=108 leaves none of round-gpu's 108 SMs");
+  // A device without a fitted model (the datasheet roofline) refuses it too.
+  ClusterConfig bare = test::roundGpuCluster(test::roundGpuYaml("round-gpu", "Round GPU"));
+  bare.device.model.reset();
+  const DeviceModel roofline(bare);
+  EXPECT_CONTAINS(
+      test::inputErrorOf([&] { roofline.gemmUs(1, 128, 128, 128, DType::kFp16, 0, 108); }),
+      "sm_margin=108 leaves none of round-gpu's 108 SMs");
 }
 
 TEST(SmMargin, TheH100ReduceScatterChunkOfLlama70bFc2) {
