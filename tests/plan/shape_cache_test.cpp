@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "plan/pipeline_schedule.h"
@@ -49,6 +51,41 @@ TEST(ShapeCache, ReleaseSkipsCachesThatNoLongerExist) {
   EXPECT_EQ(*alive.get(kKey, compute, size), 1);
   releaseShapeCaches();  // must not reach the destroyed cache
   EXPECT_EQ(*alive.get(kKey, compute, size), 2);
+}
+
+// A search's threads share the caches: one thread's release while others read and hold values
+// must leave every held value intact and every value handed out equal to its computation.
+TEST(ShapeCache, ReleaseWhileOtherThreadsReadAndHoldValues) {
+  ShapeCache<std::vector<int64_t>> cache(64);
+  auto compute_for = [](int64_t m) {  // m copies of m: checkable without the cache
+    return [m] { return std::vector<int64_t>(static_cast<size_t>(m), m); };
+  };
+  auto size = [](const std::vector<int64_t>& v) { return v.size(); };
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0};
+  auto reader = [&](int64_t first) {
+    std::vector<std::shared_ptr<const std::vector<int64_t>>> held;
+    for (int round = 0; round < 2000; ++round) {
+      const int64_t m = first + round % 8;
+      held.push_back(cache.get(ShapeKey{1, 4, 1, m, 0}, compute_for(m), size));
+      if (held.size() > 16) held.erase(held.begin());
+      for (const auto& v : held) {
+        if (v->empty() || v->size() != static_cast<size_t>(v->front()) ||
+            v->back() != v->front()) {
+          ++wrong;
+        }
+      }
+    }
+  };
+  std::thread releaser([&] {
+    while (!stop) releaseShapeCaches();
+  });
+  std::thread a(reader, 1), b(reader, 5);
+  a.join();
+  b.join();
+  stop = true;
+  releaser.join();
+  EXPECT_EQ(wrong, 0);
 }
 
 TEST(ShapeCache, ReleaseForgetsTheSchedulesOrdersAndGraphs) {
