@@ -58,8 +58,9 @@ double DeviceModel::memoryBoundUs(double flops, int64_t memory_bytes, DType dtyp
 double DeviceModel::gemmUs(int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype,
                            int64_t memory_bytes, int64_t sm_margin) const {
   const DeviceSpec& d = cluster_.device;
-  // Checked before the roofline too: a bad margin is refused whether the device is fitted or not.
-  if (sm_margin >= d.sm_count) {
+  // Checked before the roofline too: a margin that leaves no SM is refused whether the device is
+  // fitted or not (a device file without an SM count has no SMs to leave: the roofline ignores it).
+  if (sm_margin > 0 && d.sm_count > 0 && sm_margin >= d.sm_count) {
     EVSIM_THROW(InputError, "gemm m={} n={} k={}: sm_margin={} leaves none of {}'s {} SMs", m, n,
                 k, sm_margin, d.id, d.sm_count);
   }
