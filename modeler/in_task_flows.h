@@ -37,10 +37,10 @@ bool hasInTaskOps(const IterationPlan& plan, const std::vector<EventCost>& costs
                   const std::vector<StageOpOffsets>& offsets);
 
 // The flow of an in-task collective of device `d`; with `cluster` (the plan's), an all-reduce NCCL
-// runs as its tree keeps its rail (link_flows.h, treeKeepsRail).
+// runs as its tree keeps its rail (link_flows.h, treeKeepsRail); null only where no all-reduce
+// can be asked (an all-to-all), else the ring's rule is taken.
 SharedFlow inTaskFlow(const NetworkTopology& topology, const DeviceLinks& d, const Event& event,
-                      double start_us, double duration_us,
-                      const ClusterConfig* cluster = nullptr);
+                      double start_us, double duration_us, const ClusterConfig* cluster);
 
 // Appends to `out` the flows of fused task `head` (a position in `stage`'s tasks; DualPipeV's F&B)
 // on device `d`, by link_flows.h's rule: its expert all-to-alls back to back on the communication

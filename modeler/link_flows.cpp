@@ -327,10 +327,19 @@ SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
 }
 
 bool treeKeepsRail(const ClusterConfig& cluster, const DeviceLinks& d, const Event& event) {
+  return TreeRailRule(cluster).keepsRail(d, event);
+}
+
+bool TreeRailRule::keepsRail(const DeviceLinks& d, const Event& event) {
   const Placement& p = event.placement;
   if (event.kind != EventKind::kAllReduce || d.rail < 0 || p.nodes <= 1) return false;
-  if (!ringChannels(cluster.topology, d.rails, d.pci_rails, p).cross_rail) return false;
-  return NcclTuner(cluster).choose(event.kind, p, event.message_bytes).algorithm == "tree";
+  if (!ringChannels(cluster_.topology, d.rails, d.pci_rails, p).cross_rail) return false;
+  auto [it, fresh] = runs_as_tree_.try_emplace(&event, false);
+  if (fresh) {
+    if (!tuner_) tuner_.emplace(cluster_);
+    it->second = tuner_->choose(event.kind, p, event.message_bytes).algorithm == "tree";
+  }
+  return it->second;
 }
 
 const char* flowKindName(FlowKind kind) {

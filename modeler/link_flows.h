@@ -38,12 +38,15 @@
 // passes), so the first-order pass is what we keep. A plan whose transfers cannot overlap on a
 // resource skips all this, and so does one where none did.
 
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "modeler/cost_source.h"
 #include "modeler/link_map.h"
 #include "modeler/network/link_sharing.h"
+#include "modeler/network/nccl_tuner.h"
 #include "modeler/simulation.h"
 #include "modeler/timing_engine.h"
 #include "plan/iteration_plan.h"
@@ -70,11 +73,24 @@ void addUplinks(const NetworkTopology& topology, const std::vector<int>& uplinks
 // its tree, whose channels keep their rail (network/ring_channels.h, treeChannels).
 SharedFlow collectiveFlow(const NetworkTopology& topology, const DeviceLinks& d,
                           const Placement& placement, double bytes, double start_us,
-                          double duration_us, bool tree = false);
+                          double duration_us, bool tree);
 // Whether `event` of device `d` runs as NCCL's tree in a way that moves its flow: asked of the
 // network model's tuner (NcclTuner on `cluster`) only where a ring's channels would change rail
 // (NCCL_CROSS_NIC), as only then do the two differ; false elsewhere, at no cost.
 bool treeKeepsRail(const ClusterConfig& cluster, const DeviceLinks& d, const Event& event);
+// treeKeepsRail for a walk over many devices and intervals: the tuner is built once, on the first
+// question that needs it, and its choice kept per event (it depends on the event alone; the
+// rail question on the device).
+class TreeRailRule {
+ public:
+  explicit TreeRailRule(const ClusterConfig& cluster) : cluster_(cluster) {}
+  bool keepsRail(const DeviceLinks& d, const Event& event);
+
+ private:
+  const ClusterConfig& cluster_;  // outlives the rule
+  std::optional<NcclTuner> tuner_;
+  std::unordered_map<const Event*, bool> runs_as_tree_;
+};
 
 // The flows of `timeline` and where each came from.
 struct TimelineFlows {

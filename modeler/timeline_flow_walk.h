@@ -81,6 +81,7 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
   const int v = plan.chunksPerDevice();
   std::vector<SharedFlow> sends;  // per link and direction: the flow of one send, but its start
   std::vector<int> send_slots;    // per link and direction, for the device walked
+  TreeRailRule tree_rule(plan.cluster);
   for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
     sendFlows(plan, input.pipelines[k], static_cast<int>(k), map, sends);
     for (int s = 0; s < P; ++s) {
@@ -140,7 +141,7 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
               input.grad_sync_stretch_us.empty() ? 0 : input.grad_sync_stretch_us[s][interval];
           const SharedFlow f =
               collectiveFlow(topology, d, event.placement, bytes, when.start_us,
-                             when.duration() - stretch, treeKeepsRail(plan.cluster, d, event));
+                             when.duration() - stretch, tree_rule.keepsRail(d, event));
           push(f, f.start_us, f.after,
                {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)}, -1, nullptr);
           ++interval;
@@ -169,7 +170,8 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
             input.param_allgather_stretch_us.empty() ? 0 : input.param_allgather_stretch_us[s];
         const SharedFlow f = collectiveFlow(topology, d, gather_event->placement, gather_bytes,
                                             stage.param_allgather.start_us,
-                                            stage.param_allgather.duration() - stretch);
+                                            stage.param_allgather.duration() - stretch,
+                                            /*tree=*/false);  // NCCL's tree is all-reduce's only
         push(f, f.start_us, f.after, {FlowKind::kZero, static_cast<int>(k), s, 0}, -1, nullptr);
       }
     }

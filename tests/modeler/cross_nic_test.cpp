@@ -209,11 +209,12 @@ TEST(CrossNic, ACrossNicRingGoesUpTheRailOptimisedLeaf) {
   const Placement p{4, 2, 2};
   const SharedFlow cross = collectiveFlow(
       railCluster(2, 2, std::string(kPerGpu) + "  nccl: {cross_nic: 1}\n" + leaf).topology, d, p,
-      3000, 0, 10);
+      3000, 0, 10, /*tree=*/false);
   EXPECT_EQ(test::usesOf(cross),
             (Uses{{0, 0.5f}, {1, 0.5f}, {2, 0.5f}, {3, 0.5f}, {4, 0.5f}, {5, 0.5f}}));
   const SharedFlow local =
-      collectiveFlow(railCluster(2, 2, std::string(kPerGpu) + leaf).topology, d, p, 3000, 0, 10);
+      collectiveFlow(railCluster(2, 2, std::string(kPerGpu) + leaf).topology, d, p, 3000, 0, 10,
+                     /*tree=*/false);
   EXPECT_EQ(test::usesOf(local), (Uses{{0, 1.0f}, {1, 1.0f}, {2, 0.5f}, {3, 0.5f}}));
   const std::vector<double> caps{1e9, 1e9, 1e9, 1e9, 50, 1e9};
   const SharedFlow b{0, 10, 500, {{4, 1}}};
@@ -226,7 +227,7 @@ TEST(CrossNic, ACrossNicRingGoesUpTheRailOptimisedLeaf) {
   // A group over more nodes than a leaf holds crosses the uplinks anyway: counted once.
   const SharedFlow wide = collectiveFlow(
       railCluster(2, 2, std::string(kPerGpu) + "  nccl: {cross_nic: 1}\n" + leaf).topology, d,
-      Placement{16, 8, 2}, 3000, 0, 10);
+      Placement{16, 8, 2}, 3000, 0, 10, /*tree=*/false);
   EXPECT_EQ(test::usesOf(wide),
             (Uses{{0, 0.5f}, {1, 0.5f}, {2, 0.5f}, {3, 0.5f}, {4, 0.5f}, {5, 0.5f}}));
 }
@@ -338,6 +339,31 @@ TEST(CrossNic, TheDpTreesLinkLoadsPerSetting) {
       EXPECT_EQ(on(tree, dp, uplink), 0) << dp << " " << c;
       EXPECT_NEAR(on(ring, dp, uplink), c[0] == '1' ? nic : 0, 1e-6 * nic) << dp << " " << c;
     }
+  }
+}
+
+// The walk's TreeRailRule (one tuner, its choice kept per event) answers as treeKeepsRail does:
+// on a rail-optimised leaf at crossNic 1, a 4-rank all-reduce over 2 nodes keeps its rail when the
+// algorithm is forced to tree, and not as a ring; asked again, the kept answer; an all-gather,
+// which NCCL runs only as a ring here, never.
+TEST(CrossNic, TheWalksTreeRuleAnswersAsTreeKeepsRail) {
+  const std::string leaf =
+      "  tiers:\n    - {name: leaf, nodes: 4, oversubscription: 2, rail_optimized: true}\n";
+  const DeviceLinks d = test::handDevice(2);
+  const Event all_reduce =
+      makeCommunication(EventKind::kAllReduce, 1 << 20, Placement{4, 2, 2}, DType::kBf16);
+  const Event all_gather =
+      makeCommunication(EventKind::kAllGather, 1 << 20, Placement{4, 2, 2}, DType::kBf16);
+  for (const bool tree : {true, false}) {
+    const ClusterConfig c =
+        railCluster(2, 2,
+                    std::string(kPerGpu) + "  nccl: {algorithm: " + (tree ? "tree" : "ring") +
+                        ", cross_nic: 1}\n" + leaf);
+    TreeRailRule rule(c);
+    EXPECT_EQ(treeKeepsRail(c, d, all_reduce), tree);
+    EXPECT_EQ(rule.keepsRail(d, all_reduce), tree);
+    EXPECT_EQ(rule.keepsRail(d, all_reduce), tree);
+    EXPECT_FALSE(rule.keepsRail(d, all_gather));
   }
 }
 

@@ -263,7 +263,7 @@ TEST(PxnLevel, WithPxnDisabledAnAllToAllCrossesTheRailOptimisedLeaf) {
   const std::vector<double> caps{1e9, 1e9, 1e9, 1e9, 50, 1e9};
   const SharedFlow off = inTaskFlow(
       railCluster(2, 2, std::string(kPerGpu) + "  nccl: {pxn_disable: 1}\n" + leaf).topology, d,
-      a2a, 0, 10);
+      a2a, 0, 10, /*cluster=*/nullptr);
   EXPECT_EQ(test::usesOf(off), (Uses{{0, 1.0f / 3},
                                      {1, 1.0f / 3},
                                      {2, 2.0f / 3},
@@ -275,7 +275,7 @@ TEST(PxnLevel, WithPxnDisabledAnAllToAllCrossesTheRailOptimisedLeaf) {
   EXPECT_NEAR(r.end_us[0], 15, 1e-6);
   EXPECT_NEAR(r.end_us[1], 10, 1e-6);
   const SharedFlow on =
-      inTaskFlow(railCluster(2, 2, std::string(kPerGpu) + leaf).topology, d, a2a, 0, 10);
+      inTaskFlow(railCluster(2, 2, std::string(kPerGpu) + leaf).topology, d, a2a, 0, 10, nullptr);
   EXPECT_EQ(test::usesOf(on), (Uses{{0, 2.0f / 3}, {1, 2.0f / 3}, {2, 2.0f / 3}, {3, 2.0f / 3}}));
   const SharingResult q = shareLinks(std::vector<SharedFlow>{on, b}, caps);
   EXPECT_NEAR(q.end_us[0], 10, 1e-9);

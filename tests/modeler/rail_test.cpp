@@ -286,7 +286,8 @@ TEST(Rails, AffinityCollidesWherePooledDoesNotAndViceVersa) {
       EXPECT_EQ(p.group_size, 3);
       EXPECT_EQ(p.nodes, 2);
       EXPECT_EQ(p.ranks_per_node, 2);
-      return collectiveFlow(plan.cluster.topology, *at(stage, local).second, p, 1000, 0, 0.2);
+      return collectiveFlow(plan.cluster.topology, *at(stage, local).second, p, 1000, 0, 0.2,
+                            /*tree=*/false);
     };
     // (a) rank 4's send across nodes (its other send, to rank 7, stays on NVLink).
     const int k4 = at(1, 0).first;
@@ -362,7 +363,7 @@ TEST(Rails, AllToAllDetoursOverNvlinkWithPxn) {
   const DeviceLinks d = test::handDevice(2);
   const Event a2a = makeCommunication(EventKind::kAllToAll, 4000, Placement{4, 2, 2}, DType::kFp16);
   EXPECT_DOUBLE_EQ(linkBytes(a2a), 3000);
-  const SharedFlow f = inTaskFlow(per_gpu, d, a2a, 0, 10);
+  const SharedFlow f = inTaskFlow(per_gpu, d, a2a, 0, 10, /*cluster=*/nullptr);  // all-to-all
   using Uses = std::vector<std::pair<int, float>>;
   Uses got;
   for (const LinkUse& u : f.uses) got.emplace_back(u.resource, u.copies);
@@ -377,7 +378,7 @@ TEST(Rails, AllToAllDetoursOverNvlinkWithPxn) {
   pooled.rail = -1;
   pooled.rails = 1;
   const SharedFlow g = inTaskFlow(railCluster(2, 2, "  nvswitch: true\n").topology, pooled, a2a,
-                                  0, 10);
+                                  0, 10, nullptr);
   EXPECT_FLOAT_EQ(g.uses.begin()->copies, 1.0f / 3);
   const SharingResult q = shareLinks(std::vector<SharedFlow>{g, small}, caps);
   EXPECT_NEAR(q.end_us[0], 10, 1e-9);
