@@ -28,7 +28,7 @@ using test::railCluster;
 using test::topologyError;
 using test::Uses;
 
-constexpr const char* kPerGpu = "  nvswitch: true\n  nic_affinity: per_gpu\n";
+using test::kPerGpu;
 
 TEST(CrossNic, KeyParsesWithNcclsDefault) {
   for (const ClusterConfig& c : {railCluster(8, 8, ""), test::cluster(8)}) {

@@ -24,7 +24,7 @@ using test::railCluster;
 using test::topologyError;
 using test::Uses;
 
-constexpr const char* kPerGpu = "  nvswitch: true\n  nic_affinity: per_gpu\n";
+using test::kPerGpu;
 
 TEST(PxnLevel, KeysParseWithNcclsDefaults) {
   // No key, or no topology at all: NCCL's defaults, PXN on at level 2.

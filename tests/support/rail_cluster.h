@@ -22,6 +22,9 @@
 
 namespace evsim::test {
 
+// A topology section's lines for NVSwitch nodes whose GPUs each have a NIC of their own (rails).
+inline constexpr const char* kPerGpu = "  nvswitch: true\n  nic_affinity: per_gpu\n";
+
 inline ClusterConfig railCluster(int gpus, int nics, const std::string& topology) {
   return parseClusterConfig(
       "name: rails\nnode:\n  gpus: " + std::to_string(gpus) +
