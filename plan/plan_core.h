@@ -51,6 +51,9 @@ struct PlanCore {
   std::vector<PipelineClass> pipelines;
 };
 
+// The ZeRO stage in effect: 0 over a DP x CP group of one rank (plan_core.cpp, finish_plan.cpp).
+int effectiveZero(const Strategy& strategy);
+
 // The key of `strategy`'s core (PlanCache::CoreKey): `strategy` with the fields only finishPlan
 // reads reset: the ZeRO stage to 3 or 0 (ZeRO-3 changes the op lists; ZeRO does nothing over a
 // DP x CP group of one rank), DP overlap and bucket size, the global batch, AdamW's
