@@ -1,0 +1,132 @@
+// The pruned search's passes over the enumeration (pruned_search_state.h): each valid candidate
+// through the closed-form tier, the fitting ones into the workers' pools, the pools and counts
+// merged. Apart from pruned_search.cpp, which simulates the pool in rounds and ranks the results.
+#include <algorithm>
+#include <iterator>
+#include <utility>
+
+#include "modeler/pruned_search_state.h"
+
+namespace evsim::pruned {
+
+// One pass over the enumeration, shared among the workers (candidate_stream.h): the closed-form
+// tier for every valid candidate; the fitting ones of this pass's range whose bound does not
+// exceed the threshold join the pool, which keeps the best `pool_capacity` bounds and sets the
+// others aside (pruned_search.h). Each worker keeps a pool of its own (no lock per candidate);
+// merged, they hold exactly what one pool fed in enumeration order would: the best
+// `pool_capacity` keys, the least key left out as the ceiling.
+void PrunedSearch::runPass() {
+  const double bound_limit = limit();
+  for (Share& share : shares_) share.startPass();
+  shareCandidates(model_, cluster_, options_.base, options_.space, workers_,
+                  [&](unsigned w, size_t index, Candidate&& c) {
+                    visit(shares_[w], index, std::move(c), bound_limit);
+                  });
+  for (Share& share : shares_) {
+    evaluateWaiting(share, bound_limit);  // the last few of each worker
+    mergeShare(share);
+  }
+  while (pool_.size() > pool_capacity_) {
+    auto worst = std::prev(pool_.end());
+    ceiling_ = std::min(ceiling_, keyOf(*worst));
+    pool_.erase(worst);
+    ++set_aside_;
+  }
+}
+
+// One candidate on the worker of `share`: an invalid one noted, a valid one left waiting.
+void PrunedSearch::visit(Share& share, size_t index, Candidate&& c, double bound_limit) const {
+  if (!c.violation) {
+    share.waiting.push_back(Waiting{index, std::move(c.strategy)});
+    if (share.waiting.size() == kClosedFormBlock) evaluateWaiting(share, bound_limit);
+    return;
+  }
+  if (pass_ > 0) return;  // counted in the first pass
+  const size_t rules = share.invalid.invalid_example.size();
+  ++share.invalid.invalid;
+  share.invalid.noteInvalid(c.strategy, *c.violation);
+  if (share.invalid.invalid_example.size() > rules) {  // the first of its rule here
+    share.example_index.emplace(violationRule(*c.violation), index);
+  }
+}
+
+// The closed-form tier over the worker's waiting candidates, each then as the pass's single
+// pool would take it.
+void PrunedSearch::evaluateWaiting(Share& share, double bound_limit) const {
+  for (Waiting& w : share.waiting) evaluateOne(share, w.index, std::move(w.strategy), bound_limit);
+  share.waiting.clear();
+}
+
+void PrunedSearch::evaluateOne(Share& share, size_t index, Strategy&& strategy,
+                               double bound_limit) const {
+  const ClosedFormResult closed = tier_.evaluate(strategy, share.workspace);
+  if (pass_ == 0) {  // counted once, in the first pass
+    ++share.closed_form;
+    if (!closed.fits) {
+      ++share.oom;
+      // Strictly closer, as SearchReport::noteOom: the first in index order among ties.
+      if (!share.closest_oom || closed.peak_memory_bytes < share.closest_oom->peak_memory_bytes) {
+        share.closest_oom = oomRow(strategy, closed);
+        share.closest_oom_index = index;
+      }
+      return;
+    }
+    ++share.ok;
+  } else if (!closed.fits) {
+    return;
+  }
+  const PoolKey key{closed.lower_bound_us, index};
+  if (key < floor_) return;  // an earlier pass's: simulated or pruned there
+  if (closed.lower_bound_us > bound_limit) {
+    ++share.pruned;
+    return;
+  }
+  if (!(key < share.ceiling)) {  // worse than one set aside already: set aside too
+    ++share.set_aside;
+    return;
+  }
+  share.pool.insert(Pending{key.bound_us, key.index, std::move(strategy), closed});
+  if (share.pool.size() > pool_capacity_) {
+    // The worst bound leaves; everything at or above it waits for the next pass.
+    auto worst = std::prev(share.pool.end());
+    share.ceiling = keyOf(*worst);
+    share.pool.erase(worst);
+    ++share.set_aside;
+  }
+}
+
+// Adds a worker's pass to the search's pool and counts. Counts and rules are sums; examples
+// and the closest OOM candidate are the first in enumeration order, as one enumeration gives.
+void PrunedSearch::mergeShare(Share& share) {
+  pool_.merge(share.pool);
+  ceiling_ = std::min(ceiling_, share.ceiling);
+  set_aside_ += share.set_aside;
+  pruned_in_pass_ += share.pruned;
+  if (pass_ > 0) return;
+  report_.closed_form += share.closed_form;
+  report_.oom += share.oom;
+  report_.ok += share.ok;
+  if (share.closest_oom &&
+      (!report_.closest_oom ||
+       share.closest_oom->peak_memory_bytes < report_.closest_oom->peak_memory_bytes ||
+       (share.closest_oom->peak_memory_bytes == report_.closest_oom->peak_memory_bytes &&
+        share.closest_oom_index < closest_oom_index_))) {
+    report_.closest_oom = std::move(share.closest_oom);
+    closest_oom_index_ = share.closest_oom_index;
+  }
+  invalid_.invalid += share.invalid.invalid;
+  for (const auto& [rule, count] : share.invalid.invalid_by_rule) {
+    invalid_.invalid_by_rule[rule] += count;
+    const size_t at = share.example_index.at(rule);
+    auto [it, inserted] = example_index_.try_emplace(rule, at);
+    if (inserted || at < it->second) {
+      it->second = at;
+      invalid_.invalid_example[rule] = share.invalid.invalid_example.at(rule);
+    }
+  }
+  share.invalid = SearchReport{};
+  share.example_index.clear();
+  share.closest_oom.reset();
+}
+
+}  // namespace evsim::pruned

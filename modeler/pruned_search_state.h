@@ -1,0 +1,186 @@
+#pragma once
+// The pruned search's state (pruned_search.h explains the method): its pool keys, ranked rows and
+// timing memo, and the PrunedSearch class. Its passes over the enumeration (closed-form tier,
+// pools) are pruned_search_pass.cpp; its simulation rounds and report are pruned_search.cpp.
+// Shared by those two files only.
+
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "modeler/candidate_stream.h"
+#include "modeler/closed_form_tier.h"
+#include "modeler/parallel_for.h"
+#include "modeler/pruned_search.h"
+#include "plan/plan_cache.h"
+
+namespace evsim::pruned {
+
+// Fixed sizes, independent of the thread count, so that results are too. The pool holds the
+// candidates that fit and whose bound is below the threshold, waiting to be simulated best bound
+// first; a round is what one threshold applies to. Until the top K is full a round takes the best
+// bounds until it holds K - |top| timing keys to simulate (the threshold is infinite).
+constexpr size_t kRoundSize = 16;
+// Valid candidates a worker enumerates before it evaluates them.
+constexpr size_t kClosedFormBlock = 256;
+// Sums in a different order differ by rounding: prune only clearly above the threshold.
+constexpr double kBoundSlack = 1e-9;
+
+struct Ranked {
+  double iteration_us = 0;
+  size_t index = 0;      // enumeration order, the tie-break (of a group's first member)
+  size_t row_index = 0;  // enumeration order of the plan shown (equivalent_plans.h)
+  CandidateResult result;
+};
+
+inline bool before(const Ranked& a, const Ranked& b) {
+  if (a.iteration_us != b.iteration_us) return a.iteration_us < b.iteration_us;
+  return a.index < b.index;
+}
+
+// A fitting candidate waiting to be simulated, ordered by bound, then enumeration order.
+struct Pending {
+  double bound_us = 0;
+  size_t index = 0;
+  Strategy strategy;
+  ClosedFormResult closed;
+};
+// A candidate's place in the pool's order: (bound, enumeration index), unique per candidate.
+struct PoolKey {
+  double bound_us = std::numeric_limits<double>::infinity();
+  size_t index = std::numeric_limits<size_t>::max();
+};
+inline bool operator<(const PoolKey& a, const PoolKey& b) {
+  if (a.bound_us != b.bound_us) return a.bound_us < b.bound_us;
+  return a.index < b.index;
+}
+inline PoolKey keyOf(const Pending& p) { return PoolKey{p.bound_us, p.index}; }
+struct ByBound {
+  bool operator()(const Pending& a, const Pending& b) const { return keyOf(a) < keyOf(b); }
+};
+
+// One simulated candidate, or the signatures of the events it lacks costs for.
+struct Simulated {
+  std::optional<Ranked> ranked;
+  std::vector<Event> missing;
+  bool slower = false;  // its timeline before link sharing ended after the threshold: pruned
+};
+
+// The timing fields of a simulated candidate (setTiming), kept per timing key (plan_core.h): a
+// candidate whose key was simulated before takes them instead of simulating the same timeline
+// again (ZeRO-2 beside ZeRO-1, selective recomputation beside none under fused attention: 173 of
+// the 272 candidates the 16,384-GPU Llama 3.1 405B search ranks).
+struct TimingKeyHash {
+  size_t operator()(const Strategy& s) const {
+    size_t h = 0;
+    for (int64_t x :
+         {int64_t{s.tp}, int64_t{s.pp}, int64_t{s.dp}, int64_t{s.cp}, int64_t{s.ep}, s.micro_batch,
+          static_cast<int64_t>(s.schedule), int64_t{s.virtual_stages},
+          static_cast<int64_t>(s.recompute), int64_t{s.sequence_parallel}, int64_t{s.zero_stage},
+          static_cast<int64_t>(s.offload), int64_t{s.dp_overlap}}) {
+      h = h * 1000003u ^ std::hash<int64_t>{}(x);
+    }
+    return h;
+  }
+};
+using TimingMemo = std::unordered_map<Strategy, CandidateResult, TimingKeyHash>;
+// Entries kept (a few hundred bytes each); the memo is emptied when it would grow past them.
+constexpr size_t kTimingMemoCapacity = 16384;
+
+class PrunedSearch {
+ public:
+  PrunedSearch(const ModelConfig& model, const ClusterConfig& cluster, const CostModel& costs,
+               const SearchOptions& options)
+      : model_(model),
+        cluster_(cluster),
+        costs_(costs),
+        options_(options),
+        tier_(model, cluster, costs, options.memory_headroom, cache_),
+        workers_(resolveThreads(options.threads)),
+        shares_(workers_) {}
+
+  void runPass();  // pruned_search_pass.cpp
+  // pruned_search.cpp
+  bool endPass();
+  SearchReport finish();
+
+ private:
+  // A valid candidate waiting for the closed-form tier: a worker evaluates them kClosedFormBlock
+  // at a time, not between the enumeration's steps (their memory is the tier's, not the
+  // enumeration's, and interleaving them cost ~10% of the time at one thread).
+  struct Waiting {
+    size_t index = 0;
+    Strategy strategy;
+  };
+  // One worker's part of a pass: its workspace (kept across passes), pool and counts.
+  struct Share {
+    std::vector<Waiting> waiting;
+    ClosedFormTier::Workspace workspace;
+    std::set<Pending, ByBound> pool;
+    PoolKey ceiling;  // the least key this worker set aside
+    size_t set_aside = 0, pruned = 0;
+    int64_t closed_form = 0, oom = 0, ok = 0;
+    // The first pass's invalid candidates (counts, rules, the first example of each rule) and the
+    // index of each rule's example; the closest OOM candidate and its index.
+    SearchReport invalid;
+    std::map<std::string, size_t> example_index;
+    std::optional<CandidateResult> closest_oom;
+    size_t closest_oom_index = 0;
+
+    void startPass() {
+      waiting.clear();
+      pool.clear();
+      ceiling = PoolKey{};
+      set_aside = pruned = 0;
+    }
+  };
+
+  // pruned_search_pass.cpp
+  void visit(Share& share, size_t index, Candidate&& c, double bound_limit) const;
+  void evaluateWaiting(Share& share, double bound_limit) const;
+  void evaluateOne(Share& share, size_t index, Strategy&& strategy, double bound_limit) const;
+  void mergeShare(Share& share);
+  // pruned_search.cpp
+  double limit() const;
+  static Ranked rankedRow(const Pending& candidate, const CandidateResult& timing);
+  Simulated simulateOne(const Pending& candidate, double limit_us) const;
+  static CandidateResult oomRow(const Strategy& strategy, const ClosedFormResult& closed);
+  bool simulateRound();
+
+  const ModelConfig& model_;
+  const ClusterConfig& cluster_;
+  const CostModel& costs_;
+  const SearchOptions& options_;
+  mutable PlanCache cache_{8};
+  ClosedFormTier tier_;
+  unsigned workers_;
+  std::vector<Share> shares_;  // one per worker thread
+  std::set<Pending, ByBound> pool_;  // keys in [floor_, ceiling_), at most pool_capacity_
+  size_t pool_capacity_ = std::max<size_t>(options_.pool_capacity, 1);
+  // This pass's range of pool keys: below floor_ an earlier pass decided; from ceiling_ up,
+  // set_aside_ fitting candidates wait for the next pass (ceiling_ only falls within a pass).
+  PoolKey floor_{-std::numeric_limits<double>::infinity(), 0};
+  PoolKey ceiling_;
+  size_t set_aside_ = 0;
+  size_t pruned_in_pass_ = 0;  // by the threshold on joining the pool
+  int pass_ = 0;
+  std::vector<Ranked> top_;  // best first, at most top_k
+  TimingMemo memo_;
+  // Timing keys whose timeline before link sharing ended after the threshold of their round.
+  std::unordered_set<Strategy, TimingKeyHash> slower_;
+  EventTable missing_;
+  SearchReport report_;
+  // The first pass's invalid candidates, merged over the workers, and each rule's example's index.
+  SearchReport invalid_;
+  std::map<std::string, size_t> example_index_;
+  size_t closest_oom_index_ = 0;
+};
+
+}  // namespace evsim::pruned
