@@ -93,7 +93,7 @@ const std::vector<std::string>& computeOpNames();
 
 // What computes an op: its family and whether it is a backward pass. The backends' kernel
 // factories (kernels/cpu, kernels/cuda) switch on the family, so the op list lives once, in the
-// table of events/event.cpp, beside each op's dims and cost rule.
+// table of events/compute_op_rules.cpp, beside each op's dims and cost rule.
 enum class OpFamily {
   kGemm,
   kSoftmax,

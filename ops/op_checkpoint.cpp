@@ -1,14 +1,14 @@
 // torchtitan's per-op selective activation checkpointing (activation_checkpoint.py, ac mode
 // "selective" with selective_ac_option "op"), for a dense block of attention and MLP with flash
-// attention (plan/strategy.cpp refuses other blocks). Each block runs under a checkpoint whose
-// policy saves the outputs of the ops in its save list (matmuls, the attention kernels, the
-// functional reduce-scatter) except every second matmul, counted in forward order per block. In
-// torchtitan's Llama the matmuls are wq 1, wk 2, wv 3, wo 4, then w1 5, w3 6, w2 7 (SwiGLU) or fc1
-// 5, fc2 6 (GELU): the odd ones are kept. Between the forward and the backward a block therefore
-// holds its input and those outputs; before its backward it re-runs every other forward op (norms,
-// the even matmuls, RoPE, the activation, residual adds, the SP all-gathers), reading the saved
-// outputs instead of recomputing them. eventsim fuses wq/wk/wv into one QKV GEMM and w1/w3 into one
-// FC1 GEMM, so the recomputed wk and w3 are GEMMs of those parts' widths.
+// attention (plan/strategy_technique_checks.cpp refuses other blocks). Each block runs under a
+// checkpoint whose policy saves the outputs of the ops in its save list (matmuls, the attention
+// kernels, the functional reduce-scatter) except every second matmul, counted in forward order per
+// block. In torchtitan's Llama the matmuls are wq 1, wk 2, wv 3, wo 4, then w1 5, w3 6, w2 7
+// (SwiGLU) or fc1 5, fc2 6 (GELU): the odd ones are kept. Between the forward and the backward a
+// block therefore holds its input and those outputs; before its backward it re-runs every other
+// forward op (norms, the even matmuls, RoPE, the activation, residual adds, the SP all-gathers),
+// reading the saved outputs instead of recomputing them. eventsim fuses wq/wk/wv into one QKV GEMM
+// and w1/w3 into one FC1 GEMM, so the recomputed wk and w3 are GEMMs of those parts' widths.
 
 #include "ops/layer_ops.h"
 

@@ -8,7 +8,7 @@
 // is what the DP all-reduce / reduce-scatter sends (4 bytes per parameter; the memory model
 // already holds that fp32 buffer). fp16 models reduce in fp16 (no such default). The Llama 3
 // paper (sec. 3.3.2, numerical stability) reduce-scatters gradients in FP32 too. FSDP's fp32 reduce_dtype is set
-// where its collectives are built (plan_core.cpp).
+// where its collectives are built (plan_core.cpp, finish_plan.cpp).
 //
 // Optimizer step under --framework fsdp (torchtitan): clip_grad_norm_ (training.max_norm 1.0;
 // foreach on CUDA whatever the optimizer's implementation), then torch.optim.AdamW as

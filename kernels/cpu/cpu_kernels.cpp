@@ -251,7 +251,7 @@ class HostCopyKernel final : public ComputeKernel {
 
 }  // namespace
 
-// One case per op family of events/event.cpp's op table (computeOpKind).
+// One case per op family of events/compute_op_rules.cpp's op table (computeOpKind).
 std::unique_ptr<ComputeKernel> makeCpuKernel(const Event& event, uint64_t seed) {
   const ComputeOpKind kind = computeOpKind(event, "CPU");
   checkKernelDType(event, kind, "CPU");

@@ -1,7 +1,8 @@
 #pragma once
 // CPU ComputeKernel wrappers of the Llama-style ops (RMSNorm, SwiGLU, RoPE, fused attention),
 // called by makeCpuKernel's switch (cpu_kernels.cpp). Each owns float32 buffers sized as the op's
-// memory rule in events/event.cpp counts them, filled with random values at construction.
+// memory rule in events/compute_op_rules.cpp counts them, filled with random values at
+// construction.
 
 #include <cstdint>
 #include <memory>

@@ -1,7 +1,7 @@
 #pragma once
 // CPU ComputeKernel wrappers of the mixture-of-experts routing ops (moe_router_fwd/bwd,
 // moe_permute, moe_unpermute), called by makeCpuKernel's switch (cpu_kernels.cpp). Buffers are
-// float32, sized as the ops' memory rules in events/event.cpp count them.
+// float32, sized as the ops' memory rules in events/compute_op_rules.cpp count them.
 
 #include <cstdint>
 #include <memory>

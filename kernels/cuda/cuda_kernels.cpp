@@ -281,7 +281,7 @@ class HostCopyKernel final : public CudaKernelBase {
 
 }  // namespace
 
-// One case per op family of events/event.cpp's op table (computeOpKind).
+// One case per op family of events/compute_op_rules.cpp's op table (computeOpKind).
 std::unique_ptr<ComputeKernel> makeCudaKernel(const Event& event, void* cuda_stream,
                                               uint64_t seed) {
   const ComputeOpKind kind = computeOpKind(event, "CUDA");
