@@ -103,8 +103,10 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       std::vector<double>(capacity.size(), 0), std::vector<double>(capacity.size(), 0), {}};
   // Per flow in flight (its slot: InFlight) its rate, the standalone time it had left when its
   // rate last changed (at `since_us`: flows whose rates an event leaves alone are not touched),
-  // the event that last reached it and the version of its projected end.
-  std::vector<int> slot_of(n, -1), free_slots;
+  // the event that last reached it and the version of its projected end. Before a flow starts,
+  // its entry of `slot_of` holds what `alone` reads of it instead (freeUntil below): one array
+  // per flow, not two (issue 34: memory).
+  std::vector<int> slot_of(n), free_slots;
   int slots = 0;
   InFlight<double> rate(slot_of, 0), remaining_us(slot_of, 0), since_us(slot_of, 0);
   InFlight<int> seen_at(slot_of, -1), version(slot_of, 0);
@@ -146,30 +148,38 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   };
   // A flow that finds its resources empty and ends before the next flow on any of them starts
   // runs alone at its demand throughout: it ends on time and takes no event (most flows: a
-  // pipeline's sends rarely meet).
-  std::vector<double> next_start_on(capacity.size(), kInf), free_until(n);
-  for (size_t f = n; f-- > 0;) {
-    double until = kInf;
-    for (const LinkUse& u : flows.usesOf(static_cast<int>(f))) {
-      until = std::min(until, next_start_on[u.resource]);
-      next_start_on[u.resource] = flows.startUs(f);
+  // pipeline's sends rarely meet). Until it starts, `slot_of` holds that next flow's number (n:
+  // none; flows are numbered in start order, so the lowest number is the earliest start).
+  {
+    const int none = static_cast<int>(n);
+    std::vector<int> next_on(capacity.size(), none);
+    for (size_t f = n; f-- > 0;) {
+      int until = none;
+      for (const LinkUse& u : flows.usesOf(static_cast<int>(f))) {
+        until = std::min(until, next_on[u.resource]);
+        next_on[u.resource] = static_cast<int>(f);
+      }
+      slot_of[f] = until;
     }
-    free_until[f] = until;
   }
+  auto freeUntil = [&](int f) {
+    const int until = slot_of[static_cast<size_t>(f)];
+    return static_cast<size_t>(until) < n ? flows.startUs(until) : kInf;
+  };
   // Followers released by the end of the flow they follow, by start (then number).
   std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>
       released;
-  // Chains: a follower starts at or after its own start_us, so free_until (which sees every later
+  // Chains: a follower starts at or after its own start_us, so freeUntil (which sees every later
   // flow at its own start_us) bounds the flows numbered after a flow; but a follower numbered
   // before it may still be waiting for the flow it follows and start inside its run. So from the
   // start of the flow before it until its own start, a follower and the rest of its chain hold
   // their resources as `waiting` (the chain's tail: a chain's collectives may use different
   // links), and a flow on a resource with a waiting follower of another chain is not alone.
-  std::vector<int> waiting(capacity.size(), 0), tail_first, tail_end, tail;
-  std::vector<char> on_time(n, 0);  // a follower released at its own start_us (see `alone`)
+  // A follower's tail is `tail` from tail_at[f] to the next -1 (0: an empty one).
+  std::vector<int> waiting(capacity.size(), 0), tail_at, tail{-1};
+  std::vector<bool> on_time(n, false);  // a follower released at its own start_us (see `alone`)
   if (flows.chained) {
-    tail_first.assign(n, 0);
-    tail_end.assign(n, 0);
+    tail_at.assign(n, 0);
     std::vector<int> chain, t;
     for (size_t head = 0; head < n; ++head) {
       if (follows[head] || flows.follower[head] < 0) continue;
@@ -179,36 +189,40 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
         const int f = chain[c];
         const int g = c + 1 < chain.size() ? chain[c + 1] : -1;
         const auto in_tail = [&](int r) {
-          return g >= 0 && std::find(tail.begin() + tail_first[g], tail.begin() + tail_end[g], r) !=
-                               tail.begin() + tail_end[g];
+          if (g < 0) return false;
+          for (size_t i = static_cast<size_t>(tail_at[g]); tail[i] >= 0; ++i) {
+            if (tail[i] == r) return true;
+          }
+          return false;
         };
         const std::span<const LinkUse> uses = flows.usesOf(f);
         if (std::all_of(uses.begin(), uses.end(),
                         [&](const LinkUse& u) { return in_tail(u.resource); })) {
-          tail_first[f] = tail_first[g];  // a chain over the same links: its follower's tail
-          tail_end[f] = tail_end[g];
+          tail_at[f] = tail_at[g];  // a chain over the same links: its follower's tail
           continue;
         }
         t.clear();
         for (const LinkUse& u : uses) t.push_back(u.resource);
-        if (g >= 0) t.insert(t.end(), tail.begin() + tail_first[g], tail.begin() + tail_end[g]);
+        for (size_t i = g >= 0 ? static_cast<size_t>(tail_at[g]) : 0; tail[i] >= 0; ++i) {
+          t.push_back(tail[i]);
+        }
         std::sort(t.begin(), t.end());
         t.erase(std::unique(t.begin(), t.end()), t.end());
-        tail_first[f] = static_cast<int>(tail.size());
+        tail_at[f] = static_cast<int>(tail.size());
         tail.insert(tail.end(), t.begin(), t.end());
-        tail_end[f] = static_cast<int>(tail.size());
+        tail.push_back(-1);
       }
     }
   }
   auto hold = [&](int f, int by) {
-    for (int i = tail_first[f]; i < tail_end[f]; ++i) waiting[tail[i]] += by;
+    for (size_t i = static_cast<size_t>(tail_at[f]); tail[i] >= 0; ++i) waiting[tail[i]] += by;
   };
   // Called as `f` starts at `now`: whether it runs alone throughout (then it is done); the
   // waiting marks move along its chain.
   auto alone = [&](int f) {
     if (flows.chained && follows[f]) hold(f, -1);
     const double end = now + flows.durationUs(f);
-    bool free = free_until[f] >= end;
+    bool free = freeUntil(f) >= end;
     for (const LinkUse& u : flows.usesOf(f)) {
       if (!free) break;
       free = on[u.resource].empty() && (!flows.chained || waiting[u.resource] == 0);
@@ -222,7 +236,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       // as if it followed nothing (the same time and order the release queue would give it).
       const double at = std::max(flows.startUs(g), end + flows.gapUs(g, f));
       if (at == flows.startUs(g) && static_cast<size_t>(g) >= next) {
-        on_time[g] = 1;
+        on_time[g] = true;
       } else {
         released.push({at, g});
       }
