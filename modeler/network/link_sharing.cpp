@@ -7,159 +7,19 @@
 #include <queue>
 
 #include "common/error.h"
+#include "modeler/network/max_min_fill.h"
+#include "modeler/network/sharing_flows.h"
 
 namespace evsim {
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-bool shares(const FlowList::Shape& s) {
-  return s.use_count > 0 && s.bytes > 0 && s.duration_us > 0;
-}
-
-// The flows that share, numbered in order of start time (ties in the callers' order: a stable
-// sort's order). Each is read through the caller's list (its start, its shape), and what flows of
-// one shape share (time alone, demand, resources) through the shape: ~10^6 flows of a few hundred
-// shapes (FlowList), and no copy per flow (issue 34: memory).
-struct Flows {
-  const FlowList* list = nullptr;
-  std::vector<int> index;                               // the caller's index of each
-  std::vector<double> shape_duration_us, shape_demand;  // per shape
-  std::vector<int> follower;  // the flow that starts when this one ends (SharedFlow::after), or -1
-  bool chained = false;
-  double startUs(int f) const { return list->startUs(static_cast<size_t>(index[f])); }
-  int shape(int f) const { return list->shapeOf(static_cast<size_t>(index[f])); }
-  std::span<const LinkUse> usesOf(int f) const { return list->uses(shape(f)); }
-  double durationUs(int f) const { return shape_duration_us[shape(f)]; }
-  double demand(int f) const { return shape_demand[shape(f)]; }
-  // A follower's standalone gap after the flow `p` it follows.
-  double gapUs(int g, int p) const {
-    return std::max(0.0, startUs(g) - startUs(p) - durationUs(p));
-  }
-  size_t size() const { return index.size(); }
-};
-
-// The order of start times without a full sort: callers list flows as runs already in time
-// order (a device's sends, its DP stream), so the maximal runs are merged pairwise (each merge
-// stable, left first on ties: a stable sort's order, ties in the callers' order). The same walk
-// over the callers' flows sets every flow's standalone end in `end_us`.
-std::vector<int> startOrder(const FlowList& flows, std::vector<double>& end_us) {
-  std::vector<int> keys, merged;  // the caller's indices (their starts read from `flows`)
-  std::vector<size_t> runs;       // where each run of rising start times begins, then the end
-  keys.reserve(flows.size());
-  double last_start_us = 0;
-  for (size_t f = 0; f < flows.size(); ++f) {
-    const FlowList::Shape& shape = flows.shape(flows.shapeOf(f));
-    const double start_us = flows.startUs(f);
-    end_us[f] = start_us + shape.duration_us;
-    if (!shares(shape)) continue;
-    if (keys.empty() || start_us < last_start_us) runs.push_back(keys.size());
-    keys.push_back(static_cast<int>(f));
-    last_start_us = start_us;
-  }
-  runs.push_back(keys.size());
-  merged.resize(keys.size());
-  auto earlier = [&](int a, int b) {
-    return flows.startUs(static_cast<size_t>(a)) < flows.startUs(static_cast<size_t>(b));
-  };
-  while (runs.size() > 2) {
-    std::vector<size_t> joined;
-    for (size_t r = 0; r + 1 < runs.size(); r += 2) {
-      joined.push_back(runs[r]);
-      const size_t mid = runs[r + 1], end = r + 2 < runs.size() ? runs[r + 2] : mid;
-      std::merge(keys.begin() + runs[r], keys.begin() + mid, keys.begin() + mid, keys.begin() + end,
-                 merged.begin() + runs[r], earlier);
-    }
-    joined.push_back(keys.size());
-    keys.swap(merged);
-    runs = std::move(joined);
-  }
-  return keys;
-}
-
-// Per-resource and per-flow scratch of the fill, kept across calls (zero between them).
-struct Scratch {
-  std::vector<double> used, users;
-  std::vector<char> frozen;
-};
-
-// What the event loop keeps of a flow in flight, in a slot the flow holds from its start to its
-// end and then hands on (issue 34: ~10^6 flows of which a few dozen are in flight at once; the
-// loop's arrays per flow were most of a simulation's memory). Indexed by the flow's number.
-template <typename T>
-class InFlight {
- public:
-  InFlight(const std::vector<int>& slot_of, T initial) : slot_of_(slot_of), initial_(initial) {}
-  // Slot `slot` taken by a flow: its value starts over (kept: counters that must keep rising).
-  void reset(int slot, bool keep = false) {
-    if (static_cast<size_t>(slot) >= at_.size())
-      at_.resize(static_cast<size_t>(slot) + 1, initial_);
-    if (!keep) at_[static_cast<size_t>(slot)] = initial_;
-  }
-  T& operator[](int f) { return at_[static_cast<size_t>(slot_of_[static_cast<size_t>(f)])]; }
-
- private:
-  const std::vector<int>& slot_of_;
-  T initial_;
-  std::vector<T> at_;
-};
-
-// The max-min fair rates (bytes/us) of the `active` flows into `rate`.
-template <typename Rate>
-void fill(const Flows& flows, std::span<const double> capacity, const std::vector<int>& active,
-          Rate& rate, Scratch& scratch) {
-  auto demand = [&](int f) { return flows.demand(f); };
-  if (active.size() == 1) {  // alone: its demand (the capacity is at least that)
-    rate[active[0]] = demand(active[0]);
-    return;
-  }
-  std::vector<double>& used = scratch.used;
-  std::vector<double>& users = scratch.users;
-  std::vector<char>& frozen = scratch.frozen;
-  frozen.assign(active.size(), 0);
-  for (int f : active) {
-    rate[f] = 0;
-    for (const LinkUse& u : flows.usesOf(f)) users[u.resource] += u.copies;
-  }
-  double level = 0;
-  size_t left = active.size();
-  while (left > 0) {
-    // The next step: the first unfrozen flow to reach its demand, or resource to fill up.
-    double step = kInf;
-    for (size_t i = 0; i < active.size(); ++i) {
-      if (frozen[i]) continue;
-      const int f = active[i];
-      step = std::min(step, demand(f) - level);
-      for (const LinkUse& u : flows.usesOf(f)) {
-        step = std::min(step, (capacity[u.resource] - used[u.resource]) / users[u.resource]);
-      }
-    }
-    step = std::max(step, 0.0);
-    level += step;
-    for (size_t i = 0; i < active.size(); ++i) {
-      if (frozen[i]) continue;
-      for (const LinkUse& u : flows.usesOf(active[i])) used[u.resource] += step * u.copies;
-    }
-    // Freeze flows at their demand or on a full resource (relative tolerance: rounding).
-    for (size_t i = 0; i < active.size(); ++i) {
-      if (frozen[i]) continue;
-      const int f = active[i];
-      bool stop = level >= demand(f) * (1 - 1e-12);
-      for (const LinkUse& u : flows.usesOf(f)) {
-        stop = stop || used[u.resource] >= capacity[u.resource] * (1 - 1e-12);
-      }
-      if (!stop) continue;
-      frozen[i] = 1;
-      --left;
-      rate[f] = std::min(level, demand(f));
-      for (const LinkUse& u : flows.usesOf(f)) users[u.resource] -= u.copies;
-    }
-  }
-  for (int f : active) {
-    for (const LinkUse& u : flows.usesOf(f)) used[u.resource] = users[u.resource] = 0;
-  }
-}
+using sharing::Flows;
+using sharing::InFlight;
+using sharing::kInf;
+using sharing::Scratch;
+using sharing::fill;
+using sharing::startOrder;
 
 void addLoad(std::vector<LoadSegment>& segments, double start, double end, double bytes_per_us) {
   if (end <= start) return;
@@ -180,67 +40,6 @@ struct Finish {
 };
 
 }  // namespace
-
-int flowLoads(const SharedFlow& flow, std::vector<double>& capacity, FlowLoads& at) {
-  if (flow.uses.empty() || flow.bytes <= 0 || flow.duration_us <= 0) return 0;
-  const double demand = flow.bytes / flow.duration_us;
-  int count = 0;
-  for (const LinkUse& u : flow.uses) {
-    const size_t r = static_cast<size_t>(u.resource);
-    EVSIM_CHECK(u.resource >= 0 && r < capacity.size() && u.copies > 0,
-                "a flow uses resource {} x{} of {}", u.resource, u.copies, capacity.size());
-    capacity[r] = std::max(capacity[r], demand * u.copies);
-    at[static_cast<size_t>(count++)] = {r, demand * u.copies};
-  }
-  return count;
-}
-
-LinkUses::LinkUses(std::initializer_list<LinkUse> uses) {
-  for (const LinkUse& u : uses) push_back(u);
-}
-
-void LinkUses::push_back(LinkUse use) {
-  EVSIM_CHECK(size_ < kMax, "a flow over more than {} links", kMax);
-  at_[size_++] = use;
-}
-
-int FlowList::addShape(double duration_us, double bytes, const LinkUses& uses) {
-  shapes_.push_back({duration_us, bytes, static_cast<uint32_t>(uses_.size()),
-                     static_cast<uint32_t>(uses.size())});
-  uses_.insert(uses_.end(), uses.begin(), uses.end());
-  return static_cast<int>(shapes_.size()) - 1;
-}
-
-int FlowList::add(double start_us, int shape, int after) {
-  EVSIM_CHECK(shape >= 0 && static_cast<size_t>(shape) < shapes_.size(), "flow of shape {} of {}",
-              shape, shapes_.size());
-  start_us_.push_back(start_us);
-  shape_.push_back(shape);
-  after_.push_back(after);
-  return static_cast<int>(start_us_.size()) - 1;
-}
-
-void FlowList::reserve(size_t flows) {
-  start_us_.reserve(flows);
-  shape_.reserve(flows);
-  after_.reserve(flows);
-}
-
-FlowList FlowList::of(std::span<const SharedFlow> flows) {
-  FlowList out;
-  out.reserve(flows.size());
-  for (const SharedFlow& f : flows) {
-    out.add(f.start_us, out.addShape(f.duration_us, f.bytes, f.uses), f.after);
-  }
-  return out;
-}
-
-SharedFlow FlowList::flow(size_t f) const {
-  const Shape& s = shape(shape_[f]);
-  SharedFlow out{start_us_[f], s.duration_us, s.bytes, {}, after_[f]};
-  for (const LinkUse& u : uses(shape_[f])) out.uses.push_back(u);
-  return out;
-}
 
 SharingResult shareLinks(std::span<const SharedFlow> input,
                          std::span<const double> capacity_bytes_per_us, bool record_load) {
@@ -304,8 +103,10 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       std::vector<double>(capacity.size(), 0), std::vector<double>(capacity.size(), 0), {}};
   // Per flow in flight (its slot: InFlight) its rate, the standalone time it had left when its
   // rate last changed (at `since_us`: flows whose rates an event leaves alone are not touched),
-  // the event that last reached it and the version of its projected end.
-  std::vector<int> slot_of(n, -1), free_slots;
+  // the event that last reached it and the version of its projected end. Before a flow starts,
+  // its entry of `slot_of` holds what `alone` reads of it instead (freeUntil below): one array
+  // per flow, not two (issue 34: memory).
+  std::vector<int> slot_of(n), free_slots;
   int slots = 0;
   InFlight<double> rate(slot_of, 0), remaining_us(slot_of, 0), since_us(slot_of, 0);
   InFlight<int> seen_at(slot_of, -1), version(slot_of, 0);
@@ -347,30 +148,38 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   };
   // A flow that finds its resources empty and ends before the next flow on any of them starts
   // runs alone at its demand throughout: it ends on time and takes no event (most flows: a
-  // pipeline's sends rarely meet).
-  std::vector<double> next_start_on(capacity.size(), kInf), free_until(n);
-  for (size_t f = n; f-- > 0;) {
-    double until = kInf;
-    for (const LinkUse& u : flows.usesOf(static_cast<int>(f))) {
-      until = std::min(until, next_start_on[u.resource]);
-      next_start_on[u.resource] = flows.startUs(f);
+  // pipeline's sends rarely meet). Until it starts, `slot_of` holds that next flow's number (n:
+  // none; flows are numbered in start order, so the lowest number is the earliest start).
+  {
+    const int none = static_cast<int>(n);
+    std::vector<int> next_on(capacity.size(), none);
+    for (size_t f = n; f-- > 0;) {
+      int until = none;
+      for (const LinkUse& u : flows.usesOf(static_cast<int>(f))) {
+        until = std::min(until, next_on[u.resource]);
+        next_on[u.resource] = static_cast<int>(f);
+      }
+      slot_of[f] = until;
     }
-    free_until[f] = until;
   }
+  auto freeUntil = [&](int f) {
+    const int until = slot_of[static_cast<size_t>(f)];
+    return static_cast<size_t>(until) < n ? flows.startUs(until) : kInf;
+  };
   // Followers released by the end of the flow they follow, by start (then number).
   std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>
       released;
-  // Chains: a follower starts at or after its own start_us, so free_until (which sees every later
+  // Chains: a follower starts at or after its own start_us, so freeUntil (which sees every later
   // flow at its own start_us) bounds the flows numbered after a flow; but a follower numbered
   // before it may still be waiting for the flow it follows and start inside its run. So from the
   // start of the flow before it until its own start, a follower and the rest of its chain hold
   // their resources as `waiting` (the chain's tail: a chain's collectives may use different
   // links), and a flow on a resource with a waiting follower of another chain is not alone.
-  std::vector<int> waiting(capacity.size(), 0), tail_first, tail_end, tail;
-  std::vector<char> on_time(n, 0);  // a follower released at its own start_us (see `alone`)
+  // A follower's tail is `tail` from tail_at[f] to the next -1 (0: an empty one).
+  std::vector<int> waiting(capacity.size(), 0), tail_at, tail{-1};
+  std::vector<bool> on_time(n, false);  // a follower released at its own start_us (see `alone`)
   if (flows.chained) {
-    tail_first.assign(n, 0);
-    tail_end.assign(n, 0);
+    tail_at.assign(n, 0);
     std::vector<int> chain, t;
     for (size_t head = 0; head < n; ++head) {
       if (follows[head] || flows.follower[head] < 0) continue;
@@ -380,36 +189,40 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
         const int f = chain[c];
         const int g = c + 1 < chain.size() ? chain[c + 1] : -1;
         const auto in_tail = [&](int r) {
-          return g >= 0 && std::find(tail.begin() + tail_first[g], tail.begin() + tail_end[g], r) !=
-                               tail.begin() + tail_end[g];
+          if (g < 0) return false;
+          for (size_t i = static_cast<size_t>(tail_at[g]); tail[i] >= 0; ++i) {
+            if (tail[i] == r) return true;
+          }
+          return false;
         };
         const std::span<const LinkUse> uses = flows.usesOf(f);
         if (std::all_of(uses.begin(), uses.end(),
                         [&](const LinkUse& u) { return in_tail(u.resource); })) {
-          tail_first[f] = tail_first[g];  // a chain over the same links: its follower's tail
-          tail_end[f] = tail_end[g];
+          tail_at[f] = tail_at[g];  // a chain over the same links: its follower's tail
           continue;
         }
         t.clear();
         for (const LinkUse& u : uses) t.push_back(u.resource);
-        if (g >= 0) t.insert(t.end(), tail.begin() + tail_first[g], tail.begin() + tail_end[g]);
+        for (size_t i = g >= 0 ? static_cast<size_t>(tail_at[g]) : 0; tail[i] >= 0; ++i) {
+          t.push_back(tail[i]);
+        }
         std::sort(t.begin(), t.end());
         t.erase(std::unique(t.begin(), t.end()), t.end());
-        tail_first[f] = static_cast<int>(tail.size());
+        tail_at[f] = static_cast<int>(tail.size());
         tail.insert(tail.end(), t.begin(), t.end());
-        tail_end[f] = static_cast<int>(tail.size());
+        tail.push_back(-1);
       }
     }
   }
   auto hold = [&](int f, int by) {
-    for (int i = tail_first[f]; i < tail_end[f]; ++i) waiting[tail[i]] += by;
+    for (size_t i = static_cast<size_t>(tail_at[f]); tail[i] >= 0; ++i) waiting[tail[i]] += by;
   };
   // Called as `f` starts at `now`: whether it runs alone throughout (then it is done); the
   // waiting marks move along its chain.
   auto alone = [&](int f) {
     if (flows.chained && follows[f]) hold(f, -1);
     const double end = now + flows.durationUs(f);
-    bool free = free_until[f] >= end;
+    bool free = freeUntil(f) >= end;
     for (const LinkUse& u : flows.usesOf(f)) {
       if (!free) break;
       free = on[u.resource].empty() && (!flows.chained || waiting[u.resource] == 0);
@@ -423,7 +236,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       // as if it followed nothing (the same time and order the release queue would give it).
       const double at = std::max(flows.startUs(g), end + flows.gapUs(g, f));
       if (at == flows.startUs(g) && static_cast<size_t>(g) >= next) {
-        on_time[g] = 1;
+        on_time[g] = true;
       } else {
         released.push({at, g});
       }

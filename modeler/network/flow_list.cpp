@@ -1,0 +1,71 @@
+// Flows held compactly and one flow's loads alone; link_sharing.h.
+#include "modeler/network/link_sharing.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace evsim {
+
+int flowLoads(const SharedFlow& flow, std::vector<double>& capacity, FlowLoads& at) {
+  if (flow.uses.empty() || flow.bytes <= 0 || flow.duration_us <= 0) return 0;
+  const double demand = flow.bytes / flow.duration_us;
+  int count = 0;
+  for (const LinkUse& u : flow.uses) {
+    const size_t r = static_cast<size_t>(u.resource);
+    EVSIM_CHECK(u.resource >= 0 && r < capacity.size() && u.copies > 0,
+                "a flow uses resource {} x{} of {}", u.resource, u.copies, capacity.size());
+    capacity[r] = std::max(capacity[r], demand * u.copies);
+    at[static_cast<size_t>(count++)] = {r, demand * u.copies};
+  }
+  return count;
+}
+
+LinkUses::LinkUses(std::initializer_list<LinkUse> uses) {
+  for (const LinkUse& u : uses) push_back(u);
+}
+
+void LinkUses::push_back(LinkUse use) {
+  EVSIM_CHECK(size_ < kMax, "a flow over more than {} links", kMax);
+  at_[size_++] = use;
+}
+
+int FlowList::addShape(double duration_us, double bytes, const LinkUses& uses) {
+  shapes_.push_back({duration_us, bytes, static_cast<uint32_t>(uses_.size()),
+                     static_cast<uint32_t>(uses.size())});
+  uses_.insert(uses_.end(), uses.begin(), uses.end());
+  return static_cast<int>(shapes_.size()) - 1;
+}
+
+int FlowList::add(double start_us, int shape, int after) {
+  EVSIM_CHECK(shape >= 0 && static_cast<size_t>(shape) < shapes_.size(), "flow of shape {} of {}",
+              shape, shapes_.size());
+  start_us_.push_back(start_us);
+  shape_.push_back(shape);
+  after_.push_back(after);
+  return static_cast<int>(start_us_.size()) - 1;
+}
+
+void FlowList::reserve(size_t flows) {
+  start_us_.reserve(flows);
+  shape_.reserve(flows);
+  after_.reserve(flows);
+}
+
+FlowList FlowList::of(std::span<const SharedFlow> flows) {
+  FlowList out;
+  out.reserve(flows.size());
+  for (const SharedFlow& f : flows) {
+    out.add(f.start_us, out.addShape(f.duration_us, f.bytes, f.uses), f.after);
+  }
+  return out;
+}
+
+SharedFlow FlowList::flow(size_t f) const {
+  const Shape& s = shape(shape_[f]);
+  SharedFlow out{start_us_[f], s.duration_us, s.bytes, {}, after_[f]};
+  for (const LinkUse& u : uses(shape_[f])) out.uses.push_back(u);
+  return out;
+}
+
+}  // namespace evsim
