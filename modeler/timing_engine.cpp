@@ -193,12 +193,12 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
                        next[s],      device_free[s],
                        busy[s],      slow};
           const size_t first = next[s];
-          const TaskJitter& jitter = input.jitter;
+          auto draw = [&](int vs, Phase phase) { return jitterUs(input.jitter, vs, phase, rng); };
           const int blocked =
-              jittered ? (d.stretch == nullptr ? placeLoneTasks<true, false>(lone, d, jitter, rng)
-                                               : placeLoneTasks<true, true>(lone, d, jitter, rng))
-                       : (d.stretch == nullptr ? placeLoneTasks<false, false>(lone, d, jitter, rng)
-                                               : placeLoneTasks<false, true>(lone, d, jitter, rng));
+              jittered ? (d.stretch == nullptr ? placeLoneTasks<true, false>(lone, d, draw)
+                                               : placeLoneTasks<true, true>(lone, d, draw))
+                       : (d.stretch == nullptr ? placeLoneTasks<false, false>(lone, d, draw)
+                                               : placeLoneTasks<false, true>(lone, d, draw));
           remaining -= d.at - first;
           progressed = progressed || d.at > first;
           next[s] = d.at;
