@@ -75,7 +75,7 @@ struct LoneDevice {
 // template GCC left the call in place (+0.65 M instructions at m = 6,144, P = 16).
 template <bool kJittered, bool kStretched, class Draw>
 [[gnu::always_inline]] static inline int placeLoneTasks(const LoneGraph& g, LoneDevice& d,
-                                                       Draw&& draw) {
+                                                        Draw&& draw) {
   const int* const ids = d.ids;
   const size_t size = d.size;
   const TaskNode* const nodes = g.nodes;

@@ -59,15 +59,15 @@ TEST(LoneTasksTest, JitteredAndStretchedGpipeByHand) {
   costs[1].forward_us = 3, costs[1].backward_us = 5;
   const std::vector<double> forward_us{1.0}, backward_us{0.5};
   std::vector<lone::Output> outputs(graph.nodes.size());
-  const lone::LoneGraph g{graph.nodes.data(),  graph.edges.data(), forward_us.data(),
+  const lone::LoneGraph g{graph.nodes.data(), graph.edges.data(), forward_us.data(),
                           backward_us.data(), costs.data(),       outputs.data()};
   const std::vector<std::vector<double>> stretch{{0.25, 0.5, 0, 0}, {0, 0, 0.75, 0.25}};
   const std::vector<double> slow{1, 2};
   std::vector<std::vector<TaskTiming>> timings(2, std::vector<TaskTiming>(4));
   std::vector<lone::LoneDevice> devices;
   for (int s = 0; s < 2; ++s) {
-    devices.push_back({graph.device_order[s].data(), 4, timings[s].data(), stretch[s].data(), 0, 0.0,
-                       0.0, slow[s]});
+    devices.push_back({graph.device_order[s].data(), 4, timings[s].data(), stretch[s].data(), 0,
+                       0.0, 0.0, slow[s]});
   }
   const std::vector<double> script{0.5, 1, 0.25, 0.75, 0.5, 1.5, 2, 0.125};
   std::vector<std::pair<int, Phase>> drawn;  // (virtual stage, phase) of each draw
