@@ -58,11 +58,12 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
       }
     }
     const std::vector<StageTimeline>& stages = timeline.pipelines[k].stages;
-    // A device's next arrival into `key` from `t` on (its end when none).
+    // A device's next arrival into `key` from `t` on (its end when none). Every timing of a timed
+    // pipeline names its node (timePipeline writes each position): no test for a missing one, two
+    // instructions a task on each of its device's scans (issue 34 item 3).
     const size_t* const key_at = key_of.data();
     auto nextInto = [&](const TaskTiming* t, const TaskTiming* end, size_t key) {
       for (; t != end; ++t) {
-        if (t->node < 0) continue;
         const TaskNode& node = nodes[t->node];
         if (key_at[2 + 2 * node.link + (node.send == Send::kGradient)] == key &&
             !(t->send.end_us <= t->send.start_us)) {

@@ -5,26 +5,20 @@
 #include <random>
 
 #include "common/error.h"
+#include "modeler/lone_tasks.h"
 #include "modeler/overlap_slowdown.h"
 
 namespace evsim {
 
 namespace {
 
-int taskPhaseIndex(Phase phase) {
-  return phase == Phase::kForward ? 0 : phase == Phase::kBackward ? 1 : 2;
-}
-
-double taskUs(const StageCost& cost, Phase phase) {
-  switch (phase) {
-    case Phase::kForward:
-      return cost.forward_us;
-    case Phase::kBackward:
-      return cost.backward_us;
-    default:
-      return cost.weight_grad_us;
-  }
-}
+using lone::jitterUs;
+using lone::LoneDevice;
+using lone::LoneGraph;
+using lone::Output;
+using lone::placeLoneTasks;
+using lone::taskPhaseIndex;
+using lone::taskUs;
 
 // The all-to-all part of a task (StageCost::forward_overlap_us / backward_overlap_us).
 double overlapUs(const StageCost& cost, Phase phase) {
@@ -46,17 +40,6 @@ namespace {
 
 double slowdown(const PipelineCost& links, int device) {
   return links.stage_slowdown.empty() ? 1.0 : links.stage_slowdown[device];
-}
-
-// The extra time of one task under per-op jitter (TaskJitter).
-double jitterUs(const TaskJitter& jitter, int virtual_stage, Phase phase, std::mt19937_64& rng) {
-  if (jitter.sigma <= 0) return 0;
-  std::normal_distribution<double> normal(0.0, 1.0);
-  double extra = 0;
-  for (double op_us : jitter.op_us[virtual_stage][taskPhaseIndex(phase)]) {
-    extra += op_us * jitter.sigma * std::abs(normal(rng));
-  }
-  return extra;
 }
 
 // The DP buckets of one device as the list scheduler sees them (overlap slowdown, the header):
@@ -147,104 +130,6 @@ double gatherBeforeForward(const StageCost& cost, int chunk, double dispatch_us,
   return slowed - plain;
 }
 
-// Per node, when its output can be used (its run's end on its device, its send's end on
-// another); run_end_us < 0 until it is placed (run times are never negative). Read by the
-// consumers instead of the producer's node and timing: a 16-byte load per input edge.
-struct Output {
-  double run_end_us = -1;
-  double send_end_us = 0;
-};
-
-// What placeLoneTasks reads of the graph, the links and the costs, and the outputs it writes: set
-// once per class (issue 34 item 3: a device is resumed about once per task at 1F1B, and these
-// were reloaded at each resume).
-struct LoneGraph {
-  const TaskNode* nodes;
-  const TaskEdge* edges;
-  const double* forward_us;
-  const double* backward_us;
-  const StageCost* stage_costs;
-  Output* outputs;
-};
-
-// One device's state as placeLoneTasks moves it: its order, its timings, its send stretch (null:
-// none), the next position, when it is free, its busy time, its slowdown.
-struct LoneDevice {
-  const int* ids;
-  size_t size;
-  TaskTiming* timings;
-  const double* stretch;
-  size_t at;
-  double free_us;
-  double busy_us;
-  double slow;
-};
-
-// Places the device's lone tasks from d.at on, while nothing is beside them (no DP buckets slowing
-// them, no deferred parameter gathers, no stretch inside them): timePipeline's rules for one
-// member, in the same operations (the same bits), without their loops, until a fused task (d.at
-// left on it, -1 returned) or an input not placed yet (its node returned). kJittered and
-// kStretched: whether jitter is drawn and sends are stretched, branched on once per resume.
-template <bool kJittered, bool kStretched>
-int placeLoneTasks(const LoneGraph& g, LoneDevice& d, const TaskJitter& jitter,
-                   std::mt19937_64& rng) {
-  const int* const ids = d.ids;
-  const size_t size = d.size;
-  const TaskNode* const nodes = g.nodes;
-  Output* const outputs = g.outputs;
-  TaskTiming* const timings = d.timings;
-  const double slow = d.slow;
-  size_t at = d.at;
-  double free_us = d.free_us, busy_us = d.busy_us;
-  int blocked = -1;
-  for (; at < size; ++at) {
-    const int id = ids[at];
-    const TaskNode& node = nodes[id];
-    if (node.fused_size != 1) break;
-    double ready = 0, input_ready = 0;
-    const TaskEdge* e = g.edges + node.first_edge;
-    for (const TaskEdge* end = e + node.edge_count; e != end; ++e) {
-      const Output& from = outputs[e->from];
-      if (from.run_end_us < 0) {
-        blocked = e->from;
-        break;
-      }
-      const double arrival = e->transfer ? from.send_end_us : from.run_end_us;
-      ready = std::max(ready, arrival);
-      if (e->transfer) input_ready = std::max(input_ready, arrival);
-    }
-    if (blocked >= 0) break;
-    const StageTask task = node.task;
-    const int vs = node.virtual_stage;
-    const Send send = node.send;
-    const int link = node.link;
-    const double body_us = taskUs(g.stage_costs[vs], task.phase);
-    double jitter_us = 0.0;
-    if constexpr (kJittered) jitter_us = jitterUs(jitter, vs, task.phase, rng);
-    const double start_us = std::max(free_us, ready);
-    const double end_us = start_us + (body_us + jitter_us) * slow;
-    double send_end_us = end_us;
-    if (send == Send::kActivation) send_end_us += g.forward_us[link];
-    if (send == Send::kGradient) send_end_us += g.backward_us[link];
-    if constexpr (kStretched) send_end_us += d.stretch[at];
-    TaskTiming& t = timings[at];
-    t.task = task;
-    t.node = id;
-    t.input_ready_us = input_ready;
-    t.run = Interval{start_us, end_us};
-    t.overlap_slowdown_us = (body_us - std::max(body_us, 0.0)) * slow;
-    t.send = Interval{end_us, send_end_us};
-    outputs[id] = Output{end_us, send_end_us};
-    busy_us += send_end_us - end_us;
-    busy_us += end_us - start_us;
-    free_us = send_end_us;
-  }
-  d.at = at;
-  d.free_us = free_us;
-  d.busy_us = busy_us;
-  return blocked;
-}
-
 // List-schedules the graph on one pipeline class's links: each device walks its order; a task is
 // placed once all its inputs are placed, so we sweep the devices until every task is.
 PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
@@ -308,12 +193,12 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
                        next[s],      device_free[s],
                        busy[s],      slow};
           const size_t first = next[s];
-          const TaskJitter& jitter = input.jitter;
+          auto draw = [&](int vs, Phase phase) { return jitterUs(input.jitter, vs, phase, rng); };
           const int blocked =
-              jittered ? (d.stretch == nullptr ? placeLoneTasks<true, false>(lone, d, jitter, rng)
-                                               : placeLoneTasks<true, true>(lone, d, jitter, rng))
-                       : (d.stretch == nullptr ? placeLoneTasks<false, false>(lone, d, jitter, rng)
-                                               : placeLoneTasks<false, true>(lone, d, jitter, rng));
+              jittered ? (d.stretch == nullptr ? placeLoneTasks<true, false>(lone, d, draw)
+                                               : placeLoneTasks<true, true>(lone, d, draw))
+                       : (d.stretch == nullptr ? placeLoneTasks<false, false>(lone, d, draw)
+                                               : placeLoneTasks<false, true>(lone, d, draw));
           remaining -= d.at - first;
           progressed = progressed || d.at > first;
           next[s] = d.at;
