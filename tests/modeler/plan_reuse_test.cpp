@@ -305,8 +305,8 @@ TEST(PlanCoreKey, ResetsOnlyWhatFinishingReads) {
     return planCoreKey(s);
   };
   const PlanCache::CoreKey key = planCoreKey(base);
-  // Shared: ZeRO 0/1/2, overlap and bucket size, global batch, the non-interleaved schedules.
-  EXPECT_EQ(with([](Strategy& s) { s.zero_stage = 2; }), key);
+  // Shared: ZeRO 0/1, overlap and bucket size, global batch, the non-interleaved schedules.
+  EXPECT_EQ(with([](Strategy& s) { s.zero_stage = 1; }), key);
   EXPECT_EQ(with([](Strategy& s) { s.dp_overlap = true; }), key);
   EXPECT_EQ(with([](Strategy& s) { s.dp_bucket_bytes = 1 << 20; }), key);
   EXPECT_EQ(with([](Strategy& s) { s.global_batch = 128; }), key);
@@ -323,6 +323,14 @@ TEST(PlanCoreKey, ResetsOnlyWhatFinishingReads) {
   EXPECT_EQ(with([](Strategy& s) { s.offload = Offload::kBoth; }), activations);
   // Apart: ZeRO-3, the interleaved schedule (and its v), shapes, techniques, splits.
   EXPECT_NE(with([](Strategy& s) { s.zero_stage = 3; }), key);
+  // ZeRO-2's bucket reductions are in the op lists (plan/zero2_buckets.h): a core of its own,
+  // apart again by overlap (their overlap_ops), bucket size and wire type; not by the batch.
+  const PlanCache::CoreKey zero2 = with([](Strategy& s) { s.zero_stage = 2; });
+  EXPECT_NE(zero2, key);
+  EXPECT_NE(with([](Strategy& s) { s.zero_stage = 2, s.dp_overlap = true; }), zero2);
+  EXPECT_NE(with([](Strategy& s) { s.zero_stage = 2, s.dp_bucket_bytes = 1 << 20; }), zero2);
+  EXPECT_NE(with([](Strategy& s) { s.zero_stage = 2, s.grad_reduce_in_bf16 = true; }), zero2);
+  EXPECT_EQ(with([](Strategy& s) { s.zero_stage = 2, s.global_batch = 128; }), zero2);
   const PlanCache::CoreKey v2 = with([](Strategy& s) {
     s.schedule = Schedule::kInterleaved;
     s.virtual_stages = 2;
