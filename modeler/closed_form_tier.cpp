@@ -58,10 +58,10 @@ struct ClosedFormTier::Facts {
   std::array<std::array<StageSums, 4>, 2> steps;
   std::array<StageSums, 2> syncs;
   StageSums gathers;
-  // The memory estimate's peak by [ZeRO stage in effect, or 4 for ZeRO-2 with --dp-overlap][offload]:
-  // the same for both parameter-gather overlaps and, but under ZeRO-2 (one IPG buffer or two:
-  // plan/zero2_buckets.h), both DP overlaps, so half the class's members take it from here
-  // (estimateMemory was a fifth of the search's instructions).
+  // The memory estimate's peak by [ZeRO stage in effect, or 4 for ZeRO-2 with --dp-overlap]
+  // [offload]: the same for both parameter-gather overlaps and, but under ZeRO-2 (one IPG buffer
+  // or two: plan/zero2_buckets.h), both DP overlaps, so half the class's members take it from
+  // here (estimateMemory was a fifth of the search's instructions).
   std::array<std::array<std::optional<MemoryPeak>, 4>, 5> memory;
 };
 

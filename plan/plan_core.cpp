@@ -68,7 +68,8 @@ void buildBuckets(StagePlan& stage, const std::map<int, int64_t>& layer_params, 
 
 // A chunk's layers in the order its backward produces their gradients: the head, the blocks from
 // the last, the embedding (layer_params' keys: kHeadLayer < kEmbeddingLayer < blocks).
-std::vector<std::pair<int, int64_t>> backwardLayerOrder(const std::map<int, int64_t>& layer_params) {
+std::vector<std::pair<int, int64_t>> backwardLayerOrder(
+    const std::map<int, int64_t>& layer_params) {
   std::vector<std::pair<int, int64_t>> out;
   if (const auto it = layer_params.find(kHeadLayer); it != layer_params.end()) out.push_back(*it);
   for (auto it = layer_params.rbegin(); it != layer_params.rend() && it->first >= 0; ++it) {
@@ -363,8 +364,8 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     const bool zero2 = effectiveZero(strategy) == 2;
     std::vector<Zero2Bucket> zero2_buckets;
     if (zero2) {
-      zero2_buckets =
-          zero2Buckets(backwardLayerOrder(layer_params), zero2BucketElements(strategy, dtypeBytes(dtype)));
+      zero2_buckets = zero2Buckets(backwardLayerOrder(layer_params),
+                                   zero2BucketElements(strategy, dtypeBytes(dtype)));
     }
     size_t zero2_next = 0;
     int64_t zero2_experts = 0;

@@ -42,7 +42,8 @@ void overlapZero2Reductions(OpList& backward) {
   for (size_t i = 0; i < backward.size(); ++i) {
     if (!reduction(i)) continue;
     size_t next = i + 1;
-    while (next < backward.size() && !(reduction(next) && backward[next].layer != backward[i].layer)) {
+    while (next < backward.size() &&
+           !(reduction(next) && backward[next].layer != backward[i].layer)) {
       ++next;
     }
     // The last bucket: the epilogue waits for it (no op runs beside it).

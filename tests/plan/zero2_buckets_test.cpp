@@ -15,9 +15,8 @@ TEST(Zero2Buckets, ABucketClosesBeforeTheLayerThatWouldOverflowIt) {
   // Backward order: head 10, blocks 3..0 of 50, embedding 40; buckets of 100 elements.
   // 10 + 50 = 60, + 50 would be 110 > 100: close after block 3 (60). 50 + 50 = 100 is not over:
   // after block 1 (100), + 50 would be. 50 + 40 = 90, the end: close after the embedding (90).
-  const std::vector<Zero2Bucket> b =
-      zero2Buckets({{kHeadLayer, 10}, {3, 50}, {2, 50}, {1, 50}, {0, 50}, {kEmbeddingLayer, 40}},
-                   100);
+  const std::vector<Zero2Bucket> b = zero2Buckets(
+      {{kHeadLayer, 10}, {3, 50}, {2, 50}, {1, 50}, {0, 50}, {kEmbeddingLayer, 40}}, 100);
   ASSERT_EQ(b.size(), 3u);
   EXPECT_EQ(b[0].last_layer, 3);
   EXPECT_EQ(b[0].elements, 60);
@@ -78,7 +77,7 @@ TEST(Zero2Buckets, ThePlanReducesEachBucketInEveryMicroBatchsBackward) {
     const OpInstance& op = st.backward[at[i]];
     EXPECT_EQ(op.layer, expect_layer[i]);
     EXPECT_EQ(op.stream, Stream::kDpComm);
-    EXPECT_TRUE(op.weight_grad);  // a zero-bubble W task's
+    EXPECT_TRUE(op.weight_grad);   // a zero-bubble W task's
     EXPECT_EQ(op.overlap_ops, 0);  // no overlap_comm: in order, blocking
     // Right after its layer's last op; the next op is another layer's (or none).
     EXPECT_EQ(st.backward[at[i] - 1].layer, op.layer);
