@@ -58,10 +58,11 @@ struct ClosedFormTier::Facts {
   std::array<std::array<StageSums, 4>, 2> steps;
   std::array<StageSums, 2> syncs;
   StageSums gathers;
-  // The memory estimate's peak by [ZeRO stage in effect][offload]: the same for both DP overlaps
-  // and parameter-gather overlaps (the memory model reads neither), so half the class's members
-  // take it from here (estimateMemory was a fifth of the search's instructions).
-  std::array<std::array<std::optional<MemoryPeak>, 4>, 4> memory;
+  // The memory estimate's peak by [ZeRO stage in effect, or 4 for ZeRO-2 with --dp-overlap]
+  // [offload]: the same for both parameter-gather overlaps and, but under ZeRO-2 (one IPG buffer
+  // or two: plan/zero2_buckets.h), both DP overlaps, so half the class's members take it from
+  // here (estimateMemory was a fifth of the search's instructions).
+  std::array<std::array<std::optional<MemoryPeak>, 4>, 5> memory;
 };
 
 struct ClosedFormTier::Workspace::State {
@@ -541,7 +542,8 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   }
   std::vector<double> post = steps.us;
   if (G > 1 && zero < 3) {
-    if (!strategy.dp_overlap) {
+    // ZeRO-2 reduces in the backward's op list (plan/zero2_buckets.h): no step sync to add.
+    if (!strategy.dp_overlap && zero < 2) {
       const EventKind kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
       Facts::StageSums& syncs = facts.syncs[zero > 0 ? 1 : 0];
       if (!stageSums(syncs, [&](int k) { return syncUs(kind, k); })) return 0;
@@ -727,8 +729,10 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy, Workspace& w
   const int offload = static_cast<int>(strategy.offload);
   EVSIM_CHECK(zero >= 0 && zero < 4 && offload >= 0 && offload < 4, "zero {}, offload {}", zero,
               offload);
+  // ZeRO-2's buffers depend on the overlap (plan/zero2_buckets.h), which the facts' key resets.
+  const int memory_slot = zero == 2 && strategy.dp_overlap ? 4 : zero;
   std::optional<MemoryPeak>& mem =
-      f.memory[static_cast<size_t>(zero)][static_cast<size_t>(offload)];
+      f.memory[static_cast<size_t>(memory_slot)][static_cast<size_t>(offload)];
   if (!mem) {
     mem = estimateMemoryPeak(model_, strategy, cluster_.device.memoryBytes(), f.devices, headroom_,
                              hostCapacity(cluster_), cluster_.device.memory);

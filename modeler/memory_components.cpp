@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
-#include "plan/ddp_buckets.h"
+#include "plan/zero2_buckets.h"
 
 namespace evsim {
 
@@ -43,10 +43,9 @@ StateBytesPerParameter stateBytesPerParameter(Framework framework, DType dtype, 
 int64_t dataParallelBufferBytes(const ModelConfig& model, const Strategy& strategy, int zero,
                                 const StageLayerFacts& facts) {
   const double e = dtypeBytes(model.dtype);
-  // DeepSpeed's two reduce buckets; the default kept at PyTorch DDP's 25 MiB as before.
-  if (zero == 2) {
-    return 2 * (strategy.dp_bucket_bytes > 0 ? strategy.dp_bucket_bytes : kTorchDdpBucketBytes);
-  }
+  // DeepSpeed's IPG buckets (plan/zero2_buckets.h): one of reduce_bucket_size elements in the
+  // model dtype, two with overlap_comm (--dp-overlap).
+  if (zero == 2) return zero2BufferBytes(strategy, dtypeBytes(model.dtype));
   if (zero != 3) return 0;
   const bool fsdp = strategy.framework == Framework::kFsdp;
   // Linear weights are gathered in fp8 with FSDP's Float8 all-gather; norms stay in e (small).
@@ -98,11 +97,19 @@ int64_t allGatherStreamPoolBytes(const ModelConfig& model, const Strategy& strat
   if (zero != 3 || strategy.framework != Framework::kFsdp) return 0;
   const double e = dtypeBytes(model.dtype);
   const double gathered = model.fp8WeightGather() ? 1 : e;
-  const double root = e * static_cast<double>(facts.root_parameters);
   const double block = gathered * static_cast<double>(facts.largest_block_parameters);
-  // The root's output and the first block's at once; every later output fits a freed block
-  // (the root's, split, when it is at least a block's; otherwise a second block's).
-  const double total = root + block + (root >= block ? 0 : block);
+  // A part's pool: its root's output and the first block's at once; every later output fits a
+  // freed block (the root's, split, when it is at least a block's; otherwise a second block's).
+  auto part_pool = [&](int64_t root_parameters) {
+    const double root = e * static_cast<double>(root_parameters);
+    return root + block + (root >= block ? 0 : block);
+  };
+  // One pool per model part on the rank (each its own root with its own streams).
+  double total = part_pool(facts.root_parameters);
+  if (facts.model_parts > 1) {
+    total += part_pool(facts.other_root_parameters) +
+             static_cast<double>(facts.model_parts - 2) * part_pool(0);
+  }
   // One block's output in use at the peak only where the backward gathers again (reshard after
   // the forward, no PP, at a block's backward); otherwise every cached block is idle.
   return rounded(total - (gather_in_flight ? block : 0));

@@ -53,12 +53,12 @@
 //     allocated in the reduce-scatter stream becomes (or is added into) the sharded gradient, and
 //     the input is kept (ReduceScatterState) until the next group's post_backward, so through the
 //     next group's backward: (e + r)L at once, never two inputs.
-//   ZeRO-2 (DeepSpeed-style; Megatron-LM's DDP has no ZeRO-2, only Megatron-FSDP's optim_grads):
-//     two reduce buckets of the DP bucket size (--dp-bucket-mb, else 25 MiB), double-buffered.
-//     Not the Megatron timing's bucket (max(40M, 1M x D x C) parameters on the first chunk of
-//     pipeline rank 0, the whole chunk elsewhere): a reduce-scatter once per step after the
-//     chunk's last backward would need the chunk's unsharded gradient through its micro-batches
-//     (ZeRO-1's memory); see docs/VALIDATION.md "Session 18, mem29g".
+//   ZeRO-2 as DeepSpeed runs it (Megatron-LM's DDP has no ZeRO-2; plan/zero2_buckets.h): the
+//     gradients are reduced bucket by bucket in every micro-batch's backward (the timing's op
+//     lists hold those reductions), so only the rank's partition outlives its bucket; the IPG
+//     buffers, torch.empty(reduce_bucket_size) in the model dtype, one, two with overlap_comm
+//     (--dp-overlap): (1 or 2) x bucket x e, the bucket --dp-bucket-mb's bytes or DeepSpeed's
+//     default 5e8 elements.
 // Transients, each at its own moment of the step (the stage peak adds the largest):
 //   recompute: the block whose activations are rebuilt for its backward, what it saves without
 //     recomputation less what it kept;
@@ -161,6 +161,11 @@ struct StageLayerFacts {
   // FSDP2's root group as torchtitan wraps a model part (fully_shard per block, then the part
   // itself): the part's own parameters, the embedding and/or the head; the device's largest part's.
   int64_t root_parameters = 0;
+  // The rank's model parts (chunks; torchtitan calls fully_shard on each, so each is an FSDP root
+  // with its own streams) and, where a second part on the rank has a root group (V layouts: the
+  // embedding's part and the head's on one rank), that smaller root's parameters.
+  int model_parts = 1;
+  int64_t other_root_parameters = 0;
   // The head's weight whose e-byte gradient autograd makes at the head's backward (the output
   // weight, or the tied embedding's); 0 without the head.
   int64_t head_gradient_parameters = 0;
@@ -190,7 +195,12 @@ int64_t fsdpLossBufferBytes(const ModelConfig& model, const Strategy& strategy, 
 // (counted among the DP buffers' 2 g B), the rest idle; at the loss no block's gather has begun.
 // Without reshard (PP, or --reshard-after-forward never) the backward's unshard is a no-op
 // (FSDPParamGroup.unshard: is_unsharded): all idle. Under PP a model part without the embedding
-// or the head has no root group (R = 0): two blocks' outputs, 2 g B. Reserved bytes only: when
+// or the head has no root group (R = 0): two blocks' outputs, 2 g B. Each model part is its own
+// root (torchtitan calls fully_shard on each part): FSDPState._lazy_init runs per root and
+// FSDPCommContext.lazy_init creates that root's own copy-in, all-gather and reduce-scatter streams
+// (torch.cuda.Stream), and the allocator caches blocks per stream, so a rank's v parts under
+// interleaved PP keep v pools, summed: its root part's (if any) and 2 g B for each other part.
+// Reserved bytes only: when
 // cudaMalloc fails the allocator releases cached blocks of every stream and retries, so they
 // never cause an out-of-memory error.
 int64_t allGatherStreamPoolBytes(const ModelConfig& model, const Strategy& strategy, int zero,

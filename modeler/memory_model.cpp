@@ -182,6 +182,7 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
     sums.micro_batches = micro_batches;
     sums.chunks = v;
     StageLayerFacts& facts = sums.facts;
+    facts.model_parts = v;
     double largest_part_shard = -1;
     // Per chunk of the device: its parameters and its activation bytes per micro-batch.
     chunk_bytes.clear();
@@ -201,6 +202,9 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
           std::max(facts.largest_layer_parameters, chunk.largest_layer_parameters);
       facts.largest_block_parameters =
           std::max(facts.largest_block_parameters, chunk.largest_block_parameters);
+      // The two largest parts' roots (at most two parts of a rank have one).
+      facts.other_root_parameters = std::max(
+          facts.other_root_parameters, std::min(facts.root_parameters, chunk.root_parameters));
       facts.root_parameters = std::max(facts.root_parameters, chunk.root_parameters);
       facts.head_gradient_parameters =
           std::max(facts.head_gradient_parameters, chunk.head_gradient_parameters);

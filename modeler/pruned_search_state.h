@@ -75,8 +75,8 @@ struct Simulated {
 
 // The timing fields of a simulated candidate (setTiming), kept per timing key (plan_core.h): a
 // candidate whose key was simulated before takes them instead of simulating the same timeline
-// again (ZeRO-2 beside ZeRO-1, selective recomputation beside none under fused attention: 173 of
-// the 272 candidates the 16,384-GPU Llama 3.1 405B search ranks).
+// again (selective recomputation beside none under fused attention; ZeRO-2 beside ZeRO-1 before
+// session 19, when ZeRO-2 timed its reductions once per step).
 struct TimingKeyHash {
   size_t operator()(const Strategy& s) const {
     size_t h = 0;

@@ -10,6 +10,7 @@
 #include "plan/ddp_buckets.h"
 #include "plan/optimizer_step.h"
 #include "plan/plan_core.h"
+#include "plan/zero2_buckets.h"
 
 namespace evsim {
 
@@ -193,7 +194,9 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
     if (strategy.gradGroupSize() > 1 && zero < 3) {
       const int64_t dense_bytes =
           checkedMul(stage.parameters - synced_apart, grad_bytes, "gradient bytes");
-      if (strategy.dp_overlap) {
+      if (zero == 2) {
+        // Reduced bucket by bucket in the backward's op list (buildPlanCore), every micro-batch.
+      } else if (strategy.dp_overlap) {
         buildBuckets(stage, core.dense_params[k], grad_bytes,
                      ddpBucketCloseBytes(strategy, layout.device(k), layout.chunk(k), grad_bytes),
                      stage.dp_group, grad_wire, grad_kind, intern);
@@ -201,7 +204,19 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
         int event = intern(makeCommunication(grad_kind, dense_bytes, stage.dp_group, grad_wire));
         (zero > 0 ? stage.dp_reduce_scatter : stage.dp_allreduce) = event;
       }
-      if (zero > 0 && strategy.overlap_param_gather) {
+      if (zero == 2 && strategy.overlap_param_gather) {
+        // ZeRO-2's buckets, as below: each reduction's parameters, in forward order.
+        for (auto it = stage.backward.rbegin(); it != stage.backward.rend(); ++it) {
+          if (it->name != kZero2ReduceName) continue;
+          const int layer = it->layer;
+          const int64_t bytes = gathered_bytes(table[it->event].event.message_bytes);
+          stage.param_buckets.push_back(
+              {intern(makeCommunication(EventKind::kAllGather, bytes, stage.dp_group, dtype)),
+               firstForwardOp(stage.forward,
+                              [&](const OpInstance& op) { return op.layer == layer; }),
+               bytes});
+        }
+      } else if (zero > 0 && strategy.overlap_param_gather) {
         // Each grad bucket's parameters, gathered before the first forward op of the layer that
         // closed it (its first layer in forward order), buckets in forward order.
         for (auto it = stage.dp_buckets.rbegin(); it != stage.dp_buckets.rend(); ++it) {
@@ -227,7 +242,9 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
       const int64_t gathered = gathered_bytes(bytes);
       const int event =
           intern(makeCommunication(grad_kind, bytes, stage.expert_dp_group, grad_wire));
-      if (strategy.dp_overlap) {
+      if (zero == 2) {
+        // In the backward's buckets (buildPlanCore).
+      } else if (strategy.dp_overlap) {
         stage.dp_buckets.push_back(
             GradBucket{event, static_cast<int>(stage.backward.size()) - 1, bytes, true});
       } else {

@@ -1,6 +1,7 @@
 #include "plan/plan_core.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "common/checked.h"
 #include "common/error.h"
@@ -12,6 +13,7 @@
 #include "plan/layer_shape.h"
 #include "plan/optimizer_step.h"
 #include "plan/sharded_prefetch.h"
+#include "plan/zero2_buckets.h"
 
 namespace evsim {
 
@@ -81,17 +83,39 @@ int64_t headParameters(const ModelConfig& model, const ModelFootprint& footprint
   return params;
 }
 
+namespace {
+
+// A chunk's layers in the order its backward produces their gradients: the head, the blocks from
+// the last, the embedding (layer_params' keys: kHeadLayer < kEmbeddingLayer < blocks).
+std::vector<std::pair<int, int64_t>> backwardLayerOrder(
+    const std::map<int, int64_t>& layer_params) {
+  std::vector<std::pair<int, int64_t>> out;
+  if (const auto it = layer_params.find(kHeadLayer); it != layer_params.end()) out.push_back(*it);
+  for (auto it = layer_params.rbegin(); it != layer_params.rend() && it->first >= 0; ++it) {
+    out.push_back(*it);
+  }
+  if (const auto it = layer_params.find(kEmbeddingLayer); it != layer_params.end()) {
+    out.push_back(*it);
+  }
+  return out;
+}
+
+}  // namespace
+
 PlanCache::CoreKey planCoreKey(const Strategy& strategy) {
   // Reset what only finishPlan reads; everything else (a field added later included) stays.
   Strategy key = strategy;
-  key.zero_stage = effectiveZero(strategy) == 3 ? 3 : 0;
-  key.dp_overlap = false;
+  // ZeRO-2 keeps its stage, overlap, bucket and wire type: its bucket reductions are in the op
+  // lists (plan/zero2_buckets.h).
+  const int zero = effectiveZero(strategy);
+  key.zero_stage = zero >= 2 ? zero : 0;
+  key.dp_overlap = zero == 2 && strategy.dp_overlap;
   key.overlap_param_gather = false;
-  key.dp_bucket_bytes = Strategy{}.dp_bucket_bytes;
+  if (zero != 2) key.dp_bucket_bytes = Strategy{}.dp_bucket_bytes;
   key.global_batch = 0;
   // The optimizer step's kernels and the gradient reduction's wire type: finishPlan's only.
   key.optimizer_impl = OptimizerImpl::kFused;
-  key.grad_reduce_in_bf16 = false;
+  if (zero != 2) key.grad_reduce_in_bf16 = false;
   // The plan depends on the schedule only through its layout: v = 1 alike, and a schedule file
   // keyed as the bundled schedule of its layout (a file replaced in one process cannot alias).
   const PipelineLayout layout = pipelineLayout(key);
@@ -111,7 +135,6 @@ PlanCache::CoreKey planCoreKey(const Strategy& strategy) {
 
 Strategy timingKey(const ModelConfig& model, const Strategy& strategy) {
   Strategy key = strategy;
-  if (effectiveZero(strategy) == 2) key.zero_stage = 1;
   if (model.spec.flash_attention && strategy.recompute == Recompute::kSelective) {
     key.recompute = Recompute::kNone;
   }
@@ -284,6 +307,42 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     };
     constexpr std::string_view kGather = "zero3_param_allgather";
     constexpr std::string_view kScatter = "zero3_grad_reduce_scatter";
+    // ZeRO-2 (DeepSpeed): each bucket reduced in every micro-batch's backward once its last
+    // layer's gradients are in it (plan/zero2_buckets.h), in the reduction's wire type, the routed
+    // experts' share over the expert-data-parallel group.
+    const bool zero2 = effectiveZero(strategy) == 2;
+    std::vector<Zero2Bucket> zero2_buckets;
+    if (zero2) {
+      zero2_buckets = zero2Buckets(backwardLayerOrder(layer_params),
+                                   zero2BucketElements(strategy, dtypeBytes(dtype)));
+    }
+    size_t zero2_next = 0;
+    int64_t zero2_experts = 0;
+    auto zero2_reduce = [&](int layer) {
+      if (!zero2) return;
+      if (expert_parallel && layer >= 0) {
+        zero2_experts += footprint.block(model.blocks[layer]).expert_weights;
+      } else if (expert_parallel && layer == kHeadLayer) {
+        zero2_experts += footprint.head.expert_weights;
+      }
+      if (zero2_next == zero2_buckets.size() || zero2_buckets[zero2_next].last_layer != layer) {
+        return;
+      }
+      const int64_t elements = zero2_buckets[zero2_next++].elements;
+      const DType wire =
+          dataParallelGradDtype(strategy.framework, dtype, strategy.grad_reduce_in_bf16);
+      for (const auto& [count, group, name] :
+           {std::tuple{elements - zero2_experts, stage.dp_group, kZero2ReduceName},
+            std::tuple{zero2_experts, stage.expert_dp_group, kZero2ExpertReduceName}}) {
+        if (count == 0 || group.group_size < 2) continue;
+        Event e = makeCommunication(EventKind::kReduceScatter,
+                                    checkedMul(count, dtypeBytes(wire), "ZeRO-2 bucket bytes"),
+                                    group, wire);
+        stage.backward.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, name});
+        stage.backward.back().weight_grad = true;  // zero-bubble schedules: in the W task
+      }
+      zero2_experts = 0;
+    };
     if (stage.has_embedding) {
       zero3_op(stage.forward, kEmbeddingLayer, EventKind::kAllGather, kGather);
       builder.embeddingForward(embedding_streams, stage.forward);
@@ -298,16 +357,19 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       zero3_regather(stage.backward, kHeadLayer);
       builder.headBackward(stage.backward);
       zero3_op(stage.backward, kHeadLayer, EventKind::kReduceScatter, kScatter);
+      zero2_reduce(kHeadLayer);
     }
     for (int layer = end_layer - 1; layer >= stage.first_layer; --layer) {
       zero3_regather(stage.backward, layer);
       emitBlock(builder, plain_builder, layer, /*forward=*/false, stage.backward);
       zero3_op(stage.backward, layer, EventKind::kReduceScatter, kScatter);
+      zero2_reduce(layer);
     }
     if (stage.has_embedding) {
       zero3_regather(stage.backward, kEmbeddingLayer);
       builder.embeddingBackward(embedding_streams, stage.backward);
       zero3_op(stage.backward, kEmbeddingLayer, EventKind::kReduceScatter, kScatter);
+      zero2_reduce(kEmbeddingLayer);
     }
 
     // Checked, like the byte counts below: sized by hidden^2 x layers from the model file.
@@ -322,6 +384,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       if (stage.has_head) dense_params[kHeadLayer] -= footprint.head.expert_weights;
     }
     if (offloadsActivations(strategy.offload)) addActivationOffload(stage, dtype, table);
+    if (zero2 && strategy.dp_overlap) overlapZero2Reductions(stage.backward);
     // ZeRO-3 / FSDP prefetch: each layer's gathers beside the layer before, its scatters beside
     // the layer after (sharded_prefetch.h).
     if (per_micro_batch) {

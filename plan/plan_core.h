@@ -55,9 +55,10 @@ struct PlanCore {
 int effectiveZero(const Strategy& strategy);
 
 // The key of `strategy`'s core (PlanCache::CoreKey): `strategy` with the fields only finishPlan
-// reads reset: the ZeRO stage to 3 or 0 (ZeRO-3 changes the op lists; ZeRO does nothing over a
-// DP x CP group of one rank), DP overlap and bucket size, the global batch, AdamW's
-// implementation, the gradient reduction's type, and a non-interleaved schedule to one of them.
+// reads reset: the ZeRO stage to 3, 2 or 0 (ZeRO-3's gathers and scatters and ZeRO-2's bucket
+// reductions are in the op lists; ZeRO does nothing over a DP x CP group of one rank), and, but
+// under ZeRO-2 (whose reductions they shape), DP overlap, bucket size and the gradient
+// reduction's type; the global batch, AdamW's implementation, and a non-interleaved schedule to one of them.
 // A new Strategy field is part of the key until it is reset here, which is right for any field
 // that changes op lists, the partition or placements.
 PlanCache::CoreKey planCoreKey(const Strategy& strategy);
@@ -65,9 +66,7 @@ PlanCache::CoreKey planCoreKey(const Strategy& strategy);
 // What `strategy`'s simulated timeline depends on: strategies with equal timing keys build plans
 // with the same op lists, events, counts, placements, schedule and batch, so they simulate to the
 // same timeline and summary (they differ in memory only; a search simulates one of them,
-// pruned_search.cpp). Reset: ZeRO 2 to 1 (plans read the stage only as > 0 and == 3:
-// effectiveZero, finishPlan; what ZeRO-2 adds, sharded gradients, is memory), and selective
-// recomputation to none when attention is fused (`flash_attention`: no s x s tensor is saved, so
+// pruned_search.cpp). Reset: selective recomputation to none when attention is fused (`flash_attention`: no s x s tensor is saved, so
 // selective recomputation re-runs nothing and builds the same ops; layer_ops.h). Checked by
 // tests/modeler/timing_key_test.cpp.
 Strategy timingKey(const ModelConfig& model, const Strategy& strategy);

@@ -209,6 +209,49 @@ TEST(AccumulatedGradients, AllGatherStreamPool) {
   EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, false), 0);
 }
 
+TEST(AccumulatedGradients, AllGatherStreamPoolPerModelPart) {
+  // Interleaved PP: each of the rank's model parts is an FSDP root with its own streams, so its
+  // own pool. B = 1,000, bf16 (as above). Two parts, one holding the root R = 1,500: its pool
+  // 2 R + 2 B = 5,000, the other part's (no root) two blocks' outputs 4,000: 9,000. Three parts:
+  // 5,000 + 2 x 4,000 = 13,000. A V layout's rank with both roots, 1,500 and 400: 5,000 + (800 +
+  // 2,000 + 2,000) = 9,800. One part: 5,000 as before.
+  const ModelConfig model = test::model(1024, 16, 4096, 1024, 50257, 4, "bf16");
+  StageLayerFacts facts;
+  facts.largest_block_parameters = 1000;
+  facts.root_parameters = 1500;
+  Strategy s = Strategy::of(1, 2, 4, 2, 64);
+  s.framework = Framework::kFsdp;
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, false), 5000);
+  facts.model_parts = 2;
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, false), 9000);
+  facts.model_parts = 3;
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, false), 13000);
+  facts.model_parts = 2;
+  facts.other_root_parameters = 400;
+  EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, false), 9800);
+}
+
+TEST(AccumulatedGradients, DeviceSumsCountTheRanksPartsAndTheirRoots) {
+  // 1M2P interleaved v = 2 (looped): device 0 holds chunks 0 and 2, device 1 chunks 1 and 3.
+  // Chunk 0's root is the embedding (600), chunk 3's the head (700): each device has two parts
+  // and one root; no second root.
+  Strategy s = Strategy::of(1, 2, 4, 1, 32);
+  s.framework = Framework::kFsdp;
+  s.schedule = Schedule::kInterleaved;
+  s.virtual_stages = 2;
+  std::vector<ChunkMemoryInput> chunks(4);
+  for (ChunkMemoryInput& c : chunks) c.parameters = 5000, c.activation_bytes = 100;
+  chunks[0].root_parameters = 600;
+  chunks[3].root_parameters = 700;
+  const std::vector<DeviceChunkSums> sums = deviceChunkSums(s, 4, chunks);
+  ASSERT_EQ(sums.size(), 2u);
+  EXPECT_EQ(sums[0].facts.model_parts, 2);
+  EXPECT_EQ(sums[0].facts.root_parameters, 600);
+  EXPECT_EQ(sums[0].facts.other_root_parameters, 0);
+  EXPECT_EQ(sums[1].facts.root_parameters, 700);
+  EXPECT_EQ(sums[1].facts.other_root_parameters, 0);
+}
+
 TEST(AccumulatedGradients, StreamPoolAddsToReservedOnly) {
   // FSDP, D = 4, no PP: one chunk of 1,000,000 parameters, blocks of 200,000, a root group of
   // 300,000, 50,000,000 activation bytes. T = 2,048 tokens, V = 50,304: the loss transient

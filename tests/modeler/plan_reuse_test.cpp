@@ -210,12 +210,14 @@ TEST_F(PlanReuse, EveryVariantEqualsThePlanBuiltAlone) {
     EXPECT_GT(reused_us, 0);
   }
   // 7 (ZeRO, overlap) x 4 offloads for gpipe, dapple and interleaved, x 2 (no activation
-  // offload) for zbh1 and zbh2: 112 plans. Eight cores: {gpipe, dapple, zbh1, zbh2} x {ZeRO 0-2
-  // with E 2, ZeRO 3 with E 1} x {activations kept, offloaded} and interleaved x the same four
-  // (optimizer offload only changes the finished part); the other 104 plans reused one.
+  // offload) for zbh1 and zbh2: 112 plans. Sixteen cores: {gpipe, dapple, zbh1, zbh2} x {ZeRO 0-1
+  // with E 2, ZeRO 2 without overlap, ZeRO 2 with overlap (its bucket reductions are in the op
+  // lists, plan/zero2_buckets.h), ZeRO 3 with E 1} x {activations kept, offloaded} and
+  // interleaved x the same eight (optimizer offload only changes the finished part); the other 96
+  // plans reused one.
   ASSERT_EQ(variants.size(), 112u);
-  EXPECT_EQ(cache.coreMisses(), 8);
-  EXPECT_EQ(cache.coreHits(), 104);
+  EXPECT_EQ(cache.coreMisses(), 16);
+  EXPECT_EQ(cache.coreHits(), 96);
 }
 
 TEST_F(PlanReuse, FinishedPartsOfAReusedCoreByHand) {
@@ -274,11 +276,11 @@ TEST_F(PlanReuse, FinishedPartsOfAReusedCoreByHand) {
 }
 
 TEST_F(PlanReuse, OverlapBucketsOfAReusedCoreByHand) {
-  // ZeRO 0 with overlap after a core built for ZeRO 2 without: every chunk's dense gradients
+  // ZeRO 0 with overlap after a core built for ZeRO 1 without: every chunk's dense gradients
   // (under DDP's 25 MiB bucket, so one bucket) and the experts' as one last bucket, all-reduces.
   constexpr int64_t kDense1 = 2 * 12928 + 32832, kExpert = 2 * 98304;
   PlanCache cache;
-  buildIterationPlan(model_, cluster_, strategyOf({Schedule::kZbh1, 2, false}), &cache);
+  buildIterationPlan(model_, cluster_, strategyOf({Schedule::kZbh1, 1, false}), &cache);
   const IterationPlan plan =
       buildIterationPlan(model_, cluster_, strategyOf({Schedule::kZbh2, 0, true}), &cache);
   ASSERT_EQ(cache.coreHits(), 1);
@@ -305,8 +307,8 @@ TEST(PlanCoreKey, ResetsOnlyWhatFinishingReads) {
     return planCoreKey(s);
   };
   const PlanCache::CoreKey key = planCoreKey(base);
-  // Shared: ZeRO 0/1/2, overlap and bucket size, global batch, the non-interleaved schedules.
-  EXPECT_EQ(with([](Strategy& s) { s.zero_stage = 2; }), key);
+  // Shared: ZeRO 0/1, overlap and bucket size, global batch, the non-interleaved schedules.
+  EXPECT_EQ(with([](Strategy& s) { s.zero_stage = 1; }), key);
   EXPECT_EQ(with([](Strategy& s) { s.dp_overlap = true; }), key);
   EXPECT_EQ(with([](Strategy& s) { s.dp_bucket_bytes = 1 << 20; }), key);
   EXPECT_EQ(with([](Strategy& s) { s.global_batch = 128; }), key);
@@ -323,6 +325,14 @@ TEST(PlanCoreKey, ResetsOnlyWhatFinishingReads) {
   EXPECT_EQ(with([](Strategy& s) { s.offload = Offload::kBoth; }), activations);
   // Apart: ZeRO-3, the interleaved schedule (and its v), shapes, techniques, splits.
   EXPECT_NE(with([](Strategy& s) { s.zero_stage = 3; }), key);
+  // ZeRO-2's bucket reductions are in the op lists (plan/zero2_buckets.h): a core of its own,
+  // apart again by overlap (their overlap_ops), bucket size and wire type; not by the batch.
+  const PlanCache::CoreKey zero2 = with([](Strategy& s) { s.zero_stage = 2; });
+  EXPECT_NE(zero2, key);
+  EXPECT_NE(with([](Strategy& s) { s.zero_stage = 2, s.dp_overlap = true; }), zero2);
+  EXPECT_NE(with([](Strategy& s) { s.zero_stage = 2, s.dp_bucket_bytes = 1 << 20; }), zero2);
+  EXPECT_NE(with([](Strategy& s) { s.zero_stage = 2, s.grad_reduce_in_bf16 = true; }), zero2);
+  EXPECT_EQ(with([](Strategy& s) { s.zero_stage = 2, s.global_batch = 128; }), zero2);
   const PlanCache::CoreKey v2 = with([](Strategy& s) {
     s.schedule = Schedule::kInterleaved;
     s.virtual_stages = 2;

@@ -242,16 +242,18 @@ TEST_F(SearchTest, TechniqueDimensionsMultiplyWhereTheyApply) {
   EXPECT_EQ(report.valid, 57);
   EXPECT_EQ(report.ok, 57);
   EXPECT_EQ(report.invalid, 6);
-  // ZeRO-2 times like ZeRO-1 (the same reduce-scatter and all-gather); on this tiny model its two
-  // gradient buckets (2 x 25 MB) outweigh the gradient shard it saves, so each of the 3 + 3 + 6
-  // ZeRO-2 plans joins its ZeRO-1 twin's row (the one with less memory). ZeRO-3's per-layer
+  // ZeRO-2 reduces its buckets in every micro-batch's backward (plan/zero2_buckets.h), ZeRO-1
+  // once at the step: the same timeline only with one micro-batch and one bucket, at (1,1,4)
+  // (m = B / (b D) = 1; DeepSpeed's 5e8-element bucket holds this tiny model), where its three
+  // plans join their ZeRO-1 twins' rows (its 1e9-byte bucket outweighs the gradient shard it
+  // saves); at (1,2,2) and (2,1,2), m = 2, they are rows of their own. ZeRO-3's per-layer
   // transfers outlast this tiny model's layers, and the prefetched transfers hide every block's
   // compute (plan/sharded_prefetch.h): at (1,2,2) and (1,1,4) the three recompute choices time
   // the same (2 + 2 join the full-recompute row, the least memory), and so do they at (2,1,2)
   // without SP, whose cross-node ZeRO-3 transfers, at the protocols NCCL's own model picks for
-  // these small sizes (modeler/network/nccl_estimate.h), outlast every block too (2 more): 12 + 6.
-  EXPECT_EQ(report.equivalent, 18);
-  EXPECT_EQ(report.candidates.size(), 45u);
+  // these small sizes (modeler/network/nccl_estimate.h), outlast every block too (2 more): 3 + 6.
+  EXPECT_EQ(report.equivalent, 9);
+  EXPECT_EQ(report.candidates.size(), 54u);
   int sp = 0, zero = 0;
   for (const CandidateResult& r : rows) {
     // The plans a row stands for count too: "dapple rc=full sp z1" is SP and ZeRO.
@@ -291,8 +293,8 @@ TEST_F(SearchTest, TechniqueDimensionsMultiplyWhereTheyApply) {
 }
 
 TEST_F(SearchTest, RowsSpilledToTheFileRankAsInMemory) {
-  // The 63 candidates above, 4 rows in memory at a time (15 sorted runs, merged into one with the
-  // 18 equivalent plans collapsed): the same 45 rows in the same order, field for field, as with
+  // The 63 candidates above, 4 rows in memory at a time (sorted runs, merged into one with the
+  // 9 equivalent plans collapsed): the same 54 rows in the same order, field for field, as with
   // all of them in memory.
   SearchOptions o = options(4, 4, {1}, {Schedule::kDapple});
   o.space.recomputes = {Recompute::kNone, Recompute::kFull, Recompute::kSelective};
@@ -303,14 +305,14 @@ TEST_F(SearchTest, RowsSpilledToTheFileRankAsInMemory) {
   const SearchReport spilled = runSearch(model_, cluster_, analytic_, o);
   EXPECT_EQ(in_memory.candidates.spilledRuns(), 0u);
   EXPECT_EQ(spilled.candidates.spilledRuns(), 1u);
-  EXPECT_EQ(spilled.equivalent, 18);
+  EXPECT_EQ(spilled.equivalent, 9);
   const std::vector<CandidateResult> a = in_memory.candidates.toVector();
   const std::vector<CandidateResult> b = spilled.candidates.toVector();
-  ASSERT_EQ(a.size(), 45u);
-  ASSERT_EQ(b.size(), 45u);
+  ASSERT_EQ(a.size(), 54u);
+  ASSERT_EQ(b.size(), 54u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i] == b[i]) << i;
-  EXPECT_EQ(a[38].rank, 39);  // the last ok row: 57 - 18
-  EXPECT_EQ(a[39].status, CandidateStatus::kInvalid);
+  EXPECT_EQ(a[47].rank, 48);  // the last ok row: 57 - 9
+  EXPECT_EQ(a[48].status, CandidateStatus::kInvalid);
   ASSERT_NE(spilled.best(), nullptr);
   EXPECT_TRUE(*spilled.best() == a[0]);
 }
