@@ -101,19 +101,11 @@ void LayerOpBuilder::flashAttentionCore(OpList& out, int layer, bool backward) {
   const auto copy = [&](const EagerKernel& kernel) { eagerKernels(out, layer, {kernel}); };
   if (copies) copy(backward ? cpRingKvGradBuffer(kv_bytes) : cpRingKvPack(kv_bytes));
   for (int j = 0; j < ring; ++j) {
-    // The forward's diagonal step is its first, the backward's its last; the others copy halves.
-    const bool input_copy = copies && (backward ? j + 1 < ring : j > 0);
-    // The next K/V block (backward: with their gradients) travels while this step (and its input
-    // copy) computes (TE's ring; after an a2a each block is s/R tokens on a/(tA) heads: the same
-    // 2k bytes).
+    // The next K/V block (backward: with their gradients) travels while this step computes (TE's
+    // ring; after an a2a each block is s/R tokens on a/(tA) heads: the same 2k bytes).
     if (j + 1 < ring) {
       cpRingExchange(out, layer, backward ? "cp_kv_grad_exchange" : "cp_kv_exchange",
                      (backward ? 4 : 2) * kv_bytes);
-      out.back().overlap_ops = input_copy ? 2 : 1;
-    }
-    if (input_copy) {
-      copy(backward ? cpRingStepInputCopyBackward(q_bytes, kv_bytes)
-                    : cpRingStepInputCopy(q_bytes, kv_bytes));
     }
     compute(out, layer,
             j == 0 ? first

@@ -10,12 +10,6 @@ EagerKernel meanAdd(std::string_view name, int64_t x) { return {name, 3 * x / 2,
 
 EagerKernel cpRingKvPack(int64_t k) { return {"cp_kv_pack", 2 * k, 2 * k}; }
 
-EagerKernel cpRingStepInputCopy(int64_t q, int64_t k) {
-  // Lower-triangle: K and V halves (k/2 + k/2); upper-triangle: the Q half (q/2); the mean.
-  const int64_t bytes = (2 * k + q) / 4;
-  return {"cp_step_input_copy", bytes, bytes};
-}
-
 EagerKernels cpRingOutCorrections(int ring, int64_t q) {
   EagerKernels kernels{{"cp_out_correction_init", q, q}};
   for (int i = 1; i < ring; ++i) kernels.push_back(meanAdd("cp_out_correction", q));
@@ -23,12 +17,6 @@ EagerKernels cpRingOutCorrections(int ring, int64_t q) {
 }
 
 EagerKernel cpRingKvGradBuffer(int64_t k) { return {"cp_kv_grad_buffer", 2 * k, 2 * k}; }
-
-EagerKernel cpRingStepInputCopyBackward(int64_t q, int64_t k) {
-  // Lower-triangle: K and V halves (k); upper-triangle: Q, O and dO halves (1.5q); the mean.
-  const int64_t bytes = (2 * k + 3 * q) / 4;
-  return {"cp_step_input_copy_bwd", bytes, bytes};
-}
 
 EagerKernels cpRingGradAccumulations(int step, int64_t q, int64_t k) {
   if (step == 0) {

@@ -144,9 +144,9 @@ struct LayerShape {
   // compiled or not (a materialised expand + reshape), and autograd sums the copies' gradients
   // back (ops/eager_ops.h).
   bool repeat_kv = false;
-  // Transformer Engine's ring attention (Megatron's CP p2p and a2a+p2p): the K/V packing, per-step
-  // input copies, output corrections and gradient accumulations (ops/cp_ring_copies.h) beside its
-  // fused-attention calls. PyTorch's own ring (torchtitan) merges otherwise: not modelled.
+  // Transformer Engine's ring attention (Megatron's CP p2p and a2a+p2p): the K/V packing, output
+  // corrections and gradient accumulations (ops/cp_ring_copies.h) beside its fused-attention
+  // calls. PyTorch's own ring (torchtitan) merges otherwise: not modelled.
   bool te_ring_copies = false;
   // PyTorch's DTensor tensor parallelism (torchtitan: PrepareModuleInput all-gathers a sequence-
   // parallel input before the column-parallel linears, whose autograd then keeps the gathered

@@ -180,12 +180,11 @@ Simulation tracedRun(CpComm comm) {
 }
 
 TEST(CpCommType, ExposedTimeOnAHandTracedCase) {
-  // p2p: per layer one exchange forward, beside the 1 us diagonal step: 5 - 1 = 4 exposed; one
-  // backward, beside the first step's input copy and the step (TE's ring copies,
-  // ops/cp_ring_copies.h): 5 - 2 = 3 exposed. 4 x (4 + 3) = 28 of 8 x 5 = 40 us.
+  // p2p: per layer one exchange forward and one backward, each beside a 1 us step: 5 - 1 = 4
+  // exposed each, 8 x 4 = 32 of 8 x 5 = 40 us.
   const Simulation p2p = tracedRun(CpComm::kP2p);
   EXPECT_DOUBLE_EQ(p2p.summary.mean_device.cp_comm_us, 40.0);
-  EXPECT_DOUBLE_EQ(p2p.summary.mean_device.exposed_cp_comm_us, 28.0);
+  EXPECT_DOUBLE_EQ(p2p.summary.mean_device.exposed_cp_comm_us, 32.0);
   // allgather: per layer 2 gathers forward, 2 gathers + 2 reduce-scatters backward, all exposed:
   // 4 x 6 x 5 = 120 us.
   const Simulation ag = tracedRun(CpComm::kAllGather);
@@ -194,13 +193,13 @@ TEST(CpCommType, ExposedTimeOnAHandTracedCase) {
   // a2a: per layer 4 all-to-alls forward (Q, K, V, O) and 4 backward (dO, dQ, dK, dV): 160 us.
   const Simulation a2a = tracedRun(CpComm::kA2a);
   EXPECT_DOUBLE_EQ(a2a.summary.mean_device.exposed_cp_comm_us, 160.0);
-  // The forward task: the ring's is its compute plus 4 per exchange, and 4 more compute ops per
-  // layer (the K/V packing, step 1's input copy, two output corrections); the others' all of the
-  // transfers. Each variant runs as many attention calls at C = 2 but a2a (one per layer, not 2).
+  // The forward task: the ring's is its compute plus 4 per exchange, and 3 more compute ops per
+  // layer (TE's K/V packing and two output corrections, ops/cp_ring_copies.h); the others' all of
+  // the transfers. Each variant runs as many attention calls at C = 2 but a2a (one per layer).
   const double p2p_fwd = p2p.input.stages[0].forward_us, ag_fwd = ag.input.stages[0].forward_us;
-  EXPECT_DOUBLE_EQ(ag_fwd - p2p_fwd, 4 * (2 * 5.0) - 4 * 4.0 - 4 * 4.0);
+  EXPECT_DOUBLE_EQ(ag_fwd - p2p_fwd, 4 * (2 * 5.0) - 4 * 4.0 - 4 * 3.0);
   EXPECT_DOUBLE_EQ(a2a.input.stages[0].forward_us - p2p_fwd,
-                   4 * (4 * 5.0 - 1.0) - 4 * 4.0 - 4 * 4.0);
+                   4 * (4 * 5.0 - 1.0) - 4 * 4.0 - 4 * 3.0);
 }
 
 TEST(CpCommType, CommunicationBuffersByVariant) {

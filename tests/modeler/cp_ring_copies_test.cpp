@@ -1,6 +1,7 @@
 // Transformer Engine's ring-attention copies and merges (ops/cp_ring_copies.h): the bytes of each
 // kernel on tiny-llama by hand, and their per-layer totals against a transliteration of TE's
-// branches (context_parallel.py's causal, non-fp8 bshd path), walked for every rank of the ring
+// branches (context_parallel.py's causal, non-fp8 sbhd path: Megatron's layout, whose halves are
+// views), walked for every rank of the ring
 // and averaged; none under FSDP (PyTorch's ring) or without CP.
 #include <gtest/gtest.h>
 
@@ -49,14 +50,11 @@ Bytes total(const std::map<std::string, Bytes>& ops) {
 }
 
 // TE's forward on rank r of R (AttnFuncWithCPAndKVP2P.forward, causal): the send buffer's cat,
-// each step's .contiguous() halves, the output corrections after the loop.
+// the output corrections after the loop.
 Bytes teForward(int R, int r, double q, double k) {
   Bytes b;
   b.add(2 * k, 2 * k);  // torch.cat((k.view(-1), v.view(-1)))
-  for (int i = 1; i < R; ++i) {
-    if (i <= r) b.add(k, k);  // lower-triangle: k_part, v_part halves
-    else b.add(q / 2, q / 2);  // upper-triangle: q_part half
-  }
+  // The steps' halves (k_part[0], q_part[1] of [2, s/2C, b, h, d]) are contiguous views: no copy.
   b.add(q, q);  // flash_attn_fwd_out_correction_init on step 0
   for (int i = 1; i < R; ++i) {
     if (i <= r) b.add(2 * q, q);  // out.add_(out_per_step * exp(...)): out and O_i read
@@ -70,13 +68,7 @@ Bytes teBackward(int R, int r, double q, double k) {
   Bytes b;
   b.add(2 * k, 2 * k);  // p2p_comm_buffers[0][0].copy_(kv)
   for (int i = 0; i < R; ++i) {
-    if (i == R - 1) {
-      // diagonal: views only
-    } else if (i >= R - r - 1) {
-      b.add(k, k);  // lower-triangle: K, V halves
-    } else {
-      b.add(1.5 * q, 1.5 * q);  // upper-triangle: q, out, dout halves
-    }
+    // The steps' inputs (K, V halves; Q, O, dO halves) are views under sbhd: no copy.
     // dq (an add reads both operands, writes one; a copy reads and writes one)
     if (i > R - r - 1) {
       b.add(2 * q, q);
@@ -120,20 +112,15 @@ TEST(CpRingCopies, EachKernelByHandAtTwoRanks) {
   // k = 4 x 4 x 16 x 16 = 4096.
   const IterationPlan plan = buildIterationPlan(tinyLlama(), test::cluster(2), cpStrategy(2));
   const auto fwd = cpCopies(plan, false), bwd = cpCopies(plan, true);
-  ASSERT_EQ(fwd.size(), 4u);
+  ASSERT_EQ(fwd.size(), 3u);
   EXPECT_EQ(fwd.at("cp_kv_pack").read, 8192);  // 2k
-  // Step 1: rank 0 copies its Q half (4096), rank 1 its K and V halves (2048 + 2048): mean 4096.
-  EXPECT_EQ(fwd.at("cp_step_input_copy").read, 4096);
-  EXPECT_EQ(fwd.at("cp_step_input_copy").write, 4096);
   EXPECT_EQ(fwd.at("cp_out_correction_init").write, 8192);
   // Step 1's correction: rank 0 the second half (reads 4096 + 4096, writes 4096), rank 1 all of
   // it (reads 16384, writes 8192): mean 12288 read, 6144 written.
   EXPECT_EQ(fwd.at("cp_out_correction").read, 12288);
   EXPECT_EQ(fwd.at("cp_out_correction").write, 6144);
-  ASSERT_EQ(bwd.size(), 5u);
+  ASSERT_EQ(bwd.size(), 4u);
   EXPECT_EQ(bwd.at("cp_kv_grad_buffer").write, 8192);
-  // Step 0: rank 0 upper-triangle (Q, O, dO halves: 12288), rank 1 lower (K, V halves: 4096).
-  EXPECT_EQ(bwd.at("cp_step_input_copy_bwd").read, 8192);
   // dQ: rank 0 copies a half then copies one half and adds the other (2q read, 1.5q written),
   // rank 1 copies then adds the whole (3q, 2q): mean 2.5q = 20480 read, 1.75q = 14336 written.
   EXPECT_EQ(bwd.at("cp_dq_accumulate").read, 20480);
