@@ -4,19 +4,20 @@
 // transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py (NVIDIA/
 // TransformerEngine d0067d0; the same structure since TE 1.x, with cuDNN's FusedAttention, the
 // backend TE prefers on Hopper). Causal attention, the load-balanced split (rank r holds chunks r
-// and 2R-1-r of a ring of R ranks), BF16/FP16 attention, the sbhd layout Megatron uses. q: the rank's Q (and
-// its output O, dO, dQ) bytes; k: its K (and V, dK, dV) bytes each.
+// and 2R-1-r of a ring of R ranks), BF16/FP16 attention, the sbhd layout Megatron uses. q: the
+// rank's Q (and its output O, dO, dQ) bytes; k: its K (and V, dK, dV) bytes each.
 //
 // Forward, ring step i of rank r: i = 0 the diagonal block; 1 <= i <= r the "lower-triangle"
 // (all queries against the first half of the received K/V); i > r the "upper-triangle" (the second
 // half of the queries against all of K/V). Megatron hands TE sbhd tensors (TEDotProductAttention's
 // qkv_format 'sbhd'), viewed as [2, s/2C, b, h, d], so a half is `x[0]` or `x[1]`: contiguous, and
 // the step's `.contiguous()` copies no byte (bshd, batch first, would copy: not modelled).
-//   cp_kv_pack:            torch.cat((k.view(-1), v.view(-1))) into the first send buffer: 2k -> 2k;
+//   cp_kv_pack:            torch.cat((k.view(-1), v.view(-1))), the first send buffer: 2k -> 2k;
 //   cp_out_correction_init: after the loop, flash_attn_fwd_out_correction_init on step 0's output
 //                          (q -> q; the fp32 log-sum-exp rows, q/(2d) of them, left out);
 //   cp_out_correction:     flash_attn_fwd_out_correction (out += O_i exp(lse_i - lse), 2q -> q)
-//                          for i <= r, the second-half one (q -> q/2) for i > r: mean 1.5q -> 0.75q.
+//                          for i <= r, the second-half one (q -> q/2) for i > r: mean 1.5q ->
+//                          0.75q.
 // Backward, step i: i = R-1 the diagonal; i >= R-1-r lower-triangle; else upper-triangle (halves
 // again views under sbhd).
 //   cp_kv_grad_buffer:     p2p_comm_buffers[0][0].copy_(kv): 2k -> 2k;
