@@ -20,6 +20,7 @@
 // Only the p2p exchanges overlap compute (TE's ring); the collectives are exposed: TE overlaps
 // each a2a with the previous one's reordering copies only, and the allgather waits for K/V.
 
+#include "ops/cp_ring_copies.h"
 #include "ops/layer_ops.h"
 
 namespace evsim {
@@ -95,6 +96,10 @@ void LayerOpBuilder::flashAttentionCore(OpList& out, int layer, bool backward) {
     }
   }
   const Event step = flashAttentionStep(backward, s.seq / ring, a2a);
+  // Transformer Engine's copies and merges around its ring (ops/cp_ring_copies.h).
+  const bool copies = s.te_ring_copies && ring > 1;
+  const auto copy = [&](const EagerKernel& kernel) { eagerKernels(out, layer, {kernel}); };
+  if (copies) copy(backward ? cpRingKvGradBuffer(kv_bytes) : cpRingKvPack(kv_bytes));
   for (int j = 0; j < ring; ++j) {
     // The next K/V block (backward: with their gradients) travels while this step computes (TE's
     // ring; after an a2a each block is s/R tokens on a/(tA) heads: the same 2k bytes).
@@ -106,7 +111,9 @@ void LayerOpBuilder::flashAttentionCore(OpList& out, int layer, bool backward) {
             j == 0 ? first
                    : (backward ? "flash_attention_ring_step_bwd" : "flash_attention_ring_step"),
             step, 0, j == 0 ? saved : 0);
+    if (copies && backward) eagerKernels(out, layer, cpRingGradAccumulations(j, q_bytes, kv_bytes));
   }
+  if (copies && !backward) eagerKernels(out, layer, cpRingOutCorrections(ring, q_bytes));
   if (a2a > 1) {
     if (backward) {
       cpCollective(out, layer, "cp_dq_a2a", EventKind::kAllToAll, q_bytes);

@@ -144,6 +144,10 @@ struct LayerShape {
   // compiled or not (a materialised expand + reshape), and autograd sums the copies' gradients
   // back (ops/eager_ops.h).
   bool repeat_kv = false;
+  // Transformer Engine's ring attention (Megatron's CP p2p and a2a+p2p): the K/V packing, output
+  // corrections and gradient accumulations (ops/cp_ring_copies.h) beside its fused-attention
+  // calls. PyTorch's own ring (torchtitan) merges otherwise: not modelled.
+  bool te_ring_copies = false;
   // PyTorch's DTensor tensor parallelism (torchtitan: PrepareModuleInput all-gathers a sequence-
   // parallel input before the column-parallel linears, whose autograd then keeps the gathered
   // tensor): QKV, FC1 and the LM head save all T tokens of their input, where Megatron/TE's

@@ -25,6 +25,7 @@ LayerShape layerShape(const ModelConfig& model, const Strategy& strategy, Placem
   shape.eager_final_norm = strategy.framework == Framework::kFsdp;
   shape.complex_rope = strategy.framework == Framework::kFsdp;
   shape.repeat_kv = strategy.framework == Framework::kFsdp;
+  shape.te_ring_copies = strategy.framework == Framework::kMegatron;
   shape.saves_gathered_input = strategy.framework == Framework::kFsdp;
   return shape;
 }

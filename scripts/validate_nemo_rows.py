@@ -25,6 +25,12 @@ userbuffers_{bf16,fp8}_h100_h8192_tp4_mbs1_seqlen8192 configs); with PP > 1 the 
 schedule. FP8: NeMo 24.x/25.0x's bf16_with_fp8_mixed (delayed scaling), Megatron-Bridge's FP8-CS
 (current = tensorwise scaling).
 
+Llama 3.1 405B (DGXC v25.04.01, 512-2,048 GPUs, TP8 PP8 CP2 VP8; the 32-128-GPU "405b-Proxy" rows
+are truncated models and left out) added in session 19: its 126 layers split with the embedding
+and the loss counted as a layer each, as NeMo's 405B recipes set (account_for_embedding_in_
+pipeline_split, account_for_loss_in_pipeline_split; NVIDIA's llama31_405b recipes and
+Megatron-Bridge's 405B configs).
+
 Usage: scripts/validate_nemo_rows.py [--build build] [--cluster dgx-h100] [--no-tp-overlap]
                                      [--by-class]
 Prints per row: published and predicted tokens/s per GPU, the error (predicted / published - 1),
@@ -61,6 +67,12 @@ ROWS = [
     (DGXC_2504, "llama3-70b", "bf16", 2048, 4, 4, 2, 5, 4096, 14.66, "s"),
     (DGXC_2504, "llama3-70b", "fp8", 64, 4, 8, 1, 5, 128, 9.86, "s"),
     (DGXC_2504, "llama3-70b", "fp8", 1024, 4, 8, 1, 5, 2048, 10.08, "s"),
+    (DGXC_2504, "llama3.1-405b", "bf16", 512, 8, 8, 2, 8, 256, 19.78, "s"),
+    (DGXC_2504, "llama3.1-405b", "bf16", 1024, 8, 8, 2, 8, 512, 19.84, "s"),
+    (DGXC_2504, "llama3.1-405b", "bf16", 2048, 8, 8, 2, 8, 1024, 19.87, "s"),
+    (DGXC_2504, "llama3.1-405b", "fp8", 512, 8, 8, 2, 8, 256, 12.37, "s"),
+    (DGXC_2504, "llama3.1-405b", "fp8", 1024, 8, 8, 2, 8, 512, 12.42, "s"),
+    (DGXC_2504, "llama3.1-405b", "fp8", 2048, 8, 8, 2, 8, 1024, 12.56, "s"),
     (DGXC_2502, "llama3-70b", "bf16", 64, 4, 4, 2, 5, 128, 14.61, "s"),
     (DGXC_2502, "llama3-70b", "bf16", 1024, 4, 4, 2, 5, 2048, 14.86, "s"),
     (DGXC_2502, "llama3-70b", "fp8", 64, 4, 4, 2, 5, 128, 10.46, "s"),
@@ -85,6 +97,11 @@ def command(build, cluster, row, tp_overlap=True):
         cmd += ["--schedule", "interleaved", "--virtual-stages", str(vp)]
     if tp > 1:
         cmd += ["--sequence-parallel"] + (["--tp-comm-overlap"] if tp_overlap else [])
+    if model == "llama3.1-405b":
+        # 126 layers over PP 8 x VP 8 = 64 chunks: NeMo's 405B recipe counts the embedding and the
+        # loss as a layer each in the split (account_for_{embedding,loss}_in_pipeline_split), so
+        # the first and last chunks hold one decoder layer, the others two.
+        cmd += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
     if precision == "fp8":
         cmd += ["--fp8-recipe", "delayed"]
     elif precision == "fp8-cs":

@@ -70,7 +70,7 @@ def predict(build, cluster, micro_batch, compile_mode, extra):
 # Op classes of the --by-class table, in its column order.
 CLASSES = ["GEMM bf16", "GEMM fp8", "attn fwd", "attn bwd", "fused elementwise/norm/emb",
            "eager elementwise", "loss (eager)", "fp8 casts/amax", "FSDP copies",
-           "optimizer/clip"]
+           "optimizer/clip", "CP ring copies"]
 
 
 def op_class(op, event):
@@ -89,6 +89,8 @@ def op_class(op, event):
             return "FSDP copies"
         if op.startswith("ce_"):
             return "loss (eager)"
+        if op.startswith("cp_"):
+            return "CP ring copies"
         return "eager elementwise"
     return "fused elementwise/norm/emb"
 

@@ -1,6 +1,7 @@
 // ComputeKernel wrappers over the pure functions of cpu_ops.h, and makeCpuKernel. Each wrapper
 // owns float32 buffers sized from the event's dims, filled with random values at construction,
 // and calls one function per run().
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -249,6 +250,23 @@ class HostCopyKernel final : public ComputeKernel {
   Floats from_, to_;
 };
 
+// A memory_pass (an eager pointwise kernel, a copy, TE's ring-attention merges): known by its
+// bytes alone, so a stand-in that reads read_bytes and writes write_bytes once each (fp32 words):
+// the input folded onto the output, a fill when nothing is read.
+class MemoryPassKernel final : public ComputeKernel {
+ public:
+  MemoryPassKernel(const Event& e, uint64_t seed)
+      : in_(randomFloats(e.dim("read_bytes") / 4, seed, 0)),
+        out_(static_cast<size_t>(std::max<int64_t>(1, e.dim("write_bytes") / 4))) {}
+  void run() override {
+    std::fill(out_.begin(), out_.end(), 0.0f);
+    for (size_t i = 0; i < in_.size(); ++i) out_[i % out_.size()] += in_[i];
+  }
+
+ private:
+  Floats in_, out_;
+};
+
 }  // namespace
 
 // One case per op family of events/compute_op_rules.cpp's op table (computeOpKind).
@@ -286,10 +304,7 @@ std::unique_ptr<ComputeKernel> makeCpuKernel(const Event& event, uint64_t seed) 
       EVSIM_THROW(InputError, "'{}': no CPU kernel for FP8 casts (fp8_quantize, amax) yet",
                   event.signature());
     case OpFamily::kMemoryPass:
-      // Eager PyTorch's pointwise kernels and FSDP2's copies, known by their bytes alone: the
-      // device model times them (ops/eager_ops.h).
-      EVSIM_THROW(InputError, "'{}': no CPU kernel for memory_pass (eager kernels) yet",
-                  event.signature());
+      return std::make_unique<MemoryPassKernel>(event, seed);
     case OpFamily::kMoeRouting:
       return cpu::makeMoeKernel(event, seed);
   }

@@ -21,6 +21,9 @@ inline bool hasNoKernel(const std::string& op) {
   return op == "mla_attn_fwd" || op == "mla_attn_bwd" || op == "fp8_quantize" || op == "amax" ||
          op == "memory_pass";
 }
+// The CPU backend runs memory_pass as a stand-in that moves its bytes (cpu_kernels.cpp), so that
+// a Megatron CP profile (TE's ring copies, ops/cp_ring_copies.h) is measured on a CPU too.
+inline bool hasNoCpuKernel(const std::string& op) { return op != "memory_pass" && hasNoKernel(op); }
 
 inline Event smallEvent(const std::string& op, DType dtype = DType::kBf16) {
   static const std::map<std::string, std::vector<Dim>> dims = {

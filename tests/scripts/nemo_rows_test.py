@@ -31,6 +31,12 @@ class PublishedTokens(unittest.TestCase):
         # The 8B FP8 row on 8 GPUs: 8,192 x 128 / 9.33 = 112,388 tokens/s (the table's figure).
         r = row(rows.DGXC_2504, "llama3-8b", "fp8", 8)
         self.assertAlmostEqual(rows.published_tokens(r) * 8, 112388, delta=1)
+        # 405B BF16 on 1,024 GPUs: 8,192 x 512 / 19.84 = 211,406 tokens/s, FP8 on 2,048:
+        # 8,192 x 1,024 / 12.56 = 667,883 (the table's throughput row, both).
+        r = row(rows.DGXC_2504, "llama3.1-405b", "bf16", 1024)
+        self.assertAlmostEqual(rows.published_tokens(r) * 1024, 211406, delta=1)
+        r = row(rows.DGXC_2504, "llama3.1-405b", "fp8", 2048)
+        self.assertAlmostEqual(rows.published_tokens(r) * 2048, 667883, delta=1)
         # Rows published as tokens/s per GPU are taken as they are.
         self.assertEqual(rows.published_tokens(row(rows.MB_2509, "llama3-70b", "fp8-cs", 64)), 1619)
 
@@ -53,6 +59,15 @@ class Commands(unittest.TestCase):
         self.assertNotIn("--sequence-parallel", text)
         self.assertNotIn("--schedule", text)
         self.assertIn("--fp8-recipe delayed", text)
+        self.assertNotIn("--account-for", text)
+        # 405B on 512: 512 / (8 x 8 x 2) = 4 data-parallel ranks; its 126 layers split with the
+        # embedding and the loss counted as layers (64 chunks of 2, the first and last holding 1).
+        text = " ".join(rows.command("b", "dgx-h100", row(rows.DGXC_2504, "llama3.1-405b", "fp8",
+                                                          512)))
+        self.assertIn("--strategy 8M8P4D", text)
+        self.assertIn("--schedule interleaved --virtual-stages 8", text)
+        self.assertIn("--account-for-embedding-in-pipeline-split", text)
+        self.assertIn("--account-for-loss-in-pipeline-split", text)
         mb = row(rows.MB_2509, "llama3-70b", "fp8-cs", 64)
         text = " ".join(rows.command("b", "dgx-h100", mb))
         self.assertIn("--fp8-recipe tensorwise", text)

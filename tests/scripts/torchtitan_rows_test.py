@@ -32,6 +32,8 @@ class OpClass(unittest.TestCase):
              "loss (eager)"),
             ("rmsnorm_pow", "memory_pass read_bytes=4 write_bytes=4 dtype=fp32",
              "eager elementwise"),
+            ("cp_out_correction", "memory_pass read_bytes=6 write_bytes=3 dtype=bf16",
+             "CP ring copies"),
             ("layernorm", "rmsnorm_fwd tokens=8192 hidden=4096 dtype=bf16",
              "fused elementwise/norm/emb"),
         ]

@@ -1,0 +1,172 @@
+// Transformer Engine's ring-attention copies and merges (ops/cp_ring_copies.h): the bytes of each
+// kernel on tiny-llama by hand, and their per-layer totals against a transliteration of TE's
+// branches (context_parallel.py's causal, non-fp8 sbhd path: Megatron's layout, whose halves are
+// views), walked for every rank of the ring
+// and averaged; none under FSDP (PyTorch's ring) or without CP.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "plan/iteration_plan.h"
+#include "support/test_support.h"
+
+namespace evsim {
+namespace {
+
+// tiny-llama: h 64, 4 heads of d = 16, 2 K/V heads, s 32, fp32 (e = 4), 4 layers, flash attention.
+ModelConfig tinyLlama() { return loadModelConfig(test::configPath("models", "tiny-llama")); }
+
+Strategy cpStrategy(int cp, CpComm comm = CpComm::kP2p, int a2a = 0) {
+  Strategy s = test::strategy("1M1P1D", 2, 2);  // b = 2, one micro-batch
+  s.cp = cp;
+  s.cp_comm = comm;
+  s.cp_a2a = a2a;
+  return s;
+}
+
+struct Bytes {
+  double read = 0, write = 0;
+  void add(double r, double w) { read += r, write += w; }
+};
+
+// Layer 1's memory_pass ops whose name starts with "cp_", summed by name.
+std::map<std::string, Bytes> cpCopies(const IterationPlan& plan, bool backward) {
+  std::map<std::string, Bytes> out;
+  for (const OpInstance& op : backward ? plan.stages[0].backward : plan.stages[0].forward) {
+    if (op.layer != 1 || op.name.rfind("cp_", 0) != 0) continue;
+    const Event& e = test::eventOf(plan, op);
+    if (e.kind != EventKind::kCompute) continue;
+    const std::vector<int64_t> dims = test::dimValues(e);  // read_bytes, write_bytes
+    out[std::string(op.name)].add(double(dims[0]), double(dims[1]));
+  }
+  return out;
+}
+
+Bytes total(const std::map<std::string, Bytes>& ops) {
+  Bytes sum;
+  for (const auto& [name, b] : ops) sum.add(b.read, b.write);
+  return sum;
+}
+
+// TE's forward on rank r of R (AttnFuncWithCPAndKVP2P.forward, causal): the send buffer's cat,
+// the output corrections after the loop.
+Bytes teForward(int R, int r, double q, double k) {
+  Bytes b;
+  b.add(2 * k, 2 * k);  // torch.cat((k.view(-1), v.view(-1)))
+  // The steps' halves (k_part[0], q_part[1] of [2, s/2C, b, h, d]) are contiguous views: no copy.
+  b.add(q, q);  // flash_attn_fwd_out_correction_init on step 0
+  for (int i = 1; i < R; ++i) {
+    if (i <= r) b.add(2 * q, q);  // out.add_(out_per_step * exp(...)): out and O_i read
+    else b.add(q, q / 2);  // the second-half correction
+  }
+  return b;
+}
+
+// TE's backward on rank r of R (AttnFuncWithCPAndKVP2P.backward, causal, not fp8).
+Bytes teBackward(int R, int r, double q, double k) {
+  Bytes b;
+  b.add(2 * k, 2 * k);  // p2p_comm_buffers[0][0].copy_(kv)
+  for (int i = 0; i < R; ++i) {
+    // The steps' inputs (K, V halves; Q, O, dO halves) are views under sbhd: no copy.
+    // dq (an add reads both operands, writes one; a copy reads and writes one)
+    if (i > R - r - 1) {
+      b.add(2 * q, q);
+    } else if (i == R - r - 1) {
+      if (r == R - 1) b.add(q, q);
+      else b.add(q / 2 + q, q);  // dq[0].copy_(dq_[0]), dq[1].add_(dq_[1])
+    } else if (i > 0) {
+      b.add(q, q / 2);  // dq[1].add_(dq_)
+    } else {
+      b.add(q / 2, q / 2);  // dq[1].copy_(dq_)
+    }
+    // dk and dv
+    for (int t = 0; t < 2; ++t) {
+      if (i == R - 1) {
+        if (r == 0) b.add(k + k / 2, k);  // dk[0].add_(dk_[0]), dk[1].copy_(dk_[1])
+        else b.add(2 * k, k);
+      } else if (i >= R - r - 1) {
+        if (i == 0 && r == R - 1) b.add(k / 2, k / 2);  // dk[0].copy_(dk_)
+        else b.add(k, k / 2);  // dk[0].add_(dk_)
+      } else if (i > 0) {
+        b.add(2 * k, k);
+      } else {
+        b.add(k, k);
+      }
+    }
+  }
+  return b;
+}
+
+Bytes meanOverRanks(int R, double q, double k, bool backward) {
+  Bytes mean;
+  for (int r = 0; r < R; ++r) {
+    const Bytes b = backward ? teBackward(R, r, q, k) : teForward(R, r, q, k);
+    mean.add(b.read / R, b.write / R);
+  }
+  return mean;
+}
+
+TEST(CpRingCopies, EachKernelByHandAtTwoRanks) {
+  // C = 2: T = 2 x 32 / 2 = 32 tokens; q = 4 B x 8 rows (b x 4 heads) x 16 x 16 = 8192,
+  // k = 4 x 4 x 16 x 16 = 4096.
+  const IterationPlan plan = buildIterationPlan(tinyLlama(), test::cluster(2), cpStrategy(2));
+  const auto fwd = cpCopies(plan, false), bwd = cpCopies(plan, true);
+  ASSERT_EQ(fwd.size(), 3u);
+  EXPECT_EQ(fwd.at("cp_kv_pack").read, 8192);  // 2k
+  EXPECT_EQ(fwd.at("cp_out_correction_init").write, 8192);
+  // Step 1's correction: rank 0 the second half (reads 4096 + 4096, writes 4096), rank 1 all of
+  // it (reads 16384, writes 8192): mean 12288 read, 6144 written.
+  EXPECT_EQ(fwd.at("cp_out_correction").read, 12288);
+  EXPECT_EQ(fwd.at("cp_out_correction").write, 6144);
+  ASSERT_EQ(bwd.size(), 4u);
+  EXPECT_EQ(bwd.at("cp_kv_grad_buffer").write, 8192);
+  // dQ: rank 0 copies a half then copies one half and adds the other (2q read, 1.5q written),
+  // rank 1 copies then adds the whole (3q, 2q): mean 2.5q = 20480 read, 1.75q = 14336 written.
+  EXPECT_EQ(bwd.at("cp_dq_accumulate").read, 20480);
+  EXPECT_EQ(bwd.at("cp_dq_accumulate").write, 14336);
+  // dK: rank 0 a copy then half add + half copy (2.5k, 2k), rank 1 a half copy then an add
+  // (2.5k, 1.5k): mean 10240 read, 7168 written; dV the same.
+  EXPECT_EQ(bwd.at("cp_dk_accumulate").read, 10240);
+  EXPECT_EQ(bwd.at("cp_dk_accumulate").write, 7168);
+  EXPECT_EQ(bwd.at("cp_dv_accumulate").write, 7168);
+  // Three accumulations per step, one per layer of each other kernel: 4 layers.
+  EXPECT_EQ(test::countOps(plan.stages[0].backward, "cp_dq_accumulate"), 2 * 4);
+  EXPECT_EQ(test::countOps(plan.stages[0].forward, "cp_out_correction"), 1 * 4);
+}
+
+TEST(CpRingCopies, TotalsMatchTransformerEnginesBranchesOnEveryRank) {
+  // C = 4 (ring 4): T = 16, q = 4 x 8 x 8 x 16 = 4096, k = 4 x 4 x 8 x 16 = 2048; and the ring of
+  // a2a+p2p (A = 2, R = 2): s/R = 16 tokens on 2 of 4 query heads, the same q and k bytes.
+  struct Case {
+    Strategy strategy;
+    int ring;
+  };
+  for (const Case& c : {Case{cpStrategy(4), 4}, Case{cpStrategy(4, CpComm::kA2aP2p, 2), 2}}) {
+    const IterationPlan plan = buildIterationPlan(tinyLlama(), test::cluster(4), c.strategy);
+    for (bool backward : {false, true}) {
+      const Bytes want = meanOverRanks(c.ring, 4096, 2048, backward);
+      const Bytes got = total(cpCopies(plan, backward));
+      EXPECT_DOUBLE_EQ(got.read, want.read) << c.ring << (backward ? " backward" : " forward");
+      EXPECT_DOUBLE_EQ(got.write, want.write) << c.ring << (backward ? " backward" : " forward");
+    }
+  }
+}
+
+TEST(CpRingCopies, NoneUnderFsdpOrWithoutARing) {
+  const ModelConfig model = tinyLlama();
+  Strategy fsdp = cpStrategy(2);
+  fsdp.framework = Framework::kFsdp;
+  fsdp.zero_stage = 3;  // FSDP shards over D x C
+  EXPECT_TRUE(cpCopies(buildIterationPlan(model, test::cluster(2), fsdp), false).empty());
+  EXPECT_TRUE(cpCopies(buildIterationPlan(model, test::cluster(2), fsdp), true).empty());
+  for (const Strategy& s : {cpStrategy(2, CpComm::kA2a), cpStrategy(2, CpComm::kAllGather),
+                            cpStrategy(1)}) {
+    const IterationPlan plan = buildIterationPlan(model, test::cluster(2), s);
+    EXPECT_TRUE(cpCopies(plan, false).empty()) << cpCommName(s.cp_comm);
+    EXPECT_TRUE(cpCopies(plan, true).empty()) << cpCommName(s.cp_comm);
+  }
+}
+
+}  // namespace
+}  // namespace evsim
