@@ -118,7 +118,8 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
       ->check(CLI::IsMember({"allreduce", "rs-ag"}))
       ->excludes(sp);
   auto* zero = app.add_option("--zero", zero_stage,
-                              "ZeRO stage over the DP group: 0, 1 (distributed optimizer), 2, 3")
+                              "ZeRO stage over the DP group: 0, 1 (distributed optimizer), 2 (DeepSpeed's: "
+                              "buckets reduce-scattered in every micro-batch's backward), 3")
                    ->capture_default_str();
   app.add_flag("--use-distributed-optimizer", distributed_optimizer,
                "Megatron's distributed optimizer (--zero 1)")
@@ -155,7 +156,8 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
       app.add_option("--dp-bucket-mb", dp_bucket_mb,
                      "DDP bucket size in MiB (default: the framework's: Megatron's max(40M, 1M x "
                      "D x C) parameters, on the first chunk of pipeline rank 0 only, as Megatron "
-                     "buckets; PyTorch DDP's 25 MiB)")
+                     "buckets; PyTorch DDP's 25 MiB; under --zero 2 DeepSpeed's 5e8 elements), "
+                     "in the gradient reduction's dtype")
           ->check(finitePositiveUpTo(1e6));
   app.add_option("--ddp-bucket-size", ddp_bucket_params,
                  "Megatron's: DDP bucket size in parameters (gradient elements), as Megatron "

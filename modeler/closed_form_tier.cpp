@@ -213,7 +213,7 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(
     const auto model_block = std::find_if(
         model_.blocks.begin(), model_.blocks.end(),
         [&](const TransformerBlock& m) { return m.cross_attention == cross && m.moe == moe; });
-    // FSDP under PP without reshard syncs once per step, outside the tasks (plan_core.cpp).
+    // FSDP under PP without reshard syncs once per step, outside the tasks (finish_plan.cpp).
     const bool transfers =
         footprint && model_block != model_.blocks.end() && !strategy.fsdpSyncsOncePerStep();
     const int64_t params = transfers ? footprint->block(*model_block).weights : 0;
@@ -519,7 +519,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     return sums.complete;
   };
   // Gradients travel in the DP reduction's dtype (fp32 for Megatron's bf16 models), the ZeRO 1/2
-  // parameter gathers in the model's (plan_core.cpp, optimizer_step.h).
+  // parameter gathers in the model's (finish_plan.cpp, plan_core.cpp, optimizer_step.h).
   // The events carry that dtype as the plan's do, so a profile's records are found by signature.
   const DType grad_wire =
       dataParallelGradDtype(strategy.framework, model_.dtype, strategy.grad_reduce_in_bf16);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "plan/optimizer_step.h"
 #include "plan/zero2_buckets.h"
 
 namespace evsim {
@@ -45,7 +46,11 @@ int64_t dataParallelBufferBytes(const ModelConfig& model, const Strategy& strate
   const double e = dtypeBytes(model.dtype);
   // DeepSpeed's IPG buckets (plan/zero2_buckets.h): one of reduce_bucket_size elements in the
   // model dtype, two with overlap_comm (--dp-overlap).
-  if (zero == 2) return zero2BufferBytes(strategy, dtypeBytes(model.dtype));
+  if (zero == 2) {
+    const DType wire =
+        dataParallelGradDtype(strategy.framework, model.dtype, strategy.grad_reduce_in_bf16);
+    return zero2BufferBytes(strategy, dtypeBytes(wire), dtypeBytes(model.dtype));
+  }
   if (zero != 3) return 0;
   const bool fsdp = strategy.framework == Framework::kFsdp;
   // Linear weights are gathered in fp8 with FSDP's Float8 all-gather; norms stay in e (small).

@@ -5,10 +5,8 @@
 
 #include "common/checked.h"
 #include "common/error.h"
-#include "ops/fp8_casts.h"
 #include "ops/fsdp_copies.h"
 #include "ops/layer_ops.h"
-#include "plan/ddp_buckets.h"
 #include "plan/layer_checkpoint.h"
 #include "plan/layer_shape.h"
 #include "plan/optimizer_step.h"
@@ -113,7 +111,8 @@ PlanCache::CoreKey planCoreKey(const Strategy& strategy) {
   key.overlap_param_gather = false;
   if (zero != 2) key.dp_bucket_bytes = Strategy{}.dp_bucket_bytes;
   key.global_batch = 0;
-  // The optimizer step's kernels and the gradient reduction's wire type: finishPlan's only.
+  // The optimizer step's kernels: finishPlan's only; the gradient reduction's wire type too, but
+  // under ZeRO-2, whose bucket reductions (above) carry it.
   key.optimizer_impl = OptimizerImpl::kFused;
   if (zero != 2) key.grad_reduce_in_bf16 = false;
   // The plan depends on the schedule only through its layout: v = 1 alike, and a schedule file
@@ -311,10 +310,12 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     // layer's gradients are in it (plan/zero2_buckets.h), in the reduction's wire type, the routed
     // experts' share over the expert-data-parallel group.
     const bool zero2 = effectiveZero(strategy) == 2;
+    const DType zero2_wire =
+        dataParallelGradDtype(strategy.framework, dtype, strategy.grad_reduce_in_bf16);
     std::vector<Zero2Bucket> zero2_buckets;
     if (zero2) {
       zero2_buckets = zero2Buckets(backwardLayerOrder(layer_params),
-                                   zero2BucketElements(strategy, dtypeBytes(dtype)));
+                                   zero2BucketElements(strategy, dtypeBytes(zero2_wire)));
     }
     size_t zero2_next = 0;
     int64_t zero2_experts = 0;
@@ -329,8 +330,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
         return;
       }
       const int64_t elements = zero2_buckets[zero2_next++].elements;
-      const DType wire =
-          dataParallelGradDtype(strategy.framework, dtype, strategy.grad_reduce_in_bf16);
+      const DType wire = zero2_wire;
       for (const auto& [count, group, name] :
            {std::tuple{elements - zero2_experts, stage.dp_group, kZero2ReduceName},
             std::tuple{zero2_experts, stage.expert_dp_group, kZero2ExpertReduceName}}) {

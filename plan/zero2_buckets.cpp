@@ -6,14 +6,14 @@
 
 namespace evsim {
 
-int64_t zero2BucketElements(const Strategy& strategy, int64_t elem_bytes) {
-  EVSIM_CHECK(elem_bytes > 0, "element of {} bytes", elem_bytes);
+int64_t zero2BucketElements(const Strategy& strategy, int64_t wire_bytes) {
+  EVSIM_CHECK(wire_bytes > 0, "element of {} bytes", wire_bytes);
   if (strategy.dp_bucket_bytes <= 0) return kDeepSpeedReduceBucketElements;
-  return std::max<int64_t>(1, strategy.dp_bucket_bytes / elem_bytes);
+  return std::max<int64_t>(1, strategy.dp_bucket_bytes / wire_bytes);
 }
 
-int64_t zero2BufferBytes(const Strategy& strategy, int64_t elem_bytes) {
-  return (strategy.dp_overlap ? 2 : 1) * zero2BucketElements(strategy, elem_bytes) * elem_bytes;
+int64_t zero2BufferBytes(const Strategy& strategy, int64_t wire_bytes, int64_t elem_bytes) {
+  return (strategy.dp_overlap ? 2 : 1) * zero2BucketElements(strategy, wire_bytes) * elem_bytes;
 }
 
 std::vector<Zero2Bucket> zero2Buckets(const std::vector<std::pair<int, int64_t>>& backward_layers,

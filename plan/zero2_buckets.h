@@ -37,11 +37,14 @@ namespace evsim {
 // DeepSpeed's default reduce_bucket_size, in elements.
 inline constexpr int64_t kDeepSpeedReduceBucketElements = 500'000'000;
 
-// The bucket in elements: --dp-bucket-mb's bytes in the model dtype `elem_bytes`, else the default.
-int64_t zero2BucketElements(const Strategy& strategy, int64_t elem_bytes);
+// The bucket in elements, else DeepSpeed's default. `dp_bucket_bytes` counts the gradient wire's
+// bytes (`wire_bytes` an element; io/strategy_from_options.cpp: --ddp-bucket-size N is N elements,
+// --dp-bucket-mb M is M MiB of the wire), as it does for DDP's buckets.
+int64_t zero2BucketElements(const Strategy& strategy, int64_t wire_bytes);
 
-// The IPG buffers' bytes: one bucket, two with overlap_comm (--dp-overlap).
-int64_t zero2BufferBytes(const Strategy& strategy, int64_t elem_bytes);
+// The IPG buffers' bytes: one bucket of `elem_bytes` elements (the model dtype, DeepSpeed's
+// torch.empty(reduce_bucket_size)), two with overlap_comm (--dp-overlap).
+int64_t zero2BufferBytes(const Strategy& strategy, int64_t wire_bytes, int64_t elem_bytes);
 
 struct Zero2Bucket {
   int last_layer = 0;    // the layer (in backward order) after whose backward it is reduced

@@ -260,7 +260,11 @@ class MemoryPassKernel final : public ComputeKernel {
         out_(static_cast<size_t>(std::max<int64_t>(1, e.dim("write_bytes") / 4))) {}
   void run() override {
     std::fill(out_.begin(), out_.end(), 0.0f);
-    for (size_t i = 0; i < in_.size(); ++i) out_[i % out_.size()] += in_[i];
+    // Block by block (no division per word): input word i lands on output word i mod n_out.
+    for (size_t start = 0; start < in_.size(); start += out_.size()) {
+      const size_t n = std::min(out_.size(), in_.size() - start);
+      for (size_t j = 0; j < n; ++j) out_[j] += in_[start + j];
+    }
   }
 
  private:

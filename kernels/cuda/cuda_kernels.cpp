@@ -279,6 +279,26 @@ class HostCopyKernel final : public CudaKernelBase {
   PinnedBuffer host_;
 };
 
+// A memory_pass: the bytes it reads and writes moved once each by a stand-in kernel
+// (cuda::memoryPass), as the CPU backend does, so that the plans that hold them (FSDP's eager
+// kernels and copies, Megatron CP's ring copies) can be profiled on a GPU.
+class MemoryPassKernel final : public CudaKernelBase {
+ public:
+  MemoryPassKernel(const Event& e, cudaStream_t s, uint64_t seed)
+      : CudaKernelBase(s, seed),
+        n_in_(e.dim("read_bytes") / 4),
+        n_out_(std::max<int64_t>(1, e.dim("write_bytes") / 4)),
+        in_(randomBuffer(DType::kFp32, std::max<int64_t>(1, n_in_), 0)),
+        out_(n_out_ * 4) {
+    synchronize();
+  }
+  void run() override { cuda::memoryPass(in_.as<float>(), n_in_, out_.as<float>(), n_out_, stream_); }
+
+ private:
+  int64_t n_in_, n_out_;
+  DeviceBuffer in_, out_;
+};
+
 }  // namespace
 
 // One case per op family of events/compute_op_rules.cpp's op table (computeOpKind).
@@ -315,10 +335,7 @@ std::unique_ptr<ComputeKernel> makeCudaKernel(const Event& event, void* cuda_str
       EVSIM_THROW(InputError, "'{}': no CUDA kernel for FP8 casts (fp8_quantize, amax) yet",
                   event.signature());
     case OpFamily::kMemoryPass:
-      // Eager PyTorch's pointwise kernels and FSDP2's copies, known by their bytes alone: the
-      // device model times them (ops/eager_ops.h).
-      EVSIM_THROW(InputError, "'{}': no CUDA kernel for memory_pass (eager kernels) yet",
-                  event.signature());
+      return std::make_unique<MemoryPassKernel>(event, stream, seed);
     case OpFamily::kMoeRouting:
       return cuda::makeCudaMoeKernel(event, stream, seed);
     case OpFamily::kHostCopy:

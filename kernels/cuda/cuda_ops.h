@@ -111,6 +111,11 @@ void dropoutForward(DType dtype, const void* x, void* y, uint8_t* mask, int64_t 
 void dropoutBackward(DType dtype, const void* dy, const uint8_t* mask, void* dx, int64_t n, float p,
                      cudaStream_t stream);
 void add(DType dtype, const void* a, const void* b, void* c, int64_t n, cudaStream_t stream);
+// A memory_pass event's stand-in (events/compute_op_rules.cpp: an eager PyTorch op, an FSDP2 copy,
+// Transformer Engine's ring-attention copies, known by their bytes alone): reads the n_in fp32
+// words of `in` once and writes the n_out >= 1 words of `out` once, out[j] = sum of in[i] over
+// i = j mod n_out (cpu_kernels.cpp's MemoryPassKernel computes the same).
+void memoryPass(const float* in, int64_t n_in, float* out, int64_t n_out, cudaStream_t stream);
 // AdamW step `step` (1-based) on fp32 master weights, grads and moments.
 void adamStep(float* weights, const float* grads, float* m, float* v, int64_t n, int64_t step,
               const kernel_params::AdamHyper& hyper, cudaStream_t stream);

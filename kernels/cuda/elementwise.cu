@@ -1,5 +1,5 @@
 // Element-wise CUDA kernels: GELU (tanh approximation), dropout with a hash RNG and a stored uint8
-// mask, add, and the fp32 AdamW step. Grid-stride loops; math in float.
+// mask, add, a memory pass (a memory-bound op known by its bytes), and the fp32 AdamW step. Grid-stride loops; math in float.
 #include <cmath>
 
 #include "kernels/cuda/cuda_check.h"
@@ -56,6 +56,16 @@ __global__ void dropoutBackwardKernel(const T* dy, const uint8_t* mask, T* dx, i
 template <typename T>
 __global__ void addKernel(const T* a, const T* b, T* c, int64_t n) {
   EVSIM_GRID_STRIDE(i, n) { c[i] = fromFloat<T>(toFloat(a[i]) + toFloat(b[i])); }
+}
+
+// Output word j sums input words j, j + n_out, j + 2 n_out, ...: every input word read once
+// (coalesced: neighbouring threads read neighbouring words), every output word written once.
+__global__ void memoryPassKernel(const float* in, int64_t n_in, float* out, int64_t n_out) {
+  EVSIM_GRID_STRIDE(j, n_out) {
+    float sum = 0.0f;
+    for (int64_t i = j; i < n_in; i += n_out) sum += in[i];
+    out[j] = sum;
+  }
 }
 
 __global__ void adamKernel(float* w, const float* g, float* m, float* v, int64_t n,
@@ -127,6 +137,12 @@ void add(DType dtype, const void* a, const void* b, void* c, int64_t n, cudaStre
         static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(c), n);
   });
   EVSIM_CUDA_CHECK_LAUNCH(addKernel);
+}
+
+void memoryPass(const float* in, int64_t n_in, float* out, int64_t n_out, cudaStream_t stream) {
+  if (n_in < 0 || n_out < 1) cuda_detail::throwError("memory pass needs n_in >= 0, n_out >= 1");
+  memoryPassKernel<<<elementBlocks(n_out), kElementThreads, 0, stream>>>(in, n_in, out, n_out);
+  EVSIM_CUDA_CHECK_LAUNCH(memoryPassKernel);
 }
 
 void adamStep(float* weights, const float* grads, float* m, float* v, int64_t n, int64_t step,

@@ -214,6 +214,21 @@ TEST_F(CudaKernels, ElementwiseOpsMatchCpu) {
     cuda::dropoutBackward(dtype, db.get(), mask.as<uint8_t>(), out.get(), n, p, nullptr);
     expectClose(download(dtype, out.get(), n), want, tol, "dropout_bwd");
   }
+  // memory_pass's stand-in, fp32: 5,000 words read into 1,234 written, word j the sum of the
+  // input words congruent to j modulo 1,234 (five of them for j < 64, four after); and a fill.
+  {
+    const int64_t n_out = 1234;
+    Floats in;
+    DeviceBuffer din = randomDevice(DType::kFp32, n, 14, in);
+    DeviceBuffer dout(n_out * 4);
+    Floats sums(n_out, 0.0f);
+    for (int64_t i = 0; i < n; ++i) sums[i % n_out] += in[i];
+    cuda::memoryPass(din.as<float>(), n, dout.as<float>(), n_out, nullptr);
+    expectClose(download(DType::kFp32, dout.get(), n_out), sums, 1e-5f, "memory_pass");
+    cuda::memoryPass(din.as<float>(), 0, dout.as<float>(), n_out, nullptr);
+    expectClose(download(DType::kFp32, dout.get(), n_out), Floats(n_out, 0.0f), 0.0f,
+                "memory_pass fill");
+  }
   // adam is fp32 only.
   Floats w, g, m, v;
   DeviceBuffer dw = randomDevice(DType::kFp32, n, 10, w);

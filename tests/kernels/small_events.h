@@ -14,16 +14,12 @@ namespace evsim::test {
 // `op` with small dims (GEMMs in layout "nt"); records a test failure for an op with no entry, so
 // a new op in events/ forces a kernel and a test here.
 // Ops no backend runs yet: multi-latent attention's core (Q/K and V head dims differ) and FP8
-// training's casts (fp8_quantize, amax) and memory_pass (eager PyTorch's kernels, FSDP2's copies),
-// costed by the device model only (issue 30); the
-// factories refuse them with one line naming the event.
+// training's casts (fp8_quantize, amax), costed by the device model only (issue 30); the
+// factories refuse them with one line naming the event. memory_pass (eager PyTorch's kernels,
+// FSDP2's copies, TE's ring copies) runs on both backends as a stand-in that moves its bytes.
 inline bool hasNoKernel(const std::string& op) {
-  return op == "mla_attn_fwd" || op == "mla_attn_bwd" || op == "fp8_quantize" || op == "amax" ||
-         op == "memory_pass";
+  return op == "mla_attn_fwd" || op == "mla_attn_bwd" || op == "fp8_quantize" || op == "amax";
 }
-// The CPU backend runs memory_pass as a stand-in that moves its bytes (cpu_kernels.cpp), so that
-// a Megatron CP profile (TE's ring copies, ops/cp_ring_copies.h) is measured on a CPU too.
-inline bool hasNoCpuKernel(const std::string& op) { return op != "memory_pass" && hasNoKernel(op); }
 
 inline Event smallEvent(const std::string& op, DType dtype = DType::kBf16) {
   static const std::map<std::string, std::vector<Dim>> dims = {

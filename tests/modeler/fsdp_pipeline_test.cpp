@@ -2,7 +2,7 @@
 // and PyTorch's pipelining keeps a chunk's parameters gathered and its gradients unsharded until
 // its last micro-batch, so each chunk all-gathers its parameters once per step and reduce-scatters
 // its fp32 gradients once, after its last backward (Strategy::fsdpSyncsOncePerStep,
-// plan_core.cpp), each unit's gather beside the chunk's first forward (FSDP2's pre-forward hooks).
+// finish_plan.cpp), each unit's gather beside the chunk's first forward (FSDP2's pre-forward hooks).
 // Without PP, or with --reshard-after-forward always, the per-layer gathers and
 // reduce-scatters stay in every micro-batch's tasks. Numbers worked by hand in the comments.
 #include <gtest/gtest.h>

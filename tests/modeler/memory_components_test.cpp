@@ -65,15 +65,16 @@ TEST(MemoryComponents, DataParallelBuffers) {
   EXPECT_EQ(dataParallelBufferBytes(model, big_buckets, 0, facts), 0);
   // ZeRO-2 (DeepSpeed, plan/zero2_buckets.h): one IPG buffer of reduce_bucket_size = 5e8
   // elements in bf16, 1e9 bytes, whatever the model's size; two with overlap_comm (--dp-overlap);
-  // --dp-bucket-mb 1: 1 MiB, 524,288 bf16 elements, a buffer each.
+  // --dp-bucket-mb 1: 1 MiB of the fp32 wire (Megatron's bf16 reduction), 262,144 elements, a
+  // bf16 buffer of 524,288 bytes each.
   Strategy zero2 = strategy(1, 1, 4);
   EXPECT_EQ(dataParallelBufferBytes(model, zero2, 2, facts), 1'000'000'000);
   zero2.dp_overlap = true;
   EXPECT_EQ(dataParallelBufferBytes(model, zero2, 2, facts), 2'000'000'000);
   zero2.dp_bucket_bytes = 1 << 20;
-  EXPECT_EQ(dataParallelBufferBytes(model, zero2, 2, facts), 2 * 1048576);
+  EXPECT_EQ(dataParallelBufferBytes(model, zero2, 2, facts), 2 * 524288);
   zero2.dp_overlap = false;
-  EXPECT_EQ(dataParallelBufferBytes(model, zero2, 2, facts), 1048576);
+  EXPECT_EQ(dataParallelBufferBytes(model, zero2, 2, facts), 524288);
   // DeepSpeed ZeRO-3 (reduce in bf16): 2 gathered (2 x 2 L) + gradient 2 L + reduce input 2 L.
   EXPECT_EQ(dataParallelBufferBytes(model, strategy(1, 1, 4), 3, facts), 8 * 1000);
   // FSDP, no PP, at a block's backward, with torchtitan's root group (R = 1,200: embedding 600

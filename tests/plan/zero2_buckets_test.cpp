@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "plan/iteration_plan.h"
+#include "plan/optimizer_step.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -33,23 +34,42 @@ TEST(Zero2Buckets, ABucketClosesBeforeTheLayerThatWouldOverflowIt) {
 
 TEST(Zero2Buckets, TheBucketIsDeepSpeedsDefaultOrTheSizeAskedFor) {
   Strategy s = test::strategy("1M1P4D", 1, 8);
-  EXPECT_EQ(zero2BucketElements(s, 2), 500'000'000);
-  EXPECT_EQ(zero2BufferBytes(s, 2), 1'000'000'000);  // one bf16 buffer
+  EXPECT_EQ(zero2BucketElements(s, 4), 500'000'000);
+  EXPECT_EQ(zero2BufferBytes(s, 4, 2), 1'000'000'000);  // one bf16 buffer
   s.dp_overlap = true;
-  EXPECT_EQ(zero2BufferBytes(s, 2), 2'000'000'000);  // double-buffered
+  EXPECT_EQ(zero2BufferBytes(s, 4, 2), 2'000'000'000);  // double-buffered
+  // dp_bucket_bytes counts the wire's bytes: 1,000 bytes are 500 bf16 or 250 fp32 elements, and
+  // a buffer of 250 elements in bf16 is 500 bytes (two with overlap).
   s.dp_bucket_bytes = 1000;
   EXPECT_EQ(zero2BucketElements(s, 2), 500);
   EXPECT_EQ(zero2BucketElements(s, 4), 250);
+  EXPECT_EQ(zero2BufferBytes(s, 4, 2), 2 * 250 * 2);
+}
+
+// --ddp-bucket-size counts parameters (Megatron's bucket_size): 1,000 of them are a bucket of
+// 1,000 elements whatever the wire (fp32 under bf16 by default, bf16 with --grad-reduce-in-bf16).
+TEST(Zero2Buckets, DdpBucketSizeIsElements) {
+  for (const bool bf16_wire : {false, true}) {
+    Strategy s = test::strategy("1M1P4D", 1, 8);
+    s.grad_reduce_in_bf16 = bf16_wire;
+    const int64_t wire = dtypeBytes(
+        dataParallelGradDtype(s.framework, DType::kBf16, s.grad_reduce_in_bf16));
+    EXPECT_EQ(wire, bf16_wire ? 2 : 4);
+    s.dp_bucket_bytes = 1000 * wire;  // what strategy_from_options stores for --ddp-bucket-size 1000
+    EXPECT_EQ(zero2BucketElements(s, wire), 1000);
+    EXPECT_EQ(zero2BufferBytes(s, wire, 2), 1000 * 2);  // one bf16 buffer of 1,000 elements
+  }
 }
 
 // The tiny model (h 64, ffn 256, GPT blocks: QKV 3h^2 + 3h, projection h^2 + h, FC1 h f + f,
 // FC2 f h + h, two layer norms of 2h: 49,984 parameters a block) in bf16, 4 blocks over 1M1P4D,
-// b 1, B 8: 2 micro-batches a rank. Buckets of two blocks' bf16 bytes, 99,968 elements.
+// b 1, B 8: 2 micro-batches a rank. Buckets of two blocks, 99,968 elements: dp_bucket_bytes counts
+// the wire's bytes, fp32 under Megatron's bf16 (4 bytes an element).
 IterationPlan zero2Plan(bool overlap) {
   Strategy s = test::strategy("1M1P4D", 1, 8);
   s.zero_stage = 2;
   s.dp_overlap = overlap;
-  s.dp_bucket_bytes = 2 * 49'984 * 2;
+  s.dp_bucket_bytes = 2 * 49'984 * 4;
   return buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "bf16"), test::cluster(4), s);
 }
 
