@@ -10,21 +10,14 @@
 #include "modeler/simulation.h"
 #include "plan/iteration_plan.h"
 #include "plan/rank_layout.h"
+#include "support/cp_tiny_llama.h"
 #include "support/test_support.h"
 
 namespace evsim {
 namespace {
 
-// tiny-llama: h 64, 4 heads of d = 16, 2 K/V heads, s 32, fp32 (e = 4), 4 layers, flash attention.
-ModelConfig tinyLlama() { return loadModelConfig(test::configPath("models", "tiny-llama")); }
-
-Strategy cpStrategy(int cp, CpComm comm, int a2a = 0) {
-  Strategy s = test::strategy("1M1P1D", 2, 2);  // b = 2, one micro-batch
-  s.cp = cp;
-  s.cp_comm = comm;
-  s.cp_a2a = a2a;
-  return s;
-}
+using test::cpStrategy;
+using test::tinyLlama;
 
 struct CpOp {
   std::string name;
