@@ -574,6 +574,16 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     return fuses || link < 0 || link + 1 >= K ? 0.0 : facts.send_us[static_cast<size_t>(link)];
   };
   double bound = 0, fill = 0, drain = 0;
+  // ZeRO-2 reduce-scatters every micro-batch's gradients bucket by bucket on the DP stream, one
+  // bucket at a time (plan/zero2_buckets.h), and the step's ops wait for the last: a device's
+  // iteration lasts at least m of its chunks' reductions plus its step. A chunk's buckets cost at
+  // least one reduce-scatter of all its dense gradients (a collective's cost is concave in its
+  // bytes: one message of the sum costs no more than the parts), which syncUs gives.
+  if (G > 1 && zero == 2) {
+    Facts::StageSums& syncs = facts.syncs[1];
+    if (!stageSums(syncs, [&](int k) { return syncUs(EventKind::kReduceScatter, k); })) return 0;
+    for (int s = 0; s < P; ++s) bound = std::max(bound, m * syncs.us[s] + post[s]);
+  }
   for (int s = 0; s < P; ++s) {
     double per_micro_batch = 0;
     for (int c = 0; c < v; ++c) {

@@ -19,6 +19,7 @@
 #include "modeler/cost_source.h"
 #include "modeler/simulation.h"
 #include "plan/iteration_plan.h"
+#include "plan/zero2_buckets.h"
 #include "support/search_options.h"
 #include "support/test_support.h"
 
@@ -245,6 +246,50 @@ TEST(PrunedSearchTest, TheBoundCostsTheGradientReductionInThePlansWireDtype) {
     EXPECT_LE(closed.lower_bound_us, sim.summary.iteration_us * (1 + 1e-12));
     s.grad_reduce_in_bf16 = true;
     EXPECT_EQ(tier.evaluate(s).lower_bound_us, 0);
+  }
+}
+
+// ZeRO-2 reduce-scatters every micro-batch's buckets on the DP stream, one at a time: the bound
+// holds a device to m reduce-scatters of all its dense gradients (one message, which costs no
+// more than the buckets) plus its step, and stays below the simulation, with and without overlap.
+TEST(PrunedSearchTest, TheZero2BoundHoldsEveryMicroBatchsReductions) {
+  // Sequences of 256 tokens: the reductions (1 B parameters a rank in fp32 a micro-batch) far
+  // outlast the compute, so the reductions, not the pipeline, make the bound.
+  ModelConfig model = loadModelConfig(test::configPath("models", "llama3-8b"));
+  model.seq_length = 256;
+  const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  const CostModel costs(cluster, nullptr, true);
+  PlanCache cache;
+  const ClosedFormTier tier(model, cluster, costs, 0.1, cache);
+  for (const bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap);
+    Strategy s = Strategy::of(8, 1, 4, 1, 16);  // TP 8, DP 4 over four nodes, m = 4
+    s.zero_stage = 2;
+    s.dp_overlap = overlap;
+    IterationPlan plan = buildIterationPlan(model, cluster, s);
+    ASSERT_EQ(plan.micro_batches, 4);
+    std::vector<EventCost> event_costs = costs.costAll(plan.events);
+    // The buckets of one micro-batch's backward: their bytes and summed cost.
+    int64_t bytes = 0;
+    double buckets_us = 0;
+    std::optional<Event> bucket;
+    for (const OpInstance& op : plan.stages[0].backward) {
+      if (op.name != kZero2ReduceName) continue;
+      bucket = plan.events[op.event].event;
+      bytes += bucket->message_bytes;
+      buckets_us += event_costs[op.event].time_us;
+    }
+    ASSERT_TRUE(bucket.has_value());
+    const double one_us =
+        costs.cost(makeCommunication(EventKind::kReduceScatter, bytes, bucket->placement,
+                                     bucket->dtype))
+            ->time_us;
+    EXPECT_LE(one_us, buckets_us * (1 + 1e-12));  // concave in bytes: one message <= the parts
+    const Simulation sim = simulate(std::move(plan), std::move(event_costs));
+    const double bound = tier.evaluate(s).lower_bound_us;
+    EXPECT_GE(bound, 4 * one_us);
+    EXPECT_GT(4 * one_us, 0.5 * sim.summary.iteration_us);  // the case this test is about
+    EXPECT_LE(bound, sim.summary.iteration_us * (1 + 1e-12));
   }
 }
 
