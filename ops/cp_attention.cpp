@@ -98,8 +98,9 @@ void LayerOpBuilder::flashAttentionCore(OpList& out, int layer, bool backward) {
   const Event step = flashAttentionStep(backward, s.seq / ring, a2a);
   // Transformer Engine's copies and merges around its ring (ops/cp_ring_copies.h).
   const bool copies = s.te_ring_copies && ring > 1;
-  const auto copy = [&](const EagerKernel& kernel) { eagerKernels(out, layer, {kernel}); };
-  if (copies) copy(backward ? cpRingKvGradBuffer(kv_bytes) : cpRingKvPack(kv_bytes));
+  if (copies) {
+    eagerKernels(out, layer, {backward ? cpRingKvGradBuffer(kv_bytes) : cpRingKvPack(kv_bytes)});
+  }
   for (int j = 0; j < ring; ++j) {
     // The next K/V block (backward: with their gradients) travels while this step computes (TE's
     // ring; after an a2a each block is s/R tokens on a/(tA) heads: the same 2k bytes).

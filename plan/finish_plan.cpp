@@ -204,31 +204,29 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
         int event = intern(makeCommunication(grad_kind, dense_bytes, stage.dp_group, grad_wire));
         (zero > 0 ? stage.dp_reduce_scatter : stage.dp_allreduce) = event;
       }
+      // A grad bucket's parameters (`grad_bucket_bytes` of gradients), gathered before the first
+      // forward op of the layer that closed it (its first layer in forward order).
+      auto gather_bucket = [&](int layer, int64_t grad_bucket_bytes) {
+        const int64_t bytes = gathered_bytes(grad_bucket_bytes);
+        stage.param_buckets.push_back(
+            {intern(makeCommunication(EventKind::kAllGather, bytes, stage.dp_group, dtype)),
+             firstForwardOp(stage.forward, [&](const OpInstance& op) { return op.layer == layer; }),
+             bytes});
+      };
       if (zero == 2 && strategy.overlap_param_gather) {
-        // ZeRO-2's buckets, as below: each reduction's parameters, in forward order.
+        // ZeRO-2's buckets: each reduction in the backward, buckets in forward order.
         for (auto it = stage.backward.rbegin(); it != stage.backward.rend(); ++it) {
-          if (it->name != kZero2ReduceName) continue;
-          const int layer = it->layer;
-          const int64_t bytes = gathered_bytes(table[it->event].event.message_bytes);
-          stage.param_buckets.push_back(
-              {intern(makeCommunication(EventKind::kAllGather, bytes, stage.dp_group, dtype)),
-               firstForwardOp(stage.forward,
-                              [&](const OpInstance& op) { return op.layer == layer; }),
-               bytes});
+          if (it->name == kZero2ReduceName) {
+            gather_bucket(it->layer, table[it->event].event.message_bytes);
+          }
         }
       } else if (zero > 0 && strategy.overlap_param_gather) {
-        // Each grad bucket's parameters, gathered before the first forward op of the layer that
-        // closed it (its first layer in forward order), buckets in forward order.
+        // DDP's grad buckets, in forward order.
         for (auto it = stage.dp_buckets.rbegin(); it != stage.dp_buckets.rend(); ++it) {
           if (it->expert) continue;
-          const int layer = it->ready_after_op < 0 ? kEmbeddingLayer
-                                                    : stage.backward[it->ready_after_op].layer;
-          const int64_t bytes = gathered_bytes(it->bytes);
-          stage.param_buckets.push_back(
-              {intern(makeCommunication(EventKind::kAllGather, bytes, stage.dp_group, dtype)),
-               firstForwardOp(stage.forward,
-                              [&](const OpInstance& op) { return op.layer == layer; }),
-               bytes});
+          gather_bucket(it->ready_after_op < 0 ? kEmbeddingLayer
+                                               : stage.backward[it->ready_after_op].layer,
+                        it->bytes);
         }
       } else if (zero > 0) {
         stage.dp_allgather = intern(makeCommunication(

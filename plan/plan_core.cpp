@@ -330,14 +330,12 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
         return;
       }
       const int64_t elements = zero2_buckets[zero2_next++].elements;
-      const DType wire = zero2_wire;
       for (const auto& [count, group, name] :
            {std::tuple{elements - zero2_experts, stage.dp_group, kZero2ReduceName},
             std::tuple{zero2_experts, stage.expert_dp_group, kZero2ExpertReduceName}}) {
         if (count == 0 || group.group_size < 2) continue;
-        Event e = makeCommunication(EventKind::kReduceScatter,
-                                    checkedMul(count, dtypeBytes(wire), "ZeRO-2 bucket bytes"),
-                                    group, wire);
+        const int64_t bytes = checkedMul(count, dtypeBytes(zero2_wire), "ZeRO-2 bucket bytes");
+        Event e = makeCommunication(EventKind::kReduceScatter, bytes, group, zero2_wire);
         stage.backward.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, name});
         stage.backward.back().weight_grad = true;  // zero-bubble schedules: in the W task
       }
