@@ -1,0 +1,89 @@
+#include "ops/layer_ops.h"
+
+namespace evsim {
+
+namespace {
+
+constexpr int64_t kTokenIdBytes = 8;  // Megatron's 8*s*b for token and position ids
+constexpr int64_t kLogitBytes = 4;    // logits are upcast to fp32 for the cross-entropy
+
+}  // namespace
+
+// Megatron's first-stage extras (theoretical_memory_usage.py): the token and position ids (8 bytes
+// per token), the embedding output and its dropout mask. A T5-style model embeds two streams
+// (encoder and decoder inputs) through one shared table.
+void LayerOpBuilder::embeddingForward(int streams, OpList& out) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden;
+  const int64_t region = s.regionTokens() * h;
+  const bool learned = s.spec.position == PositionKind::kLearned;
+  for (int i = 0; i < streams; ++i) {
+    compute(out, kEmbeddingLayer, "word_embedding",
+            makeCompute("embedding_fwd", {{"tokens", T}, {"hidden", h}, {"vocab", s.vocab / s.tp}},
+                        "", s.dtype),
+            i == 0 ? s.vocab / s.tp * h : 0, kTokenIdBytes * T + e() * region);
+    reduceOutput(out, kEmbeddingLayer, "embedding_allreduce", "embedding_reduce_scatter");
+    if (learned) {
+      compute(out, kEmbeddingLayer, "position_add",
+              makeCompute("add", {{"elems", region}}, "", s.dtype), i == 0 ? s.seq * h : 0);
+    }
+    dropout(out, kEmbeddingLayer, "embedding_dropout", region, false);
+  }
+}
+
+void LayerOpBuilder::embeddingBackward(int streams, OpList& out) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden;
+  const int64_t region = s.regionTokens() * h;
+  for (int i = 0; i < streams; ++i) {
+    dropout(out, kEmbeddingLayer, "embedding_dropout_bwd", region, true);
+    gatherInput(out, kEmbeddingLayer, "embedding_grad_allgather");
+    compute(out, kEmbeddingLayer, "word_embedding_bwd",
+            makeCompute("embedding_bwd", {{"tokens", T}, {"hidden", h}, {"vocab", s.vocab / s.tp}},
+                        "", s.dtype));
+  }
+}
+
+void LayerOpBuilder::headForward(OpList& out, bool owns_output_weight, bool owns_mtp_embedding) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden, v = s.vocab / s.tp;
+  norm(out, kHeadLayer, "final_layernorm", false);
+  gatherInput(out, kHeadLayer, "lm_head_input_allgather");
+  // The LM head keeps its input (the region: with SP its shard, re-gathered for the wgrad; under
+  // DTensor TP the gathered input).
+  compute(out, kHeadLayer, "lm_head_gemm", makeGemm(T, v, h, "nt", s.dtype),
+          owns_output_weight ? v * h : 0, e() * s.columnInputTokens() * h);
+  // The logits are kept in fp32 for the cross-entropy backward (eager: log_softmax's output).
+  if (s.eager_loss) {
+    eagerKernels(out, kHeadLayer, eagerCrossEntropyForward(T, v, e()), 0, kLogitBytes * T * v);
+  } else {
+    compute(out, kHeadLayer, "cross_entropy",
+            makeCompute("cross_entropy_fwd", {{"rows", T}, {"cols", v}}, "", s.dtype), 0,
+            kLogitBytes * T * v);
+  }
+  // Vocab-parallel cross-entropy: max logit, target logit and sum of exponentials, fp32 per token.
+  const int64_t per_token = T * dtypeBytes(DType::kFp32);
+  tpAllReduce(out, kHeadLayer, "ce_max_allreduce", per_token, DType::kFp32);
+  tpAllReduce(out, kHeadLayer, "ce_target_allreduce", per_token, DType::kFp32);
+  tpAllReduce(out, kHeadLayer, "ce_sumexp_allreduce", per_token, DType::kFp32);
+  mtpForward(out, owns_mtp_embedding);
+}
+
+void LayerOpBuilder::headBackward(OpList& out) {
+  const LayerShape& s = shape_;
+  const int64_t T = s.tokens(), h = s.hidden, v = s.vocab / s.tp;
+  mtpBackward(out);  // the depths' gradients reach the main head's output through the hidden states
+  if (s.eager_loss) {
+    eagerKernels(out, kHeadLayer, eagerCrossEntropyBackward(T, v, e()));
+  } else {
+    compute(out, kHeadLayer, "cross_entropy_bwd",
+            makeCompute("cross_entropy_bwd", {{"rows", T}, {"cols", v}}, "", s.dtype));
+  }
+  gatherInput(out, kHeadLayer, "lm_head_input_regather");
+  linearBackward(out, kHeadLayer, "lm_head_dgrad", "lm_head_wgrad", T, v, h);
+  reduceOutput(out, kHeadLayer, "lm_head_input_grad_allreduce",
+               "lm_head_input_grad_reduce_scatter");
+  norm(out, kHeadLayer, "final_layernorm_bwd", true);
+}
+
+}  // namespace evsim
