@@ -32,7 +32,8 @@ const std::map<std::string, ComputeOpRule, std::less<>>& computeRules() {
         },
         false,
         // SMs the GEMM leaves to a communication kernel beside it (Transformer Engine's
-        // set_sm_margin: the GEMM is launched on sm_count - num_sm SMs; ops/layer_ops.cpp).
+        // set_sm_margin: the GEMM is launched on sm_count - num_sm SMs;
+        // ops/layer_tp_overlap_ops.cpp).
         {"sm_margin"}}},
       {"bgemm",
        {{OpFamily::kGemm, false},

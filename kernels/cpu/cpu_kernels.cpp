@@ -24,8 +24,9 @@ using cpu::randomFloats;
 using cpu::randomIndices;
 namespace kp = kernel_params;
 
-// A GEMM event's `sm_margin` (the SMs a TE userbuffers reduce-scatter keeps, ops/layer_ops.cpp)
-// has no CPU counterpart: the CPU backend runs the chunk on every core it has, a stand-in only.
+// A GEMM event's `sm_margin` (the SMs a TE userbuffers reduce-scatter keeps,
+// ops/layer_tp_overlap_ops.cpp) has no CPU counterpart: the CPU backend runs the chunk on every
+// core it has, a stand-in only.
 class GemmKernel final : public ComputeKernel {
  public:
   GemmKernel(const Event& e, uint64_t seed)

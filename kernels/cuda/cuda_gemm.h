@@ -26,9 +26,10 @@ class CublasHandle {
 };
 
 // The SM count a GEMM event's launch is limited to: 0 (no limit) unless it carries `sm_margin`
-// (a GEMM chunk beside Transformer Engine's userbuffers reduce-scatter, ops/layer_ops.cpp), then
-// the current GPU's SMs less the margin, as cuBLAS's SM count target (cublasSetSmCountTarget,
-// CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET) takes it. InputError when the margin leaves no SM.
+// (a GEMM chunk beside Transformer Engine's userbuffers reduce-scatter,
+// ops/layer_tp_overlap_ops.cpp), then the current GPU's SMs less the margin, as cuBLAS's SM count
+// target (cublasSetSmCountTarget, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET) takes it. InputError when
+// the margin leaves no SM.
 int gemmSmCountTarget(const Event& event);
 
 // The cuBLAS element type of dtype (fp8: CUDA_R_8F_E4M3, which only cuBLASLt takes).
