@@ -20,26 +20,36 @@ int64_t zero2BufferBytes(const Strategy& strategy, int64_t wire_bytes, int64_t e
 std::vector<Zero2Arrival> zero2Arrivals(const OpList& backward, const EventTable& table,
                                         const std::map<int, int64_t>& layer_params,
                                         const std::map<int, int64_t>& layer_experts) {
-  // Per layer: its weight-gradient GEMMs' weights, where its last op is, what its GEMMs leave.
+  // Per layer: its weight-gradient GEMMs (batched: the routed experts'), where its last op is.
+  struct Gemm {
+    int op = 0;
+    int64_t elements = 0;
+    bool batched = false;
+  };
   struct Layer {
-    std::vector<Zero2Arrival> gemms;
+    std::vector<Gemm> gemms;
     int last_op = -1;
-    int64_t gemm_elements = 0;
+    int64_t plain = 0, batched = 0;  // elements of each kind
   };
   std::map<int, Layer> layers;
-  std::vector<int> order;  // layers by their last op
   for (size_t i = 0; i < backward.size(); ++i) {
     const OpInstance& op = backward[i];
     if (op.stream == Stream::kHost) continue;  // offload copies compute no gradient
     Layer& layer = layers[op.layer];
     layer.last_op = static_cast<int>(i);
     const Event& e = table[op.event].event;
-    if (op.weight_grad && op.stream == Stream::kCompute && e.op == "gemm" && e.layout == "tn") {
-      const int64_t weight = checkedMul(e.dim("m"), e.dim("n"), "weight-gradient elements");
-      layer.gemms.push_back({static_cast<int>(i), weight, 0});
-      layer.gemm_elements = checkedAdd(layer.gemm_elements, weight, "weight-gradient elements");
+    const bool batched = e.op == "bgemm";
+    if (!op.weight_grad || op.stream != Stream::kCompute || e.layout != "tn" ||
+        (e.op != "gemm" && !batched)) {
+      continue;
     }
+    int64_t weight = checkedMul(e.dim("m"), e.dim("n"), "weight-gradient elements");
+    if (batched) weight = checkedMul(weight, e.dim("batch"), "weight-gradient elements");
+    layer.gemms.push_back({static_cast<int>(i), weight, batched});
+    int64_t& sum = batched ? layer.batched : layer.plain;
+    sum = checkedAdd(sum, weight, "weight-gradient elements");
   }
+  std::vector<int> order;  // layers by their last op (a chunk's layers never interleave)
   for (const auto& [id, layer] : layers) order.push_back(id);
   std::sort(order.begin(), order.end(),
             [&](int a, int b) { return layers[a].last_op < layers[b].last_op; });
@@ -50,22 +60,27 @@ std::vector<Zero2Arrival> zero2Arrivals(const OpList& backward, const EventTable
     if (params == layer_params.end()) continue;  // no parameters (none of the chunk's layers)
     const auto found = layer_experts.find(id);
     const int64_t experts = found == layer_experts.end() ? 0 : found->second;
-    const bool by_gemm = experts == 0 && layer.gemm_elements <= params->second;
-    std::vector<Zero2Arrival> arrivals;
-    if (by_gemm) arrivals = layer.gemms;
-    // The rest (or all) after the layer's last op; arrivals stay in op order.
-    const int64_t rest = by_gemm ? params->second - layer.gemm_elements : params->second;
-    if (!arrivals.empty() && arrivals.back().after_op == layer.last_op) {
-      arrivals.back().elements += rest;
-      arrivals.back().experts += experts;
-    } else {
-      arrivals.push_back({layer.last_op, rest, experts});
+    const int64_t dense = params->second - experts;
+    // With experts synchronised apart the batched GEMMs are theirs; otherwise all are dense.
+    const int64_t gemm_dense = experts > 0 ? layer.plain : layer.plain + layer.batched;
+    const int64_t gemm_experts = experts > 0 ? layer.batched : 0;
+    const bool by_gemm = gemm_dense <= dense && gemm_experts <= experts;
+    Zero2Arrival rest{layer.last_op, by_gemm ? dense - gemm_dense : dense,
+                      by_gemm ? experts - gemm_experts : experts};
+    rest.elements += rest.experts;
+    if (by_gemm) {
+      for (const Gemm& g : layer.gemms) {
+        const bool expert = experts > 0 && g.batched;
+        if (g.op == layer.last_op) {  // the rest arrives with it
+          rest.elements += g.elements;
+          rest.experts += expert ? g.elements : 0;
+        } else if (g.elements > 0) {
+          out.push_back({g.op, g.elements, expert ? g.elements : 0});
+        }
+      }
     }
-    for (const Zero2Arrival& a : arrivals) {
-      if (a.elements > 0) out.push_back(a);
-    }
+    if (rest.elements > 0) out.push_back(rest);
   }
-  // Layers interleave nowhere in a chunk's backward, so layer order is op order.
   return out;
 }
 

@@ -21,10 +21,10 @@
 //   beside the backward until bucket i+1 closes, and the epilogue waits for the last. Without
 //   overlap_comm each reduction runs on the compute stream, in order.
 // By parameter, as the hook sees them: each weight-gradient GEMM's weight (m x n of its "tn"
-// GEMM: out x in features, the linear's weight on the rank) arrives after that GEMM; what else a
-// layer holds (norm gains, biases, the embedding, a tied output weight, a routed-expert layer's
-// parameters under expert parallelism) arrives after the layer's last backward op, as one
-// gradient. A bucket is reduced when a gradient arrives that would overflow it (after that
+// GEMM: out x in features, the linear's weight on the rank; batch x m x n for the routed experts'
+// batched wgrad GEMM, their weights on the rank) arrives after that GEMM; what else a layer holds
+// (norm gains, biases, the embedding, a tied output weight) arrives after the layer's last
+// backward op, as one gradient (a layer whose GEMMs claim more than it holds arrives whole there). A bucket is reduced when a gradient arrives that would overflow it (after that
 // gradient's op), the last one by the epilogue after the chunk's last op; a gradient larger than
 // the bucket is reduced alone (DeepSpeed's extra_large_param_to_reduce).
 #include <cstdint>
@@ -61,9 +61,9 @@ struct Zero2Arrival {
 
 // The gradients of a chunk's `backward` list (ops of `table`), in the order they arrive, for the
 // chunk's layers' parameters `layer_params` ({layer, parameters on the rank}) of which
-// `layer_experts` are routed experts' (under expert parallelism; absent: none). A layer whose
-// weight-gradient GEMMs account for more than its parameters (a tied output weight) or that holds
-// routed experts arrives whole after its last op.
+// `layer_experts` are routed experts' (under expert parallelism, where the batched wgrad GEMMs
+// are theirs; absent: none). A layer whose weight-gradient GEMMs account for more than its
+// parameters (a tied output weight) arrives whole after its last op.
 std::vector<Zero2Arrival> zero2Arrivals(const OpList& backward, const EventTable& table,
                                         const std::map<int, int64_t>& layer_params,
                                         const std::map<int, int64_t>& layer_experts);

@@ -55,11 +55,13 @@ TEST(Zero2Buckets, GradientsArriveAfterTheirWeightGradientGemmAndTheRestAtTheLay
       op(0, norm, false),                                    // 5: 1,000
       // The embedding (500), no wgrad GEMM: after op 6.
       op(kEmbeddingLayer, norm, false),  // 6
-      // Layer 2 holds routed experts: whole after its last op, 400 of its 700 experts'.
+      // Layer 2 (700 parameters, 400 of them routed experts' under expert parallelism) is put in
+      // front below: a batched expert wgrad of 2 x 10 x 10, a dense one of 5 x 6, a norm.
   };
   OpList with_experts = backward;
-  with_experts.insert(with_experts.begin(), {op(2, makeGemm(5, 6, 8, "tn", DType::kBf16), true),
-                                             op(2, norm, false)});
+  with_experts.insert(with_experts.begin(),
+                      {op(2, makeBatchedGemm(2, 10, 10, 8, "tn", DType::kBf16), true),
+                       op(2, makeGemm(5, 6, 8, "tn", DType::kBf16), true), op(2, norm, false)});
   const std::map<int, int64_t> params{{kEmbeddingLayer, 500}, {0, 1000}, {1, 1000}, {2, 700}};
   const std::vector<Zero2Arrival> a = zero2Arrivals(backward, table, params, {});
   ASSERT_EQ(a.size(), 5u);
@@ -70,13 +72,24 @@ TEST(Zero2Buckets, GradientsArriveAfterTheirWeightGradientGemmAndTheRestAtTheLay
     EXPECT_EQ(a[i].elements, elements[i]) << i;
     EXPECT_EQ(a[i].experts, 0) << i;
   }
+  // Experts apart: 200 experts' after op 0, 30 dense after op 1, the rest after the norm: dense
+  // 300 - 30 = 270 and experts 400 - 200 = 200. Layer 1 then starts at op 3.
   const std::vector<Zero2Arrival> e = zero2Arrivals(with_experts, table, params, {{2, 400}});
-  ASSERT_EQ(e.size(), 6u);
-  EXPECT_EQ(e[0].after_op, 1);
-  EXPECT_EQ(e[0].elements, 700);
-  EXPECT_EQ(e[0].experts, 400);
-  EXPECT_EQ(e[1].after_op, 2);  // layer 1's first wgrad, two ops later than above
-  EXPECT_EQ(e[1].elements, 300);
+  ASSERT_EQ(e.size(), 8u);
+  const int e_after[] = {0, 1, 2, 3};
+  const int64_t e_elements[] = {200, 30, 470, 300}, e_experts[] = {200, 0, 200, 0};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(e[i].after_op, e_after[i]) << i;
+    EXPECT_EQ(e[i].elements, e_elements[i]) << i;
+    EXPECT_EQ(e[i].experts, e_experts[i]) << i;
+  }
+  // Without expert parallelism the batched GEMM's weights are dense like the rest.
+  const std::vector<Zero2Arrival> d = zero2Arrivals(with_experts, table, params, {});
+  ASSERT_EQ(d.size(), 8u);
+  EXPECT_EQ(d[0].elements, 200);
+  EXPECT_EQ(d[0].experts, 0);
+  EXPECT_EQ(d[2].elements, 470);
+  EXPECT_EQ(d[2].experts, 0);
 }
 
 TEST(Zero2Buckets, TheBucketIsDeepSpeedsDefaultOrTheSizeAskedFor) {
