@@ -36,6 +36,10 @@ StateBytesPerParameter stateBytesPerParameter(Framework framework, DType dtype, 
   const bool fp32 = dtype == DType::kFp32;
   StateBytesPerParameter out{fp32 ? 4.0 : 2.0, 4.0, offload_optimizer ? 0.0 : (fp32 ? 8.0 : 12.0)};
   if (zero >= 1) out.optimizer /= g;
+  // ZeRO-2 as DeepSpeed runs it (memory_components.h): the partition's gradients in the model
+  // dtype (grads_in_partition), not an fp32 main gradient. With the optimizer offloaded the
+  // gradients go to the host in DeepSpeed; that path keeps the earlier 4 bytes (not re-read).
+  if (zero == 2 && !offload_optimizer) out.gradients = out.weights;
   if (zero >= 2) out.gradients /= g;
   if (zero >= 3) out.weights /= g;
   return out;
@@ -125,6 +129,23 @@ int64_t optimizerStepTransientBytes(const Strategy& strategy, double part_optimi
   if (strategy.framework != Framework::kFsdp || !foreach) return 0;
   // exp_avg_sq_sqrt is shaped like exp_avg_sq, one of Adam's two equal moments.
   return rounded(part_optimizer_bytes / 2);
+}
+
+int64_t zero2LaterBackwardPartitionBytes(const ModelConfig& model, const Strategy& strategy,
+                                         int zero, double partition_parameters,
+                                         int64_t micro_batches) {
+  if (zero != 2 || offloadsOptimizer(strategy.offload) || micro_batches < 2) return 0;
+  // A fresh grads_in_partition, e bytes per parameter of the rank's partition.
+  return rounded(dtypeBytes(model.dtype) * partition_parameters);
+}
+
+int64_t zero2StepGradientBytes(const ModelConfig& model, const Strategy& strategy, int zero,
+                               double partition_parameters) {
+  if (zero != 2 || offloadsOptimizer(strategy.offload)) return 0;
+  // flatten(averaged_gradients) (e bytes) and its .to(fp32) (4 bytes; the same tensor, nothing
+  // new, when the model is fp32), both alive at the cast.
+  const double e = dtypeBytes(model.dtype);
+  return rounded((e + (e == 4 ? 0 : 4)) * partition_parameters);
 }
 
 int64_t megatronGradientCopyBytes(const Strategy& strategy, bool bf16_main_grad,

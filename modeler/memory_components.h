@@ -8,7 +8,8 @@
 // Model states per parameter of the rank's TP shard (weights / gradients / optimizer state):
 //   Megatron-LM, 16-bit model: 2 / 4 (fp32 main gradient) / 12 (fp32 master, Adam m and v);
 //     fp32 model 4 / 4 / 8. ZeRO-1 (distributed optimizer) divides the optimizer state by the
-//     shard group G = D x C, ZeRO-2 also the gradients, ZeRO-3 also the weights.
+//     shard group G = D x C, ZeRO-2 also the gradients (held in the model dtype, DeepSpeed's
+//     grads_in_partition: e/G, not 4/G), ZeRO-3 also the weights.
 //   FSDP2 (torchtitan, bf16 parameters, fp32 reduction): fp32 sharded parameters 4/G, fp32
 //     sharded gradients 4/G, Adam moments 8/G: 16/G bytes per parameter in all.
 //
@@ -55,7 +56,8 @@
 //     next group's backward: (e + r)L at once, never two inputs.
 //   ZeRO-2 as DeepSpeed runs it (Megatron-LM's DDP has no ZeRO-2; plan/zero2_buckets.h): the
 //     gradients are reduced bucket by bucket in every micro-batch's backward (the timing's op
-//     lists hold those reductions), so only the rank's partition outlives its bucket; the IPG
+//     lists hold those reductions), so only the rank's partition outlives its bucket, in the
+//     model dtype (e/G a parameter, not 4/G; zero2StepGradientBytes below); the IPG
 //     buffers, torch.empty(reduce_bucket_size) in the model dtype, one, two with overlap_comm
 //     (--dp-overlap): (1 or 2) x bucket x e, the bucket --dp-bucket-mb's bytes or DeepSpeed's
 //     default 5e8 elements.
@@ -221,6 +223,34 @@ int64_t optimizerStepTransientBytes(const Strategy& strategy, double part_optimi
 // gradient, and with the optimizer offloaded (its step runs on the host).
 int64_t megatronGradientCopyBytes(const Strategy& strategy, bool bf16_main_grad,
                                   double optimizer_parameters);
+// ZeRO-2 as DeepSpeed runs it (deepspeedai/DeepSpeed edaa72212, deepspeed/runtime/zero/
+// stage_1_and_2.py, the same since v0.14 at least; contiguous_gradients on, its default), for
+// the rank's partition of P parameters (its shard of the device's parameters, P/G):
+// - the reduced gradients the rank keeps are copied into grads_in_partition (copy_grads_in_
+//   partition: torch.empty(total_size, dtype=self.dtype), the model's dtype, e P; with bf16 the
+//   engine's default grad_accum_dtype is the model's, and stage 2 never uses the grad_accum
+//   attribute), allocated at the backward's first reduced bucket. The epilogue
+//   (independent_gradient_partition_epilogue) keeps views of it (all_grad_tensors /
+//   averaged_gradients) and _release_ipg_buffers drops the name, so every later backward of the
+//   step allocates a fresh one and the epilogue adds it into the first (accumulated_grad.add_)
+//   and drops it: e P among the model states (stateBytesPerParameter), and e P more through the
+//   backward of every micro-batch after the first (zero2LaterBackwardPartitionBytes: m >= 2);
+//   counted at the backward's moment whatever the micro-batch (under 1F1B with m > P the
+//   held-activation peak recurs at later backwards);
+// - fp32 gradients exist only at the step: per parameter group, flat_grad_partition =
+//   flatten(averaged_gradients) (a new e P) and single_grad_partition = flat.to(fp32) (a new 4 P)
+//   while grads_in_partition is still held; the flat copy is deleted, the fp32 one set as
+//   single_partition_of_fp32_groups[i].grad for the optimizer and dropped after it
+//   ("get rid of the fp32 gradients"): (e + 4) P at the step (zero2StepGradientBytes; e P for an
+//   fp32 model, whose .to(fp32) is the same tensor). Megatron-DeepSpeed's second group (biases
+//   and norms, no weight decay) is small: its share is counted with the first.
+// With the optimizer offloaded (cpu_offload) DeepSpeed moves the gradients to the host and
+// neither exists on the device: 0. Both 0 unless `zero` is 2.
+int64_t zero2LaterBackwardPartitionBytes(const ModelConfig& model, const Strategy& strategy,
+                                         int zero, double partition_parameters,
+                                         int64_t micro_batches);
+int64_t zero2StepGradientBytes(const ModelConfig& model, const Strategy& strategy, int zero,
+                               double partition_parameters);
 // torch.distributed.pipelining's merge of the last stage's outputs (framework fsdp with PP): the
 // schedule's step() ends, after every backward, with `return self._merge_outputs(stage.
 // output_chunks)` on the stage holding the last chunk, merge_chunks' default spec concatenating

@@ -20,8 +20,10 @@ StrategyTerms strategyTerms(const ModelConfig& model, const Strategy& strategy,
                                          strategy.gradGroupSize(), t.offload_optimizer);
   t.expert_state = stateBytesPerParameter(strategy.framework, model.dtype, t.zero,
                                           strategy.expertGradGroupSize(), t.offload_optimizer);
-  if (dataParallelGradDtype(strategy.framework, model.dtype, strategy.grad_reduce_in_bf16) !=
-      dataParallelGradDtype(strategy.framework, model.dtype, false)) {
+  // ZeRO-2 keeps its partition in the model dtype whatever the wire (stateBytesPerParameter).
+  if (t.zero != 2 &&
+      dataParallelGradDtype(strategy.framework, model.dtype, strategy.grad_reduce_in_bf16) !=
+          dataParallelGradDtype(strategy.framework, model.dtype, false)) {
     // --grad-reduce-in-bf16: Megatron-core's gradient buffer takes the parameters' dtype when
     // grad_reduce_in_fp32 is off (2 bytes, not the fp32 main gradient's 4); the distributed
     // optimizer casts its own shard to fp32 at the step (megatronGradientCopyBytes).
@@ -97,7 +99,15 @@ StageMemory stageMemory(const ModelConfig& model, const Strategy& strategy, cons
   mem.moe_dispatch_bytes = moeDispatchBytes(model, strategy, facts.has_moe);
   const int64_t comm = std::max(mem.tp_cp_buffer_bytes, mem.moe_dispatch_bytes);
   const int64_t head_or_embedding = std::max(mem.loss_bytes, mem.embedding_gradient_bytes);
-  const int64_t dp_at_block = dataParallelBufferBytes(model, strategy, t.zero, facts);
+  // The rank's optimizer shard of the device's parameters (ZeRO >= 1; all of them otherwise).
+  const double dense_shard = t.zero >= 1 ? strategy.gradGroupSize() : 1;
+  const double expert_shard = t.zero >= 1 ? strategy.expertGradGroupSize() : 1;
+  const double shard_parameters = dense_parameters / dense_shard + experts / expert_shard;
+  // ZeRO-2: a later micro-batch's fresh gradient partition beside the IPG buffers.
+  const int64_t dp_at_block = saturatingAdd(
+      dataParallelBufferBytes(model, strategy, t.zero, facts),
+      zero2LaterBackwardPartitionBytes(model, strategy, t.zero, shard_parameters,
+                                       sums.micro_batches));
   bool gather_in_flight = false;
   if (t.fsdp) {
     // A block's gathers (DTensor's SP all-gathers, CP's K/V) are allocations of that block's
@@ -137,11 +147,11 @@ StageMemory stageMemory(const ModelConfig& model, const Strategy& strategy, cons
   const double part_experts = static_cast<double>(sums.step_part_expert_parameters);
   mem.optimizer_step_bytes = optimizerStepTransientBytes(
       strategy, part_dense * t.dense_state.optimizer + part_experts * t.expert_state.optimizer);
-  // Megatron's one optimizer steps every chunk of the rank: its shard of the device's parameters.
-  const double dense_shard = t.zero >= 1 ? strategy.gradGroupSize() : 1;
-  const double expert_shard = t.zero >= 1 ? strategy.expertGradGroupSize() : 1;
-  mem.gradient_copy_bytes = megatronGradientCopyBytes(
-      strategy, t.bf16_main_grad, dense_parameters / dense_shard + experts / expert_shard);
+  // Megatron's one optimizer steps every chunk of the rank: its shard of the device's parameters;
+  // so does DeepSpeed's ZeRO-2, whose fp32 gradients exist only then.
+  mem.gradient_copy_bytes =
+      saturatingAdd(megatronGradientCopyBytes(strategy, t.bf16_main_grad, shard_parameters),
+                    zero2StepGradientBytes(model, strategy, t.zero, shard_parameters));
   mem.output_merge_bytes =
       pipelineOutputMergeBytes(model, strategy, sums.micro_batches, facts.has_head);
   const int64_t step_buffers =

@@ -214,7 +214,9 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
              bytes});
       };
       if (zero == 2 && strategy.overlap_param_gather) {
-        // ZeRO-2's buckets: each reduction in the backward, buckets in forward order.
+        // ZeRO-2's buckets: each reduction in the backward, buckets in forward order. A bucket
+        // reduced at the first gradient of a layer (plan/zero2_buckets.h) is gathered before
+        // that layer, one earlier than its own first: the forward may wait a layer early.
         for (auto it = stage.backward.rbegin(); it != stage.backward.rend(); ++it) {
           if (it->name == kZero2ReduceName) {
             gather_bucket(it->layer, table[it->event].event.message_bytes);

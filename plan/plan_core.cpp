@@ -81,25 +81,6 @@ int64_t headParameters(const ModelConfig& model, const ModelFootprint& footprint
   return params;
 }
 
-namespace {
-
-// A chunk's layers in the order its backward produces their gradients: the head, the blocks from
-// the last, the embedding (layer_params' keys: kHeadLayer < kEmbeddingLayer < blocks).
-std::vector<std::pair<int, int64_t>> backwardLayerOrder(
-    const std::map<int, int64_t>& layer_params) {
-  std::vector<std::pair<int, int64_t>> out;
-  if (const auto it = layer_params.find(kHeadLayer); it != layer_params.end()) out.push_back(*it);
-  for (auto it = layer_params.rbegin(); it != layer_params.rend() && it->first >= 0; ++it) {
-    out.push_back(*it);
-  }
-  if (const auto it = layer_params.find(kEmbeddingLayer); it != layer_params.end()) {
-    out.push_back(*it);
-  }
-  return out;
-}
-
-}  // namespace
-
 PlanCache::CoreKey planCoreKey(const Strategy& strategy) {
   // Reset what only finishPlan reads; everything else (a field added later included) stays.
   Strategy key = strategy;
@@ -306,40 +287,44 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     };
     constexpr std::string_view kGather = "zero3_param_allgather";
     constexpr std::string_view kScatter = "zero3_grad_reduce_scatter";
-    // ZeRO-2 (DeepSpeed): each bucket reduced in every micro-batch's backward once its last
-    // layer's gradients are in it (plan/zero2_buckets.h), in the reduction's wire type, the routed
-    // experts' share over the expert-data-parallel group.
+    // ZeRO-2 (DeepSpeed): each bucket reduced in every micro-batch's backward when the gradient
+    // that would overflow it arrives (plan/zero2_buckets.h), in the reduction's wire type, the
+    // routed experts' share over the expert-data-parallel group.
     const bool zero2 = effectiveZero(strategy) == 2;
-    const DType zero2_wire =
-        dataParallelGradDtype(strategy.framework, dtype, strategy.grad_reduce_in_bf16);
-    std::vector<Zero2Bucket> zero2_buckets;
-    if (zero2) {
-      zero2_buckets = zero2Buckets(backwardLayerOrder(layer_params),
-                                   zero2BucketElements(strategy, dtypeBytes(zero2_wire)));
-    }
-    size_t zero2_next = 0;
-    int64_t zero2_experts = 0;
-    auto zero2_reduce = [&](int layer) {
-      if (!zero2) return;
-      if (expert_parallel && layer >= 0) {
-        zero2_experts += footprint.block(model.blocks[layer]).expert_weights;
-      } else if (expert_parallel && layer == kHeadLayer) {
-        zero2_experts += footprint.head.expert_weights;
+    auto add_zero2_reductions = [&] {
+      const DType wire =
+          dataParallelGradDtype(strategy.framework, dtype, strategy.grad_reduce_in_bf16);
+      std::map<int, int64_t> layer_experts;
+      if (expert_parallel) {
+        for (int layer = stage.first_layer; layer < end_layer; ++layer) {
+          layer_experts[layer] = footprint.block(model.blocks[layer]).expert_weights;
+        }
+        if (stage.has_head) layer_experts[kHeadLayer] = footprint.head.expert_weights;
       }
-      if (zero2_next == zero2_buckets.size() || zero2_buckets[zero2_next].last_layer != layer) {
-        return;
+      const std::vector<Zero2Bucket> buckets =
+          zero2Buckets(zero2Arrivals(stage.backward, table, layer_params, layer_experts),
+                       zero2BucketElements(strategy, dtypeBytes(wire)),
+                       static_cast<int>(stage.backward.size()) - 1);
+      OpList out;
+      out.reserve(stage.backward.size() + 2 * buckets.size());
+      size_t next = 0;
+      for (size_t i = 0; i < stage.backward.size(); ++i) {
+        out.push_back(stage.backward[i]);
+        for (; next < buckets.size() && buckets[next].after_op == static_cast<int>(i); ++next) {
+          const Zero2Bucket& b = buckets[next];
+          for (const auto& [count, group, name] :
+               {std::tuple{b.elements - b.experts, stage.dp_group, kZero2ReduceName},
+                std::tuple{b.experts, stage.expert_dp_group, kZero2ExpertReduceName}}) {
+            if (count == 0 || group.group_size < 2) continue;
+            const int64_t bytes = checkedMul(count, dtypeBytes(wire), "ZeRO-2 bucket bytes");
+            Event e = makeCommunication(EventKind::kReduceScatter, bytes, group, wire);
+            out.push_back(
+                OpInstance{table.intern(e), Stream::kDpComm, stage.backward[i].layer, name});
+            out.back().weight_grad = true;  // zero-bubble schedules: in the W task
+          }
+        }
       }
-      const int64_t elements = zero2_buckets[zero2_next++].elements;
-      for (const auto& [count, group, name] :
-           {std::tuple{elements - zero2_experts, stage.dp_group, kZero2ReduceName},
-            std::tuple{zero2_experts, stage.expert_dp_group, kZero2ExpertReduceName}}) {
-        if (count == 0 || group.group_size < 2) continue;
-        const int64_t bytes = checkedMul(count, dtypeBytes(zero2_wire), "ZeRO-2 bucket bytes");
-        Event e = makeCommunication(EventKind::kReduceScatter, bytes, group, zero2_wire);
-        stage.backward.push_back(OpInstance{table.intern(e), Stream::kDpComm, layer, name});
-        stage.backward.back().weight_grad = true;  // zero-bubble schedules: in the W task
-      }
-      zero2_experts = 0;
+      stage.backward = std::move(out);
     };
     if (stage.has_embedding) {
       zero3_op(stage.forward, kEmbeddingLayer, EventKind::kAllGather, kGather);
@@ -355,20 +340,18 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       zero3_regather(stage.backward, kHeadLayer);
       builder.headBackward(stage.backward);
       zero3_op(stage.backward, kHeadLayer, EventKind::kReduceScatter, kScatter);
-      zero2_reduce(kHeadLayer);
     }
     for (int layer = end_layer - 1; layer >= stage.first_layer; --layer) {
       zero3_regather(stage.backward, layer);
       emitBlock(builder, plain_builder, layer, /*forward=*/false, stage.backward);
       zero3_op(stage.backward, layer, EventKind::kReduceScatter, kScatter);
-      zero2_reduce(layer);
     }
     if (stage.has_embedding) {
       zero3_regather(stage.backward, kEmbeddingLayer);
       builder.embeddingBackward(embedding_streams, stage.backward);
       zero3_op(stage.backward, kEmbeddingLayer, EventKind::kReduceScatter, kScatter);
-      zero2_reduce(kEmbeddingLayer);
     }
+    if (zero2) add_zero2_reductions();
 
     // Checked, like the byte counts below: sized by hidden^2 x layers from the model file.
     for (const auto& [layer, params] : layer_params) {

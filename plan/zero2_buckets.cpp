@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/checked.h"
 #include "common/error.h"
 
 namespace evsim {
@@ -16,20 +17,92 @@ int64_t zero2BufferBytes(const Strategy& strategy, int64_t wire_bytes, int64_t e
   return (strategy.dp_overlap ? 2 : 1) * zero2BucketElements(strategy, wire_bytes) * elem_bytes;
 }
 
-std::vector<Zero2Bucket> zero2Buckets(const std::vector<std::pair<int, int64_t>>& backward_layers,
-                                      int64_t bucket_elements) {
+std::vector<Zero2Arrival> zero2Arrivals(const OpList& backward, const EventTable& table,
+                                        const std::map<int, int64_t>& layer_params,
+                                        const std::map<int, int64_t>& layer_experts) {
+  // Per layer: its weight-gradient GEMMs (batched: the routed experts'), where its last op is.
+  struct Gemm {
+    int op = 0;
+    int64_t elements = 0;
+    bool batched = false;
+  };
+  struct Layer {
+    std::vector<Gemm> gemms;
+    int last_op = -1;
+    int64_t plain = 0, batched = 0;  // elements of each kind
+  };
+  std::map<int, Layer> layers;
+  for (size_t i = 0; i < backward.size(); ++i) {
+    const OpInstance& op = backward[i];
+    if (op.stream == Stream::kHost) continue;  // offload copies compute no gradient
+    Layer& layer = layers[op.layer];
+    layer.last_op = static_cast<int>(i);
+    const Event& e = table[op.event].event;
+    const bool batched = e.op == "bgemm";
+    if (!op.weight_grad || op.stream != Stream::kCompute || e.layout != "tn" ||
+        (e.op != "gemm" && !batched)) {
+      continue;
+    }
+    int64_t weight = checkedMul(e.dim("m"), e.dim("n"), "weight-gradient elements");
+    if (batched) weight = checkedMul(weight, e.dim("batch"), "weight-gradient elements");
+    layer.gemms.push_back({static_cast<int>(i), weight, batched});
+    int64_t& sum = batched ? layer.batched : layer.plain;
+    sum = checkedAdd(sum, weight, "weight-gradient elements");
+  }
+  std::vector<int> order;  // layers by their last op (a chunk's layers never interleave)
+  for (const auto& [id, layer] : layers) order.push_back(id);
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return layers[a].last_op < layers[b].last_op; });
+  std::vector<Zero2Arrival> out;
+  for (int id : order) {
+    const Layer& layer = layers[id];
+    const auto params = layer_params.find(id);
+    if (params == layer_params.end()) continue;  // no parameters (none of the chunk's layers)
+    const auto found = layer_experts.find(id);
+    const int64_t experts = found == layer_experts.end() ? 0 : found->second;
+    const int64_t dense = params->second - experts;
+    // With experts synchronised apart the batched GEMMs are theirs; otherwise all are dense.
+    const int64_t gemm_dense = experts > 0 ? layer.plain : layer.plain + layer.batched;
+    const int64_t gemm_experts = experts > 0 ? layer.batched : 0;
+    const bool by_gemm = gemm_dense <= dense && gemm_experts <= experts;
+    Zero2Arrival rest{layer.last_op, by_gemm ? dense - gemm_dense : dense,
+                      by_gemm ? experts - gemm_experts : experts};
+    rest.elements += rest.experts;
+    if (by_gemm) {
+      for (const Gemm& g : layer.gemms) {
+        const bool expert = experts > 0 && g.batched;
+        if (g.op == layer.last_op) {  // the rest arrives with it
+          rest.elements += g.elements;
+          rest.experts += expert ? g.elements : 0;
+        } else if (g.elements > 0) {
+          out.push_back({g.op, g.elements, expert ? g.elements : 0});
+        }
+      }
+    }
+    if (rest.elements > 0) out.push_back(rest);
+  }
+  return out;
+}
+
+std::vector<Zero2Bucket> zero2Buckets(const std::vector<Zero2Arrival>& arrivals,
+                                      int64_t bucket_elements, int last_op) {
   EVSIM_CHECK(bucket_elements > 0, "bucket of {} elements", bucket_elements);
   std::vector<Zero2Bucket> out;
-  int64_t pending = 0;
-  for (size_t i = 0; i < backward_layers.size(); ++i) {
-    const auto& [layer, params] = backward_layers[i];
-    pending += params;
-    const bool last = i + 1 == backward_layers.size();
-    // DeepSpeed reduces the bucket before a gradient that would overflow it goes in.
-    if (pending > 0 && (last || pending + backward_layers[i + 1].second > bucket_elements)) {
-      out.push_back({layer, pending});
-      pending = 0;
+  Zero2Bucket pending;
+  for (const Zero2Arrival& a : arrivals) {
+    // DeepSpeed reduces the bucket before a gradient that would overflow it goes in: when that
+    // gradient's hook runs, after its op.
+    if (pending.elements > 0 && pending.elements + a.elements > bucket_elements) {
+      pending.after_op = a.after_op;
+      out.push_back(pending);
+      pending = Zero2Bucket{};
     }
+    pending.elements += a.elements;
+    pending.experts += a.experts;
+  }
+  if (pending.elements > 0) {  // the epilogue's
+    pending.after_op = last_op;
+    out.push_back(pending);
   }
   return out;
 }
@@ -41,11 +114,11 @@ void overlapZero2Reductions(OpList& backward) {
   };
   for (size_t i = 0; i < backward.size(); ++i) {
     if (!reduction(i)) continue;
+    // The next bucket's first reduction: past this bucket's own (its dense and experts' parts
+    // are adjacent) and the ops after them.
     size_t next = i + 1;
-    while (next < backward.size() &&
-           !(reduction(next) && backward[next].layer != backward[i].layer)) {
-      ++next;
-    }
+    while (next < backward.size() && reduction(next)) ++next;
+    while (next < backward.size() && !reduction(next)) ++next;
     // The last bucket: the epilogue waits for it (no op runs beside it).
     backward[i].overlap_ops = next < backward.size() ? static_cast<int>(next - i - 1) : 0;
   }

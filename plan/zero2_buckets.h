@@ -20,15 +20,19 @@
 //   (average_tensor: current_stream().wait_stream(reduction_stream)), so bucket i's reduction runs
 //   beside the backward until bucket i+1 closes, and the epilogue waits for the last. Without
 //   overlap_comm each reduction runs on the compute stream, in order.
-// At a layer's granularity (the plan knows a layer's parameters, not each tensor's): a bucket
-// closes at the end of a layer (in backward order) when the next layer would not fit, and a layer
-// larger than the bucket is reduced as one bucket (DeepSpeed reduces it in parts of at most the
-// bucket, or alone when one tensor exceeds it).
+// By parameter, as the hook sees them: each weight-gradient GEMM's weight (m x n of its "tn"
+// GEMM: out x in features, the linear's weight on the rank; batch x m x n for the routed experts'
+// batched wgrad GEMM, their weights on the rank) arrives after that GEMM; what else a layer holds
+// (norm gains, biases, the embedding, a tied output weight) arrives after the layer's last
+// backward op, as one gradient (a layer whose GEMMs claim more than it holds arrives whole there). A bucket is reduced when a gradient arrives that would overflow it (after that
+// gradient's op), the last one by the epilogue after the chunk's last op; a gradient larger than
+// the bucket is reduced alone (DeepSpeed's extra_large_param_to_reduce).
 #include <cstdint>
+#include <map>
 #include <string_view>
-#include <utility>
 #include <vector>
 
+#include "events/event_table.h"
 #include "ops/op_list.h"
 #include "plan/strategy.h"
 
@@ -46,15 +50,34 @@ int64_t zero2BucketElements(const Strategy& strategy, int64_t wire_bytes);
 // torch.empty(reduce_bucket_size)), two with overlap_comm (--dp-overlap).
 int64_t zero2BufferBytes(const Strategy& strategy, int64_t wire_bytes, int64_t elem_bytes);
 
-struct Zero2Bucket {
-  int last_layer = 0;    // the layer (in backward order) after whose backward it is reduced
-  int64_t elements = 0;  // gradient elements in it
+// One gradient as DeepSpeed's hook receives it: after op `after_op` of the chunk's backward list,
+// `elements` gradient elements, `experts` of them a routed expert's (reduced over the
+// expert-data-parallel group).
+struct Zero2Arrival {
+  int after_op = 0;
+  int64_t elements = 0;
+  int64_t experts = 0;
 };
 
-// The buckets of a chunk whose layers' gradients come in `backward_layers` order ({layer,
-// parameters}), for buckets of `bucket_elements`.
-std::vector<Zero2Bucket> zero2Buckets(const std::vector<std::pair<int, int64_t>>& backward_layers,
-                                      int64_t bucket_elements);
+// The gradients of a chunk's `backward` list (ops of `table`), in the order they arrive, for the
+// chunk's layers' parameters `layer_params` ({layer, parameters on the rank}) of which
+// `layer_experts` are routed experts' (under expert parallelism, where the batched wgrad GEMMs
+// are theirs; absent: none). A layer whose weight-gradient GEMMs account for more than its
+// parameters (a tied output weight) arrives whole after its last op.
+std::vector<Zero2Arrival> zero2Arrivals(const OpList& backward, const EventTable& table,
+                                        const std::map<int, int64_t>& layer_params,
+                                        const std::map<int, int64_t>& layer_experts);
+
+struct Zero2Bucket {
+  int after_op = 0;      // the backward op after which it is reduced
+  int64_t elements = 0;  // gradient elements in it
+  int64_t experts = 0;   // of them routed experts'
+};
+
+// DeepSpeed's buckets of `bucket_elements` over the arrivals: reduced before the gradient that
+// would overflow it goes in (at that gradient's op), the rest after `last_op` (the epilogue).
+std::vector<Zero2Bucket> zero2Buckets(const std::vector<Zero2Arrival>& arrivals,
+                                      int64_t bucket_elements, int last_op);
 
 // The op name of a ZeRO-2 bucket's reduction (dense parameters; experts' apart).
 inline constexpr std::string_view kZero2ReduceName = "zero2_grad_reduce_scatter";

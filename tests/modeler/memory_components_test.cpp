@@ -43,6 +43,17 @@ TEST(MemoryComponents, StateBytesPerParameter) {
   EXPECT_DOUBLE_EQ(m.total(), 2 + 4 + 3);
   m = stateBytesPerParameter(Framework::kMegatron, DType::kBf16, 3, 4, false);
   EXPECT_DOUBLE_EQ(m.total(), 18.0 / 4);
+  // ZeRO-2 over 4 (DeepSpeed's grads_in_partition in the model dtype): 2 / 2/4 / 12/4; an fp32
+  // model 4 / 4/4 / 8/4; with the optimizer offloaded the gradient keeps its 4/4 (not re-read).
+  m = stateBytesPerParameter(Framework::kMegatron, DType::kBf16, 2, 4, false);
+  EXPECT_DOUBLE_EQ(m.weights, 2);
+  EXPECT_DOUBLE_EQ(m.gradients, 0.5);
+  EXPECT_DOUBLE_EQ(m.optimizer, 3);
+  m = stateBytesPerParameter(Framework::kMegatron, DType::kFp32, 2, 4, false);
+  EXPECT_DOUBLE_EQ(m.gradients, 1);
+  EXPECT_DOUBLE_EQ(m.optimizer, 2);
+  EXPECT_DOUBLE_EQ(stateBytesPerParameter(Framework::kMegatron, DType::kBf16, 2, 4, true).gradients,
+                   1);
   // FSDP: fp32 parameters, gradients and two moments, all sharded: 16 / G.
   m = stateBytesPerParameter(Framework::kFsdp, DType::kBf16, 3, 8, false);
   EXPECT_DOUBLE_EQ(m.weights, 0.5);
@@ -275,7 +286,7 @@ TEST(MemoryComponents, StageSumsAllocatedReservedDevice) {
 
 // --grad-reduce-in-bf16: Megatron-core's gradient buffer in the parameters' bf16, 2 bytes a
 // parameter where --bf16 alone holds the fp32 main gradient's 4 (weights, optimizer unchanged);
-// ZeRO-2 shards it over D = 4: 2 / 4 bytes a parameter.
+// ZeRO-2 holds its partition in the model dtype anyway: 2 / 4 bytes a parameter over D = 4.
 TEST(MemoryComponents, GradReduceInBf16HoldsTwoByteGradients) {
   const ModelConfig model = smallModel();
   const ChunkMemoryInput chunk = millionParameterChunk();
@@ -288,6 +299,46 @@ TEST(MemoryComponents, GradReduceInBf16HoldsTwoByteGradients) {
   s.zero_stage = 2;
   EXPECT_EQ(estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0).stages[0].gradient_bytes,
             500000);
+}
+
+// ZeRO-2 as DeepSpeed runs it (memory_components.h), the 1,000,000-parameter chunk over D = 4 in
+// bf16, b = 2: the rank's partition is 250,000 parameters. Model states 2 + 2/4 + 12/4 = 5.5 bytes
+// a parameter; at a backward after the first micro-batch a fresh partition, 2 x 250,000, beside
+// the IPG buffer (5e8 bf16 elements, 1e9 bytes); at the step the flat bf16 copy and its fp32 cast,
+// (2 + 4) x 250,000. One micro-batch a step (global batch 8 = b x D): no fresh partition.
+TEST(MemoryComponents, Zero2HoldsModelDtypePartitionAndFp32OnlyAtTheStep) {
+  const ModelConfig model = smallModel();
+  const ChunkMemoryInput chunk = millionParameterChunk();
+  Strategy s = strategy(1, 1, 4);
+  s.zero_stage = 2;
+  s.global_batch = 64;  // 8 micro-batches
+  StageMemory m = estimateMemory(model, s, 8, int64_t{80} << 30, {chunk}, 0.0).stages[0];
+  EXPECT_EQ(m.weight_bytes, 2000000);
+  EXPECT_EQ(m.gradient_bytes, 500000);
+  EXPECT_EQ(m.optimizer_bytes, 3000000);
+  EXPECT_EQ(m.dp_buffer_bytes, 1'000'000'000 + 500000);
+  EXPECT_EQ(m.gradient_copy_bytes, 1500000);
+  EXPECT_EQ(zero2LaterBackwardPartitionBytes(model, s, 2, 250000, 8), 500000);
+  EXPECT_EQ(zero2StepGradientBytes(model, s, 2, 250000), 1500000);
+  // One micro-batch: only the first backward's partition (in the model states).
+  s.global_batch = 8;
+  m = estimateMemory(model, s, 1, int64_t{80} << 30, {chunk}, 0.0).stages[0];
+  EXPECT_EQ(m.dp_buffer_bytes, 1'000'000'000);
+  EXPECT_EQ(m.gradient_copy_bytes, 1500000);
+  // --grad-reduce-in-bf16 changes the wire, not the partition (no Megatron fp32 main-grad copy).
+  s.grad_reduce_in_bf16 = true;
+  m = estimateMemory(model, s, 1, int64_t{80} << 30, {chunk}, 0.0).stages[0];
+  EXPECT_EQ(m.gradient_bytes, 500000);
+  EXPECT_EQ(m.gradient_copy_bytes, 1500000);
+  // An fp32 model: .to(fp32) returns the flat copy itself, 4 x 250,000 at the step.
+  const ModelConfig fp32 = test::model(1024, 16, 4096, 1024, 50257, 4, "fp32");
+  EXPECT_EQ(zero2StepGradientBytes(fp32, s, 2, 250000), 1000000);
+  // Other stages, and ZeRO-2 with the optimizer offloaded: none.
+  EXPECT_EQ(zero2StepGradientBytes(model, s, 1, 250000), 0);
+  EXPECT_EQ(zero2LaterBackwardPartitionBytes(model, s, 3, 250000, 8), 0);
+  s.offload = Offload::kOptimizer;
+  EXPECT_EQ(zero2StepGradientBytes(model, s, 2, 250000), 0);
+  EXPECT_EQ(zero2LaterBackwardPartitionBytes(model, s, 2, 250000, 8), 0);
 }
 
 // FSDP's model states are 16 bytes per parameter / D: doubling D halves them, and nothing else in

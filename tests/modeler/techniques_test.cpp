@@ -58,10 +58,11 @@ TEST(TechniquesMemory, KorthikantiTable2PerBlock) {
 }
 
 TEST(TechniquesMemory, ZeroModelStateBytesPerParameter) {
-  // Mixed precision: none 18; ZeRO-1 6 + 12/D; ZeRO-2 2 + 16/D; ZeRO-3 18/D. D = 4:
+  // Mixed precision: none 18; ZeRO-1 6 + 12/D; ZeRO-2 2 + (2 + 12)/D (DeepSpeed keeps the
+  // gradient partition in the model's 16 bits); ZeRO-3 18/D. D = 4:
   EXPECT_DOUBLE_EQ(modelStateBytesPerParameter(DType::kFp16, 0, 4), 18);
   EXPECT_DOUBLE_EQ(modelStateBytesPerParameter(DType::kBf16, 1, 4), 9);
-  EXPECT_DOUBLE_EQ(modelStateBytesPerParameter(DType::kFp16, 2, 4), 6);
+  EXPECT_DOUBLE_EQ(modelStateBytesPerParameter(DType::kFp16, 2, 4), 5.5);
   EXPECT_DOUBLE_EQ(modelStateBytesPerParameter(DType::kFp16, 3, 4), 4.5);
   // Megatron's distributed optimizer at D = 8: 6 + 1.5.
   EXPECT_DOUBLE_EQ(modelStateBytesPerParameter(DType::kBf16, 1, 8), 7.5);

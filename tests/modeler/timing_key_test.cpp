@@ -101,7 +101,7 @@ TEST(TimingKeyTest, SelectiveRecomputationKeepsItsKeyWithoutFusedAttention) {
 
 // ZeRO-2 as DeepSpeed runs it (plan/zero2_buckets.h): each bucket's reduce-scatter inside every
 // micro-batch's backward, nothing reduced at the step but the parameters' all-gather. On one
-// node (no link sharing), 1M1P4D, m = 4, buckets of 64 KiB (6 on tiny-llama): the device's DP
+// node (no link sharing), 1M1P4D, m = 4, buckets of 64 KiB (14 on tiny-llama): the device's DP
 // time is m x the sum of the backward's bucket reductions plus the all-gather, each at its own
 // cost; without overlap_comm every bucket blocks the backward (exposed = all of it), with it only
 // what outlasts the layers beside it, at least each backward's last bucket.
@@ -127,11 +127,15 @@ TEST(TimingKeyTest, ZeroTwoReducesEachMicroBatchsBucketsInItsBackward) {
       buckets_us += c[op.event].time_us;
       last_us = c[op.event].time_us;
     }
-    // fp32 model and wire: buckets of 65,536 / 4 = 16,384 elements; every layer is larger (a block
-    // 49,280: QKV 64 x (64 + 2 x 2 x 16) = 8,192, projection 4,096, SwiGLU 64 x 384 + 192 x 64 =
-    // 36,864, two norms 128; the head 64 + 64 x 512 = 32,832; the embedding 32,768), so each is
-    // a bucket of its own: head, 4 blocks, embedding.
-    ASSERT_EQ(reductions, 6) << overlap;
+    // fp32 model and wire: buckets of 65,536 / 4 = 16,384 elements. The gradients in backward
+    // order (plan/zero2_buckets.h): the head's output weight 512 x 64 = 32,768 then its norm 64;
+    // per block FC2 192 x 64 = 12,288, FC1 384 x 64 = 24,576, projection 4,096, QKV
+    // 64 x (64 + 2 x 2 x 16) = 8,192, the norms 128; the embedding 32,768. Each bucket is reduced
+    // when the next gradient would overflow it: 32,768 (at the norm); 64 + 12,288 (at block 3's
+    // FC1); 24,576 (at its projection); 4,096 + 8,192 + 128 = 12,416 (at block 2's FC2), 12,288
+    // (at its FC1), 24,576 (at its projection), the same three for blocks 1 and 0; 12,416 at the
+    // embedding; the embedding's 32,768 by the epilogue: 3 + 3 x 3 + 2 = 14.
+    ASSERT_EQ(reductions, 14) << overlap;
     ASSERT_EQ(st.dp_reduce_scatter, -1);
     ASSERT_TRUE(st.dp_buckets.empty());
     ASSERT_GE(st.dp_allgather, 0);

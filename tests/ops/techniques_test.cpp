@@ -178,7 +178,7 @@ TEST(Zero, StageOneAndTwoReduceScatterThenGatherParameters) {
       SCOPED_TRACE(std::to_string(zero) + (overlap ? " overlap" : ""));
       Strategy s = withTechniques("1M1P4D", Recompute::kNone, false, zero, 4 * kB);
       s.dp_overlap = overlap;
-      s.dp_bucket_bytes = 1;  // a bucket per layer
+      s.dp_bucket_bytes = 1;  // a bucket per gradient (ZeRO-2), per layer (DDP)
       IterationPlan p = plan(s);
       const StagePlan& st = p.stages[0];
       EXPECT_EQ(st.dp_allreduce, -1);
@@ -188,10 +188,14 @@ TEST(Zero, StageOneAndTwoReduceScatterThenGatherParameters) {
       EXPECT_EQ(gather.message_bytes, st.parameters * kE);  // full buffer
       EXPECT_EQ(gather.placement.group_size, 4);
       if (zero == 2) {
-        // DeepSpeed's stage 2 (plan/zero2_buckets.h): each bucket (here each layer: a bucket of
-        // one element closes before every next layer) reduce-scattered in the backward's op list,
-        // every micro-batch; nothing at the step but the gather. Beside the backward until the
-        // next bucket closes with overlap_comm, the last one exposed.
+        // DeepSpeed's stage 2 (plan/zero2_buckets.h): each bucket reduce-scattered in the
+        // backward's op list, every micro-batch; nothing at the step but the gather. A bucket of
+        // one element is reduced at every next gradient: per block its four wgrad GEMMs' weights
+        // (FC2, FC1, projection, QKV) and its rest (biases, norms) after its last op, the head's
+        // norm (whole: the tied output weight's wgrad is the embedding's), the embedding; the last
+        // bucket by the epilogue: 5 per block + 2. Beside the backward until the next bucket with
+        // overlap_comm, but the two after the backward's last op (the embedding's, the
+        // epilogue's).
         EXPECT_EQ(st.dp_reduce_scatter, -1);
         EXPECT_TRUE(st.dp_buckets.empty());
         int64_t bytes = 0;
@@ -203,9 +207,9 @@ TEST(Zero, StageOneAndTwoReduceScatterThenGatherParameters) {
           EXPECT_EQ(p.events[op.event].event.kind, EventKind::kReduceScatter);
           bytes += p.events[op.event].event.message_bytes;
         }
-        EXPECT_EQ(reductions, kLayers + 2);
+        EXPECT_EQ(reductions, 5 * kLayers + 2);
         EXPECT_EQ(bytes, st.parameters * kE);
-        EXPECT_EQ(beside, overlap ? kLayers + 1 : 0);
+        EXPECT_EQ(beside, overlap ? 5 * kLayers : 0);
       } else if (overlap) {
         EXPECT_EQ(st.dp_reduce_scatter, -1);
         ASSERT_EQ(st.dp_buckets.size(), static_cast<size_t>(kLayers + 2));

@@ -12,24 +12,84 @@
 namespace evsim {
 namespace {
 
-TEST(Zero2Buckets, ABucketClosesBeforeTheLayerThatWouldOverflowIt) {
-  // Backward order: head 10, blocks 3..0 of 50, embedding 40; buckets of 100 elements.
-  // 10 + 50 = 60, + 50 would be 110 > 100: close after block 3 (60). 50 + 50 = 100 is not over:
-  // after block 1 (100), + 50 would be. 50 + 40 = 90, the end: close after the embedding (90).
+TEST(Zero2Buckets, ABucketIsReducedWhenTheGradientThatWouldOverflowItArrives) {
+  // Gradients (after op, elements): 10, 30, 50 (a routed expert's), 20, 250, 5; buckets of 100,
+  // the epilogue after op 15. 10 + 30 + 50 = 90; + 20 would be 110 > 100: reduced at op 9 (90, 50
+  // experts); 20 + 250 > 100: at op 12 (20); 250 is larger than a bucket, reduced alone when the
+  // next one arrives, at op 13 (250); the 5 left by the epilogue at op 15.
   const std::vector<Zero2Bucket> b = zero2Buckets(
-      {{kHeadLayer, 10}, {3, 50}, {2, 50}, {1, 50}, {0, 50}, {kEmbeddingLayer, 40}}, 100);
-  ASSERT_EQ(b.size(), 3u);
-  EXPECT_EQ(b[0].last_layer, 3);
-  EXPECT_EQ(b[0].elements, 60);
-  EXPECT_EQ(b[1].last_layer, 1);
-  EXPECT_EQ(b[1].elements, 100);
-  EXPECT_EQ(b[2].last_layer, kEmbeddingLayer);
-  EXPECT_EQ(b[2].elements, 90);
-  // A layer larger than the bucket is one reduction of its own; what follows starts a new one.
-  const std::vector<Zero2Bucket> big = zero2Buckets({{0, 250}, {kEmbeddingLayer, 10}}, 100);
-  ASSERT_EQ(big.size(), 2u);
-  EXPECT_EQ(big[0].elements, 250);
-  EXPECT_EQ(big[1].elements, 10);
+      {{2, 10, 0}, {5, 30, 0}, {6, 50, 50}, {9, 20, 0}, {12, 250, 0}, {13, 5, 0}}, 100, 15);
+  ASSERT_EQ(b.size(), 4u);
+  const int after[] = {9, 12, 13, 15};
+  const int64_t elements[] = {90, 20, 250, 5}, experts[] = {50, 0, 0, 0};
+  for (size_t i = 0; i < b.size(); ++i) {
+    EXPECT_EQ(b[i].after_op, after[i]) << i;
+    EXPECT_EQ(b[i].elements, elements[i]) << i;
+    EXPECT_EQ(b[i].experts, experts[i]) << i;
+  }
+  // Exactly full is not over: 60 + 40 = 100 stays one bucket, reduced by the epilogue.
+  const std::vector<Zero2Bucket> full = zero2Buckets({{0, 60, 0}, {1, 40, 0}}, 100, 3);
+  ASSERT_EQ(full.size(), 1u);
+  EXPECT_EQ(full[0].elements, 100);
+  EXPECT_EQ(full[0].after_op, 3);
+}
+
+// The gradients of a hand-made backward: each weight-gradient GEMM ("tn", weight out x in = m x
+// n) after it, the rest of its layer after the layer's last op.
+TEST(Zero2Buckets, GradientsArriveAfterTheirWeightGradientGemmAndTheRestAtTheLayersEnd) {
+  EventTable table;
+  auto op = [&](int layer, const Event& e, bool weight_grad) {
+    OpInstance o{table.intern(e), Stream::kCompute, layer, "op"};
+    o.weight_grad = weight_grad;
+    return o;
+  };
+  const Event norm = makeCompute("layernorm_bwd", {{"rows", 8}, {"cols", 4}}, "", DType::kBf16);
+  const OpList backward = {
+      // Layer 1 (1,000 parameters): wgrads 10 x 30 and 20 x 30, a dgrad ("nn", no weight), a norm.
+      op(1, makeGemm(10, 30, 8, "tn", DType::kBf16), true),   // 0: 300
+      op(1, makeGemm(8, 30, 20, "nn", DType::kBf16), false),  // 1
+      op(1, makeGemm(20, 30, 8, "tn", DType::kBf16), true),   // 2: 600
+      op(1, norm, false),                                     // 3: the rest, 100
+      // Layer 0 (1,000 parameters) whose wgrads claim 1,200 (a tied weight): all after op 5.
+      op(0, makeGemm(40, 30, 8, "tn", DType::kBf16), true),  // 4
+      op(0, norm, false),                                    // 5: 1,000
+      // The embedding (500), no wgrad GEMM: after op 6.
+      op(kEmbeddingLayer, norm, false),  // 6
+      // Layer 2 (700 parameters, 400 of them routed experts' under expert parallelism) is put in
+      // front below: a batched expert wgrad of 2 x 10 x 10, a dense one of 5 x 6, a norm.
+  };
+  OpList with_experts = backward;
+  with_experts.insert(with_experts.begin(),
+                      {op(2, makeBatchedGemm(2, 10, 10, 8, "tn", DType::kBf16), true),
+                       op(2, makeGemm(5, 6, 8, "tn", DType::kBf16), true), op(2, norm, false)});
+  const std::map<int, int64_t> params{{kEmbeddingLayer, 500}, {0, 1000}, {1, 1000}, {2, 700}};
+  const std::vector<Zero2Arrival> a = zero2Arrivals(backward, table, params, {});
+  ASSERT_EQ(a.size(), 5u);
+  const int after[] = {0, 2, 3, 5, 6};
+  const int64_t elements[] = {300, 600, 100, 1000, 500};
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].after_op, after[i]) << i;
+    EXPECT_EQ(a[i].elements, elements[i]) << i;
+    EXPECT_EQ(a[i].experts, 0) << i;
+  }
+  // Experts apart: 200 experts' after op 0, 30 dense after op 1, the rest after the norm: dense
+  // 300 - 30 = 270 and experts 400 - 200 = 200. Layer 1 then starts at op 3.
+  const std::vector<Zero2Arrival> e = zero2Arrivals(with_experts, table, params, {{2, 400}});
+  ASSERT_EQ(e.size(), 8u);
+  const int e_after[] = {0, 1, 2, 3};
+  const int64_t e_elements[] = {200, 30, 470, 300}, e_experts[] = {200, 0, 200, 0};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(e[i].after_op, e_after[i]) << i;
+    EXPECT_EQ(e[i].elements, e_elements[i]) << i;
+    EXPECT_EQ(e[i].experts, e_experts[i]) << i;
+  }
+  // Without expert parallelism the batched GEMM's weights are dense like the rest.
+  const std::vector<Zero2Arrival> d = zero2Arrivals(with_experts, table, params, {});
+  ASSERT_EQ(d.size(), 8u);
+  EXPECT_EQ(d[0].elements, 200);
+  EXPECT_EQ(d[0].experts, 0);
+  EXPECT_EQ(d[2].elements, 470);
+  EXPECT_EQ(d[2].experts, 0);
 }
 
 TEST(Zero2Buckets, TheBucketIsDeepSpeedsDefaultOrTheSizeAskedFor) {
@@ -81,17 +141,28 @@ std::vector<int> reductions(const OpList& ops) {
   return at;
 }
 
+// The tiny model's gradients in backward order: the head's final norm (2h = 128; the tied output
+// weight's lm_head_wgrad, V h = 32,768, belongs to the embedding, so the head arrives whole), per
+// block fc2 (h f = 16,384), fc1 (f h = 16,384), projection (h^2 = 4,096), QKV (3h^2 = 12,288)
+// after their wgrads and the rest (biases 3h + h + f + h = 576, norms 4h = 256: 832) after the
+// block's last op, then the embedding (V h + s h = 34,816).
+constexpr int64_t kHead = 128, kFc = 16'384, kProj = 4'096, kQkv = 12'288, kRest = 832,
+                  kEmbedding = 34'816;
+
 TEST(Zero2Buckets, ThePlanReducesEachBucketInEveryMicroBatchsBackward) {
   constexpr int64_t B = 49'984;
+  static_assert(2 * kFc + kProj + kQkv + kRest == B);
   const IterationPlan plan = zero2Plan(false);
   ASSERT_EQ(plan.micro_batches, 2);
   const StagePlan& st = plan.stages[0];
-  // Head H (+ B of block 3) > ... : head + block 3 close before block 2 would overflow, blocks 2
-  // and 1 fill the bucket exactly (2B), block 0 and the embedding E (at most 2B - B) close at
-  // the end.
+  // Buckets of 2B: head + block 3 + block 2 up to its rest (128 + B + B - 832 = 99,264), which
+  // would overflow: reduced after block 2's last op; 832 + block 1 + block 0 but its rest fills
+  // 2B exactly (99,968), the rest of block 0 would overflow: after block 0's last op; 832 +
+  // the embedding (35,648) by the epilogue.
   const std::vector<int> at = reductions(st.backward);
   ASSERT_EQ(at.size(), 3u);
-  const int expect_layer[] = {3, 1, kEmbeddingLayer};
+  const int expect_layer[] = {2, 0, kEmbeddingLayer};
+  const int64_t expect_elements[] = {kHead + 2 * B - kRest, 2 * B, kRest + kEmbedding};
   int64_t total = 0;
   for (int i = 0; i < 3; ++i) {
     const OpInstance& op = st.backward[at[i]];
@@ -108,11 +179,9 @@ TEST(Zero2Buckets, ThePlanReducesEachBucketInEveryMicroBatchsBackward) {
     EXPECT_EQ(e.event.kind, EventKind::kReduceScatter);
     // Reduced in fp32 (Megatron's bf16 model), m = 2 micro-batches on each of 4 ranks.
     EXPECT_EQ(e.count, 2 * 4);
+    EXPECT_EQ(e.event.message_bytes, 4 * expect_elements[i]) << i;
     total += e.event.message_bytes;
   }
-  EXPECT_EQ(plan.events[st.backward[at[1]].event].event.message_bytes, 4 * 2 * B);
-  EXPECT_GT(plan.events[st.backward[at[0]].event].event.message_bytes, 4 * B);
-  EXPECT_GT(plan.events[st.backward[at[2]].event].event.message_bytes, 4 * B);
   EXPECT_EQ(total, 4 * st.parameters);  // every gradient once per micro-batch
   // Nothing left for the step but the updated parameters' all-gather (bf16).
   EXPECT_TRUE(st.dp_buckets.empty());
@@ -120,6 +189,44 @@ TEST(Zero2Buckets, ThePlanReducesEachBucketInEveryMicroBatchsBackward) {
   EXPECT_EQ(st.dp_allreduce, -1);
   ASSERT_GE(st.dp_allgather, 0);
   EXPECT_EQ(plan.events[st.dp_allgather].event.message_bytes, 2 * st.parameters);
+}
+
+// Buckets of 40,000 elements close inside blocks, at the weight gradient that would overflow them
+// (running sums by hand): head + block 3's fc2, fc1, projection (36,992), + QKV would be 49,280:
+// reduced after block 3's qkv_wgrad; QKV + rest + block 2's fc2 (29,504), + fc1: after block 2's
+// fc1_wgrad; fc1 + projection + QKV + rest (33,600), + block 1's fc2: after it; fc2 + fc1 +
+// projection (36,864), + QKV: after block 1's qkv_wgrad; QKV + rest + block 0's fc2 (29,504): after
+// block 0's fc1_wgrad; fc1 + projection + QKV + rest (33,600), + the embedding: when the embedding
+// arrives, after its backward; the embedding (34,816) by the epilogue, after the same op.
+TEST(Zero2Buckets, BucketsCloseAtTheParameterThatWouldOverflowThemInsideALayer) {
+  Strategy s = test::strategy("1M1P4D", 1, 8);
+  s.zero_stage = 2;
+  s.dp_bucket_bytes = 40'000 * 4;
+  const IterationPlan plan =
+      buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "bf16"), test::cluster(4), s);
+  const StagePlan& st = plan.stages[0];
+  const std::vector<int> at = reductions(st.backward);
+  ASSERT_EQ(at.size(), 7u);
+  const int64_t elements[] = {kHead + 2 * kFc + kProj,
+                              kQkv + kRest + kFc,
+                              kFc + kProj + kQkv + kRest,
+                              2 * kFc + kProj,
+                              kQkv + kRest + kFc,
+                              kFc + kProj + kQkv + kRest,
+                              kEmbedding};
+  const std::string_view after[] = {"qkv_wgrad", "fc1_wgrad", "fc2_wgrad", "qkv_wgrad",
+                                     "fc1_wgrad", "word_embedding_bwd", kZero2ReduceName};
+  const int layer[] = {3, 2, 1, 1, 0, kEmbeddingLayer, kEmbeddingLayer};
+  int64_t total = 0;
+  for (size_t i = 0; i < at.size(); ++i) {
+    const OpInstance& op = st.backward[at[i]];
+    EXPECT_EQ(plan.events[op.event].event.message_bytes, 4 * elements[i]) << i;
+    EXPECT_EQ(st.backward[at[i] - 1].name, after[i]) << i;
+    EXPECT_EQ(op.layer, layer[i]) << i;
+    total += elements[i];
+  }
+  EXPECT_EQ(total, st.parameters);
+  EXPECT_EQ(at.back(), static_cast<int>(st.backward.size()) - 1);  // the epilogue's, last
 }
 
 TEST(Zero2Buckets, WithOverlapCommABucketRunsBesideTheBackwardUntilTheNextCloses) {
