@@ -21,9 +21,12 @@
 #include "modeler/simulation.h"
 #include "plan/task_graph.h"
 #include "modeler/timing_engine.h"
+#include "support/stage_cost.h"
 
 namespace evsim {
 namespace {
+
+using test::stageCost;
 
 // The graph walk's micro-batch chunks in flight (task_graph.h) for unit chunk bytes.
 int peakActivationsInFlight(const std::vector<StageTask>& order) {
@@ -129,9 +132,9 @@ TimingInput interleavedInput(int P, int v, int64_t m, double chunk_f, double chu
   in.schedule = Schedule::kInterleaved;
   in.virtual_stages = v;
   in.micro_batches = m;
-  in.stages.assign(P * v, StageCost{chunk_f, chunk_b, 0, {}, 0});
+  in.stages.assign(P * v, stageCost(chunk_f, chunk_b));
   in.pipelines.push_back(
-      PipelineCost{std::vector<double>(P * v - 1, 0.0), std::vector<double>(P * v - 1, 0.0)});
+      PipelineCost{std::vector<double>(P * v - 1, 0.0), std::vector<double>(P * v - 1, 0.0), {}});
   return in;
 }
 

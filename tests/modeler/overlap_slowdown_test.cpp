@@ -17,10 +17,13 @@
 #include "modeler/stretched_task.h"
 #include "modeler/timing_engine.h"
 #include "plan/iteration_plan.h"
+#include "support/stage_cost.h"
 #include "support/test_support.h"
 
 namespace evsim {
 namespace {
+
+using test::stageCost;
 
 TEST(OverlapSlowdownTest, NoTransferOrFactorOneLeavesTheOpAlone) {
   EXPECT_DOUBLE_EQ(slowedEndUs(3, 10, {}), 13);
@@ -90,7 +93,7 @@ TEST(OverlapSlowdownTest, DpBucketsSlowTheBackwardTheyOverlap) {
     TimingInput in;
     in.schedule = Schedule::kDapple;
     in.micro_batches = 2;
-    StageCost stage{10, 20, 0, {}, 3};
+    StageCost stage = stageCost(10, 20, 0, 3);
     stage.buckets = {BucketCost{5, 10, factor}, BucketCost{20, 2, factor}};
     in.stages = {stage};
     in.pipelines.push_back(PipelineCost{{}, {}, {}});
@@ -131,7 +134,7 @@ TEST(OverlapSlowdownTest, SharedBucketSlowsComputeOnlyForItsStretchedOverlap) {
     TimingInput in;
     in.schedule = Schedule::kDapple;
     in.micro_batches = 2;
-    StageCost stage{10, 20, 0, {}, 3};
+    StageCost stage = stageCost(10, 20, 0, 3);
     stage.buckets = {BucketCost{5, 10, 2.0}, BucketCost{20, 2, 2.0}};
     in.stages = {stage};
     in.pipelines.push_back(PipelineCost{{}, {}, {}});
@@ -162,7 +165,7 @@ TEST(OverlapSlowdownTest, PipelineSendsAndSyncAfterTheFlushAreNotOverlapped) {
     TimingInput in;
     in.schedule = Schedule::kDapple;
     in.micro_batches = 2;
-    StageCost stage{1, 2, 4, {}, 1};
+    StageCost stage = stageCost(1, 2, 4, 1);
     stage.buckets = {BucketCost{2, 4, factor}};
     in.stages = {stage, stage};
     in.pipelines.push_back(PipelineCost{{1}, {1}, {}});

@@ -14,10 +14,13 @@
 #include "modeler/stragglers.h"
 #include "modeler/timing_engine.h"
 #include "modeler/variability.h"
+#include "support/stage_cost.h"
 #include "support/test_support.h"
 
 namespace evsim {
 namespace {
+
+using test::stageCost;
 
 TEST(Stragglers, ParsesRanksAndNodes) {
   // 32 ranks on nodes of 8: node3 is ranks 24-31; rank 25 is named twice and keeps 1.3.
@@ -61,7 +64,7 @@ TimingInput uniformInput(int P, int64_t m, double f, double b, int classes) {
   TimingInput in;
   in.schedule = Schedule::kDapple;
   in.micro_batches = m;
-  in.stages.assign(P, StageCost{f, b, 0, {}, 0});
+  in.stages.assign(P, stageCost(f, b));
   for (int k = 0; k < classes; ++k) {
     in.pipelines.push_back(
         PipelineCost{std::vector<double>(P - 1, 0.0), std::vector<double>(P - 1, 0.0), {}});

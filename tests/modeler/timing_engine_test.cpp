@@ -15,17 +15,20 @@
 #include <vector>
 
 #include "common/error.h"
+#include "support/stage_cost.h"
 
 namespace evsim {
 namespace {
+
+using test::stageCost;
 
 TimingInput uniformInput(Schedule schedule, int P, int64_t m, double f, double b) {
   TimingInput in;
   in.schedule = schedule;
   in.micro_batches = m;
-  in.stages.assign(P, StageCost{f, b, 0, {}, 0});
+  in.stages.assign(P, stageCost(f, b));
   in.pipelines.push_back(
-      PipelineCost{std::vector<double>(P - 1, 0.0), std::vector<double>(P - 1, 0.0)});
+      PipelineCost{std::vector<double>(P - 1, 0.0), std::vector<double>(P - 1, 0.0), {}});
   return in;
 }
 
@@ -120,8 +123,8 @@ TimingInput twoStageInput(Schedule schedule, int64_t m) {
   TimingInput in;
   in.schedule = schedule;
   in.micro_batches = m;
-  in.stages = {StageCost{1, 2, 0, {}, 0}, StageCost{2, 4, 0, {}, 0}};
-  in.pipelines = {PipelineCost{{0.5}, {0.25}}};
+  in.stages = {stageCost(1, 2), stageCost(2, 4)};
+  in.pipelines = {PipelineCost{{0.5}, {0.25}, {}}};
   return in;
 }
 
@@ -213,8 +216,8 @@ TEST(TimingEngineTest, EachLinkUsesItsOwnSendCost) {
   TimingInput in;
   in.schedule = Schedule::kGpipe;
   in.micro_batches = 1;
-  in.stages.assign(3, StageCost{1, 2, 0, {}, 0});
-  in.pipelines = {PipelineCost{{0.5, 1.5}, {0.25, 0.75}}};
+  in.stages.assign(3, stageCost(1, 2));
+  in.pipelines = {PipelineCost{{0.5, 1.5}, {0.25, 0.75}, {}}};
   IterationTimeline tl = computeTimeline(in);
   const PipelineTimeline& p = tl.pipelines[0];
   expectTasks(p.stages[0], {{F, 0, 0, 1, 1, 1.5, 0}, {B, 0, 10, 12, 12, 12, 10}}, "stage 0");
@@ -234,8 +237,8 @@ TEST(TimingEngineTest, StretchedSendsDelayTheirReceiversByHand) {
   TimingInput in;
   in.schedule = Schedule::kGpipe;
   in.micro_batches = 1;
-  in.stages.assign(3, StageCost{1, 2, 0, {}, 0});
-  in.pipelines = {PipelineCost{{0.5, 1.5}, {0.25, 0.75}}};
+  in.stages.assign(3, stageCost(1, 2));
+  in.pipelines = {PipelineCost{{0.5, 1.5}, {0.25, 0.75}, {}}};
   in.send_stretch_us = {{{0.25, 0}, {0.5, 1.0}, {0, 0.125}}};
   IterationTimeline tl = computeTimeline(in);
   const PipelineTimeline& p = tl.pipelines[0];
@@ -308,7 +311,7 @@ TEST(TimingEngineTest, GradientAllReduceThenOptimizer) {
 // iteration 23.
 TEST(TimingEngineTest, AllReduceWaitsForTheSlowestPipelineClass) {
   TimingInput in = twoStageInput(Schedule::kGpipe, 2);
-  in.pipelines.push_back(PipelineCost{{1.5}, {1.0}});
+  in.pipelines.push_back(PipelineCost{{1.5}, {1.0}, {}});
   in.stages[0].grad_allreduce_us = 3;
   in.stages[1].grad_allreduce_us = 5;
   in.stages[0].optimizer_us = 1;
@@ -399,7 +402,7 @@ TEST(TimingEngineTest, OverlappedBucketsByHand) {
 // iteration 23.
 TEST(TimingEngineTest, OverlappedBucketsFollowTheSlowestClass) {
   TimingInput in = twoStageInput(Schedule::kGpipe, 2);
-  in.pipelines.push_back(PipelineCost{{1.5}, {1.0}});
+  in.pipelines.push_back(PipelineCost{{1.5}, {1.0}, {}});
   in.dp_overlap = true;
   in.stages[0].buckets = {{0.5, 1}, {1, 0.25}, {2, 3}};
   in.stages[1].buckets = {{1, 2}, {4, 1}};
