@@ -93,6 +93,8 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   const PipelineSchedule& sched = pipelineSchedule(schedule);
   EVSIM_CHECK(chunks == 1 || sched.allowsChunks(), "{} schedule with v={}", scheduleName(schedule),
               chunks);
+  // Send codes are bytes (TaskGraph::send_codes).
+  EVSIM_CHECK(chunks <= 127, "task graph: v={} model chunks per device, at most 127", chunks);
   TaskGraph g;
   auto storage = std::make_shared<TaskGraph::Storage>();
   TaskGraph::Storage& st = *storage;
@@ -123,6 +125,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   // edge written in place.
   // Each node written whole, in id order (no default construction first: issue 34 item 3).
   st.nodes.reserve(tasks_per_device * devices);
+  st.send_codes.resize(tasks_per_device * devices);
   st.peak_in_flight.assign(static_cast<size_t>(devices), 0);
   const Phase frees = g.split_backward ? Phase::kWeightGrad : Phase::kBackward;
   std::vector<int> stage_of_chunk(static_cast<size_t>(chunks));
@@ -142,6 +145,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
     int* const order_out = device_order.data();
     const StageTask* const tasks = orders[s].data();
     const int base = static_cast<int>(static_cast<size_t>(s) * tasks_per_device);
+    uint8_t* const codes = st.send_codes.data() + base;
     int in_flight = 0, peak = 0;  // peakInFlight's walk, done here once
     for (size_t position = 0; position < tasks_per_device; ++position) {
       const StageTask t = tasks[position];
@@ -166,6 +170,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
         send = Send::kGradient, link = k - 1;
       }
       if (t.phase == frees) --in_flight;
+      codes[position] = static_cast<uint8_t>(sendCode(send, t.chunk));
       st.nodes.push_back(TaskNode{t, s, k, send, link, static_cast<int>(position), 1, 0, 0});
       order_out[position] = node;
     }
@@ -238,6 +243,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   g.nodes = st.nodes;
   g.edges = st.edges;
   g.device_order = st.device_order;
+  g.send_codes = st.send_codes;
   if (sched.fusesTasks() || fuse_moe_a2a) {
     checkFusedTasks(g, st, schedule);
     g.fused = std::any_of(st.nodes.begin(), st.nodes.end(),
