@@ -70,13 +70,17 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
         if (stage > 0) into[c + 1] = key_of[2 * (stage - 1) + 1] == key;
       }
     };
-    // A device's next arrival into the key marked in `into` at or after `t` (`end` when none).
-    auto nextInto = [](const Into& into, const TaskTiming* t, const uint8_t* code,
-                       const TaskTiming* end) {
-      for (; t != end; ++t, ++code) {
-        if (into[*code] && !(t->send.end_us <= t->send.start_us)) break;
+    // A device's next arrival into the key marked in `into` at or after `c` (its end when none):
+    // its timing and its send code, moved together.
+    struct Cursor {
+      const TaskTiming* t;
+      const uint8_t* code;
+    };
+    auto nextInto = [](const Into& into, Cursor c, const TaskTiming* end) {
+      for (; c.t != end; ++c.t, ++c.code) {
+        if (into[*c.code] && !(c.t->send.end_us <= c.t->send.start_us)) break;
       }
-      return t;
+      return c;
     };
     for (size_t key = 0; key < senders.size(); ++key) {
       std::vector<int>& from = senders[key];
@@ -88,21 +92,19 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
           const std::vector<TaskTiming>& tb = stages[from[j]].tasks;
           const TaskTiming* const a_end = ta.data() + ta.size();
           const TaskTiming* const b_end = tb.data() + tb.size();
-          const uint8_t* const ca = graph.deviceSendCodes(from[i]).data();
-          const uint8_t* const cb = graph.deviceSendCodes(from[j]).data();
           markInto(into_a, from[i], key);
           markInto(into_b, from[j], key);
-          const TaskTiming* a = nextInto(into_a, ta.data(), ca, a_end);
-          const TaskTiming* b = nextInto(into_b, tb.data(), cb, b_end);
+          Cursor a = nextInto(into_a, {ta.data(), graph.deviceSendCodes(from[i]).data()}, a_end);
+          Cursor b = nextInto(into_b, {tb.data(), graph.deviceSendCodes(from[j]).data()}, b_end);
           // Two time-sorted lists of non-overlapping intervals overlap where a merge finds it.
-          while (a != a_end && b != b_end) {
-            if (a->send.start_us < b->send.end_us && b->send.start_us < a->send.end_us) {
+          while (a.t != a_end && b.t != b_end) {
+            if (a.t->send.start_us < b.t->send.end_us && b.t->send.start_us < a.t->send.end_us) {
               return true;
             }
-            if (a->send.end_us <= b->send.end_us) {
-              a = nextInto(into_a, a + 1, ca + (a + 1 - ta.data()), a_end);
+            if (a.t->send.end_us <= b.t->send.end_us) {
+              a = nextInto(into_a, {a.t + 1, a.code + 1}, a_end);
             } else {
-              b = nextInto(into_b, b + 1, cb + (b + 1 - tb.data()), b_end);
+              b = nextInto(into_b, {b.t + 1, b.code + 1}, b_end);
             }
           }
         }

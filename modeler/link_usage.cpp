@@ -143,15 +143,21 @@ Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>
   std::vector<Loads> send_loads;
   const TaskGraph& graph = timeline.graph;
   const PipelineLayout layout = plan.pipelineLayout();
-  // Per device, the codes its tasks use (bit c: code c).
+  // Per device, the codes its tasks use (bit c: code c), by task_graph.h's rule: every chunk runs
+  // a forward and a backward of each micro-batch, which send over the chunk's links that cross
+  // devices (found per chunk: a scan of the codes was 12 instructions a task).
+  const int K = layout.stages();
   std::vector<uint32_t> used_codes(P, 0);
   for (size_t s = 0; s < P; ++s) {
-    bool too_many = false;
-    for (const uint8_t c : graph.deviceSendCodes(static_cast<int>(s))) {
-      too_many |= c >= kCodes;
-      used_codes[s] |= 1u << (c & (kCodes - 1));
+    for (int c = 0; c < layout.chunks(); ++c) {
+      const int k = layout.virtualStage(static_cast<int>(s), c);
+      const bool forward = k + 1 < K && layout.device(k + 1) != static_cast<int>(s);
+      const bool backward = k > 0 && layout.device(k - 1) != static_cast<int>(s);
+      if (!forward && !backward) continue;
+      if (static_cast<size_t>(sendCode(Send::kGradient, c)) >= kCodes) return Alone::kUnknown;
+      if (forward) used_codes[s] |= 1u << sendCode(Send::kActivation, c);
+      if (backward) used_codes[s] |= 1u << sendCode(Send::kGradient, c);
     }
-    if (too_many) return Alone::kUnknown;
   }
   for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
     flow_walk::sendFlows(plan, sim.input.pipelines[k], static_cast<int>(k), map, sends);

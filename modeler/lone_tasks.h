@@ -124,7 +124,9 @@ template <bool kJittered, bool kStretched, class Draw>
     t.node = id;
     t.input_ready_us = input_ready;
     t.run = Interval{start_us, end_us};
-    t.overlap_slowdown_us = (body_us - std::max(body_us, 0.0)) * slow;
+    // timePipeline's (body - max(compute, comm)) * slow for one member (comm 0), without the
+    // arithmetic where the body is not negative (+0 there).
+    t.overlap_slowdown_us = body_us < 0 ? body_us * slow : 0.0;
     t.send = Interval{end_us, send_end_us};
     outputs[id] = Output{end_us, send_end_us};
     busy_us += send_end_us - end_us;

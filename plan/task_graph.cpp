@@ -162,15 +162,18 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
       node = base + static_cast<int>(position);
       Send send = Send::kNone;
       int link = -1;
+      int code = 0;  // sendCode(send, t.chunk), set in the branches
       // A hand-over to a stage on the same device (the V layout's turn) is in memory: no send.
       if (t.phase == Phase::kForward) {
         peak = std::max(peak, ++in_flight);
-        if (k + 1 < K && device_at[k] != device_at[k + 1]) send = Send::kActivation, link = k;
+        if (k + 1 < K && device_at[k] != device_at[k + 1]) {
+          send = Send::kActivation, link = k, code = 1 + 2 * t.chunk;
+        }
       } else if (t.phase == Phase::kBackward && k > 0 && device_at[k] != device_at[k - 1]) {
-        send = Send::kGradient, link = k - 1;
+        send = Send::kGradient, link = k - 1, code = 2 + 2 * t.chunk;
       }
       if (t.phase == frees) --in_flight;
-      codes[position] = static_cast<uint8_t>(sendCode(send, t.chunk));
+      codes[position] = static_cast<uint8_t>(code);
       st.nodes.push_back(TaskNode{t, s, k, send, link, static_cast<int>(position), 1, 0, 0});
       order_out[position] = node;
     }
