@@ -34,12 +34,15 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
   const int P = plan.deviceStages();
   const size_t links = plan.virtualStages() - 1;
   constexpr size_t kNoKey = SIZE_MAX;
-  // Per send slot 2 + 2 link + (gradient): its key. Slots 0 and 1 are a task without a send (link
-  // -1): no key, so the scan below tests one lookup a task (issue 34 item 3).
-  std::vector<size_t> key_of(2 * links + 2, kNoKey);
-  const TaskNode* const nodes = timeline.graph.nodes.data();
+  const TaskGraph& graph = timeline.graph;
+  // Per link and direction (2 link + (gradient)): its receiver key.
+  std::vector<size_t> key_of(2 * links, kNoKey);
   // Per (receiver, inter-node) key: the devices sending into it, in device order.
   std::vector<std::vector<int>> senders(2 * static_cast<size_t>(P));
+  // Per send code of a device: whether its sends go into the key merged (the graph's codes,
+  // TaskGraph::send_codes: one byte read a task instead of its node, issue 34 item 3).
+  using Into = std::array<uint8_t, 256>;
+  Into into_a{}, into_b{};
   for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
     const PipelineClass& pipeline = plan.pipelines[k];
     for (auto& list : senders) list.clear();
@@ -53,24 +56,31 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
         const size_t key =
             e < 0 ? kNoKey
                   : 2 * static_cast<size_t>(to) + plan.events[e].event.placement.interNode();
-        key_of[2 + 2 * l + !forward] = key;
+        key_of[2 * l + !forward] = key;
         if (key != kNoKey) senders[key].push_back(layout.device(forward ? link : link + 1));
       }
     }
     const std::vector<StageTimeline>& stages = timeline.pipelines[k].stages;
-    // A device's next arrival into `key` from `t` on (its end when none). Every timing of a timed
-    // pipeline names its node (timePipeline writes each position): no test for a missing one, two
-    // instructions a task on each of its device's scans (issue 34 item 3).
-    const size_t* const key_at = key_of.data();
-    auto nextInto = [&](const TaskTiming* t, const TaskTiming* end, size_t key) {
-      for (; t != end; ++t) {
-        const TaskNode& node = nodes[t->node];
-        if (key_at[2 + 2 * node.link + (node.send == Send::kGradient)] == key &&
-            !(t->send.end_us <= t->send.start_us)) {
-          break;
-        }
+    // Device d's codes whose sends go into `key`, marked in `into`.
+    auto markInto = [&](Into& into, int d, size_t key) {
+      into.fill(0);
+      for (int c = 1; sendCodeChunk(c) < plan.chunksPerDevice(); c += 2) {
+        const int stage = layout.virtualStage(d, sendCodeChunk(c));
+        if (stage + 1 < plan.virtualStages()) into[c] = key_of[2 * stage] == key;
+        if (stage > 0) into[c + 1] = key_of[2 * (stage - 1) + 1] == key;
       }
-      return t;
+    };
+    // A device's next arrival into the key marked in `into` at or after `c` (its end when none):
+    // its timing and its send code, moved together.
+    struct Cursor {
+      const TaskTiming* t;
+      const uint8_t* code;
+    };
+    auto nextInto = [](const Into& into, Cursor c, const TaskTiming* end) {
+      for (; c.t != end; ++c.t, ++c.code) {
+        if (into[*c.code] && !(c.t->send.end_us <= c.t->send.start_us)) break;
+      }
+      return c;
     };
     for (size_t key = 0; key < senders.size(); ++key) {
       std::vector<int>& from = senders[key];
@@ -82,17 +92,19 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
           const std::vector<TaskTiming>& tb = stages[from[j]].tasks;
           const TaskTiming* const a_end = ta.data() + ta.size();
           const TaskTiming* const b_end = tb.data() + tb.size();
-          const TaskTiming* a = nextInto(ta.data(), a_end, key);
-          const TaskTiming* b = nextInto(tb.data(), b_end, key);
+          markInto(into_a, from[i], key);
+          markInto(into_b, from[j], key);
+          Cursor a = nextInto(into_a, {ta.data(), graph.deviceSendCodes(from[i]).data()}, a_end);
+          Cursor b = nextInto(into_b, {tb.data(), graph.deviceSendCodes(from[j]).data()}, b_end);
           // Two time-sorted lists of non-overlapping intervals overlap where a merge finds it.
-          while (a != a_end && b != b_end) {
-            if (a->send.start_us < b->send.end_us && b->send.start_us < a->send.end_us) {
+          while (a.t != a_end && b.t != b_end) {
+            if (a.t->send.start_us < b.t->send.end_us && b.t->send.start_us < a.t->send.end_us) {
               return true;
             }
-            if (a->send.end_us <= b->send.end_us) {
-              a = nextInto(a + 1, a_end, key);
+            if (a.t->send.end_us <= b.t->send.end_us) {
+              a = nextInto(into_a, {a.t + 1, a.code + 1}, a_end);
             } else {
-              b = nextInto(b + 1, b_end, key);
+              b = nextInto(into_b, {b.t + 1, b.code + 1}, b_end);
             }
           }
         }

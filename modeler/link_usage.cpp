@@ -120,8 +120,10 @@ Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>
     double duration_us = 0;
     double load = 0;
   };
-  // Per device, its tasks' links and directions as small codes (1..kCodes - 1; 0: no send).
-  constexpr size_t kCodes = 8;
+  // Per device, its tasks' links and directions as small codes: the graph's send codes
+  // (TaskGraph::send_codes), one byte a task shared by every class, read in place (issue 34 item
+  // 3: a pass per class coding each task from its node was ~25 instructions a task).
+  constexpr size_t kCodes = 16;
   struct Source {
     // A device's sends over the links its `accept` takes (its tasks, in task order) ...
     const TaskTiming* tasks = nullptr;
@@ -137,48 +139,40 @@ Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>
     bool live = false;
   };
   std::vector<std::vector<Source>> sources(capacity.size());
-  std::vector<std::vector<std::vector<uint8_t>>> code_of(timeline.pipelines.size());
   std::vector<SharedFlow> sends;
   std::vector<Loads> send_loads;
-  std::vector<int> seen;  // per code - 1: the link and direction
-  // Per send slot 2 + 2 link + (gradient) (slots 0 and 1: a task without a send, whose link is
-  // -1), its code on the device walked: 0 for none or a link inside one device, kNotSeen until
-  // its first send. One lookup a task, without a branch on the send (issue 34 item 3).
-  constexpr uint8_t kNotSeen = 0xFF;
-  std::vector<uint8_t> code_of_slot;
-  const TaskNode* const nodes = timeline.graph.nodes.data();
+  const TaskGraph& graph = timeline.graph;
+  const PipelineLayout layout = plan.pipelineLayout();
+  // Per device, the codes its tasks use (bit c: code c), by task_graph.h's rule: every chunk runs
+  // a forward and a backward of each micro-batch, which send over the chunk's links that cross
+  // devices (found per chunk: a scan of the codes was 12 instructions a task).
+  const int K = layout.stages();
+  std::vector<uint32_t> used_codes(P, 0);
+  for (size_t s = 0; s < P; ++s) {
+    for (int c = 0; c < layout.chunks(); ++c) {
+      const int k = layout.virtualStage(static_cast<int>(s), c);
+      const bool forward = k + 1 < K && layout.device(k + 1) != static_cast<int>(s);
+      const bool backward = k > 0 && layout.device(k - 1) != static_cast<int>(s);
+      if (!forward && !backward) continue;
+      if (static_cast<size_t>(sendCode(Send::kGradient, c)) >= kCodes) return Alone::kUnknown;
+      if (forward) used_codes[s] |= 1u << sendCode(Send::kActivation, c);
+      if (backward) used_codes[s] |= 1u << sendCode(Send::kGradient, c);
+    }
+  }
   for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
     flow_walk::sendFlows(plan, sim.input.pipelines[k], static_cast<int>(k), map, sends);
     send_loads.assign(sends.size(), Loads{});
-    code_of[k].resize(P);
     for (size_t s = 0; s < P; ++s) {
       const std::vector<TaskTiming>& tasks = timeline.pipelines[k].stages[s].tasks;
-      std::vector<uint8_t>& code = code_of[k][s];
-      code.resize(tasks.size());
-      seen.clear();
-      code_of_slot.assign(sends.size() + 2, kNotSeen);
-      code_of_slot[0] = code_of_slot[1] = 0;
-      uint8_t* const slot_code = code_of_slot.data();
-      const TaskTiming* const timings = tasks.data();
-      uint8_t* const codes = code.data();
-      for (size_t i = 0, n = tasks.size(); i < n; ++i) {
-        const TaskNode& node = nodes[timings[i].node];
-        const size_t slot = static_cast<size_t>(2 + 2 * node.link + (node.send == Send::kGradient));
-        uint8_t c = slot_code[slot];
-        if (c == kNotSeen) {
-          const size_t w = slot - 2;
-          c = 0;
-          if (!sends[w].uses.empty()) {  // else a link inside one device
-            if (seen.size() + 1 == kCodes) return Alone::kUnknown;
-            seen.push_back(static_cast<int>(w));
-            c = static_cast<uint8_t>(seen.size());
-          }
-          slot_code[slot] = c;
-        }
-        codes[i] = c;
-      }
-      for (size_t c = 1; c <= seen.size(); ++c) {
-        const size_t w = static_cast<size_t>(seen[c - 1]);
+      const uint8_t* const code = graph.deviceSendCodes(static_cast<int>(s)).data();
+      for (size_t c = 1; c < kCodes; ++c) {
+        if (((used_codes[s] >> c) & 1u) == 0) continue;
+        // The code's link and direction: sendFlows' slot 2 link + (gradient).
+        const int chunk = sendCodeChunk(static_cast<int>(c));
+        const bool gradient = sendCodeGradient(static_cast<int>(c));
+        const int stage = layout.virtualStage(static_cast<int>(s), chunk);
+        const size_t w = static_cast<size_t>(2 * (gradient ? stage - 1 : stage) + gradient);
+        if (sends[w].uses.empty()) continue;  // a link inside one device
         Loads& loads = send_loads[w];
         if (!loads.known) loadsOf(sends[w], loads);
         for (int u = 0; u < loads.count; ++u) {
@@ -187,7 +181,7 @@ Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>
           if (list.empty() || list.back().tasks != tasks.data() || list.back().code == nullptr) {
             Source src;
             src.tasks = tasks.data();
-            src.code = code.data();
+            src.code = code;
             src.size = tasks.size();
             src.device = orderOf(k, s, 0);
             list.push_back(src);

@@ -89,19 +89,23 @@ template <bool kJittered, bool kStretched, class Draw>
     const int id = ids[at];
     const TaskNode& node = nodes[id];
     if (node.fused_size != 1) break;
-    double ready = 0, input_ready = 0;
-    const TaskEdge* e = g.edges + node.first_edge;
-    for (const TaskEdge* end = e + node.edge_count; e != end; ++e) {
-      const Output& from = outputs[e->from];
-      if (from.run_end_us < 0) {
-        blocked = e->from;
-        break;
+    // Only a transfer input can hold the task: a same-device producer comes earlier in the order
+    // (buildTaskGraph checks it), so it is placed and its run ended by the device's free time,
+    // which the start takes anyway. A node has at most one transfer input, its first edge
+    // (task_graph.h): one edge read a task instead of the loop over all (issue 34 item 3).
+    double ready = 0;
+    if (node.edge_count > 0) {
+      const TaskEdge& e = g.edges[node.first_edge];
+      if (e.transfer) {
+        const Output& from = outputs[e.from];
+        if (from.run_end_us < 0) {
+          blocked = e.from;
+          break;
+        }
+        ready = std::max(ready, from.send_end_us);
       }
-      const double arrival = e->transfer ? from.send_end_us : from.run_end_us;
-      ready = std::max(ready, arrival);
-      if (e->transfer) input_ready = std::max(input_ready, arrival);
     }
-    if (blocked >= 0) break;
+    const double input_ready = ready;
     const StageTask task = node.task;
     const int vs = node.virtual_stage;
     const Send send = node.send;
@@ -120,7 +124,9 @@ template <bool kJittered, bool kStretched, class Draw>
     t.node = id;
     t.input_ready_us = input_ready;
     t.run = Interval{start_us, end_us};
-    t.overlap_slowdown_us = (body_us - std::max(body_us, 0.0)) * slow;
+    // timePipeline's (body - max(compute, comm)) * slow for one member (comm 0), without the
+    // arithmetic where the body is not negative (+0 there).
+    t.overlap_slowdown_us = body_us < 0 ? body_us * slow : 0.0;
     t.send = Interval{end_us, send_end_us};
     outputs[id] = Output{end_us, send_end_us};
     busy_us += send_end_us - end_us;

@@ -173,9 +173,12 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
   const bool lone_plain = buckets.empty() && !param_gathers && task_stretch.empty();
   const bool jittered = input.jitter.sigma > 0;
   std::vector<double> busy(P, 0.0);  // each device's busy_in_pipeline_us, summed in its order
+  // Each device's slowdown, looked up once rather than at each resume.
+  std::vector<double> slow_of(P);
+  for (int s = 0; s < P; ++s) slow_of[s] = slowdown(links, s);
   size_t remaining = graph.nodes.size();
   while (remaining > 0) {
-    bool progressed = false;
+    const size_t before_sweep = remaining;  // a sweep that places nothing is a deadlock
     for (int s = 0; s < P; ++s) {
       if (waiting[s] >= 0) {
         if (output[waiting[s]].run_end_us < 0) continue;
@@ -183,7 +186,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
       }
       const std::vector<int>& order = graph.device_order[s];
       std::vector<TaskTiming>& tasks = out.stages[s].tasks;
-      const double slow = slowdown(links, s);
+      const double slow = slow_of[s];
       while (next[s] < order.size()) {
         if (lone_plain) {
           // Lone tasks with nothing beside them (most tasks of most plans): placeLoneTasks, the
@@ -200,7 +203,6 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
                        : (d.stretch == nullptr ? placeLoneTasks<false, false>(lone, d, draw)
                                                : placeLoneTasks<false, true>(lone, d, draw));
           remaining -= d.at - first;
-          progressed = progressed || d.at > first;
           next[s] = d.at;
           device_free[s] = d.free_us;
           busy[s] = d.busy_us;
@@ -327,10 +329,9 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         device_free[s] = free_us;
         next[s] += members;
         remaining -= members;
-        progressed = true;
       }
     }
-    EVSIM_CHECK(progressed, "pipeline schedule {} deadlocked", scheduleName(input.schedule));
+    EVSIM_CHECK(remaining < before_sweep, "pipeline schedule {} deadlocked", scheduleName(input.schedule));
   }
   for (int s = 0; s < P; ++s) {
     out.stages[s].busy_in_pipeline_us = busy[s];

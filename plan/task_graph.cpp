@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "plan/fused_tasks.h"
 #include "plan/shape_cache.h"
 
 namespace evsim {
@@ -28,63 +29,6 @@ int phaseIndex(Phase phase) {
   }
 }
 
-// Sets fused_size on each fused task's nodes and checks each is one F and the B (and W) of
-// another micro-batch, whose only inner edge is W's on its own B.
-void checkFusedTasks(const TaskGraph& g, TaskGraph::Storage& st, Schedule schedule) {
-  for (int s = 0; s < g.devices; ++s) {
-    const std::vector<int>& order = g.device_order[s];
-    for (size_t head = 0; head < order.size();) {
-      TaskNode& h = st.nodes[order[head]];
-      EVSIM_CHECK(!h.task.overlapped, "{} schedule: device {} starts with an overlapped task",
-                  scheduleName(schedule), s);
-      size_t end = head + 1;
-      while (end < order.size() && g.nodes[order[end]].task.overlapped) ++end;
-      h.fused_size = static_cast<int>(end - head);
-      if (end - head > 1) {
-        int forwards = 0, backwards = 0;
-        for (size_t i = head; i < end; ++i) {
-          const TaskNode& n = g.nodes[order[i]];
-          forwards += n.task.phase == Phase::kForward;
-          backwards += n.task.phase == Phase::kBackward;
-          if (i > head) st.nodes[order[i]].fused_size = 0;
-          for (const TaskEdge& e : g.inputs(order[i])) {
-            const TaskNode& from = g.nodes[e.from];
-            const bool inner = from.device == s && from.position >= static_cast<int>(head) &&
-                               from.position < static_cast<int>(end);
-            EVSIM_CHECK(!inner || (n.task.phase == Phase::kWeightGrad &&
-                                   from.task.phase == Phase::kBackward),
-                        "{} schedule: device {}: a fused task's {} of mb {} needs its own {}",
-                        scheduleName(schedule), s, phaseName(n.task.phase), n.task.micro_batch,
-                        phaseName(from.task.phase));
-          }
-        }
-        EVSIM_CHECK(forwards == 1 && backwards == 1 && end - head <= 3,
-                    "{} schedule: device {}: a fused task of {} tasks is not one F and one B",
-                    scheduleName(schedule), s, end - head);
-      }
-      head = end;
-    }
-  }
-}
-
-// Megatron's combined 1F1B (--overlap-moe-expert-parallel-comm): each forward that its device
-// runs right before the backward of another (micro-batch, chunk) is fused with it, the backward
-// marked overlapped (a backward never needs a forward of another micro-batch or chunk).
-std::shared_ptr<const DeviceOrders> fuseForwardBackward(const DeviceOrders& orders) {
-  auto fused = std::make_shared<DeviceOrders>(orders);
-  for (std::vector<StageTask>& order : *fused) {
-    for (size_t i = 0; i + 1 < order.size(); ++i) {
-      const StageTask& f = order[i];
-      StageTask& b = order[i + 1];
-      if (f.phase != Phase::kForward || b.phase != Phase::kBackward || f.overlapped) continue;
-      if (f.micro_batch == b.micro_batch && f.chunk == b.chunk) continue;
-      b.overlapped = true;
-      ++i;
-    }
-  }
-  return fused;
-}
-
 // buildTaskGraph without the cache.
 TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micro_batches,
                         int group, bool fuse_moe_a2a) {
@@ -93,6 +37,8 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   const PipelineSchedule& sched = pipelineSchedule(schedule);
   EVSIM_CHECK(chunks == 1 || sched.allowsChunks(), "{} schedule with v={}", scheduleName(schedule),
               chunks);
+  // Send codes are bytes (TaskGraph::send_codes).
+  EVSIM_CHECK(chunks <= 127, "task graph: v={} model chunks per device, at most 127", chunks);
   TaskGraph g;
   auto storage = std::make_shared<TaskGraph::Storage>();
   TaskGraph::Storage& st = *storage;
@@ -113,7 +59,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   std::shared_ptr<const DeviceOrders> shared_orders =
       scheduleOrders(schedule, PipelineShape{devices, chunks, micro_batches, group});
   const std::shared_ptr<const DeviceOrders> schedule_orders = shared_orders;  // not fused
-  if (fuse_moe_a2a) shared_orders = fuseForwardBackward(*shared_orders);
+  if (fuse_moe_a2a) shared_orders = fused_tasks::fuseForwardBackward(*shared_orders);
   const DeviceOrders& orders = *shared_orders;
   EVSIM_CHECK(static_cast<int>(orders.size()) == devices, "{} orders for {} devices", orders.size(),
               devices);
@@ -123,6 +69,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   // edge written in place.
   // Each node written whole, in id order (no default construction first: issue 34 item 3).
   st.nodes.reserve(tasks_per_device * devices);
+  st.send_codes.resize(tasks_per_device * devices);
   st.peak_in_flight.assign(static_cast<size_t>(devices), 0);
   const Phase frees = g.split_backward ? Phase::kWeightGrad : Phase::kBackward;
   std::vector<int> stage_of_chunk(static_cast<size_t>(chunks));
@@ -142,6 +89,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
     int* const order_out = device_order.data();
     const StageTask* const tasks = orders[s].data();
     const int base = static_cast<int>(static_cast<size_t>(s) * tasks_per_device);
+    uint8_t* const codes = st.send_codes.data() + base;
     int in_flight = 0, peak = 0;  // peakInFlight's walk, done here once
     for (size_t position = 0; position < tasks_per_device; ++position) {
       const StageTask t = tasks[position];
@@ -158,14 +106,18 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
       node = base + static_cast<int>(position);
       Send send = Send::kNone;
       int link = -1;
+      int code = 0;  // sendCode(send, t.chunk), set in the branches
       // A hand-over to a stage on the same device (the V layout's turn) is in memory: no send.
       if (t.phase == Phase::kForward) {
         peak = std::max(peak, ++in_flight);
-        if (k + 1 < K && device_at[k] != device_at[k + 1]) send = Send::kActivation, link = k;
+        if (k + 1 < K && device_at[k] != device_at[k + 1]) {
+          send = Send::kActivation, link = k, code = 1 + 2 * t.chunk;
+        }
       } else if (t.phase == Phase::kBackward && k > 0 && device_at[k] != device_at[k - 1]) {
-        send = Send::kGradient, link = k - 1;
+        send = Send::kGradient, link = k - 1, code = 2 + 2 * t.chunk;
       }
       if (t.phase == frees) --in_flight;
+      codes[position] = static_cast<uint8_t>(code);
       st.nodes.push_back(TaskNode{t, s, k, send, link, static_cast<int>(position), 1, 0, 0});
       order_out[position] = node;
     }
@@ -238,8 +190,9 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   g.nodes = st.nodes;
   g.edges = st.edges;
   g.device_order = st.device_order;
+  g.send_codes = st.send_codes;
   if (sched.fusesTasks() || fuse_moe_a2a) {
-    checkFusedTasks(g, st, schedule);
+    fused_tasks::checkFusedTasks(g, st, schedule);
     g.fused = std::any_of(st.nodes.begin(), st.nodes.end(),
                           [](const TaskNode& n) { return n.fused_size > 1; });
   }

@@ -34,10 +34,20 @@ namespace evsim {
 
 enum class Send { kNone, kActivation, kGradient };
 
+// TaskGraph::send_codes: a send of chunk `chunk`'s task as one small number (kNone: 0).
+inline int sendCode(Send send, int chunk) {
+  return send == Send::kNone ? 0 : 1 + 2 * chunk + (send == Send::kGradient);
+}
+// The inverse for a code above 0: the chunk, and whether it is a gradient.
+inline int sendCodeChunk(int code) { return (code - 1) / 2; }
+inline bool sendCodeGradient(int code) { return ((code - 1) & 1) != 0; }
+
 // The virtual stage a link's message reaches: an activation over link k goes to k+1, a gradient
 // over link k to k (from k+1).
 inline int linkReceiver(Send send, int link) { return send == Send::kActivation ? link + 1 : link; }
 
+// A node's edges follow the list above: its transfer input, if any (at most one), first; the
+// timing engine's lone-task path reads only that one (lone_tasks.h).
 struct TaskEdge {
   int from = -1;          // the producing node
   bool transfer = false;  // crosses devices: the input arrives when the producer's send ends
@@ -67,18 +77,29 @@ struct TaskGraph {
   std::span<const TaskNode> nodes;
   std::span<const TaskEdge> edges;
   std::span<const std::vector<int>> device_order;  // node ids, in the order each device runs them
+  // Per node, its send as a small code: 0 for none, else sendCode(send, chunk). Within one device
+  // a code names one link and direction (the chunk's virtual stage fixes the link), so the link
+  // report and link sharing's check scan a device's bytes instead of its nodes (issue 34 item 3).
+  std::span<const uint8_t> send_codes;
 
   struct Storage {
     std::vector<TaskNode> nodes;
     std::vector<TaskEdge> edges;
     std::vector<std::vector<int>> device_order;
     std::vector<int> peak_in_flight;  // per device, peakInFlight's walk (empty: not walked)
+    std::vector<uint8_t> send_codes;
   };
   std::shared_ptr<const Storage> storage;
 
   std::span<const TaskEdge> inputs(int node) const {
     const TaskNode& n = nodes[node];
     return edges.subspan(static_cast<size_t>(n.first_edge), static_cast<size_t>(n.edge_count));
+  }
+  // Device s's send codes by position in its order (node ids follow device order).
+  std::span<const uint8_t> deviceSendCodes(int device) const {
+    const std::vector<int>& order = device_order[static_cast<size_t>(device)];
+    return order.empty() ? std::span<const uint8_t>()
+                         : send_codes.subspan(static_cast<size_t>(order.front()), order.size());
   }
   int virtualStages() const { return devices * chunks; }
 };
