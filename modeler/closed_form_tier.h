@@ -77,7 +77,7 @@ class ClosedFormTier {
     Workspace& operator=(Workspace&&) noexcept;
     // Frees what the workspace keeps (its memos start again empty).
     void release();
-    struct State;  // closed_form_tier.cpp
+    struct State;  // closed_form_facts.h
 
    private:
     friend class ClosedFormTier;
@@ -118,7 +118,7 @@ class ClosedFormTier {
   using LayerKey = std::tuple<int64_t, int, bool, int, int, int, int, int, int, PlacementKey,
                               PlacementKey, PlacementKey, PlacementKey, int, PlacementKey,
                               bool, int, int, PlacementKey, int, int>;
-  struct Facts;  // one class's chunks (closed_form_tier.cpp)
+  struct Facts;  // one class's chunks (closed_form_facts.h)
 
  private:
   // `footprint`: the strategy's (cachedFootprint), used for ZeRO-3's transfers.

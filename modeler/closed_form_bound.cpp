@@ -1,0 +1,159 @@
+// The closed-form tier's lower bound on the simulated iteration time (closed_form_tier.h).
+#include "modeler/closed_form_tier.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "common/error.h"
+#include "modeler/closed_form_facts.h"
+#include "plan/iteration_plan.h"
+#include "plan/optimizer_step.h"
+#include "plan/pipeline_schedule.h"
+#include "plan/plan_core.h"
+#include "plan/task_graph.h"
+
+namespace evsim {
+
+double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batches, Facts& facts,
+                                    Workspace::State& workspace) const {
+  const int P = strategy.pp, G = strategy.gradGroupSize();
+  const int K = static_cast<int>(facts.first_layer.size());
+  const int v = K / P;
+  const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, v);
+  const int zero = G > 1 ? strategy.zero_stage : 0;
+  const int64_t elem_bytes = dtypeBytes(model_.dtype);
+  const PlanCache::Placements& placements = *facts.placements;
+
+  // Per virtual stage: one micro-batch's forward and backward op-time sums.
+  const bool zero3 = zero == 3;
+  if (!chunkTimes(strategy, zero3, facts, workspace)) return 0;
+  const std::vector<double>* forward = &facts.forward[zero3 ? 1 : 0];
+  const std::vector<double>* backward = &facts.backward[zero3 ? 1 : 0];
+  std::vector<double> with_copies_forward, with_copies_backward;
+  if (offloadsActivations(strategy.offload)) {
+    if (!facts.copies_ready) activationCopyTimes(facts, workspace);
+    with_copies_forward = *forward;
+    with_copies_backward = *backward;
+    for (int k = 0; k < K; ++k) {
+      with_copies_forward[k] = std::max(with_copies_forward[k], facts.copy_out[k]);
+      with_copies_backward[k] = std::max(with_copies_backward[k], facts.copy_in[k]);
+    }
+    forward = &with_copies_forward;
+    backward = &with_copies_backward;
+  }
+  // One optimizer step's ops over `params`, issued one after another (memoised per thread).
+  auto stepUs = [&](int64_t params) {
+    auto [it, inserted] =
+        workspace.step_us.try_emplace({params, static_cast<int>(strategy.offload) +
+                                                   16 * static_cast<int>(strategy.framework) +
+                                                   64 * static_cast<int>(strategy.optimizer_impl)},
+                                      0.0);
+    if (inserted) {
+      for (const StepOp& op : frameworkStepOps(params, model_.dtype, strategy.offload,
+                                               strategy.framework, strategy.optimizer_impl)) {
+        const double t = issuedUs(op.event);
+        if (t < 0) {
+          it->second = -1;
+          break;
+        }
+        it->second += t;
+      }
+    }
+    return it->second;
+  };
+  // Sums `chunk_us(k)` per device stage into `sums` the first time; false when one is uncosted.
+  auto stageSums = [&](Facts::StageSums& sums, auto&& chunk_us) {
+    if (!sums.ready) {
+      sums.ready = true;
+      sums.us.assign(P, 0.0);
+      for (int k = 0; k < K && sums.complete; ++k) {
+        const double t = chunk_us(k);
+        if (t < 0) sums.complete = false;
+        sums.us[pipeline.device(k)] += t;
+      }
+    }
+    return sums.complete;
+  };
+  // Gradients travel in the DP reduction's dtype (fp32 for Megatron's bf16 models), the ZeRO 1/2
+  // parameter gathers in the model's (finish_plan.cpp, plan_core.cpp, optimizer_step.h).
+  // The events carry that dtype as the plan's do, so a profile's records are found by signature.
+  const DType grad_wire =
+      dataParallelGradDtype(strategy.framework, model_.dtype, strategy.grad_reduce_in_bf16);
+  const int64_t grad_bytes = dtypeBytes(grad_wire);
+  auto syncUs = [&](EventKind kind, int k) {
+    const bool gather = kind == EventKind::kAllGather;
+    const int64_t bytes = facts.dense_parameters[k] * (gather ? elem_bytes : grad_bytes);
+    return communicationUs(kind, bytes, placements.dp[pipeline.device(k)],
+                           gather ? model_.dtype : grad_wire, workspace);
+  };
+  // After the pipeline: gradient sync (not overlapped), optimizer, ZeRO 1/2 parameter gathers.
+  const int offload = static_cast<int>(strategy.offload);
+  EVSIM_CHECK(offload >= 0 && offload < 4, "offload {}", offload);
+  Facts::StageSums& steps = facts.steps[zero > 0 ? 1 : 0][offload];
+  // Under EP the experts' shard is over fewer ranks: dividing all by G stays below the plan's.
+  if (!stageSums(steps, [&](int k) {
+        return stepUs(zero > 0 ? (facts.parameters[k] + G - 1) / G : facts.parameters[k]);
+      })) {
+    return 0;
+  }
+  std::vector<double> post = steps.us;
+  if (G > 1 && zero < 3) {
+    // ZeRO-2 reduces in the backward's op list (plan/zero2_buckets.h): no step sync to add.
+    if (!strategy.dp_overlap && zero < 2) {
+      const EventKind kind = zero > 0 ? EventKind::kReduceScatter : EventKind::kAllReduce;
+      Facts::StageSums& syncs = facts.syncs[zero > 0 ? 1 : 0];
+      if (!stageSums(syncs, [&](int k) { return syncUs(kind, k); })) return 0;
+      for (int s = 0; s < P; ++s) post[s] += syncs.us[s];
+    }
+    // Overlapped with the next forward (--overlap-param-gather), the gathers stall it by >= 0.
+    if (zero > 0 && !strategy.overlap_param_gather) {
+      if (!stageSums(facts.gathers,
+                     [&](int k) { return syncUs(EventKind::kAllGather, k); })) {
+        return 0;
+      }
+      for (int s = 0; s < P; ++s) post[s] += facts.gathers.us[s];
+    }
+  }
+  const double m = static_cast<double>(micro_batches);
+  // Fused tasks: DualPipeV's, or the combined 1F1B of --overlap-moe-expert-parallel-comm.
+  const bool fuses = fusesTasks(strategy);
+  // A fused task (DualPipeV) lasts max(compute, all-to-all) >= half its members' sum: with expert
+  // all-to-alls to hide, only half the work is a bound (timing_engine.h).
+  const double work_share = fuses && strategy.ep > 1 ? 0.5 : 1.0;
+  // P2P sends: a lone task's send holds its device right after it, and the data arrives when the
+  // send ends (timing_engine.h): each forward of chunk k < K-1 and each backward (B) of chunk
+  // k > 0 adds its link's send to its device's work, and the sends along micro-batch 0's first
+  // forwards and the last backwards to fill and drain. Left out wherever tasks fuse (a fused
+  // task's sends go out on the communication stream; lone tasks beside them are left out too).
+  if (!fuses && !sendTimes(strategy, facts, workspace)) return 0;
+  auto sendUs = [&](int link) {
+    return fuses || link < 0 || link + 1 >= K ? 0.0 : facts.send_us[static_cast<size_t>(link)];
+  };
+  double bound = 0, fill = 0, drain = 0;
+  // ZeRO-2 reduce-scatters every micro-batch's gradients bucket by bucket on the DP stream, one
+  // bucket at a time (plan/zero2_buckets.h), and the step's ops wait for the last: a device's
+  // iteration lasts at least m of its chunks' reductions plus its step. A chunk's buckets cost at
+  // least one reduce-scatter of all its dense gradients (a collective's cost is concave in its
+  // bytes: one message of the sum costs no more than the parts), which syncUs gives.
+  if (G > 1 && zero == 2) {
+    Facts::StageSums& syncs = facts.syncs[1];
+    if (!stageSums(syncs, [&](int k) { return syncUs(EventKind::kReduceScatter, k); })) return 0;
+    for (int s = 0; s < P; ++s) bound = std::max(bound, m * syncs.us[s] + post[s]);
+  }
+  for (int s = 0; s < P; ++s) {
+    double per_micro_batch = 0;
+    for (int c = 0; c < v; ++c) {
+      const int k = pipeline.virtualStage(s, c);
+      per_micro_batch += (*forward)[k] + (*backward)[k] + sendUs(k) + sendUs(k - 1);
+    }
+    const double work = m * per_micro_batch * work_share;
+    bound = std::max(bound, fill + work + post[s]);
+    bound = std::max(bound, fill + work + drain + post[0]);
+    fill += (*forward)[s] + sendUs(s);
+    // Device s's gradient send to s-1 is in its work: the drain's chain sends from s-1 on.
+    drain += (*backward)[s] + sendUs(s - 1);
+  }
+  return bound;
+}
+
+}  // namespace evsim

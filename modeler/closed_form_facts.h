@@ -1,0 +1,82 @@
+#pragma once
+// Internal to the closed-form tier (modeler/closed_form_*.cpp): one class's facts and one
+// thread's workspace, which its files share. Not for other callers.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "modeler/closed_form_tier.h"
+#include "modeler/memory_model.h"
+#include "plan/plan_cache.h"
+#include "plan/strategy.h"
+
+namespace evsim {
+
+// One class of candidates (a strategy less its ZeRO stage, DP overlap and offload): what its
+// members share, each part computed when a member first needs it.
+struct ClosedFormTier::Facts {
+  std::optional<Strategy> key;  // the class; nullopt before the first candidate
+  // The class's footprint and worst groups in the shared cache (its maps keep references valid):
+  // looked up once per class, not under the cache's lock per candidate and chunk.
+  const ModelFootprint* footprint = nullptr;
+  const PlanCache::Placements* placements = nullptr;
+  std::vector<int> first_layer;
+  std::vector<ChunkMemoryInput> chunks;
+  std::vector<int64_t> parameters, dense_parameters;
+  std::vector<DeviceChunkSums> devices;  // the memory model's per-device sums of the chunks
+  // F_k and B_k without [0] and with [1] ZeRO-3's transfers; `complete` false when an op has no
+  // cost (no bound then).
+  std::array<std::vector<double>, 2> forward, backward;
+  std::array<bool, 2> times_ready{}, times_complete{};
+  // Activation offload: each chunk's copies out (forward) and in (backward), summed.
+  std::vector<double> copy_out, copy_in;
+  bool copies_ready = false;
+  // Per link k (chunk k -> k+1): one P2P send's issued time, the least over the pipeline classes
+  // (0 inside one device); `sends_complete` false when one is uncosted (no bound then).
+  std::vector<double> send_us;
+  bool sends_ready = false, sends_complete = true;
+  // Per device stage, summed over its chunks (each variant when a candidate first needs it; not
+  // `complete` when an op has no cost): the optimizer steps by [sharded][offload], the gradient
+  // sync by [reduce-scatter rather than all-reduce], the ZeRO 1/2 parameter gathers.
+  struct StageSums {
+    bool ready = false, complete = true;
+    std::vector<double> us;
+  };
+  std::array<std::array<StageSums, 4>, 2> steps;
+  std::array<StageSums, 2> syncs;
+  StageSums gathers;
+  // The memory estimate's peak by [ZeRO stage in effect, or 4 for ZeRO-2 with --dp-overlap]
+  // [offload]: the same for both parameter-gather overlaps and, but under ZeRO-2 (one IPG buffer
+  // or two: plan/zero2_buckets.h), both DP overlaps, so half the class's members take it from
+  // here (estimateMemory was a fifth of the search's instructions).
+  std::array<std::array<std::optional<MemoryPeak>, 4>, 5> memory;
+};
+
+struct ClosedFormTier::Workspace::State {
+  Facts facts;
+  // The last pipeline shape's activation states (the classes of one shape, recomputation x SP,
+  // come one after another): found without the shared cache's lock (sharedStates).
+  using ShapeKey = std::tuple<int, int, int, int64_t, int>;
+  ShapeKey last_shape{-1, 0, 0, 0, 0};
+  std::shared_ptr<const std::vector<ActivationStates>> last_states;
+  std::map<LayerKey, LayerTimes> layer_times;
+  // (parameters, offload + 16 framework + 64 optimizer impl) -> us
+  std::map<std::pair<int64_t, int>, double> step_us;
+  // (kind, bytes, group size, nodes, ranks per node, dtype) -> a communication's issued time: the
+  // same gradient syncs and P2P sends come back across classes, and each costs a tuner choice.
+  std::map<std::tuple<int, int64_t, int, int, int, int>, double> communication_us;
+  // (bytes, M, P, D, C, E, ETP, wrap) -> per device pair, a P2P send's least time (sendTimes).
+  using SendKey = std::tuple<int64_t, int, int, int, int, int, int, bool>;
+  std::map<SendKey, std::vector<double>> pair_send_us;
+  // (out, bytes) -> one activation copy's time (activationCopyTimes): the layers' sizes come back
+  // across classes, and each costs an event's signature.
+  std::map<std::pair<bool, int64_t>, double> copy_us;
+};
+
+}  // namespace evsim
