@@ -1,24 +1,38 @@
 #include "plan/plan_cache.h"
 
 #include <algorithm>
+#include <exception>
+#include <optional>
 
 namespace evsim {
 
 namespace {
 
 // The value under `key`, or compute()'s result stored there. compute() runs outside the lock so
-// that other keys proceed meanwhile; map nodes never move, so the reference stays valid.
-template <typename Map, typename Compute>
-const typename Map::mapped_type& lookup(std::mutex& mutex, Map& map,
-                                        const typename Map::key_type& key, Compute&& compute) {
+// that other keys proceed meanwhile; a thread asking for the key meanwhile waits for it (a
+// computation that throws is not kept: its waiters rethrow, a later asker computes again). Map
+// nodes never move, so the reference stays valid.
+template <typename Key, typename T, typename Compute>
+const T& lookup(std::mutex& mutex, std::map<Key, std::shared_future<T>>& map, const Key& key,
+                Compute&& compute) {
+  std::optional<std::promise<T>> promise;  // only on a miss (it allocates its shared state)
+  std::shared_future<T> slot;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    auto it = map.find(key);
-    if (it != map.end()) return it->second;
+    auto [it, inserted] = map.try_emplace(key);
+    if (inserted) it->second = promise.emplace().get_future().share();
+    slot = it->second;
   }
-  typename Map::mapped_type value = compute();
-  std::lock_guard<std::mutex> lock(mutex);
-  return map.try_emplace(key, std::move(value)).first->second;
+  if (!promise) return slot.get();  // waits while its first asker computes it
+  try {
+    promise->set_value(compute());
+  } catch (...) {
+    promise->set_exception(std::current_exception());
+    std::lock_guard<std::mutex> lock(mutex);
+    map.erase(key);
+    throw;
+  }
+  return slot.get();  // the map's copy of `slot` keeps the value alive
 }
 
 }  // namespace
@@ -50,25 +64,43 @@ const ModelFootprint& PlanCache::footprint(const FootprintKey& key,
 
 std::shared_ptr<const PlanCore> PlanCache::core(
     const CoreKey& key, const std::function<std::shared_ptr<const PlanCore>()>& compute) {
-  auto find = [&] {
-    return std::find_if(cores_.begin(), cores_.end(),
+  auto find = [&](auto& list) {
+    return std::find_if(list.begin(), list.end(),
                         [&](const auto& entry) { return entry.first == key; });
   };
+  std::optional<std::promise<CorePtr>> promise;
+  std::shared_future<CorePtr> built_elsewhere;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = find();
+    auto it = find(cores_);
     if (it != cores_.end()) {
       ++core_hits_;
       cores_.splice(cores_.end(), cores_, it);  // now the most recently used
       return it->second;
     }
-    ++core_misses_;
+    if (auto building = find(building_); building != building_.end()) {
+      ++core_hits_;  // another thread builds it: its result, once built
+      built_elsewhere = building->second;
+    } else {
+      ++core_misses_;
+      building_.emplace_back(key, promise.emplace().get_future().share());
+    }
   }
-  std::shared_ptr<const PlanCore> value = compute();  // outside the lock, as lookup() does
+  if (built_elsewhere.valid()) return built_elsewhere.get();
+  // Built outside the lock, as lookup() computes.
+  CorePtr value;
+  try {
+    value = compute();
+  } catch (...) {
+    promise->set_exception(std::current_exception());
+    std::lock_guard<std::mutex> lock(mutex_);
+    building_.erase(find(building_));
+    throw;
+  }
+  promise->set_value(value);
   std::lock_guard<std::mutex> lock(mutex_);
+  building_.erase(find(building_));
   if (core_capacity_ == 0) return value;
-  auto it = find();
-  if (it != cores_.end()) return it->second;  // another thread stored it meanwhile: the same value
   cores_.emplace_back(key, value);
   if (cores_.size() > core_capacity_) cores_.pop_front();
   return value;

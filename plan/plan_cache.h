@@ -4,11 +4,15 @@
 // chunk count, the worst TP and DP group placements of each device stage per (M, P, D), and the
 // plan cores (plan_core.h) of the candidates last simulated: candidates that differ only in ZeRO
 // stage 0/1/2, DP overlap or the non-interleaved schedule share one.
-// Thread-safe: values are pure functions of their keys, so two threads racing on a miss compute the
-// same value and either may be kept.
+// Thread-safe: values are pure functions of their keys. A value is computed once: a thread asking
+// for a key another thread is computing waits for that result instead of computing it too (the
+// two workers of a search claim neighbouring groups, which differ in micro-batch size only and so
+// ask for the same placements at the same moment: computing them twice was 3% of a two-thread
+// search's instructions, issue 34). Which thread computed a value never changes it.
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <list>
 #include <map>
 #include <memory>
@@ -84,20 +88,30 @@ class PlanCache {
   // least recently used beyond the capacity; a caller's pointer keeps an evicted core alive).
   std::shared_ptr<const PlanCore> core(
       const CoreKey& key, const std::function<std::shared_ptr<const PlanCore>()>& compute);
-  // Core look-ups answered from the cache, and those that computed the core.
+  // Core look-ups answered from the cache (or from another thread's build of the same core), and
+  // those that computed the core.
   int64_t coreHits() const;
   int64_t coreMisses() const;
 
  private:
+  // Each value as the future its first asker fulfils; entries are never erased but for a failed
+  // computation, so the references handed out stay valid (node-based maps).
+  template <typename Key, typename T>
+  using Slots = std::map<Key, std::shared_future<T>>;
+  using CorePtr = std::shared_ptr<const PlanCore>;
+
   mutable std::mutex mutex_;
-  std::map<PartitionKey, std::vector<int>> partitions_;
-  std::map<CostKey, std::vector<int>> partitions_of_costs_;
-  std::map<PlacementKey, Placements> placements_;  // node-based: references stay valid
-  std::map<PlacementKey, PipelineClasses> pipeline_classes_;
-  std::map<FootprintKey, ModelFootprint> footprints_;
+  Slots<PartitionKey, std::vector<int>> partitions_;
+  Slots<CostKey, std::vector<int>> partitions_of_costs_;
+  Slots<PlacementKey, Placements> placements_;
+  Slots<PlacementKey, PipelineClasses> pipeline_classes_;
+  Slots<FootprintKey, ModelFootprint> footprints_;
   // Least recently used first; few, so found by comparing keys.
   size_t core_capacity_;
-  std::list<std::pair<CoreKey, std::shared_ptr<const PlanCore>>> cores_;
+  std::list<std::pair<CoreKey, CorePtr>> cores_;
+  // The cores some thread is building now (a round's ZeRO variants of one core are simulated
+  // side by side); removed once built.
+  std::list<std::pair<CoreKey, std::shared_future<CorePtr>>> building_;
   int64_t core_hits_ = 0, core_misses_ = 0;
 };
 

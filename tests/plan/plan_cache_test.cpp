@@ -1,0 +1,152 @@
+// PlanCache under threads (issue 34 item 2): a value is computed once however many threads ask for
+// it at the same moment; the others wait for it and get the very same value. A computation that
+// throws is not kept. Before session 20 two threads asking together both computed (the two
+// workers of a search claim neighbouring groups, which ask for the same placements at once).
+
+#include "plan/plan_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "plan/plan_core.h"
+#include "support/test_support.h"
+
+namespace evsim {
+namespace {
+
+using namespace std::chrono_literals;
+
+const PlanCache::PlacementKey kKey{8, 4, 2, 1, 1, 8, 1, 1};
+
+// A distinctive value: `tp` worst TP groups of size 8 on one node.
+PlanCache::Placements placements(int tp) {
+  PlanCache::Placements p;
+  for (int s = 0; s < tp; ++s) p.tp.push_back(Placement{8, 1, 8});
+  return p;
+}
+
+// Runs first() and, once first's computation has started, second() on another thread; the
+// computation holds on until the second thread has asked, plus a margin for it to reach the
+// cache's lock, so that both ask while the value is being computed.
+struct TwoAskers {
+  std::atomic<bool> first_computing{false}, second_asking{false};
+  // Call at the start of first()'s computation.
+  void holdUntilSecondAsks() {
+    first_computing = true;
+    while (!second_asking.load()) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(50ms);
+  }
+  template <typename First, typename Second>
+  void run(First first, Second second) {
+    std::thread t([&] {
+      while (!first_computing.load()) std::this_thread::sleep_for(1ms);
+      second_asking = true;
+      second();
+    });
+    first();
+    t.join();
+  }
+};
+
+TEST(PlanCacheThreads, TwoThreadsAskingTogetherComputeOnce) {
+  PlanCache cache;
+  std::atomic<int> computed{0};
+  TwoAskers askers;
+  const PlanCache::Placements* a = nullptr;
+  const PlanCache::Placements* b = nullptr;
+  askers.run(
+      [&] {
+        a = &cache.placements(kKey, [&] {
+          ++computed;
+          askers.holdUntilSecondAsks();
+          return placements(3);
+        });
+      },
+      [&] {
+        b = &cache.placements(kKey, [&] {
+          ++computed;
+          return placements(5);  // would differ: must not be what either gets
+        });
+      });
+  EXPECT_EQ(computed.load(), 1);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a, b);  // the one stored value
+  EXPECT_EQ(a->tp.size(), 3u);
+  // Later askers get it without computing.
+  EXPECT_EQ(&cache.placements(kKey, [] { return placements(7); }), a);
+}
+
+TEST(PlanCacheThreads, AFailedComputationIsNotKept) {
+  PlanCache cache;
+  TwoAskers askers;
+  bool first_threw = false, second_threw = false;
+  askers.run(
+      [&] {
+        try {
+          cache.footprint({1, 1, false, 0, 1, 1, 1}, [&]() -> ModelFootprint {
+            askers.holdUntilSecondAsks();
+            throw std::runtime_error("no footprint");
+          });
+        } catch (const std::runtime_error&) {
+          first_threw = true;
+        }
+      },
+      [&] {
+        try {
+          cache.footprint({1, 1, false, 0, 1, 1, 1}, [] { return ModelFootprint{}; });
+        } catch (const std::runtime_error&) {
+          second_threw = true;  // it waited for the failing computation
+        }
+      });
+  EXPECT_TRUE(first_threw);
+  EXPECT_TRUE(second_threw);
+  // Asked again: computed again, and kept.
+  int computed = 0;
+  auto compute = [&] {
+    ++computed;
+    return std::vector<int>{0, 40, 80};
+  };
+  EXPECT_THROW(cache.partition({1, 8, false, 0, 1, 1, 1, 3},
+                               []() -> std::vector<int> { throw std::runtime_error("x"); }),
+               std::runtime_error);
+  EXPECT_EQ(cache.partition({1, 8, false, 0, 1, 1, 1, 3}, compute), (std::vector<int>{0, 40, 80}));
+  EXPECT_EQ(cache.partition({1, 8, false, 0, 1, 1, 1, 3}, compute), (std::vector<int>{0, 40, 80}));
+  EXPECT_EQ(computed, 1);
+}
+
+TEST(PlanCacheThreads, ACoreBeingBuiltIsWaitedFor) {
+  PlanCache cache(4);
+  const Strategy key = test::strategy("2M2P2D", 1, 4);
+  std::atomic<int> built{0};
+  TwoAskers askers;
+  std::shared_ptr<const PlanCore> a, b;
+  askers.run(
+      [&] {
+        a = cache.core(key, [&] {
+          ++built;
+          askers.holdUntilSecondAsks();
+          return std::make_shared<const PlanCore>();
+        });
+      },
+      [&] {
+        b = cache.core(key, [&] {
+          ++built;
+          return std::make_shared<const PlanCore>();
+        });
+      });
+  EXPECT_EQ(built.load(), 1);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(cache.coreMisses(), 1);  // the second asker took the first's build: a hit
+  EXPECT_EQ(cache.coreHits(), 1);
+  EXPECT_EQ(cache.core(key, [] { return std::shared_ptr<const PlanCore>(); }), a);  // kept
+}
+
+}  // namespace
+}  // namespace evsim
