@@ -125,7 +125,9 @@ template <bool kJittered, bool kStretched, class Draw>
     t.input_ready_us = input_ready;
     t.run = Interval{start_us, end_us};
     // timePipeline's (body - max(compute, comm)) * slow for one member (comm 0), without the
-    // arithmetic where the body is not negative (+0 there).
+    // arithmetic where the body is not negative (+0 there). A NaN or infinite body gives 0 here
+    // where timePipeline's general path gives NaN; costs are checked finite when they are read
+    // (io/profile_rows.cpp, cost_model.cpp), so neither reaches this.
     t.overlap_slowdown_us = body_us < 0 ? body_us * slow : 0.0;
     t.send = Interval{end_us, send_end_us};
     outputs[id] = Output{end_us, send_end_us};

@@ -37,8 +37,10 @@ StateBytesPerParameter stateBytesPerParameter(Framework framework, DType dtype, 
   StateBytesPerParameter out{fp32 ? 4.0 : 2.0, 4.0, offload_optimizer ? 0.0 : (fp32 ? 8.0 : 12.0)};
   if (zero >= 1) out.optimizer /= g;
   // ZeRO-2 as DeepSpeed runs it (memory_components.h): the partition's gradients in the model
-  // dtype (grads_in_partition), not an fp32 main gradient. With the optimizer offloaded the
-  // gradients go to the host in DeepSpeed; that path keeps the earlier 4 bytes (not re-read).
+  // dtype (grads_in_partition), not an fp32 main gradient. With the optimizer offloaded eventsim's
+  // offload step copies an fp32 gradient shard to the host (offload_d2h), so that path keeps its
+  // 4 bytes over G; DeepSpeed's cpu_offload, which moves each partition to pinned host memory as
+  // it is reduced, is not modelled.
   if (zero == 2 && !offload_optimizer) out.gradients = out.weights;
   if (zero >= 2) out.gradients /= g;
   if (zero >= 3) out.weights /= g;

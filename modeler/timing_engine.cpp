@@ -331,7 +331,8 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         remaining -= members;
       }
     }
-    EVSIM_CHECK(remaining < before_sweep, "pipeline schedule {} deadlocked", scheduleName(input.schedule));
+    EVSIM_CHECK(remaining < before_sweep, "pipeline schedule {} deadlocked",
+                scheduleName(input.schedule));
   }
   for (int s = 0; s < P; ++s) {
     out.stages[s].busy_in_pipeline_us = busy[s];

@@ -184,6 +184,7 @@ class LayerOpBuilder {
   void blockForward(const TransformerBlock& block, int layer, OpList& out);
   void blockBackward(const TransformerBlock& block, int layer, OpList& out);
   // `streams` = 2 for T5-style models that embed encoder and decoder inputs on the first stage.
+  // The embedding's and the head's ops: ops/embedding_head_ops.cpp.
   void embeddingForward(int streams, OpList& out);
   void embeddingBackward(int streams, OpList& out);
   // `owns_output_weight`: the LM head GEMM's weight is this chunk's own (untied, or tied but on a
@@ -233,7 +234,7 @@ class LayerOpBuilder {
   // TP communication overlap (above): the column-parallel forward with its input's ring exchange,
   // the row-parallel forward with its pipelined reduce-scatter, the row-parallel backward with
   // its output gradient's ring exchange, and the column-parallel backward with the bulk re-gather
-  // and reduce-scatter.
+  // and reduce-scatter (ops/layer_tp_overlap_ops.cpp).
   void ringGatherLinearForward(OpList& out, int layer, std::string_view ring,
                                std::string_view gemm, int64_t out_features, int64_t bias,
                                int64_t saved_input);
@@ -254,6 +255,7 @@ class LayerOpBuilder {
                 bool weight_grad = false);
   // Bytes per element a GEMM of `dtype` keeps of its input for the wgrad.
   int64_t savedInputBytes(DType dtype) const;
+  // Attention's forward, backward, core and qk-norm: ops/attention_ops.cpp.
   void attentionForward(OpList& out, int layer, bool cross);
   // Multi-latent attention (ops/mla_ops.cpp) in place of the QKV GEMM, core and projection.
   void mlaForward(OpList& out, int layer);

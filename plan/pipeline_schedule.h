@@ -38,6 +38,11 @@ struct StageTask {
   bool operator==(const StageTask&) const = default;
 };
 
+// The most model chunks a device may hold: the task graph codes a send of chunk c in one byte
+// (plan/task_graph.h sendCode: 1 + 2 c + 1 <= 255). Strategy validation and schedule files refuse
+// more with an input error.
+inline constexpr int kMaxChunksPerDevice = 127;
+
 struct PipelineShape {
   int stages = 1;             // P devices
   int chunks = 1;             // v model chunks per device

@@ -101,6 +101,10 @@ std::optional<std::string> strategyViolation(const ModelConfig& model, const Clu
                          s.virtual_stages);
     }
     if (s.pp < 2) return fmt::format("{}: the interleaved schedule needs P >= 2", label);
+    if (s.virtual_stages > kMaxChunksPerDevice) {
+      return fmt::format("--virtual-stages {}: at most {} model chunks per device",
+                         s.virtual_stages, kMaxChunksPerDevice);
+    }
     // Given stage layers are checked below (the first and last chunk may hold no block).
     if (s.stage_layers.empty() && int64_t{s.pp} * s.virtual_stages > model.numLayers()) {
       return fmt::format("{} --virtual-stages {}: P x v = {} model chunks but {} has {} layers",

@@ -37,8 +37,9 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   const PipelineSchedule& sched = pipelineSchedule(schedule);
   EVSIM_CHECK(chunks == 1 || sched.allowsChunks(), "{} schedule with v={}", scheduleName(schedule),
               chunks);
-  // Send codes are bytes (TaskGraph::send_codes).
-  EVSIM_CHECK(chunks <= 127, "task graph: v={} model chunks per device, at most 127", chunks);
+  // Send codes are bytes (TaskGraph::send_codes); inputs are refused above this before here.
+  EVSIM_CHECK(chunks <= kMaxChunksPerDevice, "task graph: v={} model chunks per device, at most {}",
+              chunks, kMaxChunksPerDevice);
   TaskGraph g;
   auto storage = std::make_shared<TaskGraph::Storage>();
   TaskGraph::Storage& st = *storage;

@@ -24,9 +24,15 @@
 // GEMM: out x in features, the linear's weight on the rank; batch x m x n for the routed experts'
 // batched wgrad GEMM, their weights on the rank) arrives after that GEMM; what else a layer holds
 // (norm gains, biases, the embedding, a tied output weight) arrives after the layer's last
-// backward op, as one gradient (a layer whose GEMMs claim more than it holds arrives whole there). A bucket is reduced when a gradient arrives that would overflow it (after that
-// gradient's op), the last one by the epilogue after the chunk's last op; a gradient larger than
-// the bucket is reduced alone (DeepSpeed's extra_large_param_to_reduce).
+// backward op, as one gradient (a layer whose GEMMs claim more than it holds arrives whole there).
+// A bucket is reduced when a gradient arrives that would overflow it (after that gradient's op),
+// the last one by the epilogue after the chunk's last op; a gradient larger than the bucket is
+// reduced alone (DeepSpeed's extra_large_param_to_reduce).
+// Where eventsim departs from DeepSpeed: the wire is the plan's DP gradient dtype (Megatron's fp32
+// unless --grad-reduce-in-bf16, which gives DeepSpeed's default communication_data_type, the
+// model's bf16), so a bucket's elements count that wire; and DeepSpeed's PipelineEngine refuses
+// ZeRO-2 with pipeline parallelism (runtime/pipe/engine.py), so under P > 1 the per-micro-batch
+// reductions are an extrapolation: every chunk's backward ends with its own epilogue.
 #include <cstdint>
 #include <map>
 #include <string_view>

@@ -149,6 +149,9 @@ ScheduleFile parseScheduleCsv(const std::string& text, const std::string& path) 
   ScheduleFile out;
   out.path = path;
   out.layout = inferLayout(stages, path);
+  SCHEDULE_FILE_CHECK(out.layout.chunks() <= kMaxChunksPerDevice,
+                      "{}: each rank runs {} stages, at most {} model chunks per device", path,
+                      out.layout.chunks(), kMaxChunksPerDevice);
   out.micro_batches = m;
   out.split_backward = split;
   const PipelineLayout& layout = out.layout;

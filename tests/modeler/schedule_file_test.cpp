@@ -141,6 +141,17 @@ TEST(ScheduleFile, BadFilesAreOneLineNamingRankAndAction) {
             "s.csv: the ranks' stages (rank 0: {0,1}; rank 1: {2,3}) are neither looped (rank r "
             "runs r, r+P, ...) nor V (r and 2P-1-r)");
   EXPECT_EQ(errorOf("\n\n"), "s.csv: no actions");
+  // One rank running K stages of one micro-batch (looped, P = 1): the task graph codes a chunk's
+  // send in a byte, so 127 chunks is the most (plan/pipeline_schedule.h kMaxChunksPerDevice).
+  auto oneRank = [](int K) {
+    std::string row;
+    for (int k = 0; k < K; ++k) row += std::to_string(k) + "F0,";
+    for (int k = K - 1; k >= 0; --k) row += std::to_string(k) + "B0" + (k ? "," : "\n");
+    return row;
+  };
+  EXPECT_EQ(errorOf(oneRank(127)), "no error");
+  EXPECT_EQ(errorOf(oneRank(128)),
+            "s.csv: each rank runs 128 stages, at most 127 model chunks per device");
   EXPECT_THROW(loadScheduleCsv("/nonexistent/s.csv"), InputError);
 }
 

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "common/error.h"
@@ -154,6 +156,67 @@ TEST(TaskGraph, BucketIssueOpFollowsTheTaskThatCompletesIt) {
   EXPECT_FALSE(runsIn(ops[1], Phase::kBackward, true));
   EXPECT_TRUE(runsIn(ops[1], Phase::kBackward, false));
   EXPECT_TRUE(runsIn(ops[0], Phase::kBackward, true));
+}
+
+}  // namespace
+}  // namespace evsim
+
+namespace evsim {
+namespace {
+
+// The invariants the timing engine's fast paths read instead of the nodes (lone_tasks.h reads only
+// a node's first edge for its cross-device input; the link report and link sharing read
+// send_codes): checked on every bundled schedule, fused or not.
+TEST(TaskGraph, SendCodesAndTheTransferEdgeFirstOnEveryBundledSchedule) {
+  struct Case {
+    Schedule schedule;
+    int chunks;
+    bool fused;
+  };
+  const Case cases[] = {{Schedule::kGpipe, 1, false},       {Schedule::kDapple, 1, false},
+                        {Schedule::kDapple, 1, true},        {Schedule::kInterleaved, 2, false},
+                        {Schedule::kInterleaved, 3, false},  {Schedule::kZbh1, 1, false},
+                        {Schedule::kZbh2, 1, false},         {Schedule::kZbv, 2, false},
+                        {Schedule::kDualPipeV, 2, false}};
+  constexpr int P = 4;
+  constexpr int64_t m = 8;
+  for (const Case& c : cases) {
+    const TaskGraph g = buildTaskGraph(c.schedule, P, c.chunks, m, 0, c.fused);
+    const std::string name = std::string(scheduleName(c.schedule)) + " v" +
+                             std::to_string(c.chunks) + (c.fused ? " fused" : "");
+    ASSERT_EQ(g.send_codes.size(), g.nodes.size()) << name;
+    int sends = 0, transfers = 0;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const TaskNode& n = g.nodes[i];
+      const int code = g.send_codes[i];
+      EXPECT_EQ(code, sendCode(n.send, n.task.chunk)) << name << " node " << i;
+      if (code > 0) {
+        ++sends;
+        EXPECT_EQ(sendCodeChunk(code), n.task.chunk) << name << " node " << i;
+        EXPECT_EQ(sendCodeGradient(code), n.send == Send::kGradient) << name << " node " << i;
+      }
+      const std::span<const TaskEdge> inputs = g.inputs(static_cast<int>(i));
+      for (size_t e = 0; e < inputs.size(); ++e) {
+        const bool other_device = g.nodes[static_cast<size_t>(inputs[e].from)].device != n.device;
+        EXPECT_EQ(inputs[e].transfer, other_device) << name << " node " << i << " edge " << e;
+        if (e > 0) {
+          EXPECT_FALSE(inputs[e].transfer) << name << " node " << i << " edge " << e;
+        }
+        transfers += inputs[e].transfer;
+      }
+    }
+    // Every send is some node's transfer input (P > 1), and the graph has sends.
+    EXPECT_GT(sends, 0) << name;
+    EXPECT_EQ(transfers, sends) << name;
+    for (int d = 0; d < P; ++d) {
+      const std::span<const uint8_t> codes = g.deviceSendCodes(d);
+      const std::vector<int>& order = g.device_order[static_cast<size_t>(d)];
+      ASSERT_EQ(codes.size(), order.size()) << name;
+      for (size_t pos = 0; pos < order.size(); ++pos) {
+        EXPECT_EQ(codes[pos], g.send_codes[static_cast<size_t>(order[pos])]) << name;
+      }
+    }
+  }
 }
 
 }  // namespace

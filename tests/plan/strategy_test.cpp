@@ -157,6 +157,9 @@ TEST_F(StrategyRules, InterleavedNeedsVirtualStagesPipelineAndMicroBatchMultiple
   s.virtual_stages = 3;  // 6 chunks, 4 layers
   EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""),
                   "P x v = 6 model chunks but");
+  s.virtual_stages = 128;  // the task graph's byte send codes hold 127 chunks a device
+  EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""),
+                  "--virtual-stages 128: at most 127 model chunks per device");
   s.virtual_stages = 2;
   s.global_batch = 3;  // m = 3, not a multiple of P = 2
   EXPECT_CONTAINS(strategyViolation(model_, cluster_, s).value_or(""),

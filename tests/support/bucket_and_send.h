@@ -11,6 +11,7 @@
 
 #include "modeler/timing_engine.h"
 #include "plan/iteration_plan.h"
+#include "support/stage_cost.h"
 
 namespace evsim::test {
 
@@ -35,7 +36,9 @@ inline BucketAndSend bucketAndSendInput(const IterationPlan& plan, double bytes_
     EXPECT_EQ(stage.dp_buckets.size(), 1u);
     if (stage.dp_buckets.empty()) return out;
     out.ta.push_back(bytes(stage.dp_buckets[0].event) / bytes_per_us);
-    out.in.stages.push_back(StageCost{10, 20, 0, {BucketCost{5, out.ta.back(), 1}}, 0});
+    StageCost cost = test::stageCost(10, 20);
+    cost.buckets = {BucketCost{5, out.ta.back(), 1}};
+    out.in.stages.push_back(cost);
   }
   out.in.pipelines.push_back(PipelineCost{{out.tf}, {out.tb}, {}});
   return out;
