@@ -1,6 +1,8 @@
 // A lone task timed again with its shared collectives; stretched_task.h states the rule.
 #include "modeler/stretched_task.h"
 
+#include <bit>
+
 #include "modeler/op_offsets.h"
 #include "plan/task_graph.h"
 
@@ -50,8 +52,31 @@ TaskRetimer::Times TaskRetimer::times(int virtual_stage, Phase phase,
   return t;
 }
 
+size_t TaskRetimer::QuestionHash::operator()(const Question& q) const {
+  // FNV-1a over the words of the question.
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&](uint64_t word) {
+    h ^= word;
+    h *= 1099511628211ull;
+  };
+  mix(static_cast<uint64_t>(q.virtual_stage));
+  mix(static_cast<uint64_t>(q.phase));
+  for (const auto& [op, bits] : q.stretched) {
+    mix(static_cast<uint64_t>(op));
+    mix(bits);
+  }
+  return static_cast<size_t>(h);
+}
+
 StretchedTask TaskRetimer::of(int virtual_stage, Phase phase,
                               std::span<const OpStretch> stretched) {
+  question_.virtual_stage = virtual_stage;
+  question_.phase = static_cast<int>(phase);
+  question_.stretched.clear();
+  for (const OpStretch& s : stretched) {
+    question_.stretched.emplace_back(s.op, std::bit_cast<uint64_t>(s.extra_us));
+  }
+  if (const auto seen = asked_.find(question_); seen != asked_.end()) return seen->second;
   const std::pair<int, int> key{virtual_stage, static_cast<int>(phase)};
   auto alone = alone_.find(key);
   if (alone == alone_.end()) alone = alone_.emplace(key, times(virtual_stage, phase, {})).first;
@@ -59,6 +84,7 @@ StretchedTask TaskRetimer::of(int virtual_stage, Phase phase,
   StretchedTask out;
   out.delay_us = shared.slowed_us - alone->second.slowed_us;
   out.slowdown_us = out.delay_us - (shared.unslowed_us - alone->second.unslowed_us);
+  asked_.emplace(question_, out);
   return out;
 }
 

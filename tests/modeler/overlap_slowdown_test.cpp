@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "config/device_config.h"
 #include "io/profile_db.h"
 #include "modeler/calibration/overlap_fit.h"
@@ -232,29 +234,43 @@ TEST(OverlapSlowdownTest, ContextParallelExchangeSlowsItsAttentionStep) {
 //   e = 6:  o = 7.5 >= f t = 6: the step takes 6, the task waits for the exchange to 7.5: +3.75,
 //           exposed 7.5 - 3 = 4.5, slowdown -0.75.
 // The old rule added the whole e to the task (1, 4, 6) and left the step's slowdown at 0.75.
-TEST(OverlapSlowdownTest, AStretchedExchangeSlowsItsStepOverItsSharedWindow) {
+// The setup of the two tests below: tiny-llama at C = 2, factor 2, every op 1 us but the ring
+// exchanges (1.5 us) and the attention step beside the forward's first (3 us).
+struct ExchangeTask {
+  IterationPlan plan;
+  std::vector<EventCost> costs;
+  int exchange = -1;  // the forward's first ring exchange
+};
+ExchangeTask exchangeTask() {
   const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
   Strategy s = test::strategy("1M1P1D", 1, 2);
   s.cp = 2;
   ClusterConfig cluster = test::cluster(2);
   cluster.device.overlap_slowdown.nvlink.value = 2;
   cluster.device.overlap_slowdown.network.value = 2;
-  const IterationPlan plan = buildIterationPlan(model, cluster, s);
-  const OpList& fwd = plan.stages[0].forward;
-  int exchange = -1;
-  for (size_t i = 0; i < fwd.size() && exchange < 0; ++i) {
-    if (fwd[i].name == "cp_kv_exchange") exchange = static_cast<int>(i);
+  ExchangeTask out{buildIterationPlan(model, cluster, s), {}, -1};
+  const OpList& fwd = out.plan.stages[0].forward;
+  for (size_t i = 0; i < fwd.size() && out.exchange < 0; ++i) {
+    if (fwd[i].name == "cp_kv_exchange") out.exchange = static_cast<int>(i);
   }
-  ASSERT_GE(exchange, 0);
+  EVSIM_CHECK(out.exchange >= 0, "no ring exchange in tiny-llama's forward");
+  for (const UniqueEvent& u : out.plan.events.events()) {
+    out.costs.push_back(EventCost{u.event.kind == EventKind::kP2P ? 1.5 : 1.0});
+  }
+  out.costs[static_cast<size_t>(fwd[static_cast<size_t>(out.exchange) + 1].event)].time_us = 3;
+  return out;
+}
+
+TEST(OverlapSlowdownTest, AStretchedExchangeSlowsItsStepOverItsSharedWindow) {
+  const ExchangeTask task = exchangeTask();
+  const IterationPlan& plan = task.plan;
+  const std::vector<EventCost>& costs = task.costs;
+  const int exchange = task.exchange;
+  const OpList& fwd = plan.stages[0].forward;
   const OpInstance& x = fwd[static_cast<size_t>(exchange)];
   const OpInstance& step = fwd[static_cast<size_t>(exchange) + 1];
   ASSERT_EQ(x.overlap_ops, 1);
   ASSERT_EQ(step.stream, Stream::kCompute);
-  std::vector<EventCost> costs;
-  for (const UniqueEvent& u : plan.events.events()) {
-    costs.push_back(EventCost{u.event.kind == EventKind::kP2P ? 1.5 : 1.0});
-  }
-  costs[static_cast<size_t>(step.event)].time_us = 3;
   auto stretched = [&](double e) {
     const OpStretch one{exchange, e};
     return stretchedTask(plan, costs, 0, Phase::kForward, false, std::span(&one, 1));
@@ -273,6 +289,42 @@ TEST(OverlapSlowdownTest, AStretchedExchangeSlowsItsStepOverItsSharedWindow) {
   EXPECT_NEAR(stretchedTask(plan, costs, 0, Phase::kForward, false, std::span(&blocking, 1))
                   .delay_us,
               2.5, 1e-12);
+}
+
+// One TaskRetimer asked many times (link_flows.cpp asks it once per retimed task) walks each
+// distinct question once and answers a repeat with the first walk's figures: the same figures the
+// test above works out by hand, whatever the order they are asked in. A question differing only
+// in the op stretched, or by one ulp of its extra time, is walked anew.
+TEST(OverlapSlowdownTest, ARetimerAnswersARepeatedQuestionWithItsFirstWalk) {
+  const ExchangeTask task = exchangeTask();
+  TaskRetimer retimer(task.plan, task.costs, false);
+  auto ask = [&](int op, double e) {
+    const OpStretch one{op, e};
+    return retimer.of(0, Phase::kForward, std::span(&one, 1));
+  };
+  const int x = task.exchange;
+  for (int round = 0; round < 2; ++round) {  // the second round is answered from the first
+    const StretchedTask one = ask(x, 1), four = ask(x, 4), blocking = ask(x + 2, 4);
+    EXPECT_NEAR(one.delay_us, 0.5, 1e-12);
+    EXPECT_NEAR(one.slowdown_us, 0.5, 1e-12);
+    EXPECT_NEAR(four.delay_us, 2.0, 1e-12);
+    EXPECT_NEAR(four.slowdown_us, -0.5, 1e-12);
+    EXPECT_NEAR(blocking.delay_us, 4.0, 1e-12);  // the blocking op: all of its stretch
+    EXPECT_NEAR(blocking.slowdown_us, 0, 1e-12);
+    EXPECT_EQ(retimer.walked(), 3u);
+  }
+  // One ulp more: a new question (o = 2.5 + ulp: still +0.5 to 1e-12).
+  EXPECT_NEAR(ask(x, std::nextafter(1.0, 2.0)).delay_us, 0.5, 1e-12);
+  EXPECT_EQ(retimer.walked(), 4u);
+  // Every answer equals a fresh retimer's walk of the same question, to the bit.
+  for (const auto& [op, e] : {std::pair{x, 1.0}, {x, 4.0}, {x + 2, 4.0}}) {
+    const OpStretch one{op, e};
+    const StretchedTask fresh = stretchedTask(task.plan, task.costs, 0, Phase::kForward, false,
+                                              std::span(&one, 1));
+    EXPECT_EQ(ask(op, e).delay_us, fresh.delay_us);
+    EXPECT_EQ(ask(op, e).slowdown_us, fresh.slowdown_us);
+  }
+  EXPECT_EQ(retimer.walked(), 4u);
 }
 
 // A pipeline without CP or DP overlap runs no compute beside a transfer: the same timeline
