@@ -25,7 +25,7 @@ bool sameGroup(const Strategy& a, const Strategy& b) {
 
 void shareCandidates(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& base,
                      const StrategySpace& space, unsigned workers,
-                     const std::function<void(unsigned, size_t, Candidate&&)>& visit) {
+                     const std::function<void(unsigned, size_t, const Candidate&)>& visit) {
   const unsigned count = resolveThreads(workers);
   std::atomic<size_t> next_group{0};
   std::atomic<bool> stop{false};
@@ -49,10 +49,10 @@ void shareCandidates(const ModelConfig& model, const ClusterConfig& cluster, con
         }
         if (group != mine) return;
         size_t variant = 0;
-        forEachVariant(model, cluster, space, u, [&](Candidate&& c) {
+        forEachVariant(model, cluster, space, u, [&](const Candidate& c) {
           EVSIM_CHECK(variant < (size_t{1} << kVariantBits), "unit {}: over {} variants", this_unit,
                       size_t{1} << kVariantBits);
-          visit(w, (this_unit << kVariantBits) | variant++, std::move(c));
+          visit(w, (this_unit << kVariantBits) | variant++, c);
         });
       });
     } catch (const Stopped&) {

@@ -58,7 +58,9 @@ struct ClosedFormTier::Facts {
   std::array<std::array<std::optional<MemoryPeak>, 4>, 5> memory;
 };
 
-struct ClosedFormTier::Workspace::State {
+// On cache lines of its own (the workers' states are allocated one after another by one thread,
+// and each writes its own per candidate).
+struct alignas(64) ClosedFormTier::Workspace::State {
   Facts facts;
   // The last pipeline shape's activation states (the classes of one shape, recomputation x SP,
   // come one after another): found without the shared cache's lock (sharedStates).
@@ -77,6 +79,8 @@ struct ClosedFormTier::Workspace::State {
   // (out, bytes) -> one activation copy's time (activationCopyTimes): the layers' sizes come back
   // across classes, and each costs an event's signature.
   std::map<std::pair<bool, int64_t>, double> copy_us;
+  // lowerBoundUs's per-candidate scratch (per device stage; per chunk with activation offload).
+  std::vector<double> post_us, copies_forward_us, copies_backward_us;
 };
 
 }  // namespace evsim

@@ -171,8 +171,7 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
     ChunkMemoryInput& c = f.chunks[k];
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
     const bool has_embedding = k == 0, has_head = k == K - 1;
-    c.parameters =
-        chunkParameters(model_, strategy, first_layer[k], end, has_embedding, has_head, &cache_);
+    c.parameters = chunkParameters(model_, footprint, first_layer[k], end, has_embedding, has_head);
     // The same sums the plan's forward op lists give (estimateMemory(plan)).
     for (int layer = first_layer[k]; layer < end; ++layer) {
       const LayerFootprint& block = footprint.block(model_.blocks[layer]);

@@ -19,8 +19,8 @@ void PrunedSearch::runPass() {
   const double bound_limit = limit();
   for (Share& share : shares_) share.startPass();
   shareCandidates(model_, cluster_, options_.base, options_.space, workers_,
-                  [&](unsigned w, size_t index, Candidate&& c) {
-                    visit(shares_[w], index, std::move(c), bound_limit);
+                  [&](unsigned w, size_t index, const Candidate& c) {
+                    visit(shares_[w], index, c, bound_limit);
                   });
   for (Share& share : shares_) {
     evaluateWaiting(share, bound_limit);  // the last few of each worker
@@ -35,9 +35,10 @@ void PrunedSearch::runPass() {
 }
 
 // One candidate on the worker of `share`: an invalid one noted, a valid one left waiting.
-void PrunedSearch::visit(Share& share, size_t index, Candidate&& c, double bound_limit) const {
+void PrunedSearch::visit(Share& share, size_t index, const Candidate& c,
+                         double bound_limit) const {
   if (!c.violation) {
-    share.waiting.push_back(Waiting{index, std::move(c.strategy)});
+    share.waiting.push_back(Waiting{index, c.strategy});
     if (share.waiting.size() == kClosedFormBlock) evaluateWaiting(share, bound_limit);
     return;
   }

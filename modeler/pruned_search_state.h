@@ -119,8 +119,10 @@ class PrunedSearch {
     size_t index = 0;
     Strategy strategy;
   };
-  // One worker's part of a pass: its workspace (kept across passes), pool and counts.
-  struct Share {
+  // One worker's part of a pass: its workspace (kept across passes), pool and counts. On cache
+  // lines of its own: the workers' shares sit side by side in shares_, and each writes its own
+  // per candidate.
+  struct alignas(64) Share {
     std::vector<Waiting> waiting;
     ClosedFormTier::Workspace workspace;
     std::set<Pending, ByBound> pool;
@@ -143,7 +145,7 @@ class PrunedSearch {
   };
 
   // pruned_search_pass.cpp
-  void visit(Share& share, size_t index, Candidate&& c, double bound_limit) const;
+  void visit(Share& share, size_t index, const Candidate& c, double bound_limit) const;
   void evaluateWaiting(Share& share, double bound_limit) const;
   void evaluateOne(Share& share, size_t index, Strategy&& strategy, double bound_limit) const;
   void mergeShare(Share& share);

@@ -98,7 +98,12 @@ std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& stra
 int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int first_layer,
                         int end_layer, bool has_embedding, bool has_head, PlanCache* cache) {
   std::optional<ModelFootprint> own;
-  const ModelFootprint& footprint = footprintFor(model, strategy, cache, own);
+  return chunkParameters(model, footprintFor(model, strategy, cache, own), first_layer, end_layer,
+                         has_embedding, has_head);
+}
+
+int64_t chunkParameters(const ModelConfig& model, const ModelFootprint& footprint, int first_layer,
+                        int end_layer, bool has_embedding, bool has_head) {
   int64_t params = has_embedding ? footprint.embedding.weights : 0;
   for (int layer = first_layer; layer < end_layer; ++layer) {
     params += footprint.block(model.blocks[layer]).weights;

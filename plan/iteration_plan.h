@@ -149,6 +149,11 @@ std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& stra
 int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int first_layer,
                         int end_layer, bool has_embedding, bool has_head,
                         PlanCache* cache = nullptr);
+// The same from the strategy's footprint (strategyFootprint or cachedFootprint), for a caller
+// that holds it already: the closed-form tier sums every chunk of a class without a PlanCache
+// look-up (and its lock) per chunk (issue 34).
+int64_t chunkParameters(const ModelConfig& model, const ModelFootprint& footprint, int first_layer,
+                        int end_layer, bool has_embedding, bool has_head);
 // The footprints of every layer kind under `strategy` (its b, M, SP and recomputation), computed
 // once per shape in `cache`.
 const ModelFootprint& cachedFootprint(const ModelConfig& model, const Strategy& strategy,

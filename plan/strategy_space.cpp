@@ -64,13 +64,13 @@ std::vector<Candidate> enumerateCandidates(const ModelConfig& model, const Clust
 void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& base,
                       const StrategySpace& space, const std::function<void(Candidate&&)>& visit) {
   forEachUnit(model, base, space, [&](const Strategy& unit) {
-    forEachVariant(model, cluster, space, unit, visit);
+    forEachVariant(model, cluster, space, unit, [&](const Candidate& c) { visit(Candidate(c)); });
   });
 }
 
 void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
                     const StrategySpace& space, const Strategy& strategy,
-                    const std::function<void(Candidate&&)>& visit) {
+                    const std::function<void(const Candidate&)>& visit) {
   // The variants of a valid balanced candidate, right after it (unevenSplits).
   auto visitUneven = [&](const Strategy& balanced) {
     const std::vector<int> first = stageFirstLayers(model, balanced);
@@ -84,7 +84,7 @@ void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
       c.strategy = balanced;
       c.strategy.stage_layers = std::move(split);
       c.violation = strategyViolation(model, cluster, c.strategy);
-      visit(std::move(c));
+      visit(c);
     }
   };
   for (Recompute rc : space.recomputes) {
@@ -108,15 +108,18 @@ void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
         plain.zero_stage = zero;
         plain.tp_comm_overlap = strategy.tp_comm_overlap && sp;
         plain.overlap_param_gather = false;
-        const std::optional<std::string> plain_violation =
-            strategy.dp_bucket_bytes >= 0 && !strategy.dp_overlap &&
-                    strategy.offload == Offload::kNone
-                ? strategyViolation(model, cluster, plain)
-                : std::nullopt;
+        // One candidate for the variants, handed over by reference: a violation the variants
+        // share is kept once, not copied into each (3.1 M string copies in the 70B search on
+        // 16,384 GPUs, issue 34).
+        Candidate c;
+        c.violation = strategy.dp_bucket_bytes >= 0 && !strategy.dp_overlap &&
+                              strategy.offload == Offload::kNone
+                          ? strategyViolation(model, cluster, plain)
+                          : std::nullopt;
+        const bool shared_violation = c.violation.has_value();
         for (bool overlap : space.dp_overlaps) {
           if (overlap && (strategy.gradGroupSize() < 2 || zero == 3)) continue;
           for (Offload offload : space.offloads) {
-            Candidate c;
             c.strategy = strategy;
             c.strategy.recompute = rc;
             c.strategy.sequence_parallel = sp;
@@ -126,16 +129,17 @@ void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
             c.strategy.overlap_param_gather = strategy.overlap_param_gather && overlap &&
                                               (zero == 1 || zero == 2) && !fsdp;
             c.strategy.offload = offload;
-            c.violation =
-                plain_violation ? plain_violation : strategyViolation(model, cluster, c.strategy);
-            if (!c.violation && !space.allow_cross_node_tp) {
-              c.violation = crossNodeTpViolation(cluster, c.strategy);
+            if (!shared_violation) {
+              c.violation = strategyViolation(model, cluster, c.strategy);
+              if (!c.violation && !space.allow_cross_node_tp) {
+                c.violation = crossNodeTpViolation(cluster, c.strategy);
+              }
             }
-            const bool uneven = space.uneven_stage_shift > 0 && !c.violation &&
-                                c.strategy.pp >= 2 && pipelineLayout(c.strategy).chunks() == 1;
-            const Strategy balanced = c.strategy;
-            visit(std::move(c));
-            if (uneven) visitUneven(balanced);
+            visit(c);
+            if (space.uneven_stage_shift > 0 && !c.violation && c.strategy.pp >= 2 &&
+                pipelineLayout(c.strategy).chunks() == 1) {
+              visitUneven(c.strategy);
+            }
           }
         }
       }

@@ -74,12 +74,13 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
 // take whole units): forEachUnit hands over, in order, each strategy of the outer dimensions (M,
 // C, P, E, ETP, micro-batch, schedule, v) before its techniques; forEachVariant enumerates one
 // unit's candidates (recomputation, SP, ZeRO, DP overlap, offload, uneven splits) with their
-// violations. forEachUnit(u -> forEachVariant(u)) is forEachCandidate.
+// violations, each valid only during its visit (the variants of one invalid strategy share one
+// message: copy what you keep). forEachUnit(u -> forEachVariant(u)) is forEachCandidate.
 void forEachUnit(const ModelConfig& model, const Strategy& base, const StrategySpace& space,
                  const std::function<void(const Strategy&)>& visit);
 void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
                     const StrategySpace& space, const Strategy& unit,
-                    const std::function<void(Candidate&&)>& visit);
+                    const std::function<void(const Candidate&)>& visit);
 
 // The union of the unique events of every valid candidate; `count` sums over candidates that
 // differ in events (schedules share events and count once).

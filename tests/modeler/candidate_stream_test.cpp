@@ -42,7 +42,7 @@ std::vector<Seen> share(const ModelConfig& model, const ClusterConfig& cluster,
   std::mutex mutex;
   std::vector<Seen> out;
   shareCandidates(model, cluster, options.base, options.space, workers,
-                  [&](unsigned w, size_t index, Candidate&& c) {
+                  [&](unsigned w, size_t index, const Candidate& c) {
                     std::lock_guard<std::mutex> lock(mutex);
                     out.push_back(Seen{index, w, describe(c)});
                   });
@@ -105,7 +105,7 @@ TEST(CandidateStreamTest, AWorkersErrorStopsEveryWorkerAndComesBack) {
   forEachCandidate(model, cluster, options.base, options.space, [&](Candidate&&) { ++total; });
   std::atomic<size_t> visited{0};
   EXPECT_THROW(shareCandidates(model, cluster, options.base, options.space, 2,
-                               [&](unsigned, size_t, Candidate&&) {
+                               [&](unsigned, size_t, const Candidate&) {
                                  if (++visited == 5) throw std::runtime_error("stop");
                                }),
                std::runtime_error);

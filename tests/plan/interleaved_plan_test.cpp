@@ -8,6 +8,7 @@
 #include <string>
 
 #include "plan/iteration_plan.h"
+#include "plan/plan_cache.h"
 #include "plan/rank_layout.h"
 #include "support/test_support.h"
 
@@ -69,6 +70,24 @@ TEST(InterleavedPlan, OneChunkPerDeviceIsTheDapplePlan) {
     EXPECT_EQ(plan.stages[k].chunk, 0);
     EXPECT_EQ(plan.deviceChunks(k), (std::vector<int>{k}));
   }
+}
+
+TEST(InterleavedPlan, ChunkParametersFromTheFootprintAreTheBlocksSums) {
+  // The closed-form tier sums a class's chunks from its footprint, without a cache look-up per
+  // chunk. At M = 1 a block holds 49984 parameters (CountsByHand below): blocks 1 and 2 alone
+  // hold twice that; with the embedding and the head, the chunks hold the plan's stages' sums.
+  const ModelConfig model = tiny(4);
+  const Strategy s = test::strategy("1M2P2D", 1, 8);
+  PlanCache cache;
+  const ModelFootprint& footprint = cachedFootprint(model, s, cache);
+  EXPECT_EQ(chunkParameters(model, footprint, 1, 3, false, false), 2 * 49984);
+  EXPECT_EQ(chunkParameters(model, s, 1, 3, false, false, &cache), 2 * 49984);
+  const IterationPlan plan = buildIterationPlan(model, test::cluster(8), s);
+  const std::vector<int> first = stageFirstLayers(model, s);
+  ASSERT_EQ(plan.stages.size(), 2u);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(chunkParameters(model, footprint, 0, first[1], true, false), plan.stages[0].parameters);
+  EXPECT_EQ(chunkParameters(model, footprint, first[1], 4, false, true), plan.stages[1].parameters);
 }
 
 TEST(InterleavedPlan, CountsByHand) {
