@@ -311,7 +311,6 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
           const int id = order[at];
           const TaskNode& node = graph.nodes[id];
           TaskTiming& t = tasks[at];
-          t.task = node.task;
           t.node = id;
           t.input_ready_us = input_ready;
           t.run = run;
@@ -344,10 +343,11 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
 
 // Start of the last task of `chunk` on a device that produces gradients (the last W when the
 // backward is split, else the last B): its gradients are complete after it.
-double lastGradientTaskStart(const StageTimeline& stage, int chunk, bool split) {
-  const Phase last = split ? Phase::kWeightGrad : Phase::kBackward;
+double lastGradientTaskStart(const TaskGraph& graph, const StageTimeline& stage, int chunk) {
+  const Phase last = graph.split_backward ? Phase::kWeightGrad : Phase::kBackward;
   for (auto it = stage.tasks.rbegin(); it != stage.tasks.rend(); ++it) {
-    if (it->task.phase == last && it->task.chunk == chunk) return it->run.start_us;
+    const StageTask& task = graph.nodes[it->node].task;
+    if (task.phase == last && task.chunk == chunk) return it->run.start_us;
   }
   EVSIM_THROW(Error, "no {} task of chunk {}", phaseName(last), chunk);
 }
@@ -419,8 +419,8 @@ IterationTimeline computeTimeline(const TimingInput& input, TaskGraph graph) {
       if (input.dp_overlap && !cost.buckets.empty()) {
         double last_backward_start = 0;
         for (const PipelineTimeline& p : out.pipelines) {
-          last_backward_start = std::max(
-              last_backward_start, lastGradientTaskStart(p.stages[s], c, out.graph.split_backward));
+          last_backward_start =
+              std::max(last_backward_start, lastGradientTaskStart(out.graph, p.stages[s], c));
         }
         for (size_t b = 0; b < cost.buckets.size(); ++b) {
           // Ready in every replica: at the latest start plus its offset, or where the overlap
