@@ -123,11 +123,10 @@ template <bool kJittered, bool kStretched, class Draw>
     t.node = id;
     t.input_ready_us = input_ready;
     t.run = Interval{start_us, end_us};
-    // timePipeline's (body - max(compute, comm)) * slow for one member (comm 0), without the
-    // arithmetic where the body is not negative (+0 there). A NaN or infinite body gives 0 here
-    // where timePipeline's general path gives NaN; costs are checked finite when they are read
-    // (io/profile_rows.cpp, cost_model.cpp), so neither reaches this.
-    t.overlap_slowdown_us = body_us < 0 ? body_us * slow : 0.0;
+    // timePipeline's (body - max(compute, comm)) * slow for one member (comm 0): 0, as task times
+    // are not below 0 (computeTimeline checks them; costs are checked finite when they are read,
+    // io/profile_rows.cpp, cost_model.cpp). A constant store, not a compare a task.
+    t.overlap_slowdown_us = 0.0;
     t.send = Interval{end_us, send_end_us};
     outputs[id] = Output{end_us, send_end_us};
     busy_us += send_end_us - end_us;

@@ -369,6 +369,13 @@ int checkedDevices(const TimingInput& input) {
   }
   EVSIM_CHECK(input.jitter.sigma <= 0 || input.jitter.op_us.size() == K,
               "jitter op times for {} of {} virtual stages", input.jitter.op_us.size(), K);
+  // Task times are sums of op times: never below 0 (the lone-task path relies on it) nor NaN.
+  for (size_t k = 0; k < K; ++k) {
+    const StageCost& c = input.stages[k];
+    EVSIM_CHECK(c.forward_us >= 0 && c.backward_us >= 0 && c.weight_grad_us >= 0,
+                "virtual stage {}: task times F {} B {} W {} us, not all >= 0", k, c.forward_us,
+                c.backward_us, c.weight_grad_us);
+  }
   return static_cast<int>(K) / v;
 }
 

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "common/error.h"
@@ -128,6 +129,21 @@ TimingInput twoStageInput(Schedule schedule, int64_t m) {
   in.stages = {stageCost(1, 2), stageCost(2, 4)};
   in.pipelines = {PipelineCost{{0.5}, {0.25}, {}}};
   return in;
+}
+
+// Task times below 0 (or NaN) are refused: the lone-task path writes no overlap slowdown for a
+// task on that ground (lone_tasks.h), where the general rule would give body * slowdown.
+TEST(TimingEngineTest, RefusesNegativeOrNanTaskTimes) {
+  EXPECT_NO_THROW(computeTimeline(twoStageInput(Schedule::kGpipe, 2)));
+  for (double bad : {-0.5, std::nan("")}) {
+    for (int field = 0; field < 3; ++field) {
+      TimingInput in = twoStageInput(Schedule::kGpipe, 2);
+      double* const times[] = {&in.stages[1].forward_us, &in.stages[1].backward_us,
+                               &in.stages[1].weight_grad_us};
+      *times[field] = bad;
+      EXPECT_THROW(computeTimeline(in), Error) << "field " << field << " = " << bad;
+    }
+  }
 }
 
 // GPipe; both stages run F0 F1 B0 B1.
