@@ -19,7 +19,7 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
     const TaskNode& node = graph.nodes[task.node];
     const StagePlan& stage = plan.stages[node.virtual_stage];
     const StageOpOffsets& offsets = sim.offsets[node.virtual_stage];
-    const Phase phase = task.task.phase;
+    const Phase phase = node.task.phase;
     const bool forward = phase == Phase::kForward;
     const OpList& ops = forward ? stage.forward : stage.backward;
     const std::vector<double>& starts =
@@ -28,15 +28,15 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
       const OpInstance& op = ops[i];
       if (!forward && !runsIn(op, phase, graph.split_backward)) continue;
       visit(DeviceEvent{op.stream, op.recompute ? Phase::kRecompute : phase, op.name, op.event,
-                        op.layer, task.task.micro_batch, task.run.start_us + starts[i] * slow,
-                        sim.costUs(op.event) * slow, task.task.chunk});
+                        op.layer, node.task.micro_batch, task.run.start_us + starts[i] * slow,
+                        sim.costUs(op.event) * slow, node.task.chunk});
     }
     if (node.send != Send::kNone) {
       const bool activation = node.send == Send::kActivation;
       visit(DeviceEvent{Stream::kPpComm, phase, activation ? "send_activation" : "send_gradient",
                         activation ? links.forward_p2p[node.link] : links.backward_p2p[node.link],
-                        kEmbeddingLayer, task.task.micro_batch, task.send.start_us,
-                        task.send.duration(), task.task.chunk});
+                        kEmbeddingLayer, node.task.micro_batch, task.send.start_us,
+                        task.send.duration(), node.task.chunk});
     }
   }
   // Grad syncs come grouped by chunk (timeline.grad_sync_chunk); buckets in order within a chunk.

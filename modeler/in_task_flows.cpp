@@ -118,7 +118,7 @@ void fusedTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& cos
   // Each member's task time and all-to-all part (timing_engine.cpp: the fused rule).
   auto partsOf = [&](const TaskTiming& m) {
     const StageCost& cost = input.stages[graph.nodes[m.node].virtual_stage];
-    const Phase phase = m.task.phase;
+    const Phase phase = graph.nodes[m.node].task.phase;
     const double task_us = phase == Phase::kForward    ? cost.forward_us
                            : phase == Phase::kBackward ? cost.backward_us
                                                        : cost.weight_grad_us;
@@ -150,8 +150,8 @@ void fusedTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& cos
     const TaskTiming& m = stage.tasks[at];
     const auto [task_us, a2a_us] = partsOf(m);
     const double own_compute_us = task_us - a2a_us;
-    for (const InTaskOp& op :
-         in_task[graph.nodes[m.node].virtual_stage][phaseIndex(m.task.phase)]) {
+    const TaskNode& node = graph.nodes[m.node];
+    for (const InTaskOp& op : in_task[node.virtual_stage][phaseIndex(node.task.phase)]) {
       const bool on_comm = op.kind == FlowKind::kEp;
       const double at_us =
           on_comm ? comm_done_us + op.stream_offset_us

@@ -227,9 +227,9 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
     const TaskTiming& t = timeline.pipelines[o.pipeline].stages[o.stage].tasks[o.index];
     const TaskNode& node = timeline.graph.nodes[t.node];
     const StageCost& cost = input.stages[node.virtual_stage];
-    const double alone_us = t.task.phase == Phase::kForward    ? cost.forward_us
-                            : t.task.phase == Phase::kBackward ? cost.backward_us
-                                                               : cost.weight_grad_us;
+    const double alone_us = node.task.phase == Phase::kForward    ? cost.forward_us
+                            : node.task.phase == Phase::kBackward ? cost.backward_us
+                                                                  : cost.weight_grad_us;
     const double scale = alone_us > 0 ? t.run.duration() / alone_us : 1;
     ops.clear();
     double own_sum = 0;
@@ -243,7 +243,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
       own_by_kind[kindSlot(ob.kind)] += lone[b].own_us;
     }
     a = b;
-    const StretchedTask st = retimer.of(node.virtual_stage, t.task.phase, ops);
+    const StretchedTask st = retimer.of(node.virtual_stage, node.task.phase, ops);
     const double delay = std::max(0.0, st.delay_us * scale);
     if (delay <= 0 && own_sum <= 0) continue;
     zerosLikeSends(o.pipeline);
@@ -385,8 +385,8 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
       transfers += stage.tasks.size() + stage.grad_sync.size() + 1;
       if (in_task.empty()) continue;
       for (const TaskTiming& t : stage.tasks) {
-        transfers +=
-            in_task[timeline.graph.nodes[t.node].virtual_stage][phaseIndex(t.task.phase)].size();
+        const TaskNode& node = timeline.graph.nodes[t.node];
+        transfers += in_task[node.virtual_stage][phaseIndex(node.task.phase)].size();
       }
     }
   }

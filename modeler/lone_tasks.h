@@ -106,13 +106,13 @@ template <bool kJittered, bool kStretched, class Draw>
       }
     }
     const double input_ready = ready;
-    const StageTask task = node.task;
+    const Phase phase = node.task.phase;
     const int vs = node.virtual_stage;
     const Send send = node.send;
     const int link = node.link;
-    const double body_us = taskUs(g.stage_costs[vs], task.phase);
+    const double body_us = taskUs(g.stage_costs[vs], phase);
     double jitter_us = 0.0;
-    if constexpr (kJittered) jitter_us = draw(vs, task.phase);
+    if constexpr (kJittered) jitter_us = draw(vs, phase);
     const double start_us = std::max(free_us, ready);
     const double end_us = start_us + (body_us + jitter_us) * slow;
     double send_end_us = end_us;
@@ -120,15 +120,13 @@ template <bool kJittered, bool kStretched, class Draw>
     if (send == Send::kGradient) send_end_us += g.backward_us[link];
     if constexpr (kStretched) send_end_us += d.stretch[at];
     TaskTiming& t = timings[at];
-    t.task = task;
     t.node = id;
     t.input_ready_us = input_ready;
     t.run = Interval{start_us, end_us};
-    // timePipeline's (body - max(compute, comm)) * slow for one member (comm 0), without the
-    // arithmetic where the body is not negative (+0 there). A NaN or infinite body gives 0 here
-    // where timePipeline's general path gives NaN; costs are checked finite when they are read
-    // (io/profile_rows.cpp, cost_model.cpp), so neither reaches this.
-    t.overlap_slowdown_us = body_us < 0 ? body_us * slow : 0.0;
+    // timePipeline's (body - max(compute, comm)) * slow for one member (comm 0): 0, as task times
+    // are not below 0 (computeTimeline checks them; costs are checked finite when they are read,
+    // io/profile_rows.cpp, cost_model.cpp). A constant store, not a compare a task.
+    t.overlap_slowdown_us = 0.0;
     t.send = Interval{end_us, send_end_us};
     outputs[id] = Output{end_us, send_end_us};
     busy_us += send_end_us - end_us;

@@ -100,16 +100,17 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
         } else if (!in_task.empty() && node.fused_size == 1) {
           // Its collectives across nodes where the run has them: the standalone offsets scaled to
           // the run (a straggler's factor, jitter), the stretch sharing gave it taken off.
-          const std::vector<InTaskOp>& ops = in_task[node.virtual_stage][phaseIndex(t.task.phase)];
+          const Phase phase = node.task.phase;
+          const std::vector<InTaskOp>& ops = in_task[node.virtual_stage][phaseIndex(phase)];
           const StageCost& cost = input.stages[node.virtual_stage];
-          const double alone_us = t.task.phase == Phase::kForward    ? cost.forward_us
-                                  : t.task.phase == Phase::kBackward ? cost.backward_us
-                                                                     : cost.weight_grad_us;
+          const double alone_us = phase == Phase::kForward    ? cost.forward_us
+                                  : phase == Phase::kBackward ? cost.backward_us
+                                                              : cost.weight_grad_us;
           const double stretch = input.task_stretch_us.empty() ? 0 : input.task_stretch_us[k][s][i];
           const double scale = alone_us > 0 ? (t.run.duration() - stretch) / alone_us : 1;
           // One after another: each follows the one before (link_sharing.h: SharedFlow::after).
-          const std::vector<SharedFlow>& flows = chains->of(node.virtual_stage, t.task.phase);
-          std::vector<int>& slots = chains->shapeSlots(node.virtual_stage, t.task.phase);
+          const std::vector<SharedFlow>& flows = chains->of(node.virtual_stage, phase);
+          std::vector<int>& slots = chains->shapeSlots(node.virtual_stage, phase);
           int before = -1;
           for (size_t j = 0; j < ops.size(); ++j) {
             before =

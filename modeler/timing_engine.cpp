@@ -311,7 +311,6 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
           const int id = order[at];
           const TaskNode& node = graph.nodes[id];
           TaskTiming& t = tasks[at];
-          t.task = node.task;
           t.node = id;
           t.input_ready_us = input_ready;
           t.run = run;
@@ -344,10 +343,11 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
 
 // Start of the last task of `chunk` on a device that produces gradients (the last W when the
 // backward is split, else the last B): its gradients are complete after it.
-double lastGradientTaskStart(const StageTimeline& stage, int chunk, bool split) {
-  const Phase last = split ? Phase::kWeightGrad : Phase::kBackward;
+double lastGradientTaskStart(const TaskGraph& graph, const StageTimeline& stage, int chunk) {
+  const Phase last = graph.split_backward ? Phase::kWeightGrad : Phase::kBackward;
   for (auto it = stage.tasks.rbegin(); it != stage.tasks.rend(); ++it) {
-    if (it->task.phase == last && it->task.chunk == chunk) return it->run.start_us;
+    const StageTask& task = graph.nodes[it->node].task;
+    if (task.phase == last && task.chunk == chunk) return it->run.start_us;
   }
   EVSIM_THROW(Error, "no {} task of chunk {}", phaseName(last), chunk);
 }
@@ -369,6 +369,13 @@ int checkedDevices(const TimingInput& input) {
   }
   EVSIM_CHECK(input.jitter.sigma <= 0 || input.jitter.op_us.size() == K,
               "jitter op times for {} of {} virtual stages", input.jitter.op_us.size(), K);
+  // Task times are sums of op times: never below 0 (the lone-task path relies on it) nor NaN.
+  for (size_t k = 0; k < K; ++k) {
+    const StageCost& c = input.stages[k];
+    EVSIM_CHECK(c.forward_us >= 0 && c.backward_us >= 0 && c.weight_grad_us >= 0,
+                "virtual stage {}: task times F {} B {} W {} us, not all >= 0", k, c.forward_us,
+                c.backward_us, c.weight_grad_us);
+  }
   return static_cast<int>(K) / v;
 }
 
@@ -419,8 +426,8 @@ IterationTimeline computeTimeline(const TimingInput& input, TaskGraph graph) {
       if (input.dp_overlap && !cost.buckets.empty()) {
         double last_backward_start = 0;
         for (const PipelineTimeline& p : out.pipelines) {
-          last_backward_start = std::max(
-              last_backward_start, lastGradientTaskStart(p.stages[s], c, out.graph.split_backward));
+          last_backward_start =
+              std::max(last_backward_start, lastGradientTaskStart(out.graph, p.stages[s], c));
         }
         for (size_t b = 0; b < cost.buckets.size(); ++b) {
           // Ready in every replica: at the latest start plus its offset, or where the overlap

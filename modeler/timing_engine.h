@@ -170,8 +170,9 @@ struct Interval {
   double duration() const { return end_us - start_us; }
 };
 
+// A task's times; what it is (phase, micro-batch, chunk) is its node's (TaskNode::task): no copy
+// here, written per task by the list scheduler (issue 34 item 3).
 struct TaskTiming {
-  StageTask task;
   int node = -1;  // in IterationTimeline::graph
   Interval run;   // compute + TP communication
   Interval send;  // P2P send after the task (empty when there is no next/previous stage)

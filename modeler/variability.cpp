@@ -71,7 +71,7 @@ std::vector<StageRef> criticalPath(const IterationTimeline& tl) {
     path.push_back(at);
     const TaskTiming& t = (*tasks)[i];
     // A fused task's members share its head's start: the head weighs all their inputs.
-    if (t.task.overlapped) {
+    if (graph.nodes[t.node].task.overlapped) {
       --i;
       continue;
     }

@@ -156,9 +156,10 @@ TEST(DualPipeVTiming, FusedDurationIsTheLongerStream) {
     int checked = 0;
     for (const StageTimeline& st : tl.pipelines[0].stages) {
       for (const TaskTiming& t : st.tasks) {
-        const double expected = t.task.overlapped || tl.graph.nodes[t.node].fused_size > 1 ? fused
-                                : t.task.phase == Phase::kWeightGrad                       ? w
-                                                                                           : 2.0;
+        const TaskNode& node = tl.graph.nodes[t.node];
+        const double expected = node.task.overlapped || node.fused_size > 1 ? fused
+                                : node.task.phase == Phase::kWeightGrad     ? w
+                                                                            : 2.0;
         EXPECT_DOUBLE_EQ(t.run.duration(), expected);
         ++checked;
       }
@@ -175,8 +176,9 @@ TEST(DualPipeVTiming, FusedSendsDoNotHoldTheDevice) {
   for (const StageTimeline& st : tl.pipelines[0].stages) {
     for (size_t j = 0; j + 1 < st.tasks.size(); ++j) {
       const TaskTiming& t = st.tasks[j];
-      const bool fused = t.task.overlapped || tl.graph.nodes[t.node].fused_size > 1;
-      const bool last_member = !st.tasks[j + 1].task.overlapped;
+      const TaskNode& node = tl.graph.nodes[t.node];
+      const bool fused = node.task.overlapped || node.fused_size > 1;
+      const bool last_member = !tl.graph.nodes[st.tasks[j + 1].node].task.overlapped;
       if (!fused || !last_member) continue;
       EXPECT_GE(st.tasks[j + 1].run.start_us, t.run.end_us);
       for (size_t i = j; i + 3 > j + 1 && i <= j; --i) {

@@ -179,14 +179,16 @@ struct Row {
   double run_start, run_end, send_end;
 };
 
-void expectRows(const StageTimeline& s, const std::vector<Row>& rows, const char* what) {
+void expectRows(const IterationTimeline& tl, const StageTimeline& s, const std::vector<Row>& rows,
+                const char* what) {
   ASSERT_EQ(s.tasks.size(), rows.size()) << what;
   for (size_t i = 0; i < rows.size(); ++i) {
     SCOPED_TRACE(::testing::Message() << what << " task " << i);
     const TaskTiming& t = s.tasks[i];
-    EXPECT_EQ(t.task.phase, rows[i].phase);
-    EXPECT_EQ(t.task.micro_batch, rows[i].micro_batch);
-    EXPECT_EQ(t.task.chunk, rows[i].chunk);
+    const StageTask& task = tl.graph.nodes[t.node].task;
+    EXPECT_EQ(task.phase, rows[i].phase);
+    EXPECT_EQ(task.micro_batch, rows[i].micro_batch);
+    EXPECT_EQ(task.chunk, rows[i].chunk);
     EXPECT_DOUBLE_EQ(t.run.start_us, rows[i].run_start);
     EXPECT_DOUBLE_EQ(t.run.end_us, rows[i].run_end);
     EXPECT_DOUBLE_EQ(t.send.start_us, rows[i].run_end);
@@ -225,7 +227,7 @@ TEST(InterleavedTiming, HandWorkedTimelineWithSendsAndDataParallel) {
   }
   IterationTimeline tl = computeTimeline(in);
   const PipelineTimeline& p = tl.pipelines[0];
-  expectRows(p.stages[0],
+  expectRows(tl, p.stages[0],
              {{F, 0, 0, 0, 1, 1.5},
               {F, 1, 0, 1.5, 2.5, 3},
               {F, 0, 1, 3, 4, 4.5},
@@ -235,7 +237,7 @@ TEST(InterleavedTiming, HandWorkedTimelineWithSendsAndDataParallel) {
               {B, 0, 0, 13.25, 15.25, 15.25},
               {B, 1, 0, 15.5, 17.5, 17.5}},
              "device 0");
-  expectRows(p.stages[1],
+  expectRows(tl, p.stages[1],
              {{F, 0, 0, 1.5, 2.5, 3},
               {F, 1, 0, 3, 4, 4.5},
               {F, 0, 1, 4.5, 5.5, 5.5},

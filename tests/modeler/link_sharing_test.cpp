@@ -517,8 +517,8 @@ TEST(LinkFlows, AFusedTaskIsStretchedOnlyWhereItsAllToAllsOutlastItsCompute) {
   };
   auto task = [](const Simulation& sim, int device, Phase phase, int micro_batch, int chunk) {
     for (const TaskTiming& t : sim.timeline.pipelines[0].stages[device].tasks) {
-      if (t.task.phase == phase && t.task.micro_batch == micro_batch && t.task.chunk == chunk)
-        return t;
+      const StageTask& at = sim.timeline.graph.nodes[t.node].task;
+      if (at.phase == phase && at.micro_batch == micro_batch && at.chunk == chunk) return t;
     }
     ADD_FAILURE() << "no such task";
     return TaskTiming{};

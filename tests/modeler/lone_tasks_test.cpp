@@ -112,7 +112,6 @@ TEST(LoneTasksTest, JitteredAndStretchedGpipeByHand) {
       const Row& r = rows[s][p];
       const int id = 4 * s + p;
       EXPECT_EQ(t.node, id);
-      EXPECT_EQ(t.task, graph.nodes[id].task);
       EXPECT_EQ(t.run.start_us, r.run_start);
       EXPECT_EQ(t.run.end_us, r.run_end);
       EXPECT_EQ(t.send.start_us, r.run_end);  // a send follows its task

@@ -193,7 +193,7 @@ TEST(MoeA2aOverlap, FusedPairTimeAndSlowdownByHand) {
         EXPECT_NEAR(t.run.duration(), pair, 1e-12);
         EXPECT_NEAR(t.overlap_slowdown_us, pair - 3, 1e-12);
       } else if (size == 1) {
-        EXPECT_DOUBLE_EQ(t.run.duration(), t.task.phase == Phase::kForward ? 2.0 : 4.0);
+        EXPECT_DOUBLE_EQ(t.run.duration(), tl.graph.nodes[t.node].task.phase == Phase::kForward ? 2.0 : 4.0);
       }
     }
   }

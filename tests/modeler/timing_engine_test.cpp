@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "common/error.h"
@@ -41,7 +42,8 @@ struct Row {
   double input_ready;
 };
 
-void expectTasks(const StageTimeline& stage, const std::vector<Row>& rows, const char* what) {
+void expectTasks(const IterationTimeline& tl, const StageTimeline& stage,
+                 const std::vector<Row>& rows, const char* what) {
   ASSERT_EQ(stage.tasks.size(), rows.size()) << what;
   for (size_t i = 0; i < rows.size(); ++i) {
     const TaskTiming& t = stage.tasks[i];
@@ -49,8 +51,9 @@ void expectTasks(const StageTimeline& stage, const std::vector<Row>& rows, const
     SCOPED_TRACE(::testing::Message()
                  << what << " task " << i << " (" << (r.phase == Phase::kForward ? 'F' : 'B')
                  << r.micro_batch << ")");
-    EXPECT_EQ(t.task.phase, r.phase);
-    EXPECT_EQ(t.task.micro_batch, r.micro_batch);
+    const StageTask& task = tl.graph.nodes[t.node].task;
+    EXPECT_EQ(task.phase, r.phase);
+    EXPECT_EQ(task.micro_batch, r.micro_batch);
     EXPECT_DOUBLE_EQ(t.run.start_us, r.run_start);
     EXPECT_DOUBLE_EQ(t.run.end_us, r.run_end);
     EXPECT_DOUBLE_EQ(t.send.start_us, r.send_start);
@@ -128,6 +131,21 @@ TimingInput twoStageInput(Schedule schedule, int64_t m) {
   return in;
 }
 
+// Task times below 0 (or NaN) are refused: the lone-task path writes no overlap slowdown for a
+// task on that ground (lone_tasks.h), where the general rule would give body * slowdown.
+TEST(TimingEngineTest, RefusesNegativeOrNanTaskTimes) {
+  EXPECT_NO_THROW(computeTimeline(twoStageInput(Schedule::kGpipe, 2)));
+  for (double bad : {-0.5, std::nan("")}) {
+    for (int field = 0; field < 3; ++field) {
+      TimingInput in = twoStageInput(Schedule::kGpipe, 2);
+      double* const times[] = {&in.stages[1].forward_us, &in.stages[1].backward_us,
+                               &in.stages[1].weight_grad_us};
+      *times[field] = bad;
+      EXPECT_THROW(computeTimeline(in), Error) << "field " << field << " = " << bad;
+    }
+  }
+}
+
 // GPipe; both stages run F0 F1 B0 B1.
 //   s0 F0: [0, 1],      send [1, 1.5]    -> s1 has act 0 at 1.5
 //   s0 F1: [1.5, 2.5],  send [2.5, 3]    -> s1 has act 1 at 3
@@ -142,13 +160,13 @@ TimingInput twoStageInput(Schedule schedule, int64_t m) {
 TEST(TimingEngineTest, GpipeTwoStagesWithSendsByHand) {
   IterationTimeline tl = computeTimeline(twoStageInput(Schedule::kGpipe, 2));
   const PipelineTimeline& p = tl.pipelines[0];
-  expectTasks(p.stages[0],
+  expectTasks(tl, p.stages[0],
               {{F, 0, 0, 1, 1, 1.5, 0},
                {F, 1, 1.5, 2.5, 2.5, 3, 0},
                {B, 0, 9.75, 11.75, 11.75, 11.75, 9.75},
                {B, 1, 14, 16, 16, 16, 14}},
               "stage 0");
-  expectTasks(p.stages[1],
+  expectTasks(tl, p.stages[1],
               {{F, 0, 1.5, 3.5, 3.5, 3.5, 1.5},
                {F, 1, 3.5, 5.5, 5.5, 5.5, 3},
                {B, 0, 5.5, 9.5, 9.5, 9.75, 0},
@@ -179,7 +197,7 @@ TEST(TimingEngineTest, GpipeTwoStagesWithSendsByHand) {
 TEST(TimingEngineTest, DappleTwoStagesWithSendsByHand) {
   IterationTimeline tl = computeTimeline(twoStageInput(Schedule::kDapple, 3));
   const PipelineTimeline& p = tl.pipelines[0];
-  expectTasks(p.stages[0],
+  expectTasks(tl, p.stages[0],
               {{F, 0, 0, 1, 1, 1.5, 0},
                {F, 1, 1.5, 2.5, 2.5, 3, 0},
                {B, 0, 7.75, 9.75, 9.75, 9.75, 7.75},
@@ -187,7 +205,7 @@ TEST(TimingEngineTest, DappleTwoStagesWithSendsByHand) {
                {B, 1, 14, 16, 16, 16, 14},
                {B, 2, 20.25, 22.25, 22.25, 22.25, 20.25}},
               "stage 0");
-  expectTasks(p.stages[1],
+  expectTasks(tl, p.stages[1],
               {{F, 0, 1.5, 3.5, 3.5, 3.5, 1.5},
                {B, 0, 3.5, 7.5, 7.5, 7.75, 0},
                {F, 1, 7.75, 9.75, 9.75, 9.75, 3},
@@ -220,10 +238,10 @@ TEST(TimingEngineTest, EachLinkUsesItsOwnSendCost) {
   in.pipelines = {PipelineCost{{0.5, 1.5}, {0.25, 0.75}, {}}};
   IterationTimeline tl = computeTimeline(in);
   const PipelineTimeline& p = tl.pipelines[0];
-  expectTasks(p.stages[0], {{F, 0, 0, 1, 1, 1.5, 0}, {B, 0, 10, 12, 12, 12, 10}}, "stage 0");
-  expectTasks(p.stages[1], {{F, 0, 1.5, 2.5, 2.5, 4, 1.5}, {B, 0, 7.75, 9.75, 9.75, 10, 7.75}},
+  expectTasks(tl, p.stages[0], {{F, 0, 0, 1, 1, 1.5, 0}, {B, 0, 10, 12, 12, 12, 10}}, "stage 0");
+  expectTasks(tl, p.stages[1], {{F, 0, 1.5, 2.5, 2.5, 4, 1.5}, {B, 0, 7.75, 9.75, 9.75, 10, 7.75}},
               "stage 1");
-  expectTasks(p.stages[2], {{F, 0, 4, 5, 5, 5, 4}, {B, 0, 5, 7, 7, 7.75, 0}}, "stage 2");
+  expectTasks(tl, p.stages[2], {{F, 0, 4, 5, 5, 5, 4}, {B, 0, 5, 7, 7, 7.75, 0}}, "stage 2");
   EXPECT_DOUBLE_EQ(tl.iteration_us, 12);
 }
 
@@ -242,13 +260,13 @@ TEST(TimingEngineTest, StretchedSendsDelayTheirReceiversByHand) {
   in.send_stretch_us = {{{0.25, 0}, {0.5, 1.0}, {0, 0.125}}};
   IterationTimeline tl = computeTimeline(in);
   const PipelineTimeline& p = tl.pipelines[0];
-  expectTasks(p.stages[0],
+  expectTasks(tl, p.stages[0],
               {{F, 0, 0, 1, 1, 1.75, 0}, {B, 0, 11.875, 13.875, 13.875, 13.875, 11.875}},
               "stage 0");
-  expectTasks(p.stages[1],
+  expectTasks(tl, p.stages[1],
               {{F, 0, 1.75, 2.75, 2.75, 4.75, 1.75}, {B, 0, 8.625, 10.625, 10.625, 11.875, 8.625}},
               "stage 1");
-  expectTasks(p.stages[2],
+  expectTasks(tl, p.stages[2],
               {{F, 0, 4.75, 5.75, 5.75, 5.75, 4.75}, {B, 0, 5.75, 7.75, 7.75, 8.625, 0}},
               "stage 2");
   EXPECT_DOUBLE_EQ(tl.iteration_us, 13.875);
@@ -319,13 +337,13 @@ TEST(TimingEngineTest, AllReduceWaitsForTheSlowestPipelineClass) {
   IterationTimeline tl = computeTimeline(in);
   ASSERT_EQ(tl.pipelines.size(), 2u);
   const PipelineTimeline& b = tl.pipelines[1];
-  expectTasks(b.stages[0],
+  expectTasks(tl, b.stages[0],
               {{F, 0, 0, 1, 1, 2.5, 0},
                {F, 1, 2.5, 3.5, 3.5, 5, 0},
                {B, 0, 12, 14, 14, 14, 12},
                {B, 1, 17, 19, 19, 19, 17}},
               "class B stage 0");
-  expectTasks(b.stages[1],
+  expectTasks(tl, b.stages[1],
               {{F, 0, 2.5, 4.5, 4.5, 4.5, 2.5},
                {F, 1, 5, 7, 7, 7, 5},
                {B, 0, 7, 11, 11, 12, 0},

@@ -123,7 +123,7 @@ TEST(ZbVTiming, FourDeviceTimelineByHand) {
     ASSERT_EQ(st.tasks.size(), size_t{48});
     std::vector<StageTask> order;
     for (size_t j = 0; j < st.tasks.size(); ++j) {
-      order.push_back(st.tasks[j].task);
+      order.push_back(tl.graph.nodes[st.tasks[j].node].task);
       EXPECT_DOUBLE_EQ(st.tasks[j].run.start_us, s + static_cast<double>(j))
           << "s=" << s << " j=" << j;
     }
