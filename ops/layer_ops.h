@@ -199,6 +199,9 @@ class LayerOpBuilder {
   void mtpBackward(OpList& out);
 
  private:
+  // The vocabulary-parallel cross-entropy's three fp32 all-reduces over TP, on the head's layer:
+  // the main loss's, or (`mtp`) an MTP depth's, named apart (ops/embedding_head_ops.cpp).
+  void vocabParallelLossAllReduces(OpList& out, bool mtp);
   // `weights`: parameter elements the op owns on this rank; `saved`: activation bytes it keeps
   // for its backward (forward ops only; zero for recomputed ops and, under full recomputation,
   // inside a block).

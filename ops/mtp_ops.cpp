@@ -49,10 +49,7 @@ void LayerOpBuilder::mtpForward(OpList& out, bool owns_embedding) {
     compute(out, L, "mtp_cross_entropy",
             makeCompute("cross_entropy_fwd", {{"rows", T}, {"cols", v}}, "", s.dtype), 0,
             kLogitBytes * T * v);
-    const int64_t per_token = T * dtypeBytes(DType::kFp32);
-    tpAllReduce(out, L, "mtp_ce_max_allreduce", per_token, DType::kFp32);
-    tpAllReduce(out, L, "mtp_ce_target_allreduce", per_token, DType::kFp32);
-    tpAllReduce(out, L, "mtp_ce_sumexp_allreduce", per_token, DType::kFp32);
+    vocabParallelLossAllReduces(out, /*mtp=*/true);
   }
 }
 
