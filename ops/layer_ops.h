@@ -228,6 +228,9 @@ class LayerOpBuilder {
   void reduceOutput(OpList& out, int layer, std::string_view allreduce_name,
                     std::string_view reduce_scatter_name);
   void attentionCore(OpList& out, int layer);
+  // The attention core without flash attention, Q and K of `qk_dim` and V of `v_dim` channels per
+  // head (MLA's differ), forward or backward (with selective recomputation's re-run first).
+  void unfusedAttentionCore(OpList& out, int layer, int64_t qk_dim, int64_t v_dim, bool backward);
   // A linear layer: `bias` bias elements on this rank (0 without biases); `saved_input` the
   // activation elements it keeps (its input, or its input's sequence shard under SP).
   void linearForward(OpList& out, int layer, std::string_view name, int64_t rows,
