@@ -2,12 +2,6 @@
 
 namespace evsim {
 
-namespace {
-
-constexpr int64_t kMaskBytes = 1;     // dropout masks are stored as bytes
-
-}  // namespace
-
 // The attention core: with flash attention one fused op keeping Q, K, V and the fp32 log-sum-exp
 // (the output is the projection's saved input); otherwise the unfused core below. Grouped-query
 // attention: the b*a/t query heads of a rank read its b*g/t key/value heads; the unfused path

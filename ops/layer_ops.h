@@ -309,6 +309,8 @@ class LayerOpBuilder {
   int64_t expertRows() const { return routedRows(shape_.regionTokens() * shape_.etp); }
   int64_t rowsPerLocalExpert() const;
 
+  static constexpr int64_t kMaskBytes = 1;  // dropout masks are stored as bytes
+
   int64_t e() const { return dtypeBytes(shape_.dtype); }
   int64_t bias(int64_t elements) const { return shape_.spec.bias ? elements : 0; }
 
