@@ -25,10 +25,6 @@
 
 namespace evsim {
 
-namespace {
-constexpr int64_t kLseBytes = 4;  // flash attention's fp32 log-sum-exp per query row
-}  // namespace
-
 Event LayerOpBuilder::flashAttentionStep(bool backward, int64_t seq, int head_split) const {
   const LayerShape& s = shape_;
   const int64_t heads = s.micro_batch * s.heads / s.tp / head_split;

@@ -5,13 +5,6 @@
 
 namespace evsim {
 
-namespace {
-
-constexpr int64_t kTokenIdBytes = 8;  // Megatron's 8*s*b for token and position ids
-constexpr int64_t kLogitBytes = 4;    // logits are upcast to fp32 for the cross-entropy
-
-}  // namespace
-
 // Megatron's first-stage extras (theoretical_memory_usage.py): the token and position ids (8 bytes
 // per token), the embedding output and its dropout mask. A T5-style model embeds two streams
 // (encoder and decoder inputs) through one shared table.

@@ -309,7 +309,11 @@ class LayerOpBuilder {
   int64_t expertRows() const { return routedRows(shape_.regionTokens() * shape_.etp); }
   int64_t rowsPerLocalExpert() const;
 
-  static constexpr int64_t kMaskBytes = 1;  // dropout masks are stored as bytes
+  // Saved bytes per element of what is kept in a fixed type, whatever the model dtype.
+  static constexpr int64_t kMaskBytes = 1;     // dropout masks are stored as bytes
+  static constexpr int64_t kLseBytes = 4;      // flash attention's fp32 log-sum-exp per query row
+  static constexpr int64_t kTokenIdBytes = 8;  // Megatron's 8*s*b for token and position ids
+  static constexpr int64_t kLogitBytes = 4;    // logits are upcast to fp32 for the cross-entropy
 
   int64_t e() const { return dtypeBytes(shape_.dtype); }
   int64_t bias(int64_t elements) const { return shape_.spec.bias ? elements : 0; }

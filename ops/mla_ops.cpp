@@ -24,7 +24,6 @@
 namespace evsim {
 
 namespace {
-constexpr int64_t kLseBytes = 4;  // flash attention's fp32 log-sum-exp per query row
 
 // The per-TP-rank widths of MLA's projections, shared by the forward and the backward.
 struct MlaWidths {

@@ -17,11 +17,6 @@
 
 namespace evsim {
 
-namespace {
-constexpr int64_t kTokenIdBytes = 8;
-constexpr int64_t kLogitBytes = 4;
-}  // namespace
-
 void LayerOpBuilder::mtpForward(OpList& out, bool owns_embedding) {
   const LayerShape& s = shape_;
   const int64_t T = s.tokens(), h = s.hidden, t = s.tp, v = s.vocab / s.tp;
