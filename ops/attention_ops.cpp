@@ -2,47 +2,68 @@
 
 namespace evsim {
 
-namespace {
-
-constexpr int64_t kMaskBytes = 1;     // dropout masks are stored as bytes
-
-}  // namespace
-
 // The attention core: with flash attention one fused op keeping Q, K, V and the fp32 log-sum-exp
-// (the output is the projection's saved input); otherwise scores bGEMM, fused scale + mask +
-// softmax, attention dropout, x V bGEMM, what selective recomputation re-runs (Megatron's
-// checkpointed core_attention). Grouped-query attention: the b*a/t query heads of a rank read its
-// b*g/t key/value heads; the unfused path broadcasts K and V to every query head (as Megatron's
-// core attention does), so its GEMMs are those of multi-head attention.
+// (the output is the projection's saved input); otherwise the unfused core below. Grouped-query
+// attention: the b*a/t query heads of a rank read its b*g/t key/value heads; the unfused path
+// broadcasts K and V to every query head (as Megatron's core attention does), so its GEMMs are
+// those of multi-head attention.
 void LayerOpBuilder::attentionCore(OpList& out, int layer) {
   const LayerShape& s = shape_;
   if (s.spec.flash_attention) {
     flashAttentionCore(out, layer, false);
     return;
   }
-  const int64_t d = s.headDim();
+  unfusedAttentionCore(out, layer, s.headDim(), s.headDim(), false);
+}
+
+// Scores bGEMM, fused scale + mask + softmax, attention dropout, x V bGEMM: what selective
+// recomputation re-runs (Megatron's checkpointed core_attention). Over the whole sequence:
+// context parallelism needs the fused kernel (plan/strategy_technique_checks.cpp).
+void LayerOpBuilder::unfusedAttentionCore(OpList& out, int layer, int64_t qk_dim, int64_t v_dim,
+                                          bool backward) {
+  const LayerShape& s = shape_;
   const int64_t heads = s.micro_batch * s.heads / s.tp;  // attention heads on this rank, times b
-  const int64_t q_bytes = e() * heads * s.localSeq() * d;
-  // Selective recomputation rebuilds the s x s tensors: their ops keep nothing. K and V are kept
-  // as broadcast to every query head (what the batched GEMMs' backward holds).
-  const bool keep_scores = s.recompute != Recompute::kSelective;
-  const int64_t score_elems = heads * s.seq * s.seq;
-  const int64_t broadcast_kv_bytes = q_bytes;
-  compute(out, layer, "attn_scores", makeBatchedGemm(heads, s.seq, s.seq, d, "nt", s.dtype), 0,
-          q_bytes + broadcast_kv_bytes);
-  compute(out, layer, "scale_mask_softmax",
-          makeCompute("softmax_fwd", {{"rows", heads * s.seq}, {"cols", s.seq}}, "", s.dtype), 0,
-          keep_scores ? e() * score_elems : 0);
-  if (s.spec.attention_dropout) {
-    compute(out, layer, "attn_dropout",
-            makeCompute("dropout_fwd", {{"elems", score_elems}}, "", s.dtype), 0,
-            keep_scores ? kMaskBytes * score_elems : 0);
+  const int64_t sq = s.seq, score_elems = heads * sq * sq;
+  if (!backward) {
+    // Selective recomputation rebuilds the s x s tensors: their ops keep nothing. K and V are
+    // kept as broadcast to every query head (what the batched GEMMs' backward holds).
+    const bool keep_scores = s.recompute != Recompute::kSelective;
+    compute(out, layer, "attn_scores", makeBatchedGemm(heads, sq, sq, qk_dim, "nt", s.dtype), 0,
+            2 * e() * heads * sq * qk_dim);  // Q and K
+    compute(out, layer, "scale_mask_softmax",
+            makeCompute("softmax_fwd", {{"rows", heads * sq}, {"cols", sq}}, "", s.dtype), 0,
+            keep_scores ? e() * score_elems : 0);
+    if (s.spec.attention_dropout) {
+      compute(out, layer, "attn_dropout",
+              makeCompute("dropout_fwd", {{"elems", score_elems}}, "", s.dtype), 0,
+              keep_scores ? kMaskBytes * score_elems : 0);
+    }
+    // x V keeps its inputs: the dropout output (s x s; without dropout that is the softmax
+    // output, already kept) and V.
+    const bool own_probabilities = keep_scores && s.spec.attention_dropout;
+    compute(out, layer, "attn_values", makeBatchedGemm(heads, sq, v_dim, sq, "nn", s.dtype), 0,
+            (own_probabilities ? e() * score_elems : 0) + e() * heads * sq * v_dim);
+    return;
   }
-  // x V keeps its inputs: the dropout output (s x s; without dropout that is the softmax output,
-  // already kept) and V.
-  const bool own_probabilities = keep_scores && s.spec.attention_dropout;
-  compute(out, layer, "attn_values", makeBatchedGemm(heads, s.seq, d, s.seq, "nn", s.dtype), 0,
-          (own_probabilities ? e() * score_elems : 0) + broadcast_kv_bytes);
+  if (s.recompute == Recompute::kSelective) {
+    recomputing_ = true;
+    unfusedAttentionCore(out, layer, qk_dim, v_dim, false);
+    recomputing_ = false;
+  }
+  // context = P V: dP = dC V^T, dV = P^T dC
+  compute(out, layer, "attn_values_dgrad_p", makeBatchedGemm(heads, sq, sq, v_dim, "nt", s.dtype));
+  compute(out, layer, "attn_values_dgrad_v", makeBatchedGemm(heads, sq, v_dim, sq, "tn", s.dtype));
+  if (s.spec.attention_dropout) {
+    compute(out, layer, "attn_dropout_bwd",
+            makeCompute("dropout_bwd", {{"elems", score_elems}}, "", s.dtype));
+  }
+  compute(out, layer, "softmax_bwd",
+          makeCompute("softmax_bwd", {{"rows", heads * sq}, {"cols", sq}}, "", s.dtype));
+  // scores = Q K^T: dQ = dS K, dK = dS^T Q
+  compute(out, layer, "attn_scores_dgrad_q",
+          makeBatchedGemm(heads, sq, qk_dim, sq, "nn", s.dtype));
+  compute(out, layer, "attn_scores_dgrad_k",
+          makeBatchedGemm(heads, sq, qk_dim, sq, "tn", s.dtype));
 }
 
 void LayerOpBuilder::attentionForward(OpList& out, int layer, bool cross) {
@@ -102,8 +123,7 @@ void LayerOpBuilder::qkNorm(OpList& out, int layer, bool backward) {
 
 void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
   const LayerShape& s = shape_;
-  const int64_t T = s.tokens(), h = s.hidden, t = s.tp, d = s.headDim();
-  const int64_t heads = s.micro_batch * s.heads / t;
+  const int64_t T = s.tokens(), h = s.hidden, t = s.tp;
   const int64_t region = s.regionTokens() * h;
   dropout(out, layer, "dropout_bwd", region, true);
   if (s.tp_comm_overlap && !cross) {
@@ -117,27 +137,7 @@ void LayerOpBuilder::attentionBackward(OpList& out, int layer, bool cross) {
   if (s.spec.flash_attention) {
     flashAttentionCore(out, layer, true);
   } else {
-    if (s.recompute == Recompute::kSelective) {
-      recomputing_ = true;
-      attentionCore(out, layer);
-      recomputing_ = false;
-    }
-    // context = P V: dP = dC V^T, dV = P^T dC
-    compute(out, layer, "attn_values_dgrad_p",
-            makeBatchedGemm(heads, s.seq, s.seq, d, "nt", s.dtype));
-    compute(out, layer, "attn_values_dgrad_v",
-            makeBatchedGemm(heads, s.seq, d, s.seq, "tn", s.dtype));
-    if (s.spec.attention_dropout) {
-      compute(out, layer, "attn_dropout_bwd",
-              makeCompute("dropout_bwd", {{"elems", heads * s.seq * s.seq}}, "", s.dtype));
-    }
-    compute(out, layer, "softmax_bwd",
-            makeCompute("softmax_bwd", {{"rows", heads * s.seq}, {"cols", s.seq}}, "", s.dtype));
-    // scores = Q K^T: dQ = dS K, dK = dS^T Q
-    compute(out, layer, "attn_scores_dgrad_q",
-            makeBatchedGemm(heads, s.seq, d, s.seq, "nn", s.dtype));
-    compute(out, layer, "attn_scores_dgrad_k",
-            makeBatchedGemm(heads, s.seq, d, s.seq, "tn", s.dtype));
+    unfusedAttentionCore(out, layer, s.headDim(), s.headDim(), true);
   }
   if (cross) {
     gatherInput(out, layer, "cross_kv_input_regather");  // the wgrad needs the full input again

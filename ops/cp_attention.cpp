@@ -25,10 +25,6 @@
 
 namespace evsim {
 
-namespace {
-constexpr int64_t kLseBytes = 4;  // flash attention's fp32 log-sum-exp per query row
-}  // namespace
-
 Event LayerOpBuilder::flashAttentionStep(bool backward, int64_t seq, int head_split) const {
   const LayerShape& s = shape_;
   const int64_t heads = s.micro_batch * s.heads / s.tp / head_split;
@@ -107,6 +103,9 @@ void LayerOpBuilder::flashAttentionCore(OpList& out, int layer, bool backward) {
     if (j + 1 < ring) {
       cpRingExchange(out, layer, backward ? "cp_kv_grad_exchange" : "cp_kv_exchange",
                      (backward ? 4 : 2) * kv_bytes);
+      // TE waits for the exchange only before adding the step's dK and dV into the received
+      // running sums ("wait until dKV is received"): the step's dQ accumulation runs beside it.
+      if (copies && backward) out.back().overlap_ops = 2;
     }
     compute(out, layer,
             j == 0 ? first

@@ -29,6 +29,9 @@
 //                          the mirror image for dk and dv; over the ring's ranks both are
 //                          x(3R - 1)/2 read and x(3R + 1)/4 written: the first step a copy (x -> x)
 //                          and each later one the mean of a full and a half add (1.5x -> 0.75x).
+// TE's backward step adds dQ before waiting for the step's exchange, dK and dV after (they go
+// into the received running sums): the step's exchange runs beside the step and its dQ
+// accumulation (ops/cp_attention.cpp).
 // The mean rank is taken because the ring runs its ranks in lockstep (each step waits for its
 // neighbour's K/V) and eventsim times one representative rank; byte counts are rounded down to
 // whole bytes.
@@ -43,7 +46,8 @@ namespace evsim {
 EagerKernel cpRingKvPack(int64_t k);
 EagerKernels cpRingOutCorrections(int ring, int64_t q);  // R kernels, after the loop
 EagerKernel cpRingKvGradBuffer(int64_t k);
-// Step `step` (0-based) of the backward: its dQ, dK and dV accumulations (3 kernels).
+// Step `step` (0-based) of the backward: its dQ, dK and dV accumulations (3 kernels, in that
+// order: the step's exchange runs beside the first).
 EagerKernels cpRingGradAccumulations(int step, int64_t q, int64_t k);
 
 }  // namespace evsim

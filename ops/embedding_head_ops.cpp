@@ -1,13 +1,9 @@
+#include <array>
+#include <string_view>
+
 #include "ops/layer_ops.h"
 
 namespace evsim {
-
-namespace {
-
-constexpr int64_t kTokenIdBytes = 8;  // Megatron's 8*s*b for token and position ids
-constexpr int64_t kLogitBytes = 4;    // logits are upcast to fp32 for the cross-entropy
-
-}  // namespace
 
 // Megatron's first-stage extras (theoretical_memory_usage.py): the token and position ids (8 bytes
 // per token), the embedding output and its dropout mask. A T5-style model embeds two streams
@@ -61,12 +57,21 @@ void LayerOpBuilder::headForward(OpList& out, bool owns_output_weight, bool owns
             makeCompute("cross_entropy_fwd", {{"rows", T}, {"cols", v}}, "", s.dtype), 0,
             kLogitBytes * T * v);
   }
-  // Vocab-parallel cross-entropy: max logit, target logit and sum of exponentials, fp32 per token.
-  const int64_t per_token = T * dtypeBytes(DType::kFp32);
-  tpAllReduce(out, kHeadLayer, "ce_max_allreduce", per_token, DType::kFp32);
-  tpAllReduce(out, kHeadLayer, "ce_target_allreduce", per_token, DType::kFp32);
-  tpAllReduce(out, kHeadLayer, "ce_sumexp_allreduce", per_token, DType::kFp32);
+  vocabParallelLossAllReduces(out, /*mtp=*/false);
   mtpForward(out, owns_mtp_embedding);
+}
+
+// Vocab-parallel cross-entropy: max logit, target logit and sum of exponentials, fp32 per token.
+void LayerOpBuilder::vocabParallelLossAllReduces(OpList& out, bool mtp) {
+  // Op names are string_views into static storage (op_list.h): one fixed set for each loss.
+  static constexpr std::array<std::string_view, 3> kMainNames = {
+      "ce_max_allreduce", "ce_target_allreduce", "ce_sumexp_allreduce"};
+  static constexpr std::array<std::string_view, 3> kMtpNames = {
+      "mtp_ce_max_allreduce", "mtp_ce_target_allreduce", "mtp_ce_sumexp_allreduce"};
+  const int64_t per_token = shape_.tokens() * dtypeBytes(DType::kFp32);
+  for (std::string_view name : mtp ? kMtpNames : kMainNames) {
+    tpAllReduce(out, kHeadLayer, name, per_token, DType::kFp32);
+  }
 }
 
 void LayerOpBuilder::headBackward(OpList& out) {

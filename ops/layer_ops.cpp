@@ -4,12 +4,6 @@
 
 namespace evsim {
 
-namespace {
-
-constexpr int64_t kMaskBytes = 1;     // dropout masks are stored as bytes
-
-}  // namespace
-
 std::string_view streamName(Stream stream) {
   switch (stream) {
     case Stream::kCompute:

@@ -199,6 +199,9 @@ class LayerOpBuilder {
   void mtpBackward(OpList& out);
 
  private:
+  // The vocabulary-parallel cross-entropy's three fp32 all-reduces over TP, on the head's layer:
+  // the main loss's, or (`mtp`) an MTP depth's, named apart (ops/embedding_head_ops.cpp).
+  void vocabParallelLossAllReduces(OpList& out, bool mtp);
   // `weights`: parameter elements the op owns on this rank; `saved`: activation bytes it keeps
   // for its backward (forward ops only; zero for recomputed ops and, under full recomputation,
   // inside a block).
@@ -225,6 +228,9 @@ class LayerOpBuilder {
   void reduceOutput(OpList& out, int layer, std::string_view allreduce_name,
                     std::string_view reduce_scatter_name);
   void attentionCore(OpList& out, int layer);
+  // The attention core without flash attention, Q and K of `qk_dim` and V of `v_dim` channels per
+  // head (MLA's differ), forward or backward (with selective recomputation's re-run first).
+  void unfusedAttentionCore(OpList& out, int layer, int64_t qk_dim, int64_t v_dim, bool backward);
   // A linear layer: `bias` bias elements on this rank (0 without biases); `saved_input` the
   // activation elements it keeps (its input, or its input's sequence shard under SP).
   void linearForward(OpList& out, int layer, std::string_view name, int64_t rows,
@@ -302,6 +308,12 @@ class LayerOpBuilder {
   // The rank's tokens after the ETP gather: its region's, from each of the ETP ranks.
   int64_t expertRows() const { return routedRows(shape_.regionTokens() * shape_.etp); }
   int64_t rowsPerLocalExpert() const;
+
+  // Saved bytes per element of what is kept in a fixed type, whatever the model dtype.
+  static constexpr int64_t kMaskBytes = 1;     // dropout masks are stored as bytes
+  static constexpr int64_t kLseBytes = 4;      // flash attention's fp32 log-sum-exp per query row
+  static constexpr int64_t kTokenIdBytes = 8;  // Megatron's 8*s*b for token and position ids
+  static constexpr int64_t kLogitBytes = 4;    // logits are upcast to fp32 for the cross-entropy
 
   int64_t e() const { return dtypeBytes(shape_.dtype); }
   int64_t bias(int64_t elements) const { return shape_.spec.bias ? elements : 0; }

@@ -24,8 +24,6 @@
 namespace evsim {
 
 namespace {
-constexpr int64_t kLseBytes = 4;  // flash attention's fp32 log-sum-exp per query row
-constexpr int64_t kMaskBytes = 1;
 
 // The per-TP-rank widths of MLA's projections, shared by the forward and the backward.
 struct MlaWidths {
@@ -68,39 +66,7 @@ void LayerOpBuilder::mlaCore(OpList& out, int layer, bool backward) {
     }
     return;
   }
-  const int64_t sq = s.seq, score_elems = heads * sq * sq;
-  if (!backward) {
-    const bool keep_scores = s.recompute != Recompute::kSelective;
-    compute(out, layer, "attn_scores", makeBatchedGemm(heads, sq, sq, dqk, "nt", s.dtype), 0,
-            2 * e() * heads * sq * dqk);  // Q and K
-    compute(out, layer, "scale_mask_softmax",
-            makeCompute("softmax_fwd", {{"rows", heads * sq}, {"cols", sq}}, "", s.dtype), 0,
-            keep_scores ? e() * score_elems : 0);
-    if (s.spec.attention_dropout) {
-      compute(out, layer, "attn_dropout",
-              makeCompute("dropout_fwd", {{"elems", score_elems}}, "", s.dtype), 0,
-              keep_scores ? kMaskBytes * score_elems : 0);
-    }
-    const bool own_probabilities = keep_scores && s.spec.attention_dropout;
-    compute(out, layer, "attn_values", makeBatchedGemm(heads, sq, dv, sq, "nn", s.dtype), 0,
-            (own_probabilities ? e() * score_elems : 0) + e() * heads * sq * dv);
-    return;
-  }
-  if (s.recompute == Recompute::kSelective) {
-    recomputing_ = true;
-    mlaCore(out, layer, false);
-    recomputing_ = false;
-  }
-  compute(out, layer, "attn_values_dgrad_p", makeBatchedGemm(heads, sq, sq, dv, "nt", s.dtype));
-  compute(out, layer, "attn_values_dgrad_v", makeBatchedGemm(heads, sq, dv, sq, "tn", s.dtype));
-  if (s.spec.attention_dropout) {
-    compute(out, layer, "attn_dropout_bwd",
-            makeCompute("dropout_bwd", {{"elems", score_elems}}, "", s.dtype));
-  }
-  compute(out, layer, "softmax_bwd",
-          makeCompute("softmax_bwd", {{"rows", heads * sq}, {"cols", sq}}, "", s.dtype));
-  compute(out, layer, "attn_scores_dgrad_q", makeBatchedGemm(heads, sq, dqk, sq, "nn", s.dtype));
-  compute(out, layer, "attn_scores_dgrad_k", makeBatchedGemm(heads, sq, dqk, sq, "tn", s.dtype));
+  unfusedAttentionCore(out, layer, dqk, dv, backward);
 }
 
 void LayerOpBuilder::mlaForward(OpList& out, int layer) {

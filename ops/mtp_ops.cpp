@@ -17,11 +17,6 @@
 
 namespace evsim {
 
-namespace {
-constexpr int64_t kTokenIdBytes = 8;
-constexpr int64_t kLogitBytes = 4;
-}  // namespace
-
 void LayerOpBuilder::mtpForward(OpList& out, bool owns_embedding) {
   const LayerShape& s = shape_;
   const int64_t T = s.tokens(), h = s.hidden, t = s.tp, v = s.vocab / s.tp;
@@ -49,10 +44,7 @@ void LayerOpBuilder::mtpForward(OpList& out, bool owns_embedding) {
     compute(out, L, "mtp_cross_entropy",
             makeCompute("cross_entropy_fwd", {{"rows", T}, {"cols", v}}, "", s.dtype), 0,
             kLogitBytes * T * v);
-    const int64_t per_token = T * dtypeBytes(DType::kFp32);
-    tpAllReduce(out, L, "mtp_ce_max_allreduce", per_token, DType::kFp32);
-    tpAllReduce(out, L, "mtp_ce_target_allreduce", per_token, DType::kFp32);
-    tpAllReduce(out, L, "mtp_ce_sumexp_allreduce", per_token, DType::kFp32);
+    vocabParallelLossAllReduces(out, /*mtp=*/true);
   }
 }
 

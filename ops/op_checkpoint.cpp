@@ -14,10 +14,6 @@
 
 namespace evsim {
 
-namespace {
-constexpr int64_t kLseBytes = 4;  // flash attention's fp32 log-sum-exp per query row and head
-}  // namespace
-
 int64_t LayerOpBuilder::opCheckpointSavedBytes() const {
   const LayerShape& s = shape_;
   const int64_t T = s.tokens(), h = s.hidden, t = s.tp, d = s.headDim();

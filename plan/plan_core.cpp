@@ -207,18 +207,21 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
 
     // Each layer's parameters on one rank (its forward ops' weights), for ZeRO-3's gathers and the
     // DDP buckets; the stage's parameters are their sum.
-    // Under expert parallelism the routed experts' share is synchronised apart (expert_params).
-    std::map<int, int64_t> layer_params;
+    // Under expert parallelism the routed experts' share is synchronised apart (expert_params):
+    // `layer_experts` has it per layer (none otherwise), for ZeRO-3, ZeRO-2 and the dense share.
+    std::map<int, int64_t> layer_params, layer_experts;
     if (stage.has_embedding) layer_params[kEmbeddingLayer] = footprint.embedding.weights;
     for (int layer = stage.first_layer; layer < end_layer; ++layer) {
       const LayerFootprint& block = footprint.block(model.blocks[layer]);
       layer_params[layer] = block.weights;
       stage.expert_parameters += block.expert_weights;
+      if (expert_parallel) layer_experts[layer] = block.expert_weights;
     }
     const bool owns_output = headOwnsOutputWeight(model, stage.has_embedding);
     if (stage.has_head) {
       layer_params[kHeadLayer] = headParameters(model, footprint, stage.has_embedding);
       stage.expert_parameters += footprint.head.expert_weights;  // an MTP depth's MoE block
+      if (expert_parallel) layer_experts[kHeadLayer] = footprint.head.expert_weights;
     }
     // ZeRO-3: gather a layer's parameters before its forward and again before its backward, and
     // reduce-scatter its gradients right after its backward, in the DP group.
@@ -238,12 +241,8 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       if (!per_micro_batch) return;
       int64_t params = layer_params.at(layer);
       if (layer == kHeadLayer && kind == EventKind::kAllGather) params += tied_head_params;
-      int64_t experts = 0;
-      if (expert_parallel && layer >= 0) {
-        experts = footprint.block(model.blocks[layer]).expert_weights;
-      } else if (expert_parallel && layer == kHeadLayer) {
-        experts = footprint.head.expert_weights;  // an MTP depth's MoE block
-      }
+      const auto found = layer_experts.find(layer);
+      const int64_t experts = found == layer_experts.end() ? 0 : found->second;
       DType wire = dtype;
       if (fsdp && kind == EventKind::kReduceScatter) wire = DType::kFp32;
       if (fsdp && kind == EventKind::kAllGather && model.fp8WeightGather() && layer >= 0) {
@@ -294,13 +293,6 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     auto add_zero2_reductions = [&] {
       const DType wire =
           dataParallelGradDtype(strategy.framework, dtype, strategy.grad_reduce_in_bf16);
-      std::map<int, int64_t> layer_experts;
-      if (expert_parallel) {
-        for (int layer = stage.first_layer; layer < end_layer; ++layer) {
-          layer_experts[layer] = footprint.block(model.blocks[layer]).expert_weights;
-        }
-        if (stage.has_head) layer_experts[kHeadLayer] = footprint.head.expert_weights;
-      }
       const std::vector<Zero2Bucket> buckets =
           zero2Buckets(zero2Arrivals(stage.backward, table, layer_params, layer_experts),
                        zero2BucketElements(strategy, dtypeBytes(wire)),
@@ -358,12 +350,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       stage.parameters = checkedAdd(stage.parameters, params, "stage parameters");
     }
     std::map<int, int64_t> dense_params = layer_params;
-    if (expert_parallel) {
-      for (int layer = stage.first_layer; layer < end_layer; ++layer) {
-        dense_params[layer] -= footprint.block(model.blocks[layer]).expert_weights;
-      }
-      if (stage.has_head) dense_params[kHeadLayer] -= footprint.head.expert_weights;
-    }
+    for (const auto& [layer, experts] : layer_experts) dense_params[layer] -= experts;
     if (offloadsActivations(strategy.offload)) addActivationOffload(stage, dtype, table);
     if (zero2 && strategy.dp_overlap) overlapZero2Reductions(stage.backward);
     // ZeRO-3 / FSDP prefetch: each layer's gathers beside the layer before, its scatters beside

@@ -253,22 +253,23 @@ class HostCopyKernel final : public ComputeKernel {
 
 // A memory_pass (an eager pointwise kernel, a copy, TE's ring-attention merges): known by its
 // bytes alone, so a stand-in that reads read_bytes and writes write_bytes once each (fp32 words):
-// the input folded onto the output, a fill when nothing is read.
+// the input folded onto the output, a fill when nothing is read. Its buffers are bounded
+// (cpu::kMemoryPassBufferBytes) and gone round again, so a large event moves its bytes without
+// holding them all.
 class MemoryPassKernel final : public ComputeKernel {
  public:
   MemoryPassKernel(const Event& e, uint64_t seed)
-      : in_(randomFloats(e.dim("read_bytes") / 4, seed, 0)),
-        out_(static_cast<size_t>(std::max<int64_t>(1, e.dim("write_bytes") / 4))) {}
+      : read_words_(e.dim("read_bytes") / 4),
+        write_words_(std::max<int64_t>(1, e.dim("write_bytes") / 4)),
+        in_(randomFloats(cpu::memoryPassBufferWords(read_words_), seed, 0)),
+        out_(static_cast<size_t>(cpu::memoryPassBufferWords(write_words_))) {}
   void run() override {
-    std::fill(out_.begin(), out_.end(), 0.0f);
-    // Block by block (no division per word): input word i lands on output word i mod n_out.
-    for (size_t start = 0; start < in_.size(); start += out_.size()) {
-      const size_t n = std::min(out_.size(), in_.size() - start);
-      for (size_t j = 0; j < n; ++j) out_[j] += in_[start + j];
-    }
+    cpu::memoryPass(in_.data(), static_cast<int64_t>(in_.size()), read_words_, out_.data(),
+                    static_cast<int64_t>(out_.size()), write_words_);
   }
 
  private:
+  int64_t read_words_, write_words_;
   Floats in_, out_;
 };
 

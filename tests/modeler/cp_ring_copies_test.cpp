@@ -2,12 +2,15 @@
 // kernel on tiny-llama by hand, and their per-layer totals against a transliteration of TE's
 // branches (context_parallel.py's causal, non-fp8 sbhd path: Megatron's layout, whose halves are
 // views), walked for every rank of the ring
-// and averaged; none under FSDP (PyTorch's ring) or without CP.
+// and averaged; the backward's exchange beside its step and dQ accumulation only (a timeline by
+// hand); none under FSDP (PyTorch's ring) or without CP.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
+#include <vector>
 
+#include "modeler/op_offsets.h"
 #include "plan/iteration_plan.h"
 #include "support/cp_tiny_llama.h"
 #include "support/test_support.h"
@@ -142,6 +145,64 @@ TEST(CpRingCopies, TotalsMatchTransformerEnginesBranchesOnEveryRank) {
       const Bytes got = total(cpCopies(plan, backward));
       EXPECT_DOUBLE_EQ(got.read, want.read) << c.ring << (backward ? " backward" : " forward");
       EXPECT_DOUBLE_EQ(got.write, want.write) << c.ring << (backward ? " backward" : " forward");
+    }
+  }
+}
+
+// TE's backward step i: its exchange issued, the attention call, dq.add_, then "wait until dKV is
+// received" before the dK/dV adds into the received running sums. Layer 1's ring at C = 2 timed
+// by op_offsets.h's rule with times by hand: buffer 1, exchange 30, each step 10, dQ 2, dK 3,
+// dV 4 (us). Buffer [0, 1]; exchange [1, 31] beside step 0 [1, 11] and dQ [11, 13]; dK waits for
+// the exchange: [31, 34], dV [34, 38]; step 1 [38, 48], dQ [48, 50], dK [50, 53], dV [53, 57].
+// (Waiting at dQ, as before, put it at [31, 33] and the end at 59.)
+TEST(CpRingCopies, BackwardDqAccumulationRunsBesideTheKvGradExchange) {
+  const IterationPlan plan = buildIterationPlan(tinyLlama(), test::cluster(2), cpStrategy(2));
+  const OpList& backward = plan.stages[0].backward;
+  OpList ring;
+  for (const OpInstance& op : backward) {
+    const bool ring_op = op.name.rfind("cp_", 0) == 0 || op.name.rfind("flash_attention", 0) == 0;
+    if (op.layer == 1 && ring_op) ring.push_back(op);
+  }
+  const std::vector<std::string> names = {
+      "cp_kv_grad_buffer", "cp_kv_grad_exchange", "flash_attention_bwd",
+      "cp_dq_accumulate",  "cp_dk_accumulate",    "cp_dv_accumulate",
+      "flash_attention_ring_step_bwd", "cp_dq_accumulate", "cp_dk_accumulate",
+      "cp_dv_accumulate"};
+  ASSERT_EQ(ring.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(ring[i].name, names[i]) << i;
+  EXPECT_EQ(ring[1].overlap_ops, 2);
+  const std::map<std::string, double> times = {
+      {"cp_kv_grad_buffer", 1},   {"cp_kv_grad_exchange", 30}, {"flash_attention_bwd", 10},
+      {"flash_attention_ring_step_bwd", 10}, {"cp_dq_accumulate", 2}, {"cp_dk_accumulate", 3},
+      {"cp_dv_accumulate", 4}};
+  std::vector<double> starts(ring.size());
+  const double end = opOffsets(
+      ring, [](const OpInstance&) { return true; },
+      [&](const OpInstance& op) { return std::pair{0.0, times.at(std::string(op.name))}; },
+      [&](size_t i, double t) { starts[i] = t; });
+  EXPECT_EQ(starts, (std::vector<double>{0, 1, 1, 11, 31, 34, 38, 48, 50, 53}));
+  EXPECT_DOUBLE_EQ(end, 57);
+}
+
+TEST(CpRingCopies, EachBackwardExchangeRunsBesideItsStepAndDqAccumulationOnly) {
+  // C = 4 (three exchanges a layer) and the ring of a2a+p2p; the forward's exchanges feed their
+  // step alone (the output corrections come after the loop).
+  for (const Strategy& s : {cpStrategy(4), cpStrategy(4, CpComm::kA2aP2p, 2)}) {
+    const IterationPlan plan = buildIterationPlan(tinyLlama(), test::cluster(4), s);
+    const OpList& backward = plan.stages[0].backward;
+    int exchanges = 0;
+    for (size_t i = 0; i < backward.size(); ++i) {
+      if (backward[i].name != "cp_kv_grad_exchange") continue;
+      ++exchanges;
+      EXPECT_EQ(backward[i].overlap_ops, 2);
+      ASSERT_LT(i + 3, backward.size());
+      EXPECT_EQ(backward[i + 1].name.rfind("flash_attention", 0), 0u) << backward[i + 1].name;
+      EXPECT_EQ(backward[i + 2].name, "cp_dq_accumulate");
+      EXPECT_EQ(backward[i + 3].name, "cp_dk_accumulate");
+    }
+    EXPECT_EQ(exchanges, (s.cp_comm == CpComm::kP2p ? 3 : 1) * 4);  // per layer, 4 layers
+    for (const OpInstance& op : plan.stages[0].forward) {
+      if (op.name == "cp_kv_exchange") EXPECT_EQ(op.overlap_ops, 1);
     }
   }
 }
