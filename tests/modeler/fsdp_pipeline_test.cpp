@@ -88,9 +88,10 @@ TEST(FsdpPipeline, ReshardAlwaysOrNoPipelineKeepsPerMicroBatchTransfers) {
   EXPECT_EQ(count(always.stages[0].backward, "zero3_grad_reduce_scatter"), 2);
   EXPECT_EQ(always.stages[0].dp_allgather, -1);
   EXPECT_EQ(always.stages[0].dp_reduce_scatter, -1);
-  // Without PP (the default reshards): the same per-layer transfers, 4 layers on the one stage.
+  // Without PP (the default reshards): the same per-unit transfers on the one stage, the tied
+  // [embedding, norm, output] group and 2 blocks (FsdpWrap tests below).
   const IterationPlan flat = fsdpPlan(1, Reshard::kDefault);
-  EXPECT_EQ(count(flat.stages[0].forward, "zero3_param_allgather"), 4);
+  EXPECT_EQ(count(flat.stages[0].forward, "zero3_param_allgather"), 3);
   EXPECT_EQ(flat.stages[0].dp_allgather, -1);
 }
 
