@@ -373,7 +373,9 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       if (!edge_group) zero3_op(stage.forward, kHeadLayer, EventKind::kAllGather, kGather);
       builder.headForward(stage.forward, owns_output, !stage.has_embedding);
       if (edge_regather) edge_op(stage.backward, EventKind::kAllGather);
-      if (!edge_group && strategy.reshardsHeadAfterForward()) zero3_regather(stage.backward, kHeadLayer);
+      if (!edge_group && strategy.reshardsHeadAfterForward()) {
+        zero3_regather(stage.backward, kHeadLayer);
+      }
       builder.headBackward(stage.backward);
       if (!edge_group) zero3_op(stage.backward, kHeadLayer, EventKind::kReduceScatter, kScatter);
     }
