@@ -165,6 +165,8 @@ std::string RunOptions::commandLine(const Strategy& s, CommandFor target) const 
     out += " --framework fsdp";
     if (s.reshard != Reshard::kDefault)
       out += fmt::format(" --reshard-after-forward {}", reshardName(s.reshard));
+    if (s.fsdp_wrap != FsdpWrap::kSeparate)
+      out += fmt::format(" --fsdp-wrap {}", fsdpWrapName(s.fsdp_wrap));
     if (s.torch_compile != TorchCompile::kDefault)
       out += fmt::format(" --torch-compile {}", torchCompileName(s.torch_compile));
     if (s.optimizer_impl != OptimizerImpl::kFused)

@@ -83,6 +83,7 @@ struct RunOptions {
   std::string framework = "megatron";  // --framework megatron | fsdp
   std::string attention_kernel;        // --attention-kernel fa2 | fa3 | cudnn (empty: default)
   std::string reshard = "default";     // --reshard-after-forward default | always | never
+  std::string fsdp_wrap = "separate";  // --fsdp-wrap separate | root
   std::string torch_compile = "default";  // --torch-compile on | blocks | off | default (fsdp: off)
   std::string optimizer_impl = "fused";  // --optimizer-impl fused | foreach (for-loop refused)
   ModelOverrides overrides;

@@ -213,6 +213,11 @@ void RunOptions::addFrameworkOptions(CLI::App& app) {
   app.add_option("--reshard-after-forward", reshard,
                  "FSDP: default (always without PP, never with PP) | always | never")
       ->capture_default_str();
+  app.add_option("--fsdp-wrap", fsdp_wrap,
+                 "FSDP: separate (the embedding and [final norm, output] FSDP groups of their own: "
+                 "torchtitan since 2025-07) | root (both in the root's group, the last block kept "
+                 "gathered: torchtitan before, its 2024-12 benchmarks)")
+      ->capture_default_str();
   app.add_option("--torch-compile", torch_compile,
                  "FSDP: on (torch.compile's fused blocks and loss) | blocks (compiled blocks, eager "
                  "loss: torchtitan before 2025-04) | off (eager PyTorch kernels) | default (off, as "
@@ -229,6 +234,7 @@ void RunOptions::addFrameworkOptions(CLI::App& app) {
 void RunOptions::applyFramework(Strategy& s) const {
   s.framework = parseFramework(framework);
   s.reshard = parseReshard(reshard);
+  s.fsdp_wrap = parseFsdpWrap(fsdp_wrap);
   s.torch_compile = parseTorchCompile(torch_compile);
   s.optimizer_impl = parseOptimizerImpl(optimizer_impl);
   if (s.framework == Framework::kFsdp && zero_stage == 0 && !distributed_optimizer) {

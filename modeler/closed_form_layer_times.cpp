@@ -81,7 +81,9 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(
       ops.push_back(OpInstance{table.intern(c.event), Stream::kCompute, 0, c.name});
     };
     const bool copies = transfers && fsdp;
-    const bool regather = transfers && strategy.reshardsAfterForward();
+    // Under the root wrapping's default the last block keeps its gathered parameters: a block
+    // counted without its second gather stays a lower bound for every block.
+    const bool regather = transfers && strategy.reshardsLastBlockAfterForward();
     if (transfers) zero3Op(f, params, EventKind::kAllGather, "zero3_param_allgather");
     const size_t f_transfers = f.size();
     auto copyOut = [&](OpList& ops) {
@@ -137,7 +139,7 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
                      zero3 ? 1 : 0,
                      zero3 ? static_cast<int>(strategy.framework) : 0,
                      // What the transfers depend on (the reshard policy and, through it, P).
-                     zero3 ? (strategy.reshardsAfterForward() ? 1 : 0) +
+                     zero3 ? (strategy.reshardsLastBlockAfterForward() ? 1 : 0) +
                                  (strategy.fsdpSyncsOncePerStep() ? 2 : 0)
                            : 0,
                      placement(groups.tp),

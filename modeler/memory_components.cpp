@@ -22,6 +22,21 @@ int64_t rounded(double bytes) {
   return bytes < 9.2e18 ? static_cast<int64_t>(bytes + 0.5) : INT64_MAX;
 }
 
+// FSDP2's groups beside the blocks (Strategy::fsdp_wrap, memory_components.h), in parameters.
+struct EdgeGroups {
+  double edge = 0;       // one group kept gathered through the step (the root's, or tied)
+  double embedding = 0;  // the embedding's own group
+  double head = 0;       // [final norm, output]'s own group
+};
+EdgeGroups edgeGroups(const ModelConfig& model, const Strategy& s, const StageLayerFacts& f) {
+  const bool tied_both = s.pp == 1 && f.has_embedding && f.has_head && !model.spec.untied_output;
+  if (s.fsdp_wrap == FsdpWrap::kRoot || tied_both) {
+    return {static_cast<double>(f.root_parameters), 0, 0};
+  }
+  return {0, static_cast<double>(f.embedding_parameters),
+          static_cast<double>(f.head_parameters)};
+}
+
 }  // namespace
 
 StateBytesPerParameter stateBytesPerParameter(Framework framework, DType dtype, int zero, int group,
@@ -75,14 +90,21 @@ int64_t dataParallelBufferBytes(const ModelConfig& model, const Strategy& strate
     if (strategy.reshardsAfterForward()) return rounded((2 * gathered + e + reduce) * L);
     return rounded(gathered * S + (e + reduce) * L);
   }
-  // FSDP2 without PP, at a block's backward: the root group gathered since the root's
-  // pre-forward (never resharded) and the head's gradient (reduce-scattered only by the root's
-  // post-backward at the end), beside the block's own buffers.
+  // FSDP2 without PP, at a block's backward: an edge group gathered since its first forward
+  // (never resharded) and the head's gradient (reduce-scattered only by the group's post-backward
+  // at the end), beside the block's own buffers. The head's own group (separate wrapping) was
+  // resharded after its backward, but its reduce-scatter input is kept until the next group's
+  // post-backward: through the last block's backward, in place of a block's.
   const double B = static_cast<double>(facts.largest_block_parameters);
-  const double R = static_cast<double>(facts.root_parameters);
-  const double root = e * R + e * static_cast<double>(facts.head_gradient_parameters);
-  if (strategy.reshardsAfterForward()) return rounded(root + (2 * gathered + e + reduce) * B);
-  return rounded(root + gathered * (S - R) + (e + reduce) * B);
+  const EdgeGroups groups = edgeGroups(model, strategy, facts);
+  const double root =
+      groups.edge > 0 ? e * groups.edge + e * static_cast<double>(facts.head_gradient_parameters)
+                      : 0;
+  const double own = e * B + reduce * std::max(B, groups.head);
+  if (strategy.reshardsAfterForward()) return rounded(root + 2 * gathered * B + own);
+  // Never resharded: every block and the embedding's own group gathered.
+  const double blocks = S - groups.edge - groups.embedding - groups.head;
+  return rounded(root + e * groups.embedding + gathered * blocks + own);
 }
 
 int64_t fsdpLossBufferBytes(const ModelConfig& model, const Strategy& strategy, int zero,
@@ -92,15 +114,25 @@ int64_t fsdpLossBufferBytes(const ModelConfig& model, const Strategy& strategy, 
   }
   const double e = dtypeBytes(model.dtype);
   const double gathered = model.fp8WeightGather() ? 1 : e;
-  const double R = static_cast<double>(facts.root_parameters);
+  const EdgeGroups groups = edgeGroups(model, strategy, facts);
   const double B = static_cast<double>(facts.largest_block_parameters);
   const double S = static_cast<double>(facts.parameters);
-  // No block's backward has begun (the last block's pre-backward comes after the loss): the
-  // root group, and the blocks the forward left gathered: none (always), the last (default:
-  // torchtitan does not reshard it), all (never).
-  if (!strategy.reshardsAfterForward()) return rounded(e * R + gathered * (S - R));
-  if (strategy.reshard == Reshard::kAlways) return rounded(e * R);
-  return rounded(e * R + gathered * B);
+  // No block's backward has begun (the last block's pre-backward comes after the loss): an edge
+  // group, the head's own group unless resharded after the forward ("always"), and what the
+  // forward left gathered: every block and the embedding's group (never), the last block (the
+  // root wrapping's default: 9dec370 does not reshard it), none (otherwise). The tied group of
+  // the separate wrapping is resharded after the forward under "always" (gathered again for the
+  // head's backward); the root's never.
+  const bool edge_resharded =
+      strategy.fsdp_wrap == FsdpWrap::kSeparate && strategy.reshard == Reshard::kAlways;
+  double bytes = edge_resharded ? 0 : e * groups.edge;
+  if (!strategy.reshardsHeadAfterForward()) bytes += e * groups.head;
+  if (!strategy.reshardsAfterForward()) {
+    bytes += e * groups.embedding + gathered * (S - groups.edge - groups.embedding - groups.head);
+  } else if (!strategy.reshardsLastBlockAfterForward()) {
+    bytes += gathered * B;
+  }
+  return rounded(bytes);
 }
 
 int64_t allGatherStreamPoolBytes(const ModelConfig& model, const Strategy& strategy, int zero,
@@ -109,17 +141,30 @@ int64_t allGatherStreamPoolBytes(const ModelConfig& model, const Strategy& strat
   const double e = dtypeBytes(model.dtype);
   const double gathered = model.fp8WeightGather() ? 1 : e;
   const double block = gathered * static_cast<double>(facts.largest_block_parameters);
-  // A part's pool: its root's output and the first block's at once; every later output fits a
-  // freed block (the root's, split, when it is at least a block's; otherwise a second block's).
-  auto part_pool = [&](int64_t root_parameters) {
-    const double root = e * static_cast<double>(root_parameters);
-    return root + block + (root >= block ? 0 : block);
+  // A part's pool: its first group's output and the first block's at once; every later block's
+  // output fits a freed block (the first group's, split, when it is at least a block's;
+  // otherwise a second block's); a last group larger than a block (the head's own) fits none of
+  // them with a block's output in use (the pool's other large block may hold it: not counted),
+  // so it adds its own.
+  auto part_pool = [&](double first_parameters, double last_parameters) {
+    const double first = e * first_parameters, last = e * last_parameters;
+    return first + block + (first >= block ? 0 : block) + (last > block ? last : 0);
   };
   // One pool per model part on the rank (each its own root with its own streams).
-  double total = part_pool(facts.root_parameters);
-  if (facts.model_parts > 1) {
-    total += part_pool(facts.other_root_parameters) +
-             static_cast<double>(facts.model_parts - 2) * part_pool(0);
+  const EdgeGroups groups = edgeGroups(model, strategy, facts);
+  double total = 0;
+  if (groups.edge > 0 || strategy.fsdp_wrap == FsdpWrap::kRoot) {
+    total = part_pool(static_cast<double>(facts.root_parameters), 0);
+    if (facts.model_parts > 1) {
+      total += part_pool(static_cast<double>(facts.other_root_parameters), 0) +
+               static_cast<double>(facts.model_parts - 2) * part_pool(0, 0);
+    }
+  } else if (facts.model_parts == 1) {
+    total = part_pool(groups.embedding, groups.head);
+  } else {
+    // The embedding's part and the head's are different parts of the rank (a V layout's rank 0).
+    total = part_pool(groups.embedding, 0) + part_pool(0, groups.head) +
+            static_cast<double>(facts.model_parts - 2) * part_pool(0, 0);
   }
   // One block's output in use at the peak only where the backward gathers again (reshard after
   // the forward, no PP, at a block's backward); otherwise every cached block is idle.

@@ -21,7 +21,8 @@
 // rank, S the chunk's, g the gathered dtype's bytes (e, or 1 for linear weights with FP8
 // all-gather) and r the reduction dtype's bytes (4: FSDP's fp32 reduce_dtype; e: DeepSpeed's
 // ZeRO-3):
-//   FSDP2 without pipeline, as torchtitan 9dec370 wraps the model (parallelize_llama.apply_fsdp:
+//   FSDP2 without pipeline, as torchtitan 9dec370 wraps the model (--fsdp-wrap root;
+//     parallelize_llama.apply_fsdp:
 //     fully_shard on each block, the last block with reshard_after_forward=False, then on the
 //     model, whose own parameters, the embedding, final norm and output layer, R, form the root
 //     group), with B the largest block's parameters and H the output weight's:
@@ -38,6 +39,24 @@
 //       e R and the blocks the forward left gathered: the last one (gB, torchtitan's default),
 //       none (--reshard-after-forward always), all (never: g (S - R)). The stage peak takes the
 //       larger moment (memory_model.cpp).
+//   FSDP2 without pipeline, as torchtitan wraps the model since 2025-07-28 (--fsdp-wrap separate,
+//     the default; torchtitan/distributed/fsdp.py apply_fsdp_to_decoder at b5bcd76c6): the
+//     embedding (E) a group resharded after the forward per the policy, [final norm, output]
+//     (H' = the head's parameters) a group resharded after the forward only under "always",
+//     every block alike (no kept last block), and a root with no parameters of its own:
+//     - at a block's backward, reshard after forward: 2gB + eB as above, and the reduce-scatter
+//       input of the group before: the head's r H' at the last block's backward (its
+//       post-backward resharded it and reduce-scattered its gradient, whose input stays until the
+//       next group's post-backward), a block's r B after: r max(B, H'); no reshard: the
+//       embedding's group (e E) and every block (g (S - E - H')) gathered, the same eB +
+//       r max(B, H');
+//     - at the loss: e H' (kept since its forward; 0 under "always"), and under "never" e E and
+//       every block, g (S - E - H');
+//     - with tied embeddings (one chunk holding both) [embedding, norm, output] is one group kept
+//       through the step: the root's terms with R its parameters, no kept last block;
+//     - the head's own backward (its gathered parameters, gradient and reduce-scatter input
+//       beside the prefetched last block) is not a moment of its own: the loss's transient beside
+//       e H' is taken instead (8 T V/t against (2e + r) H' + g B on torchtitan's Llama rows).
 //   Megatron's ZeRO-3 (eventsim's, no root group): the same with the largest layer L for B and
 //     no root terms: 2gL + (e + r)L with reshard, gS + (e + r)L without.
 //   with pipeline parallelism (PyTorch pipelining with FSDP): gradient sync and reshard after
@@ -171,6 +190,10 @@ struct StageLayerFacts {
   // The head's weight whose e-byte gradient autograd makes at the head's backward (the output
   // weight, or the tied embedding's); 0 without the head.
   int64_t head_gradient_parameters = 0;
+  // The embedding's and the head's ([final norm, output]) parameters on the device (the largest
+  // part's), FSDP2's groups of their own under the separate wrapping (fsdpEdgeGroups).
+  int64_t embedding_parameters = 0;
+  int64_t head_parameters = 0;
   int64_t recompute_transient_bytes = 0;
   bool has_embedding = false, has_head = false, has_moe = false;
 };
@@ -202,6 +225,10 @@ int64_t fsdpLossBufferBytes(const ModelConfig& model, const Strategy& strategy, 
 // FSDPCommContext.lazy_init creates that root's own copy-in, all-gather and reduce-scatter streams
 // (torch.cuda.Stream), and the allocator caches blocks per stream, so a rank's v parts under
 // interleaved PP keep v pools, summed: its root part's (if any) and 2 g B for each other part.
+// Under the separate wrapping the embedding's group is a part's first (e E in R's place) and the
+// head's its last: its output, larger than a block's, fits no freed block while the last block's
+// output is in use (one of the pool's blocks may still hold it when the embedding's block is
+// free, with the block count's parity: not counted), so it adds e H' when e H' > g B.
 // Reserved bytes only: when
 // cudaMalloc fails the allocator releases cached blocks of every stream and retries, so they
 // never cause an out-of-memory error.

@@ -93,11 +93,13 @@ void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
     chunk.largest_layer_parameters =
         std::max(chunk.largest_layer_parameters, footprint.embedding.weights);
     chunk.root_parameters = saturatingAdd(chunk.root_parameters, footprint.embedding.weights);
+    chunk.embedding_parameters = footprint.embedding.weights;
   }
   if (has_head) {
     const int64_t head = headParameters(model, footprint, has_embedding);
     chunk.largest_layer_parameters = std::max(chunk.largest_layer_parameters, head);
     chunk.root_parameters = saturatingAdd(chunk.root_parameters, head);
+    chunk.head_parameters = head;
     chunk.head_gradient_parameters = footprint.output_weights;
   }
 }
@@ -208,6 +210,9 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
       facts.root_parameters = std::max(facts.root_parameters, chunk.root_parameters);
       facts.head_gradient_parameters =
           std::max(facts.head_gradient_parameters, chunk.head_gradient_parameters);
+      facts.embedding_parameters =
+          std::max(facts.embedding_parameters, chunk.embedding_parameters);
+      facts.head_parameters = std::max(facts.head_parameters, chunk.head_parameters);
       facts.recompute_transient_bytes =
           std::max(facts.recompute_transient_bytes, chunk.recompute_transient_bytes);
       facts.has_moe = facts.has_moe || chunk.has_moe;

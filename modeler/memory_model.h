@@ -241,6 +241,10 @@ struct ChunkMemoryInput {
   int64_t largest_block_parameters = 0;
   int64_t root_parameters = 0;
   int64_t head_gradient_parameters = 0;
+  // The embedding's and the head's ([final norm, output]) parameters, FSDP2's groups of their own
+  // under Strategy::fsdp_wrap separate (0 where the chunk has none).
+  int64_t embedding_parameters = 0;
+  int64_t head_parameters = 0;
 };
 
 // Fills the layer facts of `chunk` for blocks [first_layer, end_layer) (and the embedding and the

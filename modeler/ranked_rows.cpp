@@ -89,7 +89,7 @@ void encode(const CandidateResult& r, size_t index, Encoder& out) {
   out.put(s.microbatch_group), out.put(s.recompute_every);
   out.put(s.cp_comm), out.put(s.cp_a2a);
   out.put(s.swiglu_recompute_product), out.put(s.grad_reduce_in_bf16);
-  out.put(s.optimizer_impl);
+  out.put(s.optimizer_impl), out.put(s.fsdp_wrap);
   out.put(r.status);
   out.putString(r.violation);
   out.put(r.rank), out.put(r.micro_batches), out.put(r.peak_memory_bytes);
@@ -121,7 +121,7 @@ void decode(Decoder& in, CandidateResult& r, size_t& index) {
   s.microbatch_group = in.get<int>(), s.recompute_every = in.get<int>();
   s.cp_comm = in.get<CpComm>(), s.cp_a2a = in.get<int>();
   s.swiglu_recompute_product = in.get<bool>(), s.grad_reduce_in_bf16 = in.get<bool>();
-  s.optimizer_impl = in.get<OptimizerImpl>();
+  s.optimizer_impl = in.get<OptimizerImpl>(), s.fsdp_wrap = in.get<FsdpWrap>();
   r.status = in.get<CandidateStatus>();
   r.violation = in.getString();
   r.rank = in.get<int>(), r.micro_batches = in.get<int64_t>();

@@ -325,6 +325,9 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const 
           {"reshard_after_forward", st.zero_stage == 3 && st.gradGroupSize() > 1
                                         ? nlohmann::json(st.reshardsAfterForward())
                                         : nlohmann::json(nullptr)},
+          {"fsdp_wrap", st.framework == Framework::kFsdp
+                            ? nlohmann::json(fsdpWrapName(st.fsdp_wrap))
+                            : nlohmann::json(nullptr)},
           {"peak_memory_bytes", memory.peak_bytes},
           {"peak_memory_stage", memory.peak_stage},
           {"allocated_memory_bytes", memory.allocated_peak_bytes},

@@ -35,6 +35,9 @@ std::optional<std::string> frameworkFlagViolation(const Strategy& s) {
       return fmt::format("--reshard-after-forward {}: only with --framework fsdp",
                          reshardName(s.reshard));
     }
+    if (s.fsdp_wrap != FsdpWrap::kSeparate) {
+      return fmt::format("--fsdp-wrap {}: only with --framework fsdp", fsdpWrapName(s.fsdp_wrap));
+    }
     if (s.torch_compile != TorchCompile::kDefault) {
       return fmt::format(
           "--torch-compile {}: only with --framework fsdp (Megatron-LM runs its own fused "

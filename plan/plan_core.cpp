@@ -237,12 +237,15 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     // the D x C data-parallel group: one collective each, the experts' right after the dense one.
     // FSDP under PP without reshard: once per step, in finishPlan, not per micro-batch here.
     const bool per_micro_batch = zero3 && !strategy.fsdpSyncsOncePerStep();
-    auto zero3_op = [&](OpList& ops, int layer, EventKind kind, std::string_view name) {
-      if (!per_micro_batch) return;
-      int64_t params = layer_params.at(layer);
-      if (layer == kHeadLayer && kind == EventKind::kAllGather) params += tied_head_params;
+    auto experts_of = [&](int layer) -> int64_t {
       const auto found = layer_experts.find(layer);
-      const int64_t experts = found == layer_experts.end() ? 0 : found->second;
+      return found == layer_experts.end() ? 0 : found->second;
+    };
+    // One FSDP group's (or ZeRO-3 layer's) transfer of `params`, `experts` of them routed experts,
+    // tagged with `layer`.
+    auto zero3_group_op = [&](OpList& ops, int layer, int64_t params, int64_t experts,
+                              EventKind kind, std::string_view name) {
+      if (!per_micro_batch) return;
       DType wire = dtype;
       if (fsdp && kind == EventKind::kReduceScatter) wire = DType::kFp32;
       if (fsdp && kind == EventKind::kAllGather && model.fp8WeightGather() && layer >= 0) {
@@ -278,6 +281,11 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       ops.insert(ops.end(), gather ? copies.begin() : transfers.begin(),
                  gather ? copies.end() : transfers.end());
     };
+    auto zero3_op = [&](OpList& ops, int layer, EventKind kind, std::string_view name) {
+      int64_t params = layer_params.at(layer);
+      if (layer == kHeadLayer && kind == EventKind::kAllGather) params += tied_head_params;
+      zero3_group_op(ops, layer, params, experts_of(layer), kind, name);
+    };
     // FSDP without reshard-after-forward keeps the forward's gathered parameters for the
     // backward: no second gather.
     const bool regather = strategy.reshardsAfterForward();
@@ -286,6 +294,35 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     };
     constexpr std::string_view kGather = "zero3_param_allgather";
     constexpr std::string_view kScatter = "zero3_grad_reduce_scatter";
+    // FSDP2's edge group (Strategy::fsdp_wrap): the embedding and [final norm, output] as one
+    // group, the part's root's own parameters (root), or one group because the output weight is
+    // the embedding's (separate with tied embeddings on one chunk: torchtitan's
+    // fully_shard([tok_embeddings, norm, lm_head])). Gathered once at the part's first forward
+    // op (the root's pre-forward, or the embedding's), kept through the backward (the root group
+    // is never resharded after the forward; the tied group only under "always", gathered again
+    // before the head's backward), reduce-scattered once after the part's last backward op (the
+    // root's final callback, or the tied group's post-backward after the embedding's backward).
+    // Otherwise the embedding and [norm, output] are groups of their own, [norm, output] gathered
+    // again for its backward only under "always" (Strategy::reshardsHeadAfterForward), and
+    // under the root wrapping the last block is kept gathered (reshardsLastBlockAfterForward).
+    const bool edge_group =
+        fsdp && (stage.has_embedding || stage.has_head) &&
+        (strategy.fsdp_wrap == FsdpWrap::kRoot ||
+         (stage.has_embedding && stage.has_head && !owns_output));
+    const int edge_layer = stage.has_embedding ? kEmbeddingLayer : kHeadLayer;
+    int64_t edge_params = 0, edge_experts = 0;
+    for (int layer : {kEmbeddingLayer, kHeadLayer}) {
+      if (edge_group && layer_params.count(layer) > 0) {
+        edge_params += layer_params.at(layer);
+        edge_experts += experts_of(layer);
+      }
+    }
+    auto edge_op = [&](OpList& ops, EventKind kind) {
+      zero3_group_op(ops, edge_layer, edge_params, edge_experts, kind,
+                     kind == EventKind::kAllGather ? kGather : kScatter);
+    };
+    const bool edge_regather = edge_group && strategy.fsdp_wrap == FsdpWrap::kSeparate &&
+                               strategy.reshard == Reshard::kAlways;
     // ZeRO-2 (DeepSpeed): each bucket reduced in every micro-batch's backward when the gradient
     // that would overflow it arrives (plan/zero2_buckets.h), in the reduction's wire type, the
     // routed experts' share over the expert-data-parallel group.
@@ -318,8 +355,9 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       }
       stage.backward = std::move(out);
     };
+    if (edge_group) edge_op(stage.forward, EventKind::kAllGather);
     if (stage.has_embedding) {
-      zero3_op(stage.forward, kEmbeddingLayer, EventKind::kAllGather, kGather);
+      if (!edge_group) zero3_op(stage.forward, kEmbeddingLayer, EventKind::kAllGather, kGather);
       builder.embeddingForward(embedding_streams, stage.forward);
     }
     for (int layer = stage.first_layer; layer < end_layer; ++layer) {
@@ -327,22 +365,31 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       emitBlock(builder, plain_builder, layer, /*forward=*/true, stage.forward);
     }
     if (stage.has_head) {
-      zero3_op(stage.forward, kHeadLayer, EventKind::kAllGather, kGather);
+      if (!edge_group) zero3_op(stage.forward, kHeadLayer, EventKind::kAllGather, kGather);
       builder.headForward(stage.forward, owns_output, !stage.has_embedding);
-      zero3_regather(stage.backward, kHeadLayer);
+      if (edge_regather) edge_op(stage.backward, EventKind::kAllGather);
+      if (!edge_group && strategy.reshardsHeadAfterForward()) {
+        zero3_regather(stage.backward, kHeadLayer);
+      }
       builder.headBackward(stage.backward);
-      zero3_op(stage.backward, kHeadLayer, EventKind::kReduceScatter, kScatter);
+      if (!edge_group) zero3_op(stage.backward, kHeadLayer, EventKind::kReduceScatter, kScatter);
     }
     for (int layer = end_layer - 1; layer >= stage.first_layer; --layer) {
-      zero3_regather(stage.backward, layer);
+      const bool last_block = layer + 1 == static_cast<int>(model.numLayers());
+      if (!last_block || strategy.reshardsLastBlockAfterForward()) {
+        zero3_regather(stage.backward, layer);
+      }
       emitBlock(builder, plain_builder, layer, /*forward=*/false, stage.backward);
       zero3_op(stage.backward, layer, EventKind::kReduceScatter, kScatter);
     }
     if (stage.has_embedding) {
-      zero3_regather(stage.backward, kEmbeddingLayer);
+      if (!edge_group) zero3_regather(stage.backward, kEmbeddingLayer);
       builder.embeddingBackward(embedding_streams, stage.backward);
-      zero3_op(stage.backward, kEmbeddingLayer, EventKind::kReduceScatter, kScatter);
+      if (!edge_group) {
+        zero3_op(stage.backward, kEmbeddingLayer, EventKind::kReduceScatter, kScatter);
+      }
     }
+    if (edge_group) edge_op(stage.backward, EventKind::kReduceScatter);
     if (zero2) add_zero2_reductions();
 
     // Checked, like the byte counts below: sized by hidden^2 x layers from the model file.

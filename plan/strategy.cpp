@@ -93,6 +93,23 @@ Reshard parseReshard(std::string_view text, std::string_view flag) {
   EVSIM_THROW(InputError, "{} '{}': unknown policy (default, always or never)", flag, text);
 }
 
+std::string_view fsdpWrapName(FsdpWrap wrap) {
+  switch (wrap) {
+    case FsdpWrap::kSeparate:
+      return "separate";
+    case FsdpWrap::kRoot:
+      return "root";
+  }
+  return "?";
+}
+
+FsdpWrap parseFsdpWrap(std::string_view text, std::string_view flag) {
+  std::string lower = toLower(trim(text));
+  if (lower == "separate") return FsdpWrap::kSeparate;
+  if (lower == "root") return FsdpWrap::kRoot;
+  EVSIM_THROW(InputError, "{} '{}': unknown wrapping (separate or root)", flag, text);
+}
+
 std::string_view torchCompileName(TorchCompile compile) {
   switch (compile) {
     case TorchCompile::kDefault:
@@ -197,6 +214,7 @@ std::string Strategy::techniques(TechniqueStyle style) const {
   if (framework == Framework::kFsdp) {
     out += " fsdp";
     if (reshard != Reshard::kDefault) out += fmt::format(" reshard={}", reshardName(reshard));
+    if (fsdp_wrap != FsdpWrap::kSeparate) out += fmt::format(" wrap={}", fsdpWrapName(fsdp_wrap));
     if (torch_compile != TorchCompile::kDefault) {
       out += fmt::format(" compile={}", torchCompileName(torch_compile));
     }

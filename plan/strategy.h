@@ -72,6 +72,26 @@ enum class Reshard { kDefault, kAlways, kNever };
 std::string_view reshardName(Reshard reshard);  // "default", "always", "never"
 Reshard parseReshard(std::string_view text, std::string_view flag = "--reshard-after-forward");
 
+// How torchtitan wraps a model part in FSDP2 groups beside one group per transformer block
+// (fully_shard on each block, then on the part):
+//   separate: torchtitan since 2025-07-28 (83e694105, "Improve reshard_after_forward logic";
+//     torchtitan/distributed/fsdp.py apply_fsdp_to_decoder at b5bcd76c6, 2026-08): the token
+//     embedding a group of its own (resharded after the forward per the policy), [final norm,
+//     output] a group of its own resharded after the forward only under "always" (so kept
+//     gathered from its forward to its backward, then resharded and reduce-scattered at its own
+//     post-backward), every block alike; the part's root holds no parameters. With tied
+//     embeddings [embedding, norm, output] is one group, resharded only under "always".
+//   root: torchtitan before (9dec370, its Dec 2024 benchmarks): the embedding, final norm and
+//     output are the root's own parameters, gathered at the root's pre-forward, never resharded
+//     after the forward (FSDP2 sets the root group's post_forward_mesh_info = None) and
+//     reduce-scattered in the root's final callback after the whole backward; without PP the
+//     default policy keeps the last block gathered after its forward.
+// Default separate: what current torchtitan runs (plan/plan_core.cpp has the transfers,
+// modeler/memory_components.h the bytes).
+enum class FsdpWrap : uint8_t { kSeparate, kRoot };
+std::string_view fsdpWrapName(FsdpWrap wrap);  // "separate", "root"
+FsdpWrap parseFsdpWrap(std::string_view text, std::string_view flag = "--fsdp-wrap");
+
 // torch.compile under the fsdp framework (torchtitan's compile.enable; --torch-compile): on, the
 // blocks and the loss run Inductor's fused kernels (the fused op lists of ops/layer_ops.h); blocks,
 // the blocks compiled and the loss eager (torchtitan's training.compile before 2025-04-02, commit
@@ -191,6 +211,9 @@ struct Strategy {
   // AdamW's implementation (optimizer_step.h): fused by default, as torchtitan and Megatron run it;
   // foreach only under FSDP (strategyViolation). One byte, beside the flag above.
   OptimizerImpl optimizer_impl = OptimizerImpl::kFused;
+  // FSDP2's grouping of the embedding, final norm and output (FsdpWrap); FSDP only
+  // (frameworkFlagViolation). One byte, beside the one above.
+  FsdpWrap fsdp_wrap = FsdpWrap::kSeparate;
 
   // The plain M/P/D strategy with batch sizes and a schedule, every technique off.
   static Strategy of(int tp, int pp, int dp, int64_t micro_batch, int64_t global_batch,
@@ -232,6 +255,25 @@ struct Strategy {
   // once per step and its gradients reduce-scattered once, after its last backward.
   bool fsdpSyncsOncePerStep() const {
     return framework == Framework::kFsdp && pp > 1 && !reshardsAfterForward();
+  }
+  // FSDP2 with the embedding, final norm and output in the part's root group (FsdpWrap::kRoot).
+  bool fsdpRootGroup() const {
+    return framework == Framework::kFsdp && fsdp_wrap == FsdpWrap::kRoot;
+  }
+  // Whether [final norm, output] is gathered again for its backward: FSDP resharding after the
+  // forward, and under the separate wrapping only when asked always (torchtitan's
+  // reshard_after_forward=policy == "always" for that group); ZeRO-3 as every layer.
+  bool reshardsHeadAfterForward() const {
+    if (framework != Framework::kFsdp) return true;
+    if (fsdp_wrap == FsdpWrap::kRoot) return false;
+    return reshard == Reshard::kAlways;
+  }
+  // Whether the last transformer block is gathered again for its backward: as every block, but
+  // under the root wrapping torchtitan 9dec370's default policy keeps it (reshard_after_forward =
+  // layer_id < n - 1 without PP).
+  bool reshardsLastBlockAfterForward() const {
+    if (fsdpRootGroup() && reshard == Reshard::kDefault) return false;
+    return reshardsAfterForward();
   }
   // Whether the blocks' norms, RoPE and SwiGLU run as eager PyTorch's kernels: FSDP (torchtitan)
   // without torch.compile.

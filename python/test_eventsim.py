@@ -322,3 +322,17 @@ def test_optimizer_impl_foreach_costs_more_memory_passes_than_fused():
         eventsim.simulate(optimizer_impl="foreach", **dict(base, framework="megatron"))
     with pytest.raises(ValueError, match="for-loop"):
         eventsim.simulate(optimizer_impl="for-loop", **base)
+
+
+def test_fsdp_wrap_root_gathers_less_than_separate_groups():
+    """--fsdp-wrap: torchtitan's separate embedding and [norm, output] groups (the default) gather
+    the embedding and the last block again for the backward; 9dec370's root group gathers the
+    embedding and the output once and keeps the last block. Megatron refuses the flag."""
+    base = dict(model="llama3-8b", cluster="dgx-h100", tp=1, pp=1, dp=8, micro_batch=1,
+                global_batch=8, framework="fsdp", fallback="analytic")
+    separate = eventsim.simulate(**base)
+    root = eventsim.simulate(fsdp_wrap="root", **base)
+    assert (separate["fsdp_wrap"], root["fsdp_wrap"]) == ("separate", "root")
+    assert root["devices"]["mean"]["dp_comm_ms"] < separate["devices"]["mean"]["dp_comm_ms"]
+    with pytest.raises(ValueError, match="fsdp-wrap"):
+        eventsim.simulate(fsdp_wrap="root", **dict(base, framework="megatron"))

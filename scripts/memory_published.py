@@ -27,8 +27,12 @@ GIB = 1024.0**3
 
 # torchtitan 9dec370's build_optimizers passed fused=False, foreach=True (fused became its default
 # on 2025-02-24): foreach AdamW's step temporary is part of these runs (docs/TECHNIQUES.md).
+# Its apply_fsdp put the embedding, final norm and output in the root's FSDP group and kept the last
+# block gathered (torchtitan gave them groups of their own on 2025-07-28, 83e694105): --fsdp-wrap
+# root (--fsdp-wrap below gives the other reading).
 TT = ["--cluster", "grand-teton-h100", "--framework", "fsdp", "--fallback", "analytic",
       "--optimizer-impl", "foreach"]
+WRAP = "root"
 FP8 = ["--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"]
 SEL_OP = ["--recompute", "selective-op"]
 FULL = ["--recompute", "full"]
@@ -124,13 +128,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--eventsim", default="build/eventsim")
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--fsdp-wrap", default=WRAP, choices=["root", "separate", ""],
+                        help="--fsdp-wrap of the torchtitan rows (default: root, see WRAP; \"\" "
+                             "passes none, for binaries from before the flag)")
     args = parser.parse_args()
+    wrap = ["--fsdp-wrap", args.fsdp_wrap] if args.fsdp_wrap else []
 
     print("| source | run | measured GiB | allocated GiB | reserved GiB | error (reserved) |")
     print("|---|---|---|---|---|---|")
     errs = {True: [], False: []}
     for row in torchtitan_rows():
-        j, err = run(args.eventsim, row["args"])
+        j, err = run(args.eventsim, row["args"] + wrap)
         if j is None:
             print(f"| {row['source']} | {row['label']} | {row['measured']} | eventsim: {err} | | |")
             continue

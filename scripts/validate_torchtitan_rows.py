@@ -8,7 +8,7 @@ torchtitan runs used Grand Teton H100s (96 GB HBM2e, 500 W), hence the default c
 
 Usage: scripts/validate_torchtitan_rows.py [--build build] [--cluster grand-teton-h100]
                                           [--compile blocks|on] [--torchao-optimizer fused|foreach]
-                                          [--by-class]
+                                          [--fsdp-wrap root|separate] [--by-class]
 Prints one line per row: published, predicted, error (predicted / published - 1), then the
 compile speed-up of Table 1, published and predicted. --by-class adds a table of each row's
 compute-stream time per op class (rank 0's timeline CSV; docs/KERNELS.md, session 17).
@@ -35,6 +35,11 @@ COMPILED = "blocks"
 # ran fused (--torchao-optimizer foreach gives the other reading).
 TABLES = "foreach"
 
+# FSDP2's wrapping (--fsdp-wrap): every row ran torchtitan from before 2025-07-28 (83e694105, which
+# gave the embedding and [norm, output] FSDP groups of their own), whose apply_fsdp put the
+# embedding, final norm and output in the root's group and kept the last block gathered: "root".
+WRAP = "root"
+
 # (label, published tokens/s/GPU, micro-batch, compile, extra eventsim flags); the torchao rows
 # take --torchao-optimizer, the Table rows TABLES.
 TORCHAO = "torchao"
@@ -57,9 +62,10 @@ ROWS = [
 SPEEDUP = ("torchtitan Table 1: FSDP + compile, b 2", "torchtitan Table 1: FSDP, b 2, eager")
 
 
-def predict(build, cluster, micro_batch, compile_mode, extra):
+def predict(build, cluster, micro_batch, compile_mode, extra, wrap=WRAP):
+    wrap_flags = ["--fsdp-wrap", wrap] if wrap else []
     cmd = [f"{build}/eventsim", "simulate", "--model", "llama3-8b", "--cluster", cluster,
-           "--strategy", "1M1P8D", "--framework", "fsdp", "--zero", "3",
+           "--strategy", "1M1P8D", "--framework", "fsdp", "--zero", "3"] + wrap_flags + [
            "--micro-batch", str(micro_batch), "--global-batch", str(8 * micro_batch),
            "--torch-compile", compile_mode, "--fallback", "analytic", "--json"] + extra
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -117,6 +123,9 @@ def main():
     parser.add_argument("--torchao-optimizer", default="fused", choices=["fused", "foreach"],
                         help="--optimizer-impl of the torchao README rows (default: fused, see "
                              "TABLES)")
+    parser.add_argument("--fsdp-wrap", default=WRAP, choices=["root", "separate", ""],
+                        help="--fsdp-wrap of every row (default: root, see WRAP; \"\" passes "
+                             "none, for binaries from before the flag)")
     parser.add_argument("--by-class", action="store_true",
                         help="also print each row's compute time per op class (ms per step)")
     args = parser.parse_args()
@@ -128,7 +137,8 @@ def main():
         if compile_mode == COMPILED:
             compile_mode = args.compile
         extra = [args.torchao_optimizer if flag == TORCHAO else flag for flag in extra]
-        predicted, ms, cmd = predict(args.build, args.cluster, b, compile_mode, extra)
+        predicted, ms, cmd = predict(args.build, args.cluster, b, compile_mode, extra,
+                                     args.fsdp_wrap)
         error = predicted / published - 1
         errors.append(error)
         results[label] = (published, predicted)

@@ -196,6 +196,9 @@ std::string spaceCommandLine(const SearchArgs& args) {
     if (args.run.reshard != "default") {
       out += fmt::format(" --reshard-after-forward {}", args.run.reshard);
     }
+    if (parseFsdpWrap(args.run.fsdp_wrap) != FsdpWrap::kSeparate) {
+      out += fmt::format(" --fsdp-wrap {}", args.run.fsdp_wrap);
+    }
     if (args.run.torch_compile != "default") {
       out += fmt::format(" --torch-compile {}", args.run.torch_compile);
     }

@@ -66,6 +66,7 @@ void run(SearchArgs args) {
   options.base.global_batch = args.run.global_batch;
   options.base.framework = parseFramework(args.run.framework);
   options.base.reshard = parseReshard(args.run.reshard);
+  options.base.fsdp_wrap = parseFsdpWrap(args.run.fsdp_wrap);
   options.base.torch_compile = parseTorchCompile(args.run.torch_compile);
   options.base.optimizer_impl = parseOptimizerImpl(args.run.optimizer_impl);
   // Every candidate would break the same rule: say it once.

@@ -46,6 +46,9 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
                       {"sequence_parallel", s.sequence_parallel},
                       {"zero", s.zero_stage},
                       {"framework", frameworkName(s.framework)},
+                      {"fsdp_wrap", s.framework == Framework::kFsdp
+                                        ? nlohmann::json(fsdpWrapName(s.fsdp_wrap))
+                                        : nlohmann::json(nullptr)},
                       {"dp_overlap", s.dp_overlap},
                       {"overlap_param_gather", s.overlap_param_gather},
                       {"grad_reduce_in_bf16", s.grad_reduce_in_bf16},

@@ -120,6 +120,13 @@ TEST(RunOptions, TheGpusUnionRefusesTheFrameworkFlagsItWouldDrop) {
   EXPECT_EQ(test::inputErrorOf([&] { o.unionSpace(4, "1"); }),
             "--reshard-after-forward never: only with --framework fsdp");
   o.reshard = "default";
+  o.fsdp_wrap = "root";
+  EXPECT_EQ(test::inputErrorOf([&] { o.unionSpace(4, "1"); }),
+            "--fsdp-wrap root: only with --framework fsdp");
+  o.fsdp_wrap = "Sideways";
+  EXPECT_EQ(test::inputErrorOf([&] { o.unionSpace(4, "1"); }),
+            "--fsdp-wrap 'Sideways': unknown wrapping (separate or root)");
+  o.fsdp_wrap = "separate";
   o.torch_compile = "on";
   EXPECT_EQ(test::inputErrorOf([&] { o.unionSpace(4, "1"); }),
             "--torch-compile on: only with --framework fsdp (Megatron-LM runs its own fused "

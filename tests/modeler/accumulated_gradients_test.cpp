@@ -187,6 +187,8 @@ TEST(AccumulatedGradients, AllGatherStreamPool) {
   facts.root_parameters = 1500;
   Strategy s = Strategy::of(1, 1, 4, 2, 64);
   s.framework = Framework::kFsdp;
+  s.fsdp_wrap = FsdpWrap::kRoot;  // torchtitan 9dec370's root group (the separate groups:
+                                  // memory_components_test)
   EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, true), 3000);
   EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, false), 5000);
   EXPECT_EQ(allGatherStreamPoolBytes(model, s, 0, facts, true), 0);
@@ -221,6 +223,7 @@ TEST(AccumulatedGradients, AllGatherStreamPoolPerModelPart) {
   facts.root_parameters = 1500;
   Strategy s = Strategy::of(1, 2, 4, 2, 64);
   s.framework = Framework::kFsdp;
+  s.fsdp_wrap = FsdpWrap::kRoot;
   EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, false), 5000);
   facts.model_parts = 2;
   EXPECT_EQ(allGatherStreamPoolBytes(model, s, 3, facts, false), 9000);
@@ -262,6 +265,7 @@ TEST(AccumulatedGradients, StreamPoolAddsToReservedOnly) {
   const ModelConfig model = test::model(1024, 16, 4096, 1024, 50257, 4, "bf16");
   Strategy s = Strategy::of(1, 1, 4, 2, 64);
   s.framework = Framework::kFsdp;
+  s.fsdp_wrap = FsdpWrap::kRoot;  // 9dec370's root group keeps the last block: e R + g B
   s.zero_stage = 3;
   ChunkMemoryInput chunk;
   chunk.parameters = 1000000;

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <string_view>
+#include <vector>
 
 #include "modeler/simulation.h"
 #include "plan/iteration_plan.h"
@@ -87,9 +88,10 @@ TEST(FsdpPipeline, ReshardAlwaysOrNoPipelineKeepsPerMicroBatchTransfers) {
   EXPECT_EQ(count(always.stages[0].backward, "zero3_grad_reduce_scatter"), 2);
   EXPECT_EQ(always.stages[0].dp_allgather, -1);
   EXPECT_EQ(always.stages[0].dp_reduce_scatter, -1);
-  // Without PP (the default reshards): the same per-layer transfers, 4 layers on the one stage.
+  // Without PP (the default reshards): the same per-unit transfers on the one stage, the tied
+  // [embedding, norm, output] group and 2 blocks (FsdpWrap tests below).
   const IterationPlan flat = fsdpPlan(1, Reshard::kDefault);
-  EXPECT_EQ(count(flat.stages[0].forward, "zero3_param_allgather"), 4);
+  EXPECT_EQ(count(flat.stages[0].forward, "zero3_param_allgather"), 3);
   EXPECT_EQ(flat.stages[0].dp_allgather, -1);
 }
 
@@ -114,6 +116,90 @@ TEST(FsdpPipeline, TimelineCostsTheTransfersOncePerStep) {
   }
   const Simulation sim = simulate(std::move(p), std::move(costs));
   EXPECT_NEAR(sim.summary.iteration_us, 674.56, 1e-6);
+}
+
+// FSDP2's groups beside the blocks (Strategy::fsdp_wrap) without PP, D = 2, the model above with
+// its output layer untied (or tied): embedding E = 34,816 parameters, blocks 49,984 each, head
+// H' = final norm 128 + output 32,768 = 32,896 (tied: the norm's 128). Gathers in bf16 (2 bytes a
+// parameter), reduce-scatters in fp32 (4).
+IterationPlan wrappedPlan(FsdpWrap wrap, Reshard reshard, bool untied) {
+  ModelConfig model = test::model(64, 4, 256, 32, 512, 2, "bf16");
+  model.spec.untied_output = untied;
+  Strategy s = Strategy::of(1, 1, 2, 1, 8);
+  s.zero_stage = 3;
+  s.framework = Framework::kFsdp;
+  s.reshard = reshard;
+  s.fsdp_wrap = wrap;
+  return buildIterationPlan(model, test::cluster(8), s);
+}
+
+// Bytes of each op named `name` in list order.
+std::vector<int64_t> transferBytes(const IterationPlan& p, const OpList& ops,
+                                   std::string_view name) {
+  std::vector<int64_t> out;
+  for (const OpInstance& op : ops) {
+    if (op.name == name) out.push_back(p.events[op.event].event.message_bytes);
+  }
+  return out;
+}
+
+TEST(FsdpWrap, SeparateGroupsKeepTheHeadGatheredFromItsForwardToItsBackward) {
+  // torchtitan since 2025-07 (the default): forward gathers E, both blocks, H'; the backward
+  // gathers the blocks and the embedding again (resharded after the forward) but not the head
+  // ([norm, output] is resharded after the forward only under "always"), and reduce-scatters
+  // each group after its backward: the head's first, the embedding's last.
+  const IterationPlan p = wrappedPlan(FsdpWrap::kSeparate, Reshard::kDefault, true);
+  const StagePlan& st = p.stages[0];
+  EXPECT_EQ(transferBytes(p, st.forward, "zero3_param_allgather"),
+            (std::vector<int64_t>{2 * 34'816, 2 * 49'984, 2 * 49'984, 2 * 32'896}));
+  EXPECT_EQ(transferBytes(p, st.backward, "zero3_param_allgather"),
+            (std::vector<int64_t>{2 * 49'984, 2 * 49'984, 2 * 34'816}));
+  EXPECT_EQ(transferBytes(p, st.backward, "zero3_grad_reduce_scatter"),
+            (std::vector<int64_t>{4 * 32'896, 4 * 49'984, 4 * 49'984, 4 * 34'816}));
+  // "always": the head is gathered again before its backward too.
+  const IterationPlan always = wrappedPlan(FsdpWrap::kSeparate, Reshard::kAlways, true);
+  EXPECT_EQ(transferBytes(always, always.stages[0].backward, "zero3_param_allgather"),
+            (std::vector<int64_t>{2 * 32'896, 2 * 49'984, 2 * 49'984, 2 * 34'816}));
+}
+
+TEST(FsdpWrap, RootGroupIsGatheredOnceFirstAndReduceScatteredLast) {
+  // torchtitan 9dec370: the root group (E + H' = 67,712) gathered once before the first op,
+  // never again; the last block (block 1) kept gathered by the default policy, so the backward
+  // gathers block 0 only; the root's gradients reduce-scattered once, the backward's last op.
+  const IterationPlan p = wrappedPlan(FsdpWrap::kRoot, Reshard::kDefault, true);
+  const StagePlan& st = p.stages[0];
+  EXPECT_EQ(transferBytes(p, st.forward, "zero3_param_allgather"),
+            (std::vector<int64_t>{2 * 67'712, 2 * 49'984, 2 * 49'984}));
+  EXPECT_EQ(st.forward.front().name, "zero3_param_allgather");
+  EXPECT_EQ(p.events[st.forward.front().event].event.message_bytes, 2 * 67'712);
+  EXPECT_EQ(transferBytes(p, st.backward, "zero3_param_allgather"),
+            (std::vector<int64_t>{2 * 49'984}));
+  EXPECT_EQ(transferBytes(p, st.backward, "zero3_grad_reduce_scatter"),
+            (std::vector<int64_t>{4 * 49'984, 4 * 49'984, 4 * 67'712}));
+  EXPECT_EQ(st.backward.back().name, "zero3_grad_reduce_scatter");
+  EXPECT_EQ(p.events[st.backward.back().event].event.message_bytes, 4 * 67'712);
+  // "always" reshards the last block too (the root group still never).
+  const IterationPlan always = wrappedPlan(FsdpWrap::kRoot, Reshard::kAlways, true);
+  EXPECT_EQ(transferBytes(always, always.stages[0].backward, "zero3_param_allgather"),
+            (std::vector<int64_t>{2 * 49'984, 2 * 49'984}));
+}
+
+TEST(FsdpWrap, SeparateWithTiedEmbeddingsGathersOneGroupForBothEnds) {
+  // torchtitan's fully_shard([tok_embeddings, norm, lm_head]): E + the norm's 128 = 34,944,
+  // gathered once at the embedding, kept to the end (no gather at the head, whose output weight
+  // is the embedding's), reduce-scattered after the embedding's backward; the blocks as usual.
+  const IterationPlan p = wrappedPlan(FsdpWrap::kSeparate, Reshard::kDefault, false);
+  const StagePlan& st = p.stages[0];
+  EXPECT_EQ(transferBytes(p, st.forward, "zero3_param_allgather"),
+            (std::vector<int64_t>{2 * 34'944, 2 * 49'984, 2 * 49'984}));
+  EXPECT_EQ(transferBytes(p, st.backward, "zero3_param_allgather"),
+            (std::vector<int64_t>{2 * 49'984, 2 * 49'984}));
+  EXPECT_EQ(transferBytes(p, st.backward, "zero3_grad_reduce_scatter"),
+            (std::vector<int64_t>{4 * 49'984, 4 * 49'984, 4 * 34'944}));
+  // Under "always" the group is gathered again for the head's backward.
+  const IterationPlan always = wrappedPlan(FsdpWrap::kSeparate, Reshard::kAlways, false);
+  EXPECT_EQ(transferBytes(always, always.stages[0].backward, "zero3_param_allgather"),
+            (std::vector<int64_t>{2 * 34'944, 2 * 49'984, 2 * 49'984}));
 }
 
 }  // namespace

@@ -88,14 +88,15 @@ TEST(MemoryComponents, DataParallelBuffers) {
   EXPECT_EQ(dataParallelBufferBytes(model, zero2, 2, facts), 524288);
   // DeepSpeed ZeRO-3 (reduce in bf16): 2 gathered (2 x 2 L) + gradient 2 L + reduce input 2 L.
   EXPECT_EQ(dataParallelBufferBytes(model, strategy(1, 1, 4), 3, facts), 8 * 1000);
-  // FSDP, no PP, at a block's backward, with torchtitan's root group (R = 1,200: embedding 600
-  // and output 600, H = 600) and blocks of B = 800: the root gathered, e R = 2,400, the output's
-  // gradient e H = 1,200, and, resharding after forward, 2 x 2 B + 2 B + fp32 reduce input 4 B =
-  // 10 B = 8,000: 11,600.
+  // FSDP, no PP, at a block's backward, with torchtitan 9dec370's root group (--fsdp-wrap root;
+  // R = 1,200: embedding 600 and output 600, H = 600) and blocks of B = 800: the root gathered,
+  // e R = 2,400, the output's gradient e H = 1,200, and, resharding after forward, 2 x 2 B + 2 B +
+  // fp32 reduce input 4 B = 10 B = 8,000: 11,600.
   facts.largest_block_parameters = 800;
   facts.root_parameters = 1200;
   facts.head_gradient_parameters = 600;
   Strategy fsdp = strategy(1, 1, 4, Framework::kFsdp);
+  fsdp.fsdp_wrap = FsdpWrap::kRoot;
   EXPECT_EQ(dataParallelBufferBytes(model, fsdp, 3, facts), 2400 + 1200 + 8000);
   // Never reshard: every block stays gathered, 2 (S - R) = 7,600, plus one block's (2 + 4) B.
   fsdp.reshard = Reshard::kNever;
@@ -119,6 +120,7 @@ TEST(MemoryComponents, FsdpBuffersAtTheLoss) {
   facts.root_parameters = 1200;
   facts.head_gradient_parameters = 600;
   Strategy fsdp = strategy(1, 1, 4, Framework::kFsdp);
+  fsdp.fsdp_wrap = FsdpWrap::kRoot;
   EXPECT_EQ(fsdpLossBufferBytes(model, fsdp, 3, facts), 2400 + 1600);
   fsdp.reshard = Reshard::kAlways;
   EXPECT_EQ(fsdpLossBufferBytes(model, fsdp, 3, facts), 2400);
@@ -131,6 +133,74 @@ TEST(MemoryComponents, FsdpBuffersAtTheLoss) {
   EXPECT_EQ(fsdpLossBufferBytes(model, fsdp, 0, facts), 0);
 }
 
+// torchtitan's current wrapping (--fsdp-wrap separate, the default): the embedding (E = 600) and
+// [final norm, output] (H' = 1,000) FSDP groups of their own, blocks of B = 800, S = 5,000, bf16
+// gathers, fp32 reduce-scatters, no root group (the root's 1,200 is not read).
+TEST(MemoryComponents, FsdpSeparateEmbeddingAndHeadGroups) {
+  const ModelConfig model = smallModel();
+  StageLayerFacts facts;
+  facts.parameters = 5000;
+  facts.largest_layer_parameters = 1000;
+  facts.largest_block_parameters = 800;
+  facts.root_parameters = 1200;
+  facts.head_gradient_parameters = 600;
+  facts.embedding_parameters = 600;
+  facts.head_parameters = 1000;
+  Strategy fsdp = strategy(1, 1, 4, Framework::kFsdp);
+  ASSERT_EQ(fsdp.fsdp_wrap, FsdpWrap::kSeparate);
+  // At the last block's backward, resharding: two blocks gathered 2 x 2 B = 3,200, its gradient
+  // 2 B = 1,600 and the reduce-scatter input FSDP keeps of the group before, the head's 4 H' =
+  // 4,000 (larger than a block's 4 B): 8,800. Neither the embedding nor the head is gathered.
+  EXPECT_EQ(dataParallelBufferBytes(model, fsdp, 3, facts), 3200 + 1600 + 4000);
+  // Never reshard: the embedding's group 2 E = 1,200 and every block 2 (S - E - H') = 6,800
+  // stay gathered (the head's was resharded after its backward): 1,200 + 6,800 + 1,600 + 4,000.
+  fsdp.reshard = Reshard::kNever;
+  EXPECT_EQ(dataParallelBufferBytes(model, fsdp, 3, facts), 1200 + 6800 + 1600 + 4000);
+  // At the loss: the head's group kept since its forward, 2 H' = 2,000 (default and never), with
+  // never the embedding's and every block too; under always nothing (the head resharded too).
+  EXPECT_EQ(fsdpLossBufferBytes(model, fsdp, 3, facts), 2000 + 1200 + 6800);
+  fsdp.reshard = Reshard::kDefault;
+  EXPECT_EQ(fsdpLossBufferBytes(model, fsdp, 3, facts), 2000);
+  fsdp.reshard = Reshard::kAlways;
+  EXPECT_EQ(fsdpLossBufferBytes(model, fsdp, 3, facts), 0);
+  // The copy-in stream's pool (memory_components.h): the embedding's output 2 E = 1,200 with
+  // the first block's 2 B = 1,600 (1,200 < 1,600: a second block's too, 1,600), and the head's
+  // 2 H' = 2,000, larger than a block's: 6,400; at a block's backward (resharding) one block's
+  // output in use, 1,600 less.
+  fsdp.reshard = Reshard::kDefault;
+  EXPECT_EQ(allGatherStreamPoolBytes(model, fsdp, 3, facts, false), 1200 + 1600 + 1600 + 2000);
+  EXPECT_EQ(allGatherStreamPoolBytes(model, fsdp, 3, facts, true), 1200 + 1600 + 2000);
+  // The root wrapping: e R = 2,400 >= 2 B, so the root's block and one block's: 4,000.
+  fsdp.fsdp_wrap = FsdpWrap::kRoot;
+  EXPECT_EQ(allGatherStreamPoolBytes(model, fsdp, 3, facts, false), 2400 + 1600);
+}
+
+// With tied embeddings on one chunk [embedding, norm, output] is one group kept through the
+// step (torchtitan's fully_shard of the three, resharded only under "always"): the separate
+// wrapping then holds what the root group held, R = 1,200 and the head's gradient H = 600, but
+// no kept last block: at the loss 2 R = 2,400, at a block's backward 2 R + 2 H + 10 B = 11,600.
+TEST(MemoryComponents, FsdpSeparateWithTiedEmbeddingsKeepsOneEdgeGroup) {
+  const ModelConfig model = smallModel();
+  ASSERT_FALSE(model.spec.untied_output);
+  StageLayerFacts facts;
+  facts.parameters = 5000;
+  facts.largest_layer_parameters = 1000;
+  facts.largest_block_parameters = 800;
+  facts.root_parameters = 1200;
+  facts.head_gradient_parameters = 600;
+  facts.embedding_parameters = 1000;
+  facts.head_parameters = 200;
+  facts.has_embedding = facts.has_head = true;
+  Strategy fsdp = strategy(1, 1, 4, Framework::kFsdp);
+  EXPECT_EQ(fsdpLossBufferBytes(model, fsdp, 3, facts), 2400);
+  EXPECT_EQ(dataParallelBufferBytes(model, fsdp, 3, facts), 2400 + 1200 + 8000);
+  // Under "always" the group is resharded after the forward (none at the loss) and gathered again
+  // for the head's backward, then kept to the embedding's: the block's moment is unchanged.
+  fsdp.reshard = Reshard::kAlways;
+  EXPECT_EQ(fsdpLossBufferBytes(model, fsdp, 3, facts), 0);
+  EXPECT_EQ(dataParallelBufferBytes(model, fsdp, 3, facts), 2400 + 1200 + 8000);
+}
+
 // The stage takes the larger moment. T = 2 x 1,024 = 2,048 tokens, V = 50,304 at t = 1: the
 // loss transient 8 T V = 824,180,736 (FSDP, no TP). Blocks of B = 10,000,000, root R =
 // 100,000,000 (H = 50,000,000), S = 500,000,000, no recompute, no SP/CP: at the loss 2 R + 2 B
@@ -140,6 +210,7 @@ TEST(MemoryComponents, FsdpBuffersAtTheLoss) {
 TEST(MemoryComponents, FsdpPeakTakesTheLargerMoment) {
   const ModelConfig model = smallModel();
   Strategy s = strategy(1, 1, 4, Framework::kFsdp);
+  s.fsdp_wrap = FsdpWrap::kRoot;  // torchtitan 9dec370: the root group and the kept last block
   s.zero_stage = 3;
   ChunkMemoryInput chunk;
   chunk.parameters = 500000000;
@@ -385,7 +456,9 @@ TEST(MemoryComponents, DevSetScheduleRanking) {
 }
 
 // FSDP's events: ZeRO-3's per-layer gathers and reduce-scatters, the reduce-scatter in fp32
-// (4 bytes per parameter of the layer), and no second gather without reshard-after-forward.
+// (4 bytes per parameter of the layer), and no second gather without reshard-after-forward. The
+// model's output weight is the embedding's (tied), so under torchtitan's separate wrapping
+// [embedding, norm, output] is one group (fsdp_pipeline_test's FsdpWrap tests untie it).
 TEST(MemoryComponents, FsdpEvents) {
   const ModelConfig model = test::model(64, 4, 256, 32, 512, 2, "bf16");
   const ClusterConfig cluster = test::cluster(8);
@@ -406,10 +479,10 @@ TEST(MemoryComponents, FsdpEvents) {
   for (Reshard reshard : {Reshard::kAlways, Reshard::kNever}) {
     const IterationPlan p = plan(Framework::kFsdp, reshard);
     const StagePlan& st = p.stages[0];
-    // Embedding, 2 blocks and the head gather before their forward (4), again before their
-    // backward only when resharding.
-    EXPECT_EQ(count(st.forward, "zero3_param_allgather"), 4);
-    EXPECT_EQ(count(st.backward, "zero3_param_allgather"), reshard == Reshard::kAlways ? 4 : 0);
+    // The tied group and 2 blocks gather before their forward (3), again before their backward
+    // only when resharding (the group before the head's backward).
+    EXPECT_EQ(count(st.forward, "zero3_param_allgather"), 3);
+    EXPECT_EQ(count(st.backward, "zero3_param_allgather"), reshard == Reshard::kAlways ? 3 : 0);
     for (const OpInstance& op : st.backward) {
       if (op.name != "zero3_grad_reduce_scatter" || op.layer != 0) continue;
       EXPECT_EQ(p.events[op.event].event.dtype, DType::kFp32);

@@ -211,6 +211,36 @@ TEST_F(StrategyRules, SequenceParallelNeedsTensorParallelismDividingTheSequence)
   EXPECT_CONTAINS(strategyViolation(model_, cluster_, no_tp).value_or(""), "needs M >= 2");
 }
 
+// FSDP2's wrapping (--fsdp-wrap): separate by default (torchtitan since 2025-07), root named in
+// the techniques and refused outside FSDP; which groups are gathered again for the backward.
+TEST_F(StrategyRules, FsdpWrapIsFsdpsAndSaysWhatIsGatheredAgain) {
+  Strategy s = test::strategy("1M1P2D", 1, 2);
+  EXPECT_EQ(s.fsdp_wrap, FsdpWrap::kSeparate);
+  s.fsdp_wrap = FsdpWrap::kRoot;
+  EXPECT_EQ(strategyViolation(model_, cluster_, s).value_or(""),
+            "--fsdp-wrap root: only with --framework fsdp");
+  s.framework = Framework::kFsdp;
+  s.zero_stage = 3;
+  EXPECT_FALSE(strategyViolation(model_, cluster_, s).has_value());
+  EXPECT_EQ(s.techniques(), " fsdp wrap=root");
+  // Root, default policy, no PP: blocks gathered again but the last; the head never.
+  EXPECT_TRUE(s.reshardsAfterForward());
+  EXPECT_FALSE(s.reshardsLastBlockAfterForward());
+  EXPECT_FALSE(s.reshardsHeadAfterForward());
+  s.reshard = Reshard::kAlways;
+  EXPECT_TRUE(s.reshardsLastBlockAfterForward());
+  EXPECT_FALSE(s.reshardsHeadAfterForward());
+  // Separate: the last block as every block; [norm, output] only under "always".
+  s.fsdp_wrap = FsdpWrap::kSeparate;
+  EXPECT_EQ(s.techniques(), " fsdp reshard=always");
+  EXPECT_TRUE(s.reshardsHeadAfterForward());
+  s.reshard = Reshard::kDefault;
+  EXPECT_TRUE(s.reshardsLastBlockAfterForward());
+  EXPECT_FALSE(s.reshardsHeadAfterForward());
+  EXPECT_EQ(parseFsdpWrap(" ROOT "), FsdpWrap::kRoot);
+  EXPECT_EQ(fsdpWrapName(FsdpWrap::kSeparate), "separate");
+}
+
 TEST_F(StrategyRules, ZeroNeedsDataParallelismAndAKnownStage) {
   Strategy s = test::strategy("1M1P2D", 1, 2);
   s.zero_stage = 3;
