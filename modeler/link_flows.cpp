@@ -64,10 +64,9 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
     // Device d's codes whose sends go into `key`, marked in `into`.
     auto markInto = [&](Into& into, int d, size_t key) {
       into.fill(0);
-      for (int c = 1; sendCodeChunk(c) < plan.chunksPerDevice(); c += 2) {
-        const int stage = layout.virtualStage(d, sendCodeChunk(c));
-        if (stage + 1 < plan.virtualStages()) into[c] = key_of[2 * stage] == key;
-        if (stage > 0) into[c + 1] = key_of[2 * (stage - 1) + 1] == key;
+      for (int c = 1; sendCodeChunk(c) < plan.chunksPerDevice(); ++c) {
+        const int w = flow_walk::sendSlot(layout, d, c);
+        if (w >= 0) into[c] = key_of[static_cast<size_t>(w)] == key;
       }
     };
     // A device's next arrival into the key marked in `into` at or after `c` (its end when none):
@@ -139,11 +138,46 @@ size_t kindSlot(FlowKind kind) {  // TaskLinkStretch's order: tp, cp, ep, zero3
   return kind == FlowKind::kTp ? 0 : kind == FlowKind::kCp ? 1 : kind == FlowKind::kEp ? 2 : 3;
 }
 
+// What applyStretch reads of the unshared timeline, kept while the links are shared without the
+// timeline itself (issue 34: its per-task records, 72 bytes a task, were 9.4 MB of a 405B
+// search's peak beside ~10^6 flows): each device's task and DP-collective counts, and the run of
+// each task whose in-task collectives a lone task's retiming needs (its node is its position in
+// the device's order, TaskGraph::device_order).
+struct UnsharedTimeline {
+  std::vector<std::vector<size_t>> tasks;  // per class, device stage: its task count
+  std::vector<size_t> syncs;               // per device stage: its grad_sync intervals
+  // Per class, device stage and position: the task's run duration, for classes with a lone
+  // task's in-task flow (else empty).
+  std::vector<std::vector<std::vector<double>>> run_us;
+
+  UnsharedTimeline(const IterationTimeline& timeline, const TimelineFlows& flows) {
+    const size_t classes = timeline.pipelines.size();
+    tasks.resize(classes);
+    run_us.resize(classes);
+    std::vector<char> lone(classes, 0);
+    for (const TimelineFlows::Origin& o : flows.shape_origins) {
+      if (o.op >= 0) lone[static_cast<size_t>(o.pipeline)] = 1;
+    }
+    for (size_t k = 0; k < classes; ++k) {
+      for (const StageTimeline& stage : timeline.pipelines[k].stages) {
+        tasks[k].push_back(stage.tasks.size());
+        if (!lone[k]) continue;
+        std::vector<double>& runs = run_us[k].emplace_back();
+        runs.reserve(stage.tasks.size());
+        for (const TaskTiming& t : stage.tasks) runs.push_back(t.run.duration());
+      }
+    }
+    for (const StageTimeline& stage : timeline.pipelines.front().stages) {
+      syncs.push_back(stage.grad_sync.size());
+    }
+  }
+};
+
 // Sets the stretch fields of `input` from shared ends, and `by_kind` (per class and device stage)
-// from the in-task ones; returns whether any is above rounding.
+// from the in-task ones; returns whether any is above rounding. `graph`: the unshared timing's.
 bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs,
                   const TimelineFlows& flows, const SharingResult& shared, int stages,
-                  TimingInput& input, const IterationTimeline& timeline,
+                  TimingInput& input, const UnsharedTimeline& timeline, const TaskGraph& graph,
                   std::vector<std::vector<TaskLinkStretch>>* by_kind) {
   const FlowList& list = flows.list;
   // What sharing added to flow `i` (may be below 0 by rounding).
@@ -159,12 +193,12 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
   for (size_t k = 0; k < classes; ++k) {
     send[k].resize(stages);
     for (int s = 0; s < stages; ++s) {
-      send[k][s].assign(timeline.pipelines[k].stages[s].tasks.size(), 0.0);
+      send[k][s].assign(timeline.tasks[k][s], 0.0);
     }
   }
   std::vector<std::vector<double>> sync(stages);
   for (int s = 0; s < stages; ++s) {
-    sync[s].assign(timeline.pipelines[0].stages[s].grad_sync.size(), 0.0);
+    sync[s].assign(timeline.syncs[s], 0.0);
   }
   std::vector<double> gather(stages, 0.0);
   if (by_kind != nullptr) by_kind->assign(classes, std::vector<TaskLinkStretch>(stages));
@@ -220,17 +254,18 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
   // Lone tasks (stretched_task.h): the flows of one task are consecutive; per task, its ops'
   // own stretches, in the task's time (the run is the standalone task scaled by a straggler's
   // factor or jitter: `input` has no stretch yet).
-  TaskRetimer retimer(plan, costs, timeline.graph.split_backward);
+  TaskRetimer retimer(plan, costs, graph.split_backward);
   std::vector<OpStretch> ops;
   for (size_t a = 0; a < lone.size();) {
     const TimelineFlows::Origin o = flows.origin(lone[a].flow);
-    const TaskTiming& t = timeline.pipelines[o.pipeline].stages[o.stage].tasks[o.index];
-    const TaskNode& node = timeline.graph.nodes[t.node];
+    const TaskNode& node = graph.nodes[graph.device_order[o.stage][o.index]];
+    const Phase phase = node.task.phase;
     const StageCost& cost = input.stages[node.virtual_stage];
-    const double alone_us = node.task.phase == Phase::kForward    ? cost.forward_us
-                            : node.task.phase == Phase::kBackward ? cost.backward_us
-                                                                  : cost.weight_grad_us;
-    const double scale = alone_us > 0 ? t.run.duration() / alone_us : 1;
+    const double alone_us = phase == Phase::kForward    ? cost.forward_us
+                            : phase == Phase::kBackward ? cost.backward_us
+                                                        : cost.weight_grad_us;
+    const double run_us = timeline.run_us[o.pipeline][o.stage][o.index];
+    const double scale = alone_us > 0 ? run_us / alone_us : 1;
     ops.clear();
     double own_sum = 0;
     std::array<double, 4> own_by_kind{};  // tp, cp, ep, zero3
@@ -243,7 +278,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
       own_by_kind[kindSlot(ob.kind)] += lone[b].own_us;
     }
     a = b;
-    const StretchedTask st = retimer.of(node.virtual_stage, node.task.phase, ops);
+    const StretchedTask st = retimer.of(node.virtual_stage, phase, ops);
     const double delay = std::max(0.0, st.delay_us * scale);
     if (delay <= 0 && own_sum <= 0) continue;
     zerosLikeSends(o.pipeline);
@@ -468,19 +503,22 @@ bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>&
   if (!plan.cluster.topology.link_sharing) return false;
   const LinkMap map = linkMap(plan);
   if (!hasInTaskOps(plan, costs, offsets) && !mayShare(plan, input, map, timeline)) return false;
+  TaskGraph graph = std::move(timeline.graph);
+  bool changed = false;
   {
     const TimelineFlows flows = timelineFlows(plan, costs, offsets, input, timeline, map);
+    // The unshared timeline's records freed while the links are shared (what applyStretch reads
+    // of them kept), and the shared one timed after the flows are freed: each side by side with
+    // the flows was a search's peak (issue 34). Where sharing changed nothing the unshared timing
+    // is taken again, the same timeline (the same input, graph and jitter seeds).
+    const UnsharedTimeline unshared(timeline, flows);
+    timeline = IterationTimeline{};
     const SharingResult shared = shareLinks(flows.list, map.capacities());
-    if (!applyStretch(plan, costs, flows, shared, plan.deviceStages(), input, timeline, by_kind)) {
-      return false;
-    }
-  }  // the flows and their shares freed before the second timing
-  // The unshared timeline freed before the shared one is timed: the two side by side were a
-  // search's peak (a timing per task per pipeline class each; issue 34).
-  TaskGraph graph = std::move(timeline.graph);
-  timeline = IterationTimeline{};
+    changed = applyStretch(plan, costs, flows, shared, plan.deviceStages(), input, unshared, graph,
+                           by_kind);
+  }
   timeline = computeTimeline(input, std::move(graph));
-  return true;
+  return changed;
 }
 
 }  // namespace evsim

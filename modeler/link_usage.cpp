@@ -167,11 +167,9 @@ Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>
       const uint8_t* const code = graph.deviceSendCodes(static_cast<int>(s)).data();
       for (size_t c = 1; c < kCodes; ++c) {
         if (((used_codes[s] >> c) & 1u) == 0) continue;
-        // The code's link and direction: sendFlows' slot 2 link + (gradient).
-        const int chunk = sendCodeChunk(static_cast<int>(c));
-        const bool gradient = sendCodeGradient(static_cast<int>(c));
-        const int stage = layout.virtualStage(static_cast<int>(s), chunk);
-        const size_t w = static_cast<size_t>(2 * (gradient ? stage - 1 : stage) + gradient);
+        // The code's link and direction (used_codes holds only codes that send).
+        const size_t w = static_cast<size_t>(
+            flow_walk::sendSlot(layout, static_cast<int>(s), static_cast<int>(c)));
         if (sends[w].uses.empty()) continue;  // a link inside one device
         Loads& loads = send_loads[w];
         if (!loads.known) loadsOf(sends[w], loads);

@@ -14,6 +14,19 @@
 namespace evsim {
 namespace flow_walk {
 
+// The link and direction (sendFlows' slot below: 2 l, 2 l + 1 for the gradient) of device
+// `device`'s sends of code `code` (TaskGraph::send_codes, above 0: a chunk and a direction), or -1
+// where that chunk sends nothing that way (an activation of the last virtual stage, a gradient of
+// the first). Link sharing's arrivals check and the link report's totals both read a device's
+// sends by code.
+inline int sendSlot(const PipelineLayout& layout, int device, int code) {
+  const bool gradient = sendCodeGradient(code);
+  const int stage = layout.virtualStage(device, sendCodeChunk(code));
+  const int link = gradient ? stage - 1 : stage;
+  if (link < 0 || link + 1 >= layout.stages()) return -1;
+  return 2 * link + (gradient ? 1 : 0);
+}
+
 // The flow of one send over each link of class `k` (2 l: the activation k -> k+1, 2 l + 1: the
 // gradient back), but its start: every send over a link is the same transfer (issue 28: identical
 // flows computed once). Empty uses where the link has no event.
