@@ -26,8 +26,8 @@ namespace evsim {
 inline constexpr int kVariantBits = 24;
 
 // Calls visit(worker, index, candidate) for every candidate of the space (invalid ones with their
-// violation; the candidate is valid only during the call, forEachVariant), on `workers` threads (0: every core; worker in 0..workers-1, one thread at a time
-// per worker). The first exception stops every worker and is rethrown on the caller's thread.
+// violation; the candidate is valid only during the call, forEachVariant), on `workers` threads
+// (0: every core; worker in 0..workers-1, one thread at a time per worker). The first exception stops every worker and is rethrown on the caller's thread.
 void shareCandidates(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& base,
                      const StrategySpace& space, unsigned workers,
                      const std::function<void(unsigned, size_t, const Candidate&)>& visit);

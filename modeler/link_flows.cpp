@@ -139,7 +139,7 @@ size_t kindSlot(FlowKind kind) {  // TaskLinkStretch's order: tp, cp, ep, zero3
 }
 
 // What applyStretch reads of the unshared timeline, kept while the links are shared without the
-// timeline itself (issue 34: its per-task records, 72 bytes a task, were 9.4 MB of a 405B
+// timeline itself (issue 34: its per-task records, 56 bytes a task, were 9.4 MB of a 405B
 // search's peak beside ~10^6 flows): each device's task and DP-collective counts, and the run of
 // each task whose in-task collectives a lone task's retiming needs (its node is its position in
 // the device's order, TaskGraph::device_order).
@@ -503,7 +503,7 @@ bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>&
   if (!plan.cluster.topology.link_sharing) return false;
   const LinkMap map = linkMap(plan);
   if (!hasInTaskOps(plan, costs, offsets) && !mayShare(plan, input, map, timeline)) return false;
-  TaskGraph graph = std::move(timeline.graph);
+  TaskGraph graph;
   bool changed = false;
   {
     const TimelineFlows flows = timelineFlows(plan, costs, offsets, input, timeline, map);
@@ -512,6 +512,7 @@ bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>&
     // the flows was a search's peak (issue 34). Where sharing changed nothing the unshared timing
     // is taken again, the same timeline (the same input, graph and jitter seeds).
     const UnsharedTimeline unshared(timeline, flows);
+    graph = std::move(timeline.graph);
     timeline = IterationTimeline{};
     const SharingResult shared = shareLinks(flows.list, map.capacities());
     changed = applyStretch(plan, costs, flows, shared, plan.deviceStages(), input, unshared, graph,

@@ -145,7 +145,8 @@ bool transferLoads(const IterationPlan& plan, const std::vector<EventCost>& cost
 
 // Runs the sharing pass above on `input` (no stretch yet) and `timeline` (computeTimeline(input))
 // when the cluster's topology has link sharing on (`--link-sharing off` turns it off). Returns
-// whether it re-timed (false: nothing could share, or nothing did). `by_kind`, when given, gets
+// whether sharing changed the timeline (false: nothing could share, or nothing did; past the
+// cheap checks `timeline` is timed again either way). `by_kind`, when given, gets
 // per pipeline class and device stage what sharing added to its in-task collectives (empty when
 // it did not re-time).
 bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>& costs,

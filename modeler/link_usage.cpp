@@ -168,8 +168,9 @@ Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>
       for (size_t c = 1; c < kCodes; ++c) {
         if (((used_codes[s] >> c) & 1u) == 0) continue;
         // The code's link and direction (used_codes holds only codes that send).
-        const size_t w = static_cast<size_t>(
-            flow_walk::sendSlot(layout, static_cast<int>(s), static_cast<int>(c)));
+        const int slot = flow_walk::sendSlot(layout, static_cast<int>(s), static_cast<int>(c));
+        EVSIM_CHECK(slot >= 0, "send code {} of device stage {} has no link", c, s);
+        const size_t w = static_cast<size_t>(slot);
         if (sends[w].uses.empty()) continue;  // a link inside one device
         Loads& loads = send_loads[w];
         if (!loads.known) loadsOf(sends[w], loads);

@@ -191,7 +191,7 @@ struct StageLayerFacts {
   // weight, or the tied embedding's); 0 without the head.
   int64_t head_gradient_parameters = 0;
   // The embedding's and the head's ([final norm, output]) parameters on the device (the largest
-  // part's), FSDP2's groups of their own under the separate wrapping (fsdpEdgeGroups).
+  // part's), FSDP2's groups of their own under the separate wrapping (edgeGroups, memory_components.cpp).
   int64_t embedding_parameters = 0;
   int64_t head_parameters = 0;
   int64_t recompute_transient_bytes = 0;

@@ -45,7 +45,7 @@ struct OpInstance {
   // chunk's activation memory is the sum over its forward list (layer_footprint.h).
   int64_t saved_bytes = 0;
   // Runs concurrently with the next `overlap_ops` ops of the list (a CP ring exchange beside the
-  // one attention step it feeds; an activation offload or prefetch beside a whole layer): the op
+  // attention step it feeds, a backward one also beside that step's dQ accumulation; an activation offload or prefetch beside a whole layer): the op
   // after them starts when they and it have finished (a task ends when all have). 0: in order.
   int overlap_ops = 0;
   // With overlap_ops = 1: runs at once with the next op although that op is on the same stream

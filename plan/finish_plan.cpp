@@ -105,7 +105,8 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
   // its last backward (PyTorch's pipelining runs FSDP's post-backward then, layer after layer, not
   // overlapped with that backward). The gathers are FSDP2's: each fully_shard unit (torchtitan's
   // apply_fsdp: the embedding, every block, the final norm with the output layer) all-gathers in
-  // its pre-forward hook of the chunk's first micro-batch, one after another on the DP stream as
+  // its pre-forward hook of the chunk's first micro-batch (under the root wrapping the root's
+  // embedding and [final norm, output] first), one after another on the DP stream as
   // the host runs ahead (param_buckets, timing_engine.h), the forward waiting only where a layer's
   // gather is not done; the optimizer step only updates the shards.
   auto addStepSync = [&](int k, StagePlan& stage) {
@@ -129,11 +130,18 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
         collective(EventKind::kReduceScatter, checkedMul(expert_grads, fp32, "gradient bytes"),
                    stage.expert_dp_group, DType::kFp32);
     // Per unit in forward order (embedding, blocks, head): its dense gather, then its experts'.
+    // Under the root wrapping the chunk's root holds the embedding and [final norm, output]: the
+    // root's pre-forward gathers them before any block's and waits for them (FSDP2's pre_forward
+    // unshards, then waits), so they come first and the chunk's first op needs them.
+    const bool root_group = strategy.fsdpRootGroup();
     auto unit = [&](int layer, int64_t params) {
       const int64_t experts = params - core.dense_params[k].at(layer);
       const DType wire = layer >= 0 ? gather_wire : dtype;
       const int needed =
-          firstForwardOp(stage.forward, [&](const OpInstance& op) { return op.layer == layer; });
+          root_group && layer < 0
+              ? 0
+              : firstForwardOp(stage.forward,
+                               [&](const OpInstance& op) { return op.layer == layer; });
       for (const auto& [count, group] : {std::pair{params - experts, stage.dp_group},
                                          std::pair{experts, stage.expert_dp_group}}) {
         const int64_t bytes = checkedMul(count, dtypeBytes(wire), "gather bytes");
@@ -145,10 +153,12 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
     const auto& layers = core.layer_params[k];
     if (const auto it = layers.find(kEmbeddingLayer); it != layers.end())
       unit(it->first, it->second);
+    const auto head = layers.find(kHeadLayer);
+    if (root_group && head != layers.end()) unit(head->first, head->second);
     for (const auto& [layer, params] : layers) {
       if (layer >= 0) unit(layer, params);
     }
-    if (const auto it = layers.find(kHeadLayer); it != layers.end()) unit(it->first, it->second);
+    if (!root_group && head != layers.end()) unit(head->first, head->second);
   };
   int next = 0;
   plan.stages.reserve(core.stages.size());

@@ -202,7 +202,9 @@ TEST(CpRingCopies, EachBackwardExchangeRunsBesideItsStepAndDqAccumulationOnly) {
     }
     EXPECT_EQ(exchanges, (s.cp_comm == CpComm::kP2p ? 3 : 1) * 4);  // per layer, 4 layers
     for (const OpInstance& op : plan.stages[0].forward) {
-      if (op.name == "cp_kv_exchange") EXPECT_EQ(op.overlap_ops, 1);
+      if (op.name == "cp_kv_exchange") {
+        EXPECT_EQ(op.overlap_ops, 1);
+      }
     }
   }
 }

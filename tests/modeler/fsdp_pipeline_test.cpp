@@ -79,6 +79,33 @@ TEST(FsdpPipeline, GathersAndReduceScattersOncePerStepPerChunk) {
   EXPECT_EQ(p.stages[0].parameters, 49'984 + 32'768 + 2'048);
 }
 
+TEST(FsdpPipeline, RootWrappingGathersTheHeadFirstForTheChunksFirstOp) {
+  // Stage 1 holds block 1 (49,984 parameters) and the head (final norm 128 + output 32,768 =
+  // 32,896). Separate groups: block 1's gather first, needed by its first op, then the head's,
+  // needed by the head's first op. Root wrapping: the head sits in the chunk's root, gathered in
+  // the root's pre-forward before block 1's and waited for by the chunk's first op (op 0).
+  const ModelConfig model = test::model(64, 4, 256, 32, 512, 2, "bf16");
+  Strategy s = Strategy::of(1, 2, 2, 1, 8);
+  s.zero_stage = 3;
+  s.framework = Framework::kFsdp;
+  for (const FsdpWrap wrap : {FsdpWrap::kSeparate, FsdpWrap::kRoot}) {
+    s.fsdp_wrap = wrap;
+    const StagePlan last = buildIterationPlan(model, test::cluster(8), s).stages[1];
+    ASSERT_EQ(last.param_buckets.size(), 2u);
+    const bool root = wrap == FsdpWrap::kRoot;
+    const ParamGatherBucket& head = last.param_buckets[root ? 0 : 1];
+    const ParamGatherBucket& block = last.param_buckets[root ? 1 : 0];
+    EXPECT_EQ(head.bytes, 2 * 32'896);
+    EXPECT_EQ(block.bytes, 2 * 49'984);
+    EXPECT_EQ(last.forward[static_cast<size_t>(block.needed_before_op)].layer, 1);
+    if (root) {
+      EXPECT_EQ(head.needed_before_op, 0);
+    } else {
+      EXPECT_EQ(last.forward[static_cast<size_t>(head.needed_before_op)].layer, kHeadLayer);
+    }
+  }
+}
+
 TEST(FsdpPipeline, ReshardAlwaysOrNoPipelineKeepsPerMicroBatchTransfers) {
   // --reshard-after-forward always under PP: every micro-batch gathers before its forward and its
   // backward and reduce-scatters after it (stage 0: embedding and block 0, two layers).

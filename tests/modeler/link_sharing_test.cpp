@@ -497,8 +497,8 @@ TEST(LinkFlows, AFusedTaskIsStretchedOnlyWhereItsAllToAllsOutlastItsCompute) {
   const double ta = 16384 / 1e4;
   auto costsAt = [&](double k) {
     std::vector<EventCost> costs(plan.events.size(), EventCost{0.0});
-    for (size_t e = 0; e < plan.events.size(); ++e) {
-      const Event& ev = plan.events[e].event;
+    for (size_t e = 0; e < costs.size(); ++e) {
+      const Event& ev = plan.events[static_cast<int>(e)].event;
       if (ev.kind == EventKind::kAllToAll) {
         EXPECT_EQ(ev.message_bytes, 32768);  // (n - 1) / n of it leaves the rank
         EXPECT_EQ(ev.placement.nodes, 2);
