@@ -108,17 +108,24 @@ TEST(MemoryComponents, DataParallelBuffers) {
   EXPECT_EQ(dataParallelBufferBytes(model, fsdp_pp, 3, facts), 2 * 5000 + 2 * 1000);
 }
 
-// At the loss, before any block's backward (torchtitan's FSDP2 wrapping, no PP): the root group
-// gathered (e R = 2 x 1,200) and the blocks the forward left gathered: the last (default, 2 x
-// 800), none (always), all (never: 2 x (5,000 - 1,200)). No gradient exists yet.
-TEST(MemoryComponents, FsdpBuffersAtTheLoss) {
-  const ModelConfig model = smallModel();
+// The FSDP tests' stage: S = 5,000 parameters, the largest layer 1,000, the largest block B = 800,
+// the root group's R = 1,200, the head's gradient 600.
+StageLayerFacts fsdpFacts() {
   StageLayerFacts facts;
   facts.parameters = 5000;
   facts.largest_layer_parameters = 1000;
   facts.largest_block_parameters = 800;
   facts.root_parameters = 1200;
   facts.head_gradient_parameters = 600;
+  return facts;
+}
+
+// At the loss, before any block's backward (torchtitan's FSDP2 wrapping, no PP): the root group
+// gathered (e R = 2 x 1,200) and the blocks the forward left gathered: the last (default, 2 x
+// 800), none (always), all (never: 2 x (5,000 - 1,200)). No gradient exists yet.
+TEST(MemoryComponents, FsdpBuffersAtTheLoss) {
+  const ModelConfig model = smallModel();
+  StageLayerFacts facts = fsdpFacts();
   Strategy fsdp = strategy(1, 1, 4, Framework::kFsdp);
   fsdp.fsdp_wrap = FsdpWrap::kRoot;
   EXPECT_EQ(fsdpLossBufferBytes(model, fsdp, 3, facts), 2400 + 1600);
@@ -138,12 +145,7 @@ TEST(MemoryComponents, FsdpBuffersAtTheLoss) {
 // gathers, fp32 reduce-scatters, no root group (the root's 1,200 is not read).
 TEST(MemoryComponents, FsdpSeparateEmbeddingAndHeadGroups) {
   const ModelConfig model = smallModel();
-  StageLayerFacts facts;
-  facts.parameters = 5000;
-  facts.largest_layer_parameters = 1000;
-  facts.largest_block_parameters = 800;
-  facts.root_parameters = 1200;
-  facts.head_gradient_parameters = 600;
+  StageLayerFacts facts = fsdpFacts();
   facts.embedding_parameters = 600;
   facts.head_parameters = 1000;
   Strategy fsdp = strategy(1, 1, 4, Framework::kFsdp);
@@ -182,12 +184,7 @@ TEST(MemoryComponents, FsdpSeparateEmbeddingAndHeadGroups) {
 TEST(MemoryComponents, FsdpSeparateWithTiedEmbeddingsKeepsOneEdgeGroup) {
   const ModelConfig model = smallModel();
   ASSERT_FALSE(model.spec.untied_output);
-  StageLayerFacts facts;
-  facts.parameters = 5000;
-  facts.largest_layer_parameters = 1000;
-  facts.largest_block_parameters = 800;
-  facts.root_parameters = 1200;
-  facts.head_gradient_parameters = 600;
+  StageLayerFacts facts = fsdpFacts();
   facts.embedding_parameters = 1000;
   facts.head_parameters = 200;
   facts.has_embedding = facts.has_head = true;
