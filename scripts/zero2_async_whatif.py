@@ -86,6 +86,24 @@ def merged(intervals):
     return out
 
 
+def memory_walk(forward_ends, backward_ends, finish, activation, gradients):
+    """(most bytes held at once by saved activations and pending reductions together, most by the
+    activations alone): a chunk's activations (`activation` bytes) from its forward's end to its
+    backward's end, its unsharded gradient (`gradients[i]` bytes) from backward i's end until its
+    reduction `finish[i]`. At one instant frees come before allocations."""
+    events = [(t, 1, activation, 0) for t in forward_ends]
+    events += [(t, 0, -activation, 0) for t in backward_ends]
+    events += [(t, 1, 0, g) for t, g in zip(backward_ends, gradients)]
+    events += [(t, 0, 0, -g) for t, g in zip(finish, gradients)]
+    act = grad = best = best_act = 0
+    for _, _, d_act, d_grad in sorted(events):
+        act += d_act
+        grad += d_grad
+        best = max(best, act + grad)
+        best_act = max(best_act, act)
+    return best, best_act
+
+
 def virtual_stage(layer, starts, n_virtual):
     """The virtual stage a timeline op's `layer` label belongs to: block numbers by the chunk
     split's starts (cumulative blocks per chunk, virtual-stage order), the embedding to the first,
@@ -121,8 +139,9 @@ def event_bytes(event):
     return int(re.search(r"bytes=(\d+)", event).group(1))
 
 
-def device_whatif(rows, starts, n_virtual):
-    """One device's what-if from its timeline rows (dicts of the CSV). Returns a dict of times (us)."""
+def device_whatif(rows, starts, n_virtual, activation_bytes=0):
+    """One device's what-if from its timeline rows (dicts of the CSV), `activation_bytes` saved by
+    each chunk's forward (for the memory walk). Returns a dict of times (us) and bytes."""
     for r in rows:
         r["s"], r["d"] = float(r["start_us"]), float(r["dur_us"])
     sync = [r for r in rows if r["op"] == "grad_bucket_reduce_scatter"]
@@ -132,14 +151,14 @@ def device_whatif(rows, starts, n_virtual):
     end = max(r["s"] + r["d"] for r in rows)
     us_per_byte = sum(r["d"] for r in sync) / sum(event_bytes(r["event"]) for r in sync)
     wire = 4 if "dtype=fp32" in sync[0]["event"] else 2
-    tasks = {}  # (micro-batch, virtual stage) -> [end, gradient elements]
+    tasks, forward_tasks = {}, {}  # (micro-batch, virtual stage) -> [end, gradient elements]
     for r in rows:
-        if r["phase"] != "backward" or r["micro_batch"] == "-1":
+        if r["phase"] not in ("forward", "backward") or r["micro_batch"] == "-1":
             continue
         if r["stream"] not in ("compute", "tp-comm"):
             continue
         key = (int(r["micro_batch"]), virtual_stage(r["layer"], starts, n_virtual))
-        task = tasks.setdefault(key, [0.0, 0])
+        task = (tasks if r["phase"] == "backward" else forward_tasks).setdefault(key, [0.0, 0])
         task[0] = max(task[0], r["s"] + r["d"])
         task[1] += gradient_elements(r["event"])
     order = sorted(tasks.values())
@@ -152,7 +171,10 @@ def device_whatif(rows, starts, n_virtual):
     busy = merged([(f - d, f) for f, d in zip(finish, durations)])
     compute = [(r["s"], r["s"] + r["d"]) for r in rows if r["stream"] == "compute"]
     chunk_bytes = max(t[1] for t in order) * wire
+    held, held_activations = memory_walk([t[0] for t in forward_tasks.values()], ready, finish,
+                                         activation_bytes, [t[1] * wire for t in order])
     return {
+        "memory_above_activations_bytes": held - held_activations,
         "zero1_end_us": end,
         "async_end_us": max(finish[-1], last_backward) + (end - sync_end),
         "dp_busy_us": sum(durations),
@@ -200,7 +222,11 @@ def whatif(eventsim, simulate_args):
         with open(path) as f:
             for r in csv.DictReader(f):
                 by_rank.setdefault(int(r["rank"]), []).append(r)
-    return summary, [device_whatif(by_rank[rank], starts, pp * v) for rank in ranks]
+    # Saved activations per chunk: the stage's peak over the chunks in flight at that peak.
+    activation = [st["memory"]["activations_bytes"] / max(1, st["peak_activations_in_flight"])
+                  for st in summary["stages"]]
+    return summary, [device_whatif(by_rank[rank], starts, pp * v, activation[s])
+                     for s, rank in enumerate(ranks)]
 
 
 def main():
@@ -226,7 +252,8 @@ def main():
               f"{w['sync_us'] / 1e3:6.1f} ms x m = {w['micro_batches'] * w['sync_us'] / 1e3:8.1f}), "
               f"queue past compute {w['queue_past_compute_us'] / 1e3:7.1f} ms, pending at most "
               f"{w['pending_steady']} while forwards remain / {w['pending_any']} in all "
-              f"({w['pending_any'] * w['largest_chunk_bytes'] / GIB:.2f} GiB), end "
+              f"({w['pending_any'] * w['largest_chunk_bytes'] / GIB:.2f} GiB; with the saved "
+              f"activations, {w['memory_above_activations_bytes'] / GIB:.2f} GiB above their peak), end "
               f"{w['async_end_us'] / 1e3:8.1f} ms ({upper / 1e3:8.1f} with the slowdown; "
               f"zero-1 {w['zero1_end_us'] / 1e3:8.1f})")
     tflops = summary["model_tflops_per_gpu"]

@@ -31,6 +31,17 @@ class Arithmetic(unittest.TestCase):
         self.assertEqual(w.overlap_us([(0, 10), (15, 30)], [(5, 20), (25, 40)]), 15)
         self.assertEqual(w.overlap_us([(0, 4)], [(5, 20)]), 0)
 
+    def test_memory_walk(self):
+        # Two chunks of 10 activation bytes: forwards end at 0 and 1, backwards at 2 and 3, each
+        # backward's 4-byte gradient pending until 5 and 6. Held: 10, 20 (the activations' peak),
+        # at 2: 10 + 4 = 14, at 3: 0 + 8 = 8, then 4, 0. Together 20, alone 20.
+        self.assertEqual(w.memory_walk([0, 1], [2, 3], [5, 6], 10, [4, 4]), (20, 20))
+        # Gradients of 15: at 2, 10 + 15 = 25 (5 above the activations' peak); at 3, 0 + 30.
+        self.assertEqual(w.memory_walk([0, 1], [2, 3], [5, 6], 10, [15, 15]), (30, 20))
+        # One chunk at a time (forwards end at 0 and 3, backwards at 2 and 4), the first gradient
+        # reduced at 3 as the second forward ends: the free comes first, so 10 at 3, not 14.
+        self.assertEqual(w.memory_walk([0, 3], [2, 4], [3, 6], 10, [4, 4]), (10, 10))
+
     def test_virtual_stage(self):
         # Chunks of 0, 2, 2, 0 blocks (the embedding and the head alone at the ends).
         starts = [(0, 0), (0, 2), (2, 2), (4, 0)]
