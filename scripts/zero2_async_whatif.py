@@ -19,11 +19,16 @@ timing engine:
      but the step: the device finishes at max(last backward, last reduction) plus what followed
      its once-a-step sync (the optimizer and the parameter all-gather).
 
-Printed per device: the DP stream's busy time, how far its queue runs past the compute, and the
-most reductions pending at once (each holds its chunk's unsharded gradient until it is reduced);
+Printed per device: the DP stream's busy time, how far its queue runs past the compute, the most
+reductions pending at once (each holds its chunk's unsharded gradient until it is reduced), and
+how far those gradients and the saved activations together rise above the activations' own peak
+(each chunk taken to save the stage's peak activations over its chunks in flight at that peak);
 then the iteration and model TFLOP/s per GPU (zero-1's scaled by the iteration ratio), and an upper
 figure that adds the overlap slowdown (`--slowdown`, the device file's network factor) to every
-compute op's overlap with the DP stream. Not modelled here: link sharing between the reductions and
+compute op's overlap with the DP stream. A chunk of several blocks is reduced in one piece after
+its backward (a framework would start block by block during it): later, so conservative for the
+time and pessimistic for the memory of such chunks; exact for Meta's one-block chunks. Not
+modelled here: link sharing between the reductions and
 the pipeline's sends on the same NIC (the sends are ~1% of the bytes in Meta's plan), and compute
 delayed by the slowdown moving later reductions.
 
