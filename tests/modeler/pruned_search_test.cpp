@@ -293,6 +293,64 @@ TEST(PrunedSearchTest, TheZero2BoundHoldsEveryMicroBatchsReductions) {
   }
 }
 
+// ZeRO-2's reductions are ops of every micro-batch's backward task: without --dp-overlap they run
+// between its compute ops, so one device (P = 1) spends at least m x (F + B + the buckets' device
+// time); with it they run beside the ops on the DP stream, one at a time, and the task ends after
+// the last, so at least m x (F + max(B, the buckets)). The bound counts the buckets as one
+// reduce-scatter of all the gradients (no more than the parts) and must reach those sums, summed
+// here from the plan's own op lists, while staying below the simulation. (Before, the reductions
+// bounded only the DP stream, m x one reduce-scatter: Llama 3.1 405B's ZeRO-2 candidates on 1,024
+// GPUs were bounded at 74 s and simulated at 105-140 s, 10 of its 50 simulations.)
+TEST(PrunedSearchTest, TheZero2BoundCountsTheReductionsInsideEachBackward) {
+  ModelConfig model = loadModelConfig(test::configPath("models", "llama3-8b"));
+  model.seq_length = 256;
+  const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  const CostModel costs(cluster, nullptr, true);
+  PlanCache cache;
+  const ClosedFormTier tier(model, cluster, costs, 0.1, cache);
+  for (const bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap);
+    Strategy s = Strategy::of(8, 1, 4, 1, 16);  // TP 8, DP 4 over four nodes, m = 4
+    s.zero_stage = 2;
+    s.dp_overlap = overlap;
+    IterationPlan plan = buildIterationPlan(model, cluster, s);
+    ASSERT_EQ(plan.micro_batches, 4);
+    std::vector<EventCost> event_costs = costs.costAll(plan.events);
+    // One micro-batch's forward and backward compute (every op blocks: no CP, no overlap) and
+    // its buckets, summed by hand from the plan.
+    double forward_us = 0, backward_us = 0, buckets_us = 0;
+    int64_t bytes = 0;
+    std::optional<Event> bucket;
+    for (const OpInstance& op : plan.stages[0].forward) {
+      ASSERT_EQ(op.overlap_ops, 0) << op.name;
+      forward_us += event_costs[op.event].time_us;
+    }
+    for (const OpInstance& op : plan.stages[0].backward) {
+      if (op.name == kZero2ReduceName) {
+        bucket = plan.events[op.event].event;
+        bytes += bucket->message_bytes;
+        buckets_us += event_costs[op.event].time_us;
+        continue;
+      }
+      ASSERT_EQ(op.overlap_ops, 0) << op.name;
+      backward_us += event_costs[op.event].time_us;
+    }
+    ASSERT_TRUE(bucket.has_value());
+    const double one_us =
+        costs.cost(makeCommunication(EventKind::kReduceScatter, bytes, bucket->placement,
+                                     bucket->dtype))
+            ->time_us;
+    EXPECT_LE(one_us, buckets_us * (1 + 1e-12));  // concave in bytes: one message <= the parts
+    ASSERT_GT(one_us, backward_us);  // the case this test is about: the reductions outlast B
+    const double task_us = overlap ? std::max(backward_us, one_us) : backward_us + one_us;
+    const double work_us = 4 * (forward_us + task_us);
+    const Simulation sim = simulate(std::move(plan), std::move(event_costs));
+    const double bound = tier.evaluate(s).lower_bound_us;
+    EXPECT_GE(bound, work_us * (1 - 1e-12));
+    EXPECT_LE(bound, sim.summary.iteration_us * (1 + 1e-12));
+  }
+}
+
 TEST(PrunedSearchTest, TheZero3BoundCountsEveryBlocksGathersAndReduceScatters) {
   // ZeRO-3 runs each block's parameter gathers and gradient reduce-scatter in the task, prefetched
   // beside the block before or after it (plan/sharded_prefetch.h): in the steady state a block
