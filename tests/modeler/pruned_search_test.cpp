@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -349,6 +350,62 @@ TEST(PrunedSearchTest, TheZero2BoundCountsTheReductionsInsideEachBackward) {
     EXPECT_GE(bound, work_us * (1 - 1e-12));
     EXPECT_LE(bound, sim.summary.iteration_us * (1 + 1e-12));
   }
+}
+
+// A candidate is simulated in two passes (pruned_search.h): its timeline before link sharing first
+// (sharing only lengthens it, so its time U bounds the simulated time T more tightly than the
+// closed form's bound), then, only when U is the least key left, the full simulation with
+// sharing. Checked on every fitting candidate of a space with context parallelism across nodes
+// (link sharing stretches a third of them) and ZeRO-2, simulated both ways here: bound <= U <= T.
+// The search keeps the three least T, and simulates in full at least every candidate whose U is
+// at most the third time (none of them can be pruned).
+TEST(PrunedSearchTest, LinkSharingRunsAfterTheTimeBeforeItAndTheChainOfBoundsHolds) {
+  const ModelConfig model = loadModelConfig(test::configPath("models", "llama3-8b"));
+  const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  const CostModel costs(cluster, nullptr, true);
+  SearchOptions options = space(32, 64, {1}, {Schedule::kDapple, Schedule::kInterleaved});
+  options.space.virtual_stages = {2};
+  options.space.context_parallel = {2, 4};
+  options.space.zero_stages = {1, 2};
+  options.space.dp_overlaps = {false, true};
+  options.space.sequence_parallel = {true};
+  options.top_k = 3;
+  PlanCache cache;
+  const ClosedFormTier tier(model, cluster, costs, options.memory_headroom, cache);
+  std::vector<double> unshared, full;
+  int stretched = 0;
+  for (const Candidate& c : enumerateCandidates(model, cluster, options.base, options.space)) {
+    if (c.violation) continue;
+    const ClosedFormResult closed = tier.evaluate(c.strategy);
+    if (!closed.fits) continue;
+    IterationPlan plan = buildIterationPlan(model, cluster, c.strategy);
+    std::vector<EventCost> event_costs = costs.costAll(plan.events);
+    double u = 0;
+    ASSERT_FALSE(simulateWithin(plan, event_costs, std::numeric_limits<double>::lowest(), u));
+    const double t = simulate(std::move(plan), std::move(event_costs)).summary.iteration_us;
+    const std::string at = c.strategy.name() + c.strategy.techniques();
+    EXPECT_GT(closed.lower_bound_us, 0) << at;
+    EXPECT_LE(closed.lower_bound_us, u * (1 + 1e-12)) << at;
+    EXPECT_LE(u, t * (1 + 1e-12)) << at;
+    if (t > u * (1 + 1e-6)) ++stretched;
+    unshared.push_back(u);
+    full.push_back(t);
+  }
+  ASSERT_GT(full.size(), 50u);
+  EXPECT_GT(stretched, 10);  // link sharing does lengthen many of them
+  std::vector<double> sorted = full;
+  std::sort(sorted.begin(), sorted.end());
+  const double third = sorted[2];
+  const SearchReport report = runPrunedSearch(model, cluster, costs, options);
+  const std::vector<CandidateResult> rows = report.candidates.toVector();
+  ASSERT_EQ(rows.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(rows[i].iteration_us, sorted[i]) << i;
+  EXPECT_EQ(report.ok, static_cast<int64_t>(full.size()));
+  EXPECT_EQ(report.simulated + report.pruned_by_bound, report.ok);
+  const auto reaching = std::count_if(unshared.begin(), unshared.end(),
+                                      [&](double u) { return u <= third; });
+  EXPECT_GE(report.simulated, reaching);
+  EXPECT_LT(report.simulated, report.ok / 4);  // most were pruned before any sharing
 }
 
 TEST(PrunedSearchTest, TheZero3BoundCountsEveryBlocksGathersAndReduceScatters) {
