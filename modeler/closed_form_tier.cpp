@@ -108,7 +108,8 @@ double ClosedFormTier::communicationDeviceUs(EventKind kind, int64_t bytes,
        placement.ranks_per_node, static_cast<int>(dtype)},
       0.0);
   if (inserted) {
-    const std::optional<EventCost> c = costs_.cost(makeCommunication(kind, bytes, placement, dtype));
+    const std::optional<EventCost> c =
+        costs_.cost(makeCommunication(kind, bytes, placement, dtype));
     it->second = c ? c->time_us : -1;
   }
   return it->second;

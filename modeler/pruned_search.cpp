@@ -111,9 +111,9 @@ Simulated PrunedSearch::simulateOne(const Pending& candidate, double limit_us,
   EVSIM_CHECK(plan.micro_batches == candidate.closed.micro_batches, "{} micro-batches, {} closed",
               plan.micro_batches, candidate.closed.micro_batches);
   double unshared_us = 0;
-  const std::optional<Simulation> sim = simulateWithin(
-      std::move(plan), std::move(event_costs),
-      unshared_only ? std::numeric_limits<double>::lowest() : limit_us, unshared_us);
+  const std::optional<Simulation> sim =
+      simulateWithin(std::move(plan), std::move(event_costs),
+                     unshared_only ? std::numeric_limits<double>::lowest() : limit_us, unshared_us);
   if (!sim) {
     if (unshared_only) {
       out.unshared_us = unshared_us;
@@ -168,8 +168,7 @@ bool PrunedSearch::simulateRound() {
   // 3, 1, 1 while one thread waited (Llama 3.1 405B on 1,024 GPUs); counting first passes with
   // the full simulations left the last two full ones (0.4 s and 0.3 s) in rounds of their own.
   const bool filling = std::isinf(bound_limit);
-  const size_t full_size =
-      filling ? static_cast<size_t>(options_.top_k) - top_.size() : kRoundSize;
+  const size_t full_size = filling ? static_cast<size_t>(options_.top_k) - top_.size() : kRoundSize;
   size_t full_count = 0, first_pass_count = 0;
   std::vector<Pending> round;
   std::vector<bool> full;  // a full simulation (from unshared_pool_), else a first pass
