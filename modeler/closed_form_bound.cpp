@@ -133,6 +133,42 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   auto sendUs = [&](int link) {
     return fuses || link < 0 || link + 1 >= K ? 0.0 : facts.send_us[static_cast<size_t>(link)];
   };
+  // ZeRO-2's reductions run inside each micro-batch's backward (plan/zero2_buckets.h): without
+  // --dp-overlap on its stream one after another with the compute ops, so the task lasts at
+  // least B_k plus its buckets' device times; with it beside the ops, but one bucket at a time on
+  // the DP stream and the task ends after the last, so at least the longer of the two. The buckets
+  // of one backward cost no less than one reduce-scatter of all the chunk's dense gradients (a
+  // collective's cost is concave in its bytes, as above). Only the device's work counts it
+  // (a split backward reduces in its W tasks, which fill and drain do not wait for), and not
+  // where tasks fuse (their ops interleave with a partner's).
+  const std::vector<double>* work_backward = backward;
+  if (G > 1 && zero == 2 && !fuses) {
+    Facts::StageSums& reductions = facts.zero2_chunk_reductions;
+    if (!reductions.ready) {
+      reductions.ready = true;
+      reductions.us.assign(K, 0.0);
+      for (int k = 0; k < K && reductions.complete; ++k) {
+        const double t = communicationDeviceUs(
+            EventKind::kReduceScatter, facts.dense_parameters[k] * grad_bytes,
+            placements.dp[pipeline.device(k)], grad_wire, workspace);
+        if (t < 0) reductions.complete = false;
+        reductions.us[k] = t;
+      }
+    }
+    // Uncosted: the plan's reductions are too (the full path reports them); no tighter bound.
+    if (reductions.complete) {
+      const std::vector<double>& compute = facts.backward[zero3 ? 1 : 0];
+      std::vector<double>& with_reductions = workspace.zero2_backward_us;
+      with_reductions.resize(K);
+      for (int k = 0; k < K; ++k) {
+        const double in_task = strategy.dp_overlap ? std::max(compute[k], reductions.us[k])
+                                                   : compute[k] + reductions.us[k];
+        // (*backward)[k] is compute[k], or its max with the activation copies in.
+        with_reductions[k] = std::max(in_task, (*backward)[k]);
+      }
+      work_backward = &with_reductions;
+    }
+  }
   double bound = 0, fill = 0, drain = 0;
   // ZeRO-2 reduce-scatters every micro-batch's gradients bucket by bucket on the DP stream, one
   // bucket at a time (plan/zero2_buckets.h), and the step's ops wait for the last: a device's
@@ -148,7 +184,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     double per_micro_batch = 0;
     for (int c = 0; c < v; ++c) {
       const int k = pipeline.virtualStage(s, c);
-      per_micro_batch += (*forward)[k] + (*backward)[k] + sendUs(k) + sendUs(k - 1);
+      per_micro_batch += (*forward)[k] + (*work_backward)[k] + sendUs(k) + sendUs(k - 1);
     }
     const double work = m * per_micro_batch * work_share;
     bound = std::max(bound, fill + work + post[s]);

@@ -51,6 +51,10 @@ struct ClosedFormTier::Facts {
   std::array<std::array<StageSums, 4>, 2> steps;
   std::array<StageSums, 2> syncs;
   StageSums gathers;
+  // ZeRO-2: per chunk, the device time of one reduce-scatter of all its dense gradients (no more
+  // than its buckets' reductions in one micro-batch's backward, closed_form_bound.cpp); `complete`
+  // false when uncosted.
+  StageSums zero2_chunk_reductions;
   // The memory estimate's peak by [ZeRO stage in effect, or 4 for ZeRO-2 with --dp-overlap]
   // [offload]: the same for both parameter-gather overlaps and, but under ZeRO-2 (one IPG buffer
   // or two: plan/zero2_buckets.h), both DP overlaps, so half the class's members take it from
@@ -80,7 +84,7 @@ struct alignas(64) ClosedFormTier::Workspace::State {
   // across classes, and each costs an event's signature.
   std::map<std::pair<bool, int64_t>, double> copy_us;
   // lowerBoundUs's per-candidate scratch (per device stage; per chunk with activation offload).
-  std::vector<double> post_us, copies_forward_us, copies_backward_us;
+  std::vector<double> post_us, copies_forward_us, copies_backward_us, zero2_backward_us;
 };
 
 }  // namespace evsim

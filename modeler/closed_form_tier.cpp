@@ -98,6 +98,23 @@ double ClosedFormTier::communicationUs(EventKind kind, int64_t bytes, const Plac
   return it->second;
 }
 
+double ClosedFormTier::communicationDeviceUs(EventKind kind, int64_t bytes,
+                                             const Placement& placement, DType dtype,
+                                             Workspace::State& workspace) const {
+  // Kept beside the issued times, the kind's code offset by kDeviceTimeKey.
+  constexpr int kDeviceTimeKey = 1 << 16;
+  auto [it, inserted] = workspace.communication_us.try_emplace(
+      {static_cast<int>(kind) + kDeviceTimeKey, bytes, placement.group_size, placement.nodes,
+       placement.ranks_per_node, static_cast<int>(dtype)},
+      0.0);
+  if (inserted) {
+    const std::optional<EventCost> c =
+        costs_.cost(makeCommunication(kind, bytes, placement, dtype));
+    it->second = c ? c->time_us : -1;
+  }
+  return it->second;
+}
+
 std::shared_ptr<const std::vector<ActivationStates>> ClosedFormTier::sharedStates(
     Schedule schedule, const PipelineShape& shape,
     const std::tuple<int, int, int, int64_t, int>& key) const {

@@ -133,6 +133,10 @@ class ClosedFormTier {
   // optimizer_step.h, else the model's).
   double communicationUs(EventKind kind, int64_t bytes, const Placement& placement, DType dtype,
                          Workspace::State& workspace) const;
+  // The same communication's device time alone (EventCost::time_us, no host issue: an op inside a
+  // task, whose host issue may hide behind the ops before it), or a negative value when uncosted.
+  double communicationDeviceUs(EventKind kind, int64_t bytes, const Placement& placement,
+                               DType dtype, Workspace::State& workspace) const;
   // The class of `strategy` in `workspace`, its chunks computed when the class changes.
   Facts& facts(const Strategy& strategy, Workspace::State& workspace) const;
   // Fills facts' F_k and B_k (ZeRO-3's transfers with `zero3`); false when an op has no cost.

@@ -93,8 +93,11 @@ Ranked PrunedSearch::rankedRow(const Pending& candidate, const CandidateResult& 
 }
 
 // Simulates `candidate` unless its timeline before link sharing already ends after `limit_us`
-// (simulateWithin: then `slower` and no row; the full time could only be longer).
-Simulated PrunedSearch::simulateOne(const Pending& candidate, double limit_us) const {
+// (simulateWithin: then `slower` and no row; the full time could only be longer). With
+// `unshared_only`, that timeline alone: its iteration time in `unshared_us` (a row only where it
+// is infinite, which the sharing pass does not change and summarize() refuses).
+Simulated PrunedSearch::simulateOne(const Pending& candidate, double limit_us,
+                                    bool unshared_only) const {
   Simulated out;
   IterationPlan plan = buildIterationPlan(model_, cluster_, candidate.strategy, &cache_);
   std::vector<EventCost> event_costs;
@@ -109,9 +112,14 @@ Simulated PrunedSearch::simulateOne(const Pending& candidate, double limit_us) c
               plan.micro_batches, candidate.closed.micro_batches);
   double unshared_us = 0;
   const std::optional<Simulation> sim =
-      simulateWithin(std::move(plan), std::move(event_costs), limit_us, unshared_us);
+      simulateWithin(std::move(plan), std::move(event_costs),
+                     unshared_only ? std::numeric_limits<double>::lowest() : limit_us, unshared_us);
   if (!sim) {
-    out.slower = true;
+    if (unshared_only) {
+      out.unshared_us = unshared_us;
+    } else {
+      out.slower = true;
+    }
     return out;
   }
   CandidateResult timing;
@@ -131,48 +139,84 @@ CandidateResult PrunedSearch::oomRow(const Strategy& strategy, const ClosedFormR
   return c;
 }
 
-// Drops the pool's candidates above the threshold (pruned), then simulates its best bounds
-// (one round) and ranks them. False when the pool was left empty before the round.
+// Drops the pools' candidates above the threshold (pruned), then runs one round of simulations
+// and ranks what they give. False when both pools were left empty before the round.
+//
+// Two pools, one order: pool_ by the closed form's bound, unshared_pool_ by the iteration time
+// of the timeline before link sharing (a first pass, simulateWithin's; sharing only lengthens
+// it). The round takes the least keys of both, best first: one of pool_ gets its first pass (and
+// joins unshared_pool_ if that does not already end after the threshold), one of unshared_pool_
+// its full simulation. Sharing, most of a simulation's cost under context parallelism across
+// nodes, so runs only for candidates whose time before it is below every other candidate's
+// bound: Llama 3.1 405B on 1,024 GPUs ran it for 7 candidates whose time before sharing was
+// already above the final 10th time, because their closed-form bounds were below it.
 bool PrunedSearch::simulateRound() {
   const double bound_limit = limit();
-  while (!pool_.empty() && std::prev(pool_.end())->bound_us > bound_limit) {
-    pool_.erase(std::prev(pool_.end()));
-    ++report_.pruned_by_bound;
+  for (std::set<Pending, ByBound>* pool : {&pool_, &unshared_pool_}) {
+    while (!pool->empty() && std::prev(pool->end())->bound_us > bound_limit) {
+      pool->erase(std::prev(pool->end()));
+      ++report_.pruned_by_bound;
+    }
   }
-  if (pool_.empty()) return false;
-  // The best bounds until the round holds `size` candidates that need a simulation of their
-  // own (a timing key new to the round, neither simulated nor found too slow before), with the
-  // candidates among them that take an earlier one's timing: a round gives every thread work
-  // however many candidates share their keys. Until the top K is full, `size` is K - |top|:
-  // a timing simulated gives one row at most (equal timings join one row), so no fewer can
-  // fill it. Counting candidates instead left a round of 10 with 5 simulations, then rounds
-  // of 3, 1, 1 while one thread waited (Llama 3.1 405B on 1,024 GPUs).
+  if (pool_.empty() && unshared_pool_.empty()) return false;
+  // The best keys until the next would exceed the round's number of full simulations or of
+  // first passes to run (of timing keys new to the round, not known from before), with the
+  // candidates among them that take an earlier one's result: a round gives every thread work
+  // however many candidates share their keys. Until the top K is full, the full simulations are
+  // K - |top|: a timing simulated gives one row at most (equal timings join one row), so no fewer
+  // can fill it. Counting candidates instead left a round of 10 with 5 simulations, then rounds of
+  // 3, 1, 1 while one thread waited (Llama 3.1 405B on 1,024 GPUs); counting first passes with
+  // the full simulations left the last two full ones (0.4 s and 0.3 s) in rounds of their own.
   const bool filling = std::isinf(bound_limit);
-  const size_t size = filling ? static_cast<size_t>(options_.top_k) - top_.size() : kRoundSize;
+  const size_t full_size = filling ? static_cast<size_t>(options_.top_k) - top_.size() : kRoundSize;
+  size_t full_count = 0, first_pass_count = 0;
   std::vector<Pending> round;
-  // Only the first of each timing key not simulated before runs; the others take its timing
-  // (or, when its unshared timeline was already too slow, are pruned with it).
+  std::vector<bool> full;  // a full simulation (from unshared_pool_), else a first pass
+  // Only the first of each timing key and pass runs; the others take its result.
   std::vector<Strategy> keys;
-  std::vector<size_t> first;  // the round's first candidate of the same key
+  std::vector<size_t> first;  // the round's first candidate of the same key and pass
   std::vector<size_t> to_simulate;
-  std::unordered_map<Strategy, size_t, TimingKeyHash> first_of_key;
-  while (!pool_.empty() && to_simulate.size() < size) {
+  std::vector<Simulated> done;
+  std::unordered_map<Strategy, size_t, TimingKeyHash> first_pass_of_key, full_of_key;
+  while (!pool_.empty() || !unshared_pool_.empty()) {
+    const bool from_unshared =
+        pool_.empty() ||
+        (!unshared_pool_.empty() && keyOf(*unshared_pool_.begin()) < keyOf(*pool_.begin()));
+    if (from_unshared ? full_count == full_size : first_pass_count == kRoundSize) break;
+    std::set<Pending, ByBound>& pool = from_unshared ? unshared_pool_ : pool_;
+    Pending candidate = std::move(pool.extract(pool.begin()).value());
+    Strategy key = timingKey(model_, candidate.strategy);
+    Simulated known;
+    if (auto timing = memo_.find(key); timing != memo_.end()) {
+      known.ranked = rankedRow(candidate, timing->second);
+    } else if (!from_unshared && slower_.count(key) > 0) {
+      known.slower = true;  // the threshold only falls: still too slow
+    } else if (auto before = unshared_memo_.find(key);
+               !from_unshared && before != unshared_memo_.end()) {
+      // Its first pass is known: it waits (or is pruned) by that time, as its own would.
+      candidate.bound_us = before->second;
+      if (candidate.bound_us > bound_limit) {
+        ++report_.pruned_by_bound;
+      } else {
+        unshared_pool_.insert(std::move(candidate));
+      }
+      continue;
+    }
     const size_t j = round.size();
-    round.push_back(std::move(pool_.extract(pool_.begin()).value()));
-    keys.push_back(timingKey(model_, round[j].strategy));
-    first.push_back(first_of_key.try_emplace(keys[j], j).first->second);
-    if (first[j] == j && memo_.count(keys[j]) == 0 && slower_.count(keys[j]) == 0) {
-      to_simulate.push_back(j);
+    if (known.ranked || known.slower) {
+      first.push_back(j);
+    } else {
+      auto& of_key = from_unshared ? full_of_key : first_pass_of_key;
+      first.push_back(of_key.try_emplace(key, j).first->second);
+      if (first.back() == j) {
+        to_simulate.push_back(j);
+        ++(from_unshared ? full_count : first_pass_count);
+      }
     }
-  }
-  std::vector<Simulated> done(round.size());
-  for (size_t j = 0; j < round.size(); ++j) {
-    if (first[j] != j) continue;
-    if (auto known = memo_.find(keys[j]); known != memo_.end()) {
-      done[j].ranked = rankedRow(round[j], known->second);
-    } else if (slower_.count(keys[j]) > 0) {
-      done[j].slower = true;  // the threshold only falls: still too slow
-    }
+    round.push_back(std::move(candidate));
+    full.push_back(from_unshared);
+    keys.push_back(std::move(key));
+    done.push_back(std::move(known));
   }
   // Longest first (micro-batches x stages x chunks, the tasks to time), so that the threads
   // end together; each result goes to its candidate's slot, so the order changes no result.
@@ -184,26 +228,42 @@ bool PrunedSearch::simulateRound() {
   std::stable_sort(longest_first.begin(), longest_first.end(),
                    [&](size_t a, size_t b) { return tasks(a) > tasks(b); });
   parallelFor(longest_first.size(), options_.threads, [&](size_t i) {
-    done[longest_first[i]] = simulateOne(round[longest_first[i]], bound_limit);
+    const size_t j = longest_first[i];
+    done[j] = simulateOne(round[j], bound_limit, /*unshared_only=*/!full[j]);
     // Its shape's orders, states and graph would sit beside the next simulations (a graph of
     // 2^16 tasks is ~4 MB): the two threads' simulations are the search's peak.
     releaseShapeCaches();
   });
   if (memo_.size() + to_simulate.size() > kTimingMemoCapacity) memo_.clear();
   if (slower_.size() + to_simulate.size() > kTimingMemoCapacity) slower_.clear();
+  if (unshared_memo_.size() + to_simulate.size() > kTimingMemoCapacity) unshared_memo_.clear();
   for (size_t j : to_simulate) {
-    if (done[j].ranked) memo_.emplace(keys[j], done[j].ranked->result);
-    if (done[j].slower) slower_.insert(keys[j]);
+    Simulated& d = done[j];
+    // A first pass already after the threshold is a stopped simulation, as the full one's.
+    if (d.unshared_us && *d.unshared_us > bound_limit && std::isfinite(*d.unshared_us)) {
+      d.unshared_us.reset();
+      d.slower = true;
+    }
+    if (d.ranked) memo_.emplace(keys[j], d.ranked->result);
+    if (d.slower) slower_.insert(keys[j]);
+    if (d.unshared_us) unshared_memo_.emplace(keys[j], *d.unshared_us);
   }
   for (size_t j = 0; j < round.size(); ++j) {
     if (first[j] == j) continue;
-    if (done[first[j]].slower) done[j].slower = true;
-    if (!done[first[j]].ranked) continue;
-    done[j].ranked = rankedRow(round[j], done[first[j]].ranked->result);
+    const Simulated& leader = done[first[j]];
+    done[j].slower = leader.slower;
+    done[j].unshared_us = leader.unshared_us;
+    if (leader.ranked) done[j].ranked = rankedRow(round[j], leader.ranked->result);
   }
-  for (Simulated& d : done) {
+  for (size_t j = 0; j < round.size(); ++j) {
+    Simulated& d = done[j];
     for (const Event& e : d.missing) missing_.intern(e);
     if (d.slower) ++report_.pruned_by_bound;
+    if (d.unshared_us) {  // waits for its sharing pass
+      round[j].bound_us = *d.unshared_us;
+      unshared_pool_.insert(std::move(round[j]));
+      continue;
+    }
     if (!d.ranked) continue;
     ++report_.simulated;
     Ranked r = std::move(*d.ranked);

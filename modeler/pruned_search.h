@@ -15,15 +15,18 @@
 // whatever the enumeration had reached — Llama 3.1 405B on 1,024 GPUs simulated 1M64P1D with
 // 2,048 micro-batches, 2.2 GB, before the 4M8P8D plans that win came along. At the end of the
 // enumeration the pool is simulated best bound first, in rounds; before each round the candidates
-// whose bound now exceeds the K-th best time leave it (pruned). A round takes the best bounds
-// until it holds a number of timing keys to simulate (K - |top| until the top K is full, then a
-// fixed kRoundSize), with the candidates between them that reuse a simulated key's timing (so
-// every thread has a simulation to run); its simulations run longest first. A simulation stops
-// after its timeline before link sharing when that already
-// ends after the K-th best time (simulateWithin, simulation.h: sharing only lengthens it); the
-// candidate is pruned, and so is every later one of its timing key. That pass is most of a
-// simulation's cost under context parallelism across nodes (Llama 3.1 405B on 1,024 GPUs: 80
-// simulations, 52 of them stopped there). If candidates were
+// whose bound now exceeds the K-th best time leave it (pruned). A candidate is simulated in two
+// passes: first its timeline before link sharing (simulateWithin, simulation.h: sharing only
+// lengthens it), whose iteration time is a tighter bound; the candidate then waits in a second
+// pool by that time, and gets its sharing pass (the full simulation) only when that time is the
+// least key of both pools. Link sharing is most of a simulation's cost under context parallelism
+// across nodes, so it runs only for candidates whose time before it can still reach the top K
+// (Llama 3.1 405B on 1,024 GPUs: 25 sharing passes before, 10 after; session 22). A round takes
+// the least keys of both pools until it holds a number of simulations to run (K - |top| until the
+// top K is full, then a fixed kRoundSize), with the candidates between them that reuse a
+// simulated key's result (so every thread has a simulation to run); its simulations run longest
+// first. A first pass that already ends after the K-th best time prunes the candidate, and every
+// later one of its timing key. If candidates were
 // set aside and the ceiling's bound does not exceed the K-th best time, some of them could still
 // enter the top K: the enumeration runs again (another pass, its closed forms computed again) for
 // the candidates from the ceiling up, with the same pool. Each pass decides at least the pool's

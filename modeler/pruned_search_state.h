@@ -71,6 +71,9 @@ struct Simulated {
   std::optional<Ranked> ranked;
   std::vector<Event> missing;
   bool slower = false;  // its timeline before link sharing ended after the threshold: pruned
+  // A first pass (no link sharing): its timeline's iteration time before sharing, a lower bound
+  // on its simulated time.
+  std::optional<double> unshared_us;
 };
 
 // The timing fields of a simulated candidate (setTiming), kept per timing key (plan_core.h): a
@@ -152,7 +155,8 @@ class PrunedSearch {
   // pruned_search.cpp
   double limit() const;
   static Ranked rankedRow(const Pending& candidate, const CandidateResult& timing);
-  Simulated simulateOne(const Pending& candidate, double limit_us) const;
+  // `unshared_only`: the timeline before link sharing alone (Simulated::unshared_us).
+  Simulated simulateOne(const Pending& candidate, double limit_us, bool unshared_only) const;
   static CandidateResult oomRow(const Strategy& strategy, const ClosedFormResult& closed);
   bool simulateRound();
 
@@ -165,6 +169,9 @@ class PrunedSearch {
   unsigned workers_;
   std::vector<Share> shares_;  // one per worker thread
   std::set<Pending, ByBound> pool_;  // keys in [floor_, ceiling_), at most pool_capacity_
+  // Candidates of pool_ whose timeline before link sharing is known, keyed by its iteration time
+  // (a tighter lower bound than the closed form's), waiting for the sharing pass.
+  std::set<Pending, ByBound> unshared_pool_;
   size_t pool_capacity_ = std::max<size_t>(options_.pool_capacity, 1);
   // This pass's range of pool keys: below floor_ an earlier pass decided; from ceiling_ up,
   // set_aside_ fitting candidates wait for the next pass (ceiling_ only falls within a pass).
@@ -177,6 +184,9 @@ class PrunedSearch {
   TimingMemo memo_;
   // Timing keys whose timeline before link sharing ended after the threshold of their round.
   std::unordered_set<Strategy, TimingKeyHash> slower_;
+  // Timing keys' iteration times before link sharing (a first pass), for the other candidates of
+  // the key.
+  std::unordered_map<Strategy, double, TimingKeyHash> unshared_memo_;
   EventTable missing_;
   SearchReport report_;
   // The first pass's invalid candidates, merged over the workers, and each rule's example's index.

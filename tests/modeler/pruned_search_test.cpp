@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -291,6 +292,120 @@ TEST(PrunedSearchTest, TheZero2BoundHoldsEveryMicroBatchsReductions) {
     EXPECT_GT(4 * one_us, 0.5 * sim.summary.iteration_us);  // the case this test is about
     EXPECT_LE(bound, sim.summary.iteration_us * (1 + 1e-12));
   }
+}
+
+// ZeRO-2's reductions are ops of every micro-batch's backward task: without --dp-overlap they run
+// between its compute ops, so one device (P = 1) spends at least m x (F + B + the buckets' device
+// time); with it they run beside the ops on the DP stream, one at a time, and the task ends after
+// the last, so at least m x (F + max(B, the buckets)). The bound counts the buckets as one
+// reduce-scatter of all the gradients (no more than the parts) and must reach those sums, summed
+// here from the plan's own op lists, while staying below the simulation. (Before, the reductions
+// bounded only the DP stream, m x one reduce-scatter: Llama 3.1 405B's ZeRO-2 candidates on 1,024
+// GPUs were bounded at 74 s and simulated at 105-140 s, 10 of its 50 simulations.)
+TEST(PrunedSearchTest, TheZero2BoundCountsTheReductionsInsideEachBackward) {
+  ModelConfig model = loadModelConfig(test::configPath("models", "llama3-8b"));
+  model.seq_length = 256;
+  const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  const CostModel costs(cluster, nullptr, true);
+  PlanCache cache;
+  const ClosedFormTier tier(model, cluster, costs, 0.1, cache);
+  for (const bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap);
+    Strategy s = Strategy::of(8, 1, 4, 1, 16);  // TP 8, DP 4 over four nodes, m = 4
+    s.zero_stage = 2;
+    s.dp_overlap = overlap;
+    IterationPlan plan = buildIterationPlan(model, cluster, s);
+    ASSERT_EQ(plan.micro_batches, 4);
+    std::vector<EventCost> event_costs = costs.costAll(plan.events);
+    // One micro-batch's forward and backward compute (every op blocks: no CP, no overlap) and
+    // its buckets, summed by hand from the plan.
+    double forward_us = 0, backward_us = 0, buckets_us = 0;
+    int64_t bytes = 0;
+    std::optional<Event> bucket;
+    for (const OpInstance& op : plan.stages[0].forward) {
+      ASSERT_EQ(op.overlap_ops, 0) << op.name;
+      forward_us += event_costs[op.event].time_us;
+    }
+    for (const OpInstance& op : plan.stages[0].backward) {
+      if (op.name == kZero2ReduceName) {
+        bucket = plan.events[op.event].event;
+        bytes += bucket->message_bytes;
+        buckets_us += event_costs[op.event].time_us;
+        continue;
+      }
+      ASSERT_EQ(op.overlap_ops, 0) << op.name;
+      backward_us += event_costs[op.event].time_us;
+    }
+    ASSERT_TRUE(bucket.has_value());
+    const double one_us =
+        costs.cost(makeCommunication(EventKind::kReduceScatter, bytes, bucket->placement,
+                                     bucket->dtype))
+            ->time_us;
+    EXPECT_LE(one_us, buckets_us * (1 + 1e-12));  // concave in bytes: one message <= the parts
+    ASSERT_GT(one_us, backward_us);  // the case this test is about: the reductions outlast B
+    const double task_us = overlap ? std::max(backward_us, one_us) : backward_us + one_us;
+    const double work_us = 4 * (forward_us + task_us);
+    const Simulation sim = simulate(std::move(plan), std::move(event_costs));
+    const double bound = tier.evaluate(s).lower_bound_us;
+    EXPECT_GE(bound, work_us * (1 - 1e-12));
+    EXPECT_LE(bound, sim.summary.iteration_us * (1 + 1e-12));
+  }
+}
+
+// A candidate is simulated in two passes (pruned_search.h): its timeline before link sharing first
+// (sharing only lengthens it, so its time U bounds the simulated time T more tightly than the
+// closed form's bound), then, only when U is the least key left, the full simulation with
+// sharing. Checked on every fitting candidate of a space with context parallelism across nodes
+// (link sharing stretches a third of them) and ZeRO-2, simulated both ways here: bound <= U <= T.
+// The search keeps the three least T, and simulates in full at least every candidate whose U is
+// at most the third time (none of them can be pruned).
+TEST(PrunedSearchTest, LinkSharingRunsAfterTheTimeBeforeItAndTheChainOfBoundsHolds) {
+  const ModelConfig model = loadModelConfig(test::configPath("models", "llama3-8b"));
+  const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  const CostModel costs(cluster, nullptr, true);
+  SearchOptions options = space(32, 64, {1}, {Schedule::kDapple, Schedule::kInterleaved});
+  options.space.virtual_stages = {2};
+  options.space.context_parallel = {2, 4};
+  options.space.zero_stages = {1, 2};
+  options.space.dp_overlaps = {false, true};
+  options.space.sequence_parallel = {true};
+  options.top_k = 3;
+  PlanCache cache;
+  const ClosedFormTier tier(model, cluster, costs, options.memory_headroom, cache);
+  std::vector<double> unshared, full;
+  int stretched = 0;
+  for (const Candidate& c : enumerateCandidates(model, cluster, options.base, options.space)) {
+    if (c.violation) continue;
+    const ClosedFormResult closed = tier.evaluate(c.strategy);
+    if (!closed.fits) continue;
+    IterationPlan plan = buildIterationPlan(model, cluster, c.strategy);
+    std::vector<EventCost> event_costs = costs.costAll(plan.events);
+    double u = 0;
+    ASSERT_FALSE(simulateWithin(plan, event_costs, std::numeric_limits<double>::lowest(), u));
+    const double t = simulate(std::move(plan), std::move(event_costs)).summary.iteration_us;
+    const std::string at = c.strategy.name() + c.strategy.techniques();
+    EXPECT_GT(closed.lower_bound_us, 0) << at;
+    EXPECT_LE(closed.lower_bound_us, u * (1 + 1e-12)) << at;
+    EXPECT_LE(u, t * (1 + 1e-12)) << at;
+    if (t > u * (1 + 1e-6)) ++stretched;
+    unshared.push_back(u);
+    full.push_back(t);
+  }
+  ASSERT_GT(full.size(), 50u);
+  EXPECT_GT(stretched, 10);  // link sharing does lengthen many of them
+  std::vector<double> sorted = full;
+  std::sort(sorted.begin(), sorted.end());
+  const double third = sorted[2];
+  const SearchReport report = runPrunedSearch(model, cluster, costs, options);
+  const std::vector<CandidateResult> rows = report.candidates.toVector();
+  ASSERT_EQ(rows.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(rows[i].iteration_us, sorted[i]) << i;
+  EXPECT_EQ(report.ok, static_cast<int64_t>(full.size()));
+  EXPECT_EQ(report.simulated + report.pruned_by_bound, report.ok);
+  const auto reaching = std::count_if(unshared.begin(), unshared.end(),
+                                      [&](double u) { return u <= third; });
+  EXPECT_GE(report.simulated, reaching);
+  EXPECT_LT(report.simulated, report.ok / 4);  // most were pruned before any sharing
 }
 
 TEST(PrunedSearchTest, TheZero3BoundCountsEveryBlocksGathersAndReduceScatters) {
