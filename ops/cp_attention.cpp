@@ -48,6 +48,31 @@ void LayerOpBuilder::cpCollective(OpList& out, int layer, std::string_view name,
   out.push_back(OpInstance{table_.intern(e), Stream::kCpComm, layer, name, recomputing_});
 }
 
+void LayerOpBuilder::ringAttention(OpList& out, int layer, bool backward, const RingAttention& r) {
+  // Transformer Engine's copies and merges around its ring (ops/cp_ring_copies.h), on K and V of
+  // k bytes each.
+  const bool copies = r.copies && r.ring > 1;
+  const int64_t k = r.kv_block_bytes / 2;
+  if (copies) eagerKernels(out, layer, {backward ? cpRingKvGradBuffer(k) : cpRingKvPack(k)});
+  for (int j = 0; j < r.ring; ++j) {
+    // The next K/V block (backward: with their gradients) travels while this step computes (TE's
+    // ring; after an a2a each block is s/R tokens on a/(tA) heads: the same bytes).
+    if (j + 1 < r.ring) {
+      cpRingExchange(out, layer, backward ? "cp_kv_grad_exchange" : "cp_kv_exchange",
+                     (backward ? 2 : 1) * r.kv_block_bytes);
+      // TE waits for the exchange only before adding the step's dK and dV into the received
+      // running sums ("wait until dKV is received"): the step's dQ accumulation runs beside it.
+      if (copies && backward) out.back().overlap_ops = 2;
+    }
+    compute(out, layer,
+            j == 0 ? (backward ? "flash_attention_bwd" : "flash_attention")
+                   : (backward ? "flash_attention_ring_step_bwd" : "flash_attention_ring_step"),
+            r.step, 0, j == 0 ? r.saved_bytes : 0);
+    if (copies && backward) eagerKernels(out, layer, cpRingGradAccumulations(j, r.q_bytes, k));
+  }
+  if (copies && !backward) eagerKernels(out, layer, cpRingOutCorrections(r.ring, r.q_bytes));
+}
+
 void LayerOpBuilder::flashAttentionCore(OpList& out, int layer, bool backward) {
   const LayerShape& s = shape_;
   const int64_t heads = s.micro_batch * s.heads / s.tp;  // query heads on this rank, times b
@@ -91,29 +116,14 @@ void LayerOpBuilder::flashAttentionCore(OpList& out, int layer, bool backward) {
       cpCollective(out, layer, "cp_v_a2a", EventKind::kAllToAll, kv_bytes);
     }
   }
-  const Event step = flashAttentionStep(backward, s.seq / ring, a2a);
-  // Transformer Engine's copies and merges around its ring (ops/cp_ring_copies.h).
-  const bool copies = s.te_ring_copies && ring > 1;
-  if (copies) {
-    eagerKernels(out, layer, {backward ? cpRingKvGradBuffer(kv_bytes) : cpRingKvPack(kv_bytes)});
-  }
-  for (int j = 0; j < ring; ++j) {
-    // The next K/V block (backward: with their gradients) travels while this step computes (TE's
-    // ring; after an a2a each block is s/R tokens on a/(tA) heads: the same 2k bytes).
-    if (j + 1 < ring) {
-      cpRingExchange(out, layer, backward ? "cp_kv_grad_exchange" : "cp_kv_exchange",
-                     (backward ? 4 : 2) * kv_bytes);
-      // TE waits for the exchange only before adding the step's dK and dV into the received
-      // running sums ("wait until dKV is received"): the step's dQ accumulation runs beside it.
-      if (copies && backward) out.back().overlap_ops = 2;
-    }
-    compute(out, layer,
-            j == 0 ? first
-                   : (backward ? "flash_attention_ring_step_bwd" : "flash_attention_ring_step"),
-            step, 0, j == 0 ? saved : 0);
-    if (copies && backward) eagerKernels(out, layer, cpRingGradAccumulations(j, q_bytes, kv_bytes));
-  }
-  if (copies && !backward) eagerKernels(out, layer, cpRingOutCorrections(ring, q_bytes));
+  RingAttention r;
+  r.step = flashAttentionStep(backward, s.seq / ring, a2a);
+  r.ring = ring;
+  r.kv_block_bytes = 2 * kv_bytes;
+  r.saved_bytes = saved;
+  r.copies = s.te_ring_copies;
+  r.q_bytes = q_bytes;
+  ringAttention(out, layer, backward, r);
   if (a2a > 1) {
     if (backward) {
       cpCollective(out, layer, "cp_dq_a2a", EventKind::kAllToAll, q_bytes);
