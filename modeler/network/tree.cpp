@@ -26,7 +26,8 @@ namespace evsim::algorithms {
 namespace {
 
 constexpr double kBaseUs[kNcclProtocolCount] = {6.8, 14.0, 8.4};  // NCCL baseLat, Tree
-constexpr double kTreeBandwidthShare = 0.92;  // tuning.cc: busBw * .92
+// tuning.cc: busBw * .92 for a tree all-reduce.
+constexpr double kTreeBandwidthShare = 0.92;
 
 std::optional<AlgorithmCost> treeCost(EventKind kind, const GroupOnFabric& g, NcclProtocol p,
                                       int64_t bytes) {
