@@ -6,6 +6,7 @@
 
 #include "common/checked.h"
 #include "common/error.h"
+#include "common/fnv1a.h"
 #include "plan/shape_cache.h"
 
 namespace evsim {
@@ -15,14 +16,6 @@ int64_t AccumulatedGradientPeak::total() const {
 }
 
 namespace {
-
-struct CountsHash {
-  size_t operator()(const std::vector<int>& v) const {
-    size_t h = 1469598103934665603u;
-    for (int x : v) h = (h ^ static_cast<size_t>(static_cast<unsigned>(x))) * 1099511628211u;
-    return h;
-  }
-};
 
 bool covers(const int* a, const int* b, size_t width) {  // a >= b everywhere
   for (size_t i = 0; i < width; ++i) {
@@ -39,7 +32,7 @@ AccumulationStates accumulationStates(const std::vector<StageTask>& order, int c
   const Phase grads_at = split ? Phase::kWeightGrad : Phase::kBackward;
   const size_t v = static_cast<size_t>(chunks), width = 3 * v;
   std::vector<int> now(width, 0);  // held, W inputs held, gradients allocated
-  std::unordered_set<std::vector<int>, CountsHash> seen;
+  std::unordered_set<std::vector<int>, IntVectorHash> seen;
   std::vector<std::vector<int>> frontier;
   std::vector<int> frontier_in_flight;
   int in_flight = 0;

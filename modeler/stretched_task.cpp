@@ -3,6 +3,7 @@
 
 #include <bit>
 
+#include "common/fnv1a.h"
 #include "modeler/op_offsets.h"
 #include "plan/task_graph.h"
 
@@ -54,18 +55,14 @@ TaskRetimer::Times TaskRetimer::times(int virtual_stage, Phase phase,
 
 size_t TaskRetimer::QuestionHash::operator()(const Question& q) const {
   // FNV-1a over the words of the question.
-  uint64_t h = 14695981039346656037ull;
-  auto mix = [&](uint64_t word) {
-    h ^= word;
-    h *= 1099511628211ull;
-  };
-  mix(static_cast<uint64_t>(q.virtual_stage));
-  mix(static_cast<uint64_t>(q.phase));
+  Fnv1a h;
+  h.mix(static_cast<uint64_t>(q.virtual_stage));
+  h.mix(static_cast<uint64_t>(q.phase));
   for (const auto& [op, bits] : q.stretched) {
-    mix(static_cast<uint64_t>(op));
-    mix(bits);
+    h.mix(static_cast<uint64_t>(op));
+    h.mix(bits);
   }
-  return static_cast<size_t>(h);
+  return static_cast<size_t>(h.value());
 }
 
 StretchedTask TaskRetimer::of(int virtual_stage, Phase phase,

@@ -5,13 +5,15 @@
 // its K and V k = e T (g/t) d bytes each. Message sizes follow nccl-tests (an all-gather's and a
 // reduce-scatter's the whole gathered buffer, an all-to-all's the rank's send buffer):
 //   p2p:       C steps; beside each of the first C-1 a p2p of K and V to the ring neighbour (2k);
-//              backward the same with K, V, dK, dV (4k);
+//              backward one beside every step, as TE's AttnFuncWithCPAndKVP2P.backward sends its
+//              [KV, dKV] buffer: step 0 K and V (2k), steps 1 to C-2 K, V, dK, dV (4k), step C-1
+//              dK and dV (2k): 4k (C-1) in all;
 //   a2a:       forward a2a of Q (q), K (k), V (k); one causal call over s on a/(tC) heads; a2a of
 //              O (q). Backward a2a of dO (q); the call's backward; a2a of dQ (q), dK, dV (k);
 //   allgather: forward all-gathers of K and V (C k each); the rank's causal blocks; backward the
 //              same gathers, the blocks' backward, reduce-scatters of dK and dV (C k each);
 //   a2a+p2p:   the a2a steps over A ranks around a ring of R = C / A steps on s/R queries and
-//              a/(tA) heads, whose exchanges carry 2k (4k backward), as p2p's.
+//              a/(tA) heads, whose exchanges carry what p2p's do (backward 2k, 4k..., 2k).
 // Every variant does the same attention work: C causal blocks of s/C queries (p2p), one causal
 // s x s over a/(tC) heads (a2a) and R causal blocks of s/R over a/(tA) heads all run
 // 2 s^2 (a/t) d / C multiply-adds forward. The allgather's two calls (query chunks r and 2C-1-r
@@ -46,6 +48,38 @@ void LayerOpBuilder::cpCollective(OpList& out, int layer, std::string_view name,
                                   int64_t bytes) {
   Event e = makeCommunication(kind, bytes, shape_.cp_group, shape_.dtype);
   out.push_back(OpInstance{table_.intern(e), Stream::kCpComm, layer, name, recomputing_});
+}
+
+void LayerOpBuilder::ringAttention(OpList& out, int layer, bool backward, const RingAttention& r) {
+  // Transformer Engine's copies and merges around its ring (ops/cp_ring_copies.h), on K and V of
+  // k bytes each.
+  const bool copies = r.copies && r.ring > 1;
+  const int64_t k = r.kv_block_bytes / 2;
+  if (copies) eagerKernels(out, layer, {backward ? cpRingKvGradBuffer(k) : cpRingKvPack(k)});
+  for (int j = 0; j < r.ring; ++j) {
+    // What travels while this step computes (TE's ring; after an a2a each block is s/R tokens on
+    // a/(tA) heads: the same bytes). Forward: the next K/V block, beside each step but the last.
+    // Backward, beside every step (TE's send buffer [KV, dKV]): step 0 sends the K/V block alone
+    // (no gradient summed yet), the middle steps K/V and the running dK/dV sums, the last step
+    // the sums alone (no K/V needed after it).
+    int64_t bytes = 0;
+    if (r.ring > 1 && !backward && j + 1 < r.ring) bytes = r.kv_block_bytes;
+    if (r.ring > 1 && backward) {
+      bytes = (j == 0 || j + 1 == r.ring) ? r.kv_block_bytes : 2 * r.kv_block_bytes;
+    }
+    if (bytes > 0) {
+      cpRingExchange(out, layer, backward ? "cp_kv_grad_exchange" : "cp_kv_exchange", bytes);
+      // TE waits for the exchange only before adding the step's dK and dV into the received
+      // running sums ("wait until dKV is received"): the step's dQ accumulation runs beside it.
+      if (copies && backward) out.back().overlap_ops = 2;
+    }
+    compute(out, layer,
+            j == 0 ? (backward ? "flash_attention_bwd" : "flash_attention")
+                   : (backward ? "flash_attention_ring_step_bwd" : "flash_attention_ring_step"),
+            r.step, 0, j == 0 ? r.saved_bytes : 0);
+    if (copies && backward) eagerKernels(out, layer, cpRingGradAccumulations(j, r.q_bytes, k));
+  }
+  if (copies && !backward) eagerKernels(out, layer, cpRingOutCorrections(r.ring, r.q_bytes));
 }
 
 void LayerOpBuilder::flashAttentionCore(OpList& out, int layer, bool backward) {
@@ -91,29 +125,14 @@ void LayerOpBuilder::flashAttentionCore(OpList& out, int layer, bool backward) {
       cpCollective(out, layer, "cp_v_a2a", EventKind::kAllToAll, kv_bytes);
     }
   }
-  const Event step = flashAttentionStep(backward, s.seq / ring, a2a);
-  // Transformer Engine's copies and merges around its ring (ops/cp_ring_copies.h).
-  const bool copies = s.te_ring_copies && ring > 1;
-  if (copies) {
-    eagerKernels(out, layer, {backward ? cpRingKvGradBuffer(kv_bytes) : cpRingKvPack(kv_bytes)});
-  }
-  for (int j = 0; j < ring; ++j) {
-    // The next K/V block (backward: with their gradients) travels while this step computes (TE's
-    // ring; after an a2a each block is s/R tokens on a/(tA) heads: the same 2k bytes).
-    if (j + 1 < ring) {
-      cpRingExchange(out, layer, backward ? "cp_kv_grad_exchange" : "cp_kv_exchange",
-                     (backward ? 4 : 2) * kv_bytes);
-      // TE waits for the exchange only before adding the step's dK and dV into the received
-      // running sums ("wait until dKV is received"): the step's dQ accumulation runs beside it.
-      if (copies && backward) out.back().overlap_ops = 2;
-    }
-    compute(out, layer,
-            j == 0 ? first
-                   : (backward ? "flash_attention_ring_step_bwd" : "flash_attention_ring_step"),
-            step, 0, j == 0 ? saved : 0);
-    if (copies && backward) eagerKernels(out, layer, cpRingGradAccumulations(j, q_bytes, kv_bytes));
-  }
-  if (copies && !backward) eagerKernels(out, layer, cpRingOutCorrections(ring, q_bytes));
+  RingAttention r;
+  r.step = flashAttentionStep(backward, s.seq / ring, a2a);
+  r.ring = ring;
+  r.kv_block_bytes = 2 * kv_bytes;
+  r.saved_bytes = saved;
+  r.copies = s.te_ring_copies;
+  r.q_bytes = q_bytes;
+  ringAttention(out, layer, backward, r);
   if (a2a > 1) {
     if (backward) {
       cpCollective(out, layer, "cp_dq_a2a", EventKind::kAllToAll, q_bytes);

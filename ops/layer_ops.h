@@ -285,6 +285,19 @@ class LayerOpBuilder {
   Event flashAttentionStep(bool backward, int64_t seq, int head_split) const;
   // The K/V (and, backward, their gradients) exchange with the ring neighbours, beside the step.
   void cpRingExchange(OpList& out, int layer, std::string_view name, int64_t bytes);
+  // Transformer Engine's ring attention (AttnFuncWithCPAndKVP2P), the one loop both attention
+  // kinds run (ops/cp_attention.cpp: GQA/MHA under p2p and a2a+p2p; ops/mla_ops.cpp: MLA): `ring`
+  // fused calls of `step`, the first keeping `saved_bytes`, with the K/V block exchanges beside
+  // them, and TE's copies around them when `copies`.
+  struct RingAttention {
+    Event step;                  // one fused call (forward or backward)
+    int ring = 1;                // steps (ranks of the ring); 1: one call, no exchange
+    int64_t kv_block_bytes = 0;  // the rank's K and V together, as exchanged
+    int64_t saved_bytes = 0;     // what the forward's first call keeps
+    bool copies = false;         // TE's ring copies (ops/cp_ring_copies.h; K and V equal sizes)
+    int64_t q_bytes = 0;         // the rank's Q (the copies' output corrections and dQ sums)
+  };
+  void ringAttention(OpList& out, int layer, bool backward, const RingAttention& ring);
   // An exposed collective over the CP collectives' group (a2a, allgather).
   void cpCollective(OpList& out, int layer, std::string_view name, EventKind kind, int64_t bytes);
   // Mixture of experts (ops/moe_ops.cpp): router, dispatch, experts, combine, shared experts.

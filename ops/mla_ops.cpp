@@ -52,18 +52,16 @@ void LayerOpBuilder::mlaCore(OpList& out, int layer, bool backward) {
         "", s.dtype);
     const int64_t q_bytes = e() * heads * s.localSeq() * dqk;
     const int64_t kv_bytes = e() * heads * s.localSeq() * (dqk + dv);  // K and V
-    for (int j = 0; j < s.cp; ++j) {
-      // Ring attention: the next K/V block (and backward, their gradients) travels meanwhile.
-      if (j + 1 < s.cp) {
-        cpRingExchange(out, layer, backward ? "cp_kv_grad_exchange" : "cp_kv_exchange",
-                       (backward ? 2 : 1) * kv_bytes);
-      }
-      const char* name = backward
-                             ? (j == 0 ? "flash_attention_bwd" : "flash_attention_ring_step_bwd")
-                             : (j == 0 ? "flash_attention" : "flash_attention_ring_step");
-      compute(out, layer, name, step, 0,
-              !backward && j == 0 ? q_bytes + kv_bytes + kLseBytes * heads * s.localSeq() : 0);
-    }
+    // Ring attention over the CP group (only p2p is modelled with MLA: strategy checks).
+    RingAttention r;
+    r.step = step;
+    r.ring = s.cp;
+    r.kv_block_bytes = kv_bytes;
+    r.saved_bytes = backward ? 0 : q_bytes + kv_bytes + kLseBytes * heads * s.localSeq();
+    // TE's ring copies are not modelled for MLA: their byte rules (ops/cp_ring_copies.h) take K
+    // and V of one head size, and MLA's V heads are narrower than its Q/K heads.
+    r.copies = false;
+    ringAttention(out, layer, backward, r);
     return;
   }
   unfusedAttentionCore(out, layer, dqk, dv, backward);

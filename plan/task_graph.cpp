@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/fnv1a.h"
 #include "plan/fused_tasks.h"
 #include "plan/shape_cache.h"
 
@@ -355,15 +356,8 @@ ActivationStates activationStates(const std::vector<StageTask>& order, int chunk
   const size_t width = 2 * static_cast<size_t>(chunks);
   std::vector<int> now(width, 0);
   std::vector<std::vector<int>> frontier;
-  struct CountsHash {
-    size_t operator()(const std::vector<int>& v) const {
-      size_t h = 1469598103934665603u;
-      for (int x : v) h = (h ^ static_cast<size_t>(static_cast<unsigned>(x))) * 1099511628211u;
-      return h;
-    }
-  };
   // Each state checked, with the position of its last check (for the jump below).
-  std::unordered_map<std::vector<int>, size_t, CountsHash> seen;
+  std::unordered_map<std::vector<int>, size_t, IntVectorHash> seen;
   auto covers = [](const std::vector<int>& a, const std::vector<int>& b) {  // a >= b everywhere
     for (size_t i = 0; i < a.size(); ++i) {
       if (a[i] < b[i]) return false;

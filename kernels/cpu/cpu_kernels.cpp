@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_random.h"
 #include "kernels/event_shapes.h"
 #include "kernels/kernel.h"
+#include "kernels/memory_pass_bounds.h"
 
 namespace evsim {
 
@@ -254,15 +255,15 @@ class HostCopyKernel final : public ComputeKernel {
 // A memory_pass (an eager pointwise kernel, a copy, TE's ring-attention merges): known by its
 // bytes alone, so a stand-in that reads read_bytes and writes write_bytes once each (fp32 words):
 // the input folded onto the output, a fill when nothing is read. Its buffers are bounded
-// (cpu::kMemoryPassBufferBytes) and gone round again, so a large event moves its bytes without
+// (kernels/memory_pass_bounds.h) and gone round again, so a large event moves its bytes without
 // holding them all.
 class MemoryPassKernel final : public ComputeKernel {
  public:
   MemoryPassKernel(const Event& e, uint64_t seed)
       : read_words_(e.dim("read_bytes") / 4),
         write_words_(std::max<int64_t>(1, e.dim("write_bytes") / 4)),
-        in_(randomFloats(cpu::memoryPassBufferWords(read_words_), seed, 0)),
-        out_(static_cast<size_t>(cpu::memoryPassBufferWords(write_words_))) {}
+        in_(randomFloats(memoryPassBufferWords(read_words_), seed, 0)),
+        out_(static_cast<size_t>(memoryPassBufferWords(write_words_))) {}
   void run() override {
     cpu::memoryPass(in_.data(), static_cast<int64_t>(in_.size()), read_words_, out_.data(),
                     static_cast<int64_t>(out_.size()), write_words_);

@@ -140,12 +140,8 @@ void moeUnpermute(const float* y, const float* weight, float* x, int64_t rows, i
                   int64_t topk);
 
 // ---- memory pass (memory_pass.cpp): a kernel known by its bytes alone ----
-// The stand-in's buffers hold at most this much; larger reads and writes go round them again.
-// 256 MiB is beyond any one core's last-level cache (the pass is single-threaded), so a pass that
-// wraps still streams from memory, as one over the event's whole tensors would.
-inline constexpr int64_t kMemoryPassBufferBytes = int64_t{256} << 20;
-// Buffer words that stand for `words` words moved: all of them, up to the bound above.
-int64_t memoryPassBufferWords(int64_t words);
+// Its buffers hold at most memoryPassBufferWords() words (kernels/memory_pass_bounds.h); larger
+// reads and writes go round them again.
 // Writes `write_words` zeros round out[0, out_words), then folds `read_words` words onto it: word
 // i of the read, in[i mod in_words], is added to out[i mod out_words]. Needs out_words >= 1 (and
 // in_words >= 1 when anything is read).

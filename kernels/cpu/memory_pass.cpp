@@ -6,10 +6,6 @@
 
 namespace evsim::cpu {
 
-int64_t memoryPassBufferWords(int64_t words) {
-  return std::min(words, kMemoryPassBufferBytes / int64_t{sizeof(float)});
-}
-
 void memoryPass(const float* in, int64_t in_words, int64_t read_words, float* out,
                 int64_t out_words, int64_t write_words) {
   EVSIM_CHECK(out_words > 0 && (in_words > 0 || read_words == 0),

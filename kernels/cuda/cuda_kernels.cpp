@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "kernels/cuda/cuda_attention.h"
@@ -14,6 +15,7 @@
 #include "kernels/cuda/cuda_llama_kernels.h"
 #include "kernels/cuda/cuda_moe_kernels.h"
 #include "kernels/event_shapes.h"
+#include "kernels/memory_pass_bounds.h"
 
 namespace evsim {
 
@@ -281,21 +283,30 @@ class HostCopyKernel final : public CudaKernelBase {
 
 // A memory_pass: the bytes it reads and writes moved once each by a stand-in kernel
 // (cuda::memoryPass), as the CPU backend does, so that the plans that hold them (FSDP's eager
-// kernels and copies, Megatron CP's ring copies) can be profiled on a GPU.
+// kernels and copies, Megatron CP's ring copies) can be profiled on a GPU. Its buffers are bounded
+// (kernels/memory_pass_bounds.h): a larger event runs as several launches over them, which
+// together read read_bytes and write write_bytes.
 class MemoryPassKernel final : public CudaKernelBase {
  public:
   MemoryPassKernel(const Event& e, cudaStream_t s, uint64_t seed)
       : CudaKernelBase(s, seed),
-        n_in_(e.dim("read_bytes") / 4),
-        n_out_(std::max<int64_t>(1, e.dim("write_bytes") / 4)),
-        in_(randomBuffer(DType::kFp32, std::max<int64_t>(1, n_in_), 0)),
-        out_(n_out_ * 4) {
+        read_words_(e.dim("read_bytes") / 4),
+        write_words_(std::max<int64_t>(1, e.dim("write_bytes") / 4)),
+        launches_(memoryPassLaunches(read_words_, write_words_)),
+        in_(randomBuffer(DType::kFp32, std::max<int64_t>(1, memoryPassBufferWords(read_words_)),
+                         0)),
+        out_(memoryPassBufferWords(write_words_) * 4) {
     synchronize();
   }
-  void run() override { cuda::memoryPass(in_.as<float>(), n_in_, out_.as<float>(), n_out_, stream_); }
+  void run() override {
+    for (const MemoryPassLaunch& l : launches_) {
+      cuda::memoryPass(in_.as<float>(), l.read_words, out_.as<float>(), l.write_words, stream_);
+    }
+  }
 
  private:
-  int64_t n_in_, n_out_;
+  int64_t read_words_, write_words_;
+  std::vector<MemoryPassLaunch> launches_;
   DeviceBuffer in_, out_;
 };
 

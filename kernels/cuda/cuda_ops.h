@@ -114,7 +114,8 @@ void add(DType dtype, const void* a, const void* b, void* c, int64_t n, cudaStre
 // A memory_pass event's stand-in (events/compute_op_rules.cpp: an eager PyTorch op, an FSDP2 copy,
 // Transformer Engine's ring-attention copies, known by their bytes alone): reads the n_in fp32
 // words of `in` once and writes the n_out >= 1 words of `out` once, out[j] = sum of in[i] over
-// i = j mod n_out (cpu_kernels.cpp's MemoryPassKernel computes the same).
+// i = j mod n_out: one launch (cuda_kernels.cpp's MemoryPassKernel runs the memoryPassLaunches()
+// of an event, kernels/memory_pass_bounds.h, over bounded buffers).
 void memoryPass(const float* in, int64_t n_in, float* out, int64_t n_out, cudaStream_t stream);
 // AdamW step `step` (1-based) on fp32 master weights, grads and moments.
 void adamStep(float* weights, const float* grads, float* m, float* v, int64_t n, int64_t step,

@@ -100,6 +100,12 @@ double ncclTreeCorrection(NcclProtocol protocol, int64_t bytes) {
   return kTreeCorrection[static_cast<int>(protocol)][log_size];
 }
 
+double ncclTreeIntraStepRatio(const GroupOnFabric& g, NcclProtocol protocol) {
+  const Hw hw = g.nvswitch ? kNvlink : kPci;
+  const int p = static_cast<int>(protocol);
+  return kHwUs[hw][kTree][p] / kHwUs[hw][kRing][p];
+}
+
 NcclGraph ncclGraphOf(const GroupOnFabric& g) {
   double total = g.intra_bw_gb_s;
   if (g.nodes > 1) total = std::min(total, g.net_bw_gb_s * g.oversubscription);

@@ -39,6 +39,12 @@ std::optional<AlgorithmCost> ncclEstimate(std::string_view algorithm, EventKind 
 // measured share of a tree's bandwidth by size, below 256 MiB; 1 above).
 double ncclTreeCorrection(NcclProtocol protocol, int64_t bytes);
 
+// NCCL's per-step latency of a tree's intra-node hop over its ring's, by protocol (tuning.cc
+// hwLat, NVLink row with an NVSwitch, else PCI: LL 0.6/0.6, LL128 1.25/1.9, Simple 4.0/3.4 over
+// NVLink). A cluster's fitted intra-node step is the ring's; the tree's chain step is that times
+// this ratio, as NCCL's own constants relate them.
+double ncclTreeIntraStepRatio(const GroupOnFabric& group, NcclProtocol protocol);
+
 // The channels NCCL's graph gets for the group, and each one's bandwidth (GB/s); exposed for tests.
 struct NcclGraph {
   int channels = 1;

@@ -8,6 +8,7 @@
 #include "events/event.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/kernel.h"
+#include "kernels/memory_pass_bounds.h"
 
 namespace evsim {
 namespace {
@@ -35,12 +36,12 @@ TEST(CpuMemoryPass, BuffersAsLargeAsTheEventFoldWordIOntoWordIModOut) {
 }
 
 TEST(CpuMemoryPass, BufferWordsAreTheWordsMovedUpToTheBound) {
-  const int64_t bound = cpu::kMemoryPassBufferBytes / 4;  // 256 MiB of floats
+  const int64_t bound = kMemoryPassBufferBytes / 4;  // 256 MiB of floats
   EXPECT_EQ(bound, int64_t{64} << 20);
-  EXPECT_EQ(cpu::memoryPassBufferWords(0), 0);
-  EXPECT_EQ(cpu::memoryPassBufferWords(1000), 1000);
-  EXPECT_EQ(cpu::memoryPassBufferWords(bound), bound);
-  EXPECT_EQ(cpu::memoryPassBufferWords(16 * bound), bound);  // a 4 GiB read
+  EXPECT_EQ(memoryPassBufferWords(0), 0);
+  EXPECT_EQ(memoryPassBufferWords(1000), 1000);
+  EXPECT_EQ(memoryPassBufferWords(bound), bound);
+  EXPECT_EQ(memoryPassBufferWords(16 * bound), bound);  // a 4 GiB read
 }
 
 long peakRssKb() {

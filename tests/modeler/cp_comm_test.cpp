@@ -133,8 +133,11 @@ TEST(CpCommType, HierarchicalA2aThenRingByHand) {
   EXPECT_TRUE(fwd[3].overlapped);
   EXPECT_EQ(fwd[4].name, "cp_out_a2a");
   EXPECT_EQ(fwd[0].group, 2);
-  ASSERT_EQ(bwd.size(), 5u);  // dout a2a; exchange of K, V, dK, dV; dq, dk, dv a2a
-  EXPECT_EQ(bwd[1].bytes, 4 * 2048);
+  // dout a2a; beside step 0 K and V, beside step 1 (the last) dK and dV; dq, dk, dv a2a.
+  ASSERT_EQ(bwd.size(), 6u);
+  EXPECT_EQ(bwd[1].bytes, 2 * 2048);
+  EXPECT_EQ(bwd[2].bytes, 2 * 2048);
+  EXPECT_EQ(bwd[3].name, "cp_dq_a2a");
   const OpInstance& a2a = test::findOp(plan.stages[0].forward, "cp_q_a2a", 1);
   EXPECT_EQ(test::eventOf(plan, a2a).placement.nodes, 1);
   const OpInstance& ring = test::findOp(plan.stages[0].forward, "cp_kv_exchange", 1);
@@ -143,6 +146,34 @@ TEST(CpCommType, HierarchicalA2aThenRingByHand) {
   EXPECT_EQ(test::dimValues(test::eventOf(plan, test::findOp(plan.stages[0].forward,
                                                               "flash_attention", 1))),
             (std::vector<int64_t>{4, 2, 16, 16, 1}));
+}
+
+TEST(CpCommType, RingBackwardSendsWhatTransformerEngineSends) {
+  // TE's AttnFuncWithCPAndKVP2P.backward (context_parallel.py, not fp8): its p2p buffers are
+  // [2, K|V] (the K/V block and the running dK/dV sums, 2k each) and step i of C sends
+  // buffer[0] (K, V) at i = 0, the whole buffer (K, V, dK, dV) at 0 < i < C - 1 and buffer[1]
+  // (dK, dV) at i = C - 1, each beside step i. C = 4, k = 2048: 4096, 8192, 8192, 4096 bytes
+  // (4k (C - 1) = 24576 in all); the forward's C - 1 = 3 K/V blocks of 2k = 4096.
+  const IterationPlan plan =
+      buildIterationPlan(tinyLlama(), test::cluster(2, 2), cpStrategy(4, CpComm::kP2p));
+  std::vector<int64_t> fwd_bytes, bwd_bytes;
+  for (const CpOp& op : cpOps(plan, false)) fwd_bytes.push_back(op.bytes);
+  for (const CpOp& op : cpOps(plan, true)) {
+    EXPECT_EQ(op.name, "cp_kv_grad_exchange");
+    EXPECT_TRUE(op.overlapped);
+    bwd_bytes.push_back(op.bytes);
+  }
+  EXPECT_EQ(fwd_bytes, (std::vector<int64_t>{4096, 4096, 4096}));
+  EXPECT_EQ(bwd_bytes, (std::vector<int64_t>{4096, 8192, 8192, 4096}));
+  // Each backward exchange right before its step's attention call.
+  const OpList& backward = plan.stages[0].backward;
+  int steps = 0;
+  for (size_t i = 0; i + 1 < backward.size(); ++i) {
+    if (backward[i].layer != 1 || backward[i].name != "cp_kv_grad_exchange") continue;
+    EXPECT_EQ(backward[i + 1].name,
+              steps++ == 0 ? "flash_attention_bwd" : "flash_attention_ring_step_bwd");
+  }
+  EXPECT_EQ(steps, 4);
 }
 
 TEST(CpCommType, EveryVariantRunsTheSameAttentionWork) {
@@ -173,12 +204,13 @@ Simulation tracedRun(CpComm comm) {
 }
 
 TEST(CpCommType, ExposedTimeOnAHandTracedCase) {
-  // p2p: per layer one exchange forward, beside a 1 us step: 5 - 1 = 4 exposed; and one backward,
-  // beside the step and TE's dQ accumulation (ops/cp_ring_copies.h), 1 us each: 5 - 2 = 3.
-  // 4 x 4 + 4 x 3 = 28 of 8 x 5 = 40 us.
+  // p2p: per layer one exchange forward, beside a 1 us step: 5 - 1 = 4 exposed; and two backward
+  // (TE sends beside both steps at C = 2: K/V, then dK/dV), each beside its step and TE's dQ
+  // accumulation (ops/cp_ring_copies.h), 1 us each: 5 - 2 = 3 each. 4 x 4 + 4 x 2 x 3 = 40 of
+  // 12 x 5 = 60 us.
   const Simulation p2p = tracedRun(CpComm::kP2p);
-  EXPECT_DOUBLE_EQ(p2p.summary.mean_device.cp_comm_us, 40.0);
-  EXPECT_DOUBLE_EQ(p2p.summary.mean_device.exposed_cp_comm_us, 28.0);
+  EXPECT_DOUBLE_EQ(p2p.summary.mean_device.cp_comm_us, 60.0);
+  EXPECT_DOUBLE_EQ(p2p.summary.mean_device.exposed_cp_comm_us, 40.0);
   // allgather: per layer 2 gathers forward, 2 gathers + 2 reduce-scatters backward, all exposed:
   // 4 x 6 x 5 = 120 us.
   const Simulation ag = tracedRun(CpComm::kAllGather);

@@ -152,9 +152,9 @@ TEST(CpRingCopies, TotalsMatchTransformerEnginesBranchesOnEveryRank) {
 // TE's backward step i: its exchange issued, the attention call, dq.add_, then "wait until dKV is
 // received" before the dK/dV adds into the received running sums. Layer 1's ring at C = 2 timed
 // by op_offsets.h's rule with times by hand: buffer 1, exchange 30, each step 10, dQ 2, dK 3,
-// dV 4 (us). Buffer [0, 1]; exchange [1, 31] beside step 0 [1, 11] and dQ [11, 13]; dK waits for
-// the exchange: [31, 34], dV [34, 38]; step 1 [38, 48], dQ [48, 50], dK [50, 53], dV [53, 57].
-// (Waiting at dQ, as before, put it at [31, 33] and the end at 59.)
+// dV 4 (us). Buffer [0, 1]; exchange 0 (K/V) [1, 31] beside step 0 [1, 11] and dQ [11, 13]; dK
+// waits for it: [31, 34], dV [34, 38]; exchange 1 (dK/dV, TE's last step) [38, 68] beside step 1
+// [38, 48] and dQ [48, 50]; dK waits: [68, 71], dV [71, 75].
 TEST(CpRingCopies, BackwardDqAccumulationRunsBesideTheKvGradExchange) {
   const IterationPlan plan = buildIterationPlan(tinyLlama(), test::cluster(2), cpStrategy(2));
   const OpList& backward = plan.stages[0].backward;
@@ -166,11 +166,12 @@ TEST(CpRingCopies, BackwardDqAccumulationRunsBesideTheKvGradExchange) {
   const std::vector<std::string> names = {
       "cp_kv_grad_buffer", "cp_kv_grad_exchange", "flash_attention_bwd",
       "cp_dq_accumulate",  "cp_dk_accumulate",    "cp_dv_accumulate",
-      "flash_attention_ring_step_bwd", "cp_dq_accumulate", "cp_dk_accumulate",
-      "cp_dv_accumulate"};
+      "cp_kv_grad_exchange", "flash_attention_ring_step_bwd", "cp_dq_accumulate",
+      "cp_dk_accumulate", "cp_dv_accumulate"};
   ASSERT_EQ(ring.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(ring[i].name, names[i]) << i;
   EXPECT_EQ(ring[1].overlap_ops, 2);
+  EXPECT_EQ(ring[6].overlap_ops, 2);
   const std::map<std::string, double> times = {
       {"cp_kv_grad_buffer", 1},   {"cp_kv_grad_exchange", 30}, {"flash_attention_bwd", 10},
       {"flash_attention_ring_step_bwd", 10}, {"cp_dq_accumulate", 2}, {"cp_dk_accumulate", 3},
@@ -180,13 +181,13 @@ TEST(CpRingCopies, BackwardDqAccumulationRunsBesideTheKvGradExchange) {
       ring, [](const OpInstance&) { return true; },
       [&](const OpInstance& op) { return std::pair{0.0, times.at(std::string(op.name))}; },
       [&](size_t i, double t) { starts[i] = t; });
-  EXPECT_EQ(starts, (std::vector<double>{0, 1, 1, 11, 31, 34, 38, 48, 50, 53}));
-  EXPECT_DOUBLE_EQ(end, 57);
+  EXPECT_EQ(starts, (std::vector<double>{0, 1, 1, 11, 31, 34, 38, 38, 48, 68, 71}));
+  EXPECT_DOUBLE_EQ(end, 75);
 }
 
 TEST(CpRingCopies, EachBackwardExchangeRunsBesideItsStepAndDqAccumulationOnly) {
-  // C = 4 (three exchanges a layer) and the ring of a2a+p2p; the forward's exchanges feed their
-  // step alone (the output corrections come after the loop).
+  // C = 4 (four backward exchanges a layer, one beside each step) and the ring of a2a+p2p (two);
+  // the forward's exchanges feed their step alone (the output corrections come after the loop).
   for (const Strategy& s : {cpStrategy(4), cpStrategy(4, CpComm::kA2aP2p, 2)}) {
     const IterationPlan plan = buildIterationPlan(tinyLlama(), test::cluster(4), s);
     const OpList& backward = plan.stages[0].backward;
@@ -200,7 +201,7 @@ TEST(CpRingCopies, EachBackwardExchangeRunsBesideItsStepAndDqAccumulationOnly) {
       EXPECT_EQ(backward[i + 2].name, "cp_dq_accumulate");
       EXPECT_EQ(backward[i + 3].name, "cp_dk_accumulate");
     }
-    EXPECT_EQ(exchanges, (s.cp_comm == CpComm::kP2p ? 3 : 1) * 4);  // per layer, 4 layers
+    EXPECT_EQ(exchanges, (s.cp_comm == CpComm::kP2p ? 4 : 2) * 4);  // per layer, 4 layers
     for (const OpInstance& op : plan.stages[0].forward) {
       if (op.name == "cp_kv_exchange") {
         EXPECT_EQ(op.overlap_ops, 1);

@@ -107,7 +107,7 @@ TEST(DeviceModel, CollectivesFollowTheFittedCurve) {
   // cluster has no topology, so one NIC per GPU, the network's 5 us as every step's latency and
   // no LL128. The ring over the group's NIC share min(300, 200 * 4/8) = 100 GB/s, Simple:
   // NCCL's base 8.4 + 14 steps * 5 + 1.75 * 268435456 / 1e5 = 4776.02 us; the tree is slower
-  // (36.4 us + 268435456 B / (100 * 0.9 / 2) GB/s = 6001.6 us), LL slower still.
+  // (tens of us + 268435456 B / (100 * 0.92 / 2) GB/s = 5835.6 us more), LL slower still.
   Event across = makeCommunication(EventKind::kAllReduce, 256 * MiB, {8, 2, 4}, DType::kFp16);
   EXPECT_NEAR(model.estimateUs(across), 8.4 + 70 + 1.75 * 268435456 / 1e5, 1e-6);
 }

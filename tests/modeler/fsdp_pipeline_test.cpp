@@ -7,6 +7,8 @@
 // reduce-scatters stay in every micro-batch's tasks. Numbers worked by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <ostream>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -170,63 +172,79 @@ std::vector<int64_t> transferBytes(const IterationPlan& p, const OpList& ops,
   return out;
 }
 
-TEST(FsdpWrap, SeparateGroupsKeepTheHeadGatheredFromItsForwardToItsBackward) {
-  // torchtitan since 2025-07 (the default): forward gathers E, both blocks, H'; the backward
-  // gathers the blocks and the embedding again (resharded after the forward) but not the head
-  // ([norm, output] is resharded after the forward only under "always"), and reduce-scatters
-  // each group after its backward: the head's first, the embedding's last.
-  const IterationPlan p = wrappedPlan(FsdpWrap::kSeparate, Reshard::kDefault, true);
+// One wrapping's transfers, in list order: the forward's gathers, the backward's gathers and
+// reduce-scatters under the default resharding, and the backward's gathers under "always".
+struct WrapCase {
+  std::string_view name;
+  FsdpWrap wrap;
+  bool untied;
+  std::vector<int64_t> forward_gathers, backward_gathers, backward_scatters, always_gathers;
+};
+
+void PrintTo(const WrapCase& c, std::ostream* os) { *os << c.name; }
+
+class FsdpWrapTransfers : public testing::TestWithParam<WrapCase> {};
+
+TEST_P(FsdpWrapTransfers, InListOrder) {
+  const WrapCase& c = GetParam();
+  const IterationPlan p = wrappedPlan(c.wrap, Reshard::kDefault, c.untied);
   const StagePlan& st = p.stages[0];
-  EXPECT_EQ(transferBytes(p, st.forward, "zero3_param_allgather"),
-            (std::vector<int64_t>{2 * 34'816, 2 * 49'984, 2 * 49'984, 2 * 32'896}));
-  EXPECT_EQ(transferBytes(p, st.backward, "zero3_param_allgather"),
-            (std::vector<int64_t>{2 * 49'984, 2 * 49'984, 2 * 34'816}));
-  EXPECT_EQ(transferBytes(p, st.backward, "zero3_grad_reduce_scatter"),
-            (std::vector<int64_t>{4 * 32'896, 4 * 49'984, 4 * 49'984, 4 * 34'816}));
-  // "always": the head is gathered again before its backward too.
-  const IterationPlan always = wrappedPlan(FsdpWrap::kSeparate, Reshard::kAlways, true);
+  EXPECT_EQ(transferBytes(p, st.forward, "zero3_param_allgather"), c.forward_gathers);
+  EXPECT_EQ(transferBytes(p, st.backward, "zero3_param_allgather"), c.backward_gathers);
+  EXPECT_EQ(transferBytes(p, st.backward, "zero3_grad_reduce_scatter"), c.backward_scatters);
+  const IterationPlan always = wrappedPlan(c.wrap, Reshard::kAlways, c.untied);
   EXPECT_EQ(transferBytes(always, always.stages[0].backward, "zero3_param_allgather"),
-            (std::vector<int64_t>{2 * 32'896, 2 * 49'984, 2 * 49'984, 2 * 34'816}));
+            c.always_gathers);
 }
 
-TEST(FsdpWrap, RootGroupIsGatheredOnceFirstAndReduceScatteredLast) {
-  // torchtitan 9dec370: the root group (E + H' = 67,712) gathered once before the first op,
-  // never again; the last block (block 1) kept gathered by the default policy, so the backward
-  // gathers block 0 only; the root's gradients reduce-scattered once, the backward's last op.
+INSTANTIATE_TEST_SUITE_P(
+    FsdpWrap, FsdpWrapTransfers,
+    testing::Values(
+        // torchtitan since 2025-07 (the default), separate groups: forward gathers E, both
+        // blocks, H'; the backward gathers the blocks and the embedding again (resharded after
+        // the forward) but not the head ([norm, output] is resharded after the forward only under
+        // "always", which gathers it again before its backward), and reduce-scatters each group
+        // after its backward: the head's first, the embedding's last.
+        WrapCase{"SeparateGroupsKeepTheHeadGatheredFromItsForwardToItsBackward",
+                 FsdpWrap::kSeparate,
+                 true,
+                 {2 * 34'816, 2 * 49'984, 2 * 49'984, 2 * 32'896},
+                 {2 * 49'984, 2 * 49'984, 2 * 34'816},
+                 {4 * 32'896, 4 * 49'984, 4 * 49'984, 4 * 34'816},
+                 {2 * 32'896, 2 * 49'984, 2 * 49'984, 2 * 34'816}},
+        // torchtitan 9dec370: the root group (E + H' = 67,712) gathered once before the first
+        // op, never again; the last block (block 1) kept gathered by the default policy, so the
+        // backward gathers block 0 only; the root's gradients reduce-scattered once, last.
+        // "always" reshards the last block too (the root group still never).
+        WrapCase{"RootGroupIsGatheredOnceFirstAndReduceScatteredLast",
+                 FsdpWrap::kRoot,
+                 true,
+                 {2 * 67'712, 2 * 49'984, 2 * 49'984},
+                 {2 * 49'984},
+                 {4 * 49'984, 4 * 49'984, 4 * 67'712},
+                 {2 * 49'984, 2 * 49'984}},
+        // torchtitan's fully_shard([tok_embeddings, norm, lm_head]): E + the norm's 128 = 34,944,
+        // gathered once at the embedding, kept to the end (no gather at the head, whose output
+        // weight is the embedding's), reduce-scattered after the embedding's backward; the blocks
+        // as usual. Under "always" the group is gathered again for the head's backward.
+        WrapCase{"SeparateWithTiedEmbeddingsGathersOneGroupForBothEnds",
+                 FsdpWrap::kSeparate,
+                 false,
+                 {2 * 34'944, 2 * 49'984, 2 * 49'984},
+                 {2 * 49'984, 2 * 49'984},
+                 {4 * 49'984, 4 * 49'984, 4 * 34'944},
+                 {2 * 34'944, 2 * 49'984, 2 * 49'984}}),
+    [](const testing::TestParamInfo<WrapCase>& info) { return std::string(info.param.name); });
+
+TEST(FsdpWrap, RootGroupIsTheFirstForwardOpAndTheLastBackwardOp) {
+  // The root group's gather (E + H' = 67,712 parameters) opens the forward; its reduce-scatter
+  // closes the backward.
   const IterationPlan p = wrappedPlan(FsdpWrap::kRoot, Reshard::kDefault, true);
   const StagePlan& st = p.stages[0];
-  EXPECT_EQ(transferBytes(p, st.forward, "zero3_param_allgather"),
-            (std::vector<int64_t>{2 * 67'712, 2 * 49'984, 2 * 49'984}));
   EXPECT_EQ(st.forward.front().name, "zero3_param_allgather");
   EXPECT_EQ(p.events[st.forward.front().event].event.message_bytes, 2 * 67'712);
-  EXPECT_EQ(transferBytes(p, st.backward, "zero3_param_allgather"),
-            (std::vector<int64_t>{2 * 49'984}));
-  EXPECT_EQ(transferBytes(p, st.backward, "zero3_grad_reduce_scatter"),
-            (std::vector<int64_t>{4 * 49'984, 4 * 49'984, 4 * 67'712}));
   EXPECT_EQ(st.backward.back().name, "zero3_grad_reduce_scatter");
   EXPECT_EQ(p.events[st.backward.back().event].event.message_bytes, 4 * 67'712);
-  // "always" reshards the last block too (the root group still never).
-  const IterationPlan always = wrappedPlan(FsdpWrap::kRoot, Reshard::kAlways, true);
-  EXPECT_EQ(transferBytes(always, always.stages[0].backward, "zero3_param_allgather"),
-            (std::vector<int64_t>{2 * 49'984, 2 * 49'984}));
-}
-
-TEST(FsdpWrap, SeparateWithTiedEmbeddingsGathersOneGroupForBothEnds) {
-  // torchtitan's fully_shard([tok_embeddings, norm, lm_head]): E + the norm's 128 = 34,944,
-  // gathered once at the embedding, kept to the end (no gather at the head, whose output weight
-  // is the embedding's), reduce-scattered after the embedding's backward; the blocks as usual.
-  const IterationPlan p = wrappedPlan(FsdpWrap::kSeparate, Reshard::kDefault, false);
-  const StagePlan& st = p.stages[0];
-  EXPECT_EQ(transferBytes(p, st.forward, "zero3_param_allgather"),
-            (std::vector<int64_t>{2 * 34'944, 2 * 49'984, 2 * 49'984}));
-  EXPECT_EQ(transferBytes(p, st.backward, "zero3_param_allgather"),
-            (std::vector<int64_t>{2 * 49'984, 2 * 49'984}));
-  EXPECT_EQ(transferBytes(p, st.backward, "zero3_grad_reduce_scatter"),
-            (std::vector<int64_t>{4 * 49'984, 4 * 49'984, 4 * 34'944}));
-  // Under "always" the group is gathered again for the head's backward.
-  const IterationPlan always = wrappedPlan(FsdpWrap::kSeparate, Reshard::kAlways, false);
-  EXPECT_EQ(transferBytes(always, always.stages[0].backward, "zero3_param_allgather"),
-            (std::vector<int64_t>{2 * 34'944, 2 * 49'984, 2 * 49'984}));
 }
 
 }  // namespace

@@ -181,8 +181,9 @@ TEST(Moe, ModelStatesShardExpertsOverTheExpertDataParallelGroup) {
 
 TEST(ContextParallel, RingTransfersPerLayerByHand) {
   // tiny-llama (h 64, 4 heads of 16, 2 K/V heads, s 32, fp32), b = 2, C = 4: each rank holds
-  // 8 tokens; per layer 2(C-1) = 6 exchanges: forward 3 of K and V, 2 x (2 x 2) heads x 8 x 16
-  // x 4 bytes = 4096; backward 3 of K, V and their gradients, 8192.
+  // 8 tokens; per layer 2C - 1 = 7 exchanges: forward 3 of K and V, 2 x (2 x 2) heads x 8 x 16
+  // x 4 bytes = 4096; backward 4, one beside each step, as Transformer Engine sends them: K and V
+  // (4096), K, V and their gradients twice (8192), the gradients alone (4096).
   const ModelConfig model = bundled("tiny-llama");
   Strategy s = test::strategy("1M1P1D", 2, 2);
   s.cp = 4;
@@ -197,12 +198,14 @@ TEST(ContextParallel, RingTransfersPerLayerByHand) {
       EXPECT_EQ(test::eventOf(plan, op).message_bytes, 4096);
       EXPECT_EQ(test::eventOf(plan, op).kind, EventKind::kP2P);
     }
+    std::vector<int64_t> bwd_bytes;
     for (const OpInstance& op : stage.backward) {
       if (op.layer != layer || op.stream != Stream::kCpComm) continue;
       ++bwd;
-      EXPECT_EQ(test::eventOf(plan, op).message_bytes, 8192);
+      bwd_bytes.push_back(test::eventOf(plan, op).message_bytes);
     }
-    EXPECT_EQ(fwd + bwd, 2 * (4 - 1)) << "layer " << layer;
+    EXPECT_EQ(bwd_bytes, (std::vector<int64_t>{4096, 8192, 8192, 4096})) << "layer " << layer;
+    EXPECT_EQ(fwd + bwd, 2 * 4 - 1) << "layer " << layer;
   }
   // 4 causal steps of the rank's 8 queries per layer: batch b x heads = 8, K/V heads 4.
   const OpInstance& step = test::findOp(stage.forward, "flash_attention", 0);

@@ -68,18 +68,49 @@ TEST(Network, RingLatencyGrowsLinearlyWithNodes) {
 
 TEST(Network, TreeLatencyGrowsWithLog2OfNodes) {
   ClusterConfig c = cluster();
-  // 8.4 + 2 * (7 intra steps * 4 us + log2(nodes) * 10 us).
+  // 8.4 + 2 * (7 intra steps * 4 us x NCCL's tree/ring NVLink Simple 4.0/3.4 + log2(nodes) *
+  // 10 us).
   for (int nodes : {2, 4, 8, 16, 32}) {
     auto cost = algorithms::kTree.cost(EventKind::kAllReduce, group(c, 8 * nodes, nodes),
                                        NcclProtocol::kSimple, kGiB);
     ASSERT_TRUE(cost);
-    EXPECT_NEAR(cost->latency_us, 8.4 + 2 * (7 * 4 + std::log2(nodes) * 10), 1e-9) << nodes;
+    EXPECT_NEAR(cost->latency_us, 8.4 + 2 * (7 * 4 * 4.0 / 3.4 + std::log2(nodes) * 10), 1e-9)
+        << nodes;
   }
-  // Tree bandwidth: the node's 200 GB/s * 0.9 / 2 (each node sends and receives twice); 1 GiB is
+  // Tree bandwidth: the node's 200 GB/s * 0.92 / 2 (each node sends and receives twice); 1 GiB is
   // past NCCL's size correction.
   auto cost =
       algorithms::kTree.cost(EventKind::kAllReduce, group(c, 32, 4), NcclProtocol::kSimple, kGiB);
-  EXPECT_NEAR(cost->algbw_gb_s, 200 * 0.9 / 2, 1e-9);
+  EXPECT_NEAR(cost->algbw_gb_s, 200 * 0.92 / 2, 1e-9);
+}
+
+TEST(Network, TreeChainInsideANodeIsCostedAsNcclsTree) {
+  // One node of 8 on 300 GB/s NVLink (efficiency 1), fitted ring steps LL 1, LL128 2, Simple 4 us.
+  // NCCL (tuning.cc): tree all-reduce busBw = 0.92 x the chain's bandwidth, algbw = busBw / 2,
+  // LL x 1/3.8, LL128 x 7/9 inside one node; latency = baseLat + 2 (ppn - 1) hwLat[NVLink][tree],
+  // the tree's hop NCCL's tree/ring ratio of the fitted ring step: LL 0.6/0.6, LL128 1.25/1.9,
+  // Simple 4.0/3.4. 1 GiB: past the size correction.
+  ClusterConfig c = cluster();
+  const GroupOnFabric node = group(c, 8, 1);
+  auto at = [&](const GroupOnFabric& g, NcclProtocol p) {
+    return *algorithms::kTree.cost(EventKind::kAllReduce, g, p, kGiB);
+  };
+  // Simple: 8.4 + 14 x 4 x 4.0/3.4 = 8.4 + 65.882353 = 74.282353 us; 300 x 0.92 / 2 = 138 GB/s.
+  EXPECT_NEAR(at(node, NcclProtocol::kSimple).latency_us, 74.282353, 1e-6);
+  EXPECT_NEAR(at(node, NcclProtocol::kSimple).algbw_gb_s, 138, 1e-9);
+  // LL128: 14 + 14 x 2 x 1.25/1.9 = 14 + 18.421053 = 32.421053 us; 138 x 7/9 = 107.333333 GB/s.
+  EXPECT_NEAR(at(node, NcclProtocol::kLL128).latency_us, 32.421053, 1e-6);
+  EXPECT_NEAR(at(node, NcclProtocol::kLL128).algbw_gb_s, 107.333333, 1e-6);
+  // LL: 6.8 + 14 x 1 = 20.8 us; 138 / 3.8 = 36.315789 GB/s.
+  EXPECT_NEAR(at(node, NcclProtocol::kLL).latency_us, 20.8, 1e-9);
+  EXPECT_NEAR(at(node, NcclProtocol::kLL).algbw_gb_s, 36.315789, 1e-6);
+  // Over PCIe (no NVSwitch): NCCL's PCI row, Simple 4.0/5.7: 8.4 + 14 x 4 x 4.0/5.7 = 47.698246.
+  GroupOnFabric pci = node;
+  pci.nvswitch = false;
+  EXPECT_NEAR(at(pci, NcclProtocol::kSimple).latency_us, 47.698246, 1e-6);
+  // A cluster that fits the tree's own intra-node step keeps it: 8.4 + 14 x 3 = 50.4 us.
+  c.topology.nccl.intra.algorithm_latency_us["tree"] = {0.5, 1.5, 3};
+  EXPECT_NEAR(at(group(c, 8, 1), NcclProtocol::kSimple).latency_us, 50.4, 1e-9);
 }
 
 TEST(Network, RingBandwidthIsTheSlowestHopOverTheBusFactor) {
@@ -176,7 +207,7 @@ TEST(Network, NvlsAndCollNetOnlyWhereTheHardwareHasThem) {
   auto sharp = algorithms::kCollNet.cost(EventKind::kAllReduce, group(h, 16, 2),
                                          NcclProtocol::kSimple, kGiB);
   ASSERT_TRUE(sharp);
-  EXPECT_NEAR(sharp->algbw_gb_s, 200 * 0.9, 1e-9);  // twice a tree's past 2 nodes (200 / 2 x 0.9)
+  EXPECT_NEAR(sharp->algbw_gb_s, 200 * 0.9, 1e-9);  // about twice a tree's past 2 (200 / 2 x 0.92)
   // PAT: one rank per node only, log2(n) network steps.
   auto pat =
       algorithms::kPat.cost(EventKind::kAllGather, group(c, 16, 16), NcclProtocol::kSimple, kMiB);
@@ -234,7 +265,8 @@ TEST(Network, LLAcrossNodesPaysPerChannelAsNcclAddsThem) {
   EXPECT_NEAR(tree_at(c, 64 * 1024, NcclProtocol::kLL), 26.8 + 32, 1e-9);
   EXPECT_NEAR(tree_at(c, 256 * kMiB, NcclProtocol::kLL), 26.8 + 32, 1e-9);
   // LL128 and Simple keep their buffers on the GPU (GPUDirect): no per-channel term.
-  EXPECT_NEAR(tree_at(c, 64 * 1024, NcclProtocol::kLL128), 14 + 2 * (7 * 2 + 1 * 5), 1e-9);
+  EXPECT_NEAR(tree_at(c, 64 * 1024, NcclProtocol::kLL128), 14 + 2 * (7 * 2 * 1.25 / 1.9 + 1 * 5),
+              1e-9);
   // The ring's LL: one channel per 4 KiB x 16 ranks = 64 KiB; 2 channels at 128 KiB:
   // 6.6 + 30 steps x 3 us (every step at the network's) + 2 x 2 us.
   auto ring = algorithms::kRing.cost(EventKind::kAllReduce, group(c, 16, 2), NcclProtocol::kLL,

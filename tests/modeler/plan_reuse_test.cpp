@@ -258,7 +258,9 @@ TEST_F(PlanReuse, FinishedPartsOfAReusedCoreByHand) {
   // receive, m = 4 times, by the M C D = 4 rank pairs: 2 x 2 x 4 x 4 = 64. The forward CP ring
   // step exchanges K and V of 32 tokens x 2 groups x 16 x 4 B each (8192 B, one per block at
   // C = 2) with a neighbour in the node: the same event, run m = 4 times on the M C D = 4 devices
-  // of its stage: 4 blocks x 4 x 4 = 64 more.
+  // of its stage: 4 blocks x 4 x 4 = 64 more. The backward ring sends 8192 B beside each of its
+  // 2 steps too (Transformer Engine: K and V beside step 0, dK and dV beside the last): 2 x 4
+  // blocks x 4 x 4 = 128 more.
   ASSERT_EQ(plan.pipelines.size(), 1u);
   const int p2p = plan.pipelines[0].forward_p2p.at(0);
   EXPECT_EQ(plan.events[p2p].signature, "p2p bytes=8192 group=2 nodes=1 rpn=2 dtype=fp32");
@@ -266,7 +268,7 @@ TEST_F(PlanReuse, FinishedPartsOfAReusedCoreByHand) {
       test::countOps(s0.forward, "cp_kv_exchange") + test::countOps(s1.forward, "cp_kv_exchange"),
       4);
   EXPECT_EQ(test::findOp(s1.forward, "cp_kv_exchange").event, p2p);
-  EXPECT_EQ(countOf(plan, p2p), 64 + 64);
+  EXPECT_EQ(countOf(plan, p2p), 64 + 64 + 128);
   // The events are interned chunk by chunk, each chunk's optimizer and gradient events after its
   // op lists' new ones: the same order as a plan built alone. Chunk 1's LM head brings new events
   // after chunk 0's optimizer step and gradient collectives.
