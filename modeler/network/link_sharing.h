@@ -72,9 +72,10 @@ int flowLoads(const SharedFlow& flow, std::vector<double>& capacity, FlowLoads& 
 
 // Flows held compactly (issue 34: a CP ring's exchanges are ~10^6 flows of one simulation, 128
 // bytes each as SharedFlows): what identical flows share (their standalone time, bytes and
-// resources) is one shape, and a flow is its start, its shape and the flow it follows: 16 bytes.
-// A flow of shape s is SharedFlow{start_us(f), shape(s).duration_us, shape(s).bytes, uses(s),
-// after(f)}.
+// resources) is one shape, and a flow is its start and its shape (12 bytes) and whether it follows
+// the flow listed just before it (a bit: a task's collectives are listed one after another). The
+// rare follower of another flow (a fused task's two interleaved chains) is kept aside. A flow of
+// shape s is SharedFlow{start_us(f), shape(s).duration_us, shape(s).bytes, uses(s), after(f)}.
 class FlowList {
  public:
   struct Shape {
@@ -85,7 +86,8 @@ class FlowList {
   };
   // A new shape (its index); a flow's resources as SharedFlow::uses.
   int addShape(double duration_us, double bytes, const LinkUses& uses);
-  // A flow of `shape` starting at `start_us`, following flow `after` (-1: none); its index.
+  // A flow of `shape` starting at `start_us`, following flow `after` (-1: none; else an earlier
+  // flow, which no other flow follows); its index.
   int add(double start_us, int shape, int after = -1);
   // Each of `flows` with a shape of its own.
   static FlowList of(std::span<const SharedFlow> flows);
@@ -94,7 +96,16 @@ class FlowList {
   size_t shapes() const { return shapes_.size(); }
   double startUs(size_t f) const { return start_us_[f]; }
   int shapeOf(size_t f) const { return shape_[f]; }
-  int after(size_t f) const { return after_[f]; }
+  // The flow `f` follows (SharedFlow::after), or -1.
+  int after(size_t f) const {
+    if (follows_previous_[f]) return static_cast<int>(f) - 1;
+    return aside_.empty() ? -1 : afterAside(f);
+  }
+  // The flow that follows `f` (whose after is f), or -1.
+  int follower(size_t f) const {
+    if (f + 1 < size() && follows_previous_[f + 1]) return static_cast<int>(f) + 1;
+    return aside_.empty() ? -1 : followerAside(f);
+  }
   const Shape& shape(int s) const { return shapes_[static_cast<size_t>(s)]; }
   std::span<const LinkUse> uses(int s) const {
     const Shape& sh = shape(s);
@@ -105,10 +116,17 @@ class FlowList {
   void reserve(size_t flows);
 
  private:
+  int afterAside(size_t f) const;
+  int followerAside(size_t f) const;
+
   std::vector<Shape> shapes_;
   std::vector<LinkUse> uses_;
   std::vector<double> start_us_;
-  std::vector<int> shape_, after_;
+  std::vector<int> shape_;
+  std::vector<bool> follows_previous_;
+  // Followers of a flow other than the one listed before them: (follower, after), in list order,
+  // and the same pairs by `after`.
+  std::vector<std::pair<int, int>> aside_, aside_by_after_;
 };
 
 // A resource's load over one stretch of time (constant in between).
