@@ -91,4 +91,17 @@ SharedFlow FlowList::flow(size_t f) const {
   return out;
 }
 
+double FlowEnds::operator[](size_t f) const {
+  const int key = static_cast<int>(f);
+  const auto it = std::lower_bound(moved_.begin(), moved_.end(), std::pair<int, double>{key, 0},
+                                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  return it != moved_.end() && it->first == key ? it->second : standaloneUs(f);
+}
+
+void FlowEnds::done() {
+  std::sort(moved_.begin(), moved_.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  moved_.shrink_to_fit();
+}
+
 }  // namespace evsim

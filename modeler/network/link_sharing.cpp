@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <queue>
 
 #include "common/error.h"
@@ -42,14 +43,17 @@ struct Finish {
 
 SharingResult shareLinks(std::span<const SharedFlow> input,
                          std::span<const double> capacity_bytes_per_us, bool record_load) {
-  return shareLinks(FlowList::of(input), capacity_bytes_per_us, record_load);
+  auto list = std::make_shared<const FlowList>(FlowList::of(input));
+  SharingResult out = shareLinks(*list, capacity_bytes_per_us, record_load);
+  out.end_us.keep(std::move(list));
+  return out;
 }
 
 SharingResult shareLinks(const FlowList& input, std::span<const double> capacity_bytes_per_us,
                          bool record_load) {
   SharingResult out;
   const size_t n = input.size();
-  out.end_us.resize(n);
+  out.end_us = FlowEnds(input);
   if (record_load) out.load.resize(capacity_bytes_per_us.size());
   std::vector<double> capacity(capacity_bytes_per_us.begin(), capacity_bytes_per_us.end());
   // Flows are named by their index in `input` (no renumbering, no list of them in start order:
@@ -70,7 +74,6 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     std::vector<char> seen(input.shapes(), 0);
     for (size_t f = 0; f < n; ++f) {
       const size_t s = static_cast<size_t>(input.shapeOf(f));
-      out.end_us[f] = input.startUs(f) + flows.shape_duration_us[s];
       if (!flows.shape_shares[s]) continue;
       chained = chained || flows.follows(static_cast<int>(f));
       if (seen[s]) continue;
@@ -196,7 +199,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     const int g = chained ? flows.follower(f) : -1;
     if (g >= 0) hold(g, +1);
     if (!free) return false;
-    out.end_us[static_cast<size_t>(f)] = end;
+    out.end_us.set(f, end);
     if (g >= 0) {
       // Released at its own start_us and not yet passed: it starts in its place in the order,
       // as if it followed nothing (the same time and order the release queue would give it).
@@ -300,7 +303,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     }
     std::sort(ending.begin(), ending.end(), [&](int a, int b) { return flows.earlier(a, b); });
     for (int f : ending) {
-      out.end_us[static_cast<size_t>(f)] = until;
+      out.end_us.set(f, until);
       --in_flight;
       if (const int g = chained ? flows.follower(f) : -1; g >= 0) {
         released.push({std::max(flows.startUs(g), until + flows.gapUs(g, f)), g});
@@ -318,6 +321,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       }
     }
   }
+  out.end_us.done();
   out.capacity_bytes_per_us = std::move(capacity);
   return out;
 }

@@ -23,6 +23,7 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -136,8 +137,39 @@ struct LoadSegment {
   double bytes_per_us = 0;  // all copies of all flows on it
 };
 
+// Each flow's end after sharing. Most flows end at their standalone end (start + time alone:
+// alone on their links, or released on time), so only the ends sharing moved are kept (issue 34:
+// of ~10^6 flows of one simulation a few thousand move). It reads the standalone ends from the
+// flow list it was computed for, which must outlive it (the list-of-flows shareLinks keeps its own).
+class FlowEnds {
+ public:
+  FlowEnds() = default;
+  explicit FlowEnds(const FlowList& list) : list_(&list) {}
+  double operator[](size_t f) const;
+  size_t size() const { return list_ == nullptr ? 0 : list_->size(); }
+  double standaloneUs(size_t f) const {
+    return list_->startUs(f) + list_->shape(list_->shapeOf(f)).duration_us;
+  }
+  // Flow `f` ends at `end_us` (kept where it is not its standalone end); then, once all are set,
+  // done().
+  void set(int f, double end_us) {
+    if (end_us != standaloneUs(static_cast<size_t>(f))) moved_.emplace_back(f, end_us);
+  }
+  void done();
+  // The list read, kept alive with the ends (a list built for one call).
+  void keep(std::shared_ptr<const FlowList> list) {
+    owned_ = std::move(list);
+    list_ = owned_.get();
+  }
+
+ private:
+  const FlowList* list_ = nullptr;
+  std::shared_ptr<const FlowList> owned_;
+  std::vector<std::pair<int, double>> moved_;  // by flow, once done()
+};
+
 struct SharingResult {
-  std::vector<double> end_us;                  // per flow
+  FlowEnds end_us;                             // per flow
   std::vector<std::vector<LoadSegment>> load;  // per resource, in time order (when recorded)
   std::vector<double> capacity_bytes_per_us;   // per resource, raised where one flow needs more
 };
