@@ -212,8 +212,9 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
     task[k].resize(stages);
     for (int s = 0; s < stages; ++s) task[k][s].assign(send[k][s].size(), 0.0);
   };
+  size_t run = 0;
   for (size_t i = 0; i < list.size(); ++i) {
-    const TimelineFlows::Origin o = flows.origin(i);
+    const TimelineFlows::Origin o = flows.origin(i, run);
     const int after = list.after(i);
     const double extra = std::max(0.0, extraOf(i));
     switch (o.kind) {
@@ -256,8 +257,9 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
   // factor or jitter: `input` has no stretch yet).
   TaskRetimer retimer(plan, costs, graph.split_backward);
   std::vector<OpStretch> ops;
+  size_t lone_run = 0;  // `lone` is in list order
   for (size_t a = 0; a < lone.size();) {
-    const TimelineFlows::Origin o = flows.origin(lone[a].flow);
+    const TimelineFlows::Origin o = flows.origin(lone[a].flow, lone_run);
     const TaskNode& node = graph.nodes[graph.device_order[o.stage][o.index]];
     const Phase phase = node.task.phase;
     const StageCost& cost = input.stages[node.virtual_stage];
@@ -271,7 +273,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
     std::array<double, 4> own_by_kind{};  // tp, cp, ep, zero3
     size_t b = a;
     for (; b < lone.size(); ++b) {
-      const TimelineFlows::Origin ob = flows.origin(lone[b].flow);
+      const TimelineFlows::Origin ob = flows.origin(lone[b].flow, lone_run);
       if (ob.pipeline != o.pipeline || ob.stage != o.stage || ob.index != o.index) break;
       ops.push_back({ob.op, lone[b].own_us / scale});
       own_sum += lone[b].own_us;
@@ -426,7 +428,6 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
     }
   }
   out.list.reserve(transfers);
-  out.index.reserve(transfers);
   flow_walk::walkTimelineFlows(plan, costs, in_task, input, timeline, map, &out,
                     [&](const SharedFlow& f, double start_us, int after,
                         const TimelineFlows::Origin& o, int, int* slot) {
@@ -449,8 +450,9 @@ int TimelineFlows::add(const SharedFlow& f, const Origin& origin) {
 }
 
 int TimelineFlows::add(double start_us, int shape, int after, int at) {
-  index.push_back(at);
-  return list.add(start_us, shape, after);
+  const int f = list.add(start_us, shape, after);
+  if (index_runs.empty() || index_runs.back().second != at) index_runs.emplace_back(f, at);
+  return f;
 }
 
 bool transferLoads(const IterationPlan& plan, const std::vector<EventCost>& costs,
