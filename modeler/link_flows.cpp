@@ -202,11 +202,6 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
   }
   std::vector<double> gather(stages, 0.0);
   if (by_kind != nullptr) by_kind->assign(classes, std::vector<TaskLinkStretch>(stages));
-  struct LoneStretch {
-    size_t flow = 0;
-    double own_us = 0;  // what sharing added to this collective alone
-  };
-  std::vector<LoneStretch> lone;
   auto zerosLikeSends = [&](size_t k) {
     if (!task[k].empty()) return;
     task[k].resize(stages);
@@ -229,12 +224,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
         break;
       default: {  // in a task: each collective's extra holds those before it (they follow)
         if (extra == 0) break;
-        if (o.op >= 0) {  // a lone task: timed again below with each collective's own part
-          const double inherited =
-              after < 0 ? 0 : std::max(0.0, extraOf(static_cast<size_t>(after)));
-          lone.push_back({i, std::max(0.0, extra - inherited)});
-          break;
-        }
+        if (o.op >= 0) break;  // a lone task: timed again below with each collective's own part
         zerosLikeSends(o.pipeline);
         double& stretch = task[o.pipeline][o.stage][o.index];
         stretch = std::max(stretch, extra - o.slack_us);  // a fused task's stream may hide some
@@ -252,14 +242,16 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
       }
     }
   }
-  // Lone tasks (stretched_task.h): the flows of one task are consecutive; per task, its ops'
-  // own stretches, in the task's time (the run is the standalone task scaled by a straggler's
-  // factor or jitter: `input` has no stretch yet).
+  // Lone tasks (stretched_task.h), in a second walk of the flows (not a list of their stretches:
+  // issue 34, memory): the flows of one task are consecutive; per task, its ops' own stretches
+  // (what sharing added to each collective beyond what it inherited from the one it follows), in
+  // the task's time (the run is the standalone task scaled by a straggler's factor or jitter:
+  // `input` has no stretch yet).
   TaskRetimer retimer(plan, costs, graph.split_backward);
   std::vector<OpStretch> ops;
-  size_t lone_run = 0;  // `lone` is in list order
-  for (size_t a = 0; a < lone.size();) {
-    const TimelineFlows::Origin o = flows.origin(lone[a].flow, lone_run);
+  std::vector<std::pair<FlowKind, double>> owns;  // the task's stretched collectives' own parts
+  TimelineFlows::Origin o;                         // the task's (its first stretched collective's)
+  auto retimeTask = [&] {
     const TaskNode& node = graph.nodes[graph.device_order[o.stage][o.index]];
     const Phase phase = node.task.phase;
     const StageCost& cost = input.stages[node.virtual_stage];
@@ -268,24 +260,19 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
                                                         : cost.weight_grad_us;
     const double run_us = timeline.run_us[o.pipeline][o.stage][o.index];
     const double scale = alone_us > 0 ? run_us / alone_us : 1;
-    ops.clear();
     double own_sum = 0;
     std::array<double, 4> own_by_kind{};  // tp, cp, ep, zero3
-    size_t b = a;
-    for (; b < lone.size(); ++b) {
-      const TimelineFlows::Origin ob = flows.origin(lone[b].flow, lone_run);
-      if (ob.pipeline != o.pipeline || ob.stage != o.stage || ob.index != o.index) break;
-      ops.push_back({ob.op, lone[b].own_us / scale});
-      own_sum += lone[b].own_us;
-      own_by_kind[kindSlot(ob.kind)] += lone[b].own_us;
+    for (size_t j = 0; j < ops.size(); ++j) {
+      own_sum += owns[j].second;
+      own_by_kind[kindSlot(owns[j].first)] += owns[j].second;
+      ops[j].extra_us = owns[j].second / scale;
     }
-    a = b;
     const StretchedTask st = retimer.of(node.virtual_stage, phase, ops);
     const double delay = std::max(0.0, st.delay_us * scale);
-    if (delay <= 0 && own_sum <= 0) continue;
+    if (delay <= 0 && own_sum <= 0) return;
     zerosLikeSends(o.pipeline);
     task[o.pipeline][o.stage][o.index] = delay;
-    if (by_kind == nullptr) continue;
+    if (by_kind == nullptr) return;
     // The delay less its slowdown (the delay without the slowdown: >= 0) is communication
     // exposed, shared by kind as their own parts; the CP exchanges' own time beyond their exposed
     // part was hidden beside their steps. The slowdown part may be negative: a step's slowdown
@@ -303,7 +290,29 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
       const double cp_exposed = exposed * own_by_kind[1] / own_sum;
       sum.cp_hidden_us += std::max(0.0, own_by_kind[1] - cp_exposed);
     }
+  };
+  run = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const TimelineFlows::Origin oi = flows.origin(i, run);
+    if (oi.op < 0 || oi.kind == FlowKind::kPp || oi.kind == FlowKind::kDp ||
+        oi.kind == FlowKind::kZero) {
+      continue;
+    }
+    const double extra = std::max(0.0, extraOf(i));
+    if (extra == 0) continue;
+    if (!ops.empty() &&
+        (oi.pipeline != o.pipeline || oi.stage != o.stage || oi.index != o.index)) {
+      retimeTask();
+      ops.clear();
+      owns.clear();
+    }
+    if (ops.empty()) o = oi;
+    const int after = list.after(i);
+    const double inherited = after < 0 ? 0 : std::max(0.0, extraOf(static_cast<size_t>(after)));
+    ops.push_back({oi.op, 0});
+    owns.emplace_back(oi.kind, std::max(0.0, extra - inherited));
   }
+  if (!ops.empty()) retimeTask();
   // A class whose tasks nothing stretched still needs its (zero) entries once any class has some.
   const bool tasks =
       std::any_of(task.begin(), task.end(), [](const auto& t) { return !t.empty(); });
