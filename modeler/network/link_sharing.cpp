@@ -126,8 +126,8 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   std::priority_queue<Finish, std::vector<Finish>, std::greater<>> ends;  // earliest first
   size_t in_flight = 0;
   int event = 0;
-  // The sharing flows in start order: the next to start (followers are passed over, they start
-  // when released); `next` is the order's head, or -1 once every flow has been taken.
+  // The sharing flows in start order; its head is the next to start (followers are passed over:
+  // they start when released, unless released on time before the order reaches them).
   sharing::StartOrder order(flows, /*forward=*/true);
   double now = order.done() ? 0 : flows.startUs(order.peek());
   // A recorded resource's load from its last change to `now`, before its flows change.

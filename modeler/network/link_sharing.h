@@ -156,6 +156,8 @@ class FlowEnds {
     if (end_us != standaloneUs(static_cast<size_t>(f))) moved_.emplace_back(f, end_us);
   }
   void done();
+  // How many ends sharing moved (the ones kept).
+  size_t moved() const { return moved_.size(); }
   // The list read, kept alive with the ends (a list built for one call).
   void keep(std::shared_ptr<const FlowList> list) {
     owned_ = std::move(list);
