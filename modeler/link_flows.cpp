@@ -180,9 +180,12 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
                   TimingInput& input, const UnsharedTimeline& timeline, const TaskGraph& graph,
                   std::vector<std::vector<TaskLinkStretch>>* by_kind) {
   const FlowList& list = flows.list;
-  // What sharing added to flow `i` (may be below 0 by rounding).
+  // What sharing added to flow `i` (may be below 0 by rounding); the flows are read in list
+  // order (and the one each follows, just before), so the moved ends are walked, not searched.
+  size_t end_at = 0;
   auto extraOf = [&](size_t i) {
-    return shared.end_us[i] - list.startUs(i) - list.shape(list.shapeOf(i)).duration_us;
+    return shared.end_us.at(i, end_at) - list.startUs(i) -
+           list.shape(list.shapeOf(i)).duration_us;
   };
   bool changed = false;
   for (size_t i = 0; i < list.size() && !changed; ++i) changed = extraOf(i) > kStretchedUs;
@@ -208,6 +211,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
     for (int s = 0; s < stages; ++s) task[k][s].assign(send[k][s].size(), 0.0);
   };
   size_t run = 0;
+  end_at = 0;
   for (size_t i = 0; i < list.size(); ++i) {
     const TimelineFlows::Origin o = flows.origin(i, run);
     const int after = list.after(i);
@@ -292,6 +296,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
     }
   };
   run = 0;
+  end_at = 0;
   for (size_t i = 0; i < list.size(); ++i) {
     const TimelineFlows::Origin oi = flows.origin(i, run);
     if (oi.op < 0 || oi.kind == FlowKind::kPp || oi.kind == FlowKind::kDp ||

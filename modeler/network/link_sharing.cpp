@@ -2,6 +2,7 @@
 #include "modeler/network/link_sharing.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -177,8 +178,8 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   // the flow before it until its own start, a follower and the rest of its chain hold their
   // resources as `waiting` (the chain's tail: a chain's collectives may use different links), and
   // a flow on a resource with a waiting follower of another chain is not alone. The tail is walked
-  // when it is held and let go (a few flows), not kept per flow; a resource counts once per flow
-  // of the tail that uses it, which is zero exactly when the tail's set of resources leaves it.
+  // when its head holds it and when a follower is checked (a few flows), not kept per flow; a
+  // resource counts once per flow of the tail that uses it, zero exactly when no tail holds it.
   std::vector<int> waiting(capacity.size(), 0);
   std::vector<bool> on_time(chained ? n : 0, false);  // a follower released at its own start_us
   auto hold = [&](int f, int by) {
@@ -187,17 +188,36 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     }
   };
   // Called as `f` starts at `now`: whether it runs alone throughout (then it is done); the
-  // waiting marks move along its chain.
+  // waiting marks move along its chain. A follower lets go of its own links (its chain's tail
+  // from its follower on stays held), a head holds its followers' tail; while `f` is checked its
+  // own chain holds nothing: the tail after it is counted out of `waiting` (walked only then).
   auto alone = [&](int f) {
-    if (chained && flows.follows(f)) hold(f, -1);
+    const bool follows = chained && flows.follows(f);
+    const int g = chained ? flows.follower(f) : -1;
+    const std::span<const LinkUse> uses = flows.usesOf(f);
+    if (follows) {
+      for (const LinkUse& u : uses) waiting[u.resource] -= 1;
+    }
     const double end = now + flows.durationUs(f);
     bool free = freeUntil(f) >= end;
-    for (const LinkUse& u : flows.usesOf(f)) {
+    for (const LinkUse& u : uses) {
       if (!free) break;
-      free = on[u.resource].empty() && (!chained || waiting[u.resource] == 0);
+      free = on[u.resource].empty();
     }
-    const int g = chained ? flows.follower(f) : -1;
-    if (g >= 0) hold(g, +1);
+    if (free && chained) {
+      std::array<int, LinkUses::kMax> own{};  // per use of `f`: its chain's later holds of it
+      if (follows && g >= 0) {
+        for (int h = g; h >= 0; h = flows.follower(h)) {
+          for (const LinkUse& w : flows.usesOf(h)) {
+            for (size_t i = 0; i < uses.size(); ++i) own[i] += uses[i].resource == w.resource;
+          }
+        }
+      }
+      for (size_t i = 0; i < uses.size() && free; ++i) {
+        free = waiting[uses[i].resource] == own[i];
+      }
+    }
+    if (!follows && g >= 0) hold(g, +1);
     if (!free) return false;
     out.end_us.set(f, end);
     if (g >= 0) {

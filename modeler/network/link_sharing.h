@@ -156,6 +156,14 @@ class FlowEnds {
     if (end_us != standaloneUs(static_cast<size_t>(f))) moved_.emplace_back(f, end_us);
   }
   void done();
+  // Flow `f`'s end for reads in rising order of flows (a walk of the list), `at` carried between
+  // them from 0: no search per read. A read below the last moves back by a search.
+  double at(size_t f, size_t& at) const {
+    const int key = static_cast<int>(f);
+    if (at > 0 && moved_[at - 1].first >= key) return (*this)[f];
+    while (at < moved_.size() && moved_[at].first < key) ++at;
+    return at < moved_.size() && moved_[at].first == key ? moved_[at].second : standaloneUs(f);
+  }
   // How many ends sharing moved (the ones kept).
   size_t moved() const { return moved_.size(); }
   // The list read, kept alive with the ends (a list built for one call).

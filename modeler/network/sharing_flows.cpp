@@ -27,19 +27,29 @@ StartOrder::StartOrder(const Flows& flows, bool forward) : flows_(flows), forwar
 }
 
 int StartOrder::pop() {
-  auto cmp = [this](const Head& a, const Head& b) { return later(a, b); };
-  std::pop_heap(heads_.begin(), heads_.end(), cmp);
-  Head& head = heads_.back();
-  const int f = head.flow;
-  // The run's next sharing flow (the runs hold the flows that do not share between theirs).
+  Head& top = heads_.front();
+  const int f = top.flow;
+  // The run's next sharing flow (the runs hold the flows that do not share between theirs) takes
+  // the top's place and sinks to its place: most often it stays (a run goes on), two comparisons.
   const int step = forward_ ? 1 : -1;
   int g = f + step;
-  while (g != head.end && !flows_.sharing(g)) g += step;
-  if (g == head.end) {
+  while (g != top.end && !flows_.sharing(g)) g += step;
+  if (g == top.end) {
+    top = heads_.back();
     heads_.pop_back();
   } else {
-    head.flow = g;
-    std::push_heap(heads_.begin(), heads_.end(), cmp);
+    top.flow = g;
+  }
+  const size_t n = heads_.size();
+  size_t at = 0;
+  while (true) {
+    const size_t left = 2 * at + 1;
+    if (left >= n) break;
+    size_t child = left;
+    if (left + 1 < n && later(heads_[left], heads_[left + 1])) child = left + 1;
+    if (!later(heads_[at], heads_[child])) break;
+    std::swap(heads_[at], heads_[child]);
+    at = child;
   }
   return f;
 }
