@@ -180,9 +180,12 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
                   TimingInput& input, const UnsharedTimeline& timeline, const TaskGraph& graph,
                   std::vector<std::vector<TaskLinkStretch>>* by_kind) {
   const FlowList& list = flows.list;
-  // What sharing added to flow `i` (may be below 0 by rounding).
+  // What sharing added to flow `i` (may be below 0 by rounding); the flows are read in list
+  // order (and the one each follows, just before), so the moved ends are walked, not searched.
+  size_t end_at = 0;
   auto extraOf = [&](size_t i) {
-    return shared.end_us[i] - list.startUs(i) - list.shape(list.shapeOf(i)).duration_us;
+    return shared.end_us.at(i, end_at) - list.startUs(i) -
+           list.shape(list.shapeOf(i)).duration_us;
   };
   bool changed = false;
   for (size_t i = 0; i < list.size() && !changed; ++i) changed = extraOf(i) > kStretchedUs;
@@ -202,18 +205,15 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
   }
   std::vector<double> gather(stages, 0.0);
   if (by_kind != nullptr) by_kind->assign(classes, std::vector<TaskLinkStretch>(stages));
-  struct LoneStretch {
-    size_t flow = 0;
-    double own_us = 0;  // what sharing added to this collective alone
-  };
-  std::vector<LoneStretch> lone;
   auto zerosLikeSends = [&](size_t k) {
     if (!task[k].empty()) return;
     task[k].resize(stages);
     for (int s = 0; s < stages; ++s) task[k][s].assign(send[k][s].size(), 0.0);
   };
+  size_t run = 0;
+  end_at = 0;
   for (size_t i = 0; i < list.size(); ++i) {
-    const TimelineFlows::Origin o = flows.origin(i);
+    const TimelineFlows::Origin o = flows.origin(i, run);
     const int after = list.after(i);
     const double extra = std::max(0.0, extraOf(i));
     switch (o.kind) {
@@ -228,12 +228,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
         break;
       default: {  // in a task: each collective's extra holds those before it (they follow)
         if (extra == 0) break;
-        if (o.op >= 0) {  // a lone task: timed again below with each collective's own part
-          const double inherited =
-              after < 0 ? 0 : std::max(0.0, extraOf(static_cast<size_t>(after)));
-          lone.push_back({i, std::max(0.0, extra - inherited)});
-          break;
-        }
+        if (o.op >= 0) break;  // a lone task: timed again below with each collective's own part
         zerosLikeSends(o.pipeline);
         double& stretch = task[o.pipeline][o.stage][o.index];
         stretch = std::max(stretch, extra - o.slack_us);  // a fused task's stream may hide some
@@ -251,13 +246,16 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
       }
     }
   }
-  // Lone tasks (stretched_task.h): the flows of one task are consecutive; per task, its ops'
-  // own stretches, in the task's time (the run is the standalone task scaled by a straggler's
-  // factor or jitter: `input` has no stretch yet).
+  // Lone tasks (stretched_task.h), in a second walk of the flows (not a list of their stretches:
+  // issue 34, memory): the flows of one task are consecutive; per task, its ops' own stretches
+  // (what sharing added to each collective beyond what it inherited from the one it follows), in
+  // the task's time (the run is the standalone task scaled by a straggler's factor or jitter:
+  // `input` has no stretch yet).
   TaskRetimer retimer(plan, costs, graph.split_backward);
   std::vector<OpStretch> ops;
-  for (size_t a = 0; a < lone.size();) {
-    const TimelineFlows::Origin o = flows.origin(lone[a].flow);
+  std::vector<std::pair<FlowKind, double>> owns;  // the task's stretched collectives' own parts
+  TimelineFlows::Origin o;                         // the task's (its first stretched collective's)
+  auto retimeTask = [&] {
     const TaskNode& node = graph.nodes[graph.device_order[o.stage][o.index]];
     const Phase phase = node.task.phase;
     const StageCost& cost = input.stages[node.virtual_stage];
@@ -266,24 +264,19 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
                                                         : cost.weight_grad_us;
     const double run_us = timeline.run_us[o.pipeline][o.stage][o.index];
     const double scale = alone_us > 0 ? run_us / alone_us : 1;
-    ops.clear();
     double own_sum = 0;
     std::array<double, 4> own_by_kind{};  // tp, cp, ep, zero3
-    size_t b = a;
-    for (; b < lone.size(); ++b) {
-      const TimelineFlows::Origin ob = flows.origin(lone[b].flow);
-      if (ob.pipeline != o.pipeline || ob.stage != o.stage || ob.index != o.index) break;
-      ops.push_back({ob.op, lone[b].own_us / scale});
-      own_sum += lone[b].own_us;
-      own_by_kind[kindSlot(ob.kind)] += lone[b].own_us;
+    for (size_t j = 0; j < ops.size(); ++j) {
+      own_sum += owns[j].second;
+      own_by_kind[kindSlot(owns[j].first)] += owns[j].second;
+      ops[j].extra_us = owns[j].second / scale;
     }
-    a = b;
     const StretchedTask st = retimer.of(node.virtual_stage, phase, ops);
     const double delay = std::max(0.0, st.delay_us * scale);
-    if (delay <= 0 && own_sum <= 0) continue;
+    if (delay <= 0 && own_sum <= 0) return;
     zerosLikeSends(o.pipeline);
     task[o.pipeline][o.stage][o.index] = delay;
-    if (by_kind == nullptr) continue;
+    if (by_kind == nullptr) return;
     // The delay less its slowdown (the delay without the slowdown: >= 0) is communication
     // exposed, shared by kind as their own parts; the CP exchanges' own time beyond their exposed
     // part was hidden beside their steps. The slowdown part may be negative: a step's slowdown
@@ -301,7 +294,30 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
       const double cp_exposed = exposed * own_by_kind[1] / own_sum;
       sum.cp_hidden_us += std::max(0.0, own_by_kind[1] - cp_exposed);
     }
+  };
+  run = 0;
+  end_at = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const TimelineFlows::Origin oi = flows.origin(i, run);
+    if (oi.op < 0 || oi.kind == FlowKind::kPp || oi.kind == FlowKind::kDp ||
+        oi.kind == FlowKind::kZero) {
+      continue;
+    }
+    const double extra = std::max(0.0, extraOf(i));
+    if (extra == 0) continue;
+    if (!ops.empty() &&
+        (oi.pipeline != o.pipeline || oi.stage != o.stage || oi.index != o.index)) {
+      retimeTask();
+      ops.clear();
+      owns.clear();
+    }
+    if (ops.empty()) o = oi;
+    const int after = list.after(i);
+    const double inherited = after < 0 ? 0 : std::max(0.0, extraOf(static_cast<size_t>(after)));
+    ops.push_back({oi.op, 0});
+    owns.emplace_back(oi.kind, std::max(0.0, extra - inherited));
   }
+  if (!ops.empty()) retimeTask();
   // A class whose tasks nothing stretched still needs its (zero) entries once any class has some.
   const bool tasks =
       std::any_of(task.begin(), task.end(), [](const auto& t) { return !t.empty(); });
@@ -426,7 +442,6 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
     }
   }
   out.list.reserve(transfers);
-  out.index.reserve(transfers);
   flow_walk::walkTimelineFlows(plan, costs, in_task, input, timeline, map, &out,
                     [&](const SharedFlow& f, double start_us, int after,
                         const TimelineFlows::Origin& o, int, int* slot) {
@@ -449,8 +464,9 @@ int TimelineFlows::add(const SharedFlow& f, const Origin& origin) {
 }
 
 int TimelineFlows::add(double start_us, int shape, int after, int at) {
-  index.push_back(at);
-  return list.add(start_us, shape, after);
+  const int f = list.add(start_us, shape, after);
+  if (index_runs.empty() || index_runs.back().second != at) index_runs.emplace_back(f, at);
+  return f;
 }
 
 bool transferLoads(const IterationPlan& plan, const std::vector<EventCost>& costs,

@@ -38,6 +38,8 @@
 // passes), so the first-order pass is what we keep. A plan whose transfers cannot overlap on a
 // resource skips all this, and so does one where none did.
 
+#include <algorithm>
+#include <climits>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -107,23 +109,39 @@ struct TimelineFlows {
     int op = -1;
   };
   // The flows, and their origins: what is the same for every flow of a shape (kind, class,
-  // stage, slack, op) per shape, the index per flow (issue 34: ~10^6 in-task flows of one
-  // simulation, each its start, shape, predecessor and index: 20 bytes).
+  // stage, slack, op) per shape, the index as runs of flows that share it (a lone task's
+  // collectives and its send; issue 34: ~10^6 in-task flows of one simulation, each its start
+  // and shape: 12 bytes, and a run per task).
   FlowList list;
   std::vector<Origin> shape_origins;  // per shape of `list` (their `index` unused)
-  std::vector<int> index;             // per flow: its Origin::index
+  // (first flow, Origin::index) of each run of flows with one index, in list order.
+  std::vector<std::pair<int, int>> index_runs;
 
   size_t size() const { return list.size(); }
   SharedFlow flow(size_t f) const { return list.flow(f); }
   Origin origin(size_t f) const {
-    Origin o = shape_origins[static_cast<size_t>(list.shapeOf(f))];
-    o.index = index[f];
-    return o;
+    const auto run = std::upper_bound(index_runs.begin(), index_runs.end(),
+                                      std::pair<int, int>{static_cast<int>(f), INT_MAX});
+    return originIn(f, static_cast<size_t>(run - index_runs.begin()) - 1);
+  }
+  // The same for flows read in list order: `run` (0 before the first) follows them.
+  Origin origin(size_t f, size_t& run) const {
+    while (run + 1 < index_runs.size() && static_cast<size_t>(index_runs[run + 1].first) <= f) {
+      ++run;
+    }
+    return originIn(f, run);
   }
   // A flow of a shape of its own (`f.after` kept); its index.
   int add(const SharedFlow& f, const Origin& origin);
   // A flow of an existing shape; its index.
   int add(double start_us, int shape, int after, int index);
+
+ private:
+  Origin originIn(size_t f, size_t run) const {
+    Origin o = shape_origins[static_cast<size_t>(list.shapeOf(f))];
+    o.index = index_runs[run].second;
+    return o;
+  }
 };
 
 // Each flow starts where `timeline` has it and lasts its standalone time (`input`'s stretch taken

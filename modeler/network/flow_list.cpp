@@ -38,18 +38,41 @@ int FlowList::addShape(double duration_us, double bytes, const LinkUses& uses) {
 }
 
 int FlowList::add(double start_us, int shape, int after) {
+  const int f = static_cast<int>(start_us_.size());
   EVSIM_CHECK(shape >= 0 && static_cast<size_t>(shape) < shapes_.size(), "flow of shape {} of {}",
               shape, shapes_.size());
+  EVSIM_CHECK(after >= -1 && after < f, "flow {} after flow {} (not an earlier one)", f, after);
+  EVSIM_CHECK(after < 0 || follower(static_cast<size_t>(after)) < 0, "two flows after flow {}",
+              after);
   start_us_.push_back(start_us);
   shape_.push_back(shape);
-  after_.push_back(after);
-  return static_cast<int>(start_us_.size()) - 1;
+  follows_previous_.push_back(after >= 0 && after == f - 1);
+  if (after >= 0 && after != f - 1) {
+    aside_.emplace_back(f, after);
+    const std::pair<int, int> by_after{after, f};
+    aside_by_after_.insert(
+        std::upper_bound(aside_by_after_.begin(), aside_by_after_.end(), by_after), by_after);
+  }
+  return f;
+}
+
+int FlowList::afterAside(size_t f) const {
+  const int key = static_cast<int>(f);
+  const auto it = std::lower_bound(aside_.begin(), aside_.end(), std::pair<int, int>{key, -1});
+  return it != aside_.end() && it->first == key ? it->second : -1;
+}
+
+int FlowList::followerAside(size_t f) const {
+  const int key = static_cast<int>(f);
+  const auto it = std::lower_bound(aside_by_after_.begin(), aside_by_after_.end(),
+                                   std::pair<int, int>{key, -1});
+  return it != aside_by_after_.end() && it->first == key ? it->second : -1;
 }
 
 void FlowList::reserve(size_t flows) {
   start_us_.reserve(flows);
   shape_.reserve(flows);
-  after_.reserve(flows);
+  follows_previous_.reserve(flows);
 }
 
 FlowList FlowList::of(std::span<const SharedFlow> flows) {
@@ -63,9 +86,22 @@ FlowList FlowList::of(std::span<const SharedFlow> flows) {
 
 SharedFlow FlowList::flow(size_t f) const {
   const Shape& s = shape(shape_[f]);
-  SharedFlow out{start_us_[f], s.duration_us, s.bytes, {}, after_[f]};
+  SharedFlow out{start_us_[f], s.duration_us, s.bytes, {}, after(f)};
   for (const LinkUse& u : uses(shape_[f])) out.uses.push_back(u);
   return out;
+}
+
+double FlowEnds::operator[](size_t f) const {
+  const int key = static_cast<int>(f);
+  const auto it = std::lower_bound(moved_.begin(), moved_.end(), std::pair<int, double>{key, 0},
+                                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  return it != moved_.end() && it->first == key ? it->second : standaloneUs(f);
+}
+
+void FlowEnds::done() {
+  std::sort(moved_.begin(), moved_.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  moved_.shrink_to_fit();
 }
 
 }  // namespace evsim

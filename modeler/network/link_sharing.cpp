@@ -2,8 +2,10 @@
 #include "modeler/network/link_sharing.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <queue>
 
 #include "common/error.h"
@@ -19,7 +21,6 @@ using sharing::InFlight;
 using sharing::kInf;
 using sharing::Scratch;
 using sharing::fill;
-using sharing::startOrder;
 
 void addLoad(std::vector<LoadSegment>& segments, double start, double end, double bytes_per_us) {
   if (end <= start) return;
@@ -43,59 +44,50 @@ struct Finish {
 
 SharingResult shareLinks(std::span<const SharedFlow> input,
                          std::span<const double> capacity_bytes_per_us, bool record_load) {
-  return shareLinks(FlowList::of(input), capacity_bytes_per_us, record_load);
+  auto list = std::make_shared<const FlowList>(FlowList::of(input));
+  SharingResult out = shareLinks(*list, capacity_bytes_per_us, record_load);
+  out.end_us.keep(std::move(list));
+  return out;
 }
 
 SharingResult shareLinks(const FlowList& input, std::span<const double> capacity_bytes_per_us,
                          bool record_load) {
   SharingResult out;
-  out.end_us.resize(input.size());
+  const size_t n = input.size();
+  out.end_us = FlowEnds(input);
   if (record_load) out.load.resize(capacity_bytes_per_us.size());
   std::vector<double> capacity(capacity_bytes_per_us.begin(), capacity_bytes_per_us.end());
+  // Flows are named by their index in `input` (no renumbering, no list of them in start order:
+  // issue 34, memory); every flow ends at its standalone end unless sharing moves it.
   Flows flows;
   flows.list = &input;
-  flows.index = startOrder(input, out.end_us);
-  const size_t n = flows.size();
-  // Per shape that a sharing flow has: its demand, and the capacities it raises.
+  // Per shape: whether its flows share, their demand, and the capacities a sharing one raises.
   flows.shape_duration_us.assign(input.shapes(), 0);
   flows.shape_demand.assign(input.shapes(), 0);
+  flows.shape_shares.assign(input.shapes(), 0);
+  for (size_t s = 0; s < input.shapes(); ++s) {
+    const FlowList::Shape& shape = input.shape(static_cast<int>(s));
+    flows.shape_duration_us[s] = shape.duration_us;
+    flows.shape_shares[s] = sharing::shares(shape);
+  }
+  bool chained = false;  // whether some sharing flow follows another
   {
     std::vector<char> seen(input.shapes(), 0);
     for (size_t f = 0; f < n; ++f) {
-      const int s = input.shapeOf(static_cast<size_t>(flows.index[f]));
-      if (seen[static_cast<size_t>(s)]) continue;
-      seen[static_cast<size_t>(s)] = 1;
-      const FlowList::Shape& shape = input.shape(s);
+      const size_t s = static_cast<size_t>(input.shapeOf(f));
+      if (!flows.shape_shares[s]) continue;
+      chained = chained || flows.follows(static_cast<int>(f));
+      if (seen[s]) continue;
+      seen[s] = 1;
+      const FlowList::Shape& shape = input.shape(static_cast<int>(s));
       const double demand = shape.bytes / shape.duration_us;
-      flows.shape_duration_us[static_cast<size_t>(s)] = shape.duration_us;
-      flows.shape_demand[static_cast<size_t>(s)] = demand;
-      for (const LinkUse& u : input.uses(s)) {
+      flows.shape_demand[s] = demand;
+      for (const LinkUse& u : input.uses(static_cast<int>(s))) {
         EVSIM_CHECK(
             u.resource >= 0 && static_cast<size_t>(u.resource) < capacity.size() && u.copies > 0,
-            "flow {} uses resource {} x{} of {}", flows.index[f], u.resource, u.copies,
-            capacity.size());
+            "flow {} uses resource {} x{} of {}", f, u.resource, u.copies, capacity.size());
         capacity[u.resource] = std::max(capacity[u.resource], demand * u.copies);
       }
-    }
-  }
-  // Followers: numbered in order of their own start_us like the rest, but started when the flow
-  // they follow ends (a flow that does not share leaves its follower on its own start).
-  flows.follower.assign(n, -1);
-  std::vector<bool> follows(n, false);
-  {
-    std::vector<int> id_of(input.size(), -1);
-    for (size_t f = 0; f < n; ++f) id_of[flows.index[f]] = static_cast<int>(f);
-    for (size_t f = 0; f < n; ++f) {
-      const int after = input.after(static_cast<size_t>(flows.index[f]));
-      if (after < 0) continue;
-      EVSIM_CHECK(static_cast<size_t>(after) < input.size() && after != flows.index[f],
-                  "flow {} after {} of {}", flows.index[f], after, input.size());
-      const int p = id_of[after];
-      if (p < 0) continue;
-      EVSIM_CHECK(flows.follower[p] < 0, "two flows after flow {}", after);
-      flows.follower[p] = static_cast<int>(f);
-      follows[f] = true;
-      flows.chained = true;
     }
   }
 
@@ -133,9 +125,12 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   std::vector<double> load_since(capacity.size(), 0);
   std::vector<int> component, seeds, ending;
   std::priority_queue<Finish, std::vector<Finish>, std::greater<>> ends;  // earliest first
-  size_t next = 0, in_flight = 0;
+  size_t in_flight = 0;
   int event = 0;
-  double now = n == 0 ? 0 : flows.startUs(0);
+  // The sharing flows in start order; its head is the next to start (followers are passed over:
+  // they start when released, unless released on time before the order reaches them).
+  sharing::StartOrder order(flows, /*forward=*/true);
+  double now = order.done() ? 0 : flows.startUs(order.peek());
   // A recorded resource's load from its last change to `now`, before its flows change.
   auto closeLoad = [&](int r) {
     if (!record_load || load_since[r] == now) return;
@@ -148,95 +143,89 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   };
   // A flow that finds its resources empty and ends before the next flow on any of them starts
   // runs alone at its demand throughout: it ends on time and takes no event (most flows: a
-  // pipeline's sends rarely meet). Until it starts, `slot_of` holds that next flow's number (n:
-  // none; flows are numbered in start order, so the lowest number is the earliest start).
+  // pipeline's sends rarely meet). Until it starts, `slot_of` holds that next flow (in start
+  // order, by a walk of the order backwards; n: none).
   {
     const int none = static_cast<int>(n);
     std::vector<int> next_on(capacity.size(), none);
-    for (size_t f = n; f-- > 0;) {
+    for (sharing::StartOrder back(flows, /*forward=*/false); !back.done();) {
+      const int f = back.pop();
       int until = none;
-      for (const LinkUse& u : flows.usesOf(static_cast<int>(f))) {
-        until = std::min(until, next_on[u.resource]);
-        next_on[u.resource] = static_cast<int>(f);
+      for (const LinkUse& u : flows.usesOf(f)) {
+        const int g = next_on[u.resource];
+        if (g != none && (until == none || flows.earlier(g, until))) until = g;
+        next_on[u.resource] = f;
       }
-      slot_of[f] = until;
+      slot_of[static_cast<size_t>(f)] = until;
     }
   }
   auto freeUntil = [&](int f) {
     const int until = slot_of[static_cast<size_t>(f)];
     return static_cast<size_t>(until) < n ? flows.startUs(until) : kInf;
   };
-  // Followers released by the end of the flow they follow, by start (then number).
-  std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>
-      released;
+  // Followers released by the end of the flow they follow, by start (then start order).
+  struct Release {
+    double us;
+    int flow;
+  };
+  auto later = [&](const Release& a, const Release& b) {
+    return a.us > b.us || (a.us == b.us && flows.earlier(b.flow, a.flow));
+  };
+  std::priority_queue<Release, std::vector<Release>, decltype(later)> released(later);
   // Chains: a follower starts at or after its own start_us, so freeUntil (which sees every later
-  // flow at its own start_us) bounds the flows numbered after a flow; but a follower numbered
-  // before it may still be waiting for the flow it follows and start inside its run. So from the
-  // start of the flow before it until its own start, a follower and the rest of its chain hold
-  // their resources as `waiting` (the chain's tail: a chain's collectives may use different
-  // links), and a flow on a resource with a waiting follower of another chain is not alone.
-  // A follower's tail is `tail` from tail_at[f] to the next -1 (0: an empty one).
-  std::vector<int> waiting(capacity.size(), 0), tail_at, tail{-1};
-  std::vector<bool> on_time(n, false);  // a follower released at its own start_us (see `alone`)
-  if (flows.chained) {
-    tail_at.assign(n, 0);
-    std::vector<int> chain, t;
-    for (size_t head = 0; head < n; ++head) {
-      if (follows[head] || flows.follower[head] < 0) continue;
-      chain.clear();  // the followers of `head`, in chain order (only followers are held)
-      for (int g = flows.follower[head]; g >= 0; g = flows.follower[g]) chain.push_back(g);
-      for (size_t c = chain.size(); c-- > 0;) {
-        const int f = chain[c];
-        const int g = c + 1 < chain.size() ? chain[c + 1] : -1;
-        const auto in_tail = [&](int r) {
-          if (g < 0) return false;
-          for (size_t i = static_cast<size_t>(tail_at[g]); tail[i] >= 0; ++i) {
-            if (tail[i] == r) return true;
-          }
-          return false;
-        };
-        const std::span<const LinkUse> uses = flows.usesOf(f);
-        if (std::all_of(uses.begin(), uses.end(),
-                        [&](const LinkUse& u) { return in_tail(u.resource); })) {
-          tail_at[f] = tail_at[g];  // a chain over the same links: its follower's tail
-          continue;
-        }
-        t.clear();
-        for (const LinkUse& u : uses) t.push_back(u.resource);
-        for (size_t i = g >= 0 ? static_cast<size_t>(tail_at[g]) : 0; tail[i] >= 0; ++i) {
-          t.push_back(tail[i]);
-        }
-        std::sort(t.begin(), t.end());
-        t.erase(std::unique(t.begin(), t.end()), t.end());
-        tail_at[f] = static_cast<int>(tail.size());
-        tail.insert(tail.end(), t.begin(), t.end());
-        tail.push_back(-1);
-      }
-    }
-  }
+  // flow at its own start_us) bounds the flows after a flow in start order; but a follower before
+  // it may still be waiting for the flow it follows and start inside its run. So from the start of
+  // the flow before it until its own start, a follower and the rest of its chain hold their
+  // resources as `waiting` (the chain's tail: a chain's collectives may use different links), and
+  // a flow on a resource with a waiting follower of another chain is not alone. The tail is walked
+  // when its head holds it and when a follower is checked (a few flows), not kept per flow; a
+  // resource counts once per flow of the tail that uses it, zero exactly when no tail holds it.
+  std::vector<int> waiting(capacity.size(), 0);
+  std::vector<bool> on_time(chained ? n : 0, false);  // a follower released at its own start_us
   auto hold = [&](int f, int by) {
-    for (size_t i = static_cast<size_t>(tail_at[f]); tail[i] >= 0; ++i) waiting[tail[i]] += by;
+    for (int g = f; g >= 0; g = flows.follower(g)) {
+      for (const LinkUse& u : flows.usesOf(g)) waiting[u.resource] += by;
+    }
   };
   // Called as `f` starts at `now`: whether it runs alone throughout (then it is done); the
-  // waiting marks move along its chain.
+  // waiting marks move along its chain. A follower lets go of its own links (its chain's tail
+  // from its follower on stays held), a head holds its followers' tail; while `f` is checked its
+  // own chain holds nothing: the tail after it is counted out of `waiting` (walked only then).
   auto alone = [&](int f) {
-    if (flows.chained && follows[f]) hold(f, -1);
+    const bool follows = chained && flows.follows(f);
+    const int g = chained ? flows.follower(f) : -1;
+    const std::span<const LinkUse> uses = flows.usesOf(f);
+    if (follows) {
+      for (const LinkUse& u : uses) waiting[u.resource] -= 1;
+    }
     const double end = now + flows.durationUs(f);
     bool free = freeUntil(f) >= end;
-    for (const LinkUse& u : flows.usesOf(f)) {
+    for (const LinkUse& u : uses) {
       if (!free) break;
-      free = on[u.resource].empty() && (!flows.chained || waiting[u.resource] == 0);
+      free = on[u.resource].empty();
     }
-    const int g = flows.chained ? flows.follower[f] : -1;
-    if (g >= 0) hold(g, +1);
+    if (free && chained) {
+      std::array<int, LinkUses::kMax> own{};  // per use of `f`: its chain's later holds of it
+      if (follows && g >= 0) {
+        for (int h = g; h >= 0; h = flows.follower(h)) {
+          for (const LinkUse& w : flows.usesOf(h)) {
+            for (size_t i = 0; i < uses.size(); ++i) own[i] += uses[i].resource == w.resource;
+          }
+        }
+      }
+      for (size_t i = 0; i < uses.size() && free; ++i) {
+        free = waiting[uses[i].resource] == own[i];
+      }
+    }
+    if (!follows && g >= 0) hold(g, +1);
     if (!free) return false;
-    out.end_us[flows.index[f]] = end;
+    out.end_us.set(f, end);
     if (g >= 0) {
       // Released at its own start_us and not yet passed: it starts in its place in the order,
       // as if it followed nothing (the same time and order the release queue would give it).
       const double at = std::max(flows.startUs(g), end + flows.gapUs(g, f));
-      if (at == flows.startUs(g) && static_cast<size_t>(g) >= next) {
-        on_time[g] = true;
+      if (at == flows.startUs(g) && !order.done() && !flows.earlier(g, order.peek())) {
+        on_time[static_cast<size_t>(g)] = true;
       } else {
         released.push({at, g});
       }
@@ -250,24 +239,27 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     return true;
   };
   auto skipFollowers = [&] {
-    while (next < n && follows[next] && !on_time[next]) ++next;
+    while (chained && !order.done() && flows.follows(order.peek()) &&
+           !on_time[static_cast<size_t>(order.peek())]) {
+      order.pop();
+    }
   };
   auto nextStart = [&] {
-    const double static_start = next < n ? flows.startUs(next) : kInf;
-    return released.empty() ? static_start : std::min(static_start, released.top().first);
+    const double static_start = order.done() ? kInf : flows.startUs(order.peek());
+    return released.empty() ? static_start : std::min(static_start, released.top().us);
   };
   skipFollowers();
-  while (next < n || in_flight > 0 || !released.empty()) {
+  while (!order.done() || in_flight > 0 || !released.empty()) {
     if (in_flight == 0) now = std::max(now, nextStart());
     while (nextStart() <= now) {
       int f;
-      if (!released.empty() && released.top().first <= now &&
-          (next >= n || flows.startUs(next) > now ||
-           released.top().second < static_cast<int>(next))) {
-        f = released.top().second;
+      if (!released.empty() && released.top().us <= now &&
+          (order.done() || flows.startUs(order.peek()) > now ||
+           flows.earlier(released.top().flow, order.peek()))) {
+        f = released.top().flow;
         released.pop();
       } else {
-        f = static_cast<int>(next++);
+        f = order.pop();
         skipFollowers();
       }
       if (alone(f)) continue;
@@ -311,7 +303,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     for (int f : component) {
       ends.push({now + remaining_us[f] * flows.demand(f) / rate[f], f, ++version[f]});
     }
-    if (next == n && in_flight == 0 && released.empty()) break;
+    if (order.done() && in_flight == 0 && released.empty()) break;
     // Until the next start or the first end at these rates. A flow ends at its projected finish
     // (compared as computed: at times of 1e7 us a residue of 1e-9 us would not move `now`).
     while (!ends.empty() && ends.top().version != version[ends.top().flow]) ends.pop();
@@ -329,11 +321,11 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       ++version[end.flow];
       ending.push_back(end.flow);
     }
-    std::sort(ending.begin(), ending.end());
+    std::sort(ending.begin(), ending.end(), [&](int a, int b) { return flows.earlier(a, b); });
     for (int f : ending) {
-      out.end_us[flows.index[f]] = until;
+      out.end_us.set(f, until);
       --in_flight;
-      if (const int g = flows.follower[f]; g >= 0) {
+      if (const int g = chained ? flows.follower(f) : -1; g >= 0) {
         released.push({std::max(flows.startUs(g), until + flows.gapUs(g, f)), g});
       }
       for (const LinkUse& u : flows.usesOf(f)) {
@@ -349,6 +341,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       }
     }
   }
+  out.end_us.done();
   out.capacity_bytes_per_us = std::move(capacity);
   return out;
 }

@@ -23,6 +23,7 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -72,9 +73,10 @@ int flowLoads(const SharedFlow& flow, std::vector<double>& capacity, FlowLoads& 
 
 // Flows held compactly (issue 34: a CP ring's exchanges are ~10^6 flows of one simulation, 128
 // bytes each as SharedFlows): what identical flows share (their standalone time, bytes and
-// resources) is one shape, and a flow is its start, its shape and the flow it follows: 16 bytes.
-// A flow of shape s is SharedFlow{start_us(f), shape(s).duration_us, shape(s).bytes, uses(s),
-// after(f)}.
+// resources) is one shape, and a flow is its start and its shape (12 bytes) and whether it follows
+// the flow listed just before it (a bit: a task's collectives are listed one after another). The
+// rare follower of another flow (a fused task's two interleaved chains) is kept aside. A flow of
+// shape s is SharedFlow{start_us(f), shape(s).duration_us, shape(s).bytes, uses(s), after(f)}.
 class FlowList {
  public:
   struct Shape {
@@ -85,7 +87,8 @@ class FlowList {
   };
   // A new shape (its index); a flow's resources as SharedFlow::uses.
   int addShape(double duration_us, double bytes, const LinkUses& uses);
-  // A flow of `shape` starting at `start_us`, following flow `after` (-1: none); its index.
+  // A flow of `shape` starting at `start_us`, following flow `after` (-1: none; else an earlier
+  // flow, which no other flow follows); its index.
   int add(double start_us, int shape, int after = -1);
   // Each of `flows` with a shape of its own.
   static FlowList of(std::span<const SharedFlow> flows);
@@ -94,7 +97,16 @@ class FlowList {
   size_t shapes() const { return shapes_.size(); }
   double startUs(size_t f) const { return start_us_[f]; }
   int shapeOf(size_t f) const { return shape_[f]; }
-  int after(size_t f) const { return after_[f]; }
+  // The flow `f` follows (SharedFlow::after), or -1.
+  int after(size_t f) const {
+    if (follows_previous_[f]) return static_cast<int>(f) - 1;
+    return aside_.empty() ? -1 : afterAside(f);
+  }
+  // The flow that follows `f` (whose after is f), or -1.
+  int follower(size_t f) const {
+    if (f + 1 < size() && follows_previous_[f + 1]) return static_cast<int>(f) + 1;
+    return aside_.empty() ? -1 : followerAside(f);
+  }
   const Shape& shape(int s) const { return shapes_[static_cast<size_t>(s)]; }
   std::span<const LinkUse> uses(int s) const {
     const Shape& sh = shape(s);
@@ -105,10 +117,17 @@ class FlowList {
   void reserve(size_t flows);
 
  private:
+  int afterAside(size_t f) const;
+  int followerAside(size_t f) const;
+
   std::vector<Shape> shapes_;
   std::vector<LinkUse> uses_;
   std::vector<double> start_us_;
-  std::vector<int> shape_, after_;
+  std::vector<int> shape_;
+  std::vector<bool> follows_previous_;
+  // Followers of a flow other than the one listed before them: (follower, after), in list order,
+  // and the same pairs by `after`.
+  std::vector<std::pair<int, int>> aside_, aside_by_after_;
 };
 
 // A resource's load over one stretch of time (constant in between).
@@ -118,8 +137,49 @@ struct LoadSegment {
   double bytes_per_us = 0;  // all copies of all flows on it
 };
 
+// Each flow's end after sharing. Most flows end at their standalone end (start + time alone:
+// alone on their links, or released on time), so only the ends sharing moved are kept (issue 34:
+// of ~10^6 flows of one simulation a few thousand move). It reads the standalone ends from the
+// flow list it was computed for, which must outlive it (the list-of-flows shareLinks keeps its own).
+class FlowEnds {
+ public:
+  FlowEnds() = default;
+  explicit FlowEnds(const FlowList& list) : list_(&list) {}
+  double operator[](size_t f) const;
+  size_t size() const { return list_ == nullptr ? 0 : list_->size(); }
+  double standaloneUs(size_t f) const {
+    return list_->startUs(f) + list_->shape(list_->shapeOf(f)).duration_us;
+  }
+  // Flow `f` ends at `end_us` (kept where it is not its standalone end); then, once all are set,
+  // done().
+  void set(int f, double end_us) {
+    if (end_us != standaloneUs(static_cast<size_t>(f))) moved_.emplace_back(f, end_us);
+  }
+  void done();
+  // Flow `f`'s end for reads in rising order of flows (a walk of the list), `at` carried between
+  // them from 0: no search per read. A read below the last moves back by a search.
+  double at(size_t f, size_t& at) const {
+    const int key = static_cast<int>(f);
+    if (at > 0 && moved_[at - 1].first >= key) return (*this)[f];
+    while (at < moved_.size() && moved_[at].first < key) ++at;
+    return at < moved_.size() && moved_[at].first == key ? moved_[at].second : standaloneUs(f);
+  }
+  // How many ends sharing moved (the ones kept).
+  size_t moved() const { return moved_.size(); }
+  // The list read, kept alive with the ends (a list built for one call).
+  void keep(std::shared_ptr<const FlowList> list) {
+    owned_ = std::move(list);
+    list_ = owned_.get();
+  }
+
+ private:
+  const FlowList* list_ = nullptr;
+  std::shared_ptr<const FlowList> owned_;
+  std::vector<std::pair<int, double>> moved_;  // by flow, once done()
+};
+
 struct SharingResult {
-  std::vector<double> end_us;                  // per flow
+  FlowEnds end_us;                             // per flow
   std::vector<std::vector<LoadSegment>> load;  // per resource, in time order (when recorded)
   std::vector<double> capacity_bytes_per_us;   // per resource, raised where one flow needs more
 };

@@ -1,10 +1,12 @@
 #pragma once
-// The flows of one shareLinks call as its event loop reads them (link_sharing.cpp): numbered in
-// order of start time, each read through the caller's FlowList. Internal to link sharing.
+// The flows of one shareLinks call as its event loop reads them (link_sharing.cpp): each named by
+// its index in the caller's FlowList and read through it, visited in order of start time by a
+// cursor over the list. Internal to link sharing.
 
 #include <algorithm>
 #include <limits>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "modeler/network/link_sharing.h"
@@ -17,32 +19,64 @@ inline bool shares(const FlowList::Shape& s) {
   return s.use_count > 0 && s.bytes > 0 && s.duration_us > 0;
 }
 
-// The flows that share, numbered in order of start time (ties in the callers' order: a stable
-// sort's order). Each is read through the caller's list (its start, its shape), and what flows of
-// one shape share (time alone, demand, resources) through the shape: ~10^6 flows of a few hundred
-// shapes (FlowList), and no copy per flow (issue 34: memory).
+// The flows that share, each by its index in the caller's list, read through the list (its start,
+// its shape), and what flows of one shape share (time alone, demand, resources) through the
+// shape: ~10^6 flows of a few hundred shapes (FlowList), and nothing held per flow (issue 34:
+// memory). Flows are ordered by start time, ties in the list's order (a stable sort's order):
+// `earlier`.
 struct Flows {
   const FlowList* list = nullptr;
-  std::vector<int> index;                               // the caller's index of each
   std::vector<double> shape_duration_us, shape_demand;  // per shape
-  std::vector<int> follower;  // the flow that starts when this one ends (SharedFlow::after), or -1
-  bool chained = false;
-  double startUs(int f) const { return list->startUs(static_cast<size_t>(index[f])); }
-  int shape(int f) const { return list->shapeOf(static_cast<size_t>(index[f])); }
+  std::vector<char> shape_shares;                       // per shape: shares(shape)
+  double startUs(int f) const { return list->startUs(static_cast<size_t>(f)); }
+  int shape(int f) const { return list->shapeOf(static_cast<size_t>(f)); }
+  bool sharing(int f) const { return shape_shares[static_cast<size_t>(shape(f))] != 0; }
   std::span<const LinkUse> usesOf(int f) const { return list->uses(shape(f)); }
   double durationUs(int f) const { return shape_duration_us[shape(f)]; }
   double demand(int f) const { return shape_demand[shape(f)]; }
+  bool earlier(int a, int b) const {
+    const double sa = startUs(a), sb = startUs(b);
+    return sa < sb || (sa == sb && a < b);
+  }
+  // The sharing flow that starts when `p` ends (SharedFlow::after), or -1 (a flow that does not
+  // share neither follows nor is followed: its follower starts on its own start).
+  int follower(int p) const {
+    const int g = list->follower(static_cast<size_t>(p));
+    return g >= 0 && sharing(p) && sharing(g) ? g : -1;
+  }
+  // Whether sharing flow `g` follows another sharing flow.
+  bool follows(int g) const {
+    const int p = list->after(static_cast<size_t>(g));
+    return p >= 0 && sharing(p);
+  }
   // A follower's standalone gap after the flow `p` it follows.
   double gapUs(int g, int p) const {
     return std::max(0.0, startUs(g) - startUs(p) - durationUs(p));
   }
-  size_t size() const { return index.size(); }
 };
 
-// The order of start times without a full sort: callers list flows as runs already in time
-// order (a device's sends, its DP stream), so the maximal runs are merged pairwise (each merge
-// stable, left first on ties: a stable sort's order, ties in the callers' order). The same walk
-// over the callers' flows sets every flow's standalone end in `end_us`.
-std::vector<int> startOrder(const FlowList& flows, std::vector<double>& end_us);
+// The sharing flows in order of start time (`forward`) or its reverse, without a sort or a list of
+// them: callers list flows as a few runs already in time order (a device's flows, its DP stream),
+// and the cursor merges the runs' heads (a heap of one entry per run: dozens, not 10^6).
+class StartOrder {
+ public:
+  StartOrder(const Flows& flows, bool forward);
+  bool done() const { return heads_.empty(); }
+  int peek() const { return heads_.front().flow; }
+  int pop();
+
+ private:
+  struct Head {
+    int flow;  // the run's next flow
+    int end;   // the run's end (forward: one past its last flow; reverse: one before its first)
+  };
+  // Whether `a` comes after `b` in the cursor's order (the heap's comparison: earliest on top).
+  bool later(const Head& a, const Head& b) const {
+    return forward_ ? flows_.earlier(b.flow, a.flow) : flows_.earlier(a.flow, b.flow);
+  }
+  const Flows& flows_;
+  bool forward_;
+  std::vector<Head> heads_;
+};
 
 }  // namespace evsim::sharing

@@ -181,6 +181,68 @@ TEST(LinkSharing, ADelayedFollowerSharesWithAFlowThatStartedBeforeIt) {
   EXPECT_DOUBLE_EQ(r.end_us[3], 29);
 }
 
+// A chain of three collectives (a lone task's ring exchanges: each follows the one before, 2 and
+// 3 us apart alone) on NIC 0 of 100 bytes/us, each 1000 bytes in 10 us. Alone: 0-10, 12-22, 25-35.
+// Beside B (an equal flow on the same NIC from 5), traced by hand: A0 alone 0-5 (500 bytes), then
+// A0 and B at 50 each: A0's last 500 take 10 us, A0 ends at 15; B has 500 by then. A1 starts its
+// gap after A0's end, at 17; B alone 15-17 at 100 (200 bytes, 300 left). From 17 both at 50: B's
+// 300 take 6 us, B ends at 23; A1 has 300 by then, its last 700 alone at 100: ends at 30. A2
+// starts 3 us later, at 33, alone: ends at 43. C, alone on NIC 1 from 0, keeps its 0-10.
+TEST(LinkSharing, AChainAdvancesToItsNextFlowWhenItsFlowEnds) {
+  const std::vector<double> nics{100, 100};
+  std::vector<SharedFlow> chain{onNic(0, 10, 1000), onNic(12, 10, 1000), onNic(25, 10, 1000)};
+  chain[1].after = 0;
+  chain[2].after = 1;
+  const SharingResult alone = shareLinks(chain, nics);
+  EXPECT_DOUBLE_EQ(alone.end_us[0], 10);
+  EXPECT_DOUBLE_EQ(alone.end_us[1], 22);
+  EXPECT_DOUBLE_EQ(alone.end_us[2], 35);
+  EXPECT_EQ(alone.end_us.moved(), 0u);  // nothing kept for flows that end on time
+  std::vector<SharedFlow> flows = chain;
+  flows.push_back(onNic(5, 10, 1000));                  // B
+  flows.push_back(SharedFlow{0, 10, 1000, {{1, 1}}});  // C
+  const SharingResult r = shareLinks(flows, nics, /*record_load=*/true);
+  EXPECT_DOUBLE_EQ(r.end_us[0], 15);
+  EXPECT_DOUBLE_EQ(r.end_us[1], 30);
+  EXPECT_DOUBLE_EQ(r.end_us[2], 43);
+  EXPECT_DOUBLE_EQ(r.end_us[3], 23);
+  EXPECT_DOUBLE_EQ(r.end_us[4], 10);
+  EXPECT_EQ(r.end_us.moved(), 4u);  // A0, A1, A2 and B; C's end is its standalone one
+  // NIC 0 is full from 0 until A1 ends at 30 (one segment), idle for A2's gap, full 33-43.
+  ASSERT_EQ(r.load[0].size(), 2u);
+  EXPECT_DOUBLE_EQ(r.load[0][0].start_us, 0);
+  EXPECT_DOUBLE_EQ(r.load[0][0].end_us, 30);
+  EXPECT_DOUBLE_EQ(r.load[0][0].bytes_per_us, 100);
+  EXPECT_DOUBLE_EQ(r.load[0][1].start_us, 33);
+  EXPECT_DOUBLE_EQ(r.load[0][1].end_us, 43);
+  EXPECT_DOUBLE_EQ(r.load[0][1].bytes_per_us, 100);
+}
+
+// A flow list keeps "follows the flow listed before it" as a bit and other followers aside: both
+// read back as SharedFlow::after and as the follower of the flow followed.
+TEST(LinkSharing, AFlowListKeepsWhoFollowsWhom) {
+  FlowList list;
+  const int s = list.addShape(10, 1000, {{0, 1}});
+  list.add(0, s);       // 0
+  list.add(10, s, 0);   // 1: follows the flow before it
+  list.add(0, s);       // 2
+  list.add(20, s, 1);   // 3: follows 1, listed apart (a fused task's two chains)
+  list.add(10, s, 2);   // 4: follows 2, listed apart
+  const std::vector<int> after{-1, 0, -1, 1, 2}, follower{1, 3, 4, -1, -1};
+  for (size_t f = 0; f < list.size(); ++f) {
+    EXPECT_EQ(list.after(f), after[f]) << f;
+    EXPECT_EQ(list.follower(f), follower[f]) << f;
+    EXPECT_EQ(list.flow(f).after, after[f]) << f;
+  }
+  EXPECT_THROW(list.add(30, s, 0), Error);  // 0 is followed already
+  EXPECT_THROW(list.add(30, s, 7), Error);  // not an earlier flow
+  // Sharing reads the same chains: 0 and 2 share the NIC from 0 (both end at 20); 1 starts at 20
+  // and 4 at 20 (no gap after either), both at 50 to 40; 3 starts at 40 alone, ends at 50.
+  const SharingResult r = shareLinks(list, kNic);
+  const std::vector<double> ends{20, 40, 20, 50, 40};
+  for (size_t f = 0; f < list.size(); ++f) EXPECT_DOUBLE_EQ(r.end_us[f], ends[f]) << f;
+}
+
 TEST(LinkSharing, ALoneFlowFasterThanTheNominalLinkKeepsItsTime) {
   // A profile may beat the nominal link: 2000 bytes in 10 us on a 100 bytes/us NIC.
   const std::vector<SharedFlow> one{onNic(3, 10, 2000)};

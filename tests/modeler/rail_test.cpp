@@ -318,7 +318,8 @@ TEST(Rails, AffinityCollidesWherePooledDoesNotAndViceVersa) {
     // (b) four rings of two groups on node 1.
     const std::vector<SharedFlow> b{ring(1, 0), ring(1, 1), ring(2, 2), ring(2, 3)};
     const SharingResult rb = shareLinks(b, map.capacities());
-    for (double end : rb.end_us) EXPECT_NEAR(end, per_gpu ? 0.2 : 0.4, 1e-9);
+    ASSERT_EQ(rb.end_us.size(), b.size());
+    for (size_t f = 0; f < b.size(); ++f) EXPECT_NEAR(rb.end_us[f], per_gpu ? 0.2 : 0.4, 1e-9);
   }
 }
 
