@@ -3,6 +3,9 @@
 #include "modeler/closed_form_tier.h"
 
 #include <algorithm>
+#include <exception>
+#include <future>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -158,10 +161,31 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
                      static_cast<int>(strategy.cp_comm),
                      strategy.cp_a2a};
   auto it = workspace.layer_times.find(key);
-  if (it != workspace.layer_times.end()) return it->second;
-  return workspace.layer_times
-      .try_emplace(key, computeLayerTimes(strategy, zero3, groups, footprint))
-      .first->second;
+  if (it != workspace.layer_times.end()) return it->second;  // no lock
+  // The workspace's first look at the key: computed once for all workspaces.
+  SharedLayerTimes& shared = *shared_layer_times_;
+  std::promise<LayerTimes> computed;
+  std::unique_lock<std::mutex> lock(shared.mutex);
+  auto known = shared.times.find(key);
+  if (known != shared.times.end()) {
+    const std::shared_future<LayerTimes> result = known->second;
+    lock.unlock();  // wait for its computation (if still running) without holding the others up
+    return workspace.layer_times.try_emplace(key, result.get()).first->second;
+  }
+  if (shared.times.size() >= SharedLayerTimes::kCapacity) shared.times.clear();
+  shared.times.emplace(key, computed.get_future().share());
+  lock.unlock();
+  LayerTimes times;
+  try {
+    times = computeLayerTimes(strategy, zero3, groups, footprint);
+  } catch (...) {
+    computed.set_exception(std::current_exception());  // a waiter rethrows it too
+    const std::lock_guard<std::mutex> relock(shared.mutex);
+    shared.times.erase(key);  // not kept: a later look computes it again
+    throw;
+  }
+  computed.set_value(times);
+  return workspace.layer_times.try_emplace(key, times).first->second;
 }
 
 }  // namespace evsim
