@@ -95,15 +95,18 @@ void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
       const bool fsdp = strategy.framework == Framework::kFsdp;
       for (int zero : fsdp ? fsdp_zero : space.zero_stages) {
         if (zero > 0 && strategy.gradGroupSize() < 2) continue;
-        // strategyViolation's rules read no technique but SP and the ZeRO stage (context and
-        // expert parallelism's) before the techniques' own, and none reads the recomputation:
-        // when the strategy with this SP and ZeRO stage and nothing else breaks one, every
-        // overlap and offload variant breaks the same (a bucket size >= 0 keeps overlap's own
-        // rule from coming first). It is then checked once, not per variant.
+        // strategyViolation's rules read no technique but the recomputation, SP and the ZeRO
+        // stage before the techniques' own: when the strategy with this recomputation, SP and
+        // ZeRO stage and nothing else breaks one, every overlap and offload variant breaks the
+        // same (a bucket size >= 0 keeps overlap's own rule from coming first). It is then
+        // checked once, not per variant. (The recomputation was left out before issue 34's
+        // InvalidTallyTest: --recompute-every 2 made the full variants invalid with "needs
+        // --recompute full, not none".)
         // The overlap flags of `base` (search --tp-comm-overlap, --overlap-param-gather) apply
         // where they can: TP overlap with SP, the parameter gather's with ZeRO 1/2 and DP
         // overlap (Megatron's requirements).
         Strategy plain = strategy;
+        plain.recompute = rc;
         plain.sequence_parallel = sp;
         plain.zero_stage = zero;
         plain.tp_comm_overlap = strategy.tp_comm_overlap && sp;
