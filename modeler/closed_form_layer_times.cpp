@@ -1,7 +1,5 @@
 // The closed-form tier's op-time sums of one micro-batch of each kind of block
 // (closed_form_tier.h).
-#include "modeler/closed_form_tier.h"
-
 #include <algorithm>
 #include <exception>
 #include <future>
@@ -14,6 +12,7 @@
 
 #include "common/error.h"
 #include "modeler/closed_form_facts.h"
+#include "modeler/closed_form_tier.h"
 #include "modeler/op_offsets.h"
 #include "ops/fsdp_copies.h"
 #include "ops/layer_footprint.h"
@@ -133,33 +132,22 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
   auto placement = [](const Placement& p) {
     return std::make_tuple(p.group_size, p.nodes, p.ranks_per_node);
   };
-  const LayerKey key{strategy.micro_batch,
-                     strategy.tp,
-                     strategy.sequence_parallel,
-                     static_cast<int>(strategy.recompute),
-                     strategy.cp,
-                     strategy.ep,
-                     zero3 ? 1 : 0,
-                     zero3 ? static_cast<int>(strategy.framework) : 0,
-                     // What the transfers depend on (the reshard policy and, through it, P).
-                     zero3 ? (strategy.reshardsLastBlockAfterForward() ? 1 : 0) +
-                                 (strategy.fsdpSyncsOncePerStep() ? 2 : 0)
-                           : 0,
-                     placement(groups.tp),
-                     placement(groups.cp_ring),
-                     placement(groups.ep),
-                     placement(zero3 ? groups.dp : Placement{}),
-                     strategy.expertTp(),
-                     placement(groups.etp),
-                     strategy.tp_comm_overlap,
-                     static_cast<int>(strategy.moe_dispatcher),
-                     strategy.framework != Framework::kFsdp ? 0
-                     : strategy.eagerKernels()              ? 2
-                     : strategy.eagerLoss()                 ? 3
-                                                            : 1,
-                     placement(groups.cp_group),
-                     static_cast<int>(strategy.cp_comm),
-                     strategy.cp_a2a};
+  const LayerKey key{
+      strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
+      static_cast<int>(strategy.recompute), strategy.cp, strategy.ep, zero3 ? 1 : 0,
+      zero3 ? static_cast<int>(strategy.framework) : 0,
+      // What the transfers depend on (the reshard policy and, through it, P).
+      zero3 ? (strategy.reshardsLastBlockAfterForward() ? 1 : 0) +
+                  (strategy.fsdpSyncsOncePerStep() ? 2 : 0)
+            : 0,
+      placement(groups.tp), placement(groups.cp_ring), placement(groups.ep),
+      placement(zero3 ? groups.dp : Placement{}), strategy.expertTp(), placement(groups.etp),
+      strategy.tp_comm_overlap, static_cast<int>(strategy.moe_dispatcher),
+      strategy.framework != Framework::kFsdp ? 0
+      : strategy.eagerKernels()              ? 2
+      : strategy.eagerLoss()                 ? 3
+                                             : 1,
+      placement(groups.cp_group), static_cast<int>(strategy.cp_comm), strategy.cp_a2a};
   auto it = workspace.layer_times.find(key);
   if (it != workspace.layer_times.end()) return it->second;  // no lock
   // The workspace's first look at the key: computed once for all workspaces.

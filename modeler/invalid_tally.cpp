@@ -10,8 +10,7 @@
 
 namespace evsim {
 
-void InvalidTally::add(const Strategy& strategy, const StrategyViolation& violation,
-                       size_t index) {
+void InvalidTally::add(const Strategy& strategy, const StrategyViolation& violation, size_t index) {
   ++count_;
   auto [it, inserted] = entries_.try_emplace(violation);
   Entry& e = it->second;

@@ -71,9 +71,10 @@ const std::vector<ForeachKernel>& foreachAdamWKernels() {
   // once); d = sqrt(v) (a new tensor); d /= sqrt(bias correction 2); d += eps;
   // p.addcdiv_(m, d, -step size).  20 fp32 elements per parameter, against the fused step's 7.
   static const std::vector<ForeachKernel> kernels = {
-      {"adamw_weight_decay", 1, 1}, {"adamw_exp_avg_lerp", 2, 1}, {"adamw_exp_avg_sq_mul", 1, 1},
-      {"adamw_exp_avg_sq_addcmul", 2, 1}, {"adamw_denom_sqrt", 1, 1}, {"adamw_denom_div", 1, 1},
-      {"adamw_denom_add_eps", 1, 1}, {"adamw_param_addcdiv", 3, 1}};
+      {"adamw_weight_decay", 1, 1},   {"adamw_exp_avg_lerp", 2, 1},
+      {"adamw_exp_avg_sq_mul", 1, 1}, {"adamw_exp_avg_sq_addcmul", 2, 1},
+      {"adamw_denom_sqrt", 1, 1},     {"adamw_denom_div", 1, 1},
+      {"adamw_denom_add_eps", 1, 1},  {"adamw_param_addcdiv", 3, 1}};
   return kernels;
 }
 

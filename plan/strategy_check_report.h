@@ -64,10 +64,8 @@ struct ViolationReport {
   static void mix(uint64_t& key, const std::string& text) { mix(key, std::string_view(text)); }
   static void mix(uint64_t& key, const char* text) { mix(key, std::string_view(text)); }
   template <typename N>
-    requires std::is_arithmetic_v<N>
-  static void mix(uint64_t& key, N value) {
-    bytes(key, &value, sizeof value);
-  }
+  requires std::is_arithmetic_v<N>
+  static void mix(uint64_t& key, N value) { bytes(key, &value, sizeof value); }
 };
 
 }  // namespace evsim

@@ -73,8 +73,8 @@ std::optional<typename Report::Value> contextParallelCheck(const ModelConfig& mo
 // torchtitan's per-op checkpointing policy is modelled for its dense Llama-style blocks (one
 // self-attention with flash attention, one MLP): its matmul count decides what is saved.
 template <typename Report>
-std::optional<typename Report::Value> opCheckpointCheck(const ModelConfig& model,
-                                                        const Strategy& s, const Report& report) {
+std::optional<typename Report::Value> opCheckpointCheck(const ModelConfig& model, const Strategy& s,
+                                                        const Report& report) {
   if (s.recompute_every < 0) {
     return report(StrategyRule::kRecomputeEveryBelowOne, "--recompute-every {}: must be >= 1",
                   s.recompute_every);
@@ -129,8 +129,7 @@ std::optional<typename Report::Value> opCheckpointCheck(const ModelConfig& model
 
 template <typename Report>
 std::optional<typename Report::Value> expertParallelCheck(const ModelConfig& model,
-                                                          const Strategy& s,
-                                                          const Report& report) {
+                                                          const Strategy& s, const Report& report) {
   if (s.ep < 1) return report(StrategyRule::kEpBelowOne, "--ep {}: must be >= 1", s.ep);
   const int64_t experts = model.moe.num_experts;
   if (experts > 0 && s.tp > 1 && !s.sequence_parallel) {
@@ -143,8 +142,8 @@ std::optional<typename Report::Value> expertParallelCheck(const ModelConfig& mod
   const int etp = s.expertTp();
   if (s.etp > 0 && s.etp != s.tp) {
     if (experts == 0) {
-      return report(StrategyRule::kEtpNoExperts, "--etp {}: {} has no experts (num_experts)",
-                    s.etp, model.name);
+      return report(StrategyRule::kEtpNoExperts, "--etp {}: {} has no experts (num_experts)", s.etp,
+                    model.name);
     }
     if (model.moe.expert_ffn % s.etp != 0) {
       return report(StrategyRule::kEtpExpertFfn,
@@ -166,8 +165,8 @@ std::optional<typename Report::Value> expertParallelCheck(const ModelConfig& mod
   if ((int64_t{s.tp} * s.dp) % (int64_t{etp} * s.ep) != 0) {
     if (etp == s.tp) {
       return report(StrategyRule::kEpDividesD,
-                    "--ep {}: does not divide D={} (experts are sharded inside the DP group)",
-                    s.ep, s.dp);
+                    "--ep {}: does not divide D={} (experts are sharded inside the DP group)", s.ep,
+                    s.dp);
     }
     return report(StrategyRule::kEtpEpDividesMD,
                   "--etp {} --ep {}: ETP x E = {} does not divide M x D = {} (Megatron's "
@@ -288,16 +287,16 @@ std::optional<typename Report::Value> moeCommCheck(const ClusterConfig& cluster,
   return std::nullopt;
 }
 
-#define EVSIM_TECHNIQUE_CHECKS(Report)                                                          \
-  template std::optional<Report::Value> contextParallelCheck(const ModelConfig&,               \
-                                                             const Strategy&, const Report&);  \
-  template std::optional<Report::Value> opCheckpointCheck(const ModelConfig&, const Strategy&, \
-                                                          const Report&);                      \
-  template std::optional<Report::Value> expertParallelCheck(const ModelConfig&,                \
-                                                            const Strategy&, const Report&);   \
-  template std::optional<Report::Value> overlapCheck(const ModelConfig&, const ClusterConfig&, \
-                                                     const Strategy&, const Report&);          \
-  template std::optional<Report::Value> moeCommCheck(const ClusterConfig&, const Strategy&,    \
+#define EVSIM_TECHNIQUE_CHECKS(Report)                                                            \
+  template std::optional<Report::Value> contextParallelCheck(const ModelConfig&, const Strategy&, \
+                                                             const Report&);                      \
+  template std::optional<Report::Value> opCheckpointCheck(const ModelConfig&, const Strategy&,    \
+                                                          const Report&);                         \
+  template std::optional<Report::Value> expertParallelCheck(const ModelConfig&, const Strategy&,  \
+                                                            const Report&);                       \
+  template std::optional<Report::Value> overlapCheck(const ModelConfig&, const ClusterConfig&,    \
+                                                     const Strategy&, const Report&);             \
+  template std::optional<Report::Value> moeCommCheck(const ClusterConfig&, const Strategy&,       \
                                                      const Report&);
 EVSIM_TECHNIQUE_CHECKS(ViolationReport)
 EVSIM_TECHNIQUE_CHECKS(MessageReport)

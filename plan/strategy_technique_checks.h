@@ -16,8 +16,8 @@ template <typename Report>
 std::optional<typename Report::Value> contextParallelCheck(const ModelConfig& model,
                                                            const Strategy& s, const Report& report);
 template <typename Report>
-std::optional<typename Report::Value> opCheckpointCheck(const ModelConfig& model,
-                                                        const Strategy& s, const Report& report);
+std::optional<typename Report::Value> opCheckpointCheck(const ModelConfig& model, const Strategy& s,
+                                                        const Report& report);
 template <typename Report>
 std::optional<typename Report::Value> expertParallelCheck(const ModelConfig& model,
                                                           const Strategy& s, const Report& report);

@@ -34,7 +34,10 @@ Reference formatEach(const ModelConfig& model, const ClusterConfig& cluster,
     if (!c.violation) continue;
     std::optional<std::string> message = strategyViolation(model, cluster, c.strategy);
     if (!message) message = crossNodeTpViolation(cluster, c.strategy);
-    EXPECT_TRUE(message.has_value()) << c.strategy.name() << c.strategy.techniques() << " b=" << c.strategy.micro_batch << " sched=" << scheduleName(c.strategy.schedule) << " rule " << static_cast<int>(c.violation->rule);
+    EXPECT_TRUE(message.has_value())
+        << c.strategy.name() << c.strategy.techniques() << " b=" << c.strategy.micro_batch
+        << " sched=" << scheduleName(c.strategy.schedule) << " rule "
+        << static_cast<int>(c.violation->rule);
     if (!message) continue;
     ++out.invalid;
     const std::string rule = violationRule(*message);
