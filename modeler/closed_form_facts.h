@@ -4,8 +4,10 @@
 
 #include <array>
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -60,6 +62,17 @@ struct ClosedFormTier::Facts {
   // or two: plan/zero2_buckets.h), both DP overlaps, so half the class's members take it from
   // here (estimateMemory was a fifth of the search's instructions).
   std::array<std::array<std::optional<MemoryPeak>, 4>, 5> memory;
+};
+
+// The layer times every workspace shares (closed_form_layer_times.cpp): a key is computed once,
+// by the first worker to miss it; another worker missing it meanwhile waits for that result
+// instead of computing it too (two workers computed each of the 70B search's keys twice, +0.17 G
+// instructions). A workspace keeps what it took from here in its own memo, so a hit takes no
+// lock; only a workspace's first look at a key does.
+struct ClosedFormTier::SharedLayerTimes {
+  static constexpr size_t kCapacity = 65536;  // emptied when it would grow past this
+  std::mutex mutex;
+  std::map<LayerKey, std::shared_future<LayerTimes>> times;
 };
 
 // On cache lines of its own (the workers' states are allocated one after another by one thread,

@@ -1,8 +1,9 @@
 // The closed-form tier's op-time sums of one micro-batch of each kind of block
 // (closed_form_tier.h).
-#include "modeler/closed_form_tier.h"
-
 #include <algorithm>
+#include <exception>
+#include <future>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -11,6 +12,7 @@
 
 #include "common/error.h"
 #include "modeler/closed_form_facts.h"
+#include "modeler/closed_form_tier.h"
 #include "modeler/op_offsets.h"
 #include "ops/fsdp_copies.h"
 #include "ops/layer_footprint.h"
@@ -130,38 +132,48 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
   auto placement = [](const Placement& p) {
     return std::make_tuple(p.group_size, p.nodes, p.ranks_per_node);
   };
-  const LayerKey key{strategy.micro_batch,
-                     strategy.tp,
-                     strategy.sequence_parallel,
-                     static_cast<int>(strategy.recompute),
-                     strategy.cp,
-                     strategy.ep,
-                     zero3 ? 1 : 0,
-                     zero3 ? static_cast<int>(strategy.framework) : 0,
-                     // What the transfers depend on (the reshard policy and, through it, P).
-                     zero3 ? (strategy.reshardsLastBlockAfterForward() ? 1 : 0) +
-                                 (strategy.fsdpSyncsOncePerStep() ? 2 : 0)
-                           : 0,
-                     placement(groups.tp),
-                     placement(groups.cp_ring),
-                     placement(groups.ep),
-                     placement(zero3 ? groups.dp : Placement{}),
-                     strategy.expertTp(),
-                     placement(groups.etp),
-                     strategy.tp_comm_overlap,
-                     static_cast<int>(strategy.moe_dispatcher),
-                     strategy.framework != Framework::kFsdp ? 0
-                     : strategy.eagerKernels()              ? 2
-                     : strategy.eagerLoss()                 ? 3
-                                                            : 1,
-                     placement(groups.cp_group),
-                     static_cast<int>(strategy.cp_comm),
-                     strategy.cp_a2a};
+  const LayerKey key{
+      strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
+      static_cast<int>(strategy.recompute), strategy.cp, strategy.ep, zero3 ? 1 : 0,
+      zero3 ? static_cast<int>(strategy.framework) : 0,
+      // What the transfers depend on (the reshard policy and, through it, P).
+      zero3 ? (strategy.reshardsLastBlockAfterForward() ? 1 : 0) +
+                  (strategy.fsdpSyncsOncePerStep() ? 2 : 0)
+            : 0,
+      placement(groups.tp), placement(groups.cp_ring), placement(groups.ep),
+      placement(zero3 ? groups.dp : Placement{}), strategy.expertTp(), placement(groups.etp),
+      strategy.tp_comm_overlap, static_cast<int>(strategy.moe_dispatcher),
+      strategy.framework != Framework::kFsdp ? 0
+      : strategy.eagerKernels()              ? 2
+      : strategy.eagerLoss()                 ? 3
+                                             : 1,
+      placement(groups.cp_group), static_cast<int>(strategy.cp_comm), strategy.cp_a2a};
   auto it = workspace.layer_times.find(key);
-  if (it != workspace.layer_times.end()) return it->second;
-  return workspace.layer_times
-      .try_emplace(key, computeLayerTimes(strategy, zero3, groups, footprint))
-      .first->second;
+  if (it != workspace.layer_times.end()) return it->second;  // no lock
+  // The workspace's first look at the key: computed once for all workspaces.
+  SharedLayerTimes& shared = *shared_layer_times_;
+  std::promise<LayerTimes> computed;
+  std::unique_lock<std::mutex> lock(shared.mutex);
+  auto known = shared.times.find(key);
+  if (known != shared.times.end()) {
+    const std::shared_future<LayerTimes> result = known->second;
+    lock.unlock();  // wait for its computation (if still running) without holding the others up
+    return workspace.layer_times.try_emplace(key, result.get()).first->second;
+  }
+  if (shared.times.size() >= SharedLayerTimes::kCapacity) shared.times.clear();
+  shared.times.emplace(key, computed.get_future().share());
+  lock.unlock();
+  LayerTimes times;
+  try {
+    times = computeLayerTimes(strategy, zero3, groups, footprint);
+  } catch (...) {
+    computed.set_exception(std::current_exception());  // a waiter rethrows it too
+    const std::lock_guard<std::mutex> relock(shared.mutex);
+    shared.times.erase(key);  // not kept: a later look computes it again
+    throw;
+  }
+  computed.set_value(times);
+  return workspace.layer_times.try_emplace(key, times).first->second;
 }
 
 }  // namespace evsim

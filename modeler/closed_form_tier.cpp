@@ -71,7 +71,8 @@ ClosedFormTier::ClosedFormTier(const ModelConfig& model, const ClusterConfig& cl
       costs_(costs),
       headroom_(headroom),
       cache_(cache),
-      shared_states_(std::make_unique<SharedStates>()) {}
+      shared_states_(std::make_unique<SharedStates>()),
+      shared_layer_times_(std::make_unique<SharedLayerTimes>()) {}
 
 ClosedFormTier::~ClosedFormTier() = default;
 
@@ -80,6 +81,8 @@ void ClosedFormTier::releaseShared() const {
   shared_states_->states.clear();
   shared_states_->order.clear();
   shared_states_->counts = 0;
+  const std::lock_guard<std::mutex> layer_lock(shared_layer_times_->mutex);
+  shared_layer_times_->times.clear();
 }
 
 double ClosedFormTier::issuedUs(const Event& event) const {

@@ -36,7 +36,8 @@
 // Incremental: candidates that differ only in ZeRO stage, DP overlap and offload (the
 // enumeration's innermost dimensions, so they come one after another) share their chunks' layers,
 // memory inputs and F_k, B_k; a Workspace keeps them for the last such class it saw, and memoises
-// layer times and step costs for one thread without a lock.
+// layer times and step costs for one thread without a lock (the layer times computed once for
+// all workspaces: closed_form_facts.h).
 
 #include <cstdint>
 #include <memory>
@@ -84,7 +85,8 @@ class ClosedFormTier {
     std::unique_ptr<State> state_;
   };
 
-  // Frees the activation states the workspaces share (below); a later evaluate walks them again.
+  // Frees the activation states and layer times the workspaces share (below); a later evaluate
+  // computes them again.
   // Not while another thread evaluates.
   void releaseShared() const;
 
@@ -159,12 +161,16 @@ class ClosedFormTier {
       Schedule schedule, const PipelineShape& shape,
       const std::tuple<int, int, int, int64_t, int>& key) const;
 
+  // The layer times computed once for all workspaces (closed_form_facts.h).
+  struct SharedLayerTimes;
+
   const ModelConfig& model_;
   const ClusterConfig& cluster_;
   const CostModel& costs_;
   double headroom_;
   PlanCache& cache_;
   std::unique_ptr<SharedStates> shared_states_;
+  std::unique_ptr<SharedLayerTimes> shared_layer_times_;
 };
 
 }  // namespace evsim

@@ -51,9 +51,7 @@ bool PrunedSearch::endPass() {
 
 // The report (throws for missing costs). After the last endPass().
 SearchReport PrunedSearch::finish() {
-  report_.invalid = invalid_.invalid;
-  report_.invalid_by_rule = std::move(invalid_.invalid_by_rule);
-  report_.invalid_example = std::move(invalid_.invalid_example);
+  invalid_.report(model_, cluster_, report_);
   if (missing_.size() > 0) costs_.costAll(missing_);  // throws, listing all
   report_.pruned = true;
   report_.tokens_per_sample = model_.seq_length;

@@ -43,12 +43,7 @@ void PrunedSearch::visit(Share& share, size_t index, const Candidate& c,
     return;
   }
   if (pass_ > 0) return;  // counted in the first pass
-  const size_t rules = share.invalid.invalid_example.size();
-  ++share.invalid.invalid;
-  share.invalid.noteInvalid(c.strategy, *c.violation);
-  if (share.invalid.invalid_example.size() > rules) {  // the first of its rule here
-    share.example_index.emplace(violationRule(*c.violation), index);
-  }
+  share.invalid.add(c.strategy, *c.violation, index);
 }
 
 // The closed-form tier over the worker's waiting candidates, each then as the pass's single
@@ -96,8 +91,9 @@ void PrunedSearch::evaluateOne(Share& share, size_t index, Strategy&& strategy,
   }
 }
 
-// Adds a worker's pass to the search's pool and counts. Counts and rules are sums; examples
-// and the closest OOM candidate are the first in enumeration order, as one enumeration gives.
+// Adds a worker's pass to the search's pool and counts. Counts are sums; the invalid candidates'
+// examples and the closest OOM candidate are the first in enumeration order, as one enumeration
+// gives.
 void PrunedSearch::mergeShare(Share& share) {
   pool_.merge(share.pool);
   ceiling_ = std::min(ceiling_, share.ceiling);
@@ -115,18 +111,8 @@ void PrunedSearch::mergeShare(Share& share) {
     report_.closest_oom = std::move(share.closest_oom);
     closest_oom_index_ = share.closest_oom_index;
   }
-  invalid_.invalid += share.invalid.invalid;
-  for (const auto& [rule, count] : share.invalid.invalid_by_rule) {
-    invalid_.invalid_by_rule[rule] += count;
-    const size_t at = share.example_index.at(rule);
-    auto [it, inserted] = example_index_.try_emplace(rule, at);
-    if (inserted || at < it->second) {
-      it->second = at;
-      invalid_.invalid_example[rule] = share.invalid.invalid_example.at(rule);
-    }
-  }
-  share.invalid = SearchReport{};
-  share.example_index.clear();
+  invalid_.merge(share.invalid);
+  share.invalid = InvalidTally{};
   share.closest_oom.reset();
 }
 

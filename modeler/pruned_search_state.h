@@ -17,6 +17,7 @@
 
 #include "modeler/candidate_stream.h"
 #include "modeler/closed_form_tier.h"
+#include "modeler/invalid_tally.h"
 #include "modeler/parallel_for.h"
 #include "modeler/pruned_search.h"
 #include "plan/plan_cache.h"
@@ -132,10 +133,8 @@ class PrunedSearch {
     PoolKey ceiling;  // the least key this worker set aside
     size_t set_aside = 0, pruned = 0;
     int64_t closed_form = 0, oom = 0, ok = 0;
-    // The first pass's invalid candidates (counts, rules, the first example of each rule) and the
-    // index of each rule's example; the closest OOM candidate and its index.
-    SearchReport invalid;
-    std::map<std::string, size_t> example_index;
+    // The first pass's invalid candidates; the closest OOM candidate and its index.
+    InvalidTally invalid;
     std::optional<CandidateResult> closest_oom;
     size_t closest_oom_index = 0;
 
@@ -189,9 +188,8 @@ class PrunedSearch {
   std::unordered_map<Strategy, double, TimingKeyHash> unshared_memo_;
   EventTable missing_;
   SearchReport report_;
-  // The first pass's invalid candidates, merged over the workers, and each rule's example's index.
-  SearchReport invalid_;
-  std::map<std::string, size_t> example_index_;
+  // The first pass's invalid candidates, merged over the workers.
+  InvalidTally invalid_;
   size_t closest_oom_index_ = 0;
 };
 

@@ -7,6 +7,7 @@
 #include "common/units.h"
 #include "modeler/closed_form_tier.h"
 #include "modeler/equivalent_plans.h"
+#include "modeler/invalid_tally.h"
 #include "modeler/parallel_for.h"
 #include "modeler/pruned_search.h"
 #include "modeler/simulation.h"
@@ -40,18 +41,6 @@ void setTiming(CandidateResult& r, const SimulationSummary& summary) {
 double SearchReport::timeVsBest(const CandidateResult& r) const {
   const CandidateResult* b = best();
   return b && b->iteration_us > 0 ? r.iteration_us / b->iteration_us : 0;
-}
-
-void SearchReport::noteInvalid(const Strategy& strategy, const std::string& violation) {
-  // The variants of one invalid strategy come one after another with the same message.
-  if (violation != last_violation_) {
-    last_violation_ = violation;
-    last_rule_ = violationRule(violation);
-  }
-  const std::string& rule = last_rule_;
-  if (++invalid_by_rule[rule] == 1) {  // the first of its rule: formatted once
-    invalid_example.emplace(rule, fmt::format("{} (b={})", violation, strategy.micro_batch));
-  }
 }
 
 void SearchReport::noteOom(const CandidateResult& candidate) {
@@ -130,6 +119,7 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
   ClosedFormTier tier(model, cluster, costs, options.memory_headroom, cache);
   std::vector<ClosedFormTier::Workspace> workspaces(resolveThreads(options.threads));
   EventTable missing;  // the events fitting candidates lack costs for, in candidate order
+  InvalidTally invalid;
 
   std::vector<Indexed> batch;
   std::vector<CandidateResult> results;
@@ -144,7 +134,7 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
       r.strategy = std::move(c.strategy);
       if (c.violation) {
         r.status = CandidateStatus::kInvalid;
-        r.violation = std::move(*c.violation);
+        r.violation = violationMessage(model, cluster, r.strategy, *c.violation);  // the row's
         return;
       }
       const ClosedFormResult closed = tier.evaluate(r.strategy, workspaces[w]);
@@ -178,8 +168,7 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
           report.noteOom(r);
           break;
         case CandidateStatus::kInvalid:
-          ++report.invalid;
-          report.noteInvalid(r.strategy, r.violation);
+          invalid.add(r.strategy, *batch[i].candidate.violation, batch[i].index);
           break;
       }
       // Once an event lacks a cost the search throws at the end: no row need be kept.
@@ -197,6 +186,7 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
   // candidate order.
   if (missing.size() > 0) costs.costAll(missing);  // throws, listing them all
 
+  invalid.report(model, cluster, report);
   report.valid = report.ok + report.oom;
   // Ties keep enumeration order (M, then P, then b, then schedule, then techniques); equivalent
   // plans collapse into one row (equivalent_plans.h), which numbers the ranks.

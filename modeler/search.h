@@ -81,14 +81,9 @@ struct SearchReport {
   const CandidateResult* best() const;
   // An ok candidate's iteration time over the best one's (1 for the best, 1.25 for 25% slower).
   double timeVsBest(const CandidateResult& r) const;
-  // Bookkeeping both searches share: an invalid candidate (counted by rule, the first kept as the
-  // rule's example) and an OOM one (the closest to fitting kept). Counts of ok/oom/invalid are the
-  // caller's.
-  void noteInvalid(const Strategy& strategy, const std::string& violation);
+  // Bookkeeping both searches share: an OOM candidate (the closest to fitting kept; the counts
+  // of ok and OOM are the caller's). Invalid ones are counted by InvalidTally (invalid_tally.h).
   void noteOom(const CandidateResult& candidate);
-
- private:
-  std::string last_violation_, last_rule_;  // noteInvalid's last message and its rule
 };
 
 struct SimulationSummary;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "common/checked.h"
+#include "plan/strategy_check_report.h"
 
 namespace evsim {
 
@@ -14,38 +15,55 @@ DType dataParallelGradDtype(Framework framework, DType model_dtype, bool reduce_
   return model_dtype;
 }
 
-std::optional<std::string> optimizerImplViolation(const Strategy& s) {
+template <typename Report>
+std::optional<typename Report::Value> optimizerImplCheck(const Strategy& s, const Report& report) {
   if (s.optimizer_impl != OptimizerImpl::kFused && s.framework != Framework::kFsdp) {
-    return fmt::format(
-        "--optimizer-impl {} with --framework {}: only with --framework fsdp (Megatron-LM's step "
-        "is Apex / Transformer Engine's fused Adam)",
-        optimizerImplName(s.optimizer_impl), frameworkName(s.framework));
+    return report(StrategyRule::kOptimizerImplNeedsFsdp,
+                  "--optimizer-impl {} with --framework {}: only with --framework fsdp "
+                  "(Megatron-LM's step is Apex / Transformer Engine's fused Adam)",
+                  optimizerImplName(s.optimizer_impl), frameworkName(s.framework));
   }
   if (s.optimizer_impl == OptimizerImpl::kForLoop) {
-    return std::string(
-        "--optimizer-impl for-loop: not modelled (its kernels run once per parameter tensor, and "
-        "the plan does not hold the model's tensor list); use fused or foreach");
+    return report(StrategyRule::kOptimizerForLoop,
+                  "--optimizer-impl for-loop: not modelled (its kernels run once per parameter "
+                  "tensor, and the plan does not hold the model's tensor list); use fused or "
+                  "foreach");
   }
   return std::nullopt;
 }
 
-std::optional<std::string> frameworkFlagViolation(const Strategy& s) {
+template <typename Report>
+std::optional<typename Report::Value> frameworkFlagCheck(const Strategy& s, const Report& report) {
   if (s.framework != Framework::kFsdp) {
     if (s.reshard != Reshard::kDefault) {
-      return fmt::format("--reshard-after-forward {}: only with --framework fsdp",
-                         reshardName(s.reshard));
+      return report(StrategyRule::kReshardNeedsFsdp,
+                    "--reshard-after-forward {}: only with --framework fsdp",
+                    reshardName(s.reshard));
     }
     if (s.fsdp_wrap != FsdpWrap::kSeparate) {
-      return fmt::format("--fsdp-wrap {}: only with --framework fsdp", fsdpWrapName(s.fsdp_wrap));
+      return report(StrategyRule::kFsdpWrapNeedsFsdp, "--fsdp-wrap {}: only with --framework fsdp",
+                    fsdpWrapName(s.fsdp_wrap));
     }
     if (s.torch_compile != TorchCompile::kDefault) {
-      return fmt::format(
-          "--torch-compile {}: only with --framework fsdp (Megatron-LM runs its own fused "
-          "kernels)",
-          torchCompileName(s.torch_compile));
+      return report(StrategyRule::kTorchCompileNeedsFsdp,
+                    "--torch-compile {}: only with --framework fsdp (Megatron-LM runs its own "
+                    "fused kernels)",
+                    torchCompileName(s.torch_compile));
     }
   }
-  return optimizerImplViolation(s);
+  return optimizerImplCheck(s, report);
+}
+
+template std::optional<StrategyViolation> frameworkFlagCheck(const Strategy&,
+                                                             const ViolationReport&);
+template std::optional<std::string> frameworkFlagCheck(const Strategy&, const MessageReport&);
+
+std::optional<std::string> optimizerImplViolation(const Strategy& s) {
+  return optimizerImplCheck(s, MessageReport{});
+}
+
+std::optional<std::string> frameworkFlagViolation(const Strategy& s) {
+  return frameworkFlagCheck(s, MessageReport{});
 }
 
 const std::vector<ForeachKernel>& foreachAdamWKernels() {
@@ -53,9 +71,10 @@ const std::vector<ForeachKernel>& foreachAdamWKernels() {
   // once); d = sqrt(v) (a new tensor); d /= sqrt(bias correction 2); d += eps;
   // p.addcdiv_(m, d, -step size).  20 fp32 elements per parameter, against the fused step's 7.
   static const std::vector<ForeachKernel> kernels = {
-      {"adamw_weight_decay", 1, 1}, {"adamw_exp_avg_lerp", 2, 1}, {"adamw_exp_avg_sq_mul", 1, 1},
-      {"adamw_exp_avg_sq_addcmul", 2, 1}, {"adamw_denom_sqrt", 1, 1}, {"adamw_denom_div", 1, 1},
-      {"adamw_denom_add_eps", 1, 1}, {"adamw_param_addcdiv", 3, 1}};
+      {"adamw_weight_decay", 1, 1},   {"adamw_exp_avg_lerp", 2, 1},
+      {"adamw_exp_avg_sq_mul", 1, 1}, {"adamw_exp_avg_sq_addcmul", 2, 1},
+      {"adamw_denom_sqrt", 1, 1},     {"adamw_denom_div", 1, 1},
+      {"adamw_denom_add_eps", 1, 1},  {"adamw_param_addcdiv", 3, 1}};
   return kernels;
 }
 

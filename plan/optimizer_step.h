@@ -59,6 +59,10 @@ std::optional<std::string> optimizerImplViolation(const Strategy& s);
 // --gpus union (RunOptions::unionSpace) checks, whose strategies are built from a base strategy,
 // not from these flags.
 std::optional<std::string> frameworkFlagViolation(const Strategy& s);
+// The same check over a report (plan/strategy_check_report.h), as strategyViolation runs it;
+// instantiated for ViolationReport and MessageReport.
+template <typename Report>
+std::optional<typename Report::Value> frameworkFlagCheck(const Strategy& s, const Report& report);
 
 // The optimizer step's ops over `params` parameters under `framework`: optimizerStepOps (the
 // fused Adam, or the offloaded step) for Megatron and for any offloaded step; under FSDP

@@ -15,6 +15,7 @@
 #include "config/model_config.h"
 #include "ops/cp_comm.h"
 #include "ops/recompute.h"
+#include "plan/strategy_rule.h"
 
 namespace evsim {
 
@@ -304,10 +305,20 @@ void parseStrategyText(std::string_view text, Strategy& strategy,
 // and the rule broken, e.g. "--strategy 3M1P1D: M=3 does not divide num_heads=16".
 std::optional<std::string> strategyViolation(const ModelConfig& model, const ClusterConfig& cluster,
                                              const Strategy& strategy);
+// The same check without the message: the rule broken (the first, as strategyViolation names it)
+// and its key (plan/strategy_rule.h). What a search asks of every candidate.
+std::optional<StrategyViolation> checkStrategy(const ModelConfig& model,
+                                               const ClusterConfig& cluster,
+                                               const Strategy& strategy);
 // TP groups that would straddle nodes (M not dividing a node's GPUs): slow over the network and
 // not what Megatron deployments do, so refused unless asked for (--allow-cross-node-tp), by search
 // and by the commands that take one strategy alike.
 std::optional<std::string> crossNodeTpViolation(const ClusterConfig& cluster, const Strategy& s);
+std::optional<StrategyViolation> checkCrossNodeTp(const ClusterConfig& cluster, const Strategy& s);
+// The message of `violation`, which checkStrategy or checkCrossNodeTp returned for `strategy`
+// (formatted where a user reads it: a search's rows and its invalid candidates' examples).
+std::string violationMessage(const ModelConfig& model, const ClusterConfig& cluster,
+                             const Strategy& strategy, const StrategyViolation& violation);
 
 // Throws InputError with strategyViolation's message.
 void validateStrategy(const ModelConfig& model, const ClusterConfig& cluster,

@@ -83,7 +83,7 @@ void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
       Candidate c;
       c.strategy = balanced;
       c.strategy.stage_layers = std::move(split);
-      c.violation = strategyViolation(model, cluster, c.strategy);
+      c.violation = checkStrategy(model, cluster, c.strategy);
       visit(c);
     }
   };
@@ -95,26 +95,28 @@ void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
       const bool fsdp = strategy.framework == Framework::kFsdp;
       for (int zero : fsdp ? fsdp_zero : space.zero_stages) {
         if (zero > 0 && strategy.gradGroupSize() < 2) continue;
-        // strategyViolation's rules read no technique but SP and the ZeRO stage (context and
-        // expert parallelism's) before the techniques' own, and none reads the recomputation:
-        // when the strategy with this SP and ZeRO stage and nothing else breaks one, every
-        // overlap and offload variant breaks the same (a bucket size >= 0 keeps overlap's own
-        // rule from coming first). Its message is then formatted once, not per variant.
+        // strategyViolation's rules read no technique but the recomputation, SP and the ZeRO
+        // stage before the techniques' own: when the strategy with this recomputation, SP and
+        // ZeRO stage and nothing else breaks one, every overlap and offload variant breaks the
+        // same (a bucket size >= 0 keeps overlap's own rule from coming first). It is then
+        // checked once, not per variant. (The recomputation was left out before issue 34's
+        // InvalidTallyTest: --recompute-every 2 made the full variants invalid with "needs
+        // --recompute full, not none".)
         // The overlap flags of `base` (search --tp-comm-overlap, --overlap-param-gather) apply
         // where they can: TP overlap with SP, the parameter gather's with ZeRO 1/2 and DP
         // overlap (Megatron's requirements).
         Strategy plain = strategy;
+        plain.recompute = rc;
         plain.sequence_parallel = sp;
         plain.zero_stage = zero;
         plain.tp_comm_overlap = strategy.tp_comm_overlap && sp;
         plain.overlap_param_gather = false;
-        // One candidate for the variants, handed over by reference: a violation the variants
-        // share is kept once, not copied into each (3.1 M string copies in the 70B search on
-        // 16,384 GPUs, issue 34).
+        // One candidate for the variants, handed over by reference (no copy of the strategy
+        // per variant).
         Candidate c;
         c.violation = strategy.dp_bucket_bytes >= 0 && !strategy.dp_overlap &&
                               strategy.offload == Offload::kNone
-                          ? strategyViolation(model, cluster, plain)
+                          ? checkStrategy(model, cluster, plain)
                           : std::nullopt;
         const bool shared_violation = c.violation.has_value();
         for (bool overlap : space.dp_overlaps) {
@@ -130,9 +132,9 @@ void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
                                               (zero == 1 || zero == 2) && !fsdp;
             c.strategy.offload = offload;
             if (!shared_violation) {
-              c.violation = strategyViolation(model, cluster, c.strategy);
+              c.violation = checkStrategy(model, cluster, c.strategy);
               if (!c.violation && !space.allow_cross_node_tp) {
-                c.violation = crossNodeTpViolation(cluster, c.strategy);
+                c.violation = checkCrossNodeTp(cluster, c.strategy);
               }
             }
             visit(c);

@@ -16,7 +16,8 @@ namespace evsim {
 
 struct Candidate {
   Strategy strategy;
-  std::optional<std::string> violation;  // the rule it breaks; nullopt when valid
+  // The rule it breaks, nullopt when valid; violationMessage (plan/strategy.h) says it.
+  std::optional<StrategyViolation> violation;
 };
 
 struct StrategySpace {
@@ -74,8 +75,8 @@ void forEachCandidate(const ModelConfig& model, const ClusterConfig& cluster, co
 // take whole units): forEachUnit hands over, in order, each strategy of the outer dimensions (M,
 // C, P, E, ETP, micro-batch, schedule, v) before its techniques; forEachVariant enumerates one
 // unit's candidates (recomputation, SP, ZeRO, DP overlap, offload, uneven splits) with their
-// violations, each valid only during its visit (the variants of one invalid strategy share one
-// message: copy what you keep). forEachUnit(u -> forEachVariant(u)) is forEachCandidate.
+// violations, each valid only during its visit. forEachUnit(u -> forEachVariant(u)) is
+// forEachCandidate.
 void forEachUnit(const ModelConfig& model, const Strategy& base, const StrategySpace& space,
                  const std::function<void(const Strategy&)>& visit);
 void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,

@@ -34,7 +34,10 @@ std::string describe(const Candidate& c) {
                     std::to_string(s.zero_stage) + " overlap=" + std::to_string(s.dp_overlap) +
                     " offload=" + std::to_string(static_cast<int>(s.offload)) + " split=";
   for (int n : s.stage_layers) out += std::to_string(n) + ",";
-  return out + " " + c.violation.value_or("valid");
+  return out + " " +
+         (c.violation ? std::to_string(static_cast<int>(c.violation->rule)) + ":" +
+                            std::to_string(c.violation->key)
+                      : std::string("valid"));
 }
 
 std::vector<Seen> share(const ModelConfig& model, const ClusterConfig& cluster,

@@ -336,7 +336,7 @@ TEST_F(SearchTest, InterleavedEnumeratesOnlyValidVirtualStages) {
       EXPECT_EQ(c.strategy.virtual_stages, 1);
       continue;
     }
-    EXPECT_FALSE(c.violation) << *c.violation;
+    EXPECT_FALSE(c.violation) << violationMessage(model_, cluster_, c.strategy, *c.violation);
     interleaved.push_back(c.strategy.name() + " v" + std::to_string(c.strategy.virtual_stages));
   }
   EXPECT_EQ(interleaved, (std::vector<std::string>{"1M2P2D v2", "2M2P1D v2"}));

@@ -34,6 +34,10 @@ class StrategySpaceTest : public ::testing::Test {
     space.allow_cross_node_tp = cross_node_tp;
     return enumerateCandidates(model, a40_, base, space);
   }
+  // The candidate's message ("" when valid), as a search shows it.
+  std::string message(const ModelConfig& model, const Candidate& c) const {
+    return c.violation ? violationMessage(model, a40_, c.strategy, *c.violation) : std::string();
+  }
 };
 
 std::vector<Triple> triples(const std::vector<Candidate>& cs) {
@@ -58,7 +62,8 @@ TEST_F(StrategySpaceTest, EightGpusHaveTenOrderedFactorizations) {
   // GPUs, so an 8-way TP group would cross nodes (not allowed by default).
   EXPECT_EQ(validCount(cs), 9);
   ASSERT_TRUE(cs.back().violation.has_value());
-  EXPECT_CONTAINS(*cs.back().violation,
+  EXPECT_EQ(cs.back().violation->rule, StrategyRule::kCrossNodeTp);
+  EXPECT_CONTAINS(message(bert_, cs.back()),
                   "--strategy 8M1P1D: M=8 does not divide the 4 GPUs of a node");
   // Lifting the rule makes all 10 valid.
   EXPECT_EQ(validCount(candidates(bert_, 8, 64, {1}, {Schedule::kDapple}, true)), 10);
@@ -147,7 +152,7 @@ TEST_F(StrategySpaceTest, InvalidCandidatesCarryTheirRule) {
   // B = 4, b = 1: D = 8 needs B divisible by 8.
   auto cs = candidates(bert_, 8, 4);
   ASSERT_EQ(cs.size(), 10u);
-  EXPECT_CONTAINS(cs[0].violation.value_or(""),
+  EXPECT_CONTAINS(message(bert_, cs[0]),
                   "--global-batch 4: not divisible by micro-batch x D = 1 x 8 = 8");
   EXPECT_EQ(validCount(cs), 8);  // (1,1,8) by batch, (8,1,1) by cross-node TP
   // A 2-block model: P = 4 and P = 8 exceed the layers; M = 8 does not divide its 4 heads.
@@ -155,7 +160,7 @@ TEST_F(StrategySpaceTest, InvalidCandidatesCarryTheirRule) {
   auto small = candidates(tiny, 8, 64);
   int by_layers = 0, by_heads = 0;
   for (const Candidate& c : small) {
-    std::string why = c.violation.value_or("");
+    std::string why = message(tiny, c);
     by_layers += why.find("is more than the 2 layers") != std::string::npos;
     by_heads += why.find("does not divide num_heads=4") != std::string::npos;
   }
@@ -165,10 +170,11 @@ TEST_F(StrategySpaceTest, InvalidCandidatesCarryTheirRule) {
 }
 
 TEST_F(StrategySpaceTest, EveryCandidateCarriesTheViolationOfItsOwnCheck) {
-  // The enumeration formats an invalid strategy's message once for its technique variants: each
-  // candidate must still carry exactly what strategyViolation (then the cross-node TP rule) says
-  // of it — on an MoE model, whose M > 1 needs SP and whose EP excludes ZeRO-3, and with CP (SP
-  // splits the sequence over C x M), over every technique and offload.
+  // The enumeration checks an invalid strategy once for its technique variants: each candidate
+  // must still carry exactly what checkStrategy (then the cross-node TP rule) says of it, and
+  // its message be strategyViolation's — on an MoE model, whose M > 1 needs SP and whose EP
+  // excludes ZeRO-3, and with CP (SP splits the sequence over C x M), over every technique and
+  // offload.
   const ModelConfig moe = loadModelConfig(test::configPath("models", "tiny-moe"));
   const ClusterConfig local = loadClusterConfig(test::configPath("clusters", "cpu-local"));
   Strategy base;
@@ -186,9 +192,16 @@ TEST_F(StrategySpaceTest, EveryCandidateCarriesTheViolationOfItsOwnCheck) {
   space.offloads = {Offload::kNone, Offload::kOptimizer, Offload::kActivations};
   int valid_tp2_sp = 0, checked = 0;
   for (const Candidate& c : enumerateCandidates(moe, local, base, space)) {
-    std::optional<std::string> own = strategyViolation(moe, local, c.strategy);
-    if (!own) own = crossNodeTpViolation(local, c.strategy);
+    std::optional<StrategyViolation> own = checkStrategy(moe, local, c.strategy);
+    std::optional<std::string> own_message = strategyViolation(moe, local, c.strategy);
+    if (!own) own = checkCrossNodeTp(local, c.strategy);
+    if (!own_message) own_message = crossNodeTpViolation(local, c.strategy);
     EXPECT_EQ(c.violation, own) << c.strategy.name() << c.strategy.techniques();
+    ASSERT_EQ(c.violation.has_value(), own_message.has_value()) << c.strategy.name();
+    if (c.violation) {
+      EXPECT_EQ(violationMessage(moe, local, c.strategy, *c.violation), *own_message)
+          << c.strategy.name() << c.strategy.techniques();
+    }
     valid_tp2_sp += !c.violation && c.strategy.tp == 2 && c.strategy.sequence_parallel;
     ++checked;
   }
@@ -214,8 +227,7 @@ TEST_F(StrategySpaceTest, CountsForOtherN) {
   EXPECT_EQ(validCount(too_many), 0);
   int by_gpus = 0;
   for (const Candidate& c : too_many) {
-    by_gpus +=
-        c.violation.value_or("").find("needs 32 GPUs, cluster a40-4x4 has 16") != std::string::npos;
+    by_gpus += message(bert_, c).find("needs 32 GPUs, cluster a40-4x4 has 16") != std::string::npos;
   }
   EXPECT_EQ(by_gpus, 19);
   // Micro-batches x schedules multiply the list: 10 * 2 * 2.
