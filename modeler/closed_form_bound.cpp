@@ -148,9 +148,13 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
       reductions.ready = true;
       reductions.us.assign(K, 0.0);
       for (int k = 0; k < K && reductions.complete; ++k) {
-        const double t = communicationDeviceUs(
-            EventKind::kReduceScatter, facts.dense_parameters[k] * grad_bytes,
-            placements.dp[pipeline.device(k)], grad_wire, workspace);
+        // The plan adds a bucket's dense reduction only over a DP group of two or more.
+        const Placement& dp = placements.dp[pipeline.device(k)];
+        const double t = dp.group_size < 2 ? 0.0
+                                           : communicationDeviceUs(
+                                                 EventKind::kReduceScatter,
+                                                 facts.dense_parameters[k] * grad_bytes, dp,
+                                                 grad_wire, workspace);
         if (t < 0) reductions.complete = false;
         reductions.us[k] = t;
       }
@@ -160,9 +164,17 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
       const std::vector<double>& compute = facts.backward[zero3 ? 1 : 0];
       std::vector<double>& with_reductions = workspace.zero2_backward_us;
       with_reductions.resize(K);
+      // In series the reductions add their whole time, unless the backward has windows (an op
+      // beside the next ones): a bucket inserted inside one takes a window's slot, and the op it
+      // displaces runs after the window, so the task may grow by less than the reduction. It
+      // still lasts at least its ops without the reductions and at least the reductions (one
+      // after another, each in its own run of ops): the longer of the two stays a bound.
+      const bool in_series =
+          !strategy.dp_overlap && !facts.backward_windows[zero3 ? 1 : 0] &&
+          !offloadsActivations(strategy.offload);
       for (int k = 0; k < K; ++k) {
-        const double in_task = strategy.dp_overlap ? std::max(compute[k], reductions.us[k])
-                                                   : compute[k] + reductions.us[k];
+        const double in_task = in_series ? compute[k] + reductions.us[k]
+                                         : std::max(compute[k], reductions.us[k]);
         // (*backward)[k] is compute[k], or its max with the activation copies in.
         with_reductions[k] = std::max(in_task, (*backward)[k]);
       }

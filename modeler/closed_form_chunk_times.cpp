@@ -133,6 +133,7 @@ bool ClosedFormTier::chunkTimes(const Strategy& strategy, bool zero3, Facts& fac
   std::vector<double>& backward = facts.backward[z];
   forward.assign(K, 0.0);
   backward.assign(K, 0.0);
+  facts.backward_windows[z] = false;
   // A device's chunks share its groups, so their layer times: looked up once per device (the
   // memo's key is 21 fields; v lookups per device were 2-3% of a search).
   std::vector<std::optional<LayerTimes>> of_device(static_cast<size_t>(P));
@@ -147,6 +148,7 @@ bool ClosedFormTier::chunkTimes(const Strategy& strategy, bool zero3, Facts& fac
     }
     const LayerTimes& t = *known;
     if (!t.complete) return false;
+    facts.backward_windows[z] = facts.backward_windows[z] || t.backward_windows;
     const int end = k + 1 < K ? first_layer[k + 1] : static_cast<int>(model_.numLayers());
     for (int layer = first_layer[k]; layer < end; ++layer) {
       const TransformerBlock& block = model_.blocks[layer];

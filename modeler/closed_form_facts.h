@@ -36,6 +36,8 @@ struct ClosedFormTier::Facts {
   // cost (no bound then).
   std::array<std::vector<double>, 2> forward, backward;
   std::array<bool, 2> times_ready{}, times_complete{};
+  // Whether some chunk's backward has an op running beside later ones (LayerTimes).
+  std::array<bool, 2> backward_windows{};
   // Activation offload: each chunk's copies out (forward) and in (backward), summed.
   std::vector<double> copy_out, copy_in;
   bool copies_ready = false;

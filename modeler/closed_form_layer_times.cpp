@@ -48,6 +48,9 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(
         },
         [](size_t, double) {});
   };
+  auto noteWindows = [&](const OpList& backward_ops) {
+    for (const OpInstance& op : backward_ops) out.backward_windows |= op.overlap_ops > 0;
+  };
   // ZeRO-3's transfers of a block, as the plan core places them (plan_core.cpp): its parameters
   // gathered before its forward and (resharding after the forward) again before its backward, its
   // gradients reduce-scattered after the backward, in the DP group, on the DP stream.
@@ -108,6 +111,7 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(
     beside(g, g_transfers);
     forward = sum(f);
     backward = sum(g);
+    noteWindows(g);
   };
   block(false, false, out.self_forward, out.self_backward);
   if (model_.hasCrossAttention()) block(true, false, out.cross_forward, out.cross_backward);
@@ -122,6 +126,8 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(
   out.embedding_backward = sum(eb);
   out.head_forward = sum(hf);
   out.head_backward = sum(hb);
+  noteWindows(eb);
+  noteWindows(hb);
   return out;
 }
 

@@ -103,6 +103,10 @@ class ClosedFormTier {
     double embedding_forward = 0, embedding_backward = 0;
     double head_forward = 0, head_backward = 0;
     bool complete = true;  // every op had a cost
+    // Some backward op runs beside the ops after it (TP comm overlap, a CP ring step, an expert
+    // all-to-all): an op inserted into the list may take a window's slot instead of adding its
+    // whole time (the ZeRO-2 bound, closed_form_bound.cpp).
+    bool backward_windows = false;
   };
   // The groups whose placement changes a layer's communication times, on one device stage: TP,
   // the CP ring pair, EP and (ZeRO-3's gathers) the DP group.

@@ -363,6 +363,7 @@ LinkUsage linkUsage(const Simulation& sim, LinkDetail detail) {
           timelineFlows(plan, sim.costs, sim.offsets, sim.input, sim.timeline, map);
       shared = shareLinks(flows.list, capacity, /*record_load=*/true);
       capacity = shared.capacity_bytes_per_us;
+      shared.end_us = FlowEnds{};  // it reads `flows`, which ends here: only the loads are used
     }
   } else {
     // Each at its own rate, as the timing had it (unshared flows together may then load a link

@@ -354,9 +354,16 @@ std::optional<std::string> crossNodeTpViolation(const ClusterConfig& cluster, co
 
 std::string violationMessage(const ModelConfig& model, const ClusterConfig& cluster,
                              const Strategy& s, const StrategyViolation& violation) {
-  std::optional<std::string> message = violation.rule == StrategyRule::kCrossNodeTp
-                                           ? crossNodeTpViolation(cluster, s)
-                                           : strategyViolation(model, cluster, s);
+  const bool cross_node = violation.rule == StrategyRule::kCrossNodeTp;
+  // The message is derived again from `s`: it must be the violation the caller counted (a search
+  // checks a variant's techniques-free strategy once for all its variants), or the count would be
+  // filed under another rule's text.
+  const std::optional<StrategyViolation> again =
+      cross_node ? checkCrossNodeTp(cluster, s) : checkStrategy(model, cluster, s);
+  EVSIM_CHECK(again == violation, "{}: rule {} counted, but the strategy breaks rule {}", s.name(),
+              static_cast<int>(violation.rule), again ? static_cast<int>(again->rule) : -1);
+  std::optional<std::string> message =
+      cross_node ? crossNodeTpViolation(cluster, s) : strategyViolation(model, cluster, s);
   EVSIM_CHECK(message.has_value(), "{}: no rule broken (rule {})", s.name(),
               static_cast<int>(violation.rule));
   return std::move(*message);

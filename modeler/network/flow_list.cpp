@@ -101,6 +101,10 @@ double FlowEnds::operator[](size_t f) const {
 void FlowEnds::done() {
   std::sort(moved_.begin(), moved_.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Each flow ends once: a second end for one flow would make the reads pick either.
+  const auto twice = std::adjacent_find(moved_.begin(), moved_.end(),
+                                        [](const auto& a, const auto& b) { return a.first == b.first; });
+  EVSIM_CHECK(twice == moved_.end(), "flow {} was given two ends", twice->first);
   moved_.shrink_to_fit();
 }
 

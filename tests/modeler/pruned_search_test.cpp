@@ -352,6 +352,42 @@ TEST(PrunedSearchTest, TheZero2BoundCountsTheReductionsInsideEachBackward) {
   }
 }
 
+// With --tp-comm-overlap the backward has windows (an op beside the next ones) and small buckets
+// close inside them: a reduction there takes a window's slot, so the task can grow by less than
+// the reduction (a comm op C beside W with w last, a reduction R inserted: max(C, W - w + R) + w,
+// not max(C, W) + R). The bound then takes the longer of the backward and its reductions, never
+// their sum: it stays at most the simulated time, and at least m x (F + max(B, reductions)).
+TEST(PrunedSearchTest, TheZero2BoundStaysABoundWhenBucketsCloseInsideOverlapWindows) {
+  ModelConfig model = loadModelConfig(test::configPath("models", "llama3-8b"));
+  model.seq_length = 256;
+  const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  const CostModel costs(cluster, nullptr, true);
+  PlanCache cache;
+  const ClosedFormTier tier(model, cluster, costs, 0.1, cache);
+  for (const int64_t bucket_bytes : {int64_t{1} << 20, int64_t{16} << 20, int64_t{0}}) {
+    SCOPED_TRACE(bucket_bytes);
+    Strategy s = Strategy::of(8, 1, 4, 1, 16);  // TP 8, DP 4 over four nodes, m = 4
+    s.zero_stage = 2;
+    s.sequence_parallel = true;
+    s.tp_comm_overlap = true;
+    s.dp_bucket_bytes = bucket_bytes;
+    IterationPlan plan = buildIterationPlan(model, cluster, s);
+    std::vector<EventCost> event_costs = costs.costAll(plan.events);
+    bool windows = false;
+    double reductions_us = 0;
+    for (const OpInstance& op : plan.stages[0].backward) {
+      windows = windows || op.overlap_ops > 0;
+      if (op.name == kZero2ReduceName) reductions_us += event_costs[op.event].time_us;
+    }
+    ASSERT_TRUE(windows);
+    ASSERT_GT(reductions_us, 0);
+    const Simulation sim = simulate(std::move(plan), std::move(event_costs));
+    const double bound = tier.evaluate(s).lower_bound_us;
+    EXPECT_GT(bound, 0);
+    EXPECT_LE(bound, sim.summary.iteration_us * (1 + 1e-12));
+  }
+}
+
 // A candidate is simulated in two passes (pruned_search.h): its timeline before link sharing first
 // (sharing only lengthens it, so its time U bounds the simulated time T more tightly than the
 // closed form's bound), then, only when U is the least key left, the full simulation with
