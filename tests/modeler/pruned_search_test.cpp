@@ -265,6 +265,38 @@ class Zero2BoundTest : public ::testing::Test {
   const CostModel costs{cluster, nullptr, true};
   PlanCache cache;
   const ClosedFormTier tier{model, cluster, costs, 0.1, cache};
+
+  // TP 8, DP 4 over four nodes, m = 4, ZeRO-2, with or without --dp-overlap.
+  static Strategy zero2(bool overlap) {
+    Strategy s = Strategy::of(8, 1, 4, 1, 16);
+    s.zero_stage = 2;
+    s.dp_overlap = overlap;
+    return s;
+  }
+  // One micro-batch's buckets on stage 0: their summed cost, and the cost of one reduce-scatter
+  // of all their bytes (nullopt: no bucket).
+  struct Buckets {
+    double summed_us = 0;
+    double one_us = 0;
+  };
+  std::optional<Buckets> buckets(const IterationPlan& plan,
+                                 const std::vector<EventCost>& event_costs) const {
+    Buckets out;
+    int64_t bytes = 0;
+    std::optional<Event> bucket;
+    for (const OpInstance& op : plan.stages[0].backward) {
+      if (op.name != kZero2ReduceName) continue;
+      bucket = plan.events[op.event].event;
+      bytes += bucket->message_bytes;
+      out.summed_us += event_costs[op.event].time_us;
+    }
+    if (!bucket) return std::nullopt;
+    out.one_us = costs
+                     .cost(makeCommunication(EventKind::kReduceScatter, bytes, bucket->placement,
+                                             bucket->dtype))
+                     ->time_us;
+    return out;
+  }
 };
 
 // ZeRO-2 reduce-scatters every micro-batch's buckets on the DP stream, one at a time: the bound
@@ -273,28 +305,15 @@ class Zero2BoundTest : public ::testing::Test {
 TEST_F(Zero2BoundTest, HoldsEveryMicroBatchsReductions) {
   for (const bool overlap : {false, true}) {
     SCOPED_TRACE(overlap);
-    Strategy s = Strategy::of(8, 1, 4, 1, 16);  // TP 8, DP 4 over four nodes, m = 4
-    s.zero_stage = 2;
-    s.dp_overlap = overlap;
+    const Strategy s = zero2(overlap);
     IterationPlan plan = buildIterationPlan(model, cluster, s);
     ASSERT_EQ(plan.micro_batches, 4);
     std::vector<EventCost> event_costs = costs.costAll(plan.events);
-    // The buckets of one micro-batch's backward: their bytes and summed cost.
-    int64_t bytes = 0;
-    double buckets_us = 0;
-    std::optional<Event> bucket;
-    for (const OpInstance& op : plan.stages[0].backward) {
-      if (op.name != kZero2ReduceName) continue;
-      bucket = plan.events[op.event].event;
-      bytes += bucket->message_bytes;
-      buckets_us += event_costs[op.event].time_us;
-    }
-    ASSERT_TRUE(bucket.has_value());
-    const double one_us =
-        costs.cost(makeCommunication(EventKind::kReduceScatter, bytes, bucket->placement,
-                                     bucket->dtype))
-            ->time_us;
-    EXPECT_LE(one_us, buckets_us * (1 + 1e-12));  // concave in bytes: one message <= the parts
+    const std::optional<Buckets> reductions = buckets(plan, event_costs);
+    ASSERT_TRUE(reductions.has_value());
+    const double one_us = reductions->one_us;
+    // concave in bytes: one message <= the parts
+    EXPECT_LE(one_us, reductions->summed_us * (1 + 1e-12));
     const Simulation sim = simulate(std::move(plan), std::move(event_costs));
     const double bound = tier.evaluate(s).lower_bound_us;
     EXPECT_GE(bound, 4 * one_us);
@@ -314,37 +333,27 @@ TEST_F(Zero2BoundTest, HoldsEveryMicroBatchsReductions) {
 TEST_F(Zero2BoundTest, CountsTheReductionsInsideEachBackward) {
   for (const bool overlap : {false, true}) {
     SCOPED_TRACE(overlap);
-    Strategy s = Strategy::of(8, 1, 4, 1, 16);  // TP 8, DP 4 over four nodes, m = 4
-    s.zero_stage = 2;
-    s.dp_overlap = overlap;
+    const Strategy s = zero2(overlap);
     IterationPlan plan = buildIterationPlan(model, cluster, s);
     ASSERT_EQ(plan.micro_batches, 4);
     std::vector<EventCost> event_costs = costs.costAll(plan.events);
     // One micro-batch's forward and backward compute (every op blocks: no CP, no overlap) and
     // its buckets, summed by hand from the plan.
-    double forward_us = 0, backward_us = 0, buckets_us = 0;
-    int64_t bytes = 0;
-    std::optional<Event> bucket;
+    double forward_us = 0, backward_us = 0;
     for (const OpInstance& op : plan.stages[0].forward) {
       ASSERT_EQ(op.overlap_ops, 0) << op.name;
       forward_us += event_costs[op.event].time_us;
     }
     for (const OpInstance& op : plan.stages[0].backward) {
-      if (op.name == kZero2ReduceName) {
-        bucket = plan.events[op.event].event;
-        bytes += bucket->message_bytes;
-        buckets_us += event_costs[op.event].time_us;
-        continue;
-      }
+      if (op.name == kZero2ReduceName) continue;
       ASSERT_EQ(op.overlap_ops, 0) << op.name;
       backward_us += event_costs[op.event].time_us;
     }
-    ASSERT_TRUE(bucket.has_value());
-    const double one_us =
-        costs.cost(makeCommunication(EventKind::kReduceScatter, bytes, bucket->placement,
-                                     bucket->dtype))
-            ->time_us;
-    EXPECT_LE(one_us, buckets_us * (1 + 1e-12));  // concave in bytes: one message <= the parts
+    const std::optional<Buckets> reductions = buckets(plan, event_costs);
+    ASSERT_TRUE(reductions.has_value());
+    const double one_us = reductions->one_us;
+    // concave in bytes: one message <= the parts
+    EXPECT_LE(one_us, reductions->summed_us * (1 + 1e-12));
     ASSERT_GT(one_us, backward_us);  // the case this test is about: the reductions outlast B
     const double task_us = overlap ? std::max(backward_us, one_us) : backward_us + one_us;
     const double work_us = 4 * (forward_us + task_us);
