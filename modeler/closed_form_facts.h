@@ -4,10 +4,8 @@
 
 #include <array>
 #include <cstdint>
-#include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -15,6 +13,7 @@
 
 #include "modeler/closed_form_tier.h"
 #include "modeler/memory_model.h"
+#include "modeler/shared_memo.h"
 #include "plan/plan_cache.h"
 #include "plan/strategy.h"
 
@@ -70,11 +69,9 @@ struct ClosedFormTier::Facts {
 // by the first worker to miss it; another worker missing it meanwhile waits for that result
 // instead of computing it too (two workers computed each of the 70B search's keys twice, +0.17 G
 // instructions). A workspace keeps what it took from here in its own memo, so a hit takes no
-// lock; only a workspace's first look at a key does.
-struct ClosedFormTier::SharedLayerTimes {
-  static constexpr size_t kCapacity = 65536;  // emptied when it would grow past this
-  std::mutex mutex;
-  std::map<LayerKey, std::shared_future<LayerTimes>> times;
+// lock; only a workspace's first look at a key does. Emptied when it would grow past 65,536 keys.
+struct ClosedFormTier::SharedLayerTimes : SharedMemo<LayerKey, LayerTimes> {
+  SharedLayerTimes() : SharedMemo(65536) {}
 };
 
 // On cache lines of its own (the workers' states are allocated one after another by one thread,

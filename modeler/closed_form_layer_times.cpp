@@ -1,9 +1,6 @@
 // The closed-form tier's op-time sums of one micro-batch of each kind of block
 // (closed_form_tier.h).
 #include <algorithm>
-#include <exception>
-#include <future>
-#include <mutex>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -156,29 +153,9 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
       placement(groups.cp_group), static_cast<int>(strategy.cp_comm), strategy.cp_a2a};
   auto it = workspace.layer_times.find(key);
   if (it != workspace.layer_times.end()) return it->second;  // no lock
-  // The workspace's first look at the key: computed once for all workspaces.
-  SharedLayerTimes& shared = *shared_layer_times_;
-  std::promise<LayerTimes> computed;
-  std::unique_lock<std::mutex> lock(shared.mutex);
-  auto known = shared.times.find(key);
-  if (known != shared.times.end()) {
-    const std::shared_future<LayerTimes> result = known->second;
-    lock.unlock();  // wait for its computation (if still running) without holding the others up
-    return workspace.layer_times.try_emplace(key, result.get()).first->second;
-  }
-  if (shared.times.size() >= SharedLayerTimes::kCapacity) shared.times.clear();
-  shared.times.emplace(key, computed.get_future().share());
-  lock.unlock();
-  LayerTimes times;
-  try {
-    times = computeLayerTimes(strategy, zero3, groups, footprint);
-  } catch (...) {
-    computed.set_exception(std::current_exception());  // a waiter rethrows it too
-    const std::lock_guard<std::mutex> relock(shared.mutex);
-    shared.times.erase(key);  // not kept: a later look computes it again
-    throw;
-  }
-  computed.set_value(times);
+  // The workspace's first look at the key: computed once for all workspaces (shared_memo.h).
+  const LayerTimes times = shared_layer_times_->get(
+      key, [&] { return computeLayerTimes(strategy, zero3, groups, footprint); });
   return workspace.layer_times.try_emplace(key, times).first->second;
 }
 

@@ -81,8 +81,7 @@ void ClosedFormTier::releaseShared() const {
   shared_states_->states.clear();
   shared_states_->order.clear();
   shared_states_->counts = 0;
-  const std::lock_guard<std::mutex> layer_lock(shared_layer_times_->mutex);
-  shared_layer_times_->times.clear();
+  shared_layer_times_->clear();
 }
 
 double ClosedFormTier::issuedUs(const Event& event) const {
