@@ -221,6 +221,63 @@ TEST(OverlapSlowdownTest, ContextParallelExchangeSlowsItsAttentionStep) {
               m * per_micro_batch, 1e-9);
 }
 
+// Compute slowed beside a transfer adds to a task only what outlasts the host's issue path (an op
+// starts once the host has issued it: op_offsets.h). The setup above (tiny-llama, C = 2, every op
+// 1 us, the ring exchanges 1.5 us, factor 2), each op now issued by the host in h = 1.25 us, more
+// than any op holds the device: op i of a task starts at (i + 1) h. An exchange starting at T: its
+// attention step is issued at T + 1.25 and overlaps it for 0.25 us, doing 0.125 us of work at rate
+// 1/2, and ends at T + 1.5 + 0.875 = T + 2.375 (0.125 us later than alone), before the next op is
+// issued (T + 2.5), which also finds the exchange done (T + 1.5). So every task of N ops takes
+// N h + 1 (the last op, 1 us, issued at N h) with the slowdown as without: overlap slowdown 0,
+// where with no host time it is 0.25 us an exchange (above). This is why cp8_interleaved's
+// overlap slowdown fell from 9.0 to 1.4 ms a device when its backward gained the last step's
+// exchange (docs/VALIDATION.md, Session 23, net28): one more op per layer, 65.2 us of host time
+// each, left its backward tasks host-bound.
+TEST(OverlapSlowdownTest, AHostBoundTaskHidesTheSlowdown) {
+  const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
+  Strategy s = test::strategy("1M1P1D", 1, 2);
+  s.cp = 2;
+  constexpr double kHostUs = 1.25;
+  auto run = [&](double factor) {
+    ClusterConfig cluster = test::cluster(2);
+    cluster.device.overlap_slowdown.nvlink.value = factor;
+    cluster.device.overlap_slowdown.network.value = factor;
+    IterationPlan plan = buildIterationPlan(model, cluster, s);
+    std::vector<EventCost> costs;
+    for (const UniqueEvent& u : plan.events.events()) {
+      EventCost c{u.event.kind == EventKind::kP2P ? 1.5 : 1.0};
+      c.host_us = kHostUs;
+      costs.push_back(c);
+    }
+    return simulate(std::move(plan), std::move(costs));
+  };
+  const Simulation plain = run(1.0), slowed = run(2.0);
+  const StagePlan& stage = plain.plan.stages[0];
+  ASSERT_EQ(test::countOps(stage.forward, "cp_kv_exchange"), 4);
+  ASSERT_GT(test::countOps(stage.backward, "cp_kv_grad_exchange"), 0);
+  for (const OpList* ops : {&stage.forward, &stage.backward}) {
+    for (const OpInstance& op : *ops) ASSERT_FALSE(op.issued_with_previous) << op.name;
+    ASSERT_EQ(ops->back().overlap_ops, 0);  // the task ends with an op that holds the device
+  }
+  const double n_forward = static_cast<double>(stage.forward.size());
+  const double n_backward = static_cast<double>(stage.backward.size());
+  EXPECT_NEAR(plain.input.stages[0].forward_us, n_forward * kHostUs + 1, 1e-9);
+  EXPECT_NEAR(plain.input.stages[0].backward_us, n_backward * kHostUs + 1, 1e-9);
+  EXPECT_NEAR(slowed.input.stages[0].forward_us, n_forward * kHostUs + 1, 1e-9);
+  EXPECT_NEAR(slowed.input.stages[0].backward_us, n_backward * kHostUs + 1, 1e-9);
+  EXPECT_NEAR(slowed.offsets[0].forward_slowdown_us, 0, 1e-9);
+  EXPECT_NEAR(slowed.offsets[0].backward_slowdown_us, 0, 1e-9);
+  EXPECT_NEAR(slowed.summary.mean_device.overlap_slowdown_us, 0, 1e-9);
+  EXPECT_NEAR(slowed.summary.iteration_us, plain.summary.iteration_us, 1e-9);
+  // The step beside the forward's first exchange starts h after it, and the op after the step
+  // h later still: on time, its slowdown inside the host's slack.
+  size_t x = 0;
+  while (stage.forward[x].name != "cp_kv_exchange") ++x;
+  const std::vector<double>& at = slowed.offsets[0].forward_start_us;
+  EXPECT_NEAR(at[x + 1] - at[x], kHostUs, 1e-9);
+  EXPECT_NEAR(at[x + 2] - at[x + 1], kHostUs, 1e-9);
+}
+
 // A CP exchange that link sharing stretched, timed again in its task (modeler/stretched_task.h):
 // tiny-llama at C = 2, every op 1 us except the ring exchanges (1.5 us) and the attention step
 // beside each (3 us), factor 2. The first exchange of the forward, stretched by e, runs [0, 1.5 + e]
