@@ -240,7 +240,8 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy) const {
   return evaluate(strategy, workspace);
 }
 
-ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy, Workspace& workspace) const {
+ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy, Workspace& workspace,
+                                          int64_t exact_peak_below) const {
   Workspace::State& state = *workspace.state_;
   // A long search sees many step sizes: the memo stays small.
   if (state.step_us.size() > 65536) state.step_us.clear();
@@ -259,13 +260,15 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy, Workspace& w
   const int memory_slot = zero == 2 && strategy.dp_overlap ? 4 : zero;
   std::optional<MemoryPeak>& mem =
       f.memory[static_cast<size_t>(memory_slot)][static_cast<size_t>(offload)];
-  if (!mem) {
+  // A bound kept from an earlier member serves while it is at least the figure asked for.
+  if (!mem || (!mem->exact && mem->peak_bytes < exact_peak_below)) {
     mem = estimateMemoryPeak(model_, strategy, cluster_.device.memoryBytes(), f.devices, headroom_,
-                             hostCapacity(cluster_), cluster_.device.memory);
+                             hostCapacity(cluster_), cluster_.device.memory, exact_peak_below);
   }
   out.peak_memory_bytes = mem->peak_bytes;
   out.peak_memory_stage = mem->peak_stage;
   out.fits = mem->fits;
+  out.peak_exact = mem->exact;
   if (out.fits) out.lower_bound_us = lowerBoundUs(strategy, out.micro_batches, f, state);
   return out;
 }

@@ -40,6 +40,7 @@
 // all workspaces: closed_form_facts.h).
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -58,6 +59,9 @@ struct ClosedFormResult {
   int64_t peak_memory_bytes = 0;
   int peak_memory_stage = 0;
   bool fits = false;
+  // False when an out-of-memory candidate's peak_memory_bytes is a lower bound of its peak
+  // (evaluate's `exact_peak_below`).
+  bool peak_exact = true;
   double lower_bound_us = 0;  // of the simulated iteration time; 0 when it cannot be bounded
 };
 
@@ -91,8 +95,12 @@ class ClosedFormTier {
   void releaseShared() const;
 
   // `strategy` must be valid (strategyViolation is empty). Thread-safe across workspaces; a
-  // workspace serves one thread at a time.
-  ClosedFormResult evaluate(const Strategy& strategy, Workspace& workspace) const;
+  // workspace serves one thread at a time. An out-of-memory candidate's peak is exact only below
+  // `exact_peak_below`: from there it may be a lower bound of it (peak_exact false;
+  // estimateMemoryPeak's `bound_from`), which spares the full estimate of most OOM candidates to
+  // a caller that keeps only the least OOM peak. Whether the candidate fits is the same.
+  ClosedFormResult evaluate(const Strategy& strategy, Workspace& workspace,
+                            int64_t exact_peak_below = std::numeric_limits<int64_t>::max()) const;
   ClosedFormResult evaluate(const Strategy& strategy) const;  // with a workspace of its own
 
   // Op-time sums of one micro-batch of a block of each kind, the embedding and the head.

@@ -297,10 +297,27 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
 MemoryPeak estimateMemoryPeak(const ModelConfig& model, const Strategy& strategy,
                               int64_t capacity_bytes, const std::vector<DeviceChunkSums>& devices,
                               double headroom, const HostCapacity& host,
-                              const MemoryOverheads& overheads) {
+                              const MemoryOverheads& overheads, int64_t bound_from) {
   const StrategyTerms terms = checkedStrategyTerms(model, strategy, devices, headroom, overheads);
   const int P = strategy.pp;
   MemoryPeak out;
+  const int64_t usable = usableBytes(capacity_bytes, headroom);
+  if (bound_from < std::numeric_limits<int64_t>::max()) {
+    // Most of a wide search's candidates are clearly out of memory (the model states and held
+    // activations alone exceed the device): their bound decides it.
+    for (int device = 0; device < P; ++device) {
+      const int64_t bound = stagePeakLowerBound(terms, devices[device]);
+      if (bound > out.peak_bytes) {
+        out.peak_bytes = bound;
+        out.peak_stage = device;
+      }
+    }
+    if (out.peak_bytes > usable && out.peak_bytes >= bound_from) {
+      out.exact = false;
+      return out;
+    }
+    out = MemoryPeak{};
+  }
   int64_t host_peak_bytes = 0;
   for (int device = 0; device < P; ++device) {
     const StageMemory mem = stageMemory(model, strategy, terms, devices[device], device,
@@ -312,7 +329,7 @@ MemoryPeak estimateMemoryPeak(const ModelConfig& model, const Strategy& strategy
     }
   }
   // As MemoryEstimate::fits().
-  out.fits = out.peak_bytes <= usableBytes(capacity_bytes, headroom) &&
+  out.fits = out.peak_bytes <= usable &&
              host_peak_bytes <= usableBytes(host.bytes_per_node, headroom);
   return out;
 }

@@ -99,6 +99,7 @@
 // and kernels' temporary buffers beyond cuBLAS's workspace.
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "common/checked.h"
@@ -308,11 +309,20 @@ struct MemoryPeak {
   int64_t peak_bytes = 0;
   int peak_stage = 0;
   bool fits = false;
+  // False when peak_bytes is only a lower bound of the peak (and peak_stage its stage): the
+  // candidate is out of memory all the same (below).
+  bool exact = true;
 };
+// With `bound_from` below int64's maximum, a cheap lower bound of every stage's peak is taken
+// first (stagePeakLowerBound, stage_memory.h): when its largest already exceeds the usable device
+// bytes and is at least `bound_from`, that bound is returned (fits false, exact false) without the
+// full per-stage computation. A caller that needs the peaks of out-of-memory candidates only
+// below some figure (a search's closest OOM candidate) passes it; fits is the same either way.
 MemoryPeak estimateMemoryPeak(const ModelConfig& model, const Strategy& strategy,
                               int64_t capacity_bytes, const std::vector<DeviceChunkSums>& devices,
                               double headroom = kDefaultMemoryHeadroom,
                               const HostCapacity& host = {},
-                              const MemoryOverheads& overheads = MemoryOverheads{});
+                              const MemoryOverheads& overheads = MemoryOverheads{},
+                              int64_t bound_from = std::numeric_limits<int64_t>::max());
 
 }  // namespace evsim

@@ -3,6 +3,7 @@
 // merged. Apart from pruned_search.cpp, which simulates the pool in rounds and ranks the results.
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <utility>
 
 #include "modeler/pruned_search_state.h"
@@ -55,7 +56,13 @@ void PrunedSearch::evaluateWaiting(Share& share, double bound_limit) const {
 
 void PrunedSearch::evaluateOne(Share& share, size_t index, Strategy&& strategy,
                                double bound_limit) const {
-  const ClosedFormResult closed = tier_.evaluate(strategy, share.workspace);
+  // An OOM candidate's peak matters only while it could be the closest (strictly below the
+  // closest so far; none after the first pass): above that a lower bound decides it.
+  const int64_t exact_peak_below =
+      pass_ > 0           ? 0
+      : share.closest_oom ? share.closest_oom->peak_memory_bytes
+                          : std::numeric_limits<int64_t>::max();
+  const ClosedFormResult closed = tier_.evaluate(strategy, share.workspace, exact_peak_below);
   if (pass_ == 0) {  // counted once, in the first pass
     ++share.closed_form;
     if (!closed.fits) {

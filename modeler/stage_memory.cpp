@@ -54,7 +54,36 @@ StrategyTerms strategyTerms(const ModelConfig& model, const Strategy& strategy,
   return t;
 }
 
+// FSDP under PP: the held activations at the moment they peak together with the chunks' fp32
+// accumulated gradients (accumulated_gradients.h), which count among the DP buffers.
+bool accumulatesGradients(const StrategyTerms& t, const DeviceChunkSums& sums) {
+  return t.fsdp && t.zero == 3 && sums.has_accumulation;
+}
+
+// The model states' bytes on the device (weights, gradients, optimizer state).
+int64_t modelStateBytes(const StrategyTerms& t, const DeviceChunkSums& sums) {
+  const double dense_parameters =
+      static_cast<double>(sums.facts.parameters - sums.expert_parameters);
+  const double experts = static_cast<double>(sums.expert_parameters);
+  return clampedRound(dense_parameters * t.dense_state.total() + experts * t.expert_state.total());
+}
+
+// The activations held on the device at the backward's moment: the schedule's peak (with FSDP's
+// accumulated gradients, at their joint moment), or with activation offload two of the largest
+// layer's (the one computed, the one copied).
+int64_t heldActivationBytes(const StrategyTerms& t, const DeviceChunkSums& sums) {
+  if (t.offload_activations) {
+    return saturatingAdd(sums.largest_layer_bytes, sums.largest_layer_bytes);
+  }
+  return accumulatesGradients(t, sums) ? sums.accumulation.activation_bytes : sums.peak.bytes;
+}
+
 }  // namespace
+
+int64_t stagePeakLowerBound(const StrategyTerms& t, const DeviceChunkSums& sums) {
+  return saturatingAdd(saturatingAdd(modelStateBytes(t, sums), heldActivationBytes(t, sums)),
+                       saturatingAdd(t.workspace, t.overhead));
+}
 
 StageMemory stageMemory(const ModelConfig& model, const Strategy& strategy, const StrategyTerms& t,
                         const DeviceChunkSums& sums, int device, int64_t capacity_bytes,
@@ -74,23 +103,13 @@ StageMemory stageMemory(const ModelConfig& model, const Strategy& strategy, cons
     mem.optimizer_bytes = clampedRound(dense_parameters * t.dense_state.optimizer +
                                        experts * t.expert_state.optimizer);
   }
-  mem.model_state_bytes =
-      clampedRound(dense_parameters * t.dense_state.total() + experts * t.expert_state.total());
+  mem.model_state_bytes = modelStateBytes(t, sums);
   mem.host_state_bytes = clampedRound(dense_parameters * t.dense_host + experts * t.expert_host);
   const ActivationPeak& peak = sums.peak;
-  mem.in_flight = peak.in_flight;
-  mem.activation_bytes = peak.bytes;
-  // FSDP under PP: the held activations at the moment they peak together with the chunks' fp32
-  // accumulated gradients (accumulated_gradients.h), which count among the DP buffers.
-  const bool accumulates = t.fsdp && t.zero == 3 && sums.has_accumulation;
-  if (accumulates) {
-    mem.in_flight = sums.accumulation.in_flight;
-    mem.activation_bytes = sums.accumulation.activation_bytes;
-  }
-  if (t.offload_activations) {
-    mem.host_activation_bytes = peak.bytes;
-    mem.activation_bytes = saturatingAdd(sums.largest_layer_bytes, sums.largest_layer_bytes);
-  }
+  const bool accumulates = accumulatesGradients(t, sums);
+  mem.in_flight = accumulates ? sums.accumulation.in_flight : peak.in_flight;
+  mem.activation_bytes = heldActivationBytes(t, sums);
+  if (t.offload_activations) mem.host_activation_bytes = peak.bytes;
   // Transients and buffers (memory_components.h).
   mem.recompute_bytes = facts.recompute_transient_bytes;
   mem.loss_bytes = lossTransientBytes(model, strategy, facts.has_head);

@@ -42,6 +42,14 @@ StrategyTerms checkedStrategyTerms(const ModelConfig& model, const Strategy& str
 StageMemory stageMemory(const ModelConfig& model, const Strategy& strategy, const StrategyTerms& t,
                         const DeviceChunkSums& sums, int device, int64_t capacity_bytes,
                         bool full);
+// A lower bound on stageMemory(...).peak_bytes from a few of its terms, for a search that only
+// needs to know that a candidate is out of memory: the model states, the held activations, the
+// cuBLAS workspace and the overhead beside the allocator (CUDA context, NCCL, userbuffers). The
+// peak is the larger of two moments (backward, optimizer step) plus that overhead; the backward's
+// adds those same states, activations and workspace to transients and buffers that are all >= 0,
+// and saturating addition of non-negative terms is monotone, so the bound never exceeds the peak.
+// About a tenth of stageMemory's instructions (no transient or buffer is computed).
+int64_t stagePeakLowerBound(const StrategyTerms& t, const DeviceChunkSums& sums);
 int64_t usableBytes(int64_t capacity_bytes, double headroom);
 // A node's host bytes: its GPUs' offloaded state and activations, the largest device's each.
 int64_t nodeHostBytes(const StageMemory& mem, const HostCapacity& host);
