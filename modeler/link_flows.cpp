@@ -120,9 +120,9 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
 // without overlap start after every transfer of the device.
 bool mayShare(const IterationPlan& plan, const TimingInput& input, const LinkMap& map,
               const IterationTimeline& timeline) {
-  if (input.dp_overlap) {
+  if (input.dp_overlap || input.grad_reduce_at_step) {
     for (const StageCost& s : input.stages) {
-      if (!s.buckets.empty()) return true;
+      if (!s.buckets.empty() || !s.micro_batch_buckets.empty()) return true;
     }
   }
   std::vector<int> nodes;

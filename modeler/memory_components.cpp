@@ -195,6 +195,17 @@ int64_t zero2StepGradientBytes(const ModelConfig& model, const Strategy& strateg
   return rounded((e + (e == 4 ? 0 : 4)) * partition_parameters);
 }
 
+int64_t zero2PendingReductionBytes(const ModelConfig& model, const Strategy& strategy, int zero,
+                                   int64_t chunk_parameters, int pending) {
+  if (zero != 2 || !strategy.reducesAtStep() || pending <= 0) return 0;
+  const DType wire =
+      dataParallelGradDtype(strategy.framework, model.dtype, strategy.grad_reduce_in_bf16);
+  const int64_t r = dtypeBytes(wire);
+  const int64_t elements = std::min(zero2BucketElements(strategy, r), chunk_parameters);
+  return rounded(static_cast<double>(pending) * static_cast<double>(elements) *
+                 static_cast<double>(r));
+}
+
 int64_t megatronGradientCopyBytes(const Strategy& strategy, bool bf16_main_grad,
                                   double optimizer_parameters) {
   if (strategy.framework != Framework::kMegatron || !bf16_main_grad) return 0;

@@ -80,6 +80,8 @@
 //     buffers, torch.empty(reduce_bucket_size) in the model dtype, one, two with overlap_comm
 //     (--dp-overlap): (1 or 2) x bucket x e, the bucket --dp-bucket-mb's bytes or DeepSpeed's
 //     default 5e8 elements.
+//     Under --grad-reduce-sync step one, beside the pending reductions' own buckets
+//     (zero2PendingReductionBytes).
 // Transients, each at its own moment of the step (the stage peak adds the largest):
 //   recompute: the block whose activations are rebuilt for its backward, what it saves without
 //     recomputation less what it kept;
@@ -278,6 +280,15 @@ int64_t zero2LaterBackwardPartitionBytes(const ModelConfig& model, const Strateg
                                          int64_t micro_batches);
 int64_t zero2StepGradientBytes(const ModelConfig& model, const Strategy& strategy, int zero,
                                double partition_parameters);
+// --grad-reduce-sync step (ZeRO-2, modeler/timing_engine.h): a bucket's reduction queued on the
+// DP stream holds the bucket's unsharded gradients, in the reduction's wire dtype r, until it is
+// reduced; DeepSpeed's one IPG buffer (dataParallelBufferBytes) is the bucket being filled.
+// `pending` reductions at once (the timeline's peak: simulate counts it from the device's queue,
+// at each issue the reductions issued and not ended; the memory check before a timing takes 1,
+// the one just issued, a lower bound), each of at most min(bucket, the chunk's parameters)
+// elements: pending x min(bucket, chunk) x r. 0 unless `zero` is 2 under kStep.
+int64_t zero2PendingReductionBytes(const ModelConfig& model, const Strategy& strategy, int zero,
+                                   int64_t chunk_parameters, int pending);
 // torch.distributed.pipelining's merge of the last stage's outputs (framework fsdp with PP): the
 // schedule's step() ends, after every backward, with `return self._merge_outputs(stage.
 // output_chunks)` on the stage holding the last chunk, merge_chunks' default spec concatenating

@@ -111,7 +111,7 @@ std::string kernelModelLine(const ClusterConfig& cluster) {
 
 // One stage's memory by component (bytes), memory_model.h's terms.
 nlohmann::json stageMemoryJson(const StageMemory& m) {
-  return {{"weights_bytes", m.weight_bytes},
+  nlohmann::json out = {{"weights_bytes", m.weight_bytes},
           {"gradients_bytes", m.gradient_bytes},
           {"optimizer_bytes", m.optimizer_bytes},
           {"activations_bytes", m.activation_bytes},
@@ -136,6 +136,31 @@ nlohmann::json stageMemoryJson(const StageMemory& m) {
           {"nccl_communicators", m.communicators},
           {"overhead_bytes", m.overhead_bytes},
           {"device_bytes", m.peak_bytes}};
+  if (m.pending_reductions > 0) {  // --grad-reduce-sync step only
+    out["pending_reductions"] = m.pending_reductions;
+    out["pending_reduction_bytes"] = m.pending_reduction_bytes;
+  }
+  return out;
+}
+
+// --grad-reduce-sync step: per device stage, the most ZeRO-2 reductions pending at once in any
+// class's timeline, counted at each issue (issued, not ended: the queue's ends and each class's
+// ready times both rise along the queue); empty otherwise (memory_model.h).
+static std::vector<int> pendingReductions(const Simulation& sim) {
+  if (!sim.plan.strategy.reducesAtStep()) return {};
+  std::vector<int> out(static_cast<size_t>(sim.plan.deviceStages()), 0);
+  for (const PipelineTimeline& p : sim.timeline.pipelines) {
+    for (size_t s = 0; s < p.stages.size() && s < out.size(); ++s) {
+      const StageTimeline& stage = p.stages[s];
+      const std::vector<double>& ready = stage.reduction_ready_us;
+      size_t ended = 0;
+      for (size_t i = 0; i < ready.size() && i < stage.grad_sync.size(); ++i) {
+        while (ended < i && stage.grad_sync[ended].end_us <= ready[i]) ++ended;
+        out[s] = std::max(out[s], static_cast<int>(i - ended + 1));
+      }
+    }
+  }
+  return out;
 }
 
 // "weights 10.2, grads 4.1, optimizer 6.3, activations 38.0, buffers 3.1 -> allocated 61.7 /
@@ -253,7 +278,8 @@ std::string memoryVerdictText(const MemoryEstimate& memory) {
 nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const LinkUsage* links) {
   const SimulationSummary& s = sim.summary;
   const Strategy& st = sim.plan.strategy;
-  const MemoryEstimate memory = estimateMemory(sim.plan, memory_headroom);  // per device
+  const MemoryEstimate memory =
+      estimateMemory(sim.plan, memory_headroom, pendingReductions(sim));  // per device
   const UncertaintyBand band = uncertaintyBand(sim);
   nlohmann::json stages = nlohmann::json::array();
   for (const StageSummary& stage : s.stages) {
@@ -389,7 +415,7 @@ std::string summaryText(const Simulation& sim, double memory_headroom, const Lin
   out += fmt::format(
       "  provenance         measured {:.1f}%, derived {:.1f}%, estimated {:.1f}% of op time\n",
       100 * s.provenance_share[0], 100 * s.provenance_share[1], 100 * s.provenance_share[2]);
-  const MemoryEstimate memory = estimateMemory(p, memory_headroom);
+  const MemoryEstimate memory = estimateMemory(p, memory_headroom, pendingReductions(sim));
   out += fmt::format("  peak memory/GPU    {}\n", memoryVerdictText(memory));
   out += fmt::format("  memory ({}, stage {}) {}\n", frameworkName(st.framework), memory.peak_stage,
                      memoryBreakdownText(memory.stages.at(memory.peak_stage), memory));
