@@ -220,9 +220,15 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
       case FlowKind::kPp:
         send[o.pipeline][o.stage][o.index] = extra;
         break;
-      case FlowKind::kDp:  // the collective waits for its slowest class
-        sync[o.stage][o.index] = std::max(sync[o.stage][o.index], extra);
+      case FlowKind::kDp: {  // the collective waits for its slowest class
+        // A queued one (--grad-reduce-sync step) follows the one before it: only its own part,
+        // as the timing's queue carries the delay it inherited.
+        const double own =
+            after < 0 ? extra
+                      : std::max(0.0, extra - std::max(0.0, extraOf(static_cast<size_t>(after))));
+        sync[o.stage][o.index] = std::max(sync[o.stage][o.index], own);
         break;
+      }
       case FlowKind::kZero:
         gather[o.stage] = std::max(gather[o.stage], extra);
         break;

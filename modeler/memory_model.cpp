@@ -106,11 +106,11 @@ void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
 }
 
 MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
-  return estimateMemory(plan, headroom, std::vector<int>{});
+  return estimateMemory(plan, headroom, std::vector<int64_t>{});
 }
 
 MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom,
-                              const std::vector<int>& pending_reductions) {
+                              const std::vector<int64_t>& pending_reduction_bytes) {
   std::vector<ChunkMemoryInput> chunks;
   chunks.reserve(plan.stages.size());
   // The footprints the plan's op lists were built from, and without recomputation.
@@ -156,8 +156,8 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom,
   }
   std::vector<DeviceChunkSums> devices =
       deviceChunkSums(plan.strategy, plan.micro_batches, chunks);
-  for (size_t s = 0; s < pending_reductions.size() && s < devices.size(); ++s) {
-    devices[s].pending_reductions = pending_reductions[s];
+  for (size_t s = 0; s < pending_reduction_bytes.size() && s < devices.size(); ++s) {
+    devices[s].pending_reduction_bytes = pending_reduction_bytes[s];
   }
   return estimateMemory(plan.model, plan.strategy, plan.cluster.device.memoryBytes(), devices,
                         headroom, hostCapacity(plan.cluster), plan.cluster.device.memory);
