@@ -249,9 +249,10 @@ TEST(GradReduceSyncTest, PlanMovesTheReductionsToTheQueue) {
 // The pruned search's closed-form bound (closed_form_bound.cpp) under step keeps only its weaker
 // ZeRO-2 form, the DP stream's m reductions before the step: on TP 8 x DP 4 over four nodes
 // (llama3-8b at 256 tokens, m = 4, Zero2BoundTest's case, where one micro-batch's reductions
-// outlast its backward) the in-series form of --grad-reduce-sync backward, m (F + B + the
-// reductions), exceeds the queued simulation, so it must not apply; the weaker one stays at most
-// the simulated time and at least m reduce-scatters of the chunk's bucket bytes. The memory
+// outlast its backward; the in-series form of --grad-reduce-sync backward, m (F + B + the
+// reductions), does not hold for a queue in general, as the reductions leave the tasks) the
+// weaker one stays at most the simulated time and at least m reduce-scatters of the chunk's
+// bucket bytes, with and without a queue bound. The memory
 // check's peak is estimateMemory's without a timeline (nothing pending counted), below the peak
 // with pending buckets.
 TEST(GradReduceSyncTest, ClosedFormBoundStaysBelowTheQueuedSimulation) {
@@ -267,7 +268,6 @@ TEST(GradReduceSyncTest, ClosedFormBoundStaysBelowTheQueuedSimulation) {
       Strategy s = Strategy::of(8, 1, 4, 1, 16);
       s.zero_stage = 2;
       s.dp_overlap = overlap;
-      const double backward_bound = tier.evaluate(s).lower_bound_us;
       s.grad_reduce_sync = GradReduceSync::kStep;
       s.grad_reduce_queue = queue;
       ASSERT_FALSE(strategyViolation(model, cluster, s));
@@ -289,7 +289,6 @@ TEST(GradReduceSyncTest, ClosedFormBoundStaysBelowTheQueuedSimulation) {
       const MemoryEstimate with_pending = estimateMemory(plan, kDefaultMemoryHeadroom, {1 << 20});
       const Simulation sim = simulate(std::move(plan), std::move(event_costs));
       const ClosedFormResult closed = tier.evaluate(s);
-      EXPECT_GT(backward_bound, sim.summary.iteration_us);  // the strong form would not hold
       EXPECT_GE(closed.lower_bound_us, 4 * one_us * (1 - 1e-12));
       EXPECT_LE(closed.lower_bound_us, sim.summary.iteration_us * (1 + 1e-12));
       EXPECT_EQ(closed.peak_memory_bytes, no_timeline.peak_bytes);
