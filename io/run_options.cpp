@@ -148,6 +148,8 @@ std::string RunOptions::commandLine(const Strategy& s, CommandFor target) const 
   }
   if (s.overlap_param_gather) out += " --overlap-param-gather";
   if (s.grad_reduce_in_bf16) out += " --grad-reduce-in-bf16";
+  if (s.reducesAtStep()) out += " --grad-reduce-sync step";
+  if (s.grad_reduce_queue > 0) out += fmt::format(" --grad-reduce-queue {}", s.grad_reduce_queue);
   if (s.schedule == Schedule::kInterleaved)
     out += fmt::format(" --virtual-stages {}", s.virtual_stages);
   if (s.microbatch_group > 0) out += fmt::format(" --microbatch-group-size {}", s.microbatch_group);

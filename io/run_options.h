@@ -52,6 +52,8 @@ struct RunOptions {
   bool dp_overlap = false;
   bool overlap_param_gather = false;  // Megatron's --overlap-param-gather
   bool grad_reduce_in_bf16 = false;   // Megatron's --grad-reduce-in-bf16
+  std::string grad_reduce_sync = "backward";  // --grad-reduce-sync (Strategy::grad_reduce_sync)
+  int grad_reduce_queue = 0;                  // --grad-reduce-queue
   std::string moe_dispatcher_type = "alltoall";  // Megatron's --moe-token-dispatcher-type
   bool moe_enable_deepep = false;                // Megatron's --moe-enable-deepep
   bool moe_a2a_overlap = false;                  // Megatron's --overlap-moe-expert-parallel-comm

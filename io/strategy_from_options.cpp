@@ -223,6 +223,8 @@ Strategy RunOptions::strategyOf(const ModelConfig& model_config,
   s.dp_overlap = dp_overlap;
   s.overlap_param_gather = overlap_param_gather;
   s.grad_reduce_in_bf16 = grad_reduce_in_bf16;
+  s.grad_reduce_sync = parseGradReduceSync(grad_reduce_sync, "--grad-reduce-sync");
+  s.grad_reduce_queue = grad_reduce_queue;
   s.tp_comm_overlap = tp_comm_overlap;
   s.moe_dispatcher = parseMoeDispatcher(moe_dispatcher_type, moe_enable_deepep);
   s.moe_a2a_overlap = moe_a2a_overlap;
@@ -321,7 +323,7 @@ std::pair<Strategy, StrategySpace> RunOptions::unionSpace(int64_t gpus,
       account_for_loss || framework != "megatron" ||
       parseSchedule(schedule) == Schedule::kInterleaved ||
       parseOffload(offload) != Offload::kNone || tp_comm_overlap || overlap_param_gather ||
-      grad_reduce_in_bf16 ||
+      grad_reduce_in_bf16 || grad_reduce_sync != "backward" || grad_reduce_queue != 0 ||
       moe_enable_deepep || moe_dispatcher_type != "alltoall" || moe_a2a_overlap ||
       dp_bucket_mb > 0 || ddp_bucket_params > 0;
   if (techniques) {

@@ -138,6 +138,16 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
                "Megatron's: gradients accumulated and reduced over DP in bf16 (2 bytes a "
                "parameter) instead of the fp32 main gradients --bf16 implies; NeMo's and "
                "Megatron-Bridge's performance recipes set it (grad_reduce_in_fp32 = False)");
+  app.add_option("--grad-reduce-sync", grad_reduce_sync,
+                 "ZeRO-2's per-micro-batch reductions waited for at each backward's end "
+                 "(backward: DeepSpeed, FSDP2) or only before the optimizer step (step: queued on "
+                 "the DP stream beside later micro-batches, the Llama 3 paper's asynchronous "
+                 "reduction)")
+      ->capture_default_str();
+  app.add_option("--grad-reduce-queue", grad_reduce_queue,
+                 "with --grad-reduce-sync step: the most reductions pending before compute waits "
+                 "for the oldest (0: no bound)")
+      ->capture_default_str();
   app.add_option("--moe-token-dispatcher-type", moe_dispatcher_type,
                  "Megatron's MoE token dispatcher: alltoall (NCCL all-to-all of every routed "
                  "copy) | flex (with --moe-enable-deepep: DeepEP's RDMA + NVLink dispatch)")

@@ -141,8 +141,10 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   // collective's cost is concave in its bytes, as above). Only the device's work counts it
   // (a split backward reduces in its W tasks, which fill and drain do not wait for), and not
   // where tasks fuse (their ops interleave with a partner's).
+  // Under --grad-reduce-sync step they leave the task for the DP stream's queue (timing_engine.h):
+  // only the weaker form below (the DP stream's m reductions before the step) holds.
   const std::vector<double>* work_backward = backward;
-  if (G > 1 && zero == 2 && !fuses) {
+  if (G > 1 && zero == 2 && !fuses && !strategy.reducesAtStep()) {
     Facts::StageSums& reductions = facts.zero2_chunk_reductions;
     if (!reductions.ready) {
       reductions.ready = true;
@@ -186,7 +188,8 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   // bucket at a time (plan/zero2_buckets.h), and the step's ops wait for the last: a device's
   // iteration lasts at least m of its chunks' reductions plus its step. A chunk's buckets cost at
   // least one reduce-scatter of all its dense gradients (a collective's cost is concave in its
-  // bytes: one message of the sum costs no more than the parts), which syncUs gives.
+  // bytes: one message of the sum costs no more than the parts), which syncUs gives. This holds
+  // under --grad-reduce-sync step too: the queue is the same DP stream, and the step waits for it.
   if (G > 1 && zero == 2) {
     Facts::StageSums& syncs = facts.syncs[1];
     if (!stageSums(syncs, [&](int k) { return syncUs(EventKind::kReduceScatter, k); })) return 0;

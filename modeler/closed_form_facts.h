@@ -58,11 +58,12 @@ struct ClosedFormTier::Facts {
   // than its buckets' reductions in one micro-batch's backward, closed_form_bound.cpp); `complete`
   // false when uncosted.
   StageSums zero2_chunk_reductions;
-  // The memory estimate's peak by [ZeRO stage in effect, or 4 for ZeRO-2 with --dp-overlap]
+  // The memory estimate's peak by [ZeRO stage in effect, or 4 for ZeRO-2 with --dp-overlap, 5
+  // with --grad-reduce-sync step: its pending reductions]
   // [offload]: the same for both parameter-gather overlaps and, but under ZeRO-2 (one IPG buffer
   // or two: plan/zero2_buckets.h), both DP overlaps, so half the class's members take it from
   // here (estimateMemory was a fifth of the search's instructions).
-  std::array<std::array<std::optional<MemoryPeak>, 4>, 5> memory;
+  std::array<std::array<std::optional<MemoryPeak>, 4>, 6> memory;
 };
 
 // The layer times every workspace shares (closed_form_layer_times.cpp): a key is computed once,

@@ -166,6 +166,8 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
   key.zero_stage = 0;
   key.dp_overlap = false;
   key.overlap_param_gather = false;
+  key.grad_reduce_sync = GradReduceSync::kBackward;
+  key.grad_reduce_queue = 0;
   key.offload = Offload::kNone;
   Facts& f = workspace.facts;
   if (f.key && *f.key == key) return f;
@@ -256,8 +258,11 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy, Workspace& w
   const int offload = static_cast<int>(strategy.offload);
   EVSIM_CHECK(zero >= 0 && zero < 4 && offload >= 0 && offload < 4, "zero {}, offload {}", zero,
               offload);
-  // ZeRO-2's buffers depend on the overlap (plan/zero2_buckets.h), which the facts' key resets.
-  const int memory_slot = zero == 2 && strategy.dp_overlap ? 4 : zero;
+  // ZeRO-2's buffers depend on the overlap and on --grad-reduce-sync (plan/zero2_buckets.h,
+  // memory_components.h), which the facts' key resets.
+  const int memory_slot = zero == 2 && strategy.reducesAtStep() ? 5
+                          : zero == 2 && strategy.dp_overlap   ? 4
+                                                               : zero;
   std::optional<MemoryPeak>& mem =
       f.memory[static_cast<size_t>(memory_slot)][static_cast<size_t>(offload)];
   // A bound kept from an earlier member serves while it is at least the figure asked for.

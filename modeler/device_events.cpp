@@ -1,5 +1,7 @@
 #include "modeler/device_events.h"
 
+#include "plan/zero2_buckets.h"
+
 namespace evsim {
 
 void forEachDeviceEvent(const Simulation& sim, int64_t rank,
@@ -46,6 +48,14 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
     const int chunk = timeline.grad_sync_chunk[i];
     if (i > 0 && timeline.grad_sync_chunk[i - 1] != chunk) bucket = 0;
     const StagePlan& stage = plan.stages[chunk_stage[chunk]];
+    if (!timeline.grad_sync_bucket.empty()) {  // --grad-reduce-sync step: ZeRO-2's, queued
+      const GradBucket& b =
+          stage.micro_batch_buckets[static_cast<size_t>(timeline.grad_sync_bucket[i])];
+      visit(DeviceEvent{Stream::kDpComm, Phase::kGradSync,
+                        b.expert ? kZero2ExpertReduceName : kZero2ReduceName, b.event,
+                        kEmbeddingLayer, -1, sync.start_us, sync.duration(), chunk});
+      continue;
+    }
     const bool whole = stage.gradSyncEvent() >= 0;
     const bool expert_bucket = !whole && stage.dp_buckets[bucket].expert;
     const int event = whole ? stage.gradSyncEvent() : stage.dp_buckets[bucket++].event;

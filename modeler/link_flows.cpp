@@ -120,9 +120,9 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
 // without overlap start after every transfer of the device.
 bool mayShare(const IterationPlan& plan, const TimingInput& input, const LinkMap& map,
               const IterationTimeline& timeline) {
-  if (input.dp_overlap) {
+  if (input.dp_overlap || input.grad_reduce_at_step) {
     for (const StageCost& s : input.stages) {
-      if (!s.buckets.empty()) return true;
+      if (!s.buckets.empty() || !s.micro_batch_buckets.empty()) return true;
     }
   }
   std::vector<int> nodes;
@@ -220,9 +220,15 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
       case FlowKind::kPp:
         send[o.pipeline][o.stage][o.index] = extra;
         break;
-      case FlowKind::kDp:  // the collective waits for its slowest class
-        sync[o.stage][o.index] = std::max(sync[o.stage][o.index], extra);
+      case FlowKind::kDp: {  // the collective waits for its slowest class
+        // A queued one (--grad-reduce-sync step) follows the one before it: only its own part,
+        // as the timing's queue carries the delay it inherited.
+        const double own =
+            after < 0 ? extra
+                      : std::max(0.0, extra - std::max(0.0, extraOf(static_cast<size_t>(after))));
+        sync[o.stage][o.index] = std::max(sync[o.stage][o.index], own);
         break;
+      }
       case FlowKind::kZero:
         gather[o.stage] = std::max(gather[o.stage], extra);
         break;

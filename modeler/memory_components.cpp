@@ -1,6 +1,7 @@
 #include "modeler/memory_components.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "common/error.h"
 #include "plan/optimizer_step.h"
@@ -193,6 +194,30 @@ int64_t zero2StepGradientBytes(const ModelConfig& model, const Strategy& strateg
   // new, when the model is fp32), both alive at the cast.
   const double e = dtypeBytes(model.dtype);
   return rounded((e + (e == 4 ? 0 : 4)) * partition_parameters);
+}
+
+int64_t pendingReductionPeakBytes(const std::vector<HeldBytes>& activations,
+                                  const std::vector<HeldBytes>& pending) {
+  // (time, allocation after frees, activation delta, bucket delta)
+  std::vector<std::tuple<double, int, int64_t, int64_t>> events;
+  events.reserve(2 * (activations.size() + pending.size()));
+  for (const HeldBytes& a : activations) {
+    events.emplace_back(a.start_us, 1, a.bytes, 0);
+    events.emplace_back(a.end_us, 0, -a.bytes, 0);
+  }
+  for (const HeldBytes& p : pending) {
+    events.emplace_back(p.start_us, 1, 0, p.bytes);
+    events.emplace_back(p.end_us, 0, 0, -p.bytes);
+  }
+  std::sort(events.begin(), events.end());
+  int64_t held = 0, buckets = 0, best = 0, best_held = 0;
+  for (const auto& [t, allocation, d_held, d_buckets] : events) {
+    held += d_held;
+    buckets += d_buckets;
+    best = std::max(best, held + buckets);
+    best_held = std::max(best_held, held);
+  }
+  return best - best_held;
 }
 
 int64_t megatronGradientCopyBytes(const Strategy& strategy, bool bf16_main_grad,

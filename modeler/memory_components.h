@@ -80,6 +80,8 @@
 //     buffers, torch.empty(reduce_bucket_size) in the model dtype, one, two with overlap_comm
 //     (--dp-overlap): (1 or 2) x bucket x e, the bucket --dp-bucket-mb's bytes or DeepSpeed's
 //     default 5e8 elements.
+//     Under --grad-reduce-sync step one, beside the pending reductions' own buckets
+//     (pendingReductionPeakBytes).
 // Transients, each at its own moment of the step (the stage peak adds the largest):
 //   recompute: the block whose activations are rebuilt for its backward, what it saves without
 //     recomputation less what it kept;
@@ -278,6 +280,24 @@ int64_t zero2LaterBackwardPartitionBytes(const ModelConfig& model, const Strateg
                                          int64_t micro_batches);
 int64_t zero2StepGradientBytes(const ModelConfig& model, const Strategy& strategy, int zero,
                                double partition_parameters);
+// --grad-reduce-sync step (ZeRO-2, modeler/timing_engine.h): a bucket's reduction queued on the
+// DP stream holds the bucket's unsharded gradients, in the reduction's wire dtype (its event's
+// message bytes), from its issue until it ends; DeepSpeed's one IPG buffer
+// (dataParallelBufferBytes) is the bucket being filled. What they add to the stage's peak comes
+// from the timeline, walked as the Llama 3 what-if does (scripts/zero2_async_whatif.py): each
+// micro-batch chunk's saved activations held from its forward's end to its backward's end, each
+// reduction's bucket from its issue to its end, frees before allocations at one instant; the
+// pending buckets add max over time of (activations + buckets) less the activations' own peak
+// (the backlog that builds in the cool-down meets few held activations). The queue bound K
+// bounds the buckets pending at any time. Without a timeline (the search's memory check) 0: a
+// lower bound of simulate's.
+struct HeldBytes {
+  double start_us = 0;
+  double end_us = 0;
+  int64_t bytes = 0;
+};
+int64_t pendingReductionPeakBytes(const std::vector<HeldBytes>& activations,
+                                  const std::vector<HeldBytes>& pending);
 // torch.distributed.pipelining's merge of the last stage's outputs (framework fsdp with PP): the
 // schedule's step() ends, after every backward, with `return self._merge_outputs(stage.
 // output_chunks)` on the stage holding the last chunk, merge_chunks' default spec concatenating

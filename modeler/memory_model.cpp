@@ -62,7 +62,8 @@ int64_t blockActivationBytes(const ModelConfig& model, const TransformerBlock& b
 
 int64_t StageMemory::bufferBytes() const {
   int64_t out = comm_transient_bytes;
-  for (int64_t b : {dp_buffer_bytes, pp_buffer_bytes, fp8_bytes, workspace_bytes}) {
+  for (int64_t b :
+       {dp_buffer_bytes, pending_reduction_bytes, pp_buffer_bytes, fp8_bytes, workspace_bytes}) {
     out = saturatingAdd(out, b);
   }
   return out;
@@ -105,6 +106,11 @@ void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
 }
 
 MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
+  return estimateMemory(plan, headroom, std::vector<int64_t>{});
+}
+
+MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom,
+                              const std::vector<int64_t>& pending_reduction_bytes) {
   std::vector<ChunkMemoryInput> chunks;
   chunks.reserve(plan.stages.size());
   // The footprints the plan's op lists were built from, and without recomputation.
@@ -148,9 +154,13 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
                   plan.strategy.recompute_every > 1 ? &recomputed : nullptr);
     chunks.push_back(chunk);
   }
-  return estimateMemory(plan.model, plan.strategy, plan.micro_batches,
-                        plan.cluster.device.memoryBytes(), chunks, headroom,
-                        hostCapacity(plan.cluster), plan.cluster.device.memory);
+  std::vector<DeviceChunkSums> devices =
+      deviceChunkSums(plan.strategy, plan.micro_batches, chunks);
+  for (size_t s = 0; s < pending_reduction_bytes.size() && s < devices.size(); ++s) {
+    devices[s].pending_reduction_bytes = pending_reduction_bytes[s];
+  }
+  return estimateMemory(plan.model, plan.strategy, plan.cluster.device.memoryBytes(), devices,
+                        headroom, hostCapacity(plan.cluster), plan.cluster.device.memory);
 }
 
 std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t micro_batches,

@@ -151,6 +151,9 @@ struct StageMemory {
   int64_t comm_transient_bytes = 0;        // max(SP/CP buffers, MoE dispatch)
   // Buffers through the step.
   int64_t dp_buffer_bytes = 0, pp_buffer_bytes = 0, fp8_bytes = 0, workspace_bytes = 0;
+  // --grad-reduce-sync step (ZeRO-2): what the queued reductions' buckets add above the held
+  // activations' peak (pendingReductionPeakBytes); the step waits for them all, so not at the step.
+  int64_t pending_reduction_bytes = 0;
   // The optimizer step, after the last backward (memory_components.h): foreach AdamW's temporary
   // (0 but for FSDP with --optimizer-impl foreach) and what is allocated then (model states, that
   // temporary, what the pipelining runtime keeps to the next step, the workspace). The fields
@@ -216,6 +219,10 @@ struct MemoryEstimate {
 
 // Per-stage peak memory of `plan`. `headroom` in [0, 1): the share of device memory set aside.
 MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom = kDefaultMemoryHeadroom);
+// The same with, per device stage, what its timeline's pending ZeRO-2 reductions add to the peak
+// (--grad-reduce-sync step; DeviceChunkSums::pending_reduction_bytes).
+MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom,
+                              const std::vector<int64_t>& pending_reduction_bytes);
 
 // What the memory model needs of one model chunk (virtual stage), so that a search can check
 // memory before (or instead of) building the plan.
@@ -288,6 +295,9 @@ struct DeviceChunkSums {
   // come before any backward, with none of them.
   bool has_accumulation = false;
   AccumulatedGradientPeak accumulation;
+  // --grad-reduce-sync step: what the device's pending reductions add to its peak, from a
+  // timeline (simulate; pendingReductionPeakBytes); 0 where none is known (a lower bound).
+  int64_t pending_reduction_bytes = 0;
 };
 std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t micro_batches,
                                              const std::vector<ChunkMemoryInput>& chunks);

@@ -23,8 +23,8 @@ constexpr size_t kReadBufferBytes = size_t{32} * 1024;  // per cursor
 
 // The record encoder below writes every field: adding one to Strategy or CandidateResult changes
 // these sizes and must add it to encode()/decode() too (ranked_rows_test round-trips every field).
-static_assert(sizeof(Strategy) == 144, "a Strategy field was added: encode and decode it");
-static_assert(sizeof(CandidateResult) == 304,
+static_assert(sizeof(Strategy) == 152, "a Strategy field was added: encode and decode it");
+static_assert(sizeof(CandidateResult) == 312,
               "a CandidateResult field was added: encode and decode it");
 
 class Encoder {
@@ -90,6 +90,7 @@ void encode(const CandidateResult& r, size_t index, Encoder& out) {
   out.put(s.cp_comm), out.put(s.cp_a2a);
   out.put(s.swiglu_recompute_product), out.put(s.grad_reduce_in_bf16);
   out.put(s.optimizer_impl), out.put(s.fsdp_wrap);
+  out.put(s.grad_reduce_sync), out.put(s.grad_reduce_queue);
   out.put(r.status);
   out.putString(r.violation);
   out.put(r.rank), out.put(r.micro_batches), out.put(r.peak_memory_bytes);
@@ -122,6 +123,7 @@ void decode(Decoder& in, CandidateResult& r, size_t& index) {
   s.cp_comm = in.get<CpComm>(), s.cp_a2a = in.get<int>();
   s.swiglu_recompute_product = in.get<bool>(), s.grad_reduce_in_bf16 = in.get<bool>();
   s.optimizer_impl = in.get<OptimizerImpl>(), s.fsdp_wrap = in.get<FsdpWrap>();
+  s.grad_reduce_sync = in.get<GradReduceSync>(), s.grad_reduce_queue = in.get<int>();
   r.status = in.get<CandidateStatus>();
   r.violation = in.getString();
   r.rank = in.get<int>(), r.micro_batches = in.get<int64_t>();

@@ -132,6 +132,8 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
   input.microbatch_group = p.strategy.microbatch_group;
   input.align_param_gather = p.strategy.framework != Framework::kFsdp;
   input.dp_overlap = p.strategy.dp_overlap;
+  input.grad_reduce_at_step = p.strategy.reducesAtStep();
+  input.grad_reduce_queue = p.strategy.grad_reduce_queue;
   input.fuse_moe_a2a = p.strategy.moe_a2a_overlap;
   const bool split = pipelineSchedule(input.schedule).splitsBackward();
   const bool fuses = fusesTasks(p.strategy);
@@ -179,13 +181,18 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
           ParamGatherCost{offsets.forward_start_us[static_cast<size_t>(b.needed_before_op)],
                           c[b.event].time_us, slowdownBeside(p.cluster.device, p.events[b.event])});
     }
-    for (const GradBucket& b : stage.dp_buckets) {
-      // Complete after its op in the chunk's last gradient task (task_graph.h: bucketIssueOp).
+    // DDP's buckets, complete after their op in the chunk's last gradient task; ZeRO-2's under
+    // --grad-reduce-sync step after theirs in every gradient task (task_graph.h: bucketIssueOp).
+    auto bucketCost = [&](const GradBucket& b) {
       const int op = bucketIssueOp(stage.backward, b.ready_after_op, split);
       const double ready =
           op < 0 ? 0 : offsets.backward_start_us[op] + c[stage.backward[op].event].time_us;
-      cost.buckets.push_back(BucketCost{ready, c[b.event].time_us,
-                                        slowdownBeside(p.cluster.device, p.events[b.event])});
+      return BucketCost{ready, c[b.event].time_us,
+                        slowdownBeside(p.cluster.device, p.events[b.event])};
+    };
+    for (const GradBucket& b : stage.dp_buckets) cost.buckets.push_back(bucketCost(b));
+    for (const GradBucket& b : stage.micro_batch_buckets) {
+      cost.micro_batch_buckets.push_back(bucketCost(b));
     }
     input.stages.push_back(std::move(cost));
   }

@@ -171,9 +171,13 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   for (const Interval& sync : timeline.grad_sync) {
     d.dp_comm_us += sync.duration();
     // Overlapped buckets only cost the device the part after its own compute has finished.
-    double hidden_until = sim.input.dp_overlap ? timeline.pipeline_end_us : sync.start_us;
+    // So do ZeRO-2's reductions queued until the step (--grad-reduce-sync step), whose waits
+    // for a queue bound are exposed.
+    const bool beside = sim.input.dp_overlap || sim.input.grad_reduce_at_step;
+    double hidden_until = beside ? timeline.pipeline_end_us : sync.start_us;
     d.exposed_dp_comm_us += std::max(0.0, sync.end_us - std::max(sync.start_us, hidden_until));
   }
+  d.exposed_dp_comm_us += timeline.grad_reduce_wait_us;
   double busy = d.compute_us + d.exposed_tp_comm_us + d.pp_comm_us + d.exposed_dp_comm_us +
                 d.ep_comm_us + d.exposed_cp_comm_us + d.exposed_offload_us;
   d.idle_us = std::max(0.0, sim.timeline.iteration_us - busy);

@@ -157,6 +157,10 @@ StageMemory stageMemory(const ModelConfig& model, const Strategy& strategy, cons
              : t.pp_buffer;
   mem.fp8_bytes = fp8WeightBytes(model, strategy, facts);
   mem.workspace_bytes = t.workspace;
+  // --grad-reduce-sync step: the queued reductions' buckets above the activations' peak, as a
+  // timeline walked them (0 without one).
+  mem.pending_reduction_bytes =
+      t.zero == 2 && strategy.reducesAtStep() ? sums.pending_reduction_bytes : 0;
   const int64_t dynamic = saturatingAdd(mem.activationPeakBytes(), mem.bufferBytes());
   mem.allocated_bytes = saturatingAdd(mem.model_state_bytes, dynamic);
   // The optimizer step (memory_components.h): the states, foreach's temporary of the largest

@@ -145,21 +145,37 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
       size_t interval = 0;
       double gather_bytes = 0;
       const Event* gather_event = nullptr;
+      // `after`: the flow it follows (-1: its own, f.after); returns its index.
+      auto sync = [&](const Event& event, double bytes, int after = -1) {
+        const Interval& when = stage.grad_sync[interval];
+        const double stretch =
+            input.grad_sync_stretch_us.empty() ? 0 : input.grad_sync_stretch_us[s][interval];
+        const SharedFlow f =
+            collectiveFlow(topology, d, event.placement, bytes, when.start_us,
+                           when.duration() - stretch, tree_rule.keepsRail(d, event));
+        const int index = push(f, f.start_us, after >= 0 ? after : f.after,
+                               {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)},
+                               -1, nullptr);
+        ++interval;
+        return index;
+      };
+      // --grad-reduce-sync step: ZeRO-2's reductions, queued in issue order (the only DP
+      // collectives before the step under ZeRO-2), each following the one before on the DP stream
+      // (SharedFlow::after): sharing that delays one delays the queue behind it, and the queue
+      // never runs two at once.
+      int queued_before = -1;
+      for (size_t i = 0; i < stage.grad_sync_bucket.size(); ++i) {
+        const StagePlan& sp = plan.stages[layout.virtualStage(s, stage.grad_sync_chunk[i])];
+        const Event& event =
+            plan.events[sp.micro_batch_buckets[static_cast<size_t>(stage.grad_sync_bucket[i])]
+                            .event]
+                .event;
+        queued_before = sync(event, linkBytes(event), queued_before);
+      }
       for (int c = v - 1; c >= 0; --c) {
         const int vs = layout.virtualStage(s, c);
         const StagePlan& sp = plan.stages[vs];
         const StageCost& cost = input.stages[vs];
-        auto sync = [&](const Event& event, double bytes) {
-          const Interval& when = stage.grad_sync[interval];
-          const double stretch =
-              input.grad_sync_stretch_us.empty() ? 0 : input.grad_sync_stretch_us[s][interval];
-          const SharedFlow f =
-              collectiveFlow(topology, d, event.placement, bytes, when.start_us,
-                             when.duration() - stretch, tree_rule.keepsRail(d, event));
-          push(f, f.start_us, f.after,
-               {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)}, -1, nullptr);
-          ++interval;
-        };
         if (input.dp_overlap && !cost.buckets.empty()) {
           for (const GradBucket& b : sp.dp_buckets) {
             const Event& event = plan.events[b.event].event;

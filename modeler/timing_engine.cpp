@@ -51,6 +51,14 @@ struct DeviceBuckets {
   double stream_free_us = 0;
 };
 
+// --grad-reduce-sync step: one device's queue of ZeRO-2 reductions on its DP stream as one
+// pipeline class issues them (timing_engine.h).
+struct ReductionQueue {
+  std::vector<SlowInterval> in_flight;  // issued and slowing compute (factor > 1), maybe over
+  std::vector<double> end_us;           // every reduction issued, in order
+  double stream_free_us = 0;
+};
+
 // What link sharing added to device stage s's grad_sync interval `i` (TimingInput).
 double syncStretch(const TimingInput& input, int s, size_t i) {
   return input.grad_sync_stretch_us.empty() ? 0 : input.grad_sync_stretch_us[s][i];
@@ -170,7 +178,12 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
   std::vector<int> waiting(P, -1);
   // Nothing beside a lone task's run: no DP buckets slowing it, no deferred parameter gathers, no
   // stretch from shared links inside it.
-  const bool lone_plain = buckets.empty() && !param_gathers && task_stretch.empty();
+  // --grad-reduce-sync step: each device's reductions as this class queues them.
+  const bool at_step = input.grad_reduce_at_step;
+  std::vector<ReductionQueue> queues(at_step ? P : 0);
+  const Phase gradient_phase = graph.split_backward ? Phase::kWeightGrad : Phase::kBackward;
+  const size_t queue_bound = static_cast<size_t>(std::max(0, input.grad_reduce_queue));
+  const bool lone_plain = buckets.empty() && !param_gathers && task_stretch.empty() && !at_step;
   const bool jittered = input.jitter.sigma > 0;
   std::vector<double> busy(P, 0.0);  // each device's busy_in_pipeline_us, summed in its order
   // Each device's slowdown, looked up once rather than at each resume.
@@ -305,6 +318,38 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
           overlap_slowdown_us += end - run.end_us;
           run.end_us = end;
         }
+        if (at_step) {
+          ReductionQueue& q = queues[s];
+          StageTimeline& stage = out.stages[s];
+          std::erase_if(q.in_flight,
+                        [&](const SlowInterval& b) { return b.end_us <= run.start_us; });
+          for (size_t at = first; at < first + members; ++at) {
+            const TaskNode& node = graph.nodes[order[at]];
+            if (node.task.phase != gradient_phase) continue;
+            const std::vector<BucketCost>& reductions =
+                input.stages[node.virtual_stage].micro_batch_buckets;
+            for (size_t i = 0; i < reductions.size(); ++i) {
+              const BucketCost& b = reductions[i];
+              // Ready when the task has done its offset's work, slowed by what is in flight.
+              const double ready =
+                  slowedEndUs(run.start_us, b.ready_offset_us * slow, q.in_flight);
+              const double start = std::max(q.stream_free_us, ready);
+              q.stream_free_us = start + b.allreduce_us + syncStretch(input, s, q.end_us.size());
+              q.end_us.push_back(q.stream_free_us);
+              if (b.compute_slowdown > 1) {
+                q.in_flight.push_back({start, q.stream_free_us, b.compute_slowdown});
+              }
+              stage.reduction_ready_us.push_back(ready);
+              stage.grad_sync_chunk.push_back(node.task.chunk);
+              stage.grad_sync_bucket.push_back(static_cast<int>(i));
+            }
+          }
+          if (!q.in_flight.empty()) {
+            const double end = slowedEndUs(run.start_us, run.duration(), q.in_flight);
+            overlap_slowdown_us += end - run.end_us;
+            run.end_us = end;
+          }
+        }
         if (!task_stretch.empty()) run.end_us += task_stretch[s][first];
         double free_us = run.end_us;
         for (size_t at = first; at < first + members; ++at) {
@@ -325,6 +370,15 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
           if (members == 1) busy[s] += t.send.duration();
         }
         busy[s] += run.duration();
+        // A queue bound: past K reductions pending, the compute stream waits for the oldest.
+        if (queue_bound > 0 && queues[s].end_us.size() > queue_bound) {
+          const std::vector<double>& ends = queues[s].end_us;
+          const double oldest = ends[ends.size() - queue_bound - 1];
+          if (oldest > free_us) {
+            out.stages[s].grad_reduce_wait_us += oldest - free_us;
+            free_us = oldest;
+          }
+        }
         device_free[s] = free_us;
         next[s] += members;
         remaining -= members;
@@ -419,6 +473,29 @@ IterationTimeline computeTimeline(const TimingInput& input, TaskGraph graph) {
     double stream_free = 0;
     double optimizer_us = 0;
     double param_allgather_us = 0;
+    std::vector<int> sync_bucket;
+    if (input.grad_reduce_at_step) {
+      // The reductions in issue order (the same in every class: one graph, one order), each
+      // ready in every replica at the latest class's ready time.
+      const StageTimeline& first = out.pipelines.front().stages[s];
+      for (size_t i = 0; i < first.reduction_ready_us.size(); ++i) {
+        double ready = 0;
+        for (const PipelineTimeline& p : out.pipelines) {
+          ready = std::max(ready, p.stages[s].reduction_ready_us[i]);
+        }
+        const int c = first.grad_sync_chunk[i];
+        const StageCost& cost = input.stages[static_cast<size_t>(pipeline.virtualStage(s, c))];
+        Interval r{std::max(stream_free, ready), 0};
+        r.end_us = r.start_us +
+                   cost.micro_batch_buckets[static_cast<size_t>(first.grad_sync_bucket[i])]
+                       .allreduce_us +
+                   syncStretch(input, s, sync.size());
+        stream_free = r.end_us;
+        sync.push_back(r);
+        sync_chunk.push_back(c);
+        sync_bucket.push_back(first.grad_sync_bucket[i]);
+      }
+    }
     for (int c = v - 1; c >= 0; --c) {
       const StageCost& cost = input.stages[static_cast<size_t>(pipeline.virtualStage(s, c))];
       optimizer_us += cost.optimizer_us;
@@ -463,6 +540,7 @@ IterationTimeline computeTimeline(const TimingInput& input, TaskGraph graph) {
       StageTimeline& stage = out.pipelines[k].stages[s];
       stage.grad_sync = sync;
       stage.grad_sync_chunk = sync_chunk;
+      stage.grad_sync_bucket = sync_bucket;
       stage.optimizer.start_us = std::max(stage.pipeline_end_us, stream_free);
       stage.optimizer.end_us =
           stage.optimizer.start_us + optimizer_us * slowdown(input.pipelines[k], s);

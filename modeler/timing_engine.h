@@ -47,6 +47,22 @@
 // exposed DP communication (StageTimeline::param_gather_wait_us), the slowdown overlap slowdown.
 // Each pipeline class times its own gathers.
 //
+// ZeRO-2 with --grad-reduce-sync step (Strategy::grad_reduce_sync; the Llama 3 paper's
+// "asynchronously reducing gradients"): each chunk's bucket reductions (StageCost::
+// micro_batch_buckets) leave the backward task and are issued on the device's DP stream by every
+// micro-batch's gradient task (its B, or its W when the backward is split), each when the task
+// reaches its ready offset (slowed by the reductions in flight, as above), one after another
+// in issue order: start = max(stream free, ready), end = start + its time. Nothing waits for them
+// but the optimizer step (it starts at max(pipeline end, the stream's last end)), so they run
+// beside later micro-batches' forwards and backwards (and slow them by their factor, as buckets
+// do, and share links with their sends through link sharing). With a queue bound K
+// (TimingInput::grad_reduce_queue > 0) a device whose task leaves more than K reductions pending
+// when it ends (with its send) waits for the oldest until K remain: the next task starts no
+// earlier than the end of reduction n-K-1 of the n issued (StageTimeline::grad_reduce_wait_us).
+// Each class queues its own; the DP collectives then wait for the slowest replica (below): the
+// device's grad_sync intervals are its reductions in issue order, each starting at
+// max(stream free, its latest ready over the classes).
+//
 // Link sharing (modeler/link_flows.h) re-runs this timing with what shared links added to each
 // send, DP collective and task (its collectives across nodes) (TimingInput's stretch fields): a
 // send, collective or task ends that much later and everything after it follows. The overlap
@@ -101,6 +117,9 @@ struct StageCost {
   double backward_us = 0;           // B: the whole backward, or its input-gradient part when split
   double grad_allreduce_us = 0;     // without overlap (0 when D == 1)
   std::vector<BucketCost> buckets;  // with overlap
+  // --grad-reduce-sync step (ZeRO-2): the chunk's bucket reductions, issued by every micro-batch's
+  // gradient task (ready offsets from that task's start), in issue order.
+  std::vector<BucketCost> micro_batch_buckets;
   double optimizer_us = 0;
   // ZeRO 1/2: the parameter all-gather after the optimizer step (0: none). grad_allreduce_us and
   // the buckets then hold reduce-scatters.
@@ -151,6 +170,10 @@ struct TimingInput {
   std::vector<StageCost> stages;        // per virtual stage, K = P*v
   std::vector<PipelineCost> pipelines;  // at least one
   bool dp_overlap = false;
+  // --grad-reduce-sync step: the stages' micro_batch_buckets queue on the DP stream (above);
+  // grad_reduce_queue > 0 bounds the reductions pending when a task ends (0: no bound).
+  bool grad_reduce_at_step = false;
+  int grad_reduce_queue = 0;
   TaskJitter jitter;
   // Link sharing (modeler/link_flows.h): what transfers sharing its links added to each transfer,
   // which ends that much later (each empty: none). Sends: per pipeline class, per device stage, per
@@ -187,6 +210,12 @@ struct StageTimeline {
   // Per chunk (v-1 first) one all-reduce / reduce-scatter or one per bucket (empty when D == 1).
   std::vector<Interval> grad_sync;
   std::vector<int> grad_sync_chunk;  // the chunk of each grad_sync interval
+  // --grad-reduce-sync step: per grad_sync interval its bucket in the chunk's
+  // micro_batch_buckets (empty otherwise); per reduction, in issue order, when this class had it
+  // ready; and what waiting for the queue bound added to the device's tasks.
+  std::vector<int> grad_sync_bucket;
+  std::vector<double> reduction_ready_us;
+  double grad_reduce_wait_us = 0;
   Interval optimizer;                // all chunks' optimizer steps, v-1 first
   Interval param_allgather;          // ZeRO 1/2: all chunks' parameter all-gathers, v-1 first
   // --overlap-param-gather instead: each chunk's buckets (chunks in the order of their first

@@ -167,6 +167,7 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
     StagePlan stage = core.stages[k];
     for (OpInstance& op : stage.forward) op.event = remap[op.event];
     for (OpInstance& op : stage.backward) op.event = remap[op.event];
+    for (GradBucket& b : stage.micro_batch_buckets) b.event = remap[b.event];
 
     const int64_t synced_apart = strategy.expertsSyncApart() ? stage.expert_parameters : 0;
     // Under ZeRO each DP rank steps only its shard (the last shard may be smaller; we take the
@@ -231,6 +232,14 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
           if (it->name == kZero2ReduceName) {
             gather_bucket(it->layer, table[it->event].event.message_bytes);
           }
+        }
+        // Under --grad-reduce-sync step the same reductions, out of the list: each after its op.
+        for (auto it = stage.micro_batch_buckets.rbegin(); it != stage.micro_batch_buckets.rend();
+             ++it) {
+          if (it->expert) continue;
+          gather_bucket(it->ready_after_op < 0 ? kEmbeddingLayer
+                                               : stage.backward[it->ready_after_op].layer,
+                        it->bytes);
         }
       } else if (zero > 0 && strategy.overlap_param_gather) {
         // DDP's grad buckets, in forward order.

@@ -84,6 +84,11 @@ struct StagePlan {
   int expert_grad_sync = -1;
   int expert_allgather = -1;
   std::vector<GradBucket> dp_buckets;  // with dp_overlap and D > 1, in backward order
+  // ZeRO-2 under --grad-reduce-sync step (plan/zero2_buckets.h: deferZero2Reductions): the
+  // bucket reductions taken out of `backward`, each issued on the DP stream after its op of every
+  // micro-batch's gradient task (bucketIssueOp, task_graph.h) and waited for only before the
+  // optimizer step; in backward order, a bucket's dense reduction before its experts'.
+  std::vector<GradBucket> micro_batch_buckets;
   // With overlap_param_gather (ZeRO 1/2 and DP overlap): dp_allgather and expert_allgather are -1
   // and these buckets (the dense ones as dp_buckets, the experts' one more) gather instead; FSDP
   // under PP: one per unit (ParamGatherBucket).

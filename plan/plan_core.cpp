@@ -89,6 +89,10 @@ PlanCache::CoreKey planCoreKey(const Strategy& strategy) {
   const int zero = effectiveZero(strategy);
   key.zero_stage = zero >= 2 ? zero : 0;
   key.dp_overlap = zero == 2 && strategy.dp_overlap;
+  // Under kStep ZeRO-2's reductions leave the backward's op list (plan/zero2_buckets.h); the
+  // queue bound is the timing's only.
+  if (zero != 2) key.grad_reduce_sync = GradReduceSync::kBackward;
+  key.grad_reduce_queue = 0;
   key.overlap_param_gather = false;
   if (zero != 2) key.dp_bucket_bytes = Strategy{}.dp_bucket_bytes;
   key.global_batch = 0;
@@ -399,12 +403,19 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     std::map<int, int64_t> dense_params = layer_params;
     for (const auto& [layer, experts] : layer_experts) dense_params[layer] -= experts;
     if (offloadsActivations(strategy.offload)) addActivationOffload(stage, dtype, table);
-    if (zero2 && strategy.dp_overlap) overlapZero2Reductions(stage.backward);
+    if (zero2 && strategy.dp_overlap && !strategy.reducesAtStep()) {
+      overlapZero2Reductions(stage.backward);
+    }
     // ZeRO-3 / FSDP prefetch: each layer's gathers beside the layer before, its scatters beside
     // the layer after (sharded_prefetch.h).
     if (per_micro_batch) {
       prefetchShardedTransfers(stage.forward, table);
       prefetchShardedTransfers(stage.backward, table);
+    }
+    // --grad-reduce-sync step: the reductions leave the backward for the DP stream's queue, after
+    // every list edit above (their ops are indexed in the final list).
+    if (zero2 && strategy.reducesAtStep()) {
+      stage.micro_batch_buckets = deferZero2Reductions(stage.backward, table);
     }
     if (k + 1 < K) {
       stage.activation_bytes_out = stageOutputBytes(model, shape, end_layer);
@@ -449,6 +460,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
   for (const StagePlan& stage : core->stages) {
     for (const OpInstance& op : stage.forward) ++core->op_uses[op.event];
     for (const OpInstance& op : stage.backward) ++core->op_uses[op.event];
+    for (const GradBucket& b : stage.micro_batch_buckets) ++core->op_uses[b.event];
   }
   for (const PipelineClass& pipeline : core->pipelines) {
     const int64_t replicas = static_cast<int64_t>(pipeline.replicas.size());

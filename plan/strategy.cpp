@@ -190,6 +190,10 @@ std::string Strategy::techniques(TechniqueStyle style) const {
   if (overlap_param_gather) out += brief ? " pg" : " param-gather-overlap";
   if (tp_comm_overlap) out += brief ? " tpo" : " tp-comm-overlap";
   if (grad_reduce_in_bf16) out += brief ? " gbf16" : " grad-reduce-bf16";
+  if (reducesAtStep()) {
+    out += brief ? " gas" : " grad-reduce-at-step";
+    if (grad_reduce_queue > 0) out += fmt::format("(q{})", grad_reduce_queue);
+  }
   if (cp > 1) out += fmt::format(" cp{}", cp);
   if (cp > 1 && cp_comm == CpComm::kA2aP2p) {
     out += fmt::format("(a2a{}+p2p)", cp_a2a);
@@ -264,6 +268,16 @@ void parseStrategyText(std::string_view text, Strategy& strategy, std::string_vi
   strategy.tp = values[0];
   strategy.pp = values[1];
   strategy.dp = values[2];
+}
+
+std::string_view gradReduceSyncName(GradReduceSync sync) {
+  return sync == GradReduceSync::kStep ? "step" : "backward";
+}
+
+GradReduceSync parseGradReduceSync(std::string_view text, std::string_view flag) {
+  if (text == "backward") return GradReduceSync::kBackward;
+  if (text == "step") return GradReduceSync::kStep;
+  EVSIM_THROW(InputError, "{} '{}': must be backward or step", flag, text);
 }
 
 std::string_view moeDispatcherName(MoeDispatcher dispatcher) {

@@ -129,6 +129,16 @@ inline constexpr int64_t kMaxStrategyGpus = int64_t{1} << 24;
 // each token's k routed copies over the EP group) or flex with --moe-enable-deepep (DeepEP's
 // normal kernels: each token once per node over RDMA, then over NVLink to its experts' GPUs;
 // ops/moe_dispatch.h).
+// When ZeRO-2's per-micro-batch gradient reductions (plan/zero2_buckets.h) are waited for:
+// kBackward at the end of each backward that issued them (DeepSpeed's epilogue, FSDP2's and
+// Megatron-FSDP's post-backward wait); kStep only before the optimizer step (the Llama 3 paper's
+// "asynchronously reducing gradients": each bucket queued on the DP stream as it closes, the
+// compute stream going on with later micro-batches; modeler/timing_engine.h).
+enum class GradReduceSync : uint8_t { kBackward, kStep };
+std::string_view gradReduceSyncName(GradReduceSync sync);
+// "backward" | "step"; throws InputError naming `flag` otherwise.
+GradReduceSync parseGradReduceSync(std::string_view text, std::string_view flag);
+
 enum class MoeDispatcher { kAllToAll, kDeepEp };
 std::string_view moeDispatcherName(MoeDispatcher dispatcher);  // "alltoall", "deepep"
 
@@ -215,6 +225,12 @@ struct Strategy {
   // FSDP2's grouping of the embedding, final norm and output (FsdpWrap); FSDP only
   // (frameworkFlagViolation). One byte, beside the one above.
   FsdpWrap fsdp_wrap = FsdpWrap::kSeparate;
+  // --grad-reduce-sync (GradReduceSync; ZeRO-2 only, strategyViolation) and, under kStep,
+  // --grad-reduce-queue K: the most reductions pending on a device before its compute stream
+  // waits for the oldest (0: no bound).
+  GradReduceSync grad_reduce_sync = GradReduceSync::kBackward;
+  int grad_reduce_queue = 0;
+  bool reducesAtStep() const { return grad_reduce_sync == GradReduceSync::kStep; }
 
   // The plain M/P/D strategy with batch sizes and a schedule, every technique off.
   static Strategy of(int tp, int pp, int dp, int64_t micro_batch, int64_t global_batch,

@@ -104,6 +104,8 @@ enum class StrategyRule : uint8_t {
   kBf16ReduceFramework,
   kParamGatherNeedsDistributedOptimizer,
   kParamGatherNeedsGradOverlap,
+  kGradReduceSyncNeedsZero2,
+  kGradReduceQueue,
   // MoE communication.
   kDeepEpNeedsEp,
   kDeepEpExpertTp,

@@ -111,6 +111,10 @@ void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
         plain.zero_stage = zero;
         plain.tp_comm_overlap = strategy.tp_comm_overlap && sp;
         plain.overlap_param_gather = false;
+        // --grad-reduce-sync step (and its queue bound): ZeRO-2's reductions only.
+        const bool at_step = strategy.reducesAtStep() && zero == 2 && !fsdp;
+        plain.grad_reduce_sync = at_step ? GradReduceSync::kStep : GradReduceSync::kBackward;
+        plain.grad_reduce_queue = at_step ? strategy.grad_reduce_queue : 0;
         // One candidate for the variants, handed over by reference (no copy of the strategy
         // per variant).
         Candidate c;
@@ -131,6 +135,8 @@ void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
             c.strategy.overlap_param_gather = strategy.overlap_param_gather && overlap &&
                                               (zero == 1 || zero == 2) && !fsdp;
             c.strategy.offload = offload;
+            c.strategy.grad_reduce_sync = plain.grad_reduce_sync;
+            c.strategy.grad_reduce_queue = plain.grad_reduce_queue;
             if (!shared_violation) {
               c.violation = checkStrategy(model, cluster, c.strategy);
               if (!c.violation && !space.allow_cross_node_tp) {

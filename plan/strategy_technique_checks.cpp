@@ -218,6 +218,20 @@ std::optional<typename Report::Value> overlapCheck(const ModelConfig& model,
                   "reduce_dtype (fp32, as torchtitan sets it)",
                   label);
   }
+  // ZeRO-0/1 with --dp-overlap already reduce once, at the last backward, and wait only before
+  // the step; without it they reduce after the pipeline: kStep changes ZeRO-2's reductions only.
+  if (s.reducesAtStep() && (s.zero_stage != 2 || s.gradGroupSize() < 2)) {
+    return report(StrategyRule::kGradReduceSyncNeedsZero2,
+                  "{} --grad-reduce-sync step: needs --zero 2 over D x C >= 2 (ZeRO-0/1 reduce "
+                  "once a step; --dp-overlap already waits for their buckets only at the step)",
+                  label);
+  }
+  if (s.grad_reduce_queue < 0 || (s.grad_reduce_queue > 0 && !s.reducesAtStep())) {
+    return report(StrategyRule::kGradReduceQueue,
+                  "{} --grad-reduce-queue {}: must be >= 0, and above 0 only with "
+                  "--grad-reduce-sync step",
+                  label, s.grad_reduce_queue);
+  }
   if (s.overlap_param_gather) {
     if (s.framework != Framework::kMegatron || s.zero_stage < 1 || s.zero_stage > 2) {
       return report(StrategyRule::kParamGatherNeedsDistributedOptimizer,

@@ -14,7 +14,9 @@ int64_t zero2BucketElements(const Strategy& strategy, int64_t wire_bytes) {
 }
 
 int64_t zero2BufferBytes(const Strategy& strategy, int64_t wire_bytes, int64_t elem_bytes) {
-  return (strategy.dp_overlap ? 2 : 1) * zero2BucketElements(strategy, wire_bytes) * elem_bytes;
+  // Under --grad-reduce-sync step the queued reductions hold their own buckets (memory_components.h).
+  const int buffers = strategy.dp_overlap && !strategy.reducesAtStep() ? 2 : 1;
+  return buffers * zero2BucketElements(strategy, wire_bytes) * elem_bytes;
 }
 
 std::vector<Zero2Arrival> zero2Arrivals(const OpList& backward, const EventTable& table,
@@ -104,6 +106,23 @@ std::vector<Zero2Bucket> zero2Buckets(const std::vector<Zero2Arrival>& arrivals,
     pending.after_op = last_op;
     out.push_back(pending);
   }
+  return out;
+}
+
+std::vector<GradBucket> deferZero2Reductions(OpList& backward, const EventTable& table) {
+  std::vector<GradBucket> out;
+  OpList kept;
+  kept.reserve(backward.size());
+  for (const OpInstance& op : backward) {
+    const bool dense = op.name == kZero2ReduceName;
+    if (op.stream != Stream::kDpComm || (!dense && op.name != kZero2ExpertReduceName)) {
+      kept.push_back(op);
+      continue;
+    }
+    out.push_back(GradBucket{op.event, static_cast<int>(kept.size()) - 1,
+                             table[op.event].event.message_bytes, !dense});
+  }
+  backward = std::move(kept);
   return out;
 }
 

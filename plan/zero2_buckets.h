@@ -40,6 +40,7 @@
 
 #include "events/event_table.h"
 #include "ops/op_list.h"
+#include "plan/iteration_plan.h"
 #include "plan/strategy.h"
 
 namespace evsim {
@@ -53,7 +54,8 @@ inline constexpr int64_t kDeepSpeedReduceBucketElements = 500'000'000;
 int64_t zero2BucketElements(const Strategy& strategy, int64_t wire_bytes);
 
 // The IPG buffers' bytes: one bucket of `elem_bytes` elements (the model dtype, DeepSpeed's
-// torch.empty(reduce_bucket_size)), two with overlap_comm (--dp-overlap).
+// torch.empty(reduce_bucket_size)), two with overlap_comm (--dp-overlap).; one under --grad-reduce-sync
+// step, whose queued reductions hold their own (modeler/memory_components.h).
 int64_t zero2BufferBytes(const Strategy& strategy, int64_t wire_bytes, int64_t elem_bytes);
 
 // One gradient as DeepSpeed's hook receives it: after op `after_op` of the chunk's backward list,
@@ -94,5 +96,12 @@ inline constexpr std::string_view kZero2ExpertReduceName = "zero2_expert_grad_re
 // last bucket stays exposed (the epilogue waits for it). Ops already running beside others are
 // untouched.
 void overlapZero2Reductions(OpList& backward);
+
+// --grad-reduce-sync step: the ZeRO-2 reductions of `backward` (ops named as above) removed from
+// it and returned as buckets (GradBucket: its event, the op of the remaining list it follows, -1
+// when none, its bytes from `table`, whether the experts'), in list order. The timing engine
+// queues them on the DP stream as each micro-batch's gradient task reaches that op, and only the
+// optimizer step (or a queue bound) waits for them (modeler/timing_engine.h).
+std::vector<GradBucket> deferZero2Reductions(OpList& backward, const EventTable& table);
 
 }  // namespace evsim

@@ -137,6 +137,12 @@ IterationPlan loadPlan(const Flags& f, const MpiWorld& world) {
                   "parameter gather in its executors); simulate it with eventsim",
                   strategy.tp_comm_overlap ? "--tp-comm-overlap" : "--overlap-param-gather");
     }
+    // Its programs walk each task's op list: ZeRO-2's queued reductions are not in it.
+    if (strategy.reducesAtStep()) {
+      EVSIM_THROW(InputError,
+                  "--grad-reduce-sync step: eventrun does not run the queued ZeRO-2 reductions "
+                  "(its programs issue a task's ops only); simulate it with eventsim");
+    }
     f.run.checkTpPlacement(model, cluster, strategy);
     plan = buildIterationPlan(model, cluster, strategy);
     if (plan.strategy.gpus() != world.size) {

@@ -10,7 +10,9 @@
 # not a multiple of the stages, balanced first and last stages): eventsim has neither, so both of
 # its nearest schedules are shown. Data parallelism as the paper describes it (section 3.3.2): FSDP
 # sharding the optimizer state and the gradients, parameters not resharded after the forward
-# (ZeRO-2 in Megatron's terms: `--zero 2`).
+# (ZeRO-2 in Megatron's terms: `--zero 2`), outermost "because it can tolerate longer network
+# latency by asynchronously prefetching sharded model weights and reducing gradients": each
+# micro-batch's reductions queued and waited for only at the step (`--grad-reduce-sync step`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eventsim=${EVENTSIM:-build/eventsim}
@@ -21,7 +23,7 @@ run() {  # run GPUS REPORTED_TFLOPS REPORTED_MFU SCHEDULE_FLAGS...
   shift 3
   "$eventsim" simulate --model llama3.1-405b --cluster dgx-h100 --tp 8 --pp 16 --gpus "$gpus" \
     --micro-batch 1 --global-batch 2048 --sequence-parallel --zero 2 \
-    --overlap-grad-reduce --fallback analytic "$@" --json |
+    --overlap-grad-reduce --grad-reduce-sync step --fallback analytic "$@" --json |
     python3 -c "
 import json, sys
 d = json.load(sys.stdin)

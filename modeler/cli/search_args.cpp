@@ -144,6 +144,7 @@ std::string searchedSpaceText(const SearchArgs& args) {
   if (args.tp_comm_overlap) searched += "; TP comm overlap where SP";
   if (args.overlap_param_gather) searched += "; param-gather overlap where ZeRO 1/2 + DP overlap";
   if (args.grad_reduce_in_bf16) searched += "; gradients reduced in bf16";
+  if (args.grad_reduce_sync == "step") searched += "; ZeRO-2 reductions waited at the step";
 
   std::vector<std::string> left;
   auto leftOut = [&](std::string_view label, const std::string& given,
@@ -222,6 +223,10 @@ std::string spaceCommandLine(const SearchArgs& args) {
   if (args.tp_comm_overlap) out += " --tp-comm-overlap";
   if (args.overlap_param_gather) out += " --overlap-param-gather";
   if (args.grad_reduce_in_bf16) out += " --grad-reduce-in-bf16";
+  if (args.grad_reduce_sync != "backward") {
+    out += fmt::format(" --grad-reduce-sync {}", args.grad_reduce_sync);
+  }
+  if (args.grad_reduce_queue > 0) out += fmt::format(" --grad-reduce-queue {}", args.grad_reduce_queue);
   if (args.allow_cross_node_tp) out += " --allow-cross-node-tp";
   return out;
 }

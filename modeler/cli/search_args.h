@@ -43,6 +43,10 @@ struct SearchArgs {
   bool tp_comm_overlap = false;
   bool overlap_param_gather = false;
   bool grad_reduce_in_bf16 = false;  // Megatron's --grad-reduce-in-bf16, on every candidate
+  // --grad-reduce-sync / --grad-reduce-queue (Strategy::grad_reduce_sync): on every ZeRO-2
+  // candidate.
+  std::string grad_reduce_sync = "backward";
+  int grad_reduce_queue = 0;
   std::string offloads = "none";
   std::string context_parallel;        // empty: defaultContextParallel(model)
   // --cp-comm-type (and a2a+p2p's a2a size A): fixed for every candidate with C > 1, not searched

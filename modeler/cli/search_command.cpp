@@ -82,6 +82,15 @@ void run(SearchArgs args) {
   }
   options.base.overlap_param_gather = args.overlap_param_gather;
   options.base.grad_reduce_in_bf16 = args.grad_reduce_in_bf16;
+  options.base.grad_reduce_sync = parseGradReduceSync(args.grad_reduce_sync, "--grad-reduce-sync");
+  if (args.grad_reduce_queue < 0 ||
+      (args.grad_reduce_queue > 0 && !options.base.reducesAtStep())) {
+    EVSIM_THROW(InputError,
+                "--grad-reduce-queue {}: must be >= 0, and above 0 only with --grad-reduce-sync "
+                "step",
+                args.grad_reduce_queue);
+  }
+  options.base.grad_reduce_queue = args.grad_reduce_queue;
   if (args.grad_reduce_in_bf16 && options.base.framework != Framework::kMegatron) {
     EVSIM_THROW(InputError,
                 "--grad-reduce-in-bf16 with --framework {}: Megatron's option; FSDP reduces "
@@ -214,6 +223,14 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
   cmd->add_flag("--grad-reduce-in-bf16", args->grad_reduce_in_bf16,
                 "Megatron's: DP gradients held and reduced in bf16 on every candidate (not "
                 "searched: --bf16 reduces in fp32 by default)");
+  cmd->add_option("--grad-reduce-sync", args->grad_reduce_sync,
+                  "backward | step: ZeRO-2's per-micro-batch reductions waited for at each "
+                  "backward's end or only before the optimizer step, on every ZeRO-2 candidate")
+      ->capture_default_str();
+  cmd->add_option("--grad-reduce-queue", args->grad_reduce_queue,
+                  "with --grad-reduce-sync step: the most reductions pending before compute waits "
+                  "for the oldest (0: no bound)")
+      ->capture_default_str();
   cmd->add_option("--offload", args->offloads,
                   "offload to host memory to try: none,optimizer,activations,both (needs the "
                   "cluster's node host_link and host_memory)")

@@ -48,6 +48,7 @@ CandidateResult fullRow() {
   s.microbatch_group = 6, s.recompute_every = 3, s.swiglu_recompute_product = true;
   s.cp_comm = CpComm::kA2aP2p, s.cp_a2a = 7;
   s.grad_reduce_in_bf16 = true, s.optimizer_impl = OptimizerImpl::kForeach;
+  s.grad_reduce_sync = GradReduceSync::kStep, s.grad_reduce_queue = 9;
   r.status = CandidateStatus::kOk;
   r.violation = "quoted \"text\",\nover lines";
   r.micro_batches = 17, r.peak_memory_bytes = int64_t{1} << 40, r.peak_memory_stage = 19;
