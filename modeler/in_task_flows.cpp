@@ -2,6 +2,7 @@
 #include "modeler/in_task_flows.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "events/collective.h"
@@ -25,6 +26,31 @@ bool hasInTaskTransfers(const InTaskOps& ops) {
 
 }  // namespace
 
+std::optional<FlowKind> inTaskFlowKind(const IterationPlan& plan,
+                                       const std::vector<EventCost>& costs, const OpInstance& op) {
+  FlowKind kind;
+  switch (op.stream) {
+    case Stream::kTpComm:
+      kind = FlowKind::kTp;
+      break;
+    case Stream::kCpComm:
+      kind = FlowKind::kCp;
+      break;
+    case Stream::kEpComm:
+      kind = FlowKind::kEp;
+      break;
+    case Stream::kDpComm:
+      kind = FlowKind::kZero3;
+      break;
+    default:
+      return std::nullopt;
+  }
+  const Event& event = plan.events[op.event].event;
+  if (!isCommunication(event.kind) || !event.placement.interNode()) return std::nullopt;
+  if (costs[op.event].time_us <= 0) return std::nullopt;
+  return kind;
+}
+
 InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& costs,
                     const std::vector<StageOpOffsets>& offsets, bool split) {
   InTaskOps out;
@@ -46,27 +72,9 @@ InTaskOps inTaskOps(const IterationPlan& plan, const std::vector<EventCost>& cos
           pipelined_us[at] = 0;
         }
       }
-      FlowKind kind;
-      switch (op.stream) {
-        case Stream::kTpComm:
-          kind = FlowKind::kTp;
-          break;
-        case Stream::kCpComm:
-          kind = FlowKind::kCp;
-          break;
-        case Stream::kEpComm:
-          kind = FlowKind::kEp;
-          break;
-        case Stream::kDpComm:
-          kind = FlowKind::kZero3;
-          break;
-        default:
-          return;
-      }
-      const Event& event = plan.events[op.event].event;
-      if (!isCommunication(event.kind) || !event.placement.interNode()) return;
-      if (costs[op.event].time_us <= 0) return;
-      out[vs][phaseIndex(phase)].push_back({offset_us, op.event, kind, stream_offset_us, index});
+      const std::optional<FlowKind> kind = inTaskFlowKind(plan, costs, op);
+      if (!kind) return;
+      out[vs][phaseIndex(phase)].push_back({offset_us, op.event, *kind, stream_offset_us, index});
     };
     for (size_t i = 0; i < stage.forward.size(); ++i) {
       add(stage.forward[i], static_cast<int>(i), offsets[vs].forward_start_us[i], Phase::kForward);

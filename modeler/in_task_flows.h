@@ -4,6 +4,7 @@
 // link_flows.cpp places them on the timeline, one chain per task.
 
 #include <array>
+#include <optional>
 #include <vector>
 
 #include "modeler/cost_source.h"
@@ -25,6 +26,11 @@ struct InTaskOp {
 using InTaskOps = std::vector<std::array<std::vector<InTaskOp>, 3>>;  // per virtual stage, phase
 
 int phaseIndex(Phase phase);  // forward 0, B 1, W 2
+
+// The kind of `op`'s flow when it is a collective across nodes with a positive time on a
+// collective's stream (what inTaskOps lists), else nullopt.
+std::optional<FlowKind> inTaskFlowKind(const IterationPlan& plan,
+                                       const std::vector<EventCost>& costs, const OpInstance& op);
 
 // Per virtual stage and phase, its collectives across nodes with a positive time, at their
 // standalone offsets in the task (`split`: the schedule splits B and W). Empty when there are

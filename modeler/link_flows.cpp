@@ -142,26 +142,31 @@ size_t kindSlot(FlowKind kind) {  // TaskLinkStretch's order: tp, cp, ep, zero3
 // timeline itself (issue 34: its per-task records, 56 bytes a task, were 9.4 MB of a 405B
 // search's peak beside ~10^6 flows): each device's task and DP-collective counts, and the run of
 // each task whose in-task collectives a lone task's retiming needs (its node is its position in
-// the device's order, TaskGraph::device_order).
+// the device's order, TaskGraph::device_order). Taken before the flows are listed, which free the
+// timeline's records as they go (shareLinksOverTime).
 struct UnsharedTimeline {
   std::vector<std::vector<size_t>> tasks;  // per class, device stage: its task count
   std::vector<size_t> syncs;               // per device stage: its grad_sync intervals
-  // Per class, device stage and position: the task's run duration, for classes with a lone
+  // Per class, device stage and position: the task's run duration, where some task has a lone
   // task's in-task flow (else empty).
   std::vector<std::vector<std::vector<double>>> run_us;
 
-  UnsharedTimeline(const IterationTimeline& timeline, const TimelineFlows& flows) {
+  UnsharedTimeline(const IterationTimeline& timeline, const InTaskOps& in_task) {
     const size_t classes = timeline.pipelines.size();
     tasks.resize(classes);
     run_us.resize(classes);
-    std::vector<char> lone(classes, 0);
-    for (const TimelineFlows::Origin& o : flows.shape_origins) {
-      if (o.op >= 0) lone[static_cast<size_t>(o.pipeline)] = 1;
-    }
+    // A lone task (not fused) with collectives across nodes: the same in every class (one graph,
+    // one plan's ops), as walkTimelineFlows lists them.
+    const TaskGraph& graph = timeline.graph;
+    const bool lone =
+        !in_task.empty() &&
+        std::any_of(graph.nodes.begin(), graph.nodes.end(), [&](const TaskNode& n) {
+          return n.fused_size == 1 && !in_task[n.virtual_stage][phaseIndex(n.task.phase)].empty();
+        });
     for (size_t k = 0; k < classes; ++k) {
       for (const StageTimeline& stage : timeline.pipelines[k].stages) {
         tasks[k].push_back(stage.tasks.size());
-        if (!lone[k]) continue;
+        if (!lone) continue;
         std::vector<double>& runs = run_us[k].emplace_back();
         runs.reserve(stage.tasks.size());
         for (const TaskTiming& t : stage.tasks) runs.push_back(t.run.duration());
@@ -431,15 +436,21 @@ const char* flowKindName(FlowKind kind) {
   }
 }
 
-TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
-                            const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
-                            const IterationTimeline& timeline, const LinkMap& map) {
-  const InTaskOps in_task = inTaskOps(plan, costs, offsets, timeline.graph.split_backward);
+namespace {
+
+// timelineFlows with `in_task` (inTaskOps') given; `stage_done` as walkTimelineFlows'.
+template <typename StageDone>
+TimelineFlows listFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                        const InTaskOps& in_task, const TimingInput& input,
+                        const IterationTimeline& timeline, const LinkMap& map,
+                        StageDone stage_done) {
   TimelineFlows out;
-  size_t transfers = 0;
+  // Exactly the flows to come (and at most a run of one index per flow outside tasks): no
+  // growth by doubling, whose copies sat beside the list at its largest.
+  size_t transfers = 0, outside_tasks = 0;
   for (const PipelineTimeline& p : timeline.pipelines) {
     for (const StageTimeline& stage : p.stages) {
-      transfers += stage.tasks.size() + stage.grad_sync.size() + 1;
+      outside_tasks += stage.tasks.size() + stage.grad_sync.size() + 1;
       if (in_task.empty()) continue;
       for (const TaskTiming& t : stage.tasks) {
         const TaskNode& node = timeline.graph.nodes[t.node];
@@ -447,21 +458,48 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
       }
     }
   }
-  out.list.reserve(transfers);
-  flow_walk::walkTimelineFlows(plan, costs, in_task, input, timeline, map, &out,
-                    [&](const SharedFlow& f, double start_us, int after,
-                        const TimelineFlows::Origin& o, int, int* slot) {
-                      if (slot != nullptr && *slot >= 0) {
-                        return out.add(start_us, *slot, after, o.index);
-                      }
-                      SharedFlow g = f;
-                      g.start_us = start_us;
-                      g.after = after;
-                      const int i = out.add(g, o);
-                      if (slot != nullptr) *slot = out.list.shapeOf(static_cast<size_t>(i));
-                      return i;
-                    });
+  out.list.reserve(transfers + outside_tasks);
+  out.index_runs.reserve(outside_tasks);
+  flow_walk::walkTimelineFlows(
+      plan, costs, in_task, input, timeline, map, &out,
+      [&](const SharedFlow& f, double start_us, int after, const TimelineFlows::Origin& o, int,
+          int* slot) {
+        if (slot != nullptr && *slot >= 0) {
+          return out.add(start_us, *slot, after, o.index);
+        }
+        SharedFlow g = f;
+        g.start_us = start_us;
+        g.after = after;
+        const int i = out.add(g, o);
+        if (slot != nullptr) *slot = out.list.shapeOf(static_cast<size_t>(i));
+        return i;
+      },
+      /*with_tasks=*/true, stage_done);
   return out;
+}
+
+}  // namespace
+
+TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
+                            const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
+                            const IterationTimeline& timeline, const LinkMap& map) {
+  const InTaskOps in_task = inTaskOps(plan, costs, offsets, timeline.graph.split_backward);
+  return listFlows(plan, costs, in_task, input, timeline, map, flow_walk::NoStageDone{});
+}
+
+size_t sharingFlowCount(const IterationPlan& plan, const std::vector<EventCost>& costs) {
+  if (!plan.cluster.topology.link_sharing) return 0;
+  const size_t phases = pipelineSchedule(plan.strategy.schedule).splitsBackward() ? 3 : 2;
+  const size_t m = static_cast<size_t>(plan.micro_batches);
+  size_t per_class = 0;
+  for (const StagePlan& stage : plan.stages) {
+    size_t in_task = 0;
+    for (const std::vector<OpInstance>* ops : {&stage.forward, &stage.backward}) {
+      for (const OpInstance& op : *ops) in_task += inTaskFlowKind(plan, costs, op).has_value();
+    }
+    per_class += m * (phases + in_task) + std::max<size_t>(1, stage.dp_buckets.size()) + 1;
+  }
+  return per_class * plan.pipelines.size();
 }
 
 int TimelineFlows::add(const SharedFlow& f, const Origin& origin) {
@@ -528,12 +566,18 @@ bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>&
   TaskGraph graph;
   bool changed = false;
   {
-    const TimelineFlows flows = timelineFlows(plan, costs, offsets, input, timeline, map);
-    // The unshared timeline's records freed while the links are shared (what applyStretch reads
-    // of them kept), and the shared one timed after the flows are freed: each side by side with
-    // the flows was a search's peak (issue 34). Where sharing changed nothing the unshared timing
-    // is taken again, the same timeline (the same input, graph and jitter seeds).
-    const UnsharedTimeline unshared(timeline, flows);
+    // The unshared timeline's records freed as its flows are listed (what applyStretch reads of
+    // them kept), and the shared one timed after the flows are freed: each side by side with the
+    // flows was a search's peak (issue 34). Where sharing changed nothing the unshared timing is
+    // taken again, the same timeline (the same input, graph and jitter seeds).
+    const InTaskOps in_task = inTaskOps(plan, costs, offsets, timeline.graph.split_backward);
+    const UnsharedTimeline unshared(timeline, in_task);
+    const TimelineFlows flows =
+        listFlows(plan, costs, in_task, input, timeline, map, [&](size_t k, int s) {
+          // (Assigning {} would keep the capacity: the memory goes with a swap.)
+          std::vector<TaskTiming>().swap(
+              timeline.pipelines[k].stages[static_cast<size_t>(s)].tasks);
+        });
     graph = std::move(timeline.graph);
     timeline = IterationTimeline{};
     const SharingResult shared = shareLinks(flows.list, map.capacities());

@@ -151,6 +151,13 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
                             const std::vector<StageOpOffsets>& offsets, const TimingInput& input,
                             const IterationTimeline& timeline, const LinkMap& map);
 
+// How many flows timelineFlows lists for `plan`, from the plan alone (before any timing): a
+// search's memory estimate of its sharing pass. Per pipeline class, every task's send (an upper
+// count: a send inside one device is none), every virtual stage's DP collectives (one per bucket,
+// or one) and ZeRO gather, and every task's collectives across nodes (inTaskFlowKind). 0 when
+// the cluster's link sharing is off.
+size_t sharingFlowCount(const IterationPlan& plan, const std::vector<EventCost>& costs);
+
 // linkUsage's common case without the flow list: when no collective runs inside a task (else
 // false, nothing set), each flow of timelineFlows as the segment it loads alone on each resource
 // it uses ([start, start + duration) at demand x copies; a flow with no use, bytes or time loads

@@ -13,6 +13,8 @@
 #include "common/error.h"
 #include "common/units.h"
 #include "modeler/equivalent_plans.h"
+#include "modeler/link_flows.h"
+#include "modeler/parallel_within_budget.h"
 #include "modeler/pruned_search_state.h"
 #include "modeler/simulation.h"
 #include "plan/iteration_plan.h"
@@ -29,6 +31,7 @@ bool PrunedSearch::endPass() {
   // whose peak is the search's: a further pass computes them again.
   for (Share& share : shares_) share.workspace.release();
   tier_.releaseShared();
+  cache_.releasePartitions();  // no thread is in the enumeration now
   // So do the schedules' orders, states and graphs the pass kept per shape (shape_cache.h).
   releaseShapeCaches();
   while (simulateRound()) {
@@ -108,6 +111,7 @@ Simulated PrunedSearch::simulateOne(const Pending& candidate, double limit_us,
   if (!out.missing.empty()) return out;
   EVSIM_CHECK(plan.micro_batches == candidate.closed.micro_batches, "{} micro-batches, {} closed",
               plan.micro_batches, candidate.closed.micro_batches);
+  if (unshared_only) out.sharing_flows = sharingFlowCount(plan, event_costs);
   double unshared_us = 0;
   const std::optional<Simulation> sim =
       simulateWithin(std::move(plan), std::move(event_costs),
@@ -124,6 +128,36 @@ Simulated PrunedSearch::simulateOne(const Pending& candidate, double limit_us,
   setTiming(timing, sim->summary);
   out.ranked = rankedRow(candidate, timing);
   return out;
+}
+
+namespace {
+
+// The tasks a simulation of `candidate` times: micro-batches x virtual stages x phases.
+double tasksOf(const Pending& candidate) {
+  const Strategy& s = candidate.strategy;
+  const int phases = pipelineSchedule(s.schedule).splitsBackward() ? 3 : 2;
+  return static_cast<double>(candidate.closed.micro_batches) * s.pp *
+         std::max(1, s.virtual_stages) * phases;
+}
+
+}  // namespace
+
+// A simulation's memory at its largest, estimated for the round's budget: its task graph and
+// timeline (~120 bytes a task: TaskGraph's node and edges, the timing engine's record), and for a
+// sharing pass (`full`) its flows beside them (~15 bytes a flow: FlowList's start and shape, link
+// sharing's per-flow slot) with what it keeps per task while they share (~16 bytes).
+size_t PrunedSearch::simulationBytes(const Pending& candidate, bool full) {
+  const double tasks = tasksOf(candidate);
+  double bytes = 120 * tasks;
+  if (full) bytes += 16 * tasks + 15 * static_cast<double>(candidate.sharing_flows);
+  return static_cast<size_t>(bytes);
+}
+
+// A simulation's time, in units of about a timed task (~0.7 us): its timing, and for a sharing
+// pass its flows (~1-1.5 us each) and the timing again.
+double PrunedSearch::workOf(const Pending& candidate, bool full) {
+  const double tasks = tasksOf(candidate);
+  return full ? 2 * tasks + 2 * static_cast<double>(candidate.sharing_flows) : tasks;
 }
 
 // The OOM candidate as the closed-form tier saw it (for the "what would make it fit" advice).
@@ -192,7 +226,8 @@ bool PrunedSearch::simulateRound() {
     } else if (auto before = unshared_memo_.find(key);
                !from_unshared && before != unshared_memo_.end()) {
       // Its first pass is known: it waits (or is pruned) by that time, as its own would.
-      candidate.bound_us = before->second;
+      candidate.bound_us = before->second.us;
+      candidate.sharing_flows = before->second.sharing_flows;
       if (candidate.bound_us > bound_limit) {
         ++report_.pruned_by_bound;
       } else {
@@ -216,16 +251,18 @@ bool PrunedSearch::simulateRound() {
     keys.push_back(std::move(key));
     done.push_back(std::move(known));
   }
-  // Longest first (micro-batches x stages x chunks, the tasks to time), so that the threads
-  // end together; each result goes to its candidate's slot, so the order changes no result.
+  // Longest first (by workOf), so that the threads end together, each within the memory budget
+  // beside the others (parallel_within_budget.h); each result goes to its candidate's slot, so
+  // the order changes no result.
   std::vector<size_t> longest_first = to_simulate;
-  auto tasks = [&](size_t j) {
-    const Strategy& s = round[j].strategy;
-    return round[j].closed.micro_batches * s.pp * std::max(1, s.virtual_stages);
-  };
+  std::vector<double> work(round.size(), 0);
+  for (size_t j : to_simulate) work[j] = workOf(round[j], full[j]);
   std::stable_sort(longest_first.begin(), longest_first.end(),
-                   [&](size_t a, size_t b) { return tasks(a) > tasks(b); });
-  parallelFor(longest_first.size(), options_.threads, [&](size_t i) {
+                   [&](size_t a, size_t b) { return work[a] > work[b]; });
+  std::vector<size_t> weights;
+  weights.reserve(longest_first.size());
+  for (size_t j : longest_first) weights.push_back(simulationBytes(round[j], full[j]));
+  parallelForWithinBudget(weights, kSimulationBudgetBytes, options_.threads, [&](size_t i) {
     const size_t j = longest_first[i];
     done[j] = simulateOne(round[j], bound_limit, /*unshared_only=*/!full[j]);
     // Its shape's orders, states and graph would sit beside the next simulations (a graph of
@@ -244,13 +281,14 @@ bool PrunedSearch::simulateRound() {
     }
     if (d.ranked) memo_.emplace(keys[j], d.ranked->result);
     if (d.slower) slower_.insert(keys[j]);
-    if (d.unshared_us) unshared_memo_.emplace(keys[j], *d.unshared_us);
+    if (d.unshared_us) unshared_memo_.emplace(keys[j], Unshared{*d.unshared_us, d.sharing_flows});
   }
   for (size_t j = 0; j < round.size(); ++j) {
     if (first[j] == j) continue;
     const Simulated& leader = done[first[j]];
     done[j].slower = leader.slower;
     done[j].unshared_us = leader.unshared_us;
+    done[j].sharing_flows = leader.sharing_flows;
     if (leader.ranked) done[j].ranked = rankedRow(round[j], leader.ranked->result);
   }
   for (size_t j = 0; j < round.size(); ++j) {
@@ -259,6 +297,7 @@ bool PrunedSearch::simulateRound() {
     if (d.slower) ++report_.pruned_by_bound;
     if (d.unshared_us) {  // waits for its sharing pass
       round[j].bound_us = *d.unshared_us;
+      round[j].sharing_flows = d.sharing_flows;
       unshared_pool_.insert(std::move(round[j]));
       continue;
     }

@@ -33,6 +33,13 @@ constexpr size_t kRoundSize = 16;
 constexpr size_t kClosedFormBlock = 256;
 // Sums in a different order differ by rounding: prune only clearly above the threshold.
 constexpr double kBoundSlack = 1e-9;
+// The simulations of a round run side by side only while their estimated memory fits this budget
+// (parallel_within_budget.h; simulationBytes): two link-sharing passes of Llama 3.1 405B's
+// largest candidates on 1,024 GPUs (~10^6 flows, 131,072 tasks, ~33 MB estimated each) ran at
+// once and took a two-thread search to 94 MB where one thread peaked at 58 (issue 34 item 2).
+// With it, the other thread simulates the round's smaller candidates meanwhile. Which thread
+// ran what never changes a result.
+constexpr size_t kSimulationBudgetBytes = size_t{48} << 20;
 
 struct Ranked {
   double iteration_us = 0;
@@ -52,6 +59,9 @@ struct Pending {
   size_t index = 0;
   Strategy strategy;
   ClosedFormResult closed;
+  // Waiting for its sharing pass (unshared_pool_): the flows that pass lists (sharingFlowCount,
+  // from its first pass), for its memory estimate.
+  size_t sharing_flows = 0;
 };
 // A candidate's place in the pool's order: (bound, enumeration index), unique per candidate.
 struct PoolKey {
@@ -73,8 +83,15 @@ struct Simulated {
   std::vector<Event> missing;
   bool slower = false;  // its timeline before link sharing ended after the threshold: pruned
   // A first pass (no link sharing): its timeline's iteration time before sharing, a lower bound
-  // on its simulated time.
+  // on its simulated time, and the flows its sharing pass would list (sharingFlowCount).
   std::optional<double> unshared_us;
+  size_t sharing_flows = 0;
+};
+
+// A first pass's results kept per timing key, for the other candidates of the key.
+struct Unshared {
+  double us = 0;
+  size_t sharing_flows = 0;
 };
 
 // The timing fields of a simulated candidate (setTiming), kept per timing key (plan_core.h): a
@@ -157,6 +174,10 @@ class PrunedSearch {
   // `unshared_only`: the timeline before link sharing alone (Simulated::unshared_us).
   Simulated simulateOne(const Pending& candidate, double limit_us, bool unshared_only) const;
   static CandidateResult oomRow(const Strategy& strategy, const ClosedFormResult& closed);
+  // A simulation's estimated peak memory (its weight against kSimulationBudgetBytes) and time;
+  // `full`: its sharing pass (candidate.sharing_flows set), else its first pass.
+  static size_t simulationBytes(const Pending& candidate, bool full);
+  static double workOf(const Pending& candidate, bool full);
   bool simulateRound();
 
   const ModelConfig& model_;
@@ -185,7 +206,7 @@ class PrunedSearch {
   std::unordered_set<Strategy, TimingKeyHash> slower_;
   // Timing keys' iteration times before link sharing (a first pass), for the other candidates of
   // the key.
-  std::unordered_map<Strategy, double, TimingKeyHash> unshared_memo_;
+  std::unordered_map<Strategy, Unshared, TimingKeyHash> unshared_memo_;
   EventTable missing_;
   SearchReport report_;
   // The first pass's invalid candidates, merged over the workers.

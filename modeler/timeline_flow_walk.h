@@ -81,11 +81,16 @@ inline void sendFlows(const IterationPlan& plan, const PipelineCost& cost, int k
 // The in-task collectives (`in_task` not empty) need the list itself (`list`: a fused task's flows
 // are appended to it). `with_tasks` false: only the DP collectives and the ZeRO gather (the link
 // report's totals read the sends from the timeline themselves; no in-task collectives then).
-template <typename Push>
+// `stage_done(k, s)` is called once the walk is done with device stage s of class k: it reads
+// nothing of that stage's timeline again (the graph it reads throughout).
+struct NoStageDone {
+  void operator()(size_t, int) const {}
+};
+template <typename Push, typename StageDone = NoStageDone>
 void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& costs,
                        const InTaskOps& in_task, const TimingInput& input,
                        const IterationTimeline& timeline, const LinkMap& map, TimelineFlows* list,
-                       Push push, bool with_tasks = true) {
+                       Push push, bool with_tasks = true, StageDone stage_done = {}) {
   EVSIM_CHECK(with_tasks || in_task.empty(), "in-task flows without their tasks");
   EVSIM_CHECK(in_task.empty() || list != nullptr, "in-task flows without a flow list");
   const NetworkTopology& topology = plan.cluster.topology;
@@ -204,6 +209,7 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
                                             /*tree=*/false);  // NCCL's tree is all-reduce's only
         push(f, f.start_us, f.after, {FlowKind::kZero, static_cast<int>(k), s, 0}, -1, nullptr);
       }
+      stage_done(k, s);
     }
   }
 }

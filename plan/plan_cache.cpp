@@ -47,6 +47,12 @@ std::vector<int> PlanCache::partitionOfCosts(const CostKey& key,
   return lookup(mutex_, partitions_of_costs_, key, compute);
 }
 
+void PlanCache::releasePartitions() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  partitions_.clear();
+  partitions_of_costs_.clear();
+}
+
 const PlanCache::Placements& PlanCache::placements(const PlacementKey& key,
                                                    const std::function<Placements()>& compute) {
   return lookup(mutex_, placements_, key, compute);

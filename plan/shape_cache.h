@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <list>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -17,7 +19,8 @@ namespace evsim {
 
 using ShapeKey = std::tuple<int, int, int, int64_t, int>;  // (schedule, P, v, m, N)
 
-// Empties every ShapeCache of the process (the values in use stay alive with their users). A
+// Empties every ShapeCache of the process (the values in use stay alive with their users, and
+// are handed out again while they are). A
 // search calls it when its closed-form pass ends and after each simulation: the orders, states and
 // graphs of shapes already done would otherwise sit beside the next simulations, whose peak is the
 // search's (issue 34 item 2). Thread-safe; only costs recomputing a shape asked for again.
@@ -43,6 +46,11 @@ inline void releaseShapeCaches() {
 
 // Values computed once per (schedule, shape) and shared, thread-safe: the most recently used are
 // kept up to `capacity` units of size (what `size` says a value weighs); larger ones not at all.
+// A value some caller still holds is handed out again whether kept or not (released or too large
+// to keep): it costs no memory, where computing it again would cost a second copy beside the
+// first (issue 34: the two threads of a search simulating two candidates of one shape built two
+// 131,072-task graphs, 8 MB each). A key being computed is computed once: another thread asking
+// for it waits for that result.
 template <typename T>
 class ShapeCache {
  public:
@@ -61,16 +69,19 @@ class ShapeCache {
   ShapeCache(const ShapeCache&) = delete;
   ShapeCache& operator=(const ShapeCache&) = delete;
 
-  // Forgets every value (their users keep theirs).
+  // Forgets every value kept (those their users hold stay theirs, and are handed out while held).
   void clear() {
     std::lock_guard<std::mutex> lock(mutex_);
     cache_.clear();
     ages_.clear();
     cached_ = 0;
+    forgetExpired();
   }
 
   template <typename Compute, typename Size>
   std::shared_ptr<const T> get(const ShapeKey& key, Compute compute, Size size) {
+    std::optional<std::promise<Value>> promise;  // only on a miss
+    std::shared_future<Value> computing;         // another thread's computation of the key
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = cache_.find(key);
@@ -78,12 +89,34 @@ class ShapeCache {
         ages_.splice(ages_.end(), ages_, it->second.age);
         return it->second.value;
       }
+      if (auto held = held_.find(key); held != held_.end()) {
+        if (Value value = held->second.lock()) return value;
+        held_.erase(held);
+      }
+      if (auto other = computing_.find(key); other != computing_.end()) {
+        computing = other->second;
+      } else {
+        computing_.emplace(key, promise.emplace().get_future().share());
+      }
     }
-    // Computed outside the lock; two threads racing on a miss compute the same value.
-    auto value = std::make_shared<const T>(compute());
+    if (!promise) return computing.get();  // rethrows what its computation threw
+    // Computed outside the lock.
+    Value value;
+    try {
+      value = std::make_shared<const T>(compute());
+    } catch (...) {
+      promise->set_exception(std::current_exception());
+      std::lock_guard<std::mutex> lock(mutex_);
+      computing_.erase(key);
+      throw;
+    }
+    promise->set_value(value);
     const size_t units = size(*value);
-    if (units > capacity_ / 4) return value;  // too large to keep
     std::lock_guard<std::mutex> lock(mutex_);
+    computing_.erase(key);
+    forgetExpired();
+    held_[key] = value;
+    if (units > capacity_ / 4) return value;  // too large to keep
     auto [it, inserted] = cache_.try_emplace(key, Entry{value, units, ages_.end()});
     if (!inserted) return it->second.value;
     it->second.age = ages_.insert(ages_.end(), key);
@@ -98,16 +131,25 @@ class ShapeCache {
   }
 
  private:
+  using Value = std::shared_ptr<const T>;
   struct Entry {
-    std::shared_ptr<const T> value;
+    Value value;
     size_t units = 0;
     std::list<ShapeKey>::iterator age;
   };
+  // Under the lock: drops the entries of values no one holds any more.
+  void forgetExpired() {
+    std::erase_if(held_, [](const auto& entry) { return entry.second.expired(); });
+  }
+
   const size_t capacity_;
   std::mutex mutex_;
   std::map<ShapeKey, Entry> cache_;
   std::list<ShapeKey> ages_;  // least recently used first
   size_t cached_ = 0;
+  // Every value handed out, while someone holds it (kept or not); the keys being computed.
+  std::map<ShapeKey, std::weak_ptr<const T>> held_;
+  std::map<ShapeKey, std::shared_future<Value>> computing_;
 };
 
 }  // namespace evsim

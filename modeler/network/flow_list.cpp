@@ -2,6 +2,7 @@
 #include "modeler/network/link_sharing.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "common/error.h"
 
@@ -45,7 +46,17 @@ int FlowList::add(double start_us, int shape, int after) {
   EVSIM_CHECK(after < 0 || follower(static_cast<size_t>(after)) < 0, "two flows after flow {}",
               after);
   start_us_.push_back(start_us);
-  shape_.push_back(shape);
+  if (!wide_ && shape > UINT16_MAX) {
+    wide_ = true;
+    wide_shape_.reserve(start_us_.capacity());
+    wide_shape_.assign(shape_.begin(), shape_.end());
+    std::vector<uint16_t>().swap(shape_);  // freed, not only emptied
+  }
+  if (wide_) {
+    wide_shape_.push_back(shape);
+  } else {
+    shape_.push_back(static_cast<uint16_t>(shape));
+  }
   follows_previous_.push_back(after >= 0 && after == f - 1);
   if (after >= 0 && after != f - 1) {
     aside_.emplace_back(f, after);
@@ -71,7 +82,11 @@ int FlowList::followerAside(size_t f) const {
 
 void FlowList::reserve(size_t flows) {
   start_us_.reserve(flows);
-  shape_.reserve(flows);
+  if (wide_) {
+    wide_shape_.reserve(flows);
+  } else {
+    shape_.reserve(flows);
+  }
   follows_previous_.reserve(flows);
 }
 
@@ -85,9 +100,9 @@ FlowList FlowList::of(std::span<const SharedFlow> flows) {
 }
 
 SharedFlow FlowList::flow(size_t f) const {
-  const Shape& s = shape(shape_[f]);
+  const Shape& s = shape(shapeOf(f));
   SharedFlow out{start_us_[f], s.duration_us, s.bytes, {}, after(f)};
-  for (const LinkUse& u : uses(shape_[f])) out.uses.push_back(u);
+  for (const LinkUse& u : uses(shapeOf(f))) out.uses.push_back(u);
   return out;
 }
 

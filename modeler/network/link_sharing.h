@@ -73,10 +73,12 @@ int flowLoads(const SharedFlow& flow, std::vector<double>& capacity, FlowLoads& 
 
 // Flows held compactly (issue 34: a CP ring's exchanges are ~10^6 flows of one simulation, 128
 // bytes each as SharedFlows): what identical flows share (their standalone time, bytes and
-// resources) is one shape, and a flow is its start and its shape (12 bytes) and whether it follows
-// the flow listed just before it (a bit: a task's collectives are listed one after another). The
-// rare follower of another flow (a fused task's two interleaved chains) is kept aside. A flow of
-// shape s is SharedFlow{start_us(f), shape(s).duration_us, shape(s).bytes, uses(s), after(f)}.
+// resources) is one shape, and a flow is its start and its shape (10 bytes while the list has at
+// most 65,536 shapes, a few thousand in a search's largest simulations; 12 beyond) and whether it
+// follows the flow listed just before it (a bit: a task's collectives are listed one after
+// another). The rare follower of another flow (a fused task's two interleaved chains) is kept
+// aside. A flow of shape s is SharedFlow{start_us(f), shape(s).duration_us, shape(s).bytes,
+// uses(s), after(f)}.
 class FlowList {
  public:
   struct Shape {
@@ -96,7 +98,7 @@ class FlowList {
   size_t size() const { return start_us_.size(); }
   size_t shapes() const { return shapes_.size(); }
   double startUs(size_t f) const { return start_us_[f]; }
-  int shapeOf(size_t f) const { return shape_[f]; }
+  int shapeOf(size_t f) const { return wide_ ? wide_shape_[f] : shape_[f]; }
   // The flow `f` follows (SharedFlow::after), or -1.
   int after(size_t f) const {
     if (follows_previous_[f]) return static_cast<int>(f) - 1;
@@ -123,7 +125,11 @@ class FlowList {
   std::vector<Shape> shapes_;
   std::vector<LinkUse> uses_;
   std::vector<double> start_us_;
-  std::vector<int> shape_;
+  // Each flow's shape: in 16 bits until a shape index needs more (`wide_`), then all in
+  // `wide_shape_` (and `shape_` emptied).
+  bool wide_ = false;
+  std::vector<uint16_t> shape_;
+  std::vector<int> wide_shape_;
   std::vector<bool> follows_previous_;
   // Followers of a flow other than the one listed before them: (follower, after), in list order,
   // and the same pairs by `after`.
