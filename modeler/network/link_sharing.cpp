@@ -218,8 +218,11 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   };
   std::priority_queue<Release, std::vector<Release>, decltype(later)> released(later);
   // Followers released at their own start_us and not yet passed by the order: they start in their
-  // place in it (below), earliest first; when the order reaches one it is this queue's top.
-  auto after = [&](const Release& a, const Release& b) { return flows.earlier(b.flow, a.flow); };
+  // place in it (below), earliest first; when the order reaches one it is this queue's top. (Their
+  // `us` is their start_us: Flows::earlier without reading the list.)
+  auto after = [](const Release& a, const Release& b) {
+    return a.us > b.us || (a.us == b.us && a.flow > b.flow);
+  };
   std::priority_queue<Release, std::vector<Release>, decltype(after)> on_time(after);
   int next_tail = -1;  // set by `alone`: the chain entry that f's follower carries (-1: none)
   // Called as `f` starts at `now` (`t`: its chain's entry, -1 for a flow that follows none):
