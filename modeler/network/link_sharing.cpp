@@ -102,6 +102,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   int slots = 0;
   InFlight<double> rate(slot_of, 0), remaining_us(slot_of, 0), since_us(slot_of, 0);
   InFlight<int> seen_at(slot_of, -1), version(slot_of, 0);
+  InFlight<int> tail_of(slot_of, -1);  // the entry of `tails` its follower carries (below)
   auto takeSlot = [&](int f) {
     int slot = slots;
     if (free_slots.empty()) {
@@ -116,6 +117,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     since_us.reset(slot);
     seen_at.reset(slot);
     version.reset(slot, /*keep=*/true);  // a slot's earlier flow's ends stay stale
+    tail_of.reset(slot);
     remaining_us[f] = flows.durationUs(f);
   };
   // Per resource the flows on it (in start order), and where its recorded load last changed. An
@@ -163,40 +165,85 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     const int until = slot_of[static_cast<size_t>(f)];
     return static_cast<size_t>(until) < n ? flows.startUs(until) : kInf;
   };
-  // Followers released by the end of the flow they follow, by start (then start order).
-  struct Release {
-    double us;
-    int flow;
-  };
-  auto later = [&](const Release& a, const Release& b) {
-    return a.us > b.us || (a.us == b.us && flows.earlier(b.flow, a.flow));
-  };
-  std::priority_queue<Release, std::vector<Release>, decltype(later)> released(later);
   // Chains: a follower starts at or after its own start_us, so freeUntil (which sees every later
   // flow at its own start_us) bounds the flows after a flow in start order; but a follower before
   // it may still be waiting for the flow it follows and start inside its run. So from the start of
   // the flow before it until its own start, a follower and the rest of its chain hold their
   // resources as `waiting` (the chain's tail: a chain's collectives may use different links), and
-  // a flow on a resource with a waiting follower of another chain is not alone. The tail is walked
-  // when its head holds it and when a follower is checked (a few flows), not kept per flow; a
-  // resource counts once per flow of the tail that uses it, zero exactly when no tail holds it.
+  // a flow on a resource with a waiting follower of another chain is not alone. A resource counts
+  // once per flow of a tail that uses it, zero exactly when no tail holds it.
   std::vector<int> waiting(capacity.size(), 0);
-  std::vector<bool> on_time(chained ? n : 0, false);  // a follower released at its own start_us
-  auto hold = [&](int f, int by) {
-    for (int g = f; g >= 0; g = flows.follower(g)) {
-      for (const LinkUse& u : flows.usesOf(g)) waiting[u.resource] += by;
+  // Each chain's own part of `waiting` (its tail's count per resource it uses), while its tail
+  // holds any: counted once when its head starts, then each follower that starts takes its own
+  // uses off, so checking a follower costs its uses, not a walk of its tail (issue 34). The
+  // chain's entry travels with it: from the flow that starts to its follower's release (below)
+  // and, while that flow is in flight, in `tail_of`.
+  using TailCounts = std::vector<std::pair<int, int>>;  // (resource, count), the few of a chain
+  std::vector<TailCounts> tails;                        // reused; free ones listed in free_tails
+  std::vector<int> free_tails;
+  auto countOf = [](TailCounts& counts, int resource) -> int& {
+    for (auto& [r, c] : counts) {
+      if (r == resource) return c;
     }
+    return counts.emplace_back(resource, 0).second;
   };
-  // Called as `f` starts at `now`: whether it runs alone throughout (then it is done); the
-  // waiting marks move along its chain. A follower lets go of its own links (its chain's tail
-  // from its follower on stays held), a head holds its followers' tail; while `f` is checked its
-  // own chain holds nothing: the tail after it is counted out of `waiting` (walked only then).
-  auto alone = [&](int f) {
-    const bool follows = chained && flows.follows(f);
+  // A head starts: the tail from its follower `g` on holds its resources; the tail's entry.
+  auto hold = [&](int g) {
+    int t = static_cast<int>(tails.size());
+    if (free_tails.empty()) {
+      tails.emplace_back();
+    } else {
+      t = free_tails.back();
+      free_tails.pop_back();
+    }
+    TailCounts& counts = tails[static_cast<size_t>(t)];
+    counts.clear();
+    for (int h = g; h >= 0; h = flows.follower(h)) {
+      for (const LinkUse& u : flows.usesOf(h)) {
+        waiting[u.resource] += 1;
+        countOf(counts, u.resource) += 1;
+      }
+    }
+    return t;
+  };
+  // Followers released by the end of the flow they follow, by start (then start order), each with
+  // its chain's entry of `tails`.
+  struct Release {
+    double us;
+    int flow;
+    int tail;
+  };
+  auto later = [&](const Release& a, const Release& b) {
+    return a.us > b.us || (a.us == b.us && flows.earlier(b.flow, a.flow));
+  };
+  std::priority_queue<Release, std::vector<Release>, decltype(later)> released(later);
+  // Followers released at their own start_us and not yet passed by the order: they start in their
+  // place in it (below), earliest first; when the order reaches one it is this queue's top. (Their
+  // `us` is their start_us: Flows::earlier without reading the list.)
+  auto after = [](const Release& a, const Release& b) {
+    return a.us > b.us || (a.us == b.us && a.flow > b.flow);
+  };
+  std::priority_queue<Release, std::vector<Release>, decltype(after)> on_time(after);
+  int next_tail = -1;  // set by `alone`: the chain entry that f's follower carries (-1: none)
+  // Called as `f` starts at `now` (`t`: its chain's entry, -1 for a flow that follows none):
+  // whether it runs alone throughout (then it is done); the waiting marks move along its chain. A
+  // follower lets go of its own links (its chain's tail from its follower on stays held), a head
+  // holds its followers' tail; while `f` is checked its own chain's holds are its entry's counts.
+  auto alone = [&](int f, int t) {
     const int g = chained ? flows.follower(f) : -1;
     const std::span<const LinkUse> uses = flows.usesOf(f);
-    if (follows) {
-      for (const LinkUse& u : uses) waiting[u.resource] -= 1;
+    // Per use of `f`, its chain's holds of that resource after `f` (a follower's tail counted
+    // them all, `f`'s own among them: no entry is added, so the pointers stay put).
+    std::array<const int*, LinkUses::kMax> own{};
+    if (t >= 0) {
+      TailCounts& counts = tails[static_cast<size_t>(t)];
+      for (size_t i = 0; i < uses.size(); ++i) {
+        const int r = uses[i].resource;
+        waiting[r] -= 1;
+        int& count = countOf(counts, r);
+        count -= 1;
+        own[i] = &count;
+      }
     }
     const double end = now + flows.durationUs(f);
     bool free = freeUntil(f) >= end;
@@ -205,19 +252,16 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       free = on[u.resource].empty();
     }
     if (free && chained) {
-      std::array<int, LinkUses::kMax> own{};  // per use of `f`: its chain's later holds of it
-      if (follows && g >= 0) {
-        for (int h = g; h >= 0; h = flows.follower(h)) {
-          for (const LinkUse& w : flows.usesOf(h)) {
-            for (size_t i = 0; i < uses.size(); ++i) own[i] += uses[i].resource == w.resource;
-          }
-        }
-      }
       for (size_t i = 0; i < uses.size() && free; ++i) {
-        free = waiting[uses[i].resource] == own[i];
+        free = waiting[uses[i].resource] == (t >= 0 ? *own[i] : 0);
       }
     }
-    if (!follows && g >= 0) hold(g, +1);
+    next_tail = -1;
+    if (g >= 0) {
+      next_tail = t >= 0 ? t : hold(g);
+    } else if (t >= 0) {
+      free_tails.push_back(t);  // the chain's last flow: its tail is empty
+    }
     if (!free) return false;
     out.end_us.set(f, end);
     if (g >= 0) {
@@ -225,9 +269,9 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       // as if it followed nothing (the same time and order the release queue would give it).
       const double at = std::max(flows.startUs(g), end + flows.gapUs(g, f));
       if (at == flows.startUs(g) && !order.done() && !flows.earlier(g, order.peek())) {
-        on_time[static_cast<size_t>(g)] = true;
+        on_time.push({at, g, next_tail});
       } else {
-        released.push({at, g});
+        released.push({at, g, next_tail});
       }
     }
     if (record_load) {
@@ -240,7 +284,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   };
   auto skipFollowers = [&] {
     while (chained && !order.done() && flows.follows(order.peek()) &&
-           !on_time[static_cast<size_t>(order.peek())]) {
+           (on_time.empty() || on_time.top().flow != order.peek())) {
       order.pop();
     }
   };
@@ -252,19 +296,25 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   while (!order.done() || in_flight > 0 || !released.empty()) {
     if (in_flight == 0) now = std::max(now, nextStart());
     while (nextStart() <= now) {
-      int f;
+      int f, t = -1;
       if (!released.empty() && released.top().us <= now &&
           (order.done() || flows.startUs(order.peek()) > now ||
            flows.earlier(released.top().flow, order.peek()))) {
         f = released.top().flow;
+        t = released.top().tail;
         released.pop();
       } else {
         f = order.pop();
+        if (!on_time.empty() && on_time.top().flow == f) {
+          t = on_time.top().tail;
+          on_time.pop();
+        }
         skipFollowers();
       }
-      if (alone(f)) continue;
+      if (alone(f, t)) continue;
       ++in_flight;
       takeSlot(f);
+      tail_of[f] = next_tail;
       since_us[f] = now;
       for (const LinkUse& u : flows.usesOf(f)) {
         closeLoad(u.resource);
@@ -326,7 +376,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       out.end_us.set(f, until);
       --in_flight;
       if (const int g = chained ? flows.follower(f) : -1; g >= 0) {
-        released.push({std::max(flows.startUs(g), until + flows.gapUs(g, f)), g});
+        released.push({std::max(flows.startUs(g), until + flows.gapUs(g, f)), g, tail_of[f]});
       }
       for (const LinkUse& u : flows.usesOf(f)) {
         closeLoad(u.resource);

@@ -2,6 +2,7 @@
 #include "modeler/network/sharing_flows.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace evsim::sharing {
 
@@ -12,6 +13,7 @@ StartOrder::StartOrder(const Flows& flows, bool forward) : flows_(flows), forwar
   int last = -1;
   for (int f = 0; f < n; ++f) {
     if (!flows.sharing(f)) continue;
+    ++left_;
     if (last < 0 || flows.startUs(f) < flows.startUs(last)) {
       runs.push_back({f, f});
     } else {
@@ -19,38 +21,54 @@ StartOrder::StartOrder(const Flows& flows, bool forward) : flows_(flows), forwar
     }
     last = f;
   }
-  for (const auto& [first, final] : runs) {
-    heads_.push_back(forward ? Head{first, final + 1} : Head{final, first - 1});
+  const size_t k = runs.size();
+  heads_.resize(k);
+  for (size_t r = 0; r < k; ++r) {
+    const auto [first, final] = runs[r];
+    heads_[r].end = forward ? final + 1 : first - 1;
+    place(heads_[r], forward ? first : final);
   }
-  auto cmp = [this](const Head& a, const Head& b) { return later(a, b); };
-  std::make_heap(heads_.begin(), heads_.end(), cmp);
+  // Play the tournament bottom up: winner[i] the run first below node i, tree_[i] the loser there.
+  tree_.assign(std::max<size_t>(k, 1), 0);
+  std::vector<int> winner(2 * k);
+  for (size_t r = 0; r < k; ++r) winner[k + r] = static_cast<int>(r);
+  for (size_t i = k - 1; i >= 1 && k > 1; --i) {
+    const int a = winner[2 * i], b = winner[2 * i + 1];
+    const bool a_first = before(a, b);
+    winner[i] = a_first ? a : b;
+    tree_[i] = a_first ? b : a;
+  }
+  if (k > 0) tree_[0] = winner[1];  // k = 1: the lone leaf, node 1
+}
+
+void StartOrder::place(Head& head, int flow) const {
+  if (flow == head.end) {  // spent: after every flow
+    head.key = std::numeric_limits<double>::infinity();
+    head.rank = std::numeric_limits<int>::max();
+    return;
+  }
+  head.flow = flow;
+  const double start = flows_.startUs(flow);
+  head.key = forward_ ? start : -start;
+  head.rank = forward_ ? flow : -flow;
 }
 
 int StartOrder::pop() {
-  Head& top = heads_.front();
-  const int f = top.flow;
-  // The run's next sharing flow (the runs hold the flows that do not share between theirs) takes
-  // the top's place and sinks to its place: most often it stays (a run goes on), two comparisons.
+  const int run = tree_[0];
+  Head& head = heads_[static_cast<size_t>(run)];
+  const int f = head.flow;
+  --left_;
+  // The run's next sharing flow (the runs hold the flows that do not share between theirs).
   const int step = forward_ ? 1 : -1;
   int g = f + step;
-  while (g != top.end && !flows_.sharing(g)) g += step;
-  if (g == top.end) {
-    top = heads_.back();
-    heads_.pop_back();
-  } else {
-    top.flow = g;
+  while (g != head.end && !flows_.sharing(g)) g += step;
+  place(head, g);
+  // Replay the run's path to the root: at each node the first of the two goes on up.
+  int up = run;
+  for (size_t node = (heads_.size() + static_cast<size_t>(run)) / 2; node > 0; node /= 2) {
+    if (before(tree_[node], up)) std::swap(tree_[node], up);
   }
-  const size_t n = heads_.size();
-  size_t at = 0;
-  while (true) {
-    const size_t left = 2 * at + 1;
-    if (left >= n) break;
-    size_t child = left;
-    if (left + 1 < n && later(heads_[left], heads_[left + 1])) child = left + 1;
-    if (!later(heads_[at], heads_[child])) break;
-    std::swap(heads_[at], heads_[child]);
-    at = child;
-  }
+  tree_[0] = up;
   return f;
 }
 

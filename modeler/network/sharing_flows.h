@@ -57,26 +57,40 @@ struct Flows {
 
 // The sharing flows in order of start time (`forward`) or its reverse, without a sort or a list of
 // them: callers list flows as a few runs already in time order (a device's flows, its DP stream),
-// and the cursor merges the runs' heads (a heap of one entry per run: dozens, not 10^6).
+// and the cursor merges the runs' heads (dozens of runs, not 10^6 flows). The runs interleave
+// finely (each pop most often moves to another run), so the merge is a tournament tree of losers:
+// a pop replays one path of log2(runs) matches, each one comparison (issue 34: a binary heap took
+// about three sift steps of two comparisons and a swap each).
 class StartOrder {
  public:
   StartOrder(const Flows& flows, bool forward);
-  bool done() const { return heads_.empty(); }
-  int peek() const { return heads_.front().flow; }
+  bool done() const { return left_ == 0; }
+  int peek() const { return heads_[static_cast<size_t>(tree_[0])].flow; }
   int pop();
 
  private:
+  // A run's next flow and its place in the cursor's order: (key, rank) ascending, where forward
+  // key = start and rank = flow (Flows::earlier), reverse both negated; a spent run sorts last.
   struct Head {
-    int flow;  // the run's next flow
-    int end;   // the run's end (forward: one past its last flow; reverse: one before its first)
+    double key;
+    int rank;
+    int flow;
+    int end;  // the run's end (forward: one past its last flow; reverse: one before its first)
   };
-  // Whether `a` comes after `b` in the cursor's order (the heap's comparison: earliest on top).
-  bool later(const Head& a, const Head& b) const {
-    return forward_ ? flows_.earlier(b.flow, a.flow) : flows_.earlier(a.flow, b.flow);
+  bool before(int a, int b) const {
+    const Head& x = heads_[static_cast<size_t>(a)];
+    const Head& y = heads_[static_cast<size_t>(b)];
+    return x.key < y.key || (x.key == y.key && x.rank < y.rank);
   }
+  void place(Head& head, int flow) const;  // `head` at `flow`, or spent at its run's end
+
   const Flows& flows_;
   bool forward_;
-  std::vector<Head> heads_;
+  size_t left_ = 0;          // sharing flows not yet popped
+  std::vector<Head> heads_;  // per run
+  // tree_[0]: the run whose head comes first; tree_[i], 0 < i < runs: the run that lost the match
+  // at node i (leaf of run r: node runs + r, its parent (runs + r) / 2).
+  std::vector<int> tree_;
 };
 
 }  // namespace evsim::sharing

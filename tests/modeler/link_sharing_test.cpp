@@ -218,6 +218,38 @@ TEST(LinkSharing, AChainAdvancesToItsNextFlowWhenItsFlowEnds) {
   EXPECT_DOUBLE_EQ(r.load[0][1].bytes_per_us, 100);
 }
 
+// Two chains on one NIC, where a follower must count its own chain's later holds of a resource
+// (and only those) against the holds of a waiting follower of another chain. NICs 0-2 of 100
+// bytes/us, every flow 1000 bytes in 10 us. Chain B: B0 (NIC 1, from 0) shares NIC 1 with C (from
+// 0): both at 50, both end at 20; B1 (NIC 0, own start 10, no gap) starts at 20. Chain A: A0
+// (NIC 2, 5-15) alone; A1 (NIC 0, from 15) and A2 (NIC 0, from 25) follow with no gaps. As A1
+// starts at 15, NIC 0 is held by A2 (its own chain) and by B1, still waiting: A1 is not alone
+// (counting itself among its chain's holds it would look alone and end at 25). Traced: A1 alone
+// at 100 15-20 (500 bytes), beside B1 at 50 each from 20: A1 ends at 30, B1 has 500 by then. A2
+// starts at 30; B1's last 500 at 50 end at 40, A2 has 500 by then, its last 500 alone: 45.
+TEST(LinkSharing, AFollowerCountsOnlyItsOwnChainsLaterHolds) {
+  const std::vector<double> nics{100, 100, 100};
+  auto on = [](int nic, double start_us) { return SharedFlow{start_us, 10, 1000, {{nic, 1}}}; };
+  std::vector<SharedFlow> flows{on(1, 0), on(1, 0), on(0, 10), on(2, 5), on(0, 15), on(0, 25)};
+  flows[2].after = 0;  // B1 after B0 (C listed between)
+  flows[4].after = 3;  // A1 after A0
+  flows[5].after = 4;  // A2 after A1
+  const SharingResult r = shareLinks(flows, nics);
+  const std::vector<double> ends{20, 20, 40, 15, 30, 45};  // B0, C, B1, A0, A1, A2
+  for (size_t f = 0; f < flows.size(); ++f) EXPECT_DOUBLE_EQ(r.end_us[f], ends[f]) << f;
+  // Without chain B and C, chain A runs alone on its standalone times: its own later holds of
+  // NIC 0 keep none of its flows from running alone.
+  const std::vector<SharedFlow> a{on(2, 5), on(0, 15), on(0, 25)};
+  std::vector<SharedFlow> chain = a;
+  chain[1].after = 0;
+  chain[2].after = 1;
+  const SharingResult alone = shareLinks(chain, nics);
+  for (size_t f = 0; f < chain.size(); ++f) {
+    EXPECT_DOUBLE_EQ(alone.end_us[f], chain[f].start_us + 10) << f;
+  }
+  EXPECT_EQ(alone.end_us.moved(), 0u);
+}
+
 // A flow list keeps "follows the flow listed before it" as a bit and other followers aside: both
 // read back as SharedFlow::after and as the follower of the flow followed.
 TEST(LinkSharing, AFlowListKeepsWhoFollowsWhom) {
