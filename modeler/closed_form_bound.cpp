@@ -189,10 +189,22 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   // iteration lasts at least m of its chunks' reductions plus its step. A chunk's buckets cost at
   // least one reduce-scatter of all its dense gradients (a collective's cost is concave in its
   // bytes: one message of the sum costs no more than the parts), which syncUs gives. This holds
-  // under --grad-reduce-sync step too: the queue is the same DP stream, and the step waits for it.
+  // under --grad-reduce-sync step too: the queue is the same DP stream, and the step waits for it;
+  // but the queue issues its reductions without host time (timing_engine.cpp), so there only
+  // their device time counts (an issued time, host included, could exceed the simulated time by
+  // m host ops).
   if (G > 1 && zero == 2) {
-    Facts::StageSums& syncs = facts.syncs[1];
-    if (!stageSums(syncs, [&](int k) { return syncUs(EventKind::kReduceScatter, k); })) return 0;
+    const bool queued = strategy.reducesAtStep();
+    Facts::StageSums& syncs = queued ? facts.zero2_queued_reductions : facts.syncs[1];
+    auto reductionUs = [&](int k) {
+      if (!queued) return syncUs(EventKind::kReduceScatter, k);
+      const Placement& dp = placements.dp[pipeline.device(k)];
+      return dp.group_size < 2 ? 0.0
+                               : communicationDeviceUs(EventKind::kReduceScatter,
+                                                       facts.dense_parameters[k] * grad_bytes, dp,
+                                                       grad_wire, workspace);
+    };
+    if (!stageSums(syncs, reductionUs)) return 0;
     for (int s = 0; s < P; ++s) bound = std::max(bound, m * syncs.us[s] + post[s]);
   }
   for (int s = 0; s < P; ++s) {

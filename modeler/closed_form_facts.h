@@ -58,6 +58,9 @@ struct ClosedFormTier::Facts {
   // than its buckets' reductions in one micro-batch's backward, closed_form_bound.cpp); `complete`
   // false when uncosted.
   StageSums zero2_chunk_reductions;
+  // ZeRO-2 under --grad-reduce-sync step: per device stage, the same reduce-scatters' device
+  // times summed over its chunks (the DP stream's queue issues them without host time).
+  StageSums zero2_queued_reductions;
   // The memory estimate's peak by [ZeRO stage in effect, or 4 for ZeRO-2 with --dp-overlap, 5
   // with --grad-reduce-sync step: its pending reductions]
   // [offload]: the same for both parameter-gather overlaps and, but under ZeRO-2 (one IPG buffer

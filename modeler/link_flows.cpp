@@ -497,7 +497,10 @@ size_t sharingFlowCount(const IterationPlan& plan, const std::vector<EventCost>&
     for (const std::vector<OpInstance>* ops : {&stage.forward, &stage.backward}) {
       for (const OpInstance& op : *ops) in_task += inTaskFlowKind(plan, costs, op).has_value();
     }
-    per_class += m * (phases + in_task) + std::max<size_t>(1, stage.dp_buckets.size()) + 1;
+    // Under --grad-reduce-sync step every micro-batch's buckets are flows of their own (queued
+    // on the DP stream), and they have left the backward's op list.
+    per_class += m * (phases + in_task + stage.micro_batch_buckets.size()) +
+                 std::max<size_t>(1, stage.dp_buckets.size()) + 1;
   }
   return per_class * plan.pipelines.size();
 }

@@ -154,7 +154,7 @@ TimelineFlows timelineFlows(const IterationPlan& plan, const std::vector<EventCo
 // How many flows timelineFlows lists for `plan`, from the plan alone (before any timing): a
 // search's memory estimate of its sharing pass. Per pipeline class, every task's send (an upper
 // count: a send inside one device is none), every virtual stage's DP collectives (one per bucket,
-// or one) and ZeRO gather, and every task's collectives across nodes (inTaskFlowKind). 0 when
+// or one; under --grad-reduce-sync step one per bucket and micro-batch) and ZeRO gather, and every task's collectives across nodes (inTaskFlowKind). 0 when
 // the cluster's link sharing is off.
 size_t sharingFlowCount(const IterationPlan& plan, const std::vector<EventCost>& costs);
 

@@ -371,7 +371,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         }
         busy[s] += run.duration();
         // A queue bound: past K reductions pending, the compute stream waits for the oldest.
-        if (queue_bound > 0 && queues[s].end_us.size() > queue_bound) {
+        if (queue_bound > 0 && !queues.empty() && queues[s].end_us.size() > queue_bound) {
           const std::vector<double>& ends = queues[s].end_us;
           const double oldest = ends[ends.size() - queue_bound - 1];
           if (oldest > free_us) {

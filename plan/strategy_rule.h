@@ -106,6 +106,7 @@ enum class StrategyRule : uint8_t {
   kParamGatherNeedsGradOverlap,
   kGradReduceSyncNeedsZero2,
   kGradReduceQueue,
+  kGradReduceSyncOffload,
   // MoE communication.
   kDeepEpNeedsEp,
   kDeepEpExpertTp,

@@ -226,6 +226,15 @@ std::optional<typename Report::Value> overlapCheck(const ModelConfig& model,
                   "once a step; --dp-overlap already waits for their buckets only at the step)",
                   label);
   }
+  // The activation copies' prefetch windows are counted in backward ops before the reductions
+  // leave the op list (plan_core.cpp): with them gone each window would reach further than the
+  // plan meant. Refused rather than costed wrongly.
+  if (s.reducesAtStep() && offloadsActivations(s.offload)) {
+    return report(StrategyRule::kGradReduceSyncOffload,
+                  "{} --grad-reduce-sync step: not modelled with --offload activations or both "
+                  "(the copies' prefetch windows assume the reductions in the backward)",
+                  label);
+  }
   if (s.grad_reduce_queue < 0 || (s.grad_reduce_queue > 0 && !s.reducesAtStep())) {
     return report(StrategyRule::kGradReduceQueue,
                   "{} --grad-reduce-queue {}: must be >= 0, and above 0 only with "

@@ -321,5 +321,30 @@ TEST(GradReduceSyncTest, OptionsAreCheckedAndNamed) {
             "--grad-reduce-sync 'later': must be backward or step");
 }
 
+
+// Many micro-batches on a DP-bound plan (a tiny model's reductions across two nodes): the queued
+// reductions pay device time only, so the bound's m reductions must be device times too; with
+// each one's host time added (65 us an op on the H100 device file) the bound passed the
+// simulated iteration (found in review).
+TEST(GradReduceSyncTest, ClosedFormBoundStaysBelowManyQueuedReductions) {
+  const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
+  const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  const CostModel costs(cluster, nullptr, true);
+  PlanCache cache;
+  const ClosedFormTier tier{model, cluster, costs, 0.1, cache};
+  for (const int micro_batches : {4, 64}) {
+    SCOPED_TRACE(::testing::Message() << micro_batches << " micro-batches");
+    Strategy s = Strategy::of(1, 1, 16, 1, 16 * micro_batches);
+    s.zero_stage = 2;
+    s.grad_reduce_sync = GradReduceSync::kStep;
+    ASSERT_FALSE(strategyViolation(model, cluster, s));
+    IterationPlan plan = buildIterationPlan(model, cluster, s);
+    ASSERT_EQ(plan.micro_batches, micro_batches);
+    std::vector<EventCost> event_costs = costs.costAll(plan.events);
+    const Simulation sim = simulate(std::move(plan), std::move(event_costs));
+    EXPECT_LE(tier.evaluate(s).lower_bound_us, sim.summary.iteration_us * (1 + 1e-12));
+  }
+}
+
 }  // namespace
 }  // namespace evsim
