@@ -343,6 +343,8 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const 
           {"dp_overlap", st.dp_overlap},
           {"overlap_param_gather", st.overlap_param_gather},
           {"grad_reduce_in_bf16", st.grad_reduce_in_bf16},
+          {"grad_reduce_sync", gradReduceSyncName(st.grad_reduce_sync)},
+          {"grad_reduce_queue", st.grad_reduce_queue},
           {"optimizer_impl", optimizerImplName(st.optimizer_impl)},
           {"tp_comm_overlap", st.tp_comm_overlap},
           {"moe_dispatcher", moeDispatcherName(st.moe_dispatcher)},

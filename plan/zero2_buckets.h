@@ -54,7 +54,7 @@ inline constexpr int64_t kDeepSpeedReduceBucketElements = 500'000'000;
 int64_t zero2BucketElements(const Strategy& strategy, int64_t wire_bytes);
 
 // The IPG buffers' bytes: one bucket of `elem_bytes` elements (the model dtype, DeepSpeed's
-// torch.empty(reduce_bucket_size)), two with overlap_comm (--dp-overlap).; one under --grad-reduce-sync
+// torch.empty(reduce_bucket_size)), two with overlap_comm (--dp-overlap); one under --grad-reduce-sync
 // step, whose queued reductions hold their own (modeler/memory_components.h).
 int64_t zero2BufferBytes(const Strategy& strategy, int64_t wire_bytes, int64_t elem_bytes);
 

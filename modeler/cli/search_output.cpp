@@ -52,6 +52,8 @@ nlohmann::json candidateJson(const CandidateResult& r, const SearchReport& repor
                       {"dp_overlap", s.dp_overlap},
                       {"overlap_param_gather", s.overlap_param_gather},
                       {"grad_reduce_in_bf16", s.grad_reduce_in_bf16},
+                      {"grad_reduce_sync", gradReduceSyncName(s.grad_reduce_sync)},
+                      {"grad_reduce_queue", s.grad_reduce_queue},
                       {"optimizer_impl", optimizerImplName(s.optimizer_impl)},
                       {"tp_comm_overlap", s.tp_comm_overlap},
                       {"offload", offloadName(s.offload)},
