@@ -11,6 +11,7 @@
 #include "plan/iteration_plan.h"
 #include "config/model_config.h"
 #include "modeler/summary_report.h"
+#include "support/tiny_fp16_model.h"
 
 namespace evsim {
 namespace {
@@ -30,20 +31,8 @@ layers:
   - {type: head}
 )";
 
-// A tiny fp16 model: h=64, a=4, f=256 (=4h), s=32, V=512 (a multiple of 128: no padding at t=1).
-const char* kTinyYaml = R"(
-name: tiny-mem
-dtype: fp16
-hidden_size: 64
-num_heads: 4
-ffn_hidden_size: 256
-seq_length: 32
-vocab_size: 512
-layers:
-  - {type: embedding}
-  - {type: encoder, count: 2}
-  - {type: head}
-)";
+// The hand-worked tiny fp16 model (support/tiny_fp16_model.h).
+const char* const kTinyYaml = test::kTinyFp16ModelYaml;
 
 std::string clusterYaml(const std::string& memory_gib) {
   return R"(

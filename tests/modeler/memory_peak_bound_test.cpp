@@ -17,26 +17,15 @@
 #include "plan/strategy_space.h"
 #include "support/search_options.h"
 #include "support/test_support.h"
+#include "support/tiny_fp16_model.h"
 
 namespace evsim {
 namespace {
 
 constexpr int64_t kNoBound = std::numeric_limits<int64_t>::max();
 
-// A tiny fp16 model (memory_model_test.cpp's StagePeakByHand): h=64, a=4, f=256, s=32, V=512.
-const char* kTinyYaml = R"(
-name: tiny-bound
-dtype: fp16
-hidden_size: 64
-num_heads: 4
-ffn_hidden_size: 256
-seq_length: 32
-vocab_size: 512
-layers:
-  - {type: embedding}
-  - {type: encoder, count: 2}
-  - {type: head}
-)";
+// The hand-worked tiny fp16 model (support/tiny_fp16_model.h).
+const char* const kTinyYaml = test::kTinyFp16ModelYaml;
 
 // One stage, one micro-batch (P = M = D = 1, DAPPLE): the chunk's figures are
 // StagePeakByHand's: 134,912 parameters (18 bytes each: 2,428,416 of model states), 260,352
