@@ -119,6 +119,15 @@ void run(SearchArgs args) {
       sequenceParallelValues(args), args.tp_comm.empty() ? "--sequence-parallel" : "--tp-comm");
   options.space.dp_overlaps = parseOnOff(args.dp_overlaps, "--dp-overlap");
   options.space.zero_stages = parseSmallInts(args.zero_stages, "--zero");
+  // It changes ZeRO-2 candidates only: with none in the space it would be silently a no-op.
+  if (options.base.reducesAtStep() &&
+      std::find(options.space.zero_stages.begin(), options.space.zero_stages.end(), 2) ==
+          options.space.zero_stages.end()) {
+    EVSIM_THROW(InputError,
+                "--grad-reduce-sync step: changes only ZeRO-2 candidates, and --zero {} has none "
+                "(add 2 to --zero; FSDP shards as ZeRO-3)",
+                args.zero_stages);
+  }
   options.space.offloads = parseOffloads(args.offloads);
   options.space.context_parallel = parseSmallInts(args.context_parallel, "--cp");
   if (args.expert_parallel.empty() && model.moe.num_experts > 1) {
