@@ -83,6 +83,15 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   const DType grad_wire =
       dataParallelGradDtype(strategy.framework, model_.dtype, strategy.grad_reduce_in_bf16);
   const int64_t grad_bytes = dtypeBytes(grad_wire);
+  // ZeRO-2: one reduce-scatter of chunk k's dense gradients, device time only (the plan adds a
+  // bucket's dense reduction only over a DP group of two or more).
+  auto zero2ReductionDeviceUs = [&](int k) {
+    const Placement& dp = placements.dp[pipeline.device(k)];
+    return dp.group_size < 2 ? 0.0
+                             : communicationDeviceUs(EventKind::kReduceScatter,
+                                                     facts.dense_parameters[k] * grad_bytes, dp,
+                                                     grad_wire, workspace);
+  };
   auto syncUs = [&](EventKind kind, int k) {
     const bool gather = kind == EventKind::kAllGather;
     const int64_t bytes = facts.dense_parameters[k] * (gather ? elem_bytes : grad_bytes);
@@ -150,13 +159,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
       reductions.ready = true;
       reductions.us.assign(K, 0.0);
       for (int k = 0; k < K && reductions.complete; ++k) {
-        // The plan adds a bucket's dense reduction only over a DP group of two or more.
-        const Placement& dp = placements.dp[pipeline.device(k)];
-        const double t = dp.group_size < 2 ? 0.0
-                                           : communicationDeviceUs(
-                                                 EventKind::kReduceScatter,
-                                                 facts.dense_parameters[k] * grad_bytes, dp,
-                                                 grad_wire, workspace);
+        const double t = zero2ReductionDeviceUs(k);
         if (t < 0) reductions.complete = false;
         reductions.us[k] = t;
       }
@@ -197,12 +200,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     const bool queued = strategy.reducesAtStep();
     Facts::StageSums& syncs = queued ? facts.zero2_queued_reductions : facts.syncs[1];
     auto reductionUs = [&](int k) {
-      if (!queued) return syncUs(EventKind::kReduceScatter, k);
-      const Placement& dp = placements.dp[pipeline.device(k)];
-      return dp.group_size < 2 ? 0.0
-                               : communicationDeviceUs(EventKind::kReduceScatter,
-                                                       facts.dense_parameters[k] * grad_bytes, dp,
-                                                       grad_wire, workspace);
+      return queued ? zero2ReductionDeviceUs(k) : syncUs(EventKind::kReduceScatter, k);
     };
     if (!stageSums(syncs, reductionUs)) return 0;
     for (int s = 0; s < P; ++s) bound = std::max(bound, m * syncs.us[s] + post[s]);
