@@ -316,6 +316,81 @@ TEST(LinkFlows, ABucketAndASendShareTheNicOnlyWhileTheyOverlap) {
   EXPECT_NEAR(shared.pipelines[0].stages[0].grad_sync[0].duration(), ta[0], 1e-9);
 }
 
+// --grad-reduce-sync step: a queued reduction that waited idle for its bucket (the queue was empty
+// when its bucket closed) starts when its bucket closes, not its standalone gap after the one
+// before it: a delay of that one moves it only past its bucket's close (the queue never runs two
+// at once). 1M2P2D, ZeRO-2, m = 2, DAPPLE, one GPU per node (10 GB/s NICs: 1e4 bytes/us), one
+// bucket per stage ready at B's end. Every transfer fills its NIC alone: the 4096-byte sends in
+// T = 0.4096 us, stage s's reduction in R_s = its link bytes / 1e4 (two at once: half speed each);
+// f = b = 100 us, optimizer 1 us, R_0 <= f, T < R_1 < f + b. A send holds its device.
+// Alone: s0 F0 [0, f], a0 [f, f+T]; F1 [f+T, 2f+T], a1 [2f+T, 2f+2T].
+//   s1 F0 [f+T, 2f+T]; B0 [2f+T, 2f+T+b]; r0 and g0 both from 2f+T+b; F1 [2f+2T+b, 3f+2T+b];
+//   B1 [.., 3f+2T+2b]; r1 (idle queue: r0 ended at 2f+T+b+R_1) and g1 both from 3f+2T+2b.
+//   s0 B0 [2f+2T+b, 2f+2T+2b], its r0 to 2f+2T+2b+R_0 <= 3f+2T+2b (before g1 reaches s0's rx).
+// Shared (s1's tx): r0 and g0 at half from 2f+T+b: g0 ends T late (2T), r0 too. r1 starts at its
+//   bucket's close 3f+2T+2b (r0 ended long before), beside g1: again each T late. (Following r0
+//   with its standalone gap, r1 started T late, after g1 had left alone: g1 kept T, r1 was late
+//   only by what it inherited, and nothing was stretched there.)
+// Re-timed: s1 g0 [2f+T+b, 2f+3T+b], r0 [2f+T+b, 2f+2T+b+R_1]; F1 [2f+3T+b, 3f+3T+b], B1
+//   [.., 3f+3T+2b], r1 [3f+3T+2b, 3f+4T+2b+R_1], g1 [3f+3T+2b, 3f+5T+2b]. s0 B0 at g0's arrival
+//   [2f+3T+b, 2f+3T+2b]; B1 at g1's [3f+5T+2b, 3f+5T+3b], its r1 to 3f+5T+3b+R_0; optimizer
+//   [3f+5T+3b+R_0, +1]: the iteration.
+TEST(LinkFlows, AnIdleQueuedReductionStartsWhenItsBucketClosesNotAfterItsPredecessorsDelay) {
+  Strategy strategy = Strategy::of(1, 2, 2, 1, 4);
+  strategy.zero_stage = 2;
+  strategy.grad_reduce_sync = GradReduceSync::kStep;
+  IterationPlan plan = buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
+                                          test::cluster(1, 0, test::kSlowLinks), strategy);
+  ASSERT_EQ(plan.pipelines.size(), 1u);
+  ASSERT_EQ(plan.micro_batches, 2);
+  const double nic = 1e4, f = 100, b = 100;
+  const PipelineClass& pipeline = plan.pipelines[0];
+  ASSERT_EQ(plan.events[pipeline.forward_p2p[0]].event.message_bytes, 4096);
+  ASSERT_EQ(plan.events[pipeline.backward_p2p[0]].event.message_bytes, 4096);
+  const double T = 4096 / nic;
+  TimingInput in;
+  in.schedule = Schedule::kDapple;
+  in.micro_batches = 2;
+  in.grad_reduce_at_step = true;
+  std::vector<double> R;
+  for (const StagePlan& stage : plan.stages) {
+    ASSERT_EQ(stage.micro_batch_buckets.size(), 1u);
+    R.push_back(linkBytes(plan.events[stage.micro_batch_buckets[0].event].event) / nic);
+    StageCost cost = test::stageCost(f, b, 0, 1);
+    cost.micro_batch_buckets = {BucketCost{b, R.back()}};
+    in.stages.push_back(cost);
+  }
+  in.pipelines.push_back(PipelineCost{{T}, {T}, {}});
+  ASSERT_LE(R[0], f);
+  ASSERT_GT(R[1], T);
+  ASSERT_LT(R[1], f + b);
+
+  IterationTimeline tl = computeTimeline(in);
+  {  // alone, as traced
+    const StageTimeline& s1 = tl.pipelines[0].stages[1];
+    ASSERT_EQ(s1.grad_sync.size(), 2u);
+    EXPECT_NEAR(s1.grad_sync[0].start_us, 2 * f + T + b, 1e-9);
+    EXPECT_NEAR(s1.grad_sync[0].end_us, 2 * f + T + b + R[1], 1e-9);
+    EXPECT_NEAR(s1.grad_sync[1].start_us, 3 * f + 2 * T + 2 * b, 1e-9);
+    EXPECT_NEAR(s1.tasks[3].send.start_us, 3 * f + 2 * T + 2 * b, 1e-9);
+    EXPECT_NEAR(tl.pipelines[0].stages[0].grad_sync[0].end_us, 2 * f + 2 * T + 2 * b + R[0], 1e-9);
+  }
+  ASSERT_TRUE(shareLinksOverTime(plan, {}, {}, in, tl));
+  const StageTimeline& s0 = tl.pipelines[0].stages[0];
+  const StageTimeline& s1 = tl.pipelines[0].stages[1];
+  EXPECT_NEAR(s1.tasks[1].send.start_us, 2 * f + T + b, 1e-9);  // g0
+  EXPECT_NEAR(s1.tasks[1].send.end_us, 2 * f + 3 * T + b, 1e-9);
+  EXPECT_NEAR(s1.grad_sync[0].end_us, 2 * f + 2 * T + b + R[1], 1e-9);
+  EXPECT_NEAR(s1.tasks[3].run.end_us, 3 * f + 3 * T + 2 * b, 1e-9);  // B1
+  EXPECT_NEAR(s1.grad_sync[1].start_us, 3 * f + 3 * T + 2 * b, 1e-9);
+  EXPECT_NEAR(s1.grad_sync[1].end_us, 3 * f + 4 * T + 2 * b + R[1], 1e-9);
+  EXPECT_NEAR(s1.tasks[3].send.end_us, 3 * f + 5 * T + 2 * b, 1e-9);  // g1, stretched
+  EXPECT_NEAR(s0.tasks[2].run.start_us, 2 * f + 3 * T + b, 1e-9);     // s0 B0
+  EXPECT_NEAR(s0.tasks[3].run.start_us, 3 * f + 5 * T + 2 * b, 1e-9); // s0 B1
+  EXPECT_NEAR(s0.grad_sync[1].end_us, 3 * f + 5 * T + 3 * b + R[0], 1e-9);
+  EXPECT_NEAR(tl.iteration_us, 3 * f + 5 * T + 3 * b + R[0] + 1, 1e-9);
+}
+
 // The link loads of a simulated iteration: 1M2P1D on two nodes of one GPU (10 GB/s each), m = 2,
 // DAPPLE. The only link traffic is the pipeline's: 2 activations (node 0 tx, node 1 rx) and 2
 // gradients (node 1 tx, node 0 rx) of b s h = 1 x 32 x 64 fp16 = 4096 bytes each, one at a time:
