@@ -99,6 +99,10 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
   const int v = plan.chunksPerDevice();
   std::vector<SharedFlow> sends;  // per link and direction: the flow of one send, but its start
   std::vector<int> send_slots;    // per link and direction, for the device walked
+  // --grad-reduce-sync step, for the device walked: per chunk and bucket, the flow of one queued
+  // reduction but its start (empty until its first) and its shape's slot.
+  std::vector<std::vector<std::optional<SharedFlow>>> queued_flows;
+  std::vector<std::vector<int>> queued_slots;
   TreeRailRule tree_rule(plan.cluster);
   for (size_t k = 0; k < timeline.pipelines.size(); ++k) {
     sendFlows(plan, input.pipelines[k], static_cast<int>(k), map, sends);
@@ -150,32 +154,46 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
       size_t interval = 0;
       double gather_bytes = 0;
       const Event* gather_event = nullptr;
-      // `after`: the flow it follows (-1: its own, f.after); returns its index.
-      auto sync = [&](const Event& event, double bytes, int after = -1) {
+      auto sync = [&](const Event& event, double bytes) {
         const Interval& when = stage.grad_sync[interval];
         const double stretch =
             input.grad_sync_stretch_us.empty() ? 0 : input.grad_sync_stretch_us[s][interval];
         const SharedFlow f =
             collectiveFlow(topology, d, event.placement, bytes, when.start_us,
                            when.duration() - stretch, tree_rule.keepsRail(d, event));
-        const int index = push(f, f.start_us, after >= 0 ? after : f.after,
-                               {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)},
-                               -1, nullptr);
+        push(f, f.start_us, f.after,
+             {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)}, -1, nullptr);
         ++interval;
-        return index;
       };
       // --grad-reduce-sync step: ZeRO-2's reductions, queued in issue order (the only DP
       // collectives before the step under ZeRO-2), each following the one before on the DP stream
-      // (SharedFlow::after): sharing that delays one delays the queue behind it, and the queue
-      // never runs two at once.
+      // (SharedFlow::after, queued): sharing that delays one delays the queue behind it where it
+      // was waiting for that one, and the queue never runs two at once. Every micro-batch's
+      // reduction of one chunk's bucket is the same flow but its start (the bucket's event, its
+      // cost's time alone): worked out once and one shape (`queued_slots`).
+      queued_flows.resize(static_cast<size_t>(v));
+      queued_slots.resize(static_cast<size_t>(v));
+      for (int c = 0; c < v && !stage.grad_sync_bucket.empty(); ++c) {
+        const size_t buckets = plan.stages[layout.virtualStage(s, c)].micro_batch_buckets.size();
+        queued_flows[c].assign(buckets, std::nullopt);
+        queued_slots[c].assign(buckets, -1);
+      }
       int queued_before = -1;
       for (size_t i = 0; i < stage.grad_sync_bucket.size(); ++i) {
-        const StagePlan& sp = plan.stages[layout.virtualStage(s, stage.grad_sync_chunk[i])];
-        const Event& event =
-            plan.events[sp.micro_batch_buckets[static_cast<size_t>(stage.grad_sync_bucket[i])]
-                            .event]
-                .event;
-        queued_before = sync(event, linkBytes(event), queued_before);
+        const int c = stage.grad_sync_chunk[i];
+        const int vs = layout.virtualStage(s, c);
+        const size_t b = static_cast<size_t>(stage.grad_sync_bucket[i]);
+        std::optional<SharedFlow>& f = queued_flows[c][b];
+        if (!f) {
+          const Event& event = plan.events[plan.stages[vs].micro_batch_buckets[b].event].event;
+          f = collectiveFlow(topology, d, event.placement, linkBytes(event), 0,
+                             input.stages[vs].micro_batch_buckets[b].allreduce_us,
+                             tree_rule.keepsRail(d, event));
+        }
+        queued_before = push(*f, stage.grad_sync[interval].start_us, queued_before,
+                             {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)},
+                             -1, &queued_slots[c][b]);
+        ++interval;
       }
       for (int c = v - 1; c >= 0; --c) {
         const int vs = layout.virtualStage(s, c);
