@@ -226,11 +226,16 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
         send[o.pipeline][o.stage][o.index] = extra;
         break;
       case FlowKind::kDp: {  // the collective waits for its slowest class
-        // A queued one (--grad-reduce-sync step) follows the one before it: only its own part,
-        // as the timing's queue carries the delay it inherited.
-        const double own =
-            after < 0 ? extra
-                      : std::max(0.0, extra - std::max(0.0, extraOf(static_cast<size_t>(after))));
+        // A queued one (--grad-reduce-sync step) follows the one before it (SharedFlow::queued):
+        // only its own part, as the timing's queue carries what that one's end pushed it by
+        // (past its own start: nothing where it waited idle for its bucket and still does).
+        double own = extra;
+        if (after >= 0) {
+          const size_t a = static_cast<size_t>(after);
+          const double pushed = extraOf(a) + list.startUs(a) +
+                                list.shape(list.shapeOf(a)).duration_us - list.startUs(i);
+          own = std::max(0.0, extra - std::max(0.0, pushed));
+        }
         sync[o.stage][o.index] = std::max(sync[o.stage][o.index], own);
         break;
       }
@@ -507,7 +512,8 @@ size_t sharingFlowCount(const IterationPlan& plan, const std::vector<EventCost>&
 
 int TimelineFlows::add(const SharedFlow& f, const Origin& origin) {
   shape_origins.push_back(origin);
-  return add(f.start_us, list.addShape(f.duration_us, f.bytes, f.uses), f.after, origin.index);
+  return add(f.start_us, list.addShape(f.duration_us, f.bytes, f.uses, f.queued), f.after,
+             origin.index);
 }
 
 int TimelineFlows::add(double start_us, int shape, int after, int at) {

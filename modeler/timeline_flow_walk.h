@@ -189,6 +189,7 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
           f = collectiveFlow(topology, d, event.placement, linkBytes(event), 0,
                              input.stages[vs].micro_batch_buckets[b].allreduce_us,
                              tree_rule.keepsRail(d, event));
+          f->queued = true;
         }
         queued_before = push(*f, stage.grad_sync[interval].start_us, queued_before,
                              {FlowKind::kDp, static_cast<int>(k), s, static_cast<int>(interval)},

@@ -31,9 +31,9 @@ void LinkUses::push_back(LinkUse use) {
   at_[size_++] = use;
 }
 
-int FlowList::addShape(double duration_us, double bytes, const LinkUses& uses) {
+int FlowList::addShape(double duration_us, double bytes, const LinkUses& uses, bool queued) {
   shapes_.push_back({duration_us, bytes, static_cast<uint32_t>(uses_.size()),
-                     static_cast<uint32_t>(uses.size())});
+                     static_cast<uint16_t>(uses.size()), queued});
   uses_.insert(uses_.end(), uses.begin(), uses.end());
   return static_cast<int>(shapes_.size()) - 1;
 }
@@ -94,14 +94,14 @@ FlowList FlowList::of(std::span<const SharedFlow> flows) {
   FlowList out;
   out.reserve(flows.size());
   for (const SharedFlow& f : flows) {
-    out.add(f.start_us, out.addShape(f.duration_us, f.bytes, f.uses), f.after);
+    out.add(f.start_us, out.addShape(f.duration_us, f.bytes, f.uses, f.queued), f.after);
   }
   return out;
 }
 
 SharedFlow FlowList::flow(size_t f) const {
   const Shape& s = shape(shapeOf(f));
-  SharedFlow out{start_us_[f], s.duration_us, s.bytes, {}, after(f)};
+  SharedFlow out{start_us_[f], s.duration_us, s.bytes, {}, after(f), s.queued};
   for (const LinkUse& u : uses(shapeOf(f))) out.uses.push_back(u);
   return out;
 }

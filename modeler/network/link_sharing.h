@@ -62,6 +62,12 @@ struct SharedFlow {
   // -1: it starts when that one ends plus the gap their standalone times leave (start_us - that
   // one's start_us - duration_us), never before start_us.
   int after = -1;
+  // Follows `after` as a queue does (--grad-reduce-sync step's reductions on the DP stream): it
+  // starts at the later of start_us and that one's end, with no gap. What kept it from starting
+  // earlier alone was its own start (its bucket's close), not the gap: a delay of the one before
+  // moves it only past its own start. Where the queue was busy (start_us = that one's end alone)
+  // the two rules agree.
+  bool queued = false;
 };
 
 // A flow's load alone on each resource it uses (bytes / its standalone time, times the copies),
@@ -78,17 +84,18 @@ int flowLoads(const SharedFlow& flow, std::vector<double>& capacity, FlowLoads& 
 // follows the flow listed just before it (a bit: a task's collectives are listed one after
 // another). The rare follower of another flow (a fused task's two interleaved chains) is kept
 // aside. A flow of shape s is SharedFlow{start_us(f), shape(s).duration_us, shape(s).bytes,
-// uses(s), after(f)}.
+// uses(s), after(f), shape(s).queued}.
 class FlowList {
  public:
   struct Shape {
     double duration_us = 0;  // alone
     double bytes = 0;        // per copy, through each resource it uses
     uint32_t first_use = 0;  // into the uses of every shape
-    uint32_t use_count = 0;
+    uint16_t use_count = 0;  // at most LinkUses::kMax
+    bool queued = false;     // its flows follow as SharedFlow::queued
   };
   // A new shape (its index); a flow's resources as SharedFlow::uses.
-  int addShape(double duration_us, double bytes, const LinkUses& uses);
+  int addShape(double duration_us, double bytes, const LinkUses& uses, bool queued = false);
   // A flow of `shape` starting at `start_us`, following flow `after` (-1: none; else an earlier
   // flow, which no other flow follows); its index.
   int add(double start_us, int shape, int after = -1);

@@ -49,8 +49,10 @@ struct Flows {
     const int p = list->after(static_cast<size_t>(g));
     return p >= 0 && sharing(p);
   }
-  // A follower's standalone gap after the flow `p` it follows.
+  // A follower's standalone gap after the flow `p` it follows; none for a queued one (it starts at
+  // the later of its own start and p's end: SharedFlow::queued).
   double gapUs(int g, int p) const {
+    if (list->shape(shape(g)).queued) return 0;
     return std::max(0.0, startUs(g) - startUs(p) - durationUs(p));
   }
 };

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "config/model_config.h"
@@ -160,6 +161,29 @@ TEST(LinkSharing, AFollowerStartsItsGapAfterTheFlowItFollows) {
   const SharingResult a = shareLinks(alone, kNic);
   EXPECT_DOUBLE_EQ(a.end_us[0], 10);
   EXPECT_DOUBLE_EQ(a.end_us[1], 25);
+}
+
+// A queued follower (SharedFlow::queued: --grad-reduce-sync step's reductions on the DP stream)
+// starts at the later of its own start and the end of the one it follows, with no gap. A (0-10)
+// and C (0-10) share the NIC from 0, both at 50: both end at 20. B queued after A, its own start
+// 25 (the queue was idle from 10 to 25): 25, alone, ends at 35 (with the gap rule: 20 + 15 = 35,
+// ending at 45). B' with its own start 15: the queue is busy when it comes (A runs until 20), so
+// it starts at 20 and ends at 30 (the gap rule gives 25, 35). Alone both keep their times.
+TEST(LinkSharing, AQueuedFollowerStartsAtItsOwnStartOrItsPredecessorsEnd) {
+  for (const auto& [own_start, start] : {std::pair{25.0, 25.0}, std::pair{15.0, 20.0}}) {
+    SCOPED_TRACE(::testing::Message() << "own start " << own_start);
+    std::vector<SharedFlow> flows{onNic(0, 10, 1000), onNic(0, 10, 1000),
+                                  onNic(own_start, 10, 1000)};
+    flows[2].after = 0;
+    flows[2].queued = true;
+    const SharingResult r = shareLinks(flows, kNic);
+    EXPECT_DOUBLE_EQ(r.end_us[0], 20);
+    EXPECT_DOUBLE_EQ(r.end_us[1], 20);
+    EXPECT_DOUBLE_EQ(r.end_us[2], start + 10);
+    const SharingResult a = shareLinks(std::vector<SharedFlow>{flows[0], flows[2]}, kNic);
+    EXPECT_DOUBLE_EQ(a.end_us[0], 10);
+    EXPECT_DOUBLE_EQ(a.end_us[1], own_start + 10);
+  }
 }
 
 // A follower delayed past a flow that starts after its own start still shares with it (the
