@@ -1,11 +1,14 @@
 // modeler/shared_memo.h: a key computed once across threads; a failed computation drops only its
-// own entry. The threads' order is forced with promises (no sleeps), so every case is
+// own entry. The threads' order is forced with promises and latches (no sleeps), so every case is
 // deterministic.
 #include "modeler/shared_memo.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <functional>
 #include <future>
+#include <latch>
 #include <stdexcept>
 #include <thread>
 
@@ -40,24 +43,54 @@ TEST(SharedMemo, EmptiedAtCapacity) {
   EXPECT_EQ(memo.get(1, [&] { return ++calls; }), 4);  // computed again
 }
 
-// A waiter on a key under computation gets that computation's value and does not compute it.
+// A waiter on a key under computation gets that computation's value and does not compute it. The
+// waiter must arrive while the computation runs: the computation waits (a latch) until the
+// waiter's look-up has compared its key with the entry in the memo (a key type that reports its
+// comparisons), so the waiter finds the entry still being computed, never a finished one.
+struct ProbedKey {
+  int id = 0;
+  std::function<void()>* on_compare = nullptr;  // the waiter's key reports its comparisons
+  bool operator<(const ProbedKey& o) const {
+    for (auto* probe : {on_compare, o.on_compare}) {
+      if (probe != nullptr) (*probe)();
+    }
+    return id < o.id;
+  }
+};
+
 TEST(SharedMemo, AWaiterTakesTheRunningComputationsValue) {
-  SharedMemo<int, int> memo(8);
-  std::promise<void> started, go;
+  SharedMemo<ProbedKey, int> memo(8);
+  std::latch waiter_looked(1);
+  std::atomic<bool> reported{false};
+  std::function<void()> report = [&] {
+    if (!reported.exchange(true)) waiter_looked.count_down();
+  };
+  std::atomic<bool> computation_done{false}, waiter_found_it_running{false};
+  std::promise<void> started;
   std::thread first([&] {
-    memo.get(1, [&] {
+    memo.get(ProbedKey{1}, [&] {
       started.set_value();
-      go.get_future().wait();
+      waiter_looked.wait();  // the waiter has looked key 1 up: it is in the memo, running
+      computation_done = true;
       return 42;
     });
   });
   started.get_future().wait();  // key 1 is in the memo, its computation running
+  int waiter_computed = 0;
+  std::function<void()> probe = [&] {
+    waiter_found_it_running = waiter_found_it_running || !computation_done;
+    report();
+  };
   std::promise<int> waited;
-  std::thread second([&] { waited.set_value(memo.get(1, [] { return -1; })); });
-  go.set_value();
+  std::thread second([&] {
+    waited.set_value(memo.get(ProbedKey{1, &probe}, [&] { return ++waiter_computed, -1; }));
+  });
   EXPECT_EQ(waited.get_future().get(), 42);
   first.join();
   second.join();
+  EXPECT_TRUE(waiter_found_it_running);
+  EXPECT_EQ(waiter_computed, 0);
+  EXPECT_EQ(memo.size(), 1u);
 }
 
 // The case the ticket exists for. Thread A inserts key 1 and computes it; meanwhile the memo is
