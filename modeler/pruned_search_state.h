@@ -190,8 +190,9 @@ class PrunedSearch {
   // pass): a candidate needs its exact peak only up to it (evaluateOne). `least_ceiling_bound`:
   // the least bound of the workers' ceilings: a key above it is outside the merged pool's best
   // `pool_capacity` (that worker holds as many below it), so it is set aside without entering a
-  // pool. Each worker's own figures alone left both higher at two threads than one worker's at
-  // one (12% more CPU in the pass, bench/RESULTS.md session 23, closed34).
+  // pool. With each worker's own figures alone, both stay higher at two threads than one
+  // worker's at one (more pool inserts, more exact peaks; bench/RESULTS.md session 24, ratio34:
+  // little of either in Llama 3 70B on 1,024 GPUs).
   struct alignas(64) Shared {
     std::atomic<int64_t> least_oom_peak{std::numeric_limits<int64_t>::max()};
     std::atomic<double> least_ceiling_bound{std::numeric_limits<double>::infinity()};
