@@ -29,9 +29,7 @@ void shareCandidates(const ModelConfig& model, const ClusterConfig& cluster, con
   const unsigned count = resolveThreads(workers);
   std::atomic<size_t> next_group{0};
   std::atomic<bool> stop{false};
-  parallelForWorkers(count, count, 1, [&](size_t, unsigned w) {
-    // A worker may run twice (when another thread never started): the second walk finds every
-    // group claimed.
+  runWorkers(count, [&](unsigned w) {
     size_t mine = std::numeric_limits<size_t>::max();  // the group this worker enumerates
     size_t group = 0, unit = 0;
     std::optional<Strategy> previous;

@@ -27,7 +27,9 @@ inline constexpr int kVariantBits = 24;
 
 // Calls visit(worker, index, candidate) for every candidate of the space (invalid ones with their
 // violation; the candidate is valid only during the call, forEachVariant), on `workers` threads
-// (0: every core; worker in 0..workers-1, one thread at a time per worker). The first exception stops every worker and is rethrown on the caller's thread.
+// (0: every core; worker in 0..workers-1, each on a thread of its own, all walking at once:
+// runWorkers). The first exception stops every worker (each at its next group: the group it is
+// enumerating is finished) and is rethrown on the caller's thread once all have stopped.
 void shareCandidates(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& base,
                      const StrategySpace& space, unsigned workers,
                      const std::function<void(unsigned, size_t, const Candidate&)>& visit);

@@ -57,6 +57,35 @@ void parallelForWorkers(size_t n, unsigned threads, size_t block, F&& f) {
   if (error) std::rethrow_exception(error);
 }
 
+// f(w) once for each worker w in 0..workers-1, each on a thread of its own (one worker: on the
+// caller's), all running at once: unlike parallelForWorkers, no thread runs two workers' calls one
+// after the other when another thread starts late, so every worker's call is under way beside the
+// others' (the shared enumeration's walks, candidate_stream.h). The first exception is rethrown on
+// the caller's thread once every worker has returned.
+template <class F>
+void runWorkers(unsigned workers, F&& f) {
+  if (workers <= 1) {
+    f(0u);
+    return;
+  }
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  std::vector<std::thread> pool;
+  pool.reserve(workers);
+  for (unsigned w = 0; w < workers; ++w) {
+    pool.emplace_back([&, w] {
+      try {
+        f(w);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
 template <class F>
 void parallelFor(size_t n, unsigned threads, F&& f) {
   parallelForWorkers(n, threads, 1, [&](size_t i, unsigned) { f(i); });

@@ -9,8 +9,9 @@
 // bounded size (SearchOptions::pool_capacity) that keeps the best bounds: when it overflows, its
 // worst bound is set aside, and so is every later candidate whose bound is no better (the pool's
 // "ceiling"). Each worker fills a pool of its own (so up to threads x pool_capacity candidates
-// are held at the end of a pass); merged then, they keep what one pool would (the best keys,
-// whatever the order they came in). Nothing is simulated while the
+// are held at the end of a pass), setting aside every key above the least ceiling of any
+// worker's (that worker holds a full pool below it); merged then, they keep what one pool would
+// (the best keys, whatever the order they came in). Nothing is simulated while the
 // enumeration runs: simulating when the pool overflowed (as before session 13) spent the time on
 // whatever the enumeration had reached — Llama 3.1 405B on 1,024 GPUs simulated 1M64P1D with
 // 2,048 micro-batches, 2.2 GB, before the 4M8P8D plans that win came along. At the end of the

@@ -10,6 +10,18 @@
 
 namespace evsim::pruned {
 
+namespace {
+
+// least = min(least, value), whatever the other workers store meanwhile.
+template <typename T>
+void lowerTo(std::atomic<T>& least, T value) {
+  T seen = least.load(std::memory_order_relaxed);
+  while (value < seen && !least.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
 // One pass over the enumeration, shared among the workers (candidate_stream.h): the closed-form
 // tier for every valid candidate; the fitting ones of this pass's range whose bound does not
 // exceed the threshold join the pool, which keeps the best `pool_capacity` bounds and sets the
@@ -19,6 +31,7 @@ namespace evsim::pruned {
 void PrunedSearch::runPass() {
   const double bound_limit = limit();
   for (Share& share : shares_) share.startPass();
+  shared_.least_ceiling_bound.store(std::numeric_limits<double>::infinity());
   shareCandidates(model_, cluster_, options_.base, options_.space, workers_,
                   [&](unsigned w, size_t index, const Candidate& c) {
                     visit(shares_[w], index, c, bound_limit);
@@ -56,21 +69,30 @@ void PrunedSearch::evaluateWaiting(Share& share, double bound_limit) const {
 
 void PrunedSearch::evaluateOne(Share& share, size_t index, Strategy&& strategy,
                                double bound_limit) const {
-  // An OOM candidate's peak matters only while it could be the closest (strictly below the
-  // closest so far; none after the first pass): above that a lower bound decides it.
-  const int64_t exact_peak_below =
-      pass_ > 0           ? 0
-      : share.closest_oom ? share.closest_oom->peak_memory_bytes
-                          : std::numeric_limits<int64_t>::max();
+  // An OOM candidate's peak matters only while it could be the closest (none after the first
+  // pass): strictly below this worker's closest so far (its later candidates come after it in
+  // index order, so a tie loses), and up to the least any worker found (an earlier index ties it
+  // and wins; at one thread the two are the same). Above that a lower bound decides it.
+  int64_t exact_peak_below = 0;
+  if (pass_ == 0) {
+    const int64_t least = shared_.least_oom_peak.load(std::memory_order_relaxed);
+    exact_peak_below = least == std::numeric_limits<int64_t>::max() ? least : least + 1;
+    if (share.closest_oom) {
+      exact_peak_below = std::min(exact_peak_below, share.closest_oom->peak_memory_bytes);
+    }
+  }
   const ClosedFormResult closed = tier_.evaluate(strategy, share.workspace, exact_peak_below);
   if (pass_ == 0) {  // counted once, in the first pass
     ++share.closed_form;
     if (!closed.fits) {
       ++share.oom;
-      // Strictly closer, as SearchReport::noteOom: the first in index order among ties.
-      if (!share.closest_oom || closed.peak_memory_bytes < share.closest_oom->peak_memory_bytes) {
+      // Strictly closer, as SearchReport::noteOom: the first in index order among ties. A peak
+      // that is only a lower bound is above some worker's closest, which is closer.
+      if (closed.peak_exact &&
+          (!share.closest_oom || closed.peak_memory_bytes < share.closest_oom->peak_memory_bytes)) {
         share.closest_oom = oomRow(strategy, closed);
         share.closest_oom_index = index;
+        lowerTo(shared_.least_oom_peak, closed.peak_memory_bytes);
       }
       return;
     }
@@ -84,7 +106,9 @@ void PrunedSearch::evaluateOne(Share& share, size_t index, Strategy&& strategy,
     ++share.pruned;
     return;
   }
-  if (!(key < share.ceiling)) {  // worse than one set aside already: set aside too
+  // Worse than one set aside already, by this worker or (by its bound) another: set aside too.
+  if (!(key < share.ceiling) ||
+      key.bound_us > shared_.least_ceiling_bound.load(std::memory_order_relaxed)) {
     ++share.set_aside;
     return;
   }
@@ -95,6 +119,7 @@ void PrunedSearch::evaluateOne(Share& share, size_t index, Strategy&& strategy,
     share.ceiling = keyOf(*worst);
     share.pool.erase(worst);
     ++share.set_aside;
+    lowerTo(shared_.least_ceiling_bound, share.ceiling.bound_us);
   }
 }
 

@@ -5,6 +5,7 @@
 // Shared by those two files only.
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <limits>
 #include <map>
@@ -184,6 +185,19 @@ class PrunedSearch {
   const ClusterConfig& cluster_;
   const CostModel& costs_;
   const SearchOptions& options_;
+  // What the workers of a pass tell each other (read per candidate, written rarely; on a cache
+  // line of its own). `least_oom_peak`: the least exact OOM peak any worker has found (first
+  // pass): a candidate needs its exact peak only up to it (evaluateOne). `least_ceiling_bound`:
+  // the least bound of the workers' ceilings: a key above it is outside the merged pool's best
+  // `pool_capacity` (that worker holds as many below it), so it is set aside without entering a
+  // pool. With each worker's own figures alone, both stay higher at two threads than one
+  // worker's at one (more pool inserts, more exact peaks; bench/RESULTS.md session 24, ratio34:
+  // little of either in Llama 3 70B on 1,024 GPUs).
+  struct alignas(64) Shared {
+    std::atomic<int64_t> least_oom_peak{std::numeric_limits<int64_t>::max()};
+    std::atomic<double> least_ceiling_bound{std::numeric_limits<double>::infinity()};
+  };
+  mutable Shared shared_;
   mutable PlanCache cache_{8};
   ClosedFormTier tier_;
   unsigned workers_;

@@ -6,10 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <latch>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "support/search_options.h"
@@ -100,20 +105,78 @@ TEST(CandidateStreamTest, EveryCandidateOnceInEnumerationOrderOnAnyNumberOfWorke
   }
 }
 
+// Runs `on_exit` when the thread that set it ends (its thread_local storage is destroyed).
+struct ThreadExitSignal {
+  std::function<void()> on_exit;
+  ~ThreadExitSignal() {
+    if (on_exit) on_exit();
+  }
+};
+thread_local ThreadExitSignal thread_exit_signal;
+
+// (M, C, P, D, E, ETP, micro-batch): the enumeration's groups (candidate_stream.h).
+auto groupOf(const Strategy& s) {
+  return std::make_tuple(s.tp, s.cp, s.pp, s.dp, s.ep, s.etp, s.micro_batch);
+}
+
+// The interleaving is forced, not left to the scheduler: both workers hold a candidate of the
+// group they claimed first (a latch), then worker 0 throws, and worker 1 goes on only once worker
+// 0's thread has ended (the error has stopped the walks by then). Worker 1 must finish the group
+// it holds, claim no other, and the error must come back.
 TEST(CandidateStreamTest, AWorkersErrorStopsEveryWorkerAndComesBack) {
   ModelConfig model = loadModelConfig(test::configPath("models", "gpt3-175b"));
   ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-a100"));
   const SearchOptions options = techniqueSpace();
-  size_t total = 0;
-  forEachCandidate(model, cluster, options.base, options.space, [&](Candidate&&) { ++total; });
-  std::atomic<size_t> visited{0};
-  EXPECT_THROW(shareCandidates(model, cluster, options.base, options.space, 2,
-                               [&](unsigned, size_t, const Candidate&) {
-                                 if (++visited == 5) throw std::runtime_error("stop");
-                               }),
-               std::runtime_error);
-  // The other worker stops at its next group: far fewer than all were visited.
-  EXPECT_LT(visited.load(), total / 2);
+  // Independently: every candidate in enumeration order, with its group.
+  std::vector<std::string> all;
+  std::vector<decltype(groupOf(Strategy{}))> groups;
+  forEachCandidate(model, cluster, options.base, options.space, [&](Candidate&& c) {
+    all.push_back(describe(c));
+    groups.push_back(groupOf(c.strategy));
+  });
+  ASSERT_EQ(std::set<std::string>(all.begin(), all.end()).size(), all.size());  // found by name
+  std::latch both_hold_a_candidate(2);
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool thrower_ended = false, waited_too_long = false;
+  std::vector<std::string> worker0, worker1;  // what each visited, in order
+  EXPECT_THROW(
+      shareCandidates(
+          model, cluster, options.base, options.space, 2,
+          [&](unsigned w, size_t, const Candidate& c) {
+            if (w == 0) {
+              worker0.push_back(describe(c));
+              thread_exit_signal.on_exit = [&] {
+                const std::lock_guard<std::mutex> lock(mutex);
+                thrower_ended = true;
+                changed.notify_all();
+              };
+              both_hold_a_candidate.arrive_and_wait();
+              throw std::runtime_error("stop");
+            }
+            worker1.push_back(describe(c));
+            if (worker1.size() > 1) return;
+            both_hold_a_candidate.arrive_and_wait();
+            std::unique_lock<std::mutex> lock(mutex);
+            // A guard against a hang, not a threshold: worker 0 ends within microseconds.
+            waited_too_long =
+                !changed.wait_for(lock, std::chrono::seconds(60), [&] { return thrower_ended; });
+          }),
+      std::runtime_error);
+  EXPECT_FALSE(waited_too_long);
+  EXPECT_EQ(worker0.size(), 1u);
+  ASSERT_FALSE(worker1.empty());
+  // Worker 1 visited exactly its group: from the group's first candidate to its last.
+  const auto first = std::find(all.begin(), all.end(), worker1.front());
+  ASSERT_NE(first, all.end());
+  const size_t begin = static_cast<size_t>(first - all.begin());
+  ASSERT_TRUE(begin == 0 || groups[begin - 1] != groups[begin]) << "not a group's first";
+  size_t end = begin;
+  while (end < all.size() && groups[end] == groups[begin]) ++end;
+  EXPECT_EQ(worker1, std::vector<std::string>(all.begin() + static_cast<ptrdiff_t>(begin),
+                                              all.begin() + static_cast<ptrdiff_t>(end)));
+  // So far fewer than all were visited.
+  EXPECT_LT(worker0.size() + worker1.size(), all.size() / 2);
 }
 
 }  // namespace
