@@ -16,9 +16,9 @@ namespace evsim {
 //   arenas added up: a two-thread search peaked at 75 MB where its live data never passed ~58
 //   and one thread's at 54 (the simulation budget, pruned_search_state.h, bounds the live data
 //   only). One arena shared by the threads peaks at what is live at once plus its fragments;
-// - memory mapped or trimmed for each simulation was faulted in again by the next: 131,000 page
-//   faults, 0.46 s of system time in a 3.9 s one-thread search; 11,900 and 0.08 s with freed
-//   memory kept for reuse (bench/RESULTS.md, session 24, rss34c).
+// - memory mapped or trimmed for each simulation was faulted in again by the next: 131,381 page
+//   faults and 0.43 s of system time beside 3.35 s of user time in that search on one thread;
+//   11,844 and 0.09 s with freed memory kept for reuse (bench/RESULTS.md, session 24, rss34c).
 // The two threads' allocations did not contend more on one arena (the same futex calls).
 void useOneReusedHeap() {
 #if defined(__GLIBC__)
