@@ -41,7 +41,8 @@ constexpr double kBoundSlack = 1e-9;
 // never changes a result. 32 MiB since session 24: with the threads' freed memory reused in one
 // heap (search_heap.h) the peak follows the live data, and 48 MiB with the estimate corrected
 // let a two-thread search reach 71-75 MB, 36 MiB 62-63 MB, 32 MiB 58.5 MB (bench/RESULTS.md,
-// session 24, rss34c).
+// session 24, rss34c). The price: that search's two largest sharing passes (~30 MB estimated)
+// now run beside nothing above ~3 MB, where 48 MiB let each run beside a 15 MB one.
 constexpr size_t kSimulationBudgetBytes = size_t{32} << 20;
 
 struct Ranked {
