@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <optional>
@@ -14,12 +15,15 @@
 #include "common/units.h"
 #include "modeler/equivalent_plans.h"
 #include "modeler/link_flows.h"
+#include "modeler/lone_tasks.h"
 #include "modeler/parallel_within_budget.h"
 #include "modeler/pruned_search_state.h"
+#include "modeler/search_heap.h"
 #include "modeler/simulation.h"
 #include "plan/iteration_plan.h"
 #include "plan/plan_core.h"
 #include "plan/shape_cache.h"
+#include "plan/task_graph.h"
 
 namespace evsim::pruned {
 
@@ -142,14 +146,26 @@ double tasksOf(const Pending& candidate) {
 
 }  // namespace
 
-// A simulation's memory at its largest, estimated for the round's budget: its task graph and
-// timeline (~120 bytes a task: TaskGraph's node and edges, the timing engine's record), and for a
-// sharing pass (`full`) its flows beside them (~15 bytes a flow: FlowList's start and shape, link
-// sharing's per-flow slot) with what it keeps per task while they share (~16 bytes).
+// A simulation's memory at its largest, estimated for the round's budget. A first pass holds per
+// task the task graph's node, about 1.5 edges, its place in its device's order and its send code;
+// while the graph is built, the node's id slot and the schedule's order entry; then the timing
+// engine's record and output, and under DP overlap a bucket mark: 161 bytes. A sharing pass
+// (`full`) frees the timeline's records as it lists their flows; measured (heap in use at its
+// peak less at its start, one thread, Llama 3.1 405B on 1,024 GPUs: 8-29 MB for 16,384-131,072
+// tasks and 0.13-1.03 M flows; bench/RESULTS.md, session 24, rss34c) it held ~142 bytes a task
+// and ~10 a flow: estimated at 140 and 12 (its flow list's start and shape, link sharing's slot).
+// Session 23's 120 bytes a task undercounted first passes by a fifth (131,072 tasks: 19.5 MB
+// measured, 15.7 estimated).
 size_t PrunedSearch::simulationBytes(const Pending& candidate, bool full) {
+  constexpr double kFirstPassTaskBytes =
+      sizeof(TaskNode) + 1.5 * sizeof(TaskEdge) + sizeof(int) + sizeof(uint8_t) + sizeof(int) +
+      sizeof(StageTask) + sizeof(TaskTiming) + sizeof(lone::Output) + sizeof(int);
+  constexpr double kSharingPassTaskBytes = 140, kSharingPassFlowBytes = 12;
   const double tasks = tasksOf(candidate);
-  double bytes = 120 * tasks;
-  if (full) bytes += 16 * tasks + 15 * static_cast<double>(candidate.sharing_flows);
+  const double bytes =
+      full ? kSharingPassTaskBytes * tasks +
+                 kSharingPassFlowBytes * static_cast<double>(candidate.sharing_flows)
+           : kFirstPassTaskBytes * tasks;
   return static_cast<size_t>(bytes);
 }
 
@@ -354,6 +370,7 @@ SearchReport runPrunedSearch(const ModelConfig& model, const ClusterConfig& clus
                              const CostModel& costs, const SearchOptions& options) {
   validateSearchOptions(options);
   if (options.top_k < 1) EVSIM_THROW(InputError, "--top {}: must be >= 1", options.top_k);
+  useOneReusedHeap();  // before the workers allocate
   pruned::PrunedSearch search(model, cluster, costs, options);
   search.runPass();
   while (search.endPass()) search.runPass();  // the invalid ones were counted in the first pass

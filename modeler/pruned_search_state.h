@@ -36,11 +36,15 @@ constexpr size_t kClosedFormBlock = 256;
 constexpr double kBoundSlack = 1e-9;
 // The simulations of a round run side by side only while their estimated memory fits this budget
 // (parallel_within_budget.h; simulationBytes): two link-sharing passes of Llama 3.1 405B's
-// largest candidates on 1,024 GPUs (~10^6 flows, 131,072 tasks, ~33 MB estimated each) ran at
-// once and took a two-thread search to 94 MB where one thread peaked at 58 (issue 34 item 2).
-// With it, the other thread simulates the round's smaller candidates meanwhile. Which thread
-// ran what never changes a result.
-constexpr size_t kSimulationBudgetBytes = size_t{48} << 20;
+// largest candidates on 1,024 GPUs (~10^6 flows, 131,072 tasks, ~30 MB each) ran at once and
+// took a two-thread search to 94 MB where one thread peaked at 58 (issue 34 item 2). With it,
+// the other thread simulates the round's smaller candidates meanwhile. Which thread ran what
+// never changes a result. 32 MiB since session 24: with the threads' freed memory reused in one
+// heap (search_heap.h) the peak follows the live data, and 48 MiB with the estimate corrected
+// let a two-thread search reach 71-75 MB, 36 MiB 62-63 MB, 32 MiB 58.5 MB (bench/RESULTS.md,
+// session 24, rss34c). The price: that search's two largest sharing passes (~30 MB estimated)
+// now run beside nothing above ~3 MB, where 48 MiB let each run beside a 15 MB one.
+constexpr size_t kSimulationBudgetBytes = size_t{32} << 20;
 
 struct Ranked {
   double iteration_us = 0;
