@@ -127,6 +127,7 @@ namespace {
 DeviceModelParams readModel(const YamlReader& model) {
   model.allowOnly({"gemm_efficiency", "gemm_tile_overhead_k", "gemm_by_dtype", "gemm_kernel_us",
                    "memory_efficiency", "memory_efficiency_by_op", "memory_kernel_us", "host_op_us",
+                   "host_call_us",
                    "uncertainty_pct", "allreduce_curves", "fused_attention", "clocks"});
   DeviceModelParams p;
   p.gemm_efficiency = readSourced(model, "gemm_efficiency", kMaxFraction);
@@ -135,6 +136,7 @@ DeviceModelParams readModel(const YamlReader& model) {
   p.memory_efficiency = readSourced(model, "memory_efficiency", kMaxFraction);
   p.memory_kernel_us = readSourced(model, "memory_kernel_us", kUsPerSecond);
   p.host_op_us = readSourced(model, "host_op_us", kUsPerSecond);
+  p.host_call_us = readSourced(model, "host_call_us", kUsPerSecond);
   p.uncertainty_pct = readSourced(model, "uncertainty_pct", kMaxUncertaintyPct);
   if (p.gemm_efficiency.value <= 0) model.fail("gemm_efficiency.value", "must be > 0");
   if (p.memory_efficiency.value <= 0) model.fail("memory_efficiency.value", "must be > 0");
@@ -287,6 +289,7 @@ void emitModel(YAML::Emitter& out, const DeviceModelParams& m) {
   }
   emitSourced(out, "memory_kernel_us", m.memory_kernel_us);
   emitSourced(out, "host_op_us", m.host_op_us);
+  emitSourced(out, "host_call_us", m.host_call_us);
   emitSourced(out, "uncertainty_pct", m.uncertainty_pct);
   if (!m.fused_attention.empty()) {
     out << YAML::Key << "fused_attention" << YAML::Value << YAML::BeginMap;

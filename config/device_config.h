@@ -27,6 +27,8 @@
 //       dropout_fwd: {value: 0.6, source: "measured: ..."}        #   (others: memory_efficiency)
 //     memory_kernel_us: {value: 3, source: "..."}                # fixed time per memory-bound op
 //     host_op_us: {value: 10, source: "..."}                     # framework issue time per op
+//     host_call_us: {value: 7, source: "..."}                    # one torch call's, inside a
+//                                                                #   framework call (TE's ring)
 //     uncertainty_pct: {value: 9, source: "..."}                 # fit's typical error, for bands
 //     fused_attention:                                           # optional: flash attention's
 //       fa2:                                                     #   own tile model per kernel
@@ -128,6 +130,9 @@ struct DeviceModelParams {
   std::map<std::string, SourcedValue> memory_efficiency_by_op;
   SourcedValue memory_kernel_us;
   SourcedValue host_op_us;
+  // One torch call's host time when issued from inside a framework call rather than as a
+  // framework op (Transformer Engine's ring loop: ops/cp_ring_host.h).
+  SourcedValue host_call_us;
   SourcedValue uncertainty_pct;
   std::vector<CollectiveCurve> allreduce_curves;  // sorted by group; may be empty
   // Without an entry for the run's kernel, fused attention runs at the GEMM tiles' efficiency

@@ -70,6 +70,7 @@ std::optional<EventCost> CostModel::cost(const Event& event) const {
                     event.signature());
       }
       c->host_us = device_.hostUs(event);
+      c->host_call_us = device_.hostCallUs();
       return c;
     }
   }

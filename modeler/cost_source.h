@@ -21,6 +21,10 @@ struct EventCost {
   // Framework (host) time to issue the op inside a task; a kernel cannot start before it is
   // issued (simulation.cpp). 0 where the device model has no host cost.
   double host_us = 0;
+  // Host time of one torch call issued from inside a framework call (an op with
+  // OpInstance::host_calls, Transformer Engine's ring loop), from the same device model: such an
+  // op costs host_calls x this instead of host_us (op_offsets.h). 0 without a device model.
+  double host_call_us = 0;
 };
 
 class CostSource {

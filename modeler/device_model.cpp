@@ -199,6 +199,10 @@ double DeviceModel::hostAdamUs(const Event& event) const {
   return double(event.memory_bytes) / bytesPerUs(share_gb_s);
 }
 
+double DeviceModel::hostCallUs() const {
+  return cluster_.device.model ? cluster_.device.model->host_call_us.value : 0.0;
+}
+
 double DeviceModel::hostUs(const Event&) const {
   return cluster_.device.model ? cluster_.device.model->host_op_us.value : 0.0;
 }

@@ -38,7 +38,9 @@
 //     bandwidth; the host's Adam (cpu_adam) streams its bytes through the node's host memory at
 //     bandwidth / gpus_per_node (the node's GPUs step at once)
 //   host: every op inside a task costs host_op_us of framework time to issue; a kernel cannot
-//     start before the host has issued it (see hostUs; the simulation applies it per task)
+//     start before the host has issued it (see hostUs; the simulation applies it per task). An
+//     op issued from inside one framework call (Transformer Engine's ring loop: OpInstance::
+//     host_calls, counted in ops/cp_ring_host.h) costs its calls x host_call_us instead
 //   collectives inside a node, where the device file has NCCL all-reduce curves (measured inside
 //     one node), from the curve of the largest fitted group <= n (else the smallest):
 //     t = max(floor, min(ll_latency*r + factor*bytes/ll_busbw, simple_latency*r +
@@ -66,6 +68,9 @@ class DeviceModel {
   double estimateUs(const Event& event) const;
   // Host (framework) time to issue `event` inside a task: 0 without a calibrated model.
   double hostUs(const Event& event) const;
+  // Host time of one torch call made from inside a framework call (ops/cp_ring_host.h): 0
+  // without a calibrated model.
+  double hostCallUs() const;
 
   // True when the device file carries a fitted model (not the datasheet roofline).
   bool calibrated() const { return cluster_.device.model.has_value(); }

@@ -26,12 +26,19 @@
 #include <cstddef>
 
 #include "common/error.h"
+#include "modeler/cost_source.h"
 #include "ops/op_list.h"
 #include "modeler/overlap_slowdown.h"
 
 namespace evsim {
 
-// `cost(op)` gives {host_us, time_us}; `start_at(i, t)` is told where selected op i starts;
+// The host time to issue `op`, from its event's cost `c`: a framework op's host_us, or, for an op
+// issued from inside one framework call (OpInstance::host_calls), its calls x host_call_us.
+inline double issueHostUs(const OpInstance& op, const EventCost& c) {
+  return op.host_calls > 0 ? op.host_calls * c.host_call_us : c.host_us;
+}
+
+// `cost(op)` gives {host_us, time_us} (issueHostUs for a cost model's answer); `start_at(i, t)` is told where selected op i starts;
 // `slowdown(op)` the factor of an overlapping op (see above).
 template <typename Select, typename Cost, typename OnStart, typename Slowdown>
 double opOffsets(const OpList& ops, Select in_task, Cost cost, OnStart start_at,

@@ -29,7 +29,7 @@ double taskOpStarts(const IterationPlan& plan, const OpList& ops,
       ops, in_task,
       [&](const OpInstance& op) {
         const EventCost& c = costs[op.event];
-        return std::pair{c.host_us, c.time_us};
+        return std::pair{issueHostUs(op, c), c.time_us};
       },
       [&](size_t i, double start) { starts[i] = start; },
       [&](const OpInstance& op) {
@@ -53,7 +53,7 @@ double taskSlowdownUs(const IterationPlan& plan, const OpList& ops,
   const double alone_us = opOffsets(
       ops, in_task,
       [&](const OpInstance& op) {
-        return std::pair{costs[op.event].host_us, costs[op.event].time_us};
+        return std::pair{issueHostUs(op, costs[op.event]), costs[op.event].time_us};
       },
       [](size_t, double) {});
   return slowed_us - alone_us;

@@ -39,7 +39,7 @@ TaskRetimer::Times TaskRetimer::times(int virtual_stage, Phase phase,
         ops, in_task,
         [&](const OpInstance& op) {
           const EventCost& c = costs_[op.event];
-          return std::pair{c.host_us, c.time_us + extra_[static_cast<size_t>(&op - ops.data())]};
+          return std::pair{issueHostUs(op, c), c.time_us + extra_[static_cast<size_t>(&op - ops.data())]};
         },
         [](size_t, double) {},
         [&](const OpInstance& op) {

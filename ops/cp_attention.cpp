@@ -23,6 +23,7 @@
 // each a2a with the previous one's reordering copies only, and the allgather waits for K/V.
 
 #include "ops/cp_ring_copies.h"
+#include "ops/cp_ring_host.h"
 #include "ops/layer_ops.h"
 
 namespace evsim {
@@ -52,10 +53,17 @@ void LayerOpBuilder::cpCollective(OpList& out, int layer, std::string_view name,
 
 void LayerOpBuilder::ringAttention(OpList& out, int layer, bool backward, const RingAttention& r) {
   // Transformer Engine's copies and merges around its ring (ops/cp_ring_copies.h), on K and V of
-  // k bytes each.
+  // k bytes each. Under TE every op of the ring is issued by the loop's own Python, not as a
+  // framework op: its host time is the torch calls it makes (ops/cp_ring_host.h).
   const bool copies = r.copies && r.ring > 1;
   const int64_t k = r.kv_block_bytes / 2;
-  if (copies) eagerKernels(out, layer, {backward ? cpRingKvGradBuffer(k) : cpRingKvPack(k)});
+  auto issuedBy = [&](double calls) {
+    if (copies) out.back().host_calls = calls;
+  };
+  if (copies) {
+    eagerKernels(out, layer, {backward ? cpRingKvGradBuffer(k) : cpRingKvPack(k)});
+    issuedBy(backward ? kCpKvGradBufferCalls : kCpKvPackCalls);
+  }
   for (int j = 0; j < r.ring; ++j) {
     // What travels while this step computes (TE's ring; after an a2a each block is s/R tokens on
     // a/(tA) heads: the same bytes). Forward: the next K/V block, beside each step but the last.
@@ -69,6 +77,7 @@ void LayerOpBuilder::ringAttention(OpList& out, int layer, bool backward, const 
     }
     if (bytes > 0) {
       cpRingExchange(out, layer, backward ? "cp_kv_grad_exchange" : "cp_kv_exchange", bytes);
+      issuedBy(backward ? cpRingBackwardExchangeCalls(j, r.ring) : kCpKvExchangeCalls);
       // TE waits for the exchange only before adding the step's dK and dV into the received
       // running sums ("wait until dKV is received"): the step's dQ accumulation runs beside it.
       if (copies && backward) out.back().overlap_ops = 2;
@@ -77,9 +86,22 @@ void LayerOpBuilder::ringAttention(OpList& out, int layer, bool backward, const 
             j == 0 ? (backward ? "flash_attention_bwd" : "flash_attention")
                    : (backward ? "flash_attention_ring_step_bwd" : "flash_attention_ring_step"),
             r.step, 0, j == 0 ? r.saved_bytes : 0);
-    if (copies && backward) eagerKernels(out, layer, cpRingGradAccumulations(j, r.q_bytes, k));
+    issuedBy(backward ? cpRingBackwardStepCalls(j, r.ring) : cpRingForwardStepCalls(j));
+    if (copies && backward) {
+      const EagerKernels sums = cpRingGradAccumulations(j, r.q_bytes, k);
+      for (size_t i = 0; i < sums.size(); ++i) {
+        eagerKernels(out, layer, {sums[i]});
+        issuedBy(cpGradAccumulationCalls(static_cast<int>(i)));
+      }
+    }
   }
-  if (copies && !backward) eagerKernels(out, layer, cpRingOutCorrections(r.ring, r.q_bytes));
+  if (copies && !backward) {
+    const EagerKernels corrections = cpRingOutCorrections(r.ring, r.q_bytes);
+    for (size_t i = 0; i < corrections.size(); ++i) {
+      eagerKernels(out, layer, {corrections[i]});
+      issuedBy(cpOutCorrectionCalls(static_cast<int>(i)));
+    }
+  }
 }
 
 void LayerOpBuilder::flashAttentionCore(OpList& out, int layer, bool backward) {

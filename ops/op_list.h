@@ -38,6 +38,11 @@ struct OpInstance {
   // A backward op that only computes a weight gradient (a linear's wgrad GEMM): zero-bubble
   // schedules defer it to a separate W task; every other backward op is the input-gradient B.
   bool weight_grad = false;
+  // Issued from inside one framework call by this many torch calls (Transformer Engine's ring
+  // loop, counted in ops/cp_ring_host.h): its host time is host_calls x the device's
+  // host_call_us instead of a framework op's host_op_us (modeler/op_offsets.h). 0: a framework
+  // op. A float in the padding after the flags: the op stays 64 bytes.
+  float host_calls = 0;
   // Parameter elements this op owns on one rank (a GEMM's weight and bias, a norm's gain), on
   // forward ops only: a chunk's parameters are the sum over its forward list.
   int64_t weights = 0;

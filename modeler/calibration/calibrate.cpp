@@ -92,9 +92,10 @@ void fitKernels(const CalibrationInput& input, ClusterConfig& cluster, Calibrati
                   db.metadata.date.substr(0, 10), input.kernels_origin);
   report.kernel_fit = fitKernelModel(points, cluster, source, input.max_evaluations);
   DeviceModelParams& model = *cluster.device.model;
-  const SourcedValue host = model.host_op_us;
+  const SourcedValue host = model.host_op_us, call = model.host_call_us;
   model = report.kernel_fit->params;
   model.host_op_us = host;
+  model.host_call_us = call;
   const double held_out = kernelMapePct(points, report.kernel_fit->predicted_us, false);
   if (held_out >= 0) {
     model.uncertainty_pct = {held_out,
@@ -143,6 +144,7 @@ DeviceModelParams startingModel() {
   p.memory_efficiency = {0.7, start};    // streaming kernels reach 70-90% of the datasheet
   p.memory_kernel_us = {3, start};
   p.host_op_us = {30, start};  // PyTorch eager: Python, dispatcher, launch
+  p.host_call_us = {7, start};  // one eager call (no fit moves it: measured, ops/cp_ring_host.h)
   p.uncertainty_pct = {50, start};
   return p;
 }
@@ -178,15 +180,18 @@ CalibrationReport calibrate(const CalibrationInput& input) {
   const bool fits_compute = !input.runs.empty() || input.kernels != nullptr;
   if (fits_compute) {
     std::vector<CollectiveCurve> curves;
-    std::optional<SourcedValue> host;
+    std::optional<SourcedValue> host, call;
     if (device.model) {
       curves = device.model->allreduce_curves;
       host = device.model->host_op_us;
+      call = device.model->host_call_us;
     }
     device.model = startingModel();
     device.model->allreduce_curves = std::move(curves);
-    // A kernel fit says nothing about the framework's host time: keep the device's.
+    // A kernel fit says nothing about the framework's host time: keep the device's. No fit
+    // (kernels or iterations) moves one torch call's host time: it is measured, not fitted.
     if (input.kernels != nullptr && host) device.model->host_op_us = *host;
+    if (call) device.model->host_call_us = *call;
   } else if (fits_model && !device.model) {
     device.model = startingModel();  // curves for a device without a model yet
   }

@@ -33,7 +33,8 @@ void CostSourceOptions::add(CLI::App& app) {
       ->check(CLI::IsMember({"analytic", "none"}));
   app.add_option("--host-op-us", host_op_us,
                  "host time to issue one op (us), instead of the device file's host_op_us: e.g. "
-                 "the executor's own, as eventprof --compute-timer cuda-events reports it")
+                 "the executor's own, as eventprof --compute-timer cuda-events reports it (Transformer "
+                 "Engine's ring-loop ops keep the device file's host_call_us per call)")
       ->check(kFiniteNonNegative);
 }
 

@@ -34,6 +34,7 @@ model:
   memory_efficiency: {value: 0.8, source: "test"}
   memory_kernel_us: {value: 2, source: "test"}
   host_op_us: {value: 20, source: "test"}
+  host_call_us: {value: 5, source: "test"}
   uncertainty_pct: {value: 10, source: "test"}
 )");
   return yaml.append(model_extra);
