@@ -198,20 +198,21 @@ int64_t zero2StepGradientBytes(const ModelConfig& model, const Strategy& strateg
 
 int64_t pendingReductionPeakBytes(const std::vector<HeldBytes>& activations,
                                   const std::vector<HeldBytes>& pending) {
-  // (time, allocation after frees, activation delta, bucket delta)
+  // (time, order at that time: 0 frees, 1 allocations, 2 frees after them; activation delta,
+  // bucket delta)
   std::vector<std::tuple<double, int, int64_t, int64_t>> events;
   events.reserve(2 * (activations.size() + pending.size()));
   for (const HeldBytes& a : activations) {
     events.emplace_back(a.start_us, 1, a.bytes, 0);
-    events.emplace_back(a.end_us, 0, -a.bytes, 0);
+    events.emplace_back(a.end_us, a.freed_after_allocations ? 2 : 0, -a.bytes, 0);
   }
   for (const HeldBytes& p : pending) {
     events.emplace_back(p.start_us, 1, 0, p.bytes);
-    events.emplace_back(p.end_us, 0, 0, -p.bytes);
+    events.emplace_back(p.end_us, p.freed_after_allocations ? 2 : 0, 0, -p.bytes);
   }
   std::sort(events.begin(), events.end());
   int64_t held = 0, buckets = 0, best = 0, best_held = 0;
-  for (const auto& [t, allocation, d_held, d_buckets] : events) {
+  for (const auto& [t, order, d_held, d_buckets] : events) {
     held += d_held;
     buckets += d_buckets;
     best = std::max(best, held + buckets);

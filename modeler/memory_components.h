@@ -80,8 +80,9 @@
 //     buffers, torch.empty(reduce_bucket_size) in the model dtype, one, two with overlap_comm
 //     (--dp-overlap): (1 or 2) x bucket x e, the bucket --dp-bucket-mb's bytes or DeepSpeed's
 //     default 5e8 elements.
-//     Under --grad-reduce-sync step one, beside the pending reductions' own buckets
-//     (pendingReductionPeakBytes).
+//     Under --grad-reduce-sync step none: each bucket is a buffer of its own in the wire dtype
+//     from its first gradient to its reduction's end, the one being filled among them
+//     (modeler/pending_reductions.h, pendingReductionPeakBytes).
 // Transients, each at its own moment of the step (the stage peak adds the largest):
 //   recompute: the block whose activations are rebuilt for its backward, what it saves without
 //     recomputation less what it kept;
@@ -280,21 +281,23 @@ int64_t zero2LaterBackwardPartitionBytes(const ModelConfig& model, const Strateg
                                          int64_t micro_batches);
 int64_t zero2StepGradientBytes(const ModelConfig& model, const Strategy& strategy, int zero,
                                double partition_parameters);
-// --grad-reduce-sync step (ZeRO-2, modeler/timing_engine.h): a bucket's reduction queued on the
-// DP stream holds the bucket's unsharded gradients, in the reduction's wire dtype (its event's
-// message bytes), from its issue until it ends; DeepSpeed's one IPG buffer
-// (dataParallelBufferBytes) is the bucket being filled. What they add to the stage's peak comes
-// from the timeline, walked as the Llama 3 what-if does (scripts/zero2_async_whatif.py): each
-// micro-batch chunk's saved activations held from its forward's end to its backward's end, each
-// reduction's bucket from its issue to its end, frees before allocations at one instant; the
-// pending buckets add max over time of (activations + buckets) less the activations' own peak
-// (the backlog that builds in the cool-down meets few held activations). The queue bound K
-// bounds the buckets pending at any time. Without a timeline (the search's memory check) 0: a
-// lower bound of simulate's.
+// --grad-reduce-sync step (ZeRO-2, modeler/timing_engine.h): a bucket holds its unsharded
+// gradients from its first gradient (while it is being filled, in the model dtype) until its
+// queued reduction ends (in the reduction's wire dtype, its event's message bytes, from the cast
+// at its issue on); modeler/pending_reductions.h says when each part begins and ends. No IPG
+// buffer besides. What they add to the stage's peak comes from the timeline: each micro-batch
+// chunk's saved activations held from its forward's end to its backward's end, each bucket's
+// parts over their intervals; at one instant frees come first, then allocations, then the frees
+// of what an allocation there was copied from (`freed_after_allocations`: a cast's source lives
+// until its copy exists). The buckets add max over time of (activations + buckets) less the
+// activations' own peak (the backlog that builds in the cool-down meets few held activations). A
+// queue bound K leaves at most K closed buckets pending beside the one being filled. Without a
+// timeline (the search's memory check) 0: a lower bound of simulate's.
 struct HeldBytes {
   double start_us = 0;
   double end_us = 0;
   int64_t bytes = 0;
+  bool freed_after_allocations = false;  // freed after the allocations at end_us (above)
 };
 int64_t pendingReductionPeakBytes(const std::vector<HeldBytes>& activations,
                                   const std::vector<HeldBytes>& pending);

@@ -151,8 +151,9 @@ struct StageMemory {
   int64_t comm_transient_bytes = 0;        // max(SP/CP buffers, MoE dispatch)
   // Buffers through the step.
   int64_t dp_buffer_bytes = 0, pp_buffer_bytes = 0, fp8_bytes = 0, workspace_bytes = 0;
-  // --grad-reduce-sync step (ZeRO-2): what the queued reductions' buckets add above the held
-  // activations' peak (pendingReductionPeakBytes); the step waits for them all, so not at the step.
+  // --grad-reduce-sync step (ZeRO-2): what the gradient buckets, the one being filled and the
+  // queued ones, add above the held activations' peak (modeler/pending_reductions.h); the step
+  // waits for them all, so not at the step.
   int64_t pending_reduction_bytes = 0;
   // The optimizer step, after the last backward (memory_components.h): foreach AdamW's temporary
   // (0 but for FSDP with --optimizer-impl foreach) and what is allocated then (model states, that

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <map>
 #include <optional>
 #include <string>
 
@@ -13,6 +12,7 @@
 #include "common/units.h"
 #include "modeler/json_schema.h"
 #include "modeler/memory_model.h"
+#include "modeler/pending_reductions.h"
 #include "ops/parameter_counts.h"
 
 namespace evsim {
@@ -140,54 +140,6 @@ nlohmann::json stageMemoryJson(const StageMemory& m) {
           {"device_bytes", m.peak_bytes}};
   if (m.pending_reduction_bytes > 0) {  // --grad-reduce-sync step only
     out["pending_reduction_bytes"] = m.pending_reduction_bytes;
-  }
-  return out;
-}
-
-// --grad-reduce-sync step: per device stage, what the pending ZeRO-2 reductions add above the
-// held activations' peak in its timeline (pendingReductionPeakBytes; the largest over the
-// classes): each chunk's saved activations (its forward ops' saved bytes) from a forward's end to
-// its backward's (B's) end, each reduction's bucket (its event's bytes) from its issue (the
-// class's ready time) to its end. Empty otherwise.
-static std::vector<int64_t> pendingReductionBytes(const Simulation& sim) {
-  const IterationPlan& plan = sim.plan;
-  if (!plan.strategy.reducesAtStep()) return {};
-  const std::vector<std::vector<int>> chunk_stage = [&] {
-    std::vector<std::vector<int>> out;
-    for (int s = 0; s < plan.deviceStages(); ++s) out.push_back(plan.deviceChunks(s));
-    return out;
-  }();
-  std::vector<int64_t> out(static_cast<size_t>(plan.deviceStages()), 0);
-  std::vector<HeldBytes> activations, pending;
-  for (const PipelineTimeline& p : sim.timeline.pipelines) {
-    for (size_t s = 0; s < p.stages.size() && s < out.size(); ++s) {
-      const StageTimeline& stage = p.stages[s];
-      activations.clear();
-      pending.clear();
-      // Per chunk, the forwards' ends not yet matched by their backward's, by micro-batch.
-      std::map<std::pair<int, int64_t>, double> held_from;
-      for (const TaskTiming& t : stage.tasks) {
-        const StageTask& task = sim.timeline.graph.nodes[t.node].task;
-        const std::pair<int, int64_t> key{task.chunk, task.micro_batch};
-        if (task.phase == Phase::kForward) held_from[key] = t.run.end_us;
-        if (task.phase != Phase::kBackward) continue;
-        const auto from = held_from.find(key);
-        if (from == held_from.end()) continue;
-        int64_t bytes = 0;
-        for (const OpInstance& op : plan.stages[chunk_stage[s][task.chunk]].forward) {
-          bytes = saturatingAdd(bytes, op.saved_bytes);
-        }
-        activations.push_back({from->second, t.run.end_us, bytes});
-        held_from.erase(from);
-      }
-      for (size_t i = 0; i < stage.reduction_ready_us.size() && i < stage.grad_sync.size(); ++i) {
-        const StagePlan& chunk = plan.stages[chunk_stage[s][stage.grad_sync_chunk[i]]];
-        const GradBucket& b = chunk.micro_batch_buckets[stage.grad_sync_bucket[i]];
-        pending.push_back({stage.reduction_ready_us[i], stage.grad_sync[i].end_us,
-                           plan.events[b.event].event.message_bytes});
-      }
-      out[s] = std::max(out[s], pendingReductionPeakBytes(activations, pending));
-    }
   }
   return out;
 }

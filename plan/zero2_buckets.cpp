@@ -14,8 +14,10 @@ int64_t zero2BucketElements(const Strategy& strategy, int64_t wire_bytes) {
 }
 
 int64_t zero2BufferBytes(const Strategy& strategy, int64_t wire_bytes, int64_t elem_bytes) {
-  // Under --grad-reduce-sync step the queued reductions hold their own buckets (memory_components.h).
-  const int buffers = strategy.dp_overlap && !strategy.reducesAtStep() ? 2 : 1;
+  // Under --grad-reduce-sync step no persistent buffer: each bucket is its own, held from its first
+  // gradient to its reduction's end and counted by the timeline's walk (modeler/pending_reductions.h).
+  if (strategy.reducesAtStep()) return 0;
+  const int buffers = strategy.dp_overlap ? 2 : 1;
   return buffers * zero2BucketElements(strategy, wire_bytes) * elem_bytes;
 }
 

@@ -54,8 +54,10 @@ inline constexpr int64_t kDeepSpeedReduceBucketElements = 500'000'000;
 int64_t zero2BucketElements(const Strategy& strategy, int64_t wire_bytes);
 
 // The IPG buffers' bytes: one bucket of `elem_bytes` elements (the model dtype, DeepSpeed's
-// torch.empty(reduce_bucket_size)), two with overlap_comm (--dp-overlap); one under --grad-reduce-sync
-// step, whose queued reductions hold their own (modeler/memory_components.h).
+// torch.empty(reduce_bucket_size)), two with overlap_comm (--dp-overlap); none under
+// --grad-reduce-sync step, where each queued bucket is a buffer of its own from its first gradient
+// to its reduction's end (modeler/pending_reductions.h): a persistent buffer beside them would
+// count the bucket being filled twice.
 int64_t zero2BufferBytes(const Strategy& strategy, int64_t wire_bytes, int64_t elem_bytes);
 
 // One gradient as DeepSpeed's hook receives it: after op `after_op` of the chunk's backward list,

@@ -19,8 +19,9 @@ state and gradients sharded (FSDP, parameters not resharded after the forward: `
 activation checkpointing. They report no peak, only that the plan trained: the verdict is the row.
 Section 3.3.2 also says data parallelism sits outermost "because it can tolerate longer network
 latency by asynchronously prefetching sharded model weights and reducing gradients": the rows run
-`--grad-reduce-sync step` (each micro-batch's reductions queued, waited for only at the step; the
-pending buckets' gradients counted in the peak, modeler/memory_components.h).
+`--grad-reduce-sync step` (each micro-batch's reductions queued, waited for only at the step; each
+bucket's gradients counted in the peak from its first gradient to its reduction's end,
+modeler/pending_reductions.h).
 """
 import argparse
 import json

@@ -12,6 +12,8 @@
 #include "modeler/cost_model.h"
 #include "modeler/memory_components.h"
 #include "modeler/memory_model.h"
+#include "modeler/pending_reductions.h"
+#include "modeler/summary_report.h"
 #include "modeler/simulation.h"
 #include "modeler/timing_engine.h"
 #include "plan/iteration_plan.h"
@@ -178,17 +180,121 @@ TEST(GradReduceSyncTest, PendingReductionPeakBytesByHand) {
   EXPECT_EQ(pendingReductionPeakBytes(activations, pending), 200);
   EXPECT_EQ(pendingReductionPeakBytes(activations, {}), 0);
   EXPECT_EQ(pendingReductionPeakBytes({}, {{0, 2, 7}, {1, 3, 5}}), 12);
-  // One IPG buffer under step even with overlap_comm (the pending buckets hold their own): a
-  // 4 MiB bucket of the fp32 wire holds 1,048,576 elements, in the model dtype (2 bytes) here;
-  // two such buffers under backward with overlap_comm.
+  // No IPG buffer under step, even with overlap_comm (each bucket is its own buffer, the one being
+  // filled among those the walk counts); under backward a 4 MiB bucket of the fp32 wire holds
+  // 1,048,576 elements, in the model dtype (2 bytes) here, two such buffers with overlap_comm.
   Strategy s = Strategy::of(1, 1, 4, 1, 8);
   s.zero_stage = 2;
   s.dp_bucket_bytes = 4 << 20;
   s.dp_overlap = true;
   s.grad_reduce_sync = GradReduceSync::kStep;
-  EXPECT_EQ(zero2BufferBytes(s, 4, 2), 1'048'576 * 2);
+  EXPECT_EQ(zero2BufferBytes(s, 4, 2), 0);
   s.grad_reduce_sync = GradReduceSync::kBackward;
   EXPECT_EQ(zero2BufferBytes(s, 4, 2), 2 * 1'048'576 * 2);
+}
+
+// The walk's intervals on the hand-traced timelines above (DAPPLE, P = 2, m = 3, f = 1, b = 2,
+// one bucket per backward reduced in R = 5 us), with a chunk's saved activations a = 10 bytes a
+// micro-batch and its bucket g = 100 bytes: a bucket is held from its first gradient (its
+// backward's start) to its reduction's end.
+// No bound, stage 0: F0 [0, 1], F1 [1, 2], B0 [4, 6], F2 [6, 7], B1 [7, 9], B2 [10, 12];
+//   r0 [6, 11], r1 [11, 16], r2 [16, 21]: buckets [4, 11], [7, 16], [10, 21].
+//   held activations: 10 at 1, 20 at 2, 10 at 6, 20 at 7, 10 at 9, 0 at 12: peak 20.
+//   activations + buckets: 20 + 100 at 4; 10 + 100 at 6; at 7 F2's 10 and r1's 100 come: 220;
+//   210 at 9; at 10 r2's: 10 + 300 = 310 (the peak); 210 at 11; 200 at 12. 310 - 20 = 290.
+// Queue bound K = 1, stage 0: B1 [7, 9] waits to 11, B2 [12, 14] (r2 [16, 21]): buckets
+//   [4, 11], [7, 16], [12, 21]; at most one closed bucket beside the one being filled: 220 at 7,
+//   210 at 9, 110 at 11, 210 at 12, 200 at 14: 220 - 20 = 200 = 2g.
+// Stage 1, no bound: B0 [2, 4], B1 [5, 7], B2 [8, 10]; r0 [4, 9], r1 [9, 14], r2 [14, 19]:
+//   buckets [2, 9], [5, 14], [8, 19]; held peak 10; at 8: 10 + 300 = 310: 300.
+// Stage 1, K = 1: B1 waits to 9, F2 [9, 10], B2 [10, 12] (r2 [14, 19]): buckets [2, 9], [5, 14],
+//   [10, 19]: 210 at 5, 100 at 9, 210 at 10: 200 = 2g.
+// The old rule (a bucket from its issue, the backward's end, beside one IPG buffer) gave stage 0
+// 190 with and without the bound (at 9: 10 + r0 + r1), stage 1 200 and 190: a bound that did not
+// lower what it bounds, and the bucket being filled left to the IPG buffer.
+// Filled in a narrower dtype (50 bytes, cast to the wire's 100 at the issue), stage 0 without a
+// bound: fill [4, 6], [7, 9], [10, 12], wire [6, 11], [9, 16], [12, 21]; at 6 B0's activations
+// go (60), r0's copy comes (160), then its source (110); at 7 F2 and B1's filling (170); at 9 F1's
+// activations go (160), r1's copy comes beside r0 (260: 10 + 100 + 50 + 100), then its source
+// (210); 260 at 10; 160 at 11; at 12 250, then 200. 260 - 20 = 240.
+TEST(GradReduceSyncTest, PendingBucketsHeldFromTheirFirstGradientByHand) {
+  const std::vector<ChunkHeldBytes> chunks = {{10, {{100, 0}}}};
+  struct Case {
+    int queue;
+    std::vector<std::vector<HeldBytes>> buckets;  // per stage
+    std::vector<int64_t> peak;                    // per stage
+  };
+  const std::vector<Case> cases = {
+      {0, {{{4, 11, 100}, {7, 16, 100}, {10, 21, 100}}, {{2, 9, 100}, {5, 14, 100}, {8, 19, 100}}},
+       {290, 300}},
+      {1, {{{4, 11, 100}, {7, 16, 100}, {12, 21, 100}}, {{2, 9, 100}, {5, 14, 100}, {10, 19, 100}}},
+       {200, 200}},
+  };
+  for (const Case& c : cases) {
+    TimingInput in = twoStageZero2(true, 5, c.queue);
+    in.micro_batches = 3;
+    const IterationTimeline tl = computeTimeline(in);
+    for (int st = 0; st < 2; ++st) {
+      SCOPED_TRACE(::testing::Message() << "queue " << c.queue << ", stage " << st);
+      std::vector<HeldBytes> activations, pending;
+      stageHeldBytes(tl.graph, tl.pipelines[0].stages[st], chunks, activations, pending);
+      ASSERT_EQ(pending.size(), 3u);
+      for (size_t i = 0; i < pending.size(); ++i) {
+        EXPECT_DOUBLE_EQ(pending[i].start_us, c.buckets[st][i].start_us) << i;
+        EXPECT_DOUBLE_EQ(pending[i].end_us, c.buckets[st][i].end_us) << i;
+        EXPECT_EQ(pending[i].bytes, 100) << i;
+      }
+      ASSERT_EQ(activations.size(), 3u);
+      EXPECT_EQ(pendingReductionPeakBytes(activations, pending), c.peak[st]);
+    }
+  }
+  TimingInput in = twoStageZero2(true, 5);
+  in.micro_batches = 3;
+  const IterationTimeline tl = computeTimeline(in);
+  std::vector<HeldBytes> activations, pending;
+  stageHeldBytes(tl.graph, tl.pipelines[0].stages[0], {{10, {{100, 0, 50}}}}, activations,
+                 pending);
+  ASSERT_EQ(pending.size(), 6u);
+  EXPECT_DOUBLE_EQ(pending[0].start_us, 4);
+  EXPECT_DOUBLE_EQ(pending[0].end_us, 6);
+  EXPECT_EQ(pending[0].bytes, 50);
+  EXPECT_TRUE(pending[0].freed_after_allocations);
+  EXPECT_DOUBLE_EQ(pending[1].start_us, 6);
+  EXPECT_DOUBLE_EQ(pending[1].end_us, 11);
+  EXPECT_EQ(pending[1].bytes, 100);
+  EXPECT_FALSE(pending[1].freed_after_allocations);
+  EXPECT_EQ(pendingReductionPeakBytes(activations, pending), 240);
+}
+
+// A chunk with three buckets, the last in two parts (dense and experts', issued after the same
+// op): the second opens when the first closes, both parts of the third when the second closes.
+// One stage, m = 1, f = 1, b = 4, buckets ready at offsets 1, 3 and 4 (4 twice) and reduced in
+// 2 us each: B [1, 5]; ready 2, 4, 5, 5; reductions [2, 4], [4, 6], [6, 8], [8, 10];
+// opened at 1, 2, 4, 4.
+TEST(GradReduceSyncTest, LaterBucketsOpenWhenTheOneBeforeClosesByHand) {
+  TimingInput in;
+  in.schedule = Schedule::kDapple;
+  in.micro_batches = 1;
+  StageCost c = stageCost(1, 4, 0, 1);
+  c.micro_batch_buckets = {BucketCost{1, 2}, BucketCost{3, 2}, BucketCost{4, 2}, BucketCost{4, 2}};
+  in.stages.push_back(c);
+  in.pipelines.push_back(PipelineCost{{}, {}, {}});
+  in.grad_reduce_at_step = true;
+  const IterationTimeline tl = computeTimeline(in);
+  const std::vector<ChunkHeldBytes> chunks = {{50, {{1, 3}, {2, 7}, {3, 9}, {4, 9}}}};
+  std::vector<HeldBytes> activations, pending;
+  stageHeldBytes(tl.graph, tl.pipelines[0].stages[0], chunks, activations, pending);
+  ASSERT_EQ(pending.size(), 4u);
+  const std::vector<std::tuple<double, double, int64_t>> expected = {
+      {1, 4, 1}, {2, 6, 2}, {4, 8, 3}, {4, 10, 4}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_DOUBLE_EQ(pending[i].start_us, std::get<0>(expected[i])) << i;
+    EXPECT_DOUBLE_EQ(pending[i].end_us, std::get<1>(expected[i])) << i;
+    EXPECT_EQ(pending[i].bytes, std::get<2>(expected[i])) << i;
+  }
+  ASSERT_EQ(activations.size(), 1u);
+  EXPECT_DOUBLE_EQ(activations[0].start_us, 1);
+  EXPECT_DOUBLE_EQ(activations[0].end_us, 5);
 }
 
 // The plan and a simulation on tiny-llama (fp32 model and wire), 1M2P2D, m = 4, one bucket per
@@ -246,6 +352,48 @@ TEST(GradReduceSyncTest, PlanMovesTheReductionsToTheQueue) {
             0);
 }
 
+// The summary's memory of a simulated plan under step (tiny-llama, fp32 model and wire, 1M2P2D,
+// m = 4, one bucket a chunk of g = 4 x its parameters): no IPG buffer, so the DP buffers are the
+// later micro-batches' fresh partition alone (4 bytes x parameters / D = 2); the buckets above the
+// activations' peak at least g (1F1B: the held activations peak at stage 0's first backward, while
+// its bucket fills), and with a queue bound K = 1 at most 2g (one closed bucket pending beside the
+// one being filled). The old rule counted a 5e8-element IPG buffer beside the pending buckets.
+TEST(GradReduceSyncTest, SummaryCountsTheBucketsOnceUnderStep) {
+  const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
+  const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  const CostModel costs(cluster, nullptr, true);
+  for (const int queue : {0, 1}) {
+    SCOPED_TRACE(::testing::Message() << "queue " << queue);
+    Strategy s = Strategy::of(1, 2, 2, 1, 8);
+    s.zero_stage = 2;
+    s.grad_reduce_sync = GradReduceSync::kStep;
+    s.grad_reduce_queue = queue;
+    ASSERT_FALSE(strategyViolation(model, cluster, s));
+    IterationPlan plan = buildIterationPlan(model, cluster, s);
+    ASSERT_EQ(plan.micro_batches, 4);
+    std::vector<int64_t> parameters;
+    for (const StagePlan& chunk : plan.stages) {
+      ASSERT_EQ(chunk.micro_batch_buckets.size(), 1u);
+      ASSERT_EQ(chunk.micro_batch_buckets[0].bytes, 4 * chunk.parameters);
+      parameters.push_back(chunk.parameters);
+    }
+    std::vector<EventCost> event_costs = costs.costAll(plan.events);
+    const Simulation sim = simulate(std::move(plan), std::move(event_costs));
+    const nlohmann::json summary = summaryJson(sim);
+    for (int st = 0; st < 2; ++st) {
+      SCOPED_TRACE(::testing::Message() << "stage " << st);
+      const nlohmann::json& memory = summary["stages"][st]["memory"];
+      const int64_t g = 4 * parameters[static_cast<size_t>(st)];
+      EXPECT_EQ(memory["dp_buffer_bytes"].get<int64_t>(), 4 * parameters[static_cast<size_t>(st)] / 2);
+      const int64_t buckets = memory.value("pending_reduction_bytes", int64_t{0});
+      EXPECT_GE(buckets, g);
+      if (queue == 1) {
+        EXPECT_LE(buckets, 2 * g);
+      }
+    }
+  }
+}
+
 // The pruned search's closed-form bound (closed_form_bound.cpp) under step keeps only its weaker
 // ZeRO-2 form, the DP stream's m reductions before the step: on TP 8 x DP 4 over four nodes
 // (llama3-8b at 256 tokens, m = 4, Zero2BoundTest's case, where one micro-batch's reductions
@@ -254,7 +402,9 @@ TEST(GradReduceSyncTest, PlanMovesTheReductionsToTheQueue) {
 // weaker one stays at most the simulated time and at least m reduce-scatters of the chunk's
 // bucket bytes, with and without a queue bound. The memory
 // check's peak is estimateMemory's without a timeline (nothing pending counted), below the peak
-// with pending buckets.
+// with pending buckets (4 GiB of them: with no IPG buffer under step this plan peaks at its
+// optimizer step, where nothing is pending, unless the backward's buckets pass the step's
+// gradient copies).
 TEST(GradReduceSyncTest, ClosedFormBoundStaysBelowTheQueuedSimulation) {
   ModelConfig model = loadModelConfig(test::configPath("models", "llama3-8b"));
   model.seq_length = 256;
@@ -286,7 +436,7 @@ TEST(GradReduceSyncTest, ClosedFormBoundStaysBelowTheQueuedSimulation) {
                                        bucket->dtype))
               ->time_us;
       const MemoryEstimate no_timeline = estimateMemory(plan);
-      const MemoryEstimate with_pending = estimateMemory(plan, kDefaultMemoryHeadroom, {1 << 20});
+      const MemoryEstimate with_pending = estimateMemory(plan, kDefaultMemoryHeadroom, {int64_t{1} << 32});
       const Simulation sim = simulate(std::move(plan), std::move(event_costs));
       const ClosedFormResult closed = tier.evaluate(s);
       EXPECT_GE(closed.lower_bound_us, 4 * one_us * (1 - 1e-12));
