@@ -19,6 +19,7 @@
 #include "modeler/cost_model.h"
 #include "modeler/pruned_search.h"
 #include "modeler/search.h"
+#include "modeler/search_heap.h"
 
 namespace {
 
@@ -256,4 +257,13 @@ BENCHMARK(BM_Llama405b_1024Gpus_Every_Pruned)
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// The eventsim executable's heap settings (modeler/cli/main.cpp), set before any benchmark so
+// that none depends on the ones before it.
+int main(int argc, char** argv) {
+  evsim::useOneReusedHeap();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

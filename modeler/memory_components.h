@@ -80,8 +80,9 @@
 //     buffers, torch.empty(reduce_bucket_size) in the model dtype, one, two with overlap_comm
 //     (--dp-overlap): (1 or 2) x bucket x e, the bucket --dp-bucket-mb's bytes or DeepSpeed's
 //     default 5e8 elements.
-//     Under --grad-reduce-sync step none: each bucket is a buffer of its own in the wire dtype
-//     from its first gradient to its reduction's end, the one being filled among them
+//     Under --grad-reduce-sync step none: each bucket is a buffer of its own from its first
+//     gradient to its reduction's end, in the model dtype while it fills and in the wire dtype
+//     from its issue (the cast), the one being filled among them
 //     (modeler/pending_reductions.h, pendingReductionPeakBytes).
 // Transients, each at its own moment of the step (the stage peak adds the largest):
 //   recompute: the block whose activations are rebuilt for its backward, what it saves without

@@ -56,6 +56,8 @@ void stageHeldBytes(const TaskGraph& graph, const StageTimeline& stage,
       pending.push_back({issued_us, end_us, b.bytes});
     }
   }
+  EVSIM_CHECK(r == reductions, "{} of the stage's {} reductions matched a backward's buckets", r,
+              reductions);
 }
 
 std::vector<int64_t> pendingReductionBytes(const Simulation& sim) {

@@ -18,7 +18,6 @@
 #include "modeler/lone_tasks.h"
 #include "modeler/parallel_within_budget.h"
 #include "modeler/pruned_search_state.h"
-#include "modeler/search_heap.h"
 #include "modeler/simulation.h"
 #include "plan/iteration_plan.h"
 #include "plan/plan_core.h"
@@ -370,7 +369,6 @@ SearchReport runPrunedSearch(const ModelConfig& model, const ClusterConfig& clus
                              const CostModel& costs, const SearchOptions& options) {
   validateSearchOptions(options);
   if (options.top_k < 1) EVSIM_THROW(InputError, "--top {}: must be >= 1", options.top_k);
-  useOneReusedHeap();  // before the workers allocate
   pruned::PrunedSearch search(model, cluster, costs, options);
   search.runPass();
   while (search.endPass()) search.runPass();  // the invalid ones were counted in the first pass

@@ -2,6 +2,12 @@
 """What-if: ZeRO-2's per-micro-batch reductions with no compute waiting for them (read from
 eventsim's own timeline, not a model of eventsim's).
 
+Superseded by `eventsim simulate --grad-reduce-sync step` (session 23), which queues the
+reductions in the timing engine itself; kept as the earlier bound. Its memory walk differs from
+the simulator's (modeler/pending_reductions.h): it holds a chunk's gradient from its backward's
+end, where the simulator holds each bucket from its first gradient (model dtype while it fills),
+so this script's pending-memory figures are lower.
+
 eventsim's `--zero 2` makes each chunk's backward wait for its last reduce-scatter (DeepSpeed's
 epilogue, FSDP's and Megatron-FSDP's root post-backward wait: docs/VALIDATION.md, Session 22,
 meta29). The Llama 3 paper says its data parallelism "can tolerate longer network latency by

@@ -28,8 +28,12 @@
 #include "modeler/cli/list_command.h"
 #include "modeler/cli/search_command.h"
 #include "modeler/cli/simulate_command.h"
+#include "modeler/search_heap.h"
 
 int main(int argc, char** argv) {
+  // The executable owns its process, so it may set the heap as a search needs it; the library
+  // does not (the Python module runs searches inside the user's interpreter).
+  evsim::useOneReusedHeap();
   using evsim::ExpandedArgs;
   using evsim::expandArgsFile;
   CLI::App app{"eventsim: predict distributed transformer training from profiled events"};
