@@ -34,6 +34,20 @@ constexpr Phase B = Phase::kBackward;
 // reduced in R us when the backward's last op has run (its epilogue), optimizer 1 us.
 // `at_step`: the bucket is a micro_batch_buckets entry (ready at offset b); otherwise it is in
 // the backward's op list, in series at its end (today's behaviour): B lasts b + R.
+// Stage 0's micro-batch buckets as the one reduce-scatter the closed-form bound counts: their
+// bytes together, in the last bucket's group and dtype (all share them).
+Event stageZeroBucketsAsOne(const IterationPlan& plan) {
+  int64_t bytes = 0;
+  std::optional<Event> bucket;
+  for (const GradBucket& b : plan.stages[0].micro_batch_buckets) {
+    bucket = plan.events[b.event].event;
+    bytes += bucket->message_bytes;
+  }
+  EXPECT_TRUE(bucket.has_value()) << "stage 0 has no micro-batch buckets";
+  if (!bucket) return Event{};
+  return makeCommunication(EventKind::kReduceScatter, bytes, bucket->placement, bucket->dtype);
+}
+
 TimingInput twoStageZero2(bool at_step, double reduce_us, int queue = 0) {
   TimingInput in;
   in.schedule = Schedule::kDapple;
@@ -424,17 +438,7 @@ TEST(GradReduceSyncTest, ClosedFormBoundStaysBelowTheQueuedSimulation) {
       IterationPlan plan = buildIterationPlan(model, cluster, s);
       ASSERT_EQ(plan.micro_batches, 4);
       std::vector<EventCost> event_costs = costs.costAll(plan.events);
-      int64_t bytes = 0;
-      std::optional<Event> bucket;
-      for (const GradBucket& b : plan.stages[0].micro_batch_buckets) {
-        bucket = plan.events[b.event].event;
-        bytes += bucket->message_bytes;
-      }
-      ASSERT_TRUE(bucket.has_value());
-      const double one_us =
-          costs.cost(makeCommunication(EventKind::kReduceScatter, bytes, bucket->placement,
-                                       bucket->dtype))
-              ->time_us;
+      const double one_us = costs.cost(stageZeroBucketsAsOne(plan))->time_us;
       const MemoryEstimate no_timeline = estimateMemory(plan);
       const MemoryEstimate with_pending = estimateMemory(plan, kDefaultMemoryHeadroom, {int64_t{1} << 32});
       const Simulation sim = simulate(std::move(plan), std::move(event_costs));
@@ -502,15 +506,7 @@ TEST(GradReduceSyncTest, ClosedFormBoundStaysBelowManyQueuedReductions) {
     ASSERT_EQ(plan.micro_batches, micro_batches);
     ASSERT_EQ(plan.stages[0].micro_batch_buckets.size(), 1u);
     // One reduce-scatter of the chunk's buckets' bytes, device and host time.
-    int64_t bytes = 0;
-    std::optional<Event> bucket;
-    for (const GradBucket& b : plan.stages[0].micro_batch_buckets) {
-      bucket = plan.events[b.event].event;
-      bytes += bucket->message_bytes;
-    }
-    ASSERT_TRUE(bucket.has_value());
-    const EventCost one = *costs.cost(
-        makeCommunication(EventKind::kReduceScatter, bytes, bucket->placement, bucket->dtype));
+    const EventCost one = *costs.cost(stageZeroBucketsAsOne(plan));
     ASSERT_GT(one.host_us, 0);
     std::vector<EventCost> event_costs = costs.costAll(plan.events);
     const Simulation sim = simulate(std::move(plan), std::move(event_costs));
