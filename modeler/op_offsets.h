@@ -27,8 +27,8 @@
 
 #include "common/error.h"
 #include "modeler/cost_source.h"
-#include "ops/op_list.h"
 #include "modeler/overlap_slowdown.h"
+#include "ops/op_list.h"
 
 namespace evsim {
 
@@ -38,8 +38,8 @@ inline double issueHostUs(const OpInstance& op, const EventCost& c) {
   return op.host_calls > 0 ? op.host_calls * c.host_call_us : c.host_us;
 }
 
-// `cost(op)` gives {host_us, time_us} (issueHostUs for a cost model's answer); `start_at(i, t)` is told where selected op i starts;
-// `slowdown(op)` the factor of an overlapping op (see above).
+// `cost(op)` gives {host_us, time_us} (issueHostUs for a cost model's answer); `start_at(i, t)`
+// is told where selected op i starts; `slowdown(op)` the factor of an overlapping op (see above).
 template <typename Select, typename Cost, typename OnStart, typename Slowdown>
 double opOffsets(const OpList& ops, Select in_task, Cost cost, OnStart start_at,
                  Slowdown slowdown) {

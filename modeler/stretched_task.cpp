@@ -39,7 +39,8 @@ TaskRetimer::Times TaskRetimer::times(int virtual_stage, Phase phase,
         ops, in_task,
         [&](const OpInstance& op) {
           const EventCost& c = costs_[op.event];
-          return std::pair{issueHostUs(op, c), c.time_us + extra_[static_cast<size_t>(&op - ops.data())]};
+          const double extra = extra_[static_cast<size_t>(&op - ops.data())];
+          return std::pair{issueHostUs(op, c), c.time_us + extra};
         },
         [](size_t, double) {},
         [&](const OpInstance& op) {
