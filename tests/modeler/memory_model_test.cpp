@@ -32,7 +32,7 @@ layers:
 )";
 
 // The hand-worked tiny fp16 model (support/tiny_fp16_model.h).
-const char* const kTinyYaml = test::kTinyFp16ModelYaml;
+const std::string kTinyYaml = test::tinyFp16ModelYaml("tiny-mem", 2);
 
 std::string clusterYaml(const std::string& memory_gib) {
   return R"(

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "modeler/closed_form_tier.h"
@@ -25,7 +26,7 @@ namespace {
 constexpr int64_t kNoBound = std::numeric_limits<int64_t>::max();
 
 // The hand-worked tiny fp16 model (support/tiny_fp16_model.h).
-const char* const kTinyYaml = test::kTinyFp16ModelYaml;
+const std::string kTinyYaml = test::tinyFp16ModelYaml("tiny-mem", 2);
 
 // One stage, one micro-batch (P = M = D = 1, DAPPLE): the chunk's figures are
 // StagePeakByHand's: 134,912 parameters (18 bytes each: 2,428,416 of model states), 260,352

@@ -6,8 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <random>
+#include <string>
 #include <vector>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 namespace evsim {
 namespace {
@@ -180,6 +186,54 @@ TEST(RankedRows, CollapseSeesEachRunOfEqualTimes) {
     ASSERT_NE(rows.best(), nullptr);
     EXPECT_EQ(rows.best()->equivalents, std::vector<std::string>{"3"});
   }
+}
+
+TEST(RankedRows, MemoryIsFlatInTheRowCount) {
+  // Issue 34: the exhaustive search's rows in memory that does not grow with the space. 64 rows a
+  // run; the heap in use (glibc's count of allocated bytes, arenas and mapped blocks) after 2,000
+  // rows and after 64,000 more. A buffered row is at least sizeof(CandidateResult) = 312 bytes:
+  // holding the 64,000 would take >= 20 MB more. Spilled, what grows is one 16-byte run record
+  // per 64 rows (1,000 runs: 16 KB, 32 KB with the vector's doubling): 256 KiB is ample. Reading
+  // merges at most 64 runs at once (kMergeWidth, through merge passes) with a 32 KiB buffer each:
+  // 2 MiB at most above what finish() leaves, where reading every row at once would be >= 20 MB.
+#if defined(__GLIBC__)
+  auto inUse = [] {
+    const struct mallinfo2 m = mallinfo2();
+    return static_cast<double>(m.uordblks + m.hblkhd);
+  };
+  constexpr size_t kFirst = 2000, kMore = 64000;
+  RankedRows rows(/*rows_in_memory=*/64);
+  size_t index = 0;
+  // Distinct times, not in rank order: every run is a real merge.
+  auto addRows = [&](size_t n) {
+    for (size_t i = 0; i < n; ++i, ++index) {
+      rows.add(okRow(static_cast<double>((index * 7919) % 100003), 1), index);
+    }
+  };
+  addRows(kFirst);
+  const double after_first = inUse();
+  addRows(kMore);
+  const double after_all = inUse();
+  EXPECT_LT(after_all - after_first, 256.0 * 1024) << "bytes more for 64,000 more rows";
+  EXPECT_EQ(rows.spilledRuns(), (kFirst + kMore) / 64);
+  rows.finish();
+  const double finished = inUse();
+  double reading = finished;
+  size_t seen = 0;
+  double last_time = -1;
+  bool in_order = true;
+  rows.forEach([&](const CandidateResult& r) {
+    if (++seen % 1000 == 0) reading = std::max(reading, inUse());
+    in_order = in_order && r.iteration_us >= last_time;
+    last_time = r.iteration_us;
+    return true;
+  });
+  EXPECT_EQ(seen, kFirst + kMore);
+  EXPECT_TRUE(in_order);
+  EXPECT_LT(reading - finished, 2.0 * 1024 * 1024 + 256.0 * 1024) << "bytes more while reading";
+#else
+  GTEST_SKIP() << "the heap in use is read from glibc";
+#endif
 }
 
 TEST(RankedRows, EmptyAndNoOkRow) {

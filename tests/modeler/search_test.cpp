@@ -12,24 +12,13 @@
 #include "config/model_config.h"
 #include "io/profile_db.h"
 #include "support/search_options.h"
+#include "support/tiny_fp16_model.h"
 
 namespace evsim {
 namespace {
 
-// h=64, a=4 (M in {1, 2, 4} divides both), f=256, 4 layers (P <= 4), s=32, V=512.
-const char* kTinyYaml = R"(
-name: tiny-search
-dtype: fp16
-hidden_size: 64
-num_heads: 4
-ffn_hidden_size: 256
-seq_length: 32
-vocab_size: 512
-layers:
-  - {type: embedding}
-  - {type: encoder, count: 4}
-  - {type: head}
-)";
+// The tiny fp16 model (support/tiny_fp16_model.h) with 4 encoder layers: P <= 4.
+const std::string kTinyYaml = test::tinyFp16ModelYaml("tiny-search", 4);
 
 std::string clusterYaml(int gpus_per_node, const std::string& memory_gib,
                         const std::string& network_gb_s = "10") {
