@@ -212,6 +212,8 @@ TEST(RankedRows, MemoryIsFlatInTheRowCount) {
   };
   addRows(kFirst);
   const double after_first = inUse();
+  // A sanitizer's allocator answers mallinfo2 with zeros: nothing to compare, not a pass.
+  if (after_first == 0) GTEST_SKIP() << "the allocator reports no heap in use";
   addRows(kMore);
   const double after_all = inUse();
   EXPECT_LT(after_all - after_first, 256.0 * 1024) << "bytes more for 64,000 more rows";

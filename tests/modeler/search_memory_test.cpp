@@ -3,7 +3,6 @@
 // with the number of candidates. Measured with operator new and delete counted in this binary
 // (its own executable: the counting replaces the global allocation functions).
 #include <gtest/gtest.h>
-
 #include <malloc.h>
 
 #include <algorithm>
