@@ -124,9 +124,10 @@ struct alignas(64) ClosedFormTier::Workspace::State {
   // each event's signature and copies were ~30% of Llama 3 70B's search's heap allocations on
   // 1,024 GPUs, contended at two threads (bench/RESULTS.md, session 25, thr34b). An event's time
   // is a pure function of the event, so which keys came before changes no result. Started again
-  // past kKept events (~300 bytes each).
+  // past kKept events (~300 bytes each): neither search there came near it (4,096 and 1,024 gave
+  // the same allocation counts), so it bounds the memory a wider model or space could keep.
   struct LayerEvents {
-    static constexpr int kKept = 4096;
+    static constexpr int kKept = 1024;
     EventTable table;
     std::vector<double> op_us;
     std::vector<char> uncosted;
