@@ -136,7 +136,8 @@ bool ClosedFormTier::chunkTimes(const Strategy& strategy, bool zero3, Facts& fac
   facts.backward_windows[z] = false;
   // A device's chunks share its groups, so their layer times: looked up once per device (the
   // memo's key is 21 fields; v lookups per device were 2-3% of a search).
-  std::vector<std::optional<LayerTimes>> of_device(static_cast<size_t>(P));
+  std::vector<std::optional<LayerTimes>>& of_device = workspace.device_layer_times;
+  of_device.assign(static_cast<size_t>(P), std::nullopt);
   for (int k = 0; k < K; ++k) {
     const int s = pipeline.device(k);
     std::optional<LayerTimes>& known = of_device[static_cast<size_t>(s)];

@@ -11,9 +11,11 @@
 #include <utility>
 #include <vector>
 
+#include "events/event_table.h"
 #include "modeler/closed_form_tier.h"
 #include "modeler/memory_model.h"
 #include "modeler/shared_memo.h"
+#include "ops/op_list.h"
 #include "plan/plan_cache.h"
 #include "plan/strategy.h"
 
@@ -67,6 +69,34 @@ struct ClosedFormTier::Facts {
   // or two: plan/zero2_buckets.h), both DP overlaps, so half the class's members take it from
   // here (estimateMemory was a fifth of the search's instructions).
   std::array<std::array<std::optional<MemoryPeak>, 4>, 6> memory;
+
+  // Empties the facts for the next class, as `*this = Facts{}` does, but keeps the vectors'
+  // storage: a worker meets a new class every ~10-30 candidates, and allocating these anew for
+  // each was ~10% of Llama 3 70B's search's heap allocations on 1,024 GPUs (bench/RESULTS.md,
+  // session 25, thr34b). A field left out here is still emptied, only not reused.
+  void startClass() {
+    Facts next;
+    auto reuse = [](auto& to, auto& from) {
+      from.clear();
+      to.swap(from);
+    };
+    reuse(next.chunks, chunks);
+    reuse(next.parameters, parameters);
+    reuse(next.dense_parameters, dense_parameters);
+    for (size_t z = 0; z < 2; ++z) {
+      reuse(next.forward[z], forward[z]);
+      reuse(next.backward[z], backward[z]);
+      reuse(next.syncs[z].us, syncs[z].us);
+      for (size_t o = 0; o < steps[z].size(); ++o) reuse(next.steps[z][o].us, steps[z][o].us);
+    }
+    reuse(next.copy_out, copy_out);
+    reuse(next.copy_in, copy_in);
+    reuse(next.send_us, send_us);
+    reuse(next.gathers.us, gathers.us);
+    reuse(next.zero2_chunk_reductions.us, zero2_chunk_reductions.us);
+    reuse(next.zero2_queued_reductions.us, zero2_queued_reductions.us);
+    *this = std::move(next);
+  }
 };
 
 // The layer times every workspace shares (closed_form_layer_times.cpp): a key is computed once,
@@ -88,6 +118,22 @@ struct alignas(64) ClosedFormTier::Workspace::State {
   ShapeKey last_shape{-1, 0, 0, 0, 0};
   std::shared_ptr<const std::vector<ActivationStates>> last_states;
   std::map<LayerKey, LayerTimes> layer_times;
+  // computeLayerTimes's events, each op's time and whether it has a cost (by event index), and
+  // its op lists, kept across the keys this workspace computes: the keys of one class differ in
+  // their groups' placements, so most of their events (GEMMs, norms) recur. Built afresh per key,
+  // each event's signature and copies were ~30% of Llama 3 70B's search's heap allocations on
+  // 1,024 GPUs, contended at two threads (bench/RESULTS.md, session 25, thr34b). An event's time
+  // is a pure function of the event, so which keys came before changes no result. Started again
+  // past kKept events (~300 bytes each): neither search there came near it (4,096 and 1,024 gave
+  // the same allocation counts), so it bounds the memory a wider model or space could keep.
+  struct LayerEvents {
+    static constexpr int kKept = 1024;
+    EventTable table;
+    std::vector<double> op_us;
+    std::vector<char> uncosted;
+    OpList forward, backward;
+  };
+  LayerEvents layer_events;
   // (parameters, offload + 16 framework + 64 optimizer impl) -> us
   std::map<std::pair<int64_t, int>, double> step_us;
   // (kind, bytes, group size, nodes, ranks per node, dtype) -> a communication's issued time: the
@@ -101,6 +147,8 @@ struct alignas(64) ClosedFormTier::Workspace::State {
   std::map<std::pair<bool, int64_t>, double> copy_us;
   // lowerBoundUs's per-candidate scratch (per device stage; per chunk with activation offload).
   std::vector<double> post_us, copies_forward_us, copies_backward_us, zero2_backward_us;
+  // chunkTimes's per device stage layer times (scratch, as above).
+  std::vector<std::optional<LayerTimes>> device_layer_times;
 };
 
 }  // namespace evsim

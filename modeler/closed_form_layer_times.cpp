@@ -20,23 +20,31 @@ namespace evsim {
 
 ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(
     const Strategy& strategy, bool zero3, const StageGroups& groups,
-    const ModelFootprint& class_footprint) const {
+    const ModelFootprint& class_footprint, Workspace::State& workspace) const {
   LayerShape shape = layerShape(model_, strategy, groups.tp);
   if (strategy.cp > 1) shape.cp_ring = groups.cp_ring, shape.cp_group = groups.cp_group;
   if (strategy.ep > 1) shape.ep_group = groups.ep;
   shape.etp_group = groups.etp;
-  EventTable table;
+  // The workspace's events and their times, kept from the keys it computed before (closed_form_
+  // facts.h): an event already there is found, not signed, copied and costed again.
+  Workspace::State::LayerEvents& events = workspace.layer_events;
+  if (events.table.size() > Workspace::State::LayerEvents::kKept) {
+    events = Workspace::State::LayerEvents{};
+  }
+  EventTable& table = events.table;
   LayerOpBuilder builder(shape, table);
   LayerTimes out;
-  std::vector<double> op_us;  // by event index, filled as events appear
+  std::vector<double>& op_us = events.op_us;
+  std::vector<char>& uncosted = events.uncosted;
   // Op times as a task runs them (op_offsets.h), without host issue time (which only adds).
   auto sum = [&](const OpList& ops) {
     for (const OpInstance& op : ops) {
       while (static_cast<int>(op_us.size()) <= op.event) {
         std::optional<EventCost> c = costs_.cost(table[static_cast<int>(op_us.size())].event);
-        if (!c) out.complete = false;
+        uncosted.push_back(c ? 0 : 1);
         op_us.push_back(c ? c->time_us : 0);
       }
+      if (uncosted[static_cast<size_t>(op.event)] != 0) out.complete = false;
     }
     return opOffsets(
         ops, [](const OpInstance&) { return true; },
@@ -65,7 +73,10 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(
     TransformerBlock b;
     b.cross_attention = cross;
     b.moe = moe;
-    OpList f, g;
+    OpList& f = events.forward;
+    OpList& g = events.backward;
+    f.clear();
+    g.clear();
     // The model's own block of this kind (its footprint is keyed by the whole block).
     const auto model_block = std::find_if(
         model_.blocks.begin(), model_.blocks.end(),
@@ -114,16 +125,23 @@ ClosedFormTier::LayerTimes ClosedFormTier::computeLayerTimes(
   if (model_.hasCrossAttention()) block(true, false, out.cross_forward, out.cross_backward);
   if (model_.moeLayers() > 0) block(false, true, out.moe_forward, out.moe_backward);
   const int streams = embeddingStreams(model_);
-  OpList ef, eb, hf, hb;
+  OpList& ef = events.forward;
+  OpList& eb = events.backward;
+  ef.clear();
+  eb.clear();
   builder.embeddingForward(streams, ef);
   builder.embeddingBackward(streams, eb);
-  builder.headForward(hf, /*owns_output_weight=*/true);  // weights do not change times
-  builder.headBackward(hb);
   out.embedding_forward = sum(ef);
   out.embedding_backward = sum(eb);
+  noteWindows(eb);
+  OpList& hf = events.forward;
+  OpList& hb = events.backward;
+  hf.clear();
+  hb.clear();
+  builder.headForward(hf, /*owns_output_weight=*/true);  // weights do not change times
+  builder.headBackward(hb);
   out.head_forward = sum(hf);
   out.head_backward = sum(hb);
-  noteWindows(eb);
   noteWindows(hb);
   return out;
 }
@@ -155,7 +173,7 @@ ClosedFormTier::LayerTimes ClosedFormTier::layerTimes(const Strategy& strategy, 
   if (it != workspace.layer_times.end()) return it->second;  // no lock
   // The workspace's first look at the key: computed once for all workspaces (shared_memo.h).
   const LayerTimes times = shared_layer_times_->get(
-      key, [&] { return computeLayerTimes(strategy, zero3, groups, footprint); });
+      key, [&] { return computeLayerTimes(strategy, zero3, groups, footprint, workspace); });
   return workspace.layer_times.try_emplace(key, times).first->second;
 }
 

@@ -171,7 +171,7 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
   key.offload = Offload::kNone;
   Facts& f = workspace.facts;
   if (f.key && *f.key == key) return f;
-  f = Facts{};
+  f.startClass();
   f.key = key;
   f.first_layer = stageFirstLayers(model_, strategy, &cache_);
   const ModelFootprint& footprint = cachedFootprint(model_, strategy, cache_);

@@ -138,8 +138,9 @@ class ClosedFormTier {
   // `footprint`: the strategy's (cachedFootprint), used for ZeRO-3's transfers.
   LayerTimes layerTimes(const Strategy& strategy, bool zero3, const StageGroups& groups,
                         const ModelFootprint& footprint, Workspace::State& workspace) const;
+  // Builds the layers' op lists in `workspace`'s event table (kept across keys: LayerEvents).
   LayerTimes computeLayerTimes(const Strategy& strategy, bool zero3, const StageGroups& groups,
-                               const ModelFootprint& footprint) const;
+                               const ModelFootprint& footprint, Workspace::State& workspace) const;
   // host + device time of one execution, or a negative value when no source covers it.
   double issuedUs(const Event& event) const;
   // The same for the communication makeCommunication(kind, bytes, placement, dtype), memoised in

@@ -59,6 +59,7 @@ std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& stra
     std::optional<ModelFootprint> own, own_plain;
     const ModelFootprint& footprint = footprintFor(model, strategy, cache, own);
     std::vector<double> costs;
+    costs.reserve(model.blocks.size());
     for (const TransformerBlock& block : model.blocks) {
       costs.push_back(footprint.block(block).work_flops);
     }

@@ -20,69 +20,109 @@ Role roleOf(const OpInstance& op, const EventTable& table) {
   return Role::kBody;
 }
 
-// Positions (into the original list) of one unit's gathers, other ops and scatters.
-struct Unit {
-  std::vector<size_t> gathers, body, scatters;
+// One op's place in the pass: its role, and the unit it joins (-1: a host copy after the last
+// device op, which stays last).
+struct Placed {
+  Role role = Role::kBody;
+  int unit = -1;
+};
+
+// A unit's ops of one kind, as positions into the original list (increasing).
+struct Span {
+  const size_t* begin = nullptr;
+  const size_t* end = nullptr;
+  size_t size() const { return static_cast<size_t>(end - begin); }
 };
 
 }  // namespace
 
+// A unit's gathers, other ops (host copies included) and scatters are each increasing in
+// position, so they are kept as three runs of one array, grouped by a counting sort, instead of
+// three vectors per unit: this runs for every ZeRO-3 task list of every simulated candidate (a
+// search's simulations built ~3 vectors per layer here, 14% of Llama 3 70B's search's heap
+// allocations on 1,024 GPUs, contended at two threads: bench/RESULTS.md, session 25, thr34b).
 void prefetchShardedTransfers(OpList& ops, const EventTable& table) {
-  std::vector<Unit> units;
-  std::vector<Role> roles(ops.size());
-  std::vector<size_t> host_copies;  // waiting for the unit that follows them
+  const size_t n = ops.size();
+  std::vector<Placed> placed(n);
+  size_t pending_from = n;  // the first host copy waiting for the unit that follows it
+  int units = 0;
   bool any = false;
   Role last = Role::kScatter;  // a gather or body op after a scatter starts a unit
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const Role role = roles[i] = roleOf(ops[i], table);
+  for (size_t i = 0; i < n; ++i) {
+    const Role role = placed[i].role = roleOf(ops[i], table);
     if (role == Role::kHostCopy) {
-      host_copies.push_back(i);
+      if (pending_from == n) pending_from = i;
       continue;
     }
-    const bool starts = units.empty() || (role == Role::kGather && last != Role::kGather) ||
+    const bool starts = units == 0 || (role == Role::kGather && last != Role::kGather) ||
                         (role == Role::kBody && last == Role::kScatter);
-    if (starts) units.emplace_back();
-    Unit& unit = units.back();
-    if (!host_copies.empty() && role != Role::kScatter) {
-      unit.body.insert(unit.body.end(), host_copies.begin(), host_copies.end());
-      host_copies.clear();
+    if (starts) ++units;
+    const int unit = units - 1;
+    if (pending_from != n && role != Role::kScatter) {
+      // The copies waiting join this unit's other ops, before this one.
+      for (size_t c = pending_from; c < i; ++c) {
+        if (placed[c].role == Role::kHostCopy && placed[c].unit < 0) placed[c].unit = unit;
+      }
+      pending_from = n;
     }
-    if (role == Role::kGather) unit.gathers.push_back(i);
-    if (role == Role::kBody) unit.body.push_back(i);
-    if (role == Role::kScatter) unit.scatters.push_back(i);
+    placed[i].unit = unit;
     any = any || role != Role::kBody;
     last = role;
   }
   if (!any) return;
-  // Copies after the last device op stay last (they run beside nothing that follows).
-  std::vector<size_t> trailing = std::move(host_copies);
+
+  // Group k = 3 * unit + (0 gathers, 1 other ops, 2 scatters); the copies left waiting (unit -1)
+  // after every group.
+  auto groupOf = [&](const Placed& p) -> size_t {
+    if (p.unit < 0) return 3 * static_cast<size_t>(units);
+    const size_t kind = p.role == Role::kGather ? 0 : p.role == Role::kScatter ? 2 : 1;
+    return 3 * static_cast<size_t>(p.unit) + kind;
+  };
+  const size_t groups = 3 * static_cast<size_t>(units) + 1;
+  std::vector<size_t> group_start(groups + 1, 0);
+  for (const Placed& p : placed) ++group_start[groupOf(p) + 1];
+  for (size_t g = 0; g < groups; ++g) group_start[g + 1] += group_start[g];
+  std::vector<size_t> grouped(n);
+  {
+    std::vector<size_t> next(group_start.begin(), group_start.end() - 1);
+    for (size_t i = 0; i < n; ++i) grouped[next[groupOf(placed[i])]++] = i;
+  }
+  auto span = [&](int unit, size_t kind) {
+    const size_t g = 3 * static_cast<size_t>(unit) + kind;
+    return Span{grouped.data() + group_start[g], grouped.data() + group_start[g + 1]};
+  };
 
   // The new order, as positions into the old list, and which transfers run beside which body.
   std::vector<size_t> order;
-  std::vector<int> beside_span(ops.size(), -1);  // new overlap_ops of a moved transfer
-  order.reserve(ops.size());
-  for (size_t g : units.front().gathers) order.push_back(g);  // exposed: nothing before it
-  for (size_t u = 0; u < units.size(); ++u) {
-    std::vector<size_t> beside;
-    if (u > 0) beside = units[u - 1].scatters;
-    if (u + 1 < units.size()) {
-      beside.insert(beside.end(), units[u + 1].gathers.begin(), units[u + 1].gathers.end());
+  std::vector<int> beside_span(n, -1);  // new overlap_ops of a moved transfer
+  order.reserve(n);
+  const Span first_gathers = span(0, 0);
+  order.insert(order.end(), first_gathers.begin, first_gathers.end);  // exposed: nothing before
+  for (int u = 0; u < units; ++u) {
+    // Beside the unit's ops: the scatters of the unit before, then the gathers of the one after.
+    const Span before = u > 0 ? span(u - 1, 2) : Span{};
+    const Span after = u + 1 < units ? span(u + 1, 0) : Span{};
+    const size_t beside = before.size() + after.size();
+    const Span body = span(u, 1);
+    size_t j = 0;
+    for (const Span& run : {before, after}) {
+      for (const size_t* at = run.begin; at != run.end; ++at, ++j) {
+        // Each runs beside the transfers after it and the unit's ops; with no ops, it blocks.
+        beside_span[*at] = body.size() == 0 ? 0 : static_cast<int>(beside - 1 - j + body.size());
+        order.push_back(*at);
+      }
     }
-    const size_t body = units[u].body.size();
-    for (size_t j = 0; j < beside.size(); ++j) {
-      // Each runs beside the transfers after it and the unit's ops; with no ops, it blocks.
-      beside_span[beside[j]] = body == 0 ? 0 : static_cast<int>(beside.size() - 1 - j + body);
-      order.push_back(beside[j]);
-    }
-    order.insert(order.end(), units[u].body.begin(), units[u].body.end());
+    order.insert(order.end(), body.begin, body.end);
   }
-  for (size_t s : units.back().scatters) order.push_back(s);  // exposed: the task ends after it
-  order.insert(order.end(), trailing.begin(), trailing.end());
+  const Span last_scatters = span(units - 1, 2);
+  order.insert(order.end(), last_scatters.begin, last_scatters.end);  // exposed: the task ends
+  // Copies after the last device op stay last (they run beside nothing that follows).
+  order.insert(order.end(), grouped.data() + group_start[groups - 1], grouped.data() + n);
 
-  std::vector<size_t> new_position(ops.size());
+  std::vector<size_t> new_position(n);
   for (size_t p = 0; p < order.size(); ++p) new_position[order[p]] = p;
   OpList out;
-  out.reserve(ops.size());
+  out.reserve(n);
   for (size_t p = 0; p < order.size(); ++p) {
     OpInstance op = ops[order[p]];
     if (beside_span[order[p]] >= 0) {
@@ -92,10 +132,11 @@ void prefetchShardedTransfers(OpList& ops, const EventTable& table) {
       // gathers and scatters it covered have moved to other units). Covering none, it is released
       // where the op after its span now stands (the list's end if none).
       const size_t first = order[p] + 1;
-      const size_t release = std::min(first + static_cast<size_t>(op.overlap_ops), ops.size());
-      size_t at = release < ops.size() ? new_position[release] : ops.size();
+      const size_t release = std::min(first + static_cast<size_t>(op.overlap_ops), n);
+      size_t at = release < n ? new_position[release] : n;
       for (size_t k = release; k > first; --k) {
-        if (roles[k - 1] == Role::kBody || roles[k - 1] == Role::kHostCopy) {
+        const Role role = placed[k - 1].role;
+        if (role == Role::kBody || role == Role::kHostCopy) {
           at = new_position[k - 1] + 1;
           break;
         }

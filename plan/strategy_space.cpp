@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <span>
 #include <tuple>
 
 #include "plan/iteration_plan.h"
@@ -91,9 +92,11 @@ void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
     for (bool sp : space.sequence_parallel) {
       if (sp && strategy.tp < 2) continue;
       // FSDP shards fully wherever there is a group to shard over (strategyViolation).
-      const std::vector<int> fsdp_zero = {strategy.gradGroupSize() > 1 ? 3 : 0};
+      // (A span, not a vector: no allocation per recomputation and SP of every unit.)
+      const int fsdp_zero = strategy.gradGroupSize() > 1 ? 3 : 0;
       const bool fsdp = strategy.framework == Framework::kFsdp;
-      for (int zero : fsdp ? fsdp_zero : space.zero_stages) {
+      for (int zero : fsdp ? std::span<const int>(&fsdp_zero, 1)
+                           : std::span<const int>(space.zero_stages)) {
         if (zero > 0 && strategy.gradGroupSize() < 2) continue;
         // strategyViolation's rules read no technique but the recomputation, SP and the ZeRO
         // stage before the techniques' own: when the strategy with this recomputation, SP and

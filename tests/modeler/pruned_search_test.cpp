@@ -250,6 +250,51 @@ TEST(PrunedSearchTest, TheBoundCostsTheGradientReductionInThePlansWireDtype) {
   }
 }
 
+// A workspace keeps the events of the layer keys it computed (closed_form_facts.h, LayerEvents),
+// so a later key finds most of its events there instead of costing them. An op without a cost
+// must still leave every key that runs it unbounded (0): here the GEMMs, which every block runs.
+// The ZeRO-0 strategy is evaluated first, then the ZeRO-3 one, whose layer key differs (its
+// parameter gathers) but whose GEMMs are the same events: found in the workspace, they must still
+// count as uncosted. With every cost known, the same two have a bound (> 0), in either order.
+TEST(PrunedSearchTest, AnUncostedOpLeavesEveryLayerKeyUnboundedInOneWorkspace) {
+  class NoGemms : public CostSource {
+   public:
+    explicit NoGemms(const CostModel& all) : all_(all) {}
+    std::optional<EventCost> cost(const Event& e) const override {
+      if (e.op == "gemm") return std::nullopt;
+      return all_.cost(e);
+    }
+
+   private:
+    const CostModel& all_;
+  };
+  const ModelConfig model = loadModelConfig(test::configPath("models", "llama3-8b"));
+  const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  const CostModel analytic(cluster, nullptr, true);
+  std::vector<std::unique_ptr<CostSource>> sources;
+  sources.push_back(std::make_unique<NoGemms>(analytic));
+  const CostModel no_gemms(cluster, std::move(sources));
+  Strategy plain = Strategy::of(8, 1, 2, 1, 4);
+  Strategy zero3 = plain;
+  zero3.zero_stage = 3;
+  for (const CostModel* costs : {&analytic, &no_gemms}) {
+    const bool complete = costs == &analytic;
+    SCOPED_TRACE(complete ? "every cost" : "no GEMM costs");
+    PlanCache cache;
+    const ClosedFormTier tier(model, cluster, *costs, 0.1, cache);
+    ClosedFormTier::Workspace workspace;
+    for (const Strategy& s : {plain, zero3, plain}) {
+      const ClosedFormResult closed = tier.evaluate(s, workspace);
+      ASSERT_TRUE(closed.fits) << s.name();
+      if (complete) {
+        EXPECT_GT(closed.lower_bound_us, 0) << s.name() << " zero " << s.zero_stage;
+      } else {
+        EXPECT_EQ(closed.lower_bound_us, 0) << s.name() << " zero " << s.zero_stage;
+      }
+    }
+  }
+}
+
 // The ZeRO-2 bound's cases: Llama 3 8B at 256 tokens on DGX H100s, where the reductions (1 B
 // parameters a rank in fp32 a micro-batch at TP 8) far outlast the compute, so the reductions, not
 // the pipeline, make the bound.
