@@ -185,16 +185,21 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
                   TimingInput& input, const UnsharedTimeline& timeline, const TaskGraph& graph,
                   std::vector<std::vector<TaskLinkStretch>>* by_kind) {
   const FlowList& list = flows.list;
-  // What sharing added to flow `i` (may be below 0 by rounding); the flows are read in list
-  // order (and the one each follows, just before), so the moved ends are walked, not searched.
-  size_t end_at = 0;
-  auto extraOf = [&](size_t i) {
-    return shared.end_us.at(i, end_at) - list.startUs(i) -
-           list.shape(list.shapeOf(i)).duration_us;
-  };
+  const FlowEnds& ends = shared.end_us;
+  // Only flows that sharing lengthened (extra above 0) stretch anything: a flow's entry starts
+  // at 0 and takes the larger of it and what the flow added, a task's stretch takes only flows
+  // with some, so the walks below visit those alone (FlowEnds::forEachExtra; issue 34: most of
+  // ~10^6 flows add nothing, and each visit reads the flow's origin).
   bool changed = false;
-  for (size_t i = 0; i < list.size() && !changed; ++i) changed = extraOf(i) > kStretchedUs;
+  ends.forEachExtra([&](size_t, double extra, double) {
+    changed = extra > kStretchedUs;
+    return !changed;
+  });
   if (!changed) return false;
+  // What sharing added to the flow `after` that flow `i` follows: flow i - 1's is the walk's.
+  auto extraOfAfter = [&](size_t i, int after, double before) {
+    return static_cast<size_t>(after) + 1 == i ? before : ends.extraUs(static_cast<size_t>(after));
+  };
   // Fresh vectors, each entry what this pass measured.
   const size_t classes = input.pipelines.size();
   std::vector<std::vector<std::vector<double>>> send(classes), task(classes);
@@ -216,11 +221,9 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
     for (int s = 0; s < stages; ++s) task[k][s].assign(send[k][s].size(), 0.0);
   };
   size_t run = 0;
-  end_at = 0;
-  for (size_t i = 0; i < list.size(); ++i) {
+  ends.forEachExtra([&](size_t i, double extra, double before) {
     const TimelineFlows::Origin o = flows.origin(i, run);
     const int after = list.after(i);
-    const double extra = std::max(0.0, extraOf(i));
     switch (o.kind) {
       case FlowKind::kPp:
         send[o.pipeline][o.stage][o.index] = extra;
@@ -232,7 +235,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
         double own = extra;
         if (after >= 0) {
           const size_t a = static_cast<size_t>(after);
-          const double pushed = extraOf(a) + list.startUs(a) +
+          const double pushed = extraOfAfter(i, after, before) + list.startUs(a) +
                                 list.shape(list.shapeOf(a)).duration_us - list.startUs(i);
           own = std::max(0.0, extra - std::max(0.0, pushed));
         }
@@ -243,7 +246,6 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
         gather[o.stage] = std::max(gather[o.stage], extra);
         break;
       default: {  // in a task: each collective's extra holds those before it (they follow)
-        if (extra == 0) break;
         if (o.op >= 0) break;  // a lone task: timed again below with each collective's own part
         zerosLikeSends(o.pipeline);
         double& stretch = task[o.pipeline][o.stage][o.index];
@@ -256,12 +258,13 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
                                                                    : &TaskLinkStretch::zero3_us;
         // Its own part: what it added to the delay it inherited from the one it follows, past
         // its stream's slack in a fused task (a delay the compute hides is not exposed).
-        const double inherited = after < 0 ? 0 : std::max(0.0, extraOf(static_cast<size_t>(after)));
+        const double inherited = after < 0 ? 0 : std::max(0.0, extraOfAfter(i, after, before));
         sum.*field += std::max(
             0.0, std::max(0.0, extra - o.slack_us) - std::max(0.0, inherited - o.slack_us));
       }
     }
-  }
+    return true;
+  });
   // Lone tasks (stretched_task.h), in a second walk of the flows (not a list of their stretches:
   // issue 34, memory): the flows of one task are consecutive; per task, its ops' own stretches
   // (what sharing added to each collective beyond what it inherited from the one it follows), in
@@ -311,27 +314,32 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
       sum.cp_hidden_us += std::max(0.0, own_by_kind[1] - cp_exposed);
     }
   };
+  const bool lone_flows = std::any_of(
+      flows.shape_origins.begin(), flows.shape_origins.end(), [](const TimelineFlows::Origin& o) {
+        return o.op >= 0 && o.kind != FlowKind::kPp && o.kind != FlowKind::kDp &&
+               o.kind != FlowKind::kZero;
+      });
   run = 0;
-  end_at = 0;
-  for (size_t i = 0; i < list.size(); ++i) {
-    const TimelineFlows::Origin oi = flows.origin(i, run);
-    if (oi.op < 0 || oi.kind == FlowKind::kPp || oi.kind == FlowKind::kDp ||
-        oi.kind == FlowKind::kZero) {
-      continue;
-    }
-    const double extra = std::max(0.0, extraOf(i));
-    if (extra == 0) continue;
-    if (!ops.empty() &&
-        (oi.pipeline != o.pipeline || oi.stage != o.stage || oi.index != o.index)) {
-      retimeTask();
-      ops.clear();
-      owns.clear();
-    }
-    if (ops.empty()) o = oi;
-    const int after = list.after(i);
-    const double inherited = after < 0 ? 0 : std::max(0.0, extraOf(static_cast<size_t>(after)));
-    ops.push_back({oi.op, 0});
-    owns.emplace_back(oi.kind, std::max(0.0, extra - inherited));
+  if (lone_flows) {
+    ends.forEachExtra([&](size_t i, double extra, double before) {
+      const TimelineFlows::Origin oi = flows.origin(i, run);
+      if (oi.op < 0 || oi.kind == FlowKind::kPp || oi.kind == FlowKind::kDp ||
+          oi.kind == FlowKind::kZero) {
+        return true;
+      }
+      if (!ops.empty() &&
+          (oi.pipeline != o.pipeline || oi.stage != o.stage || oi.index != o.index)) {
+        retimeTask();
+        ops.clear();
+        owns.clear();
+      }
+      if (ops.empty()) o = oi;
+      const int after = list.after(i);
+      const double inherited = after < 0 ? 0 : std::max(0.0, extraOfAfter(i, after, before));
+      ops.push_back({oi.op, 0});
+      owns.emplace_back(oi.kind, std::max(0.0, extra - inherited));
+      return true;
+    });
   }
   if (!ops.empty()) retimeTask();
   // A class whose tasks nothing stretched still needs its (zero) entries once any class has some.

@@ -129,10 +129,11 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   std::priority_queue<Finish, std::vector<Finish>, std::greater<>> ends;  // earliest first
   size_t in_flight = 0;
   int event = 0;
-  // The sharing flows in start order; its head is the next to start (followers are passed over:
-  // they start when released, unless released on time before the order reaches them).
-  sharing::StartOrder order(flows, /*forward=*/true);
-  double now = order.done() ? 0 : flows.startUs(order.peek());
+  // The sharing flows in start order, read latest first below (freeUntil) and then earliest
+  // first by the event loop: its head is the next to start (followers are passed over: they start
+  // when released, unless released on time before the order reaches them).
+  sharing::StartOrder order(flows);
+  double now = 0;
   // A recorded resource's load from its last change to `now`, before its flows change.
   auto closeLoad = [&](int r) {
     if (!record_load || load_since[r] == now) return;
@@ -150,8 +151,8 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   {
     const int none = static_cast<int>(n);
     std::vector<int> next_on(capacity.size(), none);
-    for (sharing::StartOrder back(flows, /*forward=*/false); !back.done();) {
-      const int f = back.pop();
+    while (!order.latestDone()) {
+      const int f = order.popLatest();
       int until = none;
       for (const LinkUse& u : flows.usesOf(f)) {
         const int g = next_on[u.resource];
@@ -161,6 +162,8 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       slot_of[static_cast<size_t>(f)] = until;
     }
   }
+  order.turn();
+  if (!order.done()) now = flows.startUs(order.peek());
   auto freeUntil = [&](int f) {
     const int until = slot_of[static_cast<size_t>(f)];
     return static_cast<size_t>(until) < n ? flows.startUs(until) : kInf;

@@ -4,6 +4,8 @@
 // cursor over the list. Internal to link sharing.
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <utility>
@@ -57,42 +59,68 @@ struct Flows {
   }
 };
 
-// The sharing flows in order of start time (`forward`) or its reverse, without a sort or a list of
-// them: callers list flows as a few runs already in time order (a device's flows, its DP stream),
-// and the cursor merges the runs' heads (dozens of runs, not 10^6 flows). The runs interleave
-// finely (each pop most often moves to another run), so the merge is a tournament tree of losers:
-// a pop replays one path of log2(runs) matches, each one comparison (issue 34: a binary heap took
-// about three sift steps of two comparisons and a swap each).
+// The sharing flows in order of start time, read twice by link sharing: latest first (the walk
+// that finds each flow's next flow on its resources) and then earliest first (the event loop).
+// Callers list flows as a few runs already in time order (a device's flows, its DP stream), so
+// the order is a merge of the runs' heads, not a sort. The runs interleave finely (each pop most
+// often moves to another run), so the merge is a tournament tree of losers: a pop replays one path
+// of log2(runs) matches, each one comparison. It is merged once, latest first, recording which
+// run each pop came from (a byte a sharing flow while there are at most 256 runs, two up to
+// 65,536, else four); the earliest-first read replays that record from its end, one read and the
+// run's step to its next sharing flow a pop (issue 34: the second merge was about half of the
+// order's ~1.1 G instructions in the 405B search on 1,024 GPUs).
 class StartOrder {
  public:
-  StartOrder(const Flows& flows, bool forward);
+  explicit StartOrder(const Flows& flows);
+  // Latest first (ties: the later listed first), all of it before the first earliest-first read.
+  bool latestDone() const { return merged_ == total_; }
+  int popLatest();
+  // Then earliest first (Flows::earlier): turn() once the latest-first read is done.
+  void turn();
   bool done() const { return left_ == 0; }
-  int peek() const { return heads_[static_cast<size_t>(tree_[0])].flow; }
+  int peek() const { return next_; }
   int pop();
 
  private:
-  // A run's next flow and its place in the cursor's order: (key, rank) ascending, where forward
-  // key = start and rank = flow (Flows::earlier), reverse both negated; a spent run sorts last.
+  // A run's next flow and its place in the merge's order: (key, rank) ascending, key = -start,
+  // rank = -flow (Flows::earlier reversed); a spent run sorts last. Earliest first, only `flow`.
   struct Head {
     double key;
     int rank;
     int flow;
-    int end;  // the run's end (forward: one past its last flow; reverse: one before its first)
+    int first, last;  // the run's first and last sharing flows
   };
   bool before(int a, int b) const {
     const Head& x = heads_[static_cast<size_t>(a)];
     const Head& y = heads_[static_cast<size_t>(b)];
     return x.key < y.key || (x.key == y.key && x.rank < y.rank);
   }
-  void place(Head& head, int flow) const;  // `head` at `flow`, or spent at its run's end
+  void place(Head& head, int flow) const;  // `head` at `flow`, or spent before its run's first
+  // The run of the merge's pop `i` (0: the latest flow's), and its record.
+  size_t recorded(size_t i) const {
+    if (width_ == 1) return record_[i];
+    if (width_ == 2) return readAs<uint16_t>(i);
+    return readAs<uint32_t>(i);
+  }
+  void record(size_t i, int run);
+  template <typename T>
+  T readAs(size_t i) const {
+    T run;
+    std::memcpy(&run, record_.data() + i * sizeof(T), sizeof(T));
+    return run;
+  }
 
   const Flows& flows_;
-  bool forward_;
-  size_t left_ = 0;          // sharing flows not yet popped
+  size_t total_ = 0;   // sharing flows
+  size_t merged_ = 0;  // popped latest first
+  size_t left_ = 0;    // not yet popped earliest first
+  int next_ = -1;      // the earliest flow left (-1: none), read by every peek
   std::vector<Head> heads_;  // per run
   // tree_[0]: the run whose head comes first; tree_[i], 0 < i < runs: the run that lost the match
   // at node i (leaf of run r: node runs + r, its parent (runs + r) / 2).
   std::vector<int> tree_;
+  size_t width_ = 1;              // bytes a recorded run: 1, 2 or 4
+  std::vector<uint8_t> record_;   // per merge pop, its run as `width_` bytes
 };
 
 }  // namespace evsim::sharing
