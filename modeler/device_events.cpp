@@ -16,9 +16,10 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
 
   const TaskGraph& graph = sim.timeline.graph;
   const double slow = stageSlowdown(sim, pipeline, coord.pp);  // straggler: every op stretches
-  for (const TaskTiming& task : timeline.tasks) {
+  for (size_t i = 0; i < timeline.tasks.size(); ++i) {
+    const TaskTiming& task = timeline.tasks[i];
     // Chunk c of this device is virtual stage k; its ops carry that chunk's layer numbers.
-    const TaskNode& node = graph.nodes[task.node];
+    const TaskNode& node = graph.nodes[timeline.node(i)];
     const StagePlan& stage = plan.stages[node.virtual_stage];
     const StageOpOffsets& offsets = sim.offsets[node.virtual_stage];
     const Phase phase = node.task.phase;
@@ -26,19 +27,20 @@ void forEachDeviceEvent(const Simulation& sim, int64_t rank,
     const OpList& ops = forward ? stage.forward : stage.backward;
     const std::vector<double>& starts =
         forward ? offsets.forward_start_us : offsets.backward_start_us;
-    for (size_t i = 0; i < ops.size(); ++i) {
-      const OpInstance& op = ops[i];
+    for (size_t o = 0; o < ops.size(); ++o) {
+      const OpInstance& op = ops[o];
       if (!forward && !runsIn(op, phase, graph.split_backward)) continue;
       visit(DeviceEvent{op.stream, op.recompute ? Phase::kRecompute : phase, op.name, op.event,
-                        op.layer, node.task.micro_batch, task.run.start_us + starts[i] * slow,
+                        op.layer, node.task.micro_batch, task.run.start_us + starts[o] * slow,
                         sim.costUs(op.event) * slow, node.task.chunk});
     }
     if (node.send != Send::kNone) {
       const bool activation = node.send == Send::kActivation;
       visit(DeviceEvent{Stream::kPpComm, phase, activation ? "send_activation" : "send_gradient",
-                        activation ? links.forward_p2p[node.link] : links.backward_p2p[node.link],
-                        kEmbeddingLayer, node.task.micro_batch, task.send.start_us,
-                        task.send.duration(), node.task.chunk});
+                        activation ? links.forward_p2p[linkOf(node)]
+                                   : links.backward_p2p[linkOf(node)],
+                        kEmbeddingLayer, node.task.micro_batch, task.send().start_us,
+                        task.send().duration(), node.task.chunk});
     }
   }
   // Grad syncs come grouped by chunk (timeline.grad_sync_chunk); buckets in order within a chunk.

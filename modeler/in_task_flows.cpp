@@ -122,11 +122,12 @@ void fusedTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& cos
                     const StageTimeline& stage, size_t head, const DeviceLinks& d,
                     double stretch_us, TimelineFlows::Origin origin, TimelineFlows& out) {
   const TaskTiming& t = stage.tasks[head];
-  const size_t members = static_cast<size_t>(graph.nodes[t.node].fused_size);
+  const size_t members = static_cast<size_t>(graph.nodes[stage.node(head)].fused_size);
   // Each member's task time and all-to-all part (timing_engine.cpp: the fused rule).
-  auto partsOf = [&](const TaskTiming& m) {
-    const StageCost& cost = input.stages[graph.nodes[m.node].virtual_stage];
-    const Phase phase = graph.nodes[m.node].task.phase;
+  auto partsOf = [&](size_t at) {
+    const TaskNode& node = graph.nodes[stage.node(at)];
+    const StageCost& cost = input.stages[node.virtual_stage];
+    const Phase phase = node.task.phase;
     const double task_us = phase == Phase::kForward    ? cost.forward_us
                            : phase == Phase::kBackward ? cost.backward_us
                                                        : cost.weight_grad_us;
@@ -137,13 +138,12 @@ void fusedTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& cos
   };
   double compute_us = 0, comm_us = 0, factor = 1;
   for (size_t at = head; at < head + members; ++at) {
-    const auto [task_us, a2a_us] = partsOf(stage.tasks[at]);
+    const auto [task_us, a2a_us] = partsOf(at);
     compute_us += task_us - a2a_us;
     comm_us += a2a_us;
     if (a2a_us > 0) {
       factor = std::max(
-          factor,
-          input.stages[graph.nodes[stage.tasks[at].node].virtual_stage].a2a_compute_slowdown);
+          factor, input.stages[graph.nodes[stage.node(at)].virtual_stage].a2a_compute_slowdown);
     }
   }
   const double run_us = t.run.duration() - stretch_us;
@@ -155,10 +155,9 @@ void fusedTaskFlows(const IterationPlan& plan, const std::vector<EventCost>& cos
   int comm_before = -1, compute_before = -1;     // the last flow of each chain
   double comm_done_us = 0, compute_done_us = 0;  // the members' stream time before this one
   for (size_t at = head; at < head + members; ++at) {
-    const TaskTiming& m = stage.tasks[at];
-    const auto [task_us, a2a_us] = partsOf(m);
+    const auto [task_us, a2a_us] = partsOf(at);
     const double own_compute_us = task_us - a2a_us;
-    const TaskNode& node = graph.nodes[m.node];
+    const TaskNode& node = graph.nodes[stage.node(at)];
     for (const InTaskOp& op : in_task[node.virtual_stage][phaseIndex(node.task.phase)]) {
       const bool on_comm = op.kind == FlowKind::kEp;
       const double at_us =

@@ -77,7 +77,7 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
     };
     auto nextInto = [](const Into& into, Cursor c, const TaskTiming* end) {
       for (; c.t != end; ++c.t, ++c.code) {
-        if (into[*c.code] && !(c.t->send.end_us <= c.t->send.start_us)) break;
+        if (into[*c.code] && !(c.t->send_end_us <= c.t->run.end_us)) break;
       }
       return c;
     };
@@ -97,10 +97,10 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
           Cursor b = nextInto(into_b, {tb.data(), graph.deviceSendCodes(from[j]).data()}, b_end);
           // Two time-sorted lists of non-overlapping intervals overlap where a merge finds it.
           while (a.t != a_end && b.t != b_end) {
-            if (a.t->send.start_us < b.t->send.end_us && b.t->send.start_us < a.t->send.end_us) {
+            if (a.t->run.end_us < b.t->send_end_us && b.t->run.end_us < a.t->send_end_us) {
               return true;
             }
-            if (a.t->send.end_us <= b.t->send.end_us) {
+            if (a.t->send_end_us <= b.t->send_end_us) {
               a = nextInto(into_a, {a.t + 1, a.code + 1}, a_end);
             } else {
               b = nextInto(into_b, {b.t + 1, b.code + 1}, b_end);
@@ -142,7 +142,7 @@ size_t kindSlot(FlowKind kind) {  // TaskLinkStretch's order: tp, cp, ep, zero3
 // timeline itself (issue 34: its per-task records, 56 bytes a task, were 9.4 MB of a 405B
 // search's peak beside ~10^6 flows): each device's task and DP-collective counts, and the run of
 // each task whose in-task collectives a lone task's retiming needs (its node is its position in
-// the device's order, TaskGraph::device_order). Taken before the flows are listed, which free the
+// the device's order, TaskGraph::nodeAt). Taken before the flows are listed, which free the
 // timeline's records as they go (shareLinksOverTime).
 struct UnsharedTimeline {
   std::vector<std::vector<size_t>> tasks;  // per class, device stage: its task count
@@ -275,7 +275,7 @@ bool applyStretch(const IterationPlan& plan, const std::vector<EventCost>& costs
   std::vector<std::pair<FlowKind, double>> owns;  // the task's stretched collectives' own parts
   TimelineFlows::Origin o;                         // the task's (its first stretched collective's)
   auto retimeTask = [&] {
-    const TaskNode& node = graph.nodes[graph.device_order[o.stage][o.index]];
+    const TaskNode& node = graph.nodes[graph.nodeAt(o.stage, static_cast<size_t>(o.index))];
     const Phase phase = node.task.phase;
     const StageCost& cost = input.stages[node.virtual_stage];
     const double alone_us = phase == Phase::kForward    ? cost.forward_us
@@ -465,8 +465,8 @@ TimelineFlows listFlows(const IterationPlan& plan, const std::vector<EventCost>&
     for (const StageTimeline& stage : p.stages) {
       outside_tasks += stage.tasks.size() + stage.grad_sync.size() + 1;
       if (in_task.empty()) continue;
-      for (const TaskTiming& t : stage.tasks) {
-        const TaskNode& node = timeline.graph.nodes[t.node];
+      for (size_t i = 0; i < stage.tasks.size(); ++i) {
+        const TaskNode& node = timeline.graph.nodes[stage.node(i)];
         transfers += in_task[node.virtual_stage][phaseIndex(node.task.phase)].size();
       }
     }

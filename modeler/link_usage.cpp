@@ -235,7 +235,7 @@ Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>
       return true;
     }
     const Accept& a = src.accept[code[next]];
-    src.start_us = src.tasks[next].send.start_us;
+    src.start_us = src.tasks[next].run.end_us;
     src.end_us = src.start_us + a.duration_us;
     src.load = a.load;
     src.order = src.device | static_cast<uint64_t>(next);
@@ -273,7 +273,7 @@ Alone aloneTotals(const Simulation& sim, const LinkMap& map, std::vector<double>
       for (size_t i = 0; i < src.size; ++i) {
         const Accept& a = src.accept[src.code[i]];
         if (!a.ok) continue;
-        const double start_us = src.tasks[i].send.start_us;
+        const double start_us = src.tasks[i].run.end_us;
         if (start_us < before) return Alone::kUnknown;
         before = start_us;
         if (!sweep(start_us, start_us + a.duration_us, a.load)) return Alone::kMeet;

@@ -51,10 +51,11 @@ struct LoneGraph {
   Output* outputs;
 };
 
-// One device's state as placeLoneTasks moves it: its order, its timings, its send stretch (null:
-// none), the next position, when it is free, its busy time, its slowdown.
+// One device's state as placeLoneTasks moves it: its first node (its order's node ids follow on
+// from it, TaskGraph::nodeAt) and task count, its timings, its send stretch (null: none), the
+// next position, when it is free, its busy time, its slowdown.
 struct LoneDevice {
-  const int* ids;
+  int first_node;
   size_t size;
   TaskTiming* timings;
   const double* stretch;
@@ -76,7 +77,7 @@ struct LoneDevice {
 template <bool kJittered, bool kStretched, class Draw>
 [[gnu::always_inline]] static inline int placeLoneTasks(const LoneGraph& g, LoneDevice& d,
                                                         Draw&& draw) {
-  const int* const ids = d.ids;
+  const int first_node = d.first_node;
   const size_t size = d.size;
   const TaskNode* const nodes = g.nodes;
   Output* const outputs = g.outputs;
@@ -86,7 +87,7 @@ template <bool kJittered, bool kStretched, class Draw>
   double free_us = d.free_us, busy_us = d.busy_us;
   int blocked = -1;
   for (; at < size; ++at) {
-    const int id = ids[at];
+    const int id = first_node + static_cast<int>(at);
     const TaskNode& node = nodes[id];
     if (node.fused_size != 1) break;
     // Only a transfer input can hold the task: a same-device producer comes earlier in the order
@@ -105,29 +106,25 @@ template <bool kJittered, bool kStretched, class Draw>
         ready = std::max(ready, from.send_end_us);
       }
     }
-    const double input_ready = ready;
     const Phase phase = node.task.phase;
     const int vs = node.virtual_stage;
     const Send send = node.send;
-    const int link = node.link;
     const double body_us = taskUs(g.stage_costs[vs], phase);
     double jitter_us = 0.0;
     if constexpr (kJittered) jitter_us = draw(vs, phase);
     const double start_us = std::max(free_us, ready);
     const double end_us = start_us + (body_us + jitter_us) * slow;
     double send_end_us = end_us;
-    if (send == Send::kActivation) send_end_us += g.forward_us[link];
-    if (send == Send::kGradient) send_end_us += g.backward_us[link];
+    // linkOf(node): an activation's link is the node's virtual stage, a gradient's the one before.
+    if (send == Send::kActivation) send_end_us += g.forward_us[vs];
+    if (send == Send::kGradient) send_end_us += g.backward_us[vs - 1];
     if constexpr (kStretched) send_end_us += d.stretch[at];
+    // timePipeline's overlap slowdown (body - max(compute, comm)) * slow for one member (comm 0)
+    // is 0, as task times are not below 0 (computeTimeline checks them; costs are checked finite
+    // when they are read, io/profile_rows.cpp, cost_model.cpp): none is written.
     TaskTiming& t = timings[at];
-    t.node = id;
-    t.input_ready_us = input_ready;
     t.run = Interval{start_us, end_us};
-    // timePipeline's (body - max(compute, comm)) * slow for one member (comm 0): 0, as task times
-    // are not below 0 (computeTimeline checks them; costs are checked finite when they are read,
-    // io/profile_rows.cpp, cost_model.cpp). A constant store, not a compare a task.
-    t.overlap_slowdown_us = 0.0;
-    t.send = Interval{end_us, send_end_us};
+    t.send_end_us = send_end_us;
     outputs[id] = Output{end_us, send_end_us};
     busy_us += send_end_us - end_us;
     busy_us += end_us - start_us;

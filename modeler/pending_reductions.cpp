@@ -18,8 +18,9 @@ void stageHeldBytes(const TaskGraph& graph, const StageTimeline& stage,
   // Per (chunk, micro-batch), the end of its forward not yet matched by its backward's.
   std::map<std::pair<int, int64_t>, double> held_from;
   size_t r = 0;  // the next reduction in issue order
-  for (const TaskTiming& t : stage.tasks) {
-    const StageTask& task = graph.nodes[t.node].task;
+  for (size_t i = 0; i < stage.tasks.size(); ++i) {
+    const TaskTiming& t = stage.tasks[i];
+    const NodeTask& task = graph.nodes[stage.node(i)].task;
     EVSIM_CHECK(task.chunk >= 0 && static_cast<size_t>(task.chunk) < chunks.size(),
                 "task of chunk {} on a device of {} chunks", task.chunk, chunks.size());
     const ChunkHeldBytes& chunk = chunks[static_cast<size_t>(task.chunk)];

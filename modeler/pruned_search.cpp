@@ -146,20 +146,22 @@ double tasksOf(const Pending& candidate) {
 }  // namespace
 
 // A simulation's memory at its largest, estimated for the round's budget. A first pass holds per
-// task the task graph's node, about 1.5 edges, its place in its device's order and its send code;
-// while the graph is built, the node's id slot and the schedule's order entry; then the timing
-// engine's record and output, and under DP overlap a bucket mark: 161 bytes. A sharing pass
-// (`full`) frees the timeline's records as it lists their flows; measured (heap in use at its
-// peak less at its start, one thread, Llama 3.1 405B on 1,024 GPUs: 8-29 MB for 16,384-131,072
-// tasks and 0.13-1.03 M flows; bench/RESULTS.md, session 24, rss34c) it held ~142 bytes a task
-// and ~10 a flow: estimated at 140 and 12 (its flow list's start and shape, link sharing's slot).
-// Session 23's 120 bytes a task undercounted first passes by a fifth (131,072 tasks: 19.5 MB
-// measured, 15.7 estimated).
+// task the task graph's node, about 1.5 edges and its send code; while the graph is built, the
+// node's id slot and the schedule's order entry; then the timing engine's record and output, and
+// under DP overlap a bucket mark: 88 bytes (161 before session 25 shrank the node, the edge and the
+// record, bench/RESULTS.md, session 25, rec34d). A sharing pass (`full`) frees the timeline's
+// records as it lists their flows, and is at its largest while the links are shared: per task
+// the graph (27 bytes), the run a lone task's retiming reads, its run of flows' index and its
+// send and task stretches (8 each), and per flow its start, shape and link sharing's slot (14
+// bytes). Measured (heap in use at its peak less at its start, one thread, Llama 3.1 405B on
+// 1,024 GPUs, 16,384-131,072 tasks and 0.47-1.03 M flows: 8.4-23.4 MB; bench/RESULTS.md, session
+// 25, rec34d) a fit gives ~55 bytes a task and ~16 a flow: estimated at 60 and 16 (session 24:
+// 140 and 12, with the larger records).
 size_t PrunedSearch::simulationBytes(const Pending& candidate, bool full) {
-  constexpr double kFirstPassTaskBytes =
-      sizeof(TaskNode) + 1.5 * sizeof(TaskEdge) + sizeof(int) + sizeof(uint8_t) + sizeof(int) +
-      sizeof(StageTask) + sizeof(TaskTiming) + sizeof(lone::Output) + sizeof(int);
-  constexpr double kSharingPassTaskBytes = 140, kSharingPassFlowBytes = 12;
+  constexpr double kFirstPassTaskBytes = sizeof(TaskNode) + 1.5 * sizeof(TaskEdge) +
+                                         sizeof(uint8_t) + sizeof(int) + sizeof(StageTask) +
+                                         sizeof(TaskTiming) + sizeof(lone::Output) + sizeof(int8_t);
+  constexpr double kSharingPassTaskBytes = 60, kSharingPassFlowBytes = 16;
   const double tasks = tasksOf(candidate);
   const double bytes =
       full ? kSharingPassTaskBytes * tasks +

@@ -39,12 +39,14 @@ constexpr double kBoundSlack = 1e-9;
 // largest candidates on 1,024 GPUs (~10^6 flows, 131,072 tasks, ~30 MB each) ran at once and
 // took a two-thread search to 94 MB where one thread peaked at 58 (issue 34 item 2). With it,
 // the other thread simulates the round's smaller candidates meanwhile. Which thread ran what
-// never changes a result. 32 MiB since session 24: with the threads' freed memory reused in one
-// heap (search_heap.h) the peak follows the live data, and 48 MiB with the estimate corrected
-// let a two-thread search reach 71-75 MB, 36 MiB 62-63 MB, 32 MiB 58.5 MB (bench/RESULTS.md,
-// session 24, rss34c). The price: that search's two largest sharing passes (~30 MB estimated)
-// now run beside nothing above ~3 MB, where 48 MiB let each run beside a 15 MB one.
-constexpr size_t kSimulationBudgetBytes = size_t{32} << 20;
+// never changes a result. With the threads' freed memory reused in one heap (search_heap.h) the
+// peak follows the live data. 28 MiB since session 25 (smaller task records, truer estimates:
+// such a pass is ~23 MB, ~16 of it its flows): two-thread peaks of that search's bench and of
+// `eventsim search` over the same space plus offload, 28 MiB 54 / 58 MB, 32 MiB 62 / 65 MB,
+// 36 MiB 65-67 / 70 MB, 40 MiB 67 / 70-71 MB, 48 MiB (the two largest passes together) 72-78 /
+// 77-81 MB (bench/RESULTS.md, session 25, rec34d): the largest passes still run beside smaller
+// ones only, as their flows, not their tasks, now make most of them.
+constexpr size_t kSimulationBudgetBytes = size_t{28} << 20;
 
 struct Ranked {
   double iteration_us = 0;

@@ -58,11 +58,11 @@ double hiddenAllToAllUs(const Simulation& sim, const StageTimeline& timeline) {
   const TaskGraph& graph = sim.timeline.graph;
   if (!graph.fused) return hidden;  // no fused task: a pass over the tasks for nothing
   for (size_t i = 0; i < timeline.tasks.size(); ++i) {
-    const int members = graph.nodes[timeline.tasks[i].node].fused_size;
+    const int members = graph.nodes[timeline.node(i)].fused_size;
     if (members < 2) continue;
     double a2a = 0, compute = 0;
     for (size_t at = i; at < i + static_cast<size_t>(members); ++at) {
-      const TaskNode& node = graph.nodes[timeline.tasks[at].node];
+      const TaskNode& node = graph.nodes[timeline.node(at)];
       const StageCost& cost = sim.input.stages[node.virtual_stage];
       const Phase phase = node.task.phase;
       const double task = phase == Phase::kForward    ? cost.forward_us
@@ -134,9 +134,9 @@ DeviceMetrics deviceMetrics(const Simulation& sim, int pipeline, int stage) {
   // And beside the DP buckets (timing_engine.cpp stretched those tasks after the straggler). The
   // sends' time in the same pass (summed in the same order: the same bits as a pass of its own).
   double pp_comm_us = 0;
-  for (const TaskTiming& t : timeline.tasks) {
-    d.overlap_slowdown_us += t.overlap_slowdown_us;
-    pp_comm_us += t.send.duration();
+  for (size_t i = 0; i < timeline.tasks.size(); ++i) {
+    d.overlap_slowdown_us += timeline.overlapSlowdownUs(i);
+    pp_comm_us += timeline.tasks[i].send().duration();
   }
   d.compute_us *= slow;
   d.tp_comm_us *= slow;

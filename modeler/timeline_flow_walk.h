@@ -114,7 +114,7 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
       if (!in_task.empty()) chains.emplace(plan, costs, in_task, d);
       for (size_t i = 0; with_tasks && i < stage.tasks.size(); ++i) {
         const TaskTiming& t = stage.tasks[i];
-        const TaskNode& node = timeline.graph.nodes[t.node];
+        const TaskNode& node = timeline.graph.nodes[stage.node(i)];
         if (!in_task.empty() && node.fused_size > 1) {
           const double stretch = input.task_stretch_us.empty() ? 0 : input.task_stretch_us[k][s][i];
           fusedTaskFlows(plan, costs, in_task, input, timeline.graph, stage, i, d, stretch,
@@ -142,10 +142,10 @@ void walkTimelineFlows(const IterationPlan& plan, const std::vector<EventCost>& 
           }
         }
         if (node.send == Send::kNone) continue;
-        const int which = 2 * node.link + (node.send == Send::kGradient ? 1 : 0);
+        const int which = 2 * linkOf(node) + (node.send == Send::kGradient ? 1 : 0);
         const SharedFlow& send = sends[which];
         if (send.uses.empty()) continue;  // no event (a link inside one device)
-        push(send, t.send.start_us, send.after,
+        push(send, t.run.end_us, send.after,
              {FlowKind::kPp, static_cast<int>(k), s, static_cast<int>(i)}, which,
              &send_slots[which]);
       }

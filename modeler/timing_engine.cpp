@@ -46,7 +46,9 @@ double slowdown(const PipelineCost& links, int device) {
 // the position in the device's order of each chunk's last gradient task, and the buckets placed
 // so far on the device's DP stream.
 struct DeviceBuckets {
-  std::vector<int> last_gradient_chunk;  // per position: the chunk whose buckets it issues, or -1
+  // Per position: the chunk whose buckets it issues, or -1 (chunks are below
+  // kMaxChunksPerDevice: a byte).
+  std::vector<int8_t> last_gradient_chunk;
   std::vector<SlowInterval> in_flight;
   double stream_free_us = 0;
 };
@@ -92,14 +94,14 @@ std::vector<DeviceBuckets> slowingBuckets(const TimingInput& input, const TaskGr
   const Phase last = graph.split_backward ? Phase::kWeightGrad : Phase::kBackward;
   std::vector<DeviceBuckets> out(graph.devices);
   for (int s = 0; s < graph.devices; ++s) {
-    const std::vector<int>& order = graph.device_order[s];
-    out[s].last_gradient_chunk.assign(order.size(), -1);
+    const size_t tasks = static_cast<size_t>(graph.tasks_per_device);
+    out[s].last_gradient_chunk.assign(tasks, -1);
     std::vector<bool> seen(input.virtual_stages, false);
-    for (size_t i = order.size(); i-- > 0;) {
-      const StageTask& task = graph.nodes[order[i]].task;
+    for (size_t i = tasks; i-- > 0;) {
+      const NodeTask& task = graph.nodes[graph.nodeAt(s, i)].task;
       if (task.phase != last || seen[task.chunk]) continue;
       seen[task.chunk] = true;
-      out[s].last_gradient_chunk[i] = task.chunk;
+      out[s].last_gradient_chunk[i] = static_cast<int8_t>(task.chunk);
     }
   }
   return out;
@@ -154,7 +156,11 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
   std::vector<double> device_free(P, 0.0);
   // Sized once (each task's timing written at its position below, every field): no capacity check
   // per task, and the scheduler's pointers into the graph need no reload after each write.
-  for (int s = 0; s < P; ++s) out.stages[s].tasks.resize(graph.device_order[s].size());
+  const size_t tasks_per_device = static_cast<size_t>(graph.tasks_per_device);
+  for (int s = 0; s < P; ++s) {
+    out.stages[s].tasks.resize(tasks_per_device);
+    out.stages[s].first_node = graph.nodeAt(s, 0);
+  }
   std::vector<DeviceBuckets> buckets = slowingBuckets(input, graph);
   const PipelineLayout layout = pipelineLayout(input.schedule, P, input.virtual_stages);
   // --overlap-param-gather: which chunks of each device have had their first forward, and each
@@ -197,14 +203,14 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         if (output[waiting[s]].run_end_us < 0) continue;
         waiting[s] = -1;
       }
-      const std::vector<int>& order = graph.device_order[s];
+      const int first_node = graph.nodeAt(s, 0);
       std::vector<TaskTiming>& tasks = out.stages[s].tasks;
       const double slow = slow_of[s];
-      while (next[s] < order.size()) {
+      while (next[s] < tasks_per_device) {
         if (lone_plain) {
           // Lone tasks with nothing beside them (most tasks of most plans): placeLoneTasks, the
           // branch on jitter and on a send stretch taken once per resume, not per task.
-          LoneDevice d{order.data(), order.size(),
+          LoneDevice d{first_node,   tasks_per_device,
                        tasks.data(), send_stretch.empty() ? nullptr : send_stretch[s].data(),
                        next[s],      device_free[s],
                        busy[s],      slow};
@@ -227,19 +233,16 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         }
         // The task at next[s]: one node, or a fused task's fused_size nodes (timing_engine.h).
         const size_t first = next[s];
-        const int head_id = order[first];
+        const int head_id = first_node + static_cast<int>(first);
         const TaskNode& head = graph.nodes[head_id];
         const size_t members = static_cast<size_t>(head.fused_size);
-        double ready = 0, input_ready = 0;
+        double ready = 0;
         int blocked = -1;  // an input's producer not placed yet
         for (size_t at = first; at < first + members && blocked < 0; ++at) {
-          for (const TaskEdge& e : graph.inputs(order[at])) {
-            if (members > 1) {
-              const TaskNode& producer = graph.nodes[e.from];
-              const bool inner = producer.device == s &&
-                                 static_cast<size_t>(producer.position) >= first &&
-                                 static_cast<size_t>(producer.position) < first + members;
-              if (inner) continue;  // a W on its own B inside the fused task
+          for (const TaskEdge& e : graph.inputs(first_node + static_cast<int>(at))) {
+            // A W on its own B inside the fused task (ids follow the device's order).
+            if (members > 1 && e.from >= head_id && e.from < head_id + static_cast<int>(members)) {
+              continue;
             }
             const Output& from = output[e.from];
             if (from.run_end_us < 0) {
@@ -248,7 +251,6 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
             }
             const double arrival = e.transfer ? from.send_end_us : from.run_end_us;
             ready = std::max(ready, arrival);
-            if (e.transfer) input_ready = std::max(input_ready, arrival);
           }
         }
         if (blocked >= 0) {  // input not produced yet: try other devices
@@ -263,7 +265,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
           jitter_us = jitterUs(input.jitter, head.virtual_stage, head.task.phase, rng);
         } else {
           for (size_t at = first; at < first + members; ++at) {
-            const TaskNode& node = graph.nodes[order[at]];
+            const TaskNode& node = graph.nodes[first_node + static_cast<int>(at)];
             const StageCost& cost = input.stages[node.virtual_stage];
             const double a2a_us = overlapUs(cost, node.task.phase);
             compute_us += taskUs(cost, node.task.phase) - a2a_us;
@@ -280,7 +282,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
         run.end_us = run.start_us + (body_us + jitter_us) * slow;
         double overlap_slowdown_us = (body_us - std::max(compute_us, comm_us)) * slow;
         for (size_t at = first; at < first + members && param_gathers; ++at) {
-          const TaskNode& node = graph.nodes[order[at]];
+          const TaskNode& node = graph.nodes[first_node + static_cast<int>(at)];
           if (node.task.phase != Phase::kForward || gathered[s][node.task.chunk]) continue;
           gathered[s][node.task.chunk] = 1;
           // One chunk: its first module's pre-hook; several: aligned at the iteration's start.
@@ -324,7 +326,7 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
           std::erase_if(q.in_flight,
                         [&](const SlowInterval& b) { return b.end_us <= run.start_us; });
           for (size_t at = first; at < first + members; ++at) {
-            const TaskNode& node = graph.nodes[order[at]];
+            const TaskNode& node = graph.nodes[first_node + static_cast<int>(at)];
             if (node.task.phase != gradient_phase) continue;
             const std::vector<BucketCost>& reductions =
                 input.stages[node.virtual_stage].micro_batch_buckets;
@@ -351,23 +353,25 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
           }
         }
         if (!task_stretch.empty()) run.end_us += task_stretch[s][first];
+        if (overlap_slowdown_us != 0) {  // on the head, counted once
+          std::vector<double>& slowdowns = out.stages[s].overlap_slowdown_us;
+          if (slowdowns.empty()) slowdowns.assign(tasks_per_device, 0.0);
+          slowdowns[first] = overlap_slowdown_us;
+        }
         double free_us = run.end_us;
         for (size_t at = first; at < first + members; ++at) {
-          const int id = order[at];
+          const int id = first_node + static_cast<int>(at);
           const TaskNode& node = graph.nodes[id];
           TaskTiming& t = tasks[at];
-          t.node = id;
-          t.input_ready_us = input_ready;
           t.run = run;
-          t.overlap_slowdown_us = at == first ? overlap_slowdown_us : 0.0;  // counted once
-          t.send = Interval{run.end_us, run.end_us};
-          if (node.send == Send::kActivation) t.send.end_us += links.send_forward_us[node.link];
-          if (node.send == Send::kGradient) t.send.end_us += links.send_backward_us[node.link];
-          if (!send_stretch.empty()) t.send.end_us += send_stretch[s][at];
-          output[id] = Output{run.end_us, t.send.end_us};
+          t.send_end_us = run.end_us;
+          if (node.send == Send::kActivation) t.send_end_us += links.send_forward_us[linkOf(node)];
+          if (node.send == Send::kGradient) t.send_end_us += links.send_backward_us[linkOf(node)];
+          if (!send_stretch.empty()) t.send_end_us += send_stretch[s][at];
+          output[id] = Output{run.end_us, t.send_end_us};
           // A lone task's send holds the device; a fused task's go out on the comm stream.
-          if (members == 1) free_us = t.send.end_us;
-          if (members == 1) busy[s] += t.send.duration();
+          if (members == 1) free_us = t.send_end_us;
+          if (members == 1) busy[s] += t.send().duration();
         }
         busy[s] += run.duration();
         // A queue bound: past K reductions pending, the compute stream waits for the oldest.
@@ -399,9 +403,9 @@ PipelineTimeline timePipeline(const TimingInput& input, const TaskGraph& graph,
 // backward is split, else the last B): its gradients are complete after it.
 double lastGradientTaskStart(const TaskGraph& graph, const StageTimeline& stage, int chunk) {
   const Phase last = graph.split_backward ? Phase::kWeightGrad : Phase::kBackward;
-  for (auto it = stage.tasks.rbegin(); it != stage.tasks.rend(); ++it) {
-    const StageTask& task = graph.nodes[it->node].task;
-    if (task.phase == last && task.chunk == chunk) return it->run.start_us;
+  for (size_t i = stage.tasks.size(); i-- > 0;) {
+    const NodeTask& task = graph.nodes[stage.node(i)].task;
+    if (task.phase == last && task.chunk == chunk) return stage.tasks[i].run.start_us;
   }
   EVSIM_THROW(Error, "no {} task of chunk {}", phaseName(last), chunk);
 }

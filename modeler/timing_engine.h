@@ -193,19 +193,30 @@ struct Interval {
   double duration() const { return end_us - start_us; }
 };
 
-// A task's times; what it is (phase, micro-batch, chunk) is its node's (TaskNode::task): no copy
-// here, written per task by the list scheduler (issue 34 item 3).
+// A task's times, in 24 bytes (issue 34: a search's largest simulations time 10^5 tasks, two at
+// once). What it is (phase, micro-batch, chunk) is its node's (StageTimeline::node), and its send
+// starts when its run ends: no copies here. When its input arrived is its transfer inputs'
+// latest send end (the graph's edges); what DP buckets or gathers beside it added to its run is
+// StageTimeline::overlap_slowdown_us, as few tasks have any.
 struct TaskTiming {
-  int node = -1;  // in IterationTimeline::graph
-  Interval run;   // compute + TP communication
-  Interval send;  // P2P send after the task (empty when there is no next/previous stage)
-  double input_ready_us = 0;       // when its input arrived (0 for inputs that need no transfer)
-  double overlap_slowdown_us = 0;  // what DP buckets in flight beside it added to `run`
+  Interval run;            // compute + TP communication
+  double send_end_us = 0;  // its P2P send after the task runs from run.end_us to here (empty
+                           // when there is no next/previous stage)
+  Interval send() const { return Interval{run.end_us, send_end_us}; }
 };
+static_assert(sizeof(TaskTiming) == 24);  // simulationBytes (modeler/pruned_search.cpp) counts it
 
 // One per device stage (all its chunks).
 struct StageTimeline {
   std::vector<TaskTiming> tasks;  // in schedule order
+  int first_node = 0;             // the graph's node of tasks[0]; tasks[i]'s is first_node + i
+  // Per task, what DP buckets in flight or deferred parameter gathers beside it added to its run
+  // (a fused task's on its head), or empty where no task of the device has any.
+  std::vector<double> overlap_slowdown_us;
+  int node(size_t i) const { return first_node + static_cast<int>(i); }
+  double overlapSlowdownUs(size_t i) const {
+    return overlap_slowdown_us.empty() ? 0.0 : overlap_slowdown_us[i];
+  }
   double pipeline_end_us = 0;     // end of the last task and its send
   // Per chunk (v-1 first) one all-reduce / reduce-scatter or one per bucket (empty when D == 1).
   std::vector<Interval> grad_sync;

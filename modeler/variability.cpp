@@ -65,13 +65,13 @@ std::vector<StageRef> criticalPath(const IterationTimeline& tl) {
   }
   std::vector<StageRef> path;
   StageRef at = end;
-  const std::vector<TaskTiming>* tasks = &tl.pipelines[at.pipeline].stages[at.stage].tasks;
-  size_t i = tasks->size() - 1;
+  const StageTimeline* stage = &tl.pipelines[at.pipeline].stages[at.stage];
+  size_t i = stage->tasks.size() - 1;
   for (;;) {
     path.push_back(at);
-    const TaskTiming& t = (*tasks)[i];
+    const TaskNode& node = graph.nodes[stage->node(i)];
     // A fused task's members share its head's start: the head weighs all their inputs.
-    if (graph.nodes[t.node].task.overlapped) {
+    if (node.task.overlapped) {
       --i;
       continue;
     }
@@ -79,29 +79,37 @@ std::vector<StageRef> criticalPath(const IterationTimeline& tl) {
     // which leaves on the communication stream).
     double device_free = 0;
     if (i > 0) {
-      const TaskTiming& before = (*tasks)[i - 1];
-      device_free =
-          graph.nodes[before.node].fused_size == 1 ? before.send.end_us : before.run.end_us;
+      const TaskTiming& before = stage->tasks[i - 1];
+      device_free = graph.nodes[stage->node(i - 1)].fused_size == 1 ? before.send_end_us
+                                                                     : before.run.end_us;
+    }
+    // When its input arrived: its members' transfer inputs' latest send end (0: none), as the
+    // timing engine took it; the producer that sent it last holds the task.
+    const size_t members = static_cast<size_t>(node.fused_size);
+    auto arrivalOf = [&](int producer) {
+      return tl.pipelines[at.pipeline]
+          .stages[static_cast<size_t>(graph.deviceOf(producer))]
+          .tasks[graph.positionOf(producer)]
+          .send_end_us;
+    };
+    double input_ready = 0;
+    for (size_t j = i; j < i + members; ++j) {
+      for (const TaskEdge& e : graph.inputs(stage->node(j))) {
+        if (e.transfer) input_ready = std::max(input_ready, arrivalOf(e.from));
+      }
     }
     int from = -1;
-    const size_t members = static_cast<size_t>(graph.nodes[t.node].fused_size);
-    if (t.input_ready_us > device_free + kTieUs) {
+    if (input_ready > device_free + kTieUs) {
       for (size_t j = i; j < i + members; ++j) {
-        for (const TaskEdge& e : graph.inputs((*tasks)[j].node)) {
-          if (!e.transfer) continue;
-          const TaskNode& producer = graph.nodes[e.from];
-          const double arrival = tl.pipelines[at.pipeline]
-                                     .stages[producer.device]
-                                     .tasks[producer.position]
-                                     .send.end_us;
-          if (arrival + kTieUs >= t.input_ready_us) from = e.from;
+        for (const TaskEdge& e : graph.inputs(stage->node(j))) {
+          if (e.transfer && arrivalOf(e.from) + kTieUs >= input_ready) from = e.from;
         }
       }
     }
     if (from >= 0) {
-      at.stage = graph.nodes[from].device;
-      tasks = &tl.pipelines[at.pipeline].stages[at.stage].tasks;
-      i = static_cast<size_t>(graph.nodes[from].position);  // the same in every class
+      at.stage = graph.deviceOf(from);
+      stage = &tl.pipelines[at.pipeline].stages[static_cast<size_t>(at.stage)];
+      i = graph.positionOf(from);  // the same in every class
     } else if (i > 0) {
       --i;
     } else {

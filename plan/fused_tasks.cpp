@@ -9,25 +9,28 @@ namespace evsim::fused_tasks {
 // another micro-batch, whose only inner edge is W's on its own B.
 void checkFusedTasks(const TaskGraph& g, TaskGraph::Storage& st, Schedule schedule) {
   for (int s = 0; s < g.devices; ++s) {
-    const std::vector<int>& order = g.device_order[s];
-    for (size_t head = 0; head < order.size();) {
-      TaskNode& h = st.nodes[order[head]];
+    const size_t tasks = static_cast<size_t>(g.tasks_per_device);
+    auto order = [&](size_t position) { return g.nodeAt(s, position); };
+    for (size_t head = 0; head < tasks;) {
+      TaskNode& h = st.nodes[order(head)];
       EVSIM_CHECK(!h.task.overlapped, "{} schedule: device {} starts with an overlapped task",
                   scheduleName(schedule), s);
       size_t end = head + 1;
-      while (end < order.size() && g.nodes[order[end]].task.overlapped) ++end;
-      h.fused_size = static_cast<int>(end - head);
+      while (end < tasks && g.nodes[order(end)].task.overlapped) ++end;
+      EVSIM_CHECK(end - head <= 3,
+                  "{} schedule: device {}: a fused task of {} tasks is not one F and one B",
+                  scheduleName(schedule), s, end - head);
+      h.fused_size = static_cast<uint8_t>(end - head);
       if (end - head > 1) {
         int forwards = 0, backwards = 0;
         for (size_t i = head; i < end; ++i) {
-          const TaskNode& n = g.nodes[order[i]];
+          const TaskNode& n = g.nodes[order(i)];
           forwards += n.task.phase == Phase::kForward;
           backwards += n.task.phase == Phase::kBackward;
-          if (i > head) st.nodes[order[i]].fused_size = 0;
-          for (const TaskEdge& e : g.inputs(order[i])) {
+          if (i > head) st.nodes[order(i)].fused_size = 0;
+          for (const TaskEdge& e : g.inputs(order(i))) {
             const TaskNode& from = g.nodes[e.from];
-            const bool inner = from.device == s && from.position >= static_cast<int>(head) &&
-                               from.position < static_cast<int>(end);
+            const bool inner = e.from >= order(head) && e.from < order(end);
             EVSIM_CHECK(!inner || (n.task.phase == Phase::kWeightGrad &&
                                    from.task.phase == Phase::kBackward),
                         "{} schedule: device {}: a fused task's {} of mb {} needs its own {}",
@@ -35,7 +38,7 @@ void checkFusedTasks(const TaskGraph& g, TaskGraph::Storage& st, Schedule schedu
                         phaseName(from.task.phase));
           }
         }
-        EVSIM_CHECK(forwards == 1 && backwards == 1 && end - head <= 3,
+        EVSIM_CHECK(forwards == 1 && backwards == 1,
                     "{} schedule: device {}: a fused task of {} tasks is not one F and one B",
                     scheduleName(schedule), s, end - head);
       }

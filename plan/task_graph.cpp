@@ -65,8 +65,13 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   const DeviceOrders& orders = *shared_orders;
   EVSIM_CHECK(static_cast<int>(orders.size()) == devices, "{} orders for {} devices", orders.size(),
               devices);
-  st.device_order.resize(devices);
   const size_t tasks_per_device = static_cast<size_t>((g.split_backward ? 3 : 2) * chunks * m);
+  // Node ids, edge offsets and positions are ints.
+  EVSIM_CHECK(tasks_per_device * static_cast<size_t>(devices) <
+                  static_cast<size_t>(std::numeric_limits<int>::max()) / 2,
+              "task graph P={} v={} m={}: {} tasks, too many", devices, chunks, micro_batches,
+              tasks_per_device * static_cast<size_t>(devices));
+  g.tasks_per_device = static_cast<int>(tasks_per_device);
   // Node ids in device order (device s's position p is s * tasks_per_device + p), each node and
   // edge written in place.
   // Each node written whole, in id order (no default construction first: issue 34 item 3).
@@ -86,9 +91,6 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
                 scheduleName(schedule), s, orders[s].size(), tasks_per_device);
     for (int c = 0; c < chunks; ++c) stage_of_chunk[c] = layout.virtualStage(s, c);
     const int* const stage_of = stage_of_chunk.data();
-    std::vector<int>& device_order = st.device_order[s];
-    device_order.resize(tasks_per_device);
-    int* const order_out = device_order.data();
     const StageTask* const tasks = orders[s].data();
     const int base = static_cast<int>(static_cast<size_t>(s) * tasks_per_device);
     uint8_t* const codes = st.send_codes.data() + base;
@@ -107,21 +109,21 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
                   scheduleName(schedule), s, phaseName(t.phase), t.micro_batch, t.chunk);
       node = base + static_cast<int>(position);
       Send send = Send::kNone;
-      int link = -1;
       int code = 0;  // sendCode(send, t.chunk), set in the branches
       // A hand-over to a stage on the same device (the V layout's turn) is in memory: no send.
       if (t.phase == Phase::kForward) {
         peak = std::max(peak, ++in_flight);
         if (k + 1 < K && device_at[k] != device_at[k + 1]) {
-          send = Send::kActivation, link = k, code = 1 + 2 * t.chunk;
+          send = Send::kActivation, code = 1 + 2 * t.chunk;
         }
       } else if (t.phase == Phase::kBackward && k > 0 && device_at[k] != device_at[k - 1]) {
-        send = Send::kGradient, link = k - 1, code = 2 + 2 * t.chunk;
+        send = Send::kGradient, code = 2 + 2 * t.chunk;
       }
       if (t.phase == frees) --in_flight;
       codes[position] = static_cast<uint8_t>(code);
-      st.nodes.push_back(TaskNode{t, s, k, send, link, static_cast<int>(position), 1, 0, 0});
-      order_out[position] = node;
+      st.nodes.push_back(TaskNode{
+          NodeTask{t.micro_batch, static_cast<int16_t>(t.chunk), t.phase, t.overlapped}, k, 0,
+          send, 1, 0});
     }
     st.peak_in_flight[s] = peak;
   }
@@ -185,13 +187,12 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
         local(producer(1, k, i));
         break;
     }
-    n.edge_count = edge_count - n.first_edge;
+    n.edge_count = static_cast<uint8_t>(edge_count - n.first_edge);  // at most 2 (above)
   }
   EVSIM_CHECK(static_cast<size_t>(edge_count) == st.edges.size(), "{} edges, not {}", edge_count,
               st.edges.size());
   g.nodes = st.nodes;
   g.edges = st.edges;
-  g.device_order = st.device_order;
   g.send_codes = st.send_codes;
   if (sched.fusesTasks() || fuse_moe_a2a) {
     fused_tasks::checkFusedTasks(g, st, schedule);
@@ -199,7 +200,8 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
                           [](const TaskNode& n) { return n.fused_size > 1; });
   }
   EVSIM_CHECK(before_input == nullptr, "{} schedule: device {} runs {} of mb {} before its input",
-              scheduleName(schedule), before_input->device, phaseName(before_input->task.phase),
+              scheduleName(schedule), g.deviceOf(static_cast<int>(before_input - nodes)),
+              phaseName(before_input->task.phase),
               before_input->task.micro_batch);
   g.storage = std::move(storage);
   return g;
@@ -215,7 +217,7 @@ TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t mic
   }
   if (schedule != Schedule::kInterleaved) group = 0;
   // Fused graphs apart from plain ones of the same shape.
-  static ShapeCache<TaskGraph> plain(size_t{1} << 18);  // tasks (about 64 bytes each)
+  static ShapeCache<TaskGraph> plain(size_t{1} << 18);  // tasks (about 33 bytes each)
   static ShapeCache<TaskGraph> fused(size_t{1} << 16);
   return *(fuse_moe_a2a ? fused : plain)
               .get(
@@ -243,13 +245,14 @@ int bucketIssueOp(const OpList& backward, int ready_after_op, bool split_backwar
 
 int peakInFlight(const TaskGraph& graph, int device) {
   // Walked once when the graph was built.
-  if (graph.storage && graph.storage->peak_in_flight.size() == graph.device_order.size()) {
+  if (graph.storage &&
+      graph.storage->peak_in_flight.size() == static_cast<size_t>(graph.devices)) {
     return graph.storage->peak_in_flight[static_cast<size_t>(device)];
   }
   const Phase frees = graph.split_backward ? Phase::kWeightGrad : Phase::kBackward;
   int in_flight = 0, peak = 0;
-  for (int id : graph.device_order[device]) {
-    const Phase phase = graph.nodes[id].task.phase;
+  for (size_t p = 0; p < static_cast<size_t>(graph.tasks_per_device); ++p) {
+    const Phase phase = graph.nodes[graph.nodeAt(device, p)].task.phase;
     if (phase == Phase::kForward) peak = std::max(peak, ++in_flight);
     if (phase == frees) --in_flight;
   }

@@ -32,7 +32,7 @@
 
 namespace evsim {
 
-enum class Send { kNone, kActivation, kGradient };
+enum class Send : uint8_t { kNone, kActivation, kGradient };
 
 // TaskGraph::send_codes: a send of chunk `chunk`'s task as one small number (kNone: 0).
 inline int sendCode(Send send, int chunk) {
@@ -47,23 +47,45 @@ inline bool sendCodeGradient(int code) { return ((code - 1) & 1) != 0; }
 inline int linkReceiver(Send send, int link) { return send == Send::kActivation ? link + 1 : link; }
 
 // A node's edges follow the list above: its transfer input, if any (at most one), first; the
-// timing engine's lone-task path reads only that one (lone_tasks.h).
+// timing engine's lone-task path reads only that one (lone_tasks.h). In 4 bytes: node ids are
+// below 2^30 (buildTaskGraph checks the task count).
 struct TaskEdge {
-  int from = -1;          // the producing node
-  bool transfer = false;  // crosses devices: the input arrives when the producer's send ends
+  int from : 31 = -1;         // the producing node
+  bool transfer : 1 = false;  // crosses devices: the input arrives when the producer's send ends
 };
 
-struct TaskNode {
-  StageTask task;
-  int device = 0;
-  int virtual_stage = 0;  // k = chunk * P + device
-  Send send = Send::kNone;
-  int link = -1;       // kActivation: link k (k -> k+1); kGradient: link k-1 (k -> k-1)
-  int position = 0;    // index in its device's order
-  int fused_size = 1;  // on a fused task's head: its node count (1: not fused); 0 on the others
-  int first_edge = 0;
-  int edge_count = 0;
+// A node's task: StageTask's fields in 8 bytes (a chunk is below kMaxChunksPerDevice, a phase one
+// of three), read as a StageTask where one is wanted.
+struct NodeTask {
+  int micro_batch = 0;
+  int16_t chunk = 0;
+  Phase phase : 8 = Phase::kForward;
+  bool overlapped = false;
+  operator StageTask() const { return StageTask{phase, micro_batch, chunk, overlapped}; }
+  bool operator==(const NodeTask&) const = default;
 };
+
+// One task, in 20 bytes (issue 34: a search's largest simulations time 10^5 tasks, two at once).
+// What follows from its id is not stored: its device and its position in the device's order
+// (TaskGraph::deviceOf, positionOf: ids follow device order), and its send's link (linkOf).
+struct TaskNode {
+  NodeTask task;
+  int virtual_stage = 0;  // k = chunk * P + device
+  int first_edge = 0;
+  Send send = Send::kNone;
+  uint8_t fused_size = 1;  // on a fused task's head: its node count (1: not fused); 0 on the others
+  uint8_t edge_count = 0;  // at most two (the list above)
+};
+// The sizes a search's memory estimate counts (modeler/pruned_search.cpp, simulationBytes).
+static_assert(sizeof(TaskEdge) == 4 && sizeof(NodeTask) == 8 && sizeof(TaskNode) == 20);
+
+// The link a node's send crosses: kActivation link k (k -> k+1), kGradient link k-1 (k -> k-1);
+// -1 for none.
+inline int linkOf(const TaskNode& node) {
+  return node.send == Send::kActivation ? node.virtual_stage
+         : node.send == Send::kGradient ? node.virtual_stage - 1
+                                        : -1;
+}
 
 struct TaskGraph {
   int devices = 1;            // P
@@ -74,9 +96,11 @@ struct TaskGraph {
   // Views into `storage`, which every copy of the graph shares: buildTaskGraph keeps the graphs of
   // recent shapes, so a search's candidates that share (schedule, P, v, m) share one graph, and a
   // copy costs a handle, not the tasks.
+  // Node ids follow device order: device s's task at position p of its order is node
+  // s * tasks_per_device + p (nodeAt), every device running as many tasks.
+  int tasks_per_device = 0;
   std::span<const TaskNode> nodes;
   std::span<const TaskEdge> edges;
-  std::span<const std::vector<int>> device_order;  // node ids, in the order each device runs them
   // Per node, its send as a small code: 0 for none, else sendCode(send, chunk). Within one device
   // a code names one link and direction (the chunk's virtual stage fixes the link), so the link
   // report and link sharing's check scan a device's bytes instead of its nodes (issue 34 item 3).
@@ -85,7 +109,6 @@ struct TaskGraph {
   struct Storage {
     std::vector<TaskNode> nodes;
     std::vector<TaskEdge> edges;
-    std::vector<std::vector<int>> device_order;
     std::vector<int> peak_in_flight;  // per device, peakInFlight's walk (empty: not walked)
     std::vector<uint8_t> send_codes;
   };
@@ -95,11 +118,16 @@ struct TaskGraph {
     const TaskNode& n = nodes[node];
     return edges.subspan(static_cast<size_t>(n.first_edge), static_cast<size_t>(n.edge_count));
   }
-  // Device s's send codes by position in its order (node ids follow device order).
+  // The node device `device` runs at `position` of its order, and the inverse.
+  int nodeAt(int device, size_t position) const {
+    return device * tasks_per_device + static_cast<int>(position);
+  }
+  int deviceOf(int node) const { return node / tasks_per_device; }
+  size_t positionOf(int node) const { return static_cast<size_t>(node % tasks_per_device); }
+  // Device s's send codes by position in its order.
   std::span<const uint8_t> deviceSendCodes(int device) const {
-    const std::vector<int>& order = device_order[static_cast<size_t>(device)];
-    return order.empty() ? std::span<const uint8_t>()
-                         : send_codes.subspan(static_cast<size_t>(order.front()), order.size());
+    return send_codes.subspan(static_cast<size_t>(nodeAt(device, 0)),
+                              static_cast<size_t>(tasks_per_device));
   }
   int virtualStages() const { return devices * chunks; }
 };

@@ -22,20 +22,20 @@ class ProgramBuilder {
     const int v = plan_.chunksPerDevice();
     const PipelineClass& links = plan_.pipelines[plan_.pipelineOf(c.dp)];
     const TaskGraph graph = buildTaskGraph(plan_);
-    const std::vector<int>& order = graph.device_order[c.pp];
+    const size_t tasks = static_cast<size_t>(graph.tasks_per_device);
     const Phase gradient_task = graph.split_backward ? Phase::kWeightGrad : Phase::kBackward;
     // A chunk's gradients are complete during its last gradient task: its buckets go there.
-    std::vector<size_t> last_gradient_task(static_cast<size_t>(v), order.size());
-    for (size_t t = 0; t < order.size(); ++t) {
-      const StageTask& task = graph.nodes[order[t]].task;
+    std::vector<size_t> last_gradient_task(static_cast<size_t>(v), tasks);
+    for (size_t t = 0; t < tasks; ++t) {
+      const NodeTask& task = graph.nodes[graph.nodeAt(c.pp, t)].task;
       if (task.phase == gradient_task) last_gradient_task[task.chunk] = t;
     }
-    for (size_t t = 0; t < order.size(); ++t) {
-      const TaskNode& node = graph.nodes[order[t]];
+    for (size_t t = 0; t < tasks; ++t) {
+      const TaskNode& node = graph.nodes[graph.nodeAt(c.pp, t)];
       const StageTask task = node.task;
       const StagePlan& stage = plan_.stages[node.virtual_stage];
       // Inputs that cross devices arrive over the producer's link.
-      for (const TaskEdge& e : graph.inputs(order[t])) {
+      for (const TaskEdge& e : graph.inputs(graph.nodeAt(c.pp, t))) {
         if (e.transfer) addTransfer(ActionKind::kRecv, graph.nodes[e.from], task, links, "");
       }
       const bool forward = task.phase == Phase::kForward;
@@ -165,7 +165,8 @@ class ProgramBuilder {
   void addTransfer(ActionKind kind, const TaskNode& sender, const StageTask& task,
                    const PipelineClass& links, std::string_view name) {
     const bool activation = sender.send == Send::kActivation;
-    const int event = activation ? links.forward_p2p[sender.link] : links.backward_p2p[sender.link];
+    const int link = linkOf(sender);
+    const int event = activation ? links.forward_p2p[link] : links.backward_p2p[link];
     // The peer: the receiver's virtual stage when sending, the sender's when receiving.
     const int peer_stage = kind == ActionKind::kRecv ? sender.virtual_stage
                                                      : sender.virtual_stage + (activation ? 1 : -1);
@@ -175,7 +176,7 @@ class ProgramBuilder {
     a.peer = layout_.rank(program_.coord.tp, program_.coord.dp,
                           plan_.pipelineLayout().device(peer_stage), program_.coord.cp);
     const int64_t tag =
-        2 * (int64_t{sender.link} * plan_.micro_batches + task.micro_batch) + (activation ? 0 : 1);
+        2 * (int64_t{link} * plan_.micro_batches + task.micro_batch) + (activation ? 0 : 1);
     EVSIM_CHECK(tag < std::numeric_limits<int>::max(), "P2P tag {} overflows int", tag);
     a.tag = static_cast<int>(tag);
     program_.actions.push_back(a);

@@ -101,8 +101,10 @@ TEST(DualPipeVGraph, FusedTasksAndTheTurn) {
   // Fused pairs per device: 2 (m-2P+s+1) + (P-s-1) less the last device's unfused first: device
   // 0: 2 + 3 = 5, device 1: 4 + 2 = 6, device 2: 6 + 1 = 7, device 3: 8 - 1 = 7; 25 in all.
   EXPECT_EQ(heads, 25);
-  for (const TaskNode& n : g.nodes) {
-    if (n.device == 3 && n.virtual_stage == 3 && n.task.phase == Phase::kForward) {
+  for (size_t id = 0; id < g.nodes.size(); ++id) {
+    const TaskNode& n = g.nodes[id];
+    if (g.deviceOf(static_cast<int>(id)) == 3 && n.virtual_stage == 3 &&
+        n.task.phase == Phase::kForward) {
       EXPECT_EQ(n.send, Send::kNone);  // stage 3 -> 4 stays on device 3
     }
   }
@@ -155,8 +157,9 @@ TEST(DualPipeVTiming, FusedDurationIsTheLongerStream) {
     const IterationTimeline tl = computeTimeline(dpvInput(2, 4, 2, 2, w, a, a));
     int checked = 0;
     for (const StageTimeline& st : tl.pipelines[0].stages) {
-      for (const TaskTiming& t : st.tasks) {
-        const TaskNode& node = tl.graph.nodes[t.node];
+      for (size_t i = 0; i < st.tasks.size(); ++i) {
+        const TaskTiming& t = st.tasks[i];
+        const TaskNode& node = tl.graph.nodes[st.node(i)];
         const double expected = node.task.overlapped || node.fused_size > 1 ? fused
                                 : node.task.phase == Phase::kWeightGrad     ? w
                                                                             : 2.0;
@@ -176,15 +179,15 @@ TEST(DualPipeVTiming, FusedSendsDoNotHoldTheDevice) {
   for (const StageTimeline& st : tl.pipelines[0].stages) {
     for (size_t j = 0; j + 1 < st.tasks.size(); ++j) {
       const TaskTiming& t = st.tasks[j];
-      const TaskNode& node = tl.graph.nodes[t.node];
+      const TaskNode& node = tl.graph.nodes[st.node(j)];
       const bool fused = node.task.overlapped || node.fused_size > 1;
-      const bool last_member = !tl.graph.nodes[st.tasks[j + 1].node].task.overlapped;
+      const bool last_member = !tl.graph.nodes[st.node(j + 1)].task.overlapped;
       if (!fused || !last_member) continue;
       EXPECT_GE(st.tasks[j + 1].run.start_us, t.run.end_us);
       for (size_t i = j; i + 3 > j + 1 && i <= j; --i) {
-        if (st.tasks[i].send.duration() > 0) {
-          EXPECT_DOUBLE_EQ(st.tasks[i].send.start_us, t.run.end_us);
-          EXPECT_DOUBLE_EQ(st.tasks[i].send.duration(), 0.5);
+        if (st.tasks[i].send().duration() > 0) {
+          EXPECT_DOUBLE_EQ(st.tasks[i].send().start_us, t.run.end_us);
+          EXPECT_DOUBLE_EQ(st.tasks[i].send().duration(), 0.5);
           ++fused_sends;
         }
         if (i == 0) break;

@@ -69,8 +69,8 @@ void expectRuns(const IterationTimeline& tl, const StageTimeline& stage,
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& [phase, mb, start, end] = rows[i];
     SCOPED_TRACE(::testing::Message() << "task " << i);
-    EXPECT_EQ(tl.graph.nodes[stage.tasks[i].node].task.phase, phase);
-    EXPECT_EQ(tl.graph.nodes[stage.tasks[i].node].task.micro_batch, mb);
+    EXPECT_EQ(Phase{tl.graph.nodes[stage.node(i)].task.phase}, phase);
+    EXPECT_EQ(tl.graph.nodes[stage.node(i)].task.micro_batch, mb);
     EXPECT_DOUBLE_EQ(stage.tasks[i].run.start_us, start);
     EXPECT_DOUBLE_EQ(stage.tasks[i].run.end_us, end);
   }

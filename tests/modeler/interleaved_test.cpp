@@ -185,14 +185,14 @@ void expectRows(const IterationTimeline& tl, const StageTimeline& s, const std::
   for (size_t i = 0; i < rows.size(); ++i) {
     SCOPED_TRACE(::testing::Message() << what << " task " << i);
     const TaskTiming& t = s.tasks[i];
-    const StageTask& task = tl.graph.nodes[t.node].task;
+    const StageTask task = tl.graph.nodes[s.node(i)].task;
     EXPECT_EQ(task.phase, rows[i].phase);
     EXPECT_EQ(task.micro_batch, rows[i].micro_batch);
     EXPECT_EQ(task.chunk, rows[i].chunk);
     EXPECT_DOUBLE_EQ(t.run.start_us, rows[i].run_start);
     EXPECT_DOUBLE_EQ(t.run.end_us, rows[i].run_end);
-    EXPECT_DOUBLE_EQ(t.send.start_us, rows[i].run_end);
-    EXPECT_DOUBLE_EQ(t.send.end_us, rows[i].send_end);
+    EXPECT_DOUBLE_EQ(t.send().start_us, rows[i].run_end);
+    EXPECT_DOUBLE_EQ(t.send().end_us, rows[i].send_end);
   }
 }
 

@@ -331,7 +331,7 @@ TEST(LinkFlows, ABucketAndASendShareTheNicOnlyWhileTheyOverlap) {
   IterationTimeline alone = computeTimeline(off);
   plan.cluster.topology.link_sharing = false;
   EXPECT_FALSE(shareLinksOverTime(plan, {}, {}, off, alone));
-  EXPECT_NEAR(alone.pipelines[0].stages[1].tasks[1].send.duration(), tb, 1e-9);
+  EXPECT_NEAR(alone.pipelines[0].stages[1].tasks[1].send().duration(), tb, 1e-9);
 
   plan.cluster.topology.link_sharing = true;
   IterationTimeline shared = computeTimeline(in);
@@ -396,19 +396,19 @@ TEST(LinkFlows, AnIdleQueuedReductionStartsWhenItsBucketClosesNotAfterItsPredece
     EXPECT_NEAR(s1.grad_sync[0].start_us, 2 * f + T + b, 1e-9);
     EXPECT_NEAR(s1.grad_sync[0].end_us, 2 * f + T + b + R[1], 1e-9);
     EXPECT_NEAR(s1.grad_sync[1].start_us, 3 * f + 2 * T + 2 * b, 1e-9);
-    EXPECT_NEAR(s1.tasks[3].send.start_us, 3 * f + 2 * T + 2 * b, 1e-9);
+    EXPECT_NEAR(s1.tasks[3].send().start_us, 3 * f + 2 * T + 2 * b, 1e-9);
     EXPECT_NEAR(tl.pipelines[0].stages[0].grad_sync[0].end_us, 2 * f + 2 * T + 2 * b + R[0], 1e-9);
   }
   ASSERT_TRUE(shareLinksOverTime(plan, {}, {}, in, tl));
   const StageTimeline& s0 = tl.pipelines[0].stages[0];
   const StageTimeline& s1 = tl.pipelines[0].stages[1];
-  EXPECT_NEAR(s1.tasks[1].send.start_us, 2 * f + T + b, 1e-9);  // g0
-  EXPECT_NEAR(s1.tasks[1].send.end_us, 2 * f + 3 * T + b, 1e-9);
+  EXPECT_NEAR(s1.tasks[1].send().start_us, 2 * f + T + b, 1e-9);  // g0
+  EXPECT_NEAR(s1.tasks[1].send().end_us, 2 * f + 3 * T + b, 1e-9);
   EXPECT_NEAR(s1.grad_sync[0].end_us, 2 * f + 2 * T + b + R[1], 1e-9);
   EXPECT_NEAR(s1.tasks[3].run.end_us, 3 * f + 3 * T + 2 * b, 1e-9);  // B1
   EXPECT_NEAR(s1.grad_sync[1].start_us, 3 * f + 3 * T + 2 * b, 1e-9);
   EXPECT_NEAR(s1.grad_sync[1].end_us, 3 * f + 4 * T + 2 * b + R[1], 1e-9);
-  EXPECT_NEAR(s1.tasks[3].send.end_us, 3 * f + 5 * T + 2 * b, 1e-9);  // g1, stretched
+  EXPECT_NEAR(s1.tasks[3].send().end_us, 3 * f + 5 * T + 2 * b, 1e-9);  // g1, stretched
   EXPECT_NEAR(s0.tasks[2].run.start_us, 2 * f + 3 * T + b, 1e-9);     // s0 B0
   EXPECT_NEAR(s0.tasks[3].run.start_us, 3 * f + 5 * T + 2 * b, 1e-9); // s0 B1
   EXPECT_NEAR(s0.grad_sync[1].end_us, 3 * f + 5 * T + 3 * b + R[0], 1e-9);
@@ -708,24 +708,32 @@ TEST(LinkFlows, AFusedTaskIsStretchedOnlyWhereItsAllToAllsOutlastItsCompute) {
     }
     return costs;
   };
-  auto task = [](const Simulation& sim, int device, Phase phase, int micro_batch, int chunk) {
-    for (const TaskTiming& t : sim.timeline.pipelines[0].stages[device].tasks) {
-      const StageTask& at = sim.timeline.graph.nodes[t.node].task;
-      if (at.phase == phase && at.micro_batch == micro_batch && at.chunk == chunk) return t;
+  auto nodeOf = [](const Simulation& sim, int device, Phase phase, int micro_batch, int chunk) {
+    const StageTimeline& st = sim.timeline.pipelines[0].stages[device];
+    for (size_t i = 0; i < st.tasks.size(); ++i) {
+      const NodeTask& at = sim.timeline.graph.nodes[st.node(i)].task;
+      if (at.phase == phase && at.micro_batch == micro_batch && at.chunk == chunk) {
+        return st.node(i);
+      }
     }
     ADD_FAILURE() << "no such task";
-    return TaskTiming{};
+    return -1;
+  };
+  auto task = [&](const Simulation& sim, int device, Phase phase, int micro_batch, int chunk) {
+    const int id = nodeOf(sim, device, phase, micro_batch, chunk);
+    return id < 0 ? TaskTiming{}
+                  : sim.timeline.pipelines[0].stages[device].tasks[sim.timeline.graph.positionOf(id)];
   };
   {
     const std::vector<EventCost> costs = costsAt(1.5);
     plan.cluster.topology.link_sharing = false;
     const Simulation alone = simulate(plan, costs);
     const TaskTiming fused = task(alone, 1, Phase::kForward, 3, 1);
-    ASSERT_EQ(alone.timeline.graph.nodes[fused.node].fused_size, 3);
+    ASSERT_EQ(alone.timeline.graph.nodes[nodeOf(alone, 1, Phase::kForward, 3, 1)].fused_size, 3);
     EXPECT_NEAR(fused.run.start_us, 49 * ta, 1e-9);
     EXPECT_NEAR(fused.run.end_us, 53 * ta, 1e-9);
-    EXPECT_NEAR(fused.send.start_us, 53 * ta, 1e-9);
-    EXPECT_NEAR(task(alone, 0, Phase::kBackward, 2, 1).send.start_us, 52.5 * ta, 1e-9);
+    EXPECT_NEAR(fused.send().start_us, 53 * ta, 1e-9);
+    EXPECT_NEAR(task(alone, 0, Phase::kBackward, 2, 1).send().start_us, 52.5 * ta, 1e-9);
     plan.cluster.topology.link_sharing = true;
     const Simulation shared = simulate(plan, costs);
     EXPECT_NEAR(task(shared, 1, Phase::kForward, 3, 1).run.duration(), 4.25 * ta, 1e-9);
@@ -735,11 +743,11 @@ TEST(LinkFlows, AFusedTaskIsStretchedOnlyWhereItsAllToAllsOutlastItsCompute) {
     plan.cluster.topology.link_sharing = false;
     const Simulation alone = simulate(plan, costs);
     const TaskTiming fused = task(alone, 1, Phase::kForward, 3, 0);
-    ASSERT_EQ(alone.timeline.graph.nodes[fused.node].fused_size, 3);
+    ASSERT_EQ(alone.timeline.graph.nodes[nodeOf(alone, 1, Phase::kForward, 3, 0)].fused_size, 3);
     EXPECT_NEAR(fused.run.start_us, 52 * ta, 1e-9);
     EXPECT_NEAR(fused.run.end_us, 57 * ta, 1e-9);
     const TaskTiming before = task(alone, 1, Phase::kForward, 2, 1);  // [F2b B0a W0a]
-    EXPECT_NEAR(before.send.end_us, 52.5 * ta, 1e-9);
+    EXPECT_NEAR(before.send().end_us, 52.5 * ta, 1e-9);
     // The flows: the four all-to-alls back to back from the run's start, one chain, with the
     // compute's slack; shared, the chain ends 0.25 Ta late.
     const LinkMap map = linkMap(plan);

@@ -34,7 +34,7 @@ namespace {
 // Pass 1, device 1 (free 0):
 //   F0: input F0's send ends 3.75; start 3.75, end 3.75 + (3 + 0.25) x 2 = 10.25; no send.
 //   F1: input at 8.25, device free at 10.25; end 10.25 + (3 + 0.75) x 2 = 17.75.
-//   B0: input F0's run end 10.25 (same device: not an input_ready); start 17.75,
+//   B0: input F0's run end 10.25 (same device: not a transfer); start 17.75,
 //       end 17.75 + (5 + 0.5) x 2 = 28.75; send -> 28.75 + 0.5 + 0.75 = 30.
 //   B1: input 17.75; start 30, end 30 + (5 + 1.5) x 2 = 43; send -> 43 + 0.5 + 0.25 = 43.75.
 //   busy: 6.5 + 7.5 + (11 + 1.25) + (13 + 0.75) = 40; free 43.75.
@@ -48,8 +48,10 @@ TEST(LoneTasksTest, JitteredAndStretchedGpipeByHand) {
   ASSERT_EQ(graph.nodes.size(), 8u);
   for (int s = 0; s < 2; ++s) {
     for (int p = 0; p < 4; ++p) {
-      const TaskNode& n = graph.nodes[graph.device_order[s][p]];
-      EXPECT_EQ(graph.device_order[s][p], 4 * s + p);
+      const TaskNode& n = graph.nodes[graph.nodeAt(s, p)];
+      EXPECT_EQ(graph.nodeAt(s, p), 4 * s + p);
+      EXPECT_EQ(graph.deviceOf(4 * s + p), s);
+      EXPECT_EQ(graph.positionOf(4 * s + p), static_cast<size_t>(p));
       EXPECT_EQ(n.task.phase, p < 2 ? Phase::kForward : Phase::kBackward);
       EXPECT_EQ(n.task.micro_batch, p % 2);
     }
@@ -66,8 +68,8 @@ TEST(LoneTasksTest, JitteredAndStretchedGpipeByHand) {
   std::vector<std::vector<TaskTiming>> timings(2, std::vector<TaskTiming>(4));
   std::vector<lone::LoneDevice> devices;
   for (int s = 0; s < 2; ++s) {
-    devices.push_back({graph.device_order[s].data(), 4, timings[s].data(), stretch[s].data(), 0,
-                       0.0, 0.0, slow[s]});
+    devices.push_back({graph.nodeAt(s, 0), 4, timings[s].data(), stretch[s].data(), 0, 0.0, 0.0,
+                       slow[s]});
   }
   const std::vector<double> script{0.5, 1, 0.25, 0.75, 0.5, 1.5, 2, 0.125};
   std::vector<std::pair<int, Phase>> drawn;  // (virtual stage, phase) of each draw
@@ -97,27 +99,21 @@ TEST(LoneTasksTest, JitteredAndStretchedGpipeByHand) {
   EXPECT_EQ(drawn, order);
 
   struct Row {
-    double run_start, run_end, send_end, input_ready;
+    double run_start, run_end, send_end;
   };
   const std::vector<std::vector<Row>> rows{
-      {{0, 2.5, 3.75, 0}, {3.75, 6.75, 8.25, 0}, {30, 36, 36, 30}, {43.75, 47.875, 47.875, 43.75}},
-      {{3.75, 10.25, 10.25, 3.75},
-       {10.25, 17.75, 17.75, 8.25},
-       {17.75, 28.75, 30, 0},
-       {30, 43, 43.75, 0}}};
+      {{0, 2.5, 3.75}, {3.75, 6.75, 8.25}, {30, 36, 36}, {43.75, 47.875, 47.875}},
+      {{3.75, 10.25, 10.25}, {10.25, 17.75, 17.75}, {17.75, 28.75, 30}, {30, 43, 43.75}}};
   for (int s = 0; s < 2; ++s) {
     for (int p = 0; p < 4; ++p) {
       SCOPED_TRACE(::testing::Message() << "device " << s << " position " << p);
       const TaskTiming& t = timings[s][p];
       const Row& r = rows[s][p];
       const int id = 4 * s + p;
-      EXPECT_EQ(t.node, id);
       EXPECT_EQ(t.run.start_us, r.run_start);
       EXPECT_EQ(t.run.end_us, r.run_end);
-      EXPECT_EQ(t.send.start_us, r.run_end);  // a send follows its task
-      EXPECT_EQ(t.send.end_us, r.send_end);
-      EXPECT_EQ(t.input_ready_us, r.input_ready);
-      EXPECT_EQ(t.overlap_slowdown_us, 0.0);
+      EXPECT_EQ(t.send().start_us, r.run_end);  // a send follows its task
+      EXPECT_EQ(t.send().end_us, r.send_end);
       EXPECT_EQ(outputs[id].run_end_us, r.run_end);
       EXPECT_EQ(outputs[id].send_end_us, r.send_end);
     }

@@ -146,21 +146,22 @@ TEST(MoeA2aOverlap, SteadyStateForwardsFuseWithTheNextBackward) {
   const TaskGraph plain = buildTaskGraph(Schedule::kInterleaved, 2, 2, 4);
   const TaskGraph fused = buildTaskGraph(Schedule::kInterleaved, 2, 2, 4, 0, true);
   for (int s = 0; s < 2; ++s) {
-    const std::vector<int>& order = fused.device_order[s];
+    const size_t tasks = static_cast<size_t>(fused.tasks_per_device);
+    ASSERT_EQ(plain.tasks_per_device, fused.tasks_per_device);
     int pairs = 0;
-    for (size_t i = 0; i < order.size(); ++i) {
-      const TaskNode& n = fused.nodes[order[i]];
-      const TaskNode& p = plain.nodes[plain.device_order[s][i]];
+    for (size_t i = 0; i < tasks; ++i) {
+      const TaskNode& n = fused.nodes[fused.nodeAt(s, i)];
+      const TaskNode& p = plain.nodes[plain.nodeAt(s, i)];
       EXPECT_EQ(n.task.phase, p.task.phase);  // the same order, only fused
       EXPECT_EQ(n.task.micro_batch, p.task.micro_batch);
       const bool expect_fused =
-          i + 1 < order.size() && p.task.phase == Phase::kForward &&
-          plain.nodes[plain.device_order[s][i + 1]].task.phase == Phase::kBackward;
+          i + 1 < tasks && p.task.phase == Phase::kForward &&
+          plain.nodes[plain.nodeAt(s, i + 1)].task.phase == Phase::kBackward;
       if (n.fused_size > 1) {
         ++pairs;
         EXPECT_TRUE(expect_fused);
         EXPECT_EQ(n.fused_size, 2);
-        EXPECT_TRUE(fused.nodes[order[i + 1]].task.overlapped);
+        EXPECT_TRUE(fused.nodes[fused.nodeAt(s, i + 1)].task.overlapped);
       }
     }
     EXPECT_GT(pairs, 0);
@@ -186,14 +187,15 @@ TEST(MoeA2aOverlap, FusedPairTimeAndSlowdownByHand) {
   const double pair = 3 + 3 * (1 - 1 / 1.095);
   int fused = 0;
   for (const StageTimeline& st : tl.pipelines[0].stages) {
-    for (const TaskTiming& t : st.tasks) {
-      const int size = tl.graph.nodes[t.node].fused_size;
-      if (size == 2) {
+    for (size_t i = 0; i < st.tasks.size(); ++i) {
+      const TaskTiming& t = st.tasks[i];
+      const TaskNode& node = tl.graph.nodes[st.node(i)];
+      if (node.fused_size == 2) {
         ++fused;
         EXPECT_NEAR(t.run.duration(), pair, 1e-12);
-        EXPECT_NEAR(t.overlap_slowdown_us, pair - 3, 1e-12);
-      } else if (size == 1) {
-        EXPECT_DOUBLE_EQ(t.run.duration(), tl.graph.nodes[t.node].task.phase == Phase::kForward ? 2.0 : 4.0);
+        EXPECT_NEAR(st.overlapSlowdownUs(i), pair - 3, 1e-12);
+      } else if (node.fused_size == 1) {
+        EXPECT_DOUBLE_EQ(t.run.duration(), node.task.phase == Phase::kForward ? 2.0 : 4.0);
       }
     }
   }

@@ -258,7 +258,7 @@ TEST(ParamGatherOverlap, ComputeBesideTheBucketsSlows) {
   const StageTimeline& s = t.pipelines[0].stages[0];
   EXPECT_DOUBLE_EQ(s.tasks[0].run.end_us, 16);
   EXPECT_DOUBLE_EQ(s.param_gather_wait_us, 4);
-  EXPECT_DOUBLE_EQ(s.tasks[0].overlap_slowdown_us, 2);
+  EXPECT_DOUBLE_EQ(s.overlapSlowdownUs(0), 2);
 }
 
 TEST(ParamGatherOverlap, EveryStageWaitsForItsFirstBucket) {

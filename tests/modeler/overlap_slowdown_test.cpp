@@ -107,8 +107,8 @@ TEST(OverlapSlowdownTest, DpBucketsSlowTheBackwardTheyOverlap) {
   ASSERT_EQ(st.tasks.size(), 4u);
   const double run_end[] = {10, 30, 40, 65};
   for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(st.tasks[i].run.end_us, run_end[i]) << i;
-  EXPECT_DOUBLE_EQ(st.tasks[3].overlap_slowdown_us, 5);
-  for (int i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(st.tasks[i].overlap_slowdown_us, 0) << i;
+  EXPECT_DOUBLE_EQ(st.overlapSlowdownUs(3), 5);
+  for (int i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(st.overlapSlowdownUs(i), 0) << i;
   ASSERT_EQ(st.grad_sync.size(), 2u);
   EXPECT_DOUBLE_EQ(st.grad_sync[0].start_us, 45);
   EXPECT_DOUBLE_EQ(st.grad_sync[0].end_us, 55);
@@ -147,7 +147,7 @@ TEST(OverlapSlowdownTest, SharedBucketSlowsComputeOnlyForItsStretchedOverlap) {
   const IterationTimeline four = timed(4);
   const StageTimeline& st = four.pipelines[0].stages[0];
   EXPECT_DOUBLE_EQ(st.tasks[3].run.end_us, 67);
-  EXPECT_DOUBLE_EQ(st.tasks[3].overlap_slowdown_us, 7);
+  EXPECT_DOUBLE_EQ(st.overlapSlowdownUs(3), 7);
   ASSERT_EQ(st.grad_sync.size(), 2u);
   EXPECT_DOUBLE_EQ(st.grad_sync[0].start_us, 45);
   EXPECT_DOUBLE_EQ(st.grad_sync[0].end_us, 59);

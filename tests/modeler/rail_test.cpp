@@ -165,7 +165,7 @@ TEST(Rails, ABucketAndASendOverlapPartlyOnAnOversubscribedLeafUplink) {
   TimingInput open_in = in;
   IterationTimeline alone = computeTimeline(open_in);
   EXPECT_FALSE(shareLinksOverTime(open, {}, {}, open_in, alone));
-  EXPECT_NEAR(alone.pipelines[0].stages[1].tasks[1].send.duration(), tb, 1e-9);
+  EXPECT_NEAR(alone.pipelines[0].stages[1].tasks[1].send().duration(), tb, 1e-9);
 }
 
 // Where each device's NIC traffic goes: test::fourStageFlows' 1M4P1D on two nodes of two GPUs

@@ -49,9 +49,9 @@ TEST(TaskGraph, OneFOneBTwoStagesByHand) {
     EXPECT_EQ(g.inputs(b0)[1].from, f0);
     EXPECT_FALSE(g.inputs(b0)[1].transfer);
     EXPECT_EQ(g.nodes[f0].send, Send::kActivation);
-    EXPECT_EQ(g.nodes[f0].link, 0);
+    EXPECT_EQ(linkOf(g.nodes[f0]), 0);
     EXPECT_EQ(g.nodes[b1].send, Send::kGradient);
-    EXPECT_EQ(g.nodes[b1].link, 0);
+    EXPECT_EQ(linkOf(g.nodes[b1]), 0);
     EXPECT_EQ(g.nodes[f1].send, Send::kNone);
     EXPECT_EQ(g.nodes[b0].send, Send::kNone);
   }
@@ -59,11 +59,11 @@ TEST(TaskGraph, OneFOneBTwoStagesByHand) {
   const std::vector<int> order0 = {
       nodeOf(g, Phase::kForward, 0, 0), nodeOf(g, Phase::kForward, 0, 1),
       nodeOf(g, Phase::kBackward, 0, 0), nodeOf(g, Phase::kBackward, 0, 1)};
-  EXPECT_EQ(g.device_order[0], order0);
+  for (size_t p = 0; p < order0.size(); ++p) EXPECT_EQ(g.nodeAt(0, p), order0[p]) << p;
   const std::vector<int> order1 = {
       nodeOf(g, Phase::kForward, 1, 0), nodeOf(g, Phase::kBackward, 1, 0),
       nodeOf(g, Phase::kForward, 1, 1), nodeOf(g, Phase::kBackward, 1, 1)};
-  EXPECT_EQ(g.device_order[1], order1);
+  for (size_t p = 0; p < order1.size(); ++p) EXPECT_EQ(g.nodeAt(1, p), order1[p]) << p;
 }
 
 // Interleaved P = 2, v = 2, m = 2: virtual stage k = chunk*2 + device. The forward of k = 2 (chunk
@@ -74,14 +74,14 @@ TEST(TaskGraph, InterleavedWrapAroundLink) {
   ASSERT_EQ(g.nodes.size(), 2u * 4 * 2);
   const int f1 = nodeOf(g, Phase::kForward, 1, 0), f2 = nodeOf(g, Phase::kForward, 2, 0);
   const int b1 = nodeOf(g, Phase::kBackward, 1, 0), b2 = nodeOf(g, Phase::kBackward, 2, 0);
-  EXPECT_EQ(g.nodes[f1].device, 1);
-  EXPECT_EQ(g.nodes[f2].device, 0);
+  EXPECT_EQ(g.deviceOf(f1), 1);
+  EXPECT_EQ(g.deviceOf(f2), 0);
   EXPECT_EQ(g.nodes[f2].task.chunk, 1);
   ASSERT_EQ(g.inputs(f2).size(), 1u);
   EXPECT_EQ(g.inputs(f2)[0].from, f1);
-  EXPECT_EQ(g.nodes[f1].link, 1);
+  EXPECT_EQ(linkOf(g.nodes[f1]), 1);
   EXPECT_EQ(g.nodes[b2].send, Send::kGradient);
-  EXPECT_EQ(g.nodes[b2].link, 1);
+  EXPECT_EQ(linkOf(g.nodes[b2]), 1);
   EXPECT_EQ(g.inputs(b1)[0].from, b2);
 }
 
@@ -125,8 +125,8 @@ TEST(TaskGraph, RecordedPeaksAndFusionMatchTheWalk) {
     const Phase frees = g.split_backward ? Phase::kWeightGrad : Phase::kBackward;
     for (int s = 0; s < shape.P; ++s) {
       int in_flight = 0, peak = 0;
-      for (int id : g.device_order[s]) {
-        const Phase phase = g.nodes[id].task.phase;
+      for (size_t p = 0; p < static_cast<size_t>(g.tasks_per_device); ++p) {
+        const Phase phase = g.nodes[g.nodeAt(s, p)].task.phase;
         if (phase == Phase::kForward) peak = std::max(peak, ++in_flight);
         if (phase == frees) --in_flight;
       }
@@ -197,7 +197,7 @@ TEST(TaskGraph, SendCodesAndTheTransferEdgeFirstOnEveryBundledSchedule) {
       }
       const std::span<const TaskEdge> inputs = g.inputs(static_cast<int>(i));
       for (size_t e = 0; e < inputs.size(); ++e) {
-        const bool other_device = g.nodes[static_cast<size_t>(inputs[e].from)].device != n.device;
+        const bool other_device = g.deviceOf(inputs[e].from) != g.deviceOf(static_cast<int>(i));
         EXPECT_EQ(inputs[e].transfer, other_device) << name << " node " << i << " edge " << e;
         if (e > 0) {
           EXPECT_FALSE(inputs[e].transfer) << name << " node " << i << " edge " << e;
@@ -210,10 +210,9 @@ TEST(TaskGraph, SendCodesAndTheTransferEdgeFirstOnEveryBundledSchedule) {
     EXPECT_EQ(transfers, sends) << name;
     for (int d = 0; d < P; ++d) {
       const std::span<const uint8_t> codes = g.deviceSendCodes(d);
-      const std::vector<int>& order = g.device_order[static_cast<size_t>(d)];
-      ASSERT_EQ(codes.size(), order.size()) << name;
-      for (size_t pos = 0; pos < order.size(); ++pos) {
-        EXPECT_EQ(codes[pos], g.send_codes[static_cast<size_t>(order[pos])]) << name;
+      ASSERT_EQ(codes.size(), static_cast<size_t>(g.tasks_per_device)) << name;
+      for (size_t pos = 0; pos < codes.size(); ++pos) {
+        EXPECT_EQ(codes[pos], g.send_codes[static_cast<size_t>(g.nodeAt(d, pos))]) << name;
       }
     }
   }

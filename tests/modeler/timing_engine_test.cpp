@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -45,20 +46,34 @@ struct Row {
 void expectTasks(const IterationTimeline& tl, const StageTimeline& stage,
                  const std::vector<Row>& rows, const char* what) {
   ASSERT_EQ(stage.tasks.size(), rows.size()) << what;
+  const PipelineTimeline* pipeline = nullptr;  // the class of `stage`
+  for (const PipelineTimeline& p : tl.pipelines) {
+    for (const StageTimeline& st : p.stages) pipeline = &st == &stage ? &p : pipeline;
+  }
+  ASSERT_NE(pipeline, nullptr) << what;
   for (size_t i = 0; i < rows.size(); ++i) {
     const TaskTiming& t = stage.tasks[i];
     const Row& r = rows[i];
     SCOPED_TRACE(::testing::Message()
                  << what << " task " << i << " (" << (r.phase == Phase::kForward ? 'F' : 'B')
                  << r.micro_batch << ")");
-    const StageTask& task = tl.graph.nodes[t.node].task;
+    const int node = stage.node(i);
+    const StageTask task = tl.graph.nodes[node].task;
     EXPECT_EQ(task.phase, r.phase);
     EXPECT_EQ(task.micro_batch, r.micro_batch);
     EXPECT_DOUBLE_EQ(t.run.start_us, r.run_start);
     EXPECT_DOUBLE_EQ(t.run.end_us, r.run_end);
-    EXPECT_DOUBLE_EQ(t.send.start_us, r.send_start);
-    EXPECT_DOUBLE_EQ(t.send.end_us, r.send_end);
-    EXPECT_DOUBLE_EQ(t.input_ready_us, r.input_ready);
+    EXPECT_DOUBLE_EQ(t.send().start_us, r.send_start);
+    EXPECT_DOUBLE_EQ(t.send().end_us, r.send_end);
+    // When its input arrived: its transfer inputs' latest send end (0: none).
+    double input_ready = 0;
+    for (const TaskEdge& e : tl.graph.inputs(node)) {
+      if (!e.transfer) continue;
+      const TaskTiming& from = pipeline->stages[static_cast<size_t>(tl.graph.deviceOf(e.from))]
+                                   .tasks[tl.graph.positionOf(e.from)];
+      input_ready = std::max(input_ready, from.send_end_us);
+    }
+    EXPECT_DOUBLE_EQ(input_ready, r.input_ready);
   }
 }
 

@@ -90,9 +90,10 @@ TEST(ZbVSchedule, TaskGraphTurnsAtTheLastDeviceInMemory) {
   // P = 3: virtual stages 0 1 2 on devices 0 1 2, stages 3 4 5 on devices 2 1 0.
   const TaskGraph g = buildTaskGraph(Schedule::kZbv, 3, 2, 5);
   ASSERT_EQ(g.nodes.size(), size_t{3 * 2 * 3 * 5});
-  for (const TaskNode& n : g.nodes) {
+  for (size_t id = 0; id < g.nodes.size(); ++id) {
+    const TaskNode& n = g.nodes[id];
     const int k = n.virtual_stage;
-    EXPECT_EQ(n.device, k < 3 ? k : 5 - k);
+    EXPECT_EQ(g.deviceOf(static_cast<int>(id)), k < 3 ? k : 5 - k);
     if (n.task.phase == Phase::kForward) {
       // Stage 2 -> 3 is on device 2 (no send); the last stage sends nothing.
       EXPECT_EQ(n.send, k == 2 || k == 5 ? Send::kNone : Send::kActivation) << "k=" << k;
@@ -123,7 +124,7 @@ TEST(ZbVTiming, FourDeviceTimelineByHand) {
     ASSERT_EQ(st.tasks.size(), size_t{48});
     std::vector<StageTask> order;
     for (size_t j = 0; j < st.tasks.size(); ++j) {
-      order.push_back(tl.graph.nodes[st.tasks[j].node].task);
+      order.push_back(tl.graph.nodes[st.node(j)].task);
       EXPECT_DOUBLE_EQ(st.tasks[j].run.start_us, s + static_cast<double>(j))
           << "s=" << s << " j=" << j;
     }

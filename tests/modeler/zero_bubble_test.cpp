@@ -122,10 +122,10 @@ TEST(ZeroBubbleTiming, ThreeStageZbH1TimelineByHand) {
     for (size_t i = 0; i < expected[s].size(); ++i) {
       const TaskTiming& t = p.stages[s].tasks[i];
       SCOPED_TRACE(::testing::Message() << "stage " << s << " " << expected[s][i].task);
-      EXPECT_EQ(orderText({tl.graph.nodes[t.node].task}), expected[s][i].task);
+      EXPECT_EQ(orderText({tl.graph.nodes[p.stages[s].node(i)].task}), expected[s][i].task);
       EXPECT_DOUBLE_EQ(t.run.start_us, expected[s][i].start);
       EXPECT_DOUBLE_EQ(t.run.end_us, expected[s][i].end);
-      EXPECT_DOUBLE_EQ(t.send.end_us, expected[s][i].send_end);
+      EXPECT_DOUBLE_EQ(t.send().end_us, expected[s][i].send_end);
     }
   }
   EXPECT_DOUBLE_EQ(p.flush_us, 19.5);

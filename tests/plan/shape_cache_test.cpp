@@ -178,7 +178,7 @@ TEST(ShapeCache, ReleaseForgetsTheSchedulesOrdersAndGraphs) {
   ASSERT_EQ(first_nodes.size(), rebuilt.nodes.size());
   for (size_t i = 0; i < first_nodes.size(); ++i) {
     EXPECT_EQ(rebuilt.nodes[i].task, first_nodes[i].task) << i;
-    EXPECT_EQ(rebuilt.nodes[i].device, first_nodes[i].device) << i;
+    EXPECT_EQ(rebuilt.nodes[i].virtual_stage, first_nodes[i].virtual_stage) << i;
   }
 }
 

@@ -54,9 +54,9 @@ inline void expectSendSharesTheBucketHalfway(const IterationTimeline& shared,
   const double tf = setup.tf, tb = setup.tb;
   const StageTimeline& s0 = shared.pipelines[0].stages[0];
   const StageTimeline& s1 = shared.pipelines[0].stages[1];
-  EXPECT_NEAR(s0.tasks[0].send.duration(), tf, 1e-9);  // overlaps nothing
-  EXPECT_NEAR(s1.tasks[1].send.start_us, 40 + tf, 1e-9);
-  EXPECT_NEAR(s1.tasks[1].send.duration(), 2 * tb, 1e-9);
+  EXPECT_NEAR(s0.tasks[0].send().duration(), tf, 1e-9);  // overlaps nothing
+  EXPECT_NEAR(s1.tasks[1].send().start_us, 40 + tf, 1e-9);
+  EXPECT_NEAR(s1.tasks[1].send().duration(), 2 * tb, 1e-9);
   ASSERT_EQ(s1.grad_sync.size(), 1u);
   EXPECT_NEAR(s1.grad_sync[0].start_us, 25 + tf, 1e-9);
   EXPECT_NEAR(s1.grad_sync[0].end_us, 25 + tf + setup.ta[1] + tb, 1e-9);
