@@ -76,7 +76,10 @@ TEST(PendingBucketBound, OneBucketAChunkIsItsParametersInTheModelDtype) {
     EXPECT_EQ(estimate.stages[1].pending_reduction_bytes, e * kN1);
     // The old rule (nothing pending without a timeline) is the same estimate with 0 given.
     const MemoryEstimate old_rule = estimateMemory(plan, kDefaultMemoryHeadroom, {0, 0});
-    EXPECT_EQ(estimate.stages[1].allocated_bytes - old_rule.stages[1].allocated_bytes, e * kN1);
+    // At the backward's moment it adds whole (with bf16 the stage may peak at its optimizer step).
+    if (!estimate.stages[1].peak_at_optimizer_step && !old_rule.stages[1].peak_at_optimizer_step) {
+      EXPECT_EQ(estimate.stages[1].allocated_bytes - old_rule.stages[1].allocated_bytes, e * kN1);
+    }
     EXPECT_EQ(tier.evaluate(s).peak_memory_bytes, estimate.peak_bytes);
     std::vector<EventCost> event_costs = costs.costAll(plan.events);
     const Simulation sim = simulate(std::move(plan), std::move(event_costs));
@@ -100,8 +103,10 @@ TEST(PendingBucketBound, OneBucketAChunkIsItsParametersInTheModelDtype) {
 // embedding whole, last.
 // - 100,000 elements: chunk 1 fills 32,832 + 49,280 = 82,112, + 12,288 = 94,400, and fc1 would
 //   pass 100,000: F1 = 94,400; the bound max(O, 100,001 - 49,280) = 50,721 (the later arrivals
-//   at most a block). Chunk 0: 98,560 fit and the embedding closes it: F0 = 98,560; the bound
-//   min(50,721, N0 - 32,768 = 98,560) = 50,721.
+//   at most a block). Chunk 0: 98,560 fit and the embedding closes it (DeepSpeed's F0 = 98,560);
+//   the embedding's own bucket, the epilogue's, is issued after the same op (its backward, the
+//   chunk's last), so the walk opens both at the task's start as one: 131,328 in the plan's
+//   queue. The bound min(50,721, N0 - 32,768 = 98,560) = 50,721 is below either.
 // - 30,000 elements: the output weight alone passes it, reduced alone: F1 = O = 32,768, the bound
 //   max(O, 30,001 - 30,000) = 32,768 exactly. Chunk 0's later arrivals may be a whole block,
 //   larger than the bucket: nothing beyond F0 >= 1.
@@ -113,7 +118,7 @@ TEST(PendingBucketBound, SmallerBucketsByHand) {
     int64_t first0, first1;  // the plan's first buckets
     int64_t bound0, bound1;  // the memory model's least ones
   };
-  for (const Case& c : {Case{100'000, 98'560, 94'400, 50'721, 50'721},
+  for (const Case& c : {Case{100'000, kN0, 94'400, 50'721, 50'721},
                         Case{30'000, -1, kOutput, 1, kOutput}}) {
     SCOPED_TRACE(::testing::Message() << "bucket " << c.bucket);
     Strategy s = stepZero2(1, 2, 2, 1, 8);
