@@ -136,8 +136,8 @@ TEST(PendingBucketBound, SmallerBucketsByHand) {
   Strategy zb = stepZero2(1, 2, 2, 1, 8);
   zb.schedule = Schedule::kZbh1;
   ASSERT_FALSE(strategyViolation(model, cluster, zb));
-  EXPECT_EQ(estimateMemory(buildIterationPlan(model, cluster, zb)).stages[1].pending_reduction_bytes,
-            0);
+  const MemoryEstimate split = estimateMemory(buildIterationPlan(model, cluster, zb));
+  EXPECT_EQ(split.stages[1].pending_reduction_bytes, 0);
 }
 
 // Small plans under step (tiny-llama in fp32 and bf16; TP 1-2, P 1-4, D 2-4; GPipe, 1F1B,
@@ -180,9 +180,10 @@ TEST(PendingBucketBound, ClosedFormNeverPassesSimulateAndDisagreesLess) {
             s.grad_reduce_queue = queue;
             s.dp_bucket_bytes = 4 * bucket;
             if (strategyViolation(model, cluster, s)) continue;
-            SCOPED_TRACE(::testing::Message() << s.name() << " " << static_cast<int>(s.schedule) << " m " << m << " queue " << queue
-                                              << " bucket " << bucket << " dtype "
-                                              << dtypeBytes(dtype));
+            SCOPED_TRACE(::testing::Message()
+                         << s.name() << " schedule " << static_cast<int>(s.schedule) << " m " << m
+                         << " queue " << queue << " bucket " << bucket << " dtype "
+                         << dtypeBytes(dtype));
             IterationPlan plan = buildIterationPlan(model, cluster, s);
             const MemoryEstimate estimate = estimateMemory(plan);
             const std::vector<int64_t> none(static_cast<size_t>(s.pp), 0);
