@@ -213,6 +213,8 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
       c.expert_parameters += footprint.head.expert_weights;  // an MTP depth's MoE block
     }
     addLayerFacts(model_, footprint, unrecomputed, first_layer[k], end, has_embedding, has_head, c);
+    // --grad-reduce-sync step's least pending bucket (memory_model.h), as the plan's estimate.
+    c.zero2_first_bucket_bytes = zero2FirstBucketFillBytes(model_, strategy, c);
     f.parameters[k] = c.parameters;
     // The parameters the DP group (x CP) synchronises: all, or without the experts under EP.
     f.dense_parameters[k] = c.parameters - (strategy.expertsSyncApart() ? c.expert_parameters : 0);

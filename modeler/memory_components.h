@@ -293,7 +293,16 @@ int64_t zero2StepGradientBytes(const ModelConfig& model, const Strategy& strateg
 // until its copy exists). The buckets add max over time of (activations + buckets) less the
 // activations' own peak (the backlog that builds in the cool-down meets few held activations). A
 // queue bound K leaves at most K closed buckets pending beside the one being filled. Without a
-// timeline (the search's memory check) 0: a lower bound of simulate's.
+// timeline (the search's memory check, a plan's estimate alone) the least first bucket a device's
+// chunks fill, in the model dtype (memory_model.h's zero2FirstBucketFillBytes): take the moment
+// the walk's held activations peak (a forward's end); the next gradient task on the device (B:
+// only without a split backward or fused tasks) starts before any activation is freed (tasks run
+// one after another, and only B frees) and opens its chunk's first bucket at its start, so the
+// walk's maximum is at least the activations' peak plus that bucket. That bucket fills through
+// its whole gradient task, inside which the SP gathers' transients (a column-parallel GEMM's
+// dgrad output beside the kept gather buffer) come and go, so the stage's rule of adding the
+// largest communication transient holds beside it. (At a cast instant, where the walk itself may
+// peak, only the kept gather buffer is held: docs/VALIDATION.md, session 25, step29.)
 struct HeldBytes {
   double start_us = 0;
   double end_us = 0;

@@ -14,8 +14,10 @@
 #include "plan/layer_checkpoint.h"
 #include "plan/layer_shape.h"
 #include "plan/optimizer_step.h"
+#include "plan/pipeline_schedule.h"
 #include "plan/plan_core.h"
 #include "plan/task_graph.h"
+#include "plan/zero2_buckets.h"
 
 namespace evsim {
 
@@ -103,6 +105,35 @@ void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
     chunk.head_parameters = head;
     chunk.head_gradient_parameters = footprint.output_weights;
   }
+  // ZeRO-2's arrivals (zero2Arrivals): the head's come first (its backward runs first), the
+  // embedding's last and whole. A head that owns its output weight and has no multi-token
+  // prediction's ops (LayerOpBuilder::headBackward: the loss, the output GEMM's dgrad and wgrad,
+  // then the final norm) gives the output weight's gradient first, then the rest of its
+  // parameters (or all of them at once, at least as many); otherwise nothing is assumed of a_1
+  // and the head's later arrivals are at most all of its parameters.
+  const bool plain_head = has_head && headOwnsOutputWeight(model, has_embedding) &&
+                          footprint.mtp.weights == 0 && footprint.mtp_embedding_weights == 0;
+  chunk.first_gradient_elements = plain_head ? footprint.output_weights : 0;
+  chunk.later_gradient_elements =
+      std::max(chunk.largest_block_parameters,
+               plain_head ? chunk.head_parameters - footprint.output_weights
+                          : chunk.head_parameters);
+}
+
+int64_t zero2FirstBucketFillBytes(const ModelConfig& model, const Strategy& strategy,
+                                  const ChunkMemoryInput& chunk) {
+  if (pipelineSchedule(strategy.schedule).splitsBackward() || fusesTasks(strategy)) return 0;
+  if (chunk.expert_parameters > 0 && strategy.expertsSyncApart() &&
+      strategy.expertGradGroupSize() < 2) {
+    return 0;
+  }
+  const DType wire =
+      dataParallelGradDtype(strategy.framework, model.dtype, strategy.grad_reduce_in_bf16);
+  const int64_t first = zero2FirstBucketAtLeast(
+      Zero2ChunkGradients{chunk.parameters, chunk.first_gradient_elements,
+                          chunk.later_gradient_elements, chunk.embedding_parameters},
+      zero2BucketElements(strategy, dtypeBytes(wire)));
+  return clampedRound(static_cast<double>(first) * dtypeBytes(model.dtype));
 }
 
 MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
@@ -152,6 +183,7 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom,
     addLayerFacts(plan.model, footprint, unrecomputed.get(), stage.first_layer,
                   stage.first_layer + stage.num_layers, stage.has_embedding, stage.has_head, chunk,
                   plan.strategy.recompute_every > 1 ? &recomputed : nullptr);
+    chunk.zero2_first_bucket_bytes = zero2FirstBucketFillBytes(plan.model, plan.strategy, chunk);
     chunks.push_back(chunk);
   }
   std::vector<DeviceChunkSums> devices =
@@ -238,6 +270,15 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
       }
     }
     sums.peak = peakActivations(states[device], chunk_bytes, chunk_held_bytes);
+    // Whichever chunk's backward comes first after the held activations' peak opens its first
+    // bucket with them all held (DeviceChunkSums::pending_reduction_bytes): the least of them.
+    int64_t first_bucket = std::numeric_limits<int64_t>::max();
+    for (int c = 0; c < v; ++c) {
+      first_bucket = std::min(
+          first_bucket,
+          chunks[static_cast<size_t>(pipeline.virtualStage(device, c))].zero2_first_bucket_bytes);
+    }
+    sums.pending_reduction_bytes = first_bucket;
   }
   if (strategy.framework == Framework::kFsdp && P > 1) {
     // FSDP under PP accumulates each chunk's gradients unsharded in fp32 from its first backward:

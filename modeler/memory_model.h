@@ -254,7 +254,29 @@ struct ChunkMemoryInput {
   // under Strategy::fsdp_wrap separate (0 where the chunk has none).
   int64_t embedding_parameters = 0;
   int64_t head_parameters = 0;
+  // ZeRO-2's gradient arrivals as the chunk's backward makes them (plan/zero2_buckets.h's
+  // Zero2ChunkGradients, with `parameters` their sum and the embedding's the trailing one): a
+  // least first one (a head that owns its output weight and has no multi-token prediction
+  // begins with the output weight's gradient, its wgrad GEMM before the final norm's backward;
+  // otherwise 0) and a most later one (a block's parameters, the head's less that first one).
+  int64_t first_gradient_elements = 0;
+  int64_t later_gradient_elements = 0;
+  // --grad-reduce-sync step: the least bytes of the chunk's first ZeRO-2 bucket while it fills
+  // (zero2FirstBucketFillBytes below); 0 where none is known.
+  int64_t zero2_first_bucket_bytes = 0;
 };
+
+// --grad-reduce-sync step, without a timeline: a least value of the model-dtype bytes of `chunk`'s
+// first ZeRO-2 bucket while it fills (plan/zero2_buckets.h's zero2FirstBucketAtLeast over the
+// chunk's arrival facts, times the model dtype's bytes), the bucket its every gradient task
+// opens at its start (modeler/pending_reductions.h). 0 where the walk's first bucket need not be
+// that one: a split backward (its W tasks fill the buckets, after B has freed activations),
+// fused tasks, and routed experts whose expert-data-parallel group is one rank (their part of a
+// bucket has no reduction, so the first listed bucket may be a later one). Independent of the ZeRO
+// stage and of --grad-reduce-sync (stageMemory counts it under ZeRO-2 with step only), so
+// candidates that differ only in those share it.
+int64_t zero2FirstBucketFillBytes(const ModelConfig& model, const Strategy& strategy,
+                                  const ChunkMemoryInput& chunk);
 
 // Fills the layer facts of `chunk` for blocks [first_layer, end_layer) (and the embedding and the
 // head when it has them): `footprint` under the strategy, `unrecomputed` the same without
@@ -296,8 +318,12 @@ struct DeviceChunkSums {
   // come before any backward, with none of them.
   bool has_accumulation = false;
   AccumulatedGradientPeak accumulation;
-  // --grad-reduce-sync step: what the device's pending reductions add to its peak, from a
-  // timeline (simulate; pendingReductionPeakBytes); 0 where none is known (a lower bound).
+  // --grad-reduce-sync step: what the device's pending reductions add to its peak. From a
+  // timeline in simulate (pendingReductionPeakBytes); without one (the search's memory check, an
+  // estimate of a plan alone) the least of its chunks' first buckets while they fill
+  // (ChunkMemoryInput::zero2_first_bucket_bytes), which no timeline's walk goes below: the
+  // backward that runs first after the held activations' peak starts with them all still held
+  // and opens its chunk's first bucket (memory_components.h).
   int64_t pending_reduction_bytes = 0;
 };
 std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t micro_batches,

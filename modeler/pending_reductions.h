@@ -2,7 +2,8 @@
 // --grad-reduce-sync step (ZeRO-2's reductions queued on the DP stream, modeler/timing_engine.h):
 // what the queued reductions' gradient buckets add to a device stage's memory peak, read off its
 // timeline. Used by the summary (summary_report.cpp); the search's memory check has no timeline
-// and counts none (a lower bound of simulate's).
+// and counts the least first bucket a device's chunks fill instead (memory_components.h), a lower
+// bound of this walk's figure.
 //
 // A bucket holds its gradients from the moment its first one is written until its reduce-scatter
 // ends: while it is being filled in the model dtype (the gradients as autograd makes them), from

@@ -158,7 +158,8 @@ StageMemory stageMemory(const ModelConfig& model, const Strategy& strategy, cons
   mem.fp8_bytes = fp8WeightBytes(model, strategy, facts);
   mem.workspace_bytes = t.workspace;
   // --grad-reduce-sync step: the gradient buckets (the one being filled and the queued ones) above
-  // the activations' peak, as a timeline walked them (0 without one; pending_reductions.h).
+  // the activations' peak, as a timeline walked them (pending_reductions.h), or without one the
+  // least first bucket of the device's chunks (memory_model.h's zero2FirstBucketFillBytes).
   mem.pending_reduction_bytes =
       t.zero == 2 && strategy.reducesAtStep() ? sums.pending_reduction_bytes : 0;
   const int64_t dynamic = saturatingAdd(mem.activationPeakBytes(), mem.bufferBytes());

@@ -111,6 +111,15 @@ std::vector<Zero2Bucket> zero2Buckets(const std::vector<Zero2Arrival>& arrivals,
   return out;
 }
 
+int64_t zero2FirstBucketAtLeast(const Zero2ChunkGradients& g, int64_t bucket_elements) {
+  EVSIM_CHECK(bucket_elements > 0 && g.total >= 0, "bucket of {} elements, {} gradients",
+              bucket_elements, g.total);
+  if (g.total <= bucket_elements) return g.total;  // one bucket, the epilogue's
+  int64_t closed = bucket_elements - std::min(g.later_at_most, bucket_elements) + 1;
+  if (g.trailing > 0) closed = std::min(closed, g.total - g.trailing);
+  return std::clamp<int64_t>(std::max(g.first_at_least, closed), 0, g.total);
+}
+
 std::vector<GradBucket> deferZero2Reductions(OpList& backward, const EventTable& table) {
   std::vector<GradBucket> out;
   OpList kept;

@@ -89,6 +89,26 @@ struct Zero2Bucket {
 std::vector<Zero2Bucket> zero2Buckets(const std::vector<Zero2Arrival>& arrivals,
                                       int64_t bucket_elements, int last_op);
 
+// What the search's memory check knows of a chunk's gradient arrivals (a_1 .. a_n in backward
+// order, zero2Arrivals) without its op lists, all in elements on the rank: their sum; a least
+// value of a_1; a most value of every a_j, 2 <= j <= n, but a trailing one; and that trailing
+// arrival, known to be a_n whole (the embedding's, at the chunk's last op), or 0 for none.
+struct Zero2ChunkGradients {
+  int64_t total = 0;
+  int64_t first_at_least = 0;
+  int64_t later_at_most = 0;
+  int64_t trailing = 0;
+};
+
+// A least value of the elements of zero2Buckets(arrivals, bucket_elements, ...)'s first bucket
+// F, for any arrivals that `g` describes. If the sum fits the bucket nothing closes it before
+// the epilogue: F = total. Otherwise F holds a_1 (F >= a_1), and it is closed by the first a_j
+// (j >= 2) that would overflow it: F + a_j > bucket, so F >= bucket + 1 - later_at_most, or, when
+// a_j is the trailing arrival, F is every arrival before it, total - trailing. So
+//   F >= max(first_at_least, min(bucket + 1 - later_at_most, total - trailing)),
+// at least 0 and at most total.
+int64_t zero2FirstBucketAtLeast(const Zero2ChunkGradients& g, int64_t bucket_elements);
+
 // The op name of a ZeRO-2 bucket's reduction (dense parameters; experts' apart).
 inline constexpr std::string_view kZero2ReduceName = "zero2_grad_reduce_scatter";
 inline constexpr std::string_view kZero2ExpertReduceName = "zero2_expert_grad_reduce_scatter";

@@ -351,9 +351,14 @@ TEST(GradReduceSyncTest, PlanMovesTheReductionsToTheQueue) {
   }
   EXPECT_LT(sq.timeline.iteration_us, sw.timeline.iteration_us);
 
-  // Memory: without a timeline nothing pending is counted (the search's lower bound); given what
-  // a timeline's walk found, the stage adds it at the backward's moment.
-  const MemoryEstimate before = estimateMemory(queued);
+  // Memory: without a timeline the least first bucket (one bucket a chunk here: its parameters
+  // in the fp32 model dtype, pending_bucket_bound_test.cpp); given what a timeline's walk found,
+  // the stage adds that instead at the backward's moment.
+  const MemoryEstimate no_timeline = estimateMemory(queued);
+  for (int st = 0; st < 2; ++st) {
+    EXPECT_EQ(no_timeline.stages[st].pending_reduction_bytes, 4 * queued.stages[st].parameters);
+  }
+  const MemoryEstimate before = estimateMemory(queued, kDefaultMemoryHeadroom, {0, 0});
   for (int st = 0; st < 2; ++st) EXPECT_EQ(before.stages[st].pending_reduction_bytes, 0);
   const MemoryEstimate after = estimateMemory(queued, kDefaultMemoryHeadroom, {3000, 2000});
   EXPECT_EQ(after.stages[0].pending_reduction_bytes, 3000);
@@ -415,7 +420,7 @@ TEST(GradReduceSyncTest, SummaryCountsTheBucketsOnceUnderStep) {
 // reductions), does not hold for a queue in general, as the reductions leave the tasks) the
 // weaker one stays at most the simulated time and at least m reduce-scatters of the chunk's
 // bucket bytes, with and without a queue bound. The memory
-// check's peak is estimateMemory's without a timeline (nothing pending counted), below the peak
+// check's peak is estimateMemory's without a timeline (the least first bucket), below the peak
 // with pending buckets (4 GiB of them: with no IPG buffer under step this plan peaks at its
 // optimizer step, where nothing is pending, unless the backward's buckets pass the step's
 // gradient copies).

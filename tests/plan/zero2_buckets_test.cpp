@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
 #include "plan/iteration_plan.h"
 #include "plan/optimizer_step.h"
 #include "support/test_support.h"
@@ -242,6 +246,66 @@ TEST(Zero2Buckets, WithOverlapCommABucketRunsBesideTheBackwardUntilTheNextCloses
   // The same op list otherwise as without overlap.
   const IterationPlan plain = zero2Plan(false);
   ASSERT_EQ(plain.stages[0].backward.size(), st.backward.size());
+}
+
+// The search's least first bucket (zero2FirstBucketAtLeast), worked by hand with buckets of 100:
+// - 30 + 40 fits one bucket: nothing closes it before the epilogue, F = 70 exactly.
+// - 10 + 50 + 30 + 40 = 130 > 100: F + a_j > 100 for the a_j that closes it, and every later
+//   arrival is at most 50, so F >= 100 + 1 - 50 = 51; the real first bucket is 10 + 50 + 30 = 90.
+// - the same with a first arrival known to be at least 60: F >= 60.
+// - a trailing 70 (the embedding, last): 20 + 30 + 70 = 120 > 100; F >= min(101 - 30, 120 - 70)
+//   = 50, which is F (20 + 30, closed by the trailing 70).
+// - a first arrival larger than the bucket (an output weight of 150): F >= 150, as zero2Buckets
+//   reduces it alone.
+TEST(Zero2Buckets, FirstBucketAtLeastByHand) {
+  EXPECT_EQ(zero2FirstBucketAtLeast({70, 0, 40, 0}, 100), 70);
+  EXPECT_EQ(zero2FirstBucketAtLeast({130, 0, 50, 0}, 100), 51);
+  EXPECT_EQ(zero2Buckets({{0, 10, 0}, {1, 50, 0}, {2, 30, 0}, {3, 40, 0}}, 100, 3)[0].elements,
+            90);
+  EXPECT_EQ(zero2FirstBucketAtLeast({130, 60, 50, 0}, 100), 60);
+  EXPECT_EQ(zero2FirstBucketAtLeast({120, 0, 30, 70}, 100), 50);
+  EXPECT_EQ(zero2Buckets({{0, 20, 0}, {1, 30, 0}, {2, 70, 0}}, 100, 2)[0].elements, 50);
+  EXPECT_EQ(zero2FirstBucketAtLeast({160, 150, 10, 0}, 100), 150);
+  EXPECT_EQ(zero2Buckets({{0, 150, 0}, {1, 10, 0}}, 100, 1)[0].elements, 150);
+  // A later arrival as large as the bucket says nothing beyond a_1 >= 1.
+  EXPECT_EQ(zero2FirstBucketAtLeast({300, 0, 100, 0}, 100), 1);
+}
+
+// Never above the first bucket zero2Buckets makes, for any arrivals the facts describe: 20,000
+// random arrival lists (1-12 arrivals of 1-150 elements, buckets of 1-200, with and without a
+// trailing arrival), the facts taken from each list as the memory model takes them from a chunk
+// (the sum, a_1 or 0, the largest later one, the trailing one). Each bound is also reached by
+// some list (the bound is tight on average: at least a tenth of the lists meet it).
+TEST(Zero2Buckets, FirstBucketAtLeastNeverPassesTheBuckets) {
+  uint64_t state = 29;
+  auto next = [&state](int64_t below) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(below));
+  };
+  int met = 0;
+  constexpr int kLists = 20000;
+  for (int i = 0; i < kLists; ++i) {
+    const int n = 1 + static_cast<int>(next(12));
+    const int64_t bucket = 1 + next(200);
+    const bool trailing = n > 1 && next(2) == 1;
+    const bool first_known = next(2) == 1;
+    std::vector<Zero2Arrival> arrivals;
+    Zero2ChunkGradients g;
+    for (int j = 0; j < n; ++j) {
+      const int64_t a = 1 + next(150);
+      arrivals.push_back({j, a, 0});
+      g.total += a;
+      if (j == 0 && first_known) g.first_at_least = a;
+      if (j > 0 && !(trailing && j == n - 1)) g.later_at_most = std::max(g.later_at_most, a);
+      if (trailing && j == n - 1) g.trailing = a;
+    }
+    const int64_t first = zero2Buckets(arrivals, bucket, n - 1)[0].elements;
+    const int64_t bound = zero2FirstBucketAtLeast(g, bucket);
+    ASSERT_LE(bound, first) << "list " << i << ", bucket " << bucket;
+    ASSERT_GE(bound, 1) << "list " << i;
+    if (bound == first) ++met;
+  }
+  EXPECT_GT(met, kLists / 10);
 }
 
 }  // namespace
