@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -330,6 +331,18 @@ void sweepStepPlans(ModelConfig model, const std::vector<SweepShape>& shapes,
             const int64_t before = estimateMemory(plan, kDefaultMemoryHeadroom, none).peak_bytes;
             const ClosedFormResult closed = tier.evaluate(s);
             EXPECT_EQ(closed.peak_memory_bytes, estimate.peak_bytes);
+            // The bound's own claim, tighter than the walk's: per device stage, at most the least
+            // first bucket its chunks queue (its parts after one op together, as the walk opens
+            // them), in the model dtype.
+            for (int d = 0; d < plan.deviceStages(); ++d) {
+              int64_t least = std::numeric_limits<int64_t>::max();
+              for (int k : plan.deviceChunks(d)) {
+                least = std::min(least, firstBucketElements(plan, static_cast<size_t>(k)) *
+                                            dtypeBytes(model.dtype));
+              }
+              EXPECT_LE(estimate.stages[static_cast<size_t>(d)].pending_reduction_bytes, least)
+                  << "device stage " << d;
+            }
             std::vector<EventCost> event_costs = costs.costAll(plan.events);
             const Simulation sim = simulate(std::move(plan), std::move(event_costs));
             const std::vector<int64_t> walked = pendingReductionBytes(sim);
@@ -366,6 +379,42 @@ TEST(PendingBucketBound, TiedEmbeddingNeverPassesSimulate) {
   print("tied", tally);
   EXPECT_GE(tally.plans, 100);
   EXPECT_GE(tally.bound_bites, 1);
+}
+
+// Tied, by hand (fp32, D 2). At P = 1 the chunk holds N = 32,768 + 4 x 49,280 + 64 = 229,952
+// (the table once); the head's output GEMM claims O = 32,768 elements of a layer that holds only
+// the final norm's 64, so the head arrives whole as 64 first, then block 3 (fc2 12,288, fc1 24,576,
+// proj 4,096, qkv 8,192, norms 128), ... and the table last with both uses' gradients.
+// - 100,000: 64 + 49,280 + 49,280 = 98,624 fit, block 1's fc2 would pass: F = 98,624. Nothing is
+//   assumed of a_1 (0); the later arrivals at most a block: max(0, min(100,001 - 49,280,
+//   N - 32,768 = 197,184)) = 50,721.
+// - 30,000: 64 + 12,288 = 12,352, fc1 would pass: F = 12,352; a block passes the bucket, so the
+//   bound is 1 (taking the head as plain, a_1 = O, would claim 32,768 > F).
+// At P = 2 the last stage holds Megatron's copy of the table as its output weight and gives its
+// gradient first: with 30,000 it is reduced alone, F1 = O = 32,768 = the bound, as untied.
+TEST(PendingBucketBound, TiedHeadByHand) {
+  const ModelConfig model = tiedTinyLlama();
+  const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
+  constexpr int64_t kTiedN = kEmbedding + 4 * kBlock + (kHead - kOutput);
+  ASSERT_EQ(kTiedN, 229'952);
+  struct Case {
+    int pp;
+    int64_t bucket;
+    size_t chunk;
+    int64_t first, bound;
+  };
+  for (const Case& c : {Case{1, 0, 0, kTiedN, kTiedN}, Case{1, 100'000, 0, 98'624, 50'721},
+                        Case{1, 30'000, 0, 12'352, 1}, Case{2, 30'000, 1, kOutput, kOutput}}) {
+    SCOPED_TRACE(::testing::Message() << "P " << c.pp << " bucket " << c.bucket);
+    Strategy s = stepZero2(1, c.pp, 2, 1, 8);
+    s.dp_bucket_bytes = 4 * c.bucket;
+    ASSERT_FALSE(strategyViolation(model, cluster, s));
+    const IterationPlan plan = buildIterationPlan(model, cluster, s);
+    if (c.pp == 1) ASSERT_EQ(plan.stages[0].parameters, kTiedN);
+    if (c.pp == 2) ASSERT_EQ(plan.stages[1].parameters, kN1);
+    EXPECT_EQ(firstBucketElements(plan, c.chunk), c.first);
+    EXPECT_EQ(estimateMemory(plan).stages[c.chunk].pending_reduction_bytes, 4 * c.bound);
+  }
 }
 
 // Multi-token prediction (one depth) on the last stage: its block, eh_proj and a second use of
