@@ -285,17 +285,21 @@ struct SweepShape {
   int v = 1;
   int ep = 1;
   int cp = 1;
+  int etp = 0;  // expert TP (0: the model's TP)
 };
 
 struct SweepTally {
   int plans = 0;
   int bound_bites = 0;  // plans whose closed form counts a pending bucket (> the old rule)
   int equal = 0;        // plans whose closed form is simulate's peak
+  std::vector<std::string> refused;  // why, per refused plan's shape (the first refusal)
 };
 
 void print(const char* what, const SweepTally& t) {
   std::cout << "[pending bucket bound] " << what << ": " << t.plans << " plans, " << t.bound_bites
             << " counting a pending bucket, " << t.equal << " equal to simulate's peak\n";
+  for (const std::string& why : t.refused) std::cout << "  refused: " << why << "\n";
+  EXPECT_TRUE(t.refused.empty()) << "a swept shape is refused";
 }
 
 // Every valid plan of `shapes` x the sweep's knobs, with `tweak` applied, on `model`.
@@ -308,6 +312,7 @@ void sweepStepPlans(ModelConfig model, const std::vector<SweepShape>& shapes,
     PlanCache cache;
     const ClosedFormTier tier{model, cluster, costs, kDefaultMemoryHeadroom, cache};
     for (const SweepShape& shape : shapes) {
+      bool shape_refused = false;
       for (const int64_t m : {2, 4}) {
         for (const int queue : {0, 1}) {
           for (const int64_t bucket : {int64_t{0}, int64_t{100'000}, int64_t{30'000},
@@ -317,13 +322,18 @@ void sweepStepPlans(ModelConfig model, const std::vector<SweepShape>& shapes,
             s.virtual_stages = shape.v;
             s.ep = shape.ep;
             s.cp = shape.cp;
+            s.etp = shape.etp;
             s.grad_reduce_queue = queue;
             s.dp_bucket_bytes = 4 * bucket;
             tweak(s);
-            if (strategyViolation(model, cluster, s)) continue;
+            if (const std::optional<std::string> why = strategyViolation(model, cluster, s)) {
+              if (!shape_refused && dtype == DType::kFp32) tally.refused.push_back(*why);
+              shape_refused = true;
+              continue;
+            }
             SCOPED_TRACE(::testing::Message()
                          << s.name() << " schedule " << static_cast<int>(s.schedule) << " ep "
-                         << s.ep << " cp " << s.cp << " m " << m << " queue " << queue
+                         << s.ep << " etp " << s.expertTp() << " cp " << s.cp << " m " << m << " queue " << queue
                          << " bucket " << bucket << " dtype " << dtypeBytes(dtype));
             IterationPlan plan = buildIterationPlan(model, cluster, s);
             const MemoryEstimate estimate = estimateMemory(plan);
@@ -491,7 +501,8 @@ TEST(PendingBucketBound, ContextParallelNeverPassesSimulate) {
 // tiny-moe (8 SwiGLU experts, top 2): the routed experts' batched weight gradients arrive as one
 // GEMM each, within a block. Expert parallel 2 over D 4 (the experts' group 2), over D 2 (their
 // group 1: no reduction takes them, so no bound for their chunks), and E 1 (experts reduced with
-// the dense parameters); with TP 2 the experts' group is D x M / (M x E).
+// the dense parameters); with TP 2 (and SP) the experts' group is D x M / (ETP x E): 1 with
+// ETP 2, 2 with ETP 1.
 TEST(PendingBucketBound, MixtureOfExpertsNeverPassesSimulate) {
   const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-moe"));
   SweepTally tally;
@@ -503,10 +514,31 @@ TEST(PendingBucketBound, MixtureOfExpertsNeverPassesSimulate) {
                                           {1, 2, 2, Schedule::kDapple, 1, 2},
                                           {1, 2, 2, Schedule::kDapple, 1, 1},
                                           {2, 2, 2, Schedule::kDapple, 1, 2},
-                                          {1, 2, 2, Schedule::kDapple, 1, 2, 2}},
-                                         [](Strategy&) {}, tally));
+                                          {1, 2, 2, Schedule::kDapple, 1, 2, 2},
+                                          {2, 2, 2, Schedule::kDapple, 1, 2, 1, 1}},
+                                         // MoE under TP runs with sequence parallelism.
+                                         [](Strategy& s) { s.sequence_parallel = s.tp > 1; },
+                                         tally));
   print("MoE", tally);
-  EXPECT_GE(tally.plans, 150);
+  EXPECT_EQ(tally.plans, 288);
+  EXPECT_GE(tally.bound_bites, 1);
+}
+
+// tiny-moe with a multi-token prediction depth: its block is the model's last kind, an MoE block,
+// so the head's chunk holds routed experts too (reduced apart under EP, or by no group).
+TEST(PendingBucketBound, MixtureOfExpertsWithMtpNeverPassesSimulate) {
+  const ModelConfig model =
+      parseModelConfig(modelText("tiny-moe") + "mtp_num_layers: 1\n", "tiny-moe with MTP");
+  ASSERT_EQ(model.mtp_layers, 1);
+  SweepTally tally;
+  ASSERT_NO_FATAL_FAILURE(sweepStepPlans(model,
+                                         {{1, 1, 4, Schedule::kDapple, 1, 2},
+                                          {1, 2, 4, Schedule::kDapple, 1, 2},
+                                          {1, 2, 2, Schedule::kDapple, 1, 2},
+                                          {1, 2, 2, Schedule::kDapple, 1, 1}},
+                                         [](Strategy&) {}, tally));
+  print("MoE with MTP", tally);
+  EXPECT_GE(tally.plans, 100);
   EXPECT_GE(tally.bound_bites, 1);
 }
 
