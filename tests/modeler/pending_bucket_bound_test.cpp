@@ -124,8 +124,8 @@ TEST(PendingBucketBound, SmallerBucketsByHand) {
     int64_t first0, first1;  // the plan's first buckets
     int64_t bound0, bound1;  // the memory model's least ones
   };
-  for (const Case& c : {Case{100'000, kN0, 94'400, 50'721, 50'721},
-                        Case{30'000, -1, kOutput, 1, kOutput}}) {
+  for (const Case& c :
+       {Case{100'000, kN0, 94'400, 50'721, 50'721}, Case{30'000, -1, kOutput, 1, kOutput}}) {
     SCOPED_TRACE(::testing::Message() << "bucket " << c.bucket);
     Strategy s = stepZero2(1, 2, 2, 1, 8);
     s.dp_bucket_bytes = 4 * c.bucket;  // fp32 wire
@@ -178,8 +178,8 @@ TEST(PendingBucketBound, ClosedFormNeverPassesSimulateAndDisagreesLess) {
           Shape{1, 2, 2, Schedule::kInterleaved, 2}}) {
       for (const int64_t m : {2, 4, 8}) {
         for (const int queue : {0, 1}) {
-          for (const int64_t bucket : {int64_t{0}, int64_t{100'000}, int64_t{30'000},
-                                       int64_t{10'000}}) {
+          for (const int64_t bucket :
+               {int64_t{0}, int64_t{100'000}, int64_t{30'000}, int64_t{10'000}}) {
             Strategy s = stepZero2(shape.tp, shape.pp, shape.dp, 1, m * shape.dp);
             s.schedule = shape.schedule;
             s.virtual_stages = shape.v;
@@ -315,8 +315,8 @@ void sweepStepPlans(ModelConfig model, const std::vector<SweepShape>& shapes,
       bool shape_refused = false;
       for (const int64_t m : {2, 4}) {
         for (const int queue : {0, 1}) {
-          for (const int64_t bucket : {int64_t{0}, int64_t{100'000}, int64_t{30'000},
-                                       int64_t{10'000}}) {
+          for (const int64_t bucket :
+               {int64_t{0}, int64_t{100'000}, int64_t{30'000}, int64_t{10'000}}) {
             Strategy s = stepZero2(shape.tp, shape.pp, shape.dp, 1, m * shape.dp);
             s.schedule = shape.schedule;
             s.virtual_stages = shape.v;
@@ -333,8 +333,9 @@ void sweepStepPlans(ModelConfig model, const std::vector<SweepShape>& shapes,
             }
             SCOPED_TRACE(::testing::Message()
                          << s.name() << " schedule " << static_cast<int>(s.schedule) << " ep "
-                         << s.ep << " etp " << s.expertTp() << " cp " << s.cp << " m " << m << " queue " << queue
-                         << " bucket " << bucket << " dtype " << dtypeBytes(dtype));
+                         << s.ep << " etp " << s.expertTp() << " cp " << s.cp << " m " << m
+                         << " queue " << queue << " bucket " << bucket << " dtype "
+                         << dtypeBytes(dtype));
             IterationPlan plan = buildIterationPlan(model, cluster, s);
             const MemoryEstimate estimate = estimateMemory(plan);
             const std::vector<int64_t> none(static_cast<size_t>(s.pp), 0);
@@ -374,9 +375,11 @@ void sweepStepPlans(ModelConfig model, const std::vector<SweepShape>& shapes,
   }
 }
 
-const std::vector<SweepShape> kDenseShapes = {
-    {1, 1, 2}, {1, 2, 2}, {1, 2, 2, Schedule::kGpipe}, {1, 4, 2},
-    {1, 2, 2, Schedule::kInterleaved, 2}};
+const std::vector<SweepShape> kDenseShapes = {{1, 1, 2},
+                                              {1, 2, 2},
+                                              {1, 2, 2, Schedule::kGpipe},
+                                              {1, 4, 2},
+                                              {1, 2, 2, Schedule::kInterleaved, 2}};
 
 // Tied embedding and output weight (Megatron's default): at P = 1 the head owns no output weight
 // (its GEMM's gradient goes to the embedding's table, which arrives last and whole with both
@@ -385,7 +388,8 @@ TEST(PendingBucketBound, TiedEmbeddingNeverPassesSimulate) {
   const ModelConfig model = tiedTinyLlama();
   ASSERT_FALSE(model.spec.untied_output);
   SweepTally tally;
-  ASSERT_NO_FATAL_FAILURE(sweepStepPlans(model, kDenseShapes, [](Strategy&) {}, tally));
+  ASSERT_NO_FATAL_FAILURE(sweepStepPlans(
+      model, kDenseShapes, [](Strategy&) {}, tally));
   print("tied", tally);
   EXPECT_GE(tally.plans, 100);
   EXPECT_GE(tally.bound_bites, 1);
@@ -440,7 +444,8 @@ TEST(PendingBucketBound, MultiTokenPredictionNeverPassesSimulate) {
     const ModelConfig model = parseModelConfig(text, "tiny-llama with MTP");
     ASSERT_EQ(model.mtp_layers, 1);
     SweepTally tally;
-    ASSERT_NO_FATAL_FAILURE(sweepStepPlans(model, kDenseShapes, [](Strategy&) {}, tally));
+    ASSERT_NO_FATAL_FAILURE(sweepStepPlans(
+        model, kDenseShapes, [](Strategy&) {}, tally));
     print(tied ? "MTP, tied" : "MTP", tally);
     EXPECT_GE(tally.plans, 100);
     EXPECT_GE(tally.bound_bites, 1);
@@ -453,8 +458,8 @@ TEST(PendingBucketBound, RecomputeNeverPassesSimulate) {
   for (const Recompute r : {Recompute::kFull, Recompute::kSelective}) {
     SCOPED_TRACE(recomputeName(r));
     SweepTally tally;
-    ASSERT_NO_FATAL_FAILURE(
-        sweepStepPlans(model, kDenseShapes, [r](Strategy& s) { s.recompute = r; }, tally));
+    ASSERT_NO_FATAL_FAILURE(sweepStepPlans(
+        model, kDenseShapes, [r](Strategy& s) { s.recompute = r; }, tally));
     print(r == Recompute::kFull ? "recompute full" : "recompute selective", tally);
     EXPECT_GE(tally.plans, 100);
     EXPECT_GE(tally.bound_bites, 1);
@@ -492,7 +497,8 @@ TEST(PendingBucketBound, ContextParallelNeverPassesSimulate) {
     shapes.push_back(shape);
   }
   shapes.push_back({1, 2, 1, Schedule::kDapple, 1, 1, 2});  // D 1: only CP reduces
-  ASSERT_NO_FATAL_FAILURE(sweepStepPlans(model, shapes, [](Strategy&) {}, tally));
+  ASSERT_NO_FATAL_FAILURE(sweepStepPlans(
+      model, shapes, [](Strategy&) {}, tally));
   print("CP 2", tally);
   EXPECT_GE(tally.plans, 100);
   EXPECT_GE(tally.bound_bites, 1);
@@ -506,19 +512,19 @@ TEST(PendingBucketBound, ContextParallelNeverPassesSimulate) {
 TEST(PendingBucketBound, MixtureOfExpertsNeverPassesSimulate) {
   const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-moe"));
   SweepTally tally;
-  ASSERT_NO_FATAL_FAILURE(sweepStepPlans(model,
-                                         {{1, 1, 4, Schedule::kDapple, 1, 2},
-                                          {1, 2, 4, Schedule::kDapple, 1, 2},
-                                          {1, 2, 4, Schedule::kInterleaved, 2, 2},
-                                          {1, 1, 2, Schedule::kDapple, 1, 2},
-                                          {1, 2, 2, Schedule::kDapple, 1, 2},
-                                          {1, 2, 2, Schedule::kDapple, 1, 1},
-                                          {2, 2, 2, Schedule::kDapple, 1, 2},
-                                          {1, 2, 2, Schedule::kDapple, 1, 2, 2},
-                                          {2, 2, 2, Schedule::kDapple, 1, 2, 1, 1}},
-                                         // MoE under TP runs with sequence parallelism.
-                                         [](Strategy& s) { s.sequence_parallel = s.tp > 1; },
-                                         tally));
+  ASSERT_NO_FATAL_FAILURE(sweepStepPlans(
+      model,
+      {{1, 1, 4, Schedule::kDapple, 1, 2},
+       {1, 2, 4, Schedule::kDapple, 1, 2},
+       {1, 2, 4, Schedule::kInterleaved, 2, 2},
+       {1, 1, 2, Schedule::kDapple, 1, 2},
+       {1, 2, 2, Schedule::kDapple, 1, 2},
+       {1, 2, 2, Schedule::kDapple, 1, 1},
+       {2, 2, 2, Schedule::kDapple, 1, 2},
+       {1, 2, 2, Schedule::kDapple, 1, 2, 2},
+       {2, 2, 2, Schedule::kDapple, 1, 2, 1, 1}},
+      // MoE under TP runs with sequence parallelism.
+      [](Strategy& s) { s.sequence_parallel = s.tp > 1; }, tally));
   print("MoE", tally);
   EXPECT_EQ(tally.plans, 288);
   EXPECT_GE(tally.bound_bites, 1);
@@ -531,12 +537,13 @@ TEST(PendingBucketBound, MixtureOfExpertsWithMtpNeverPassesSimulate) {
       parseModelConfig(modelText("tiny-moe") + "mtp_num_layers: 1\n", "tiny-moe with MTP");
   ASSERT_EQ(model.mtp_layers, 1);
   SweepTally tally;
-  ASSERT_NO_FATAL_FAILURE(sweepStepPlans(model,
-                                         {{1, 1, 4, Schedule::kDapple, 1, 2},
-                                          {1, 2, 4, Schedule::kDapple, 1, 2},
-                                          {1, 2, 2, Schedule::kDapple, 1, 2},
-                                          {1, 2, 2, Schedule::kDapple, 1, 1}},
-                                         [](Strategy&) {}, tally));
+  ASSERT_NO_FATAL_FAILURE(sweepStepPlans(
+      model,
+      {{1, 1, 4, Schedule::kDapple, 1, 2},
+       {1, 2, 4, Schedule::kDapple, 1, 2},
+       {1, 2, 2, Schedule::kDapple, 1, 2},
+       {1, 2, 2, Schedule::kDapple, 1, 1}},
+      [](Strategy&) {}, tally));
   print("MoE with MTP", tally);
   EXPECT_GE(tally.plans, 100);
   EXPECT_GE(tally.bound_bites, 1);
