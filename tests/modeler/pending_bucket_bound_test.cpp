@@ -124,8 +124,8 @@ TEST(PendingBucketBound, SmallerBucketsByHand) {
     int64_t first0, first1;  // the plan's first buckets
     int64_t bound0, bound1;  // the memory model's least ones
   };
-  for (const Case& c :
-       {Case{100'000, kN0, 94'400, 50'721, 50'721}, Case{30'000, -1, kOutput, 1, kOutput}}) {
+  for (const Case& c : {Case{100'000, kN0, 94'400, 50'721, 50'721},
+                        Case{30'000, -1, kOutput, 1, kOutput}}) {
     SCOPED_TRACE(::testing::Message() << "bucket " << c.bucket);
     Strategy s = stepZero2(1, 2, 2, 1, 8);
     s.dp_bucket_bytes = 4 * c.bucket;  // fp32 wire
@@ -178,8 +178,8 @@ TEST(PendingBucketBound, ClosedFormNeverPassesSimulateAndDisagreesLess) {
           Shape{1, 2, 2, Schedule::kInterleaved, 2}}) {
       for (const int64_t m : {2, 4, 8}) {
         for (const int queue : {0, 1}) {
-          for (const int64_t bucket :
-               {int64_t{0}, int64_t{100'000}, int64_t{30'000}, int64_t{10'000}}) {
+          for (const int64_t bucket : {int64_t{0}, int64_t{100'000}, int64_t{30'000},
+                                       int64_t{10'000}}) {
             Strategy s = stepZero2(shape.tp, shape.pp, shape.dp, 1, m * shape.dp);
             s.schedule = shape.schedule;
             s.virtual_stages = shape.v;
