@@ -149,19 +149,23 @@ double tasksOf(const Pending& candidate) {
 // task the task graph's node, about 1.5 edges and its send code; while the graph is built, the
 // node's id slot and the schedule's order entry; then the timing engine's record and output, and
 // under DP overlap a bucket mark: 88 bytes (161 before session 25 shrank the node, the edge and the
-// record, bench/RESULTS.md, session 25, rec34d). A sharing pass (`full`) frees the timeline's
-// records as it lists their flows, and is at its largest while the links are shared: per task
-// the graph (27 bytes), the run a lone task's retiming reads, its run of flows' index and its
-// send and task stretches (8 each), and per flow its start, shape and link sharing's slot (14
-// bytes). Measured (heap in use at its peak less at its start, one thread, Llama 3.1 405B on
-// 1,024 GPUs, 16,384-131,072 tasks and 0.47-1.03 M flows: 8.4-23.4 MB; bench/RESULTS.md, session
-// 25, rec34d) a fit gives ~55 bytes a task and ~16 a flow: estimated at 60 and 16 (session 24:
-// 140 and 12, with the larger records).
+// record, bench/RESULTS.md, session 25, rec34d), plus a device's overlap slowdowns (a double a
+// task, kept for every task of a device once any of its tasks overlaps a collective: most searched
+// plans overlap their DP reductions, so it is always counted). A sharing pass (`full`) frees the
+// timeline's records as it lists their flows, and is at its largest while the links are shared:
+// per task the graph (27 bytes), the run a lone task's retiming reads, its run of flows' index and
+// its send and task stretches (8 each), and per flow its start, shape and link sharing's slot (14
+// bytes) and the start order's record of the run it came from (1 byte up to 256 runs; the
+// search's passes have 16-64). Measured without that record (heap in use at its peak less at its
+// start, one thread, Llama 3.1 405B on 1,024 GPUs, 16,384-131,072 tasks and 0.47-1.03 M flows:
+// 8.4-23.4 MB; bench/RESULTS.md, session 25, rec34d) a fit gives ~55 bytes a task and ~16 a
+// flow: estimated at 60 and 16 + 1 (session 24: 140 and 12, with the larger records).
 size_t PrunedSearch::simulationBytes(const Pending& candidate, bool full) {
   constexpr double kFirstPassTaskBytes = sizeof(TaskNode) + 1.5 * sizeof(TaskEdge) +
                                          sizeof(uint8_t) + sizeof(int) + sizeof(StageTask) +
-                                         sizeof(TaskTiming) + sizeof(lone::Output) + sizeof(int8_t);
-  constexpr double kSharingPassTaskBytes = 60, kSharingPassFlowBytes = 16;
+                                         sizeof(TaskTiming) + sizeof(lone::Output) + sizeof(int8_t) +
+                                         sizeof(double);
+  constexpr double kSharingPassTaskBytes = 60, kSharingPassFlowBytes = 16 + 1;
   const double tasks = tasksOf(candidate);
   const double bytes =
       full ? kSharingPassTaskBytes * tasks +

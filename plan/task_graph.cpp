@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "common/fnv1a.h"
 #include "plan/fused_tasks.h"
@@ -41,6 +42,15 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   // Send codes are bytes (TaskGraph::send_codes); inputs are refused above this before here.
   EVSIM_CHECK(chunks <= kMaxChunksPerDevice, "task graph: v={} model chunks per device, at most {}",
               chunks, kMaxChunksPerDevice);
+  // Node ids, edge offsets and positions are ints: checked before anything is sized by the count.
+  const int64_t task_phases = sched.splitsBackward() ? 3 : 2;
+  const int64_t tasks_a_device =
+      checkedMul(checkedMul(task_phases, int64_t{chunks}, "tasks a device"), micro_batches,
+                 "tasks a device");
+  const int64_t tasks = checkedMul(tasks_a_device, int64_t{devices}, "tasks");
+  EVSIM_CHECK(tasks < std::numeric_limits<int>::max() / 2,
+              "task graph P={} v={} m={}: {} tasks, too many", devices, chunks, micro_batches,
+              tasks);
   TaskGraph g;
   auto storage = std::make_shared<TaskGraph::Storage>();
   TaskGraph::Storage& st = *storage;
@@ -65,12 +75,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
   const DeviceOrders& orders = *shared_orders;
   EVSIM_CHECK(static_cast<int>(orders.size()) == devices, "{} orders for {} devices", orders.size(),
               devices);
-  const size_t tasks_per_device = static_cast<size_t>((g.split_backward ? 3 : 2) * chunks * m);
-  // Node ids, edge offsets and positions are ints.
-  EVSIM_CHECK(tasks_per_device * static_cast<size_t>(devices) <
-                  static_cast<size_t>(std::numeric_limits<int>::max()) / 2,
-              "task graph P={} v={} m={}: {} tasks, too many", devices, chunks, micro_batches,
-              tasks_per_device * static_cast<size_t>(devices));
+  const size_t tasks_per_device = static_cast<size_t>(tasks_a_device);
   g.tasks_per_device = static_cast<int>(tasks_per_device);
   // Node ids in device order (device s's position p is s * tasks_per_device + p), each node and
   // edge written in place.
@@ -217,7 +222,8 @@ TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t mic
   }
   if (schedule != Schedule::kInterleaved) group = 0;
   // Fused graphs apart from plain ones of the same shape.
-  static ShapeCache<TaskGraph> plain(size_t{1} << 18);  // tasks (about 33 bytes each)
+  // Tasks: about 27 bytes each (a 20-byte node, one or two 4-byte edges, a 1-byte send code).
+  static ShapeCache<TaskGraph> plain(size_t{1} << 18);
   static ShapeCache<TaskGraph> fused(size_t{1} << 16);
   return *(fuse_moe_a2a ? fused : plain)
               .get(
