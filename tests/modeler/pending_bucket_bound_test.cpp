@@ -375,6 +375,18 @@ void sweepStepPlans(ModelConfig model, const std::vector<SweepShape>& shapes,
   }
 }
 
+// Sweeps `shapes` (sweepStepPlans' checks on every plan) and expects at least 100 plans, at least
+// one of which counts a pending bucket (so the bound was exercised, not only 0).
+void expectSweepCountsABucket(const char* what, const ModelConfig& model,
+                              const std::vector<SweepShape>& shapes,
+                              const std::function<void(Strategy&)>& tweak) {
+  SweepTally tally;
+  ASSERT_NO_FATAL_FAILURE(sweepStepPlans(model, shapes, tweak, tally));
+  print(what, tally);
+  EXPECT_GE(tally.plans, 100);
+  EXPECT_GE(tally.bound_bites, 1);
+}
+
 const std::vector<SweepShape> kDenseShapes = {{1, 1, 2},
                                               {1, 2, 2},
                                               {1, 2, 2, Schedule::kGpipe},
@@ -387,12 +399,7 @@ const std::vector<SweepShape> kDenseShapes = {{1, 1, 2},
 TEST(PendingBucketBound, TiedEmbeddingNeverPassesSimulate) {
   const ModelConfig model = tiedTinyLlama();
   ASSERT_FALSE(model.spec.untied_output);
-  SweepTally tally;
-  ASSERT_NO_FATAL_FAILURE(sweepStepPlans(
-      model, kDenseShapes, [](Strategy&) {}, tally));
-  print("tied", tally);
-  EXPECT_GE(tally.plans, 100);
-  EXPECT_GE(tally.bound_bites, 1);
+  expectSweepCountsABucket("tied", model, kDenseShapes, [](Strategy&) {});
 }
 
 // Tied, by hand (fp32, D 2). At P = 1 the chunk holds N = 32,768 + 4 x 49,280 + 64 = 229,952
@@ -443,12 +450,7 @@ TEST(PendingBucketBound, MultiTokenPredictionNeverPassesSimulate) {
     }
     const ModelConfig model = parseModelConfig(text, "tiny-llama with MTP");
     ASSERT_EQ(model.mtp_layers, 1);
-    SweepTally tally;
-    ASSERT_NO_FATAL_FAILURE(sweepStepPlans(
-        model, kDenseShapes, [](Strategy&) {}, tally));
-    print(tied ? "MTP, tied" : "MTP", tally);
-    EXPECT_GE(tally.plans, 100);
-    EXPECT_GE(tally.bound_bites, 1);
+    expectSweepCountsABucket(tied ? "MTP, tied" : "MTP", model, kDenseShapes, [](Strategy&) {});
   }
 }
 
@@ -457,12 +459,8 @@ TEST(PendingBucketBound, RecomputeNeverPassesSimulate) {
   const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
   for (const Recompute r : {Recompute::kFull, Recompute::kSelective}) {
     SCOPED_TRACE(recomputeName(r));
-    SweepTally tally;
-    ASSERT_NO_FATAL_FAILURE(sweepStepPlans(
-        model, kDenseShapes, [r](Strategy& s) { s.recompute = r; }, tally));
-    print(r == Recompute::kFull ? "recompute full" : "recompute selective", tally);
-    EXPECT_GE(tally.plans, 100);
-    EXPECT_GE(tally.bound_bites, 1);
+    expectSweepCountsABucket(r == Recompute::kFull ? "recompute full" : "recompute selective",
+                             model, kDenseShapes, [r](Strategy& s) { s.recompute = r; });
   }
 }
 
@@ -479,29 +477,20 @@ TEST(PendingBucketBound, OffloadNeverPassesSimulate) {
     ASSERT_TRUE(why.has_value()) << offloadName(o);
     EXPECT_CONTAINS(*why, "--offload activations or both");
   }
-  SweepTally tally;
-  ASSERT_NO_FATAL_FAILURE(sweepStepPlans(
-      model, kDenseShapes, [](Strategy& s) { s.offload = Offload::kOptimizer; }, tally));
-  print("optimizer offload", tally);
-  EXPECT_GE(tally.plans, 100);
-  EXPECT_GE(tally.bound_bites, 1);
+  expectSweepCountsABucket("optimizer offload", model, kDenseShapes,
+                           [](Strategy& s) { s.offload = Offload::kOptimizer; });
 }
 
 // Context parallel 2: the same parameters, reduced over D x C.
 TEST(PendingBucketBound, ContextParallelNeverPassesSimulate) {
   const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
-  SweepTally tally;
   std::vector<SweepShape> shapes;
   for (SweepShape shape : kDenseShapes) {
     shape.cp = 2;
     shapes.push_back(shape);
   }
   shapes.push_back({1, 2, 1, Schedule::kDapple, 1, 1, 2});  // D 1: only CP reduces
-  ASSERT_NO_FATAL_FAILURE(sweepStepPlans(
-      model, shapes, [](Strategy&) {}, tally));
-  print("CP 2", tally);
-  EXPECT_GE(tally.plans, 100);
-  EXPECT_GE(tally.bound_bites, 1);
+  expectSweepCountsABucket("CP 2", model, shapes, [](Strategy&) {});
 }
 
 // tiny-moe (8 SwiGLU experts, top 2): the routed experts' batched weight gradients arrive as one

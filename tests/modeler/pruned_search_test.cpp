@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -26,6 +29,28 @@
 
 namespace evsim {
 namespace {
+
+// `all`'s costs without the events `missing` picks (no cost for them: as a profile that lacks
+// them), as a cost model of its own.
+CostModel costsWithout(const ClusterConfig& cluster, const CostModel& all,
+                       std::function<bool(const Event&)> missing) {
+  class Without : public CostSource {
+   public:
+    Without(const CostModel& all, std::function<bool(const Event&)> missing)
+        : all_(all), missing_(std::move(missing)) {}
+    std::optional<EventCost> cost(const Event& e) const override {
+      if (missing_(e)) return std::nullopt;
+      return all_.cost(e);
+    }
+
+   private:
+    const CostModel& all_;
+    std::function<bool(const Event&)> missing_;
+  };
+  std::vector<std::unique_ptr<CostSource>> sources;
+  sources.push_back(std::make_unique<Without>(all, std::move(missing)));
+  return CostModel(cluster, std::move(sources));
+}
 
 struct BundledSearch {
   std::string model, cluster;
@@ -215,24 +240,13 @@ TEST(PrunedSearchTest, ClosedFormMemoryIsThePlansAndTheBoundIsBelowTheSimulation
 // reduction would find nothing and bound nothing. With --grad-reduce-in-bf16 the plan's and the
 // bound's reduction is bf16, which this source does not cover: no bound (0), not a wrong one.
 TEST(PrunedSearchTest, TheBoundCostsTheGradientReductionInThePlansWireDtype) {
-  class Fp32ReductionOnly : public CostSource {
-   public:
-    explicit Fp32ReductionOnly(const CostModel& all) : all_(all) {}
-    std::optional<EventCost> cost(const Event& e) const override {
-      const bool reduction = e.kind == EventKind::kAllReduce || e.kind == EventKind::kReduceScatter;
-      if (reduction && e.placement.group_size == 2 && e.dtype != DType::kFp32) return std::nullopt;
-      return all_.cost(e);
-    }
-
-   private:
-    const CostModel& all_;
-  };
   const ModelConfig model = loadModelConfig(test::configPath("models", "llama3-8b"));
   const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
   const CostModel analytic(cluster, nullptr, true);
-  std::vector<std::unique_ptr<CostSource>> sources;
-  sources.push_back(std::make_unique<Fp32ReductionOnly>(analytic));
-  const CostModel costs(cluster, std::move(sources));
+  const CostModel costs = costsWithout(cluster, analytic, [](const Event& e) {
+    const bool reduction = e.kind == EventKind::kAllReduce || e.kind == EventKind::kReduceScatter;
+    return reduction && e.placement.group_size == 2 && e.dtype != DType::kFp32;
+  });
   PlanCache cache;
   const ClosedFormTier tier(model, cluster, costs, 0.1, cache);
   for (const int zero : {0, 1}) {
@@ -257,23 +271,11 @@ TEST(PrunedSearchTest, TheBoundCostsTheGradientReductionInThePlansWireDtype) {
 // parameter gathers) but whose GEMMs are the same events: found in the workspace, they must still
 // count as uncosted. With every cost known, the same two have a bound (> 0), in either order.
 TEST(PrunedSearchTest, AnUncostedOpLeavesEveryLayerKeyUnboundedInOneWorkspace) {
-  class NoGemms : public CostSource {
-   public:
-    explicit NoGemms(const CostModel& all) : all_(all) {}
-    std::optional<EventCost> cost(const Event& e) const override {
-      if (e.op == "gemm") return std::nullopt;
-      return all_.cost(e);
-    }
-
-   private:
-    const CostModel& all_;
-  };
   const ModelConfig model = loadModelConfig(test::configPath("models", "llama3-8b"));
   const ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-h100"));
   const CostModel analytic(cluster, nullptr, true);
-  std::vector<std::unique_ptr<CostSource>> sources;
-  sources.push_back(std::make_unique<NoGemms>(analytic));
-  const CostModel no_gemms(cluster, std::move(sources));
+  const CostModel no_gemms =
+      costsWithout(cluster, analytic, [](const Event& e) { return e.op == "gemm"; });
   Strategy plain = Strategy::of(8, 1, 2, 1, 4);
   Strategy zero3 = plain;
   zero3.zero_stage = 3;
