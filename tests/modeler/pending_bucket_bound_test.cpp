@@ -146,6 +146,31 @@ TEST(PendingBucketBound, SmallerBucketsByHand) {
   EXPECT_EQ(split.stages[1].pending_reduction_bytes, 0);
 }
 
+// One step plan of a sweep, priced four ways: the plan's memory estimate (the search's figure),
+// the same with nothing pending (the rule before session 25), the closed-form tier's verdict, and
+// simulate's (its walk's pending buckets per device stage, and the peak with them).
+struct StepPlanRun {
+  Simulation sim;
+  MemoryEstimate estimate;
+  int64_t before = 0, closed = 0, simulated = 0;
+  std::vector<int64_t> walked;
+};
+
+StepPlanRun runStepPlan(const ModelConfig& model, const ClusterConfig& cluster,
+                        const CostModel& costs, const ClosedFormTier& tier, const Strategy& s) {
+  IterationPlan plan = buildIterationPlan(model, cluster, s);
+  StepPlanRun r;
+  r.estimate = estimateMemory(plan);
+  const std::vector<int64_t> none(static_cast<size_t>(s.pp), 0);
+  r.before = estimateMemory(plan, kDefaultMemoryHeadroom, none).peak_bytes;
+  r.closed = tier.evaluate(s).peak_memory_bytes;
+  std::vector<EventCost> event_costs = costs.costAll(plan.events);
+  r.sim = simulate(std::move(plan), std::move(event_costs));
+  r.walked = pendingReductionBytes(r.sim);
+  r.simulated = estimateMemory(r.sim.plan, kDefaultMemoryHeadroom, r.walked).peak_bytes;
+  return r;
+}
+
 // Small plans under step (tiny-llama in fp32 and bf16; TP 1-2, P 1-4, D 2-4; GPipe, 1F1B,
 // interleaved with v = 2; m 2-8; queue bound none or 1; DeepSpeed's buckets, 100,000, 30,000 and
 // 10,000 elements): the closed form's peak (the search's verdict) is the plan's estimate and never
@@ -190,20 +215,11 @@ TEST(PendingBucketBound, ClosedFormNeverPassesSimulateAndDisagreesLess) {
                          << s.name() << " schedule " << static_cast<int>(s.schedule) << " m " << m
                          << " queue " << queue << " bucket " << bucket << " dtype "
                          << dtypeBytes(dtype));
-            IterationPlan plan = buildIterationPlan(model, cluster, s);
-            const MemoryEstimate estimate = estimateMemory(plan);
-            const std::vector<int64_t> none(static_cast<size_t>(s.pp), 0);
-            const int64_t before = estimateMemory(plan, kDefaultMemoryHeadroom, none).peak_bytes;
-            const ClosedFormResult closed = tier.evaluate(s);
-            ASSERT_EQ(closed.peak_memory_bytes, estimate.peak_bytes);
-            std::vector<EventCost> event_costs = costs.costAll(plan.events);
-            const Simulation sim = simulate(std::move(plan), std::move(event_costs));
-            const int64_t simulated =
-                estimateMemory(sim.plan, kDefaultMemoryHeadroom, pendingReductionBytes(sim))
-                    .peak_bytes;
-            ASSERT_LE(closed.peak_memory_bytes, simulated);
-            ASSERT_LE(before, closed.peak_memory_bytes);
-            peaks.push_back({before, closed.peak_memory_bytes, simulated});
+            const StepPlanRun r = runStepPlan(model, cluster, costs, tier, s);
+            ASSERT_EQ(r.closed, r.estimate.peak_bytes);
+            ASSERT_LE(r.closed, r.simulated);
+            ASSERT_LE(r.before, r.closed);
+            peaks.push_back({r.before, r.closed, r.simulated});
             if (queue == 0 && bucket == 0) {
               Strategy b = s;
               b.grad_reduce_sync = GradReduceSync::kBackward;
@@ -336,12 +352,10 @@ void sweepStepPlans(ModelConfig model, const std::vector<SweepShape>& shapes,
                          << s.ep << " etp " << s.expertTp() << " cp " << s.cp << " m " << m
                          << " queue " << queue << " bucket " << bucket << " dtype "
                          << dtypeBytes(dtype));
-            IterationPlan plan = buildIterationPlan(model, cluster, s);
-            const MemoryEstimate estimate = estimateMemory(plan);
-            const std::vector<int64_t> none(static_cast<size_t>(s.pp), 0);
-            const int64_t before = estimateMemory(plan, kDefaultMemoryHeadroom, none).peak_bytes;
-            const ClosedFormResult closed = tier.evaluate(s);
-            EXPECT_EQ(closed.peak_memory_bytes, estimate.peak_bytes);
+            const StepPlanRun r = runStepPlan(model, cluster, costs, tier, s);
+            const IterationPlan& plan = r.sim.plan;
+            const MemoryEstimate& estimate = r.estimate;
+            EXPECT_EQ(r.closed, estimate.peak_bytes);
             // The bound's own claim, tighter than the walk's: per device stage, at most the least
             // first bucket its chunks queue (its parts after one op together, as the walk opens
             // them), in the model dtype.
@@ -354,20 +368,15 @@ void sweepStepPlans(ModelConfig model, const std::vector<SweepShape>& shapes,
               EXPECT_LE(estimate.stages[static_cast<size_t>(d)].pending_reduction_bytes, least)
                   << "device stage " << d;
             }
-            std::vector<EventCost> event_costs = costs.costAll(plan.events);
-            const Simulation sim = simulate(std::move(plan), std::move(event_costs));
-            const std::vector<int64_t> walked = pendingReductionBytes(sim);
-            const int64_t simulated =
-                estimateMemory(sim.plan, kDefaultMemoryHeadroom, walked).peak_bytes;
             // Per device stage: the least first bucket never above the walk's.
-            for (size_t d = 0; d < walked.size() && d < estimate.stages.size(); ++d) {
-              EXPECT_LE(estimate.stages[d].pending_reduction_bytes, walked[d]) << "stage " << d;
+            for (size_t d = 0; d < r.walked.size() && d < estimate.stages.size(); ++d) {
+              EXPECT_LE(estimate.stages[d].pending_reduction_bytes, r.walked[d]) << "stage " << d;
             }
-            EXPECT_LE(closed.peak_memory_bytes, simulated);
-            EXPECT_LE(before, estimate.peak_bytes);
+            EXPECT_LE(r.closed, r.simulated);
+            EXPECT_LE(r.before, estimate.peak_bytes);
             ++tally.plans;
-            tally.bound_bites += estimate.peak_bytes > before;
-            tally.equal += closed.peak_memory_bytes == simulated;
+            tally.bound_bites += estimate.peak_bytes > r.before;
+            tally.equal += r.closed == r.simulated;
           }
         }
       }
