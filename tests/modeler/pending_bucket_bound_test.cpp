@@ -131,7 +131,9 @@ TEST(PendingBucketBound, SmallerBucketsByHand) {
     s.dp_bucket_bytes = 4 * c.bucket;  // fp32 wire
     ASSERT_FALSE(strategyViolation(model, cluster, s));
     const IterationPlan plan = buildIterationPlan(model, cluster, s);
-    if (c.first0 > 0) EXPECT_EQ(firstBucketElements(plan, 0), c.first0);
+    if (c.first0 > 0) {
+      EXPECT_EQ(firstBucketElements(plan, 0), c.first0);
+    }
     EXPECT_EQ(firstBucketElements(plan, 1), c.first1);
     EXPECT_LE(c.bound0, firstBucketElements(plan, 0));
     const MemoryEstimate estimate = estimateMemory(plan);
@@ -440,8 +442,12 @@ TEST(PendingBucketBound, TiedHeadByHand) {
     s.dp_bucket_bytes = 4 * c.bucket;
     ASSERT_FALSE(strategyViolation(model, cluster, s));
     const IterationPlan plan = buildIterationPlan(model, cluster, s);
-    if (c.pp == 1) ASSERT_EQ(plan.stages[0].parameters, kTiedN);
-    if (c.pp == 2) ASSERT_EQ(plan.stages[1].parameters, kN1);
+    if (c.pp == 1) {
+      ASSERT_EQ(plan.stages[0].parameters, kTiedN);
+    }
+    if (c.pp == 2) {
+      ASSERT_EQ(plan.stages[1].parameters, kN1);
+    }
     EXPECT_EQ(firstBucketElements(plan, c.chunk), c.first);
     EXPECT_EQ(estimateMemory(plan).stages[c.chunk].pending_reduction_bytes, 4 * c.bound);
   }
