@@ -7,6 +7,7 @@
 #include "common/cancel.h"
 #include "common/error.h"
 #include "modeler/parallel_for.h"
+#include "modeler/parallel_profile.h"
 
 namespace evsim {
 
@@ -29,7 +30,10 @@ void shareCandidates(const ModelConfig& model, const ClusterConfig& cluster, con
   const unsigned count = resolveThreads(workers);
   std::atomic<size_t> next_group{0};
   std::atomic<bool> stop{false};
+  // EVSIM_PARALLEL_PROFILE=1: each worker's walk as busy (parallel_profile.h).
+  parallel_profile::Region profile("shareCandidates", count);
   runWorkers(count, [&](unsigned w) {
+    const parallel_profile::Stamp started = profile.stamp();
     size_t mine = std::numeric_limits<size_t>::max();  // the group this worker enumerates
     size_t group = 0, unit = 0;
     std::optional<Strategy> previous;
@@ -58,6 +62,7 @@ void shareCandidates(const ModelConfig& model, const ClusterConfig& cluster, con
       stop = true;
       throw;
     }
+    profile.busy(w, started);
   });
 }
 

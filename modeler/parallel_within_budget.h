@@ -14,7 +14,9 @@
 // (weight + min(its weight, budget) <= budget): the first starts as soon as the items before it
 // are done. A worker with nothing that fits waits for an item to end. The first exception stops
 // the items not yet started and is rethrown on the caller's thread. As parallel_for.h: results
-// must not depend on which thread ran what (callers write to per-index slots).
+// must not depend on which thread ran what (callers write to per-index slots). With
+// EVSIM_PARALLEL_PROFILE=1 each worker's busy, waiting and idle time is recorded
+// (parallel_profile.h).
 
 #include <algorithm>
 #include <condition_variable>
@@ -26,6 +28,7 @@
 
 #include "common/cancel.h"
 #include "modeler/parallel_for.h"
+#include "modeler/parallel_profile.h"
 
 namespace evsim {
 
@@ -41,6 +44,7 @@ void parallelForWithinBudget(const std::vector<size_t>& weights, size_t budget, 
   size_t first_left = 0;  // the first item not taken (n: none)
   size_t running = 0, weight_running = 0;
   std::exception_ptr error;
+  parallel_profile::Region profile("parallelForWithinBudget", count);
   // Under the lock: the item to run next, or n when none fits now.
   auto choose = [&]() -> size_t {
     auto fits = [&](size_t i) { return running == 0 || weight_running + weights[i] <= budget; };
@@ -51,13 +55,15 @@ void parallelForWithinBudget(const std::vector<size_t>& weights, size_t budget, 
     }
     return n;
   };
-  auto worker = [&] {
+  auto worker = [&](unsigned w) {
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
       if (error || first_left == n) return;
       const size_t i = choose();
       if (i == n) {
+        const parallel_profile::Stamp waiting = profile.stamp();
         item_ended.wait(lock);
+        profile.waited(w, waiting);
         continue;
       }
       taken[i] = 1;
@@ -66,12 +72,14 @@ void parallelForWithinBudget(const std::vector<size_t>& weights, size_t budget, 
       weight_running += weights[i];
       lock.unlock();
       std::exception_ptr thrown;
+      const parallel_profile::Stamp started = profile.stamp();
       try {
         throwIfCancelled();  // common/cancel.h: a Python caller's Ctrl-C
         f(i);
       } catch (...) {
         thrown = std::current_exception();
       }
+      profile.busy(w, started);
       lock.lock();
       if (thrown && !error) error = thrown;
       --running;
@@ -80,11 +88,11 @@ void parallelForWithinBudget(const std::vector<size_t>& weights, size_t budget, 
     }
   };
   if (count <= 1) {
-    worker();
+    worker(0);
   } else {
     std::vector<std::thread> pool;
     pool.reserve(count);
-    for (unsigned t = 0; t < count; ++t) pool.emplace_back(worker);
+    for (unsigned t = 0; t < count; ++t) pool.emplace_back(worker, t);
     for (std::thread& t : pool) t.join();
   }
   if (error) std::rethrow_exception(error);

@@ -16,6 +16,7 @@
 #include "modeler/equivalent_plans.h"
 #include "modeler/link_flows.h"
 #include "modeler/lone_tasks.h"
+#include "modeler/parallel_profile.h"
 #include "modeler/parallel_within_budget.h"
 #include "modeler/pruned_search_state.h"
 #include "modeler/simulation.h"
@@ -30,13 +31,16 @@ namespace evsim::pruned {
 // set aside could still reach the top K, so the enumeration must run again for them (the next
 // pass takes the range from the least set-aside key up).
 bool PrunedSearch::endPass() {
-  // The closed forms' memos (activation states, layer times) would sit beside the simulations,
-  // whose peak is the search's: a further pass computes them again.
-  for (Share& share : shares_) share.workspace.release();
-  tier_.releaseShared();
-  cache_.releasePartitions();  // no thread is in the enumeration now
-  // So do the schedules' orders, states and graphs the pass kept per shape (shape_cache.h).
-  releaseShapeCaches();
+  {
+    parallel_profile::Scope profile("search.release");
+    // The closed forms' memos (activation states, layer times) would sit beside the simulations,
+    // whose peak is the search's: a further pass computes them again.
+    for (Share& share : shares_) share.workspace.release();
+    tier_.releaseShared();
+    cache_.releasePartitions();  // no thread is in the enumeration now
+    // So do the schedules' orders, states and graphs the pass kept per shape (shape_cache.h).
+    releaseShapeCaches();
+  }
   while (simulateRound()) {
   }
   // Missing costs: the search ends in an error listing them; no need to find more.
@@ -204,6 +208,8 @@ CandidateResult PrunedSearch::oomRow(const Strategy& strategy, const ClosedFormR
 // bound: Llama 3.1 405B on 1,024 GPUs ran it for 7 candidates whose time before sharing was
 // already above the final 10th time, because their closed-form bounds were below it.
 bool PrunedSearch::simulateRound() {
+  // EVSIM_PARALLEL_PROFILE=1: choosing the round and ranking its results are serial phases.
+  std::optional<parallel_profile::Scope> choosing(std::in_place, "search.round.choose");
   const double bound_limit = limit();
   for (std::set<Pending, ByBound>* pool : {&pool_, &unshared_pool_}) {
     while (!pool->empty() && std::prev(pool->end())->bound_us > bound_limit) {
@@ -283,6 +289,7 @@ bool PrunedSearch::simulateRound() {
   std::vector<size_t> weights;
   weights.reserve(longest_first.size());
   for (size_t j : longest_first) weights.push_back(simulationBytes(round[j], full[j]));
+  choosing.reset();
   parallelForWithinBudget(weights, kSimulationBudgetBytes, options_.threads, [&](size_t i) {
     const size_t j = longest_first[i];
     done[j] = simulateOne(round[j], bound_limit, /*unshared_only=*/!full[j]);
@@ -290,6 +297,7 @@ bool PrunedSearch::simulateRound() {
     // 2^16 tasks is ~4 MB): the two threads' simulations are the search's peak.
     releaseShapeCaches();
   });
+  parallel_profile::Scope ranking("search.round.rank");
   if (memo_.size() + to_simulate.size() > kTimingMemoCapacity) memo_.clear();
   if (slower_.size() + to_simulate.size() > kTimingMemoCapacity) slower_.clear();
   if (unshared_memo_.size() + to_simulate.size() > kTimingMemoCapacity) unshared_memo_.clear();
@@ -375,10 +383,18 @@ SearchReport runPrunedSearch(const ModelConfig& model, const ClusterConfig& clus
                              const CostModel& costs, const SearchOptions& options) {
   validateSearchOptions(options);
   if (options.top_k < 1) EVSIM_THROW(InputError, "--top {}: must be >= 1", options.top_k);
+  const parallel_profile::Stamp start = parallel_profile::now();
   pruned::PrunedSearch search(model, cluster, costs, options);
   search.runPass();
   while (search.endPass()) search.runPass();  // the invalid ones were counted in the first pass
-  return search.finish();
+  SearchReport report = [&] {
+    parallel_profile::Scope profile("search.finish");
+    return search.finish();
+  }();
+  if (parallel_profile::on()) {
+    parallel_profile::Recorder::get().print(parallel_profile::now().wall - start.wall);
+  }
+  return report;
 }
 
 }  // namespace evsim

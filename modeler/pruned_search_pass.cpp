@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <utility>
 
+#include "modeler/parallel_profile.h"
 #include "modeler/pruned_search_state.h"
 
 namespace evsim::pruned {
@@ -30,12 +32,16 @@ void lowerTo(std::atomic<T>& least, T value) {
 // `pool_capacity` keys, the least key left out as the ceiling.
 void PrunedSearch::runPass() {
   const double bound_limit = limit();
+  std::optional<parallel_profile::Scope> starting(std::in_place, "search.pass.start");
   for (Share& share : shares_) share.startPass();
   shared_.least_ceiling_bound.store(std::numeric_limits<double>::infinity());
+  starting.reset();
   shareCandidates(model_, cluster_, options_.base, options_.space, workers_,
                   [&](unsigned w, size_t index, const Candidate& c) {
                     visit(shares_[w], index, c, bound_limit);
                   });
+  // EVSIM_PARALLEL_PROFILE=1: the pass's serial end (parallel_profile.h).
+  parallel_profile::Scope merging("search.pass.merge");
   for (Share& share : shares_) {
     evaluateWaiting(share, bound_limit);  // the last few of each worker
     mergeShare(share);
