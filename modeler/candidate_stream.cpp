@@ -26,7 +26,8 @@ bool sameGroup(const Strategy& a, const Strategy& b) {
 
 void shareCandidates(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& base,
                      const StrategySpace& space, unsigned workers,
-                     const std::function<void(unsigned, size_t, const Candidate&)>& visit) {
+                     const std::function<void(unsigned, size_t, const Candidate&)>& visit,
+                     const std::function<void(unsigned)>& walked) {
   const unsigned count = resolveThreads(workers);
   std::atomic<size_t> next_group{0};
   std::atomic<bool> stop{false};
@@ -57,6 +58,9 @@ void shareCandidates(const ModelConfig& model, const ClusterConfig& cluster, con
           visit(w, (this_unit << kVariantBits) | variant++, c);
         });
       });
+      // Every group is claimed by now (claims rise, and this worker's last is the last group or
+      // past it) and this worker's are enumerated.
+      if (walked && !stop.load(std::memory_order_relaxed)) walked(w);
     } catch (const Stopped&) {
     } catch (...) {
       stop = true;

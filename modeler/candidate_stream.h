@@ -28,10 +28,15 @@ inline constexpr int kVariantBits = 24;
 // Calls visit(worker, index, candidate) for every candidate of the space (invalid ones with their
 // violation; the candidate is valid only during the call, forEachVariant), on `workers` threads
 // (0: every core; worker in 0..workers-1, each on a thread of its own, all walking at once:
-// runWorkers). The first exception stops every worker (each at its next group: the group it is
-// enumerating is finished) and is rethrown on the caller's thread once all have stopped.
+// runWorkers). Then, when given, walked(worker) on that worker's thread once it has enumerated
+// every group it claimed and no group is left to claim (the others may still be enumerating
+// theirs): its own end-of-walk work runs beside them rather than after all of them. The first
+// exception (of visit or walked) stops every worker (each at its next group: the group it is
+// enumerating is finished; walked is not called for a stopped worker) and is rethrown on the
+// caller's thread once all have stopped.
 void shareCandidates(const ModelConfig& model, const ClusterConfig& cluster, const Strategy& base,
                      const StrategySpace& space, unsigned workers,
-                     const std::function<void(unsigned, size_t, const Candidate&)>& visit);
+                     const std::function<void(unsigned, size_t, const Candidate&)>& visit,
+                     const std::function<void(unsigned)>& walked = {});
 
 }  // namespace evsim

@@ -27,20 +27,11 @@
 
 namespace evsim::pruned {
 
-// Ends a pass over the enumeration: simulates the pool best bound first. True when candidates
-// set aside could still reach the top K, so the enumeration must run again for them (the next
-// pass takes the range from the least set-aside key up).
+// Ends a pass over the enumeration (runPass has freed what it kept for the closed forms):
+// simulates the pool best bound first. True when candidates set aside could still reach the top
+// K, so the enumeration must run again for them (the next pass takes the range from the least
+// set-aside key up).
 bool PrunedSearch::endPass() {
-  {
-    parallel_profile::Scope profile("search.release");
-    // The closed forms' memos (activation states, layer times) would sit beside the simulations,
-    // whose peak is the search's: a further pass computes them again.
-    for (Share& share : shares_) share.workspace.release();
-    tier_.releaseShared();
-    cache_.releasePartitions();  // no thread is in the enumeration now
-    // So do the schedules' orders, states and graphs the pass kept per shape (shape_cache.h).
-    releaseShapeCaches();
-  }
   while (simulateRound()) {
   }
   // Missing costs: the search ends in an error listing them; no need to find more.

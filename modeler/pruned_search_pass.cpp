@@ -9,6 +9,7 @@
 
 #include "modeler/parallel_profile.h"
 #include "modeler/pruned_search_state.h"
+#include "plan/shape_cache.h"
 
 namespace evsim::pruned {
 
@@ -29,28 +30,60 @@ void lowerTo(std::atomic<T>& least, T value) {
 // exceed the threshold join the pool, which keeps the best `pool_capacity` bounds and sets the
 // others aside (pruned_search.h). Each worker keeps a pool of its own (no lock per candidate);
 // merged, they hold exactly what one pool fed in enumeration order would: the best
-// `pool_capacity` keys, the least key left out as the ceiling.
+// `pool_capacity` keys, the least key left out as the ceiling. What the pass kept for the closed
+// forms is freed at its end (endPass's simulations, whose peak is the search's, would find it
+// there; a further pass computes it again).
 void PrunedSearch::runPass() {
   const double bound_limit = limit();
   std::optional<parallel_profile::Scope> starting(std::in_place, "search.pass.start");
   for (Share& share : shares_) share.startPass();
   shared_.least_ceiling_bound.store(std::numeric_limits<double>::infinity());
   starting.reset();
-  shareCandidates(model_, cluster_, options_.base, options_.space, workers_,
-                  [&](unsigned w, size_t index, const Candidate& c) {
-                    visit(shares_[w], index, c, bound_limit);
-                  });
-  // EVSIM_PARALLEL_PROFILE=1: the pass's serial end (parallel_profile.h).
-  parallel_profile::Scope merging("search.pass.merge");
-  for (Share& share : shares_) {
-    evaluateWaiting(share, bound_limit);  // the last few of each worker
-    mergeShare(share);
-  }
-  while (pool_.size() > pool_capacity_) {
-    auto worst = std::prev(pool_.end());
-    ceiling_ = std::min(ceiling_, keyOf(*worst));
-    pool_.erase(worst);
-    ++set_aside_;
+  shareCandidates(
+      model_, cluster_, options_.base, options_.space, workers_,
+      [&](unsigned w, size_t index, const Candidate& c) {
+        visit(shares_[w], index, c, bound_limit);
+      },
+      [&](unsigned w) {
+        // On the worker's own thread while the others finish their groups: its last few
+        // candidates, then its workspace's memos (activation states, layer times) freed.
+        evaluateWaiting(shares_[w], bound_limit);
+        shares_[w].workspace.release();
+      });
+  // The serial end of the pass (EVSIM_PARALLEL_PROFILE=1, parallel_profile.h): the pools merged,
+  // and the tier's shared states and layer times, the plan cache's partitions and the shapes'
+  // schedules freed (no thread is in the enumeration now). Neither touches the other's data, so
+  // with two threads or more they run side by side (a fifth of a second's serial time at two
+  // threads, Llama 3 70B on 1,024 GPUs: bench/RESULTS.md, session 26, par34).
+  parallel_profile::Scope ending("search.pass.end");
+  auto merge = [&] {
+    for (Share& share : shares_) mergeShare(share);
+    while (pool_.size() > pool_capacity_) {
+      auto worst = std::prev(pool_.end());
+      ceiling_ = std::min(ceiling_, keyOf(*worst));
+      pool_.erase(worst);
+      ++set_aside_;
+    }
+  };
+  auto release = [&] {
+    tier_.releaseShared();
+    cache_.releasePartitions();
+    releaseShapeCaches();  // shape_cache.h
+  };
+  if (workers_ > 1) {
+    parallel_profile::Region profile("search.pass.end (2 threads)", 2);
+    runWorkers(2, [&](unsigned w) {
+      const parallel_profile::Stamp started = profile.stamp();
+      if (w == 0) {
+        merge();
+      } else {
+        release();
+      }
+      profile.busy(w, started);
+    });
+  } else {
+    merge();
+    release();
   }
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -14,6 +15,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -105,6 +107,52 @@ TEST(CandidateStreamTest, EveryCandidateOnceInEnumerationOrderOnAnyNumberOfWorke
   }
 }
 
+// walked(w) comes once per worker, on the thread that ran that worker's visits, after its last
+// visit; by then every candidate has been handed to some worker (the other workers may still be
+// visiting theirs, so only the total over all workers is checked at the end).
+TEST(CandidateStreamTest, EachWorkerIsToldOnItsOwnThreadWhenItsWalkHasEnded) {
+  ModelConfig model = loadModelConfig(test::configPath("models", "gpt3-175b"));
+  ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", "dgx-a100"));
+  const SearchOptions options = techniqueSpace();
+  size_t all = 0;
+  forEachCandidate(model, cluster, options.base, options.space, [&](Candidate&&) { ++all; });
+  for (unsigned workers : {1u, 2u, 3u}) {
+    struct Worker {
+      std::vector<std::thread::id> visit_threads;
+      size_t visits = 0, visits_after_walked = 0;
+      int walked = 0;
+      std::thread::id walked_thread;
+    };
+    std::vector<Worker> seen(workers);  // each worker writes its own
+    shareCandidates(
+        model, cluster, options.base, options.space, workers,
+        [&](unsigned w, size_t, const Candidate&) {
+          Worker& me = seen[w];
+          if (me.visit_threads.empty() || me.visit_threads.back() != std::this_thread::get_id()) {
+            me.visit_threads.push_back(std::this_thread::get_id());
+          }
+          ++me.visits;
+          if (me.walked > 0) ++me.visits_after_walked;
+        },
+        [&](unsigned w) {
+          ++seen[w].walked;
+          seen[w].walked_thread = std::this_thread::get_id();
+        });
+    size_t visits = 0;
+    for (unsigned w = 0; w < workers; ++w) {
+      const Worker& me = seen[w];
+      EXPECT_EQ(me.walked, 1) << workers << " workers, worker " << w;
+      EXPECT_EQ(me.visits_after_walked, 0u) << workers << " workers, worker " << w;
+      EXPECT_LE(me.visit_threads.size(), 1u) << "one thread per worker";
+      if (!me.visit_threads.empty()) {
+        EXPECT_EQ(me.walked_thread, me.visit_threads.front()) << workers << " workers, " << w;
+      }
+      visits += me.visits;
+    }
+    EXPECT_EQ(visits, all) << workers << " workers";
+  }
+}
+
 // Runs `on_exit` when the thread that set it ends (its thread_local storage is destroyed).
 struct ThreadExitSignal {
   std::function<void()> on_exit;
@@ -140,6 +188,7 @@ TEST(CandidateStreamTest, AWorkersErrorStopsEveryWorkerAndComesBack) {
   std::condition_variable changed;
   bool thrower_ended = false, waited_too_long = false;
   std::vector<std::string> worker0, worker1;  // what each visited, in order
+  std::atomic<int> walked{0};
   EXPECT_THROW(
       shareCandidates(
           model, cluster, options.base, options.space, 2,
@@ -161,9 +210,11 @@ TEST(CandidateStreamTest, AWorkersErrorStopsEveryWorkerAndComesBack) {
             // A guard against a hang, not a threshold: worker 0 ends within microseconds.
             waited_too_long =
                 !changed.wait_for(lock, std::chrono::seconds(60), [&] { return thrower_ended; });
-          }),
+          },
+          [&](unsigned) { ++walked; }),
       std::runtime_error);
   EXPECT_FALSE(waited_too_long);
+  EXPECT_EQ(walked, 0);  // neither walk ended: one failed, the other was stopped
   EXPECT_EQ(worker0.size(), 1u);
   ASSERT_FALSE(worker1.empty());
   // Worker 1 visited exactly its group: from the group's first candidate to its last.
