@@ -53,8 +53,9 @@ void PrunedSearch::runPass() {
   // The serial end of the pass (EVSIM_PARALLEL_PROFILE=1, parallel_profile.h): the pools merged,
   // and the tier's shared states and layer times, the plan cache's partitions and the shapes'
   // schedules freed (no thread is in the enumeration now). Neither touches the other's data, so
-  // with two threads or more they run side by side (a fifth of a second's serial time at two
-  // threads, Llama 3 70B on 1,024 GPUs: bench/RESULTS.md, session 26, par34).
+  // with two threads or more they run side by side: with the workspaces freed by their workers,
+  // the serial end of a two-thread pass of Llama 3 70B on 1,024 GPUs went from 0.054 s of CPU to
+  // two halves of ~0.02 s each (bench/RESULTS.md, session 26, par34).
   parallel_profile::Scope ending("search.pass.end");
   auto merge = [&] {
     for (Share& share : shares_) mergeShare(share);
