@@ -56,7 +56,6 @@ void PrunedSearch::runPass() {
   // with two threads or more they run side by side: with the workspaces freed by their workers,
   // the serial end of a two-thread pass of Llama 3 70B on 1,024 GPUs went from 0.054 s of CPU to
   // two halves of ~0.02 s each (bench/RESULTS.md, session 26, par34).
-  parallel_profile::Scope ending("search.pass.end");
   auto merge = [&] {
     for (Share& share : shares_) mergeShare(share);
     while (pool_.size() > pool_capacity_) {
@@ -72,7 +71,7 @@ void PrunedSearch::runPass() {
     releaseShapeCaches();  // shape_cache.h
   };
   if (workers_ > 1) {
-    parallel_profile::Region profile("search.pass.end (2 threads)", 2);
+    parallel_profile::Region profile("search.pass.end", 2);
     runWorkers(2, [&](unsigned w) {
       const parallel_profile::Stamp started = profile.stamp();
       if (w == 0) {
@@ -83,6 +82,7 @@ void PrunedSearch::runPass() {
       profile.busy(w, started);
     });
   } else {
+    parallel_profile::Scope profile("search.pass.end");
     merge();
     release();
   }
