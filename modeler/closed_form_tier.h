@@ -7,7 +7,8 @@
 // function the plan's estimate calls, so fits/OOM are exactly the full path's. Under
 // --grad-reduce-sync step simulate adds what its timeline's walk finds of the pending ZeRO-2
 // buckets; here, without a timeline, the least first bucket of the device's chunks while it
-// fills (DeviceChunkSums::pending_reduction_bytes), never more than the walk: a lower bound.
+// fills (DeviceChunkSums::pending_reductions, a plateau's), never more than the walk: a lower
+// bound.
 //
 // Time bound, per device stage s (chunk c is virtual stage k = c*P + s; F_k, B_k the sums of the
 // op times of one micro-batch's forward and backward of chunk k — compute, TP communication and,

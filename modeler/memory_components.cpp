@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "plan/optimizer_step.h"
 #include "plan/zero2_buckets.h"
@@ -196,8 +197,8 @@ int64_t zero2StepGradientBytes(const ModelConfig& model, const Strategy& strateg
   return rounded((e + (e == 4 ? 0 : 4)) * partition_parameters);
 }
 
-int64_t pendingReductionPeakBytes(const std::vector<HeldBytes>& activations,
-                                  const std::vector<HeldBytes>& pending) {
+PendingReductionPeak pendingReductionPeak(const std::vector<HeldBytes>& activations,
+                                          const std::vector<HeldBytes>& pending) {
   // (time, order at that time: 0 frees, 1 allocations, 2 frees after them; activation delta,
   // bucket delta)
   std::vector<std::tuple<double, int, int64_t, int64_t>> events;
@@ -211,14 +212,43 @@ int64_t pendingReductionPeakBytes(const std::vector<HeldBytes>& activations,
     events.emplace_back(p.end_us, p.freed_after_allocations ? 2 : 0, 0, -p.bytes);
   }
   std::sort(events.begin(), events.end());
-  int64_t held = 0, buckets = 0, best = 0, best_held = 0;
-  for (const auto& [t, order, d_held, d_buckets] : events) {
-    held += d_held;
-    buckets += d_buckets;
-    best = std::max(best, held + buckets);
+  // Per instant: frees and allocations only lower, then only raise the bytes, so its highest
+  // point is after its allocations; with frees after them (a cast) that point is the cast
+  // instant's and what follows them the plateau's, otherwise it is the plateau's.
+  int64_t held = 0, buckets = 0, plateau = 0, cast = 0, best_held = 0;
+  bool any_cast = false;
+  for (size_t i = 0; i < events.size();) {
+    const double t = std::get<0>(events[i]);
+    for (; i < events.size() && std::get<0>(events[i]) == t && std::get<1>(events[i]) < 2; ++i) {
+      held += std::get<2>(events[i]);
+      buckets += std::get<3>(events[i]);
+    }
     best_held = std::max(best_held, held);
+    if (i < events.size() && std::get<0>(events[i]) == t) {
+      cast = std::max(cast, held + buckets);
+      any_cast = true;
+      for (; i < events.size() && std::get<0>(events[i]) == t; ++i) {
+        held += std::get<2>(events[i]);
+        buckets += std::get<3>(events[i]);
+      }
+    }
+    plateau = std::max(plateau, held + buckets);
   }
-  return best - best_held;
+  return {std::max<int64_t>(0, plateau - best_held),
+          any_cast ? std::max<int64_t>(0, cast - best_held) : 0};
+}
+
+int64_t sequenceParallelGradInputBytes(const ModelConfig& model, const Strategy& strategy) {
+  if (!strategy.sequence_parallel || strategy.tp_comm_overlap) return 0;
+  return rounded(dtypeBytes(model.dtype) * tokens(model, strategy) *
+                 static_cast<double>(model.hidden_size));
+}
+
+BucketMoment bucketMoment(int64_t comm, int64_t comm_at_cast, const PendingReductionPeak& pending) {
+  const int64_t at_plateau = saturatingAdd(comm, pending.plateau_bytes);
+  const int64_t at_cast = saturatingAdd(comm_at_cast, pending.cast_bytes);
+  if (at_cast > at_plateau) return {comm_at_cast, pending.cast_bytes, true};
+  return {comm, pending.plateau_bytes, false};
 }
 
 int64_t megatronGradientCopyBytes(const Strategy& strategy, bool bf16_main_grad,

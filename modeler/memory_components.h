@@ -83,7 +83,7 @@
 //     Under --grad-reduce-sync step none: each bucket is a buffer of its own from its first
 //     gradient to its reduction's end, in the model dtype while it fills and in the wire dtype
 //     from its issue (the cast), the one being filled among them
-//     (modeler/pending_reductions.h, pendingReductionPeakBytes).
+//     (modeler/pending_reductions.h, pendingReductionPeak).
 // Transients, each at its own moment of the step (the stage peak adds the largest):
 //   recompute: the block whose activations are rebuilt for its backward, what it saves without
 //     recomputation less what it kept;
@@ -99,7 +99,13 @@
 //     (V/t x h) before it is added to the fp32 main gradient;
 //   sequence parallel: a column-parallel GEMM's all-gathered input and, in its backward, the input
 //     gradient before its reduce-scatter, 2 e T h (FSDP: e T h, the gradient only: DTensor TP
-//     saves the gathered input as the linear's activation, LayerShape::saves_gathered_input);
+//     saves the gathered input as the linear's activation, LayerShape::saves_gathered_input).
+//     Megatron-LM (tensor_parallel/layers.py, LinearWithGradAccumulationAndAsyncCommunication,
+//     000c4ac) gathers into the process-wide GlobalMemoryBuffer ("mpu": allocated once, reused by
+//     every layer, never freed), and its backward's grad_input = grad_output.matmul(weight) (full
+//     sequence x h) lives from the dgrad GEMM to the function's return: at a gradient hook's
+//     instant, after the linear's backward has returned, only the kept buffer is held, e T h
+//     (sequenceParallelGradInputBytes is the part that is not; bucketMoment below);
 //   context parallel, by --cp-comm-type (ops/cp_comm.h), with k = e T (g d / t) the rank's K (g
 //     query groups, d head size) and q = e T (a d / t) its Q: the ring (p2p) the K and V chunk
 //     being received while the current one is used, and in the backward their gradients,
@@ -156,6 +162,7 @@
 // uses (TP, CP, PP, DP, EP, expert-DP groups of more than one rank).
 
 #include <cstdint>
+#include <vector>
 
 #include "config/device_config.h"
 #include "config/model_config.h"
@@ -292,25 +299,54 @@ int64_t zero2StepGradientBytes(const ModelConfig& model, const Strategy& strateg
 // of what an allocation there was copied from (`freed_after_allocations`: a cast's source lives
 // until its copy exists). The buckets add max over time of (activations + buckets) less the
 // activations' own peak (the backlog that builds in the cool-down meets few held activations). A
-// queue bound K leaves at most K closed buckets pending beside the one being filled. Without a
-// timeline (the search's memory check, a plan's estimate alone) the least first bucket a device's
-// chunks fill, in the model dtype (memory_model.h's zero2FirstBucketFillBytes): take the moment
-// the walk's held activations peak (a forward's end); the next gradient task on the device (B:
-// only without a split backward or fused tasks) starts before any activation is freed (tasks run
-// one after another, and only B frees) and opens its chunk's first bucket at its start, so the
-// walk's maximum is at least the activations' peak plus that bucket. That bucket fills through
-// its whole gradient task, inside which the SP gathers' transients (a column-parallel GEMM's
-// dgrad output beside the kept gather buffer) come and go, so the stage's rule of adding the
-// largest communication transient holds beside it. (At a cast instant, where the walk itself may
-// peak, only the kept gather buffer is held: docs/VALIDATION.md, session 25, step29.)
+// queue bound K leaves at most K closed buckets pending beside the one being filled.
+// The walk tells two kinds of instant apart, because what else is held differs:
+// - a plateau, the bytes between two instants: inside a task, where a linear's backward holds its
+//   SP dgrad output beside the kept gather buffer (the full SP term, 2 e T h for Megatron);
+// - a cast instant, between the allocation of a bucket's wire copy and the free of its filled
+//   source (both held: the walk's highest point around an issue). The cast runs in the bucket's
+//   gradient hook, which fires after the linear's backward has returned, so the dgrad output is
+//   freed: only the kept gather buffer (e T h) is held (docs/VALIDATION.md, session 25, step29;
+//   session 26, sp29). A bucket issued in the wire's own dtype allocates nothing at its issue, so
+//   its instant is no higher than the plateau around it.
+// Without a timeline (the search's memory check, a plan's estimate alone) the least first bucket
+// a device's chunks fill, in the model dtype (memory_model.h's zero2FirstBucketFillBytes), a
+// plateau: take the moment the walk's held activations peak (a forward's end); the next gradient
+// task on the device (B: only without a split backward or fused tasks) starts before any
+// activation is freed (tasks run one after another, and only B frees) and opens its chunk's
+// first bucket at its start, so the walk's plateaus reach at least the activations' peak plus
+// that bucket. That bucket fills through its whole gradient task, inside which the SP gathers'
+// transients come and go, so the full SP term holds beside it; the walk's stage figure, the
+// larger of its plateau with the full term and its cast instant with the kept buffer alone, is
+// never below it.
 struct HeldBytes {
   double start_us = 0;
   double end_us = 0;
   int64_t bytes = 0;
   bool freed_after_allocations = false;  // freed after the allocations at end_us (above)
 };
-int64_t pendingReductionPeakBytes(const std::vector<HeldBytes>& activations,
-                                  const std::vector<HeldBytes>& pending);
+// What the pending reductions add above the held activations' peak, at each kind of instant
+// (above); each at least 0.
+struct PendingReductionPeak {
+  int64_t plateau_bytes = 0;  // the most over the plateaus
+  int64_t cast_bytes = 0;     // the most over the cast instants (0: none)
+};
+PendingReductionPeak pendingReductionPeak(const std::vector<HeldBytes>& activations,
+                                          const std::vector<HeldBytes>& pending);
+// The part of tensorContextBufferBytes a linear's backward holds only until it returns: the SP
+// input gradient (Megatron's grad_input, DTensor's gathered gradient), e T h with sequence
+// parallelism and without --tp-comm-overlap (whose gathers land in userbuffers); 0 otherwise.
+int64_t sequenceParallelGradInputBytes(const ModelConfig& model, const Strategy& strategy);
+// The backward moment's communication transient and pending buckets, at the larger of the walk's
+// two kinds of instant: a plateau holds the full transient `comm` beside `pending.plateau_bytes`;
+// a cast instant `comm_at_cast` (the transient without the SP input gradient) beside
+// `pending.cast_bytes`. A tie is the plateau's.
+struct BucketMoment {
+  int64_t comm_transient_bytes = 0;
+  int64_t pending_reduction_bytes = 0;
+  bool at_cast = false;
+};
+BucketMoment bucketMoment(int64_t comm, int64_t comm_at_cast, const PendingReductionPeak& pending);
 // torch.distributed.pipelining's merge of the last stage's outputs (framework fsdp with PP): the
 // schedule's step() ends, after every backward, with `return self._merge_outputs(stage.
 // output_chunks)` on the stage holding the last chunk, merge_chunks' default spec concatenating

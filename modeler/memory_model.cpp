@@ -137,11 +137,11 @@ int64_t zero2FirstBucketFillBytes(const ModelConfig& model, const Strategy& stra
 }
 
 MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
-  return estimateMemory(plan, headroom, std::vector<int64_t>{});
+  return estimateMemory(plan, headroom, std::vector<PendingReductionPeak>{});
 }
 
 MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom,
-                              const std::vector<int64_t>& pending_reduction_bytes) {
+                              const std::vector<PendingReductionPeak>& pending_reductions) {
   std::vector<ChunkMemoryInput> chunks;
   chunks.reserve(plan.stages.size());
   // The footprints the plan's op lists were built from, and without recomputation.
@@ -188,8 +188,8 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom,
   }
   std::vector<DeviceChunkSums> devices =
       deviceChunkSums(plan.strategy, plan.micro_batches, chunks);
-  for (size_t s = 0; s < pending_reduction_bytes.size() && s < devices.size(); ++s) {
-    devices[s].pending_reduction_bytes = pending_reduction_bytes[s];
+  for (size_t s = 0; s < pending_reductions.size() && s < devices.size(); ++s) {
+    devices[s].pending_reductions = pending_reductions[s];
   }
   return estimateMemory(plan.model, plan.strategy, plan.cluster.device.memoryBytes(), devices,
                         headroom, hostCapacity(plan.cluster), plan.cluster.device.memory);
@@ -271,14 +271,15 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
     }
     sums.peak = peakActivations(states[device], chunk_bytes, chunk_held_bytes);
     // Whichever chunk's backward comes first after the held activations' peak opens its first
-    // bucket with them all held (DeviceChunkSums::pending_reduction_bytes): the least of them.
+    // bucket with them all held, a plateau (DeviceChunkSums::pending_reductions): the least of
+    // them.
     int64_t first_bucket = std::numeric_limits<int64_t>::max();
     for (int c = 0; c < v; ++c) {
       first_bucket = std::min(
           first_bucket,
           chunks[static_cast<size_t>(pipeline.virtualStage(device, c))].zero2_first_bucket_bytes);
     }
-    sums.pending_reduction_bytes = first_bucket;
+    sums.pending_reductions = {first_bucket, 0};
   }
   if (strategy.framework == Framework::kFsdp && P > 1) {
     // FSDP under PP accumulates each chunk's gradients unsharded in fp32 from its first backward:

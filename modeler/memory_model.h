@@ -153,8 +153,11 @@ struct StageMemory {
   int64_t dp_buffer_bytes = 0, pp_buffer_bytes = 0, fp8_bytes = 0, workspace_bytes = 0;
   // --grad-reduce-sync step (ZeRO-2): what the gradient buckets, the one being filled and the
   // queued ones, add above the held activations' peak (modeler/pending_reductions.h); the step
-  // waits for them all, so not at the step.
+  // waits for them all, so not at the step. `peak_at_bucket_cast` when that is at a bucket's cast,
+  // where comm_transient_bytes leaves out the SP input gradient (memory_components.h,
+  // bucketMoment); otherwise at a plateau, with the full transient.
   int64_t pending_reduction_bytes = 0;
+  bool peak_at_bucket_cast = false;
   // The optimizer step, after the last backward (memory_components.h): foreach AdamW's temporary
   // (0 but for FSDP with --optimizer-impl foreach) and what is allocated then (model states, that
   // temporary, what the pipelining runtime keeps to the next step, the workspace). The fields
@@ -221,9 +224,9 @@ struct MemoryEstimate {
 // Per-stage peak memory of `plan`. `headroom` in [0, 1): the share of device memory set aside.
 MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom = kDefaultMemoryHeadroom);
 // The same with, per device stage, what its timeline's pending ZeRO-2 reductions add to the peak
-// (--grad-reduce-sync step; DeviceChunkSums::pending_reduction_bytes).
+// (--grad-reduce-sync step; DeviceChunkSums::pending_reductions).
 MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom,
-                              const std::vector<int64_t>& pending_reduction_bytes);
+                              const std::vector<PendingReductionPeak>& pending_reductions);
 
 // What the memory model needs of one model chunk (virtual stage), so that a search can check
 // memory before (or instead of) building the plan.
@@ -318,13 +321,13 @@ struct DeviceChunkSums {
   // come before any backward, with none of them.
   bool has_accumulation = false;
   AccumulatedGradientPeak accumulation;
-  // --grad-reduce-sync step: what the device's pending reductions add to its peak. From a
-  // timeline in simulate (pendingReductionPeakBytes); without one (the search's memory check, an
-  // estimate of a plan alone) the least of its chunks' first buckets while they fill
-  // (ChunkMemoryInput::zero2_first_bucket_bytes), which no timeline's walk goes below: the
-  // backward that runs first after the held activations' peak starts with them all still held
-  // and opens its chunk's first bucket (memory_components.h).
-  int64_t pending_reduction_bytes = 0;
+  // --grad-reduce-sync step: what the device's pending reductions add to its peak, at a plateau and
+  // at a cast instant. From a timeline in simulate (pendingReductionPeak); without one (the
+  // search's memory check, an estimate of a plan alone) the least of its chunks' first buckets
+  // while they fill (ChunkMemoryInput::zero2_first_bucket_bytes) as a plateau's, no cast, which
+  // no timeline's walk goes below: the backward that runs first after the held activations' peak
+  // starts with them all still held and opens its chunk's first bucket (memory_components.h).
+  PendingReductionPeak pending_reductions;
 };
 std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t micro_batches,
                                              const std::vector<ChunkMemoryInput>& chunks);

@@ -61,10 +61,10 @@ void stageHeldBytes(const TaskGraph& graph, const StageTimeline& stage,
               reductions);
 }
 
-std::vector<int64_t> pendingReductionBytes(const Simulation& sim) {
+std::vector<PendingReductionPeak> pendingReductionPeaks(const Simulation& sim) {
   const IterationPlan& plan = sim.plan;
   if (!plan.strategy.reducesAtStep()) return {};
-  std::vector<int64_t> out(static_cast<size_t>(plan.deviceStages()), 0);
+  std::vector<PendingReductionPeak> out(static_cast<size_t>(plan.deviceStages()));
   // Per device stage, its chunks' bytes (the same in every pipeline class).
   std::vector<std::vector<ChunkHeldBytes>> device_chunks(out.size());
   for (size_t s = 0; s < out.size(); ++s) {
@@ -90,7 +90,9 @@ std::vector<int64_t> pendingReductionBytes(const Simulation& sim) {
       activations.clear();
       pending.clear();
       stageHeldBytes(sim.timeline.graph, p.stages[s], device_chunks[s], activations, pending);
-      out[s] = std::max(out[s], pendingReductionPeakBytes(activations, pending));
+      const PendingReductionPeak peak = pendingReductionPeak(activations, pending);
+      out[s].plateau_bytes = std::max(out[s].plateau_bytes, peak.plateau_bytes);
+      out[s].cast_bytes = std::max(out[s].cast_bytes, peak.cast_bytes);
     }
   }
   return out;

@@ -30,6 +30,9 @@
 // way.
 // With a queue bound K (a task that ends with more than K pending waits for the oldest) at most K
 // closed buckets are pending while the next task runs, beside the one it fills.
+// The issue is a gradient hook's instant, after the op's linear backward has returned: at a cast
+// (both copies held) the SP input gradient of that backward is already freed, so the walk keeps
+// its cast instants apart from its plateaus (memory_components.h, pendingReductionPeak).
 
 #include <cstdint>
 #include <vector>
@@ -67,9 +70,10 @@ void stageHeldBytes(const TaskGraph& graph, const StageTimeline& stage,
                     const std::vector<ChunkHeldBytes>& chunks, std::vector<HeldBytes>& activations,
                     std::vector<HeldBytes>& pending);
 
-// Per device stage, what its pending reductions add above its held activations' peak
-// (pendingReductionPeakBytes over stageHeldBytes; the largest over the pipeline classes). Empty
-// unless the plan runs --grad-reduce-sync step.
-std::vector<int64_t> pendingReductionBytes(const Simulation& sim);
+// Per device stage, what its pending reductions add above its held activations' peak, at a
+// plateau and at a cast instant (pendingReductionPeak over stageHeldBytes; each the largest over
+// the pipeline classes, which differ only in their times). Empty unless the plan runs
+// --grad-reduce-sync step.
+std::vector<PendingReductionPeak> pendingReductionPeaks(const Simulation& sim);
 
 }  // namespace evsim

@@ -39,6 +39,7 @@ StrategyTerms strategyTerms(const ModelConfig& model, const Strategy& strategy,
                                       : 0;
   // The same for every stage: one layer's SP/CP buffers, the pipeline's, the workspace, overhead.
   t.tp_cp_buffer = tensorContextBufferBytes(model, strategy);
+  t.sp_grad_input = sequenceParallelGradInputBytes(model, strategy);
   t.pp_buffer = pipelineBufferBytes(model, strategy);
   constexpr double kBytesPerMiB = 1024.0 * 1024.0;
   t.workspace = clampedRound(overheads.cublas_workspace_mib.value * kBytesPerMiB);
@@ -159,9 +160,18 @@ StageMemory stageMemory(const ModelConfig& model, const Strategy& strategy, cons
   mem.workspace_bytes = t.workspace;
   // --grad-reduce-sync step: the gradient buckets (the one being filled and the queued ones) above
   // the activations' peak, as a timeline walked them (pending_reductions.h), or without one the
-  // least first bucket of the device's chunks (memory_model.h's zero2FirstBucketFillBytes).
-  mem.pending_reduction_bytes =
-      t.zero == 2 && strategy.reducesAtStep() ? sums.pending_reduction_bytes : 0;
+  // least first bucket of the device's chunks (memory_model.h's zero2FirstBucketFillBytes), a
+  // plateau's. At a bucket's cast the SP input gradient is freed: the larger instant's buckets
+  // and communication transient (memory_components.h, bucketMoment).
+  if (t.zero == 2 && strategy.reducesAtStep()) {
+    const int64_t comm_at_cast =
+        std::max(t.tp_cp_buffer - t.sp_grad_input, mem.moe_dispatch_bytes);
+    const BucketMoment moment =
+        bucketMoment(mem.comm_transient_bytes, comm_at_cast, sums.pending_reductions);
+    mem.comm_transient_bytes = moment.comm_transient_bytes;
+    mem.pending_reduction_bytes = moment.pending_reduction_bytes;
+    mem.peak_at_bucket_cast = moment.at_cast;
+  }
   const int64_t dynamic = saturatingAdd(mem.activationPeakBytes(), mem.bufferBytes());
   mem.allocated_bytes = saturatingAdd(mem.model_state_bytes, dynamic);
   // The optimizer step (memory_components.h): the states, foreach's temporary of the largest

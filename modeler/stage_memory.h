@@ -28,6 +28,9 @@ struct StrategyTerms {
   StateBytesPerParameter dense_state, expert_state;
   double dense_host = 0, expert_host = 0;
   int64_t tp_cp_buffer = 0, pp_buffer = 0, workspace = 0, userbuffers = 0, overhead = 0;
+  // The part of tp_cp_buffer a linear's backward frees before its gradient hooks run (the SP input
+  // gradient): not held at a bucket's cast (memory_components.h, bucketMoment).
+  int64_t sp_grad_input = 0;
   int communicators = 0;
   double fragmentation = 0;
 };

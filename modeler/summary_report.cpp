@@ -140,6 +140,7 @@ nlohmann::json stageMemoryJson(const StageMemory& m) {
           {"device_bytes", m.peak_bytes}};
   if (m.pending_reduction_bytes > 0) {  // --grad-reduce-sync step only
     out["pending_reduction_bytes"] = m.pending_reduction_bytes;
+    out["peak_at_bucket_cast"] = m.peak_at_bucket_cast;
   }
   return out;
 }
@@ -260,7 +261,7 @@ nlohmann::json summaryJson(const Simulation& sim, double memory_headroom, const 
   const SimulationSummary& s = sim.summary;
   const Strategy& st = sim.plan.strategy;
   const MemoryEstimate memory =
-      estimateMemory(sim.plan, memory_headroom, pendingReductionBytes(sim));  // per device
+      estimateMemory(sim.plan, memory_headroom, pendingReductionPeaks(sim));  // per device
   const UncertaintyBand band = uncertaintyBand(sim);
   nlohmann::json stages = nlohmann::json::array();
   for (const StageSummary& stage : s.stages) {
@@ -398,7 +399,7 @@ std::string summaryText(const Simulation& sim, double memory_headroom, const Lin
   out += fmt::format(
       "  provenance         measured {:.1f}%, derived {:.1f}%, estimated {:.1f}% of op time\n",
       100 * s.provenance_share[0], 100 * s.provenance_share[1], 100 * s.provenance_share[2]);
-  const MemoryEstimate memory = estimateMemory(p, memory_headroom, pendingReductionBytes(sim));
+  const MemoryEstimate memory = estimateMemory(p, memory_headroom, pendingReductionPeaks(sim));
   out += fmt::format("  peak memory/GPU    {}\n", memoryVerdictText(memory));
   out += fmt::format("  memory ({}, stage {}) {}\n", frameworkName(st.framework), memory.peak_stage,
                      memoryBreakdownText(memory.stages.at(memory.peak_stage), memory));

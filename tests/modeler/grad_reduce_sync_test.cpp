@@ -189,11 +189,16 @@ TEST(GradReduceSyncTest, QueueBoundDelaysLaterMicroBatchesByHand) {
 TEST(GradReduceSyncTest, PendingReductionPeakBytesByHand) {
   const std::vector<HeldBytes> activations = {{0, 10, 100}, {2, 6, 100}};
   std::vector<HeldBytes> pending = {{4, 8, 50}, {6, 7, 100}};
-  EXPECT_EQ(pendingReductionPeakBytes(activations, pending), 50);
+  // No cast (every bucket in one dtype): plateaus alone.
+  auto expectPeak = [](const PendingReductionPeak& p, int64_t plateau, int64_t cast) {
+    EXPECT_EQ(p.plateau_bytes, plateau);
+    EXPECT_EQ(p.cast_bytes, cast);
+  };
+  expectPeak(pendingReductionPeak(activations, pending), 50, 0);
   pending.push_back({8, 20, 300});
-  EXPECT_EQ(pendingReductionPeakBytes(activations, pending), 200);
-  EXPECT_EQ(pendingReductionPeakBytes(activations, {}), 0);
-  EXPECT_EQ(pendingReductionPeakBytes({}, {{0, 2, 7}, {1, 3, 5}}), 12);
+  expectPeak(pendingReductionPeak(activations, pending), 200, 0);
+  expectPeak(pendingReductionPeak(activations, {}), 0, 0);
+  expectPeak(pendingReductionPeak({}, {{0, 2, 7}, {1, 3, 5}}), 12, 0);
   // No IPG buffer under step, even with overlap_comm (each bucket is its own buffer, the one being
   // filled among those the walk counts); under backward a 4 MiB bucket of the fp32 wire holds
   // 1,048,576 elements, in the model dtype (2 bytes) here, two such buffers with overlap_comm.
@@ -230,7 +235,8 @@ TEST(GradReduceSyncTest, PendingReductionPeakBytesByHand) {
 // bound: fill [4, 6], [7, 9], [10, 12], wire [6, 11], [9, 16], [12, 21]; at 6 B0's activations
 // go (60), r0's copy comes (160), then its source (110); at 7 F2 and B1's filling (170); at 9 F1's
 // activations go (160), r1's copy comes beside r0 (260: 10 + 100 + 50 + 100), then its source
-// (210); 260 at 10; 160 at 11; at 12 250, then 200. 260 - 20 = 240.
+// (210); 260 at 10; 160 at 11; at 12 250, then 200. 260 - 20 = 240, both at a plateau (10) and
+// at a cast instant (9, the copy made and its source not yet freed).
 TEST(GradReduceSyncTest, PendingBucketsHeldFromTheirFirstGradientByHand) {
   const std::vector<ChunkHeldBytes> chunks = {{10, {{100, 0}}}};
   struct Case {
@@ -259,7 +265,9 @@ TEST(GradReduceSyncTest, PendingBucketsHeldFromTheirFirstGradientByHand) {
         EXPECT_EQ(pending[i].bytes, 100) << i;
       }
       ASSERT_EQ(activations.size(), 3u);
-      EXPECT_EQ(pendingReductionPeakBytes(activations, pending), c.peak[st]);
+      const PendingReductionPeak peak = pendingReductionPeak(activations, pending);
+      EXPECT_EQ(peak.plateau_bytes, c.peak[st]);
+      EXPECT_EQ(peak.cast_bytes, 0);  // one dtype: no cast
     }
   }
   TimingInput in = twoStageZero2(true, 5);
@@ -277,7 +285,10 @@ TEST(GradReduceSyncTest, PendingBucketsHeldFromTheirFirstGradientByHand) {
   EXPECT_DOUBLE_EQ(pending[1].end_us, 11);
   EXPECT_EQ(pending[1].bytes, 100);
   EXPECT_FALSE(pending[1].freed_after_allocations);
-  EXPECT_EQ(pendingReductionPeakBytes(activations, pending), 240);
+  // The plateau's 260 at 10 and the cast instant's at 9 (above).
+  const PendingReductionPeak peak = pendingReductionPeak(activations, pending);
+  EXPECT_EQ(peak.plateau_bytes, 240);
+  EXPECT_EQ(peak.cast_bytes, 240);
 }
 
 // A chunk with three buckets, the last in two parts (dense and experts', issued after the same
@@ -358,14 +369,16 @@ TEST(GradReduceSyncTest, PlanMovesTheReductionsToTheQueue) {
   for (int st = 0; st < 2; ++st) {
     EXPECT_EQ(no_timeline.stages[st].pending_reduction_bytes, 4 * queued.stages[st].parameters);
   }
-  const MemoryEstimate before = estimateMemory(queued, kDefaultMemoryHeadroom, {0, 0});
+  const MemoryEstimate before =
+      estimateMemory(queued, kDefaultMemoryHeadroom, std::vector<PendingReductionPeak>(2));
   for (int st = 0; st < 2; ++st) EXPECT_EQ(before.stages[st].pending_reduction_bytes, 0);
-  const MemoryEstimate after = estimateMemory(queued, kDefaultMemoryHeadroom, {3000, 2000});
+  const MemoryEstimate after =
+      estimateMemory(queued, kDefaultMemoryHeadroom, {{3000, 0}, {2000, 0}});
   EXPECT_EQ(after.stages[0].pending_reduction_bytes, 3000);
   EXPECT_EQ(after.stages[1].pending_reduction_bytes, 2000);
   ASSERT_FALSE(after.stages[0].peak_at_optimizer_step);
   EXPECT_EQ(after.stages[0].allocated_bytes - before.stages[0].allocated_bytes, 3000);
-  EXPECT_EQ(estimateMemory(waited, kDefaultMemoryHeadroom, {3000, 2000})
+  EXPECT_EQ(estimateMemory(waited, kDefaultMemoryHeadroom, {{3000, 0}, {2000, 0}})
                 .stages[0]
                 .pending_reduction_bytes,
             0);
@@ -445,7 +458,8 @@ TEST(GradReduceSyncTest, ClosedFormBoundStaysBelowTheQueuedSimulation) {
       std::vector<EventCost> event_costs = costs.costAll(plan.events);
       const double one_us = costs.cost(stageZeroBucketsAsOne(plan))->time_us;
       const MemoryEstimate no_timeline = estimateMemory(plan);
-      const MemoryEstimate with_pending = estimateMemory(plan, kDefaultMemoryHeadroom, {int64_t{1} << 32});
+      const MemoryEstimate with_pending =
+          estimateMemory(plan, kDefaultMemoryHeadroom, {{int64_t{1} << 32, 0}});
       const Simulation sim = simulate(std::move(plan), std::move(event_costs));
       const ClosedFormResult closed = tier.evaluate(s);
       EXPECT_GE(closed.lower_bound_us, 4 * one_us * (1 - 1e-12));

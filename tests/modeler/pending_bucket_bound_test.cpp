@@ -1,6 +1,6 @@
 // --grad-reduce-sync step without a timeline (issue 29): the search's memory check and a plan's
 // own estimate count the least first ZeRO-2 bucket a device's chunks fill
-// (DeviceChunkSums::pending_reduction_bytes, zero2FirstBucketFillBytes), a lower bound of what
+// (DeviceChunkSums::pending_reductions, zero2FirstBucketFillBytes), a lower bound of what
 // simulate's timeline walk finds (modeler/pending_reductions.h). Bucket sizes worked by hand;
 // then a set of small plans on which the closed form never passes simulate's peak, with the
 // cards on which the two verdicts disagree counted before (no bucket) and after.
@@ -19,6 +19,7 @@
 
 #include "modeler/closed_form_tier.h"
 #include "modeler/cost_model.h"
+#include "modeler/memory_components.h"
 #include "modeler/memory_model.h"
 #include "modeler/pending_reductions.h"
 #include "modeler/simulation.h"
@@ -81,7 +82,8 @@ TEST(PendingBucketBound, OneBucketAChunkIsItsParametersInTheModelDtype) {
     EXPECT_EQ(estimate.stages[0].pending_reduction_bytes, e * kN0);
     EXPECT_EQ(estimate.stages[1].pending_reduction_bytes, e * kN1);
     // The old rule (nothing pending without a timeline) is the same estimate with 0 given.
-    const MemoryEstimate old_rule = estimateMemory(plan, kDefaultMemoryHeadroom, {0, 0});
+    const MemoryEstimate old_rule =
+        estimateMemory(plan, kDefaultMemoryHeadroom, std::vector<PendingReductionPeak>(2));
     // At the backward's moment it adds whole (with bf16 the stage may peak at its optimizer step).
     if (!estimate.stages[1].peak_at_optimizer_step && !old_rule.stages[1].peak_at_optimizer_step) {
       EXPECT_EQ(estimate.stages[1].allocated_bytes - old_rule.stages[1].allocated_bytes, e * kN1);
@@ -89,10 +91,10 @@ TEST(PendingBucketBound, OneBucketAChunkIsItsParametersInTheModelDtype) {
     EXPECT_EQ(tier.evaluate(s).peak_memory_bytes, estimate.peak_bytes);
     std::vector<EventCost> event_costs = costs.costAll(plan.events);
     const Simulation sim = simulate(std::move(plan), std::move(event_costs));
-    const std::vector<int64_t> walked = pendingReductionBytes(sim);
+    const std::vector<PendingReductionPeak> walked = pendingReductionPeaks(sim);
     ASSERT_EQ(walked.size(), 2u);
-    EXPECT_GE(walked[0], e * kN0);
-    EXPECT_GE(walked[1], e * kN1);
+    EXPECT_GE(walked[0].plateau_bytes, e * kN0);
+    EXPECT_GE(walked[1].plateau_bytes, e * kN1);
     // Under --grad-reduce-sync backward nothing of it is counted (the IPG buffer is instead).
     Strategy backward = s;
     backward.grad_reduce_sync = GradReduceSync::kBackward;
@@ -155,7 +157,11 @@ struct StepPlanRun {
   Simulation sim;
   MemoryEstimate estimate;
   int64_t before = 0, closed = 0, simulated = 0;
-  std::vector<int64_t> walked;
+  bool simulated_at_cast = false;  // simulate's busiest stage peaks at a bucket's cast
+  // Simulate's peak by the rule before session 26: the walk's largest instant beside the full
+  // SP term (no cast instant told apart).
+  int64_t simulated_full_sp = 0;
+  std::vector<PendingReductionPeak> walked;
 };
 
 StepPlanRun runStepPlan(const ModelConfig& model, const ClusterConfig& cluster,
@@ -163,13 +169,22 @@ StepPlanRun runStepPlan(const ModelConfig& model, const ClusterConfig& cluster,
   IterationPlan plan = buildIterationPlan(model, cluster, s);
   StepPlanRun r;
   r.estimate = estimateMemory(plan);
-  const std::vector<int64_t> none(static_cast<size_t>(s.pp), 0);
+  const std::vector<PendingReductionPeak> none(static_cast<size_t>(s.pp));
   r.before = estimateMemory(plan, kDefaultMemoryHeadroom, none).peak_bytes;
   r.closed = tier.evaluate(s).peak_memory_bytes;
   std::vector<EventCost> event_costs = costs.costAll(plan.events);
   r.sim = simulate(std::move(plan), std::move(event_costs));
-  r.walked = pendingReductionBytes(r.sim);
-  r.simulated = estimateMemory(r.sim.plan, kDefaultMemoryHeadroom, r.walked).peak_bytes;
+  r.walked = pendingReductionPeaks(r.sim);
+  const MemoryEstimate simulated = estimateMemory(r.sim.plan, kDefaultMemoryHeadroom, r.walked);
+  r.simulated = simulated.peak_bytes;
+  r.simulated_at_cast =
+      simulated.stages[static_cast<size_t>(simulated.peak_stage)].peak_at_bucket_cast;
+  std::vector<PendingReductionPeak> one_figure;
+  for (const PendingReductionPeak& p : r.walked) {
+    one_figure.push_back({std::max(p.plateau_bytes, p.cast_bytes), 0});
+  }
+  r.simulated_full_sp =
+      estimateMemory(r.sim.plan, kDefaultMemoryHeadroom, one_figure).peak_bytes;
   return r;
 }
 
@@ -230,7 +245,7 @@ TEST(PendingBucketBound, ClosedFormNeverPassesSimulateAndDisagreesLess) {
               std::vector<EventCost> bc = costs.costAll(bp.events);
               const Simulation bs = simulate(std::move(bp), std::move(bc));
               EXPECT_EQ(tier.evaluate(b).peak_memory_bytes,
-                        estimateMemory(bs.plan, kDefaultMemoryHeadroom, pendingReductionBytes(bs))
+                        estimateMemory(bs.plan, kDefaultMemoryHeadroom, pendingReductionPeaks(bs))
                             .peak_bytes);
               ++backward_plans;
             }
@@ -310,12 +325,16 @@ struct SweepTally {
   int plans = 0;
   int bound_bites = 0;  // plans whose closed form counts a pending bucket (> the old rule)
   int equal = 0;        // plans whose closed form is simulate's peak
+  int cast_peaks = 0;   // plans whose simulated peak is at a bucket's cast
+  int lowered = 0;      // plans whose simulated peak is below the full-SP rule's
   std::vector<std::string> refused;  // why, per refused plan's shape (the first refusal)
 };
 
 void print(const char* what, const SweepTally& t) {
   std::cout << "[pending bucket bound] " << what << ": " << t.plans << " plans, " << t.bound_bites
-            << " counting a pending bucket, " << t.equal << " equal to simulate's peak\n";
+            << " counting a pending bucket, " << t.equal << " equal to simulate's peak, "
+            << t.cast_peaks << " simulated at a bucket's cast, " << t.lowered
+            << " below the full SP term's\n";
   for (const std::string& why : t.refused) std::cout << "  refused: " << why << "\n";
   EXPECT_TRUE(t.refused.empty()) << "a swept shape is refused";
 }
@@ -370,15 +389,21 @@ void sweepStepPlans(ModelConfig model, const std::vector<SweepShape>& shapes,
               EXPECT_LE(estimate.stages[static_cast<size_t>(d)].pending_reduction_bytes, least)
                   << "device stage " << d;
             }
-            // Per device stage: the least first bucket never above the walk's.
+            // Per device stage: the least first bucket never above the walk's plateaus.
             for (size_t d = 0; d < r.walked.size() && d < estimate.stages.size(); ++d) {
-              EXPECT_LE(estimate.stages[d].pending_reduction_bytes, r.walked[d]) << "stage " << d;
+              EXPECT_LE(estimate.stages[d].pending_reduction_bytes, r.walked[d].plateau_bytes)
+                  << "stage " << d;
             }
             EXPECT_LE(r.closed, r.simulated);
             EXPECT_LE(r.before, estimate.peak_bytes);
             ++tally.plans;
             tally.bound_bites += estimate.peak_bytes > r.before;
             tally.equal += r.closed == r.simulated;
+            tally.cast_peaks += r.simulated_at_cast;
+            // Telling the cast apart lowers simulate's peak by at most the SP input gradient.
+            EXPECT_LE(r.simulated, r.simulated_full_sp);
+            EXPECT_LE(r.simulated_full_sp - r.simulated, sequenceParallelGradInputBytes(model, s));
+            tally.lowered += r.simulated < r.simulated_full_sp;
           }
         }
       }
@@ -506,6 +531,28 @@ TEST(PendingBucketBound, ContextParallelNeverPassesSimulate) {
   }
   shapes.push_back({1, 2, 1, Schedule::kDapple, 1, 1, 2});  // D 1: only CP reduces
   expectSweepCountsABucket("CP 2", model, shapes, [](Strategy&) {});
+}
+
+// Sequence parallelism (TP 2; with CP 2 too): simulate's walk counts the SP input gradient on its
+// plateaus only, not at a bucket's cast (memory_components.h, bucketMoment), while the closed
+// form's first bucket is a plateau's with the full SP term; bf16 plans cast their buckets into the
+// fp32 wire, and some peak there.
+TEST(PendingBucketBound, SequenceParallelNeverPassesSimulate) {
+  const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
+  SweepTally tally;
+  ASSERT_NO_FATAL_FAILURE(sweepStepPlans(model,
+                                         {{2, 1, 2},
+                                          {2, 2, 2},
+                                          {2, 2, 2, Schedule::kGpipe},
+                                          {2, 4, 2},
+                                          {2, 2, 2, Schedule::kInterleaved, 2},
+                                          {2, 2, 2, Schedule::kDapple, 1, 1, 2}},
+                                         [](Strategy& s) { s.sequence_parallel = true; }, tally));
+  print("SP", tally);
+  EXPECT_GE(tally.plans, 100);
+  EXPECT_GE(tally.bound_bites, 1);
+  EXPECT_GE(tally.cast_peaks, 1);
+  EXPECT_GE(tally.lowered, 1);
 }
 
 // tiny-moe (8 SwiGLU experts, top 2): the routed experts' batched weight gradients arrive as one
