@@ -294,7 +294,7 @@ int64_t zero2StepGradientBytes(const ModelConfig& model, const Strategy& strateg
 // activations' own peak (the backlog that builds in the cool-down meets few held activations). A
 // queue bound K leaves at most K closed buckets pending beside the one being filled. Without a
 // timeline (the search's memory check, a plan's estimate alone) the least first bucket a device's
-// chunks fill, in the model dtype (memory_model.h's zero2FirstBucketFillBytes): take the moment
+// chunks fill, in the model dtype (memory_model.h's setLeastFirstBuckets): take the moment
 // the walk's held activations peak (a forward's end); the next gradient task on the device (B:
 // only without a split backward or fused tasks) starts before any activation is freed (tasks run
 // one after another, and only B frees) and opens its chunk's first bucket at its start, so the

@@ -159,7 +159,7 @@ StageMemory stageMemory(const ModelConfig& model, const Strategy& strategy, cons
   mem.workspace_bytes = t.workspace;
   // --grad-reduce-sync step: the gradient buckets (the one being filled and the queued ones) above
   // the activations' peak, as a timeline walked them (pending_reductions.h), or without one the
-  // least first bucket of the device's chunks (memory_model.h's zero2FirstBucketFillBytes).
+  // least first bucket of the device's chunks (memory_model.h's setLeastFirstBuckets).
   mem.pending_reduction_bytes =
       t.zero == 2 && strategy.reducesAtStep() ? sums.pending_reduction_bytes : 0;
   const int64_t dynamic = saturatingAdd(mem.activationPeakBytes(), mem.bufferBytes());
