@@ -33,6 +33,9 @@ struct ClosedFormTier::Facts {
   std::vector<ChunkMemoryInput> chunks;
   std::vector<int64_t> parameters, dense_parameters;
   std::vector<DeviceChunkSums> devices;  // the memory model's per-device sums of the chunks
+  // Whether `devices` hold --grad-reduce-sync step's least first buckets (setLeastFirstBuckets):
+  // set when a ZeRO-2 step member first needs them, no other reads them.
+  bool least_first_buckets = false;
   // F_k and B_k without [0] and with [1] ZeRO-3's transfers; `complete` false when an op has no
   // cost (no bound then).
   std::array<std::vector<double>, 2> forward, backward;

@@ -213,8 +213,6 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
       c.expert_parameters += footprint.head.expert_weights;  // an MTP depth's MoE block
     }
     addLayerFacts(model_, footprint, unrecomputed, first_layer[k], end, has_embedding, has_head, c);
-    // --grad-reduce-sync step's least pending bucket (memory_model.h), as the plan's estimate.
-    c.zero2_first_bucket_bytes = zero2FirstBucketFillBytes(model_, strategy, c);
     f.parameters[k] = c.parameters;
     // The parameters the DP group (x CP) synchronises: all, or without the experts under EP.
     f.dense_parameters[k] = c.parameters - (strategy.expertsSyncApart() ? c.expert_parameters : 0);
@@ -265,6 +263,12 @@ ClosedFormResult ClosedFormTier::evaluate(const Strategy& strategy, Workspace& w
   const int memory_slot = zero == 2 && strategy.reducesAtStep() ? 5
                           : zero == 2 && strategy.dp_overlap   ? 4
                                                                : zero;
+  if (memory_slot == 5 && !f.least_first_buckets) {
+    // --grad-reduce-sync step's least pending bucket (memory_model.h), as the plan's estimate:
+    // for the class's first such member only (the facts' key resets ZeRO and the sync mode).
+    setLeastFirstBuckets(model_, strategy, f.chunks, f.devices);
+    f.least_first_buckets = true;
+  }
   std::optional<MemoryPeak>& mem =
       f.memory[static_cast<size_t>(memory_slot)][static_cast<size_t>(offload)];
   // A bound kept from an earlier member serves while it is at least the figure asked for.

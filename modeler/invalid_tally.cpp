@@ -2,56 +2,64 @@
 
 #include <fmt/format.h>
 
-#include <map>
-#include <string>
-
 #include "modeler/pruned_search.h"
 #include "modeler/search.h"
 
 namespace evsim {
 
-void InvalidTally::add(const Strategy& strategy, const StrategyViolation& violation, size_t index) {
+int InvalidTally::noteRule(const std::string& message, int64_t micro_batch, size_t index) {
+  auto [it, inserted] =
+      rule_of_text_.try_emplace(violationRule(message), static_cast<int>(rules_.size()));
+  if (inserted) rules_.push_back(Rule{0, index, fmt::format("{} (b={})", message, micro_batch)});
+  Rule& rule = rules_[static_cast<size_t>(it->second)];
+  if (index < rule.first_index) {
+    rule.first_index = index;
+    rule.example = fmt::format("{} (b={})", message, micro_batch);
+  }
+  return it->second;
+}
+
+void InvalidTally::add(const ModelConfig& model, const ClusterConfig& cluster,
+                       const Strategy& strategy, const StrategyViolation& violation, size_t index) {
   ++count_;
-  auto [it, inserted] = entries_.try_emplace(violation);
-  Entry& e = it->second;
-  if (inserted) {
-    e.first_index = index;
-    e.first = strategy;
+  if (seen_.empty()) seen_.resize(kSeenSlots);
+  Seen& seen = seen_[StrategyViolationHash{}(violation) & (kSeenSlots - 1)];
+  if (seen.rule < 0 || !(seen.violation == violation)) {
+    seen.violation = violation;
+    seen.rule = noteRule(violationMessage(model, cluster, strategy, violation),
+                         strategy.micro_batch, index);
+  } else if (index < rules_[static_cast<size_t>(seen.rule)].first_index) {
+    // Earlier than the rule's example (a worker's candidates come in order; this is for callers
+    // whose do not): its message is the example.
+    noteRule(violationMessage(model, cluster, strategy, violation), strategy.micro_batch, index);
   }
-  ++e.count;
-  if (index < e.first_index) {  // a worker's candidates come in order; merged ones may not
-    e.first_index = index;
-    e.first = strategy;
-  }
+  ++rules_[static_cast<size_t>(seen.rule)].count;
 }
 
 void InvalidTally::merge(const InvalidTally& other) {
   count_ += other.count_;
-  for (const auto& [violation, theirs] : other.entries_) {
-    auto [it, inserted] = entries_.try_emplace(violation, theirs);
-    if (inserted) continue;
-    Entry& mine = it->second;
+  for (const auto& [text, r] : other.rule_of_text_) {
+    const Rule& theirs = other.rules_[static_cast<size_t>(r)];
+    auto [it, inserted] = rule_of_text_.try_emplace(text, static_cast<int>(rules_.size()));
+    if (inserted) {
+      rules_.push_back(theirs);
+      continue;
+    }
+    Rule& mine = rules_[static_cast<size_t>(it->second)];
     mine.count += theirs.count;
     if (theirs.first_index < mine.first_index) {
       mine.first_index = theirs.first_index;
-      mine.first = theirs.first;
+      mine.example = theirs.example;
     }
   }
 }
 
-void InvalidTally::report(const ModelConfig& model, const ClusterConfig& cluster,
-                          SearchReport& out) const {
+void InvalidTally::report(SearchReport& out) const {
   out.invalid = count_;
-  std::map<std::string, size_t> first_of_rule;  // rule text -> its example's index
-  for (const auto& [violation, e] : entries_) {
-    const std::string message = violationMessage(model, cluster, e.first, violation);
-    const std::string rule = violationRule(message);
-    out.invalid_by_rule[rule] += e.count;
-    auto [it, inserted] = first_of_rule.try_emplace(rule, e.first_index);
-    if (inserted || e.first_index < it->second) {
-      it->second = e.first_index;
-      out.invalid_example[rule] = fmt::format("{} (b={})", message, e.first.micro_batch);
-    }
+  for (const auto& [text, r] : rule_of_text_) {
+    const Rule& rule = rules_[static_cast<size_t>(r)];
+    out.invalid_by_rule[text] += rule.count;
+    out.invalid_example[text] = rule.example;
   }
 }
 

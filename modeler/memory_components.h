@@ -310,7 +310,7 @@ int64_t zero2StepGradientBytes(const ModelConfig& model, const Strategy& strateg
 //   session 26, sp29). A bucket issued in the wire's own dtype allocates nothing at its issue, so
 //   its instant is no higher than the plateau around it.
 // Without a timeline (the search's memory check, a plan's estimate alone) the least first bucket
-// a device's chunks fill, in the model dtype (memory_model.h's zero2FirstBucketFillBytes), a
+// a device's chunks fill, in the model dtype (memory_model.h's setLeastFirstBuckets), a
 // plateau: take the moment the walk's held activations peak (a forward's end); the next gradient
 // task on the device (B: only without a split backward or fused tasks) starts before any
 // activation is freed (tasks run one after another, and only B frees) and opens its chunk's

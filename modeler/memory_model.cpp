@@ -120,22 +120,6 @@ void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
                           : chunk.head_parameters);
 }
 
-int64_t zero2FirstBucketFillBytes(const ModelConfig& model, const Strategy& strategy,
-                                  const ChunkMemoryInput& chunk) {
-  if (pipelineSchedule(strategy.schedule).splitsBackward() || fusesTasks(strategy)) return 0;
-  if (chunk.expert_parameters > 0 && strategy.expertsSyncApart() &&
-      strategy.expertGradGroupSize() < 2) {
-    return 0;
-  }
-  const DType wire =
-      dataParallelGradDtype(strategy.framework, model.dtype, strategy.grad_reduce_in_bf16);
-  const int64_t first = zero2FirstBucketAtLeast(
-      Zero2ChunkGradients{chunk.parameters, chunk.first_gradient_elements,
-                          chunk.later_gradient_elements, chunk.embedding_parameters},
-      zero2BucketElements(strategy, dtypeBytes(wire)));
-  return clampedRound(static_cast<double>(first) * dtypeBytes(model.dtype));
-}
-
 MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom) {
   return estimateMemory(plan, headroom, std::vector<PendingReductionPeak>{});
 }
@@ -183,11 +167,13 @@ MemoryEstimate estimateMemory(const IterationPlan& plan, double headroom,
     addLayerFacts(plan.model, footprint, unrecomputed.get(), stage.first_layer,
                   stage.first_layer + stage.num_layers, stage.has_embedding, stage.has_head, chunk,
                   plan.strategy.recompute_every > 1 ? &recomputed : nullptr);
-    chunk.zero2_first_bucket_bytes = zero2FirstBucketFillBytes(plan.model, plan.strategy, chunk);
     chunks.push_back(chunk);
   }
   std::vector<DeviceChunkSums> devices =
       deviceChunkSums(plan.strategy, plan.micro_batches, chunks);
+  if (plan.strategy.zero_stage == 2 && plan.strategy.reducesAtStep()) {
+    setLeastFirstBuckets(plan.model, plan.strategy, chunks, devices);
+  }
   for (size_t s = 0; s < pending_reductions.size() && s < devices.size(); ++s) {
     devices[s].pending_reductions = pending_reductions[s];
   }
@@ -270,16 +256,6 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
       }
     }
     sums.peak = peakActivations(states[device], chunk_bytes, chunk_held_bytes);
-    // Whichever chunk's backward comes first after the held activations' peak opens its first
-    // bucket with them all held, a plateau (DeviceChunkSums::pending_reductions): the least of
-    // them.
-    int64_t first_bucket = std::numeric_limits<int64_t>::max();
-    for (int c = 0; c < v; ++c) {
-      first_bucket = std::min(
-          first_bucket,
-          chunks[static_cast<size_t>(pipeline.virtualStage(device, c))].zero2_first_bucket_bytes);
-    }
-    sums.pending_reductions = {first_bucket, 0};
   }
   if (strategy.framework == Framework::kFsdp && P > 1) {
     // FSDP under PP accumulates each chunk's gradients unsharded in fp32 from its first backward:
@@ -308,6 +284,42 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
     }
   }
   return out;
+}
+
+void setLeastFirstBuckets(const ModelConfig& model, const Strategy& strategy,
+                          const std::vector<ChunkMemoryInput>& chunks,
+                          std::vector<DeviceChunkSums>& devices) {
+  const int P = strategy.pp;
+  EVSIM_CHECK(!chunks.empty() && chunks.size() % P == 0 && devices.size() == static_cast<size_t>(P),
+              "{} chunks and {} devices for {} stages", chunks.size(), devices.size(), P);
+  for (DeviceChunkSums& sums : devices) sums.pending_reductions = {};
+  if (pipelineSchedule(strategy.schedule).splitsBackward() || fusesTasks(strategy)) return;
+  const bool experts_unreduced = strategy.expertsSyncApart() && strategy.expertGradGroupSize() < 2;
+  const DType wire =
+      dataParallelGradDtype(strategy.framework, model.dtype, strategy.grad_reduce_in_bf16);
+  const int64_t bucket_elements = zero2BucketElements(strategy, dtypeBytes(wire));
+  const double model_bytes = dtypeBytes(model.dtype);
+  auto first_bucket_bytes = [&](const ChunkMemoryInput& chunk) -> int64_t {
+    if (chunk.expert_parameters > 0 && experts_unreduced) return 0;
+    const int64_t first = zero2FirstBucketAtLeast(
+        Zero2ChunkGradients{chunk.parameters, chunk.first_gradient_elements,
+                            chunk.later_gradient_elements, chunk.embedding_parameters},
+        bucket_elements);
+    return clampedRound(static_cast<double>(first) * model_bytes);
+  };
+  const int v = static_cast<int>(chunks.size()) / P;
+  const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, v);
+  for (int device = 0; device < P; ++device) {
+    // Whichever chunk's backward comes first after the held activations' peak opens its first
+    // bucket with them all held, a plateau (DeviceChunkSums::pending_reductions): the least of
+    // them.
+    int64_t least = std::numeric_limits<int64_t>::max();
+    for (int c = 0; c < v; ++c) {
+      const size_t k = static_cast<size_t>(pipeline.virtualStage(device, c));
+      least = std::min(least, first_bucket_bytes(chunks[k]));
+    }
+    devices[static_cast<size_t>(device)].pending_reductions = {least, 0};
+  }
 }
 
 MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy,

@@ -264,22 +264,7 @@ struct ChunkMemoryInput {
   // otherwise 0) and a most later one (a block's parameters, the head's less that first one).
   int64_t first_gradient_elements = 0;
   int64_t later_gradient_elements = 0;
-  // --grad-reduce-sync step: the least bytes of the chunk's first ZeRO-2 bucket while it fills
-  // (zero2FirstBucketFillBytes below); 0 where none is known.
-  int64_t zero2_first_bucket_bytes = 0;
 };
-
-// --grad-reduce-sync step, without a timeline: a least value of the model-dtype bytes of `chunk`'s
-// first ZeRO-2 bucket while it fills (plan/zero2_buckets.h's zero2FirstBucketAtLeast over the
-// chunk's arrival facts, times the model dtype's bytes), the bucket its every gradient task
-// opens at its start (modeler/pending_reductions.h). 0 where the walk's first bucket need not be
-// that one: a split backward (its W tasks fill the buckets, after B has freed activations),
-// fused tasks, and routed experts whose expert-data-parallel group is one rank (their part of a
-// bucket has no reduction, so the first listed bucket may be a later one). Independent of the ZeRO
-// stage and of --grad-reduce-sync (stageMemory counts it under ZeRO-2 with step only), so
-// candidates that differ only in those share it.
-int64_t zero2FirstBucketFillBytes(const ModelConfig& model, const Strategy& strategy,
-                                  const ChunkMemoryInput& chunk);
 
 // Fills the layer facts of `chunk` for blocks [first_layer, end_layer) (and the embedding and the
 // head when it has them): `footprint` under the strategy, `unrecomputed` the same without
@@ -324,9 +309,10 @@ struct DeviceChunkSums {
   // --grad-reduce-sync step: what the device's pending reductions add to its peak, at a plateau and
   // at a cast instant. From a timeline in simulate (pendingReductionPeak); without one (the
   // search's memory check, an estimate of a plan alone) the least of its chunks' first buckets
-  // while they fill (ChunkMemoryInput::zero2_first_bucket_bytes) as a plateau's, no cast, which
+  // while they fill (setLeastFirstBuckets) as a plateau's, no cast, which
   // no timeline's walk goes below: the backward that runs first after the held activations' peak
   // starts with them all still held and opens its chunk's first bucket (memory_components.h).
+  // {0, 0} from deviceChunkSums.
   PendingReductionPeak pending_reductions;
 };
 std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t micro_batches,
@@ -337,6 +323,20 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
 std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t micro_batches,
                                              const std::vector<ChunkMemoryInput>& chunks,
                                              const std::vector<ActivationStates>& states);
+// --grad-reduce-sync step, without a timeline: sets each device's pending_reductions (of
+// `devices`, deviceChunkSums(strategy, ..., chunks)) to the least over its chunks of the
+// model-dtype bytes of the chunk's first ZeRO-2 bucket while it fills (plan/zero2_buckets.h's
+// zero2FirstBucketAtLeast over the chunk's arrival facts), the bucket its every gradient task
+// opens at its start (modeler/pending_reductions.h). 0 where the walk's first bucket need not be
+// that one: a split backward (its W tasks fill the buckets, after B has freed activations),
+// fused tasks, and routed experts whose expert-data-parallel group is one rank (their part of a
+// bucket has no reduction, so the first listed bucket may be a later one). Independent of the ZeRO
+// stage and of --grad-reduce-sync, so candidates that differ only in those share it; read by
+// stageMemory under ZeRO-2 with step only, so the callers set it for those alone (done for every
+// chunk of every class it was 2% of the search's closed-form tier: bench/RESULTS.md, session 26).
+void setLeastFirstBuckets(const ModelConfig& model, const Strategy& strategy,
+                          const std::vector<ChunkMemoryInput>& chunks,
+                          std::vector<DeviceChunkSums>& devices);
 // estimateMemory from deviceChunkSums(strategy, micro_batches, chunks): identical figures.
 MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy,
                               int64_t capacity_bytes, const std::vector<DeviceChunkSums>& devices,

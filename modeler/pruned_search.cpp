@@ -52,7 +52,7 @@ bool PrunedSearch::endPass() {
 
 // The report (throws for missing costs). After the last endPass().
 SearchReport PrunedSearch::finish() {
-  invalid_.report(model_, cluster_, report_);
+  invalid_.report(report_);
   if (missing_.size() > 0) costs_.costAll(missing_);  // throws, listing all
   report_.pruned = true;
   report_.tokens_per_sample = model_.seq_length;

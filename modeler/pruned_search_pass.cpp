@@ -97,7 +97,7 @@ void PrunedSearch::visit(Share& share, size_t index, const Candidate& c,
     return;
   }
   if (pass_ > 0) return;  // counted in the first pass
-  share.invalid.add(c.strategy, *c.violation, index);
+  share.invalid.add(model_, cluster_, c.strategy, *c.violation, index);
 }
 
 // The closed-form tier over the worker's waiting candidates, each then as the pass's single

@@ -168,7 +168,7 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
           report.noteOom(r);
           break;
         case CandidateStatus::kInvalid:
-          invalid.add(r.strategy, *batch[i].candidate.violation, batch[i].index);
+          invalid.add(model, cluster, r.strategy, *batch[i].candidate.violation, batch[i].index);
           break;
       }
       // Once an event lacks a cost the search throws at the end: no row need be kept.
@@ -186,7 +186,7 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
   // candidate order.
   if (missing.size() > 0) costs.costAll(missing);  // throws, listing them all
 
-  invalid.report(model, cluster, report);
+  invalid.report(report);
   report.valid = report.ok + report.oom;
   // Ties keep enumeration order (M, then P, then b, then schedule, then techniques); equivalent
   // plans collapse into one row (equivalent_plans.h), which numbers the ranks.

@@ -160,7 +160,7 @@ StageMemory stageMemory(const ModelConfig& model, const Strategy& strategy, cons
   mem.workspace_bytes = t.workspace;
   // --grad-reduce-sync step: the gradient buckets (the one being filled and the queued ones) above
   // the activations' peak, as a timeline walked them (pending_reductions.h), or without one the
-  // least first bucket of the device's chunks (memory_model.h's zero2FirstBucketFillBytes), a
+  // least first bucket of the device's chunks (memory_model.h's setLeastFirstBuckets), a
   // plateau's. At a bucket's cast the SP input gradient is freed: the larger instant's buckets
   // and communication transient (memory_components.h, bucketMoment).
   if (t.zero == 2 && strategy.reducesAtStep()) {

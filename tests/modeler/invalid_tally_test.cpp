@@ -1,7 +1,8 @@
-// A search's invalid candidates counted by violation (modeler/invalid_tally.h) without a message
+// A search's invalid candidates counted by rule (modeler/invalid_tally.h) without a message
 // each: the counts by rule text and the examples must be what formatting every candidate's
 // message gives (violationRule of each, the first candidate of each rule as its example), in one
-// enumeration or split between workers and merged. The spaces break rules whose rule text carries
+// enumeration (in order, or last to first: each rule's example moves to an earlier candidate) or
+// split between workers and merged. The spaces break rules whose rule text carries
 // a value besides numbers: the schedule's name (zbv / dualpipev need P >= 2), the recomputation's
 // (--recompute-every 2 needs full), the model's.
 #include "modeler/invalid_tally.h"
@@ -74,21 +75,31 @@ void checkSpace(const ModelConfig& model, const ClusterConfig& cluster, const St
   // One tally in enumeration order.
   InvalidTally one;
   for (size_t i = 0; i < all.size(); ++i) {
-    if (all[i].violation) one.add(all[i].strategy, *all[i].violation, i);
+    if (all[i].violation) one.add(model, cluster, all[i].strategy, *all[i].violation, i);
   }
   SearchReport single;
-  one.report(model, cluster, single);
+  one.report(single);
   expectSame(want, single);
+  // One tally last to first: every rule's example is replaced by each earlier candidate's.
+  InvalidTally reversed;
+  for (size_t i = all.size(); i-- > 0;) {
+    if (all[i].violation) reversed.add(model, cluster, all[i].strategy, *all[i].violation, i);
+  }
+  SearchReport backwards;
+  reversed.report(backwards);
+  expectSame(want, backwards);
   // Three workers taking runs of 7 candidates in turn, merged last worker first.
   std::vector<InvalidTally> workers(3);
   for (size_t i = 0; i < all.size(); ++i) {
-    if (all[i].violation) workers[(i / 7) % 3].add(all[i].strategy, *all[i].violation, i);
+    if (all[i].violation) {
+      workers[(i / 7) % 3].add(model, cluster, all[i].strategy, *all[i].violation, i);
+    }
   }
   InvalidTally merged;
   for (size_t w = workers.size(); w-- > 0;) merged.merge(workers[w]);
   EXPECT_EQ(merged.count(), want.invalid);
   SearchReport split;
-  merged.report(model, cluster, split);
+  merged.report(split);
   expectSame(want, split);
 }
 

@@ -1,6 +1,6 @@
 // --grad-reduce-sync step without a timeline (issue 29): the search's memory check and a plan's
 // own estimate count the least first ZeRO-2 bucket a device's chunks fill
-// (DeviceChunkSums::pending_reductions, zero2FirstBucketFillBytes), a lower bound of what
+// (DeviceChunkSums::pending_reductions, setLeastFirstBuckets), a lower bound of what
 // simulate's timeline walk finds (modeler/pending_reductions.h). Bucket sizes worked by hand;
 // then a set of small plans on which the closed form never passes simulate's peak, with the
 // cards on which the two verdicts disagree counted before (no bucket) and after.
@@ -284,7 +284,7 @@ TEST(PendingBucketBound, ClosedFormNeverPassesSimulateAndDisagreesLess) {
   EXPECT_LE(plans_after, plans_before);
 }
 
-// The bound's other assumptions (memory_model.cpp addLayerFacts, zero2FirstBucketFillBytes): each
+// The bound's other assumptions (memory_model.cpp addLayerFacts, setLeastFirstBuckets): each
 // later arrival at most the largest block or the head's rest; a plain head's output weight first;
 // the embedding's gradient last and whole; none for a chunk whose experts no group reduces. Each
 // sweep below runs a model or technique the dense untied sweep above does not, over small plans
