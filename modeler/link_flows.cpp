@@ -118,7 +118,7 @@ bool arrivalsOverlap(const IterationPlan& plan, const IterationTimeline& timelin
 // only sends arriving at one device from two neighbours at once. Sends of one device never
 // overlap each other (a send holds its device), and the DP collectives and the ZeRO gather
 // without overlap start after every transfer of the device.
-bool mayShare(const IterationPlan& plan, const TimingInput& input, const LinkMap& map,
+bool mayShare(const IterationPlan& plan, const TimingInput& input,
               const IterationTimeline& timeline) {
   if (input.dp_overlap || input.grad_reduce_at_step) {
     for (const StageCost& s : input.stages) {
@@ -126,8 +126,8 @@ bool mayShare(const IterationPlan& plan, const TimingInput& input, const LinkMap
     }
   }
   std::vector<int> nodes;
-  for (const auto& pipeline : map.devices) {
-    for (const DeviceLinks& d : pipeline) nodes.push_back(d.node);
+  for (const std::vector<int>& pipeline : deviceNodes(plan)) {
+    nodes.insert(nodes.end(), pipeline.begin(), pipeline.end());
   }
   std::sort(nodes.begin(), nodes.end());
   if (std::adjacent_find(nodes.begin(), nodes.end()) != nodes.end()) return true;
@@ -578,8 +578,12 @@ bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>&
                         IterationTimeline& timeline,
                         std::vector<std::vector<TaskLinkStretch>>* by_kind) {
   if (!plan.cluster.topology.link_sharing) return false;
+  // The cheap checks first, the link map only for a plan that may share (most of this call's
+  // cost where nothing can share: issue 34, the 2,048-GPU simulate); a bad topology is an error
+  // either way.
+  checkSharedTiers(plan.cluster);
+  if (!hasInTaskOps(plan, costs, offsets) && !mayShare(plan, input, timeline)) return false;
   const LinkMap map = linkMap(plan);
-  if (!hasInTaskOps(plan, costs, offsets) && !mayShare(plan, input, map, timeline)) return false;
   TaskGraph graph;
   bool changed = false;
   {
