@@ -189,7 +189,10 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   using TailCounts = std::vector<std::pair<int, int>>;  // (resource, count), the few of a chain
   std::vector<TailCounts> tails;                        // reused; free ones listed in free_tails
   std::vector<int> free_tails;
-  auto countOf = [](TailCounts& counts, int resource) -> int& {
+  // `hint`: where to look first (a chain's flows mostly use the same resources in the same order,
+  // so a follower's i-th use is most often the tail's i-th entry).
+  auto countOf = [](TailCounts& counts, int resource, size_t hint = 0) -> int& {
+    if (hint < counts.size() && counts[hint].first == resource) return counts[hint].second;
     for (auto& [r, c] : counts) {
       if (r == resource) return c;
     }
@@ -238,8 +241,11 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   // follower lets go of its own links (its chain's tail from its follower on stays held), a head
   // holds its followers' tail; while `f` is checked its own chain's holds are its entry's counts.
   auto alone = [&](int f, int t) {
-    const int g = chained ? flows.follower(f) : -1;
-    const std::span<const LinkUse> uses = flows.usesOf(f);
+    // Its shape read once (issue 34: this runs for every flow).
+    const int shape = flows.shape(f);
+    const int g = chained ? flows.followerOfSharing(f) : -1;
+    const std::span<const LinkUse> uses = input.uses(shape);
+    const double duration = flows.shape_duration_us[static_cast<size_t>(shape)];
     // Per use of `f`, its chain's holds of that resource after `f` (a follower's tail counted
     // them all, `f`'s own among them: no entry is added, so the pointers stay put).
     // (Set only where t >= 0, and read only there: no clearing, as this runs for every flow.)
@@ -249,12 +255,13 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       for (size_t i = 0; i < uses.size(); ++i) {
         const int r = uses[i].resource;
         busy[r] -= 1;
-        int& count = countOf(counts, r);
+        int& count = countOf(counts, r, i);
         count -= 1;
         own[i] = &count;
       }
     }
-    const double end = now + flows.durationUs(f);
+    const double start = flows.startUs(f);
+    const double end = now + duration;
     // Alone: nothing starts on its resources before it ends, no flow of the event loop is on them
     // and no other chain's tail holds them (its own chain's holds are its entry's counts).
     bool free = freeUntil(f) >= end;
@@ -270,12 +277,14 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       free_tails.push_back(t);  // the chain's last flow: its tail is empty
     }
     if (!free) return false;
-    out.end_us.set(f, end);
+    if (now != start) out.end_us.set(f, end);  // (started on time: its standalone end)
     if (g >= 0) {
       // Released at its own start_us and not yet passed: it starts in its place in the order,
       // as if it followed nothing (the same time and order the release queue would give it).
-      const double at = std::max(flows.startUs(g), end + flows.gapUs(g, f));
-      if (at == flows.startUs(g) && !order.done() && !flows.earlier(g, order.peek())) {
+      const double g_start = flows.startUs(g);
+      const double gap = flows.queued(g) ? 0 : std::max(0.0, g_start - start - duration);  // gapUs
+      const double at = std::max(g_start, end + gap);
+      if (at == g_start && !order.done() && !flows.earlier(g, order.peek())) {
         on_time.push({at, g, next_tail});
       } else {
         released.push({at, g, next_tail});
