@@ -103,10 +103,12 @@ bool hasInTaskOps(const IterationPlan& plan, const std::vector<EventCost>& costs
     any = any || crosses[static_cast<size_t>(e)];
   }
   if (!any) return false;
+  // Whether the op's event crosses first: most ops' do not (compute, collectives inside a node),
+  // so most ops cost one lookup (this runs on every timing that may share; issue 34).
   auto counts = [&](const OpInstance& op) {
-    const bool collective_stream = op.stream == Stream::kTpComm || op.stream == Stream::kCpComm ||
-                                   op.stream == Stream::kEpComm || op.stream == Stream::kDpComm;
-    return collective_stream && crosses[static_cast<size_t>(op.event)];
+    if (!crosses[static_cast<size_t>(op.event)]) return false;
+    return op.stream == Stream::kTpComm || op.stream == Stream::kCpComm ||
+           op.stream == Stream::kEpComm || op.stream == Stream::kDpComm;
   };
   for (const StagePlan& stage : plan.stages) {
     if (std::any_of(stage.forward.begin(), stage.forward.end(), counts) ||

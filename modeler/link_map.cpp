@@ -68,6 +68,31 @@ double alltoallNvlinkShare(const NetworkTopology& topology, const DeviceLinks& d
   return alltoallShares(topology, d, p).nvlink;
 }
 
+void checkSharedTiers(const ClusterConfig& cluster) {
+  // A flow holds its uses inline (link_sharing.h): NVLink and NICs both ways, and each
+  // oversubscribed tier's uplinks both ways.
+  const std::vector<FabricTier>& tiers = cluster.topology.tiers;
+  const auto over = std::count_if(tiers.begin(), tiers.end(),
+                                  [](const FabricTier& t) { return t.oversubscription > 1; });
+  if (4 + 2 * over > LinkUses::kMax) {
+    EVSIM_THROW(InputError,
+                "{}: topology.tiers: {} oversubscribed tiers, link sharing models at most {}",
+                cluster.name, over, (LinkUses::kMax - 4) / 2);
+  }
+}
+
+std::vector<std::vector<int>> deviceNodes(const IterationPlan& plan) {
+  const RankLayout layout = plan.layout();
+  std::vector<std::vector<int>> nodes(plan.pipelines.size());
+  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
+    const int replica = plan.pipelines[k].replicas.front();
+    for (int s = 0; s < plan.deviceStages(); ++s) {
+      nodes[k].push_back(layout.node(layout.rank(0, replica, s)));  // as linkMap's DeviceLinks
+    }
+  }
+  return nodes;
+}
+
 LinkMap linkMap(const IterationPlan& plan) {
   const ClusterConfig& cluster = plan.cluster;
   const NetworkTopology& topology = cluster.topology;
@@ -107,15 +132,7 @@ LinkMap linkMap(const IterationPlan& plan) {
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     for (int r : plan.pipelines[k].replicas) class_of[r] = static_cast<int>(k);
   }
-  // A flow holds its uses inline (link_sharing.h): NVLink and NICs both ways, and each
-  // oversubscribed tier's uplinks both ways.
-  const auto over = std::count_if(topology.tiers.begin(), topology.tiers.end(),
-                                  [](const FabricTier& t) { return t.oversubscription > 1; });
-  if (4 + 2 * over > LinkUses::kMax) {
-    EVSIM_THROW(InputError,
-                "{}: topology.tiers: {} oversubscribed tiers, link sharing models at most {}",
-                cluster.name, over, (LinkUses::kMax - 4) / 2);
-  }
+  checkSharedTiers(cluster);
   map.devices.resize(plan.pipelines.size());
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     const int replica = plan.pipelines[k].replicas.front();

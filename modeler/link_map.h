@@ -108,6 +108,13 @@ struct LinkMap {
 };
 
 LinkMap linkMap(const IterationPlan& plan);
+// The node of each pipeline class's device stages (DeviceLinks::node, per class and stage) without
+// the rest of the map: whether two simulated devices share a node decides whether a plan may
+// share links at all (link_flows.cpp), before the map is worth building.
+std::vector<std::vector<int>> deviceNodes(const IterationPlan& plan);
+// Error where the cluster's oversubscribed tiers need more uses a flow than LinkUses holds
+// (linkMap checks it too).
+void checkSharedTiers(const ClusterConfig& cluster);
 
 // The NIC a send from GPU `sender` of a node to a GPU with device index `receiver` on another node
 // leaves through, as NCCL's ncclTopoGetNetDev picks it for send/recv (no graph): `rail` (the

@@ -57,7 +57,8 @@ int FlowList::add(double start_us, int shape, int after) {
   } else {
     shape_.push_back(static_cast<uint16_t>(shape));
   }
-  follows_previous_.push_back(after >= 0 && after == f - 1);
+  if (static_cast<size_t>(f) % 64 == 0) follows_previous_.push_back(0);
+  if (after >= 0 && after == f - 1) follows_previous_.back() |= uint64_t{1} << (f % 64);
   if (after >= 0 && after != f - 1) {
     aside_.emplace_back(f, after);
     const std::pair<int, int> by_after{after, f};
@@ -87,7 +88,7 @@ void FlowList::reserve(size_t flows) {
   } else {
     shape_.reserve(flows);
   }
-  follows_previous_.reserve(flows);
+  follows_previous_.reserve((flows + 63) / 64);
 }
 
 FlowList FlowList::of(std::span<const SharedFlow> flows) {

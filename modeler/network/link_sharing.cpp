@@ -175,7 +175,12 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   // resources as `waiting` (the chain's tail: a chain's collectives may use different links), and
   // a flow on a resource with a waiting follower of another chain is not alone. A resource counts
   // once per flow of a tail that uses it, zero exactly when no tail holds it.
-  std::vector<int> waiting(capacity.size(), 0);
+  //
+  // `busy` holds both per resource: its waiting count, plus kOnBusy per flow of the event loop
+  // on it (`on`), so that a flow's check reads one number a resource (issue 34: this check runs
+  // for every flow, ~10^6 a simulation, nearly all of them alone).
+  constexpr int64_t kOnBusy = int64_t{1} << 32;
+  std::vector<int64_t> busy(capacity.size(), 0);
   // Each chain's own part of `waiting` (its tail's count per resource it uses), while its tail
   // holds any: counted once when its head starts, then each follower that starts takes its own
   // uses off, so checking a follower costs its uses, not a walk of its tail (issue 34). The
@@ -184,7 +189,10 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   using TailCounts = std::vector<std::pair<int, int>>;  // (resource, count), the few of a chain
   std::vector<TailCounts> tails;                        // reused; free ones listed in free_tails
   std::vector<int> free_tails;
-  auto countOf = [](TailCounts& counts, int resource) -> int& {
+  // `hint`: where to look first (a chain's flows mostly use the same resources in the same order,
+  // so a follower's i-th use is most often the tail's i-th entry).
+  auto countOf = [](TailCounts& counts, int resource, size_t hint = 0) -> int& {
+    if (hint < counts.size() && counts[hint].first == resource) return counts[hint].second;
     for (auto& [r, c] : counts) {
       if (r == resource) return c;
     }
@@ -203,7 +211,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     counts.clear();
     for (int h = g; h >= 0; h = flows.follower(h)) {
       for (const LinkUse& u : flows.usesOf(h)) {
-        waiting[u.resource] += 1;
+        busy[u.resource] += 1;
         countOf(counts, u.resource) += 1;
       }
     }
@@ -233,31 +241,34 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   // follower lets go of its own links (its chain's tail from its follower on stays held), a head
   // holds its followers' tail; while `f` is checked its own chain's holds are its entry's counts.
   auto alone = [&](int f, int t) {
-    const int g = chained ? flows.follower(f) : -1;
-    const std::span<const LinkUse> uses = flows.usesOf(f);
+    // Its shape read once (issue 34: this runs for every flow).
+    const int shape = flows.shape(f);
+    const int g = chained ? flows.followerOfSharing(f) : -1;
+    const std::span<const LinkUse> uses = input.uses(shape);
+    const double duration = flows.shape_duration_us[static_cast<size_t>(shape)];
     // Per use of `f`, its chain's holds of that resource after `f` (a follower's tail counted
     // them all, `f`'s own among them: no entry is added, so the pointers stay put).
-    std::array<const int*, LinkUses::kMax> own{};
+    // (Set only where t >= 0, and read only there: no clearing, as this runs for every flow.)
+    std::array<const int*, LinkUses::kMax> own;  // NOLINT(cppcoreguidelines-pro-type-member-init)
     if (t >= 0) {
       TailCounts& counts = tails[static_cast<size_t>(t)];
       for (size_t i = 0; i < uses.size(); ++i) {
         const int r = uses[i].resource;
-        waiting[r] -= 1;
-        int& count = countOf(counts, r);
+        busy[r] -= 1;
+        int& count = countOf(counts, r, i);
         count -= 1;
         own[i] = &count;
       }
     }
-    const double end = now + flows.durationUs(f);
+    const double start = flows.startUs(f);
+    const double end = now + duration;
+    // Alone: nothing starts on its resources before it ends, no flow of the event loop is on them
+    // and no other chain's tail holds them (its own chain's holds are its entry's counts).
     bool free = freeUntil(f) >= end;
-    for (const LinkUse& u : uses) {
-      if (!free) break;
-      free = on[u.resource].empty();
-    }
-    if (free && chained) {
-      for (size_t i = 0; i < uses.size() && free; ++i) {
-        free = waiting[uses[i].resource] == (t >= 0 ? *own[i] : 0);
-      }
+    if (t >= 0) {
+      for (size_t i = 0; i < uses.size() && free; ++i) free = busy[uses[i].resource] == *own[i];
+    } else {
+      for (size_t i = 0; i < uses.size() && free; ++i) free = busy[uses[i].resource] == 0;
     }
     next_tail = -1;
     if (g >= 0) {
@@ -266,12 +277,14 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       free_tails.push_back(t);  // the chain's last flow: its tail is empty
     }
     if (!free) return false;
-    out.end_us.set(f, end);
+    if (now != start) out.end_us.set(f, end);  // (started on time: its standalone end)
     if (g >= 0) {
       // Released at its own start_us and not yet passed: it starts in its place in the order,
       // as if it followed nothing (the same time and order the release queue would give it).
-      const double at = std::max(flows.startUs(g), end + flows.gapUs(g, f));
-      if (at == flows.startUs(g) && !order.done() && !flows.earlier(g, order.peek())) {
+      const double g_start = flows.startUs(g);
+      const double gap = flows.queued(g) ? 0 : std::max(0.0, g_start - start - duration);  // gapUs
+      const double at = std::max(g_start, end + gap);
+      if (at == g_start && !order.done() && !flows.earlier(g, order.peek())) {
         on_time.push({at, g, next_tail});
       } else {
         released.push({at, g, next_tail});
@@ -296,8 +309,8 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     return released.empty() ? static_start : std::min(static_start, released.top().us);
   };
   skipFollowers();
-  while (!order.done() || in_flight > 0 || !released.empty()) {
-    if (in_flight == 0) now = std::max(now, nextStart());
+  // The flows that start at `now`, in order: alone ones done, the rest into the event loop.
+  auto startFlows = [&] {
     while (nextStart() <= now) {
       int f, t = -1;
       if (!released.empty() && released.top().us <= now &&
@@ -322,8 +335,27 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       for (const LinkUse& u : flows.usesOf(f)) {
         closeLoad(u.resource);
         on[u.resource].push_back(f);
+        busy[u.resource] += kOnBusy;
       }
       seeds.push_back(f);
+    }
+  };
+  // The earliest projected end of a flow in flight (kInf: none), stale ones dropped.
+  auto firstEnd = [&] {
+    while (!ends.empty() && ends.top().version != version[ends.top().flow]) ends.pop();
+    return ends.empty() ? kInf : ends.top().us;
+  };
+  while (!order.done() || in_flight > 0 || !released.empty()) {
+    if (in_flight == 0) now = std::max(now, nextStart());
+    for (;;) {
+      startFlows();
+      // Where every flow that started ran alone and none in flight ends first, nothing changed
+      // rates: on to the next start at once (the step below would find no component and no end;
+      // issue 34: nearly every flow of a large simulation is alone, each a step of its own).
+      if (!seeds.empty()) break;
+      const double next = nextStart();
+      if (next == kInf || firstEnd() <= next) break;
+      now = next;
     }
     // The component of the flows that started, or that shared a resource with one that ended.
     component.clear();
@@ -359,8 +391,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     if (order.done() && in_flight == 0 && released.empty()) break;
     // Until the next start or the first end at these rates. A flow ends at its projected finish
     // (compared as computed: at times of 1e7 us a residue of 1e-9 us would not move `now`).
-    while (!ends.empty() && ends.top().version != version[ends.top().flow]) ends.pop();
-    const double until = std::min(nextStart(), ends.empty() ? kInf : ends.top().us);
+    const double until = std::min(nextStart(), firstEnd());
     EVSIM_CHECK(until < kInf && until >= now, "link sharing stalled at {} us", now);
     now = until;
     // The flows that end now leave their resources, in start order (the order of the resources'
@@ -385,6 +416,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
         closeLoad(u.resource);
         std::vector<int>& list = on[u.resource];
         list.erase(std::find(list.begin(), list.end(), f));
+        busy[u.resource] -= kOnBusy;
       }
       free_slots.push_back(slot_of[static_cast<size_t>(f)]);  // nothing reads its state again
     }

@@ -108,12 +108,12 @@ class FlowList {
   int shapeOf(size_t f) const { return wide_ ? wide_shape_[f] : shape_[f]; }
   // The flow `f` follows (SharedFlow::after), or -1.
   int after(size_t f) const {
-    if (follows_previous_[f]) return static_cast<int>(f) - 1;
+    if (followsPrevious(f)) return static_cast<int>(f) - 1;
     return aside_.empty() ? -1 : afterAside(f);
   }
   // The flow that follows `f` (whose after is f), or -1.
   int follower(size_t f) const {
-    if (f + 1 < size() && follows_previous_[f + 1]) return static_cast<int>(f) + 1;
+    if (f + 1 < size() && followsPrevious(f + 1)) return static_cast<int>(f) + 1;
     return aside_.empty() ? -1 : followerAside(f);
   }
   const Shape& shape(int s) const { return shapes_[static_cast<size_t>(s)]; }
@@ -137,7 +137,10 @@ class FlowList {
   bool wide_ = false;
   std::vector<uint16_t> shape_;
   std::vector<int> wide_shape_;
-  std::vector<bool> follows_previous_;
+  // Per flow a bit: whether it follows the one listed before it, 64 a word (read for every flow
+  // by link sharing: plain shifts, not std::vector<bool>'s signed bit iterators; issue 34).
+  std::vector<uint64_t> follows_previous_;
+  bool followsPrevious(size_t f) const { return (follows_previous_[f / 64] >> (f % 64)) & 1; }
   // Followers of a flow other than the one listed before them: (follower, after), in list order,
   // and the same pairs by `after`.
   std::vector<std::pair<int, int>> aside_, aside_by_after_;

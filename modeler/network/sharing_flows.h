@@ -46,6 +46,13 @@ struct Flows {
     const int g = list->follower(static_cast<size_t>(p));
     return g >= 0 && sharing(p) && sharing(g) ? g : -1;
   }
+  // follower(p) for a `p` that shares.
+  int followerOfSharing(int p) const {
+    const int g = list->follower(static_cast<size_t>(p));
+    return g >= 0 && sharing(g) ? g : -1;
+  }
+  // Whether flow `g` follows as a queue does (SharedFlow::queued).
+  bool queued(int g) const { return list->shape(shape(g)).queued; }
   // Whether sharing flow `g` follows another sharing flow.
   bool follows(int g) const {
     const int p = list->after(static_cast<size_t>(g));
@@ -54,7 +61,7 @@ struct Flows {
   // A follower's standalone gap after the flow `p` it follows; none for a queued one (it starts at
   // the later of its own start and p's end: SharedFlow::queued).
   double gapUs(int g, int p) const {
-    if (list->shape(shape(g)).queued) return 0;
+    if (queued(g)) return 0;
     return std::max(0.0, startUs(g) - startUs(p) - durationUs(p));
   }
 };
