@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,10 @@ struct ComputeOpRule {
   ComputeOpKind kind;
   std::vector<std::string> dims;
   bool has_layout = false;
-  // flops and memory traffic (in elements of the event's dtype, except adam) from dims
-  double (*flops)(const std::vector<int64_t>&);
-  double (*elements_moved)(const std::vector<int64_t>&);
+  // flops and memory traffic (in elements of the event's dtype, except adam) from dims (a span:
+  // makeCompute passes its values from a fixed array, not a vector per event)
+  double (*flops)(std::span<const int64_t>);
+  double (*elements_moved)(std::span<const int64_t>);
   // elements_moved counts bytes, not elements of the event's dtype (memory_pass: its kernels
   // mix dtypes, e.g. a bf16 read and an fp32 write).
   bool counts_bytes = false;
@@ -29,5 +31,9 @@ struct ComputeOpRule {
 };
 
 const std::map<std::string, ComputeOpRule, std::less<>>& computeRules();
+
+// The most dims (required and optional) an op of the table takes: makeCompute keeps an event's
+// values in an array of this size.
+inline constexpr size_t kMaxComputeDims = 8;
 
 }  // namespace evsim

@@ -1,9 +1,12 @@
 #include "events/event.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
+#include <iterator>
 #include <map>
+#include <span>
 
 #include "common/checked.h"
 #include "common/error.h"
@@ -13,14 +16,6 @@
 
 namespace evsim {
 
-namespace {
-
-std::string placementText(const Placement& p) {
-  return fmt::format("group={} nodes={} rpn={}", p.group_size, p.nodes, p.ranks_per_node);
-}
-
-}  // namespace
-
 std::string_view eventKindName(EventKind kind) {
   return kind == EventKind::kCompute ? "compute" : collectiveOf(kind).name;
 }
@@ -28,16 +23,18 @@ std::string_view eventKindName(EventKind kind) {
 bool isCommunication(EventKind kind) { return kind != EventKind::kCompute; }
 
 std::string Event::signature() const {
-  std::string out(op);
+  // Formatted into a stack buffer, then copied once (each piece appended to a string grew it).
+  fmt::memory_buffer out;
+  out.append(op);
   if (kind == EventKind::kCompute) {
-    for (const Dim& d : dims) out += fmt::format(" {}={}", d.name, d.value);
-    if (!layout.empty()) out += " layout=" + layout;
+    for (const Dim& d : dims) fmt::format_to(std::back_inserter(out), " {}={}", d.name, d.value);
+    if (!layout.empty()) fmt::format_to(std::back_inserter(out), " layout={}", layout);
   } else {
-    out += fmt::format(" bytes={} {}", message_bytes, placementText(placement));
+    fmt::format_to(std::back_inserter(out), " bytes={} group={} nodes={} rpn={}", message_bytes,
+                   placement.group_size, placement.nodes, placement.ranks_per_node);
   }
-  out += " dtype=";
-  out += dtypeName(dtype);
-  return out;
+  fmt::format_to(std::back_inserter(out), " dtype={}", dtypeName(dtype));
+  return fmt::to_string(out);
 }
 
 bool Event::hasDim(std::string_view name) const {
@@ -64,7 +61,12 @@ Event makeCompute(std::string_view op, std::vector<Dim> dims, std::string_view l
                 rule.optional_dims.empty() ? "" : " and optionally ",
                 fmt::join(rule.optional_dims, " "));
   }
-  std::vector<int64_t> values;
+  // The values on the stack: this runs for every op of every plan and layer-times key a search
+  // builds, and a vector grown here was most of the events' heap allocations (bench/RESULTS.md,
+  // session 26, alloc34).
+  std::array<int64_t, kMaxComputeDims> value_storage{};
+  EVSIM_CHECK(dims.size() <= value_storage.size(), "op '{}' with {} dims", op, dims.size());
+  const std::span<int64_t> values(value_storage.data(), dims.size());
   for (size_t i = 0; i < dims.size(); ++i) {
     const std::string& expected = i < required ? rule.dims[i] : rule.optional_dims[i - required];
     if (dims[i].name != expected) {
@@ -81,7 +83,7 @@ Event makeCompute(std::string_view op, std::vector<Dim> dims, std::string_view l
       EVSIM_THROW(InputError, "{}: op '{}' dim {}={} must be {}", where, op, dims[i].name,
                   dims[i].value, dims[i].name == "read_bytes" ? ">= 0" : "> 0");
     }
-    values.push_back(dims[i].value);
+    values[i] = dims[i].value;
   }
   if (rule.kind.family == OpFamily::kAttention && rule.dims[1] == "groups" &&
       values[0] % values[1] != 0) {

@@ -1,6 +1,9 @@
 #include "events/event_table.h"
 
 #include <string_view>
+#include <utility>
+
+#include "common/error.h"
 
 namespace evsim {
 
@@ -52,15 +55,49 @@ int EventTable::intern(const Event& event) {
   const uint64_t h = eventKeyHash(event);
   const int found = find(event, h);
   if (found >= 0) return found;
+  // Moved in: the event's dims and signature are copied once, not twice.
   return appendNew(UniqueEvent{event, event.signature(), 0}, h);
 }
 
 int EventTable::appendNew(const UniqueEvent& unique, uint64_t hash) {
+  return appendNew(UniqueEvent(unique), hash);
+}
+
+int EventTable::appendNew(UniqueEvent&& unique, uint64_t hash) {
   const int index = static_cast<int>(events_.size());
-  events_.push_back(unique);
+  events_.push_back(std::move(unique));
   hashes_.push_back(hash);
   index_.emplace(hash, index);
   return index;
+}
+
+void EventTable::reorder(const std::vector<int>& order) {
+  EVSIM_CHECK(order.size() == events_.size(), "{} events reordered as {}", events_.size(),
+              order.size());
+  std::vector<int> position(events_.size(), -1);  // old index -> new (checked before any move)
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int old = order[i];
+    EVSIM_CHECK(old >= 0 && static_cast<size_t>(old) < events_.size() && position[old] < 0,
+                "event {} reordered twice or out of range", old);
+    position[old] = static_cast<int>(i);
+  }
+  std::vector<UniqueEvent> events;
+  std::vector<uint64_t> hashes;
+  events.reserve(events_.size());
+  hashes.reserve(events_.size());
+  for (const int old : order) {
+    events.push_back(std::move(events_[old]));
+    hashes.push_back(hashes_[old]);
+  }
+  events_ = std::move(events);
+  hashes_ = std::move(hashes);
+  for (auto& entry : index_) entry.second = position[entry.second];
+}
+
+void EventTable::reserve(size_t events) {
+  events_.reserve(events);
+  hashes_.reserve(events);
+  index_.reserve(events);
 }
 
 }  // namespace evsim

@@ -30,6 +30,13 @@ class EventTable {
   // key is not in the table yet, and that `hash` is its eventKeyHash (finishing a cached plan core
   // copies events whose hashes and signatures were computed once). Returns its index.
   int appendNew(const UniqueEvent& unique, uint64_t hash);
+  int appendNew(UniqueEvent&& unique, uint64_t hash);
+  // Puts the events in the order `order` gives (new index -> old index, each old index once):
+  // moved, and their index entries renumbered in place, so nothing is copied or allocated anew
+  // but the two arrays.
+  void reorder(const std::vector<int>& order);
+  // Room for `events` events without growing (a plan finished from its core knows how many).
+  void reserve(size_t events);
   // Index of the event with `event`'s key, whose eventKeyHash is `hash`, or -1.
   int find(const Event& event, uint64_t hash) const;
   // eventKeyHash of the event at `index`, as computed when it was added.

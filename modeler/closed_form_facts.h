@@ -83,6 +83,7 @@ struct ClosedFormTier::Facts {
       from.clear();
       to.swap(from);
     };
+    reuse(next.first_layer, first_layer);
     reuse(next.chunks, chunks);
     reuse(next.parameters, parameters);
     reuse(next.dense_parameters, dense_parameters);

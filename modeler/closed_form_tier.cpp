@@ -173,7 +173,7 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
   if (f.key && *f.key == key) return f;
   f.startClass();
   f.key = key;
-  f.first_layer = stageFirstLayers(model_, strategy, &cache_);
+  stageFirstLayers(model_, strategy, &cache_, f.first_layer);
   const ModelFootprint& footprint = cachedFootprint(model_, strategy, cache_);
   f.footprint = &footprint;
   f.placements = &stagePlacements(strategy, cluster_.gpus_per_node, cache_);

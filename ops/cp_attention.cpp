@@ -61,7 +61,8 @@ void LayerOpBuilder::ringAttention(OpList& out, int layer, bool backward, const 
     if (copies) out.back().host_calls = calls;
   };
   if (copies) {
-    eagerKernels(out, layer, {backward ? cpRingKvGradBuffer(k) : cpRingKvPack(k)});
+    const EagerKernel buffer = backward ? cpRingKvGradBuffer(k) : cpRingKvPack(k);
+    eagerKernels(out, layer, std::span(&buffer, 1));
     issuedBy(backward ? kCpKvGradBufferCalls : kCpKvPackCalls);
   }
   for (int j = 0; j < r.ring; ++j) {
@@ -90,7 +91,7 @@ void LayerOpBuilder::ringAttention(OpList& out, int layer, bool backward, const 
     if (copies && backward) {
       const EagerKernels sums = cpRingGradAccumulations(j, r.q_bytes, k);
       for (size_t i = 0; i < sums.size(); ++i) {
-        eagerKernels(out, layer, {sums[i]});
+        eagerKernels(out, layer, std::span(&sums[i], 1));
         issuedBy(cpGradAccumulationCalls(static_cast<int>(i)));
       }
     }
@@ -98,7 +99,7 @@ void LayerOpBuilder::ringAttention(OpList& out, int layer, bool backward, const 
   if (copies && !backward) {
     const EagerKernels corrections = cpRingOutCorrections(r.ring, r.q_bytes);
     for (size_t i = 0; i < corrections.size(); ++i) {
-      eagerKernels(out, layer, {corrections[i]});
+      eagerKernels(out, layer, std::span(&corrections[i], 1));
       issuedBy(cpOutCorrectionCalls(static_cast<int>(i)));
     }
   }

@@ -134,7 +134,7 @@ void LayerOpBuilder::norm(OpList& out, int layer, std::string_view name, bool ba
           (rms ? 1 : 2) * s.hidden, e() * rows * s.hidden);
 }
 
-void LayerOpBuilder::eagerKernels(OpList& out, int layer, const EagerKernels& kernels,
+void LayerOpBuilder::eagerKernels(OpList& out, int layer, std::span<const EagerKernel> kernels,
                                   int64_t weights, int64_t saved) {
   for (size_t i = 0; i < kernels.size(); ++i) {
     const EagerKernel& k = kernels[i];

@@ -75,6 +75,7 @@
 // beside the optimizer step (plan/).
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "config/model_config.h"
@@ -209,8 +210,9 @@ class LayerOpBuilder {
                int64_t weights = 0, int64_t saved = 0);
   void norm(OpList& out, int layer, std::string_view name, bool backward);
   // Eager kernels (ops/eager_ops.h) as memory_pass ops; the first carries `weights` and `saved`.
-  void eagerKernels(OpList& out, int layer, const EagerKernels& kernels, int64_t weights = 0,
-                    int64_t saved = 0);
+  // A view: a single kernel is passed as a span of one, not a vector built per call.
+  void eagerKernels(OpList& out, int layer, std::span<const EagerKernel> kernels,
+                    int64_t weights = 0, int64_t saved = 0);
   // RoPE on Q and K heads, and SwiGLU, fused or eager (ops/eager_ops.h).
   void rope(OpList& out, int layer, bool backward);
   void repeatKv(OpList& out, int layer, bool backward);

@@ -86,6 +86,8 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
   // gradient events after that chunk's own. A core event can equal only an event finishPlan
   // added before it (the core's events are unique), so it is looked up only when there are some.
   std::vector<int> remap(static_cast<size_t>(core.events.size()), -1);
+  // The core's events and the few finishPlan adds per chunk (optimizer, casts, syncs).
+  table.reserve(static_cast<size_t>(core.events.size()) + 8 * static_cast<size_t>(K));
   bool finished_any = false;
   auto take = [&](int i) {
     const UniqueEvent& u = core.events[i];

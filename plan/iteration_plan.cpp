@@ -46,13 +46,20 @@ const ModelFootprint& cachedFootprint(const ModelConfig& model, const Strategy& 
 
 std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& strategy,
                                   PlanCache* cache) {
+  std::vector<int> first;
+  stageFirstLayers(model, strategy, cache, first);
+  return first;
+}
+
+void stageFirstLayers(const ModelConfig& model, const Strategy& strategy, PlanCache* cache,
+                      std::vector<int>& first) {
   const int K = pipelineLayout(strategy).stages();
   if (!strategy.stage_layers.empty()) {
     // The user's split (validated by strategyViolation): prefix sums.
-    std::vector<int> first(strategy.stage_layers.size());
+    first.assign(strategy.stage_layers.size(), 0);
     for (size_t k = 1; k < first.size(); ++k)
       first[k] = first[k - 1] + strategy.stage_layers[k - 1];
-    return first;
+    return;
   }
   auto compute = [&] {
     // Blocks balanced by the FLOPs their forward and backward ops run (recomputation included).
@@ -86,14 +93,19 @@ std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& stra
     PlanCache::CostKey key{costs, std::ldexp(first_extra, -exponent),
                            std::ldexp(last_extra, -exponent), K};
     for (double& c : std::get<0>(key)) c = std::ldexp(c, -exponent);
-    return cache->partitionOfCosts(key, partition);
+    // Through a one-reference lambda, which std::function holds without allocating.
+    return cache->partitionOfCosts(key, [&partition] { return partition(); });
   };
-  if (cache == nullptr) return compute();
-  // The recomputation, the SwiGLU kernel and the step (--recompute-every) in one key field.
-  return cache->partition({strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
-                           recomputeKey(strategy) + 16 * std::max(strategy.recompute_every, 0),
-                           strategy.cp, strategy.ep, strategy.expertTp(), K},
-                          compute);
+  if (cache == nullptr) {
+    first = compute();
+    return;
+  }
+  // The recomputation, the SwiGLU kernel and the step (--recompute-every) in one key field;
+  // copied into `first`'s storage.
+  first = cache->partition({strategy.micro_batch, strategy.tp, strategy.sequence_parallel,
+                            recomputeKey(strategy) + 16 * std::max(strategy.recompute_every, 0),
+                            strategy.cp, strategy.ep, strategy.expertTp(), K},
+                           [&compute] { return compute(); });
 }
 
 int64_t chunkParameters(const ModelConfig& model, const Strategy& strategy, int first_layer,

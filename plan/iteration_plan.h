@@ -147,6 +147,10 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
 // validation.
 std::vector<int> stageFirstLayers(const ModelConfig& model, const Strategy& strategy,
                                   PlanCache* cache = nullptr);
+// The same into `first`, reusing its storage: the closed-form tier asks once per class of
+// candidates, and a vector handed out per call was a fifth of what it allocated there.
+void stageFirstLayers(const ModelConfig& model, const Strategy& strategy, PlanCache* cache,
+                      std::vector<int>& first);
 // The parameters one device of a chunk holds, its TP shard (StagePlan::parameters): blocks
 // [first_layer, end_layer), the embedding on the first chunk, the final norm and the LM head's own
 // weight (untied, or the tied weight's copy when the embedding is on another chunk) on the last.

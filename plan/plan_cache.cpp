@@ -37,13 +37,13 @@ const T& lookup(std::mutex& mutex, std::map<Key, std::shared_future<T>>& map, co
 
 }  // namespace
 
-std::vector<int> PlanCache::partition(const PartitionKey& key,
-                                      const std::function<std::vector<int>()>& compute) {
+const std::vector<int>& PlanCache::partition(const PartitionKey& key,
+                                             const std::function<std::vector<int>()>& compute) {
   return lookup(mutex_, partitions_, key, compute);
 }
 
-std::vector<int> PlanCache::partitionOfCosts(const CostKey& key,
-                                             const std::function<std::vector<int>()>& compute) {
+const std::vector<int>& PlanCache::partitionOfCosts(
+    const CostKey& key, const std::function<std::vector<int>()>& compute) {
   return lookup(mutex_, partitions_of_costs_, key, compute);
 }
 

@@ -74,11 +74,11 @@ class PlanCache {
 
   explicit PlanCache(size_t core_capacity = kDefaultCoreCapacity) : core_capacity_(core_capacity) {}
 
-  // The cached value, or compute()'s result stored under `key`.
-  std::vector<int> partition(const PartitionKey& key,
-                             const std::function<std::vector<int>()>& compute);
-  std::vector<int> partitionOfCosts(const CostKey& key,
+  // The cached value, or compute()'s result stored under `key`: valid until releasePartitions.
+  const std::vector<int>& partition(const PartitionKey& key,
                                     const std::function<std::vector<int>()>& compute);
+  const std::vector<int>& partitionOfCosts(const CostKey& key,
+                                           const std::function<std::vector<int>()>& compute);
   const Placements& placements(const PlacementKey& key, const std::function<Placements()>& compute);
   const PipelineClasses& pipelineClasses(const PlacementKey& key,
                                          const std::function<PipelineClasses()>& compute);

@@ -132,6 +132,10 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
   const int P = strategy.pp;
   const PipelineLayout pipeline = pipelineLayout(strategy);
   const int K = pipeline.stages();
+  core->stages.reserve(static_cast<size_t>(K));
+  core->layer_params.reserve(static_cast<size_t>(K));
+  core->dense_params.reserve(static_cast<size_t>(K));
+  core->stage_events_end.reserve(static_cast<size_t>(K));
   const DType dtype = model.dtype;
   const int embedding_streams = embeddingStreams(model);
   const PlanCache::Placements& placements = stagePlacements(strategy, cluster.gpus_per_node, cache);
@@ -186,8 +190,15 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
                  OpList(out.begin() + static_cast<std::ptrdiff_t>(first), out.end())});
   };
 
+  OpList transfer_scratch, copy_scratch;  // zero3_group_op's
+  // The chunk before's list lengths: chunks of as many layers have as many ops, so each list is
+  // allocated once at about its size instead of grown op by op (the first chunk's and the last's
+  // differ by the embedding's and the head's few).
+  size_t forward_ops = 0, backward_ops = 0;
   for (int k = 0; k < K; ++k) {
     StagePlan stage;
+    stage.forward.reserve(forward_ops);
+    stage.backward.reserve(backward_ops);
     stage.stage = k;
     stage.device_stage = pipeline.device(k);
     stage.chunk = pipeline.chunk(k);
@@ -257,8 +268,11 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       }
       // FSDP2's copies around its collectives (fsdp_copies.h) run on the compute stream: the
       // gathers' copy-outs after all of them (the layer's ops start with them), the scatters'
-      // copy-ins before all of them.
-      OpList transfers, copies;
+      // copy-ins before all of them. In lists kept across the calls (two per layer and pass).
+      OpList& transfers = transfer_scratch;
+      OpList& copies = copy_scratch;
+      transfers.clear();
+      copies.clear();
       auto push = [&](int64_t count, const Placement& group, std::string_view op_name) {
         if (count == 0 || group.group_size < 2) return;
         Event e = makeCommunication(
@@ -420,6 +434,8 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     if (k + 1 < K) {
       stage.activation_bytes_out = stageOutputBytes(model, shape, end_layer);
     }
+    forward_ops = stage.forward.size();
+    backward_ops = stage.backward.size();
     core->stages.push_back(std::move(stage));
     core->layer_params.push_back(std::move(layer_params));
     core->dense_params.push_back(std::move(dense_params));

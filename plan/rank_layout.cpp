@@ -42,21 +42,26 @@ RankCoord RankLayout::coord(int64_t rank) const {
 }
 
 Placement RankLayout::placementOf(const std::vector<int64_t>& ranks) const {
+  if (std::is_sorted(ranks.begin(), ranks.end())) return placementOfSorted(ranks);
+  std::vector<int64_t> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  return placementOfSorted(sorted);
+}
+
+Placement RankLayout::placementOfSorting(std::vector<int64_t>& ranks) const {
+  if (!std::is_sorted(ranks.begin(), ranks.end())) std::sort(ranks.begin(), ranks.end());
+  return placementOfSorted(ranks);
+}
+
+Placement RankLayout::placementOfSorted(const std::vector<int64_t>& ranks) const {
   // Groups are arithmetic progressions of ranks, so equal nodes are adjacent once sorted: count
   // runs instead of filling a map (this runs for every group of every plan of a search).
-  std::vector<int64_t> sorted;
-  const std::vector<int64_t>* in = &ranks;
-  if (!std::is_sorted(ranks.begin(), ranks.end())) {
-    sorted = ranks;
-    std::sort(sorted.begin(), sorted.end());
-    in = &sorted;
-  }
   Placement p;
-  p.group_size = static_cast<int>(in->size());
+  p.group_size = static_cast<int>(ranks.size());
   p.nodes = 0;
   p.ranks_per_node = 0;
   int run = 0, last_node = -1;
-  for (int64_t r : *in) {
+  for (int64_t r : ranks) {
     const int n = node(r);
     if (p.nodes == 0 || n != last_node) {
       ++p.nodes;
@@ -68,55 +73,64 @@ Placement RankLayout::placementOf(const std::vector<int64_t>& ranks) const {
   return p;
 }
 
-std::vector<int64_t> RankLayout::tpRanks(const RankCoord& c) const {
-  std::vector<int64_t> ranks;
+void RankLayout::tpRanks(const RankCoord& c, std::vector<int64_t>& ranks) const {
+  ranks.clear();
   for (int t = 0; t < tp_; ++t) ranks.push_back(rank(t, c.dp, c.pp, c.cp));
-  return ranks;
 }
 
-std::vector<int64_t> RankLayout::dpRanks(const RankCoord& c) const {
-  std::vector<int64_t> ranks;
+void RankLayout::dpRanks(const RankCoord& c, std::vector<int64_t>& ranks) const {
+  ranks.clear();
   for (int d = 0; d < dp_; ++d) {
     for (int x = 0; x < cp_; ++x) ranks.push_back(rank(c.tp, d, c.pp, x));
   }
-  return ranks;
 }
 
-std::vector<int64_t> RankLayout::cpRanks(const RankCoord& c) const {
-  std::vector<int64_t> ranks;
+void RankLayout::cpRanks(const RankCoord& c, std::vector<int64_t>& ranks) const {
+  ranks.clear();
   for (int x = 0; x < cp_; ++x) ranks.push_back(rank(c.tp, c.dp, c.pp, x));
-  return ranks;
 }
 
-std::vector<int64_t> RankLayout::epRanks(const RankCoord& c) const {
+void RankLayout::epRanks(const RankCoord& c, std::vector<int64_t>& ranks) const {
   const int64_t i = expertIndex(c);
-  std::vector<int64_t> ranks;
+  ranks.clear();
   for (int e = 0; e < ep_; ++e) {
     ranks.push_back(expertRank(i % etp_, e, i / (int64_t{etp_} * ep_), c.pp, c.cp));
   }
-  return ranks;
 }
 
-std::vector<int64_t> RankLayout::etpRanks(const RankCoord& c) const {
+void RankLayout::etpRanks(const RankCoord& c, std::vector<int64_t>& ranks) const {
   const int64_t i = expertIndex(c);
-  std::vector<int64_t> ranks;
+  ranks.clear();
   for (int j = 0; j < etp_; ++j) {
     ranks.push_back(expertRank(j, (i / etp_) % ep_, i / (int64_t{etp_} * ep_), c.pp, c.cp));
   }
-  return ranks;
 }
 
-std::vector<int64_t> RankLayout::expertDpRanks(const RankCoord& c) const {
+void RankLayout::expertDpRanks(const RankCoord& c, std::vector<int64_t>& ranks) const {
   const int64_t i = expertIndex(c);
   const int64_t groups = int64_t{tp_} * dp_ / (int64_t{etp_} * ep_);
-  std::vector<int64_t> ranks;
+  ranks.clear();
   for (int64_t g = 0; g < groups; ++g) {
     for (int x = 0; x < cp_; ++x)
       ranks.push_back(expertRank(i % etp_, (i / etp_) % ep_, g, c.pp, x));
   }
   std::sort(ranks.begin(), ranks.end());
-  return ranks;
 }
+
+// The vector-returning forms, for executors: the filling forms into a vector of their own.
+#define EVSIM_RANKS_BY_VALUE(name)                                      \
+  std::vector<int64_t> RankLayout::name(const RankCoord& c) const {    \
+    std::vector<int64_t> ranks;                                         \
+    name(c, ranks);                                                     \
+    return ranks;                                                       \
+  }
+EVSIM_RANKS_BY_VALUE(tpRanks)
+EVSIM_RANKS_BY_VALUE(dpRanks)
+EVSIM_RANKS_BY_VALUE(cpRanks)
+EVSIM_RANKS_BY_VALUE(epRanks)
+EVSIM_RANKS_BY_VALUE(etpRanks)
+EVSIM_RANKS_BY_VALUE(expertDpRanks)
+#undef EVSIM_RANKS_BY_VALUE
 
 Placement RankLayout::tpGroup(int dp, int pp, int cp) const {
   return placementOf(tpRanks(RankCoord{0, dp, pp, cp}));
@@ -160,10 +174,15 @@ Placement RankLayout::stagePair(int tp, int dp, int from_pp, int to_pp, int cp) 
 }
 
 Placement RankLayout::worstTpGroup(int pp) const {
-  Placement worst = tpGroup(0, pp);
+  std::vector<int64_t> ranks;
+  auto group = [&](int dp, int cp) {
+    tpRanks(RankCoord{0, dp, pp, cp}, ranks);
+    return placementOfSorting(ranks);
+  };
+  Placement worst = group(0, 0);
   for (int d = 0; d < dp_; ++d) {
     for (int x = 0; x < cp_; ++x) {
-      Placement p = tpGroup(d, pp, x);
+      Placement p = group(d, x);
       if (worse(p, worst)) worst = p;
     }
   }
@@ -171,10 +190,15 @@ Placement RankLayout::worstTpGroup(int pp) const {
 }
 
 Placement RankLayout::worstCpGroup(int pp) const {
-  Placement worst = cpGroup(0, 0, pp);
+  std::vector<int64_t> ranks;
+  auto group = [&](int tp, int dp) {
+    cpRanks(RankCoord{tp, dp, pp, 0}, ranks);
+    return placementOfSorting(ranks);
+  };
+  Placement worst = group(0, 0);
   for (int t = 0; t < tp_; ++t) {
     for (int d = 0; d < dp_; ++d) {
-      Placement p = cpGroup(t, d, pp);
+      Placement p = group(t, d);
       if (worse(p, worst)) worst = p;
     }
   }
@@ -183,12 +207,17 @@ Placement RankLayout::worstCpGroup(int pp) const {
 
 // Each group once: its member with EP index 0 (or expert-TP index 0, or expert-DP index 0).
 Placement RankLayout::worstEpGroup(int pp) const {
-  Placement worst = epGroup(0, 0, pp, 0);
+  std::vector<int64_t> ranks;
+  auto group = [&](int tp, int dp, int cp) {
+    epRanks(RankCoord{tp, dp, pp, cp}, ranks);
+    return placementOfSorting(ranks);
+  };
+  Placement worst = group(0, 0, 0);
   const int64_t n = int64_t{tp_} * dp_;
   for (int64_t i = 0; i < n; ++i) {
     if ((i / etp_) % ep_ != 0) continue;
     for (int x = 0; x < cp_; ++x) {
-      Placement p = epGroup(static_cast<int>(i % tp_), static_cast<int>(i / tp_), pp, x);
+      Placement p = group(static_cast<int>(i % tp_), static_cast<int>(i / tp_), x);
       if (worse(p, worst)) worst = p;
     }
   }
@@ -196,11 +225,16 @@ Placement RankLayout::worstEpGroup(int pp) const {
 }
 
 Placement RankLayout::worstEtpGroup(int pp) const {
-  Placement worst = etpGroup(0, 0, pp, 0);
+  std::vector<int64_t> ranks;
+  auto group = [&](int tp, int dp, int cp) {
+    etpRanks(RankCoord{tp, dp, pp, cp}, ranks);
+    return placementOfSorting(ranks);
+  };
+  Placement worst = group(0, 0, 0);
   const int64_t n = int64_t{tp_} * dp_;
   for (int64_t i = 0; i < n; i += etp_) {
     for (int x = 0; x < cp_; ++x) {
-      Placement p = etpGroup(static_cast<int>(i % tp_), static_cast<int>(i / tp_), pp, x);
+      Placement p = group(static_cast<int>(i % tp_), static_cast<int>(i / tp_), x);
       if (worse(p, worst)) worst = p;
     }
   }
@@ -208,10 +242,15 @@ Placement RankLayout::worstEtpGroup(int pp) const {
 }
 
 Placement RankLayout::worstExpertDpGroup(int pp) const {
-  Placement worst = expertDpGroup(0, 0, pp);
+  std::vector<int64_t> ranks;
+  auto group = [&](int tp, int dp) {
+    expertDpRanks(RankCoord{tp, dp, pp, 0}, ranks);
+    return placementOfSorting(ranks);
+  };
+  Placement worst = group(0, 0);
   const int64_t n = int64_t{etp_} * ep_;  // one member of each group: expert-DP index 0
   for (int64_t i = 0; i < n; ++i) {
-    Placement p = expertDpGroup(static_cast<int>(i % tp_), static_cast<int>(i / tp_), pp);
+    Placement p = group(static_cast<int>(i % tp_), static_cast<int>(i / tp_));
     if (worse(p, worst)) worst = p;
   }
   return worst;
@@ -225,12 +264,13 @@ Placement RankLayout::worstCpRingPair(int pp) const {
 Placement RankLayout::worstCpRingPair(int pp, int stride) const {
   EVSIM_CHECK(stride >= 1 && cp_ % stride == 0, "CP ring stride {} of {}", stride, cp_);
   bool crosses = false;
+  std::vector<int64_t> ranks;
   for (int t = 0; t < tp_ && !crosses; ++t) {
     for (int d = 0; d < dp_ && !crosses; ++d) {
       for (int a = 0; a < stride && !crosses; ++a) {
-        std::vector<int64_t> ranks;
+        ranks.clear();
         for (int x = a; x < cp_; x += stride) ranks.push_back(rank(t, d, pp, x));
-        crosses = placementOf(ranks).nodes > 1;
+        crosses = placementOfSorting(ranks).nodes > 1;
       }
     }
   }
@@ -241,12 +281,13 @@ Placement RankLayout::worstCpBlock(int pp, int size) const {
   EVSIM_CHECK(size >= 1 && cp_ % size == 0, "CP block of {} in {}", size, cp_);
   Placement worst;
   bool first = true;
+  std::vector<int64_t> ranks;
   for (int t = 0; t < tp_; ++t) {
     for (int d = 0; d < dp_; ++d) {
       for (int base = 0; base < cp_; base += size) {
-        std::vector<int64_t> ranks;
+        ranks.clear();
         for (int x = base; x < base + size; ++x) ranks.push_back(rank(t, d, pp, x));
-        const Placement p = placementOf(ranks);
+        const Placement p = placementOfSorting(ranks);
         if (first || worse(p, worst)) worst = p;
         first = false;
       }
@@ -256,9 +297,14 @@ Placement RankLayout::worstCpBlock(int pp, int size) const {
 }
 
 Placement RankLayout::worstDpGroup(int pp) const {
-  Placement worst = dpGroup(0, pp);
+  std::vector<int64_t> ranks;
+  auto group = [&](int tp) {
+    dpRanks(RankCoord{tp, 0, pp, 0}, ranks);
+    return placementOfSorting(ranks);
+  };
+  Placement worst = group(0);
   for (int t = 1; t < tp_; ++t) {
-    Placement p = dpGroup(t, pp);
+    Placement p = group(t);
     if (worse(p, worst)) worst = p;
   }
   return worst;

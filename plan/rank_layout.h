@@ -85,6 +85,18 @@ class RankLayout {
   Placement worstStagePair(int dp, int from_pp, int to_pp) const;
 
  private:
+  // The group members above written into `ranks` (emptied first; its storage reused): the worst*
+  // searches fill one vector for all the groups they compare instead of a vector per group
+  // (stagePlacements runs them per stage of every placement key of a search).
+  void tpRanks(const RankCoord& c, std::vector<int64_t>& ranks) const;
+  void dpRanks(const RankCoord& c, std::vector<int64_t>& ranks) const;
+  void cpRanks(const RankCoord& c, std::vector<int64_t>& ranks) const;
+  void epRanks(const RankCoord& c, std::vector<int64_t>& ranks) const;
+  void etpRanks(const RankCoord& c, std::vector<int64_t>& ranks) const;
+  void expertDpRanks(const RankCoord& c, std::vector<int64_t>& ranks) const;
+  // placementOf, sorting `ranks` in place when they are not sorted (no copy); of sorted ranks.
+  Placement placementOfSorting(std::vector<int64_t>& ranks) const;
+  Placement placementOfSorted(const std::vector<int64_t>& ranks) const;
   // The rank of expert index (etp, ep, edp) at stage pp and CP rank cp (the header's regrouping).
   int64_t expertRank(int64_t etp, int64_t ep, int64_t edp, int pp, int cp) const;
   // Expert index i = tp + M dp of a coordinate.

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "common/error.h"
+
 namespace evsim {
 namespace {
 
@@ -34,6 +36,19 @@ struct Span {
   size_t size() const { return static_cast<size_t>(end - begin); }
 };
 
+// prefetchShardedTransfers' arrays, kept per thread across its calls (two per ZeRO-3 chunk of
+// every plan core a search builds: 19,402 calls in Llama 3 70B's search on 1,024 GPUs, eight
+// vectors each, were 4.4% of its heap allocations; bench/RESULTS.md, session 26, alloc34). Each
+// call sizes every array it reads before reading it, so what an earlier call left changes
+// nothing; the storage kept is that of the longest list the thread has reordered (~100 bytes per
+// op).
+struct PrefetchScratch {
+  std::vector<Placed> placed;
+  std::vector<size_t> group_start, grouped, next, order, new_position;
+  std::vector<int> beside_span;
+  OpList ops;
+};
+
 }  // namespace
 
 // A unit's gathers, other ops (host copies included) and scatters are each increasing in
@@ -43,7 +58,9 @@ struct Span {
 // allocations on 1,024 GPUs, contended at two threads: bench/RESULTS.md, session 25, thr34b).
 void prefetchShardedTransfers(OpList& ops, const EventTable& table) {
   const size_t n = ops.size();
-  std::vector<Placed> placed(n);
+  thread_local PrefetchScratch scratch;
+  std::vector<Placed>& placed = scratch.placed;
+  placed.assign(n, Placed{});
   size_t pending_from = n;  // the first host copy waiting for the unit that follows it
   int units = 0;
   bool any = false;
@@ -79,12 +96,15 @@ void prefetchShardedTransfers(OpList& ops, const EventTable& table) {
     return 3 * static_cast<size_t>(p.unit) + kind;
   };
   const size_t groups = 3 * static_cast<size_t>(units) + 1;
-  std::vector<size_t> group_start(groups + 1, 0);
+  std::vector<size_t>& group_start = scratch.group_start;
+  group_start.assign(groups + 1, 0);
   for (const Placed& p : placed) ++group_start[groupOf(p) + 1];
   for (size_t g = 0; g < groups; ++g) group_start[g + 1] += group_start[g];
-  std::vector<size_t> grouped(n);
+  std::vector<size_t>& grouped = scratch.grouped;
+  grouped.assign(n, 0);
   {
-    std::vector<size_t> next(group_start.begin(), group_start.end() - 1);
+    std::vector<size_t>& next = scratch.next;
+    next.assign(group_start.begin(), group_start.end() - 1);
     for (size_t i = 0; i < n; ++i) grouped[next[groupOf(placed[i])]++] = i;
   }
   auto span = [&](int unit, size_t kind) {
@@ -93,9 +113,10 @@ void prefetchShardedTransfers(OpList& ops, const EventTable& table) {
   };
 
   // The new order, as positions into the old list, and which transfers run beside which body.
-  std::vector<size_t> order;
-  std::vector<int> beside_span(n, -1);  // new overlap_ops of a moved transfer
-  order.reserve(n);
+  std::vector<size_t>& order = scratch.order;
+  order.clear();
+  std::vector<int>& beside_span = scratch.beside_span;
+  beside_span.assign(n, -1);  // new overlap_ops of a moved transfer
   const Span first_gathers = span(0, 0);
   order.insert(order.end(), first_gathers.begin, first_gathers.end);  // exposed: nothing before
   for (int u = 0; u < units; ++u) {
@@ -119,12 +140,15 @@ void prefetchShardedTransfers(OpList& ops, const EventTable& table) {
   // Copies after the last device op stay last (they run beside nothing that follows).
   order.insert(order.end(), grouped.data() + group_start[groups - 1], grouped.data() + n);
 
-  std::vector<size_t> new_position(n);
+  std::vector<size_t>& new_position = scratch.new_position;
+  new_position.assign(n, 0);
   for (size_t p = 0; p < order.size(); ++p) new_position[order[p]] = p;
-  OpList out;
-  out.reserve(n);
+  // The old list copied aside, the new order written back into `ops` (its storage kept).
+  const OpList& old_ops = scratch.ops;
+  scratch.ops.assign(ops.begin(), ops.end());
+  EVSIM_CHECK(order.size() == n, "{} ops reordered into {}", n, order.size());
   for (size_t p = 0; p < order.size(); ++p) {
-    OpInstance op = ops[order[p]];
+    OpInstance op = old_ops[order[p]];
     if (beside_span[order[p]] >= 0) {
       op.overlap_ops = beside_span[order[p]];
     } else if (op.overlap_ops > 0) {
@@ -143,9 +167,8 @@ void prefetchShardedTransfers(OpList& ops, const EventTable& table) {
       }
       op.overlap_ops = at > p ? static_cast<int>(at - p - 1) : 0;
     }
-    out.push_back(op);
+    ops[p] = op;
   }
-  ops = std::move(out);
 }
 
 void renumberInFirstUseOrder(EventTable& table, std::vector<StagePlan>& stages,
@@ -180,9 +203,7 @@ void renumberInFirstUseOrder(EventTable& table, std::vector<StagePlan>& stages,
   bool identity = true;
   for (int i = 0; i < n && identity; ++i) identity = order[i] == i;
   if (identity) return;
-  EventTable out;
-  for (int old : order) out.appendNew(table[old], table.hashAt(old));
-  table = std::move(out);
+  table.reorder(order);
   for (StagePlan& stage : stages) {
     for (OpList* ops : {&stage.forward, &stage.backward}) {
       for (OpInstance& op : *ops) op.event = renumbered[op.event];

@@ -25,21 +25,37 @@ std::vector<Zero2Arrival> zero2Arrivals(const OpList& backward, const EventTable
                                         const std::map<int, int64_t>& layer_params,
                                         const std::map<int, int64_t>& layer_experts) {
   // Per layer: its weight-gradient GEMMs (batched: the routed experts'), where its last op is.
+  // Flat arrays, not a map of layers with a vector each (this runs per ZeRO-2 chunk of every plan
+  // core a search builds): a layer's GEMMs are a list threaded through one array by index.
   struct Gemm {
     int op = 0;
     int64_t elements = 0;
     bool batched = false;
+    int next = -1;  // the layer's next GEMM (index into `gemms`)
   };
   struct Layer {
-    std::vector<Gemm> gemms;
+    int id = 0;
+    int first_gemm = -1, last_gemm = -1;
     int last_op = -1;
     int64_t plain = 0, batched = 0;  // elements of each kind
   };
-  std::map<int, Layer> layers;
+  std::vector<Layer> layers;
+  std::vector<Gemm> gemms;
+  // At most one GEMM per op, and a layer has several ops (a norm, a GEMM and its gradient...).
+  gemms.reserve(backward.size());
+  layers.reserve(backward.size() / 4 + 4);
+  size_t current = 0;  // the layer the last op joined: a chunk's ops come layer by layer
+  auto layerOf = [&](int id) -> Layer& {
+    if (current < layers.size() && layers[current].id == id) return layers[current];
+    for (current = 0; current < layers.size() && layers[current].id != id; ++current) {
+    }
+    if (current == layers.size()) layers.push_back(Layer{id});
+    return layers[current];
+  };
   for (size_t i = 0; i < backward.size(); ++i) {
     const OpInstance& op = backward[i];
     if (op.stream == Stream::kHost) continue;  // offload copies compute no gradient
-    Layer& layer = layers[op.layer];
+    Layer& layer = layerOf(op.layer);
     layer.last_op = static_cast<int>(i);
     const Event& e = table[op.event].event;
     const bool batched = e.op == "bgemm";
@@ -49,17 +65,20 @@ std::vector<Zero2Arrival> zero2Arrivals(const OpList& backward, const EventTable
     }
     int64_t weight = checkedMul(e.dim("m"), e.dim("n"), "weight-gradient elements");
     if (batched) weight = checkedMul(weight, e.dim("batch"), "weight-gradient elements");
-    layer.gemms.push_back({static_cast<int>(i), weight, batched});
+    const int index = static_cast<int>(gemms.size());
+    gemms.push_back({static_cast<int>(i), weight, batched});
+    (layer.last_gemm < 0 ? layer.first_gemm : gemms[layer.last_gemm].next) = index;
+    layer.last_gemm = index;
     int64_t& sum = batched ? layer.batched : layer.plain;
     sum = checkedAdd(sum, weight, "weight-gradient elements");
   }
-  std::vector<int> order;  // layers by their last op (a chunk's layers never interleave)
-  for (const auto& [id, layer] : layers) order.push_back(id);
-  std::sort(order.begin(), order.end(),
-            [&](int a, int b) { return layers[a].last_op < layers[b].last_op; });
+  // Layers by their last op (a chunk's layers never interleave; each op is one layer's, so the
+  // last ops differ and the order is the map's sorted by them, whatever order they came in).
+  std::sort(layers.begin(), layers.end(),
+            [](const Layer& a, const Layer& b) { return a.last_op < b.last_op; });
   std::vector<Zero2Arrival> out;
-  for (int id : order) {
-    const Layer& layer = layers[id];
+  for (const Layer& layer : layers) {
+    const int id = layer.id;
     const auto params = layer_params.find(id);
     if (params == layer_params.end()) continue;  // no parameters (none of the chunk's layers)
     const auto found = layer_experts.find(id);
@@ -73,7 +92,8 @@ std::vector<Zero2Arrival> zero2Arrivals(const OpList& backward, const EventTable
                       by_gemm ? experts - gemm_experts : experts};
     rest.elements += rest.experts;
     if (by_gemm) {
-      for (const Gemm& g : layer.gemms) {
+      for (int at = layer.first_gemm; at >= 0; at = gemms[at].next) {
+        const Gemm& g = gemms[at];
         const bool expert = experts > 0 && g.batched;
         if (g.op == layer.last_op) {  // the rest arrives with it
           rest.elements += g.elements;

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "modeler/op_offsets.h"
@@ -135,6 +136,37 @@ TEST(ShardedPrefetch, BackwardActivationPrefetchesStayBesideTheirLayer) {
   // g1 0-3 exposed; g0 3-6 beside h1, h0, b1; h1 3-5 blocks; h0 5-10 beside b1 5-15; s1 15-21
   // beside b0 15-25; s0 25-31 exposed. (Before the fix: 33, h0 blocking and g0 after it.)
   EXPECT_DOUBLE_EQ(f.taskUs(), 31);
+}
+
+TEST(ShardedPrefetch, ASecondListOnOneThreadIsReorderedAsOnAFreshThread) {
+  // prefetchShardedTransfers keeps its arrays per thread across calls: a short list reordered
+  // after a longer one (arrays larger, holding that list's positions) comes out exactly as on a
+  // thread that never ran it, and as traced by hand in ForwardGathersTheNextLayerBesideThisOne.
+  auto forward = [] {
+    Fixture f;
+    f.gather("g_emb", 2);
+    f.compute("emb", 1);
+    f.gather("g0", 3);
+    f.compute("c0", 5);
+    f.gather("g1", 3);
+    f.compute("c1", 5);
+    return f;
+  };
+  Fixture fresh = forward();
+  std::thread([&] { prefetchShardedTransfers(fresh.ops, fresh.table); }).join();
+  Fixture longer;
+  for (const char* layer : {"2", "1", "0"}) {
+    longer.gather(layer, 3);
+    longer.compute(layer, 10);
+    longer.scatter(layer, 6);
+  }
+  prefetchShardedTransfers(longer.ops, longer.table);
+  Fixture second = forward();
+  prefetchShardedTransfers(second.ops, second.table);
+  EXPECT_EQ(second.names(), (std::vector<std::string>{"g_emb", "g0", "emb", "g1", "c0", "c1"}));
+  EXPECT_EQ(second.spans(), (std::vector<int>{0, 1, 0, 1, 0, 0}));
+  EXPECT_EQ(second.names(), fresh.names());
+  EXPECT_EQ(second.spans(), fresh.spans());
 }
 
 TEST(ShardedPrefetch, ListWithoutShardedTransfersIsUnchanged) {

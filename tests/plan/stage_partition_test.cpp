@@ -237,5 +237,30 @@ TEST(StagePartition, CachedSplitsEqualTheUncachedOnes) {
   }
 }
 
+TEST(StagePartition, SplitIntoAUsedVectorEqualsAFreshOne) {
+  // The closed-form tier keeps one vector per workspace and fills it per class
+  // (stageFirstLayers(..., first)): filled after a split of more chunks (longer) and of fewer
+  // (shorter), through a cache and without, it holds exactly the split a fresh call returns.
+  ModelConfig model = test::model(64, 4, 256, 32, 512, 24);
+  PlanCache cache;
+  std::vector<int> used;
+  for (int stages : {8, 3, 2, 3}) {
+    for (PlanCache* c : {&cache, static_cast<PlanCache*>(nullptr)}) {
+      Strategy s = test::strategy("1M1P1D", 1, 64);
+      s.pp = stages;
+      stageFirstLayers(model, s, c, used);
+      EXPECT_EQ(used, stageFirstLayers(model, s)) << "stages=" << stages;
+      ASSERT_EQ(used.size(), static_cast<size_t>(stages));
+      EXPECT_EQ(used.front(), 0);
+    }
+  }
+  // A user's split into the same vector: its prefix sums, nothing left of the split before.
+  Strategy user = test::strategy("1M1P1D", 1, 64);
+  user.pp = 2;
+  user.stage_layers = {10, 14};
+  stageFirstLayers(model, user, &cache, used);
+  EXPECT_EQ(used, (std::vector<int>{0, 10}));
+}
+
 }  // namespace
 }  // namespace evsim
