@@ -19,7 +19,7 @@ BENCH=${1:-BM_Llama70b_Every_Pruned/T/1024/}
 PAIRS=${2:-5}
 BIN=${3:-build/bench/search_bench}
 [[ -x $BIN ]] || { echo "thread_scaling.sh: no executable $BIN (build it first)" >&2; exit 2; }
-[[ $BENCH == *T* ]] || { echo "thread_scaling.sh: BENCH must contain T for the thread count" >&2; exit 2; }
+[[ $BENCH == */T/* ]] || { echo "thread_scaling.sh: BENCH must contain /T/ for the thread count" >&2; exit 2; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -30,7 +30,7 @@ hz=$(getconf CLK_TCK)
 
 # run T LAST: one run at T threads; appends "T bench_ms wall cpu others" to $tmp/runs.
 run() {
-  local t=$1 last=$2 filter=${BENCH//T/$1} before after profile=0
+  local t=$1 last=$2 filter=${BENCH//\/T\//\/$1\/} before after profile=0
   [[ ${PROFILE:-0} == 1 && $last == 1 ]] && profile=1
   before=$(busy_jiffies)
   EVSIM_PARALLEL_PROFILE=$profile /usr/bin/time -f '%e %U %S %M' -o "$tmp/time" \

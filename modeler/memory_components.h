@@ -83,7 +83,7 @@
 //     Under --grad-reduce-sync step none: each bucket is a buffer of its own from its first
 //     gradient to its reduction's end, in the model dtype while it fills and in the wire dtype
 //     from its issue (the cast), the one being filled among them
-//     (modeler/pending_reductions.h, pendingReductionPeak).
+//     (modeler/pending_reductions.h; the walk's peak: pendingReductionPeak below).
 // Transients, each at its own moment of the step (the stage peak adds the largest):
 //   recompute: the block whose activations are rebuilt for its backward, what it saves without
 //     recomputation less what it kept;

@@ -326,9 +326,11 @@ MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy
                               int64_t micro_batches, int64_t capacity_bytes,
                               const std::vector<ChunkMemoryInput>& chunks, double headroom,
                               const HostCapacity& host, const MemoryOverheads& overheads) {
-  return estimateMemory(model, strategy, capacity_bytes,
-                        deviceChunkSums(strategy, micro_batches, chunks), headroom, host,
-                        overheads);
+  std::vector<DeviceChunkSums> devices = deviceChunkSums(strategy, micro_batches, chunks);
+  if (strategy.zero_stage == 2 && strategy.reducesAtStep()) {
+    setLeastFirstBuckets(model, strategy, chunks, devices);
+  }
+  return estimateMemory(model, strategy, capacity_bytes, devices, headroom, host, overheads);
 }
 
 MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy,

@@ -276,8 +276,9 @@ void addLayerFacts(const ModelConfig& model, const ModelFootprint& footprint,
                    bool has_embedding, bool has_head, ChunkMemoryInput& chunk,
                    const std::vector<char>* recomputed = nullptr);
 
-// The same estimate from the chunks (one per virtual stage, P*v, in virtual-stage order); `plan`'s
-// overload calls this, so both give identical figures.
+// The same estimate from the chunks (one per virtual stage, P*v, in virtual-stage order), with
+// setLeastFirstBuckets under ZeRO-2 with step reductions: `plan`'s overload without a timeline's
+// walk gives identical figures.
 MemoryEstimate estimateMemory(const ModelConfig& model, const Strategy& strategy,
                               int64_t micro_batches, int64_t capacity_bytes,
                               const std::vector<ChunkMemoryInput>& chunks,
@@ -309,10 +310,10 @@ struct DeviceChunkSums {
   // --grad-reduce-sync step: what the device's pending reductions add to its peak, at a plateau and
   // at a cast instant. From a timeline in simulate (pendingReductionPeak); without one (the
   // search's memory check, an estimate of a plan alone) the least of its chunks' first buckets
-  // while they fill (setLeastFirstBuckets) as a plateau's, no cast, which
-  // no timeline's walk goes below: the backward that runs first after the held activations' peak
-  // starts with them all still held and opens its chunk's first bucket (memory_components.h).
-  // {0, 0} from deviceChunkSums.
+  // while they fill (setLeastFirstBuckets) as a plateau's, no cast, which no timeline's walk goes
+  // below: the backward that runs first after the held activations' peak starts with them all
+  // still held and opens its chunk's first bucket (memory_components.h). {0, 0} from
+  // deviceChunkSums.
   PendingReductionPeak pending_reductions;
 };
 std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t micro_batches,
@@ -332,8 +333,9 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
 // fused tasks, and routed experts whose expert-data-parallel group is one rank (their part of a
 // bucket has no reduction, so the first listed bucket may be a later one). Independent of the ZeRO
 // stage and of --grad-reduce-sync, so candidates that differ only in those share it; read by
-// stageMemory under ZeRO-2 with step only, so the callers set it for those alone (done for every
-// chunk of every class it was 2% of the search's closed-form tier: bench/RESULTS.md, session 26).
+// stageMemory under ZeRO-2 with step only, so the callers set it for those alone (computed for
+// every chunk of every class it cost 2% of the search's closed-form tier: bench/RESULTS.md,
+// session 26, tally34).
 void setLeastFirstBuckets(const ModelConfig& model, const Strategy& strategy,
                           const std::vector<ChunkMemoryInput>& chunks,
                           std::vector<DeviceChunkSums>& devices);

@@ -97,6 +97,11 @@ class Recorder {
                  total_wall, serial, parallel, lost, busy_cpu);
     phases_.clear();
   }
+  // Forgets what was recorded (what another search, which prints nothing, left).
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    phases_.clear();
+  }
 
  private:
   std::mutex mutex_;

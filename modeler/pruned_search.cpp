@@ -374,7 +374,9 @@ SearchReport runPrunedSearch(const ModelConfig& model, const ClusterConfig& clus
                              const CostModel& costs, const SearchOptions& options) {
   validateSearchOptions(options);
   if (options.top_k < 1) EVSIM_THROW(InputError, "--top {}: must be >= 1", options.top_k);
-  const parallel_profile::Stamp start = parallel_profile::now();
+  const bool profiled = parallel_profile::on();
+  if (profiled) parallel_profile::Recorder::get().clear();  // e.g. an exhaustive search's regions
+  const parallel_profile::Stamp start = profiled ? parallel_profile::now() : parallel_profile::Stamp{};
   pruned::PrunedSearch search(model, cluster, costs, options);
   search.runPass();
   while (search.endPass()) search.runPass();  // the invalid ones were counted in the first pass
@@ -382,7 +384,7 @@ SearchReport runPrunedSearch(const ModelConfig& model, const ClusterConfig& clus
     parallel_profile::Scope profile("search.finish");
     return search.finish();
   }();
-  if (parallel_profile::on()) {
+  if (profiled) {
     parallel_profile::Recorder::get().print(parallel_profile::now().wall - start.wall);
   }
   return report;

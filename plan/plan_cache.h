@@ -88,11 +88,11 @@ class PlanCache {
   // least recently used beyond the capacity; a caller's pointer keeps an evicted core alive).
   std::shared_ptr<const PlanCore> core(
       const CoreKey& key, const std::function<std::shared_ptr<const PlanCore>()>& compute);
-  // Forgets the partitions (partition, partitionOfCosts: values handed out by copy), which the
-  // closed-form tier asks for per candidate and a simulation for its own: a search's pass over
-  // the enumeration leaves ~65,000 of them (5 MB for Llama 3.1 405B on 1,024 GPUs) beside the
-  // simulations that follow (issue 34 item 2). Not while another thread is inside partition() or
-  // partitionOfCosts().
+  // Forgets the partitions (partition, partitionOfCosts: references a caller copies before this
+  // can run), which the closed-form tier asks for per candidate and a simulation for its own: a
+  // search's pass over the enumeration leaves ~65,000 of them (5 MB for Llama 3.1 405B on 1,024
+  // GPUs) beside the simulations that follow (issue 34 item 2). Not while another thread is inside
+  // partition() or partitionOfCosts() or still holds a reference they returned.
   void releasePartitions();
   // Core look-ups answered from the cache (or from another thread's build of the same core), and
   // those that computed the core.

@@ -175,7 +175,7 @@ def main():
         usable = j.get("usable_memory_bytes", 0) / GIB
         print(f"{gpus} GPUs: busiest stage {stage}: " +
               ", ".join(f"{k[:-6]} {v:.2f}" for k, v in gib.items() if v > 0.005) +
-              ("; at a bucket's cast (SP: the kept gather buffer alone, half tp_cp_buffer)"
+              ("; at a bucket's cast (SP: the kept gather buffer alone, half the SP term)"
                if m.get("peak_at_bucket_cast") else "") +
               f"; usable {usable:.2f} GiB; verdict {j.get('memory_verdict', '?')}" +
               (f" (margin to the card {j['device_margin_bytes'] / GIB:.2f} GiB)"

@@ -1,6 +1,6 @@
 #pragma once
 // The pruned search's test cases shared by its test files (tests/modeler/pruned_search_test.cpp,
-// closed_form_bound_test.cpp, zero2_bound_test.cpp): the bundled searches, a cost model without
+// closed_form_bound_test.cpp): the bundled searches, a cost model without
 // some events, and the comparison of two candidates' rows (header-only; for tests that link the
 // modeler).
 
