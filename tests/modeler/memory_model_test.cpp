@@ -163,6 +163,28 @@ TEST(MemoryModelTest, ReservedCappedAtWhatTheDeviceLeavesTheAllocator) {
   EXPECT_EQ(reserved(2 << 20), 1'083'536);
 }
 
+// --grad-reduce-sync step under ZeRO-2, from chunks alone (no timeline): each stage counts its
+// chunk's first bucket while it fills, in the model dtype (setLeastFirstBuckets). DeepSpeed's
+// default bucket (5e8 elements) holds a whole chunk, so the first bucket is all of its parameters:
+// fp16, 2 x 1,000 = 2,000 bytes on stage 0 and 2 x 3,000 = 6,000 on stage 1 (1F1B, P = 2, D = 2).
+// Under --grad-reduce-sync backward nothing is pending.
+TEST(MemoryModelTest, ChunksAloneCountTheStepsFirstBucket) {
+  const ModelConfig model = parseModelConfig(kTinyYaml, "tiny.yaml");
+  Strategy s = strategy(1, 2, 2, 1, 8, Schedule::kDapple);
+  s.zero_stage = 2;
+  s.grad_reduce_sync = GradReduceSync::kStep;
+  const std::vector<ChunkMemoryInput> chunks{{.parameters = 1000, .activation_bytes = 10'000},
+                                             {.parameters = 3000, .activation_bytes = 10'000}};
+  const MemoryEstimate step = estimateMemory(model, s, 4, int64_t{1} << 30, chunks, 0.0);
+  ASSERT_EQ(step.stages.size(), 2u);
+  EXPECT_EQ(step.stages[0].pending_reduction_bytes, 2'000);
+  EXPECT_EQ(step.stages[1].pending_reduction_bytes, 6'000);
+  s.grad_reduce_sync = GradReduceSync::kBackward;
+  const MemoryEstimate backward = estimateMemory(model, s, 4, int64_t{1} << 30, chunks, 0.0);
+  EXPECT_EQ(backward.stages[0].pending_reduction_bytes, 0);
+  EXPECT_EQ(backward.stages[1].pending_reduction_bytes, 0);
+}
+
 TEST(MemoryModelTest, HeadroomShrinksUsableMemory) {
   ModelConfig model = parseModelConfig(kTinyYaml, "tiny-mem.yaml");
   ClusterConfig cluster = parseClusterConfig(clusterYaml("1"), "mem-cluster.yaml");
