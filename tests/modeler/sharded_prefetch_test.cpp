@@ -63,7 +63,8 @@ struct Fixture {
   }
 };
 
-TEST(ShardedPrefetch, ForwardGathersTheNextLayerBesideThisOne) {
+// A forward: the embedding and two layers, each after its gather (2, 1; 3, 5; 3, 5).
+Fixture forwardOfTwoLayers() {
   Fixture f;
   f.gather("g_emb", 2);
   f.compute("emb", 1);
@@ -71,6 +72,11 @@ TEST(ShardedPrefetch, ForwardGathersTheNextLayerBesideThisOne) {
   f.compute("c0", 5);
   f.gather("g1", 3);
   f.compute("c1", 5);
+  return f;
+}
+
+TEST(ShardedPrefetch, ForwardGathersTheNextLayerBesideThisOne) {
+  Fixture f = forwardOfTwoLayers();
   EXPECT_DOUBLE_EQ(f.taskUs(), 19);  // blocking: 2 + 1 + 3 + 5 + 3 + 5
   prefetchShardedTransfers(f.ops, f.table);
   EXPECT_EQ(f.names(), (std::vector<std::string>{"g_emb", "g0", "emb", "g1", "c0", "c1"}));
@@ -142,17 +148,7 @@ TEST(ShardedPrefetch, ASecondListOnOneThreadIsReorderedAsOnAFreshThread) {
   // prefetchShardedTransfers keeps its arrays per thread across calls: a short list reordered
   // after a longer one (arrays larger, holding that list's positions) comes out exactly as on a
   // thread that never ran it, and as traced by hand in ForwardGathersTheNextLayerBesideThisOne.
-  auto forward = [] {
-    Fixture f;
-    f.gather("g_emb", 2);
-    f.compute("emb", 1);
-    f.gather("g0", 3);
-    f.compute("c0", 5);
-    f.gather("g1", 3);
-    f.compute("c1", 5);
-    return f;
-  };
-  Fixture fresh = forward();
+  Fixture fresh = forwardOfTwoLayers();
   std::thread([&] { prefetchShardedTransfers(fresh.ops, fresh.table); }).join();
   Fixture longer;
   for (const char* layer : {"2", "1", "0"}) {
@@ -161,7 +157,7 @@ TEST(ShardedPrefetch, ASecondListOnOneThreadIsReorderedAsOnAFreshThread) {
     longer.scatter(layer, 6);
   }
   prefetchShardedTransfers(longer.ops, longer.table);
-  Fixture second = forward();
+  Fixture second = forwardOfTwoLayers();
   prefetchShardedTransfers(second.ops, second.table);
   EXPECT_EQ(second.names(), (std::vector<std::string>{"g_emb", "g0", "emb", "g1", "c0", "c1"}));
   EXPECT_EQ(second.spans(), (std::vector<int>{0, 1, 0, 1, 0, 0}));
