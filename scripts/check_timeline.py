@@ -13,7 +13,8 @@
   chunks are found from layer numbers (along a pipeline, ordered by layer, each maximal run of
   layers on one device is a chunk; with interleaving a device holds several), and a send belongs to
   the chunk whose task of the same phase and micro-batch on that rank started last before it.
-T (default 0) absorbs clock-alignment error between ranks: pass eventrun's reported residual.
+T (default 0) absorbs clock-alignment error between ranks: pass eventrun's reported residual. It
+applies only where two ranks' clocks meet (a send and its receiving task) or to a stream's order.
 Exit 0 when all hold; otherwise one line per violation (at most 20) and exit 1.
 """
 import argparse
@@ -39,6 +40,9 @@ def key(r):
 
 
 TASK_PHASES = {"forward": "forward", "backward": "backward", "recompute": "backward"}
+
+# Slack for comparing two timestamps of one rank: the CSV's microsecond rounding only.
+SAME_CLOCK_US = 0.001
 
 
 def layer_order(layer):
@@ -96,11 +100,13 @@ def check_dependencies(measured, tol):
         forward = r["op"] == "send_activation"
         chunks = stages.get((r["tp"], r["dp"]), [])
         # The sending chunk: this device's task of that phase and micro-batch that started last
-        # before the send (the send follows its task).
+        # before the send (the send follows its task). Task and send share the rank's clock, so
+        # no alignment tolerance applies here: with it, a later chunk's task starting within T
+        # after the send (tiny tasks, a loaded machine's large T) was taken as the sender.
         sender, sender_start = None, None
         for k, (pp, _) in enumerate(chunks):
             start = task_start.get((r["tp"], r["dp"], k, r["phase"], r["micro_batch"]))
-            if pp != r["pp"] or start is None or start > r["start_us"] + tol:
+            if pp != r["pp"] or start is None or start > r["start_us"] + SAME_CLOCK_US:
                 continue
             if sender_start is None or start > sender_start:
                 sender, sender_start = k, start
