@@ -62,6 +62,12 @@ GIB = 1024.0**3
 FREE, ARRIVE, CONCAT, PARTS_FREED, RESHARD, COPY, SOURCE_FREED = range(7)
 
 
+def fail(message):
+    """Bad input: one line on stderr, exit 2 (the project's convention)."""
+    print(f"fsdp1_meta_whatif: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def top(intervals):
     """The most bytes held at once: `intervals` are (start, start_order, end, end_order, bytes);
     at one instant events run in (time, order) order, a free before an allocation of the same
@@ -115,8 +121,8 @@ def intervals(tasks, reductions, activation_bytes, model_bytes, w=False, s=False
     order = sorted(tasks.items(), key=lambda kv: kv[1][0])
     backwards = [(k, v) for k, v in order if k[0] == "backward"]
     if len(backwards) != len(reductions):
-        sys.exit(f"fsdp1_meta_whatif: {len(backwards)} backwards but {len(reductions)} "
-                 "reductions: one bucket per chunk expected")
+        fail(f"{len(backwards)} backwards but {len(reductions)} reductions in the timeline: "
+             "one bucket per chunk expected")
     out = []
     fwd_end = {}
     for (phase, chunk, mb), (start, end, _) in order:
@@ -161,7 +167,7 @@ def intervals(tasks, reductions, activation_bytes, model_bytes, w=False, s=False
 def run(eventsim, args):
     out = subprocess.run([eventsim, "simulate"] + args, capture_output=True, text=True)
     if out.returncode != 0:
-        sys.exit(f"fsdp1_meta_whatif: eventsim failed: {out.stderr.strip()}")
+        fail(f"eventsim simulate failed: {out.stderr.strip()}")
     return out.stdout
 
 
@@ -182,8 +188,8 @@ def main():
         with open(path) as f:
             pp = next(csv.DictReader(f))["pp"]
         if int(pp) != stage["stage"]:
-            sys.exit(f"fsdp1_meta_whatif: rank {a.rank} is stage {pp}, the busiest is "
-                     f"{stage['stage']}")
+            fail(f"--rank {a.rank} is on pipeline stage {pp}, the busiest stage is "
+                 f"{stage['stage']}")
         tasks, reductions = read_timeline(path, a.rank)
     act = m["activations_bytes"] // m["activations_in_flight"]
     model_bytes = 2

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """scripts/fsdp1_meta_whatif.py: its instant ordering and each mechanism's lifetimes on a
-timeline worked by hand, and the identity that its reading of eventsim's CSV is eventsim's walk.
+timeline worked by hand, the identity that its reading of eventsim's CSV is eventsim's walk, and
+bad input.
 
     fsdp1_meta_whatif_test.py EVENTSIM REPO_DIR
 """
@@ -97,6 +98,14 @@ class OnEventsimsTimeline(unittest.TestCase):
         summary = first.split("pending_reduction_bytes ")[1].split(")")[0]
         self.assertEqual(above, summary, first)
         self.assertEqual(len(out.stdout.splitlines()), 7)
+
+    def test_a_rank_off_the_busiest_stage_is_refused(self):
+        out = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "fsdp1_meta_whatif.py"),
+                              "--eventsim", EVENTSIM, "--rank", "0"],
+                             capture_output=True, text=True, cwd=REPO)
+        self.assertEqual(out.returncode, 2)
+        self.assertEqual(out.stderr, "fsdp1_meta_whatif: --rank 0 is on pipeline stage 0, the "
+                                     "busiest stage is 1\n")
 
 
 if __name__ == "__main__":
