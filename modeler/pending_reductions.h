@@ -12,16 +12,22 @@
 // and frees the model-dtype one once the copy exists, so both are held at that instant. The
 // bucket being filled and the ones queued or in flight are the same buffers at different ages, so
 // nothing else counts them (no persistent IPG buffer under step, plan/zero2_buckets.h).
-// The first bucket of a gradient task opens at the task's start (its first weight-gradient GEMM
-// comes after at most a few of the layer's input-gradient ops, while the chunk's saved
-// activations, freed at the task's end, are held anyway); a later one opens when the one before
+// The first bucket of a gradient task opens at the task's start: DeepSpeed's backward() allocates
+// its IPG buffer, torch.empty(reduce_bucket_size), before autograd runs (stage_1_and_2.py), and
+// the chunk's saved activations, freed at the task's end, are held anyway. (PyTorch FSDP1 holds
+// no such buffer: a unit's gradient grows as autograd makes it; on Meta's 405B plan that and
+// FSDP1's other lifetimes move the peak by +0.12 GiB: scripts/fsdp1_meta_whatif.py,
+// docs/VALIDATION.md, Session 27, meta29.) A later one opens when the one before
 // it closes (DeepSpeed's rule: the gradient that would overflow a bucket closes it and starts the
 // next, plan/zero2_buckets.h); the dense and the routed experts' parts of one bucket (issued after
 // the same op) open together.
 // Sources: PyTorch FSDP (torch/distributed/fsdp/_runtime_utils.py, _post_backward_hook and
 // _reduce_grad, PyTorch 2.1-2.5; the FSDP the Llama 3 paper uses, Zhao et al. 2023): with
 // MixedPrecision(param_dtype=bf16, reduce_dtype=fp32) the unit's unsharded bf16 gradient is cast
-// to fp32 on the post-backward stream, the bf16 one kept (record_stream) until that cast has run,
+// to fp32 on the post-backward stream, the bf16 one kept (record_stream) at least until that cast
+// has run (FSDP1 records the stream when the hook drops it, after queueing the reduce-scatter, so
+// in fact until that has run; the walk frees it at the cast, as DeepSpeed's next bucket reuses
+// its IPG buffer; the difference is mechanism S of scripts/fsdp1_meta_whatif.py),
 // and the fp32 one freed when the reduce-scatter on that stream has finished; the Llama 3 paper
 // (Dubey et al. 2024, section 3.3.2): "FP32 gradient accumulation during backward computation over
 // multiple micro-batches and also reduce-scatter gradients in FP32 across data parallel workers in
