@@ -24,6 +24,7 @@
 set -u
 mpiexec=$1
 eventprof=$2
+rounds_awk="$(dirname "$0")/progress_rounds.awk"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
@@ -42,7 +43,7 @@ write_events() {
 }
 
 # Runs eventprof on $1 GEMMs with --comm-timeout $2 and prints "LONGEST MEAN PHASE ROUNDS" (s) of
-# its compute phase from the progress lines; fails loudly when the run fails.
+# its compute phase from the progress lines (progress_rounds.awk); fails loudly when the run fails.
 run() {
   write_events "$1"
   "$mpiexec" -np 3 --oversubscribe "$eventprof" --backend cpu --events "$dir/events.yaml" \
@@ -56,29 +57,8 @@ run() {
   grep -q "measured $(($1 + 1)) event(s) ($1 compute, 1 communication" "$dir/log" || {
     cat "$dir/log" >&2; echo "not every event measured" >&2; exit 1; }
   rm -f "$dir/p.yaml"
-  phase_of "$dir/log" || { cat "$dir/log" >&2; echo "no progress lines to time" >&2; exit 1; }
-}
-
-# "LONGEST MEAN PHASE ROUNDS" from a log's progress lines: compute rounds start at the lines
-# before the all-reduce's; each round ends where the next line starts. LONGEST adds the 0.1-s
-# print resolution (each elapsed value is rounded, so a difference is within 0.1 s of the truth).
-phase_of() {
-  awk '/^\[eventprof\] [0-9]+\/[0-9]+ done \| now: / {
-         if (!match($0, /\| [0-9.]+ s elapsed/)) next
-         t = substr($0, RSTART + 2, RLENGTH - 12) + 0
-         if (index($0, "now: allreduce ") > 0) { end = t; found = 1; exit }
-         start[n++] = t
-       }
-       END {
-         if (!found || n == 0) exit 1
-         longest = 0
-         for (k = 0; k < n; k++) {
-           step = (k + 1 < n ? start[k + 1] : end) - start[k]
-           if (step > longest) longest = step
-         }
-         phase = end - start[0]
-         printf "%.3f %.3f %.3f %d\n", longest + 0.1, phase / n, phase, n
-       }' "$1"
+  awk -f "$rounds_awk" "$dir/log" || {
+    cat "$dir/log" >&2; echo "no progress lines to time" >&2; exit 1; }
 }
 
 field() { echo "$1" | awk -v k="$2" '{ print $k }'; }
