@@ -63,21 +63,23 @@ run() {
 
 field() { echo "$1" | awk -v k="$2" '{ print $k }'; }
 
-# 2 timing ranks on 2 cores: a round measures 2 GEMMs.
-calibration=$(run 40 120) || exit 1
+# A round measures one GEMM per timing rank (2 on 2 cores: 20 rounds).
+gemms=40
+calibration=$(run "$gemms" 120) || exit 1
 attempt=1
 while :; do
   longest=$(field "$calibration" 1)
   mean=$(field "$calibration" 2)
+  per_round=$(( (gemms + $(field "$calibration" 4) - 1) / $(field "$calibration" 4) ))
   timeout_s=$(awk -v l="$longest" 'BEGIN { printf "%.3f\n", 3 * l }')
   # Rounds for an expected phase of 5 timeouts (at least the calibration's 20, at most 60).
   rounds=$(awk -v t="$timeout_s" -v m="$mean" 'BEGIN {
     r = int(5 * t / m) + 1; if (r < 20) r = 20; if (r > 60) r = 60; print r }')
-  events=$((2 * rounds))
-  measured=$(run "$events" "$timeout_s") || exit 1
+  gemms=$((per_round * rounds))
+  measured=$(run "$gemms" "$timeout_s") || exit 1
   phase=$(field "$measured" 3)
   echo "attempt $attempt: calibration's longest round ${longest} s (mean ${mean} s);" \
-    "--comm-timeout ${timeout_s} s; ${events} GEMMs: $(field "$measured" 4) rounds, a compute" \
+    "--comm-timeout ${timeout_s} s; ${gemms} GEMMs: $(field "$measured" 4) rounds, a compute" \
     "phase of ${phase} s, longest round $(field "$measured" 1) s"
   # The point of the test: the compute phase outlasted the timeout several times over.
   awk -v p="$phase" -v t="$timeout_s" 'BEGIN { exit !(p >= 3 * t) }' && break
