@@ -56,8 +56,8 @@ ProfileDb sample() {
 // The YAML text save() writes. The file is this process's own: ctest -j runs this program's
 // tests side by side, and two of them using one shared name could read each other's file.
 std::string yamlText(const ProfileDb& db) {
-  const std::string path = fmt::format("{}/evsim_profile_cbor_test_{}.yaml", testing::TempDir(),
-                                       ::getpid());
+  const std::string path =
+      fmt::format("{}/evsim_profile_cbor_test_{}.yaml", testing::TempDir(), ::getpid());
   db.save(path);
   std::string text;
   {
