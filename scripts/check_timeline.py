@@ -15,6 +15,9 @@
   the chunk whose task of the same phase and micro-batch on that rank started last before it.
 T (default 0) absorbs clock-alignment error between ranks: pass eventrun's reported residual. It
 applies only where two ranks' clocks meet (a send and its receiving task) or to a stream's order.
+eventrun puts every rank on rank 0's clock, each within its own half round trip, and reports the
+largest: two ranks other than 0 can then be off by T each, in opposite directions, so where a send
+and its receiver both lie off rank 0 the slack is 2 T (T where one of them is rank 0).
 Exit 0 when all hold; otherwise one line per violation (at most 20) and exit 1.
 """
 import argparse
@@ -82,8 +85,9 @@ def check_dependencies(measured, tol):
             for layer in layers:
                 chunk_of[(tp, dp, layer)] = k
     # Task starts per (tp, dp, k, phase, micro_batch): the first op of the task on any stream but
-    # pp-comm (recomputed ops open their backward task).
+    # pp-comm (recomputed ops open their backward task); task_rank: the rank running it.
     task_start = {}
+    task_rank = {}
     for r in measured:
         phase = TASK_PHASES.get(r["phase"])
         if r["stream"] == "pp-comm" or phase is None:
@@ -94,6 +98,7 @@ def check_dependencies(measured, tol):
             continue
         t = (r["tp"], r["dp"], k, phase, r["micro_batch"])
         task_start[t] = min(task_start.get(t, float("inf")), r["start_us"])
+        task_rank[t] = r["rank"]
     for r in measured:
         if r["op"] not in ("send_activation", "send_gradient"):
             continue
@@ -111,13 +116,14 @@ def check_dependencies(measured, tol):
             if sender_start is None or start > sender_start:
                 sender, sender_start = k, start
         receiver = None if sender is None else sender + (1 if forward else -1)
-        start = task_start.get((r["tp"], r["dp"], receiver, r["phase"], r["micro_batch"]))
+        received = (r["tp"], r["dp"], receiver, r["phase"], r["micro_batch"])
+        start = task_start.get(received)
         what = f"rank {r['rank']} {r['op']} mb {r['micro_batch']}"
         if sender is None:
             errors.append(f"{what}: no sending task before it")
         elif start is None:
             errors.append(f"{what} (chunk {sender}): no receiving task on chunk {receiver}")
-        elif start < r["start_us"] - tol:
+        elif start < r["start_us"] - tol * ((r["rank"] != 0) + (task_rank[received] != 0)):
             errors.append(f"chunk {receiver} (pp {chunks[receiver][0]}) {r['phase']} mb "
                           f"{r['micro_batch']} starts {start:.3f} before {what} (chunk {sender}) "
                           f"started {r['start_us']:.3f}")

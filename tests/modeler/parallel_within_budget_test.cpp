@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -85,7 +86,12 @@ TEST(ParallelWithinBudget, TwoHeavyItemsNeverRunAtOnceAndLightOnesRunBeside) {
   EXPECT_LE(log.most_weight, 40u);
   EXPECT_GE(log.most_weight, 40u);  // a heavy and a light one did run together
   for (size_t i = 0; i < weights.size(); ++i) EXPECT_EQ(log.runs[i], 1) << i;
-  EXPECT_EQ(log.starts.front(), 0u);  // the order of preference: the first item first
+  // The order of preference: the first item (heavy) taken first and, beside it, the first light
+  // one (item 1 does not fit beside it). Which of the two enters f() first is the threads' race
+  // (the taker of item 0 can be descheduled between taking it and logging it), so not asserted.
+  ASSERT_GE(log.starts.size(), 2u);
+  EXPECT_EQ(std::min(log.starts[0], log.starts[1]), 0u);
+  EXPECT_EQ(std::max(log.starts[0], log.starts[1]), 2u);
 }
 
 // An item heavier than the whole budget runs, alone: nothing starts beside it, on three threads.

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <bit>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <fmt/format.h>
@@ -50,12 +53,19 @@ ProfileDb sample() {
   return db;
 }
 
-// The YAML text save() writes.
+// The YAML text save() writes. The file is this process's own: ctest -j runs this program's
+// tests side by side, and two of them using one shared name could read each other's file.
 std::string yamlText(const ProfileDb& db) {
-  const std::string path = testing::TempDir() + "/evsim_profile_cbor_test.yaml";
+  const std::string path =
+      fmt::format("{}/evsim_profile_cbor_test_{}.yaml", testing::TempDir(), ::getpid());
   db.save(path);
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  std::string text;
+  {
+    std::ifstream in(path);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::filesystem::remove(path);
+  return text;
 }
 
 std::string errorOf(const std::string& bytes) {

@@ -20,9 +20,10 @@ namespace fs = std::filesystem;
 class ProfileDbTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // The pid keeps two runs of one test apart (checkouts testing side by side on one machine):
+    // without it one run's remove_all below emptied the other's folder mid-test.
     dir_ = fs::temp_directory_path() /
-           ("evsim_profile_db_test_" +
-            std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+           ("evsim_profile_db_test_" + std::to_string(::getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
