@@ -2,6 +2,8 @@
 #include "modeler/closed_form_tier.h"
 
 #include <algorithm>
+#include <optional>
+#include <tuple>
 #include <vector>
 
 #include "common/error.h"
@@ -47,8 +49,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     forward = &with_copies_forward;
     backward = &with_copies_backward;
   };
-  // One optimizer step's ops over `params`, issued one after another (memoised per thread).
-  auto stepUs = [&](int64_t params) {
+  auto memoStepUs = [&](int64_t params) {
     auto [it, inserted] =
         workspace.step_us.try_emplace({params, static_cast<int>(strategy.offload) +
                                                    16 * static_cast<int>(strategy.framework) +
@@ -66,6 +67,18 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
       }
     }
     return it->second;
+  };
+  // One optimizer step's ops over `params`, issued one after another (memoised per thread). The
+  // chunks of a class mostly hold as many parameters as the one before: the last answer is kept
+  // here too, which spares the memo's look-up (a map look-up per chunk for each of a class's
+  // step variants).
+  int64_t last_step_params = -1;
+  double last_step_us = 0;
+  auto stepUs = [&](int64_t params) {
+    if (params == last_step_params) return last_step_us;
+    last_step_params = params;
+    last_step_us = memoStepUs(params);
+    return last_step_us;
   };
   // Sums `chunk_us(k)` per device stage into `sums` the first time; false when one is uncosted.
   auto stageSums = [&](Facts::StageSums& sums, auto&& chunk_us) {
@@ -95,11 +108,19 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
                                                      facts.dense_parameters[k] * grad_bytes, dp,
                                                      grad_wire, workspace);
   };
+  // The last answer kept, as stepUs': chunks in a row mostly send as many bytes over the same
+  // placement.
+  std::optional<std::tuple<EventKind, int64_t, Placement>> last_sync;
+  double last_sync_us = 0;
   auto syncUs = [&](EventKind kind, int k) {
     const bool gather = kind == EventKind::kAllGather;
     const int64_t bytes = facts.dense_parameters[k] * (gather ? elem_bytes : grad_bytes);
-    return communicationUs(kind, bytes, placements.dp[pipeline.device(k)],
-                           gather ? model_.dtype : grad_wire, workspace);
+    const Placement& dp = placements.dp[pipeline.device(k)];
+    if (last_sync && *last_sync == std::tuple{kind, bytes, dp}) return last_sync_us;
+    last_sync = std::tuple{kind, bytes, dp};
+    last_sync_us =
+        communicationUs(kind, bytes, dp, gather ? model_.dtype : grad_wire, workspace);
+    return last_sync_us;
   };
   // After the pipeline: gradient sync (not overlapped), optimizer, ZeRO 1/2 parameter gathers.
   const int offload = static_cast<int>(strategy.offload);
