@@ -2,6 +2,8 @@
 #include "modeler/closed_form_tier.h"
 
 #include <algorithm>
+#include <optional>
+#include <tuple>
 #include <vector>
 
 #include "common/error.h"
@@ -29,11 +31,14 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   if (!chunkTimes(strategy, zero3, facts, workspace)) return 0;
   const std::vector<double>* forward = &facts.forward[zero3 ? 1 : 0];
   const std::vector<double>* backward = &facts.backward[zero3 ? 1 : 0];
-  // The workspace's scratch vectors: no allocation per candidate (a million in the 70B search,
-  // contended in malloc at two threads).
-  std::vector<double>& with_copies_forward = workspace.copies_forward_us;
-  std::vector<double>& with_copies_backward = workspace.copies_backward_us;
-  if (offloadsActivations(strategy.offload)) {
+  // With activation offload F_k and B_k are at least the copies' sums (withCopies, below, when a
+  // stage's work is first summed for these lists).
+  const bool copies = offloadsActivations(strategy.offload);
+  auto withCopies = [&] {
+    // The workspace's scratch vectors: no allocation per candidate (a million in the 70B search,
+    // contended in malloc at two threads).
+    std::vector<double>& with_copies_forward = workspace.copies_forward_us;
+    std::vector<double>& with_copies_backward = workspace.copies_backward_us;
     if (!facts.copies_ready) activationCopyTimes(facts, workspace);
     with_copies_forward = *forward;
     with_copies_backward = *backward;
@@ -43,9 +48,8 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     }
     forward = &with_copies_forward;
     backward = &with_copies_backward;
-  }
-  // One optimizer step's ops over `params`, issued one after another (memoised per thread).
-  auto stepUs = [&](int64_t params) {
+  };
+  auto memoStepUs = [&](int64_t params) {
     auto [it, inserted] =
         workspace.step_us.try_emplace({params, static_cast<int>(strategy.offload) +
                                                    16 * static_cast<int>(strategy.framework) +
@@ -63,6 +67,18 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
       }
     }
     return it->second;
+  };
+  // One optimizer step's ops over `params`, issued one after another (memoised per thread). The
+  // chunks of a class mostly hold as many parameters as the one before: the last answer is kept
+  // here too, which spares the memo's look-up (a map look-up per chunk for each of a class's
+  // step variants).
+  int64_t last_step_params = -1;
+  double last_step_us = 0;
+  auto stepUs = [&](int64_t params) {
+    if (params == last_step_params) return last_step_us;
+    last_step_params = params;
+    last_step_us = memoStepUs(params);
+    return last_step_us;
   };
   // Sums `chunk_us(k)` per device stage into `sums` the first time; false when one is uncosted.
   auto stageSums = [&](Facts::StageSums& sums, auto&& chunk_us) {
@@ -92,11 +108,19 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
                                                      facts.dense_parameters[k] * grad_bytes, dp,
                                                      grad_wire, workspace);
   };
+  // The last answer kept, as stepUs': chunks in a row mostly send as many bytes over the same
+  // placement.
+  std::optional<std::tuple<EventKind, int64_t, Placement>> last_sync;
+  double last_sync_us = 0;
   auto syncUs = [&](EventKind kind, int k) {
     const bool gather = kind == EventKind::kAllGather;
     const int64_t bytes = facts.dense_parameters[k] * (gather ? elem_bytes : grad_bytes);
-    return communicationUs(kind, bytes, placements.dp[pipeline.device(k)],
-                           gather ? model_.dtype : grad_wire, workspace);
+    const Placement& dp = placements.dp[pipeline.device(k)];
+    if (last_sync && *last_sync == std::tuple{kind, bytes, dp}) return last_sync_us;
+    last_sync = std::tuple{kind, bytes, dp};
+    last_sync_us =
+        communicationUs(kind, bytes, dp, gather ? model_.dtype : grad_wire, workspace);
+    return last_sync_us;
   };
   // After the pipeline: gradient sync (not overlapped), optimizer, ZeRO 1/2 parameter gathers.
   const int offload = static_cast<int>(strategy.offload);
@@ -152,7 +176,7 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
   // where tasks fuse (their ops interleave with a partner's).
   // Under --grad-reduce-sync step they leave the task for the DP stream's queue (timing_engine.h):
   // only the weaker form below (the DP stream's m reductions before the step) holds.
-  const std::vector<double>* work_backward = backward;
+  int reductions_variant = 0;  // ZeRO-2's reductions in the work: 0 none, 1 in series, 2 beside
   if (G > 1 && zero == 2 && !fuses && !strategy.reducesAtStep()) {
     Facts::StageSums& reductions = facts.zero2_chunk_reductions;
     if (!reductions.ready) {
@@ -165,28 +189,33 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
       }
     }
     // Uncosted: the plan's reductions are too (the full path reports them); no tighter bound.
+    // In series the reductions add their whole time, unless the backward has windows (an op
+    // beside the next ones): a bucket inserted inside one takes a window's slot, and the op it
+    // displaces runs after the window, so the task may grow by less than the reduction. It
+    // still lasts at least its ops without the reductions and at least the reductions (one
+    // after another, each in its own run of ops): the longer of the two stays a bound.
     if (reductions.complete) {
-      const std::vector<double>& compute = facts.backward[zero3 ? 1 : 0];
-      std::vector<double>& with_reductions = workspace.zero2_backward_us;
-      with_reductions.resize(K);
-      // In series the reductions add their whole time, unless the backward has windows (an op
-      // beside the next ones): a bucket inserted inside one takes a window's slot, and the op it
-      // displaces runs after the window, so the task may grow by less than the reduction. It
-      // still lasts at least its ops without the reductions and at least the reductions (one
-      // after another, each in its own run of ops): the longer of the two stays a bound.
       const bool in_series =
-          !strategy.dp_overlap && !facts.backward_windows[zero3 ? 1 : 0] &&
-          !offloadsActivations(strategy.offload);
-      for (int k = 0; k < K; ++k) {
-        const double in_task = in_series ? compute[k] + reductions.us[k]
-                                         : std::max(compute[k], reductions.us[k]);
-        // (*backward)[k] is compute[k], or its max with the activation copies in.
-        with_reductions[k] = std::max(in_task, (*backward)[k]);
-      }
-      work_backward = &with_reductions;
+          !strategy.dp_overlap && !facts.backward_windows[zero3 ? 1 : 0] && !copies;
+      reductions_variant = in_series ? 1 : 2;
     }
   }
-  double bound = 0, fill = 0, drain = 0;
+  // The backward each task's work counts: B_k, or with ZeRO-2's reductions in it.
+  auto withReductions = [&]() -> const std::vector<double>* {
+    if (reductions_variant == 0) return backward;
+    const std::vector<double>& compute = facts.backward[zero3 ? 1 : 0];
+    const std::vector<double>& reduction_us = facts.zero2_chunk_reductions.us;
+    std::vector<double>& with_reductions = workspace.zero2_backward_us;
+    with_reductions.resize(K);
+    for (int k = 0; k < K; ++k) {
+      const double in_task = reductions_variant == 1 ? compute[k] + reduction_us[k]
+                                                     : std::max(compute[k], reduction_us[k]);
+      // (*backward)[k] is compute[k], or its max with the activation copies in.
+      with_reductions[k] = std::max(in_task, (*backward)[k]);
+    }
+    return &with_reductions;
+  };
+  double bound = 0;
   // ZeRO-2 reduce-scatters every micro-batch's gradients bucket by bucket on the DP stream, one
   // bucket at a time (plan/zero2_buckets.h), and the step's ops wait for the last: a device's
   // iteration lasts at least m of its chunks' reductions plus its step. A chunk's buckets cost at
@@ -205,18 +234,38 @@ double ClosedFormTier::lowerBoundUs(const Strategy& strategy, int64_t micro_batc
     if (!stageSums(syncs, reductionUs)) return 0;
     for (int s = 0; s < P; ++s) bound = std::max(bound, m * syncs.us[s] + post[s]);
   }
-  for (int s = 0; s < P; ++s) {
-    double per_micro_batch = 0;
-    for (int c = 0; c < v; ++c) {
-      const int k = pipeline.virtualStage(s, c);
-      per_micro_batch += (*forward)[k] + (*work_backward)[k] + sendUs(k) + sendUs(k - 1);
+  // Per stage: one micro-batch's work, and the fill and drain before it (Facts::StageWork), for
+  // the lists this candidate reads; computed by the class's first member that reads them.
+  Facts::StageWork& stage_work =
+      facts.stage_work[static_cast<size_t>((zero3 ? 1 : 0) + 2 * (copies ? 1 : 0) +
+                                           4 * reductions_variant)];
+  if (!stage_work.ready) {
+    stage_work.ready = true;
+    if (copies) withCopies();
+    const std::vector<double>* work_backward = withReductions();
+    double fill = 0, drain = 0;
+    stage_work.per_micro_batch.resize(static_cast<size_t>(P));
+    stage_work.fill.resize(static_cast<size_t>(P));
+    stage_work.drain.resize(static_cast<size_t>(P));
+    for (int s = 0; s < P; ++s) {
+      double per_micro_batch = 0;
+      for (int c = 0; c < v; ++c) {
+        const int k = pipeline.virtualStage(s, c);
+        per_micro_batch += (*forward)[k] + (*work_backward)[k] + sendUs(k) + sendUs(k - 1);
+      }
+      stage_work.per_micro_batch[static_cast<size_t>(s)] = per_micro_batch;
+      stage_work.fill[static_cast<size_t>(s)] = fill;
+      stage_work.drain[static_cast<size_t>(s)] = drain;
+      fill += (*forward)[s] + sendUs(s);
+      // Device s's gradient send to s-1 is in its work: the drain's chain sends from s-1 on.
+      drain += (*backward)[s] + sendUs(s - 1);
     }
-    const double work = m * per_micro_batch * work_share;
-    bound = std::max(bound, fill + work + post[s]);
-    bound = std::max(bound, fill + work + drain + post[0]);
-    fill += (*forward)[s] + sendUs(s);
-    // Device s's gradient send to s-1 is in its work: the drain's chain sends from s-1 on.
-    drain += (*backward)[s] + sendUs(s - 1);
+  }
+  for (int s = 0; s < P; ++s) {
+    const size_t i = static_cast<size_t>(s);
+    const double work = m * stage_work.per_micro_batch[i] * work_share;
+    bound = std::max(bound, stage_work.fill[i] + work + post[s]);
+    bound = std::max(bound, stage_work.fill[i] + work + stage_work.drain[i] + post[0]);
   }
   return bound;
 }

@@ -223,17 +223,17 @@ ClosedFormTier::Facts& ClosedFormTier::facts(const Strategy& strategy,
   const Workspace::State::ShapeKey shape_key{
       static_cast<int>(strategy.schedule), shape.stages, shape.chunks, shape.micro_batches,
       strategy.schedule == Schedule::kInterleaved && shape.group > 0 ? shape.group : 0};
-  std::shared_ptr<const std::vector<ActivationStates>> states;
+  // The last shape's states are read in place: copying the pointer (an atomic count on a control
+  // block the other workers' copies share) for each class put the workers on one cache line.
   if (strategy.schedule == Schedule::kFile) {
-    states = walkedStates(strategy.schedule, shape);  // asked for each time, as the registry does
-  } else if (workspace.last_states && workspace.last_shape == shape_key) {
-    states = workspace.last_states;
-  } else {
-    states = sharedStates(strategy.schedule, shape, shape_key);
+    // Asked for each time, as the registry does.
+    workspace.last_states = walkedStates(strategy.schedule, shape);
+  } else if (!workspace.last_states || !(workspace.last_shape == shape_key)) {
+    workspace.last_states = sharedStates(strategy.schedule, shape, shape_key);
   }
   workspace.last_shape = shape_key;
-  workspace.last_states = states;
-  f.devices = deviceChunkSums(strategy, shape.micro_batches, f.chunks, *states);
+  deviceChunkSums(strategy, shape.micro_batches, f.chunks, *workspace.last_states, f.devices,
+                  workspace.device_chunk_scratch);
   return f;
 }
 

@@ -196,13 +196,24 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
 std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t micro_batches,
                                              const std::vector<ChunkMemoryInput>& chunks,
                                              const std::vector<ActivationStates>& states) {
+  std::vector<DeviceChunkSums> out;
+  DeviceChunkScratch scratch;
+  deviceChunkSums(strategy, micro_batches, chunks, states, out, scratch);
+  return out;
+}
+
+void deviceChunkSums(const Strategy& strategy, int64_t micro_batches,
+                     const std::vector<ChunkMemoryInput>& chunks,
+                     const std::vector<ActivationStates>& states, std::vector<DeviceChunkSums>& out,
+                     DeviceChunkScratch& scratch) {
   const int P = strategy.pp;
   EVSIM_CHECK(!chunks.empty() && chunks.size() % P == 0 && states.size() == static_cast<size_t>(P),
               "{} chunks and {} activation states for {} stages", chunks.size(), states.size(), P);
   const int v = static_cast<int>(chunks.size()) / P;
   const PipelineLayout pipeline = pipelineLayout(strategy.schedule, P, v);
-  std::vector<DeviceChunkSums> out(P);
-  std::vector<int64_t> chunk_bytes, chunk_held_bytes;
+  out.assign(static_cast<size_t>(P), DeviceChunkSums{});
+  std::vector<int64_t>& chunk_bytes = scratch.chunk_bytes;
+  std::vector<int64_t>& chunk_held_bytes = scratch.chunk_held_bytes;
   // The shard groups of the dense parameters and of the routed experts (the same for every
   // candidate that shares these sums: they differ only in ZeRO stage, offload and DP overlap).
   const double dense_group = strategy.gradGroupSize();
@@ -264,7 +275,7 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
     const std::shared_ptr<const std::vector<AccumulationStates>> accumulation =
         scheduleAccumulationStates(strategy.schedule,
                                    PipelineShape{P, v, micro_batches, strategy.microbatch_group});
-    std::vector<int64_t> chunk_gradient_bytes;
+    std::vector<int64_t>& chunk_gradient_bytes = scratch.chunk_gradient_bytes;
     for (int device = 0; device < P; ++device) {
       chunk_bytes.clear();
       chunk_held_bytes.clear();
@@ -283,7 +294,6 @@ std::vector<DeviceChunkSums> deviceChunkSums(const Strategy& strategy, int64_t m
           chunk_gradient_bytes);
     }
   }
-  return out;
 }
 
 void setLeastFirstBuckets(const ModelConfig& model, const Strategy& strategy,
