@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Fails when two files of one unity batch define a namespace-scope function of the same name.
+
+EVSIM_UNITY_BUILD (top-level CMakeLists.txt) compiles the test programs and the CLI libraries in
+batches of 8 files (CMake's Unity/unity_N_cxx.cxx, which #include the files). The files of a batch
+then share one translation unit, anonymous namespaces included. Two helpers of the same name and
+signature fail to compile (a redefinition: loud, safe). Two of the same name and different
+signatures become overloads of each other, and a call in one file may silently pick the other
+file's helper: this check catches that. It reads every Unity/unity_*_cxx.cxx under the build
+folder and, in each batch, the function definitions that start a line (Google style: namespace
+bodies are not indented, so a column-0 definition is a namespace-scope one).
+
+A file that collides is renamed apart, or taken out of unity batches with
+  set_source_files_properties(F PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+
+Usage: check_unity_batches.py BUILD_DIR   (exit 1 and one line per collision; 0 when none)
+"""
+import collections
+import pathlib
+import re
+import sys
+
+# A column-0 function definition: optional specifiers, a return type, then `name(`; lines ending
+# with ';' are declarations or statements and are skipped.
+DEFINITION = re.compile(
+    r'^(?:static\s+|inline\s+|constexpr\s+|\[\[nodiscard\]\]\s+)*(?:[\w:<>,]+[\s*&]+)+(\w+)\s*\(')
+NOT_FUNCTIONS = {'TEST', 'TEST_F', 'TEST_P', 'TYPED_TEST', 'INSTANTIATE_TEST_SUITE_P', 'if', 'for',
+                 'while', 'switch', 'return', 'main'}
+
+
+def defined_names(source):
+    names = set()
+    for line in source.read_text(errors='replace').splitlines():
+        match = DEFINITION.match(line)
+        if match and match.group(1) not in NOT_FUNCTIONS and not line.rstrip().endswith(';'):
+            names.add(match.group(1))
+    return names
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__.strip().splitlines()[-1])
+        return 2
+    build = pathlib.Path(sys.argv[1])
+    batches = sorted(build.glob('**/Unity/unity_*_cxx.cxx'))
+    collisions = 0
+    for batch in batches:
+        files = re.findall(r'#include "([^"]+)"', batch.read_text())
+        where = collections.defaultdict(list)
+        for f in files:
+            for name in defined_names(pathlib.Path(f)):
+                where[name].append(pathlib.Path(f).name)
+        for name, in_files in sorted(where.items()):
+            if len(in_files) > 1:
+                collisions += 1
+                print(f'{batch.relative_to(build)}: {name}() defined in {", ".join(in_files)}')
+    print(f'{len(batches)} unity batches, {collisions} shared helper names')
+    return 1 if collisions else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
