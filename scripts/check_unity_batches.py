@@ -6,9 +6,11 @@ batches of 8 files (CMake's Unity/unity_N_cxx.cxx, which #include the files). Th
 then share one translation unit, anonymous namespaces included. Two helpers of the same name and
 signature fail to compile (a redefinition: loud, safe). Two of the same name and different
 signatures become overloads of each other, and a call in one file may silently pick the other
-file's helper: this check catches that. It reads every Unity/unity_*_cxx.cxx under the build
-folder and, in each batch, the function definitions that start a line (Google style: namespace
-bodies are not indented, so a column-0 definition is a namespace-scope one).
+file's helper: this check catches that. It reads the Unity/unity_*_cxx.cxx sources that the build
+compiles (compile_commands.json; CMake leaves stale batch files behind after a reconfigure) and,
+in each batch, the function definitions that start a line (Google style: namespace bodies are not
+indented, so a column-0 definition is a namespace-scope one). Not seen here: a `using` directive
+in one file's anonymous namespace reaches the other files of its batch too.
 
 A file that collides is renamed apart, or taken out of unity batches with
   set_source_files_properties(F PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
@@ -16,6 +18,7 @@ A file that collides is renamed apart, or taken out of unity batches with
 Usage: check_unity_batches.py BUILD_DIR   (exit 1 and one line per collision; 0 when none)
 """
 import collections
+import json
 import pathlib
 import re
 import sys
@@ -42,7 +45,9 @@ def main():
         print(__doc__.strip().splitlines()[-1])
         return 2
     build = pathlib.Path(sys.argv[1])
-    batches = sorted(build.glob('**/Unity/unity_*_cxx.cxx'))
+    batches = sorted({pathlib.Path(entry['file'])
+                      for entry in json.loads((build / 'compile_commands.json').read_text())
+                      if re.search(r'/Unity/unity_\d+_cxx\.cxx$', entry['file'])})
     collisions = 0
     for batch in batches:
         files = re.findall(r'#include "([^"]+)"', batch.read_text())
@@ -53,7 +58,7 @@ def main():
         for name, in_files in sorted(where.items()):
             if len(in_files) > 1:
                 collisions += 1
-                print(f'{batch.relative_to(build)}: {name}() defined in {", ".join(in_files)}')
+                print(f'{batch.relative_to(build.resolve())}: {name}() defined in {", ".join(in_files)}')
     print(f'{len(batches)} unity batches, {collisions} shared helper names')
     return 1 if collisions else 0
 
