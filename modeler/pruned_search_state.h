@@ -45,7 +45,9 @@ constexpr double kBoundSlack = 1e-9;
 // `eventsim search` over the same space plus offload, 28 MiB 54 / 58 MB, 32 MiB 62 / 65 MB,
 // 36 MiB 65-67 / 70 MB, 40 MiB 67 / 70-71 MB, 48 MiB (the two largest passes together) 72-78 /
 // 77-81 MB (bench/RESULTS.md, session 25, rec34d): the largest passes still run beside smaller
-// ones only, as their flows, not their tasks, now make most of them.
+// ones only, as their flows, not their tasks, now make most of them. Session 27 (budget27): with
+// the graph and large orders let go during sharing that pass is ~21 MB (estimated 21.3), so the
+// round's 65,536-task first passes (6.3 MB) run beside it instead of the other thread waiting.
 constexpr size_t kSimulationBudgetBytes = size_t{28} << 20;
 
 struct Ranked {
