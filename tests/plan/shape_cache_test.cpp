@@ -182,9 +182,6 @@ TEST(ShapeCache, ReleaseForgetsTheSchedulesOrdersAndGraphs) {
   }
 }
 
-}  // namespace
-}  // namespace evsim
-
 // The schedules' orders are kept up to 65,536 tasks (a quarter of the registry's 2^18): larger
 // ones are read only while their graph is built, and kept they sat through a simulation beside
 // link sharing's flows (issue 34, session 27). Once released, the last user's copy is the last.
@@ -208,3 +205,6 @@ TEST(ShapeCache, KeepsTheOrdersOfAShapeUpTo65536TasksOnly) {
   releaseShapeCaches();
   EXPECT_TRUE(was_small.expired());
 }
+
+}  // namespace
+}  // namespace evsim
