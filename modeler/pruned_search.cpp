@@ -153,20 +153,25 @@ double tasksOf(const Pending& candidate) {
 // bytes) and the start order's record of the run it came from (1 byte up to 256 runs; the
 // search's passes have 16-64). Measured without that record (heap in use at its peak less at its
 // start, one thread, Llama 3.1 405B on 1,024 GPUs, 16,384-131,072 tasks and 0.47-1.03 M flows:
-// 8.4-23.4 MB; bench/RESULTS.md, session 25, rec34d) a fit gives ~55 bytes a task and ~16 a
-// flow: estimated at 60 and 16 + 1 (session 24: 140 and 12, with the larger records).
+// 8.4-23.4 MB; bench/RESULTS.md, session 25, rec34d) a fit gave ~55 bytes a task and ~16 a
+// flow (session 24: 140 and 12, with the larger records). Since session 27 (budget27) the task
+// graph is let go while the links are shared and a schedule's orders of more than 65,536 tasks
+// are not kept (plan/schedules/registry.cpp): the 131,072-task, 1.03 M-flow pass peaks at
+// 20.1-21.2 MB, not 22.2-24.9, so 28 a task and 16 + 1 a flow; and a pass is at least what its
+// timings hold (a first pass's figure: the 131,072-task passes of 0.13 M flows, 9.5-10.7 MB).
 size_t PrunedSearch::simulationBytes(const Pending& candidate, bool full) {
   constexpr double kFirstPassTaskBytes = sizeof(TaskNode) + 1.5 * sizeof(TaskEdge) +
                                          sizeof(uint8_t) + sizeof(int) + sizeof(StageTask) +
                                          sizeof(TaskTiming) + sizeof(lone::Output) + sizeof(int8_t) +
                                          sizeof(double);
-  constexpr double kSharingPassTaskBytes = 60, kSharingPassFlowBytes = 16 + 1;
+  constexpr double kSharingPassTaskBytes = 28, kSharingPassFlowBytes = 16 + 1;
   const double tasks = tasksOf(candidate);
-  const double bytes =
-      full ? kSharingPassTaskBytes * tasks +
-                 kSharingPassFlowBytes * static_cast<double>(candidate.sharing_flows)
-           : kFirstPassTaskBytes * tasks;
-  return static_cast<size_t>(bytes);
+  const double first_pass = kFirstPassTaskBytes * tasks;
+  if (!full) return static_cast<size_t>(first_pass);
+  // A sharing pass times the plan twice (a first pass's peak each) and shares its links between.
+  return static_cast<size_t>(std::max(
+      first_pass, kSharingPassTaskBytes * tasks +
+                      kSharingPassFlowBytes * static_cast<double>(candidate.sharing_flows)));
 }
 
 // A simulation's time, in units of about a timed task (~0.7 us): its timing, and for a sharing

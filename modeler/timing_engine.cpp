@@ -439,11 +439,13 @@ int checkedDevices(const TimingInput& input) {
 
 }  // namespace
 
+TaskGraph taskGraphOf(const TimingInput& input) {
+  return buildTaskGraph(input.schedule, checkedDevices(input), input.virtual_stages,
+                        input.micro_batches, input.microbatch_group, input.fuse_moe_a2a);
+}
+
 IterationTimeline computeTimeline(const TimingInput& input) {
-  const int P = checkedDevices(input);
-  return computeTimeline(
-      input, buildTaskGraph(input.schedule, P, input.virtual_stages, input.micro_batches,
-                            input.microbatch_group, input.fuse_moe_a2a));
+  return computeTimeline(input, taskGraphOf(input));
 }
 
 IterationTimeline computeTimeline(const TimingInput& input, TaskGraph graph) {

@@ -254,6 +254,8 @@ struct IterationTimeline {
 // A fused task's body: C of compute beside A of all-to-alls slowing it by `factor` (above).
 double fusedTaskUs(double compute_us, double comm_us, double factor);
 
+// The task graph of the input's schedule and shape (buildTaskGraph), which computeTimeline times.
+TaskGraph taskGraphOf(const TimingInput& input);
 // Throws Error if the input is inconsistent or the graph deadlocks (an internal bug).
 IterationTimeline computeTimeline(const TimingInput& input);
 // The same on `graph`, buildTaskGraph of the input's schedule and shape (a timing of the same

@@ -135,7 +135,7 @@ TaskGraph makeTaskGraph(Schedule schedule, int devices, int chunks, int64_t micr
     st.peak_in_flight[s] = peak;
   }
   // The memory model's activation states of these orders, while they are at hand: orders above
-  // 131,072 tasks are too large to keep (ShapeCache), and a simulation's memory estimate computed
+  // 65,536 tasks are too large to keep (ShapeCache, schedules/registry.cpp), and a simulation's memory estimate computed
   // them a second time (issue 34 item 3). A hit when the memory check came first (a search). One
   // chunk with whole backwards: from the peaks walked above, without a walk of their own.
   if (schedule != Schedule::kFile) {

@@ -132,6 +132,24 @@ TEST(TimingEngineTest, PeakActivationsComeFromTheSchedule) {
   }
 }
 
+// taskGraphOf: the graph computeTimeline times (link sharing builds it again after letting it go
+// while the links are shared, issue 34 session 27): the input's schedule and shape, and timing on
+// it gives the same timeline as on the graph computeTimeline builds itself.
+TEST(TimingEngineTest, TaskGraphOfIsTheGraphTheTimingBuilds) {
+  const TimingInput in = uniformInput(Schedule::kDapple, 4, 8, 1, 2);
+  const TaskGraph graph = taskGraphOf(in);
+  EXPECT_EQ(graph.devices, 4);
+  EXPECT_EQ(graph.chunks, 1);
+  EXPECT_EQ(graph.micro_batches, 8);
+  ASSERT_EQ(graph.nodes.size(), size_t{2 * 4 * 8});  // F and B of each micro-batch on each stage
+  const IterationTimeline built = computeTimeline(in);
+  EXPECT_EQ(built.graph.storage, graph.storage);  // one shape, one graph (kept: 64 tasks)
+  const IterationTimeline given = computeTimeline(in, taskGraphOf(in));
+  // DAPPLE, P = 4, m = 8, F = 1, B = 2, no sends: (m + P - 1)(F + B) = 33.
+  EXPECT_DOUBLE_EQ(built.iteration_us, 33.0);
+  EXPECT_DOUBLE_EQ(given.iteration_us, built.iteration_us);
+}
+
 // --- non-uniform stages and P2P
 // ---------------------------------------------------------------------
 

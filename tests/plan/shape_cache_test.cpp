@@ -182,5 +182,29 @@ TEST(ShapeCache, ReleaseForgetsTheSchedulesOrdersAndGraphs) {
   }
 }
 
+// The schedules' orders are kept up to 65,536 tasks (a quarter of the registry's 2^18): larger
+// ones are read only while their graph is built, and kept they sat through a simulation beside
+// link sharing's flows (issue 34, session 27). Once released, the last user's copy is the last.
+TEST(ShapeCache, KeepsTheOrdersOfAShapeUpTo65536TasksOnly) {
+  releaseShapeCaches();
+  // DAPPLE, P = 8, v = 1: each device runs 2 m tasks (F and B), 16 m in all.
+  const PipelineShape kept{8, 1, 4096, 0};    // 65,536 tasks
+  const PipelineShape large{8, 1, 4097, 0};   // 65,552 tasks
+  std::shared_ptr<const DeviceOrders> small_orders = scheduleOrders(Schedule::kDapple, kept);
+  std::shared_ptr<const DeviceOrders> large_orders = scheduleOrders(Schedule::kDapple, large);
+  size_t small_tasks = 0, large_tasks = 0;
+  for (const auto& order : *small_orders) small_tasks += order.size();
+  for (const auto& order : *large_orders) large_tasks += order.size();
+  ASSERT_EQ(small_tasks, size_t{65536});
+  ASSERT_EQ(large_tasks, size_t{65552});
+  const std::weak_ptr<const DeviceOrders> was_small = small_orders, was_large = large_orders;
+  small_orders.reset();
+  large_orders.reset();
+  EXPECT_FALSE(was_small.expired());  // kept by the cache
+  EXPECT_TRUE(was_large.expired());   // gone with its last user
+  releaseShapeCaches();
+  EXPECT_TRUE(was_small.expired());
+}
+
 }  // namespace
 }  // namespace evsim
