@@ -11,8 +11,9 @@ signatures become overloads of each other, and a call in one file may silently p
 file's helper: this check catches that. It reads the Unity/unity_*_cxx.cxx sources that the build
 compiles (compile_commands.json; CMake leaves stale batch files behind after a reconfigure) and,
 in each batch, the function definitions that start a line (Google style: namespace bodies are not
-indented, so a column-0 definition is a namespace-scope one). Not seen here: a `using` directive
-in one file's anonymous namespace reaches the other files of its batch too.
+indented, so a column-0 definition is a namespace-scope one). It also fails on a column-0
+`using namespace` directive in any file of a batch but its last: the directive reaches the files
+included after it (a helper there could then silently take a name the directive brought in).
 
 A file that collides is renamed apart, or taken out of unity batches with
   set_source_files_properties(F PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
@@ -34,6 +35,7 @@ DEFINITION = re.compile(
 # compile otherwise, so aliases are not listed.
 CONSTANT = re.compile(r'^(?:static\s+|inline\s+)*(?:constexpr|const)\s')
 TYPE = re.compile(r'^(?:struct|class|enum(?:\s+class)?)\s+(\w+)\s*(?:final\b|:(?!:)|\{)')
+USING_DIRECTIVE = re.compile(r'^using\s+namespace\s+[\w:]+\s*;')
 NOT_FUNCTIONS = {'TEST', 'TEST_F', 'TEST_P', 'TYPED_TEST', 'INSTANTIATE_TEST_SUITE_P', 'if', 'for',
                  'while', 'switch', 'return', 'main'}
 
@@ -67,11 +69,18 @@ def main():
         for f in files:
             for name in defined_names(pathlib.Path(f)):
                 where[name].append(pathlib.Path(f).name)
+        for f in files[:-1]:
+            if any(USING_DIRECTIVE.match(line)
+                   for line in pathlib.Path(f).read_text(errors='replace').splitlines()):
+                collisions += 1
+                print(f'{batch.relative_to(build.resolve())}: a using-directive in '
+                      f'{pathlib.Path(f).name} reaches the files after it')
         for name, in_files in sorted(where.items()):
             if len(in_files) > 1:
                 collisions += 1
                 print(f'{batch.relative_to(build.resolve())}: {name} defined in {", ".join(in_files)}')
-    print(f'{len(batches)} unity batches, {collisions} names defined twice in a batch')
+    print(f'{len(batches)} unity batches, {collisions} names defined twice or directives '
+          f'leaking in a batch')
     return 1 if collisions else 0
 
 

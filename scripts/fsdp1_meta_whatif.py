@@ -115,6 +115,21 @@ def read_timeline(path, rank):
     return out, reductions
 
 
+def activation_intervals(tasks, activation_bytes):
+    """Each chunk's saved activations of one micro-batch: from its forward's end to its
+    backward's end."""
+    out = []
+    fwd_end = {}
+    for (phase, chunk, mb), (start, end, _) in sorted(tasks.items(), key=lambda kv: kv[1][0]):
+        if phase == "forward":
+            fwd_end[(chunk, mb)] = end
+        elif (chunk, mb) not in fwd_end:
+            fail(f"the backward of chunk {chunk} micro-batch {mb} has no forward before it")
+        else:
+            out.append((fwd_end.pop((chunk, mb)), COPY, end, FREE, activation_bytes))
+    return out
+
+
 def intervals(tasks, reductions, activation_bytes, model_bytes, w=False, s=False, g=False):
     """The held intervals under eventsim's rules, with FSDP1's W, S, G (module docstring)
     switched on."""
@@ -123,13 +138,7 @@ def intervals(tasks, reductions, activation_bytes, model_bytes, w=False, s=False
     if len(backwards) != len(reductions):
         fail(f"{len(backwards)} backwards but {len(reductions)} reductions in the timeline: "
              "one bucket per chunk expected")
-    out = []
-    fwd_end = {}
-    for (phase, chunk, mb), (start, end, _) in order:
-        if phase == "forward":
-            fwd_end[(chunk, mb)] = end
-        else:
-            out.append((fwd_end.pop((chunk, mb)), COPY, end, FREE, activation_bytes))
+    out = activation_intervals(tasks, activation_bytes)
     # a chunk's weights: its bucket's elements in the model dtype
     chunk_weights = {}
     for ((_, chunk, _), _), (_, _, wire, wire_dtype) in zip(backwards, reductions):
@@ -186,16 +195,18 @@ def main():
         path = os.path.join(tmp, "timeline.csv")
         run(a.eventsim, args + ["--csv", path, "--ranks", str(a.rank)])
         with open(path) as f:
-            pp = next(csv.DictReader(f))["pp"]
+            first = next(csv.DictReader(f), None)
+        if first is None:
+            fail(f"eventsim wrote no timeline rows for --rank {a.rank}")
+        pp = first["pp"]
         if int(pp) != stage["stage"]:
             fail(f"--rank {a.rank} is on pipeline stage {pp}, the busiest stage is "
                  f"{stage['stage']}")
         tasks, reductions = read_timeline(path, a.rank)
     act = m["activations_bytes"] // m["activations_in_flight"]
-    model_bytes = 2
+    model_bytes = 2  # bf16: the plan runs the model config's default dtype (META sets none)
     base = top(intervals(tasks, reductions, act, model_bytes))
-    acts = top([iv for iv in intervals(tasks, reductions, act, model_bytes)
-                if iv[4] == act])
+    acts = top(activation_intervals(tasks, act))
     weights = m["weights_bytes"]
     print(f"{a.gpus} GPUs, stage {stage['stage']} (rank {a.rank}): eventsim's walk from the CSV: "
           f"activations' peak {acts[0] / GIB:.3f} GiB, buckets above it "
