@@ -269,7 +269,7 @@ bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>&
     // The task graph goes too while the links are shared, and is built again for what reads it
     // after: link sharing's per-flow state beside the flows and a graph of 131,072 tasks (3.4 MB)
     // was the search's largest simulation's peak (issue 34, bench/RESULTS.md session 27). The
-    // same graph again: a handle on the cached one up to kKeptTaskGraphTasks tasks (nothing was
+    // same graph again: a handle on the cached one up to kKeptShapeTasks tasks (nothing was
     // freed then), else built once more from the same shape.
     timeline = IterationTimeline{};
     const SharingResult shared = shareLinks(flows.list, map.capacities());

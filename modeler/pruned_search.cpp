@@ -149,10 +149,9 @@ double tasksOf(const Pending& candidate) {
 // plans overlap their DP reductions, so it is always counted). A sharing pass (`full`) frees the
 // timeline's records as it lists their flows, and is at its largest while the links are shared:
 // per task the graph (27 bytes; let go since session 27 above the size kept cached, below), the
-// run a lone task's retiming reads, its run of flows' index and
-// its send and task stretches (8 each), and per flow its start, shape and link sharing's slot (14
-// bytes) and the start order's record of the run it came from (1 byte up to 256 runs; the
-// search's passes have 16-64). Measured without that record (heap in use at its peak less at its
+// run a lone task's retiming reads, its run of flows' index and its send and task stretches (8
+// each), and per flow its start, shape and link sharing's slot (14 bytes) and the start order's
+// record of the run it came from (1 byte up to 256 runs; the search's passes have 16-64). Measured without that record (heap in use at its peak less at its
 // start, one thread, Llama 3.1 405B on 1,024 GPUs, 16,384-131,072 tasks and 0.47-1.03 M flows:
 // 8.4-23.4 MB; bench/RESULTS.md, session 25, rec34d) a fit gave ~55 bytes a task and ~16 a
 // flow (session 24: 140 and 12, with the larger records). Since session 27 (budget27) the task
@@ -160,7 +159,7 @@ double tasksOf(const Pending& candidate) {
 // are not kept (plan/schedules/registry.cpp): the 131,072-task, 1.03 M-flow pass peaks at
 // 20.1-21.2 MB, not 22.2-24.9, so 28 a task and 16 + 1 a flow; and a pass is at least what its
 // timings hold (a first pass's figure: the 131,072-task passes of 0.13 M flows, 9.5-10.7 MB).
-// Up to kKeptTaskGraphTasks (65,536) tasks the graph and the orders stay cached, so letting them
+// Up to kKeptShapeTasks (65,536) tasks the graph and the orders stay cached, so letting them
 // go frees nothing: such a pass still holds the 60 bytes a task of before (a 65,536-task,
 // 0.52 M-flow pass measured 12.7-12.8 MB either way, bench/RESULTS.md, session 27, budget27).
 size_t PrunedSearch::simulationBytes(const Pending& candidate, bool full) {
@@ -171,7 +170,7 @@ size_t PrunedSearch::simulationBytes(const Pending& candidate, bool full) {
   constexpr double kSharingPassTaskBytes = 28, kSharingPassKeptGraphTaskBytes = 60,
                    kSharingPassFlowBytes = 16 + 1;
   const double tasks = tasksOf(candidate);
-  const double sharing_task_bytes = tasks > static_cast<double>(kKeptTaskGraphTasks)
+  const double sharing_task_bytes = tasks > static_cast<double>(kKeptShapeTasks)
                                         ? kSharingPassTaskBytes
                                         : kSharingPassKeptGraphTaskBytes;
   const double first_pass = kFirstPassTaskBytes * tasks;

@@ -51,6 +51,13 @@ inline void releaseShapeCaches() {
 // first (issue 34: the two threads of a search simulating two candidates of one shape built two
 // 131,072-task graphs, 8 MB each). A key being computed is computed once: another thread asking
 // for it waits for that result.
+// The task graphs' and the schedules' orders' caches (task_graph.cpp, schedules/registry.cpp)
+// keep values of up to this many tasks after their last user lets them go (a quarter of their
+// capacity, as every ShapeCache; fused graphs up to a quarter of this): a simulation that lets
+// its graph and orders go frees them only above this size (the search's memory estimate,
+// modeler/pruned_search.cpp simulationBytes).
+inline constexpr size_t kKeptShapeTasks = size_t{1} << 16;
+
 template <typename T>
 class ShapeCache {
  public:

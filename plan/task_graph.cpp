@@ -223,8 +223,8 @@ TaskGraph buildTaskGraph(Schedule schedule, int devices, int chunks, int64_t mic
   if (schedule != Schedule::kInterleaved) group = 0;
   // Fused graphs apart from plain ones of the same shape.
   // Tasks: about 27 bytes each (a 20-byte node, one or two 4-byte edges, a 1-byte send code).
-  static ShapeCache<TaskGraph> plain(4 * kKeptTaskGraphTasks);  // keeps up to a quarter
-  static ShapeCache<TaskGraph> fused(kKeptTaskGraphTasks);
+  static ShapeCache<TaskGraph> plain(4 * kKeptShapeTasks);  // keeps up to a quarter
+  static ShapeCache<TaskGraph> fused(kKeptShapeTasks);
   return *(fuse_moe_a2a ? fused : plain)
               .get(
                   ShapeKey{static_cast<int>(schedule), devices, chunks, micro_batches, group},

@@ -132,11 +132,6 @@ struct TaskGraph {
   int virtualStages() const { return devices * chunks; }
 };
 
-// Plain task graphs of up to this many tasks stay cached by shape after their last user lets them
-// go (a quarter of buildTaskGraph's cache; fused ones up to a quarter of this): a simulation that
-// lets its graph go frees it only above this size (the search's memory estimate, simulationBytes).
-inline constexpr size_t kKeptTaskGraphTasks = size_t{1} << 16;
-
 // Throws Error when the schedule's orders miss or repeat a task, or place a task before a
 // same-device input (an internal bug). Graphs of recent shapes are kept (thread-safe, up to about
 // 2^18 tasks in all; a schedule file's are not, as its orders may change in a process).

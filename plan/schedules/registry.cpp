@@ -67,10 +67,10 @@ std::shared_ptr<const DeviceOrders> scheduleOrders(Schedule schedule, const Pipe
   if (schedule == Schedule::kFile) {
     return std::make_shared<const DeviceOrders>(fileSchedule().orders(shape));
   }
-  // Up to 65,536 tasks kept (a quarter of the capacity): larger orders are only read while their
-  // graph is built (its activation states with it, task_graph.cpp), and kept they sat through the
-  // simulation beside link sharing's flows, 2.1 MB for 131,072 tasks (issue 34, session 27).
-  static ShapeCache<DeviceOrders> cache(size_t{1} << 18);  // tasks
+  // Up to kKeptShapeTasks (65,536) kept: larger orders are only read while their graph is built
+  // (its activation states with it, task_graph.cpp), and kept they sat through the simulation
+  // beside link sharing's flows, 2.1 MB for 131,072 tasks (issue 34, session 27).
+  static ShapeCache<DeviceOrders> cache(4 * kKeptShapeTasks);  // tasks
   return cache.get(
       shapeKey(schedule, shape), [&] { return pipelineSchedule(schedule).orders(shape); },
       [](const DeviceOrders& orders) {
