@@ -13,41 +13,56 @@
 # left out the first round, which is the longest (the ranks' first kernels and buffers), so the
 # timeout once came out at 0.88 s for a first round of 1.0 s and the healthy run was aborted.
 #
-# A calibration run (40 GEMMs, timeout 120 s: nothing is cut) gives the longest round L (its
-# largest step plus the 0.1-s print resolution) and the mean round; the timeout is 3 L, so a
+# A calibration run (timeout 120 s: nothing is cut) gives the longest round L (its largest step
+# plus the 0.1-s print resolution) and the mean round M; the timeout is 3 L, at least 2 s, so a
 # round of the real run would have to take three times the calibration's longest to be cut (on
-# CI this test runs alone, RUN_SERIAL: the load is its own). The real run gets enough rounds for
-# an expected phase of 5 timeouts, and its own progress lines must show a phase of at least 3.
+# CI this test runs alone, RUN_SERIAL: the load is its own; the 2-s floor because a round's wait
+# also holds delays that do not shrink with its work: rank 0 fsyncs the profile after each
+# round, and a busy machine keeps a ready rank off its core: a step of 0.8 s among rounds of
+# 0.14 s here, GEMM_DIM 48 at load ~10). The real run gets enough rounds for an expected phase
+# of 5 timeouts, and its own progress lines must show a phase of at least 3.
+# Sized from the machine's own rounds, not fixed counts (a fixed cap of 60 rounds fell short of
+# 3 timeouts wherever M < 0.15 L, i.e. on a fast machine, where L is mostly the print step): the
+# calibration's 20 rounds are rerun with more repeats per GEMM until M >= 0.2 s (a phase of 4 s
+# or more: the mean within 2.5% of the 0.1-s steps), and the real run's rounds are 5 timeouts
+# over M, however many that is (~50 where the 2-s floor holds; ~22 at load 20 here, L ~1.6 s).
+# Work per round is raised, not the number of rounds: rank 0 saves the whole profile after each
+# round, so rounds grow with their number (1,252 GEMMs of 8^3 made rounds of 0.016 s into 0.08 s).
 # A real run whose phase came out shorter (the load fell between the runs) shows nothing either
 # way: it is recalibrated from its own lines and run again, at most 3 times.
-# Usage: long_compute_phase.sh MPIEXEC EVENTPROF
+# GEMM_DIM (default 192) sets the GEMMs' size, to simulate a faster (smaller) or slower (larger)
+# machine by hand; a round's work grows as its cube.
+# Usage: long_compute_phase.sh MPIEXEC EVENTPROF [GEMM_DIM]
 set -u
 mpiexec=$1
 eventprof=$2
+dim=${3:-192}
 rounds_awk="$(dirname "$0")/progress_rounds.awk"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
-# Writes $dir/events.yaml: $1 distinct GEMMs (all about 192^3) then one all-reduce of the 3 ranks.
+# Writes $dir/events.yaml: $1 distinct GEMMs (all within 16% of dim^3: m, n and k step through 32
+# values each) then one all-reduce of the 3 ranks.
 write_events() {
   {
     echo "eventsim_events: 1"
     echo "events:"
     i=0
     while [ "$i" -lt "$1" ]; do
-      echo "  - {signature: \"gemm m=$((192 + i % 32)) n=$((192 + i / 32)) k=192 layout=nn dtype=fp32\", count: 1}"
+      echo "  - {signature: \"gemm m=$((dim + i % 32)) n=$((dim + i / 32 % 32)) k=$((dim + i / 1024)) layout=nn dtype=fp32\", count: 1}"
       i=$((i + 1))
     done
     echo "  - {signature: \"allreduce bytes=65536 group=3 nodes=1 rpn=3 dtype=fp32\", count: 1}"
   } >"$dir/events.yaml"
 }
 
-# Runs eventprof on $1 GEMMs with --comm-timeout $2 and prints "LONGEST MEAN PHASE ROUNDS" (s) of
-# its compute phase from the progress lines (progress_rounds.awk); fails loudly when the run fails.
+# Runs eventprof on $1 GEMMs with --comm-timeout $2 and --repeats $3 and prints "LONGEST MEAN
+# PHASE ROUNDS" (s) of its compute phase from the progress lines (progress_rounds.awk); fails
+# loudly when the run fails.
 run() {
   write_events "$1"
   "$mpiexec" -np 3 --oversubscribe "$eventprof" --backend cpu --events "$dir/events.yaml" \
-    -o "$dir/p.yaml" --warmup 1 --repeats 40 --comm-timeout "$2" >"$dir/log" 2>&1
+    -o "$dir/p.yaml" --warmup 1 --repeats "$3" --comm-timeout "$2" >"$dir/log" 2>&1
   rc=$?
   if [ "$rc" -ne 0 ]; then
     cat "$dir/log" >&2
@@ -63,24 +78,51 @@ run() {
 
 field() { echo "$1" | awk -v k="$2" '{ print $k }'; }
 
-# A round measures one GEMM per timing rank (2 on 2 cores: 20 rounds).
+# A round measures one GEMM per timing rank (2 on 2 cores: 20 rounds of 40 GEMMs). A round costs
+# about F + b x repeats (F: the GEMMs' cache-cold copies, the all-gather, rank 0's save: 0.12 s a
+# round here at GEMM_DIM 48 even with 4x the repeats), so rounds under 0.2 s get the repeats that
+# line, fitted through the last two calibrations (through 0 after the first), puts at 0.5 s; at
+# most 4 calibrations.
 gemms=40
-calibration=$(run "$gemms" 120) || exit 1
+repeats=40
+tries=1
+last_repeats=""
+last_mean=""
+while :; do
+  calibration=$(run "$gemms" 120 "$repeats") || exit 1
+  mean=$(field "$calibration" 2)
+  awk -v m="$mean" 'BEGIN { exit !(m >= 0.2) }' && break
+  [ "$tries" -lt 4 ] || {
+    echo "rounds of ${mean} s at --repeats $repeats: still under 0.2 s"; exit 1; }
+  next=$(awk -v r="$repeats" -v m="$mean" -v pr="$last_repeats" -v pm="$last_mean" 'BEGIN {
+    b = (pr != "" && m > pm) ? (m - pm) / (r - pr) : m / r
+    n = b > 0 ? (0.5 - (m - b * r)) / b : 64 * r
+    if (n > 64 * r) n = 64 * r
+    if (n < 2 * r) n = 2 * r
+    print int(n) + 1 }')
+  echo "calibration rounds of ${mean} s at --repeats $repeats: short beside the 0.1-s print" \
+    "steps; again at --repeats $next"
+  last_repeats=$repeats
+  last_mean=$mean
+  repeats=$next
+  tries=$((tries + 1))
+done
 attempt=1
 while :; do
   longest=$(field "$calibration" 1)
   mean=$(field "$calibration" 2)
   per_round=$(( (gemms + $(field "$calibration" 4) - 1) / $(field "$calibration" 4) ))
-  timeout_s=$(awk -v l="$longest" 'BEGIN { printf "%.3f\n", 3 * l }')
-  # Rounds for an expected phase of 5 timeouts (at least the calibration's 20, at most 60).
+  timeout_s=$(awk -v l="$longest" 'BEGIN { t = 3 * l; printf "%.3f\n", (t < 2 ? 2 : t) }')
+  # Rounds for an expected phase of 5 timeouts (at least the calibration's 20).
   rounds=$(awk -v t="$timeout_s" -v m="$mean" 'BEGIN {
-    r = int(5 * t / m) + 1; if (r < 20) r = 20; if (r > 60) r = 60; print r }')
+    r = int(5 * t / m) + 1; print (r < 20 ? 20 : r) }')
   gemms=$((per_round * rounds))
-  measured=$(run "$gemms" "$timeout_s") || exit 1
+  measured=$(run "$gemms" "$timeout_s" "$repeats") || exit 1
   phase=$(field "$measured" 3)
   echo "attempt $attempt: calibration's longest round ${longest} s (mean ${mean} s);" \
-    "--comm-timeout ${timeout_s} s; ${gemms} GEMMs: $(field "$measured" 4) rounds, a compute" \
-    "phase of ${phase} s, longest round $(field "$measured" 1) s"
+    "--comm-timeout ${timeout_s} s; ${gemms} GEMMs at --repeats ${repeats}:" \
+    "$(field "$measured" 4) rounds, a compute phase of ${phase} s, longest round" \
+    "$(field "$measured" 1) s"
   # The point of the test: the compute phase outlasted the timeout several times over.
   awk -v p="$phase" -v t="$timeout_s" 'BEGIN { exit !(p >= 3 * t) }' && break
   if [ "$attempt" -ge 3 ]; then
