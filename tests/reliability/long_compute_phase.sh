@@ -29,7 +29,8 @@
 # Work per round is raised, not the number of rounds: rank 0 saves the whole profile after each
 # round, so rounds grow with their number (1,252 GEMMs of 8^3 made rounds of 0.016 s into 0.08 s).
 # A real run whose phase came out shorter (the load fell between the runs) shows nothing either
-# way: it is recalibrated from its own lines and run again, at most 3 times.
+# way: it is recalibrated from its own lines and run again; one cut by the timeout in a compute
+# round (the load rose) is calibrated afresh and run again; at most 3 runs in all.
 # GEMM_DIM (default 192) sets the GEMMs' size, to simulate a faster (smaller) or slower (larger)
 # machine by hand; a round's work grows as its cube.
 # Usage: long_compute_phase.sh MPIEXEC EVENTPROF [GEMM_DIM]
@@ -67,6 +68,8 @@ run() {
   if [ "$rc" -ne 0 ]; then
     cat "$dir/log" >&2
     echo "exit code $rc with $1 GEMMs at --comm-timeout $2: a healthy run was aborted" >&2
+    # Exit 3: one round's results outlasted the timeout (the caller may measure again).
+    grep -q "a compute round's results not complete after" "$dir/log" && exit 3
     exit 1
   fi
   grep -q "measured $(($1 + 1)) event(s) ($1 compute, 1 communication" "$dir/log" || {
@@ -107,6 +110,7 @@ while :; do
   repeats=$next
   tries=$((tries + 1))
 done
+calibration_gemms=$gemms
 attempt=1
 while :; do
   longest=$(field "$calibration" 1)
@@ -117,7 +121,21 @@ while :; do
   rounds=$(awk -v t="$timeout_s" -v m="$mean" 'BEGIN {
     r = int(5 * t / m) + 1; print (r < 20 ? 20 : r) }')
   gemms=$((per_round * rounds))
-  measured=$(run "$gemms" "$timeout_s" "$repeats") || exit 1
+  measured=$(run "$gemms" "$timeout_s" "$repeats")
+  rc=$?
+  if [ "$rc" -eq 3 ] && [ "$attempt" -lt 3 ]; then
+    # A round's wait outlasted 3 L: the load rose between the runs (a second suite started: a
+    # CPU hog at nice -5 beside the test made rounds 4x longer). Measured again under the new
+    # load. The failure this test exists for is not hidden: a wait spanning the whole phase
+    # outlasts the timeout in every attempt, since every phase spans 3 timeouts.
+    echo "attempt $attempt: a round outlasted --comm-timeout ${timeout_s} s (the load rose):" \
+      "calibrating again"
+    gemms=$calibration_gemms
+    calibration=$(run "$gemms" 120 "$repeats") || exit 1
+    attempt=$((attempt + 1))
+    continue
+  fi
+  [ "$rc" -eq 0 ] || exit 1
   phase=$(field "$measured" 3)
   echo "attempt $attempt: calibration's longest round ${longest} s (mean ${mean} s);" \
     "--comm-timeout ${timeout_s} s; ${gemms} GEMMs at --repeats ${repeats}:" \
