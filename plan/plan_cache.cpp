@@ -104,11 +104,18 @@ std::shared_ptr<const PlanCore> PlanCache::core(
     throw;
   }
   promise->set_value(value);
+  // The core pushed out, freed once the lock is released (declared first, destroyed last): a
+  // core is thousands of blocks (op lists, events), and freeing them under the lock held the
+  // other workers' look-ups (partitions, placements, cores) for as long (issue 34 item 2).
+  CorePtr evicted;
   std::lock_guard<std::mutex> lock(mutex_);
   building_.erase(find(building_));
   if (core_capacity_ == 0) return value;
   cores_.emplace_back(key, value);
-  if (cores_.size() > core_capacity_) cores_.pop_front();
+  if (cores_.size() > core_capacity_) {
+    evicted = std::move(cores_.front().second);
+    cores_.pop_front();
+  }
   return value;
 }
 
