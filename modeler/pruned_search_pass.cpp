@@ -51,7 +51,7 @@ void PrunedSearch::runPass() {
         shares_[w].workspace.release();
       });
   // The serial end of the pass (EVSIM_PARALLEL_PROFILE=1, parallel_profile.h): the pools merged,
-  // and the tier's shared states and layer times, the plan cache's partitions and the shapes'
+  // and the tier's shared states and layer times, the plan cache's look-ups and the shapes'
   // schedules freed (no thread is in the enumeration now). Neither touches the other's data, so
   // with two threads or more they run side by side: with the workspaces freed by their workers,
   // the serial end of a two-thread pass of Llama 3 70B on 1,024 GPUs went from 0.054 s of CPU to
