@@ -214,11 +214,13 @@ bool PrunedSearch::simulateRound() {
   // EVSIM_PARALLEL_PROFILE=1: choosing the round and ranking its results are serial phases.
   std::optional<parallel_profile::Scope> choosing(std::in_place, "search.round.choose");
   const double bound_limit = limit();
-  for (std::set<Pending, ByBound>* pool : {&pool_, &unshared_pool_}) {
-    while (!pool->empty() && std::prev(pool->end())->bound_us > bound_limit) {
-      pool->erase(std::prev(pool->end()));
-      ++report_.pruned_by_bound;
-    }
+  while (!pool_.empty() && pool_.worst().bound_us > bound_limit) {
+    pool_.dropWorst();
+    ++report_.pruned_by_bound;
+  }
+  while (!unshared_pool_.empty() && std::prev(unshared_pool_.end())->bound_us > bound_limit) {
+    unshared_pool_.erase(std::prev(unshared_pool_.end()));
+    ++report_.pruned_by_bound;
   }
   if (pool_.empty() && unshared_pool_.empty()) return false;
   // The best keys until the next would exceed the round's number of full simulations or of
@@ -243,10 +245,11 @@ bool PrunedSearch::simulateRound() {
   while (!pool_.empty() || !unshared_pool_.empty()) {
     const bool from_unshared =
         pool_.empty() ||
-        (!unshared_pool_.empty() && keyOf(*unshared_pool_.begin()) < keyOf(*pool_.begin()));
+        (!unshared_pool_.empty() && keyOf(*unshared_pool_.begin()) < keyOf(pool_.best()));
     if (from_unshared ? full_count == full_size : first_pass_count == kRoundSize) break;
-    std::set<Pending, ByBound>& pool = from_unshared ? unshared_pool_ : pool_;
-    Pending candidate = std::move(pool.extract(pool.begin()).value());
+    Pending candidate = from_unshared
+                            ? std::move(unshared_pool_.extract(unshared_pool_.begin()).value())
+                            : pool_.takeBest();
     Strategy key = timingKey(model_, candidate.strategy);
     Simulated known;
     if (auto timing = memo_.find(key); timing != memo_.end()) {

@@ -36,7 +36,7 @@ void lowerTo(std::atomic<T>& least, T value) {
 void PrunedSearch::runPass() {
   const double bound_limit = limit();
   std::optional<parallel_profile::Scope> starting(std::in_place, "search.pass.start");
-  for (Share& share : shares_) share.startPass();
+  for (Share& share : shares_) share.startPass(pool_capacity_);
   shared_.least_ceiling_bound.store(std::numeric_limits<double>::infinity());
   starting.reset();
   shareCandidates(
@@ -51,19 +51,21 @@ void PrunedSearch::runPass() {
         shares_[w].workspace.release();
       });
   // The serial end of the pass (EVSIM_PARALLEL_PROFILE=1, parallel_profile.h): the pools merged,
-  // and the tier's shared states and layer times, the plan cache's partitions and the shapes'
+  // and the tier's shared states and layer times, the plan cache's look-ups and the shapes'
   // schedules freed (no thread is in the enumeration now). Neither touches the other's data, so
   // with two threads or more they run side by side: with the workspaces freed by their workers,
   // the serial end of a two-thread pass of Llama 3 70B on 1,024 GPUs went from 0.054 s of CPU to
   // two halves of ~0.02 s each (bench/RESULTS.md, session 26, par34).
   auto merge = [&] {
-    for (Share& share : shares_) mergeShare(share);
-    while (pool_.size() > pool_capacity_) {
-      auto worst = std::prev(pool_.end());
-      ceiling_ = std::min(ceiling_, keyOf(*worst));
-      pool_.erase(worst);
-      ++set_aside_;
+    std::vector<WorkerPool> pools;
+    pools.reserve(shares_.size());
+    for (Share& share : shares_) {
+      pools.push_back(std::move(share.pool));
+      mergeShare(share);
     }
+    const auto [left_out, least_left_out] = pool_.merge(pools, pool_capacity_);
+    ceiling_ = std::min(ceiling_, least_left_out);
+    set_aside_ += left_out;
   };
   auto release = [&] {
     tier_.releaseShared();
@@ -152,22 +154,20 @@ void PrunedSearch::evaluateOne(Share& share, size_t index, Strategy&& strategy,
     ++share.set_aside;
     return;
   }
-  share.pool.insert(Pending{key.bound_us, key.index, std::move(strategy), closed});
+  share.pool.push(Pending{key.bound_us, key.index, std::move(strategy), closed});
   if (share.pool.size() > pool_capacity_) {
     // The worst bound leaves; everything at or above it waits for the next pass.
-    auto worst = std::prev(share.pool.end());
-    share.ceiling = keyOf(*worst);
-    share.pool.erase(worst);
+    share.ceiling = keyOf(share.pool.worst());
+    share.pool.popWorst();
     ++share.set_aside;
     lowerTo(shared_.least_ceiling_bound, share.ceiling.bound_us);
   }
 }
 
-// Adds a worker's pass to the search's pool and counts. Counts are sums; the invalid candidates'
-// examples and the closest OOM candidate are the first in enumeration order, as one enumeration
-// gives.
+// Adds a worker's pass to the search's counts (its pool was taken for the search's: runPass).
+// Counts are sums; the invalid candidates' examples and the closest OOM candidate are the first in
+// enumeration order, as one enumeration gives.
 void PrunedSearch::mergeShare(Share& share) {
-  pool_.merge(share.pool);
   ceiling_ = std::min(ceiling_, share.ceiling);
   set_aside_ += share.set_aside;
   pruned_in_pass_ += share.pruned;

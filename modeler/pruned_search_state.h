@@ -20,6 +20,7 @@
 #include "modeler/closed_form_tier.h"
 #include "modeler/invalid_tally.h"
 #include "modeler/parallel_for.h"
+#include "modeler/pending_pool.h"
 #include "modeler/pruned_search.h"
 #include "plan/plan_cache.h"
 
@@ -64,30 +65,6 @@ inline bool before(const Ranked& a, const Ranked& b) {
   if (a.iteration_us != b.iteration_us) return a.iteration_us < b.iteration_us;
   return a.index < b.index;
 }
-
-// A fitting candidate waiting to be simulated, ordered by bound, then enumeration order.
-struct Pending {
-  double bound_us = 0;
-  size_t index = 0;
-  Strategy strategy;
-  ClosedFormResult closed;
-  // Waiting for its sharing pass (unshared_pool_): the flows that pass lists (sharingFlowCount,
-  // from its first pass), for its memory estimate.
-  size_t sharing_flows = 0;
-};
-// A candidate's place in the pool's order: (bound, enumeration index), unique per candidate.
-struct PoolKey {
-  double bound_us = std::numeric_limits<double>::infinity();
-  size_t index = std::numeric_limits<size_t>::max();
-};
-inline bool operator<(const PoolKey& a, const PoolKey& b) {
-  if (a.bound_us != b.bound_us) return a.bound_us < b.bound_us;
-  return a.index < b.index;
-}
-inline PoolKey keyOf(const Pending& p) { return PoolKey{p.bound_us, p.index}; }
-struct ByBound {
-  bool operator()(const Pending& a, const Pending& b) const { return keyOf(a) < keyOf(b); }
-};
 
 // One simulated candidate, or the signatures of the events it lacks costs for.
 struct Simulated {
@@ -158,7 +135,7 @@ class PrunedSearch {
   struct alignas(64) Share {
     std::vector<Waiting> waiting;
     ClosedFormTier::Workspace workspace;
-    std::set<Pending, ByBound> pool;
+    WorkerPool pool;
     PoolKey ceiling;  // the least key this worker set aside
     size_t set_aside = 0, pruned = 0;
     int64_t closed_form = 0, oom = 0, ok = 0;
@@ -167,9 +144,9 @@ class PrunedSearch {
     std::optional<CandidateResult> closest_oom;
     size_t closest_oom_index = 0;
 
-    void startPass() {
+    void startPass(size_t pool_capacity) {
       waiting.clear();
-      pool.clear();
+      pool = WorkerPool(pool_capacity);
       ceiling = PoolKey{};
       set_aside = pruned = 0;
     }
@@ -209,11 +186,16 @@ class PrunedSearch {
     std::atomic<double> least_ceiling_bound{std::numeric_limits<double>::infinity()};
   };
   mutable Shared shared_;
-  mutable PlanCache cache_{8};
+  // Two plan cores kept (a worker's last each): a core of Llama 3.1 405B is ~0.5 MB in ~300
+  // pieces, built beside the simulations' arrays. Keeping 8 saved few builds (Llama 3.1 405B on
+  // 1,024 GPUs: 14 builds of 42 look-ups against 19 with 2; Llama 3 70B: 799 of 829 either way;
+  // 16,384 GPUs: 159 / 163 and 396 / 404) for ~3 MB more at the two-thread search's peak
+  // (bench/RESULTS.md, session 28, mem28).
+  mutable PlanCache cache_{2};
   ClosedFormTier tier_;
   unsigned workers_;
   std::vector<Share> shares_;  // one per worker thread
-  std::set<Pending, ByBound> pool_;  // keys in [floor_, ceiling_), at most pool_capacity_
+  PendingQueue pool_;  // keys in [floor_, ceiling_), at most pool_capacity_
   // Candidates of pool_ whose timeline before link sharing is known, keyed by its iteration time
   // (a tighter lower bound than the closed form's), waiting for the sharing pass.
   std::set<Pending, ByBound> unshared_pool_;
