@@ -69,7 +69,7 @@ void PrunedSearch::runPass() {
   };
   auto release = [&] {
     tier_.releaseShared();
-    cache_.releasePartitions();
+    cache_.releaseLookups();
     releaseShapeCaches();  // shape_cache.h
   };
   if (workers_ > 1) {

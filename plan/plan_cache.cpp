@@ -47,13 +47,9 @@ const std::vector<int>& PlanCache::partitionOfCosts(
   return lookup(mutex_, partitions_of_costs_, key, compute);
 }
 
-// The placements, pipeline classes and footprints go too (the header's comment and name say only
-// the partitions: to be brought up to date where a header change can be rebuilt, as it rebuilds
-// most of the tree): a search's pass leaves ~3,500 small pieces of them spread over the heap it
-// used, where they kept its freed space from taking the simulations' arrays of megabytes; let go,
-// a two-thread search of Llama 3.1 405B on 1,024 GPUs peaked at 49.7 MB, not 55 (issue 34 item
-// 2; bench/RESULTS.md, session 28, mem28). A simulation asks again for the few it needs.
-void PlanCache::releasePartitions() {
+// A two-thread search of Llama 3.1 405B on 1,024 GPUs peaked at 49.7 MB with the placements,
+// pipeline classes and footprints let go too, not 55 (bench/RESULTS.md, session 28, mem28).
+void PlanCache::releaseLookups() {
   std::lock_guard<std::mutex> lock(mutex_);
   partitions_.clear();
   partitions_of_costs_.clear();

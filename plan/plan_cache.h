@@ -74,7 +74,7 @@ class PlanCache {
 
   explicit PlanCache(size_t core_capacity = kDefaultCoreCapacity) : core_capacity_(core_capacity) {}
 
-  // The cached value, or compute()'s result stored under `key`: valid until releasePartitions.
+  // The cached value, or compute()'s result stored under `key`: valid until releaseLookups.
   const std::vector<int>& partition(const PartitionKey& key,
                                     const std::function<std::vector<int>()>& compute);
   const std::vector<int>& partitionOfCosts(const CostKey& key,
@@ -88,12 +88,13 @@ class PlanCache {
   // least recently used beyond the capacity; a caller's pointer keeps an evicted core alive).
   std::shared_ptr<const PlanCore> core(
       const CoreKey& key, const std::function<std::shared_ptr<const PlanCore>()>& compute);
-  // Forgets the partitions (partition, partitionOfCosts: references a caller copies before this
-  // can run), which the closed-form tier asks for per candidate and a simulation for its own: a
-  // search's pass over the enumeration leaves ~65,000 of them (5 MB for Llama 3.1 405B on 1,024
-  // GPUs) beside the simulations that follow (issue 34 item 2). Not while another thread is inside
-  // partition() or partitionOfCosts() or still holds a reference they returned.
-  void releasePartitions();
+  // Forgets the look-ups a search's pass over the enumeration leaves behind: the partitions
+  // (partition, partitionOfCosts: ~65,000 of them, 5 MB for Llama 3.1 405B on 1,024 GPUs), the
+  // placements, pipeline classes and footprints (~3,500 small pieces spread over the heap, which
+  // kept its freed space from taking the simulations' arrays of megabytes). The cores stay. A
+  // simulation asks again for the few it needs (issue 34 item 2). Not while another thread is
+  // inside a look-up or still holds a reference one returned.
+  void releaseLookups();
   // Core look-ups answered from the cache (or from another thread's build of the same core), and
   // those that computed the core.
   int64_t coreHits() const;
