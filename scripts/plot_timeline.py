@@ -37,6 +37,7 @@ STREAMS = ("compute", "tp-comm", "pp-comm", "dp-comm", "cp-comm", "ep-comm", "ho
 PHASE_COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "recompute": "tab:purple",
                  "grad-sync": "tab:red", "optimizer": "tab:green"}
 MAX_DEFAULT_RANKS = 16
+CANONICAL = {name: name for name in STREAMS + tuple(PHASE_COLOURS)}
 
 Op = namedtuple("Op", "rank tp pp dp stream start_us dur_us micro_batch phase cp ep")
 Rect = namedtuple("Rect", "row x width colour hatch phase micro_batch")
@@ -64,11 +65,13 @@ def row_op(f, where, columns=15):
              "start_us, dur_us numbers")
     if min(rank, tp, pp, dp, cp, ep) < 0 or mb < -1 or dur < 0 or not math.isfinite(start + dur):
         fail(f"{where}: a negative coordinate or duration, or a time that is not finite")
-    if f[4] not in STREAMS:
+    # The module's own strings, not the row's copies: 2 x ~60 bytes less a kept op.
+    stream, phase = CANONICAL.get(f[4]), CANONICAL.get(f[9])
+    if stream not in STREAMS:
         fail(f"{where}: stream '{f[4]}' is not one of {', '.join(STREAMS)}")
-    if f[9] not in PHASE_COLOURS:
+    if phase not in PHASE_COLOURS:
         fail(f"{where}: phase '{f[9]}' is not one of {', '.join(PHASE_COLOURS)}")
-    return Op(rank, tp, pp, dp, f[4], start, dur, mb, f[9], cp, ep)
+    return Op(rank, tp, pp, dp, stream, start, dur, mb, phase, cp, ep)
 
 
 def expand_ranges(text):
@@ -247,6 +250,27 @@ def merge(spans, gap):
     return out
 
 
+def bars_path(spans, y, height):
+    """One path of every (x, width) span's rectangle from y to y + height."""
+    from matplotlib.path import Path
+    vertices, codes = [], []
+    for x, w in spans:
+        vertices += [(x, y), (x + w, y), (x + w, y + height), (x, y + height), (x, y)]
+        codes += [Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY]
+    return Path(vertices, codes)
+
+
+def bar_patch(spans, row, colour, hatch):
+    """A row's spans of one colour and hatch as one patch: the pixels of one bar per span
+    (broken_barh's collection), drawn in one fill. In a collection Agg renders a hatched path's
+    hatch tile once per path: at 2,048 GPUs and 1,536 micro-batches (13,729 hatched spans) that was
+    most of the drawing time. snap=True snaps every rectangle to the pixel grid as a collection's
+    five-vertex paths are (Agg snaps a path automatically only up to 1,024 vertices)."""
+    from matplotlib.patches import PathPatch
+    return PathPatch(bars_path(spans, row - 0.4, 0.8), facecolor=colour, hatch=hatch, linewidth=0,
+                     edgecolor="white" if hatch else colour, snap=True)
+
+
 def draw(rows, rects, labels, window, title, subtitle, output):
     plt = import_pyplot()
     from matplotlib.patches import Patch
@@ -259,12 +283,12 @@ def draw(rows, rects, labels, window, title, subtitle, output):
     # Ops shorter than a pixel (a small send, a layer norm) would vanish: draw them a pixel wide.
     pixel = (x1 - x0) / (0.8 * width_in * dpi)
     groups = {}
-    for r in rects:
-        groups.setdefault((r.row, r.colour, r.hatch), []).append((r.x, r.width))
-    for (row, colour, hatch), spans in groups.items():
-        spans = [(x, max(w, pixel)) for x, w in merge(spans, pixel / 2)]
-        ax.broken_barh(spans, (row - 0.4, 0.8), facecolors=colour, hatch=hatch, linewidth=0,
-                       edgecolor="white" if hatch else colour)
+    for r in rects:  # the rects themselves: a group's (x, width) pairs are made one group at a time
+        groups.setdefault((r.row, r.colour, r.hatch), []).append(r)
+    for (row, colour, hatch), members in groups.items():
+        spans = [(x, max(w, pixel)) for x, w in merge(((r.x, r.width) for r in members),
+                                                      pixel / 2)]
+        ax.add_patch(bar_patch(spans, row, colour, hatch))
     runs = micro_batch_runs(rects)
     # A white line where each run starts sets apart runs that follow one another without a gap
     # (the cool-down's backwards); a run wide enough for its number (7 px a digit) carries it.
@@ -367,11 +391,12 @@ def main():
     if not rects:
         fail(f"no event of ranks {compact(sorted(ranks))} in the window {args.start_ms:g} to "
              f"{args.end_ms:g} ms")
+    title = args.title or describe(args.input, ops, coords, timeline_of)
+    del ops  # what is drawn is in rects now: the ops' memory is free for the drawing
     subtitle = f"ranks {compact(sorted(ranks))} ({which})"
     if math.isfinite(args.start_ms) or math.isfinite(args.end_ms):
         subtitle += f", window {args.start_ms:g} to {args.end_ms:g} ms"
-    draw(rows, rects, labels, window, args.title or describe(args.input, ops, coords, timeline_of), subtitle,
-         args.output)
+    draw(rows, rects, labels, window, title, subtitle, args.output)
     print(f"wrote {args.output}: {len(ranks)} ranks, {len(rows)} rows, {len(rects)} ops")
 
 
