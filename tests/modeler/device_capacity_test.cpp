@@ -70,7 +70,7 @@ TEST(DeviceCapacity, VerdictsBetweenTheCudaTotalAndTheDatasheetMove) {
   // 75.50 GiB fitted 80 GiB's 76.00 usable; on 75.1539 it is 0.346 over.
   m.peak_bytes = 755 * kCapacityGiB / 10;
   EXPECT_EQ(memoryVerdict(m), "over_headroom");
-  EXPECT_EQ(memoryVerdict(m.peak_bytes, int64_t{76} * kCapacityGiB, int64_t{80} * kCapacityGiB), "fits");
+  EXPECT_EQ(memoryVerdict(m.peak_bytes, 76 * kCapacityGiB, 80 * kCapacityGiB), "fits");
   // One byte under the usable share fits, with that byte as its margin.
   m.peak_bytes = kH100Usable - 1;
   EXPECT_EQ(memoryVerdict(m), "fits");
