@@ -160,9 +160,8 @@ struct OverlapSlowdown {
 // allocator pads them (modeler/memory_model.h uses these). A device file may give them under
 // `memory:` (each {value, source}); without it the defaults below apply, each saying so.
 struct MemoryOverheads {
-  // The CUDA context and the loaded kernel modules (outside PyTorch's allocator: seen by
-  // nvidia-smi, not by max_memory_reserved). Inside DeviceSpec::memory_gib: cudaMemGetInfo's
-  // total includes it, its free does not (the driver's own reserve is outside both).
+  // The CUDA context and loaded kernel modules: outside PyTorch's allocator (nvidia-smi sees it,
+  // max_memory_reserved does not), inside CUDA's total (DeviceSpec::memory_gib): counted once.
   SourcedValue cuda_context_mib{
       600, "assumed: CUDA 12 context with lazy module loading, PyTorch + NCCL + cuBLAS modules"};
   // cuBLAS/cuBLASLt workspace per stream, allocated through PyTorch's caching allocator.
@@ -186,14 +185,7 @@ struct DeviceSpec {
   std::string name;  // the GPU's product name
   std::map<DType, double> peak_tflops;
   double memory_bandwidth_gb_s = 0;
-  // The device memory a process can be given, in GiB: what CUDA reports as the device's total
-  // (cudaMemGetInfo's total = torch.cuda.get_device_properties().total_memory = the "total
-  // capacity" of PyTorch's OOM message), i.e. nvidia-smi's total less what the driver reserves
-  // (nvidia-smi -q "Reserved"), not the datasheet's round figure (an H100 80GB: 79.11 GiB). The
-  // CUDA context and NCCL's buffers (MemoryOverheads) and the caching allocator's pool all come
-  // out of it: the memory model adds the first two to the allocated peak and compares the sum with
-  // this (docs/VALIDATION.md, Session 28, hbm28: each bundled device's figure and its sources).
-  double memory_gib = 0;
+  double memory_gib = 0;  // CUDA's total (cudaMemGetInfo), not the datasheet's: device_config.cpp
   int sm_count = 0;              // 0 for an inline datasheet spec (no tile model)
   std::string file;              // the device file it came from ("" for an inline spec)
   std::string datasheet_source;  // where the datasheet figures came from
