@@ -1,7 +1,8 @@
 // The card a memory verdict is judged against: what CUDA reports as the device's total
 // (cudaMemGetInfo's total = torch's total_memory), not the datasheet's round figure, with the CUDA
-// context and NCCL's buffers counted once, in the peak (config/device_config.cpp, DeviceSpec::memoryBytes;
-// docs/VALIDATION.md, Session 28, hbm28). Every expected figure is worked by hand beside it.
+// context and NCCL's buffers counted once, in the peak (config/device_config.cpp, above
+// DeviceSpec::memoryBytes; docs/VALIDATION.md, Session 28, hbm28). Every expected figure is worked
+// by hand beside it.
 #include <gtest/gtest.h>
 
 #include "config/cluster_config.h"
