@@ -336,7 +336,7 @@ TEST(ClusterConfig, BundledClustersLoad) {
   EXPECT_DOUBLE_EQ(a40.device.peakTflops(DType::kFp16), 149.7);
   ClusterConfig dgx = loadClusterConfig(test::configPath("clusters", "dgx-a100"));
   EXPECT_FALSE(dgx.totalGpus().has_value());  // open node count
-  // What CUDA reports of an A100 80GB, not the datasheet's 80 (configs/devices/a100-sxm4-80gb.yaml):
+  // What CUDA reports of an A100 80GB, not the datasheet's 80 (devices/a100-sxm4-80gb.yaml):
   // 79.15 GiB = 79.15 x 2^30 = 84,986,665,369.6 bytes, truncated.
   EXPECT_EQ(dgx.device.memoryBytes(), 84'986'665'369);
 }
