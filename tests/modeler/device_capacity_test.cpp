@@ -54,18 +54,18 @@ TEST(DeviceCapacity, TheH100IsJudgedAgainstWhatCudaReports) {
 TEST(DeviceCapacity, VerdictsBetweenTheCudaTotalAndTheDatasheetMove) {
   MemoryEstimate m = h100CapacityEstimate();
   m.peak_stage = 1;
-  // 79.50 GiB: 79.50 - 79.109375 = 0.390625 GiB over the card (80 GiB: 0.50 to spare); over the
-  // usable share by 79.50 - 75.1539 = 4.346.
+  // 79.50 GiB: 79.50 - 79.109375 = 0.390625 GiB = 400 MiB over the card (80 GiB: 0.50 to spare);
+  // over the usable share by 79.50 - 75.1539 = 4.346.
   m.peak_bytes = 795 * kCapacityGiB / 10;
   EXPECT_EQ(memoryVerdict(m), "oom");
   EXPECT_EQ(memoryVerdictText(m),
-            "79.50 GiB on stage 1 of 79.11 GiB: OOM, 0.39 GiB over the card (75.15 GiB usable "
+            "79.50 GiB on stage 1 of 79.11 GiB: OOM, 400.00 MiB over the card (75.15 GiB usable "
             "with 5% headroom, 4.35 GiB over)");
-  // 78.68 GiB (Meta's 405B plan of session 27): 79.109375 - 78.68 = 0.429 to spare (80: 1.32),
-  // 78.68 - 75.1539 = 3.526 over the usable share (80: 2.68).
+  // 78.68 GiB (Meta's 405B plan of session 27): 79.109375 - 78.68 = 0.429375 GiB = 439.68 MiB to
+  // spare (80: 1.32 GiB), 78.68 - 75.1539 = 3.526 over the usable share (80: 2.68).
   m.peak_bytes = static_cast<int64_t>(78.68 * kCapacityGiB);
   EXPECT_EQ(memoryVerdictText(m),
-            "78.68 GiB on stage 1 of 79.11 GiB: fits the card (0.43 GiB to spare) but not the "
+            "78.68 GiB on stage 1 of 79.11 GiB: fits the card (439.68 MiB to spare) but not the "
             "headroom (75.15 GiB usable with 5% headroom, 3.53 GiB over) -- the headroom is held "
             "back for the model's error, not a limit of the card");
   // 75.50 GiB fitted 80 GiB's 76.00 usable; on 75.1539 it is 0.346 over.
