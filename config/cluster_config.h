@@ -11,7 +11,7 @@
 //       name: NVIDIA A100-SXM4-80GB
 //       peak_tflops: {fp16: 312, bf16: 312, fp32: 19.5}   # dense, per GPU
 //       memory_bandwidth_gb_s: 2039
-//       memory_gib: 80
+//       memory_gib: 79.15         # CUDA's total (cudaMemGetInfo), not the datasheet's 80 GB
 //     intra_link: {name: NVSwitch, bandwidth_gb_s: 300, latency_us: 3}   # per GPU, one direction
 //     # Optional, needed only to offload to host memory (--offload): each GPU's link to the host
 //     # (pinned-memory copy rate, one direction) and the node's host memory (all its GPUs share

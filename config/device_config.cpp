@@ -348,6 +348,13 @@ double DeviceSpec::peakTflops(DType dtype) const {
   return it->second;
 }
 
+// memory_gib is the device memory a process can be given: what CUDA reports as the device's total
+// (cudaMemGetInfo's total = torch.cuda.get_device_properties().total_memory = the "total capacity"
+// of PyTorch's OOM message), i.e. nvidia-smi's total less what the driver reserves (nvidia-smi -q
+// "Reserved"), not the datasheet's round figure (an H100 80GB: 79.11 GiB, not 80). The CUDA
+// context and NCCL's buffers (MemoryOverheads) and the caching allocator's pool all come out of
+// it: the memory model adds the first two to the allocated peak and compares the sum with this
+// (docs/VALIDATION.md, Session 28, hbm28: each bundled device's figure and its sources).
 int64_t DeviceSpec::memoryBytes() const { return static_cast<int64_t>(memory_gib * kBytesPerGiB); }
 
 DeviceSpec readInlineDevice(const YamlReader& device) {

@@ -13,7 +13,7 @@
 //     source: "NVIDIA A100 datasheet"
 //     peak_tflops: {fp16: 312, bf16: 312, fp32: 19.5}   # dense, per GPU
 //     memory_bandwidth_gb_s: 2039
-//     memory_gib: 80
+//     memory_gib: 79.15     # what CUDA reports as the device's total, not the datasheet's GB
 //     sm_count: 108
 //   model:                                               # optional: without it, roofline only
 //     gemm_efficiency: {value: 0.8, source: "fitted: ..."}        # of peak, full waves, large k
@@ -160,8 +160,8 @@ struct OverlapSlowdown {
 // allocator pads them (modeler/memory_model.h uses these). A device file may give them under
 // `memory:` (each {value, source}); without it the defaults below apply, each saying so.
 struct MemoryOverheads {
-  // The CUDA context and the loaded kernel modules (outside PyTorch's allocator: seen by
-  // nvidia-smi, not by max_memory_reserved).
+  // The CUDA context and loaded kernel modules: outside PyTorch's allocator (nvidia-smi sees it,
+  // max_memory_reserved does not), inside CUDA's total (DeviceSpec::memory_gib): counted once.
   SourcedValue cuda_context_mib{
       600, "assumed: CUDA 12 context with lazy module loading, PyTorch + NCCL + cuBLAS modules"};
   // cuBLAS/cuBLASLt workspace per stream, allocated through PyTorch's caching allocator.
@@ -185,7 +185,7 @@ struct DeviceSpec {
   std::string name;  // the GPU's product name
   std::map<DType, double> peak_tflops;
   double memory_bandwidth_gb_s = 0;
-  double memory_gib = 0;
+  double memory_gib = 0;  // CUDA's total (cudaMemGetInfo), not the datasheet's: device_config.cpp
   int sm_count = 0;              // 0 for an inline datasheet spec (no tile model)
   std::string file;              // the device file it came from ("" for an inline spec)
   std::string datasheet_source;  // where the datasheet figures came from

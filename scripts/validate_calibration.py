@@ -199,7 +199,7 @@ def main():
               f"{mismatch} differ from calibrate's prediction by > 0.1%")
         roofline = cluster_with_device(
             work, "{name: A100, peak_tflops: {fp16: 312, bf16: 312, fp32: 19.5}, "
-                  "memory_bandwidth_gb_s: 2039, memory_gib: 80}")
+                  "memory_bandwidth_gb_s: 2039, memory_gib: 79.15}")
         for r in rows:
             r["roofline_ms"] = simulate_ms(eventsim, r, roofline, work)
         a = accuracy(rows, "roofline_ms")

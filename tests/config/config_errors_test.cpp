@@ -336,7 +336,9 @@ TEST(ClusterConfig, BundledClustersLoad) {
   EXPECT_DOUBLE_EQ(a40.device.peakTflops(DType::kFp16), 149.7);
   ClusterConfig dgx = loadClusterConfig(test::configPath("clusters", "dgx-a100"));
   EXPECT_FALSE(dgx.totalGpus().has_value());  // open node count
-  EXPECT_EQ(dgx.device.memoryBytes(), int64_t{80} * 1024 * 1024 * 1024);
+  // What CUDA reports of an A100 80GB, not the datasheet's 80 (devices/a100-sxm4-80gb.yaml):
+  // 79.15 GiB = 79.15 x 2^30 = 84,986,665,369.6 bytes, truncated.
+  EXPECT_EQ(dgx.device.memoryBytes(), 84'986'665'369);
 }
 
 TEST(ClusterConfig, UnknownKeysNameFileAndKey) {
