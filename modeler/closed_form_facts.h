@@ -25,8 +25,10 @@ namespace evsim {
 // members share, each part computed when a member first needs it.
 struct ClosedFormTier::Facts {
   std::optional<Strategy> key;  // the class; nullopt before the first candidate
-  // The class's footprint and worst groups in the shared cache (its maps keep references valid):
-  // looked up once per class, not under the cache's lock per candidate and chunk.
+  // The class's footprint and worst groups in the shared cache (valid until its releaseLookups,
+  // which a search's pass calls only after every worker's workspace was released: a released
+  // workspace has no key, so these are looked up afresh): once per class, not under the cache's
+  // lock per candidate and chunk.
   const ModelFootprint* footprint = nullptr;
   const PlanCache::Placements* placements = nullptr;
   std::vector<int> first_layer;

@@ -1,10 +1,10 @@
 #pragma once
 // The pruned search's candidates waiting to be simulated (pruned_search.h), and the two pools
 // that hold them in one array each rather than one tree node each: a pass leaves ~16,000 of them
-// (~240 bytes each) beside its simulations, and as nodes they lay one every ~1.4 KB over the ~22
+// (~200 bytes each) beside its simulations, and as nodes they lay one every ~1.4 KB over the ~22
 // MB the closed-form tier had used, so none of its freed space could take a simulation's arrays
-// of megabytes: a two-thread search of Llama 3.1 405B on 1,024 GPUs grew its heap to ~50 MB for
-// ~35 MB in use (issue 34 item 2; bench/RESULTS.md, session 28, mem28).
+// of megabytes: a two-thread search of Llama 3.1 405B on 1,024 GPUs grew its heap to ~50 MiB for
+// ~38 MiB in use (issue 34 item 2; bench/RESULTS.md, session 28, mem28).
 
 #include <algorithm>
 #include <cstddef>

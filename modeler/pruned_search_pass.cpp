@@ -69,6 +69,8 @@ void PrunedSearch::runPass() {
   };
   auto release = [&] {
     tier_.releaseShared();
+    // The workspaces' class facts point into the cache's look-ups: each worker released its own
+    // above, before its walk ended.
     cache_.releaseLookups();
     releaseShapeCaches();  // shape_cache.h
   };

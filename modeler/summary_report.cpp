@@ -146,7 +146,7 @@ nlohmann::json stageMemoryJson(const StageMemory& m) {
 }
 
 // "weights 10.2, grads 4.1, optimizer 6.3, activations 38.0, buffers 3.1 -> allocated 61.7 /
-// reserved 66.0; allocated + overhead 1.1 = 62.8 of 80.0 GiB"
+// reserved 66.0; allocated + overhead 1.1 = 62.8 of 79.1 GiB"
 std::string memoryBreakdownText(const StageMemory& m, const MemoryEstimate& e) {
   auto gib = [](int64_t bytes) { return static_cast<double>(bytes) / kBytesPerGiB; };
   if (m.peak_at_optimizer_step) {

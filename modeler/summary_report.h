@@ -31,8 +31,8 @@ inline constexpr size_t kBusiestLinks = 5;
 std::string_view memoryVerdict(const MemoryEstimate& memory);
 // The same from the peak, usable and device bytes (a search candidate's).
 std::string_view memoryVerdict(int64_t peak_bytes, int64_t usable_bytes, int64_t capacity_bytes);
-// The summary's line for the verdict, e.g. "78.68 GiB on stage 1 of 80.00 GiB: fits the card
-// (1.32 GiB to spare) but not the headroom (76.00 GiB usable with 5% headroom, 2.68 GiB over)
+// The summary's line for the verdict, e.g. "78.68 GiB on stage 1 of 79.11 GiB: fits the card
+// (439.68 MiB to spare) but not the headroom (75.15 GiB usable with 5% headroom, 3.53 GiB over)
 // -- ...": the margin to the usable share and to the card, both said plainly.
 std::string memoryVerdictText(const MemoryEstimate& memory);
 

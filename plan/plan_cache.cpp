@@ -11,7 +11,7 @@ namespace {
 // The value under `key`, or compute()'s result stored there. compute() runs outside the lock so
 // that other keys proceed meanwhile; a thread asking for the key meanwhile waits for it (a
 // computation that throws is not kept: its waiters rethrow, a later asker computes again). Map
-// nodes never move, so the reference stays valid.
+// nodes never move, so the reference stays valid until releaseLookups erases them.
 template <typename Key, typename T, typename Compute>
 const T& lookup(std::mutex& mutex, std::map<Key, std::shared_future<T>>& map, const Key& key,
                 Compute&& compute) {

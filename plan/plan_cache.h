@@ -101,8 +101,9 @@ class PlanCache {
   int64_t coreMisses() const;
 
  private:
-  // Each value as the future its first asker fulfils; entries are never erased but for a failed
-  // computation, so the references handed out stay valid (node-based maps).
+  // Each value as the future its first asker fulfils; entries are erased only for a failed
+  // computation and by releaseLookups (which the caller orders after every holder of a reference
+  // let go), so the references handed out stay valid until then (node-based maps).
   template <typename Key, typename T>
   using Slots = std::map<Key, std::shared_future<T>>;
   using CorePtr = std::shared_ptr<const PlanCore>;

@@ -64,7 +64,7 @@ std::string modelLine(const ModelConfig& m) {
 
 std::string deviceLine(const DeviceSpec& d) {
   const auto peak = d.peak_tflops.find(DType::kBf16);
-  return fmt::format("{}, {} TFLOP/s bf16, {:g} GiB, {:g} GB/s, {}", d.name,
+  return fmt::format("{}, {} TFLOP/s bf16, {:.2f} GiB, {:g} GB/s, {}", d.name,
                      peak == d.peak_tflops.end() ? 0.0 : peak->second, d.memory_gib,
                      d.memory_bandwidth_gb_s,
                      d.model ? "kernel model fitted" : "datasheet only (roofline)");

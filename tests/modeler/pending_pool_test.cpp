@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <set>
+#include <utility>
 #include <vector>
 
 namespace evsim::pruned {
@@ -81,6 +84,60 @@ TEST(PendingPool, AMergeKeepsWhatTheQueueHeldAndDropsTheWorstFromTheBack) {
   EXPECT_EQ(queue.takeBest().index, 3u);
   EXPECT_EQ(queue.takeBest().index, 4u);
   EXPECT_TRUE(queue.empty());
+}
+
+// Against a reference built independently: each worker keeps the `capacity` best keys it was
+// given (a std::set trimmed from its end), the merge keeps the best `capacity` of what the queue
+// still holds and the pools kept. Bounds drawn from a few values, so ties are common.
+TEST(PendingPool, RandomPassesMatchATrimmedSetReference) {
+  std::mt19937 random(28);
+  using Key = std::pair<double, size_t>;
+  size_t next_index = 0;
+  PendingQueue queue;
+  std::set<Key> queue_reference;
+  for (int pass = 0; pass < 40; ++pass) {
+    const size_t capacity = 1 + random() % 12;
+    const size_t workers = 1 + random() % 3;
+    std::vector<WorkerPool> pools(workers, WorkerPool(capacity));
+    std::set<Key> kept_by_pools;
+    for (size_t w = 0; w < workers; ++w) {
+      std::set<Key> pool_reference;
+      const size_t pushes = random() % 20;
+      for (size_t i = 0; i < pushes; ++i) {
+        const Key key{static_cast<double>(random() % 6), next_index++};
+        pools[w].push(pendingAt(key.first, key.second));
+        if (pools[w].size() > capacity) pools[w].popWorst();
+        pool_reference.insert(key);
+        if (pool_reference.size() > capacity) pool_reference.erase(std::prev(pool_reference.end()));
+      }
+      kept_by_pools.insert(pool_reference.begin(), pool_reference.end());
+    }
+    std::set<Key> all = queue_reference;
+    all.insert(kept_by_pools.begin(), kept_by_pools.end());
+    const size_t expected_kept = std::min(capacity, all.size());
+    const Key expected_least =
+        expected_kept < all.size() ? *std::next(all.begin(), static_cast<long>(expected_kept))
+                                   : Key{PoolKey{}.bound_us, PoolKey{}.index};
+    const auto [left_out, least] = queue.merge(pools, capacity);
+    EXPECT_EQ(left_out, all.size() - expected_kept) << "pass " << pass;
+    EXPECT_EQ(least.bound_us, expected_least.first) << "pass " << pass;
+    EXPECT_EQ(least.index, expected_least.second) << "pass " << pass;
+    queue_reference = std::set<Key>(all.begin(), std::next(all.begin(),
+                                                            static_cast<long>(expected_kept)));
+    // Drain a little from both ends, as the rounds do, and check each against the reference.
+    for (int take = random() % 3; take > 0 && !queue.empty(); --take) {
+      EXPECT_EQ(queue.best().index, queue_reference.begin()->second);
+      const Pending best = queue.takeBest();
+      EXPECT_EQ(best.strategy.tp, static_cast<int>(best.index));
+      queue_reference.erase(queue_reference.begin());
+    }
+    if (!queue.empty() && random() % 2 == 0) {
+      EXPECT_EQ(queue.worst().index, std::prev(queue_reference.end())->second);
+      queue.dropWorst();
+      queue_reference.erase(std::prev(queue_reference.end()));
+    }
+    ASSERT_EQ(queue.size(), queue_reference.size()) << "pass " << pass;
+  }
 }
 
 }  // namespace

@@ -162,5 +162,33 @@ TEST(PlanCacheThreads, ACoreBeingBuiltIsWaitedFor) {
   EXPECT_EQ(cache.core(key, [] { return std::shared_ptr<const PlanCore>(); }), a);  // kept
 }
 
+// releaseLookups (a search's pass end) forgets the five look-ups, so each is computed again,
+// and keeps the plan cores.
+TEST(PlanCache, ReleasedLookupsAreComputedAgainAndCoresKept) {
+  PlanCache cache(4);
+  const PlanCache::PartitionKey partition_key{1, 8, true, 1, 1, 1, 1, 2};
+  const PlanCache::CostKey cost_key{{1.0, 1.5}, 0.0, 0.0, 2};
+  const PlanCache::FootprintKey footprint_key{1, 1, false, 0, 1, 1, 1};
+  const Strategy core_key = test::strategy("2M2P2D", 1, 4);
+  int computed = 0;
+  auto askAll = [&] {
+    cache.partition(partition_key, [&] { ++computed; return std::vector<int>{4, 4}; });
+    cache.partitionOfCosts(cost_key, [&] { ++computed; return std::vector<int>{1, 1}; });
+    cache.placements(kKey, [&] { ++computed; return placements(2); });
+    cache.pipelineClasses(kKey, [&] { ++computed; return PlanCache::PipelineClasses{}; });
+    cache.footprint(footprint_key, [&] { ++computed; return ModelFootprint{}; });
+  };
+  const auto core = cache.core(core_key, [] { return std::make_shared<const PlanCore>(); });
+  askAll();
+  EXPECT_EQ(computed, 5);
+  askAll();
+  EXPECT_EQ(computed, 5);  // all five cached
+  cache.releaseLookups();
+  askAll();
+  EXPECT_EQ(computed, 10);  // all five asked afresh
+  EXPECT_EQ(cache.core(core_key, [] { return std::shared_ptr<const PlanCore>(); }), core);
+  EXPECT_EQ(cache.coreMisses(), 1);
+}
+
 }  // namespace
 }  // namespace evsim

@@ -42,8 +42,8 @@ rounds_awk="$(dirname "$0")/progress_rounds.awk"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
-# Writes $dir/events.yaml: $1 distinct GEMMs (all within 16% of dim^3: m, n and k step through 32
-# values each) then one all-reduce of the 3 ranks.
+# Writes $dir/events.yaml: $1 distinct GEMMs (m, n and k step through 32 values from dim each:
+# volumes within ~35% of dim^3 at dim 192, more at small dims) then one all-reduce of the 3 ranks.
 write_events() {
   {
     echo "eventsim_events: 1"
@@ -62,7 +62,7 @@ write_events() {
 # loudly when the run fails.
 run() {
   write_events "$1"
-  "$mpiexec" -np 3 --oversubscribe "$eventprof" --backend cpu --events "$dir/events.yaml" \
+  $pin "$mpiexec" -np 3 --oversubscribe "$eventprof" --backend cpu --events "$dir/events.yaml" \
     -o "$dir/p.yaml" --warmup 1 --repeats "$3" --comm-timeout "$2" >"$dir/log" 2>&1
   rc=$?
   if [ "$rc" -ne 0 ]; then
@@ -81,11 +81,27 @@ run() {
 
 field() { echo "$1" | awk -v k="$2" '{ print $k }'; }
 
+# On more than 2 cores every one of the 3 ranks would time compute, no rank would idle, and the
+# fault could not show: the job is held to two of the CPUs this test may use (Cpus_allowed_list),
+# as on a 2-core machine, and the calibration must show fewer GEMMs a round than ranks.
+pin=""
+if [ "$(nproc)" -gt 2 ]; then
+  two=$(awk '/^Cpus_allowed_list/ {
+    n = split($2, parts, ","); out = ""; c = 0
+    for (i = 1; i <= n && c < 2; i++) {
+      m = split(parts[i], r, "-"); hi = m > 1 ? r[2] : r[1]
+      for (x = r[1] + 0; x <= hi + 0 && c < 2; x++) { out = out (c ? "," : "") x; c++ }
+    }
+    print out }' /proc/self/status)
+  pin="taskset -c $two"
+fi
+
 # A round measures one GEMM per timing rank (2 on 2 cores: 20 rounds of 40 GEMMs). A round costs
 # about F + b x repeats (F: the GEMMs' cache-cold copies, the all-gather, rank 0's save: 0.12 s a
 # round here at GEMM_DIM 48 even with 4x the repeats), so rounds under 0.2 s get the repeats that
-# line, fitted through the last two calibrations (through 0 after the first), puts at 0.5 s; at
-# most 4 calibrations.
+# line, fitted through the last two calibrations (through 0 after the first), puts at 0.5 s, at
+# most 8 times the last (a noisy slope cannot make a round of seconds: a calibration stays under
+# ~35 s); at most 5 calibrations.
 gemms=40
 repeats=40
 tries=1
@@ -95,12 +111,12 @@ while :; do
   calibration=$(run "$gemms" 120 "$repeats") || exit 1
   mean=$(field "$calibration" 2)
   awk -v m="$mean" 'BEGIN { exit !(m >= 0.2) }' && break
-  [ "$tries" -lt 4 ] || {
+  [ "$tries" -lt 5 ] || {
     echo "rounds of ${mean} s at --repeats $repeats: still under 0.2 s"; exit 1; }
   next=$(awk -v r="$repeats" -v m="$mean" -v pr="$last_repeats" -v pm="$last_mean" 'BEGIN {
     b = (pr != "" && m > pm) ? (m - pm) / (r - pr) : m / r
-    n = b > 0 ? (0.5 - (m - b * r)) / b : 64 * r
-    if (n > 64 * r) n = 64 * r
+    n = b > 0 ? (0.5 - (m - b * r)) / b : 8 * r
+    if (n > 8 * r) n = 8 * r
     if (n < 2 * r) n = 2 * r
     print int(n) + 1 }')
   echo "calibration rounds of ${mean} s at --repeats $repeats: short beside the 0.1-s print" \
@@ -116,6 +132,9 @@ while :; do
   longest=$(field "$calibration" 1)
   mean=$(field "$calibration" 2)
   per_round=$(( (gemms + $(field "$calibration" 4) - 1) / $(field "$calibration" 4) ))
+  [ "$per_round" -lt 3 ] || {
+    echo "all 3 ranks timed compute ($per_round GEMMs a round): no rank idles, so the fault this" \
+      "test exists for cannot show"; exit 1; }
   timeout_s=$(awk -v l="$longest" 'BEGIN { t = 3 * l; printf "%.3f\n", (t < 2 ? 2 : t) }')
   # Rounds for an expected phase of 5 timeouts (at least the calibration's 20).
   rounds=$(awk -v t="$timeout_s" -v m="$mean" 'BEGIN {
