@@ -18,7 +18,8 @@ set -- simulate --model tiny-gpt --cluster cpu-local --strategy 1M1P1D --micro-b
 # The stop lands a third of the way through the reference run's CPU time, not at a fixed 0.2 s
 # (2.1 s here: a machine 10x faster would have parsed it all by then). A profile that loads in
 # under 0.3 s of CPU is too quick to stop mid-parse reliably (the poll below steps ~0.05 s): it
-# is made larger in proportion, once.
+# is made larger in proportion, once, and at most 8x (a load that took 0 or 1 ticks would
+# otherwise ask for millions of entries: hundreds of MB of YAML on a fast machine).
 entries=60000
 while :; do
   python3 "$make_profile" "$entries" "$dir/p.yaml" || exit 1
@@ -30,6 +31,7 @@ while :; do
   [ "$entries" -eq 60000 ] || {
     echo "$entries entries load in $ref_ticks ticks: too quick to stop"; exit 1; }
   entries=$((60000 * 60 / (ref_ticks + 1)))
+  [ "$entries" -le 480000 ] || entries=480000
   echo "60000 entries loaded in $ref_ticks ticks of CPU: again with $entries"
 done
 stop_at=$((ref_ticks / 3))
