@@ -2,7 +2,10 @@
 """Compares eventsim's peak memory with published runs that report it (read, never fitted), and
 prints Meta's Llama 3.1 405B plans' verdicts with their breakdown by component.
 
-Usage: scripts/memory_published.py [--eventsim build/eventsim] [--markdown]
+Usage: scripts/memory_published.py [--eventsim build/eventsim] [--markdown] [--stages]
+
+--stages adds, for Meta's plans, every pipeline stage's breakdown (activation chunks in flight and
+each component, GiB): which stage peaks and why the others do not.
 
 torchtitan rows: pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torch 1963fc8,
 torchtitan 9dec370, Dec 2024), Grand Teton H100s with 96 GB HBM2e at 500 W (`--cluster
@@ -130,6 +133,21 @@ def breakdown(j):
     return stage["stage"], {k: v / GIB for k, v in m.items() if k.endswith("_bytes")}, m
 
 
+STAGE_COLUMNS = ["weights", "gradients", "optimizer", "activations", "pending_reduction",
+                 "tp_cp_buffer", "pp_buffer", "dp_buffer", "embedding_gradient", "loss_transient",
+                 "workspace", "overhead", "device"]
+
+
+def print_stages(j):
+    """Every stage's memory components (summary JSON `stages[i].memory`), GiB, as a table."""
+    print("| stage | chunks in flight | " + " | ".join(STAGE_COLUMNS) + " |")
+    print("|---" * (len(STAGE_COLUMNS) + 2) + "|")
+    for stage in j["stages"]:
+        m = stage["memory"]
+        print(f"| {stage['stage']} | {m['activations_in_flight']} | " +
+              " | ".join(f"{m[c + '_bytes'] / GIB:.2f}" for c in STAGE_COLUMNS) + " |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--eventsim", default="build/eventsim")
@@ -137,6 +155,8 @@ def main():
     parser.add_argument("--fsdp-wrap", default=WRAP, choices=["root", "separate", ""],
                         help="--fsdp-wrap of the torchtitan rows (default: root, see WRAP; \"\" "
                              "passes none, for binaries from before the flag)")
+    parser.add_argument("--stages", action="store_true",
+                        help="print every pipeline stage's breakdown of Meta's plans")
     args = parser.parse_args()
     wrap = ["--fsdp-wrap", args.fsdp_wrap] if args.fsdp_wrap else []
 
@@ -180,6 +200,8 @@ def main():
               f"; usable {usable:.2f} GiB; verdict {j.get('memory_verdict', '?')}" +
               (f" (margin to the card {j['device_margin_bytes'] / GIB:.2f} GiB)"
                if "device_margin_bytes" in j else ""))
+        if args.stages:
+            print_stages(j)
 
 
 if __name__ == "__main__":
