@@ -1,4 +1,5 @@
 #include "modeler/simulation.h"
+#include "modeler/simulation_in_place.h"
 
 #include <fmt/format.h>
 
@@ -258,6 +259,15 @@ std::optional<Simulation> simulateWithin(IterationPlan plan, std::vector<EventCo
   if (!timeSimulation(*sim, {}, limit_us, unshared_us)) return std::nullopt;
   summarize(*sim);
   return sim;
+}
+
+bool simulateWithinInPlace(Simulation& sim, double limit_us, double& unshared_us) {
+  // What timeSimulation and summarize add to rather than set: as a new Simulation's.
+  sim.task_link_stretch.clear();
+  sim.summary = SimulationSummary{};
+  if (!timeSimulation(sim, {}, limit_us, unshared_us)) return false;
+  summarize(sim);
+  return true;
 }
 
 }  // namespace evsim

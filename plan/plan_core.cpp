@@ -224,19 +224,22 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     // DDP buckets; the stage's parameters are their sum.
     // Under expert parallelism the routed experts' share is synchronised apart (expert_params):
     // `layer_experts` has it per layer (none otherwise), for ZeRO-3, ZeRO-2 and the dense share.
-    std::map<int, int64_t> layer_params, layer_experts;
-    if (stage.has_embedding) layer_params[kEmbeddingLayer] = footprint.embedding.weights;
+    LayerParams layer_params, layer_experts;
+    // The blocks, the embedding and the head: one allocation each.
+    layer_params.reserve(static_cast<size_t>(stage.num_layers) + 2);
+    if (expert_parallel) layer_experts.reserve(static_cast<size_t>(stage.num_layers) + 1);
+    if (stage.has_embedding) layer_params.set(kEmbeddingLayer, footprint.embedding.weights);
     for (int layer = stage.first_layer; layer < end_layer; ++layer) {
       const LayerFootprint& block = footprint.block(model.blocks[layer]);
-      layer_params[layer] = block.weights;
+      layer_params.set(layer, block.weights);
       stage.expert_parameters += block.expert_weights;
-      if (expert_parallel) layer_experts[layer] = block.expert_weights;
+      if (expert_parallel) layer_experts.set(layer, block.expert_weights);
     }
     const bool owns_output = headOwnsOutputWeight(model, stage.has_embedding);
     if (stage.has_head) {
-      layer_params[kHeadLayer] = headParameters(model, footprint, stage.has_embedding);
+      layer_params.set(kHeadLayer, headParameters(model, footprint, stage.has_embedding));
       stage.expert_parameters += footprint.head.expert_weights;  // an MTP depth's MoE block
-      if (expert_parallel) layer_experts[kHeadLayer] = footprint.head.expert_weights;
+      if (expert_parallel) layer_experts.set(kHeadLayer, footprint.head.expert_weights);
     }
     // ZeRO-3: gather a layer's parameters before its forward and again before its backward, and
     // reduce-scatter its gradients right after its backward, in the DP group.
@@ -252,10 +255,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     // the D x C data-parallel group: one collective each, the experts' right after the dense one.
     // FSDP under PP without reshard: once per step, in finishPlan, not per micro-batch here.
     const bool per_micro_batch = zero3 && !strategy.fsdpSyncsOncePerStep();
-    auto experts_of = [&](int layer) -> int64_t {
-      const auto found = layer_experts.find(layer);
-      return found == layer_experts.end() ? 0 : found->second;
-    };
+    auto experts_of = [&](int layer) -> int64_t { return layer_experts.valueOr(layer, 0); };
     // One FSDP group's (or ZeRO-3 layer's) transfer of `params`, `experts` of them routed experts,
     // tagged with `layer`.
     auto zero3_group_op = [&](OpList& ops, int layer, int64_t params, int64_t experts,
@@ -330,7 +330,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     const int edge_layer = stage.has_embedding ? kEmbeddingLayer : kHeadLayer;
     int64_t edge_params = 0, edge_experts = 0;
     for (int layer : {kEmbeddingLayer, kHeadLayer}) {
-      if (edge_group && layer_params.count(layer) > 0) {
+      if (edge_group && layer_params.contains(layer)) {
         edge_params += layer_params.at(layer);
         edge_experts += experts_of(layer);
       }
@@ -414,8 +414,12 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     for (const auto& [layer, params] : layer_params) {
       stage.parameters = checkedAdd(stage.parameters, params, "stage parameters");
     }
-    std::map<int, int64_t> dense_params = layer_params;
-    for (const auto& [layer, experts] : layer_experts) dense_params[layer] -= experts;
+    LayerParams dense_params = layer_params;
+    for (const auto& [layer, experts] : layer_experts) {
+      int64_t* dense = dense_params.find(layer);  // set with the layer's parameters, above
+      EVSIM_CHECK(dense != nullptr, "experts of layer {} without its parameters", layer);
+      *dense -= experts;
+    }
     if (offloadsActivations(strategy.offload)) addActivationOffload(stage, dtype, table);
     if (zero2 && strategy.dp_overlap && !strategy.reducesAtStep()) {
       overlapZero2Reductions(stage.backward);
