@@ -53,6 +53,7 @@ bool PrunedSearch::endPass() {
 
 // The report (throws for missing costs). After the last endPass().
 SearchReport PrunedSearch::finish() {
+  scratch_.clear();
   invalid_.report(report_);
   if (missing_.size() > 0) costs_.costAll(missing_);  // throws, listing all
   report_.pruned = true;
@@ -335,7 +336,6 @@ bool PrunedSearch::simulateRound() {
     // 2^16 tasks is ~4 MB): the two threads' simulations are the search's peak.
     releaseShapeCaches();
   });
-  scratch_.clear();
   parallel_profile::Scope ranking("search.round.rank");
   if (memo_.size() + to_simulate.size() > kTimingMemoCapacity) memo_.clear();
   if (slower_.size() + to_simulate.size() > kTimingMemoCapacity) slower_.clear();

@@ -172,9 +172,10 @@ class PrunedSearch {
   static double workOf(const Pending& candidate, bool full);
   bool simulateRound();
   // A simulation whose plan, costs and offsets a worker fills anew (simulateOne): a round's
-  // workers take one each and give it back, so a worker's next simulation reuses their storage
-  // and its plan's copy of the model and cluster (simulation_in_place.h). Freed at the round's
-  // end: nothing of them sits beside the closed-form passes.
+  // workers take one each and give it back, so a worker's next simulation, in this round or a
+  // later one, reuses their storage and its plan's copy of the model and cluster
+  // (simulation_in_place.h). Kept between rounds (a plan's op lists, ~1 MB for a 126-layer
+  // model's, per worker: what a simulation held anyway); freed by finish().
   std::unique_ptr<Simulation> takeScratch() const;
   void giveBackScratch(std::unique_ptr<Simulation> sim) const;
 

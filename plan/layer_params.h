@@ -27,6 +27,7 @@ class LayerParams {
   }
 
   void reserve(size_t layers) { entries_.reserve(layers); }
+  void clear() { entries_.clear(); }  // keeps the storage
   // Sets `layer`'s count (appended at once when past the last layer: a chunk's blocks come in
   // order).
   void set(int layer, int64_t count) {
