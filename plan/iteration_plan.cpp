@@ -279,7 +279,7 @@ IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& 
 
 void rebuildIterationPlan(const Strategy& strategy, PlanCache& cache, IterationPlan& plan) {
   validateStrategy(plan.model, plan.cluster, strategy);
-  plan.events = EventTable();
+  plan.events.clear();  // keeps its events' storage
   plan.op_executions = 0;
   fillPlan(strategy, cache, plan);
 }

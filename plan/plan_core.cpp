@@ -199,7 +199,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
   core->stages.resize(static_cast<size_t>(K));
   core->layer_params.resize(static_cast<size_t>(K));
   core->dense_params.resize(static_cast<size_t>(K));
-  core->events = EventTable();
+  core->events.clear();
   core->stage_events_end.clear();
   core->stage_events_end.reserve(static_cast<size_t>(K));
   const DType dtype = model.dtype;
