@@ -146,7 +146,7 @@ std::unique_ptr<Simulation> PrunedSearch::takeScratch() const {
     }
   }
   auto sim = std::make_unique<Simulation>();
-  sim->plan.model = model_;  // once per worker and round, not per plan
+  sim->plan.model = model_;  // once per worker and search, not per plan
   sim->plan.cluster = cluster_;
   return sim;
 }
