@@ -1,5 +1,6 @@
 #include "events/event_table.h"
 
+#include <algorithm>
 #include <string_view>
 #include <utility>
 
@@ -44,31 +45,76 @@ bool sameEventKey(const Event& a, const Event& b) {
 }
 
 int EventTable::find(const Event& event, uint64_t hash) const {
-  auto [first, last] = index_.equal_range(hash);
-  for (auto it = first; it != last; ++it) {
-    if (sameEventKey(events_[it->second].event, event)) return it->second;
+  if (slots_.empty()) return -1;
+  const size_t mask = slots_.size() - 1;
+  for (size_t at = static_cast<size_t>(hash) & mask; slots_[at] != 0; at = (at + 1) & mask) {
+    const int index = slots_[at] - 1;
+    if (hashes_[index] == hash && sameEventKey(events_[index].event, event)) return index;
   }
   return -1;
+}
+
+size_t EventTable::freeSlot(uint64_t hash) const {
+  const size_t mask = slots_.size() - 1;
+  size_t at = static_cast<size_t>(hash) & mask;
+  while (slots_[at] != 0) at = (at + 1) & mask;
+  return at;
+}
+
+void EventTable::rehash(size_t events) {
+  size_t size = 16;
+  while (size < 2 * events) size *= 2;
+  if (size <= slots_.size()) return;
+  slots_.assign(size, 0);
+  for (size_t i = 0; i < hashes_.size(); ++i) slots_[freeSlot(hashes_[i])] = static_cast<int>(i) + 1;
 }
 
 int EventTable::intern(const Event& event) {
   const uint64_t h = eventKeyHash(event);
   const int found = find(event, h);
   if (found >= 0) return found;
-  // Moved in: the event's dims and signature are copied once, not twice.
-  return appendNew(UniqueEvent{event, event.signature(), 0}, h);
+  if (spare_.empty()) {
+    // Moved in: the event's dims and signature are copied once, not twice.
+    return appendNew(UniqueEvent{event, event.signature(), 0}, h);
+  }
+  UniqueEvent& reused = spare_.back();
+  reused.event = event;  // into its strings' and dims' storage
+  reused.signature = event.signature();
+  reused.count = 0;
+  const int index = appendNew(std::move(reused), h);
+  spare_.pop_back();
+  return index;
 }
 
 int EventTable::appendNew(const UniqueEvent& unique, uint64_t hash) {
-  return appendNew(UniqueEvent(unique), hash);
+  if (spare_.empty()) return appendNew(UniqueEvent(unique), hash);
+  UniqueEvent& reused = spare_.back();
+  reused = unique;  // into its strings' and dims' storage
+  const int index = appendNew(std::move(reused), hash);
+  spare_.pop_back();
+  return index;
 }
 
 int EventTable::appendNew(UniqueEvent&& unique, uint64_t hash) {
   const int index = static_cast<int>(events_.size());
   events_.push_back(std::move(unique));
   hashes_.push_back(hash);
-  index_.emplace(hash, index);
+  if (2 * events_.size() > slots_.size()) {
+    rehash(events_.size());  // places the new event too
+  } else {
+    slots_[freeSlot(hash)] = index + 1;
+  }
   return index;
+}
+
+void EventTable::clear() {
+  // The events' buffers move to spare_ (whose husks of a clear before have none left).
+  spare_.clear();
+  spare_.reserve(events_.size());
+  for (UniqueEvent& e : events_) spare_.push_back(std::move(e));
+  events_.clear();
+  hashes_.clear();
+  std::fill(slots_.begin(), slots_.end(), 0);
 }
 
 void EventTable::reorder(const std::vector<int>& order) {
@@ -91,13 +137,13 @@ void EventTable::reorder(const std::vector<int>& order) {
   }
   events_ = std::move(events);
   hashes_ = std::move(hashes);
-  for (auto& entry : index_) entry.second = position[entry.second];
+  for (int& slot : slots_) slot = slot == 0 ? 0 : position[slot - 1] + 1;
 }
 
 void EventTable::reserve(size_t events) {
   events_.reserve(events);
   hashes_.reserve(events);
-  index_.reserve(events);
+  rehash(events);
 }
 
 }  // namespace evsim

@@ -37,6 +37,11 @@ class EventTable {
   void reorder(const std::vector<int>& order);
   // Room for `events` events without growing (a plan finished from its core knows how many).
   void reserve(size_t events);
+  // Empties the table but keeps its storage: the next events added copy into the strings and
+  // dims of the ones it held. A search rebuilds a plan and a plan core for nearly every
+  // simulation (plan_core.h: rebuildIterationPlan); each event copied anew was ~3 allocations,
+  // most under the search heap's lock (bench/RESULTS.md, session 29, alloc29).
+  void clear();
   // Index of the event with `event`'s key, whose eventKeyHash is `hash`, or -1.
   int find(const Event& event, uint64_t hash) const;
   // eventKeyHash of the event at `index`, as computed when it was added.
@@ -51,9 +56,18 @@ class EventTable {
   int size() const { return static_cast<int>(events_.size()); }
 
  private:
+  // Where an event with `hash` goes in slots_ (the first free slot from its home).
+  size_t freeSlot(uint64_t hash) const;
+  // slots_ for `events` events (at most half full), every event placed again.
+  void rehash(size_t events);
+
   std::vector<UniqueEvent> events_;
-  std::vector<uint64_t> hashes_;                  // eventKeyHash of each of events_
-  std::unordered_multimap<uint64_t, int> index_;  // key hash -> indices (collisions compared)
+  std::vector<uint64_t> hashes_;  // eventKeyHash of each of events_
+  // Open addressing by key hash, linear probing: an event's index + 1, 0 for a free slot; a power
+  // of two in size (or empty), at most half full. (A hash map node per event was an allocation.)
+  std::vector<int> slots_;
+  // A cleared table's events, moved here: appends copy into them (clear()).
+  std::vector<UniqueEvent> spare_;
 };
 
 // The key's hash, and whether two events have the same key (= the same signature).

@@ -20,6 +20,7 @@
 #include "modeler/parallel_within_budget.h"
 #include "modeler/pruned_search_state.h"
 #include "modeler/simulation.h"
+#include "modeler/simulation_in_place.h"
 #include "plan/iteration_plan.h"
 #include "plan/plan_core.h"
 #include "plan/shape_cache.h"
@@ -52,6 +53,7 @@ bool PrunedSearch::endPass() {
 
 // The report (throws for missing costs). After the last endPass().
 SearchReport PrunedSearch::finish() {
+  scratch_.clear();
   invalid_.report(report_);
   if (missing_.size() > 0) costs_.costAll(missing_);  // throws, listing all
   report_.pruned = true;
@@ -98,34 +100,65 @@ Ranked PrunedSearch::rankedRow(const Pending& candidate, const CandidateResult& 
 Simulated PrunedSearch::simulateOne(const Pending& candidate, double limit_us,
                                     bool unshared_only) const {
   Simulated out;
-  IterationPlan plan = buildIterationPlan(model_, cluster_, candidate.strategy, &cache_);
-  std::vector<EventCost> event_costs;
+  std::unique_ptr<Simulation> sim = takeScratch();
+  IterationPlan& plan = sim->plan;
+  rebuildIterationPlan(candidate.strategy, cache_, plan);
+  std::vector<EventCost>& event_costs = sim->costs;
+  event_costs.clear();
   event_costs.reserve(plan.events.size());
   for (const UniqueEvent& u : plan.events.events()) {
     std::optional<EventCost> c = costs_.cost(u.event);
     if (!c) out.missing.push_back(u.event);
     event_costs.push_back(c.value_or(EventCost{}));
   }
-  if (!out.missing.empty()) return out;
+  if (!out.missing.empty()) {
+    giveBackScratch(std::move(sim));
+    return out;
+  }
   EVSIM_CHECK(plan.micro_batches == candidate.closed.micro_batches, "{} micro-batches, {} closed",
               plan.micro_batches, candidate.closed.micro_batches);
   if (unshared_only) out.sharing_flows = sharingFlowCount(plan, event_costs);
   double unshared_us = 0;
-  const std::optional<Simulation> sim =
-      simulateWithin(std::move(plan), std::move(event_costs),
-                     unshared_only ? std::numeric_limits<double>::lowest() : limit_us, unshared_us);
-  if (!sim) {
+  if (!simulateWithinInPlace(*sim,
+                             unshared_only ? std::numeric_limits<double>::lowest() : limit_us,
+                             unshared_us)) {
     if (unshared_only) {
       out.unshared_us = unshared_us;
     } else {
       out.slower = true;
     }
-    return out;
+  } else {
+    CandidateResult timing;
+    setTiming(timing, sim->summary);
+    out.ranked = rankedRow(candidate, timing);
   }
-  CandidateResult timing;
-  setTiming(timing, sim->summary);
-  out.ranked = rankedRow(candidate, timing);
+  giveBackScratch(std::move(sim));
   return out;
+}
+
+std::unique_ptr<Simulation> PrunedSearch::takeScratch() const {
+  {
+    std::lock_guard<std::mutex> lock(scratch_mutex_);
+    if (!scratch_.empty()) {
+      std::unique_ptr<Simulation> sim = std::move(scratch_.back());
+      scratch_.pop_back();
+      return sim;
+    }
+  }
+  auto sim = std::make_unique<Simulation>();
+  sim->plan.model = model_;  // once per worker and search, not per plan
+  sim->plan.cluster = cluster_;
+  return sim;
+}
+
+void PrunedSearch::giveBackScratch(std::unique_ptr<Simulation> sim) const {
+  // The timing's arrays (the timeline, link sharing's stretches) are the simulation's bulk and
+  // are not filled in place: freed now, as a simulation of its own freed them.
+  sim->input = TimingInput{};
+  sim->timeline = IterationTimeline{};
+  sim->task_link_stretch = {};
+  std::lock_guard<std::mutex> lock(scratch_mutex_);
+  scratch_.push_back(std::move(sim));
 }
 
 namespace {

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -22,6 +24,7 @@
 #include "modeler/parallel_for.h"
 #include "modeler/pending_pool.h"
 #include "modeler/pruned_search.h"
+#include "modeler/simulation.h"
 #include "plan/plan_cache.h"
 
 namespace evsim::pruned {
@@ -168,6 +171,13 @@ class PrunedSearch {
   static size_t simulationBytes(const Pending& candidate, bool full);
   static double workOf(const Pending& candidate, bool full);
   bool simulateRound();
+  // A simulation whose plan, costs and offsets a worker fills anew (simulateOne): a round's
+  // workers take one each and give it back, so a worker's next simulation, in this round or a
+  // later one, reuses their storage and its plan's copy of the model and cluster
+  // (simulation_in_place.h). Kept between rounds (a plan's op lists, ~1 MB for a 126-layer
+  // model's, per worker: what a simulation held anyway); freed by finish().
+  std::unique_ptr<Simulation> takeScratch() const;
+  void giveBackScratch(std::unique_ptr<Simulation> sim) const;
 
   const ModelConfig& model_;
   const ClusterConfig& cluster_;
@@ -192,6 +202,8 @@ class PrunedSearch {
   // 16,384 GPUs: 159 / 163 and 396 / 404) for ~3 MB more at the two-thread search's peak
   // (bench/RESULTS.md, session 28, mem28).
   mutable PlanCache cache_{2};
+  mutable std::mutex scratch_mutex_;
+  mutable std::vector<std::unique_ptr<Simulation>> scratch_;  // at most one per worker
   ClosedFormTier tier_;
   unsigned workers_;
   std::vector<Share> shares_;  // one per worker thread

@@ -1,4 +1,5 @@
 #include "modeler/simulation.h"
+#include "modeler/simulation_in_place.h"
 
 #include <fmt/format.h>
 
@@ -138,6 +139,11 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
   const bool split = pipelineSchedule(input.schedule).splitsBackward();
   const bool fuses = fusesTasks(p.strategy);
   offsets_out.assign(p.stages.size(), StageOpOffsets{});
+  // Sized once: a search times a plan per simulation, and each growth was an allocation (most
+  // under the search heap's lock: bench/RESULTS.md, session 29, alloc29).
+  input.stages.reserve(p.stages.size());
+  input.pipelines.reserve(p.pipelines.size());
+  std::vector<double> w_starts;  // W's op starts, per stage in turn
   for (size_t s = 0; s < p.stages.size(); ++s) {
     const StagePlan& stage = p.stages[s];
     StageOpOffsets& offsets = offsets_out[s];
@@ -150,7 +156,6 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
     offsets.backward_slowdown_us = taskSlowdownUs(p, stage.backward, c, in_b, cost.backward_us);
     if (split) {
       // W's offsets go into the same per-op vector: each op sits in exactly one of B and W.
-      std::vector<double> w_starts;
       auto in_w = [](const OpInstance& op) { return runsIn(op, Phase::kWeightGrad, true); };
       cost.weight_grad_us = taskOpStarts(p, stage.backward, c, in_w, w_starts);
       offsets.backward_slowdown_us +=
@@ -176,6 +181,7 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
     // Expert parallelism: the routed experts' sync and gather follow the dense ones.
     if (stage.expert_grad_sync >= 0) cost.grad_allreduce_us += issued(c[stage.expert_grad_sync]);
     if (stage.expert_allgather >= 0) cost.param_allgather_us += issued(c[stage.expert_allgather]);
+    cost.param_gathers.reserve(stage.param_buckets.size());
     for (const ParamGatherBucket& b : stage.param_buckets) {
       cost.param_gathers.push_back(
           ParamGatherCost{offsets.forward_start_us[static_cast<size_t>(b.needed_before_op)],
@@ -190,6 +196,8 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
       return BucketCost{ready, c[b.event].time_us,
                         slowdownBeside(p.cluster.device, p.events[b.event])};
     };
+    cost.buckets.reserve(stage.dp_buckets.size());
+    cost.micro_batch_buckets.reserve(stage.micro_batch_buckets.size());
     for (const GradBucket& b : stage.dp_buckets) cost.buckets.push_back(bucketCost(b));
     for (const GradBucket& b : stage.micro_batch_buckets) {
       cost.micro_batch_buckets.push_back(bucketCost(b));
@@ -198,6 +206,8 @@ TimingInput timingInput(const IterationPlan& p, const std::vector<EventCost>& c,
   }
   for (const PipelineClass& pipeline : p.pipelines) {
     PipelineCost links;
+    links.send_forward_us.reserve(pipeline.forward_p2p.size());
+    links.send_backward_us.reserve(pipeline.backward_p2p.size());
     // A link inside one device (the V layout's turn) has no transfer: 0.
     for (int e : pipeline.forward_p2p) links.send_forward_us.push_back(e < 0 ? 0 : issued(c[e]));
     for (int e : pipeline.backward_p2p) links.send_backward_us.push_back(e < 0 ? 0 : issued(c[e]));
@@ -258,6 +268,15 @@ std::optional<Simulation> simulateWithin(IterationPlan plan, std::vector<EventCo
   if (!timeSimulation(*sim, {}, limit_us, unshared_us)) return std::nullopt;
   summarize(*sim);
   return sim;
+}
+
+bool simulateWithinInPlace(Simulation& sim, double limit_us, double& unshared_us) {
+  // What timeSimulation and summarize add to rather than set: as a new Simulation's.
+  sim.task_link_stretch.clear();
+  sim.summary = SimulationSummary{};
+  if (!timeSimulation(sim, {}, limit_us, unshared_us)) return false;
+  summarize(sim);
+  return true;
 }
 
 }  // namespace evsim

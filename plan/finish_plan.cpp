@@ -32,7 +32,7 @@ int64_t fp8WeightElements(const OpList& ops, const EventTable& table) {
 // Splits the stage's gradients into DDP buckets in backward order; a bucket closes at the end of a
 // layer once it holds at least `bucket_bytes` (PyTorch fills buckets by whole parameters).
 template <typename Intern>
-void buildBuckets(StagePlan& stage, const std::map<int, int64_t>& layer_params, int64_t grad_bytes,
+void buildBuckets(StagePlan& stage, const LayerParams& layer_params, int64_t grad_bytes,
                   int64_t bucket_bytes, Placement dp_group, DType dtype, EventKind kind,
                   Intern&& intern) {
   int64_t pending = 0;
@@ -73,9 +73,8 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
   const ModelConfig& model = plan.model;
   const Strategy& strategy = plan.strategy;
   const int K = chunkCount(strategy);
-  EVSIM_CHECK(
-      static_cast<int>(core.stages.size()) == K && plan.stages.empty() && plan.events.size() == 0,
-      "plan core of {} chunks for {} chunks", core.stages.size(), K);
+  EVSIM_CHECK(static_cast<int>(core.stages.size()) == K && plan.events.size() == 0,
+              "plan core of {} chunks for {} chunks", core.stages.size(), K);
   const DType dtype = model.dtype;
   const int64_t elem_bytes = dtypeBytes(dtype);
   const int zero = effectiveZero(strategy);
@@ -152,21 +151,23 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
         if (event >= 0) stage.param_buckets.push_back({event, needed, bytes});
       }
     };
-    const auto& layers = core.layer_params[k];
-    if (const auto it = layers.find(kEmbeddingLayer); it != layers.end())
-      unit(it->first, it->second);
-    const auto head = layers.find(kHeadLayer);
-    if (root_group && head != layers.end()) unit(head->first, head->second);
+    const LayerParams& layers = core.layer_params[k];
+    if (const int64_t* params = layers.find(kEmbeddingLayer)) unit(kEmbeddingLayer, *params);
+    const int64_t* head = layers.find(kHeadLayer);
+    if (root_group && head != nullptr) unit(kHeadLayer, *head);
     for (const auto& [layer, params] : layers) {
       if (layer >= 0) unit(layer, params);
     }
-    if (!root_group && head != layers.end()) unit(head->first, head->second);
+    if (!root_group && head != nullptr) unit(kHeadLayer, *head);
   };
   int next = 0;
-  plan.stages.reserve(core.stages.size());
+  // A rebuilt plan's stages (rebuildIterationPlan) are assigned over: their op lists and buckets
+  // keep their storage.
+  plan.stages.resize(core.stages.size());
   for (int k = 0; k < K; ++k) {
     for (; next < core.stage_events_end[k]; ++next) take(next);
-    StagePlan stage = core.stages[k];
+    StagePlan& stage = plan.stages[k];
+    stage = core.stages[k];
     for (OpInstance& op : stage.forward) op.event = remap[op.event];
     for (OpInstance& op : stage.backward) op.event = remap[op.event];
     for (GradBucket& b : stage.micro_batch_buckets) b.event = remap[b.event];
@@ -288,7 +289,6 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
             makeCommunication(EventKind::kAllGather, gathered, stage.expert_dp_group, dtype));
       }
     }
-    plan.stages.push_back(std::move(stage));
   }
   for (; next < core.events.size(); ++next) take(next);  // the P2P events
   plan.pipelines = core.pipelines;

@@ -248,23 +248,40 @@ void addActivationOffload(StagePlan& stage, DType dtype, EventTable& table) {
   stage.backward = std::move(backward);
 }
 
+namespace {
+
+// `plan` (model and cluster set, no events) for the validated `strategy`: its core (cached or
+// built), then what the ZeRO stage, DP overlap and batch size add.
+void fillPlan(const Strategy& strategy, PlanCache& cache, IterationPlan& plan) {
+  plan.strategy = strategy;
+  plan.micro_batches = strategy.microBatches();
+  plan.padded_vocab = plan.model.paddedVocab(strategy.tp);
+  std::shared_ptr<const PlanCore> core = cache.core(planCoreKey(strategy), [&] {
+    return buildPlanCore(plan.model, plan.cluster, strategy, cache);
+  });
+  finishPlan(*core, plan);
+}
+
+}  // namespace
+
 IterationPlan buildIterationPlan(const ModelConfig& model, const ClusterConfig& cluster,
                                  const Strategy& strategy, PlanCache* cache) {
+  // Validated before anything is copied (an invalid candidate is the common case in a search).
   validateStrategy(model, cluster, strategy);
   IterationPlan plan;
   plan.model = model;
   plan.cluster = cluster;
-  plan.strategy = strategy;
-  plan.micro_batches = strategy.microBatches();
-  plan.padded_vocab = model.paddedVocab(strategy.tp);
-  // One path with or without a cache: the core of the plan (plan_core.h), then what the ZeRO
-  // stage, DP overlap and batch size add.
+  // One path with or without a cache.
   std::optional<PlanCache> scratch;
-  PlanCache& shared = cache != nullptr ? *cache : scratch.emplace(0);
-  std::shared_ptr<const PlanCore> core = shared.core(
-      planCoreKey(strategy), [&] { return buildPlanCore(model, cluster, strategy, shared); });
-  finishPlan(*core, plan);
+  fillPlan(strategy, cache != nullptr ? *cache : scratch.emplace(0), plan);
   return plan;
+}
+
+void rebuildIterationPlan(const Strategy& strategy, PlanCache& cache, IterationPlan& plan) {
+  validateStrategy(plan.model, plan.cluster, strategy);
+  plan.events.clear();  // keeps its events' storage
+  plan.op_executions = 0;
+  fillPlan(strategy, cache, plan);
 }
 
 }  // namespace evsim

@@ -1,7 +1,10 @@
 #include "plan/plan_core.h"
 
 #include <algorithm>
+#include <memory>
+#include <mutex>
 #include <tuple>
+#include <utility>
 
 #include "common/checked.h"
 #include "common/error.h"
@@ -14,6 +17,64 @@
 #include "plan/zero2_buckets.h"
 
 namespace evsim {
+
+namespace {
+
+// Plan cores no cache or plan holds any more, kept for the next buildPlanCore to build into: a
+// search keeps two cores (PrunedSearch) and builds one for nearly every simulation (Llama 3 70B
+// on 1,024 GPUs: ~700 builds for ~730 simulations), each chunk's op lists and per-layer arrays
+// allocated anew, most under the search heap's lock, and freed when the next evicts it
+// (bench/RESULTS.md, session 29, alloc29). The storage of at most kCapacity cores is kept, ~0.5
+// MB each for Llama 3.1 405B. Never destroyed (a core freed by a static's destructor at exit
+// would find it gone): what it holds at exit is reachable, not leaked.
+class CoreBin {
+ public:
+  static constexpr size_t kCapacity = 2;
+
+  static CoreBin& instance() {
+    static CoreBin* const bin = new CoreBin;
+    return *bin;
+  }
+  std::unique_ptr<PlanCore> take() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!kept_.empty()) {
+        std::unique_ptr<PlanCore> core = std::move(kept_.back());
+        kept_.pop_back();
+        return core;
+      }
+    }
+    return std::make_unique<PlanCore>();
+  }
+  void put(PlanCore* core) {
+    std::unique_ptr<PlanCore> owned(core);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (kept_.size() < kCapacity) kept_.push_back(std::move(owned));
+    // else freed here, as without the bin
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<PlanCore>> kept_;
+};
+
+// `stage` as a new StagePlan, its lists emptied but keeping their storage.
+void resetKeepingStorage(StagePlan& stage) {
+  StagePlan fresh;
+  auto keep = [](auto& from, auto& to) {
+    to = std::move(from);
+    to.clear();
+  };
+  keep(stage.forward, fresh.forward);
+  keep(stage.backward, fresh.backward);
+  keep(stage.optimizer, fresh.optimizer);
+  keep(stage.dp_buckets, fresh.dp_buckets);
+  keep(stage.micro_batch_buckets, fresh.micro_batch_buckets);
+  keep(stage.param_buckets, fresh.param_buckets);
+  stage = std::move(fresh);
+}
+
+}  // namespace
 
 // ZeRO acts only over a DP x CP group of more than one rank.
 int effectiveZero(const Strategy& strategy) {
@@ -128,13 +189,18 @@ Strategy timingKey(const ModelConfig& model, const Strategy& strategy) {
 std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
                                               const ClusterConfig& cluster,
                                               const Strategy& strategy, PlanCache& cache) {
-  auto core = std::make_shared<PlanCore>();
+  // Built into a core let go before (CoreBin), whose lists keep their storage; handed back to
+  // the bin when the last holder lets go.
+  std::unique_ptr<PlanCore> built = CoreBin::instance().take();
+  PlanCore* const core = built.get();
   const int P = strategy.pp;
   const PipelineLayout pipeline = pipelineLayout(strategy);
   const int K = pipeline.stages();
-  core->stages.reserve(static_cast<size_t>(K));
-  core->layer_params.reserve(static_cast<size_t>(K));
-  core->dense_params.reserve(static_cast<size_t>(K));
+  core->stages.resize(static_cast<size_t>(K));
+  core->layer_params.resize(static_cast<size_t>(K));
+  core->dense_params.resize(static_cast<size_t>(K));
+  core->events.clear();
+  core->stage_events_end.clear();
   core->stage_events_end.reserve(static_cast<size_t>(K));
   const DType dtype = model.dtype;
   const int embedding_streams = embeddingStreams(model);
@@ -191,12 +257,15 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
   };
 
   OpList transfer_scratch, copy_scratch;  // zero3_group_op's
+  OpList zero2_scratch;                   // add_zero2_reductions'
+
   // The chunk before's list lengths: chunks of as many layers have as many ops, so each list is
   // allocated once at about its size instead of grown op by op (the first chunk's and the last's
   // differ by the embedding's and the head's few).
   size_t forward_ops = 0, backward_ops = 0;
   for (int k = 0; k < K; ++k) {
-    StagePlan stage;
+    StagePlan& stage = core->stages[static_cast<size_t>(k)];
+    resetKeepingStorage(stage);
     stage.forward.reserve(forward_ops);
     stage.backward.reserve(backward_ops);
     stage.stage = k;
@@ -224,19 +293,24 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     // DDP buckets; the stage's parameters are their sum.
     // Under expert parallelism the routed experts' share is synchronised apart (expert_params):
     // `layer_experts` has it per layer (none otherwise), for ZeRO-3, ZeRO-2 and the dense share.
-    std::map<int, int64_t> layer_params, layer_experts;
-    if (stage.has_embedding) layer_params[kEmbeddingLayer] = footprint.embedding.weights;
+    LayerParams& layer_params = core->layer_params[static_cast<size_t>(k)];
+    LayerParams layer_experts;
+    layer_params.clear();
+    // The blocks, the embedding and the head: one allocation each.
+    layer_params.reserve(static_cast<size_t>(stage.num_layers) + 2);
+    if (expert_parallel) layer_experts.reserve(static_cast<size_t>(stage.num_layers) + 1);
+    if (stage.has_embedding) layer_params.set(kEmbeddingLayer, footprint.embedding.weights);
     for (int layer = stage.first_layer; layer < end_layer; ++layer) {
       const LayerFootprint& block = footprint.block(model.blocks[layer]);
-      layer_params[layer] = block.weights;
+      layer_params.set(layer, block.weights);
       stage.expert_parameters += block.expert_weights;
-      if (expert_parallel) layer_experts[layer] = block.expert_weights;
+      if (expert_parallel) layer_experts.set(layer, block.expert_weights);
     }
     const bool owns_output = headOwnsOutputWeight(model, stage.has_embedding);
     if (stage.has_head) {
-      layer_params[kHeadLayer] = headParameters(model, footprint, stage.has_embedding);
+      layer_params.set(kHeadLayer, headParameters(model, footprint, stage.has_embedding));
       stage.expert_parameters += footprint.head.expert_weights;  // an MTP depth's MoE block
-      if (expert_parallel) layer_experts[kHeadLayer] = footprint.head.expert_weights;
+      if (expert_parallel) layer_experts.set(kHeadLayer, footprint.head.expert_weights);
     }
     // ZeRO-3: gather a layer's parameters before its forward and again before its backward, and
     // reduce-scatter its gradients right after its backward, in the DP group.
@@ -252,10 +326,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     // the D x C data-parallel group: one collective each, the experts' right after the dense one.
     // FSDP under PP without reshard: once per step, in finishPlan, not per micro-batch here.
     const bool per_micro_batch = zero3 && !strategy.fsdpSyncsOncePerStep();
-    auto experts_of = [&](int layer) -> int64_t {
-      const auto found = layer_experts.find(layer);
-      return found == layer_experts.end() ? 0 : found->second;
-    };
+    auto experts_of = [&](int layer) -> int64_t { return layer_experts.valueOr(layer, 0); };
     // One FSDP group's (or ZeRO-3 layer's) transfer of `params`, `experts` of them routed experts,
     // tagged with `layer`.
     auto zero3_group_op = [&](OpList& ops, int layer, int64_t params, int64_t experts,
@@ -330,7 +401,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     const int edge_layer = stage.has_embedding ? kEmbeddingLayer : kHeadLayer;
     int64_t edge_params = 0, edge_experts = 0;
     for (int layer : {kEmbeddingLayer, kHeadLayer}) {
-      if (edge_group && layer_params.count(layer) > 0) {
+      if (edge_group && layer_params.contains(layer)) {
         edge_params += layer_params.at(layer);
         edge_experts += experts_of(layer);
       }
@@ -352,7 +423,9 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
           zero2Buckets(zero2Arrivals(stage.backward, table, layer_params, layer_experts),
                        zero2BucketElements(strategy, dtypeBytes(wire)),
                        static_cast<int>(stage.backward.size()) - 1);
-      OpList out;
+      // Into the list the chunk before left (its old backward list): swapped in below.
+      OpList& out = zero2_scratch;
+      out.clear();
       out.reserve(stage.backward.size() + 2 * buckets.size());
       size_t next = 0;
       for (size_t i = 0; i < stage.backward.size(); ++i) {
@@ -371,7 +444,7 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
           }
         }
       }
-      stage.backward = std::move(out);
+      std::swap(stage.backward, out);
     };
     if (edge_group) edge_op(stage.forward, EventKind::kAllGather);
     if (stage.has_embedding) {
@@ -414,8 +487,13 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     for (const auto& [layer, params] : layer_params) {
       stage.parameters = checkedAdd(stage.parameters, params, "stage parameters");
     }
-    std::map<int, int64_t> dense_params = layer_params;
-    for (const auto& [layer, experts] : layer_experts) dense_params[layer] -= experts;
+    LayerParams& dense_params = core->dense_params[static_cast<size_t>(k)];
+    dense_params = layer_params;
+    for (const auto& [layer, experts] : layer_experts) {
+      int64_t* dense = dense_params.find(layer);  // set with the layer's parameters, above
+      EVSIM_CHECK(dense != nullptr, "experts of layer {} without its parameters", layer);
+      *dense -= experts;
+    }
     if (offloadsActivations(strategy.offload)) addActivationOffload(stage, dtype, table);
     if (zero2 && strategy.dp_overlap && !strategy.reducesAtStep()) {
       overlapZero2Reductions(stage.backward);
@@ -436,9 +514,6 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
     }
     forward_ops = stage.forward.size();
     backward_ops = stage.backward.size();
-    core->stages.push_back(std::move(stage));
-    core->layer_params.push_back(std::move(layer_params));
-    core->dense_params.push_back(std::move(dense_params));
     core->stage_events_end.push_back(table.size());
   }
   // Prefetched gathers were interned after the ops they now precede.
@@ -455,9 +530,12 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       pipelineClasses(strategy, cluster.gpus_per_node, cache);
   EVSIM_CHECK(K == P || P > 1, "{} chunks on one pipeline stage", K);
   const PlanCache::PipelineGroups& groups = pipeline.wraps() ? classes.ring : classes.line;
+  core->pipelines.resize(groups.pairs.size());
   for (size_t c = 0; c < groups.pairs.size(); ++c) {
-    PipelineClass links;
+    PipelineClass& links = core->pipelines[c];
     links.replicas = groups.replicas[c];
+    links.forward_p2p.clear();
+    links.backward_p2p.clear();
     for (int k = 0; k + 1 < K; ++k) {
       const int pair = pipeline.linkPair(k);
       const int event = pair < 0 ? -1
@@ -467,7 +545,6 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       links.forward_p2p.push_back(event);
       links.backward_p2p.push_back(event);  // the gradient has the activation's shape
     }
-    core->pipelines.push_back(std::move(links));
   }
 
   // Uses per event, multiplied into counts by finishPlan.
@@ -486,7 +563,9 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
       core->p2p_uses[pipeline.backward_p2p[k]] += 2 * replicas;
     }
   }
-  return core;
+  return std::shared_ptr<const PlanCore>(built.release(), [](const PlanCore* done) {
+    CoreBin::instance().put(const_cast<PlanCore*>(done));
+  });
 }
 
 }  // namespace evsim

@@ -18,12 +18,12 @@
 // not (tests/modeler/plan_reuse_test.cpp).
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <vector>
 
 #include "events/event_table.h"
 #include "plan/iteration_plan.h"
+#include "plan/layer_params.h"
 #include "plan/layer_shape.h"
 #include "plan/plan_cache.h"
 
@@ -36,8 +36,8 @@ struct PlanCore {
   // Per chunk: each layer's parameters on one rank (kEmbeddingLayer, the blocks, kHeadLayer with
   // the LM head's own weight), and the same without the routed experts' (the DDP buckets' share
   // under expert parallelism; equal to `layer_params` without it).
-  std::vector<std::map<int, int64_t>> layer_params;
-  std::vector<std::map<int, int64_t>> dense_params;
+  std::vector<LayerParams> layer_params;
+  std::vector<LayerParams> dense_params;
   // The op lists' events, then the P2P events, each in first-use order: chunk k's op lists first
   // use events [stage_events_end[k-1], stage_events_end[k]) (from 0 for k = 0); the P2P events
   // are those from stage_events_end.back() on.
@@ -86,8 +86,17 @@ std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
                                               const Strategy& strategy, PlanCache& cache);
 
 // Completes `plan` from `core`: `plan` has its model, cluster, strategy and micro_batches set and
-// no events or stages yet; `core` is planCoreKey(plan.strategy)'s.
+// no events yet (its stages, if any, are a previous plan's, assigned over); `core` is
+// planCoreKey(plan.strategy)'s.
 void finishPlan(const PlanCore& core, IterationPlan& plan);
+
+// Makes `plan` buildIterationPlan(plan.model, plan.cluster, strategy, &cache)'s, in place: `plan`
+// is a plan built before for the same model and cluster (or one with only those set), which keep
+// theirs (not copied again), and its stages' op lists and buckets and its pipeline classes keep
+// their storage. A search's worker simulates plan after plan: fresh ones copied the cluster's
+// device parameters and allocated every op list anew, most of it under the search heap's lock
+// (bench/RESULTS.md, session 29, alloc29).
+void rebuildIterationPlan(const Strategy& strategy, PlanCache& cache, IterationPlan& plan);
 
 // The LM head GEMM has its own weight unless it is tied to the embedding on the same chunk
 // (Megatron keeps a copy of a tied weight on the last stage when P > 1).

@@ -22,8 +22,8 @@ int64_t zero2BufferBytes(const Strategy& strategy, int64_t wire_bytes, int64_t e
 }
 
 std::vector<Zero2Arrival> zero2Arrivals(const OpList& backward, const EventTable& table,
-                                        const std::map<int, int64_t>& layer_params,
-                                        const std::map<int, int64_t>& layer_experts) {
+                                        const LayerParams& layer_params,
+                                        const LayerParams& layer_experts) {
   // Per layer: its weight-gradient GEMMs (batched: the routed experts'), where its last op is.
   // Flat arrays, not a map of layers with a vector each (this runs per ZeRO-2 chunk of every plan
   // core a search builds): a layer's GEMMs are a list threaded through one array by index.
@@ -79,11 +79,10 @@ std::vector<Zero2Arrival> zero2Arrivals(const OpList& backward, const EventTable
   std::vector<Zero2Arrival> out;
   for (const Layer& layer : layers) {
     const int id = layer.id;
-    const auto params = layer_params.find(id);
-    if (params == layer_params.end()) continue;  // no parameters (none of the chunk's layers)
-    const auto found = layer_experts.find(id);
-    const int64_t experts = found == layer_experts.end() ? 0 : found->second;
-    const int64_t dense = params->second - experts;
+    const int64_t* params = layer_params.find(id);
+    if (params == nullptr) continue;  // no parameters (none of the chunk's layers)
+    const int64_t experts = layer_experts.valueOr(id, 0);
+    const int64_t dense = *params - experts;
     // With experts synchronised apart the batched GEMMs are theirs; otherwise all are dense.
     const int64_t gemm_dense = experts > 0 ? layer.plain : layer.plain + layer.batched;
     const int64_t gemm_experts = experts > 0 ? layer.batched : 0;

@@ -34,13 +34,13 @@
 // ZeRO-2 with pipeline parallelism (runtime/pipe/engine.py), so under P > 1 the per-micro-batch
 // reductions are an extrapolation: every chunk's backward ends with its own epilogue.
 #include <cstdint>
-#include <map>
 #include <string_view>
 #include <vector>
 
 #include "events/event_table.h"
 #include "ops/op_list.h"
 #include "plan/iteration_plan.h"
+#include "plan/layer_params.h"
 #include "plan/strategy.h"
 
 namespace evsim {
@@ -75,8 +75,8 @@ struct Zero2Arrival {
 // are theirs; absent: none). A layer whose weight-gradient GEMMs account for more than its
 // parameters (a tied output weight) arrives whole after its last op.
 std::vector<Zero2Arrival> zero2Arrivals(const OpList& backward, const EventTable& table,
-                                        const std::map<int, int64_t>& layer_params,
-                                        const std::map<int, int64_t>& layer_experts);
+                                        const LayerParams& layer_params,
+                                        const LayerParams& layer_experts);
 
 struct Zero2Bucket {
   int after_op = 0;      // the backward op after which it is reduced

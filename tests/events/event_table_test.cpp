@@ -1,6 +1,7 @@
 // EventTable: reorder() moves events to new indices without copying them, and the table finds,
-// interns and appends by the new indices afterwards as a table built in that order would; the
-// compute ops' table fits makeCompute's fixed value array.
+// interns and appends by the new indices afterwards as a table built in that order would; a
+// cleared table is a new one but for its storage; the compute ops' table fits makeCompute's fixed
+// value array.
 #include "events/event_table.h"
 
 #include <gtest/gtest.h>
@@ -49,6 +50,46 @@ TEST(EventTable, ReorderMovesEventsAndKeepsLookupsRight) {
   EXPECT_THROW(table.reorder({0, 1, 2, 2}), Error);
   EXPECT_EQ(table[0].signature, c.signature());
   EXPECT_EQ(table[3].signature, d.signature());
+}
+
+// clear() empties the table but keeps its storage for the next events: after it, a table
+// interning other events (more of them than its first index held: the index grows past 16 slots)
+// numbers, finds and counts them as a new table does, and finds none of the events it held.
+TEST(EventTable, AClearedTableNumbersFindsAndCountsLikeANewOne) {
+  auto gemm = [](int64_t n) { return makeGemm(8, n, 32, "nt", DType::kBf16); };
+  EventTable table;
+  for (int64_t n = 1; n <= 5; ++n) ASSERT_EQ(table.intern(gemm(n)), n - 1);
+  table.addCount(4, 9);
+  table.clear();
+  EXPECT_EQ(table.size(), 0);
+  EXPECT_EQ(table.find(gemm(1), eventKeyHash(gemm(1))), -1);
+
+  // appendNew of a copy (into a kept event's storage) keeps the count it is given.
+  const Event sum = makeCompute("add", {{"elems", 64}}, "", DType::kBf16);
+  const UniqueEvent add{sum, sum.signature(), 4};
+  EXPECT_EQ(table.appendNew(add, eventKeyHash(sum)), 0);
+  // 40 events (the first into kept storage, then past the index's first 16 slots), each
+  // interned twice: the second time found, as a new table numbers them.
+  EventTable fresh;
+  fresh.appendNew(add, eventKeyHash(sum));
+  for (int64_t n = 100; n < 140; ++n) {
+    const int index = table.intern(gemm(n));
+    EXPECT_EQ(index, fresh.intern(gemm(n)));
+    EXPECT_EQ(index, n - 99);
+    EXPECT_EQ(table.intern(gemm(n)), index);
+  }
+  ASSERT_EQ(table.size(), 41);
+  EXPECT_EQ(table[0].signature, sum.signature());
+  EXPECT_EQ(table[0].count, 4);
+  EXPECT_EQ(table.find(sum, eventKeyHash(sum)), 0);
+  for (int64_t n = 100; n < 140; ++n) {
+    const int i = static_cast<int>(n - 99);
+    EXPECT_EQ(table[i].signature, gemm(n).signature());
+    EXPECT_EQ(table[i].event.dims, gemm(n).dims);
+    EXPECT_EQ(table[i].count, 0);
+    EXPECT_EQ(table.find(gemm(n), eventKeyHash(gemm(n))), i);
+  }
+  for (int64_t n = 1; n <= 5; ++n) EXPECT_EQ(table.find(gemm(n), eventKeyHash(gemm(n))), -1);
 }
 
 TEST(EventTable, EveryComputeOpFitsTheFixedValueArray) {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "plan/plan_core.h"
 #include "modeler/cost_model.h"
 #include "modeler/simulation.h"
+#include "modeler/simulation_in_place.h"
 #include "support/test_support.h"
 
 namespace evsim {
@@ -218,6 +220,113 @@ TEST_F(PlanReuse, EveryVariantEqualsThePlanBuiltAlone) {
   ASSERT_EQ(variants.size(), 112u);
   EXPECT_EQ(cache.coreMisses(), 16);
   EXPECT_EQ(cache.coreHits(), 96);
+}
+
+// rebuildIterationPlan (plan_core.h) into one plan, variant after variant (chunks 4 -> 2 -> 4,
+// ZeRO, overlap and offload changing what each stage's buckets and optimizer hold): each time the
+// plan built alone, and simulateWithinInPlace on the one kept Simulation its iteration time.
+TEST_F(PlanReuse, ARebuiltPlanEqualsThePlanBuiltAlone) {
+  PlanCache cache;
+  Simulation sim;
+  sim.plan.model = model_;
+  sim.plan.cluster = cluster_;
+  int rebuilt = 0;
+  for (Offload offload : {Offload::kNone, Offload::kBoth}) {
+    for (int zero = 0; zero <= 3; ++zero) {
+      for (Schedule schedule : {Schedule::kInterleaved, Schedule::kDapple, Schedule::kZbh1}) {
+        for (bool overlap : {true, false}) {
+          if (zero == 3 && overlap) continue;
+          if (schedule == Schedule::kZbh1 && offloadsActivations(offload)) continue;
+          const Variant v{schedule, zero, overlap, offload};
+          SCOPED_TRACE(describe(v));
+          const Strategy s = strategyOf(v);
+          rebuildIterationPlan(s, cache, sim.plan);
+          const IterationPlan alone = buildIterationPlan(model_, cluster_, s);
+          expectSamePlan(sim.plan, alone);
+          for (size_t k = 0; k < alone.stages.size(); ++k) {
+            EXPECT_EQ(sim.plan.stages[k].param_buckets.size(),
+                      alone.stages[k].param_buckets.size());
+            EXPECT_EQ(sim.plan.stages[k].micro_batch_buckets.size(),
+                      alone.stages[k].micro_batch_buckets.size());
+          }
+          sim.costs = costs_.costAll(sim.plan.events);
+          double unshared_us = 0;
+          ASSERT_TRUE(
+              simulateWithinInPlace(sim, std::numeric_limits<double>::infinity(), unshared_us));
+          EXPECT_EQ(sim.summary.iteration_us, iterationUs(alone));
+          ++rebuilt;
+        }
+      }
+    }
+  }
+  // (3 schedules x 2 overlaps) x 3 ZeRO stages + 3 ZeRO-3, then the same without zbh1.
+  EXPECT_EQ(rebuilt, 21 + 14);
+}
+
+// A kept Simulation gives a hand-traced timeline after timing another plan in it. Four blocks on
+// DAPPLE P = 4 (one a stage), m = 8, D = 1 (no gradient sync): every event costs nothing but the
+// blocks' softmax forward, F = 3 us, and backward, B = 5 us (once per block and pass, no
+// recomputation), so every stage has F and B alike and no transfer takes time: the iteration is
+// (m + P - 1)(F + B) = 11 x 8 = 88 us.
+TEST(PlanRebuild, AKeptSimulationTimesADapplePipelineByHand) {
+  const ModelConfig model = test::model(256, 4, 1024, 128, 1000, 4, "bf16");
+  const ClusterConfig cluster = test::cluster(8);
+  const CostModel costs{cluster, nullptr, /*analytic_fallback=*/true};
+  auto hand_costs = [](const IterationPlan& plan) {
+    std::vector<EventCost> c(static_cast<size_t>(plan.events.size()));
+    for (int e = 0; e < plan.events.size(); ++e) {
+      const std::string& op = plan.events[e].event.op;
+      c[static_cast<size_t>(e)].time_us = op == "softmax_fwd" ? 3 : op == "softmax_bwd" ? 5 : 0;
+    }
+    return c;
+  };
+  Strategy dapple = test::strategy("1M4P1D", 1, 8);
+  dapple.schedule = Schedule::kDapple;
+  // First an interleaved plan of 2 x 2 chunks on D = 2 with its analytic costs in the same
+  // storage: more chunks, gradient syncs, other events.
+  Strategy other = test::strategy("1M2P4D", 1, 8);
+  other.schedule = Schedule::kInterleaved;
+  other.virtual_stages = 2;
+
+  PlanCache cache;
+  Simulation sim;
+  sim.plan.model = model;
+  sim.plan.cluster = cluster;
+  double unshared_us = 0;
+  rebuildIterationPlan(other, cache, sim.plan);
+  sim.costs = costs.costAll(sim.plan.events);
+  ASSERT_TRUE(simulateWithinInPlace(sim, std::numeric_limits<double>::infinity(), unshared_us));
+  ASSERT_EQ(sim.plan.stages.size(), 4u);
+
+  rebuildIterationPlan(dapple, cache, sim.plan);
+  ASSERT_EQ(sim.plan.stages.size(), 4u);
+  ASSERT_EQ(sim.plan.micro_batches, 8);
+  // The hand trace's premise: each stage's forward runs softmax_fwd once and its backward
+  // softmax_bwd once (and no softmax_fwd: nothing recomputed).
+  auto uses = [&](const OpList& ops, const std::string& op) {
+    int n = 0;
+    for (const OpInstance& o : ops) n += sim.plan.events[o.event].event.op == op ? 1 : 0;
+    return n;
+  };
+  for (const StagePlan& stage : sim.plan.stages) {
+    EXPECT_EQ(uses(stage.forward, "softmax_fwd"), 1);
+    EXPECT_EQ(uses(stage.backward, "softmax_bwd"), 1);
+    EXPECT_EQ(uses(stage.backward, "softmax_fwd"), 0);
+  }
+  sim.costs = hand_costs(sim.plan);
+  ASSERT_TRUE(simulateWithinInPlace(sim, std::numeric_limits<double>::infinity(), unshared_us));
+  EXPECT_DOUBLE_EQ(sim.summary.iteration_us, (8 + 4 - 1) * (3 + 5));
+  EXPECT_DOUBLE_EQ(unshared_us, 88);
+  // The same from a plan and Simulation of their own.
+  IterationPlan fresh = buildIterationPlan(model, cluster, dapple);
+  std::vector<EventCost> fresh_costs = hand_costs(fresh);
+  const Simulation alone = simulate(std::move(fresh), std::move(fresh_costs));
+  EXPECT_EQ(alone.summary.iteration_us, sim.summary.iteration_us);
+  EXPECT_EQ(alone.summary.bubble_fraction, sim.summary.bubble_fraction);
+  EXPECT_EQ(alone.summary.model_flops, sim.summary.model_flops);
+  // Under the limit of 80 us it stops after the first pass, with that pass's 88 us.
+  EXPECT_FALSE(simulateWithinInPlace(sim, 80, unshared_us));
+  EXPECT_DOUBLE_EQ(unshared_us, 88);
 }
 
 TEST_F(PlanReuse, FinishedPartsOfAReusedCoreByHand) {

@@ -66,7 +66,7 @@ TEST(Zero2Buckets, GradientsArriveAfterTheirWeightGradientGemmAndTheRestAtTheLay
   with_experts.insert(with_experts.begin(),
                       {op(2, makeBatchedGemm(2, 10, 10, 8, "tn", DType::kBf16), true),
                        op(2, makeGemm(5, 6, 8, "tn", DType::kBf16), true), op(2, norm, false)});
-  const std::map<int, int64_t> params{{kEmbeddingLayer, 500}, {0, 1000}, {1, 1000}, {2, 700}};
+  const LayerParams params{{kEmbeddingLayer, 500}, {0, 1000}, {1, 1000}, {2, 700}};
   const std::vector<Zero2Arrival> a = zero2Arrivals(backward, table, params, {});
   ASSERT_EQ(a.size(), 5u);
   const int after[] = {0, 2, 3, 5, 6};
