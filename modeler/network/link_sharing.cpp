@@ -210,9 +210,10 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     TailCounts& counts = tails[static_cast<size_t>(t)];
     counts.clear();
     for (int h = g; h >= 0; h = flows.follower(h)) {
-      for (const LinkUse& u : flows.usesOf(h)) {
-        busy[u.resource] += 1;
-        countOf(counts, u.resource) += 1;
+      const std::span<const LinkUse> uses = flows.usesOf(h);
+      for (size_t i = 0; i < uses.size(); ++i) {
+        busy[uses[i].resource] += 1;
+        countOf(counts, uses[i].resource, i) += 1;
       }
     }
     return t;
@@ -246,27 +247,23 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     const int g = chained ? flows.followerOfSharing(f) : -1;
     const std::span<const LinkUse> uses = input.uses(shape);
     const double duration = flows.shape_duration_us[static_cast<size_t>(shape)];
-    // Per use of `f`, its chain's holds of that resource after `f` (a follower's tail counted
-    // them all, `f`'s own among them: no entry is added, so the pointers stay put).
-    // (Set only where t >= 0, and read only there: no clearing, as this runs for every flow.)
-    std::array<const int*, LinkUses::kMax> own;  // NOLINT(cppcoreguidelines-pro-type-member-init)
+    const double start = flows.startUs(f);
+    const double end = now + duration;
+    // Alone: nothing starts on its resources before it ends, no flow of the event loop is on them
+    // and no other chain's tail holds them (its own chain's holds are its entry's counts: a
+    // follower's tail counted them all, `f`'s own among them, which it lets go of here). A
+    // resource's busy count less its chain's count is what others hold of it: the same before
+    // and after `f` lets go (both fall by one a use), so each use is checked as it is let go,
+    // in one walk of the uses.
+    bool free = freeUntil(f) >= end;
     if (t >= 0) {
       TailCounts& counts = tails[static_cast<size_t>(t)];
       for (size_t i = 0; i < uses.size(); ++i) {
         const int r = uses[i].resource;
+        const int64_t others = busy[r] - countOf(counts, r, i)--;
         busy[r] -= 1;
-        int& count = countOf(counts, r, i);
-        count -= 1;
-        own[i] = &count;
+        free = free && others == 0;
       }
-    }
-    const double start = flows.startUs(f);
-    const double end = now + duration;
-    // Alone: nothing starts on its resources before it ends, no flow of the event loop is on them
-    // and no other chain's tail holds them (its own chain's holds are its entry's counts).
-    bool free = freeUntil(f) >= end;
-    if (t >= 0) {
-      for (size_t i = 0; i < uses.size() && free; ++i) free = busy[uses[i].resource] == *own[i];
     } else {
       for (size_t i = 0; i < uses.size() && free; ++i) free = busy[uses[i].resource] == 0;
     }
@@ -377,7 +374,9 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     ++event;
     // Progress at the old rates up to now, then the new rates and where they end the flows.
     for (int f : component) {
-      for (const LinkUse& u : flows.usesOf(f)) closeLoad(u.resource);
+      if (record_load) {
+        for (const LinkUse& u : flows.usesOf(f)) closeLoad(u.resource);
+      }
       if (since_us[f] < now) {
         remaining_us[f] =
             std::max(0.0, remaining_us[f] - (now - since_us[f]) * rate[f] / flows.demand(f));
