@@ -5,6 +5,7 @@
 #include <array>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <queue>
 
@@ -91,6 +92,23 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     }
   }
 
+  // Per shape, its resources as a set's number: shapes on the same resources in the same order
+  // share one (-1: a shape that lists a resource twice). A chain whose flows all have one is
+  // uniform (hold, below).
+  std::vector<int> resource_set(input.shapes(), -1);
+  if (chained) {
+    std::map<std::vector<int>, int> sets;
+    std::vector<int> key;
+    for (size_t s = 0; s < input.shapes(); ++s) {
+      if (!flows.shape_shares[s]) continue;
+      key.clear();
+      for (const LinkUse& u : input.uses(static_cast<int>(s))) key.push_back(u.resource);
+      std::vector<int> sorted = key;
+      std::sort(sorted.begin(), sorted.end());
+      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) continue;
+      resource_set[s] = sets.try_emplace(key, static_cast<int>(sets.size())).first->second;
+    }
+  }
   Scratch scratch{
       std::vector<double>(capacity.size(), 0), std::vector<double>(capacity.size(), 0), {}};
   // Per flow in flight (its slot: InFlight) its rate, the standalone time it had left when its
@@ -198,17 +216,36 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     }
     return counts.emplace_back(resource, 0).second;
   };
+  // A uniform tail (every flow of it on the same resources, each once: a task's collectives of one
+  // group, nearly every chain) holds each of its resources once, not once per flow, until its
+  // last flow starts: a resource is held by it exactly while some flow of it that uses the
+  // resource waits, as with the counts, so every check reads the same (busy less its own holds
+  // is zero exactly when no other tail and no flow in flight is on the resource). Its flows then
+  // cost no count each, only a read a use (issue 34: counting every flow's uses into its chain's
+  // tail and out again was a fifth of the sharing pass in the exhaustive searches).
+  std::vector<char> uniform_tail;  // per entry of `tails`
   // A head starts: the tail from its follower `g` on holds its resources; the tail's entry.
   auto hold = [&](int g) {
     int t = static_cast<int>(tails.size());
     if (free_tails.empty()) {
       tails.emplace_back();
+      uniform_tail.push_back(0);
     } else {
       t = free_tails.back();
       free_tails.pop_back();
     }
     TailCounts& counts = tails[static_cast<size_t>(t)];
     counts.clear();
+    const int set = resource_set[static_cast<size_t>(flows.shape(g))];
+    bool uniform = set >= 0;
+    for (int h = flows.follower(g); h >= 0 && uniform; h = flows.follower(h)) {
+      uniform = resource_set[static_cast<size_t>(flows.shape(h))] == set;
+    }
+    uniform_tail[static_cast<size_t>(t)] = uniform;
+    if (uniform) {
+      for (const LinkUse& u : flows.usesOf(g)) busy[u.resource] += 1;
+      return t;
+    }
     for (int h = g; h >= 0; h = flows.follower(h)) {
       const std::span<const LinkUse> uses = flows.usesOf(h);
       for (size_t i = 0; i < uses.size(); ++i) {
@@ -256,7 +293,14 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     // and after `f` lets go (both fall by one a use), so each use is checked as it is let go,
     // in one walk of the uses.
     bool free = freeUntil(f) >= end;
-    if (t >= 0) {
+    if (t >= 0 && uniform_tail[static_cast<size_t>(t)]) {
+      // Its tail holds each of its resources once (f among the flows waiting) until its last
+      // flow lets go of them all.
+      for (size_t i = 0; i < uses.size() && free; ++i) free = busy[uses[i].resource] == 1;
+      if (g < 0) {
+        for (const LinkUse& u : uses) busy[u.resource] -= 1;
+      }
+    } else if (t >= 0) {
       TailCounts& counts = tails[static_cast<size_t>(t)];
       for (size_t i = 0; i < uses.size(); ++i) {
         const int r = uses[i].resource;
