@@ -61,8 +61,7 @@ class TaskRetimer {
   struct Times {
     double slowed_us = 0, unslowed_us = 0;
   };
-  Times times(int virtual_stage, Phase phase, std::span<const OpStretch> stretched,
-              bool beside);
+  Times times(int virtual_stage, Phase phase, std::span<const OpStretch> stretched, bool beside);
   // The standalone timing of a (virtual stage, phase), and whether one of its ops runs beside
   // others (OpInstance::overlap_ops): without one no compute op is ever slowed (opOffsets asks
   // the slowdown only of such ops), so the unslowed walk is the slowed one to the bit and is not

@@ -222,7 +222,8 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   // resource waits, as with the counts, so every check reads the same (busy less its own holds
   // is zero exactly when no other tail and no flow in flight is on the resource). Its flows then
   // cost no count each, only a read a use (issue 34: counting every flow's uses into its chain's
-  // tail and out again was a fifth of the sharing pass in the exhaustive searches).
+  // tail and out again was most of the lone check, itself a fifth of the sharing pass in the
+  // exhaustive search on Calculon's space).
   std::vector<char> uniform_tail;  // per entry of `tails`
   // A head starts: the tail from its follower `g` on holds its resources; the tail's entry.
   auto hold = [&](int g) {
