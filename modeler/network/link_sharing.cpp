@@ -98,12 +98,12 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   std::vector<int> resource_set(input.shapes(), -1);
   if (chained) {
     std::map<std::vector<int>, int> sets;
-    std::vector<int> key;
+    std::vector<int> key, sorted;  // reused: no allocation a shape
     for (size_t s = 0; s < input.shapes(); ++s) {
       if (!flows.shape_shares[s]) continue;
       key.clear();
       for (const LinkUse& u : input.uses(static_cast<int>(s))) key.push_back(u.resource);
-      std::vector<int> sorted = key;
+      sorted.assign(key.begin(), key.end());
       std::sort(sorted.begin(), sorted.end());
       if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) continue;
       resource_set[s] = sets.try_emplace(key, static_cast<int>(sets.size())).first->second;
