@@ -21,6 +21,9 @@ Like with like:
     --allow-cross-node-tp, since Calculon places TP 16 and 32 over the network).
   * Valid means fits for both: Calculon's fitting candidates are those it returns statistics for
     (the others raise Llm.Error: out of memory or a broken rule); eventsim's are its `ok` count.
+    Both fit against the same memory: Calculon's first memory tier is set to eventsim's card
+    capacity (the cluster's device `memory_gib`: 79.15 GiB for the A100 80GB, CUDA's total, not
+    the datasheet's 80 GiB that Calculon's a100_80g.json holds).
     Per candidate rates charge both tools the matched space's size (Calculon's count of it).
   * A sample over the whole space, not a prefix: Calculon runs every k-th candidate of the
     matched space with k a prime coprime to its size (a stride that walks the whole space once),
@@ -137,9 +140,28 @@ def evaluate(Llm, app, syst, execution):
         return None
 
 
+def device_memory_gib(cluster):
+    """The card capacity eventsim fits against: the cluster's device's `memory_gib` (GiB)."""
+    configs = os.path.join(REPO, "configs")
+    def read(path, key):
+        try:
+            with open(path) as handle:
+                found = re.search(rf"^\s*{key}:\s*([^\s#]+)", handle.read(), re.MULTILINE)
+        except OSError as error:
+            fail(f"cannot read {path} ({error.strerror})")
+        if not found:
+            fail(f"{path} has no '{key}:'")
+        return found.group(1)
+    device = read(os.path.join(configs, "clusters", f"{cluster}.yaml"), "device")
+    return float(read(os.path.join(configs, "devices", f"{device}.yaml"), "memory_gib"))
+
+
 def run_calculon(calculon_io, Llm, System, checkout, args):
     app = Llm.Application(calculon_io.read_json_file(os.path.join(checkout, args.calculon_model)))
-    syst = System(calculon_io.read_json_file(os.path.join(checkout, args.calculon_system)))
+    system_json = calculon_io.read_json_file(os.path.join(checkout, args.calculon_system))
+    system_gib = system_json["mem1"]["GiB"]
+    system_json["mem1"]["GiB"] = args.memory_gib  # the capacity eventsim fits against (above)
+    syst = System(system_json)
     space = list(matched_executions(Llm, app, syst, args.gpus, args.global_batch, args.datatype))
     samples = min(args.samples, len(space))
     stride = prime_stride(len(space), samples)
@@ -147,7 +169,7 @@ def run_calculon(calculon_io, Llm, System, checkout, args):
     fitting = sum(evaluate(Llm, app, syst, space[(i * stride) % len(space)]) is not None
                   for i in range(samples))
     seconds = time.process_time() - start
-    return app, len(space), samples, stride, fitting, seconds
+    return app, len(space), samples, stride, fitting, seconds, system_gib
 
 
 def run_eventsim(binary, args, space, top):
@@ -237,15 +259,19 @@ def main():
              "https://github.com/calculon-ai/calculon and pass --calculon DIR or set CALCULON_DIR)")
     if not os.access(args.eventsim, os.X_OK):
         fail(f"no eventsim binary at {args.eventsim} (build first, or pass --eventsim)")
+    args.memory_gib = device_memory_gib(args.cluster)
     calculon_io, Llm, System, AllExecutions = import_calculon(args.calculon)
     if args.check:
         check_harness(calculon_io, Llm, System, AllExecutions, args.calculon)
 
-    app, c_space, c_run, stride, c_fit, c_seconds = run_calculon(calculon_io, Llm, System,
-                                                                 args.calculon, args)
+    app, c_space, c_run, stride, c_fit, c_seconds, system_gib = run_calculon(
+        calculon_io, Llm, System, args.calculon, args)
     space = eventsim_space(Llm, app, args.gpus, args.global_batch)
     print(f"space: {args.model} on {args.gpus} GPUs, global batch {args.global_batch}; "
           f"eventsim flags: {' '.join(space)}")
+    print(f"memory: both fit against {args.memory_gib:g} GiB a GPU (eventsim's {args.cluster} "
+          f"device memory_gib; Calculon's {args.calculon_system} mem1 set to it from "
+          f"{system_gib:g})")
     c_rate, c_fit_rate = rate(c_run, c_seconds), rate(c_fit, c_seconds)
     print(f"calculon: {c_space} candidates in the matched space; ran {c_run} (stride {stride}), "
           f"{c_fit} fit ({100.0 * c_fit / c_run:.1f}%), {c_seconds:.2f} s CPU: "

@@ -1,6 +1,7 @@
 // A lone task timed again with its shared collectives; stretched_task.h states the rule.
 #include "modeler/stretched_task.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "common/fnv1a.h"
@@ -22,7 +23,7 @@ TaskRetimer::TaskRetimer(const IterationPlan& plan, const std::vector<EventCost>
 }
 
 TaskRetimer::Times TaskRetimer::times(int virtual_stage, Phase phase,
-                                      std::span<const OpStretch> stretched) {
+                                      std::span<const OpStretch> stretched, bool beside) {
   const StagePlan& stage = plan_.stages[static_cast<size_t>(virtual_stage)];
   const OpList& ops = phase == Phase::kForward ? stage.forward : stage.backward;
   extra_.assign(ops.size(), 0.0);
@@ -35,6 +36,7 @@ TaskRetimer::Times TaskRetimer::times(int virtual_stage, Phase phase,
     return phase == Phase::kForward || runsIn(op, phase, split_);
   };
   auto time = [&](bool slowed) {
+    ++op_walks_;
     return opOffsets(
         ops, in_task,
         [&](const OpInstance& op) {
@@ -50,7 +52,7 @@ TaskRetimer::Times TaskRetimer::times(int virtual_stage, Phase phase,
   };
   Times t;
   t.slowed_us = time(slows_);
-  t.unslowed_us = slows_ ? time(false) : t.slowed_us;
+  t.unslowed_us = slows_ && beside ? time(false) : t.slowed_us;
   return t;
 }
 
@@ -77,11 +79,20 @@ StretchedTask TaskRetimer::of(int virtual_stage, Phase phase,
   if (const auto seen = asked_.find(question_); seen != asked_.end()) return seen->second;
   const std::pair<int, int> key{virtual_stage, static_cast<int>(phase)};
   auto alone = alone_.find(key);
-  if (alone == alone_.end()) alone = alone_.emplace(key, times(virtual_stage, phase, {})).first;
-  const Times shared = times(virtual_stage, phase, stretched);
+  if (alone == alone_.end()) {
+    const StagePlan& stage = plan_.stages[static_cast<size_t>(virtual_stage)];
+    const OpList& ops = phase == Phase::kForward ? stage.forward : stage.backward;
+    Alone a;
+    a.beside = std::any_of(ops.begin(), ops.end(), [&](const OpInstance& op) {
+      return op.overlap_ops > 0 && (phase == Phase::kForward || runsIn(op, phase, split_));
+    });
+    a.times = times(virtual_stage, phase, {}, a.beside);
+    alone = alone_.emplace(key, a).first;
+  }
+  const Times shared = times(virtual_stage, phase, stretched, alone->second.beside);
   StretchedTask out;
-  out.delay_us = shared.slowed_us - alone->second.slowed_us;
-  out.slowdown_us = out.delay_us - (shared.unslowed_us - alone->second.unslowed_us);
+  out.delay_us = shared.slowed_us - alone->second.times.slowed_us;
+  out.slowdown_us = out.delay_us - (shared.unslowed_us - alone->second.times.unslowed_us);
   asked_.emplace(question_, out);
   return out;
 }

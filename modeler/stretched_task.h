@@ -53,12 +53,23 @@ class TaskRetimer {
   StretchedTask of(int virtual_stage, Phase phase, std::span<const OpStretch> stretched);
   // How many of()'s were walked (the rest answered from an earlier identical question).
   size_t walked() const { return asked_.size(); }
+  // How many times a task's ops were walked (opOffsets): one walk a question, two where the
+  // device slows compute beside a transfer and the task has an op that runs beside others.
+  size_t opWalks() const { return op_walks_; }
 
  private:
   struct Times {
     double slowed_us = 0, unslowed_us = 0;
   };
-  Times times(int virtual_stage, Phase phase, std::span<const OpStretch> stretched);
+  Times times(int virtual_stage, Phase phase, std::span<const OpStretch> stretched, bool beside);
+  // The standalone timing of a (virtual stage, phase), and whether one of its ops runs beside
+  // others (OpInstance::overlap_ops): without one no compute op is ever slowed (opOffsets asks
+  // the slowdown only of such ops), so the unslowed walk is the slowed one to the bit and is not
+  // taken (issue 34: the second walk was half of the retiming in the exhaustive searches).
+  struct Alone {
+    Times times;
+    bool beside = false;
+  };
 
   // A question of(): the task and its stretches, each extra time compared by its bits.
   struct Question {
@@ -75,7 +86,8 @@ class TaskRetimer {
   const std::vector<EventCost>& costs_;
   bool split_ = false;
   bool slows_ = false;                      // an overlap factor above 1
-  std::map<std::pair<int, int>, Times> alone_;  // per (virtual stage, phase)
+  std::map<std::pair<int, int>, Alone> alone_;  // per (virtual stage, phase)
+  size_t op_walks_ = 0;
   std::unordered_map<Question, StretchedTask, QuestionHash> asked_;
   Question question_;                       // scratch: the one being asked
   std::vector<double> extra_;               // scratch: per op of the task, its stretch

@@ -5,6 +5,7 @@
 #include <array>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <queue>
 
@@ -91,6 +92,23 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     }
   }
 
+  // Per shape, its resources as a set's number: shapes on the same resources in the same order
+  // share one (-1: a shape that lists a resource twice). A chain whose flows all have one is
+  // uniform (hold, below).
+  std::vector<int> resource_set(input.shapes(), -1);
+  if (chained) {
+    std::map<std::vector<int>, int> sets;
+    std::vector<int> key, sorted;  // reused: no allocation a shape
+    for (size_t s = 0; s < input.shapes(); ++s) {
+      if (!flows.shape_shares[s]) continue;
+      key.clear();
+      for (const LinkUse& u : input.uses(static_cast<int>(s))) key.push_back(u.resource);
+      sorted.assign(key.begin(), key.end());
+      std::sort(sorted.begin(), sorted.end());
+      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) continue;
+      resource_set[s] = sets.try_emplace(key, static_cast<int>(sets.size())).first->second;
+    }
+  }
   Scratch scratch{
       std::vector<double>(capacity.size(), 0), std::vector<double>(capacity.size(), 0), {}};
   // Per flow in flight (its slot: InFlight) its rate, the standalone time it had left when its
@@ -198,21 +216,42 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     }
     return counts.emplace_back(resource, 0).second;
   };
+  // A uniform tail (every flow of it on the same resources, each once: a task's collectives of one
+  // group, nearly every chain) holds each of its resources once, not once per flow, until its
+  // last flow starts: a resource is held by it exactly while some flow of it that uses the
+  // resource waits, as with the counts, so every check reads the same (busy less its own holds
+  // is zero exactly when no other tail and no flow in flight is on the resource). Its flows then
+  // cost no count each, only a read a use (issue 34: counting every flow's uses into its chain's
+  // tail and out again was most of the lone check, itself a fifth of the sharing pass in the
+  // exhaustive search on Calculon's space).
+  std::vector<char> uniform_tail;  // per entry of `tails`
   // A head starts: the tail from its follower `g` on holds its resources; the tail's entry.
   auto hold = [&](int g) {
     int t = static_cast<int>(tails.size());
     if (free_tails.empty()) {
       tails.emplace_back();
+      uniform_tail.push_back(0);
     } else {
       t = free_tails.back();
       free_tails.pop_back();
     }
     TailCounts& counts = tails[static_cast<size_t>(t)];
     counts.clear();
+    const int set = resource_set[static_cast<size_t>(flows.shape(g))];
+    bool uniform = set >= 0;
+    for (int h = flows.follower(g); h >= 0 && uniform; h = flows.follower(h)) {
+      uniform = resource_set[static_cast<size_t>(flows.shape(h))] == set;
+    }
+    uniform_tail[static_cast<size_t>(t)] = uniform;
+    if (uniform) {
+      for (const LinkUse& u : flows.usesOf(g)) busy[u.resource] += 1;
+      return t;
+    }
     for (int h = g; h >= 0; h = flows.follower(h)) {
-      for (const LinkUse& u : flows.usesOf(h)) {
-        busy[u.resource] += 1;
-        countOf(counts, u.resource) += 1;
+      const std::span<const LinkUse> uses = flows.usesOf(h);
+      for (size_t i = 0; i < uses.size(); ++i) {
+        busy[uses[i].resource] += 1;
+        countOf(counts, uses[i].resource, i) += 1;
       }
     }
     return t;
@@ -246,27 +285,30 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     const int g = chained ? flows.followerOfSharing(f) : -1;
     const std::span<const LinkUse> uses = input.uses(shape);
     const double duration = flows.shape_duration_us[static_cast<size_t>(shape)];
-    // Per use of `f`, its chain's holds of that resource after `f` (a follower's tail counted
-    // them all, `f`'s own among them: no entry is added, so the pointers stay put).
-    // (Set only where t >= 0, and read only there: no clearing, as this runs for every flow.)
-    std::array<const int*, LinkUses::kMax> own;  // NOLINT(cppcoreguidelines-pro-type-member-init)
-    if (t >= 0) {
-      TailCounts& counts = tails[static_cast<size_t>(t)];
-      for (size_t i = 0; i < uses.size(); ++i) {
-        const int r = uses[i].resource;
-        busy[r] -= 1;
-        int& count = countOf(counts, r, i);
-        count -= 1;
-        own[i] = &count;
-      }
-    }
     const double start = flows.startUs(f);
     const double end = now + duration;
     // Alone: nothing starts on its resources before it ends, no flow of the event loop is on them
-    // and no other chain's tail holds them (its own chain's holds are its entry's counts).
+    // and no other chain's tail holds them (its own chain's holds are its entry's counts: a
+    // follower's tail counted them all, `f`'s own among them, which it lets go of here). A
+    // resource's busy count less its chain's count is what others hold of it: the same before
+    // and after `f` lets go (both fall by one a use), so each use is checked as it is let go,
+    // in one walk of the uses.
     bool free = freeUntil(f) >= end;
-    if (t >= 0) {
-      for (size_t i = 0; i < uses.size() && free; ++i) free = busy[uses[i].resource] == *own[i];
+    if (t >= 0 && uniform_tail[static_cast<size_t>(t)]) {
+      // Its tail holds each of its resources once (f among the flows waiting) until its last
+      // flow lets go of them all.
+      for (size_t i = 0; i < uses.size() && free; ++i) free = busy[uses[i].resource] == 1;
+      if (g < 0) {
+        for (const LinkUse& u : uses) busy[u.resource] -= 1;
+      }
+    } else if (t >= 0) {
+      TailCounts& counts = tails[static_cast<size_t>(t)];
+      for (size_t i = 0; i < uses.size(); ++i) {
+        const int r = uses[i].resource;
+        const int64_t others = busy[r] - countOf(counts, r, i)--;
+        busy[r] -= 1;
+        free = free && others == 0;
+      }
     } else {
       for (size_t i = 0; i < uses.size() && free; ++i) free = busy[uses[i].resource] == 0;
     }
@@ -377,7 +419,9 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     ++event;
     // Progress at the old rates up to now, then the new rates and where they end the flows.
     for (int f : component) {
-      for (const LinkUse& u : flows.usesOf(f)) closeLoad(u.resource);
+      if (record_load) {
+        for (const LinkUse& u : flows.usesOf(f)) closeLoad(u.resource);
+      }
       if (since_us[f] < now) {
         remaining_us[f] =
             std::max(0.0, remaining_us[f] - (now - since_us[f]) * rate[f] / flows.demand(f));

@@ -264,6 +264,39 @@ TEST(LinkSharing, AFollowerCountsOnlyItsOwnChainsLaterHolds) {
   EXPECT_EQ(alone.end_us.moved(), 0u);
 }
 
+// A follower waiting for the flow it follows holds its links against a flow that starts in the
+// wait after the follower's own start (which the next-start check cannot see). NICs 0 and 1 of
+// 100 bytes/us, every flow 100 bytes/us alone. A1 (NICs 0 and 1, 0-10) shares NIC 1 with C
+// (0-10): both at 50, both end at 20.
+// Uniform tail (every waiting flow on the same links: held once per link): A2 (NICs 0 and 1, own
+// start 12, 2 us after A1 alone) starts at 22. X (NIC 0, 21-31) starts in the wait: held, it is
+// not alone; alone 21-22 (1 us of its 10), then beside A2 at 50 each: X's last 9 us take 18, X
+// ends at 40; A2 has 9 by then, its last 1 alone: 41. (Taken as alone, X would end at 31.)
+// Mixed tail (counts per link): A2 on NIC 1 only (own start 12), A3 after it on NICs 0 and 1 (own
+// start 24, 2 us after A2 alone). A2 starts at 22 and, A3 starting at 24 alone, ends at 32; A3
+// starts at 34. X (NIC 0, 25-45, 2000 bytes) starts after A3's own start, while A3 waits: held by
+// A3 (not by A2), X is not alone; alone 25-34 (9 of its 20 us), then beside A3 at 50 each: A3's
+// 10 us take 20, A3 ends at 54; X has 19 by then, its last 1 alone: 55. (Taken as alone, X would
+// end at 45 and A3 at 44.)
+TEST(LinkSharing, AWaitingTailHoldsItsLinksUniformOrMixed) {
+  const std::vector<double> nics{100, 100};
+  const LinkUses both{{0, 1}, {1, 1}};
+  std::vector<SharedFlow> uniform{SharedFlow{0, 10, 1000, both}, SharedFlow{0, 10, 1000, {{1, 1}}},
+                                  SharedFlow{12, 10, 1000, both}, onNic(21, 10, 1000)};
+  uniform[2].after = 0;
+  const SharingResult u = shareLinks(uniform, nics);
+  const std::vector<double> u_ends{20, 20, 41, 40};  // A1, C, A2, X
+  for (size_t f = 0; f < uniform.size(); ++f) EXPECT_DOUBLE_EQ(u.end_us[f], u_ends[f]) << f;
+  std::vector<SharedFlow> mixed{SharedFlow{0, 10, 1000, both}, SharedFlow{0, 10, 1000, {{1, 1}}},
+                                SharedFlow{12, 10, 1000, {{1, 1}}}, SharedFlow{24, 10, 1000, both},
+                                onNic(25, 20, 2000)};
+  mixed[2].after = 0;
+  mixed[3].after = 2;
+  const SharingResult m = shareLinks(mixed, nics);
+  const std::vector<double> m_ends{20, 20, 32, 54, 55};  // A1, C, A2, A3, X
+  for (size_t f = 0; f < mixed.size(); ++f) EXPECT_DOUBLE_EQ(m.end_us[f], m_ends[f]) << f;
+}
+
 // A flow list keeps "follows the flow listed before it" as a bit and other followers aside: both
 // read back as SharedFlow::after and as the follower of the flow followed.
 TEST(LinkSharing, AFlowListKeepsWhoFollowsWhom) {

@@ -389,6 +389,38 @@ TEST(OverlapSlowdownTest, ARetimerAnswersARepeatedQuestionWithItsFirstWalk) {
   EXPECT_EQ(retimer.walked(), 4u);
 }
 
+// A task with no op running beside others is never slowed, whatever the factors: its retiming
+// walks the ops once a question (the unslowed walk would be the same walk), and a stretch of e on
+// any op delays it by e with no slowdown part. tiny-llama without CP, factor 2, every op 1 us:
+// one walk for the task alone and one for each question; with CP (the exchange beside its step)
+// two each.
+TEST(OverlapSlowdownTest, ATaskWithNothingBesideIsWalkedOnceAQuestion) {
+  const ModelConfig model = loadModelConfig(test::configPath("models", "tiny-llama"));
+  ClusterConfig cluster = test::cluster(2);
+  cluster.device.overlap_slowdown.nvlink.value = 2;
+  cluster.device.overlap_slowdown.network.value = 2;
+  const IterationPlan plan = buildIterationPlan(model, cluster, test::strategy("1M1P1D", 1, 2));
+  std::vector<EventCost> costs(static_cast<size_t>(plan.events.size()), EventCost{1.0});
+  for (const OpList* ops : {&plan.stages[0].forward, &plan.stages[0].backward}) {
+    for (const OpInstance& op : *ops) ASSERT_EQ(op.overlap_ops, 0) << op.name;
+  }
+  TaskRetimer retimer(plan, costs, false);
+  for (const auto& [op, e] : {std::pair{0, 2.5}, {3, 0.75}, {5, 4.0}}) {
+    const OpStretch one{op, e};
+    const StretchedTask st = retimer.of(0, Phase::kForward, std::span(&one, 1));
+    EXPECT_NEAR(st.delay_us, e, 1e-12);
+    EXPECT_EQ(st.slowdown_us, 0.0);
+  }
+  EXPECT_EQ(retimer.walked(), 3u);
+  EXPECT_EQ(retimer.opWalks(), 1u + 3u);
+  // With the exchange beside its step the slowed and unslowed walks differ: two a question.
+  const ExchangeTask task = exchangeTask();
+  TaskRetimer beside(task.plan, task.costs, false);
+  const OpStretch one{task.exchange, 1.0};
+  EXPECT_NEAR(beside.of(0, Phase::kForward, std::span(&one, 1)).slowdown_us, 0.5, 1e-12);
+  EXPECT_EQ(beside.opWalks(), 2u + 2u);
+}
+
 // A pipeline without CP or DP overlap runs no compute beside a transfer: the same timeline
 // whatever the factors.
 TEST(OverlapSlowdownTest, NoOverlapNoChangeInAWholeSimulation) {
