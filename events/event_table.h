@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "common/checked.h"
@@ -24,6 +23,22 @@ struct UniqueEvent {
 
 class EventTable {
  public:
+  EventTable() = default;
+  // A copy holds the events only: the spare storage a cleared table keeps (clear()) is for that
+  // table's own next build, and copying it would copy strings no one reads.
+  EventTable(const EventTable& other)
+      : events_(other.events_), hashes_(other.hashes_), slots_(other.slots_) {}
+  EventTable& operator=(const EventTable& other) {
+    if (this != &other) {
+      events_ = other.events_;
+      hashes_ = other.hashes_;
+      slots_ = other.slots_;
+    }
+    return *this;
+  }
+  EventTable(EventTable&&) noexcept = default;
+  EventTable& operator=(EventTable&&) noexcept = default;
+
   // Index of `event`, adding it (with count 0) the first time its key is seen.
   int intern(const Event& event);
   // Adds `unique` (its count included) at the end without looking for it: the caller knows its

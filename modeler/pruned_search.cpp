@@ -53,6 +53,7 @@ bool PrunedSearch::endPass() {
 
 // The report (throws for missing costs). After the last endPass().
 SearchReport PrunedSearch::finish() {
+  // No lock: finish() runs after the last round, when no worker holds or returns a scratch.
   scratch_.clear();
   invalid_.report(report_);
   if (missing_.size() > 0) costs_.costAll(missing_);  // throws, listing all

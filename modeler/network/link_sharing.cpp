@@ -305,7 +305,9 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       TailCounts& counts = tails[static_cast<size_t>(t)];
       for (size_t i = 0; i < uses.size(); ++i) {
         const int r = uses[i].resource;
-        const int64_t others = busy[r] - countOf(counts, r, i)--;
+        int& waiting = countOf(counts, r, i);  // the tail's flows on r, f among them
+        const int64_t others = busy[r] - waiting;
+        waiting -= 1;
         busy[r] -= 1;
         free = free && others == 0;
       }

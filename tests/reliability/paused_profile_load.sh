@@ -19,7 +19,8 @@ set -- simulate --model tiny-gpt --cluster cpu-local --strategy 1M1P1D --micro-b
 # (2.1 s here: a machine 10x faster would have parsed it all by then). A profile that loads in
 # under 0.3 s of CPU is too quick to stop mid-parse reliably (the poll below steps ~0.05 s): it
 # is made larger in proportion, once, and at most 8x (a load that took 0 or 1 ticks would
-# otherwise ask for millions of entries: hundreds of MB of YAML on a fast machine).
+# otherwise ask for millions of entries: hundreds of MB of YAML on a fast machine; a machine
+# still too quick at 8x skips).
 entries=60000
 while :; do
   python3 "$make_profile" "$entries" "$dir/p.yaml" || exit 1
@@ -28,8 +29,11 @@ while :; do
     cat "$dir/ref.out"; echo "the unpaused run failed"; exit 1; }
   ref_ticks=$(($(children_ticks) - before))
   [ "$ref_ticks" -ge 30 ] && break
+  # Still too quick after the 8x: this machine cannot stop the load mid-parse reliably, so the
+  # test can show nothing here and says so as a skip (ctest's SKIP_RETURN_CODE 77), not a pass.
   [ "$entries" -eq 60000 ] || {
-    echo "$entries entries load in $ref_ticks ticks: too quick to stop"; exit 1; }
+    echo "$entries entries load in $ref_ticks ticks: too quick to stop mid-parse, skipped"
+    exit 77; }
   entries=$((60000 * 60 / (ref_ticks + 1)))
   [ "$entries" -le 480000 ] || entries=480000
   echo "60000 entries loaded in $ref_ticks ticks of CPU: again with $entries"
