@@ -123,8 +123,12 @@ const PlanCache::PipelineClasses& pipelineClasses(const Strategy& strategy, int 
 }
 
 int64_t stageOutputBytes(const ModelConfig& model, const LayerShape& shape, int next_layer) {
-  // A decoder stage of an encoder-decoder model also forwards the encoder output.
-  const bool next_is_cross = model.blocks[next_layer].cross_attention;
+  // A decoder stage of an encoder-decoder model also forwards the encoder output. The next chunk
+  // may hold no block (the loss alone: --account-for-loss-in-pipeline-split), next_layer then
+  // being the number of blocks: not a block to look at (reading past the end had given a p2p of
+  // 110x the activation when the byte there happened to be 109).
+  const bool next_is_cross = next_layer < static_cast<int>(model.blocks.size()) &&
+                             model.blocks[static_cast<size_t>(next_layer)].cross_attention;
   // With SP the tensor between stages is the sequence shard (s/t tokens), as in Megatron.
   return shape.regionTokens() * model.hidden_size * dtypeBytes(model.dtype) *
          (next_is_cross ? 2 : 1);

@@ -32,6 +32,26 @@ TEST(UnevenStages, TheGivenSplitIsThePlansSplit) {
   EXPECT_EQ(s.techniques(), " layers=1,3,3,1");
 }
 
+TEST(UnevenStages, AChunkBeforeALossOnlyChunkSendsTheActivation) {
+  // --account-for-loss-in-pipeline-split leaves the last chunk no block: the chunk before it
+  // sends the hidden state as every other chunk does, b x s x h fp16 = 1 x 32 x 64 x 2 = 4,096
+  // bytes (its "next block" is past the model's last; looking there for cross-attention once
+  // read past the blocks' array and sent 110x that on Llama 3.1 405B).
+  Strategy s = Strategy::of(1, 4, 1, 1, 8);
+  s.stage_layers = {1, 3, 4, 0};
+  const IterationPlan plan = buildIterationPlan(model(), cluster(), s);
+  ASSERT_EQ(plan.stages.size(), 4u);
+  EXPECT_EQ(plan.stages[3].num_layers, 0);
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(plan.stages[k].activation_bytes_out, 1 * 32 * 64 * 2) << k;
+  int p2p_events = 0;
+  for (const UniqueEvent& e : plan.events.events()) {
+    if (e.event.kind != EventKind::kP2P) continue;
+    ++p2p_events;
+    EXPECT_EQ(e.event.message_bytes, 4096) << e.signature;
+  }
+  EXPECT_GE(p2p_events, 1);
+}
+
 TEST(UnevenStages, ImpossibleSplitsNameTheRule) {
   Strategy s = Strategy::of(1, 4, 1, 1, 8);
   s.stage_layers = {2, 2, 4};
