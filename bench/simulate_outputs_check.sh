@@ -3,7 +3,8 @@
 # a number): the text summary, --json, --trace, --csv and --link-csv of a spread of configurations
 # (DAPPLE at 128 and 2,048 GPUs, interleaved, ZB-H1/H2/V, DualPipeV and combined 1F1B with EP,
 # ZeRO 1/3, FSDP, CP, DP overlap and the overlapped parameter gather, stragglers, jitter, link
-# sharing off, every rank; a CP 8 ring across nodes: chains of in-task flows), and the text summary
+# sharing off, every rank; a CP 8 ring across nodes: chains of in-task flows; Meta's layout: embedding
+# and loss in chunks of their own, ZeRO-2 reduced at the step), and the text summary
 # alone (its links from the totals). Prints one line per
 # configuration and exits 1 on any difference.
 #
@@ -44,6 +45,7 @@ CONFIGS=(
   "fsdp_pp|$L8 --strategy 1M4P8D --global-batch 64 --framework fsdp"
   "node_straggler_dp_overlap|$G3 --strategy 8M16P4D --global-batch 256 --dp-overlap --slow-ranks node5:1.1"
   "cp8_interleaved|$L70 --strategy 2M4P4D --global-batch 32 --cp 8 --schedule interleaved --virtual-stages 2"
+  "loss_split_zero2_step|$G3 --strategy 8M7P2D --global-batch 28 --sequence-parallel --zero 2 --grad-reduce-sync step --schedule interleaved --virtual-stages 14 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split"
 )
 
 fail=0
@@ -73,6 +75,10 @@ for entry in "${CONFIGS[@]}"; do
     a=$WORK/$name.base/$f b=$WORK/$name.new/$f
     if [[ -e $a || -e $b ]] && ! cmp -s "$a" "$b"; then verdict="DIFFERS ($f)" fail=1; break; fi
   done
+  # Two binaries refusing a configuration alike compare nothing: a run that fails is a failure.
+  if [[ $verdict == identical ]] && grep -q '^exit ' "$WORK/$name.new/stderr.txt"; then
+    verdict="FAILS TO RUN" fail=1
+  fi
   bytes=$(cat "$WORK/$name.new"/* 2>/dev/null | wc -c)
   [[ $verdict == identical ]] && rm -rf "$WORK/$name.base"  # keep a differing pair to look at
   printf '%-28s %-22s %12s bytes\n' "$name" "$verdict" "$bytes"
