@@ -260,16 +260,6 @@ Simulation simulate(IterationPlan plan, std::vector<EventCost> costs,
   return sim;
 }
 
-std::optional<Simulation> simulateWithin(IterationPlan plan, std::vector<EventCost> costs,
-                                         double limit_us, double& unshared_us) {
-  std::optional<Simulation> sim(std::in_place);
-  sim->plan = std::move(plan);
-  sim->costs = std::move(costs);
-  if (!timeSimulation(*sim, {}, limit_us, unshared_us)) return std::nullopt;
-  summarize(*sim);
-  return sim;
-}
-
 bool simulateWithinInPlace(Simulation& sim, double limit_us, double& unshared_us) {
   // What timeSimulation and summarize add to rather than set: as a new Simulation's.
   sim.task_link_stretch.clear();
@@ -277,6 +267,17 @@ bool simulateWithinInPlace(Simulation& sim, double limit_us, double& unshared_us
   if (!timeSimulation(sim, {}, limit_us, unshared_us)) return false;
   summarize(sim);
   return true;
+}
+
+// The search's path (simulateWithinInPlace) on a Simulation of its own: one timing and summary
+// path for both, so the tests of this one test what the search runs.
+std::optional<Simulation> simulateWithin(IterationPlan plan, std::vector<EventCost> costs,
+                                         double limit_us, double& unshared_us) {
+  std::optional<Simulation> sim(std::in_place);
+  sim->plan = std::move(plan);
+  sim->costs = std::move(costs);
+  if (!simulateWithinInPlace(*sim, limit_us, unshared_us)) return std::nullopt;
+  return sim;
 }
 
 }  // namespace evsim

@@ -73,8 +73,11 @@ void finishPlan(const PlanCore& core, IterationPlan& plan) {
   const ModelConfig& model = plan.model;
   const Strategy& strategy = plan.strategy;
   const int K = chunkCount(strategy);
-  EVSIM_CHECK(static_cast<int>(core.stages.size()) == K && plan.events.size() == 0,
-              "plan core of {} chunks for {} chunks", core.stages.size(), K);
+  EVSIM_CHECK(static_cast<int>(core.stages.size()) == K, "plan core of {} chunks for {} chunks",
+              core.stages.size(), K);
+  EVSIM_CHECK(plan.events.size() == 0,
+              "plan to finish already has {} events (finishPlan interns them all anew)",
+              plan.events.size());
   const DType dtype = model.dtype;
   const int64_t elem_bytes = dtypeBytes(dtype);
   const int zero = effectiveZero(strategy);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <mutex>
 #include <tuple>
 #include <utility>
 
@@ -10,6 +9,7 @@
 #include "common/error.h"
 #include "ops/fsdp_copies.h"
 #include "ops/layer_ops.h"
+#include "plan/core_bin.h"
 #include "plan/layer_checkpoint.h"
 #include "plan/layer_shape.h"
 #include "plan/optimizer_step.h"
@@ -19,44 +19,6 @@
 namespace evsim {
 
 namespace {
-
-// Plan cores no cache or plan holds any more, kept for the next buildPlanCore to build into: a
-// search keeps two cores (PrunedSearch) and builds one for nearly every simulation (Llama 3 70B
-// on 1,024 GPUs: ~700 builds for ~730 simulations), each chunk's op lists and per-layer arrays
-// allocated anew, most under the search heap's lock, and freed when the next evicts it
-// (bench/RESULTS.md, session 29, alloc29). The storage of at most kCapacity cores is kept, ~0.5
-// MB each for Llama 3.1 405B. Never destroyed (a core freed by a static's destructor at exit
-// would find it gone): what it holds at exit is reachable, not leaked.
-class CoreBin {
- public:
-  static constexpr size_t kCapacity = 2;
-
-  static CoreBin& instance() {
-    static CoreBin* const bin = new CoreBin;
-    return *bin;
-  }
-  std::unique_ptr<PlanCore> take() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!kept_.empty()) {
-        std::unique_ptr<PlanCore> core = std::move(kept_.back());
-        kept_.pop_back();
-        return core;
-      }
-    }
-    return std::make_unique<PlanCore>();
-  }
-  void put(PlanCore* core) {
-    std::unique_ptr<PlanCore> owned(core);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (kept_.size() < kCapacity) kept_.push_back(std::move(owned));
-    // else freed here, as without the bin
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<PlanCore>> kept_;
-};
 
 // `stage` as a new StagePlan, its lists emptied but keeping their storage.
 void resetKeepingStorage(StagePlan& stage) {
@@ -193,8 +155,8 @@ Strategy timingKey(const ModelConfig& model, const Strategy& strategy) {
 std::shared_ptr<const PlanCore> buildPlanCore(const ModelConfig& model,
                                               const ClusterConfig& cluster,
                                               const Strategy& strategy, PlanCache& cache) {
-  // Built into a core let go before (CoreBin), whose lists keep their storage; handed back to
-  // the bin when the last holder lets go.
+  // Built into a core let go before (CoreBin, core_bin.h), whose lists keep their storage;
+  // handed back to the bin when the last holder lets go.
   std::unique_ptr<PlanCore> built = CoreBin::instance().take();
   PlanCore* const core = built.get();
   const int P = strategy.pp;

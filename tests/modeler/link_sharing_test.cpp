@@ -278,6 +278,15 @@ TEST(LinkSharing, AFollowerCountsOnlyItsOwnChainsLaterHolds) {
 // A3 (not by A2), X is not alone; alone 25-34 (9 of its 20 us), then beside A3 at 50 each: A3's
 // 10 us take 20, A3 ends at 54; X has 19 by then, its last 1 alone: 55. (Taken as alone, X would
 // end at 45 and A3 at 44.)
+// Uniform tail of two: A2 and A3 both on NICs 0 and 1, so the tail holds each NIC once until its
+// LAST flow, A3, starts (not until its first, A2). A2 (own start 12) starts at 22 as above and
+// runs to 32 (A3's own start 24 is inside its run: not alone, but the only flow on its NICs); A3
+// (own start 24, 2 us after A2 alone) starts at 32 + 2 = 34. X (NIC 0, own start 33, 20 us, 2000
+// bytes) starts after A2 has started and ended, while A3 waits, and after A3's own start (so the
+// next-start check cannot see A3): held by A3, X is not alone; alone 33-34 (100 bytes), then
+// beside A3 at 50 each: A3's 1000 bytes take 20 us, A3 ends at 54; X has 100 + 1000 = 1100 by
+// then, its last 900 alone at 100: 9 us, X ends at 63. (Let go at A2's start, X would be taken
+// as alone and end at 53, and A3 at 44.)
 TEST(LinkSharing, AWaitingTailHoldsItsLinksUniformOrMixed) {
   const std::vector<double> nics{100, 100};
   const LinkUses both{{0, 1}, {1, 1}};
@@ -295,6 +304,14 @@ TEST(LinkSharing, AWaitingTailHoldsItsLinksUniformOrMixed) {
   const SharingResult m = shareLinks(mixed, nics);
   const std::vector<double> m_ends{20, 20, 32, 54, 55};  // A1, C, A2, A3, X
   for (size_t f = 0; f < mixed.size(); ++f) EXPECT_DOUBLE_EQ(m.end_us[f], m_ends[f]) << f;
+  std::vector<SharedFlow> two{SharedFlow{0, 10, 1000, both}, SharedFlow{0, 10, 1000, {{1, 1}}},
+                              SharedFlow{12, 10, 1000, both}, SharedFlow{24, 10, 1000, both},
+                              onNic(33, 20, 2000)};
+  two[2].after = 0;
+  two[3].after = 2;
+  const SharingResult t = shareLinks(two, nics);
+  const std::vector<double> t_ends{20, 20, 32, 54, 63};  // A1, C, A2, A3, X
+  for (size_t f = 0; f < two.size(); ++f) EXPECT_DOUBLE_EQ(t.end_us[f], t_ends[f]) << f;
 }
 
 // A flow list keeps "follows the flow listed before it" as a bit and other followers aside: both

@@ -7,10 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "plan/core_bin.h"
 #include "plan/iteration_plan.h"
 #include "plan/plan_cache.h"
 #include "plan/plan_core.h"
@@ -263,13 +265,13 @@ TEST_F(PlanReuse, ARebuiltPlanEqualsThePlanBuiltAlone) {
   EXPECT_EQ(rebuilt, 21 + 14);
 }
 
-// A kept Simulation gives a hand-traced timeline after timing another plan in it. Four blocks on
-// DAPPLE P = 4 (one a stage), m = 8, D = 1 (no gradient sync): every event costs nothing but the
-// blocks' softmax forward, F = 3 us, and backward, B = 5 us (once per block and pass, no
-// recomputation), so every stage has F and B alike and no transfer takes time: the iteration is
-// (m + P - 1)(F + B) = 11 x 8 = 88 us.
+// A kept Simulation gives a hand-traced timeline after timing a plan of more chunks in it. Eight
+// blocks on DAPPLE P = 4 (two a stage), m = 8, D = 1 (no gradient sync): every event costs nothing
+// but the blocks' softmax forward, 3 us, and backward, 5 us (once per block and pass, no
+// recomputation), so every stage has F = 2 x 3 = 6 us and B = 2 x 5 = 10 us and no transfer takes
+// time: the iteration is (m + P - 1)(F + B) = 11 x 16 = 176 us.
 TEST(PlanRebuild, AKeptSimulationTimesADapplePipelineByHand) {
-  const ModelConfig model = test::model(256, 4, 1024, 128, 1000, 4, "bf16");
+  const ModelConfig model = test::model(256, 4, 1024, 128, 1000, 8, "bf16");
   const ClusterConfig cluster = test::cluster(8);
   const CostModel costs{cluster, nullptr, /*analytic_fallback=*/true};
   auto hand_costs = [](const IterationPlan& plan) {
@@ -282,11 +284,13 @@ TEST(PlanRebuild, AKeptSimulationTimesADapplePipelineByHand) {
   };
   Strategy dapple = test::strategy("1M4P1D", 1, 8);
   dapple.schedule = Schedule::kDapple;
-  // First an interleaved plan of 2 x 2 chunks on D = 2 with its analytic costs in the same
-  // storage: more chunks, gradient syncs, other events.
+  dapple.stage_layers = {2, 2, 2, 2};
+  // First an interleaved plan of P = 2 x v = 4 = 8 chunks of one block on D = 4, with its analytic
+  // costs, in the same storage: twice the chunks (the rebuild shrinks the stage list), gradient
+  // syncs, other events.
   Strategy other = test::strategy("1M2P4D", 1, 8);
   other.schedule = Schedule::kInterleaved;
-  other.virtual_stages = 2;
+  other.virtual_stages = 4;
 
   PlanCache cache;
   Simulation sim;
@@ -296,27 +300,27 @@ TEST(PlanRebuild, AKeptSimulationTimesADapplePipelineByHand) {
   rebuildIterationPlan(other, cache, sim.plan);
   sim.costs = costs.costAll(sim.plan.events);
   ASSERT_TRUE(simulateWithinInPlace(sim, std::numeric_limits<double>::infinity(), unshared_us));
-  ASSERT_EQ(sim.plan.stages.size(), 4u);
+  ASSERT_EQ(sim.plan.stages.size(), 8u);
 
   rebuildIterationPlan(dapple, cache, sim.plan);
   ASSERT_EQ(sim.plan.stages.size(), 4u);
   ASSERT_EQ(sim.plan.micro_batches, 8);
-  // The hand trace's premise: each stage's forward runs softmax_fwd once and its backward
-  // softmax_bwd once (and no softmax_fwd: nothing recomputed).
+  // The hand trace's premise: each stage's forward runs softmax_fwd twice and its backward
+  // softmax_bwd twice (and no softmax_fwd: nothing recomputed).
   auto uses = [&](const OpList& ops, const std::string& op) {
     int n = 0;
     for (const OpInstance& o : ops) n += sim.plan.events[o.event].event.op == op ? 1 : 0;
     return n;
   };
   for (const StagePlan& stage : sim.plan.stages) {
-    EXPECT_EQ(uses(stage.forward, "softmax_fwd"), 1);
-    EXPECT_EQ(uses(stage.backward, "softmax_bwd"), 1);
+    EXPECT_EQ(uses(stage.forward, "softmax_fwd"), 2);
+    EXPECT_EQ(uses(stage.backward, "softmax_bwd"), 2);
     EXPECT_EQ(uses(stage.backward, "softmax_fwd"), 0);
   }
   sim.costs = hand_costs(sim.plan);
   ASSERT_TRUE(simulateWithinInPlace(sim, std::numeric_limits<double>::infinity(), unshared_us));
-  EXPECT_DOUBLE_EQ(sim.summary.iteration_us, (8 + 4 - 1) * (3 + 5));
-  EXPECT_DOUBLE_EQ(unshared_us, 88);
+  EXPECT_DOUBLE_EQ(sim.summary.iteration_us, (8 + 4 - 1) * (6 + 10));
+  EXPECT_DOUBLE_EQ(unshared_us, 176);
   // The same from a plan and Simulation of their own.
   IterationPlan fresh = buildIterationPlan(model, cluster, dapple);
   std::vector<EventCost> fresh_costs = hand_costs(fresh);
@@ -324,23 +328,19 @@ TEST(PlanRebuild, AKeptSimulationTimesADapplePipelineByHand) {
   EXPECT_EQ(alone.summary.iteration_us, sim.summary.iteration_us);
   EXPECT_EQ(alone.summary.bubble_fraction, sim.summary.bubble_fraction);
   EXPECT_EQ(alone.summary.model_flops, sim.summary.model_flops);
-  // Under the limit of 80 us it stops after the first pass, with that pass's 88 us.
-  EXPECT_FALSE(simulateWithinInPlace(sim, 80, unshared_us));
-  EXPECT_DOUBLE_EQ(unshared_us, 88);
+  // Under the limit of 160 us it stops after the first pass, with that pass's 176 us.
+  EXPECT_FALSE(simulateWithinInPlace(sim, 160, unshared_us));
+  EXPECT_DOUBLE_EQ(unshared_us, 176);
 }
 
-TEST_F(PlanReuse, FinishedPartsOfAReusedCoreByHand) {
+// The finished parts of tiny-moe's GPipe ZeRO-1 plan (PlanReuse's strategy), worked out by hand.
+void expectGpipeZero1PartsByHand(const IterationPlan& plan) {
   // Per block on one rank (M 1, E 2 so 4 of the 8 experts): QKV 64 x (64 + 2 x 2 x 16) = 8192,
   // output projection 64 x 64 = 4096, router 8 x 64 = 512, two RMSNorm gains 128: dense 12928;
   // experts 4 x 3 x 64 x 128 = 98304. Embedding 512 x 64 = 32768; head: final norm 64 + untied
   // output 512 x 64 = 32832.
   constexpr int64_t kDense0 = 2 * 12928 + 32768, kDense1 = 2 * 12928 + 32832;
   constexpr int64_t kExpert = 2 * 98304;
-  PlanCache cache;
-  buildIterationPlan(model_, cluster_, strategyOf({Schedule::kDapple, 0, false}), &cache);
-  const IterationPlan plan =
-      buildIterationPlan(model_, cluster_, strategyOf({Schedule::kGpipe, 1, false}), &cache);
-  ASSERT_EQ(cache.coreHits(), 1);
   ASSERT_EQ(plan.stages.size(), 2u);
   // ZeRO 1: dense parameters shard over D x C = 4 ranks, experts' over D x C / E = 2.
   const StagePlan &s0 = plan.stages[0], &s1 = plan.stages[1];
@@ -384,6 +384,60 @@ TEST_F(PlanReuse, FinishedPartsOfAReusedCoreByHand) {
   EXPECT_GT(s0.optimizer[0].event, s0.backward.back().event);
   EXPECT_GT(s0.expert_allgather, s0.dp_allgather);
   EXPECT_GT(test::findOp(s1.forward, "lm_head_gemm").event, s0.expert_allgather);
+}
+
+TEST_F(PlanReuse, FinishedPartsOfAReusedCoreByHand) {
+  PlanCache cache;
+  buildIterationPlan(model_, cluster_, strategyOf({Schedule::kDapple, 0, false}), &cache);
+  const IterationPlan plan =
+      buildIterationPlan(model_, cluster_, strategyOf({Schedule::kGpipe, 1, false}), &cache);
+  ASSERT_EQ(cache.coreHits(), 1);
+  expectGpipeZero1PartsByHand(plan);
+}
+
+// A core built into the storage of a dissimilar one let go before (CoreBin, plan/core_bin.h) builds
+// the plan a fresh core does. The core let go: Mixtral 8x7B's 32 blocks in 8 chunks (P 2 x v 4),
+// experts over E 2 with ZeRO-3 (per-layer gathers and scatters in the op lists), CP 2, activation
+// and optimizer offload (host copies). Then tiny-moe's 2-chunk GPipe ZeRO-1 plan without offload
+// into it: checked against the hand-worked parts above and field by field against the same plan
+// built while the bin is empty. (Under AddressSanitizer the bin keeps nothing: the same plans,
+// built fresh.)
+TEST_F(PlanReuse, ARecycledCoreOfADissimilarPlanBuildsThePlanOfAFreshOne) {
+  CoreBin& bin = CoreBin::instance();
+  while (bin.kept() > 0) bin.take();  // other tests' cores
+  const size_t kept = std::min<size_t>(1, CoreBin::kCapacity);
+  {
+    const ModelConfig mixtral = loadModelConfig(test::configPath("models", "mixtral-8x7b"));
+    Strategy big = test::strategy("1M2P2D", 1, 8);
+    big.cp = 2;
+    big.ep = 2;
+    big.zero_stage = 3;
+    big.schedule = Schedule::kInterleaved;
+    big.virtual_stages = 4;
+    big.offload = Offload::kBoth;
+    const IterationPlan dissimilar = buildIterationPlan(mixtral, cluster_, big);
+    ASSERT_EQ(dissimilar.stages.size(), 8u);
+    // The premise: its op lists hold what the small plan's do not (ZeRO-3's gathers, host copies).
+    const StagePlan& first = dissimilar.stages[0];
+    ASSERT_GT(test::countOps(first.forward, "zero3_param_allgather"), 0);
+    ASSERT_TRUE(std::any_of(first.forward.begin(), first.forward.end(),
+                            [](const OpInstance& op) { return op.stream == Stream::kHost; }));
+  }
+  ASSERT_EQ(bin.kept(), kept);  // the dissimilar plan's core, let go
+  const Strategy small = strategyOf({Schedule::kGpipe, 1, false});
+  PlanCache cache;  // holds the core it builds: out of the bin while the plan below is built
+  const IterationPlan recycled = buildIterationPlan(model_, cluster_, small, &cache);
+  EXPECT_EQ(bin.kept(), 0u);  // taken back out for it
+  expectGpipeZero1PartsByHand(recycled);
+  const IterationPlan fresh = buildIterationPlan(model_, cluster_, small);
+  expectSamePlan(recycled, fresh);
+  expectFirstUseOrder(recycled);
+  for (size_t k = 0; k < fresh.stages.size(); ++k) {
+    EXPECT_EQ(recycled.stages[k].param_buckets.size(), fresh.stages[k].param_buckets.size());
+    EXPECT_EQ(recycled.stages[k].micro_batch_buckets.size(),
+              fresh.stages[k].micro_batch_buckets.size());
+  }
+  EXPECT_EQ(iterationUs(recycled), iterationUs(fresh));
 }
 
 TEST_F(PlanReuse, OverlapBucketsOfAReusedCoreByHand) {
