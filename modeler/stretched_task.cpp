@@ -22,19 +22,25 @@ TaskRetimer::TaskRetimer(const IterationPlan& plan, const std::vector<EventCost>
   slows_ = f.nvlink.value > 1 || f.network.value > 1;
 }
 
+const OpList& TaskRetimer::opsOf(int virtual_stage, Phase phase) const {
+  const StagePlan& stage = plan_.stages[static_cast<size_t>(virtual_stage)];
+  return phase == Phase::kForward ? stage.forward : stage.backward;
+}
+
+bool TaskRetimer::inTask(const OpInstance& op, Phase phase) const {
+  return phase == Phase::kForward || runsIn(op, phase, split_);
+}
+
 TaskRetimer::Times TaskRetimer::times(int virtual_stage, Phase phase,
                                       std::span<const OpStretch> stretched, bool beside) {
-  const StagePlan& stage = plan_.stages[static_cast<size_t>(virtual_stage)];
-  const OpList& ops = phase == Phase::kForward ? stage.forward : stage.backward;
+  const OpList& ops = opsOf(virtual_stage, phase);
   extra_.assign(ops.size(), 0.0);
   for (const OpStretch& s : stretched) {
     EVSIM_CHECK(s.op >= 0 && static_cast<size_t>(s.op) < ops.size(),
                 "a stretched op at {} of a task of {} ops", s.op, ops.size());
     extra_[static_cast<size_t>(s.op)] += s.extra_us;
   }
-  auto in_task = [&](const OpInstance& op) {
-    return phase == Phase::kForward || runsIn(op, phase, split_);
-  };
+  auto in_task = [&](const OpInstance& op) { return inTask(op, phase); };
   auto time = [&](bool slowed) {
     ++op_walks_;
     return opOffsets(
@@ -80,11 +86,10 @@ StretchedTask TaskRetimer::of(int virtual_stage, Phase phase,
   const std::pair<int, int> key{virtual_stage, static_cast<int>(phase)};
   auto alone = alone_.find(key);
   if (alone == alone_.end()) {
-    const StagePlan& stage = plan_.stages[static_cast<size_t>(virtual_stage)];
-    const OpList& ops = phase == Phase::kForward ? stage.forward : stage.backward;
+    const OpList& ops = opsOf(virtual_stage, phase);
     Alone a;
     a.beside = std::any_of(ops.begin(), ops.end(), [&](const OpInstance& op) {
-      return op.overlap_ops > 0 && (phase == Phase::kForward || runsIn(op, phase, split_));
+      return op.overlap_ops > 0 && inTask(op, phase);
     });
     a.times = times(virtual_stage, phase, {}, a.beside);
     alone = alone_.emplace(key, a).first;

@@ -62,6 +62,10 @@ class TaskRetimer {
     double slowed_us = 0, unslowed_us = 0;
   };
   Times times(int virtual_stage, Phase phase, std::span<const OpStretch> stretched, bool beside);
+  // The task's op list, and whether an op of it runs in the task: the one selection both the
+  // walks (times) and the beside check (Alone) use, so skipping the second walk stays exact.
+  const OpList& opsOf(int virtual_stage, Phase phase) const;
+  bool inTask(const OpInstance& op, Phase phase) const;
   // The standalone timing of a (virtual stage, phase), and whether one of its ops runs beside
   // others (OpInstance::overlap_ops): without one no compute op is ever slowed (opOffsets asks
   // the slowdown only of such ops), so the unslowed walk is the slowed one to the bit and is not
