@@ -81,16 +81,17 @@ int EventTable::intern(const Event& event) {
   reused.event = event;  // into its strings' and dims' storage
   reused.signature = event.signature();
   reused.count = 0;
-  const int index = appendNew(std::move(reused), h);
-  spare_.pop_back();
-  return index;
+  return appendSpare(h);
 }
 
 int EventTable::appendNew(const UniqueEvent& unique, uint64_t hash) {
   if (spare_.empty()) return appendNew(UniqueEvent(unique), hash);
-  UniqueEvent& reused = spare_.back();
-  reused = unique;  // into its strings' and dims' storage
-  const int index = appendNew(std::move(reused), hash);
+  spare_.back() = unique;  // into its strings' and dims' storage
+  return appendSpare(hash);
+}
+
+int EventTable::appendSpare(uint64_t hash) {
+  const int index = appendNew(std::move(spare_.back()), hash);
   spare_.pop_back();
   return index;
 }

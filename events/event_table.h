@@ -75,6 +75,8 @@ class EventTable {
   size_t freeSlot(uint64_t hash) const;
   // slots_ for `events` events (at most half full), every event placed again.
   void rehash(size_t events);
+  // Appends spare_'s last event, just filled with a new event whose eventKeyHash is `hash`.
+  int appendSpare(uint64_t hash);
 
   std::vector<UniqueEvent> events_;
   std::vector<uint64_t> hashes_;  // eventKeyHash of each of events_
