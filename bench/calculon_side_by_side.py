@@ -142,18 +142,23 @@ def evaluate(Llm, app, syst, execution):
 
 def device_memory_gib(cluster):
     """The card capacity eventsim fits against: the cluster's device's `memory_gib` (GiB)."""
+    import yaml  # PyYAML, from Debian's python3-yaml (scripts/install_deps.sh)
     configs = os.path.join(REPO, "configs")
-    def read(path, key):
+    def load(path):
         try:
             with open(path) as handle:
-                found = re.search(rf"^\s*{key}:\s*([^\s#]+)", handle.read(), re.MULTILINE)
-        except OSError as error:
-            fail(f"cannot read {path} ({error.strerror})")
-        if not found:
-            fail(f"{path} has no '{key}:'")
-        return found.group(1)
-    device = read(os.path.join(configs, "clusters", f"{cluster}.yaml"), "device")
-    return float(read(os.path.join(configs, "devices", f"{device}.yaml"), "memory_gib"))
+                return yaml.safe_load(handle)
+        except (OSError, yaml.YAMLError) as error:
+            fail(f"cannot read {path} ({error})")
+    cluster_path = os.path.join(configs, "clusters", f"{cluster}.yaml")
+    device = (load(cluster_path).get("node") or {}).get("device")
+    if not isinstance(device, str):
+        fail(f"{cluster_path} names no bundled device (node.device)")
+    device_path = os.path.join(configs, "devices", f"{device}.yaml")
+    gib = (load(device_path).get("datasheet") or {}).get("memory_gib")
+    if gib is None:
+        fail(f"{device_path} has no datasheet.memory_gib")
+    return float(gib)
 
 
 def run_calculon(calculon_io, Llm, System, checkout, args):
