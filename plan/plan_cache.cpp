@@ -6,51 +6,19 @@
 
 namespace evsim {
 
-namespace {
-
-// The value under `key`, or compute()'s result stored there. compute() runs outside the lock so
-// that other keys proceed meanwhile; a thread asking for the key meanwhile waits for it (a
-// computation that throws is not kept: its waiters rethrow, a later asker computes again). Map
-// nodes never move, so the reference stays valid until releaseLookups erases them.
-template <typename Key, typename T, typename Compute>
-const T& lookup(std::mutex& mutex, std::map<Key, std::shared_future<T>>& map, const Key& key,
-                Compute&& compute) {
-  std::optional<std::promise<T>> promise;  // only on a miss (it allocates its shared state)
-  std::shared_future<T> slot;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto [it, inserted] = map.try_emplace(key);
-    if (inserted) it->second = promise.emplace().get_future().share();
-    slot = it->second;
-  }
-  if (!promise) return slot.get();  // waits while its first asker computes it
-  try {
-    promise->set_value(compute());
-  } catch (...) {
-    promise->set_exception(std::current_exception());
-    std::lock_guard<std::mutex> lock(mutex);
-    map.erase(key);
-    throw;
-  }
-  return slot.get();  // the map's copy of `slot` keeps the value alive
-}
-
-}  // namespace
-
 const std::vector<int>& PlanCache::partition(const PartitionKey& key,
                                              const std::function<std::vector<int>()>& compute) {
-  return lookup(mutex_, partitions_, key, compute);
+  return partitions_.get(key, compute);
 }
 
 const std::vector<int>& PlanCache::partitionOfCosts(
     const CostKey& key, const std::function<std::vector<int>()>& compute) {
-  return lookup(mutex_, partitions_of_costs_, key, compute);
+  return partitions_of_costs_.get(key, compute);
 }
 
 // A two-thread search of Llama 3.1 405B on 1,024 GPUs peaked at 49.7 MB with the placements,
 // pipeline classes and footprints let go too, not 55 (bench/RESULTS.md, session 28, mem28).
 void PlanCache::releaseLookups() {
-  std::lock_guard<std::mutex> lock(mutex_);
   partitions_.clear();
   partitions_of_costs_.clear();
   placements_.clear();
@@ -60,17 +28,17 @@ void PlanCache::releaseLookups() {
 
 const PlanCache::Placements& PlanCache::placements(const PlacementKey& key,
                                                    const std::function<Placements()>& compute) {
-  return lookup(mutex_, placements_, key, compute);
+  return placements_.get(key, compute);
 }
 
 const PlanCache::PipelineClasses& PlanCache::pipelineClasses(
     const PlacementKey& key, const std::function<PipelineClasses()>& compute) {
-  return lookup(mutex_, pipeline_classes_, key, compute);
+  return pipeline_classes_.get(key, compute);
 }
 
 const ModelFootprint& PlanCache::footprint(const FootprintKey& key,
                                            const std::function<ModelFootprint()>& compute) {
-  return lookup(mutex_, footprints_, key, compute);
+  return footprints_.get(key, compute);
 }
 
 std::shared_ptr<const PlanCore> PlanCache::core(
@@ -98,7 +66,7 @@ std::shared_ptr<const PlanCore> PlanCache::core(
     }
   }
   if (built_elsewhere.valid()) return built_elsewhere.get();
-  // Built outside the lock, as lookup() computes.
+  // Built outside the lock (other threads' look-ups and cores proceed meanwhile).
   CorePtr value;
   try {
     value = compute();

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <latch>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -160,6 +161,66 @@ TEST(PlanCacheThreads, ACoreBeingBuiltIsWaitedFor) {
   EXPECT_EQ(cache.coreMisses(), 1);  // the second asker took the first's build: a hit
   EXPECT_EQ(cache.coreHits(), 1);
   EXPECT_EQ(cache.core(key, [] { return std::shared_ptr<const PlanCore>(); }), a);  // kept
+}
+
+// The search's pattern at 8 threads: every thread asks the five look-ups for 40 keys each, the
+// threads in different orders, all at once. Each (look-up, key) is computed by one thread only
+// (5 x 40 computations, not 8 x 200), and all threads get the same value at the same address.
+TEST(PlanCacheThreads, ManyThreadsShareEachLookupsValues) {
+  constexpr int kThreads = 8, kKeys = 40;
+  PlanCache cache;
+  std::atomic<int> computed{0};
+  // Per thread, per key: the addresses of the five values.
+  std::vector<std::vector<std::vector<const void*>>> seen(
+      kThreads, std::vector<std::vector<const void*>>(kKeys, std::vector<const void*>(5)));
+  std::latch start(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      start.arrive_and_wait();
+      for (int i = 0; i < kKeys; ++i) {
+        const int k = t % 2 == 0 ? i : kKeys - 1 - i;  // half the threads backwards
+        auto& mine = seen[t][k];
+        mine[0] = &cache.partition({k, 8, false, 0, 1, 1, 1, 2}, [&] {
+          ++computed;
+          return std::vector<int>{k, 80 - k};
+        });
+        mine[1] = &cache.partitionOfCosts({{1.0, 1.0 + k / 64.0}, 0.0, 0.0, 2}, [&] {
+          ++computed;
+          return std::vector<int>{1, k};
+        });
+        mine[2] = &cache.placements({8, k + 1, 2, 1, 1, 8, 1, 1}, [&] {
+          ++computed;
+          return placements(k + 1);
+        });
+        mine[3] = &cache.pipelineClasses({8, k + 1, 2, 1, 1, 8, 1, 1}, [&] {
+          ++computed;
+          PlanCache::PipelineClasses out;
+          out.line.replicas.assign(static_cast<size_t>(k + 1), {0});
+          return out;
+        });
+        mine[4] = &cache.footprint({k, 1, false, 0, 1, 1, 1}, [&] {
+          ++computed;
+          std::this_thread::sleep_for(100us);  // others ask it meanwhile
+          ModelFootprint f;
+          f.output_weights = k;
+          return f;
+        });
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(computed.load(), 5 * kKeys);
+  for (int k = 0; k < kKeys; ++k) {
+    for (int t = 1; t < kThreads; ++t) EXPECT_EQ(seen[t][k], seen[0][k]) << "key " << k;
+    const auto& v = seen[0][k];
+    EXPECT_EQ(*static_cast<const std::vector<int>*>(v[0]), (std::vector<int>{k, 80 - k}));
+    EXPECT_EQ(*static_cast<const std::vector<int>*>(v[1]), (std::vector<int>{1, k}));
+    EXPECT_EQ(static_cast<const PlanCache::Placements*>(v[2])->tp.size(), size_t(k + 1));
+    EXPECT_EQ(static_cast<const PlanCache::PipelineClasses*>(v[3])->line.replicas.size(),
+              size_t(k + 1));
+    EXPECT_EQ(static_cast<const ModelFootprint*>(v[4])->output_weights, k);
+  }
 }
 
 // releaseLookups (a search's pass end) forgets the five look-ups, so each is computed again,
