@@ -30,16 +30,14 @@ class WorkerTeam {
   // `workers` >= 1 workers: the caller's thread and workers - 1 threads started now.
   explicit WorkerTeam(unsigned workers) {
     threads_.reserve(workers > 0 ? workers - 1 : 0);
-    for (unsigned w = 1; w < workers; ++w) threads_.emplace_back([this, w] { serve(w); });
-  }
-  ~WorkerTeam() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
+    try {
+      for (unsigned w = 1; w < workers; ++w) threads_.emplace_back([this, w] { serve(w); });
+    } catch (...) {  // a thread the system would not start: end those started, then say so
+      stop();
+      throw;
     }
-    start_.notify_all();
-    for (std::thread& t : threads_) t.join();
   }
+  ~WorkerTeam() { stop(); }
   WorkerTeam(const WorkerTeam&) = delete;
   WorkerTeam& operator=(const WorkerTeam&) = delete;
 
@@ -91,6 +89,14 @@ class WorkerTeam {
   static WorkerTeam* current() { return current_; }
 
  private:
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    start_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
   void call(unsigned w) {
     try {
       (*task_)(w);
