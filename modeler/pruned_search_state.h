@@ -55,11 +55,12 @@ constexpr double kBoundSlack = 1e-9;
 // measured) run beside it, where at 28 they missed by 0.3 MB and the other thread waited (a
 // load-free replay of the round: 1.375x -> 1.084x its ideal makespan); `eventsim search` at two
 // threads 61.1-63.3 MB, the bench 57.0 MB (bench/RESULTS.md, session 27, budget27). Kept at 29
-// in session 30 (sim30, with two arenas, search_heap.h, and the search's team): from 29 to 38
-// MiB that search ran the same rounds (two-thread peak 54-57 MB, 1.4-1.5 s); from 42 MiB its two
-// largest sharing passes (21.25 MB estimated each, 40.5 MiB together) ran at once, 1.15-1.2 s
-// but 64.5-66.7 MB at 42 and 48 MiB, over the 64 MB bound. The 16,384-GPU searches (70B 30-35
-// MB, 405B 32-36 MB) did not change with the budget. A larger one needs smaller passes first.
+// in session 30 (sim30; the search's team, one arena or two keeping 8 MiB, search_heap.h): from
+// 29 to 38 MiB that search ran the same rounds (two-thread peak 54-57 MB, 1.4-1.5 s); from 42
+// MiB its two largest sharing passes (21.25 MB estimated each, 40.5 MiB together) ran at once,
+// 1.15-1.2 s but 64.5-66.7 MB at 42 and 48 MiB, over the 64 MB bound. The 16,384-GPU searches
+// (70B 30-35 MB, 405B 32-36 MB) did not change with the budget. A larger one needs smaller
+// passes first.
 constexpr size_t kSimulationBudgetBytes = size_t{29} << 20;
 
 struct Ranked {

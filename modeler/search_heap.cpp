@@ -22,14 +22,14 @@ namespace evsim {
 //   one arena's lock, taken by every allocation its thread's cache cannot serve and by every
 //   block over 1 KiB, left two threads' simulations no faster than one's once each had a core of
 //   its own (worker_team.h): Llama 3 70B's 51 rounds 0.33 s on one thread, 0.33-0.35 s on two;
-//   0.21-0.23 s with an arena for each thread (bench/RESULTS.md, session 30, sim30). Two arenas,
-//   each keeping at most 8 MiB of free top, peak at 56-57 MB in that 405B search at two threads
-//   (one arena: 54.5-55.7 MB; two keeping 32 MiB each: 61 MB) for ~21,000 more page faults
-//   (0.01-0.02 s of system time) at one thread.
+//   0.21-0.23 s with an arena for each thread (bench/RESULTS.md, session 30, sim30). Two arenas
+//   add up again, so each keeps at most 4 MiB of free top: that 405B search at two threads then
+//   peaked at 52.0-58.3 MB over 20 runs (its bench 51.2-53.8; one arena 51.5-55.7; two keeping 8
+//   MiB 54.4-61.7), for ~36,000 more page faults (~0.05 s of system time) at one thread.
 void useSearchHeap() {
 #if defined(__GLIBC__)
   constexpr int kServedBytes = 32 << 20;  // glibc's largest mmap threshold (HEAP_MAX_SIZE / 2)
-  constexpr int kKeptBytes = 8 << 20;
+  constexpr int kKeptBytes = 4 << 20;
   mallopt(M_ARENA_MAX, 2);
   mallopt(M_MMAP_THRESHOLD, kServedBytes);  // also stops the thresholds from moving
   mallopt(M_TRIM_THRESHOLD, kKeptBytes);
