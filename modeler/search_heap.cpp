@@ -24,7 +24,7 @@ namespace evsim {
 //   its own (worker_team.h): Llama 3 70B's 51 rounds 0.33 s on one thread, 0.33-0.35 s on two;
 //   0.21-0.23 s with an arena for each thread (bench/RESULTS.md, session 30, sim30). Two arenas
 //   add up again, so each keeps at most 4 MiB of free top: that 405B search at two threads then
-//   peaked at 52.0-58.3 MB over 20 runs (its bench 51.2-53.8; one arena 51.5-55.7; two keeping 8
+//   peaked at 52.0-59.2 MB over 24 runs (its bench 51.2-53.8; one arena 51.0-55.7; two keeping 8
 //   MiB 54.4-61.7), for ~36,000 more page faults (~0.05 s of system time) at one thread.
 void useSearchHeap() {
 #if defined(__GLIBC__)
