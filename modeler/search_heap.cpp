@@ -23,13 +23,14 @@ namespace evsim {
 //   block over 1 KiB, left two threads' simulations no faster than one's once each had a core of
 //   its own (worker_team.h): Llama 3 70B's 51 rounds 0.33 s on one thread, 0.33-0.35 s on two;
 //   0.21-0.23 s with an arena for each thread (bench/RESULTS.md, session 30, sim30). Two arenas
-//   add up again, so each keeps at most 4 MiB of free top: that 405B search at two threads then
-//   peaked at 52.0-59.2 MB over 24 runs (its bench 51.2-53.8; one arena 51.0-55.7; two keeping 8
-//   MiB 54.4-61.7), for ~36,000 more page faults (~0.05 s of system time) at one thread.
+//   add up again, so each keeps at most 8 MiB of free top: that 405B search at two threads then
+//   peaked at 54.4-58.0 MB over 13 runs (keeping 4 MiB: 52.0-58.3 over 38, for ~20,000 more page
+//   faults; one arena: 47.8-55.7), and at one thread took ~21,000 more page faults than with 32
+//   MiB kept (~0.03 s of system time).
 void useSearchHeap() {
 #if defined(__GLIBC__)
   constexpr int kServedBytes = 32 << 20;  // glibc's largest mmap threshold (HEAP_MAX_SIZE / 2)
-  constexpr int kKeptBytes = 4 << 20;
+  constexpr int kKeptBytes = 8 << 20;
   mallopt(M_ARENA_MAX, 2);
   mallopt(M_MMAP_THRESHOLD, kServedBytes);  // also stops the thresholds from moving
   mallopt(M_TRIM_THRESHOLD, kKeptBytes);

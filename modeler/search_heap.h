@@ -8,7 +8,7 @@ namespace evsim {
 
 // Under glibc: two malloc arenas (the caller's thread and a search team's other thread, each its
 // own; more threads share them), allocations up to 32 MiB served from them rather than mapped,
-// and at most 4 MiB of each one's free top kept (search_heap.cpp says why). Elsewhere nothing.
+// and at most 8 MiB of each one's free top kept (search_heap.cpp says why). Elsewhere nothing.
 // Call it before any other thread starts (an arena made earlier stays in use).
 void useSearchHeap();
 

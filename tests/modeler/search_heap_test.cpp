@@ -21,7 +21,7 @@ TEST(SearchHeap, AThreadReusesTheBlocksAnEndedThreadFreed) {
 #if defined(__GLIBC__)
   useSearchHeap();
   // 3 MiB: mapped by glibc's defaults (their first threshold is 128 KiB), under the 32 MiB
-  // served from the arenas and the 4 MiB of free top each keeps.
+  // served from the arenas and the 8 MiB of free top each keeps.
   constexpr size_t kBlock = size_t{3} << 20;
   auto heapBytes = [] { return mallinfo2().arena; };  // the arenas' memory from the kernel
   auto mappedBytes = [] { return mallinfo2().hblkhd; };
