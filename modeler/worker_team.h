@@ -14,6 +14,7 @@
 // nested loop: inside a worker the calling thread has none), or where it has fewer workers than a
 // region asks, they start threads of their own as before.
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -25,13 +26,23 @@
 
 namespace evsim {
 
+// How many threads the team and the loops have started in this process: a search's team starts
+// workers - 1 however many regions the search runs (pruned_search_test.cpp counts them).
+inline std::atomic<uint64_t>& threadsStarted() {
+  static std::atomic<uint64_t> started{0};
+  return started;
+}
+
 class WorkerTeam {
  public:
   // `workers` >= 1 workers: the caller's thread and workers - 1 threads started now.
   explicit WorkerTeam(unsigned workers) {
     threads_.reserve(workers > 0 ? workers - 1 : 0);
     try {
-      for (unsigned w = 1; w < workers; ++w) threads_.emplace_back([this, w] { serve(w); });
+      for (unsigned w = 1; w < workers; ++w) {
+        threads_.emplace_back([this, w] { serve(w); });
+        ++threadsStarted();
+      }
     } catch (...) {  // a thread the system would not start: end those started, then say so
       stop();
       throw;
@@ -158,6 +169,7 @@ inline void runOnThreads(unsigned n, const std::function<void(unsigned)>& f) {
         if (!error) error = std::current_exception();
       }
     });
+    ++threadsStarted();
   }
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);
