@@ -14,7 +14,7 @@
 //                 L3-resident, and (two threads x 16 MB = the 32 MB L3) L3-contended. The
 //                 searches' peak RSS is 27-33 MB (Llama 3 70B) to 51-57 MB (405B) at 1,024 GPUs.
 //   malloc        each thread allocates and frees blocks of 16-2,048 bytes with ~1,000 live,
-//                 through the heap the searches use (search_heap.h: two arenas, one per thread;
+//                 through the heap the searches use (search_heap.h: two arenas;
 //                 --default-heap: glibc's per-thread arenas instead).
 // Per kernel: the median wall time of --reps runs at one thread (t1) and at two (t2), alternated,
 // the scaling 2 x t1 / t2 (2.00 = perfect), and the CPU time a thread took for its work at two
