@@ -261,7 +261,7 @@ BENCHMARK(BM_Llama405b_1024Gpus_Every_Pruned)
 // The eventsim executable's heap settings (modeler/cli/main.cpp), set before any benchmark so
 // that none depends on the ones before it.
 int main(int argc, char** argv) {
-  evsim::useOneReusedHeap();
+  evsim::useSearchHeap();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -14,7 +14,7 @@
 //                 L3-resident, and (two threads x 16 MB = the 32 MB L3) L3-contended. The
 //                 searches' peak RSS is 27-33 MB (Llama 3 70B) to 51-57 MB (405B) at 1,024 GPUs.
 //   malloc        each thread allocates and frees blocks of 16-2,048 bytes with ~1,000 live,
-//                 through the heap the searches use (search_heap.h: one arena for all threads;
+//                 through the heap the searches use (search_heap.h: two arenas;
 //                 --default-heap: glibc's per-thread arenas instead).
 // Per kernel: the median wall time of --reps runs at one thread (t1) and at two (t2), alternated,
 // the scaling 2 x t1 / t2 (2.00 = perfect), and the CPU time a thread took for its work at two
@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!default_heap) evsim::useOneReusedHeap();  // as eventsim and the benches, first thing
+  if (!default_heap) evsim::useSearchHeap();  // as eventsim and the benches, first thing
 
   auto chase = [](uint64_t steps, uint64_t, const Chase* c) { return c->walk(steps); };
   const std::vector<Kernel> kernels{
@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
   };
   std::printf("%-15s %9s %9s %8s %10s %14s   (median of %d, alternating; heap: %s)\n",
               "kernel", "t1 (s)", "t2 (s)", "scaling", "cpu1 (s)", "cpu/thread 2:1", reps,
-              default_heap ? "glibc default" : "one arena (search_heap.h)");
+              default_heap ? "glibc default" : "the searches' (search_heap.h)");
   for (const Kernel& k : kernels) {
     std::vector<double> wall1, wall2, cpu1, cpu2;
     for (int r = 0; r < reps; ++r) {

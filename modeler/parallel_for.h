@@ -1,18 +1,21 @@
 #pragma once
-// A minimal work-sharing loop for the search: f(0) ... f(n-1) on up to `threads` std::threads
-// (0: hardware_concurrency), each taking the next index. The first exception stops the remaining
-// work and is rethrown on the caller's thread. Results must not depend on which thread ran what:
-// callers write to per-index slots and combine them in index order afterwards.
+// A minimal work-sharing loop for the search: f(0) ... f(n-1) on up to `threads` workers
+// (0: hardware_concurrency), each taking the next index; the workers are the calling thread's
+// team (worker_team.h) when it has one, else threads started for the call. The first exception
+// stops the remaining work and is rethrown on the caller's thread. Results must not depend on which
+// thread ran what: callers write to per-index slots and combine them in index order afterwards.
 
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "common/cancel.h"
+#include "modeler/worker_team.h"
 
 namespace evsim {
 
@@ -46,44 +49,19 @@ void parallelForWorkers(size_t n, unsigned threads, size_t block, F&& f) {
       }
     }
   };
-  if (count <= 1) {
-    worker(0);
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(count);
-    for (unsigned t = 0; t < count; ++t) pool.emplace_back(worker, t);
-    for (std::thread& t : pool) t.join();
-  }
+  runOnThreads(count, std::ref(worker));  // worker_team.h: the search's team when it has one
   if (error) std::rethrow_exception(error);
 }
 
-// f(w) once for each worker w in 0..workers-1, each on a thread of its own (one worker: on the
-// caller's), all running at once: unlike parallelForWorkers, no thread runs two workers' calls one
-// after the other when another thread starts late, so every worker's call is under way beside the
-// others' (the shared enumeration's walks, candidate_stream.h). The first exception is rethrown on
-// the caller's thread once every worker has returned.
+// f(w) once for each worker w in 0..workers-1, each on a thread of its own (one worker, or worker 0
+// of the calling thread's team: on the caller's), all running at once: unlike parallelForWorkers,
+// no thread runs two workers' calls one after the other when another thread starts late, so every
+// worker's call is under way beside the others' (the shared enumeration's walks,
+// candidate_stream.h). The first exception is rethrown on the caller's thread once every worker has
+// returned.
 template <class F>
 void runWorkers(unsigned workers, F&& f) {
-  if (workers <= 1) {
-    f(0u);
-    return;
-  }
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  std::vector<std::thread> pool;
-  pool.reserve(workers);
-  for (unsigned w = 0; w < workers; ++w) {
-    pool.emplace_back([&, w] {
-      try {
-        f(w);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-      }
-    });
-  }
-  for (std::thread& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+  runOnThreads(workers, std::ref(f));
 }
 
 template <class F>

@@ -5,7 +5,8 @@
 // what one does, 94 MB against one thread's 58; while one runs, the other thread takes the
 // smaller simulations of the round instead of a second large one.
 //
-// f(i) for every i in 0..n-1, on up to `threads` std::threads (0: hardware_concurrency), each
+// f(i) for every i in 0..n-1, on up to `threads` workers (0: hardware_concurrency; parallel_for.h's
+// threads: the calling thread's team or threads of the call's own), each
 // worker taking the first item not yet taken, in index order (the caller's order of preference,
 // largest first), that fits: the weights of the items running at once never sum past `budget`,
 // but an item alone always runs (one heavier than the budget then runs alone). So that the first
@@ -22,6 +23,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -87,14 +89,7 @@ void parallelForWithinBudget(const std::vector<size_t>& weights, size_t budget, 
       item_ended.notify_all();
     }
   };
-  if (count <= 1) {
-    worker(0);
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(count);
-    for (unsigned t = 0; t < count; ++t) pool.emplace_back(worker, t);
-    for (std::thread& t : pool) t.join();
-  }
+  runOnThreads(count, std::ref(worker));  // worker_team.h: the search's team when it has one
   if (error) std::rethrow_exception(error);
 }
 

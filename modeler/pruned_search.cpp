@@ -21,6 +21,7 @@
 #include "modeler/pruned_search_state.h"
 #include "modeler/simulation.h"
 #include "modeler/simulation_in_place.h"
+#include "modeler/worker_team.h"
 #include "plan/iteration_plan.h"
 #include "plan/plan_core.h"
 #include "plan/shape_cache.h"
@@ -426,6 +427,10 @@ SearchReport runPrunedSearch(const ModelConfig& model, const ClusterConfig& clus
   const bool profiled = parallel_profile::on();
   if (profiled) parallel_profile::Recorder::get().clear();  // e.g. an exhaustive search's regions
   const parallel_profile::Stamp start = profiled ? parallel_profile::now() : parallel_profile::Stamp{};
+  // The passes' and rounds' parallel regions run on these threads, the caller's among them
+  // (worker_team.h), not on threads started for each.
+  WorkerTeam team(resolveThreads(options.threads));
+  const WorkerTeam::Use use(team);
   pruned::PrunedSearch search(model, cluster, costs, options);
   search.runPass();
   while (search.endPass()) search.runPass();  // the invalid ones were counted in the first pass

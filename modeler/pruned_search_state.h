@@ -43,7 +43,7 @@ constexpr double kBoundSlack = 1e-9;
 // largest candidates on 1,024 GPUs (~10^6 flows, 131,072 tasks, ~30 MB each) ran at once and
 // took a two-thread search to 94 MB where one thread peaked at 58 (issue 34 item 2). With it,
 // the other thread simulates the round's smaller candidates meanwhile. Which thread ran what
-// never changes a result. With the threads' freed memory reused in one heap (search_heap.h) the
+// never changes a result. With the threads' freed memory reused in their heap (search_heap.h) the
 // peak follows the live data. 28 MiB since session 25 (smaller task records, truer estimates:
 // such a pass is ~23 MB, ~16 of it its flows): two-thread peaks of that search's bench and of
 // `eventsim search` over the same space plus offload, 28 MiB 54 / 58 MB, 32 MiB 62 / 65 MB,
@@ -54,7 +54,13 @@ constexpr double kBoundSlack = 1e-9;
 // (estimated 21.25), and 29 MiB lets the round's 16,384-task sharing passes (8.4 estimated, 8.9
 // measured) run beside it, where at 28 they missed by 0.3 MB and the other thread waited (a
 // load-free replay of the round: 1.375x -> 1.084x its ideal makespan); `eventsim search` at two
-// threads 61.1-63.3 MB, the bench 57.0 MB (bench/RESULTS.md, session 27, budget27).
+// threads 61.1-63.3 MB, the bench 57.0 MB (bench/RESULTS.md, session 27, budget27). Kept at 29
+// in session 30 (sim30; the search's team, one arena or two keeping 8 MiB, search_heap.h): from
+// 29 to 38 MiB that search ran the same rounds (two-thread peak 54-57 MB, 1.4-1.5 s); from 42
+// MiB its two largest sharing passes (21.25 MB estimated each, 40.5 MiB together) ran at once,
+// 1.15-1.2 s but 64.5-66.7 MB at 42 and 48 MiB, over the 64 MB bound. The 16,384-GPU searches
+// (70B 30-35 MB, 405B 32-36 MB) did not change with the budget. A larger one needs smaller
+// passes first.
 constexpr size_t kSimulationBudgetBytes = size_t{29} << 20;
 
 struct Ranked {

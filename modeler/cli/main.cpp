@@ -33,7 +33,7 @@
 int main(int argc, char** argv) {
   // The executable owns its process, so it may set the heap as a search needs it; the library
   // does not (the Python module runs searches inside the user's interpreter).
-  evsim::useOneReusedHeap();
+  evsim::useSearchHeap();
   using evsim::ExpandedArgs;
   using evsim::expandArgsFile;
   CLI::App app{"eventsim: predict distributed transformer training from profiled events"};

@@ -23,6 +23,7 @@
 #include "modeler/closed_form_tier.h"
 #include "modeler/cost_source.h"
 #include "modeler/simulation.h"
+#include "modeler/worker_team.h"
 #include "plan/iteration_plan.h"
 #include "plan/zero2_buckets.h"
 #include "support/pruned_search_cases.h"
@@ -202,6 +203,25 @@ TEST(PrunedSearchTest, ResultsDoNotDependOnTheThreadCount) {
     ASSERT_TRUE(one.closest_oom.has_value()) << at;
     ASSERT_TRUE(three.closest_oom.has_value()) << at;
     expectSameCandidate(*one.closest_oom, *three.closest_oom, at + " closest OOM");
+  }
+}
+
+// The search's parallel regions (its enumeration passes, their serial ends, its simulation rounds:
+// several of each here) all run on one team (worker_team.h): a search at T threads starts T - 1
+// threads, where threads started per region would be at least T for the first pass alone.
+TEST(PrunedSearchTest, ASearchStartsItsThreadsOnce) {
+  BundledSearch b = bundledSearches()[1];
+  ModelConfig model = loadModelConfig(test::configPath("models", b.model));
+  ClusterConfig cluster = loadClusterConfig(test::configPath("clusters", b.cluster));
+  CostModel costs(cluster, nullptr, true);
+  b.options.pool_capacity = 3;  // several passes
+  b.options.top_k = 10;
+  for (unsigned threads : {1u, 2u, 3u}) {
+    b.options.threads = threads;
+    const uint64_t before = threadsStarted().load();
+    const SearchReport report = runPrunedSearch(model, cluster, costs, b.options);
+    EXPECT_EQ(threadsStarted().load() - before, threads - 1) << threads << " threads";
+    EXPECT_GT(report.passes, 1) << threads << " threads";
   }
 }
 

@@ -1,5 +1,6 @@
-// useOneReusedHeap (modeler/search_heap.h): under glibc a block one thread frees serves the next
-// thread's allocation of its size from the same heap, neither mapped for it nor given back.
+// useSearchHeap (modeler/search_heap.h): under glibc a block one thread frees serves the next
+// thread's allocation of its size from the same heap, neither mapped for it nor given back (an
+// arena whose thread has ended goes to the next thread that needs one).
 
 #include "modeler/search_heap.h"
 
@@ -16,12 +17,12 @@
 namespace evsim {
 namespace {
 
-TEST(SearchHeap, ThreadsReuseOneAnothersFreedBlocks) {
+TEST(SearchHeap, AThreadReusesTheBlocksAnEndedThreadFreed) {
 #if defined(__GLIBC__)
-  useOneReusedHeap();
-  // 8 MiB: mapped by glibc's defaults (their first threshold is 128 KiB, and each thread would
-  // take an arena of its own), under the 32 MiB kept in the shared heap.
-  constexpr size_t kBlock = size_t{8} << 20;
+  useSearchHeap();
+  // 3 MiB: mapped by glibc's defaults (their first threshold is 128 KiB), under the 32 MiB
+  // served from the arenas and the 8 MiB of free top each keeps.
+  constexpr size_t kBlock = size_t{3} << 20;
   auto heapBytes = [] { return mallinfo2().arena; };  // the arenas' memory from the kernel
   auto mappedBytes = [] { return mallinfo2().hblkhd; };
   size_t mapped_while_held = 0, heap_after_first = 0, heap_while_second_held = 0;

@@ -1,0 +1,155 @@
+// WorkerTeam (modeler/worker_team.h): the threads a search keeps for its parallel regions. Each
+// region's calls run once each, worker 0 on the caller's thread and worker w on the team's same
+// thread every time; exceptions and cancellation come back to the caller; the loops of
+// parallel_for.h and parallel_within_budget.h run on the team the caller installed, and a loop
+// nested inside a region runs on threads of its own. Counts are worked out from the regions' sizes.
+#include "modeler/worker_team.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/cancel.h"
+#include "modeler/parallel_for.h"
+#include "modeler/parallel_within_budget.h"
+
+namespace evsim {
+namespace {
+
+// 40 regions of 1, 2, 3, 4 workers in turn on a team of 4: each call runs once, all of a region
+// under way at once (a latch of the region's size passes only then), worker 0 on the caller's
+// thread, and worker w on one thread of its own across all the regions (not a new one each).
+TEST(WorkerTeam, EachRegionsCallsRunOnceEachWorkerOnItsOwnKeptThread) {
+  WorkerTeam team(4);
+  ASSERT_EQ(team.workers(), 4u);
+  std::mutex mutex;
+  std::map<unsigned, std::set<std::thread::id>> threads_of;  // worker -> the threads it ran on
+  std::vector<int> calls(4, 0);
+  for (int region = 0; region < 40; ++region) {
+    const unsigned n = 1 + region % 4;
+    std::atomic<unsigned> arrived{0};
+    team.run(n, [&](unsigned w) {
+      ++arrived;
+      while (arrived.load() < n) std::this_thread::yield();  // all n under way at once
+      std::lock_guard<std::mutex> lock(mutex);
+      ++calls[w];
+      threads_of[w].insert(std::this_thread::get_id());
+    });
+  }
+  // Worker w runs in the regions of more than w workers: 10 of each size.
+  EXPECT_EQ(calls[0], 40);
+  EXPECT_EQ(calls[1], 30);
+  EXPECT_EQ(calls[2], 20);
+  EXPECT_EQ(calls[3], 10);
+  EXPECT_EQ(threads_of[0], std::set<std::thread::id>{std::this_thread::get_id()});
+  std::set<std::thread::id> distinct;
+  for (unsigned w = 0; w < 4; ++w) {
+    EXPECT_EQ(threads_of[w].size(), 1u) << "worker " << w;
+    distinct.insert(threads_of[w].begin(), threads_of[w].end());
+  }
+  EXPECT_EQ(distinct.size(), 4u);
+}
+
+// A worker's exception comes back from run() once every other call has returned, and the team runs
+// its next region whole. Worker 2 throws at once; workers 0, 1 and 3 finish only after it has.
+TEST(WorkerTeam, TheFirstExceptionComesBackAfterEveryCallReturned) {
+  WorkerTeam team(4);
+  std::atomic<bool> thrown{false};
+  std::atomic<int> finished{0};
+  try {
+    team.run(4, [&](unsigned w) {
+      if (w == 2) {
+        thrown = true;
+        throw std::runtime_error("worker 2");
+      }
+      while (!thrown.load()) std::this_thread::yield();
+      ++finished;
+    });
+    ADD_FAILURE() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "worker 2");
+  }
+  EXPECT_EQ(finished.load(), 3);
+  // The caller's own call throwing: the same, and the team still whole afterwards.
+  EXPECT_THROW(team.run(2,
+                        [](unsigned w) {
+                          if (w == 0) throw std::logic_error("caller");
+                        }),
+               std::logic_error);
+  std::atomic<int> after{0};
+  team.run(4, [&](unsigned) { ++after; });
+  EXPECT_EQ(after.load(), 4);
+}
+
+// The loops take the installed team: parallelForWorkers over 1,000 indices in blocks of 7, 30
+// times, visits each index once per call (30 in all), on the caller's thread and the team's one
+// other thread only; outside Use they start threads of their own (the team's thread unused).
+TEST(WorkerTeam, TheLoopsRunOnTheInstalledTeam) {
+  WorkerTeam team(2);
+  std::thread::id team_thread;
+  team.run(2, [&](unsigned w) {
+    if (w == 1) team_thread = std::this_thread::get_id();
+  });
+  std::mutex mutex;
+  std::set<std::thread::id> inside;
+  std::vector<int> visits(1000, 0);
+  {
+    const WorkerTeam::Use use(team);
+    EXPECT_EQ(WorkerTeam::current(), &team);
+    for (int call = 0; call < 30; ++call) {
+      parallelForWorkers(visits.size(), 2, 7, [&](size_t i, unsigned w) {
+        EXPECT_LT(w, 2u);
+        std::lock_guard<std::mutex> lock(mutex);
+        ++visits[i];
+        inside.insert(std::this_thread::get_id());
+      });
+    }
+  }
+  EXPECT_EQ(WorkerTeam::current(), nullptr);
+  for (size_t i = 0; i < visits.size(); ++i) ASSERT_EQ(visits[i], 30) << "index " << i;
+  const std::set<std::thread::id> team_threads{std::this_thread::get_id(), team_thread};
+  for (const std::thread::id& t : inside) EXPECT_EQ(team_threads.count(t), 1u);
+  std::set<std::thread::id> outside;
+  runWorkers(2, [&](unsigned) {
+    std::lock_guard<std::mutex> lock(mutex);
+    outside.insert(std::this_thread::get_id());
+  });
+  EXPECT_EQ(outside.size(), 2u);
+  EXPECT_EQ(outside.count(std::this_thread::get_id()), 0u);  // fresh threads, not the caller
+}
+
+// A loop inside a region: the caller's thread's team is busy and a team thread has none, so the
+// nested loops run on threads of their own: 2 workers x 100 indices, each index once per worker.
+TEST(WorkerTeam, ANestedLoopRunsOnThreadsOfItsOwn) {
+  WorkerTeam team(2);
+  const WorkerTeam::Use use(team);
+  std::vector<std::atomic<int>> visits(200);
+  runWorkers(2, [&](unsigned w) { parallelFor(100, 2, [&](size_t i) { ++visits[w * 100 + i]; }); });
+  for (size_t i = 0; i < visits.size(); ++i) EXPECT_EQ(visits[i].load(), 1) << "slot " << i;
+}
+
+// Cancellation (common/cancel.h) asked before a budgeted loop on the team: no item runs and
+// Cancelled comes back; cleared, the same loop runs each of its 9 items once.
+TEST(WorkerTeam, CancellationComesBackThroughTheTeam) {
+  WorkerTeam team(2);
+  const WorkerTeam::Use use(team);
+  const std::vector<size_t> weights(9, 10);
+  std::atomic<int> ran{0};
+  requestCancel(true);
+  EXPECT_THROW(parallelForWithinBudget(weights, 20, 2, [&](size_t) { ++ran; }), Cancelled);
+  requestCancel(false);
+  EXPECT_EQ(ran.load(), 0);
+  std::vector<std::atomic<int>> each(9);
+  parallelForWithinBudget(weights, 20, 2, [&](size_t i) { ++each[i]; });
+  for (size_t i = 0; i < each.size(); ++i) EXPECT_EQ(each[i].load(), 1) << "item " << i;
+}
+
+}  // namespace
+}  // namespace evsim
