@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "modeler/network/link_sharing.h"
@@ -49,16 +50,18 @@ TEST(LinkSharingChain, AChainNothingTouchesEndsOnItsStandaloneTimes) {
 }
 
 // A follower starts at max(its own start, the end before it + its gap) in floating point, the
-// release's arithmetic: A0 0.1 + 0.2 ends one ulp above 0.3, A1's own start (gap 0), so A1 starts
-// there and ends at (0.1 + 0.2) + 0.35 = 0.65, not at its standalone 0.3 + 0.35 =
-// 0.6499999999999999.
+// release's arithmetic: A0 (0.1, 0.1 us) ends at 0.2; A1's own start 0.6 leaves a gap of
+// 0.6 - 0.1 - 0.1 = 0.4, and 0.2 + 0.4 is 0.6000000000000001, one ulp above 0.6, so A1 starts
+// there and ends at 0.6000000000000001 + 0.1 = 0.7000000000000001, not at its standalone 0.7.
 TEST(LinkSharingChain, AFollowerStartsWhereTheReleaseArithmeticPutsIt) {
-  ASSERT_NE((0.1 + 0.2) + 0.35, 0.3 + 0.35);
-  std::vector<SharedFlow> flows{on(0, 0.1, 0.2), on(0, 0.3, 0.35)};
+  const double gap = 0.6 - 0.1 - 0.1;
+  ASSERT_EQ(0.1 + 0.1 + gap, 0.6000000000000001);
+  std::vector<SharedFlow> flows{on(0, 0.1, 0.1), on(0, 0.6, 0.1)};
   flows[1].after = 0;
   const std::vector<double> ends = endsOf(flows);
-  EXPECT_EQ(ends[0], 0.1 + 0.2);
-  EXPECT_EQ(ends[1], 0.65);
+  EXPECT_EQ(ends[0], 0.2);
+  EXPECT_EQ(ends[1], 0.7000000000000001);
+  EXPECT_NE(ends[1], 0.6 + 0.1);
 }
 
 // X (NIC 0, 11-31 alone) starts inside the chain's span, between A0's end and A1's start: the
@@ -84,6 +87,18 @@ TEST(LinkSharingChain, AFlowStartingInsideTheLastFlowSharesWithIt) {
   flows[1].after = 0;
   const std::vector<double> ends = endsOf(flows);
   const std::vector<double> expected{10, 29, 32};  // A0, A1, X
+  for (size_t f = 0; f < flows.size(); ++f) EXPECT_EQ(ends[f], expected[f]) << f;
+}
+
+// X (NIC 0, 12-22 alone) starts with A1 (own start 12, released on time) and is listed before
+// it, so it starts first: X is not alone (A1 starts inside it), and A1 then finds X in flight.
+// Both at 50 from 12: both end at 32. (Taken at once, A1 would end at 22 and X at 22.)
+TEST(LinkSharingChain, AFlowStartingWithAFollowerAndBeforeItSharesWithIt) {
+  std::vector<SharedFlow> flows{on(0, 0, 10), on(0, 12, 10), on(0, 12, 10)};
+  std::swap(flows[1], flows[2]);  // X listed before A1
+  flows[2].after = 0;
+  const std::vector<double> ends = endsOf(flows);
+  const std::vector<double> expected{10, 32, 32};  // A0, X, A1
   for (size_t f = 0; f < flows.size(); ++f) EXPECT_EQ(ends[f], expected[f]) << f;
 }
 
@@ -131,6 +146,23 @@ TEST(LinkSharingChain, AFollowerFoundAloneTakesTheRestOfItsChain) {
   flows[2].after = 1;
   const std::vector<double> ends = endsOf(flows);
   const std::vector<double> expected{19, 31, 59, 18, 69};  // A0, A1, A2, B, X
+  for (size_t f = 0; f < flows.size(); ++f) EXPECT_EQ(ends[f], expected[f]) << f;
+}
+
+// A chain taken at once from a follower lets go of its links. B (NIC 0, from -0.5, 1 us) and A0
+// (NIC 0, 0-1) share from 0 at 50 each: B's last 0.5 us take 1, B ends at 1; A0 has 0.5 by then,
+// its last 0.5 alone: 1.5. A1 (own start 1.5, gap 0.5) starts at 2, alone (A2's own start 4 is
+// after its end 3), and takes A2 (own start 4, gap 1.5) with it: 4.5-5.5. X (NIC 0, from 5.5,
+// 7.1 us, 333 bytes) is then alone: 5.5 + 7.1 = 12.6. (Were the links still held, X would run in
+// flight, alone at its demand d = 333 / 7.1, ending at 5.5 + (7.1 x d) / d = 12.600000000000001.)
+TEST(LinkSharingChain, AChainTakenAtOnceLetsGoOfItsLinks) {
+  ASSERT_NE(5.5 + 7.1 * (333 / 7.1) / (333 / 7.1), 5.5 + 7.1);
+  std::vector<SharedFlow> flows{on(0, 0, 1), on(0, 1.5, 1), on(0, 4, 1), on(0, -0.5, 1),
+                                SharedFlow{5.5, 7.1, 333, {{0, 1}}}};
+  flows[1].after = 0;
+  flows[2].after = 1;
+  const std::vector<double> ends = endsOf(flows);
+  const std::vector<double> expected{1.5, 3, 5.5, 1, 12.6};  // A0, A1, A2, B, X
   for (size_t f = 0; f < flows.size(); ++f) EXPECT_EQ(ends[f], expected[f]) << f;
 }
 
