@@ -168,13 +168,13 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   // order, by a walk of the order backwards; n: none).
   //
   // The same walk finds, for each chain head (a flow that follows none and has a follower), what
-  // a whole chain at once needs (below, `wholeChain`): whether its tail is uniform (hold) and,
+  // taking its followers at once needs (below, `runAlong`): whether its tail is uniform (hold) and,
   // where the head and its tail are all on one resource set, the first head after it in start
   // order whose chain uses any of those resources (a second next-on per resource, of heads only:
   // a chain touches its resources from its head's start, when its tail begins to hold them).
   // Heads are read back in start order, so their facts are a stack.
   struct HeadFacts {
-    int next_foreign;   // n: none; -1: not one resource set (no whole chain)
+    int next_foreign;   // n: none; -1: not one resource set (never taken at once)
     bool uniform_tail;  // hold's `uniform`
   };
   std::vector<HeadFacts> head_facts;  // latest head on top
