@@ -52,7 +52,7 @@ SharingResult shareLinks(std::span<const SharedFlow> input,
 }
 
 SharingResult shareLinks(const FlowList& input, std::span<const double> capacity_bytes_per_us,
-                         bool record_load) {
+                         bool record_load, bool whole_chains) {
   SharingResult out;
   const size_t n = input.size();
   out.end_us = FlowEnds(input);
@@ -166,9 +166,22 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   // runs alone at its demand throughout: it ends on time and takes no event (most flows: a
   // pipeline's sends rarely meet). Until it starts, `slot_of` holds that next flow (in start
   // order, by a walk of the order backwards; n: none).
+  //
+  // The same walk finds, for each chain head (a flow that follows none and has a follower), what
+  // taking its followers at once needs (below, `runAlong`): whether its tail is uniform (hold) and,
+  // where the head and its tail are all on one resource set, the first head after it in start
+  // order whose chain uses any of those resources (a second next-on per resource, of heads only:
+  // a chain touches its resources from its head's start, when its tail begins to hold them).
+  // Heads are read back in start order, so their facts are a stack.
+  struct HeadFacts {
+    int next_foreign;   // n: none; -1: not one resource set (never taken at once)
+    bool uniform_tail;  // hold's `uniform`
+  };
+  std::vector<HeadFacts> head_facts;  // latest head on top
   {
     const int none = static_cast<int>(n);
     std::vector<int> next_on(capacity.size(), none);
+    std::vector<int> next_head_on(chained ? capacity.size() : 0, none);
     while (!order.latestDone()) {
       const int f = order.popLatest();
       int until = none;
@@ -178,6 +191,34 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
         next_on[u.resource] = f;
       }
       slot_of[static_cast<size_t>(f)] = until;
+      if (!chained || flows.follows(f)) continue;  // a follower touches from its head's start
+      const int g = flows.followerOfSharing(f);
+      if (g < 0) {
+        for (const LinkUse& u : flows.usesOf(f)) next_head_on[u.resource] = f;
+        continue;
+      }
+      const int set = resource_set[static_cast<size_t>(flows.shape(g))];
+      bool uniform = set >= 0;
+      for (int h = flows.follower(g); h >= 0 && uniform; h = flows.follower(h)) {
+        uniform = resource_set[static_cast<size_t>(flows.shape(h))] == set;
+      }
+      const bool one_set = uniform && resource_set[static_cast<size_t>(flows.shape(f))] == set;
+      int next_foreign = -1;
+      if (one_set) {
+        next_foreign = none;
+        for (const LinkUse& u : flows.usesOf(f)) {
+          const int h = next_head_on[u.resource];
+          if (h != none && (next_foreign == none || flows.earlier(h, next_foreign))) {
+            next_foreign = h;
+          }
+          next_head_on[u.resource] = f;
+        }
+      } else {
+        for (int h = f; h >= 0; h = flows.follower(h)) {
+          for (const LinkUse& u : flows.usesOf(h)) next_head_on[u.resource] = f;
+        }
+      }
+      head_facts.push_back({next_foreign, uniform});
     }
   }
   order.turn();
@@ -225,23 +266,24 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   // tail and out again was most of the lone check, itself a fifth of the sharing pass in the
   // exhaustive search on Calculon's space).
   std::vector<char> uniform_tail;  // per entry of `tails`
-  // A head starts: the tail from its follower `g` on holds its resources; the tail's entry.
-  auto hold = [&](int g) {
+  // Per entry of `tails`, its head's next_foreign (runAlong, below; -1: not one resource set).
+  std::vector<int> tail_next_foreign;
+  // A head starts: the tail from its follower `g` on holds its resources (`facts`: the walk's
+  // above); the tail's entry.
+  auto hold = [&](int g, const HeadFacts& facts) {
     int t = static_cast<int>(tails.size());
     if (free_tails.empty()) {
       tails.emplace_back();
       uniform_tail.push_back(0);
+      tail_next_foreign.push_back(-1);
     } else {
       t = free_tails.back();
       free_tails.pop_back();
     }
     TailCounts& counts = tails[static_cast<size_t>(t)];
     counts.clear();
-    const int set = resource_set[static_cast<size_t>(flows.shape(g))];
-    bool uniform = set >= 0;
-    for (int h = flows.follower(g); h >= 0 && uniform; h = flows.follower(h)) {
-      uniform = resource_set[static_cast<size_t>(flows.shape(h))] == set;
-    }
+    const bool uniform = facts.uniform_tail;
+    tail_next_foreign[static_cast<size_t>(t)] = facts.next_foreign;
     uniform_tail[static_cast<size_t>(t)] = uniform;
     if (uniform) {
       for (const LinkUse& u : flows.usesOf(g)) busy[u.resource] += 1;
@@ -275,6 +317,41 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   };
   std::priority_queue<Release, std::vector<Release>, decltype(after)> on_time(after);
   int next_tail = -1;  // set by `alone`: the chain entry that f's follower carries (-1: none)
+  // A chain's followers at once (issue 34): flow `f` of a chain all on one resource set (its
+  // head's and every follower's), found alone as it starts at `now` (ending at `end`). While
+  // nothing foreign is processed on those resources, every later follower is checked here as
+  // `alone` would check it when released, and the checks read the same: when `f` starts no flow
+  // in flight and no other tail holds the resources (f's own check read them all: a head none
+  // held, a follower only its own tail's hold), and nothing changes that before a follower
+  // starts unless something processed after `f` does: a flow starting on the resources or a tail
+  // beginning to hold them, either way a head, or a follower of one, that starts no later. The
+  // first head after the chain's head in start order whose chain uses the resources starts at
+  // `next_foreign` (n: never). So each follower that starts before that is alone exactly when its
+  // next flow in start order (freeUntil) starts no earlier than its end, its start the release's
+  // arithmetic as in `alone` (max(start, end + gap)): those end on these times with no release,
+  // check or event. The first that is not (or starts at or after the limit) is released as
+  // `alone` would release it, at that time: through `released`, which starts it in its place in
+  // the order as `on_time` would. Returns that follower and its start (flow -1: the chain is
+  // done). (Followers are still passed over by the start order: skipFollowers.)
+  auto runAlong = [&](int f, int g, double end, int next_foreign) -> std::pair<int, double> {
+    const double limit =
+        static_cast<size_t>(next_foreign) < n ? flows.startUs(next_foreign) : kInf;
+    double prev_start = flows.startUs(f), prev_duration = flows.durationUs(f), prev_end = end;
+    for (int h = g; h >= 0; h = flows.followerOfSharing(h)) {
+      const double h_start = flows.startUs(h);
+      const double gap =
+          flows.queued(h) ? 0 : std::max(0.0, h_start - prev_start - prev_duration);  // gapUs
+      const double at = std::max(h_start, prev_end + gap);
+      const double duration = flows.durationUs(h);
+      const double h_end = at + duration;
+      if (at >= limit || freeUntil(h) < h_end) return {h, at};
+      if (at != h_start) out.end_us.set(h, h_end);  // (on time: its standalone end)
+      prev_start = h_start;
+      prev_duration = duration;
+      prev_end = h_end;
+    }
+    return {-1, 0.0};
+  };
   // Called as `f` starts at `now` (`t`: its chain's entry, -1 for a flow that follows none):
   // whether it runs alone throughout (then it is done); the waiting marks move along its chain. A
   // follower lets go of its own links (its chain's tail from its follower on stays held), a head
@@ -294,10 +371,27 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     // and after `f` lets go (both fall by one a use), so each use is checked as it is let go,
     // in one walk of the uses.
     bool free = freeUntil(f) >= end;
+    HeadFacts facts{-1, false};  // a head's, from the walk above
+    if (t < 0 && g >= 0) {
+      facts = head_facts.back();
+      head_facts.pop_back();
+    }
     if (t >= 0 && uniform_tail[static_cast<size_t>(t)]) {
       // Its tail holds each of its resources once (f among the flows waiting) until its last
       // flow lets go of them all.
       for (size_t i = 0; i < uses.size() && free; ++i) free = busy[uses[i].resource] == 1;
+      const size_t tt = static_cast<size_t>(t);
+      if (free && g >= 0 && tail_next_foreign[tt] >= 0 && whole_chains && !record_load) {
+        if (now != start) out.end_us.set(f, end);  // (started on time: its standalone end)
+        const auto [left, at] = runAlong(f, g, end, tail_next_foreign[tt]);
+        if (left >= 0) {
+          released.push({at, left, t});
+        } else {
+          for (const LinkUse& u : uses) busy[u.resource] -= 1;  // no flow of it waits
+          free_tails.push_back(t);
+        }
+        return true;
+      }
       if (g < 0) {
         for (const LinkUse& u : uses) busy[u.resource] -= 1;
       }
@@ -313,10 +407,18 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       }
     } else {
       for (size_t i = 0; i < uses.size() && free; ++i) free = busy[uses[i].resource] == 0;
+      if (free && facts.next_foreign >= 0 && whole_chains && !record_load) {
+        if (now != start) out.end_us.set(f, end);
+        // The tail holds its resources only if a follower is left waiting (from the head's start,
+        // as ever: nothing read them in between).
+        const auto [left, at] = runAlong(f, g, end, facts.next_foreign);
+        if (left >= 0) released.push({at, left, hold(g, facts)});
+        return true;
+      }
     }
     next_tail = -1;
     if (g >= 0) {
-      next_tail = t >= 0 ? t : hold(g);
+      next_tail = t >= 0 ? t : hold(g, facts);
     } else if (t >= 0) {
       free_tails.push_back(t);  // the chain's last flow: its tail is empty
     }

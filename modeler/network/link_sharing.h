@@ -217,9 +217,11 @@ struct SharingResult {
 
 // Ends of `flows` sharing resources of `capacity_bytes_per_us` (one per resource). A flow with no
 // use, no bytes or no duration ends at start + duration (and a flow after it starts at its own
-// start_us). `record_load` fills `load`.
+// start_us). `record_load` fills `load`. `whole_chains` lets the followers of a chain that
+// nothing else touches while they start be taken at once (link_sharing.cpp, runAlong); off, flow
+// by flow, which must give the same ends to the bit (tests compare the two).
 SharingResult shareLinks(const FlowList& flows, std::span<const double> capacity_bytes_per_us,
-                         bool record_load = false);
+                         bool record_load = false, bool whole_chains = true);
 // The same for flows given one by one (each its own shape).
 SharingResult shareLinks(std::span<const SharedFlow> flows,
                          std::span<const double> capacity_bytes_per_us, bool record_load = false);
