@@ -1,13 +1,15 @@
 // WorkerTeam (modeler/worker_team.h): the threads a search keeps for its parallel regions. Each
 // region's calls run once each, worker 0 on the caller's thread and worker w on the team's same
-// thread every time; exceptions and cancellation come back to the caller; the loops of
-// parallel_for.h and parallel_within_budget.h run on the team the caller installed, and a loop
-// nested inside a region runs on threads of its own. Counts are worked out from the regions' sizes.
+// thread every time; exceptions and cancellation come back to the caller; misuse (too many
+// workers, a region inside a region) is an error; the loops of parallel_for.h and
+// parallel_within_budget.h run on the team the caller installed, and a loop nested inside a region
+// runs on threads of its own. Counts are worked out from the regions' sizes.
 #include "modeler/worker_team.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "common/cancel.h"
+#include "common/error.h"
 #include "modeler/parallel_for.h"
 #include "modeler/parallel_within_budget.h"
 
@@ -86,6 +89,34 @@ TEST(WorkerTeam, TheFirstExceptionComesBackAfterEveryCallReturned) {
   std::atomic<int> after{0};
   team.run(4, [&](unsigned) { ++after; });
   EXPECT_EQ(after.load(), 4);
+}
+
+// Misuse is an error, not a hang: a region of 5 workers on a team of 4 (whose fifth worker does not
+// exist, so it would wait forever), and a region started from inside a running one (which would
+// overwrite the running region's task), both throw Error before calling anything; tryRun answers
+// false for both, calling nothing. The team then runs a whole region of 4.
+TEST(WorkerTeam, MisuseIsAnErrorAndTryRunDeclinesIt) {
+  WorkerTeam team(4);
+  std::atomic<int> calls{0};
+  const auto count = [&](unsigned) { ++calls; };
+  EXPECT_THROW(team.run(5, count), Error);
+  EXPECT_FALSE(team.tryRun(5, count));
+  EXPECT_EQ(calls.load(), 0);
+  std::atomic<int> nested_errors{0}, nested_declined{0};
+  team.run(2, [&](unsigned w) {
+    if (w != 0) return;  // on the caller's thread, the region under way
+    try {
+      team.run(2, count);
+    } catch (const Error&) {
+      ++nested_errors;
+    }
+    if (!team.tryRun(1, count)) ++nested_declined;
+  });
+  EXPECT_EQ(nested_errors.load(), 1);
+  EXPECT_EQ(nested_declined.load(), 1);
+  EXPECT_EQ(calls.load(), 0);
+  EXPECT_TRUE(team.tryRun(4, count));
+  EXPECT_EQ(calls.load(), 4);
 }
 
 // The loops take the installed team: parallelForWorkers over 1,000 indices in blocks of 7, 30
