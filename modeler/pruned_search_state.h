@@ -207,7 +207,7 @@ class PrunedSearch {
   // 1,024 GPUs: 14 builds of 42 look-ups against 19 with 2; Llama 3 70B: 799 of 829 either way;
   // 16,384 GPUs: 159 / 163 and 396 / 404) for ~3 MB more at the two-thread search's peak
   // (bench/RESULTS.md, session 28, mem28).
-  mutable PlanCache cache_{2};
+  mutable PlanCache cache_{2, PlanCache::Lookups::kSearch};
   mutable std::mutex scratch_mutex_;
   mutable std::vector<std::unique_ptr<Simulation>> scratch_;  // at most one per worker
   ClosedFormTier tier_;

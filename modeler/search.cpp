@@ -112,7 +112,8 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
   report.capacity_bytes = cluster.device.memoryBytes();
   report.usable_bytes = static_cast<int64_t>(static_cast<double>(report.capacity_bytes) *
                                              (1 - options.memory_headroom));
-  PlanCache cache;  // partitions, placements and plan cores shared by the candidates' plans
+  // Partitions, placements and plan cores shared by the candidates' plans.
+  PlanCache cache(PlanCache::kDefaultCoreCapacity, PlanCache::Lookups::kSearch);
   // Memory from the closed-form tier first (the plan's own estimate, closed_form_tier.h): OOM
   // candidates build no plan. A fitting candidate's plan is simulated at once and freed, so at
   // most one plan per thread is alive.

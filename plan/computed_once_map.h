@@ -191,8 +191,9 @@ class ComputedOnceMap {
   std::atomic<Node*>& bucket(uint64_t hash) {
     std::atomic<Node*>* buckets = buckets_published_.load(std::memory_order_acquire);
     if (buckets == nullptr) {
-      // The first insertion allocates the array (a PlanCache made for one plan asks for a few
-      // keys only); two threads doing so at once keep the first array published.
+      // The first insertion allocates the array (a map that is never asked allocates nothing;
+      // a PlanCache made for one plan asks for a few keys, into 16 buckets: plan_cache.h); two
+      // threads doing so at once keep the first array published.
       auto fresh = std::make_unique<std::atomic<Node*>[]>(size_t{1} << bucket_bits_);
       if (buckets_published_.compare_exchange_strong(buckets, fresh.get(),
                                                      std::memory_order_acq_rel)) {

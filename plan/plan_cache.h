@@ -75,7 +75,20 @@ class PlanCache {
   // 456: a core costs about 0.1-0.2 ms to build, and 16 keep the peak RSS at 50 MB (64: 113 MB).
   static constexpr size_t kDefaultCoreCapacity = 16;
 
-  explicit PlanCache(size_t core_capacity = kDefaultCoreCapacity) : core_capacity_(core_capacity) {}
+  // How many keys the look-ups will be asked for, which sizes their bucket arrays (each allocated
+  // at its first insertion, computed_once_map.h). kFew: one plan's (buildIterationPlan without a
+  // cache, tests), 16 buckets each, 640 bytes in all; kSearch: a search's thousands (the sizes
+  // below), ~152 KiB, which a cache made per plan (simulate, fit advice, a space's event
+  // inventory: one plan per unique candidate) would allocate, and zero, for a handful of keys.
+  enum class Lookups { kFew, kSearch };
+
+  explicit PlanCache(size_t core_capacity = kDefaultCoreCapacity, Lookups lookups = Lookups::kFew)
+      : partitions_(lookups == Lookups::kSearch ? 14 : 4),
+        partitions_of_costs_(lookups == Lookups::kSearch ? 10 : 4),
+        placements_(lookups == Lookups::kSearch ? 9 : 4),
+        pipeline_classes_(lookups == Lookups::kSearch ? 9 : 4),
+        footprints_(lookups == Lookups::kSearch ? 10 : 4),
+        core_capacity_(core_capacity) {}
 
   // The cached value, or compute()'s result stored under `key`: valid until releaseLookups.
   const std::vector<int>& partition(const PartitionKey& key,
@@ -108,11 +121,11 @@ class PlanCache {
   // reference let go), so the references handed out stay valid until then. Buckets (log2) by the
   // keys a search asks for: Llama 3.1 405B on 1,024 GPUs, every dimension: ~13,000 partition
   // keys, ~460 cost keys and footprints, ~130 placements and pipeline classes.
-  ComputedOnceMap<PartitionKey, std::vector<int>> partitions_{14};
-  ComputedOnceMap<CostKey, std::vector<int>> partitions_of_costs_{10};
-  ComputedOnceMap<PlacementKey, Placements> placements_{9};
-  ComputedOnceMap<PlacementKey, PipelineClasses> pipeline_classes_{9};
-  ComputedOnceMap<FootprintKey, ModelFootprint> footprints_{10};
+  ComputedOnceMap<PartitionKey, std::vector<int>> partitions_;
+  ComputedOnceMap<CostKey, std::vector<int>> partitions_of_costs_;
+  ComputedOnceMap<PlacementKey, Placements> placements_;
+  ComputedOnceMap<PlacementKey, PipelineClasses> pipeline_classes_;
+  ComputedOnceMap<FootprintKey, ModelFootprint> footprints_;
 
   using CorePtr = std::shared_ptr<const PlanCore>;
   mutable std::mutex mutex_;  // the cores' (below)
