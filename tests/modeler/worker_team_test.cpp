@@ -158,21 +158,27 @@ TEST(WorkerTeam, TheLoopsRunOnTheInstalledTeam) {
 
 // A loop inside a region: the caller's thread's team is busy and a team thread has none, so the
 // nested loops run on threads of their own: 2 workers x 100 indices, each index once per worker.
+// The outer region runs on the team (no thread started); each of the 2 nested loops of 2 workers
+// starts 2 threads: 4 in all.
 TEST(WorkerTeam, ANestedLoopRunsOnThreadsOfItsOwn) {
   WorkerTeam team(2);
   const WorkerTeam::Use use(team);
   std::vector<std::atomic<int>> visits(200);
+  const uint64_t started_before = threadsStarted().load();
   runWorkers(2, [&](unsigned w) { parallelFor(100, 2, [&](size_t i) { ++visits[w * 100 + i]; }); });
+  EXPECT_EQ(threadsStarted().load() - started_before, 4u);
   for (size_t i = 0; i < visits.size(); ++i) EXPECT_EQ(visits[i].load(), 1) << "slot " << i;
 }
 
 // Cancellation (common/cancel.h) asked before a budgeted loop on the team: no item runs and
-// Cancelled comes back; cleared, the same loop runs each of its 9 items once.
+// Cancelled comes back; cleared, the same loop runs each of its 9 items once. Both loops run on
+// the team: no thread is started.
 TEST(WorkerTeam, CancellationComesBackThroughTheTeam) {
   WorkerTeam team(2);
   const WorkerTeam::Use use(team);
   const std::vector<size_t> weights(9, 10);
   std::atomic<int> ran{0};
+  const uint64_t started_before = threadsStarted().load();
   requestCancel(true);
   EXPECT_THROW(parallelForWithinBudget(weights, 20, 2, [&](size_t) { ++ran; }), Cancelled);
   requestCancel(false);
@@ -180,6 +186,7 @@ TEST(WorkerTeam, CancellationComesBackThroughTheTeam) {
   std::vector<std::atomic<int>> each(9);
   parallelForWithinBudget(weights, 20, 2, [&](size_t i) { ++each[i]; });
   for (size_t i = 0; i < each.size(); ++i) EXPECT_EQ(each[i].load(), 1) << "item " << i;
+  EXPECT_EQ(threadsStarted().load(), started_before);
 }
 
 }  // namespace
