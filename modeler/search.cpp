@@ -11,6 +11,7 @@
 #include "modeler/parallel_for.h"
 #include "modeler/pruned_search.h"
 #include "modeler/simulation.h"
+#include "modeler/worker_team.h"
 #include "plan/iteration_plan.h"
 
 namespace evsim {
@@ -104,6 +105,10 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
                        const CostModel& costs, const SearchOptions& options) {
   validateSearchOptions(options);
   const StrategySpace& space = options.space;
+  // Every batch's parallel region runs on these threads, the caller's among them, not on threads
+  // started for each batch (worker_team.h: a fresh thread starts on its creator's core).
+  WorkerTeam team(resolveThreads(options.threads));
+  const WorkerTeam::Use use(team);
 
   SearchReport report;
   report.candidates = RankedRows(options.rows_in_memory);
