@@ -43,8 +43,9 @@ constexpr double kBoundSlack = 1e-9;
 // largest candidates on 1,024 GPUs (~10^6 flows, 131,072 tasks, ~30 MB each) ran at once and
 // took a two-thread search to 94 MB where one thread peaked at 58 (issue 34 item 2). With it,
 // the other thread simulates the round's smaller candidates meanwhile. Which thread ran what
-// never changes a result. With the threads' freed memory reused in their heap (search_heap.h) the
-// peak follows the live data. 28 MiB since session 25 (smaller task records, truer estimates:
+// never changes a result. The threads' freed memory is reused in their heap (search_heap.h: two
+// arenas, each keeping up to 8 MiB of free top), so the peak is about the live data plus up to
+// those 16 MiB. 28 MiB since session 25 (smaller task records, truer estimates:
 // such a pass is ~23 MB, ~16 of it its flows): two-thread peaks of that search's bench and of
 // `eventsim search` over the same space plus offload, 28 MiB 54 / 58 MB, 32 MiB 62 / 65 MB,
 // 36 MiB 65-67 / 70 MB, 40 MiB 67 / 70-71 MB, 48 MiB (the two largest passes together) 72-78 /
@@ -207,7 +208,7 @@ class PrunedSearch {
   // 1,024 GPUs: 14 builds of 42 look-ups against 19 with 2; Llama 3 70B: 799 of 829 either way;
   // 16,384 GPUs: 159 / 163 and 396 / 404) for ~3 MB more at the two-thread search's peak
   // (bench/RESULTS.md, session 28, mem28).
-  mutable PlanCache cache_{2};
+  mutable PlanCache cache_{2, PlanCache::Lookups::kSearch};
   mutable std::mutex scratch_mutex_;
   mutable std::vector<std::unique_ptr<Simulation>> scratch_;  // at most one per worker
   ClosedFormTier tier_;

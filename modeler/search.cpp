@@ -11,6 +11,7 @@
 #include "modeler/parallel_for.h"
 #include "modeler/pruned_search.h"
 #include "modeler/simulation.h"
+#include "modeler/worker_team.h"
 #include "plan/iteration_plan.h"
 
 namespace evsim {
@@ -104,6 +105,10 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
                        const CostModel& costs, const SearchOptions& options) {
   validateSearchOptions(options);
   const StrategySpace& space = options.space;
+  // Every batch's parallel region runs on these threads, the caller's among them, not on threads
+  // started for each batch (worker_team.h: a fresh thread starts on its creator's core).
+  WorkerTeam team(resolveThreads(options.threads));
+  const WorkerTeam::Use use(team);
 
   SearchReport report;
   report.candidates = RankedRows(options.rows_in_memory);
@@ -112,7 +117,8 @@ SearchReport runSearch(const ModelConfig& model, const ClusterConfig& cluster,
   report.capacity_bytes = cluster.device.memoryBytes();
   report.usable_bytes = static_cast<int64_t>(static_cast<double>(report.capacity_bytes) *
                                              (1 - options.memory_headroom));
-  PlanCache cache;  // partitions, placements and plan cores shared by the candidates' plans
+  // Partitions, placements and plan cores shared by the candidates' plans.
+  PlanCache cache(PlanCache::kDefaultCoreCapacity, PlanCache::Lookups::kSearch);
   // Memory from the closed-form tier first (the plan's own estimate, closed_form_tier.h): OOM
   // candidates build no plan. A fitting candidate's plan is simulated at once and freed, so at
   // most one plan per thread is alive.

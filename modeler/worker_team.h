@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
+
 namespace evsim {
 
 // How many threads the team and the loops have started in this process: a search's team starts
@@ -54,34 +56,27 @@ class WorkerTeam {
 
   unsigned workers() const { return static_cast<unsigned>(threads_.size()) + 1; }
 
-  // Whether run(n, ...) would run now on this team: n fits and no region is under way.
-  bool canRun(unsigned n) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return n <= workers() && !running_;
-  }
-
   // f(w) for each w in 0..n-1 (n <= workers()), all under way at once: w = 0 on the caller's
   // thread, the others on the team's threads 1..n-1. Returns once every call has returned; the
-  // first exception thrown (in time) is then rethrown on the caller's thread.
+  // first exception thrown (in time) is then rethrown on the caller's thread. Calling it with
+  // n > workers() or while a region is under way (from inside one, or from another thread) is a
+  // bug: an Error, not a region that would wait forever for threads that do not exist or
+  // overwrite the running region's task.
   void run(unsigned n, const std::function<void(unsigned)>& f) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      task_ = &f;
-      task_workers_ = n;
-      remaining_ = n > 0 ? n - 1 : 0;
-      error_ = nullptr;
-      running_ = true;
-      ++generation_;
-    }
-    if (n > 1) start_.notify_all();
-    if (n > 0) call(0);
     std::unique_lock<std::mutex> lock(mutex_);
-    ended_.wait(lock, [&] { return remaining_ == 0; });
-    running_ = false;
-    task_ = nullptr;
-    std::exception_ptr error = std::exchange(error_, nullptr);
-    lock.unlock();
-    if (error) std::rethrow_exception(error);
+    EVSIM_CHECK(n <= workers(), "a region of {} workers on a team of {}", n, workers());
+    EVSIM_CHECK(!running_, "a region started while another is under way on the team");
+    runClaimed(lock, n, f);
+  }
+
+  // run(n, f) if the team can take it now (n fits and no region is under way), checked and
+  // claimed under one lock, so that two threads cannot both see it free; false (nothing run)
+  // otherwise.
+  bool tryRun(unsigned n, const std::function<void(unsigned)>& f) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (n > workers() || running_) return false;
+    runClaimed(lock, n, f);
+    return true;
   }
 
   // The team the calling thread's parallel loops use while this object lives (the previous one
@@ -100,6 +95,27 @@ class WorkerTeam {
   static WorkerTeam* current() { return current_; }
 
  private:
+  // Runs the region with `lock` (on mutex_) held on entry, n and running_ checked by the caller.
+  void runClaimed(std::unique_lock<std::mutex>& lock, unsigned n,
+                  const std::function<void(unsigned)>& f) {
+    task_ = &f;
+    task_workers_ = n;
+    remaining_ = n > 0 ? n - 1 : 0;
+    error_ = nullptr;
+    running_ = true;
+    ++generation_;
+    lock.unlock();
+    if (n > 1) start_.notify_all();
+    if (n > 0) call(0);
+    lock.lock();
+    ended_.wait(lock, [&] { return remaining_ == 0; });
+    running_ = false;
+    task_ = nullptr;
+    std::exception_ptr error = std::exchange(error_, nullptr);
+    lock.unlock();
+    if (error) std::rethrow_exception(error);
+  }
+
   void stop() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -152,10 +168,7 @@ inline void runOnThreads(unsigned n, const std::function<void(unsigned)>& f) {
     if (n == 1) f(0);
     return;
   }
-  if (WorkerTeam* team = WorkerTeam::current(); team != nullptr && team->canRun(n)) {
-    team->run(n, f);
-    return;
-  }
+  if (WorkerTeam* team = WorkerTeam::current(); team != nullptr && team->tryRun(n, f)) return;
   std::exception_ptr error;
   std::mutex error_mutex;
   std::vector<std::thread> pool;

@@ -19,13 +19,16 @@
 // its second walk, frees its own, and waits for the winner.
 //
 // A computation that throws is not kept: its node is marked failed (the exception stored for
-// the threads waiting on it, which rethrow it) and stays in its list, unmatched, until clear();
-// a later asker publishes a new node and computes again.
+// the threads waiting on it, which rethrow it) and stays in its list, unmatched, until clear():
+// nodes are freed only there, since a reader may still be walking past it. A later asker
+// publishes a new node and computes again, so every failed ask of a key adds one node to its
+// list until clear() (PlanCache's computations throw only on a bug).
 //
 // References stay valid until clear(), which must not run while another thread is in get() or
 // still holds a reference (nodes are freed there only). The bucket count is fixed: lists grow
 // past one node each beyond `1 << bucket_bits` keys, which costs a few more hash comparisons per
-// look-up, never a wrong value.
+// look-up, never a wrong value. A key's bucket is the top bits of its hash passed through `mix`
+// once more: a scalar key's hash is the number itself, whose top bits are 0 for every small one.
 
 #include <atomic>
 #include <bit>
@@ -39,6 +42,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "common/error.h"
 
 namespace evsim {
 
@@ -93,7 +98,10 @@ uint64_t hashOf(const T& value) {
 template <typename Key, typename T>
 class ComputedOnceMap {
  public:
-  explicit ComputedOnceMap(int bucket_bits) : bucket_bits_(bucket_bits) {}
+  // 2^bucket_bits buckets, bucket_bits in 1..24 (24: 128 MiB of heads).
+  explicit ComputedOnceMap(int bucket_bits) : bucket_bits_(bucket_bits) {
+    EVSIM_CHECK(bucket_bits >= 1 && bucket_bits <= 24, "bucket_bits {} outside 1..24", bucket_bits);
+  }
   ~ComputedOnceMap() { clear(); }
   ComputedOnceMap(const ComputedOnceMap&) = delete;
   ComputedOnceMap& operator=(const ComputedOnceMap&) = delete;
@@ -103,7 +111,9 @@ class ComputedOnceMap {
   // until clear(). Rethrows what the computation it waited for threw.
   template <typename Compute>
   const T& get(const Key& key, Compute&& compute) {
-    const uint64_t hash = once_map_detail::hashOf(key);
+    // Mixed once more: the bucket comes from the top bits (bucket()), which an integer key's
+    // own hash leaves 0.
+    const uint64_t hash = once_map_detail::mix(0, once_map_detail::hashOf(key));
     std::atomic<Node*>& head = bucket(hash);
     Node* seen = head.load(std::memory_order_acquire);
     if (Node* found = find(seen, nullptr, hash, key)) return valueOf(*found);
@@ -181,8 +191,9 @@ class ComputedOnceMap {
   std::atomic<Node*>& bucket(uint64_t hash) {
     std::atomic<Node*>* buckets = buckets_published_.load(std::memory_order_acquire);
     if (buckets == nullptr) {
-      // The first insertion allocates the array (a PlanCache made for one plan asks for a few
-      // keys only); two threads doing so at once keep the first array published.
+      // The first insertion allocates the array (a map that is never asked allocates nothing;
+      // a PlanCache made for one plan asks for a few keys, into 16 buckets: plan_cache.h); two
+      // threads doing so at once keep the first array published.
       auto fresh = std::make_unique<std::atomic<Node*>[]>(size_t{1} << bucket_bits_);
       if (buckets_published_.compare_exchange_strong(buckets, fresh.get(),
                                                      std::memory_order_acq_rel)) {

@@ -75,7 +75,20 @@ class PlanCache {
   // 456: a core costs about 0.1-0.2 ms to build, and 16 keep the peak RSS at 50 MB (64: 113 MB).
   static constexpr size_t kDefaultCoreCapacity = 16;
 
-  explicit PlanCache(size_t core_capacity = kDefaultCoreCapacity) : core_capacity_(core_capacity) {}
+  // How many keys the look-ups will be asked for, which sizes their bucket arrays (each allocated
+  // at its first insertion, computed_once_map.h). kFew: one plan's (buildIterationPlan without a
+  // cache, tests), 16 buckets each, 640 bytes in all; kSearch: a search's thousands (the sizes
+  // below), ~152 KiB, which a cache made per plan (simulate, fit advice, a space's event
+  // inventory: one plan per unique candidate) would allocate, and zero, for a handful of keys.
+  enum class Lookups { kFew, kSearch };
+
+  explicit PlanCache(size_t core_capacity = kDefaultCoreCapacity, Lookups lookups = Lookups::kFew)
+      : partitions_(lookups == Lookups::kSearch ? 14 : 4),
+        partitions_of_costs_(lookups == Lookups::kSearch ? 10 : 4),
+        placements_(lookups == Lookups::kSearch ? 9 : 4),
+        pipeline_classes_(lookups == Lookups::kSearch ? 9 : 4),
+        footprints_(lookups == Lookups::kSearch ? 10 : 4),
+        core_capacity_(core_capacity) {}
 
   // The cached value, or compute()'s result stored under `key`: valid until releaseLookups.
   const std::vector<int>& partition(const PartitionKey& key,
@@ -92,11 +105,13 @@ class PlanCache {
   std::shared_ptr<const PlanCore> core(
       const CoreKey& key, const std::function<std::shared_ptr<const PlanCore>()>& compute);
   // Forgets the look-ups a search's pass over the enumeration leaves behind: the partitions
-  // (partition, partitionOfCosts: ~65,000 of them, 5 MB for Llama 3.1 405B on 1,024 GPUs), the
-  // placements, pipeline classes and footprints (~3,500 small pieces spread over the heap, which
-  // kept its freed space from taking the simulations' arrays of megabytes). The cores stay. A
-  // simulation asks again for the few it needs (issue 34 item 2). Not while another thread is
-  // inside a look-up or still holds a reference one returned.
+  // (partition: 13,047 keys in the first pass of Llama 3.1 405B's every-dimension search on 1,024
+  // GPUs, each a ~110-byte node and a vector of 42 stage boundaries on average, ~3.8 MB;
+  // partitionOfCosts: 448 keys), the placements, pipeline classes and footprints (130, 110 and
+  // 420 keys; ~3,500 small pieces spread over the heap, which kept its freed space from taking
+  // the simulations' arrays of megabytes). The cores stay. A simulation asks again for the few it
+  // needs (issue 34 item 2). Not while another thread is inside a look-up or still holds a
+  // reference one returned.
   void releaseLookups();
   // Core look-ups answered from the cache (or from another thread's build of the same core), and
   // those that computed the core.
@@ -105,14 +120,15 @@ class PlanCache {
 
  private:
   // Nodes are freed only by releaseLookups (which the caller orders after every holder of a
-  // reference let go), so the references handed out stay valid until then. Buckets (log2) by the
-  // keys a search asks for: Llama 3.1 405B on 1,024 GPUs, every dimension: ~13,000 partition
-  // keys, ~460 cost keys and footprints, ~130 placements and pipeline classes.
-  ComputedOnceMap<PartitionKey, std::vector<int>> partitions_{14};
-  ComputedOnceMap<CostKey, std::vector<int>> partitions_of_costs_{10};
-  ComputedOnceMap<PlacementKey, Placements> placements_{9};
-  ComputedOnceMap<PlacementKey, PipelineClasses> pipeline_classes_{9};
-  ComputedOnceMap<FootprintKey, ModelFootprint> footprints_{10};
+  // reference let go), so the references handed out stay valid until then. A search's buckets
+  // (log2, Lookups::kSearch) follow the keys that search asks for in a pass (releaseLookups):
+  // 2^14 for 13,047 partition keys, 2^10 for 448 cost keys and 420 footprints, 2^9 for 130
+  // placements and 110 pipeline classes.
+  ComputedOnceMap<PartitionKey, std::vector<int>> partitions_;
+  ComputedOnceMap<CostKey, std::vector<int>> partitions_of_costs_;
+  ComputedOnceMap<PlacementKey, Placements> placements_;
+  ComputedOnceMap<PlacementKey, PipelineClasses> pipeline_classes_;
+  ComputedOnceMap<FootprintKey, ModelFootprint> footprints_;
 
   using CorePtr = std::shared_ptr<const PlanCore>;
   mutable std::mutex mutex_;  // the cores' (below)

@@ -1,13 +1,15 @@
 // WorkerTeam (modeler/worker_team.h): the threads a search keeps for its parallel regions. Each
 // region's calls run once each, worker 0 on the caller's thread and worker w on the team's same
-// thread every time; exceptions and cancellation come back to the caller; the loops of
-// parallel_for.h and parallel_within_budget.h run on the team the caller installed, and a loop
-// nested inside a region runs on threads of its own. Counts are worked out from the regions' sizes.
+// thread every time; exceptions and cancellation come back to the caller; misuse (too many
+// workers, a region inside a region) is an error; the loops of parallel_for.h and
+// parallel_within_budget.h run on the team the caller installed, and a loop nested inside a region
+// runs on threads of its own. Counts are worked out from the regions' sizes.
 #include "modeler/worker_team.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "common/cancel.h"
+#include "common/error.h"
 #include "modeler/parallel_for.h"
 #include "modeler/parallel_within_budget.h"
 
@@ -88,6 +91,34 @@ TEST(WorkerTeam, TheFirstExceptionComesBackAfterEveryCallReturned) {
   EXPECT_EQ(after.load(), 4);
 }
 
+// Misuse is an error, not a hang: a region of 5 workers on a team of 4 (whose fifth worker does not
+// exist, so it would wait forever), and a region started from inside a running one (which would
+// overwrite the running region's task), both throw Error before calling anything; tryRun answers
+// false for both, calling nothing. The team then runs a whole region of 4.
+TEST(WorkerTeam, MisuseIsAnErrorAndTryRunDeclinesIt) {
+  WorkerTeam team(4);
+  std::atomic<int> calls{0};
+  const auto count = [&](unsigned) { ++calls; };
+  EXPECT_THROW(team.run(5, count), Error);
+  EXPECT_FALSE(team.tryRun(5, count));
+  EXPECT_EQ(calls.load(), 0);
+  std::atomic<int> nested_errors{0}, nested_declined{0};
+  team.run(2, [&](unsigned w) {
+    if (w != 0) return;  // on the caller's thread, the region under way
+    try {
+      team.run(2, count);
+    } catch (const Error&) {
+      ++nested_errors;
+    }
+    if (!team.tryRun(1, count)) ++nested_declined;
+  });
+  EXPECT_EQ(nested_errors.load(), 1);
+  EXPECT_EQ(nested_declined.load(), 1);
+  EXPECT_EQ(calls.load(), 0);
+  EXPECT_TRUE(team.tryRun(4, count));
+  EXPECT_EQ(calls.load(), 4);
+}
+
 // The loops take the installed team: parallelForWorkers over 1,000 indices in blocks of 7, 30
 // times, visits each index once per call (30 in all), on the caller's thread and the team's one
 // other thread only; outside Use they start threads of their own (the team's thread unused).
@@ -127,21 +158,27 @@ TEST(WorkerTeam, TheLoopsRunOnTheInstalledTeam) {
 
 // A loop inside a region: the caller's thread's team is busy and a team thread has none, so the
 // nested loops run on threads of their own: 2 workers x 100 indices, each index once per worker.
+// The outer region runs on the team (no thread started); each of the 2 nested loops of 2 workers
+// starts 2 threads: 4 in all.
 TEST(WorkerTeam, ANestedLoopRunsOnThreadsOfItsOwn) {
   WorkerTeam team(2);
   const WorkerTeam::Use use(team);
   std::vector<std::atomic<int>> visits(200);
+  const uint64_t started_before = threadsStarted().load();
   runWorkers(2, [&](unsigned w) { parallelFor(100, 2, [&](size_t i) { ++visits[w * 100 + i]; }); });
+  EXPECT_EQ(threadsStarted().load() - started_before, 4u);
   for (size_t i = 0; i < visits.size(); ++i) EXPECT_EQ(visits[i].load(), 1) << "slot " << i;
 }
 
 // Cancellation (common/cancel.h) asked before a budgeted loop on the team: no item runs and
-// Cancelled comes back; cleared, the same loop runs each of its 9 items once.
+// Cancelled comes back; cleared, the same loop runs each of its 9 items once. Both loops run on
+// the team: no thread is started.
 TEST(WorkerTeam, CancellationComesBackThroughTheTeam) {
   WorkerTeam team(2);
   const WorkerTeam::Use use(team);
   const std::vector<size_t> weights(9, 10);
   std::atomic<int> ran{0};
+  const uint64_t started_before = threadsStarted().load();
   requestCancel(true);
   EXPECT_THROW(parallelForWithinBudget(weights, 20, 2, [&](size_t) { ++ran; }), Cancelled);
   requestCancel(false);
@@ -149,6 +186,7 @@ TEST(WorkerTeam, CancellationComesBackThroughTheTeam) {
   std::vector<std::atomic<int>> each(9);
   parallelForWithinBudget(weights, 20, 2, [&](size_t i) { ++each[i]; });
   for (size_t i = 0; i < each.size(); ++i) EXPECT_EQ(each[i].load(), 1) << "item " << i;
+  EXPECT_EQ(threadsStarted().load(), started_before);
 }
 
 }  // namespace

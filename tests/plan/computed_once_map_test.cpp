@@ -1,7 +1,8 @@
 // ComputedOnceMap (plan/computed_once_map.h), the lock-free look-up behind PlanCache: under many
 // threads each key is computed exactly once and every asker gets the one stored value at one
 // address, which stays put while other keys are added (lists of colliding keys included); a
-// throwing computation is not kept; clear() forgets everything.
+// throwing computation is not kept; clear() forgets everything; scalar keys work like tuples; a
+// bucket count outside 1..24 bits is an error.
 
 #include "plan/computed_once_map.h"
 
@@ -9,11 +10,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <latch>
 #include <stdexcept>
 #include <thread>
 #include <tuple>
 #include <vector>
+
+#include "common/error.h"
 
 namespace evsim {
 namespace {
@@ -150,6 +154,41 @@ TEST(ComputedOnceMap, ClearForgetsEveryKey) {
   EXPECT_EQ(ask(1.5, 2), 4);
   EXPECT_EQ(ask(1.0, 2), 5);
   EXPECT_EQ(computed, 5);
+}
+
+// Integer keys (hashed as the number itself, then mixed): 0..4,095 into 2^4 buckets, asked by 4
+// threads at once, twice each, are computed 4,096 times in all, once per key, and each key's value
+// is its own (3 k + 1) at one address that stays put while the other keys are added.
+TEST(ComputedOnceMap, IntegerKeysAreEachComputedOnceAndStayPut) {
+  constexpr int kKeys = 4096, kThreads = 4;
+  ComputedOnceMap<int64_t, int64_t> map(4);
+  std::atomic<int> computations{0};
+  std::vector<std::vector<const int64_t*>> seen(kThreads, std::vector<const int64_t*>(kKeys));
+  runTogether(kThreads, [&](int t) {
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int i = 0; i < kKeys; ++i) {
+        const int64_t k = (i + t * 1024) % kKeys;  // the threads start at different keys
+        const int64_t& v = map.get(k, [&] {
+          ++computations;
+          return 3 * k + 1;
+        });
+        ASSERT_EQ(v, 3 * k + 1) << "key " << k;
+        if (pass == 0) seen[t][k] = &v;
+        ASSERT_EQ(seen[t][k], &v) << "key " << k;
+      }
+    }
+  });
+  EXPECT_EQ(computations.load(), kKeys);
+  for (int t = 1; t < kThreads; ++t) EXPECT_EQ(seen[t], seen[0]) << "thread " << t;
+}
+
+TEST(ComputedOnceMap, ABucketCountOutsideOneTo24BitsIsAnError) {
+  using Map = ComputedOnceMap<int, int>;
+  EXPECT_THROW(Map(0), Error);
+  EXPECT_THROW(Map(25), Error);
+  EXPECT_THROW(Map(-1), Error);
+  Map one(1), most(24);
+  EXPECT_EQ(one.get(7, [] { return 8; }), 8);
 }
 
 }  // namespace
