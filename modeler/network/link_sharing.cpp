@@ -5,11 +5,11 @@
 #include <array>
 #include <functional>
 #include <limits>
-#include <map>
 #include <memory>
 #include <queue>
 
 #include "common/error.h"
+#include "modeler/network/chain_runs.h"
 #include "modeler/network/max_min_fill.h"
 #include "modeler/network/sharing_flows.h"
 
@@ -17,11 +17,16 @@ namespace evsim {
 
 namespace {
 
+using sharing::endAlone;
+using sharing::fill;
 using sharing::Flows;
+using sharing::HeadFacts;
 using sharing::InFlight;
 using sharing::kInf;
+using sharing::nextStartUs;
+using sharing::releaseUs;
 using sharing::Scratch;
-using sharing::fill;
+using sharing::walkLatestFirst;
 
 void addLoad(std::vector<LoadSegment>& segments, double start, double end, double bytes_per_us) {
   if (end <= start) return;
@@ -92,23 +97,6 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     }
   }
 
-  // Per shape, its resources as a set's number: shapes on the same resources in the same order
-  // share one (-1: a shape that lists a resource twice). A chain whose flows all have one is
-  // uniform (hold, below).
-  std::vector<int> resource_set(input.shapes(), -1);
-  if (chained) {
-    std::map<std::vector<int>, int> sets;
-    std::vector<int> key, sorted;  // reused: no allocation a shape
-    for (size_t s = 0; s < input.shapes(); ++s) {
-      if (!flows.shape_shares[s]) continue;
-      key.clear();
-      for (const LinkUse& u : input.uses(static_cast<int>(s))) key.push_back(u.resource);
-      sorted.assign(key.begin(), key.end());
-      std::sort(sorted.begin(), sorted.end());
-      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) continue;
-      resource_set[s] = sets.try_emplace(key, static_cast<int>(sets.size())).first->second;
-    }
-  }
   Scratch scratch{
       std::vector<double>(capacity.size(), 0), std::vector<double>(capacity.size(), 0), {}};
   // Per flow in flight (its slot: InFlight) its rate, the standalone time it had left when its
@@ -164,69 +152,13 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   };
   // A flow that finds its resources empty and ends before the next flow on any of them starts
   // runs alone at its demand throughout: it ends on time and takes no event (most flows: a
-  // pipeline's sends rarely meet). Until it starts, `slot_of` holds that next flow (in start
-  // order, by a walk of the order backwards; n: none).
-  //
-  // The same walk finds, for each chain head (a flow that follows none and has a follower), what
-  // taking its followers at once needs (below, `runAlong`): whether its tail is uniform (hold) and,
-  // where the head and its tail are all on one resource set, the first head after it in start
-  // order whose chain uses any of those resources (a second next-on per resource, of heads only:
-  // a chain touches its resources from its head's start, when its tail begins to hold them).
-  // Heads are read back in start order, so their facts are a stack.
-  struct HeadFacts {
-    int next_foreign;   // n: none; -1: not one resource set (never taken at once)
-    bool uniform_tail;  // hold's `uniform`
-  };
-  std::vector<HeadFacts> head_facts;  // latest head on top
-  {
-    const int none = static_cast<int>(n);
-    std::vector<int> next_on(capacity.size(), none);
-    std::vector<int> next_head_on(chained ? capacity.size() : 0, none);
-    while (!order.latestDone()) {
-      const int f = order.popLatest();
-      int until = none;
-      for (const LinkUse& u : flows.usesOf(f)) {
-        const int g = next_on[u.resource];
-        if (g != none && (until == none || flows.earlier(g, until))) until = g;
-        next_on[u.resource] = f;
-      }
-      slot_of[static_cast<size_t>(f)] = until;
-      if (!chained || flows.follows(f)) continue;  // a follower touches from its head's start
-      const int g = flows.followerOfSharing(f);
-      if (g < 0) {
-        for (const LinkUse& u : flows.usesOf(f)) next_head_on[u.resource] = f;
-        continue;
-      }
-      const int set = resource_set[static_cast<size_t>(flows.shape(g))];
-      bool uniform = set >= 0;
-      for (int h = flows.follower(g); h >= 0 && uniform; h = flows.follower(h)) {
-        uniform = resource_set[static_cast<size_t>(flows.shape(h))] == set;
-      }
-      const bool one_set = uniform && resource_set[static_cast<size_t>(flows.shape(f))] == set;
-      int next_foreign = -1;
-      if (one_set) {
-        next_foreign = none;
-        for (const LinkUse& u : flows.usesOf(f)) {
-          const int h = next_head_on[u.resource];
-          if (h != none && (next_foreign == none || flows.earlier(h, next_foreign))) {
-            next_foreign = h;
-          }
-          next_head_on[u.resource] = f;
-        }
-      } else {
-        for (int h = f; h >= 0; h = flows.follower(h)) {
-          for (const LinkUse& u : flows.usesOf(h)) next_head_on[u.resource] = f;
-        }
-      }
-      head_facts.push_back({next_foreign, uniform});
-    }
-  }
+  // pipeline's sends rarely meet). Until it starts, `slot_of` holds that next flow (n: none), and
+  // the same walk finds each chain head's facts for taking its followers at once (chain_runs.h).
+  std::vector<HeadFacts> head_facts =
+      walkLatestFirst(flows, order, capacity.size(), chained, slot_of);
   order.turn();
   if (!order.done()) now = flows.startUs(order.peek());
-  auto freeUntil = [&](int f) {
-    const int until = slot_of[static_cast<size_t>(f)];
-    return static_cast<size_t>(until) < n ? flows.startUs(until) : kInf;
-  };
+  auto freeUntil = [&](int f) { return nextStartUs(flows, slot_of, f); };
   // Chains: a follower starts at or after its own start_us, so freeUntil (which sees every later
   // flow at its own start_us) bounds the flows after a flow in start order; but a follower before
   // it may still be waiting for the flow it follows and start inside its run. So from the start of
@@ -317,40 +249,11 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
   };
   std::priority_queue<Release, std::vector<Release>, decltype(after)> on_time(after);
   int next_tail = -1;  // set by `alone`: the chain entry that f's follower carries (-1: none)
-  // A chain's followers at once (issue 34): flow `f` of a chain all on one resource set (its
-  // head's and every follower's), found alone as it starts at `now` (ending at `end`). While
-  // nothing foreign is processed on those resources, every later follower is checked here as
-  // `alone` would check it when released, and the checks read the same: when `f` starts no flow
-  // in flight and no other tail holds the resources (f's own check read them all: a head none
-  // held, a follower only its own tail's hold), and nothing changes that before a follower
-  // starts unless something processed after `f` does: a flow starting on the resources or a tail
-  // beginning to hold them, either way a head, or a follower of one, that starts no later. The
-  // first head after the chain's head in start order whose chain uses the resources starts at
-  // `next_foreign` (n: never). So each follower that starts before that is alone exactly when its
-  // next flow in start order (freeUntil) starts no earlier than its end, its start the release's
-  // arithmetic as in `alone` (max(start, end + gap)): those end on these times with no release,
-  // check or event. The first that is not (or starts at or after the limit) is released as
-  // `alone` would release it, at that time: through `released`, which starts it in its place in
-  // the order as `on_time` would. Returns that follower and its start (flow -1: the chain is
-  // done). (Followers are still passed over by the start order: skipFollowers.)
-  auto runAlong = [&](int f, int g, double end, int next_foreign) -> std::pair<int, double> {
-    const double limit =
-        static_cast<size_t>(next_foreign) < n ? flows.startUs(next_foreign) : kInf;
-    double prev_start = flows.startUs(f), prev_duration = flows.durationUs(f), prev_end = end;
-    for (int h = g; h >= 0; h = flows.followerOfSharing(h)) {
-      const double h_start = flows.startUs(h);
-      const double gap =
-          flows.queued(h) ? 0 : std::max(0.0, h_start - prev_start - prev_duration);  // gapUs
-      const double at = std::max(h_start, prev_end + gap);
-      const double duration = flows.durationUs(h);
-      const double h_end = at + duration;
-      if (at >= limit || freeUntil(h) < h_end) return {h, at};
-      if (at != h_start) out.end_us.set(h, h_end);  // (on time: its standalone end)
-      prev_start = h_start;
-      prev_duration = duration;
-      prev_end = h_end;
-    }
-    return {-1, 0.0};
+  // A chain's followers at once (chain_runs.h): those that end on their release's times with no
+  // release, check or event, counted; the first that does not is released as `alone` would.
+  auto runAlong = [&](int f, int g, double end, int next_foreign) {
+    return sharing::runAlong(flows, slot_of, out.end_us, out.whole_chain_flows, f, g, end,
+                             next_foreign);
   };
   // Called as `f` starts at `now` (`t`: its chain's entry, -1 for a flow that follows none):
   // whether it runs alone throughout (then it is done); the waiting marks move along its chain. A
@@ -382,7 +285,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       for (size_t i = 0; i < uses.size() && free; ++i) free = busy[uses[i].resource] == 1;
       const size_t tt = static_cast<size_t>(t);
       if (free && g >= 0 && tail_next_foreign[tt] >= 0 && whole_chains && !record_load) {
-        if (now != start) out.end_us.set(f, end);  // (started on time: its standalone end)
+        endAlone(out.end_us, f, start, now, end);
         const auto [left, at] = runAlong(f, g, end, tail_next_foreign[tt]);
         if (left >= 0) {
           released.push({at, left, t});
@@ -408,7 +311,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
     } else {
       for (size_t i = 0; i < uses.size() && free; ++i) free = busy[uses[i].resource] == 0;
       if (free && facts.next_foreign >= 0 && whole_chains && !record_load) {
-        if (now != start) out.end_us.set(f, end);
+        endAlone(out.end_us, f, start, now, end);
         // The tail holds its resources only if a follower is left waiting (from the head's start,
         // as ever: nothing read them in between).
         const auto [left, at] = runAlong(f, g, end, facts.next_foreign);
@@ -423,13 +326,12 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       free_tails.push_back(t);  // the chain's last flow: its tail is empty
     }
     if (!free) return false;
-    if (now != start) out.end_us.set(f, end);  // (started on time: its standalone end)
+    endAlone(out.end_us, f, start, now, end);
     if (g >= 0) {
       // Released at its own start_us and not yet passed: it starts in its place in the order,
       // as if it followed nothing (the same time and order the release queue would give it).
       const double g_start = flows.startUs(g);
-      const double gap = flows.queued(g) ? 0 : std::max(0.0, g_start - start - duration);  // gapUs
-      const double at = std::max(g_start, end + gap);
+      const double at = releaseUs(flows.queued(g), g_start, start, duration, end);
       if (at == g_start && !order.done() && !flows.earlier(g, order.peek())) {
         on_time.push({at, g, next_tail});
       } else {
@@ -558,7 +460,7 @@ SharingResult shareLinks(const FlowList& input, std::span<const double> capacity
       out.end_us.set(f, until);
       --in_flight;
       if (const int g = chained ? flows.follower(f) : -1; g >= 0) {
-        released.push({std::max(flows.startUs(g), until + flows.gapUs(g, f)), g, tail_of[f]});
+        released.push({flows.releaseUs(g, f, until), g, tail_of[f]});
       }
       for (const LinkUse& u : flows.usesOf(f)) {
         closeLoad(u.resource);

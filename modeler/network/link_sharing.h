@@ -213,13 +213,17 @@ struct SharingResult {
   FlowEnds end_us;                             // per flow
   std::vector<std::vector<LoadSegment>> load;  // per resource, in time order (when recorded)
   std::vector<double> capacity_bytes_per_us;   // per resource, raised where one flow needs more
+  // Followers taken with their chain at once (shareLinks' whole_chains), not flow by flow: how
+  // often the fast way was taken (tests check that it still is).
+  size_t whole_chain_flows = 0;
 };
 
 // Ends of `flows` sharing resources of `capacity_bytes_per_us` (one per resource). A flow with no
 // use, no bytes or no duration ends at start + duration (and a flow after it starts at its own
 // start_us). `record_load` fills `load`. `whole_chains` lets the followers of a chain that
 // nothing else touches while they start be taken at once (link_sharing.cpp, runAlong); off, flow
-// by flow, which must give the same ends to the bit (tests compare the two).
+// by flow, which must give the same ends to the bit (tests compare the two). It is ignored when
+// `record_load` is on (a chain taken at once records no load): then always flow by flow.
 SharingResult shareLinks(const FlowList& flows, std::span<const double> capacity_bytes_per_us,
                          bool record_load = false, bool whole_chains = true);
 // The same for flows given one by one (each its own shape).

@@ -58,13 +58,32 @@ struct Flows {
     const int p = list->after(static_cast<size_t>(g));
     return p >= 0 && sharing(p);
   }
-  // A follower's standalone gap after the flow `p` it follows; none for a queued one (it starts at
-  // the later of its own start and p's end: SharedFlow::queued).
-  double gapUs(int g, int p) const {
-    if (queued(g)) return 0;
-    return std::max(0.0, startUs(g) - startUs(p) - durationUs(p));
-  }
+  // Where follower `g` starts, released by the end `p_end_us` of the flow `p` it follows
+  // (releaseUs, below).
+  double releaseUs(int g, int p, double p_end_us) const;
 };
+
+// Where a follower starts (its own start `start_us`, queued or not) when the flow it follows
+// (started on its own at `prev_start_us`, `prev_duration_us` alone) ends at `prev_end_us`: the
+// later of its own start and that end plus the gap their standalone times leave, none for a
+// queued one (SharedFlow::queued). The one copy of this arithmetic: a chain taken at once and a
+// chain flow by flow give the same ends to the bit only while both compute it so.
+inline double releaseUs(bool queued, double start_us, double prev_start_us, double prev_duration_us,
+                        double prev_end_us) {
+  const double gap = queued ? 0 : std::max(0.0, start_us - prev_start_us - prev_duration_us);
+  return std::max(start_us, prev_end_us + gap);
+}
+
+inline double Flows::releaseUs(int g, int p, double p_end_us) const {
+  return sharing::releaseUs(queued(g), startUs(g), startUs(p), durationUs(p), p_end_us);
+}
+
+// Flow `f`, alone from `at_us` to `end_us`, its own start `start_us`: its end is kept only where it
+// started late (on time it ends on its standalone end, which FlowEnds does not keep; the check
+// spares computing that). The one copy of this rule for every flow found alone.
+inline void endAlone(FlowEnds& ends, int f, double start_us, double at_us, double end_us) {
+  if (at_us != start_us) ends.set(f, end_us);
+}
 
 // The sharing flows in order of start time, read twice by link sharing: latest first (the walk
 // that finds each flow's next flow on its resources) and then earliest first (the event loop).

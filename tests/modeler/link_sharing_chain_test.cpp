@@ -22,12 +22,17 @@ SharedFlow on(int nic, double start_us, double duration_us) {
   return SharedFlow{start_us, duration_us, 100 * duration_us, {{nic, 1}}};
 }
 
-// Each flow's end, whole chains on; expected to the bit, and the same with them off.
+// Each flow's end, whole chains on; expected to the bit, and the same with them off (which takes
+// no follower at once). `taken_whole`, where given: how many followers went with their chain at
+// once (SharingResult::whole_chain_flows), so that a fast way no longer taken fails a test.
 std::vector<double> endsOf(const std::vector<SharedFlow>& flows,
-                           const std::vector<double>& nics = kNics) {
+                           const std::vector<double>& nics = kNics, size_t* taken_whole = nullptr) {
   const FlowList list = FlowList::of(flows);
   const SharingResult whole = shareLinks(list, nics, false, /*whole_chains=*/true);
   const SharingResult by_flow = shareLinks(list, nics, false, /*whole_chains=*/false);
+  EXPECT_EQ(by_flow.whole_chain_flows, 0u);
+  EXPECT_EQ(shareLinks(list, nics, /*record_load=*/true, true).whole_chain_flows, 0u);
+  if (taken_whole != nullptr) *taken_whole = whole.whole_chain_flows;
   std::vector<double> ends;
   for (size_t f = 0; f < flows.size(); ++f) {
     EXPECT_EQ(whole.end_us[f], by_flow.end_us[f]) << "flow " << f;
@@ -38,13 +43,16 @@ std::vector<double> endsOf(const std::vector<SharedFlow>& flows,
 
 // A chain of three on NIC 0 (alone 0-10, 12-22, 24-34: 2 us gaps) with flows around it that do
 // not touch it while it runs: Y on NIC 1 inside its span, X on NIC 0 from 34, its last end. All
-// keep their standalone times.
+// keep their standalone times. A0 is alone (nothing on NIC 0 before 34) and takes A1 (12-22, the
+// next start on NIC 0 is A2's 24) and A2 (24-34, X's 34 is not before its end) with it: 2.
 TEST(LinkSharingChain, AChainNothingTouchesEndsOnItsStandaloneTimes) {
   std::vector<SharedFlow> flows{on(0, 0, 10), on(0, 12, 10), on(0, 24, 10), on(1, 5, 20),
                                 on(0, 34, 10)};
   flows[1].after = 0;
   flows[2].after = 1;
-  const std::vector<double> ends = endsOf(flows);
+  size_t taken_whole = 0;
+  const std::vector<double> ends = endsOf(flows, kNics, &taken_whole);
+  EXPECT_EQ(taken_whole, 2u);
   const std::vector<double> expected{10, 22, 34, 25, 44};
   for (size_t f = 0; f < flows.size(); ++f) EXPECT_EQ(ends[f], expected[f]) << f;
 }
@@ -53,12 +61,15 @@ TEST(LinkSharingChain, AChainNothingTouchesEndsOnItsStandaloneTimes) {
 // release's arithmetic: A0 (0.1, 0.1 us) ends at 0.2; A1's own start 0.6 leaves a gap of
 // 0.6 - 0.1 - 0.1 = 0.4, and 0.2 + 0.4 is 0.6000000000000001, one ulp above 0.6, so A1 starts
 // there and ends at 0.6000000000000001 + 0.1 = 0.7000000000000001, not at its standalone 0.7.
+// Nothing else is on NIC 0: A0 takes A1 at once (with whole chains off, the release queue does).
 TEST(LinkSharingChain, AFollowerStartsWhereTheReleaseArithmeticPutsIt) {
   const double gap = 0.6 - 0.1 - 0.1;
   ASSERT_EQ(0.1 + 0.1 + gap, 0.6000000000000001);
   std::vector<SharedFlow> flows{on(0, 0.1, 0.1), on(0, 0.6, 0.1)};
   flows[1].after = 0;
-  const std::vector<double> ends = endsOf(flows);
+  size_t taken_whole = 0;
+  const std::vector<double> ends = endsOf(flows, kNics, &taken_whole);
+  EXPECT_EQ(taken_whole, 1u);  // A1 with A0, alone: runAlong's arithmetic, not the release's
   EXPECT_EQ(ends[0], 0.2);
   EXPECT_EQ(ends[1], 0.7000000000000001);
   EXPECT_NE(ends[1], 0.6 + 0.1);
@@ -74,7 +85,9 @@ TEST(LinkSharingChain, AFlowStartingInsideTheSpanSendsTheChainFlowByFlow) {
   std::vector<SharedFlow> flows{on(0, 0, 10), on(0, 12, 10), on(0, 24, 10), on(0, 11, 20)};
   flows[1].after = 0;
   flows[2].after = 1;
-  const std::vector<double> ends = endsOf(flows);
+  size_t taken_whole = 1;
+  const std::vector<double> ends = endsOf(flows, kNics, &taken_whole);
+  EXPECT_EQ(taken_whole, 0u);
   const std::vector<double> expected{10, 32, 51, 48};  // A0, A1, A2, X
   for (size_t f = 0; f < flows.size(); ++f) EXPECT_EQ(ends[f], expected[f]) << f;
 }
@@ -85,7 +98,9 @@ TEST(LinkSharingChain, AFlowStartingInsideTheSpanSendsTheChainFlowByFlow) {
 TEST(LinkSharingChain, AFlowStartingInsideTheLastFlowSharesWithIt) {
   std::vector<SharedFlow> flows{on(0, 0, 10), on(0, 12, 10), on(0, 15, 10)};
   flows[1].after = 0;
-  const std::vector<double> ends = endsOf(flows);
+  size_t taken_whole = 1;
+  const std::vector<double> ends = endsOf(flows, kNics, &taken_whole);
+  EXPECT_EQ(taken_whole, 0u);
   const std::vector<double> expected{10, 29, 32};  // A0, A1, X
   for (size_t f = 0; f < flows.size(); ++f) EXPECT_EQ(ends[f], expected[f]) << f;
 }
@@ -97,7 +112,9 @@ TEST(LinkSharingChain, AFlowStartingWithAFollowerAndBeforeItSharesWithIt) {
   std::vector<SharedFlow> flows{on(0, 0, 10), on(0, 12, 10), on(0, 12, 10)};
   std::swap(flows[1], flows[2]);  // X listed before A1
   flows[2].after = 0;
-  const std::vector<double> ends = endsOf(flows);
+  size_t taken_whole = 1;
+  const std::vector<double> ends = endsOf(flows, kNics, &taken_whole);
+  EXPECT_EQ(taken_whole, 0u);
   const std::vector<double> expected{10, 32, 32};  // A0, X, A1
   for (size_t f = 0; f < flows.size(); ++f) EXPECT_EQ(ends[f], expected[f]) << f;
 }
@@ -117,7 +134,9 @@ TEST(LinkSharingChain, ATailBeginningToHoldInsideTheSpanSendsTheChainFlowByFlow)
   flows[1].after = 0;
   flows[2].after = 1;
   flows[4].after = 3;
-  const std::vector<double> ends = endsOf(flows);
+  size_t taken_whole = 1;
+  const std::vector<double> ends = endsOf(flows, kNics, &taken_whole);
+  EXPECT_EQ(taken_whole, 0u);
   const std::vector<double> expected{10, 24, 42, 20, 38, 15};  // A0, A1, A2, Y0, Y1, Z
   for (size_t f = 0; f < flows.size(); ++f) EXPECT_EQ(ends[f], expected[f]) << f;
 }
@@ -129,7 +148,9 @@ TEST(LinkSharingChain, ATailBeginningToHoldInsideTheSpanSendsTheChainFlowByFlow)
 TEST(LinkSharingChain, AHeadOnOtherLinksDoesNotVouchForItsFollowers) {
   std::vector<SharedFlow> flows{on(1, 0, 10), on(0, 12, 10), on(0, 5, 10)};
   flows[1].after = 0;
-  const std::vector<double> ends = endsOf(flows);
+  size_t taken_whole = 1;
+  const std::vector<double> ends = endsOf(flows, kNics, &taken_whole);
+  EXPECT_EQ(taken_whole, 0u);
   const std::vector<double> expected{10, 25, 18};  // A0, A1, X
   for (size_t f = 0; f < flows.size(); ++f) EXPECT_EQ(ends[f], expected[f]) << f;
 }
@@ -138,13 +159,15 @@ TEST(LinkSharingChain, AHeadOnOtherLinksDoesNotVouchForItsFollowers) {
 // from -1, 10 us): B alone -1-0 (1 us), then both at 50: B's last 9 take 18, B ends at 18, A0 has
 // 9 by then, its last 1 alone: 19. A1 (own start 12, 2 us gap) starts at 21, alone (A2's own
 // start 40 is after its end): 31; A2 (own start 40, gap 18) at 49, alone: 59. X on NIC 0 from
-// 59, A2's end, is alone: 69.
+// 59, A2's end, is alone: 69. A1, found alone, takes A2 with it (49 is before X's 59): 1.
 TEST(LinkSharingChain, AFollowerFoundAloneTakesTheRestOfItsChain) {
   std::vector<SharedFlow> flows{on(0, 0, 10), on(0, 12, 10), on(0, 40, 10), on(0, -1, 10),
                                 on(0, 59, 10)};
   flows[1].after = 0;
   flows[2].after = 1;
-  const std::vector<double> ends = endsOf(flows);
+  size_t taken_whole = 0;
+  const std::vector<double> ends = endsOf(flows, kNics, &taken_whole);
+  EXPECT_EQ(taken_whole, 1u);
   const std::vector<double> expected{19, 31, 59, 18, 69};  // A0, A1, A2, B, X
   for (size_t f = 0; f < flows.size(); ++f) EXPECT_EQ(ends[f], expected[f]) << f;
 }
@@ -161,19 +184,23 @@ TEST(LinkSharingChain, AChainTakenAtOnceLetsGoOfItsLinks) {
                                 SharedFlow{5.5, 7.1, 333, {{0, 1}}}};
   flows[1].after = 0;
   flows[2].after = 1;
-  const std::vector<double> ends = endsOf(flows);
+  size_t taken_whole = 0;
+  const std::vector<double> ends = endsOf(flows, kNics, &taken_whole);
+  EXPECT_EQ(taken_whole, 1u);                                // A2
   const std::vector<double> expected{1.5, 3, 5.5, 1, 12.6};  // A0, A1, A2, B, X
   for (size_t f = 0; f < flows.size(); ++f) EXPECT_EQ(ends[f], expected[f]) << f;
 }
 
 // Random lists of chains (one link set or mixed, queued or not, gaps and overlaps, times that
-// round) and lone flows on three NICs: whole chains on and off give the same ends to the bit.
+// round) and lone flows on three NICs: whole chains on and off give the same ends to the bit, and
+// the fast way is taken (some followers go at once, none with it off).
 TEST(LinkSharingChain, RandomChainsEndTheSameWholeOrFlowByFlow) {
+  size_t taken_whole = 0;
   std::mt19937 rng(34);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   const std::vector<double> durations{0.2, 0.35, 1, 2.5, 10};
-  const std::vector<LinkUses> sets{{{0, 1}}, {{1, 1}}, {{2, 1}}, {{0, 1}, {1, 1}},
-                                   {{1, 2}, {2, 1}}};
+  const std::vector<LinkUses> sets{
+      {{0, 1}}, {{1, 1}}, {{2, 1}}, {{0, 1}, {1, 1}}, {{1, 2}, {2, 1}}};
   for (int trial = 0; trial < 400; ++trial) {
     std::vector<SharedFlow> flows;
     const int chains = 1 + pick(6);
@@ -197,10 +224,13 @@ TEST(LinkSharingChain, RandomChainsEndTheSameWholeOrFlowByFlow) {
     const FlowList list = FlowList::of(flows);
     const SharingResult whole = shareLinks(list, kNics, false, true);
     const SharingResult by_flow = shareLinks(list, kNics, false, false);
+    taken_whole += whole.whole_chain_flows;
+    ASSERT_EQ(by_flow.whole_chain_flows, 0u) << "trial " << trial;
     for (size_t f = 0; f < flows.size(); ++f) {
       ASSERT_EQ(whole.end_us[f], by_flow.end_us[f]) << "trial " << trial << " flow " << f;
     }
   }
+  EXPECT_GT(taken_whole, 0u);
 }
 
 }  // namespace
