@@ -54,8 +54,7 @@ bool PrunedSearch::endPass() {
 
 // The report (throws for missing costs). After the last endPass().
 SearchReport PrunedSearch::finish() {
-  // No lock: finish() runs after the last round, when no worker holds or returns a scratch.
-  scratch_.clear();
+  scratch_.clear();  // after the last round: no worker holds or returns a scratch
   invalid_.report(report_);
   if (missing_.size() > 0) costs_.costAll(missing_);  // throws, listing all
   report_.pruned = true;
@@ -139,14 +138,7 @@ Simulated PrunedSearch::simulateOne(const Pending& candidate, double limit_us,
 }
 
 std::unique_ptr<Simulation> PrunedSearch::takeScratch() const {
-  {
-    std::lock_guard<std::mutex> lock(scratch_mutex_);
-    if (!scratch_.empty()) {
-      std::unique_ptr<Simulation> sim = std::move(scratch_.back());
-      scratch_.pop_back();
-      return sim;
-    }
-  }
+  if (std::unique_ptr<Simulation> sim = scratch_.take()) return sim;
   auto sim = std::make_unique<Simulation>();
   sim->plan.model = model_;  // once per worker and search, not per plan
   sim->plan.cluster = cluster_;
@@ -159,8 +151,7 @@ void PrunedSearch::giveBackScratch(std::unique_ptr<Simulation> sim) const {
   sim->input = TimingInput{};
   sim->timeline = IterationTimeline{};
   sim->task_link_stretch = {};
-  std::lock_guard<std::mutex> lock(scratch_mutex_);
-  scratch_.push_back(std::move(sim));
+  scratch_.put(std::move(sim));
 }
 
 namespace {

@@ -10,7 +10,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -18,6 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/kept_objects.h"
 #include "modeler/candidate_stream.h"
 #include "modeler/closed_form_tier.h"
 #include "modeler/invalid_tally.h"
@@ -209,8 +209,7 @@ class PrunedSearch {
   // 16,384 GPUs: 159 / 163 and 396 / 404) for ~3 MB more at the two-thread search's peak
   // (bench/RESULTS.md, session 28, mem28).
   mutable PlanCache cache_{2, PlanCache::Lookups::kSearch};
-  mutable std::mutex scratch_mutex_;
-  mutable std::vector<std::unique_ptr<Simulation>> scratch_;  // at most one per worker
+  mutable KeptObjects<Simulation> scratch_;  // at most one per worker
   ClosedFormTier tier_;
   unsigned workers_;
   std::vector<Share> shares_;  // one per worker thread

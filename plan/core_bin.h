@@ -9,9 +9,8 @@
 
 #include <cstddef>
 #include <memory>
-#include <mutex>
-#include <vector>
 
+#include "common/kept_objects.h"
 #include "plan/plan_core.h"
 
 namespace evsim {
@@ -45,8 +44,7 @@ class CoreBin {
   size_t kept();
 
  private:
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<PlanCore>> kept_;
+  KeptObjects<PlanCore> kept_{kCapacity};
 };
 
 }  // namespace evsim
