@@ -204,7 +204,7 @@ bool transferLoads(const IterationPlan& plan, const std::vector<EventCost>& cost
   if (hasInTaskOps(plan, costs, offsets)) return false;
   load.assign(capacity.size(), {});
   // A flow's loads alone: what each resource it uses carries (demand x copies), and `capacity`
-  // raised where that is more; none for a flow with no use, bytes or time (link_sharing.cpp's
+  // raised where that is more; none for a flow with no use, bytes or time (sharing_flows.h's
   // `shares`). Every send over one link of a class is the same flow but its start, so its loads
   // are worked out once per class (the same values, and `capacity` takes the same maxima).
   struct Loads {

@@ -48,7 +48,7 @@ bool aloneLoads(std::vector<std::vector<LoadSegment>>& load) {
       runs.swap(joined);
     }
     // Two flows meet where one starts before an earlier one ends; else each is alone, and its
-    // segment is recorded as link_sharing.cpp's addLoad does (nothing for an empty stretch, one
+    // segment is recorded as sharing_pass.cpp's addLoad does (nothing for an empty stretch, one
     // segment for two equal loads back to back).
     double busy_until = -std::numeric_limits<double>::infinity();
     size_t kept = 0;

@@ -93,7 +93,7 @@ std::vector<HeadFacts> walkLatestFirst(const Flows& flows, StartOrder& order, si
 // next flow in start order (nextStartUs) starts no earlier than its end, its start the release's
 // arithmetic (releaseUs, as `alone` computes it). The first that is not (or starts at or after
 // the limit) is released as `alone` would release it, at that time: through link sharing's
-// `released`, which starts it in its place in the order as `on_time` would. (Followers are still
+// `released_`, which starts it in its place in the order as `on_time_` would. (Followers are still
 // passed over by the start order: link sharing's skipFollowers.)
 std::pair<int, double> runAlong(const Flows& flows, std::span<const int> next_start, FlowEnds& ends,
                                 size_t& taken, int f, int g, double end_us, int next_foreign) {

@@ -1,7 +1,8 @@
 #pragma once
 // A chain's followers taken at once by link sharing (issue 34): what the walk of the start order
 // finds for each chain head, and the run of a chain's followers that nothing foreign touches.
-// Internal to link sharing; link_sharing.cpp's event loop calls these (its `alone`, `hold`).
+// Internal to link sharing; its event loop (sharing_pass.h) calls these (SharingPass::alone,
+// ResourceHolds::hold).
 
 #include <cstddef>
 #include <span>

@@ -221,7 +221,7 @@ struct SharingResult {
 // Ends of `flows` sharing resources of `capacity_bytes_per_us` (one per resource). A flow with no
 // use, no bytes or no duration ends at start + duration (and a flow after it starts at its own
 // start_us). `record_load` fills `load`. `whole_chains` lets the followers of a chain that
-// nothing else touches while they start be taken at once (link_sharing.cpp, runAlong); off, flow
+// nothing else touches while they start be taken at once (sharing_pass.cpp, runAlong); off, flow
 // by flow, which must give the same ends to the bit (tests compare the two). It is ignored when
 // `record_load` is on (a chain taken at once records no load): then always flow by flow.
 SharingResult shareLinks(const FlowList& flows, std::span<const double> capacity_bytes_per_us,

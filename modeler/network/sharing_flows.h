@@ -1,5 +1,5 @@
 #pragma once
-// The flows of one shareLinks call as its event loop reads them (link_sharing.cpp): each named by
+// The flows of one shareLinks call as its event loop reads them (sharing_pass.h): each named by
 // its index in the caller's FlowList and read through it, visited in order of start time by a
 // cursor over the list. Internal to link sharing.
 

@@ -30,8 +30,8 @@ SharingPass::SharingPass(const FlowList& input, std::span<const double> capacity
       whole_chains_(whole_chains),
       capacity_(capacity_bytes_per_us.begin(), capacity_bytes_per_us.end()),
       chained_(setUpShapes()),
-      scratch_{std::vector<double>(capacity_.size(), 0), std::vector<double>(capacity_.size(), 0),
-               {}},
+      scratch_{
+          std::vector<double>(capacity_.size(), 0), std::vector<double>(capacity_.size(), 0), {}},
       slot_of_(input.size()),
       rate_(slot_of_, 0),
       remaining_us_(slot_of_, 0),
@@ -42,7 +42,7 @@ SharingPass::SharingPass(const FlowList& input, std::span<const double> capacity
       on_(capacity_.size()),
       load_since_(capacity_.size(), 0),
       order_(flows_),
-      busy_(capacity_.size(), 0),
+      holds_(capacity_.size()),
       released_(ReleasedLater{&flows_}) {
   out_.end_us = FlowEnds(input);
   if (record_load_) out_.load.resize(capacity_.size());
@@ -81,18 +81,15 @@ inline bool SharingPass::setUpShapes() {
   return chained;
 }
 
-SharingResult SharingPass::run() {
-  // A flow that finds its resources empty and ends before the next flow on any of them starts
-  // runs alone at its demand throughout: it ends on time and takes no event (most flows: a
-  // pipeline's sends rarely meet). Until it starts, `slot_of_` holds that next flow (n: none), and
-  // the same walk finds each chain head's facts for taking its followers at once (chain_runs.h).
-  head_facts_ = walkLatestFirst(flows_, order_, capacity_.size(), chained_, slot_of_);
-  order_.turn();
-  if (!order_.done()) now_ = flows_.startUs(order_.peek());
-  skipFollowers();
+// The event loop: the flows that start now (the lone ones done at once), then the component of
+// those that share refilled, then on to the next start or projected end, where the flows that
+// end leave and seed the next component.
+SharingResult SharingPass::run() && {
+  findNextStarts();
   while (!order_.done() || in_flight_ > 0 || !released_.empty()) {
     if (in_flight_ == 0) now_ = std::max(now_, nextStart());
     startUntilRatesChange();
+    gatherComponent();
     refillComponent();
     if (order_.done() && in_flight_ == 0 && released_.empty()) break;
     // Until the next start or the first end at these rates. A flow ends at its projected finish
@@ -105,6 +102,18 @@ SharingResult SharingPass::run() {
   out_.end_us.done();
   out_.capacity_bytes_per_us = std::move(capacity_);
   return std::move(out_);
+}
+
+// A flow that finds its resources empty and ends before the next flow on any of them starts
+// runs alone at its demand throughout: it ends on time and takes no event (most flows: a
+// pipeline's sends rarely meet). Until it starts, `slot_of_` holds that next flow (n: none), and
+// the same walk (latest first) finds each chain head's facts for taking its followers at once
+// (chain_runs.h). Then the order turns, earliest first, and the loop starts at its first flow.
+inline void SharingPass::findNextStarts() {
+  head_facts_ = walkLatestFirst(flows_, order_, capacity_.size(), chained_, slot_of_);
+  order_.turn();
+  if (!order_.done()) now_ = flows_.startUs(order_.peek());
+  skipFollowers();
 }
 
 // When the next flow starts: the order's head or the earliest release (kInf: none).
@@ -121,6 +130,7 @@ inline void SharingPass::skipFollowers() {
   }
 }
 
+// Starts the flows due at `now_`, and on at once to the next start while none changed rates.
 inline void SharingPass::startUntilRatesChange() {
   for (;;) {
     startFlows();
@@ -166,7 +176,7 @@ inline void SharingPass::startInFlight(int f) {
   for (const LinkUse& u : flows_.usesOf(f)) {
     closeLoad(u.resource);
     on_[u.resource].push_back(f);
-    busy_[u.resource] += kOnBusy;
+    holds_.enter(u.resource);
   }
   seeds_.push_back(f);
 }
@@ -206,108 +216,54 @@ inline bool SharingPass::alone(int f, int t) {
   const double end = now_ + duration;
   // Alone: nothing starts on its resources before it ends, no flow of the event loop is on them
   // and no other chain's tail holds them (its own chain's holds are its entry's counts: a
-  // follower's tail counted them all, `f`'s own among them, which it lets go of here). A
-  // resource's busy count less its chain's count is what others hold of it: the same before
-  // and after `f` lets go (both fall by one a use), so each use is checked as it is let go,
-  // in one walk of the uses.
+  // follower's tail counted them all, `f`'s own among them, which it lets go of here:
+  // ResourceHolds).
   bool free = freeUntil(f) >= end;
-  HeadFacts facts{-1, false};  // a head's, from the walk (run)
+  HeadFacts facts{-1, false};  // a head's, from the walk (findNextStarts)
   if (t < 0 && g >= 0) {
     facts = head_facts_.back();
     head_facts_.pop_back();
   }
-  if (t >= 0 && uniform_tail_[static_cast<size_t>(t)]) {
+  if (t >= 0 && holds_.uniform(t)) {
     // Its tail holds each of its resources once (f among the flows waiting) until its last
     // flow lets go of them all.
-    for (size_t i = 0; i < uses.size() && free; ++i) free = busy_[uses[i].resource] == 1;
-    const size_t tt = static_cast<size_t>(t);
-    if (free && g >= 0 && tail_next_foreign_[tt] >= 0 && whole_chains_ && !record_load_) {
+    free = free && holds_.onlyOwnUniformTail(uses);
+    if (free && g >= 0 && holds_.nextForeign(t) >= 0 && whole_chains_ && !record_load_) {
       endAlone(out_.end_us, f, start, now_, end);
-      const auto [left, at] = runAlong(f, g, end, tail_next_foreign_[tt]);
+      const auto [left, at] = runAlong(f, g, end, holds_.nextForeign(t));
       if (left >= 0) {
         released_.push({at, left, t});
       } else {
-        for (const LinkUse& u : uses) busy_[u.resource] -= 1;  // no flow of it waits
-        free_tails_.push_back(t);
+        holds_.letGoUniform(uses);  // no flow of it waits
+        holds_.release(t);
       }
       return true;
     }
-    if (g < 0) {
-      for (const LinkUse& u : uses) busy_[u.resource] -= 1;
-    }
+    if (g < 0) holds_.letGoUniform(uses);
   } else if (t >= 0) {
-    TailCounts& counts = tails_[static_cast<size_t>(t)];
-    for (size_t i = 0; i < uses.size(); ++i) {
-      const int r = uses[i].resource;
-      int& waiting = countOf(counts, r, i);  // the tail's flows on r, f among them
-      const int64_t others = busy_[r] - waiting;
-      waiting -= 1;
-      busy_[r] -= 1;
-      free = free && others == 0;
-    }
+    free = holds_.letGoCounted(t, uses) && free;  // lets go of every use, free or not
   } else {
-    for (size_t i = 0; i < uses.size() && free; ++i) free = busy_[uses[i].resource] == 0;
+    free = free && holds_.noneHold(uses);
     if (free && facts.next_foreign >= 0 && whole_chains_ && !record_load_) {
       endAlone(out_.end_us, f, start, now_, end);
       // The tail holds its resources only if a follower is left waiting (from the head's start,
       // as ever: nothing read them in between).
       const auto [left, at] = runAlong(f, g, end, facts.next_foreign);
-      if (left >= 0) released_.push({at, left, hold(g, facts)});
+      if (left >= 0) released_.push({at, left, holds_.hold(flows_, g, facts)});
       return true;
     }
   }
   next_tail_ = -1;
   if (g >= 0) {
-    next_tail_ = t >= 0 ? t : hold(g, facts);
+    next_tail_ = t >= 0 ? t : holds_.hold(flows_, g, facts);
   } else if (t >= 0) {
-    free_tails_.push_back(t);  // the chain's last flow: its tail is empty
+    holds_.release(t);  // the chain's last flow: its tail is empty
   }
   if (!free) return false;
   endAlone(out_.end_us, f, start, now_, end);
   if (g >= 0) releaseAloneFollower(g, start, duration, end);
   if (record_load_) recordAloneLoad(f, end);
   return true;
-}
-
-// A head starts: the tail from its follower `g` on holds its resources (`facts`: the walk's);
-// the tail's entry.
-inline int SharingPass::hold(int g, const HeadFacts& facts) {
-  int t = static_cast<int>(tails_.size());
-  if (free_tails_.empty()) {
-    tails_.emplace_back();
-    uniform_tail_.push_back(0);
-    tail_next_foreign_.push_back(-1);
-  } else {
-    t = free_tails_.back();
-    free_tails_.pop_back();
-  }
-  TailCounts& counts = tails_[static_cast<size_t>(t)];
-  counts.clear();
-  const bool uniform = facts.uniform_tail;
-  tail_next_foreign_[static_cast<size_t>(t)] = facts.next_foreign;
-  uniform_tail_[static_cast<size_t>(t)] = uniform;
-  if (uniform) {
-    for (const LinkUse& u : flows_.usesOf(g)) busy_[u.resource] += 1;
-    return t;
-  }
-  for (int h = g; h >= 0; h = flows_.follower(h)) {
-    const std::span<const LinkUse> uses = flows_.usesOf(h);
-    for (size_t i = 0; i < uses.size(); ++i) {
-      busy_[uses[i].resource] += 1;
-      countOf(counts, uses[i].resource, i) += 1;
-    }
-  }
-  return t;
-}
-
-// A tail's count on `resource`. `hint`: where to look first (a chain's flows mostly use the same
-// resources in the same order, so a follower's i-th use is most often the tail's i-th entry).
-inline int& SharingPass::countOf(TailCounts& counts, int resource, size_t hint) {
-  if (hint < counts.size() && counts[hint].first == resource) return counts[hint].second;
-  for (auto& [r, c] : counts) {
-    if (r == resource) return c;
-  }
-  return counts.emplace_back(resource, 0).second;
 }
 
 // A chain's followers at once (chain_runs.h): those that end on their release's times with no
@@ -338,9 +294,8 @@ inline void SharingPass::recordAloneLoad(int f, double end) {
   }
 }
 
-// The component of the flows that started, or that shared a resource with one that ended; their
-// progress at the old rates up to `now_`, then the new rates and where they end the flows.
-inline void SharingPass::refillComponent() {
+// The component of the flows that started, or that shared a resource with one that ended.
+inline void SharingPass::gatherComponent() {
   component_.clear();
   for (int f : seeds_) {
     if (seen_at_[f] == event_) continue;
@@ -358,14 +313,18 @@ inline void SharingPass::refillComponent() {
   }
   seeds_.clear();
   ++event_;
-  // Progress at the old rates up to now, then the new rates and where they end the flows.
+}
+
+// The component's progress at the old rates up to now, then the new rates and where they end the
+// flows.
+inline void SharingPass::refillComponent() {
   for (int f : component_) {
     if (record_load_) {
       for (const LinkUse& u : flows_.usesOf(f)) closeLoad(u.resource);
     }
     if (since_us_[f] < now_) {
-      remaining_us_[f] = std::max(
-          0.0, remaining_us_[f] - (now_ - since_us_[f]) * rate_[f] / flows_.demand(f));
+      remaining_us_[f] =
+          std::max(0.0, remaining_us_[f] - (now_ - since_us_[f]) * rate_[f] / flows_.demand(f));
       since_us_[f] = now_;
     }
   }
@@ -413,7 +372,7 @@ inline void SharingPass::endFlow(int f, double until) {
     closeLoad(u.resource);
     std::vector<int>& list = on_[u.resource];
     list.erase(std::find(list.begin(), list.end(), f));
-    busy_[u.resource] -= kOnBusy;
+    holds_.leave(u.resource);
   }
   free_slots_.push_back(slot_of_[static_cast<size_t>(f)]);  // nothing reads its state again
 }

@@ -10,7 +10,6 @@
 // member could be interposed and would not be inlined).
 
 #include <cstddef>
-#include <cstdint>
 #include <queue>
 #include <span>
 #include <utility>
@@ -19,6 +18,7 @@
 #include "modeler/network/chain_runs.h"
 #include "modeler/network/link_sharing.h"
 #include "modeler/network/max_min_fill.h"
+#include "modeler/network/resource_holds.h"
 #include "modeler/network/sharing_flows.h"
 
 namespace evsim::sharing {
@@ -30,8 +30,8 @@ class SharingPass {
               bool record_load, bool whole_chains);
   SharingPass(const SharingPass&) = delete;  // the in-flight arrays hold a reference to slot_of_
   SharingPass& operator=(const SharingPass&) = delete;
-  // Every flow's end (and the loads, when recorded); once.
-  SharingResult run();
+  // Every flow's end (and the loads, when recorded); once (on a temporary: the state is spent).
+  SharingResult run() &&;
 
  private:
   // A flow's projected end at its current rate; stale once its rate changed again (`version_`).
@@ -41,7 +41,7 @@ class SharingPass {
     int version;
     bool operator>(const Finish& o) const { return us > o.us; }
   };
-  // A follower released to start at `us`, with its chain's entry of `tails_`.
+  // A follower released to start at `us`, with its chain's entry of ResourceHolds.
   struct Release {
     double us;
     int flow;
@@ -61,12 +61,11 @@ class SharingPass {
       return a.us > b.us || (a.us == b.us && a.flow > b.flow);
     }
   };
-  using TailCounts = std::vector<std::pair<int, int>>;  // (resource, count), the few of a chain
-
   // Set-up: per shape its time alone, demand and whether it shares, the capacities raised to what
   // one flow alone needs; whether some sharing flow follows another.
   inline bool setUpShapes();
   // The loop's steps, in the order it takes them (sharing_pass.cpp).
+  inline void findNextStarts();
   inline double nextStart();
   inline void skipFollowers();
   inline void startUntilRatesChange();
@@ -75,11 +74,10 @@ class SharingPass {
   inline void takeSlot(int f);
   inline double freeUntil(int f);
   inline bool alone(int f, int t);
-  inline int hold(int g, const HeadFacts& facts);
-  static inline int& countOf(TailCounts& counts, int resource, size_t hint = 0);
   inline std::pair<int, double> runAlong(int f, int g, double end, int next_foreign);
   inline void releaseAloneFollower(int g, double start, double duration, double end);
   inline void recordAloneLoad(int f, double end);
+  inline void gatherComponent();
   inline void refillComponent();
   inline double firstEnd();
   inline void endFlows(double until);
@@ -106,7 +104,7 @@ class SharingPass {
   int slots_ = 0;
   InFlight<double> rate_, remaining_us_, since_us_;
   InFlight<int> seen_at_, version_;
-  InFlight<int> tail_of_;  // the entry of `tails_` its follower carries (below)
+  InFlight<int> tail_of_;  // the chain's entry of ResourceHolds its follower carries
 
   // Per resource the flows on it (in start order), and where its recorded load last changed. An
   // event refills only the flows connected to it through shared resources (the rest keep their
@@ -117,7 +115,7 @@ class SharingPass {
   std::priority_queue<Finish, std::vector<Finish>, std::greater<>> ends_;  // earliest first
   size_t in_flight_ = 0;
   int event_ = 0;
-  // The sharing flows in start order, read latest first (freeUntil) and then earliest first by
+  // The sharing flows in start order, read latest first (findNextStarts) and then earliest first by
   // the event loop: its head is the next to start (followers are passed over: they start when
   // released, unless released on time before the order reaches them).
   StartOrder order_;
@@ -125,40 +123,11 @@ class SharingPass {
   // Each chain head's facts for taking its followers at once (chain_runs.h), latest on top.
   std::vector<HeadFacts> head_facts_;
 
-  // Chains: a follower starts at or after its own start_us, so freeUntil (which sees every later
-  // flow at its own start_us) bounds the flows after a flow in start order; but a follower before
-  // it may still be waiting for the flow it follows and start inside its run. So from the start of
-  // the flow before it until its own start, a follower and the rest of its chain hold their
-  // resources as `waiting` (the chain's tail: a chain's collectives may use different links), and
-  // a flow on a resource with a waiting follower of another chain is not alone. A resource counts
-  // once per flow of a tail that uses it, zero exactly when no tail holds it.
-  //
-  // `busy_` holds both per resource: its waiting count, plus kOnBusy per flow of the event loop
-  // on it (`on_`), so that a flow's check reads one number a resource (issue 34: this check runs
-  // for every flow, ~10^6 a simulation, nearly all of them alone).
-  static constexpr int64_t kOnBusy = int64_t{1} << 32;
-  std::vector<int64_t> busy_;
-  // Each chain's own part of `waiting` (its tail's count per resource it uses), while its tail
-  // holds any: counted once when its head starts, then each follower that starts takes its own
-  // uses off, so checking a follower costs its uses, not a walk of its tail (issue 34). The
-  // chain's entry travels with it: from the flow that starts to its follower's release (below)
-  // and, while that flow is in flight, in `tail_of_`.
-  std::vector<TailCounts> tails_;  // reused; free ones listed in free_tails_
-  std::vector<int> free_tails_;
-  // A uniform tail (every flow of it on the same resources, each once: a task's collectives of one
-  // group, nearly every chain) holds each of its resources once, not once per flow, until its
-  // last flow starts: a resource is held by it exactly while some flow of it that uses the
-  // resource waits, as with the counts, so every check reads the same (busy less its own holds
-  // is zero exactly when no other tail and no flow in flight is on the resource). Its flows then
-  // cost no count each, only a read a use (issue 34: counting every flow's uses into its chain's
-  // tail and out again was most of the lone check, itself a fifth of the sharing pass in the
-  // exhaustive search on Calculon's space).
-  std::vector<char> uniform_tail_;  // per entry of `tails_`
-  // Per entry of `tails_`, its head's next_foreign (runAlong; -1: not one resource set).
-  std::vector<int> tail_next_foreign_;
+  // Who holds each resource, for the lone check: the flows in flight and the chains' tails.
+  ResourceHolds holds_;
 
   // Followers released by the end of the flow they follow, by start (then start order), each with
-  // its chain's entry of `tails_`.
+  // its chain's entry of ResourceHolds.
   std::priority_queue<Release, std::vector<Release>, ReleasedLater> released_;
   // Followers released at their own start_us and not yet passed by the order: they start in their
   // place in it (startFlows), earliest first; when the order reaches one it is this queue's top.

@@ -1,4 +1,4 @@
-// A whole chain of followers at once (modeler/network/link_sharing.cpp, runAlong): where nothing
+// A whole chain of followers at once (modeler/network/sharing_pass.cpp, runAlong): where nothing
 // foreign touches a chain's links while its flows start, its followers end on the times their
 // releases give, without the flow-by-flow checks; where something does, the chain goes flow by
 // flow. Each case traced by hand, and each the same to the bit with whole chains off (the
