@@ -10,6 +10,7 @@
 // member could be interposed and would not be inlined).
 
 #include <cstddef>
+#include <functional>
 #include <queue>
 #include <span>
 #include <utility>
