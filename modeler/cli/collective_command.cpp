@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "config/cluster_config.h"
 #include "events/comm_factors.h"
 #include "io/cli_checks.h"
@@ -88,7 +89,13 @@ std::vector<int64_t> sizesOf(const CollectiveArgs& args,
     if (lo > hi) EVSIM_THROW(InputError, "--min-bytes {} is above --max-bytes {}", lo, hi);
     for (int64_t s = lo; s <= hi; s *= 2) sizes.push_back(s);  // nccl-tests' -f 2
   }
-  for (const std::string& b : args.bytes) sizes.push_back(parseSize(b, "--bytes"));
+  // Split here, not by CLI11's delimiter: it dropped the empty entry of "1M,,2M" silently.
+  for (const std::string& list : args.bytes) {
+    for (const std::string& b : split(list, ',')) {
+      if (trim(b).empty()) EVSIM_THROW(InputError, "--bytes '{}': empty entry", list);
+      sizes.push_back(parseSize(trim(b), "--bytes"));
+    }
+  }
   if (sizes.empty()) {
     for (const auto& [bytes, time] : measured) sizes.push_back(bytes);
   }
@@ -199,8 +206,7 @@ void registerCollectiveCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--gpus-per-node", args->gpus_per_node,
                   "ranks per node (default: the cluster's GPUs per node)")
       ->check(kPositiveInteger);
-  cmd->add_option("--bytes", args->bytes, "sizes (nccl-tests' size column), e.g. 1M,32M,1G")
-      ->delimiter(',');
+  cmd->add_option("--bytes", args->bytes, "sizes (nccl-tests' size column), e.g. 1M,32M,1G");
   cmd->add_option("--min-bytes", args->min_bytes, "smallest size, doubling up to --max-bytes");
   cmd->add_option("--max-bytes", args->max_bytes, "largest size");
   cmd->add_option("--measured", args->measured,
