@@ -90,11 +90,11 @@ Placement placementFor(EventKind kind, const NcclTestsOptions& options,
     for (const auto& [host, n] : per_host) p.ranks_per_node = std::max(p.ranks_per_node, n);
     // The Rank lines are the run itself: a --group or --nodes that says otherwise would file
     // these times under another placement (it was taken silently).
-    if (options.group && *options.group != p.group_size) {
+    if (options.group_must_agree && options.group && *options.group != p.group_size) {
       EVSIM_THROW(InputError, "{}: --group {}: the log's Rank lines list {} ranks (leave --group out)",
                   origin, *options.group, p.group_size);
     }
-    if (options.nodes && *options.nodes != p.nodes) {
+    if (options.group_must_agree && options.nodes && *options.nodes != p.nodes) {
       EVSIM_THROW(InputError, "{}: --nodes {}: the log's Rank lines name {} host(s) (leave --nodes out)",
                   origin, *options.nodes, p.nodes);
     }
@@ -231,8 +231,9 @@ NcclTestsImport parseNcclTests(const std::string& text, const std::string& origi
         // under the wrong collective (it overrode the log silently).
         const std::optional<EventKind> logged = ncclTestsCollective(t.back());
         if (kind && logged && *kind != *logged) {
-          EVSIM_THROW(InputError, "{}: --collective {}: the log is {} ({}) (leave --collective out)",
-                      where, eventKindName(*kind), t.back(), eventKindName(*logged));
+          EVSIM_THROW(InputError, "{}: {} {}: the log is {} ({}), another collective", where,
+                      options.collective_flag, eventKindName(*kind), t.back(),
+                      eventKindName(*logged));
         }
         if (!kind) kind = logged;
       } else if (t.size() >= 2 && t[1] == "nThread") {

@@ -42,6 +42,11 @@ struct NcclTestsOptions {
   std::optional<EventKind> collective;
   std::optional<int> group;             // ranks, when the log has no Rank lines (CSV: required)
   std::optional<int> nodes;             // nodes those ranks span (default 1 without Rank lines)
+  // The caller's flag for `collective` in messages (`eventsim collective` says --op).
+  std::string collective_flag = "--collective";
+  // false: where the log has Rank lines they give the placement and the caller compares it with
+  // group and nodes itself, in its own flags' words (`eventsim collective --measured`).
+  bool group_must_agree = true;
   bool in_place = false;
 };
 

@@ -135,11 +135,25 @@ void runCollective(const CollectiveArgs& args, const JsonSink& sink) {
 
   std::map<int64_t, double> measured;  // bytes -> time_us
   if (!args.measured.empty()) {
+    // "An nccl-tests output of the same test": a log of another collective, group or layout
+    // was compared line by line without a word. A log without Rank lines is taken as this test.
     NcclTestsOptions options;
     options.collective = kind;
-    for (const ProfileRecord& r : loadNcclTests(args.measured, options).records) {
-      measured[r.event.message_bytes] = r.time.median_us;
+    options.collective_flag = "--op";
+    options.group = args.gpus;
+    options.nodes = nodes;
+    options.group_must_agree = false;
+    const NcclTestsImport log = loadNcclTests(args.measured, options);
+    const Placement& ran = log.records.front().event.placement;
+    if (!(ran == placement)) {
+      EVSIM_THROW(InputError,
+                  "--measured {}: the log's test ran on {} ranks over {} node(s) of {}, this "
+                  "table's on {} over {} of {} (--gpus {}, --gpus-per-node {})",
+                  args.measured, log.placement.group_size, log.placement.nodes,
+                  log.placement.ranks_per_node, args.gpus, nodes, std::min(args.gpus, per_node),
+                  args.gpus, per_node);
     }
+    for (const ProfileRecord& r : log.records) measured[r.event.message_bytes] = r.time.median_us;
   }
 
   const double bus_factor = busBandwidthFactor(kind, args.gpus);

@@ -37,16 +37,22 @@ std::string twoByTwoLog() {
 // the log, filing an all-reduce's times as an all-to-all's, or 4 ranks on 2 hosts as 8 on 1.
 TEST(NcclTestsLog, OptionsContradictingTheLogRefused) {
   const std::string log = twoByTwoLog();  // "Collective test starting: all_reduce_perf" on line 3
-  EXPECT_EQ(errorOf(log, {.collective = EventKind::kAllToAll}),
-            "log.txt:3: --collective alltoall: the log is all_reduce_perf (allreduce) (leave "
-            "--collective out)");
-  EXPECT_EQ(errorOf(log, {.group = 8}),
+  NcclTestsOptions collective, group, nodes, agreeing;
+  collective.collective = EventKind::kAllToAll;
+  EXPECT_EQ(errorOf(log, collective),
+            "log.txt:3: --collective alltoall: the log is all_reduce_perf (allreduce), "
+            "another collective");
+  group.group = 8;
+  EXPECT_EQ(errorOf(log, group),
             "log.txt: --group 8: the log's Rank lines list 4 ranks (leave --group out)");
-  EXPECT_EQ(errorOf(log, {.nodes = 1}),
+  nodes.nodes = 1;
+  EXPECT_EQ(errorOf(log, nodes),
             "log.txt: --nodes 1: the log's Rank lines name 2 host(s) (leave --nodes out)");
   // Options that agree with the log change nothing: 4 ranks, 2 hosts of 2.
-  const NcclTestsImport agreed =
-      parseNcclTests(log, "log.txt", {.collective = EventKind::kAllReduce, .group = 4, .nodes = 2});
+  agreeing.collective = EventKind::kAllReduce;
+  agreeing.group = 4;
+  agreeing.nodes = 2;
+  const NcclTestsImport agreed = parseNcclTests(log, "log.txt", agreeing);
   EXPECT_EQ(agreed.kind, EventKind::kAllReduce);
   EXPECT_EQ(agreed.placement, (Placement{4, 2, 2}));
 }

@@ -543,9 +543,13 @@ def eventsim_cases(E):
                                      "--gpus", "8", "--bytes", "1M"], "--op")
     add("collective", "measured truncated", co + ["--gpus", "4", "--bytes", "1M", "--measured",
                                                   "{d}/n_truncated_row.log"], "n_truncated_row.log")
-    add("collective", "measured other op", co + ["--gpus", "8", "--min-bytes", "1M", "--max-bytes",
-                                                 "4M", "--measured", "{d}/alltoall_perf.log"],
-        "alltoall_perf.log")
+    add("collective", "measured other op", [E, "collective", "--cluster", "dgx-a100", "--op",
+                                            "all-gather", "--gpus", "4", "--gpus-per-node", "2",
+                                            "--measured", "{d}/all_reduce_perf.log"],
+        "all_reduce_perf.log:3", "--op allgather")
+    add("collective", "measured other group", co + ["--gpus", "8", "--measured",
+                                                    "{d}/all_reduce_perf.log"],
+        "--measured", "4 ranks over 2 node(s)")
     add("collective", "measured missing", co + ["--gpus", "4", "--bytes", "1M", "--measured",
                                                 "{d}/nope.log"], "nope.log")
     add("collective", "cluster bad", [E, "collective", "--cluster", "{d}/c_dup.yaml", "--op",
