@@ -78,6 +78,48 @@ void checkSearchedSizesApply(const ModelConfig& model, const StrategySpace& spac
   }
 }
 
+// A technique applied "on every candidate with X" where the space holds no X does nothing; the
+// report listed it as searched. Refused, as --grad-reduce-sync step without ZeRO-2 is.
+void refuseTechniquesWithoutCandidates(const SearchArgs& args, const SearchOptions& options) {
+  const StrategySpace& space = options.space;
+  auto has = [](const auto& list, auto value) {
+    return std::find(list.begin(), list.end(), value) != list.end();
+  };
+  if (options.base.cp_comm != CpComm::kP2p &&
+      std::none_of(space.context_parallel.begin(), space.context_parallel.end(),
+                   [](int c) { return c > 1; })) {
+    EVSIM_THROW(InputError,
+                "--cp-comm-type {}: applies to candidates with C > 1, and --cp {} has none",
+                args.cp_comm_type, fmt::join(space.context_parallel, ","));
+  }
+  if (args.tp_comm_overlap && !has(space.sequence_parallel, true)) {
+    EVSIM_THROW(InputError,
+                "--tp-comm-overlap: applies to candidates with sequence parallelism, and {} {} "
+                "has none",
+                args.tp_comm.empty() ? "--sequence-parallel" : "--tp-comm",
+                args.tp_comm.empty() ? args.sequence_parallel : args.tp_comm);
+  }
+  if (args.overlap_param_gather &&
+      (!(has(space.zero_stages, 1) || has(space.zero_stages, 2)) || !has(space.dp_overlaps, true))) {
+    EVSIM_THROW(InputError,
+                "--overlap-param-gather: applies to candidates with ZeRO 1 or 2 and DP overlap, "
+                "and --zero {} --dp-overlap {} has none",
+                args.zero_stages, args.dp_overlaps);
+  }
+  if (args.virtual_stages_given && !has(space.schedules, Schedule::kInterleaved)) {
+    EVSIM_THROW(InputError, "--virtual-stages {}: only with interleaved in --schedule {}",
+                args.virtual_stages, args.schedules);
+  }
+  if (space.uneven_stage_shift > 0 &&
+      std::all_of(space.schedules.begin(), space.schedules.end(),
+                  [](Schedule s) { return s == Schedule::kInterleaved; })) {
+    EVSIM_THROW(InputError,
+                "--uneven-stages {}: not with the interleaved schedule, and --schedule {} has "
+                "no other",
+                space.uneven_stage_shift, args.schedules);
+  }
+}
+
 // A search without one valid candidate answers nothing: it is the input that cannot be (the
 // report said "no strategy fits in N GiB" with exit code 0 even where no candidate was OOM).
 // One line, as `eventsim events --gpus` says it; OOM-only searches keep their report and advice.
@@ -225,6 +267,7 @@ void run(SearchArgs args) {
 
   validateSearchOptions(options);  // before writing anything
   checkSearchedSizesApply(model, options.space);
+  refuseTechniquesWithoutCandidates(args, options);
   if (!args.write_events.empty()) writeUnionEvents(args, model, cluster, options);
   std::optional<ProfileDb> db = args.costs.loadProfile();
   CostModel cost_model(cluster, db ? &*db : nullptr, args.costs.analytic());
@@ -279,7 +322,8 @@ void registerSearchCommand(CLI::App& app, JsonSink sink) {
       ->capture_default_str();
   cmd->add_option("--virtual-stages", args->virtual_stages,
                   "model chunks per device to try with interleaved (only valid v are enumerated)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([args](const std::string&) { args->virtual_stages_given = true; });
   cmd->add_option("--recompute", args->recomputes,
                   "recomputation to try: none,full,selective,selective-op")
       ->capture_default_str();

@@ -440,6 +440,10 @@ def eventsim_cases(E):
     add("simulate", "chakra into a file", sim_t + ["--chakra", "{d}/measured.csv"], "--chakra",
         code=2)
     add("simulate", "csv empty name", sim_t + ["--csv", ""], "--csv")
+    add("simulate", "seed without jitter", sim_t + ["--seed", "5"], "--seed", "--jitter")
+    add("simulate", "chakra prefix without chakra", sim_t + ["--chakra-prefix", "x"],
+        "--chakra-prefix", "--chakra")
+    add("simulate", "ranks without an output", sim_t + ["--ranks", "0"], "--ranks 0", "--csv")
     add("simulate", "link-csv in missing folder", sim_t + ["--link-csv", "{d}/no/l.csv"],
         "{d}/no/l.csv", code=1)
 
@@ -511,6 +515,18 @@ def eventsim_cases(E):
         "--schedule interleaved")
     add("search", "every candidate invalid", se + ["--global-batch", "3", "--micro-batch", "2"],
         "no valid strategy", "--global-batch 3")
+    add("search", "cp comm type without cp", se8 + ["--cp-comm-type", "a2a"], "--cp-comm-type a2a",
+        "--cp 1")
+    add("search", "tp comm overlap without sp", se8 + ["--tp-comm-overlap", "--sequence-parallel",
+                                                       "off"], "--tp-comm-overlap",
+        "--sequence-parallel off")
+    add("search", "param gather without zero", se8 + ["--overlap-param-gather", "--zero", "0"],
+        "--overlap-param-gather", "--zero 0")
+    add("search", "virtual stages without interleaved", se8 + ["--virtual-stages", "2", "--schedule",
+                                                               "dapple"], "--virtual-stages 2",
+        "--schedule dapple")
+    add("search", "uneven stages only interleaved", se8 + ["--uneven-stages", "2", "--schedule",
+                                                           "interleaved"], "--uneven-stages 2")
     add("search", "uneven stages -1", se8 + ["--uneven-stages", "-1"], "--uneven-stages")
     add("search", "cp a2a size 1", se8 + ["--cp-a2a-size", "1"], "--cp-a2a-size")
     add("search", "write-events in missing folder", se8 + ["--write-events", "{d}/no/e.yaml"],
