@@ -742,6 +742,22 @@ def mpi_cases(build, mpirun):
                                                                "--micro-batch", "3",
                                                                "--global-batch", "8", "--csv",
                                                                "{d}/o.csv"], "--global-batch")
+    ev2 = er + ["--model", "tiny-gpt", "--cluster", "cpu-local", "--strategy", "1M2P1D",
+                "--micro-batch", "1", "--global-batch", "2"]
+    add("eventrun", "eventrun", "cluster bad", er + ["--model", "tiny-gpt", "--cluster",
+                                                  "{d}/c_unknown_node.yaml", "--strategy", "1M2P1D",
+                                                  "--micro-batch", "1", "--global-batch", "2",
+                                                  "--csv", "{d}/measured.csv"], "node.gpu")
+    add("eventrun", "eventrun", "schedule csv malformed", ev2 + ["--schedule", "{d}/sched_bad.csv",
+                                                              "--csv", "{d}/measured.csv"],
+        "sched_bad.csv")
+    add("eventrun", "eventrun", "comm timeout inf", ev2 + ["--comm-timeout", "inf", "--csv",
+                                                        "{d}/o.csv"], "--comm-timeout")
+    add("eventrun", "eventrun", "ranks-per-node 0", ev2 + ["--ranks-per-node", "0", "--csv",
+                                                        "{d}/o.csv"], "--ranks-per-node")
+    add("eventrun", "eventrun", "trace into a folder", ev2 + ["--trace", "{d}/adir.yaml"], "adir.yaml")
+    add("eventrun", "eventrun", "csv in missing folder", ev2 + ["--csv", "{d}/no/o.csv"],
+        "{d}/no/o.csv", code=1)
     return C
 
 
@@ -771,6 +787,14 @@ def python_cases(build):
              "args_file='{d}/args.sh')", "--args-file {d}/args.sh as --tensor-model-parallel-size"),
             ("torchtitan toml unclosed", "eventsim.simulate(model='{d}/t_unclosed.toml', "
              "cluster='dgx-h100')", "t_unclosed.toml"),
+            ("events bad cluster", "eventsim.events(model='tiny-gpt', cluster='{d}/c_dup.yaml', "
+             "strategy='1M1P1D', micro_batch=1, global_batch=1)", "c_dup.yaml"),
+            ("list unknown kind", "eventsim.list('gpus')", "gpus"),
+            ("calibrate runs nan", "eventsim.calibrate(cluster='dgx-a100', runs='{d}/runs_nan.csv', "
+             "output='{d}/measured.yaml')", "runs_nan.csv"),
+            ("collective measured other op", "eventsim.collective(cluster='dgx-a100', "
+             "op='all-gather', gpus=4, gpus_per_node=2, measured='{d}/all_reduce_perf.log')",
+             "--op allgather"),
             ("search all invalid", "eventsim.search(model='tiny-gpt', cluster='cpu-local', gpus=4, "
              "global_batch=3, micro_batch=2)", "no valid strategy"),
             ("collective bytes 0", "eventsim.collective(cluster='dgx-a100', op='all-reduce', gpus=8, "
