@@ -295,7 +295,8 @@ std::string fromArgsFile(const ExpandedArgs& expanded, const std::string& messag
   for (size_t at = message.find("--"); at != std::string::npos; at = message.find("--", at + 2)) {
     if (at > 0 && message[at - 1] != ' ' && message[at - 1] != '\'') continue;
     const size_t end = message.find_first_of(" :=',", at);
-    const auto it = expanded.origin.find(message.substr(at, end == std::string::npos ? end : end - at));
+    const auto it =
+        expanded.origin.find(message.substr(at, end == std::string::npos ? end : end - at));
     if (it != expanded.origin.end()) return fmt::format(" (read from --args-file {})", it->second);
   }
   return "";

@@ -91,11 +91,13 @@ Placement placementFor(EventKind kind, const NcclTestsOptions& options,
     // The Rank lines are the run itself: a --group or --nodes that says otherwise would file
     // these times under another placement (it was taken silently).
     if (options.group_must_agree && options.group && *options.group != p.group_size) {
-      EVSIM_THROW(InputError, "{}: --group {}: the log's Rank lines list {} ranks (leave --group out)",
-                  origin, *options.group, p.group_size);
+      EVSIM_THROW(InputError,
+                  "{}: --group {}: the log's Rank lines list {} ranks (leave --group out)", origin,
+                  *options.group, p.group_size);
     }
     if (options.group_must_agree && options.nodes && *options.nodes != p.nodes) {
-      EVSIM_THROW(InputError, "{}: --nodes {}: the log's Rank lines name {} host(s) (leave --nodes out)",
+      EVSIM_THROW(InputError,
+                  "{}: --nodes {}: the log's Rank lines name {} host(s) (leave --nodes out)",
                   origin, *options.nodes, p.nodes);
     }
   } else {

@@ -41,9 +41,10 @@ inline std::atomic<uint64_t>& threadsStarted() {
 // The message when the system refuses the threads a search asked for (EAGAIN: its thread or
 // memory limit): which count failed, and the flag that lowers it.
 inline std::string threadStartFailure(unsigned threads, const std::system_error& e) {
-  return fmt::format("starting {} worker threads failed ({}): the system's limit; use fewer "
-                     "--threads",
-                     threads, e.what());
+  return fmt::format(
+      "starting {} worker threads failed ({}): the system's limit; use fewer "
+      "--threads",
+      threads, e.what());
 }
 
 class WorkerTeam {

@@ -149,7 +149,8 @@ py::object run(const Command& command, const py::kwargs& kwargs) {
   // subcommand's --args-file option only documents the flag, so given to the parser alone it
   // was dropped without a word (a missing file too). The CLI's notes are left out: the module
   // prints nothing.
-  const ExpandedArgs expanded = expandArgsFile(std::vector<std::string>(args.begin() + 1, args.end()));
+  const ExpandedArgs expanded =
+      expandArgsFile(std::vector<std::string>(args.begin() + 1, args.end()));
   std::vector<std::string> ignored;
   args = expandTorchtitanConfig(expanded.args, ignored);
   args.insert(args.begin(), "eventsim");

@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return evsim::exitOnParseError(app, e, "eventsim", evsim::fromArgsFile(expanded, e.what()));
   } catch (const evsim::InputError& e) {
-    fmt::print(stderr, "eventsim: error: {}{}\n", e.what(), evsim::fromArgsFile(expanded, e.what()));
+    fmt::print(stderr, "eventsim: error: {}{}\n", e.what(),
+               evsim::fromArgsFile(expanded, e.what()));
     return evsim::kInputErrorExitCode;
   } catch (const evsim::EnvironmentError& e) {
     fmt::print(stderr, "eventsim: error: {}\n", e.what());

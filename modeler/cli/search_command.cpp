@@ -99,8 +99,8 @@ void refuseTechniquesWithoutCandidates(const SearchArgs& args, const SearchOptio
                 args.tp_comm.empty() ? "--sequence-parallel" : "--tp-comm",
                 args.tp_comm.empty() ? args.sequence_parallel : args.tp_comm);
   }
-  if (args.overlap_param_gather &&
-      (!(has(space.zero_stages, 1) || has(space.zero_stages, 2)) || !has(space.dp_overlaps, true))) {
+  if (args.overlap_param_gather && (!(has(space.zero_stages, 1) || has(space.zero_stages, 2)) ||
+                                    !has(space.dp_overlaps, true))) {
     EVSIM_THROW(InputError,
                 "--overlap-param-gather: applies to candidates with ZeRO 1 or 2 and DP overlap, "
                 "and --zero {} --dp-overlap {} has none",
