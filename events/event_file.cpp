@@ -2,6 +2,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <set>
+#include <string>
+
 #include "common/error.h"
 #include "common/yaml_reader.h"
 
@@ -64,12 +67,18 @@ std::vector<UniqueEvent> readEventsFile(const YamlReader& root) {
                           root.nonNegativeInt("eventsim_events"), kEventsFileVersion));
   }
   std::vector<UniqueEvent> events;
+  // A signature listed twice (a hand-edited or concatenated file) was merged without a word;
+  // refused as the profile database refuses it.
+  std::set<std::string> seen;
   for (const YamlReader& item : root.items("events")) {
     item.allowOnly({"signature", "kind", "op", "count", "flops", "bytes", "group_size", "scope"});
     UniqueEvent u;
     u.signature = item.str("signature");
     u.event = parseEventSignature(u.signature, item.where("signature"));
     u.signature = u.event.signature();  // normalised spelling
+    if (!seen.insert(u.signature).second) {
+      item.fail("signature", fmt::format("'{}' appears twice", u.signature));
+    }
     if (item.has("kind") && item.str("kind") != eventKindName(u.event.kind)) {
       item.fail("kind", fmt::format("'{}' contradicts the signature's kind '{}'", item.str("kind"),
                                     eventKindName(u.event.kind)));

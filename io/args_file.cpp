@@ -274,6 +274,12 @@ ExpandedArgs expandArgsFile(const std::vector<std::string>& args) {
         }
       }
       if (!skipping) out.args.push_back(token);
+      if (!skipping && isFlag(token)) {
+        const std::string flag = flagName(token);
+        const std::string where = fmt::format("{} as {}", clipped(path, 200), flag);
+        out.origin[flag] = where;
+        out.origin[canon(flag)] = where;
+      }
     }
     if (wants_gpus && nodes && per_node && *nodes > 0 && *per_node > 0) {
       out.args.push_back("--gpus");
@@ -281,6 +287,19 @@ ExpandedArgs expandArgsFile(const std::vector<std::string>& args) {
     }
   }
   return out;
+}
+
+std::string fromArgsFile(const ExpandedArgs& expanded, const std::string& message) {
+  if (expanded.origin.empty()) return "";
+  // The first "--flag" the message names ("--tp: must be ...", "Could not convert: --tp = x").
+  for (size_t at = message.find("--"); at != std::string::npos; at = message.find("--", at + 2)) {
+    if (at > 0 && message[at - 1] != ' ' && message[at - 1] != '\'') continue;
+    const size_t end = message.find_first_of(" :=',", at);
+    const auto it =
+        expanded.origin.find(message.substr(at, end == std::string::npos ? end : end - at));
+    if (it != expanded.origin.end()) return fmt::format(" (read from --args-file {})", it->second);
+  }
+  return "";
 }
 
 }  // namespace evsim

@@ -8,6 +8,7 @@
 // --nnodes x --nproc_per_node become --gpus for simulate and search when the command line has no
 // --gpus.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,13 @@ namespace evsim {
 struct ExpandedArgs {
   std::vector<std::string> args;     // the command line with the file's arguments in place
   std::vector<std::string> dropped;  // $VARIABLES the file does not set, left out
+  // Each flag taken from a file (as the file spells it, and the tool's own name for it) -> "FILE
+  // as --FLAG": an error about the flag names where its value came from (fromArgsFile).
+  std::map<std::string, std::string> origin;
 };
+
+// " (read from --args-file FILE as --FLAG)" when `message` names a flag the file gave, else "".
+std::string fromArgsFile(const ExpandedArgs& expanded, const std::string& message);
 
 // `args` without the program name. Throws InputError naming the file on an unreadable file or
 // unbalanced quotes.

@@ -14,9 +14,11 @@
 
 namespace evsim {
 
-inline int exitOnParseError(const CLI::App& app, const CLI::ParseError& e, std::string_view tool) {
+// `suffix`: where the flag's value came from, when not the command line (io/args_file.h).
+inline int exitOnParseError(const CLI::App& app, const CLI::ParseError& e, std::string_view tool,
+                            std::string_view suffix = "") {
   if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
-  fmt::print(stderr, "{}: error: {}\n", tool, e.what());
+  fmt::print(stderr, "{}: error: {}{}\n", tool, e.what(), suffix);
   return kInputErrorExitCode;
 }
 

@@ -60,6 +60,9 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
   if (strategy_required) {
     b->required();
     B->required();
+  } else {
+    // Optional here (events, eventprof): 0 read as "not given" and was refused as missing.
+    B->check(kPositiveInteger);
   }
   schedule_option =
       app.add_option("--schedule", schedule,

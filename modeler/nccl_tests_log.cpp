@@ -82,12 +82,24 @@ struct Row {
 Placement placementFor(EventKind kind, const NcclTestsOptions& options,
                        const std::vector<std::string>& hosts, const std::string& origin) {
   Placement p;
-  if (!hosts.empty() && !options.group) {
+  if (!hosts.empty()) {
     std::map<std::string, int> per_host;
     for (const std::string& h : hosts) ++per_host[h];
     p.group_size = static_cast<int>(hosts.size());
     p.nodes = static_cast<int>(per_host.size());
     for (const auto& [host, n] : per_host) p.ranks_per_node = std::max(p.ranks_per_node, n);
+    // The Rank lines are the run itself: a --group or --nodes that says otherwise would file
+    // these times under another placement (it was taken silently).
+    if (options.group_must_agree && options.group && *options.group != p.group_size) {
+      EVSIM_THROW(InputError,
+                  "{}: --group {}: the log's Rank lines list {} ranks (leave --group out)", origin,
+                  *options.group, p.group_size);
+    }
+    if (options.group_must_agree && options.nodes && *options.nodes != p.nodes) {
+      EVSIM_THROW(InputError,
+                  "{}: --nodes {}: the log's Rank lines name {} host(s) (leave --nodes out)",
+                  origin, *options.nodes, p.nodes);
+    }
   } else {
     if (!options.group) {
       EVSIM_THROW(InputError,
@@ -216,8 +228,16 @@ NcclTestsImport parseNcclTests(const std::string& text, const std::string& origi
     std::vector<std::string> t = tokens(line);
     if (t.empty()) continue;
     if (t[0] == "#") {
-      if (line.find("Collective test starting:") != std::string::npos && !kind) {
-        kind = ncclTestsCollective(t.back());
+      if (line.find("Collective test starting:") != std::string::npos) {
+        // The log names its test: a --collective that names another would file these times
+        // under the wrong collective (it overrode the log silently).
+        const std::optional<EventKind> logged = ncclTestsCollective(t.back());
+        if (kind && logged && *kind != *logged) {
+          EVSIM_THROW(InputError, "{}: {} {}: the log is {} ({}), another collective", where,
+                      options.collective_flag, eventKindName(*kind), t.back(),
+                      eventKindName(*logged));
+        }
+        if (!kind) kind = logged;
       } else if (t.size() >= 2 && t[1] == "nThread") {
         auto it = std::find(t.begin(), t.end(), "iters:");
         // "warmup iters: 5 iters: 20": the timed iterations follow the second "iters:".

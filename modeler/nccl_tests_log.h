@@ -14,7 +14,7 @@
 //    column `error` and print a numerical error there, and have no `Group` in the Rank lines).
 //    Lines that are not nccl-tests' table (mpirun's, NCCL_DEBUG's) are skipped. The Rank lines give
 //    the group (ranks), nodes (distinct hosts) and ranks per node (the most on one host);
-//    --group/--nodes stand in when a log lacks them.
+//    --group/--nodes stand in when a log lacks them (and must agree where it has them).
 // 2. The CSV form of ../shared/calibration/nccl_allreduce_*.csv:
 //      size(B),count,type,time(ns),busbw(GB/s),time(ns),busbw(GB/s)     (out-of-place first)
 //    which names neither the collective (all-reduce unless --collective) nor the group (--group
@@ -36,9 +36,17 @@
 namespace evsim {
 
 struct NcclTestsOptions {
-  std::optional<EventKind> collective;  // overrides what the log or file name says
+  // Each stands in where the log is silent; where the log says (its 'Collective test starting'
+  // line, its Rank lines) a different value is an InputError, not an override. The collective
+  // does override a guess from the file name.
+  std::optional<EventKind> collective;
   std::optional<int> group;             // ranks, when the log has no Rank lines (CSV: required)
   std::optional<int> nodes;             // nodes those ranks span (default 1 without Rank lines)
+  // The caller's flag for `collective` in messages (`eventsim collective` says --op).
+  std::string collective_flag = "--collective";
+  // false: where the log has Rank lines they give the placement and the caller compares it with
+  // group and nodes itself, in its own flags' words (`eventsim collective --measured`).
+  bool group_must_agree = true;
   bool in_place = false;
 };
 

@@ -20,6 +20,9 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -35,6 +38,15 @@ inline std::atomic<uint64_t>& threadsStarted() {
   return started;
 }
 
+// The message when the system refuses the threads a search asked for (EAGAIN: its thread or
+// memory limit): which count failed, and the flag that lowers it.
+inline std::string threadStartFailure(unsigned threads, const std::system_error& e) {
+  return fmt::format(
+      "starting {} worker threads failed ({}): the system's limit; use fewer "
+      "--threads",
+      threads, e.what());
+}
+
 class WorkerTeam {
  public:
   // `workers` >= 1 workers: the caller's thread and workers - 1 threads started now.
@@ -45,7 +57,10 @@ class WorkerTeam {
         threads_.emplace_back([this, w] { serve(w); });
         ++threadsStarted();
       }
-    } catch (...) {  // a thread the system would not start: end those started, then say so
+    } catch (const std::system_error& e) {  // a thread the system would not start
+      stop();  // end those started, then say so: the machine's limit, not a bug (was exit 3)
+      EVSIM_THROW(EnvironmentError, "{}", threadStartFailure(workers, e));
+    } catch (...) {
       stop();
       throw;
     }
@@ -173,18 +188,27 @@ inline void runOnThreads(unsigned n, const std::function<void(unsigned)>& f) {
   std::mutex error_mutex;
   std::vector<std::thread> pool;
   pool.reserve(n);
-  for (unsigned w = 0; w < n; ++w) {
-    pool.emplace_back([&, w] {
-      try {
-        f(w);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-      }
-    });
+  // Those started keep running until joined: a thread the system would not start ended the
+  // process (a joinable std::thread destroyed is std::terminate) instead of an error.
+  std::optional<std::string> refused;
+  for (unsigned w = 0; w < n && !refused; ++w) {
+    try {
+      pool.emplace_back([&, w] {
+        try {
+          f(w);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(error_mutex);
+          if (!error) error = std::current_exception();
+        }
+      });
+    } catch (const std::system_error& e) {
+      refused = threadStartFailure(n, e);
+      break;
+    }
     ++threadsStarted();
   }
   for (std::thread& t : pool) t.join();
+  if (refused) EVSIM_THROW(EnvironmentError, "{}", *refused);
   if (error) std::rethrow_exception(error);
 }
 

@@ -25,6 +25,8 @@
 #include "common/cancel.h"
 #include "common/data_dir.h"
 #include "common/error.h"
+#include "io/args_file.h"
+#include "io/torchtitan_config.h"
 #include "modeler/cli/calibrate_command.h"
 #include "modeler/cli/collective_command.h"
 #include "modeler/cli/events_command.h"
@@ -143,6 +145,15 @@ std::vector<std::string> commandLine(const Command& command, const py::kwargs& k
 // Runs the subcommand as the CLI would and returns its JSON report as Python objects.
 py::object run(const Command& command, const py::kwargs& kwargs) {
   std::vector<std::string> args = commandLine(command, kwargs);
+  // args_file= and model="train.toml" are read in place, as the CLI's main() reads them: the
+  // subcommand's --args-file option only documents the flag, so given to the parser alone it
+  // was dropped without a word (a missing file too). The CLI's notes are left out: the module
+  // prints nothing.
+  const ExpandedArgs expanded =
+      expandArgsFile(std::vector<std::string>(args.begin() + 1, args.end()));
+  std::vector<std::string> ignored;
+  args = expandTorchtitanConfig(expanded.args, ignored);
+  args.insert(args.begin(), "eventsim");
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
   std::optional<nlohmann::json> report;
@@ -155,6 +166,13 @@ py::object run(const Command& command, const py::kwargs& kwargs) {
     try {
       std::unique_ptr<CLI::App> app = makeApp(command, &report);
       app->parse(static_cast<int>(argv.size()), argv.data());
+    } catch (const CLI::ParseError& e) {
+      // Said as the CLI says it: where a flag's value came from when an args file gave it.
+      failure = std::make_exception_ptr(InputError(e.what() + fromArgsFile(expanded, e.what())));
+    } catch (const KeywordError&) {
+      failure = std::current_exception();
+    } catch (const InputError& e) {
+      failure = std::make_exception_ptr(InputError(e.what() + fromArgsFile(expanded, e.what())));
     } catch (...) {
       failure = std::current_exception();
     }

@@ -18,23 +18,54 @@ applies only where two ranks' clocks meet (a send and its receiving task) or to 
 eventrun puts every rank on rank 0's clock, each within its own half round trip, and reports the
 largest: two ranks other than 0 can then be off by T each, in opposite directions, so where a send
 and its receiver both lie off rank 0 the slack is 2 T (T where one of them is rank 0).
-Exit 0 when all hold; otherwise one line per violation (at most 20) and exit 1.
+Exit 0 when all hold; otherwise one line per violation (at most 20) and exit 1. A file that
+cannot be read as a timeline is one line and exit 2.
 """
 import argparse
 import collections
 import csv
+import math
 import sys
 
 
+INTEGERS = ("rank", "tp", "pp", "dp", "micro_batch")
+COLUMNS = INTEGERS + ("stream", "start_us", "dur_us", "phase", "op", "layer", "provenance")
+
+
+def fail(message):
+    """A file that cannot be read as a timeline: one line, exit code 2 (problems found in a
+    readable timeline are exit code 1)."""
+    print(f"check_timeline: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def load(path):
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    for r in rows:
-        for k in ("rank", "tp", "pp", "dp", "micro_batch"):
-            r[k] = int(r[k])
-        r["start_us"] = float(r["start_us"])
-        r["dur_us"] = float(r["dur_us"])
-        r["end_us"] = r["start_us"] + r["dur_us"]
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [k for k in COLUMNS if k not in (reader.fieldnames or [])]
+            if missing:
+                fail(f"{path}:1: not a timeline CSV (no column {', '.join(missing)}; expected "
+                     "eventsim simulate --csv or eventrun --csv)")
+            rows = []
+            for r in reader:
+                where = f"{path}:{reader.line_num}"
+                try:
+                    for k in INTEGERS:
+                        r[k] = int(r[k])
+                    r["start_us"] = float(r["start_us"])
+                    r["dur_us"] = float(r["dur_us"])
+                except (TypeError, ValueError):
+                    fail(f"{where}: {', '.join(INTEGERS)} must be integers and start_us, dur_us "
+                         "numbers")
+                if not (math.isfinite(r["start_us"]) and math.isfinite(r["dur_us"])):
+                    fail(f"{where}: start_us and dur_us must be finite")
+                r["end_us"] = r["start_us"] + r["dur_us"]
+                rows.append(r)
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+    except (UnicodeDecodeError, csv.Error) as e:
+        fail(f"{path}: not a CSV file ({e})")
     return rows
 
 

@@ -24,6 +24,12 @@ const std::map<std::string, int64_t MeasuredRun::*, std::less<>>& filterKeys() {
   return keys;
 }
 
+bool isRunFilterKey(std::string_view key) {
+  return filterKeys().count(key) > 0 || key == "tp" || key == "dp" || key == "pp";
+}
+constexpr const char* kRunFilterKeysText =
+    "hidden, layers, heads, gpus, tp, dp, pp, micro_batch, global_batch, seq";
+
 // The measured intra-node all-reduce records of the profile, grouped by group size, one point per
 // message size (the same size filed under several dtypes counts once).
 std::map<int, std::vector<CollectivePoint>> intraNodeAllReduces(const ProfileDb& db) {
@@ -48,6 +54,10 @@ void crossValidate(const CalibrationInput& input, const ClusterConfig& cluster,
   if (input.cross_validate.find('=') != std::string::npos) {
     EVSIM_THROW(InputError, "--cross-validate '{}': give a key (e.g. hidden), not KEY=VALUE",
                 input.cross_validate);
+  }
+  if (!isRunFilterKey(input.cross_validate)) {  // said as given, not as the probe's "KEY=0"
+    EVSIM_THROW(InputError, "--cross-validate '{}': expected a KEY, one of {}",
+                input.cross_validate, kRunFilterKeysText);
   }
   RunFilter probe = parseRunFilter(input.cross_validate + "=0", "--cross-validate");
   for (const PlannedRun& r : runs.planned()) {
@@ -122,12 +132,9 @@ RunFilter parseRunFilter(const std::string& text, const std::string& flag) {
   size_t eq = text.find('=');
   RunFilter f;
   f.key = text.substr(0, eq);
-  bool known = filterKeys().count(f.key) > 0 || f.key == "tp" || f.key == "dp" || f.key == "pp";
-  if (eq == std::string::npos || !known) {
-    EVSIM_THROW(InputError,
-                "{} '{}': expected KEY=VALUE with KEY one of hidden, layers, heads, gpus, tp, dp, "
-                "pp, micro_batch, global_batch, seq",
-                flag, text);
+  if (eq == std::string::npos || !isRunFilterKey(f.key)) {
+    EVSIM_THROW(InputError, "{} '{}': expected KEY=VALUE with KEY one of {}", flag, text,
+                kRunFilterKeysText);
   }
   const std::optional<int64_t> value = parseInteger(std::string_view(text).substr(eq + 1));
   if (!value) EVSIM_THROW(InputError, "{} '{}': the value is not an integer", flag, text);
@@ -157,8 +164,9 @@ CalibrationReport calibrate(const CalibrationInput& input) {
       input.collectives != nullptr || !input.runs.empty() || input.kernels != nullptr;
   if (!fits_model && input.overlap == nullptr && !input.sustained) {
     EVSIM_THROW(InputError,
-                "nothing to calibrate: give measured runs, kernels, collective, overlap and/or "
-                "sustained-GEMM records");
+                "nothing to calibrate: give measured runs (--runs), kernels (--kernels), "
+                "collectives (--collectives), overlap records (--overlap) and/or a sustained-GEMM "
+                "record (--sustained-gemm)");
   }
   if (input.kernels != nullptr && !input.runs.empty()) {
     EVSIM_THROW(InputError, "--kernels and --runs exclude each other: fit one or the other");

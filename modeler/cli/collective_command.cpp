@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "config/cluster_config.h"
 #include "events/comm_factors.h"
 #include "io/cli_checks.h"
@@ -88,7 +89,13 @@ std::vector<int64_t> sizesOf(const CollectiveArgs& args,
     if (lo > hi) EVSIM_THROW(InputError, "--min-bytes {} is above --max-bytes {}", lo, hi);
     for (int64_t s = lo; s <= hi; s *= 2) sizes.push_back(s);  // nccl-tests' -f 2
   }
-  for (const std::string& b : args.bytes) sizes.push_back(parseSize(b, "--bytes"));
+  // Split here, not by CLI11's delimiter: it dropped the empty entry of "1M,,2M" silently.
+  for (const std::string& list : args.bytes) {
+    for (const std::string& b : split(list, ',')) {
+      if (trim(b).empty()) EVSIM_THROW(InputError, "--bytes '{}': empty entry", list);
+      sizes.push_back(parseSize(trim(b), "--bytes"));
+    }
+  }
   if (sizes.empty()) {
     for (const auto& [bytes, time] : measured) sizes.push_back(bytes);
   }
@@ -128,11 +135,25 @@ void runCollective(const CollectiveArgs& args, const JsonSink& sink) {
 
   std::map<int64_t, double> measured;  // bytes -> time_us
   if (!args.measured.empty()) {
+    // "An nccl-tests output of the same test": a log of another collective, group or layout
+    // was compared line by line without a word. A log without Rank lines is taken as this test.
     NcclTestsOptions options;
     options.collective = kind;
-    for (const ProfileRecord& r : loadNcclTests(args.measured, options).records) {
-      measured[r.event.message_bytes] = r.time.median_us;
+    options.collective_flag = "--op";
+    options.group = args.gpus;
+    options.nodes = nodes;
+    options.group_must_agree = false;
+    const NcclTestsImport log = loadNcclTests(args.measured, options);
+    const Placement& ran = log.records.front().event.placement;
+    if (!(ran == placement)) {
+      EVSIM_THROW(InputError,
+                  "--measured {}: the log's test ran on {} ranks over {} node(s) of {}, this "
+                  "table's on {} over {} of {} (--gpus {}, --gpus-per-node {})",
+                  args.measured, log.placement.group_size, log.placement.nodes,
+                  log.placement.ranks_per_node, args.gpus, nodes, std::min(args.gpus, per_node),
+                  args.gpus, per_node);
     }
+    for (const ProfileRecord& r : log.records) measured[r.event.message_bytes] = r.time.median_us;
   }
 
   const double bus_factor = busBandwidthFactor(kind, args.gpus);
@@ -199,8 +220,7 @@ void registerCollectiveCommand(CLI::App& app, JsonSink sink) {
   cmd->add_option("--gpus-per-node", args->gpus_per_node,
                   "ranks per node (default: the cluster's GPUs per node)")
       ->check(kPositiveInteger);
-  cmd->add_option("--bytes", args->bytes, "sizes (nccl-tests' size column), e.g. 1M,32M,1G")
-      ->delimiter(',');
+  cmd->add_option("--bytes", args->bytes, "sizes (nccl-tests' size column), e.g. 1M,32M,1G");
   cmd->add_option("--min-bytes", args->min_bytes, "smallest size, doubling up to --max-bytes");
   cmd->add_option("--max-bytes", args->max_bytes, "largest size");
   cmd->add_option("--measured", args->measured,

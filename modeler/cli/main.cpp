@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "io/args_file.h"
 #include "io/torchtitan_config.h"
 #include "io/cli_errors.h"
@@ -49,23 +50,31 @@ int main(int argc, char** argv) {
   evsim::registerConvertCommand(app);
   evsim::registerCollectiveCommand(app);
   evsim::registerListCommand(app);
+  ExpandedArgs expanded;  // kept for the errors: a flag's value may come from --args-file
   try {
-    // "eventsim simulat" was "A subcommand is required": name the word and the commands.
-    if (argc > 1 && argv[1][0] != '-') {
+    // "eventsim simulat", "eventsim --verbose" and a bare "eventsim" were all "A subcommand is
+    // required": name the word (or its absence) and the commands.
+    const std::string first = argc > 1 ? argv[1] : "";
+    if (first != "-h" && first != "--help" && first != "--version") {
       const CLI::App& commands = app;
       std::string names;
       bool known = false;
       for (const CLI::App* sub : commands.get_subcommands([](const CLI::App*) { return true; })) {
         names += (names.empty() ? "" : ", ") + sub->get_name();
-        known = known || sub->check_name(argv[1]);
+        known = known || sub->check_name(first);
+      }
+      if (argc == 1) EVSIM_THROW(InputError, "no command given (commands: {})", names);
+      if (first.starts_with("-")) {
+        EVSIM_THROW(InputError, "{}: a command comes first (commands: {}; --help, --version)",
+                    evsim::clipped(first), names);
       }
       if (!known) {
-        EVSIM_THROW(InputError, "unknown command '{}' (commands: {})", argv[1], names);
+        EVSIM_THROW(InputError, "unknown command '{}' (commands: {})", first, names);
       }
     }
     // --args-file: a Megatron launch script's arguments in place (io/args_file.h). CLI11 takes
     // a vector last argument first.
-    const ExpandedArgs expanded = expandArgsFile(std::vector<std::string>(argv + 1, argv + argc));
+    expanded = expandArgsFile(std::vector<std::string>(argv + 1, argv + argc));
     if (!expanded.dropped.empty()) {
       fmt::print(stderr, "eventsim: note: --args-file: left out, not set in the file: {}\n",
                  fmt::join(expanded.dropped, " "));
@@ -85,9 +94,10 @@ int main(int argc, char** argv) {
       EVSIM_THROW(EnvironmentError, "writing to standard output failed");
     }
   } catch (const CLI::ParseError& e) {
-    return evsim::exitOnParseError(app, e, "eventsim");
+    return evsim::exitOnParseError(app, e, "eventsim", evsim::fromArgsFile(expanded, e.what()));
   } catch (const evsim::InputError& e) {
-    fmt::print(stderr, "eventsim: error: {}\n", e.what());
+    fmt::print(stderr, "eventsim: error: {}{}\n", e.what(),
+               evsim::fromArgsFile(expanded, e.what()));
     return evsim::kInputErrorExitCode;
   } catch (const evsim::EnvironmentError& e) {
     fmt::print(stderr, "eventsim: error: {}\n", e.what());

@@ -30,6 +30,7 @@ struct SearchArgs {
   std::string micro_batches = "1,2,4,8";
   std::string schedules = "dapple,interleaved";
   std::string virtual_stages = "2,3,4";  // tried with the interleaved schedule (valid v only)
+  bool virtual_stages_given = false;     // on the command line (not the default above)
   std::string recomputes = "none,selective,full";
   std::string sequence_parallel = "off,on";
   // Megatron's TP communication: allreduce (no SP) or rs-ag (reduce-scatter + all-gather, which

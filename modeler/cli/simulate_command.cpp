@@ -143,6 +143,12 @@ void runComparison(const SimulateArgs& args, const ModelConfig& model,
 
 void runSimulate(const SimulateArgs& args) {
   args.run.acceptMegatronExtras();
+  // A rank selection with nothing to write was parsed and dropped without a word.
+  if (!args.ranks.empty() && args.trace.empty() && args.csv.empty()) {
+    EVSIM_THROW(InputError,
+                "--ranks {}: chooses the ranks --trace and --csv write: give one of them",
+                clipped(args.ranks));
+  }
 
   ModelConfig model = args.run.loadModel();
   ClusterConfig cluster = args.run.loadCluster();
@@ -296,13 +302,15 @@ void registerSimulateCommand(CLI::App& app, JsonSink sink) {
                   "write each link's load over the iteration as CSV (resource, capacity_gb_s, "
                   "start_us, end_us, bytes, utilization)")
       ->check(kFileName);
-  cmd->add_option("--chakra", args->chakra,
-                  "write Chakra execution traces for ASTRA-sim into this directory: one file per "
-                  "rank (<prefix>.<rank>.et) and <prefix>.comm_group.json");
+  CLI::Option* chakra = cmd->add_option(
+      "--chakra", args->chakra,
+      "write Chakra execution traces for ASTRA-sim into this directory: one file per "
+      "rank (<prefix>.<rank>.et) and <prefix>.comm_group.json");
   cmd->add_option("--chakra-prefix", args->chakra_prefix,
                   "the file prefix of the --chakra traces (ASTRA-sim's workload path is "
                   "DIR/<prefix>)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(chakra);  // else dropped without a word
   cmd->add_option("--max-output-gib", args->max_output_gib,
                   "refuse a --trace, --csv or --chakra estimated larger than this (GiB, "
                   "uncompressed)")
@@ -317,17 +325,19 @@ void registerSimulateCommand(CLI::App& app, JsonSink sink) {
       "--slow-ranks", args->slow_ranks,
       "stragglers: RANK:FACTOR or nodeN:FACTOR, comma-separated (e.g. 17:1.2,node3:1.1): "
       "that rank's (node's) compute runs FACTOR times longer");
-  cmd->add_option("--jitter", args->jitter,
-                  "per-op random slowdown: each compute op takes t (1 + J |z|), z ~ N(0,1); "
-                  "reports the iteration time distribution over --iterations")
-      ->check(finiteInRange(0.0, 10.0));
+  CLI::Option* jitter =
+      cmd->add_option("--jitter", args->jitter,
+                      "per-op random slowdown: each compute op takes t (1 + J |z|), z ~ N(0,1); "
+                      "reports the iteration time distribution over --iterations")
+          ->check(finiteInRange(0.0, 10.0));
   cmd->add_option("--memory-headroom", args->memory_headroom,
                   "share of device memory kept free beyond what the memory model counts "
                   "(as search's)")
       ->check(finiteInRange(0.0, 0.99))
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "seed of the --jitter draws (default 1)")
-      ->check(kUnsignedText);
+      ->check(kUnsignedText)
+      ->needs(jitter);  // nothing else draws: without --jitter it was dropped without a word
   cmd->add_option("--iterations", args->iterations,
                   "iterations sampled for the distribution (default 100 with --jitter)")
       ->check(CLI::Range(1, 100000));

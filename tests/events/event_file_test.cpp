@@ -209,6 +209,10 @@ TEST(EventsFile, CorruptFilesNameFileAndEntry) {
                     "  - signature: \"add elems=8 dtype=fp16\"\n    count: -1\n",
                 "events[1].count: -1"},
            Case{"eventsim_events: 1\nevents: [\n", "malformed YAML"},
+           // Listed twice: refused as the profile refuses it (eventprof merged the two).
+           Case{"eventsim_events: 1\nevents:\n" + good_entry +
+                    "  - signature: \"gemm m=2 n=3 k=4 layout=nt dtype=fp16\"\n",
+                "events[1].signature: 'gemm m=2 n=3 k=4 layout=nt dtype=fp16' appears twice"},
        }) {
     SCOPED_TRACE(c.text);
     TempFile f(c.text);

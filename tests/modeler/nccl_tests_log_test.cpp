@@ -26,6 +26,37 @@ std::string errorOf(const std::string& text, const NcclTestsOptions& options = {
   return "no error";
 }
 
+std::string twoByTwoLog() {
+  std::ifstream in(kData + "all_reduce_perf_2x2.log");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Where the log says what ran, an option that says otherwise is refused: it used to override
+// the log, filing an all-reduce's times as an all-to-all's, or 4 ranks on 2 hosts as 8 on 1.
+TEST(NcclTestsLog, OptionsContradictingTheLogRefused) {
+  const std::string log = twoByTwoLog();  // "Collective test starting: all_reduce_perf" on line 3
+  NcclTestsOptions collective, group, nodes, agreeing;
+  collective.collective = EventKind::kAllToAll;
+  EXPECT_EQ(errorOf(log, collective),
+            "log.txt:3: --collective alltoall: the log is all_reduce_perf (allreduce), "
+            "another collective");
+  group.group = 8;
+  EXPECT_EQ(errorOf(log, group),
+            "log.txt: --group 8: the log's Rank lines list 4 ranks (leave --group out)");
+  nodes.nodes = 1;
+  EXPECT_EQ(errorOf(log, nodes),
+            "log.txt: --nodes 1: the log's Rank lines name 2 host(s) (leave --nodes out)");
+  // Options that agree with the log change nothing: 4 ranks, 2 hosts of 2.
+  agreeing.collective = EventKind::kAllReduce;
+  agreeing.group = 4;
+  agreeing.nodes = 2;
+  const NcclTestsImport agreed = parseNcclTests(log, "log.txt", agreeing);
+  EXPECT_EQ(agreed.kind, EventKind::kAllReduce);
+  EXPECT_EQ(agreed.placement, (Placement{4, 2, 2}));
+}
+
 // An iteration count beyond an int is refused, not narrowed (4294967298 = 2^32 + 2 became 2).
 TEST(NcclTestsLog, IterationsBeyondAnIntRefused) {
   std::ifstream in(kData + "all_reduce_perf_2x2.log");
