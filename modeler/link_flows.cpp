@@ -258,6 +258,12 @@ bool shareLinksOverTime(const IterationPlan& plan, const std::vector<EventCost>&
     // them kept), and the shared one timed after the flows are freed: each side by side with the
     // flows was a search's peak (issue 34). Where sharing changed nothing the unshared timing is
     // taken again, the same timeline (the same input, graph and jitter seeds).
+    // Each task's overlap slowdown (a double a task) is read by the summary alone, of the timeline
+    // timed again below: freed before the flow list is sized, of which it was the peak's last
+    // megabyte (Llama 3.1 405B on 1,024 GPUs, 131,072 tasks: 1.05 MB; bench/RESULTS.md, session 31).
+    for (PipelineTimeline& p : timeline.pipelines) {
+      for (StageTimeline& stage : p.stages) std::vector<double>().swap(stage.overlap_slowdown_us);
+    }
     const InTaskOps in_task = inTaskOps(plan, costs, offsets, timeline.graph.split_backward);
     const UnsharedTimeline unshared(timeline, in_task);
     const TimelineFlows flows =

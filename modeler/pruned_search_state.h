@@ -61,7 +61,9 @@ constexpr double kBoundSlack = 1e-9;
 // MiB its two largest sharing passes (21.25 MB estimated each, 40.5 MiB together) ran at once,
 // 1.15-1.2 s but 64.5-66.7 MB at 42 and 48 MiB, over the 64 MB bound. The 16,384-GPU searches
 // (70B 30-35 MB, 405B 32-36 MB) did not change with the budget. A larger one needs smaller
-// passes first.
+// passes first. Kept at 29 in session 31 (pair31): with the pool at 4,096 (search.h) and a pass
+// at 19.6 MB over its start, the two largest side by side (42 MiB) still peaked at 63.4-64.6 MB,
+// live 45-48 MB beside 9.3 MB of mapped files and the arenas' free chunks (bench/RESULTS.md).
 constexpr size_t kSimulationBudgetBytes = size_t{29} << 20;
 
 struct Ranked {

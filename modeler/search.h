@@ -35,8 +35,13 @@ struct SearchOptions {
   int top_k = 10;  // runPrunedSearch only: how many of the best candidates to keep and rank
   // runPrunedSearch only: fitting candidates waiting to be simulated, best bounds kept; the others
   // are set aside for another pass over the enumeration should they still be needed
-  // (pruned_search.h). A test makes it small to force passes.
-  size_t pool_capacity = 16384;
+  // (pruned_search.h). A test makes it small to force passes. 4,096 since session 31 (16,384
+  // before): the pool is 208 bytes a candidate, and its 3.4 MB (each worker's too, while a pass
+  // runs) sat beside every simulation round; with 4,096 the every-dimension searches of Llama 3 70B
+  // and 3.1 405B on 1,024 and 16,384 GPUs still take one pass (70B on 1,024 needs more than 1,024,
+  // at most 2,048) and peak 2.6-10 MB lower (bench/RESULTS.md, session 31, pair31). A space whose
+  // bounds leave more than 4,096 candidates below the 10th time takes another pass: the same top K.
+  size_t pool_capacity = 4096;
   // runSearch: rows held in memory before a sorted run is spilled to a temporary file.
   size_t rows_in_memory = RankedRows::kDefaultRowsInMemory;
 };

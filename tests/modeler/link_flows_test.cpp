@@ -58,6 +58,50 @@ TEST(LinkFlows, ABucketAndASendShareTheNicOnlyWhileTheyOverlap) {
   EXPECT_NEAR(shared.pipelines[0].stages[0].grad_sync[0].duration(), ta[0], 1e-9);
 }
 
+// The same plan with compute beside stage 1's bucket slowed (factor f): the sharing pass frees the
+// unshared timeline's per-task overlap slowdowns before it lists the flows (bench/RESULTS.md,
+// session 31), so the timeline it leaves, whether sharing moved anything or not, must be timed
+// again with them. Stage 1's B [20 + Tf, ..] has done 5 us of its 20 when the bucket (Ta) starts at
+// 25 + Tf; the other 15 us run beside it at rate 1/f.
+//   f = 1.5: they take 22.5 us, inside the bucket: B ends at 47.5 + Tf, 7.5 us of overlap slowdown.
+//            Its gradient send from 47.5 + Tf runs inside the bucket: both at half while it lasts
+//            (2 Tb), the bucket Tb longer after B has ended; stage 0's B starts 2 Tb after B.
+//   f = 2:   the bucket's Ta us do Ta / 2 of them, the rest at full speed: B ends at
+//            40 + Ta / 2 + Tf, Ta / 2 of slowdown; its send starts after the bucket has ended and
+//            shares nothing (sharing changes no time).
+TEST(LinkFlows, SharingKeepsEachTasksOverlapSlowdown) {
+  Strategy strategy = Strategy::of(1, 2, 2, 1, 2);
+  strategy.dp_overlap = true;
+  IterationPlan plan = buildIterationPlan(test::model(64, 4, 256, 32, 512, 4, "fp16"),
+                                          test::cluster(1, 0, test::kSlowLinks), strategy);
+  plan.cluster.topology.link_sharing = true;
+  const test::BucketAndSend setup = test::bucketAndSendInput(plan, 1e4);
+  ASSERT_EQ(setup.ta.size(), 2u);
+  const double tf = setup.tf, tb = setup.tb, ta = setup.ta[1];
+  ASSERT_GT(ta, 22.5 + 2 * tb);  // f = 1.5: the bucket outlasts B's slowed rest and the send
+  ASSERT_LT(ta, 30);             // f = 2: it ends before B
+  auto timed = [&](double f, double b_end, double slowdown, bool shares) {
+    SCOPED_TRACE(f);
+    TimingInput in = setup.in;
+    in.stages[1].buckets[0].compute_slowdown = f;
+    IterationTimeline timeline = computeTimeline(in);
+    EXPECT_NEAR(timeline.pipelines[0].stages[1].tasks[1].run.end_us, b_end, 1e-9);
+    EXPECT_NEAR(timeline.pipelines[0].stages[1].overlapSlowdownUs(1), slowdown, 1e-9);
+    EXPECT_EQ(shareLinksOverTime(plan, {}, {}, in, timeline), shares);
+    const StageTimeline& s1 = timeline.pipelines[0].stages[1];
+    EXPECT_NEAR(s1.tasks[1].run.end_us, b_end, 1e-9);
+    EXPECT_NEAR(s1.overlapSlowdownUs(1), slowdown, 1e-9);
+    EXPECT_NEAR(s1.overlapSlowdownUs(0), 0, 1e-9);  // F overlaps nothing
+    EXPECT_NEAR(s1.tasks[1].send().start_us, b_end, 1e-9);
+    EXPECT_NEAR(s1.tasks[1].send().duration(), shares ? 2 * tb : tb, 1e-9);
+    EXPECT_NEAR(s1.grad_sync[0].end_us, 25 + tf + ta + (shares ? tb : 0), 1e-9);
+    EXPECT_NEAR(timeline.pipelines[0].stages[0].tasks[1].run.start_us,
+                b_end + (shares ? 2 * tb : tb), 1e-9);
+  };
+  timed(1.5, 47.5 + tf, 7.5, true);
+  timed(2, 40 + ta / 2 + tf, ta / 2, false);
+}
+
 // --grad-reduce-sync step: a queued reduction that waited idle for its bucket (the queue was empty
 // when its bucket closed) starts when its bucket closes, not its standalone gap after the one
 // before it: a delay of that one moves it only past its bucket's close (the queue never runs two
