@@ -279,6 +279,16 @@ void run(SearchArgs args) {
     return pruned ? runPrunedSearch(model, cluster, cost_model, options)
                   : runSearch(model, cluster, cost_model, options);
   });
+  if (report.valid == 0 && report.invalid > 0 && args.show_rejected && !args.sink) {
+    // Asked for: every rejected candidate and its rule (--json: invalid_by_rule), then the one
+    // error line below and exit 2. No CSV: a failed run leaves no file.
+    if (args.json) {
+      printJson(args, model, cluster, report, std::nullopt, std::cout);
+    } else {
+      printText(args, model, cluster, report, std::nullopt);
+    }
+    std::cout.flush();  // the report before the error line when both go to one terminal
+  }
   refuseWithoutValidCandidates(args, model, report);  // before writing the CSV
 
   if (!args.csv.empty()) {
