@@ -305,13 +305,16 @@ ExpandedArgs expandArgsFile(const std::vector<std::string>& args) {
 
 std::string fromArgsFile(const ExpandedArgs& expanded, const std::string& message) {
   if (expanded.origin.empty()) return "";
-  // The first "--flag" the message names ("--tp: must be ...", "Could not convert: --tp = x").
+  // The first "--flag" the message names ("--tp: must be ...", "Could not convert: --tp = x"),
+  // and only it: in "--seed requires --jitter" the command line's --seed is at fault, not a
+  // --jitter the file gave.
   for (size_t at = message.find("--"); at != std::string::npos; at = message.find("--", at + 2)) {
     if (at > 0 && message[at - 1] != ' ' && message[at - 1] != '\'') continue;
     const size_t end = message.find_first_of(" :=',", at);
     const auto it =
         expanded.origin.find(message.substr(at, end == std::string::npos ? end : end - at));
-    if (it != expanded.origin.end()) return fmt::format(" (read from --args-file {})", it->second);
+    return it == expanded.origin.end() ? ""
+                                       : fmt::format(" (read from --args-file {})", it->second);
   }
   return "";
 }

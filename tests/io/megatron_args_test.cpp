@@ -145,5 +145,21 @@ TEST(ArgsFile, TheFilesSeedIsMegatronsNotTheCommands) {
   std::remove(path.c_str());
 }
 
+// An error is blamed on the file only when the first flag it names came from the file: "--seed
+// requires --jitter" is the command line's --seed's fault even when the file gave --jitter.
+TEST(ArgsFile, AnErrorNamesTheFileOnlyForItsFirstFlag) {
+  ExpandedArgs expanded;
+  expanded.origin["--jitter"] = "run.sh as --jitter";
+  expanded.origin["--tp"] = "run.sh as --tensor-model-parallel-size";
+  EXPECT_EQ(fromArgsFile(expanded, "--seed requires --jitter"), "");
+  EXPECT_EQ(fromArgsFile(expanded, "--tp: must be an integer >= 1, not 0"),
+            " (read from --args-file run.sh as --tensor-model-parallel-size)");
+  EXPECT_EQ(fromArgsFile(expanded, "Could not convert: --tp = x"),
+            " (read from --args-file run.sh as --tensor-model-parallel-size)");
+  // A "--" inside a word is no flag: the first flag is still --jitter.
+  EXPECT_EQ(fromArgsFile(expanded, "file a--b: --jitter 2: must be in [0, 10]"),
+            " (read from --args-file run.sh as --jitter)");
+}
+
 }  // namespace
 }  // namespace evsim
