@@ -61,7 +61,8 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
     b->required();
     B->required();
   } else {
-    // Optional here (events, eventprof): 0 read as "not given" and was refused as missing.
+    // Optional here (events, eventprof, import-kineto): 0 read as "not given" and was refused as
+    // missing.
     B->check(kPositiveInteger);
   }
   schedule_option =
