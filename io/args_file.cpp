@@ -261,8 +261,8 @@ ExpandedArgs expandArgsFile(const std::vector<std::string>& args) {
     out.dropped.insert(out.dropped.end(), file.dropped.begin(), file.dropped.end());
     std::optional<int64_t> nodes, per_node;
     bool skipping = false;
-    bool without_effect = false;        // the current flag is a Megatron one without effect
-    std::vector<std::string> ignored;   // those flags and their values, as the file gave them
+    bool without_effect = false;       // the current flag is a Megatron one without effect
+    std::vector<std::string> ignored;  // those flags and their values, as the file gave them
     for (size_t k = 0; k < file.args.size(); ++k) {
       const std::string& token = file.args[k];
       if (isFlag(token)) {

@@ -149,9 +149,10 @@ void runCollective(const CollectiveArgs& args, const JsonSink& sink) {
     if (!(ran == placement)) {
       const std::string flags =
           kind == EventKind::kP2P
-              ? fmt::format("sendrecv compares one pair of the ring: --gpus {} on nodes of {} "
-                            "puts it {}",
-                            args.gpus, per_node, nodes > 1 ? "across nodes" : "within a node")
+              ? fmt::format(
+                    "sendrecv compares one pair of the ring: --gpus {} on nodes of {} "
+                    "puts it {}",
+                    args.gpus, per_node, nodes > 1 ? "across nodes" : "within a node")
               : fmt::format("--gpus {}, --gpus-per-node {}", args.gpus, per_node);
       const bool pair = kind == EventKind::kP2P;
       EVSIM_THROW(InputError,

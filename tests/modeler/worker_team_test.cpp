@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
-#include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
