@@ -261,17 +261,24 @@ ExpandedArgs expandArgsFile(const std::vector<std::string>& args) {
     out.dropped.insert(out.dropped.end(), file.dropped.begin(), file.dropped.end());
     std::optional<int64_t> nodes, per_node;
     bool skipping = false;
+    bool without_effect = false;       // the current flag is a Megatron one without effect
+    std::vector<std::string> ignored;  // those flags and their values, as the file gave them
     for (size_t k = 0; k < file.args.size(); ++k) {
       const std::string& token = file.args[k];
       if (isFlag(token)) {
         const std::string flag = flagName(token);
         skipping = given_canonical.count(canon(flag)) > 0;
+        without_effect = !skipping && isIgnoredMegatronArg(flag);
         if (wants_gpus && (flag == "--nnodes" || flag == "--nproc_per_node")) {
           const std::string value = token.size() > flag.size() ? token.substr(flag.size() + 1)
                                     : k + 1 < file.args.size() ? file.args[k + 1]
                                                                : "";
           (flag == "--nnodes" ? nodes : per_node) = parseInteger(value);
         }
+      }
+      if (without_effect) {
+        ignored.push_back(token);
+        continue;
       }
       if (!skipping) out.args.push_back(token);
       if (!skipping && isFlag(token)) {
@@ -280,6 +287,13 @@ ExpandedArgs expandArgsFile(const std::vector<std::string>& args) {
         out.origin[flag] = where;
         out.origin[canon(flag)] = where;
       }
+    }
+    try {
+      for (std::string& accepted : acceptIgnoredMegatronArgs(ignored)) {
+        out.ignored.push_back(std::move(accepted));
+      }
+    } catch (const InputError& e) {
+      EVSIM_THROW(InputError, "--args-file {}: {}", clipped(path, 200), e.what());
     }
     if (wants_gpus && nodes && per_node && *nodes > 0 && *per_node > 0) {
       out.args.push_back("--gpus");
@@ -291,13 +305,16 @@ ExpandedArgs expandArgsFile(const std::vector<std::string>& args) {
 
 std::string fromArgsFile(const ExpandedArgs& expanded, const std::string& message) {
   if (expanded.origin.empty()) return "";
-  // The first "--flag" the message names ("--tp: must be ...", "Could not convert: --tp = x").
+  // The first "--flag" the message names ("--tp: must be ...", "Could not convert: --tp = x"),
+  // and only it: in "--seed requires --jitter" the command line's --seed is at fault, not a
+  // --jitter the file gave.
   for (size_t at = message.find("--"); at != std::string::npos; at = message.find("--", at + 2)) {
     if (at > 0 && message[at - 1] != ' ' && message[at - 1] != '\'') continue;
     const size_t end = message.find_first_of(" :=',", at);
     const auto it =
         expanded.origin.find(message.substr(at, end == std::string::npos ? end : end - at));
-    if (it != expanded.origin.end()) return fmt::format(" (read from --args-file {})", it->second);
+    return it == expanded.origin.end() ? ""
+                                       : fmt::format(" (read from --args-file {})", it->second);
   }
   return "";
 }

@@ -6,7 +6,8 @@
 // variables assigned in the file substituted. Program names (torchrun, python, *.py) end a flag's
 // values. A flag also given on the command line keeps the command line's value. torchrun's
 // --nnodes x --nproc_per_node become --gpus for simulate and search when the command line has no
-// --gpus.
+// --gpus. The file's arguments without effect (io/megatron_args.h) go to `ignored`, not to the
+// parser, whatever the command calls a flag of the same name.
 
 #include <map>
 #include <string>
@@ -20,6 +21,10 @@ struct ExpandedArgs {
   // Each flag taken from a file (as the file spells it, and the tool's own name for it) -> "FILE
   // as --FLAG": an error about the flag names where its value came from (fromArgsFile).
   std::map<std::string, std::string> origin;
+  // The file's Megatron-LM arguments without effect ("--seed 1234"), taken out before parsing and
+  // named in the usual note: a launch script's --seed is Megatron's, never simulate's --seed of
+  // the --jitter draws (which refuses to stand without --jitter).
+  std::vector<std::string> ignored;
 };
 
 // " (read from --args-file FILE as --FLAG)" when `message` names a flag the file gave, else "".

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <array>
+#include <mutex>
 #include <string_view>
+#include <utility>
 
 #include "common/error.h"
 #include "common/strings.h"
@@ -166,6 +168,31 @@ std::vector<std::string> acceptIgnoredMegatronArgs(const std::vector<std::string
 }
 
 bool isIgnoredMegatronArg(const std::string& name) { return findIgnored(name) != nullptr; }
+
+namespace {
+
+// Guarded: the Python module runs commands on threads of their own (it defers nothing, but its
+// commands take).
+std::mutex& fileIgnoredMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::vector<std::string>& fileIgnored() {
+  static std::vector<std::string> accepted;
+  return accepted;
+}
+
+}  // namespace
+
+void deferFileIgnoredArgs(std::vector<std::string> accepted) {
+  std::lock_guard<std::mutex> lock(fileIgnoredMutex());
+  fileIgnored() = std::move(accepted);
+}
+
+std::vector<std::string> takeFileIgnoredArgs() {
+  std::lock_guard<std::mutex> lock(fileIgnoredMutex());
+  return std::exchange(fileIgnored(), {});
+}
 
 std::string ignoredArgsNote(const std::vector<std::string>& accepted) {
   if (accepted.empty()) return "";

@@ -19,6 +19,13 @@ std::vector<std::string> acceptIgnoredMegatronArgs(const std::vector<std::string
 // True when `name` ("--lr") is one of the Megatron-LM arguments accepted without effect.
 bool isIgnoredMegatronArg(const std::string& name);
 
+// A launch script's arguments without effect (--args-file: ExpandedArgs::ignored), handed from
+// main() to the command: RunOptions::acceptMegatronExtras names them with the command line's in
+// its one note once the command's flags have parsed, so that a parse error stays the only line on
+// stderr. take returns them once (main() names those no command took after parsing).
+void deferFileIgnoredArgs(std::vector<std::string> accepted);
+std::vector<std::string> takeFileIgnoredArgs();
+
 // The note printed on standard error for the accepted arguments ("" when there are none).
 std::string ignoredArgsNote(const std::vector<std::string>& accepted);
 

@@ -61,7 +61,8 @@ void RunOptions::addStrategyOptions(CLI::App& app, bool strategy_required) {
     b->required();
     B->required();
   } else {
-    // Optional here (events, eventprof): 0 read as "not given" and was refused as missing.
+    // Optional here (events, eventprof, import-kineto): 0 read as "not given" and was refused as
+    // missing.
     B->check(kPositiveInteger);
   }
   schedule_option =
@@ -210,7 +211,12 @@ void RunOptions::addMegatronExtras(CLI::App& app) {
 
 void RunOptions::acceptMegatronExtras() const {
   if (extras_app == nullptr) return;
-  const std::string note = ignoredArgsNote(acceptIgnoredMegatronArgs(extras_app->remaining()));
+  // The launch script's (--args-file) first, then the command line's: one note.
+  std::vector<std::string> accepted = takeFileIgnoredArgs();
+  for (std::string& arg : acceptIgnoredMegatronArgs(extras_app->remaining())) {
+    accepted.push_back(std::move(arg));
+  }
+  const std::string note = ignoredArgsNote(accepted);
   if (!note.empty()) fmt::print(stderr, "eventsim: {}\n", note);
 }
 

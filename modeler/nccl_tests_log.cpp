@@ -95,10 +95,23 @@ Placement placementFor(EventKind kind, const NcclTestsOptions& options,
                   "{}: --group {}: the log's Rank lines list {} ranks (leave --group out)", origin,
                   *options.group, p.group_size);
     }
+    // Nodes started with one hostname (containers, pods) are one host to the Rank lines: the
+    // hosts named are the fewest nodes the run had, and a larger --nodes K that divides the ranks
+    // says how many (K nodes of group / K), as nccl-tests' user knows and the log cannot say.
     if (options.group_must_agree && options.nodes && *options.nodes != p.nodes) {
-      EVSIM_THROW(InputError,
-                  "{}: --nodes {}: the log's Rank lines name {} host(s) (leave --nodes out)",
-                  origin, *options.nodes, p.nodes);
+      if (*options.nodes < p.nodes) {
+        EVSIM_THROW(InputError,
+                    "{}: --nodes {}: the log's Rank lines name {} host(s), so at least {} nodes "
+                    "(leave --nodes out, or raise it where nodes share one hostname)",
+                    origin, *options.nodes, p.nodes, p.nodes);
+      }
+      if (p.group_size % *options.nodes != 0) {
+        EVSIM_THROW(InputError,
+                    "{}: --nodes {}: does not divide the log's {} ranks into equal nodes", origin,
+                    *options.nodes, p.group_size);
+      }
+      p.nodes = *options.nodes;
+      p.ranks_per_node = p.group_size / p.nodes;
     }
   } else {
     if (!options.group) {

@@ -14,7 +14,9 @@
 //    column `error` and print a numerical error there, and have no `Group` in the Rank lines).
 //    Lines that are not nccl-tests' table (mpirun's, NCCL_DEBUG's) are skipped. The Rank lines give
 //    the group (ranks), nodes (distinct hosts) and ranks per node (the most on one host);
-//    --group/--nodes stand in when a log lacks them (and must agree where it has them).
+//    --group/--nodes stand in when a log lacks them; where it has them --group must agree, and
+//    --nodes may only raise the host count, to a divisor of the ranks: nodes started with one
+//    hostname (containers) are one host in the Rank lines, and --nodes K reads them as K nodes.
 // 2. The CSV form of ../shared/calibration/nccl_allreduce_*.csv:
 //      size(B),count,type,time(ns),busbw(GB/s),time(ns),busbw(GB/s)     (out-of-place first)
 //    which names neither the collective (all-reduce unless --collective) nor the group (--group
@@ -41,7 +43,8 @@ struct NcclTestsOptions {
   // does override a guess from the file name.
   std::optional<EventKind> collective;
   std::optional<int> group;             // ranks, when the log has no Rank lines (CSV: required)
-  std::optional<int> nodes;             // nodes those ranks span (default 1 without Rank lines)
+  std::optional<int> nodes;             // nodes those ranks span (default 1 without Rank lines;
+                                        // with them, at least the hosts they name)
   // The caller's flag for `collective` in messages (`eventsim collective` says --op).
   std::string collective_flag = "--collective";
   // false: where the log has Rank lines they give the placement and the caller compares it with

@@ -188,12 +188,25 @@ inline void runOnThreads(unsigned n, const std::function<void(unsigned)>& f) {
   std::mutex error_mutex;
   std::vector<std::thread> pool;
   pool.reserve(n);
-  // Those started keep running until joined: a thread the system would not start ended the
-  // process (a joinable std::thread destroyed is std::terminate) instead of an error.
+  // No f(w) starts before every thread has: a thread the system will not start (its thread or
+  // memory limit) fails the region before any of its work, not after the started workers' share
+  // of a whole search. The gate is opened (or closed for good) on every path below, so no thread
+  // waits on it forever; those started are joined either way (a joinable std::thread destroyed is
+  // std::terminate).
+  enum class Gate { kWait, kGo, kAbort };
+  Gate gate = Gate::kWait;
+  std::mutex gate_mutex;
+  std::condition_variable gate_opened;
   std::optional<std::string> refused;
-  for (unsigned w = 0; w < n && !refused; ++w) {
+  std::exception_ptr start_error;
+  for (unsigned w = 0; w < n; ++w) {
     try {
       pool.emplace_back([&, w] {
+        {
+          std::unique_lock<std::mutex> lock(gate_mutex);
+          gate_opened.wait(lock, [&] { return gate != Gate::kWait; });
+          if (gate == Gate::kAbort) return;
+        }
         try {
           f(w);
         } catch (...) {
@@ -204,11 +217,20 @@ inline void runOnThreads(unsigned n, const std::function<void(unsigned)>& f) {
     } catch (const std::system_error& e) {
       refused = threadStartFailure(n, e);
       break;
+    } catch (...) {
+      start_error = std::current_exception();
+      break;
     }
     ++threadsStarted();
   }
+  {
+    std::lock_guard<std::mutex> lock(gate_mutex);
+    gate = refused || start_error ? Gate::kAbort : Gate::kGo;
+  }
+  gate_opened.notify_all();
   for (std::thread& t : pool) t.join();
   if (refused) EVSIM_THROW(EnvironmentError, "{}", *refused);
+  if (start_error) std::rethrow_exception(start_error);
   if (error) std::rethrow_exception(error);
 }
 

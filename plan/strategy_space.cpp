@@ -31,7 +31,24 @@ std::vector<int> shorten(std::vector<int> split, const std::vector<int>& from, i
   return split;
 }
 
+// The candidates an uneven split applies to (besides P >= 2): one model chunk per device, by the
+// schedule's own chunk rule (ZB-V, DualPipe-V: always 2; interleaved: v).
+bool oneChunkPerDevice(const Strategy& s) { return pipelineLayout(s).chunks() == 1; }
+
 }  // namespace
+
+bool takesUnevenStages(Schedule schedule, const StrategySpace& space) {
+  Strategy s;
+  s.schedule = schedule;
+  s.pp = 2;
+  // forEachUnit's v: each of --virtual-stages for the interleaved schedule, 1 for the others.
+  const std::vector<int> one = {1};
+  for (int v : schedule == Schedule::kInterleaved ? space.virtual_stages : one) {
+    s.virtual_stages = v;
+    if (oneChunkPerDevice(s)) return true;
+  }
+  return false;
+}
 
 std::vector<std::vector<int>> unevenSplits(const std::vector<int>& balanced, int max_shift) {
   const int P = static_cast<int>(balanced.size());
@@ -148,7 +165,7 @@ void forEachVariant(const ModelConfig& model, const ClusterConfig& cluster,
             }
             visit(c);
             if (space.uneven_stage_shift > 0 && !c.violation && c.strategy.pp >= 2 &&
-                pipelineLayout(c.strategy).chunks() == 1) {
+                oneChunkPerDevice(c.strategy)) {
               visitUneven(c.strategy);
             }
           }

@@ -49,6 +49,11 @@ struct StrategySpace {
   int uneven_stage_shift = 0;
 };
 
+// Whether `space` holds candidates of `schedule` that uneven_stage_shift splits: one model chunk
+// per device (not ZB-V's or DualPipe-V's 2, nor the interleaved schedule's v >= 2), as
+// forEachVariant decides per candidate.
+bool takesUnevenStages(Schedule schedule, const StrategySpace& space);
+
 // The variants of the per-stage layer counts `balanced` tried by the search: for j = 1..max_shift
 // the first stage j layers shorter, the last j shorter, and (P >= 3) both; the layers taken off go
 // one at a time, in turn, to the middle stages (to the other stage when P = 2), since the first

@@ -144,14 +144,23 @@ void runCollective(const CollectiveArgs& args, const JsonSink& sink) {
     options.nodes = nodes;
     options.group_must_agree = false;
     const NcclTestsImport log = loadNcclTests(args.measured, options);
+    // Compared and printed: the records' placement (for sendrecv a pair, not the whole group).
     const Placement& ran = log.records.front().event.placement;
     if (!(ran == placement)) {
+      const std::string flags =
+          kind == EventKind::kP2P
+              ? fmt::format(
+                    "sendrecv compares one pair of the ring: --gpus {} on nodes of {} "
+                    "puts it {}",
+                    args.gpus, per_node, nodes > 1 ? "across nodes" : "within a node")
+              : fmt::format("--gpus {}, --gpus-per-node {}", args.gpus, per_node);
+      const bool pair = kind == EventKind::kP2P;
       EVSIM_THROW(InputError,
-                  "--measured {}: the log's test ran on {} ranks over {} node(s) of {}, this "
-                  "table's on {} over {} of {} (--gpus {}, --gpus-per-node {})",
-                  args.measured, log.placement.group_size, log.placement.nodes,
-                  log.placement.ranks_per_node, args.gpus, nodes, std::min(args.gpus, per_node),
-                  args.gpus, per_node);
+                  "--measured {}: the log's {} on {} ranks over {} node(s) of {}, this table's {} "
+                  "{} over {} of {} ({})",
+                  args.measured, pair ? "pairs ran" : "test ran", ran.group_size, ran.nodes,
+                  ran.ranks_per_node, pair ? "pair on" : "on", placement.group_size,
+                  placement.nodes, placement.ranks_per_node, flags);
     }
     for (const ProfileRecord& r : log.records) measured[r.event.message_bytes] = r.time.median_us;
   }

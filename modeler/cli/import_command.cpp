@@ -100,7 +100,9 @@ void registerImportCommand(CLI::App& app) {
   cmd->add_option("--group", args->group,
                   "ranks in the test, when the log has no Rank lines (required for the CSV form)")
       ->check(CLI::Range(2, 1 << 20));
-  cmd->add_option("--nodes", args->nodes, "nodes those ranks span (with --group; default 1)")
+  cmd->add_option("--nodes", args->nodes,
+                  "nodes those ranks span (with --group; default 1). With Rank lines: the hosts "
+                  "they name, or more where nodes share one hostname (containers)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_flag("--in-place", args->in_place, "use the in-place times (default: out-of-place)");
   cmd->add_option("--as-dtype", args->as_dtypes,

@@ -17,13 +17,14 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "io/args_file.h"
-#include "io/torchtitan_config.h"
 #include "io/cli_errors.h"
+#include "io/megatron_args.h"
+#include "io/torchtitan_config.h"
 #include "modeler/cli/calibrate_command.h"
+#include "modeler/cli/collective_command.h"
 #include "modeler/cli/compare_command.h"
 #include "modeler/cli/convert_command.h"
 #include "modeler/cli/events_command.h"
-#include "modeler/cli/collective_command.h"
 #include "modeler/cli/import_command.h"
 #include "modeler/cli/import_kineto_command.h"
 #include "modeler/cli/list_command.h"
@@ -79,6 +80,9 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "eventsim: note: --args-file: left out, not set in the file: {}\n",
                  fmt::join(expanded.dropped, " "));
     }
+    // The file's --seed, --lr, --save: Megatron's, without effect, named with the command line's
+    // once the command's flags have parsed (io/megatron_args.h).
+    evsim::deferFileIgnoredArgs(expanded.ignored);
     // --model train.toml: a torchtitan job config's arguments in place (io/torchtitan_config.h).
     std::vector<std::string> ignored;
     const std::vector<std::string> args = evsim::expandTorchtitanConfig(expanded.args, ignored);
@@ -88,6 +92,10 @@ int main(int argc, char** argv) {
     }
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     app.parse(reversed);
+    // A command that takes no Megatron arguments did not name the file's: said here, not dropped.
+    if (const std::vector<std::string> left = evsim::takeFileIgnoredArgs(); !left.empty()) {
+      fmt::print(stderr, "eventsim: {}\n", evsim::ignoredArgsNote(left));
+    }
     // Output lost on a full or closed standard output must not end in exit code 0.
     std::cout.flush();
     if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {

@@ -110,13 +110,17 @@ void refuseTechniquesWithoutCandidates(const SearchArgs& args, const SearchOptio
     EVSIM_THROW(InputError, "--virtual-stages {}: only with interleaved in --schedule {}",
                 args.virtual_stages, args.schedules);
   }
+  // Asked of the schedules' own chunk rules, as the enumeration asks them (strategy_space.h).
   if (space.uneven_stage_shift > 0 &&
-      std::all_of(space.schedules.begin(), space.schedules.end(),
-                  [](Schedule s) { return s == Schedule::kInterleaved; })) {
+      std::none_of(space.schedules.begin(), space.schedules.end(),
+                   [&](Schedule s) { return takesUnevenStages(s, space); })) {
     EVSIM_THROW(InputError,
-                "--uneven-stages {}: not with the interleaved schedule, and --schedule {} has "
-                "no other",
-                space.uneven_stage_shift, args.schedules);
+                "--uneven-stages {}: splits pipelines of one model chunk per device, and "
+                "--schedule {}{} runs none (interleaved: v chunks, zbv and dualpipev: 2)",
+                space.uneven_stage_shift, args.schedules,
+                has(space.schedules, Schedule::kInterleaved)
+                    ? fmt::format(" --virtual-stages {}", args.virtual_stages)
+                    : "");
   }
 }
 
@@ -279,6 +283,16 @@ void run(SearchArgs args) {
     return pruned ? runPrunedSearch(model, cluster, cost_model, options)
                   : runSearch(model, cluster, cost_model, options);
   });
+  if (report.valid == 0 && report.invalid > 0 && args.show_rejected && !args.sink) {
+    // Asked for: every rejected candidate and its rule (--json: invalid_by_rule), then the one
+    // error line below and exit 2. No CSV: a failed run leaves no file.
+    if (args.json) {
+      printJson(args, model, cluster, report, std::nullopt, std::cout);
+    } else {
+      printText(args, model, cluster, report, std::nullopt);
+    }
+    std::cout.flush();  // the report before the error line when both go to one terminal
+  }
   refuseWithoutValidCandidates(args, model, report);  // before writing the CSV
 
   if (!args.csv.empty()) {

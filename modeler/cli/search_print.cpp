@@ -277,6 +277,9 @@ void printText(const SearchArgs& args, const ModelConfig& model, const ClusterCo
     fmt::print("full timeline: {} --trace best.json.gz\n", simulateCommand(args, best->strategy));
     return;
   }
+  // No valid candidate (the --show-rejected report before the exit-2 line): none was weighed
+  // against memory, so "no strategy fits" would name the wrong cause.
+  if (report.valid == 0) return;
   fmt::print("\nno strategy fits in {:.1f} GiB per GPU (usable {:.1f} GiB)\n",
              gib(report.capacity_bytes), gib(report.usable_bytes));
   if (advice) {

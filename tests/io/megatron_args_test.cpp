@@ -99,18 +99,66 @@ TEST(ArgsFile, CommandLineWinsAndTorchrunGivesGpus) {
   }
   // --tp on the command line replaces the file's --tensor-model-parallel-size 8 (one option);
   // 16 nodes x 8 GPUs per node = --gpus 128 for simulate.
+  // The file's arguments without effect (torchrun's --nproc_per_node and --nnodes, --lr) are
+  // taken out for the note, not handed to the parser.
   const ExpandedArgs got = expandArgsFile({"simulate", "--tp", "2", "--args-file", path});
-  EXPECT_EQ(got.args,
-            (Strings{"simulate", "--tp", "2", "--nproc_per_node", "8", "--nnodes", "16",
-                     "--num-layers", "80", "--pipeline-model-parallel-size", "4",
-                     "--micro-batch-size", "1", "--bf16", "--lr", "3e-4", "--gpus", "128"}));
+  EXPECT_EQ(got.args, (Strings{"simulate", "--tp", "2", "--num-layers", "80",
+                               "--pipeline-model-parallel-size", "4", "--micro-batch-size", "1",
+                               "--bf16", "--gpus", "128"}));
+  EXPECT_EQ(got.ignored, (Strings{"--nproc_per_node 8", "--nnodes 16", "--lr 3e-4"}));
   // events takes --gpus for another purpose: not derived there.
   const ExpandedArgs events = expandArgsFile({"events", "--args-file=" + path});
-  EXPECT_EQ(events.args.back(), "3e-4");
+  EXPECT_EQ(events.args.back(), "--bf16");
+  EXPECT_EQ(events.ignored.back(), "--lr 3e-4");
   std::remove(path.c_str());
   EXPECT_THROW(expandArgsFile({"simulate", "--args-file", path}), InputError);  // gone
   EXPECT_THROW(expandArgsFile({"simulate", "--args-file"}), InputError);
   EXPECT_THROW(argumentsOfScript("--lr '3e-4\n", "bad.sh"), InputError);  // unbalanced quote
+}
+
+// A launch script's --seed is Megatron's (without effect), whatever a command calls --seed:
+// simulate's --seed (the --jitter draws) never sees it. A command-line --seed stays the
+// command's. A Megatron argument without its value in the file names the file.
+TEST(ArgsFile, TheFilesSeedIsMegatronsNotTheCommands) {
+  const std::string path = ::testing::TempDir() + "args_file_test_seed.sh";
+  {
+    std::ofstream out(path);
+    out << "torchrun pretrain_gpt.py --micro-batch-size 1 --seed 1234 --bf16\n";
+  }
+  const ExpandedArgs got = expandArgsFile({"simulate", "--args-file", path});
+  EXPECT_EQ(got.args, (Strings{"simulate", "--micro-batch-size", "1", "--bf16"}));
+  EXPECT_EQ(got.ignored, (Strings{"--seed 1234"}));
+  // The command line's --seed 5 wins over the file's (one option name): the file's is dropped.
+  const ExpandedArgs both = expandArgsFile({"simulate", "--seed", "5", "--args-file", path});
+  EXPECT_EQ(both.args, (Strings{"simulate", "--seed", "5", "--micro-batch-size", "1", "--bf16"}));
+  EXPECT_TRUE(both.ignored.empty());
+  {
+    std::ofstream out(path);
+    out << "torchrun pretrain_gpt.py --seed\n";
+  }
+  try {
+    expandArgsFile({"simulate", "--args-file", path});
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "--args-file " + path + ": --seed: needs a value");
+  }
+  std::remove(path.c_str());
+}
+
+// An error is blamed on the file only when the first flag it names came from the file: "--seed
+// requires --jitter" is the command line's --seed's fault even when the file gave --jitter.
+TEST(ArgsFile, AnErrorNamesTheFileOnlyForItsFirstFlag) {
+  ExpandedArgs expanded;
+  expanded.origin["--jitter"] = "run.sh as --jitter";
+  expanded.origin["--tp"] = "run.sh as --tensor-model-parallel-size";
+  EXPECT_EQ(fromArgsFile(expanded, "--seed requires --jitter"), "");
+  EXPECT_EQ(fromArgsFile(expanded, "--tp: must be an integer >= 1, not 0"),
+            " (read from --args-file run.sh as --tensor-model-parallel-size)");
+  EXPECT_EQ(fromArgsFile(expanded, "Could not convert: --tp = x"),
+            " (read from --args-file run.sh as --tensor-model-parallel-size)");
+  // A "--" inside a word is no flag: the first flag is still --jitter.
+  EXPECT_EQ(fromArgsFile(expanded, "file a--b: --jitter 2: must be in [0, 10]"),
+            " (read from --args-file run.sh as --jitter)");
 }
 
 }  // namespace

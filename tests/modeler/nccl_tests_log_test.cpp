@@ -47,7 +47,8 @@ TEST(NcclTestsLog, OptionsContradictingTheLogRefused) {
             "log.txt: --group 8: the log's Rank lines list 4 ranks (leave --group out)");
   nodes.nodes = 1;
   EXPECT_EQ(errorOf(log, nodes),
-            "log.txt: --nodes 1: the log's Rank lines name 2 host(s) (leave --nodes out)");
+            "log.txt: --nodes 1: the log's Rank lines name 2 host(s), so at least 2 nodes (leave "
+            "--nodes out, or raise it where nodes share one hostname)");
   // Options that agree with the log change nothing: 4 ranks, 2 hosts of 2.
   agreeing.collective = EventKind::kAllReduce;
   agreeing.group = 4;
@@ -55,6 +56,25 @@ TEST(NcclTestsLog, OptionsContradictingTheLogRefused) {
   const NcclTestsImport agreed = parseNcclTests(log, "log.txt", agreeing);
   EXPECT_EQ(agreed.kind, EventKind::kAllReduce);
   EXPECT_EQ(agreed.placement, (Placement{4, 2, 2}));
+}
+
+// Nodes started with one hostname (containers): the 2x2 log's 4 ranks all "on node-a" read as one
+// node of 4; --nodes 2 says they were 2 nodes of 4 / 2 = 2 (the 2x2 log's own placement); --nodes 3
+// leaves 4 ranks in no equal nodes; --nodes 4 is 4 nodes of 1.
+TEST(NcclTestsLog, NodesRaiseTheHostCountWhereHostsShareAName) {
+  std::string log = twoByTwoLog();
+  for (size_t at = log.find("node-b"); at != std::string::npos; at = log.find("node-b", at)) {
+    log.replace(at, 6, "node-a");
+  }
+  EXPECT_EQ(parseNcclTests(log, "log.txt", {}).placement, (Placement{4, 1, 4}));
+  NcclTestsOptions two, three, four;
+  two.nodes = 2;
+  EXPECT_EQ(parseNcclTests(log, "log.txt", two).placement, (Placement{4, 2, 2}));
+  three.nodes = 3;
+  EXPECT_EQ(errorOf(log, three),
+            "log.txt: --nodes 3: does not divide the log's 4 ranks into equal nodes");
+  four.nodes = 4;
+  EXPECT_EQ(parseNcclTests(log, "log.txt", four).placement, (Placement{4, 4, 1}));
 }
 
 // An iteration count beyond an int is refused, not narrowed (4294967298 = 2^32 + 2 became 2).

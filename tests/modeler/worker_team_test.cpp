@@ -7,9 +7,14 @@
 #include "modeler/worker_team.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -58,6 +63,57 @@ TEST(WorkerTeam, EachRegionsCallsRunOnceEachWorkerOnItsOwnKeptThread) {
     distinct.insert(threads_of[w].begin(), threads_of[w].end());
   }
   EXPECT_EQ(distinct.size(), 4u);
+}
+
+// The address space of this process in bytes (VmSize of /proc/self/status), 0 when unknown.
+uint64_t addressSpaceBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmSize:") {
+      uint64_t kib = 0;
+      status >> kib;
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
+// runOnThreads (fresh threads, no team) where the system starts only some of them: the region
+// fails with the environment's error before any call runs. Before, the threads started ran their
+// share of the region (a whole search's) and only then was the failure said. In a child process
+// (fork) whose address space may grow by 24 MiB: each thread reserves a stack of at least 2 MiB
+// (glibc's default is RLIMIT_STACK, 8 MiB here, or 2 MiB when unlimited), so of 256 threads at most
+// 12 start. The child's exit code says what happened: 0 the error and no call, 1 calls ran,
+// 2 no error, 3 another exception.
+TEST(WorkerTeam, AThreadTheSystemRefusesFailsTheRegionBeforeAnyCall) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: no RLIMIT_AS test";
+#endif
+  const uint64_t used = addressSpaceBytes();
+  if (used == 0) GTEST_SKIP() << "no /proc/self/status";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const rlimit limit{used + (uint64_t{24} << 20), used + (uint64_t{24} << 20)};
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(4);
+    std::atomic<int> calls{0};
+    int code = 2;
+    try {
+      runOnThreads(256, [&](unsigned) { ++calls; });
+    } catch (const EnvironmentError& e) {
+      code = std::string(e.what()).find("starting 256 worker threads failed") != std::string::npos
+                 ? 0
+                 : 3;
+    } catch (...) {
+      code = 3;
+    }
+    _exit(calls.load() > 0 ? 1 : code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 // A worker's exception comes back from run() once every other call has returned, and the team runs

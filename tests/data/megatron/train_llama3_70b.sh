@@ -26,6 +26,7 @@ TRAINING_ARGS=(
     --lr 1.5e-4 --min-lr 1.5e-5 --lr-decay-style cosine
     --bf16
     --seq-length 4096
+    --seed 1234
 )
 torchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py \
     ${MODEL_PARALLEL_ARGS[@]} \
