@@ -147,14 +147,12 @@ void runCollective(const CollectiveArgs& args, const JsonSink& sink) {
     // Compared and printed: the records' placement (for sendrecv a pair, not the whole group).
     const Placement& ran = log.records.front().event.placement;
     if (!(ran == placement)) {
-      const std::string flags =
-          kind == EventKind::kP2P
-              ? fmt::format(
-                    "sendrecv compares one pair of the ring: --gpus {} on nodes of {} "
-                    "puts it {}",
-                    args.gpus, per_node, nodes > 1 ? "across nodes" : "within a node")
-              : fmt::format("--gpus {}, --gpus-per-node {}", args.gpus, per_node);
       const bool pair = kind == EventKind::kP2P;
+      const std::string flags =
+          pair ? fmt::format("sendrecv compares one pair of the ring: --gpus {} on nodes of {} "
+                             "puts it {}",
+                             args.gpus, per_node, nodes > 1 ? "across nodes" : "within a node")
+               : fmt::format("--gpus {}, --gpus-per-node {}", args.gpus, per_node);
       EVSIM_THROW(InputError,
                   "--measured {}: the log's {} on {} ranks over {} node(s) of {}, this table's {} "
                   "{} over {} of {} ({})",
