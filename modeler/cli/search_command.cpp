@@ -187,7 +187,7 @@ void run(SearchArgs args) {
     }
     std::cout.flush();  // the report before the error line when both go to one terminal
   }
-  refuseWithoutValidCandidates(args, model, report);  // before writing the CSV
+  refuseWithoutValidCandidates(args, options, model, report);  // before writing the CSV
 
   if (!args.csv.empty()) {
     AtomicFileWriter out(args.csv);

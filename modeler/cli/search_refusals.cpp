@@ -11,6 +11,16 @@
 
 namespace evsim {
 
+namespace {
+
+// Whether the searched list `list` holds `value`.
+template <class List, class Value>
+bool has(const List& list, const Value& value) {
+  return std::find(list.begin(), list.end(), value) != list.end();
+}
+
+}  // namespace
+
 // A value of --ep, --etp or --cp that no candidate of this model can take is skipped by the
 // enumeration (plan/strategy_space.cpp) without a word: refused here as simulate refuses it.
 void checkSearchedSizesApply(const ModelConfig& model, const StrategySpace& space) {
@@ -48,9 +58,6 @@ void checkSearchedSizesApply(const ModelConfig& model, const StrategySpace& spac
 // report listed it as searched. Refused, as --grad-reduce-sync step without ZeRO-2 is.
 void refuseTechniquesWithoutCandidates(const SearchArgs& args, const SearchOptions& options) {
   const StrategySpace& space = options.space;
-  auto has = [](const auto& list, auto value) {
-    return std::find(list.begin(), list.end(), value) != list.end();
-  };
   if (options.base.cp_comm != CpComm::kP2p &&
       std::none_of(space.context_parallel.begin(), space.context_parallel.end(),
                    [](int c) { return c > 1; })) {
@@ -93,8 +100,8 @@ void refuseTechniquesWithoutCandidates(const SearchArgs& args, const SearchOptio
 // A search without one valid candidate answers nothing: it is the input that cannot be (the
 // report said "no strategy fits in N GiB" with exit code 0 even where no candidate was OOM).
 // One line, as `eventsim events --gpus` says it; OOM-only searches keep their report and advice.
-void refuseWithoutValidCandidates(const SearchArgs& args, const ModelConfig& model,
-                                  const SearchReport& report) {
+void refuseWithoutValidCandidates(const SearchArgs& args, const SearchOptions& options,
+                                  const ModelConfig& model, const SearchReport& report) {
   if (report.valid > 0) return;
   if (report.invalid == 0) {
     EVSIM_THROW(InputError,
@@ -102,7 +109,7 @@ void refuseWithoutValidCandidates(const SearchArgs& args, const ModelConfig& mod
                 "--cp {} and E from --ep {} dividing M x D, for --schedule {}{})",
                 args.gpus, args.gpus, args.context_parallel,
                 args.expert_parallel.empty() ? "1" : args.expert_parallel, args.schedules,
-                args.schedules.find("interleaved") != std::string::npos
+                has(options.space.schedules, Schedule::kInterleaved)
                     ? fmt::format(" with v from --virtual-stages {}", args.virtual_stages)
                     : "");
   }

@@ -16,7 +16,7 @@ void checkSearchedSizesApply(const ModelConfig& model, const StrategySpace& spac
 // given for a space with no candidate they apply to.
 void refuseTechniquesWithoutCandidates(const SearchArgs& args, const SearchOptions& options);
 // After the search: no valid candidate (the most frequent rule broken, or no candidate at all).
-void refuseWithoutValidCandidates(const SearchArgs& args, const ModelConfig& model,
-                                  const SearchReport& report);
+void refuseWithoutValidCandidates(const SearchArgs& args, const SearchOptions& options,
+                                  const ModelConfig& model, const SearchReport& report);
 
 }  // namespace evsim
