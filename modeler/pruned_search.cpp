@@ -16,6 +16,7 @@
 #include "modeler/equivalent_plans.h"
 #include "modeler/link_flows.h"
 #include "modeler/lone_tasks.h"
+#include "modeler/network/link_sharing.h"
 #include "modeler/parallel_profile.h"
 #include "modeler/parallel_within_budget.h"
 #include "modeler/pruned_search_state.h"
@@ -120,8 +121,7 @@ Simulated PrunedSearch::simulateOne(const Pending& candidate, double limit_us,
               plan.micro_batches, candidate.closed.micro_batches);
   if (unshared_only) out.sharing_flows = sharingFlowCount(plan, event_costs);
   double unshared_us = 0;
-  if (!simulateWithinInPlace(*sim,
-                             unshared_only ? std::numeric_limits<double>::lowest() : limit_us,
+  if (!simulateWithinInPlace(*sim, unshared_only ? std::numeric_limits<double>::lowest() : limit_us,
                              unshared_us)) {
     if (unshared_only) {
       out.unshared_us = unshared_us;
@@ -177,24 +177,30 @@ double tasksOf(const Pending& candidate) {
 // per task the graph (27 bytes; let go since session 27 above the size kept cached, below), the
 // run a lone task's retiming reads, its run of flows' index and its send and task stretches (8
 // each), and per flow its start, shape and link sharing's slot (14 bytes) and the start order's
-// record of the run it came from (1 byte up to 256 runs; the search's passes have 16-64). Measured without that record (heap in use at its peak less at its
-// start, one thread, Llama 3.1 405B on 1,024 GPUs, 16,384-131,072 tasks and 0.47-1.03 M flows:
-// 8.4-23.4 MB; bench/RESULTS.md, session 25, rec34d) a fit gave ~55 bytes a task and ~16 a
-// flow (session 24: 140 and 12, with the larger records). Since session 27 (budget27) the task
-// graph is let go while the links are shared and a schedule's orders of more than 65,536 tasks
-// are not kept (plan/schedules/registry.cpp): the 131,072-task, 1.03 M-flow pass peaks at
-// 20.1-21.2 MB, not 22.2-24.9, so 28 a task and 16 + 1 a flow; and a pass is at least what its
-// timings hold (a first pass's figure: the 131,072-task passes of 0.13 M flows, 9.5-10.7 MB).
-// Up to kKeptShapeTasks (65,536) tasks the graph and the orders stay cached, so letting them
-// go frees nothing: such a pass still holds the 60 bytes a task of before (a 65,536-task,
-// 0.52 M-flow pass measured 12.7-12.8 MB either way, bench/RESULTS.md, session 27, budget27).
+// record of the run it came from (1 byte up to 256 runs; the search's passes have 16-64). Measured
+// without that record (heap in use at its peak less at its start, one thread, Llama 3.1 405B on
+// 1,024 GPUs, 16,384-131,072 tasks and 0.47-1.03 M flows: 8.4-23.4 MB; bench/RESULTS.md, session
+// 25, rec34d) a fit gave ~55 bytes a task and ~16 a flow (session 24: 140 and 12, with the larger
+// records). Since session 27 (budget27) the task graph is let go while the links are shared and a
+// schedule's orders of more than 65,536 tasks are not kept (plan/schedules/registry.cpp): the
+// 131,072-task, 1.03 M-flow pass peaks at 20.1-21.2 MB, not 22.2-24.9, so 28 a task and 16 + 1 a
+// flow; and a pass is at least what its timings hold (a first pass's figure: the 131,072-task
+// passes of 0.13 M flows, 9.5-10.7 MB). Since session 32 a flow's start is 4 bytes, not 8, in a
+// list of 65,536 flows or more while the iteration before sharing (the candidate's bound: no
+// listed flow starts after it) is under 2^32 ticks (FlowList, link_sharing.h): 12 + 1 a flow
+// then (the 131,072-task, 1.03 M-flow pass 17.1 MB). Up to kKeptShapeTasks (65,536) tasks the graph
+// and the orders stay cached, so letting them go frees nothing: such a pass still holds the 60
+// bytes a task of before (a 65,536-task, 0.52 M-flow pass measured 12.7-12.8 MB either way,
+// bench/RESULTS.md, session 27, budget27).
 size_t PrunedSearch::simulationBytes(const Pending& candidate, bool full) {
   constexpr double kFirstPassTaskBytes = sizeof(TaskNode) + 1.5 * sizeof(TaskEdge) +
                                          sizeof(uint8_t) + sizeof(int) + sizeof(StageTask) +
-                                         sizeof(TaskTiming) + sizeof(lone::Output) + sizeof(int8_t) +
-                                         sizeof(double);
-  constexpr double kSharingPassTaskBytes = 28, kSharingPassKeptGraphTaskBytes = 60,
-                   kSharingPassFlowBytes = 16 + 1;
+                                         sizeof(TaskTiming) + sizeof(lone::Output) +
+                                         sizeof(int8_t) + sizeof(double);
+  constexpr double kSharingPassTaskBytes = 28, kSharingPassKeptGraphTaskBytes = 60;
+  const bool ticked_starts = candidate.sharing_flows >= FlowList::kTickedFromFlows &&
+                             candidate.bound_us / FlowList::kStartTickUs < 0x1p32;
+  const double sharing_pass_flow_bytes = (ticked_starts ? 12 : 16) + 1;
   const double tasks = tasksOf(candidate);
   const double sharing_task_bytes = tasks > static_cast<double>(kKeptShapeTasks)
                                         ? kSharingPassTaskBytes
@@ -204,7 +210,7 @@ size_t PrunedSearch::simulationBytes(const Pending& candidate, bool full) {
   // A sharing pass times the plan twice (a first pass's peak each) and shares its links between.
   return static_cast<size_t>(std::max(
       first_pass, sharing_task_bytes * tasks +
-                      kSharingPassFlowBytes * static_cast<double>(candidate.sharing_flows)));
+                      sharing_pass_flow_bytes * static_cast<double>(candidate.sharing_flows)));
 }
 
 // A simulation's time, in units of about a timed task (~0.7 us): its timing, and for a sharing
@@ -417,7 +423,8 @@ SearchReport runPrunedSearch(const ModelConfig& model, const ClusterConfig& clus
   if (options.top_k < 1) EVSIM_THROW(InputError, "--top {}: must be >= 1", options.top_k);
   const bool profiled = parallel_profile::on();
   if (profiled) parallel_profile::Recorder::get().clear();  // e.g. an exhaustive search's regions
-  const parallel_profile::Stamp start = profiled ? parallel_profile::now() : parallel_profile::Stamp{};
+  const parallel_profile::Stamp start =
+      profiled ? parallel_profile::now() : parallel_profile::Stamp{};
   // The passes' and rounds' parallel regions run on these threads, the caller's among them
   // (worker_team.h), not on threads started for each.
   WorkerTeam team(resolveThreads(options.threads));

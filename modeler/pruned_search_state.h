@@ -64,7 +64,11 @@ constexpr double kBoundSlack = 1e-9;
 // passes first. Kept at 29 in session 31 (pair31): with the pool at 4,096 (search.h) and a pass
 // at 19.6 MB over its start, the two largest side by side (42 MiB) still peaked at 63.4-64.6 MB,
 // live 45-48 MB beside 9.3 MB of mapped files and the arenas' free chunks (bench/RESULTS.md).
-constexpr size_t kSimulationBudgetBytes = size_t{29} << 20;
+// 36 MiB since session 32: a flow's start is 4 bytes (link_sharing.h), so those two passes are
+// ~15.4 MB each over their start (17.1 estimated, 34.2 together) and now run side by side, with
+// room for a few MB beside them at more threads: that search peaks at 55-57 MB on two threads
+// (bench/RESULTS.md, session 32).
+constexpr size_t kSimulationBudgetBytes = size_t{36} << 20;
 
 struct Ranked {
   double iteration_us = 0;
@@ -215,7 +219,7 @@ class PrunedSearch {
   ClosedFormTier tier_;
   unsigned workers_;
   std::vector<Share> shares_;  // one per worker thread
-  PendingQueue pool_;  // keys in [floor_, ceiling_), at most pool_capacity_
+  PendingQueue pool_;          // keys in [floor_, ceiling_), at most pool_capacity_
   // Candidates of pool_ whose timeline before link sharing is known, keyed by its iteration time
   // (a tighter lower bound than the closed form's), waiting for the sharing pass.
   std::set<Pending, ByBound> unshared_pool_;

@@ -2,6 +2,7 @@
 #include "modeler/network/link_sharing.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "common/error.h"
@@ -39,16 +40,16 @@ int FlowList::addShape(double duration_us, double bytes, const LinkUses& uses, b
 }
 
 int FlowList::add(double start_us, int shape, int after) {
-  const int f = static_cast<int>(start_us_.size());
+  const int f = static_cast<int>(size());
   EVSIM_CHECK(shape >= 0 && static_cast<size_t>(shape) < shapes_.size(), "flow of shape {} of {}",
               shape, shapes_.size());
   EVSIM_CHECK(after >= -1 && after < f, "flow {} after flow {} (not an earlier one)", f, after);
   EVSIM_CHECK(after < 0 || follower(static_cast<size_t>(after)) < 0, "two flows after flow {}",
               after);
-  start_us_.push_back(start_us);
+  addStart(start_us);
   if (!wide_ && shape > UINT16_MAX) {
     wide_ = true;
-    wide_shape_.reserve(start_us_.capacity());
+    wide_shape_.reserve(ticks_ ? start_ticks_.capacity() : start_us_.capacity());
     wide_shape_.assign(shape_.begin(), shape_.end());
     std::vector<uint16_t>().swap(shape_);  // freed, not only emptied
   }
@@ -68,6 +69,26 @@ int FlowList::add(double start_us, int shape, int after) {
   return f;
 }
 
+void FlowList::addStart(double start_us) {
+  if (!on_tick_) {
+    start_us_.push_back(start_us);
+    return;
+  }
+  const double ticks = std::round(start_us / kStartTickUs);                   // onTick's, in ticks
+  if (ticks_ && !(ticks >= 0 && ticks <= static_cast<double>(UINT32_MAX))) {  // or NaN
+    ticks_ = false;
+    start_us_.reserve(start_ticks_.capacity());
+    for (const uint32_t t : start_ticks_)
+      start_us_.push_back(static_cast<double>(t) * kStartTickUs);
+    std::vector<uint32_t>().swap(start_ticks_);  // freed, not only emptied
+  }
+  if (ticks_) {
+    start_ticks_.push_back(static_cast<uint32_t>(ticks));
+  } else {
+    start_us_.push_back(ticks * kStartTickUs);
+  }
+}
+
 int FlowList::afterAside(size_t f) const {
   const int key = static_cast<int>(f);
   const auto it = std::lower_bound(aside_.begin(), aside_.end(), std::pair<int, int>{key, -1});
@@ -82,7 +103,12 @@ int FlowList::followerAside(size_t f) const {
 }
 
 void FlowList::reserve(size_t flows) {
-  start_us_.reserve(flows);
+  if (size() == 0 && flows >= kTickedFromFlows) on_tick_ = ticks_ = true;
+  if (ticks_) {
+    start_ticks_.reserve(flows);
+  } else {
+    start_us_.reserve(flows);
+  }
   if (wide_) {
     wide_shape_.reserve(flows);
   } else {
@@ -102,7 +128,7 @@ FlowList FlowList::of(std::span<const SharedFlow> flows) {
 
 SharedFlow FlowList::flow(size_t f) const {
   const Shape& s = shape(shapeOf(f));
-  SharedFlow out{start_us_[f], s.duration_us, s.bytes, {}, after(f), s.queued};
+  SharedFlow out{startUs(f), s.duration_us, s.bytes, {}, after(f), s.queued};
   for (const LinkUse& u : uses(shapeOf(f))) out.uses.push_back(u);
   return out;
 }
@@ -118,8 +144,9 @@ void FlowEnds::done() {
   std::sort(moved_.begin(), moved_.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   // Each flow ends once: a second end for one flow would make the reads pick either.
-  const auto twice = std::adjacent_find(moved_.begin(), moved_.end(),
-                                        [](const auto& a, const auto& b) { return a.first == b.first; });
+  const auto twice =
+      std::adjacent_find(moved_.begin(), moved_.end(),
+                         [](const auto& a, const auto& b) { return a.first == b.first; });
   EVSIM_CHECK(twice == moved_.end(), "flow {} was given two ends", twice->first);
   moved_.shrink_to_fit();
 }

@@ -21,6 +21,7 @@
 // Units: microseconds, bytes, bytes per microsecond (1 GB/s = 1e3 bytes/us).
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -80,11 +81,23 @@ int flowLoads(const SharedFlow& flow, std::vector<double>& capacity, FlowLoads& 
 // Flows held compactly (issue 34: a CP ring's exchanges are ~10^6 flows of one simulation, 128
 // bytes each as SharedFlows): what identical flows share (their standalone time, bytes and
 // resources) is one shape, and a flow is its start and its shape (10 bytes while the list has at
-// most 65,536 shapes, a few thousand in a search's largest simulations; 12 beyond) and whether it
-// follows the flow listed just before it (a bit: a task's collectives are listed one after
-// another). The rare follower of another flow (a fused task's two interleaved chains) is kept
-// aside. A flow of shape s is SharedFlow{start_us(f), shape(s).duration_us, shape(s).bytes,
-// uses(s), after(f), shape(s).queued}.
+// most 65,536 shapes, a few thousand in a search's largest simulations; 12 beyond; 6 and 8 with
+// starts on the tick, below) and whether it follows the flow listed just before it (a bit: a
+// task's collectives are listed one after another). The rare follower of another flow (a fused
+// task's two interleaved chains) is kept aside. A flow of shape s is SharedFlow{startUs(f),
+// shape(s).duration_us, shape(s).bytes, uses(s), after(f), shape(s).queued}.
+//
+// A list reserved for kTickedFromFlows flows or more keeps its starts on the tick, 1/16 us
+// (kStartTickUs: 62.5 ns, far below any transfer's latency), as 4-byte counts of ticks while
+// they lie in [0, 2^32 ticks) = [0, 268 s), which holds the searched plans' iterations (Llama 3.1
+// 405B on 1,024 GPUs: ~72 s); a start outside that (or not finite) moves the list to 8-byte
+// starts, still on the tick. Why: a sharing pass holds its list whole, and with 4-byte starts two
+// of the 405B search's largest passes (~10^6 flows each) fit side by side in the rounds' memory
+// budget (pruned_search_state.h; bench/RESULTS.md, session 32). A smaller list keeps its starts
+// exactly (a few MB at most are at stake there, and a hand-worked timeline keeps its arithmetic).
+// Every reader sees the same start (the sharing pass, the stretches, a flow's standalone end),
+// so the list is consistent with itself, and a follower's gap to the flow it follows is taken
+// from the starts as held.
 class FlowList {
  public:
   struct Shape {
@@ -99,12 +112,22 @@ class FlowList {
   // A flow of `shape` starting at `start_us`, following flow `after` (-1: none; else an earlier
   // flow, which no other flow follows); its index.
   int add(double start_us, int shape, int after = -1);
-  // Each of `flows` with a shape of its own.
+  // Each of `flows` with a shape of its own (on the tick from kTickedFromFlows flows).
   static FlowList of(std::span<const SharedFlow> flows);
 
-  size_t size() const { return start_us_.size(); }
+  static constexpr double kStartTickUs = 1.0 / 16;
+  static constexpr size_t kTickedFromFlows = size_t{1} << 16;
+  // `us` on the tick: what startUs gives back for a flow added at `us` to a list on the tick.
+  static double onTick(double us) { return std::round(us / kStartTickUs) * kStartTickUs; }
+
+  size_t size() const { return ticks_ ? start_ticks_.size() : start_us_.size(); }
   size_t shapes() const { return shapes_.size(); }
-  double startUs(size_t f) const { return start_us_[f]; }
+  double startUs(size_t f) const {
+    return ticks_ ? static_cast<double>(start_ticks_[f]) * kStartTickUs : start_us_[f];
+  }
+  // Whether the starts are kept on the tick, and whether in 4 bytes each.
+  bool startsOnTick() const { return on_tick_; }
+  bool startsInTicks() const { return ticks_; }
   int shapeOf(size_t f) const { return wide_ ? wide_shape_[f] : shape_[f]; }
   // The flow `f` follows (SharedFlow::after), or -1.
   int after(size_t f) const {
@@ -123,15 +146,22 @@ class FlowList {
   }
   // Flow `f` in full.
   SharedFlow flow(size_t f) const;
+  // Room for `flows` flows; an empty list reserved for kTickedFromFlows or more keeps its starts
+  // on the tick from then on.
   void reserve(size_t flows);
 
  private:
+  void addStart(double start_us);
   int afterAside(size_t f) const;
   int followerAside(size_t f) const;
 
   std::vector<Shape> shapes_;
   std::vector<LinkUse> uses_;
+  // Each flow's start: exact, or on the tick (`on_tick_`), then in ticks (`ticks_`, 4 bytes)
+  // until one does not fit, from when all are in `start_us_` (and `start_ticks_` is freed).
+  bool on_tick_ = false, ticks_ = false;
   std::vector<double> start_us_;
+  std::vector<uint32_t> start_ticks_;
   // Each flow's shape: in 16 bits until a shape index needs more (`wide_`), then all in
   // `wide_shape_` (and `shape_` emptied).
   bool wide_ = false;
@@ -156,7 +186,8 @@ struct LoadSegment {
 // Each flow's end after sharing. Most flows end at their standalone end (start + time alone:
 // alone on their links, or released on time), so only the ends sharing moved are kept (issue 34:
 // of ~10^6 flows of one simulation a few thousand move). It reads the standalone ends from the
-// flow list it was computed for, which must outlive it (the list-of-flows shareLinks keeps its own).
+// flow list it was computed for, which must outlive it (the list-of-flows shareLinks keeps its
+// own).
 class FlowEnds {
  public:
   FlowEnds() = default;
