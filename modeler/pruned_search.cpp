@@ -326,7 +326,9 @@ bool PrunedSearch::simulateRound() {
                    [&](size_t a, size_t b) { return work[a] > work[b]; });
   std::vector<size_t> weights;
   weights.reserve(longest_first.size());
-  for (size_t j : longest_first) weights.push_back(simulationBytes(round[j], full[j]));
+  for (size_t j : longest_first) {
+    weights.push_back(simulationBytes(round[j], full[j]) + kSimulationOverheadBytes);
+  }
   choosing.reset();
   parallelForWithinBudget(weights, kSimulationBudgetBytes, options_.threads, [&](size_t i) {
     const size_t j = longest_first[i];

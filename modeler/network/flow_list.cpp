@@ -1,11 +1,10 @@
 // Flows held compactly and one flow's loads alone; link_sharing.h.
-#include "modeler/network/link_sharing.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "common/error.h"
+#include "modeler/network/link_sharing.h"
 
 namespace evsim {
 
@@ -69,24 +68,20 @@ int FlowList::add(double start_us, int shape, int after) {
   return f;
 }
 
-void FlowList::addStart(double start_us) {
-  if (!on_tick_) {
-    start_us_.push_back(start_us);
-    return;
-  }
-  const double ticks = std::round(start_us / kStartTickUs);                   // onTick's, in ticks
-  if (ticks_ && !(ticks >= 0 && ticks <= static_cast<double>(UINT32_MAX))) {  // or NaN
-    ticks_ = false;
+inline void FlowList::addStart(double start_us) {
+  if (ticks_) {
+    const double ticks = start_us / kStartTickUs;            // exact: a power of two
+    if (ticks >= 0 && ticks < 0x1p32) {                      // false for NaN
+      start_ticks_.push_back(static_cast<uint32_t>(ticks));  // truncated: onTick's floor
+      return;
+    }
+    ticks_ = false;  // every start in 8 bytes from now on, still on the tick
     start_us_.reserve(start_ticks_.capacity());
     for (const uint32_t t : start_ticks_)
       start_us_.push_back(static_cast<double>(t) * kStartTickUs);
     std::vector<uint32_t>().swap(start_ticks_);  // freed, not only emptied
   }
-  if (ticks_) {
-    start_ticks_.push_back(static_cast<uint32_t>(ticks));
-  } else {
-    start_us_.push_back(ticks * kStartTickUs);
-  }
+  start_us_.push_back(on_tick_ ? onTick(start_us) : start_us);
 }
 
 int FlowList::afterAside(size_t f) const {

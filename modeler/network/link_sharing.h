@@ -87,17 +87,17 @@ int flowLoads(const SharedFlow& flow, std::vector<double>& capacity, FlowLoads& 
 // task's two interleaved chains) is kept aside. A flow of shape s is SharedFlow{startUs(f),
 // shape(s).duration_us, shape(s).bytes, uses(s), after(f), shape(s).queued}.
 //
-// A list reserved for kTickedFromFlows flows or more keeps its starts on the tick, 1/16 us
-// (kStartTickUs: 62.5 ns, far below any transfer's latency), as 4-byte counts of ticks while
-// they lie in [0, 2^32 ticks) = [0, 268 s), which holds the searched plans' iterations (Llama 3.1
-// 405B on 1,024 GPUs: ~72 s); a start outside that (or not finite) moves the list to 8-byte
-// starts, still on the tick. Why: a sharing pass holds its list whole, and with 4-byte starts two
-// of the 405B search's largest passes (~10^6 flows each) fit side by side in the rounds' memory
-// budget (pruned_search_state.h; bench/RESULTS.md, session 32). A smaller list keeps its starts
-// exactly (a few MB at most are at stake there, and a hand-worked timeline keeps its arithmetic).
-// Every reader sees the same start (the sharing pass, the stretches, a flow's standalone end),
-// so the list is consistent with itself, and a follower's gap to the flow it follows is taken
-// from the starts as held.
+// A list reserved for kTickedFromFlows flows or more keeps each start on the tick at or before
+// it, 1/16 us (kStartTickUs: 62.5 ns, far below any transfer's latency), as a 4-byte count of
+// ticks while the starts lie in [0, 2^32 ticks) = [0, 268 s), which holds the searched plans'
+// iterations (Llama 3.1 405B on 1,024 GPUs: ~72 s); a start outside that (or not finite) moves
+// the list to 8-byte starts, still on the tick. Why: a sharing pass holds its list whole, and
+// with 4-byte starts two of the 405B search's largest passes (~10^6 flows each) fit side by side
+// in the rounds' memory budget (pruned_search_state.h; bench/RESULTS.md, session 32). A smaller
+// list keeps its starts exactly (a few MB at most are at stake there, and a hand-worked timeline
+// keeps its arithmetic). Every reader sees the same start (the sharing pass, the stretches, a
+// flow's standalone end), so the list is consistent with itself, and a follower's gap to the
+// flow it follows is taken from the starts as held.
 class FlowList {
  public:
   struct Shape {
@@ -117,8 +117,9 @@ class FlowList {
 
   static constexpr double kStartTickUs = 1.0 / 16;
   static constexpr size_t kTickedFromFlows = size_t{1} << 16;
-  // `us` on the tick: what startUs gives back for a flow added at `us` to a list on the tick.
-  static double onTick(double us) { return std::round(us / kStartTickUs) * kStartTickUs; }
+  // `us` on the tick at or before it: what startUs gives back for a flow added at `us` to a list
+  // on the tick (exact: a power of two, a whole number of ticks).
+  static double onTick(double us) { return std::floor(us / kStartTickUs) * kStartTickUs; }
 
   size_t size() const { return ticks_ ? start_ticks_.size() : start_us_.size(); }
   size_t shapes() const { return shapes_.size(); }
@@ -151,7 +152,7 @@ class FlowList {
   void reserve(size_t flows);
 
  private:
-  void addStart(double start_us);
+  inline void addStart(double start_us);  // flow_list.cpp
   int afterAside(size_t f) const;
   int followerAside(size_t f) const;
 

@@ -63,34 +63,36 @@ TEST(FlowList, FewShapesReadBackAsAdded) {
   EXPECT_EQ(list.flow(0).duration_us, 4);
 }
 
-// Reserved for 65,536 flows: each start reads back as the nearest 1/16 us (0.03 us is 0.48 ticks
-// -> 0; 0.04 is 0.64 -> 1 tick, 0.0625; 1.6384 is 26.2144 -> 26, 1.625; 72 s + 0.1 us is
-// 1,152,000,001.6 -> ...002 ticks, still under 2^32), in 4-byte ticks.
+// Reserved for 65,536 flows: each start reads back as the 1/16 us at or before it (0.03 us is
+// 0.48 ticks -> 0; 0.07 is 1.12 -> 1 tick, 0.0625; 1.6384 is 26.2144 -> 26, 1.625; 5.0625 is 81
+// ticks exactly; 72 s + 0.1 us is 1,152,000,001.6 -> ...001 ticks, under 2^32), in 4-byte ticks.
 TEST(FlowList, AListReservedFor65536FlowsKeepsItsStartsOnTheTick) {
   FlowList list;
   const int s = list.addShape(1, 100, {{0, 1}});
   list.reserve(FlowList::kTickedFromFlows);
   EXPECT_TRUE(list.startsOnTick());
   EXPECT_TRUE(list.startsInTicks());
-  for (double start : {0.03, 0.04, 1.6384, 5.0625, 72e6 + 0.1}) list.add(start, s);
-  const std::vector<double> expected{0.0, 0.0625, 1.625, 5.0625, 72e6 + 0.125};
+  for (double start : {0.03, 0.07, 1.6384, 5.0625, 72e6 + 0.1}) list.add(start, s);
+  const std::vector<double> expected{0.0, 0.0625, 1.625, 5.0625, 72e6 + 0.0625};
   for (size_t f = 0; f < expected.size(); ++f) {
     EXPECT_EQ(list.startUs(f), expected[f]) << f;
     EXPECT_EQ(list.flow(f).start_us, expected[f]) << f;
   }
   EXPECT_TRUE(list.startsInTicks());
   EXPECT_EQ(FlowList::onTick(1.6384), 1.625);
-  EXPECT_EQ(FlowList::onTick(72e6 + 0.1), 72e6 + 0.125);
+  EXPECT_EQ(FlowList::onTick(72e6 + 0.1), 72e6 + 0.0625);
+  EXPECT_EQ(FlowList::onTick(-1.03), -1.0625);
 }
 
 // A start past 2^32 ticks (300 s = 4.8e9 ticks), before 0, or infinite moves the list to 8-byte
-// starts, still on the tick; the flows before read back as they did.
+// starts, still on the tick at or before each (-1.03 us: -1.0625); the flows before read back as
+// they did (268 s = 4.288e9 ticks still fits).
 TEST(FlowList, AStartOutside32BitsOfTicksWidensTheStartsOnTheTick) {
   FlowList list;
   const int s = list.addShape(1, 100, {{0, 1}});
   list.reserve(FlowList::kTickedFromFlows + 1);
-  list.add(0.04, s);
-  list.add(268e6, s);  // 4.288e9 ticks: fits
+  list.add(0.07, s);
+  list.add(268e6, s);
   EXPECT_TRUE(list.startsInTicks());
   list.add(300e6 + 0.03, s);
   EXPECT_FALSE(list.startsInTicks());
@@ -98,7 +100,7 @@ TEST(FlowList, AStartOutside32BitsOfTicksWidensTheStartsOnTheTick) {
   list.add(-1.03, s);
   list.add(std::numeric_limits<double>::infinity(), s);
   list.add(2.01, s);
-  const std::vector<double> expected{0.0625, 268e6, 300e6, -1.0, 0, 2.0};
+  const std::vector<double> expected{0.0625, 268e6, 300e6, -1.0625, 0, 2.0};
   ASSERT_EQ(list.size(), expected.size());
   for (size_t f = 0; f < expected.size(); ++f) {
     if (f == 4) {
