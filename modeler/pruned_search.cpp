@@ -188,10 +188,12 @@ double tasksOf(const Pending& candidate) {
 // passes of 0.13 M flows, 9.5-10.7 MB). Since session 32 a flow's start is 4 bytes, not 8, in a
 // list of 65,536 flows or more while the iteration before sharing (the candidate's bound: no
 // listed flow starts after it) is under 2^32 ticks (FlowList, link_sharing.h): 12 + 1 a flow
-// then (the 131,072-task, 1.03 M-flow pass 17.1 MB). Up to kKeptShapeTasks (65,536) tasks the graph
-// and the orders stay cached, so letting them go frees nothing: such a pass still holds the 60
-// bytes a task of before (a 65,536-task, 0.52 M-flow pass measured 12.7-12.8 MB either way,
-// bench/RESULTS.md, session 27, budget27).
+// then (the 131,072-task, 1.03 M-flow pass estimated 17.1 MB, ~15.4 over its start;
+// sharingFlowCount may count a little more than the list reserves, so near 65,536 flows the
+// estimate can take 4-byte starts the list does not: 0.26 MB at most). Up to kKeptShapeTasks
+// (65,536) tasks the graph and the orders stay cached, so letting them go frees nothing: such a
+// pass still holds the 60 bytes a task of before (a 65,536-task, 0.52 M-flow pass
+// measured 12.7-12.8 MB either way, bench/RESULTS.md, session 27, budget27).
 size_t PrunedSearch::simulationBytes(const Pending& candidate, bool full) {
   constexpr double kFirstPassTaskBytes = sizeof(TaskNode) + 1.5 * sizeof(TaskEdge) +
                                          sizeof(uint8_t) + sizeof(int) + sizeof(StageTask) +
@@ -326,9 +328,7 @@ bool PrunedSearch::simulateRound() {
                    [&](size_t a, size_t b) { return work[a] > work[b]; });
   std::vector<size_t> weights;
   weights.reserve(longest_first.size());
-  for (size_t j : longest_first) {
-    weights.push_back(simulationBytes(round[j], full[j]) + kSimulationOverheadBytes);
-  }
+  for (size_t j : longest_first) weights.push_back(simulationBytes(round[j], full[j]));
   choosing.reset();
   parallelForWithinBudget(weights, kSimulationBudgetBytes, options_.threads, [&](size_t i) {
     const size_t j = longest_first[i];

@@ -64,17 +64,16 @@ constexpr double kBoundSlack = 1e-9;
 // passes first. Kept at 29 in session 31 (pair31): with the pool at 4,096 (search.h) and a pass
 // at 19.6 MB over its start, the two largest side by side (42 MiB) still peaked at 63.4-64.6 MB,
 // live 45-48 MB beside 9.3 MB of mapped files and the arenas' free chunks (bench/RESULTS.md).
-// 42 MiB since session 32, each simulation charged kSimulationOverheadBytes beside its estimate:
-// a flow's start is 4 bytes (link_sharing.h), so those two passes are ~15.4 MB each over their
-// start (17.1 estimated; 42.6 MB with the overheads) and run side by side, nothing else beside
-// them. That search then peaks at 54-56 MB on two threads and its rounds no longer wait; at 36
-// MiB without the overhead four threads ran small simulations beside the pair and peaked at
-// 58-76 MB (bench/RESULTS.md, session 32).
-constexpr size_t kSimulationBudgetBytes = size_t{42} << 20;
-// What a running simulation holds beyond simulationBytes' arrays: its worker's scratch plan and
-// its share of the heaps' free chunks (search_heap.h). Two of the 405B search's largest passes
-// side by side: ~36 MB live, 55.5 MB resident less 9.3 MB of mapped files, ~5 MB each.
-constexpr size_t kSimulationOverheadBytes = size_t{4} << 20;
+// 36 MiB since session 32: a flow's start is 4 bytes (link_sharing.h), so those two passes are
+// ~15.4 MB each over their start (session 31's 19.6 less 4.1 of starts; estimated 17.1, 34.2
+// together) and run side by side,
+// with ~3.5 MB of room beside them. That search then peaks at 55-56 MB on two threads and its
+// rounds no longer wait on the budget. Four threads (not the default on two cores) over the two
+// arenas peaked at 57.5-76 MB, for a live peak of 39 MB: the arenas' free chunks; charging each
+// simulation 4 MiB more (at 42 MiB, so that nothing ran beside the pair) gave 58-67.5, no
+// remedy, and would have capped a many-core search at 10 simulations at once (bench/RESULTS.md,
+// session 32).
+constexpr size_t kSimulationBudgetBytes = size_t{36} << 20;
 
 struct Ranked {
   double iteration_us = 0;

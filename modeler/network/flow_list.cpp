@@ -32,6 +32,7 @@ void LinkUses::push_back(LinkUse use) {
 }
 
 int FlowList::addShape(double duration_us, double bytes, const LinkUses& uses, bool queued) {
+  if (on_tick_) duration_us = onTick(duration_us);
   shapes_.push_back({duration_us, bytes, static_cast<uint32_t>(uses_.size()),
                      static_cast<uint16_t>(uses.size()), queued});
   uses_.insert(uses_.end(), uses.begin(), uses.end());
@@ -98,7 +99,10 @@ int FlowList::followerAside(size_t f) const {
 }
 
 void FlowList::reserve(size_t flows) {
-  if (size() == 0 && flows >= kTickedFromFlows) on_tick_ = ticks_ = true;
+  if (size() == 0 && flows >= kTickedFromFlows && !on_tick_) {
+    on_tick_ = ticks_ = true;
+    for (Shape& s : shapes_) s.duration_us = onTick(s.duration_us);  // any added before
+  }
   if (ticks_) {
     start_ticks_.reserve(flows);
   } else {

@@ -87,17 +87,22 @@ int flowLoads(const SharedFlow& flow, std::vector<double>& capacity, FlowLoads& 
 // task's two interleaved chains) is kept aside. A flow of shape s is SharedFlow{startUs(f),
 // shape(s).duration_us, shape(s).bytes, uses(s), after(f), shape(s).queued}.
 //
-// A list reserved for kTickedFromFlows flows or more keeps each start on the tick at or before
-// it, 1/16 us (kStartTickUs: 62.5 ns, far below any transfer's latency), as a 4-byte count of
-// ticks while the starts lie in [0, 2^32 ticks) = [0, 268 s), which holds the searched plans'
-// iterations (Llama 3.1 405B on 1,024 GPUs: ~72 s); a start outside that (or not finite) moves
-// the list to 8-byte starts, still on the tick. Why: a sharing pass holds its list whole, and
-// with 4-byte starts two of the 405B search's largest passes (~10^6 flows each) fit side by side
-// in the rounds' memory budget (pruned_search_state.h; bench/RESULTS.md, session 32). A smaller
-// list keeps its starts exactly (a few MB at most are at stake there, and a hand-worked timeline
-// keeps its arithmetic). Every reader sees the same start (the sharing pass, the stretches, a
-// flow's standalone end), so the list is consistent with itself, and a follower's gap to the
-// flow it follows is taken from the starts as held.
+// A list reserved for kTickedFromFlows flows or more keeps each start, and each shape's time
+// alone, on the tick at or before it, 1/16 us (kStartTickUs: 62.5 ns, far below any transfer's
+// latency), a start as a 4-byte count of ticks while the starts lie in [0, 2^32 ticks) = [0,
+// 268 s), which holds the searched plans' iterations (Llama 3.1 405B on 1,024 GPUs: ~72 s); a
+// start outside that (or not finite) moves the list to 8-byte starts, still on the tick. Why: a
+// sharing pass holds its list whole, and with 4-byte starts two of the 405B search's largest
+// passes (~10^6 flows each) fit side by side in the rounds' memory budget
+// (pruned_search_state.h; bench/RESULTS.md, session 32). Why the times alone too: a flow that
+// starts where another ends (the next of a chain, the next bucket on a stream; start = start +
+// time alone in floating point) must not overlap it on the tick, and floor(a) + floor(b) <=
+// floor(a + b): with the starts alone on the tick, it would overlap it by up to a tick, share a
+// link for nothing and be stretched (or released late) by it. So flows that met or were apart
+// still are, and a plan nothing contends in keeps every standalone end. A smaller list keeps
+// its times exactly (0.26 MB at most is at stake there, and a hand-worked timeline keeps its
+// arithmetic). Every reader takes the times from the list (the sharing pass, the stretches,
+// the standalone ends), never from the timeline.
 class FlowList {
  public:
   struct Shape {
@@ -118,7 +123,8 @@ class FlowList {
   static constexpr double kStartTickUs = 1.0 / 16;
   static constexpr size_t kTickedFromFlows = size_t{1} << 16;
   // `us` on the tick at or before it: what startUs gives back for a flow added at `us` to a list
-  // on the tick (exact: a power of two, a whole number of ticks).
+  // on the tick, and shape(s).duration_us for a time alone of `us` (exact: a power of two, a
+  // whole number of ticks).
   static double onTick(double us) { return std::floor(us / kStartTickUs) * kStartTickUs; }
 
   size_t size() const { return ticks_ ? start_ticks_.size() : start_us_.size(); }
@@ -147,8 +153,8 @@ class FlowList {
   }
   // Flow `f` in full.
   SharedFlow flow(size_t f) const;
-  // Room for `flows` flows; an empty list reserved for kTickedFromFlows or more keeps its starts
-  // on the tick from then on.
+  // Room for `flows` flows; an empty list reserved for kTickedFromFlows or more keeps its times
+  // on the tick from then on (its shapes' times alone included).
   void reserve(size_t flows);
 
  private:

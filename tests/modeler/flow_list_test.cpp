@@ -84,31 +84,82 @@ TEST(FlowList, AListReservedFor65536FlowsKeepsItsStartsOnTheTick) {
   EXPECT_EQ(FlowList::onTick(-1.03), -1.0625);
 }
 
-// A start past 2^32 ticks (300 s = 4.8e9 ticks), before 0, or infinite moves the list to 8-byte
-// starts, still on the tick at or before each (-1.03 us: -1.0625); the flows before read back as
-// they did (268 s = 4.288e9 ticks still fits).
+// A start past 2^32 ticks (300 s = 4.8e9 ticks), before 0, infinite or NaN moves the list to
+// 8-byte starts, still on the tick at or before each (-1.03 us: -1.0625); the flows before read
+// back as they did: 268 s (4.288e9 ticks) and (2^32 - 1) / 16 us, the last tick, still fit.
 TEST(FlowList, AStartOutside32BitsOfTicksWidensTheStartsOnTheTick) {
-  FlowList list;
-  const int s = list.addShape(1, 100, {{0, 1}});
-  list.reserve(FlowList::kTickedFromFlows + 1);
-  list.add(0.07, s);
-  list.add(268e6, s);
-  EXPECT_TRUE(list.startsInTicks());
-  list.add(300e6 + 0.03, s);
-  EXPECT_FALSE(list.startsInTicks());
-  EXPECT_TRUE(list.startsOnTick());
-  list.add(-1.03, s);
-  list.add(std::numeric_limits<double>::infinity(), s);
-  list.add(2.01, s);
-  const std::vector<double> expected{0.0625, 268e6, 300e6, -1.0625, 0, 2.0};
-  ASSERT_EQ(list.size(), expected.size());
-  for (size_t f = 0; f < expected.size(); ++f) {
-    if (f == 4) {
-      EXPECT_TRUE(std::isinf(list.startUs(f)));
+  const double last_tick_us = (0x1p32 - 1) / 16;
+  for (const double outside : {300e6 + 0.03, 0x1p28, -1.03, std::numeric_limits<double>::infinity(),
+                               std::numeric_limits<double>::quiet_NaN()}) {
+    FlowList list;
+    const int s = list.addShape(1, 100, {{0, 1}});
+    list.reserve(FlowList::kTickedFromFlows + 1);
+    list.add(0.07, s);
+    list.add(268e6, s);
+    list.add(last_tick_us, s);
+    EXPECT_TRUE(list.startsInTicks()) << outside;
+    list.add(outside, s);
+    EXPECT_FALSE(list.startsInTicks()) << outside;
+    EXPECT_TRUE(list.startsOnTick()) << outside;
+    list.add(2.01, s);
+    ASSERT_EQ(list.size(), 5u);
+    EXPECT_EQ(list.startUs(0), 0.0625);
+    EXPECT_EQ(list.startUs(1), 268e6);
+    EXPECT_EQ(list.startUs(2), last_tick_us);
+    EXPECT_EQ(list.startUs(4), 2.0);
+    const double held = list.startUs(3);
+    if (std::isnan(outside)) {
+      EXPECT_TRUE(std::isnan(held));
+    } else if (std::isinf(outside)) {
+      EXPECT_TRUE(std::isinf(held) && held > 0);
     } else {
-      EXPECT_EQ(list.startUs(f), expected[f]) << f;
+      EXPECT_EQ(held, outside == -1.03 ? -1.0625 : outside == 0x1p28 ? 0x1p28 : 300e6);
     }
   }
+}
+
+// A shape's time alone is on the tick too, whether added before or after the reserve (10.05 us
+// -> 10.0; 3.0 stays), and so is a SharedFlow list of 65,536 flows or more (FlowList::of).
+TEST(FlowList, AListOnTheTickHoldsItsShapesTimesOnTheTick) {
+  FlowList list;
+  const int a = list.addShape(10.05, 100, {{0, 1}});
+  list.reserve(FlowList::kTickedFromFlows);
+  const int b = list.addShape(3.0, 100, {{0, 1}});
+  const int c = list.addShape(0.07, 100, {{0, 1}});
+  EXPECT_EQ(list.shape(a).duration_us, 10.0);
+  EXPECT_EQ(list.shape(b).duration_us, 3.0);
+  EXPECT_EQ(list.shape(c).duration_us, 0.0625);
+  std::vector<SharedFlow> flows(FlowList::kTickedFromFlows, SharedFlow{0.07, 10.05, 100, {{0, 1}}});
+  const FlowList of = FlowList::of(flows);
+  EXPECT_TRUE(of.startsInTicks());
+  EXPECT_EQ(of.flow(5).start_us, 0.0625);
+  EXPECT_EQ(of.flow(5).duration_us, 10.0);
+}
+
+// Flows that meet stay apart on the tick: 70,000 flows in chains of two (the second following
+// the first as it ends: start = start + time alone in floating point, at starts and times that
+// are not on the tick, 1000.01 + 10.05 f us and 10.05 us) and lone flows each starting where the
+// one before on its NIC ends (the next bucket on a stream), one NIC each: nothing overlaps, so
+// nothing moves, as in the exact list. With the starts alone on the tick, a flow would overlap
+// the one it meets by up to a tick and be stretched by it.
+TEST(FlowList, FlowsThatMeetDoNotOverlapOnTheTick) {
+  constexpr int kFlows = 70000;
+  FlowList list;
+  const int chained = list.addShape(10.05, 1000, {{0, 1}});
+  const int lone = list.addShape(10.05, 1000, {{1, 1}});
+  list.reserve(kFlows);
+  double chain_start = 1000.01, lone_start = 1000.01;
+  for (int f = 0; f < kFlows; f += 2) {
+    const int first = list.add(chain_start, chained);
+    list.add(chain_start + 10.05, chained, first);
+    chain_start += 2 * 10.05 + 0.3;
+    list.add(lone_start, lone);
+    lone_start = lone_start + 10.05;
+  }
+  ASSERT_TRUE(list.startsInTicks());
+  const SharingResult r = shareLinks(list, std::vector<double>(2, 100));
+  EXPECT_EQ(r.end_us.moved(), 0u);
+  EXPECT_EQ(list.startUs(0), 1000.0);  // 1000.01 us held on its tick
 }
 
 // Reserved for fewer (or not at all), a list keeps its starts exactly, in 8 bytes.
