@@ -66,13 +66,12 @@ constexpr double kBoundSlack = 1e-9;
 // live 45-48 MB beside 9.3 MB of mapped files and the arenas' free chunks (bench/RESULTS.md).
 // 36 MiB since session 32: a flow's start is 4 bytes (link_sharing.h), so those two passes are
 // ~15.4 MB each over their start (session 31's 19.6 less 4.1 of starts; estimated 17.1, 34.2
-// together) and run side by side,
-// with ~3.5 MB of room beside them. That search then peaks at 55-56 MB on two threads and its
-// rounds no longer wait on the budget. Four threads (not the default on two cores) over the two
-// arenas peaked at 57.5-76 MB, for a live peak of 39 MB: the arenas' free chunks; charging each
-// simulation 4 MiB more (at 42 MiB, so that nothing ran beside the pair) gave 58-67.5, no
-// remedy, and would have capped a many-core search at 10 simulations at once (bench/RESULTS.md,
-// session 32).
+// together) and run side by side, with ~3.5 MB of room beside them. That search then peaks at
+// 55-56 MB on two threads and its rounds no longer wait on the budget. Four threads (not the
+// default on two cores) over the two arenas peaked at 57.5-76 MB, for a live peak of 39 MB: the
+// arenas' free chunks; charging each simulation 4 MiB more (at 42 MiB, so that nothing ran
+// beside the pair) gave 58-67.5, no remedy, and would have capped a many-core search at 10
+// simulations at once (bench/RESULTS.md, session 32).
 constexpr size_t kSimulationBudgetBytes = size_t{36} << 20;
 
 struct Ranked {

@@ -99,10 +99,14 @@ int flowLoads(const SharedFlow& flow, std::vector<double>& capacity, FlowLoads& 
 // time alone in floating point) must not overlap it on the tick, and floor(a) + floor(b) <=
 // floor(a + b): with the starts alone on the tick, it would overlap it by up to a tick, share a
 // link for nothing and be stretched (or released late) by it. So flows that met or were apart
-// still are, and a plan nothing contends in keeps every standalone end. A smaller list keeps
-// its times exactly (0.26 MB at most is at stake there, and a hand-worked timeline keeps its
-// arithmetic). Every reader takes the times from the list (the sharing pass, the stretches,
-// the standalone ends), never from the timeline.
+// still are, and a plan nothing contends in keeps every standalone end (a start listed at or
+// after the end is on the tick at or after the end's; an in-task chain's starts, the task's
+// start plus scaled offsets, meet only up to rounding, as in an exact list, where such a
+// rounding overlap of a few ulps can now cost up to a tick). A time alone under a tick is 0
+// there: that flow neither shares nor links a chain (none is that short: NCCL's latency alone
+// is microseconds). A smaller list keeps its times exactly (0.26 MB at most is at stake there,
+// and a hand-worked timeline keeps its arithmetic). Every reader takes the times from the list
+// (the sharing pass, the stretches, the standalone ends), never from the timeline.
 class FlowList {
  public:
   struct Shape {

@@ -1,6 +1,7 @@
 // FlowList's storage (link_sharing.h): a flow's shape in 16 bits until a shape index needs more,
 // then every flow's in full; each flow reads back as it was added either way. A list reserved
-// for 65,536 flows or more keeps its starts on the tick (1/16 us), in 4 bytes while they fit.
+// for 65,536 flows or more keeps its starts and its shapes' times alone on the tick at or before
+// them (1/16 us), the starts in 4 bytes while they fit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -84,9 +85,9 @@ TEST(FlowList, AListReservedFor65536FlowsKeepsItsStartsOnTheTick) {
   EXPECT_EQ(FlowList::onTick(-1.03), -1.0625);
 }
 
-// A start past 2^32 ticks (300 s = 4.8e9 ticks), before 0, infinite or NaN moves the list to
-// 8-byte starts, still on the tick at or before each (-1.03 us: -1.0625); the flows before read
-// back as they did: 268 s (4.288e9 ticks) and (2^32 - 1) / 16 us, the last tick, still fit.
+// A start at or past 2^32 ticks (2^28 us; 300 s = 4.8e9 ticks), before 0, infinite or NaN moves the
+// list to 8-byte starts, still on the tick at or before each (-1.03 us: -1.0625); the flows before
+// read back as they did: 268 s (4.288e9 ticks) and (2^32 - 1) / 16 us, the last tick, still fit.
 TEST(FlowList, AStartOutside32BitsOfTicksWidensTheStartsOnTheTick) {
   const double last_tick_us = (0x1p32 - 1) / 16;
   for (const double outside : {300e6 + 0.03, 0x1p28, -1.03, std::numeric_limits<double>::infinity(),
@@ -129,6 +130,8 @@ TEST(FlowList, AListOnTheTickHoldsItsShapesTimesOnTheTick) {
   EXPECT_EQ(list.shape(a).duration_us, 10.0);
   EXPECT_EQ(list.shape(b).duration_us, 3.0);
   EXPECT_EQ(list.shape(c).duration_us, 0.0625);
+  const int d = list.addShape(0.03, 100, {{0, 1}});  // under a tick: 0, an instant flow
+  EXPECT_EQ(list.shape(d).duration_us, 0.0);
   std::vector<SharedFlow> flows(FlowList::kTickedFromFlows, SharedFlow{0.07, 10.05, 100, {{0, 1}}});
   const FlowList of = FlowList::of(flows);
   EXPECT_TRUE(of.startsInTicks());
@@ -159,17 +162,21 @@ TEST(FlowList, FlowsThatMeetDoNotOverlapOnTheTick) {
   ASSERT_TRUE(list.startsInTicks());
   const SharingResult r = shareLinks(list, std::vector<double>(2, 100));
   EXPECT_EQ(r.end_us.moved(), 0u);
+  const SharingResult one_by_one =
+      shareLinks(list, std::vector<double>(2, 100), false, /*whole_chains=*/false);
+  EXPECT_EQ(one_by_one.end_us.moved(), 0u);
   EXPECT_EQ(list.startUs(0), 1000.0);  // 1000.01 us held on its tick
 }
 
 // Reserved for fewer (or not at all), a list keeps its starts exactly, in 8 bytes.
 TEST(FlowList, ASmallerListKeepsItsStartsExactly) {
   FlowList list;
-  const int s = list.addShape(1, 100, {{0, 1}});
+  const int s = list.addShape(10.05, 100, {{0, 1}});
   list.reserve(FlowList::kTickedFromFlows - 1);
   list.add(0.03, s);
   list.add(1.6384, s);
   EXPECT_FALSE(list.startsOnTick());
+  EXPECT_EQ(list.shape(s).duration_us, 10.05);
   EXPECT_FALSE(list.startsInTicks());
   EXPECT_EQ(list.startUs(0), 0.03);
   EXPECT_EQ(list.startUs(1), 1.6384);
@@ -178,16 +185,17 @@ TEST(FlowList, ASmallerListKeepsItsStartsExactly) {
 }
 
 // Sharing reads a list on the tick as it would read the same flows listed exactly at the ticked
-// starts: 70,000 flows (every third following the one before, 0.3 us later than its end) on
-// three NICs of 100 bytes/us, flow f at 0.3 f us (0.9 us apart on a NIC), 1 us and 60 bytes
-// each: neighbours on a NIC overlap by ~0.1 us at 120 bytes/us and share it (the NICs' load,
-// 67 bytes/us, keeps the queues short). Every end equal to the bit, and most moved by sharing.
+// starts and times alone: 70,000 flows (every third following the one before, ~0.3 us later
+// than its end) on three NICs of 100 bytes/us, flow f at 0.3 f us (0.9 us apart on a NIC), 1.03
+// us alone (1.0 on the tick) and 60 bytes each: neighbours on a NIC overlap by ~0.1 us at 120
+// bytes/us and share it (the NICs' load, 67 bytes/us, keeps the queues short). Every end equal
+// to the bit, flow by flow and with whole chains, and most moved by sharing.
 TEST(FlowList, SharingAListOnTheTickIsSharingItsTickedStartsExactly) {
   constexpr int kFlows = 70000;
   FlowList ticked, exact;
   for (int r = 0; r < 3; ++r) {
-    ticked.addShape(1, 60, {{r, 1}});
-    exact.addShape(1, 60, {{r, 1}});
+    ticked.addShape(1.03, 60, {{r, 1}});
+    exact.addShape(FlowList::onTick(1.03), 60, {{r, 1}});
   }
   ticked.reserve(kFlows);
   ASSERT_TRUE(ticked.startsInTicks());
@@ -200,9 +208,11 @@ TEST(FlowList, SharingAListOnTheTickIsSharingItsTickedStartsExactly) {
   ASSERT_FALSE(exact.startsOnTick());
   const std::vector<double> nics(3, 100);
   const SharingResult a = shareLinks(ticked, nics), b = shareLinks(exact, nics);
+  const SharingResult one_by_one = shareLinks(ticked, nics, false, /*whole_chains=*/false);
   size_t moved = 0;
   for (size_t f = 0; f < static_cast<size_t>(kFlows); ++f) {
     ASSERT_EQ(a.end_us[f], b.end_us[f]) << f;
+    ASSERT_EQ(a.end_us[f], one_by_one.end_us[f]) << f;
     if (a.end_us[f] != a.end_us.standaloneUs(f)) ++moved;
   }
   EXPECT_GT(moved, static_cast<size_t>(kFlows) / 2);
