@@ -121,7 +121,8 @@ Simulated PrunedSearch::simulateOne(const Pending& candidate, double limit_us,
               plan.micro_batches, candidate.closed.micro_batches);
   if (unshared_only) out.sharing_flows = sharingFlowCount(plan, event_costs);
   double unshared_us = 0;
-  if (!simulateWithinInPlace(*sim, unshared_only ? std::numeric_limits<double>::lowest() : limit_us,
+  if (!simulateWithinInPlace(*sim,
+                             unshared_only ? std::numeric_limits<double>::lowest() : limit_us,
                              unshared_us)) {
     if (unshared_only) {
       out.unshared_us = unshared_us;
@@ -197,8 +198,8 @@ double tasksOf(const Pending& candidate) {
 size_t PrunedSearch::simulationBytes(const Pending& candidate, bool full) {
   constexpr double kFirstPassTaskBytes = sizeof(TaskNode) + 1.5 * sizeof(TaskEdge) +
                                          sizeof(uint8_t) + sizeof(int) + sizeof(StageTask) +
-                                         sizeof(TaskTiming) + sizeof(lone::Output) +
-                                         sizeof(int8_t) + sizeof(double);
+                                         sizeof(TaskTiming) + sizeof(lone::Output) + sizeof(int8_t) +
+                                         sizeof(double);
   constexpr double kSharingPassTaskBytes = 28, kSharingPassKeptGraphTaskBytes = 60;
   const bool ticked_starts = candidate.sharing_flows >= FlowList::kTickedFromFlows &&
                              candidate.bound_us / FlowList::kStartTickUs < 0x1p32;
@@ -425,8 +426,7 @@ SearchReport runPrunedSearch(const ModelConfig& model, const ClusterConfig& clus
   if (options.top_k < 1) EVSIM_THROW(InputError, "--top {}: must be >= 1", options.top_k);
   const bool profiled = parallel_profile::on();
   if (profiled) parallel_profile::Recorder::get().clear();  // e.g. an exhaustive search's regions
-  const parallel_profile::Stamp start =
-      profiled ? parallel_profile::now() : parallel_profile::Stamp{};
+  const parallel_profile::Stamp start = profiled ? parallel_profile::now() : parallel_profile::Stamp{};
   // The passes' and rounds' parallel regions run on these threads, the caller's among them
   // (worker_team.h), not on threads started for each.
   WorkerTeam team(resolveThreads(options.threads));

@@ -1,10 +1,11 @@
 // Flows held compactly and one flow's loads alone; link_sharing.h.
+#include "modeler/network/link_sharing.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "common/error.h"
-#include "modeler/network/link_sharing.h"
 
 namespace evsim {
 
@@ -143,9 +144,8 @@ void FlowEnds::done() {
   std::sort(moved_.begin(), moved_.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   // Each flow ends once: a second end for one flow would make the reads pick either.
-  const auto twice =
-      std::adjacent_find(moved_.begin(), moved_.end(),
-                         [](const auto& a, const auto& b) { return a.first == b.first; });
+  const auto twice = std::adjacent_find(moved_.begin(), moved_.end(),
+                                        [](const auto& a, const auto& b) { return a.first == b.first; });
   EVSIM_CHECK(twice == moved_.end(), "flow {} was given two ends", twice->first);
   moved_.shrink_to_fit();
 }

@@ -197,8 +197,7 @@ struct LoadSegment {
 // Each flow's end after sharing. Most flows end at their standalone end (start + time alone:
 // alone on their links, or released on time), so only the ends sharing moved are kept (issue 34:
 // of ~10^6 flows of one simulation a few thousand move). It reads the standalone ends from the
-// flow list it was computed for, which must outlive it (the list-of-flows shareLinks keeps its
-// own).
+// flow list it was computed for, which must outlive it (the list-of-flows shareLinks keeps its own).
 class FlowEnds {
  public:
   FlowEnds() = default;
