@@ -85,9 +85,9 @@ TEST(FlowList, AListReservedFor65536FlowsKeepsItsStartsOnTheTick) {
   EXPECT_EQ(FlowList::onTick(-1.03), -1.0625);
 }
 
-// A start at or past 2^32 ticks (2^28 us; 300 s = 4.8e9 ticks), before 0, infinite or NaN moves the
-// list to 8-byte starts, still on the tick at or before each (-1.03 us: -1.0625); the flows before
-// read back as they did: 268 s (4.288e9 ticks) and (2^32 - 1) / 16 us, the last tick, still fit.
+// A start at or past 2^32 ticks (2^28 us; 300 s = 4.8e9 ticks), before 0, infinite or NaN moves
+// the list to 8-byte starts, still on the tick at or before each (-1.03 us: -1.0625); the flows
+// before read back as they did: 268 s (4.288e9 ticks) and (2^32 - 1) / 16 us, the last tick, fit.
 TEST(FlowList, AStartOutside32BitsOfTicksWidensTheStartsOnTheTick) {
   const double last_tick_us = (0x1p32 - 1) / 16;
   for (const double outside : {300e6 + 0.03, 0x1p28, -1.03, std::numeric_limits<double>::infinity(),
@@ -139,12 +139,12 @@ TEST(FlowList, AListOnTheTickHoldsItsShapesTimesOnTheTick) {
   EXPECT_EQ(of.flow(5).duration_us, 10.0);
 }
 
-// Flows that meet stay apart on the tick: 70,000 flows in chains of two (the second following
-// the first as it ends: start = start + time alone in floating point, at starts and times that
-// are not on the tick, 1000.01 + 10.05 f us and 10.05 us) and lone flows each starting where the
-// one before on its NIC ends (the next bucket on a stream), one NIC each: nothing overlaps, so
-// nothing moves, as in the exact list. With the starts alone on the tick, a flow would overlap
-// the one it meets by up to a tick and be stretched by it.
+// Flows that meet stay apart on the tick: 70,000 flows, on NIC 0 chains of two (the second
+// following the first as it ends: start = start + time alone in floating point; a chain every
+// 20.4 us from 1000.01 us) and on NIC 1 lone flows each starting where the one before ends (the
+// next bucket on a stream, from 1000.01 us), all 10.05 us alone: starts and times off the tick.
+// Nothing overlaps, so nothing moves, as in the exact list. With the starts alone on the tick, a
+// flow would overlap the one it meets by up to a tick and be stretched by it (42,000 moved).
 TEST(FlowList, FlowsThatMeetDoNotOverlapOnTheTick) {
   constexpr int kFlows = 70000;
   FlowList list;
