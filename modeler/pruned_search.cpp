@@ -201,9 +201,10 @@ size_t PrunedSearch::simulationBytes(const Pending& candidate, bool full) {
                                          sizeof(TaskTiming) + sizeof(lone::Output) + sizeof(int8_t) +
                                          sizeof(double);
   constexpr double kSharingPassTaskBytes = 28, kSharingPassKeptGraphTaskBytes = 60;
-  const bool ticked_starts = candidate.sharing_flows >= FlowList::kTickedFromFlows &&
-                             candidate.bound_us / FlowList::kStartTickUs < 0x1p32;
-  const double sharing_pass_flow_bytes = (ticked_starts ? 12 : 16) + 1;
+  // Per flow its start, its shape and link sharing's slot with the fit's rest (8), and the start
+  // order's record (1).
+  const double sharing_pass_flow_bytes =
+      static_cast<double>(FlowList::startBytes(candidate.sharing_flows, candidate.bound_us) + 8 + 1);
   const double tasks = tasksOf(candidate);
   const double sharing_task_bytes = tasks > static_cast<double>(kKeptShapeTasks)
                                         ? kSharingPassTaskBytes

@@ -72,15 +72,14 @@ int FlowList::add(double start_us, int shape, int after) {
 
 inline void FlowList::addStart(double start_us) {
   if (ticks_) {
-    const double ticks = start_us / kStartTickUs;            // exact: a power of two
-    if (ticks >= 0 && ticks < 0x1p32) {                      // false for NaN
+    const double ticks = start_us / kStartTickUs;  // exact: a power of two
+    if (fitsTicks(ticks)) {
       start_ticks_.push_back(static_cast<uint32_t>(ticks));  // truncated: onTick's floor
       return;
     }
     ticks_ = false;  // every start in 8 bytes from now on, still on the tick
     start_us_.reserve(start_ticks_.capacity());
-    for (const uint32_t t : start_ticks_)
-      start_us_.push_back(static_cast<double>(t) * kStartTickUs);
+    for (const uint32_t t : start_ticks_) start_us_.push_back(ticksUs(t));
     std::vector<uint32_t>().swap(start_ticks_);  // freed, not only emptied
   }
   start_us_.push_back(on_tick_ ? onTick(start_us) : start_us);

@@ -130,12 +130,15 @@ class FlowList {
   // on the tick, and shape(s).duration_us for a time alone of `us` (exact: a power of two, a
   // whole number of ticks).
   static double onTick(double us) { return std::floor(us / kStartTickUs) * kStartTickUs; }
+  // The bytes a start takes in a list reserved for `flows` flows none of which starts after
+  // `latest_start_us` (>= 0): 4, as a count of ticks, or 8.
+  static size_t startBytes(size_t flows, double latest_start_us) {
+    return flows >= kTickedFromFlows && fitsTicks(latest_start_us / kStartTickUs) ? 4 : 8;
+  }
 
   size_t size() const { return ticks_ ? start_ticks_.size() : start_us_.size(); }
   size_t shapes() const { return shapes_.size(); }
-  double startUs(size_t f) const {
-    return ticks_ ? static_cast<double>(start_ticks_[f]) * kStartTickUs : start_us_[f];
-  }
+  double startUs(size_t f) const { return ticks_ ? ticksUs(start_ticks_[f]) : start_us_[f]; }
   // Whether the starts are kept on the tick, and whether in 4 bytes each.
   bool startsOnTick() const { return on_tick_; }
   bool startsInTicks() const { return ticks_; }
@@ -162,6 +165,8 @@ class FlowList {
   void reserve(size_t flows);
 
  private:
+  static bool fitsTicks(double ticks) { return ticks >= 0 && ticks < 0x1p32; }  // false for NaN
+  static double ticksUs(uint32_t ticks) { return static_cast<double>(ticks) * kStartTickUs; }
   inline void addStart(double start_us);  // flow_list.cpp
   int afterAside(size_t f) const;
   int followerAside(size_t f) const;

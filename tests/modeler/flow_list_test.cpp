@@ -168,6 +168,17 @@ TEST(FlowList, FlowsThatMeetDoNotOverlapOnTheTick) {
   EXPECT_EQ(list.startUs(0), 1000.0);  // 1000.01 us held on its tick
 }
 
+// The start's bytes the search's memory estimate charges, by the same rule as the list: 4 from
+// 65,536 flows while the latest start is under 2^32 ticks (268 s fits; 2^28 us is 2^32 ticks),
+// else 8.
+TEST(FlowList, StartBytesFollowTheListsRule) {
+  EXPECT_EQ(FlowList::startBytes(FlowList::kTickedFromFlows, 72e6), 4u);
+  EXPECT_EQ(FlowList::startBytes(FlowList::kTickedFromFlows, 268e6), 4u);
+  EXPECT_EQ(FlowList::startBytes(FlowList::kTickedFromFlows - 1, 72e6), 8u);
+  EXPECT_EQ(FlowList::startBytes(FlowList::kTickedFromFlows, 0x1p28), 8u);
+  EXPECT_EQ(FlowList::startBytes(1u << 20, 300e6), 8u);
+}
+
 // Reserved for fewer (or not at all), a list keeps its starts exactly, in 8 bytes.
 TEST(FlowList, ASmallerListKeepsItsStartsExactly) {
   FlowList list;
